@@ -1,0 +1,192 @@
+"""Diagonal normalization (paper 1 §5), offset profiles and the non-relativeness index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy.linalg import toeplitz
+
+from causalpos import diagonal as D
+
+
+def naive_normalize(m: np.ndarray) -> np.ndarray:
+    """Independent reference: loop over offsets, nanmean of each band."""
+    n = m.shape[0]
+    out = m.astype(np.float64).copy()
+    for k in range(-(n - 1), n):
+        i = np.arange(max(k, 0), min(n, n + k))
+        band = m[i, i - k].astype(np.float64)
+        fin = np.isfinite(band)
+        if fin.any():
+            out[i[fin], (i - k)[fin]] = band[fin] - band[fin].mean()
+    return out
+
+
+def test_toeplitz_maps_to_exact_zero():
+    rng = np.random.default_rng(0)
+    t = toeplitz(rng.normal(size=30), rng.normal(size=30))
+    assert np.array_equal(D.normalize(t), np.zeros_like(t))
+    causal = np.where(np.tril(np.ones((30, 30), bool)), t, np.nan)
+    out = D.normalize(causal)
+    assert np.array_equal(np.isnan(out), np.isnan(causal))
+    assert np.array_equal(out[np.tril_indices(30)], np.zeros(465))
+    assert D.non_relativeness_index(causal) == 0.0
+
+
+def test_matches_naive_reference_with_scattered_nans():
+    rng = np.random.default_rng(1)
+    m = rng.normal(size=(25, 25))
+    m[rng.random((25, 25)) < 0.2] = np.nan
+    got = D.normalize(m)
+    np.testing.assert_allclose(got, naive_normalize(m), rtol=0, atol=1e-14)
+    assert np.array_equal(np.isnan(got), np.isnan(m))
+
+
+def test_band_means_are_zero_and_profile_recovers_toeplitz_values():
+    rng = np.random.default_rng(2)
+    m = np.where(np.tril(np.ones((40, 40), bool)), rng.normal(size=(40, 40)), np.nan)
+    prof = D.offset_profile(D.normalize(m))
+    k = D.offsets(40)
+    assert np.all(np.isnan(prof[k < 0]))
+    assert np.abs(prof[k >= 0]).max() < 1e-15
+    c = rng.normal(size=40)
+    r = rng.normal(size=40)
+    prof_t = D.offset_profile(toeplitz(c, r))  # band k = i - j >= 0 holds c[k], k < 0 holds r[-k]
+    np.testing.assert_array_equal(prof_t[k >= 0], c)
+    np.testing.assert_array_equal(prof_t[k < 0], r[1:][::-1])
+
+
+def test_main_diagonal_and_corners_exactly_zero_float32():
+    rng = np.random.default_rng(3)
+    m = rng.normal(size=(2, 33, 33)).astype(np.float32)
+    m[:, np.arange(33), np.arange(33)] = np.float32(0.1)  # constant diagonal, like L2 logits (= 1)
+    out = D.normalize(m)
+    assert out.dtype == np.float32
+    assert np.all(out[:, np.arange(33), np.arange(33)] == 0.0)
+    assert np.all(out[:, 32, 0] == 0.0) and np.all(out[:, 0, 32] == 0.0)
+    causal = np.where(np.tril(np.ones((33, 33), bool)), m, np.nan)
+    assert np.all(D.normalize(causal)[:, 32, 0] == 0.0)
+
+
+def test_constant_band_of_float64_is_exactly_zero():
+    # 0.1 is not exact in binary: a naive sum/count mean would leave ~1e-17 residues.
+    m = np.full((50, 50), 0.1)
+    m += np.arange(50)[:, None] * 0.0
+    assert np.array_equal(D.normalize(m), np.zeros((50, 50)))
+
+
+def test_linearity_mean_of_normalized_equals_normalized_mean():
+    rng = np.random.default_rng(4)
+    maps = rng.normal(size=(10, 3, 20, 20))
+    maps[..., np.triu_indices(20, 1)[0], np.triu_indices(20, 1)[1]] = np.nan
+    a = D.normalize(maps.mean(axis=0))
+    b = D.normalize(maps).mean(axis=0)
+    assert np.array_equal(np.isnan(a), np.isnan(b))
+    assert np.nanmax(np.abs(a - b)) < 1e-14
+
+
+def test_leading_dims_are_independent_slices():
+    rng = np.random.default_rng(5)
+    m = rng.normal(size=(2, 3, 12, 12))
+    out = D.normalize(m)
+    for a in range(2):
+        for b in range(3):
+            np.testing.assert_allclose(out[a, b], naive_normalize(m[a, b]), atol=1e-14)
+
+
+def test_large_map_batches_agree():
+    rng = np.random.default_rng(6)
+    m = rng.normal(size=(5, 1100, 1100)).astype(np.float32)  # several bincount batches
+    out = D.normalize(m)
+    np.testing.assert_allclose(out[3], naive_normalize(m[3]), atol=2e-6)
+
+
+def test_index_of_a_known_pattern():
+    # M[i, j] = f(i): N[i, j] = f(i) - mean of f over the band's queries; check against naive loops.
+    n = 12
+    f = np.linspace(0.0, 1.0, n) ** 2
+    m = np.where(np.tril(np.ones((n, n), bool)), f[:, None] + 0 * f[None, :], np.nan)
+    nm = naive_normalize(m)
+    cells = [nm[i, j] for i in range(n) for j in range(n) if 1 <= i - j <= n - 2]
+    assert D.non_relativeness_index(m) == pytest.approx(np.sqrt(np.mean(np.square(cells))), rel=1e-13)
+    assert D.non_relativeness_index(nm, normalized=True) == pytest.approx(D.non_relativeness_index(m), rel=1e-15)
+
+
+def test_index_ignores_upper_triangle_and_is_vectorized():
+    rng = np.random.default_rng(7)
+    m = rng.normal(size=(4, 15, 15))
+    causal = np.where(np.tril(np.ones((15, 15), bool)), m, np.nan)
+    idx = D.non_relativeness_index(m)
+    assert idx.shape == (4,)
+    # the lower bands of a full map and of its masked copy normalize identically
+    np.testing.assert_allclose(idx, D.non_relativeness_index(causal), rtol=1e-14)
+
+
+def test_index_ci_noise_floor_matches_theory_for_pure_noise():
+    # i.i.d. N(0, s^2) group maps: Var N_g(i,j) = s^2 (1 - 1/m_k) for a band of m_k cells, so the
+    # noise floor is s/sqrt(G) * sqrt(mean over cells of (1 - 1/m_k)).
+    rng = np.random.default_rng(8)
+    G, n, s = 40, 60, 0.3
+    gm = rng.normal(scale=s, size=(G, n, n))
+    ci = D.index_ci(gm, n_boot=400, seed=0)
+    k = (np.arange(n)[:, None] - np.arange(n)[None, :])
+    sel = (k >= 1) & (k <= n - 2)
+    expect = s / np.sqrt(G) * np.sqrt(np.mean(1 - 1 / (n - k[sel])))
+    assert ci.noise_floor == pytest.approx(expect, rel=0.03)  # 1,711 cells x 39 dof
+    assert ci.estimate == pytest.approx(expect, rel=0.05)
+    assert ci.estimate == pytest.approx(D.non_relativeness_index(gm.mean(axis=0)), rel=1e-13)
+    assert ci.debiased < 0.3 * ci.estimate
+    assert ci.lo == 0.0 and ci.hi < 1.5 * ci.noise_floor  # consistent with no signal
+
+
+def test_index_ci_detects_signal_and_covers_it():
+    rng = np.random.default_rng(9)
+    G, n = 20, 30
+    pattern = np.zeros((n, n))
+    pattern[:, 0] = 0.05  # a non-relative "first key" column, like the causal RoPE maps
+    true_index = D.non_relativeness_index(pattern)
+    gm = pattern + rng.normal(scale=0.01, size=(G, 3, n, n))
+    ci = D.index_ci(gm, level=0.95, n_boot=1000, seed=1)
+    assert ci.estimate.shape == (3,)
+    assert np.all(ci.estimate > 4 * ci.noise_floor)  # floor = 0.01/sqrt(20) * ~0.98
+    assert np.all(ci.lo > 0) and np.all((ci.lo <= true_index) & (true_index <= ci.hi))
+    assert np.all((ci.lo <= ci.debiased) & (ci.debiased <= ci.hi))
+    np.testing.assert_allclose(ci.debiased, true_index, rtol=0.05)
+    again = D.index_ci(gm, level=0.95, n_boot=1000, seed=1)
+    assert np.array_equal(again.lo, ci.lo)
+
+
+def test_normalize_dataarray_keeps_dims_and_coords():
+    rng = np.random.default_rng(10)
+    vals = rng.normal(size=(6, 6, 2))
+    da = xr.DataArray(vals, dims=("query", "key", "layer"), coords={"layer": [0, 1]}, name="score")
+    out = D.normalize_dataarray(da)
+    assert out.dims == da.dims and out.name == "score" and list(out.layer.values) == [0, 1]
+    for layer in range(2):
+        np.testing.assert_allclose(out.values[..., layer], naive_normalize(vals[..., layer]), atol=1e-14)
+    with pytest.raises(ValueError, match="query"):
+        D.normalize_dataarray(da.rename(query="q"))
+
+
+def test_bad_shapes_raise():
+    with pytest.raises(ValueError, match=r"\(\.\.\., n, n\)"):
+        D.normalize(np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        D.index_ci(np.zeros((1, 5, 5)))
+
+
+def test_simulation_index_table_rows_match_index_ci():
+    from causalpos.simulate import simulate
+
+    kw = dict(alpha=0.0, rope=True, n_samples=512, seq_len=8, dim=16, n_layers=2, seed=0, n_groups=8)
+    stores = {"causal": simulate(**kw), "bidir": simulate(**kw, causal=False)}
+    tab = D.simulation_index_table(stores, confidence=0.9, n_boot=200, seed=3)
+    assert list(zip(tab["setting"], tab["layer"])) == [("causal", 0), ("causal", 1), ("bidir", 0), ("bidir", 1)]
+    ci = D.index_ci(stores["bidir"]["score_group"].values, level=0.9, n_boot=200, seed=3)
+    got = tab[tab["setting"] == "bidir"]
+    np.testing.assert_array_equal(got["index"], ci.estimate)
+    np.testing.assert_array_equal(got["ci_lo"], ci.lo)
+    np.testing.assert_array_equal(got["noise_floor"], ci.noise_floor)
+    np.testing.assert_allclose(got["index_over_floor"], ci.estimate / ci.noise_floor)
+    assert (tab["causal"] == [True, True, False, False]).all() and (tab["n_samples"] == 512).all()

@@ -1,0 +1,76 @@
+"""Paper 1 figures: each is written and draws the numbers of its source (closed form or store)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from causalpos import theory as T
+from causalpos.diagonal import non_relativeness_index
+from causalpos.figures import paper1 as F
+from causalpos.simulate import simulate
+
+
+@pytest.fixture(scope="module")
+def stores():
+    kw = dict(n_samples=512, seq_len=12, dim=16, n_layers=3, seed=0, n_groups=8)
+    return {
+        "l2": simulate(alpha=0.0, **kw),
+        "ln": simulate(alpha=0.2, norm="layernorm", scaling="sqrt_d", **kw),
+        "rope_bidir": simulate(alpha=0.0, rope=True, causal=False, **kw),
+    }
+
+
+def test_fig1_annotates_the_closed_form(tmp_path):
+    paths = [tmp_path / "fig1.png", tmp_path / "fig1.pdf"]
+    got = F.plot_fig1(paths)
+    assert all(p.stat().st_size > 10_000 for p in paths)
+    np.testing.assert_array_equal(got["layer2_n3"], T.layer2_matrix(3, 0.0), strict=True)
+    # row-major over the lower triangle: (1,1) (2,1) (2,2) (3,1) (3,2) (3,3)
+    assert got["annotations"] == ["1.000", "0.154", "1.000", "0.132", "0.151", "1.000"]
+    lim = got["clims"]["layer 2, closed form, α = 0 (diagonal = 1 blank)"]
+    off = T.layer2_matrix(50, 0.0)[np.tril_indices(50, -1)]
+    assert lim == (off.min(), off.max())
+
+
+def test_simulation_figure_limits_and_rows(tmp_path, stores):
+    paths = [tmp_path / "sim.png"]
+    got = F.plot_simulation([stores["l2"], stores["ln"], stores["rope_bidir"]], ["l2", "ln", "rope"], paths,
+                            normalized_row=True, title="test")
+    assert paths[0].stat().st_size > 10_000
+    rows = got["rows"]
+    assert [(r["label"], r["kind"]) for r in rows] == [
+        ("l2", "raw"), ("l2", "normalized"), ("ln", "raw"), ("ln", "normalized"),
+        ("rope", "raw"), ("rope", "normalized")]
+    assert (rows[0]["vmin"], rows[0]["vmax"]) == (0.0, 1.0)
+    assert (rows[2]["vmin"], rows[2]["vmax"]) == (0.0, math.sqrt(16))  # LayerNorm diag logit = sqrt(d)
+    for r in rows[1::2]:
+        assert r["vmin"] == -r["vmax"] and r["vmax"] > 0
+        assert r["layers"] == 3
+    norm = stores["rope_bidir"]["score_normalized"].values
+    np.testing.assert_allclose(rows[5]["index"], non_relativeness_index(norm, normalized=True), rtol=1e-12)
+    assert len(rows[5]["noise_floor"]) == 3 and rows[0]["index"] is None
+
+
+def test_raw_limits_follow_the_diagonal_logit(stores):
+    for name in ("l2", "ln"):
+        ds = stores[name]
+        lo, hi = F.raw_limits(ds.attrs)
+        diag = np.diagonal(ds["score"].values, axis1=1, axis2=2)
+        np.testing.assert_allclose(diag, hi, rtol=1e-3)  # LN: eps shrinks sqrt(d) by ~1e-4
+        assert lo == 0.0
+    assert F.raw_limits({"norm": "layernorm", "scaling": "d", "dim": 64}) == (0.0, 1.0)
+    assert F.raw_limits({"norm": "layernorm", "scaling": "none", "dim": 64}) == (0.0, 64.0)
+
+
+def test_setting_description_names_everything():
+    desc = F.setting_description({"alpha": 0.5, "norm": "layernorm", "scaling": "sqrt_d", "rope": True,
+                                  "rope_theta": 10000.0, "causal": False, "residual": False})
+    assert desc == "α = 0.5, LayerNorm, QKᵀ/√d, RoPE θ=10000, bidirectional, no residual"
+
+
+def test_simulation_figure_rejects_mismatched_labels(tmp_path, stores):
+    with pytest.raises(ValueError, match="one label per store"):
+        F.plot_simulation([stores["l2"]], ["a", "b"], [tmp_path / "x.png"], normalized_row=False, title="t")

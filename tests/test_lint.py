@@ -1,0 +1,26 @@
+"""The workflow passes `snakemake --lint` and `snakefmt --check` (as the catalog workflows' CI does)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from wfutil import REPO
+
+
+def test_snakemake_lint_is_clean():
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--lint", "-n"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "Lints for" not in out, out
+
+
+def test_snakefmt_check_is_clean():
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "Snakefile", "workflow"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

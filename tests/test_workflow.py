@@ -1,0 +1,127 @@
+"""End to end on configs/smoke.yaml in a temporary copy of the pipeline, then rerun guarantees.
+
+The pipeline is copied (as a user's clone would be) so that editing its config or a library module
+in the copy emulates a user's edit; the dry runs that follow say what Snakemake would rerun.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import yaml
+
+from wfutil import copy_pipeline, planned_jobs, rule_counts, snakemake
+
+pytestmark = pytest.mark.slow
+
+SMOKE = "configs/smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> Path:
+    work = copy_pipeline(tmp_path_factory.mktemp("pipeline"))
+    snakemake(work, "--cores", "2", "--configfile", SMOKE)
+    return work
+
+
+def test_smoke_run_writes_every_store_and_figure(pipeline):
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    sim = cfg["simulate"]
+    for name, setting in sim["settings"].items():
+        ds = xr.open_zarr(pipeline / "results" / "sim" / f"{name}.zarr", consolidated=False)
+        assert ds["score"].dims == ("layer", "query", "key")
+        assert ds["score"].shape == (sim["n_layers"], sim["seq_len"], sim["seq_len"])
+        assert ds["score"].dtype == np.float32
+        score = ds["score"].values
+        upper = np.triu_indices(sim["seq_len"], 1)
+        causal = setting.get("causal", True)
+        # masked cells are NaN (never +-inf or dtype-min), unmasked cells finite
+        assert np.isnan(score[:, upper[0], upper[1]]).all() == causal
+        assert np.isfinite(score[:, np.tril_indices(sim["seq_len"])[0], np.tril_indices(sim["seq_len"])[1]]).all()
+        assert ds.attrs["n_samples"] == sim["n_samples"]
+        assert math.isclose(ds.attrs["alpha"], setting["alpha"])
+        # L2 without scaling: the diagonal logit is exactly 1 (unit vectors), at every layer
+        if not setting.get("norm") == "layernorm":
+            np.testing.assert_allclose(np.diagonal(score, axis1=1, axis2=2), 1.0, atol=1e-5)
+    for fig in cfg["figures"]["simulation"]:
+        for fmt in cfg["figures"]["formats"]:
+            path = pipeline / "results" / "figures" / f"sim_{fig}.{fmt}"
+            assert path.is_file() and path.stat().st_size > 10_000, path
+    theory = pd.read_csv(pipeline / "results" / "sim" / "theory.csv")
+    # closed form and exact Gram computation agree to machine precision at every (alpha, i, j)
+    assert (theory["closed_form"] - theory["exact_gram"]).abs().max() < 1e-10
+    assert set(theory["alpha"]) == {0.0, 0.2}
+    index = pd.read_csv(pipeline / "results" / "stats" / "simulation_index.csv")
+    assert set(index["setting"]) == set(sim["settings"])
+    assert (index["ci_lo"] <= index["ci_hi"]).all()
+    # without the mask, RoPE's normalized maps are noise: the index sits at its Monte-Carlo floor
+    bidir = index[index["setting"] == "rope_bidir_a000"]
+    assert (bidir["index_over_floor"] < 1.5).all() and (bidir["ci_lo"] == 0).all()
+    # with the mask and alpha > 0 the non-relative pattern is many noise floors above it by layer 3
+    causal = index[(index["setting"] == "l2_a020") & (index["layer"] == 2)]
+    assert float(causal["index_over_floor"].iloc[0]) > 5
+
+
+def test_second_run_has_nothing_to_do(pipeline):
+    assert planned_jobs(pipeline, "--configfile", SMOKE) == []
+
+
+def test_changed_simulation_parameter_reruns_only_that_setting_and_dependents(pipeline, tmp_path):
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    cfg["simulate"]["settings"]["l2_a020"]["alpha"] = 0.3
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    jobs = planned_jobs(pipeline, "--configfile", str(changed))
+    assert ("simulate", "setting=l2_a020") in jobs
+    assert rule_counts(jobs) == {
+        "simulate": 1,  # only l2_a020
+        "theory_check": 1,  # it reads every L2 setting
+        "aggregate_sim_stats": 1,
+        "plot_simulation": 1,  # fig2 shows l2_a020; fig4 and fig10 do not
+    }
+    assert ("plot_simulation", "figure=fig2") in jobs
+
+
+def test_figure_only_option_reruns_only_figures(pipeline, tmp_path):
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    cfg["figures"]["formats"] = ["png", "pdf"]
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    counts = rule_counts(planned_jobs(pipeline, "--configfile", str(changed)))
+    assert set(counts) <= {"plot_fig1", "plot_simulation"} and counts, counts
+
+
+def test_editing_a_library_module_reruns_only_its_stages(pipeline):
+    module = pipeline / "src" / "causalpos" / "figures" / "paper1.py"
+    original = module.read_text()
+    try:
+        module.write_text(original + "\n# an edit\n")
+        counts = rule_counts(planned_jobs(pipeline, "--configfile", SMOKE))
+        assert counts == {"plot_fig1": 1, "plot_simulation": 3}, counts
+    finally:
+        module.write_text(original)
+    assert planned_jobs(pipeline, "--configfile", SMOKE) == []
+
+
+@pytest.mark.parametrize(
+    "edit, names",
+    [
+        (lambda c: c["simulate"].update(n_sampels=5), "n_sampels"),
+        (lambda c: c["simulate"]["settings"]["l2_a000"].update(norm="rms"), "norm"),
+        (lambda c: c.update(device="tpu"), "device"),
+        (lambda c: c["figures"]["simulation"]["fig2"].update(settings=["nope"]), "nope"),
+    ],
+)
+def test_bad_config_fails_before_any_job_naming_the_key(pipeline, tmp_path, edit, names):
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    edit(cfg)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(cfg))
+    proc = snakemake(pipeline, "-n", "--configfile", str(bad), check=False)
+    assert proc.returncode != 0
+    assert names in proc.stdout + proc.stderr

@@ -1,0 +1,68 @@
+"""Helpers for workflow tests: a copy of the pipeline in a temporary directory, and dry-run parsing."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COPIED = ("Snakefile", "config.yaml", "configs", "workflow", "envs", "profiles", "src")
+
+
+def copy_pipeline(dest: Path) -> Path:
+    """Copy what a user's clone holds (no results, no caches) into ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run ``python -m snakemake`` in ``workdir`` (so its profiles/default applies, as for a user)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}"
+            f"\n--- stderr\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+_JOB = re.compile(r"^(?:local)?rule (\w+):\s*$")
+_WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
+
+
+def planned_jobs(workdir: Path, *args: str) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry run would execute, sorted."""
+    proc = snakemake(workdir, "-n", *args, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(proc.stderr)
+    jobs: list[tuple[str, str]] = []
+    for line in (proc.stdout + proc.stderr).splitlines():
+        m = _JOB.match(line)
+        if m:
+            jobs.append((m.group(1), ""))
+            continue
+        m = _WILDCARDS.match(line)
+        if m and jobs:
+            jobs[-1] = (jobs[-1][0], m.group(1).strip())
+    return sorted(jobs)
+
+
+def rule_counts(jobs: list[tuple[str, str]]) -> Counter:
+    return Counter(rule for rule, _ in jobs if rule != "all")

@@ -1,0 +1,51 @@
+# Figures: PNG/PDF reproductions with the papers' layouts. Figure-only options live under
+# `figures:` in the config, so changing them reruns only these rules.
+
+
+rule plot_fig1:
+    output:
+        report(
+            figure_paths("fig1_theory"),
+            caption="../report/fig1.rst",
+            category="Paper 1: theory",
+        ),
+    log:
+        "logs/plot_fig1/plot_fig1.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        code=fingerprint("figures.paper1", "figures.common", "theory"),
+    script:
+        "../scripts/plot_fig1.py"
+
+
+rule plot_simulation:
+    input:
+        sim_figure_stores,
+    output:
+        report(
+            expand(
+                "results/figures/sim_{{figure}}.{fmt}",
+                fmt=config["figures"]["formats"],
+            ),
+            caption="../report/sim_figure.rst",
+            category="Paper 1: simulations",
+            subcategory="{figure}",
+        ),
+    log:
+        "logs/plot_simulation/{figure}.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        spec=sim_figure_params,
+        code=fingerprint("figures.paper1", "figures.common", "diagonal", "store"),
+    script:
+        "../scripts/plot_simulation.py"

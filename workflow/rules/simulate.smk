@@ -1,0 +1,42 @@
+# Paper 1 §2, §4: the parameter-free decoder, one store per setting; §1: theory check.
+
+
+rule simulate:
+    output:
+        directory("results/sim/{setting}.zarr"),
+    log:
+        "logs/simulate/{setting}.log",
+    benchmark:
+        "benchmarks/simulate/{setting}.tsv"
+    conda:
+        ENV_ANALYSIS
+    threads: 2
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        setting=sim_setting_params,
+        seed=config["seed"],
+        code=fingerprint("simulate", "theory", "rope", "diagonal", "store"),
+    script:
+        "../scripts/simulate.py"
+
+
+rule theory_check:
+    input:
+        theory_stores,
+    output:
+        "results/sim/theory.csv",
+    log:
+        "logs/theory_check/theory_check.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        n_positions=config["theory"]["n_positions"],
+        code=fingerprint("theory", "store"),
+    script:
+        "../scripts/theory_check.py"

@@ -1,0 +1,28 @@
+# Statistical aggregation: per-layer non-relativeness index with Monte-Carlo CIs.
+
+
+rule aggregate_sim_stats:
+    input:
+        sim_stores,
+    output:
+        report(
+            "results/stats/simulation_index.csv",
+            caption="../report/simulation_index.rst",
+            category="Paper 1: simulations",
+        ),
+    log:
+        "logs/aggregate_sim_stats/aggregate_sim_stats.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        settings=sim_settings(),
+        confidence=config["stats"]["confidence"],
+        n_bootstrap=config["stats"]["n_bootstrap"],
+        seed=config["seed"],
+        code=fingerprint("diagonal", "store"),
+    script:
+        "../scripts/aggregate_sim_stats.py"
