@@ -25,6 +25,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/stats.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/train.smk"
 
 
 rule all:

@@ -131,4 +131,5 @@ def all_targets():
     if theory_settings():
         targets.append("results/sim/theory.csv")
     targets += figure_paths("fig1_theory")
+    targets += train_targets()
     return targets

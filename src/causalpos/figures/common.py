@@ -38,6 +38,10 @@ def heatmap(ax, m: np.ndarray, *, vmin=None, vmax=None, cmap=CMAP, title: str | 
     off = 1 if one_indexed else 0
     im = ax.imshow(np.ma.masked_invalid(m), vmin=vmin, vmax=vmax, cmap=cm, interpolation="nearest",
                    extent=(off - 0.5, n_k + off - 0.5, n_q + off - 0.5, off - 0.5), aspect="equal")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel + (" (1-indexed)" if one_indexed else ""))
     ax.set_ylabel(ylabel + (" (1-indexed)" if one_indexed else ""))
     if title:
