@@ -4,7 +4,7 @@
 #   snakemake --cores 8 --use-conda                       # the same, each rule in its conda env
 #   snakemake --profile profiles/slurm --configfile configs/paper.yaml   # the papers, on a GPU cluster
 #
-# Stages (one .smk each): simulate -> stats -> figures. See README.md for what each output is.
+# Stages (one .smk each): simulate; models -> data -> extract -> stats -> figures; train. See README.md for what each output is.
 
 from snakemake.utils import min_version, validate
 
@@ -23,9 +23,14 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/simulate.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/extract.smk"
+include: "workflow/rules/leakage.smk"
 include: "workflow/rules/stats.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

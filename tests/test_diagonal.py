@@ -182,7 +182,7 @@ def test_simulation_index_table_rows_match_index_ci():
     kw = dict(alpha=0.0, rope=True, n_samples=512, seq_len=8, dim=16, n_layers=2, seed=0, n_groups=8)
     stores = {"causal": simulate(**kw), "bidir": simulate(**kw, causal=False)}
     tab = D.simulation_index_table(stores, confidence=0.9, n_boot=200, seed=3)
-    assert list(zip(tab["setting"], tab["layer"])) == [("causal", 0), ("causal", 1), ("bidir", 0), ("bidir", 1)]
+    assert list(zip(tab["setting"], tab["layer"])) == [("causal", 1), ("causal", 2), ("bidir", 1), ("bidir", 2)]
     ci = D.index_ci(stores["bidir"]["score_group"].values, level=0.9, n_boot=200, seed=3)
     got = tab[tab["setting"] == "bidir"]
     np.testing.assert_array_equal(got["index"], ci.estimate)

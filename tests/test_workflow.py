@@ -63,8 +63,48 @@ def test_smoke_run_writes_every_store_and_figure(pipeline):
     bidir = index[index["setting"] == "rope_bidir_a000"]
     assert (bidir["index_over_floor"] < 1.5).all() and (bidir["ci_lo"] == 0).all()
     # with the mask and alpha > 0 the non-relative pattern is many noise floors above it by layer 3
-    causal = index[(index["setting"] == "l2_a020") & (index["layer"] == 2)]
+    causal = index[(index["setting"] == "l2_a020") & (index["layer"] == 3)]
     assert float(causal["index_over_floor"].iloc[0]) > 5
+
+
+def test_extraction_stores_from_the_smoke_run(pipeline):
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    ds_cfg = cfg["datasets"]["kjv-first24"]
+    t = ds_cfg["seq_len"]
+    for model in cfg["paper1_llm"]["models"]:
+        scores = xr.open_zarr(pipeline / "results" / "scores" / model / "kjv-first24" / "causal.zarr", consolidated=False)
+        assert scores["score_mean"].dims == ("layer", "head", "query", "key")
+        assert scores["score_mean"].dtype == np.float32
+        # two shards of 8 and 4 sequences merged into one store of 12
+        assert int(scores.attrs["n_sequences"]) == ds_cfg["n_sequences"] and int(scores.attrs["n_shards"]) == 2
+        mean = scores["score_mean"].values
+        upper = np.triu(np.ones((t, t), bool), 1)
+        assert np.isnan(mean[..., upper]).all() and np.isfinite(mean[..., ~upper]).all()
+        # the group maps are head averages of disjoint groups: their count-weighted mean is the
+        # head average of the overall mean map
+        g = scores["score_group_mean"].values.astype(np.float64)
+        w = scores["group_n_sequences"].values.astype(np.float64)
+        np.testing.assert_allclose(
+            np.tensordot(w / w.sum(), g, axes=1)[..., ~upper],
+            mean.astype(np.float64).mean(axis=1)[..., ~upper], atol=2e-5,
+        )
+        norm = xr.open_zarr(pipeline / "results" / "normalized" / model / "kjv-first24" / "causal.zarr", consolidated=False)
+        nm = norm["score_normalized_mean"].values.astype(np.float64)
+        for k in range(t):  # every offset band of the normalized head-average has mean 0
+            np.testing.assert_allclose(np.diagonal(nm, offset=-k, axis1=1, axis2=2).mean(axis=-1), 0.0, atol=1e-5)
+    llm = pd.read_csv(pipeline / "results" / "stats" / "llm_index.csv")
+    assert set(llm["model"]) == set(cfg["paper1_llm"]["models"])
+    card = pd.read_csv(pipeline / "results" / "report" / "scorecard.csv")
+    assert {"reproduced", "not run in this config"} & set(card["verdict"])
+    assert (pipeline / "results" / "report" / "scorecard.md").read_text().startswith("# Reproduction scorecard")
+
+
+def test_report_collects_figures_and_tables_with_captions(pipeline):
+    snakemake(pipeline, "--configfile", SMOKE, "--report", "report.html")
+    html = (pipeline / "report.html").read_text(errors="replace")
+    assert len(html) > 100_000  # the figures are embedded
+    for needle in ("Reproduction scorecard", "Fig. 5", "non-relativeness index"):
+        assert needle in html, needle
 
 
 def test_second_run_has_nothing_to_do(pipeline):
@@ -83,8 +123,31 @@ def test_changed_simulation_parameter_reruns_only_that_setting_and_dependents(pi
         "theory_check": 1,  # it reads every L2 setting
         "aggregate_sim_stats": 1,
         "plot_simulation": 1,  # fig2 shows l2_a020; fig4 and fig10 do not
+        "scorecard": 1,
     }
     assert ("plot_simulation", "figure=fig2") in jobs
+
+
+def test_adding_a_model_reruns_only_its_jobs_and_cross_model_outputs(pipeline, tmp_path):
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    cfg["models"]["tiny-random2"] = dict(cfg["models"]["tiny-random"], seed=1)
+    cfg["paper1_llm"]["models"].append("tiny-random2")
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    jobs = planned_jobs(pipeline, "--configfile", str(changed))
+    assert rule_counts(jobs) == {
+        "prepare_model": 1,
+        "extract_scores": 2,  # its two shards
+        "merge_scores": 1,
+        "diagonal_normalize": 1,
+        "plot_llm_appendix": 1,
+        # cross-model outputs
+        "aggregate_llm_stats": 1,
+        "plot_llm_fig5": 1,
+        "scorecard": 1,
+    }
+    per_model = [w for rule, w in jobs if rule in ("prepare_model", "extract_scores", "merge_scores")]
+    assert all("model=tiny-random2" in w for w in per_model), per_model
 
 
 def test_figure_only_option_reruns_only_figures(pipeline, tmp_path):
@@ -93,7 +156,7 @@ def test_figure_only_option_reruns_only_figures(pipeline, tmp_path):
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(cfg))
     counts = rule_counts(planned_jobs(pipeline, "--configfile", str(changed)))
-    assert set(counts) <= {"plot_fig1", "plot_simulation"} and counts, counts
+    assert counts and all(rule.startswith("plot_") for rule in counts), counts
 
 
 def test_editing_a_library_module_reruns_only_its_stages(pipeline):
@@ -102,7 +165,7 @@ def test_editing_a_library_module_reruns_only_its_stages(pipeline):
     try:
         module.write_text(original + "\n# an edit\n")
         counts = rule_counts(planned_jobs(pipeline, "--configfile", SMOKE))
-        assert counts == {"plot_fig1": 1, "plot_simulation": 3}, counts
+        assert counts == {"plot_fig1": 1, "plot_simulation": 3, "plot_llm_fig5": 1, "plot_llm_appendix": 2}, counts
     finally:
         module.write_text(original)
     assert planned_jobs(pipeline, "--configfile", SMOKE) == []

@@ -259,7 +259,7 @@ def simulation_index_table(stores: Mapping[str, "xr.Dataset"], confidence: float
     ``stores``: mapping setting name → simulation dataset with ``score_group`` (group, layer,
     query, key) (:func:`causalpos.simulate.simulate`). Returns a pandas DataFrame with columns
     ``setting``, the setting's ``alpha``, ``norm``, ``scaling``, ``rope``, ``causal``,
-    ``residual``, ``layer`` (0-indexed; the paper's layer is ``layer + 1``), ``index`` (of the
+    ``residual``, ``layer`` (numbered as in the paper: 1 = first layer), ``index`` (of the
     grand-mean map), ``ci_lo``, ``ci_hi`` (noise-corrected bootstrap over groups at ``confidence``,
     a CI for the noise-free index; :func:`index_ci`),
     ``se`` (bootstrap sd), ``noise_floor``, ``index_over_floor`` (≈ 1: no detectable
@@ -279,7 +279,7 @@ def simulation_index_table(stores: Mapping[str, "xr.Dataset"], confidence: float
             rows.append({
                 "setting": name, "alpha": a.get("alpha"), "norm": a.get("norm"), "scaling": a.get("scaling"),
                 "rope": a.get("rope"), "causal": a.get("causal"), "residual": a.get("residual"),
-                "layer": int(layer), "index": float(ci.estimate[k]), "ci_lo": float(ci.lo[k]),
+                "layer": int(layer) + 1, "index": float(ci.estimate[k]), "ci_lo": float(ci.lo[k]),
                 "ci_hi": float(ci.hi[k]), "se": float(ci.se[k]), "noise_floor": float(ci.noise_floor[k]),
                 "index_over_floor": (float(ci.estimate[k] / ci.noise_floor[k]) if ci.noise_floor[k] > 0
                                      else float("nan")),

@@ -49,3 +49,55 @@ rule plot_simulation:
         code=fingerprint("figures.paper1", "figures.common", "diagonal", "store"),
     script:
         "../scripts/plot_simulation.py"
+
+
+rule plot_llm_fig5:
+    input:
+        paper1_normalized_stores,
+    output:
+        report(
+            figure_paths("llm_fig5"),
+            caption="../report/llm_fig5.rst",
+            category="Paper 1: pretrained models",
+        ),
+    log:
+        "logs/plot_llm_fig5/plot_llm_fig5.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    params:
+        labels=paper1_labels(),
+        n_layers=config["paper1_llm"]["fig5_layers"],
+        code=fingerprint("figures.paper1", "figures.common", "diagonal"),
+    script:
+        "../scripts/plot_llm_fig5.py"
+
+
+rule plot_llm_appendix:
+    input:
+        "results/normalized/{model}/{dataset}/{variant}.zarr",
+    output:
+        report(
+            expand(
+                "results/figures/llm_appE_{{model}}_{{dataset}}_{{variant}}.{fmt}",
+                fmt=config["figures"]["formats"],
+            ),
+            caption="../report/llm_appE.rst",
+            category="Paper 1: pretrained models",
+            subcategory="{model}",
+        ),
+    log:
+        "logs/plot_llm_appendix/{model}/{dataset}/{variant}.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    params:
+        code=fingerprint("figures.paper1", "figures.common"),
+    script:
+        "../scripts/plot_llm_appendix.py"

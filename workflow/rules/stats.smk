@@ -26,3 +26,30 @@ rule aggregate_sim_stats:
         code=fingerprint("diagonal", "store"),
     script:
         "../scripts/aggregate_sim_stats.py"
+
+
+rule aggregate_llm_stats:
+    input:
+        paper1_score_stores,
+    output:
+        report(
+            "results/stats/llm_index.csv",
+            caption="../report/llm_index.rst",
+            category="Paper 1: pretrained models",
+        ),
+    log:
+        "logs/aggregate_llm_stats/aggregate_llm_stats.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    params:
+        labels=paper1_labels(),
+        confidence=config["stats"]["confidence"],
+        n_bootstrap=config["stats"]["n_bootstrap"],
+        seed=config["seed"],
+        code=fingerprint("diagonal", "stages", "store"),
+    script:
+        "../scripts/aggregate_llm_stats.py"

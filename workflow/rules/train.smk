@@ -1,6 +1,218 @@
-# Models trained by the pipeline (issue 4): tokenizer, one-factor variants, Gram panels,
-# length generalization. Placeholder until the training stage lands.
+# Models trained here (issue 4): one tokenizer, one-factor variants (rope / nope / ntk / swa),
+# paper 1 Figs. 3 and 8 on held-out text, loss by position beyond the training length.
+#
+# Variants differ in exactly one positional factor: same tokenizer, data order, initial weights
+# and optimiser (causalpos.train). Hyper-parameters are the `train:` section's, each variant's own
+# keys over them; only the keys a variant uses enter its params, so changing `train.window` reruns
+# the sliding-window model alone.
 
 
-def train_targets():
-    return []
+include: "train_common.smk"
+
+
+rule train_tokenizer:
+    output:
+        directory("resources/tokenizers/{tokenizer}"),
+    log:
+        "logs/train_tokenizer/{tokenizer}.log",
+    benchmark:
+        "benchmarks/train_tokenizer/{tokenizer}.tsv"
+    wildcard_constraints:
+        tokenizer=r"[A-Za-z0-9_.-]+",
+    conda:
+        ENV_MODELS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        corpus=canonical(config["train"]["corpus"]),
+        heldout=config["train"]["heldout"],
+        vocab_size=config["train"]["tokenizer"]["vocab_size"],
+        min_frequency=config["train"]["tokenizer"]["min_frequency"],
+        seed=config["seed"],
+        code=fingerprint("train", "data", "models"),
+    script:
+        "../scripts/train_tokenizer.py"
+
+
+rule train_model:
+    input:
+        tokenizer=train_tokenizer_dir,
+    output:
+        directory("resources/models/trained-{variant}"),
+    log:
+        "logs/train_model/{variant}.log",
+    benchmark:
+        "benchmarks/train_model/{variant}.tsv"
+    wildcard_constraints:
+        variant=r"[A-Za-z0-9_]+",
+    conda:
+        ENV_MODELS
+    # Measured: two 1-thread jobs use 2 cores better than one 2-thread job.
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=240,
+        gpu=train_gpu(),
+    params:
+        settings=train_variant_params,
+        corpus=canonical(config["train"]["corpus"]),
+        heldout=config["train"]["heldout"],
+        code=fingerprint("train", "data", "models"),
+    script:
+        "../scripts/train_model.py"
+
+
+rule gram_panels:
+    input:
+        model=gram_model_dir,
+    output:
+        directory("results/gram/{model}.zarr"),
+    log:
+        "logs/gram_panels/{model}.log",
+    benchmark:
+        "benchmarks/gram_panels/{model}.tsv"
+    wildcard_constraints:
+        model=r"[A-Za-z0-9_.-]+",
+    conda:
+        ENV_MODELS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=train_gpu(),
+    params:
+        corpus=train_heldout_params,
+        seq_len=config["train"]["gram"]["seq_len"],
+        n_sequences=config["train"]["gram"]["n_sequences"],
+        seed=config["seed"],
+        dtype=config["dtype"],
+        code=fingerprint("gram", "models", "data", "store"),
+    script:
+        "../scripts/gram_panels.py"
+
+
+rule length_generalization:
+    input:
+        trained_models,
+    output:
+        store=directory("results/lengthgen/lengthgen.zarr"),
+        table=report(
+            "results/stats/train_lengthgen.csv",
+            caption="../report/train_lengthgen.rst",
+            category="Models trained here",
+        ),
+    log:
+        "logs/length_generalization/length_generalization.log",
+    benchmark:
+        "benchmarks/length_generalization/length_generalization.tsv"
+    conda:
+        ENV_MODELS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=train_gpu(),
+    params:
+        variants=train_variants(),
+        corpus=train_heldout_params,
+        length_factor=config["train"]["lengthgen"]["length_factor"],
+        n_sequences=config["train"]["lengthgen"]["n_sequences"],
+        n_bootstrap=config["stats"]["n_bootstrap"],
+        confidence=config["stats"]["confidence"],
+        seed=config["seed"],
+        dtype=config["dtype"],
+        code=fingerprint("lengthgen", "train", "stats", "models", "data", "store"),
+    script:
+        "../scripts/lengthgen.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures of the trained models.
+
+
+rule plot_loss_curves:
+    input:
+        trained_models,
+    output:
+        report(
+            figure_paths("train_loss_curves"),
+            caption="../report/train_loss_curves.rst",
+            category="Models trained here",
+        ),
+    log:
+        "logs/plot_loss_curves/plot_loss_curves.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        variants=train_variants(),
+        code=fingerprint("figures.training", "figures.common", "train"),
+    script:
+        "../scripts/plot_training_curves.py"
+
+
+rule plot_gram_figures:
+    input:
+        "results/gram/{model}.zarr",
+    output:
+        fig3=report(
+            expand(
+                "results/figures/train_fig3_{{model}}.{fmt}",
+                fmt=config["figures"]["formats"],
+            ),
+            caption="../report/train_fig3.rst",
+            category="Models trained here",
+            subcategory="{model}",
+        ),
+        fig8=report(
+            expand(
+                "results/figures/train_fig8_{{model}}.{fmt}",
+                fmt=config["figures"]["formats"],
+            ),
+            caption="../report/train_fig8.rst",
+            category="Models trained here",
+            subcategory="{model}",
+        ),
+    log:
+        "logs/plot_gram_figures/{model}.log",
+    wildcard_constraints:
+        model=r"[A-Za-z0-9_.-]+",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        code=fingerprint("figures.training", "figures.common", "store"),
+    script:
+        "../scripts/plot_training_gram.py"
+
+
+rule plot_loss_by_position:
+    input:
+        "results/lengthgen/lengthgen.zarr",
+    output:
+        report(
+            figure_paths("train_loss_by_position"),
+            caption="../report/train_loss_by_position.rst",
+            category="Models trained here",
+        ),
+    log:
+        "logs/plot_loss_by_position/plot_loss_by_position.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        smooth=config["train"]["lengthgen"]["smooth"],
+        code=fingerprint("figures.training", "figures.common", "store"),
+    script:
+        "../scripts/plot_training_loss_by_position.py"

@@ -208,3 +208,75 @@ def plot_simulation(stores: Sequence[xr.Dataset], labels: Sequence[str], out_pat
                  f"d = {first.get('dim')}; layers numbered as in the paper, positions 0-indexed", fontsize=10)
     save(fig, out_paths)
     return {"rows": out}
+
+
+# --------------------------------------------------------------------------------------------
+# Pretrained (or any extracted) models: Fig. 5 and App. E (paper 1 §6)
+# --------------------------------------------------------------------------------------------
+
+
+def plot_llm_fig5(stores: Sequence[xr.Dataset], labels: Sequence[str], out_paths: Sequence[str | os.PathLike],
+                  *, n_layers: int = 4, quantiles: tuple[float, float] = (0.01, 0.99)) -> dict[str, list[float]]:
+    """Fig. 5 layout: one row per model, its first ``n_layers`` layers, diagonal-normalized
+    head-averaged maps (``score_normalized_mean``), colour limits at the 1 %/99 % quantiles of the
+    finite values of each row (the attention sink would otherwise flatten the map).
+
+    Returns per label the non-relativeness index of each drawn layer.
+    """
+    if not stores:
+        raise ValueError("plot_llm_fig5: no stores")
+    n_cols = min(n_layers, min(ds.sizes["layer"] for ds in stores))
+    fig, axes = plt.subplots(len(stores), n_cols, figsize=(2.9 * n_cols + 1.0, 2.8 * len(stores) + 0.6),
+                             squeeze=False, layout="constrained")
+    drawn: dict[str, list[float]] = {}
+    for r, (ds, label) in enumerate(zip(stores, labels)):
+        maps = np.asarray(ds["score_normalized_mean"].values[:n_cols], dtype=np.float64)
+        lo, hi = quantile_limits(list(maps), *quantiles)
+        lim = max(abs(lo), abs(hi))
+        idx = non_relativeness_index(maps, normalized=True)
+        drawn[label] = [float(x) for x in idx]
+        for c in range(n_cols):
+            im = heatmap(axes[r, c], maps[c], vmin=-lim, vmax=lim, cmap=DIVERGING,
+                         title=f"layer {c + 1}   I = {idx[c]:.3g}")
+            if c == 0:
+                axes[r, c].set_ylabel(f"{label}\nquery")
+        fig.colorbar(im, ax=axes[r, :].tolist(), shrink=0.85, label="diagonal-normalized logit")
+    n_seq = stores[0].attrs.get("n_sequences", "?")
+    fig.suptitle("Paper 1 Fig. 5: diagonal-normalized pre-softmax scores, mean over sequences and heads\n"
+                 f"({n_seq} sequences × {stores[0].sizes['query']} tokens; colour limits at the "
+                 f"{quantiles[0]:.0%}/{quantiles[1]:.0%} quantiles per row; float32 scores)", fontsize=10)
+    save(fig, out_paths)
+    return drawn
+
+
+def plot_llm_appendix(normalized: xr.Dataset, label: str, out_paths: Sequence[str | os.PathLike],
+                      *, quantiles: tuple[float, float] = (0.01, 0.99), max_cols: int = 8) -> None:
+    """App. E: every layer of one model, raw head-averaged mean scores and diagonal-normalized ones
+    (alternating rows: raw, normalized), quantile colour limits over all layers."""
+    raw = np.asarray(normalized["score_mean_head_avg"].values, dtype=np.float64)
+    nrm = np.asarray(normalized["score_normalized_mean"].values, dtype=np.float64)
+    n_layers = raw.shape[0]
+    n_cols = min(max_cols, n_layers)
+    n_blocks = math.ceil(n_layers / n_cols)
+    fig, axes = plt.subplots(2 * n_blocks, n_cols, figsize=(2.4 * n_cols + 1.0, 2.35 * 2 * n_blocks + 0.8),
+                             squeeze=False, layout="constrained")
+    rlo, rhi = quantile_limits(list(raw), *quantiles)
+    nlo, nhi = quantile_limits(list(nrm), *quantiles)
+    nlim = max(abs(nlo), abs(nhi))
+    for layer in range(n_blocks * n_cols):
+        b, c = divmod(layer, n_cols)
+        ax_r, ax_n = axes[2 * b, c], axes[2 * b + 1, c]
+        if layer >= n_layers:
+            ax_r.axis("off")
+            ax_n.axis("off")
+            continue
+        im_r = heatmap(ax_r, raw[layer], vmin=rlo, vmax=rhi, title=f"layer {layer + 1} raw")
+        im_n = heatmap(ax_n, nrm[layer], vmin=-nlim, vmax=nlim, cmap=DIVERGING, title=f"layer {layer + 1} normalized")
+        for ax in (ax_r, ax_n):
+            ax.set_xlabel("")
+            ax.set_ylabel("")
+    fig.colorbar(im_r, ax=axes[0::2, :].ravel().tolist(), shrink=0.6, label="mean logit")
+    fig.colorbar(im_n, ax=axes[1::2, :].ravel().tolist(), shrink=0.6, label="diagonal-normalized logit")
+    fig.suptitle(f"Paper 1 App. E: {label}, all layers (query on rows, key on columns; "
+                 f"{normalized.attrs.get('n_sequences', '?')} sequences, mean over heads, float32)", fontsize=10)
+    save(fig, out_paths)

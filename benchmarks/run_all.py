@@ -1,0 +1,92 @@
+"""Benchmarks of the heavy stages on the current machine, as one Markdown report.
+
+    python benchmarks/run_all.py                      # simulation + extraction
+    python benchmarks/run_all.py --pipeline           # + wall time of the default pipeline
+    python benchmarks/run_all.py --out benchmarks.md  # also write the report to a file
+
+Runs ``bench_simulate.py`` (one paper-scale simulation setting, median of repeats, peak RSS) and
+``bench_extract.py`` (extraction throughput vs a plain forward pass of SmolLM2-135M, peak memory
+of each mode) as subprocesses, and with ``--pipeline`` times ``snakemake --cores N`` on the
+embedded default config in a fresh copy of the pipeline. The header records date and hardware.
+Snakemake's own per-job ``benchmarks/<rule>/*.tsv`` files (time, max RSS) complement this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def hardware() -> str:
+    import psutil
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    mem = psutil.virtual_memory().total / 2**30
+    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB, {gpu}; torch {torch.__version__}"
+
+
+def run(cmd: list[str], **kw) -> tuple[str, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc.stdout, wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=5, help="simulation repeats (median)")
+    ap.add_argument("--model-dir", default=str(REPO / "resources" / "models" / "smollm2-135m"),
+                    help="prepared SmolLM2 directory (run `snakemake resources/models/smollm2-135m` first)")
+    ap.add_argument("--skip-extract", action="store_true")
+    ap.add_argument("--pipeline", action="store_true", help="also time the default pipeline (minutes)")
+    ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--out", help="write the Markdown report here too")
+    args = ap.parse_args(argv)
+
+    parts = [f"# causalpos benchmarks — {dt.date.today().isoformat()}", "", f"Hardware: {hardware()}", ""]
+    out, _ = run([sys.executable, str(HERE / "bench_simulate.py"), "--repeats", str(args.repeats)])
+    parts += ["## Simulation (one paper-scale setting)", "", "```", out.strip(), "```", ""]
+    if not args.skip_extract:
+        if not Path(args.model_dir, "config.json").is_file():
+            parts += ["## Extraction", "", f"skipped: no prepared model at {args.model_dir}", ""]
+        else:
+            out, _ = run([sys.executable, str(HERE / "bench_extract.py"), "--model-dir", args.model_dir])
+            parts += ["## Extraction vs plain forward (SmolLM2-135M)", "", "```", out.strip(), "```", ""]
+    if args.pipeline:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in ("Snakefile", "config.yaml", "configs", "workflow", "envs", "profiles", "src"):
+                src = REPO / name
+                (shutil.copytree if src.is_dir() else shutil.copy2)(src, Path(tmp) / name)
+            _, wall = run([sys.executable, "-m", "snakemake", "--cores", str(args.cores)], cwd=tmp)
+        parts += ["## Default pipeline", "", f"`snakemake --cores {args.cores}` on config.yaml: {wall / 60:.1f} min wall", ""]
+    report = "\n".join(parts)
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""Figures of the models trained here: loss curves, paper 1 Figs. 3 and 8, loss by position.
+
+Functions take the library's data (``causalpos.train.read_loss_curve`` output, the ``gram`` and
+``score`` datasets of :mod:`causalpos.gram`, the dataset of
+:func:`causalpos.lengthgen.length_generalization`) and write every path given (format from the
+suffix). Positions are 0-indexed on the axes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
+
+from causalpos.figures.common import heatmap, quantile_limits, save
+
+_COLORS = {"rope": "C0", "nope": "C3", "ntk": "C2", "swa": "C1"}
+
+
+def _color(name: str, i: int) -> str:
+    return _COLORS.get(name, f"C{(i + 4) % 10}")
+
+
+def plot_loss_curves(curves: Mapping[str, Mapping[str, np.ndarray]], paths: Sequence[str | os.PathLike], *,
+                     unigram_entropy: float | Mapping[str, float] | None = None, title: str | None = None) -> None:
+    """Train and held-out loss against step, one panel per variant, a shared y axis.
+
+    ``curves``: variant → columns of ``loss_curve.csv`` (``step``, ``train_loss``,
+    ``heldout_loss``; NaN where not measured). ``unigram_entropy``: the held-out unigram-entropy
+    baseline (one value, or one per variant), drawn as a dashed line.
+    """
+    if not curves:
+        raise ValueError("plot_loss_curves needs at least one variant's curve")
+    n = len(curves)
+    fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 3.0), sharey=True, squeeze=False)
+    for i, (ax, (name, c)) in enumerate(zip(axes[0], curves.items())):
+        step, train, held = (np.asarray(c[k], dtype=float) for k in ("step", "train_loss", "heldout_loss"))
+        ok = ~np.isnan(train)
+        ax.plot(step[ok], train[ok], color=_color(name, i), alpha=0.45, lw=0.8, label="train (batch)")
+        ok = ~np.isnan(held)
+        ax.plot(step[ok], held[ok], color=_color(name, i), marker="o", ms=3, lw=1.5, label="held-out")
+        base = unigram_entropy.get(name) if isinstance(unigram_entropy, Mapping) else unigram_entropy
+        if base is not None:
+            ax.axhline(base, color="0.3", ls="--", lw=1, label="unigram entropy (held-out)")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("update step")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("next-token loss (nats)")
+    axes[0, 0].legend(fontsize=7, loc="upper right")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    save(fig, paths)
+
+
+def plot_gram_panels(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None) -> None:
+    """Paper 1 Fig. 3: the nine panels (a)–(i) in a 3×3 grid, each with its own colour scale.
+
+    ``ds``: output of :func:`causalpos.gram.gram_panels` (``gram (panel, query, key)``, ``title``).
+    Colour limits per panel at the 1 % / 99 % quantiles of its finite values (the BOS sink column
+    and the diagonal would otherwise flatten the rest).
+    """
+    if ds.sizes.get("panel") != 9:
+        raise ValueError(f"plot_gram_panels expects 9 panels (a..i), got {ds.sizes.get('panel')}")
+    fig, axes = plt.subplots(3, 3, figsize=(10.5, 10.0))
+    for ax, label in zip(axes.ravel(), ds["panel"].values):
+        m = ds["gram"].sel(panel=label).values
+        lo, hi = quantile_limits([m])
+        im = heatmap(ax, m, vmin=lo, vmax=hi, title=f"({label}) {ds['title'].sel(panel=label).item()}")
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+    n = ds.attrs.get("n_samples")
+    fig.suptitle(title or f"Gram matrices through layer 1 (mean over {n} sequences)", fontsize=11)
+    fig.tight_layout()
+    save(fig, paths)
+
+
+def plot_layer_scores(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None,
+                      shared_limits: bool = False) -> None:
+    """Paper 1 Fig. 8: raw mean pre-softmax scores (``score (layer, query, key)``) of every layer in a grid.
+
+    Each layer gets its own colour limits (1 %/99 % quantiles) unless ``shared_limits``; masked
+    cells are blank. Layers are titled 1-indexed as in the paper.
+    """
+    s = ds["score"]
+    n_layers = s.sizes["layer"]
+    cols = min(6, n_layers)
+    rows = math.ceil(n_layers / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.6 * rows), squeeze=False)
+    limits = quantile_limits([s.values]) if shared_limits else None
+    for i, ax in enumerate(axes.ravel()):
+        if i >= n_layers:
+            ax.axis("off")
+            continue
+        m = s.isel(layer=i).values
+        lo, hi = limits or quantile_limits([m])
+        im = heatmap(ax, m, vmin=lo, vmax=hi, title=f"layer {int(s['layer'][i]) + 1}")
+        ax.locator_params(nbins=5)
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+        if i % cols:
+            ax.set_ylabel("")
+        if i < (rows - 1) * cols:
+            ax.set_xlabel("")
+    n = ds.attrs.get("n_samples")
+    fig.suptitle(title or f"Mean pre-softmax scores QK$^T$/$\\sqrt{{d}}$ (mean over {n} sequences and heads)",
+                 fontsize=11)
+    fig.tight_layout()
+    save(fig, paths)
+
+
+def _moving_average(x: np.ndarray, width: int) -> np.ndarray:
+    """Centred moving average whose window shrinks at the ends (no zero padding pulling them down)."""
+    if width <= 1:
+        return np.asarray(x, dtype=float)
+    kernel = np.ones(width)
+    return np.convolve(x, kernel, mode="same") / np.convolve(np.ones_like(x, dtype=float), kernel, mode="same")
+
+
+def plot_loss_by_position(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None,
+                          smooth: int = 1) -> None:
+    """Mean next-token NLL by position with its bootstrap CI, one line per variant.
+
+    ``ds``: output of :func:`causalpos.lengthgen.length_generalization` (``nll_mean``, ``nll_lo``,
+    ``nll_hi`` over ``(variant, position)``, ``train_context (variant)``). A dotted vertical line
+    marks each variant's training length (targets beyond it are extrapolation). ``smooth`` > 1
+    averages the curves over that many consecutive positions (display only).
+    """
+    fig, ax = plt.subplots(figsize=(7.0, 3.8))
+    pos = ds["position"].values
+    for i, name in enumerate(ds["variant"].values):
+        sub = ds.sel(variant=name)
+        mean, lo, hi = (_moving_average(sub[k].values, smooth) for k in ("nll_mean", "nll_lo", "nll_hi"))
+        label = str(name)
+        if "excess_mean" in sub:
+            label += (f"  (excess beyond: {float(sub['excess_mean']):+.3f} "
+                      f"[{float(sub['excess_lo']):+.3f}, {float(sub['excess_hi']):+.3f}])")
+        ax.plot(pos, mean, color=_color(str(name), i), lw=1.2, label=label)
+        ax.fill_between(pos, lo, hi, color=_color(str(name), i), alpha=0.2, lw=0)
+    for ctx in sorted({int(c) for c in np.atleast_1d(ds["train_context"].values)}):
+        ax.axvline(ctx - 0.5, color="0.2", ls=":", lw=1)
+        ax.text(ctx, ax.get_ylim()[0], " training length", va="bottom", fontsize=8)
+    conf = ds.attrs.get("confidence", 0.95)
+    ax.set_xlabel("position of the predicted token (0-indexed)")
+    ax.set_ylabel("next-token NLL (nats)")
+    ax.set_title(title or f"Loss by position beyond the training length ({conf:.0%} bootstrap CI over sequences)",
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2, frameon=False)
+    fig.tight_layout()
+    save(fig, paths)

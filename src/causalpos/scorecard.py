@@ -1,0 +1,178 @@
+"""The reproduction scorecard: each target of both papers as a row.
+
+A row holds the claim, the paper's value where it gives one, the value this run measured (with a
+CI where one exists), and a verdict: ``reproduced``, ``differs``, or ``not run in this config``.
+Inputs are the pipeline's own tables; a target whose table was not produced by the config is
+reported as not run rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+REPRODUCED = "reproduced"
+DIFFERS = "differs"
+NOT_RUN = "not run in this config"
+
+#: Above this many noise floors an index counts as a pattern; below 2 as noise.
+PATTERN_FLOORS = 3.0
+NOISE_FLOORS = 2.0
+
+
+@dataclass
+class Row:
+    paper: str
+    target: str
+    claim: str
+    paper_value: str
+    measured: str
+    verdict: str
+    source: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
+
+
+def _ci(est: float, lo: float, hi: float, digits: int = 3) -> str:
+    return f"{_fmt(est, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+
+
+def _read(path) -> pd.DataFrame | None:
+    if path is None:
+        return None
+    p = Path(path)
+    return pd.read_csv(p) if p.is_file() else None
+
+
+# --------------------------------------------------------------------------------------------
+# Paper 1
+# --------------------------------------------------------------------------------------------
+
+
+def _paper1_theory(theory: pd.DataFrame | None) -> list[Row]:
+    src = "results/sim/theory.csv"
+    if theory is None:
+        return [Row("paper 1", "Fig. 1", "closed-form layer-2 scores", "0.154, 0.132, 0.150", "", NOT_RUN, src)]
+    rows = []
+    fig1 = theory[theory["paper_value"].notna()].sort_values(["query", "key"])
+    for _, r in fig1.iterrows():
+        ok = abs(r["closed_form"] - r["paper_value"]) <= 0.0005 + 1e-12
+        rows.append(Row(
+            "paper 1", f"Fig. 1 S({int(r['query'])},{int(r['key'])})",
+            "layer-2 score of the parameter-free decoder, alpha = 0, n = 3 (closed form)",
+            f"{r['paper_value']:.3f}", f"{r['closed_form']:.5f}",
+            REPRODUCED if ok else f"{DIFFERS} (rounds to {r['closed_form']:.3f})", src,
+        ))
+    exact = float((theory["closed_form"] - theory["exact_gram"]).abs().max())
+    rows.append(Row("paper 1", "§3 closed form", "g(i)/(h(i)h(j)) equals Eq. 1 run on an exact Gram matrix",
+                    "exact", f"max |diff| = {exact:.1e}", REPRODUCED if exact < 1e-10 else DIFFERS, src))
+    # monotone in j at layer 2, for every query and alpha
+    steps = []
+    for (_a, _q), g in theory.sort_values("key").groupby(["alpha", "query"]):
+        steps.append(np.diff(g["closed_form"].to_numpy()))
+    smallest = float(min((s.min() for s in steps if s.size), default=math.nan))
+    rows.append(Row("paper 1", "§3 monotonicity", "layer-2 score strictly increases in key j <= i",
+                    "strictly increasing", f"smallest step {smallest:.2e}",
+                    REPRODUCED if smallest > 0 else DIFFERS, src))
+    return rows
+
+
+def _index_rows(index: pd.DataFrame | None, src: str) -> list[Row]:
+    if index is None:
+        return [Row("paper 1", "Figs. 2/4/6/7/9/10", "simulation findings", "heat maps", "", NOT_RUN, src)]
+    rows = []
+
+    def setting(pred: Callable[[pd.DataFrame], pd.Series]) -> pd.DataFrame:
+        return index[pred(index)].sort_values("layer")
+
+    def ratio_str(df: pd.DataFrame) -> str:
+        return ", ".join(f"L{int(r.layer)}: {r.index_over_floor:.1f}" for r in df.itertuples())
+
+    nope = setting(lambda t: (t["norm"] == "l2") & (~t["rope"]) & t["causal"] & (t["alpha"] == 0))
+    if len(nope):
+        first = nope.iloc[0]
+        deeper = nope.iloc[1:]
+        ok = first["index_over_floor"] < NOISE_FLOORS and (deeper["index_over_floor"] > PATTERN_FLOORS).all() \
+            and bool(np.all(np.diff(deeper["index"].to_numpy()) > 0))
+        rows.append(Row("paper 1", "Fig. 2", "no PE, alpha = 0: layer 1 no pattern; from layer 2 a position-"
+                        "dependent pattern that strengthens with depth (index / noise floor per layer)",
+                        "heat maps", ratio_str(nope), REPRODUCED if ok else DIFFERS, src))
+    ln = setting(lambda t: (t["norm"] == "layernorm") & (t["scaling"] == "sqrt_d") & (t["alpha"] == 0))
+    lnd = setting(lambda t: (t["norm"] == "layernorm") & (t["scaling"] == "d") & (t["alpha"] == 0))
+    if len(ln) and len(lnd):
+        ok = (ln["index_over_floor"] < NOISE_FLOORS).all() and (lnd["index_over_floor"].iloc[1:] > PATTERN_FLOORS).all()
+        rows.append(Row("paper 1", "Fig. 7", "LayerNorm: sqrt(d) scaling makes the pattern vanish, d scaling "
+                        "recovers it", "heat maps", f"sqrt(d): {ratio_str(ln)}; d: {ratio_str(lnd)}",
+                        REPRODUCED if ok else DIFFERS, src))
+    rope_c = setting(lambda t: t["rope"] & t["causal"] & (t["alpha"] == 0))
+    rope_b = setting(lambda t: t["rope"] & (~t["causal"]) & (t["alpha"] == 0))
+    if len(rope_c) and len(rope_b):
+        deeper_c, deeper_b = rope_c.iloc[1:], rope_b.iloc[1:]
+        separated = (deeper_c["ci_lo"].to_numpy() > deeper_b["ci_hi"].to_numpy()).all()
+        ok = (rope_b["index_over_floor"] < NOISE_FLOORS).all() and separated
+        rows.append(Row("paper 1", "Figs. 4, 10", "RoPE: without the mask the normalized maps are noise; with it a "
+                        "non-relative component appears from layer 2 (index / noise floor)", "heat maps",
+                        f"causal {ratio_str(rope_c)}; bidirectional {ratio_str(rope_b)}",
+                        REPRODUCED if ok else DIFFERS, src))
+    return rows
+
+
+def _llm_rows(llm: pd.DataFrame | None, src: str) -> list[Row]:
+    if llm is None:
+        return [Row("paper 1", "Fig. 5", "pretrained LLMs show the non-relative pattern beyond layer 1",
+                    "heat maps", "", NOT_RUN, src)]
+    rows = []
+    for (model, dataset, variant), g in llm.groupby(["model", "dataset", "variant"]):
+        g = g.sort_values("layer")
+        deeper = g[g["layer"] > 1]
+        frac = float((deeper["ci_lo"] > 0).mean()) if len(deeper) else math.nan
+        med = float(deeper["index"].median()) if len(deeper) else math.nan
+        ok = frac >= 0.9
+        rows.append(Row("paper 1", f"Fig. 5 ({model})",
+                        f"non-relative pattern at every layer but the first ({dataset}, {variant}): share of "
+                        "layers >= 2 whose index CI excludes 0; median index (logit units)",
+                        "all layers but layer 1", f"{frac:.0%} of layers; median I = {med:.3g}",
+                        REPRODUCED if ok else DIFFERS, src))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def build_scorecard(paths: Mapping[str, str | os.PathLike | None],
+                    extra: Callable[[Mapping[str, str | os.PathLike | None]], list[Row]] | None = None) -> pd.DataFrame:
+    """The scorecard from the pipeline's tables.
+
+    ``paths`` keys: ``theory`` (results/sim/theory.csv), ``sim_index``
+    (results/stats/simulation_index.csv), ``llm_index`` (results/stats/llm_index.csv), plus any
+    the ``extra`` row builders read (paper 2). Missing or ``None`` paths make their rows
+    "not run in this config".
+    """
+    rows = _paper1_theory(_read(paths.get("theory")))
+    rows += _index_rows(_read(paths.get("sim_index")), "results/stats/simulation_index.csv")
+    rows += _llm_rows(_read(paths.get("llm_index")), "results/stats/llm_index.csv")
+    if extra is not None:
+        rows += extra(paths)
+    return pd.DataFrame([r.as_dict() for r in rows])
+
+
+def to_markdown(card: pd.DataFrame) -> str:
+    """A Markdown table (no tabulate dependency)."""
+    cols = ["paper", "target", "claim", "paper_value", "measured", "verdict"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in card.iterrows():
+        lines.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in cols) + " |")
+    counts = card["verdict"].map(lambda v: v.split(" (")[0]).value_counts()
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+    return f"# Reproduction scorecard\n\n{summary}\n\n" + "\n".join(lines) + "\n"

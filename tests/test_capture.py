@@ -1,0 +1,357 @@
+"""Score capture: captured scores against eager attention and against a computation by hand."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import ARCHS, SEQ_LEN, CollectScores, tiny_pair
+
+from causalpos.capture import (
+    VARIANTS,
+    GroupMeans,
+    ScoreMoments,
+    bos_replaced_embeddings,
+    capturing,
+    extract_scores,
+    group_labels,
+    parse_variant,
+    scrambled_position_ids,
+    variant_inputs,
+)
+from causalpos.models import disable_rope
+
+N_SEQ = 3
+
+
+def _ids(vocab: int = 256, n: int = N_SEQ, t: int = SEQ_LEN, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, vocab, (n, t), generator=g)
+
+
+def _capture(model, ids, variant="causal", seed=0, seq_ids=None):
+    """Captured scores (CollectScores) and logits of one forward pass under ``variant``."""
+    col = CollectScores()
+    seq_ids = np.arange(len(ids)) if seq_ids is None else seq_ids
+    v = parse_variant(variant)
+    with torch.inference_mode(), capturing(model, [col], variant=v) as session:
+        session.begin_batch(seq_ids)
+        logits = model(**variant_inputs(model, ids, seq_ids, v, seed=seed), use_cache=False).logits
+    return col, logits
+
+
+def _eager(ref, ids, variant="causal", seed=0, seq_ids=None):
+    """Eager attention weights of the reference model under ``variant`` (set up by hand)."""
+    v = parse_variant(variant)
+    seq_ids = np.arange(len(ids)) if seq_ids is None else seq_ids
+    kwargs = {"attention_mask": torch.ones_like(ids)}
+    if v.rope == "scrambled":
+        kwargs["position_ids"] = torch.from_numpy(scrambled_position_ids(seq_ids, ids.shape[1], seed))
+    if v.bos_replace:
+        kwargs["inputs_embeds"] = bos_replaced_embeddings(ref, ids, seq_ids, v.bos_replace, per_prompt=v.per_prompt, seed=seed)
+    else:
+        kwargs["input_ids"] = ids
+    handles = disable_rope(ref) if v.rope == "identity" else []
+    ref.config.is_causal = v.causal
+    try:
+        with torch.inference_mode():
+            out = ref(**kwargs, output_attentions=True, use_cache=False)
+    finally:
+        ref.config.is_causal = True
+        for h in handles:
+            h.remove()
+    return out.attentions, out.logits
+
+
+def _layer_types(model) -> list[str]:
+    cfg = model.config
+    types = getattr(cfg, "layer_types", None)
+    if types is None:
+        return ["sliding_attention" if getattr(cfg, "sliding_window", None) else "full_attention"] * cfg.num_hidden_layers
+    return list(types)
+
+
+def manual_layer0_scores(model, ids, *, rope: bool, position_ids=None, causal=True, embeds=None) -> torch.Tensor:
+    """Layer-0 scores ``(batch, head, query, key)`` from the layer's own projections, by hand.
+
+    Independent of the capture: input norm -> q/k projections (fused for phi3) -> q/k norms
+    (qwen3, gemma3) -> RoPE with the model's rotary module -> GQA repeat -> q·kᵀ·scaling in
+    float32, causal (and sliding-window) mask as NaN.
+    """
+    inner = model.model
+    layer = inner.layers[0]
+    attn = layer.self_attn
+    b, t = ids.shape
+    h_, kv_, d = model.config.num_attention_heads, model.config.num_key_value_heads, attn.head_dim
+    with torch.no_grad():
+        x0 = inner.embed_tokens(ids) if embeds is None else embeds
+        x = layer.input_layernorm(x0)
+        if hasattr(attn, "qkv_proj"):
+            qkv = attn.qkv_proj(x)
+            q, k = qkv[..., : h_ * d], qkv[..., h_ * d : (h_ + kv_) * d]
+        else:
+            q, k = attn.q_proj(x), attn.k_proj(x)
+        q = q.view(b, t, h_, d).transpose(1, 2)
+        k = k.view(b, t, kv_, d).transpose(1, 2)
+        if hasattr(attn, "q_norm"):
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        if rope:
+            pos = torch.arange(t).expand(b, t) if position_ids is None else position_ids
+            # Gemma3 keeps one rotary module with per-layer-type frequencies.
+            rot_args = (x0, pos, _layer_types(model)[0]) if model.config.model_type == "gemma3_text" else (x0, pos)
+            cos, sin = inner.rotary_emb(*rot_args)
+            apply = sys.modules[type(attn).__module__].apply_rotary_pos_emb
+            q, k = apply(q, k, cos, sin)
+        k = k.repeat_interleave(h_ // kv_, dim=1)
+        s = (q.float() @ k.float().transpose(-1, -2)) * attn.scaling
+    i = torch.arange(t)[:, None]
+    j = torch.arange(t)[None, :]
+    window = model.config.sliding_window if _layer_types(model)[0] == "sliding_attention" else None
+    if causal:
+        allowed = j <= i
+        if window:
+            allowed &= i - j < window
+    else:
+        allowed = torch.ones(t, t, dtype=torch.bool)
+        if window:
+            allowed &= (i - j).abs() <= window
+    return s.masked_fill(~allowed, float("nan"))
+
+
+def _assert_softmax_matches(col, attentions):
+    for layer, att in enumerate(attentions):
+        s = col.scores(layer)
+        assert s.dtype == torch.float32
+        # Stores hold NaN where masked, never ±inf or dtype-min values.
+        assert not torch.isinf(s).any()
+        assert torch.equal(torch.isnan(s), att == 0), f"layer {layer}: NaN pattern != eager mask"
+        p = torch.softmax(s.nan_to_num(nan=float("-inf")), dim=-1)
+        torch.testing.assert_close(p, att, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_causal_scores_reproduce_eager_attention(arch):
+    model, ref = tiny_pair(arch)
+    ids = _ids(model.config.vocab_size)
+    col, logits = _capture(model, ids)
+    attentions, _ = _eager(ref, ids)
+    _assert_softmax_matches(col, attentions)
+    # The capture's output path is the model's own sdpa call: logits identical, bit for bit.
+    with torch.inference_mode():
+        plain = model(input_ids=ids, use_cache=False).logits
+    assert torch.equal(logits, plain)
+    assert model.config._attn_implementation == "sdpa"  # restored after the session
+    torch.testing.assert_close(
+        col.scores(0), manual_layer0_scores(model, ids, rope=True), rtol=1e-5, atol=1e-5, equal_nan=True
+    )
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sliding_window_pattern(arch):
+    """Where a layer has a window shorter than T, exactly offsets 0..w-1 are scored."""
+    model, _ = tiny_pair(arch)
+    col, _ = _capture(model, _ids(model.config.vocab_size))
+    i, j = np.arange(SEQ_LEN)[:, None], np.arange(SEQ_LEN)[None, :]
+    for layer, kind in enumerate(_layer_types(model)):
+        w = model.config.sliding_window if kind == "sliding_attention" else SEQ_LEN
+        finite = (j <= i) & (i - j < w)
+        got = ~torch.isnan(col.scores(layer)).numpy()
+        assert (got == finite).all(), f"{arch} layer {layer} ({kind})"
+    n_sliding = sum(k == "sliding_attention" for k in _layer_types(model))
+    assert n_sliding == {"qwen2": 1, "mistral": 2, "gemma3": 1}.get(arch, 0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("variant", ["bidirectional", "identity_rope", "scrambled_rope", "bos_replace_gaussian"])
+def test_variants_reproduce_eager_and_hand_computation(arch, variant):
+    model, ref = tiny_pair(arch)
+    ids = _ids(model.config.vocab_size)
+    seq_ids = np.array([5, 9, 11])
+    col, logits = _capture(model, ids, variant, seed=3, seq_ids=seq_ids)
+    attentions, ref_logits = _eager(ref, ids, variant, seed=3, seq_ids=seq_ids)
+    _assert_softmax_matches(col, attentions)
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-4, atol=1e-5)
+
+    v = parse_variant(variant)
+    pos = torch.from_numpy(scrambled_position_ids(seq_ids, SEQ_LEN, 3)) if v.rope == "scrambled" else None
+    embeds = bos_replaced_embeddings(model, ids, seq_ids, "gaussian", per_prompt=False, seed=3) if v.bos_replace else None
+    manual = manual_layer0_scores(model, ids, rope=v.rope != "identity", position_ids=pos, causal=v.causal, embeds=embeds)
+    torch.testing.assert_close(col.scores(0), manual, rtol=1e-5, atol=1e-5, equal_nan=True)
+    # The variant really changed something: layer-0 scores differ from the plain causal run.
+    plain, _ = _capture(model, ids)
+    diff = (col.scores(0) - plain.scores(0)).nan_to_num(0).abs().max()
+    changed = ~(torch.isnan(col.scores(0)) == torch.isnan(plain.scores(0))).all()
+    assert diff > 1e-3 or changed
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_bidirectional_removes_the_causal_mask(arch):
+    model, _ = tiny_pair(arch)
+    col, _ = _capture(model, _ids(model.config.vocab_size), "bidirectional")
+    i, j = np.arange(SEQ_LEN)[:, None], np.arange(SEQ_LEN)[None, :]
+    for layer, kind in enumerate(_layer_types(model)):
+        nan = torch.isnan(col.scores(layer)).numpy()
+        if kind == "full_attention":
+            assert not nan.any(), f"{arch} layer {layer}: bidirectional run still masks cells"
+        else:
+            # transformers' bidirectional window is symmetric and inclusive: |i - j| <= w.
+            w = model.config.sliding_window
+            assert (nan == (np.abs(i - j) > w)).all()
+    assert getattr(model.config, "is_causal", True) is True  # restored after the session
+
+
+def test_identity_rope_is_exactly_no_rotation():
+    model, _ = tiny_pair("llama")
+    ids = _ids()
+    col, _ = _capture(model, ids, "identity_rope")
+    manual = manual_layer0_scores(model, ids, rope=False)
+    # Same float32 inputs; only the matmul blocking may differ.
+    torch.testing.assert_close(col.scores(0), manual, rtol=1e-6, atol=1e-6, equal_nan=True)
+    # No hook survives the session: a plain run has RoPE again.
+    assert not any(m._forward_hooks for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding"))
+
+
+def test_scrambled_positions_keep_causal_mask_and_are_seeded():
+    pos = scrambled_position_ids(np.array([0, 1, 0]), 20, seed=7)
+    assert (np.sort(pos, axis=1) == np.arange(20)).all()
+    assert (pos[0] == pos[2]).all() and (pos[0] != pos[1]).any()
+    assert (scrambled_position_ids(np.array([1]), 20, seed=7) == pos[1]).all()
+    model, _ = tiny_pair("llama")
+    col, _ = _capture(model, _ids(), "scrambled_rope")
+    # Non-consecutive position ids must not be read as packed sequences: mask stays causal.
+    i, j = np.arange(SEQ_LEN)[:, None], np.arange(SEQ_LEN)[None, :]
+    assert (torch.isnan(col.scores(1)).numpy() == (j > i)).all()
+
+
+def test_bos_replacement_only_changes_row_0():
+    model, _ = tiny_pair("llama")
+    ids = _ids(n=4)
+    ids[:, 0] = 1  # a fixed BOS: the norm-matched Gaussian is then one vector for all prompts
+    base = model.get_input_embeddings()(ids)
+    seq = np.arange(4)
+    for kind in ("mean", "zeros", "token", "gaussian"):
+        for per_prompt in ((False, True) if kind in ("token", "gaussian") else (False,)):
+            e = bos_replaced_embeddings(model, ids, seq, kind, per_prompt=per_prompt, seed=0)
+            assert torch.equal(e[:, 1:], base[:, 1:])
+            assert not torch.equal(e[:, 0], base[:, 0])
+            same = all(torch.equal(e[0, 0], e[b, 0]) for b in range(4))
+            assert same != per_prompt, (kind, per_prompt)
+            again = bos_replaced_embeddings(model, ids, seq, kind, per_prompt=per_prompt, seed=0)
+            assert torch.equal(e, again)  # seeded
+    g = bos_replaced_embeddings(model, ids, seq, "gaussian", per_prompt=True, seed=0)
+    torch.testing.assert_close(g[:, 0].norm(dim=-1), base[:, 0].norm(dim=-1), rtol=1e-6, atol=0)
+    m = bos_replaced_embeddings(model, ids, seq, "mean", per_prompt=False, seed=0)
+    torch.testing.assert_close(m[0, 0], model.get_input_embeddings().weight.mean(0))
+    z = bos_replaced_embeddings(model, ids, seq, "zeros", per_prompt=False, seed=0)
+    assert not z[:, 0].any()
+    t = bos_replaced_embeddings(model, ids, seq, "token", per_prompt=False, seed=0, token_id=42)
+    assert torch.equal(t[:, 0], model.get_input_embeddings().weight[42].expand(4, -1))
+
+
+def test_bos_zeros_gives_exact_zero_key_column_in_layer_0():
+    # Llama has no q/k bias: RMSNorm(0) = 0, so key 0 scores exactly 0 against every query.
+    model, _ = tiny_pair("llama")
+    col, _ = _capture(model, _ids(), "bos_replace_zeros")
+    assert (col.scores(0)[:, :, :, 0] == 0).all()
+    assert torch.isnan(col.scores(0)[:, :, 0, 1:]).all()
+
+
+def test_softcap_is_applied_and_output_stays_correct():
+    """Gemma-2 passes ``softcap`` to the attention function: scores are tanh-capped."""
+    import copy
+
+    from transformers import AutoModelForCausalLM, Gemma2Config
+
+    cfg = Gemma2Config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16, sliding_window=5,
+        attn_logit_softcapping=0.5, final_logit_softcapping=None, pad_token_id=None,
+    )
+    torch.manual_seed(0)
+    # Gemma-2 has no sdpa support; the capture replaces whatever implementation it has.
+    model = AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="eager").eval()
+    ref = AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="eager").eval()
+    ref.load_state_dict(model.state_dict())
+    ids = _ids()
+    col, logits = _capture(model, ids)
+    attentions, ref_logits = _eager(ref, ids)
+    _assert_softmax_matches(col, attentions)
+    assert np.nanmax(np.abs(col.scores(0).numpy())) <= 0.5
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-5, atol=1e-5)
+
+
+def test_bf16_model_scores_computed_in_float32():
+    model, _ = tiny_pair("llama", dtype=torch.bfloat16)
+    ids = _ids()
+    col, _ = _capture(model, ids)
+    manual = manual_layer0_scores(model, ids, rope=True)  # bf16 q, k; float32 matmul
+    torch.testing.assert_close(col.scores(0), manual, rtol=1e-6, atol=1e-6, equal_nan=True)
+    # A bf16 matmul would be off by ~1e-2 at these magnitudes: the test can tell them apart.
+    ds = extract_scores(model, ids.numpy(), variant="causal", batch_size=2, reducers=[ScoreMoments()], seed=0, progress=False)
+    assert ds.attrs["dtype"] == "bfloat16" and ds["score_mean"].dtype == np.float64
+
+
+def test_extract_scores_statistics_match_numpy():
+    model, _ = tiny_pair("qwen2")
+    tokens = _ids(n=7).numpy()
+    col = CollectScores()
+    labels = group_labels(7, scheme="contiguous", n_groups=3)
+    ds = extract_scores(
+        model, tokens, variant="causal", batch_size=3, reducers=[ScoreMoments(), GroupMeans(labels), col],
+        seed=0, progress=False, attrs={"dataset": "unit"},
+    )
+    allmaps = np.stack([col.scores(layer).numpy().astype(np.float64) for layer in range(2)], axis=1)  # (seq, layer, head, q, k)
+    np.testing.assert_allclose(ds["score_mean"].values, allmaps.mean(0), rtol=1e-12, atol=1e-14)
+    m2 = ((allmaps - allmaps.mean(0)) ** 2).sum(0)
+    np.testing.assert_allclose(ds["score_m2"].values, m2, rtol=1e-9, atol=1e-12)
+    assert int(ds["n_sequences"]) == 7
+    for g in range(3):
+        sel = labels == g
+        np.testing.assert_allclose(
+            ds["score_group_mean"].sel(group=g).values, allmaps[sel].mean(axis=(0, 2)), rtol=1e-12, atol=1e-14
+        )
+        assert int(ds["group_n_sequences"].sel(group=g)) == sel.sum()
+    assert np.isnan(ds["score_mean"].values[0, 0, 0, 1]) and np.isfinite(ds["score_mean"].values[0, 0, 1, 0])
+    a = ds.attrs
+    assert a["variant"] == "causal" and a["seq_len"] == SEQ_LEN and a["n_sequences"] == 7
+    assert a["scaling"] == pytest.approx(16**-0.5) and a["dataset"] == "unit" and a["n_layers"] == 2
+    assert ds["score_mean"].attrs["reducer"] == "causalpos.capture:ScoreMoments"
+
+
+def test_moments_merge_is_exact_chan():
+    rng = np.random.default_rng(0)
+    # 2 x 370 x 370 cells > one CPU tile (2^18): the tiled accumulation is exercised.
+    x = (rng.standard_normal((10, 2, 370, 370)) * 3 + 40).astype(np.float32)  # large mean/std ratio
+    iu = np.triu_indices(370, 1)
+    x[:, :, iu[0], iu[1]] = np.nan
+    parts = []
+    for lo, hi in [(0, 3), (3, 4), (4, 10)]:
+        r = ScoreMoments()
+        r.update(0, torch.from_numpy(x[lo:hi]), np.arange(lo, hi))
+        parts.append(r.result())
+    merged = ScoreMoments.merge(parts)
+    with pytest.raises(RuntimeError, match="already taken"):
+        r.result()  # result() consumes the state (peak memory stays near the state's size)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(merged["score_mean"].values[0], x64.mean(0), rtol=1e-14)
+    np.testing.assert_allclose(merged["score_m2"].values[0], ((x64 - x64.mean(0)) ** 2).sum(0), rtol=1e-9)
+    assert int(merged["n_sequences"]) == 10
+
+
+def test_variant_names():
+    assert [parse_variant(v).name for v in VARIANTS] == list(VARIANTS)
+    assert parse_variant("bos_replace_all_gaussian").per_prompt
+    with pytest.raises(ValueError, match="allowed"):
+        parse_variant("bos_replace_all_zeros")
+
+
+def test_capture_outside_session_is_an_error():
+    model, _ = tiny_pair("llama")
+    from causalpos.capture import CAPTURE_IMPLEMENTATION, register_capture
+
+    register_capture()
+    model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
+    with pytest.raises(RuntimeError, match="outside"):
+        model(_ids())

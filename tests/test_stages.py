@@ -1,0 +1,84 @@
+"""Stage-level functions: store-to-store glue between the library and the workflow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from causalpos import stages
+from causalpos.diagonal import index_ci, normalize
+
+
+def _score_store(rng, n_layers=2, n_heads=3, t=7, n_groups=4, causal=True):
+    mean = rng.normal(size=(n_layers, n_heads, t, t))
+    groups = rng.normal(size=(n_groups, n_layers, t, t))
+    if causal:
+        upper = np.triu(np.ones((t, t), bool), 1)
+        mean[..., upper] = np.nan
+        groups[..., upper] = np.nan
+    return xr.Dataset(
+        {
+            "score_mean": (("layer", "head", "query", "key"), mean.astype(np.float32)),
+            "score_group_mean": (("group", "layer", "query", "key"), groups.astype(np.float32)),
+        },
+        attrs={"n_sequences": 40},
+    )
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_normalize_scores_head_average_equals_normalized_head_average(causal):
+    ds = _score_store(np.random.default_rng(0), causal=causal)
+    out = stages.normalize_scores(ds)
+    head_avg = np.asarray(ds["score_mean"].values, dtype=np.float64).mean(axis=1)
+    # linearity (paper 1 §5): normalizing the head mean == mean of the normalized heads
+    np.testing.assert_allclose(out["score_normalized_mean"].values, normalize(head_avg), atol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(out["score_mean_head_avg"].values, head_avg, atol=1e-6, equal_nan=True)
+    nrm = out["score_normalized"].values
+    assert nrm.dtype == np.float32
+    # masked cells stay NaN, never +-inf; every offset band has mean 0 after normalization
+    assert not np.isinf(nrm).any()
+    assert np.isnan(nrm).any() == causal
+    t = nrm.shape[-1]
+    for k in range(-(t - 1), t):
+        band = np.diagonal(nrm, offset=-k, axis1=-2, axis2=-1)
+        if causal and k < 0:
+            assert np.isnan(band).all()
+        else:
+            np.testing.assert_allclose(band.mean(axis=-1), 0.0, atol=1e-6)
+
+
+def test_llm_index_table_matches_index_ci_per_layer():
+    ds = _score_store(np.random.default_rng(1))
+    table = stages.llm_index_table({("m", "d", "causal"): ds}, n_boot=200, seed=3)
+    ci = index_ci(np.asarray(ds["score_group_mean"].values, dtype=np.float64), n_boot=200, seed=3)
+    assert list(table["layer"]) == [1, 2]
+    np.testing.assert_allclose(table["index"], ci.estimate)
+    np.testing.assert_allclose(table["ci_lo"], ci.lo)
+    np.testing.assert_allclose(table["ci_hi"], ci.hi)
+
+
+def test_build_reducers_rejects_unknown_names():
+    with pytest.raises(ValueError, match="unknown reducer"):
+        stages.build_reducers(["moments", "nope"], n_sequences=4, n_groups=2)
+
+
+def test_bytes_per_sequence_and_auto_batch_size():
+    class Cfg:
+        num_attention_heads = 32
+        hidden_size = 4096
+        intermediate_size = 14336
+
+    # Llama-3.1-8B at T = 1024 in bf16: the float32 score buffers dominate (4 x 32 x 1024² x 4 B)
+    per_seq = stages.bytes_per_sequence(Cfg, 1024, 2)
+    assert per_seq == 4 * 32 * 1024 * 1024 * 4 + 6 * 1024 * (4096 + 14336) * 2
+    # one 80 GB card holding 16 GB of bf16 weights leaves room for a batch of ~90 such sequences
+    free = 80e9 - 16e9
+    assert 60 <= int(free * 0.8) // per_seq <= 120
+
+    import torch
+
+    model = torch.nn.Linear(2, 2)
+    model.config = Cfg
+    batch, est = stages.auto_batch_size(model, 64, fraction=0.5, cap=7)
+    assert 1 <= batch <= 7 and est["batch_size"] == batch and est["bytes_per_sequence"] > 0

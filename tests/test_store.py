@@ -1,0 +1,146 @@
+"""Stores: atomic writes, exact shard merge, resumable extraction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+from conftest import tiny_pair
+
+from causalpos.capture import GroupMeans, ScoreMoments, extract_scores, group_labels
+from causalpos.store import (
+    is_complete,
+    merge_shards,
+    open_dataset,
+    shard_bounds,
+    write_dataset,
+    write_shards,
+)
+
+N, T, BATCH, SHARD = 8, 10, 2, 4
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model, _ = tiny_pair("mistral")
+    tokens = torch.randint(3, 256, (N, T), generator=torch.Generator().manual_seed(0)).numpy()
+    labels = group_labels(N, scheme="modulo", n_groups=3)
+    return model, tokens, labels
+
+
+def _extract(model, tokens, labels, lo, hi, reducers=None):
+    return extract_scores(
+        model, tokens[lo:hi], variant="scrambled_rope", batch_size=BATCH, seed=4, progress=False,
+        reducers=reducers or [ScoreMoments(), GroupMeans(labels)], seq_ids=np.arange(lo, hi),
+        attrs={"dataset": "unit"},
+    )
+
+
+def test_shard_merge_equals_single_pass(tmp_path, setup):
+    model, tokens, labels = setup
+    single = _extract(model, tokens, labels, 0, N)
+    paths = []
+    for k, (lo, hi) in enumerate(shard_bounds(N, SHARD)):
+        paths.append(write_dataset(_extract(model, tokens, labels, lo, hi), tmp_path / f"shard-{k}.zarr"))
+    merged = merge_shards(paths, map_dtype=None)
+    for name in ("score_mean", "score_m2", "score_group_mean"):
+        a, b = merged[name].values, single[name].values
+        assert a.dtype == b.dtype == np.float64
+        assert (np.isnan(a) == np.isnan(b)).all()
+        # Same batches, same scores: only float64 summation order differs.
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert int(merged["n_sequences"]) == N and merged["group_n_sequences"].values.tolist() == [3, 3, 2]
+    assert merged.attrs["n_sequences"] == N and merged.attrs["n_shards"] == 2
+    assert (merged.attrs["sequence_first"], merged.attrs["sequence_last"]) == (0, N - 1)
+    assert merged.attrs["variant"] == "scrambled_rope" and merged.attrs["dataset"] == "unit"
+    final = merge_shards(paths)  # the final store: float32 maps, as design.md specifies
+    assert final["score_mean"].dtype == np.float32 and final["group_n_sequences"].dtype == np.int64
+    np.testing.assert_array_equal(final["score_mean"].values, single["score_mean"].values.astype(np.float32))
+
+
+class _Crash(RuntimeError):
+    pass
+
+
+class _CrashAt:
+    """Reducer that raises on the ``at``-th update: an extraction killed mid-shard."""
+
+    name = "crash"
+
+    def __init__(self, at: int) -> None:
+        self.at, self.n = at, 0
+
+    def update(self, layer, scores, seq_ids):
+        self.n += 1
+        if self.n == self.at:
+            raise _Crash("simulated failure")
+
+    def result(self):
+        return xr.Dataset()
+
+
+def test_interrupted_extraction_resumes_to_the_same_store(tmp_path, setup):
+    model, tokens, labels = setup
+    bounds = shard_bounds(N, SHARD)
+    calls: list[int] = []
+
+    def compute(k, crash=False):
+        calls.append(k)
+        lo, hi = bounds[k]
+        extra = [_CrashAt(3)] if crash and k == 1 else []
+        return _extract(model, tokens, labels, lo, hi, [ScoreMoments(), GroupMeans(labels), *extra])
+
+    paths = [tmp_path / "run" / f"shard-{k}.zarr" for k in range(len(bounds))]
+    with pytest.raises(_Crash):
+        write_shards(paths, lambda k: compute(k, crash=True))
+    assert is_complete(paths[0]) and not paths[1].exists()  # no half-written shard
+    # A writer killed during the rename leaves only a temporary sibling, cleaned on resume.
+    (paths[1].parent / f".{paths[1].name}.tmp-dead").mkdir()
+    calls.clear()
+    write_shards(paths, compute)
+    assert calls == [1]  # the finished shard is kept, the unfinished one redone
+    assert not list(paths[1].parent.glob(".*tmp-*"))
+    resumed = merge_shards(paths, map_dtype=None)
+
+    clean = [tmp_path / "clean" / f"shard-{k}.zarr" for k in range(len(bounds))]
+    write_shards(clean, compute)
+    reference = merge_shards(clean, map_dtype=None)
+    for name in resumed.data_vars:
+        np.testing.assert_array_equal(resumed[name].values, reference[name].values)  # bit-identical on CPU
+    assert resumed.attrs == reference.attrs
+
+
+def test_merge_refuses_mismatched_shards(tmp_path, setup):
+    model, tokens, labels = setup
+    a = _extract(model, tokens, labels, 0, 4)
+    b = _extract(model, tokens, labels, 4, 8)
+    b.attrs["variant"] = "causal"
+    with pytest.raises(ValueError, match="'variant' differs"):
+        merge_shards([a, b])
+    c = a.copy()
+    del c["score_mean"].attrs["reducer"]
+    with pytest.raises(ValueError, match="no 'reducer' attribute"):
+        merge_shards([c])
+
+
+def test_write_is_atomic_and_strings_are_portable(tmp_path, monkeypatch):
+    ds = xr.Dataset({"source": ("sequence", np.array(["Genesis", "Ruth"])), "x": ("sequence", [1.5, 2.5])})
+    path = write_dataset(ds, tmp_path / "s.zarr")
+    back = open_dataset(path)
+    assert back["source"].values.tolist() == ["Genesis", "Ruth"] and is_complete(path)
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(xr.Dataset, "to_zarr", boom)
+    with pytest.raises(OSError):
+        write_dataset(ds, tmp_path / "t.zarr")
+    assert not (tmp_path / "t.zarr").exists() and not list(tmp_path.glob(".t.zarr.tmp-*"))
+
+
+def test_shard_bounds():
+    assert shard_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert shard_bounds(12, 4)[:3] == shard_bounds(10, 4)[:2] + [(8, 12)]
+    with pytest.raises(ValueError):
+        shard_bounds(0, 4)

@@ -1,0 +1,267 @@
+"""Paper 2's stage (workflow/rules/leakage.smk) end to end in a temporary copy of the pipeline.
+
+A tiny random Llama with a BOS-prepending BPE tokenizer (so position 0 is the same token in every
+prompt) is placed as a `local` model; two experiments name the same (model, dataset) pair, so its
+summary is the union of their variants. The numbers asserted are identities of the decomposition,
+the exact zero of the position-0 trajectory, and tables that equal the stores; dry runs under an
+edited config or library then say what each edit reruns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import yaml
+
+from wfutil import copy_pipeline, planned_jobs, rule_counts, snakemake
+
+pytestmark = pytest.mark.slow
+
+CONFIG = "configs/leakage_test.yaml"
+MODEL, DATASET = "tinybos", "ruth"
+UNION = ["causal", "bidirectional", "scrambled_rope", "bos_replace_mean"]
+
+
+def _config(model_dir: Path) -> dict:
+    return {
+        "seed": 0,
+        "device": "cpu",
+        "dtype": "float32",
+        "simulate": {"settings": {}},
+        "models": {MODEL: {"source": "local", "path": str(model_dir)}},
+        "datasets": {
+            DATASET: {
+                "corpus": {"type": "kjv", "books": ["Ruth", "Jonah"], "stratify": True},
+                "mode": "chunks",
+                "seq_len": 24,
+                "n_sequences": 12,
+            }
+        },
+        "paper1_llm": {"models": [], "datasets": []},
+        "train": {"enabled": False},
+        "extract": {"batch_size": 4, "shard_size": 12, "n_groups": 4},
+        "leakage": {
+            "experiments": {
+                "main": {"models": [MODEL], "datasets": [DATASET], "variants": ["causal", "bidirectional"]},
+                "controls": {
+                    "models": [MODEL],
+                    "datasets": [DATASET],
+                    "variants": ["causal", "scrambled_rope", "bos_replace_mean"],
+                },
+            },
+            "reducer": {"fits": ["saturated+query", "linear+query"], "windows": ["all", "early8", "late"]},
+            "n_permutations": 50,
+            "bos_windows": ["early8", "late"],
+            "position0": {"conditions": ["causal", "bidirectional", "bos_replace_mean"], "n_folds": 3,
+                          "n_permutations": 20},
+        },
+        "stats": {"n_bootstrap": 200},
+        "figures": {"formats": ["png"], "simulation": {}},
+    }
+
+
+def _targets() -> list[str]:
+    tables = ["decomposition", "rope_controls", "bos_effects", "position0", "leakage_by_model"]
+    out = ["results/stats/paper2_tables.md"] + [f"results/stats/paper2_{t}.csv" for t in tables]
+    out += [f"results/figures/paper2_{f}_main.png" for f in ("layers", "shares", "position0")]
+    out.append(f"results/figures/paper2_heads_{MODEL}_{DATASET}.png")
+    return out
+
+
+def _make_model(dest: Path) -> Path:
+    """A tiny random Llama and a byte-level BPE tokenizer that prepends its BOS (id 0)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from causalpos.data import kjv_documents
+    from causalpos.models import build_config
+    from causalpos.train import train_tokenizer
+
+    tok_dir = train_tokenizer([d.text for d in kjv_documents(books=["Ruth", "Jonah"])], 320, dest / "tok")
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    cfg = build_config("llama", "tiny", {"vocab_size": len(tok), "bos_token_id": tok.bos_token_id,
+                                         "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id})
+    torch.manual_seed(0)
+    model_dir = dest / "model"
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    return model_dir
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> Path:
+    work = copy_pipeline(tmp_path_factory.mktemp("pipeline"))
+    model_dir = _make_model(tmp_path_factory.mktemp("tinybos"))
+    (work / CONFIG).write_text(yaml.safe_dump(_config(model_dir), sort_keys=False))
+    snakemake(work, *_targets(), "--cores", "2", "--configfile", CONFIG)
+    return work
+
+
+def _open(path: Path) -> xr.Dataset:
+    return xr.open_zarr(path, consolidated=False, chunks=None)
+
+
+def _edited(pipeline: Path, tmp_path: Path, edit) -> str:
+    cfg = yaml.safe_load((pipeline / CONFIG).read_text())
+    edit(cfg)
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _reruns(pipeline: Path, configfile: str = CONFIG) -> list[tuple[str, str]]:
+    return planned_jobs(pipeline, *_targets(), "--configfile", configfile)
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers
+
+
+def test_decomposition_is_exact_and_equals_the_score_stores(pipeline):
+    s = _open(pipeline / "results" / "leakage" / MODEL / f"{DATASET}.zarr")
+    # the pair is summarized over the union of both experiments' variants
+    assert list(s["variant"].values) == UNION and list(s.attrs["variants"]) == UNION
+    dec = s["decomposition"].sel(condition="rope", stat="estimate")
+    total, res, mask = (float(dec.sel(component=c)) for c in ("total", "residual", "causal_mask"))
+    assert total == res + mask  # Eq. 5, exactly
+    shares = float(dec.sel(component="share_residual")) + float(dec.sel(component="share_causal_mask"))
+    assert shares == pytest.approx(1.0, abs=1e-12)
+    layer = s["decomposition_layer"].sel(condition="rope", stat="estimate")
+    np.testing.assert_array_equal(layer.sel(component="total"),
+                                  layer.sel(component="residual") + layer.sel(component="causal_mask"))
+    # total / residual are the causal / bidirectional log-attention leakage of the score stores:
+    # per-prompt dR2 minus its exact permutation-null mean, averaged over prompts, layers and heads
+    for variant, value in (("causal", total), ("bidirectional", res)):
+        sc = _open(pipeline / "results" / "scores" / MODEL / DATASET / f"{variant}.zarr")
+        sel = dict(leak_fit="saturated+query", leak_window="all", leak_target="logattn")
+        direct = float((sc["leak_delta"].sel(**sel) - sc["leak_null"].sel(**sel)).mean())
+        assert value == pytest.approx(direct, rel=1e-12)
+        assert float(s["leakage_model"].sel(variant=variant, target="logattn", stat="estimate")) == value
+        assert sc["leak_delta"].attrs["leak_fits"] == ["saturated+query", "linear+query"]
+        assert "sink_attention" in sc  # the sink reducer ran beside the leakage reducer
+    ci = s["decomposition"].sel(condition="rope", component="total")
+    assert float(ci.sel(stat="lo")) <= total <= float(ci.sel(stat="hi"))
+    # the probe-less controls still have their observational split and the Table 9 effects
+    assert set(s["causal_variant"].values) == {"causal", "scrambled_rope", "bos_replace_mean"}
+    assert list(s["intervention"].values) == ["mean"] and list(s["bos_window"].values) == ["early8", "late"]
+
+
+def test_tables_equal_the_stores(pipeline):
+    s = _open(pipeline / "results" / "leakage" / MODEL / f"{DATASET}.zarr")
+    stats = pipeline / "results" / "stats"
+    dec = pd.read_csv(stats / "paper2_decomposition.csv")
+    row = dec[(dec["model"] == MODEL) & (dec["condition"] == "rope")].iloc[0]
+    for comp in ("total", "residual", "causal_mask", "share_residual", "share_causal_mask"):
+        for col, stat in ((comp, "estimate"), (f"{comp}_lo", "lo"), (f"{comp}_hi", "hi")):
+            assert row[col] == float(s["decomposition"].sel(condition="rope", component=comp, stat=stat))
+    rc = pd.read_csv(stats / "paper2_rope_controls.csv")
+    assert list(rc["condition"]) == ["rope", "scrambled_rope"]  # identity_rope was not configured
+    scr = rc[rc["condition"] == "scrambled_rope"].iloc[0]
+    assert scr["total"] == float(s["leakage_model"].sel(variant="scrambled_rope", target="logattn", stat="estimate"))
+    assert np.isnan(scr["share_residual"])  # no bidirectional twin of the scrambled run
+    bos = pd.read_csv(stats / "paper2_bos_effects.csv")
+    early = bos[bos["bos_window"] == "early8"].iloc[0]
+    assert early["effect"] == float(s["bos_effect"].sel(intervention="mean", bos_window="early8", stat="estimate"))
+    assert early["effect"] == pytest.approx(1 - early["c_res"] / early["c_res_baseline"], rel=1e-12)
+    md = (stats / "paper2_tables.md").read_text()
+    assert "Table 6 analog" in md and "Table 9 analog" in md and f"{row['total']:.4g}" in md
+
+
+def test_position0_std_is_exactly_zero_with_a_fixed_bos(pipeline):
+    data = _open(pipeline / "results" / "data" / DATASET / f"{MODEL}.zarr")
+    tokens = data["tokens"].values
+    assert data.attrs["bos"] and (tokens[:, 0] == tokens[0, 0]).all()  # every prompt starts with BOS
+    p0 = _open(pipeline / "results" / "position0" / MODEL / f"{DATASET}.zarr")
+    assert p0.sizes["layer"] == 3  # embedding + 2 blocks
+    for cond in ("causal", "bos_replace_mean"):  # same input at position 0, causal attention
+        assert (p0["std"].sel(condition=cond).values == 0.0).all(), cond
+        assert (p0["max_abs_dev"].sel(condition=cond).values == 0.0).all(), cond
+    bi = p0["std"].sel(condition="bidirectional").values
+    assert bi[0] == 0.0 and (bi[1:] > 0).all()  # position 0 sees the other tokens after block 1
+    # the probe on constant features sits at chance exactly
+    causal = p0.sel(condition="causal")
+    np.testing.assert_array_equal(causal["probe_accuracy"].values, causal["probe_chance"].values)
+    table = pd.read_csv(pipeline / "results" / "stats" / "paper2_position0.csv")
+    for cond in ("causal", "bidirectional", "bos_replace_mean"):
+        rows = table[(table["model"] == MODEL) & (table["condition"] == cond)].sort_values("layer")
+        np.testing.assert_array_equal(rows["std"].values, p0["std"].sel(condition=cond).values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rerun guarantees
+
+
+def test_second_run_has_nothing_to_do(pipeline):
+    assert _reruns(pipeline) == []
+
+
+def test_figure_module_edit_reruns_only_paper2_figures(pipeline):
+    module = pipeline / "src" / "causalpos" / "figures" / "paper2.py"
+    original = module.read_text()
+    try:
+        module.write_text(original + "\n# an edit\n")
+        counts = rule_counts(_reruns(pipeline))
+        assert counts == {"plot_paper2_layers": 1, "plot_paper2_shares": 1, "plot_paper2_position0": 1,
+                          "plot_paper2_heads": 1}, counts
+    finally:
+        module.write_text(original)
+
+
+def test_leakage_module_edit_reruns_extraction_too(pipeline):
+    """extract_scores fingerprints leakage.py (the LeakageReducer runs inside extraction), so
+    editing it reruns the extraction of every variant, then everything downstream — but not the
+    model or the data."""
+    module = pipeline / "src" / "causalpos" / "leakage.py"
+    original = module.read_text()
+    try:
+        module.write_text(original + "\n# an edit\n")
+        counts = rule_counts(_reruns(pipeline))
+        assert counts == {"extract_scores": 4, "merge_scores": 4, "leakage": 1, "position0": 1,
+                          "aggregate_leakage": 1, "plot_paper2_layers": 1, "plot_paper2_shares": 1,
+                          "plot_paper2_position0": 1, "plot_paper2_heads": 1}, counts
+    finally:
+        module.write_text(original)
+    assert _reruns(pipeline) == []
+
+
+def test_summary_setting_reruns_the_summary_not_extraction(pipeline, tmp_path):
+    edited = _edited(pipeline, tmp_path, lambda c: c["leakage"].update(n_permutations=40))
+    counts = rule_counts(_reruns(pipeline, edited))
+    assert counts == {"leakage": 1, "aggregate_leakage": 1, "plot_paper2_layers": 1, "plot_paper2_shares": 1,
+                      "plot_paper2_heads": 1}, counts
+
+
+def test_position0_setting_reruns_only_position0(pipeline, tmp_path):
+    edited = _edited(pipeline, tmp_path, lambda c: c["leakage"]["position0"].update(ridge=2.0))
+    counts = rule_counts(_reruns(pipeline, edited))
+    assert counts == {"position0": 1, "aggregate_leakage": 1, "plot_paper2_position0": 1}, counts
+
+
+def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
+    edited = _edited(pipeline, tmp_path, lambda c: c["leakage"]["reducer"].update(windows=["all", "early8", "late",
+                                                                                         "early16"]))
+    jobs = _reruns(pipeline, edited)
+    assert rule_counts(jobs)["extract_scores"] == 4
+    assert {w for r, w in jobs if r == "extract_scores"} == {
+        f"model={MODEL}, dataset={DATASET}, variant={v}, shard=0000" for v in UNION
+    }
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["leakage"]["experiments"]["main"].update(variants=["bidirectional"]), "must include 'causal'"),
+        (lambda c: c["leakage"].update(fit="saturated+both"), "leakage.fit"),
+        (lambda c: c["leakage"].update(bos_windows=["early32"]), "leakage.bos_windows"),
+        (lambda c: c["leakage"]["experiments"]["main"].update(datasets=["nope"]), "nope"),
+        (lambda c: c["leakage"]["experiments"]["main"].update(variants=["causal", "sideways"]), "sideways"),
+    ],
+)
+def test_bad_leakage_config_fails_before_any_job(pipeline, tmp_path, edit, message):
+    proc = snakemake(pipeline, "-n", *_targets(), "--configfile", _edited(pipeline, tmp_path, edit), check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr

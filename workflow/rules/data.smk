@@ -1,0 +1,22 @@
+# Corpora -> token sequences, one store per (dataset, tokenizer).
+
+
+rule sample_sequences:
+    input:
+        tokenizer="resources/models/{tokenizer}",
+    output:
+        directory("results/data/{dataset}/{tokenizer}.zarr"),
+    log:
+        "logs/sample_sequences/{dataset}/{tokenizer}.log",
+    conda:
+        ENV_MODELS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        spec=dataset_spec_params,
+        seed=config["seed"],
+        code=fingerprint("data", "stages", "store"),
+    script:
+        "../scripts/sample_sequences.py"

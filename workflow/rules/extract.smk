@@ -1,0 +1,73 @@
+# Score extraction (one job per shard of sequences), exact merge, diagonal normalization.
+
+
+rule extract_scores:
+    input:
+        model="resources/models/{model}",
+        data=data_store,
+    output:
+        directory("results/scores/{model}/{dataset}/{variant}/shard-{shard}.zarr"),
+    log:
+        "logs/extract_scores/{model}/{dataset}/{variant}/shard-{shard}.log",
+    benchmark:
+        "benchmarks/extract_scores/{model}/{dataset}/{variant}/shard-{shard}.tsv"
+    conda:
+        ENV_MODELS
+    threads: 2
+    resources:
+        mem_mb=extract_mem_mb,
+        runtime=120,
+        gpu=gpu_count,
+    params:
+        bounds=shard_bounds_params,
+        reducers=reducers_params,
+        leakage=leakage_reducer_params,
+        batch_size=config["extract"]["batch_size"],
+        memory_fraction=config["extract"]["memory_fraction"],
+        n_groups=config["extract"]["n_groups"],
+        device=config["device"],
+        dtype=config["dtype"],
+        seed=config["seed"],
+        code=fingerprint(
+            "capture", "models", "stages", "store", "leakage", "position0", "stats"
+        ),
+    script:
+        "../scripts/extract_scores.py"
+
+
+rule merge_scores:
+    input:
+        score_shards,
+    output:
+        directory("results/scores/{model}/{dataset}/{variant}.zarr"),
+    log:
+        "logs/merge_scores/{model}/{dataset}/{variant}.log",
+    conda:
+        ENV_MODELS
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    params:
+        code=fingerprint("store", "stages", "capture", "leakage", "position0"),
+    script:
+        "../scripts/merge_scores.py"
+
+
+rule diagonal_normalize:
+    input:
+        "results/scores/{model}/{dataset}/{variant}.zarr",
+    output:
+        directory("results/normalized/{model}/{dataset}/{variant}.zarr"),
+    log:
+        "logs/diagonal_normalize/{model}/{dataset}/{variant}.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        code=fingerprint("diagonal", "stages", "store"),
+    script:
+        "../scripts/diagonal_normalize.py"

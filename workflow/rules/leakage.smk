@@ -1,0 +1,268 @@
+# Paper 2 (Ruscio et al. 2026): absolute-position leakage, its causal-mask / residual-stream
+# decomposition, RoPE controls, BOS replacement, position 0 and sink heads (paper2.md).
+#
+# Extraction (extract.smk) adds the LeakageReducer and SinkReducer to the jobs of every
+# (model, dataset, variant) an experiment names (common.smk: reducers_for / leakage_wants), so the
+# score stores already hold per-(sequence, layer, head) leakage; the rules here only summarize:
+#
+#   scores/{model}/{dataset}/{variant}.zarr (every variant of the pair)
+#       -> leakage/{model}/{dataset}.zarr      CIs, permutation p / BH q, decomposition, controls
+#   model + data + scores/.../causal.zarr
+#       -> position0/{model}/{dataset}.zarr    trajectory per condition, probes
+#   all of them -> stats/paper2_*.csv, stats/paper2_tables.md, figures/paper2_*.{fmt}
+
+
+include: "leakage_common.smk"
+
+
+rule leakage:
+    input:
+        stores=leakage_score_stores,
+        data=data_store,
+    output:
+        directory("results/leakage/{model}/{dataset}.zarr"),
+    log:
+        "logs/leakage/{model}/{dataset}.log",
+    benchmark:
+        "benchmarks/leakage/{model}/{dataset}.tsv"
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    params:
+        variants=leakage_variants_params,
+        summary=leakage_summary_params,
+        strata=config["leakage"]["bootstrap_strata"],
+        code=fingerprint("leakage", "stats", "store"),
+    script:
+        "../scripts/leakage_summarize.py"
+
+
+rule position0:
+    input:
+        model="resources/models/{model}",
+        data=data_store,
+        sink="results/scores/{model}/{dataset}/causal.zarr",
+    output:
+        directory("results/position0/{model}/{dataset}.zarr"),
+    log:
+        "logs/position0/{model}/{dataset}.log",
+    benchmark:
+        "benchmarks/position0/{model}/{dataset}.tsv"
+    conda:
+        ENV_MODELS
+    threads: 2
+    resources:
+        mem_mb=extract_mem_mb,
+        runtime=60,
+        gpu=gpu_count,
+    params:
+        settings=position0_params,
+        device=config["device"],
+        dtype=config["dtype"],
+        seed=config["seed"],
+        code=fingerprint("position0", "stats", "capture", "models", "stages", "store"),
+    script:
+        "../scripts/position0_summarize.py"
+
+
+rule aggregate_leakage:
+    input:
+        summaries=leakage_summary_stores,
+        position0=position0_stores,
+    output:
+        leakage_by_model=report(
+            "results/stats/paper2_leakage_by_model.csv",
+            caption="../report/paper2_leakage_by_model.rst",
+            category="Paper 2: tables",
+        ),
+        decomposition=report(
+            "results/stats/paper2_decomposition.csv",
+            caption="../report/paper2_decomposition.rst",
+            category="Paper 2: tables",
+        ),
+        leakage_by_layer=report(
+            "results/stats/paper2_leakage_by_layer.csv",
+            caption="../report/paper2_leakage_by_layer.rst",
+            category="Paper 2: tables",
+        ),
+        decomposition_by_layer=report(
+            "results/stats/paper2_decomposition_by_layer.csv",
+            caption="../report/paper2_decomposition_by_layer.rst",
+            category="Paper 2: tables",
+        ),
+        rope_controls=report(
+            "results/stats/paper2_rope_controls.csv",
+            caption="../report/paper2_rope_controls.rst",
+            category="Paper 2: tables",
+        ),
+        bos_effects=report(
+            "results/stats/paper2_bos_effects.csv",
+            caption="../report/paper2_bos_effects.rst",
+            category="Paper 2: tables",
+        ),
+        observational_split=report(
+            "results/stats/paper2_observational_split.csv",
+            caption="../report/paper2_observational_split.rst",
+            category="Paper 2: tables",
+        ),
+        heads=report(
+            "results/stats/paper2_heads.csv",
+            caption="../report/paper2_heads.rst",
+            category="Paper 2: tables",
+        ),
+        sink_heads=report(
+            "results/stats/paper2_sink_heads.csv",
+            caption="../report/paper2_sink_heads.rst",
+            category="Paper 2: tables",
+        ),
+        position0=report(
+            "results/stats/paper2_position0.csv",
+            caption="../report/paper2_position0.rst",
+            category="Paper 2: tables",
+        ),
+        position0_probes=report(
+            "results/stats/paper2_position0_probes.csv",
+            caption="../report/paper2_position0_probes.rst",
+            category="Paper 2: tables",
+        ),
+        markdown=report(
+            "results/stats/paper2_tables.md",
+            caption="../report/paper2_tables.rst",
+            category="Paper 2: tables",
+        ),
+    log:
+        "logs/aggregate_leakage/aggregate_leakage.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        labels=leakage_pair_labels(),
+        code=fingerprint("leakage", "stats", "store"),
+    script:
+        "../scripts/leakage_tables.py"
+
+
+rule plot_paper2_layers:
+    input:
+        experiment_summary_stores,
+    output:
+        report(
+            expand(
+                "results/figures/paper2_layers_{{experiment}}.{fmt}",
+                fmt=config["figures"]["formats"],
+            ),
+            caption="../report/paper2_layers.rst",
+            category="Paper 2: figures",
+            subcategory="{experiment}",
+        ),
+    log:
+        "logs/plot_paper2_layers/{experiment}.log",
+    wildcard_constraints:
+        experiment=leakage_experiment_pattern(),
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        labels=experiment_labels,
+        code=fingerprint("figures.paper2", "figures.common", "store"),
+    script:
+        "../scripts/plot_paper2_layers.py"
+
+
+rule plot_paper2_shares:
+    input:
+        experiment_summary_stores,
+    output:
+        report(
+            expand(
+                "results/figures/paper2_shares_{{experiment}}.{fmt}",
+                fmt=config["figures"]["formats"],
+            ),
+            caption="../report/paper2_shares.rst",
+            category="Paper 2: figures",
+            subcategory="{experiment}",
+        ),
+    log:
+        "logs/plot_paper2_shares/{experiment}.log",
+    wildcard_constraints:
+        experiment=leakage_experiment_pattern(),
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        labels=experiment_labels,
+        code=fingerprint("figures.paper2", "figures.common", "store"),
+    script:
+        "../scripts/plot_paper2_shares.py"
+
+
+rule plot_paper2_position0:
+    input:
+        experiment_position0_stores,
+    output:
+        report(
+            expand(
+                "results/figures/paper2_position0_{{experiment}}.{fmt}",
+                fmt=config["figures"]["formats"],
+            ),
+            caption="../report/paper2_position0_figure.rst",
+            category="Paper 2: figures",
+            subcategory="{experiment}",
+        ),
+    log:
+        "logs/plot_paper2_position0/{experiment}.log",
+    wildcard_constraints:
+        experiment=leakage_experiment_pattern(),
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        labels=experiment_labels,
+        code=fingerprint("figures.paper2", "figures.common", "store"),
+    script:
+        "../scripts/plot_paper2_position0.py"
+
+
+rule plot_paper2_heads:
+    input:
+        "results/leakage/{model}/{dataset}.zarr",
+    output:
+        report(
+            expand(
+                "results/figures/paper2_heads_{{model}}_{{dataset}}.{fmt}",
+                fmt=config["figures"]["formats"],
+            ),
+            caption="../report/paper2_heads_figure.rst",
+            category="Paper 2: figures",
+            subcategory="{model}",
+        ),
+    log:
+        "logs/plot_paper2_heads/{model}/{dataset}.log",
+    wildcard_constraints:
+        model=leakage_model_pattern(),
+        dataset=leakage_dataset_pattern(),
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        code=fingerprint("figures.paper2", "figures.common", "store"),
+    script:
+        "../scripts/plot_paper2_heads.py"

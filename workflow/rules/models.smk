@@ -1,0 +1,23 @@
+# Model sources -> HF-format directories under resources/models/{model} (design.md: models).
+
+
+rule prepare_model:
+    input:
+        prepare_model_inputs,
+    output:
+        directory("resources/models/{model}"),
+    log:
+        "logs/prepare_model/{model}.log",
+    wildcard_constraints:
+        model=model_wildcard_pattern(),
+    conda:
+        ENV_MODELS
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=60,
+    params:
+        spec=model_spec_params,
+        code=fingerprint("models"),
+    script:
+        "../scripts/prepare_model.py"

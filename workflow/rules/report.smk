@@ -1,0 +1,30 @@
+# The reproduction scorecard: every target of both papers as a row (claim, paper value,
+# measured value with CI, verdict), from the pipeline's own tables.
+
+
+rule scorecard:
+    input:
+        unpack(scorecard_inputs),
+    output:
+        csv=report(
+            "results/report/scorecard.csv",
+            caption="../report/scorecard.rst",
+            category="Scorecard",
+        ),
+        md=report(
+            "results/report/scorecard.md",
+            caption="../report/scorecard.rst",
+            category="Scorecard",
+        ),
+    log:
+        "logs/scorecard/scorecard.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        code=fingerprint("scorecard"),
+    script:
+        "../scripts/scorecard.py"

@@ -1,0 +1,34 @@
+"""Snakemake entry point: pre-softmax scores of one shard of sequences, reduced to stores."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+
+from causalpos.runlog import logged  # noqa: E402
+from causalpos.stages import extract_shard  # noqa: E402
+
+with logged(snakemake.log[0], snakemake.threads):
+    p = snakemake.params
+    start, stop = p.bounds
+    extract_shard(
+        snakemake.input.model,
+        snakemake.input.data,
+        snakemake.output[0],
+        start=start,
+        stop=stop,
+        variant=snakemake.wildcards.variant,
+        reducers=list(p.reducers),
+        batch_size=p.batch_size,
+        memory_fraction=p.memory_fraction,
+        n_groups=p.n_groups,
+        seed=p.seed,
+        device=p.device,
+        dtype=p.dtype,
+        leakage=dict(p.leakage),
+        attrs={
+            "model_name": snakemake.wildcards.model,
+            "dataset_name": snakemake.wildcards.dataset,
+            "code_fingerprint": p.code,
+        },
+    )
