@@ -127,12 +127,14 @@ def test_decomposition_is_exact_and_equals_the_score_stores(pipeline):
     assert list(s["variant"].values) == UNION and list(s.attrs["variants"]) == UNION
     dec = s["decomposition"].sel(condition="rope", stat="estimate")
     total, res, mask = (float(dec.sel(component=c)) for c in ("total", "residual", "causal_mask"))
-    assert total == res + mask  # Eq. 5, exactly
+    # Eq. 5: causal-mask = total - residual, so they add back up to float64 rounding
+    assert total == pytest.approx(res + mask, rel=1e-12, abs=1e-15)
     shares = float(dec.sel(component="share_residual")) + float(dec.sel(component="share_causal_mask"))
     assert shares == pytest.approx(1.0, abs=1e-12)
     layer = s["decomposition_layer"].sel(condition="rope", stat="estimate")
-    np.testing.assert_array_equal(layer.sel(component="total"),
-                                  layer.sel(component="residual") + layer.sel(component="causal_mask"))
+    np.testing.assert_allclose(layer.sel(component="total"),
+                               layer.sel(component="residual") + layer.sel(component="causal_mask"),
+                               rtol=1e-12, atol=1e-15)
     # total / residual are the causal / bidirectional log-attention leakage of the score stores:
     # per-prompt dR2 minus its exact permutation-null mean, averaged over prompts, layers and heads
     for variant, value in (("causal", total), ("bidirectional", res)):

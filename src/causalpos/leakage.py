@@ -1226,7 +1226,10 @@ def leakage_stage(stores: Mapping[str, str], out, *, data_store=None, strata: st
         # Stores give variable-width strings (numpy StringDType), which astype(str) refuses.
         labels = np.array([str(x) for x in open_dataset(data_store)["source"].sel(sequence=seqs).values])
     ds = leakage_summary(opened, strata=labels, **summary_kw)
-    ds.attrs.update({"variants": list(opened), "strata": strata, **dict(attrs or {})})
+    # The extraction-time choices (fits, windows, pair subsample) travel on leak_delta's attrs.
+    reducer = {f"reducer_{k.removeprefix('leak_')}": v
+               for k, v in next(iter(opened.values()))["leak_delta"].attrs.items() if k.startswith("leak_")}
+    ds.attrs.update({"variants": list(opened), "strata": strata, **reducer, **dict(attrs or {})})
     write_dataset(ds, out)
     return ds
 

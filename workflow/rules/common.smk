@@ -245,7 +245,7 @@ def leakage_wants(model, dataset, variant):
 def leakage_reducer_params(wildcards):
     """LeakageReducer kwargs of an extraction job ({} where paper 2 does not want it)."""
     if leakage_wants(wildcards.model, wildcards.dataset, wildcards.variant):
-        return leakage_reducer_kwargs()
+        return leakage_reducer_kwargs(wildcards.variant)
     return {}
 
 
@@ -289,6 +289,9 @@ def scorecard_inputs(wildcards):
         inputs["sim_index"] = "results/stats/simulation_index.csv"
     if config["paper1_llm"]["models"] and config["paper1_llm"]["datasets"]:
         inputs["llm_index"] = "results/stats/llm_index.csv"
+    if leakage_targets():
+        for name in ("decomposition", "rope_controls", "bos_effects", "position0"):
+            inputs[name] = f"results/stats/paper2_{name}.csv"
     return inputs
 
 

@@ -76,9 +76,21 @@ def leakage_settings():
     return sec
 
 
-def leakage_reducer_kwargs():
-    """LeakageReducer keyword arguments of the extraction jobs (sorted: compared as text)."""
-    return canonical(dict(leakage_settings()["reducer"]))
+def leakage_reducer_kwargs(variant):
+    """LeakageReducer keyword arguments of an extraction job (sorted: compared as text).
+
+    The prompt-mean maps (2 x layers x heads x T^2 float64, ~280 MB for SmolLM2 at T = 256) are
+    summed only for the variants the permutation test reads.
+    """
+    sec = leakage_settings()
+    kwargs = dict(sec["reducer"])
+    tested = sec["permutation_variants"]
+    kwargs["mean_maps"] = bool(
+        kwargs["mean_maps"]
+        and sec["n_permutations"] > 0
+        and (tested is None or variant in tested)
+    )
+    return canonical(kwargs)
 
 
 def leakage_score_stores(wildcards):
