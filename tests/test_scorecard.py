@@ -28,6 +28,14 @@ def test_missing_tables_are_not_run_rather_than_dropped():
     assert card["target"].str.contains("Table 9").any() and card["target"].str.contains("Fig. 5").any()
 
 
+def test_empty_or_header_only_tables_are_not_run(tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "header.csv").write_text("model,dataset,intervention,bos_window,effect\n")
+    card = S.build_scorecard({"bos_effects": tmp_path / "empty.csv", "decomposition": tmp_path / "header.csv"})
+    rows = card[card["target"].isin(["Table 9", "claims 1-4"])]
+    assert len(rows) == 2 and (rows["verdict"] == S.NOT_RUN).all()
+
+
 def test_compare_verdicts():
     assert S._compare(0.80, 0.75, 0.86, 0.82, 0.1) == S.REPRODUCED
     assert S._compare(0.30, 0.25, 0.35, 0.82, 0.1) == S.DIFFERS

@@ -49,11 +49,18 @@ def _ci(est: float, lo: float, hi: float, digits: int = 3) -> str:
     return f"{_fmt(est, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
 
 
-def _read(path) -> pd.DataFrame | None:
-    if path is None:
+def _read(path, required: tuple[str, ...] = ()) -> pd.DataFrame | None:
+    """The table at ``path``; None when absent, empty (e.g. a config with no BOS experiment) or
+    lacking a ``required`` column, so its rows read "not run in this config"."""
+    if path is None or not Path(path).is_file():
         return None
-    p = Path(path)
-    return pd.read_csv(p) if p.is_file() else None
+    try:
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return None
+    if df.empty or not set(required) <= set(df.columns):
+        return None
+    return df
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,7 +174,7 @@ def _compare(value: float, lo: float, hi: float, target: float, slack: float) ->
 
 def _paper2_rows(paths: Mapping[str, str | os.PathLike | None]) -> list[Row]:
     rows: list[Row] = []
-    dec = _read(paths.get("decomposition"))
+    dec = _read(paths.get("decomposition"), ("model", "dataset", "total", "share_causal_mask"))
     src = "results/stats/paper2_decomposition.csv"
     if dec is None:
         rows.append(Row("paper 2", "claims 1-4", "absolute-position leakage and its causal-mask / residual-stream "
@@ -198,7 +205,7 @@ def _paper2_rows(paths: Mapping[str, str | os.PathLike | None]) -> list[Row]:
                                     "natural text vs random tokens", "same picture",
                                     f"shares {', '.join(f'{d}: {v:.2f}' for d, v in zip(g['dataset'], g['share_causal_mask']))}",
                                     REPRODUCED if spread <= 0.10 else DIFFERS, src))
-    ctl = _read(paths.get("rope_controls"))
+    ctl = _read(paths.get("rope_controls"), ("model", "dataset", "condition", "share_causal_mask", "obs_share_softmax"))
     src = "results/stats/paper2_rope_controls.csv"
     if ctl is None:
         rows.append(Row("paper 2", "Table 6", "identity- and scrambled-RoPE controls give nearly identical ratios",
@@ -213,7 +220,7 @@ def _paper2_rows(paths: Mapping[str, str | os.PathLike | None]) -> list[Row]:
                             f"RoPE controls give nearly identical component ratios ({col})", "nearly identical",
                             ", ".join(f"{c}: {v:.3f}" for c, v in zip(g["condition"], g[col])),
                             REPRODUCED if spread <= 0.05 else DIFFERS, src))
-    bos = _read(paths.get("bos_effects"))
+    bos = _read(paths.get("bos_effects"), ("model", "dataset", "intervention", "bos_window", "effect"))
     src = "results/stats/paper2_bos_effects.csv"
     if bos is None:
         rows.append(Row("paper 2", "Table 9", "BOS replacement removes 40 % of the residual-stream component at "
@@ -231,7 +238,7 @@ def _paper2_rows(paths: Mapping[str, str | os.PathLike | None]) -> list[Row]:
             rows.append(Row("paper 2", f"Table 9 ({r.model}, {r.intervention}, {r.bos_window})",
                             f"effect of BOS-embedding replacement on the residual-stream part ({r.target})",
                             pv, measured, verdict, src))
-    p0 = _read(paths.get("position0"))
+    p0 = _read(paths.get("position0"), ("model", "dataset", "condition", "std", "max_abs_dev"))
     src = "results/stats/paper2_position0.csv"
     if p0 is None:
         rows.append(Row("paper 2", "claim 7", "position-0 cross-prompt std is exactly 0 at every layer with a fixed "

@@ -53,7 +53,8 @@ rule position0:
         "benchmarks/position0/{model}/{dataset}.tsv"
     conda:
         ENV_MODELS
-    threads: 2
+    # Forward passes of one batch: on a shared CPU two 1-thread jobs beat one 2-thread job.
+    threads: 1
     resources:
         mem_mb=extract_mem_mb,
         runtime=60,
