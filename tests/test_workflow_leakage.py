@@ -267,3 +267,26 @@ def test_bad_leakage_config_fails_before_any_job(pipeline, tmp_path, edit, messa
     proc = snakemake(pipeline, "-n", *_targets(), "--configfile", _edited(pipeline, tmp_path, edit), check=False)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage helpers' edge cases (no pipeline needed)
+
+
+def test_small_source_strata_are_pooled_for_the_bootstrap():
+    from causalpos.leakage import pool_small_strata
+
+    labels, n = pool_small_strata(np.array(["Ruth"] * 6 + ["Mark"] * 2 + ["Hosea"]), 5)
+    assert n == 3 and list(labels[:6]) == ["Ruth"] * 6 and len(set(labels[6:])) == 1
+    # one article per chunk (Wikipedia by title): everything pooled, i.e. the plain bootstrap
+    labels, n = pool_small_strata(np.array([f"article {i}" for i in range(64)]), 5)
+    assert n == 64 and len(set(labels)) == 1
+
+
+def test_probe_uses_only_classes_with_enough_prompts():
+    from causalpos.position0 import probe_labels
+
+    keep, note = probe_labels(np.array(["a"] * 5 + ["b"] * 5 + ["c"] * 2), 5)
+    assert keep.tolist() == [True] * 10 + [False] * 2 and "dropped" in note
+    keep, note = probe_labels(np.array(["random_tokens"] * 16), 5)
+    assert not keep.any() and note.startswith("no probe")

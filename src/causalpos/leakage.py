@@ -79,6 +79,7 @@ __all__ = [
     "tables",
     "ROPE_CONDITIONS",
     "PAPER2_TABLES",
+    "pool_small_strata",
     "leakage_stage",
     "paper2_tables",
     "paper2_markdown",
@@ -1198,8 +1199,23 @@ PAPER2_TABLES: dict[str, str] = {
 }
 
 
+def pool_small_strata(labels: np.ndarray, min_size: int = 5) -> tuple[np.ndarray, int]:
+    """Labels with every stratum of fewer than ``min_size`` prompts merged into one pooled stratum.
+
+    A stratified bootstrap resamples each stratum within itself, so a stratum of one prompt always
+    redraws that prompt (no variance) and small ones understate it by (n_s − 1)/n_s; e.g. Wikipedia
+    chunks labelled by article title are almost all singletons. Returns (labels, number of
+    prompts pooled).
+    """
+    labels = np.array([str(x) for x in np.asarray(labels).ravel()], dtype=object)
+    names, counts = np.unique(labels, return_counts=True)
+    small = np.isin(labels, names[counts < min_size])
+    labels[small] = "(pooled small strata)"
+    return labels, int(small.sum())
+
+
 def leakage_stage(stores: Mapping[str, str], out, *, data_store=None, strata: str = "none",
-                  attrs: Mapping | None = None, **summary_kw) -> xr.Dataset:
+                  min_stratum: int = 5, attrs: Mapping | None = None, **summary_kw) -> xr.Dataset:
     """``leakage`` rule: :func:`leakage_summary` of the merged score stores of one (model, dataset).
 
     Args:
@@ -1207,8 +1223,8 @@ def leakage_stage(stores: Mapping[str, str], out, *, data_store=None, strata: st
         out: path of the summary store.
         data_store: the dataset's token store (its ``source`` labels, for ``strata="source"``).
         strata: ``"none"`` (plain bootstrap over prompts) or ``"source"`` (stratified by the
-            prompts' source, e.g. KJV book; every source needs several prompts, or its replicates
-            carry no variance).
+            prompts' source, e.g. KJV book; sources with fewer than ``min_stratum`` prompts are
+            pooled into one stratum, see :func:`pool_small_strata`).
         attrs: extra attributes (model, dataset, code fingerprint, config choices).
         summary_kw: :func:`leakage_summary` keywords.
     """
@@ -1223,9 +1239,14 @@ def leakage_stage(stores: Mapping[str, str], out, *, data_store=None, strata: st
             raise ValueError("strata='source' needs the dataset's store (data_store)")
         first = next(iter(opened.values()))
         seqs = np.sort(first["sequence"].values)
-        # Stores give variable-width strings (numpy StringDType), which astype(str) refuses.
-        labels = np.array([str(x) for x in open_dataset(data_store)["source"].sel(sequence=seqs).values])
+        labels, n_pooled = pool_small_strata(open_dataset(data_store)["source"].sel(sequence=seqs).values,
+                                             min_stratum)
+        if np.unique(labels).size < 2:
+            labels = None          # one stratum: the plain bootstrap
     ds = leakage_summary(opened, strata=labels, **summary_kw)
+    if strata == "source":
+        ds.attrs.update({"strata_min_size": min_stratum, "strata_pooled_prompts": n_pooled,
+                         "strata_n": 1 if labels is None else int(np.unique(labels).size)})
     # The extraction-time choices (fits, windows, pair subsample) travel on leak_delta's attrs.
     reducer = {f"reducer_{k.removeprefix('leak_')}": v
                for k, v in next(iter(opened.values()))["leak_delta"].attrs.items() if k.startswith("leak_")}
@@ -1347,7 +1368,7 @@ def paper2_tables(summaries: Mapping[tuple[str, str], xr.Dataset],
         add("rope_controls", _rope_controls(s), model, dataset)
         if "bos_effect" in s:
             add("bos_effects", _bos_table(s), model, dataset)
-        if "sink_head" in flat:
+        if "sink_heads" in flat:
             add("sink_heads", flat["sink_heads"], model, dataset)
     for (model, dataset), p0 in (position0 or {}).items():
         df, probe = _position0_frames(p0)
