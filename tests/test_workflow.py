@@ -99,6 +99,39 @@ def test_extraction_stores_from_the_smoke_run(pipeline):
     assert (pipeline / "results" / "report" / "scorecard.md").read_text().startswith("# Reproduction scorecard")
 
 
+def test_trained_vs_init_comparison_agrees_with_the_other_stages(pipeline):
+    """Issue 4's comparison: its numbers are the llm_index and paper-2 tables' own, recomputed."""
+    from causalpos.models import read_source
+
+    stats = pipeline / "results" / "stats"
+    index = pd.read_csv(stats / "train_index.csv")
+    cmp = pd.read_csv(stats / "train_comparison.csv").set_index("variant")
+    assert list(cmp.index) == ["rope", "nope"] and set(index["weights"]) == {"trained", "init"}
+    # trained-rope on kjv-first24 is also a paper1_llm model: same store, seed and n_boot, same numbers
+    llm = pd.read_csv(stats / "llm_index.csv")
+    llm = llm[llm["model"] == "trained-rope"].sort_values("layer")
+    ours = index[(index["variant"] == "rope") & (index["weights"] == "trained")].sort_values("layer")
+    np.testing.assert_allclose(ours["index"], llm["index_debiased"], rtol=1e-12)
+    np.testing.assert_allclose(ours[["ci_lo", "ci_hi"]].to_numpy(), llm[["ci_lo", "ci_hi"]].to_numpy(),
+                               rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(ours["minus_init"], ours["index"].to_numpy()
+                               - index[(index["variant"] == "rope") & (index["weights"] == "init")]
+                               .sort_values("layer")["index"].to_numpy(), rtol=1e-12)
+    # paper 2 decomposes trained-rope on this dataset (smoke experiment), not trained-nope
+    dec = pd.read_csv(stats / "paper2_decomposition.csv")
+    dec = dec[(dec["model"] == "trained-rope") & (dec["condition"] == "rope")].iloc[0]
+    for comp in ("total", "residual", "causal_mask"):
+        assert cmp.loc["rope", f"leak_{comp}"] == dec[comp]
+    assert np.isnan(cmp.loc["nope", "leak_total"])
+    lg = pd.read_csv(stats / "train_lengthgen.csv").set_index("variant")
+    assert (cmp["excess_beyond_context"] == lg.loc[cmp.index, "excess_mean"]).all()
+    for v in ("rope", "nope"):
+        src = read_source(pipeline / "resources" / "models" / f"trained-{v}-init")
+        assert src["source"] == "init_twin" and src["of"] == f"trained-{v}"
+    for stem in ("train_index", "train_comparison", "train_maps"):
+        assert (pipeline / "results" / "figures" / f"{stem}.png").stat().st_size > 10_000
+
+
 def test_report_collects_figures_and_tables_with_captions(pipeline):
     snakemake(pipeline, "--configfile", SMOKE, "--report", "report.html")
     html = (pipeline / "report.html").read_text(errors="replace")

@@ -174,7 +174,9 @@ def prepare_model_inputs(wildcards):
 def tokenizer_of(model):
     """The model whose tokenizer ``model`` uses: models sharing one share the data store."""
     if model.startswith("trained-"):
-        return model
+        return model.removesuffix(
+            "-init"
+        )  # an init twin shares its trained model's tokenizer
     spec = model_spec(model)
     ref = spec.get("tokenizer") or spec.get("like")
     return tokenizer_of(ref) if spec["source"] == "random_init" and ref else model

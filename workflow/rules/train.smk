@@ -216,3 +216,99 @@ rule plot_loss_by_position:
         code=fingerprint("figures.training", "figures.common", "store"),
     script:
         "../scripts/plot_training_loss_by_position.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# Controlled comparisons: trained vs the weights training started from, and the variants side by
+# side on one held-out dataset (paper 1's index, paper 2's decomposition, length generalization).
+
+
+rule init_twin:
+    input:
+        "resources/models/trained-{variant}",
+    output:
+        directory("resources/models/trained-{variant}-init"),
+    log:
+        "logs/init_twin/{variant}.log",
+    wildcard_constraints:
+        variant=r"[A-Za-z0-9_]+",
+    conda:
+        ENV_MODELS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        code=fingerprint("compare", "train", "models"),
+    script:
+        "../scripts/init_twin.py"
+
+
+rule compare_trained:
+    input:
+        unpack(compare_inputs),
+    output:
+        index=report(
+            "results/stats/train_index.csv",
+            caption="../report/train_index.rst",
+            category="Models trained here",
+        ),
+        comparison=report(
+            "results/stats/train_comparison.csv",
+            caption="../report/train_comparison.rst",
+            category="Models trained here",
+        ),
+    log:
+        "logs/compare_trained/compare_trained.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        variants=train_variants(),
+        twins=compare_twin_variants(),
+        leakage=compare_leakage_variants(),
+        confidence=config["stats"]["confidence"],
+        n_bootstrap=config["stats"]["n_bootstrap"],
+        seed=config["seed"],
+        code=fingerprint("compare", "diagonal", "store"),
+    script:
+        "../scripts/compare_trained.py"
+
+
+rule plot_train_comparison:
+    input:
+        unpack(compare_plot_inputs),
+    output:
+        index=report(
+            figure_paths("train_index"),
+            caption="../report/train_index_figure.rst",
+            category="Models trained here",
+        ),
+        comparison=report(
+            figure_paths("train_comparison"),
+            caption="../report/train_comparison_figure.rst",
+            category="Models trained here",
+        ),
+        maps=report(
+            figure_paths("train_maps"),
+            caption="../report/train_maps.rst",
+            category="Models trained here",
+        ),
+    log:
+        "logs/plot_train_comparison/plot_train_comparison.log",
+    conda:
+        ENV_ANALYSIS
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=5,
+    params:
+        variants=train_variants(),
+        twins=compare_twin_variants(),
+        map_layer=config["train"]["compare"]["map_layer"],
+        code=fingerprint("figures.training", "figures.common", "compare", "store"),
+    script:
+        "../scripts/plot_train_comparison.py"

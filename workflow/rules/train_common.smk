@@ -139,6 +139,72 @@ def train_gpu():
     return 0 if config["device"] == "cpu" else 1
 
 
+def compare_section():
+    """``train.compare`` checked: the dataset exists and the trained models are configured."""
+    sec = config["train"].get("compare") or {}
+    if not sec.get("dataset") or not config["train"]["enabled"] or not train_variants():
+        return None
+    dataset_spec(sec["dataset"])  # raises a ConfigError naming the dataset
+    return sec
+
+
+def compare_twin_variants():
+    sec = compare_section()
+    return train_variants() if sec and sec.get("init_twins", True) else []
+
+
+def compare_leakage_variants():
+    """Variants whose trained model paper 2 decomposes on the comparison dataset (causal and
+    bidirectional runs both configured)."""
+    sec = compare_section()
+    if not sec:
+        return []
+    pairs = leakage_pairs()
+    return [
+        v
+        for v in train_variants()
+        if {"causal", "bidirectional"}
+        <= set(pairs.get((f"trained-{v}", sec["dataset"]), ()))
+    ]
+
+
+def compare_inputs(wildcards):
+    sec = compare_section()
+    d = sec["dataset"]
+    return {
+        "trained": [
+            f"results/scores/trained-{v}/{d}/causal.zarr" for v in train_variants()
+        ],
+        "init": [
+            f"results/scores/trained-{v}-init/{d}/causal.zarr"
+            for v in compare_twin_variants()
+        ],
+        "leakage": [
+            f"results/leakage/trained-{v}/{d}.zarr" for v in compare_leakage_variants()
+        ],
+        "lengthgen": "results/stats/train_lengthgen.csv",
+    }
+
+
+def compare_plot_inputs(wildcards):
+    inputs = compare_inputs(wildcards)
+    return {
+        "index": "results/stats/train_index.csv",
+        "comparison": "results/stats/train_comparison.csv",
+        "trained": inputs["trained"],
+        "init": inputs["init"],
+    }
+
+
+def compare_targets():
+    if not compare_section():
+        return []
+    targets = ["results/stats/train_index.csv", "results/stats/train_comparison.csv"]
+    for stem in ("train_index", "train_comparison", "train_maps"):
+        targets += figure_paths(stem)
+    return targets
+
+
 def train_targets():
     if not config["train"]["enabled"] or not train_variants():
         return []
@@ -155,4 +221,5 @@ def train_targets():
         "results/stats/train_lengthgen.csv",
     ]
     targets += figure_paths("train_loss_by_position")
+    targets += compare_targets()
     return targets

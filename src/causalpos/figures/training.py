@@ -151,3 +151,149 @@ def plot_loss_by_position(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *,
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2, frameon=False)
     fig.tight_layout()
     save(fig, paths)
+
+
+# ---------------------------------------------------------------------------------------------
+# Controlled comparisons (causalpos.compare tables)
+
+
+def plot_index_vs_init(index, paths: Sequence[str | os.PathLike], *, title: str | None = None) -> None:
+    """Per-layer index of each variant, trained (solid) vs init twin (dashed), CIs and noise floor.
+
+    ``index``: the index table of :func:`causalpos.compare.comparison_tables` (``variant``,
+    ``weights``, ``layer``, ``index``, ``ci_lo``, ``ci_hi``, ``noise_floor``).
+    """
+    variants = list(dict.fromkeys(index["variant"]))
+    if not variants:
+        raise ValueError("plot_index_vs_init: the index table is empty")
+    n = len(variants)
+    fig, axes = plt.subplots(1, n, figsize=(3.0 * n, 3.0), sharey=True, squeeze=False)
+    for i, (ax, v) in enumerate(zip(axes[0], variants)):
+        for weights, ls, alpha in (("trained", "-", 0.25), ("init", "--", 0.12)):
+            sub = index[(index["variant"] == v) & (index["weights"] == weights)].sort_values("layer")
+            if sub.empty:
+                continue
+            c = _color(v, i) if weights == "trained" else "0.45"
+            ax.plot(sub["layer"], sub["index"], ls=ls, marker="o", ms=3, color=c, label=weights)
+            ax.fill_between(sub["layer"], sub["ci_lo"], sub["ci_hi"], color=c, alpha=alpha, lw=0)
+            ax.plot(sub["layer"], sub["noise_floor"], ls=":", color=c, lw=0.8)
+        tr = index[(index["variant"] == v) & (index["weights"] == "trained")]
+        if "over_init" in tr and tr["over_init"].notna().any():
+            ax.text(0.03, 0.97, "trained / init:\n" + ", ".join(f"{x:.1f}" for x in tr.sort_values("layer")["over_init"]),
+                    transform=ax.transAxes, va="top", fontsize=7)
+        ax.set_title(v, fontsize=10)
+        ax.set_xlabel("layer")
+        ax.set_xticks(sorted(index["layer"].unique()))
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("non-relativeness index")
+    axes[0, 0].legend(fontsize=8, loc="center left")
+    fig.suptitle(title or "Trained vs initial weights: non-relativeness index per layer (dotted: noise floor)",
+                 fontsize=10)
+    fig.tight_layout()
+    save(fig, paths)
+
+
+def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: str | None = None) -> None:
+    """The variants side by side: (a) index trained vs init, (b) paper 2's decomposition of the
+    trained model's leakage, (c) loss excess beyond the training length; all with CIs.
+
+    ``comparison``: the comparison table of :func:`causalpos.compare.comparison_tables`; panels
+    whose columns are absent or empty say so instead of drawing nothing.
+    """
+    if comparison.empty:
+        raise ValueError("plot_comparison: the comparison table is empty")
+    variants = list(comparison["variant"])
+    x = np.arange(len(variants))
+    colors = [_color(v, i) for i, v in enumerate(variants)]
+    fig, axes = plt.subplots(1, 3, figsize=(12.0, 3.4))
+
+    def bars(ax, col, offset, width, **kw):
+        est = comparison[col].to_numpy(float)
+        err = None
+        if f"{col}_lo" in comparison:
+            lo, hi = comparison[f"{col}_lo"].to_numpy(float), comparison[f"{col}_hi"].to_numpy(float)
+            err = np.vstack([est - lo, hi - est])
+        ax.bar(x + offset, est, width, yerr=err, capsize=2, **kw)
+
+    def missing(ax, what):
+        ax.text(0.5, 0.5, f"{what}\nnot run in this config", ha="center", va="center", transform=ax.transAxes,
+                fontsize=9, color="0.4")
+
+    ax = axes[0]
+    has_init = "init_index_mean" in comparison and comparison["init_index_mean"].notna().any()
+    w = 0.38 if has_init else 0.6
+    bars(ax, "index_mean", -w / 2 if has_init else 0.0, w, color=colors, label="trained")
+    if has_init:
+        bars(ax, "init_index_mean", w / 2, w, color="0.7", label="init twin")
+        for xi, r in zip(x, comparison["amplification"]):
+            if np.isfinite(r):
+                ax.text(xi, ax.get_ylim()[1] * 0.98, f"×{r:.1f}", ha="center", va="top", fontsize=8)
+        ax.legend(fontsize=8, loc="center right")
+    ax.set_title("(a) index, mean over layers", fontsize=10)
+
+    ax = axes[1]
+    if "leak_total" in comparison and comparison["leak_total"].notna().any():
+        res = comparison["leak_residual"].to_numpy(float)
+        mask = comparison["leak_causal_mask"].to_numpy(float)
+        ax.bar(x, res, 0.6, color=colors, alpha=0.55, label="residual stream")
+        ax.bar(x, mask, 0.6, bottom=res, color=colors, hatch="//", edgecolor="white", label="causal mask")
+        tot = comparison["leak_total"].to_numpy(float)
+        err = np.vstack([tot - comparison["leak_total_lo"].to_numpy(float),
+                         comparison["leak_total_hi"].to_numpy(float) - tot])
+        ax.errorbar(x, tot, yerr=err, fmt="_", color="k", ms=14, capsize=3, label="total (CI)")
+        ax.axhline(0, color="0.3", lw=0.8)
+        ax.legend(fontsize=8)
+    else:
+        missing(ax, "paper 2 decomposition")
+    ax.set_title("(b) leakage ΔR²: residual + causal mask", fontsize=10)
+
+    ax = axes[2]
+    if "excess_beyond_context" in comparison and comparison["excess_beyond_context"].notna().any():
+        est = comparison["excess_beyond_context"].to_numpy(float)
+        err = np.vstack([est - comparison["excess_lo"].to_numpy(float), comparison["excess_hi"].to_numpy(float) - est])
+        ax.bar(x, est, 0.6, yerr=err, capsize=2, color=colors)
+        ax.axhline(0, color="0.3", lw=0.8)
+    else:
+        missing(ax, "length generalization")
+    ax.set_title("(c) loss excess beyond training length (nats)", fontsize=10)
+    for ax in axes:
+        ax.set_xlim(-0.6, len(variants) - 0.4)
+        ax.set_xticks(x)
+        ax.set_xticklabels(variants)
+        ax.grid(alpha=0.3, axis="y")
+    conf = float(comparison["confidence"].iloc[0]) if "confidence" in comparison else 0.95
+    fig.suptitle(title or f"One-factor variants trained here, same held-out prompts ({conf:.0%} CIs)", fontsize=10)
+    fig.tight_layout()
+    save(fig, paths)
+
+
+def plot_variant_maps(trained: Mapping[str, xr.Dataset], init: Mapping[str, xr.Dataset],
+                      paths: Sequence[str | os.PathLike], *, layer: int = -1, title: str | None = None) -> None:
+    """Diagonal-normalized head-mean maps of one layer: trained variants (top row), twins (bottom).
+
+    ``trained`` / ``init``: variant -> score store with ``score_group_mean``. One colour scale
+    (1–99 % quantiles of all panels), NaN (masked) cells blank.
+    """
+    from causalpos.compare import mean_normalized_map
+
+    variants = list(trained)
+    if not variants:
+        raise ValueError("plot_variant_maps needs at least one trained model's store")
+    rows = [("trained", trained)] + ([("init", init)] if init else [])
+    maps = {(r, v): mean_normalized_map(stores[v], layer) for r, stores in rows for v in variants if v in stores}
+    vmin, vmax = quantile_limits(list(maps.values()))
+    lim = max(abs(vmin), abs(vmax))
+    n_layers = next(iter(trained.values())).sizes["layer"]
+    shown = layer % n_layers + 1
+    fig, axes = plt.subplots(len(rows), len(variants), figsize=(2.8 * len(variants), 2.7 * len(rows)),
+                             squeeze=False)
+    for ri, (r, _) in enumerate(rows):
+        for ci, v in enumerate(variants):
+            ax = axes[ri, ci]
+            if (r, v) not in maps:
+                ax.axis("off")
+                continue
+            im = heatmap(ax, maps[(r, v)], vmin=-lim, vmax=lim, title=f"{v} ({r})")
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="normalized score")
+    fig.suptitle(title or f"Diagonal-normalized mean scores, layer {shown}", fontsize=10)
+    save(fig, paths)

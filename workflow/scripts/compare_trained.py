@@ -1,0 +1,24 @@
+"""Snakemake entry point: trained vs init index, and the variants' comparison table."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+
+from causalpos.compare import compare_stage  # noqa: E402
+from causalpos.runlog import logged  # noqa: E402
+
+with logged(snakemake.log[0], snakemake.threads):
+    p = snakemake.params
+    index, comparison = compare_stage(
+        dict(zip(p.variants, snakemake.input.trained)),
+        dict(zip(p.twins, snakemake.input.init)),
+        snakemake.output.index,
+        snakemake.output.comparison,
+        leakage=dict(zip(p.leakage, snakemake.input.leakage)),
+        lengthgen=snakemake.input.lengthgen,
+        confidence=p.confidence,
+        n_boot=p.n_bootstrap,
+        seed=p.seed,
+    )
+    print(comparison.to_string())
