@@ -3,6 +3,7 @@
     python benchmarks/run_all.py                      # simulation + extraction
     python benchmarks/run_all.py --pipeline           # + wall time of the default pipeline
     python benchmarks/run_all.py --out benchmarks.md  # also write the report to a file
+    python benchmarks/run_all.py --breakdown DIR      # per-rule time / memory of a finished run
 
 Runs ``bench_simulate.py`` (one paper-scale simulation setting, median of repeats, peak RSS) and
 ``bench_extract.py`` (extraction throughput vs a plain forward pass of SmolLM2-135M, peak memory
@@ -54,6 +55,28 @@ def run(cmd: list[str], **kw) -> tuple[str, float]:
     return proc.stdout, wall
 
 
+def rule_breakdown(workdir: Path) -> str:
+    """Markdown table of Snakemake's per-job benchmark files under ``workdir/benchmarks``: per
+    rule, jobs, summed and longest wall time, largest max RSS (rules with a ``benchmark:``)."""
+    import csv
+
+    stats: dict[str, list[tuple[float, float]]] = {}
+    for tsv in sorted((workdir / "benchmarks").rglob("*.tsv")):
+        rule = tsv.relative_to(workdir / "benchmarks").parts[0]
+        with tsv.open() as fh:
+            for row in csv.DictReader(fh, delimiter="\t"):
+                rss = float(row["max_rss"]) if row.get("max_rss") not in (None, "", "NA", "-") else float("nan")
+                stats.setdefault(rule, []).append((float(row["s"]), rss))
+    if not stats:
+        return "no benchmark files found\n"
+    lines = ["| rule | jobs | total s | longest s | max RSS MB |", "|---|---|---|---|---|"]
+    for rule, rows in sorted(stats.items(), key=lambda kv: -sum(r[0] for r in kv[1])):
+        secs = [r[0] for r in rows]
+        rss = max((r[1] for r in rows), default=float("nan"))
+        lines.append(f"| {rule} | {len(rows)} | {sum(secs):.0f} | {max(secs):.0f} | {rss:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=5, help="simulation repeats (median)")
@@ -62,8 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-extract", action="store_true")
     ap.add_argument("--pipeline", action="store_true", help="also time the default pipeline (minutes)")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--workdir", help="run the pipeline here and keep its outputs (default: a temporary copy)")
+    ap.add_argument("--breakdown", metavar="DIR", help="only print the per-rule table of a finished run in DIR")
     ap.add_argument("--out", help="write the Markdown report here too")
     args = ap.parse_args(argv)
+    if args.breakdown:
+        print(rule_breakdown(Path(args.breakdown)))
+        return 0
 
     parts = [f"# causalpos benchmarks — {dt.date.today().isoformat()}", "", f"Hardware: {hardware()}", ""]
     out, _ = run([sys.executable, str(HERE / "bench_simulate.py"), "--repeats", str(args.repeats)])
@@ -76,11 +104,15 @@ def main(argv: list[str] | None = None) -> int:
             parts += ["## Extraction vs plain forward (SmolLM2-135M)", "", "```", out.strip(), "```", ""]
     if args.pipeline:
         with tempfile.TemporaryDirectory() as tmp:
+            work = Path(args.workdir) if args.workdir else Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
             for name in ("Snakefile", "config.yaml", "configs", "workflow", "envs", "profiles", "src"):
                 src = REPO / name
-                (shutil.copytree if src.is_dir() else shutil.copy2)(src, Path(tmp) / name)
-            _, wall = run([sys.executable, "-m", "snakemake", "--cores", str(args.cores)], cwd=tmp)
-        parts += ["## Default pipeline", "", f"`snakemake --cores {args.cores}` on config.yaml: {wall / 60:.1f} min wall", ""]
+                (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
+            _, wall = run([sys.executable, "-m", "snakemake", "--cores", str(args.cores)], cwd=work)
+            breakdown = rule_breakdown(work)
+        parts += ["## Default pipeline", "", f"`snakemake --cores {args.cores}` on config.yaml: {wall / 60:.1f} min wall",
+                  "", breakdown]
     report = "\n".join(parts)
     print(report)
     if args.out:

@@ -62,3 +62,20 @@ def test_paper2_rows_from_tables(tmp_path):
     md = S.to_markdown(card.reset_index())
     assert md.startswith("# Reproduction scorecard")
     assert md.count("\n| paper 1 |") + md.count("\n| paper 2 |") == len(card)
+
+
+def test_trained_vs_init_rows_follow_the_paired_interval(tmp_path):
+    path = tmp_path / "cmp.csv"
+    pd.DataFrame({
+        "variant": ["rope", "nope", "swa"],
+        "minus_init": [0.05, 0.01, -0.03], "minus_init_lo": [0.02, -0.01, -0.05], "minus_init_hi": [0.08, 0.03, -0.01],
+        "amplification": [4.0, float("nan"), 0.5], "amplification_lo": [2.0, float("nan"), 0.3],
+        "amplification_hi": [7.0, float("nan"), 0.8],
+    }).to_csv(path, index=False)
+    card = S.build_scorecard({"train_comparison": path}).set_index("target")
+    assert card.loc["§3 (trained-rope vs init)", "verdict"] == S.REPRODUCED
+    assert card.loc["§3 (trained-nope vs init)", "verdict"] == S.INCONCLUSIVE
+    assert card.loc["§3 (trained-swa vs init)", "verdict"] == S.DIFFERS
+    assert "x4 [2, 7]" in card.loc["§3 (trained-rope vs init)", "measured"]
+    assert "x" not in card.loc["§3 (trained-nope vs init)", "measured"].replace("0.01", "")
+    assert (S.build_scorecard({})["target"] == "§3 (trained vs init)").any()

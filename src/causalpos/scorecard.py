@@ -155,6 +155,25 @@ def _llm_rows(llm: pd.DataFrame | None, src: str) -> list[Row]:
     return rows
 
 
+def _trained_rows(cmp: pd.DataFrame | None, src: str) -> list[Row]:
+    """Paper 1 §3's "learned parameters amplify the causal-mask pattern", on the models trained
+    here: layer-mean index of each trained variant minus that of its init twin (paired CI)."""
+    claim = ("learned parameters amplify the causal-mask pattern: layer-mean index, trained minus its "
+             "init twin (same weights training started from), paired bootstrap CI")
+    if cmp is None:
+        return [Row("paper 1", "§3 (trained vs init)", claim, "qualitative (Fig. 3)", "", NOT_RUN, src)]
+    rows = []
+    for r in cmp.itertuples():
+        lo, hi = r.minus_init_lo, r.minus_init_hi
+        verdict = REPRODUCED if lo > 0 else DIFFERS if hi < 0 else INCONCLUSIVE
+        amp = getattr(r, "amplification", math.nan)
+        measured = f"{_ci(r.minus_init, lo, hi)}" + (f"; x{_fmt(amp)} [{_fmt(r.amplification_lo)}, "
+                                                      f"{_fmt(r.amplification_hi)}]" if np.isfinite(amp) else "")
+        rows.append(Row("paper 1", f"§3 (trained-{r.variant} vs init)", claim, "qualitative (Fig. 3)",
+                        measured, verdict, src))
+    return rows
+
+
 # --------------------------------------------------------------------------------------------
 # Paper 2
 # --------------------------------------------------------------------------------------------
@@ -265,7 +284,8 @@ def build_scorecard(paths: Mapping[str, str | os.PathLike | None],
     """The scorecard from the pipeline's tables.
 
     ``paths`` keys: ``theory`` (results/sim/theory.csv), ``sim_index``
-    (results/stats/simulation_index.csv), ``llm_index`` (results/stats/llm_index.csv), plus any
+    (results/stats/simulation_index.csv), ``llm_index`` (results/stats/llm_index.csv),
+    ``train_comparison`` (results/stats/train_comparison.csv), plus any
     the ``extra`` row builders read (paper 2). Missing or ``None`` paths make their rows
     "not run in this config". Paper 2 keys: ``decomposition``, ``rope_controls``, ``bos_effects``,
     ``position0`` (results/stats/paper2_*.csv).
@@ -273,6 +293,9 @@ def build_scorecard(paths: Mapping[str, str | os.PathLike | None],
     rows = _paper1_theory(_read(paths.get("theory")))
     rows += _index_rows(_read(paths.get("sim_index")), "results/stats/simulation_index.csv")
     rows += _llm_rows(_read(paths.get("llm_index")), "results/stats/llm_index.csv")
+    rows += _trained_rows(_read(paths.get("train_comparison"), ("variant", "minus_init", "minus_init_lo",
+                                                                 "minus_init_hi")),
+                          "results/stats/train_comparison.csv")
     rows += _paper2_rows(paths)
     if extra is not None:
         rows += extra(paths)

@@ -291,6 +291,8 @@ def scorecard_inputs(wildcards):
         inputs["sim_index"] = "results/stats/simulation_index.csv"
     if config["paper1_llm"]["models"] and config["paper1_llm"]["datasets"]:
         inputs["llm_index"] = "results/stats/llm_index.csv"
+    if compare_targets():
+        inputs["train_comparison"] = "results/stats/train_comparison.csv"
     if leakage_targets():
         for name in ("decomposition", "rope_controls", "bos_effects", "position0"):
             inputs[name] = f"results/stats/paper2_{name}.csv"
