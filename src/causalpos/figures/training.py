@@ -185,9 +185,15 @@ def plot_index_vs_init(index, paths: Sequence[str | os.PathLike], *, title: str 
         ax.set_xlabel("layer")
         ax.set_xticks(sorted(index["layer"].unique()))
         ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("non-relativeness index")
-    axes[0, 0].legend(fontsize=8, loc="center left")
-    fig.suptitle(title or "Trained vs initial weights: non-relativeness index per layer (dotted: noise floor)",
+    # The twins' index is orders of magnitude below the trained models' (their logits are near 0):
+    # a symmetric-log axis, linear below the smallest noise floor, shows both (and exact zeros).
+    floors = index["noise_floor"].to_numpy(float)
+    floors = floors[np.isfinite(floors) & (floors > 0)]
+    if floors.size and index["index"].max() > 20 * floors.min():
+        axes[0, 0].set_yscale("symlog", linthresh=float(floors.min()), linscale=0.5)
+    axes[0, 0].set_ylabel("non-relativeness index (logit units)")
+    axes[0, 0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(title or "Trained vs initial weights: non-relativeness index per layer, CIs (dotted: noise floor)",
                  fontsize=10)
     fig.tight_layout()
     save(fig, paths)
@@ -271,29 +277,38 @@ def plot_variant_maps(trained: Mapping[str, xr.Dataset], init: Mapping[str, xr.D
                       paths: Sequence[str | os.PathLike], *, layer: int = -1, title: str | None = None) -> None:
     """Diagonal-normalized head-mean maps of one layer: trained variants (top row), twins (bottom).
 
-    ``trained`` / ``init``: variant -> score store with ``score_group_mean``. One colour scale
-    (1–99 % quantiles of all panels), NaN (masked) cells blank.
+    ``trained`` / ``init``: variant -> score store with ``score_group_mean``. Each row has its own
+    symmetric colour scale (1–99 % quantiles of its panels): the twins' maps are orders of
+    magnitude weaker (their logits are near 0), so a shared scale would show them blank. NaN
+    (masked) cells are blank.
     """
+    from matplotlib.ticker import MaxNLocator
+
     from causalpos.compare import mean_normalized_map
 
     variants = list(trained)
     if not variants:
         raise ValueError("plot_variant_maps needs at least one trained model's store")
-    rows = [("trained", trained)] + ([("init", init)] if init else [])
-    maps = {(r, v): mean_normalized_map(stores[v], layer) for r, stores in rows for v in variants if v in stores}
-    vmin, vmax = quantile_limits(list(maps.values()))
-    lim = max(abs(vmin), abs(vmax))
+    rows = [("trained", trained)] + ([("init twin", init)] if init else [])
     n_layers = next(iter(trained.values())).sizes["layer"]
     shown = layer % n_layers + 1
-    fig, axes = plt.subplots(len(rows), len(variants), figsize=(2.8 * len(variants), 2.7 * len(rows)),
+    fig, axes = plt.subplots(len(rows), len(variants), figsize=(2.9 * len(variants) + 1.0, 2.8 * len(rows)),
                              squeeze=False)
-    for ri, (r, _) in enumerate(rows):
+    for ri, (row, stores) in enumerate(rows):
+        maps = {v: mean_normalized_map(stores[v], layer) for v in variants if v in stores}
+        vmin, vmax = quantile_limits(list(maps.values()))
+        lim = max(abs(vmin), abs(vmax)) or 1.0
+        im = None
         for ci, v in enumerate(variants):
             ax = axes[ri, ci]
-            if (r, v) not in maps:
+            if v not in maps:
                 ax.axis("off")
                 continue
-            im = heatmap(ax, maps[(r, v)], vmin=-lim, vmax=lim, title=f"{v} ({r})")
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="normalized score")
-    fig.suptitle(title or f"Diagonal-normalized mean scores, layer {shown}", fontsize=10)
+            im = heatmap(ax, maps[v], vmin=-lim, vmax=lim, title=f"{v} ({row})", ylabel="query" if ci == 0 else "")
+            ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(4, integer=True))
+        if im is not None:
+            fig.colorbar(im, ax=axes[ri].tolist(), shrink=0.85, label=f"normalized score ({row})")
+    fig.suptitle(title or f"Diagonal-normalized mean scores, layer {shown} (each row on its own scale)",
+                 fontsize=10)
     save(fig, paths)
