@@ -179,7 +179,8 @@ def plot_index_vs_init(index, paths: Sequence[str | os.PathLike], *, title: str 
             ax.plot(sub["layer"], sub["noise_floor"], ls=":", color=c, lw=0.8)
         tr = index[(index["variant"] == v) & (index["weights"] == "trained")]
         if "over_init" in tr and tr["over_init"].notna().any():
-            ax.text(0.03, 0.97, "trained / init:\n" + ", ".join(f"{x:.1f}" for x in tr.sort_values("layer")["over_init"]),
+            ratios = ", ".join("–" if not np.isfinite(x) else f"{x:.0f}" for x in tr.sort_values("layer")["over_init"])
+            ax.text(0.03, 0.97, f"trained / init by layer:\n{ratios}",
                     transform=ax.transAxes, va="top", fontsize=7)
         ax.set_title(v, fontsize=10)
         ax.set_xlabel("layer")
@@ -191,6 +192,7 @@ def plot_index_vs_init(index, paths: Sequence[str | os.PathLike], *, title: str 
     floors = floors[np.isfinite(floors) & (floors > 0)]
     if floors.size and index["index"].max() > 20 * floors.min():
         axes[0, 0].set_yscale("symlog", linthresh=float(floors.min()), linscale=0.5)
+    axes[0, 0].set_ylim(bottom=0.0)
     axes[0, 0].set_ylabel("non-relativeness index (logit units)")
     axes[0, 0].legend(fontsize=8, loc="lower right")
     fig.suptitle(title or "Trained vs initial weights: non-relativeness index per layer, CIs (dotted: noise floor)",
