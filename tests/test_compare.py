@@ -168,7 +168,10 @@ def test_comparison_tables_join_index_leakage_and_lengthgen():
                       coords={"condition": ["rope"], "component": comps, "stat": ["estimate", "lo", "hi"]})
     lg = pd.DataFrame({"variant": ["rope", "nope"], "positional": ["rope", "nope"], "final_heldout_loss": [4.0, 4.2],
                        "excess_mean": [0.06, 0.01], "excess_lo": [0.0, -0.05], "excess_hi": [0.1, 0.08]})
-    index, cmp = C.comparison_tables(stores, leakage={"rope": summ}, lengthgen=lg, n_boot=300)
+    twin = summ.copy(deep=True)
+    twin["decomposition"] = twin["decomposition"] * 2
+    index, cmp = C.comparison_tables(stores, leakage={"rope": summ}, leakage_init={"rope": twin}, lengthgen=lg,
+                                     n_boot=300)
     assert len(index) == 2 * 2 + 2  # rope: trained + init per layer; nope: trained only
     rope_t = index[(index.variant == "rope") & (index.weights == "trained")]
     rope_i = index[(index.variant == "rope") & (index.weights == "init")]
@@ -180,6 +183,8 @@ def test_comparison_tables_join_index_leakage_and_lengthgen():
     np.testing.assert_allclose(index[index.variant == "nope"]["index"].values, ci.debiased, rtol=1e-12)
     r = cmp.set_index("variant")
     assert r.loc["rope", "leak_total"] == 0.1 and r.loc["rope", "leak_causal_mask_hi"] == 0.07
+    assert r.loc["rope", "init_leak_total"] == 0.2 and r.loc["rope", "init_leak_share_causal_mask_lo"] == 1.0
+    assert np.isnan(r.loc["nope", "init_leak_total"])
     assert np.isnan(r.loc["nope", "leak_total"]) and np.isnan(r.loc["nope", "amplification"])
     assert r.loc["nope", "excess_beyond_context"] == 0.01 and r.loc["rope", "heldout_loss"] == 4.0
     np.testing.assert_allclose(r.loc["rope", "amplification"],

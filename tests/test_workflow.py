@@ -123,6 +123,10 @@ def test_trained_vs_init_comparison_agrees_with_the_other_stages(pipeline):
     for comp in ("total", "residual", "causal_mask"):
         assert cmp.loc["rope", f"leak_{comp}"] == dec[comp]
     assert np.isnan(cmp.loc["nope", "leak_total"])
+    twin = pd.read_csv(stats / "paper2_decomposition.csv")
+    twin = twin[(twin["model"] == "trained-rope-init") & (twin["condition"] == "rope")].iloc[0]
+    assert cmp.loc["rope", "init_leak_total"] == twin["total"]
+    assert cmp.loc["rope", "init_leak_causal_mask_lo"] == twin["causal_mask_lo"]
     lg = pd.read_csv(stats / "train_lengthgen.csv").set_index("variant")
     assert (cmp["excess_beyond_context"] == lg.loc[cmp.index, "excess_mean"]).all()
     for v in ("rope", "nope"):

@@ -248,7 +248,8 @@ def _decomposition(summary: xr.Dataset) -> dict[str, float]:
 
 
 def comparison_tables(stores: Mapping[str, tuple[xr.Dataset, xr.Dataset | None]], *,
-                      leakage: Mapping[str, xr.Dataset] | None = None, lengthgen=None,
+                      leakage: Mapping[str, xr.Dataset] | None = None,
+                      leakage_init: Mapping[str, xr.Dataset] | None = None, lengthgen=None,
                       confidence: float = 0.95, n_boot: int = 2000, seed: int = 0):
     """The index table (per variant and layer) and the comparison table (per variant).
 
@@ -256,14 +257,16 @@ def comparison_tables(stores: Mapping[str, tuple[xr.Dataset, xr.Dataset | None]]
         stores: variant -> (score store of the trained model, score store of its init twin or
             None), causal forward pass, one dataset for all.
         leakage: variant -> paper 2 leakage summary of the trained model on that dataset (optional).
+        leakage_init: variant -> the same for its init twin (paper 2's random-init baseline).
         lengthgen: ``results/stats/train_lengthgen.csv`` as a DataFrame (optional).
 
     Returns ``(index, comparison)`` DataFrames. ``index``: one row per (variant, weights, layer)
     with ``weights`` ∈ {trained, init}, layer 1-indexed, the debiased index with CI and noise
     floor, and on trained rows the paired difference and ratio to the twin (the ratio only where the
     twin's interval excludes 0). ``comparison``: one row per variant: the layer-mean index
-    (trained, init, difference, ratio) with CIs, paper 2's decomposition
-    of the trained model, its held-out loss and loss excess beyond the training length.
+    (trained, init, difference, ratio) with CIs, paper 2's decomposition of the trained model
+    (``leak_*``) and of its twin (``init_leak_*``, paper 2's random-init baseline), the held-out
+    loss and the loss excess beyond the training length.
     """
     import pandas as pd
 
@@ -310,6 +313,8 @@ def comparison_tables(stores: Mapping[str, tuple[xr.Dataset, xr.Dataset | None]]
                         "amplification": amp[0], "amplification_lo": amp[1], "amplification_hi": amp[2]})
         if leakage and variant in leakage:
             row.update(_decomposition(leakage[variant]))
+        if leakage_init and variant in leakage_init:
+            row.update({f"init_{k}": v for k, v in _decomposition(leakage_init[variant]).items()})
         if lg is not None and variant in lg.index:
             r = lg.loc[variant]
             row.update({"positional": r.get("positional", row["positional"]),
@@ -322,8 +327,8 @@ def comparison_tables(stores: Mapping[str, tuple[xr.Dataset, xr.Dataset | None]]
 
 
 def compare_stage(trained: Mapping[str, str], init: Mapping[str, str], out_index, out_comparison, *,
-                  leakage: Mapping[str, str] | None = None, lengthgen: str | None = None,
-                  confidence: float = 0.95, n_boot: int = 2000, seed: int = 0):
+                  leakage: Mapping[str, str] | None = None, leakage_init: Mapping[str, str] | None = None,
+                  lengthgen: str | None = None, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0):
     """``compare_trained`` rule: paths in, the two CSV tables out (see :func:`comparison_tables`)."""
     import pandas as pd
 
@@ -331,9 +336,10 @@ def compare_stage(trained: Mapping[str, str], init: Mapping[str, str], out_index
 
     stores = {v: (open_dataset(p), open_dataset(init[v]) if v in init else None) for v, p in trained.items()}
     summaries = {v: open_dataset(p) for v, p in (leakage or {}).items()}
+    twins = {v: open_dataset(p) for v, p in (leakage_init or {}).items()}
     lg = pd.read_csv(lengthgen) if lengthgen else None
-    index, comparison = comparison_tables(stores, leakage=summaries, lengthgen=lg, confidence=confidence,
-                                          n_boot=n_boot, seed=seed)
+    index, comparison = comparison_tables(stores, leakage=summaries, leakage_init=twins, lengthgen=lg,
+                                          confidence=confidence, n_boot=n_boot, seed=seed)
     index.to_csv(out_index, index=False)
     comparison.to_csv(out_comparison, index=False)
     return index, comparison

@@ -270,6 +270,7 @@ rule compare_trained:
         variants=train_variants(),
         twins=compare_twin_variants(),
         leakage=compare_leakage_variants(),
+        leakage_init=compare_leakage_variants("-init"),
         confidence=config["stats"]["confidence"],
         n_bootstrap=config["stats"]["n_bootstrap"],
         seed=config["seed"],

@@ -153,18 +153,19 @@ def compare_twin_variants():
     return train_variants() if sec and sec.get("init_twins", True) else []
 
 
-def compare_leakage_variants():
-    """Variants whose trained model paper 2 decomposes on the comparison dataset (causal and
-    bidirectional runs both configured)."""
+def compare_leakage_variants(suffix=""):
+    """Variants whose trained model (suffix "") or init twin (suffix "-init") paper 2 decomposes
+    on the comparison dataset (causal and bidirectional runs both configured)."""
     sec = compare_section()
     if not sec:
         return []
     pairs = leakage_pairs()
+    variants = compare_twin_variants() if suffix else train_variants()
     return [
         v
-        for v in train_variants()
+        for v in variants
         if {"causal", "bidirectional"}
-        <= set(pairs.get((f"trained-{v}", sec["dataset"]), ()))
+        <= set(pairs.get((f"trained-{v}{suffix}", sec["dataset"]), ()))
     ]
 
 
@@ -181,6 +182,10 @@ def compare_inputs(wildcards):
         ],
         "leakage": [
             f"results/leakage/trained-{v}/{d}.zarr" for v in compare_leakage_variants()
+        ],
+        "leakage_init": [
+            f"results/leakage/trained-{v}-init/{d}.zarr"
+            for v in compare_leakage_variants("-init")
         ],
         "lengthgen": "results/stats/train_lengthgen.csv",
     }

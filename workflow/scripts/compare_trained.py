@@ -16,6 +16,7 @@ with logged(snakemake.log[0], snakemake.threads):
         snakemake.output.index,
         snakemake.output.comparison,
         leakage=dict(zip(p.leakage, snakemake.input.leakage)),
+        leakage_init=dict(zip(p.leakage_init, snakemake.input.leakage_init)),
         lengthgen=snakemake.input.lengthgen,
         confidence=p.confidence,
         n_boot=p.n_bootstrap,

@@ -249,11 +249,17 @@ def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: st
         err = np.vstack([tot - comparison["leak_total_lo"].to_numpy(float),
                          comparison["leak_total_hi"].to_numpy(float) - tot])
         ax.errorbar(x, tot, yerr=err, fmt="_", color="k", ms=14, capsize=3, label="total (CI)")
+        if "init_leak_total" in comparison and comparison["init_leak_total"].notna().any():
+            it = comparison["init_leak_total"].to_numpy(float)
+            ierr = np.vstack([it - comparison["init_leak_total_lo"].to_numpy(float),
+                              comparison["init_leak_total_hi"].to_numpy(float) - it])
+            ax.errorbar(x + 0.38, it, yerr=ierr, fmt="o", mfc="white", color="0.35", ms=5, capsize=2,
+                        label="init twin, total")
         ax.axhline(0, color="0.3", lw=0.8)
         ax.legend(fontsize=8)
     else:
         missing(ax, "paper 2 decomposition")
-    ax.set_title("(b) leakage ΔR²: residual + causal mask", fontsize=10)
+    ax.set_title("(b) leakage ΔR² (log-attention): residual + causal mask", fontsize=10)
 
     ax = axes[2]
     if "excess_beyond_context" in comparison and comparison["excess_beyond_context"].notna().any():
