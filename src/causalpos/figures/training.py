@@ -256,7 +256,9 @@ def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: st
             ax.errorbar(x + 0.38, it, yerr=ierr, fmt="o", mfc="white", color="0.35", ms=5, capsize=2,
                         label="init twin, total")
         ax.axhline(0, color="0.3", lw=0.8)
-        ax.legend(fontsize=8)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the bars and markers
+        ax.legend(fontsize=7, loc="upper left", ncol=2)
     else:
         missing(ax, "paper 2 decomposition")
     ax.set_title("(b) leakage ΔR² (log-attention): residual + causal mask", fontsize=10)
