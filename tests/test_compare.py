@@ -22,7 +22,7 @@ def _groups(signal: np.ndarray, n_groups: int, noise: float, rng) -> np.ndarray:
     return g
 
 
-def _signal(n_layers: int, n: int, rng) -> np.ndarray:
+def _signal(n_layers: int, n: int) -> np.ndarray:
     q = np.arange(n)[:, None]
     k = np.arange(n)[None, :]
     base = np.log1p(q) * 0.3 - 0.02 * k  # a position-dependent (non-relative) pattern
@@ -31,7 +31,7 @@ def _signal(n_layers: int, n: int, rng) -> np.ndarray:
 
 def test_per_model_intervals_equal_index_ci():
     rng = np.random.default_rng(1)
-    s = _signal(3, 12, rng)
+    s = _signal(3, 12)
     a, b = _groups(s, 10, 0.4, rng), _groups(0.5 * s, 10, 0.4, rng)
     p = C.paired_index_bootstrap(a, b, level=0.9, n_boot=500, seed=7)
     for maps, est, lo, hi, floor in ((a, p.estimate_a, p.lo_a, p.hi_a, p.floor_a),
@@ -45,7 +45,7 @@ def test_per_model_intervals_equal_index_ci():
 
 def test_model_against_itself_has_zero_difference_and_unit_ratio():
     rng = np.random.default_rng(2)
-    a = _groups(_signal(2, 10, rng), 8, 0.2, rng)
+    a = _groups(_signal(2, 10), 8, 0.2, rng)
     p = C.paired_index_bootstrap(a, a.copy(), n_boot=300)
     d, lo, hi = p.difference()
     assert np.all(d == 0) and np.all(lo == 0) and np.all(hi == 0)
@@ -59,7 +59,7 @@ def test_paired_contrasts_cover_the_truth():
     """Normalization is linear, so I(2 s) = 2 I(s): the ratio is 2 and the difference I(s)."""
     n_layers, n = 2, 16
     rng = np.random.default_rng(3)
-    s = _signal(n_layers, n, rng)
+    s = _signal(n_layers, n)
     sel = _index_cells(n)
     true_b = np.array([np.sqrt(np.mean(normalize(s[l]).ravel()[sel] ** 2)) for l in range(n_layers)])
     hits_ratio = hits_diff = detected = 0
@@ -82,7 +82,7 @@ def test_paired_contrasts_cover_the_truth():
 
 def test_paired_bootstrap_rejects_mismatched_maps():
     rng = np.random.default_rng(0)
-    a = _groups(_signal(2, 8, rng), 6, 0.1, rng)
+    a = _groups(_signal(2, 8), 6, 0.1, rng)
     with pytest.raises(ValueError, match="same groups|one shape"):
         C.paired_index_bootstrap(a, a[:5])
     with pytest.raises(ValueError, match="at least 2 groups"):
@@ -159,7 +159,7 @@ def _store(maps: np.ndarray, name: str) -> xr.Dataset:
 
 def test_comparison_tables_join_index_leakage_and_lengthgen():
     rng = np.random.default_rng(4)
-    s = _signal(2, 10, rng)
+    s = _signal(2, 10)
     stores = {"rope": (_store(_groups(3 * s, 8, 0.1, rng), "trained-rope"), _store(_groups(s, 8, 0.1, rng), "i")),
               "nope": (_store(_groups(s, 8, 0.1, rng), "trained-nope"), None)}
     comps = ["total", "residual", "causal_mask", "share_residual", "share_causal_mask"]
@@ -195,7 +195,7 @@ def test_comparison_tables_join_index_leakage_and_lengthgen():
 def test_ratio_only_where_the_twin_index_is_detected():
     """An untrained twin whose index is pure noise: the difference is reported, the ratio is not."""
     rng = np.random.default_rng(6)
-    s = _signal(2, 10, rng)
+    s = _signal(2, 10)
     stores = {"rope": (_store(_groups(s, 8, 0.05, rng), "t"), _store(_groups(0 * s, 8, 0.05, rng), "i"))}
     index, cmp = C.comparison_tables(stores, n_boot=300)
     tr = index[index.weights == "trained"]
@@ -206,8 +206,8 @@ def test_ratio_only_where_the_twin_index_is_detected():
 
 def test_comparison_refuses_different_prompts():
     rng = np.random.default_rng(5)
-    a = _store(_groups(_signal(2, 8, rng), 6, 0.1, rng), "a")
-    b = _store(_groups(_signal(2, 8, rng), 6, 0.1, rng), "b")
+    a = _store(_groups(_signal(2, 8), 6, 0.1, rng), "a")
+    b = _store(_groups(_signal(2, 8), 6, 0.1, rng), "b")
     b.attrs["dataset_name"] = "other"
     with pytest.raises(ValueError, match="same prompts"):
         C.comparison_tables({"rope": (a, b)}, n_boot=50)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from causalpos.diagonal import _index_cells, normalize
+from causalpos.diagonal import bootstrap_weights, index_replicates, normalize
 
 log = logging.getLogger(__name__)
 
@@ -147,30 +147,6 @@ class PairedIndex:
         return out
 
 
-def _layer_replicates(maps: np.ndarray, weights: np.ndarray, inflate: float
-                      ) -> tuple[float, float, np.ndarray, np.ndarray]:
-    """(debiased estimate, noise floor f, noise-corrected replicates, raw replicates) of one
-    (group, n, n) stack."""
-    n_groups, n = maps.shape[0], maps.shape[-1]
-    cells = normalize(maps.astype(np.float64)).reshape(n_groups, n * n)[:, _index_cells(n)]
-    cells = cells[:, np.all(np.isfinite(cells), axis=0)]
-    if cells.shape[1] == 0:
-        nan = np.full(weights.shape[0], np.nan)
-        return math.nan, math.nan, nan, nan
-    n_valid = cells.shape[1]
-    centre = cells.mean(axis=0)
-    est2 = float((centre**2).sum()) / n_valid
-    floor2 = float((cells.var(axis=0, ddof=1) / n_groups).sum()) / n_valid
-    dev = centre + inflate * (cells - centre)
-    gram = dev @ dev.T
-    boot2 = np.maximum(np.einsum("bg,gh,bh->b", weights, gram, weights), 0.0) / n_valid
-    # index_ci maps each bootstrap quantile q to sqrt(max(q² − 2f², 0)). The map is monotone, so
-    # mapping every replicate gives the same interval up to quantile interpolation, and lets the
-    # contrasts of two models share replicates.
-    reps = np.sqrt(np.maximum(boot2 - 2.0 * floor2, 0.0))
-    return math.sqrt(max(est2 - floor2, 0.0)), math.sqrt(floor2), reps, np.sqrt(boot2)
-
-
 def paired_index_bootstrap(maps_a, maps_b, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> PairedIndex:
     """Per-layer index of two models' group maps with one bootstrap of the shared groups.
 
@@ -191,21 +167,24 @@ def paired_index_bootstrap(maps_a, maps_b, *, level: float = 0.95, n_boot: int =
     n_groups, n_layers = a.shape[:2]
     if n_groups < 2:
         raise ValueError(f"a paired bootstrap needs at least 2 groups; got {n_groups}")
-    rng = np.random.default_rng(seed)
-    weights = rng.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=n_boot) / n_groups
-    inflate = math.sqrt(n_groups / (n_groups - 1))
-    out = {k: np.empty(n_layers) for k in ("estimate_a", "estimate_b", "floor_a", "floor_b")}
-    boots = {"a": np.empty((n_boot, n_layers)), "b": np.empty((n_boot, n_layers))}
+    weights = bootstrap_weights(n_groups, n_boot, seed)  # one draw for both models: paired
     tail = (1.0 - level) / 2.0
+    out = {f"{k}_{m}": np.full(n_layers, np.nan) for k in ("estimate", "floor", "lo", "hi") for m in "ab"}
+    boots = {m: np.full((n_boot, n_layers), np.nan) for m in "ab"}
     for name, maps in (("a", a), ("b", b)):
-        out[f"lo_{name}"], out[f"hi_{name}"] = np.empty(n_layers), np.empty(n_layers)
         for layer in range(n_layers):
-            est, floor, reps, raw = _layer_replicates(maps[:, layer], weights, inflate)
-            out[f"estimate_{name}"][layer], out[f"floor_{name}"][layer] = est, floor
-            boots[name][:, layer] = reps
-            # each model's own interval exactly as index_ci computes it (quantiles, then the map)
+            rep = index_replicates(maps[:, layer], weights)
+            if rep is None:
+                continue
+            est2, floor2, raw = rep
+            out[f"estimate_{name}"][layer] = math.sqrt(max(est2 - floor2, 0.0))
+            out[f"floor_{name}"][layer] = math.sqrt(floor2)
+            # index_ci maps each bootstrap quantile q to sqrt(max(q² − 2f², 0)): each model's own
+            # interval, exactly. The map is monotone, so mapping every replicate gives the same
+            # interval up to quantile interpolation and lets the contrasts share replicates.
             q = np.quantile(raw, [tail, 1.0 - tail])
-            out[f"lo_{name}"][layer], out[f"hi_{name}"][layer] = np.sqrt(np.maximum(q**2 - 2.0 * floor**2, 0.0))
+            out[f"lo_{name}"][layer], out[f"hi_{name}"][layer] = np.sqrt(np.maximum(q**2 - 2.0 * floor2, 0.0))
+            boots[name][:, layer] = np.sqrt(np.maximum(raw**2 - 2.0 * floor2, 0.0))
     return PairedIndex(**out, boot_a=boots["a"], boot_b=boots["b"], level=float(level))
 
 
@@ -320,7 +299,8 @@ def comparison_tables(stores: Mapping[str, tuple[xr.Dataset, xr.Dataset | None]]
             row.update({"positional": r.get("positional", row["positional"]),
                         "heldout_loss": float(r["final_heldout_loss"]),
                         "excess_beyond_context": float(r["excess_mean"]),
-                        "excess_lo": float(r["excess_lo"]), "excess_hi": float(r["excess_hi"])})
+                        "excess_beyond_context_lo": float(r["excess_lo"]),
+                        "excess_beyond_context_hi": float(r["excess_hi"])})
         row.update({"confidence": confidence, "n_sequences": int(trained.attrs.get("n_sequences", -1))})
         cmp_rows.append(row)
     return pd.DataFrame(idx_rows), pd.DataFrame(cmp_rows)

@@ -188,6 +188,35 @@ class IndexCI:
     n_boot: int
 
 
+def bootstrap_weights(n_groups: int, n_boot: int, seed: int = 0) -> np.ndarray:
+    """(n_boot, n_groups) multinomial resampling weights of groups, each row summing to 1."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=n_boot) / n_groups
+
+
+def index_replicates(group_maps: np.ndarray, weights: np.ndarray) -> tuple[float, float, np.ndarray] | None:
+    """(I(M̄)², f², bootstrap replicates of I) of one (group, n, n) stack of raw maps under
+    ``weights`` (:func:`bootstrap_weights`); None when no index cell is finite in every group.
+
+    Deviations from the mean are inflated by sqrt(G/(G−1)) before resampling, so a replicate's cell
+    variance is f², not (G−1)/G f². A replicate's sum of squares is wᵀ K w with K the (G, G) Gram
+    matrix of the group maps, so the bootstrap costs O(n_boot G²) instead of O(n_boot G n²).
+    """
+    n_groups, n = group_maps.shape[0], group_maps.shape[-1]
+    cells = normalize(np.asarray(group_maps, dtype=np.float64)).reshape(n_groups, n * n)[:, _index_cells(n)]
+    cells = cells[:, np.all(np.isfinite(cells), axis=0)]
+    n_valid = cells.shape[1]
+    if n_valid == 0:
+        return None
+    centre = cells.mean(axis=0)
+    est2 = float((centre**2).sum()) / n_valid
+    floor2 = float((cells.var(axis=0, ddof=1) / n_groups).sum()) / n_valid
+    dev = centre + math.sqrt(n_groups / (n_groups - 1)) * (cells - centre)
+    gram = dev @ dev.T
+    boot = np.sqrt(np.maximum(np.einsum("bg,gh,bh->b", weights, gram, weights), 0.0) / n_valid)
+    return est2, floor2, boot
+
+
 def index_ci(group_maps: npt.ArrayLike, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> IndexCI:
     """Index of the grand-mean map, its noise floor, and a bootstrap CI from per-group mean maps.
 
@@ -217,30 +246,16 @@ def index_ci(group_maps: npt.ArrayLike, level: float = 0.95, n_boot: int = 2000,
     lead = gm.shape[1:-2]
     maps = gm.reshape(n_groups, -1, n, n)
     n_lead = maps.shape[1]
-    rng = np.random.default_rng(seed)
-    weights = rng.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=n_boot) / n_groups
-    inflate = math.sqrt(n_groups / (n_groups - 1))
+    weights = bootstrap_weights(n_groups, n_boot, seed)
     tail = (1.0 - level) / 2.0
     fields = {k: np.empty(n_lead) for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")}
-    sel = _index_cells(n)
     for s in range(n_lead):  # one leading slice (layer, head) at a time: memory O(G n²)
-        cells = normalize(maps[:, s].astype(np.float64)).reshape(n_groups, n * n)[:, sel]  # (G, C)
-        valid = np.all(np.isfinite(cells), axis=0)
-        n_valid = int(valid.sum())
-        if n_valid == 0:
+        rep = index_replicates(maps[:, s], weights)
+        if rep is None:
             for v in fields.values():
                 v[s] = np.nan
             continue
-        cells = cells[:, valid]
-        centre = cells.mean(axis=0)
-        est2 = float((centre**2).sum()) / n_valid
-        floor2 = float((cells.var(axis=0, ddof=1) / n_groups).sum()) / n_valid
-        # Resample deviations inflated by sqrt(G/(G-1)) so a replicate's cell variance is f², not
-        # (G-1)/G f². A replicate's sum of squares is wᵀ K w with K the (G, G) Gram matrix of the
-        # group maps, so the bootstrap costs O(n_boot G²) instead of O(n_boot G n²).
-        dev = centre + inflate * (cells - centre)
-        gram = dev @ dev.T
-        boot = np.sqrt(np.maximum(np.einsum("bg,gh,bh->b", weights, gram, weights), 0.0) / n_valid)
+        est2, floor2, boot = rep
         q_lo, q_hi = np.quantile(boot, [tail, 1.0 - tail])
         fields["estimate"][s] = math.sqrt(est2)
         fields["debiased"][s] = math.sqrt(max(est2 - floor2, 0.0))

@@ -215,12 +215,16 @@ def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: st
     colors = [_color(v, i) for i, v in enumerate(variants)]
     fig, axes = plt.subplots(1, 3, figsize=(12.0, 3.4))
 
-    def bars(ax, col, offset, width, **kw):
+    def with_err(col):
+        """(estimate, yerr) of ``col`` and its ``_lo`` / ``_hi`` columns (yerr None without them)."""
         est = comparison[col].to_numpy(float)
-        err = None
-        if f"{col}_lo" in comparison:
-            lo, hi = comparison[f"{col}_lo"].to_numpy(float), comparison[f"{col}_hi"].to_numpy(float)
-            err = np.vstack([est - lo, hi - est])
+        if f"{col}_lo" not in comparison:
+            return est, None
+        lo, hi = comparison[f"{col}_lo"].to_numpy(float), comparison[f"{col}_hi"].to_numpy(float)
+        return est, np.vstack([est - lo, hi - est])
+
+    def bars(ax, col, offset, width, **kw):
+        est, err = with_err(col)
         ax.bar(x + offset, est, width, yerr=err, capsize=2, **kw)
 
     def missing(ax, what):
@@ -245,14 +249,10 @@ def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: st
         mask = comparison["leak_causal_mask"].to_numpy(float)
         ax.bar(x, res, 0.6, color=colors, alpha=0.55, label="residual stream")
         ax.bar(x, mask, 0.6, bottom=res, color=colors, hatch="//", edgecolor="white", label="causal mask")
-        tot = comparison["leak_total"].to_numpy(float)
-        err = np.vstack([tot - comparison["leak_total_lo"].to_numpy(float),
-                         comparison["leak_total_hi"].to_numpy(float) - tot])
+        tot, err = with_err("leak_total")
         ax.errorbar(x, tot, yerr=err, fmt="_", color="k", ms=14, capsize=3, label="total (CI)")
         if "init_leak_total" in comparison and comparison["init_leak_total"].notna().any():
-            it = comparison["init_leak_total"].to_numpy(float)
-            ierr = np.vstack([it - comparison["init_leak_total_lo"].to_numpy(float),
-                              comparison["init_leak_total_hi"].to_numpy(float) - it])
+            it, ierr = with_err("init_leak_total")
             ax.errorbar(x + 0.38, it, yerr=ierr, fmt="o", mfc="white", color="0.35", ms=5, capsize=2,
                         label="init twin, total")
         ax.axhline(0, color="0.3", lw=0.8)
@@ -265,9 +265,7 @@ def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: st
 
     ax = axes[2]
     if "excess_beyond_context" in comparison and comparison["excess_beyond_context"].notna().any():
-        est = comparison["excess_beyond_context"].to_numpy(float)
-        err = np.vstack([est - comparison["excess_lo"].to_numpy(float), comparison["excess_hi"].to_numpy(float) - est])
-        ax.bar(x, est, 0.6, yerr=err, capsize=2, color=colors)
+        bars(ax, "excess_beyond_context", 0.0, 0.6, color=colors)
         ax.axhline(0, color="0.3", lw=0.8)
     else:
         missing(ax, "length generalization")
