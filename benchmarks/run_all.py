@@ -65,7 +65,11 @@ def rule_breakdown(workdir: Path) -> str:
         rule = tsv.relative_to(workdir / "benchmarks").parts[0]
         with tsv.open() as fh:
             for row in csv.DictReader(fh, delimiter="\t"):
-                rss = float(row["max_rss"]) if row.get("max_rss") not in (None, "", "NA", "-") else float("nan")
+                rss = (
+                    float(row["max_rss"])
+                    if row.get("max_rss") not in (None, "", "NA", "-")
+                    else float("nan")
+                )
                 stats.setdefault(rule, []).append((float(row["s"]), rss))
     if not stats:
         return "no benchmark files found\n"
@@ -78,41 +82,79 @@ def rule_breakdown(workdir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--repeats", type=int, default=5, help="simulation repeats (median)")
-    ap.add_argument("--model-dir", default=str(REPO / "resources" / "models" / "smollm2-135m"),
-                    help="prepared SmolLM2 directory (run `snakemake resources/models/smollm2-135m` first)")
+    ap.add_argument(
+        "--model-dir",
+        default=str(REPO / "resources" / "models" / "smollm2-135m"),
+        help="prepared SmolLM2 directory (run `snakemake resources/models/smollm2-135m` first)",
+    )
     ap.add_argument("--skip-extract", action="store_true")
-    ap.add_argument("--pipeline", action="store_true", help="also time the default pipeline (minutes)")
+    ap.add_argument(
+        "--pipeline", action="store_true", help="also time the default pipeline (minutes)"
+    )
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--workdir", help="run the pipeline here and keep its outputs (default: a temporary copy)")
-    ap.add_argument("--breakdown", metavar="DIR", help="only print the per-rule table of a finished run in DIR")
+    ap.add_argument(
+        "--workdir", help="run the pipeline here and keep its outputs (default: a temporary copy)"
+    )
+    ap.add_argument(
+        "--breakdown", metavar="DIR", help="only print the per-rule table of a finished run in DIR"
+    )
     ap.add_argument("--out", help="write the Markdown report here too")
     args = ap.parse_args(argv)
     if args.breakdown:
         print(rule_breakdown(Path(args.breakdown)))
         return 0
 
-    parts = [f"# causalpos benchmarks — {dt.date.today().isoformat()}", "", f"Hardware: {hardware()}", ""]
+    parts = [
+        f"# causalpos benchmarks — {dt.date.today().isoformat()}",
+        "",
+        f"Hardware: {hardware()}",
+        "",
+    ]
     out, _ = run([sys.executable, str(HERE / "bench_simulate.py"), "--repeats", str(args.repeats)])
     parts += ["## Simulation (one paper-scale setting)", "", "```", out.strip(), "```", ""]
     if not args.skip_extract:
         if not Path(args.model_dir, "config.json").is_file():
             parts += ["## Extraction", "", f"skipped: no prepared model at {args.model_dir}", ""]
         else:
-            out, _ = run([sys.executable, str(HERE / "bench_extract.py"), "--model-dir", args.model_dir])
-            parts += ["## Extraction vs plain forward (SmolLM2-135M)", "", "```", out.strip(), "```", ""]
+            out, _ = run(
+                [sys.executable, str(HERE / "bench_extract.py"), "--model-dir", args.model_dir]
+            )
+            parts += [
+                "## Extraction vs plain forward (SmolLM2-135M)",
+                "",
+                "```",
+                out.strip(),
+                "```",
+                "",
+            ]
     if args.pipeline:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(args.workdir) if args.workdir else Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
-            for name in ("Snakefile", "config.yaml", "configs", "workflow", "envs", "profiles", "src"):
+            for name in (
+                "Snakefile",
+                "config.yaml",
+                "configs",
+                "workflow",
+                "envs",
+                "profiles",
+                "src",
+            ):
                 src = REPO / name
                 (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
             _, wall = run([sys.executable, "-m", "snakemake", "--cores", str(args.cores)], cwd=work)
             breakdown = rule_breakdown(work)
-        parts += ["## Default pipeline", "", f"`snakemake --cores {args.cores}` on config.yaml: {wall / 60:.1f} min wall",
-                  "", breakdown]
+        parts += [
+            "## Default pipeline",
+            "",
+            f"`snakemake --cores {args.cores}` on config.yaml: {wall / 60:.1f} min wall",
+            "",
+            breakdown,
+        ]
     report = "\n".join(parts)
     print(report)
     if args.out:

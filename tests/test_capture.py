@@ -9,19 +9,11 @@ import pytest
 import torch
 from conftest import ARCHS, SEQ_LEN, CollectScores, tiny_pair
 
-from causalpos.capture import (
-    VARIANTS,
-    GroupMeans,
-    ScoreMoments,
-    bos_replaced_embeddings,
-    capturing,
-    extract_scores,
-    group_labels,
-    parse_variant,
-    scrambled_position_ids,
-    variant_inputs,
-)
-from causalpos.models import disable_rope
+from causalpos.capture.hook import capturing, extract_scores
+from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
+from causalpos.models.forward import bos_replaced_embeddings, variant_inputs
+from causalpos.models.load import disable_rope
+from causalpos.models.variants import VARIANTS, parse_variant, scrambled_position_ids
 
 N_SEQ = 3
 
@@ -48,9 +40,13 @@ def _eager(ref, ids, variant="causal", seed=0, seq_ids=None):
     seq_ids = np.arange(len(ids)) if seq_ids is None else seq_ids
     kwargs = {"attention_mask": torch.ones_like(ids)}
     if v.rope == "scrambled":
-        kwargs["position_ids"] = torch.from_numpy(scrambled_position_ids(seq_ids, ids.shape[1], seed))
+        kwargs["position_ids"] = torch.from_numpy(
+            scrambled_position_ids(seq_ids, ids.shape[1], seed)
+        )
     if v.bos_replace:
-        kwargs["inputs_embeds"] = bos_replaced_embeddings(ref, ids, seq_ids, v.bos_replace, per_prompt=v.per_prompt, seed=seed)
+        kwargs["inputs_embeds"] = bos_replaced_embeddings(
+            ref, ids, seq_ids, v.bos_replace, per_prompt=v.per_prompt, seed=seed
+        )
     else:
         kwargs["input_ids"] = ids
     handles = disable_rope(ref) if v.rope == "identity" else []
@@ -69,11 +65,15 @@ def _layer_types(model) -> list[str]:
     cfg = model.config
     types = getattr(cfg, "layer_types", None)
     if types is None:
-        return ["sliding_attention" if getattr(cfg, "sliding_window", None) else "full_attention"] * cfg.num_hidden_layers
+        return [
+            "sliding_attention" if getattr(cfg, "sliding_window", None) else "full_attention"
+        ] * cfg.num_hidden_layers
     return list(types)
 
 
-def manual_layer0_scores(model, ids, *, rope: bool, position_ids=None, causal=True, embeds=None) -> torch.Tensor:
+def manual_layer0_scores(
+    model, ids, *, rope: bool, position_ids=None, causal=True, embeds=None
+) -> torch.Tensor:
     """Layer-0 scores ``(batch, head, query, key)`` from the layer's own projections, by hand.
 
     Independent of the capture: input norm -> q/k projections (fused for phi3) -> q/k norms
@@ -100,7 +100,11 @@ def manual_layer0_scores(model, ids, *, rope: bool, position_ids=None, causal=Tr
         if rope:
             pos = torch.arange(t).expand(b, t) if position_ids is None else position_ids
             # Gemma3 keeps one rotary module with per-layer-type frequencies.
-            rot_args = (x0, pos, _layer_types(model)[0]) if model.config.model_type == "gemma3_text" else (x0, pos)
+            rot_args = (
+                (x0, pos, _layer_types(model)[0])
+                if model.config.model_type == "gemma3_text"
+                else (x0, pos)
+            )
             cos, sin = inner.rotary_emb(*rot_args)
             apply = sys.modules[type(attn).__module__].apply_rotary_pos_emb
             q, k = apply(q, k, cos, sin)
@@ -144,7 +148,11 @@ def test_causal_scores_reproduce_eager_attention(arch):
     assert torch.equal(logits, plain)
     assert model.config._attn_implementation == "sdpa"  # restored after the session
     torch.testing.assert_close(
-        col.scores(0), manual_layer0_scores(model, ids, rope=True), rtol=1e-5, atol=1e-5, equal_nan=True
+        col.scores(0),
+        manual_layer0_scores(model, ids, rope=True),
+        rtol=1e-5,
+        atol=1e-5,
+        equal_nan=True,
     )
 
 
@@ -164,7 +172,9 @@ def test_sliding_window_pattern(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("variant", ["bidirectional", "identity_rope", "scrambled_rope", "bos_replace_gaussian"])
+@pytest.mark.parametrize(
+    "variant", ["bidirectional", "identity_rope", "scrambled_rope", "bos_replace_gaussian"]
+)
 def test_variants_reproduce_eager_and_hand_computation(arch, variant):
     model, ref = tiny_pair(arch)
     ids = _ids(model.config.vocab_size)
@@ -175,9 +185,19 @@ def test_variants_reproduce_eager_and_hand_computation(arch, variant):
     torch.testing.assert_close(logits, ref_logits, rtol=1e-4, atol=1e-5)
 
     v = parse_variant(variant)
-    pos = torch.from_numpy(scrambled_position_ids(seq_ids, SEQ_LEN, 3)) if v.rope == "scrambled" else None
-    embeds = bos_replaced_embeddings(model, ids, seq_ids, "gaussian", per_prompt=False, seed=3) if v.bos_replace else None
-    manual = manual_layer0_scores(model, ids, rope=v.rope != "identity", position_ids=pos, causal=v.causal, embeds=embeds)
+    pos = (
+        torch.from_numpy(scrambled_position_ids(seq_ids, SEQ_LEN, 3))
+        if v.rope == "scrambled"
+        else None
+    )
+    embeds = (
+        bos_replaced_embeddings(model, ids, seq_ids, "gaussian", per_prompt=False, seed=3)
+        if v.bos_replace
+        else None
+    )
+    manual = manual_layer0_scores(
+        model, ids, rope=v.rope != "identity", position_ids=pos, causal=v.causal, embeds=embeds
+    )
     torch.testing.assert_close(col.scores(0), manual, rtol=1e-5, atol=1e-5, equal_nan=True)
     # The variant really changed something: layer-0 scores differ from the plain causal run.
     plain, _ = _capture(model, ids)
@@ -210,7 +230,9 @@ def test_identity_rope_is_exactly_no_rotation():
     # Same float32 inputs; only the matmul blocking may differ.
     torch.testing.assert_close(col.scores(0), manual, rtol=1e-6, atol=1e-6, equal_nan=True)
     # No hook survives the session: a plain run has RoPE again.
-    assert not any(m._forward_hooks for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding"))
+    assert not any(
+        m._forward_hooks for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")
+    )
 
 
 def test_scrambled_positions_keep_causal_mask_and_are_seeded():
@@ -232,7 +254,7 @@ def test_bos_replacement_only_changes_row_0():
     base = model.get_input_embeddings()(ids)
     seq = np.arange(4)
     for kind in ("mean", "zeros", "token", "gaussian"):
-        for per_prompt in ((False, True) if kind in ("token", "gaussian") else (False,)):
+        for per_prompt in (False, True) if kind in ("token", "gaussian") else (False,):
             e = bos_replaced_embeddings(model, ids, seq, kind, per_prompt=per_prompt, seed=0)
             assert torch.equal(e[:, 1:], base[:, 1:])
             assert not torch.equal(e[:, 0], base[:, 0])
@@ -265,9 +287,18 @@ def test_softcap_is_applied_and_output_stays_correct():
     from transformers import AutoModelForCausalLM, Gemma2Config
 
     cfg = Gemma2Config(
-        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16, sliding_window=5,
-        attn_logit_softcapping=0.5, final_logit_softcapping=None, pad_token_id=None,
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        query_pre_attn_scalar=16,
+        sliding_window=5,
+        attn_logit_softcapping=0.5,
+        final_logit_softcapping=None,
+        pad_token_id=None,
     )
     torch.manual_seed(0)
     # Gemma-2 has no sdpa support; the capture replaces whatever implementation it has.
@@ -289,7 +320,15 @@ def test_bf16_model_scores_computed_in_float32():
     manual = manual_layer0_scores(model, ids, rope=True)  # bf16 q, k; float32 matmul
     torch.testing.assert_close(col.scores(0), manual, rtol=1e-6, atol=1e-6, equal_nan=True)
     # A bf16 matmul would be off by ~1e-2 at these magnitudes: the test can tell them apart.
-    ds = extract_scores(model, ids.numpy(), variant="causal", batch_size=2, reducers=[ScoreMoments()], seed=0, progress=False)
+    ds = extract_scores(
+        model,
+        ids.numpy(),
+        variant="causal",
+        batch_size=2,
+        reducers=[ScoreMoments()],
+        seed=0,
+        progress=False,
+    )
     assert ds.attrs["dtype"] == "bfloat16" and ds["score_mean"].dtype == np.float64
 
 
@@ -299,10 +338,18 @@ def test_extract_scores_statistics_match_numpy():
     col = CollectScores()
     labels = group_labels(7, scheme="contiguous", n_groups=3)
     ds = extract_scores(
-        model, tokens, variant="causal", batch_size=3, reducers=[ScoreMoments(), GroupMeans(labels), col],
-        seed=0, progress=False, attrs={"dataset": "unit"},
+        model,
+        tokens,
+        variant="causal",
+        batch_size=3,
+        reducers=[ScoreMoments(), GroupMeans(labels), col],
+        seed=0,
+        progress=False,
+        attrs={"dataset": "unit"},
     )
-    allmaps = np.stack([col.scores(layer).numpy().astype(np.float64) for layer in range(2)], axis=1)  # (seq, layer, head, q, k)
+    allmaps = np.stack(
+        [col.scores(layer).numpy().astype(np.float64) for layer in range(2)], axis=1
+    )  # (seq, layer, head, q, k)
     np.testing.assert_allclose(ds["score_mean"].values, allmaps.mean(0), rtol=1e-12, atol=1e-14)
     m2 = ((allmaps - allmaps.mean(0)) ** 2).sum(0)
     np.testing.assert_allclose(ds["score_m2"].values, m2, rtol=1e-9, atol=1e-12)
@@ -310,14 +357,19 @@ def test_extract_scores_statistics_match_numpy():
     for g in range(3):
         sel = labels == g
         np.testing.assert_allclose(
-            ds["score_group_mean"].sel(group=g).values, allmaps[sel].mean(axis=(0, 2)), rtol=1e-12, atol=1e-14
+            ds["score_group_mean"].sel(group=g).values,
+            allmaps[sel].mean(axis=(0, 2)),
+            rtol=1e-12,
+            atol=1e-14,
         )
         assert int(ds["group_n_sequences"].sel(group=g)) == sel.sum()
-    assert np.isnan(ds["score_mean"].values[0, 0, 0, 1]) and np.isfinite(ds["score_mean"].values[0, 0, 1, 0])
+    assert np.isnan(ds["score_mean"].values[0, 0, 0, 1]) and np.isfinite(
+        ds["score_mean"].values[0, 0, 1, 0]
+    )
     a = ds.attrs
     assert a["variant"] == "causal" and a["seq_len"] == SEQ_LEN and a["n_sequences"] == 7
     assert a["scaling"] == pytest.approx(16**-0.5) and a["dataset"] == "unit" and a["n_layers"] == 2
-    assert ds["score_mean"].attrs["reducer"] == "causalpos.capture:ScoreMoments"
+    assert ds["score_mean"].attrs["reducer"] == "causalpos.capture.reducers:ScoreMoments"
 
 
 def test_moments_merge_is_exact_chan():
@@ -336,7 +388,9 @@ def test_moments_merge_is_exact_chan():
         r.result()  # result() consumes the state (peak memory stays near the state's size)
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(merged["score_mean"].values[0], x64.mean(0), rtol=1e-14)
-    np.testing.assert_allclose(merged["score_m2"].values[0], ((x64 - x64.mean(0)) ** 2).sum(0), rtol=1e-9)
+    np.testing.assert_allclose(
+        merged["score_m2"].values[0], ((x64 - x64.mean(0)) ** 2).sum(0), rtol=1e-9
+    )
     assert int(merged["n_sequences"]) == 10
 
 
@@ -349,7 +403,7 @@ def test_variant_names():
 
 def test_capture_outside_session_is_an_error():
     model, _ = tiny_pair("llama")
-    from causalpos.capture import CAPTURE_IMPLEMENTATION, register_capture
+    from causalpos.capture.hook import CAPTURE_IMPLEMENTATION, register_capture
 
     register_capture()
     model.set_attn_implementation(CAPTURE_IMPLEMENTATION)

@@ -15,7 +15,7 @@ from causalpos.data import (
     sample_sequences,
     special_affixes,
 )
-from causalpos.store import open_dataset, write_dataset
+from causalpos.io.store import open_dataset, write_dataset
 
 GENESIS = {"type": "kjv", "unit": "chapter", "books": ["Genesis"]}
 
@@ -24,7 +24,9 @@ def test_kjv_documents():
     chapters = kjv_documents("chapter")
     books = kjv_documents("book")
     assert len(chapters) == 1189 and len(books) == 66
-    assert chapters[0].source == "Genesis" and chapters[0].text.startswith("In the beginning God created")
+    assert chapters[0].source == "Genesis" and chapters[0].text.startswith(
+        "In the beginning God created"
+    )
     assert chapters[0].text.rstrip().endswith("the sixth day.")
     assert books[-1].source == "Revelation"
     # A book is exactly its chapters joined by blank lines.
@@ -63,17 +65,27 @@ def test_chunks_mode_consecutive_chunks_with_prefix(tokenizer_bos):
     for i in range(40):
         d, off = int(ds["document"][i]), int(ds["offset"][i])
         body = tokenizer_bos(docs[d].text, add_special_tokens=False).input_ids
-        assert off % 31 == 0 and off + 31 <= len(body)  # chunks of T - 1 content tokens, in-document
+        assert off % 31 == 0 and off + 31 <= len(
+            body
+        )  # chunks of T - 1 content tokens, in-document
         assert ds["tokens"].values[i].tolist() == [1] + body[off : off + 31]
     pairs = set(zip(ds["document"].values.tolist(), ds["offset"].values.tolist()))
     assert len(pairs) == 40
 
 
 def test_sampling_is_seeded_and_prefix_stable(tokenizer_nobos):
-    a = sample_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5)
-    b = sample_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5)
-    c = sample_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=6)
-    more = sample_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=25, mode="chunks", seed=5)
+    a = sample_sequences(
+        tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5
+    )
+    b = sample_sequences(
+        tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5
+    )
+    c = sample_sequences(
+        tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=6
+    )
+    more = sample_sequences(
+        tokenizer_nobos, GENESIS, seq_len=16, n_sequences=25, mode="chunks", seed=5
+    )
     assert (a["tokens"].values == b["tokens"].values).all()
     assert not (a["tokens"].values == c["tokens"].values).all()
     # Growing the dataset keeps the existing sequences.
@@ -82,7 +94,9 @@ def test_sampling_is_seeded_and_prefix_stable(tokenizer_nobos):
 
 
 def test_random_tokens_keep_bos_and_avoid_specials(tokenizer_bos):
-    ds = sample_sequences(tokenizer_bos, {"type": "random_tokens"}, seq_len=50, n_sequences=40, mode="chunks", seed=0)
+    ds = sample_sequences(
+        tokenizer_bos, {"type": "random_tokens"}, seq_len=50, n_sequences=40, mode="chunks", seed=0
+    )
     t = ds["tokens"].values
     assert (t[:, 0] == 1).all() and ds.attrs["bos"] is True
     allowed = set(non_special_ids(tokenizer_bos).tolist())
@@ -95,7 +109,9 @@ def test_random_tokens_keep_bos_and_avoid_specials(tokenizer_bos):
 
 def test_stratified_chunks_balance_sources(tokenizer_nobos):
     corpus = {"type": "kjv", "unit": "chapter", "books": ["Genesis", "Ruth"], "stratify": True}
-    ds = sample_sequences(tokenizer_nobos, corpus, seq_len=64, n_sequences=20, mode="chunks", seed=0)
+    ds = sample_sequences(
+        tokenizer_nobos, corpus, seq_len=64, n_sequences=20, mode="chunks", seed=0
+    )
     src = ds["source"].values.tolist()
     assert src.count("Genesis") == src.count("Ruth") == 10
 
@@ -110,8 +126,12 @@ def test_text_and_jsonl_corpora(tmp_path, tokenizer_nobos):
     lines = [json.dumps({"text": "Let there be light. " * 30, "book": f"b{i}"}) for i in range(5)]
     (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
     ds = sample_sequences(
-        tokenizer_nobos, {"type": "jsonl", "path": str(tmp_path / "c.jsonl"), "source_field": "book"},
-        seq_len=20, n_sequences=5, mode="first", seed=0,
+        tokenizer_nobos,
+        {"type": "jsonl", "path": str(tmp_path / "c.jsonl"), "source_field": "book"},
+        seq_len=20,
+        n_sequences=5,
+        mode="first",
+        seed=0,
     )
     assert sorted(ds["source"].values.tolist()) == [f"b{i}" for i in range(5)]
 
@@ -119,21 +139,43 @@ def test_text_and_jsonl_corpora(tmp_path, tokenizer_nobos):
 def test_padding_is_refused(tmp_path, tokenizer_nobos):
     (tmp_path / "p.txt").write_text("And God said <pad> let there be light. " * 20)
     with pytest.raises(CorpusError, match="padding token id 3"):
-        sample_sequences(tokenizer_nobos, {"type": "text", "path": str(tmp_path / "p.txt")}, seq_len=30, n_sequences=1, mode="first", seed=0)
+        sample_sequences(
+            tokenizer_nobos,
+            {"type": "text", "path": str(tmp_path / "p.txt")},
+            seq_len=30,
+            n_sequences=1,
+            mode="first",
+            seed=0,
+        )
 
 
 def test_errors_say_what_to_do(tokenizer_nobos):
     with pytest.raises(CorpusError, match="fewer than n_sequences.*chunks"):
-        sample_sequences(tokenizer_nobos, GENESIS, seq_len=5000, n_sequences=2, mode="first", seed=0)
+        sample_sequences(
+            tokenizer_nobos, GENESIS, seq_len=5000, n_sequences=2, mode="first", seed=0
+        )
     with pytest.raises(CorpusError, match="unknown key.*'bookz'"):
-        sample_sequences(tokenizer_nobos, {"type": "kjv", "bookz": []}, seq_len=8, n_sequences=1, mode="first", seed=0)
+        sample_sequences(
+            tokenizer_nobos,
+            {"type": "kjv", "bookz": []},
+            seq_len=8,
+            n_sequences=1,
+            mode="first",
+            seed=0,
+        )
     with pytest.raises(CorpusError, match="allowed"):
-        sample_sequences(tokenizer_nobos, {"type": "wiki"}, seq_len=8, n_sequences=1, mode="first", seed=0)
+        sample_sequences(
+            tokenizer_nobos, {"type": "wiki"}, seq_len=8, n_sequences=1, mode="first", seed=0
+        )
     # The dataset hub is never touched unless a corpus names a dataset; unreachable -> offline hint.
     with pytest.raises(CorpusError, match=r"HuggingFaceFW/fineweb-edu.*type: kjv"):
         sample_sequences(
-            tokenizer_nobos, {"type": "hf", "dataset": "HuggingFaceFW/fineweb-edu"},
-            seq_len=8, n_sequences=1, mode="first", seed=0,
+            tokenizer_nobos,
+            {"type": "hf", "dataset": "HuggingFaceFW/fineweb-edu"},
+            seq_len=8,
+            n_sequences=1,
+            mode="first",
+            seed=0,
         )
 
 

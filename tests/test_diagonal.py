@@ -7,7 +7,8 @@ import pytest
 import xarray as xr
 from scipy.linalg import toeplitz
 
-from causalpos import diagonal as D
+from causalpos.paper1 import diagonal as D
+from causalpos.stages.stats import simulation_index_table
 
 
 def naive_normalize(m: np.ndarray) -> np.ndarray:
@@ -109,8 +110,12 @@ def test_index_of_a_known_pattern():
     m = np.where(np.tril(np.ones((n, n), bool)), f[:, None] + 0 * f[None, :], np.nan)
     nm = naive_normalize(m)
     cells = [nm[i, j] for i in range(n) for j in range(n) if 1 <= i - j <= n - 2]
-    assert D.non_relativeness_index(m) == pytest.approx(np.sqrt(np.mean(np.square(cells))), rel=1e-13)
-    assert D.non_relativeness_index(nm, normalized=True) == pytest.approx(D.non_relativeness_index(m), rel=1e-15)
+    assert D.non_relativeness_index(m) == pytest.approx(
+        np.sqrt(np.mean(np.square(cells))), rel=1e-13
+    )
+    assert D.non_relativeness_index(nm, normalized=True) == pytest.approx(
+        D.non_relativeness_index(m), rel=1e-15
+    )
 
 
 def test_index_ignores_upper_triangle_and_is_vectorized():
@@ -130,7 +135,7 @@ def test_index_ci_noise_floor_matches_theory_for_pure_noise():
     G, n, s = 40, 60, 0.3
     gm = rng.normal(scale=s, size=(G, n, n))
     ci = D.index_ci(gm, n_boot=400, seed=0)
-    k = (np.arange(n)[:, None] - np.arange(n)[None, :])
+    k = np.arange(n)[:, None] - np.arange(n)[None, :]
     sel = (k >= 1) & (k <= n - 2)
     expect = s / np.sqrt(G) * np.sqrt(np.mean(1 - 1 / (n - k[sel])))
     assert ci.noise_floor == pytest.approx(expect, rel=0.03)  # 1,711 cells x 39 dof
@@ -164,7 +169,9 @@ def test_normalize_dataarray_keeps_dims_and_coords():
     out = D.normalize_dataarray(da)
     assert out.dims == da.dims and out.name == "score" and list(out.layer.values) == [0, 1]
     for layer in range(2):
-        np.testing.assert_allclose(out.values[..., layer], naive_normalize(vals[..., layer]), atol=1e-14)
+        np.testing.assert_allclose(
+            out.values[..., layer], naive_normalize(vals[..., layer]), atol=1e-14
+        )
     with pytest.raises(ValueError, match="query"):
         D.normalize_dataarray(da.rename(query="q"))
 
@@ -177,12 +184,19 @@ def test_bad_shapes_raise():
 
 
 def test_simulation_index_table_rows_match_index_ci():
-    from causalpos.simulate import simulate
+    from causalpos.paper1.simulate import simulate
 
-    kw = dict(alpha=0.0, rope=True, n_samples=512, seq_len=8, dim=16, n_layers=2, seed=0, n_groups=8)
+    kw = dict(
+        alpha=0.0, rope=True, n_samples=512, seq_len=8, dim=16, n_layers=2, seed=0, n_groups=8
+    )
     stores = {"causal": simulate(**kw), "bidir": simulate(**kw, causal=False)}
-    tab = D.simulation_index_table(stores, confidence=0.9, n_boot=200, seed=3)
-    assert list(zip(tab["setting"], tab["layer"])) == [("causal", 1), ("causal", 2), ("bidir", 1), ("bidir", 2)]
+    tab = simulation_index_table(stores, confidence=0.9, n_boot=200, seed=3)
+    assert list(zip(tab["setting"], tab["layer"])) == [
+        ("causal", 1),
+        ("causal", 2),
+        ("bidir", 1),
+        ("bidir", 2),
+    ]
     ci = D.index_ci(stores["bidir"]["score_group"].values, level=0.9, n_boot=200, seed=3)
     got = tab[tab["setting"] == "bidir"]
     np.testing.assert_array_equal(got["index"], ci.estimate)

@@ -50,7 +50,9 @@ def test_env_pins_match_requirements(env_file):
         assert m, f"{env_file.name}: {entry!r} is not an exact pin"
         name, version = _norm(m.group(1)), m.group(2)
         assert name in reqs, f"{env_file.name}: {name} is not in requirements.txt"
-        assert reqs[name] == version, f"{env_file.name}: {name}=={version}, requirements.txt has {reqs[name]}"
+        assert reqs[name] == version, (
+            f"{env_file.name}: {name}=={version}, requirements.txt has {reqs[name]}"
+        )
 
 
 def test_every_env_is_used_by_a_rule():

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from causalpos import theory as T
-from causalpos.diagonal import non_relativeness_index
 from causalpos.figures import paper1 as F
-from causalpos.simulate import simulate
+from causalpos.paper1 import theory as T
+from causalpos.paper1.diagonal import non_relativeness_index
+from causalpos.paper1.simulate import simulate
 
 
 @pytest.fixture(scope="module")
@@ -37,20 +37,35 @@ def test_fig1_annotates_the_closed_form(tmp_path):
 
 def test_simulation_figure_limits_and_rows(tmp_path, stores):
     paths = [tmp_path / "sim.png"]
-    got = F.plot_simulation([stores["l2"], stores["ln"], stores["rope_bidir"]], ["l2", "ln", "rope"], paths,
-                            normalized_row=True, title="test")
+    got = F.plot_simulation(
+        [stores["l2"], stores["ln"], stores["rope_bidir"]],
+        ["l2", "ln", "rope"],
+        paths,
+        normalized_row=True,
+        title="test",
+    )
     assert paths[0].stat().st_size > 10_000
     rows = got["rows"]
     assert [(r["label"], r["kind"]) for r in rows] == [
-        ("l2", "raw"), ("l2", "normalized"), ("ln", "raw"), ("ln", "normalized"),
-        ("rope", "raw"), ("rope", "normalized")]
+        ("l2", "raw"),
+        ("l2", "normalized"),
+        ("ln", "raw"),
+        ("ln", "normalized"),
+        ("rope", "raw"),
+        ("rope", "normalized"),
+    ]
     assert (rows[0]["vmin"], rows[0]["vmax"]) == (0.0, 1.0)
-    assert (rows[2]["vmin"], rows[2]["vmax"]) == (0.0, math.sqrt(16))  # LayerNorm diag logit = sqrt(d)
+    assert (rows[2]["vmin"], rows[2]["vmax"]) == (
+        0.0,
+        math.sqrt(16),
+    )  # LayerNorm diag logit = sqrt(d)
     for r in rows[1::2]:
         assert r["vmin"] == -r["vmax"] and r["vmax"] > 0
         assert r["layers"] == 3
     norm = stores["rope_bidir"]["score_normalized"].values
-    np.testing.assert_allclose(rows[5]["index"], non_relativeness_index(norm, normalized=True), rtol=1e-12)
+    np.testing.assert_allclose(
+        rows[5]["index"], non_relativeness_index(norm, normalized=True), rtol=1e-12
+    )
     assert len(rows[5]["noise_floor"]) == 3 and rows[0]["index"] is None
 
 
@@ -66,11 +81,22 @@ def test_raw_limits_follow_the_diagonal_logit(stores):
 
 
 def test_setting_description_names_everything():
-    desc = F.setting_description({"alpha": 0.5, "norm": "layernorm", "scaling": "sqrt_d", "rope": True,
-                                  "rope_theta": 10000.0, "causal": False, "residual": False})
+    desc = F.setting_description(
+        {
+            "alpha": 0.5,
+            "norm": "layernorm",
+            "scaling": "sqrt_d",
+            "rope": True,
+            "rope_theta": 10000.0,
+            "causal": False,
+            "residual": False,
+        }
+    )
     assert desc == "α = 0.5, LayerNorm, QKᵀ/√d, RoPE θ=10000, bidirectional, no residual"
 
 
 def test_simulation_figure_rejects_mismatched_labels(tmp_path, stores):
     with pytest.raises(ValueError, match="one label per store"):
-        F.plot_simulation([stores["l2"]], ["a", "b"], [tmp_path / "x.png"], normalized_row=False, title="t")
+        F.plot_simulation(
+            [stores["l2"]], ["a", "b"], [tmp_path / "x.png"], normalized_row=False, title="t"
+        )

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from causalpos import gram as G
-from causalpos import train as T
+from causalpos.models import train as T
+from causalpos.paper1 import gram as G
 
 SHAPE = T.ModelShape(hidden=32, layers=3, heads=4, kv_heads=2, intermediate=64)
 N, SEQ, VOCAB = 10, 24, 64
@@ -25,7 +25,7 @@ def _model(variant: str, seed: int = 0):
     # Random-init weights are tiny (std 0.02): scale them up so attention is far from uniform and
     # every identity below is tested on non-trivial values.
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for _name, p in model.named_parameters():
             if p.ndim == 2:
                 p.mul_(8.0)
     return model
@@ -35,16 +35,26 @@ def _qwen3():
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, attention_bias=True,
-                      max_position_embeddings=64)
+    cfg = Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        attention_bias=True,
+        max_position_embeddings=64,
+    )
     model = Qwen3ForCausalLM(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
             if p.ndim == 2:
                 p.mul_(8.0)
             else:
-                p.add_(0.1 * torch.randn_like(p))  # non-trivial norm weights (incl. q/k norms) and biases
+                p.add_(
+                    0.1 * torch.randn_like(p)
+                )  # non-trivial norm weights (incl. q/k norms) and biases
     return model
 
 
@@ -76,7 +86,9 @@ def _capture_scores(model, tokens) -> list[np.ndarray]:
 
     def attn(module, query, key, value, attention_mask, scaling=None, **kw):
         _CAPTURED.append((query.detach().double(), key.detach().double(), float(scaling)))
-        return eager_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kw)
+        return eager_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, **kw
+        )
 
     AttentionInterface.register("causalpos_test_gram", attn)
     AttentionMaskInterface.register("causalpos_test_gram", eager_mask)
@@ -134,14 +146,18 @@ def test_panel_identities_nope(tokens):
         y2 = layer1.input_layernorm(hs[1]).double()
     # (a): diagonal = mean over samples of ‖LN(x_i)‖²; full lower triangle = mean Gram.
     a = ds["gram"].sel(panel="a").values
-    np.testing.assert_allclose(np.diag(a), (y1 ** 2).sum(-1).mean(0).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.diag(a), (y1**2).sum(-1).mean(0).numpy(), rtol=1e-6)
     gram_a = (y1 @ y1.transpose(1, 2)).mean(0).numpy()
     low = ~_lower_nan(SEQ)
     np.testing.assert_allclose(a[low], gram_a[low], rtol=1e-5, atol=1e-4)
     # (g): the Gram of the model's own hidden_states[1].
     h1 = hs[1].double()
-    np.testing.assert_allclose(ds["gram"].sel(panel="g").values[low], (h1 @ h1.transpose(1, 2)).mean(0).numpy()[low],
-                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(
+        ds["gram"].sel(panel="g").values[low],
+        (h1 @ h1.transpose(1, 2)).mean(0).numpy()[low],
+        rtol=1e-5,
+        atol=1e-4,
+    )
     # (b), (i): direct per-head float64 computation without rotation, q kᵀ/√d, GQA head h → kv h // 2.
     for panel, y, layer in (("b", y1, layer0), ("i", y2, layer1)):
         wq = layer.self_attn.q_proj.weight.double().reshape(4, 8, 32)
@@ -167,7 +183,9 @@ def test_score_panels_match_the_models_own_attention_call(tokens):
     captured = _capture_scores(model, tokens)
     low = ~_lower_nan(SEQ)
     for panel, layer in (("b", 0), ("i", 1)):
-        np.testing.assert_allclose(ds["gram"].sel(panel=panel).values[low], captured[layer][low], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            ds["gram"].sel(panel=panel).values[low], captured[layer][low], rtol=1e-5, atol=1e-5
+        )
     assert ds.attrs["rope_identity"] is False
 
 
@@ -177,7 +195,12 @@ def test_fig8_scores_match_capture_and_panels(tokens):
         f = G.fig8_scores(model, tokens, batch_size=4)
         captured = _capture_scores(model, tokens)
         n_layers = len(model.model.layers)
-        assert f["score"].shape == (n_layers, SEQ, SEQ) and f["score_head"].shape == (n_layers, 4, SEQ, SEQ)
+        assert f["score"].shape == (n_layers, SEQ, SEQ) and f["score_head"].shape == (
+            n_layers,
+            4,
+            SEQ,
+            SEQ,
+        )
         window = getattr(model.config, "sliding_window", None) if which == "swa" else None
         allowed = G.allowed_mask(SEQ, window).numpy()
         for li in range(n_layers):
@@ -185,18 +208,31 @@ def test_fig8_scores_match_capture_and_panels(tokens):
             np.testing.assert_allclose(got[allowed], captured[li][allowed], rtol=1e-5, atol=1e-5)
             assert np.isnan(got[~allowed]).all()
         # score_head is stored rounded to float32 (ulp ~1e-7 at the heads' magnitudes): atol 1e-6.
-        np.testing.assert_allclose(f["score"].values, f["score_head"].values.mean(1), rtol=1e-6, atol=1e-6,
-                                   equal_nan=True)
+        np.testing.assert_allclose(
+            f["score"].values, f["score_head"].values.mean(1), rtol=1e-6, atol=1e-6, equal_nan=True
+        )
         # Streaming: the batch size changes only the float64 summation order.
         f1 = G.fig8_scores(model, tokens, batch_size=N)
-        np.testing.assert_allclose(f["score"].values, f1["score"].values, rtol=1e-6, atol=1e-7, equal_nan=True)
+        np.testing.assert_allclose(
+            f["score"].values, f1["score"].values, rtol=1e-6, atol=1e-7, equal_nan=True
+        )
         if which == "swa":
-            assert np.isnan(f["score"].values[0, 20, :13]).all() and np.isfinite(f["score"].values[0, 20, 13:21]).all()
+            assert (
+                np.isnan(f["score"].values[0, 20, :13]).all()
+                and np.isfinite(f["score"].values[0, 20, 13:21]).all()
+            )
         else:
             p = G.gram_panels(model, tokens)
-            np.testing.assert_allclose(p["gram"].sel(panel="b").values, f["score"].values[0], rtol=1e-6, equal_nan=True)
-            np.testing.assert_allclose(p["gram"].sel(panel="i").values, f["score"].values[1], rtol=1e-4, atol=1e-5,
-                                       equal_nan=True)
+            np.testing.assert_allclose(
+                p["gram"].sel(panel="b").values, f["score"].values[0], rtol=1e-6, equal_nan=True
+            )
+            np.testing.assert_allclose(
+                p["gram"].sel(panel="i").values,
+                f["score"].values[1],
+                rtol=1e-4,
+                atol=1e-5,
+                equal_nan=True,
+            )
 
 
 def test_nope_model_loaded_with_rope_is_refused(tokens):
@@ -214,4 +250,6 @@ def test_gram_store_merges_both(tokens):
     ds = G.gram_store(model, tokens, batch_size=5, attrs={"model": "tiny"})
     assert set(ds.data_vars) == {"gram", "score", "score_head"}
     assert ds.attrs["model"] == "tiny" and ds.attrs["n_samples"] == N
-    np.testing.assert_allclose(ds["gram"].sel(panel="b").values, ds["score"].values[0], rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(
+        ds["gram"].sel(panel="b").values, ds["score"].values[0], rtol=1e-6, equal_nan=True
+    )

@@ -9,20 +9,28 @@ import pytest
 import scipy.stats
 import torch
 
-from causalpos import leakage as L
 from causalpos import stats
+from causalpos.paper2 import metric as L_metric
+from causalpos.paper2 import permutation as L_permutation
+from causalpos.paper2 import reducers as L_reducers
+from causalpos.paper2 import summary as L_summary
 
-FITS = [f"{b}+{a}" for b in L.BASELINES for a in L.ABSOLUTES]
+FITS = [f"{b}+{a}" for b in L_metric.BASELINES for a in L_metric.ABSOLUTES]
 
 
 # ---- independent reference: dense design matrices and numpy.linalg.lstsq ----------------------
 
+
 def dense_design(mask: np.ndarray, fit: str) -> tuple[np.ndarray, np.ndarray]:
-    baseline, absolute = L.parse_fit(fit)
+    baseline, absolute = L_metric.parse_fit(fit)
     T = mask.shape[0]
     i, j = np.nonzero(mask)
     d = i - j
-    x = (d[:, None] == np.arange(T)).astype(float) if baseline == "saturated" else np.stack([np.ones(d.size), d], 1)
+    x = (
+        (d[:, None] == np.arange(T)).astype(float)
+        if baseline == "saturated"
+        else np.stack([np.ones(d.size), d], 1)
+    )
     z = []
     if absolute in ("query", "both"):
         z.append((i[:, None] == np.arange(T)).astype(float))
@@ -41,6 +49,7 @@ def dense_r2(y: np.ndarray, mask: np.ndarray, fit: str) -> tuple[float, float]:
         coef = np.linalg.lstsq(a, yy, rcond=None)[0]
         r = yy - a @ coef
         return r @ r
+
     return 1 - ssr(x) / sst, 1 - ssr(f) / sst
 
 
@@ -68,31 +77,32 @@ def F_REL(d: np.ndarray) -> np.ndarray:
 
 # ---- exactness ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("absolute", L.ABSOLUTES)
+
+@pytest.mark.parametrize("absolute", L_metric.ABSOLUTES)
 def test_relative_logits_have_zero_leakage_under_saturated_baseline(absolute):
     T = 40
     y = relative_map(T, F_REL)
-    res = L.leakage(y, fit=f"saturated+{absolute}")
+    res = L_metric.leakage(y, fit=f"saturated+{absolute}")
     assert abs(float(res.delta)) <= 1e-10
     sub = stats.stratified_pair_mask(T, 7, seed=3)
-    assert abs(float(L.leakage(y, fit=f"saturated+{absolute}", mask=sub).delta)) <= 1e-10
+    assert abs(float(L_metric.leakage(y, fit=f"saturated+{absolute}", mask=sub).delta)) <= 1e-10
 
 
 def test_log_attention_of_relative_logits_leaks_and_matches_dense():
     # The causal-mask mechanism: Z_i sums over i+1 keys, so a_ij = f(i−j) − log Z_i is not relative.
     T = 14
     y = relative_map(T, F_REL)
-    a = L.log_attention(y)
+    a = L_metric.log_attention(y)
     ref = torch.log_softmax(torch.tensor(np.where(np.isnan(y), -np.inf, y)), -1).numpy()
     np.testing.assert_allclose(a[np.isfinite(y)], ref[np.isfinite(y)], rtol=0, atol=1e-14)
-    m = L.pair_mask(T)
+    m = L_metric.pair_mask(T)
     for fit in FITS:
-        res = L.leakage(a, fit=fit)
+        res = L_metric.leakage(a, fit=fit)
         b, f = dense_r2(a, m, fit)
         assert float(res.delta) == pytest.approx(f - b, abs=1e-10)
     # a = f(i−j) − log Z_i lies exactly in F = offsets + query effects: R²(F) = 1 and all the
     # variance the offsets miss is leakage, well above the within-offset permutation mean.
-    res = L.leakage(a)
+    res = L_metric.leakage(a)
     assert float(res.r2_full) == pytest.approx(1.0, abs=1e-12)
     assert float(res.delta) == pytest.approx(1.0 - float(res.r2_base), abs=1e-12)
     assert float(res.delta) > 5 * float(res.null_mean) > 0
@@ -101,11 +111,11 @@ def test_log_attention_of_relative_logits_leaks_and_matches_dense():
 def test_linear_baseline_shows_spurious_leakage_under_nonuniform_sampling():
     T = 64
     y = relative_map(T, F_REL)
-    sub = stats.stratified_pair_mask(T, 6, seed=0)     # equal pairs per offset: non-uniform over pairs
-    lin = float(L.leakage(y, fit="linear+query", mask=sub).delta)
-    sat = float(L.leakage(y, fit="saturated+query", mask=sub).delta)
+    sub = stats.stratified_pair_mask(T, 6, seed=0)  # equal pairs per offset: non-uniform over pairs
+    lin = float(L_metric.leakage(y, fit="linear+query", mask=sub).delta)
+    sat = float(L_metric.leakage(y, fit="saturated+query", mask=sub).delta)
     assert abs(sat) <= 1e-10
-    assert lin > 0.01                                   # "a few hundredths" (paper2.md §7)
+    assert lin > 0.01  # "a few hundredths" (paper2.md §7)
 
 
 @pytest.mark.parametrize("fit", FITS)
@@ -115,8 +125,8 @@ def test_solver_equals_dense_lstsq(fit):
     maps = causal(rng.normal(size=(3, T, T)) + np.arange(T)[:, None] * 0.3)
     sub = stats.stratified_pair_mask(T, 3, seed=2)
     for mask, window in ((None, "all"), (sub, "all"), (None, "late"), (None, "early5")):
-        res = L.leakage(maps, fit=fit, mask=mask, window=window)
-        m = L.pair_mask(T, window=window, subsample=sub if mask is not None else None)
+        res = L_metric.leakage(maps, fit=fit, mask=mask, window=window)
+        m = L_metric.pair_mask(T, window=window, subsample=sub if mask is not None else None)
         x, f = dense_design(m, fit)
         assert res.k == np.linalg.matrix_rank(f) - np.linalg.matrix_rank(x)
         for n in range(3):
@@ -128,29 +138,32 @@ def test_solver_equals_dense_lstsq(fit):
 
 # ---- null floor ------------------------------------------------------------------------------
 
+
 def test_null_floor_parameter_counts():
     T = 16
-    m = L.pair_mask(T)
+    m = L_metric.pair_mask(T)
     n = T * (T + 1) // 2 - 1
     assert m.sum() == n
-    assert L.null_floor(m, "saturated+query") == pytest.approx((T - 2) / (n - 1))
-    assert L.null_floor(m, "saturated+key") == pytest.approx((T - 1) / (n - 1))
-    assert L.null_floor(m, "saturated+both") == pytest.approx((2 * T - 4) / (n - 1))
-    assert L.null_floor(m, "linear+query") == pytest.approx((T - 2) / (n - 1))
+    assert L_metric.null_floor(m, "saturated+query") == pytest.approx((T - 2) / (n - 1))
+    assert L_metric.null_floor(m, "saturated+key") == pytest.approx((T - 1) / (n - 1))
+    assert L_metric.null_floor(m, "saturated+both") == pytest.approx((2 * T - 4) / (n - 1))
+    assert L_metric.null_floor(m, "linear+query") == pytest.approx((T - 2) / (n - 1))
 
 
 def test_pure_noise_mean_delta_is_k_over_n_minus_1_not_the_spec_formula():
     T, reps = 16, 4000
     n = T * (T + 1) // 2 - 1
     rng = np.random.default_rng(0)
-    res = L.leakage(causal(rng.normal(size=(reps, T, T))))
-    exact = (T - 2) / (n - 1)                       # Beta(k/2, (N−1−k)/2) mean, k = T − 2
-    spec = (T - 1) / (n - 2 * T + 1)                # paper2.md §2's approximation
+    res = L_metric.leakage(causal(rng.normal(size=(reps, T, T))))
+    exact = (T - 2) / (n - 1)  # Beta(k/2, (N−1−k)/2) mean, k = T − 2
+    spec = (T - 1) / (n - 2 * T + 1)  # paper2.md §2's approximation
     se = res.delta.std() / np.sqrt(reps)
     assert abs(res.delta.mean() - exact) < 4 * se
     assert abs(res.delta.mean() - spec) > 20 * se
     # ΔR² ~ Beta(k/2, (N−1−k)/2): compare the spread too.
-    assert res.delta.std() == pytest.approx(scipy.stats.beta((T - 2) / 2, (n - 1 - (T - 2)) / 2).std(), rel=0.05)
+    assert res.delta.std() == pytest.approx(
+        scipy.stats.beta((T - 2) / 2, (n - 1 - (T - 2)) / 2).std(), rel=0.05
+    )
     # The exact within-offset permutation mean, per map, averages to the same floor.
     assert abs(res.null_mean.mean() - exact) < 4 * se
 
@@ -161,7 +174,7 @@ def test_exact_permutation_mean_by_enumeration(fit):
     T = 4
     rng = np.random.default_rng(5)
     y = causal(rng.normal(size=(T, T)) + 0.7 * np.arange(T)[None, :])
-    m = L.pair_mask(T)
+    m = L_metric.pair_mask(T)
     i, j = np.nonzero(m)
     d = i - j
     groups = [np.flatnonzero(d == s) for s in range(T)]
@@ -175,7 +188,7 @@ def test_exact_permutation_mean_by_enumeration(fit):
         yp = yy[list(sigma)]
         dss.append(yp @ pd @ yp)
     assert len(dss) == 72
-    res = L.leakage(y, fit=fit)
+    res = L_metric.leakage(y, fit=fit)
     assert float(res.null_mean * res.sst) == pytest.approx(np.mean(dss), abs=1e-10)
 
 
@@ -183,8 +196,8 @@ def test_permutation_test_monte_carlo():
     T, maps, R = 12, 120, 300
     rng = np.random.default_rng(7)
     noise = causal(rng.normal(size=(maps, T, T)))
-    res = L.permutation_test(noise, n_perm=R, seed=1)
-    fit = L.leakage(noise)
+    res = L_permutation.permutation_test(noise, n_perm=R, seed=1)
+    fit = L_metric.leakage(noise)
     np.testing.assert_allclose(res.observed, fit.delta, rtol=1e-10)
     # MC mean of the null agrees with the exact permutation mean (per map, averaged over maps).
     assert res.null_mean.mean() == pytest.approx(fit.null_mean.mean(), rel=0.01)
@@ -193,8 +206,8 @@ def test_permutation_test_monte_carlo():
     # Under H0 the p-values are (discretely) uniform.
     assert abs(res.p.mean() - 0.5) < 0.07
     # A planted absolute effect is beyond every permutation.
-    planted = noise[0] + 2.0 * np.log1p(np.arange(T))[:, None]          # query effects γ_i
-    res2 = L.permutation_test(planted, fit="saturated+query", n_perm=R, seed=1)
+    planted = noise[0] + 2.0 * np.log1p(np.arange(T))[:, None]  # query effects γ_i
+    res2 = L_permutation.permutation_test(planted, fit="saturated+query", n_perm=R, seed=1)
     assert float(res2.p) == pytest.approx(1 / (R + 1))
 
 
@@ -203,27 +216,38 @@ def test_permutation_test_other_fits_match_exact_null(fit):
     T = 8
     rng = np.random.default_rng(3)
     y = causal(rng.normal(size=(40, T, T)) + 0.5 * np.arange(T)[None, None, :])
-    res = L.permutation_test(y, fit=fit, n_perm=1500, seed=0)
-    fitres = L.leakage(y, fit=fit)
+    res = L_permutation.permutation_test(y, fit=fit, n_perm=1500, seed=0)
+    fitres = L_metric.leakage(y, fit=fit)
     np.testing.assert_allclose(res.observed, fitres.delta, rtol=1e-10)
     assert res.null_mean.mean() == pytest.approx(fitres.null_mean.mean(), rel=0.02)
 
 
 # ---- decomposition ---------------------------------------------------------------------------
 
+
 def test_observational_split_is_an_exact_identity():
     T = 12
     rng = np.random.default_rng(2)
-    s = causal(relative_map(T, F_REL) + rng.normal(size=(4, T, T)) + 0.4 * np.log1p(np.arange(T))[None, None, :])
+    s = causal(
+        relative_map(T, F_REL)
+        + rng.normal(size=(4, T, T))
+        + 0.4 * np.log1p(np.arange(T))[None, None, :]
+    )
     for fit in ("saturated+query", "saturated+both"):
-        sp = L.observational_split(s, fit=fit)
-        np.testing.assert_allclose(sp["logit"] + sp["logz"] + sp["cross"], sp["logattn"], rtol=1e-10, atol=1e-14)
-        np.testing.assert_allclose(sp["logattn"], L.leakage(L.log_attention(s), fit=fit).delta, rtol=1e-10)
-        np.testing.assert_allclose(sp["delta_logit"], L.leakage(s, fit=fit).delta, rtol=1e-10)
+        sp = L_metric.observational_split(s, fit=fit)
+        np.testing.assert_allclose(
+            sp["logit"] + sp["logz"] + sp["cross"], sp["logattn"], rtol=1e-10, atol=1e-14
+        )
+        np.testing.assert_allclose(
+            sp["logattn"], L_metric.leakage(L_metric.log_attention(s), fit=fit).delta, rtol=1e-10
+        )
+        np.testing.assert_allclose(
+            sp["delta_logit"], L_metric.leakage(s, fit=fit).delta, rtol=1e-10
+        )
         # Independent cross term: −2 <P_Δ s, P_Δ ℓ> / SST(a) with dense projectors.
-        m = L.pair_mask(T)
+        m = L_metric.pair_mask(T)
         pd = projector_delta(m, fit)
-        a = L.log_attention(s)
+        a = L_metric.log_attention(s)
         for n in range(4):
             ell = (s[n] - a[n])[m]
             aa = a[n][m]
@@ -236,7 +260,7 @@ def test_decomposition_recovers_planted_shares():
     # both runs, the causal-mask part r2 (orthogonal to r1 in the absolute subspace) only in the
     # causal run. Planted: total 0.10, residual 0.036 -> shares 36 % / 64 % (paper 2's 3B/8B split).
     T = 24
-    m = L.pair_mask(T)
+    m = L_metric.pair_mask(T)
     i, j = np.nonzero(m)
     pd = projector_delta(m, "saturated+query")
     f = relative_map(T, F_REL)[m]
@@ -253,11 +277,12 @@ def test_decomposition_recovers_planted_shares():
     def as_map(v):
         out = np.full((T, T), np.nan)
         out[m] = v
-        out[0, 0] = 0.0         # row 0 is never measured
+        out[0, 0] = 0.0  # row 0 is never measured
         return out
+
     y_b = as_map(f + np.sqrt(a2) * r1)
     y_c = as_map(f + np.sqrt(a2) * r1 + np.sqrt(b2) * r2)
-    dec = L.decompose(L.leakage(y_c).delta, L.leakage(y_b).delta)
+    dec = L_metric.decompose(L_metric.leakage(y_c).delta, L_metric.leakage(y_b).delta)
     assert float(dec["total"]) == pytest.approx(rho_tot, abs=1e-10)
     assert float(dec["residual"]) == pytest.approx(rho_res, abs=1e-10)
     assert float(dec["share_residual"]) == pytest.approx(0.36, abs=1e-9)
@@ -266,14 +291,26 @@ def test_decomposition_recovers_planted_shares():
 
 # ---- reducer ---------------------------------------------------------------------------------
 
-def synthetic_scores(batch: int, heads: int, T: int, seed: int, *, bidirectional: bool = False,
-                     window: int | None = None) -> torch.Tensor:
+
+def synthetic_scores(
+    batch: int,
+    heads: int,
+    T: int,
+    seed: int,
+    *,
+    bidirectional: bool = False,
+    window: int | None = None,
+) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
     rel = torch.cos(0.8 * (i - j).float()) + torch.exp(-(i - j).abs().float() / 3)
     sink = torch.where(j == 0, 2.0, 0.0)
-    s = rel + sink * torch.rand(batch, heads, 1, 1, generator=g) + 0.5 * torch.randn(batch, heads, T, T, generator=g)
+    s = (
+        rel
+        + sink * torch.rand(batch, heads, 1, 1, generator=g)
+        + 0.5 * torch.randn(batch, heads, T, T, generator=g)
+    )
     if not bidirectional:
         keep = j <= i
         if window is not None:
@@ -282,11 +319,13 @@ def synthetic_scores(batch: int, heads: int, T: int, seed: int, *, bidirectional
     return s.float()
 
 
-REDUCER_KW = dict(fits=("saturated+query", "linear+key", "saturated+both"), windows=("all", "early6", "late"))
+REDUCER_KW = dict(
+    fits=("saturated+query", "linear+key", "saturated+both"), windows=("all", "early6", "late")
+)
 
 
 def run_reducer(batches, **kw):
-    red = L.LeakageReducer(**{**REDUCER_KW, **kw})
+    red = L_reducers.LeakageReducer(**{**REDUCER_KW, **kw})
     for seq_ids, per_layer in batches:
         for layer, s in enumerate(per_layer):
             red.update(layer, s, seq_ids)
@@ -299,38 +338,72 @@ def make_batches(T=12, heads=2, seed=0, **kw):
     for b, size in enumerate((3, 2, 3)):
         ids = np.arange(sid, sid + size)
         sid += size
-        out.append((ids, [synthetic_scores(size, heads, T, seed + 10 * b + layer, **kw) for layer in range(2)]))
+        out.append(
+            (
+                ids,
+                [
+                    synthetic_scores(size, heads, T, seed + 10 * b + layer, **kw)
+                    for layer in range(2)
+                ],
+            )
+        )
     return out
 
 
 def test_reducer_equals_pure_functions():
     batches = make_batches()
     ds, _ = run_reducer(batches)
-    assert ds["leak_delta"].dims == ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_target")
+    assert ds["leak_delta"].dims == (
+        "sequence",
+        "layer",
+        "head",
+        "leak_window",
+        "leak_fit",
+        "leak_target",
+    )
     for ids, per_layer in batches:
         for layer, s in enumerate(per_layer):
-            a = L.log_attention(s)
+            a = L_metric.log_attention(s)
             for w in REDUCER_KW["windows"]:
                 for fit in REDUCER_KW["fits"]:
                     sel = dict(sequence=ids, layer=layer, leak_window=w, leak_fit=fit)
                     for target, y in (("logit", s), ("logattn", a)):
-                        ref = L.leakage(y, fit=fit, window=w)
+                        ref = L_metric.leakage(y, fit=fit, window=w)
                         got = ds.sel(**sel, leak_target=target)
-                        np.testing.assert_allclose(got["leak_delta"].values, ref.delta, rtol=1e-12, atol=1e-15)
-                        np.testing.assert_allclose(got["leak_null"].values, ref.null_mean, rtol=1e-12, atol=1e-15)
-                        np.testing.assert_allclose(got["leak_r2_base"].values, ref.r2_base, rtol=1e-12)
-                        np.testing.assert_allclose(got["leak_r2_full"].values, ref.r2_full, rtol=1e-12)
-                    sp = L.observational_split(s, fit=fit, window=w)
-                    for term in L.SPLIT_TERMS:
-                        np.testing.assert_allclose(ds["leak_split"].sel(**sel, leak_term=term).values, sp[term],
-                                                   rtol=1e-12, atol=1e-15)
-                    assert float(ds["leak_floor"].sel(layer=layer, leak_window=w, leak_fit=fit)) == ref.floor
+                        np.testing.assert_allclose(
+                            got["leak_delta"].values, ref.delta, rtol=1e-12, atol=1e-15
+                        )
+                        np.testing.assert_allclose(
+                            got["leak_null"].values, ref.null_mean, rtol=1e-12, atol=1e-15
+                        )
+                        np.testing.assert_allclose(
+                            got["leak_r2_base"].values, ref.r2_base, rtol=1e-12
+                        )
+                        np.testing.assert_allclose(
+                            got["leak_r2_full"].values, ref.r2_full, rtol=1e-12
+                        )
+                    sp = L_metric.observational_split(s, fit=fit, window=w)
+                    for term in L_metric.SPLIT_TERMS:
+                        np.testing.assert_allclose(
+                            ds["leak_split"].sel(**sel, leak_term=term).values,
+                            sp[term],
+                            rtol=1e-12,
+                            atol=1e-15,
+                        )
+                    assert (
+                        float(ds["leak_floor"].sel(layer=layer, leak_window=w, leak_fit=fit))
+                        == ref.floor
+                    )
     total = {0: 0, 1: 0}
-    for ids, per_layer in batches:
+    for _ids, per_layer in batches:
         for layer, s in enumerate(per_layer):
             total[layer] = total[layer] + s.double().sum(0)
-    np.testing.assert_allclose(ds["leak_map_sum"].sel(leak_target="logit", layer=1).values, total[1].numpy(),
-                               rtol=1e-13, equal_nan=True)
+    np.testing.assert_allclose(
+        ds["leak_map_sum"].sel(leak_target="logit", layer=1).values,
+        total[1].numpy(),
+        rtol=1e-13,
+        equal_nan=True,
+    )
     assert int(ds["leak_map_count"]) == 8
 
 
@@ -339,64 +412,80 @@ def test_reducer_merge_equals_single_pass():
     single, _ = run_reducer(batches)
     shard_a, _ = run_reducer(batches[:1])
     shard_b, _ = run_reducer(batches[1:])
-    merged = L.LeakageReducer.merge([shard_b, shard_a])
-    for k in L.LeakageReducer._PER_SEQ:
+    merged = L_reducers.LeakageReducer.merge([shard_b, shard_a])
+    for k in L_reducers.LeakageReducer._PER_SEQ:
         np.testing.assert_array_equal(merged[k].values, single[k].values)
     np.testing.assert_array_equal(merged["sequence"].values, single["sequence"].values)
-    np.testing.assert_allclose(merged["leak_map_sum"].values, single["leak_map_sum"].values, rtol=1e-13,
-                               equal_nan=True)
+    np.testing.assert_allclose(
+        merged["leak_map_sum"].values, single["leak_map_sum"].values, rtol=1e-13, equal_nan=True
+    )
     assert int(merged["leak_map_count"]) == int(single["leak_map_count"])
     with pytest.raises(ValueError, match="share sequence ids"):
-        L.LeakageReducer.merge([shard_a, shard_a])
+        L_reducers.LeakageReducer.merge([shard_a, shard_a])
 
 
 def test_reducer_bidirectional_and_sliding_window():
     T = 12
     s = synthetic_scores(2, 2, T, 1, bidirectional=True)
-    red = L.LeakageReducer(fits=("saturated+query",), windows=("all",))
+    red = L_reducers.LeakageReducer(fits=("saturated+query",), windows=("all",))
     red.update(0, s, np.array([0, 1]))
     ds = red.result()
     # Bidirectional: Z over all T keys, measured on the lower triangle.
     a = s.double() - torch.logsumexp(s.double(), -1, keepdim=True)
-    ref = L.leakage(causal(a.numpy()))
-    np.testing.assert_allclose(ds["leak_delta"].sel(leak_target="logattn").values[:, 0, :, 0, 0], ref.delta,
-                               rtol=1e-12)
+    ref = L_metric.leakage(causal(a.numpy()))
+    np.testing.assert_allclose(
+        ds["leak_delta"].sel(leak_target="logattn").values[:, 0, :, 0, 0], ref.delta, rtol=1e-12
+    )
     # Sliding window of 4: only offsets 0..3 are measured and the log-softmax runs over the window.
     sw = synthetic_scores(2, 2, T, 2, window=4)
-    red = L.LeakageReducer(fits=("saturated+query",), windows=("all",), pair_subsample=3)
+    red = L_reducers.LeakageReducer(fits=("saturated+query",), windows=("all",), pair_subsample=3)
     red.update(0, sw, np.array([5, 6]))
     ds = red.result()
     sub = stats.stratified_pair_mask(T, 3, seed=0)
     win = np.tril(np.ones((T, T), bool)) & ~np.tril(np.ones((T, T), bool), -4)
-    assert int(ds["leak_n_pairs"].sel(layer=0, leak_window="all")) == int((L.pair_mask(T) & sub & win).sum())
-    ref = L.leakage(L.log_attention(sw), mask=sub & win)
-    np.testing.assert_allclose(ds["leak_delta"].sel(leak_target="logattn").values[:, 0, :, 0, 0], ref.delta,
-                               rtol=1e-12)
+    assert int(ds["leak_n_pairs"].sel(layer=0, leak_window="all")) == int(
+        (L_metric.pair_mask(T) & sub & win).sum()
+    )
+    ref = L_metric.leakage(L_metric.log_attention(sw), mask=sub & win)
+    np.testing.assert_allclose(
+        ds["leak_delta"].sel(leak_target="logattn").values[:, 0, :, 0, 0], ref.delta, rtol=1e-12
+    )
 
 
 def test_errors_are_explicit():
     with pytest.raises(ValueError, match="baseline"):
-        L.parse_fit("saturated")
+        L_metric.parse_fit("saturated")
     with pytest.raises(ValueError, match="early<K>"):
-        L.query_window("first16", 64)
+        L_metric.query_window("first16", 64)
     s = synthetic_scores(2, 1, 8, 0)
     s[1, 0, 5, 2] = float("nan")
     with pytest.raises(ValueError, match="differs between maps"):
-        L.leakage(s)
+        L_metric.leakage(s)
     with pytest.raises(ValueError, match="above the diagonal"):
-        L.build_design(np.ones((4, 4), bool))
+        L_metric.build_design(np.ones((4, 4), bool))
 
 
 # ---- stage -----------------------------------------------------------------------------------
 
+
 def test_leakage_summary_and_tables():
     T = 10
     stores = {}
-    for v, kw in (("causal", {}), ("bidirectional", {"bidirectional": True}), ("bos_replace_zeros", {})):
-        ds, _ = run_reducer(make_batches(T=T, seed={"causal": 0, "bidirectional": 100, "bos_replace_zeros": 200}[v],
-                                         **kw), windows=("all", "early6", "late"))
+    for v, kw in (
+        ("causal", {}),
+        ("bidirectional", {"bidirectional": True}),
+        ("bos_replace_zeros", {}),
+    ):
+        ds, _ = run_reducer(
+            make_batches(
+                T=T, seed={"causal": 0, "bidirectional": 100, "bos_replace_zeros": 200}[v], **kw
+            ),
+            windows=("all", "early6", "late"),
+        )
         stores[v] = ds
-    summ = L.leakage_summary(stores, n_boot=200, n_perm=40, seed=0, bos_windows=("early6", "late"))
+    summ = L_summary.leakage_summary(
+        stores, n_boot=200, n_perm=40, seed=0, bos_windows=("early6", "late")
+    )
     c = stores["causal"].sel(leak_fit="saturated+query", leak_window="all")
     exc = (c["leak_delta"] - c["leak_null"]).sel(leak_target="logattn").values
     b = stores["bidirectional"].sel(leak_fit="saturated+query", leak_window="all")
@@ -404,30 +493,48 @@ def test_leakage_summary_and_tables():
     dec = summ["decomposition"].sel(condition="rope", stat="estimate")
     assert float(dec.sel(component="total")) == pytest.approx(exc.mean(), rel=1e-12)
     assert float(dec.sel(component="residual")) == pytest.approx(exb.mean(), rel=1e-12)
-    assert float(dec.sel(component="share_residual") + dec.sel(component="share_causal_mask")) == pytest.approx(1.0)
+    assert float(
+        dec.sel(component="share_residual") + dec.sel(component="share_causal_mask")
+    ) == pytest.approx(1.0)
     lm = summ["leakage_model"].sel(variant="causal", target="logattn")
     assert float(lm.sel(stat="lo")) <= float(lm.sel(stat="estimate")) <= float(lm.sel(stat="hi"))
     p = summ["p_value"].sel(variant="causal", target="logit").values
-    np.testing.assert_allclose(summ["q_value"].sel(variant="causal", target="logit").values.ravel(),
-                               scipy.stats.false_discovery_control(p.ravel()))
+    np.testing.assert_allclose(
+        summ["q_value"].sel(variant="causal", target="logit").values.ravel(),
+        scipy.stats.false_discovery_control(p.ravel()),
+    )
     obs = summ["observational_split"].sel(causal_variant="causal", stat="estimate")
     assert float(obs.sel(obs_term="softmax")) == pytest.approx(
-        float(obs.sel(obs_term="logattn") - obs.sel(obs_term="logit")))
+        float(obs.sel(obs_term="logattn") - obs.sel(obs_term="logit"))
+    )
     assert list(summ["causal_variant"].values) == ["causal", "bos_replace_zeros"]
-    raw = L.leakage_summary(stores, n_boot=50, n_perm=0, floor_correct=False)
+    raw = L_summary.leakage_summary(stores, n_boot=50, n_perm=0, floor_correct=False)
     ro = raw["observational_split"].sel(causal_variant="causal", stat="estimate")
-    assert float(ro.sel(obs_term="logit") + ro.sel(obs_term="logz") + ro.sel(obs_term="cross")) == pytest.approx(
-        float(ro.sel(obs_term="logattn")), rel=1e-10)
+    assert float(
+        ro.sel(obs_term="logit") + ro.sel(obs_term="logz") + ro.sel(obs_term="cross")
+    ) == pytest.approx(float(ro.sel(obs_term="logattn")), rel=1e-10)
     assert np.isnan(raw["p_value"].values).all()
     eff = summ["bos_effect"].sel(intervention="zeros", bos_window="late", stat="estimate")
-    cz = stores["bos_replace_zeros"].sel(leak_fit="saturated+query", leak_window="late", leak_target="logit")
+    cz = stores["bos_replace_zeros"].sel(
+        leak_fit="saturated+query", leak_window="late", leak_target="logit"
+    )
     cc = stores["causal"].sel(leak_fit="saturated+query", leak_window="late", leak_target="logit")
-    expect = 1 - (cz["leak_delta"] - cz["leak_null"]).values.mean() / (cc["leak_delta"] - cc["leak_null"]).values.mean()
+    expect = (
+        1
+        - (cz["leak_delta"] - cz["leak_null"]).values.mean()
+        / (cc["leak_delta"] - cc["leak_null"]).values.mean()
+    )
     assert float(eff) == pytest.approx(expect, rel=1e-12)
-    tabs = L.tables(summ)
-    assert set(tabs) >= {"leakage_by_model", "leakage_by_layer", "heads", "decomposition", "observational_split",
-                         "bos_effects"}
-    assert len(tabs["heads"]) == 3 * 2 * 2 * 2        # variants x targets x layers x heads
+    tabs = L_summary.tables(summ)
+    assert set(tabs) >= {
+        "leakage_by_model",
+        "leakage_by_layer",
+        "heads",
+        "decomposition",
+        "observational_split",
+        "bos_effects",
+    }
+    assert len(tabs["heads"]) == 3 * 2 * 2 * 2  # variants x targets x layers x heads
     row = tabs["decomposition"].query("condition == 'rope' and component == 'total'")
     assert float(row["estimate"].iloc[0]) == pytest.approx(exc.mean(), rel=1e-12)
 
@@ -439,21 +546,38 @@ def test_reducers_inside_capture_match_eager_attention():
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from causalpos import capture
-    from causalpos import position0 as P
+    from causalpos.capture import hook as capture
+    from causalpos.paper2 import reducers as P
 
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      bos_token_id=1, eos_token_id=2)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(copy.deepcopy(cfg)).eval()
     tok = np.random.default_rng(0).integers(3, 64, (5, 16))
     tok[:, 0] = 1
     tri = np.tril(np.ones((16, 16), dtype=bool))
     for variant in ("causal", "bidirectional"):
-        ds = capture.extract_scores(model, tok, variant=variant, batch_size=2, seed=0, progress=False,
-                                    reducers=[L.LeakageReducer(fits=("saturated+query",), windows=("all",)),
-                                              P.SinkReducer()])
+        ds = capture.extract_scores(
+            model,
+            tok,
+            variant=variant,
+            batch_size=2,
+            seed=0,
+            progress=False,
+            reducers=[
+                L_reducers.LeakageReducer(fits=("saturated+query",), windows=("all",)),
+                P.SinkReducer(),
+            ],
+        )
         eager = LlamaForCausalLM(copy.deepcopy(cfg)).eval()
         eager.load_state_dict(model.state_dict())
         eager.set_attn_implementation("eager")
@@ -461,9 +585,21 @@ def test_reducers_inside_capture_match_eager_attention():
         with torch.no_grad():
             att = eager(torch.tensor(tok), output_attentions=True).attentions
         for layer, a in enumerate(att):
-            ref = L.leakage(np.where(tri, torch.log(a.double()).numpy(), np.nan))
-            got = ds["leak_delta"].sel(layer=layer, leak_window="all", leak_fit="saturated+query",
-                                       leak_target="logattn").values
+            ref = L_metric.leakage(np.where(tri, torch.log(a.double()).numpy(), np.nan))
+            got = (
+                ds["leak_delta"]
+                .sel(
+                    layer=layer,
+                    leak_window="all",
+                    leak_fit="saturated+query",
+                    leak_target="logattn",
+                )
+                .values
+            )
             np.testing.assert_allclose(got, ref.delta, rtol=0, atol=5e-6)
-            np.testing.assert_allclose(ds["sink_attention"].sel(layer=layer).values,
-                                       a[..., 1:, 0].double().mean(-1).numpy(), rtol=0, atol=1e-7)
+            np.testing.assert_allclose(
+                ds["sink_attention"].sel(layer=layer).values,
+                a[..., 1:, 0].double().mean(-1).numpy(),
+                rtol=0,
+                atol=1e-7,
+            )

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from causalpos import lengthgen as L
-from causalpos import train as T
+from causalpos.models import lengthgen as L
+from causalpos.models import train as T
 
 SHAPE = T.ModelShape(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64)
 VOCAB = 64
@@ -22,7 +22,9 @@ def tokens() -> torch.Tensor:
 
 
 def _model(variant: str):
-    return T.build_model(T.build_config(variant, vocab_size=VOCAB, shape=SHAPE, context=20), seed=0).eval()
+    return T.build_model(
+        T.build_config(variant, vocab_size=VOCAB, shape=SHAPE, context=20), seed=0
+    ).eval()
 
 
 def test_per_token_nll_matches_transformers_loss_and_a_direct_log_softmax(tokens):
@@ -42,18 +44,28 @@ def test_per_token_nll_matches_transformers_loss_and_a_direct_log_softmax(tokens
 
 def test_loss_by_position_and_length_generalization(tokens):
     models = {"rope": _model("rope"), "nope": _model("nope"), "swa": _model("swa")}
-    ds = L.length_generalization(models, tokens, train_context=20, n_bootstrap=2000, seed=3, batch_size=7)
+    ds = L.length_generalization(
+        models, tokens, train_context=20, n_bootstrap=2000, seed=3, batch_size=7
+    )
     assert list(ds["variant"].values) == ["rope", "nope", "swa"]
     assert ds["nll"].shape == (3, 12, 39) and ds["position"].values.tolist() == list(range(1, 40))
     for name, model in models.items():
         one = L.loss_by_position(model, tokens, train_context=20, n_bootstrap=2000, seed=3)
-        np.testing.assert_array_equal(ds["nll_mean"].sel(variant=name).values, one["nll_mean"].values)
+        np.testing.assert_array_equal(
+            ds["nll_mean"].sel(variant=name).values, one["nll_mean"].values
+        )
         np.testing.assert_array_equal(ds["nll_lo"].sel(variant=name).values, one["nll_lo"].values)
         nll = one["nll"].values.astype(np.float64)
-        assert one.attrs["mean_nll_within"] == pytest.approx(nll[:, :19].mean(0).mean())  # targets 1..19
-        assert one.attrs["mean_nll_beyond"] == pytest.approx(nll[:, 19:].mean(0).mean())  # targets 20..39
+        assert one.attrs["mean_nll_within"] == pytest.approx(
+            nll[:, :19].mean(0).mean()
+        )  # targets 1..19
+        assert one.attrs["mean_nll_beyond"] == pytest.approx(
+            nll[:, 19:].mean(0).mean()
+        )  # targets 20..39
         assert float(ds["mean_nll_beyond"].sel(variant=name)) == one.attrs["mean_nll_beyond"]
-        excess = nll[:, 19:].mean(1) - nll[:, 9:19].mean(1)  # targets 20..39 minus 10..19, per sequence
+        excess = nll[:, 19:].mean(1) - nll[:, 9:19].mean(
+            1
+        )  # targets 20..39 minus 10..19, per sequence
         np.testing.assert_allclose(one["excess"].values, excess, rtol=1e-12)
         assert float(one["excess_mean"]) == pytest.approx(excess.mean())
         assert float(one["excess_lo"]) < excess.mean() < float(one["excess_hi"])
@@ -64,8 +76,11 @@ def test_loss_by_position_and_length_generalization(tokens):
         idx = [rng.choice(12, 12) for _ in range(2000)]
         boot = np.stack([nll[i].mean(0) for i in idx])
         half = (one["nll_hi"].values - one["nll_lo"].values) / 2
-        np.testing.assert_allclose(half, (np.quantile(boot, 0.975, 0) - np.quantile(boot, 0.025, 0)) / 2,
-                                   rtol=0.2)  # other draws (B = 2000): equal up to Monte-Carlo error
+        np.testing.assert_allclose(
+            half, (np.quantile(boot, 0.975, 0) - np.quantile(boot, 0.025, 0)) / 2, rtol=0.2
+        )  # other draws (B = 2000): equal up to Monte-Carlo error
     # Variants really differ (same initial weights, different position handling).
-    assert not np.array_equal(ds["nll_mean"].sel(variant="rope").values, ds["nll_mean"].sel(variant="nope").values)
+    assert not np.array_equal(
+        ds["nll_mean"].sel(variant="rope").values, ds["nll_mean"].sel(variant="nope").values
+    )
     assert int(ds["train_context"].sel(variant="swa")) == 20

@@ -1,4 +1,5 @@
-"""The workflow passes `snakemake --lint` and `snakefmt --check` (as the catalog workflows' CI does)."""
+"""The workflow passes `snakemake --lint` and `snakefmt --check` (as the catalog workflows' CI does);
+the Python passes `ruff check` and `ruff format --check` (line length 100, pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from wfutil import REPO
 def test_snakemake_lint_is_clean():
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--lint", "-n"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -21,6 +25,34 @@ def test_snakemake_lint_is_clean():
 def test_snakefmt_check_is_clean():
     proc = subprocess.run(
         [sys.executable, "-m", "snakefmt", "--check", "Snakefile", "workflow"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+PYTHON_TREES = ("src", "tests", "workflow/scripts", "benchmarks")
+
+
+def test_ruff_check_is_clean():
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", *PYTHON_TREES],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_format_check_is_clean():
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", *PYTHON_TREES],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -9,9 +9,10 @@ import pytest
 import torch
 from conftest import ARCHS, CollectScores
 
-from causalpos.capture import ScoreMoments, capturing, extract_scores
+from causalpos.capture.hook import capturing, extract_scores
+from causalpos.capture.reducers import ScoreMoments
 from causalpos.data import sample_sequences
-from causalpos.models import (
+from causalpos.models.load import (
     SOURCE_FILE,
     ModelSpecError,
     load_model,
@@ -35,7 +36,12 @@ def _layer_scores(model, ids, variant="causal") -> torch.Tensor:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_random_init_is_deterministic_and_loads(tmp_path, arch):
-    spec = {"source": "random_init", "architecture": arch, "seed": 3, "config": {"num_hidden_layers": 3}}
+    spec = {
+        "source": "random_init",
+        "architecture": arch,
+        "seed": 3,
+        "config": {"num_hidden_layers": 3},
+    }
     a = load_model(prepare_model("a", spec, tmp_path / "a"))[0]
     b = load_model(prepare_model("b", spec, tmp_path / "b"))[0]
     c = load_model(prepare_model("c", {**spec, "seed": 4}, tmp_path / "c"))[0]
@@ -50,11 +56,19 @@ def test_random_init_is_deterministic_and_loads(tmp_path, arch):
 
 
 def test_random_init_with_tokenizer_and_like(tmp_path, tokenizer_dir, tokenizer_bos):
-    base = prepare_model("base", {"source": "random_init", "architecture": "llama", "tokenizer": str(tokenizer_dir)}, tmp_path / "base")
+    base = prepare_model(
+        "base",
+        {"source": "random_init", "architecture": "llama", "tokenizer": str(tokenizer_dir)},
+        tmp_path / "base",
+    )
     model, tok = load_model(base)
     assert model.config.vocab_size == len(tokenizer_bos) == len(tok)
     assert tok("In the beginning").input_ids == tokenizer_bos("In the beginning").input_ids
-    like = prepare_model("like", {"source": "random_init", "like": "base", "seed": 1, "config": {"num_hidden_layers": 1}}, tmp_path / "like")
+    like = prepare_model(
+        "like",
+        {"source": "random_init", "like": "base", "seed": 1, "config": {"num_hidden_layers": 1}},
+        tmp_path / "like",
+    )
     m2, tok2 = load_model(like)
     assert m2.config.num_hidden_layers == 1 and m2.config.hidden_size == model.config.hidden_size
     assert tok2.get_vocab() == tok.get_vocab()
@@ -83,7 +97,9 @@ def test_local_and_hf_local_dir(tmp_path):
         out = prepare_model("copy", spec, tmp_path / "copy")
         m, _ = load_model(out)
         ref, _ = load_model(src)
-        assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), ref.state_dict().values()))
+        assert all(
+            torch.equal(a, b) for a, b in zip(m.state_dict().values(), ref.state_dict().values())
+        )
         rec = read_source(out)
         assert rec["source"] == spec["source"] and rec["sha256"] == read_source(src)["sha256"]
 
@@ -92,11 +108,15 @@ def test_spec_errors_name_spec_source_and_reason(tmp_path, monkeypatch):
     with pytest.raises(ModelSpecError, match="allowed"):
         prepare_model("m", {"source": "ftp"}, tmp_path / "m")
     with pytest.raises(ModelSpecError, match="unknown key.*'layers'"):
-        prepare_model("m", {"source": "random_init", "architecture": "llama", "layers": 2}, tmp_path / "m")
+        prepare_model(
+            "m", {"source": "random_init", "architecture": "llama", "layers": 2}, tmp_path / "m"
+        )
     with pytest.raises(ModelSpecError, match="architecture 'gpt9'"):
         prepare_model("m", {"source": "random_init", "architecture": "gpt9"}, tmp_path / "m")
     with pytest.raises(ModelSpecError, match="'gguf'.*no-such.gguf"):
-        prepare_model("m", {"source": "gguf", "path": str(tmp_path / "no-such.gguf")}, tmp_path / "m")
+        prepare_model(
+            "m", {"source": "gguf", "path": str(tmp_path / "no-such.gguf")}, tmp_path / "m"
+        )
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelSpecError, match=r"'hf'.*meta-llama/Llama-3.1-8B.*unreachable"):
         prepare_model("m", {"source": "hf", "id": "meta-llama/Llama-3.1-8B"}, tmp_path / "m")
@@ -112,22 +132,43 @@ def test_smollm2_end_to_end(smollm2_dir):
     assert len(rec["file_sha256"]) == 64 and (smollm2_dir / SOURCE_FILE).is_file()
     model, tok = load_model(smollm2_dir)
     cfg = model.config
-    assert (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim) == (30, 9, 3, 64)
+    assert (
+        cfg.num_hidden_layers,
+        cfg.num_attention_heads,
+        cfg.num_key_value_heads,
+        cfg.head_dim,
+    ) == (30, 9, 3, 64)
 
     prompt = tok("The capital of France is", return_tensors="pt")
     with torch.inference_mode():
         out = model.generate(**prompt, max_new_tokens=6, do_sample=False)
     assert "Paris" in tok.decode(out[0, prompt.input_ids.shape[1] :])
 
-    data = sample_sequences(tok, {"type": "kjv", "unit": "chapter", "books": ["Genesis"]}, seq_len=24, n_sequences=2, mode="chunks", seed=0)
+    data = sample_sequences(
+        tok,
+        {"type": "kjv", "unit": "chapter", "books": ["Genesis"]},
+        seq_len=24,
+        n_sequences=2,
+        mode="chunks",
+        seed=0,
+    )
     assert data.attrs["bos"] is False  # SmolLM2's tokenizer prepends nothing
     col = CollectScores()
     ds = extract_scores(
-        model, data["tokens"].values, variant="causal", batch_size=2, reducers=[ScoreMoments(), col], seed=0, progress=False
+        model,
+        data["tokens"].values,
+        variant="causal",
+        batch_size=2,
+        reducers=[ScoreMoments(), col],
+        seed=0,
+        progress=False,
     )
     assert ds["score_mean"].shape == (30, 9, 24, 24)
     upper = np.triu(np.ones((24, 24), bool), 1)
-    assert np.isnan(ds["score_mean"].values[..., upper]).all() and np.isfinite(ds["score_mean"].values[..., ~upper]).all()
+    assert (
+        np.isnan(ds["score_mean"].values[..., upper]).all()
+        and np.isfinite(ds["score_mean"].values[..., ~upper]).all()
+    )
     assert ds.attrs["model"] == "smollm2-135m" and ds.attrs["model_revision"] == rec["file_sha256"]
     assert ds.attrs["scaling"] == pytest.approx(0.125)
 

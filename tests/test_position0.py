@@ -9,15 +9,25 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from causalpos import position0 as P
+from causalpos.paper2 import position0 as P_position0
+from causalpos.paper2 import reducers as P_reducers
 
-CFG = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=64, bos_token_id=1, eos_token_id=2,
-                  pad_token_id=None)
+CFG = LlamaConfig(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=None,
+)
 
 
 def tiny_llama(is_causal: bool = True, pad_token_id: int | None = None) -> LlamaForCausalLM:
-    cfg = copy.deepcopy(CFG)        # models built from one config object share attention settings
+    cfg = copy.deepcopy(CFG)  # models built from one config object share attention settings
     cfg.is_causal = is_causal
     cfg.pad_token_id = pad_token_id
     torch.manual_seed(0)
@@ -33,31 +43,33 @@ def prompts(n: int = 8, T: int = 12, fixed_bos: bool = True, seed: int = 1) -> t
 
 
 def test_position0_std_exactly_zero_with_fixed_bos_causal():
-    tr = P.position0_trajectory(tiny_llama(), prompts())
+    tr = P_position0.position0_trajectory(tiny_llama(), prompts())
     assert tr.sizes["layer"] == 4
-    assert np.all(tr["std"].values == 0.0) and np.all(tr["max_abs_dev"].values == 0.0)   # bitwise
+    assert np.all(tr["std"].values == 0.0) and np.all(tr["max_abs_dev"].values == 0.0)  # bitwise
     assert np.all(tr["mean_norm"].values > 0)
 
 
 def test_position0_std_positive_bidirectional_or_varying_token0():
     ids = prompts()
-    bi = P.position0_trajectory(tiny_llama(is_causal=False), ids)
-    assert bi["std"].values[0] == 0.0                  # same embedding of the same token 0
-    assert np.all(bi["std"].values[1:] > 1e-4)         # later positions flow into position 0
-    var = P.position0_trajectory(tiny_llama(), prompts(fixed_bos=False))
+    bi = P_position0.position0_trajectory(tiny_llama(is_causal=False), ids)
+    assert bi["std"].values[0] == 0.0  # same embedding of the same token 0
+    assert np.all(bi["std"].values[1:] > 1e-4)  # later positions flow into position 0
+    var = P_position0.position0_trajectory(tiny_llama(), prompts(fixed_bos=False))
     assert np.all(var["std"].values > 1e-3)
 
 
 def test_position0_states_match_hidden_states_and_last_is_pre_norm():
     model = tiny_llama()
     ids = prompts(n=4)
-    st = P.position0_states(model, ids)
+    st = P_position0.position0_states(model, ids)
     with torch.no_grad():
         out = model(ids, output_hidden_states=True)
     for layer in range(3):
         np.testing.assert_array_equal(st[:, layer], out.hidden_states[layer][:, 0].double().numpy())
     normed = model.model.norm(torch.tensor(st[:, 3], dtype=torch.float32))
-    np.testing.assert_allclose(normed.detach().numpy(), out.hidden_states[3][:, 0].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        normed.detach().numpy(), out.hidden_states[3][:, 0].numpy(), rtol=1e-5, atol=1e-6
+    )
     assert not np.allclose(st[:, 3], out.hidden_states[3][:, 0].numpy())
 
 
@@ -67,11 +79,11 @@ def test_padded_inputs_are_refused():
     mask = torch.ones_like(ids)
     mask[1, :2] = 0
     with pytest.raises(ValueError, match="padding"):
-        P.position0_states(model, ids, attention_mask=mask)
+        P_position0.position0_states(model, ids, attention_mask=mask)
     left = ids.clone()
     left[2, 0] = 0
     with pytest.raises(ValueError, match="left padding"):
-        P.position0_states(tiny_llama(pad_token_id=0), left)
+        P_position0.position0_states(tiny_llama(pad_token_id=0), left)
 
 
 def test_sink_reducer_closed_form_and_threshold():
@@ -79,41 +91,45 @@ def test_sink_reducer_closed_form_and_threshold():
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
     causal = j <= i
-    uniform = torch.where(causal, 0.0, torch.nan)                   # head 0: uniform attention
-    sink = torch.where(causal, torch.where(j == 0, 30.0, 0.0), torch.nan)   # head 1: all on key 0
+    uniform = torch.where(causal, 0.0, torch.nan)  # head 0: uniform attention
+    sink = torch.where(causal, torch.where(j == 0, 30.0, 0.0), torch.nan)  # head 1: all on key 0
     scores = torch.stack([uniform, sink])[None].repeat(2, 1, 1, 1).float()
-    red = P.SinkReducer()
+    red = P_reducers.SinkReducer()
     red.update(0, scores, np.array([0, 1]))
     ds = red.result()
-    harmonic = np.mean(1.0 / (np.arange(1, T) + 1.0))             # mean over i >= 1 of 1/(i+1)
+    harmonic = np.mean(1.0 / (np.arange(1, T) + 1.0))  # mean over i >= 1 of 1/(i+1)
     np.testing.assert_allclose(ds["sink_attention"].values[:, 0, 0], harmonic, rtol=1e-12)
     expect_sink = np.mean([1.0 / (1.0 + i_ * np.exp(-30.0)) for i_ in range(1, T)])
     np.testing.assert_allclose(ds["sink_attention"].values[:, 0, 1], expect_sink, rtol=1e-12)
-    np.testing.assert_array_equal(P.sink_heads(ds["sink_attention"], 0.8).values, [[False, True]])
-    np.testing.assert_array_equal(P.sink_heads(ds["sink_attention"], 0.3).values, [[False, True]])
+    np.testing.assert_array_equal(
+        P_position0.sink_heads(ds["sink_attention"], 0.8).values, [[False, True]]
+    )
+    np.testing.assert_array_equal(
+        P_position0.sink_heads(ds["sink_attention"], 0.3).values, [[False, True]]
+    )
     assert harmonic < 0.3
-    merged = P.SinkReducer.merge([ds.isel(sequence=[1]), ds.isel(sequence=[0])])
+    merged = P_reducers.SinkReducer.merge([ds.isel(sequence=[1]), ds.isel(sequence=[0])])
     np.testing.assert_array_equal(merged["sink_attention"].values, ds["sink_attention"].values)
 
 
 def test_probe_at_chance_for_constant_features_and_perfect_when_separable():
     labels = np.repeat([0, 1, 2], 10)
     const = np.ones((30, 5))
-    r = P.probe_cv(const, labels, n_folds=5, n_perm=30, seed=0)
+    r = P_position0.probe_cv(const, labels, n_folds=5, n_perm=30, seed=0)
     # Stratified folds leave 8/8/8 training labels; the constant probe predicts the first tied class.
     assert r["accuracy"] == pytest.approx(1 / 3) and r["chance"] == pytest.approx(1 / 3)
     assert r["p_value"] == 1.0
     rng = np.random.default_rng(0)
     # Class means in general position (collinear means defeat one-vs-rest least squares for the middle class).
     sep = rng.normal(size=(30, 4)) * 0.1 + 2.0 * np.eye(4)[labels]
-    r = P.probe_cv(sep, labels, n_folds=5, n_perm=30, seed=0)
+    r = P_position0.probe_cv(sep, labels, n_folds=5, n_perm=30, seed=0)
     assert r["accuracy"] == 1.0
     assert r["p_value"] == pytest.approx(1 / 31)
 
 
 def test_probe_on_fixed_bos_states_is_at_chance():
-    states = P.position0_states(tiny_llama(), prompts(n=20))
-    pr = P.probe_by_layer(states, np.repeat([0, 1], 10), n_folds=5, n_perm=0)
+    states = P_position0.position0_states(tiny_llama(), prompts(n=20))
+    pr = P_position0.probe_by_layer(states, np.repeat([0, 1], 10), n_folds=5, n_perm=0)
     np.testing.assert_allclose(pr["accuracy"].values, 0.5)
 
 
@@ -121,39 +137,46 @@ def test_position0_values_match_v_proj_during_forward():
     model = tiny_llama()
     ids = prompts(n=3)
     seen = []
-    hooks = [lay.self_attn.v_proj.register_forward_hook(lambda m, i, o: seen.append(o[:, 0].detach()))
-             for lay in model.model.layers]
+    hooks = [
+        lay.self_attn.v_proj.register_forward_hook(lambda m, i, o: seen.append(o[:, 0].detach()))
+        for lay in model.model.layers
+    ]
     with torch.no_grad():
         model(ids)
     for h in hooks:
         h.remove()
-    vals = P.position0_values(model, P.position0_states(model, ids))
+    vals = P_position0.position0_values(model, P_position0.position0_states(model, ids))
     assert vals.shape == (3, 3, 2, 8)
     for layer in range(3):
-        np.testing.assert_allclose(vals[:, layer].reshape(3, -1), seen[layer].double().numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(
+            vals[:, layer].reshape(3, -1), seen[layer].double().numpy(), rtol=1e-6, atol=1e-7
+        )
 
 
 def test_position0_states_from_replaced_bos_embeddings():
     # The BOS-replacement inputs of the extraction (capture.bos_replaced_embeddings) run through
     # the trajectory: zeros at position 0 stay exactly zero after the embedding, and a shared
     # replacement keeps the causal trajectory exactly constant across prompts.
-    from causalpos.capture import bos_replaced_embeddings
+    from causalpos.models.forward import bos_replaced_embeddings
 
     model = tiny_llama()
     ids = prompts(n=4)
     emb = bos_replaced_embeddings(model, ids, np.arange(4), "zeros", per_prompt=False, seed=0)
-    st = P.position0_states(model, inputs_embeds=emb)
+    st = P_position0.position0_states(model, inputs_embeds=emb)
     assert np.all(st[:, 0] == 0.0)
-    assert np.all(P.trajectory(st)["std"].values == 0.0)
+    assert np.all(P_position0.trajectory(st)["std"].values == 0.0)
     per = bos_replaced_embeddings(model, ids, np.arange(4), "gaussian", per_prompt=True, seed=0)
-    assert np.all(P.trajectory(P.position0_states(model, inputs_embeds=per))["std"].values > 0)
+    assert np.all(
+        P_position0.trajectory(P_position0.position0_states(model, inputs_embeds=per))["std"].values
+        > 0
+    )
 
 
 def test_bos_effect_ratio_and_ci():
     rng = np.random.default_rng(0)
     base = rng.uniform(0.5, 1.5, size=40)
-    est, lo, hi = P.bos_effect(0.6 * base, base, n_boot=300)
+    est, lo, hi = P_position0.bos_effect(0.6 * base, base, n_boot=300)
     assert (est, lo, hi) == pytest.approx((0.4, 0.4, 0.4), abs=1e-12)
-    est, lo, hi = P.bos_effect(1.28 * base + rng.normal(0, 0.05, 40), base, n_boot=300)
+    est, lo, hi = P_position0.bos_effect(1.28 * base + rng.normal(0, 0.05, 40), base, n_boot=300)
     assert est == pytest.approx(1 - (1.28 * base.mean() + 0) / base.mean(), abs=0.03)
     assert lo < est < hi < 0

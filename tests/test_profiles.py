@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from wfutil import REPO, copy_pipeline, snakemake
 
 pytestmark = pytest.mark.slow
@@ -54,7 +53,9 @@ def _jobs_with_resources(out: str) -> list[tuple[str, str]]:
 
 
 def test_slurm_profile_dry_run_of_the_papers_config(pipeline, fake_conda):
-    proc = snakemake(pipeline, "-n", "--profile", "profiles/slurm", "--configfile", "configs/paper.yaml")
+    proc = snakemake(
+        pipeline, "-n", "--profile", "profiles/slurm", "--configfile", "configs/paper.yaml"
+    )
     out = proc.stdout + proc.stderr
     jobs = _jobs_with_resources(out)
     extract = [r for rule, r in jobs if rule == "extract_scores"]
@@ -63,7 +64,9 @@ def test_slurm_profile_dry_run_of_the_papers_config(pipeline, fake_conda):
     assert len(extract) >= 4 * len(cfg["paper1_llm"]["models"])
     assert all("gpu=1" in r for r in extract), extract[:3]
     # analysis rules never hold a GPU
-    assert all("gpu=0" in r for rule, r in jobs if rule in ("simulate", "plot_simulation", "theory_check"))
+    assert all(
+        "gpu=0" in r for rule, r in jobs if rule in ("simulate", "plot_simulation", "theory_check")
+    )
     assert "prepare_model" in out and "llama-3.1-8b" in out
 
 
@@ -86,8 +89,16 @@ def test_papers_config_names_the_papers_models_and_data():
     cfg = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
     ids = {m["id"] for m in cfg["models"].values() if m["source"] == "hf"}
     assert {"meta-llama/Llama-3.1-8B", "microsoft/phi-4", "Qwen/Qwen3-8B"} <= ids  # paper 1 §6
-    assert {"meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.2-3B", "Qwen/Qwen2.5-7B",
-            "mistralai/Mistral-7B-v0.1"} <= ids  # paper 2 §6
+    assert {
+        "meta-llama/Llama-3.2-1B",
+        "meta-llama/Llama-3.2-3B",
+        "Qwen/Qwen2.5-7B",
+        "mistralai/Mistral-7B-v0.1",
+    } <= ids  # paper 2 §6
     p1 = cfg["datasets"][cfg["paper1_llm"]["datasets"][0]]
     assert (p1["seq_len"], p1["n_sequences"], p1["mode"]) == (1024, 1000, "first")
-    assert cfg["dtype"] == "bfloat16" and cfg["device"] == "cuda" and cfg["extract"]["batch_size"] == "auto"
+    assert (
+        cfg["dtype"] == "bfloat16"
+        and cfg["device"] == "cuda"
+        and cfg["extract"]["batch_size"] == "auto"
+    )

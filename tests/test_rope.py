@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from causalpos import rope as R
+from causalpos.paper1 import rope as R
 
 
 def complex_rope(x: np.ndarray, positions: np.ndarray, freq: np.ndarray) -> np.ndarray:
@@ -90,7 +90,10 @@ def test_shuffled_positions_is_a_seeded_permutation_and_not_relative():
     got = R.apply_rope(x, variant="shuffled_positions", seed=5)
     np.testing.assert_allclose(got, complex_rope(x, perm.astype(float), R.inv_freq(16)), atol=1e-13)
     q = np.tile(rng.normal(size=16), (30, 1))
-    m = R.apply_rope(q, variant="shuffled_positions", seed=5) @ R.apply_rope(q, variant="shuffled_positions", seed=5).T
+    m = (
+        R.apply_rope(q, variant="shuffled_positions", seed=5)
+        @ R.apply_rope(q, variant="shuffled_positions", seed=5).T
+    )
     assert np.abs(m[1:, 1:] - m[:-1, :-1]).max() > 0.1  # the offset structure is gone
 
 

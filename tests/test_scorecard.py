@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from causalpos import scorecard as S
-from causalpos.theory import theory_table
+from causalpos.paper1.theory import theory_table
 
 
 def test_fig1_rows_from_the_closed_form(tmp_path):
@@ -25,13 +25,17 @@ def test_missing_tables_are_not_run_rather_than_dropped():
     card = S.build_scorecard({})
     assert (card["verdict"] == S.NOT_RUN).all()
     assert {"paper 1", "paper 2"} == set(card["paper"])
-    assert card["target"].str.contains("Table 9").any() and card["target"].str.contains("Fig. 5").any()
+    assert (
+        card["target"].str.contains("Table 9").any() and card["target"].str.contains("Fig. 5").any()
+    )
 
 
 def test_empty_or_header_only_tables_are_not_run(tmp_path):
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "header.csv").write_text("model,dataset,intervention,bos_window,effect\n")
-    card = S.build_scorecard({"bos_effects": tmp_path / "empty.csv", "decomposition": tmp_path / "header.csv"})
+    card = S.build_scorecard(
+        {"bos_effects": tmp_path / "empty.csv", "decomposition": tmp_path / "header.csv"}
+    )
     rows = card[card["target"].isin(["Table 9", "claims 1-4"])]
     assert len(rows) == 2 and (rows["verdict"] == S.NOT_RUN).all()
 
@@ -44,16 +48,34 @@ def test_compare_verdicts():
 
 
 def test_paper2_rows_from_tables(tmp_path):
-    dec = pd.DataFrame({
-        "model": ["llama-3.2-1b", "llama-3.2-1b"], "dataset": ["wiki", "random"], "condition": ["rope", "rope"],
-        "total": [0.1, 0.1], "total_lo": [0.09, 0.09], "total_hi": [0.11, 0.11],
-        "share_causal_mask": [0.80, 0.50], "share_causal_mask_lo": [0.76, 0.45], "share_causal_mask_hi": [0.84, 0.55],
-    })
+    dec = pd.DataFrame(
+        {
+            "model": ["llama-3.2-1b", "llama-3.2-1b"],
+            "dataset": ["wiki", "random"],
+            "condition": ["rope", "rope"],
+            "total": [0.1, 0.1],
+            "total_lo": [0.09, 0.09],
+            "total_hi": [0.11, 0.11],
+            "share_causal_mask": [0.80, 0.50],
+            "share_causal_mask_lo": [0.76, 0.45],
+            "share_causal_mask_hi": [0.84, 0.55],
+        }
+    )
     dec.to_csv(tmp_path / "dec.csv", index=False)
-    p0 = pd.DataFrame({"model": ["m", "m", "q"], "dataset": ["d"] * 3, "condition": ["causal"] * 3,
-                       "layer": [0, 1, 0], "std": [0.0, 0.0, 0.3], "max_abs_dev": [0.0, 0.0, 1.2]})
+    p0 = pd.DataFrame(
+        {
+            "model": ["m", "m", "q"],
+            "dataset": ["d"] * 3,
+            "condition": ["causal"] * 3,
+            "layer": [0, 1, 0],
+            "std": [0.0, 0.0, 0.3],
+            "max_abs_dev": [0.0, 0.0, 1.2],
+        }
+    )
     p0.to_csv(tmp_path / "p0.csv", index=False)
-    card = S.build_scorecard({"decomposition": tmp_path / "dec.csv", "position0": tmp_path / "p0.csv"}).set_index("target")
+    card = S.build_scorecard(
+        {"decomposition": tmp_path / "dec.csv", "position0": tmp_path / "p0.csv"}
+    ).set_index("target")
     assert card.loc["claim 4 (llama-3.2-1b, wiki)", "verdict"] == S.REPRODUCED  # 82 % in the paper
     assert card.loc["claim 4 (llama-3.2-1b, random)", "verdict"] == S.DIFFERS
     assert card.loc["claim 10 (llama-3.2-1b)", "verdict"] == S.DIFFERS  # shares 0.80 vs 0.50
@@ -66,12 +88,17 @@ def test_paper2_rows_from_tables(tmp_path):
 
 def test_trained_vs_init_rows_follow_the_paired_interval(tmp_path):
     path = tmp_path / "cmp.csv"
-    pd.DataFrame({
-        "variant": ["rope", "nope", "swa"],
-        "minus_init": [0.05, 0.01, -0.03], "minus_init_lo": [0.02, -0.01, -0.05], "minus_init_hi": [0.08, 0.03, -0.01],
-        "amplification": [4.0, float("nan"), 0.5], "amplification_lo": [2.0, float("nan"), 0.3],
-        "amplification_hi": [7.0, float("nan"), 0.8],
-    }).to_csv(path, index=False)
+    pd.DataFrame(
+        {
+            "variant": ["rope", "nope", "swa"],
+            "minus_init": [0.05, 0.01, -0.03],
+            "minus_init_lo": [0.02, -0.01, -0.05],
+            "minus_init_hi": [0.08, 0.03, -0.01],
+            "amplification": [4.0, float("nan"), 0.5],
+            "amplification_lo": [2.0, float("nan"), 0.3],
+            "amplification_hi": [7.0, float("nan"), 0.8],
+        }
+    ).to_csv(path, index=False)
     card = S.build_scorecard({"train_comparison": path}).set_index("target")
     assert card.loc["§3 (trained-rope vs init)", "verdict"] == S.REPRODUCED
     assert card.loc["§3 (trained-nope vs init)", "verdict"] == S.INCONCLUSIVE

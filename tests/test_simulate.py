@@ -8,13 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from causalpos import theory as T
-from causalpos.diagonal import index_ci, normalize
-from causalpos.simulate import RNG_BLOCK, input_mix, make_inputs, simulate
-from causalpos.store import open_dataset, write_dataset
+from causalpos.io.store import open_dataset, write_dataset
+from causalpos.paper1 import theory as T
+from causalpos.paper1.diagonal import index_ci, normalize
+from causalpos.paper1.simulate import RNG_BLOCK, input_mix, make_inputs, simulate
 
 
-def reference_scores(x, *, norm="l2", scaling="none", rope=False, causal=True, residual=True, n_layers=3):
+def reference_scores(
+    x, *, norm="l2", scaling="none", rope=False, causal=True, residual=True, n_layers=3
+):
     """Independent float64 implementation of the layer, one sequence at a time: (seq, layer, n, n)."""
     x = np.asarray(x, dtype=np.float64)
     n_seq, n, d = x.shape
@@ -31,7 +33,7 @@ def reference_scores(x, *, norm="l2", scaling="none", rope=False, causal=True, r
                 y = c / np.sqrt((c**2).mean(1, keepdims=True) + 1e-5)
             q = y
             if rope:  # complex form of rotate-half, independent of causalpos.rope
-                z = (y[:, : d // 2] + 1j * y[:, d // 2:]) * np.exp(1j * ang)
+                z = (y[:, : d // 2] + 1j * y[:, d // 2 :]) * np.exp(1j * ang)
                 q = np.concatenate([z.real, z.imag], axis=1)
             s = scale * q @ q.T
             if causal:
@@ -75,7 +77,9 @@ def test_matches_float64_reference_on_the_same_inputs(kw):
     assert np.nanmax(np.abs(got - mean)) < tol
     bounds = np.concatenate([[0], np.cumsum(ds["group_size"].values)])
     for g in range(3):
-        np.testing.assert_allclose(ds["score_group"].values[g], ref[bounds[g]:bounds[g + 1]].mean(0), atol=tol)
+        np.testing.assert_allclose(
+            ds["score_group"].values[g], ref[bounds[g] : bounds[g + 1]].mean(0), atol=tol
+        )
     np.testing.assert_array_equal(ds["score_normalized"].values, normalize(got))
 
 
@@ -97,8 +101,10 @@ def test_inputs_follow_paper_section2():
 
 def test_inputs_depend_only_on_seed_and_sequence_index():
     a = make_inputs(alpha=0.2, seq_len=5, dim=8, seed=4, start=0, stop=3 * RNG_BLOCK)
-    b = make_inputs(alpha=0.2, seq_len=5, dim=8, seed=4, start=RNG_BLOCK - 7, stop=2 * RNG_BLOCK + 3)
-    assert np.array_equal(a[RNG_BLOCK - 7:2 * RNG_BLOCK + 3].numpy(), b.numpy())
+    b = make_inputs(
+        alpha=0.2, seq_len=5, dim=8, seed=4, start=RNG_BLOCK - 7, stop=2 * RNG_BLOCK + 3
+    )
+    assert np.array_equal(a[RNG_BLOCK - 7 : 2 * RNG_BLOCK + 3].numpy(), b.numpy())
     c = make_inputs(alpha=0.2, seq_len=5, dim=8, seed=5, start=0, stop=10)
     assert not np.array_equal(a[:10].numpy(), c.numpy())
 
@@ -118,7 +124,9 @@ def test_layer2_mean_agrees_with_closed_form_at_large_d():
     # at layer 2 is <= 0.41/d over all cells (alpha 0 and 0.5), i.e. O(1/d); bound it by 0.5/d.
     d, n, n_samples, G = 2048, 8, 4096, 16
     for alpha in (0.0, 0.5):
-        ds = simulate(alpha=alpha, n_samples=n_samples, seq_len=n, dim=d, n_layers=2, seed=3, n_groups=G)
+        ds = simulate(
+            alpha=alpha, n_samples=n_samples, seq_len=n, dim=d, n_layers=2, seed=3, n_groups=G
+        )
         m = ds["score"].values[1].astype(np.float64)
         g = ds["score_group"].values[:, 1].astype(np.float64)
         se = g.std(0, ddof=1) / math.sqrt(G)
@@ -138,33 +146,64 @@ def test_same_seed_identical_and_other_seed_different():
 
 
 def test_result_independent_of_chunk_size_and_threads():
-    kw = dict(alpha=0.3, rope=True, n_samples=1500, seq_len=10, dim=16, n_layers=3, seed=2, n_groups=7)
+    kw = dict(
+        alpha=0.3, rope=True, n_samples=1500, seq_len=10, dim=16, n_layers=3, seed=2, n_groups=7
+    )
     ref = simulate(**kw, chunk_size=RNG_BLOCK, num_threads=1)
     for chunk, threads in ((3 * RNG_BLOCK, 2), (1000, 1), (4096, 2)):
         other = simulate(**kw, chunk_size=chunk, num_threads=threads)
         for name in ("score", "score_group", "score_normalized"):
-            assert np.array_equal(ref[name].values, other[name].values, equal_nan=True), (name, chunk, threads)
+            assert np.array_equal(ref[name].values, other[name].values, equal_nan=True), (
+                name,
+                chunk,
+                threads,
+            )
 
 
 def test_groups_are_disjoint_and_average_to_the_total():
     ds = simulate(alpha=0.1, n_samples=1001, seq_len=6, dim=8, n_layers=2, seed=0, n_groups=20)
     sizes = ds["group_size"].values
     assert sizes.sum() == 1001 and sizes.max() - sizes.min() <= 1
-    pooled = (ds["score_group"].values.astype(np.float64) * sizes[:, None, None, None]).sum(0) / 1001
+    pooled = (ds["score_group"].values.astype(np.float64) * sizes[:, None, None, None]).sum(
+        0
+    ) / 1001
     np.testing.assert_allclose(pooled, ds["score"].values, rtol=1e-6, equal_nan=True)
 
 
 def test_schema_and_store_roundtrip(tmp_path):
-    ds = simulate(alpha=0.0, norm="layernorm", scaling="sqrt_d", n_samples=64, seq_len=5, dim=8, n_layers=2,
-                  seed=0, n_groups=4)
+    ds = simulate(
+        alpha=0.0,
+        norm="layernorm",
+        scaling="sqrt_d",
+        n_samples=64,
+        seq_len=5,
+        dim=8,
+        n_layers=2,
+        seed=0,
+        n_groups=4,
+    )
     assert ds["score"].dims == ("layer", "query", "key")
     assert ds["score_group"].dims == ("group", "layer", "query", "key")
     assert np.all(np.isnan(ds["score"].values[:, 0, 1:]))
-    for key, val in dict(alpha=0.0, norm="layernorm", scaling="sqrt_d", rope=False, causal=True, residual=True,
-                         n_samples=64, seq_len=5, dim=8, n_layers=2, seed=0, n_groups=4).items():
+    for key, val in dict(
+        alpha=0.0,
+        norm="layernorm",
+        scaling="sqrt_d",
+        rope=False,
+        causal=True,
+        residual=True,
+        n_samples=64,
+        seq_len=5,
+        dim=8,
+        n_layers=2,
+        seed=0,
+        n_groups=4,
+    ).items():
         assert ds.attrs[key] == val
     # diagonal = |LN(x)|^2 / sqrt(d) = sqrt(d) v/(v + eps); unit inputs have v ~ 1/d = 0.125 here
-    np.testing.assert_allclose(np.diagonal(ds["score"].values, axis1=1, axis2=2)[0], math.sqrt(8), rtol=2e-4)
+    np.testing.assert_allclose(
+        np.diagonal(ds["score"].values, axis1=1, axis2=2)[0], math.sqrt(8), rtol=2e-4
+    )
     back = open_dataset(write_dataset(ds, tmp_path / "s.zarr"))
     assert np.array_equal(back["score"].values, ds["score"].values, equal_nan=True)
     assert back.attrs["rope"] is False and back.attrs["alpha"] == 0.0
@@ -173,7 +212,9 @@ def test_schema_and_store_roundtrip(tmp_path):
 def test_rope_causal_is_non_relative_and_bidirectional_is_noise():
     # Paper 1 §5.1 (Figs. 4, 10): layer 1 is noise either way; from layer 2 the causal maps carry a
     # non-relative component far above the Monte-Carlo noise floor, the bidirectional ones do not.
-    kw = dict(alpha=0.0, rope=True, n_samples=4096, seq_len=16, dim=64, n_layers=3, seed=2, n_groups=20)
+    kw = dict(
+        alpha=0.0, rope=True, n_samples=4096, seq_len=16, dim=64, n_layers=3, seed=2, n_groups=20
+    )
     causal = index_ci(simulate(**kw, causal=True)["score_group"].values, n_boot=1000, seed=0)
     bidir = index_ci(simulate(**kw, causal=False)["score_group"].values, n_boot=1000, seed=0)
     ratio_bidir = bidir.estimate / bidir.noise_floor

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from causalpos import stages
-from causalpos.diagonal import index_ci, normalize
+from causalpos.models import device as stages_device
+from causalpos.paper1.diagonal import index_ci, normalize
+from causalpos.stages import extract as stages_extract
+from causalpos.stages import stats as stages_stats
 
 
 def _score_store(rng, n_layers=2, n_heads=3, t=7, n_groups=4, causal=True):
@@ -29,11 +31,15 @@ def _score_store(rng, n_layers=2, n_heads=3, t=7, n_groups=4, causal=True):
 @pytest.mark.parametrize("causal", [True, False])
 def test_normalize_scores_head_average_equals_normalized_head_average(causal):
     ds = _score_store(np.random.default_rng(0), causal=causal)
-    out = stages.normalize_scores(ds)
+    out = stages_extract.normalize_scores(ds)
     head_avg = np.asarray(ds["score_mean"].values, dtype=np.float64).mean(axis=1)
     # linearity (paper 1 §5): normalizing the head mean == mean of the normalized heads
-    np.testing.assert_allclose(out["score_normalized_mean"].values, normalize(head_avg), atol=1e-6, equal_nan=True)
-    np.testing.assert_allclose(out["score_mean_head_avg"].values, head_avg, atol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(
+        out["score_normalized_mean"].values, normalize(head_avg), atol=1e-6, equal_nan=True
+    )
+    np.testing.assert_allclose(
+        out["score_mean_head_avg"].values, head_avg, atol=1e-6, equal_nan=True
+    )
     nrm = out["score_normalized"].values
     assert nrm.dtype == np.float32
     # masked cells stay NaN, never +-inf; every offset band has mean 0 after normalization
@@ -50,7 +56,7 @@ def test_normalize_scores_head_average_equals_normalized_head_average(causal):
 
 def test_llm_index_table_matches_index_ci_per_layer():
     ds = _score_store(np.random.default_rng(1))
-    table = stages.llm_index_table({("m", "d", "causal"): ds}, n_boot=200, seed=3)
+    table = stages_stats.llm_index_table({("m", "d", "causal"): ds}, n_boot=200, seed=3)
     ci = index_ci(np.asarray(ds["score_group_mean"].values, dtype=np.float64), n_boot=200, seed=3)
     assert list(table["layer"]) == [1, 2]
     np.testing.assert_allclose(table["index"], ci.estimate)
@@ -60,7 +66,7 @@ def test_llm_index_table_matches_index_ci_per_layer():
 
 def test_build_reducers_rejects_unknown_names():
     with pytest.raises(ValueError, match="unknown reducer"):
-        stages.build_reducers(["moments", "nope"], n_sequences=4, n_groups=2)
+        stages_extract.build_reducers(["moments", "nope"], n_sequences=4, n_groups=2)
 
 
 def test_bytes_per_sequence_and_auto_batch_size():
@@ -70,7 +76,7 @@ def test_bytes_per_sequence_and_auto_batch_size():
         intermediate_size = 14336
 
     # Llama-3.1-8B at T = 1024 in bf16: the float32 score buffers dominate (4 x 32 x 1024² x 4 B)
-    per_seq = stages.bytes_per_sequence(Cfg, 1024, 2)
+    per_seq = stages_device.bytes_per_sequence(Cfg, 1024, 2)
     assert per_seq == 4 * 32 * 1024 * 1024 * 4 + 6 * 1024 * (4096 + 14336) * 2
     # one 80 GB card holding 16 GB of bf16 weights leaves room for a batch of ~90 such sequences
     free = 80e9 - 16e9
@@ -80,5 +86,5 @@ def test_bytes_per_sequence_and_auto_batch_size():
 
     model = torch.nn.Linear(2, 2)
     model.config = Cfg
-    batch, est = stages.auto_batch_size(model, 64, fraction=0.5, cap=7)
+    batch, est = stages_device.auto_batch_size(model, 64, fraction=0.5, cap=7)
     assert 1 <= batch <= 7 and est["batch_size"] == batch and est["bytes_per_sequence"] > 0

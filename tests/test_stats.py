@@ -13,30 +13,44 @@ from causalpos import stats
 
 def test_benjamini_hochberg_equals_scipy():
     rng = np.random.default_rng(0)
-    p = np.concatenate([rng.uniform(size=200), rng.uniform(0, 1e-3, size=20), [0.5, 0.5, 0.5, 1.0, 0.0]])
+    p = np.concatenate(
+        [rng.uniform(size=200), rng.uniform(0, 1e-3, size=20), [0.5, 0.5, 0.5, 1.0, 0.0]]
+    )
     rng.shuffle(p)
-    np.testing.assert_allclose(stats.benjamini_hochberg(p), scipy.stats.false_discovery_control(p, method="bh"),
-                               rtol=0, atol=1e-15)
-    grid = p[:220].reshape(11, 20)     # (layer, head): BH over all entries, shape kept
-    np.testing.assert_allclose(stats.benjamini_hochberg(grid).ravel(),
-                               scipy.stats.false_discovery_control(grid.ravel()), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        stats.benjamini_hochberg(p),
+        scipy.stats.false_discovery_control(p, method="bh"),
+        rtol=0,
+        atol=1e-15,
+    )
+    grid = p[:220].reshape(11, 20)  # (layer, head): BH over all entries, shape kept
+    np.testing.assert_allclose(
+        stats.benjamini_hochberg(grid).ravel(),
+        scipy.stats.false_discovery_control(grid.ravel()),
+        rtol=0,
+        atol=1e-15,
+    )
 
 
 def test_benjamini_hochberg_ignores_nan_and_rejects_bad_p():
     p = np.array([0.01, np.nan, 0.04, 0.03])
     q = stats.benjamini_hochberg(p)
     assert np.isnan(q[1])
-    np.testing.assert_allclose(q[[0, 2, 3]], scipy.stats.false_discovery_control([0.01, 0.04, 0.03]))
+    np.testing.assert_allclose(
+        q[[0, 2, 3]], scipy.stats.false_discovery_control([0.01, 0.04, 0.03])
+    )
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         stats.benjamini_hochberg(np.array([0.2, 1.5]))
 
 
 def test_fraction_significant():
-    assert stats.fraction_significant(np.array([0.01, 0.2, 0.04, np.nan]), 0.05) == pytest.approx(2 / 3)
+    assert stats.fraction_significant(np.array([0.01, 0.2, 0.04, np.nan]), 0.05) == pytest.approx(
+        2 / 3
+    )
 
 
 def test_permutation_pvalue_counts_ties_and_adds_one():
-    null = np.array([[0.1, 5.0], [0.3, 1.0], [0.2, 2.0], [0.3, 9.0]])   # (R=4, 2 statistics)
+    null = np.array([[0.1, 5.0], [0.3, 1.0], [0.2, 2.0], [0.3, 9.0]])  # (R=4, 2 statistics)
     p = stats.permutation_pvalue(np.array([0.3, 0.5]), null)
     np.testing.assert_array_equal(p, [(2 + 1) / 5, (4 + 1) / 5])
 
@@ -111,7 +125,9 @@ def test_stratified_sample_allocates_proportionally():
     idx = stats.stratified_sample(strata, 10, seed=0)
     assert idx.size == 10 and np.unique(idx).size == 10
     np.testing.assert_array_equal(np.bincount(strata[idx]), [5, 3, 2])
-    idx7 = stats.stratified_sample(strata, 7, seed=0)     # 3.5, 2.1, 1.4 -> 4, 2, 1 (largest remainders)
+    idx7 = stats.stratified_sample(
+        strata, 7, seed=0
+    )  # 3.5, 2.1, 1.4 -> 4, 2, 1 (largest remainders)
     np.testing.assert_array_equal(np.bincount(strata[idx7]), [4, 2, 1])
 
 
@@ -125,5 +141,8 @@ def test_within_strata_enumeration_helper_consistency():
         for g, pg in zip(groups, combo):
             sigma[g] = pg
         perms.add(tuple(sigma))
-    sampled = {tuple(r) for r in np.concatenate(list(stats.within_strata_permutations(strata, 400, seed=0)))}
+    sampled = {
+        tuple(r)
+        for r in np.concatenate(list(stats.within_strata_permutations(strata, 400, seed=0)))
+    }
     assert sampled == perms and len(perms) == 12

@@ -8,8 +8,9 @@ import torch
 import xarray as xr
 from conftest import tiny_pair
 
-from causalpos.capture import GroupMeans, ScoreMoments, extract_scores, group_labels
-from causalpos.store import (
+from causalpos.capture.hook import extract_scores
+from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
+from causalpos.io.store import (
     is_complete,
     merge_shards,
     open_dataset,
@@ -17,6 +18,7 @@ from causalpos.store import (
     write_dataset,
     write_shards,
 )
+from causalpos.stages.extract import reducer_classes
 
 N, T, BATCH, SHARD = 8, 10, 2, 4
 
@@ -29,10 +31,19 @@ def setup():
     return model, tokens, labels
 
 
+REDUCERS = reducer_classes()
+
+
 def _extract(model, tokens, labels, lo, hi, reducers=None):
     return extract_scores(
-        model, tokens[lo:hi], variant="scrambled_rope", batch_size=BATCH, seed=4, progress=False,
-        reducers=reducers or [ScoreMoments(), GroupMeans(labels)], seq_ids=np.arange(lo, hi),
+        model,
+        tokens[lo:hi],
+        variant="scrambled_rope",
+        batch_size=BATCH,
+        seed=4,
+        progress=False,
+        reducers=reducers or [ScoreMoments(), GroupMeans(labels)],
+        seq_ids=np.arange(lo, hi),
         attrs={"dataset": "unit"},
     )
 
@@ -42,21 +53,31 @@ def test_shard_merge_equals_single_pass(tmp_path, setup):
     single = _extract(model, tokens, labels, 0, N)
     paths = []
     for k, (lo, hi) in enumerate(shard_bounds(N, SHARD)):
-        paths.append(write_dataset(_extract(model, tokens, labels, lo, hi), tmp_path / f"shard-{k}.zarr"))
-    merged = merge_shards(paths, map_dtype=None)
+        paths.append(
+            write_dataset(_extract(model, tokens, labels, lo, hi), tmp_path / f"shard-{k}.zarr")
+        )
+    merged = merge_shards(paths, map_dtype=None, reducers=REDUCERS)
     for name in ("score_mean", "score_m2", "score_group_mean"):
         a, b = merged[name].values, single[name].values
         assert a.dtype == b.dtype == np.float64
         assert (np.isnan(a) == np.isnan(b)).all()
         # Same batches, same scores: only float64 summation order differs.
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    assert int(merged["n_sequences"]) == N and merged["group_n_sequences"].values.tolist() == [3, 3, 2]
+    assert int(merged["n_sequences"]) == N and merged["group_n_sequences"].values.tolist() == [
+        3,
+        3,
+        2,
+    ]
     assert merged.attrs["n_sequences"] == N and merged.attrs["n_shards"] == 2
     assert (merged.attrs["sequence_first"], merged.attrs["sequence_last"]) == (0, N - 1)
     assert merged.attrs["variant"] == "scrambled_rope" and merged.attrs["dataset"] == "unit"
-    final = merge_shards(paths)  # the final store: float32 maps, as design.md specifies
+    final = merge_shards(
+        paths, reducers=REDUCERS
+    )  # the final store: float32 maps, as design.md specifies
     assert final["score_mean"].dtype == np.float32 and final["group_n_sequences"].dtype == np.int64
-    np.testing.assert_array_equal(final["score_mean"].values, single["score_mean"].values.astype(np.float32))
+    np.testing.assert_array_equal(
+        final["score_mean"].values, single["score_mean"].values.astype(np.float32)
+    )
 
 
 class _Crash(RuntimeError):
@@ -101,13 +122,15 @@ def test_interrupted_extraction_resumes_to_the_same_store(tmp_path, setup):
     write_shards(paths, compute)
     assert calls == [1]  # the finished shard is kept, the unfinished one redone
     assert not list(paths[1].parent.glob(".*tmp-*"))
-    resumed = merge_shards(paths, map_dtype=None)
+    resumed = merge_shards(paths, map_dtype=None, reducers=REDUCERS)
 
     clean = [tmp_path / "clean" / f"shard-{k}.zarr" for k in range(len(bounds))]
     write_shards(clean, compute)
-    reference = merge_shards(clean, map_dtype=None)
+    reference = merge_shards(clean, map_dtype=None, reducers=REDUCERS)
     for name in resumed.data_vars:
-        np.testing.assert_array_equal(resumed[name].values, reference[name].values)  # bit-identical on CPU
+        np.testing.assert_array_equal(
+            resumed[name].values, reference[name].values
+        )  # bit-identical on CPU
     assert resumed.attrs == reference.attrs
 
 
@@ -117,15 +140,17 @@ def test_merge_refuses_mismatched_shards(tmp_path, setup):
     b = _extract(model, tokens, labels, 4, 8)
     b.attrs["variant"] = "causal"
     with pytest.raises(ValueError, match="'variant' differs"):
-        merge_shards([a, b])
+        merge_shards([a, b], reducers=REDUCERS)
     c = a.copy()
     del c["score_mean"].attrs["reducer"]
     with pytest.raises(ValueError, match="no 'reducer' attribute"):
-        merge_shards([c])
+        merge_shards([c], reducers=REDUCERS)
 
 
 def test_write_is_atomic_and_strings_are_portable(tmp_path, monkeypatch):
-    ds = xr.Dataset({"source": ("sequence", np.array(["Genesis", "Ruth"])), "x": ("sequence", [1.5, 2.5])})
+    ds = xr.Dataset(
+        {"source": ("sequence", np.array(["Genesis", "Ruth"])), "x": ("sequence", [1.5, 2.5])}
+    )
     path = write_dataset(ds, tmp_path / "s.zarr")
     back = open_dataset(path)
     assert back["source"].values.tolist() == ["Genesis", "Ruth"] and is_complete(path)
@@ -144,3 +169,21 @@ def test_shard_bounds():
     assert shard_bounds(12, 4)[:3] == shard_bounds(10, 4)[:2] + [(8, 12)]
     with pytest.raises(ValueError):
         shard_bounds(0, 4)
+
+
+def test_merge_uses_only_known_reducer_classes(tmp_path):
+    """A store cannot make the merge import a module: an unknown reducer path is refused, while
+    the paths of stores written before the package layout (causalpos.capture:...) still merge."""
+    ds = ScoreMoments()
+    ds.update(0, torch.ones(2, 1, 3, 3), np.arange(2))
+    part = ds.result()
+    legacy = part.copy()
+    for name in legacy.data_vars:
+        legacy[name].attrs["reducer"] = "causalpos.capture:ScoreMoments"
+    merged = merge_shards([legacy, legacy], reducers=REDUCERS)
+    assert float(merged["n_sequences"]) == 4
+    hostile = part.copy()
+    for name in hostile.data_vars:
+        hostile[name].attrs["reducer"] = "os:system"
+    with pytest.raises(ValueError, match="os:system"):
+        merge_shards([hostile], reducers=REDUCERS)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from causalpos import theory as T
+from causalpos.paper1 import theory as T
 
 ALPHAS = (0.0, 0.1, 0.2, 0.5, 0.8, 0.95)
 
@@ -72,7 +72,9 @@ def test_noresidual_g_and_h_match_exact_layer1_outputs(alpha):
     i = np.arange(1, n + 1)
     np.testing.assert_allclose(np.diag(gram), T.h2_noresidual(i, alpha), rtol=1e-13)
     for q in range(1, n):
-        np.testing.assert_allclose(gram[q, :q], T.g_noresidual(q + 1, alpha), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            gram[q, :q], T.g_noresidual(q + 1, alpha), rtol=1e-12, atol=1e-14
+        )
 
 
 def test_layer1_output_formula():
@@ -80,7 +82,9 @@ def test_layer1_output_formula():
     alpha, n = 0.4, 9
     x = T.equicorrelated_vectors(n, alpha)
     ea = math.exp(alpha)
-    expect = np.stack([((2 * math.e + i * ea) * x[i] + ea * x[:i].sum(0)) / (math.e + i * ea) for i in range(n)])
+    expect = np.stack(
+        [((2 * math.e + i * ea) * x[i] + ea * x[:i].sum(0)) / (math.e + i * ea) for i in range(n)]
+    )
     np.testing.assert_allclose(one_layer(x), expect, rtol=0, atol=1e-14)
 
 
@@ -88,7 +92,9 @@ def test_residual_g_is_twice_alpha_plus_twice_noresidual_g():
     # <x_i + a_i, x_j + a_j> = alpha + <x_i, a_j> + <a_i, x_j> + <a_i, a_j> = 2 alpha + 2 g'(i)
     i = np.arange(1, 200)
     for alpha in ALPHAS:
-        np.testing.assert_allclose(T.g(i, alpha), 2 * alpha + 2 * T.g_noresidual(i, alpha), rtol=1e-14)
+        np.testing.assert_allclose(
+            T.g(i, alpha), 2 * alpha + 2 * T.g_noresidual(i, alpha), rtol=1e-14
+        )
 
 
 @pytest.mark.parametrize("alpha", ALPHAS + (1.0,))
@@ -190,7 +196,7 @@ def test_theory_table_without_simulation():
 
 
 def test_theory_table_with_simulation():
-    from causalpos.simulate import simulate
+    from causalpos.paper1.simulate import simulate
 
     ds = simulate(alpha=0.2, n_samples=256, seq_len=6, dim=32, n_layers=2, seed=0, n_groups=8)
     tab = T.theory_table({0.2: ds}, n=8)
@@ -202,8 +208,12 @@ def test_theory_table_with_simulation():
     np.testing.assert_array_equal(inside["simulation"], s[inside["query"] - 1, inside["key"] - 1])
     g = ds["score_group"].values[:, 1].astype(np.float64)
     se = g.std(0, ddof=1) / np.sqrt(8)
-    np.testing.assert_allclose(inside["simulation_se"], se[inside["query"] - 1, inside["key"] - 1], rtol=1e-12)
-    np.testing.assert_allclose(inside["abs_diff"], np.abs(inside["simulation"] - inside["closed_form"]), rtol=1e-15)
+    np.testing.assert_allclose(
+        inside["simulation_se"], se[inside["query"] - 1, inside["key"] - 1], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        inside["abs_diff"], np.abs(inside["simulation"] - inside["closed_form"]), rtol=1e-15
+    )
 
     rope = ds.copy()
     rope.attrs = {**ds.attrs, "rope": True}

@@ -13,11 +13,22 @@ import numpy as np
 import pytest
 import torch
 
-from causalpos import train as T
 from causalpos.data import kjv_documents
+from causalpos.models import train as T
 
-TINY = dict(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64, context=32, batch=8, lr=1e-2, warmup=5,
-            eval_every=10, n_eval=16)
+TINY = dict(
+    hidden=32,
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    intermediate=64,
+    context=32,
+    batch=8,
+    lr=1e-2,
+    warmup=5,
+    eval_every=10,
+    n_eval=16,
+)
 VOCAB = 384
 
 
@@ -28,15 +39,26 @@ def corpus(tmp_path_factory) -> dict:
     train_texts, heldout_texts = T.split_documents(docs, ["Ruth", "Jonah"])
     tok_dir = tmp_path_factory.mktemp("tok")
     T.train_tokenizer(train_texts, VOCAB, tok_dir, seed=0)
-    return {"tok": tok_dir, "train_texts": train_texts, "heldout_texts": heldout_texts,
-            "train": T.encode_documents(tok_dir, train_texts), "heldout": T.encode_documents(tok_dir, heldout_texts)}
+    return {
+        "tok": tok_dir,
+        "train_texts": train_texts,
+        "heldout_texts": heldout_texts,
+        "train": T.encode_documents(tok_dir, train_texts),
+        "heldout": T.encode_documents(tok_dir, heldout_texts),
+    }
 
 
 def _train(corpus, out: Path, variant: str = "rope", **kw):
     args = dict(TINY, steps=20, seed=0, checkpoint_every=10)
     args.update(kw)
-    return T.train_model(variant, tokenizer_dir=corpus["tok"], out_dir=out, train_ids=corpus["train"],
-                         heldout_ids=corpus["heldout"], **args)
+    return T.train_model(
+        variant,
+        tokenizer_dir=corpus["tok"],
+        out_dir=out,
+        train_ids=corpus["train"],
+        heldout_ids=corpus["heldout"],
+        **args,
+    )
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
@@ -59,7 +81,9 @@ def test_tokenizer_prepends_bos_and_round_trips(corpus, tmp_path):
     assert (tok.eos_token_id, tok.pad_token_id, len(tok)) == (1, 2, VOCAB)
     # BPE training is deterministic: the same texts give the same tokenizer, byte for byte.
     T.train_tokenizer(corpus["train_texts"], VOCAB, tmp_path, seed=0)
-    assert (tmp_path / "tokenizer.json").read_bytes() == (Path(corpus["tok"]) / "tokenizer.json").read_bytes()
+    assert (tmp_path / "tokenizer.json").read_bytes() == (
+        Path(corpus["tok"]) / "tokenizer.json"
+    ).read_bytes()
 
 
 def test_encode_documents_separates_with_eos(corpus):
@@ -85,8 +109,12 @@ def test_batches_are_pure_functions_of_seed_and_step(corpus):
     assert not torch.equal(a, T.batch_at(ids, 8, batch=4, context=16, bos_id=0, seed=3))
     assert a.shape == (4, 16) and bool((a[:, 0] == 0).all())
     # Each row is BOS + a contiguous slice of the stream.
-    start = int(np.flatnonzero(np.lib.stride_tricks.sliding_window_view(ids, 15).__eq__(a[0, 1:].numpy()).all(1))[0])
-    assert ids[start:start + 15].tolist() == a[0, 1:].tolist()
+    start = int(
+        np.flatnonzero(
+            np.lib.stride_tricks.sliding_window_view(ids, 15).__eq__(a[0, 1:].numpy()).all(1)
+        )[0]
+    )
+    assert ids[start : start + 15].tolist() == a[0, 1:].tolist()
 
 
 def test_lr_schedule_values():
@@ -105,7 +133,9 @@ def test_unigram_baselines_match_direct_computation():
     p = np.array([2, 1, 1]) / 4
     assert out["unigram_entropy"] == pytest.approx(-(p * np.log(p)).sum())
     q = (np.array([1, 2, 3, 0]) + 0.5) / 8.0
-    assert out["unigram_xent"] == pytest.approx(-(2 * np.log(q[1]) + np.log(q[2]) + np.log(q[3])) / 4)
+    assert out["unigram_xent"] == pytest.approx(
+        -(2 * np.log(q[1]) + np.log(q[2]) + np.log(q[3])) / 4
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,7 +144,9 @@ def test_unigram_baselines_match_direct_computation():
 
 def _configs(vocab=64, context=32):
     shape = T.ModelShape(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64)
-    return {v: T.build_config(v, vocab_size=vocab, shape=shape, context=context) for v in T.VARIANTS}
+    return {
+        v: T.build_config(v, vocab_size=vocab, shape=shape, context=context) for v in T.VARIANTS
+    }
 
 
 def test_variants_start_from_identical_weights():
@@ -126,10 +158,13 @@ def test_variants_start_from_identical_weights():
         assert all(torch.equal(sd[k], ref[k]) for k in ref), v
     assert type(models["swa"]).__name__ == "MistralForCausalLM"
     assert models["swa"].config.sliding_window == 8
-    assert getattr(models["nope"].config, "causalpos_rope") == "none"
+    assert models["nope"].config.causalpos_rope == "none"
     assert not hasattr(models["rope"].config, "causalpos_rope")
     other = T.build_model(_configs()["rope"], seed=6).state_dict()
-    assert not torch.equal(other["model.layers.0.self_attn.q_proj.weight"], ref["model.layers.0.self_attn.q_proj.weight"])
+    assert not torch.equal(
+        other["model.layers.0.self_attn.q_proj.weight"],
+        ref["model.layers.0.self_attn.q_proj.weight"],
+    )
 
 
 def test_ntk_inverse_frequencies_follow_llama3_scaling():
@@ -144,8 +179,11 @@ def test_ntk_inverse_frequencies_follow_llama3_scaling():
     factor, low, high, orig = 8.0, 1.0, 4.0, 32.0
     wavelen = 2 * np.pi / base
     smooth = (orig / wavelen - low) / (high - low)
-    expected = np.where(wavelen < orig / high, base,
-                        np.where(wavelen > orig / low, base / factor, (1 - smooth) * base / factor + smooth * base))
+    expected = np.where(
+        wavelen < orig / high,
+        base,
+        np.where(wavelen > orig / low, base / factor, (1 - smooth) * base / factor + smooth * base),
+    )
     np.testing.assert_allclose(ntk, expected, rtol=1e-6)
     # d = 8: wavelengths 6.3, 63, 628, 6283 → the first unchanged, the other three divided by 8.
     assert ntk[0] == pytest.approx(rope[0], rel=1e-7)
@@ -183,7 +221,12 @@ def test_nope_layer1_scores_equal_unrotated_projection():
             layer = model.model.layers[0]
             y = layer.input_layernorm(model.model.embed_tokens(x))
             q = layer.self_attn.q_proj(y).view(2, 12, 4, 8).transpose(1, 2)
-            k = layer.self_attn.k_proj(y).view(2, 12, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+            k = (
+                layer.self_attn.k_proj(y)
+                .view(2, 12, 2, 8)
+                .transpose(1, 2)
+                .repeat_interleave(2, dim=1)
+            )
         q_model, k_model = _CAPTURED[0]
         s_model = q_model @ k_model.repeat_interleave(2, dim=1).transpose(-1, -2) / math.sqrt(8)
         s_direct = q @ k.transpose(-1, -2) / math.sqrt(8)
@@ -249,8 +292,12 @@ def test_same_seed_identical_and_resume_bit_identical(corpus, tmp_path):
     wa, wb, wr, wc = (_weights(tmp_path / n) for n in "abrc")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert all(torch.equal(wa[k], wr[k]) for k in wa)
-    assert not torch.equal(wa["model.layers.0.self_attn.q_proj.weight"], wc["model.layers.0.self_attn.q_proj.weight"])
-    assert (tmp_path / "a" / T.LOSS_CURVE).read_text() == (tmp_path / "r" / T.LOSS_CURVE).read_text()
+    assert not torch.equal(
+        wa["model.layers.0.self_attn.q_proj.weight"], wc["model.layers.0.self_attn.q_proj.weight"]
+    )
+    assert (tmp_path / "a" / T.LOSS_CURVE).read_text() == (
+        tmp_path / "r" / T.LOSS_CURVE
+    ).read_text()
     # A checkpoint made with other settings is refused, not silently mixed in.
     with pytest.raises(ValueError, match="other settings"):
         _train(corpus, tmp_path / "r", lr=2e-2)
@@ -261,12 +308,16 @@ def test_checkpoint_round_trip_reproduces_heldout_loss(corpus, tmp_path, variant
     """The saved model, loaded through transformers, recomputes the final held-out loss exactly."""
     from transformers import AutoModelForCausalLM
 
-    s = _train(corpus, tmp_path / variant, variant=variant, steps=5, checkpoint_every=5, eval_every=5)
-    eval_tokens = T.heldout_windows(corpus["heldout"], n=TINY["n_eval"], length=TINY["context"], bos_id=0)
+    s = _train(
+        corpus, tmp_path / variant, variant=variant, steps=5, checkpoint_every=5, eval_every=5
+    )
+    eval_tokens = T.heldout_windows(
+        corpus["heldout"], n=TINY["n_eval"], length=TINY["context"], bos_id=0
+    )
     plain = AutoModelForCausalLM.from_pretrained(tmp_path / variant)
     model = T.apply_causalpos_attributes(plain)
     assert T.evaluate(model, eval_tokens, batch=TINY["batch"]) == s["final_heldout_loss"]
-    models = pytest.importorskip("causalpos.models")
+    models = pytest.importorskip("causalpos.models.load")
     loaded, tok = models.load_model(tmp_path / variant)
     assert T.evaluate(loaded, eval_tokens, batch=TINY["batch"]) == s["final_heldout_loss"]
     assert tok.bos_token_id == 0
@@ -285,9 +336,13 @@ def test_restart_on_mismatch_and_provenance(corpus, tmp_path):
     """What a pipeline rerun needs: stale checkpoints (other settings or code) are discarded, not resumed."""
     out = tmp_path / "m"
     _train(corpus, out, stop_after=6, provenance={"code": "old"})
-    with pytest.raises(ValueError, match="provenance"):  # same settings, other code: refused by default
+    with pytest.raises(
+        ValueError, match="provenance"
+    ):  # same settings, other code: refused by default
         _train(corpus, out, provenance={"code": "new"})
-    s = _train(corpus, out, provenance={"code": "new"}, on_mismatch="restart", keep_final_checkpoint=False)
+    s = _train(
+        corpus, out, provenance={"code": "new"}, on_mismatch="restart", keep_final_checkpoint=False
+    )
     assert s["provenance"] == {"code": "new"} and s["step"] == 20
     assert not T.default_checkpoint_dir(out).exists()
     _train(corpus, tmp_path / "ref", provenance={"code": "new"})  # uninterrupted, from scratch

@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
-
 from wfutil import copy_pipeline, planned_jobs, rule_counts, snakemake
 
 pytestmark = pytest.mark.slow
@@ -42,7 +41,9 @@ def test_smoke_run_writes_every_store_and_figure(pipeline):
         causal = setting.get("causal", True)
         # masked cells are NaN (never +-inf or dtype-min), unmasked cells finite
         assert np.isnan(score[:, upper[0], upper[1]]).all() == causal
-        assert np.isfinite(score[:, np.tril_indices(sim["seq_len"])[0], np.tril_indices(sim["seq_len"])[1]]).all()
+        assert np.isfinite(
+            score[:, np.tril_indices(sim["seq_len"])[0], np.tril_indices(sim["seq_len"])[1]]
+        ).all()
         assert ds.attrs["n_samples"] == sim["n_samples"]
         assert math.isclose(ds.attrs["alpha"], setting["alpha"])
         # L2 without scaling: the diagonal logit is exactly 1 (unit vectors), at every layer
@@ -72,11 +73,17 @@ def test_extraction_stores_from_the_smoke_run(pipeline):
     ds_cfg = cfg["datasets"]["kjv-first24"]
     t = ds_cfg["seq_len"]
     for model in cfg["paper1_llm"]["models"]:
-        scores = xr.open_zarr(pipeline / "results" / "scores" / model / "kjv-first24" / "causal.zarr", consolidated=False)
+        scores = xr.open_zarr(
+            pipeline / "results" / "scores" / model / "kjv-first24" / "causal.zarr",
+            consolidated=False,
+        )
         assert scores["score_mean"].dims == ("layer", "head", "query", "key")
         assert scores["score_mean"].dtype == np.float32
         # two shards of 8 and 4 sequences merged into one store of 12
-        assert int(scores.attrs["n_sequences"]) == ds_cfg["n_sequences"] and int(scores.attrs["n_shards"]) == 2
+        assert (
+            int(scores.attrs["n_sequences"]) == ds_cfg["n_sequences"]
+            and int(scores.attrs["n_shards"]) == 2
+        )
         mean = scores["score_mean"].values
         upper = np.triu(np.ones((t, t), bool), 1)
         assert np.isnan(mean[..., upper]).all() and np.isfinite(mean[..., ~upper]).all()
@@ -86,22 +93,32 @@ def test_extraction_stores_from_the_smoke_run(pipeline):
         w = scores["group_n_sequences"].values.astype(np.float64)
         np.testing.assert_allclose(
             np.tensordot(w / w.sum(), g, axes=1)[..., ~upper],
-            mean.astype(np.float64).mean(axis=1)[..., ~upper], atol=2e-5,
+            mean.astype(np.float64).mean(axis=1)[..., ~upper],
+            atol=2e-5,
         )
-        norm = xr.open_zarr(pipeline / "results" / "normalized" / model / "kjv-first24" / "causal.zarr", consolidated=False)
+        norm = xr.open_zarr(
+            pipeline / "results" / "normalized" / model / "kjv-first24" / "causal.zarr",
+            consolidated=False,
+        )
         nm = norm["score_normalized_mean"].values.astype(np.float64)
         for k in range(t):  # every offset band of the normalized head-average has mean 0
-            np.testing.assert_allclose(np.diagonal(nm, offset=-k, axis1=1, axis2=2).mean(axis=-1), 0.0, atol=1e-5)
+            np.testing.assert_allclose(
+                np.diagonal(nm, offset=-k, axis1=1, axis2=2).mean(axis=-1), 0.0, atol=1e-5
+            )
     llm = pd.read_csv(pipeline / "results" / "stats" / "llm_index.csv")
     assert set(llm["model"]) == set(cfg["paper1_llm"]["models"])
     card = pd.read_csv(pipeline / "results" / "report" / "scorecard.csv")
     assert {"reproduced", "not run in this config"} & set(card["verdict"])
-    assert (pipeline / "results" / "report" / "scorecard.md").read_text().startswith("# Reproduction scorecard")
+    assert (
+        (pipeline / "results" / "report" / "scorecard.md")
+        .read_text()
+        .startswith("# Reproduction scorecard")
+    )
 
 
 def test_trained_vs_init_comparison_agrees_with_the_other_stages(pipeline):
     """Issue 4's comparison: its numbers are the llm_index and paper-2 tables' own, recomputed."""
-    from causalpos.models import read_source
+    from causalpos.models.load import read_source
 
     stats = pipeline / "results" / "stats"
     index = pd.read_csv(stats / "train_index.csv")
@@ -110,13 +127,24 @@ def test_trained_vs_init_comparison_agrees_with_the_other_stages(pipeline):
     # trained-rope on kjv-first24 is also a paper1_llm model: same store, seed and n_boot, same numbers
     llm = pd.read_csv(stats / "llm_index.csv")
     llm = llm[llm["model"] == "trained-rope"].sort_values("layer")
-    ours = index[(index["variant"] == "rope") & (index["weights"] == "trained")].sort_values("layer")
+    ours = index[(index["variant"] == "rope") & (index["weights"] == "trained")].sort_values(
+        "layer"
+    )
     np.testing.assert_allclose(ours["index"], llm["index_debiased"], rtol=1e-12)
-    np.testing.assert_allclose(ours[["ci_lo", "ci_hi"]].to_numpy(), llm[["ci_lo", "ci_hi"]].to_numpy(),
-                               rtol=1e-9, atol=1e-15)
-    np.testing.assert_allclose(ours["minus_init"], ours["index"].to_numpy()
-                               - index[(index["variant"] == "rope") & (index["weights"] == "init")]
-                               .sort_values("layer")["index"].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        ours[["ci_lo", "ci_hi"]].to_numpy(),
+        llm[["ci_lo", "ci_hi"]].to_numpy(),
+        rtol=1e-9,
+        atol=1e-15,
+    )
+    np.testing.assert_allclose(
+        ours["minus_init"],
+        ours["index"].to_numpy()
+        - index[(index["variant"] == "rope") & (index["weights"] == "init")]
+        .sort_values("layer")["index"]
+        .to_numpy(),
+        rtol=1e-12,
+    )
     # paper 2 decomposes trained-rope on this dataset (smoke experiment), not trained-nope
     dec = pd.read_csv(stats / "paper2_decomposition.csv")
     dec = dec[(dec["model"] == "trained-rope") & (dec["condition"] == "rope")].iloc[0]
@@ -183,7 +211,9 @@ def test_adding_a_model_reruns_only_its_jobs_and_cross_model_outputs(pipeline, t
         "plot_llm_fig5": 1,
         "scorecard": 1,
     }
-    per_model = [w for rule, w in jobs if rule in ("prepare_model", "extract_scores", "merge_scores")]
+    per_model = [
+        w for rule, w in jobs if rule in ("prepare_model", "extract_scores", "merge_scores")
+    ]
     assert all("model=tiny-random2" in w for w in per_model), per_model
 
 
@@ -202,7 +232,12 @@ def test_editing_a_library_module_reruns_only_its_stages(pipeline):
     try:
         module.write_text(original + "\n# an edit\n")
         counts = rule_counts(planned_jobs(pipeline, "--configfile", SMOKE))
-        assert counts == {"plot_fig1": 1, "plot_simulation": 3, "plot_llm_fig5": 1, "plot_llm_appendix": 2}, counts
+        assert counts == {
+            "plot_fig1": 1,
+            "plot_simulation": 3,
+            "plot_llm_fig5": 1,
+            "plot_llm_appendix": 2,
+        }, counts
     finally:
         module.write_text(original)
     assert planned_jobs(pipeline, "--configfile", SMOKE) == []

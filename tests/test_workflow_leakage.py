@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
-
 from wfutil import copy_pipeline, planned_jobs, rule_counts, snakemake
 
 pytestmark = pytest.mark.slow
@@ -46,18 +45,28 @@ def _config(model_dir: Path) -> dict:
         "extract": {"batch_size": 4, "shard_size": 12, "n_groups": 4},
         "leakage": {
             "experiments": {
-                "main": {"models": [MODEL], "datasets": [DATASET], "variants": ["causal", "bidirectional"]},
+                "main": {
+                    "models": [MODEL],
+                    "datasets": [DATASET],
+                    "variants": ["causal", "bidirectional"],
+                },
                 "controls": {
                     "models": [MODEL],
                     "datasets": [DATASET],
                     "variants": ["causal", "scrambled_rope", "bos_replace_mean"],
                 },
             },
-            "reducer": {"fits": ["saturated+query", "linear+query"], "windows": ["all", "early8", "late"]},
+            "reducer": {
+                "fits": ["saturated+query", "linear+query"],
+                "windows": ["all", "early8", "late"],
+            },
             "n_permutations": 50,
             "bos_windows": ["early8", "late"],
-            "position0": {"conditions": ["causal", "bidirectional", "bos_replace_mean"], "n_folds": 3,
-                          "n_permutations": 20},
+            "position0": {
+                "conditions": ["causal", "bidirectional", "bos_replace_mean"],
+                "n_folds": 3,
+                "n_permutations": 20,
+            },
         },
         "stats": {"n_bootstrap": 200},
         "figures": {"formats": ["png"], "simulation": {}},
@@ -78,13 +87,23 @@ def _make_model(dest: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from causalpos.data import kjv_documents
-    from causalpos.models import build_config
-    from causalpos.train import train_tokenizer
+    from causalpos.models.load import architecture_config
+    from causalpos.models.train import train_tokenizer
 
-    tok_dir = train_tokenizer([d.text for d in kjv_documents(books=["Ruth", "Jonah"])], 320, dest / "tok")
+    tok_dir = train_tokenizer(
+        [d.text for d in kjv_documents(books=["Ruth", "Jonah"])], 320, dest / "tok"
+    )
     tok = AutoTokenizer.from_pretrained(tok_dir)
-    cfg = build_config("llama", "tiny", {"vocab_size": len(tok), "bos_token_id": tok.bos_token_id,
-                                         "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id})
+    cfg = architecture_config(
+        "llama",
+        "tiny",
+        {
+            "vocab_size": len(tok),
+            "bos_token_id": tok.bos_token_id,
+            "eos_token_id": tok.eos_token_id,
+            "pad_token_id": tok.pad_token_id,
+        },
+    )
     torch.manual_seed(0)
     model_dir = dest / "model"
     AutoModelForCausalLM.from_config(cfg).save_pretrained(model_dir)
@@ -129,12 +148,17 @@ def test_decomposition_is_exact_and_equals_the_score_stores(pipeline):
     total, res, mask = (float(dec.sel(component=c)) for c in ("total", "residual", "causal_mask"))
     # Eq. 5: causal-mask = total - residual, so they add back up to float64 rounding
     assert total == pytest.approx(res + mask, rel=1e-12, abs=1e-15)
-    shares = float(dec.sel(component="share_residual")) + float(dec.sel(component="share_causal_mask"))
+    shares = float(dec.sel(component="share_residual")) + float(
+        dec.sel(component="share_causal_mask")
+    )
     assert shares == pytest.approx(1.0, abs=1e-12)
     layer = s["decomposition_layer"].sel(condition="rope", stat="estimate")
-    np.testing.assert_allclose(layer.sel(component="total"),
-                               layer.sel(component="residual") + layer.sel(component="causal_mask"),
-                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        layer.sel(component="total"),
+        layer.sel(component="residual") + layer.sel(component="causal_mask"),
+        rtol=1e-12,
+        atol=1e-15,
+    )
     # total / residual are the causal / bidirectional log-attention leakage of the score stores:
     # per-prompt dR2 minus its exact permutation-null mean, averaged over prompts, layers and heads
     for variant, value in (("causal", total), ("bidirectional", res)):
@@ -142,14 +166,20 @@ def test_decomposition_is_exact_and_equals_the_score_stores(pipeline):
         sel = dict(leak_fit="saturated+query", leak_window="all", leak_target="logattn")
         direct = float((sc["leak_delta"].sel(**sel) - sc["leak_null"].sel(**sel)).mean())
         assert value == pytest.approx(direct, rel=1e-12)
-        assert float(s["leakage_model"].sel(variant=variant, target="logattn", stat="estimate")) == value
+        assert (
+            float(s["leakage_model"].sel(variant=variant, target="logattn", stat="estimate"))
+            == value
+        )
         assert sc["leak_delta"].attrs["leak_fits"] == ["saturated+query", "linear+query"]
         assert "sink_attention" in sc  # the sink reducer ran beside the leakage reducer
     ci = s["decomposition"].sel(condition="rope", component="total")
     assert float(ci.sel(stat="lo")) <= total <= float(ci.sel(stat="hi"))
     # the probe-less controls still have their observational split and the Table 9 effects
     assert set(s["causal_variant"].values) == {"causal", "scrambled_rope", "bos_replace_mean"}
-    assert list(s["intervention"].values) == ["mean"] and list(s["bos_window"].values) == ["early8", "late"]
+    assert list(s["intervention"].values) == ["mean"] and list(s["bos_window"].values) == [
+        "early8",
+        "late",
+    ]
 
 
 def test_tables_equal_the_stores(pipeline):
@@ -159,15 +189,21 @@ def test_tables_equal_the_stores(pipeline):
     row = dec[(dec["model"] == MODEL) & (dec["condition"] == "rope")].iloc[0]
     for comp in ("total", "residual", "causal_mask", "share_residual", "share_causal_mask"):
         for col, stat in ((comp, "estimate"), (f"{comp}_lo", "lo"), (f"{comp}_hi", "hi")):
-            assert row[col] == float(s["decomposition"].sel(condition="rope", component=comp, stat=stat))
+            assert row[col] == float(
+                s["decomposition"].sel(condition="rope", component=comp, stat=stat)
+            )
     rc = pd.read_csv(stats / "paper2_rope_controls.csv")
     assert list(rc["condition"]) == ["rope", "scrambled_rope"]  # identity_rope was not configured
     scr = rc[rc["condition"] == "scrambled_rope"].iloc[0]
-    assert scr["total"] == float(s["leakage_model"].sel(variant="scrambled_rope", target="logattn", stat="estimate"))
+    assert scr["total"] == float(
+        s["leakage_model"].sel(variant="scrambled_rope", target="logattn", stat="estimate")
+    )
     assert np.isnan(scr["share_residual"])  # no bidirectional twin of the scrambled run
     bos = pd.read_csv(stats / "paper2_bos_effects.csv")
     early = bos[bos["bos_window"] == "early8"].iloc[0]
-    assert early["effect"] == float(s["bos_effect"].sel(intervention="mean", bos_window="early8", stat="estimate"))
+    assert early["effect"] == float(
+        s["bos_effect"].sel(intervention="mean", bos_window="early8", stat="estimate")
+    )
     assert early["effect"] == pytest.approx(1 - early["c_res"] / early["c_res_baseline"], rel=1e-12)
     md = (stats / "paper2_tables.md").read_text()
     assert "Table 6 analog" in md and "Table 9 analog" in md and f"{row['total']:.4g}" in md
@@ -176,7 +212,9 @@ def test_tables_equal_the_stores(pipeline):
 def test_position0_std_is_exactly_zero_with_a_fixed_bos(pipeline):
     data = _open(pipeline / "results" / "data" / DATASET / f"{MODEL}.zarr")
     tokens = data["tokens"].values
-    assert data.attrs["bos"] and (tokens[:, 0] == tokens[0, 0]).all()  # every prompt starts with BOS
+    assert (
+        data.attrs["bos"] and (tokens[:, 0] == tokens[0, 0]).all()
+    )  # every prompt starts with BOS
     p0 = _open(pipeline / "results" / "position0" / MODEL / f"{DATASET}.zarr")
     assert p0.sizes["layer"] == 3  # embedding + 2 blocks
     for cond in ("causal", "bos_replace_mean"):  # same input at position 0, causal attention
@@ -207,8 +245,12 @@ def test_figure_module_edit_reruns_only_paper2_figures(pipeline):
     try:
         module.write_text(original + "\n# an edit\n")
         counts = rule_counts(_reruns(pipeline))
-        assert counts == {"plot_paper2_layers": 1, "plot_paper2_shares": 1, "plot_paper2_position0": 1,
-                          "plot_paper2_heads": 1}, counts
+        assert counts == {
+            "plot_paper2_layers": 1,
+            "plot_paper2_shares": 1,
+            "plot_paper2_position0": 1,
+            "plot_paper2_heads": 1,
+        }, counts
     finally:
         module.write_text(original)
 
@@ -222,9 +264,17 @@ def test_leakage_module_edit_reruns_extraction_too(pipeline):
     try:
         module.write_text(original + "\n# an edit\n")
         counts = rule_counts(_reruns(pipeline))
-        assert counts == {"extract_scores": 4, "merge_scores": 4, "leakage": 1, "position0": 1,
-                          "aggregate_leakage": 1, "plot_paper2_layers": 1, "plot_paper2_shares": 1,
-                          "plot_paper2_position0": 1, "plot_paper2_heads": 1}, counts
+        assert counts == {
+            "extract_scores": 4,
+            "merge_scores": 4,
+            "leakage": 1,
+            "position0": 1,
+            "aggregate_leakage": 1,
+            "plot_paper2_layers": 1,
+            "plot_paper2_shares": 1,
+            "plot_paper2_position0": 1,
+            "plot_paper2_heads": 1,
+        }, counts
     finally:
         module.write_text(original)
     assert _reruns(pipeline) == []
@@ -233,8 +283,13 @@ def test_leakage_module_edit_reruns_extraction_too(pipeline):
 def test_summary_setting_reruns_the_summary_not_extraction(pipeline, tmp_path):
     edited = _edited(pipeline, tmp_path, lambda c: c["leakage"].update(n_permutations=40))
     counts = rule_counts(_reruns(pipeline, edited))
-    assert counts == {"leakage": 1, "aggregate_leakage": 1, "plot_paper2_layers": 1, "plot_paper2_shares": 1,
-                      "plot_paper2_heads": 1}, counts
+    assert counts == {
+        "leakage": 1,
+        "aggregate_leakage": 1,
+        "plot_paper2_layers": 1,
+        "plot_paper2_shares": 1,
+        "plot_paper2_heads": 1,
+    }, counts
 
 
 def test_position0_setting_reruns_only_position0(pipeline, tmp_path):
@@ -244,8 +299,11 @@ def test_position0_setting_reruns_only_position0(pipeline, tmp_path):
 
 
 def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
-    edited = _edited(pipeline, tmp_path, lambda c: c["leakage"]["reducer"].update(windows=["all", "early8", "late",
-                                                                                         "early16"]))
+    edited = _edited(
+        pipeline,
+        tmp_path,
+        lambda c: c["leakage"]["reducer"].update(windows=["all", "early8", "late", "early16"]),
+    )
     jobs = _reruns(pipeline, edited)
     assert rule_counts(jobs)["extract_scores"] == 4
     assert {w for r, w in jobs if r == "extract_scores"} == {
@@ -256,15 +314,23 @@ def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda c: c["leakage"]["experiments"]["main"].update(variants=["bidirectional"]), "must include 'causal'"),
+        (
+            lambda c: c["leakage"]["experiments"]["main"].update(variants=["bidirectional"]),
+            "must include 'causal'",
+        ),
         (lambda c: c["leakage"].update(fit="saturated+both"), "leakage.fit"),
         (lambda c: c["leakage"].update(bos_windows=["early32"]), "leakage.bos_windows"),
         (lambda c: c["leakage"]["experiments"]["main"].update(datasets=["nope"]), "nope"),
-        (lambda c: c["leakage"]["experiments"]["main"].update(variants=["causal", "sideways"]), "sideways"),
+        (
+            lambda c: c["leakage"]["experiments"]["main"].update(variants=["causal", "sideways"]),
+            "sideways",
+        ),
     ],
 )
 def test_bad_leakage_config_fails_before_any_job(pipeline, tmp_path, edit, message):
-    proc = snakemake(pipeline, "-n", *_targets(), "--configfile", _edited(pipeline, tmp_path, edit), check=False)
+    proc = snakemake(
+        pipeline, "-n", *_targets(), "--configfile", _edited(pipeline, tmp_path, edit), check=False
+    )
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
 
@@ -274,7 +340,7 @@ def test_bad_leakage_config_fails_before_any_job(pipeline, tmp_path, edit, messa
 
 
 def test_small_source_strata_are_pooled_for_the_bootstrap():
-    from causalpos.leakage import pool_small_strata
+    from causalpos.paper2.summary import pool_small_strata
 
     labels, n = pool_small_strata(np.array(["Ruth"] * 6 + ["Mark"] * 2 + ["Hosea"]), 5)
     assert n == 3 and list(labels[:6]) == ["Ruth"] * 6 and len(set(labels[6:])) == 1
@@ -284,7 +350,7 @@ def test_small_source_strata_are_pooled_for_the_bootstrap():
 
 
 def test_probe_uses_only_classes_with_enough_prompts():
-    from causalpos.position0 import probe_labels
+    from causalpos.paper2.position0 import probe_labels
 
     keep, note = probe_labels(np.array(["a"] * 5 + ["b"] * 5 + ["c"] * 2), 5)
     assert keep.tolist() == [True] * 10 + [False] * 2 and "dropped" in note

@@ -17,7 +17,6 @@ import pytest
 import torch
 import xarray as xr
 import yaml
-
 from wfutil import copy_pipeline, planned_jobs, rule_counts, snakemake
 
 pytestmark = pytest.mark.slow
@@ -43,7 +42,9 @@ def _train_targets(cfg: dict) -> list[str]:
 
 def _targets(cfg: dict) -> list[str]:
     """The training outputs plus cheap simulation-branch outputs (to see that it does not rerun)."""
-    sim = ["results/sim/theory.csv"] + [f"results/figures/fig1_theory.{f}" for f in cfg["figures"]["formats"]]
+    sim = ["results/sim/theory.csv"] + [
+        f"results/figures/fig1_theory.{f}" for f in cfg["figures"]["formats"]
+    ]
     return _train_targets(cfg) + sim
 
 
@@ -76,14 +77,17 @@ def _reruns(pipeline: Path, configfile: str = SMOKE) -> list[tuple[str, str]]:
 
 
 def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
-    from causalpos import train as T
-    from causalpos.gram import rope_is_identity
-    from causalpos.models import load_model
+    from causalpos.models import train as T
+    from causalpos.models.load import load_model
+    from causalpos.paper1.gram import rope_is_identity
 
     tr = _config(pipeline)["train"]
     tok_dir = pipeline / "resources" / "tokenizers" / tr["tokenizer"]["name"]
     meta = json.loads((tok_dir / "causalpos_tokenizer.json").read_text())
-    assert meta["heldout_sources"] == tr["heldout"] and meta["vocab_size"] == tr["tokenizer"]["vocab_size"]
+    assert (
+        meta["heldout_sources"] == tr["heldout"]
+        and meta["vocab_size"] == tr["tokenizer"]["vocab_size"]
+    )
     train_texts, heldout_texts = T.prepare_texts(tr["corpus"], tr["heldout"])
     assert meta["n_texts"] == len(train_texts)  # held-out books never reach the tokenizer
     heldout = T.encode_documents(tok_dir, heldout_texts)
@@ -100,11 +104,15 @@ def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
         assert (out / "tokenizer.json").read_bytes() == (tok_dir / "tokenizer.json").read_bytes()
         assert model.config.causalpos_variant == variant
         assert rope_is_identity(model) == (variant == "nope")
-        eval_tokens = T.heldout_windows(heldout, n=tr["n_eval"], length=tr["context"], bos_id=tok.bos_token_id)
+        eval_tokens = T.heldout_windows(
+            heldout, n=tr["n_eval"], length=tr["context"], bos_id=tok.bos_token_id
+        )
         loss = T.evaluate(model, eval_tokens, batch=tr["batch"])
         assert loss == pytest.approx(summary["final_heldout_loss"], rel=1e-6, abs=1e-6)
         # random init is ~uniform over the vocabulary; 20 updates at lr 1e-2 learn at least frequencies
-        assert summary["initial_heldout_loss"] == pytest.approx(math.log(tr["tokenizer"]["vocab_size"]), abs=0.1)
+        assert summary["initial_heldout_loss"] == pytest.approx(
+            math.log(tr["tokenizer"]["vocab_size"]), abs=0.1
+        )
         assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] - 0.5
         curve = T.read_loss_curve(out)
         assert curve["step"].tolist() == list(range(tr["steps"] + 1))
@@ -115,8 +123,8 @@ def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
 
 
 def test_gram_stores_satisfy_their_identities(pipeline):
-    from causalpos import train as T
-    from causalpos.models import load_model
+    from causalpos.models import train as T
+    from causalpos.models.load import load_model
 
     tr = _config(pipeline)["train"]
     _, heldout_texts = T.prepare_texts(tr["corpus"], tr["heldout"])
@@ -137,21 +145,27 @@ def test_gram_stores_satisfy_their_identities(pipeline):
             assert any(text.startswith(tok.decode(row[1:])) for text in heldout_texts)
         # panel (a) diagonal = mean squared norm of input_layernorm(embeddings), computed directly
         with torch.no_grad():
-            y = model.model.layers[0].input_layernorm(model.model.embed_tokens(torch.as_tensor(tokens)))
+            y = model.model.layers[0].input_layernorm(
+                model.model.embed_tokens(torch.as_tensor(tokens))
+            )
         direct = (y.double() ** 2).sum(-1).mean(0).numpy()
         np.testing.assert_allclose(np.diagonal(ds["gram"].sel(panel="a").values), direct, rtol=1e-5)
         # score panels (b), (i) from the layer-1 trace equal Fig. 8's layers 1, 2 (separate code path)
         for panel, layer in (("b", 0), ("i", 1)):
-            np.testing.assert_allclose(ds["gram"].sel(panel=panel).values, ds["score"].isel(layer=layer).values,
-                                       rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                ds["gram"].sel(panel=panel).values,
+                ds["score"].isel(layer=layer).values,
+                rtol=1e-5,
+                atol=1e-6,
+            )
         upper = np.triu_indices(t, 1)
         assert np.isnan(ds["gram"].values[:, upper[0], upper[1]]).all()
         assert np.isfinite(ds["gram"].values[:, np.tril_indices(t)[0], np.tril_indices(t)[1]]).all()
 
 
 def test_loss_by_position_store_and_table(pipeline):
-    from causalpos.lengthgen import per_token_nll
-    from causalpos.models import load_model
+    from causalpos.models.lengthgen import per_token_nll
+    from causalpos.models.load import load_model
 
     tr = _config(pipeline)["train"]
     lg = tr["lengthgen"]
@@ -163,19 +177,26 @@ def test_loss_by_position_store_and_table(pipeline):
     assert ds["position"].values.tolist() == list(range(1, seq_len))
     assert list(ds["variant"].values) == variants and list(ds["positional"].values) == variants
     assert (ds["train_context"].values == tr["context"]).all()
-    np.testing.assert_allclose(ds["nll_mean"].values, ds["nll"].values.astype(np.float64).mean(1), rtol=1e-6)
-    assert (ds["nll_lo"].values <= ds["nll_mean"].values).all() and (ds["nll_mean"].values <= ds["nll_hi"].values).all()
+    np.testing.assert_allclose(
+        ds["nll_mean"].values, ds["nll"].values.astype(np.float64).mean(1), rtol=1e-6
+    )
+    assert (ds["nll_lo"].values <= ds["nll_mean"].values).all() and (
+        ds["nll_mean"].values <= ds["nll_hi"].values
+    ).all()
     # independent recomputation of two sequences' per-token loss for each variant
     tokens = ds["tokens"].values[:2]
     for v in variants:
         model, _ = load_model(pipeline / "resources" / "models" / f"trained-{v}")
-        np.testing.assert_allclose(per_token_nll(model, tokens), ds["nll"].sel(variant=v).values[:2],
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            per_token_nll(model, tokens), ds["nll"].sel(variant=v).values[:2], rtol=1e-5, atol=1e-5
+        )
     table = pd.read_csv(pipeline / "results" / "stats" / "train_lengthgen.csv")
     assert table["variant"].tolist() == variants
     assert (table["seq_len"] == seq_len).all() and (table["train_context"] == tr["context"]).all()
     np.testing.assert_allclose(table["excess_mean"], ds["excess_mean"].values, rtol=1e-12)
-    np.testing.assert_allclose(table["final_heldout_loss"], ds["final_heldout_loss"].values, rtol=1e-12)
+    np.testing.assert_allclose(
+        table["final_heldout_loss"], ds["final_heldout_loss"].values, rtol=1e-12
+    )
     for fig in _train_targets(_config(pipeline)):
         if fig.startswith("results/figures/"):
             assert (pipeline / fig).stat().st_size > 10_000, fig
@@ -190,7 +211,9 @@ def test_second_run_has_nothing_to_do(pipeline):
 
 
 def test_one_variants_steps_rerun_that_model_and_what_reads_it(pipeline, tmp_path):
-    edited = _edited(pipeline, tmp_path, lambda c: c["train"]["variants"].update(nope={"steps": 25}))
+    edited = _edited(
+        pipeline, tmp_path, lambda c: c["train"]["variants"].update(nope={"steps": 25})
+    )
     jobs = _reruns(pipeline, edited)
     assert ("train_model", "variant=nope") in jobs and ("gram_panels", "model=trained-nope") in jobs
     assert rule_counts(jobs) == {
@@ -206,8 +229,14 @@ def test_one_variants_steps_rerun_that_model_and_what_reads_it(pipeline, tmp_pat
 def test_section_hyper_parameter_reruns_every_model_not_the_tokenizer(pipeline, tmp_path):
     edited = _edited(pipeline, tmp_path, lambda c: c["train"].update(lr=0.02))
     counts = rule_counts(_reruns(pipeline, edited))
-    assert counts == {"train_model": 2, "gram_panels": 2, "plot_gram_figures": 2, "length_generalization": 1,
-                      "plot_loss_curves": 1, "plot_loss_by_position": 1}, counts
+    assert counts == {
+        "train_model": 2,
+        "gram_panels": 2,
+        "plot_gram_figures": 2,
+        "length_generalization": 1,
+        "plot_loss_curves": 1,
+        "plot_loss_by_position": 1,
+    }, counts
 
 
 @pytest.mark.parametrize(
@@ -226,7 +255,7 @@ def test_settings_that_do_not_change_a_result_rerun_nothing(pipeline, tmp_path, 
 
 
 def test_editing_gram_module_reruns_only_gram_panels_and_their_figures(pipeline):
-    module = pipeline / "src" / "causalpos" / "gram.py"
+    module = pipeline / "src" / "causalpos" / "paper1" / "gram.py"
     original = module.read_text()
     try:
         module.write_text(original + "\n# an edit\n")

@@ -26,7 +26,9 @@ def copy_pipeline(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, timeout: int = 900
+) -> subprocess.CompletedProcess:
     """Run ``python -m snakemake`` in ``workdir`` (so its profiles/default applies, as for a user)."""
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", *args],

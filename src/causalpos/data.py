@@ -68,7 +68,9 @@ def validate_corpus(corpus: dict) -> dict:
     corpus = dict(corpus)
     kind = corpus.get("type")
     if kind not in CORPUS_TYPES:
-        raise CorpusError(f"corpus `type` is {kind!r}; allowed: {list(CORPUS_TYPES)} (spec {corpus!r})")
+        raise CorpusError(
+            f"corpus `type` is {kind!r}; allowed: {list(CORPUS_TYPES)} (spec {corpus!r})"
+        )
     unknown = set(corpus) - _COMMON_KEYS - _TYPE_KEYS[kind]
     if unknown:
         raise CorpusError(
@@ -96,7 +98,9 @@ def kjv_documents(unit: str = "chapter", books: list[str] | None = None) -> list
 
     wanted = None if books is None else {b.lower() for b in books}
     if wanted is not None:
-        known = {bible.short_titles[b].lower() for b in bible.max_verses} | {b.name.lower() for b in bible.max_verses}
+        known = {bible.short_titles[b].lower() for b in bible.max_verses} | {
+            b.name.lower() for b in bible.max_verses
+        }
         unknown = [b for b in books if b.lower() not in known]
         if unknown:
             titles = [bible.short_titles[b] for b in bible.max_verses]
@@ -133,7 +137,9 @@ def text_documents(path: str, glob: str = "*.txt", separator: str | None = None)
     return docs
 
 
-def jsonl_documents(path: str, text_field: str = "text", source_field: str | None = None) -> list[Document]:
+def jsonl_documents(
+    path: str, text_field: str = "text", source_field: str | None = None
+) -> list[Document]:
     """Documents from a JSON-lines file, one object per line."""
     p = Path(path)
     if not p.is_file():
@@ -145,7 +151,9 @@ def jsonl_documents(path: str, text_field: str = "text", source_field: str | Non
                 continue
             obj = json.loads(line)
             if text_field not in obj:
-                raise CorpusError(f"jsonl: {path}:{lineno} has no field {text_field!r} (set `text_field`)")
+                raise CorpusError(
+                    f"jsonl: {path}:{lineno} has no field {text_field!r} (set `text_field`)"
+                )
             source = str(obj.get(source_field, p.name)) if source_field else p.name
             docs.append(Document(str(obj[text_field]), source))
     return docs
@@ -173,7 +181,9 @@ def hf_documents(
             f"hf: corpus names dataset {dataset!r} but the `datasets` package is not installed. {hint}"
         ) from exc
     try:
-        stream = datasets.load_dataset(dataset, name, split=split, revision=revision, streaming=True)
+        stream = datasets.load_dataset(
+            dataset, name, split=split, revision=revision, streaming=True
+        )
         docs = []
         for row in stream:
             source = str(row.get(source_field, dataset)) if source_field else dataset
@@ -201,7 +211,9 @@ def load_documents(corpus: dict) -> list[Document]:
     if kind == "jsonl":
         if "path" not in corpus:
             raise CorpusError("jsonl: `path` is required")
-        return jsonl_documents(corpus["path"], corpus.get("text_field", "text"), corpus.get("source_field"))
+        return jsonl_documents(
+            corpus["path"], corpus.get("text_field", "text"), corpus.get("source_field")
+        )
     if kind == "hf":
         if "dataset" not in corpus:
             raise CorpusError("hf: `dataset` is required")
@@ -269,7 +281,10 @@ def _stratified_order(sources: list[str], rng: np.random.Generator) -> np.ndarra
     for i, s in enumerate(sources):
         by_source.setdefault(s, []).append(i)
     names = sorted(by_source)
-    queues = [list(np.asarray(by_source[names[k]])[rng.permutation(len(by_source[names[k]]))]) for k in rng.permutation(len(names))]
+    queues = [
+        list(np.asarray(by_source[names[k]])[rng.permutation(len(by_source[names[k]]))])
+        for k in rng.permutation(len(names))
+    ]
     order = []
     while any(queues):
         for q in queues:
@@ -306,19 +321,25 @@ def sample_sequences(
     if mode not in MODES:
         raise CorpusError(f"sample_sequences: mode {mode!r} not in {MODES}")
     if seq_len < 1 or n_sequences < 1:
-        raise CorpusError(f"sample_sequences: seq_len and n_sequences must be >= 1 (got {seq_len}, {n_sequences})")
+        raise CorpusError(
+            f"sample_sequences: seq_len and n_sequences must be >= 1 (got {seq_len}, {n_sequences})"
+        )
     corpus = validate_corpus(corpus)
     prefix, _suffix = special_affixes(tokenizer)
     content_len = seq_len - len(prefix)
     if content_len < 1:
-        raise CorpusError(f"sample_sequences: seq_len {seq_len} leaves no room after the prefix {prefix}")
+        raise CorpusError(
+            f"sample_sequences: seq_len {seq_len} leaves no room after the prefix {prefix}"
+        )
     rng = np.random.default_rng(seed)
     n_documents = 0
 
     if corpus["type"] == "random_tokens":
         allowed = non_special_ids(tokenizer)
         body = allowed[rng.integers(0, allowed.size, size=(n_sequences, content_len))]
-        tokens = np.concatenate([np.tile(np.asarray(prefix, dtype=np.int64), (n_sequences, 1)), body], axis=1)
+        tokens = np.concatenate(
+            [np.tile(np.asarray(prefix, dtype=np.int64), (n_sequences, 1)), body], axis=1
+        )
         source = np.array(["random_tokens"] * n_sequences, dtype=object)
         document = np.full(n_sequences, -1, dtype=np.int64)
         offset = np.zeros(n_sequences, dtype=np.int64)
@@ -332,7 +353,11 @@ def sample_sequences(
         if mode == "first":
             candidates = [(d, 0) for d, x in enumerate(ids) if len(x) >= content_len]
         else:
-            candidates = [(d, k * content_len) for d, x in enumerate(ids) for k in range(len(x) // content_len)]
+            candidates = [
+                (d, k * content_len)
+                for d, x in enumerate(ids)
+                for k in range(len(x) // content_len)
+            ]
         if len(candidates) < n_sequences:
             hint = (
                 "use mode 'chunks', a shorter seq_len, or longer documents (kjv: unit 'book')"

@@ -9,7 +9,7 @@ leading ``boot`` / ``perm`` axis.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -32,8 +32,9 @@ def _check_level(level: float) -> None:
         raise ValueError(f"confidence level must lie in (0, 1), got {level!r} (e.g. 0.95)")
 
 
-def bootstrap_counts(n: int, n_boot: int = 2000, seed: int = 0,
-                     strata: Sequence | np.ndarray | None = None) -> np.ndarray:
+def bootstrap_counts(
+    n: int, n_boot: int = 2000, seed: int = 0, strata: Sequence | np.ndarray | None = None
+) -> np.ndarray:
     """Multinomial resampling counts over ``n`` prompts.
 
     Row ``b`` says how often each prompt is drawn in bootstrap replicate ``b`` (rows sum to ``n``).
@@ -76,13 +77,17 @@ def bootstrap_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
     counts = np.asarray(counts, dtype=np.float64)
     n = x.shape[0]
     if counts.ndim != 2 or counts.shape[1] != n:
-        raise ValueError(f"counts must have shape (n_boot, {n}) to match x's first axis, got {counts.shape}")
+        raise ValueError(
+            f"counts must have shape (n_boot, {n}) to match x's first axis, got {counts.shape}"
+        )
     flat = x.reshape(n, -1)
     out = counts @ flat / counts.sum(axis=1, keepdims=True)
     return out.reshape((counts.shape[0],) + x.shape[1:])
 
 
-def percentile_ci(samples: np.ndarray, level: float = 0.95, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def percentile_ci(
+    samples: np.ndarray, level: float = 0.95, axis: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Percentile interval of ``samples`` along ``axis``: the (1−level)/2 and (1+level)/2 quantiles."""
     _check_level(level)
     a = (1.0 - level) / 2.0
@@ -90,8 +95,14 @@ def percentile_ci(samples: np.ndarray, level: float = 0.95, axis: int = 0) -> tu
     return lo, hi
 
 
-def bootstrap_ci(x: np.ndarray, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
-                 strata: Sequence | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def bootstrap_ci(
+    x: np.ndarray,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    strata: Sequence | np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean over prompts of ``x`` (n, ...) with its bootstrap percentile CI.
 
     Returns:
@@ -163,8 +174,9 @@ def fraction_significant(q: np.ndarray, alpha: float = 0.05) -> float:
     return float((q[ok] < alpha).mean())
 
 
-def within_strata_permutations(strata: np.ndarray, n_perm: int, seed: int = 0,
-                               chunk: int = 64) -> Iterator[np.ndarray]:
+def within_strata_permutations(
+    strata: np.ndarray, n_perm: int, seed: int = 0, chunk: int = 64
+) -> Iterator[np.ndarray]:
     """Uniform random permutations that move items only within their stratum, in chunks.
 
     Yields index arrays ``sigma`` of shape ``(c, N)`` (``c <= chunk``, ``n_perm`` rows in total):
@@ -198,8 +210,9 @@ def within_strata_permutations(strata: np.ndarray, n_perm: int, seed: int = 0,
         done += c
 
 
-def stratified_pair_mask(seq_len: int, per_offset: int, seed: int = 0, *,
-                         exclude_first_row: bool = True) -> np.ndarray:
+def stratified_pair_mask(
+    seq_len: int, per_offset: int, seed: int = 0, *, exclude_first_row: bool = True
+) -> np.ndarray:
     """Subsample causal pairs (i, j), j ≤ i, within offset strata d = i − j.
 
     At most ``per_offset`` pairs are drawn without replacement from every offset band, so long
@@ -246,6 +259,9 @@ def stratified_sample(strata: Sequence | np.ndarray, n: int, seed: int = 0) -> n
     if short:
         alloc[np.argsort(-(exact - alloc), kind="stable")[:short]] += 1
     rng = np.random.default_rng(seed)
-    picked = [rng.choice(np.flatnonzero(strata == lab), size=a, replace=False)
-              for lab, a in zip(labels, alloc) if a]
+    picked = [
+        rng.choice(np.flatnonzero(strata == lab), size=a, replace=False)
+        for lab, a in zip(labels, alloc)
+        if a
+    ]
     return np.sort(np.concatenate(picked)).astype(np.int64)

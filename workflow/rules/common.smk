@@ -9,7 +9,15 @@ from pathlib import Path
 # running under --use-conda or without `pip install -e .` fingerprints the code that jobs will run.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from causalpos.fingerprint import fingerprint  # noqa: E402
+from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # noqa: E402
+
+
+def code_fingerprint(script):
+    """Hash of ``workflow/scripts/<script>.py`` and of every library module it imports."""
+    return _code_fingerprint(
+        Path(workflow.basedir) / "workflow" / "scripts" / f"{script}.py"
+    )
+
 
 ENV_ANALYSIS = "../../envs/analysis.yaml"
 ENV_MODELS = "../../envs/models.yaml"

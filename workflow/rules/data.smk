@@ -17,6 +17,6 @@ rule sample_sequences:
     params:
         spec=dataset_spec_params,
         seed=config["seed"],
-        code=fingerprint("data", "stages", "store"),
+        code=code_fingerprint("sample_sequences"),
     script:
         "../scripts/sample_sequences.py"

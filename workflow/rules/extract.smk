@@ -28,9 +28,7 @@ rule extract_scores:
         device=config["device"],
         dtype=config["dtype"],
         seed=config["seed"],
-        code=fingerprint(
-            "capture", "models", "stages", "store", "leakage", "position0", "stats"
-        ),
+        code=code_fingerprint("extract_scores"),
     script:
         "../scripts/extract_scores.py"
 
@@ -49,7 +47,7 @@ rule merge_scores:
         mem_mb=8000,
         runtime=30,
     params:
-        code=fingerprint("store", "stages", "capture", "leakage", "position0"),
+        code=code_fingerprint("merge_scores"),
     script:
         "../scripts/merge_scores.py"
 
@@ -68,6 +66,6 @@ rule diagonal_normalize:
         mem_mb=4000,
         runtime=30,
     params:
-        code=fingerprint("diagonal", "stages", "store"),
+        code=code_fingerprint("diagonal_normalize"),
     script:
         "../scripts/diagonal_normalize.py"

@@ -18,7 +18,7 @@ rule plot_fig1:
         mem_mb=1000,
         runtime=5,
     params:
-        code=fingerprint("figures.paper1", "figures.common", "theory"),
+        code=code_fingerprint("plot_fig1"),
     script:
         "../scripts/plot_fig1.py"
 
@@ -46,7 +46,7 @@ rule plot_simulation:
         runtime=10,
     params:
         spec=sim_figure_params,
-        code=fingerprint("figures.paper1", "figures.common", "diagonal", "store"),
+        code=code_fingerprint("plot_simulation"),
     script:
         "../scripts/plot_simulation.py"
 
@@ -71,7 +71,7 @@ rule plot_llm_fig5:
     params:
         labels=paper1_labels(),
         n_layers=config["paper1_llm"]["fig5_layers"],
-        code=fingerprint("figures.paper1", "figures.common", "diagonal"),
+        code=code_fingerprint("plot_llm_fig5"),
     script:
         "../scripts/plot_llm_fig5.py"
 
@@ -98,6 +98,6 @@ rule plot_llm_appendix:
         mem_mb=4000,
         runtime=10,
     params:
-        code=fingerprint("figures.paper1", "figures.common"),
+        code=code_fingerprint("plot_llm_appendix"),
     script:
         "../scripts/plot_llm_appendix.py"

@@ -35,9 +35,9 @@ rule leakage:
         variants=leakage_variants_params,
         summary=leakage_summary_params,
         strata=config["leakage"]["bootstrap_strata"],
-        code=fingerprint("leakage", "stats", "store"),
+        code=code_fingerprint("leakage"),
     script:
-        "../scripts/leakage_summarize.py"
+        "../scripts/leakage.py"
 
 
 rule position0:
@@ -64,9 +64,9 @@ rule position0:
         device=config["device"],
         dtype=config["dtype"],
         seed=config["seed"],
-        code=fingerprint("position0", "stats", "capture", "models", "stages", "store"),
+        code=code_fingerprint("position0"),
     script:
-        "../scripts/position0_summarize.py"
+        "../scripts/position0.py"
 
 
 rule aggregate_leakage:
@@ -144,9 +144,9 @@ rule aggregate_leakage:
         runtime=10,
     params:
         labels=leakage_pair_labels(),
-        code=fingerprint("leakage", "stats", "store"),
+        code=code_fingerprint("aggregate_leakage"),
     script:
-        "../scripts/leakage_tables.py"
+        "../scripts/aggregate_leakage.py"
 
 
 rule plot_paper2_layers:
@@ -174,7 +174,7 @@ rule plot_paper2_layers:
         runtime=10,
     params:
         labels=experiment_labels,
-        code=fingerprint("figures.paper2", "figures.common", "store"),
+        code=code_fingerprint("plot_paper2_layers"),
     script:
         "../scripts/plot_paper2_layers.py"
 
@@ -204,7 +204,7 @@ rule plot_paper2_shares:
         runtime=10,
     params:
         labels=experiment_labels,
-        code=fingerprint("figures.paper2", "figures.common", "store"),
+        code=code_fingerprint("plot_paper2_shares"),
     script:
         "../scripts/plot_paper2_shares.py"
 
@@ -234,7 +234,7 @@ rule plot_paper2_position0:
         runtime=10,
     params:
         labels=experiment_labels,
-        code=fingerprint("figures.paper2", "figures.common", "store"),
+        code=code_fingerprint("plot_paper2_position0"),
     script:
         "../scripts/plot_paper2_position0.py"
 
@@ -264,6 +264,6 @@ rule plot_paper2_heads:
         mem_mb=2000,
         runtime=10,
     params:
-        code=fingerprint("figures.paper2", "figures.common", "store"),
+        code=code_fingerprint("plot_paper2_heads"),
     script:
         "../scripts/plot_paper2_heads.py"

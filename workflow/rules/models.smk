@@ -18,6 +18,6 @@ rule prepare_model:
         runtime=60,
     params:
         spec=model_spec_params,
-        code=fingerprint("models"),
+        code=code_fingerprint("prepare_model"),
     script:
         "../scripts/prepare_model.py"

@@ -25,6 +25,6 @@ rule scorecard:
         mem_mb=1000,
         runtime=5,
     params:
-        code=fingerprint("scorecard"),
+        code=code_fingerprint("scorecard"),
     script:
         "../scripts/scorecard.py"

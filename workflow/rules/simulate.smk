@@ -17,7 +17,7 @@ rule simulate:
     params:
         setting=sim_setting_params,
         seed=config["seed"],
-        code=fingerprint("simulate", "theory", "rope", "diagonal", "store"),
+        code=code_fingerprint("simulate"),
     script:
         "../scripts/simulate.py"
 
@@ -37,6 +37,6 @@ rule theory_check:
         runtime=10,
     params:
         n_positions=config["theory"]["n_positions"],
-        code=fingerprint("theory", "store"),
+        code=code_fingerprint("theory_check"),
     script:
         "../scripts/theory_check.py"

@@ -23,7 +23,7 @@ rule aggregate_sim_stats:
         confidence=config["stats"]["confidence"],
         n_bootstrap=config["stats"]["n_bootstrap"],
         seed=config["seed"],
-        code=fingerprint("diagonal", "store"),
+        code=code_fingerprint("aggregate_sim_stats"),
     script:
         "../scripts/aggregate_sim_stats.py"
 
@@ -50,6 +50,6 @@ rule aggregate_llm_stats:
         confidence=config["stats"]["confidence"],
         n_bootstrap=config["stats"]["n_bootstrap"],
         seed=config["seed"],
-        code=fingerprint("diagonal", "stages", "store"),
+        code=code_fingerprint("aggregate_llm_stats"),
     script:
         "../scripts/aggregate_llm_stats.py"

@@ -31,7 +31,7 @@ rule train_tokenizer:
         vocab_size=config["train"]["tokenizer"]["vocab_size"],
         min_frequency=config["train"]["tokenizer"]["min_frequency"],
         seed=config["seed"],
-        code=fingerprint("train", "data", "models"),
+        code=code_fingerprint("train_tokenizer"),
     script:
         "../scripts/train_tokenizer.py"
 
@@ -59,7 +59,7 @@ rule train_model:
         settings=train_variant_params,
         corpus=canonical(config["train"]["corpus"]),
         heldout=config["train"]["heldout"],
-        code=fingerprint("train", "data", "models"),
+        code=code_fingerprint("train_model"),
     script:
         "../scripts/train_model.py"
 
@@ -88,7 +88,7 @@ rule gram_panels:
         n_sequences=config["train"]["gram"]["n_sequences"],
         seed=config["seed"],
         dtype=config["dtype"],
-        code=fingerprint("gram", "models", "data", "store"),
+        code=code_fingerprint("gram_panels"),
     script:
         "../scripts/gram_panels.py"
 
@@ -123,9 +123,9 @@ rule length_generalization:
         confidence=config["stats"]["confidence"],
         seed=config["seed"],
         dtype=config["dtype"],
-        code=fingerprint("lengthgen", "train", "stats", "models", "data", "store"),
+        code=code_fingerprint("length_generalization"),
     script:
-        "../scripts/lengthgen.py"
+        "../scripts/length_generalization.py"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,9 +151,9 @@ rule plot_loss_curves:
         runtime=5,
     params:
         variants=train_variants(),
-        code=fingerprint("figures.training", "figures.common", "train"),
+        code=code_fingerprint("plot_loss_curves"),
     script:
-        "../scripts/plot_training_curves.py"
+        "../scripts/plot_loss_curves.py"
 
 
 rule plot_gram_figures:
@@ -189,9 +189,9 @@ rule plot_gram_figures:
         mem_mb=1000,
         runtime=5,
     params:
-        code=fingerprint("figures.training", "figures.common", "store"),
+        code=code_fingerprint("plot_gram_figures"),
     script:
-        "../scripts/plot_training_gram.py"
+        "../scripts/plot_gram_figures.py"
 
 
 rule plot_loss_by_position:
@@ -213,9 +213,9 @@ rule plot_loss_by_position:
         runtime=5,
     params:
         smooth=config["train"]["lengthgen"]["smooth"],
-        code=fingerprint("figures.training", "figures.common", "store"),
+        code=code_fingerprint("plot_loss_by_position"),
     script:
-        "../scripts/plot_training_loss_by_position.py"
+        "../scripts/plot_loss_by_position.py"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ rule init_twin:
         mem_mb=2000,
         runtime=10,
     params:
-        code=fingerprint("compare", "train", "models"),
+        code=code_fingerprint("init_twin"),
     script:
         "../scripts/init_twin.py"
 
@@ -274,7 +274,7 @@ rule compare_trained:
         confidence=config["stats"]["confidence"],
         n_bootstrap=config["stats"]["n_bootstrap"],
         seed=config["seed"],
-        code=fingerprint("compare", "diagonal", "store"),
+        code=code_fingerprint("compare_trained"),
     script:
         "../scripts/compare_trained.py"
 
@@ -310,6 +310,6 @@ rule plot_train_comparison:
         variants=train_variants(),
         twins=compare_twin_variants(),
         map_layer=config["train"]["compare"]["map_layer"],
-        code=fingerprint("figures.training", "figures.common", "compare", "store"),
+        code=code_fingerprint("plot_train_comparison"),
     script:
         "../scripts/plot_train_comparison.py"

@@ -1,21 +1,19 @@
-"""Snakemake entry point: per-layer non-relativeness index of every simulation, with CIs."""
+"""Snakemake entry point of rule ``aggregate_sim_stats``: the non-relativeness index of every simulation setting."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.diagonal import simulation_index_table  # noqa: E402
-from causalpos.runlog import logged  # noqa: E402
-from causalpos.store import open_dataset  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.stats import aggregate_sim_stats  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    stores = {name: open_dataset(p) for name, p in zip(snakemake.params.settings, snakemake.input)}
-    table = simulation_index_table(
-        stores,
-        confidence=snakemake.params.confidence,
-        n_boot=snakemake.params.n_bootstrap,
-        seed=snakemake.params.seed,
+    p = snakemake.params
+    aggregate_sim_stats(
+        dict(zip(p.settings, snakemake.input)),
+        snakemake.output[0],
+        confidence=p.confidence,
+        n_boot=p.n_bootstrap,
+        seed=p.seed,
     )
-    table.to_csv(snakemake.output[0], index=False)
-    print(table.to_string())

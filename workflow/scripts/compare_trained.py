@@ -1,16 +1,16 @@
-"""Snakemake entry point: trained vs init index, and the variants' comparison table."""
+"""Snakemake entry point of rule ``compare_trained``: the trained variants vs their untrained twins."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.compare import compare_stage  # noqa: E402
-from causalpos.runlog import logged  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.compare import compare_trained  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
     p = snakemake.params
-    index, comparison = compare_stage(
+    compare_trained(
         dict(zip(p.variants, snakemake.input.trained)),
         dict(zip(p.twins, snakemake.input.init)),
         snakemake.output.index,
@@ -22,4 +22,3 @@ with logged(snakemake.log[0], snakemake.threads):
         n_boot=p.n_bootstrap,
         seed=p.seed,
     )
-    print(comparison.to_string())

@@ -1,17 +1,17 @@
-"""Snakemake entry point: pre-softmax scores of one shard of sequences, reduced to stores."""
+"""Snakemake entry point of rule ``extract_scores``: pre-softmax scores of one shard of sequences, reduced to a store."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.runlog import logged  # noqa: E402
-from causalpos.stages import extract_shard  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.extract import extract_scores  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
     p = snakemake.params
     start, stop = p.bounds
-    extract_shard(
+    extract_scores(
         snakemake.input.model,
         snakemake.input.data,
         snakemake.output[0],

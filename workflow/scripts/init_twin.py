@@ -1,12 +1,12 @@
-"""Snakemake entry point: the initial weights of a trained model, as its untrained twin."""
+"""Snakemake entry point of rule ``init_twin``: the untrained twin of a model trained here."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.compare import prepare_init_twin  # noqa: E402
-from causalpos.runlog import logged  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.models import init_twin  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    prepare_init_twin(snakemake.input[0], snakemake.output[0])
+    init_twin(snakemake.input[0], snakemake.output[0])

@@ -1,14 +1,15 @@
-"""Snakemake entry point: paper 1 App. E (all layers of one model, raw and normalized)."""
+"""Snakemake entry point of rule ``plot_llm_appendix``: paper 1 App. E maps of one store."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.figures.paper1 import plot_llm_appendix  # noqa: E402
-from causalpos.runlog import logged  # noqa: E402
-from causalpos.store import open_dataset  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.plot_paper1 import plot_llm_appendix  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
     w = snakemake.wildcards
-    plot_llm_appendix(open_dataset(snakemake.input[0]), f"{w.model} / {w.dataset} / {w.variant}", list(snakemake.output))
+    plot_llm_appendix(
+        snakemake.input[0], list(snakemake.output), label=f"{w.model} / {w.dataset} / {w.variant}"
+    )

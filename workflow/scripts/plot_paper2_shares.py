@@ -1,14 +1,14 @@
-"""Snakemake entry point: paper 2 residual-stream vs causal-mask shares per model / dataset and condition."""
+"""Snakemake entry point of rule ``plot_paper2_shares``: paper 2 component shares."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.figures.paper2 import component_shares  # noqa: E402
-from causalpos.runlog import logged  # noqa: E402
-from causalpos.store import open_dataset  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.plot_paper2 import plot_paper2_shares  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    summaries = {label: open_dataset(p) for label, p in zip(snakemake.params.labels, snakemake.input)}
-    component_shares(summaries, list(snakemake.output))
+    plot_paper2_shares(
+        list(snakemake.input), list(snakemake.output), labels=list(snakemake.params.labels)
+    )

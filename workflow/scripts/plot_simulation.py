@@ -1,20 +1,17 @@
-"""Snakemake entry point: one simulation figure (paper 1 Figs. 2, 4, 6, 7, 9, 10)."""
+"""Snakemake entry point of rule ``plot_simulation``: one figure of simulation settings."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.figures.paper1 import plot_simulation  # noqa: E402
-from causalpos.runlog import logged  # noqa: E402
-from causalpos.store import open_dataset  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.plot_paper1 import plot_simulation  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    spec = snakemake.params.spec
     plot_simulation(
-        [open_dataset(p) for p in snakemake.input],
-        spec["settings"],
+        list(snakemake.input),
         list(snakemake.output),
-        normalized_row=spec["normalized_row"],
-        title=f"Paper 1 {snakemake.wildcards.figure}: parameter-free decoder",
+        spec=dict(snakemake.params.spec),
+        figure=snakemake.wildcards.figure,
     )

@@ -1,14 +1,17 @@
-"""Snakemake entry point: token sequences of one dataset for one tokenizer."""
+"""Snakemake entry point of rule ``sample_sequences``: token sequences of one dataset with one tokenizer."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.runlog import logged  # noqa: E402
-from causalpos.stages import sample_dataset  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.data import sample_sequences  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    sample_dataset(
-        snakemake.input.tokenizer, dict(snakemake.params.spec), snakemake.output[0], seed=snakemake.params.seed
+    sample_sequences(
+        snakemake.input.tokenizer,
+        dict(snakemake.params.spec),
+        snakemake.output[0],
+        seed=snakemake.params.seed,
     )

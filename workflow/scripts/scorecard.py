@@ -1,15 +1,12 @@
-"""Snakemake entry point: the reproduction scorecard (CSV + Markdown)."""
+"""Snakemake entry point of rule ``scorecard``: the reproduction scorecard."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
-from causalpos.runlog import logged  # noqa: E402
-from causalpos.scorecard import build_scorecard, to_markdown  # noqa: E402
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.report import scorecard  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    card = build_scorecard(dict(snakemake.input.items()))
-    card.to_csv(snakemake.output.csv, index=False)
-    Path(snakemake.output.md).write_text(to_markdown(card))
-    print(to_markdown(card))
+    scorecard(dict(snakemake.input.items()), snakemake.output.csv, snakemake.output.md)

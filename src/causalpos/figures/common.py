@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 
@@ -16,7 +16,9 @@ CMAP = "viridis"
 DIVERGING = "RdBu_r"
 
 
-def quantile_limits(arrays: Sequence[np.ndarray], lo: float = 0.01, hi: float = 0.99) -> tuple[float, float]:
+def quantile_limits(
+    arrays: Sequence[np.ndarray], lo: float = 0.01, hi: float = 0.99
+) -> tuple[float, float]:
     """Colour limits at the ``lo``/``hi`` quantiles of the finite values of all ``arrays``."""
     vals = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in arrays])
     vals = vals[np.isfinite(vals)]
@@ -28,16 +30,33 @@ def quantile_limits(arrays: Sequence[np.ndarray], lo: float = 0.01, hi: float = 
     return float(a), float(b)
 
 
-def heatmap(ax, m: np.ndarray, *, vmin=None, vmax=None, cmap=CMAP, title: str | None = None,
-            one_indexed: bool = False, xlabel: str = "key", ylabel: str = "query"):
+def heatmap(
+    ax,
+    m: np.ndarray,
+    *,
+    vmin=None,
+    vmax=None,
+    cmap=CMAP,
+    title: str | None = None,
+    one_indexed: bool = False,
+    xlabel: str = "key",
+    ylabel: str = "query",
+):
     """Draw a (query, key) map with NaN cells blank (white). Query on rows, key on columns."""
     m = np.asarray(m, dtype=np.float64)
     cm = plt.get_cmap(cmap).copy()
     cm.set_bad("white")
     n_q, n_k = m.shape
     off = 1 if one_indexed else 0
-    im = ax.imshow(np.ma.masked_invalid(m), vmin=vmin, vmax=vmax, cmap=cm, interpolation="nearest",
-                   extent=(off - 0.5, n_k + off - 0.5, n_q + off - 0.5, off - 0.5), aspect="equal")
+    im = ax.imshow(
+        np.ma.masked_invalid(m),
+        vmin=vmin,
+        vmax=vmax,
+        cmap=cm,
+        interpolation="nearest",
+        extent=(off - 0.5, n_k + off - 0.5, n_q + off - 0.5, off - 0.5),
+        aspect="equal",
+    )
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from causalpos import theory as T
-from causalpos.diagonal import index_ci, non_relativeness_index, normalize
 from causalpos.figures.common import DIVERGING, heatmap, quantile_limits, save
+from causalpos.paper1 import theory as T
+from causalpos.paper1.diagonal import index_ci, non_relativeness_index, normalize
 
 __all__ = ["plot_fig1", "plot_simulation", "setting_description", "raw_limits"]
 
@@ -30,14 +30,25 @@ def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: floa
     for (i, j), v in np.ndenumerate(m):
         if np.isfinite(v):
             txt = fmt.format(v)
-            ax.text(j + 1, i + 1, txt, ha="center", va="center", fontsize=8,
-                    color="black" if v > mid else "white")
+            ax.text(
+                j + 1,
+                i + 1,
+                txt,
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="black" if v > mid else "white",
+            )
             texts.append(txt)
     return texts
 
 
-def plot_fig1(out_paths: Sequence[str | os.PathLike], *, alphas: Sequence[float] = (0.0, 0.2, 0.6),
-              n: int = 50) -> dict:
+def plot_fig1(
+    out_paths: Sequence[str | os.PathLike],
+    *,
+    alphas: Sequence[float] = (0.0, 0.2, 0.6),
+    n: int = 50,
+) -> dict:
     """Paper 1 Fig. 1: the parameter-free layer at α = 0, n = 3, and the closed-form layer-2 maps.
 
     Top row (n = 3, α = 0, positions 1-indexed): layer-1 logits (cosines of the inputs), layer-1
@@ -61,9 +72,11 @@ def plot_fig1(out_paths: Sequence[str | os.PathLike], *, alphas: Sequence[float]
 
     fig, axes = plt.subplots(2, 4, figsize=(15, 7.4), layout="constrained")
     clims: dict[str, tuple[float, float]] = {}
-    top = [("layer-1 logits  ⟨y_i, y_j⟩ (α = 0)", cos, "{:.0f}"),
-           ("layer-1 attention weights", attn, "{:.3f}"),
-           ("layer-2 logits, closed form (paper prints .154 .132 .150)", s2, "{:.3f}")]
+    top = [
+        ("layer-1 logits  ⟨y_i, y_j⟩ (α = 0)", cos, "{:.0f}"),
+        ("layer-1 attention weights", attn, "{:.3f}"),
+        ("layer-2 logits, closed form (paper prints .154 .132 .150)", s2, "{:.3f}"),
+    ]
     annotations: list[str] = []
     for ax, (title, m, fmt) in zip(axes[0], top):
         im = heatmap(ax, m, vmin=0.0, vmax=1.0, title=title, one_indexed=True)
@@ -97,17 +110,27 @@ def plot_fig1(out_paths: Sequence[str | os.PathLike], *, alphas: Sequence[float]
         clims[title] = lim
     ax = axes[1, 3]
     for alpha in alphas:
-        line, = ax.plot(pos[:-1], T.layer2_score(n, pos[:-1], alpha), label=f"α = {alpha:g}, i = {n}")
+        (line,) = ax.plot(
+            pos[:-1], T.layer2_score(n, pos[:-1], alpha), label=f"α = {alpha:g}, i = {n}"
+        )
         half = n // 2
-        ax.plot(pos[:half - 1], T.layer2_score(half, pos[:half - 1], alpha), ls="--", color=line.get_color(),
-                label=f"α = {alpha:g}, i = {half}")
+        ax.plot(
+            pos[: half - 1],
+            T.layer2_score(half, pos[: half - 1], alpha),
+            ls="--",
+            color=line.get_color(),
+            label=f"α = {alpha:g}, i = {half}",
+        )
     ax.set_xlabel("key j < i (1-indexed)")
     ax.set_ylabel("layer-2 logit S(i, j)")
     ax.set_yscale("log")
     ax.legend(fontsize=7)
     ax.set_title("increasing in j: nearby keys score higher", fontsize=9)
-    fig.suptitle("Paper 1 Fig. 1 — parameter-free causal layer (Eq. 1): positional information from "
-                 "the causal mask alone (closed forms of §3)", fontsize=11)
+    fig.suptitle(
+        "Paper 1 Fig. 1 — parameter-free causal layer (Eq. 1): positional information from "
+        "the causal mask alone (closed forms of §3)",
+        fontsize=11,
+    )
     save(fig, out_paths)
     return {"layer2_n3": s2, "annotations": annotations, "clims": clims}
 
@@ -119,7 +142,9 @@ def setting_description(attrs: dict) -> str:
     scaling = attrs.get("scaling", "none")
     parts.append("L2" if norm == "l2" else "LayerNorm")
     parts.append({"none": "QKᵀ", "sqrt_d": "QKᵀ/√d", "d": "QKᵀ/d"}.get(scaling, str(scaling)))
-    parts.append(f"RoPE θ={float(attrs.get('rope_theta', 10000.0)):g}" if attrs.get("rope") else "no PE")
+    parts.append(
+        f"RoPE θ={float(attrs.get('rope_theta', 10000.0)):g}" if attrs.get("rope") else "no PE"
+    )
     parts.append("causal" if attrs.get("causal", True) else "bidirectional")
     if not attrs.get("residual", True):
         parts.append("no residual")
@@ -139,8 +164,14 @@ def raw_limits(attrs: dict) -> tuple[float, float]:
     return 0.0, {"none": d, "sqrt_d": math.sqrt(d), "d": 1.0}[attrs.get("scaling", "none")]
 
 
-def plot_simulation(stores: Sequence[xr.Dataset], labels: Sequence[str], out_paths: Sequence[str | os.PathLike], *,
-                    normalized_row: bool, title: str) -> dict:
+def plot_simulation(
+    stores: Sequence[xr.Dataset],
+    labels: Sequence[str],
+    out_paths: Sequence[str | os.PathLike],
+    *,
+    normalized_row: bool,
+    title: str,
+) -> dict:
     """Mean pre-softmax logit maps of simulation stores: one row per setting, one column per layer.
 
     With ``normalized_row`` each setting gets a raw row and a diagonal-normalized row (Figs. 4, 9,
@@ -158,18 +189,28 @@ def plot_simulation(stores: Sequence[xr.Dataset], labels: Sequence[str], out_pat
     if not stores:
         raise ValueError("plot_simulation: no stores to plot")
     if len(labels) != len(stores):
-        raise ValueError(f"plot_simulation: {len(labels)} labels for {len(stores)} stores; give one label per store")
+        raise ValueError(
+            f"plot_simulation: {len(labels)} labels for {len(stores)} stores; give one label per store"
+        )
     n_cols = max(int(ds.sizes["layer"]) for ds in stores)
     rows = []
     for ds, label in zip(stores, labels):
         raw = ds["score"].transpose("layer", "query", "key").values
         rows.append((ds, label, "raw", raw))
         if normalized_row:
-            nm = ds["score_normalized"].transpose("layer", "query", "key").values if "score_normalized" in ds \
+            nm = (
+                ds["score_normalized"].transpose("layer", "query", "key").values
+                if "score_normalized" in ds
                 else normalize(raw)
+            )
             rows.append((ds, label, "normalized", nm))
-    fig, axes = plt.subplots(len(rows), n_cols, figsize=(2.5 * n_cols + 1.2, 2.45 * len(rows) + 0.7),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        len(rows),
+        n_cols,
+        figsize=(2.5 * n_cols + 1.2, 2.45 * len(rows) + 0.7),
+        squeeze=False,
+        layout="constrained",
+    )
     out = []
     for r, (ds, label, kind, maps) in enumerate(rows):
         if kind == "raw":
@@ -193,19 +234,33 @@ def plot_simulation(stores: Sequence[xr.Dataset], labels: Sequence[str], out_pat
                 continue
             panel = f"layer {c + 1}"
             if index is not None:
-                panel += f"   I = {index[c]:.2g}" + (f" (noise {floor[c]:.1g})" if floor is not None else "")
+                panel += f"   I = {index[c]:.2g}" + (
+                    f" (noise {floor[c]:.1g})" if floor is not None else ""
+                )
             im = heatmap(ax, maps[c], vmin=vmin, vmax=vmax, cmap=cmap, title=panel)
             if c > 0:
                 ax.set_ylabel("")
-        axes[r, 0].set_ylabel(f"{label} ({kind})\n{setting_description(ds.attrs)}\nquery", fontsize=8)
+        axes[r, 0].set_ylabel(
+            f"{label} ({kind})\n{setting_description(ds.attrs)}\nquery", fontsize=8
+        )
         fig.colorbar(im, ax=axes[r, :].tolist(), shrink=0.85, pad=0.01, label=cbar)
-        out.append({"label": label, "kind": kind, "vmin": float(vmin), "vmax": float(vmax),
-                    "layers": int(maps.shape[0]),
-                    "index": None if index is None else [float(v) for v in index],
-                    "noise_floor": None if floor is None else [float(v) for v in floor]})
+        out.append(
+            {
+                "label": label,
+                "kind": kind,
+                "vmin": float(vmin),
+                "vmax": float(vmax),
+                "layers": int(maps.shape[0]),
+                "index": None if index is None else [float(v) for v in index],
+                "noise_floor": None if floor is None else [float(v) for v in floor],
+            }
+        )
     first = stores[0].attrs
-    fig.suptitle(f"{title}\nbatch-mean pre-softmax logits over {first.get('n_samples')} sequences, "
-                 f"d = {first.get('dim')}; layers numbered as in the paper, positions 0-indexed", fontsize=10)
+    fig.suptitle(
+        f"{title}\nbatch-mean pre-softmax logits over {first.get('n_samples')} sequences, "
+        f"d = {first.get('dim')}; layers numbered as in the paper, positions 0-indexed",
+        fontsize=10,
+    )
     save(fig, out_paths)
     return {"rows": out}
 
@@ -215,8 +270,14 @@ def plot_simulation(stores: Sequence[xr.Dataset], labels: Sequence[str], out_pat
 # --------------------------------------------------------------------------------------------
 
 
-def plot_llm_fig5(stores: Sequence[xr.Dataset], labels: Sequence[str], out_paths: Sequence[str | os.PathLike],
-                  *, n_layers: int = 4, quantiles: tuple[float, float] = (0.01, 0.99)) -> dict[str, list[float]]:
+def plot_llm_fig5(
+    stores: Sequence[xr.Dataset],
+    labels: Sequence[str],
+    out_paths: Sequence[str | os.PathLike],
+    *,
+    n_layers: int = 4,
+    quantiles: tuple[float, float] = (0.01, 0.99),
+) -> dict[str, list[float]]:
     """Fig. 5 layout: one row per model, its first ``n_layers`` layers, diagonal-normalized
     head-averaged maps (``score_normalized_mean``), colour limits at the 1 %/99 % quantiles of the
     finite values of each row (the attention sink would otherwise flatten the map).
@@ -226,8 +287,13 @@ def plot_llm_fig5(stores: Sequence[xr.Dataset], labels: Sequence[str], out_paths
     if not stores:
         raise ValueError("plot_llm_fig5: no stores")
     n_cols = min(n_layers, min(ds.sizes["layer"] for ds in stores))
-    fig, axes = plt.subplots(len(stores), n_cols, figsize=(2.9 * n_cols + 1.0, 2.8 * len(stores) + 0.6),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        len(stores),
+        n_cols,
+        figsize=(2.9 * n_cols + 1.0, 2.8 * len(stores) + 0.6),
+        squeeze=False,
+        layout="constrained",
+    )
     drawn: dict[str, list[float]] = {}
     for r, (ds, label) in enumerate(zip(stores, labels)):
         maps = np.asarray(ds["score_normalized_mean"].values[:n_cols], dtype=np.float64)
@@ -236,21 +302,36 @@ def plot_llm_fig5(stores: Sequence[xr.Dataset], labels: Sequence[str], out_paths
         idx = non_relativeness_index(maps, normalized=True)
         drawn[label] = [float(x) for x in idx]
         for c in range(n_cols):
-            im = heatmap(axes[r, c], maps[c], vmin=-lim, vmax=lim, cmap=DIVERGING,
-                         title=f"layer {c + 1}   I = {idx[c]:.3g}")
+            im = heatmap(
+                axes[r, c],
+                maps[c],
+                vmin=-lim,
+                vmax=lim,
+                cmap=DIVERGING,
+                title=f"layer {c + 1}   I = {idx[c]:.3g}",
+            )
             if c == 0:
                 axes[r, c].set_ylabel(f"{label}\nquery")
         fig.colorbar(im, ax=axes[r, :].tolist(), shrink=0.85, label="diagonal-normalized logit")
     n_seq = stores[0].attrs.get("n_sequences", "?")
-    fig.suptitle("Paper 1 Fig. 5: diagonal-normalized pre-softmax scores, mean over sequences and heads\n"
-                 f"({n_seq} sequences × {stores[0].sizes['query']} tokens; colour limits at the "
-                 f"{quantiles[0]:.0%}/{quantiles[1]:.0%} quantiles per row; float32 scores)", fontsize=10)
+    fig.suptitle(
+        "Paper 1 Fig. 5: diagonal-normalized pre-softmax scores, mean over sequences and heads\n"
+        f"({n_seq} sequences × {stores[0].sizes['query']} tokens; colour limits at the "
+        f"{quantiles[0]:.0%}/{quantiles[1]:.0%} quantiles per row; float32 scores)",
+        fontsize=10,
+    )
     save(fig, out_paths)
     return drawn
 
 
-def plot_llm_appendix(normalized: xr.Dataset, label: str, out_paths: Sequence[str | os.PathLike],
-                      *, quantiles: tuple[float, float] = (0.01, 0.99), max_cols: int = 8) -> None:
+def plot_llm_appendix(
+    normalized: xr.Dataset,
+    label: str,
+    out_paths: Sequence[str | os.PathLike],
+    *,
+    quantiles: tuple[float, float] = (0.01, 0.99),
+    max_cols: int = 8,
+) -> None:
     """App. E: every layer of one model, raw head-averaged mean scores and diagonal-normalized ones
     (alternating rows: raw, normalized), quantile colour limits over all layers."""
     raw = np.asarray(normalized["score_mean_head_avg"].values, dtype=np.float64)
@@ -258,8 +339,13 @@ def plot_llm_appendix(normalized: xr.Dataset, label: str, out_paths: Sequence[st
     n_layers = raw.shape[0]
     n_cols = min(max_cols, n_layers)
     n_blocks = math.ceil(n_layers / n_cols)
-    fig, axes = plt.subplots(2 * n_blocks, n_cols, figsize=(2.4 * n_cols + 1.0, 2.35 * 2 * n_blocks + 0.8),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        2 * n_blocks,
+        n_cols,
+        figsize=(2.4 * n_cols + 1.0, 2.35 * 2 * n_blocks + 0.8),
+        squeeze=False,
+        layout="constrained",
+    )
     rlo, rhi = quantile_limits(list(raw), *quantiles)
     nlo, nhi = quantile_limits(list(nrm), *quantiles)
     nlim = max(abs(nlo), abs(nhi))
@@ -271,12 +357,24 @@ def plot_llm_appendix(normalized: xr.Dataset, label: str, out_paths: Sequence[st
             ax_n.axis("off")
             continue
         im_r = heatmap(ax_r, raw[layer], vmin=rlo, vmax=rhi, title=f"layer {layer + 1} raw")
-        im_n = heatmap(ax_n, nrm[layer], vmin=-nlim, vmax=nlim, cmap=DIVERGING, title=f"layer {layer + 1} normalized")
+        im_n = heatmap(
+            ax_n,
+            nrm[layer],
+            vmin=-nlim,
+            vmax=nlim,
+            cmap=DIVERGING,
+            title=f"layer {layer + 1} normalized",
+        )
         for ax in (ax_r, ax_n):
             ax.set_xlabel("")
             ax.set_ylabel("")
     fig.colorbar(im_r, ax=axes[0::2, :].ravel().tolist(), shrink=0.6, label="mean logit")
-    fig.colorbar(im_n, ax=axes[1::2, :].ravel().tolist(), shrink=0.6, label="diagonal-normalized logit")
-    fig.suptitle(f"Paper 1 App. E: {label}, all layers (query on rows, key on columns; "
-                 f"{normalized.attrs.get('n_sequences', '?')} sequences, mean over heads, float32)", fontsize=10)
+    fig.colorbar(
+        im_n, ax=axes[1::2, :].ravel().tolist(), shrink=0.6, label="diagonal-normalized logit"
+    )
+    fig.suptitle(
+        f"Paper 1 App. E: {label}, all layers (query on rows, key on columns; "
+        f"{normalized.attrs.get('n_sequences', '?')} sequences, mean over heads, float32)",
+        fontsize=10,
+    )
     save(fig, out_paths)

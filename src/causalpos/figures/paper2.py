@@ -9,7 +9,7 @@ stores; the figures say "layer (0-indexed)".
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,11 +17,21 @@ import xarray as xr
 
 from causalpos.figures.common import DIVERGING, heatmap, save
 
-__all__ = ["leakage_by_layer", "component_shares", "head_maps", "position0_std", "position0_conditions"]
+__all__ = [
+    "leakage_by_layer",
+    "component_shares",
+    "head_maps",
+    "position0_std",
+    "position0_conditions",
+]
 
 COLORS = {"total": "#222222", "residual": "#1f77b4", "causal_mask": "#d62728", "logit": "#2ca02c"}
-LABELS = {"total": "total (causal, log-attn)", "residual": "residual stream (bidirectional)",
-          "causal_mask": "causal mask (total − residual)", "logit": "logit (causal)"}
+LABELS = {
+    "total": "total (causal, log-attn)",
+    "residual": "residual stream (bidirectional)",
+    "causal_mask": "causal mask (total − residual)",
+    "logit": "logit (causal)",
+}
 
 
 def _band(ax, x, est, lo, hi, color, label):
@@ -29,8 +39,13 @@ def _band(ax, x, est, lo, hi, color, label):
     ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
 
 
-def leakage_by_layer(summaries: Mapping[str, xr.Dataset], paths: Sequence[str | os.PathLike], *,
-                     condition: str = "rope", causal_variant: str = "causal") -> dict[str, dict[str, np.ndarray]]:
+def leakage_by_layer(
+    summaries: Mapping[str, xr.Dataset],
+    paths: Sequence[str | os.PathLike],
+    *,
+    condition: str = "rope",
+    causal_variant: str = "causal",
+) -> dict[str, dict[str, np.ndarray]]:
     """One panel per model: leakage per layer for each component, with bootstrap CI bands.
 
     Components: total, residual stream, causal mask (from ``decomposition_layer`` of ``condition``)
@@ -65,8 +80,12 @@ def leakage_by_layer(summaries: Mapping[str, xr.Dataset], paths: Sequence[str | 
     return plotted
 
 
-def component_shares(summaries: Mapping[str, xr.Dataset], paths: Sequence[str | os.PathLike], *,
-                     conditions: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+def component_shares(
+    summaries: Mapping[str, xr.Dataset],
+    paths: Sequence[str | os.PathLike],
+    *,
+    conditions: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
     """Stacked bars of the residual-stream and causal-mask shares per model (and condition).
 
     One bar per (model, condition) — models side by side for the scale/architecture comparison,
@@ -84,19 +103,39 @@ def component_shares(summaries: Mapping[str, xr.Dataset], paths: Sequence[str | 
             if conditions is not None and c not in conditions:
                 continue
             d = s["decomposition"].sel(condition=c)
-            bars[f"{model}/{c}"] = np.stack([d.sel(component="share_residual").values,
-                                             d.sel(component="share_causal_mask").values])
+            bars[f"{model}/{c}"] = np.stack(
+                [
+                    d.sel(component="share_residual").values,
+                    d.sel(component="share_causal_mask").values,
+                ]
+            )
     if not bars:
-        raise ValueError("component_shares: no summary has a decomposition (need causal and bidirectional runs)")
+        raise ValueError(
+            "component_shares: no summary has a decomposition (need causal and bidirectional runs)"
+        )
     fig, ax = plt.subplots(figsize=(max(3.5, 0.9 * len(bars) + 1.5), 3.6))
     x = np.arange(len(bars))
     res = np.array([b[0] for b in bars.values()])
     msk = np.array([b[1] for b in bars.values()])
     ax.bar(x, res[:, 0], color=COLORS["residual"], label="residual stream")
     ax.bar(x, msk[:, 0], bottom=res[:, 0], color=COLORS["causal_mask"], label="causal mask")
-    ax.errorbar(x, res[:, 0], yerr=[res[:, 0] - res[:, 1], res[:, 2] - res[:, 0]], fmt="none", ecolor="k", capsize=3)
+    ax.errorbar(
+        x,
+        res[:, 0],
+        yerr=[res[:, 0] - res[:, 1], res[:, 2] - res[:, 0]],
+        fmt="none",
+        ecolor="k",
+        capsize=3,
+    )
     top = res[:, 0] + msk[:, 0]
-    ax.errorbar(x, top, yerr=[msk[:, 0] - msk[:, 1], msk[:, 2] - msk[:, 0]], fmt="none", ecolor="0.4", capsize=3)
+    ax.errorbar(
+        x,
+        top,
+        yerr=[msk[:, 0] - msk[:, 1], msk[:, 2] - msk[:, 0]],
+        fmt="none",
+        ecolor="0.4",
+        capsize=3,
+    )
     for xi, r in zip(x, res[:, 0]):
         ax.text(xi, r / 2, f"{100 * r:.0f}%", ha="center", va="center", fontsize=7, color="w")
     ax.set_xticks(x, list(bars), rotation=30, ha="right", fontsize=8)
@@ -107,9 +146,14 @@ def component_shares(summaries: Mapping[str, xr.Dataset], paths: Sequence[str | 
     return bars
 
 
-def head_maps(summary: xr.Dataset, paths: Sequence[str | os.PathLike], *,
-              variants: Sequence[str] = ("causal", "bidirectional"), target: str = "logattn",
-              alpha: float | None = None) -> dict[str, np.ndarray]:
+def head_maps(
+    summary: xr.Dataset,
+    paths: Sequence[str | os.PathLike],
+    *,
+    variants: Sequence[str] = ("causal", "bidirectional"),
+    target: str = "logattn",
+    alpha: float | None = None,
+) -> dict[str, np.ndarray]:
     """(layer × head) heat maps of per-head leakage, one per variant; dots mark q < α (BH).
 
     Returns:
@@ -118,15 +162,29 @@ def head_maps(summary: xr.Dataset, paths: Sequence[str | os.PathLike], *,
     alpha = float(summary.attrs.get("alpha", 0.05)) if alpha is None else alpha
     variants = [v for v in variants if v in summary["variant"].values]
     if not variants:
-        raise ValueError(f"head_maps: none of the variants are in the summary ({list(summary['variant'].values)})")
-    maps = {v: summary["leakage_head"].sel(variant=v, target=target, stat="estimate").values for v in variants}
+        raise ValueError(
+            f"head_maps: none of the variants are in the summary ({list(summary['variant'].values)})"
+        )
+    maps = {
+        v: summary["leakage_head"].sel(variant=v, target=target, stat="estimate").values
+        for v in variants
+    }
     lim = max(float(np.nanmax(np.abs(m))) for m in maps.values()) or 1.0
     nl, nh = next(iter(maps.values())).shape
-    fig, axes = plt.subplots(1, len(variants), figsize=(0.25 * nh * len(variants) + 2.5, 0.22 * nl + 1.6),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(variants), figsize=(0.25 * nh * len(variants) + 2.5, 0.22 * nl + 1.6), squeeze=False
+    )
     for ax, v in zip(axes[0], variants):
-        im = heatmap(ax, maps[v], vmin=-lim, vmax=lim, cmap=DIVERGING, title=f"{v} ({target})",
-                     xlabel="head", ylabel="layer")
+        im = heatmap(
+            ax,
+            maps[v],
+            vmin=-lim,
+            vmax=lim,
+            cmap=DIVERGING,
+            title=f"{v} ({target})",
+            xlabel="head",
+            ylabel="layer",
+        )
         ax.set_aspect("auto")
         if ax is not axes[0][0]:
             ax.set_ylabel("")
@@ -138,8 +196,12 @@ def head_maps(summary: xr.Dataset, paths: Sequence[str | os.PathLike], *,
     return maps
 
 
-def position0_std(trajectories: Mapping[str, xr.Dataset], paths: Sequence[str | os.PathLike], *,
-                  var: str = "ratio") -> dict[str, np.ndarray]:
+def position0_std(
+    trajectories: Mapping[str, xr.Dataset],
+    paths: Sequence[str | os.PathLike],
+    *,
+    var: str = "ratio",
+) -> dict[str, np.ndarray]:
     """Cross-prompt spread of the position-0 residual stream by layer, one line per condition.
 
     A symmetric-log y axis keeps the exact zeros of a fixed-BOS causal model visible next to the
@@ -154,17 +216,22 @@ def position0_std(trajectories: Mapping[str, xr.Dataset], paths: Sequence[str | 
         y = tr[var].values
         ax.plot(tr["layer"].values, y, marker="o", ms=3, lw=1.2, label=label)
         plotted[label] = y
-    finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in plotted.values()] + [np.array([1e-6])])
+    finite = np.concatenate(
+        [v[np.isfinite(v) & (v > 0)] for v in plotted.values()] + [np.array([1e-6])]
+    )
     ax.set_yscale("symlog", linthresh=float(finite.min()))
     ax.set_xlabel("layer (0 = embedding)")
-    ax.set_ylabel({"ratio": "cross-prompt std / mean norm", "std": "cross-prompt std"}.get(var, var))
+    ax.set_ylabel(
+        {"ratio": "cross-prompt std / mean norm", "std": "cross-prompt std"}.get(var, var)
+    )
     ax.legend(fontsize=7)
     save(fig, paths)
     return plotted
 
 
-def position0_conditions(stores: Mapping[str, xr.Dataset], paths: Sequence[str | os.PathLike], *,
-                         var: str = "ratio") -> dict[str, np.ndarray]:
+def position0_conditions(
+    stores: Mapping[str, xr.Dataset], paths: Sequence[str | os.PathLike], *, var: str = "ratio"
+) -> dict[str, np.ndarray]:
     """:func:`position0_std` of position-0 stores with a ``condition`` dim (one line per store and
     condition, labelled ``"<store label> · <condition>"``)."""
     lines = {}

@@ -25,8 +25,13 @@ def _color(name: str, i: int) -> str:
     return _COLORS.get(name, f"C{(i + 4) % 10}")
 
 
-def plot_loss_curves(curves: Mapping[str, Mapping[str, np.ndarray]], paths: Sequence[str | os.PathLike], *,
-                     unigram_entropy: float | Mapping[str, float] | None = None, title: str | None = None) -> None:
+def plot_loss_curves(
+    curves: Mapping[str, Mapping[str, np.ndarray]],
+    paths: Sequence[str | os.PathLike],
+    *,
+    unigram_entropy: float | Mapping[str, float] | None = None,
+    title: str | None = None,
+) -> None:
     """Train and held-out loss against step, one panel per variant, a shared y axis.
 
     ``curves``: variant → columns of ``loss_curve.csv`` (``step``, ``train_loss``,
@@ -38,12 +43,20 @@ def plot_loss_curves(curves: Mapping[str, Mapping[str, np.ndarray]], paths: Sequ
     n = len(curves)
     fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 3.0), sharey=True, squeeze=False)
     for i, (ax, (name, c)) in enumerate(zip(axes[0], curves.items())):
-        step, train, held = (np.asarray(c[k], dtype=float) for k in ("step", "train_loss", "heldout_loss"))
+        step, train, held = (
+            np.asarray(c[k], dtype=float) for k in ("step", "train_loss", "heldout_loss")
+        )
         ok = ~np.isnan(train)
-        ax.plot(step[ok], train[ok], color=_color(name, i), alpha=0.45, lw=0.8, label="train (batch)")
+        ax.plot(
+            step[ok], train[ok], color=_color(name, i), alpha=0.45, lw=0.8, label="train (batch)"
+        )
         ok = ~np.isnan(held)
-        ax.plot(step[ok], held[ok], color=_color(name, i), marker="o", ms=3, lw=1.5, label="held-out")
-        base = unigram_entropy.get(name) if isinstance(unigram_entropy, Mapping) else unigram_entropy
+        ax.plot(
+            step[ok], held[ok], color=_color(name, i), marker="o", ms=3, lw=1.5, label="held-out"
+        )
+        base = (
+            unigram_entropy.get(name) if isinstance(unigram_entropy, Mapping) else unigram_entropy
+        )
         if base is not None:
             ax.axhline(base, color="0.3", ls="--", lw=1, label="unigram entropy (held-out)")
         ax.set_title(name, fontsize=10)
@@ -57,7 +70,9 @@ def plot_loss_curves(curves: Mapping[str, Mapping[str, np.ndarray]], paths: Sequ
     save(fig, paths)
 
 
-def plot_gram_panels(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None) -> None:
+def plot_gram_panels(
+    ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None
+) -> None:
     """Paper 1 Fig. 3: the nine panels (a)–(i) in a 3×3 grid, each with its own colour scale.
 
     ``ds``: output of :func:`causalpos.gram.gram_panels` (``gram (panel, query, key)``, ``title``).
@@ -70,7 +85,9 @@ def plot_gram_panels(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, titl
     for ax, label in zip(axes.ravel(), ds["panel"].values):
         m = ds["gram"].sel(panel=label).values
         lo, hi = quantile_limits([m])
-        im = heatmap(ax, m, vmin=lo, vmax=hi, title=f"({label}) {ds['title'].sel(panel=label).item()}")
+        im = heatmap(
+            ax, m, vmin=lo, vmax=hi, title=f"({label}) {ds['title'].sel(panel=label).item()}"
+        )
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
     n = ds.attrs.get("n_samples")
     fig.suptitle(title or f"Gram matrices through layer 1 (mean over {n} sequences)", fontsize=11)
@@ -78,8 +95,13 @@ def plot_gram_panels(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, titl
     save(fig, paths)
 
 
-def plot_layer_scores(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None,
-                      shared_limits: bool = False) -> None:
+def plot_layer_scores(
+    ds: xr.Dataset,
+    paths: Sequence[str | os.PathLike],
+    *,
+    title: str | None = None,
+    shared_limits: bool = False,
+) -> None:
     """Paper 1 Fig. 8: raw mean pre-softmax scores (``score (layer, query, key)``) of every layer in a grid.
 
     Each layer gets its own colour limits (1 %/99 % quantiles) unless ``shared_limits``; masked
@@ -105,8 +127,11 @@ def plot_layer_scores(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, tit
         if i < (rows - 1) * cols:
             ax.set_xlabel("")
     n = ds.attrs.get("n_samples")
-    fig.suptitle(title or f"Mean pre-softmax scores QK$^T$/$\\sqrt{{d}}$ (mean over {n} sequences and heads)",
-                 fontsize=11)
+    fig.suptitle(
+        title
+        or f"Mean pre-softmax scores QK$^T$/$\\sqrt{{d}}$ (mean over {n} sequences and heads)",
+        fontsize=11,
+    )
     fig.tight_layout()
     save(fig, paths)
 
@@ -116,11 +141,14 @@ def _moving_average(x: np.ndarray, width: int) -> np.ndarray:
     if width <= 1:
         return np.asarray(x, dtype=float)
     kernel = np.ones(width)
-    return np.convolve(x, kernel, mode="same") / np.convolve(np.ones_like(x, dtype=float), kernel, mode="same")
+    return np.convolve(x, kernel, mode="same") / np.convolve(
+        np.ones_like(x, dtype=float), kernel, mode="same"
+    )
 
 
-def plot_loss_by_position(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None,
-                          smooth: int = 1) -> None:
+def plot_loss_by_position(
+    ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None, smooth: int = 1
+) -> None:
     """Mean next-token NLL by position with its bootstrap CI, one line per variant.
 
     ``ds``: output of :func:`causalpos.lengthgen.length_generalization` (``nll_mean``, ``nll_lo``,
@@ -132,11 +160,15 @@ def plot_loss_by_position(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *,
     pos = ds["position"].values
     for i, name in enumerate(ds["variant"].values):
         sub = ds.sel(variant=name)
-        mean, lo, hi = (_moving_average(sub[k].values, smooth) for k in ("nll_mean", "nll_lo", "nll_hi"))
+        mean, lo, hi = (
+            _moving_average(sub[k].values, smooth) for k in ("nll_mean", "nll_lo", "nll_hi")
+        )
         label = str(name)
         if "excess_mean" in sub:
-            label += (f"  (excess beyond: {float(sub['excess_mean']):+.3f} "
-                      f"[{float(sub['excess_lo']):+.3f}, {float(sub['excess_hi']):+.3f}])")
+            label += (
+                f"  (excess beyond: {float(sub['excess_mean']):+.3f} "
+                f"[{float(sub['excess_lo']):+.3f}, {float(sub['excess_hi']):+.3f}])"
+            )
         ax.plot(pos, mean, color=_color(str(name), i), lw=1.2, label=label)
         ax.fill_between(pos, lo, hi, color=_color(str(name), i), alpha=0.2, lw=0)
     for ctx in sorted({int(c) for c in np.atleast_1d(ds["train_context"].values)}):
@@ -145,8 +177,11 @@ def plot_loss_by_position(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *,
     conf = ds.attrs.get("confidence", 0.95)
     ax.set_xlabel("position of the predicted token (0-indexed)")
     ax.set_ylabel("next-token NLL (nats)")
-    ax.set_title(title or f"Loss by position beyond the training length ({conf:.0%} bootstrap CI over sequences)",
-                 fontsize=10)
+    ax.set_title(
+        title
+        or f"Loss by position beyond the training length ({conf:.0%} bootstrap CI over sequences)",
+        fontsize=10,
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2, frameon=False)
     fig.tight_layout()
@@ -157,7 +192,9 @@ def plot_loss_by_position(ds: xr.Dataset, paths: Sequence[str | os.PathLike], *,
 # Controlled comparisons (causalpos.compare tables)
 
 
-def plot_index_vs_init(index, paths: Sequence[str | os.PathLike], *, title: str | None = None) -> None:
+def plot_index_vs_init(
+    index, paths: Sequence[str | os.PathLike], *, title: str | None = None
+) -> None:
     """Per-layer index of each variant, trained (solid) vs init twin (dashed), CIs and noise floor.
 
     ``index``: the index table of :func:`causalpos.compare.comparison_tables` (``variant``,
@@ -170,7 +207,9 @@ def plot_index_vs_init(index, paths: Sequence[str | os.PathLike], *, title: str 
     fig, axes = plt.subplots(1, n, figsize=(3.0 * n, 3.0), sharey=True, squeeze=False)
     for i, (ax, v) in enumerate(zip(axes[0], variants)):
         for weights, ls, alpha in (("trained", "-", 0.25), ("init", "--", 0.12)):
-            sub = index[(index["variant"] == v) & (index["weights"] == weights)].sort_values("layer")
+            sub = index[(index["variant"] == v) & (index["weights"] == weights)].sort_values(
+                "layer"
+            )
             if sub.empty:
                 continue
             c = _color(v, i) if weights == "trained" else "0.45"
@@ -179,9 +218,18 @@ def plot_index_vs_init(index, paths: Sequence[str | os.PathLike], *, title: str 
             ax.plot(sub["layer"], sub["noise_floor"], ls=":", color=c, lw=0.8)
         tr = index[(index["variant"] == v) & (index["weights"] == "trained")]
         if "over_init" in tr and tr["over_init"].notna().any():
-            ratios = ", ".join("–" if not np.isfinite(x) else f"{x:.0f}" for x in tr.sort_values("layer")["over_init"])
-            ax.text(0.03, 0.97, f"trained / init by layer:\n{ratios}",
-                    transform=ax.transAxes, va="top", fontsize=7)
+            ratios = ", ".join(
+                "–" if not np.isfinite(x) else f"{x:.0f}"
+                for x in tr.sort_values("layer")["over_init"]
+            )
+            ax.text(
+                0.03,
+                0.97,
+                f"trained / init by layer:\n{ratios}",
+                transform=ax.transAxes,
+                va="top",
+                fontsize=7,
+            )
         ax.set_title(v, fontsize=10)
         ax.set_xlabel("layer")
         ax.set_xticks(sorted(index["layer"].unique()))
@@ -195,13 +243,18 @@ def plot_index_vs_init(index, paths: Sequence[str | os.PathLike], *, title: str 
     axes[0, 0].set_ylim(bottom=0.0)
     axes[0, 0].set_ylabel("non-relativeness index (logit units)")
     axes[0, 0].legend(fontsize=8, loc="lower right")
-    fig.suptitle(title or "Trained vs initial weights: non-relativeness index per layer, CIs (dotted: noise floor)",
-                 fontsize=10)
+    fig.suptitle(
+        title
+        or "Trained vs initial weights: non-relativeness index per layer, CIs (dotted: noise floor)",
+        fontsize=10,
+    )
     fig.tight_layout()
     save(fig, paths)
 
 
-def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: str | None = None) -> None:
+def plot_comparison(
+    comparison, paths: Sequence[str | os.PathLike], *, title: str | None = None
+) -> None:
     """The variants side by side: (a) index trained vs init, (b) paper 2's decomposition of the
     trained model's leakage, (c) loss excess beyond the training length; all with CIs.
 
@@ -228,8 +281,16 @@ def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: st
         ax.bar(x + offset, est, width, yerr=err, capsize=2, **kw)
 
     def missing(ax, what):
-        ax.text(0.5, 0.5, f"{what}\nnot run in this config", ha="center", va="center", transform=ax.transAxes,
-                fontsize=9, color="0.4")
+        ax.text(
+            0.5,
+            0.5,
+            f"{what}\nnot run in this config",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=9,
+            color="0.4",
+        )
 
     ax = axes[0]
     has_init = "init_index_mean" in comparison and comparison["init_index_mean"].notna().any()
@@ -248,13 +309,31 @@ def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: st
         res = comparison["leak_residual"].to_numpy(float)
         mask = comparison["leak_causal_mask"].to_numpy(float)
         ax.bar(x, res, 0.6, color=colors, alpha=0.55, label="residual stream")
-        ax.bar(x, mask, 0.6, bottom=res, color=colors, hatch="//", edgecolor="white", label="causal mask")
+        ax.bar(
+            x,
+            mask,
+            0.6,
+            bottom=res,
+            color=colors,
+            hatch="//",
+            edgecolor="white",
+            label="causal mask",
+        )
         tot, err = with_err("leak_total")
         ax.errorbar(x, tot, yerr=err, fmt="_", color="k", ms=14, capsize=3, label="total (CI)")
         if "init_leak_total" in comparison and comparison["init_leak_total"].notna().any():
             it, ierr = with_err("init_leak_total")
-            ax.errorbar(x + 0.38, it, yerr=ierr, fmt="o", mfc="white", color="0.35", ms=5, capsize=2,
-                        label="init twin, total")
+            ax.errorbar(
+                x + 0.38,
+                it,
+                yerr=ierr,
+                fmt="o",
+                mfc="white",
+                color="0.35",
+                ms=5,
+                capsize=2,
+                label="init twin, total",
+            )
         ax.axhline(0, color="0.3", lw=0.8)
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the bars and markers
@@ -276,13 +355,22 @@ def plot_comparison(comparison, paths: Sequence[str | os.PathLike], *, title: st
         ax.set_xticklabels(variants)
         ax.grid(alpha=0.3, axis="y")
     conf = float(comparison["confidence"].iloc[0]) if "confidence" in comparison else 0.95
-    fig.suptitle(title or f"One-factor variants trained here, same held-out prompts ({conf:.0%} CIs)", fontsize=10)
+    fig.suptitle(
+        title or f"One-factor variants trained here, same held-out prompts ({conf:.0%} CIs)",
+        fontsize=10,
+    )
     fig.tight_layout()
     save(fig, paths)
 
 
-def plot_variant_maps(trained: Mapping[str, xr.Dataset], init: Mapping[str, xr.Dataset],
-                      paths: Sequence[str | os.PathLike], *, layer: int = -1, title: str | None = None) -> None:
+def plot_variant_maps(
+    trained: Mapping[str, xr.Dataset],
+    init: Mapping[str, xr.Dataset],
+    paths: Sequence[str | os.PathLike],
+    *,
+    layer: int = -1,
+    title: str | None = None,
+) -> None:
     """Diagonal-normalized head-mean maps of one layer: trained variants (top row), twins (bottom).
 
     ``trained`` / ``init``: variant -> score store with ``score_group_mean``. Each row has its own
@@ -292,7 +380,7 @@ def plot_variant_maps(trained: Mapping[str, xr.Dataset], init: Mapping[str, xr.D
     """
     from matplotlib.ticker import MaxNLocator
 
-    from causalpos.compare import mean_normalized_map
+    from causalpos.paper1.compare import mean_normalized_map
 
     variants = list(trained)
     if not variants:
@@ -300,8 +388,12 @@ def plot_variant_maps(trained: Mapping[str, xr.Dataset], init: Mapping[str, xr.D
     rows = [("trained", trained)] + ([("init twin", init)] if init else [])
     n_layers = next(iter(trained.values())).sizes["layer"]
     shown = layer % n_layers + 1
-    fig, axes = plt.subplots(len(rows), len(variants), figsize=(2.9 * len(variants) + 1.0, 2.8 * len(rows)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(rows),
+        len(variants),
+        figsize=(2.9 * len(variants) + 1.0, 2.8 * len(rows)),
+        squeeze=False,
+    )
     for ri, (row, stores) in enumerate(rows):
         maps = {v: mean_normalized_map(stores[v], layer) for v in variants if v in stores}
         vmin, vmax = quantile_limits(list(maps.values()))
@@ -312,11 +404,20 @@ def plot_variant_maps(trained: Mapping[str, xr.Dataset], init: Mapping[str, xr.D
             if v not in maps:
                 ax.axis("off")
                 continue
-            im = heatmap(ax, maps[v], vmin=-lim, vmax=lim, title=f"{v} ({row})", ylabel="query" if ci == 0 else "")
+            im = heatmap(
+                ax,
+                maps[v],
+                vmin=-lim,
+                vmax=lim,
+                title=f"{v} ({row})",
+                ylabel="query" if ci == 0 else "",
+            )
             ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
             ax.yaxis.set_major_locator(MaxNLocator(4, integer=True))
         if im is not None:
             fig.colorbar(im, ax=axes[ri].tolist(), shrink=0.85, label=f"normalized score ({row})")
-    fig.suptitle(title or f"Diagonal-normalized mean scores, layer {shown} (each row on its own scale)",
-                 fontsize=10)
+    fig.suptitle(
+        title or f"Diagonal-normalized mean scores, layer {shown} (each row on its own scale)",
+        fontsize=10,
+    )
     save(fig, paths)

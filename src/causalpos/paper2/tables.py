@@ -1,0 +1,373 @@
+"""Paper 2 tables across (model, dataset) pairs and their Markdown digest."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from causalpos.paper2.summary import STAT, tables
+
+#: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
+ROPE_CONDITIONS: dict[str, str] = {
+    "rope": "causal",
+    "identity_rope": "identity_rope",
+    "scrambled_rope": "scrambled_rope",
+}
+
+
+#: Tables written by :func:`aggregate_leakage` (file stem -> what it holds).
+PAPER2_TABLES: dict[str, str] = {
+    "leakage_by_model": "leakage per (model, dataset, variant, target), mean over layers and heads, with CI, "
+    "raw dR2, null floor and the fraction of heads significant after BH",
+    "decomposition": "total / residual-stream / causal-mask leakage and shares per condition, with CIs",
+    "leakage_by_layer": "leakage per layer (variant, target) with CIs",
+    "decomposition_by_layer": "decomposition per layer with CIs",
+    "rope_controls": "Table 6 analog: causal vs identity vs scrambled RoPE",
+    "bos_effects": "Table 9 analog: BOS-replacement effects at early and late queries",
+    "observational_split": "logit vs softmax (log Z) parts of one causal run's log-attention leakage",
+    "heads": "per head: leakage with CI, p and BH q (prompt-mean map), sink attention",
+    "sink_heads": "number / fraction of sink-reading heads at each tau",
+    "position0": "position-0 residual stream: cross-prompt std per layer and condition, probes",
+    "position0_probes": "content probes: best layer of the position-0 probe, sink-head value probe",
+}
+
+
+def _wide(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFrame:  # noqa: F821
+    """(…, ``columns``, stat) -> one row per ``index`` with ``<col>``, ``<col>_lo``, ``<col>_hi``."""
+    df = da.to_dataset(dim="stat").to_dataframe().reset_index()
+    wide = df.pivot(index=list(index), columns=columns, values=list(STAT))
+    order = list(dict.fromkeys(da[columns].values.tolist()))
+    cols = {}
+    for c in order:
+        cols[c] = wide[("estimate", c)]
+        cols[f"{c}_lo"] = wide[("lo", c)]
+        cols[f"{c}_hi"] = wide[("hi", c)]
+    import pandas as pd
+
+    return pd.DataFrame(cols).reset_index()
+
+
+def _rope_controls(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
+    """Table 6 analog of one summary: per RoPE condition whose causal run exists, the total
+    leakage (causal run, log-attention), its logit leakage, the observational split's shares and,
+    where the condition has a bidirectional twin, the decomposition's shares."""
+    import pandas as pd
+
+    rows = []
+    variants = list(summary["variant"].values)
+    for cond, cv in ROPE_CONDITIONS.items():
+        if cv not in variants:
+            continue
+        row = {"condition": cond, "causal_variant": cv}
+        for tgt, name in (("logattn", "total"), ("logit", "logit")):
+            est, lo, hi = summary["leakage_model"].sel(variant=cv, target=tgt).values
+            row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+        if "observational_split" in summary and cv in summary["causal_variant"].values:
+            for term in ("share_logit", "share_softmax"):
+                est, lo, hi = (
+                    summary["observational_split"].sel(causal_variant=cv, obs_term=term).values
+                )
+                row.update({f"obs_{term}": est, f"obs_{term}_lo": lo, f"obs_{term}_hi": hi})
+        has_dec = "decomposition" in summary and cond in summary["condition"].values
+        for comp in ("residual", "causal_mask", "share_residual", "share_causal_mask"):
+            est, lo, hi = (
+                summary["decomposition"].sel(condition=cond, component=comp).values
+                if has_dec
+                else (np.nan, np.nan, np.nan)
+            )
+            row.update({comp: est, f"{comp}_lo": lo, f"{comp}_hi": hi})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _bos_table(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
+    import pandas as pd
+
+    pairs = json.loads(summary.attrs.get("bos", "{}"))
+    rows = []
+    for name in summary["intervention"].values:
+        iv, bv, target = pairs.get(str(name), ("", "", ""))
+        for win in summary["bos_window"].values:
+            row = {
+                "intervention": str(name),
+                "variant": iv,
+                "baseline": bv,
+                "target": target,
+                "bos_window": str(win),
+            }
+            for var, pre in (
+                ("bos_effect", "effect"),
+                ("bos_c_res", "c_res"),
+                ("bos_c_res_baseline", "c_res_baseline"),
+            ):
+                est, lo, hi = summary[var].sel(intervention=name, bos_window=win).values
+                row.update({pre: est, f"{pre}_lo": lo, f"{pre}_hi": hi})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F821
+    """(per condition and layer frame, probe summary row) of a position-0 store."""
+    per_layer = [v for v in p0.data_vars if set(p0[v].dims) <= {"condition", "layer"}]
+    df = p0[per_layer].to_dataframe().reset_index()
+    probe = {
+        "probe_labels": p0.attrs.get("probe_labels", ""),
+        "probe_n_prompts": p0.attrs.get("probe_n_prompts", 0),
+        "probe_n_classes": p0.attrs.get("probe_n_classes", 0),
+    }
+    if "probe_accuracy" in p0:
+        acc = p0["probe_accuracy"].sel(condition=p0.attrs.get("probe_condition", "causal"))
+        if np.isfinite(acc.values).any():
+            best = int(np.nanargmax(acc.values))
+            for k in ("accuracy", "chance", "null_mean", "p_value"):
+                v = p0[f"probe_{k}"].sel(condition=p0.attrs.get("probe_condition", "causal")).values
+                probe[f"best_layer_{k}"] = float(v[best])
+            probe["best_layer"] = int(acc["layer"].values[best])
+            probe["min_p_value"] = float(
+                np.nanmin(
+                    p0["probe_p_value"]
+                    .sel(condition=p0.attrs.get("probe_condition", "causal"))
+                    .values
+                )
+            )
+    probe["n_sink_heads"] = p0.attrs.get("n_sink_heads", 0)
+    for k in ("accuracy", "chance", "null_mean", "p_value"):
+        probe[f"sink_probe_{k}"] = p0.attrs.get(f"sink_probe_{k}", np.nan)
+    return df, probe
+
+
+def paper2_tables(
+    summaries: Mapping[tuple[str, str], xr.Dataset],
+    position0: Mapping[tuple[str, str], xr.Dataset] | None = None,
+) -> dict[str, pd.DataFrame]:  # noqa: F821
+    """Every paper-2 table over (model, dataset) pairs: :data:`PAPER2_TABLES` names -> DataFrame.
+
+    Each frame starts with ``model`` and ``dataset`` columns; values are copied from the summaries
+    (no recomputation), so a table cell equals the store's number.
+    """
+    import pandas as pd
+
+    parts: dict[str, list] = {name: [] for name in PAPER2_TABLES}
+    probes = []
+
+    def add(name, df, model, dataset):
+        df = df.copy()
+        df.insert(0, "dataset", dataset)
+        df.insert(0, "model", model)
+        parts[name].append(df)
+
+    for (model, dataset), s in summaries.items():
+        flat = tables(s)
+        add("leakage_by_model", flat["leakage_by_model"], model, dataset)
+        add("leakage_by_layer", flat["leakage_by_layer"], model, dataset)
+        add("heads", flat["heads"], model, dataset)
+        if "decomposition" in s:
+            add(
+                "decomposition",
+                _wide(s["decomposition"], ["condition"], "component"),
+                model,
+                dataset,
+            )
+            add(
+                "decomposition_by_layer",
+                _wide(s["decomposition_layer"], ["condition", "layer"], "component"),
+                model,
+                dataset,
+            )
+        if "observational_split" in s:
+            add(
+                "observational_split",
+                _wide(s["observational_split"], ["causal_variant"], "obs_term"),
+                model,
+                dataset,
+            )
+        add("rope_controls", _rope_controls(s), model, dataset)
+        if "bos_effect" in s:
+            add("bos_effects", _bos_table(s), model, dataset)
+        if "sink_heads" in flat:
+            add("sink_heads", flat["sink_heads"], model, dataset)
+    for (model, dataset), p0 in (position0 or {}).items():
+        df, probe = _position0_frames(p0)
+        add("position0", df, model, dataset)
+        probes.append({"model": model, "dataset": dataset, **probe})
+    out = {
+        name: (
+            pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=["model", "dataset"])
+        )
+        for name, dfs in parts.items()
+    }
+    out["position0_probes"] = (
+        pd.DataFrame(probes) if probes else pd.DataFrame(columns=["model", "dataset"])
+    )
+    return out
+
+
+def _fmt(x) -> str:
+    if isinstance(x, (float, np.floating)):
+        if not np.isfinite(x):
+            return "–"
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _ci_cell(row, name: str, pct: bool = False) -> str:
+    est, lo, hi = row[name], row[f"{name}_lo"], row[f"{name}_hi"]
+    if not np.isfinite(est):
+        return "–"
+    if pct:
+        return f"{100 * est:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
+    return f"{est:.4g} [{lo:.4g}, {hi:.4g}]"
+
+
+def _markdown(df: pd.DataFrame) -> str:  # noqa: F821
+    if df.empty:
+        return "_(none)_\n"
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(_fmt(r[c]) for c in df.columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def paper2_markdown(
+    tabs: Mapping[str, pd.DataFrame], *, title: str = "Paper 2 (Ruscio et al. 2026): tables"
+) -> str:  # noqa: F821
+    """A readable Markdown digest of :func:`paper2_tables` (estimates with [95 % CI])."""
+    import pandas as pd
+
+    out = [
+        f"# {title}\n",
+        "Leakage = ΔR² of the saturated relative baseline plus absolute query effects, minus its exact "
+        "within-offset permutation-null mean, averaged over prompts, layers and heads; CIs: percentile "
+        "bootstrap over prompts. Full precision in the CSV files beside this one.\n",
+    ]
+
+    def section(name, df):
+        out.append(f"\n## {name}\n\n")
+        out.append(_markdown(df))
+
+    dec = tabs["decomposition"]
+    if not dec.empty:
+        section(
+            "Total leakage and component shares (bidirectional ablation, Eq. 5)",
+            pd.DataFrame(
+                {
+                    "model": dec["model"],
+                    "dataset": dec["dataset"],
+                    "condition": dec["condition"],
+                    "total": [_ci_cell(r, "total") for _, r in dec.iterrows()],
+                    "residual stream": [_ci_cell(r, "residual") for _, r in dec.iterrows()],
+                    "causal mask": [_ci_cell(r, "causal_mask") for _, r in dec.iterrows()],
+                    "residual share": [
+                        _ci_cell(r, "share_residual", True) for _, r in dec.iterrows()
+                    ],
+                    "causal-mask share": [
+                        _ci_cell(r, "share_causal_mask", True) for _, r in dec.iterrows()
+                    ],
+                }
+            ),
+        )
+    rc = tabs["rope_controls"]
+    if not rc.empty:
+        cols = {
+            "model": rc["model"],
+            "dataset": rc["dataset"],
+            "condition": rc["condition"],
+            "total (log-attn)": [_ci_cell(r, "total") for _, r in rc.iterrows()],
+            "logit": [_ci_cell(r, "logit") for _, r in rc.iterrows()],
+        }
+        if "obs_share_logit" in rc:
+            cols["observational logit share"] = [
+                _ci_cell(r, "obs_share_logit", True) for _, r in rc.iterrows()
+            ]
+            cols["observational softmax share"] = [
+                _ci_cell(r, "obs_share_softmax", True) for _, r in rc.iterrows()
+            ]
+        cols["residual share (ablation)"] = [
+            _ci_cell(r, "share_residual", True) for _, r in rc.iterrows()
+        ]
+        section("Table 6 analog: causal vs identity vs scrambled RoPE", pd.DataFrame(cols))
+    bos = tabs["bos_effects"]
+    if not bos.empty:
+        section(
+            "Table 9 analog: BOS-embedding replacement (effect = 1 − C_res(intervention)/C_res(baseline))",
+            pd.DataFrame(
+                {
+                    "model": bos["model"],
+                    "dataset": bos["dataset"],
+                    "intervention": bos["intervention"],
+                    "queries": bos["bos_window"],
+                    "target": bos["target"],
+                    "effect": [_ci_cell(r, "effect", True) for _, r in bos.iterrows()],
+                    "C_res": [_ci_cell(r, "c_res") for _, r in bos.iterrows()],
+                    "C_res baseline": [_ci_cell(r, "c_res_baseline") for _, r in bos.iterrows()],
+                }
+            ),
+        )
+    obs = tabs["observational_split"]
+    if not obs.empty:
+        section(
+            "Observational split of the causal runs (units of SST(log-attention))",
+            pd.DataFrame(
+                {
+                    "model": obs["model"],
+                    "dataset": obs["dataset"],
+                    "run": obs["causal_variant"],
+                    "logit": [_ci_cell(r, "logit") for _, r in obs.iterrows()],
+                    "log Z": [_ci_cell(r, "logz") for _, r in obs.iterrows()],
+                    "cross": [_ci_cell(r, "cross") for _, r in obs.iterrows()],
+                    "log-attention": [_ci_cell(r, "logattn") for _, r in obs.iterrows()],
+                    "logit share": [_ci_cell(r, "share_logit", True) for _, r in obs.iterrows()],
+                }
+            ),
+        )
+    bm = tabs["leakage_by_model"]
+    if not bm.empty:
+        section(
+            "Leakage per run and fraction of significant heads (BH q < α)",
+            pd.DataFrame(
+                {
+                    "model": bm["model"],
+                    "dataset": bm["dataset"],
+                    "variant": bm["variant"],
+                    "target": bm["target"],
+                    "leakage": [
+                        f"{r['estimate']:.4g} [{r['lo']:.4g}, {r['hi']:.4g}]"
+                        for _, r in bm.iterrows()
+                    ],
+                    "raw ΔR²": bm["raw"],
+                    "null floor": bm["null_floor"],
+                    "significant heads": bm["fraction_significant"],
+                }
+            ),
+        )
+    sk = tabs["sink_heads"]
+    if not sk.empty:
+        piv = sk.pivot_table(
+            index=["model", "dataset", "variant"], columns="tau", values="fraction"
+        ).reset_index()
+        piv.columns = [c if isinstance(c, str) else f"τ = {c:g}" for c in piv.columns]
+        section("Sink-reading heads (fraction of heads with mean attention to key 0 ≥ τ)", piv)
+    p0 = tabs["position0"]
+    if not p0.empty:
+        g = p0.groupby(["model", "dataset", "condition"], sort=False)
+        section(
+            "Position-0 trajectory: cross-prompt std of the residual stream (mean over dims)",
+            pd.DataFrame(
+                {
+                    "std (embedding)": g["std"].first(),
+                    "std (last block)": g["std"].last(),
+                    "max std over layers": g["std"].max(),
+                    "max ratio to norm": g["ratio"].max(),
+                    "exactly 0 at every layer": g["std"].apply(lambda s: bool((s == 0).all())),
+                }
+            ).reset_index(),
+        )
+    pr = tabs["position0_probes"]
+    if not pr.empty:
+        section("Content probes (cross-validated; chance = majority class)", pr)
+    return "".join(out)

@@ -1,0 +1,187 @@
+"""Stages of score extraction: one shard of sequences, the exact merge, diagonal normalization."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import xarray as xr
+
+from causalpos.models.device import auto_batch_size, resolve_device
+
+log = logging.getLogger("causalpos.stages.extract")
+
+
+#: Reducer sets by name; extraction jobs list the ones they need.
+REDUCER_NAMES = ("moments", "groups", "leakage", "sink")
+
+
+def reducer_classes() -> dict[str, type]:
+    """The reducer classes a shard store may name in a variable's ``reducer`` attribute.
+
+    Only these are used to merge shards: nothing is imported from a store's attributes. The
+    paths of stores written before the library moved into packages (``causalpos.capture:...``,
+    ``causalpos.leakage:...``, ``causalpos.position0:...``) stay valid, so those shards still merge.
+    """
+    from causalpos.capture.reducers import GroupMeans, ScoreMoments, reducer_path
+    from causalpos.paper2.reducers import LeakageReducer, SinkReducer
+
+    classes = (ScoreMoments, GroupMeans, LeakageReducer, SinkReducer)
+    out = {reducer_path(c): c for c in classes}
+    out.update(
+        {
+            "causalpos.capture:ScoreMoments": ScoreMoments,
+            "causalpos.capture:GroupMeans": GroupMeans,
+            "causalpos.leakage:LeakageReducer": LeakageReducer,
+            "causalpos.position0:SinkReducer": SinkReducer,
+        }
+    )
+    return out
+
+
+def build_reducers(
+    names: Sequence[str],
+    *,
+    n_sequences: int,
+    n_groups: int,
+    leakage: dict | None = None,
+    seed: int = 0,
+) -> list:
+    """Reducer objects for an extraction job from their names (:data:`REDUCER_NAMES`)."""
+    from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
+
+    unknown = set(names) - set(REDUCER_NAMES)
+    if unknown:
+        raise ValueError(f"unknown reducer(s) {sorted(unknown)}; allowed: {REDUCER_NAMES}")
+    out: list = []
+    for name in names:
+        if name == "moments":
+            out.append(ScoreMoments())
+        elif name == "groups":
+            out.append(
+                GroupMeans(
+                    group_labels(n_sequences, scheme="modulo", n_groups=min(n_groups, n_sequences))
+                )
+            )
+        elif name == "leakage":
+            from causalpos.paper2.reducers import LeakageReducer
+
+            out.append(LeakageReducer(seed=seed, **(leakage or {})))
+        elif name == "sink":
+            from causalpos.paper2.reducers import SinkReducer
+
+            out.append(SinkReducer())
+    return out
+
+
+def extract_scores(
+    model_dir: str | os.PathLike,
+    data_store: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    start: int,
+    stop: int,
+    variant: str,
+    reducers: Sequence[str],
+    batch_size: int | str,
+    n_groups: int,
+    seed: int,
+    device: str = "cpu",
+    dtype: str = "float32",
+    memory_fraction: float = 0.8,
+    leakage: dict | None = None,
+    attrs: dict | None = None,
+) -> xr.Dataset:
+    """Rule ``extract_scores``: sequences ``[start, stop)`` of ``data_store`` under ``variant``,
+    through the capture hook into ``reducers``; writes the shard store ``out``.
+
+    Group labels are computed from global sequence ids, so shards merge into exactly the groups
+    a single pass would make.
+    """
+    from causalpos.capture import hook
+    from causalpos.io.store import open_dataset, write_dataset
+    from causalpos.models.load import load_model
+
+    data = open_dataset(data_store)
+    n_total = int(data.sizes["sequence"])
+    if not 0 <= start < stop <= n_total:
+        raise ValueError(
+            f"extract_scores: sequences [{start}, {stop}) outside the dataset's {n_total}"
+        )
+    tokens = np.asarray(data["tokens"].isel(sequence=slice(start, stop)).values)
+    dev = resolve_device(device)
+    model, _tok = load_model(model_dir, device=dev, dtype=dtype)
+    if batch_size == "auto":
+        batch_size, estimate = auto_batch_size(model, tokens.shape[1], fraction=memory_fraction)
+        log.info("batch_size auto: %s", estimate)
+    objs = build_reducers(
+        reducers, n_sequences=n_total, n_groups=n_groups, leakage=leakage, seed=seed
+    )
+    meta = {
+        "dataset": data.attrs.get("corpus", ""),
+        "sequence_first": int(start),
+        "sequence_last": int(stop - 1),
+        "batch_size": int(batch_size),
+        "reducers": list(reducers),
+        **(attrs or {}),
+    }
+    ds = hook.extract_scores(
+        model,
+        tokens,
+        variant=variant,
+        batch_size=int(batch_size),
+        reducers=objs,
+        seed=seed,
+        seq_ids=np.arange(start, stop, dtype=np.int64),
+        attrs=meta,
+    )
+    write_dataset(ds, out)
+    return ds
+
+
+def merge_scores(shards: Sequence[str | os.PathLike], out: str | os.PathLike) -> xr.Dataset:
+    """Rule ``merge_scores``: shard stores merged exactly (each reducer's ``merge``) into ``out``."""
+    from causalpos.io.store import merge_shards, write_dataset
+
+    ds = merge_shards(list(shards), reducers=reducer_classes())
+    write_dataset(ds, out)
+    return ds
+
+
+def normalize_scores(ds: xr.Dataset) -> xr.Dataset:
+    """Diagonal normalization (paper 1 §5) of a score store's maps.
+
+    ``score_normalized`` (layer, head, query, key) from ``score_mean``; the head average
+    ``score_normalized_mean`` (layer, query, key) — equal to normalizing the head-averaged map,
+    since the operation is linear; ``score_mean_head_avg`` (layer, query, key), the raw head
+    average (App. E's raw maps). float32 maps, NaN where masked.
+    """
+    from causalpos.paper1.diagonal import normalize
+
+    out = xr.Dataset(attrs=dict(ds.attrs))
+    dims = ds["score_mean"].dims
+    norm = normalize(np.asarray(ds["score_mean"].values, dtype=np.float64))
+    head_axis = dims.index("head")
+    reduced = tuple(d for d in dims if d != "head")
+    out["score_normalized"] = (dims, norm.astype(np.float32))
+    # Every head of a layer shares the mask, so a plain mean keeps NaN exactly where masked.
+    out["score_normalized_mean"] = (reduced, norm.mean(axis=head_axis).astype(np.float32))
+    out["score_mean_head_avg"] = (
+        reduced,
+        np.asarray(ds["score_mean"].values, dtype=np.float64)
+        .mean(axis=head_axis)
+        .astype(np.float32),
+    )
+    out.attrs["normalization"] = "diagonal (paper 1 §5): each offset band minus its mean"
+    return out
+
+
+def diagonal_normalize(src: str | os.PathLike, out: str | os.PathLike) -> xr.Dataset:
+    """Rule ``diagonal_normalize``: :func:`normalize_scores` of the score store ``src``, into ``out``."""
+    from causalpos.io.store import open_dataset, write_dataset
+
+    ds = normalize_scores(open_dataset(src))
+    write_dataset(ds, out)
+    return ds

@@ -1,0 +1,68 @@
+"""Stages of paper 2's leakage: per-(model, dataset) summary store, tables across pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import xarray as xr
+
+from causalpos.paper2.summary import leakage_summary, pool_small_strata
+
+
+def leakage(
+    stores: Mapping[str, str],
+    out,
+    *,
+    data_store=None,
+    strata: str = "none",
+    min_stratum: int = 5,
+    attrs: Mapping | None = None,
+    **summary_kw,
+) -> xr.Dataset:
+    """``leakage`` rule: :func:`leakage_summary` of the merged score stores of one (model, dataset).
+
+    Args:
+        stores: variant -> path of ``results/scores/{model}/{dataset}/{variant}.zarr``.
+        out: path of the summary store.
+        data_store: the dataset's token store (its ``source`` labels, for ``strata="source"``).
+        strata: ``"none"`` (plain bootstrap over prompts) or ``"source"`` (stratified by the
+            prompts' source, e.g. KJV book; sources with fewer than ``min_stratum`` prompts are
+            pooled into one stratum, see :func:`pool_small_strata`).
+        attrs: extra attributes (model, dataset, code fingerprint, config choices).
+        summary_kw: :func:`leakage_summary` keywords.
+    """
+    from causalpos.io.store import open_dataset, write_dataset
+
+    if strata not in ("none", "source"):
+        raise ValueError(f"strata must be 'none' or 'source', got {strata!r}")
+    opened = {v: open_dataset(p) for v, p in stores.items()}
+    labels = None
+    if strata == "source":
+        if data_store is None:
+            raise ValueError("strata='source' needs the dataset's store (data_store)")
+        first = next(iter(opened.values()))
+        seqs = np.sort(first["sequence"].values)
+        labels, n_pooled = pool_small_strata(
+            open_dataset(data_store)["source"].sel(sequence=seqs).values, min_stratum
+        )
+        if np.unique(labels).size < 2:
+            labels = None  # one stratum: the plain bootstrap
+    ds = leakage_summary(opened, strata=labels, **summary_kw)
+    if strata == "source":
+        ds.attrs.update(
+            {
+                "strata_min_size": min_stratum,
+                "strata_pooled_prompts": n_pooled,
+                "strata_n": 1 if labels is None else int(np.unique(labels).size),
+            }
+        )
+    # The extraction-time choices (fits, windows, pair subsample) travel on leak_delta's attrs.
+    reducer = {
+        f"reducer_{k.removeprefix('leak_')}": v
+        for k, v in next(iter(opened.values()))["leak_delta"].attrs.items()
+        if k.startswith("leak_")
+    }
+    ds.attrs.update({"variants": list(opened), "strata": strata, **reducer, **dict(attrs or {})})
+    write_dataset(ds, out)
+    return ds

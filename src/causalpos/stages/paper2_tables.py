@@ -1,0 +1,35 @@
+"""Stage ``aggregate_leakage``: paper 2's tables across (model, dataset) pairs, CSV and Markdown.
+
+Apart from :mod:`causalpos.stages.leakage` so that editing a table or the Markdown digest reruns
+this rule alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from causalpos.io.store import open_dataset
+from causalpos.paper2.tables import paper2_markdown, paper2_tables
+
+
+def aggregate_leakage(
+    summaries: Mapping[tuple[str, str], str],
+    position0: Mapping[tuple[str, str], str],
+    outputs: Mapping[str, str],
+) -> dict[str, pd.DataFrame]:  # noqa: F821
+    """``aggregate_leakage`` rule: every table as CSV (``outputs[name]``) and the Markdown digest
+    (``outputs["markdown"]``) from the summary and position-0 stores of (model, dataset) pairs."""
+    tabs = paper2_tables(
+        {k: open_dataset(p) for k, p in summaries.items()},
+        {k: open_dataset(p) for k, p in position0.items()},
+    )
+    for name, df in tabs.items():
+        if name in outputs:
+            Path(outputs[name]).parent.mkdir(parents=True, exist_ok=True)
+            df.to_csv(outputs[name], index=False)
+    if "markdown" in outputs:
+        Path(outputs["markdown"]).write_text(paper2_markdown(tabs))
+    return tabs

@@ -1,0 +1,186 @@
+"""The library's shape: science <- stages <- scripts, no import cycles, one script per rule that
+calls one stage function of the same name, and code fingerprints that follow the import graph."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from wfutil import REPO
+
+from causalpos.io.fingerprint import code_fingerprint, import_closure
+
+PACKAGE = REPO / "src" / "causalpos"
+SCRIPTS = REPO / "workflow" / "scripts"
+
+
+def _name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = ["causalpos", *rel.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(path: Path) -> set[str]:
+    """Library modules ``path`` imports (nested imports too), resolved to module names."""
+    closure_one = set()
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        closure_one.update(n for n in names if n in MODULES and n != "causalpos")
+    return closure_one
+
+
+GRAPH = {name: _imports(path) for name, path in MODULES.items()}
+
+
+def test_no_relative_imports():
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{name}: relative import (line {node.lineno})"
+
+
+def test_science_never_imports_a_stage():
+    for name, deps in GRAPH.items():
+        if name.startswith("causalpos.stages"):
+            continue
+        stages = sorted(d for d in deps if d.startswith("causalpos.stages"))
+        assert not stages, f"{name} imports the stage module(s) {stages}"
+
+
+def test_io_is_a_leaf():
+    for name, deps in GRAPH.items():
+        if name.startswith("causalpos.io"):
+            assert all(d.startswith("causalpos.io") for d in deps), (name, sorted(deps))
+
+
+def test_no_import_cycles():
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(GRAPH[node]):
+            if state.get(dep) == 1:
+                cycle = stack[stack.index(dep) :] + [dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep, [*stack, dep])
+        state[node] = 2
+
+    for name in GRAPH:
+        if name not in state:
+            visit(name, [name])
+
+
+def _rule_scripts() -> dict[str, str]:
+    out = {}
+    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        for m in re.finditer(r"^rule (\w+):\n(.*?)(?=^rule |\Z)", smk.read_text(), re.S | re.M):
+            s = re.search(r'script:\n\s+"\.\./scripts/(\w+)\.py"', m.group(2))
+            if s:
+                out[m.group(1)] = s.group(1)
+    return out
+
+
+def test_every_rule_runs_the_script_of_its_name_which_calls_one_stage_function():
+    rules = _rule_scripts()
+    assert rules, "no rule with a script found"
+    assert {r: s for r, s in rules.items() if r != s} == {}
+    assert sorted(p.stem for p in SCRIPTS.glob("*.py")) == sorted(rules.values())
+    for script in SCRIPTS.glob("*.py"):
+        imports = _imports(script)
+        stages = [m for m in imports if m.startswith("causalpos.stages.")]
+        assert imports - set(stages) == {"causalpos.io.runlog"}, (script.name, imports)
+        assert len(stages) == 1, (script.name, stages)
+        stage = ast.parse(MODULES[stages[0]].read_text())
+        defined = {n.name for n in stage.body if isinstance(n, ast.FunctionDef)}
+        assert script.stem in defined, f"{stages[0]} defines no function {script.stem}()"
+
+
+def test_every_rule_fingerprints_its_own_script():
+    text = "".join(p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk"))
+    for rule, script in _rule_scripts().items():
+        body = re.search(rf"^rule {rule}:\n(.*?)(?=^rule |\Z)", text, re.S | re.M).group(1)
+        assert f'code=code_fingerprint("{script}")' in body, rule
+
+
+# ---------------------------------------------------------------------------------------------
+# The fingerprint on a package made up here: a change reaches exactly the importing scripts.
+
+
+@pytest.fixture
+def fake(tmp_path):
+    pkg = tmp_path / "causalpos"
+    (pkg / "sci").mkdir(parents=True)
+    (pkg / "stages").mkdir()
+    files = {
+        "__init__.py": "",
+        "sci/__init__.py": "",
+        "sci/a.py": "X = 1\n",
+        "sci/b.py": "from causalpos.sci.a import X\n",
+        "sci/c.py": "def f():\n    from causalpos.sci import a  # lazy\n    return a\n",
+        "sci/unused.py": "Y = 2\n",
+        "stages/__init__.py": "",
+        "stages/one.py": "from causalpos.sci import b\n",
+        "stages/two.py": "import causalpos.sci.c\n",
+        "stages/three.py": "import json\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).write_text(text)
+    scripts = {}
+    for stage in ("one", "two", "three"):
+        scripts[stage] = tmp_path / f"{stage}.py"
+        scripts[stage].write_text(f"from causalpos.stages.{stage} import run\n")
+    return pkg, scripts
+
+
+def test_import_closure_follows_direct_transitive_and_lazy_imports(fake):
+    pkg, scripts = fake
+    rel = lambda s: sorted(p.relative_to(pkg).as_posix() for p in import_closure(s, pkg))  # noqa: E731
+    assert rel(scripts["one"]) == [
+        "__init__.py",
+        "sci/__init__.py",
+        "sci/a.py",
+        "sci/b.py",
+        "stages/__init__.py",
+        "stages/one.py",
+    ]
+    assert "sci/a.py" in rel(scripts["two"])  # through c's function-level import
+    assert rel(scripts["three"]) == ["__init__.py", "stages/__init__.py", "stages/three.py"]
+
+
+@pytest.mark.parametrize(
+    "module, changed",
+    [("sci/a.py", {"one", "two"}), ("sci/b.py", {"one"}), ("sci/unused.py", set())],
+)
+def test_editing_a_module_changes_exactly_the_fingerprints_of_its_importers(fake, module, changed):
+    pkg, scripts = fake
+    before = {k: code_fingerprint(s, pkg) for k, s in scripts.items()}
+    (pkg / module).write_text((pkg / module).read_text() + "# edit\n")
+    after = {k: code_fingerprint(s, pkg) for k, s in scripts.items()}
+    assert {k for k in scripts if before[k] != after[k]} == changed
+
+
+def test_the_real_scripts_closures_are_what_the_layout_promises():
+    closure = {p.stem: {_name(f) for f in import_closure(p, PACKAGE)} for p in SCRIPTS.glob("*.py")}
+    # the Markdown digest of paper 2 reaches only the rule that writes it
+    assert {s for s, mods in closure.items() if "causalpos.paper2.tables" in mods} == {
+        "aggregate_leakage"
+    }
+    # the leakage metric runs inside extraction (LeakageReducer) and in the summary
+    metric = {s for s, mods in closure.items() if "causalpos.paper2.metric" in mods}
+    assert {"extract_scores", "leakage"} <= metric
+    # figures never reach a model stage; no model stage reaches a figure module
+    for s, mods in closure.items():
+        if any(m.startswith("causalpos.figures") for m in mods):
+            assert s.startswith("plot_"), s

@@ -1,0 +1,24 @@
+"""Snakemake entry point of rule ``leakage``: paper 2 leakage summary of one (model, dataset) over its variants' score stores."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.leakage import leakage  # noqa: E402
+
+with logged(snakemake.log[0], snakemake.threads):
+    p = snakemake.params
+    leakage(
+        dict(zip(p.variants, snakemake.input.stores)),
+        snakemake.output[0],
+        data_store=snakemake.input.data,
+        strata=p.strata,
+        attrs={
+            "model": snakemake.wildcards.model,
+            "dataset": snakemake.wildcards.dataset,
+            "code_fingerprint": p.code,
+        },
+        **dict(p.summary),
+    )

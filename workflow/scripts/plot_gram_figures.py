@@ -1,0 +1,17 @@
+"""Snakemake entry point of rule ``plot_gram_figures``: paper 1 Figs. 3 and 8 of one model."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.plot_training import plot_gram_figures  # noqa: E402
+
+with logged(snakemake.log[0], snakemake.threads):
+    plot_gram_figures(
+        snakemake.input[0],
+        list(snakemake.output.fig3),
+        list(snakemake.output.fig8),
+        model=snakemake.wildcards.model,
+    )

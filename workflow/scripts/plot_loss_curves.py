@@ -1,0 +1,14 @@
+"""Snakemake entry point of rule ``plot_loss_curves``: training curves of the variants trained here."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.plot_training import plot_loss_curves  # noqa: E402
+
+with logged(snakemake.log[0], snakemake.threads):
+    plot_loss_curves(
+        list(snakemake.input), list(snakemake.output), variants=list(snakemake.params.variants)
+    )

@@ -1,0 +1,33 @@
+"""Snakemake entry point of rule ``position0``: the position-0 residual stream, sinks and probes of one (model, dataset)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.position0 import position0  # noqa: E402
+
+with logged(snakemake.log[0], snakemake.threads):
+    p = snakemake.params
+    s = dict(p.settings)
+    position0(
+        snakemake.input.model,
+        snakemake.input.data,
+        snakemake.output[0],
+        conditions=list(s["conditions"]),
+        sink_store=snakemake.input.sink,
+        tau=s["tau"],
+        n_folds=s["n_folds"],
+        ridge=s["ridge"],
+        n_perm=s["n_permutations"],
+        batch_size=s["batch_size"],
+        seed=p.seed,
+        device=p.device,
+        dtype=p.dtype,
+        attrs={
+            "model": snakemake.wildcards.model,
+            "dataset": snakemake.wildcards.dataset,
+            "code_fingerprint": p.code,
+        },
+    )
