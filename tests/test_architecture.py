@@ -180,6 +180,12 @@ def test_the_real_scripts_closures_are_what_the_layout_promises():
     # the leakage metric runs inside extraction (LeakageReducer) and in the summary
     metric = {s for s, mods in closure.items() if "causalpos.paper2.metric" in mods}
     assert {"extract_scores", "leakage"} <= metric
+    # the expensive stage (extraction, GPU-hours at paper scale) reaches none of the analyses that
+    # follow it: editing normalization, summaries, tables, figures or the scorecard re-extracts nothing
+    after = {"causalpos.paper1.diagonal", "causalpos.paper2.summary", "causalpos.paper2.tables"}
+    after |= {"causalpos.scorecard", "causalpos.stages.normalize", "causalpos.paper2.position0"}
+    assert closure["extract_scores"] & after == set()
+    assert not any(m.startswith("causalpos.figures") for m in closure["extract_scores"])
     # figures never reach a model stage; no model stage reaches a figure module
     for s, mods in closure.items():
         if any(m.startswith("causalpos.figures") for m in mods):

@@ -409,3 +409,15 @@ def test_capture_outside_session_is_an_error():
     model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
     with pytest.raises(RuntimeError, match="outside"):
         model(_ids())
+
+
+def test_variant_pattern_matches_exactly_the_variant_names():
+    import re
+
+    from causalpos.models.variants import VARIANT_PATTERN, VARIANTS, parse_variant
+
+    for name in VARIANTS:
+        assert re.fullmatch(VARIANT_PATTERN, name)
+        assert parse_variant(name).name == name
+    for near in ("bos_replace_all", "causal_", "bidirectional+causal", "bos_replace_all_mean"):
+        assert not re.fullmatch(VARIANT_PATTERN, near), near

@@ -9,6 +9,7 @@ import xarray as xr
 from causalpos.models import device as stages_device
 from causalpos.paper1.diagonal import index_ci, normalize
 from causalpos.stages import extract as stages_extract
+from causalpos.stages import normalize as stages_normalize
 from causalpos.stages import stats as stages_stats
 
 
@@ -31,7 +32,7 @@ def _score_store(rng, n_layers=2, n_heads=3, t=7, n_groups=4, causal=True):
 @pytest.mark.parametrize("causal", [True, False])
 def test_normalize_scores_head_average_equals_normalized_head_average(causal):
     ds = _score_store(np.random.default_rng(0), causal=causal)
-    out = stages_extract.normalize_scores(ds)
+    out = stages_normalize.normalize_scores(ds)
     head_avg = np.asarray(ds["score_mean"].values, dtype=np.float64).mean(axis=1)
     # linearity (paper 1 §5): normalizing the head mean == mean of the normalized heads
     np.testing.assert_allclose(

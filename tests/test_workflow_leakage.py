@@ -255,11 +255,11 @@ def test_figure_module_edit_reruns_only_paper2_figures(pipeline):
         module.write_text(original)
 
 
-def test_leakage_module_edit_reruns_extraction_too(pipeline):
-    """extract_scores fingerprints leakage.py (the LeakageReducer runs inside extraction), so
+def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
+    """extract_scores imports paper2/reducers.py (the LeakageReducer runs inside extraction), so
     editing it reruns the extraction of every variant, then everything downstream — but not the
     model or the data."""
-    module = pipeline / "src" / "causalpos" / "leakage.py"
+    module = pipeline / "src" / "causalpos" / "paper2" / "reducers.py"
     original = module.read_text()
     try:
         module.write_text(original + "\n# an edit\n")
@@ -278,6 +278,18 @@ def test_leakage_module_edit_reruns_extraction_too(pipeline):
     finally:
         module.write_text(original)
     assert _reruns(pipeline) == []
+
+
+def test_paper2_tables_edit_reruns_only_the_tables(pipeline):
+    """The Markdown digest and the tables live in paper2/tables.py, which only aggregate_leakage
+    imports: editing them reruns no extraction and no summary (it used to rerun every shard)."""
+    module = pipeline / "src" / "causalpos" / "paper2" / "tables.py"
+    original = module.read_text()
+    try:
+        module.write_text(original + "\n# an edit\n")
+        assert rule_counts(_reruns(pipeline)) == {"aggregate_leakage": 1}
+    finally:
+        module.write_text(original)
 
 
 def test_summary_setting_reruns_the_summary_not_extraction(pipeline, tmp_path):

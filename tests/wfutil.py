@@ -68,3 +68,23 @@ def planned_jobs(workdir: Path, *args: str) -> list[tuple[str, str]]:
 
 def rule_counts(jobs: list[tuple[str, str]]) -> Counter:
     return Counter(rule for rule, _ in jobs if rule != "all")
+
+
+_REASON = re.compile(r"^\s+reason: (.*)$")
+
+
+def planned_reasons(workdir: Path, *args: str) -> list[tuple[str, str]]:
+    """(rule, reason) of every job a dry run would execute, in the order printed."""
+    proc = snakemake(workdir, "-n", *args, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(proc.stderr)
+    out: list[tuple[str, str]] = []
+    for line in (proc.stdout + proc.stderr).splitlines():
+        m = _JOB.match(line)
+        if m:
+            out.append((m.group(1), ""))
+            continue
+        m = _REASON.match(line)
+        if m and out:
+            out[-1] = (out[-1][0], m.group(1).strip())
+    return out

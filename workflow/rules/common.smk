@@ -1,7 +1,8 @@
-# Helpers shared by every stage: config resolution, target lists, wildcard constraints.
-# No science here; the library (src/causalpos) holds it.
+# Shared by every stage: the config resolver, env paths, wildcard constraints and the input /
+# params functions of the rules. Config resolution itself (settings, experiments, target lists,
+# checks) lives in src/causalpos/config.py and is unit-tested there; the functions below only
+# hand a rule's wildcards to it. No science here; the library (src/causalpos) holds it.
 
-import math
 import sys
 from pathlib import Path
 
@@ -10,6 +11,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # noqa: E402
+from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
+
+CFG = Resolved(config)
 
 
 def code_fingerprint(script):
@@ -23,26 +27,6 @@ ENV_ANALYSIS = "../../envs/analysis.yaml"
 ENV_MODELS = "../../envs/models.yaml"
 
 
-def canonical(value):
-    """``value`` with every dict's keys sorted: params are compared by their text, so the order in
-    which a YAML file lists keys must not make Snakemake think a param changed."""
-    if isinstance(value, dict):
-        return {k: canonical(value[k]) for k in sorted(value)}
-    if isinstance(value, (list, tuple)):
-        return [canonical(v) for v in value]
-    return value
-
-
-class ConfigError(ValueError):
-    """A config value that the schema allows but the pipeline cannot use (names the key)."""
-
-
-VARIANT_PATTERN = (
-    r"causal|bidirectional|identity_rope|scrambled_rope"
-    r"|bos_replace_(?:mean|zeros|token|gaussian)|bos_replace_all_(?:token|gaussian)"
-)
-
-
 wildcard_constraints:
     setting=r"[A-Za-z0-9_.-]+",
     figure=r"[A-Za-z0-9_]+",
@@ -54,209 +38,61 @@ wildcard_constraints:
 
 
 # ---------------------------------------------------------------------------------------------
-# Simulation settings: each setting's own keys over the section's defaults.
-SIM_KEYS = ("n_samples", "seq_len", "dim", "n_layers")
-SIM_SETTING_DEFAULTS = {
-    "norm": "l2",
-    "scaling": "none",
-    "rope": False,
-    "causal": True,
-    "residual": True,
-}
-
-
-def sim_setting(name):
-    """Full parameter set of simulation setting ``name`` (section defaults filled in)."""
-    section = config["simulate"]
-    if name not in section["settings"]:
-        raise ConfigError(
-            f"simulate.settings has no setting {name!r}; defined: {sorted(section['settings'])}"
-        )
-    params = dict(SIM_SETTING_DEFAULTS)
-    params.update({k: section[k] for k in SIM_KEYS})
-    params["n_groups"] = section["n_groups"]
-    params["rope_theta"] = section["rope_theta"]
-    params.update(section["settings"][name])
-    if params["rope"] and params["dim"] % 2:
-        raise ConfigError(
-            f"simulate.settings.{name}: rope needs an even dim, got dim={params['dim']}"
-        )
-    if params["n_groups"] > params["n_samples"]:
-        raise ConfigError(
-            f"simulate.settings.{name}: n_groups={params['n_groups']} exceeds "
-            f"n_samples={params['n_samples']}"
-        )
-    return params
-
-
+# Simulations (simulate.smk, stats.smk, figures.smk).
 def sim_setting_params(wildcards):
-    return canonical(sim_setting(wildcards.setting))
-
-
-def sim_settings():
-    return list(config["simulate"]["settings"])
-
-
-def theory_settings():
-    """Settings that are paper 1's Eq. 1 exactly (L2, no RoPE, causal, residual): theory applies."""
-    out = []
-    for name in sim_settings():
-        p = sim_setting(name)
-        if p["norm"] == "l2" and not p["rope"] and p["causal"] and p["residual"]:
-            out.append(name)
-    return out
-
-
-def sim_figure(name):
-    spec = config["figures"]["simulation"][name]
-    for s in spec["settings"]:
-        sim_setting(s)  # raises a ConfigError naming the missing setting
-    return spec
+    return CFG.sim_setting_params(wildcards.setting)
 
 
 def sim_figure_params(wildcards):
-    return canonical(sim_figure(wildcards.figure))
+    return CFG.sim_figure_params(wildcards.figure)
 
 
 def sim_figure_stores(wildcards):
-    return expand(
-        "results/sim/{setting}.zarr", setting=sim_figure(wildcards.figure)["settings"]
-    )
+    return CFG.sim_figure_stores(wildcards.figure)
 
 
 def theory_stores(wildcards):
-    return expand("results/sim/{setting}.zarr", setting=theory_settings())
+    return CFG.theory_stores()
 
 
 def sim_stores(wildcards):
-    return expand("results/sim/{setting}.zarr", setting=sim_settings())
-
-
-def figure_paths(stem):
-    """``results/figures/{stem}.{fmt}`` for every configured format."""
-    return expand(
-        "results/figures/{stem}.{fmt}", stem=stem, fmt=config["figures"]["formats"]
-    )
+    return CFG.sim_stores()
 
 
 # ---------------------------------------------------------------------------------------------
-# Models, datasets, extraction.
-import re as _re
-
-
-def configured_models():
-    return list(config["models"])
-
-
-def model_wildcard_pattern():
-    """Regex of the model names ``prepare_model`` builds (trained-* come from train_model)."""
-    names = configured_models()
-    return "|".join(_re.escape(n) for n in names) if names else "(?!)"
-
-
-def model_spec(name):
-    if name not in config["models"]:
-        raise ConfigError(f"models: no model {name!r}; defined: {configured_models()}")
-    return config["models"][name]
-
-
-def check_model(name):
-    """A model an analysis names must be configured, or be one the pipeline trains."""
-    if name.startswith("trained-"):
-        return name
-    model_spec(name)
-    return name
-
-
+# Models, datasets, extraction (models.smk, data.smk, extract.smk, stats.smk, figures.smk).
 def model_spec_params(wildcards):
-    return canonical(model_spec(wildcards.model))
+    return CFG.model_spec_params(wildcards.model)
 
 
 def prepare_model_inputs(wildcards):
-    """A random_init model `like:` (or taking the `tokenizer:` of) another needs it first."""
-    spec = model_spec(wildcards.model)
-    refs = {spec[k] for k in ("like", "tokenizer") if spec.get(k)}
-    return [f"resources/models/{check_model(r)}" for r in sorted(refs)]
-
-
-def tokenizer_of(model):
-    """The model whose tokenizer ``model`` uses: models sharing one share the data store."""
-    if model.startswith("trained-"):
-        return model.removesuffix(
-            "-init"
-        )  # an init twin shares its trained model's tokenizer
-    spec = model_spec(model)
-    ref = spec.get("tokenizer") or spec.get("like")
-    return tokenizer_of(ref) if spec["source"] == "random_init" and ref else model
-
-
-def dataset_spec(name):
-    if name not in config["datasets"]:
-        raise ConfigError(
-            f"datasets: no dataset {name!r}; defined: {sorted(config['datasets'])}"
-        )
-    spec = dict(config["datasets"][name])
-    spec.setdefault("mode", "first")
-    spec.setdefault("seed", config["seed"])
-    return spec
+    return CFG.prepare_model_inputs(wildcards.model)
 
 
 def dataset_spec_params(wildcards):
-    return canonical(dataset_spec(wildcards.dataset))
+    return CFG.dataset_spec_params(wildcards.dataset)
 
 
 def data_store(wildcards):
-    return f"results/data/{wildcards.dataset}/{tokenizer_of(wildcards.model)}.zarr"
-
-
-def n_shards(dataset):
-    spec = dataset_spec(dataset)
-    return math.ceil(spec["n_sequences"] / config["extract"]["shard_size"])
+    return CFG.data_store(wildcards.model, wildcards.dataset)
 
 
 def shard_bounds_params(wildcards):
-    size = config["extract"]["shard_size"]
-    total = dataset_spec(wildcards.dataset)["n_sequences"]
-    k = int(wildcards.shard)
-    if k >= n_shards(wildcards.dataset):
-        raise ConfigError(
-            f"shard {k} beyond the {n_shards(wildcards.dataset)} shards of {wildcards.dataset}"
-        )
-    return [k * size, min((k + 1) * size, total)]
+    return CFG.shard_bounds(wildcards.dataset, wildcards.shard)
 
 
 def score_shards(wildcards):
-    return expand(
-        "results/scores/{model}/{dataset}/{variant}/shard-{shard}.zarr",
-        model=wildcards.model,
-        dataset=wildcards.dataset,
-        variant=wildcards.variant,
-        shard=[f"{k:04d}" for k in range(n_shards(wildcards.dataset))],
-    )
-
-
-def reducers_for(model, dataset, variant):
-    """Reducers of an extraction job: maps always; paper 2's per-sequence metrics where wanted."""
-    names = ["moments", "groups"]
-    if leakage_wants(model, dataset, variant):
-        names += ["leakage", "sink"]
-    return names
+    return CFG.score_shards(wildcards.model, wildcards.dataset, wildcards.variant)
 
 
 def reducers_params(wildcards):
-    return reducers_for(wildcards.model, wildcards.dataset, wildcards.variant)
-
-
-def leakage_wants(model, dataset, variant):
-    """Whether a paper-2 experiment (leakage.smk) names this (model, dataset, variant)."""
-    return variant in leakage_pairs().get((model, dataset), ())
+    return CFG.reducers_for(wildcards.model, wildcards.dataset, wildcards.variant)
 
 
 def leakage_reducer_params(wildcards):
-    """LeakageReducer kwargs of an extraction job ({} where paper 2 does not want it)."""
-    if leakage_wants(wildcards.model, wildcards.dataset, wildcards.variant):
-        return leakage_reducer_kwargs(wildcards.variant)
-    return {}
+    return CFG.leakage_reducer_params(
+        wildcards.model, wildcards.dataset, wildcards.variant
+    )
 
 
 def extract_mem_mb(wildcards, attempt):
@@ -265,67 +101,86 @@ def extract_mem_mb(wildcards, attempt):
 
 
 def gpu_count(wildcards):
-    return 1 if config["device"] in ("cuda", "auto") else 0
-
-
-def paper1_triples():
-    sec = config["paper1_llm"]
-    return [
-        (check_model(m), dataset_spec(d) and d, v)
-        for m in sec["models"]
-        for d in sec["datasets"]
-        for v in sec["variants"]
-    ]
+    return CFG.gpu_count()
 
 
 def paper1_score_stores(wildcards):
-    return [f"results/scores/{m}/{d}/{v}.zarr" for m, d, v in paper1_triples()]
+    return CFG.paper1_score_stores()
 
 
 def paper1_normalized_stores(wildcards):
-    return [f"results/normalized/{m}/{d}/{v}.zarr" for m, d, v in paper1_triples()]
-
-
-def paper1_labels():
-    return ["/".join(t) for t in paper1_triples()]
-
-
-def scorecard_inputs(wildcards):
-    """Named tables the scorecard reads; absent ones make their rows "not run in this config"."""
-    inputs = {}
-    if theory_settings():
-        inputs["theory"] = "results/sim/theory.csv"
-    if sim_settings():
-        inputs["sim_index"] = "results/stats/simulation_index.csv"
-    if config["paper1_llm"]["models"] and config["paper1_llm"]["datasets"]:
-        inputs["llm_index"] = "results/stats/llm_index.csv"
-    if compare_targets():
-        inputs["train_comparison"] = "results/stats/train_comparison.csv"
-    if leakage_targets():
-        for name in ("decomposition", "rope_controls", "bos_effects", "position0"):
-            inputs[name] = f"results/stats/paper2_{name}.csv"
-    return inputs
+    return CFG.paper1_normalized_stores()
 
 
 # ---------------------------------------------------------------------------------------------
-def all_targets():
-    targets = []
-    if sim_settings():
-        targets += sim_stores(None)
-        targets.append("results/stats/simulation_index.csv")
-        for fig in config["figures"]["simulation"]:
-            sim_figure(fig)
-            targets += figure_paths(f"sim_{fig}")
-    if theory_settings():
-        targets.append("results/sim/theory.csv")
-    targets += figure_paths("fig1_theory")
-    if config["paper1_llm"]["models"] and config["paper1_llm"]["datasets"]:
-        targets += paper1_normalized_stores(None)
-        targets.append("results/stats/llm_index.csv")
-        targets += figure_paths("llm_fig5")
-        for m, d, v in paper1_triples():
-            targets += figure_paths(f"llm_appE_{m}_{d}_{v}")
-    targets += train_targets()
-    targets += leakage_targets()
-    targets += ["results/report/scorecard.csv", "results/report/scorecard.md"]
-    return targets
+# Models trained here (train.smk).
+def train_variant_params(wildcards):
+    return CFG.train_variant_params(wildcards.variant)
+
+
+def trained_models(wildcards):
+    return CFG.trained_models()
+
+
+def train_tokenizer_dir(wildcards):
+    return CFG.train_tokenizer_dir()
+
+
+def train_heldout_params(wildcards):
+    return CFG.train_heldout_corpus()
+
+
+def gram_model_dir(wildcards):
+    return CFG.model_dir(wildcards.model)
+
+
+def compare_inputs(wildcards):
+    return CFG.compare_inputs()
+
+
+def compare_plot_inputs(wildcards):
+    return CFG.compare_plot_inputs()
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper 2 (leakage.smk).
+def leakage_score_stores(wildcards):
+    return CFG.leakage_score_stores(wildcards.model, wildcards.dataset)
+
+
+def leakage_variants_params(wildcards):
+    return CFG.leakage_variants(wildcards.model, wildcards.dataset)
+
+
+def leakage_summary_params(wildcards):
+    return CFG.leakage_summary_params()
+
+
+def position0_params(wildcards):
+    return CFG.position0_params()
+
+
+def leakage_summary_stores(wildcards):
+    return CFG.leakage_summary_stores()
+
+
+def position0_stores(wildcards):
+    return CFG.position0_stores()
+
+
+def experiment_summary_stores(wildcards):
+    return CFG.experiment_summary_stores(wildcards.experiment)
+
+
+def experiment_position0_stores(wildcards):
+    return CFG.experiment_position0_stores(wildcards.experiment)
+
+
+def experiment_labels(wildcards):
+    return CFG.experiment_labels(wildcards.experiment)
+
+
+# ---------------------------------------------------------------------------------------------
+# The scorecard (report.smk).
+def scorecard_inputs(wildcards):
+    return CFG.scorecard_inputs()

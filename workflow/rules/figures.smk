@@ -5,7 +5,7 @@
 rule plot_fig1:
     output:
         report(
-            figure_paths("fig1_theory"),
+            CFG.figure_paths("fig1_theory"),
             caption="../report/fig1.rst",
             category="Paper 1: theory",
         ),
@@ -56,7 +56,7 @@ rule plot_llm_fig5:
         paper1_normalized_stores,
     output:
         report(
-            figure_paths("llm_fig5"),
+            CFG.figure_paths("llm_fig5"),
             caption="../report/llm_fig5.rst",
             category="Paper 1: pretrained models",
         ),
@@ -69,7 +69,7 @@ rule plot_llm_fig5:
         mem_mb=4000,
         runtime=10,
     params:
-        labels=paper1_labels(),
+        labels=CFG.paper1_labels(),
         n_layers=config["paper1_llm"]["fig5_layers"],
         code=code_fingerprint("plot_llm_fig5"),
     script:

@@ -2,7 +2,7 @@
 # decomposition, RoPE controls, BOS replacement, position 0 and sink heads (paper2.md).
 #
 # Extraction (extract.smk) adds the LeakageReducer and SinkReducer to the jobs of every
-# (model, dataset, variant) an experiment names (common.smk: reducers_for / leakage_wants), so the
+# (model, dataset, variant) an experiment names (causalpos.config: Resolved.reducers_for), so the
 # score stores already hold per-(sequence, layer, head) leakage; the rules here only summarize:
 #
 #   scores/{model}/{dataset}/{variant}.zarr (every variant of the pair)
@@ -10,9 +10,6 @@
 #   model + data + scores/.../causal.zarr
 #       -> position0/{model}/{dataset}.zarr    trajectory per condition, probes
 #   all of them -> stats/paper2_*.csv, stats/paper2_tables.md, figures/paper2_*.{fmt}
-
-
-include: "leakage_common.smk"
 
 
 rule leakage:
@@ -143,7 +140,7 @@ rule aggregate_leakage:
         mem_mb=2000,
         runtime=10,
     params:
-        labels=leakage_pair_labels(),
+        labels=CFG.leakage_pair_labels(),
         code=code_fingerprint("aggregate_leakage"),
     script:
         "../scripts/aggregate_leakage.py"
@@ -165,7 +162,7 @@ rule plot_paper2_layers:
     log:
         "logs/plot_paper2_layers/{experiment}.log",
     wildcard_constraints:
-        experiment=leakage_experiment_pattern(),
+        experiment=CFG.leakage_experiment_pattern(),
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -195,7 +192,7 @@ rule plot_paper2_shares:
     log:
         "logs/plot_paper2_shares/{experiment}.log",
     wildcard_constraints:
-        experiment=leakage_experiment_pattern(),
+        experiment=CFG.leakage_experiment_pattern(),
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -225,7 +222,7 @@ rule plot_paper2_position0:
     log:
         "logs/plot_paper2_position0/{experiment}.log",
     wildcard_constraints:
-        experiment=leakage_experiment_pattern(),
+        experiment=CFG.leakage_experiment_pattern(),
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -255,8 +252,8 @@ rule plot_paper2_heads:
     log:
         "logs/plot_paper2_heads/{model}/{dataset}.log",
     wildcard_constraints:
-        model=leakage_model_pattern(),
-        dataset=leakage_dataset_pattern(),
+        model=CFG.leakage_model_pattern(),
+        dataset=CFG.leakage_dataset_pattern(),
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -9,7 +9,7 @@ rule prepare_model:
     log:
         "logs/prepare_model/{model}.log",
     wildcard_constraints:
-        model=model_wildcard_pattern(),
+        model=CFG.model_wildcard_pattern(),
     conda:
         ENV_MODELS
     threads: 2

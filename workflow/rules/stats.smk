@@ -19,7 +19,7 @@ rule aggregate_sim_stats:
         mem_mb=1000,
         runtime=10,
     params:
-        settings=sim_settings(),
+        settings=CFG.sim_settings(),
         confidence=config["stats"]["confidence"],
         n_bootstrap=config["stats"]["n_bootstrap"],
         seed=config["seed"],
@@ -46,7 +46,7 @@ rule aggregate_llm_stats:
         mem_mb=4000,
         runtime=10,
     params:
-        labels=paper1_labels(),
+        labels=CFG.paper1_labels(),
         confidence=config["stats"]["confidence"],
         n_bootstrap=config["stats"]["n_bootstrap"],
         seed=config["seed"],

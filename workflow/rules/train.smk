@@ -7,9 +7,6 @@
 # the sliding-window model alone.
 
 
-include: "train_common.smk"
-
-
 rule train_tokenizer:
     output:
         directory("resources/tokenizers/{tokenizer}"),
@@ -26,7 +23,7 @@ rule train_tokenizer:
         mem_mb=4000,
         runtime=30,
     params:
-        corpus=canonical(config["train"]["corpus"]),
+        corpus=CFG.train_corpus(),
         heldout=config["train"]["heldout"],
         vocab_size=config["train"]["tokenizer"]["vocab_size"],
         min_frequency=config["train"]["tokenizer"]["min_frequency"],
@@ -54,10 +51,10 @@ rule train_model:
     resources:
         mem_mb=4000,
         runtime=240,
-        gpu=train_gpu(),
+        gpu=CFG.train_gpu(),
     params:
         settings=train_variant_params,
-        corpus=canonical(config["train"]["corpus"]),
+        corpus=CFG.train_corpus(),
         heldout=config["train"]["heldout"],
         code=code_fingerprint("train_model"),
     script:
@@ -81,7 +78,7 @@ rule gram_panels:
     resources:
         mem_mb=4000,
         runtime=60,
-        gpu=train_gpu(),
+        gpu=CFG.train_gpu(),
     params:
         corpus=train_heldout_params,
         seq_len=config["train"]["gram"]["seq_len"],
@@ -113,9 +110,9 @@ rule length_generalization:
     resources:
         mem_mb=4000,
         runtime=60,
-        gpu=train_gpu(),
+        gpu=CFG.train_gpu(),
     params:
-        variants=train_variants(),
+        variants=CFG.train_variants(),
         corpus=train_heldout_params,
         length_factor=config["train"]["lengthgen"]["length_factor"],
         n_sequences=config["train"]["lengthgen"]["n_sequences"],
@@ -137,7 +134,7 @@ rule plot_loss_curves:
         trained_models,
     output:
         report(
-            figure_paths("train_loss_curves"),
+            CFG.figure_paths("train_loss_curves"),
             caption="../report/train_loss_curves.rst",
             category="Models trained here",
         ),
@@ -150,7 +147,7 @@ rule plot_loss_curves:
         mem_mb=1000,
         runtime=5,
     params:
-        variants=train_variants(),
+        variants=CFG.train_variants(),
         code=code_fingerprint("plot_loss_curves"),
     script:
         "../scripts/plot_loss_curves.py"
@@ -199,7 +196,7 @@ rule plot_loss_by_position:
         "results/lengthgen/lengthgen.zarr",
     output:
         report(
-            figure_paths("train_loss_by_position"),
+            CFG.figure_paths("train_loss_by_position"),
             caption="../report/train_loss_by_position.rst",
             category="Models trained here",
         ),
@@ -267,10 +264,10 @@ rule compare_trained:
         mem_mb=2000,
         runtime=10,
     params:
-        variants=train_variants(),
-        twins=compare_twin_variants(),
-        leakage=compare_leakage_variants(),
-        leakage_init=compare_leakage_variants("-init"),
+        variants=CFG.train_variants(),
+        twins=CFG.compare_twin_variants(),
+        leakage=CFG.compare_leakage_variants(),
+        leakage_init=CFG.compare_leakage_variants("-init"),
         confidence=config["stats"]["confidence"],
         n_bootstrap=config["stats"]["n_bootstrap"],
         seed=config["seed"],
@@ -284,17 +281,17 @@ rule plot_train_comparison:
         unpack(compare_plot_inputs),
     output:
         index=report(
-            figure_paths("train_index"),
+            CFG.figure_paths("train_index"),
             caption="../report/train_index_figure.rst",
             category="Models trained here",
         ),
         comparison=report(
-            figure_paths("train_comparison"),
+            CFG.figure_paths("train_comparison"),
             caption="../report/train_comparison_figure.rst",
             category="Models trained here",
         ),
         maps=report(
-            figure_paths("train_maps"),
+            CFG.figure_paths("train_maps"),
             caption="../report/train_maps.rst",
             category="Models trained here",
         ),
@@ -307,8 +304,8 @@ rule plot_train_comparison:
         mem_mb=2000,
         runtime=5,
     params:
-        variants=train_variants(),
-        twins=compare_twin_variants(),
+        variants=CFG.train_variants(),
+        twins=CFG.compare_twin_variants(),
         map_layer=config["train"]["compare"]["map_layer"],
         code=code_fingerprint("plot_train_comparison"),
     script:

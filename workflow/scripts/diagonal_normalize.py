@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
 from causalpos.io.runlog import logged  # noqa: E402
-from causalpos.stages.extract import diagonal_normalize  # noqa: E402
+from causalpos.stages.normalize import diagonal_normalize  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
     diagonal_normalize(snakemake.input[0], snakemake.output[0])

