@@ -36,4 +36,4 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        all_targets(),
+        CFG.all_targets(),
