@@ -551,13 +551,7 @@ def load_model(
             f"load_model: could not load {path}: {type(exc).__name__}: {exc}"
         ) from exc
     model.to(device).eval()
-    rope = getattr(model.config, ROPE_CONFIG_KEY, "rope")
-    if rope == "none":
-        model.causalpos_rope_hooks = disable_rope(model)
-    elif rope != "rope":
-        raise ValueError(
-            f"load_model: {path}/config.json has {ROPE_CONFIG_KEY}={rope!r}; allowed 'rope' | 'none'"
-        )
+    apply_rope_setting(model, where=f"load_model: {path}/config.json")
     tokenizer = None
     if any((path / f).is_file() for f in _TOKENIZER_FILES):
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -600,3 +594,14 @@ def disable_rope(model: torch.nn.Module) -> list[torch.utils.hooks.RemovableHand
         return torch.full_like(cos, scale), torch.zeros_like(sin)
 
     return [m.register_forward_hook(hook, with_kwargs=True) for m in modules]
+
+
+def apply_rope_setting(model: torch.nn.Module, *, where: str = "config") -> torch.nn.Module:
+    """Honour ``config.causalpos_rope``: ``"none"`` makes every rotation the identity (the hooks
+    are kept on ``model.causalpos_rope_hooks``); ``"rope"`` (or absent) leaves the model as is."""
+    rope = getattr(model.config, ROPE_CONFIG_KEY, "rope")
+    if rope == "none":
+        model.causalpos_rope_hooks = disable_rope(model)
+    elif rope != "rope":
+        raise ValueError(f"{where} has {ROPE_CONFIG_KEY}={rope!r}; allowed 'rope' | 'none'")
+    return model

@@ -292,16 +292,9 @@ def apply_causalpos_attributes(model: nn.Module) -> nn.Module:
     :func:`causalpos.models.disable_rope` — the one definition of NoPE in the package, so a model is
     trained with the same mechanism the analyses load it with. In place; returns ``model``.
     """
-    from causalpos.models.load import ROPE_CONFIG_KEY, disable_rope
+    from causalpos.models.load import apply_rope_setting
 
-    rope = getattr(model.config, ROPE_CONFIG_KEY, "rope")
-    if rope == "none":
-        model.causalpos_rope_hooks = disable_rope(model)
-    elif rope != "rope":
-        raise ValueError(
-            f"config attribute {ROPE_CONFIG_KEY}={rope!r} is not understood; allowed: 'rope' | 'none'"
-        )
-    return model
+    return apply_rope_setting(model)
 
 
 @dataclass(frozen=True)

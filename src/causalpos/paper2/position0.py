@@ -21,6 +21,7 @@ import torch
 import xarray as xr
 
 from causalpos import stats
+from causalpos.models.variants import VARIANTS
 
 
 def check_unpadded(
@@ -350,17 +351,7 @@ def bos_effect(
 
 #: Forward-pass conditions the position-0 stage can run (capture's variant names; scrambled RoPE
 #: changes position ids, which position 0 never sees through a causal mask, so it is not offered).
-POSITION0_CONDITIONS = (
-    "causal",
-    "bidirectional",
-    "identity_rope",
-    "bos_replace_mean",
-    "bos_replace_zeros",
-    "bos_replace_token",
-    "bos_replace_gaussian",
-    "bos_replace_all_token",
-    "bos_replace_all_gaussian",
-)
+POSITION0_CONDITIONS = tuple(v for v in VARIANTS if v != "scrambled_rope")
 
 
 @torch.no_grad()
