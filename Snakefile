@@ -6,6 +6,9 @@
 #
 # Stages (one .smk each): simulate; models -> data -> extract -> stats -> figures; train. See README.md for what each output is.
 
+import os
+import sys
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -19,6 +22,21 @@ if not workflow.config_settings.configfiles:
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
+
+
+# Never more compute threads than CPUs: `--cores 8` on a 2-core machine would run four 2-thread
+# jobs at once, each slower than alone. Locally the cores are capped at the CPUs this process may
+# use; cluster runs (`--jobs`/nodes) are not limited here (Snakemake ignores local cores there).
+usable_cpus = (
+    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+)
+if (workflow.global_resources["_cores"].value or 0) > usable_cpus:
+    print(
+        f"causalpos: --cores {workflow.global_resources['_cores'].value} capped to the "
+        f"{usable_cpus} CPUs of this machine (threads beyond them would only compete)",
+        file=sys.stderr,
+    )
+    workflow.global_resources["_cores"] = usable_cpus
 
 
 include: "workflow/rules/common.smk"
