@@ -414,7 +414,8 @@ def test_capture_outside_session_is_an_error():
 def test_variant_pattern_matches_exactly_the_variant_names():
     import re
 
-    from causalpos.models.variants import VARIANT_PATTERN, VARIANTS, parse_variant
+    from causalpos.config import VARIANT_PATTERN
+    from causalpos.models.variants import VARIANTS, parse_variant
 
     for name in VARIANTS:
         assert re.fullmatch(VARIANT_PATTERN, name)

@@ -19,7 +19,7 @@ repeated for GQA) and the model's ``scaling``; it
 Memory is bounded by one batch × one layer of scores (one reusable float32 buffer) plus the
 reducers' state; reducers stream statistics in float64.
 
-Forward-pass variants (the ``{variant}`` wildcard): see :data:`VARIANT_PATTERN`.
+Forward-pass variants (the ``{variant}`` wildcard): see :mod:`causalpos.models.variants`.
 """
 
 from __future__ import annotations

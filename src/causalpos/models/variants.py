@@ -5,7 +5,6 @@ Torch-free, so config resolution can validate variant names without importing a 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,10 +21,6 @@ VARIANTS = (
     "bos_replace_all_token",
     "bos_replace_all_gaussian",
 )
-
-#: Regular expression of the variant names (a Snakemake wildcard constraint), built from
-#: :data:`VARIANTS` (longest first, so no name matches as a prefix of another).
-VARIANT_PATTERN = "|".join(re.escape(v) for v in sorted(VARIANTS, key=len, reverse=True))
 
 
 @dataclass(frozen=True)
