@@ -667,6 +667,7 @@ def test_scorecard_inputs(smoke):
         "sim_index": "results/stats/simulation_index.csv",
         "llm_index": "results/stats/llm_index.csv",
         "train_comparison": "results/stats/train_comparison.csv",
+        "leakage_by_model": "results/stats/paper2_leakage_by_model.csv",
         "decomposition": "results/stats/paper2_decomposition.csv",
         "rope_controls": "results/stats/paper2_rope_controls.csv",
         "bos_effects": "results/stats/paper2_bos_effects.csv",

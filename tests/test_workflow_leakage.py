@@ -226,6 +226,7 @@ def test_position0_std_is_exactly_zero_with_a_fixed_bos(pipeline):
     causal = p0.sel(condition="causal")
     np.testing.assert_array_equal(causal["probe_accuracy"].values, causal["probe_chance"].values)
     table = pd.read_csv(pipeline / "results" / "stats" / "paper2_position0.csv")
+    assert (table.loc[table["model"] == MODEL, "token0_fixed"] == 1).all()  # claim 7's premise
     for cond in ("causal", "bidirectional", "bos_replace_mean"):
         rows = table[(table["model"] == MODEL) & (table["condition"] == cond)].sort_values("layer")
         np.testing.assert_array_equal(rows["std"].values, p0["std"].sel(condition=cond).values)

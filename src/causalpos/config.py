@@ -665,7 +665,7 @@ class Resolved:
     # The scorecard and `rule all`.
 
     def scorecard_inputs(self) -> dict[str, str]:
-        """Named tables the scorecard reads; absent ones make their rows "not run in this config"."""
+        """Named tables the scorecard reads; absent ones make their rows "not run"."""
         inputs = {}
         if self.theory_settings():
             inputs["theory"] = "results/sim/theory.csv"
@@ -676,7 +676,13 @@ class Resolved:
         if self.compare_targets():
             inputs["train_comparison"] = "results/stats/train_comparison.csv"
         if self.leakage_targets():
-            for name in ("decomposition", "rope_controls", "bos_effects", "position0"):
+            for name in (
+                "leakage_by_model",
+                "decomposition",
+                "rope_controls",
+                "bos_effects",
+                "position0",
+            ):
                 inputs[name] = f"results/stats/paper2_{name}.csv"
         return inputs
 

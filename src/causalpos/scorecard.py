@@ -1,9 +1,13 @@
-"""The reproduction scorecard: each target of both papers as a row.
+"""The reproduction scorecard: each target of both papers as a row that could have failed.
 
-A row holds the claim, the paper's value where it gives one, the value this run measured (with a
-CI where one exists), and a verdict: ``reproduced``, ``differs``, or ``not run in this config``.
-Inputs are the pipeline's own tables; a target whose table was not produced by the config is
-reported as not run rather than silently dropped.
+A row holds the claim, the paper's value, the value this run measured (with its CI), a verdict
+and the measurement that would have made it ``differs`` (``falsified_if``). The targets — claim
+text, paper values, margins, thresholds, which of the papers' models a value belongs to — live in
+``causalpos/targets.yaml``; the verdicts come from the rules of :mod:`causalpos.verdicts`, each of
+which can return ``reproduced``, ``differs`` and ``inconclusive``. Rows that are not tests say why:
+``not run`` (the config or the tables do not measure it), ``not applicable`` (the claim's premise
+does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper gives no value to
+compare with).
 """
 
 from __future__ import annotations
@@ -12,19 +16,48 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
-REPRODUCED = "reproduced"
-DIFFERS = "differs"
-NOT_RUN = "not run in this config"
-INCONCLUSIVE = "inconclusive (the CI covers both 0 and the paper's value)"
+from causalpos.verdicts import (
+    DIFFERS,
+    INCONCLUSIVE,
+    REPRODUCED,
+    TESTED,
+    all_of,
+    difference_ci,
+    equivalent,
+    exact,
+    fraction,
+    increasing,
+    nearly_identical,
+    positive,
+)
 
-#: Above this many noise floors an index counts as a pattern; below 2 as noise.
-PATTERN_FLOORS = 3.0
-NOISE_FLOORS = 2.0
+NOT_RUN = "not run"
+NOT_APPLICABLE = "not applicable"
+MEASURED = "measured"
+
+__all__ = [
+    "REPRODUCED",
+    "DIFFERS",
+    "INCONCLUSIVE",
+    "NOT_RUN",
+    "NOT_APPLICABLE",
+    "MEASURED",
+    "Row",
+    "load_targets",
+    "paper_model_id",
+    "build_scorecard",
+    "to_markdown",
+]
+
+PathLike = str | os.PathLike | None
+NO_TEST = "none: a measurement, not a test"
 
 
 @dataclass
@@ -35,23 +68,58 @@ class Row:
     paper_value: str
     measured: str
     verdict: str
+    falsified_if: str
+    note: str
     source: str
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _fmt(x: float, digits: int = 3) -> str:
-    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
+# --------------------------------------------------------------------------------------------
+# Targets and tables
 
 
-def _ci(est: float, lo: float, hi: float, digits: int = 3) -> str:
-    return f"{_fmt(est, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+def load_targets(source: PathLike | Mapping = None) -> dict:
+    """The targets: a mapping as given, the YAML file at ``source``, or the packaged
+    ``causalpos/targets.yaml``."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    if source is None:
+        text = resources.files("causalpos").joinpath("targets.yaml").read_text()
+    else:
+        text = Path(source).read_text()
+    return yaml.safe_load(text)
 
 
-def _read(path, required: tuple[str, ...] = ()) -> pd.DataFrame | None:
+def paper_model_id(name: str, targets: Mapping) -> str | None:
+    """The papers' id of the model a table calls ``name`` (``targets["paper_models"]``), or None.
+
+    A name matches an id it is listed under, the id itself, or the id's last path component
+    (case-insensitive): ``llama-3.2-1b`` -> ``meta-llama/Llama-3.2-1B``.
+    """
+    low = str(name).lower()
+    for pid, names in (targets.get("paper_models") or {}).items():
+        if name in (names or []) or low in (pid.lower(), pid.split("/")[-1].lower()):
+            return pid
+    return None
+
+
+def _value_for(name: str, values: Mapping, targets: Mapping) -> float | None:
+    """The paper's value for the model ``name`` from ``values`` keyed by the papers' ids."""
+    pid = paper_model_id(name, targets)
+    if pid is not None and pid in values:
+        return float(values[pid])
+    low = str(name).lower()
+    for key, v in values.items():
+        if low in (key.lower(), key.split("/")[-1].lower()):
+            return float(v)
+    return None
+
+
+def _read(path: PathLike, required: tuple[str, ...] = ()) -> pd.DataFrame | None:
     """The table at ``path``; None when absent, empty (e.g. a config with no BOS experiment) or
-    lacking a ``required`` column, so its rows read "not run in this config"."""
+    lacking a ``required`` column, so its rows read "not run"."""
     if path is None or not Path(path).is_file():
         return None
     try:
@@ -63,218 +131,297 @@ def _read(path, required: tuple[str, ...] = ()) -> pd.DataFrame | None:
     return df
 
 
+def _fmt(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float | np.floating) and not np.isfinite(x)):
+        return "nan"
+    return f"{float(x):.{digits}g}"
+
+
+def _ci(est, lo, hi, digits: int = 3) -> str:
+    return f"{_fmt(est, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+
+
+def _fill(template: str, t: Mapping, **extra) -> str:
+    return " ".join(str(template).format(**{**t, **extra}).split())
+
+
+def _text(t: Mapping, key: str) -> str:
+    return " ".join(str(t.get(key, "")).split())
+
+
+def _band(t: Mapping, value: float) -> str:
+    """``falsified_if`` of an equivalence target, with the band around this row's value."""
+    m = float(t["margin"])
+    return f"{_fill(t['falsified_if'], t)}: [{value - m:.2f}, {value + m:.2f}]"
+
+
+def _row(t: Mapping, target: str, measured: str, verdict: str, source: str, **kw) -> Row:
+    """A row of target ``t``; ``kw`` overrides claim, paper_value, falsified_if, note."""
+    return Row(
+        paper=t["paper"],
+        target=target,
+        claim=kw.get("claim", _text(t, "claim")),
+        paper_value=kw.get("paper_value", _text(t, "paper_value")),
+        measured=measured,
+        verdict=verdict,
+        falsified_if=kw.get("falsified_if") or _fill(t["falsified_if"], t),
+        note=kw.get("note", ""),
+        source=source,
+    )
+
+
+def _not_run(t: Mapping, target: str, source: str, why: str, **kw) -> Row:
+    return _row(t, target, "", NOT_RUN, source, note=why, **kw)
+
+
+def _est(g: pd.DataFrame) -> str:
+    """The index column shown next to the CI: the debiased index where the table has it."""
+    return "index_debiased" if "index_debiased" in g else "index"
+
+
+def _layers(g: pd.DataFrame) -> str:
+    est = _est(g)
+    return "; ".join(
+        f"L{int(r.layer)} {_ci(getattr(r, est), r.ci_lo, r.ci_hi)}" for r in g.itertuples()
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Paper 1
-# --------------------------------------------------------------------------------------------
 
 
-def _paper1_theory(theory: pd.DataFrame | None) -> list[Row]:
+def _paper1_theory(theory: pd.DataFrame | None, T: Mapping) -> list[Row]:
     src = "results/sim/theory.csv"
+    fig1, closed, mono2, deep = (
+        T[k] for k in ("fig1", "closed_form", "monotone_layer2", "monotone_deep")
+    )
+    deep = {**deep, "layers_str": " or ".join(str(x) for x in deep["layers"])}
+    pv_fig1 = ", ".join(f"S({v['query']},{v['key']}) = {v['value']:.3f}" for v in fig1["values"])
     if theory is None:
+        why = "the config has no theory section (rule theory_check)"
         return [
-            Row(
-                "paper 1",
-                "Fig. 1",
-                "closed-form layer-2 scores",
-                "0.154, 0.132, 0.150",
-                "",
-                NOT_RUN,
-                src,
-            )
+            _not_run(fig1, fig1["label"], src, why, paper_value=pv_fig1),
+            _not_run(closed, closed["label"], src, why),
+            _not_run(mono2, mono2["label"], src, why),
+            _not_run(deep, deep["label"], src, why),
         ]
     rows = []
-    fig1 = theory[theory["paper_value"].notna()].sort_values(["query", "key"])
-    for _, r in fig1.iterrows():
-        ok = abs(r["closed_form"] - r["paper_value"]) <= 0.0005 + 1e-12
-        rows.append(
-            Row(
-                "paper 1",
-                f"Fig. 1 S({int(r['query'])},{int(r['key'])})",
-                "layer-2 score of the parameter-free decoder, alpha = 0, n = 3 (closed form)",
-                f"{r['paper_value']:.3f}",
-                f"{r['closed_form']:.5f}",
-                REPRODUCED if ok else f"{DIFFERS} (rounds to {r['closed_form']:.3f})",
-                src,
+    for v in fig1["values"]:
+        q, k, pv = int(v["query"]), int(v["key"]), float(v["value"])
+        target = f"{fig1['label']} S({q},{k})"
+        hit = theory[(theory["alpha"] == 0) & (theory["query"] == q) & (theory["key"] == k)]
+        if hit.empty:
+            rows.append(
+                _not_run(fig1, target, src, "theory.csv has no alpha = 0 row for this cell")
             )
+            continue
+        cf = float(hit["closed_form"].iloc[0])
+        verdict = exact(cf, pv, float(fig1["tolerance"]))
+        note = f"rounds to {cf:.3f}" if verdict == DIFFERS else ""
+        rows.append(
+            _row(fig1, target, f"{cf:.5f}", verdict, src, paper_value=f"{pv:.3f}", note=note)
         )
-    exact = float((theory["closed_form"] - theory["exact_gram"]).abs().max())
+    diff = float((theory["closed_form"] - theory["exact_gram"]).abs().max())
     rows.append(
-        Row(
-            "paper 1",
-            "§3 closed form",
-            "g(i)/(h(i)h(j)) equals Eq. 1 run on an exact Gram matrix",
-            "exact",
-            f"max |diff| = {exact:.1e}",
-            REPRODUCED if exact < 1e-10 else DIFFERS,
+        _row(
+            closed,
+            closed["label"],
+            f"max |diff| = {diff:.1e} over {len(theory)} pairs",
+            exact(diff, 0.0, float(closed["tolerance"])),
             src,
         )
     )
-    # monotone in j at layer 2, for every query and alpha
-    steps = []
-    for (_a, _q), g in theory.sort_values("key").groupby(["alpha", "query"]):
-        steps.append(np.diff(g["closed_form"].to_numpy()))
-    smallest = float(min((s.min() for s in steps if s.size), default=math.nan))
+    steps = [
+        np.diff(g["closed_form"].to_numpy())
+        for _, g in theory.sort_values("key").groupby(["alpha", "query"])
+    ]
+    steps = np.concatenate([s for s in steps if s.size]) if steps else np.array([])
+    n_up = int((steps > 0).sum())
     rows.append(
-        Row(
-            "paper 1",
-            "§3 monotonicity",
-            "layer-2 score strictly increases in key j <= i",
-            "strictly increasing",
-            f"smallest step {smallest:.2e}",
-            REPRODUCED if smallest > 0 else DIFFERS,
+        _row(
+            mono2,
+            mono2["label"],
+            f"{steps.size - n_up} of {steps.size} steps <= 0; smallest step {_fmt(steps.min() if steps.size else math.nan)}",
+            fraction(n_up, 0, int(steps.size), float(mono2["threshold"])),
             src,
         )
     )
+    rows.append(_monotone_deep(deep))
     return rows
 
 
-def _index_rows(index: pd.DataFrame | None, src: str) -> list[Row]:
+def _monotone_deep(t: Mapping) -> Row:
+    """Layers 3-4 of the parameter-free decoder, exactly (Eq. 1 on an exact Gram matrix)."""
+    from causalpos.paper1.theory import exact_gram_scores, monotonicity_violations
+
+    n, alpha, layers = int(t["n_positions"]), float(t["alpha"]), [int(x) for x in t["layers"]]
+    scores = exact_gram_scores(n, alpha, max(layers))
+    bad = monotonicity_violations(scores)  # (layer, query, step), 0-indexed
+    n_steps = n * (n - 1) // 2
+    parts, verdicts = [], []
+    for layer in layers:
+        viol = bad[layer - 1]
+        k = int(viol.sum())
+        step = np.diff(scores[layer - 1], axis=-1)
+        worst = float(np.nanmin(step))
+        first_q = int(np.argwhere(viol)[:, 0].min()) + 1 if k else None
+        parts.append(
+            f"layer {layer}: {k} of {n_steps} steps <= 0"
+            + (f" (queries >= {first_q}, largest drop {worst:.1e})" if k else "")
+        )
+        verdicts.append(fraction(n_steps - k, 0, n_steps, float(t["threshold"])))
+    return _row(
+        t,
+        t["label"],
+        "; ".join(parts),
+        all_of(verdicts),
+        "exact computation (causalpos.paper1.theory.monotonicity_violations)",
+    )
+
+
+def _matches(row: pd.Series, select: Mapping) -> bool:
+    for key, want in select.items():
+        if key not in row.index:
+            return False
+        have = row[key]
+        wants = want if isinstance(want, list) else [want]
+        if isinstance(have, str) and have in ("True", "False"):
+            have = have == "True"
+        if isinstance(wants[0], bool) or isinstance(have, bool | np.bool_):
+            if bool(have) not in [bool(w) for w in wants]:
+                return False
+        elif isinstance(wants[0], int | float):
+            if not any(math.isclose(float(have), float(w), abs_tol=1e-9) for w in wants):
+                return False
+        elif str(have) not in [str(w) for w in wants]:
+            return False
+    return True
+
+
+def _sim_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    src = "results/stats/simulation_index.csv"
+    t, depth = T["sim_pattern"], T["sim_depth"]
+    margin = float(t["margin"])
     if index is None:
         return [
-            Row(
-                "paper 1",
-                "Figs. 2/4/6/7/9/10",
-                "simulation findings",
-                "heat maps",
-                "",
-                NOT_RUN,
+            _not_run(
+                {**t, "claim": t["claim_pattern"], "falsified_if": t["falsified_if_pattern"]},
+                "Figs. 2, 4, 6, 7, 9, 10",
                 src,
+                "the config has no simulate section",
+                paper_value=_text(t, "paper_value_pattern"),
             )
         ]
     rows = []
-
-    def setting(pred: Callable[[pd.DataFrame], pd.Series]) -> pd.DataFrame:
-        return index[pred(index)].sort_values("layer")
-
-    def ratio_str(df: pd.DataFrame) -> str:
-        return ", ".join(f"L{int(r.layer)}: {r.index_over_floor:.1f}" for r in df.itertuples())
-
-    nope = setting(lambda t: (t["norm"] == "l2") & (~t["rope"]) & t["causal"] & (t["alpha"] == 0))
-    if len(nope):
-        first = nope.iloc[0]
-        deeper = nope.iloc[1:]
-        ok = (
-            first["index_over_floor"] < NOISE_FLOORS
-            and (deeper["index_over_floor"] > PATTERN_FLOORS).all()
-            and bool(np.all(np.diff(deeper["index"].to_numpy()) > 0))
-        )
-        rows.append(
-            Row(
-                "paper 1",
-                "Fig. 2",
-                "no PE, alpha = 0: layer 1 no pattern; from layer 2 a position-"
-                "dependent pattern that strengthens with depth (index / noise floor per layer)",
-                "heat maps",
-                ratio_str(nope),
-                REPRODUCED if ok else DIFFERS,
-                src,
-            )
-        )
-    ln = setting(
-        lambda t: (t["norm"] == "layernorm") & (t["scaling"] == "sqrt_d") & (t["alpha"] == 0)
-    )
-    lnd = setting(lambda t: (t["norm"] == "layernorm") & (t["scaling"] == "d") & (t["alpha"] == 0))
-    if len(ln) and len(lnd):
-        ok = (ln["index_over_floor"] < NOISE_FLOORS).all() and (
-            lnd["index_over_floor"].iloc[1:] > PATTERN_FLOORS
-        ).all()
-        rows.append(
-            Row(
-                "paper 1",
-                "Fig. 7",
-                "LayerNorm: sqrt(d) scaling makes the pattern vanish, d scaling recovers it",
-                "heat maps",
-                f"sqrt(d): {ratio_str(ln)}; d: {ratio_str(lnd)}",
-                REPRODUCED if ok else DIFFERS,
-                src,
-            )
-        )
-    rope_c = setting(lambda t: t["rope"] & t["causal"] & (t["alpha"] == 0))
-    rope_b = setting(lambda t: t["rope"] & (~t["causal"]) & (t["alpha"] == 0))
-    if len(rope_c) and len(rope_b):
-        deeper_c, deeper_b = rope_c.iloc[1:], rope_b.iloc[1:]
-        separated = (deeper_c["ci_lo"].to_numpy() > deeper_b["ci_hi"].to_numpy()).all()
-        ok = (rope_b["index_over_floor"] < NOISE_FLOORS).all() and separated
-        rows.append(
-            Row(
-                "paper 1",
-                "Figs. 4, 10",
-                "RoPE: without the mask the normalized maps are noise; with it a "
-                "non-relative component appears from layer 2 (index / noise floor)",
-                "heat maps",
-                f"causal {ratio_str(rope_c)}; bidirectional {ratio_str(rope_b)}",
-                REPRODUCED if ok else DIFFERS,
-                src,
-            )
-        )
-    return rows
-
-
-def _llm_rows(llm: pd.DataFrame | None, src: str) -> list[Row]:
-    if llm is None:
-        return [
-            Row(
-                "paper 1",
-                "Fig. 5",
-                "pretrained LLMs show the non-relative pattern beyond layer 1",
-                "heat maps",
-                "",
-                NOT_RUN,
-                src,
-            )
-        ]
-    rows = []
-    for (model, dataset, variant), g in llm.groupby(["model", "dataset", "variant"]):
+    for setting, g in index.groupby("setting", sort=False):
         g = g.sort_values("layer")
-        deeper = g[g["layer"] > 1]
-        frac = float((deeper["ci_lo"] > 0).mean()) if len(deeper) else math.nan
-        med = float(deeper["index"].median()) if len(deeper) else math.nan
-        ok = frac >= 0.9
+        fig = next((f for f in t["figures"] if _matches(g.iloc[0], f["select"])), None)
+        cis = list(zip(g["ci_lo"], g["ci_hi"]))
+        measured = _layers(g)
+        if fig is None or fig["expect"] == "unscored":
+            why = "no figure of paper 1 has this setting" if fig is None else _text(fig, "why")
+            label = f"simulation ({setting})" if fig is None else f"{fig['label']} ({setting})"
+            rows.append(
+                Row(
+                    t["paper"],
+                    label,
+                    _text(fig, "claim") if fig else "",
+                    _text(t, "paper_value_none") if fig else "",
+                    measured,
+                    NOT_APPLICABLE if fig is None else MEASURED,
+                    NO_TEST,
+                    why,
+                    src,
+                )
+            )
+            continue
+        kind = fig["expect"]
+        if kind == "none":
+            verdict = all_of(equivalent(ci, 0.0, margin) for ci in cis)
+        else:
+            verdict = all_of(
+                [equivalent(cis[0], 0.0, margin)] + [positive(ci, margin) for ci in cis[1:]]
+            )
         rows.append(
             Row(
-                "paper 1",
-                f"Fig. 5 ({model})",
-                f"non-relative pattern at every layer but the first ({dataset}, {variant}): share of "
-                "layers >= 2 whose index CI excludes 0; median index (logit units)",
-                "all layers but layer 1",
-                f"{frac:.0%} of layers; median I = {med:.3g}",
-                REPRODUCED if ok else DIFFERS,
+                t["paper"],
+                f"{fig['label']} ({setting})",
+                _text(t, f"claim_{kind}"),
+                _text(t, f"paper_value_{kind}"),
+                measured,
+                verdict,
+                _fill(t[f"falsified_if_{kind}"], t),
+                "",
                 src,
             )
+        )
+        if _matches(g.iloc[0], depth["select"]):
+            later = g[g["layer"] > g["layer"].min()]
+            rows.append(
+                _row(
+                    depth,
+                    f"{depth['label']} ({setting})",
+                    _layers(later),
+                    increasing(list(zip(later["ci_lo"], later["ci_hi"]))),
+                    src,
+                )
+            )
+    return rows
+
+
+def _llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    src = "results/stats/llm_index.csv"
+    t = T["llm_pattern"]
+    margin, threshold = float(t["margin"]), float(t["threshold"])
+    if llm is None:
+        return [_not_run(t, t["label"], src, "the config has no paper1_llm models")]
+    rows = []
+    sel = llm[llm["variant"] == t["variant"]] if "variant" in llm else llm
+    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
+        g = g.sort_values("layer")
+        first, later = g.iloc[0], g.iloc[1:]
+        l1 = equivalent((first["ci_lo"], first["ci_hi"]), 0.0, margin)
+        per = [positive((r.ci_lo, r.ci_hi), margin) for r in later.itertuples()]
+        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
+        verdict = all_of([l1, fraction(n_yes, n_und, len(per), threshold)])
+        est = _est(g)
+        med = float(later[est].median()) if len(later) else math.nan
+        measured = (
+            f"L1 {_ci(first[est], first['ci_lo'], first['ci_hi'])}; layers >= 2: "
+            f"{n_yes} of {len(per)} above {margin:g}, {n_und} undecided, "
+            f"{len(per) - n_yes - n_und} at or below; median {_fmt(med)} (logit units)"
+        )
+        note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
+        rows.append(
+            _row(t, f"{t['label']} ({model}, {dataset})", measured, verdict, src, note=note)
         )
     return rows
 
 
-def _trained_rows(cmp: pd.DataFrame | None, src: str) -> list[Row]:
+def _trained_rows(cmp: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Paper 1 §3's "learned parameters amplify the causal-mask pattern", on the models trained
     here: layer-mean index of each trained variant minus that of its init twin (paired CI)."""
-    claim = (
-        "learned parameters amplify the causal-mask pattern: layer-mean index, trained minus its "
-        "init twin (same weights training started from), paired bootstrap CI"
-    )
+    src = "results/stats/train_comparison.csv"
+    t = T["trained_vs_init"]
     if cmp is None:
-        return [
-            Row("paper 1", "§3 (trained vs init)", claim, "qualitative (Fig. 3)", "", NOT_RUN, src)
-        ]
+        return [_not_run(t, t["label"], src, "the config trains no models with init twins")]
     rows = []
     for r in cmp.itertuples():
         lo, hi = r.minus_init_lo, r.minus_init_hi
-        verdict = REPRODUCED if lo > 0 else DIFFERS if hi < 0 else INCONCLUSIVE
         amp = getattr(r, "amplification", math.nan)
-        measured = f"{_ci(r.minus_init, lo, hi)}" + (
-            f"; x{_fmt(amp)} [{_fmt(r.amplification_lo)}, {_fmt(r.amplification_hi)}]"
-            if np.isfinite(amp)
+        measured = f"{_ci(r.minus_init, lo, hi)} (logit units)" + (
+            f"; ratio x{_fmt(amp)} [{_fmt(r.amplification_lo)}, {_fmt(r.amplification_hi)}]"
+            if amp is not None and np.isfinite(amp)
             else ""
         )
         rows.append(
-            Row(
-                "paper 1",
-                f"§3 (trained-{r.variant} vs init)",
-                claim,
-                "qualitative (Fig. 3)",
+            _row(
+                t,
+                f"{t['label']} (trained-{r.variant} vs init)",
                 measured,
-                verdict,
+                positive((lo, hi), float(t["threshold"])),
                 src,
+                note="scale caveat: logit units (see claim)",
             )
         )
     return rows
@@ -282,243 +429,373 @@ def _trained_rows(cmp: pd.DataFrame | None, src: str) -> list[Row]:
 
 # --------------------------------------------------------------------------------------------
 # Paper 2
-# --------------------------------------------------------------------------------------------
-
-#: Paper 2's causal-mask shares (claim 4), keyed by the model names of configs/paper.yaml.
-PAPER2_CAUSAL_SHARE = {"llama-3.2-1b": 0.82, "llama-3.2-3b": 0.64, "llama-3.1-8b": 0.64}
-#: Paper 2's Table 9: share of the residual-stream component removed at early queries.
-PAPER2_BOS_EFFECT = {"mean": 0.40, "all_gaussian": -0.28, "all_token": -0.28}
 
 
-def _compare(value: float, lo: float, hi: float, target: float, slack: float) -> str:
-    """Verdict of a measured value with CI [lo, hi] against the paper's ``target``."""
-    if lo <= 0 <= hi and lo <= target <= hi:
-        return INCONCLUSIVE
-    return REPRODUCED if (lo <= target <= hi) or abs(value - target) <= slack else DIFFERS
+def _claim1_rows(leak: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    src = "results/stats/paper2_leakage_by_model.csv"
+    t = T["claim1_logit"]
+    if leak is None:
+        return [_not_run(t, t["label"], src, "the config has no leakage section")]
+    sel = leak[(leak["target"] == t["target"]) & (leak["variant"] == t["variant"])]
+    if sel.empty:
+        return [_not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
+    return [
+        _row(
+            t,
+            f"{t['label']} ({r.model}, {r.dataset})",
+            _ci(r.estimate, r.lo, r.hi),
+            positive((r.lo, r.hi), float(t["threshold"])),
+            src,
+        )
+        for r in sel.itertuples()
+    ]
 
 
-def _paper2_rows(paths: Mapping[str, str | os.PathLike | None]) -> list[Row]:
-    rows: list[Row] = []
-    dec = _read(paths.get("decomposition"), ("model", "dataset", "total", "share_causal_mask"))
+def _decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     src = "results/stats/paper2_decomposition.csv"
+    t4, t10 = T["claim4_share"], T["claim10_content"]
     if dec is None:
-        rows.append(
-            Row(
-                "paper 2",
-                "claims 1-4",
-                "absolute-position leakage and its causal-mask / residual-stream decomposition",
-                "82 % causal-mask at 1B; 64/36 at 3B, 8B",
-                "",
-                NOT_RUN,
-                src,
-            )
-        )
-    else:
-        rope = dec[dec["condition"] == "rope"] if "condition" in dec else dec
-        for r in rope.itertuples():
-            leak = r.total_lo > 0
+        why = "the config decomposes no model (no bidirectional variant in leakage)"
+        return [
+            _not_run(t4, t4["label"], src, why, paper_value=_claim4_paper_values(t4)),
+            _not_run(t10, t10["label"], src, why),
+        ]
+    rows = []
+    rope = dec[dec["condition"] == t4["condition"]] if "condition" in dec else dec
+    cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
+    for r in rope.itertuples():
+        est, lo, hi = (getattr(r, c) for c in cols)
+        measured = f"{_ci(est, lo, hi, 2)}; total {_ci(r.total, r.total_lo, r.total_hi, 3)}"
+        value = _value_for(r.model, t4["values"], T)
+        target = f"{t4['label']} ({r.model}, {r.dataset})"
+        if value is None:
+            why = "the paper reports no share for this model"
             rows.append(
-                Row(
-                    "paper 2",
-                    f"claim 1 ({r.model}, {r.dataset})",
-                    "a RoPE decoder's log-attention carries absolute position (total leakage, "
-                    "Delta R^2 above the permutation null)",
-                    "> 0",
-                    _ci(r.total, r.total_lo, r.total_hi),
-                    REPRODUCED if leak else DIFFERS,
-                    src,
-                )
-            )
-            paper = PAPER2_CAUSAL_SHARE.get(r.model)
-            measured = _ci(r.share_causal_mask, r.share_causal_mask_lo, r.share_causal_mask_hi, 2)
-            if paper is None:
-                verdict, pv = "measured (the paper has no value for this model)", "n/a"
-            else:
-                verdict = _compare(
-                    r.share_causal_mask, r.share_causal_mask_lo, r.share_causal_mask_hi, paper, 0.10
-                )
-                pv = f"{paper:.0%}"
-            rows.append(
-                Row(
-                    "paper 2",
-                    f"claim 4 ({r.model}, {r.dataset})",
-                    "causal-mask share of the leakage (bidirectional ablation)",
-                    pv,
+                _row(
+                    t4,
+                    target,
                     measured,
-                    verdict,
+                    MEASURED,
                     src,
+                    paper_value="n/a",
+                    falsified_if=NO_TEST,
+                    note=why,
                 )
             )
-        # claim 10: natural text vs random tokens give the same composition
-        if "dataset" in rope:
-            for model, g in rope.groupby("model"):
-                if len(g) >= 2:
-                    spread = float(g["share_causal_mask"].max() - g["share_causal_mask"].min())
-                    rows.append(
-                        Row(
-                            "paper 2",
-                            f"claim 10 ({model})",
-                            "content independence: causal-mask share on "
-                            "natural text vs random tokens",
-                            "same picture",
-                            f"shares {', '.join(f'{d}: {v:.2f}' for d, v in zip(g['dataset'], g['share_causal_mask']))}",
-                            REPRODUCED if spread <= 0.10 else DIFFERS,
-                            src,
-                        )
-                    )
-    ctl = _read(
-        paths.get("rope_controls"),
-        ("model", "dataset", "condition", "share_causal_mask", "obs_share_softmax"),
-    )
-    src = "results/stats/paper2_rope_controls.csv"
-    if ctl is None:
+            continue
+        m = float(t4["margin"])
         rows.append(
-            Row(
-                "paper 2",
-                "Table 6",
-                "identity- and scrambled-RoPE controls give nearly identical ratios",
-                "nearly identical",
-                "",
-                NOT_RUN,
+            _row(
+                t4,
+                target,
+                measured,
+                equivalent((lo, hi), value, m),
+                src,
+                paper_value=f"{value:.0%}",
+                falsified_if=_band(t4, value),
+            )
+        )
+    many = [(m, g) for m, g in rope.groupby("model", sort=False) if g["dataset"].nunique() >= 2]
+    if not many:
+        rows.append(
+            _not_run(
+                t10,
+                t10["label"],
+                src,
+                "no model is decomposed on two datasets (e.g. text and random tokens)",
+            )
+        )
+    for model, g in many:
+        est = [tuple(getattr(r, c) for c in cols) for r in g.itertuples()]
+        diffs = [
+            difference_ci(est[i], est[j]) for i in range(len(est)) for j in range(i + 1, len(est))
+        ]
+        worst = max(diffs, key=lambda d: abs(d[0]))
+        measured = (
+            ", ".join(f"{d}: {_ci(*e, 2)}" for d, e in zip(g["dataset"], est))
+            + f"; largest difference {_ci(*worst, 2)}"
+        )
+        rows.append(
+            _row(
+                t10,
+                f"{t10['label']} ({model})",
+                measured,
+                nearly_identical(est, float(t10["margin"])),
                 src,
             )
         )
-    else:
-        for (model, dataset), g in ctl.groupby(["model", "dataset"]):
-            if len(g) < 2:
-                continue
-            col = (
-                "share_causal_mask" if g["share_causal_mask"].notna().all() else "obs_share_softmax"
-            )
-            spread = float(g[col].max() - g[col].min())
-            rows.append(
-                Row(
-                    "paper 2",
-                    f"Table 6 ({model}, {dataset})",
-                    f"RoPE controls give nearly identical component ratios ({col})",
-                    "nearly identical",
-                    ", ".join(f"{c}: {v:.3f}" for c, v in zip(g["condition"], g[col])),
-                    REPRODUCED if spread <= 0.05 else DIFFERS,
-                    src,
-                )
-            )
-    bos = _read(
-        paths.get("bos_effects"), ("model", "dataset", "intervention", "bos_window", "effect")
-    )
-    src = "results/stats/paper2_bos_effects.csv"
-    if bos is None:
-        rows.append(
-            Row(
-                "paper 2",
-                "Table 9",
-                "BOS replacement removes 40 % of the residual-stream component at "
-                "early queries; replacing all raises leakage to 128 %",
-                "40 %; -28 %",
-                "",
-                NOT_RUN,
-                src,
-            )
-        )
-    else:
-        early = bos[bos["bos_window"].astype(str).str.startswith("early")]
-        for r in (
-            early.sort_values("bos_window")
-            .groupby(["model", "dataset", "intervention"])
-            .head(1)
-            .itertuples()
-        ):
-            paper = PAPER2_BOS_EFFECT.get(r.intervention)
-            measured = _ci(r.effect, r.effect_lo, r.effect_hi, 2)
-            if paper is None:
-                verdict, pv = "measured (no paper value for this intervention)", "n/a"
-            else:
-                verdict = _compare(r.effect, r.effect_lo, r.effect_hi, paper, 0.10)
-                pv = f"{paper:+.0%}"
-            rows.append(
-                Row(
-                    "paper 2",
-                    f"Table 9 ({r.model}, {r.intervention}, {r.bos_window})",
-                    f"effect of BOS-embedding replacement on the residual-stream part ({r.target})",
-                    pv,
-                    measured,
-                    verdict,
-                    src,
-                )
-            )
-    p0 = _read(paths.get("position0"), ("model", "dataset", "condition", "std", "max_abs_dev"))
-    src = "results/stats/paper2_position0.csv"
-    if p0 is None:
-        rows.append(
-            Row(
-                "paper 2",
-                "claim 7",
-                "position-0 cross-prompt std is exactly 0 at every layer with a fixed BOS",
-                "0.0000",
-                "",
-                NOT_RUN,
-                src,
-            )
-        )
-    else:
-        for (model, dataset), g in p0[p0["condition"] == "causal"].groupby(["model", "dataset"]):
-            dev = float(g["max_abs_dev"].max())
-            std = float(g["std"].max())
-            if dev == 0.0:
-                verdict = REPRODUCED
-            else:
-                verdict = "not applicable (token 0 varies across prompts: no fixed BOS)"
-            rows.append(
-                Row(
-                    "paper 2",
-                    f"claim 7 ({model}, {dataset})",
-                    "position-0 residual stream identical across prompts (causal, fixed token 0)",
-                    "std 0.0000 at every layer",
-                    f"max std over layers {std:.2e}",
-                    verdict,
-                    src,
-                )
-            )
     return rows
+
+
+def _claim4_paper_values(t: Mapping) -> str:
+    return "; ".join(f"{k}: {v:.0%}" for k, v in t["values"].items())
+
+
+def _controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    src = "results/stats/paper2_rope_controls.csv"
+    t = T["table6_controls"]
+    if ctl is None:
+        return [_not_run(t, t["label"], src, "the config has no leakage section")]
+    rows = []
+    cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
+    for (model, dataset), g in ctl.groupby(["model", "dataset"], sort=False):
+        target = f"{t['label']} ({model}, {dataset})"
+        if len(g) < 2:
+            continue
+        missing = g.loc[g[list(cols)].isna().any(axis=1), "condition"].tolist()
+        if missing:
+            why = (
+                "the causal-mask share needs each condition's bidirectional run; missing for "
+                + ", ".join(map(str, missing))
+            )
+            rows.append(_not_run(t, target, src, why))
+            continue
+        est = [tuple(getattr(r, c) for c in cols) for r in g.itertuples()]
+        measured = ", ".join(f"{c}: {_ci(*e, 2)}" for c, e in zip(g["condition"], est))
+        rows.append(_row(t, target, measured, nearly_identical(est, float(t["margin"])), src))
+    if not rows:
+        rows.append(
+            _not_run(
+                t,
+                t["label"],
+                src,
+                "only the rope condition was run (no identity_rope / scrambled_rope variants)",
+            )
+        )
+    return rows
+
+
+def _token0_fixed(p0: pd.DataFrame | None) -> dict[tuple[str, str], bool]:
+    """(model, dataset) -> whether token 0 is the same in every prompt (position-0 table)."""
+    if p0 is None or "token0_fixed" not in p0:
+        return {}
+    out = {}
+    for (m, d), g in p0.groupby(["model", "dataset"]):
+        v = g["token0_fixed"].dropna()
+        if len(v):
+            out[(m, d)] = bool(v.iloc[0])
+    return out
+
+
+def _window_size(name: str) -> float:
+    digits = "".join(ch for ch in str(name) if ch.isdigit())
+    return float(digits) if digits else math.inf
+
+
+def _bos_rows(bos: pd.DataFrame | None, fixed: Mapping, T: Mapping) -> list[Row]:
+    src = "results/stats/paper2_bos_effects.csv"
+    t = T["table9_bos"]
+    pv = "; ".join(f"{k}: {v:+.0%}" for k, v in t["values"].items())
+    if bos is None:
+        return [_not_run(t, t["label"], src, "the config runs no BOS replacement", paper_value=pv)]
+    early = bos[bos["bos_window"].astype(str).str.startswith("early")].copy()
+    if early.empty:
+        return [_not_run(t, t["label"], src, "no early-query window", paper_value=pv)]
+    early["_size"] = early["bos_window"].map(_window_size)
+    first = early.sort_values("_size").groupby(["model", "dataset", "intervention"]).head(1)
+    rows = []
+    m = float(t["margin"])
+    for r in first.itertuples():
+        target = f"{t['label']} ({r.model}, {r.intervention}, {r.bos_window})"
+        measured = _ci(r.effect, r.effect_lo, r.effect_hi, 2)
+        value = t["values"].get(r.intervention)
+        if value is None:
+            why = "the paper reports no value for this intervention"
+            rows.append(
+                _row(
+                    t,
+                    target,
+                    measured,
+                    MEASURED,
+                    src,
+                    paper_value="n/a",
+                    falsified_if=NO_TEST,
+                    note=why,
+                )
+            )
+            continue
+        fal = _band(t, value)
+        if fixed.get((r.model, r.dataset)) is False:
+            rows.append(
+                _row(
+                    t,
+                    target,
+                    measured,
+                    NOT_APPLICABLE,
+                    src,
+                    paper_value=f"{value:+.0%}",
+                    falsified_if=fal,
+                    note="token 0 varies across prompts: there is no fixed BOS to replace",
+                )
+            )
+            continue
+        rows.append(
+            _row(
+                t,
+                target,
+                measured,
+                equivalent((r.effect_lo, r.effect_hi), float(value), m),
+                src,
+                paper_value=f"{value:+.0%}",
+                falsified_if=fal,
+            )
+        )
+    return rows
+
+
+def _position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    src = "results/stats/paper2_position0.csv"
+    t = T["claim7_position0"]
+    if p0 is None:
+        return [_not_run(t, t["label"], src, "the config has no position-0 experiment")]
+    rows = []
+    tol = float(t["tolerance"])
+    for (model, dataset), g in p0[p0["condition"] == "causal"].groupby(
+        ["model", "dataset"], sort=False
+    ):
+        target = f"{t['label']} ({model}, {dataset})"
+        std = float(g["std"].max())
+        measured = f"max std over layers {std:.2e}" + (
+            f"; max |deviation| {float(g['max_abs_dev'].max()):.2e}" if "max_abs_dev" in g else ""
+        )
+        if "token0_fixed" not in g or g["token0_fixed"].isna().all():
+            why = (
+                "the position-0 table has no token0_fixed column (made before it was added; "
+                "rerun aggregate_leakage): whether token 0 is fixed decides the claim"
+            )
+            rows.append(_row(t, target, measured, NOT_RUN, src, note=why))
+        elif not bool(g["token0_fixed"].dropna().iloc[0]):
+            why = "token 0 varies across prompts (no fixed BOS): the claim's premise does not hold"
+            rows.append(_row(t, target, measured, NOT_APPLICABLE, src, note=why))
+        else:
+            rows.append(_row(t, target, measured, exact(std, 0.0, tol), src))
+    return rows
+
+
+def _unscored_rows(T: Mapping) -> list[Row]:
+    return [
+        Row(
+            u["paper"],
+            u["label"],
+            _text(u, "claim"),
+            _text(u, "paper_value"),
+            "",
+            NOT_RUN,
+            _text(u, "falsified_if"),
+            _text(u, "why"),
+            "",
+        )
+        for u in T.get("unscored", [])
+    ]
 
 
 # --------------------------------------------------------------------------------------------
 
 
 def build_scorecard(
-    paths: Mapping[str, str | os.PathLike | None],
-    extra: Callable[[Mapping[str, str | os.PathLike | None]], list[Row]] | None = None,
+    paths: Mapping[str, PathLike],
+    extra: Callable[[Mapping[str, PathLike]], list[Row]] | None = None,
+    targets: PathLike | Mapping = None,
 ) -> pd.DataFrame:
     """The scorecard from the pipeline's tables.
 
     ``paths`` keys: ``theory`` (results/sim/theory.csv), ``sim_index``
     (results/stats/simulation_index.csv), ``llm_index`` (results/stats/llm_index.csv),
-    ``train_comparison`` (results/stats/train_comparison.csv), plus any
-    the ``extra`` row builders read (paper 2). Missing or ``None`` paths make their rows
-    "not run in this config". Paper 2 keys: ``decomposition``, ``rope_controls``, ``bos_effects``,
-    ``position0`` (results/stats/paper2_*.csv).
+    ``train_comparison`` (results/stats/train_comparison.csv), paper 2's ``leakage_by_model``,
+    ``decomposition``, ``rope_controls``, ``bos_effects``, ``position0``
+    (results/stats/paper2_*.csv), and optionally ``targets`` (the targets YAML; overridden by the
+    ``targets`` argument, default the packaged file). Missing or ``None`` paths make their rows
+    "not run". ``extra`` adds rows built from ``paths``.
     """
-    rows = _paper1_theory(_read(paths.get("theory")))
-    rows += _index_rows(_read(paths.get("sim_index")), "results/stats/simulation_index.csv")
-    rows += _llm_rows(_read(paths.get("llm_index")), "results/stats/llm_index.csv")
+    spec = load_targets(targets if targets is not None else paths.get("targets"))
+    T = dict(spec["targets"])
+    T["paper_models"] = spec.get("paper_models", {})
+    p0 = _read(paths.get("position0"), ("model", "dataset", "condition", "std"))
+    rows = _paper1_theory(_read(paths.get("theory")), T)
+    rows += _sim_rows(
+        _read(paths.get("sim_index"), ("setting", "layer", "index", "ci_lo", "ci_hi")), T
+    )
+    rows += _llm_rows(
+        _read(paths.get("llm_index"), ("model", "dataset", "layer", "index", "ci_lo", "ci_hi")), T
+    )
     rows += _trained_rows(
         _read(
             paths.get("train_comparison"),
             ("variant", "minus_init", "minus_init_lo", "minus_init_hi"),
         ),
-        "results/stats/train_comparison.csv",
+        T,
     )
-    rows += _paper2_rows(paths)
+    rows += _claim1_rows(
+        _read(paths.get("leakage_by_model"), ("model", "dataset", "variant", "target", "lo")), T
+    )
+    rows += _decomposition_rows(
+        _read(
+            paths.get("decomposition"),
+            ("model", "dataset", "total", "share_causal_mask", "share_causal_mask_lo"),
+        ),
+        T,
+    )
+    rows += _controls_rows(
+        _read(paths.get("rope_controls"), ("model", "dataset", "condition", "share_causal_mask")),
+        T,
+    )
+    rows += _bos_rows(
+        _read(
+            paths.get("bos_effects"),
+            ("model", "dataset", "intervention", "bos_window", "effect", "effect_lo"),
+        ),
+        _token0_fixed(p0),
+        T,
+    )
+    rows += _position0_rows(p0, T)
+    rows += _unscored_rows(T)
     if extra is not None:
         rows += extra(paths)
     return pd.DataFrame([r.as_dict() for r in rows])
 
 
+def _summary(card: pd.DataFrame) -> list[str]:
+    """Per paper: how many rows are tests (could have failed) and how they came out."""
+    lines = []
+    for paper, g in card.groupby("paper", sort=True):
+        counts = g["verdict"].value_counts()
+        tested = int(g["verdict"].isin(TESTED).sum())
+        got = ", ".join(f"{int(counts.get(v, 0))} {v}" for v in TESTED)
+        rest = ", ".join(f"{int(n)} {v}" for v, n in counts.items() if v not in TESTED)
+        lines.append(
+            f"- **{paper}**: {len(g)} rows; {tested} could have failed ({got})"
+            + (f"; {len(g) - tested} are not tests ({rest})" if rest else "")
+        )
+    return lines
+
+
+LEGEND = (
+    "Verdicts: **reproduced** / **differs** / **inconclusive** come from the rules of "
+    "`causalpos.verdicts` (equivalence within a margin, positive beyond a threshold, exact within a "
+    "tolerance, a fraction above a threshold, nearly identical across conditions, increasing "
+    "across layers), each judged on the measurement's CI; each such row could have come out "
+    "*differs*, and its *falsified if* column says which measurement would have made it so. "
+    "**not run**, **not applicable** and **measured** rows are not tests; their note says why. "
+    "Targets, margins and thresholds: `src/causalpos/targets.yaml`."
+)
+
+
 def to_markdown(card: pd.DataFrame) -> str:
-    """A Markdown table (no tabulate dependency)."""
-    cols = ["paper", "target", "claim", "paper_value", "measured", "verdict"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    """A Markdown table (no tabulate dependency), with per-paper counts of falsifiable rows."""
+    cols = ["paper", "target", "claim", "paper_value", "measured", "verdict", "falsified_if"]
+    head = ["paper", "target", "claim", "paper value", "measured", "verdict", "falsified if"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(cols)]
     for _, r in card.iterrows():
-        lines.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in cols) + " |")
-    counts = card["verdict"].map(lambda v: v.split(" (")[0]).value_counts()
-    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-    return f"# Reproduction scorecard\n\n{summary}\n\n" + "\n".join(lines) + "\n"
+        cells = [str(r[c]) for c in cols]
+        if r.get("note") and isinstance(r["note"], str):
+            cells[5] = f"{cells[5]}: {r['note']}"
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return (
+        "# Reproduction scorecard\n\n"
+        + "\n".join(_summary(card))
+        + "\n\n"
+        + LEGEND
+        + "\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )

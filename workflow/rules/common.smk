@@ -181,6 +181,10 @@ def experiment_labels(wildcards):
 
 
 # ---------------------------------------------------------------------------------------------
-# The scorecard (report.smk).
+# The scorecard (report.smk): the tables the config produces, and the targets they are judged
+# against (package data: an edited margin or paper value reruns the scorecard).
+SCORECARD_TARGETS = str(Path(workflow.basedir) / "src" / "causalpos" / "targets.yaml")
+
+
 def scorecard_inputs(wildcards):
-    return CFG.scorecard_inputs()
+    return {**CFG.scorecard_inputs(), "targets": SCORECARD_TARGETS}

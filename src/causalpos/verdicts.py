@@ -1,0 +1,153 @@
+"""Verdict rules of the scorecard: small pure functions from a measurement to a verdict.
+
+Every rule can return each of ``reproduced``, ``differs`` and ``inconclusive``: none returns
+``reproduced`` on an input that could not have come out ``differs`` (tests/test_scorecard.py
+drives each rule to all three). Measurements come as intervals ``(lo, hi)`` — a confidence
+interval, or ``(v - err, v + err)`` for a computed value known to ``err`` — so the verdict reads
+the uncertainty, never the point estimate alone. A non-finite bound decides nothing
+(``inconclusive``).
+
+A leaf module: numbers in, strings out; the targets (margins, thresholds, paper values) live in
+``causalpos/targets.yaml``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+REPRODUCED = "reproduced"
+DIFFERS = "differs"
+INCONCLUSIVE = "inconclusive"
+#: The three verdicts of a test (a row that could have failed).
+TESTED = (REPRODUCED, DIFFERS, INCONCLUSIVE)
+
+Interval = tuple[float, float]
+
+
+def _finite(*xs: float) -> bool:
+    return all(x is not None and math.isfinite(float(x)) for x in xs)
+
+
+def equivalent(ci: Interval, paper_value: float, margin: float) -> str:
+    """Equivalence with the paper's value within ±``margin``.
+
+    ``reproduced`` if the whole interval lies inside [paper − margin, paper + margin] (so a CI that
+    contains the paper's value and is narrower than the margin reproduces it); ``differs`` if it
+    lies entirely outside that band (hi < paper − margin or lo > paper + margin);
+    ``inconclusive`` if it straddles an edge of the band (too wide, or too close, to decide).
+    """
+    lo, hi = ci
+    if not _finite(lo, hi, paper_value, margin):
+        return INCONCLUSIVE
+    if lo >= paper_value - margin and hi <= paper_value + margin:
+        return REPRODUCED
+    if hi < paper_value - margin or lo > paper_value + margin:
+        return DIFFERS
+    return INCONCLUSIVE
+
+
+def positive(ci: Interval, threshold: float = 0.0) -> str:
+    """An effect larger than ``threshold`` (0: merely positive).
+
+    ``reproduced`` if lo > threshold; ``differs`` if hi <= threshold (the interval rules out any
+    effect above the threshold); ``inconclusive`` otherwise (the interval straddles it).
+    """
+    lo, hi = ci
+    if not _finite(lo, hi, threshold):
+        return INCONCLUSIVE
+    if lo > threshold:
+        return REPRODUCED
+    if hi <= threshold:
+        return DIFFERS
+    return INCONCLUSIVE
+
+
+def exact(value: float, target: float, tolerance: float, err: float = 0.0) -> str:
+    """An exact identity ``value == target`` up to ``tolerance``, for a value known to ±``err``.
+
+    ``reproduced`` if |value − target| + err <= tolerance; ``differs`` if
+    |value − target| − err > tolerance; ``inconclusive`` in between (the numerical error of the
+    value is too large to tell). Equal to :func:`equivalent` on (value − err, value + err).
+    """
+    if not _finite(value, err):
+        return INCONCLUSIVE
+    return equivalent((value - err, value + err), target, tolerance)
+
+
+def fraction(n_yes: int, n_undecided: int, n: int, threshold: float) -> str:
+    """A count or fraction with a threshold: "at least ``threshold`` of the ``n`` items hold".
+
+    ``n_yes`` items hold (decided), ``n_undecided`` cannot be decided (e.g. a CI straddling a
+    margin), the rest fail; the true fraction lies in [n_yes/n, (n_yes + n_undecided)/n].
+    ``reproduced`` if n_yes/n >= threshold; ``differs`` if (n_yes + n_undecided)/n < threshold;
+    ``inconclusive`` otherwise, and when n == 0 (nothing to count). Exact counts have
+    n_undecided = 0 and never come out inconclusive unless n == 0.
+    """
+    if n <= 0 or not 0 <= n_yes <= n or not 0 <= n_undecided <= n - n_yes:
+        return INCONCLUSIVE
+    if n_yes / n >= threshold:
+        return REPRODUCED
+    if (n_yes + n_undecided) / n < threshold:
+        return DIFFERS
+    return INCONCLUSIVE
+
+
+def difference_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """(estimate, lo, hi) of a − b from two (estimate, lo, hi) triples of independent estimates.
+
+    Each side's half-widths combine in quadrature (normal approximation): lo = d − √(Δa₋² + Δb₊²),
+    hi = d + √(Δa₊² + Δb₋²). For positively correlated (paired) estimates this overstates the
+    width, which makes both ``reproduced`` and ``differs`` harder, never easier.
+    """
+    ea, la, ha = (float(x) for x in a)
+    eb, lb, hb = (float(x) for x in b)
+    d = ea - eb
+    return d, d - math.hypot(ea - la, hb - eb), d + math.hypot(ha - ea, eb - lb)
+
+
+def nearly_identical(estimates: Sequence[Sequence[float]], margin: float) -> str:
+    """ "Nearly identical across conditions", judged by the CIs of the pairwise differences.
+
+    ``estimates``: one (estimate, lo, hi) per condition. Every pairwise difference gets a CI from
+    :func:`difference_ci`; the claim is :func:`equivalent` to 0 within ±``margin`` for every pair.
+    ``reproduced`` if every difference CI lies inside [−margin, margin]; ``differs`` if some
+    difference CI lies entirely outside it; ``inconclusive`` otherwise, and with fewer than two
+    conditions.
+    """
+    est = [tuple(e) for e in estimates]
+    if len(est) < 2:
+        return INCONCLUSIVE
+    diffs = [difference_ci(est[i], est[j]) for i in range(len(est)) for j in range(i + 1, len(est))]
+    return all_of(equivalent((lo, hi), 0.0, margin) for _, lo, hi in diffs)
+
+
+def increasing(cis: Sequence[Interval]) -> str:
+    """Strictly increasing along a sequence (e.g. layers), judged by non-overlapping CIs.
+
+    ``reproduced`` if every step's CIs are separated upwards (lo[k+1] > hi[k]); ``differs`` if
+    some step is separated downwards (hi[k+1] < lo[k]); ``inconclusive`` otherwise (overlapping
+    CIs somewhere), and with fewer than two items.
+    """
+    cis = list(cis)
+    if len(cis) < 2 or not all(_finite(lo, hi) for lo, hi in cis):
+        return INCONCLUSIVE
+    steps = list(zip(cis[:-1], cis[1:]))
+    if any(b[1] < a[0] for a, b in steps):
+        return DIFFERS
+    if all(b[0] > a[1] for a, b in steps):
+        return REPRODUCED
+    return INCONCLUSIVE
+
+
+def all_of(verdicts: Iterable[str]) -> str:
+    """A conjunction of claims: ``differs`` if any part differs, ``reproduced`` if every part is
+    reproduced, ``inconclusive`` otherwise (and for no parts at all)."""
+    vs = list(verdicts)
+    if not vs:
+        return INCONCLUSIVE
+    if DIFFERS in vs:
+        return DIFFERS
+    if all(v == REPRODUCED for v in vs):
+        return REPRODUCED
+    return INCONCLUSIVE
