@@ -107,6 +107,40 @@ def test_every_rule_runs_the_script_of_its_name_which_calls_one_stage_function()
         assert script.stem in defined, f"{stages[0]} defines no function {script.stem}()"
 
 
+#: Rules whose rerun costs minutes on CPU (hours on a GPU at paper scale).
+EXPENSIVE = {
+    "prepare_model",
+    "train_tokenizer",
+    "train_model",
+    "init_twin",
+    "simulate",
+    "extract_scores",
+    "gram_panels",
+    "length_generalization",
+    "position0",
+    "leakage",
+}
+
+
+def test_an_expensive_rule_shares_no_library_code_with_the_analyses_after_it():
+    """An expensive rule's stage module serves no cheap rule: editing a cheap rule's stage code (a
+    Gram panel, the merge, the theory check...) never reruns training or extraction. (The tokenizer
+    and the models trained with it share one module: a new tokenizer retrains them anyway.)"""
+    users: dict[str, set[str]] = {}
+    for script in SCRIPTS.glob("*.py"):
+        for mod in _imports(script):
+            if mod.startswith("causalpos.stages."):
+                users.setdefault(mod, set()).add(script.stem)
+    for rule in EXPENSIVE:
+        (stage,) = [m for m, rules in users.items() if rule in rules]
+        assert users[stage] <= EXPENSIVE, (rule, stage, sorted(users[stage]))
+        closure = {_name(f) for f in import_closure(SCRIPTS / f"{rule}.py", PACKAGE)}
+        for other, rules in users.items():
+            if other != stage and not rules <= EXPENSIVE:
+                # no expensive rule reaches the stage module of a cheaper one
+                assert other not in closure, (rule, other)
+
+
 def test_every_rule_fingerprints_its_own_script():
     text = "".join(p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk"))
     for rule, script in _rule_scripts().items():

@@ -18,7 +18,7 @@ from causalpos.io.store import (
     write_dataset,
     write_shards,
 )
-from causalpos.stages.extract import reducer_classes
+from causalpos.stages.merge import reducer_classes
 
 N, T, BATCH, SHARD = 8, 10, 2, 4
 

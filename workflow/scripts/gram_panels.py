@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
 from causalpos.io.runlog import logged  # noqa: E402
-from causalpos.stages.train import gram_panels  # noqa: E402
+from causalpos.stages.gram import gram_panels  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
     p = snakemake.params

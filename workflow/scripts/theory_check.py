@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 
 from causalpos.io.runlog import logged  # noqa: E402
-from causalpos.stages.simulate import theory_check  # noqa: E402
+from causalpos.stages.theory import theory_check  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
     theory_check(

@@ -18,29 +18,6 @@ log = logging.getLogger("causalpos.stages.extract")
 REDUCER_NAMES = ("moments", "groups", "leakage", "sink")
 
 
-def reducer_classes() -> dict[str, type]:
-    """The reducer classes a shard store may name in a variable's ``reducer`` attribute.
-
-    Only these are used to merge shards: nothing is imported from a store's attributes. The
-    paths of stores written before the library moved into packages (``causalpos.capture:...``,
-    ``causalpos.leakage:...``, ``causalpos.position0:...``) stay valid, so those shards still merge.
-    """
-    from causalpos.capture.reducers import GroupMeans, ScoreMoments, reducer_path
-    from causalpos.paper2.reducers import LeakageReducer, SinkReducer
-
-    classes = (ScoreMoments, GroupMeans, LeakageReducer, SinkReducer)
-    out = {reducer_path(c): c for c in classes}
-    out.update(
-        {
-            "causalpos.capture:ScoreMoments": ScoreMoments,
-            "causalpos.capture:GroupMeans": GroupMeans,
-            "causalpos.leakage:LeakageReducer": LeakageReducer,
-            "causalpos.position0:SinkReducer": SinkReducer,
-        }
-    )
-    return out
-
-
 def build_reducers(
     names: Sequence[str],
     *,
@@ -137,14 +114,5 @@ def extract_scores(
         seq_ids=np.arange(start, stop, dtype=np.int64),
         attrs=meta,
     )
-    write_dataset(ds, out)
-    return ds
-
-
-def merge_scores(shards: Sequence[str | os.PathLike], out: str | os.PathLike) -> xr.Dataset:
-    """Rule ``merge_scores``: shard stores merged exactly (each reducer's ``merge``) into ``out``."""
-    from causalpos.io.store import merge_shards, write_dataset
-
-    ds = merge_shards(list(shards), reducers=reducer_classes())
     write_dataset(ds, out)
     return ds

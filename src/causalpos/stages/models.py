@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from causalpos.models import load, twin
+from causalpos.models import load
 
 
 def prepare_model(name: str, spec: dict, out):
     """Rule ``prepare_model``: the model spec ``name`` resolved into an HF-format directory."""
     return load.prepare_model(name, dict(spec), out)
-
-
-def init_twin(trained_dir, out):
-    """Rule ``init_twin``: the exact weights the training of ``trained_dir`` started from."""
-    return twin.prepare_init_twin(trained_dir, out)

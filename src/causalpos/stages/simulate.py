@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from causalpos.io.store import open_dataset, write_dataset
+from causalpos.io.store import write_dataset
 from causalpos.paper1 import simulate as sim
-from causalpos.paper1.theory import theory_table
 
 log = logging.getLogger("causalpos.stages.simulate")
 
@@ -19,15 +18,3 @@ def simulate(out, setting: Mapping, *, name: str, seed: int, attrs: Mapping | No
     ds.attrs.update(dict(attrs or {}))
     write_dataset(ds, out)
     return ds
-
-
-def theory_check(sim_stores: Sequence[str], out, *, n_positions: int):
-    """Rule ``theory_check``: closed form vs exact Gram vs the simulation stores (by alpha), CSV."""
-    sims = {}
-    for path in sim_stores:
-        ds = open_dataset(path)
-        sims[float(ds.attrs["alpha"])] = ds
-    table = theory_table(sims, n=n_positions)
-    table.to_csv(out, index=False)
-    log.info("\n%s", table.groupby("alpha")["abs_diff"].describe())
-    return table

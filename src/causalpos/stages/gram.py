@@ -1,0 +1,65 @@
+"""Stage ``gram_panels``: paper 1 Figs. 3 and 8 data of one model on held-out sequences."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import xarray as xr
+
+from causalpos.io.store import write_dataset
+from causalpos.paper1.gram import gram_store
+
+log = logging.getLogger("causalpos.stages.gram")
+
+
+def gram_panels(
+    model_dir,
+    out,
+    corpus: dict,
+    *,
+    seq_len: int = 50,
+    n_sequences: int = 1000,
+    seed: int = 0,
+    mode: str = "first",
+    batch_size: int = 32,
+    device: str = "cpu",
+    dtype: str = "float32",
+    attrs: dict | None = None,
+) -> xr.Dataset:
+    """Rule ``gram_panels``: :func:`gram_store` of the model in ``model_dir`` on sequences drawn
+    from ``corpus``, written to ``out``.
+
+    Sequences are :func:`causalpos.data.sample_sequences` with the model's own tokenizer (paper 1:
+    ``mode="first"``, the first ``seq_len`` tokens of held-out documents, BOS included). The model
+    is loaded with :func:`causalpos.models.load_model` (so a NoPE checkpoint runs without rotation).
+    The sampling record (corpus, mode, seed, tokenizer hash) and the model's provenance are added
+    to the attrs, as are the sampled token ids (``tokens (sample, position)``).
+    """
+    from causalpos.data import sample_sequences
+    from causalpos.models.load import load_model
+
+    model, tokenizer = load_model(model_dir, device=device, dtype=dtype)
+    if tokenizer is None:
+        raise ValueError(
+            f"{model_dir} has no tokenizer: Fig. 3/8 need one to tokenize the held-out text"
+        )
+    seqs = sample_sequences(
+        tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
+    )
+    tokens = seqs["tokens"].values
+    meta = {
+        "model_dir": str(model_dir),
+        "model_source": json.dumps(getattr(model, "causalpos_source", {}), default=str),
+        "corpus": seqs.attrs["corpus"],
+        "mode": mode,
+        "seed": int(seed),
+        "tokenizer_sha256": seqs.attrs["tokenizer_sha256"],
+        "device": device,
+        **(attrs or {}),
+    }
+    ds = gram_store(model, tokens, batch_size=batch_size, attrs=meta)
+    ds = ds.assign(tokens=(("sample", "token_position"), tokens))
+    log.info("layer-1 recomputation check: max relative error %.3g", ds.attrs["x1_max_rel_error"])
+    write_dataset(ds, out)
+    return ds

@@ -1,0 +1,127 @@
+"""Stage ``length_generalization``: per-position loss of the trained variants beyond their context."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from causalpos.io.store import write_dataset
+from causalpos.models import lengthgen
+from causalpos.models import train as training
+
+log = logging.getLogger("causalpos.stages.lengthgen")
+
+
+def length_generalization(
+    model_dirs: Mapping[str, str],
+    out_store,
+    out_table,
+    corpus: dict,
+    *,
+    length_factor: float = 2.0,
+    seq_len: int | None = None,
+    n_sequences: int = 128,
+    seed: int = 0,
+    mode: str = "chunks",
+    batch_size: int = 16,
+    n_bootstrap: int = 2000,
+    confidence: float = 0.95,
+    device: str = "cpu",
+    dtype: str = "float32",
+    attrs: dict | None = None,
+) -> xr.Dataset:
+    """Rule ``length_generalization``: :func:`causalpos.models.lengthgen.length_generalization` of
+    trained model directories on sequences drawn from ``corpus``; writes the store ``out_store``
+    and its per-variant summary table ``out_table`` (CSV).
+
+    ``model_dirs``: name → directory written by :func:`causalpos.train.train_model` (loaded with
+    :func:`causalpos.models.load_model`). Every model must share one tokenizer (the one-factor
+    design; checked by hash), and each one's training context is read from its config
+    (``causalpos_train_context``). Sequences: :func:`causalpos.data.sample_sequences` with that
+    tokenizer, ``seq_len`` tokens (default ``length_factor`` × the longest training context),
+    ``mode="chunks"`` (BOS + consecutive held-out text, never crossing documents).
+
+    Adds to :func:`length_generalization`'s variables ``positional (variant)`` (rope | nope | ntk
+    | swa), ``final_heldout_loss (variant)`` and ``unigram_entropy (variant)`` (from each model's
+    ``training.json``, NaN when absent) and the token ids ``tokens (sequence, token_position)``.
+    """
+
+    from causalpos.data import sample_sequences, tokenizer_fingerprint
+    from causalpos.models.load import load_model
+
+    if not model_dirs:
+        raise ValueError("length_generalization needs at least one model directory")
+    models, contexts, positional, summaries = {}, {}, {}, {}
+    tokenizer, tok_hash = None, None
+    for name, path in model_dirs.items():
+        model, tok = load_model(path, device=device, dtype=dtype)
+        ctx = getattr(model.config, "causalpos_train_context", None)
+        if ctx is None or tok is None:
+            raise ValueError(
+                f"{path}: no causalpos_train_context in config.json or no tokenizer; "
+                "length generalization reads models trained by causalpos.train.train_model"
+            )
+        h = tokenizer_fingerprint(tok)
+        if tok_hash is None:
+            tokenizer, tok_hash = tok, h
+        elif h != tok_hash:
+            raise ValueError(
+                f"{path}: tokenizer {h} differs from {next(iter(model_dirs))}'s {tok_hash}; the "
+                "variants must share one tokenizer to be compared position by position"
+            )
+        models[name], contexts[name] = model, int(ctx)
+        positional[name] = str(getattr(model.config, "causalpos_variant", name))
+        summaries[name] = (
+            training.read_training_summary(path)
+            if (Path(path) / training.TRAINING_JSON).is_file()
+            else {}
+        )
+    if seq_len is None:
+        seq_len = int(round(length_factor * max(contexts.values())))
+    seqs = sample_sequences(
+        tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
+    )
+    tokens = seqs["tokens"].values
+    ds = lengthgen.length_generalization(
+        models,
+        tokens,
+        train_context=contexts,
+        batch_size=batch_size,
+        n_bootstrap=n_bootstrap,
+        confidence=confidence,
+        seed=seed,
+    )
+    names = list(models)
+    ds = ds.assign(
+        positional=("variant", np.array([positional[n] for n in names], dtype=object)),
+        final_heldout_loss=(
+            "variant",
+            [float(summaries[n].get("final_heldout_loss", np.nan)) for n in names],
+        ),
+        unigram_entropy=(
+            "variant",
+            [float(summaries[n].get("unigram_entropy", np.nan)) for n in names],
+        ),
+        tokens=(("sequence", "token_position"), tokens),
+    )
+    ds.attrs.update(
+        {
+            "corpus": seqs.attrs["corpus"],
+            "mode": mode,
+            "seq_len": int(seq_len),
+            "n_sequences": int(n_sequences),
+            "tokenizer_sha256": tok_hash,
+            "device": device,
+            "dtype": dtype,
+            **(attrs or {}),
+        }
+    )
+    write_dataset(ds, out_store)
+    table = lengthgen.summary_table(ds)
+    table.to_csv(out_table, index=False)
+    log.info("\n%s", table.to_string())
+    return ds
