@@ -77,10 +77,13 @@ def _rope_controls(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
         if cond not in measured and cond not in not_run and cv not in variants:
             continue  # neither run configured: not part of this experiment
         bv = pairs.get(cond, DEFAULT_CONDITIONS[cond])[1]
+        missing = not_run.get(cond, [v for v in (cv, bv) if v not in variants])
         if cond in measured:
             status = MEASURED
+        elif missing:
+            status = _not_run(missing)
         else:
-            status = _not_run(not_run.get(cond, [v for v in (cv, bv) if v not in variants]))
+            status = "not decomposed: the summary was not asked for this condition"
         row = {
             "condition": cond,
             "causal_variant": cv,
