@@ -13,7 +13,16 @@ from causalpos.capture.hook import capturing, extract_scores
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 from causalpos.models.forward import bos_replaced_embeddings, variant_inputs
 from causalpos.models.load import disable_rope
-from causalpos.models.variants import VARIANTS, parse_variant, scrambled_position_ids
+from causalpos.models.variants import (
+    VARIANTS,
+    Variant,
+    bidirectional_twin,
+    compose,
+    parse_variant,
+    scrambled_position_ids,
+    variant_names,
+    without_bos_replacement,
+)
 
 N_SEQ = 3
 
@@ -173,7 +182,18 @@ def test_sliding_window_pattern(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize(
-    "variant", ["bidirectional", "identity_rope", "scrambled_rope", "bos_replace_gaussian"]
+    "variant",
+    [
+        "bidirectional",
+        "identity_rope",
+        "scrambled_rope",
+        "bos_replace_gaussian",
+        # compositions: mask x rotary x position-0 input
+        "scrambled_rope+bidirectional",
+        "identity_rope+bidirectional",
+        "bos_replace_mean+bidirectional",
+        "identity_rope+bos_replace_all_gaussian+bidirectional",
+    ],
 )
 def test_variants_reproduce_eager_and_hand_computation(arch, variant):
     model, ref = tiny_pair(arch)
@@ -191,7 +211,7 @@ def test_variants_reproduce_eager_and_hand_computation(arch, variant):
         else None
     )
     embeds = (
-        bos_replaced_embeddings(model, ids, seq_ids, "gaussian", per_prompt=False, seed=3)
+        bos_replaced_embeddings(model, ids, seq_ids, v.bos_replace, per_prompt=v.per_prompt, seed=3)
         if v.bos_replace
         else None
     )
@@ -401,6 +421,46 @@ def test_variant_names():
         parse_variant("bos_replace_all_zeros")
 
 
+def test_compositions_parse_into_mask_rotary_and_position0():
+    v = parse_variant("identity_rope+bos_replace_all_gaussian+bidirectional")
+    assert (v.causal, v.rope, v.bos_replace, v.per_prompt) == (False, "identity", "gaussian", True)
+    assert v.atoms == ("identity_rope", "bos_replace_all_gaussian", "bidirectional")
+    assert parse_variant("scrambled_rope+bidirectional") == Variant(
+        "scrambled_rope+bidirectional", causal=False, rope="scrambled"
+    )
+    assert parse_variant("bos_replace_mean+bidirectional") == Variant(
+        "bos_replace_mean+bidirectional", causal=False, bos_replace="mean"
+    )
+    # one spelling per run: the canonical order rotary, position 0, mask
+    assert compose("bidirectional", "scrambled_rope") == "scrambled_rope+bidirectional"
+    assert compose("causal") == "causal" and compose("causal", "bidirectional") == "bidirectional"
+    assert bidirectional_twin("identity_rope") == "identity_rope+bidirectional"
+    assert without_bos_replacement("bos_replace_mean+bidirectional") == "bidirectional"
+    assert without_bos_replacement("scrambled_rope+bos_replace_zeros") == "scrambled_rope"
+    for bad, message in (
+        ("bidirectional+scrambled_rope", "canonical order .* 'scrambled_rope\\+bidirectional'"),
+        (
+            "bidirectional+identity_rope+bos_replace_mean",
+            "'identity_rope\\+bos_replace_mean\\+bidirectional'",
+        ),
+        ("bidirectional+bidirectional", "repeats \\['bidirectional'\\]"),
+        ("identity_rope+scrambled_rope", "conflicts.*rotary"),
+        ("bos_replace_mean+bos_replace_zeros", "conflicts.*position 0"),
+        ("causal+bidirectional", "composes with nothing; write 'bidirectional'"),
+        ("identity_rope+sideways", "'sideways' is not a variant"),
+        ("identity_rope_bidirectional", "unknown"),
+        ("", "non-empty"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            parse_variant(bad)
+    names = variant_names()
+    assert names[: len(VARIANTS)] == list(VARIANTS) and len(names) == len(set(names)) == 42
+    assert [parse_variant(n).name for n in names] == names
+    # every (rotary, position 0, mask) combination exactly once
+    combos = {(v.causal, v.rope, v.bos_replace, v.per_prompt) for v in map(parse_variant, names)}
+    assert len(combos) == 42
+
+
 def test_capture_outside_session_is_an_error():
     model, _ = tiny_pair("llama")
     from causalpos.capture.hook import CAPTURE_IMPLEMENTATION, register_capture
@@ -420,5 +480,22 @@ def test_variant_pattern_matches_exactly_the_variant_names():
     for name in VARIANTS:
         assert re.fullmatch(VARIANT_PATTERN, name)
         assert parse_variant(name).name == name
-    for near in ("bos_replace_all", "causal_", "bidirectional+causal", "bos_replace_all_mean"):
+    for name in (
+        "scrambled_rope+bidirectional",
+        "identity_rope+bidirectional",
+        "bos_replace_mean+bidirectional",
+        "scrambled_rope+bos_replace_all_token+bidirectional",
+    ):
+        assert re.fullmatch(VARIANT_PATTERN, name), name
+    for near in (
+        "bos_replace_all",
+        "causal_",
+        "bidirectional+causal",
+        "bos_replace_all_mean",
+        "bidirectional+scrambled_rope",  # not the canonical order
+        "identity_rope+scrambled_rope",  # conflict
+        "bidirectional+bidirectional",
+        "identity_rope_bidirectional",
+        "scrambled_rope+bidirectional/shard-0000",
+    ):
         assert not re.fullmatch(VARIANT_PATTERN, near), near

@@ -23,7 +23,7 @@ from causalpos.config import (
     canonical,
     names_pattern,
 )
-from causalpos.models.variants import VARIANTS, parse_variant
+from causalpos.models.variants import VARIANTS, parse_variant, variant_names
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
@@ -79,16 +79,45 @@ def test_canonical_sorts_keys_at_every_depth_and_turns_tuples_into_lists():
 def test_variant_pattern_matches_exactly_the_forward_variants():
     rx = re.compile(rf"(?:{VARIANT_PATTERN})")
     assert all(rx.fullmatch(v) for v in VARIANTS)
-    for bad in ("causalx", "bos_replace_all_mean", "bos_replace_", "rope", "bidirectional/x", ""):
+    # compositions: one atom per part, canonical order rotary, position 0, mask
+    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 42
+    assert rx.fullmatch("identity_rope+bos_replace_zeros+bidirectional")
+    for bad in (
+        "causalx",
+        "bos_replace_all_mean",
+        "bos_replace_",
+        "rope",
+        "bidirectional/x",
+        "",
+        "bidirectional+identity_rope",  # not canonical
+        "identity_rope+scrambled_rope",  # two rotary atoms
+        "causal+bidirectional",
+        "scrambled_rope_bidirectional",
+    ):
         assert not rx.fullmatch(bad), bad
     assert len(VARIANTS) == 10 and VARIANTS[:2] == ("causal", "bidirectional")
 
 
-def test_the_schema_allows_exactly_the_variants_the_library_parses():
+def test_the_schema_and_the_resolver_allow_exactly_the_variants_the_library_parses():
     schema = yaml.safe_load(Path(SCHEMA).read_text())
     exp = schema["properties"]["leakage"]["properties"]["experiments"]["additionalProperties"]
-    assert tuple(exp["properties"]["variants"]["items"]["enum"]) == VARIANTS
-    assert [parse_variant(v).name for v in VARIANTS] == list(VARIANTS)
+    pattern = re.compile(exp["properties"]["variants"]["items"]["pattern"])
+    # the schema checks the shape; the resolver checks each name with the library's parser
+    assert all(pattern.search(v) for v in variant_names())
+    assert [parse_variant(v).name for v in variant_names()] == variant_names()
+    for bad, message in (
+        ("bidirectional+scrambled_rope", "canonical order"),
+        ("identity_rope+scrambled_rope", "conflicts"),
+        ("sideways", "'sideways' unknown"),
+    ):
+        cfg = resolved(
+            "configs/smoke.yaml",
+            lambda c, bad=bad: c["leakage"]["experiments"]["smoke"].update(
+                variants=["causal", bad]
+            ),
+        )
+        with pytest.raises(ConfigError, match=f"leakage.experiments.smoke.variants: .*{message}"):
+            cfg.all_targets()
 
 
 def test_names_pattern_escapes_and_matches_nothing_when_empty():
@@ -196,8 +225,18 @@ def test_model_and_dataset_specs(default, smoke):
     )
     assert repr(smoke.dataset_spec_params("kjv-first24")) == (
         "{'corpus': {'books': ['Ruth', 'Mark'], 'type': 'kjv'}, 'mode': 'first', 'n_sequences': 12, "
-        "'seed': 0, 'seq_len': 24}"
+        "'prepend_bos': True, 'seed': 0, 'seq_len': 24}"
     )
+    # prepend_bos off (the schema's default) stays out of the params: the stores sampled before
+    # the option existed stay up to date; a token or an id (0 included) is kept
+    assert "prepend_bos" not in default.dataset_spec_params("kjv-chunks128")
+    assert default.config["datasets"]["kjv-chunks128"]["prepend_bos"] is False  # schema default
+    assert default.dataset_spec_params("kjv-chunks128-bos")["prepend_bos"] is True
+    for value in ("<|im_start|>", 0):
+        cfg = resolved(
+            "config.yaml", lambda c, v=value: c["datasets"]["kjv-chunks128"].update(prepend_bos=v)
+        )
+        assert cfg.dataset_spec_params("kjv-chunks128")["prepend_bos"] == value
     # mode and seed filled in where a dataset leaves them out
     cfg = resolved(
         "configs/smoke.yaml",
@@ -230,30 +269,32 @@ def test_shard_bounds_cover_the_dataset(smoke, default, paper):
 
 def test_reducers_include_paper_2s_only_where_an_experiment_wants_them(default):
     assert default.reducers_for("smollm2-135m", "kjv-first256", "causal") == ["moments", "groups"]
-    assert default.reducers_for("smollm2-135m", "kjv-chunks128", "identity_rope") == [
+    assert default.reducers_for("smollm2-135m", "kjv-chunks128-bos", "identity_rope") == [
         "moments",
         "groups",
         "leakage",
         "sink",
     ]
     # the controls experiment names smollm2-135m only, not its random twin
-    assert default.reducers_for("smollm2-135m-random", "kjv-chunks128", "identity_rope") == [
+    assert default.reducers_for("smollm2-135m-random", "kjv-chunks128-bos", "identity_rope") == [
         "moments",
         "groups",
     ]
     assert (
-        default.leakage_reducer_params("smollm2-135m-random", "kjv-chunks128", "identity_rope")
+        default.leakage_reducer_params("smollm2-135m-random", "kjv-chunks128-bos", "identity_rope")
         == {}
     )
     # prompt-mean maps only for the variants the permutation test reads
     assert repr(
-        default.leakage_reducer_params("smollm2-135m", "kjv-chunks128", "identity_rope")
+        default.leakage_reducer_params(
+            "smollm2-135m", "kjv-chunks128-bos", "identity_rope+bidirectional"
+        )
     ) == (
         "{'fits': ['saturated+query', 'linear+query', 'saturated+key'], 'mean_maps': False, "
         "'pair_subsample': None, 'windows': ['all', 'early16', 'early32', 'early64', 'late']}"
     )
     assert (
-        default.leakage_reducer_params("smollm2-135m", "kjv-chunks128", "bidirectional")[
+        default.leakage_reducer_params("smollm2-135m", "kjv-chunks128-bos", "bidirectional")[
             "mean_maps"
         ]
         is True
@@ -460,25 +501,30 @@ def test_heldout_needs_a_kjv_corpus(smoke):
 
 def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, paper):
     pairs = default.leakage_pairs()
-    assert pairs[("smollm2-135m", "kjv-chunks128")] == [
+    # the fixed-BOS controls: each RoPE control and each BOS replacement also run bidirectionally
+    assert pairs[("smollm2-135m", "kjv-chunks128-bos")] == [
         "causal",
         "bidirectional",
         "identity_rope",
+        "identity_rope+bidirectional",
         "scrambled_rope",
-        "bos_replace_mean",
-        "bos_replace_all_gaussian",
+        "scrambled_rope+bidirectional",
+        "bos_replace_mean+bidirectional",
+        "bos_replace_all_gaussian+bidirectional",
     ]
-    assert pairs[("smollm2-135m", "random-chunks128")] == ["causal", "bidirectional"]
-    assert len(pairs) == 11 and list(pairs)[:3] == [
+    assert pairs[("smollm2-135m", "random-chunks128-bos")] == ["causal", "bidirectional"]
+    assert pairs[("smollm2-135m", "kjv-chunks128")] == ["causal", "bidirectional"]  # no BOS
+    assert len(pairs) == 12 and list(pairs)[:4] == [
+        ("smollm2-135m", "kjv-chunks128-bos"),
+        ("smollm2-135m-random", "kjv-chunks128-bos"),
+        ("smollm2-135m", "random-chunks128-bos"),
         ("smollm2-135m", "kjv-chunks128"),
-        ("smollm2-135m-random", "kjv-chunks128"),
-        ("smollm2-135m", "random-chunks128"),
     ]
-    assert default.leakage_score_stores("smollm2-135m-random", "kjv-chunks128") == [
-        "results/scores/smollm2-135m-random/kjv-chunks128/causal.zarr",
-        "results/scores/smollm2-135m-random/kjv-chunks128/bidirectional.zarr",
+    assert default.leakage_score_stores("smollm2-135m", "kjv-chunks128-bos")[-2:] == [
+        "results/scores/smollm2-135m/kjv-chunks128-bos/bos_replace_mean+bidirectional.zarr",
+        "results/scores/smollm2-135m/kjv-chunks128-bos/bos_replace_all_gaussian+bidirectional.zarr",
     ]
-    assert len(paper.leakage_variants("llama-3.2-1b", "wiki-chunks256")) == 9
+    assert len(paper.leakage_variants("llama-3.2-1b", "wiki-chunks256")) == 12
     with pytest.raises(
         ConfigError, match="no leakage experiment names model 'phi-4' with dataset 'wiki-chunks256'"
     ):
@@ -508,10 +554,10 @@ def test_experiment_inputs_and_labels(smoke, default):
         == "results/position0/tiny-random/kjv-first24.zarr"
     )
     assert default.experiment_summary_stores("content") == [
-        "results/leakage/smollm2-135m/kjv-chunks128.zarr",
-        "results/leakage/smollm2-135m/random-chunks128.zarr",
+        "results/leakage/smollm2-135m/kjv-chunks128-bos.zarr",
+        "results/leakage/smollm2-135m/random-chunks128-bos.zarr",
     ]
-    assert len(default.leakage_summary_stores()) == len(default.position0_stores()) == 11
+    assert len(default.leakage_summary_stores()) == len(default.position0_stores()) == 12
     assert default.leakage_pair_labels()[-1] == "trained-nope-init/kjv-heldout128"
     with pytest.raises(ConfigError, match="leakage.experiments has no experiment 'ghost'"):
         default.experiment_labels("ghost")
@@ -526,6 +572,14 @@ def test_shares_figure_only_where_a_pair_has_a_bidirectional_run():
     targets = causal_only.leakage_targets()
     assert "results/figures/paper2_layers_smoke.png" in targets
     assert not any("paper2_shares" in t for t in targets)
+    # a control's own pair decomposes too (identity RoPE, causal and bidirectional)
+    control_only = resolved(
+        "configs/smoke.yaml",
+        lambda c: c["leakage"]["experiments"]["smoke"].update(
+            variants=["causal", "identity_rope", "identity_rope+bidirectional"]
+        ),
+    )
+    assert control_only.experiment_has_decomposition("smoke")
 
 
 @pytest.mark.parametrize(
@@ -623,6 +677,9 @@ SMOKE_TARGETS = [
     "results/figures/paper2_layers_smoke.png",
     "results/figures/paper2_position0_smoke.png",
     "results/figures/paper2_shares_smoke.png",
+    "results/figures/paper2_layers_controls.png",
+    "results/figures/paper2_position0_controls.png",
+    "results/figures/paper2_shares_controls.png",
     "results/report/scorecard.csv",
     "results/report/scorecard.md",
 ]
@@ -635,7 +692,7 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 147 and len(set(targets)) == 147
+    assert len(targets) == 157 and len(set(targets)) == 157
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets

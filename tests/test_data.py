@@ -9,6 +9,7 @@ import pytest
 
 from causalpos.data import (
     CorpusError,
+    bos_prefix,
     kjv_documents,
     load_documents,
     non_special_ids,
@@ -105,6 +106,62 @@ def test_random_tokens_keep_bos_and_avoid_specials(tokenizer_bos):
     # Uniform over 396 ids: 1960 draws hit nearly all of them (expected ~391 distinct).
     assert len(set(t[:, 1:].ravel().tolist())) > 370
     assert (ds["document"].values == -1).all()
+
+
+@pytest.mark.parametrize("corpus", [GENESIS, {"type": "random_tokens"}])
+def test_prepend_bos_fixes_position_0_and_is_recorded(corpus, tokenizer_nobos, tokenizer_bos):
+    """SmolLM2-style: the tokenizer defines a BOS (``<s>``, id 1) but never adds it."""
+    kw = dict(seq_len=32, n_sequences=12, mode="chunks", seed=3)
+    plain = sample_sequences(tokenizer_nobos, corpus, **kw)
+    fixed = sample_sequences(tokenizer_nobos, corpus, prepend_bos=True, **kw)
+    t = fixed["tokens"].values
+    assert t.shape == (12, 32) and (t[:, 0] == 1).all()  # the BOS at position 0 of every sequence
+    assert plain.attrs["bos"] is False and plain.attrs["prefix_ids"] == []
+    assert (plain["tokens"].values[:, 0] != 1).any()
+    a = fixed.attrs
+    assert (a["bos"], a["bos_id"], a["prefix_ids"], a["bos_added"]) == (True, 1, [1], True)
+    assert json.loads(a["prepend_bos"]) is True and json.loads(plain.attrs["prepend_bos"]) is False
+    if corpus["type"] == "random_tokens":  # the body avoids special ids, the BOS among them
+        assert 1 not in set(t[:, 1:].ravel().tolist())
+    if corpus["type"] == "kjv":
+        # the content after the BOS is the tokenizer's own chunks of T - 1 tokens
+        docs = load_documents(GENESIS)
+        for i in range(12):
+            d, off = int(fixed["document"][i]), int(fixed["offset"][i])
+            body = tokenizer_nobos(docs[d].text, add_special_tokens=False).input_ids
+            assert t[i].tolist() == [1] + body[off : off + 31]
+        # a tokenizer that adds its BOS itself gets no second one: same sequences as without
+        llama = sample_sequences(tokenizer_bos, corpus, prepend_bos=True, **kw)
+        base = sample_sequences(tokenizer_bos, corpus, **kw)
+        assert (llama["tokens"].values == base["tokens"].values).all()
+        assert llama.attrs["prefix_ids"] == [1] and llama.attrs["bos_added"] is False
+        assert llama.attrs["bos"] is True and base.attrs["bos"] is True
+    # a named token or an id: that token at position 0
+    eos = sample_sequences(tokenizer_nobos, corpus, prepend_bos="</s>", **kw)
+    by_id = sample_sequences(tokenizer_nobos, corpus, prepend_bos=2, **kw)
+    assert (eos["tokens"].values[:, 0] == 2).all() and eos.attrs["bos_id"] == 2
+    assert (eos["tokens"].values == by_id["tokens"].values).all()
+    assert json.loads(eos.attrs["prepend_bos"]) == "</s>"
+
+
+def test_prepend_bos_errors_name_the_dataset_key(tokenizer_nobos):
+    import copy
+
+    no_bos = copy.deepcopy(tokenizer_nobos)
+    no_bos.bos_token = None
+    assert no_bos.bos_token_id is None
+    kw = dict(seq_len=16, n_sequences=2, mode="chunks", seed=0, key="datasets.wiki.prepend_bos")
+    with pytest.raises(
+        CorpusError, match=r"datasets\.wiki\.prepend_bos: true, but tokenizer .* defines no BOS"
+    ):
+        sample_sequences(no_bos, GENESIS, prepend_bos=True, **kw)
+    with pytest.raises(CorpusError, match=r"datasets\.wiki\.prepend_bos: token '<bos>' is not in"):
+        sample_sequences(tokenizer_nobos, GENESIS, prepend_bos="<bos>", **kw)
+    with pytest.raises(CorpusError, match=r"datasets\.wiki\.prepend_bos: id 400 outside"):
+        sample_sequences(tokenizer_nobos, GENESIS, prepend_bos=400, **kw)
+    # off: the prefix is the tokenizer's own, with or without a BOS defined
+    assert bos_prefix(no_bos, [], False) == ([], None, False)
+    assert bos_prefix(tokenizer_nobos, [], 0) == ([0], 0, True)  # id 0 is not "off"
 
 
 def test_stratified_chunks_balance_sources(tokenizer_nobos):

@@ -81,6 +81,13 @@ def test_nearly_identical_and_difference_ci():
     # three conditions: one far pair is enough to differ
     assert V.nearly_identical([(0.5, 0.49, 0.51), (0.5, 0.49, 0.51), (0.9, 0.89, 0.91)], 0.1) == D
     assert V.nearly_identical([(0.5, 0.49, 0.51)], 0.10) == I
+    # paired differences (a joint bootstrap) replace the independent-samples combination: wide
+    # shares whose difference is known tightly are nearly identical, or clearly not
+    wide = [(0.50, 0.30, 0.70), (0.52, 0.32, 0.72)]
+    assert V.nearly_identical(wide, 0.10) == I
+    assert V.nearly_identical(wide, 0.10, [(-0.02, -0.04, 0.0)]) == R
+    assert V.nearly_identical(wide, 0.10, [(-0.2, -0.25, -0.15)]) == D
+    assert V.nearly_identical(wide, 0.10, [(-0.1, -0.2, 0.0)]) == I
 
 
 def test_increasing():
@@ -399,6 +406,74 @@ def test_table6_controls(tmp_path):
     assert _one(_card(tmp_path, rope_controls=only_rope), "Table 6")["verdict"] == S.NOT_RUN
 
 
+def _paired(rows, diffs):
+    """Rows of the rope_controls table with paired difference columns ``diffs[(cond, ref)]``."""
+    conds = [r["condition"] for r in rows]
+    out = []
+    for r in rows:
+        r = dict(r, status="measured")
+        for ref in conds:
+            d, lo, hi = diffs.get((r["condition"], ref), (0.0, 0.0, 0.0))
+            name = f"share_causal_mask_minus_{ref}"
+            r.update({name: d, f"{name}_lo": lo, f"{name}_hi": hi})
+        out.append(r)
+    return out
+
+
+def test_table6_judged_by_the_paired_differences_and_missing_runs_are_not_run(tmp_path):
+    # wide shares (independently they decide nothing), tight paired differences
+    rows = [
+        _dec("m", "d", 0.60, half=0.2, condition="rope"),
+        _dec("m", "d", 0.61, half=0.2, condition="identity_rope"),
+        _dec("m", "d", 0.62, half=0.2, condition="scrambled_rope"),
+    ]
+    close = {
+        ("rope", "identity_rope"): (-0.01, -0.03, 0.01),
+        ("rope", "scrambled_rope"): (-0.02, -0.05, 0.01),
+        ("identity_rope", "scrambled_rope"): (-0.01, -0.04, 0.02),
+    }
+    card = _card(tmp_path, rope_controls=pd.DataFrame(_paired(rows, close)))
+    row = _one(card, "Table 6 (m, d)")
+    assert (
+        row["verdict"] == R and "largest paired difference -0.02 [-0.05, 0.01]" in row["measured"]
+    )
+    far = dict(close) | {("identity_rope", "scrambled_rope"): (-0.3, -0.35, -0.25)}
+    assert (
+        _one(_card(tmp_path, rope_controls=pd.DataFrame(_paired(rows, far))), "Table 6 (m, d)")[
+            "verdict"
+        ]
+        == D
+    )
+    # without the paired columns the shares' CIs are combined as independent: inconclusive here
+    assert _one(_card(tmp_path, rope_controls=pd.DataFrame(rows)), "Table 6 (m, d)")["verdict"] == I
+    # a condition whose bidirectional run is missing: not run, saying which run
+    missing = _paired(rows[:2], close) + [
+        _dec("m", "d", float("nan"), condition="scrambled_rope")
+        | {"status": "not run: no 'scrambled_rope+bidirectional' run"}
+    ]
+    row = _one(_card(tmp_path, rope_controls=pd.DataFrame(missing)), "Table 6 (m, d)")
+    assert row["verdict"] == S.NOT_RUN and "'scrambled_rope+bidirectional'" in row["note"]
+
+
+def test_claims_4_and_10_skip_conditions_not_run_and_compare_like_prefixes(tmp_path):
+    ok = {"status": "measured"}
+    dec = pd.DataFrame(
+        [
+            _dec("smol", "text-bos", 0.50) | ok | {"prefix_ids": "[1]"},
+            _dec("smol", "random-bos", 0.52) | ok | {"prefix_ids": "[1]"},
+            _dec("smol", "text", 0.10) | ok | {"prefix_ids": "[]"},  # token 0 varies
+            {"model": "llama-3.2-1b", "dataset": "wiki", "condition": "rope", "prefix_ids": "[1]"}
+            | {"status": "not run: no 'bidirectional' run"},
+        ]
+    )
+    card = _card(tmp_path, decomposition=dec)
+    llama = _one(card, "claim 4 (llama-3.2-1b, wiki)")
+    assert llama["verdict"] == S.NOT_RUN and "'bidirectional'" in llama["note"]
+    # text vs random tokens after the same BOS: the BOS / no-BOS contrast is not a content effect
+    assert _one(card, "claim 10 (smol, token-0 prefix [1])")["verdict"] == R
+    assert not card["target"].str.contains("claim 10 (smol, token-0 prefix []", regex=False).any()
+
+
 def _bos(model, intervention, effect, window="early16", half=0.05):
     return {
         "model": model,
@@ -443,6 +518,47 @@ def test_table9_bos_rows(tmp_path):
     assert _one(card, "Table 9 (a, all_gaussian, early16)")["verdict"] == D  # paper -28 %
     assert _one(card, "Table 9 (a, zeros, early16)")["verdict"] == S.MEASURED
     assert _one(card, "Table 9 (q, mean, early16)")["verdict"] == S.NOT_APPLICABLE
+
+
+def test_table9_scores_the_residual_stream_component_only(tmp_path):
+    """Table 9's C_res is the bidirectional-ablation leakage: interventions measured on a causal
+    run's logits are not scored against the paper; missing runs are not run."""
+
+    def row(intervention, replacement, measure, effect, status="measured", window="early16"):
+        return _bos("a", intervention, effect, window=window) | {
+            "replacement": replacement,
+            "measure": measure,
+            "status": status,
+        }
+
+    bos = pd.DataFrame(
+        [
+            row("mean+bidirectional", "mean", "residual_stream", 0.41),
+            row("all_gaussian+bidirectional", "all_gaussian", "residual_stream", -0.30),
+            row("zeros+bidirectional", "zeros", "residual_stream", 0.2),
+            row("mean", "mean", "logit", 0.9),  # observational: not Table 9's quantity
+            row(
+                "token+bidirectional", "token", "residual_stream", np.nan, "not run: no 'x' run", ""
+            ),
+        ]
+    )
+    card = _card(tmp_path, bos_effects=bos, position0=_p0("a", 0.0))
+    assert _one(card, "Table 9 (a, mean+bidirectional, early16)")["verdict"] == R  # paper 40 %
+    assert _one(card, "Table 9 (a, all_gaussian+bidirectional, early16)")["verdict"] == R
+    assert _one(card, "Table 9 (a, zeros+bidirectional, early16)")["verdict"] == S.MEASURED
+    assert not card["target"].str.contains("Table 9 (a, mean,", regex=False).any()
+    token = _one(card, "Table 9 (a, token+bidirectional)")
+    assert token["verdict"] == S.NOT_RUN and "'x'" in token["note"]
+    causal_only = bos[bos["measure"] == "logit"]
+    row = _one(_card(tmp_path, bos_effects=causal_only), "Table 9")
+    assert row["verdict"] == S.NOT_RUN and "+bidirectional" in row["note"]
+
+
+def test_table_names_repeated_in_the_scorecard_equal_the_librarys():
+    from causalpos.paper2 import summary, tables
+
+    assert S.TABLE_MEASURED == tables.MEASURED
+    assert S.RESIDUAL_STREAM == summary.RESIDUAL_STREAM
 
 
 def test_claim7_position0_rows(tmp_path):

@@ -1,14 +1,16 @@
 """Paper 2's stage (workflow/rules/leakage.smk) end to end in a temporary copy of the pipeline.
 
-A tiny random Llama with a BOS-prepending BPE tokenizer (so position 0 is the same token in every
-prompt) is placed as a `local` model; two experiments name the same (model, dataset) pair, so its
-summary is the union of their variants. The numbers asserted are identities of the decomposition,
+A tiny random Llama with a BPE tokenizer that defines a BOS but never adds it (SmolLM2-style) is
+placed as a `local` model; the dataset's `prepend_bos` puts the BOS at position 0 of every prompt.
+Two experiments name the same (model, dataset) pair, so its summary is the union of their variants,
+compositions among them (a RoPE control and a BOS replacement, each also run bidirectionally). The numbers asserted are identities of the decomposition,
 the exact zero of the position-0 trajectory, and tables that equal the stores; dry runs under an
 edited config or library then say what each edit reruns.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +24,14 @@ pytestmark = pytest.mark.slow
 
 CONFIG = "configs/leakage_test.yaml"
 MODEL, DATASET = "tinybos", "ruth"
-UNION = ["causal", "bidirectional", "scrambled_rope", "bos_replace_mean"]
+UNION = [
+    "causal",
+    "bidirectional",
+    "scrambled_rope",
+    "scrambled_rope+bidirectional",
+    "bos_replace_mean",
+    "bos_replace_mean+bidirectional",
+]
 
 
 def _config(model_dir: Path) -> dict:
@@ -38,6 +47,7 @@ def _config(model_dir: Path) -> dict:
                 "mode": "chunks",
                 "seq_len": 24,
                 "n_sequences": 12,
+                "prepend_bos": True,
             }
         },
         "paper1_llm": {"models": [], "datasets": []},
@@ -53,7 +63,13 @@ def _config(model_dir: Path) -> dict:
                 "controls": {
                     "models": [MODEL],
                     "datasets": [DATASET],
-                    "variants": ["causal", "scrambled_rope", "bos_replace_mean"],
+                    "variants": [
+                        "causal",
+                        "scrambled_rope",
+                        "scrambled_rope+bidirectional",
+                        "bos_replace_mean",
+                        "bos_replace_mean+bidirectional",
+                    ],
                 },
             },
             "reducer": {
@@ -82,7 +98,7 @@ def _targets() -> list[str]:
 
 
 def _make_model(dest: Path) -> Path:
-    """A tiny random Llama and a byte-level BPE tokenizer that prepends its BOS (id 0)."""
+    """A tiny random Llama and a byte-level BPE tokenizer whose BOS (id 0) it never adds."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -91,7 +107,7 @@ def _make_model(dest: Path) -> Path:
     from causalpos.models.train import train_tokenizer
 
     tok_dir = train_tokenizer(
-        [d.text for d in kjv_documents(books=["Ruth", "Jonah"])], 320, dest / "tok"
+        [d.text for d in kjv_documents(books=["Ruth", "Jonah"])], 320, dest / "tok", add_bos=False
     )
     tok = AutoTokenizer.from_pretrained(tok_dir)
     cfg = architecture_config(
@@ -176,10 +192,30 @@ def test_decomposition_is_exact_and_equals_the_score_stores(pipeline):
     assert float(ci.sel(stat="lo")) <= total <= float(ci.sel(stat="hi"))
     # the probe-less controls still have their observational split and the Table 9 effects
     assert set(s["causal_variant"].values) == {"causal", "scrambled_rope", "bos_replace_mean"}
-    assert list(s["intervention"].values) == ["mean"] and list(s["bos_window"].values) == [
-        "early8",
-        "late",
-    ]
+    assert list(s["intervention"].values) == ["mean", "mean+bidirectional"]
+    assert list(s["bos_window"].values) == ["early8", "late"]
+    # the decomposition under scrambled RoPE: its causal run and its bidirectional composition
+    assert list(s["condition"].values) == ["rope", "scrambled_rope"]
+    scr = s["decomposition"].sel(condition="scrambled_rope", stat="estimate")
+    for variant, comp in (
+        ("scrambled_rope", "total"),
+        ("scrambled_rope+bidirectional", "residual"),
+    ):
+        assert float(scr.sel(component=comp)) == float(
+            s["leakage_model"].sel(variant=variant, target="logattn", stat="estimate")
+        )
+    assert float(scr.sel(component="causal_mask")) == float(
+        scr.sel(component="total") - scr.sel(component="residual")
+    )
+    diff = s["decomposition_difference"].sel(
+        condition="scrambled_rope", condition_ref="rope", component="share_causal_mask"
+    )
+    assert float(diff.sel(stat="estimate")) == pytest.approx(
+        float(scr.sel(component="share_causal_mask"))
+        - float(dec.sel(component="share_causal_mask")),
+        rel=1e-12,
+    )
+    assert json.loads(s.attrs["conditions_not_run"]) == {}  # identity_rope: not configured
 
 
 def test_tables_equal_the_stores(pipeline):
@@ -194,17 +230,53 @@ def test_tables_equal_the_stores(pipeline):
             )
     rc = pd.read_csv(stats / "paper2_rope_controls.csv")
     assert list(rc["condition"]) == ["rope", "scrambled_rope"]  # identity_rope was not configured
+    assert set(rc["status"]) == {"measured"} and (rc["fixed_bos"] == 1).all()
     scr = rc[rc["condition"] == "scrambled_rope"].iloc[0]
     assert scr["total"] == float(
         s["leakage_model"].sel(variant="scrambled_rope", target="logattn", stat="estimate")
     )
-    assert np.isnan(scr["share_residual"])  # no bidirectional twin of the scrambled run
-    bos = pd.read_csv(stats / "paper2_bos_effects.csv")
-    early = bos[bos["bos_window"] == "early8"].iloc[0]
-    assert early["effect"] == float(
-        s["bos_effect"].sel(intervention="mean", bos_window="early8", stat="estimate")
+    assert scr["bidirectional_variant"] == "scrambled_rope+bidirectional"
+    for col, stat in (("share_causal_mask", "estimate"), ("share_causal_mask_lo", "lo")):
+        assert scr[col] == float(
+            s["decomposition"].sel(
+                condition="scrambled_rope", component="share_causal_mask", stat=stat
+            )
+        )
+    assert scr["share_causal_mask_minus_rope_hi"] == float(
+        s["decomposition_difference"].sel(
+            condition="scrambled_rope",
+            condition_ref="rope",
+            component="share_causal_mask",
+            stat="hi",
+        )
     )
-    assert early["effect"] == pytest.approx(1 - early["c_res"] / early["c_res_baseline"], rel=1e-12)
+    bos = pd.read_csv(stats / "paper2_bos_effects.csv")
+    for name, measure in (("mean", "logit"), ("mean+bidirectional", "residual_stream")):
+        early = bos[(bos["bos_window"] == "early8") & (bos["intervention"] == name)].iloc[0]
+        assert early["effect"] == float(
+            s["bos_effect"].sel(intervention=name, bos_window="early8", stat="estimate")
+        )
+        assert early["effect"] == pytest.approx(
+            1 - early["c_res"] / early["c_res_baseline"], rel=1e-12
+        )
+        assert (early["measure"], early["replacement"]) == (measure, "mean")
+    # Table 9's C_res is the bidirectional run's log-attention leakage
+    early = bos[(bos["bos_window"] == "early8") & (bos["intervention"] == "mean+bidirectional")]
+    sc = _open(pipeline / "results" / "scores" / MODEL / DATASET / "bidirectional.zarr")
+    sel = dict(leak_fit="saturated+query", leak_window="early8", leak_target="logattn")
+    assert float(early["c_res_baseline"].iloc[0]) == pytest.approx(
+        float((sc["leak_delta"].sel(**sel) - sc["leak_null"].sel(**sel)).mean()), rel=1e-12
+    )
+    from causalpos.scorecard import build_scorecard
+
+    card = build_scorecard(
+        {k: stats / f"paper2_{k}.csv" for k in ("bos_effects", "position0", "rope_controls")}
+    )
+    t9 = card[card["target"].str.startswith("Table 9")]
+    assert list(t9["target"]) == [f"Table 9 ({MODEL}, mean+bidirectional, early8)"]
+    t6 = card[card["target"] == f"Table 6 ({MODEL}, {DATASET})"]
+    assert t6["verdict"].iloc[0] in ("reproduced", "differs", "inconclusive")  # a test now
+    assert "paired difference" in t6["measured"].iloc[0]
     md = (stats / "paper2_tables.md").read_text()
     assert "Table 6 analog" in md and "Table 9 analog" in md and f"{row['total']:.4g}" in md
 
@@ -212,9 +284,11 @@ def test_tables_equal_the_stores(pipeline):
 def test_position0_std_is_exactly_zero_with_a_fixed_bos(pipeline):
     data = _open(pipeline / "results" / "data" / DATASET / f"{MODEL}.zarr")
     tokens = data["tokens"].values
-    assert (
-        data.attrs["bos"] and (tokens[:, 0] == tokens[0, 0]).all()
-    )  # every prompt starts with BOS
+    # every prompt starts with the BOS, prepended by the pipeline (the tokenizer adds none)
+    assert data.attrs["bos"] and (tokens[:, 0] == data.attrs["bos_id"]).all()
+    assert data.attrs["bos_added"] and data.attrs["prefix_ids"] == [data.attrs["bos_id"]]
+    sc = _open(pipeline / "results" / "scores" / MODEL / DATASET / "causal.zarr")
+    assert sc.attrs["bos"] and sc.attrs["prefix_ids"] == data.attrs["prefix_ids"]
     p0 = _open(pipeline / "results" / "position0" / MODEL / f"{DATASET}.zarr")
     assert p0.sizes["layer"] == 3  # embedding + 2 blocks
     for cond in ("causal", "bos_replace_mean"):  # same input at position 0, causal attention
@@ -266,8 +340,8 @@ def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
         module.write_text(original + "\n# an edit\n")
         counts = rule_counts(_reruns(pipeline))
         assert counts == {
-            "extract_scores": 4,
-            "merge_scores": 4,
+            "extract_scores": 6,
+            "merge_scores": 6,
             "leakage": 1,
             "position0": 1,
             "aggregate_leakage": 1,
@@ -318,7 +392,7 @@ def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
         lambda c: c["leakage"]["reducer"].update(windows=["all", "early8", "late", "early16"]),
     )
     jobs = _reruns(pipeline, edited)
-    assert rule_counts(jobs)["extract_scores"] == 4
+    assert rule_counts(jobs)["extract_scores"] == 6
     assert {w for r, w in jobs if r == "extract_scores"} == {
         f"model={MODEL}, dataset={DATASET}, variant={v}, shard=0000" for v in UNION
     }
@@ -337,6 +411,12 @@ def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
         (
             lambda c: c["leakage"]["experiments"]["main"].update(variants=["causal", "sideways"]),
             "sideways",
+        ),
+        (
+            lambda c: c["leakage"]["experiments"]["main"].update(
+                variants=["causal", "bidirectional+scrambled_rope"]
+            ),
+            "'scrambled_rope+bidirectional'",
         ),
     ],
 )

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from itertools import product
 from typing import Any
 
-from causalpos.models.variants import VARIANTS
+from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant, variant_names
 
 
 class ConfigError(ValueError):
@@ -45,9 +45,10 @@ def names_pattern(names: Iterable[str]) -> str:
     return "|".join(re.escape(n) for n in names) if names else "(?!)"
 
 
-#: Regex of the forward-pass variant names (the ``{variant}`` wildcard constraint), built from
-#: the library's list (causalpos.models.variants.VARIANTS: torch-free).
-VARIANT_PATTERN = names_pattern(VARIANTS)
+#: Regex of the forward-pass variant names (the ``{variant}`` wildcard constraint): the atoms
+#: and every valid composition, built from the library's list (causalpos.models.variants:
+#: torch-free), so an invalid composition matches no rule.
+VARIANT_PATTERN = names_pattern(variant_names())
 
 # Simulation settings: each setting's own keys over the section's defaults.
 SIM_KEYS = ("n_samples", "seq_len", "dim", "n_layers")
@@ -223,6 +224,10 @@ class Resolved:
                 f"datasets: no dataset {name!r}; defined: {sorted(self.config['datasets'])}"
             )
         spec = dict(self.config["datasets"][name])
+        if spec.get("prepend_bos", False) is False:
+            # off (the default) is today's behaviour: left out of the params, so the stores
+            # sampled before the option existed stay up to date (id 0 is not "off")
+            spec.pop("prepend_bos", None)
         spec.setdefault("mode", "first")
         spec.setdefault("seed", self.config["seed"])
         return spec
@@ -500,6 +505,11 @@ class Resolved:
         out = {}
         for name, exp in self.config.get("leakage", {}).get("experiments", {}).items():
             variants = list(exp.get("variants") or LEAKAGE_DEFAULT_VARIANTS)
+            for v in variants:
+                try:
+                    parse_variant(v)
+                except ValueError as exc:
+                    raise ConfigError(f"leakage.experiments.{name}.variants: {exc}") from None
             if "causal" not in variants:
                 raise ConfigError(
                     f"leakage.experiments.{name}.variants must include 'causal' (the baseline of the "
@@ -625,8 +635,12 @@ class Resolved:
 
     def experiment_has_decomposition(self, name: str) -> bool:
         pairs = self.leakage_pairs()
-        # causal is always there
-        return any("bidirectional" in pairs[p] for p in self.leakage_experiment(name))
+        # a decomposition needs some condition's causal and bidirectional runs
+        return any(
+            set(runs) <= set(pairs[p])
+            for p in self.leakage_experiment(name)
+            for runs in DECOMPOSITION_CONDITIONS.values()
+        )
 
     def leakage_experiment_pattern(self) -> str:
         return names_pattern(sorted(set(self.config.get("leakage", {}).get("experiments", {}))))

@@ -24,7 +24,8 @@ sources so each source is equally represented) and ``description``.
 
 :func:`sample_sequences` tokenizes every document with the model's own tokenizer and its
 default special tokens — the tokens a tokenizer *prepends* (a BOS, for Llama; nothing for Qwen
-or SmolLM2) start every sequence — and never pads.
+or SmolLM2) start every sequence — and never pads. A dataset's ``prepend_bos`` (not a corpus
+key) puts a fixed token at position 0 where the tokenizer adds none (:func:`bos_prefix`).
 """
 
 from __future__ import annotations
@@ -260,6 +261,54 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def bos_prefix(
+    tokenizer: Any, prefix: list[int], prepend_bos: bool | str | int, key: str = "prepend_bos"
+) -> tuple[list[int], int | None, bool]:
+    """``(prefix, bos id, added)``: the tokenizer's own ``prefix`` with a fixed token at position 0.
+
+    ``prepend_bos`` (a dataset setting; TransformerLens' option of the same name): ``False`` ->
+    the prefix unchanged (bos id None unless the tokenizer itself starts with its BOS);
+    ``True`` -> the tokenizer's ``bos_token``; a string -> that token of the vocabulary; an
+    integer -> that id. The token is prepended only when the prefix does not already start with
+    it (Llama's tokenizer adds its BOS itself; SmolLM2's and Qwen's add nothing). ``added`` says
+    whether it was prepended here. Errors name ``key`` (the config key).
+    """
+    prefix = [int(x) for x in prefix]
+    name = getattr(tokenizer, "name_or_path", "?")
+    if prepend_bos is False or prepend_bos is None:
+        bos_id = getattr(tokenizer, "bos_token_id", None)
+        fixed = bool(prefix and bos_id is not None and prefix[0] == bos_id)
+        return prefix, (int(bos_id) if fixed else None), False
+    if prepend_bos is True:
+        bos_id = getattr(tokenizer, "bos_token_id", None)
+        if bos_id is None:
+            raise CorpusError(
+                f"{key}: true, but tokenizer {name!r} defines no BOS token; name the token "
+                "to put at position 0 (a string from its vocabulary) or give its id"
+            )
+    elif isinstance(prepend_bos, str):
+        vocab = tokenizer.get_vocab()
+        if prepend_bos not in vocab:
+            raise CorpusError(
+                f"{key}: token {prepend_bos!r} is not in the vocabulary of tokenizer {name!r} "
+                f"(its special tokens: {list(tokenizer.all_special_tokens)})"
+            )
+        bos_id = vocab[prepend_bos]
+    elif isinstance(prepend_bos, (int, np.integer)):
+        bos_id = int(prepend_bos)
+        if not 0 <= bos_id < len(tokenizer):
+            raise CorpusError(
+                f"{key}: id {bos_id} outside the vocabulary of tokenizer {name!r} "
+                f"(ids 0..{len(tokenizer) - 1})"
+            )
+    else:
+        raise CorpusError(f"{key}: expected true/false, a token or an id, got {prepend_bos!r}")
+    bos_id = int(bos_id)
+    if prefix and prefix[0] == bos_id:
+        return prefix, bos_id, False
+    return [bos_id, *prefix], bos_id, True
+
+
 def non_special_ids(tokenizer: Any) -> np.ndarray:
     """Ids of ordinary tokens: every id of the tokenizer except special and added tokens."""
     special = set(tokenizer.all_special_ids)
@@ -301,6 +350,8 @@ def sample_sequences(
     n_sequences: int,
     mode: str,
     seed: int,
+    prepend_bos: bool | str | int = False,
+    key: str = "prepend_bos",
 ) -> xr.Dataset:
     """Draw ``n_sequences`` token sequences of exactly ``seq_len`` tokens, no padding.
 
@@ -310,13 +361,19 @@ def sample_sequences(
       each prefixed with the tokens the tokenizer prepends (its BOS, if any), drawn without
       replacement; chunks never cross documents.
     - ``type: random_tokens``: the prepended tokens, then ids uniform over non-special ids.
+    - ``prepend_bos`` (see :func:`bos_prefix`): a fixed token at position 0 of every sequence,
+      before the tokenizer's own prefix, when the tokenizer does not start with it itself;
+      errors name ``key``.
 
     The draw is a seeded permutation, so the first ``n`` sequences of a larger draw are the
     draw of ``n`` (growing a dataset keeps the existing sequences). Returns ``tokens (sequence,
     position)`` int64, ``source (sequence)`` str, ``document (sequence)`` int64 (index in the
     corpus; -1 for random tokens), ``offset (sequence)`` int64 (first content token within the
     document) and attrs (corpus, corpus_type, mode, seq_len, n_sequences, seed, tokenizer,
-    tokenizer_sha256, bos, prefix_ids, n_documents, n_candidates).
+    tokenizer_sha256, bos, bos_id, prefix_ids, prepend_bos, bos_added, n_documents,
+    n_candidates). ``bos``: every sequence starts with the same BOS (``bos_id``; -1 when none);
+    ``prepend_bos``: the setting as JSON; ``bos_added``: whether the BOS was prepended here
+    rather than by the tokenizer.
     """
     if mode not in MODES:
         raise CorpusError(f"sample_sequences: mode {mode!r} not in {MODES}")
@@ -326,6 +383,7 @@ def sample_sequences(
         )
     corpus = validate_corpus(corpus)
     prefix, _suffix = special_affixes(tokenizer)
+    prefix, bos_id, bos_added = bos_prefix(tokenizer, prefix, prepend_bos, key)
     content_len = seq_len - len(prefix)
     if content_len < 1:
         raise CorpusError(
@@ -383,7 +441,6 @@ def sample_sequences(
         n_candidates = len(candidates)
 
     _refuse_padding(tokenizer, tokens, len(prefix), corpus)
-    bos_id = getattr(tokenizer, "bos_token_id", None)
     return xr.Dataset(
         {
             "tokens": (("sequence", "position"), tokens),
@@ -401,8 +458,13 @@ def sample_sequences(
             "seed": int(seed),
             "tokenizer": str(getattr(tokenizer, "name_or_path", "")),
             "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
-            "bos": bool(prefix and bos_id is not None and prefix[0] == bos_id),
+            "bos": bos_id is not None,
+            "bos_id": -1 if bos_id is None else int(bos_id),
             "prefix_ids": [int(x) for x in prefix],
+            "prepend_bos": json.dumps(
+                prepend_bos.item() if isinstance(prepend_bos, np.integer) else prepend_bos
+            ),
+            "bos_added": bool(bos_added),
             "n_documents": int(n_documents),
             "n_candidates": int(n_candidates),
         },

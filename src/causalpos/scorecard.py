@@ -38,6 +38,11 @@ from causalpos.verdicts import (
     positive,
 )
 
+#: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables).
+TABLE_MEASURED = "measured"
+#: A BOS-effects row measured on the residual-stream component (causalpos.paper2.summary).
+RESIDUAL_STREAM = "residual_stream"
+
 NOT_RUN = "not run"
 NOT_APPLICABLE = "not applicable"
 MEASURED = "measured"
@@ -462,6 +467,18 @@ def _decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         ]
     rows = []
     rope = dec[dec["condition"] == t4["condition"]] if "condition" in dec else dec
+    if "status" in rope:
+        for r in rope[rope["status"] != TABLE_MEASURED].itertuples():
+            rows.append(
+                _not_run(
+                    t4,
+                    f"{t4['label']} ({r.model}, {r.dataset})",
+                    src,
+                    f"{r.status} (the decomposition needs the causal and the bidirectional run)",
+                    paper_value=_claim4_paper_values(t4),
+                )
+            )
+        rope = rope[rope["status"] == TABLE_MEASURED]
     cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
     for r in rope.itertuples():
         est, lo, hi = (getattr(r, c) for c in cols)
@@ -495,17 +512,35 @@ def _decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
                 falsified_if=_band(t4, value),
             )
         )
-    many = [(m, g) for m, g in rope.groupby("model", sort=False) if g["dataset"].nunique() >= 2]
+    # Content independence compares datasets whose prompts start alike: the same token-0 prefix
+    # (a fixed BOS, or none) where the table says which, so a BOS / no-BOS contrast is not read
+    # as a content effect.
+    keys = ["model", "prefix_ids"] if "prefix_ids" in rope else ["model"]
+    grouped = rope.assign(
+        **({"prefix_ids": rope["prefix_ids"].fillna("")} if len(keys) > 1 else {})
+    )
+    groups = list(grouped.groupby(keys, sort=False))
+    n_groups = grouped.groupby("model")[keys[-1]].nunique() if len(keys) > 1 else None
+    many = []
+    for key, g in groups:
+        model = key[0] if isinstance(key, tuple) else key
+        if g["dataset"].nunique() < 2:
+            continue
+        label = f"{t10['label']} ({model})"
+        if n_groups is not None and n_groups[model] > 1:
+            label = f"{t10['label']} ({model}, token-0 prefix {key[1] or '[]'})"
+        many.append((label, g))
     if not many:
         rows.append(
             _not_run(
                 t10,
                 t10["label"],
                 src,
-                "no model is decomposed on two datasets (e.g. text and random tokens)",
+                "no model is decomposed on two datasets with the same token-0 prefix (e.g. text "
+                "and random tokens after the same BOS)",
             )
         )
-    for model, g in many:
+    for label, g in many:
         est = [tuple(getattr(r, c) for c in cols) for r in g.itertuples()]
         diffs = [
             difference_ci(est[i], est[j]) for i in range(len(est)) for j in range(i + 1, len(est))
@@ -518,7 +553,7 @@ def _decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         rows.append(
             _row(
                 t10,
-                f"{t10['label']} ({model})",
+                label,
                 measured,
                 nearly_identical(est, float(t10["margin"])),
                 src,
@@ -529,6 +564,25 @@ def _decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
 
 def _claim4_paper_values(t: Mapping) -> str:
     return "; ".join(f"{k}: {v:.0%}" for k, v in t["values"].items())
+
+
+def _paired_differences(g: pd.DataFrame) -> list[tuple[float, float, float]] | None:
+    """Every pair's (estimate, lo, hi) of the difference of causal-mask shares from the table's
+    ``share_causal_mask_minus_<condition>`` columns (a paired bootstrap), or None when the table
+    does not have them all."""
+    conds = [str(c) for c in g["condition"]]
+    out = []
+    for i in range(len(conds)):
+        for j in range(i + 1, len(conds)):
+            name = f"share_causal_mask_minus_{conds[j]}"
+            if not {name, f"{name}_lo", f"{name}_hi"} <= set(g.columns):
+                return None
+            r = g.iloc[i]
+            d = (float(r[name]), float(r[f"{name}_lo"]), float(r[f"{name}_hi"]))
+            if not all(np.isfinite(d)):
+                return None
+            out.append(d)
+    return out
 
 
 def _controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -542,17 +596,36 @@ def _controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         target = f"{t['label']} ({model}, {dataset})"
         if len(g) < 2:
             continue
-        missing = g.loc[g[list(cols)].isna().any(axis=1), "condition"].tolist()
-        if missing:
+        bad = g[list(cols)].isna().any(axis=1)
+        if "status" in g:
+            bad |= g["status"] != TABLE_MEASURED
+        if bad.any():
+            missing = [
+                f"{r.condition} ({r.status})" if "status" in g else str(r.condition)
+                for r in g[bad].itertuples()
+            ]
             why = (
                 "the causal-mask share needs each condition's bidirectional run; missing for "
-                + ", ".join(map(str, missing))
+                + ", ".join(missing)
             )
             rows.append(_not_run(t, target, src, why))
             continue
         est = [tuple(getattr(r, c) for c in cols) for r in g.itertuples()]
+        paired = _paired_differences(g)
         measured = ", ".join(f"{c}: {_ci(*e, 2)}" for c, e in zip(g["condition"], est))
-        rows.append(_row(t, target, measured, nearly_identical(est, float(t["margin"])), src))
+        if paired is not None:
+            worst = max(paired, key=lambda d: max(abs(d[1]), abs(d[2])))
+            measured += f"; largest paired difference {_ci(*worst, 2)}"
+        rows.append(
+            _row(
+                t,
+                target,
+                measured,
+                nearly_identical(est, float(t["margin"]), paired),
+                src,
+                note="" if paired is not None else "differences combined as independent samples",
+            )
+        )
     if not rows:
         rows.append(
             _not_run(
@@ -588,17 +661,36 @@ def _bos_rows(bos: pd.DataFrame | None, fixed: Mapping, T: Mapping) -> list[Row]
     pv = "; ".join(f"{k}: {v:+.0%}" for k, v in t["values"].items())
     if bos is None:
         return [_not_run(t, t["label"], src, "the config runs no BOS replacement", paper_value=pv)]
+    rows = []
+    if "measure" in bos:
+        # Table 9's C_res is the residual-stream component: the bidirectional runs' leakage (§3)
+        causal_only = bos[bos["measure"] != RESIDUAL_STREAM]
+        bos = bos[bos["measure"] == RESIDUAL_STREAM]
+        if bos.empty:
+            col = "variant" if "variant" in causal_only else "intervention"
+            runs = ", ".join(sorted(set(causal_only[col].astype(str))))
+            why = (
+                f"the BOS replacements were run causally only ({runs}); Table 9's residual-stream "
+                "component is the bidirectional-ablation leakage: add <replacement>+bidirectional"
+            )
+            return [_not_run(t, t["label"], src, why, paper_value=pv)]
+    if "status" in bos:
+        for r in bos[bos["status"] != TABLE_MEASURED].itertuples():
+            target = f"{t['label']} ({r.model}, {r.intervention})"
+            rows.append(_not_run(t, target, src, str(r.status), paper_value=pv))
+        bos = bos[bos["status"] == TABLE_MEASURED]
     early = bos[bos["bos_window"].astype(str).str.startswith("early")].copy()
     if early.empty:
-        return [_not_run(t, t["label"], src, "no early-query window", paper_value=pv)]
+        return rows or [_not_run(t, t["label"], src, "no early-query window", paper_value=pv)]
     early["_size"] = early["bos_window"].map(_window_size)
     first = early.sort_values("_size").groupby(["model", "dataset", "intervention"]).head(1)
-    rows = []
     m = float(t["margin"])
     for r in first.itertuples():
         target = f"{t['label']} ({r.model}, {r.intervention}, {r.bos_window})"
         measured = _ci(r.effect, r.effect_lo, r.effect_hi, 2)
-        value = t["values"].get(r.intervention)
+        # the replacement's kind ("mean", "all_gaussian"); older tables name it "intervention"
+        kind = getattr(r, "replacement", None) if "replacement" in bos else r.intervention
+        value = t["values"].get(kind)
         if value is None:
             why = "the paper reports no value for this intervention"
             rows.append(

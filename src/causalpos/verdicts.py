@@ -106,11 +106,18 @@ def difference_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float,
     return d, d - math.hypot(ea - la, hb - eb), d + math.hypot(ha - ea, eb - lb)
 
 
-def nearly_identical(estimates: Sequence[Sequence[float]], margin: float) -> str:
+def nearly_identical(
+    estimates: Sequence[Sequence[float]],
+    margin: float,
+    differences: Sequence[Sequence[float]] | None = None,
+) -> str:
     """ "Nearly identical across conditions", judged by the CIs of the pairwise differences.
 
     ``estimates``: one (estimate, lo, hi) per condition. Every pairwise difference gets a CI from
     :func:`difference_ci`; the claim is :func:`equivalent` to 0 within ±``margin`` for every pair.
+    ``differences``: the pairwise differences' own (estimate, lo, hi), e.g. from a bootstrap that
+    resampled the prompts jointly across conditions (paired); given, they replace the
+    :func:`difference_ci` intervals, which treat the conditions as independent.
     ``reproduced`` if every difference CI lies inside [−margin, margin]; ``differs`` if some
     difference CI lies entirely outside it; ``inconclusive`` otherwise, and with fewer than two
     conditions.
@@ -118,7 +125,12 @@ def nearly_identical(estimates: Sequence[Sequence[float]], margin: float) -> str
     est = [tuple(e) for e in estimates]
     if len(est) < 2:
         return INCONCLUSIVE
-    diffs = [difference_ci(est[i], est[j]) for i in range(len(est)) for j in range(i + 1, len(est))]
+    if differences is not None:
+        diffs = [tuple(float(x) for x in d) for d in differences]
+    else:
+        diffs = [
+            difference_ci(est[i], est[j]) for i in range(len(est)) for j in range(i + 1, len(est))
+        ]
     return all_of(equivalent((lo, hi), 0.0, margin) for _, lo, hi in diffs)
 
 

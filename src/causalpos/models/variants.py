@@ -1,4 +1,5 @@
-"""Forward-pass variants (the ``{variant}`` wildcard): names, parsing and seeded draws.
+"""Forward-pass variants (the ``{variant}`` wildcard): names, compositions, parsing and seeded
+draws.
 
 Torch-free, so config resolution can validate variant names without importing a model stack.
 """
@@ -6,6 +7,7 @@ Torch-free, so config resolution can validate variant names without importing a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
 
 import numpy as np
 
@@ -23,6 +25,21 @@ VARIANTS = (
 )
 
 
+#: The parts of the forward pass a variant changes, in the canonical order of a composition:
+#: rotary embedding, position-0 input, attention mask. ``causal`` is the model as trained (no part
+#: changed) and composes with nothing.
+PARTS = ("rotary", "position 0", "mask")
+SEPARATOR = "+"
+
+
+def _part(atom: str) -> str:
+    if atom in ("identity_rope", "scrambled_rope"):
+        return "rotary"
+    if atom.startswith("bos_replace_"):
+        return "position 0"
+    return "mask"
+
+
 @dataclass(frozen=True)
 class Variant:
     """A forward-pass variant: mask, rotary embedding and position-0 input."""
@@ -33,23 +50,13 @@ class Variant:
     bos_replace: str | None = None  # "mean" | "zeros" | "token" | "gaussian"
     per_prompt: bool = False  # "replace all": a different replacement per prompt
 
+    @property
+    def atoms(self) -> tuple[str, ...]:
+        """The atoms (names in :data:`VARIANTS`) the variant composes, in canonical order."""
+        return tuple(self.name.split(SEPARATOR))
 
-def parse_variant(name: str) -> Variant:
-    """Parse a variant name (one of :data:`VARIANTS`).
 
-    - ``causal``: the model as trained;
-    - ``bidirectional``: ``config.is_causal = False`` (same weights, no causal mask; sliding
-      windows become symmetric, transformers' ``|i - j| <= window``);
-    - ``identity_rope``: the rotation replaced by the identity at inference;
-    - ``scrambled_rope``: position ids permuted within each sequence by a permutation seeded
-      by ``(seed, sequence id)``; the causal order (the mask) stays;
-    - ``bos_replace_{mean,zeros,token,gaussian}``: the model called with ``inputs_embeds``
-      whose row 0 is replaced by the mean embedding, zeros, another token's embedding, or a
-      Gaussian vector norm-matched to the original row 0 — the same replacement for every
-      prompt;
-    - ``bos_replace_all_{token,gaussian}``: "replace all" (paper2.md §4): a different
-      replacement per prompt, seeded by ``(seed, sequence id)``.
-    """
+def _parse_atom(name: str) -> Variant:
     if name == "causal":
         return Variant(name)
     if name == "bidirectional":
@@ -65,6 +72,122 @@ def parse_variant(name: str) -> Variant:
         if name == f"bos_replace_all_{kind}":
             return Variant(name, bos_replace=kind, per_prompt=True)
     raise ValueError(f"variant {name!r} unknown; allowed: {list(VARIANTS)}")
+
+
+def parse_variant(name: str) -> Variant:
+    """Parse a variant name: an atom of :data:`VARIANTS` or a composition of atoms.
+
+    Atoms:
+
+    - ``causal``: the model as trained;
+    - ``bidirectional``: ``config.is_causal = False`` (same weights, no causal mask; sliding
+      windows become symmetric, transformers' ``|i - j| <= window``);
+    - ``identity_rope``: the rotation replaced by the identity at inference;
+    - ``scrambled_rope``: position ids permuted within each sequence by a permutation seeded
+      by ``(seed, sequence id)``; the causal order (the mask) stays;
+    - ``bos_replace_{mean,zeros,token,gaussian}``: the model called with ``inputs_embeds``
+      whose row 0 is replaced by the mean embedding, zeros, another token's embedding, or a
+      Gaussian vector norm-matched to the original row 0 — the same replacement for every
+      prompt;
+    - ``bos_replace_all_{token,gaussian}``: "replace all" (paper2.md §4): a different
+      replacement per prompt, seeded by ``(seed, sequence id)``.
+
+    Compositions join at most one atom per part of the forward pass with ``+``, in the canonical
+    order of :data:`PARTS` — rotary, position 0, mask — e.g. ``scrambled_rope+bidirectional``,
+    ``bos_replace_mean+bidirectional``, ``identity_rope+bos_replace_zeros+bidirectional``. One
+    spelling per run (the name is a file name): another order, a repeated atom, two atoms of one
+    part (``identity_rope+scrambled_rope``) or ``causal`` inside a composition (it is the
+    absence of every change) is a ``ValueError`` that says what to write.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"variant name must be a non-empty string, got {name!r}")
+    atoms = name.split(SEPARATOR)
+    if len(atoms) == 1:
+        return _parse_atom(name)
+    for atom in atoms:
+        if atom not in VARIANTS:
+            raise ValueError(
+                f"variant {name!r}: {atom!r} is not a variant; compose atoms of {list(VARIANTS)} "
+                f"with {SEPARATOR!r}"
+            )
+    if "causal" in atoms:
+        rest = SEPARATOR.join(a for a in atoms if a != "causal") or "causal"
+        raise ValueError(
+            f"variant {name!r}: 'causal' (the model as trained) composes with nothing; "
+            f"write {rest!r}"
+        )
+    dup = sorted({a for a in atoms if atoms.count(a) > 1})
+    if dup:
+        raise ValueError(f"variant {name!r} repeats {dup}")
+    for part in PARTS:
+        same = [a for a in atoms if _part(a) == part]
+        if len(same) > 1:
+            raise ValueError(
+                f"variant {name!r} conflicts: {same} both change the {part}; a composition takes "
+                "at most one atom per part (rotary, position 0, mask)"
+            )
+    canonical = sorted(atoms, key=lambda a: PARTS.index(_part(a)))
+    if atoms != canonical:
+        raise ValueError(
+            f"variant {name!r}: write compositions in the canonical order rotary, position 0, "
+            f"mask: {SEPARATOR.join(canonical)!r}"
+        )
+    fields: dict = {}
+    for atom in atoms:
+        v = _parse_atom(atom)
+        if not v.causal:
+            fields["causal"] = False
+        if v.rope != "rope":
+            fields["rope"] = v.rope
+        if v.bos_replace is not None:
+            fields.update(bos_replace=v.bos_replace, per_prompt=v.per_prompt)
+    return Variant(name, **fields)
+
+
+def compose(*atoms: str) -> str:
+    """The canonical name of the composition of ``atoms`` (any order; ``causal`` drops out)."""
+    parts = [a for a in atoms if a != "causal"]
+    for atom in parts:
+        if atom not in VARIANTS:
+            raise ValueError(f"{atom!r} is not a variant atom; allowed: {list(VARIANTS)}")
+    parts.sort(key=lambda a: PARTS.index(_part(a)))
+    name = SEPARATOR.join(parts) or "causal"
+    return parse_variant(name).name  # rejects repeats and conflicts
+
+
+def variant_names() -> list[str]:
+    """Every valid variant name: the atoms (:data:`VARIANTS`, in order), then every composition."""
+    rotary = [None, "identity_rope", "scrambled_rope"]
+    position0 = [None] + [v for v in VARIANTS if v.startswith("bos_replace_")]
+    mask = [None, "bidirectional"]
+    out = list(VARIANTS)
+    for r, p, m in product(rotary, position0, mask):
+        atoms = [a for a in (r, p, m) if a is not None]
+        if len(atoms) >= 2:
+            out.append(SEPARATOR.join(atoms))
+    return out
+
+
+def bidirectional_twin(name: str) -> str:
+    """``name`` run bidirectionally (same rotary and position-0 input, no causal mask)."""
+    return compose(*parse_variant(name).atoms, "bidirectional")
+
+
+def without_bos_replacement(name: str) -> str:
+    """``name`` without its position-0 replacement: the baseline of a BOS intervention."""
+    return compose(*(a for a in parse_variant(name).atoms if _part(a) != "position 0"))
+
+
+#: Paper 2 §3's decomposition under each RoPE condition (their Table 6): condition -> (causal
+#: run, bidirectional run of the same weights and rotary embedding).
+DECOMPOSITION_CONDITIONS: dict[str, tuple[str, str]] = {
+    cond: (run, bidirectional_twin(run))
+    for cond, run in (
+        ("rope", "causal"),
+        ("identity_rope", "identity_rope"),
+        ("scrambled_rope", "scrambled_rope"),
+    )
+}
 
 
 def _rng(seed: int, seq_id: int | None, stream: int) -> np.random.Generator:

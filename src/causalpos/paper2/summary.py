@@ -11,36 +11,62 @@ import numpy as np
 import xarray as xr
 
 from causalpos import stats
+from causalpos.models.variants import (
+    DECOMPOSITION_CONDITIONS,
+    parse_variant,
+    without_bos_replacement,
+)
 from causalpos.paper2.metric import TARGETS, decompose, null_corrected, parse_fit
 from causalpos.paper2.permutation import permutation_test
 
-DEFAULT_CONDITIONS: dict[str, tuple[str, str]] = {
-    "rope": ("causal", "bidirectional"),
-    "identity_rope": ("identity_rope", "identity_rope_bidirectional"),
-    "scrambled_rope": ("scrambled_rope", "scrambled_rope_bidirectional"),
-}
+#: condition -> (causal run, bidirectional run): paper 2 §3's decomposition under standard,
+#: identity and scrambled RoPE (their Table 6); see causalpos.models.variants.
+DEFAULT_CONDITIONS: dict[str, tuple[str, str]] = dict(DECOMPOSITION_CONDITIONS)
 
 
 STAT = ("estimate", "lo", "hi")
 
+#: What a BOS intervention's effect is measured on: the residual-stream component of §3 (the
+#: bidirectional run's log-attention leakage, Table 9's C_res) or, for a causal run, its logit
+#: leakage (absolute position that reached q, k; observational, not Table 9's quantity).
+RESIDUAL_STREAM = "residual_stream"
+
 
 def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
-    """bos_replace_* variants -> (intervention, baseline, target).
+    """Every run with a position-0 replacement -> (intervention, baseline, target).
 
-    A bidirectional intervention (name ending in ``_bidirectional``) is compared with the
-    ``bidirectional`` run on log-attention (the residual-stream component of §3 itself); a causal
-    one with the ``causal`` run on logits (the observational residual-stream component: absolute
-    position that reached q, k). Decision: the spec names C_res without saying which runs exist.
+    The baseline is the same run without the replacement (same mask and rotary embedding;
+    :func:`causalpos.models.variants.without_bos_replacement`). A bidirectional intervention
+    (e.g. ``bos_replace_mean+bidirectional`` against ``bidirectional``) is measured on
+    log-attention: the residual-stream component of §3 itself, Table 9's C_res. A causal one
+    (``bos_replace_mean`` against ``causal``) on logits: the observational residual-stream
+    component (absolute position that reached q, k). The intervention's name is the run's name
+    without ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
     """
     out = {}
     for v in variants:
-        if v.startswith("bos_replace_"):
-            name = v[len("bos_replace_") :]
-            if v.endswith("_bidirectional"):
-                out[name] = (v, "bidirectional", "logattn")
-            else:
-                out[name] = (v, "causal", "logit")
+        var = parse_variant(v)
+        if var.bos_replace is None:
+            continue
+        target = "logit" if var.causal else "logattn"
+        out[v.replace("bos_replace_", "", 1)] = (v, without_bos_replacement(v), target)
     return out
+
+
+def bos_measure(variant: str, baseline: str, target: str) -> str:
+    """:data:`RESIDUAL_STREAM` for a bidirectional intervention measured on log-attention
+    against a bidirectional baseline; otherwise the target (``logit``, ``logattn``)."""
+    bidirectional = not parse_variant(variant).causal and not parse_variant(baseline).causal
+    return RESIDUAL_STREAM if bidirectional and target == "logattn" else target
+
+
+def bos_replacement(variant: str) -> str:
+    """The replacement of a BOS-intervention run: ``mean``, ``zeros``, ``token``, ``gaussian``,
+    or ``all_token`` / ``all_gaussian`` ("replace all")."""
+    v = parse_variant(variant)
+    if v.bos_replace is None:
+        return ""
+    return ("all_" if v.per_prompt else "") + v.bos_replace
 
 
 def _ci(samples: np.ndarray, estimate: np.ndarray, level: float) -> np.ndarray:
@@ -76,6 +102,8 @@ def leakage_summary(
     ΔR² and of its exact permutation-null mean); ``leakage_mean_map``, ``perm_null_mean``,
     ``p_value``, ``q_value`` (prompt-mean maps), ``fraction_significant`` (variant, target);
     ``decomposition`` (condition, component, stat) and ``decomposition_layer``;
+    ``decomposition_difference`` (condition, condition_ref, component, stat): condition minus
+    condition_ref, prompts resampled jointly (a paired CI; with two or more conditions);
     ``observational_split`` (causal_variant, obs_term, stat); ``bos_effect``, ``bos_c_res``,
     ``bos_c_res_baseline`` (intervention, bos_window, stat); ``sink_attention`` (variant, layer,
     head) and ``sink_head`` (tau, variant, layer, head).
@@ -86,9 +114,12 @@ def leakage_summary(
             cover the same sequence ids (prompts are resampled jointly across variants).
         fit, window: which fit and query window the headline numbers use.
         conditions: condition -> (causal variant, bidirectional variant); default
-            :data:`DEFAULT_CONDITIONS`, keeping those whose variants are in ``stores``.
-        bos: intervention -> (variant, baseline variant, target); default from ``bos_replace_*``
-            names (:func:`_default_bos`).
+            :data:`DEFAULT_CONDITIONS` that have at least one run in ``stores``. A condition
+            whose runs are not all in ``stores`` is not decomposed and is listed, with its
+            missing runs, in the ``conditions_not_run`` attribute (never silently dropped).
+        bos: intervention -> (variant, baseline variant, target); default every run with a
+            position-0 replacement against the same run without it (:func:`_default_bos`).
+            Interventions with a missing run go to the ``bos_not_run`` attribute.
         floor_correct: use ΔR² − (exact permutation-null mean) per prompt ("never raw", §2).
         n_boot, level: bootstrap over prompts (percentile CI).
         n_perm: within-offset permutations for the per-head test on prompt-mean maps (0 = skip).
@@ -203,13 +234,21 @@ def leakage_summary(
     )
 
     # Decomposition (§3) per condition, at model and layer level; shares are ratios of means.
-    conds = dict(DEFAULT_CONDITIONS if conditions is None else conditions)
-    conds = {c: pair for c, pair in conds.items() if pair[0] in leak_vars and pair[1] in leak_vars}
+    present = set(leak_vars)
+    wanted = dict(DEFAULT_CONDITIONS if conditions is None else conditions)
+    if conditions is None:
+        # a default condition none of whose runs was made is not part of this experiment
+        wanted = {c: pair for c, pair in wanted.items() if set(pair) & present}
+    conds = {c: pair for c, pair in wanted.items() if set(pair) <= present}
+    conds_not_run = {
+        c: [v for v in pair if v not in present] for c, pair in wanted.items() if c not in conds
+    }
     comps = ("total", "residual", "causal_mask", "share_residual", "share_causal_mask")
     if conds:
         dec_m = np.full((len(conds), len(comps), 3), np.nan)
         dec_l = np.full((len(conds), len(comps), nl, 3), np.nan)
-        for ci, (_c, (cv, bv)) in enumerate(conds.items()):
+        model_level = {}
+        for ci, (c, (cv, bv)) in enumerate(conds.items()):
             tot, res = per_seq(cv, "logattn"), per_seq(bv, "logattn")
             for agg, dest in (((1, 2), dec_m), ((2,), dec_l)):
                 t_, r_ = tot.mean(agg), res.mean(agg)
@@ -219,15 +258,31 @@ def leakage_summary(
                 )
                 for k, comp in enumerate(comps):
                     dest[ci, k] = _ci(boot[comp], est[comp], level)
+                if dest is dec_m:
+                    model_level[c] = (est, boot)
         out["decomposition"] = (("condition", "component", "stat"), dec_m)
         out["decomposition_layer"] = (("condition", "component", "layer", "stat"), dec_l)
         out = out.assign_coords(condition=list(conds), component=list(comps))
+        if len(conds) >= 2:
+            # Paired differences between conditions: every condition's replicates use the same
+            # resampled prompts, so the CI of a difference is that of the replicate differences.
+            diff = np.full((len(conds), len(conds), len(comps), 3), np.nan)
+            for i, c in enumerate(conds):
+                for j, r in enumerate(conds):
+                    (ec, bc), (er, br) = model_level[c], model_level[r]
+                    for k, comp in enumerate(comps):
+                        diff[i, j, k] = _ci(bc[comp] - br[comp], ec[comp] - er[comp], level)
+            out["decomposition_difference"] = (
+                ("condition", "condition_ref", "component", "stat"),
+                diff,
+            )
+            out = out.assign_coords(condition_ref=list(conds))
 
     # Observational split (§3) of every causal-mask run (the controls too, which have no
     # bidirectional twin), in units of SST(log-attention). Raw terms satisfy
     # logit + logz + cross = logattn exactly; with floor_correct the logit and logattn terms lose
     # their permutation-null means (logit's rescaled by SST(s)/SST(a)), and softmax = logattn − logit.
-    causal_runs = [v for v in variants if "bidirectional" not in v]
+    causal_runs = [v for v in variants if parse_variant(v).causal]
     obs_terms = ("logit", "logz", "cross", "logattn", "softmax", "share_logit", "share_softmax")
     obs = np.full((len(causal_runs), len(obs_terms), 3), np.nan)
     for ci, cv in enumerate(causal_runs):
@@ -261,8 +316,13 @@ def leakage_summary(
         out = out.assign_coords(causal_variant=causal_runs, obs_term=list(obs_terms))
 
     # BOS replacement (§4): effect = 1 − C_res(intervention)/C_res(baseline), early vs late queries.
-    bos_pairs = dict(_default_bos(leak_vars) if bos is None else bos)
-    bos_pairs = {k: t for k, t in bos_pairs.items() if t[0] in leak_vars and t[1] in leak_vars}
+    wanted_bos = dict(_default_bos(leak_vars) if bos is None else bos)
+    bos_pairs = {k: t for k, t in wanted_bos.items() if t[0] in present and t[1] in present}
+    bos_not_run = {
+        k: [v for v in t[:2] if v not in present]
+        for k, t in wanted_bos.items()
+        if k not in bos_pairs
+    }
     if bos_pairs:
         wins = [w for w in bos_windows if w in first["leak_window"].values]
         eff = np.full((len(bos_pairs), len(wins), 3), np.nan)
@@ -312,7 +372,11 @@ def leakage_summary(
             ),
             "stratified_bootstrap": int(strata is not None),
             "conditions": json.dumps(conds),
+            "conditions_not_run": json.dumps(conds_not_run),
             "bos": json.dumps(bos_pairs),
+            "bos_not_run": json.dumps(
+                {k: {"runs": list(wanted_bos[k]), "missing": m} for k, m in bos_not_run.items()}
+            ),
             "note": "leakage = mean over prompts of per-prompt dR2 (minus exact within-offset permutation-null "
             "mean when floor_correct); shares = ratios of prompt means; p/q: within-offset permutation "
             "test on prompt-mean maps, BH over (layer, head) per variant and target",

@@ -9,14 +9,23 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from causalpos.paper2.summary import STAT, tables
+from causalpos.paper2.summary import (
+    DEFAULT_CONDITIONS,
+    STAT,
+    bos_measure,
+    bos_replacement,
+    tables,
+)
 
 #: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
-ROPE_CONDITIONS: dict[str, str] = {
-    "rope": "causal",
-    "identity_rope": "identity_rope",
-    "scrambled_rope": "scrambled_rope",
-}
+ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
+
+#: ``status`` of a table row whose runs were all made.
+MEASURED = "measured"
+
+
+def _not_run(missing: Sequence[str]) -> str:
+    return "not run: no " + ", ".join(f"{v!r}" for v in missing) + " run"
 
 
 #: Tables written by :func:`aggregate_leakage` (file stem -> what it holds).
@@ -52,19 +61,41 @@ def _wide(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFrame:
 
 
 def _rope_controls(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
-    """Table 6 analog of one summary: per RoPE condition whose causal run exists, the total
-    leakage (causal run, log-attention), its logit leakage, the observational split's shares and,
-    where the condition has a bidirectional twin, the decomposition's shares."""
+    """Table 6 analog of one summary: one row per RoPE condition that was measured or has a
+    missing run (``status`` says which), with the total leakage (causal run, log-attention), its
+    logit leakage, the observational split's shares, the decomposition (causal run and its
+    bidirectional twin) and the paired differences of the causal-mask share from every other
+    condition (``share_causal_mask_minus_<condition>``, prompts resampled jointly)."""
     import pandas as pd
 
     rows = []
     variants = list(summary["variant"].values)
+    measured = list(summary["condition"].values) if "decomposition" in summary else []
+    not_run = json.loads(summary.attrs.get("conditions_not_run", "{}"))
+    pairs = json.loads(summary.attrs.get("conditions", "{}"))
     for cond, cv in ROPE_CONDITIONS.items():
-        if cv not in variants:
-            continue
-        row = {"condition": cond, "causal_variant": cv}
+        if cond not in measured and cond not in not_run and cv not in variants:
+            continue  # neither run configured: not part of this experiment
+        bv = pairs.get(cond, DEFAULT_CONDITIONS[cond])[1]
+        missing = not_run.get(cond, [v for v in (cv, bv) if v not in variants])
+        if cond in measured:
+            status = MEASURED
+        elif missing:
+            status = _not_run(missing)
+        else:
+            status = "not decomposed: the summary was not asked for this condition"
+        row = {
+            "condition": cond,
+            "causal_variant": cv,
+            "bidirectional_variant": bv,
+            "status": status,
+        }
         for tgt, name in (("logattn", "total"), ("logit", "logit")):
-            est, lo, hi = summary["leakage_model"].sel(variant=cv, target=tgt).values
+            est, lo, hi = (
+                summary["leakage_model"].sel(variant=cv, target=tgt).values
+                if cv in variants
+                else (np.nan, np.nan, np.nan)
+            )
             row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
         if "observational_split" in summary and cv in summary["causal_variant"].values:
             for term in ("share_logit", "share_softmax"):
@@ -72,24 +103,59 @@ def _rope_controls(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
                     summary["observational_split"].sel(causal_variant=cv, obs_term=term).values
                 )
                 row.update({f"obs_{term}": est, f"obs_{term}_lo": lo, f"obs_{term}_hi": hi})
-        has_dec = "decomposition" in summary and cond in summary["condition"].values
         for comp in ("residual", "causal_mask", "share_residual", "share_causal_mask"):
             est, lo, hi = (
                 summary["decomposition"].sel(condition=cond, component=comp).values
-                if has_dec
+                if cond in measured
                 else (np.nan, np.nan, np.nan)
             )
             row.update({comp: est, f"{comp}_lo": lo, f"{comp}_hi": hi})
+        has_diff = "decomposition_difference" in summary
+        for ref in ROPE_CONDITIONS:
+            est, lo, hi = (
+                summary["decomposition_difference"]
+                .sel(condition=cond, condition_ref=ref, component="share_causal_mask")
+                .values
+                if has_diff and cond in measured and ref in measured
+                else (np.nan, np.nan, np.nan)
+            )
+            name = f"share_causal_mask_minus_{ref}"
+            row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+def _decomposition(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
+    """Decomposition per condition (wide), with a ``status`` column; conditions with a missing
+    run get a row of NaN saying which run is missing."""
+    import pandas as pd
+
+    parts = []
+    if "decomposition" in summary:
+        df = _wide(summary["decomposition"], ["condition"], "component")
+        df.insert(1, "status", MEASURED)
+        parts.append(df)
+    not_run = json.loads(summary.attrs.get("conditions_not_run", "{}"))
+    if not_run:
+        parts.append(
+            pd.DataFrame(
+                {"condition": list(not_run), "status": [_not_run(m) for m in not_run.values()]}
+            )
+        )
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
 def _bos_table(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
+    """Table 9 analog: every BOS intervention at every window, ``measure`` saying what its
+    effect is on (``residual_stream``: the bidirectional runs' log-attention leakage, Table 9's
+    C_res; ``logit``: a causal run's logit leakage), ``replacement`` its kind; interventions with
+    a missing run get one row saying which."""
     import pandas as pd
 
     pairs = json.loads(summary.attrs.get("bos", "{}"))
     rows = []
-    for name in summary["intervention"].values:
+    names = summary["intervention"].values if "bos_effect" in summary else []
+    for name in names:
         iv, bv, target = pairs.get(str(name), ("", "", ""))
         for win in summary["bos_window"].values:
             row = {
@@ -97,6 +163,9 @@ def _bos_table(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
                 "variant": iv,
                 "baseline": bv,
                 "target": target,
+                "replacement": bos_replacement(iv) if iv else "",
+                "measure": bos_measure(iv, bv, target) if iv else target,
+                "status": MEASURED,
                 "bos_window": str(win),
             }
             for var, pre in (
@@ -107,7 +176,33 @@ def _bos_table(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
                 est, lo, hi = summary[var].sel(intervention=name, bos_window=win).values
                 row.update({pre: est, f"{pre}_lo": lo, f"{pre}_hi": hi})
             rows.append(row)
+    for name, info in json.loads(summary.attrs.get("bos_not_run", "{}")).items():
+        iv, bv, target = info["runs"]
+        rows.append(
+            {
+                "intervention": name,
+                "variant": iv,
+                "baseline": bv,
+                "target": target,
+                "replacement": bos_replacement(iv),
+                "measure": bos_measure(iv, bv, target),
+                "status": _not_run(info["missing"]),
+                "bos_window": "",
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def _position0_columns(summary: xr.Dataset) -> dict:
+    """What position 0 of the prompts was (from the data store, via the summary's attrs)."""
+    fixed = summary.attrs.get("fixed_bos")
+    return {
+        "fixed_bos": np.nan if fixed is None else int(fixed),
+        "prefix_ids": json.dumps([int(x) for x in summary.attrs.get("prefix_ids", [])])
+        if "prefix_ids" in summary.attrs
+        else "",
+        "prepend_bos": str(summary.attrs.get("prepend_bos", "")),
+    }
 
 
 def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F821
@@ -156,24 +251,24 @@ def paper2_tables(
     parts: dict[str, list] = {name: [] for name in PAPER2_TABLES}
     probes = []
 
-    def add(name, df, model, dataset):
+    def add(name, df, model, dataset, extra=None):
         df = df.copy()
+        for k, v in (extra or {}).items():
+            df[k] = v
         df.insert(0, "dataset", dataset)
         df.insert(0, "model", model)
         parts[name].append(df)
 
     for (model, dataset), s in summaries.items():
         flat = tables(s)
-        add("leakage_by_model", flat["leakage_by_model"], model, dataset)
+        p0 = _position0_columns(s)
+        add("leakage_by_model", flat["leakage_by_model"], model, dataset, p0)
         add("leakage_by_layer", flat["leakage_by_layer"], model, dataset)
         add("heads", flat["heads"], model, dataset)
+        dec = _decomposition(s)
+        if not dec.empty:
+            add("decomposition", dec, model, dataset, p0)
         if "decomposition" in s:
-            add(
-                "decomposition",
-                _wide(s["decomposition"], ["condition"], "component"),
-                model,
-                dataset,
-            )
             add(
                 "decomposition_by_layer",
                 _wide(s["decomposition_layer"], ["condition", "layer"], "component"),
@@ -187,9 +282,10 @@ def paper2_tables(
                 model,
                 dataset,
             )
-        add("rope_controls", _rope_controls(s), model, dataset)
-        if "bos_effect" in s:
-            add("bos_effects", _bos_table(s), model, dataset)
+        add("rope_controls", _rope_controls(s), model, dataset, p0)
+        bos = _bos_table(s)
+        if not bos.empty:
+            add("bos_effects", bos, model, dataset, p0)
         if "sink_heads" in flat:
             add("sink_heads", flat["sink_heads"], model, dataset)
     for (model, dataset), p0 in (position0 or {}).items():
@@ -217,7 +313,7 @@ def _fmt(x) -> str:
 
 
 def _ci_cell(row, name: str, pct: bool = False) -> str:
-    est, lo, hi = row[name], row[f"{name}_lo"], row[f"{name}_hi"]
+    est, lo, hi = (row.get(k, np.nan) for k in (name, f"{name}_lo", f"{name}_hi"))
     if not np.isfinite(est):
         return "–"
     if pct:
@@ -261,6 +357,7 @@ def paper2_markdown(
                     "model": dec["model"],
                     "dataset": dec["dataset"],
                     "condition": dec["condition"],
+                    "status": dec["status"] if "status" in dec else MEASURED,
                     "total": [_ci_cell(r, "total") for _, r in dec.iterrows()],
                     "residual stream": [_ci_cell(r, "residual") for _, r in dec.iterrows()],
                     "causal mask": [_ci_cell(r, "causal_mask") for _, r in dec.iterrows()],
@@ -292,6 +389,15 @@ def paper2_markdown(
         cols["residual share (ablation)"] = [
             _ci_cell(r, "share_residual", True) for _, r in rc.iterrows()
         ]
+        cols["causal-mask share (ablation)"] = [
+            _ci_cell(r, "share_causal_mask", True) for _, r in rc.iterrows()
+        ]
+        if "share_causal_mask_minus_rope" in rc:
+            cols["minus rope (paired)"] = [
+                _ci_cell(r, "share_causal_mask_minus_rope", True) for _, r in rc.iterrows()
+            ]
+        if "status" in rc:
+            cols["status"] = rc["status"]
         section("Table 6 analog: causal vs identity vs scrambled RoPE", pd.DataFrame(cols))
     bos = tabs["bos_effects"]
     if not bos.empty:
@@ -303,7 +409,8 @@ def paper2_markdown(
                     "dataset": bos["dataset"],
                     "intervention": bos["intervention"],
                     "queries": bos["bos_window"],
-                    "target": bos["target"],
+                    "measured on": bos["measure"] if "measure" in bos else bos["target"],
+                    "status": bos["status"] if "status" in bos else MEASURED,
                     "effect": [_ci_cell(r, "effect", True) for _, r in bos.iterrows()],
                     "C_res": [_ci_cell(r, "c_res") for _, r in bos.iterrows()],
                     "C_res baseline": [_ci_cell(r, "c_res_baseline") for _, r in bos.iterrows()],

@@ -102,6 +102,12 @@ def extract_scores(
         "sequence_last": int(stop - 1),
         "batch_size": int(batch_size),
         "reducers": list(reducers),
+        # position 0 as the data store made it (fixed BOS or not, prepend_bos), carried downstream
+        **{
+            k: data.attrs[k]
+            for k in ("bos", "bos_id", "prefix_ids", "prepend_bos")
+            if k in data.attrs
+        },
         **(attrs or {}),
     }
     ds = hook.extract_scores(

@@ -63,6 +63,24 @@ def leakage(
         for k, v in next(iter(opened.values()))["leak_delta"].attrs.items()
         if k.startswith("leak_")
     }
-    ds.attrs.update({"variants": list(opened), "strata": strata, **reducer, **dict(attrs or {})})
+    # Position 0 of the prompts: the data store's `bos` (as fixed_bos: the summary's own `bos`
+    # attr holds the BOS-replacement pairs), prefix and prepend_bos setting.
+    data_attrs = {}
+    if data_store is not None:
+        d = open_dataset(data_store).attrs
+        data_attrs = {
+            "fixed_bos": int(bool(d.get("bos", False))),
+            "prefix_ids": [int(x) for x in d.get("prefix_ids", [])],
+            "prepend_bos": str(d.get("prepend_bos", "false")),
+        }
+    ds.attrs.update(
+        {
+            "variants": list(opened),
+            "strata": strata,
+            **reducer,
+            **data_attrs,
+            **dict(attrs or {}),
+        }
+    )
     write_dataset(ds, out)
     return ds
