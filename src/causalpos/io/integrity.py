@@ -38,6 +38,9 @@ MANIFEST_VERSION = 1
 #: Dataset attributes recorded in the manifest as the counts a store was built from.
 COUNT_ATTRS = ("n_sequences", "n_shards", "n_samples")
 
+#: Files others add to a finished store: Snakemake marks each ``directory()`` output with one.
+NOT_RECORDED = (".snakemake_timestamp",)
+
 _BLOCK = 1 << 24  # bytes read at a time while checksumming
 _SHOWN = 8  # problems spelled out in one message
 
@@ -115,12 +118,15 @@ def _crc32(path: Path) -> tuple[int, int]:
 
 
 def _files(store: Path) -> list[str]:
-    """Every file of ``store`` (posix paths relative to it) except the manifest, sorted."""
+    """Every file of ``store`` (posix paths relative to it) except the manifest and the root
+    files in :data:`NOT_RECORDED`, sorted."""
     out = []
     for dirpath, dirnames, filenames in os.walk(store):
         here = Path(dirpath)
-        if here == store and MANIFEST_GROUP in dirnames:
-            dirnames.remove(MANIFEST_GROUP)
+        if here == store:
+            if MANIFEST_GROUP in dirnames:
+                dirnames.remove(MANIFEST_GROUP)
+            filenames = [f for f in filenames if f not in NOT_RECORDED]
         out.extend((here / f).relative_to(store).as_posix() for f in filenames)
     return sorted(out)
 
