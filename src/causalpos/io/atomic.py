@@ -2,19 +2,28 @@
 
 Snakemake takes any existing ``directory()`` output for a finished one, so every store, model
 directory and checkpoint is written under a hidden temporary name and renamed in one step.
+A job killed mid-write leaves its temporary behind; the next write of the same path removes it
+(:func:`remove_stale_temporaries`), and ``causalpos verify`` lists any that remain.
 """
 
 from __future__ import annotations
 
+import glob
+import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+log = logging.getLogger("causalpos.io.atomic")
+
 #: Temporary siblings are named ``.<name>.tmp-<8 hex digits>``.
 TMP_INFIX = ".tmp-"
+
+_TEMPORARY = re.compile(r"^\.(?P<final>.+)" + re.escape(TMP_INFIX) + r"[^/]+$")
 
 
 def temporary_sibling(final: str | os.PathLike) -> Path:
@@ -23,14 +32,59 @@ def temporary_sibling(final: str | os.PathLike) -> Path:
     return final.with_name(f".{final.name}{TMP_INFIX}{uuid.uuid4().hex[:8]}")
 
 
+def is_temporary(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is named like a temporary sibling (``.<name>.tmp-*``) of some final path."""
+    return _TEMPORARY.match(Path(path).name) is not None
+
+
+def final_of(temporary: str | os.PathLike) -> Path:
+    """The final path a temporary sibling (:func:`is_temporary`) was to be renamed to."""
+    temporary = Path(temporary)
+    m = _TEMPORARY.match(temporary.name)
+    if m is None:
+        raise ValueError(f"{temporary} is not a temporary sibling (.<name>{TMP_INFIX}*)")
+    return temporary.with_name(m.group("final"))
+
+
+def stale_temporaries(final: str | os.PathLike) -> list[Path]:
+    """Temporary siblings of ``final`` left on disk (``.<name>.tmp-*``), sorted."""
+    final = Path(final)
+    if not final.parent.is_dir():
+        return []
+    pattern = f".{glob.escape(final.name)}{glob.escape(TMP_INFIX)}*"
+    return sorted(final.parent.glob(pattern))
+
+
+def remove_stale_temporaries(final: str | os.PathLike) -> list[Path]:
+    """Remove the temporary siblings of ``final`` that a killed writer left; return them.
+
+    Only safe when no other process is writing ``final`` right now. In the pipeline that holds:
+    Snakemake runs at most one job per output path, and its lock on the working directory keeps
+    a second Snakemake from writing the same outputs at the same time. Library callers writing
+    one path from two processes at once would clash at the final rename anyway.
+    """
+    removed = []
+    for stale in stale_temporaries(final):
+        log.info("removing %s, a temporary left by an interrupted write of %s", stale, final)
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink()
+        removed.append(stale)
+    return removed
+
+
 @contextmanager
 def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty temporary sibling of ``final``; on success it replaces ``final``.
 
-    On an exception the temporary directory is removed and ``final`` is left as it was.
+    Stale temporaries of ``final`` (from a killed writer) are removed first. On an exception the
+    temporary directory is removed and ``final`` is left as it was.
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    # One writer per final path (see remove_stale_temporaries), so any sibling is stale.
+    remove_stale_temporaries(final)
     tmp = temporary_sibling(final)
     tmp.mkdir()
     try:

@@ -2,7 +2,11 @@
 
 A store is written under a temporary sibling name and renamed into place only when complete,
 so an interrupted job never leaves a directory that looks finished (Snakemake would otherwise
-take a half-written ``directory()`` output for a finished one).
+take a half-written ``directory()`` output for a finished one). Every store carries a manifest
+of its files (:mod:`causalpos.io.integrity`), written last; :func:`open_dataset` checks it, so
+a chunk deleted, truncated or altered later raises :class:`StoreError` instead of reading as
+NaN. Stages check what they computed before writing it (:func:`map_problems`,
+:func:`count_problems`).
 
 Resumability is shard-level. An extraction is split into shards of consecutive sequences
 (:func:`shard_bounds`); each shard is one store. Because a store exists only once complete,
@@ -14,8 +18,8 @@ shards exactly, through each reducer's ``merge``.
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -23,6 +27,31 @@ import numpy as np
 import xarray as xr
 
 from causalpos.io.atomic import atomic_dir
+from causalpos.io.integrity import (
+    COUNT_ATTRS,
+    MANIFEST_GROUP,
+    StoreError,
+    check_counts,
+    describe,
+    rebuild_hint,
+    verify_files,
+    write_manifest,
+)
+
+__all__ = [
+    "StoreError",
+    "count_problems",
+    "is_complete",
+    "map_problems",
+    "merge_shards",
+    "open_dataset",
+    "shard_bounds",
+    "verify_store",
+    "write_dataset",
+    "write_shards",
+]
+
+log = logging.getLogger("causalpos.io.store")
 
 ZARR_FORMAT = 3
 
@@ -55,7 +84,9 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
     """Write ``ds`` to the zarr store ``path`` atomically (temporary name, then rename).
 
     An existing store at ``path`` is replaced. Attributes must be JSON-serialisable scalars,
-    strings or lists; numpy scalars are converted.
+    strings or lists; numpy scalars are converted. The manifest (every file's size and CRC-32,
+    the counts in :data:`~causalpos.io.integrity.COUNT_ATTRS`, the dimension sizes) is written
+    last, inside the temporary directory, so a renamed store always has one.
     """
     path = Path(path)
     ds = ds.copy()
@@ -69,17 +100,74 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
     enc = _encoding(ds)
     if encoding:
         enc.update(encoding)
+    counts = {k: ds.attrs[k] for k in COUNT_ATTRS if isinstance(ds.attrs.get(k), int)}
     with atomic_dir(path) as tmp:
         ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=False, encoding=enc)
+        write_manifest(tmp, counts=counts, sizes=dict(ds.sizes))
     return path
 
 
-def open_dataset(path: str | os.PathLike) -> xr.Dataset:
-    """Open a store written by :func:`write_dataset` (lazily, via dask-free zarr backend)."""
+def open_dataset(path: str | os.PathLike, *, checksums: bool = True) -> xr.Dataset:
+    """Open a store written by :func:`write_dataset` (lazily, via dask-free zarr backend),
+    after checking it against its manifest.
+
+    Raises :class:`StoreError` (naming the store, the damaged array and chunk, and the command
+    that rebuilds it) if a file is missing, has another size or (``checksums``, the default)
+    another CRC-32 than when written, if the metadata is unreadable, or if the recorded counts
+    disagree. ``checksums=False`` skips reading the files (sizes only: deleted and truncated
+    files are still caught). A store written before manifests existed opens with one logged
+    warning.
+    """
+    return _open(path, checksums=checksums, cache=True)[0]
+
+
+def verify_store(path: str | os.PathLike, *, checksums: bool = True) -> bool:
+    """Check the store ``path`` as :func:`open_dataset` does, without the warning for a store
+    without a manifest; True if a manifest was verified, False if there is none (written by an
+    older causalpos: only openable). Raises :class:`StoreError` if it is damaged."""
+    return _open(path, checksums=checksums, cache=False, warn=False)[1] is not None
+
+
+#: Stores without a manifest already warned about in this process.
+_UNVERIFIED: set[Path] = set()
+
+
+def _open(
+    path: str | os.PathLike, *, checksums: bool, cache: bool, warn: bool = True
+) -> tuple[xr.Dataset, dict | None]:
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"no zarr store at {path}")
-    return xr.open_zarr(path, consolidated=False, chunks=None)
+    manifest = verify_files(path, checksums=checksums)
+    if manifest is None and warn and path.resolve() not in _UNVERIFIED:
+        _UNVERIFIED.add(path.resolve())
+        log.warning(
+            "%s has no integrity manifest (written by an older causalpos): opened without "
+            "verification. %s",
+            path,
+            rebuild_hint(path),
+        )
+    try:
+        if cache:
+            ds = xr.open_zarr(path, consolidated=False, chunks=None)
+        else:
+            ds = xr.open_dataset(path, engine="zarr", consolidated=False, chunks=None, cache=False)
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        raise StoreError(path, f"zarr cannot open it ({type(e).__name__}: {e})") from e
+    # zarr skips (with a warning) a member whose metadata it cannot read: an array would vanish.
+    unread = sorted(
+        d.name
+        for d in path.iterdir()
+        if d.name != MANIFEST_GROUP and (d / "zarr.json").is_file() and d.name not in ds.variables
+    )
+    if unread:
+        raise StoreError(
+            path,
+            [f"zarr cannot read {describe(f'{a}/zarr.json')}: array {a!r} is lost" for a in unread],
+        )
+    if manifest is not None:
+        check_counts(path, manifest, ds.attrs, ds.sizes)
+    return ds, manifest
 
 
 def _jsonable(v):
@@ -101,7 +189,12 @@ SHARD_ATTRS = ("n_sequences", "sequence_first", "sequence_last", "device", "shar
 
 
 def is_complete(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a finished store (written by :func:`write_dataset`, so atomic)."""
+    """Whether ``path`` is a finished store (written by :func:`write_dataset`, so atomic).
+
+    Only the final name counts: a killed writer's temporary sibling (``.<name>.tmp-*``) is a
+    different path, never taken for ``path``. Says nothing about later damage
+    (:func:`open_dataset` checks that).
+    """
     return (Path(path) / "zarr.json").is_file()
 
 
@@ -125,14 +218,12 @@ def write_shards(
 
     This is the resume: after an interruption, call it again with the same arguments; finished
     shards are kept (not recomputed) and the rest are computed. Temporary leftovers of a killed
-    writer (``.{name}.tmp-*`` siblings) are removed first (assumes one writer per shard).
+    writer (``.{name}.tmp-*`` siblings) are removed by the write (:func:`atomic_dir`).
     """
     out = []
     for k, path in enumerate(paths):
         path = Path(path)
         if not is_complete(path):
-            for stale in path.parent.glob(f".{path.name}.tmp-*"):
-                shutil.rmtree(stale, ignore_errors=True)
             ds = compute(k)
             ds.attrs["shard"] = k
             write_dataset(ds, path)
@@ -162,6 +253,7 @@ def merge_shards(
     # Opened lazily without caching: reducers read one shard's arrays at a time, so memory is
     # the merged result plus one shard, whatever the number of shards.
     datasets = [p if isinstance(p, xr.Dataset) else _open_uncached(p) for p in parts]
+    _check_shard_counts(parts, datasets)
     first = datasets[0]
     for i, ds in enumerate(datasets[1:], 1):
         if set(ds.data_vars) != set(first.data_vars):
@@ -206,7 +298,8 @@ def merge_shards(
                 out[name] = var.astype(map_dtype)
                 out[name].attrs = var.attrs
     attrs = {k: v for k, v in first.attrs.items() if k not in SHARD_ATTRS}
-    attrs["n_sequences"] = int(sum(int(ds.attrs.get("n_sequences", 0)) for ds in datasets))
+    if "n_sequences" in first.attrs:  # all shards or none (_check_shard_counts)
+        attrs["n_sequences"] = int(sum(int(ds.attrs["n_sequences"]) for ds in datasets))
     attrs["n_shards"] = len(datasets)
     devices = sorted({str(ds.attrs["device"]) for ds in datasets if "device" in ds.attrs})
     if devices:
@@ -215,12 +308,132 @@ def merge_shards(
         attrs["sequence_first"] = min(int(ds.attrs["sequence_first"]) for ds in datasets)
         attrs["sequence_last"] = max(int(ds.attrs["sequence_last"]) for ds in datasets)
     out.attrs = attrs
+    problems = count_problems(out)
+    if problems:
+        raise ValueError(
+            f"merge_shards: the merged counts of {len(datasets)} shards do not add up: "
+            + "; ".join(problems)
+        )
     return out
 
 
 def _open_uncached(path: str | os.PathLike) -> xr.Dataset:
-    if not is_complete(path):
+    """A shard opened lazily without caching, verified like :func:`open_dataset`."""
+    if not Path(path).exists():
         raise FileNotFoundError(
             f"merge_shards: no finished store at {path} (shard not extracted yet?)"
         )
-    return xr.open_dataset(path, engine="zarr", consolidated=False, chunks=None, cache=False)
+    return _open(path, checksums=True, cache=False)[0]
+
+
+def _check_shard_counts(
+    parts: Sequence[str | os.PathLike | xr.Dataset], datasets: Sequence[xr.Dataset]
+) -> None:
+    """Each shard's counts agree with themselves, all or none record ``n_sequences``, and no
+    two shards hold the same sequences (``sequence_first``..``sequence_last``)."""
+    for i, (part, ds) in enumerate(zip(parts, datasets, strict=True)):
+        problems = count_problems(ds)
+        if problems:
+            if isinstance(part, xr.Dataset):
+                raise ValueError(f"merge_shards: shard {i}: " + "; ".join(problems))
+            raise StoreError(part, problems)
+    recorded = ["n_sequences" in ds.attrs for ds in datasets]
+    if any(recorded) and not all(recorded):
+        missing = [i for i, r in enumerate(recorded) if not r]
+        raise ValueError(
+            f"merge_shards: shards {missing} have no n_sequences attribute, the others do; "
+            "shards of one store are all written by extract_scores"
+        )
+    ranges = sorted(
+        (int(ds.attrs["sequence_first"]), int(ds.attrs["sequence_last"]), i)
+        for i, ds in enumerate(datasets)
+        if "sequence_first" in ds.attrs and "sequence_last" in ds.attrs
+    )
+    for (a0, a1, i), (b0, b1, j) in zip(ranges, ranges[1:]):
+        if b0 <= a1:
+            raise ValueError(
+                f"merge_shards: shards {i} (sequences {a0}..{a1}) and {j} ({b0}..{b1}) overlap; "
+                "each sequence must be in exactly one shard (the same shard listed twice?)"
+            )
+
+
+def count_problems(ds: xr.Dataset) -> list[str]:
+    """Where the counts of a score dataset (shard, merged or normalized) contradict each other.
+
+    The reference is the ``n_sequences`` attribute (else the ``n_sequences`` variable); the
+    ``n_sequences`` variable, the group counts ``group_n_sequences``, ``leak_map_count``, the
+    length of a ``sequence`` dimension and the span ``sequence_first``..``sequence_last`` must
+    all equal it. Returns one sentence per disagreement; [] when they agree or nothing is counted.
+    """
+    if "n_sequences" in ds.attrs:
+        n, source = int(ds.attrs["n_sequences"]), "the n_sequences attribute"
+    elif "n_sequences" in ds.data_vars and ds["n_sequences"].ndim == 0:
+        n, source = int(ds["n_sequences"]), "the n_sequences variable"
+    else:
+        return []
+    found = {}
+    if "n_sequences" in ds.data_vars and ds["n_sequences"].ndim == 0:
+        found["the n_sequences variable"] = int(ds["n_sequences"])
+    if "group_n_sequences" in ds.data_vars:
+        found["the sum of group_n_sequences"] = int(ds["group_n_sequences"].values.sum())
+    if "leak_map_count" in ds.data_vars and ds["leak_map_count"].ndim == 0:
+        found["leak_map_count"] = int(ds["leak_map_count"])
+    if "sequence" in ds.dims:
+        found["the sequence dimension"] = int(ds.sizes["sequence"])
+    if "sequence_first" in ds.attrs and "sequence_last" in ds.attrs:
+        first, last = int(ds.attrs["sequence_first"]), int(ds.attrs["sequence_last"])
+        found[f"the span sequence_first..sequence_last ({first}..{last})"] = last - first + 1
+    return [f"{what} counts {value}, {source} {n}" for what, value in found.items() if value != n]
+
+
+#: Maps are checked this many at a time, so memory stays bounded for large stores.
+_MAPS_PER_BLOCK = 64
+
+
+def map_problems(ds: xr.Dataset) -> list[str]:
+    """Maps that hold no data: (query, key) slices of a float variable with NaN or ±inf on their
+    diagonal, and variables holding ±inf anywhere.
+
+    Every attention mask (causal, sliding window, bidirectional) lets a query see its own key,
+    so each map's diagonal is finite; NaN marks masked cells, never ±inf. A map whose diagonal is
+    NaN was lost (zarr reads a missing chunk as NaN) or never computed. Non-square maps only
+    need one finite value. Returns one sentence per variable at fault; [] when all hold data.
+    """
+    problems = []
+    for name, var in ds.data_vars.items():
+        if (
+            "query" not in var.dims
+            or "key" not in var.dims
+            or not np.issubdtype(var.dtype, np.floating)
+        ):
+            continue
+        var = var.transpose(..., "query", "key")
+        lead = var.shape[:-2]
+        arr = np.asarray(var.values)
+        flat = arr.reshape(-1, *arr.shape[-2:])
+        square = arr.shape[-1] == arr.shape[-2]
+        empty: list[int] = []
+        has_inf = False
+        for a in range(0, flat.shape[0], _MAPS_PER_BLOCK):
+            block = flat[a : a + _MAPS_PER_BLOCK]
+            if square:
+                bad = ~np.isfinite(np.diagonal(block, axis1=1, axis2=2)).all(axis=1)
+            else:
+                bad = ~np.isfinite(block).any(axis=(1, 2))
+            empty.extend((np.flatnonzero(bad) + a).tolist())
+            has_inf = has_inf or bool(np.isinf(block).any())
+        if empty:
+            where = [
+                ", ".join(f"{d}={i}" for d, i in zip(var.dims[:-2], np.unravel_index(k, lead)))
+                or "the map"
+                for k in empty[:3]
+            ]
+            kind = "NaN or ±inf on its diagonal" if square else "no finite value"
+            problems.append(
+                f"{name}: {len(empty)} of {flat.shape[0]} maps hold {kind} (e.g. "
+                f"{'; '.join(where)}), where every attention mask leaves a value: the data was "
+                "lost (zarr reads a missing chunk as NaN) or never computed"
+            )
+        if has_inf:
+            problems.append(f"{name} holds ±inf (masked cells must be NaN)")
+    return problems

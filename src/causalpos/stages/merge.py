@@ -35,9 +35,34 @@ def reducer_classes() -> dict[str, type]:
 
 
 def merge_scores(shards: Sequence[str | os.PathLike], out: str | os.PathLike) -> xr.Dataset:
-    """Rule ``merge_scores``: shard stores merged exactly (each reducer's ``merge``) into ``out``."""
-    from causalpos.io.store import merge_shards, write_dataset
+    """Rule ``merge_scores``: shard stores merged exactly (each reducer's ``merge``) into ``out``.
 
-    ds = merge_shards(list(shards), reducers=reducer_classes())
+    Each shard is verified as it is opened (its manifest, its counts); the merged result is
+    checked before it is written: its counts add up (``n_sequences`` = the shards' sum, as
+    every count variable says) and every map holds data (:func:`~causalpos.io.store.map_problems`).
+    A failed check names the shard at fault and writes nothing.
+    """
+    from causalpos.io.store import (
+        StoreError,
+        count_problems,
+        map_problems,
+        merge_shards,
+        open_dataset,
+        write_dataset,
+    )
+
+    shards = list(shards)
+    ds = merge_shards(shards, reducers=reducer_classes())
+    problems = count_problems(ds) + map_problems(ds)
+    if problems:
+        # Find the shard at fault (only on failure: this reads every shard once more).
+        for shard in shards:
+            at_fault = map_problems(open_dataset(shard))
+            if at_fault:
+                raise StoreError(shard, at_fault)
+        raise ValueError(
+            f"merge_scores: refusing to write {out}: " + "; ".join(problems) + f" (merged from "
+            f"{len(shards)} shards, none of which shows the fault on its own)"
+        )
     write_dataset(ds, out)
     return ds

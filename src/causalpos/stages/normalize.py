@@ -11,7 +11,13 @@ import os
 import numpy as np
 import xarray as xr
 
-from causalpos.io.store import open_dataset, write_dataset
+from causalpos.io.store import (
+    StoreError,
+    count_problems,
+    map_problems,
+    open_dataset,
+    write_dataset,
+)
 from causalpos.paper1.diagonal import normalize
 
 
@@ -42,7 +48,33 @@ def normalize_scores(ds: xr.Dataset) -> xr.Dataset:
 
 
 def diagonal_normalize(src: str | os.PathLike, out: str | os.PathLike) -> xr.Dataset:
-    """Rule ``diagonal_normalize``: :func:`normalize_scores` of the score store ``src``, into ``out``."""
-    ds = normalize_scores(open_dataset(src))
+    """Rule ``diagonal_normalize``: :func:`normalize_scores` of the score store ``src``, into ``out``.
+
+    The result is checked before it is written: every map holds data
+    (:func:`~causalpos.io.store.map_problems`), the counts agree, and ``score_normalized`` is NaN
+    exactly where ``score_mean`` is (normalization neither loses nor invents masked cells).
+    """
+    scores = open_dataset(src)
+    ds = normalize_scores(scores)
+    problems = map_problems(ds) + count_problems(ds) + _nan_pattern_problems(scores, ds)
+    if problems:
+        at_fault = map_problems(scores) + count_problems(scores)
+        if at_fault:
+            raise StoreError(src, at_fault)
+        raise ValueError(f"diagonal_normalize: refusing to write {out}: " + "; ".join(problems))
     write_dataset(ds, out)
     return ds
+
+
+def _nan_pattern_problems(scores: xr.Dataset, out: xr.Dataset) -> list[str]:
+    a = scores["score_mean"]
+    b = out["score_normalized"].transpose(*a.dims)
+    layer = a.dims.index("layer")
+    for i in range(a.shape[layer]):  # a layer at a time: bounded memory at paper scale
+        sel = {"layer": i}
+        if not np.array_equal(np.isnan(a[sel].values), np.isnan(b[sel].values)):
+            return [
+                f"score_normalized is NaN at other cells than score_mean (layer {i}): the "
+                "normalization must keep NaN exactly where the mask hides a key"
+            ]
+    return []
