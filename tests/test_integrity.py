@@ -70,7 +70,14 @@ def _chunk(store, array="score_mean", index=(1, 0, 0, 0)):
 
 
 def _drop_manifest(store):
+    """Make ``store`` look written by an older causalpos: no manifest, no consolidated metadata."""
     shutil.rmtree(store / MANIFEST_GROUP)
+    try:
+        root = json.loads((store / "zarr.json").read_text())
+    except json.JSONDecodeError:
+        return  # a test that garbled it on purpose
+    root.pop("consolidated_metadata", None)
+    (store / "zarr.json").write_text(json.dumps(root))
 
 
 # --- the manifest --------------------------------------------------------------------------------

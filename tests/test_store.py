@@ -187,3 +187,22 @@ def test_merge_uses_only_known_reducer_classes(tmp_path):
         hostile[name].attrs["reducer"] = "os:system"
     with pytest.raises(ValueError, match="os:system"):
         merge_shards([hostile], reducers=REDUCERS)
+
+
+def test_a_store_opens_in_a_notebook_without_warnings(tmp_path):
+    """Plain `xr.open_zarr` (what a user types) on a store holding Snakemake's timestamp file
+    emits no warning: the metadata is consolidated, so the store is not listed."""
+    import warnings
+
+    from causalpos.io.store import write_dataset
+
+    path = write_dataset(
+        xr.Dataset({"a": (("x", "y"), np.arange(12.0).reshape(3, 4))}, attrs={"n_sequences": 3}),
+        tmp_path / "s.zarr",
+    )
+    (path / ".snakemake_timestamp").touch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = xr.open_zarr(path)
+        np.testing.assert_array_equal(ds["a"].values, np.arange(12.0).reshape(3, 4))
+        assert open_dataset(path)["a"].shape == (3, 4)

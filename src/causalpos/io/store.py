@@ -18,8 +18,10 @@ shards exactly, through each reducer's ``merge``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -102,9 +104,23 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
         enc.update(encoding)
     counts = {k: ds.attrs[k] for k in COUNT_ATTRS if isinstance(ds.attrs.get(k), int)}
     with atomic_dir(path) as tmp:
-        ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=False, encoding=enc)
+        with warnings.catch_warnings():
+            # Consolidated metadata (every node's metadata in the root zarr.json) is what lets
+            # `xr.open_zarr(path)` open a store without listing it, so a user sees no warning
+            # about Snakemake's .snakemake_timestamp file and none about a missing consolidation.
+            # zarr notes that it is not (yet) part of the v3 specification; zarr-python reads it.
+            warnings.filterwarnings("ignore", message="Consolidated metadata is currently not")
+            ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=True, encoding=enc)
         write_manifest(tmp, counts=counts, sizes=dict(ds.sizes))
     return path
+
+
+def _is_consolidated(path: Path) -> bool:
+    """Whether the root ``zarr.json`` holds consolidated metadata (stores written since it does)."""
+    try:
+        return "consolidated_metadata" in json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False  # the open that follows reports what is wrong
 
 
 def open_dataset(path: str | os.PathLike, *, checksums: bool = True) -> xr.Dataset:
@@ -148,10 +164,13 @@ def _open(
             rebuild_hint(path),
         )
     try:
+        consolidated = _is_consolidated(path)
         if cache:
-            ds = xr.open_zarr(path, consolidated=False, chunks=None)
+            ds = xr.open_zarr(path, consolidated=consolidated, chunks=None)
         else:
-            ds = xr.open_dataset(path, engine="zarr", consolidated=False, chunks=None, cache=False)
+            ds = xr.open_dataset(
+                path, engine="zarr", consolidated=consolidated, chunks=None, cache=False
+            )
     except (ValueError, KeyError, TypeError, OSError) as e:
         raise StoreError(path, f"zarr cannot open it ({type(e).__name__}: {e})") from e
     # zarr skips (with a warning) a member whose metadata it cannot read: an array would vanish.
