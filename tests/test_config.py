@@ -639,7 +639,9 @@ def test_default_and_paper_target_counts(default, paper):
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
-    assert len(paper.all_targets()) == 183
+    # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
+    assert len(paper.all_targets()) == 188
+    assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
 def test_sections_switched_off_leave_their_targets_out():

@@ -233,6 +233,43 @@ class Resolved:
     def data_store(self, model: str, dataset: str) -> str:
         return f"results/data/{dataset}/{self.tokenizer_of(model)}.zarr"
 
+    def tokenizer_dir(self, model: str) -> str:
+        """The directory of the tokenizer ``model``'s data stores use: the models trained here
+        (and models taking their tokenizer) share the one ``train_tokenizer`` writes."""
+        tok = self.tokenizer_of(model)
+        return self.train_tokenizer_dir() if tok.startswith("trained-") else self.model_dir(tok)
+
+    def dataset_models(self, dataset: str) -> list[str]:
+        """Every model that runs on ``dataset``: paper 1, paper 2, the comparison, the Gram panels."""
+        models = {m for m, d, _ in self.paper1_triples() if d == dataset}
+        models |= {m for m, d in self.leakage_pairs() if d == dataset}
+        sec = self.compare_section()
+        if sec and sec["dataset"] == dataset:
+            models |= {f"trained-{v}" for v in self.train_variants()}
+            models |= {f"trained-{v}-init" for v in self.compare_twin_variants()}
+        models |= {m for m in self.gram_models() if self.gram_dataset(m) == dataset}
+        return sorted(models)
+
+    def document_peers(self, dataset: str, tokenizer: str) -> list[str]:
+        """Tokenizer directories whose documents a ``first``-mode draw must also fit, so that
+        every model running on ``dataset`` gets the same documents (paper 1 §6: one document set,
+        each document at least ``seq_len`` tokens long under every model's tokenizer). Empty when
+        one tokenizer serves them all (or in ``chunks`` mode, whose chunks are per tokenizer)."""
+        spec = self.dataset_spec(dataset)
+        if spec["mode"] != "first" or spec["corpus"].get("type") == "random_tokens":
+            return []
+        dirs = {self.tokenizer_dir(m) for m in self.dataset_models(dataset)}
+        return sorted(dirs - {self.tokenizer_dir(tokenizer)})
+
+    def sample_inputs(self, dataset: str, tokenizer: str) -> dict[str, Any]:
+        """Inputs of ``sample_sequences``: the tokenizer's model and the other tokenizers whose
+        documents the draw must fit (:meth:`document_peers`), where there are any."""
+        inputs: dict[str, Any] = {"tokenizer": self.model_dir(tokenizer)}
+        peers = self.document_peers(dataset, tokenizer)
+        if peers:
+            inputs["peers"] = peers
+        return inputs
+
     def n_shards(self, dataset: str) -> int:
         spec = self.dataset_spec(dataset)
         return math.ceil(spec["n_sequences"] / self.config["extract"]["shard_size"])
@@ -380,20 +417,69 @@ class Resolved:
         return canonical(corpus)
 
     def gram_models(self) -> list[str]:
-        """Models of the Fig. 3/8 analysis: `trained-<variant>` names, or models the `models:` section prepares."""
-        if not self.config["train"]["enabled"]:
-            return []
-        names = list(self.config["train"]["gram"]["models"])
-        known = {f"trained-{v}" for v in self.train_variants()} | set(
-            self.config.get("models") or {}
-        )
+        """Models of the Fig. 3/8 analysis: `trained-<variant>` names (skipped when nothing is
+        trained here), or models the `models:` section prepares (e.g. paper 1's NoPE checkpoint)."""
+        gram = self.config["train"]["gram"]
+        trained = {f"trained-{v}" for v in self.train_variants()}
+        configured = set(self.config.get("models") or {})
+        names = [n for n in gram["models"] if trained or not n.startswith("trained-")]
+        known = trained | configured
         for name in names:
             if name not in known:
                 raise ConfigError(
                     f"train.gram.models: {name!r} is neither trained here nor configured under "
                     f"models:; known: {sorted(known)}"
                 )
+        for name, dataset in (gram.get("datasets") or {}).items():
+            if name not in gram["models"]:
+                raise ConfigError(
+                    f"train.gram.datasets.{name}: {name!r} is not among train.gram.models "
+                    f"{list(gram['models'])}"
+                )
+            if dataset not in self.config["datasets"]:
+                raise ConfigError(
+                    f"train.gram.datasets.{name}: no dataset {dataset!r} under datasets:; "
+                    f"defined: {sorted(self.config['datasets'])}"
+                )
         return names
+
+    def gram_dataset(self, model: str) -> str | None:
+        """The dataset (under ``datasets:``) of ``model``'s Fig. 3/8 sequences, or None: the first
+        ``train.gram.seq_len`` tokens of ``train.gram.n_sequences`` held-out chapters."""
+        return (self.config["train"]["gram"].get("datasets") or {}).get(model) or None
+
+    def gram_draw(self, model: str) -> dict:
+        """Corpus, ``seq_len`` and ``n_sequences`` of ``model``'s Fig. 3/8 sequences (rule params)."""
+        dataset = self.gram_dataset(model)
+        if dataset:
+            spec = self.dataset_spec(dataset)
+            return {
+                "corpus": canonical(spec["corpus"]),
+                "seq_len": spec["seq_len"],
+                "n_sequences": spec["n_sequences"],
+            }
+        gram = self.config["train"]["gram"]
+        return {
+            "corpus": self.train_heldout_corpus(),
+            "seq_len": gram["seq_len"],
+            "n_sequences": gram["n_sequences"],
+        }
+
+    def gram_inputs(self, model: str) -> dict[str, str]:
+        """The model directory, and the data store where the model's panels read a dataset."""
+        inputs = {"model": self.model_dir(model)}
+        dataset = self.gram_dataset(model)
+        if dataset:
+            inputs["data"] = self.data_store(model, dataset)
+        return inputs
+
+    def gram_targets(self) -> list[str]:
+        targets = []
+        for model in self.gram_models():
+            targets.append(f"results/gram/{model}.zarr")
+            targets += self.figure_paths(f"train_fig3_{model}")
+            targets += self.figure_paths(f"train_fig8_{model}")
+        return targets
 
     @staticmethod
     def model_dir(model: str) -> str:
@@ -474,15 +560,12 @@ class Resolved:
 
     def train_targets(self) -> list[str]:
         if not self.config["train"]["enabled"] or not self.train_variants():
-            return []
+            return self.gram_targets()  # only models configured under models:
         for name in self.train_variants():
             self.train_variant(name)  # raises a ConfigError naming the key
         targets = self.trained_models()
         targets += self.figure_paths("train_loss_curves")
-        for model in self.gram_models():
-            targets.append(f"results/gram/{model}.zarr")
-            targets += self.figure_paths(f"train_fig3_{model}")
-            targets += self.figure_paths(f"train_fig8_{model}")
+        targets += self.gram_targets()
         targets += [
             "results/lengthgen/lengthgen.zarr",
             "results/stats/train_lengthgen.csv",

@@ -32,6 +32,7 @@ from __future__ import annotations
 import glob as globmod
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -301,6 +302,7 @@ def sample_sequences(
     n_sequences: int,
     mode: str,
     seed: int,
+    also_for: Sequence[Any] = (),
 ) -> xr.Dataset:
     """Draw ``n_sequences`` token sequences of exactly ``seq_len`` tokens, no padding.
 
@@ -310,6 +312,10 @@ def sample_sequences(
       each prefixed with the tokens the tokenizer prepends (its BOS, if any), drawn without
       replacement; chunks never cross documents.
     - ``type: random_tokens``: the prepended tokens, then ids uniform over non-special ids.
+
+    ``also_for`` (mode ``first``): other tokenizers; only documents at least ``seq_len`` tokens
+    long under each of them too are candidates, so every tokenizer's draw (same seed) picks the
+    same documents — paper 1's one document set for all models (:func:`documents_long_enough`).
 
     The draw is a seeded permutation, so the first ``n`` sequences of a larger draw are the
     draw of ``n`` (growing a dataset keeps the existing sequences). Returns ``tokens (sequence,
@@ -352,6 +358,9 @@ def sample_sequences(
         ids = tokenizer([d.text for d in docs], add_special_tokens=False, verbose=False).input_ids
         if mode == "first":
             candidates = [(d, 0) for d, x in enumerate(ids) if len(x) >= content_len]
+            if also_for:
+                keep = documents_long_enough(also_for, [d.text for d in docs], seq_len)
+                candidates = [c for c in candidates if c[0] in keep]
         else:
             candidates = [
                 (d, k * content_len)
@@ -384,7 +393,7 @@ def sample_sequences(
 
     _refuse_padding(tokenizer, tokens, len(prefix), corpus)
     bos_id = getattr(tokenizer, "bos_token_id", None)
-    return xr.Dataset(
+    ds = xr.Dataset(
         {
             "tokens": (("sequence", "position"), tokens),
             "source": (("sequence",), source),
@@ -407,6 +416,22 @@ def sample_sequences(
             "n_candidates": int(n_candidates),
         },
     )
+    if also_for and mode == "first":
+        ds.attrs["documents_also_for"] = [tokenizer_fingerprint(t) for t in also_for]
+    return ds
+
+
+def documents_long_enough(
+    tokenizers: Sequence[Any], texts: Sequence[str], seq_len: int
+) -> set[int]:
+    """Indices of the texts that give at least ``seq_len`` tokens under *every* tokenizer (its
+    prepended special tokens included, as :func:`sample_sequences` counts them)."""
+    keep = set(range(len(texts)))
+    for tok in tokenizers:
+        prefix, _ = special_affixes(tok)
+        ids = tok(list(texts), add_special_tokens=False, verbose=False).input_ids
+        keep &= {d for d, x in enumerate(ids) if len(x) >= seq_len - len(prefix)}
+    return keep
 
 
 def _refuse_padding(tokenizer: Any, tokens: np.ndarray, n_prefix: int, corpus: dict) -> None:

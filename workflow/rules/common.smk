@@ -73,6 +73,10 @@ def dataset_spec_params(wildcards):
     return CFG.dataset_spec_params(wildcards.dataset)
 
 
+def sample_inputs(wildcards):
+    return CFG.sample_inputs(wildcards.dataset, wildcards.tokenizer)
+
+
 def data_store(wildcards):
     return CFG.data_store(wildcards.model, wildcards.dataset)
 
@@ -130,8 +134,20 @@ def train_heldout_params(wildcards):
     return CFG.train_heldout_corpus()
 
 
-def gram_model_dir(wildcards):
-    return CFG.model_dir(wildcards.model)
+def gram_inputs(wildcards):
+    return CFG.gram_inputs(wildcards.model)
+
+
+def gram_corpus_params(wildcards):
+    return CFG.gram_draw(wildcards.model)["corpus"]
+
+
+def gram_seq_len(wildcards):
+    return CFG.gram_draw(wildcards.model)["seq_len"]
+
+
+def gram_n_sequences(wildcards):
+    return CFG.gram_draw(wildcards.model)["n_sequences"]
 
 
 def compare_inputs(wildcards):

@@ -14,4 +14,5 @@ with logged(snakemake.log[0], snakemake.threads):
         dict(snakemake.params.spec),
         snakemake.output[0],
         seed=snakemake.params.seed,
+        peers=list(snakemake.input.get("peers", [])),
     )

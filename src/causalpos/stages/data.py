@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import xarray as xr
@@ -12,16 +13,29 @@ log = logging.getLogger("causalpos.stages.data")
 
 
 def sample_sequences(
-    tokenizer_dir: str | os.PathLike, spec: dict, out: str | os.PathLike, *, seed: int
+    tokenizer_dir: str | os.PathLike,
+    spec: dict,
+    out: str | os.PathLike,
+    *,
+    seed: int,
+    peers: Sequence[str | os.PathLike] = (),
 ) -> xr.Dataset:
     """Rule ``sample_sequences``: :func:`causalpos.data.sample_sequences` of the dataset ``spec``
-    with the tokenizer of a prepared model directory; writes ``out``."""
+    with the tokenizer of a prepared model directory; writes ``out``.
+
+    ``peers``: directories of the other tokenizers of the models sharing the dataset; in mode
+    ``first`` only documents long enough for every one of them are drawn, so all get the same
+    documents (``also_for`` of :func:`causalpos.data.sample_sequences`).
+    """
     from transformers import AutoTokenizer
 
     from causalpos import data
     from causalpos.io.store import write_dataset
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    extra = {}
+    if peers:
+        extra["also_for"] = [AutoTokenizer.from_pretrained(p) for p in peers]
     ds = data.sample_sequences(
         tokenizer,
         spec["corpus"],
@@ -29,6 +43,7 @@ def sample_sequences(
         n_sequences=int(spec["n_sequences"]),
         mode=spec.get("mode", "first"),
         seed=int(spec.get("seed", seed)),
+        **extra,
     )
     ds.attrs["tokenizer_dir"] = Path(tokenizer_dir).name
     write_dataset(ds, out)
