@@ -11,9 +11,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # noqa: E402
+from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 
+# Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
+# instead of Snakemake waiting for them to finish.
+forward_interrupt_to_jobs()
+
 CFG = Resolved(config)
+
+# Config-time checks (targets, variant names, what local corpora can supply, sequence lengths vs
+# model contexts): errors stop the run before any job starts; once, in the main process.
+if workflow.is_main_process:
+    for _warning in CFG.check():
+        print(f"causalpos: warning: {_warning}", file=sys.stderr)
 
 
 def code_fingerprint(script):
