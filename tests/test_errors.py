@@ -180,7 +180,17 @@ def _wait_for(path: Path, proc, timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-def test_sigterm_stops_a_job_promptly_leaving_nothing_that_looks_finished(tmp_path):
+@pytest.mark.parametrize(
+    "signals, status, how",
+    [
+        ([signal.SIGTERM], 143, "SIGTERM"),
+        # a terminal's Ctrl-C: SIGINT to the process group, then the SIGTERM Snakemake forwards
+        ([signal.SIGINT, signal.SIGTERM], -signal.SIGINT, "SIGINT"),
+    ],
+)
+def test_sigterm_stops_a_job_promptly_leaving_nothing_that_looks_finished(
+    tmp_path, signals, status, how
+):
     out, log, started = tmp_path / "out.zarr", tmp_path / "job.log", tmp_path / "started"
     script = tmp_path / "job.py"
     script.write_text(
@@ -189,11 +199,13 @@ def test_sigterm_stops_a_job_promptly_leaving_nothing_that_looks_finished(tmp_pa
     proc = subprocess.Popen([sys.executable, str(script)])
     _wait_for(started, proc)
     t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=10) == 143
+    for sig in signals:
+        proc.send_signal(sig)
+    assert proc.wait(timeout=10) == status
     assert time.monotonic() - t0 < 5
+    # no store, and no temporary sibling either: the clean-up ran to its end
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.log", "job.py", "started"]
-    assert "job stopped by SIGTERM" in log.read_text()
+    assert f"job stopped by {how}" in log.read_text()
 
 
 def test_sigint_to_snakemake_stops_its_running_jobs_at_once(tmp_path):

@@ -10,9 +10,10 @@ job therefore stops at once only when the signal reaches it too: a terminal's Ct
 whole foreground process group gets SIGINT), ``kill -INT <snakemake pid>`` did not, and a job
 receiving SIGTERM (cluster cancel, ``kill``) died without running its ``finally`` blocks.
 :func:`forward_interrupt_to_jobs` (installed by the workflow's common.smk) makes Snakemake send
-SIGTERM to its child processes on SIGINT, and :func:`logged` turns SIGTERM into an exception, so
-the job stops within a fraction of a second with its temporary outputs removed (atomic writes,
-``causalpos.io.atomic``) and nothing that looks finished.
+SIGTERM to its child processes on SIGINT, and :func:`logged` turns SIGTERM into an exception (once:
+the echoes of one interrupt cannot cut the clean-up short), so the job stops within a fraction of
+a second with its temporary outputs removed (atomic writes, ``causalpos.io.atomic``) and nothing
+that looks finished.
 """
 
 from __future__ import annotations
@@ -32,22 +33,43 @@ class Terminated(SystemExit):
     blocks and context managers — atomic writes among them — clean up before the job exits."""
 
 
-def _raise_terminated(signum, frame):
-    signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM kills at once
-    raise Terminated(128 + signum)
+#: Seconds after a first stop signal during which more are echoes of the same interrupt (a
+#: terminal's SIGINT to the process group and the SIGTERM Snakemake forwards arrive together) and
+#: are ignored, so they cannot cut the clean-up short; a later one kills the job at once.
+ECHO_S = 5.0
+_first_stop: list[float] = []
+
+
+def _stop(signum, frame):
+    now = time.monotonic()
+    if not _first_stop:
+        _first_stop.append(now)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(128 + signum)
+    if now - _first_stop[0] < ECHO_S:
+        return
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 @contextlib.contextmanager
 def stop_on_sigterm():
-    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (a no-op elsewhere)."""
+    """Within the block, SIGTERM raises :class:`Terminated` (and SIGINT, unless ignored,
+    KeyboardInterrupt) in the main thread, once: repeats within :data:`ECHO_S` seconds are
+    ignored while the job cleans up, a later one kills it. A no-op outside the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    _first_stop.clear()
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _stop)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _stop)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def terminate_children(sig: int = signal.SIGTERM) -> list[int]:
