@@ -9,6 +9,7 @@
 import os
 import sys
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -21,7 +22,16 @@ if not workflow.config_settings.configfiles:
     configfile: "config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+# A config that fails the schema stops here with the key, the value and what is wrong (not the
+# whole schema, which is what snakemake.utils.validate prints).
+SCHEMA = "workflow/schemas/config.schema.yaml"
+try:
+    validate(config, SCHEMA)
+except WorkflowError as exc:
+    sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+    from causalpos.config import schema_error_summary
+
+    raise WorkflowError(schema_error_summary(exc, SCHEMA)) from None
 
 
 # Never more compute threads than CPUs: `--cores 8` on a 2-core machine would run four 2-thread

@@ -7,6 +7,7 @@ The configs are loaded and completed with the schema's defaults exactly as the S
 from __future__ import annotations
 
 import copy
+import json
 import re
 import subprocess
 import sys
@@ -21,7 +22,9 @@ from causalpos.config import (
     ConfigError,
     Resolved,
     canonical,
+    capacity_bound,
     names_pattern,
+    schema_error_summary,
 )
 from causalpos.models.variants import VARIANTS, parse_variant, variant_names
 
@@ -696,7 +699,9 @@ def test_default_and_paper_target_counts(default, paper):
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
-    assert len(paper.all_targets()) == 183
+    # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
+    assert len(paper.all_targets()) == 188
+    assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
 def test_sections_switched_off_leave_their_targets_out():
@@ -752,3 +757,240 @@ def test_name_lists_kept_light_here_equal_the_librarys():
 
     assert tuple(TRAIN_VARIANT_TYPES) == tuple(VARIANTS)
     assert list(PAPER2_TABLE_NAMES) == list(PAPER2_TABLES)
+
+
+def test_tiny_random_init_context_kept_here_equals_the_librarys():
+    from causalpos.config import TINY_MAX_POSITIONS
+    from causalpos.models.load import ARCHITECTURES, tiny_config_kwargs
+
+    for arch in ARCHITECTURES:
+        assert tiny_config_kwargs(arch)["max_position_embeddings"] == TINY_MAX_POSITIONS
+
+
+# ---------------------------------------------------------------------------------------------
+# Config-time checks (issue 13): every one fires before any job, naming key and value.
+
+
+def test_the_shipped_configs_pass_every_check_without_warnings(default, smoke, paper):
+    for cfg in (default, smoke, paper):
+        assert cfg.check() == []
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda c: c["paper1_llm"].update(variants=["causal", "bidirectoinal"]),
+            r"paper1_llm.variants: variant 'bidirectoinal' unknown; allowed: "
+            r"\['causal', 'bidirectional', 'identity_rope'",
+        ),
+        (
+            lambda c: c["leakage"].update(permutation_variants=["casual"]),
+            r"leakage.permutation_variants: variant 'casual' unknown; allowed",
+        ),
+    ],
+)
+def test_unknown_variant_names_its_key_value_and_the_allowed_values(edit, message):
+    with pytest.raises(ConfigError, match=message):
+        resolved("configs/smoke.yaml", edit).check()
+
+
+def test_unknown_variant_in_an_experiment_names_it_even_past_the_schema(smoke):
+    cfg = copy.deepcopy(smoke.config)  # the schema's enum catches it first; the resolver too
+    cfg["leakage"]["experiments"]["smoke"]["variants"] = ["causal", "bidirectional_rope"]
+    with pytest.raises(
+        ConfigError,
+        match=r"leakage.experiments.smoke.variants: variant 'bidirectional_rope' unknown",
+    ):
+        Resolved(cfg).check()
+
+
+def test_capacity_bound_holds_for_any_tokenizer():
+    # a token spans >= 1 byte (but one), at most MAX_PREFIX_TOKENS (2) tokens before the text
+    assert capacity_bound([10, 100, 1000], seq_len=50, mode="first") == 2  # 100 + 1 >= 48
+    assert capacity_bound([47, 46], seq_len=50, mode="first") == 1
+    assert capacity_bound([10, 100, 1000], seq_len=50, mode="chunks") == 0 + 2 + 20
+    assert capacity_bound([5], seq_len=2, mode="first") is None  # no bound
+
+
+def _fake_sizes(sizes):
+    """A corpus reader giving ``sizes`` for the corpus {type: kjv, books: [Jonah]} only."""
+    calls = []
+
+    def read(corpus):
+        calls.append(corpus)
+        return sizes if corpus.get("books") == ["Jonah"] else None
+
+    return read, calls
+
+
+def test_dataset_the_corpus_cannot_supply_fails_naming_the_key_and_values(smoke):
+    read, calls = _fake_sizes([30] * 20)  # 20 documents of 30 bytes
+    cfg = copy.deepcopy(smoke.config)
+    cfg["datasets"]["kjv-first24"]["corpus"] = {"type": "kjv", "books": ["Jonah"]}
+    cfg["datasets"]["kjv-first24"]["n_sequences"] = 21
+    with pytest.raises(
+        ConfigError,
+        match=r"datasets.kjv-first24: n_sequences=21, seq_len=24: mode 'first' needs 21 "
+        r"documents .* 20 documents, of which at most 20",
+    ):
+        Resolved(cfg, document_sizes=read).check()
+    cfg["datasets"]["kjv-first24"].update(n_sequences=12, seq_len=40)
+    with pytest.raises(ConfigError, match=r"n_sequences=12, seq_len=40: .* at most 0 can hold"):
+        Resolved(cfg, document_sizes=read).check()
+    cfg["datasets"]["kjv-first24"].update(seq_len=12, mode="chunks", n_sequences=61)  # 31 // 10
+    with pytest.raises(ConfigError, match=r"mode 'chunks' needs 61 chunks .* gives at most 60"):
+        Resolved(cfg, document_sizes=read).check()
+    cfg["datasets"]["kjv-first24"].update(n_sequences=60)
+    calls.clear()
+    assert Resolved(cfg, document_sizes=read).check() == []
+    # each corpus is read once however many checks ask for it
+    assert len(calls) == len({json.dumps(c, sort_keys=True) for c in calls})
+
+
+def test_dataset_check_on_the_real_kjv_and_hub_corpora_skipped(smoke, paper):
+    cfg = copy.deepcopy(smoke.config)
+    cfg["datasets"]["kjv-first24"]["n_sequences"] = 1000  # Ruth + Mark have 20 chapters
+    with pytest.raises(ConfigError, match=r"datasets.kjv-first24: n_sequences=1000.*20 documents"):
+        Resolved(cfg).check()
+    cfg = copy.deepcopy(paper.config)
+    cfg["datasets"]["fineweb-first1024"]["n_sequences"] = 10**9  # hub corpus: not read here
+    assert Resolved(cfg).check() == []
+
+
+def test_local_text_corpus_checked_and_a_binary_file_named(tmp_path, smoke):
+    (tmp_path / "a.txt").write_text("word " * 100)
+    cfg = copy.deepcopy(smoke.config)
+    cfg["datasets"]["local"] = {
+        "corpus": {"type": "text", "path": str(tmp_path)},
+        "seq_len": 16,
+        "n_sequences": 2,
+    }
+    with pytest.raises(ConfigError, match=r"datasets.local: n_sequences=2.*1 documents"):
+        Resolved(cfg).check()
+    (tmp_path / "b.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe" * 10)
+    with pytest.raises(
+        ConfigError, match=r"datasets.local.corpus: corpus file '.*b.txt' is not utf-8"
+    ):
+        Resolved(cfg).check()
+
+
+def test_the_papers_gram_draw_on_heldout_chapters_was_refused_before_any_job(paper):
+    cfg = copy.deepcopy(paper.config)
+    cfg["train"]["gram"]["n_sequences"] = 1000  # what configs/paper.yaml had: 62 chapters
+    with pytest.raises(
+        ConfigError, match=r"train.gram: n_sequences=1000, seq_len=50: .* 62 documents"
+    ):
+        Resolved(cfg).check()
+
+
+def test_seq_len_past_a_models_context(smoke, tmp_path):
+    cfg = copy.deepcopy(smoke.config)
+    # RoPE models run past their context: a warning naming dataset, seq_len and model
+    cfg["models"]["tiny-random"]["config"]["max_position_embeddings"] = 16
+    warnings = Resolved(cfg).check()
+    assert any(
+        "datasets.kjv-first24.seq_len with model 'tiny-random': seq_len=24 exceeds the model's "
+        "context of 16 tokens (a RoPE model runs past it" in w
+        for w in warnings
+    ), warnings
+    # the models trained here: their training context (smoke: 32)
+    cfg = copy.deepcopy(smoke.config)
+    cfg["datasets"]["kjv-first24"]["seq_len"] = 40
+    warnings = Resolved(cfg).check()
+    assert any(
+        "model 'trained-nope': seq_len=40" in w and "without positional" in w for w in warnings
+    )
+    assert any("model 'trained-rope': seq_len=40" in w for w in warnings)
+    # learned absolute positions cannot: an error
+    gpt2 = tmp_path / "gpt2"
+    gpt2.mkdir()
+    (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_positions": 16}))
+    cfg = copy.deepcopy(smoke.config)
+    cfg["models"]["gpt2-local"] = {"source": "local", "path": str(gpt2)}
+    cfg["paper1_llm"]["models"].append("gpt2-local")
+    with pytest.raises(
+        ConfigError,
+        match=r"datasets.kjv-first24.seq_len with model 'gpt2-local': seq_len=24 exceeds the "
+        r"model's 16 learned absolute positions",
+    ):
+        Resolved(cfg).check()
+    # a hub model's context is not known here: checked when the model is loaded
+    assert Resolved(copy.deepcopy(smoke.config)).model_context("trained-rope") == (32, "rope")
+    assert Resolved(load("configs/paper.yaml")).model_context("llama-3.1-8b") is None
+
+
+def test_schema_errors_are_summarized_short_and_name_the_key():
+    for edit, key, extra in [
+        (lambda c: c.update(sed=1), "(top level)", "'sed' was unexpected"),
+        (lambda c: c["extract"].update(batch_size="big"), "extract.batch_size", "'big'"),
+        (
+            lambda c: c["simulate"]["settings"]["l2_a000"].update(norm="rms"),
+            "simulate.settings.l2_a000.norm",
+            "'rms' is not one of",
+        ),
+        # (a misspelt variant name passes the schema, which checks only a name's shape: the
+        # resolver's check names it, test_unknown_variant_in_an_experiment_names_it_...)
+    ]:
+        cfg = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+        edit(cfg)
+        with pytest.raises(Exception) as info:
+            validate(cfg, SCHEMA)
+        text = schema_error_summary(info.value, "workflow/schemas/config.schema.yaml")
+        assert len(text.splitlines()) < 20 and "$schema" not in text, text
+        assert f"`{key}`" in text and extra in text, text
+
+
+# ---------------------------------------------------------------------------------------------
+# The Gram panels' own models and data; one document set per paper-1 dataset.
+
+
+def test_gram_panels_of_the_papers_nope_checkpoint_read_its_fineweb_draw(paper, default):
+    assert paper.gram_models() == ["nope-1.5b", "trained-nope", "trained-rope"]
+    assert paper.gram_inputs("nope-1.5b") == {
+        "model": "resources/models/nope-1.5b",
+        "data": "results/data/fineweb-first50/nope-1.5b.zarr",
+    }
+    draw = paper.gram_draw("nope-1.5b")
+    assert (draw["seq_len"], draw["n_sequences"], draw["corpus"]["type"]) == (50, 1000, "hf")
+    assert paper.gram_inputs("trained-nope") == {"model": "resources/models/trained-nope"}
+    # models without a dataset: exactly the params the gram rule had before (no rerun)
+    assert default.gram_draw("trained-rope") == {
+        "corpus": default.train_heldout_corpus(),
+        "seq_len": 50,
+        "n_sequences": 60,
+    }
+
+
+def test_gram_of_a_configured_model_runs_without_training(paper):
+    cfg = copy.deepcopy(paper.config)
+    cfg["train"]["enabled"] = False
+    r = Resolved(cfg)
+    assert r.gram_models() == ["nope-1.5b"]
+    assert "results/gram/nope-1.5b.zarr" in r.all_targets()
+    cfg["train"]["gram"]["datasets"] = {"phi-4": "fineweb-first50"}
+    with pytest.raises(ConfigError, match=r"train.gram.datasets.phi-4: 'phi-4' is not among"):
+        Resolved(cfg).all_targets()
+    cfg["train"]["gram"]["datasets"] = {"nope-1.5b": "ghost"}
+    with pytest.raises(ConfigError, match=r"train.gram.datasets.nope-1.5b: no dataset 'ghost'"):
+        Resolved(cfg).all_targets()
+
+
+def test_paper1_first_mode_draws_one_document_set_for_all_tokenizers(paper, default, smoke):
+    models = ["llama-3.1-8b", "nope-1.5b", "phi-4", "qwen3-8b"]
+    assert paper.dataset_models("fineweb-first1024") == models
+    for m in models:
+        others = [f"resources/models/{o}" for o in models if o != m]
+        assert paper.document_peers("fineweb-first1024", m) == others
+        assert paper.sample_inputs("fineweb-first1024", m) == {
+            "tokenizer": f"resources/models/{m}",
+            "peers": others,
+        }
+    # chunks are per tokenizer; one tokenizer per dataset (default, smoke): inputs as before
+    assert paper.document_peers("wiki-chunks256", "llama-3.2-1b") == []
+    assert default.sample_inputs("kjv-first256", "smollm2-135m") == {
+        "tokenizer": "resources/models/smollm2-135m"
+    }
+    # the models trained here share the tokenizer trained here, whatever their names
+    assert smoke.tokenizer_dir("trained-nope") == smoke.tokenizer_dir("tiny-random")
+    assert smoke.document_peers("kjv-first24", "trained-nope") == []

@@ -10,8 +10,10 @@ import pytest
 from causalpos.data import (
     CorpusError,
     bos_prefix,
+    documents_long_enough,
     kjv_documents,
     load_documents,
+    local_document_sizes,
     non_special_ids,
     sample_sequences,
     special_affixes,
@@ -243,3 +245,43 @@ def test_sequences_roundtrip_through_store(tmp_path, tokenizer_bos):
     assert (back["tokens"].values == ds["tokens"].values).all() and back["tokens"].dtype == np.int64
     assert back["source"].values.tolist() == ds["source"].values.tolist()
     assert back.attrs["bos"] is True and back.attrs["prefix_ids"] == [1]
+
+
+def test_an_undecodable_corpus_file_is_named_with_the_encoding(tmp_path):
+    (tmp_path / "good.txt").write_text("In the beginning. " * 10)
+    (tmp_path / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xd8")
+    with pytest.raises(CorpusError, match=r"corpus file '.*image.txt' is not utf-8 text: byte "):
+        load_documents({"type": "text", "path": str(tmp_path)})
+    (tmp_path / "c.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "\xff\xfe"}\n')
+    with pytest.raises(CorpusError, match=r"corpus file '.*c.jsonl' is not utf-8 text.*offset 25"):
+        load_documents({"type": "jsonl", "path": str(tmp_path / "c.jsonl")})
+
+
+def test_local_document_sizes_without_a_tokenizer(tmp_path):
+    sizes = local_document_sizes({"type": "kjv", "books": ["Ruth"]})
+    assert sizes == [len(d.text.encode()) for d in kjv_documents("chapter", ["Ruth"])]
+    (tmp_path / "a.txt").write_text("é" * 10)
+    assert local_document_sizes({"type": "text", "path": str(tmp_path)}) == [20]
+    assert local_document_sizes({"type": "text", "path": str(tmp_path)}, max_bytes=5) is None
+    assert local_document_sizes({"type": "hf", "dataset": "x/y"}) is None  # never touches the hub
+    assert local_document_sizes({"type": "random_tokens"}) is None
+
+
+def test_first_mode_draws_the_same_documents_for_every_tokenizer(tokenizer_bos, tokenizer_nobos):
+    """The BOS tokenizer needs one token fewer of text: alone, the two draw from different
+    candidate sets; each told about the other, both draw the documents long enough for both."""
+    texts = [d.text for d in kjv_documents("chapter", ["Genesis"])]
+    lengths = sorted(len(x) for x in tokenizer_nobos(texts, add_special_tokens=False).input_ids)
+    seq_len = lengths[len(lengths) // 2] + 1  # the median chapter fits the BOS tokenizer only
+    kw = dict(seq_len=seq_len, n_sequences=10, mode="first", seed=3)
+    alone = sample_sequences(tokenizer_bos, GENESIS, **kw)
+    a = sample_sequences(tokenizer_bos, GENESIS, also_for=[tokenizer_nobos], **kw)
+    b = sample_sequences(tokenizer_nobos, GENESIS, also_for=[tokenizer_bos], **kw)
+    assert alone.attrs["n_candidates"] > a.attrs["n_candidates"] == b.attrs["n_candidates"]
+    assert a["document"].values.tolist() == b["document"].values.tolist()
+    assert a.attrs["documents_also_for"] and "documents_also_for" not in alone.attrs
+    both = documents_long_enough([tokenizer_bos, tokenizer_nobos], texts, seq_len)
+    assert set(a["document"].values.tolist()) <= both
+    # the token sequences are each tokenizer's own: BOS first, then the document's first tokens
+    assert (a["tokens"].values[:, 0] == tokenizer_bos.bos_token_id).all()
+    assert (a["tokens"].values[:, 1:] == b["tokens"].values[:, :-1]).all()

@@ -253,3 +253,28 @@ def test_gram_store_merges_both(tokens):
     np.testing.assert_allclose(
         ds["gram"].sel(panel="b").values, ds["score"].values[0], rtol=1e-6, equal_nan=True
     )
+
+
+def test_gram_stage_reads_a_configured_datasets_store_like_it_samples_one(tmp_path, tokenizer_dir):
+    """Rule gram_panels with `train.gram.datasets`: the panels of the data store's sequences equal
+    the panels of the same draw made inside the job (the held-out path)."""
+    import xarray as xr
+
+    from causalpos.models.load import prepare_model
+    from causalpos.stages.data import sample_sequences
+    from causalpos.stages.gram import gram_panels
+
+    model_dir = prepare_model(
+        "tiny",
+        {"source": "random_init", "architecture": "llama", "tokenizer": str(tokenizer_dir)},
+        tmp_path / "models" / "tiny",
+    )
+    spec = {"corpus": {"type": "kjv", "books": ["Ruth"]}, "seq_len": 12, "n_sequences": 4}
+    store = tmp_path / "data.zarr"
+    sample_sequences(model_dir, spec, store, seed=0)
+    kw = dict(seq_len=12, n_sequences=4, seed=0, batch_size=2)
+    from_store = gram_panels(model_dir, tmp_path / "a.zarr", None, data_store=store, **kw)
+    sampled = gram_panels(model_dir, tmp_path / "b.zarr", spec["corpus"], **kw)
+    assert np.array_equal(from_store["tokens"].values, sampled["tokens"].values)
+    xr.testing.assert_identical(from_store.drop_attrs(), sampled.drop_attrs())
+    assert from_store.attrs["corpus"] == sampled.attrs["corpus"]

@@ -286,6 +286,10 @@ def test_same_seed_identical_and_resume_bit_identical(corpus, tmp_path):
     partial = _train(corpus, tmp_path / "r", stop_after=6)
     assert partial["step"] == 6 and not (tmp_path / "r" / T.TRAINING_JSON).exists()
     assert [s for s, _ in T._checkpoints(tmp_path / "r.checkpoints")] == [6]
+    # the resume point is plain data: it loads with weights_only=True (no pickled code)
+    ((_, ckpt6),) = T._checkpoints(tmp_path / "r.checkpoints")
+    state = torch.load(ckpt6 / T.TRAINER_STATE, map_location="cpu", weights_only=True)
+    assert state["step"] == 6 and isinstance(state["torch_rng"], torch.Tensor)
     _train(corpus, tmp_path / "r")
     assert [s for s, _ in T._checkpoints(tmp_path / "r.checkpoints")] == [20]  # keep_checkpoints=1
     _train(corpus, tmp_path / "c", seed=1)
@@ -301,6 +305,24 @@ def test_same_seed_identical_and_resume_bit_identical(corpus, tmp_path):
     # A checkpoint made with other settings is refused, not silently mixed in.
     with pytest.raises(ValueError, match="other settings"):
         _train(corpus, tmp_path / "r", lr=2e-2)
+
+
+def test_trainer_state_is_plain_data_for_weights_only_loading(tmp_path):
+    state = T.plain_state(
+        {
+            "rng": np.random.default_rng(0).bit_generator.state["state"]["state"],
+            "x": np.float32(1.5),
+            "a": np.arange(3),
+            "rows": [{"loss": np.float64(2.0)}],
+            "betas": (0.9, 0.95),
+        }
+    )
+    torch.save(state, tmp_path / "s.pt")
+    back = torch.load(tmp_path / "s.pt", weights_only=True)
+    assert back["x"] == 1.5 and back["rows"][0]["loss"] == 2.0 and back["betas"] == (0.9, 0.95)
+    assert torch.equal(back["a"], torch.arange(3))
+    with pytest.raises(TypeError, match="weights_only"):
+        T.plain_state({"gen": np.random.default_rng(0)})
 
 
 @pytest.mark.parametrize("variant", T.VARIANTS)

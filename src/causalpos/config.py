@@ -16,12 +16,15 @@ A value the schema allows but the pipeline cannot use raises :class:`ConfigError
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import product
+from pathlib import Path
 from typing import Any
 
+from causalpos.models.context import ContextError, check_seq_len
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant, variant_names
 
 
@@ -108,12 +111,116 @@ def _store_paths(template: str, names: Iterable[str]) -> list[str]:
     return [template.format(name) for name in names]
 
 
+def check_variant(key: str, name: str) -> str:
+    """``name`` if it is a forward-pass variant, else a ConfigError naming ``key`` and the allowed values."""
+    try:
+        parse_variant(name)
+    except ValueError as exc:  # the parser says what is wrong and what to write instead
+        raise ConfigError(f"{key}: {exc}") from None
+    return name
+
+
+def _key_path(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def schema_error_summary(error: BaseException, schema_file: str = "") -> str:
+    """A few lines on a config that fails the JSON schema: the key path, the value, what is wrong
+    (and, for an unknown key, the keys allowed there) — never the schema itself.
+
+    ``error`` is a ``jsonschema.ValidationError`` or the ``WorkflowError`` that
+    ``snakemake.utils.validate`` wraps it in.
+    """
+    # snakemake's WorkflowError keeps only the text; the ValidationError is its context
+    for inner in (error, error.__cause__, error.__context__, *getattr(error, "args", ())):
+        if hasattr(inner, "absolute_path") and hasattr(inner, "validator"):
+            error = inner
+            break
+    if not hasattr(error, "absolute_path"):
+        return str(error)
+    path = _key_path(error.absolute_path)
+    lines = [f"invalid config at `{path or '(top level)'}`: {error.message}"]
+    instance = error.instance
+    if not isinstance(instance, (dict, list)) or len(repr(instance)) <= 120:
+        text = repr(instance)
+        lines.append(f"  value: {text if len(text) <= 200 else text[:200] + '...'}")
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        if allowed:
+            lines.append(f"  allowed keys there: {', '.join(allowed)}")
+    for sub in list(getattr(error, "context", None) or [])[:4]:
+        lines.append(f"  - {sub.message}")
+    description = " ".join(str(schema.get("description", "")).split())
+    if description and error.validator != "additionalProperties":
+        lines.append(f"  `{path}`: {description[:300]}")
+    if schema_file:
+        lines.append(f"  every key, its default and its allowed values: {schema_file}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Config-time checks of what a corpus can supply and how long a sequence a model can take.
+
+#: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
+MAX_PREFIX_TOKENS = 2
+#: ``max_position_embeddings`` of a ``random_init`` model of ``size: tiny``
+#: (causalpos.models.load.tiny_config_kwargs; tests check they agree).
+TINY_MAX_POSITIONS = 4096
+
+
+def capacity_bound(sizes: Iterable[int], seq_len: int, mode: str) -> int | None:
+    """An upper bound, valid for *any* tokenizer, on the sequences of ``seq_len`` tokens that
+    documents of ``sizes`` UTF-8 bytes can give (``None``: no bound).
+
+    It assumes only that every token but one spans at least one byte of text (true of byte-level
+    BPE and of SentencePiece with byte fallback; the one is SentencePiece's word-boundary marker
+    before the first word) and that a tokenizer puts at most :data:`MAX_PREFIX_TOKENS` tokens
+    before the text. So a document of ``b`` bytes has at most ``b + 1`` text tokens and a sequence
+    needs at least ``need = seq_len - MAX_PREFIX_TOKENS`` of them: mode ``first`` counts the
+    documents with ``b + 1 >= need``, mode ``chunks`` sums ``(b + 1) // need``. Real tokenizers
+    spend ~4 bytes per token on English text, so a corpus passing this check can still be short
+    (sampling then says so, naming the exact count); one failing it cannot be sampled at all.
+    """
+    need = seq_len - MAX_PREFIX_TOKENS
+    if need < 1:
+        return None
+    if mode == "first":
+        return sum(1 for b in sizes if b + 1 >= need)
+    return sum((b + 1) // need for b in sizes)
+
+
+def _local_model_config(spec: dict) -> dict | None:
+    """The ``config.json`` of a model whose spec names a local HF directory, if readable now."""
+    source = spec.get("source")
+    path = spec.get("path") if source == "local" else spec.get("id") if source == "hf" else None
+    if not path:
+        return None
+    cfg = Path(path).expanduser() / "config.json"
+    try:
+        return json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 class Resolved:
     """The pipeline's view of one validated config (nothing is cached: the dict is read on each
     call, as Snakemake's input functions would)."""
 
-    def __init__(self, config: dict) -> None:
+    def __init__(
+        self,
+        config: dict,
+        *,
+        document_sizes: Callable[[dict], list[int] | None] | None = None,
+    ) -> None:
         self.config = config
+        # Corpus reader of the config-time checks (tests pass their own): document sizes in
+        # UTF-8 bytes, or None where they are not cheap to know (causalpos.data.local_document_sizes).
+        self._document_sizes = document_sizes
+        self._sizes: dict[str, list[int] | None] = {}
 
     # -----------------------------------------------------------------------------------------
     # Simulation settings (paper 1 §2, §4) and figures.
@@ -238,6 +345,43 @@ class Resolved:
     def data_store(self, model: str, dataset: str) -> str:
         return f"results/data/{dataset}/{self.tokenizer_of(model)}.zarr"
 
+    def tokenizer_dir(self, model: str) -> str:
+        """The directory of the tokenizer ``model``'s data stores use: the models trained here
+        (and models taking their tokenizer) share the one ``train_tokenizer`` writes."""
+        tok = self.tokenizer_of(model)
+        return self.train_tokenizer_dir() if tok.startswith("trained-") else self.model_dir(tok)
+
+    def dataset_models(self, dataset: str) -> list[str]:
+        """Every model that runs on ``dataset``: paper 1, paper 2, the comparison, the Gram panels."""
+        models = {m for m, d, _ in self.paper1_triples() if d == dataset}
+        models |= {m for m, d in self.leakage_pairs() if d == dataset}
+        sec = self.compare_section()
+        if sec and sec["dataset"] == dataset:
+            models |= {f"trained-{v}" for v in self.train_variants()}
+            models |= {f"trained-{v}-init" for v in self.compare_twin_variants()}
+        models |= {m for m in self.gram_models() if self.gram_dataset(m) == dataset}
+        return sorted(models)
+
+    def document_peers(self, dataset: str, tokenizer: str) -> list[str]:
+        """Tokenizer directories whose documents a ``first``-mode draw must also fit, so that
+        every model running on ``dataset`` gets the same documents (paper 1 §6: one document set,
+        each document at least ``seq_len`` tokens long under every model's tokenizer). Empty when
+        one tokenizer serves them all (or in ``chunks`` mode, whose chunks are per tokenizer)."""
+        spec = self.dataset_spec(dataset)
+        if spec["mode"] != "first" or spec["corpus"].get("type") == "random_tokens":
+            return []
+        dirs = {self.tokenizer_dir(m) for m in self.dataset_models(dataset)}
+        return sorted(dirs - {self.tokenizer_dir(tokenizer)})
+
+    def sample_inputs(self, dataset: str, tokenizer: str) -> dict[str, Any]:
+        """Inputs of ``sample_sequences``: the tokenizer's model and the other tokenizers whose
+        documents the draw must fit (:meth:`document_peers`), where there are any."""
+        inputs: dict[str, Any] = {"tokenizer": self.model_dir(tokenizer)}
+        peers = self.document_peers(dataset, tokenizer)
+        if peers:
+            inputs["peers"] = peers
+        return inputs
+
     def n_shards(self, dataset: str) -> int:
         spec = self.dataset_spec(dataset)
         return math.ceil(spec["n_sequences"] / self.config["extract"]["shard_size"])
@@ -283,9 +427,10 @@ class Resolved:
 
     def paper1_triples(self) -> list[tuple[str, str, str]]:
         sec = self.config["paper1_llm"]
+        variants = [check_variant("paper1_llm.variants", v) for v in sec["variants"]]
         return [
             (self.check_model(m), self.dataset_spec(d) and d, v)
-            for m, d, v in product(sec["models"], sec["datasets"], sec["variants"])
+            for m, d, v in product(sec["models"], sec["datasets"], variants)
         ]
 
     def paper1_score_stores(self) -> list[str]:
@@ -385,20 +530,69 @@ class Resolved:
         return canonical(corpus)
 
     def gram_models(self) -> list[str]:
-        """Models of the Fig. 3/8 analysis: `trained-<variant>` names, or models the `models:` section prepares."""
-        if not self.config["train"]["enabled"]:
-            return []
-        names = list(self.config["train"]["gram"]["models"])
-        known = {f"trained-{v}" for v in self.train_variants()} | set(
-            self.config.get("models") or {}
-        )
+        """Models of the Fig. 3/8 analysis: `trained-<variant>` names (skipped when nothing is
+        trained here), or models the `models:` section prepares (e.g. paper 1's NoPE checkpoint)."""
+        gram = self.config["train"]["gram"]
+        trained = {f"trained-{v}" for v in self.train_variants()}
+        configured = set(self.config.get("models") or {})
+        names = [n for n in gram["models"] if trained or not n.startswith("trained-")]
+        known = trained | configured
         for name in names:
             if name not in known:
                 raise ConfigError(
                     f"train.gram.models: {name!r} is neither trained here nor configured under "
                     f"models:; known: {sorted(known)}"
                 )
+        for name, dataset in (gram.get("datasets") or {}).items():
+            if name not in gram["models"]:
+                raise ConfigError(
+                    f"train.gram.datasets.{name}: {name!r} is not among train.gram.models "
+                    f"{list(gram['models'])}"
+                )
+            if dataset not in self.config["datasets"]:
+                raise ConfigError(
+                    f"train.gram.datasets.{name}: no dataset {dataset!r} under datasets:; "
+                    f"defined: {sorted(self.config['datasets'])}"
+                )
         return names
+
+    def gram_dataset(self, model: str) -> str | None:
+        """The dataset (under ``datasets:``) of ``model``'s Fig. 3/8 sequences, or None: the first
+        ``train.gram.seq_len`` tokens of ``train.gram.n_sequences`` held-out chapters."""
+        return (self.config["train"]["gram"].get("datasets") or {}).get(model) or None
+
+    def gram_draw(self, model: str) -> dict:
+        """Corpus, ``seq_len`` and ``n_sequences`` of ``model``'s Fig. 3/8 sequences (rule params)."""
+        dataset = self.gram_dataset(model)
+        if dataset:
+            spec = self.dataset_spec(dataset)
+            return {
+                "corpus": canonical(spec["corpus"]),
+                "seq_len": spec["seq_len"],
+                "n_sequences": spec["n_sequences"],
+            }
+        gram = self.config["train"]["gram"]
+        return {
+            "corpus": self.train_heldout_corpus(),
+            "seq_len": gram["seq_len"],
+            "n_sequences": gram["n_sequences"],
+        }
+
+    def gram_inputs(self, model: str) -> dict[str, str]:
+        """The model directory, and the data store where the model's panels read a dataset."""
+        inputs = {"model": self.model_dir(model)}
+        dataset = self.gram_dataset(model)
+        if dataset:
+            inputs["data"] = self.data_store(model, dataset)
+        return inputs
+
+    def gram_targets(self) -> list[str]:
+        targets = []
+        for model in self.gram_models():
+            targets.append(f"results/gram/{model}.zarr")
+            targets += self.figure_paths(f"train_fig3_{model}")
+            targets += self.figure_paths(f"train_fig8_{model}")
+        return targets
 
     @staticmethod
     def model_dir(model: str) -> str:
@@ -479,15 +673,12 @@ class Resolved:
 
     def train_targets(self) -> list[str]:
         if not self.config["train"]["enabled"] or not self.train_variants():
-            return []
+            return self.gram_targets()  # only models configured under models:
         for name in self.train_variants():
             self.train_variant(name)  # raises a ConfigError naming the key
         targets = self.trained_models()
         targets += self.figure_paths("train_loss_curves")
-        for model in self.gram_models():
-            targets.append(f"results/gram/{model}.zarr")
-            targets += self.figure_paths(f"train_fig3_{model}")
-            targets += self.figure_paths(f"train_fig8_{model}")
+        targets += self.gram_targets()
         targets += [
             "results/lengthgen/lengthgen.zarr",
             "results/stats/train_lengthgen.csv",
@@ -506,10 +697,7 @@ class Resolved:
         for name, exp in self.config.get("leakage", {}).get("experiments", {}).items():
             variants = list(exp.get("variants") or LEAKAGE_DEFAULT_VARIANTS)
             for v in variants:
-                try:
-                    parse_variant(v)
-                except ValueError as exc:
-                    raise ConfigError(f"leakage.experiments.{name}.variants: {exc}") from None
+                check_variant(f"leakage.experiments.{name}.variants", v)
             if "causal" not in variants:
                 raise ConfigError(
                     f"leakage.experiments.{name}.variants must include 'causal' (the baseline of the "
@@ -545,6 +733,8 @@ class Resolved:
         """The summary's settings, cross-checked against the reducer's fits and windows."""
         sec = self.config["leakage"]
         red = sec["reducer"]
+        for v in sec["permutation_variants"] or ():
+            check_variant("leakage.permutation_variants", v)
         if sec["fit"] not in red["fits"]:
             raise ConfigError(
                 f"leakage.fit {sec['fit']!r} is not among leakage.reducer.fits {red['fits']}"
@@ -599,7 +789,10 @@ class Resolved:
         )
 
     def position0_params(self) -> dict:
-        return canonical(dict(self.config["leakage"]["position0"]))
+        sec = self.config["leakage"]["position0"]
+        for c in sec["conditions"]:
+            check_variant("leakage.position0.conditions", c)
+        return canonical(dict(sec))
 
     @staticmethod
     def leakage_label(pair: tuple[str, str]) -> str:
@@ -722,3 +915,176 @@ class Resolved:
         targets += self.leakage_targets()
         targets += ["results/report/scorecard.csv", "results/report/scorecard.md"]
         return targets
+
+    # -----------------------------------------------------------------------------------------
+    # Config-time checks (the Snakefile runs check() before any job starts).
+
+    def corpus_sizes(self, corpus: dict) -> list[int] | None:
+        """Document sizes of a corpus (UTF-8 bytes), read once per corpus spec; None: unknown."""
+        key = json.dumps(corpus, sort_keys=True, default=str)
+        if key not in self._sizes:
+            reader = self._document_sizes
+            if reader is None:
+                from causalpos.data import local_document_sizes as reader
+            self._sizes[key] = reader(dict(corpus))
+        return self._sizes[key]
+
+    def check_capacity(
+        self, key: str, corpus: dict, *, seq_len: int, n_sequences: int, mode: str
+    ) -> None:
+        """ConfigError (naming ``key``) when a local corpus cannot give ``n_sequences`` sequences of
+        ``seq_len`` tokens with any tokenizer (:func:`capacity_bound`); hub corpora are skipped."""
+        if corpus.get("type") == "random_tokens":
+            return
+        try:
+            sizes = self.corpus_sizes(corpus)
+        except ValueError as exc:  # causalpos.data.CorpusError: a missing or unreadable file
+            raise ConfigError(f"{key}.corpus: {exc}") from None
+        if sizes is None:
+            return
+        bound = capacity_bound(sizes, seq_len, mode)
+        if bound is None or bound >= n_sequences:
+            return
+        need = seq_len - MAX_PREFIX_TOKENS
+        if mode == "first":
+            what = (
+                f"mode 'first' needs {n_sequences} documents of at least {seq_len} tokens; the "
+                f"corpus has {len(sizes)} documents, of which at most {bound} can hold them (a "
+                f"token spans at least one byte: documents of >= {need - 1} bytes)"
+            )
+            todo = "lower n_sequences or seq_len, use mode 'chunks', or a larger corpus"
+        else:
+            what = (
+                f"mode 'chunks' needs {n_sequences} chunks of {seq_len} tokens; the corpus "
+                f"({len(sizes)} documents, {sum(sizes)} bytes) gives at most {bound} (a token "
+                "spans at least one byte)"
+            )
+            todo = "lower n_sequences or seq_len, or use a larger corpus"
+        raise ConfigError(
+            f"{key}: n_sequences={n_sequences}, seq_len={seq_len}: {what}. Corpus "
+            f"{canonical(corpus)}. Fix: {todo}"
+        )
+
+    def check_datasets(self) -> None:
+        """Every dataset under ``datasets:`` and the held-out draws of the models trained here
+        against what their local corpora can supply (:meth:`check_capacity`)."""
+        for name in self.config["datasets"]:
+            spec = self.dataset_spec(name)
+            self.check_capacity(
+                f"datasets.{name}",
+                spec["corpus"],
+                seq_len=spec["seq_len"],
+                n_sequences=spec["n_sequences"],
+                mode=spec["mode"],
+            )
+        if not self.train_variants():
+            return
+        heldout = self.train_heldout_corpus()
+        gram = self.config["train"]["gram"]
+        if any(not self.gram_dataset(m) for m in self.gram_models()):
+            self.check_capacity(
+                "train.gram",
+                heldout,
+                seq_len=gram["seq_len"],
+                n_sequences=gram["n_sequences"],
+                mode="first",
+            )
+        lengthgen = self.config["train"]["lengthgen"]
+        context = max(self.train_variant(v)["context"] for v in self.train_variants())
+        self.check_capacity(
+            "train.lengthgen",
+            heldout,
+            seq_len=int(round(lengthgen["length_factor"] * context)),
+            n_sequences=lengthgen["n_sequences"],
+            mode="chunks",
+        )
+
+    def model_context(self, model: str) -> tuple[int | None, str] | None:
+        """``(context, kind)`` of a model where its config is known before any job runs
+        (causalpos.models.context.position_limit): the models trained here, ``random_init``
+        models of ``size: tiny`` (or with ``max_position_embeddings`` in ``config:``), ``like:``
+        such a model, and local HF directories. ``None`` for the others (checked when loaded)."""
+        if model.startswith("trained-"):
+            variant = model.removeprefix("trained-").removesuffix("-init")
+            if variant not in self.train_variants():
+                return None
+            settings = self.train_variant(variant)
+            return settings["context"], "none" if settings["variant"] == "nope" else "rope"
+        spec = self.model_spec(model)
+        kind = "none" if spec.get("rope") == "none" else None
+        if spec["source"] == "random_init":
+            overrides = spec.get("config") or {}
+            if spec.get("like"):
+                base = self.model_context(spec["like"])
+                if base is None and "max_position_embeddings" not in overrides:
+                    return None
+                context = overrides.get("max_position_embeddings", base and base[0])
+                return context, kind or (base[1] if base else "rope")
+            default = TINY_MAX_POSITIONS if spec.get("size", "tiny") == "tiny" else None
+            context = overrides.get("max_position_embeddings", default)
+            return (context, kind or "rope") if context else None
+        cfg = _local_model_config(spec)
+        if cfg is None:
+            return None
+        from causalpos.models.context import position_limit
+
+        context, found = position_limit(cfg)
+        return context, kind if kind and found != "absolute" else found
+
+    def model_seq_lens(self) -> list[tuple[str, str, int]]:
+        """``(model, what, seq_len)`` of every sequence length a configured job runs a model at
+        (lengthgen excluded: it runs past the context on purpose)."""
+        pairs: set[tuple[str, str]] = set()
+        pairs.update((m, d) for m, d, _ in self.paper1_triples())
+        pairs.update(self.leakage_pairs())
+        sec = self.compare_section()
+        if sec:
+            for v in self.train_variants():
+                pairs.add((f"trained-{v}", sec["dataset"]))
+            for v in self.compare_twin_variants():
+                pairs.add((f"trained-{v}-init", sec["dataset"]))
+        out = [(m, f"datasets.{d}", self.dataset_spec(d)["seq_len"]) for m, d in sorted(pairs)]
+        for m in self.gram_models():
+            d = self.gram_dataset(m)
+            if d:
+                out.append((m, f"datasets.{d}", self.dataset_spec(d)["seq_len"]))
+            else:
+                out.append((m, "train.gram", self.config["train"]["gram"]["seq_len"]))
+        return out
+
+    def check_contexts(self) -> list[str]:
+        """Warnings for models run past their context (RoPE, NoPE); a ConfigError where a model
+        with learned absolute positions would be (:func:`causalpos.models.context.check_seq_len`)."""
+        warnings = []
+        for model, what, seq_len in self.model_seq_lens():
+            known = self.model_context(model)
+            if known is None:
+                continue
+            try:
+                msg = check_seq_len(*known, seq_len, f"{what}.seq_len with model {model!r}")
+            except ContextError as exc:
+                raise ConfigError(str(exc)) from None
+            if msg:
+                warnings.append(msg)
+        return warnings
+
+    def check(self) -> list[str]:
+        """Every config-time check; returns warnings, raises one ConfigError listing every error.
+
+        The target lists (each resolver method checks what it reads), the variant names, what
+        local corpora can supply (:meth:`check_datasets`) and sequence lengths against the
+        models' contexts where known (:meth:`check_contexts`).
+        """
+        errors: list[str] = []
+        warnings: list[str] = []
+        for step in (self.all_targets, self.check_datasets, self.check_contexts):
+            try:
+                out = step()
+            except ConfigError as exc:
+                errors.append(str(exc))
+                continue
+            if step == self.check_contexts:
+                warnings += out
+        if errors:
+            raise ConfigError("\n".join(dict.fromkeys(errors)))  # each error once
+        return warnings

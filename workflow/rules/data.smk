@@ -3,7 +3,7 @@
 
 rule sample_sequences:
     input:
-        tokenizer="resources/models/{tokenizer}",
+        unpack(sample_inputs),
     output:
         directory("results/data/{dataset}/{tokenizer}.zarr"),
     log:

@@ -63,7 +63,7 @@ rule train_model:
 
 rule gram_panels:
     input:
-        model=gram_model_dir,
+        unpack(gram_inputs),
     output:
         directory("results/gram/{model}.zarr"),
     log:
@@ -80,9 +80,9 @@ rule gram_panels:
         runtime=60,
         gpu=CFG.train_gpu(),
     params:
-        corpus=train_heldout_params,
-        seq_len=config["train"]["gram"]["seq_len"],
-        n_sequences=config["train"]["gram"]["n_sequences"],
+        corpus=gram_corpus_params,
+        seq_len=gram_seq_len,
+        n_sequences=gram_n_sequences,
         seed=config["seed"],
         dtype=config["dtype"],
         code=code_fingerprint("gram_panels"),

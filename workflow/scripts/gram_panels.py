@@ -22,4 +22,5 @@ with logged(snakemake.log[0], snakemake.threads):
         device=snakemake.config["device"],
         dtype=p.dtype,
         attrs={"model": snakemake.wildcards.model, "code_fingerprint": p.code},
+        data_store=snakemake.input.get("data"),
     )

@@ -15,4 +15,5 @@ with logged(snakemake.log[0], snakemake.threads):
         snakemake.output[0],
         seed=snakemake.params.seed,
         name=snakemake.wildcards.dataset,
+        peers=list(snakemake.input.get("peers", [])),
     )

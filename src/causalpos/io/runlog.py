@@ -1,6 +1,19 @@
-"""Glue for Snakemake ``script:`` entry points: log redirection and thread settings.
+"""Glue for Snakemake ``script:`` entry points: log redirection, thread settings, signals.
 
-Kept out of the science modules: scripts call :func:`setup` first, then one library function.
+Kept out of the science modules: scripts call :func:`logged` first, then one library function.
+
+Stopping: Snakemake 9 runs a local ``script:`` job as a child process from a worker thread and, on
+Ctrl-C (SIGINT, raised as KeyboardInterrupt in its main thread), only shuts its thread pool down —
+it waits for every running job to finish and signals none of them (``executors/local.py``:
+``cancel()`` is ``pool.shutdown()``; script jobs are not even registered for ``shell.kill``). A
+job therefore stops at once only when the signal reaches it too: a terminal's Ctrl-C does (the
+whole foreground process group gets SIGINT), ``kill -INT <snakemake pid>`` did not, and a job
+receiving SIGTERM (cluster cancel, ``kill``) died without running its ``finally`` blocks.
+:func:`forward_interrupt_to_jobs` (installed by the workflow's common.smk) makes Snakemake send
+SIGTERM to its child processes on SIGINT, and :func:`logged` turns SIGTERM into an exception (once:
+the echoes of one interrupt cannot cut the clean-up short), so the job stops within a fraction of
+a second with its temporary outputs removed (atomic writes, ``causalpos.io.atomic``) and nothing
+that looks finished.
 """
 
 from __future__ import annotations
@@ -8,9 +21,93 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
+
+
+class Terminated(SystemExit):
+    """Raised in a job's main thread on SIGTERM (exit status 128 + 15), so that ``finally``
+    blocks and context managers — atomic writes among them — clean up before the job exits."""
+
+
+#: Seconds after a first stop signal during which more are echoes of the same interrupt (a
+#: terminal's SIGINT to the process group and the SIGTERM Snakemake forwards arrive together) and
+#: are ignored, so they cannot cut the clean-up short; a later one kills the job at once.
+ECHO_S = 5.0
+_first_stop: list[float] = []
+
+
+def _stop(signum, frame):
+    now = time.monotonic()
+    if not _first_stop:
+        _first_stop.append(now)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(128 + signum)
+    if now - _first_stop[0] < ECHO_S:
+        return
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+@contextlib.contextmanager
+def stop_on_sigterm():
+    """Within the block, SIGTERM raises :class:`Terminated` (and SIGINT, unless ignored,
+    KeyboardInterrupt) in the main thread, once: repeats within :data:`ECHO_S` seconds are
+    ignored while the job cleans up, a later one kills it. A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _first_stop.clear()
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _stop)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _stop)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def terminate_children(sig: int = signal.SIGTERM) -> list[int]:
+    """Send ``sig`` to every descendant process of this one; returns their pids."""
+    import psutil
+
+    pids = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.send_signal(sig)
+            pids.append(child.pid)
+        except psutil.Error:
+            pass
+    return pids
+
+
+def forward_interrupt_to_jobs() -> bool:
+    """In the Snakemake process: on SIGINT, SIGTERM every child process (the running jobs) before
+    Snakemake's own handling of the interrupt, which waits for them. Returns whether the handler
+    is in place (not in a thread other than the main one, nor where SIGINT is ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, None):
+        return False
+    if getattr(previous, "causalpos_forwards", False):
+        return True
+
+    def forward(signum, frame):
+        terminate_children(signal.SIGTERM)
+        if callable(previous):
+            previous(signum, frame)  # Python's default handler: KeyboardInterrupt
+        else:
+            raise KeyboardInterrupt
+
+    forward.causalpos_forwards = True
+    signal.signal(signal.SIGINT, forward)
+    return True
 
 
 @contextlib.contextmanager
@@ -29,10 +126,11 @@ def logged(log_path: str | os.PathLike | None, threads: int | None = None):
         except ImportError:  # pragma: no cover - torch is a hard dependency of the package
             pass
     if log_path is None:
-        yield
+        with stop_on_sigterm():
+            yield
         return
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", buffering=1) as fh:
+    with open(log_path, "w", buffering=1) as fh, stop_on_sigterm():
         old_out, old_err = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = fh
         handler = logging.StreamHandler(fh)
@@ -44,6 +142,15 @@ def logged(log_path: str | os.PathLike | None, threads: int | None = None):
         try:
             yield
             print(f"done in {time.perf_counter() - t0:.1f} s", file=fh)
+        except (Terminated, KeyboardInterrupt) as exc:
+            how = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+            logging.getLogger("causalpos").error(
+                "job stopped by %s after %.1f s; temporary outputs removed",
+                how,
+                time.perf_counter() - t0,
+                exc_info=True,
+            )
+            raise
         except BaseException:
             logging.getLogger("causalpos").exception("job failed")
             raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -72,3 +73,95 @@ def auto_batch_size(
         "batch_size": int(batch),
     }
     return int(batch), estimate
+
+
+# --------------------------------------------------------------------------------------------
+# Out-of-memory errors, turned into advice on the config key that sizes the batches.
+
+#: Substrings of allocator failures torch raises as a plain RuntimeError.
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "defaultcpuallocator")
+
+
+class BatchMemoryError(MemoryError):
+    """A batch that does not fit in memory; the message names the config key to lower."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation failure: ``torch.OutOfMemoryError`` (CUDA), ``MemoryError``,
+    or a RuntimeError from an allocator ("CUDA out of memory", "DefaultCPUAllocator: can't
+    allocate memory")."""
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", ())
+    if isinstance(exc, MemoryError) or (oom and isinstance(exc, oom)):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in _OOM_MARKERS)
+
+
+def available_memory(device: Any) -> int:
+    """Bytes free on a CUDA device (``mem_get_info``) or available on the host (psutil)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def memory_advice(
+    *, what: str, batch_size: int, per_sequence: int, key: str, auto: bool = False
+) -> str:
+    """The message of a :class:`BatchMemoryError`: batch, estimate, the key to lower."""
+    todo = f"lower `{key}` (e.g. to {max(1, batch_size // 2)})"
+    if auto:
+        todo += f" or set `{key}: auto` (sized from the free memory after loading the model)"
+    return (
+        f"{what}: out of memory with a batch of {batch_size} sequences (estimated "
+        f"{per_sequence / 2**20:.1f} MiB per sequence by causalpos.models.device."
+        f"bytes_per_sequence, {batch_size * per_sequence / 2**30:.2f} GiB per batch): {todo}"
+    )
+
+
+@contextlib.contextmanager
+def advise_on_oom(*, what: str, batch_size: int, per_sequence: int, key: str, auto: bool = False):
+    """Re-raise an out-of-memory error inside the block as a :class:`BatchMemoryError` whose
+    message says which config key to lower (:func:`memory_advice`); other errors pass."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise BatchMemoryError(
+            memory_advice(
+                what=what, batch_size=batch_size, per_sequence=per_sequence, key=key, auto=auto
+            )
+            + f" [{type(exc).__name__}: {str(exc)[:300]}]"
+        ) from exc
+
+
+def refuse_batch_that_cannot_fit(
+    config: Any,
+    *,
+    seq_len: int,
+    batch_size: int,
+    device: Any,
+    what: str,
+    key: str,
+    auto: bool = False,
+    available: int | None = None,
+) -> None:
+    """Raise a :class:`BatchMemoryError` before the forward pass when the batch clearly cannot fit:
+    its float32 (head, T, T) scores of one layer alone — the least the capture holds, a quarter of
+    the :func:`bytes_per_sequence` estimate's score term — exceed the available memory."""
+    least = int(config.num_attention_heads) * seq_len * seq_len * 4 * batch_size
+    free = available_memory(device) if available is None else available
+    if least > free:
+        raise BatchMemoryError(
+            memory_advice(
+                what=what,
+                batch_size=batch_size,
+                per_sequence=bytes_per_sequence(config, seq_len, 4),
+                key=key,
+                auto=auto,
+            )
+            + f" [refused before the forward pass: one layer's scores alone need "
+            f"{least / 2**30:.2f} GiB, {free / 2**30:.2f} GiB available]"
+        )

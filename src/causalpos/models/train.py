@@ -548,6 +548,30 @@ def _checkpoints(ckpt_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def plain_state(obj: Any) -> Any:
+    """``obj`` made of what ``torch.load(..., weights_only=True)`` accepts: tensors, dicts,
+    lists, tuples, str, int, float, bool and None (numpy scalars and arrays are converted)."""
+    if isinstance(obj, np.generic):  # before float: np.float64 is a float subclass
+        return obj.item()
+    if isinstance(obj, torch.Tensor) or obj is None or isinstance(obj, (str, bool, int, float)):
+        return obj
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(obj.copy())
+    if isinstance(obj, dict):
+        return {k: plain_state(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(plain_state(v) for v in obj)
+    raise TypeError(
+        f"trainer state holds a {type(obj).__name__}, which torch.load(weights_only=True) "
+        "refuses; convert it to tensors, numbers, strings, lists or dicts"
+    )
+
+
+def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
+    """A checkpoint's ``trainer_state.pt``, loaded with ``weights_only=True`` (no pickled code)."""
+    return torch.load(checkpoint / TRAINER_STATE, map_location="cpu", weights_only=True)
+
+
 def save_model_dir(model: nn.Module, tokenizer_dir: Path, out: Path) -> None:
     model.save_pretrained(out, safe_serialization=True)
     load_tokenizer(tokenizer_dir).save_pretrained(out)
@@ -742,7 +766,7 @@ def train_model(
     ckpts = _checkpoints(ckpt_dir)
     if ckpts:
         step0, path = ckpts[-1]
-        state = torch.load(path / TRAINER_STATE, map_location="cpu", weights_only=False)
+        state = load_trainer_state(path)
         now = {**settings.to_dict(), "provenance": provenance}
         then = {**state["settings"], "provenance": state.get("provenance", {})}
         if then != now:
@@ -814,18 +838,20 @@ def train_model(
         def write(tmp: Path) -> None:
             save_model_dir(model, tokenizer_dir, tmp)
             torch.save(
-                {
-                    "step": step,
-                    "settings": settings.to_dict(),
-                    "provenance": provenance,
-                    "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict(),
-                    "torch_rng": torch.get_rng_state(),
-                    "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None,
-                    "rows": rows,
-                    "elapsed_s": elapsed_before + time.perf_counter() - t_start,
-                    "cpu_s": cpu_before + time.process_time() - cpu_start,
-                },
+                plain_state(
+                    {
+                        "step": step,
+                        "settings": settings.to_dict(),
+                        "provenance": provenance,
+                        "optimizer": opt.state_dict(),
+                        "scheduler": sched.state_dict(),
+                        "torch_rng": torch.get_rng_state(),
+                        "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None,
+                        "rows": rows,
+                        "elapsed_s": elapsed_before + time.perf_counter() - t_start,
+                        "cpu_s": cpu_before + time.process_time() - cpu_start,
+                    }
+                ),
                 tmp / TRAINER_STATE,
             )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import xarray as xr
@@ -18,16 +19,25 @@ def sample_sequences(
     *,
     seed: int,
     name: str = "",
+    peers: Sequence[str | os.PathLike] = (),
 ) -> xr.Dataset:
     """Rule ``sample_sequences``: :func:`causalpos.data.sample_sequences` of the dataset ``spec``
     (named ``name`` in the config, for error messages) with the tokenizer of a prepared model
-    directory; writes ``out``."""
+    directory; writes ``out``.
+
+    ``peers``: directories of the other tokenizers of the models sharing the dataset; in mode
+    ``first`` only documents long enough for every one of them are drawn, so all get the same
+    documents (``also_for`` of :func:`causalpos.data.sample_sequences`).
+    """
     from transformers import AutoTokenizer
 
     from causalpos import data
     from causalpos.io.store import write_dataset
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    extra = {}
+    if peers:
+        extra["also_for"] = [AutoTokenizer.from_pretrained(p) for p in peers]
     ds = data.sample_sequences(
         tokenizer,
         spec["corpus"],
@@ -37,6 +47,7 @@ def sample_sequences(
         seed=int(spec.get("seed", seed)),
         prepend_bos=spec.get("prepend_bos", False),
         key=f"datasets.{name}.prepend_bos" if name else "prepend_bos",
+        **extra,
     )
     ds.attrs["tokenizer_dir"] = Path(tokenizer_dir).name
     write_dataset(ds, out)

@@ -9,7 +9,13 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from causalpos.models.device import auto_batch_size, resolve_device
+from causalpos.models.device import (
+    advise_on_oom,
+    auto_batch_size,
+    bytes_per_sequence,
+    refuse_batch_that_cannot_fit,
+    resolve_device,
+)
 
 log = logging.getLogger("causalpos.stages.extract")
 
@@ -79,6 +85,7 @@ def extract_scores(
     """
     from causalpos.capture import hook
     from causalpos.io.store import open_dataset, write_dataset
+    from causalpos.models.context import check_model_context
     from causalpos.models.load import load_model
 
     data = open_dataset(data_store)
@@ -90,9 +97,29 @@ def extract_scores(
     tokens = np.asarray(data["tokens"].isel(sequence=slice(start, stop)).values)
     dev = resolve_device(device)
     model, _tok = load_model(model_dir, device=dev, dtype=dtype)
-    if batch_size == "auto":
-        batch_size, estimate = auto_batch_size(model, tokens.shape[1], fraction=memory_fraction)
+    seq_len = int(tokens.shape[1])
+    what = f"extract_scores: model {model_dir}, {data_store} sequences [{start}, {stop})"
+    warning = check_model_context(model.config, seq_len, what)  # raises where it cannot run
+    if warning:
+        log.warning(warning)
+    per_sequence = bytes_per_sequence(
+        model.config, seq_len, next(model.parameters()).element_size()
+    )
+    was_auto = batch_size == "auto"
+    if was_auto:
+        batch_size, estimate = auto_batch_size(model, seq_len, fraction=memory_fraction)
         log.info("batch_size auto: %s", estimate)
+        what += f" (batch_size auto chose {batch_size})"
+    else:
+        refuse_batch_that_cannot_fit(
+            model.config,
+            seq_len=seq_len,
+            batch_size=int(batch_size),
+            device=next(model.parameters()).device,
+            what=what,
+            key="extract.batch_size",
+            auto=True,
+        )
     objs = build_reducers(
         reducers, n_sequences=n_total, n_groups=n_groups, leakage=leakage, seed=seed
     )
@@ -110,15 +137,22 @@ def extract_scores(
         },
         **(attrs or {}),
     }
-    ds = hook.extract_scores(
-        model,
-        tokens,
-        variant=variant,
+    with advise_on_oom(
+        what=what,
         batch_size=int(batch_size),
-        reducers=objs,
-        seed=seed,
-        seq_ids=np.arange(start, stop, dtype=np.int64),
-        attrs=meta,
-    )
+        per_sequence=per_sequence,
+        key="extract.batch_size",
+        auto=not was_auto,
+    ):
+        ds = hook.extract_scores(
+            model,
+            tokens,
+            variant=variant,
+            batch_size=int(batch_size),
+            reducers=objs,
+            seed=seed,
+            seq_ids=np.arange(start, stop, dtype=np.int64),
+            attrs=meta,
+        )
     write_dataset(ds, out)
     return ds

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
+import numpy as np
 import xarray as xr
 
 from causalpos.io.store import write_dataset
+from causalpos.models.context import check_model_context
 from causalpos.paper1.gram import gram_store
 
 log = logging.getLogger("causalpos.stages.gram")
@@ -26,9 +29,11 @@ def gram_panels(
     device: str = "cpu",
     dtype: str = "float32",
     attrs: dict | None = None,
+    data_store: str | os.PathLike | None = None,
 ) -> xr.Dataset:
     """Rule ``gram_panels``: :func:`gram_store` of the model in ``model_dir`` on sequences drawn
-    from ``corpus``, written to ``out``.
+    from ``corpus`` (or read from ``data_store``, a ``sample_sequences`` store of a configured
+    dataset with this model's tokenizer), written to ``out``.
 
     Sequences are :func:`causalpos.data.sample_sequences` with the model's own tokenizer (paper 1:
     ``mode="first"``, the first ``seq_len`` tokens of held-out documents, BOS included). The model
@@ -44,10 +49,25 @@ def gram_panels(
         raise ValueError(
             f"{model_dir} has no tokenizer: Fig. 3/8 need one to tokenize the held-out text"
         )
-    seqs = sample_sequences(
-        tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
-    )
-    tokens = seqs["tokens"].values
+    if data_store is not None:
+        from causalpos.data import tokenizer_fingerprint
+        from causalpos.io.store import open_dataset
+
+        seqs = open_dataset(data_store)
+        if seqs.attrs["tokenizer_sha256"] != tokenizer_fingerprint(tokenizer):
+            raise ValueError(
+                f"{data_store} was tokenized with another tokenizer than {model_dir}'s "
+                f"({seqs.attrs['tokenizer_sha256']} vs {tokenizer_fingerprint(tokenizer)})"
+            )
+        mode, seed = seqs.attrs["mode"], seqs.attrs["seed"]
+    else:
+        seqs = sample_sequences(
+            tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
+        )
+    tokens = np.asarray(seqs["tokens"].values)
+    warning = check_model_context(model.config, tokens.shape[1], f"gram_panels: model {model_dir}")
+    if warning:
+        log.warning(warning)
     meta = {
         "model_dir": str(model_dir),
         "model_source": json.dumps(getattr(model, "causalpos_source", {}), default=str),

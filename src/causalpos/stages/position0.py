@@ -47,7 +47,7 @@ def position0(
     mean attention to key 0 in ``sink_store`` (the causal score store) is ≥ ``tau``.
     """
     from causalpos.io.store import open_dataset, write_dataset
-    from causalpos.models.device import resolve_device
+    from causalpos.models.device import advise_on_oom, bytes_per_sequence, resolve_device
     from causalpos.models.load import load_model
 
     conditions = list(conditions)
@@ -60,10 +60,19 @@ def position0(
     input_ids = input_ids.to(next(model.parameters()).device)
     parts, probe_states = [], None
     probe_cond = "causal" if "causal" in conditions else None
+    batch = int(batch_size or input_ids.shape[0])
     for cond in conditions:
-        states = condition_states(
-            model, input_ids, cond, seq_ids=seq_ids, seed=seed, batch_size=batch_size
-        )
+        with advise_on_oom(
+            what=f"position0: model {model_dir}, condition {cond}",
+            batch_size=batch,
+            per_sequence=bytes_per_sequence(
+                model.config, int(input_ids.shape[1]), next(model.parameters()).element_size()
+            ),
+            key="leakage.position0.batch_size",
+        ):
+            states = condition_states(
+                model, input_ids, cond, seq_ids=seq_ids, seed=seed, batch_size=batch_size
+            )
         parts.append(trajectory(states))
         if cond == probe_cond:
             probe_states = states
