@@ -179,6 +179,13 @@ def _not_run(t: Mapping, target: str, source: str, why: str, **kw) -> Row:
     return _row(t, target, "", NOT_RUN, source, note=why, **kw)
 
 
+def _measured(t: Mapping, target: str, measured: str, source: str, why: str) -> Row:
+    """A value reported without a test: the paper gives none for this model or condition."""
+    return _row(
+        t, target, measured, MEASURED, source, paper_value="n/a", falsified_if=NO_TEST, note=why
+    )
+
+
 def _est(g: pd.DataFrame) -> str:
     """The index column shown next to the CI: the debiased index where the table has it."""
     return "index_debiased" if "index_debiased" in g else "index"
@@ -487,18 +494,7 @@ def _decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         target = f"{t4['label']} ({r.model}, {r.dataset})"
         if value is None:
             why = "the paper reports no share for this model"
-            rows.append(
-                _row(
-                    t4,
-                    target,
-                    measured,
-                    MEASURED,
-                    src,
-                    paper_value="n/a",
-                    falsified_if=NO_TEST,
-                    note=why,
-                )
-            )
+            rows.append(_measured(t4, target, measured, src, why))
             continue
         m = float(t4["margin"])
         rows.append(
@@ -693,18 +689,7 @@ def _bos_rows(bos: pd.DataFrame | None, fixed: Mapping, T: Mapping) -> list[Row]
         value = t["values"].get(kind)
         if value is None:
             why = "the paper reports no value for this intervention"
-            rows.append(
-                _row(
-                    t,
-                    target,
-                    measured,
-                    MEASURED,
-                    src,
-                    paper_value="n/a",
-                    falsified_if=NO_TEST,
-                    note=why,
-                )
-            )
+            rows.append(_measured(t, target, measured, src, why))
             continue
         fal = _band(t, value)
         if fixed.get((r.model, r.dataset)) is False:
