@@ -740,3 +740,24 @@ def test_reducers_inside_capture_match_eager_attention():
                 rtol=0,
                 atol=1e-7,
             )
+
+
+def test_position0_table_columns_do_not_depend_on_the_stores_variable_order():
+    """A store's variables come back in the order zarr lists its directory (the filesystem's
+    choice): the position-0 table must come out the same whatever that order."""
+    import xarray as xr
+
+    from causalpos.paper2.tables import _position0_frames
+
+    rng = np.random.default_rng(0)
+    data = {
+        name: (("condition", "layer"), rng.normal(size=(2, 3)))
+        for name in ("std", "mean_norm", "ratio", "max_abs_dev")
+    }
+    coords = {"condition": ["causal", "bidirectional"], "layer": [0, 1, 2]}
+    a = xr.Dataset(data, coords=coords)
+    b = xr.Dataset(dict(reversed(list(data.items()))), coords=coords)
+    assert list(a.data_vars) != list(b.data_vars)
+    fa, fb = _position0_frames(a)[0], _position0_frames(b)[0]
+    assert list(fa.columns) == list(fb.columns)
+    assert fa.equals(fb)

@@ -207,7 +207,9 @@ def _position0_columns(summary: xr.Dataset) -> dict:
 
 def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F821
     """(per condition and layer frame, probe summary row) of a position-0 store."""
-    per_layer = [v for v in p0.data_vars if set(p0[v].dims) <= {"condition", "layer"}]
+    # Sorted: a store's variables come back in the order zarr lists its directory, which the
+    # filesystem decides (two runs of the same code gave the columns in different orders).
+    per_layer = sorted(v for v in p0.data_vars if set(p0[v].dims) <= {"condition", "layer"})
     df = p0[per_layer].to_dataframe().reset_index()
     # whether token 0 is the same in every prompt: claim 7 (std exactly 0) presupposes it
     df["token0_fixed"] = int(p0.attrs["token0_fixed"]) if "token0_fixed" in p0.attrs else np.nan
