@@ -676,6 +676,8 @@ SMOKE_TARGETS = [
     "results/stats/paper2_sink_heads.csv",
     "results/stats/paper2_position0.csv",
     "results/stats/paper2_position0_probes.csv",
+    "results/stats/paper2_baseline_comparison.csv",
+    "results/stats/paper2_depth_trend.csv",
     "results/stats/paper2_tables.md",
     "results/figures/paper2_layers_smoke.png",
     "results/figures/paper2_position0_smoke.png",
@@ -695,12 +697,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 157 and len(set(targets)) == 157
+    assert len(targets) == 159 and len(set(targets)) == 159
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 188
+    assert len(paper.all_targets()) == 190
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
@@ -734,7 +736,25 @@ def test_scorecard_inputs(smoke):
         "rope_controls": "results/stats/paper2_rope_controls.csv",
         "bos_effects": "results/stats/paper2_bos_effects.csv",
         "position0": "results/stats/paper2_position0.csv",
+        "position0_probes": "results/stats/paper2_position0_probes.csv",
+        "sink_heads": "results/stats/paper2_sink_heads.csv",
+        "baseline_comparison": "results/stats/paper2_baseline_comparison.csv",
+        "depth_trend": "results/stats/paper2_depth_trend.csv",
     }
+
+
+def test_model_attrs_name_the_positional_type_and_the_twin(default, paper):
+    assert default.model_attrs("trained-ntk") == {"positional": "ntk", "init_of": ""}
+    assert default.model_attrs("trained-swa-init") == {
+        "positional": "swa",
+        "init_of": "trained-swa",
+    }
+    assert default.model_attrs("smollm2-135m") == {"positional": "", "init_of": ""}
+    assert default.model_attrs("smollm2-135m-random") == {
+        "positional": "",
+        "init_of": "smollm2-135m",
+    }
+    assert paper.model_attrs("llama-3.2-1b-random")["init_of"] == "llama-3.2-1b"
 
 
 def test_resolution_leaves_the_config_alone(paper):

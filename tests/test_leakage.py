@@ -761,3 +761,68 @@ def test_position0_table_columns_do_not_depend_on_the_stores_variable_order():
     fa, fb = _position0_frames(a)[0], _position0_frames(b)[0]
     assert list(fa.columns) == list(fb.columns)
     assert fa.equals(fb)
+
+
+def test_baseline_comparison_depth_trend_and_sink_count_tables():
+    """Claim 6's linear-vs-saturated table, claim 3's depth trend and the sink-head count CI equal
+    direct computations from the stores; the linear baseline inflates the leakage of logits
+    whose offset profile is a cosine (synthetic_scores)."""
+    fits = ("saturated+query", "linear+query")
+    stores = {}
+    for v, kw, seed in (("causal", {}, 0), ("bidirectional", {"bidirectional": True}, 100)):
+        ds, _ = run_reducer(make_batches(T=10, seed=seed, **kw), fits=fits, windows=("all",))
+        n_seq = ds.sizes["sequence"]
+        rng = np.random.default_rng(seed)
+        sink = rng.uniform(0.0, 1.0, (n_seq, ds.sizes["layer"], ds.sizes["head"]))
+        sink[:, 0, 0] = 0.9  # one head always a sink at tau = 0.5
+        ds["sink_attention"] = (("sequence", "layer", "head"), sink)
+        stores[v] = ds
+    summ = L_summary.leakage_summary(stores, n_boot=300, n_perm=0, seed=0, taus=(0.5,))
+    tabs = L_summary.tables(summ)
+
+    c = stores["causal"].sortby("sequence").sel(leak_window="all", leak_target="logit")
+    raw = {f: c["leak_delta"].sel(leak_fit=f).values.mean((1, 2)) for f in fits}
+    cor = {f: (c["leak_delta"] - c["leak_null"]).sel(leak_fit=f).values.mean((1, 2)) for f in fits}
+    b = tabs["baseline_comparison"].set_index(["variant", "target", "baseline", "measure"])
+    assert b.loc[("causal", "logit", "saturated", "raw"), "estimate"] == pytest.approx(
+        raw["saturated+query"].mean(), rel=1e-12
+    )
+    assert b.loc[("causal", "logit", "linear", "corrected"), "estimate"] == pytest.approx(
+        cor["linear+query"].mean(), rel=1e-12
+    )
+    d = b.loc[("causal", "logit", "linear_minus_saturated", "raw")]
+    assert d["estimate"] == pytest.approx(
+        (raw["linear+query"] - raw["saturated+query"]).mean(), rel=1e-12
+    )
+    assert d["lo"] > 0  # the inflation: a cosine offset profile the linear baseline underfits
+    assert set(tabs["baseline_comparison"]["linear_fit"]) == {"linear+query"}
+
+    # two layers: the slope per layer is the last minus the first layer
+    t = tabs["depth_trend"].set_index(["variant", "target", "trend"])
+    x = (
+        stores["bidirectional"]
+        .sortby("sequence")
+        .sel(leak_fit="saturated+query", leak_window="all", leak_target="logattn")
+    )
+    xl = (x["leak_delta"] - x["leak_null"]).values.mean(2)
+    for trend in ("slope", "last_minus_first"):
+        r = t.loc[("bidirectional", "logattn", trend)]
+        assert r["estimate"] == pytest.approx((xl[:, 1] - xl[:, 0]).mean(), rel=1e-12)
+        assert r["lo"] <= r["estimate"] <= r["hi"]
+
+    sk = tabs["sink_heads"].set_index("variant")
+    for v, ds in stores.items():
+        n = int((ds["sink_attention"].mean("sequence").values >= 0.5).sum())
+        assert sk.loc[v, "n_sink_heads"] == n
+        assert sk.loc[v, "n_sink_heads_lo"] <= n <= sk.loc[v, "n_sink_heads_hi"]
+        assert sk.loc[v, "n_sink_heads_lo"] >= 1  # the planted head counts in every replicate
+        assert sk.loc[v, "n_heads"] == 4
+
+    # paper2_tables carries the model's positional type and twin from the summary's attrs
+    from causalpos.paper2 import tables as L_tables
+
+    summ.attrs.update(positional="swa", init_of="")
+    agg = L_tables.paper2_tables({("trained-swa", "d"): summ})
+    assert set(agg["depth_trend"]["positional"]) == {"swa"}
+    assert set(agg["sink_heads"]["init_of"]) == {""}
+    assert set(agg["decomposition"]["positional"]) == {"swa"}

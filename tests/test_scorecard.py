@@ -644,3 +644,252 @@ def test_position0_table_says_whether_token0_is_fixed():
     tab = paper2_tables({}, {("a", "d"): store(1), ("b", "d"): store(0), ("c", "d"): store(None)})
     p0 = tab["position0"].groupby("model")["token0_fixed"].first()
     assert p0["a"] == 1 and p0["b"] == 0 and np.isnan(p0["c"])
+
+
+# --------------------------------------------------------------------------------------------
+# Claims 3, 6, 8 and the sink-reading heads
+
+
+def test_at_most():
+    assert V.at_most((-0.05, 0.08), 0.10) == R
+    assert V.at_most((0.15, 0.40), 0.10) == D
+    assert V.at_most((-0.05, 0.25), 0.10) == I
+    assert V.at_most((math.nan, 0.0), 0.10) == I
+
+
+def _c3dec(model, share, half, positional="", init_of="", dataset="d"):
+    return {
+        "model": model,
+        "dataset": dataset,
+        "condition": "rope",
+        "status": "measured",
+        "positional": positional,
+        "init_of": init_of,
+        "share_residual": share,
+        "share_residual_lo": share - half,
+        "share_residual_hi": share + half,
+        "residual": 0.01,
+        "residual_lo": 0.005,
+        "residual_hi": 0.015,
+    }
+
+
+def _c3trend(model, slope, half, positional="", init_of="", variant="bidirectional"):
+    return {
+        "model": model,
+        "dataset": "d",
+        "variant": variant,
+        "target": "logattn",
+        "trend": "slope",
+        "estimate": slope,
+        "lo": slope - half,
+        "hi": slope + half,
+        "positional": positional,
+        "init_of": init_of,
+    }
+
+
+def test_claim3_rows_on_trained_variants_and_paper_models(tmp_path):
+    dec = pd.DataFrame(
+        [
+            _c3dec("trained-rope", 0.40, 0.05, "rope"),
+            _c3dec("trained-ntk", 0.20, 0.05, "ntk"),  # clearly below: reproduced
+            _c3dec("trained-ntk-init", 0.90, 0.05, "ntk", "trained-rope"),  # a twin: ignored
+            _c3dec("qwen2.5-7b", 0.30, 0.05, dataset="wiki"),
+            _c3dec("llama-3.2-1b", 0.50, 0.05, dataset="wiki"),  # above the standard: differs
+            _c3dec("llama-3.2-3b", 0.30, 0.20, dataset="wiki"),  # straddles: inconclusive
+        ]
+    )
+    trend = pd.DataFrame(
+        [
+            _c3trend("trained-swa", 0.02, 0.01, "swa"),
+            _c3trend("trained-swa", -0.5, 0.01, "swa", variant="causal"),  # not the component
+            _c3trend("trained-swa-init", 0.0, 0.01, "swa", "trained-swa"),
+            _c3trend("trained-rope", 0.01, 0.01, "rope"),
+            _c3trend("mistral-7b", -0.02, 0.01),  # shrinking with depth: differs
+        ]
+    )
+    card = _card(tmp_path, decomposition=dec, depth_trend=trend)
+    assert _one(card, "claim 3 (NTK) (trained-ntk vs trained-rope, d)")["verdict"] == R
+    assert _one(card, "claim 3 (NTK) (llama-3.2-1b vs qwen2.5-7b, wiki)")["verdict"] == D
+    assert _one(card, "claim 3 (NTK) (llama-3.2-3b vs qwen2.5-7b, wiki)")["verdict"] == I
+    assert not card["target"].str.contains("trained-ntk-init").any()
+    swa = _one(card, "claim 3 (sliding window) (trained-swa, d)")
+    assert swa["verdict"] == R and "trained-swa-init" in swa["measured"]
+    mistral = _one(card, "claim 3 (sliding window) (mistral-7b, d)")
+    assert mistral["verdict"] == D and "masks nothing" in mistral["note"]
+    card = _card(tmp_path, depth_trend=pd.DataFrame([_c3trend("trained-swa", 0.0, 0.01, "swa")]))
+    assert _one(card, "claim 3 (sliding window) (trained-swa, d)")["verdict"] == I
+    # no NTK / standard pair and no sliding-window model: not run, saying why
+    card = _card(
+        tmp_path,
+        decomposition=pd.DataFrame([_c3dec("trained-rope", 0.4, 0.05, "rope")]),
+        depth_trend=pd.DataFrame([_c3trend("trained-rope", 0.01, 0.01, "rope")]),
+    )
+    ntk, swa = _one(card, "claim 3 (NTK)"), _one(card, "claim 3 (sliding window)")
+    assert ntk["verdict"] == swa["verdict"] == S.NOT_RUN
+    assert "same dataset" in ntk["note"] and "sliding-window model" in swa["note"]
+
+
+def _c6base(model, diff, half, init_of=""):
+    rows = []
+    for b, est in (("saturated", 0.05), ("linear", 0.05 + diff), ("linear_minus_saturated", diff)):
+        for m in ("raw", "corrected"):
+            rows.append(
+                {
+                    "model": model,
+                    "dataset": "d",
+                    "variant": "causal",
+                    "target": "logit",
+                    "baseline": b,
+                    "measure": m,
+                    "estimate": est,
+                    "lo": est - half,
+                    "hi": est + half,
+                    "init_of": init_of,
+                }
+            )
+    return rows
+
+
+def test_claim6_linear_baseline_rows(tmp_path):
+    base = pd.DataFrame(
+        _c6base("up", 0.03, 0.01)
+        + _c6base("down", -0.03, 0.01)
+        + _c6base("wide", 0.0, 0.05)
+        + _c6base("twin", 0.03, 0.01, init_of="up")
+    )
+    card = _card(tmp_path, baseline_comparison=base)
+    assert _one(card, "claim 6 (up, d)")["verdict"] == R
+    assert _one(card, "claim 6 (down, d)")["verdict"] == D
+    assert _one(card, "claim 6 (wide, d)")["verdict"] == I
+    assert _one(card, "claim 6 (twin, d)")["verdict"] == S.MEASURED
+    assert "linear - saturated" in _one(card, "claim 6 (up, d)")["measured"]
+    assert _one(_card(tmp_path), "claim 6")["verdict"] == S.NOT_RUN
+
+
+def _c8probe(model, acc, n=32, null=0.2, fixed=0, note=""):
+    from causalpos.stats import wilson_ci
+
+    lo, hi = wilson_ci(acc, n) if np.isfinite(acc) else (np.nan, np.nan)
+    return {
+        "model": model,
+        "dataset": "d",
+        "token0_fixed": fixed,
+        "probe_n_prompts": n,
+        "probe_n_classes": 5,
+        "probe_note": note,
+        "best_layer": 2,
+        "best_layer_accuracy": 0.3,
+        "best_layer_p_value": 0.2,
+        "embedding_accuracy": 0.3,
+        "embedding_p_value": 0.2,
+        "n_sink_heads": 3,
+        "sink_probe_accuracy": acc,
+        "sink_probe_chance": 0.2,
+        "sink_probe_null_mean": null,
+        "sink_probe_p_value": 0.5,
+        "sink_probe_accuracy_lo": lo,
+        "sink_probe_accuracy_hi": hi,
+        "sink_probe_note": "",
+    }
+
+
+def test_claim8_probe_rows(tmp_path):
+    pr = pd.DataFrame(
+        [
+            _c8probe("null-level-many", 0.2, n=2000),  # Wilson half-width ~0.02: reproduced
+            _c8probe("decodes", 0.7),  # Wilson lower bound ~0.52 > 0.2 + 0.1: differs
+            _c8probe("few", 0.2),  # 32 prompts: the CI reaches above the margin
+            _c8probe("bos", 0.2, fixed=1),
+            _c8probe("refused", np.nan, note="no probe: 1 label class(es) with >= 5 prompts"),
+        ]
+    )
+    card = _card(tmp_path, position0_probes=pr)
+    assert _one(card, "claim 8 (null-level-many, d)")["verdict"] == R
+    assert _one(card, "claim 8 (decodes, d)")["verdict"] == D
+    assert _one(card, "claim 8 (few, d)")["verdict"] == I
+    bos = _one(card, "claim 8 (bos, d)")
+    assert bos["verdict"] == S.NOT_APPLICABLE and "by construction" in bos["note"]
+    refused = _one(card, "claim 8 (refused, d)")
+    assert refused["verdict"] == S.NOT_RUN and "1 label class" in refused["note"]
+    old = pr.drop(columns=["sink_probe_accuracy_lo", "token0_fixed"])
+    assert _one(_card(tmp_path, position0_probes=old), "claim 8")["verdict"] == S.NOT_RUN
+
+
+def _sinkrow(model, n, lo, hi, init_of="", tau=0.5):
+    return {
+        "model": model,
+        "dataset": "d",
+        "tau": tau,
+        "variant": "causal",
+        "n_sink_heads": n,
+        "n_sink_heads_lo": lo,
+        "n_sink_heads_hi": hi,
+        "fraction": n / 100,
+        "n_heads": 100,
+        "init_of": init_of,
+    }
+
+
+def test_sink_head_rows(tmp_path):
+    sk = pd.DataFrame(
+        [
+            _sinkrow("a", 12, 10, 14),
+            _sinkrow("a-random", 0, 0, 0, "a"),
+            _sinkrow("a", 0, 0, 0, tau=0.8),  # another tau: not this row
+            _sinkrow("b", 0, 0, 0),
+            _sinkrow("b-random", 1, 0, 2, "b"),  # no more than the twin: differs
+            _sinkrow("c", 2, 0, 4),
+            _sinkrow("c-init", 1, 0, 2, "c"),  # overlapping: inconclusive
+            _sinkrow("lonely", 5, 4, 6),
+        ]
+    )
+    card = _card(tmp_path, sink_heads=sk)
+    assert _one(card, "sink-reading heads (a, d, tau 0.5)")["verdict"] == R
+    assert _one(card, "sink-reading heads (b, d, tau 0.5)")["verdict"] == D
+    assert _one(card, "sink-reading heads (c, d, tau 0.5)")["verdict"] == I
+    lonely = _one(card, "sink-reading heads (lonely, d, tau 0.5)")
+    assert lonely["verdict"] == S.NOT_RUN and "twin" in lonely["note"]
+
+
+def test_probe_table_carries_the_refusal_and_wilson_ci():
+    """paper2_position0_probes.csv says why a probe was refused and gives accuracy CIs."""
+    import xarray as xr
+
+    from causalpos.paper2.tables import paper2_tables
+    from causalpos.stats import wilson_ci
+
+    acc = np.array([[0.2, 0.5, 0.4]])
+    ds = xr.Dataset(
+        {
+            "std": (("condition", "layer"), np.zeros((1, 3))),
+            **{
+                f"probe_{k}": (("condition", "layer"), v)
+                for k, v in {
+                    "accuracy": acc,
+                    "chance": np.full((1, 3), 0.2),
+                    "null_mean": np.full((1, 3), 0.21),
+                    "p_value": np.array([[0.6, 0.01, 0.05]]),
+                }.items()
+            },
+        },
+        coords={"condition": ["causal"], "layer": [0, 1, 2]},
+        attrs={
+            "token0_fixed": 0,
+            "probe_n_prompts": 30,
+            "probe_n_classes": 5,
+            "probe_condition": "causal",
+            "probe_note": "5 classes, 30 prompts (2 smaller classes dropped)",
+            "n_sink_heads": 2,
+            "sink_probe_accuracy": 0.3,
+        },
+    )
+    row = paper2_tables({}, {("m", "d"): ds})["position0_probes"].iloc[0]
+    assert row["best_layer"] == 1 and row["best_layer_accuracy"] == 0.5
+    assert row["embedding_accuracy"] == 0.2 and row["token0_fixed"] == 0
+    assert "dropped" in row["probe_note"]
+    assert (row["best_layer_accuracy_lo"], row["best_layer_accuracy_hi"]) == wilson_ci(0.5, 30)
+    assert (row["sink_probe_accuracy_lo"], row["sink_probe_accuracy_hi"]) == wilson_ci(0.3, 30)
+    lo, hi = wilson_ci(0.5, 30)
+    assert lo == pytest.approx(0.3315, abs=1e-3) and hi == pytest.approx(0.6685, abs=1e-3)

@@ -104,6 +104,8 @@ PAPER2_TABLE_NAMES = [
     "sink_heads",
     "position0",
     "position0_probes",
+    "baseline_comparison",
+    "depth_trend",
 ]
 
 
@@ -788,6 +790,23 @@ class Resolved:
             }
         )
 
+    def model_attrs(self, model: str) -> dict:
+        """What a model is, for the leakage tables (claim 3, sink heads): ``positional`` = the
+        ``train.variants`` type (rope, ntk, swa, nope) of a model trained here or of its init
+        twin, empty otherwise; ``init_of`` = the model whose weights an init twin
+        (``trained-<v>-init``) or a ``random_init`` model ``like:`` another would have been
+        trained into, empty for a trained or pretrained model."""
+        if model.startswith("trained-"):
+            variant = model.removeprefix("trained-").removesuffix("-init")
+            positional = (
+                self.train_variant(variant)["variant"] if variant in self.train_variants() else ""
+            )
+            init_of = f"trained-{variant}" if model.endswith("-init") else ""
+            return {"positional": positional, "init_of": init_of}
+        spec = self.model_spec(model)
+        like = spec.get("like") if spec["source"] == "random_init" else None
+        return {"positional": "", "init_of": str(like or "")}
+
     def position0_params(self) -> dict:
         sec = self.config["leakage"]["position0"]
         for c in sec["conditions"]:
@@ -889,6 +908,10 @@ class Resolved:
                 "rope_controls",
                 "bos_effects",
                 "position0",
+                "position0_probes",
+                "sink_heads",
+                "baseline_comparison",
+                "depth_trend",
             ):
                 inputs[name] = f"results/stats/paper2_{name}.csv"
         return inputs

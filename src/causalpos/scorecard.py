@@ -29,6 +29,7 @@ from causalpos.verdicts import (
     REPRODUCED,
     TESTED,
     all_of,
+    at_most,
     difference_ci,
     equivalent,
     exact,
@@ -749,6 +750,249 @@ def _position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows
 
 
+def _col(df: pd.DataFrame, name: str) -> pd.Series:
+    """A text column of a table, "" where absent or empty (older tables lack the model columns)."""
+    if name not in df:
+        return pd.Series([""] * len(df), index=df.index)
+    return df[name].fillna("").astype(str)
+
+
+def _architectures(df: pd.DataFrame, T: Mapping) -> pd.Series:
+    """rope / ntk / swa / nope per row: the ``positional`` column of the models trained here,
+    else the papers' model id looked up in claim3_ntk's ``architectures``; "" if neither."""
+    arch = T["claim3_ntk"].get("architectures") or {}
+    pos = _col(df, "positional")
+    named = df["model"].map(lambda m: arch.get(paper_model_id(m, T) or "", ""))
+    return pos.where(pos != "", named)
+
+
+def _claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 3 on the one-factor models trained here and the papers' models: (a) NTK's
+    residual-stream share below standard RoPE's, (b) a sliding window's residual-stream leakage
+    growing with depth. Init / random twins are not the architectures the claim is about."""
+    tn, ts = T["claim3_ntk"], T["claim3_swa"]
+    notes = tn.get("architecture_notes") or {}
+    rows = []
+    src = "results/stats/paper2_decomposition.csv"
+    col = tn["column"]
+    if dec is None or not {col, f"{col}_lo", f"{col}_hi"} <= set(dec.columns):
+        why = "no decomposition table with the residual-stream share (no bidirectional runs)"
+        rows.append(_not_run(tn, tn["label"], src, why))
+    else:
+        d = dec[dec["condition"] == "rope"] if "condition" in dec else dec
+        if "status" in d:
+            d = d[d["status"] == TABLE_MEASURED]
+        d = d.assign(arch_=_architectures(d, T), init_=_col(d, "init_of"))
+        d = d[d["init_"] == ""]
+        n_pairs = 0
+        for dataset, g in d.groupby("dataset", sort=False):
+            for ntk in g[g["arch_"] == "ntk"].itertuples():
+                for std in g[g["arch_"] == "rope"].itertuples():
+                    a = tuple(getattr(std, c) for c in (col, f"{col}_lo", f"{col}_hi"))
+                    b = tuple(getattr(ntk, c) for c in (col, f"{col}_lo", f"{col}_hi"))
+                    diff = difference_ci(a, b)
+                    measured = (
+                        f"{std.model} minus {ntk.model}: {_ci(*diff, 2)}; "
+                        f"{col} {std.model} {_ci(*a, 2)}, {ntk.model} {_ci(*b, 2)}; residual "
+                        f"component {_ci(std.residual, std.residual_lo, std.residual_hi)} vs "
+                        f"{_ci(ntk.residual, ntk.residual_lo, ntk.residual_hi)}"
+                    )
+                    rows.append(
+                        _row(
+                            tn,
+                            f"{tn['label']} ({ntk.model} vs {std.model}, {dataset})",
+                            measured,
+                            positive(diff[1:], float(tn["threshold"])),
+                            src,
+                            note="CIs of two models combined as independent samples",
+                        )
+                    )
+                    n_pairs += 1
+        if not n_pairs:
+            why = (
+                "no NTK-scaled and standard-RoPE model (trained here: `positional`; the papers': "
+                "targets.yaml claim3_ntk.architectures) decomposed on the same dataset"
+            )
+            rows.append(_not_run(tn, tn["label"], src, why))
+    src = "results/stats/paper2_depth_trend.csv"
+    if trend is None:
+        why = "no depth-trend table (aggregate_leakage's paper2_depth_trend.csv)"
+        return rows + [_not_run(ts, ts["label"], src, why)]
+    sel = trend[
+        (trend["variant"] == "bidirectional")
+        & (trend["target"] == "logattn")
+        & (trend["trend"] == ts["trend"])
+    ]
+    sel = sel.assign(arch_=_architectures(sel, T), init_=_col(sel, "init_of"))
+    swa = sel[(sel["arch_"] == "swa") & (sel["init_"] == "")]
+    if swa.empty:
+        why = (
+            "no sliding-window model (trained here: `positional: swa`; the papers': targets.yaml "
+            "claim3_ntk.architectures) with a bidirectional run"
+        )
+        return rows + [_not_run(ts, ts["label"], src, why)]
+    for r in swa.itertuples():
+        same = sel[sel["dataset"] == r.dataset]
+        ctx = [
+            f"{o.model} ({'init of ' + o.init_ if o.init_ else o.arch_}) "
+            f"{_ci(o.estimate, o.lo, o.hi)}"
+            for o in same.itertuples()
+            if o.model != r.model and (o.arch_ == "rope" or o.init_ == r.model)
+        ]
+        measured = f"slope {_ci(r.estimate, r.lo, r.hi)} per layer" + (
+            "; " + ", ".join(ctx) if ctx else ""
+        )
+        pid = paper_model_id(r.model, T)
+        rows.append(
+            _row(
+                ts,
+                f"{ts['label']} ({r.model}, {r.dataset})",
+                measured,
+                positive((r.lo, r.hi), float(ts["threshold"])),
+                src,
+                note=_text(notes, pid) if pid in notes else "",
+            )
+        )
+    return rows
+
+
+def _claim6_rows(base: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 6: the linear-in-offset baseline's leakage above the saturated one's (paired)."""
+    src = "results/stats/paper2_baseline_comparison.csv"
+    t = T["claim6_linear"]
+    if base is None:
+        why = "no baseline-comparison table (the reducer fits no linear+query, or no leakage)"
+        return [_not_run(t, t["label"], src, why)]
+    sel = base[(base["variant"] == t["variant"]) & (base["target"] == t["target"])]
+    if sel.empty:
+        return [_not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
+    rows = []
+    init = _col(sel, "init_of")
+    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
+        g = g.set_index(["baseline", "measure"])
+
+        def ci(b, m, g=g):
+            r = g.loc[(b, m)]
+            return _ci(r["estimate"], r["lo"], r["hi"])
+
+        d = g.loc[("linear_minus_saturated", t["measure"])]
+        measured = (
+            f"linear - saturated {ci('linear_minus_saturated', t['measure'])} "
+            f"({t['measure']}); saturated {ci('saturated', t['measure'])}, linear "
+            f"{ci('linear', t['measure'])}; null-corrected difference "
+            f"{ci('linear_minus_saturated', 'corrected')}"
+        )
+        target = f"{t['label']} ({model}, {dataset})"
+        twin = init[(sel["model"] == model) & (sel["dataset"] == dataset)].iloc[0]
+        if twin:
+            why = f"init weights of {twin}: no learned offset profile for a baseline to underfit"
+            rows.append(_measured(t, target, measured, src, why))
+            continue
+        verdict = positive((d["lo"], d["hi"]), float(t["threshold"]))
+        rows.append(_row(t, target, measured, verdict, src))
+    return rows
+
+
+def _claim8_rows(pr: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 8: the sink heads' values at key 0 decode no prompt content. Scored where token 0
+    varies; with a fixed token 0 the probe is at chance by construction (not applicable)."""
+    src = "results/stats/paper2_position0_probes.csv"
+    t = T["claim8_content"]
+    if pr is None:
+        return [_not_run(t, t["label"], src, "the config has no position-0 experiment")]
+    need = {"token0_fixed", "sink_probe_accuracy_lo", "sink_probe_accuracy_hi"}
+    if not need <= set(pr.columns):
+        why = (
+            "the probe table has no token0_fixed / accuracy CI columns (made before claim 8 was "
+            "scored; rerun aggregate_leakage)"
+        )
+        return [_not_run(t, t["label"], src, why)]
+    margin = float(t["margin"])
+    rows = []
+    for r in pr.to_dict("records"):
+        target = f"{t['label']} ({r['model']}, {r['dataset']})"
+        acc, null = r.get("sink_probe_accuracy", math.nan), r.get("sink_probe_null_mean", math.nan)
+        parts = []
+        if np.isfinite(acc):
+            parts.append(
+                f"sink-value probe {_ci(acc, r['sink_probe_accuracy_lo'], r['sink_probe_accuracy_hi'], 2)}"
+                f" vs null mean {_fmt(null, 2)} (p = {_fmt(r.get('sink_probe_p_value'), 2)}, "
+                f"chance {_fmt(r.get('sink_probe_chance'), 2)}; {_fmt(r.get('n_sink_heads'))} heads)"
+            )
+        for pre, name in (
+            ("best_layer", "position 0 best layer"),
+            ("embedding", "token-0 embedding"),
+        ):
+            if np.isfinite(r.get(f"{pre}_accuracy", math.nan)):
+                where = f" L{int(r['best_layer'])}" if pre == "best_layer" else ""
+                parts.append(
+                    f"{name}{where} {_fmt(r[f'{pre}_accuracy'], 2)} "
+                    f"(p = {_fmt(r.get(f'{pre}_p_value'), 2)})"
+                )
+        parts.append(
+            f"{_fmt(r.get('probe_n_prompts'))} prompts, {_fmt(r.get('probe_n_classes'))} classes"
+        )
+        measured = "; ".join(parts)
+        fixed = r.get("token0_fixed")
+        if fixed is None or not np.isfinite(float(fixed)):
+            rows.append(_not_run(t, target, src, "the table does not say whether token 0 is fixed"))
+        elif int(fixed) == 1:
+            why = (
+                "token 0 is a fixed BOS: the position-0 state is identical across prompts, so the "
+                "probe is at chance by construction and cannot fail"
+            )
+            rows.append(_row(t, target, measured, NOT_APPLICABLE, src, note=why))
+        elif not np.isfinite(acc):
+            why = " ".join(
+                x
+                for x in (
+                    str(r.get("sink_probe_note") or ""),
+                    str(r.get("probe_note") or ""),
+                    f"({_fmt(r.get('n_sink_heads'))} sink heads)",
+                )
+                if x and x != "nan"
+            )
+            rows.append(_not_run(t, target, src, f"no sink-value probe: {why}"))
+        else:
+            lo, hi = r["sink_probe_accuracy_lo"] - null, r["sink_probe_accuracy_hi"] - null
+            rows.append(_row(t, target, measured, at_most((lo, hi), margin), src))
+    return rows
+
+
+def _sink_rows(sk: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Sink-reading heads exist: trained model minus its random-init / init twin, number of heads
+    at tau (bootstrap CIs over prompts)."""
+    src = "results/stats/paper2_sink_heads.csv"
+    t = T["sink_heads"]
+    if sk is None:
+        return [_not_run(t, t["label"], src, "no sink-head table (no SinkReducer output)")]
+    if not {"n_sink_heads_lo", "n_sink_heads_hi", "init_of"} <= set(sk.columns):
+        why = "the sink-head table has no CI / init_of columns (rerun aggregate_leakage)"
+        return [_not_run(t, t["label"], src, why)]
+    tau = float(t["tau"])
+    sel = sk[(sk["variant"] == t["variant"]) & np.isclose(sk["tau"].astype(float), tau)]
+    sel = sel.assign(init_=_col(sel, "init_of"))
+    rows = []
+    cols = ("n_sink_heads", "n_sink_heads_lo", "n_sink_heads_hi")
+    for r in sel[sel["init_"] == ""].itertuples():
+        target = f"{t['label']} ({r.model}, {r.dataset}, tau {tau:g})"
+        twin = sel[(sel["init_"] == r.model) & (sel["dataset"] == r.dataset)]
+        a = tuple(float(getattr(r, c)) for c in cols)
+        if twin.empty:
+            why = f"no random-init / init twin of {r.model} on {r.dataset} in the table"
+            rows.append(_not_run(t, target, src, why))
+            continue
+        w = twin.iloc[0]
+        b = tuple(float(w[c]) for c in cols)
+        diff = difference_ci(a, b)
+        measured = (
+            f"{_ci(*diff)} heads; {r.model} {_ci(*a)} of {int(getattr(r, 'n_heads', 0)) or '?'}, "
+            f"{w['model']} {_ci(*b)}"
+        )
+        rows.append(_row(t, target, measured, positive(diff[1:], float(t["threshold"])), src))
+    return rows or [_not_run(t, t["label"], src, f"no {t['variant']} run of a trained model")]
+
+
 def _unscored_rows(T: Mapping) -> list[Row]:
     return [
         Row(
@@ -825,6 +1069,10 @@ def build_scorecard(
         T,
     )
     rows += _position0_rows(p0, T)
+    rows += _claim3_rows(_read(paths.get("decomposition"), ("model", "dataset")), _read(paths.get("depth_trend"), ("model", "dataset", "variant", "trend")), T)  # fmt: skip
+    rows += _claim6_rows(_read(paths.get("baseline_comparison"), ("model", "dataset", "baseline")), T)  # fmt: skip
+    rows += _claim8_rows(_read(paths.get("position0_probes"), ("model", "dataset")), T)
+    rows += _sink_rows(_read(paths.get("sink_heads"), ("model", "dataset", "tau", "variant")), T)
     rows += _unscored_rows(T)
     if extra is not None:
         rows += extra(paths)

@@ -265,3 +265,23 @@ def stratified_sample(strata: Sequence | np.ndarray, n: int, seed: int = 0) -> n
         if a
     ]
     return np.sort(np.concatenate(picked)).astype(np.int64)
+
+
+def wilson_ci(p_hat: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p_hat`` observed on ``n`` trials; (nan, nan) when
+    ``p_hat`` is not finite or ``n`` < 1.
+
+    Used for cross-validated probe accuracy (each prompt predicted once); the folds share
+    training data, so the trials are not quite independent and the interval is approximate.
+    """
+    from statistics import NormalDist
+
+    _check_level(level)
+    p_hat = float(p_hat)
+    if not np.isfinite(p_hat) or n < 1:
+        return float("nan"), float("nan")
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    den = 1.0 + z * z / n
+    mid = (p_hat + z * z / (2 * n)) / den
+    half = z * np.sqrt(p_hat * (1.0 - p_hat) / n + z * z / (4 * n * n)) / den
+    return float(max(0.0, mid - half)), float(min(1.0, mid + half))

@@ -63,6 +63,23 @@ def positive(ci: Interval, threshold: float = 0.0) -> str:
     return INCONCLUSIVE
 
 
+def at_most(ci: Interval, threshold: float) -> str:
+    """An effect no larger than ``threshold`` (e.g. "no decodable content": accuracy above the
+    null at most a margin).
+
+    ``reproduced`` if hi <= threshold (the interval rules out anything larger); ``differs`` if
+    lo > threshold; ``inconclusive`` otherwise (the interval straddles it, e.g. too few prompts).
+    """
+    lo, hi = ci
+    if not _finite(lo, hi, threshold):
+        return INCONCLUSIVE
+    if hi <= threshold:
+        return REPRODUCED
+    if lo > threshold:
+        return DIFFERS
+    return INCONCLUSIVE
+
+
 def exact(value: float, target: float, tolerance: float, err: float = 0.0) -> str:
     """An exact identity ``value == target`` up to ``tolerance``, for a value known to ±``err``.
 

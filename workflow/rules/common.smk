@@ -183,6 +183,10 @@ def leakage_summary_params(wildcards):
     return CFG.leakage_summary_params()
 
 
+def leakage_model_attrs(wildcards):
+    return CFG.model_attrs(wildcards.model)
+
+
 def position0_params(wildcards):
     return CFG.position0_params()
 

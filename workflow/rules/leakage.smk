@@ -31,6 +31,7 @@ rule leakage:
     params:
         variants=leakage_variants_params,
         summary=leakage_summary_params,
+        model_attrs=leakage_model_attrs,
         strata=config["leakage"]["bootstrap_strata"],
         code=code_fingerprint("leakage"),
     script:
@@ -124,6 +125,16 @@ rule aggregate_leakage:
         position0_probes=report(
             "results/stats/paper2_position0_probes.csv",
             caption="../report/paper2_position0_probes.rst",
+            category="Paper 2: tables",
+        ),
+        baseline_comparison=report(
+            "results/stats/paper2_baseline_comparison.csv",
+            caption="../report/paper2_baseline_comparison.rst",
+            category="Paper 2: tables",
+        ),
+        depth_trend=report(
+            "results/stats/paper2_depth_trend.csv",
+            caption="../report/paper2_depth_trend.rst",
             category="Paper 2: tables",
         ),
         markdown=report(

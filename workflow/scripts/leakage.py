@@ -19,6 +19,7 @@ with logged(snakemake.log[0], snakemake.threads):
             "model": snakemake.wildcards.model,
             "dataset": snakemake.wildcards.dataset,
             "code_fingerprint": p.code,
+            **dict(p.model_attrs),
         },
         **dict(p.summary),
     )

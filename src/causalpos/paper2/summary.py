@@ -26,6 +26,21 @@ DEFAULT_CONDITIONS: dict[str, tuple[str, str]] = dict(DECOMPOSITION_CONDITIONS)
 
 STAT = ("estimate", "lo", "hi")
 
+#: Rows of ``baseline_leakage`` (claim 6): the headline fit, its linear-in-offset counterpart, and
+#: the paired difference linear minus saturated.
+BASELINE_ROWS = ("saturated", "linear", "linear_minus_saturated")
+
+#: Depth trends of ``leakage_depth_trend`` (claim 3): least-squares slope per layer, last − first.
+DEPTH_TRENDS = ("slope", "last_minus_first")
+
+
+def linear_counterpart(fit: str) -> str | None:
+    """``"saturated+query"`` -> ``"linear+query"``: the same absolute effects over the
+    linear-in-offset baseline (claim 6); None when ``fit`` is already linear."""
+    baseline, absolute = parse_fit(fit)
+    return None if baseline == "linear" else f"linear+{absolute}"
+
+
 #: What a BOS intervention's effect is measured on: the residual-stream component of §3 (the
 #: bidirectional run's log-attention leakage, Table 9's C_res) or, for a causal run, its logit
 #: leakage (absolute position that reached q, k; observational, not Table 9's quantity).
@@ -106,7 +121,11 @@ def leakage_summary(
     condition_ref, prompts resampled jointly (a paired CI; with two or more conditions);
     ``observational_split`` (causal_variant, obs_term, stat); ``bos_effect``, ``bos_c_res``,
     ``bos_c_res_baseline`` (intervention, bos_window, stat); ``sink_attention`` (variant, layer,
-    head) and ``sink_head`` (tau, variant, layer, head).
+    head), ``sink_head`` (tau, variant, layer, head) and ``sink_head_count`` (tau, variant, stat);
+    ``baseline_leakage`` (variant, target, baseline, measure, stat): model-level leakage under
+    ``fit`` and its linear-in-offset counterpart and their paired difference, raw and
+    null-corrected (claim 6; when the stores hold the linear fit); ``leakage_depth_trend``
+    (variant, target, trend, stat): slope over layers and last − first layer (claim 3).
 
     Args:
         stores: variant name -> merged score store holding :class:`LeakageReducer` outputs
@@ -233,6 +252,50 @@ def leakage_summary(
         },
     )
 
+    # Claim 6: the same leakage under the linear-in-offset baseline, next to the saturated one,
+    # with the paired difference (prompts resampled jointly). Raw ΔR² carries the inflation: the
+    # within-offset permutation null of the linear fit contains the offset profile's own
+    # projection (for y = f(i − j) the null equals the observation), so the corrected linear
+    # leakage cannot show it by construction; both fits have the same pure-noise floor k/(N − 1),
+    # k = T − 2 for query effects (metric.null_floor), so raw values compare like for like.
+    linear = linear_counterpart(fit)
+    if linear is not None and all(linear in ds["leak_fit"].values for ds in leak_vars.values()):
+        base = np.full((nv, 2, 3, 2, 3), np.nan)
+        for vi, v in enumerate(variants):
+            ds = leak_vars[v].sortby("sequence")
+            for ti, target in enumerate(TARGETS):
+                for mi, corrected in enumerate((False, True)):
+                    per_fit = []
+                    for f in (fit, linear):
+                        d = ds.sel(leak_fit=f, leak_window=window, leak_target=target)
+                        x = d["leak_delta"].values
+                        if corrected:
+                            x = null_corrected(x, d["leak_null"].values)
+                        per_fit.append(x.mean((1, 2)))  # (seq,)
+                    per_fit.append(per_fit[1] - per_fit[0])
+                    for bi, x in enumerate(per_fit):
+                        base[vi, ti, bi, mi] = _ci(
+                            stats.bootstrap_means(x, counts), x.mean(), level
+                        )
+        out["baseline_leakage"] = (("variant", "target", "baseline", "measure", "stat"), base)
+        out = out.assign_coords(baseline=list(BASELINE_ROWS), measure=["raw", "corrected"])
+        out.attrs["linear_fit"] = linear
+
+    # Claim 3: the depth trend of every run's layer leakage, a least-squares slope over the layer
+    # index (per layer) and last minus first layer. Both are linear in the per-prompt layer
+    # means, so a bootstrap of per-prompt trends is the trend of the bootstrap means.
+    if nl >= 2:
+        xs = np.arange(nl, dtype=np.float64)
+        w = (xs - xs.mean()) / ((xs - xs.mean()) ** 2).sum()
+        trend = np.full((nv, 2, 2, 3), np.nan)
+        for vi, v in enumerate(variants):
+            for ti, target in enumerate(TARGETS):
+                xl = per_seq(v, target).mean(2)  # (seq, layer)
+                for ki, tr in enumerate((xl @ w, xl[:, -1] - xl[:, 0])):
+                    trend[vi, ti, ki] = _ci(stats.bootstrap_means(tr, counts), tr.mean(), level)
+        out["leakage_depth_trend"] = (("variant", "target", "trend", "stat"), trend)
+        out = out.assign_coords(trend=list(DEPTH_TRENDS))
+
     # Decomposition (§3) per condition, at model and layer level; shares are ratios of means.
     present = set(leak_vars)
     wanted = dict(DEFAULT_CONDITIONS if conditions is None else conditions)
@@ -354,6 +417,17 @@ def leakage_summary(
             ("tau", "variant", "layer", "head"),
             sink[None] >= taus_a[:, None, None, None],
         )
+        # the number of sink heads with a bootstrap CI over prompts: a head counts in a replicate
+        # when its resampled prompt-mean attention to key 0 is >= tau
+        n_ci = np.full((len(taus_a), nv, 3), np.nan)
+        for v in sink_vars:
+            vi = variants.index(v)
+            per = stores[v]["sink_attention"].sortby("sequence").sel(sequence=seqs).values
+            boot = stats.bootstrap_means(per, counts)  # (B, layer, head)
+            for k, tau in enumerate(taus_a):
+                n_boot_heads = (boot >= tau).sum((1, 2)).astype(np.float64)
+                n_ci[k, vi] = _ci(n_boot_heads, float((sink[vi] >= tau).sum()), level)
+        out["sink_head_count"] = (("tau", "variant", "stat"), n_ci)
         out = out.assign_coords(tau=taus_a)
 
     out.attrs.update(
@@ -390,7 +464,8 @@ def tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:  # noqa: F821
 
     Names: ``leakage_by_model``, ``leakage_by_layer``, ``heads``, plus ``decomposition``,
     ``decomposition_by_layer``, ``observational_split`` (Table 6 style), ``bos_effects``
-    (Table 9 style) and ``sink_heads`` when the summary has them.
+    (Table 9 style), ``sink_heads``, ``baseline_comparison`` (claim 6) and ``depth_trend``
+    (claim 3) when the summary has them.
     """
     import pandas as pd
 
@@ -435,7 +510,18 @@ def tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:  # noqa: F821
         n = summary["sink_head"].sum(("layer", "head"))
         df = n.rename("n_sink_heads").to_dataframe().reset_index()
         df["fraction"] = df["n_sink_heads"] / (summary.sizes["layer"] * summary.sizes["head"])
+        df["n_heads"] = summary.sizes["layer"] * summary.sizes["head"]
+        if "sink_head_count" in summary:
+            cnt = summary["sink_head_count"]
+            for col, st in (("n_sink_heads_lo", "lo"), ("n_sink_heads_hi", "hi")):
+                df[col] = cnt.sel(stat=st).to_dataframe(name=col).reset_index()[col].values
         out["sink_heads"] = df
+    if "baseline_leakage" in summary:
+        b = summary["baseline_leakage"].to_dataset(dim="stat").to_dataframe().reset_index()
+        b["linear_fit"] = summary.attrs.get("linear_fit", "")
+        out["baseline_comparison"] = b
+    if "leakage_depth_trend" in summary:
+        out["depth_trend"] = wide(summary["leakage_depth_trend"])
     return out
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from causalpos import stats
 from causalpos.paper2.summary import (
     DEFAULT_CONDITIONS,
     STAT,
@@ -41,7 +42,12 @@ PAPER2_TABLES: dict[str, str] = {
     "heads": "per head: leakage with CI, p and BH q (prompt-mean map), sink attention",
     "sink_heads": "number / fraction of sink-reading heads at each tau",
     "position0": "position-0 residual stream: cross-prompt std per layer and condition, probes",
-    "position0_probes": "content probes: best layer of the position-0 probe, sink-head value probe",
+    "position0_probes": "content probes: best layer of the position-0 probe, sink-head value probe, "
+    "accuracy CIs (Wilson) and the reason when a probe was refused",
+    "baseline_comparison": "claim 6: leakage under the saturated and the linear-in-offset baseline "
+    "and their paired difference, raw and null-corrected, with CIs",
+    "depth_trend": "claim 3: slope over layers and last minus first layer of every run's leakage, "
+    "with CIs",
 }
 
 
@@ -205,6 +211,13 @@ def _position0_columns(summary: xr.Dataset) -> dict:
     }
 
 
+def _model_columns(summary: xr.Dataset) -> dict:
+    """What the model is (from the config, via the summary's attrs): ``positional`` (rope, ntk,
+    swa, nope for the models trained here; empty otherwise) and ``init_of`` (the model whose
+    random-init / init twin this is; empty for a trained model)."""
+    return {k: str(summary.attrs.get(k, "")) for k in ("positional", "init_of")}
+
+
 def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F821
     """(per condition and layer frame, probe summary row) of a position-0 store."""
     # Sorted: a store's variables come back in the order zarr lists its directory, which the
@@ -213,10 +226,16 @@ def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F82
     df = p0[per_layer].to_dataframe().reset_index()
     # whether token 0 is the same in every prompt: claim 7 (std exactly 0) presupposes it
     df["token0_fixed"] = int(p0.attrs["token0_fixed"]) if "token0_fixed" in p0.attrs else np.nan
+    n_prompts = int(p0.attrs.get("probe_n_prompts", 0))
     probe = {
         "probe_labels": p0.attrs.get("probe_labels", ""),
-        "probe_n_prompts": p0.attrs.get("probe_n_prompts", 0),
+        "probe_n_prompts": n_prompts,
         "probe_n_classes": p0.attrs.get("probe_n_classes", 0),
+        "probe_n_folds": p0.attrs.get("n_folds", np.nan),
+        "probe_n_permutations": p0.attrs.get("n_perm", np.nan),
+        # why a probe was refused or which classes were dropped (fewer prompts than folds)
+        "probe_note": str(p0.attrs.get("probe_note", "")),
+        "token0_fixed": int(p0.attrs["token0_fixed"]) if "token0_fixed" in p0.attrs else np.nan,
     }
     if "probe_accuracy" in p0:
         acc = p0["probe_accuracy"].sel(condition=p0.attrs.get("probe_condition", "causal"))
@@ -225,7 +244,12 @@ def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F82
             for k in ("accuracy", "chance", "null_mean", "p_value"):
                 v = p0[f"probe_{k}"].sel(condition=p0.attrs.get("probe_condition", "causal")).values
                 probe[f"best_layer_{k}"] = float(v[best])
+                # layer 0 = the embedding of token 0: what token 0 alone tells about the label
+                probe[f"embedding_{k}"] = float(v[0])
             probe["best_layer"] = int(acc["layer"].values[best])
+            for pre in ("best_layer", "embedding"):
+                lo, hi = stats.wilson_ci(probe[f"{pre}_accuracy"], n_prompts)
+                probe[f"{pre}_accuracy_lo"], probe[f"{pre}_accuracy_hi"] = lo, hi
             probe["min_p_value"] = float(
                 np.nanmin(
                     p0["probe_p_value"]
@@ -236,6 +260,11 @@ def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F82
     probe["n_sink_heads"] = p0.attrs.get("n_sink_heads", 0)
     for k in ("accuracy", "chance", "null_mean", "p_value"):
         probe[f"sink_probe_{k}"] = p0.attrs.get(f"sink_probe_{k}", np.nan)
+    # Wilson interval over the cross-validated predictions (each prompt predicted once)
+    probe["sink_probe_accuracy_lo"], probe["sink_probe_accuracy_hi"] = stats.wilson_ci(
+        probe["sink_probe_accuracy"], n_prompts
+    )
+    probe["sink_probe_note"] = str(p0.attrs.get("sink_probe_note", ""))
     return df, probe
 
 
@@ -269,7 +298,7 @@ def paper2_tables(
         add("heads", flat["heads"], model, dataset)
         dec = _decomposition(s)
         if not dec.empty:
-            add("decomposition", dec, model, dataset, p0)
+            add("decomposition", dec, model, dataset, {**p0, **_model_columns(s)})
         if "decomposition" in s:
             add(
                 "decomposition_by_layer",
@@ -289,7 +318,17 @@ def paper2_tables(
         if not bos.empty:
             add("bos_effects", bos, model, dataset, p0)
         if "sink_heads" in flat:
-            add("sink_heads", flat["sink_heads"], model, dataset)
+            add("sink_heads", flat["sink_heads"], model, dataset, _model_columns(s))
+        if "baseline_comparison" in flat:
+            add(
+                "baseline_comparison",
+                flat["baseline_comparison"],
+                model,
+                dataset,
+                _model_columns(s),
+            )
+        if "depth_trend" in flat:
+            add("depth_trend", flat["depth_trend"], model, dataset, {**_model_columns(s), **p0})
     for (model, dataset), p0 in (position0 or {}).items():
         df, probe = _position0_frames(p0)
         add("position0", df, model, dataset)
