@@ -171,3 +171,16 @@ def smollm2_dir(tmp_path_factory) -> Path:
     resources = tmp_path_factory.mktemp("resources") / "models"
     print("preparing smollm2-135m (GGUF load ~20 s)", file=sys.stderr)
     return prepare_model("smollm2-135m", spec, resources / "smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smoke_pipeline(tmp_path_factory) -> Path:
+    """configs/smoke.yaml run end to end once per session in a copy of the pipeline (as a user's
+    clone), shared by the workflow tests (tests/test_workflow.py, tests/test_workflow_train.py):
+    each builds on it or dry-runs edits against it, and restores whatever it edits."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from wfutil import copy_pipeline, snakemake
+
+    work = copy_pipeline(tmp_path_factory.mktemp("smoke_pipeline"))
+    snakemake(work, "--cores", "2", "--configfile", "configs/smoke.yaml")
+    return work

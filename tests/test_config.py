@@ -253,9 +253,9 @@ def test_model_and_dataset_specs(default, smoke):
 def test_shard_bounds_cover_the_dataset(smoke, default, paper):
     assert smoke.n_shards("kjv-first24") == 2
     assert [smoke.shard_bounds("kjv-first24", s) for s in ("0000", "0001")] == [[0, 8], [8, 12]]
-    assert default.n_shards("kjv-heldout128") == 4 and default.shard_bounds(
-        "kjv-heldout128", "0003"
-    ) == [192, 256]
+    assert default.n_shards("kjv-heldout128") == 1 and default.shard_bounds(
+        "kjv-heldout128", "0000"
+    ) == [0, 256]
     assert [paper.shard_bounds("fineweb-first1024", k) for k in range(4)] == [
         [0, 250],
         [250, 500],
@@ -264,25 +264,45 @@ def test_shard_bounds_cover_the_dataset(smoke, default, paper):
     ]
     with pytest.raises(ConfigError, match="shard 2 beyond the 2 shards of kjv-first24"):
         smoke.shard_bounds("kjv-first24", "0002")
+    # one directory per shard, holding every variant of the pair (one extraction job each)
     assert smoke.score_shards("tiny-random", "kjv-first24", "causal") == [
-        "results/scores/tiny-random/kjv-first24/causal/shard-0000.zarr",
-        "results/scores/tiny-random/kjv-first24/causal/shard-0001.zarr",
+        "results/scores/tiny-random/kjv-first24/shard-0000",
+        "results/scores/tiny-random/kjv-first24/shard-0001",
     ]
+    with pytest.raises(ConfigError, match="no stage asks for scores"):
+        smoke.score_shards("tiny-random", "kjv-first24", "scrambled_rope")
+
+
+def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else(default):
+    # paper 1's maps only: no paper-2 reducers
+    assert default.extraction_params("smollm2-135m", "kjv-first256") == {
+        "causal": {"leakage": {}, "reducers": ["moments", "groups"]}
+    }
+    # paper 2 only: no maps (no stage reads them), every variant of every experiment naming it
+    p = default.extraction_params("smollm2-135m", "kjv-chunks128-bos")
+    variants = default.extraction_variants("smollm2-135m", "kjv-chunks128-bos")
+    assert sorted(p) == sorted(variants) and len(p) == 8
+    assert variants[:2] == ["causal", "bidirectional"]
+    assert {tuple(v["reducers"]) for v in p.values()} == {("leakage", "sink")}
+    # the trained models' causal maps feed the trained-vs-init comparison; bidirectional not
+    t = default.extraction_params("trained-rope", "kjv-heldout128")
+    assert t["causal"]["reducers"] == ["moments", "groups", "leakage", "sink"]
+    assert t["bidirectional"]["reducers"] == ["leakage", "sink"]
+    with pytest.raises(ConfigError, match="no stage asks for scores"):
+        default.extraction_params("smollm2-135m", "kjv-heldout128")
 
 
 def test_reducers_include_paper_2s_only_where_an_experiment_wants_them(default):
     assert default.reducers_for("smollm2-135m", "kjv-first256", "causal") == ["moments", "groups"]
     assert default.reducers_for("smollm2-135m", "kjv-chunks128-bos", "identity_rope") == [
-        "moments",
-        "groups",
         "leakage",
         "sink",
     ]
     # the controls experiment names smollm2-135m only, not its random twin
-    assert default.reducers_for("smollm2-135m-random", "kjv-chunks128-bos", "identity_rope") == [
-        "moments",
-        "groups",
-    ]
+    assert default.reducers_for("smollm2-135m-random", "kjv-chunks128-bos", "identity_rope") == []
+    assert "identity_rope" not in default.extraction_variants(
+        "smollm2-135m-random", "kjv-chunks128-bos"
+    )
     assert (
         default.leakage_reducer_params("smollm2-135m-random", "kjv-chunks128-bos", "identity_rope")
         == {}

@@ -62,20 +62,21 @@ def _data_store(tmp_path: Path, n: int, seq_len: int) -> Path:
 
 
 def _extract(model_dir, data, out, batch_size=2, stop=4):
+    from causalpos.io.store import open_dataset
     from causalpos.stages.extract import extract_scores
 
-    return extract_scores(
+    paths = extract_scores(
         model_dir,
         data,
         out,
         start=0,
         stop=stop,
-        variant="causal",
-        reducers=["moments"],
+        variants={"causal": {"reducers": ["moments"]}},
         batch_size=batch_size,
         n_groups=2,
         seed=0,
     )
+    return open_dataset(paths["causal"])
 
 
 @pytest.mark.parametrize(

@@ -357,3 +357,14 @@ def test_verify_lists_damaged_stores_and_stale_temporaries(tmp_path, capsys):
     shutil.rmtree(stale)
     assert main(["verify", str(results)]) == 0
     assert main(["verify", str(tmp_path / "nowhere")]) == 2
+
+
+def test_rebuild_command_of_a_variant_store_names_the_shard_directory_its_job_writes():
+    from causalpos.io.integrity import rebuild_command
+
+    assert rebuild_command("results/scores/m/d/shard-0003/scrambled_rope+bidirectional.zarr") == (
+        "snakemake --force results/scores/m/d/shard-0003 --cores 1"
+    )
+    assert rebuild_command("results/scores/m/d/causal.zarr") == (
+        "snakemake --force results/scores/m/d/causal.zarr --cores 1"
+    )

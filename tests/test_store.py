@@ -206,3 +206,26 @@ def test_a_store_opens_in_a_notebook_without_warnings(tmp_path):
         ds = xr.open_zarr(path)
         np.testing.assert_array_equal(ds["a"].values, np.arange(12.0).reshape(3, 4))
         assert open_dataset(path)["a"].shape == (3, 4)
+
+
+def test_merges_are_the_reducers_own_and_import_no_torch():
+    """The merge job needs no model: its registry names every reducer class by the path its
+    stores record, each with the class's own merge, and importing it loads no torch."""
+    import subprocess
+    import sys
+
+    from causalpos.capture import merging
+    from causalpos.capture.reducers import GroupMeans, ScoreMoments, reducer_path
+    from causalpos.paper2.reducers import LeakageReducer, SinkReducer
+
+    own = {
+        ScoreMoments: merging.merge_moments,
+        GroupMeans: merging.merge_group_means,
+        LeakageReducer: merging.merge_leakage,
+        SinkReducer: merging.merge_sink,
+    }
+    for cls, merge in own.items():
+        assert REDUCERS[reducer_path(cls)] is merge
+    code = "import sys; import causalpos.stages.merge as m; m.reducer_classes(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,8 +1,9 @@
-"""The training stage on configs/smoke.yaml in a temporary copy of the pipeline, then rerun guarantees.
+"""The training stage of the session's smoke run (configs/smoke.yaml, tests/conftest.py), then
+rerun guarantees.
 
-Only the training stage's outputs and a small part of the simulation branch (paper 1's theory
-check and Fig. 1) are built, as targets on the command line; dry runs of the same targets under an
-edited config (or library) then say what the edit reruns, in both branches.
+Dry runs of the training stage's outputs and a small part of the simulation branch (paper 1's
+theory check and Fig. 1), as targets on the command line, under an edited config (or library)
+say what the edit reruns, in both branches.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 import torch
 import xarray as xr
 import yaml
-from wfutil import copy_pipeline, planned_jobs, rule_counts, snakemake
+from wfutil import planned_jobs, rule_counts, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -53,10 +54,9 @@ def _open(path: Path) -> xr.Dataset:
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory) -> Path:
-    work = copy_pipeline(tmp_path_factory.mktemp("pipeline"))
-    snakemake(work, *_targets(_config(work)), "--cores", "2", "--configfile", SMOKE)
-    return work
+def pipeline(smoke_pipeline) -> Path:
+    """The session's smoke run (tests/conftest.py)."""
+    return smoke_pipeline
 
 
 def _edited(pipeline: Path, tmp_path: Path, edit) -> str:

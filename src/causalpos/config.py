@@ -398,14 +398,57 @@ class Resolved:
         return [k * size, min((k + 1) * size, total)]
 
     def score_shards(self, model: str, dataset: str, variant: str) -> list[str]:
+        """Shard directories ``variant``'s merge reads: one extraction job per (model, dataset,
+        shard) writes every variant of the pair into ``shard-NNNN/{variant}.zarr``."""
+        if variant not in self.extraction_variants(model, dataset):
+            raise ConfigError(
+                f"no stage asks for scores of model {model!r} on dataset {dataset!r} under "
+                f"variant {variant!r}"
+            )
         return [
-            f"results/scores/{model}/{dataset}/{variant}/shard-{k:04d}.zarr"
-            for k in range(self.n_shards(dataset))
+            f"results/scores/{model}/{dataset}/shard-{k:04d}" for k in range(self.n_shards(dataset))
         ]
 
+    def map_triples(self) -> set[tuple[str, str, str]]:
+        """(model, dataset, variant) whose score maps a stage reads: paper 1's models (diagonal
+        normalization, the index) and the trained-vs-init comparison (its causal maps)."""
+        out = set(self.paper1_triples())
+        sec = self.compare_section()
+        if sec:
+            d = sec["dataset"]
+            out |= {(f"trained-{v}", d, "causal") for v in self.train_variants()}
+            out |= {(f"trained-{v}-init", d, "causal") for v in self.compare_twin_variants()}
+        return out
+
+    def extraction_variants(self, model: str, dataset: str) -> list[str]:
+        """Every variant some stage reads for (model, dataset), in a fixed order (causal first)."""
+        seen = {v for m, d, v in self.map_triples() if (m, d) == (model, dataset)}
+        seen |= set(self.leakage_pairs().get((model, dataset), ()))
+        order = {"causal": 0, "bidirectional": 1}
+        return sorted(seen, key=lambda v: (order.get(v, 2), v))
+
+    def extraction_params(self, model: str, dataset: str) -> dict:
+        """What one extraction job computes: variant -> {reducers, leakage (reducer kwargs)}."""
+        variants = self.extraction_variants(model, dataset)
+        if not variants:
+            raise ConfigError(f"no stage asks for scores of model {model!r} on dataset {dataset!r}")
+        return canonical(
+            {
+                v: {
+                    "reducers": self.reducers_for(model, dataset, v),
+                    "leakage": self.leakage_reducer_params(model, dataset, v),
+                }
+                for v in variants
+            }
+        )
+
     def reducers_for(self, model: str, dataset: str, variant: str) -> list[str]:
-        """Reducers of an extraction job: maps always; paper 2's per-sequence metrics where wanted."""
-        names = ["moments", "groups"]
+        """Reducers of one variant's extraction: the maps (moments, group means) where a stage
+        reads them (:meth:`map_triples`); paper 2's per-sequence metrics where an experiment
+        names the variant. Nothing else is computed or stored."""
+        names = []
+        if (model, dataset, variant) in self.map_triples():
+            names += ["moments", "groups"]
         if self.leakage_wants(model, dataset, variant):
             names += ["leakage", "sink"]
         return names

@@ -100,14 +100,8 @@ def score_shards(wildcards):
     return CFG.score_shards(wildcards.model, wildcards.dataset, wildcards.variant)
 
 
-def reducers_params(wildcards):
-    return CFG.reducers_for(wildcards.model, wildcards.dataset, wildcards.variant)
-
-
-def leakage_reducer_params(wildcards):
-    return CFG.leakage_reducer_params(
-        wildcards.model, wildcards.dataset, wildcards.variant
-    )
+def extraction_params(wildcards):
+    return CFG.extraction_params(wildcards.model, wildcards.dataset)
 
 
 def extract_mem_mb(wildcards, attempt):

@@ -1,4 +1,7 @@
-# Score extraction (one job per shard of sequences), exact merge, diagonal normalization.
+# Score extraction: one job per (model, dataset, shard of sequences) runs every forward-pass
+# variant a stage asks for (one model load, one read of the prompts), one store per variant in
+# the shard directory; the shard directories are temporary (snakemake --notemp keeps them).
+# Then the exact merge of one variant's shards, and diagonal normalization.
 
 
 rule extract_scores:
@@ -6,11 +9,11 @@ rule extract_scores:
         model="resources/models/{model}",
         data=data_store,
     output:
-        directory("results/scores/{model}/{dataset}/{variant}/shard-{shard}.zarr"),
+        temp(directory("results/scores/{model}/{dataset}/shard-{shard}")),
     log:
-        "logs/extract_scores/{model}/{dataset}/{variant}/shard-{shard}.log",
+        "logs/extract_scores/{model}/{dataset}/shard-{shard}.log",
     benchmark:
-        "benchmarks/extract_scores/{model}/{dataset}/{variant}/shard-{shard}.tsv"
+        "benchmarks/extract_scores/{model}/{dataset}/shard-{shard}.tsv"
     conda:
         ENV_MODELS
     threads: 2
@@ -20,8 +23,7 @@ rule extract_scores:
         gpu=gpu_count,
     params:
         bounds=shard_bounds_params,
-        reducers=reducers_params,
-        leakage=leakage_reducer_params,
+        variants=extraction_params,
         batch_size=config["extract"]["batch_size"],
         memory_fraction=config["extract"]["memory_fraction"],
         n_groups=config["extract"]["n_groups"],

@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``extract_scores``: pre-softmax scores of one shard of sequences, reduced to a store."""
+"""Snakemake entry point of rule ``extract_scores``: pre-softmax scores of one shard of sequences under every variant a stage asks for, reduced to one store per variant."""
 
 import sys
 from pathlib import Path
@@ -17,15 +17,13 @@ with logged(snakemake.log[0], snakemake.threads):
         snakemake.output[0],
         start=start,
         stop=stop,
-        variant=snakemake.wildcards.variant,
-        reducers=list(p.reducers),
+        variants={v: dict(spec) for v, spec in dict(p.variants).items()},
         batch_size=p.batch_size,
         memory_fraction=p.memory_fraction,
         n_groups=p.n_groups,
         seed=p.seed,
         device=p.device,
         dtype=p.dtype,
-        leakage=dict(p.leakage),
         attrs={
             "model_name": snakemake.wildcards.model,
             "dataset_name": snakemake.wildcards.dataset,

@@ -9,4 +9,5 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.merge import merge_scores  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    merge_scores(list(snakemake.input), snakemake.output[0])
+    variant = snakemake.wildcards.variant
+    merge_scores([Path(d) / f"{variant}.zarr" for d in snakemake.input], snakemake.output[0])

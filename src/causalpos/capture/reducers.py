@@ -15,6 +15,8 @@ import numpy as np
 import torch
 import xarray as xr
 
+from causalpos.capture import merging
+
 #: Score elements per float64 chunk on CPU (bounds the float64 temporaries of the reducers).
 _CPU_TILE = 1 << 18
 
@@ -181,34 +183,8 @@ class ScoreMoments:
 
     @classmethod
     def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Chan et al. (1979) combination of ``(n, mean, M2)`` triples, in float64.
-
-        Parts are read one at a time (lazily opened stores are fine): memory is the two
-        output maps plus one part.
-        """
-        if not parts:
-            raise ValueError(f"{cls.name}: nothing to merge")
-        n = int(parts[0]["n_sequences"])
-        mean = np.array(parts[0]["score_mean"].values, dtype=np.float64)
-        m2 = np.array(parts[0]["score_m2"].values, dtype=np.float64)
-        for p in parts[1:]:
-            nb = int(p["n_sequences"])
-            delta = np.asarray(p["score_mean"].values, dtype=np.float64) - mean
-            if delta.shape != mean.shape:
-                raise ValueError(
-                    f"{cls.name}: shard maps {delta.shape} vs {mean.shape}; same model and seq_len?"
-                )
-            tot = n + nb
-            m2 += p["score_m2"].values
-            m2 += delta * delta * (n * nb / tot)
-            delta *= nb / tot
-            mean += delta
-            n = tot
-        dims = ("layer", "head", "query", "key")
-        return xr.Dataset(
-            {"score_mean": (dims, mean), "score_m2": (dims, m2), "n_sequences": ((), np.int64(n))},
-            coords={d: parts[0][d].values for d in dims},
-        )
+        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_moments`."""
+        return merging.merge_moments(parts)
 
 
 def group_labels(
@@ -311,23 +287,5 @@ class GroupMeans:
 
     @classmethod
     def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        if not parts:
-            raise ValueError(f"{cls.name}: nothing to merge")
-        groups = np.unique(np.concatenate([p["group"].values for p in parts]))
-        shape = parts[0]["score_group_mean"].shape[1:]
-        total = np.zeros((len(groups), *shape))
-        counts = np.zeros(len(groups), dtype=np.int64)
-        for p in parts:
-            idx = np.searchsorted(groups, p["group"].values)
-            n = p["group_n_sequences"].values
-            total[idx] += p["score_group_mean"].values * n[:, None, None, None]
-            counts[idx] += n
-        mean = total / counts[:, None, None, None]
-        coords = {k: parts[0][k].values for k in ("layer", "query", "key")}
-        return xr.Dataset(
-            {
-                "score_group_mean": (("group", "layer", "query", "key"), mean),
-                "group_n_sequences": (("group",), counts),
-            },
-            coords={"group": groups, **coords},
-        )
+        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_group_means`."""
+        return merging.merge_group_means(parts)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import zlib
 from collections.abc import Mapping
@@ -59,8 +60,13 @@ def display_path(path: str | os.PathLike) -> str:
 
 def rebuild_command(path: str | os.PathLike) -> str:
     """The Snakemake command that rebuilds the pipeline output ``path`` (run from the pipeline
-    directory): ``--force`` reruns the one job producing it, replacing what is there."""
-    return f"snakemake --force {shlex.quote(display_path(path))} --cores 1"
+    directory): ``--force`` reruns the one job producing it, replacing what is there. A variant's
+    store inside a shard directory (``.../shard-NNNN/<variant>.zarr``) is rebuilt by the job
+    that writes the whole directory."""
+    p = Path(path)
+    if re.fullmatch(r"shard-\d{4}", p.parent.name):
+        p = p.parent
+    return f"snakemake --force {shlex.quote(display_path(p))} --cores 1"
 
 
 def rebuild_hint(path: str | os.PathLike) -> str:

@@ -253,7 +253,7 @@ def write_shards(
 def merge_shards(
     parts: Sequence[str | os.PathLike | xr.Dataset],
     *,
-    reducers: Mapping[str, type],
+    reducers: Mapping[str, type | Callable],
     map_dtype: str | None = "float32",
 ) -> xr.Dataset:
     """Merge shard datasets (or store paths) exactly, variable by variable, via their reducers.
@@ -300,13 +300,14 @@ def merge_shards(
         by_reducer.setdefault(path, []).append(name)
     merged = []
     for path, names in by_reducer.items():
-        cls = reducers.get(path)
-        if cls is None:
+        merge = reducers.get(path)
+        if merge is None:
             raise ValueError(
                 f"merge_shards: variables {names} name reducer {path!r}, which is not one of "
                 f"{sorted(reducers)}; was the shard written by another version of causalpos?"
             )
-        part = cls.merge([ds[names] for ds in datasets])
+        # a reducer class (its ``merge`` classmethod) or the merge function itself
+        part = getattr(merge, "merge", merge)([ds[names] for ds in datasets])
         for name in part.data_vars:
             part[name].attrs["reducer"] = path
         merged.append(part)

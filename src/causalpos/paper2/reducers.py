@@ -9,6 +9,7 @@ import torch
 import xarray as xr
 
 from causalpos import stats
+from causalpos.capture import merging
 from causalpos.paper2.metric import (
     DEFAULT_FITS,
     DEFAULT_WINDOWS,
@@ -60,7 +61,7 @@ class LeakageReducer:
     """
 
     name = "leakage"
-    _PER_SEQ = ("leak_r2_base", "leak_r2_full", "leak_delta", "leak_null", "leak_sst", "leak_split")
+    _PER_SEQ = merging.LEAKAGE_PER_SEQ
 
     def __init__(
         self,
@@ -261,34 +262,8 @@ class LeakageReducer:
 
     @classmethod
     def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Exact merge of shard results: per-sequence arrays concatenated (sorted by id), map sums added."""
-        parts = list(parts)
-        if not parts:
-            raise ValueError("LeakageReducer.merge needs at least one shard result")
-        ids = np.concatenate([p["sequence"].values for p in parts])
-        if np.unique(ids).size != ids.size:
-            raise ValueError(
-                "LeakageReducer.merge: the shards share sequence ids; each sequence must "
-                "be in exactly one shard"
-            )
-        first = parts[0]
-        for p in parts[1:]:
-            for k in ("leak_floor", "leak_n_pairs"):
-                if not np.array_equal(p[k].values, first[k].values, equal_nan=True):
-                    raise ValueError(
-                        f"LeakageReducer.merge: shards disagree on {k} (different T, mask, "
-                        "windows or fits); rerun them with one configuration"
-                    )
-        per_seq = [k for k in cls._PER_SEQ if k in first]
-        merged = xr.concat([p[per_seq] for p in parts], dim="sequence").sortby("sequence")
-        out = merged.assign(leak_floor=first["leak_floor"], leak_n_pairs=first["leak_n_pairs"])
-        if "leak_map_sum" in first:
-            out["leak_map_sum"] = sum((p["leak_map_sum"] for p in parts[1:]), first["leak_map_sum"])
-            out["leak_map_count"] = sum(
-                (p["leak_map_count"] for p in parts[1:]), first["leak_map_count"]
-            )
-        out.attrs = dict(first.attrs)
-        return out
+        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_leakage`."""
+        return merging.merge_leakage(parts)
 
 
 class SinkReducer:
@@ -341,8 +316,5 @@ class SinkReducer:
 
     @classmethod
     def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        parts = list(parts)
-        ids = np.concatenate([p["sequence"].values for p in parts])
-        if np.unique(ids).size != ids.size:
-            raise ValueError("SinkReducer.merge: shards share sequence ids")
-        return xr.concat(parts, dim="sequence").sortby("sequence")
+        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_sink`."""
+        return merging.merge_sink(parts)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
-import xarray as xr
 
 from causalpos.models.device import (
     advise_on_oom,
@@ -66,28 +66,41 @@ def extract_scores(
     *,
     start: int,
     stop: int,
-    variant: str,
-    reducers: Sequence[str],
+    variants: Mapping[str, Mapping],
     batch_size: int | str,
     n_groups: int,
     seed: int,
     device: str = "cpu",
     dtype: str = "float32",
     memory_fraction: float = 0.8,
-    leakage: dict | None = None,
     attrs: dict | None = None,
-) -> xr.Dataset:
-    """Rule ``extract_scores``: sequences ``[start, stop)`` of ``data_store`` under ``variant``,
-    through the capture hook into ``reducers``; writes the shard store ``out``.
+) -> dict[str, Path]:
+    """Rule ``extract_scores``: sequences ``[start, stop)`` of ``data_store`` under every variant
+    of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer kwargs}}``), each
+    through the capture hook into its reducers; writes ``out/<variant>.zarr`` per variant.
 
-    Group labels are computed from global sequence ids, so shards merge into exactly the groups
-    a single pass would make.
+    The model is loaded and the prompts read once for all variants. Group labels are computed
+    from global sequence ids, so shards merge into exactly the groups a single pass would make.
+    Each variant's store is written atomically (complete or absent); returns their paths.
     """
     from causalpos.capture import hook
     from causalpos.io.store import open_dataset, write_dataset
     from causalpos.models.context import check_model_context
     from causalpos.models.load import load_model
+    from causalpos.models.variants import parse_variant
 
+    if not variants:
+        raise ValueError("extract_scores: no variants to extract")
+    for name, spec in variants.items():
+        parse_variant(name)  # a bad name fails before the model loads
+        if not spec.get("reducers"):
+            raise ValueError(f"extract_scores: variant {name!r} has no reducers")
+        unknown = set(spec["reducers"]) - set(REDUCER_NAMES)
+        if unknown:
+            raise ValueError(
+                f"extract_scores: variant {name!r}: unknown reducer(s) {sorted(unknown)}; "
+                f"allowed: {REDUCER_NAMES}"
+            )
     data = open_dataset(data_store)
     n_total = int(data.sizes["sequence"])
     if not 0 <= start < stop <= n_total:
@@ -120,39 +133,51 @@ def extract_scores(
             key="extract.batch_size",
             auto=True,
         )
-    objs = build_reducers(
-        reducers, n_sequences=n_total, n_groups=n_groups, leakage=leakage, seed=seed
-    )
-    meta = {
-        "dataset": data.attrs.get("corpus", ""),
-        "sequence_first": int(start),
-        "sequence_last": int(stop - 1),
-        "batch_size": int(batch_size),
-        "reducers": list(reducers),
-        # position 0 as the data store made it (fixed BOS or not, prepend_bos), carried downstream
-        **{
-            k: data.attrs[k]
-            for k in ("bos", "bos_id", "prefix_ids", "prepend_bos")
-            if k in data.attrs
-        },
-        **(attrs or {}),
-    }
-    with advise_on_oom(
-        what=what,
-        batch_size=int(batch_size),
-        per_sequence=per_sequence,
-        key="extract.batch_size",
-        auto=not was_auto,
-    ):
-        ds = hook.extract_scores(
-            model,
-            tokens,
-            variant=variant,
-            batch_size=int(batch_size),
-            reducers=objs,
-            seed=seed,
-            seq_ids=np.arange(start, stop, dtype=np.int64),
-            attrs=meta,
+    out = Path(out)  # created with its first store: a failure before leaves nothing
+    written: dict[str, Path] = {}
+    for i, (variant, spec) in enumerate(variants.items()):
+        reducers = list(spec["reducers"])
+        log.info(
+            "variant %d/%d: %s (reducers %s)", i + 1, len(variants), variant, ", ".join(reducers)
         )
-    write_dataset(ds, out)
-    return ds
+        objs = build_reducers(
+            reducers,
+            n_sequences=n_total,
+            n_groups=n_groups,
+            leakage=dict(spec.get("leakage") or {}),
+            seed=seed,
+        )
+        meta = {
+            "dataset": data.attrs.get("corpus", ""),
+            "sequence_first": int(start),
+            "sequence_last": int(stop - 1),
+            "batch_size": int(batch_size),
+            "reducers": reducers,
+            # position 0 as the data store made it (fixed BOS or not, prepend_bos), carried on
+            **{
+                k: data.attrs[k]
+                for k in ("bos", "bos_id", "prefix_ids", "prepend_bos")
+                if k in data.attrs
+            },
+            **(attrs or {}),
+        }
+        with advise_on_oom(
+            what=f"{what}, variant {variant}",
+            batch_size=int(batch_size),
+            per_sequence=per_sequence,
+            key="extract.batch_size",
+            auto=not was_auto,
+        ):
+            ds = hook.extract_scores(
+                model,
+                tokens,
+                variant=variant,
+                batch_size=int(batch_size),
+                reducers=objs,
+                seed=seed,
+                seq_ids=np.arange(start, stop, dtype=np.int64),
+                attrs=meta,
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        written[variant] = write_dataset(ds, out / f"{variant}.zarr")
+    return written

@@ -11,27 +11,17 @@ from collections.abc import Sequence
 import xarray as xr
 
 
-def reducer_classes() -> dict[str, type]:
-    """The reducer classes a shard store may name in a variable's ``reducer`` attribute.
+def reducer_classes() -> dict:
+    """The reducer names a shard store may record in a variable's ``reducer`` attribute, each
+    with its exact merge (:data:`causalpos.capture.merging.MERGES`, torch-free).
 
     Only these are used to merge shards: nothing is imported from a store's attributes. The
     paths of stores written before the library moved into packages (``causalpos.capture:...``,
     ``causalpos.leakage:...``, ``causalpos.position0:...``) stay valid, so those shards still merge.
     """
-    from causalpos.capture.reducers import GroupMeans, ScoreMoments, reducer_path
-    from causalpos.paper2.reducers import LeakageReducer, SinkReducer
+    from causalpos.capture.merging import MERGES
 
-    classes = (ScoreMoments, GroupMeans, LeakageReducer, SinkReducer)
-    out = {reducer_path(c): c for c in classes}
-    out.update(
-        {
-            "causalpos.capture:ScoreMoments": ScoreMoments,
-            "causalpos.capture:GroupMeans": GroupMeans,
-            "causalpos.leakage:LeakageReducer": LeakageReducer,
-            "causalpos.position0:SinkReducer": SinkReducer,
-        }
-    )
-    return out
+    return dict(MERGES)
 
 
 def merge_scores(shards: Sequence[str | os.PathLike], out: str | os.PathLike) -> xr.Dataset:

@@ -1,0 +1,140 @@
+"""Exact merges of the extraction reducers' shard results, free of torch.
+
+The reducers (:mod:`causalpos.capture.reducers`, :mod:`causalpos.paper2.reducers`) stream scores
+with torch during extraction; combining their finished shard results is array arithmetic on
+xarray datasets, so the merge job (``merge_scores``) needs neither torch nor a model. Each
+reducer's ``merge`` classmethod is the function here; :data:`MERGES` maps the reducer names a
+store records (``attrs["reducer"]``) to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import xarray as xr
+
+
+def merge_moments(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    """Chan et al. (1979) combination of ``(n, mean, M2)`` triples, in float64.
+
+    Parts are read one at a time (lazily opened stores are fine): memory is the two
+    output maps plus one part.
+    """
+    if not parts:
+        raise ValueError("moments: nothing to merge")
+    n = int(parts[0]["n_sequences"])
+    mean = np.array(parts[0]["score_mean"].values, dtype=np.float64)
+    m2 = np.array(parts[0]["score_m2"].values, dtype=np.float64)
+    for p in parts[1:]:
+        nb = int(p["n_sequences"])
+        delta = np.asarray(p["score_mean"].values, dtype=np.float64) - mean
+        if delta.shape != mean.shape:
+            raise ValueError(
+                f"moments: shard maps {delta.shape} vs {mean.shape}; same model and seq_len?"
+            )
+        tot = n + nb
+        m2 += p["score_m2"].values
+        m2 += delta * delta * (n * nb / tot)
+        delta *= nb / tot
+        mean += delta
+        n = tot
+    dims = ("layer", "head", "query", "key")
+    return xr.Dataset(
+        {"score_mean": (dims, mean), "score_m2": (dims, m2), "n_sequences": ((), np.int64(n))},
+        coords={d: parts[0][d].values for d in dims},
+    )
+
+
+def merge_group_means(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    if not parts:
+        raise ValueError("groups: nothing to merge")
+    groups = np.unique(np.concatenate([p["group"].values for p in parts]))
+    shape = parts[0]["score_group_mean"].shape[1:]
+    total = np.zeros((len(groups), *shape))
+    counts = np.zeros(len(groups), dtype=np.int64)
+    for p in parts:
+        idx = np.searchsorted(groups, p["group"].values)
+        n = p["group_n_sequences"].values
+        total[idx] += p["score_group_mean"].values * n[:, None, None, None]
+        counts[idx] += n
+    mean = total / counts[:, None, None, None]
+    coords = {k: parts[0][k].values for k in ("layer", "query", "key")}
+    return xr.Dataset(
+        {
+            "score_group_mean": (("group", "layer", "query", "key"), mean),
+            "group_n_sequences": (("group",), counts),
+        },
+        coords={"group": groups, **coords},
+    )
+
+
+def merge_leakage(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    """Exact merge of shard results: per-sequence arrays concatenated (sorted by id), map sums added."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("LeakageReducer.merge needs at least one shard result")
+    ids = np.concatenate([p["sequence"].values for p in parts])
+    if np.unique(ids).size != ids.size:
+        raise ValueError(
+            "LeakageReducer.merge: the shards share sequence ids; each sequence must "
+            "be in exactly one shard"
+        )
+    first = parts[0]
+    for p in parts[1:]:
+        for k in ("leak_floor", "leak_n_pairs"):
+            if not np.array_equal(p[k].values, first[k].values, equal_nan=True):
+                raise ValueError(
+                    f"LeakageReducer.merge: shards disagree on {k} (different T, mask, "
+                    "windows or fits); rerun them with one configuration"
+                )
+    per_seq = [k for k in LEAKAGE_PER_SEQ if k in first]
+    merged = xr.concat([p[per_seq] for p in parts], dim="sequence").sortby("sequence")
+    out = merged.assign(leak_floor=first["leak_floor"], leak_n_pairs=first["leak_n_pairs"])
+    if "leak_map_sum" in first:
+        out["leak_map_sum"] = sum((p["leak_map_sum"] for p in parts[1:]), first["leak_map_sum"])
+        out["leak_map_count"] = sum(
+            (p["leak_map_count"] for p in parts[1:]), first["leak_map_count"]
+        )
+    out.attrs = dict(first.attrs)
+    return out
+
+
+def merge_sink(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    parts = list(parts)
+    ids = np.concatenate([p["sequence"].values for p in parts])
+    if np.unique(ids).size != ids.size:
+        raise ValueError("SinkReducer.merge: shards share sequence ids")
+    return xr.concat(parts, dim="sequence").sortby("sequence")
+
+
+#: Per-sequence variables of the leakage reducer (concatenated over shards).
+LEAKAGE_PER_SEQ = (
+    "leak_r2_base",
+    "leak_r2_full",
+    "leak_delta",
+    "leak_null",
+    "leak_sst",
+    "leak_split",
+)
+
+_MODULES = {
+    "ScoreMoments": ("causalpos.capture.reducers", "causalpos.capture"),
+    "GroupMeans": ("causalpos.capture.reducers", "causalpos.capture"),
+    "LeakageReducer": ("causalpos.paper2.reducers", "causalpos.leakage"),
+    "SinkReducer": ("causalpos.paper2.reducers", "causalpos.position0"),
+}
+_FUNCTIONS = {
+    "ScoreMoments": merge_moments,
+    "GroupMeans": merge_group_means,
+    "LeakageReducer": merge_leakage,
+    "SinkReducer": merge_sink,
+}
+
+#: Reducer name a store may record (``module:Class``) -> its merge. Only these merge: nothing is
+#: imported from a store's attributes. The paths of stores written before the library moved into
+#: packages (``causalpos.capture:...``, ``causalpos.leakage:...``, ``causalpos.position0:...``)
+#: stay valid, so those shards still merge.
+MERGES: dict[str, Callable[[Sequence[xr.Dataset]], xr.Dataset]] = {
+    f"{module}:{cls}": _FUNCTIONS[cls] for cls, modules in _MODULES.items() for module in modules
+}
