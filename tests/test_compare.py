@@ -283,3 +283,37 @@ def test_comparison_refuses_different_prompts():
 
 def test_twin_name():
     assert C_twin.twin_name("trained-rope") == "trained-rope-init"
+
+
+def test_share_amplification_is_scale_free():
+    """Multiplying a model's maps by 3 triples the logit index but leaves the share: the paired
+    share difference is 0 within its CI; adding non-relative signal raises it."""
+    rng = np.random.default_rng(7)
+    n = 10
+    q, k = np.indices((n, n))
+    rel = np.exp(-(q - k) / 3.0)[None]  # a relative (Toeplitz) part
+    s = _signal(2, n)
+    stores = {
+        "scaled": (
+            _store(_groups(3 * (rel + s), 8, 0.01, rng), "a"),
+            _store(_groups(rel + s, 8, 0.01, rng), "b"),
+        ),
+        "more": (
+            _store(_groups(rel + 2 * s, 8, 0.01, rng), "c"),
+            _store(_groups(rel + s, 8, 0.01, rng), "d"),
+        ),
+    }
+    index, cmp = C_stage.comparison_tables(stores, n_boot=200)
+    r = cmp.set_index("variant")
+    assert r.loc["scaled", "minus_init_lo"] > 0  # the logit index grows with the scale alone
+    lo, hi = (
+        r.loc["scaled", "share_pooled_minus_init_lo"],
+        r.loc["scaled", "share_pooled_minus_init_hi"],
+    )
+    assert lo <= 0 <= hi
+    assert abs(r.loc["scaled", "share_pooled_minus_init"]) < 0.01
+    assert r.loc["more", "share_pooled_minus_init_lo"] > 0
+    assert r.loc["more", "share_pooled_lo"] <= r.loc["more", "share_pooled"] <= 1.0
+    assert r.loc["more", "init_share_pooled"] < r.loc["more", "share_pooled"]
+    tr = index[(index.variant == "more") & (index.weights == "trained")]
+    assert (tr.share_minus_init_lo > 0).all() and tr.share.between(0, 1).all()

@@ -353,6 +353,14 @@ def test_wildcard_patterns(default, paper):
 # Paper 1 on pretrained models
 
 
+def test_paper1_twins(default, smoke, paper):
+    # a random_init model `like:` a paper 1 model is its twin; the smoke's random model only
+    # borrows a tokenizer (a different architecture), so it is no twin
+    assert default.paper1_twins() == {"smollm2-135m": "smollm2-135m-random"}
+    assert smoke.paper1_twins() == {}
+    assert paper.paper1_twins() == {}
+
+
 def test_paper1_triples(paper):
     assert paper.paper1_labels() == [
         "llama-3.1-8b/fineweb-first1024/causal",

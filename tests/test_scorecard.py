@@ -300,8 +300,150 @@ def test_trained_vs_init_rows_follow_the_paired_interval_and_say_the_scale_cavea
     assert _one(card, "§3 amplification (trained-nope vs init)")["verdict"] == I
     assert _one(card, "§3 amplification (trained-swa vs init)")["verdict"] == D
     assert "x4 [2, 7]" in _one(card, "§3 amplification (trained-rope vs init)")["measured"]
-    rows = card[card["target"].str.startswith("§3 amplification")]
+    rows = card[card["target"].str.startswith("§3 amplification (")]  # the logit-unit rows
     assert rows["claim"].str.contains("scale").all() and rows["note"].str.contains("scale").all()
+
+
+def _llm_p1(model, l1diff, bands, share1=(0.1, 0.05, 0.15), twin=None, twin_diff=None):
+    """llm_index rows with the share and first-keys columns: ``l1diff`` one (est, lo, hi) of
+    share(L) - share(1) per layer from 2 on, ``bands`` one (est, lo, hi) per layer from 1 on."""
+    n = len(bands)
+    nan3 = (math.nan,) * 3
+    diffs = [nan3, *l1diff]
+    df = pd.DataFrame(
+        {
+            "model": model,
+            "dataset": "d",
+            "variant": "causal",
+            "layer": range(1, n + 1),
+            "share": [share1[0] + d[0] if i else share1[0] for i, d in enumerate(diffs)],
+            "share_lo": share1[1],
+            "share_hi": share1[2],
+            "share_minus_l1": [d[0] for d in diffs],
+            "share_minus_l1_lo": [d[1] for d in diffs],
+            "share_minus_l1_hi": [d[2] for d in diffs],
+            "band_keys": 4,
+            "band": [b[0] for b in bands],
+            "band_lo": [b[1] for b in bands],
+            "band_hi": [b[2] for b in bands],
+            "band_with_sink": [b[0] - 1 for b in bands],
+            "band_with_sink_lo": [b[1] - 1 for b in bands],
+            "band_with_sink_hi": [b[2] - 1 for b in bands],
+        }
+    )
+    df["share_pooled"], df["share_pooled_lo"], df["share_pooled_hi"] = 0.3, 0.25, 0.35
+    if twin is not None:
+        df["twin"] = twin
+        df["share_pooled_minus_twin"] = twin_diff[0]
+        df["share_pooled_minus_twin_lo"] = twin_diff[1]
+        df["share_pooled_minus_twin_hi"] = twin_diff[2]
+    return df
+
+
+UP, FLAT, WIDE = (0.2, 0.1, 0.3), (-0.05, -0.08, -0.01), (0.01, -0.02, 0.04)
+LOW, HIGH, ZERO = (-0.3, -0.4, -0.2), (0.3, 0.2, 0.4), (0.0, -0.1, 0.1)
+
+
+def test_fig5_layer1_share_contrast_rows(tmp_path):
+    table = pd.concat(
+        [
+            _llm_p1("good", [UP, UP, UP], [ZERO, LOW, LOW, LOW]),
+            _llm_p1("flat", [UP, FLAT, UP], [ZERO, LOW, LOW, LOW]),  # layer 3 at layer 1's share
+            _llm_p1("wide", [UP, WIDE, UP], [ZERO, LOW, LOW, LOW]),
+        ]
+    )
+    card = _card(tmp_path, llm_index=table)
+    assert _one(card, "Fig. 5 layer-1 contrast (good, d)")["verdict"] == R
+    assert _one(card, "Fig. 5 layer-1 contrast (flat, d)")["verdict"] == D
+    assert _one(card, "Fig. 5 layer-1 contrast (wide, d)")["verdict"] == I
+    assert "2 of 3 above layer 1" in _one(card, "Fig. 5 layer-1 contrast (flat, d)")["measured"]
+    one = _llm_p1("one", [], [ZERO])
+    assert _one(_card(tmp_path, llm_index=one), "Fig. 5 layer-1 contrast (one, d)")["verdict"] == I
+
+
+def test_fig5_first_keys_rows_score_the_sign_at_layers_2_to_4(tmp_path):
+    table = pd.concat(
+        [
+            _llm_p1("lower", [UP] * 4, [HIGH, LOW, LOW, LOW, HIGH]),  # layers 1, 5 not scored
+            _llm_p1("bright", [UP] * 4, [ZERO, LOW, HIGH, LOW, LOW]),  # the heat-map reading
+            _llm_p1("zero", [UP] * 4, [ZERO, LOW, ZERO, LOW, LOW]),  # a CI containing 0
+            _llm_p1("short", [], [LOW]),  # only layer 1: none of the scored layers
+        ]
+    )
+    card = _card(tmp_path, llm_index=table)
+    row = _one(card, "Fig. 5 first keys (lower, d)")
+    assert row["verdict"] == R
+    assert "keys 1..4" in row["measured"] and "3 below 0, 1 above" in row["measured"]
+    assert "with key 0 kept" in row["measured"]
+    bright = _one(card, "Fig. 5 first keys (bright, d)")
+    assert bright["verdict"] == D and "layer(s) 3" in bright["note"]
+    assert "at or above 0" in bright["falsified_if"] and "2, 3, 4" in bright["falsified_if"]
+    assert _one(card, "Fig. 5 first keys (zero, d)")["verdict"] == I
+    assert _one(card, "Fig. 5 first keys (short, d)")["verdict"] == I
+    # the paper's sign is data (targets.yaml): the other sign turns the verdicts around
+    spec = S.load_targets()
+    spec["targets"]["llm_first_keys"]["sign"] = "positive"
+    paths = {"llm_index": tmp_path / "llm_index.csv"}
+    flipped = S.build_scorecard(paths, targets=spec)
+    assert _one(flipped, "Fig. 5 first keys (lower, d)")["verdict"] == D
+    assert _one(flipped, "Fig. 5 first keys (zero, d)")["verdict"] == D  # layers 2, 4 below 0
+    assert "at or below 0" in _one(flipped, "Fig. 5 first keys (zero, d)")["falsified_if"]
+
+
+def test_new_paper1_rows_are_not_run_on_tables_made_before_their_columns(tmp_path):
+    old = _llm("m", [(0.001, 0.0, 0.003), (0.3, 0.25, 0.35)])
+    card = _card(tmp_path, llm_index=old)
+    for label in ("Fig. 5 layer-1 contrast", "Fig. 5 first keys", "§3 amplification, share"):
+        row = _one(card, label if "share" not in label else "§3 amplification, share (pretrained)")
+        assert row["verdict"] == S.NOT_RUN and "aggregate_llm_stats" in row["note"], label
+    assert _one(card, "Fig. 5 (m, d)")["verdict"] == R  # the logit-index row is unaffected
+
+
+def test_share_amplification_rows_trained_and_pretrained(tmp_path):
+    cmp = pd.DataFrame(
+        {
+            "variant": ["rope", "nope", "swa"],
+            "minus_init": [0.05, 0.01, -0.03],
+            "minus_init_lo": [0.02, -0.01, -0.05],
+            "minus_init_hi": [0.08, 0.03, -0.01],
+            "share_pooled": [0.4, 0.2, 0.1],
+            "share_pooled_lo": [0.35, 0.15, 0.05],
+            "share_pooled_hi": [0.45, 0.25, 0.15],
+            "init_share_pooled": [0.1, 0.2, 0.3],
+            "init_share_pooled_lo": [0.05, 0.15, 0.25],
+            "init_share_pooled_hi": [0.15, 0.25, 0.35],
+            "share_pooled_minus_init": [0.3, 0.0, -0.2],
+            "share_pooled_minus_init_lo": [0.2, -0.05, -0.3],
+            "share_pooled_minus_init_hi": [0.4, 0.05, -0.1],
+        }
+    )
+    llm = pd.concat(
+        [
+            _llm_p1("big", [UP], [ZERO, LOW], twin="big-random", twin_diff=(0.2, 0.1, 0.3)),
+            _llm_p1("big-random", [UP], [ZERO, LOW]),
+            _llm_p1("same", [UP], [ZERO, LOW], twin="same-random", twin_diff=(0.0, -0.1, 0.1)),
+            _llm_p1("less", [UP], [ZERO, LOW], twin="less-random", twin_diff=(-0.2, -0.3, -0.1)),
+        ]
+    )
+    card = _card(tmp_path, train_comparison=cmp, llm_index=llm)
+    label = "§3 amplification, share"
+    assert _one(card, f"{label} (trained-rope vs init)")["verdict"] == R
+    assert _one(card, f"{label} (trained-nope vs init)")["verdict"] == I
+    assert _one(card, f"{label} (trained-swa vs init)")["verdict"] == D
+    measured = _one(card, f"{label} (trained-rope vs init)")["measured"]
+    assert "trained 0.4 [0.35, 0.45], init 0.1 [0.05, 0.15]" in measured
+    p = f"{label} (pretrained)"
+    assert _one(card, f"{p} (big vs big-random, d)")["verdict"] == R
+    assert _one(card, f"{p} (same vs same-random, d)")["verdict"] == I
+    assert _one(card, f"{p} (less vs less-random, d)")["verdict"] == D
+    assert (
+        "big 0.3 [0.25, 0.35], big-random 0.3"
+        in _one(card, f"{p} (big vs big-random, d)")["measured"]
+    )
+    # the logit-unit row is still there, with its scale caveat, next to the scale-free one
+    assert _one(card, "§3 amplification (trained-rope vs init)")["verdict"] == R
+    no_twin = _card(tmp_path, llm_index=_llm_p1("alone", [UP], [ZERO, LOW]))
+    assert _one(no_twin, p)["verdict"] == S.NOT_RUN
 
 
 # --------------------------------------------------------------------------------------------

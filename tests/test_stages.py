@@ -65,6 +65,43 @@ def test_llm_index_table_matches_index_ci_per_layer():
     np.testing.assert_allclose(table["ci_hi"], ci.hi)
 
 
+def test_llm_index_table_adds_share_band_and_the_twin_contrast():
+    from causalpos.paper1.nonrelative import band_ci, paired, share_ci, share_intervals
+
+    rng = np.random.default_rng(2)
+    ds, twin = _score_store(rng, t=9, n_groups=5), _score_store(rng, t=9, n_groups=5)
+    for d in (ds, twin):
+        d["score_group_mean"] = d["score_group_mean"] + 3.0 * np.arange(9)[None, None, :, None]
+    stores = {("m", "d", "causal"): ds, ("m-random", "d", "causal"): twin}
+    table = stages_stats.llm_index_table(stores, n_boot=50, first_keys=2, twins={"m": "m-random"})
+    g = np.asarray(ds["score_group_mean"].values, dtype=np.float64)
+    gt = np.asarray(twin["score_group_mean"].values, dtype=np.float64)
+    sh, band = share_ci(g), band_ci(g, 2)
+    m = table[table.model == "m"]
+    np.testing.assert_allclose(m["share"], sh.estimate)
+    np.testing.assert_allclose(m["share_lo"], sh.lo)
+    np.testing.assert_allclose(m["band"], band.estimate)
+    np.testing.assert_allclose(m["band_with_sink"], band_ci(g, 2, exclude_sink=False).estimate)
+    assert (m["band_keys"] == 2).all()
+    assert np.isnan(m["share_minus_l1"].iloc[0])
+    assert m["share_minus_l1"].iloc[1] == pytest.approx(sh.estimate[1] - sh.estimate[0])
+    assert (m["twin"] == "m-random").all()
+    pooled, pooled_twin = share_intervals(g)[1], share_intervals(gt)[1]
+    np.testing.assert_allclose(m["share_pooled"], float(pooled.estimate))
+    d = paired(pooled, pooled_twin)
+    np.testing.assert_allclose(m["share_pooled_minus_twin"], float(d[0]))
+    np.testing.assert_allclose(m["share_pooled_minus_twin_lo"], float(d[1]))
+    np.testing.assert_allclose(m["share_minus_twin_hi"], paired(sh, share_ci(gt))[2])
+    assert table[table.model == "m-random"]["twin"].isna().all()
+    fewer = _score_store(rng, t=9, n_groups=4)
+    with pytest.raises(ValueError, match="same groups"):
+        stages_stats.llm_index_table(
+            {("m", "d", "causal"): ds, ("m-random", "d", "causal"): fewer},
+            n_boot=50,
+            twins={"m": "m-random"},
+        )
+
+
 def test_build_reducers_rejects_unknown_names():
     with pytest.raises(ValueError, match="unknown reducer"):
         stages_extract.build_reducers(["moments", "nope"], n_sequences=4, n_groups=2)

@@ -487,6 +487,23 @@ class Resolved:
     def paper1_labels(self) -> list[str]:
         return ["/".join(t) for t in self.paper1_triples()]
 
+    def paper1_twins(self) -> dict[str, str]:
+        """Paper 1 model -> its random-init twin among the paper 1 models: a ``random_init`` model
+        ``like:`` it, or ``trained-<v>-init`` of ``trained-<v>`` (same architecture, tokenizer and
+        prompts, so their group maps pair)."""
+        models = list(dict.fromkeys(self.config["paper1_llm"]["models"]))
+        out = {}
+        for m in models:
+            if m.startswith("trained-"):
+                base = m.removesuffix("-init")
+                if base != m and base in models:
+                    out.setdefault(base, m)
+                continue
+            spec = self.model_spec(m)
+            if spec["source"] == "random_init" and spec.get("like") in models:
+                out.setdefault(spec["like"], m)
+        return out
+
     def paper1_enabled(self) -> bool:
         sec = self.config["paper1_llm"]
         return bool(sec["models"] and sec["datasets"])

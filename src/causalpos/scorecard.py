@@ -440,6 +440,194 @@ def _trained_rows(cmp: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows
 
 
+_LAYER1_COLUMNS = ("model", "dataset", "layer", "share", "share_lo", "share_hi", "share_minus_l1")
+_LAYER1_COLUMNS += ("share_minus_l1_lo", "share_minus_l1_hi")
+_BAND_COLUMNS = ("model", "dataset", "layer", "band", "band_lo", "band_hi")
+_SHARE_INIT_COLUMNS = ("variant", "share_pooled_minus_init", "share_pooled_minus_init_lo")
+_SHARE_INIT_COLUMNS += ("share_pooled_minus_init_hi",)
+_TWIN_COLUMNS = ("model", "dataset", "layer", "share")
+_NO_NEW_COLUMNS = (
+    "the config has no paper1_llm models, or llm_index.csv predates the {what} columns "
+    "(rerun aggregate_llm_stats)"
+)
+
+
+def _paper1_models(llm: pd.DataFrame, t: Mapping):
+    """(model, dataset, rows sorted by layer) of the table's runs of the target's variant."""
+    sel = llm[llm["variant"] == t["variant"]] if "variant" in llm else llm
+    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
+        yield model, dataset, g.sort_values("layer")
+
+
+def _llm_layer1_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Fig. 5's "except at layer 1" on the scale-free share: share(L) − share(1), paired CI."""
+    src = "results/stats/llm_index.csv"
+    t = T["llm_layer1_share"]
+    if llm is None:
+        return [_not_run(t, t["label"], src, _NO_NEW_COLUMNS.format(what="share"))]
+    margin, threshold = float(t["margin"]), float(t["threshold"])
+    rows = []
+    for model, dataset, g in _paper1_models(llm, t):
+        first, later = g.iloc[0], g.iloc[1:]
+        per = [
+            positive((r.share_minus_l1_lo, r.share_minus_l1_hi), margin) for r in later.itertuples()
+        ]
+        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
+        med = float(later["share_minus_l1"].median()) if len(later) else math.nan
+        measured = (
+            f"share L1 {_ci(first['share'], first['share_lo'], first['share_hi'])}; layers >= 2: "
+            f"{n_yes} of {len(per)} above layer 1, {n_und} undecided, "
+            f"{len(per) - n_yes - n_und} at or below; median share(L) - share(1) {_fmt(med)}"
+        )
+        note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
+        rows.append(
+            _row(
+                t,
+                f"{t['label']} ({model}, {dataset})",
+                measured,
+                fraction(n_yes, n_und, len(per), threshold),
+                src,
+                note=note,
+            )
+        )
+    return rows
+
+
+def _llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Fig. 5's first keys: the sign of the first-keys band at the scored layers (with CI)."""
+    src = "results/stats/llm_index.csv"
+    t = T["llm_first_keys"]
+    sign = {"negative": -1.0, "positive": 1.0}[str(t["sign"])]
+    layers = [int(x) for x in t["layers"]]
+    t = {
+        **t,
+        "layers_str": ", ".join(str(x) for x in layers),
+        "other": "at or above" if sign < 0 else "at or below",
+    }
+    if llm is None:
+        return [_not_run(t, t["label"], src, _NO_NEW_COLUMNS.format(what="first-keys band"))]
+    margin, threshold = float(t["margin"]), float(t["threshold"])
+    word = {1.0: "above", -1.0: "below"}
+
+    def side(lo: float, hi: float) -> str:
+        """reproduced: beyond the margin on the paper's side; differs: the CI rules that out."""
+        return positive((lo, hi) if sign > 0 else (-hi, -lo), margin)
+
+    rows = []
+    for model, dataset, g in _paper1_models(llm, t):
+        scored = g[g["layer"].isin(layers)]
+        per = [side(r.band_lo, r.band_hi) for r in scored.itertuples()]
+        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
+        later = g[g["layer"] > g["layer"].min()]
+        below = int((later["band_hi"] < 0).sum())
+        above = int((later["band_lo"] > 0).sum())
+        keys = int(g["band_keys"].iloc[0]) if "band_keys" in g else None
+        measured = (
+            (f"keys 1..{keys}: " if keys else "")
+            + "; ".join(
+                f"L{int(r.layer)} {_ci(r.band, r.band_lo, r.band_hi)}" for r in scored.itertuples()
+            )
+            + f" (logit units); all {len(later)} layers >= 2: {below} below 0, {above} above, "
+            f"{len(later) - below - above} undecided"
+        )
+        if "band_with_sink" in g and len(scored):
+            r = scored.iloc[0]
+            measured += (
+                f"; with key 0 kept in the normalization L{int(r['layer'])} "
+                f"{_ci(r['band_with_sink'], r['band_with_sink_lo'], r['band_with_sink_hi'])}"
+            )
+        note = (
+            "" if len(scored) else f"the table has none of layers {t['layers_str']} for this model"
+        )
+        other = [int(r.layer) for r, v in zip(scored.itertuples(), per) if v == DIFFERS]
+        if other:
+            note = f"the first keys are not {word[sign]} their offsets' level at layer(s) " + (
+                ", ".join(map(str, other))
+            )
+        rows.append(
+            _row(
+                t,
+                f"{t['label']} ({model}, {dataset})",
+                measured,
+                fraction(n_yes, n_und, len(per), threshold),
+                src,
+                note=note,
+            )
+        )
+    return rows
+
+
+def _trained_share_rows(cmp: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """§3 amplification on the scale-free share: trained variant minus its init twin."""
+    src = "results/stats/train_comparison.csv"
+    t = T["trained_vs_init_share"]
+    if cmp is None:
+        why = (
+            "the config trains no models with init twins, or train_comparison.csv predates the "
+            "share columns (rerun compare_trained)"
+        )
+        return [_not_run(t, t["label"], src, why)]
+    rows = []
+    for r in cmp.itertuples():
+        lo, hi = r.share_pooled_minus_init_lo, r.share_pooled_minus_init_hi
+        measured = f"{_ci(r.share_pooled_minus_init, lo, hi)} (share of variance, pooled layers)"
+        if "share_pooled" in cmp and "init_share_pooled" in cmp:
+            measured += (
+                f"; trained {_ci(r.share_pooled, r.share_pooled_lo, r.share_pooled_hi)}, init "
+                f"{_ci(r.init_share_pooled, r.init_share_pooled_lo, r.init_share_pooled_hi)}"
+            )
+        rows.append(
+            _row(
+                t,
+                f"{t['label']} (trained-{r.variant} vs init)",
+                measured,
+                positive((lo, hi), float(t["threshold"])),
+                src,
+                note=_text(t, "note_rope") if "nope" not in str(r.variant) else _text(t, "note"),
+            )
+        )
+    return rows
+
+
+def _llm_twin_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """§3 amplification on the scale-free share: a pretrained model minus its random-init twin."""
+    src = "results/stats/llm_index.csv"
+    t = T["llm_vs_random_share"]
+    cols = ("share_pooled", "share_pooled_minus_twin", "share_pooled_minus_twin_lo")
+    if llm is None or "twin" not in llm or not set(cols) <= set(llm.columns):
+        why = (
+            "no paper1_llm model has its random-init twin among the paper1_llm models (a "
+            "random_init model `like:` it, on the same datasets), or llm_index.csv predates the "
+            "twin columns (rerun aggregate_llm_stats)"
+        )
+        return [_not_run(t, t["label"], src, why)]
+    rows = []
+    for model, dataset, g in _paper1_models(llm[llm["twin"].notna()], t):
+        r = g.iloc[0]
+        lo, hi = r["share_pooled_minus_twin_lo"], r["share_pooled_minus_twin_hi"]
+        twin = llm[(llm["model"] == r["twin"]) & (llm["dataset"] == dataset)]
+        if "variant" in llm:
+            twin = twin[twin["variant"] == t["variant"]]
+        measured = f"{_ci(r['share_pooled_minus_twin'], lo, hi)} (share of variance, pooled layers)"
+        if len(twin):
+            tw = twin.iloc[0]
+            measured += (
+                f"; {model} {_ci(r['share_pooled'], r['share_pooled_lo'], r['share_pooled_hi'])}, "
+                f"{r['twin']} {_ci(tw['share_pooled'], tw['share_pooled_lo'], tw['share_pooled_hi'])}"
+            )
+        rows.append(
+            _row(
+                t,
+                f"{t['label']} ({model} vs {r['twin']}, {dataset})",
+                measured,
+                positive((lo, hi), float(t["threshold"])),
+                src,
+                note=_text(t, "note"),
+            )
+        )
+    return rows
+
+
 # --------------------------------------------------------------------------------------------
 # Paper 2
 
@@ -1046,6 +1234,10 @@ def build_scorecard(
         ),
         T,
     )
+    rows += _llm_layer1_share_rows(_read(paths.get("llm_index"), _LAYER1_COLUMNS), T)
+    rows += _llm_first_keys_rows(_read(paths.get("llm_index"), _BAND_COLUMNS), T)
+    rows += _trained_share_rows(_read(paths.get("train_comparison"), _SHARE_INIT_COLUMNS), T)
+    rows += _llm_twin_share_rows(_read(paths.get("llm_index"), _TWIN_COLUMNS), T)
     rows += _claim1_rows(
         _read(paths.get("leakage_by_model"), ("model", "dataset", "variant", "target", "lo")), T
     )

@@ -1,4 +1,5 @@
-# Statistical aggregation: per-layer non-relativeness index with Monte-Carlo CIs.
+# Statistical aggregation: per-layer non-relativeness index (logit units), non-relative share
+# (scale-free) and first-keys band, with Monte-Carlo CIs.
 
 
 rule aggregate_sim_stats:
@@ -47,6 +48,8 @@ rule aggregate_llm_stats:
         runtime=10,
     params:
         labels=CFG.paper1_labels(),
+        first_keys=config["paper1_llm"]["first_keys"],
+        twins=CFG.paper1_twins(),
         confidence=config["stats"]["confidence"],
         n_bootstrap=config["stats"]["n_bootstrap"],
         seed=config["seed"],

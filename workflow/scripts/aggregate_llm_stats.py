@@ -16,4 +16,6 @@ with logged(snakemake.log[0], snakemake.threads):
         confidence=p.confidence,
         n_boot=p.n_bootstrap,
         seed=p.seed,
+        first_keys=p.first_keys,
+        twins=p.twins,
     )

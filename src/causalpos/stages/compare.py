@@ -11,6 +11,7 @@ import xarray as xr
 
 from causalpos.models.twin import INIT_SUFFIX
 from causalpos.paper1.compare import _group_maps, paired_index_bootstrap
+from causalpos.paper1.nonrelative import paired, share_intervals
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,10 @@ def _decomposition(summary: xr.Dataset) -> dict[str, float]:
     return out
 
 
+def _named(name: str, est_lo_hi) -> dict[str, float]:
+    return dict(zip((name, f"{name}_lo", f"{name}_hi"), (float(x) for x in est_lo_hi)))
+
+
 def comparison_tables(
     stores: Mapping[str, tuple[xr.Dataset, xr.Dataset | None]],
     *,
@@ -69,9 +74,13 @@ def comparison_tables(
 
     Returns ``(index, comparison)`` DataFrames. ``index``: one row per (variant, weights, layer)
     with ``weights`` ∈ {trained, init}, layer 1-indexed, the debiased index with CI and noise
-    floor, and on trained rows the paired difference and ratio to the twin (the ratio only where the
-    twin's interval excludes 0). ``comparison``: one row per variant: the layer-mean index
-    (trained, init, difference, ratio) with CIs, paper 2's decomposition of the trained model
+    floor, the scale-free non-relative share (``share*``, jackknife CI,
+    :mod:`causalpos.paper1.nonrelative`), and on trained rows the paired difference and ratio to
+    the twin (the ratio only where the twin's interval excludes 0) and the paired share difference
+    (``share_minus_init*``). ``comparison``: one row per variant: the layer-mean index (trained,
+    init, difference, ratio) with CIs, the share pooled over layers (``share_pooled*``,
+    ``init_share_pooled*``, ``share_pooled_minus_init*``, paired over groups), paper 2's
+    decomposition of the trained model
     (``leak_*``) and of its twin (``init_leak_*``, paper 2's random-init baseline), the held-out
     loss and the loss excess beyond the training length.
     """
@@ -92,6 +101,10 @@ def comparison_tables(
             g_i = g_t  # no twin: the contrasts are dropped below
         p = paired_index_bootstrap(g_t, g_i, level=confidence, n_boot=n_boot, seed=seed)
         diff, ratio = p.difference(), p.ratio()
+        # the scale-free share next to the logit index: an init model's logits are near 0, so a
+        # logit-unit difference grows with the logit scale alone (causalpos.paper1.nonrelative)
+        (s_t, p_t), (s_i, p_i) = (share_intervals(x, level=confidence) for x in (g_t, g_i))
+        s_diff = paired(s_t, s_i)
         for layer in range(g_t.shape[1]):
             base = {
                 "variant": variant,
@@ -106,6 +119,9 @@ def comparison_tables(
                 "ci_lo": p.lo_a[layer],
                 "ci_hi": p.hi_a[layer],
                 "noise_floor": p.floor_a[layer],
+                "share": s_t.estimate[layer],
+                "share_lo": s_t.lo[layer],
+                "share_hi": s_t.hi[layer],
             }
             if init is not None:
                 ok = p.lo_b[layer] > 0  # the twin's index is detected: the ratio is bounded
@@ -117,6 +133,9 @@ def comparison_tables(
                         "over_init": ratio[0][layer] if ok else math.nan,
                         "over_init_lo": ratio[1][layer] if ok else math.nan,
                         "over_init_hi": ratio[2][layer] if ok else math.nan,
+                        "share_minus_init": s_diff[0][layer],
+                        "share_minus_init_lo": s_diff[1][layer],
+                        "share_minus_init_hi": s_diff[2][layer],
                     }
                 )
                 idx_rows.append(row)
@@ -128,6 +147,9 @@ def comparison_tables(
                         "ci_lo": p.lo_b[layer],
                         "ci_hi": p.hi_b[layer],
                         "noise_floor": p.floor_b[layer],
+                        "share": s_i.estimate[layer],
+                        "share_lo": s_i.lo[layer],
+                        "share_hi": s_i.hi[layer],
                     }
                 )
             else:
@@ -139,6 +161,7 @@ def comparison_tables(
             "index_mean": m["a"][0],
             "index_mean_lo": m["a"][1],
             "index_mean_hi": m["a"][2],
+            **_named("share_pooled", (p_t.estimate, p_t.lo, p_t.hi)),
         }
         if init is not None:
             # A ratio over an index indistinguishable from 0 is unbounded: reported only where the
@@ -155,6 +178,8 @@ def comparison_tables(
                     "amplification": amp[0],
                     "amplification_lo": amp[1],
                     "amplification_hi": amp[2],
+                    **_named("init_share_pooled", (p_i.estimate, p_i.lo, p_i.hi)),
+                    **_named("share_pooled_minus_init", paired(p_t, p_i)),
                 }
             )
         if leakage and variant in leakage:

@@ -12,6 +12,7 @@ import xarray as xr
 
 from causalpos.io.store import open_dataset
 from causalpos.paper1.diagonal import index_ci
+from causalpos.paper1.nonrelative import band_ci, minus_first_layer, paired, share_intervals
 
 log = logging.getLogger("causalpos.stages.stats")
 
@@ -22,50 +23,115 @@ def llm_index_table(
     confidence: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
+    first_keys: int = 4,
+    twins: Mapping[str, str] | None = None,
 ):
-    """Per (model, dataset, variant, layer) non-relativeness index of the head-averaged map.
+    """Per (model, dataset, variant, layer) non-relativeness statistics of the head-averaged map.
 
     ``stores``: (model, dataset, variant) -> merged score store with ``score_group_mean``
-    (group, layer, query, key), the raw head-averaged maps of groups of sequences. Bootstrap over
-    groups (:func:`causalpos.diagonal.index_ci`, which normalizes them).
+    (group, layer, query, key), the raw head-averaged maps of groups of sequences.
+    ``twins``: model -> its random-init twin (same architecture, tokenizer, prompts), both among
+    the stores; the model's rows then carry the share contrast with the twin.
+
+    Columns: the logit-unit index (bootstrap over groups, :func:`causalpos.paper1.diagonal.
+    index_ci`: ``index``, ``index_debiased``, ``noise_floor``, ``index_over_floor``, ``ci_lo``,
+    ``ci_hi``, ``se``); the scale-free non-relative share with its jackknife CI (``share``,
+    ``share_lo``, ``share_hi``) and its paired difference from layer 1 (``share_minus_l1*``, NaN on
+    layer 1); the share pooled over the model's layers (``share_pooled*``, the same on every row
+    of the model); the first-keys band, keys 1..``first_keys`` (``band_keys``), sink column excluded
+    before normalizing (``band``, ``band_lo``, ``band_hi``) and with it
+    (``band_with_sink*``), logit units, signed (:mod:`causalpos.paper1.nonrelative`); with a twin:
+    ``twin``, ``share_minus_twin*`` per layer and ``share_pooled_minus_twin*`` (pooled over
+    layers, the same on every row of the model); ``n_groups``, ``n_sequences``.
     """
-    import pandas as pd
-
-    from causalpos.paper1.diagonal import index_ci
-
-    rows = []
-    for (model, dataset, variant), ds in stores.items():
+    twins = dict(twins or {})
+    maps, shares = {}, {}
+    for key, ds in stores.items():
+        model, dataset, variant = key
         if "score_group_mean" not in ds:
             raise KeyError(
                 f"score store of {model}/{dataset}/{variant} has no 'score_group_mean' "
                 "(extract with the 'groups' reducer)"
             )
-        g = np.asarray(
+        maps[key] = np.asarray(
             ds["score_group_mean"].transpose("group", "layer", "query", "key").values,
             dtype=np.float64,
         )
+        shares[key] = share_intervals(maps[key], level=confidence)  # (per layer, pooled)
+    rows = []
+    for key, ds in stores.items():
+        model, dataset, variant = key
+        g = maps[key]
         ci = index_ci(g, level=confidence, n_boot=n_boot, seed=seed)
+        sh, pooled = shares[key]
+        band = band_ci(g, first_keys, level=confidence)
+        band_sink = band_ci(g, first_keys, exclude_sink=False, level=confidence)
+        l1 = minus_first_layer(sh)
+        twin = twins.get(model)
+        tkey = (twin, dataset, variant)
+        vs_twin = pooled_vs_twin = None
+        if twin is not None and tkey in stores:
+            _check_same_groups(ds, stores[tkey], "/".join(key), "/".join(tkey))
+            vs_twin = paired(sh, shares[tkey][0])
+            pooled_vs_twin = paired(pooled, shares[tkey][1])
         for layer in range(g.shape[1]):
-            rows.append(
-                {
-                    "model": model,
-                    "dataset": dataset,
-                    "variant": variant,
-                    "layer": layer + 1,
-                    "index": float(ci.estimate[layer]),
-                    "index_debiased": float(ci.debiased[layer]),
-                    "noise_floor": float(ci.noise_floor[layer]),
-                    "index_over_floor": float(ci.estimate[layer] / ci.noise_floor[layer])
-                    if ci.noise_floor[layer] > 0
-                    else math.nan,
-                    "ci_lo": float(ci.lo[layer]),
-                    "ci_hi": float(ci.hi[layer]),
-                    "se": float(ci.se[layer]),
-                    "n_groups": int(ci.n_groups),
-                    "n_sequences": int(ds.attrs.get("n_sequences", -1)),
-                }
-            )
+            row = {
+                "model": model,
+                "dataset": dataset,
+                "variant": variant,
+                "layer": layer + 1,
+                "index": float(ci.estimate[layer]),
+                "index_debiased": float(ci.debiased[layer]),
+                "noise_floor": float(ci.noise_floor[layer]),
+                "index_over_floor": float(ci.estimate[layer] / ci.noise_floor[layer])
+                if ci.noise_floor[layer] > 0
+                else math.nan,
+                "ci_lo": float(ci.lo[layer]),
+                "ci_hi": float(ci.hi[layer]),
+                "se": float(ci.se[layer]),
+                "share": float(sh.estimate[layer]),
+                "share_lo": float(sh.lo[layer]),
+                "share_hi": float(sh.hi[layer]),
+                **_triple("share_minus_l1", l1, layer, skip=layer == 0),
+                **_triple("share_pooled", (pooled.estimate, pooled.lo, pooled.hi), None),
+                "band_keys": int(first_keys),
+                "band": float(band.estimate[layer]),
+                "band_lo": float(band.lo[layer]),
+                "band_hi": float(band.hi[layer]),
+                "band_with_sink": float(band_sink.estimate[layer]),
+                "band_with_sink_lo": float(band_sink.lo[layer]),
+                "band_with_sink_hi": float(band_sink.hi[layer]),
+            }
+            if vs_twin is not None:
+                row["twin"] = twin
+                row.update(_triple("share_minus_twin", vs_twin, layer))
+                row.update(_triple("share_pooled_minus_twin", pooled_vs_twin, None))
+            row["n_groups"] = int(ci.n_groups)
+            row["n_sequences"] = int(ds.attrs.get("n_sequences", -1))
+            rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _triple(name: str, est_lo_hi, layer: int | None, skip: bool = False) -> dict[str, float]:
+    """``{name, name_lo, name_hi}`` of one layer (or of a scalar contrast: ``layer`` None)."""
+    if skip:
+        return {name: math.nan, f"{name}_lo": math.nan, f"{name}_hi": math.nan}
+    vals = [np.asarray(x) for x in est_lo_hi]
+    vals = [float(v if layer is None else v[layer]) for v in vals]
+    return dict(zip((name, f"{name}_lo", f"{name}_hi"), vals))
+
+
+def _check_same_groups(a: xr.Dataset, b: xr.Dataset, la: str, lb: str) -> None:
+    """A paired contrast needs the two stores to hold the same groups of the same sequences."""
+    na, nb = a.sizes.get("group"), b.sizes.get("group")
+    same = na == nb and a.attrs.get("n_sequences") == b.attrs.get("n_sequences")
+    if same and "group" in a.coords and "group" in b.coords:
+        same = np.array_equal(a["group"].values, b["group"].values)
+    if not same:
+        raise ValueError(
+            f"{la} and its twin {lb} do not hold the same groups of sequences ({na} vs {nb} groups); "
+            "a twin must be extracted on the same dataset with the same extract.n_groups"
+        )
 
 
 def simulation_index_table(
@@ -140,12 +206,26 @@ def aggregate_sim_stats(
 
 
 def aggregate_llm_stats(
-    stores: Mapping[str, str], out, *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
+    stores: Mapping[str, str],
+    out,
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    first_keys: int = 4,
+    twins: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Rule ``aggregate_llm_stats``: :func:`llm_index_table` of the normalized score stores
+    """Rule ``aggregate_llm_stats``: :func:`llm_index_table` of the score stores
     (``"model/dataset/variant"`` -> path), written as CSV to ``out``."""
     opened = {tuple(label.split("/")): open_dataset(p) for label, p in stores.items()}
-    table = llm_index_table(opened, confidence=confidence, n_boot=n_boot, seed=seed)
+    table = llm_index_table(
+        opened,
+        confidence=confidence,
+        n_boot=n_boot,
+        seed=seed,
+        first_keys=first_keys,
+        twins=twins,
+    )
     table.to_csv(out, index=False)
     log.info("\n%s", table.to_string())
     return table
