@@ -224,3 +224,21 @@ def test_the_real_scripts_closures_are_what_the_layout_promises():
     for s, mods in closure.items():
         if any(m.startswith("causalpos.figures") for m in mods):
             assert s.startswith("plot_"), s
+
+
+def test_every_script_imports_the_library_of_its_own_checkout():
+    """Snakemake hands a script ``scriptdir`` unnormalized (``workflow/rules/../scripts``): the
+    path a script puts first on sys.path must be the checkout's src/ all the same, or jobs of a
+    copied or second checkout run another checkout's (installed) library."""
+    from types import SimpleNamespace
+
+    scriptdir = str(REPO / "workflow" / "rules" / ".." / "scripts")
+    for script in sorted((REPO / "workflow" / "scripts").glob("*.py")):
+        line = next(
+            ln for ln in script.read_text().splitlines() if ln.startswith("sys.path.insert(0, ")
+        )
+        expr = line[len("sys.path.insert(0, ") : -1]
+        got = eval(
+            expr, {"Path": Path, "str": str, "snakemake": SimpleNamespace(scriptdir=scriptdir)}
+        )
+        assert Path(got) == REPO / "src", (script.name, got)

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 
 from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.train import train_tokenizer  # noqa: E402
