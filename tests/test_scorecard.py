@@ -1035,3 +1035,51 @@ def test_probe_table_carries_the_refusal_and_wilson_ci():
     assert (row["sink_probe_accuracy_lo"], row["sink_probe_accuracy_hi"]) == wilson_ci(0.3, 30)
     lo, hi = wilson_ci(0.5, 30)
     assert lo == pytest.approx(0.3315, abs=1e-3) and hi == pytest.approx(0.6685, abs=1e-3)
+
+
+def test_readme_summary_counts_the_rows_that_could_fail_and_names_the_findings(tmp_path):
+    from causalpos.cli import main
+
+    card = pd.DataFrame(
+        {
+            "paper": ["paper 1", "paper 1", "paper 2", "paper 2", "paper 2"],
+            "target": ["Fig. 1 (3,2)", "§3 closed form", "claim 7", "claim 8", "Table 9"],
+            "claim": ["c"] * 5,
+            "paper_value": ["0.150", "exact", "0.0000", "qualitative", "40 %"],
+            "measured": ["0.15082", "9e-16", "0", "n/a", "12 % [3, 20]"],
+            "verdict": ["differs", "reproduced", "reproduced", "not applicable", "inconclusive"],
+            "falsified_if": ["x"] * 5,
+            "note": [""] * 5,
+        }
+    )
+    text = S.readme_summary(card)
+    assert text.startswith(S.SUMMARY_BEGIN) and text.rstrip().endswith(S.SUMMARY_END)
+    assert "5 rows, of which 4 are tests" in text
+    assert "(2 reproduced, 1 differs, 1 inconclusive); the other 1 say why" in text
+    assert "- paper 1, Fig. 1 (3,2): measured 0.15082 (paper: 0.150)" in text
+    assert "*Inconclusive* (1):" in text and "Table 9: measured 12 % [3, 20]" in text
+    # the CLI rewrites exactly the block between the markers
+    csv = tmp_path / "scorecard.csv"
+    card.to_csv(csv, index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{S.SUMMARY_BEGIN}\nold\n{S.SUMMARY_END}\nafter\n")
+    assert main(["summary", str(csv), "--update", str(readme)]) == 0
+    new = readme.read_text()
+    assert new.startswith("# x\n\nbefore\n" + S.SUMMARY_BEGIN) and new.endswith("\nafter\n")
+    assert "old" not in new and "4 are tests" in new
+    with pytest.raises(ValueError, match="no summary block"):
+        S.update_readme("# no markers\n", text)
+
+
+def test_the_readme_holds_a_generated_summary_block():
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    i, j = text.index(S.SUMMARY_BEGIN), text.index(S.SUMMARY_END)
+    block = text[i:j]
+    counts = [
+        int(n)
+        for n in __import__("re").findall(
+            r"(\d+) (?:reproduced|differs|inconclusive)", block.split("\n")[1]
+        )
+    ]
+    total_tests = int(__import__("re").search(r"of which (\d+) are tests", block).group(1))
+    assert sum(counts) == total_tests > 0

@@ -332,15 +332,15 @@ def test_figure_module_edit_reruns_only_paper2_figures(pipeline):
 
 def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
     """extract_scores imports paper2/reducers.py (the LeakageReducer runs inside extraction), so
-    editing it reruns the extraction of every variant, then everything downstream — but not the
-    model or the data."""
+    editing it reruns the extraction (one job: every variant of the pair with one model load),
+    every variant's merge, then everything downstream — but not the model or the data."""
     module = pipeline / "src" / "causalpos" / "paper2" / "reducers.py"
     original = module.read_text()
     try:
         module.write_text(original + "\n# an edit\n")
         counts = rule_counts(_reruns(pipeline))
         assert counts == {
-            "extract_scores": 6,
+            "extract_scores": 1,
             "merge_scores": 6,
             "leakage": 1,
             "position0": 1,
@@ -392,9 +392,12 @@ def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
         lambda c: c["leakage"]["reducer"].update(windows=["all", "early8", "late", "early16"]),
     )
     jobs = _reruns(pipeline, edited)
-    assert rule_counts(jobs)["extract_scores"] == 6
-    assert {w for r, w in jobs if r == "extract_scores"} == {
-        f"model={MODEL}, dataset={DATASET}, variant={v}, shard=0000" for v in UNION
+    # the pair's one extraction job (every variant), then the merge of every variant
+    assert [w for r, w in jobs if r == "extract_scores"] == [
+        f"model={MODEL}, dataset={DATASET}, shard=0000"
+    ]
+    assert {w for r, w in jobs if r == "merge_scores"} == {
+        f"model={MODEL}, dataset={DATASET}, variant={v}" for v in UNION
     }
 
 

@@ -2,6 +2,7 @@
 
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
 causalpos verify [RESULTS_DIR] [--sizes-only]      # every store checked against its manifest
+causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compare file sizes, skip checksums (faster; still finds deleted and truncated files)",
     )
+    summary = sub.add_parser(
+        "summary",
+        help="the README's 'what was reproduced' digest of a scorecard: rows that could have "
+        "failed, per paper, and every differs / inconclusive row; --update rewrites the README's "
+        "block",
+    )
+    summary.add_argument(
+        "scorecard", nargs="?", default="results/report/scorecard.csv", help="default: %(default)s"
+    )
+    summary.add_argument("--update", metavar="README", help="rewrite this file's summary block")
     args = parser.parse_args(argv)
     if args.command == "diff-results":
         from causalpos.io.compare_trees import compare_trees
@@ -49,6 +60,21 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(report.report())
         return 0 if report.clean else 1
+    if args.command == "summary":
+        from pathlib import Path
+
+        import pandas as pd
+
+        from causalpos.scorecard import readme_summary, update_readme
+
+        card = pd.read_csv(args.scorecard, keep_default_na=False)
+        block = readme_summary(card, source=args.scorecard)
+        if args.update:
+            path = Path(args.update)
+            path.write_text(update_readme(path.read_text(), block))
+        else:
+            print(block, end="")
+        return 0
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

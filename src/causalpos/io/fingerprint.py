@@ -42,10 +42,23 @@ def _module_name(path: Path, package_dir: Path) -> str:
     return ".".join(parts)
 
 
-def _imported_names(path: Path, package_dir: Path) -> set[str]:
+#: Parsed import lists by (file, package, content): a Snakefile fingerprints ~30 scripts whose
+#: closures share most modules, so each module is parsed once per content, not once per script.
+_NAMES: dict[tuple[str, str, bytes], frozenset[str]] = {}
+
+
+def _imported_names(path: Path, package_dir: Path) -> frozenset[str]:
     """Absolute module names a file imports (every ``import`` / ``from`` statement, nested too),
     with ``from X import y`` contributing both ``X`` and ``X.y`` (``y`` may be a submodule)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    source = path.read_bytes()
+    key = (str(path), str(package_dir), source)
+    if key not in _NAMES:
+        _NAMES[key] = frozenset(_scan_imports(path, source, package_dir))
+    return _NAMES[key]
+
+
+def _scan_imports(path: Path, source: bytes, package_dir: Path) -> set[str]:
+    tree = ast.parse(source, filename=str(path))
     here = None
     if path.is_relative_to(package_dir):
         here = _module_name(path, package_dir)

@@ -1,0 +1,42 @@
+"""The paper-scale GPU benchmark (benchmarks/bench_extract_gpu.py): its stand-ins have the papers'
+models' sizes, and it runs end to end (on CPU here, with the tiny preset)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_extract_gpu as B  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "preset, billions",
+    # published parameter counts: Llama 3.2 1B 1.24 B (tied embeddings), Llama 3.1 8B 8.03 B,
+    # Mistral 7B v0.1 7.24 B
+    [("llama-3.2-1b", 1.24), ("llama-3.1-8b", 8.03), ("mistral-7b", 7.24)],
+)
+def test_presets_have_the_paper_models_sizes(preset, billions):
+    from transformers import AutoModelForCausalLM
+
+    from causalpos.models.load import architecture_config
+
+    arch, size, overrides = B.PRESETS[preset]
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture_config(arch, size, overrides))
+    n = sum(p.numel() for p in model.parameters()) / 1e9
+    assert n == pytest.approx(billions, abs=0.01)
+
+
+def test_benchmark_runs_every_mode_and_reports_them(tmp_path):
+    out = B.main(
+        ["--preset", "tiny", "--device", "cpu", "--dtype", "float32", "--seq-len", "32"]
+        + ["--batch", "2", "--n-batches", "2", "--json", str(tmp_path / "r.json")]
+    )
+    assert list(out["modes"]) == list(B.MODES) and (tmp_path / "r.json").exists()
+    assert out["modes"]["forward"]["x_forward_min"] == 1.0
+    assert all(r["tokens_per_s"] > 0 for r in out["modes"].values())
