@@ -184,3 +184,15 @@ def smoke_pipeline(tmp_path_factory) -> Path:
     work = copy_pipeline(tmp_path_factory.mktemp("smoke_pipeline"))
     snakemake(work, "--cores", "2", "--configfile", "configs/smoke.yaml")
     return work
+
+
+#: Test modules that share a session fixture too expensive to build twice run on one xdist worker.
+_SAME_WORKER = {"test_workflow_train": "test_workflow"}  # both read the session's smoke run
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``-n``, ``--dist loadgroup``): one worker per test module, so module-
+    and session-scoped fixtures (a trained model, the smoke run, SmolLM2) are built once."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        item.add_marker(pytest.mark.xdist_group(_SAME_WORKER.get(module, module)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -180,4 +181,6 @@ def extract_scores(
             )
         out.mkdir(parents=True, exist_ok=True)
         written[variant] = write_dataset(ds, out / f"{variant}.zarr")
+        del ds, objs  # this variant's reducer state and result, before the next one allocates
+        gc.collect()
     return written
