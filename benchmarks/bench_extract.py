@@ -84,16 +84,24 @@ def _reducers(mode: str, n: int) -> list:
     }[mode]()
 
 
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _batch(mode: str, model, ids: torch.Tensor, start: int, reducers: list) -> float:
-    """Seconds of one forward pass of ``ids`` under ``mode``.
+    """Seconds of one forward pass of ``ids`` under ``mode`` (``forward`` or a capture mode).
 
     Capture modes go through the same public pieces as ``extract_scores`` (``capturing``,
-    ``variant_inputs``), so a batch can be timed on its own.
+    ``variant_inputs``), so a batch can be timed on its own. On CUDA the clock stops after a
+    synchronize (benchmarks/bench_extract_gpu.py times with this too).
     """
     with torch.inference_mode():
+        _sync(ids.device)
         if mode == "forward":
             t0 = time.perf_counter()
             model(input_ids=ids, use_cache=False, logits_to_keep=1)
+            _sync(ids.device)
             return time.perf_counter() - t0
         v = parse_variant("causal")
         sids = np.arange(start, start + len(ids))
@@ -101,6 +109,7 @@ def _batch(mode: str, model, ids: torch.Tensor, start: int, reducers: list) -> f
             t0 = time.perf_counter()
             session.begin_batch(sids)
             model(**variant_inputs(model, ids, sids, v, seed=0), use_cache=False, logits_to_keep=1)
+            _sync(ids.device)
             return time.perf_counter() - t0
 
 

@@ -34,13 +34,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from causalpos.capture.hook import capturing  # noqa: E402
+from bench_extract import _batch, _Noop  # noqa: E402  (the same timed batch as on CPU)
+
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels  # noqa: E402
 from causalpos.models.device import auto_batch_size  # noqa: E402
-from causalpos.models.forward import variant_inputs  # noqa: E402
 from causalpos.models.load import architecture_config  # noqa: E402
-from causalpos.models.variants import parse_variant  # noqa: E402
 from causalpos.paper2.reducers import LeakageReducer, SinkReducer  # noqa: E402
 
 MODES = ("forward", "capture", "maps", "paper2")
@@ -104,16 +104,6 @@ FITS = ("saturated+query", "linear+query", "saturated+key")
 WINDOWS = ("all", "early16", "early32", "early64", "late")
 
 
-class _Noop:
-    name = "noop"
-
-    def update(self, layer, scores, seq_ids):
-        pass
-
-    def result(self):
-        return None
-
-
 def _reducers(mode: str, n: int) -> list:
     if mode == "forward":
         return []
@@ -123,30 +113,6 @@ def _reducers(mode: str, n: int) -> list:
     if mode == "maps":
         return maps
     return maps + [LeakageReducer(fits=FITS, windows=WINDOWS, mean_maps=True), SinkReducer()]
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _batch(mode: str, model, ids: torch.Tensor, start: int, reducers: list) -> float:
-    device = ids.device
-    with torch.inference_mode():
-        _sync(device)
-        if mode == "forward":
-            t0 = time.perf_counter()
-            model(input_ids=ids, use_cache=False, logits_to_keep=1)
-            _sync(device)
-            return time.perf_counter() - t0
-        v = parse_variant("causal")
-        sids = np.arange(start, start + len(ids))
-        with capturing(model, reducers, variant=v) as session:
-            t0 = time.perf_counter()
-            session.begin_batch(sids)
-            model(**variant_inputs(model, ids, sids, v, seed=0), use_cache=False, logits_to_keep=1)
-            _sync(device)
-            return time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> dict:

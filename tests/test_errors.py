@@ -197,7 +197,12 @@ def test_sigterm_stops_a_job_promptly_leaving_nothing_that_looks_finished(
     script.write_text(
         JOB.format(src=str(SRC), log=repr(str(log)), out=repr(str(out)), started=repr(str(started)))
     )
-    proc = subprocess.Popen([sys.executable, str(script)])
+    # SIGINT at its default, as under a terminal: a parent that ignores it (a pytest-xdist worker)
+    # would hand the job an ignored SIGINT, and Python installs no KeyboardInterrupt handler then
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     _wait_for(started, proc)
     t0 = time.monotonic()
     for sig in signals:
