@@ -5,7 +5,6 @@ made it fail."""
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ from causalpos import verdicts as V
 from causalpos.paper1.theory import theory_table
 
 R, D, I = V.REPRODUCED, V.DIFFERS, V.INCONCLUSIVE
-SMOKE = Path("/work/before_smoke/results")
 
 
 def _card(tmp_path, **tables) -> pd.DataFrame:
@@ -737,35 +735,6 @@ def test_markdown_counts_the_rows_that_could_have_failed(tmp_path):
     assert "falsified if" in md
     assert md.count("\n| paper 1 |") + md.count("\n| paper 2 |") == len(card)
     assert (card["falsified_if"].str.len() > 0).all()
-
-
-@pytest.mark.skipif(not SMOKE.is_dir(), reason="no finished smoke results tree")
-def test_scorecard_of_the_smoke_results(tmp_path):
-    """The smoke run's own tables (copied: the results tree is read-only)."""
-    paths = {}
-    for name, rel in {
-        "theory": "sim/theory.csv",
-        "sim_index": "stats/simulation_index.csv",
-        "llm_index": "stats/llm_index.csv",
-        "train_comparison": "stats/train_comparison.csv",
-        "leakage_by_model": "stats/paper2_leakage_by_model.csv",
-        "decomposition": "stats/paper2_decomposition.csv",
-        "rope_controls": "stats/paper2_rope_controls.csv",
-        "bos_effects": "stats/paper2_bos_effects.csv",
-        "position0": "stats/paper2_position0.csv",
-    }.items():
-        if (SMOKE / rel).is_file():
-            paths[name] = tmp_path / Path(rel).name
-            shutil.copy(SMOKE / rel, paths[name])
-    card = S.build_scorecard(paths)
-    assert len(card) > 20
-    assert card["falsified_if"].map(lambda s: isinstance(s, str) and s.strip() != "").all()
-    assert set(card["verdict"]) <= {*V.TESTED, S.NOT_RUN, S.NOT_APPLICABLE, S.MEASURED}
-    assert _one(card, "§4.1 nearby keys score higher (layers 3-4)")["verdict"] == D
-    # claim 1 on logits: the trained model leaks, its random-init twin does not
-    assert _one(card, "claim 1 (trained-rope, kjv-first24)")["verdict"] == R
-    assert _one(card, "claim 1 (tiny-random, kjv-first24)")["verdict"] == D
-    S.to_markdown(card)
 
 
 def test_position0_table_says_whether_token0_is_fixed():

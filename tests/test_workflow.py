@@ -119,6 +119,23 @@ def test_extraction_stores_from_the_smoke_run(pipeline):
     )
 
 
+def test_scorecard_of_the_smoke_run_gives_the_verdicts_its_tables_imply(pipeline):
+    """The smoke run's own scorecard: every row has a falsification condition and a known verdict;
+    the exact layer 3-4 computation differs from the paper, and claim 1 (logit leakage) holds
+    for the trained model but not for its random-init twin, whose logits carry no position."""
+    from causalpos import scorecard as S
+    from causalpos import verdicts as V
+
+    card = pd.read_csv(pipeline / "results" / "report" / "scorecard.csv", keep_default_na=False)
+    assert len(card) > 20
+    assert (card["falsified_if"].str.strip() != "").all()
+    assert set(card["verdict"]) <= {*V.TESTED, S.NOT_RUN, S.NOT_APPLICABLE, S.MEASURED}
+    verdict = card.set_index("target")["verdict"]
+    assert verdict["§4.1 nearby keys score higher (layers 3-4)"] == V.DIFFERS
+    assert verdict["claim 1 (trained-rope, kjv-first24)"] == V.REPRODUCED
+    assert verdict["claim 1 (tiny-random, kjv-first24)"] == V.DIFFERS
+
+
 def test_trained_vs_init_comparison_agrees_with_the_other_stages(pipeline):
     """Issue 4's comparison: its numbers are the llm_index and paper-2 tables' own, recomputed."""
     from causalpos.models.load import read_source
