@@ -54,49 +54,35 @@ _LLAMA3_ROPE = {
     "high_freq_factor": 4.0,
     "original_max_position_embeddings": 8192,
 }
+#: Shared by Llama 3.1 8B and Mistral 7B v0.1: width, depth, heads (GQA 32 / 8).
+_7B_8B = dict(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+)
+_LLAMA3 = dict(vocab_size=128256, max_position_embeddings=131072)
 PRESETS: dict[str, tuple[str, str, dict]] = {
     "llama-3.2-1b": (
         "llama",
         "full",
-        dict(
-            hidden_size=2048,
-            intermediate_size=8192,
-            num_hidden_layers=16,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            vocab_size=128256,
-            max_position_embeddings=131072,
-            tie_word_embeddings=True,
-            rope_parameters=_LLAMA3_ROPE,
-        ),
+        {
+            **_LLAMA3,
+            **_7B_8B,
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 16,
+            "tie_word_embeddings": True,
+            "rope_parameters": _LLAMA3_ROPE,
+        },
     ),
     "llama-3.1-8b": (
         "llama",
         "full",
-        dict(
-            hidden_size=4096,
-            intermediate_size=14336,
-            num_hidden_layers=32,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            vocab_size=128256,
-            max_position_embeddings=131072,
-            rope_parameters={**_LLAMA3_ROPE, "factor": 8.0},
-        ),
+        {**_LLAMA3, **_7B_8B, "rope_parameters": {**_LLAMA3_ROPE, "factor": 8.0}},
     ),
-    "mistral-7b": (
-        "mistral",
-        "full",
-        dict(
-            hidden_size=4096,
-            intermediate_size=14336,
-            num_hidden_layers=32,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            vocab_size=32000,
-            sliding_window=4096,
-        ),
-    ),
+    "mistral-7b": ("mistral", "full", {**_7B_8B, "vocab_size": 32000, "sliding_window": 4096}),
     "tiny": ("llama", "tiny", {}),
 }
 
