@@ -42,6 +42,7 @@ from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels  #
 from causalpos.models.device import auto_batch_size  # noqa: E402
 from causalpos.models.load import architecture_config  # noqa: E402
 from causalpos.paper2.reducers import LeakageReducer, SinkReducer  # noqa: E402
+from causalpos.stages.extract import reducer_memory  # noqa: E402
 
 MODES = ("forward", "capture", "maps", "paper2")
 
@@ -86,8 +87,17 @@ PRESETS: dict[str, tuple[str, str, dict]] = {
     "tiny": ("llama", "tiny", {}),
 }
 
+N_GROUPS = 16
 FITS = ("saturated+query", "linear+query", "saturated+key")
 WINDOWS = ("all", "early16", "early32", "early64", "late")
+
+
+#: The reducers of each mode, by their extraction names (causalpos.stages.extract.REDUCER_NAMES).
+REDUCER_NAMES = {
+    "capture": [],
+    "maps": ["moments", "groups"],
+    "paper2": ["moments", "groups", "leakage", "sink"],
+}
 
 
 def _reducers(mode: str, n: int) -> list:
@@ -95,7 +105,7 @@ def _reducers(mode: str, n: int) -> list:
         return []
     if mode == "capture":
         return [_Noop()]
-    maps = [ScoreMoments(), GroupMeans(group_labels(n, n_groups=16))]
+    maps = [ScoreMoments(), GroupMeans(group_labels(n, n_groups=N_GROUPS))]
     if mode == "maps":
         return maps
     return maps + [LeakageReducer(fits=FITS, windows=WINDOWS, mean_maps=True), SinkReducer()]
@@ -111,6 +121,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--batch", default="8", help="sequences per batch, or 'auto'")
     p.add_argument("--n-batches", type=int, default=4)
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        type=lambda s: tuple(m for m in MODES if m in s.split(",")),
+        help="comma-separated subset of " + ",".join(MODES) + " (forward always runs)",
+    )
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
 
@@ -126,8 +142,13 @@ def main(argv: list[str] | None = None) -> dict:
         model = AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, args.dtype))
     model.eval()
     load_s = time.perf_counter() - t0
-    if args.batch == "auto":
-        batch, estimate = auto_batch_size(model, args.seq_len)
+    if args.batch == "auto":  # each mode's reducers keep their state across batches: all of it
+        reserved = sum(
+            reducer_memory(cfg, args.seq_len, names, n_groups=N_GROUPS, device=args.device)
+            for mode, names in REDUCER_NAMES.items()
+            if mode in args.modes
+        )
+        batch, estimate = auto_batch_size(model, args.seq_len, reserved=reserved)
         print(f"# batch_size auto: {estimate}", flush=True)
     else:
         batch = int(args.batch)
@@ -142,12 +163,13 @@ def main(argv: list[str] | None = None) -> dict:
         flush=True,
     )
     _batch("forward", model, tokens[:1, :16], 0, [])  # warm-up
-    reducers = {m: _reducers(m, n) for m in MODES}
-    times: dict[str, list[float]] = {m: [] for m in MODES}
+    modes = tuple(m for m in MODES if m == "forward" or m in args.modes)
+    reducers = {m: _reducers(m, n) for m in modes}
+    times: dict[str, list[float]] = {m: [] for m in modes}
     peak: dict[str, float] = {}
     for b in range(args.n_batches):
         ids = tokens[b * batch : (b + 1) * batch]
-        order = MODES[b % len(MODES) :] + MODES[: b % len(MODES)]
+        order = modes[b % len(modes) :] + modes[: b % len(modes)]
         for mode in order:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -157,13 +179,13 @@ def main(argv: list[str] | None = None) -> dict:
             if device.type == "cuda":
                 extra = (torch.cuda.max_memory_allocated(device) - before) / 2**20
                 peak[mode] = max(peak.get(mode, 0.0), extra)
-        print(f"# batch {b}: " + ", ".join(f"{m} {times[m][-1]:.3f}s" for m in MODES), flush=True)
+        print(f"# batch {b}: " + ", ".join(f"{m} {times[m][-1]:.3f}s" for m in modes), flush=True)
     steady = slice(1, None) if args.n_batches > 1 else slice(None)
     tok = batch * args.seq_len
     fmin = min(times["forward"][steady])
     rows = {}
     print(f"{'mode':<8} {'tokens/s':>10} {'x forward':>10} {'1st batch s':>11} {'peak MB':>9}")
-    for mode in MODES:
+    for mode in modes:
         best = min(times[mode][steady])
         ratio = statistics.median(
             t / f for t, f in zip(times[mode][steady], times["forward"][steady])

@@ -130,6 +130,9 @@ def test_a_batch_that_clearly_cannot_fit_is_refused_before_the_forward_pass():
         BatchMemoryError, match=r"batch of 64 sequences.*lower `extract.batch_size`"
     ):
         refuse_batch_that_cannot_fit(cfg, batch_size=64, available=8 * need, **kw)
+    # what the reducers hold whatever the batch counts too
+    with pytest.raises(BatchMemoryError, match=r"and the reducers' 1.00 GiB need"):
+        refuse_batch_that_cannot_fit(cfg, batch_size=8, available=8 * need, reserved=2**30, **kw)
 
 
 def test_seq_len_past_the_context_checked_when_the_model_is_loaded(tmp_path, caplog):

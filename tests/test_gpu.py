@@ -64,16 +64,22 @@ def test_position0_stream_is_bitwise_identical_across_prompts_on_cuda():
 
 
 def test_auto_batch_fits_the_budget_it_computed():
+    """Every reducer on: the extraction's peak (reducer state, chunked float64 temporaries,
+    activations, scores) stays within the memory fraction ``batch_size: auto`` was given."""
     from causalpos.capture.hook import extract_scores
-    from causalpos.capture.reducers import ScoreMoments
     from causalpos.models.device import auto_batch_size
+    from causalpos.stages.extract import build_reducers, reducer_memory
 
     model, _ = tiny_pair("llama", num_hidden_layers=2, hidden_size=256, intermediate_size=512)
     model = model.to(CUDA, torch.bfloat16)
-    seq_len = 512
+    seq_len, names, fraction = 512, ["moments", "groups", "leakage", "sink"], 0.3
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
-    batch, estimate = auto_batch_size(model, seq_len, fraction=0.02, cap=4096)
+    free = torch.cuda.mem_get_info()[0]
+    reserved = reducer_memory(model.config, seq_len, names, n_groups=4, device="cuda")
+    batch, estimate = auto_batch_size(
+        model, seq_len, fraction=fraction, cap=4096, reserved=reserved
+    )
     assert estimate["memory"].startswith("cuda") and batch >= 1
     ids = np.random.default_rng(0).integers(3, model.config.vocab_size, (batch, seq_len))
     torch.cuda.reset_peak_memory_stats()
@@ -82,9 +88,58 @@ def test_auto_batch_fits_the_budget_it_computed():
         ids,
         variant="causal",
         batch_size=batch,
-        reducers=[ScoreMoments()],
+        reducers=build_reducers(names, n_sequences=batch, n_groups=4),
         seed=0,
         progress=False,
     )
     peak = torch.cuda.max_memory_allocated() - before
-    assert peak <= estimate["budget_bytes"], (peak, estimate)
+    assert peak <= free * fraction, (peak, batch, estimate)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_extraction_stage_on_cuda_matches_the_cpu_stores(tmp_path, dtype):
+    """The rule's own stage (model loaded from disk in the config's device and dtype, every
+    reducer, stores on disk) on CUDA against the same stage on CPU in float32: every stored
+    variable float32/float64, NaN exactly where the CPU store has NaN, values within the
+    dtype's rounding."""
+    from test_errors import _data_store, _tiny_model
+
+    from causalpos.io.store import open_dataset
+    from causalpos.stages.extract import extract_scores
+
+    model_dir = _tiny_model(tmp_path)
+    data = _data_store(tmp_path, 8, 12)
+    variants = {
+        "causal": {"reducers": ["moments", "groups", "leakage", "sink"]},
+        "bidirectional": {"reducers": ["moments", "groups"]},
+    }
+    stores = {}
+    for dev, dt in (("cpu", "float32"), ("cuda", dtype)):
+        paths = extract_scores(
+            model_dir,
+            data,
+            tmp_path / f"out-{dev}-{dt}",
+            start=0,
+            stop=8,
+            variants=variants,
+            batch_size=4,
+            n_groups=2,
+            seed=0,
+            device=dev,
+            dtype=dt,
+        )
+        stores[dev] = {v: open_dataset(p).load() for v, p in paths.items()}
+    tol = 1e-4 if dtype == "float32" else 5e-2
+    for variant in variants:
+        cpu, gpu = stores["cpu"][variant], stores["cuda"][variant]
+        assert set(cpu.data_vars) == set(gpu.data_vars)
+        for name in cpu.data_vars:
+            a, b = cpu[name].values, gpu[name].values
+            if a.dtype.kind != "f":
+                np.testing.assert_array_equal(a, b, err_msg=name)
+                continue
+            assert b.dtype in (np.float32, np.float64), (name, b.dtype)
+            assert not np.isinf(b).any(), name
+            np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=name)
+            scale = max(float(np.nanmax(np.abs(a))), 1.0)
+            np.testing.assert_allclose(b, a, rtol=tol, atol=tol * scale, err_msg=name)

@@ -425,6 +425,36 @@ def test_reducer_merge_equals_single_pass():
         L_reducers.LeakageReducer.merge([shard_a, shard_a])
 
 
+def test_reducers_work_through_a_large_batch_in_chunks_with_the_same_result(monkeypatch):
+    """A batch is cut into chunks of at most ``work_cells`` score cells (bounded float64
+    temporaries on a GPU); per-map results and mean-map sums are the same up to the rounding of
+    batched products and summation order, and one sequence per chunk is the floor."""
+    from causalpos.capture import reducers as capture_reducers
+
+    batches = make_batches(seed=7)
+    whole, _ = run_reducer(batches)
+    sinks = {}
+    for cells in (None, 1):  # 1 cell: every sequence its own chunk
+        if cells is not None:
+            monkeypatch.setattr(capture_reducers, "work_cells", lambda device, c=cells: c)
+        sink = L_reducers.SinkReducer()
+        for ids, per_layer in batches:
+            for layer, s in enumerate(per_layer):
+                sink.update(layer, s, ids)
+        sinks[cells] = sink.result()
+    chunked, _ = run_reducer(batches)
+    chunks = list(capture_reducers.batch_chunks(batches[0][1][0], batches[0][0]))
+    assert [c.shape[0] for c, _ in chunks] == [1, 1, 1]
+    for k in L_reducers.LeakageReducer._PER_SEQ:
+        np.testing.assert_allclose(chunked[k].values, whole[k].values, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        chunked["leak_map_sum"].values, whole["leak_map_sum"].values, rtol=1e-13, equal_nan=True
+    )
+    np.testing.assert_array_equal(
+        sinks[1]["sink_attention"].values, sinks[None]["sink_attention"].values
+    )
+
+
 def test_reducer_bidirectional_and_sliding_window():
     T = 12
     s = synthetic_scores(2, 2, T, 1, bidirectional=True)

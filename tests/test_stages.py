@@ -126,3 +126,96 @@ def test_bytes_per_sequence_and_auto_batch_size():
     model.config = Cfg
     batch, est = stages_device.auto_batch_size(model, 64, fraction=0.5, cap=7)
     assert 1 <= batch <= 7 and est["batch_size"] == batch and est["bytes_per_sequence"] > 0
+
+
+def test_reducer_memory_is_the_state_the_reducers_allocate(monkeypatch):
+    """The closed form against the reducers' own state after one batch (CPU), and the paper's
+    Llama-3.1-8B x 1,024 case: moments 16 GiB + a map buffer, 20 group maps 5 GiB."""
+    import types
+
+    import torch
+
+    from causalpos.capture.reducers import (
+        WORK_CELLS,
+        WORK_CELLS_CUDA,
+        GroupMeans,
+        ScoreMoments,
+        group_labels,
+        work_cells,
+    )
+    from causalpos.paper2.reducers import LeakageReducer
+
+    class Cfg:
+        num_hidden_layers = 32
+        num_attention_heads = 32
+
+    m = stages_extract.reducer_memory(Cfg, 1024, ["moments", "groups"], n_groups=20)
+    assert m == (2 * 32 + 1) * 32 * 2**20 * 8 + 20 * 32 * 2**20 * 8
+    # leakage: mean maps plus one chunk's temporaries; a known batch bounds the chunk
+    cell = 32 * 256 * 256
+    full = stages_extract.reducer_memory(Cfg, 256, ["leakage", "sink"], n_groups=1)
+    assert full == 2 * 32 * cell * 8 + 128 * (WORK_CELLS // cell) * cell
+    # on an 80 GB card: one cell per KiB of the card
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(total_memory=80e9)
+    )
+    work_cells.cache_clear()
+    try:
+        assert work_cells("cuda") == int(80e9 // 1024) < WORK_CELLS_CUDA
+        gpu = stages_extract.reducer_memory(
+            Cfg, 256, ["leakage", "sink"], n_groups=1, device="cuda"
+        )
+    finally:
+        work_cells.cache_clear()
+    assert gpu == 2 * 32 * cell * 8 + 128 * (int(80e9 // 1024) // cell) * cell
+    two = stages_extract.reducer_memory(Cfg, 256, ["leakage"], n_groups=1, batch_size=2)
+    assert two == 2 * 32 * cell * 8 + 128 * 2 * cell
+    no_maps = stages_extract.reducer_memory(
+        Cfg, 256, ["leakage"], n_groups=1, leakage={"mean_maps": False}, batch_size=2
+    )
+    assert no_maps == 128 * 2 * cell
+
+    class Small:
+        num_hidden_layers = 2
+        num_attention_heads = 3
+
+    t, b, g = 6, 4, 2
+    scores = torch.randn(b, 3, t, t)
+    reducers = [
+        ScoreMoments(),
+        GroupMeans(group_labels(b, n_groups=g)),
+        LeakageReducer(fits=("saturated+query",), windows=("all",)),
+    ]
+    for layer in range(2):
+        for r in reducers:
+            r.update(layer, scores, np.arange(b))
+    state = sum(x.numel() * 8 for x in (*reducers[0]._s1.values(), *reducers[0]._s2.values()))
+    state += sum(x.numel() * 8 for x in reducers[1]._sum.values())
+    state += sum(x.numel() * 8 for x in reducers[2]._map_sum.values())
+    expected = stages_extract.reducer_memory(
+        Small, t, ["moments", "groups", "leakage"], n_groups=g, batch_size=b
+    )
+    # the formula adds one moments map buffer and the leakage chunk's temporaries
+    assert expected - state == 3 * t * t * 8 + 128 * b * 3 * t * t
+
+
+def test_auto_batch_size_sets_the_reducers_memory_aside():
+    import torch
+
+    from causalpos.models.device import BatchMemoryError
+
+    class Cfg:
+        num_attention_heads = 4
+        hidden_size = 64
+        intermediate_size = 128
+
+    model = torch.nn.Linear(2, 2)
+    model.config = Cfg
+    per_seq = stages_device.bytes_per_sequence(Cfg, 64, 4)
+    free = stages_device.available_memory("cpu")
+    b0, e0 = stages_device.auto_batch_size(model, 64, fraction=1e-4, cap=10**9)
+    reserved = int(free * 1e-4) - 3 * per_seq  # room for ~3 sequences beside the reducers
+    b1, e1 = stages_device.auto_batch_size(model, 64, fraction=1e-4, cap=10**9, reserved=reserved)
+    assert e1["reserved_bytes"] == reserved and b1 < b0 and 1 <= b1 <= 3
+    with pytest.raises(BatchMemoryError, match="not even one sequence"):
+        stages_device.auto_batch_size(model, 64, fraction=1e-4, reserved=int(free * 1e-4))

@@ -6,6 +6,7 @@ Each reducer implements :class:`Reducer`: ``update(layer, scores, seq_ids)`` per
 
 from __future__ import annotations
 
+import functools
 import math
 import mmap
 from collections.abc import Sequence
@@ -19,6 +20,36 @@ from causalpos.capture import merging
 
 #: Score elements per float64 chunk on CPU (bounds the float64 temporaries of the reducers).
 _CPU_TILE = 1 << 18
+
+#: Score cells per chunk of a batch for reducers that work on whole maps in float64 (paper 2's
+#: leakage fits, ~90 bytes of temporaries per cell; the sink reducer, ~27): their working memory
+#: stays near that many cells × those bytes, whatever the batch size (found on an H100: 16
+#: sequences of Llama-3.2-1B at T = 1,024 asked for 8 and 18 GiB temporaries in one piece).
+#: On a GPU the chunks are larger: the leakage fits launch ~5,000 kernels per chunk whatever its
+#: size (measured 48 ms per chunk of 8 × 32 × 256² cells on an H100, launch-bound): one cell per
+#: KiB of the card, i.e. temporaries of ~1/8 of its memory (80 GB: 78 M cells, 10 GB), at most
+#: ``WORK_CELLS_CUDA``.
+WORK_CELLS = 1 << 24
+WORK_CELLS_CUDA = 1 << 27
+
+
+@functools.cache
+def work_cells(device: torch.device | str) -> int:
+    """Cells per chunk (:func:`batch_chunks`) on ``device``."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return WORK_CELLS
+    total = torch.cuda.get_device_properties(device).total_memory
+    return int(max(WORK_CELLS, min(WORK_CELLS_CUDA, total // 1024)))
+
+
+def batch_chunks(scores: torch.Tensor, seq_ids: np.ndarray, cells: int | None = None):
+    """``(scores[i:j], seq_ids[i:j])`` slices of the batch holding at most ``cells`` (default
+    :func:`work_cells` of the scores' device) score cells each, at least one sequence."""
+    cells = work_cells(scores.device) if cells is None else cells
+    per = max(1, cells // max(1, scores[0].numel()))
+    for i in range(0, scores.shape[0], per):
+        yield scores[i : i + per], seq_ids[i : i + per]
 
 
 @runtime_checkable
@@ -244,17 +275,24 @@ class GroupMeans:
             self._count[layer] = np.zeros(len(self.groups), dtype=np.int64)
         acc = self._sum[layer]
         self._heads = h
-        for i, sid in enumerate(np.asarray(seq_ids)):
-            if not 0 <= sid < len(self.labels):
-                raise IndexError(
-                    f"{self.name}: sequence id {sid} outside the {len(self.labels)} labels given"
-                )
-            g = acc[self._index[int(self.labels[sid])]]
-            # Head by head into the float64 group sum (float32 -> float64 on the fly): measured
-            # 40 % faster than torch.sum(..., dtype=float64) over the head dim.
-            for head in range(h):
-                g.add_(scores[i, head])
-            self._count[layer][self._index[int(self.labels[sid])]] += 1
+        seq_ids = np.asarray(seq_ids)
+        bad = (seq_ids < 0) | (seq_ids >= len(self.labels))
+        if bad.any():
+            raise IndexError(
+                f"{self.name}: sequence id {seq_ids[bad][0]} outside the {len(self.labels)} "
+                "labels given"
+            )
+        rows = np.array([self._index[int(g)] for g in self.labels[seq_ids]], dtype=np.int64)
+        if scores.device.type == "cpu":
+            for i, g in enumerate(rows):
+                # Head by head into the float64 group sum (float32 -> float64 on the fly):
+                # measured 40 % faster on CPU than torch.sum(..., dtype=float64) over heads.
+                for head in range(h):
+                    acc[g].add_(scores[i, head])
+        else:  # on a GPU, b x h small launches would dominate: one reduction, one scatter-add
+            idx = torch.as_tensor(rows, device=acc.device)
+            acc.index_add_(0, idx, scores.sum(dim=1, dtype=torch.float64))
+        np.add.at(self._count[layer], rows, 1)
 
     def result(self) -> xr.Dataset:
         if self._consumed:

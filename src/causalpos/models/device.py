@@ -45,12 +45,16 @@ def bytes_per_sequence(config: Any, seq_len: int, dtype_bytes: int) -> int:
 
 
 def auto_batch_size(
-    model: Any, seq_len: int, *, fraction: float = 0.8, cap: int = 256
+    model: Any, seq_len: int, *, fraction: float = 0.8, cap: int = 256, reserved: int = 0
 ) -> tuple[int, dict]:
     """Batch size from the memory left beside the model: ``(batch, estimate)``.
 
     On CUDA the free memory is ``torch.cuda.mem_get_info`` after the model is loaded; on CPU the
-    available memory (psutil). ``estimate`` records the numbers for the job log.
+    available memory (psutil). ``reserved`` bytes are set aside first: what the reducers will
+    hold whatever the batch (their float64 state, allocated at the first batch, and their
+    chunked working memory; ``causalpos.stages.extract.reducer_memory``). Raises a
+    :class:`BatchMemoryError` when not even one sequence fits beside them. ``estimate`` records
+    the numbers for the job log.
     """
     import psutil
     import torch
@@ -64,11 +68,21 @@ def auto_batch_size(
     else:
         free = psutil.virtual_memory().available
         where = f"cpu available {free / 2**30:.1f} GiB"
-    budget = int(free * fraction)
+    budget = int(free * fraction) - int(reserved)
+    if budget < per_seq:
+        raise BatchMemoryError(
+            f"batch_size auto: not even one sequence of {seq_len} tokens fits: {where}, "
+            f"fraction {fraction}, the reducers' state and working memory "
+            f"{reserved / 2**30:.2f} GiB, {per_seq / 2**20:.1f} MiB per sequence "
+            "(causalpos.models.device.bytes_per_sequence). Shorten the dataset's seq_len, "
+            "extract fewer reducers (a stage's variants), lower `extract.n_groups`, or use a "
+            "device with more memory"
+        )
     batch = max(1, min(cap, budget // per_seq))
     estimate = {
         "memory": where,
         "budget_bytes": budget,
+        "reserved_bytes": int(reserved),
         "bytes_per_sequence": per_seq,
         "batch_size": int(batch),
     }
@@ -147,11 +161,13 @@ def refuse_batch_that_cannot_fit(
     key: str,
     auto: bool = False,
     available: int | None = None,
+    reserved: int = 0,
 ) -> None:
     """Raise a :class:`BatchMemoryError` before the forward pass when the batch clearly cannot fit:
     its float32 (head, T, T) scores of one layer alone — the least the capture holds, a quarter of
-    the :func:`bytes_per_sequence` estimate's score term — exceed the available memory."""
-    least = int(config.num_attention_heads) * seq_len * seq_len * 4 * batch_size
+    the :func:`bytes_per_sequence` estimate's score term — plus the ``reserved`` bytes the
+    reducers hold whatever the batch exceed the available memory."""
+    least = int(config.num_attention_heads) * seq_len * seq_len * 4 * batch_size + int(reserved)
     free = available_memory(device) if available is None else available
     if least > free:
         raise BatchMemoryError(
@@ -162,6 +178,7 @@ def refuse_batch_that_cannot_fit(
                 key=key,
                 auto=auto,
             )
-            + f" [refused before the forward pass: one layer's scores alone need "
-            f"{least / 2**30:.2f} GiB, {free / 2**30:.2f} GiB available]"
+            + " [refused before the forward pass: one layer's scores"
+            + (f" and the reducers' {reserved / 2**30:.2f} GiB" if reserved else " alone")
+            + f" need {least / 2**30:.2f} GiB, {free / 2**30:.2f} GiB available]"
         )

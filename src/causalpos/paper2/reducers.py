@@ -10,6 +10,7 @@ import xarray as xr
 
 from causalpos import stats
 from causalpos.capture import merging
+from causalpos.capture.reducers import batch_chunks
 from causalpos.paper2.metric import (
     DEFAULT_FITS,
     DEFAULT_WINDOWS,
@@ -123,6 +124,10 @@ class LeakageReducer:
         if dup:
             raise ValueError(f"sequence ids {dup[:5]} already added for layer {layer}")
 
+        for chunk, ids in batch_chunks(scores, seq_ids):  # bounded float64 temporaries
+            self._update_chunk(layer, chunk, ids, seen)
+
+    def _update_chunk(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray, seen) -> None:
         s = scores.to(torch.float64)
         lz, fin = _log_z(s)
         a = torch.where(fin, s - lz[..., None], torch.nan)
@@ -285,12 +290,13 @@ class SinkReducer:
         """Add ``scores`` (batch, head, query, key) float32 pre-softmax logits, NaN where masked."""
         if scores.ndim != 4 or scores.shape[-1] < 2:
             raise ValueError(f"scores must be (batch, head, T>=2, T), got {tuple(scores.shape)}")
-        s = scores.to(torch.float64)
-        fin = torch.isfinite(s)
-        logp = torch.log_softmax(torch.where(fin, s, -torch.inf), dim=-1)[..., 1:, 0]
-        att = (
-            torch.where(fin[..., 1:, 0], logp.exp(), 0.0).mean(dim=-1).cpu().numpy()
-        )  # (batch, head)
+        parts = []
+        for chunk, _ in batch_chunks(scores, np.asarray(seq_ids)):  # bounded float64 temporaries
+            s = chunk.to(torch.float64)
+            fin = torch.isfinite(s)
+            logp = torch.log_softmax(torch.where(fin, s, -torch.inf), dim=-1)[..., 1:, 0]
+            parts.append(torch.where(fin[..., 1:, 0], logp.exp(), 0.0).mean(dim=-1).cpu())
+        att = torch.cat(parts).numpy()  # (batch, head)
         seen = self._rows.setdefault(int(layer), {})
         for b, sid in enumerate(np.asarray(seq_ids).astype(np.int64)):
             if int(sid) in seen:

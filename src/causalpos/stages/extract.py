@@ -60,6 +60,51 @@ def build_reducers(
     return out
 
 
+#: Peak float64 temporaries per score cell of a reducer's update, measured on CPU
+#: (ru_maxrss over a batch: leakage fits ≈ 90 bytes, sink ≈ 27), rounded up; each works through
+#: a batch in chunks of at most ``capture.reducers.work_cells(device)`` cells.
+_WORK_BYTES_PER_CELL = {"leakage": 128, "sink": 32}
+
+
+def reducer_memory(
+    config,
+    seq_len: int,
+    names: Sequence[str],
+    *,
+    n_groups: int,
+    leakage: dict | None = None,
+    batch_size: int | None = None,
+    device: str = "cpu",
+) -> int:
+    """Bytes the named reducers hold whatever the batch size: their float64 state (allocated at
+    the first batch, on the model's device) and their chunked working memory.
+
+    ``moments``: two (layer, head, T, T) sums and one map buffer; ``groups``: ``n_groups`` ×
+    (layer, T, T); ``leakage``: two (layer, head, T, T) mean-map sums unless ``mean_maps`` is
+    off. Llama-3.1-8B at T = 1,024: moments 16 GiB, 20 groups 5 GiB. The working memory is
+    that of one chunk on ``device``: ``batch_size`` sequences where given and smaller, else the
+    largest.
+    """
+    from causalpos.capture.reducers import work_cells
+
+    layers, heads = int(config.num_hidden_layers), int(config.num_attention_heads)
+    cell = heads * seq_len * seq_len  # one sequence's (head, T, T) map
+    total = 0
+    if "moments" in names:
+        total += (2 * layers + 1) * cell * 8
+    if "groups" in names:
+        total += n_groups * layers * seq_len * seq_len * 8
+    if "leakage" in names and (leakage or {}).get("mean_maps", True):
+        total += 2 * layers * cell * 8
+    work = [_WORK_BYTES_PER_CELL[n] for n in names if n in _WORK_BYTES_PER_CELL]
+    if work:  # one reducer's update at a time, one chunk of the batch at a time
+        chunk = max(cell, (work_cells(device) // cell) * cell)
+        if batch_size is not None:
+            chunk = min(chunk, int(batch_size) * cell)
+        total += max(work) * chunk
+    return int(total)
+
+
 def extract_scores(
     model_dir: str | os.PathLike,
     data_store: str | os.PathLike,
@@ -119,9 +164,24 @@ def extract_scores(
     per_sequence = bytes_per_sequence(
         model.config, seq_len, next(model.parameters()).element_size()
     )
+    # Reducer state lives through a variant and is freed before the next: the largest counts.
+    reserved = max(
+        reducer_memory(
+            model.config,
+            seq_len,
+            spec["reducers"],
+            n_groups=min(n_groups, n_total),
+            leakage=spec.get("leakage"),
+            batch_size=None if batch_size == "auto" else int(batch_size),
+            device=dev,
+        )
+        for spec in variants.values()
+    )
     was_auto = batch_size == "auto"
     if was_auto:
-        batch_size, estimate = auto_batch_size(model, seq_len, fraction=memory_fraction)
+        batch_size, estimate = auto_batch_size(
+            model, seq_len, fraction=memory_fraction, reserved=reserved
+        )
         log.info("batch_size auto: %s", estimate)
         what += f" (batch_size auto chose {batch_size})"
     else:
@@ -133,6 +193,7 @@ def extract_scores(
             what=what,
             key="extract.batch_size",
             auto=True,
+            reserved=reserved,
         )
     out = Path(out)  # created with its first store: a failure before leaves nothing
     written: dict[str, Path] = {}
