@@ -188,11 +188,32 @@ def smoke_pipeline(tmp_path_factory) -> Path:
 
 #: Test modules that share a session fixture too expensive to build twice run on one xdist worker.
 _SAME_WORKER = {"test_workflow_train": "test_workflow"}  # both read the session's smoke run
+#: Modules that take longest (the smoke run, the paper-2 pipeline, SmolLM2) start first, so the
+#: other worker fills in with the short ones.
+_FIRST = ("test_workflow", "test_workflow_train", "test_workflow_leakage", "test_models")
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """One worker per test module (module and session fixtures built once), modules of
+    :data:`_SAME_WORKER` together. pytest-xdist's own ``loadgroup`` marks do not group under
+    pytest 9 (it renames ``item._nodeid``, which pytest 9 no longer reads: every session fixture
+    was built on both workers, the smoke run twice at once), so the grouping is by node id here."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = _module(nodeid)
+            return _SAME_WORKER.get(module, module)
+
+    return ModuleGroups(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``-n``, ``--dist loadgroup``): one worker per test module, so module-
-    and session-scoped fixtures (a trained model, the smoke run, SmolLM2) are built once."""
-    for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1]
-        item.add_marker(pytest.mark.xdist_group(_SAME_WORKER.get(module, module)))
+    """The longest modules first (a stable sort: order within a module is kept)."""
+    rank = {m: i for i, m in enumerate(_FIRST)}
+    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(rank)))

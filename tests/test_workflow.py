@@ -119,6 +119,44 @@ def test_extraction_stores_from_the_smoke_run(pipeline):
     )
 
 
+#: Rules that need no model: their jobs never load torch (1.3 s of CPU each; issue 12).
+NO_TORCH = {
+    "merge_scores",
+    "diagonal_normalize",
+    "aggregate_sim_stats",
+    "aggregate_llm_stats",
+    "compare_trained",
+    "theory_check",
+    "scorecard",
+    "plot_fig1",
+    "plot_simulation",
+    "plot_llm_fig5",
+    "plot_llm_appendix",
+    "plot_gram_figures",
+    "plot_loss_curves",
+    "plot_loss_by_position",
+    "plot_train_comparison",
+    "plot_paper2_heads",
+    "plot_paper2_layers",
+    "plot_paper2_shares",
+    "plot_paper2_position0",
+}
+
+
+def test_jobs_that_need_no_model_never_load_torch(pipeline):
+    """Every job's log ends with whether torch was loaded (causalpos.io.runlog.logged): none of
+    the model-free rules' jobs did, and the model rules' did (so the check can tell)."""
+    seen: dict[str, set[str]] = {}
+    for log in (pipeline / "logs").rglob("*.log"):
+        rule = log.relative_to(pipeline / "logs").parts[0]
+        last = [line for line in log.read_text().splitlines() if line.startswith("done in")]
+        assert last, f"{log}: no 'done in' line"
+        seen.setdefault(rule, set()).add(last[-1].rsplit("(", 1)[-1].rstrip(")"))
+    assert NO_TORCH <= set(seen), sorted(NO_TORCH - set(seen))
+    assert {r: s for r, s in seen.items() if r in NO_TORCH and s != {"no torch"}} == {}
+    assert seen["extract_scores"] == seen["train_model"] == {"torch loaded"}
+
+
 def test_scorecard_of_the_smoke_run_gives_the_verdicts_its_tables_imply(pipeline):
     """The smoke run's own scorecard: every row has a falsification condition and a known verdict;
     the exact layer 3-4 computation differs from the paper, and claim 1 (logit leakage) holds

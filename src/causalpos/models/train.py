@@ -49,6 +49,12 @@ from torch import nn
 
 from causalpos.io.atomic import atomic_dir
 from causalpos.models.device import DTYPES, resolve_device
+from causalpos.models.trainlog import (  # noqa: F401  (read here by older callers)
+    LOSS_CURVE,
+    TRAINING_JSON,
+    read_loss_curve,
+    read_training_summary,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +72,6 @@ PAD_TOKEN = "<|pad|>"
 
 
 TRAINER_STATE = "trainer_state.pt"
-
-
-LOSS_CURVE = "loss_curve.csv"
-
-
-TRAINING_JSON = "training.json"
 
 
 CHECKPOINT_PREFIX = "step-"
@@ -582,30 +582,6 @@ def _write_curve(rows: Sequence[Mapping[str, float]], path: Path) -> None:
     for r in rows:
         lines.append(f"{int(r['step'])},{r['train_loss']!r},{r['heldout_loss']!r},{r['lr']!r}")
     path.write_text("\n".join(lines) + "\n")
-
-
-def read_loss_curve(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Read ``loss_curve.csv`` (a model directory or the file): columns as float arrays (NaN = not measured)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / LOSS_CURVE
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"no loss curve at {p}: train the model with causalpos.train.train_model first"
-        )
-    data = np.genfromtxt(p, delimiter=",", names=True, dtype=np.float64)
-    return {name: np.atleast_1d(data[name]) for name in data.dtype.names}
-
-
-def read_training_summary(path: str | os.PathLike) -> dict[str, Any]:
-    """``training.json`` of a trained model directory (settings, final losses, baselines, timing)."""
-    p = Path(path)
-    p = p / TRAINING_JSON if p.is_dir() else p
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"no {TRAINING_JSON} at {p}: the model was not trained to completion here"
-        )
-    return json.loads(p.read_text())
 
 
 def train_model(
