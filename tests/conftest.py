@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -174,23 +175,37 @@ def smollm2_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def smoke_pipeline(tmp_path_factory) -> Path:
-    """configs/smoke.yaml run end to end once per session in a copy of the pipeline (as a user's
-    clone), shared by the workflow tests (tests/test_workflow.py, tests/test_workflow_train.py):
-    each builds on it or dry-runs edits against it, and restores whatever it edits."""
+def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
+    """configs/smoke.yaml run end to end once per test session in a copy of the pipeline (as a
+    user's clone); each xdist worker that asks gets its own copy of the finished run (copied with
+    its timestamps and .snakemake records, so Snakemake sees it as finished), builds on it or
+    dry-runs edits against it, and restores whatever it edits. The first worker to ask builds it
+    under a lock; the others wait for it."""
+    from filelock import FileLock
+
     sys.path.insert(0, str(Path(__file__).parent))
     from wfutil import copy_pipeline, snakemake
 
-    work = copy_pipeline(tmp_path_factory.mktemp("smoke_pipeline"))
-    snakemake(work, "--cores", "2", "--configfile", "configs/smoke.yaml")
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent  # the session's base directory, common to its workers
+    built = shared / "smoke_pipeline_built"
+    with FileLock(str(shared / "smoke_pipeline.lock")):
+        if not (built / ".smoke_finished").exists():
+            shutil.rmtree(built, ignore_errors=True)
+            copy_pipeline(built)
+            snakemake(built, "--cores", "2", "--configfile", "configs/smoke.yaml")
+            (built / ".smoke_finished").touch()
+    work = tmp_path_factory.mktemp("smoke_pipeline") / "pipeline"
+    shutil.copytree(built, work, symlinks=True)
     return work
 
 
-#: Test modules that share a session fixture too expensive to build twice run on one xdist worker.
-_SAME_WORKER = {"test_workflow_train": "test_workflow"}  # both read the session's smoke run
-#: Modules that take longest (the smoke run, the paper-2 pipeline, SmolLM2) start first, so the
-#: other worker fills in with the short ones.
-_FIRST = ("test_workflow", "test_workflow_train", "test_workflow_leakage", "test_models")
+#: Modules in the order they are handed to workers: the longest first (the smoke run, the
+#: paper-2 pipeline, SmolLM2), the other readers of the smoke run last, so that the worker that
+#: did not build it reaches them after the build is done.
+_FIRST = ("test_workflow", "test_workflow_leakage", "test_models")
+_LAST = ("test_workflow_train", "test_workflow_shards")
 
 
 def _module(nodeid: str) -> str:
@@ -199,21 +214,22 @@ def _module(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """One worker per test module (module and session fixtures built once), modules of
-    :data:`_SAME_WORKER` together. pytest-xdist's own ``loadgroup`` marks do not group under
-    pytest 9 (it renames ``item._nodeid``, which pytest 9 no longer reads: every session fixture
-    was built on both workers, the smoke run twice at once), so the grouping is by node id here."""
+    """One worker per test module, so module and session fixtures are built once per module.
+    pytest-xdist's own ``loadgroup`` marks do not group under pytest 9 (it renames
+    ``item._nodeid``, which pytest 9 no longer reads: every test went to any worker, and the smoke
+    run was built on both workers at once), so scopes are modules here, in collection order."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleGroups(LoadScopeScheduling):
+    class ModuleScopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = _module(nodeid)
-            return _SAME_WORKER.get(module, module)
+            return _module(nodeid)
 
-    return ModuleGroups(config, log)
+    return ModuleScopes(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The longest modules first (a stable sort: order within a module is kept)."""
+    """Modules ordered by :data:`_FIRST` / :data:`_LAST` (a stable sort: order within a module
+    is kept)."""
     rank = {m: i for i, m in enumerate(_FIRST)}
-    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(rank)))
+    rank.update({m: 1000 + i for i, m in enumerate(_LAST)})
+    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(_FIRST)))

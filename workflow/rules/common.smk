@@ -3,6 +3,7 @@
 # checks) lives in src/causalpos/config.py and is unit-tested there; the functions below only
 # hand a rule's wildcards to it. No science here; the library (src/causalpos) holds it.
 
+import os
 import sys
 from pathlib import Path
 
@@ -207,8 +208,12 @@ def experiment_labels(wildcards):
 
 # ---------------------------------------------------------------------------------------------
 # The scorecard (report.smk): the tables the config produces, and the targets they are judged
-# against (package data: an edited margin or paper value reruns the scorecard).
-SCORECARD_TARGETS = str(Path(workflow.basedir) / "src" / "causalpos" / "targets.yaml")
+# against (package data: an edited margin or paper value reruns the scorecard). Relative to the
+# working directory: an absolute path would change with the clone's location, and Snakemake
+# reruns a job whose set of input paths changed (a moved or copied clone reran the scorecard).
+SCORECARD_TARGETS = os.path.relpath(
+    Path(workflow.basedir) / "src" / "causalpos" / "targets.yaml"
+)
 
 
 def scorecard_inputs(wildcards):
