@@ -205,7 +205,7 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
 #: paper-2 pipeline, SmolLM2), the other readers of the smoke run last, so that the worker that
 #: did not build it reaches them after the build is done.
 _FIRST = ("test_workflow", "test_workflow_leakage", "test_models")
-_LAST = ("test_workflow_train", "test_workflow_shards")
+_LAST = ("test_workflow_train", "test_workflow_edits", "test_workflow_shards")
 
 
 def _module(nodeid: str) -> str:

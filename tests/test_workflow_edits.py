@@ -1,0 +1,92 @@
+"""Rerun guarantees for edits of the library and bad configs, dry-run against the session's
+smoke run (tests/conftest.py: this worker's own copy). A module of its own so that these dry
+runs can go to the other worker than tests/test_workflow.py's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from wfutil import planned_jobs, planned_reasons, rule_counts, snakemake
+
+from causalpos.io.fingerprint import import_closure
+
+pytestmark = pytest.mark.slow
+
+SMOKE = "configs/smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def pipeline(smoke_pipeline) -> Path:
+    """The session's smoke run (tests/conftest.py)."""
+    return smoke_pipeline
+
+
+def test_editing_a_library_module_reruns_only_its_stages(pipeline):
+    module = pipeline / "src" / "causalpos" / "figures" / "paper1.py"
+    original = module.read_text()
+    try:
+        module.write_text(original + "\n# an edit\n")
+        counts = rule_counts(planned_jobs(pipeline, "--configfile", SMOKE))
+        assert counts == {
+            "plot_fig1": 1,
+            "plot_simulation": 3,
+            "plot_llm_fig5": 1,
+            "plot_llm_appendix": 2,
+        }, counts
+    finally:
+        module.write_text(original)
+    assert planned_jobs(pipeline, "--configfile", SMOKE) == []
+
+
+@pytest.mark.parametrize(
+    "edit, names",
+    [
+        (lambda c: c["simulate"].update(n_sampels=5), "n_sampels"),
+        (lambda c: c["simulate"]["settings"]["l2_a000"].update(norm="rms"), "norm"),
+        (lambda c: c.update(device="tpu"), "device"),
+        (lambda c: c["figures"]["simulation"]["fig2"].update(settings=["nope"]), "nope"),
+    ],
+)
+def test_bad_config_fails_before_any_job_naming_the_key(pipeline, tmp_path, edit, names):
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    edit(cfg)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(cfg))
+    proc = snakemake(pipeline, "-n", "--configfile", str(bad), check=False)
+    assert proc.returncode != 0
+    assert names in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["paper1/diagonal.py", "paper2/tables.py", "models/train.py", "io/store.py", "stats.py"],
+)
+def test_a_module_edit_reruns_exactly_the_rules_whose_scripts_import_it(pipeline, module):
+    """The jobs a dry run reruns because their code changed are exactly those of the rules whose
+    script's import closure holds the module; every other planned job only follows an input."""
+    path = pipeline / "src" / "causalpos" / module
+    package = pipeline / "src" / "causalpos"
+    importers = {
+        s.stem
+        for s in (pipeline / "workflow" / "scripts").glob("*.py")
+        if path.resolve() in import_closure(s, package)
+    }
+    in_run = {rule for rule, _ in planned_reasons(pipeline, "--forceall", "--configfile", SMOKE)}
+    original = path.read_text()
+    try:
+        path.write_text(original + "\n# an edit\n")
+        planned = planned_reasons(pipeline, "--configfile", SMOKE)
+    finally:
+        path.write_text(original)
+    # Snakemake names one reason per job: a job whose input is rebuilt upstream reads "updated by
+    # another job" even when its own code changed too. So: no job reruns for its code unless its
+    # script imports the module; every importer reruns; everything else only follows an input.
+    rules = {rule for rule, _ in planned}
+    changed = {rule for rule, reason in planned if "Params have changed" in reason}
+    assert changed <= importers, (module, sorted(changed - importers))
+    assert importers & in_run <= rules, (module, sorted((importers & in_run) - rules))
+    others = {reason for rule, reason in planned if rule not in importers}
+    assert all("updated by another job" in r for r in others), others
