@@ -184,7 +184,7 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
     from filelock import FileLock
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from wfutil import copy_pipeline, snakemake
+    from wfutil import SMOKE, copy_pipeline, snakemake
 
     shared = tmp_path_factory.getbasetemp()
     if worker_id != "master":
@@ -194,7 +194,7 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
         if not (built / ".smoke_finished").exists():
             shutil.rmtree(built, ignore_errors=True)
             copy_pipeline(built)
-            snakemake(built, "--cores", "2", "--configfile", "configs/smoke.yaml")
+            snakemake(built, "--cores", "2", "--configfile", SMOKE)
             (built / ".smoke_finished").touch()
     work = tmp_path_factory.mktemp("smoke_pipeline") / "pipeline"
     shutil.copytree(built, work, symlinks=True)

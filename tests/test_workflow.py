@@ -14,11 +14,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
-from wfutil import planned_jobs, rule_counts, snakemake
+from wfutil import SMOKE, planned_jobs, rule_counts, snakemake
 
 pytestmark = pytest.mark.slow
-
-SMOKE = "configs/smoke.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -5,31 +5,21 @@ runs can go to the other worker than tests/test_workflow.py's.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
-from wfutil import planned_jobs, planned_reasons, rule_counts, snakemake
+from wfutil import SMOKE, planned_jobs, planned_reasons, rule_counts, snakemake
 
 from causalpos.io.fingerprint import import_closure
 
 pytestmark = pytest.mark.slow
 
-SMOKE = "configs/smoke.yaml"
 
-
-@pytest.fixture(scope="module")
-def pipeline(smoke_pipeline) -> Path:
-    """The session's smoke run (tests/conftest.py)."""
-    return smoke_pipeline
-
-
-def test_editing_a_library_module_reruns_only_its_stages(pipeline):
-    module = pipeline / "src" / "causalpos" / "figures" / "paper1.py"
+def test_editing_a_library_module_reruns_only_its_stages(smoke_pipeline):
+    module = smoke_pipeline / "src" / "causalpos" / "figures" / "paper1.py"
     original = module.read_text()
     try:
         module.write_text(original + "\n# an edit\n")
-        counts = rule_counts(planned_jobs(pipeline, "--configfile", SMOKE))
+        counts = rule_counts(planned_jobs(smoke_pipeline, "--configfile", SMOKE))
         assert counts == {
             "plot_fig1": 1,
             "plot_simulation": 3,
@@ -38,7 +28,7 @@ def test_editing_a_library_module_reruns_only_its_stages(pipeline):
         }, counts
     finally:
         module.write_text(original)
-    assert planned_jobs(pipeline, "--configfile", SMOKE) == []
+    assert planned_jobs(smoke_pipeline, "--configfile", SMOKE) == []
 
 
 @pytest.mark.parametrize(
@@ -50,12 +40,12 @@ def test_editing_a_library_module_reruns_only_its_stages(pipeline):
         (lambda c: c["figures"]["simulation"]["fig2"].update(settings=["nope"]), "nope"),
     ],
 )
-def test_bad_config_fails_before_any_job_naming_the_key(pipeline, tmp_path, edit, names):
-    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+def test_bad_config_fails_before_any_job_naming_the_key(smoke_pipeline, tmp_path, edit, names):
+    cfg = yaml.safe_load((smoke_pipeline / SMOKE).read_text())
     edit(cfg)
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(cfg))
-    proc = snakemake(pipeline, "-n", "--configfile", str(bad), check=False)
+    proc = snakemake(smoke_pipeline, "-n", "--configfile", str(bad), check=False)
     assert proc.returncode != 0
     assert names in proc.stdout + proc.stderr
 
@@ -64,21 +54,23 @@ def test_bad_config_fails_before_any_job_naming_the_key(pipeline, tmp_path, edit
     "module",
     ["paper1/diagonal.py", "paper2/tables.py", "models/train.py", "io/store.py", "stats.py"],
 )
-def test_a_module_edit_reruns_exactly_the_rules_whose_scripts_import_it(pipeline, module):
+def test_a_module_edit_reruns_exactly_the_rules_whose_scripts_import_it(smoke_pipeline, module):
     """The jobs a dry run reruns because their code changed are exactly those of the rules whose
     script's import closure holds the module; every other planned job only follows an input."""
-    path = pipeline / "src" / "causalpos" / module
-    package = pipeline / "src" / "causalpos"
+    path = smoke_pipeline / "src" / "causalpos" / module
+    package = smoke_pipeline / "src" / "causalpos"
     importers = {
         s.stem
-        for s in (pipeline / "workflow" / "scripts").glob("*.py")
+        for s in (smoke_pipeline / "workflow" / "scripts").glob("*.py")
         if path.resolve() in import_closure(s, package)
     }
-    in_run = {rule for rule, _ in planned_reasons(pipeline, "--forceall", "--configfile", SMOKE)}
+    in_run = {
+        rule for rule, _ in planned_reasons(smoke_pipeline, "--forceall", "--configfile", SMOKE)
+    }
     original = path.read_text()
     try:
         path.write_text(original + "\n# an edit\n")
-        planned = planned_reasons(pipeline, "--configfile", SMOKE)
+        planned = planned_reasons(smoke_pipeline, "--configfile", SMOKE)
     finally:
         path.write_text(original)
     # Snakemake names one reason per job: a job whose input is rebuilt upstream reads "updated by

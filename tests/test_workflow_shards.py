@@ -12,11 +12,9 @@ import shutil
 import numpy as np
 import pytest
 import xarray as xr
-from wfutil import snakemake
+from wfutil import SMOKE, snakemake
 
 pytestmark = pytest.mark.slow
-
-SMOKE = "configs/smoke.yaml"
 
 
 def test_a_chunk_lost_from_a_finished_shard_fails_the_merge_naming_the_shard(

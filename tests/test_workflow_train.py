@@ -18,11 +18,9 @@ import pytest
 import torch
 import xarray as xr
 import yaml
-from wfutil import planned_jobs, rule_counts, snakemake
+from wfutil import SMOKE, planned_jobs, rule_counts, snakemake
 
 pytestmark = pytest.mark.slow
-
-SMOKE = "configs/smoke.yaml"
 
 
 def _config(work: Path) -> dict:

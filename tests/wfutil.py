@@ -10,6 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: The tests' end-to-end config (tests/conftest.py runs it once per session).
+SMOKE = "configs/smoke.yaml"
 COPIED = ("Snakefile", "config.yaml", "configs", "workflow", "envs", "profiles", "src")
 
 
