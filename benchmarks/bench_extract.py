@@ -39,6 +39,7 @@ import xarray as xr
 
 from causalpos.capture.hook import capturing
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
+from causalpos.io.runlog import keep_freed_memory
 from causalpos.models.forward import variant_inputs
 from causalpos.models.load import DEFAULT_SPECS, load_model, prepare_model
 from causalpos.models.variants import parse_variant
@@ -154,8 +155,15 @@ def main() -> None:
     )
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     p.add_argument("--skip-memory", action="store_true")
+    p.add_argument(
+        "--malloc-default",
+        action="store_true",
+        help="leave glibc's malloc as it is (jobs keep freed memory: runlog.keep_freed_memory)",
+    )
     p.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)  # memory child
     args = p.parse_args()
+    if not args.malloc_default:
+        keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.mode:
@@ -211,6 +219,7 @@ def main() -> None:
                     "--mode",
                     mode,
                     *(["--threads", str(args.threads)] if args.threads else []),
+                    *(["--malloc-default"] if args.malloc_default else []),
                 ],
                 capture_output=True,
                 text=True,

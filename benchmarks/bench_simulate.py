@@ -46,7 +46,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--malloc-default",
+        action="store_true",
+        help="leave glibc's malloc as it is (jobs keep freed memory: runlog.keep_freed_memory)",
+    )
     args = ap.parse_args(argv)
+    if not args.malloc_default:
+        from causalpos.io.runlog import keep_freed_memory
+
+        keep_freed_memory()
 
     import torch
 

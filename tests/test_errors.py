@@ -263,3 +263,59 @@ def test_sigint_to_snakemake_stops_its_running_jobs_at_once(tmp_path):
             os.kill(pid, 0)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     assert "job stopped by SIGTERM" in (tmp_path / "logs" / "a.log").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs keep freed memory for reuse (runlog.keep_freed_memory, called by logged).
+
+# A loop allocating and freeing arrays of a few MB, as a simulation chunk or a batch of scores
+# does; prints the page faults of the loop. mode: "default" (glibc as it comes), "keep" (the
+# function called directly) or "logged" (inside a job's logged block, as every job runs).
+FAULTS = """
+import resource, sys
+import numpy as np
+sys.path.insert(0, {src!r})
+from causalpos.io.runlog import keep_freed_memory, logged
+
+
+def work():
+    for i in range(50):
+        a = np.ones((1 << 19) + 1000 * (i % 3))  # 4 MB, sizes varying a little
+        b = a * 2
+        del a, b
+
+
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+mode = {mode!r}
+if mode == "keep":
+    assert keep_freed_memory()
+work()
+f0 = faults()
+if mode == "logged":
+    with logged(None):
+        work()
+else:
+    work()
+print(faults() - f0)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_jobs_reuse_freed_memory_instead_of_faulting_it_in_again():
+    def faults(mode):
+        out = subprocess.run(
+            [sys.executable, "-c", FAULTS.format(src=str(SRC), mode=mode)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return int(out.stdout.split()[-1])
+
+    default, keep, in_job = faults("default"), faults("keep"), faults("logged")
+    # glibc's default maps and unmaps each block: ~1,000 faults per 4 MB array, 100 arrays
+    assert default > 20_000, default
+    assert keep < default / 20, (keep, default)
+    assert in_job < default / 20, (in_job, default)

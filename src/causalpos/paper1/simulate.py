@@ -103,7 +103,7 @@ def make_inputs(
         hi = min(stop - block * RNG_BLOCK, RNG_BLOCK)
         parts.append(x[lo:hi])
     x = parts[0] if len(parts) == 1 else torch.cat(parts) if parts else torch.empty(0, seq_len, dim)
-    return x * torch.rsqrt((x * x).sum(-1, keepdim=True))
+    return x.mul_(torch.rsqrt((x * x).sum(-1, keepdim=True)))  # x is this call's own tensor
 
 
 @contextmanager
@@ -387,11 +387,18 @@ class _ChunkKernel:
         x = make_inputs(
             alpha=self.alpha, seq_len=self.n, dim=self.d, seed=self.seed, start=c0, stop=c1
         )
+        # The same operations in the same order as the module doc's layer; buffers are reused and
+        # updates made in place where the old value is not needed again (bit-identical results).
+        sq = torch.empty_like(x) if self.norm == "l2" else None
         with torch.inference_mode():
             for layer in range(self.L):
                 if self.norm == "l2":
                     # make_inputs already returns unit vectors: layer 1 needs no second normalization
-                    y = x if layer == 0 else x * torch.rsqrt((x * x).sum(-1, keepdim=True))
+                    if layer == 0:
+                        y = x
+                    else:
+                        r = torch.mul(x, x, out=sq).sum(-1, keepdim=True).rsqrt_()
+                        y = torch.mul(x, r, out=sq)  # x * x is no longer needed: reuse its buffer
                 else:
                     y = torch.nn.functional.layer_norm(x, (self.d,), eps=LAYERNORM_EPS)
                 q = self._rope(y) if self.rope else y
@@ -407,5 +414,10 @@ class _ChunkKernel:
                 if layer == self.L - 1:
                     break
                 p = torch.softmax(s, dim=-1)
-                x = torch.baddbmm(x, p, y) if self.residual else torch.bmm(p, y)
+                if not self.residual:
+                    x = torch.bmm(p, y)
+                elif y is x:  # layer 0 of the l2 norm: y aliases x, so x + P Y goes elsewhere
+                    x = torch.baddbmm(x, p, y)
+                else:
+                    x.baddbmm_(p, y)  # X <- P Y + X in place: the old X is not needed again
         return [(g, part) for (g, _, _), part in zip(segs, parts)]
