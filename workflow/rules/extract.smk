@@ -16,7 +16,11 @@ rule extract_scores:
         "benchmarks/extract_scores/{model}/{dataset}/shard-{shard}.tsv"
     conda:
         ENV_MODELS
-    threads: 2
+    # One thread: paper 2's per-map fits are single-threaded and small ops scale poorly, so two
+    # 1-thread extraction jobs finish more work than one 2-thread job (measured on SmolLM2:
+    # 47.7 CPU-s at 1 thread vs 58.7 at 2 for the same job). Cluster profiles raise it
+    # (profiles/slurm: set-threads) for the GPU jobs' host side.
+    threads: 1
     resources:
         mem_mb=extract_mem_mb,
         runtime=120,
