@@ -208,15 +208,16 @@ def test_tokenizer_sharing_decides_the_data_store(default, smoke, paper):
     )
     assert paper.tokenizer_of("llama-3.2-1b-random") == "llama-3.2-1b"
     assert paper.tokenizer_of("phi-4") == "phi-4"
-    # `tokenizer:` of a trained model; an init twin shares its trained model's tokenizer
-    assert (
-        smoke.data_store("tiny-random", "kjv-first24")
-        == "results/data/kjv-first24/trained-rope.zarr"
-    )
-    assert (
-        smoke.data_store("trained-rope-init", "kjv-first24")
-        == "results/data/kjv-first24/trained-rope.zarr"
-    )
+    # every model trained here, its init twin and a model taking a trained model's `tokenizer:`
+    # share the trained tokenizer's store, sampled from the tokenizer itself: no training first
+    tok = smoke.train_tokenizer_key()
+    assert tok == f"tokenizer-{smoke.config['train']['tokenizer']['name']}"
+    for model in ("tiny-random", "trained-rope", "trained-rope-init", "trained-nope"):
+        assert smoke.data_store(model, "kjv-first24") == f"results/data/kjv-first24/{tok}.zarr"
+    assert smoke.sample_inputs("kjv-first24", tok)["tokenizer"] == smoke.train_tokenizer_dir()
+    assert default.sample_inputs("kjv-chunks128", "smollm2-135m") == {
+        "tokenizer": "resources/models/smollm2-135m"
+    }
     assert smoke.prepare_model_inputs("tiny-random") == ["resources/models/trained-rope"]
     assert default.prepare_model_inputs("smollm2-135m-random") == ["resources/models/smollm2-135m"]
     assert default.prepare_model_inputs("smollm2-135m") == []

@@ -82,3 +82,21 @@ def test_a_module_edit_reruns_exactly_the_rules_whose_scripts_import_it(smoke_pi
     assert importers & in_run <= rules, (module, sorted((importers & in_run) - rules))
     others = {reason for rule, reason in planned if rule not in importers}
     assert all("updated by another job" in r for r in others), others
+
+
+def test_retraining_a_model_does_not_resample_its_prompts(smoke_pipeline, tmp_path):
+    """The trained models' prompts come from the trained tokenizer (one store for them all),
+    so a new training run reruns that model's jobs but never ``sample_sequences``."""
+    cfg = yaml.safe_load((smoke_pipeline / SMOKE).read_text())
+    steps = cfg["train"]["steps"]
+    cfg["train"]["variants"]["rope"] = {
+        **(cfg["train"]["variants"]["rope"] or {}),
+        "steps": steps + 1,
+    }
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(cfg))
+    jobs = planned_jobs(smoke_pipeline, "--configfile", str(edited))
+    counts = rule_counts(jobs)
+    assert counts["train_model"] == 1 and ("train_model", "variant=rope") in jobs, counts
+    assert counts["extract_scores"] >= 1, counts  # the retrained model's scores follow
+    assert "sample_sequences" not in counts and "train_tokenizer" not in counts, counts

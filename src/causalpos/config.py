@@ -318,11 +318,18 @@ class Resolved:
         refs = {spec[k] for k in ("like", "tokenizer") if spec.get(k)}
         return [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
 
+    def train_tokenizer_key(self) -> str:
+        """The name data stores give the tokenizer trained here (``train.tokenizer.name``)."""
+        return f"tokenizer-{self.config['train']['tokenizer']['name']}"
+
     def tokenizer_of(self, model: str) -> str:
-        """The model whose tokenizer ``model`` uses: models sharing one share the data store."""
+        """The tokenizer ``model`` uses, named by the model whose directory holds it, or by
+        :meth:`train_tokenizer_key` for the one trained here: models sharing a tokenizer share
+        the data store."""
         if model.startswith("trained-"):
-            # an init twin shares its trained model's tokenizer
-            return model.removesuffix("-init")
+            # every model trained here (and its init twin) uses the one trained tokenizer: their
+            # prompts are sampled once, from the tokenizer, without waiting for any training
+            return self.train_tokenizer_key()
         spec = self.model_spec(model)
         ref = spec.get("tokenizer") or spec.get("like")
         return self.tokenizer_of(ref) if spec["source"] == "random_init" and ref else model
@@ -348,10 +355,13 @@ class Resolved:
         return f"results/data/{dataset}/{self.tokenizer_of(model)}.zarr"
 
     def tokenizer_dir(self, model: str) -> str:
-        """The directory of the tokenizer ``model``'s data stores use: the models trained here
-        (and models taking their tokenizer) share the one ``train_tokenizer`` writes."""
-        tok = self.tokenizer_of(model)
-        return self.train_tokenizer_dir() if tok.startswith("trained-") else self.model_dir(tok)
+        """The directory of the tokenizer ``model``'s data stores use (``model`` may also be a
+        :meth:`tokenizer_of` name): the models trained here (and models taking their tokenizer)
+        share the one ``train_tokenizer`` writes."""
+        tok = model if model == self.train_tokenizer_key() else self.tokenizer_of(model)
+        return (
+            self.train_tokenizer_dir() if tok == self.train_tokenizer_key() else self.model_dir(tok)
+        )
 
     def dataset_models(self, dataset: str) -> list[str]:
         """Every model that runs on ``dataset``: paper 1, paper 2, the comparison, the Gram panels."""
@@ -378,7 +388,7 @@ class Resolved:
     def sample_inputs(self, dataset: str, tokenizer: str) -> dict[str, Any]:
         """Inputs of ``sample_sequences``: the tokenizer's model and the other tokenizers whose
         documents the draw must fit (:meth:`document_peers`), where there are any."""
-        inputs: dict[str, Any] = {"tokenizer": self.model_dir(tokenizer)}
+        inputs: dict[str, Any] = {"tokenizer": self.tokenizer_dir(tokenizer)}
         peers = self.document_peers(dataset, tokenizer)
         if peers:
             inputs["peers"] = peers

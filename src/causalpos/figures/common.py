@@ -44,8 +44,7 @@ def heatmap(
 ):
     """Draw a (query, key) map with NaN cells blank (white). Query on rows, key on columns."""
     m = np.asarray(m, dtype=np.float64)
-    cm = plt.get_cmap(cmap).copy()
-    cm.set_bad("white")
+    cm = plt.get_cmap(cmap).with_extremes(bad="white")
     n_q, n_k = m.shape
     off = 1 if one_indexed else 0
     im = ax.imshow(
