@@ -12,7 +12,8 @@ rule prepare_model:
         model=CFG.model_wildcard_pattern(),
     conda:
         ENV_MODELS
-    threads: 2
+    # One thread, so that the job can start whenever one core is free (see simulate).
+    threads: 1
     resources:
         mem_mb=16000,
         runtime=60,

@@ -10,7 +10,9 @@ rule simulate:
         "benchmarks/simulate/{setting}.tsv"
     conda:
         ENV_ANALYSIS
-    threads: 2
+    # One thread (one worker): the settings are independent jobs, and a 1-thread job can start
+    # whenever one core is free (a 2-thread job waited for both, leaving one idle).
+    threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
