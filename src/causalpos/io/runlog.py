@@ -122,9 +122,10 @@ def keep_freed_memory(mmap_threshold: int = 256 << 20, trim_threshold: int = 1 <
     and trims the heap's free top: the next tensor of the same size is mapped again and each of its
     4 kB pages faults on first touch. A job's loops allocate the same few MB-sized tensors over and
     over (a simulation chunk, a batch of scores): measured, ~0.8 M page faults and ~1.4 s of
-    system CPU per paper-scale simulation setting (8.0 → 6.4 s CPU in
-    ``benchmarks/bench_simulate.py``, which calls this as the jobs do). Freed memory stays with the process for reuse, up to
-    ``trim_threshold`` above the heap's live part: the peak does not grow with the work done.
+    system CPU per paper-scale simulation setting (8.2 → 6.6 s CPU in
+    ``benchmarks/bench_simulate.py``, which calls this as the jobs do). Freed memory stays with
+    the process for reuse, up to ``trim_threshold`` above the heap's live part: the peak does not
+    grow with the work done.
     """
     if not sys.platform.startswith("linux"):
         return False
