@@ -117,7 +117,6 @@ EXPENSIVE = {
     "extract_scores",
     "gram_panels",
     "length_generalization",
-    "position0",
     "leakage",
 }
 

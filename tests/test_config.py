@@ -282,13 +282,26 @@ def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else
     # paper 2 only: no maps (no stage reads them), every variant of every experiment naming it
     p = default.extraction_params("smollm2-135m", "kjv-chunks128-bos")
     variants = default.extraction_variants("smollm2-135m", "kjv-chunks128-bos")
-    assert sorted(p) == sorted(variants) and len(p) == 8
+    assert sorted(p) == sorted(variants) and len(p) == 9
     assert variants[:2] == ["causal", "bidirectional"]
-    assert {tuple(v["reducers"]) for v in p.values()} == {("leakage", "sink")}
+    # position 0 is read in the forward passes of its conditions (causal, bidirectional,
+    # bos_replace_mean); bos_replace_mean, which no experiment extracts, reads nothing else
+    p0 = {"causal", "bidirectional", "bos_replace_mean"}
+    assert {v for v in p if "position0" in p[v]["reducers"]} == p0
+    assert p["bos_replace_mean"]["reducers"] == ["position0"]
+    assert {tuple(r for r in v["reducers"] if r != "position0") for k, v in p.items()} - {()} == {
+        ("leakage", "sink")
+    }
     # the trained models' causal maps feed the trained-vs-init comparison; bidirectional not
     t = default.extraction_params("trained-rope", "kjv-heldout128")
-    assert t["causal"]["reducers"] == ["moments", "groups", "leakage", "sink"]
-    assert t["bidirectional"]["reducers"] == ["leakage", "sink"]
+    assert t["causal"]["reducers"] == ["moments", "groups", "leakage", "sink", "position0"]
+    assert t["bidirectional"]["reducers"] == ["leakage", "sink", "position0"]
+    # paper 1's pairs read no position 0
+    assert default.position0_conditions("smollm2-135m", "kjv-first256") == []
+    assert default.position0_inputs("trained-rope", "kjv-heldout128") == [
+        f"results/scores/trained-rope/kjv-heldout128/{c}.zarr"
+        for c in ("causal", "bidirectional", "bos_replace_mean")
+    ]
     with pytest.raises(ConfigError, match="no stage asks for scores"):
         default.extraction_params("smollm2-135m", "kjv-heldout128")
 
@@ -570,7 +583,7 @@ def test_leakage_params(default):
         "'perm_variants': ['causal', 'bidirectional'], 'seed': 0, 'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
     )
     assert repr(default.position0_params()) == (
-        "{'batch_size': None, 'conditions': ['causal', 'bidirectional', 'bos_replace_mean'], 'n_folds': 5, "
+        "{'conditions': ['causal', 'bidirectional', 'bos_replace_mean'], 'n_folds': 5, "
         "'n_permutations': 100, 'ridge': 1.0, 'tau': 0.5}"
     )
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from causalpos.capture import position0 as C_position0
 from causalpos.paper2 import position0 as P_position0
 from causalpos.paper2 import reducers as P_reducers
 
@@ -43,7 +44,7 @@ def prompts(n: int = 8, T: int = 12, fixed_bos: bool = True, seed: int = 1) -> t
 
 
 def test_position0_std_exactly_zero_with_fixed_bos_causal():
-    tr = P_position0.position0_trajectory(tiny_llama(), prompts())
+    tr = P_position0.trajectory(C_position0.position0_states(tiny_llama(), prompts()))
     assert tr.sizes["layer"] == 4
     assert np.all(tr["std"].values == 0.0) and np.all(tr["max_abs_dev"].values == 0.0)  # bitwise
     assert np.all(tr["mean_norm"].values > 0)
@@ -51,17 +52,19 @@ def test_position0_std_exactly_zero_with_fixed_bos_causal():
 
 def test_position0_std_positive_bidirectional_or_varying_token0():
     ids = prompts()
-    bi = P_position0.position0_trajectory(tiny_llama(is_causal=False), ids)
+    bi = P_position0.trajectory(C_position0.position0_states(tiny_llama(is_causal=False), ids))
     assert bi["std"].values[0] == 0.0  # same embedding of the same token 0
     assert np.all(bi["std"].values[1:] > 1e-4)  # later positions flow into position 0
-    var = P_position0.position0_trajectory(tiny_llama(), prompts(fixed_bos=False))
+    var = P_position0.trajectory(
+        C_position0.position0_states(tiny_llama(), prompts(fixed_bos=False))
+    )
     assert np.all(var["std"].values > 1e-3)
 
 
 def test_position0_states_match_hidden_states_and_last_is_pre_norm():
     model = tiny_llama()
     ids = prompts(n=4)
-    st = P_position0.position0_states(model, ids)
+    st = C_position0.position0_states(model, ids)
     with torch.no_grad():
         out = model(ids, output_hidden_states=True)
     for layer in range(3):
@@ -79,11 +82,11 @@ def test_padded_inputs_are_refused():
     mask = torch.ones_like(ids)
     mask[1, :2] = 0
     with pytest.raises(ValueError, match="padding"):
-        P_position0.position0_states(model, ids, attention_mask=mask)
+        C_position0.position0_states(model, ids, attention_mask=mask)
     left = ids.clone()
     left[2, 0] = 0
     with pytest.raises(ValueError, match="left padding"):
-        P_position0.position0_states(tiny_llama(pad_token_id=0), left)
+        C_position0.position0_states(tiny_llama(pad_token_id=0), left)
 
 
 def test_sink_reducer_closed_form_and_threshold():
@@ -128,7 +131,7 @@ def test_probe_at_chance_for_constant_features_and_perfect_when_separable():
 
 
 def test_probe_on_fixed_bos_states_is_at_chance():
-    states = P_position0.position0_states(tiny_llama(), prompts(n=20))
+    states = C_position0.position0_states(tiny_llama(), prompts(n=20))
     pr = P_position0.probe_by_layer(states, np.repeat([0, 1], 10), n_folds=5, n_perm=0)
     np.testing.assert_allclose(pr["accuracy"].values, 0.5)
 
@@ -145,7 +148,7 @@ def test_position0_values_match_v_proj_during_forward():
         model(ids)
     for h in hooks:
         h.remove()
-    vals = P_position0.position0_values(model, P_position0.position0_states(model, ids))
+    vals = C_position0.position0_values(model, C_position0.position0_states(model, ids))
     assert vals.shape == (3, 3, 2, 8)
     for layer in range(3):
         np.testing.assert_allclose(
@@ -162,12 +165,12 @@ def test_position0_states_from_replaced_bos_embeddings():
     model = tiny_llama()
     ids = prompts(n=4)
     emb = bos_replaced_embeddings(model, ids, np.arange(4), "zeros", per_prompt=False, seed=0)
-    st = P_position0.position0_states(model, inputs_embeds=emb)
+    st = C_position0.position0_states(model, inputs_embeds=emb)
     assert np.all(st[:, 0] == 0.0)
     assert np.all(P_position0.trajectory(st)["std"].values == 0.0)
     per = bos_replaced_embeddings(model, ids, np.arange(4), "gaussian", per_prompt=True, seed=0)
     assert np.all(
-        P_position0.trajectory(P_position0.position0_states(model, inputs_embeds=per))["std"].values
+        P_position0.trajectory(C_position0.position0_states(model, inputs_embeds=per))["std"].values
         > 0
     )
 
@@ -180,3 +183,159 @@ def test_bos_effect_ratio_and_ci():
     est, lo, hi = P_position0.bos_effect(1.28 * base + rng.normal(0, 0.05, 40), base, n_boot=300)
     assert est == pytest.approx(1 - (1.28 * base.mean() + 0) / base.mean(), abs=0.03)
     assert lo < est < hi < 0
+
+
+# --- position 0 read inside extraction (Position0States) -------------------------------------
+
+
+def _extract(model, ids, variant, reducers, batch_size, seq_ids=None):
+    from causalpos.capture.hook import extract_scores
+
+    return extract_scores(
+        model,
+        ids.numpy(),
+        variant=variant,
+        batch_size=batch_size,
+        reducers=reducers,
+        seed=0,
+        progress=False,
+        seq_ids=seq_ids,
+    )
+
+
+@pytest.mark.parametrize("variant", ["causal", "bidirectional"])
+def test_extraction_reads_the_same_position0_states_as_a_plain_forward(variant):
+    # Next to score capture (sdpa after a float32 QK^T) the blocks see the same numbers as in a
+    # plain forward pass with the same batches: states bitwise equal, value vectors those of
+    # v_proj(input_layernorm(.)) of the states.
+    model = tiny_llama()
+    ids = prompts(n=7)
+    ds = _extract(
+        model,
+        ids,
+        variant,
+        [P_reducers.SinkReducer(), C_position0.Position0States(values=True)],
+        batch_size=3,
+    )
+    expect = C_position0.condition_states(model, ids, variant, batch_size=3)
+    assert ds["p0_state"].dtype == np.float32 and ds["p0_state"].dims == (
+        "sequence",
+        "p0_layer",
+        "hidden",
+    )
+    np.testing.assert_array_equal(ds["p0_state"].values.astype(np.float64), expect)
+    np.testing.assert_allclose(
+        ds["p0_value"].values, C_position0.position0_values(model, expect), rtol=1e-6, atol=1e-7
+    )
+    assert ds["sink_attention"].sizes["sequence"] == 7  # the score reducers ran too
+    if variant == "causal":
+        assert np.all(P_position0.trajectory(expect)["std"].values == 0.0)
+    else:
+        assert np.all(P_position0.trajectory(expect)["std"].values[1:] > 1e-4)
+
+
+def test_a_variant_of_position0_only_runs_no_score_capture():
+    # bos_replace_mean without score reducers: the model's own attention, the replacement of the
+    # extraction, the states of condition_states; no scaling recorded (no scores were read).
+    model = tiny_llama()
+    ids = prompts(n=6)
+    seq_ids = np.arange(10, 16)
+    ds = _extract(
+        model, ids, "bos_replace_mean", [C_position0.Position0States()], 6, seq_ids=seq_ids
+    )
+    expect = C_position0.condition_states(model, ids, "bos_replace_mean", seq_ids=seq_ids)
+    np.testing.assert_array_equal(ds["p0_state"].values.astype(np.float64), expect)
+    assert "p0_value" not in ds and ds.attrs["scaling"] == "none"
+    assert model.config._attn_implementation != "causalpos_capture"
+    np.testing.assert_array_equal(ds["sequence"].values, seq_ids)
+
+
+def test_position0_shards_merge_into_the_single_pass():
+    model = tiny_llama()
+    ids = prompts(n=8)
+
+    def run(rows):
+        return _extract(
+            model,
+            ids[rows],
+            "causal",
+            [C_position0.Position0States(values=True)],
+            batch_size=4,
+            seq_ids=np.arange(8)[rows],
+        )
+
+    whole = run(slice(0, 8))
+    merged = C_position0.Position0States.merge([run(slice(4, 8)), run(slice(0, 4))])
+    for k in ("p0_state", "p0_value"):
+        np.testing.assert_array_equal(merged[k].values, whole[k].values)
+    np.testing.assert_array_equal(merged["sequence"].values, np.arange(8))
+    with pytest.raises(ValueError, match="share sequence ids"):
+        C_position0.Position0States.merge([run(slice(0, 4)), run(slice(0, 4))])
+
+
+def test_position0_reader_refuses_a_model_without_decoder_blocks():
+    with pytest.raises(ValueError, match="decoder blocks"):
+        with C_position0.Position0States().attached(torch.nn.Linear(2, 2)):
+            pass
+
+
+def test_position0_stage_from_stores_matches_the_library_and_refuses_stores_without_states(
+    tmp_path,
+):
+    # The analysis job reads stored states: its trajectory equals the library's on the same
+    # states, its probe is the library's probe, and a store extracted without the reader is
+    # refused with the fix.
+    from causalpos.io.store import write_dataset
+    from causalpos.stages.position0 import position0
+
+    model = tiny_llama()
+    ids = prompts(n=10, fixed_bos=False)
+    labels = np.repeat(["a", "b"], 5)
+    data = xr_data(ids, labels)
+    write_dataset(data, tmp_path / "data.zarr")
+    stores = {}
+    for cond in ("causal", "bidirectional"):
+        ds = _extract(
+            model,
+            ids,
+            cond,
+            [P_reducers.SinkReducer(), C_position0.Position0States(values=cond == "causal")],
+            batch_size=5,
+        )
+        stores[cond] = write_dataset(ds, tmp_path / f"{cond}.zarr")
+    out = position0(
+        stores,
+        tmp_path / "data.zarr",
+        tmp_path / "p0.zarr",
+        sink_store=stores["causal"],
+        tau=0.0,
+        n_folds=2,
+        n_perm=5,
+    )
+    for cond in stores:
+        states = C_position0.condition_states(model, ids, cond, batch_size=5)
+        np.testing.assert_array_equal(
+            out["std"].sel(condition=cond).values, P_position0.trajectory(states)["std"].values
+        )
+    causal = C_position0.condition_states(model, ids, "causal", batch_size=5)
+    pr = P_position0.probe_by_layer(causal, labels, n_folds=2, n_perm=5, seed=0)
+    np.testing.assert_array_equal(
+        out["probe_accuracy"].sel(condition="causal").values, pr["accuracy"].values
+    )
+    assert np.all(np.isnan(out["probe_accuracy"].sel(condition="bidirectional").values))
+    assert out.attrs["token0_fixed"] == 0 and out.attrs["n_sink_heads"] == 3 * 4  # tau 0: all
+    assert 0.0 <= out.attrs["sink_probe_accuracy"] <= 1.0
+    bare = _extract(model, ids, "causal", [P_reducers.SinkReducer()], batch_size=5)
+    write_dataset(bare, tmp_path / "bare.zarr")
+    with pytest.raises(ValueError, match="no position-0 states"):
+        position0({"causal": tmp_path / "bare.zarr"}, tmp_path / "data.zarr", tmp_path / "x.zarr")
+
+
+def xr_data(ids: torch.Tensor, labels: np.ndarray):
+    import xarray as xr
+
+    n, t = ids.shape
+    return xr.Dataset(
+        {"tokens": (("sequence", "position"), ids.numpy()), "source": ("sequence", labels)},
+        coords={"sequence": np.arange(n), "position": np.arange(t)},
+    )

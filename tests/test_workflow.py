@@ -135,6 +135,7 @@ NO_TORCH = {
     "plot_paper2_layers",
     "plot_paper2_shares",
     "plot_paper2_position0",
+    "position0",  # reads the position-0 states extraction stored
 }
 
 

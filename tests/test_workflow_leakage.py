@@ -385,6 +385,41 @@ def test_position0_setting_reruns_only_position0(pipeline, tmp_path):
     assert counts == {"position0": 1, "aggregate_leakage": 1, "plot_paper2_position0": 1}, counts
 
 
+def test_a_new_position0_condition_reruns_the_pairs_extraction_and_what_reads_it(
+    pipeline, tmp_path
+):
+    # position 0 is read inside extraction's forward passes: a new condition is one more forward
+    # pass of the pair's extraction job (identity_rope: no experiment extracts it, so it reads
+    # position 0 alone), then the merges and the paper-2 analyses; nothing of paper 1 or training
+    edited = _edited(
+        pipeline,
+        tmp_path,
+        lambda c: c["leakage"]["position0"].update(
+            conditions=["causal", "bidirectional", "bos_replace_mean", "identity_rope"]
+        ),
+    )
+    jobs = _reruns(pipeline, edited)
+    assert [w for r, w in jobs if r == "extract_scores"] == [
+        f"model={MODEL}, dataset={DATASET}, shard=0000"
+    ]
+    assert {w for r, w in jobs if r == "merge_scores"} == {
+        f"model={MODEL}, dataset={DATASET}, variant={v}" for v in UNION + ["identity_rope"]
+    }
+    counts = rule_counts(jobs)
+    assert counts["position0"] == 1
+    assert set(counts) <= {
+        "extract_scores",
+        "merge_scores",
+        "leakage",
+        "position0",
+        "aggregate_leakage",
+        "plot_paper2_layers",
+        "plot_paper2_shares",
+        "plot_paper2_heads",
+        "plot_paper2_position0",
+    }, counts
+
+
 def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
     edited = _edited(
         pipeline,

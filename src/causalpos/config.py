@@ -434,6 +434,7 @@ class Resolved:
         """Every variant some stage reads for (model, dataset), in a fixed order (causal first)."""
         seen = {v for m, d, v in self.map_triples() if (m, d) == (model, dataset)}
         seen |= set(self.leakage_pairs().get((model, dataset), ()))
+        seen |= set(self.position0_conditions(model, dataset))
         order = {"causal": 0, "bidirectional": 1}
         return sorted(seen, key=lambda v: (order.get(v, 2), v))
 
@@ -461,6 +462,8 @@ class Resolved:
             names += ["moments", "groups"]
         if self.leakage_wants(model, dataset, variant):
             names += ["leakage", "sink"]
+        if variant in self.position0_conditions(model, dataset):
+            names += ["position0"]
         return names
 
     def leakage_wants(self, model: str, dataset: str, variant: str) -> bool:
@@ -474,7 +477,7 @@ class Resolved:
         return {}
 
     def gpu_count(self) -> int:
-        """GPUs an extraction (or position-0) job holds."""
+        """GPUs an extraction job holds."""
         return 1 if self.config["device"] in ("cuda", "auto") else 0
 
     # -----------------------------------------------------------------------------------------
@@ -876,6 +879,20 @@ class Resolved:
         spec = self.model_spec(model)
         like = spec.get("like") if spec["source"] == "random_init" else None
         return {"positional": "", "init_of": str(like or "")}
+
+    def position0_conditions(self, model: str, dataset: str) -> list[str]:
+        """Forward passes whose position-0 states extraction reads for (model, dataset): the
+        ``leakage.position0`` conditions of every pair a paper-2 experiment names."""
+        if (model, dataset) not in self.leakage_pairs():
+            return []
+        return list(self.config["leakage"]["position0"]["conditions"])
+
+    def position0_inputs(self, model: str, dataset: str) -> list[str]:
+        """The merged stores, one per position-0 condition, that rule ``position0`` reads."""
+        return [
+            f"results/scores/{model}/{dataset}/{c}.zarr"
+            for c in self.position0_conditions(model, dataset)
+        ]
 
     def position0_params(self) -> dict:
         sec = self.config["leakage"]["position0"]

@@ -186,6 +186,10 @@ def position0_params(wildcards):
     return CFG.position0_params()
 
 
+def position0_inputs(wildcards):
+    return CFG.position0_inputs(wildcards.model, wildcards.dataset)
+
+
 def leakage_summary_stores(wildcards):
     return CFG.leakage_summary_stores()
 

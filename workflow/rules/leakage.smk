@@ -2,12 +2,14 @@
 # decomposition, RoPE controls, BOS replacement, position 0 and sink heads (paper2.md).
 #
 # Extraction (extract.smk) adds the LeakageReducer and SinkReducer to the jobs of every
-# (model, dataset, variant) an experiment names (causalpos.config: Resolved.reducers_for), so the
-# score stores already hold per-(sequence, layer, head) leakage; the rules here only summarize:
+# (model, dataset, variant) an experiment names, and the position-0 reader to the
+# leakage.position0 conditions of those pairs (causalpos.config: Resolved.reducers_for), so the
+# score stores already hold per-(sequence, layer, head) leakage and position 0's residual
+# stream; the rules here only summarize and load no model:
 #
 #   scores/{model}/{dataset}/{variant}.zarr (every variant of the pair)
 #       -> leakage/{model}/{dataset}.zarr      CIs, permutation p / BH q, decomposition, controls
-#   model + data + scores/.../causal.zarr
+#   data + scores/{model}/{dataset}/{condition}.zarr (each leakage.position0 condition)
 #       -> position0/{model}/{dataset}.zarr    trajectory per condition, probes
 #   all of them -> stats/paper2_*.csv, stats/paper2_tables.md, figures/paper2_*.{fmt}
 
@@ -40,7 +42,9 @@ rule leakage:
 
 rule position0:
     input:
-        model="resources/models/{model}",
+        # position-0 states, one merged store per condition: extraction read them in its own
+        # forward passes (reducer "position0"), so this rule loads no model
+        stores=position0_inputs,
         data=data_store,
         sink="results/scores/{model}/{dataset}/causal.zarr",
     output:
@@ -50,17 +54,13 @@ rule position0:
     benchmark:
         "benchmarks/position0/{model}/{dataset}.tsv"
     conda:
-        ENV_MODELS
-    # Forward passes of one batch: on a shared CPU two 1-thread jobs beat one 2-thread job.
+        ENV_ANALYSIS
     threads: 1
     resources:
-        mem_mb=extract_mem_mb,
-        runtime=60,
-        gpu=gpu_count,
+        mem_mb=4000,
+        runtime=30,
     params:
         settings=position0_params,
-        device=config["device"],
-        dtype=config["dtype"],
         seed=config["seed"],
         code=code_fingerprint("position0"),
     script:

@@ -12,19 +12,15 @@ with logged(snakemake.log[0], snakemake.threads):
     p = snakemake.params
     s = dict(p.settings)
     position0(
-        snakemake.input.model,
+        dict(zip(s["conditions"], snakemake.input.stores)),
         snakemake.input.data,
         snakemake.output[0],
-        conditions=list(s["conditions"]),
         sink_store=snakemake.input.sink,
         tau=s["tau"],
         n_folds=s["n_folds"],
         ridge=s["ridge"],
         n_perm=s["n_permutations"],
-        batch_size=s["batch_size"],
         seed=p.seed,
-        device=p.device,
-        dtype=p.dtype,
         attrs={
             "model": snakemake.wildcards.model,
             "dataset": snakemake.wildcards.dataset,

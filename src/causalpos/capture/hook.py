@@ -28,7 +28,7 @@ import json
 import math
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import numpy as np
@@ -272,23 +272,40 @@ def extract_scores(
     config = model.config
     n_layers = config.num_hidden_layers
     device = next(model.parameters()).device
+    # Reducers of hidden states (reads_scores False: position 0) hook the blocks instead; a
+    # variant with only those runs the model's own attention, no score capture.
+    on_scores = [r for r in reducers if getattr(r, "reads_scores", True)]
+    on_states = [r for r in reducers if not getattr(r, "reads_scores", True)]
     bar = tqdm(total=n, desc=f"extract {v.name}", unit="seq", file=sys.stderr, disable=not progress)
-    with torch.inference_mode(), capturing(model, reducers, variant=v) as session:
+    with ExitStack() as stack:
+        stack.enter_context(torch.inference_mode())
+        if on_scores:
+            session = stack.enter_context(capturing(model, on_scores, variant=v))
+        else:
+            session = None
+            stack.enter_context(model_side(model, v))
+        for r in on_states:
+            stack.enter_context(r.attached(model))
         for start in range(0, n, batch_size):
             ids = torch.from_numpy(tokens[start : start + batch_size].astype(np.int64)).to(device)
             sids = seq_ids[start : start + batch_size]
-            session.begin_batch(sids)
+            if session is not None:
+                session.begin_batch(sids)
+            for r in on_states:
+                r.begin_batch(sids)
             # logits_to_keep=1: the vocabulary projection of every position is not needed.
             model(
                 **variant_inputs(model, ids, sids, v, seed=seed, replace_token_id=replace_token_id),
                 use_cache=False,
                 logits_to_keep=1,
             )
-            if sorted(session.calls) != list(range(n_layers)):
+            if session is not None and sorted(session.calls) != list(range(n_layers)):
                 raise RuntimeError(
                     f"capture: {n_layers} layers but the capture saw layer calls {session.calls}; "
                     "some attention layers bypass transformers' AttentionInterface"
                 )
+            for r in on_states:
+                r.end_batch()
             bar.update(len(sids))
     bar.close()
 
@@ -300,8 +317,8 @@ def extract_scores(
         parts.append(part)
     ds = xr.merge(parts, compat="no_conflicts", join="exact", combine_attrs="override")
     source = getattr(model, "causalpos_source", {}) or {}
-    scalings = [session.scaling[i] for i in sorted(session.scaling)]
-    softcaps = [session.softcap[i] for i in sorted(session.softcap)]
+    scalings = [session.scaling[i] for i in sorted(session.scaling)] if session else []
+    softcaps = [session.softcap[i] for i in sorted(session.softcap)] if session else []
     bos_id = getattr(config, "bos_token_id", None)
     revision = source.get("revision") or source.get("file_sha256") or source.get("sha256")
     ds.attrs = {
@@ -317,7 +334,8 @@ def extract_scores(
         "n_sequences": int(n),
         "variant": v.name,
         "seed": int(seed),
-        "scaling": scalings[0] if len(set(scalings)) == 1 else scalings,
+        # "none": no scores were captured (a variant of hidden-state reducers only)
+        "scaling": "none" if not scalings else scalings[0] if len(set(scalings)) == 1 else scalings,
         "softcap": "none"
         if all(s is None for s in softcaps)
         else [s if s is not None else "none" for s in softcaps],

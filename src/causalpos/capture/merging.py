@@ -108,6 +108,17 @@ def merge_sink(parts: Sequence[xr.Dataset]) -> xr.Dataset:
     return xr.concat(parts, dim="sequence").sortby("sequence")
 
 
+def merge_position0(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    """Position-0 states (and value vectors) of the shards, concatenated and sorted by id."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("Position0States.merge: nothing to merge")
+    ids = np.concatenate([p["sequence"].values for p in parts])
+    if np.unique(ids).size != ids.size:
+        raise ValueError("Position0States.merge: shards share sequence ids")
+    return xr.concat(parts, dim="sequence").sortby("sequence")
+
+
 #: Per-sequence variables of the leakage reducer (concatenated over shards).
 LEAKAGE_PER_SEQ = (
     "leak_r2_base",
@@ -123,12 +134,14 @@ _MODULES = {
     "GroupMeans": ("causalpos.capture.reducers", "causalpos.capture"),
     "LeakageReducer": ("causalpos.paper2.reducers", "causalpos.leakage"),
     "SinkReducer": ("causalpos.paper2.reducers", "causalpos.position0"),
+    "Position0States": ("causalpos.capture.position0",),
 }
 _FUNCTIONS = {
     "ScoreMoments": merge_moments,
     "GroupMeans": merge_group_means,
     "LeakageReducer": merge_leakage,
     "SinkReducer": merge_sink,
+    "Position0States": merge_position0,
 }
 
 #: Reducer name a store may record (``module:Class``) -> its merge. Only these merge: nothing is

@@ -21,8 +21,9 @@ from causalpos.models.device import (
 log = logging.getLogger("causalpos.stages.extract")
 
 
-#: Reducer sets by name; extraction jobs list the ones they need.
-REDUCER_NAMES = ("moments", "groups", "leakage", "sink")
+#: Reducer sets by name; extraction jobs list the ones they need ("position0" reads the residual
+#: stream at position 0 instead of scores: :class:`causalpos.capture.position0.Position0States`).
+REDUCER_NAMES = ("moments", "groups", "leakage", "sink", "position0")
 
 
 def build_reducers(
@@ -32,8 +33,10 @@ def build_reducers(
     n_groups: int,
     leakage: dict | None = None,
     seed: int = 0,
+    position0_values: bool = False,
 ) -> list:
-    """Reducer objects for an extraction job from their names (:data:`REDUCER_NAMES`)."""
+    """Reducer objects for an extraction job from their names (:data:`REDUCER_NAMES`);
+    ``position0_values``: the position-0 reader also keeps the value vectors at key 0."""
     from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 
     unknown = set(names) - set(REDUCER_NAMES)
@@ -57,6 +60,10 @@ def build_reducers(
             from causalpos.paper2.reducers import SinkReducer
 
             out.append(SinkReducer())
+        elif name == "position0":
+            from causalpos.capture.position0 import Position0States
+
+            out.append(Position0States(values=position0_values))
     return out
 
 
@@ -75,6 +82,7 @@ def reducer_memory(
     leakage: dict | None = None,
     batch_size: int | None = None,
     device: str = "cpu",
+    n_sequences: int = 0,
 ) -> int:
     """Bytes the named reducers hold whatever the batch size: their float64 state (allocated at
     the first batch, on the model's device) and their chunked working memory.
@@ -83,7 +91,8 @@ def reducer_memory(
     (layer, T, T); ``leakage``: two (layer, head, T, T) mean-map sums unless ``mean_maps`` is
     off. Llama-3.1-8B at T = 1,024: moments 16 GiB, 20 groups 5 GiB. The working memory is
     that of one chunk on ``device``: ``batch_size`` sequences where given and smaller, else the
-    largest.
+    largest. ``position0``: the (layer + 1, hidden) float32 states of the shard's
+    ``n_sequences``, and as much again for the value vectors at most.
     """
     from causalpos.capture.reducers import work_cells
 
@@ -96,6 +105,8 @@ def reducer_memory(
         total += n_groups * layers * seq_len * seq_len * 8
     if "leakage" in names and (leakage or {}).get("mean_maps", True):
         total += 2 * layers * cell * 8
+    if "position0" in names:
+        total += 2 * n_sequences * (layers + 1) * int(config.hidden_size) * 4
     work = [_WORK_BYTES_PER_CELL[n] for n in names if n in _WORK_BYTES_PER_CELL]
     if work:  # one reducer's update at a time, one chunk of the batch at a time
         chunk = max(cell, (work_cells(device) // cell) * cell)
@@ -130,6 +141,7 @@ def extract_scores(
     Each variant's store is written atomically (complete or absent); returns their paths.
     """
     from causalpos.capture import hook
+    from causalpos.capture.position0 import PROBE_CONDITION
     from causalpos.io.store import open_dataset, write_dataset
     from causalpos.models.context import check_model_context
     from causalpos.models.load import load_model
@@ -174,6 +186,7 @@ def extract_scores(
             leakage=spec.get("leakage"),
             batch_size=None if batch_size == "auto" else int(batch_size),
             device=dev,
+            n_sequences=stop - start,
         )
         for spec in variants.values()
     )
@@ -208,6 +221,7 @@ def extract_scores(
             n_groups=n_groups,
             leakage=dict(spec.get("leakage") or {}),
             seed=seed,
+            position0_values=variant == PROBE_CONDITION,
         )
         meta = {
             "dataset": data.attrs.get("corpus", ""),
