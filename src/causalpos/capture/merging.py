@@ -100,23 +100,25 @@ def merge_leakage(parts: Sequence[xr.Dataset]) -> xr.Dataset:
     return out
 
 
-def merge_sink(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+def concat_sequences(parts: Sequence[xr.Dataset], who: str) -> xr.Dataset:
+    """Per-sequence results of the shards concatenated and sorted by sequence id; each id must
+    be in exactly one shard (``who`` names the reducer in the error)."""
     parts = list(parts)
+    if not parts:
+        raise ValueError(f"{who}.merge: nothing to merge")
     ids = np.concatenate([p["sequence"].values for p in parts])
     if np.unique(ids).size != ids.size:
-        raise ValueError("SinkReducer.merge: shards share sequence ids")
+        raise ValueError(f"{who}.merge: shards share sequence ids")
     return xr.concat(parts, dim="sequence").sortby("sequence")
+
+
+def merge_sink(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    return concat_sequences(parts, "SinkReducer")
 
 
 def merge_position0(parts: Sequence[xr.Dataset]) -> xr.Dataset:
-    """Position-0 states (and value vectors) of the shards, concatenated and sorted by id."""
-    parts = list(parts)
-    if not parts:
-        raise ValueError("Position0States.merge: nothing to merge")
-    ids = np.concatenate([p["sequence"].values for p in parts])
-    if np.unique(ids).size != ids.size:
-        raise ValueError("Position0States.merge: shards share sequence ids")
-    return xr.concat(parts, dim="sequence").sortby("sequence")
+    """Position-0 states (and value vectors) of the shards, by sequence id."""
+    return concat_sequences(parts, "Position0States")
 
 
 #: Per-sequence variables of the leakage reducer (concatenated over shards).
