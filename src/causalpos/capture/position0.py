@@ -32,9 +32,6 @@ from causalpos.models.variants import VARIANTS
 #: scrambled RoPE changes position ids, which position 0 never sees through a causal mask).
 POSITION0_CONDITIONS = tuple(v for v in VARIANTS if v != "scrambled_rope")
 
-#: The condition whose states (and value vectors at key 0) the content probes read.
-PROBE_CONDITION = "causal"
-
 #: What ``p0_layer`` counts.
 LAYER_NOTE = "0 = the first block's input (embedding output), l = after block l (pre-final-norm)"
 
@@ -107,7 +104,8 @@ class Position0States:
     ``reads_scores = False``: the capture hands it no scores; :func:`causalpos.capture.hook.
     extract_scores` attaches it to the model (:meth:`attached`) and calls :meth:`begin_batch` /
     :meth:`end_batch` around each forward pass. ``values``: also keep the value vectors at key 0
-    (the sink probe's features; :data:`PROBE_CONDITION` only, by the extraction stage).
+    (the sink probe's features; :data:`causalpos.models.variants.POSITION0_PROBE_CONDITION`
+    only, by the extraction stage).
 
     Result: ``p0_state (sequence, p0_layer, hidden)`` and ``p0_value (sequence, layer, kv_head,
     head_dim)``, float32 — the model's own numbers (float32, or bfloat16 widened exactly), so

@@ -24,6 +24,10 @@ VARIANTS = (
     "bos_replace_all_gaussian",
 )
 
+#: The forward pass whose position-0 states, and value vectors at key 0, paper 2's content
+#: probes read (extraction keeps the value vectors for it alone; rule ``position0`` probes it).
+POSITION0_PROBE_CONDITION = "causal"
+
 
 #: The parts of the forward pass a variant changes, in the canonical order of a composition:
 #: rotary embedding, position-0 input, attention mask. ``causal`` is the model as trained (no part

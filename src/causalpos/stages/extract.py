@@ -141,11 +141,10 @@ def extract_scores(
     Each variant's store is written atomically (complete or absent); returns their paths.
     """
     from causalpos.capture import hook
-    from causalpos.capture.position0 import PROBE_CONDITION
     from causalpos.io.store import open_dataset, write_dataset
     from causalpos.models.context import check_model_context
     from causalpos.models.load import load_model
-    from causalpos.models.variants import parse_variant
+    from causalpos.models.variants import POSITION0_PROBE_CONDITION, parse_variant
 
     if not variants:
         raise ValueError("extract_scores: no variants to extract")
@@ -221,7 +220,7 @@ def extract_scores(
             n_groups=n_groups,
             leakage=dict(spec.get("leakage") or {}),
             seed=seed,
-            position0_values=variant == PROBE_CONDITION,
+            position0_values=variant == POSITION0_PROBE_CONDITION,
         )
         meta = {
             "dataset": data.attrs.get("corpus", ""),

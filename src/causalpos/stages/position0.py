@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
+from causalpos.models.variants import POSITION0_PROBE_CONDITION as PROBE_CONDITION
 from causalpos.paper2.position0 import (
     probe_by_layer,
     probe_cv,
@@ -16,10 +17,6 @@ from causalpos.paper2.position0 import (
     sink_heads,
     trajectory,
 )
-
-#: The condition whose states (and value vectors at key 0) the probes read; the extraction
-#: stage keeps value vectors for it (causalpos.capture.position0.PROBE_CONDITION, the same).
-PROBE_CONDITION = "causal"
 
 
 def _states(store: str | os.PathLike, seq_ids: np.ndarray, condition: str) -> xr.Dataset:
