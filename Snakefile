@@ -4,7 +4,7 @@
 #   snakemake --cores 8 --use-conda                       # the same, each rule in its conda env
 #   snakemake --profile profiles/slurm --configfile configs/paper.yaml   # the papers, on a GPU cluster
 #
-# Stages (one .smk each): simulate; models -> data -> extract -> stats -> figures; train. See README.md for what each output is.
+# Stages (one .smk each): simulate; models -> data -> extract -> stats -> figures; train. See docs/outputs.md for what each output is.
 
 import os
 import sys

@@ -2,7 +2,7 @@
 
 Prints the median wall time over ``--repeats`` runs (after one warm-up run unless ``--no-warmup``),
 the CPU time, the peak resident memory of the whole process (``ru_maxrss``: Python, torch and the
-result included) and the load average, as a Markdown table that can be pasted into the README.
+result included) and the load average, as a Markdown table for docs/performance.md.
 
     .venv/bin/python benchmarks/bench_simulate.py --repeats 5
     .venv/bin/python benchmarks/bench_simulate.py --rope --repeats 3
