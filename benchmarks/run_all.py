@@ -3,12 +3,16 @@
     python benchmarks/run_all.py                      # simulation + extraction
     python benchmarks/run_all.py --pipeline           # + wall time of the default pipeline
     python benchmarks/run_all.py --out benchmarks.md  # also write the report to a file
+    python benchmarks/run_all.py --tests              # + wall time of the test suite (pytest)
     python benchmarks/run_all.py --breakdown DIR      # per-rule time / memory of a finished run
 
 Runs ``bench_simulate.py`` (one paper-scale simulation setting, median of repeats, peak RSS) and
 ``bench_extract.py`` (extraction throughput vs a plain forward pass of SmolLM2-135M, peak memory
 of each mode) as subprocesses, and with ``--pipeline`` times ``snakemake --cores N`` on the
-embedded default config in a fresh copy of the pipeline. The header records date and hardware.
+embedded default config in a fresh copy of the pipeline (``--tests``: ``pytest`` in this checkout).
+The header records date, hardware, commit and the **yardstick** (``yardstick.py``: single-thread
+sgemm GFLOP/s, measured before and after the timed work); each wall time is also given at the
+reference speed (95 GFLOP/s), so figures from a slower or faster day can be compared.
 Snakemake's own per-job ``benchmarks/<rule>/*.tsv`` files (time, max RSS) complement this.
 """
 
@@ -27,6 +31,65 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from yardstick import REFERENCE_GFLOPS, at_reference, sgemm_gflops  # noqa: E402
+
+
+def commit() -> str:
+    """Short hash of the checkout's HEAD (``+dirty`` with uncommitted changes), or "unknown"."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def timed(cmd: list[str], **kw) -> dict:
+    """Run ``cmd``; wall seconds, the CPU seconds (user + sys) of it and its children, and the
+    yardstick before and after (their mean is the rate the time is scaled by)."""
+    import resource
+
+    before = sgemm_gflops()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _, wall = run(cmd, **kw)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    after = sgemm_gflops()
+    rate = (before + after) / 2
+    return {
+        "wall_s": wall,
+        "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
+        "gflops_before": before,
+        "gflops_after": after,
+        "wall_at_reference_s": at_reference(wall, rate),
+    }
+
+
+def timing_line(what: str, t: dict) -> str:
+    """One Markdown table row: what, wall, CPU, yardstick, wall at the reference speed."""
+    return (
+        f"| {what} | {t['wall_s'] / 60:.1f} min | {t['cpu_s']:.0f} s | "
+        f"{t['gflops_before']:.0f} / {t['gflops_after']:.0f} GFLOP/s | "
+        f"{t['wall_at_reference_s'] / 60:.1f} min |"
+    )
+
+
+TIMING_HEADER = [
+    "| what | wall | CPU (user + sys) | yardstick before / after | wall at "
+    f"{REFERENCE_GFLOPS:.0f} GFLOP/s |",
+    "|---|---|---|---|---|",
+]
 
 
 def hardware() -> str:
@@ -102,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--breakdown", metavar="DIR", help="only print the per-rule table of a finished run in DIR"
     )
+    ap.add_argument("--tests", action="store_true", help="also time the test suite (minutes)")
     ap.add_argument("--out", help="write the Markdown report here too")
     args = ap.parse_args(argv)
     if args.breakdown:
@@ -113,7 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Hardware: {hardware()}",
         "",
+        f"Commit: {commit()}",
+        "",
+        f"Yardstick: single-thread sgemm {sgemm_gflops():.1f} GFLOP/s "
+        f"(reference {REFERENCE_GFLOPS:.0f})",
+        "",
     ]
+    timings: list[str] = []
     out, _ = run([sys.executable, str(HERE / "bench_simulate.py"), "--repeats", str(args.repeats)])
     parts += ["## Simulation (one paper-scale setting)", "", "```", out.strip(), "```", ""]
     if not args.skip_extract:
@@ -146,15 +216,15 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 src = REPO / name
                 (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
-            _, wall = run([sys.executable, "-m", "snakemake", "--cores", str(args.cores)], cwd=work)
+            t = timed([sys.executable, "-m", "snakemake", "--cores", str(args.cores)], cwd=work)
             breakdown = rule_breakdown(work)
-        parts += [
-            "## Default pipeline",
-            "",
-            f"`snakemake --cores {args.cores}` on config.yaml: {wall / 60:.1f} min wall",
-            "",
-            breakdown,
-        ]
+        timings.append(timing_line(f"`snakemake --cores {args.cores}` (config.yaml)", t))
+        parts += ["## Default pipeline, per rule", "", breakdown]
+    if args.tests:
+        t = timed([sys.executable, "-m", "pytest", "-q"], cwd=REPO)
+        timings.append(timing_line("`pytest` (the test suite)", t))
+    if timings:
+        parts += ["## Wall times with the yardstick", "", *TIMING_HEADER, *timings, ""]
     report = "\n".join(parts)
     print(report)
     if args.out:

@@ -40,3 +40,29 @@ def test_benchmark_runs_every_mode_and_reports_them(tmp_path):
     assert list(out["modes"]) == list(B.MODES) and (tmp_path / "r.json").exists()
     assert out["modes"]["forward"]["x_forward_min"] == 1.0
     assert all(r["tokens_per_s"] > 0 for r in out["modes"].values())
+
+
+def test_yardstick_scales_wall_time_to_the_reference_speed():
+    import yardstick as Y
+
+    # half the reference rate: the same work takes half as long on the reference machine
+    assert Y.at_reference(600.0, Y.REFERENCE_GFLOPS / 2) == pytest.approx(300.0)
+    assert Y.at_reference(600.0, Y.REFERENCE_GFLOPS) == pytest.approx(600.0)
+    with pytest.raises(ValueError, match="positive"):
+        Y.at_reference(1.0, 0.0)
+    rate = Y.sgemm_gflops(n=128, repeats=3)
+    assert 0.01 < rate < 10_000  # GFLOP/s of one core: finite and physical
+    before = torch.get_num_threads()
+    Y.sgemm_gflops(n=64, repeats=1, threads=1)
+    assert torch.get_num_threads() == before
+
+
+def test_run_all_reports_timings_with_the_yardstick(monkeypatch):
+    import run_all as R
+
+    monkeypatch.setattr(R, "sgemm_gflops", lambda: R.REFERENCE_GFLOPS / 2)
+    t = R.timed([sys.executable, "-c", "pass"])
+    assert t["gflops_before"] == t["gflops_after"] == R.REFERENCE_GFLOPS / 2
+    assert t["wall_at_reference_s"] == pytest.approx(t["wall_s"] / 2)
+    row = R.timing_line("x", {**t, "wall_s": 600.0, "wall_at_reference_s": 300.0})
+    assert "| 10.0 min |" in row and "| 5.0 min |" in row

@@ -1,0 +1,76 @@
+"""The machine's speed as one number, so timings from different days can be compared.
+
+The build machines' speed varies by up to 2x from day to day, and every heavy stage of the pipeline
+is single-threaded float32 matrix work (extraction, simulation, training). The yardstick is the
+machine's single-thread sgemm rate: torch's float32 matmul of two 1024 x 1024 matrices on one
+thread, the best of several timed repeats (the best, not the median: the machine's capability,
+not the noise of the moment), in GFLOP/s.
+
+A wall time ``t`` measured at yardstick ``r`` is reported also **at the reference speed**
+``REFERENCE_GFLOPS`` (95 GFLOP/s, the rate of these build machines on a good day) as
+``t * r / REFERENCE_GFLOPS``: what the same work would take on the reference machine, assuming the
+time scales with the sgemm rate (true of CPU-bound work; the pipeline's jobs are).
+
+    python benchmarks/yardstick.py            # prints the rate
+    python benchmarks/yardstick.py --json     # {"sgemm_gflops": ..., "reference_gflops": 95.0}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+#: Single-thread sgemm rate of the build machines on a good day (GFLOP/s): the speed at which the
+#: performance goals (default run <= 12 min, test suite <= 4 min) are stated.
+REFERENCE_GFLOPS = 95.0
+
+
+def sgemm_gflops(n: int = 1024, repeats: int = 20, threads: int = 1) -> float:
+    """Best single-thread float32 matmul rate (GFLOP/s) of ``(n, n) @ (n, n)`` over ``repeats``.
+
+    One matmul is ``2 n^3`` floating-point operations. The thread count of torch is restored.
+    """
+    import torch
+
+    if n < 1 or repeats < 1 or threads < 1:
+        raise ValueError(f"n, repeats and threads must be >= 1, got {n}, {repeats}, {threads}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(0)
+        a = torch.randn(n, n, generator=gen)
+        b = torch.randn(n, n, generator=gen)
+        out = torch.empty(n, n)
+        torch.mm(a, b, out=out)  # warm-up: page in, pick the kernel
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            torch.mm(a, b, out=out)
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
+    return 2.0 * n**3 / best / 1e9
+
+
+def at_reference(seconds: float, gflops: float, reference: float = REFERENCE_GFLOPS) -> float:
+    """``seconds`` measured on a machine of sgemm rate ``gflops``, expressed at ``reference``."""
+    if gflops <= 0 or reference <= 0:
+        raise ValueError(f"rates must be positive, got {gflops} and {reference}")
+    return seconds * gflops / reference
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rate = sgemm_gflops(args.n, args.repeats)
+    out = {"sgemm_gflops": round(rate, 1), "reference_gflops": REFERENCE_GFLOPS}
+    print(json.dumps(out) if args.json else f"single-thread sgemm: {rate:.1f} GFLOP/s")
+    return out
+
+
+if __name__ == "__main__":
+    main()
