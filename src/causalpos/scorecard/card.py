@@ -15,25 +15,42 @@ from pathlib import Path
 
 import pandas as pd
 
-from causalpos.scorecard import paper1, paper2, paper2_position0
-from causalpos.scorecard.rows import NOT_RUN, PathLike, Row, field_text, load_targets
+import causalpos.scorecard.paper1 as paper1
+import causalpos.scorecard.paper2 as paper2
+import causalpos.scorecard.paper2_position0 as paper2_position0
+from causalpos.scorecard.rows import (
+    NOT_RUN,
+    SOURCES,
+    PathLike,
+    Row,
+    field_text,
+    load_targets,
+)
 
 
 @dataclass(frozen=True)
 class Input:
     """A table a row family reads: its key in ``paths`` (:data:`rows.SOURCES` names its csv) and
-    the columns the family needs (without them the family gets None)."""
+    the columns the family needs, space-separated (a table without them reaches it as None)."""
 
     key: str
-    columns: tuple[str, ...] = ()
+    columns: str = ""
+
+    @property
+    def source(self) -> str:
+        """The path the rows built from this table name as their source."""
+        return SOURCES[self.key]
 
 
-@dataclass(frozen=True)
 class Family:
     """A row family: ``build(*tables, targets) -> rows``, one table per input, in order."""
 
-    build: Callable[..., list[Row]]
-    inputs: tuple[Input, ...]
+    def __init__(self, build: Callable[..., list[Row]], *inputs: Input):
+        self.build = build
+        self.inputs = inputs
+
+    def __repr__(self) -> str:
+        return f"Family({self.build.__name__}, {', '.join(i.key for i in self.inputs)})"
 
 
 def unscored_rows(T: Mapping) -> list[Row]:
@@ -54,90 +71,63 @@ def unscored_rows(T: Mapping) -> list[Row]:
     ]
 
 
-_CI = ("ci_lo", "ci_hi")
-_POSITION0 = Input("position0", ("model", "dataset", "condition", "std"))
+_P0 = "model dataset condition std"
 
 #: Every row family, in the scorecard's row order.
 FAMILIES: tuple[Family, ...] = (
     # paper 1
-    Family(paper1.theory_rows, (Input("theory"),)),
-    Family(paper1.simulation_rows, (Input("sim_index", ("setting", "layer", "index", *_CI)),)),
-    Family(paper1.llm_rows, (Input("llm_index", ("model", "dataset", "layer", "index", *_CI)),)),
+    Family(paper1.theory_rows, Input("theory")),
+    Family(paper1.simulation_rows, Input("sim_index", "setting layer index ci_lo ci_hi")),
+    Family(paper1.llm_rows, Input("llm_index", "model dataset layer index ci_lo ci_hi")),
     Family(
         paper1.trained_rows,
-        (Input("train_comparison", ("variant", "minus_init", "minus_init_lo", "minus_init_hi")),),
+        Input("train_comparison", "variant minus_init minus_init_lo minus_init_hi"),
     ),
     Family(
         paper1.llm_layer1_share_rows,
-        (
-            Input(
-                "llm_index",
-                ("model", "dataset", "layer", "share", "share_lo", "share_hi", "share_minus_l1")
-                + ("share_minus_l1_lo", "share_minus_l1_hi"),
-            ),
+        Input(
+            "llm_index",
+            "model dataset layer share share_lo share_hi "
+            "share_minus_l1 share_minus_l1_lo share_minus_l1_hi",
         ),
     ),
     Family(
         paper1.llm_first_keys_rows,
-        (Input("llm_index", ("model", "dataset", "layer", "band", "band_lo", "band_hi")),),
+        Input("llm_index", "model dataset layer band band_lo band_hi"),
     ),
     Family(
         paper1.trained_share_rows,
-        (
-            Input(
-                "train_comparison",
-                ("variant", "share_pooled_minus_init", "share_pooled_minus_init_lo")
-                + ("share_pooled_minus_init_hi",),
-            ),
+        Input(
+            "train_comparison",
+            "variant share_pooled_minus_init share_pooled_minus_init_lo share_pooled_minus_init_hi",
         ),
     ),
-    Family(
-        paper1.llm_twin_share_rows, (Input("llm_index", ("model", "dataset", "layer", "share")),)
-    ),
+    Family(paper1.llm_twin_share_rows, Input("llm_index", "model dataset layer share")),
     # paper 2
-    Family(
-        paper2.claim1_rows,
-        (Input("leakage_by_model", ("model", "dataset", "variant", "target", "lo")),),
-    ),
+    Family(paper2.claim1_rows, Input("leakage_by_model", "model dataset variant target lo")),
     Family(
         paper2.decomposition_rows,
-        (
-            Input(
-                "decomposition",
-                ("model", "dataset", "total", "share_causal_mask", "share_causal_mask_lo"),
-            ),
-        ),
+        Input("decomposition", "model dataset total share_causal_mask share_causal_mask_lo"),
     ),
     Family(
-        paper2.controls_rows,
-        (Input("rope_controls", ("model", "dataset", "condition", "share_causal_mask")),),
+        paper2.controls_rows, Input("rope_controls", "model dataset condition share_causal_mask")
     ),
     Family(
         paper2_position0.bos_rows,
-        (
-            Input(
-                "bos_effects",
-                ("model", "dataset", "intervention", "bos_window", "effect", "effect_lo"),
-            ),
-            _POSITION0,
-        ),
+        Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),
+        Input("position0", _P0),
     ),
-    Family(paper2_position0.position0_rows, (_POSITION0,)),
+    Family(paper2_position0.position0_rows, Input("position0", _P0)),
     Family(
         paper2.claim3_rows,
-        (
-            Input("decomposition", ("model", "dataset")),
-            Input("depth_trend", ("model", "dataset", "variant", "trend")),
-        ),
+        Input("decomposition", "model dataset"),
+        Input("depth_trend", "model dataset variant trend"),
     ),
-    Family(paper2.claim6_rows, (Input("baseline_comparison", ("model", "dataset", "baseline")),)),
-    Family(paper2_position0.claim8_rows, (Input("position0_probes", ("model", "dataset")),)),
-    Family(
-        paper2_position0.sink_rows,
-        (Input("sink_heads", ("model", "dataset", "tau", "variant")),),
-    ),
+    Family(paper2.claim6_rows, Input("baseline_comparison", "model dataset baseline")),
+    Family(paper2_position0.claim8_rows, Input("position0_probes", "model dataset")),
+    Family(paper2_position0.sink_rows, Input("sink_heads", "model dataset tau variant")),
     # both papers: the claims no table measures
-    Family(unscored_rows, ()),
+    Family(unscored_rows),
 )
 
 
@@ -152,9 +142,10 @@ def read_table(path: PathLike) -> pd.DataFrame | None:
     return None if df.empty else df
 
 
-def with_columns(df: pd.DataFrame | None, columns: tuple[str, ...]) -> pd.DataFrame | None:
-    """``df`` if it has every one of ``columns``, else None (its rows read "not run")."""
-    return df if df is not None and set(columns) <= set(df.columns) else None
+def with_columns(df: pd.DataFrame | None, columns: str) -> pd.DataFrame | None:
+    """``df`` if it has every one of the space-separated ``columns``, else None (its rows read
+    "not run")."""
+    return df if df is not None and set(columns.split()) <= set(df.columns) else None
 
 
 def build_scorecard(
