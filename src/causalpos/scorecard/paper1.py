@@ -45,6 +45,8 @@ from causalpos.verdicts import (
 
 
 def theory_rows(theory: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Fig. 1's layer-2 scores, the closed form against an exact Gram computation and its
+    monotonicity at layer 2 (theory.csv); layers 3-4 computed exactly (:func:`monotone_deep_row`)."""
     src = SOURCES["theory"]
     fig1, closed, mono2, deep = (
         T[k] for k in ("fig1", "closed_form", "monotone_layer2", "monotone_deep")
@@ -151,6 +153,8 @@ def _matches(row: pd.Series, select: Mapping) -> bool:
 
 
 def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Figs. 2-10 on the simulations: per setting, the figure's pattern judged on the index CIs
+    per layer (none at layer 1, a non-relative one later), and the depth trend where selected."""
     src = SOURCES["sim_index"]
     t, depth = T["sim_pattern"], T["sim_depth"]
     margin = float(t["margin"])
@@ -222,6 +226,8 @@ def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
 
 
 def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Fig. 5 on pretrained models: layer 1 at noise, the later layers' index above the margin
+    (logit units, noise-corrected CI per layer)."""
     src = SOURCES["llm_index"]
     t = T["llm_pattern"]
     margin, threshold = float(t["margin"]), float(t["threshold"])

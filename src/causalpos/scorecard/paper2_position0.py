@@ -129,6 +129,8 @@ def bos_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapping) -> l
 
 
 def position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 7: with a fixed token 0 the position-0 residual stream is identical across prompts
+    (max cross-prompt std over layers, causal run)."""
     src = SOURCES["position0"]
     t = T["claim7_position0"]
     if p0 is None:
