@@ -42,20 +42,15 @@ SOURCES = {
     "sim_index": "results/stats/simulation_index.csv",
     "llm_index": "results/stats/llm_index.csv",
     "train_comparison": "results/stats/train_comparison.csv",
-    **{
-        name: f"results/stats/paper2_{name}.csv"
-        for name in (
-            "leakage_by_model",
-            "decomposition",
-            "rope_controls",
-            "bos_effects",
-            "position0",
-            "position0_probes",
-            "sink_heads",
-            "baseline_comparison",
-            "depth_trend",
-        )
-    },
+    "leakage_by_model": "results/stats/paper2_leakage_by_model.csv",
+    "decomposition": "results/stats/paper2_decomposition.csv",
+    "rope_controls": "results/stats/paper2_rope_controls.csv",
+    "bos_effects": "results/stats/paper2_bos_effects.csv",
+    "position0": "results/stats/paper2_position0.csv",
+    "position0_probes": "results/stats/paper2_position0_probes.csv",
+    "sink_heads": "results/stats/paper2_sink_heads.csv",
+    "baseline_comparison": "results/stats/paper2_baseline_comparison.csv",
+    "depth_trend": "results/stats/paper2_depth_trend.csv",
 }
 
 
