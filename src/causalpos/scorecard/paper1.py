@@ -225,6 +225,13 @@ def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows
 
 
+def _paper1_models(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd.DataFrame]]:
+    """(model, dataset, rows sorted by layer) of the table's runs of the target's variant."""
+    sel = llm[llm["variant"] == t["variant"]] if "variant" in llm else llm
+    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
+        yield model, dataset, g.sort_values("layer")
+
+
 def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Fig. 5 on pretrained models: layer 1 at noise, the later layers' index above the margin
     (logit units, noise-corrected CI per layer)."""
@@ -287,13 +294,6 @@ _NO_NEW_COLUMNS = (
     "the config has no paper1_llm models, or llm_index.csv predates the {what} columns "
     "(rerun aggregate_llm_stats)"
 )
-
-
-def _paper1_models(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd.DataFrame]]:
-    """(model, dataset, rows sorted by layer) of the table's runs of the target's variant."""
-    sel = llm[llm["variant"] == t["variant"]] if "variant" in llm else llm
-    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
-        yield model, dataset, g.sort_values("layer")
 
 
 def llm_layer1_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
