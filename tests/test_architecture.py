@@ -82,6 +82,42 @@ def test_no_import_cycles():
             visit(name, [name])
 
 
+#: What the scorecard may import: it judges the pipeline's tables against targets.yaml with the
+#: verdict rules, and computes paper 1's layers 3-4 exactly (a closed form, no model).
+SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory"}
+HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
+
+
+def _third_party(path: Path) -> set[str]:
+    """Top-level names of the packages ``path`` imports when run (nested imports too; not those
+    under ``if TYPE_CHECKING:``, which only a type checker reads)."""
+    names = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            return
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return names
+
+
+def test_the_scorecard_reads_tables_and_loads_no_model_or_store():
+    scorecard = {n: p for n, p in MODULES.items() if n.startswith("causalpos.scorecard")}
+    assert {"causalpos.scorecard.card", "causalpos.scorecard.rows"} <= set(scorecard)
+    for name, path in scorecard.items():
+        outside = {d for d in GRAPH[name] if not d.startswith("causalpos.scorecard")}
+        assert outside <= SCORECARD_MAY_IMPORT, (name, sorted(outside - SCORECARD_MAY_IMPORT))
+        assert not _third_party(path) & HEAVY, (name, sorted(_third_party(path) & HEAVY))
+    for name in SCORECARD_MAY_IMPORT:
+        assert not _third_party(MODULES[name]) & HEAVY, name
+
+
 def _rule_scripts() -> dict[str, str]:
     out = {}
     for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
@@ -217,7 +253,11 @@ def test_the_real_scripts_closures_are_what_the_layout_promises():
     # follow it: editing normalization, summaries, tables, figures or the scorecard re-extracts nothing
     after = {"causalpos.paper1.diagonal", "causalpos.paper2.summary", "causalpos.paper2.tables"}
     after |= {"causalpos.scorecard", "causalpos.stages.normalize", "causalpos.paper2.position0"}
+    after |= {m for m in MODULES if m.startswith("causalpos.scorecard.")}
     assert closure["extract_scores"] & after == set()
+    # a row's text or a verdict rule reaches only the rule that writes the scorecard
+    for module in ("causalpos.scorecard.paper2", "causalpos.verdicts"):
+        assert {s for s, mods in closure.items() if module in mods} == {"scorecard"}, module
     assert not any(m.startswith("causalpos.figures") for m in closure["extract_scores"])
     # figures never reach a model stage; no model stage reaches a figure module
     for s, mods in closure.items():

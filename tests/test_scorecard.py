@@ -143,6 +143,45 @@ def test_empty_or_header_only_tables_are_not_run(tmp_path):
     assert len(rows) == 3 and (rows["verdict"] == S.NOT_RUN).all()
 
 
+def test_each_input_table_is_read_once_and_a_table_lacking_columns_gives_not_run(
+    tmp_path, monkeypatch
+):
+    from causalpos.scorecard.rows import SOURCES
+
+    assert {i.key for f in S.FAMILIES for i in f.inputs} == set(SOURCES)
+    paths = {}
+    for key in SOURCES:  # a table with none of the columns any family needs (theory: empty)
+        paths[key] = tmp_path / f"{key}.csv"
+        paths[key].write_text("" if key == "theory" else "unrelated\n1\n")
+    reads = []
+    read_csv = pd.read_csv
+    monkeypatch.setattr(pd, "read_csv", lambda p, *a, **k: reads.append(p) or read_csv(p, *a, **k))
+    card = S.build_scorecard(paths)
+    assert sorted(reads) == sorted(paths.values())  # llm_index.csv feeds four families
+    assert len(card) == len(S.build_scorecard({}))
+    assert (card["verdict"] == S.NOT_RUN).all()
+    # each row names the table it came from (or none: unscored rows, the exact computation)
+    assert set(card["source"]) - set(SOURCES.values()) <= {
+        "",
+        "exact computation (causalpos.paper1.theory.monotonicity_violations)",
+    }
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "configs/smoke.yaml", "configs/paper.yaml"])
+def test_the_sources_rows_name_are_the_tables_the_config_makes(config):
+    import yaml
+    from snakemake.utils import validate
+
+    from causalpos.config import Resolved
+    from causalpos.scorecard.rows import SOURCES
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((repo / config).read_text())
+    validate(cfg, str(repo / "workflow" / "schemas" / "config.schema.yaml"))
+    inputs = Resolved(cfg).scorecard_inputs()
+    assert inputs == {k: SOURCES[k] for k in inputs}
+
+
 # --------------------------------------------------------------------------------------------
 # Paper 1 row families
 

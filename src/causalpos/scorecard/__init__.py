@@ -1,0 +1,60 @@
+"""The reproduction scorecard: each target of both papers as a row that could have failed.
+
+A row holds the claim, the paper's value, the value this run measured (with its CI), a verdict
+and the measurement that would have made it ``differs`` (``falsified_if``). The targets — claim
+text, paper values, margins, thresholds, which of the papers' models a value belongs to — live in
+``causalpos/targets.yaml``; the verdicts come from the rules of :mod:`causalpos.verdicts`, each of
+which can return ``reproduced``, ``differs`` and ``inconclusive``. Rows that are not tests say why:
+``not run`` (the config or the tables do not measure it), ``not applicable`` (the claim's premise
+does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper gives no value to
+compare with).
+
+Modules: :mod:`~causalpos.scorecard.rows` (a row, its labels, the targets, shared formatting),
+:mod:`~causalpos.scorecard.paper1`, :mod:`~causalpos.scorecard.paper2` and
+:mod:`~causalpos.scorecard.paper2_position0` (the row families of each paper),
+:mod:`~causalpos.scorecard.card` (which family reads which table: :func:`build_scorecard`),
+:mod:`~causalpos.scorecard.markdown` (the Markdown scorecard and the README digest).
+"""
+
+from causalpos.scorecard.card import FAMILIES, build_scorecard
+from causalpos.scorecard.markdown import (
+    LEGEND,
+    SUMMARY_BEGIN,
+    SUMMARY_END,
+    readme_summary,
+    to_markdown,
+    update_readme,
+)
+from causalpos.scorecard.rows import (
+    MEASURED,
+    NOT_APPLICABLE,
+    NOT_RUN,
+    RESIDUAL_STREAM,
+    TABLE_MEASURED,
+    Row,
+    load_targets,
+    paper_model_id,
+)
+from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
+
+__all__ = [
+    "REPRODUCED",
+    "DIFFERS",
+    "INCONCLUSIVE",
+    "NOT_RUN",
+    "NOT_APPLICABLE",
+    "MEASURED",
+    "TABLE_MEASURED",
+    "RESIDUAL_STREAM",
+    "Row",
+    "FAMILIES",
+    "load_targets",
+    "paper_model_id",
+    "build_scorecard",
+    "to_markdown",
+    "readme_summary",
+    "update_readme",
+    "LEGEND",
+    "SUMMARY_BEGIN",
+    "SUMMARY_END",
+]

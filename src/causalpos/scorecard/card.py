@@ -1,0 +1,174 @@
+"""The reproduction scorecard: every row family of both papers, in order, over the pipeline's
+tables. Each input table is read once; a family whose table is absent, empty (e.g. a config with
+no BOS experiment) or lacks one of the family's required columns gets None for it, and its rows
+read "not run" with the reason.
+
+The targets (claim text, paper values, margins, thresholds) live in ``causalpos/targets.yaml``;
+the verdicts come from the rules of :mod:`causalpos.verdicts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+import causalpos.scorecard.paper1 as paper1
+import causalpos.scorecard.paper2 as paper2
+import causalpos.scorecard.paper2_position0 as paper2_position0
+from causalpos.scorecard.rows import (
+    NOT_RUN,
+    SOURCES,
+    PathLike,
+    Row,
+    field_text,
+    load_targets,
+)
+
+
+@dataclass(frozen=True)
+class Input:
+    """A table a row family reads: its key in ``paths`` (:data:`rows.SOURCES` names its csv) and
+    the columns the family needs, space-separated (a table without them reaches it as None)."""
+
+    key: str
+    columns: str = ""
+
+    @property
+    def source(self) -> str:
+        """The path the rows built from this table name as their source."""
+        return SOURCES[self.key]
+
+
+class Family:
+    """A row family: ``build(*tables, targets) -> rows``, one table per input, in order."""
+
+    def __init__(self, build: Callable[..., list[Row]], *inputs: Input):
+        self.build = build
+        self.inputs = inputs
+
+    def __repr__(self) -> str:
+        return f"Family({self.build.__name__}, {', '.join(i.key for i in self.inputs)})"
+
+
+def unscored_rows(T: Mapping) -> list[Row]:
+    """The targets.yaml ``unscored`` entries: claims this pipeline does not measure, and why."""
+    return [
+        Row(
+            u["paper"],
+            u["label"],
+            field_text(u, "claim"),
+            field_text(u, "paper_value"),
+            "",
+            NOT_RUN,
+            field_text(u, "falsified_if"),
+            field_text(u, "why"),
+            "",
+        )
+        for u in T.get("unscored", [])
+    ]
+
+
+_P0 = "model dataset condition std"
+
+#: Every row family, in the scorecard's row order.
+FAMILIES: tuple[Family, ...] = (
+    # paper 1
+    Family(paper1.theory_rows, Input("theory")),
+    Family(paper1.simulation_rows, Input("sim_index", "setting layer index ci_lo ci_hi")),
+    Family(paper1.llm_rows, Input("llm_index", "model dataset layer index ci_lo ci_hi")),
+    Family(
+        paper1.trained_rows,
+        Input("train_comparison", "variant minus_init minus_init_lo minus_init_hi"),
+    ),
+    Family(
+        paper1.llm_layer1_share_rows,
+        Input(
+            "llm_index",
+            "model dataset layer share share_lo share_hi "
+            "share_minus_l1 share_minus_l1_lo share_minus_l1_hi",
+        ),
+    ),
+    Family(
+        paper1.llm_first_keys_rows,
+        Input("llm_index", "model dataset layer band band_lo band_hi"),
+    ),
+    Family(
+        paper1.trained_share_rows,
+        Input(
+            "train_comparison",
+            "variant share_pooled_minus_init share_pooled_minus_init_lo share_pooled_minus_init_hi",
+        ),
+    ),
+    Family(paper1.llm_twin_share_rows, Input("llm_index", "model dataset layer share")),
+    # paper 2
+    Family(paper2.claim1_rows, Input("leakage_by_model", "model dataset variant target lo")),
+    Family(
+        paper2.decomposition_rows,
+        Input("decomposition", "model dataset total share_causal_mask share_causal_mask_lo"),
+    ),
+    Family(
+        paper2.controls_rows, Input("rope_controls", "model dataset condition share_causal_mask")
+    ),
+    Family(
+        paper2_position0.bos_rows,
+        Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),
+        Input("position0", _P0),
+    ),
+    Family(paper2_position0.position0_rows, Input("position0", _P0)),
+    Family(
+        paper2.claim3_rows,
+        Input("decomposition", "model dataset"),
+        Input("depth_trend", "model dataset variant trend"),
+    ),
+    Family(paper2.claim6_rows, Input("baseline_comparison", "model dataset baseline")),
+    Family(paper2_position0.claim8_rows, Input("position0_probes", "model dataset")),
+    Family(paper2_position0.sink_rows, Input("sink_heads", "model dataset tau variant")),
+    # both papers: the claims no table measures
+    Family(unscored_rows),
+)
+
+
+def read_table(path: PathLike) -> pd.DataFrame | None:
+    """The table at ``path``; None when absent or empty (e.g. a config with no BOS experiment)."""
+    if path is None or not Path(path).is_file():
+        return None
+    try:
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return None
+    return None if df.empty else df
+
+
+def with_columns(df: pd.DataFrame | None, columns: str) -> pd.DataFrame | None:
+    """``df`` if it has every one of the space-separated ``columns``, else None (its rows read
+    "not run")."""
+    return df if df is not None and set(columns.split()) <= set(df.columns) else None
+
+
+def build_scorecard(
+    paths: Mapping[str, PathLike],
+    extra: Callable[[Mapping[str, PathLike]], list[Row]] | None = None,
+    targets: PathLike | Mapping = None,
+) -> pd.DataFrame:
+    """The scorecard from the pipeline's tables.
+
+    ``paths`` keys: the inputs of :data:`FAMILIES` (:data:`rows.SOURCES`: ``theory``,
+    ``sim_index``, ``llm_index``, ``train_comparison`` and paper 2's ``leakage_by_model``,
+    ``decomposition``, ...), and optionally ``targets`` (the targets YAML; overridden by the
+    ``targets`` argument, default the packaged file). Missing or ``None`` paths make their rows
+    "not run". ``extra`` adds rows built from ``paths``.
+    """
+    spec = load_targets(targets if targets is not None else paths.get("targets"))
+    T = dict(spec["targets"])
+    T["paper_models"] = spec.get("paper_models", {})
+    keys = {i.key for f in FAMILIES for i in f.inputs}
+    tables = {key: read_table(paths.get(key)) for key in sorted(keys)}
+    rows: list[Row] = []
+    for family in FAMILIES:
+        rows += family.build(*(with_columns(tables[i.key], i.columns) for i in family.inputs), T)
+    if extra is not None:
+        rows += extra(paths)
+    return pd.DataFrame([r.as_dict() for r in rows])

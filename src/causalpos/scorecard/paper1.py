@@ -1,0 +1,470 @@
+"""Rows of paper 1 (Kim et al., 2025): the closed form and monotonicity of the parameter-free
+decoder (Fig. 1, theory.csv), the simulations' causal-mask pattern (Figs. 2-10,
+simulation_index.csv), the pretrained models' index, share and first keys (Fig. 5, Appendix E,
+llm_index.csv), and §3's amplification by learned parameters on the models trained here against
+their init twins (train_comparison.csv) and on pretrained models against their random-init twins.
+
+Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
+targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+
+from causalpos.scorecard.rows import (
+    MEASURED,
+    NO_TEST,
+    NOT_APPLICABLE,
+    SOURCES,
+    Row,
+    field_text,
+    fill,
+    fmt,
+    fmt_ci,
+    index_column,
+    layer_cis,
+    not_run,
+    target_row,
+)
+from causalpos.verdicts import (
+    DIFFERS,
+    INCONCLUSIVE,
+    REPRODUCED,
+    all_of,
+    equivalent,
+    exact,
+    fraction,
+    increasing,
+    positive,
+)
+
+
+def theory_rows(theory: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Fig. 1's layer-2 scores, the closed form against an exact Gram computation and its
+    monotonicity at layer 2 (theory.csv); layers 3-4 computed exactly (:func:`monotone_deep_row`)."""
+    src = SOURCES["theory"]
+    fig1, closed, mono2, deep = (
+        T[k] for k in ("fig1", "closed_form", "monotone_layer2", "monotone_deep")
+    )
+    deep = {**deep, "layers_str": " or ".join(str(x) for x in deep["layers"])}
+    pv_fig1 = ", ".join(f"S({v['query']},{v['key']}) = {v['value']:.3f}" for v in fig1["values"])
+    if theory is None:
+        why = "the config has no theory section (rule theory_check)"
+        return [
+            not_run(fig1, fig1["label"], src, why, paper_value=pv_fig1),
+            not_run(closed, closed["label"], src, why),
+            not_run(mono2, mono2["label"], src, why),
+            not_run(deep, deep["label"], src, why),
+        ]
+    rows = []
+    for v in fig1["values"]:
+        q, k, pv = int(v["query"]), int(v["key"]), float(v["value"])
+        target = f"{fig1['label']} S({q},{k})"
+        hit = theory[(theory["alpha"] == 0) & (theory["query"] == q) & (theory["key"] == k)]
+        if hit.empty:
+            rows.append(not_run(fig1, target, src, "theory.csv has no alpha = 0 row for this cell"))
+            continue
+        cf = float(hit["closed_form"].iloc[0])
+        verdict = exact(cf, pv, float(fig1["tolerance"]))
+        note = f"rounds to {cf:.3f}" if verdict == DIFFERS else ""
+        rows.append(
+            target_row(fig1, target, f"{cf:.5f}", verdict, src, paper_value=f"{pv:.3f}", note=note)
+        )
+    diff = float((theory["closed_form"] - theory["exact_gram"]).abs().max())
+    rows.append(
+        target_row(
+            closed,
+            closed["label"],
+            f"max |diff| = {diff:.1e} over {len(theory)} pairs",
+            exact(diff, 0.0, float(closed["tolerance"])),
+            src,
+        )
+    )
+    steps = [
+        np.diff(g["closed_form"].to_numpy())
+        for _, g in theory.sort_values("key").groupby(["alpha", "query"])
+    ]
+    steps = np.concatenate([s for s in steps if s.size]) if steps else np.array([])
+    n_up = int((steps > 0).sum())
+    rows.append(
+        target_row(
+            mono2,
+            mono2["label"],
+            f"{steps.size - n_up} of {steps.size} steps <= 0; smallest step {fmt(steps.min() if steps.size else math.nan)}",
+            fraction(n_up, 0, int(steps.size), float(mono2["threshold"])),
+            src,
+        )
+    )
+    rows.append(monotone_deep_row(deep))
+    return rows
+
+
+def monotone_deep_row(t: Mapping) -> Row:
+    """Layers 3-4 of the parameter-free decoder, exactly (Eq. 1 on an exact Gram matrix)."""
+    from causalpos.paper1.theory import exact_gram_scores, monotonicity_violations
+
+    n, alpha, layers = int(t["n_positions"]), float(t["alpha"]), [int(x) for x in t["layers"]]
+    scores = exact_gram_scores(n, alpha, max(layers))
+    bad = monotonicity_violations(scores)  # (layer, query, step), 0-indexed
+    n_steps = n * (n - 1) // 2
+    parts, verdicts = [], []
+    for layer in layers:
+        viol = bad[layer - 1]
+        k = int(viol.sum())
+        step = np.diff(scores[layer - 1], axis=-1)
+        worst = float(np.nanmin(step))
+        first_q = int(np.argwhere(viol)[:, 0].min()) + 1 if k else None
+        parts.append(
+            f"layer {layer}: {k} of {n_steps} steps <= 0"
+            + (f" (queries >= {first_q}, largest drop {worst:.1e})" if k else "")
+        )
+        verdicts.append(fraction(n_steps - k, 0, n_steps, float(t["threshold"])))
+    return target_row(
+        t,
+        t["label"],
+        "; ".join(parts),
+        all_of(verdicts),
+        "exact computation (causalpos.paper1.theory.monotonicity_violations)",
+    )
+
+
+def _matches(row: pd.Series, select: Mapping) -> bool:
+    for key, want in select.items():
+        if key not in row.index:
+            return False
+        have = row[key]
+        wants = want if isinstance(want, list) else [want]
+        if isinstance(have, str) and have in ("True", "False"):
+            have = have == "True"
+        if isinstance(wants[0], bool) or isinstance(have, bool | np.bool_):
+            if bool(have) not in [bool(w) for w in wants]:
+                return False
+        elif isinstance(wants[0], int | float):
+            if not any(math.isclose(float(have), float(w), abs_tol=1e-9) for w in wants):
+                return False
+        elif str(have) not in [str(w) for w in wants]:
+            return False
+    return True
+
+
+def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Figs. 2-10 on the simulations: per setting, the figure's pattern judged on the index CIs
+    per layer (none at layer 1, a non-relative one later), and the depth trend where selected."""
+    src = SOURCES["sim_index"]
+    t, depth = T["sim_pattern"], T["sim_depth"]
+    margin = float(t["margin"])
+    if index is None:
+        return [
+            not_run(
+                {**t, "claim": t["claim_pattern"], "falsified_if": t["falsified_if_pattern"]},
+                "Figs. 2, 4, 6, 7, 9, 10",
+                src,
+                "the config has no simulate section",
+                paper_value=field_text(t, "paper_value_pattern"),
+            )
+        ]
+    rows = []
+    for setting, g in index.groupby("setting", sort=False):
+        g = g.sort_values("layer")
+        fig = next((f for f in t["figures"] if _matches(g.iloc[0], f["select"])), None)
+        cis = list(zip(g["ci_lo"], g["ci_hi"]))
+        measured = layer_cis(g)
+        if fig is None or fig["expect"] == "unscored":
+            why = "no figure of paper 1 has this setting" if fig is None else field_text(fig, "why")
+            label = f"simulation ({setting})" if fig is None else f"{fig['label']} ({setting})"
+            rows.append(
+                Row(
+                    t["paper"],
+                    label,
+                    field_text(fig, "claim") if fig else "",
+                    field_text(t, "paper_value_none") if fig else "",
+                    measured,
+                    NOT_APPLICABLE if fig is None else MEASURED,
+                    NO_TEST,
+                    why,
+                    src,
+                )
+            )
+            continue
+        kind = fig["expect"]
+        if kind == "none":
+            verdict = all_of(equivalent(ci, 0.0, margin) for ci in cis)
+        else:
+            verdict = all_of(
+                [equivalent(cis[0], 0.0, margin)] + [positive(ci, margin) for ci in cis[1:]]
+            )
+        rows.append(
+            Row(
+                t["paper"],
+                f"{fig['label']} ({setting})",
+                field_text(t, f"claim_{kind}"),
+                field_text(t, f"paper_value_{kind}"),
+                measured,
+                verdict,
+                fill(t[f"falsified_if_{kind}"], t),
+                "",
+                src,
+            )
+        )
+        if _matches(g.iloc[0], depth["select"]):
+            later = g[g["layer"] > g["layer"].min()]
+            rows.append(
+                target_row(
+                    depth,
+                    f"{depth['label']} ({setting})",
+                    layer_cis(later),
+                    increasing(list(zip(later["ci_lo"], later["ci_hi"]))),
+                    src,
+                )
+            )
+    return rows
+
+
+def _paper1_models(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd.DataFrame]]:
+    """(model, dataset, rows sorted by layer) of the table's runs of the target's variant."""
+    sel = llm[llm["variant"] == t["variant"]] if "variant" in llm else llm
+    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
+        yield model, dataset, g.sort_values("layer")
+
+
+def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Fig. 5 on pretrained models: layer 1 at noise, the later layers' index above the margin
+    (logit units, noise-corrected CI per layer)."""
+    src = SOURCES["llm_index"]
+    t = T["llm_pattern"]
+    margin, threshold = float(t["margin"]), float(t["threshold"])
+    if llm is None:
+        return [not_run(t, t["label"], src, "the config has no paper1_llm models")]
+    rows = []
+    for model, dataset, g in _paper1_models(llm, t):
+        first, later = g.iloc[0], g.iloc[1:]
+        l1 = equivalent((first["ci_lo"], first["ci_hi"]), 0.0, margin)
+        per = [positive((r.ci_lo, r.ci_hi), margin) for r in later.itertuples()]
+        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
+        verdict = all_of([l1, fraction(n_yes, n_und, len(per), threshold)])
+        est = index_column(g)
+        med = float(later[est].median()) if len(later) else math.nan
+        measured = (
+            f"L1 {fmt_ci(first[est], first['ci_lo'], first['ci_hi'])}; layers >= 2: "
+            f"{n_yes} of {len(per)} above {margin:g}, {n_und} undecided, "
+            f"{len(per) - n_yes - n_und} at or below; median {fmt(med)} (logit units)"
+        )
+        note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
+        rows.append(
+            target_row(t, f"{t['label']} ({model}, {dataset})", measured, verdict, src, note=note)
+        )
+    return rows
+
+
+def trained_rows(cmp: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Paper 1 §3's "learned parameters amplify the causal-mask pattern", on the models trained
+    here: layer-mean index of each trained variant minus that of its init twin (paired CI)."""
+    src = SOURCES["train_comparison"]
+    t = T["trained_vs_init"]
+    if cmp is None:
+        return [not_run(t, t["label"], src, "the config trains no models with init twins")]
+    rows = []
+    for r in cmp.itertuples():
+        lo, hi = r.minus_init_lo, r.minus_init_hi
+        amp = getattr(r, "amplification", math.nan)
+        measured = f"{fmt_ci(r.minus_init, lo, hi)} (logit units)" + (
+            f"; ratio x{fmt(amp)} [{fmt(r.amplification_lo)}, {fmt(r.amplification_hi)}]"
+            if amp is not None and np.isfinite(amp)
+            else ""
+        )
+        rows.append(
+            target_row(
+                t,
+                f"{t['label']} (trained-{r.variant} vs init)",
+                measured,
+                positive((lo, hi), float(t["threshold"])),
+                src,
+                note="scale caveat: logit units (see claim)",
+            )
+        )
+    return rows
+
+
+_NO_NEW_COLUMNS = (
+    "the config has no paper1_llm models, or llm_index.csv predates the {what} columns "
+    "(rerun aggregate_llm_stats)"
+)
+
+
+def llm_layer1_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Fig. 5's "except at layer 1" on the scale-free share: share(L) − share(1), paired CI."""
+    src = SOURCES["llm_index"]
+    t = T["llm_layer1_share"]
+    if llm is None:
+        return [not_run(t, t["label"], src, _NO_NEW_COLUMNS.format(what="share"))]
+    margin, threshold = float(t["margin"]), float(t["threshold"])
+    rows = []
+    for model, dataset, g in _paper1_models(llm, t):
+        first, later = g.iloc[0], g.iloc[1:]
+        per = [
+            positive((r.share_minus_l1_lo, r.share_minus_l1_hi), margin) for r in later.itertuples()
+        ]
+        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
+        med = float(later["share_minus_l1"].median()) if len(later) else math.nan
+        measured = (
+            f"share L1 {fmt_ci(first['share'], first['share_lo'], first['share_hi'])}; layers >= 2: "
+            f"{n_yes} of {len(per)} above layer 1, {n_und} undecided, "
+            f"{len(per) - n_yes - n_und} at or below; median share(L) - share(1) {fmt(med)}"
+        )
+        note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
+        rows.append(
+            target_row(
+                t,
+                f"{t['label']} ({model}, {dataset})",
+                measured,
+                fraction(n_yes, n_und, len(per), threshold),
+                src,
+                note=note,
+            )
+        )
+    return rows
+
+
+def llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Fig. 5's first keys: the sign of the first-keys band at the scored layers (with CI)."""
+    src = SOURCES["llm_index"]
+    t = T["llm_first_keys"]
+    sign = {"negative": -1.0, "positive": 1.0}[str(t["sign"])]
+    layers = [int(x) for x in t["layers"]]
+    t = {
+        **t,
+        "layers_str": ", ".join(str(x) for x in layers),
+        "other": "at or above" if sign < 0 else "at or below",
+    }
+    if llm is None:
+        return [not_run(t, t["label"], src, _NO_NEW_COLUMNS.format(what="first-keys band"))]
+    margin, threshold = float(t["margin"]), float(t["threshold"])
+    word = {1.0: "above", -1.0: "below"}
+
+    def side(lo: float, hi: float) -> str:
+        """reproduced: beyond the margin on the paper's side; differs: the CI rules that out."""
+        return positive((lo, hi) if sign > 0 else (-hi, -lo), margin)
+
+    rows = []
+    for model, dataset, g in _paper1_models(llm, t):
+        scored = g[g["layer"].isin(layers)]
+        per = [side(r.band_lo, r.band_hi) for r in scored.itertuples()]
+        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
+        later = g[g["layer"] > g["layer"].min()]
+        below = int((later["band_hi"] < 0).sum())
+        above = int((later["band_lo"] > 0).sum())
+        keys = int(g["band_keys"].iloc[0]) if "band_keys" in g else None
+        measured = (
+            (f"keys 1..{keys}: " if keys else "")
+            + "; ".join(
+                f"L{int(r.layer)} {fmt_ci(r.band, r.band_lo, r.band_hi)}"
+                for r in scored.itertuples()
+            )
+            + f" (logit units); all {len(later)} layers >= 2: {below} below 0, {above} above, "
+            f"{len(later) - below - above} undecided"
+        )
+        if "band_with_sink" in g and len(scored):
+            r = scored.iloc[0]
+            measured += (
+                f"; with key 0 kept in the normalization L{int(r['layer'])} "
+                f"{fmt_ci(r['band_with_sink'], r['band_with_sink_lo'], r['band_with_sink_hi'])}"
+            )
+        note = (
+            "" if len(scored) else f"the table has none of layers {t['layers_str']} for this model"
+        )
+        other = [int(r.layer) for r, v in zip(scored.itertuples(), per) if v == DIFFERS]
+        if other:
+            note = f"the first keys are not {word[sign]} their offsets' level at layer(s) " + (
+                ", ".join(map(str, other))
+            )
+        rows.append(
+            target_row(
+                t,
+                f"{t['label']} ({model}, {dataset})",
+                measured,
+                fraction(n_yes, n_und, len(per), threshold),
+                src,
+                note=note,
+            )
+        )
+    return rows
+
+
+def trained_share_rows(cmp: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """§3 amplification on the scale-free share: trained variant minus its init twin."""
+    src = SOURCES["train_comparison"]
+    t = T["trained_vs_init_share"]
+    if cmp is None:
+        why = (
+            "the config trains no models with init twins, or train_comparison.csv predates the "
+            "share columns (rerun compare_trained)"
+        )
+        return [not_run(t, t["label"], src, why)]
+    rows = []
+    for r in cmp.itertuples():
+        lo, hi = r.share_pooled_minus_init_lo, r.share_pooled_minus_init_hi
+        measured = f"{fmt_ci(r.share_pooled_minus_init, lo, hi)} (share of variance, pooled layers)"
+        if "share_pooled" in cmp and "init_share_pooled" in cmp:
+            measured += (
+                f"; trained {fmt_ci(r.share_pooled, r.share_pooled_lo, r.share_pooled_hi)}, init "
+                f"{fmt_ci(r.init_share_pooled, r.init_share_pooled_lo, r.init_share_pooled_hi)}"
+            )
+        rows.append(
+            target_row(
+                t,
+                f"{t['label']} (trained-{r.variant} vs init)",
+                measured,
+                positive((lo, hi), float(t["threshold"])),
+                src,
+                note=field_text(t, "note_rope")
+                if "nope" not in str(r.variant)
+                else field_text(t, "note"),
+            )
+        )
+    return rows
+
+
+def llm_twin_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """§3 amplification on the scale-free share: a pretrained model minus its random-init twin."""
+    src = SOURCES["llm_index"]
+    t = T["llm_vs_random_share"]
+    cols = ("share_pooled", "share_pooled_minus_twin", "share_pooled_minus_twin_lo")
+    if llm is None or "twin" not in llm or not set(cols) <= set(llm.columns):
+        why = (
+            "no paper1_llm model has its random-init twin among the paper1_llm models (a "
+            "random_init model `like:` it, on the same datasets), or llm_index.csv predates the "
+            "twin columns (rerun aggregate_llm_stats)"
+        )
+        return [not_run(t, t["label"], src, why)]
+    rows = []
+    for model, dataset, g in _paper1_models(llm[llm["twin"].notna()], t):
+        r = g.iloc[0]
+        lo, hi = r["share_pooled_minus_twin_lo"], r["share_pooled_minus_twin_hi"]
+        twin = llm[(llm["model"] == r["twin"]) & (llm["dataset"] == dataset)]
+        if "variant" in llm:
+            twin = twin[twin["variant"] == t["variant"]]
+        measured = (
+            f"{fmt_ci(r['share_pooled_minus_twin'], lo, hi)} (share of variance, pooled layers)"
+        )
+        if len(twin):
+            tw = twin.iloc[0]
+            measured += (
+                f"; {model} {fmt_ci(r['share_pooled'], r['share_pooled_lo'], r['share_pooled_hi'])}, "
+                f"{r['twin']} {fmt_ci(tw['share_pooled'], tw['share_pooled_lo'], tw['share_pooled_hi'])}"
+            )
+        rows.append(
+            target_row(
+                t,
+                f"{t['label']} ({model} vs {r['twin']}, {dataset})",
+                measured,
+                positive((lo, hi), float(t["threshold"])),
+                src,
+                note=field_text(t, "note"),
+            )
+        )
+    return rows

@@ -1,0 +1,371 @@
+"""Rows of paper 2 (Ruscio et al., 2026) on leakage: positional information leaking into the
+residual stream (claim 1), its decomposition into causal-mask and residual-stream shares (claims
+4 and 10, Table 6's RoPE controls), the architectures of claim 3 (NTK scaling, sliding windows)
+and the linear baseline of claim 6, each from its ``results/stats/paper2_*.csv`` table. Position
+0, the BOS and the sink heads: :mod:`causalpos.scorecard.paper2_position0`.
+
+Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
+targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from causalpos.scorecard.rows import (
+    SOURCES,
+    TABLE_MEASURED,
+    Row,
+    equivalence_band,
+    field_text,
+    fmt_ci,
+    measured_row,
+    not_run,
+    paper_model_id,
+    paper_value_for,
+    target_row,
+    text_column,
+)
+from causalpos.verdicts import (
+    difference_ci,
+    equivalent,
+    nearly_identical,
+    positive,
+)
+
+
+def claim1_rows(leak: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 1: the attention logits distinguish absolute position (null-corrected leakage above
+    the threshold), per model and dataset."""
+    src = SOURCES["leakage_by_model"]
+    t = T["claim1_logit"]
+    if leak is None:
+        return [not_run(t, t["label"], src, "the config has no leakage section")]
+    sel = leak[(leak["target"] == t["target"]) & (leak["variant"] == t["variant"])]
+    if sel.empty:
+        return [not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
+    return [
+        target_row(
+            t,
+            f"{t['label']} ({r.model}, {r.dataset})",
+            fmt_ci(r.estimate, r.lo, r.hi),
+            positive((r.lo, r.hi), float(t["threshold"])),
+            src,
+        )
+        for r in sel.itertuples()
+    ]
+
+
+def decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 4: the causal-mask share of the log-attention leakage, per model against the paper's
+    value; claim 10: the same share on the datasets a model is decomposed on whose prompts start
+    alike (the same token-0 prefix)."""
+    src = SOURCES["decomposition"]
+    t4, t10 = T["claim4_share"], T["claim10_content"]
+    if dec is None:
+        why = "the config decomposes no model (no bidirectional variant in leakage)"
+        return [
+            not_run(t4, t4["label"], src, why, paper_value=_claim4_paper_values(t4)),
+            not_run(t10, t10["label"], src, why),
+        ]
+    rows = []
+    rope = dec[dec["condition"] == t4["condition"]] if "condition" in dec else dec
+    if "status" in rope:
+        for r in rope[rope["status"] != TABLE_MEASURED].itertuples():
+            rows.append(
+                not_run(
+                    t4,
+                    f"{t4['label']} ({r.model}, {r.dataset})",
+                    src,
+                    f"{r.status} (the decomposition needs the causal and the bidirectional run)",
+                    paper_value=_claim4_paper_values(t4),
+                )
+            )
+        rope = rope[rope["status"] == TABLE_MEASURED]
+    cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
+    for r in rope.itertuples():
+        est, lo, hi = (getattr(r, c) for c in cols)
+        measured = f"{fmt_ci(est, lo, hi, 2)}; total {fmt_ci(r.total, r.total_lo, r.total_hi, 3)}"
+        value = paper_value_for(r.model, t4["values"], T)
+        target = f"{t4['label']} ({r.model}, {r.dataset})"
+        if value is None:
+            why = "the paper reports no share for this model"
+            rows.append(measured_row(t4, target, measured, src, why))
+            continue
+        m = float(t4["margin"])
+        rows.append(
+            target_row(
+                t4,
+                target,
+                measured,
+                equivalent((lo, hi), value, m),
+                src,
+                paper_value=f"{value:.0%}",
+                falsified_if=equivalence_band(t4, value),
+            )
+        )
+    # Content independence compares datasets whose prompts start alike: the same token-0 prefix
+    # (a fixed BOS, or none) where the table says which, so a BOS / no-BOS contrast is not read
+    # as a content effect.
+    keys = ["model", "prefix_ids"] if "prefix_ids" in rope else ["model"]
+    grouped = rope.assign(
+        **({"prefix_ids": rope["prefix_ids"].fillna("")} if len(keys) > 1 else {})
+    )
+    groups = list(grouped.groupby(keys, sort=False))
+    n_groups = grouped.groupby("model")[keys[-1]].nunique() if len(keys) > 1 else None
+    many = []
+    for key, g in groups:
+        model = key[0] if isinstance(key, tuple) else key
+        if g["dataset"].nunique() < 2:
+            continue
+        label = f"{t10['label']} ({model})"
+        if n_groups is not None and n_groups[model] > 1:
+            label = f"{t10['label']} ({model}, token-0 prefix {key[1] or '[]'})"
+        many.append((label, g))
+    if not many:
+        rows.append(
+            not_run(
+                t10,
+                t10["label"],
+                src,
+                "no model is decomposed on two datasets with the same token-0 prefix (e.g. text "
+                "and random tokens after the same BOS)",
+            )
+        )
+    for label, g in many:
+        est = [tuple(getattr(r, c) for c in cols) for r in g.itertuples()]
+        diffs = [
+            difference_ci(est[i], est[j]) for i in range(len(est)) for j in range(i + 1, len(est))
+        ]
+        worst = max(diffs, key=lambda d: abs(d[0]))
+        measured = (
+            ", ".join(f"{d}: {fmt_ci(*e, 2)}" for d, e in zip(g["dataset"], est))
+            + f"; largest difference {fmt_ci(*worst, 2)}"
+        )
+        rows.append(
+            target_row(
+                t10,
+                label,
+                measured,
+                nearly_identical(est, float(t10["margin"])),
+                src,
+            )
+        )
+    return rows
+
+
+def _claim4_paper_values(t: Mapping) -> str:
+    return "; ".join(f"{k}: {v:.0%}" for k, v in t["values"].items())
+
+
+def _paired_differences(g: pd.DataFrame) -> list[tuple[float, float, float]] | None:
+    """Every pair's (estimate, lo, hi) of the difference of causal-mask shares from the table's
+    ``share_causal_mask_minus_<condition>`` columns (a paired bootstrap), or None when the table
+    does not have them all."""
+    conds = [str(c) for c in g["condition"]]
+    out = []
+    for i in range(len(conds)):
+        for j in range(i + 1, len(conds)):
+            name = f"share_causal_mask_minus_{conds[j]}"
+            if not {name, f"{name}_lo", f"{name}_hi"} <= set(g.columns):
+                return None
+            r = g.iloc[i]
+            d = (float(r[name]), float(r[f"{name}_lo"]), float(r[f"{name}_hi"]))
+            if not all(np.isfinite(d)):
+                return None
+            out.append(d)
+    return out
+
+
+def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Table 6: nearly identical causal-mask shares under the RoPE controls (identity, scrambled),
+    judged on paired differences where the table has them."""
+    src = SOURCES["rope_controls"]
+    t = T["table6_controls"]
+    if ctl is None:
+        return [not_run(t, t["label"], src, "the config has no leakage section")]
+    rows = []
+    cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
+    for (model, dataset), g in ctl.groupby(["model", "dataset"], sort=False):
+        target = f"{t['label']} ({model}, {dataset})"
+        if len(g) < 2:
+            continue
+        bad = g[list(cols)].isna().any(axis=1)
+        if "status" in g:
+            bad |= g["status"] != TABLE_MEASURED
+        if bad.any():
+            missing = [
+                f"{r.condition} ({r.status})" if "status" in g else str(r.condition)
+                for r in g[bad].itertuples()
+            ]
+            why = (
+                "the causal-mask share needs each condition's bidirectional run; missing for "
+                + ", ".join(missing)
+            )
+            rows.append(not_run(t, target, src, why))
+            continue
+        est = [tuple(getattr(r, c) for c in cols) for r in g.itertuples()]
+        paired = _paired_differences(g)
+        measured = ", ".join(f"{c}: {fmt_ci(*e, 2)}" for c, e in zip(g["condition"], est))
+        if paired is not None:
+            worst = max(paired, key=lambda d: max(abs(d[1]), abs(d[2])))
+            measured += f"; largest paired difference {fmt_ci(*worst, 2)}"
+        rows.append(
+            target_row(
+                t,
+                target,
+                measured,
+                nearly_identical(est, float(t["margin"]), paired),
+                src,
+                note="" if paired is not None else "differences combined as independent samples",
+            )
+        )
+    if not rows:
+        rows.append(
+            not_run(
+                t,
+                t["label"],
+                src,
+                "only the rope condition was run (no identity_rope / scrambled_rope variants)",
+            )
+        )
+    return rows
+
+
+def _architectures(df: pd.DataFrame, T: Mapping) -> pd.Series:
+    """rope / ntk / swa / nope per row: the ``positional`` column of the models trained here,
+    else the papers' model id looked up in claim3_ntk's ``architectures``; "" if neither."""
+    arch = T["claim3_ntk"].get("architectures") or {}
+    pos = text_column(df, "positional")
+    named = df["model"].map(lambda m: arch.get(paper_model_id(m, T) or "", ""))
+    return pos.where(pos != "", named)
+
+
+def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 3 on the one-factor models trained here and the papers' models: (a) NTK's
+    residual-stream share below standard RoPE's, (b) a sliding window's residual-stream leakage
+    growing with depth. Init / random twins are not the architectures the claim is about."""
+    tn, ts = T["claim3_ntk"], T["claim3_swa"]
+    notes = tn.get("architecture_notes") or {}
+    rows = []
+    src = SOURCES["decomposition"]
+    col = tn["column"]
+    if dec is None or not {col, f"{col}_lo", f"{col}_hi"} <= set(dec.columns):
+        why = "no decomposition table with the residual-stream share (no bidirectional runs)"
+        rows.append(not_run(tn, tn["label"], src, why))
+    else:
+        d = dec[dec["condition"] == "rope"] if "condition" in dec else dec
+        if "status" in d:
+            d = d[d["status"] == TABLE_MEASURED]
+        d = d.assign(arch_=_architectures(d, T), init_=text_column(d, "init_of"))
+        d = d[d["init_"] == ""]
+        n_pairs = 0
+        for dataset, g in d.groupby("dataset", sort=False):
+            for ntk in g[g["arch_"] == "ntk"].itertuples():
+                for std in g[g["arch_"] == "rope"].itertuples():
+                    a = tuple(getattr(std, c) for c in (col, f"{col}_lo", f"{col}_hi"))
+                    b = tuple(getattr(ntk, c) for c in (col, f"{col}_lo", f"{col}_hi"))
+                    diff = difference_ci(a, b)
+                    measured = (
+                        f"{std.model} minus {ntk.model}: {fmt_ci(*diff, 2)}; "
+                        f"{col} {std.model} {fmt_ci(*a, 2)}, {ntk.model} {fmt_ci(*b, 2)}; residual "
+                        f"component {fmt_ci(std.residual, std.residual_lo, std.residual_hi)} vs "
+                        f"{fmt_ci(ntk.residual, ntk.residual_lo, ntk.residual_hi)}"
+                    )
+                    rows.append(
+                        target_row(
+                            tn,
+                            f"{tn['label']} ({ntk.model} vs {std.model}, {dataset})",
+                            measured,
+                            positive(diff[1:], float(tn["threshold"])),
+                            src,
+                            note="CIs of two models combined as independent samples",
+                        )
+                    )
+                    n_pairs += 1
+        if not n_pairs:
+            why = (
+                "no NTK-scaled and standard-RoPE model (trained here: `positional`; the papers': "
+                "targets.yaml claim3_ntk.architectures) decomposed on the same dataset"
+            )
+            rows.append(not_run(tn, tn["label"], src, why))
+    src = SOURCES["depth_trend"]
+    if trend is None:
+        why = "no depth-trend table (aggregate_leakage's paper2_depth_trend.csv)"
+        return rows + [not_run(ts, ts["label"], src, why)]
+    sel = trend[
+        (trend["variant"] == "bidirectional")
+        & (trend["target"] == "logattn")
+        & (trend["trend"] == ts["trend"])
+    ]
+    sel = sel.assign(arch_=_architectures(sel, T), init_=text_column(sel, "init_of"))
+    swa = sel[(sel["arch_"] == "swa") & (sel["init_"] == "")]
+    if swa.empty:
+        why = (
+            "no sliding-window model (trained here: `positional: swa`; the papers': targets.yaml "
+            "claim3_ntk.architectures) with a bidirectional run"
+        )
+        return rows + [not_run(ts, ts["label"], src, why)]
+    for r in swa.itertuples():
+        same = sel[sel["dataset"] == r.dataset]
+        ctx = [
+            f"{o.model} ({'init of ' + o.init_ if o.init_ else o.arch_}) "
+            f"{fmt_ci(o.estimate, o.lo, o.hi)}"
+            for o in same.itertuples()
+            if o.model != r.model and (o.arch_ == "rope" or o.init_ == r.model)
+        ]
+        measured = f"slope {fmt_ci(r.estimate, r.lo, r.hi)} per layer" + (
+            "; " + ", ".join(ctx) if ctx else ""
+        )
+        pid = paper_model_id(r.model, T)
+        rows.append(
+            target_row(
+                ts,
+                f"{ts['label']} ({r.model}, {r.dataset})",
+                measured,
+                positive((r.lo, r.hi), float(ts["threshold"])),
+                src,
+                note=field_text(notes, pid) if pid in notes else "",
+            )
+        )
+    return rows
+
+
+def claim6_rows(base: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 6: the linear-in-offset baseline's leakage above the saturated one's (paired)."""
+    src = SOURCES["baseline_comparison"]
+    t = T["claim6_linear"]
+    if base is None:
+        why = "no baseline-comparison table (the reducer fits no linear+query, or no leakage)"
+        return [not_run(t, t["label"], src, why)]
+    sel = base[(base["variant"] == t["variant"]) & (base["target"] == t["target"])]
+    if sel.empty:
+        return [not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
+    rows = []
+    init = text_column(sel, "init_of")
+    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
+        g = g.set_index(["baseline", "measure"])
+
+        def ci(b, m, g=g):
+            r = g.loc[(b, m)]
+            return fmt_ci(r["estimate"], r["lo"], r["hi"])
+
+        d = g.loc[("linear_minus_saturated", t["measure"])]
+        measured = (
+            f"linear - saturated {ci('linear_minus_saturated', t['measure'])} "
+            f"({t['measure']}); saturated {ci('saturated', t['measure'])}, linear "
+            f"{ci('linear', t['measure'])}; null-corrected difference "
+            f"{ci('linear_minus_saturated', 'corrected')}"
+        )
+        target = f"{t['label']} ({model}, {dataset})"
+        twin = init[(sel["model"] == model) & (sel["dataset"] == dataset)].iloc[0]
+        if twin:
+            why = f"init weights of {twin}: no learned offset profile for a baseline to underfit"
+            rows.append(measured_row(t, target, measured, src, why))
+            continue
+        verdict = positive((d["lo"], d["hi"]), float(t["threshold"]))
+        rows.append(target_row(t, target, measured, verdict, src))
+    return rows

@@ -1,0 +1,192 @@
+"""A scorecard row and what every row family shares: the verdict labels of rows that are not
+tests, the paths rows cite as their source, the targets (``causalpos/targets.yaml``), and the
+formatting of values and CIs.
+
+A row holds the claim, the paper's value, the value this run measured (with its CI), a verdict
+and the measurement that would have made it ``differs`` (``falsified_if``). Rows that are not
+tests say why: ``not run`` (the config or the tables do not measure it), ``not applicable`` (the
+claim's premise does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper gives
+no value to compare with).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+#: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables).
+TABLE_MEASURED = "measured"
+#: A BOS-effects row measured on the residual-stream component (causalpos.paper2.summary).
+RESIDUAL_STREAM = "residual_stream"
+
+NOT_RUN = "not run"
+NOT_APPLICABLE = "not applicable"
+MEASURED = "measured"
+
+#: ``falsified_if`` of a row that is not a test.
+NO_TEST = "none: a measurement, not a test"
+
+PathLike = str | os.PathLike | None
+
+#: The scorecard's input tables: their key in ``build_scorecard``'s ``paths`` (the names of
+#: ``Resolved.scorecard_inputs``) -> the path a row built from them names as its source.
+SOURCES = {
+    "theory": "results/sim/theory.csv",
+    "sim_index": "results/stats/simulation_index.csv",
+    "llm_index": "results/stats/llm_index.csv",
+    "train_comparison": "results/stats/train_comparison.csv",
+    "leakage_by_model": "results/stats/paper2_leakage_by_model.csv",
+    "decomposition": "results/stats/paper2_decomposition.csv",
+    "rope_controls": "results/stats/paper2_rope_controls.csv",
+    "bos_effects": "results/stats/paper2_bos_effects.csv",
+    "position0": "results/stats/paper2_position0.csv",
+    "position0_probes": "results/stats/paper2_position0_probes.csv",
+    "sink_heads": "results/stats/paper2_sink_heads.csv",
+    "baseline_comparison": "results/stats/paper2_baseline_comparison.csv",
+    "depth_trend": "results/stats/paper2_depth_trend.csv",
+}
+
+
+@dataclass
+class Row:
+    paper: str
+    target: str
+    claim: str
+    paper_value: str
+    measured: str
+    verdict: str
+    falsified_if: str
+    note: str
+    source: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------
+# Targets
+
+
+def load_targets(source: PathLike | Mapping = None) -> dict:
+    """The targets: a mapping as given, the YAML file at ``source``, or the packaged
+    ``causalpos/targets.yaml``."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    if source is None:
+        text = resources.files("causalpos").joinpath("targets.yaml").read_text()
+    else:
+        text = Path(source).read_text()
+    return yaml.safe_load(text)
+
+
+def paper_model_id(name: str, targets: Mapping) -> str | None:
+    """The papers' id of the model a table calls ``name`` (``targets["paper_models"]``), or None.
+
+    A name matches an id it is listed under, the id itself, or the id's last path component
+    (case-insensitive): ``llama-3.2-1b`` -> ``meta-llama/Llama-3.2-1B``.
+    """
+    low = str(name).lower()
+    for pid, names in (targets.get("paper_models") or {}).items():
+        if name in (names or []) or low in (pid.lower(), pid.split("/")[-1].lower()):
+            return pid
+    return None
+
+
+def paper_value_for(name: str, values: Mapping, targets: Mapping) -> float | None:
+    """The paper's value for the model ``name`` from ``values`` keyed by the papers' ids."""
+    pid = paper_model_id(name, targets)
+    if pid is not None and pid in values:
+        return float(values[pid])
+    low = str(name).lower()
+    for key, v in values.items():
+        if low in (key.lower(), key.split("/")[-1].lower()):
+            return float(v)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Text of values, CIs and targets
+
+
+def fmt(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float | np.floating) and not np.isfinite(x)):
+        return "nan"
+    return f"{float(x):.{digits}g}"
+
+
+def fmt_ci(est, lo, hi, digits: int = 3) -> str:
+    return f"{fmt(est, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+def fill(template: str, t: Mapping, **extra) -> str:
+    """``template`` with ``{name}`` fields from target ``t`` (and ``extra``), on one line."""
+    return " ".join(str(template).format(**{**t, **extra}).split())
+
+
+def field_text(t: Mapping, key: str) -> str:
+    """Field ``key`` of target ``t`` on one line ("" if absent)."""
+    return " ".join(str(t.get(key, "")).split())
+
+
+def equivalence_band(t: Mapping, value: float) -> str:
+    """``falsified_if`` of an equivalence target, with the band around this row's value."""
+    m = float(t["margin"])
+    return f"{fill(t['falsified_if'], t)}: [{value - m:.2f}, {value + m:.2f}]"
+
+
+def index_column(g: pd.DataFrame) -> str:
+    """The index column shown next to the CI: the debiased index where the table has it."""
+    return "index_debiased" if "index_debiased" in g else "index"
+
+
+def layer_cis(g: pd.DataFrame) -> str:
+    """``L<layer> est [lo, hi]`` of each row of an index table, joined."""
+    est = index_column(g)
+    return "; ".join(
+        f"L{int(r.layer)} {fmt_ci(getattr(r, est), r.ci_lo, r.ci_hi)}" for r in g.itertuples()
+    )
+
+
+def text_column(df: pd.DataFrame, name: str) -> pd.Series:
+    """A text column of a table, "" where absent or empty (older tables lack the model columns)."""
+    if name not in df:
+        return pd.Series([""] * len(df), index=df.index)
+    return df[name].fillna("").astype(str)
+
+
+# --------------------------------------------------------------------------------------------
+# Rows of a target
+
+
+def target_row(t: Mapping, target: str, measured: str, verdict: str, source: str, **kw) -> Row:
+    """A row of target ``t``; ``kw`` overrides claim, paper_value, falsified_if, note."""
+    return Row(
+        paper=t["paper"],
+        target=target,
+        claim=kw.get("claim", field_text(t, "claim")),
+        paper_value=kw.get("paper_value", field_text(t, "paper_value")),
+        measured=measured,
+        verdict=verdict,
+        falsified_if=kw.get("falsified_if") or fill(t["falsified_if"], t),
+        note=kw.get("note", ""),
+        source=source,
+    )
+
+
+def not_run(t: Mapping, target: str, source: str, why: str, **kw) -> Row:
+    """A row of target ``t`` that this run did not measure; ``why`` says what would."""
+    return target_row(t, target, "", NOT_RUN, source, note=why, **kw)
+
+
+def measured_row(t: Mapping, target: str, measured: str, source: str, why: str) -> Row:
+    """A value reported without a test: the paper gives none for this model or condition."""
+    return target_row(
+        t, target, measured, MEASURED, source, paper_value="n/a", falsified_if=NO_TEST, note=why
+    )
