@@ -400,3 +400,137 @@ def test_restart_on_mismatch_and_provenance(corpus, tmp_path):
     )
     assert not (tok / "stale.txt").exists()
     assert json.loads((tok / "causalpos_tokenizer.json").read_text())["corpus"] == {"type": "kjv"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings declared once; checkpoints of earlier code
+
+
+def test_config_keys_are_the_settings_fields_and_the_schema_declares_each_with_its_default():
+    import yaml
+
+    from causalpos.config import TRAIN_KEYS, TRAIN_TYPE_KEYS
+
+    shared, own = settings.config_keys()
+    assert (TRAIN_KEYS, TRAIN_TYPE_KEYS) == (shared, own)
+    assert own == {"swa": ("window",), "ntk": ("ntk_factor",)}
+    every = set(shared) | {k for keys in own.values() for k in keys}
+    # every field is a config key but the variant (from `positional`), the seed (the top-level
+    # seed) and the llama3 original context (always the training context)
+    fields_ = {f.name for f in fields(settings.ModelShape)}
+    fields_ |= {f.name for f in fields(TrainSettings)} - {"shape"}
+    assert fields_ - every == {"variant", "seed", "ntk_original_context"}
+    assert len(shared) == 18 and len(every) == 20
+    schema = yaml.safe_load(
+        (Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml").read_text()
+    )
+    section = schema["properties"]["train"]["properties"]
+    per_variant = section["variants"]["additionalProperties"]["properties"]
+    assert set(per_variant) == every | {"positional", "seed"}
+    default = TrainSettings()
+    for key in every:
+        value = getattr(default.shape if hasattr(default.shape, key) else default, key)
+        if key == "window":  # None: a quarter of the context
+            value = TrainSettings(variant="swa").resolved().window
+        assert section[key]["default"] == value, key
+
+
+def test_settings_from_params_names_an_unknown_key_and_check_names_the_bad_value():
+    s = TrainSettings.from_params({"variant": "swa", "hidden": 32, "context": 64, "lr": 0.5})
+    assert (s.shape.hidden, s.shape.layers, s.context, s.lr) == (32, 4, 64, 0.5)
+    r = s.resolved()
+    assert (r.window, r.ntk_factor, r.ntk_original_context) == (16, 0.0, None)
+    r = TrainSettings(variant="ntk", context=64).resolved()
+    assert (r.window, r.ntk_factor, r.ntk_original_context) == (None, 8.0, 64)
+    with pytest.raises(ValueError, match=r"no key\(s\) \['hiden'\]"):
+        TrainSettings.from_params({"hiden": 32})
+    with pytest.raises(ValueError, match="warmup=9 must be in"):
+        TrainSettings(steps=5, warmup=9).check()
+    with pytest.raises(ValueError, match="unknown variant 'alibi'"):
+        TrainSettings(variant="alibi").check()
+    with pytest.raises(ValueError, match="on_mismatch='skip'"):
+        RunOptions(on_mismatch="skip").check()
+
+
+#: trainer_state.pt as the code before causalpos.training wrote it (models/train.py at 28c7187).
+OLD_TRAINER_STATE_KEYS = [
+    "step",
+    "settings",
+    "provenance",
+    "optimizer",
+    "scheduler",
+    "torch_rng",
+    "cuda_rng",
+    "rows",
+    "elapsed_s",
+    "cpu_s",
+]
+
+
+def _old_settings_record(corpus) -> dict:
+    """The ``settings`` record of the tiny rope run, laid out as the earlier code wrote it (its
+    TrainSettings.to_dict: vocab_size after variant, the shape nested, data hash last)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in (corpus["train"], corpus["heldout"]):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        h.update(b"|")
+    shape = dict(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64)
+    return {
+        "variant": "rope",
+        "vocab_size": VOCAB,
+        "shape": {**shape, "rope_theta": 10000.0, "tie_embeddings": True},
+        "context": 32,
+        "steps": 20,
+        "batch": 8,
+        "lr": 1e-2,
+        "warmup": 5,
+        "min_lr_ratio": 0.1,
+        "weight_decay": 0.1,
+        "grad_clip": 1.0,
+        "seed": 0,
+        "window": None,
+        "ntk_factor": 0.0,
+        "ntk_original_context": None,
+        "eval_every": 10,
+        "n_eval": 16,
+        "dtype": "float32",
+        "train_tokens": len(corpus["train"]),
+        "heldout_tokens": len(corpus["heldout"]),
+        "data_hash": h.hexdigest()[:16],
+    }
+
+
+def test_a_checkpoint_in_the_format_of_earlier_code_resumes_to_the_uninterrupted_result(
+    corpus, tmp_path
+):
+    """Checkpoints written before the training package still resume: the same directory and file
+    names, the same trainer-state keys, the same settings record (written out literally here).
+    (Checked once against the earlier code itself: its step-6 checkpoint, resumed by this code,
+    ends bit-identical to its own uninterrupted run.)"""
+    ckpt = checkpoints.default_checkpoint_dir(tmp_path / "r") / "step-000006"
+    _train(corpus, tmp_path / "r", stop_after=6)
+    assert sorted(p.name for p in ckpt.iterdir()) == [
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "trainer_state.pt",
+    ]
+    state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=True)
+    old = _old_settings_record(corpus)
+    assert list(state) == OLD_TRAINER_STATE_KEYS
+    assert state["settings"] == old and list(state["settings"]) == list(old)
+    assert state["scheduler"]["lr_lambdas"] == [None, None]  # plain functions: no state saved
+    # the trainer state as the earlier code saved it: that dict, with the literal record
+    torch.save({**state, "settings": old}, ckpt / "trainer_state.pt")
+    s = _train(corpus, tmp_path / "r")
+    ref = _train(corpus, tmp_path / "ref")
+    wr, wref = _weights(tmp_path / "r"), _weights(tmp_path / "ref")
+    assert wr.keys() == wref.keys() and all(torch.equal(wr[k], wref[k]) for k in wr)
+    assert (tmp_path / "r" / trainlog.LOSS_CURVE).read_bytes() == (
+        tmp_path / "ref" / trainlog.LOSS_CURVE
+    ).read_bytes()
+    assert s["settings"] == ref["settings"] == old
