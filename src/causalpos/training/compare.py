@@ -99,88 +99,15 @@ def comparison_tables(
         else:
             g_i = g_t  # no twin: the contrasts are dropped below
         p = paired_index_bootstrap(g_t, g_i, level=confidence, n_boot=n_boot, seed=seed)
-        diff, ratio = p.difference(), p.ratio()
         # the scale-free share next to the logit index: an init model's logits are near 0, so a
         # logit-unit difference grows with the logit scale alone (causalpos.paper1.nonrelative)
-        (s_t, p_t), (s_i, p_i) = (share_intervals(x, level=confidence) for x in (g_t, g_i))
-        s_diff = paired(s_t, s_i)
-        for layer in range(g_t.shape[1]):
-            base = {
-                "variant": variant,
-                "layer": layer + 1,
-                "n_groups": g_t.shape[0],
-                "n_sequences": int(trained.attrs.get("n_sequences", -1)),
-            }
-            row = {
-                **base,
-                "weights": "trained",
-                "index": p.estimate_a[layer],
-                "ci_lo": p.lo_a[layer],
-                "ci_hi": p.hi_a[layer],
-                "noise_floor": p.floor_a[layer],
-                "share": s_t.estimate[layer],
-                "share_lo": s_t.lo[layer],
-                "share_hi": s_t.hi[layer],
-            }
-            if init is not None:
-                ok = p.lo_b[layer] > 0  # the twin's index is detected: the ratio is bounded
-                row.update(
-                    {
-                        "minus_init": diff[0][layer],
-                        "minus_init_lo": diff[1][layer],
-                        "minus_init_hi": diff[2][layer],
-                        "over_init": ratio[0][layer] if ok else math.nan,
-                        "over_init_lo": ratio[1][layer] if ok else math.nan,
-                        "over_init_hi": ratio[2][layer] if ok else math.nan,
-                        "share_minus_init": s_diff[0][layer],
-                        "share_minus_init_lo": s_diff[1][layer],
-                        "share_minus_init_hi": s_diff[2][layer],
-                    }
-                )
-                idx_rows.append(row)
-                idx_rows.append(
-                    {
-                        **base,
-                        "weights": "init",
-                        "index": p.estimate_b[layer],
-                        "ci_lo": p.lo_b[layer],
-                        "ci_hi": p.hi_b[layer],
-                        "noise_floor": p.floor_b[layer],
-                        "share": s_i.estimate[layer],
-                        "share_lo": s_i.lo[layer],
-                        "share_hi": s_i.hi[layer],
-                    }
-                )
-            else:
-                idx_rows.append(row)
-        m = p.layer_mean()
-        row = {
-            "variant": variant,
-            "positional": trained.attrs.get("positional", variant),
-            "index_mean": m["a"][0],
-            "index_mean_lo": m["a"][1],
-            "index_mean_hi": m["a"][2],
-            **_named("share_pooled", (p_t.estimate, p_t.lo, p_t.hi)),
-        }
-        if init is not None:
-            # A ratio over an index indistinguishable from 0 is unbounded: reported only where the
-            # twin's own interval excludes 0 (the difference is always reported).
-            amp = m["ratio"] if m["b"][1] > 0 else (math.nan,) * 3
-            row.update(
-                {
-                    "init_index_mean": m["b"][0],
-                    "init_index_mean_lo": m["b"][1],
-                    "init_index_mean_hi": m["b"][2],
-                    "minus_init": m["difference"][0],
-                    "minus_init_lo": m["difference"][1],
-                    "minus_init_hi": m["difference"][2],
-                    "amplification": amp[0],
-                    "amplification_lo": amp[1],
-                    "amplification_hi": amp[2],
-                    **_named("init_share_pooled", (p_i.estimate, p_i.lo, p_i.hi)),
-                    **_named("share_pooled_minus_init", paired(p_t, p_i)),
-                }
-            )
+        shares = tuple(share_intervals(x, level=confidence) for x in (g_t, g_i))
+        n_sequences = int(trained.attrs.get("n_sequences", -1))
+        twin = init is not None
+        idx_rows += _index_rows(
+            variant, p, shares, n_groups=g_t.shape[0], n_sequences=n_sequences, twin=twin
+        )
+        row = _comparison_row(variant, trained, p, shares, twin=twin)
         if leakage and variant in leakage:
             row.update(_decomposition(leakage[variant]))
         if leakage_init and variant in leakage_init:
@@ -196,8 +123,98 @@ def comparison_tables(
                     "excess_beyond_context_hi": float(r["excess_hi"]),
                 }
             )
-        row.update(
-            {"confidence": confidence, "n_sequences": int(trained.attrs.get("n_sequences", -1))}
-        )
+        row.update({"confidence": confidence, "n_sequences": n_sequences})
         cmp_rows.append(row)
     return pd.DataFrame(idx_rows), pd.DataFrame(cmp_rows)
+
+
+def _index_rows(variant, p, shares, *, n_groups: int, n_sequences: int, twin: bool) -> list[dict]:
+    """The index table's rows of one variant: per layer the trained model (with its contrasts to
+    the twin) and, when there is a twin, the twin."""
+    (s_t, _), (s_i, _) = shares
+    diff, ratio, s_diff = p.difference(), p.ratio(), paired(s_t, s_i)
+    rows = []
+    for layer in range(len(p.estimate_a)):
+        base = {
+            "variant": variant,
+            "layer": layer + 1,
+            "n_groups": n_groups,
+            "n_sequences": n_sequences,
+        }
+        row = {
+            **base,
+            "weights": "trained",
+            "index": p.estimate_a[layer],
+            "ci_lo": p.lo_a[layer],
+            "ci_hi": p.hi_a[layer],
+            "noise_floor": p.floor_a[layer],
+            "share": s_t.estimate[layer],
+            "share_lo": s_t.lo[layer],
+            "share_hi": s_t.hi[layer],
+        }
+        rows.append(row)
+        if not twin:
+            continue
+        ok = p.lo_b[layer] > 0  # the twin's index is detected: the ratio is bounded
+        row.update(
+            {
+                "minus_init": diff[0][layer],
+                "minus_init_lo": diff[1][layer],
+                "minus_init_hi": diff[2][layer],
+                "over_init": ratio[0][layer] if ok else math.nan,
+                "over_init_lo": ratio[1][layer] if ok else math.nan,
+                "over_init_hi": ratio[2][layer] if ok else math.nan,
+                "share_minus_init": s_diff[0][layer],
+                "share_minus_init_lo": s_diff[1][layer],
+                "share_minus_init_hi": s_diff[2][layer],
+            }
+        )
+        rows.append(
+            {
+                **base,
+                "weights": "init",
+                "index": p.estimate_b[layer],
+                "ci_lo": p.lo_b[layer],
+                "ci_hi": p.hi_b[layer],
+                "noise_floor": p.floor_b[layer],
+                "share": s_i.estimate[layer],
+                "share_lo": s_i.lo[layer],
+                "share_hi": s_i.hi[layer],
+            }
+        )
+    return rows
+
+
+def _comparison_row(variant, trained: xr.Dataset, p, shares, *, twin: bool) -> dict:
+    """The comparison table's row of one variant: the layer-mean index and the pooled share, and
+    with a twin their contrasts to it."""
+    (_, p_t), (_, p_i) = shares
+    m = p.layer_mean()
+    row = {
+        "variant": variant,
+        "positional": trained.attrs.get("positional", variant),
+        "index_mean": m["a"][0],
+        "index_mean_lo": m["a"][1],
+        "index_mean_hi": m["a"][2],
+        **_named("share_pooled", (p_t.estimate, p_t.lo, p_t.hi)),
+    }
+    if twin:
+        # A ratio over an index indistinguishable from 0 is unbounded: reported only where the
+        # twin's own interval excludes 0 (the difference is always reported).
+        amp = m["ratio"] if m["b"][1] > 0 else (math.nan,) * 3
+        row.update(
+            {
+                "init_index_mean": m["b"][0],
+                "init_index_mean_lo": m["b"][1],
+                "init_index_mean_hi": m["b"][2],
+                "minus_init": m["difference"][0],
+                "minus_init_lo": m["difference"][1],
+                "minus_init_hi": m["difference"][2],
+                "amplification": amp[0],
+                "amplification_lo": amp[1],
+                "amplification_hi": amp[2],
+                **_named("init_share_pooled", (p_i.estimate, p_i.lo, p_i.hi)),
+                **_named("share_pooled_minus_init", paired(p_t, p_i)),
+            }
+        )
+    return row
