@@ -118,6 +118,42 @@ def test_the_scorecard_reads_tables_and_loads_no_model_or_store():
         assert not _third_party(MODULES[name]) & HEAVY, name
 
 
+#: What the training wing (the models trained here) may import: itself, the pretrained side it
+#: shares code with (models/: loading, device), data, io and stats. It sits beside models/.
+TRAINING_MAY_IMPORT = (
+    "causalpos.training",
+    "causalpos.models",
+    "causalpos.data",
+    "causalpos.io",
+    "causalpos.stats",
+)
+
+
+def test_the_training_wing_sits_beside_models():
+    """causalpos.training imports only models/, data, io and stats (its comparison tables also
+    paper 1's paired index); models/ (the pretrained side) never imports it; its settings module
+    imports nothing of the library and nothing heavy, so config derives its keys without torch."""
+    training = [n for n in GRAPH if n.startswith("causalpos.training")]
+    assert "causalpos.training.loop" in training and "causalpos.training.settings" in training
+    for name in training:
+        allowed = TRAINING_MAY_IMPORT
+        if name == "causalpos.training.compare":
+            allowed += ("causalpos.paper1",)
+        bad = sorted(d for d in GRAPH[name] if not d.startswith(allowed))
+        assert not bad, f"{name} imports {bad}"
+    for name, deps in GRAPH.items():
+        if name.startswith("causalpos.models"):
+            assert not any(d.startswith("causalpos.training") for d in deps), (name, sorted(deps))
+    settings = ast.parse(MODULES["causalpos.training.settings"].read_text())
+    top = set()
+    for node in ast.walk(settings):
+        if isinstance(node, ast.ImportFrom):
+            top.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            top.update(a.name.split(".")[0] for a in node.names)
+    assert top <= {"__future__", "collections", "dataclasses", "typing"}, sorted(top)
+
+
 def _rule_scripts() -> dict[str, str]:
     out = {}
     for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):

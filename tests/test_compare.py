@@ -1,4 +1,4 @@
-"""causalpos.compare: the untrained twin, the paired index bootstrap, the comparison tables."""
+"""causalpos.training.compare and .twin: the untrained twin, the paired index bootstrap, the comparison tables."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import torch
 import xarray as xr
 
 from causalpos.data import kjv_documents
-from causalpos.models import train as T
-from causalpos.models import twin as C_twin
 from causalpos.paper1 import compare as C_compare
 from causalpos.paper1.diagonal import _index_cells, index_ci, normalize
-from causalpos.stages import compare as C_stage
+from causalpos.training import batches, loop, loss, tokenizer
+from causalpos.training import compare as C_tables
+from causalpos.training import twin as C_twin
+from causalpos.training.settings import RunOptions, TrainSettings
 
 
 def _groups(signal: np.ndarray, n_groups: int, noise: float, rng) -> np.ndarray:
@@ -102,33 +103,38 @@ def test_paired_bootstrap_rejects_mismatched_maps():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     docs = kjv_documents("chapter", books=["Ruth", "Jonah", "Joel"])
-    train_texts, heldout_texts = T.split_documents(docs, ["Jonah"])
+    train_texts, heldout_texts = batches.split_documents(docs, ["Jonah"])
     root = tmp_path_factory.mktemp("twin")
-    T.train_tokenizer(train_texts, 320, root / "tok", seed=0)
-    ids = T.encode_documents(root / "tok", train_texts)
-    held = T.encode_documents(root / "tok", heldout_texts)
+    tokenizer.train_tokenizer(train_texts, 320, root / "tok", seed=0)
+    ids = tokenizer.encode_documents(root / "tok", train_texts)
+    held = tokenizer.encode_documents(root / "tok", heldout_texts)
     out = {}
     for variant in ("rope", "nope"):
-        s = T.train_model(
-            variant,
+        settings = TrainSettings.from_params(
+            dict(
+                variant=variant,
+                hidden=32,
+                layers=2,
+                heads=4,
+                kv_heads=2,
+                intermediate=64,
+                context=32,
+                batch=8,
+                lr=1e-2,
+                warmup=2,
+                steps=10,
+                eval_every=5,
+                n_eval=16,
+                seed=3,
+            )
+        )
+        s = loop.train_model(
+            settings,
             tokenizer_dir=root / "tok",
             out_dir=root / f"trained-{variant}",
             train_ids=ids,
             heldout_ids=held,
-            hidden=32,
-            layers=2,
-            heads=4,
-            kv_heads=2,
-            intermediate=64,
-            context=32,
-            batch=8,
-            lr=1e-2,
-            warmup=2,
-            steps=10,
-            eval_every=5,
-            n_eval=16,
-            seed=3,
-            checkpoint_every=10,
+            run=RunOptions(checkpoint_every=10),
         )
         out[variant] = (root / f"trained-{variant}", s)
     return root, held, out
@@ -142,11 +148,11 @@ def test_init_twin_holds_the_weights_training_started_from(trained, variant):
     path, summary = models[variant]
     twin = C_twin.prepare_init_twin(path, root / f"trained-{variant}-init")
     model, tok = load_model(twin)
-    eval_tokens = T.heldout_windows(held, n=16, length=32, bos_id=0)
+    eval_tokens = batches.heldout_windows(held, n=16, length=32, bos_id=0)
     # the held-out loss training measured at step 0 is the twin's, bit for bit
-    assert T.evaluate(model, eval_tokens, batch=8) == summary["initial_heldout_loss"]
+    assert loss.evaluate(model, eval_tokens, batch=8) == summary["initial_heldout_loss"]
     trained_model, _ = load_model(path)
-    assert T.evaluate(trained_model, eval_tokens, batch=8) == summary["final_heldout_loss"]
+    assert loss.evaluate(trained_model, eval_tokens, batch=8) == summary["final_heldout_loss"]
     assert summary["final_heldout_loss"] < summary["initial_heldout_loss"]
     src = read_source(twin)
     assert src["source"] == "init_twin" and src["of"] == f"trained-{variant}" and src["seed"] == 3
@@ -223,7 +229,7 @@ def test_comparison_tables_join_index_leakage_and_lengthgen():
     )
     twin = summ.copy(deep=True)
     twin["decomposition"] = twin["decomposition"] * 2
-    index, cmp = C_stage.comparison_tables(
+    index, cmp = C_tables.comparison_tables(
         stores, leakage={"rope": summ}, leakage_init={"rope": twin}, lengthgen=lg, n_boot=300
     )
     assert len(index) == 2 * 2 + 2  # rope: trained + init per layer; nope: trained only
@@ -265,7 +271,7 @@ def test_ratio_only_where_the_twin_index_is_detected():
     stores = {
         "rope": (_store(_groups(s, 8, 0.05, rng), "t"), _store(_groups(0 * s, 8, 0.05, rng), "i"))
     }
-    index, cmp = C_stage.comparison_tables(stores, n_boot=300)
+    index, cmp = C_tables.comparison_tables(stores, n_boot=300)
     tr = index[index.weights == "trained"]
     assert tr.over_init.isna().all() and (tr.minus_init_lo > 0).all()
     assert np.isnan(cmp.amplification[0]) and cmp.minus_init_lo[0] > 0
@@ -278,7 +284,7 @@ def test_comparison_refuses_different_prompts():
     b = _store(_groups(_signal(2, 8), 6, 0.1, rng), "b")
     b.attrs["dataset_name"] = "other"
     with pytest.raises(ValueError, match="same prompts"):
-        C_stage.comparison_tables({"rope": (a, b)}, n_boot=50)
+        C_tables.comparison_tables({"rope": (a, b)}, n_boot=50)
 
 
 def test_twin_name():
@@ -303,7 +309,7 @@ def test_share_amplification_is_scale_free():
             _store(_groups(rel + s, 8, 0.01, rng), "d"),
         ),
     }
-    index, cmp = C_stage.comparison_tables(stores, n_boot=200)
+    index, cmp = C_tables.comparison_tables(stores, n_boot=200)
     r = cmp.set_index("variant")
     assert r.loc["scaled", "minus_init_lo"] > 0  # the logit index grows with the scale alone
     lo, hi = (

@@ -814,8 +814,8 @@ def test_name_lists_kept_light_here_equal_the_librarys():
     """config.py stays free of torch and pandas, so it repeats two name lists of heavier modules;
     this test is what keeps each a single definition in effect."""
     from causalpos.config import PAPER2_TABLE_NAMES, TRAIN_VARIANT_TYPES
-    from causalpos.models.train import VARIANTS
     from causalpos.paper2.tables import PAPER2_TABLES
+    from causalpos.training.settings import VARIANTS
 
     assert tuple(TRAIN_VARIANT_TYPES) == tuple(VARIANTS)
     assert list(PAPER2_TABLE_NAMES) == list(PAPER2_TABLES)

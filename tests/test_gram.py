@@ -12,16 +12,18 @@ import numpy as np
 import pytest
 import torch
 
-from causalpos.models import train as T
 from causalpos.paper1 import gram as G
+from causalpos.training import architecture, settings
 
-SHAPE = T.ModelShape(hidden=32, layers=3, heads=4, kv_heads=2, intermediate=64)
+SHAPE = settings.ModelShape(hidden=32, layers=3, heads=4, kv_heads=2, intermediate=64)
 N, SEQ, VOCAB = 10, 24, 64
 
 
 def _model(variant: str, seed: int = 0):
-    cfg = T.build_config(variant, vocab_size=VOCAB, shape=SHAPE, context=32)  # swa window 8 < SEQ
-    model = T.build_model(cfg, seed=seed).eval()
+    cfg = architecture.build_config(
+        variant, vocab_size=VOCAB, shape=SHAPE, context=32
+    )  # swa window 8 < SEQ
+    model = architecture.build_model(cfg, seed=seed).eval()
     # Random-init weights are tiny (std 0.02): scale them up so attention is far from uniform and
     # every identity below is tested on non-trivial values.
     with torch.no_grad():
@@ -238,11 +240,11 @@ def test_fig8_scores_match_capture_and_panels(tokens):
 def test_nope_model_loaded_with_rope_is_refused(tokens):
     from transformers import AutoModelForCausalLM
 
-    cfg = T.build_config("nope", vocab_size=VOCAB, shape=SHAPE, context=32)
+    cfg = architecture.build_config("nope", vocab_size=VOCAB, shape=SHAPE, context=32)
     raw = AutoModelForCausalLM.from_config(cfg)  # ignores causalpos_rope: rotation still on
     with pytest.raises(ValueError, match="load_model"):
         G.gram_panels(raw, tokens)
-    assert G.rope_is_identity(T.apply_causalpos_attributes(raw))
+    assert G.rope_is_identity(architecture.apply_causalpos_attributes(raw))
 
 
 def test_gram_store_merges_both(tokens):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from causalpos.models import lengthgen as L
-from causalpos.models import train as T
+from causalpos.training import architecture, settings
+from causalpos.training import lengthgen as L
 
-SHAPE = T.ModelShape(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64)
+SHAPE = settings.ModelShape(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64)
 VOCAB = 64
 
 
@@ -22,8 +22,8 @@ def tokens() -> torch.Tensor:
 
 
 def _model(variant: str):
-    return T.build_model(
-        T.build_config(variant, vocab_size=VOCAB, shape=SHAPE, context=20), seed=0
+    return architecture.build_model(
+        architecture.build_config(variant, vocab_size=VOCAB, shape=SHAPE, context=20), seed=0
     ).eval()
 
 

@@ -1,4 +1,4 @@
-"""causalpos.train: tokenizer, one-factor variants, deterministic and resumable training.
+"""causalpos.training: tokenizer, one-factor variants, deterministic and resumable training.
 
 Tiny models (hidden 32, 2 layers) on a slice of the KJV keep the whole file under ~40 s on 2 cores.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,17 @@ import pytest
 import torch
 
 from causalpos.data import kjv_documents
-from causalpos.models import train as T
+from causalpos.training import (
+    architecture,
+    batches,
+    checkpoints,
+    loop,
+    loss,
+    settings,
+    tokenizer,
+    trainlog,
+)
+from causalpos.training.settings import RunOptions, TrainSettings
 
 TINY = dict(
     hidden=32,
@@ -36,28 +47,32 @@ VOCAB = 384
 def corpus(tmp_path_factory) -> dict:
     """Tokenizer trained on Genesis + Exodus; held-out stream from Ruth and Jonah."""
     docs = kjv_documents("chapter", books=["Genesis", "Exodus", "Ruth", "Jonah"])
-    train_texts, heldout_texts = T.split_documents(docs, ["Ruth", "Jonah"])
+    train_texts, heldout_texts = batches.split_documents(docs, ["Ruth", "Jonah"])
     tok_dir = tmp_path_factory.mktemp("tok")
-    T.train_tokenizer(train_texts, VOCAB, tok_dir, seed=0)
+    tokenizer.train_tokenizer(train_texts, VOCAB, tok_dir, seed=0)
     return {
         "tok": tok_dir,
         "train_texts": train_texts,
         "heldout_texts": heldout_texts,
-        "train": T.encode_documents(tok_dir, train_texts),
-        "heldout": T.encode_documents(tok_dir, heldout_texts),
+        "train": tokenizer.encode_documents(tok_dir, train_texts),
+        "heldout": tokenizer.encode_documents(tok_dir, heldout_texts),
     }
 
 
 def _train(corpus, out: Path, variant: str = "rope", **kw):
+    """Train ``variant`` on the tiny setting; ``kw``: settings and run options (both flat)."""
     args = dict(TINY, steps=20, seed=0, checkpoint_every=10)
     args.update(kw)
-    return T.train_model(
-        variant,
+    run_keys = {f.name for f in fields(RunOptions)}
+    return loop.train_model(
+        TrainSettings.from_params(
+            {"variant": variant} | {k: v for k, v in args.items() if k not in run_keys}
+        ),
         tokenizer_dir=corpus["tok"],
         out_dir=out,
         train_ids=corpus["train"],
         heldout_ids=corpus["heldout"],
-        **args,
+        run=RunOptions(**{k: v for k, v in args.items() if k in run_keys}),
     )
 
 
@@ -72,7 +87,7 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 def test_tokenizer_prepends_bos_and_round_trips(corpus, tmp_path):
-    tok = T.load_tokenizer(corpus["tok"])
+    tok = tokenizer.load_tokenizer(corpus["tok"])
     text = "And Ruth said, Intreat me not to leave thee."
     ids = tok(text).input_ids
     assert ids[0] == tok.bos_token_id == 0
@@ -80,15 +95,15 @@ def test_tokenizer_prepends_bos_and_round_trips(corpus, tmp_path):
     assert tok.decode(ids[1:]) == text  # byte-level BPE is lossless
     assert (tok.eos_token_id, tok.pad_token_id, len(tok)) == (1, 2, VOCAB)
     # BPE training is deterministic: the same texts give the same tokenizer, byte for byte.
-    T.train_tokenizer(corpus["train_texts"], VOCAB, tmp_path, seed=0)
+    tokenizer.train_tokenizer(corpus["train_texts"], VOCAB, tmp_path, seed=0)
     assert (tmp_path / "tokenizer.json").read_bytes() == (
         Path(corpus["tok"]) / "tokenizer.json"
     ).read_bytes()
 
 
 def test_encode_documents_separates_with_eos(corpus):
-    tok = T.load_tokenizer(corpus["tok"])
-    ids = T.encode_documents(corpus["tok"], ["In the beginning", "God"])
+    tok = tokenizer.load_tokenizer(corpus["tok"])
+    ids = tokenizer.encode_documents(corpus["tok"], ["In the beginning", "God"])
     a = tok("In the beginning", add_special_tokens=False).input_ids
     b = tok("God", add_special_tokens=False).input_ids
     assert ids.tolist() == a + [1] + b + [1]
@@ -96,17 +111,17 @@ def test_encode_documents_separates_with_eos(corpus):
 
 def test_split_documents_by_book():
     docs = kjv_documents("chapter", books=["Ruth", "Jonah", "Joel"])
-    train, held = T.split_documents(docs, ["jonah"])
+    train, held = batches.split_documents(docs, ["jonah"])
     assert (len(train), len(held)) == (4 + 3, 4)
     with pytest.raises(ValueError, match="Jonas"):
-        T.split_documents(docs, ["Jonas"])
+        batches.split_documents(docs, ["Jonas"])
 
 
 def test_batches_are_pure_functions_of_seed_and_step(corpus):
     ids = corpus["train"]
-    a = T.batch_at(ids, 7, batch=4, context=16, bos_id=0, seed=3)
-    assert torch.equal(a, T.batch_at(ids, 7, batch=4, context=16, bos_id=0, seed=3))
-    assert not torch.equal(a, T.batch_at(ids, 8, batch=4, context=16, bos_id=0, seed=3))
+    a = batches.batch_at(ids, 7, batch=4, context=16, bos_id=0, seed=3)
+    assert torch.equal(a, batches.batch_at(ids, 7, batch=4, context=16, bos_id=0, seed=3))
+    assert not torch.equal(a, batches.batch_at(ids, 8, batch=4, context=16, bos_id=0, seed=3))
     assert a.shape == (4, 16) and bool((a[:, 0] == 0).all())
     # Each row is BOS + a contiguous slice of the stream.
     start = int(
@@ -118,7 +133,7 @@ def test_batches_are_pure_functions_of_seed_and_step(corpus):
 
 
 def test_lr_schedule_values():
-    f = [T.lr_factor(s, steps=110, warmup=10, min_lr_ratio=0.1) for s in range(111)]
+    f = [loop.lr_factor(s, steps=110, warmup=10, min_lr_ratio=0.1) for s in range(111)]
     assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
     assert f[10] == pytest.approx(1.0)
     assert f[60] == pytest.approx(0.1 + 0.9 * 0.5)  # cosine midpoint
@@ -129,7 +144,7 @@ def test_lr_schedule_values():
 def test_unigram_baselines_match_direct_computation():
     train = np.array([0, 1, 1, 2, 2, 2])
     eval_tokens = torch.tensor([[9, 1, 1, 2, 3]])  # column 0 (BOS) is never a target
-    out = T.unigram_baselines(train, eval_tokens, vocab_size=4)
+    out = batches.unigram_baselines(train, eval_tokens, vocab_size=4)
     p = np.array([2, 1, 1]) / 4
     assert out["unigram_entropy"] == pytest.approx(-(p * np.log(p)).sum())
     q = (np.array([1, 2, 3, 0]) + 0.5) / 8.0
@@ -143,14 +158,15 @@ def test_unigram_baselines_match_direct_computation():
 
 
 def _configs(vocab=64, context=32):
-    shape = T.ModelShape(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64)
+    shape = settings.ModelShape(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64)
     return {
-        v: T.build_config(v, vocab_size=vocab, shape=shape, context=context) for v in T.VARIANTS
+        v: architecture.build_config(v, vocab_size=vocab, shape=shape, context=context)
+        for v in settings.VARIANTS
     }
 
 
 def test_variants_start_from_identical_weights():
-    models = {v: T.build_model(c, seed=5) for v, c in _configs().items()}
+    models = {v: architecture.build_model(c, seed=5) for v, c in _configs().items()}
     ref = models["rope"].state_dict()
     for v, m in models.items():
         sd = m.state_dict()
@@ -160,7 +176,7 @@ def test_variants_start_from_identical_weights():
     assert models["swa"].config.sliding_window == 8
     assert models["nope"].config.causalpos_rope == "none"
     assert not hasattr(models["rope"].config, "causalpos_rope")
-    other = T.build_model(_configs()["rope"], seed=6).state_dict()
+    other = architecture.build_model(_configs()["rope"], seed=6).state_dict()
     assert not torch.equal(
         other["model.layers.0.self_attn.q_proj.weight"],
         ref["model.layers.0.self_attn.q_proj.weight"],
@@ -169,8 +185,8 @@ def test_variants_start_from_identical_weights():
 
 def test_ntk_inverse_frequencies_follow_llama3_scaling():
     cfgs = _configs(context=32)
-    rope = T.build_model(cfgs["rope"], seed=0).model.rotary_emb.inv_freq.double().numpy()
-    ntk = T.build_model(cfgs["ntk"], seed=0).model.rotary_emb.inv_freq.double().numpy()
+    rope = architecture.build_model(cfgs["rope"], seed=0).model.rotary_emb.inv_freq.double().numpy()
+    ntk = architecture.build_model(cfgs["ntk"], seed=0).model.rotary_emb.inv_freq.double().numpy()
     d, theta = 8, 10000.0
     base = theta ** (-np.arange(0, d, 2) / d)
     np.testing.assert_allclose(rope, base, rtol=1e-6)
@@ -213,7 +229,7 @@ def test_nope_layer1_scores_equal_unrotated_projection():
     name = _register_test_capture()
     x = torch.randint(3, 64, (2, 12))
     for variant in ("nope", "rope"):
-        model = T.build_model(_configs()[variant], seed=1).eval()
+        model = architecture.build_model(_configs()[variant], seed=1).eval()
         model.set_attn_implementation(name)
         _CAPTURED.clear()
         with torch.no_grad():
@@ -248,7 +264,7 @@ def test_swa_attention_ignores_keys_beyond_the_window():
     window, n_layers = cfgs["swa"].sliding_window, cfgs["swa"].num_hidden_layers
     reach = n_layers * (window - 1)
     for variant in ("swa", "rope"):
-        model = T.build_model(cfgs[variant], seed=2).eval()
+        model = architecture.build_model(cfgs[variant], seed=2).eval()
         with torch.no_grad():
             a, b = model(input_ids=x).logits[0], model(input_ids=y).logits[0]
         changed = [t for t in range(32) if not torch.equal(a[t], b[t])]
@@ -264,7 +280,7 @@ def test_swa_attention_ignores_keys_beyond_the_window():
 
 def test_loss_decreases_on_kjv(corpus, tmp_path):
     s = _train(corpus, tmp_path / "m", steps=30, checkpoint_every=30)
-    curve = T.read_loss_curve(tmp_path / "m")
+    curve = trainlog.read_loss_curve(tmp_path / "m")
     held = curve["heldout_loss"][~np.isnan(curve["heldout_loss"])]
     assert curve["step"].tolist() == list(range(31)) and len(held) == 4  # steps 0, 10, 20, 30
     # Random init predicts ~uniformly: loss log(384) = 5.95. Measured after 30 updates (seeds 0-2,
@@ -275,7 +291,7 @@ def test_loss_decreases_on_kjv(corpus, tmp_path):
     assert s["initial_heldout_loss"] == pytest.approx(math.log(VOCAB), abs=0.05)
     assert s["final_heldout_loss"] < s["initial_heldout_loss"] - 1.0
     assert s["final_heldout_loss"] == held[-1]
-    saved = json.loads((tmp_path / "m" / T.TRAINING_JSON).read_text())
+    saved = json.loads((tmp_path / "m" / trainlog.TRAINING_JSON).read_text())
     assert saved["final_heldout_loss"] == s["final_heldout_loss"]
 
 
@@ -284,14 +300,16 @@ def test_same_seed_identical_and_resume_bit_identical(corpus, tmp_path):
     _train(corpus, tmp_path / "b")
     # Interrupted after 6 updates (checkpoint written at the stop), then resumed to 20.
     partial = _train(corpus, tmp_path / "r", stop_after=6)
-    assert partial["step"] == 6 and not (tmp_path / "r" / T.TRAINING_JSON).exists()
-    assert [s for s, _ in T._checkpoints(tmp_path / "r.checkpoints")] == [6]
+    assert partial["step"] == 6 and not (tmp_path / "r" / trainlog.TRAINING_JSON).exists()
+    assert [s for s, _ in checkpoints.list_checkpoints(tmp_path / "r.checkpoints")] == [6]
     # the resume point is plain data: it loads with weights_only=True (no pickled code)
-    ((_, ckpt6),) = T._checkpoints(tmp_path / "r.checkpoints")
-    state = torch.load(ckpt6 / T.TRAINER_STATE, map_location="cpu", weights_only=True)
+    ((_, ckpt6),) = checkpoints.list_checkpoints(tmp_path / "r.checkpoints")
+    state = torch.load(ckpt6 / checkpoints.TRAINER_STATE, map_location="cpu", weights_only=True)
     assert state["step"] == 6 and isinstance(state["torch_rng"], torch.Tensor)
     _train(corpus, tmp_path / "r")
-    assert [s for s, _ in T._checkpoints(tmp_path / "r.checkpoints")] == [20]  # keep_checkpoints=1
+    assert [s for s, _ in checkpoints.list_checkpoints(tmp_path / "r.checkpoints")] == [
+        20
+    ]  # keep_checkpoints=1
     _train(corpus, tmp_path / "c", seed=1)
     wa, wb, wr, wc = (_weights(tmp_path / n) for n in "abrc")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -299,8 +317,8 @@ def test_same_seed_identical_and_resume_bit_identical(corpus, tmp_path):
     assert not torch.equal(
         wa["model.layers.0.self_attn.q_proj.weight"], wc["model.layers.0.self_attn.q_proj.weight"]
     )
-    assert (tmp_path / "a" / T.LOSS_CURVE).read_text() == (
-        tmp_path / "r" / T.LOSS_CURVE
+    assert (tmp_path / "a" / trainlog.LOSS_CURVE).read_text() == (
+        tmp_path / "r" / trainlog.LOSS_CURVE
     ).read_text()
     # A checkpoint made with other settings is refused, not silently mixed in.
     with pytest.raises(ValueError, match="other settings"):
@@ -308,7 +326,7 @@ def test_same_seed_identical_and_resume_bit_identical(corpus, tmp_path):
 
 
 def test_trainer_state_is_plain_data_for_weights_only_loading(tmp_path):
-    state = T.plain_state(
+    state = checkpoints.plain_state(
         {
             "rng": np.random.default_rng(0).bit_generator.state["state"]["state"],
             "x": np.float32(1.5),
@@ -322,10 +340,10 @@ def test_trainer_state_is_plain_data_for_weights_only_loading(tmp_path):
     assert back["x"] == 1.5 and back["rows"][0]["loss"] == 2.0 and back["betas"] == (0.9, 0.95)
     assert torch.equal(back["a"], torch.arange(3))
     with pytest.raises(TypeError, match="weights_only"):
-        T.plain_state({"gen": np.random.default_rng(0)})
+        checkpoints.plain_state({"gen": np.random.default_rng(0)})
 
 
-@pytest.mark.parametrize("variant", T.VARIANTS)
+@pytest.mark.parametrize("variant", settings.VARIANTS)
 def test_checkpoint_round_trip_reproduces_heldout_loss(corpus, tmp_path, variant):
     """The saved model, loaded through transformers, recomputes the final held-out loss exactly."""
     from transformers import AutoModelForCausalLM
@@ -333,15 +351,15 @@ def test_checkpoint_round_trip_reproduces_heldout_loss(corpus, tmp_path, variant
     s = _train(
         corpus, tmp_path / variant, variant=variant, steps=5, checkpoint_every=5, eval_every=5
     )
-    eval_tokens = T.heldout_windows(
+    eval_tokens = batches.heldout_windows(
         corpus["heldout"], n=TINY["n_eval"], length=TINY["context"], bos_id=0
     )
     plain = AutoModelForCausalLM.from_pretrained(tmp_path / variant)
-    model = T.apply_causalpos_attributes(plain)
-    assert T.evaluate(model, eval_tokens, batch=TINY["batch"]) == s["final_heldout_loss"]
+    model = architecture.apply_causalpos_attributes(plain)
+    assert loss.evaluate(model, eval_tokens, batch=TINY["batch"]) == s["final_heldout_loss"]
     models = pytest.importorskip("causalpos.models.load")
     loaded, tok = models.load_model(tmp_path / variant)
-    assert T.evaluate(loaded, eval_tokens, batch=TINY["batch"]) == s["final_heldout_loss"]
+    assert loss.evaluate(loaded, eval_tokens, batch=TINY["batch"]) == s["final_heldout_loss"]
     assert tok.bos_token_id == 0
     x = eval_tokens[:2]
     with torch.no_grad():
@@ -366,15 +384,153 @@ def test_restart_on_mismatch_and_provenance(corpus, tmp_path):
         corpus, out, provenance={"code": "new"}, on_mismatch="restart", keep_final_checkpoint=False
     )
     assert s["provenance"] == {"code": "new"} and s["step"] == 20
-    assert not T.default_checkpoint_dir(out).exists()
+    assert not checkpoints.default_checkpoint_dir(out).exists()
     _train(corpus, tmp_path / "ref", provenance={"code": "new"})  # uninterrupted, from scratch
     wa, wb = _weights(out), _weights(tmp_path / "ref")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert json.loads((out / T.TRAINING_JSON).read_text())["provenance"] == {"code": "new"}
+    assert json.loads((out / trainlog.TRAINING_JSON).read_text())["provenance"] == {"code": "new"}
     # the tokenizer directory is replaced whole, with the provenance given
     tok = tmp_path / "tok"
-    T.train_tokenizer(corpus["train_texts"], VOCAB, tok, extra_meta={"corpus": {"type": "kjv"}})
+    tokenizer.train_tokenizer(
+        corpus["train_texts"], VOCAB, tok, extra_meta={"corpus": {"type": "kjv"}}
+    )
     (tok / "stale.txt").write_text("x")
-    T.train_tokenizer(corpus["train_texts"], VOCAB, tok, extra_meta={"corpus": {"type": "kjv"}})
+    tokenizer.train_tokenizer(
+        corpus["train_texts"], VOCAB, tok, extra_meta={"corpus": {"type": "kjv"}}
+    )
     assert not (tok / "stale.txt").exists()
     assert json.loads((tok / "causalpos_tokenizer.json").read_text())["corpus"] == {"type": "kjv"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings declared once; checkpoints of earlier code
+
+
+def test_config_keys_are_the_settings_fields_and_the_schema_declares_each_with_its_default():
+    import yaml
+
+    from causalpos.config import TRAIN_KEYS, TRAIN_TYPE_KEYS
+
+    shared, own = settings.config_keys()
+    assert (TRAIN_KEYS, TRAIN_TYPE_KEYS) == (shared, own)
+    assert own == {"swa": ("window",), "ntk": ("ntk_factor",)}
+    every = set(shared) | {k for keys in own.values() for k in keys}
+    # every field is a config key but the variant (from `positional`), the seed (the top-level
+    # seed) and the llama3 original context (always the training context)
+    fields_ = {f.name for f in fields(settings.ModelShape)}
+    fields_ |= {f.name for f in fields(TrainSettings)} - {"shape"}
+    assert fields_ - every == {"variant", "seed", "ntk_original_context"}
+    assert len(shared) == 18 and len(every) == 20
+    schema = yaml.safe_load(
+        (Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml").read_text()
+    )
+    section = schema["properties"]["train"]["properties"]
+    per_variant = section["variants"]["additionalProperties"]["properties"]
+    assert set(per_variant) == every | {"positional", "seed"}
+    default = TrainSettings()
+    for key in every:
+        value = getattr(default.shape if hasattr(default.shape, key) else default, key)
+        if key == "window":  # None: a quarter of the context
+            value = TrainSettings(variant="swa").resolved().window
+        assert section[key]["default"] == value, key
+
+
+def test_settings_from_params_names_an_unknown_key_and_check_names_the_bad_value():
+    s = TrainSettings.from_params({"variant": "swa", "hidden": 32, "context": 64, "lr": 0.5})
+    assert (s.shape.hidden, s.shape.layers, s.context, s.lr) == (32, 4, 64, 0.5)
+    r = s.resolved()
+    assert (r.window, r.ntk_factor, r.ntk_original_context) == (16, 0.0, None)
+    r = TrainSettings(variant="ntk", context=64).resolved()
+    assert (r.window, r.ntk_factor, r.ntk_original_context) == (None, 8.0, 64)
+    with pytest.raises(ValueError, match=r"no key\(s\) \['hiden'\]"):
+        TrainSettings.from_params({"hiden": 32})
+    with pytest.raises(ValueError, match="warmup=9 must be in"):
+        TrainSettings(steps=5, warmup=9).check()
+    with pytest.raises(ValueError, match="unknown variant 'alibi'"):
+        TrainSettings(variant="alibi").check()
+    with pytest.raises(ValueError, match="on_mismatch='skip'"):
+        RunOptions(on_mismatch="skip").check()
+
+
+#: trainer_state.pt as the code before causalpos.training wrote it (models/train.py at 28c7187).
+OLD_TRAINER_STATE_KEYS = [
+    "step",
+    "settings",
+    "provenance",
+    "optimizer",
+    "scheduler",
+    "torch_rng",
+    "cuda_rng",
+    "rows",
+    "elapsed_s",
+    "cpu_s",
+]
+
+
+def _old_settings_record(corpus) -> dict:
+    """The ``settings`` record of the tiny rope run, laid out as the earlier code wrote it (its
+    TrainSettings.to_dict: vocab_size after variant, the shape nested, data hash last)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in (corpus["train"], corpus["heldout"]):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        h.update(b"|")
+    shape = dict(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64)
+    return {
+        "variant": "rope",
+        "vocab_size": VOCAB,
+        "shape": {**shape, "rope_theta": 10000.0, "tie_embeddings": True},
+        "context": 32,
+        "steps": 20,
+        "batch": 8,
+        "lr": 1e-2,
+        "warmup": 5,
+        "min_lr_ratio": 0.1,
+        "weight_decay": 0.1,
+        "grad_clip": 1.0,
+        "seed": 0,
+        "window": None,
+        "ntk_factor": 0.0,
+        "ntk_original_context": None,
+        "eval_every": 10,
+        "n_eval": 16,
+        "dtype": "float32",
+        "train_tokens": len(corpus["train"]),
+        "heldout_tokens": len(corpus["heldout"]),
+        "data_hash": h.hexdigest()[:16],
+    }
+
+
+def test_a_checkpoint_in_the_format_of_earlier_code_resumes_to_the_uninterrupted_result(
+    corpus, tmp_path
+):
+    """Checkpoints written before the training package still resume: the same directory and file
+    names, the same trainer-state keys, the same settings record (written out literally here).
+    (Checked once against the earlier code itself: its step-6 checkpoint, resumed by this code,
+    ends bit-identical to its own uninterrupted run.)"""
+    ckpt = checkpoints.default_checkpoint_dir(tmp_path / "r") / "step-000006"
+    _train(corpus, tmp_path / "r", stop_after=6)
+    assert sorted(p.name for p in ckpt.iterdir()) == [
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "trainer_state.pt",
+    ]
+    state = torch.load(ckpt / "trainer_state.pt", map_location="cpu", weights_only=True)
+    old = _old_settings_record(corpus)
+    assert list(state) == OLD_TRAINER_STATE_KEYS
+    assert state["settings"] == old and list(state["settings"]) == list(old)
+    assert state["scheduler"]["lr_lambdas"] == [None, None]  # plain functions: no state saved
+    # the trainer state as the earlier code saved it: that dict, with the literal record
+    torch.save({**state, "settings": old}, ckpt / "trainer_state.pt")
+    s = _train(corpus, tmp_path / "r")
+    ref = _train(corpus, tmp_path / "ref")
+    wr, wref = _weights(tmp_path / "r"), _weights(tmp_path / "ref")
+    assert wr.keys() == wref.keys() and all(torch.equal(wr[k], wref[k]) for k in wr)
+    assert (tmp_path / "r" / trainlog.LOSS_CURVE).read_bytes() == (
+        tmp_path / "ref" / trainlog.LOSS_CURVE
+    ).read_bytes()
+    assert s["settings"] == ref["settings"] == old

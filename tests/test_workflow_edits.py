@@ -52,7 +52,7 @@ def test_bad_config_fails_before_any_job_naming_the_key(smoke_pipeline, tmp_path
 
 @pytest.mark.parametrize(
     "module",
-    ["paper1/diagonal.py", "paper2/tables.py", "models/train.py", "io/store.py", "stats.py"],
+    ["paper1/diagonal.py", "paper2/tables.py", "training/loop.py", "io/store.py", "stats.py"],
 )
 def test_a_module_edit_reruns_exactly_the_rules_whose_scripts_import_it(smoke_pipeline, module):
     """The jobs a dry run reruns because their code changed are exactly those of the rules whose

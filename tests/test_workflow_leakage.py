@@ -104,7 +104,7 @@ def _make_model(dest: Path) -> Path:
 
     from causalpos.data import kjv_documents
     from causalpos.models.load import architecture_config
-    from causalpos.models.train import train_tokenizer
+    from causalpos.training.tokenizer import train_tokenizer
 
     tok_dir = train_tokenizer(
         [d.text for d in kjv_documents(books=["Ruth", "Jonah"])], 320, dest / "tok", add_bos=False

@@ -75,9 +75,9 @@ def _reruns(pipeline: Path, configfile: str = SMOKE) -> list[tuple[str, str]]:
 
 
 def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
-    from causalpos.models import train as T
     from causalpos.models.load import load_model
     from causalpos.paper1.gram import rope_is_identity
+    from causalpos.training import batches, checkpoints, loss, tokenizer, trainlog
 
     tr = _config(pipeline)["train"]
     tok_dir = pipeline / "resources" / "tokenizers" / tr["tokenizer"]["name"]
@@ -86,14 +86,16 @@ def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
         meta["heldout_sources"] == tr["heldout"]
         and meta["vocab_size"] == tr["tokenizer"]["vocab_size"]
     )
-    train_texts, heldout_texts = T.prepare_texts(tr["corpus"], tr["heldout"])
+    train_texts, heldout_texts = batches.prepare_texts(tr["corpus"], tr["heldout"])
     assert meta["n_texts"] == len(train_texts)  # held-out books never reach the tokenizer
-    heldout = T.encode_documents(tok_dir, heldout_texts)
+    heldout = tokenizer.encode_documents(tok_dir, heldout_texts)
     settings = {}
     for variant in tr["variants"]:
         out = pipeline / "resources" / "models" / f"trained-{variant}"
-        assert not T.default_checkpoint_dir(out).exists()  # removed once the model is complete
-        summary = T.read_training_summary(out)
+        assert not checkpoints.default_checkpoint_dir(
+            out
+        ).exists()  # removed once the model is complete
+        summary = trainlog.read_training_summary(out)
         settings[variant] = summary["settings"]
         assert summary["step"] == tr["steps"] and summary["settings"]["context"] == tr["context"]
         # the rule's code fingerprint travels with the checkpoints, so a code edit never resumes old ones
@@ -102,17 +104,17 @@ def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
         assert (out / "tokenizer.json").read_bytes() == (tok_dir / "tokenizer.json").read_bytes()
         assert model.config.causalpos_variant == variant
         assert rope_is_identity(model) == (variant == "nope")
-        eval_tokens = T.heldout_windows(
+        eval_tokens = batches.heldout_windows(
             heldout, n=tr["n_eval"], length=tr["context"], bos_id=tok.bos_token_id
         )
-        loss = T.evaluate(model, eval_tokens, batch=tr["batch"])
+        loss = loss.evaluate(model, eval_tokens, batch=tr["batch"])
         assert loss == pytest.approx(summary["final_heldout_loss"], rel=1e-6, abs=1e-6)
         # random init is ~uniform over the vocabulary; 20 updates at lr 1e-2 learn at least frequencies
         assert summary["initial_heldout_loss"] == pytest.approx(
             math.log(tr["tokenizer"]["vocab_size"]), abs=0.1
         )
         assert summary["final_heldout_loss"] < summary["initial_heldout_loss"] - 0.5
-        curve = T.read_loss_curve(out)
+        curve = trainlog.read_loss_curve(out)
         assert curve["step"].tolist() == list(range(tr["steps"] + 1))
         assert curve["heldout_loss"][-1] == summary["final_heldout_loss"]
     # one factor: the variants' settings (data hash, shape, schedule, seed) differ in the variant only
@@ -121,11 +123,11 @@ def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
 
 
 def test_gram_stores_satisfy_their_identities(pipeline):
-    from causalpos.models import train as T
     from causalpos.models.load import load_model
+    from causalpos.training import batches
 
     tr = _config(pipeline)["train"]
-    _, heldout_texts = T.prepare_texts(tr["corpus"], tr["heldout"])
+    _, heldout_texts = batches.prepare_texts(tr["corpus"], tr["heldout"])
     g = tr["gram"]
     for name in g["models"]:
         ds = _open(pipeline / "results" / "gram" / f"{name}.zarr")
@@ -162,8 +164,8 @@ def test_gram_stores_satisfy_their_identities(pipeline):
 
 
 def test_loss_by_position_store_and_table(pipeline):
-    from causalpos.models.lengthgen import per_token_nll
     from causalpos.models.load import load_model
+    from causalpos.training.lengthgen import per_token_nll
 
     tr = _config(pipeline)["train"]
     lg = tr["lengthgen"]

@@ -6,8 +6,8 @@ The science of two studies, importable and unit-tested:
 - Ruscio et al. (2026), *Where does Absolute Position come from in decoder-only Transformers?*
 
 Modules depend downward only: ``theory`` <- ``simulate``; ``rope``; ``diagonal``;
-``data``; ``models`` <- ``capture`` <- ``store``; ``train``; ``leakage``; ``stats`` (leaf);
-``figures``; ``cli``.
+``data``; ``models`` <- ``capture`` <- ``store``; ``training`` (beside ``models``); ``leakage``;
+``stats`` (leaf); ``figures``; ``cli``.
 """
 
 __version__ = "0.1.0"

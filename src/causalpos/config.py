@@ -26,6 +26,7 @@ from typing import Any
 
 from causalpos.models.context import ContextError, check_seq_len
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant, variant_names
+from causalpos.training.settings import config_keys as train_config_keys
 
 
 class ConfigError(ValueError):
@@ -65,29 +66,9 @@ SIM_SETTING_DEFAULTS = {
 
 # Positional types of the models trained here, in the canonical order of train_variants().
 TRAIN_VARIANT_TYPES = ("rope", "nope", "ntk", "swa")
-# Keys that determine a trained model (each one a train_model argument).
-TRAIN_KEYS = (
-    "hidden",
-    "layers",
-    "heads",
-    "kv_heads",
-    "intermediate",
-    "rope_theta",
-    "tie_embeddings",
-    "context",
-    "steps",
-    "batch",
-    "lr",
-    "warmup",
-    "min_lr_ratio",
-    "weight_decay",
-    "grad_clip",
-    "dtype",
-    "eval_every",
-    "n_eval",
-)
-# Keys only one positional type reads.
-TRAIN_TYPE_KEYS = {"swa": ("window",), "ntk": ("ntk_factor",)}
+# Keys that determine a trained model, and those only one positional type reads: the fields of
+# causalpos.training.settings.TrainSettings, declared there once.
+TRAIN_KEYS, TRAIN_TYPE_KEYS = train_config_keys()
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 # The tables aggregate_leakage writes (the library's PAPER2_TABLES), as

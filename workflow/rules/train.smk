@@ -2,9 +2,9 @@
 # paper 1 Figs. 3 and 8 on held-out text, loss by position beyond the training length.
 #
 # Variants differ in exactly one positional factor: same tokenizer, data order, initial weights
-# and optimiser (causalpos.train). Hyper-parameters are the `train:` section's, each variant's own
-# keys over them; only the keys a variant uses enter its params, so changing `train.window` reruns
-# the sliding-window model alone.
+# and optimiser (causalpos.training). Hyper-parameters are the `train:` section's (declared once, in
+# causalpos.training.settings), each variant's own keys over them; only the keys a variant uses
+# enter its params, so changing `train.window` reruns the sliding-window model alone.
 
 
 rule train_tokenizer:

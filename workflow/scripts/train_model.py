@@ -9,17 +9,15 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.train import train_model  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    settings = dict(snakemake.params.settings)
     # Where it runs and how often it checkpoints do not change the result: read from the config,
     # not params, so changing them reruns nothing. Checkpoints live beside the output (Snakemake
     # deletes a failed job's directory()); a rerun with other settings or code starts over.
     train_model(
-        settings.pop("variant"),
+        snakemake.params.settings,
         corpus=snakemake.params.corpus,
         heldout_sources=snakemake.params.heldout,
         tokenizer_dir=snakemake.input.tokenizer,
         out_dir=snakemake.output[0],
-        **settings,
         device=snakemake.config["device"],
         checkpoint_every=snakemake.config["train"]["checkpoint_every"],
         on_mismatch="restart",

@@ -1,6 +1,6 @@
 """Figures of the models trained here: loss curves, paper 1 Figs. 3 and 8, loss by position.
 
-Functions take the library's data (``causalpos.train.read_loss_curve`` output, the ``gram`` and
+Functions take the library's data (``causalpos.training.trainlog.read_loss_curve`` output, the ``gram`` and
 ``score`` datasets of :mod:`causalpos.gram`, the dataset of
 :func:`causalpos.lengthgen.length_generalization`) and write every path given (format from the
 suffix). Positions are 0-indexed on the axes.

@@ -10,8 +10,7 @@ import numpy as np
 import xarray as xr
 
 from causalpos.io.store import write_dataset
-from causalpos.models import lengthgen
-from causalpos.models import train as training
+from causalpos.training import lengthgen, trainlog
 
 log = logging.getLogger("causalpos.stages.lengthgen")
 
@@ -34,11 +33,11 @@ def length_generalization(
     dtype: str = "float32",
     attrs: dict | None = None,
 ) -> xr.Dataset:
-    """Rule ``length_generalization``: :func:`causalpos.models.lengthgen.length_generalization` of
+    """Rule ``length_generalization``: :func:`causalpos.training.lengthgen.length_generalization` of
     trained model directories on sequences drawn from ``corpus``; writes the store ``out_store``
     and its per-variant summary table ``out_table`` (CSV).
 
-    ``model_dirs``: name → directory written by :func:`causalpos.train.train_model` (loaded with
+    ``model_dirs``: name → directory written by :func:`causalpos.training.loop.train_model` (loaded with
     :func:`causalpos.models.load_model`). Every model must share one tokenizer (the one-factor
     design; checked by hash), and each one's training context is read from its config
     (``causalpos_train_context``). Sequences: :func:`causalpos.data.sample_sequences` with that
@@ -63,7 +62,7 @@ def length_generalization(
         if ctx is None or tok is None:
             raise ValueError(
                 f"{path}: no causalpos_train_context in config.json or no tokenizer; "
-                "length generalization reads models trained by causalpos.train.train_model"
+                "length generalization reads models trained by causalpos.training.loop.train_model"
             )
         h = tokenizer_fingerprint(tok)
         if tok_hash is None:
@@ -76,8 +75,8 @@ def length_generalization(
         models[name], contexts[name] = model, int(ctx)
         positional[name] = str(getattr(model.config, "causalpos_variant", name))
         summaries[name] = (
-            training.read_training_summary(path)
-            if (Path(path) / training.TRAINING_JSON).is_file()
+            trainlog.read_training_summary(path)
+            if (Path(path) / trainlog.TRAINING_JSON).is_file()
             else {}
         )
     if seq_len is None:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from causalpos.figures import training
 from causalpos.io.store import open_dataset
-from causalpos.models.trainlog import read_loss_curve, read_training_summary
+from causalpos.training.trainlog import read_loss_curve, read_training_summary
 
 
 def plot_loss_curves(

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from causalpos.models import train as training
+from causalpos.training import batches, loop, tokenizer
+from causalpos.training.settings import RunOptions, TrainSettings
 
 log = logging.getLogger("causalpos.stages.train")
 
@@ -26,14 +27,14 @@ def train_tokenizer(
 
     The corpus spec and the held-out sources are recorded in ``causalpos_tokenizer.json``.
     """
-    train_texts, _ = training.prepare_texts(corpus, heldout_sources)
+    train_texts, _ = batches.prepare_texts(corpus, heldout_sources)
     log.info(
         "training a %d-token BPE tokenizer on %d documents (held out: %s)",
         vocab_size,
         len(train_texts),
         ", ".join(heldout_sources),
     )
-    return training.train_tokenizer(
+    return tokenizer.train_tokenizer(
         train_texts,
         vocab_size,
         out_dir,
@@ -44,35 +45,37 @@ def train_tokenizer(
 
 
 def train_model(
-    variant: str,
+    settings: Mapping[str, Any],
     *,
     corpus: Mapping[str, Any],
     heldout_sources: Sequence[str],
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
-    **kwargs: Any,
+    **run: Any,
 ) -> dict[str, Any]:
-    """Rule ``train_model``: :func:`causalpos.models.train.train_model` on a corpus spec split
-    by :func:`causalpos.models.train.prepare_texts`.
+    """Rule ``train_model``: :func:`causalpos.training.loop.train_model` of the rule's ``settings``
+    param (:meth:`TrainSettings.from_params`) on a corpus spec split by
+    :func:`causalpos.training.batches.prepare_texts`.
 
     The split must be the one the tokenizer was trained on; the held-out side gives the held-out
-    loss. ``kwargs`` go to :func:`train_model`.
+    loss. ``run``: the fields of :class:`causalpos.training.settings.RunOptions`.
     """
-    train_texts, heldout_texts = training.prepare_texts(corpus, heldout_sources)
-    train_ids = training.encode_documents(tokenizer_dir, train_texts)
-    heldout_ids = training.encode_documents(tokenizer_dir, heldout_texts)
+    train_texts, heldout_texts = batches.prepare_texts(corpus, heldout_sources)
+    train_ids = tokenizer.encode_documents(tokenizer_dir, train_texts)
+    heldout_ids = tokenizer.encode_documents(tokenizer_dir, heldout_texts)
+    params = TrainSettings.from_params(settings)
     log.info(
         "%s: %d training tokens, %d held-out tokens (held out: %s)",
-        variant,
+        params.variant,
         len(train_ids),
         len(heldout_ids),
         ", ".join(heldout_sources),
     )
-    return training.train_model(
-        variant,
+    return loop.train_model(
+        params,
         tokenizer_dir=tokenizer_dir,
         out_dir=out_dir,
         train_ids=train_ids,
         heldout_ids=heldout_ids,
-        **kwargs,
+        run=RunOptions(**run),
     )

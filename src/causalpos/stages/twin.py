@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from causalpos.models import twin
+from causalpos.training import twin
 
 
 def init_twin(trained_dir, out):

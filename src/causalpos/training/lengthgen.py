@@ -2,7 +2,7 @@
 
 Paper 1 (§8) and paper 2 (§6) relate positional mechanisms (causal mask alone, RoPE, NTK-scaled
 RoPE, sliding window) to how a model behaves past its training context but measure nothing
-downstream. Here each one-factor variant trained by :mod:`causalpos.train` is run on held-out
+downstream. Here each one-factor variant trained by :mod:`causalpos.training.loop` is run on held-out
 sequences longer than its training context (by default twice), and the next-token NLL is reported
 per position with a bootstrap confidence interval over sequences.
 
@@ -20,8 +20,8 @@ import torch
 import xarray as xr
 from torch import nn
 
-from causalpos.models.train import sequence_nll
 from causalpos.stats import bootstrap_ci
+from causalpos.training.loss import sequence_nll
 
 
 @torch.no_grad()

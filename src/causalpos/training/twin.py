@@ -7,7 +7,7 @@ import logging
 import os
 from pathlib import Path
 
-log = logging.getLogger("causalpos.models.twin")
+log = logging.getLogger("causalpos.training.twin")
 
 
 #: ``trained-rope`` -> ``trained-rope-init``.
@@ -22,7 +22,7 @@ def prepare_init_twin(trained_dir: str | os.PathLike, out_dir: str | os.PathLike
     """Write the weights ``trained_dir`` was trained *from* as an HF-format model directory.
 
     Reads the trained model's ``config.json`` (its positional variant included) and the seed in its
-    ``training.json``, rebuilds the initial model with :func:`causalpos.train.build_model` (every
+    ``training.json``, rebuilds the initial model with :func:`causalpos.training.architecture.build_model` (every
     variant of one seed starts from bit-identical weights) and saves it with the trained model's
     tokenizer and a ``causalpos_source.json`` naming the trained model. Atomic: the directory
     appears complete or not at all.
@@ -31,14 +31,16 @@ def prepare_init_twin(trained_dir: str | os.PathLike, out_dir: str | os.PathLike
 
     from causalpos.io.atomic import atomic_dir
     from causalpos.models.load import SOURCE_FILE, weights_manifest
-    from causalpos.models.train import TRAINING_JSON, build_model, save_model_dir
+    from causalpos.training.architecture import build_model
+    from causalpos.training.checkpoints import save_model_dir
+    from causalpos.training.trainlog import TRAINING_JSON
 
     trained_dir, out_dir = Path(trained_dir), Path(out_dir)
     summary_path = trained_dir / TRAINING_JSON
     if not summary_path.is_file():
         raise FileNotFoundError(
             f"prepare_init_twin: {trained_dir} has no {TRAINING_JSON}; "
-            "expected a directory written by causalpos.train.train_model"
+            "expected a directory written by causalpos.training.loop.train_model"
         )
     summary = json.loads(summary_path.read_text())
     seed = int(summary["settings"]["seed"])

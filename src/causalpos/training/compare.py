@@ -1,0 +1,220 @@
+"""The trained variants vs their untrained twins, side by side: paper 1's index (with the paired
+difference and ratio to the twin, and the scale-free non-relative share), paper 2's decomposition
+of each model and of its twin, and the held-out loss and length generalization of each variant."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import xarray as xr
+
+from causalpos.paper1.compare import _group_maps, paired_index_bootstrap
+from causalpos.paper1.nonrelative import paired, share_intervals
+from causalpos.training.twin import INIT_SUFFIX
+
+
+def _check_same_prompts(a: xr.Dataset, b: xr.Dataset, la: str, lb: str) -> None:
+    for key in ("dataset_name", "n_sequences"):
+        if key in a.attrs and key in b.attrs and a.attrs[key] != b.attrs[key]:
+            raise ValueError(
+                f"{la} and {lb} were not extracted on the same prompts ({key}: "
+                f"{a.attrs[key]!r} vs {b.attrs[key]!r}); a paired comparison needs the same groups"
+            )
+    if (
+        "group" in a.coords
+        and "group" in b.coords
+        and not np.array_equal(a["group"].values, b["group"].values)
+    ):
+        raise ValueError(f"{la} and {lb} have different groups of sequences")
+
+
+def _decomposition(summary: xr.Dataset) -> dict[str, float]:
+    """Paper 2's total / residual / causal-mask leakage (with CIs) of the model's own positional
+    encoding: the causal vs bidirectional pair, condition ``rope`` in the summary (Table 6 names
+    the conditions by their rotation; a NoPE model's pair carries the same name)."""
+    if "decomposition" not in summary:
+        return {}
+    conds = [str(c) for c in summary["condition"].values]
+    cond = next((c for c in ("rope", "causal") if c in conds), None)
+    if cond is None:
+        return {}
+    dec = summary["decomposition"].sel(condition=cond)
+    out = {}
+    for comp in ("total", "residual", "causal_mask", "share_causal_mask"):
+        est, lo, hi = (float(dec.sel(component=comp, stat=s)) for s in ("estimate", "lo", "hi"))
+        out[f"leak_{comp}"], out[f"leak_{comp}_lo"], out[f"leak_{comp}_hi"] = est, lo, hi
+    return out
+
+
+def _named(name: str, est_lo_hi) -> dict[str, float]:
+    return dict(zip((name, f"{name}_lo", f"{name}_hi"), (float(x) for x in est_lo_hi)))
+
+
+def comparison_tables(
+    stores: Mapping[str, tuple[xr.Dataset, xr.Dataset | None]],
+    *,
+    leakage: Mapping[str, xr.Dataset] | None = None,
+    leakage_init: Mapping[str, xr.Dataset] | None = None,
+    lengthgen=None,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+):
+    """The index table (per variant and layer) and the comparison table (per variant).
+
+    Args:
+        stores: variant -> (score store of the trained model, score store of its init twin or
+            None), causal forward pass, one dataset for all.
+        leakage: variant -> paper 2 leakage summary of the trained model on that dataset (optional).
+        leakage_init: variant -> the same for its init twin (paper 2's random-init baseline).
+        lengthgen: ``results/stats/train_lengthgen.csv`` as a DataFrame (optional).
+
+    Returns ``(index, comparison)`` DataFrames. ``index``: one row per (variant, weights, layer)
+    with ``weights`` ∈ {trained, init}, layer 1-indexed, the debiased index with CI and noise
+    floor, the scale-free non-relative share (``share*``, jackknife CI,
+    :mod:`causalpos.paper1.nonrelative`), and on trained rows the paired difference and ratio to
+    the twin (the ratio only where the twin's interval excludes 0) and the paired share difference
+    (``share_minus_init*``). ``comparison``: one row per variant: the layer-mean index (trained,
+    init, difference, ratio) with CIs, the share pooled over layers (``share_pooled*``,
+    ``init_share_pooled*``, ``share_pooled_minus_init*``, paired over groups), paper 2's
+    decomposition of the trained model
+    (``leak_*``) and of its twin (``init_leak_*``, paper 2's random-init baseline), the held-out
+    loss and the loss excess beyond the training length.
+    """
+    import pandas as pd
+
+    idx_rows, cmp_rows = [], []
+    lg = None
+    if lengthgen is not None and len(lengthgen):
+        lg = lengthgen.set_index("variant")
+    for variant, (trained, init) in stores.items():
+        g_t = _group_maps(trained, f"trained-{variant}")
+        if init is not None:
+            _check_same_prompts(
+                trained, init, f"trained-{variant}", f"trained-{variant}{INIT_SUFFIX}"
+            )
+            g_i = _group_maps(init, f"trained-{variant}{INIT_SUFFIX}")
+        else:
+            g_i = g_t  # no twin: the contrasts are dropped below
+        p = paired_index_bootstrap(g_t, g_i, level=confidence, n_boot=n_boot, seed=seed)
+        # the scale-free share next to the logit index: an init model's logits are near 0, so a
+        # logit-unit difference grows with the logit scale alone (causalpos.paper1.nonrelative)
+        shares = tuple(share_intervals(x, level=confidence) for x in (g_t, g_i))
+        n_sequences = int(trained.attrs.get("n_sequences", -1))
+        twin = init is not None
+        idx_rows += _index_rows(
+            variant, p, shares, n_groups=g_t.shape[0], n_sequences=n_sequences, twin=twin
+        )
+        row = _comparison_row(variant, trained, p, shares, twin=twin)
+        if leakage and variant in leakage:
+            row.update(_decomposition(leakage[variant]))
+        if leakage_init and variant in leakage_init:
+            row.update({f"init_{k}": v for k, v in _decomposition(leakage_init[variant]).items()})
+        if lg is not None and variant in lg.index:
+            r = lg.loc[variant]
+            row.update(
+                {
+                    "positional": r.get("positional", row["positional"]),
+                    "heldout_loss": float(r["final_heldout_loss"]),
+                    "excess_beyond_context": float(r["excess_mean"]),
+                    "excess_beyond_context_lo": float(r["excess_lo"]),
+                    "excess_beyond_context_hi": float(r["excess_hi"]),
+                }
+            )
+        row.update({"confidence": confidence, "n_sequences": n_sequences})
+        cmp_rows.append(row)
+    return pd.DataFrame(idx_rows), pd.DataFrame(cmp_rows)
+
+
+def _index_rows(variant, p, shares, *, n_groups: int, n_sequences: int, twin: bool) -> list[dict]:
+    """The index table's rows of one variant: per layer the trained model (with its contrasts to
+    the twin) and, when there is a twin, the twin."""
+    (s_t, _), (s_i, _) = shares
+    diff, ratio, s_diff = p.difference(), p.ratio(), paired(s_t, s_i)
+    rows = []
+    for layer in range(len(p.estimate_a)):
+        base = {
+            "variant": variant,
+            "layer": layer + 1,
+            "n_groups": n_groups,
+            "n_sequences": n_sequences,
+        }
+        row = {
+            **base,
+            "weights": "trained",
+            "index": p.estimate_a[layer],
+            "ci_lo": p.lo_a[layer],
+            "ci_hi": p.hi_a[layer],
+            "noise_floor": p.floor_a[layer],
+            "share": s_t.estimate[layer],
+            "share_lo": s_t.lo[layer],
+            "share_hi": s_t.hi[layer],
+        }
+        rows.append(row)
+        if not twin:
+            continue
+        ok = p.lo_b[layer] > 0  # the twin's index is detected: the ratio is bounded
+        row.update(
+            {
+                "minus_init": diff[0][layer],
+                "minus_init_lo": diff[1][layer],
+                "minus_init_hi": diff[2][layer],
+                "over_init": ratio[0][layer] if ok else math.nan,
+                "over_init_lo": ratio[1][layer] if ok else math.nan,
+                "over_init_hi": ratio[2][layer] if ok else math.nan,
+                "share_minus_init": s_diff[0][layer],
+                "share_minus_init_lo": s_diff[1][layer],
+                "share_minus_init_hi": s_diff[2][layer],
+            }
+        )
+        rows.append(
+            {
+                **base,
+                "weights": "init",
+                "index": p.estimate_b[layer],
+                "ci_lo": p.lo_b[layer],
+                "ci_hi": p.hi_b[layer],
+                "noise_floor": p.floor_b[layer],
+                "share": s_i.estimate[layer],
+                "share_lo": s_i.lo[layer],
+                "share_hi": s_i.hi[layer],
+            }
+        )
+    return rows
+
+
+def _comparison_row(variant, trained: xr.Dataset, p, shares, *, twin: bool) -> dict:
+    """The comparison table's row of one variant: the layer-mean index and the pooled share, and
+    with a twin their contrasts to it."""
+    (_, p_t), (_, p_i) = shares
+    m = p.layer_mean()
+    row = {
+        "variant": variant,
+        "positional": trained.attrs.get("positional", variant),
+        "index_mean": m["a"][0],
+        "index_mean_lo": m["a"][1],
+        "index_mean_hi": m["a"][2],
+        **_named("share_pooled", (p_t.estimate, p_t.lo, p_t.hi)),
+    }
+    if twin:
+        # A ratio over an index indistinguishable from 0 is unbounded: reported only where the
+        # twin's own interval excludes 0 (the difference is always reported).
+        amp = m["ratio"] if m["b"][1] > 0 else (math.nan,) * 3
+        row.update(
+            {
+                "init_index_mean": m["b"][0],
+                "init_index_mean_lo": m["b"][1],
+                "init_index_mean_hi": m["b"][2],
+                "minus_init": m["difference"][0],
+                "minus_init_lo": m["difference"][1],
+                "minus_init_hi": m["difference"][2],
+                "amplification": amp[0],
+                "amplification_lo": amp[1],
+                "amplification_hi": amp[2],
+                **_named("init_share_pooled", (p_i.estimate, p_i.lo, p_i.hi)),
+                **_named("share_pooled_minus_init", paired(p_t, p_i)),
+            }
+        )
+    return row

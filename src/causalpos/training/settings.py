@@ -1,0 +1,160 @@
+"""Every hyper-parameter of a model trained here, declared once (torch-free).
+
+:class:`TrainSettings` is what determines a trained model's weights: the positional variant, the
+decoder's shape (:class:`ModelShape`), the data windows, the optimiser and its schedule, the seed
+and the held-out evaluation. :class:`RunOptions` is how and where a run goes (device,
+checkpoint cadence, what to do with stale checkpoints): changing it changes no number.
+
+The config's ``train:`` keys are these fields (:func:`config_keys`), so a hyper-parameter is
+declared here and nowhere else: its default, its meaning, and which positional type reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+#: Positional variants, in the canonical order: what differs between them (everything else —
+#: tokenizer, data order, initial weights, optimiser — is equal):
+#: ``rope`` standard rotary embedding; ``nope`` no positional encoding (identity rotation);
+#: ``ntk`` llama3-style frequency scaling of RoPE; ``swa`` sliding-window attention (Mistral).
+VARIANTS: tuple[str, ...] = ("rope", "nope", "ntk", "swa")
+
+
+def _hp(default: Any, doc: str, *, only: str | None = None, config: bool = True) -> Any:
+    """A hyper-parameter: ``doc`` its meaning; ``only`` the positional type that reads it;
+    ``config=False`` for one the config's ``train:`` section does not set."""
+    return field(default=default, metadata={"doc": doc, "only": only, "config": config})
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Size of the decoder (the same for every variant)."""
+
+    hidden: int = _hp(128, "residual width (hidden_size)")
+    layers: int = _hp(4, "decoder layers")
+    heads: int = _hp(4, "query heads; hidden / heads must be even (rotary pairs)")
+    kv_heads: int = _hp(2, "key/value heads (grouped-query attention); divides heads")
+    intermediate: int = _hp(384, "MLP width (SwiGLU intermediate_size)")
+    rope_theta: float = _hp(10000.0, "rotary base θ (rope and ntk; nope keeps it in config.json)")
+    tie_embeddings: bool = _hp(True, "lm_head shares the input embedding")
+
+
+# The field order is the order of the ``settings`` record in checkpoints and training.json.
+@dataclass(frozen=True)
+class TrainSettings:
+    """Everything that determines a trained model's weights (checked on resume, so a checkpoint
+    is never continued with other settings)."""
+
+    variant: str = _hp("rope", f"positional variant: one of {', '.join(VARIANTS)}", config=False)
+    shape: ModelShape = field(default_factory=ModelShape, metadata={"doc": "decoder size"})
+    context: int = _hp(128, "training window in tokens, BOS at position 0 included")
+    steps: int = _hp(500, "optimiser updates")
+    batch: int = _hp(16, "windows per update (also the evaluation batch)")
+    lr: float = _hp(3e-3, "peak learning rate (AdamW, β = 0.9, 0.95)")
+    warmup: int = _hp(50, "updates of linear warmup, in [0, steps]")
+    min_lr_ratio: float = _hp(0.1, "final lr / peak lr (cosine decay after the warmup)")
+    weight_decay: float = _hp(0.1, "AdamW weight decay, on matrices only")
+    grad_clip: float = _hp(1.0, "gradient-norm clip (0: none)")
+    seed: int = _hp(0, "initial weights and data order (the config's top-level seed)", config=False)
+    window: int | None = _hp(
+        None, "sliding window in tokens, in [1, context); default context // 4", only="swa"
+    )
+    ntk_factor: float = _hp(8.0, "llama3 scaling factor of the RoPE frequencies", only="ntk")
+    ntk_original_context: int | None = _hp(
+        None, "llama3 original_max_position_embeddings; default context", config=False
+    )
+    eval_every: int = _hp(50, "updates between held-out evaluations (also at step 0 and the end)")
+    n_eval: int = _hp(64, "held-out windows in each evaluation (the first n non-overlapping)")
+    dtype: str = _hp("float32", "float32, or a half type trained under autocast (fp32 master)")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> TrainSettings:
+        """Settings from a flat mapping (a rule's ``settings`` param: ``variant``, the shape's keys
+        and the rest); a key that is no field raises. Values are taken as given (no conversion:
+        the checkpoints record them as the config wrote them)."""
+        shape_keys = {f.name for f in fields(ModelShape)}
+        own = {f.name for f in fields(cls)} - {"shape"}
+        unknown = sorted(set(params) - shape_keys - own)
+        if unknown:
+            raise ValueError(
+                f"training settings have no key(s) {unknown}; allowed: "
+                f"{sorted(shape_keys | own)} (causalpos.training.settings)"
+            )
+        shape = ModelShape(**{k: v for k, v in params.items() if k in shape_keys})
+        return cls(shape=shape, **{k: v for k, v in params.items() if k in own})
+
+    def check(self) -> None:
+        """Raise on a value no run can use (the message names the key and its allowed range)."""
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown variant {self.variant!r}; allowed: {', '.join(VARIANTS)}")
+        for name in ("steps", "batch", "context", "eval_every", "n_eval"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
+        if not 0 <= self.warmup <= self.steps:
+            raise ValueError(f"warmup={self.warmup} must be in [0, steps={self.steps}]")
+
+    def resolved(self) -> TrainSettings:
+        """The settings as the run uses them: ``window`` only for swa (default context // 4),
+        ``ntk_factor`` only for ntk (0.0 otherwise), ``ntk_original_context`` only for ntk
+        (default context) — so variants that ignore a key are not told apart by it."""
+        swa, ntk = self.variant == "swa", self.variant == "ntk"
+        return TrainSettings(
+            **{f.name: getattr(self, f.name) for f in fields(self)}
+            | {
+                "window": (self.context // 4 if self.window is None else self.window)
+                if swa
+                else None,
+                "ntk_factor": self.ntk_factor if ntk else 0.0,
+                "ntk_original_context": (self.ntk_original_context or self.context)
+                if ntk
+                else None,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How and where a run goes; none of it changes the trained weights."""
+
+    device: str = "cpu"
+    #: updates between checkpoints (and one at ``stop_after`` and at the end)
+    checkpoint_every: int = 100
+    #: default: the sibling ``<out_dir>.checkpoints`` (it survives Snakemake deleting a failed
+    #: job's ``directory()`` output, so the rerun resumes)
+    checkpoint_dir: str | None = None
+    keep_checkpoints: int = 1
+    #: end after that many updates with a checkpoint and no final outputs (the next call resumes)
+    stop_after: int | None = None
+    progress: bool = False
+    #: a checkpoint made with other settings or provenance: "raise" refuses it, "restart" deletes
+    #: it and trains from scratch (what a pipeline rerun after a changed setting or code needs)
+    on_mismatch: str = "raise"
+    #: JSON-able data recorded in checkpoints and training.json and compared on resume (e.g. the
+    #: code fingerprint of the pipeline rule)
+    provenance: Mapping[str, Any] | None = None
+    #: False deletes the checkpoint directory once the final outputs are written
+    keep_final_checkpoint: bool = True
+
+    def check(self) -> None:
+        for name in ("checkpoint_every", "keep_checkpoints"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
+        if self.on_mismatch not in ("raise", "restart"):
+            raise ValueError(f"on_mismatch={self.on_mismatch!r}; allowed: 'raise' | 'restart'")
+
+
+def config_keys() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """The config's ``train:`` hyper-parameter keys: ``(every variant's, {type: its own})``.
+
+    Every field of :class:`ModelShape` and :class:`TrainSettings` the config sets (``variant``
+    comes from ``positional``, ``seed`` from the top-level ``seed``)."""
+    hp = [f for f in fields(ModelShape)]
+    hp += [f for f in fields(TrainSettings) if f.name != "shape" and f.metadata["config"]]
+    shared = tuple(f.name for f in hp if f.metadata["only"] is None)
+    own: dict[str, tuple[str, ...]] = {}
+    for f in hp:
+        if f.metadata["only"] is not None:
+            own[f.metadata["only"]] = (*own.get(f.metadata["only"], ()), f.name)
+    return shared, own

@@ -1,0 +1,132 @@
+"""The byte-level BPE tokenizer shared by the models trained here, and token streams from texts.
+
+Special tokens ``<|bos|>`` (id 0), ``<|eos|>`` (id 1), ``<|pad|>`` (id 2); BOS is prepended to every
+encoded sequence, so position 0 is always the same token (the setting of the papers' Llama models).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causalpos.io.atomic import atomic_dir
+
+BOS_TOKEN = "<|bos|>"
+EOS_TOKEN = "<|eos|>"
+PAD_TOKEN = "<|pad|>"
+
+
+def train_tokenizer(
+    texts: Sequence[str],
+    vocab_size: int,
+    out_dir: str | os.PathLike,
+    seed: int = 0,
+    *,
+    add_bos: bool = True,
+    min_frequency: int = 2,
+    extra_meta: Mapping[str, Any] | None = None,
+) -> Path:
+    """Train a byte-level BPE tokenizer on ``texts`` and save it as an HF tokenizer in ``out_dir``.
+
+    Special tokens ``<|bos|>`` (id 0), ``<|eos|>`` (id 1), ``<|pad|>`` (id 2). With ``add_bos`` the
+    tokenizer prepends BOS whenever it is called with ``add_special_tokens=True`` (the default), so
+    position 0 of every encoded sequence is the same token. Loadable with
+    ``transformers.AutoTokenizer.from_pretrained(out_dir)`` (a ``PreTrainedTokenizerFast``).
+
+    BPE training is deterministic (merge counts, ties broken by the library's ordering); ``seed`` is
+    recorded in ``causalpos_tokenizer.json`` for provenance and changes nothing, as is
+    ``extra_meta`` (e.g. the corpus spec and held-out sources). ``out_dir`` is written under a
+    temporary name and renamed into place (replacing what was there), so it is complete or absent.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    n_special = 3
+    n_bytes = len(pre_tokenizers.ByteLevel.alphabet())
+    if vocab_size < n_special + n_bytes + 1:
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small for byte-level BPE: it needs the {n_bytes} byte "
+            f"symbols + {n_special} special tokens + at least one merge (use >= {n_special + n_bytes + 1})"
+        )
+    if not texts:
+        raise ValueError("train_tokenizer got no texts")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[BOS_TOKEN, EOS_TOKEN, PAD_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(texts), trainer)
+    bos_id = tok.token_to_id(BOS_TOKEN)
+    if add_bos:
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{BOS_TOKEN} $A",
+            pair=f"{BOS_TOKEN} $A {BOS_TOKEN} $B",
+            special_tokens=[(BOS_TOKEN, bos_id)],
+        )
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS_TOKEN,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        model_max_length=int(1e9),
+    )
+    out = Path(out_dir)
+    meta = {
+        "vocab_size": tok.get_vocab_size(),
+        "requested_vocab_size": vocab_size,
+        "add_bos": add_bos,
+        "min_frequency": min_frequency,
+        "seed": seed,
+        "n_texts": len(texts),
+        "n_characters": int(sum(len(t) for t in texts)),
+        **dict(extra_meta or {}),
+    }
+
+    def write(tmp: Path) -> None:
+        fast.save_pretrained(tmp)
+        (tmp / "causalpos_tokenizer.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    with atomic_dir(out) as tmp:
+        write(tmp)
+    return out
+
+
+def load_tokenizer(tokenizer_dir: str | os.PathLike):
+    """The HF fast tokenizer saved by :func:`train_tokenizer` (or any HF tokenizer directory)."""
+    from transformers import AutoTokenizer
+
+    path = Path(tokenizer_dir)
+    if not (path / "tokenizer.json").is_file():
+        raise FileNotFoundError(
+            f"no tokenizer.json in {path}: train one with "
+            "causalpos.training.tokenizer.train_tokenizer"
+        )
+    return AutoTokenizer.from_pretrained(path)
+
+
+def encode_documents(tokenizer_dir: str | os.PathLike, texts: Sequence[str]) -> np.ndarray:
+    """Token stream ``(n_tokens,)`` int64: each document's tokens (no BOS) followed by EOS.
+
+    Training windows are cut from this stream and get their own BOS at position 0 (see
+    :func:`causalpos.training.batches.batch_at`); EOS marks document boundaries inside a window.
+    """
+    tok = load_tokenizer(tokenizer_dir)
+    if tok.eos_token_id is None:
+        raise ValueError(
+            f"tokenizer in {tokenizer_dir} has no EOS token; train it with train_tokenizer"
+        )
+    enc = tok(list(texts), add_special_tokens=False)["input_ids"]
+    eos = tok.eos_token_id
+    return np.fromiter((i for ids in enc for i in (*ids, eos)), dtype=np.int64)
