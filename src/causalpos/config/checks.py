@@ -7,13 +7,11 @@ The one module of the package that reads the disk: corpora (through
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from causalpos.config.common import ConfigError, Section, canonical
 from causalpos.models.context import ContextError, check_seq_len
-
-# Config-time checks of what a corpus can supply and how long a sequence a model can take.
 
 #: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
 MAX_PREFIX_TOKENS = 2
@@ -58,6 +56,11 @@ def _local_model_config(spec: dict) -> dict | None:
 
 class ChecksSection(Section):
     """Checks of the config against corpora and model contexts."""
+
+    # Set by Resolved.__init__: the corpus reader (None: causalpos.data.local_document_sizes) and
+    # the document sizes read so far, per corpus spec.
+    _document_sizes: Callable[[dict], list[int] | None] | None
+    _sizes: dict[str, list[int] | None]
 
     def corpus_sizes(self, corpus: dict) -> list[int] | None:
         """Document sizes of a corpus (UTF-8 bytes), read once per corpus spec; None: unknown."""
