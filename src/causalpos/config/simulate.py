@@ -1,6 +1,7 @@
 """The ``simulate:`` section (paper 1 §2, §4): simulation settings with the section's defaults,
-the settings theory applies to, their stores and the statistics job's params. Pure: reads nothing
-but the config dict."""
+the settings theory applies to and their stores (the statistics job's params:
+:meth:`causalpos.config.paper1.Paper1Section.stats_params`). Pure: reads nothing but the config
+dict."""
 
 from __future__ import annotations
 
