@@ -1,5 +1,6 @@
-"""The library's shape: science <- stages <- scripts, no import cycles, one script per rule that
-calls one stage function of the same name, and code fingerprints that follow the import graph."""
+"""The library's shape: science <- stages <- scripts, no import cycles, a config resolver that
+only the workflow reads (pure but for its checks module), one script per rule that calls one stage
+function of the same name, and code fingerprints that follow the import graph."""
 
 from __future__ import annotations
 
@@ -152,6 +153,48 @@ def test_the_training_wing_sits_beside_models():
         elif isinstance(node, ast.Import):
             top.update(a.name.split(".")[0] for a in node.names)
     assert top <= {"__future__", "collections", "dataclasses", "typing"}, sorted(top)
+
+
+#: Imports allowed in the pure modules of causalpos.config (all but ``checks``): the standard
+#: library's pure helpers, the torch-free variant names and the training settings (standard library
+#: only: test_the_training_wing_sits_beside_models).
+CONFIG_PURE_IMPORTS = {"__future__", "re", "math", "itertools", "typing", "collections.abc"}
+CONFIG_PURE_IMPORTS |= {"causalpos.models.variants", "causalpos.training.settings"}
+
+
+def test_the_config_resolver_is_read_by_the_workflow_only():
+    """No library module outside causalpos.config imports it: the Snakefile resolves the config
+    and hands jobs plain values, so editing the resolver changes no job's code fingerprint."""
+    for name, deps in GRAPH.items():
+        if not name.startswith("causalpos.config"):
+            assert not any(d.startswith("causalpos.config") for d in deps), (name, sorted(deps))
+
+
+def test_config_sections_are_pure_and_only_checks_reads_the_disk():
+    """Each section module of causalpos.config imports only the package's shared helpers and pure
+    standard-library modules, and opens nothing; causalpos.config.checks is the one that reads
+    corpora and local models' config.json."""
+    sections = [n for n in MODULES if n.startswith("causalpos.config.")]
+    assert "causalpos.config.checks" in sections and len(sections) >= 10, sections
+    for name in sections:
+        if name in ("causalpos.config.checks", "causalpos.config.resolved"):
+            continue
+        tree = ast.parse(MODULES[name].read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mods = [node.module]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            else:
+                mods = []
+            for mod in mods:
+                ok = mod in CONFIG_PURE_IMPORTS or mod.startswith("causalpos.config.")
+                assert ok, f"{name} imports {mod} (line {node.lineno}): pure modules import none"
+                if name != "causalpos.config" and mod.startswith("causalpos.config."):
+                    assert mod == "causalpos.config.common", f"{name} imports {mod}"
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                word = node.id if isinstance(node, ast.Name) else node.attr
+                assert word not in {"open", "read_text", "read_bytes"}, (name, node.lineno)
 
 
 def _rule_scripts() -> dict[str, str]:

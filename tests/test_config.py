@@ -375,6 +375,37 @@ def test_paper1_twins(default, smoke, paper):
     assert paper.paper1_twins() == {}
 
 
+def test_paper1_stats_params_are_the_stage_functions_keyword_arguments(default, smoke):
+    # config keys renamed here (stats.n_bootstrap -> n_boot), as paper 2's summary params are
+    assert repr(default.llm_stats_params()) == (
+        "{'confidence': 0.95, 'first_keys': 4, 'n_boot': 2000, 'seed': 0, "
+        "'twins': {'smollm2-135m': 'smollm2-135m-random'}}"
+    )
+    assert repr(smoke.stats_params()) == "{'confidence': 0.95, 'n_boot': 200, 'seed': 0}"
+    edited = resolved(
+        "configs/smoke.yaml",
+        lambda c: c.update(seed=7, stats={"confidence": 0.9, "n_bootstrap": 50}),
+    )
+    assert edited.stats_params() == {"confidence": 0.9, "n_boot": 50, "seed": 7}
+    # every key is a keyword argument of the stage function the script hands them to
+    import inspect
+
+    from causalpos.stages.compare import compare_trained
+    from causalpos.stages.stats import aggregate_llm_stats, aggregate_sim_stats
+
+    for params, stage in (
+        (default.stats_params(), aggregate_sim_stats),
+        (default.llm_stats_params(), aggregate_llm_stats),
+        (default.stats_params(), compare_trained),
+    ):
+        kwonly = {
+            name
+            for name, par in inspect.signature(stage).parameters.items()
+            if par.kind is par.KEYWORD_ONLY
+        }
+        assert set(params) <= kwonly, (stage.__name__, sorted(set(params) - kwonly))
+
+
 def test_paper1_triples(paper):
     assert paper.paper1_labels() == [
         "llama-3.1-8b/fineweb-first1024/causal",
@@ -811,7 +842,7 @@ def test_resolution_leaves_the_config_alone(paper):
 
 
 def test_name_lists_kept_light_here_equal_the_librarys():
-    """config.py stays free of torch and pandas, so it repeats two name lists of heavier modules;
+    """causalpos.config stays free of torch and pandas, so it repeats two name lists of heavier modules;
     this test is what keeps each a single definition in effect."""
     from causalpos.config import PAPER2_TABLE_NAMES, TRAIN_VARIANT_TYPES
     from causalpos.paper2.tables import PAPER2_TABLES

@@ -1,6 +1,6 @@
 # Shared by every stage: the config resolver, env paths, wildcard constraints and the input /
 # params functions of the rules. Config resolution itself (settings, experiments, target lists,
-# checks) lives in src/causalpos/config.py and is unit-tested there; the functions below only
+# checks) lives in src/causalpos/config/ and is unit-tested there; the functions below only
 # hand a rule's wildcards to it. No science here; the library (src/causalpos) holds it.
 
 import os

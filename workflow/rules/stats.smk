@@ -21,9 +21,7 @@ rule aggregate_sim_stats:
         runtime=10,
     params:
         settings=CFG.sim_settings(),
-        confidence=config["stats"]["confidence"],
-        n_bootstrap=config["stats"]["n_bootstrap"],
-        seed=config["seed"],
+        stats=CFG.stats_params(),
         code=code_fingerprint("aggregate_sim_stats"),
     script:
         "../scripts/aggregate_sim_stats.py"
@@ -48,11 +46,7 @@ rule aggregate_llm_stats:
         runtime=10,
     params:
         labels=CFG.paper1_labels(),
-        first_keys=config["paper1_llm"]["first_keys"],
-        twins=CFG.paper1_twins(),
-        confidence=config["stats"]["confidence"],
-        n_bootstrap=config["stats"]["n_bootstrap"],
-        seed=config["seed"],
+        stats=CFG.llm_stats_params(),
         code=code_fingerprint("aggregate_llm_stats"),
     script:
         "../scripts/aggregate_llm_stats.py"

@@ -268,9 +268,7 @@ rule compare_trained:
         twins=CFG.compare_twin_variants(),
         leakage=CFG.compare_leakage_variants(),
         leakage_init=CFG.compare_leakage_variants("-init"),
-        confidence=config["stats"]["confidence"],
-        n_bootstrap=config["stats"]["n_bootstrap"],
-        seed=config["seed"],
+        stats=CFG.stats_params(),
         code=code_fingerprint("compare_trained"),
     script:
         "../scripts/compare_trained.py"

@@ -13,9 +13,5 @@ with logged(snakemake.log[0], snakemake.threads):
     aggregate_llm_stats(
         dict(zip(p.labels, snakemake.input)),
         snakemake.output[0],
-        confidence=p.confidence,
-        n_boot=p.n_bootstrap,
-        seed=p.seed,
-        first_keys=p.first_keys,
-        twins=p.twins,
+        **dict(p.stats),
     )

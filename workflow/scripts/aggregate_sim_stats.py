@@ -13,7 +13,5 @@ with logged(snakemake.log[0], snakemake.threads):
     aggregate_sim_stats(
         dict(zip(p.settings, snakemake.input)),
         snakemake.output[0],
-        confidence=p.confidence,
-        n_boot=p.n_bootstrap,
-        seed=p.seed,
+        **dict(p.stats),
     )

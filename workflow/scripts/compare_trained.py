@@ -18,7 +18,5 @@ with logged(snakemake.log[0], snakemake.threads):
         leakage=dict(zip(p.leakage, snakemake.input.leakage)),
         leakage_init=dict(zip(p.leakage_init, snakemake.input.leakage_init)),
         lengthgen=snakemake.input.lengthgen,
-        confidence=p.confidence,
-        n_boot=p.n_bootstrap,
-        seed=p.seed,
+        **dict(p.stats),
     )

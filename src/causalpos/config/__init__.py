@@ -1,0 +1,66 @@
+"""Config resolution of the pipeline: the validated config dict -> plain values.
+
+Everything the workflow's rules need from ``config.yaml`` beyond reading one key: simulation
+settings with their section defaults, models and datasets (who shares whose tokenizer), shard
+bounds, reducer lists, the experiments of paper 1, of the models trained here and of paper 2,
+the statistics jobs' params, input-path lists, wildcard patterns and the targets of ``rule all``.
+No Snakemake, no globals, no science and nothing heavy at import (no torch, transformers, xarray
+or pandas), so every rule's inputs and params can be unit-tested on a config dict
+(tests/test_config.py).
+
+``Resolved(config)`` takes the config *after* ``snakemake.utils.validate`` filled in the
+schema's defaults (workflow/schemas/config.schema.yaml). Its methods return strings, lists and
+dicts; the ``*_params`` ones are the exact values of rule params, which Snakemake compares as
+text: their structure and key order are part of the pipeline's behaviour (see :func:`canonical`).
+A value the schema allows but the pipeline cannot use raises :class:`ConfigError` naming the key.
+
+One module per config section, each a class ``Resolved`` inherits from; all of them pure (they
+read nothing but the config dict) except ``checks``, the config-time checks against the disk:
+
+- ``common``: :class:`ConfigError`, :func:`canonical`, name patterns, the variant check
+- ``schema``: :func:`schema_error_summary` (a config failing the JSON schema, in a few lines)
+- ``simulate``, ``figures``, ``models``, ``datasets``, ``extract``: those sections
+- ``paper1``: ``paper1_llm:`` and the params of the statistics jobs (``stats:``)
+- ``train``: ``train:`` (the models trained here, the Gram panels, the comparison)
+- ``leakage``: ``leakage:`` (paper 2)
+- ``targets``: ``rule all`` and the scorecard's inputs
+- ``checks``: what local corpora can supply, sequence lengths against models' contexts (reads
+  corpora and local models' ``config.json``)
+- ``resolved``: :class:`Resolved`, composed of the above
+"""
+
+from causalpos.config.checks import MAX_PREFIX_TOKENS, TINY_MAX_POSITIONS, capacity_bound
+from causalpos.config.common import (
+    VARIANT_PATTERN,
+    ConfigError,
+    Section,
+    canonical,
+    check_variant,
+    names_pattern,
+)
+from causalpos.config.leakage import LEAKAGE_DEFAULT_VARIANTS, PAPER2_TABLE_NAMES
+from causalpos.config.resolved import Resolved
+from causalpos.config.schema import schema_error_summary
+from causalpos.config.simulate import SIM_KEYS, SIM_SETTING_DEFAULTS
+from causalpos.config.train import TRAIN_KEYS, TRAIN_TYPE_KEYS, TRAIN_VARIANT_TYPES
+
+__all__ = [
+    "LEAKAGE_DEFAULT_VARIANTS",
+    "MAX_PREFIX_TOKENS",
+    "PAPER2_TABLE_NAMES",
+    "SIM_KEYS",
+    "SIM_SETTING_DEFAULTS",
+    "TINY_MAX_POSITIONS",
+    "TRAIN_KEYS",
+    "TRAIN_TYPE_KEYS",
+    "TRAIN_VARIANT_TYPES",
+    "VARIANT_PATTERN",
+    "ConfigError",
+    "Resolved",
+    "Section",
+    "canonical",
+    "capacity_bound",
+    "check_variant",
+    "names_pattern",
+    "schema_error_summary",
+]

@@ -1,0 +1,233 @@
+"""Config-time checks (the Snakefile runs :meth:`ChecksSection.check` before any job starts): the
+target lists, what local corpora can supply and sequence lengths against the models' contexts.
+The one module of the package that reads the disk: corpora (through
+:func:`causalpos.data.local_document_sizes`, or the reader ``Resolved`` is given) and the
+``config.json`` of local model directories."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.models.context import ContextError, check_seq_len
+
+#: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
+MAX_PREFIX_TOKENS = 2
+#: ``max_position_embeddings`` of a ``random_init`` model of ``size: tiny``
+#: (causalpos.models.load.tiny_config_kwargs; tests check they agree).
+TINY_MAX_POSITIONS = 4096
+
+
+def capacity_bound(sizes: Iterable[int], seq_len: int, mode: str) -> int | None:
+    """An upper bound, valid for *any* tokenizer, on the sequences of ``seq_len`` tokens that
+    documents of ``sizes`` UTF-8 bytes can give (``None``: no bound).
+
+    It assumes only that every token but one spans at least one byte of text (true of byte-level
+    BPE and of SentencePiece with byte fallback; the one is SentencePiece's word-boundary marker
+    before the first word) and that a tokenizer puts at most :data:`MAX_PREFIX_TOKENS` tokens
+    before the text. So a document of ``b`` bytes has at most ``b + 1`` text tokens and a sequence
+    needs at least ``need = seq_len - MAX_PREFIX_TOKENS`` of them: mode ``first`` counts the
+    documents with ``b + 1 >= need``, mode ``chunks`` sums ``(b + 1) // need``. Real tokenizers
+    spend ~4 bytes per token on English text, so a corpus passing this check can still be short
+    (sampling then says so, naming the exact count); one failing it cannot be sampled at all.
+    """
+    need = seq_len - MAX_PREFIX_TOKENS
+    if need < 1:
+        return None
+    if mode == "first":
+        return sum(1 for b in sizes if b + 1 >= need)
+    return sum((b + 1) // need for b in sizes)
+
+
+def _local_model_config(spec: dict) -> dict | None:
+    """The ``config.json`` of a model whose spec names a local HF directory, if readable now."""
+    source = spec.get("source")
+    path = spec.get("path") if source == "local" else spec.get("id") if source == "hf" else None
+    if not path:
+        return None
+    cfg = Path(path).expanduser() / "config.json"
+    try:
+        return json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class ChecksSection(Section):
+    """Checks of the config against corpora and model contexts."""
+
+    # Set by Resolved.__init__: the corpus reader (None: causalpos.data.local_document_sizes) and
+    # the document sizes read so far, per corpus spec.
+    _document_sizes: Callable[[dict], list[int] | None] | None
+    _sizes: dict[str, list[int] | None]
+
+    def corpus_sizes(self, corpus: dict) -> list[int] | None:
+        """Document sizes of a corpus (UTF-8 bytes), read once per corpus spec; None: unknown."""
+        key = json.dumps(corpus, sort_keys=True, default=str)
+        if key not in self._sizes:
+            reader = self._document_sizes
+            if reader is None:
+                from causalpos.data import local_document_sizes as reader
+            self._sizes[key] = reader(dict(corpus))
+        return self._sizes[key]
+
+    def check_capacity(
+        self, key: str, corpus: dict, *, seq_len: int, n_sequences: int, mode: str
+    ) -> None:
+        """ConfigError (naming ``key``) when a local corpus cannot give ``n_sequences`` sequences of
+        ``seq_len`` tokens with any tokenizer (:func:`capacity_bound`); hub corpora are skipped."""
+        if corpus.get("type") == "random_tokens":
+            return
+        try:
+            sizes = self.corpus_sizes(corpus)
+        except ValueError as exc:  # causalpos.data.CorpusError: a missing or unreadable file
+            raise ConfigError(f"{key}.corpus: {exc}") from None
+        if sizes is None:
+            return
+        bound = capacity_bound(sizes, seq_len, mode)
+        if bound is None or bound >= n_sequences:
+            return
+        need = seq_len - MAX_PREFIX_TOKENS
+        if mode == "first":
+            what = (
+                f"mode 'first' needs {n_sequences} documents of at least {seq_len} tokens; the "
+                f"corpus has {len(sizes)} documents, of which at most {bound} can hold them (a "
+                f"token spans at least one byte: documents of >= {need - 1} bytes)"
+            )
+            todo = "lower n_sequences or seq_len, use mode 'chunks', or a larger corpus"
+        else:
+            what = (
+                f"mode 'chunks' needs {n_sequences} chunks of {seq_len} tokens; the corpus "
+                f"({len(sizes)} documents, {sum(sizes)} bytes) gives at most {bound} (a token "
+                "spans at least one byte)"
+            )
+            todo = "lower n_sequences or seq_len, or use a larger corpus"
+        raise ConfigError(
+            f"{key}: n_sequences={n_sequences}, seq_len={seq_len}: {what}. Corpus "
+            f"{canonical(corpus)}. Fix: {todo}"
+        )
+
+    def check_datasets(self) -> None:
+        """Every dataset under ``datasets:`` and the held-out draws of the models trained here
+        against what their local corpora can supply (:meth:`check_capacity`)."""
+        for name in self.config["datasets"]:
+            spec = self.dataset_spec(name)
+            self.check_capacity(
+                f"datasets.{name}",
+                spec["corpus"],
+                seq_len=spec["seq_len"],
+                n_sequences=spec["n_sequences"],
+                mode=spec["mode"],
+            )
+        if not self.train_variants():
+            return
+        heldout = self.train_heldout_corpus()
+        gram = self.config["train"]["gram"]
+        if any(not self.gram_dataset(m) for m in self.gram_models()):
+            self.check_capacity(
+                "train.gram",
+                heldout,
+                seq_len=gram["seq_len"],
+                n_sequences=gram["n_sequences"],
+                mode="first",
+            )
+        lengthgen = self.config["train"]["lengthgen"]
+        context = max(self.train_variant(v)["context"] for v in self.train_variants())
+        self.check_capacity(
+            "train.lengthgen",
+            heldout,
+            seq_len=int(round(lengthgen["length_factor"] * context)),
+            n_sequences=lengthgen["n_sequences"],
+            mode="chunks",
+        )
+
+    def model_context(self, model: str) -> tuple[int | None, str] | None:
+        """``(context, kind)`` of a model where its config is known before any job runs
+        (causalpos.models.context.position_limit): the models trained here, ``random_init``
+        models of ``size: tiny`` (or with ``max_position_embeddings`` in ``config:``), ``like:``
+        such a model, and local HF directories. ``None`` for the others (checked when loaded)."""
+        if model.startswith("trained-"):
+            variant = model.removeprefix("trained-").removesuffix("-init")
+            if variant not in self.train_variants():
+                return None
+            settings = self.train_variant(variant)
+            return settings["context"], "none" if settings["variant"] == "nope" else "rope"
+        spec = self.model_spec(model)
+        kind = "none" if spec.get("rope") == "none" else None
+        if spec["source"] == "random_init":
+            overrides = spec.get("config") or {}
+            if spec.get("like"):
+                base = self.model_context(spec["like"])
+                if base is None and "max_position_embeddings" not in overrides:
+                    return None
+                context = overrides.get("max_position_embeddings", base and base[0])
+                return context, kind or (base[1] if base else "rope")
+            default = TINY_MAX_POSITIONS if spec.get("size", "tiny") == "tiny" else None
+            context = overrides.get("max_position_embeddings", default)
+            return (context, kind or "rope") if context else None
+        cfg = _local_model_config(spec)
+        if cfg is None:
+            return None
+        from causalpos.models.context import position_limit
+
+        context, found = position_limit(cfg)
+        return context, kind if kind and found != "absolute" else found
+
+    def model_seq_lens(self) -> list[tuple[str, str, int]]:
+        """``(model, what, seq_len)`` of every sequence length a configured job runs a model at
+        (lengthgen excluded: it runs past the context on purpose)."""
+        pairs: set[tuple[str, str]] = set()
+        pairs.update((m, d) for m, d, _ in self.paper1_triples())
+        pairs.update(self.leakage_pairs())
+        sec = self.compare_section()
+        if sec:
+            for v in self.train_variants():
+                pairs.add((f"trained-{v}", sec["dataset"]))
+            for v in self.compare_twin_variants():
+                pairs.add((f"trained-{v}-init", sec["dataset"]))
+        out = [(m, f"datasets.{d}", self.dataset_spec(d)["seq_len"]) for m, d in sorted(pairs)]
+        for m in self.gram_models():
+            d = self.gram_dataset(m)
+            if d:
+                out.append((m, f"datasets.{d}", self.dataset_spec(d)["seq_len"]))
+            else:
+                out.append((m, "train.gram", self.config["train"]["gram"]["seq_len"]))
+        return out
+
+    def check_contexts(self) -> list[str]:
+        """Warnings for models run past their context (RoPE, NoPE); a ConfigError where a model
+        with learned absolute positions would be (:func:`causalpos.models.context.check_seq_len`)."""
+        warnings = []
+        for model, what, seq_len in self.model_seq_lens():
+            known = self.model_context(model)
+            if known is None:
+                continue
+            try:
+                msg = check_seq_len(*known, seq_len, f"{what}.seq_len with model {model!r}")
+            except ContextError as exc:
+                raise ConfigError(str(exc)) from None
+            if msg:
+                warnings.append(msg)
+        return warnings
+
+    def check(self) -> list[str]:
+        """Every config-time check; returns warnings, raises one ConfigError listing every error.
+
+        The target lists (each resolver method checks what it reads), the variant names, what
+        local corpora can supply (:meth:`check_datasets`) and sequence lengths against the
+        models' contexts where known (:meth:`check_contexts`).
+        """
+        errors: list[str] = []
+        warnings: list[str] = []
+        for step in (self.all_targets, self.check_datasets, self.check_contexts):
+            try:
+                out = step()
+            except ConfigError as exc:
+                errors.append(str(exc))
+                continue
+            if step == self.check_contexts:
+                warnings += out
+        if errors:
+            raise ConfigError("\n".join(dict.fromkeys(errors)))  # each error once
+        return warnings

@@ -1,0 +1,61 @@
+"""What every section of the config resolver shares: the error type, canonical params, name
+patterns, the variant check and :class:`Section`, the base of the per-section classes that
+:class:`causalpos.config.Resolved` is composed of. Pure: reads nothing but the config dict."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from causalpos.models.variants import parse_variant, variant_names
+
+
+class ConfigError(ValueError):
+    """A config value that the schema allows but the pipeline cannot use (names the key)."""
+
+
+def canonical(value: Any) -> Any:
+    """``value`` with every dict's keys sorted: params are compared by their text, so the order in
+    which a YAML file lists keys must not make Snakemake think a param changed."""
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    return value
+
+
+def names_pattern(names: Iterable[str]) -> str:
+    """Regex matching exactly ``names`` (in their order), or nothing when there are none."""
+    names = list(names)
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+#: Regex of the forward-pass variant names (the ``{variant}`` wildcard constraint): the atoms
+#: and every valid composition, built from the library's list (causalpos.models.variants:
+#: torch-free), so an invalid composition matches no rule.
+VARIANT_PATTERN = names_pattern(variant_names())
+
+
+def store_paths(template: str, names: Iterable[str]) -> list[str]:
+    """``template`` filled in with each of ``names``."""
+    return [template.format(name) for name in names]
+
+
+def check_variant(key: str, name: str) -> str:
+    """``name`` if it is a forward-pass variant, else a ConfigError naming ``key`` and the allowed values."""
+    try:
+        parse_variant(name)
+    except ValueError as exc:  # the parser says what is wrong and what to write instead
+        raise ConfigError(f"{key}: {exc}") from None
+    return name
+
+
+class Section:
+    """Base of the per-section resolvers (``SimulateSection``, ``TrainSection`` ...):
+    :class:`causalpos.config.Resolved` inherits from all of them, so a section's methods call the
+    others' through ``self`` (a dataset's models come from paper 1, paper 2 and training alike).
+    Nothing is cached: ``self.config`` is read on each call, as Snakemake's input functions
+    would."""
+
+    config: dict

@@ -1,0 +1,99 @@
+"""The ``extract:`` section: shards, and what one extraction job computes (variants, reducers and
+their kwargs), the union of what paper 1, paper 2 and the comparison read. Pure: reads nothing
+but the config dict."""
+
+from __future__ import annotations
+
+import math
+
+from causalpos.config.common import ConfigError, Section, canonical
+
+
+class ExtractSection(Section):
+    """Shards, extraction variants and reducers."""
+
+    def n_shards(self, dataset: str) -> int:
+        spec = self.dataset_spec(dataset)
+        return math.ceil(spec["n_sequences"] / self.config["extract"]["shard_size"])
+
+    def shard_bounds(self, dataset: str, shard: str | int) -> list[int]:
+        """``[first, end)`` sequence indices of shard ``shard`` (the ``{shard}`` wildcard) of ``dataset``."""
+        size = self.config["extract"]["shard_size"]
+        total = self.dataset_spec(dataset)["n_sequences"]
+        k = int(shard)
+        if k >= self.n_shards(dataset):
+            raise ConfigError(f"shard {k} beyond the {self.n_shards(dataset)} shards of {dataset}")
+        return [k * size, min((k + 1) * size, total)]
+
+    def score_shards(self, model: str, dataset: str, variant: str) -> list[str]:
+        """Shard directories ``variant``'s merge reads: one extraction job per (model, dataset,
+        shard) writes every variant of the pair into ``shard-NNNN/{variant}.zarr``."""
+        if variant not in self.extraction_variants(model, dataset):
+            raise ConfigError(
+                f"no stage asks for scores of model {model!r} on dataset {dataset!r} under "
+                f"variant {variant!r}"
+            )
+        return [
+            f"results/scores/{model}/{dataset}/shard-{k:04d}" for k in range(self.n_shards(dataset))
+        ]
+
+    def map_triples(self) -> set[tuple[str, str, str]]:
+        """(model, dataset, variant) whose score maps a stage reads: paper 1's models (diagonal
+        normalization, the index) and the trained-vs-init comparison (its causal maps)."""
+        out = set(self.paper1_triples())
+        sec = self.compare_section()
+        if sec:
+            d = sec["dataset"]
+            out |= {(f"trained-{v}", d, "causal") for v in self.train_variants()}
+            out |= {(f"trained-{v}-init", d, "causal") for v in self.compare_twin_variants()}
+        return out
+
+    def extraction_variants(self, model: str, dataset: str) -> list[str]:
+        """Every variant some stage reads for (model, dataset), in a fixed order (causal first)."""
+        seen = {v for m, d, v in self.map_triples() if (m, d) == (model, dataset)}
+        seen |= set(self.leakage_pairs().get((model, dataset), ()))
+        seen |= set(self.position0_conditions(model, dataset))
+        order = {"causal": 0, "bidirectional": 1}
+        return sorted(seen, key=lambda v: (order.get(v, 2), v))
+
+    def extraction_params(self, model: str, dataset: str) -> dict:
+        """What one extraction job computes: variant -> {reducers, leakage (reducer kwargs)}."""
+        variants = self.extraction_variants(model, dataset)
+        if not variants:
+            raise ConfigError(f"no stage asks for scores of model {model!r} on dataset {dataset!r}")
+        return canonical(
+            {
+                v: {
+                    "reducers": self.reducers_for(model, dataset, v),
+                    "leakage": self.leakage_reducer_params(model, dataset, v),
+                }
+                for v in variants
+            }
+        )
+
+    def reducers_for(self, model: str, dataset: str, variant: str) -> list[str]:
+        """Reducers of one variant's extraction: the maps (moments, group means) where a stage
+        reads them (:meth:`map_triples`); paper 2's per-sequence metrics where an experiment
+        names the variant. Nothing else is computed or stored."""
+        names = []
+        if (model, dataset, variant) in self.map_triples():
+            names += ["moments", "groups"]
+        if self.leakage_wants(model, dataset, variant):
+            names += ["leakage", "sink"]
+        if variant in self.position0_conditions(model, dataset):
+            names += ["position0"]
+        return names
+
+    def leakage_wants(self, model: str, dataset: str, variant: str) -> bool:
+        """Whether a paper-2 experiment names this (model, dataset, variant)."""
+        return variant in self.leakage_pairs().get((model, dataset), ())
+
+    def leakage_reducer_params(self, model: str, dataset: str, variant: str) -> dict:
+        """LeakageReducer kwargs of an extraction job ({} where paper 2 does not want it)."""
+        if self.leakage_wants(model, dataset, variant):
+            return self.leakage_reducer_kwargs(variant)
+        return {}
+
+    def gpu_count(self) -> int:
+        """GPUs an extraction job holds."""
+        return 1 if self.config["device"] in ("cuda", "auto") else 0

@@ -1,0 +1,242 @@
+"""The ``leakage:`` section (paper 2): experiments and their (model, dataset) pairs, the summary's
+and the reducers' settings, position 0, the tables and figures. A (model, dataset) pair is
+extracted and summarized once, over the union of the variants its experiments list. Pure: reads
+nothing but the config dict."""
+
+from __future__ import annotations
+
+from itertools import product
+
+from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
+from causalpos.models.variants import DECOMPOSITION_CONDITIONS
+
+LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
+# The tables aggregate_leakage writes (the library's PAPER2_TABLES), as
+# results/stats/paper2_<name>.csv.
+PAPER2_TABLE_NAMES = [
+    "leakage_by_model",
+    "decomposition",
+    "leakage_by_layer",
+    "decomposition_by_layer",
+    "rope_controls",
+    "bos_effects",
+    "observational_split",
+    "heads",
+    "sink_heads",
+    "position0",
+    "position0_probes",
+    "baseline_comparison",
+    "depth_trend",
+]
+
+
+class LeakageSection(Section):
+    """Paper 2's experiments, settings, stores and targets."""
+
+    def leakage_experiments(self) -> dict[str, dict]:
+        """Experiment name -> {models, datasets, variants}, every name checked against the config."""
+        out = {}
+        for name, exp in self.config.get("leakage", {}).get("experiments", {}).items():
+            variants = list(exp.get("variants") or LEAKAGE_DEFAULT_VARIANTS)
+            for v in variants:
+                check_variant(f"leakage.experiments.{name}.variants", v)
+            if "causal" not in variants:
+                raise ConfigError(
+                    f"leakage.experiments.{name}.variants must include 'causal' (the baseline of the "
+                    f"decomposition and BOS effects, and the run whose sink heads are probed); got {variants}"
+                )
+            out[name] = {
+                "models": [self.check_model(m) for m in exp["models"]],
+                "datasets": [self.dataset_spec(d) and d for d in exp["datasets"]],
+                "variants": variants,
+            }
+        return out
+
+    def leakage_pairs(self) -> dict[tuple[str, str], list[str]]:
+        """(model, dataset) -> the union of its experiments' variants (causal first, then bidirectional)."""
+        pairs: dict[tuple[str, str], list[str]] = {}
+        for exp in self.leakage_experiments().values():
+            for m, d in product(exp["models"], exp["datasets"]):
+                seen = pairs.setdefault((m, d), [])
+                seen += [v for v in exp["variants"] if v not in seen]
+        order = {"causal": 0, "bidirectional": 1}
+        return {k: sorted(v, key=lambda x: order.get(x, 2)) for k, v in pairs.items()}
+
+    def leakage_variants(self, model: str, dataset: str) -> list[str]:
+        pairs = self.leakage_pairs()
+        if (model, dataset) not in pairs:
+            raise ConfigError(
+                f"no leakage experiment names model {model!r} with dataset {dataset!r}; "
+                f"configured pairs: {sorted(pairs)}"
+            )
+        return pairs[(model, dataset)]
+
+    def leakage_settings(self) -> dict:
+        """The summary's settings, cross-checked against the reducer's fits and windows."""
+        sec = self.config["leakage"]
+        red = sec["reducer"]
+        for v in sec["permutation_variants"] or ():
+            check_variant("leakage.permutation_variants", v)
+        if sec["fit"] not in red["fits"]:
+            raise ConfigError(
+                f"leakage.fit {sec['fit']!r} is not among leakage.reducer.fits {red['fits']}"
+            )
+        for key, wins in (("window", [sec["window"]]), ("bos_windows", sec["bos_windows"])):
+            missing = [w for w in wins if w not in red["windows"]]
+            if missing:
+                raise ConfigError(
+                    f"leakage.{key}: {missing} not among leakage.reducer.windows {red['windows']}"
+                )
+        return sec
+
+    def leakage_reducer_kwargs(self, variant: str) -> dict:
+        """LeakageReducer keyword arguments of an extraction job (sorted: compared as text).
+
+        The prompt-mean maps (2 x layers x heads x T^2 float64, ~280 MB for SmolLM2 at T = 256)
+        are summed only for the variants the permutation test reads.
+        """
+        sec = self.leakage_settings()
+        kwargs = dict(sec["reducer"])
+        tested = sec["permutation_variants"]
+        kwargs["mean_maps"] = bool(
+            kwargs["mean_maps"]
+            and sec["n_permutations"] > 0
+            and (tested is None or variant in tested)
+        )
+        return canonical(kwargs)
+
+    def leakage_score_stores(self, model: str, dataset: str) -> list[str]:
+        return [
+            f"results/scores/{model}/{dataset}/{v}.zarr"
+            for v in self.leakage_variants(model, dataset)
+        ]
+
+    def leakage_summary_params(self) -> dict:
+        sec = self.leakage_settings()
+        perm = sec["permutation_variants"]
+        return canonical(
+            {
+                "fit": sec["fit"],
+                "window": sec["window"],
+                "floor_correct": sec["floor_correct"],
+                "n_boot": self.config["stats"]["n_bootstrap"],
+                "level": self.config["stats"]["confidence"],
+                "n_perm": sec["n_permutations"],
+                "perm_variants": None if perm is None else list(perm),
+                "alpha": sec["alpha"],
+                "taus": list(sec["taus"]),
+                "bos_windows": list(sec["bos_windows"]),
+                "seed": self.config["seed"],
+            }
+        )
+
+    def model_attrs(self, model: str) -> dict:
+        """What a model is, for the leakage tables (claim 3, sink heads): ``positional`` = the
+        ``train.variants`` type (rope, ntk, swa, nope) of a model trained here or of its init
+        twin, empty otherwise; ``init_of`` = the model whose weights an init twin
+        (``trained-<v>-init``) or a ``random_init`` model ``like:`` another would have been
+        trained into, empty for a trained or pretrained model."""
+        if model.startswith("trained-"):
+            variant = model.removeprefix("trained-").removesuffix("-init")
+            positional = (
+                self.train_variant(variant)["variant"] if variant in self.train_variants() else ""
+            )
+            init_of = f"trained-{variant}" if model.endswith("-init") else ""
+            return {"positional": positional, "init_of": init_of}
+        spec = self.model_spec(model)
+        like = spec.get("like") if spec["source"] == "random_init" else None
+        return {"positional": "", "init_of": str(like or "")}
+
+    def position0_conditions(self, model: str, dataset: str) -> list[str]:
+        """Forward passes whose position-0 states extraction reads for (model, dataset): the
+        ``leakage.position0`` conditions of every pair a paper-2 experiment names."""
+        if (model, dataset) not in self.leakage_pairs():
+            return []
+        return list(self.config["leakage"]["position0"]["conditions"])
+
+    def position0_inputs(self, model: str, dataset: str) -> list[str]:
+        """The merged stores, one per position-0 condition, that rule ``position0`` reads."""
+        return [
+            f"results/scores/{model}/{dataset}/{c}.zarr"
+            for c in self.position0_conditions(model, dataset)
+        ]
+
+    def position0_params(self) -> dict:
+        sec = self.config["leakage"]["position0"]
+        for c in sec["conditions"]:
+            check_variant("leakage.position0.conditions", c)
+        return canonical(dict(sec))
+
+    @staticmethod
+    def leakage_label(pair: tuple[str, str]) -> str:
+        return f"{pair[0]}/{pair[1]}"
+
+    def leakage_summary_stores(self) -> list[str]:
+        return [f"results/leakage/{m}/{d}.zarr" for m, d in self.leakage_pairs()]
+
+    def position0_stores(self) -> list[str]:
+        return [f"results/position0/{m}/{d}.zarr" for m, d in self.leakage_pairs()]
+
+    def leakage_pair_labels(self) -> list[str]:
+        return [self.leakage_label(p) for p in self.leakage_pairs()]
+
+    def leakage_experiment(self, name: str) -> list[tuple[str, str]]:
+        """The (model, dataset) pairs of experiment ``name``."""
+        exps = self.leakage_experiments()
+        if name not in exps:
+            raise ConfigError(
+                f"leakage.experiments has no experiment {name!r}; defined: {sorted(exps)}"
+            )
+        exp = exps[name]
+        return list(product(exp["models"], exp["datasets"]))
+
+    def experiment_summary_stores(self, name: str) -> list[str]:
+        return [f"results/leakage/{m}/{d}.zarr" for m, d in self.leakage_experiment(name)]
+
+    def experiment_position0_stores(self, name: str) -> list[str]:
+        return [f"results/position0/{m}/{d}.zarr" for m, d in self.leakage_experiment(name)]
+
+    def experiment_labels(self, name: str) -> list[str]:
+        return [self.leakage_label(p) for p in self.leakage_experiment(name)]
+
+    def experiment_has_decomposition(self, name: str) -> bool:
+        pairs = self.leakage_pairs()
+        # a decomposition needs some condition's causal and bidirectional runs
+        return any(
+            set(runs) <= set(pairs[p])
+            for p in self.leakage_experiment(name)
+            for runs in DECOMPOSITION_CONDITIONS.values()
+        )
+
+    def leakage_experiment_pattern(self) -> str:
+        return names_pattern(sorted(set(self.config.get("leakage", {}).get("experiments", {}))))
+
+    def leakage_model_pattern(self) -> str:
+        return names_pattern(sorted({m for m, _ in self.leakage_pairs()}))
+
+    def leakage_dataset_pattern(self) -> str:
+        return names_pattern(sorted({d for _, d in self.leakage_pairs()}))
+
+    @staticmethod
+    def paper2_table_paths() -> list[str]:
+        return [f"results/stats/paper2_{n}.csv" for n in PAPER2_TABLE_NAMES] + [
+            "results/stats/paper2_tables.md"
+        ]
+
+    def leakage_targets(self) -> list[str]:
+        """Everything paper 2 builds for the configured experiments (nothing when there are none)."""
+        exps = self.leakage_experiments()
+        if not exps:
+            return []
+        self.leakage_settings()
+        targets = []
+        for m, d in self.leakage_pairs():
+            targets += [f"results/leakage/{m}/{d}.zarr", f"results/position0/{m}/{d}.zarr"]
+            targets += self.figure_paths(f"paper2_heads_{m}_{d}")
+        targets += self.paper2_table_paths()
+        for name in exps:
+            targets += self.figure_paths(f"paper2_layers_{name}")
+            targets += self.figure_paths(f"paper2_position0_{name}")
+            if self.experiment_has_decomposition(name):
+                targets += self.figure_paths(f"paper2_shares_{name}")
+        return targets

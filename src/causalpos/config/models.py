@@ -1,0 +1,63 @@
+"""The ``models:`` section: model specs, which models a random-init model needs first, and whose
+tokenizer a model uses. Pure: reads nothing but the config dict."""
+
+from __future__ import annotations
+
+from causalpos.config.common import ConfigError, Section, canonical, names_pattern
+
+
+class ModelsSection(Section):
+    """Configured models, their directories and tokenizers."""
+
+    def configured_models(self) -> list[str]:
+        return list(self.config["models"])
+
+    def model_wildcard_pattern(self) -> str:
+        """Regex of the model names ``prepare_model`` builds (trained-* come from train_model)."""
+        return names_pattern(self.configured_models())
+
+    def model_spec(self, name: str) -> dict:
+        if name not in self.config["models"]:
+            raise ConfigError(f"models: no model {name!r}; defined: {self.configured_models()}")
+        return self.config["models"][name]
+
+    def check_model(self, name: str) -> str:
+        """A model an analysis names must be configured, or be one the pipeline trains."""
+        if name.startswith("trained-"):
+            return name
+        self.model_spec(name)
+        return name
+
+    def model_spec_params(self, name: str) -> dict:
+        return canonical(self.model_spec(name))
+
+    def prepare_model_inputs(self, name: str) -> list[str]:
+        """A random_init model `like:` (or taking the `tokenizer:` of) another needs it first."""
+        spec = self.model_spec(name)
+        refs = {spec[k] for k in ("like", "tokenizer") if spec.get(k)}
+        return [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
+
+    def tokenizer_of(self, model: str) -> str:
+        """The tokenizer ``model`` uses, named by the model whose directory holds it, or by
+        :meth:`train_tokenizer_key` for the one trained here: models sharing a tokenizer share
+        the data store."""
+        if model.startswith("trained-"):
+            # every model trained here (and its init twin) uses the one trained tokenizer: their
+            # prompts are sampled once, from the tokenizer, without waiting for any training
+            return self.train_tokenizer_key()
+        spec = self.model_spec(model)
+        ref = spec.get("tokenizer") or spec.get("like")
+        return self.tokenizer_of(ref) if spec["source"] == "random_init" and ref else model
+
+    def tokenizer_dir(self, model: str) -> str:
+        """The directory of the tokenizer ``model``'s data stores use (``model`` may also be a
+        :meth:`tokenizer_of` name): the models trained here (and models taking their tokenizer)
+        share the one ``train_tokenizer`` writes."""
+        tok = model if model == self.train_tokenizer_key() else self.tokenizer_of(model)
+        return (
+            self.train_tokenizer_dir() if tok == self.train_tokenizer_key() else self.model_dir(tok)
+        )
+
+    @staticmethod
+    def model_dir(model: str) -> str:
+        return f"resources/models/{model}"

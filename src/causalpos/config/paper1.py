@@ -1,0 +1,77 @@
+"""The ``paper1_llm:`` and ``stats:`` sections: paper 1 §6's (model, dataset, variant) triples,
+their stores, labels and random-init twins, and the params of the statistics jobs (config keys
+renamed to the stage functions' arguments here, as paper 2's are in
+:meth:`causalpos.config.leakage.LeakageSection.leakage_summary_params`). Pure: reads nothing but
+the config dict."""
+
+from __future__ import annotations
+
+from itertools import product
+
+from causalpos.config.common import Section, canonical, check_variant
+
+
+class Paper1Section(Section):
+    """Paper 1 §6 on pretrained models, and the bootstrap settings of its statistics."""
+
+    def paper1_triples(self) -> list[tuple[str, str, str]]:
+        sec = self.config["paper1_llm"]
+        variants = [check_variant("paper1_llm.variants", v) for v in sec["variants"]]
+        return [
+            (self.check_model(m), self.dataset_spec(d) and d, v)
+            for m, d, v in product(sec["models"], sec["datasets"], variants)
+        ]
+
+    def paper1_score_stores(self) -> list[str]:
+        return [f"results/scores/{m}/{d}/{v}.zarr" for m, d, v in self.paper1_triples()]
+
+    def paper1_normalized_stores(self) -> list[str]:
+        return [f"results/normalized/{m}/{d}/{v}.zarr" for m, d, v in self.paper1_triples()]
+
+    def paper1_labels(self) -> list[str]:
+        return ["/".join(t) for t in self.paper1_triples()]
+
+    def paper1_twins(self) -> dict[str, str]:
+        """Paper 1 model -> its random-init twin among the paper 1 models: a ``random_init`` model
+        ``like:`` it, or ``trained-<v>-init`` of ``trained-<v>`` (same architecture, tokenizer and
+        prompts, so their group maps pair)."""
+        models = list(dict.fromkeys(self.config["paper1_llm"]["models"]))
+        out = {}
+        for m in models:
+            if m.startswith("trained-"):
+                base = m.removesuffix("-init")
+                if base != m and base in models:
+                    out.setdefault(base, m)
+                continue
+            spec = self.model_spec(m)
+            if spec["source"] == "random_init" and spec.get("like") in models:
+                out.setdefault(spec["like"], m)
+        return out
+
+    def paper1_enabled(self) -> bool:
+        sec = self.config["paper1_llm"]
+        return bool(sec["models"] and sec["datasets"])
+
+    def stats_params(self) -> dict:
+        """The bootstrap settings of paper 1's statistics jobs (``aggregate_sim_stats``,
+        ``compare_trained``), keyed by the stage functions' argument names: ``stats.confidence``,
+        ``stats.n_bootstrap`` as ``n_boot``, and the run's ``seed``."""
+        stats = self.config["stats"]
+        return canonical(
+            {
+                "confidence": stats["confidence"],
+                "n_boot": stats["n_bootstrap"],
+                "seed": self.config["seed"],
+            }
+        )
+
+    def llm_stats_params(self) -> dict:
+        """Keyword arguments of ``aggregate_llm_stats``: :meth:`stats_params`, the first-keys band
+        (``paper1_llm.first_keys``) and the random-init twins (:meth:`paper1_twins`)."""
+        return canonical(
+            {
+                **self.stats_params(),
+                "first_keys": self.config["paper1_llm"]["first_keys"],
+                "twins": self.paper1_twins(),
+            }
+        )

@@ -1,0 +1,46 @@
+""":class:`Resolved`, the pipeline's view of one validated config: one class composed of the
+per-section resolvers of this package. Pure but for :class:`~causalpos.config.checks.ChecksSection`
+(the config-time checks, which read corpora and local models' ``config.json``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from causalpos.config.checks import ChecksSection
+from causalpos.config.datasets import DatasetsSection
+from causalpos.config.extract import ExtractSection
+from causalpos.config.figures import FiguresSection
+from causalpos.config.leakage import LeakageSection
+from causalpos.config.models import ModelsSection
+from causalpos.config.paper1 import Paper1Section
+from causalpos.config.simulate import SimulateSection
+from causalpos.config.targets import TargetsSection
+from causalpos.config.train import TrainSection
+
+
+class Resolved(
+    SimulateSection,
+    FiguresSection,
+    ModelsSection,
+    DatasetsSection,
+    ExtractSection,
+    Paper1Section,
+    TrainSection,
+    LeakageSection,
+    TargetsSection,
+    ChecksSection,
+):
+    """The pipeline's view of one validated config (nothing is cached but the corpora's document
+    sizes: the dict is read on each call, as Snakemake's input functions would)."""
+
+    def __init__(
+        self,
+        config: dict,
+        *,
+        document_sizes: Callable[[dict], list[int] | None] | None = None,
+    ) -> None:
+        self.config = config
+        # Corpus reader of the config-time checks (tests pass their own): document sizes in
+        # UTF-8 bytes, or None where they are not cheap to know (causalpos.data.local_document_sizes).
+        self._document_sizes = document_sizes
+        self._sizes: dict[str, list[int] | None] = {}

@@ -1,0 +1,49 @@
+"""Schema errors in a few lines: what the Snakefile prints when a config fails the JSON schema
+(workflow/schemas/config.schema.yaml). Pure: formats the error it is given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def _key_path(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def schema_error_summary(error: BaseException, schema_file: str = "") -> str:
+    """A few lines on a config that fails the JSON schema: the key path, the value, what is wrong
+    (and, for an unknown key, the keys allowed there) — never the schema itself.
+
+    ``error`` is a ``jsonschema.ValidationError`` or the ``WorkflowError`` that
+    ``snakemake.utils.validate`` wraps it in.
+    """
+    # snakemake's WorkflowError keeps only the text; the ValidationError is its context
+    for inner in (error, error.__cause__, error.__context__, *getattr(error, "args", ())):
+        if hasattr(inner, "absolute_path") and hasattr(inner, "validator"):
+            error = inner
+            break
+    if not hasattr(error, "absolute_path"):
+        return str(error)
+    path = _key_path(error.absolute_path)
+    lines = [f"invalid config at `{path or '(top level)'}`: {error.message}"]
+    instance = error.instance
+    if not isinstance(instance, (dict, list)) or len(repr(instance)) <= 120:
+        text = repr(instance)
+        lines.append(f"  value: {text if len(text) <= 200 else text[:200] + '...'}")
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        if allowed:
+            lines.append(f"  allowed keys there: {', '.join(allowed)}")
+    for sub in list(getattr(error, "context", None) or [])[:4]:
+        lines.append(f"  - {sub.message}")
+    description = " ".join(str(schema.get("description", "")).split())
+    if description and error.validator != "additionalProperties":
+        lines.append(f"  `{path}`: {description[:300]}")
+    if schema_file:
+        lines.append(f"  every key, its default and its allowed values: {schema_file}")
+    return "\n".join(lines)

@@ -1,0 +1,256 @@
+"""The ``train:`` section: the models trained here (variants and their hyperparameters), the
+tokenizer, the held-out corpus, the Gram panels (Fig. 3/8) and the trained-vs-init comparison.
+Pure: reads nothing but the config dict."""
+
+from __future__ import annotations
+
+from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.training.settings import config_keys as train_config_keys
+
+# Positional types of the models trained here, in the canonical order of train_variants().
+TRAIN_VARIANT_TYPES = ("rope", "nope", "ntk", "swa")
+# Keys that determine a trained model, and those only one positional type reads: the fields of
+# causalpos.training.settings.TrainSettings, declared there once.
+TRAIN_KEYS, TRAIN_TYPE_KEYS = train_config_keys()
+
+
+class TrainSection(Section):
+    """The models trained here and the analyses of them."""
+
+    def train_tokenizer_key(self) -> str:
+        """The name data stores give the tokenizer trained here (``train.tokenizer.name``)."""
+        return f"tokenizer-{self.config['train']['tokenizer']['name']}"
+
+    def train_variants(self) -> list[str]:
+        """Variant names in a canonical order (rope, nope, ntk, swa types, then by name), not the
+        YAML file's: params are compared by text, and reordering the config must rerun nothing.
+        """
+        section = self.config["train"]
+        if not section["enabled"]:
+            return []
+
+        def key(name):
+            spec = section["variants"][name] or {}
+            positional = spec.get("positional", name)
+            order = (
+                TRAIN_VARIANT_TYPES.index(positional) if positional in TRAIN_VARIANT_TYPES else 99
+            )
+            return (order, name)
+
+        return sorted(section["variants"], key=key)
+
+    def train_variant(self, name: str) -> dict:
+        """Full training settings of variant ``name``: ``positional`` type, seed and every hyper-parameter."""
+        section = self.config["train"]
+        if name not in section["variants"]:
+            raise ConfigError(
+                f"train.variants has no variant {name!r}; defined: {sorted(section['variants'])}"
+            )
+        spec = dict(section["variants"][name] or {})
+        positional = spec.pop("positional", name)
+        if positional not in TRAIN_VARIANT_TYPES:
+            raise ConfigError(
+                f"train.variants.{name}: positional type {positional!r} unknown; give it "
+                f"`positional:` one of {list(TRAIN_VARIANT_TYPES)}"
+            )
+        keys = TRAIN_KEYS + TRAIN_TYPE_KEYS.get(positional, ())
+        settings = {k: section[k] for k in keys}
+        settings["seed"] = self.config["seed"]
+        for key, value in spec.items():
+            if key not in keys + ("seed",):
+                raise ConfigError(
+                    f"train.variants.{name}.{key}: a {positional} model does not use {key!r}"
+                )
+            settings[key] = value
+        if settings["warmup"] > settings["steps"]:
+            raise ConfigError(
+                f"train (variant {name}): warmup={settings['warmup']} exceeds steps={settings['steps']}"
+            )
+        if positional == "swa" and not 1 <= settings["window"] < settings["context"]:
+            raise ConfigError(
+                f"train (variant {name}): window={settings['window']} must be in "
+                f"[1, context={settings['context']}) to mask anything in training"
+            )
+        return {"variant": positional, **settings}
+
+    def train_variant_params(self, name: str) -> dict:
+        return canonical(self.train_variant(name))
+
+    @staticmethod
+    def trained_model(name: str) -> str:
+        return f"resources/models/trained-{name}"
+
+    def trained_models(self) -> list[str]:
+        return [self.trained_model(v) for v in self.train_variants()]
+
+    def train_tokenizer_dir(self) -> str:
+        return f"resources/tokenizers/{self.config['train']['tokenizer']['name']}"
+
+    def train_corpus(self) -> dict:
+        """The training corpus spec (params: key order canonical)."""
+        return canonical(self.config["train"]["corpus"])
+
+    def train_heldout_corpus(self) -> dict:
+        """The held-out side of the training corpus, as a causalpos.data corpus spec."""
+        corpus = dict(self.config["train"]["corpus"])
+        if corpus.get("type") != "kjv":
+            raise ConfigError(
+                f"train.corpus: type {corpus.get('type')!r} is not supported yet; the analyses of "
+                "trained models read the held-out books back as {type: kjv, books: [...]}"
+            )
+        corpus["books"] = list(self.config["train"]["heldout"])
+        return canonical(corpus)
+
+    def gram_models(self) -> list[str]:
+        """Models of the Fig. 3/8 analysis: `trained-<variant>` names (skipped when nothing is
+        trained here), or models the `models:` section prepares (e.g. paper 1's NoPE checkpoint)."""
+        gram = self.config["train"]["gram"]
+        trained = {f"trained-{v}" for v in self.train_variants()}
+        configured = set(self.config.get("models") or {})
+        names = [n for n in gram["models"] if trained or not n.startswith("trained-")]
+        known = trained | configured
+        for name in names:
+            if name not in known:
+                raise ConfigError(
+                    f"train.gram.models: {name!r} is neither trained here nor configured under "
+                    f"models:; known: {sorted(known)}"
+                )
+        for name, dataset in (gram.get("datasets") or {}).items():
+            if name not in gram["models"]:
+                raise ConfigError(
+                    f"train.gram.datasets.{name}: {name!r} is not among train.gram.models "
+                    f"{list(gram['models'])}"
+                )
+            if dataset not in self.config["datasets"]:
+                raise ConfigError(
+                    f"train.gram.datasets.{name}: no dataset {dataset!r} under datasets:; "
+                    f"defined: {sorted(self.config['datasets'])}"
+                )
+        return names
+
+    def gram_dataset(self, model: str) -> str | None:
+        """The dataset (under ``datasets:``) of ``model``'s Fig. 3/8 sequences, or None: the first
+        ``train.gram.seq_len`` tokens of ``train.gram.n_sequences`` held-out chapters."""
+        return (self.config["train"]["gram"].get("datasets") or {}).get(model) or None
+
+    def gram_draw(self, model: str) -> dict:
+        """Corpus, ``seq_len`` and ``n_sequences`` of ``model``'s Fig. 3/8 sequences (rule params)."""
+        dataset = self.gram_dataset(model)
+        if dataset:
+            spec = self.dataset_spec(dataset)
+            return {
+                "corpus": canonical(spec["corpus"]),
+                "seq_len": spec["seq_len"],
+                "n_sequences": spec["n_sequences"],
+            }
+        gram = self.config["train"]["gram"]
+        return {
+            "corpus": self.train_heldout_corpus(),
+            "seq_len": gram["seq_len"],
+            "n_sequences": gram["n_sequences"],
+        }
+
+    def gram_inputs(self, model: str) -> dict[str, str]:
+        """The model directory, and the data store where the model's panels read a dataset."""
+        inputs = {"model": self.model_dir(model)}
+        dataset = self.gram_dataset(model)
+        if dataset:
+            inputs["data"] = self.data_store(model, dataset)
+        return inputs
+
+    def gram_targets(self) -> list[str]:
+        targets = []
+        for model in self.gram_models():
+            targets.append(f"results/gram/{model}.zarr")
+            targets += self.figure_paths(f"train_fig3_{model}")
+            targets += self.figure_paths(f"train_fig8_{model}")
+        return targets
+
+    def train_gpu(self) -> int:
+        """1 when models run on a GPU, so the scheduler never puts two such jobs on one card."""
+        return 0 if self.config["device"] == "cpu" else 1
+
+    def compare_section(self) -> dict | None:
+        """``train.compare`` checked: the dataset exists and the trained models are configured."""
+        sec = self.config["train"].get("compare") or {}
+        if (
+            not sec.get("dataset")
+            or not self.config["train"]["enabled"]
+            or not self.train_variants()
+        ):
+            return None
+        self.dataset_spec(sec["dataset"])  # raises a ConfigError naming the dataset
+        return sec
+
+    def compare_twin_variants(self) -> list[str]:
+        sec = self.compare_section()
+        return self.train_variants() if sec and sec.get("init_twins", True) else []
+
+    def compare_leakage_variants(self, suffix: str = "") -> list[str]:
+        """Variants whose trained model (suffix "") or init twin (suffix "-init") paper 2 decomposes
+        on the comparison dataset (causal and bidirectional runs both configured)."""
+        sec = self.compare_section()
+        if not sec:
+            return []
+        pairs = self.leakage_pairs()
+        variants = self.compare_twin_variants() if suffix else self.train_variants()
+        return [
+            v
+            for v in variants
+            if {"causal", "bidirectional"}
+            <= set(pairs.get((f"trained-{v}{suffix}", sec["dataset"]), ()))
+        ]
+
+    def compare_inputs(self) -> dict:
+        sec = self.compare_section()
+        d = sec["dataset"]
+        return {
+            "trained": [
+                f"results/scores/trained-{v}/{d}/causal.zarr" for v in self.train_variants()
+            ],
+            "init": [
+                f"results/scores/trained-{v}-init/{d}/causal.zarr"
+                for v in self.compare_twin_variants()
+            ],
+            "leakage": [
+                f"results/leakage/trained-{v}/{d}.zarr" for v in self.compare_leakage_variants()
+            ],
+            "leakage_init": [
+                f"results/leakage/trained-{v}-init/{d}.zarr"
+                for v in self.compare_leakage_variants("-init")
+            ],
+            "lengthgen": "results/stats/train_lengthgen.csv",
+        }
+
+    def compare_plot_inputs(self) -> dict:
+        inputs = self.compare_inputs()
+        return {
+            "index": "results/stats/train_index.csv",
+            "comparison": "results/stats/train_comparison.csv",
+            "trained": inputs["trained"],
+            "init": inputs["init"],
+        }
+
+    def compare_targets(self) -> list[str]:
+        if not self.compare_section():
+            return []
+        targets = ["results/stats/train_index.csv", "results/stats/train_comparison.csv"]
+        for stem in ("train_index", "train_comparison", "train_maps"):
+            targets += self.figure_paths(stem)
+        return targets
+
+    def train_targets(self) -> list[str]:
+        if not self.config["train"]["enabled"] or not self.train_variants():
+            return self.gram_targets()  # only models configured under models:
+        for name in self.train_variants():
+            self.train_variant(name)  # raises a ConfigError naming the key
+        targets = self.trained_models()
+        targets += self.figure_paths("train_loss_curves")
+        targets += self.gram_targets()
+        targets += [
+            "results/lengthgen/lengthgen.zarr",
+            "results/stats/train_lengthgen.csv",
+        ]
+        targets += self.figure_paths("train_loss_by_position")
+        targets += self.compare_targets()
+        return targets
