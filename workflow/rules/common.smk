@@ -19,6 +19,12 @@ from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 # instead of Snakemake waiting for them to finish.
 forward_interrupt_to_jobs()
 
+# Jobs name the pipeline's --configfile in the rebuild commands of their errors
+# (causalpos.io.integrity.rebuild_command); empty for the default config.yaml.
+os.environ["CAUSALPOS_CONFIGFILES"] = os.pathsep.join(
+    map(str, workflow.config_settings.configfiles or [])
+)
+
 CFG = Resolved(config)
 
 # Config-time checks (targets, variant names, what local corpora can supply, sequence lengths vs

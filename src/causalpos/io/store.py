@@ -32,21 +32,27 @@ from causalpos.io.atomic import atomic_dir
 from causalpos.io.integrity import (
     COUNT_ATTRS,
     MANIFEST_GROUP,
+    STORE_FORMAT,
+    STORE_FORMAT_ATTR,
     StoreError,
+    StoreFormatError,
     check_counts,
     describe,
     rebuild_hint,
+    store_format,
     verify_files,
     write_manifest,
 )
 
 __all__ = [
     "StoreError",
+    "StoreFormatError",
     "count_problems",
     "is_complete",
     "map_problems",
     "merge_shards",
     "open_dataset",
+    "require",
     "shard_bounds",
     "verify_store",
     "write_dataset",
@@ -88,11 +94,14 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
     An existing store at ``path`` is replaced. Attributes must be JSON-serialisable scalars,
     strings or lists; numpy scalars are converted. The manifest (every file's size and CRC-32,
     the counts in :data:`~causalpos.io.integrity.COUNT_ATTRS`, the dimension sizes) is written
-    last, inside the temporary directory, so a renamed store always has one.
+    last, inside the temporary directory, so a renamed store always has one; the root metadata
+    records the store format (:data:`~causalpos.io.integrity.STORE_FORMAT_ATTR`), the marker
+    that a manifest belongs to it.
     """
     path = Path(path)
     ds = ds.copy()
     ds.attrs = {k: _jsonable(v) for k, v in ds.attrs.items()}
+    ds.attrs[STORE_FORMAT_ATTR] = STORE_FORMAT
     for name, var in list(ds.variables.items()):
         var.attrs = {k: _jsonable(v) for k, v in var.attrs.items()}
         # Fixed-width unicode has no zarr v3 specification (zarr warns it may become
@@ -123,9 +132,19 @@ def _is_consolidated(path: Path) -> bool:
         return False  # the open that follows reports what is wrong
 
 
-def open_dataset(path: str | os.PathLike, *, checksums: bool = True) -> xr.Dataset:
+def open_dataset(
+    path: str | os.PathLike,
+    *,
+    checksums: bool = True,
+    variables: Sequence[str] = (),
+    attrs: Sequence[str] = (),
+) -> xr.Dataset:
     """Open a store written by :func:`write_dataset` (lazily, via dask-free zarr backend),
     after checking it against its manifest.
+
+    ``variables`` and ``attrs``: what the caller reads; one missing (a store written by older
+    code) raises :class:`StoreFormatError` naming the store's format and the rebuild command
+    instead of a bare ``KeyError`` later (:func:`require`).
 
     Raises :class:`StoreError` (naming the store, the damaged array and chunk, and the command
     that rebuilds it) if a file is missing, has another size or (``checksums``, the default)
@@ -134,7 +153,27 @@ def open_dataset(path: str | os.PathLike, *, checksums: bool = True) -> xr.Datas
     files are still caught). A store written before manifests existed opens with one logged
     warning.
     """
-    return _open(path, checksums=checksums, cache=True)[0]
+    ds = _open(path, checksums=checksums, cache=True)[0]
+    if variables or attrs:
+        require(ds, path, variables=variables, attrs=attrs)
+    return ds
+
+
+def require(
+    ds: xr.Dataset,
+    path: str | os.PathLike,
+    *,
+    variables: Sequence[str] = (),
+    attrs: Sequence[str] = (),
+) -> xr.Dataset:
+    """``ds`` (opened from the store ``path``) if it has every one of ``variables`` (data
+    variables or coordinates) and ``attrs``; else :class:`StoreFormatError` naming what is
+    missing, the store's format and the command that rebuilds it."""
+    missing = [f"variable {v!r}" for v in variables if v not in ds.variables]
+    missing += [f"attribute {a!r}" for a in attrs if a not in ds.attrs]
+    if missing:
+        raise StoreFormatError(path, missing, store_format(path))
+    return ds
 
 
 def verify_store(path: str | os.PathLike, *, checksums: bool = True) -> bool:
@@ -146,6 +185,19 @@ def verify_store(path: str | os.PathLike, *, checksums: bool = True) -> bool:
 
 #: Stores without a manifest already warned about in this process.
 _UNVERIFIED: set[Path] = set()
+#: Stores of an older format (:func:`~causalpos.io.integrity.store_format`) opened in this
+#: process: a ``KeyError`` in a job that read one is named by :func:`older_store_error`.
+_OLDER: dict[Path, int] = {}
+
+
+def older_store_error(error: KeyError) -> StoreFormatError | None:
+    """``error`` (a ``KeyError`` raised while reading) as a :class:`StoreFormatError` naming the
+    oldest store of an older format opened in this process; None if none was opened."""
+    if isinstance(error, StoreFormatError) or not _OLDER:
+        return None
+    path, fmt = min(_OLDER.items(), key=lambda item: item[1])
+    key = error.args[0] if error.args else "?"
+    return StoreFormatError(path, [f"{key!r} (read as {type(error).__name__})"], fmt)
 
 
 def _open(
@@ -155,6 +207,9 @@ def _open(
     if not path.is_dir():
         raise FileNotFoundError(f"no zarr store at {path}")
     manifest = verify_files(path, checksums=checksums)
+    fmt = store_format(path)
+    if fmt < STORE_FORMAT:
+        _OLDER[path] = fmt
     if manifest is None and warn and path.resolve() not in _UNVERIFIED:
         _UNVERIFIED.add(path.resolve())
         log.warning(
@@ -186,6 +241,8 @@ def _open(
         )
     if manifest is not None:
         check_counts(path, manifest, ds.attrs, ds.sizes)
+    # The marker describes the file on disk, not the data: readers (and merges) never see it.
+    ds.attrs.pop(STORE_FORMAT_ATTR, None)
     return ds, manifest
 
 

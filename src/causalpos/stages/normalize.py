@@ -54,7 +54,7 @@ def diagonal_normalize(src: str | os.PathLike, out: str | os.PathLike) -> xr.Dat
     (:func:`~causalpos.io.store.map_problems`), the counts agree, and ``score_normalized`` is NaN
     exactly where ``score_mean`` is (normalization neither loses nor invents masked cells).
     """
-    scores = open_dataset(src)
+    scores = open_dataset(src, variables=["score_mean"])
     ds = normalize_scores(scores)
     problems = map_problems(ds) + count_problems(ds) + _nan_pattern_problems(scores, ds)
     if problems:
