@@ -131,3 +131,41 @@ def test_normalize_names_a_store_without_score_mean(tmp_path):
     store = write_dataset(_small().rename(score_mean="score_avg"), tmp_path / "scores.zarr")
     with pytest.raises(StoreFormatError, match="has no variable 'score_mean'"):
         diagonal_normalize(store, tmp_path / "normalized.zarr")
+
+
+# --- (4) names that become paths -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "-rf", "_x", ""])
+def test_atomic_dir_refuses_a_name_that_is_not_a_plain_name(tmp_path, name):
+    from causalpos.io.atomic import atomic_dir
+
+    resources = tmp_path / "resources"
+    keep = resources / "tokenizers" / "t" / "tokenizer.json"
+    keep.parent.mkdir(parents=True)
+    keep.write_text("{}")
+    target = f"{resources / 'tokenizers'}/{name}"
+    with pytest.raises(ValueError, match="must start with a letter or digit"):
+        with atomic_dir(target) as tmp:
+            (tmp / "x").write_text("x")
+    assert keep.read_text() == "{}" and sorted(p.name for p in resources.iterdir()) == [
+        "tokenizers"
+    ]
+
+
+def test_atomic_dir_refuses_a_path_that_resolves_outside_its_parent(tmp_path):
+    from causalpos.io.atomic import atomic_dir
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "precious").write_text("keep")
+    parent = tmp_path / "resources" / "models"
+    parent.mkdir(parents=True)
+    (parent / "m").symlink_to(outside)
+    with pytest.raises(ValueError, match="outside its directory"):
+        with atomic_dir(parent / "m") as tmp:
+            (tmp / "x").write_text("x")
+    assert (outside / "precious").read_text() == "keep"
+    with atomic_dir(parent / "m2") as tmp:  # a plain name is written
+        (tmp / "x").write_text("x")
+    assert (parent / "m2" / "x").read_text() == "x"
