@@ -283,3 +283,109 @@ def test_the_init_twin_records_the_trained_model_by_a_relative_path(
     monkeypatch.chdir(tmp_path)
     twin = init_twin(trained.resolve(), tmp_path / "resources" / "models" / "trained-rope-init")
     assert read_source(twin)["path"] == "resources/models/trained-rope"
+
+
+def test_nan_scores_reaching_the_leakage_reducer_are_named_as_the_models(tmp_path):
+    import torch
+    from conftest import tiny_pair
+
+    from causalpos.capture.hook import extract_scores
+    from causalpos.paper2.reducers import LeakageReducer
+
+    model, _ = tiny_pair("llama")
+    with torch.no_grad():
+        model.model.layers[0].self_attn.k_proj.weight[0, 0] = float("nan")
+    tokens = torch.randint(3, 200, (2, 12), generator=torch.Generator().manual_seed(0)).numpy()
+    reducer = LeakageReducer(fits=("saturated+query",), windows=("all",))
+    with pytest.raises(FloatingPointError, match="model produced NaN scores in layer 0"):
+        extract_scores(
+            model,
+            tokens,
+            variant="causal",
+            batch_size=2,
+            reducers=[reducer],
+            seed=0,
+            progress=False,
+        )
+
+
+def test_leakage_of_maps_with_nan_scores_names_the_model_not_the_pattern():
+    from causalpos.paper2.metric import leakage
+
+    rng = np.random.default_rng(0)
+    maps = rng.normal(size=(3, 8, 8))
+    maps[:, np.triu(np.ones((8, 8), bool), 1)] = np.nan
+    maps[1, 5, 2] = np.nan  # the model's NaN, inside the causal triangle
+    with pytest.raises(ValueError, match="NaN scores produced by the model") as err:
+        leakage(maps)
+    assert "lower train.lr" in str(err.value)
+
+
+def _nan_shard(lo: int, hi: int, nan_layer: int | None = None) -> xr.Dataset:
+    """A shard of ScoreMoments of causal 16 x 16 maps; ``nan_layer``'s maps computed as NaN."""
+    import torch
+
+    from causalpos.capture.reducers import ScoreMoments, reducer_path
+
+    t = 64
+    g = torch.Generator().manual_seed(lo)
+    r = ScoreMoments()
+    upper = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+    for layer in range(2):
+        scores = torch.randn(hi - lo, 2, t, t, generator=g)
+        scores[..., upper] = torch.nan
+        if layer == nan_layer:
+            scores[:] = torch.nan
+        r.update(layer, scores, np.arange(lo, hi))
+    ds = r.result()
+    for var in ds.data_vars.values():
+        var.attrs["reducer"] = reducer_path(r)
+    ds.attrs = {
+        "model": "unit",
+        "n_sequences": hi - lo,
+        "sequence_first": lo,
+        "sequence_last": hi - 1,
+    }
+    return ds
+
+
+def test_merge_of_a_shard_with_nan_from_the_model_names_the_model_not_damage(tmp_path):
+    from causalpos.stages.merge import merge_scores
+
+    a = write_dataset(_nan_shard(0, 2), tmp_path / "shard-0000" / "causal.zarr")
+    b = write_dataset(_nan_shard(2, 4, nan_layer=1), tmp_path / "shard-0001" / "causal.zarr")
+    with pytest.raises(FloatingPointError) as err:
+        merge_scores([a, b], tmp_path / "causal.zarr")
+    msg = str(err.value)
+    assert f"its input {b} holds NaN maps" in msg and "layer=1, head=0" in msg
+    assert "the model produced NaN" in msg and "lower train.lr" in msg
+    assert "damaged" not in msg and "data was lost" not in msg
+    assert not (tmp_path / "causal.zarr").exists()
+
+
+def test_normalize_of_scores_with_nan_from_the_model_names_its_input(tmp_path):
+    from causalpos.stages.normalize import diagonal_normalize
+
+    src = write_dataset(_nan_shard(0, 2, nan_layer=0), tmp_path / "scores.zarr")
+    with pytest.raises(FloatingPointError, match=f"its input {src} holds NaN maps") as err:
+        diagonal_normalize(src, tmp_path / "normalized.zarr")
+    assert "damaged" not in str(err.value) and "the model produced NaN" in str(err.value)
+    assert not (tmp_path / "normalized.zarr").exists()
+
+
+def test_gram_panels_refuses_to_write_maps_of_a_model_that_produced_nan(tmp_path, tokenizer_bos):
+    import torch
+    from conftest import tiny_pair
+
+    from causalpos.stages.gram import gram_panels
+
+    model, _ = tiny_pair("llama", vocab_size=400)
+    with torch.no_grad():
+        model.model.embed_tokens.weight[:] = float("nan")
+    model.save_pretrained(tmp_path / "m")
+    tokenizer_bos.save_pretrained(tmp_path / "m")
+    corpus = {"type": "random_tokens"}
+    with pytest.raises(FloatingPointError, match="gram_panels: refusing to write") as err:
+        gram_panels(tmp_path / "m", tmp_path / "g.zarr", corpus, seq_len=12, n_sequences=4)
+    assert "the model produced NaN" in str(err.value)
+    assert not (tmp_path / "g.zarr").exists()

@@ -325,11 +325,18 @@ def extract_scores(
             for r in on_states:
                 r.begin_batch(sids)
             # logits_to_keep=1: the vocabulary projection of every position is not needed.
-            model(
-                **variant_inputs(model, ids, sids, v, seed=seed, replace_token_id=replace_token_id),
-                use_cache=False,
-                logits_to_keep=1,
-            )
+            try:
+                model(
+                    **variant_inputs(
+                        model, ids, sids, v, seed=seed, replace_token_id=replace_token_id
+                    ),
+                    use_cache=False,
+                    logits_to_keep=1,
+                )
+            except Exception:
+                if session is not None:
+                    session.check_nan()  # a reducer failing on NaN scores: name their source
+                raise
             if session is not None and sorted(session.calls) != list(range(n_layers)):
                 raise RuntimeError(
                     f"capture: {n_layers} layers but the capture saw layer calls {session.calls}; "

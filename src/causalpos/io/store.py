@@ -467,14 +467,28 @@ def count_problems(ds: xr.Dataset) -> list[str]:
 _MAPS_PER_BLOCK = 64
 
 
-def map_problems(ds: xr.Dataset) -> list[str]:
+#: Why a map of a store without a manifest (or of a result just computed) holds no data.
+LOST_OR_NOT_COMPUTED = "the data was lost (zarr reads a missing chunk as NaN) or never computed"
+#: Why a map holds no data when its store's files match their manifest, or when it was computed
+#: from a model just now: the values were NaN when written.
+NAN_FROM_MODEL = (
+    "the files are intact, so these NaN were computed, not lost: the model produced NaN "
+    "(non-finite weights or activations; a rebuild reproduces them). Retrain a diverged model "
+    "with a lower train.lr, or run a float16 model in bfloat16 or float32 (its dtype in the "
+    "config), then rebuild"
+)
+
+
+def map_problems(ds: xr.Dataset, *, cause: str = LOST_OR_NOT_COMPUTED) -> list[str]:
     """Maps that hold no data: (query, key) slices of a float variable with NaN or ±inf on their
     diagonal, and variables holding ±inf anywhere.
 
     Every attention mask (causal, sliding window, bidirectional) lets a query see its own key,
     so each map's diagonal is finite; NaN marks masked cells, never ±inf. A map whose diagonal is
-    NaN was lost (zarr reads a missing chunk as NaN) or never computed. Non-square maps only
-    need one finite value. Returns one sentence per variable at fault; [] when all hold data.
+    NaN was lost (zarr reads a missing chunk as NaN) or never computed, or, in a store whose
+    files match their manifest, computed as NaN (``cause``: :data:`LOST_OR_NOT_COMPUTED`,
+    :data:`NAN_FROM_MODEL`). Non-square maps only need one finite value. Returns one sentence
+    per variable at fault; [] when all hold data.
     """
     problems = []
     for name, var in ds.data_vars.items():
@@ -508,8 +522,7 @@ def map_problems(ds: xr.Dataset) -> list[str]:
             kind = "NaN or ±inf on its diagonal" if square else "no finite value"
             problems.append(
                 f"{name}: {len(empty)} of {flat.shape[0]} maps hold {kind} (e.g. "
-                f"{'; '.join(where)}), where every attention mask leaves a value: the data was "
-                "lost (zarr reads a missing chunk as NaN) or never computed"
+                f"{'; '.join(where)}), where every attention mask leaves a value: {cause}"
             )
         if has_inf:
             problems.append(f"{name} holds ±inf (masked cells must be NaN)")

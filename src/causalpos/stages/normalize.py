@@ -19,6 +19,7 @@ from causalpos.io.store import (
     write_dataset,
 )
 from causalpos.paper1.diagonal import normalize
+from causalpos.stages.merge import input_fault
 
 
 def normalize_scores(ds: xr.Dataset) -> xr.Dataset:
@@ -58,7 +59,8 @@ def diagonal_normalize(src: str | os.PathLike, out: str | os.PathLike) -> xr.Dat
     ds = normalize_scores(scores)
     problems = map_problems(ds) + count_problems(ds) + _nan_pattern_problems(scores, ds)
     if problems:
-        at_fault = map_problems(scores) + count_problems(scores)
+        input_fault(src, out, "diagonal_normalize")
+        at_fault = count_problems(scores)
         if at_fault:
             raise StoreError(src, at_fault)
         raise ValueError(f"diagonal_normalize: refusing to write {out}: " + "; ".join(problems))
