@@ -389,3 +389,57 @@ def test_gram_panels_refuses_to_write_maps_of_a_model_that_produced_nan(tmp_path
         gram_panels(tmp_path / "m", tmp_path / "g.zarr", corpus, seq_len=12, n_sequences=4)
     assert "the model produced NaN" in str(err.value)
     assert not (tmp_path / "g.zarr").exists()
+
+
+# A job writing a store of 64 chunks whose chunk writes are slow (0.2 s each, in zarr's IO
+# threads); ``started`` appears with the first chunk file.
+SLOW_WRITE_JOB = """
+import os, sys, time
+sys.path.insert(0, {src!r})
+import numpy as np, xarray as xr
+import zarr.storage._local as local
+from causalpos.io.runlog import logged
+from causalpos.io.store import write_dataset
+
+put = local._put
+
+def slow_put(path, value, exclusive=False):
+    time.sleep(0.2)
+    n = put(path, value, exclusive=exclusive)
+    if "/c/" in str(path) and not os.path.exists({started!r}):
+        open({started!r}, "w").write("1")
+    return n
+
+local._put = slow_put
+ds = xr.Dataset({{"score": (("layer", "query", "key"), np.ones((64, 64, 64)))}})
+with logged({log!r}, 1):
+    write_dataset(ds, {out!r})
+"""
+
+
+def test_an_interrupt_during_a_store_write_leaves_no_temporary(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    work = tmp_path / "shard-0000"
+    work.mkdir()
+    out, log, started = work / "causal.zarr", tmp_path / "job.log", tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(
+        SLOW_WRITE_JOB.format(src=src, log=str(log), out=str(out), started=str(started))
+    )
+    proc = subprocess.Popen([sys.executable, str(script)])
+    t0 = time.monotonic()
+    while not started.exists():
+        assert proc.poll() is None, f"exited {proc.returncode} before writing"
+        assert time.monotonic() - t0 < 120
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    time.sleep(1.0)  # anything still writing would show now
+    assert list(work.iterdir()) == []  # neither the store nor a temporary
+    assert "job stopped by SIGTERM" in log.read_text()

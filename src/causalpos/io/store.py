@@ -119,9 +119,51 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
             # about Snakemake's .snakemake_timestamp file and none about a missing consolidation.
             # zarr notes that it is not (yet) part of the v3 specification; zarr-python reads it.
             warnings.filterwarnings("ignore", message="Consolidated metadata is currently not")
-            ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=True, encoding=enc)
+            try:
+                ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=True, encoding=enc)
+            except BaseException:
+                # Interrupted (Ctrl-C, SIGTERM) or failed while zarr's IO thread still writes
+                # chunks: let it finish, or its files would reappear in the temporary directory
+                # after atomic_dir removed it.
+                wait_for_zarr_writes()
+                raise
         write_manifest(tmp, counts=counts, sizes=dict(ds.sizes))
     return path
+
+
+#: Seconds :func:`wait_for_zarr_writes` waits at most.
+ZARR_WRITE_WAIT_S = 120.0
+
+
+def wait_for_zarr_writes(timeout: float = ZARR_WRITE_WAIT_S) -> bool:
+    """Wait until zarr's IO thread has no write in flight; True if none is left.
+
+    zarr runs its writes as tasks on an event loop in its own thread; the main thread only waits
+    for them. An exception in the main thread (KeyboardInterrupt, a SIGTERM turned into one by
+    :func:`causalpos.io.runlog.logged`) stops the wait, not the writes: the in-flight write
+    (one array's chunks) goes on and creates files — and their directories — after a clean-up
+    that already ran. Called before removing a temporary store, this makes the removal final.
+    """
+    import asyncio
+
+    from zarr.core import sync as zarr_sync
+
+    loop = zarr_sync.loop[0]
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return True
+
+    async def drain() -> bool:
+        me = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=timeout)
+            return not still
+        return True
+
+    try:
+        return asyncio.run_coroutine_threadsafe(drain(), loop).result(timeout + 5)
+    except Exception:  # the loop stopped meanwhile: nothing left to wait for, or no way to
+        return False
 
 
 def _is_consolidated(path: Path) -> bool:
