@@ -209,7 +209,7 @@ def test_capture_names_the_layer_whose_scores_are_nan_where_the_mask_allows_a_va
         )
     msg = str(err.value)
     assert f"model produced NaN scores in layer {layer} (" in msg and "sequences 0..1" in msg
-    assert "train.lr" in msg and "bfloat16 or float32" in msg
+    assert "train.lr" in msg and "`dtype: bfloat16` or `dtype: float32`" in msg
 
 
 # --- (5) smaller cases ---------------------------------------------------------------------------
@@ -443,3 +443,26 @@ def test_an_interrupt_during_a_store_write_leaves_no_temporary(tmp_path):
     time.sleep(1.0)  # anything still writing would show now
     assert list(work.iterdir()) == []  # neither the store nor a temporary
     assert "job stopped by SIGTERM" in log.read_text()
+
+
+def test_reducer_state_that_does_not_fit_says_what_grows_and_what_to_lower(monkeypatch):
+    import errno
+    import mmap
+
+    import torch
+
+    from causalpos.capture import reducers
+
+    class NoMemory:
+        def __init__(self, *args):
+            raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(mmap, "mmap", NoMemory)
+    r = reducers.ScoreMoments()
+    scores = torch.zeros(1, 4, 16, 16)
+    with pytest.raises(MemoryError) as err:
+        r.update(0, scores, np.arange(1))
+    msg = str(err.value)
+    assert "float64 (4, 16, 16) (0.00 GiB)" in msg and "seq_len² × heads" in msg
+    assert "datasets.<name>.seq_len" in msg and "extract.n_groups" in msg
+    assert "[Errno 12]" not in msg and isinstance(err.value.__cause__, OSError)

@@ -84,7 +84,7 @@ class _Session:
                     f"{int(self.seq_ids.min())}..{int(self.seq_ids.max())}): its weights or "
                     "activations are not finite. A trained model that diverged (NaN loss in "
                     "its training log) must be retrained with a lower train.lr; a model run in "
-                    "float16 that overflows needs its dtype set to bfloat16 or float32 in the "
+                    "float16 that overflows needs `dtype: bfloat16` or `dtype: float32` in the "
                     "config. Nothing was written for this shard."
                 )
 

@@ -516,8 +516,8 @@ LOST_OR_NOT_COMPUTED = "the data was lost (zarr reads a missing chunk as NaN) or
 NAN_FROM_MODEL = (
     "the files are intact, so these NaN were computed, not lost: the model produced NaN "
     "(non-finite weights or activations; a rebuild reproduces them). Retrain a diverged model "
-    "with a lower train.lr, or run a float16 model in bfloat16 or float32 (its dtype in the "
-    "config), then rebuild"
+    "with a lower train.lr, or run a float16 model with `dtype: bfloat16` or `dtype: float32` "
+    "in the config, then rebuild"
 )
 
 
