@@ -6,8 +6,8 @@ Each reducer implements :class:`Reducer`: ``update(layer, scores, seq_ids)`` per
 
 from __future__ import annotations
 
-import functools
 import errno
+import functools
 import math
 import mmap
 from collections.abc import Sequence
