@@ -12,15 +12,8 @@ import pytest
 import xarray as xr
 
 from causalpos.cli import main
-from causalpos.io.integrity import (
-    CONFIGFILES_ENV,
-    MANIFEST_GROUP,
-    STORE_FORMAT,
-    STORE_FORMAT_ATTR,
-    StoreFormatError,
-    rebuild_command,
-    store_format,
-)
+from causalpos.io import integrity
+from causalpos.io.integrity import MANIFEST_GROUP, rebuild_command
 from causalpos.io.store import StoreError, open_dataset, verify_store, write_dataset
 
 
@@ -35,8 +28,8 @@ def _small(n: int = 3) -> xr.Dataset:
 def test_store_records_its_format_in_the_root_metadata_and_readers_do_not_see_it(tmp_path):
     store = write_dataset(_small(), tmp_path / "s.zarr")
     root = json.loads((store / "zarr.json").read_text())
-    assert root["attributes"][STORE_FORMAT_ATTR] == STORE_FORMAT == 2
-    assert store_format(store) == 2
+    assert root["attributes"][integrity.STORE_FORMAT_ATTR] == integrity.STORE_FORMAT == 2
+    assert integrity.store_format(store) == 2
     assert open_dataset(store).attrs == {"model": "unit"}  # the marker is not data
 
 
@@ -61,10 +54,12 @@ def test_verify_exits_with_its_own_status_on_unverified_stores(tmp_path, capsys)
     assert main(["verify", str(results)]) == 0
     shutil.rmtree(store / MANIFEST_GROUP)
     root = json.loads((store / "zarr.json").read_text())
-    del root["attributes"][STORE_FORMAT_ATTR]  # written by older code: neither marker nor manifest
+    del root["attributes"][
+        integrity.STORE_FORMAT_ATTR
+    ]  # written by older code: neither marker nor manifest
     root.pop("consolidated_metadata")
     (store / "zarr.json").write_text(json.dumps(root))
-    assert store_format(store) == 0
+    assert integrity.store_format(store) == 0
     assert main(["verify", str(results), "--configfile", "configs/smoke.yaml"]) == 3
     out = capsys.readouterr().out
     assert "UNVERIFIED" in out and "--configfile configs/smoke.yaml" in out
@@ -75,7 +70,7 @@ def test_a_newer_store_format_is_refused(tmp_path):
     store = write_dataset(_small(), tmp_path / "new.zarr")
     manifest = store / MANIFEST_GROUP / "zarr.json"
     root = json.loads((store / "zarr.json").read_text())
-    root["attributes"][STORE_FORMAT_ATTR] = STORE_FORMAT + 1
+    root["attributes"][integrity.STORE_FORMAT_ATTR] = integrity.STORE_FORMAT + 1
     text = json.dumps(root)
     (store / "zarr.json").write_text(text)
     meta = json.loads(manifest.read_text())
@@ -94,18 +89,18 @@ def test_a_reader_names_the_format_and_the_rebuild_command_instead_of_a_bare_key
     tmp_path, monkeypatch
 ):
     store = write_dataset(_small(), tmp_path / "results" / "scores.zarr")
-    monkeypatch.setenv(CONFIGFILES_ENV, "configs/smoke.yaml")
-    with pytest.raises(StoreFormatError) as err:
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, "configs/smoke.yaml")
+    with pytest.raises(integrity.StoreFormatError) as err:
         open_dataset(store, variables=["score_mean", "score_m2"], attrs=["seq_len"])
     msg = str(err.value)
     assert isinstance(err.value, KeyError)
     assert "has no variable 'score_m2', attribute 'seq_len'" in msg
     assert "store format 2" in msg and "written by older code" in msg
     assert "--configfile configs/smoke.yaml --cores 1" in msg
-    monkeypatch.setenv(CONFIGFILES_ENV, "")  # the default config: no --configfile
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, "")  # the default config: no --configfile
     assert rebuild_command("results/x.zarr") == "snakemake --force results/x.zarr --cores 1"
-    monkeypatch.delenv(CONFIGFILES_ENV)
-    assert "add the --configfile you ran with" in str(StoreFormatError(store, ["x"], 1))
+    monkeypatch.delenv(integrity.CONFIGFILES_ENV)
+    assert "add the --configfile you ran with" in str(integrity.StoreFormatError(store, ["x"], 1))
 
 
 def test_a_keyerror_in_a_job_that_read_an_older_store_names_the_store(tmp_path):
@@ -113,12 +108,12 @@ def test_a_keyerror_in_a_job_that_read_an_older_store_names_the_store(tmp_path):
 
     store = write_dataset(_small(), tmp_path / "results" / "old.zarr")
     root = json.loads((store / "zarr.json").read_text())
-    del root["attributes"][STORE_FORMAT_ATTR]  # format 1: a manifest, no marker
+    del root["attributes"][integrity.STORE_FORMAT_ATTR]  # format 1: a manifest, no marker
     text = json.dumps(root)
     (store / "zarr.json").write_text(text)
     shutil.rmtree(store / MANIFEST_GROUP)  # (re-recording the manifest is not needed for this)
-    assert store_format(store) == 0
-    with pytest.raises(StoreFormatError) as err, logged(tmp_path / "job.log"):
+    assert integrity.store_format(store) == 0
+    with pytest.raises(integrity.StoreFormatError) as err, logged(tmp_path / "job.log"):
         open_dataset(store)["score_m2"]
     assert f"store {store} (store format 0" in str(err.value) and "'score_m2'" in str(err.value)
     assert "snakemake --force" in str(err.value)
@@ -129,7 +124,7 @@ def test_normalize_names_a_store_without_score_mean(tmp_path):
     from causalpos.stages.normalize import diagonal_normalize
 
     store = write_dataset(_small().rename(score_mean="score_avg"), tmp_path / "scores.zarr")
-    with pytest.raises(StoreFormatError, match="has no variable 'score_mean'"):
+    with pytest.raises(integrity.StoreFormatError, match="has no variable 'score_mean'"):
         diagonal_normalize(store, tmp_path / "normalized.zarr")
 
 

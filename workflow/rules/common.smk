@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # noqa: E402
+from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 
@@ -21,7 +22,7 @@ forward_interrupt_to_jobs()
 
 # Jobs name the pipeline's --configfile in the rebuild commands of their errors
 # (causalpos.io.integrity.rebuild_command); empty for the default config.yaml.
-os.environ["CAUSALPOS_CONFIGFILES"] = os.pathsep.join(
+os.environ[CONFIGFILES_ENV] = os.pathsep.join(
     map(str, workflow.config_settings.configfiles or [])
 )
 
