@@ -461,3 +461,12 @@ def test_reducer_state_that_does_not_fit_says_what_grows_and_what_to_lower(monke
     assert "float64 (4, 16, 16) (0.00 GiB)" in msg and "seq_len² × heads" in msg
     assert "datasets.<name>.seq_len" in msg and "extract.n_groups" in msg
     assert "[Errno 12]" not in msg and isinstance(err.value.__cause__, OSError)
+
+
+def test_the_rebuild_command_names_a_config_file_relative_to_the_pipeline(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # Snakemake hands the workflow absolute config paths
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, str(tmp_path / "configs" / "smoke.yaml"))
+    assert rebuild_command("results/x.zarr") == (
+        "snakemake --force results/x.zarr --configfile configs/smoke.yaml --cores 1"
+    )

@@ -87,7 +87,7 @@ def rebuild_command(path: str | os.PathLike) -> str:
     p = Path(path)
     if re.fullmatch(r"shard-\d{4}", p.parent.name):
         p = p.parent
-    config = "".join(f" --configfile {shlex.quote(f)}" for f in configfiles() or [])
+    config = "".join(f" --configfile {shlex.quote(display_path(f))}" for f in configfiles() or [])
     return f"snakemake --force {shlex.quote(display_path(p))}{config} --cores 1"
 
 
