@@ -284,7 +284,9 @@ def verify_files(store: str | os.PathLike, *, checksums: bool = True) -> dict | 
     CRC-32, and no file may have been added. ``checksums=False`` compares sizes only: it still
     catches deleted and truncated files, not same-size corruption. Returns None (nothing
     verified) for a store without a manifest (written before manifests existed); its metadata
-    files (``zarr.json``) must still parse. Raises :class:`StoreError` listing every problem found.
+    files (``zarr.json``) must still parse. A store whose root metadata records a store format
+    (:data:`STORE_FORMAT_ATTR`) was written with a manifest: without one it is damaged. Raises
+    :class:`StoreError` listing every problem found.
     """
     store = Path(store)
     root = store / "zarr.json"
