@@ -18,7 +18,7 @@ import xarray as xr
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels, reducer_path
 from causalpos.cli import main
 from causalpos.io.atomic import atomic_dir, final_of, is_temporary
-from causalpos.io.integrity import MANIFEST_GROUP, read_manifest
+from causalpos.io.integrity import MANIFEST_GROUP, STORE_FORMAT_ATTR, read_manifest
 from causalpos.io.store import (
     StoreError,
     count_problems,
@@ -70,13 +70,15 @@ def _chunk(store, array="score_mean", index=(1, 0, 0, 0)):
 
 
 def _drop_manifest(store):
-    """Make ``store`` look written by an older causalpos: no manifest, no consolidated metadata."""
+    """Make ``store`` look written by an older causalpos: no manifest, no store-format marker, no
+    consolidated metadata."""
     shutil.rmtree(store / MANIFEST_GROUP)
     try:
         root = json.loads((store / "zarr.json").read_text())
     except json.JSONDecodeError:
         return  # a test that garbled it on purpose
     root.pop("consolidated_metadata", None)
+    root.get("attributes", {}).pop(STORE_FORMAT_ATTR, None)
     (store / "zarr.json").write_text(json.dumps(root))
 
 
@@ -101,7 +103,8 @@ def test_manifest_records_every_file_and_zarr_opens_the_store_without_a_warning(
         warnings.simplefilter("error")  # zarr warns about non-zarr objects in a hierarchy
         plain = xr.open_zarr(store, consolidated=False)
         ours = open_dataset(store)
-    assert "causalpos_manifest" not in plain.attrs and plain.attrs == ours.attrs
+    assert "causalpos_manifest" not in plain.attrs
+    assert plain.attrs.pop(STORE_FORMAT_ATTR) == 2 and plain.attrs == ours.attrs
     np.testing.assert_array_equal(ours["score_mean"].values, _shard(0, 4)["score_mean"].values)
 
 
@@ -332,10 +335,12 @@ def test_verify_lists_damaged_stores_and_stale_temporaries(tmp_path, capsys):
     bad = write_dataset(_shard(4, 6), results / "scores" / "m" / "d" / "causal" / "shard-0001.zarr")
     old = write_dataset(_shard(0, 2), results / "sim" / "old.zarr")
     _drop_manifest(old)
-    assert main(["verify", str(results)]) == 0
+    assert main(["verify", str(results)]) == 3  # unverified: its own exit status
     out = capsys.readouterr().out
     assert "3 stores: 2 verified, 0 damaged, 1 without a manifest" in out
-    assert f"UNVERIFIED {old}" in out and out.rstrip().endswith("OK")
+    assert f"UNVERIFIED {old}" in out
+    assert out.rstrip().endswith("UNVERIFIED STORES (1): rebuild them to verify them")
+    shutil.rmtree(old)
 
     _chunk(bad).unlink()
     stale = good.with_name(".shard-0002.zarr.tmp-12345678")

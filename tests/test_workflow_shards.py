@@ -50,7 +50,8 @@ def test_a_chunk_lost_from_a_finished_shard_fails_the_merge_naming_the_shard(
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log[-3000:]
     assert f"StoreError: damaged store {shard}" in log, log[-3000:]
-    assert f"snakemake --force {shards[0]} --cores 1" in log  # the job writing the directory
+    # the job writing the directory, with the config file the run used
+    assert f"snakemake --force {shards[0]} --configfile {SMOKE} --cores 1" in log
     assert not (work / merged).exists()  # nothing bad was written
 
     # the rebuild command the message gives, then the merge goes through

@@ -1,7 +1,7 @@
 """``causalpos`` command line: tools around a results tree.
 
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
-causalpos verify [RESULTS_DIR] [--sizes-only]      # every store checked against its manifest
+causalpos verify [RESULTS_DIR] [--sizes-only] [--configfile F]  # every store against its manifest
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
 """
 
@@ -25,13 +25,20 @@ def main(argv: list[str] | None = None) -> int:
     verify = sub.add_parser(
         "verify",
         help="check every store of a results tree against its manifest and list stale "
-        "temporaries; exit 1 if any store is damaged or a temporary is left",
+        "temporaries; exit 1 if any store is damaged or a temporary is left, 3 if nothing is "
+        "damaged but some stores have no manifest (written by older code: unverified)",
     )
     verify.add_argument("results", nargs="?", default="results", help="default: results")
     verify.add_argument(
         "--sizes-only",
         action="store_true",
         help="compare file sizes, skip checksums (faster; still finds deleted and truncated files)",
+    )
+    verify.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        help="the config file the results were built with (named in the rebuild commands)",
     )
     summary = sub.add_parser(
         "summary",
@@ -51,15 +58,26 @@ def main(argv: list[str] | None = None) -> int:
         print(result.report())
         return 0 if result.identical else 1
     if args.command == "verify":
+        import os
+
+        from causalpos.io.integrity import CONFIGFILES_ENV
         from causalpos.io.verify import verify_tree
 
+        previous = os.environ.get(CONFIGFILES_ENV)
+        if args.configfile:  # named in the rebuild commands
+            os.environ[CONFIGFILES_ENV] = os.pathsep.join(args.configfile)
         try:
             report = verify_tree(args.results, checksums=not args.sizes_only)
+            print(report.report())
         except FileNotFoundError as e:
             print(e, file=sys.stderr)
             return 2
-        print(report.report())
-        return 0 if report.clean else 1
+        finally:
+            if previous is None:
+                os.environ.pop(CONFIGFILES_ENV, None)
+            else:
+                os.environ[CONFIGFILES_ENV] = previous
+        return report.exit_code
     if args.command == "summary":
         from pathlib import Path
 

@@ -12,12 +12,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # noqa: E402
+from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
 # instead of Snakemake waiting for them to finish.
 forward_interrupt_to_jobs()
+
+# Jobs name the pipeline's --configfile in the rebuild commands of their errors
+# (causalpos.io.integrity.rebuild_command); empty for the default config.yaml.
+os.environ[CONFIGFILES_ENV] = os.pathsep.join(
+    map(str, workflow.config_settings.configfiles or [])
+)
 
 CFG = Resolved(config)
 

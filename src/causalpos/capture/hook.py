@@ -52,11 +52,41 @@ class _Session:
         self.calls: list[int] = []
         self._buffer: torch.Tensor | None = None
         self._masks: dict[int, tuple[torch.Tensor, torch.Tensor | None, str]] = {}
+        self._masked: dict[tuple[int, int, int], int] = {}
+        self._nan: list[tuple[int, torch.Tensor, int]] = []
 
     def begin_batch(self, seq_ids: np.ndarray) -> None:
         self.seq_ids = np.asarray(seq_ids, dtype=np.int64)
         self.calls = []
         self._masks = {}
+        self._masked = {}
+        self._nan = []
+
+    def count_nan(self, layer: int, scores: torch.Tensor, mask: torch.Tensor) -> None:
+        """Record how many of ``scores`` are NaN, and how many the mask hides (the expected
+        count), for :meth:`check_nan`; on the device, so the forward pass does not wait."""
+        b, h = scores.shape[:2]
+        key = (id(mask), b, h)
+        if key not in self._masked:
+            self._masked[key] = int((~mask).expand(b, h, *scores.shape[2:]).sum())
+        self._nan.append((layer, torch.isnan(scores).sum(), self._masked[key]))
+
+    def check_nan(self) -> None:
+        """Raise if a layer of the batch produced NaN scores where its mask allows a value."""
+        if not self._nan:
+            return
+        counts = torch.stack([c for _, c, _ in self._nan]).tolist()  # one sync per batch
+        for (layer, _, masked), n in zip(self._nan, counts, strict=True):
+            if n > masked:
+                raise FloatingPointError(
+                    f"capture: the model produced NaN scores in layer {layer} ({n - masked} "
+                    f"values where the attention mask allows one; sequences "
+                    f"{int(self.seq_ids.min())}..{int(self.seq_ids.max())}): its weights or "
+                    "activations are not finite. A trained model that diverged (NaN loss in "
+                    "its training log) must be retrained with a lower train.lr; a model run in "
+                    "float16 that overflows needs `dtype: bfloat16` or `dtype: float32` in the "
+                    "config. Nothing was written for this shard."
+                )
 
     def buffer(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
         n = math.prod(shape)
@@ -163,6 +193,7 @@ def _capture_attention(
     if softcap is not None:
         # tanh keeps NaN: capping after masking equals eager's cap-then-mask.
         scores.div_(softcap).tanh_().mul_(softcap)
+    session.count_nan(layer, scores, allowed)
     for reducer in session.reducers:
         reducer.update(layer, scores, session.seq_ids)
 
@@ -294,16 +325,25 @@ def extract_scores(
             for r in on_states:
                 r.begin_batch(sids)
             # logits_to_keep=1: the vocabulary projection of every position is not needed.
-            model(
-                **variant_inputs(model, ids, sids, v, seed=seed, replace_token_id=replace_token_id),
-                use_cache=False,
-                logits_to_keep=1,
-            )
+            try:
+                model(
+                    **variant_inputs(
+                        model, ids, sids, v, seed=seed, replace_token_id=replace_token_id
+                    ),
+                    use_cache=False,
+                    logits_to_keep=1,
+                )
+            except Exception:
+                if session is not None:
+                    session.check_nan()  # a reducer failing on NaN scores: name their source
+                raise
             if session is not None and sorted(session.calls) != list(range(n_layers)):
                 raise RuntimeError(
                     f"capture: {n_layers} layers but the capture saw layer calls {session.calls}; "
                     "some attention layers bypass transformers' AttentionInterface"
                 )
+            if session is not None:
+                session.check_nan()
             for r in on_states:
                 r.end_batch()
             bar.update(len(sids))

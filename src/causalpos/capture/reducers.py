@@ -6,6 +6,7 @@ Each reducer implements :class:`Reducer`: ``update(layer, scores, seq_ids)`` per
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
 import mmap
@@ -92,12 +93,29 @@ def _state_zeros(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     returned to the system when the tensor dies, so ``result()`` can hand memory over from
     state to output and the peak stays near the state's size.
     """
-    if device.type != "cpu":
-        return torch.zeros(shape, dtype=torch.float64, device=device)
     nbytes = max(math.prod(shape) * 8, 8)
-    buf = mmap.mmap(-1, nbytes)  # anonymous pages are zero
+    try:
+        if device.type != "cpu":
+            return torch.zeros(shape, dtype=torch.float64, device=device)
+        buf = mmap.mmap(-1, nbytes)  # anonymous pages are zero
+    except (OSError, MemoryError, torch.OutOfMemoryError) as exc:
+        if isinstance(exc, OSError) and exc.errno != errno.ENOMEM:
+            raise
+        raise MemoryError(state_memory_advice(shape, nbytes, device)) from exc
     return torch.from_numpy(
         np.frombuffer(buf, dtype=np.float64, count=math.prod(shape)).reshape(shape)
+    )
+
+
+def state_memory_advice(shape: tuple[int, ...], nbytes: int, device: torch.device) -> str:
+    """Why one layer's reducer state of ``shape`` (float64) does not fit, and what to lower."""
+    return (
+        f"capture: the reducer state of one layer, float64 {tuple(shape)} ({nbytes / 2**30:.2f} "
+        f"GiB), does not fit in the memory of {device}. It grows with seq_len² × heads (per "
+        "layer, two such arrays for the score moments, one per group for the group means), "
+        "not with the batch: lower datasets.<name>.seq_len, or extract.n_groups (group means), "
+        "or run on a device with more memory (the config's `device`); "
+        "extract.batch_size and extract.shard_size do not change it"
     )
 
 

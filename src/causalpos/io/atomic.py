@@ -74,14 +74,45 @@ def remove_stale_temporaries(final: str | os.PathLike) -> list[Path]:
     return removed
 
 
+#: What the final name of a path written through :func:`atomic_dir` must start with.
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9]")
+
+
+def check_final_name(final: str | os.PathLike) -> Path:
+    """``final`` if it may be replaced by :func:`atomic_dir`; else ``ValueError``.
+
+    Its final name must start with a letter or digit (not ``.``, ``..``, a hidden or empty name,
+    a name starting with ``-``) and it must resolve inside its parent directory (no symbolic
+    link out of it): replacing ``final`` removes what is there, so a name from a config such as
+    ``..`` would otherwise delete the directory above.
+    """
+    # The name as given: pathlib drops a trailing "." or "/" ("a/." and "a/" are Path("a")), so
+    # an empty name from a config ("resources/tokenizers/") would name the directory above.
+    name = os.path.basename(os.fspath(final))
+    final = Path(final)
+    if not _SAFE_NAME.match(name):
+        raise ValueError(
+            f"refusing to write {str(final)!r}: its final name {name!r} must start with a letter "
+            "or digit (names from the config become paths: rename the entry, e.g. 'my-model')"
+        )
+    parent = final.parent.resolve()
+    if final.resolve().parent != parent:
+        raise ValueError(
+            f"refusing to write {str(final)!r}: it resolves to {final.resolve()}, outside its "
+            f"directory {parent} (a symbolic link?); remove the link or choose another name"
+        )
+    return final
+
+
 @contextmanager
 def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty temporary sibling of ``final``; on success it replaces ``final``.
 
     Stale temporaries of ``final`` (from a killed writer) are removed first. On an exception the
-    temporary directory is removed and ``final`` is left as it was.
+    temporary directory is removed and ``final`` is left as it was. ``final`` must pass
+    :func:`check_final_name` (``ValueError`` otherwise, before anything is touched).
     """
-    final = Path(final)
+    final = check_final_name(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     # One writer per final path (see remove_stale_temporaries), so any sibling is stale.
     remove_stale_temporaries(final)

@@ -14,6 +14,12 @@ warn on every open. The manifest is therefore the attributes of an empty child g
 dataset's own attributes stay free of it, and it can checksum the root ``zarr.json`` too (a
 garbled root metadata file is then a checksum mismatch, not a JSON traceback).
 
+The marker. A store's root metadata (the dataset attributes in ``zarr.json``) records
+:data:`STORE_FORMAT_ATTR` = :data:`STORE_FORMAT`, which says it was written with a manifest. A
+store whose root says so but whose manifest folder is gone is damaged (a ``cp -r`` or rsync cut
+short, a deleted folder), never taken for a store of an older version. Formats: 0, no manifest
+(written before manifests existed); 1, a manifest but no marker; 2, both.
+
 Why CRC-32. The manifest guards against accidental damage (deleted, truncated, overwritten or
 half-copied files), not tampering, and stores reach tens of GB at paper scale: zlib's CRC-32
 runs at ~4 GB/s here (SHA-256 at ~1.5 GB/s with SHA instructions, several times slower
@@ -36,6 +42,13 @@ MANIFEST_GROUP = "causalpos_manifest"
 #: Key of the manifest inside that group's attributes.
 MANIFEST_KEY = "causalpos_manifest"
 MANIFEST_VERSION = 1
+#: Root attribute holding the store format (the marker that a manifest was written).
+STORE_FORMAT_ATTR = "causalpos_store_format"
+#: The store format this causalpos writes (see the module doc for 0 and 1).
+STORE_FORMAT = 2
+#: Environment variable naming the config files of the running pipeline (set by the workflow),
+#: so a rebuild command names them; unset outside the pipeline.
+CONFIGFILES_ENV = "CAUSALPOS_CONFIGFILES"
 #: Dataset attributes recorded in the manifest as the counts a store was built from.
 COUNT_ATTRS = ("n_sequences", "n_shards", "n_samples")
 
@@ -58,23 +71,72 @@ def display_path(path: str | os.PathLike) -> str:
     return str(p)
 
 
+def configfiles() -> list[str] | None:
+    """The ``--configfile`` arguments of the running pipeline ([] for the default config.yaml),
+    from :data:`CONFIGFILES_ENV`; None when unknown (not run from the pipeline)."""
+    value = os.environ.get(CONFIGFILES_ENV)
+    return None if value is None else [f for f in value.split(os.pathsep) if f]
+
+
 def rebuild_command(path: str | os.PathLike) -> str:
     """The Snakemake command that rebuilds the pipeline output ``path`` (run from the pipeline
     directory): ``--force`` reruns the one job producing it, replacing what is there. A variant's
     store inside a shard directory (``.../shard-NNNN/<variant>.zarr``) is rebuilt by the job
-    that writes the whole directory."""
+    that writes the whole directory. Names the pipeline's ``--configfile`` when it is not the
+    default (:func:`configfiles`)."""
     p = Path(path)
     if re.fullmatch(r"shard-\d{4}", p.parent.name):
         p = p.parent
-    return f"snakemake --force {shlex.quote(display_path(p))} --cores 1"
+    config = "".join(f" --configfile {shlex.quote(display_path(f))}" for f in configfiles() or [])
+    return f"snakemake --force {shlex.quote(display_path(p))}{config} --cores 1"
 
 
 def rebuild_hint(path: str | os.PathLike) -> str:
+    known = configfiles() is not None
     return (
-        f"Rebuild it from the pipeline directory: `{rebuild_command(path)}` (add the --configfile "
-        "you ran with); the next `snakemake` run then redoes what was built from it. "
+        f"Rebuild it from the pipeline directory: `{rebuild_command(path)}`"
+        + ("" if known else " (add the --configfile you ran with, if not the default)")
+        + "; the next `snakemake` run then redoes what was built from it. "
         "`causalpos verify results` lists every damaged store."
     )
+
+
+def root_attributes(store: str | os.PathLike) -> dict | None:
+    """The dataset attributes in the root ``zarr.json`` of ``store``; None if it does not parse."""
+    try:
+        attrs = json.loads((Path(store) / "zarr.json").read_bytes()).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    return attrs if isinstance(attrs, dict) else None
+
+
+def store_format(store: str | os.PathLike) -> int:
+    """The format ``store`` was written in: :data:`STORE_FORMAT_ATTR` of its root metadata, else
+    1 with a manifest folder, 0 without (see the module doc)."""
+    value = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR)
+    if isinstance(value, int):
+        return value
+    return 1 if (Path(store) / MANIFEST_GROUP).exists() else 0
+
+
+class StoreFormatError(KeyError):
+    """A store lacks what this causalpos reads (a variable, attribute or dimension): written by
+    older code. A :class:`KeyError` (what a caller catching a missing key expects), whose message
+    names the store, its format and the command that rebuilds it."""
+
+    def __init__(self, path: str | os.PathLike, missing: list[str], fmt: int):
+        self.path, self.missing, self.format = Path(path), list(missing), fmt
+        super().__init__(
+            f"store {display_path(path)} (store format {fmt}; this causalpos writes format "
+            f"{STORE_FORMAT}) has no {', '.join(missing)}: it was written by older code. "
+            + rebuild_hint(path)
+        )
+
+    def __str__(self) -> str:  # KeyError's str() is the repr of its argument
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.missing, self.format))
 
 
 class StoreError(OSError):
@@ -178,6 +240,14 @@ def read_manifest(store: str | os.PathLike) -> dict | None:
     if not path.is_file():
         if (store / MANIFEST_GROUP).exists():
             raise StoreError(store, f"its manifest {MANIFEST_GROUP}/zarr.json is missing")
+        marker = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR)
+        if marker is not None:
+            raise StoreError(
+                store,
+                f"its root metadata records store format {marker!r} ({STORE_FORMAT_ATTR}), "
+                f"written with a manifest, but the manifest folder {MANIFEST_GROUP}/ is missing "
+                "(a copy cut short, or the folder deleted): nothing in it can be verified",
+            )
         return None
     try:
         manifest = json.loads(path.read_bytes())["attributes"][MANIFEST_KEY]
@@ -191,6 +261,13 @@ def read_manifest(store: str | os.PathLike) -> dict | None:
             store,
             f"its manifest {MANIFEST_GROUP}/zarr.json is unreadable ({type(e).__name__}: {e})",
         ) from e
+    fmt = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR, STORE_FORMAT)
+    if isinstance(fmt, int) and fmt > STORE_FORMAT:
+        raise StoreError(
+            store,
+            f"it has store format {fmt}, this causalpos reads formats up to {STORE_FORMAT} "
+            "(written by a newer causalpos)",
+        )
     if version != MANIFEST_VERSION:
         raise StoreError(
             store,
@@ -207,7 +284,9 @@ def verify_files(store: str | os.PathLike, *, checksums: bool = True) -> dict | 
     CRC-32, and no file may have been added. ``checksums=False`` compares sizes only: it still
     catches deleted and truncated files, not same-size corruption. Returns None (nothing
     verified) for a store without a manifest (written before manifests existed); its metadata
-    files (``zarr.json``) must still parse. Raises :class:`StoreError` listing every problem found.
+    files (``zarr.json``) must still parse. A store whose root metadata records a store format
+    (:data:`STORE_FORMAT_ATTR`) was written with a manifest: without one it is damaged. Raises
+    :class:`StoreError` listing every problem found.
     """
     store = Path(store)
     root = store / "zarr.json"

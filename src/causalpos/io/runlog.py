@@ -142,6 +142,13 @@ def keep_freed_memory(mmap_threshold: int = 256 << 20, trim_threshold: int = 1 <
     return mallopt(_M_TRIM_THRESHOLD, int(trim_threshold)) == 1 and ok
 
 
+def _older_store_error(exc: KeyError):
+    """A job's ``KeyError`` named as a store written by older code (the store, its format, the
+    rebuild command) when the job opened one; None otherwise."""
+    store = sys.modules.get("causalpos.io.store")
+    return None if store is None else store.older_store_error(exc)
+
+
 #: Thread counts torch (OpenMP, MKL) and numpy's BLAS read when they load.
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -154,9 +161,13 @@ def logged(log_path: str | os.PathLike | None, threads: int | None = None):
     more cores than the scheduler gave it: through the environment, which torch and the BLAS
     libraries read when they load, so a job that needs no model never imports torch (1.3 s of
     CPU per job); torch already imported is set directly. Freed memory is kept for reuse
-    (:func:`keep_freed_memory`). Exceptions are logged with their traceback and re-raised.
+    (:func:`keep_freed_memory`). Exceptions are logged with their traceback and re-raised; a
+    ``KeyError`` in a job that opened a store of an older format is re-raised as
+    :class:`~causalpos.io.integrity.StoreFormatError`, naming that store and its rebuild command.
     """
     keep_freed_memory()
+    if "causalpos.io.store" in sys.modules:  # what an earlier job in this process opened
+        sys.modules["causalpos.io.store"]._OLDER.clear()
     if threads:
         for var in _THREAD_VARS:
             os.environ[var] = str(int(threads))
@@ -188,6 +199,12 @@ def logged(log_path: str | os.PathLike | None, threads: int | None = None):
                 time.perf_counter() - t0,
                 exc_info=True,
             )
+            raise
+        except KeyError as exc:
+            named = _older_store_error(exc)
+            logging.getLogger("causalpos").exception("job failed")
+            if named is not None:
+                raise named from exc
             raise
         except BaseException:
             logging.getLogger("causalpos").exception("job failed")

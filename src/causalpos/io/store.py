@@ -32,21 +32,27 @@ from causalpos.io.atomic import atomic_dir
 from causalpos.io.integrity import (
     COUNT_ATTRS,
     MANIFEST_GROUP,
+    STORE_FORMAT,
+    STORE_FORMAT_ATTR,
     StoreError,
+    StoreFormatError,
     check_counts,
     describe,
     rebuild_hint,
+    store_format,
     verify_files,
     write_manifest,
 )
 
 __all__ = [
     "StoreError",
+    "StoreFormatError",
     "count_problems",
     "is_complete",
     "map_problems",
     "merge_shards",
     "open_dataset",
+    "require",
     "shard_bounds",
     "verify_store",
     "write_dataset",
@@ -88,11 +94,14 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
     An existing store at ``path`` is replaced. Attributes must be JSON-serialisable scalars,
     strings or lists; numpy scalars are converted. The manifest (every file's size and CRC-32,
     the counts in :data:`~causalpos.io.integrity.COUNT_ATTRS`, the dimension sizes) is written
-    last, inside the temporary directory, so a renamed store always has one.
+    last, inside the temporary directory, so a renamed store always has one; the root metadata
+    records the store format (:data:`~causalpos.io.integrity.STORE_FORMAT_ATTR`), the marker
+    that a manifest belongs to it.
     """
     path = Path(path)
     ds = ds.copy()
     ds.attrs = {k: _jsonable(v) for k, v in ds.attrs.items()}
+    ds.attrs[STORE_FORMAT_ATTR] = STORE_FORMAT
     for name, var in list(ds.variables.items()):
         var.attrs = {k: _jsonable(v) for k, v in var.attrs.items()}
         # Fixed-width unicode has no zarr v3 specification (zarr warns it may become
@@ -110,9 +119,51 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
             # about Snakemake's .snakemake_timestamp file and none about a missing consolidation.
             # zarr notes that it is not (yet) part of the v3 specification; zarr-python reads it.
             warnings.filterwarnings("ignore", message="Consolidated metadata is currently not")
-            ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=True, encoding=enc)
+            try:
+                ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=True, encoding=enc)
+            except BaseException:
+                # Interrupted (Ctrl-C, SIGTERM) or failed while zarr's IO thread still writes
+                # chunks: let it finish, or its files would reappear in the temporary directory
+                # after atomic_dir removed it.
+                wait_for_zarr_writes()
+                raise
         write_manifest(tmp, counts=counts, sizes=dict(ds.sizes))
     return path
+
+
+#: Seconds :func:`wait_for_zarr_writes` waits at most.
+ZARR_WRITE_WAIT_S = 120.0
+
+
+def wait_for_zarr_writes(timeout: float = ZARR_WRITE_WAIT_S) -> bool:
+    """Wait until zarr's IO thread has no write in flight; True if none is left.
+
+    zarr runs its writes as tasks on an event loop in its own thread; the main thread only waits
+    for them. An exception in the main thread (KeyboardInterrupt, a SIGTERM turned into one by
+    :func:`causalpos.io.runlog.logged`) stops the wait, not the writes: the in-flight write
+    (one array's chunks) goes on and creates files — and their directories — after a clean-up
+    that already ran. Called before removing a temporary store, this makes the removal final.
+    """
+    import asyncio
+
+    from zarr.core import sync as zarr_sync
+
+    loop = zarr_sync.loop[0]
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return True
+
+    async def drain() -> bool:
+        me = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=timeout)
+            return not still
+        return True
+
+    try:
+        return asyncio.run_coroutine_threadsafe(drain(), loop).result(timeout + 5)
+    except Exception:  # the loop stopped meanwhile: nothing left to wait for, or no way to
+        return False
 
 
 def _is_consolidated(path: Path) -> bool:
@@ -123,9 +174,19 @@ def _is_consolidated(path: Path) -> bool:
         return False  # the open that follows reports what is wrong
 
 
-def open_dataset(path: str | os.PathLike, *, checksums: bool = True) -> xr.Dataset:
+def open_dataset(
+    path: str | os.PathLike,
+    *,
+    checksums: bool = True,
+    variables: Sequence[str] = (),
+    attrs: Sequence[str] = (),
+) -> xr.Dataset:
     """Open a store written by :func:`write_dataset` (lazily, via dask-free zarr backend),
     after checking it against its manifest.
+
+    ``variables`` and ``attrs``: what the caller reads; one missing (a store written by older
+    code) raises :class:`StoreFormatError` naming the store's format and the rebuild command
+    instead of a bare ``KeyError`` later (:func:`require`).
 
     Raises :class:`StoreError` (naming the store, the damaged array and chunk, and the command
     that rebuilds it) if a file is missing, has another size or (``checksums``, the default)
@@ -134,7 +195,27 @@ def open_dataset(path: str | os.PathLike, *, checksums: bool = True) -> xr.Datas
     files are still caught). A store written before manifests existed opens with one logged
     warning.
     """
-    return _open(path, checksums=checksums, cache=True)[0]
+    ds = _open(path, checksums=checksums, cache=True)[0]
+    if variables or attrs:
+        require(ds, path, variables=variables, attrs=attrs)
+    return ds
+
+
+def require(
+    ds: xr.Dataset,
+    path: str | os.PathLike,
+    *,
+    variables: Sequence[str] = (),
+    attrs: Sequence[str] = (),
+) -> xr.Dataset:
+    """``ds`` (opened from the store ``path``) if it has every one of ``variables`` (data
+    variables or coordinates) and ``attrs``; else :class:`StoreFormatError` naming what is
+    missing, the store's format and the command that rebuilds it."""
+    missing = [f"variable {v!r}" for v in variables if v not in ds.variables]
+    missing += [f"attribute {a!r}" for a in attrs if a not in ds.attrs]
+    if missing:
+        raise StoreFormatError(path, missing, store_format(path))
+    return ds
 
 
 def verify_store(path: str | os.PathLike, *, checksums: bool = True) -> bool:
@@ -146,6 +227,19 @@ def verify_store(path: str | os.PathLike, *, checksums: bool = True) -> bool:
 
 #: Stores without a manifest already warned about in this process.
 _UNVERIFIED: set[Path] = set()
+#: Stores of an older format (:func:`~causalpos.io.integrity.store_format`) opened in this
+#: process: a ``KeyError`` in a job that read one is named by :func:`older_store_error`.
+_OLDER: dict[Path, int] = {}
+
+
+def older_store_error(error: KeyError) -> StoreFormatError | None:
+    """``error`` (a ``KeyError`` raised while reading) as a :class:`StoreFormatError` naming the
+    oldest store of an older format opened in this process; None if none was opened."""
+    if isinstance(error, StoreFormatError) or not _OLDER:
+        return None
+    path, fmt = min(_OLDER.items(), key=lambda item: item[1])
+    key = error.args[0] if error.args else "?"
+    return StoreFormatError(path, [f"{key!r} (read as {type(error).__name__})"], fmt)
 
 
 def _open(
@@ -155,6 +249,9 @@ def _open(
     if not path.is_dir():
         raise FileNotFoundError(f"no zarr store at {path}")
     manifest = verify_files(path, checksums=checksums)
+    fmt = store_format(path)
+    if fmt < STORE_FORMAT:
+        _OLDER[path] = fmt
     if manifest is None and warn and path.resolve() not in _UNVERIFIED:
         _UNVERIFIED.add(path.resolve())
         log.warning(
@@ -186,6 +283,8 @@ def _open(
         )
     if manifest is not None:
         check_counts(path, manifest, ds.attrs, ds.sizes)
+    # The marker describes the file on disk, not the data: readers (and merges) never see it.
+    ds.attrs.pop(STORE_FORMAT_ATTR, None)
     return ds, manifest
 
 
@@ -410,14 +509,28 @@ def count_problems(ds: xr.Dataset) -> list[str]:
 _MAPS_PER_BLOCK = 64
 
 
-def map_problems(ds: xr.Dataset) -> list[str]:
+#: Why a map of a store without a manifest (or of a result just computed) holds no data.
+LOST_OR_NOT_COMPUTED = "the data was lost (zarr reads a missing chunk as NaN) or never computed"
+#: Why a map holds no data when its store's files match their manifest, or when it was computed
+#: from a model just now: the values were NaN when written.
+NAN_FROM_MODEL = (
+    "the files are intact, so these NaN were computed, not lost: the model produced NaN "
+    "(non-finite weights or activations; a rebuild reproduces them). Retrain a diverged model "
+    "with a lower train.lr, or run a float16 model with `dtype: bfloat16` or `dtype: float32` "
+    "in the config, then rebuild"
+)
+
+
+def map_problems(ds: xr.Dataset, *, cause: str = LOST_OR_NOT_COMPUTED) -> list[str]:
     """Maps that hold no data: (query, key) slices of a float variable with NaN or ±inf on their
     diagonal, and variables holding ±inf anywhere.
 
     Every attention mask (causal, sliding window, bidirectional) lets a query see its own key,
     so each map's diagonal is finite; NaN marks masked cells, never ±inf. A map whose diagonal is
-    NaN was lost (zarr reads a missing chunk as NaN) or never computed. Non-square maps only
-    need one finite value. Returns one sentence per variable at fault; [] when all hold data.
+    NaN was lost (zarr reads a missing chunk as NaN) or never computed, or, in a store whose
+    files match their manifest, computed as NaN (``cause``: :data:`LOST_OR_NOT_COMPUTED`,
+    :data:`NAN_FROM_MODEL`). Non-square maps only need one finite value. Returns one sentence
+    per variable at fault; [] when all hold data.
     """
     problems = []
     for name, var in ds.data_vars.items():
@@ -451,8 +564,7 @@ def map_problems(ds: xr.Dataset) -> list[str]:
             kind = "NaN or ±inf on its diagonal" if square else "no finite value"
             problems.append(
                 f"{name}: {len(empty)} of {flat.shape[0]} maps hold {kind} (e.g. "
-                f"{'; '.join(where)}), where every attention mask leaves a value: the data was "
-                "lost (zarr reads a missing chunk as NaN) or never computed"
+                f"{'; '.join(where)}), where every attention mask leaves a value: {cause}"
             )
         if has_inf:
             problems.append(f"{name} holds ±inf (masked cells must be NaN)")

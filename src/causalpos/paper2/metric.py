@@ -489,8 +489,11 @@ def _allowed(finite: torch.Tensor) -> np.ndarray:
     tri = torch.tril(torch.ones(T, T, dtype=torch.bool, device=finite.device))
     if not bool(((flat == pattern) | ~tri).all()):
         raise ValueError(
-            "the finite (unmasked) pattern of the lower triangle differs between maps of one batch; "
-            "leakage needs one pair set per call — pass maps with the same attention mask together"
+            "a map of this batch is NaN in the lower triangle where another has a value (the "
+            "finite pattern differs between maps): NaN "
+            "scores produced by the model (non-finite weights or activations: retrain a diverged "
+            "model with a lower train.lr, run a float16 model in bfloat16 or float32), or maps "
+            "with different attention masks passed together (leakage needs one pair set per call)"
         )
     return pattern.cpu().numpy() & np.tril(np.ones((T, T), dtype=bool))
 

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import xarray as xr
 
-from causalpos.io.store import write_dataset
+from causalpos.io.store import NAN_FROM_MODEL, map_problems, write_dataset
 from causalpos.models.context import check_model_context
 from causalpos.paper1.gram import gram_store
 
@@ -81,5 +81,11 @@ def gram_panels(
     ds = gram_store(model, tokens, batch_size=batch_size, attrs=meta)
     ds = ds.assign(tokens=(("sample", "token_position"), tokens))
     log.info("layer-1 recomputation check: max relative error %.3g", ds.attrs["x1_max_rel_error"])
+    problems = map_problems(ds, cause=NAN_FROM_MODEL)
+    if problems:
+        raise FloatingPointError(
+            f"gram_panels: refusing to write {out}: the maps of model {model_dir} hold no data: "
+            + "; ".join(problems)
+        )
     write_dataset(ds, out)
     return ds

@@ -10,6 +10,9 @@ from collections.abc import Sequence
 
 import xarray as xr
 
+from causalpos.io.store import LOST_OR_NOT_COMPUTED as LOST
+from causalpos.io.store import map_problems
+
 
 def reducer_classes() -> dict:
     """The reducer names a shard store may record in a variable's ``reducer`` attribute, each
@@ -24,20 +27,39 @@ def reducer_classes() -> dict:
     return dict(MERGES)
 
 
+def input_fault(store: str | os.PathLike, out: str | os.PathLike, stage: str) -> None:
+    """Raise if the input ``store`` holds maps without data (:func:`map_problems`): as
+    ``FloatingPointError`` (NaN produced by the model) when its files verify against a manifest,
+    as :class:`~causalpos.io.store.StoreError` (lost or damaged) when it has none to verify."""
+    from causalpos.io.integrity import store_format
+    from causalpos.io.store import NAN_FROM_MODEL, StoreError, open_dataset
+
+    verified = store_format(store) >= 1
+    opened = open_dataset(store)  # raises StoreError for damaged files
+    at_fault = map_problems(opened, cause=NAN_FROM_MODEL if verified else LOST)
+    if not at_fault:
+        return
+    if verified:
+        raise FloatingPointError(
+            f"{stage}: refusing to write {out}: its input {store} holds NaN maps: "
+            + "; ".join(at_fault)
+        )
+    raise StoreError(store, at_fault)
+
+
 def merge_scores(shards: Sequence[str | os.PathLike], out: str | os.PathLike) -> xr.Dataset:
     """Rule ``merge_scores``: shard stores merged exactly (each reducer's ``merge``) into ``out``.
 
     Each shard is verified as it is opened (its manifest, its counts); the merged result is
     checked before it is written: its counts add up (``n_sequences`` = the shards' sum, as
     every count variable says) and every map holds data (:func:`~causalpos.io.store.map_problems`).
-    A failed check names the shard at fault and writes nothing.
+    A failed check names the shard at fault and writes nothing: a shard that verifies against
+    its manifest but holds NaN maps was computed so (NaN from the model), not damaged
+    (:func:`input_fault`).
     """
     from causalpos.io.store import (
-        StoreError,
         count_problems,
-        map_problems,
         merge_shards,
-        open_dataset,
         write_dataset,
     )
 
@@ -47,9 +69,7 @@ def merge_scores(shards: Sequence[str | os.PathLike], out: str | os.PathLike) ->
     if problems:
         # Find the shard at fault (only on failure: this reads every shard once more).
         for shard in shards:
-            at_fault = map_problems(open_dataset(shard))
-            if at_fault:
-                raise StoreError(shard, at_fault)
+            input_fault(shard, out, "merge_scores")
         raise ValueError(
             f"merge_scores: refusing to write {out}: " + "; ".join(problems) + f" (merged from "
             f"{len(shards)} shards, none of which shows the fault on its own)"

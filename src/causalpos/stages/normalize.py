@@ -19,6 +19,7 @@ from causalpos.io.store import (
     write_dataset,
 )
 from causalpos.paper1.diagonal import normalize
+from causalpos.stages.merge import input_fault
 
 
 def normalize_scores(ds: xr.Dataset) -> xr.Dataset:
@@ -54,11 +55,12 @@ def diagonal_normalize(src: str | os.PathLike, out: str | os.PathLike) -> xr.Dat
     (:func:`~causalpos.io.store.map_problems`), the counts agree, and ``score_normalized`` is NaN
     exactly where ``score_mean`` is (normalization neither loses nor invents masked cells).
     """
-    scores = open_dataset(src)
+    scores = open_dataset(src, variables=["score_mean"])
     ds = normalize_scores(scores)
     problems = map_problems(ds) + count_problems(ds) + _nan_pattern_problems(scores, ds)
     if problems:
-        at_fault = map_problems(scores) + count_problems(scores)
+        input_fault(src, out, "diagonal_normalize")
+        at_fault = count_problems(scores)
         if at_fault:
             raise StoreError(src, at_fault)
         raise ValueError(f"diagonal_normalize: refusing to write {out}: " + "; ".join(problems))

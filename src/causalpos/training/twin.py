@@ -30,6 +30,7 @@ def prepare_init_twin(trained_dir: str | os.PathLike, out_dir: str | os.PathLike
     from transformers import AutoConfig
 
     from causalpos.io.atomic import atomic_dir
+    from causalpos.io.integrity import display_path
     from causalpos.models.load import SOURCE_FILE, weights_manifest
     from causalpos.training.architecture import build_model
     from causalpos.training.checkpoints import save_model_dir
@@ -52,7 +53,8 @@ def prepare_init_twin(trained_dir: str | os.PathLike, out_dir: str | os.PathLike
             "name": out_dir.name,
             "source": "init_twin",
             "of": trained_dir.name,
-            "path": str(trained_dir.resolve()),
+            # relative to the pipeline directory: no clone's location in a result
+            "path": display_path(trained_dir.resolve()),
             "seed": seed,
             "variant": summary.get("variant"),
             "sha256": weights_manifest(tmp),
