@@ -25,7 +25,7 @@ def _color(name: str, i: int) -> str:
     return _COLORS.get(name, f"C{(i + 4) % 10}")
 
 
-def plot_loss_curves(
+def draw_loss_curves(
     curves: Mapping[str, Mapping[str, np.ndarray]],
     paths: Sequence[str | os.PathLike],
     *,
@@ -39,7 +39,7 @@ def plot_loss_curves(
     baseline (one value, or one per variant), drawn as a dashed line.
     """
     if not curves:
-        raise ValueError("plot_loss_curves needs at least one variant's curve")
+        raise ValueError("draw_loss_curves needs at least one variant's curve")
     n = len(curves)
     fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 3.0), sharey=True, squeeze=False)
     for i, (ax, (name, c)) in enumerate(zip(axes[0], curves.items())):
@@ -75,7 +75,7 @@ def plot_gram_panels(
 ) -> None:
     """Paper 1 Fig. 3: the nine panels (a)–(i) in a 3×3 grid, each with its own colour scale.
 
-    ``ds``: output of :func:`causalpos.gram.gram_panels` (``gram (panel, query, key)``, ``title``).
+    ``ds``: output of :func:`causalpos.paper1.gram.compute_gram_panels` (``gram (panel, query, key)``, ``title``).
     Colour limits per panel at the 1 % / 99 % quantiles of its finite values (the BOS sink column
     and the diagonal would otherwise flatten the rest).
     """
@@ -146,7 +146,7 @@ def _moving_average(x: np.ndarray, width: int) -> np.ndarray:
     )
 
 
-def plot_loss_by_position(
+def draw_loss_by_position(
     ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None, smooth: int = 1
 ) -> None:
     """Mean next-token NLL by position with its bootstrap CI, one line per variant.

@@ -536,7 +536,7 @@ class LeakageFit:
         return null_corrected(self.delta, self.null_mean)
 
 
-def leakage(
+def fit_leakage(
     y, *, fit: str = "saturated+query", mask: np.ndarray | None = None, window: str = "all"
 ) -> LeakageFit:
     """Leakage ΔR² of target maps ``y`` (..., query, key) under ``fit``.

@@ -41,7 +41,7 @@ def length_generalization(
     ``model_dirs``: name → directory written by :func:`causalpos.train.train_model` (loaded with
     :func:`causalpos.models.load_model`). Every model must share one tokenizer (the one-factor
     design; checked by hash), and each one's training context is read from its config
-    (``causalpos_train_context``). Sequences: :func:`causalpos.data.sample_sequences` with that
+    (``causalpos_train_context``). Sequences: :func:`causalpos.data.draw_sequences` with that
     tokenizer, ``seq_len`` tokens (default ``length_factor`` × the longest training context),
     ``mode="chunks"`` (BOS + consecutive held-out text, never crossing documents).
 
@@ -50,7 +50,7 @@ def length_generalization(
     ``training.json``, NaN when absent) and the token ids ``tokens (sequence, token_position)``.
     """
 
-    from causalpos.data import sample_sequences, tokenizer_fingerprint
+    from causalpos.data import draw_sequences, tokenizer_fingerprint
     from causalpos.models.load import load_model
 
     if not model_dirs:
@@ -82,7 +82,7 @@ def length_generalization(
         )
     if seq_len is None:
         seq_len = int(round(length_factor * max(contexts.values())))
-    seqs = sample_sequences(
+    seqs = draw_sequences(
         tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
     )
     tokens = seqs["tokens"].values

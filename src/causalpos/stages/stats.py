@@ -140,7 +140,7 @@ def simulation_index_table(
     """Per-layer non-relativeness index of simulation stores, one row per (setting, layer).
 
     ``stores``: mapping setting name → simulation dataset with ``score_group`` (group, layer,
-    query, key) (:func:`causalpos.simulate.simulate`). Returns a pandas DataFrame with columns
+    query, key) (:func:`causalpos.paper1.simulate.run_simulation`). Returns a pandas DataFrame with columns
     ``setting``, the setting's ``alpha``, ``norm``, ``scaling``, ``rope``, ``causal``,
     ``residual``, ``layer`` (numbered as in the paper: 1 = first layer), ``index`` (of the
     grand-mean map), ``ci_lo``, ``ci_hi`` (noise-corrected bootstrap over groups at ``confidence``,
