@@ -206,9 +206,14 @@ def test_editing_a_module_changes_exactly_the_fingerprints_of_its_importers(fake
 
 def test_the_real_scripts_closures_are_what_the_layout_promises():
     closure = {p.stem: {_name(f) for f in import_closure(p, PACKAGE)} for p in SCRIPTS.glob("*.py")}
-    # the Markdown digest of paper 2 reaches only the rule that writes it
-    assert {s for s, mods in closure.items() if "causalpos.paper2.tables" in mods} == {
-        "aggregate_leakage"
+    # paper 2's tables and their Markdown digest reach only the rule that writes them
+    for module in ("causalpos.paper2.tables", "causalpos.paper2.markdown"):
+        assert {s for s, mods in closure.items() if module in mods} == {"aggregate_leakage"}
+    # paper 1's tables reach only the rules that write them
+    assert {s for s, mods in closure.items() if "causalpos.paper1.tables" in mods} == {
+        "aggregate_sim_stats",
+        "aggregate_llm_stats",
+        "compare_trained",
     }
     # the leakage metric runs inside extraction (LeakageReducer) and in the summary
     metric = {s for s, mods in closure.items() if "causalpos.paper2.metric" in mods}
@@ -216,6 +221,7 @@ def test_the_real_scripts_closures_are_what_the_layout_promises():
     # the expensive stage (extraction, GPU-hours at paper scale) reaches none of the analyses that
     # follow it: editing normalization, summaries, tables, figures or the scorecard re-extracts nothing
     after = {"causalpos.paper1.diagonal", "causalpos.paper2.summary", "causalpos.paper2.tables"}
+    after |= {"causalpos.paper2.markdown", "causalpos.paper2.prompts", "causalpos.paper1.tables"}
     after |= {"causalpos.scorecard", "causalpos.stages.normalize", "causalpos.paper2.position0"}
     assert closure["extract_scores"] & after == set()
     assert not any(m.startswith("causalpos.figures") for m in closure["extract_scores"])

@@ -12,8 +12,8 @@ from causalpos.data import kjv_documents
 from causalpos.models import train as T
 from causalpos.models import twin as C_twin
 from causalpos.paper1 import compare as C_compare
+from causalpos.paper1 import tables as P1_tables
 from causalpos.paper1.diagonal import _index_cells, index_ci, normalize
-from causalpos.stages import compare as C_stage
 
 
 def _groups(signal: np.ndarray, n_groups: int, noise: float, rng) -> np.ndarray:
@@ -223,7 +223,7 @@ def test_comparison_tables_join_index_leakage_and_lengthgen():
     )
     twin = summ.copy(deep=True)
     twin["decomposition"] = twin["decomposition"] * 2
-    index, cmp = C_stage.comparison_tables(
+    index, cmp = P1_tables.comparison_tables(
         stores, leakage={"rope": summ}, leakage_init={"rope": twin}, lengthgen=lg, n_boot=300
     )
     assert len(index) == 2 * 2 + 2  # rope: trained + init per layer; nope: trained only
@@ -265,7 +265,7 @@ def test_ratio_only_where_the_twin_index_is_detected():
     stores = {
         "rope": (_store(_groups(s, 8, 0.05, rng), "t"), _store(_groups(0 * s, 8, 0.05, rng), "i"))
     }
-    index, cmp = C_stage.comparison_tables(stores, n_boot=300)
+    index, cmp = P1_tables.comparison_tables(stores, n_boot=300)
     tr = index[index.weights == "trained"]
     assert tr.over_init.isna().all() and (tr.minus_init_lo > 0).all()
     assert np.isnan(cmp.amplification[0]) and cmp.minus_init_lo[0] > 0
@@ -278,7 +278,7 @@ def test_comparison_refuses_different_prompts():
     b = _store(_groups(_signal(2, 8), 6, 0.1, rng), "b")
     b.attrs["dataset_name"] = "other"
     with pytest.raises(ValueError, match="same prompts"):
-        C_stage.comparison_tables({"rope": (a, b)}, n_boot=50)
+        P1_tables.comparison_tables({"rope": (a, b)}, n_boot=50)
 
 
 def test_twin_name():
@@ -303,7 +303,7 @@ def test_share_amplification_is_scale_free():
             _store(_groups(rel + s, 8, 0.01, rng), "d"),
         ),
     }
-    index, cmp = C_stage.comparison_tables(stores, n_boot=200)
+    index, cmp = P1_tables.comparison_tables(stores, n_boot=200)
     r = cmp.set_index("variant")
     assert r.loc["scaled", "minus_init_lo"] > 0  # the logit index grows with the scale alone
     lo, hi = (

@@ -8,7 +8,7 @@ import xarray as xr
 from scipy.linalg import toeplitz
 
 from causalpos.paper1 import diagonal as D
-from causalpos.stages.stats import simulation_index_table
+from causalpos.paper1.tables import simulation_index_table
 
 
 def naive_normalize(m: np.ndarray) -> np.ndarray:

@@ -11,19 +11,21 @@ import scipy.stats
 import torch
 
 from causalpos import stats
+from causalpos.paper2 import design as L_design
 from causalpos.paper2 import metric as L_metric
 from causalpos.paper2 import permutation as L_permutation
 from causalpos.paper2 import reducers as L_reducers
 from causalpos.paper2 import summary as L_summary
+from causalpos.paper2 import tables as L_tables
 
-FITS = [f"{b}+{a}" for b in L_metric.BASELINES for a in L_metric.ABSOLUTES]
+FITS = [f"{b}+{a}" for b in L_design.BASELINES for a in L_design.ABSOLUTES]
 
 
 # ---- independent reference: dense design matrices and numpy.linalg.lstsq ----------------------
 
 
 def dense_design(mask: np.ndarray, fit: str) -> tuple[np.ndarray, np.ndarray]:
-    baseline, absolute = L_metric.parse_fit(fit)
+    baseline, absolute = L_design.parse_fit(fit)
     T = mask.shape[0]
     i, j = np.nonzero(mask)
     d = i - j
@@ -79,7 +81,7 @@ def F_REL(d: np.ndarray) -> np.ndarray:
 # ---- exactness ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("absolute", L_metric.ABSOLUTES)
+@pytest.mark.parametrize("absolute", L_design.ABSOLUTES)
 def test_relative_logits_have_zero_leakage_under_saturated_baseline(absolute):
     T = 40
     y = relative_map(T, F_REL)
@@ -96,7 +98,7 @@ def test_log_attention_of_relative_logits_leaks_and_matches_dense():
     a = L_metric.log_attention(y)
     ref = torch.log_softmax(torch.tensor(np.where(np.isnan(y), -np.inf, y)), -1).numpy()
     np.testing.assert_allclose(a[np.isfinite(y)], ref[np.isfinite(y)], rtol=0, atol=1e-14)
-    m = L_metric.pair_mask(T)
+    m = L_design.pair_mask(T)
     for fit in FITS:
         res = L_metric.fit_leakage(a, fit=fit)
         b, f = dense_r2(a, m, fit)
@@ -127,7 +129,7 @@ def test_solver_equals_dense_lstsq(fit):
     sub = stats.stratified_pair_mask(T, 3, seed=2)
     for mask, window in ((None, "all"), (sub, "all"), (None, "late"), (None, "early5")):
         res = L_metric.fit_leakage(maps, fit=fit, mask=mask, window=window)
-        m = L_metric.pair_mask(T, window=window, subsample=sub if mask is not None else None)
+        m = L_design.pair_mask(T, window=window, subsample=sub if mask is not None else None)
         x, f = dense_design(m, fit)
         assert res.k == np.linalg.matrix_rank(f) - np.linalg.matrix_rank(x)
         for n in range(3):
@@ -142,13 +144,13 @@ def test_solver_equals_dense_lstsq(fit):
 
 def test_null_floor_parameter_counts():
     T = 16
-    m = L_metric.pair_mask(T)
+    m = L_design.pair_mask(T)
     n = T * (T + 1) // 2 - 1
     assert m.sum() == n
-    assert L_metric.null_floor(m, "saturated+query") == pytest.approx((T - 2) / (n - 1))
-    assert L_metric.null_floor(m, "saturated+key") == pytest.approx((T - 1) / (n - 1))
-    assert L_metric.null_floor(m, "saturated+both") == pytest.approx((2 * T - 4) / (n - 1))
-    assert L_metric.null_floor(m, "linear+query") == pytest.approx((T - 2) / (n - 1))
+    assert L_design.null_floor(m, "saturated+query") == pytest.approx((T - 2) / (n - 1))
+    assert L_design.null_floor(m, "saturated+key") == pytest.approx((T - 1) / (n - 1))
+    assert L_design.null_floor(m, "saturated+both") == pytest.approx((2 * T - 4) / (n - 1))
+    assert L_design.null_floor(m, "linear+query") == pytest.approx((T - 2) / (n - 1))
 
 
 def test_pure_noise_mean_delta_is_k_over_n_minus_1_not_the_spec_formula():
@@ -175,7 +177,7 @@ def test_exact_permutation_mean_by_enumeration(fit):
     T = 4
     rng = np.random.default_rng(5)
     y = causal(rng.normal(size=(T, T)) + 0.7 * np.arange(T)[None, :])
-    m = L_metric.pair_mask(T)
+    m = L_design.pair_mask(T)
     i, j = np.nonzero(m)
     d = i - j
     groups = [np.flatnonzero(d == s) for s in range(T)]
@@ -248,7 +250,7 @@ def test_observational_split_is_an_exact_identity():
             sp["delta_logit"], L_metric.fit_leakage(s, fit=fit).delta, rtol=1e-10
         )
         # Independent cross term: −2 <P_Δ s, P_Δ ℓ> / SST(a) with dense projectors.
-        m = L_metric.pair_mask(T)
+        m = L_design.pair_mask(T)
         pd = projector_delta(m, fit)
         a = L_metric.log_attention(s)
         for n in range(4):
@@ -263,7 +265,7 @@ def test_decomposition_recovers_planted_shares():
     # both runs, the causal-mask part r2 (orthogonal to r1 in the absolute subspace) only in the
     # causal run. Planted: total 0.10, residual 0.036 -> shares 36 % / 64 % (paper 2's 3B/8B split).
     T = 24
-    m = L_metric.pair_mask(T)
+    m = L_design.pair_mask(T)
     i, j = np.nonzero(m)
     pd = projector_delta(m, "saturated+query")
     f = relative_map(T, F_REL)[m]
@@ -477,7 +479,7 @@ def test_reducer_bidirectional_and_sliding_window():
     sub = stats.stratified_pair_mask(T, 3, seed=0)
     win = np.tril(np.ones((T, T), bool)) & ~np.tril(np.ones((T, T), bool), -4)
     assert int(ds["leak_n_pairs"].sel(layer=0, leak_window="all")) == int(
-        (L_metric.pair_mask(T) & sub & win).sum()
+        (L_design.pair_mask(T) & sub & win).sum()
     )
     ref = L_metric.fit_leakage(L_metric.log_attention(sw), mask=sub & win)
     np.testing.assert_allclose(
@@ -487,15 +489,15 @@ def test_reducer_bidirectional_and_sliding_window():
 
 def test_errors_are_explicit():
     with pytest.raises(ValueError, match="baseline"):
-        L_metric.parse_fit("saturated")
+        L_design.parse_fit("saturated")
     with pytest.raises(ValueError, match="early<K>"):
-        L_metric.query_window("first16", 64)
+        L_design.query_window("first16", 64)
     s = synthetic_scores(2, 1, 8, 0)
     s[1, 0, 5, 2] = float("nan")
     with pytest.raises(ValueError, match="differs between maps"):
         L_metric.fit_leakage(s)
     with pytest.raises(ValueError, match="above the diagonal"):
-        L_metric.build_design(np.ones((4, 4), bool))
+        L_design.build_design(np.ones((4, 4), bool))
 
 
 # ---- stage -----------------------------------------------------------------------------------
@@ -558,7 +560,7 @@ def test_leakage_summary_and_tables():
         / (cc["leak_delta"] - cc["leak_null"]).values.mean()
     )
     assert float(eff) == pytest.approx(expect, rel=1e-12)
-    tabs = L_summary.tables(summ)
+    tabs = L_tables.summary_tables(summ)
     assert set(tabs) >= {
         "leakage_by_model",
         "leakage_by_layer",
@@ -585,7 +587,7 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
     composition), the paired CI of the share differences, and conditions / BOS interventions
     whose runs are missing reported as not run (issue 11: `identity_rope_bidirectional` used
     to be silently dropped)."""
-    from causalpos.paper2 import tables as L_tables
+    from causalpos.paper2.markdown import paper2_markdown
 
     T = 10
     runs = {
@@ -704,7 +706,7 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
     assert set(bos.loc[bos["intervention"] == "zeros", "measure"]) == {"logit"}
     missing = bos[bos["status"] != "measured"]
     assert missing["intervention"].tolist() == ["scrambled_rope+mean+bidirectional"]
-    md = L_tables.paper2_markdown(tabs)
+    md = paper2_markdown(tabs)
     assert "not run: no 'scrambled_rope+bidirectional' run" in md
 
 
@@ -810,7 +812,7 @@ def test_baseline_comparison_depth_trend_and_sink_count_tables():
         ds["sink_attention"] = (("sequence", "layer", "head"), sink)
         stores[v] = ds
     summ = L_summary.leakage_summary(stores, n_boot=300, n_perm=0, seed=0, taus=(0.5,))
-    tabs = L_summary.tables(summ)
+    tabs = L_tables.summary_tables(summ)
 
     c = stores["causal"].sortby("sequence").sel(leak_window="all", leak_target="logit")
     raw = {f: c["leak_delta"].sel(leak_fit=f).values.mean((1, 2)) for f in fits}
@@ -851,7 +853,6 @@ def test_baseline_comparison_depth_trend_and_sink_count_tables():
         assert sk.loc[v, "n_heads"] == 4
 
     # paper2_tables carries the model's positional type and twin from the summary's attrs
-    from causalpos.paper2 import tables as L_tables
 
     summ.attrs.update(positional="swa", init_of="")
     agg = L_tables.paper2_tables({("trained-swa", "d"): summ})
