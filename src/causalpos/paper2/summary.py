@@ -513,8 +513,8 @@ def leakage_summary(
             a CPU run may test the decomposition's two runs only.
 
     Returns:
-        xr.Dataset; ``stat`` = (estimate, lo, hi). See :func:`causalpos.paper2.tables.
-        summary_tables` for the flat views.
+        xr.Dataset; ``stat`` = (estimate, lo, hi); flat views:
+        :func:`causalpos.paper2.tables.summary_tables`.
     """
     ps = PromptSet.from_stores(
         stores,
