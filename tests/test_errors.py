@@ -100,7 +100,7 @@ def test_out_of_memory_in_extraction_says_which_key_to_lower(tmp_path, monkeypat
     def oom(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(hook, "extract_scores", oom)
+    monkeypatch.setattr(hook, "capture_scores", oom)
     with pytest.raises(BatchMemoryError) as info:
         _extract(model_dir, data, tmp_path / "out.zarr", batch_size=2)
     msg = str(info.value)
@@ -111,7 +111,7 @@ def test_out_of_memory_in_extraction_says_which_key_to_lower(tmp_path, monkeypat
     assert info.value.__cause__ is error and not (tmp_path / "out.zarr").exists()
     # any other error passes through untouched
     monkeypatch.setattr(
-        hook, "extract_scores", lambda *a, **k: (_ for _ in ()).throw(KeyError("x"))
+        hook, "capture_scores", lambda *a, **k: (_ for _ in ()).throw(KeyError("x"))
     )
     with pytest.raises(KeyError):
         _extract(model_dir, data, tmp_path / "out.zarr")
