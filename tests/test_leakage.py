@@ -853,7 +853,6 @@ def test_baseline_comparison_depth_trend_and_sink_count_tables():
         assert sk.loc[v, "n_heads"] == 4
 
     # paper2_tables carries the model's positional type and twin from the summary's attrs
-
     summ.attrs.update(positional="swa", init_of="")
     agg = L_tables.paper2_tables({("trained-swa", "d"): summ})
     assert set(agg["depth_trend"]["positional"]) == {"swa"}

@@ -232,7 +232,7 @@ def build_design(mask: np.ndarray, fit: str = "saturated+query") -> Design:
     if np.triu(mask, 1).any():
         raise ValueError(
             "pair mask selects pairs above the diagonal (j > i); leakage is defined on "
-            "causal pairs j <= i only — build the mask with leakage.pair_mask"
+            "causal pairs j <= i only — build the mask with causalpos.paper2.design.pair_mask"
         )
     return _build_design_cached(
         np.ascontiguousarray(mask).tobytes(), mask.shape[0], baseline, absolute
