@@ -239,7 +239,8 @@ def test_the_real_scripts_closures_are_what_the_layout_promises():
     # the expensive stage (extraction, GPU-hours at paper scale) reaches none of the analyses that
     # follow it: editing normalization, summaries, tables, figures or the scorecard re-extracts nothing
     after = {"causalpos.paper1.diagonal", "causalpos.paper2.summary", "causalpos.paper2.tables"}
-    after |= {"causalpos.paper2.markdown", "causalpos.paper2.prompts", "causalpos.paper1.tables"}
+    after |= {"causalpos.paper2.markdown", "causalpos.paper2.prompts", "causalpos.paper2.bos"}
+    after |= {"causalpos.paper1.tables"}
     after |= {"causalpos.scorecard", "causalpos.stages.normalize", "causalpos.paper2.position0"}
     assert closure["extract_scores"] & after == set()
     assert not any(m.startswith("causalpos.figures") for m in closure["extract_scores"])

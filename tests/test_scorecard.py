@@ -695,10 +695,10 @@ def test_table9_scores_the_residual_stream_component_only(tmp_path):
 
 
 def test_table_names_repeated_in_the_scorecard_equal_the_librarys():
-    from causalpos.paper2 import summary, tables
+    from causalpos.paper2 import bos, tables
 
     assert S.TABLE_MEASURED == tables.MEASURED
-    assert S.RESIDUAL_STREAM == summary.RESIDUAL_STREAM
+    assert S.RESIDUAL_STREAM == bos.RESIDUAL_STREAM
 
 
 def test_claim7_position0_rows(tmp_path):

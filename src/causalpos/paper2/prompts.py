@@ -17,6 +17,9 @@ from causalpos import stats
 from causalpos.paper2.design import parse_fit
 from causalpos.paper2.metric import null_corrected
 
+#: The last axis of every summary variable with a CI.
+STAT = ("estimate", "lo", "hi")
+
 
 def _ci(samples: np.ndarray, estimate: np.ndarray, level: float) -> np.ndarray:
     lo, hi = stats.percentile_ci(samples, level)

@@ -11,12 +11,9 @@ import pandas as pd
 import xarray as xr
 
 from causalpos import stats
-from causalpos.paper2.summary import (
-    DEFAULT_CONDITIONS,
-    STAT,
-    bos_measure,
-    bos_replacement,
-)
+from causalpos.paper2.bos import bos_measure, bos_replacement
+from causalpos.paper2.prompts import STAT
+from causalpos.paper2.summary import DEFAULT_CONDITIONS
 
 #: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
 ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
