@@ -41,7 +41,7 @@ from causalpos.capture.hook import capturing
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 from causalpos.io.runlog import keep_freed_memory
 from causalpos.models.forward import variant_inputs
-from causalpos.models.load import DEFAULT_SPECS, load_model, prepare_model
+from causalpos.models.load import DEFAULT_SPECS, build_model_dir, load_model
 from causalpos.models.variants import parse_variant
 
 MODES = ("forward", "capture", "moments", "all")
@@ -173,7 +173,7 @@ def main() -> None:
         spec = dict(DEFAULT_SPECS["smollm2-135m"])
         if args.wheel_dir:
             spec["wheel_dir"] = str(args.wheel_dir)
-        args.model_dir = prepare_model(
+        args.model_dir = build_model_dir(
             "smollm2-135m", spec, Path(tempfile.mkdtemp()) / "smollm2-135m"
         )
     model, _ = load_model(args.model_dir)

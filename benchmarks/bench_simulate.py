@@ -1,4 +1,4 @@
-"""Benchmark of :func:`causalpos.simulate.simulate` at paper scale (100,000 × 50 positions × d = 64, 4 layers).
+"""Benchmark of :func:`causalpos.paper1.simulate.run_simulation` at paper scale (100,000 × 50 positions × d = 64, 4 layers).
 
 Prints the median wall time over ``--repeats`` runs (after one warm-up run unless ``--no-warmup``),
 the CPU time, the peak resident memory of the whole process (``ru_maxrss``: Python, torch and the
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from causalpos.paper1.simulate import DEFAULT_CHUNK, simulate
+    from causalpos.paper1.simulate import DEFAULT_CHUNK, run_simulation
 
     kw = dict(
         alpha=args.alpha,
@@ -78,11 +78,11 @@ def main(argv: list[str] | None = None) -> None:
     rss_imports = _rss_mb()
     load_before = os.getloadavg()
     if not args.no_warmup:
-        simulate(**kw)
+        run_simulation(**kw)
     walls, cpus = [], []
     for r in range(args.repeats):
         t0, c0 = time.perf_counter(), time.process_time()
-        simulate(**kw)
+        run_simulation(**kw)
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         print(

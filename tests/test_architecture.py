@@ -222,6 +222,19 @@ def test_every_rule_runs_the_script_of_its_name_which_calls_one_stage_function()
         assert script.stem in defined, f"{stages[0]} defines no function {script.stem}()"
 
 
+def test_no_public_name_is_defined_in_two_modules():
+    """A stage keeps its rule's name and the science function it calls has its own (e.g. the
+    ``extract_scores`` stage calls ``capture.hook.capture_scores``), so a traceback or a grep
+    names one definition."""
+    where: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(name)
+    twice = {n: mods for n, mods in where.items() if len(mods) > 1}
+    assert not twice, twice
+
+
 #: Rules whose rerun costs minutes on CPU (hours on a GPU at paper scale).
 EXPENSIVE = {
     "prepare_model",
@@ -321,9 +334,14 @@ def test_editing_a_module_changes_exactly_the_fingerprints_of_its_importers(fake
 
 def test_the_real_scripts_closures_are_what_the_layout_promises():
     closure = {p.stem: {_name(f) for f in import_closure(p, PACKAGE)} for p in SCRIPTS.glob("*.py")}
-    # the Markdown digest of paper 2 reaches only the rule that writes it
-    assert {s for s, mods in closure.items() if "causalpos.paper2.tables" in mods} == {
-        "aggregate_leakage"
+    # paper 2's tables and their Markdown digest reach only the rule that writes them
+    for module in ("causalpos.paper2.tables", "causalpos.paper2.markdown"):
+        assert {s for s, mods in closure.items() if module in mods} == {"aggregate_leakage"}
+    # paper 1's tables reach only the rules that write them
+    assert {s for s, mods in closure.items() if "causalpos.paper1.tables" in mods} == {
+        "aggregate_sim_stats",
+        "aggregate_llm_stats",
+        "compare_trained",
     }
     # the leakage metric runs inside extraction (LeakageReducer) and in the summary
     metric = {s for s, mods in closure.items() if "causalpos.paper2.metric" in mods}
@@ -331,6 +349,8 @@ def test_the_real_scripts_closures_are_what_the_layout_promises():
     # the expensive stage (extraction, GPU-hours at paper scale) reaches none of the analyses that
     # follow it: editing normalization, summaries, tables, figures or the scorecard re-extracts nothing
     after = {"causalpos.paper1.diagonal", "causalpos.paper2.summary", "causalpos.paper2.tables"}
+    after |= {"causalpos.paper2.markdown", "causalpos.paper2.prompts", "causalpos.paper2.bos"}
+    after |= {"causalpos.paper1.tables"}
     after |= {"causalpos.scorecard", "causalpos.stages.normalize", "causalpos.paper2.position0"}
     after |= {m for m in MODULES if m.startswith("causalpos.scorecard.")}
     assert closure["extract_scores"] & after == set()

@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import ARCHS, SEQ_LEN, CollectScores, tiny_pair
 
-from causalpos.capture.hook import capturing, extract_scores
+from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 from causalpos.models.forward import bos_replaced_embeddings, variant_inputs
 from causalpos.models.load import disable_rope
@@ -340,7 +340,7 @@ def test_bf16_model_scores_computed_in_float32():
     manual = manual_layer0_scores(model, ids, rope=True)  # bf16 q, k; float32 matmul
     torch.testing.assert_close(col.scores(0), manual, rtol=1e-6, atol=1e-6, equal_nan=True)
     # A bf16 matmul would be off by ~1e-2 at these magnitudes: the test can tell them apart.
-    ds = extract_scores(
+    ds = capture_scores(
         model,
         ids.numpy(),
         variant="causal",
@@ -357,7 +357,7 @@ def test_extract_scores_statistics_match_numpy():
     tokens = _ids(n=7).numpy()
     col = CollectScores()
     labels = group_labels(7, scheme="contiguous", n_groups=3)
-    ds = extract_scores(
+    ds = capture_scores(
         model,
         tokens,
         variant="causal",

@@ -105,7 +105,7 @@ def trained(tmp_path_factory):
     docs = kjv_documents("chapter", books=["Ruth", "Jonah", "Joel"])
     train_texts, heldout_texts = batches.split_documents(docs, ["Jonah"])
     root = tmp_path_factory.mktemp("twin")
-    tokenizer.train_tokenizer(train_texts, 320, root / "tok", seed=0)
+    tokenizer.fit_tokenizer(train_texts, 320, root / "tok", seed=0)
     ids = tokenizer.encode_documents(root / "tok", train_texts)
     held = tokenizer.encode_documents(root / "tok", heldout_texts)
     out = {}
@@ -128,7 +128,7 @@ def trained(tmp_path_factory):
                 seed=3,
             )
         )
-        s = loop.train_model(
+        s = loop.run_training(
             settings,
             tokenizer_dir=root / "tok",
             out_dir=root / f"trained-{variant}",

@@ -11,11 +11,11 @@ from causalpos.data import (
     CorpusError,
     bos_prefix,
     documents_long_enough,
+    draw_sequences,
     kjv_documents,
     load_documents,
     local_document_sizes,
     non_special_ids,
-    sample_sequences,
     special_affixes,
 )
 from causalpos.io.store import open_dataset, write_dataset
@@ -48,7 +48,7 @@ def test_special_affixes(tokenizer_bos, tokenizer_nobos):
 @pytest.mark.parametrize("bos", [True, False])
 def test_first_mode_is_the_first_tokens_of_each_document(bos, tokenizer_bos, tokenizer_nobos):
     tok = tokenizer_bos if bos else tokenizer_nobos
-    ds = sample_sequences(tok, GENESIS, seq_len=64, n_sequences=6, mode="first", seed=0)
+    ds = draw_sequences(tok, GENESIS, seq_len=64, n_sequences=6, mode="first", seed=0)
     docs = load_documents(GENESIS)
     assert ds["tokens"].dtype == np.int64 and ds["tokens"].shape == (6, 64)
     assert ds.attrs["bos"] is bos and ds.attrs["mode"] == "first" and ds.attrs["seq_len"] == 64
@@ -63,7 +63,7 @@ def test_first_mode_is_the_first_tokens_of_each_document(bos, tokenizer_bos, tok
 
 
 def test_chunks_mode_consecutive_chunks_with_prefix(tokenizer_bos):
-    ds = sample_sequences(tokenizer_bos, GENESIS, seq_len=32, n_sequences=40, mode="chunks", seed=1)
+    ds = draw_sequences(tokenizer_bos, GENESIS, seq_len=32, n_sequences=40, mode="chunks", seed=1)
     docs = load_documents(GENESIS)
     for i in range(40):
         d, off = int(ds["document"][i]), int(ds["offset"][i])
@@ -77,16 +77,10 @@ def test_chunks_mode_consecutive_chunks_with_prefix(tokenizer_bos):
 
 
 def test_sampling_is_seeded_and_prefix_stable(tokenizer_nobos):
-    a = sample_sequences(
-        tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5
-    )
-    b = sample_sequences(
-        tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5
-    )
-    c = sample_sequences(
-        tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=6
-    )
-    more = sample_sequences(
+    a = draw_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5)
+    b = draw_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=5)
+    c = draw_sequences(tokenizer_nobos, GENESIS, seq_len=16, n_sequences=10, mode="chunks", seed=6)
+    more = draw_sequences(
         tokenizer_nobos, GENESIS, seq_len=16, n_sequences=25, mode="chunks", seed=5
     )
     assert (a["tokens"].values == b["tokens"].values).all()
@@ -97,7 +91,7 @@ def test_sampling_is_seeded_and_prefix_stable(tokenizer_nobos):
 
 
 def test_random_tokens_keep_bos_and_avoid_specials(tokenizer_bos):
-    ds = sample_sequences(
+    ds = draw_sequences(
         tokenizer_bos, {"type": "random_tokens"}, seq_len=50, n_sequences=40, mode="chunks", seed=0
     )
     t = ds["tokens"].values
@@ -114,8 +108,8 @@ def test_random_tokens_keep_bos_and_avoid_specials(tokenizer_bos):
 def test_prepend_bos_fixes_position_0_and_is_recorded(corpus, tokenizer_nobos, tokenizer_bos):
     """SmolLM2-style: the tokenizer defines a BOS (``<s>``, id 1) but never adds it."""
     kw = dict(seq_len=32, n_sequences=12, mode="chunks", seed=3)
-    plain = sample_sequences(tokenizer_nobos, corpus, **kw)
-    fixed = sample_sequences(tokenizer_nobos, corpus, prepend_bos=True, **kw)
+    plain = draw_sequences(tokenizer_nobos, corpus, **kw)
+    fixed = draw_sequences(tokenizer_nobos, corpus, prepend_bos=True, **kw)
     t = fixed["tokens"].values
     assert t.shape == (12, 32) and (t[:, 0] == 1).all()  # the BOS at position 0 of every sequence
     assert plain.attrs["bos"] is False and plain.attrs["prefix_ids"] == []
@@ -133,14 +127,14 @@ def test_prepend_bos_fixes_position_0_and_is_recorded(corpus, tokenizer_nobos, t
             body = tokenizer_nobos(docs[d].text, add_special_tokens=False).input_ids
             assert t[i].tolist() == [1] + body[off : off + 31]
         # a tokenizer that adds its BOS itself gets no second one: same sequences as without
-        llama = sample_sequences(tokenizer_bos, corpus, prepend_bos=True, **kw)
-        base = sample_sequences(tokenizer_bos, corpus, **kw)
+        llama = draw_sequences(tokenizer_bos, corpus, prepend_bos=True, **kw)
+        base = draw_sequences(tokenizer_bos, corpus, **kw)
         assert (llama["tokens"].values == base["tokens"].values).all()
         assert llama.attrs["prefix_ids"] == [1] and llama.attrs["bos_added"] is False
         assert llama.attrs["bos"] is True and base.attrs["bos"] is True
     # a named token or an id: that token at position 0
-    eos = sample_sequences(tokenizer_nobos, corpus, prepend_bos="</s>", **kw)
-    by_id = sample_sequences(tokenizer_nobos, corpus, prepend_bos=2, **kw)
+    eos = draw_sequences(tokenizer_nobos, corpus, prepend_bos="</s>", **kw)
+    by_id = draw_sequences(tokenizer_nobos, corpus, prepend_bos=2, **kw)
     assert (eos["tokens"].values[:, 0] == 2).all() and eos.attrs["bos_id"] == 2
     assert (eos["tokens"].values == by_id["tokens"].values).all()
     assert json.loads(eos.attrs["prepend_bos"]) == "</s>"
@@ -156,11 +150,11 @@ def test_prepend_bos_errors_name_the_dataset_key(tokenizer_nobos):
     with pytest.raises(
         CorpusError, match=r"datasets\.wiki\.prepend_bos: true, but tokenizer .* defines no BOS"
     ):
-        sample_sequences(no_bos, GENESIS, prepend_bos=True, **kw)
+        draw_sequences(no_bos, GENESIS, prepend_bos=True, **kw)
     with pytest.raises(CorpusError, match=r"datasets\.wiki\.prepend_bos: token '<bos>' is not in"):
-        sample_sequences(tokenizer_nobos, GENESIS, prepend_bos="<bos>", **kw)
+        draw_sequences(tokenizer_nobos, GENESIS, prepend_bos="<bos>", **kw)
     with pytest.raises(CorpusError, match=r"datasets\.wiki\.prepend_bos: id 400 outside"):
-        sample_sequences(tokenizer_nobos, GENESIS, prepend_bos=400, **kw)
+        draw_sequences(tokenizer_nobos, GENESIS, prepend_bos=400, **kw)
     # off: the prefix is the tokenizer's own, with or without a BOS defined
     assert bos_prefix(no_bos, [], False) == ([], None, False)
     assert bos_prefix(tokenizer_nobos, [], 0) == ([0], 0, True)  # id 0 is not "off"
@@ -168,9 +162,7 @@ def test_prepend_bos_errors_name_the_dataset_key(tokenizer_nobos):
 
 def test_stratified_chunks_balance_sources(tokenizer_nobos):
     corpus = {"type": "kjv", "unit": "chapter", "books": ["Genesis", "Ruth"], "stratify": True}
-    ds = sample_sequences(
-        tokenizer_nobos, corpus, seq_len=64, n_sequences=20, mode="chunks", seed=0
-    )
+    ds = draw_sequences(tokenizer_nobos, corpus, seq_len=64, n_sequences=20, mode="chunks", seed=0)
     src = ds["source"].values.tolist()
     assert src.count("Genesis") == src.count("Ruth") == 10
 
@@ -184,7 +176,7 @@ def test_text_and_jsonl_corpora(tmp_path, tokenizer_nobos):
     assert len(split) == 40 and split[0].text == "In the beginning was the word."
     lines = [json.dumps({"text": "Let there be light. " * 30, "book": f"b{i}"}) for i in range(5)]
     (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
-    ds = sample_sequences(
+    ds = draw_sequences(
         tokenizer_nobos,
         {"type": "jsonl", "path": str(tmp_path / "c.jsonl"), "source_field": "book"},
         seq_len=20,
@@ -198,7 +190,7 @@ def test_text_and_jsonl_corpora(tmp_path, tokenizer_nobos):
 def test_padding_is_refused(tmp_path, tokenizer_nobos):
     (tmp_path / "p.txt").write_text("And God said <pad> let there be light. " * 20)
     with pytest.raises(CorpusError, match="padding token id 3"):
-        sample_sequences(
+        draw_sequences(
             tokenizer_nobos,
             {"type": "text", "path": str(tmp_path / "p.txt")},
             seq_len=30,
@@ -210,11 +202,9 @@ def test_padding_is_refused(tmp_path, tokenizer_nobos):
 
 def test_errors_say_what_to_do(tokenizer_nobos):
     with pytest.raises(CorpusError, match="fewer than n_sequences.*chunks"):
-        sample_sequences(
-            tokenizer_nobos, GENESIS, seq_len=5000, n_sequences=2, mode="first", seed=0
-        )
+        draw_sequences(tokenizer_nobos, GENESIS, seq_len=5000, n_sequences=2, mode="first", seed=0)
     with pytest.raises(CorpusError, match="unknown key.*'bookz'"):
-        sample_sequences(
+        draw_sequences(
             tokenizer_nobos,
             {"type": "kjv", "bookz": []},
             seq_len=8,
@@ -223,12 +213,12 @@ def test_errors_say_what_to_do(tokenizer_nobos):
             seed=0,
         )
     with pytest.raises(CorpusError, match="allowed"):
-        sample_sequences(
+        draw_sequences(
             tokenizer_nobos, {"type": "wiki"}, seq_len=8, n_sequences=1, mode="first", seed=0
         )
     # The dataset hub is never touched unless a corpus names a dataset; unreachable -> offline hint.
     with pytest.raises(CorpusError, match=r"HuggingFaceFW/fineweb-edu.*type: kjv"):
-        sample_sequences(
+        draw_sequences(
             tokenizer_nobos,
             {"type": "hf", "dataset": "HuggingFaceFW/fineweb-edu"},
             seq_len=8,
@@ -239,7 +229,7 @@ def test_errors_say_what_to_do(tokenizer_nobos):
 
 
 def test_sequences_roundtrip_through_store(tmp_path, tokenizer_bos):
-    ds = sample_sequences(tokenizer_bos, GENESIS, seq_len=16, n_sequences=4, mode="chunks", seed=0)
+    ds = draw_sequences(tokenizer_bos, GENESIS, seq_len=16, n_sequences=4, mode="chunks", seed=0)
     write_dataset(ds, tmp_path / "d.zarr")
     back = open_dataset(tmp_path / "d.zarr")
     assert (back["tokens"].values == ds["tokens"].values).all() and back["tokens"].dtype == np.int64
@@ -274,9 +264,9 @@ def test_first_mode_draws_the_same_documents_for_every_tokenizer(tokenizer_bos, 
     lengths = sorted(len(x) for x in tokenizer_nobos(texts, add_special_tokens=False).input_ids)
     seq_len = lengths[len(lengths) // 2] + 1  # the median chapter fits the BOS tokenizer only
     kw = dict(seq_len=seq_len, n_sequences=10, mode="first", seed=3)
-    alone = sample_sequences(tokenizer_bos, GENESIS, **kw)
-    a = sample_sequences(tokenizer_bos, GENESIS, also_for=[tokenizer_nobos], **kw)
-    b = sample_sequences(tokenizer_nobos, GENESIS, also_for=[tokenizer_bos], **kw)
+    alone = draw_sequences(tokenizer_bos, GENESIS, **kw)
+    a = draw_sequences(tokenizer_bos, GENESIS, also_for=[tokenizer_nobos], **kw)
+    b = draw_sequences(tokenizer_nobos, GENESIS, also_for=[tokenizer_bos], **kw)
     assert alone.attrs["n_candidates"] > a.attrs["n_candidates"] == b.attrs["n_candidates"]
     assert a["document"].values.tolist() == b["document"].values.tolist()
     assert a.attrs["documents_also_for"] and "documents_also_for" not in alone.attrs

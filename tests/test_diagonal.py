@@ -8,7 +8,7 @@ import xarray as xr
 from scipy.linalg import toeplitz
 
 from causalpos.paper1 import diagonal as D
-from causalpos.stages.stats import simulation_index_table
+from causalpos.paper1.tables import simulation_index_table
 
 
 def naive_normalize(m: np.ndarray) -> np.ndarray:
@@ -184,12 +184,12 @@ def test_bad_shapes_raise():
 
 
 def test_simulation_index_table_rows_match_index_ci():
-    from causalpos.paper1.simulate import simulate
+    from causalpos.paper1.simulate import run_simulation
 
     kw = dict(
         alpha=0.0, rope=True, n_samples=512, seq_len=8, dim=16, n_layers=2, seed=0, n_groups=8
     )
-    stores = {"causal": simulate(**kw), "bidir": simulate(**kw, causal=False)}
+    stores = {"causal": run_simulation(**kw), "bidir": run_simulation(**kw, causal=False)}
     tab = simulation_index_table(stores, confidence=0.9, n_boot=200, seed=3)
     assert list(zip(tab["setting"], tab["layer"])) == [
         ("causal", 1),

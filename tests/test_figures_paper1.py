@@ -10,22 +10,22 @@ import pytest
 from causalpos.figures import paper1 as F
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import non_relativeness_index
-from causalpos.paper1.simulate import simulate
+from causalpos.paper1.simulate import run_simulation
 
 
 @pytest.fixture(scope="module")
 def stores():
     kw = dict(n_samples=512, seq_len=12, dim=16, n_layers=3, seed=0, n_groups=8)
     return {
-        "l2": simulate(alpha=0.0, **kw),
-        "ln": simulate(alpha=0.2, norm="layernorm", scaling="sqrt_d", **kw),
-        "rope_bidir": simulate(alpha=0.0, rope=True, causal=False, **kw),
+        "l2": run_simulation(alpha=0.0, **kw),
+        "ln": run_simulation(alpha=0.2, norm="layernorm", scaling="sqrt_d", **kw),
+        "rope_bidir": run_simulation(alpha=0.0, rope=True, causal=False, **kw),
     }
 
 
 def test_fig1_annotates_the_closed_form(tmp_path):
     paths = [tmp_path / "fig1.png", tmp_path / "fig1.pdf"]
-    got = F.plot_fig1(paths)
+    got = F.draw_fig1(paths)
     assert all(p.stat().st_size > 10_000 for p in paths)
     np.testing.assert_array_equal(got["layer2_n3"], T.layer2_matrix(3, 0.0), strict=True)
     # row-major over the lower triangle: (1,1) (2,1) (2,2) (3,1) (3,2) (3,3)
@@ -37,7 +37,7 @@ def test_fig1_annotates_the_closed_form(tmp_path):
 
 def test_simulation_figure_limits_and_rows(tmp_path, stores):
     paths = [tmp_path / "sim.png"]
-    got = F.plot_simulation(
+    got = F.draw_simulation(
         [stores["l2"], stores["ln"], stores["rope_bidir"]],
         ["l2", "ln", "rope"],
         paths,
@@ -97,6 +97,6 @@ def test_setting_description_names_everything():
 
 def test_simulation_figure_rejects_mismatched_labels(tmp_path, stores):
     with pytest.raises(ValueError, match="one label per store"):
-        F.plot_simulation(
+        F.draw_simulation(
             [stores["l2"]], ["a", "b"], [tmp_path / "x.png"], normalized_row=False, title="t"
         )

@@ -66,7 +66,7 @@ def test_position0_stream_is_bitwise_identical_across_prompts_on_cuda():
 def test_auto_batch_fits_the_budget_it_computed():
     """Every reducer on: the extraction's peak (reducer state, chunked float64 temporaries,
     activations, scores) stays within the memory fraction ``batch_size: auto`` was given."""
-    from causalpos.capture.hook import extract_scores
+    from causalpos.capture.hook import capture_scores
     from causalpos.models.device import auto_batch_size
     from causalpos.stages.extract import build_reducers, reducer_memory
 
@@ -83,7 +83,7 @@ def test_auto_batch_fits_the_budget_it_computed():
     assert estimate["memory"].startswith("cuda") and batch >= 1
     ids = np.random.default_rng(0).integers(3, model.config.vocab_size, (batch, seq_len))
     torch.cuda.reset_peak_memory_stats()
-    extract_scores(
+    capture_scores(
         model,
         ids,
         variant="causal",

@@ -116,7 +116,7 @@ def test_recomputed_layer1_equals_hidden_states_1(which, tokens):
     x1 = G.trace_layer1(model, hs[0]).x1
     scale = float(hs[1].abs().max())
     assert float((x1 - hs[1]).abs().max()) <= 1e-6 * scale  # float32 summation-order noise only
-    ds = G.gram_panels(model, tokens, batch_size=4)
+    ds = G.compute_gram_panels(model, tokens, batch_size=4)
     assert ds.attrs["x1_max_rel_error"] <= 1e-6
 
 
@@ -124,7 +124,7 @@ def test_recompute_check_catches_a_layer_it_does_not_know(tokens):
     model = _model("nope")
     model.model.layers[0].mlp.register_forward_hook(lambda mod, args, out: 2 * out)
     with pytest.raises(AssertionError, match="hidden_states\\[1\\]"):
-        G.gram_panels(model, tokens)
+        G.compute_gram_panels(model, tokens)
 
 
 def test_swa_recompute_needs_the_window(tokens):
@@ -140,7 +140,7 @@ def test_swa_recompute_needs_the_window(tokens):
 @torch.no_grad()
 def test_panel_identities_nope(tokens):
     model = _model("nope")
-    ds = G.gram_panels(model, tokens, batch_size=3)
+    ds = G.compute_gram_panels(model, tokens, batch_size=3)
     hs = _hidden(model, tokens)
     layer0, layer1 = model.model.layers[0], model.model.layers[1]
     with torch.no_grad():
@@ -181,7 +181,7 @@ def test_panel_identities_nope(tokens):
 def test_score_panels_match_the_models_own_attention_call(tokens):
     """RoPE + GQA: panels (b), (i) equal the head-mean of the scores the model itself computes."""
     model = _model("rope")
-    ds = G.gram_panels(model, tokens)
+    ds = G.compute_gram_panels(model, tokens)
     captured = _capture_scores(model, tokens)
     low = ~_lower_nan(SEQ)
     for panel, layer in (("b", 0), ("i", 1)):
@@ -224,7 +224,7 @@ def test_fig8_scores_match_capture_and_panels(tokens):
                 and np.isfinite(f["score"].values[0, 20, 13:21]).all()
             )
         else:
-            p = G.gram_panels(model, tokens)
+            p = G.compute_gram_panels(model, tokens)
             np.testing.assert_allclose(
                 p["gram"].sel(panel="b").values, f["score"].values[0], rtol=1e-6, equal_nan=True
             )
@@ -262,11 +262,11 @@ def test_gram_stage_reads_a_configured_datasets_store_like_it_samples_one(tmp_pa
     the panels of the same draw made inside the job (the held-out path)."""
     import xarray as xr
 
-    from causalpos.models.load import prepare_model
+    from causalpos.models.load import build_model_dir
     from causalpos.stages.data import sample_sequences
     from causalpos.stages.gram import gram_panels
 
-    model_dir = prepare_model(
+    model_dir = build_model_dir(
         "tiny",
         {"source": "random_init", "architecture": "llama", "tokenizer": str(tokenizer_dir)},
         tmp_path / "models" / "tiny",

@@ -11,19 +11,21 @@ import scipy.stats
 import torch
 
 from causalpos import stats
+from causalpos.paper2 import design as L_design
 from causalpos.paper2 import metric as L_metric
 from causalpos.paper2 import permutation as L_permutation
 from causalpos.paper2 import reducers as L_reducers
 from causalpos.paper2 import summary as L_summary
+from causalpos.paper2 import tables as L_tables
 
-FITS = [f"{b}+{a}" for b in L_metric.BASELINES for a in L_metric.ABSOLUTES]
+FITS = [f"{b}+{a}" for b in L_design.BASELINES for a in L_design.ABSOLUTES]
 
 
 # ---- independent reference: dense design matrices and numpy.linalg.lstsq ----------------------
 
 
 def dense_design(mask: np.ndarray, fit: str) -> tuple[np.ndarray, np.ndarray]:
-    baseline, absolute = L_metric.parse_fit(fit)
+    baseline, absolute = L_design.parse_fit(fit)
     T = mask.shape[0]
     i, j = np.nonzero(mask)
     d = i - j
@@ -79,14 +81,14 @@ def F_REL(d: np.ndarray) -> np.ndarray:
 # ---- exactness ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("absolute", L_metric.ABSOLUTES)
+@pytest.mark.parametrize("absolute", L_design.ABSOLUTES)
 def test_relative_logits_have_zero_leakage_under_saturated_baseline(absolute):
     T = 40
     y = relative_map(T, F_REL)
-    res = L_metric.leakage(y, fit=f"saturated+{absolute}")
+    res = L_metric.fit_leakage(y, fit=f"saturated+{absolute}")
     assert abs(float(res.delta)) <= 1e-10
     sub = stats.stratified_pair_mask(T, 7, seed=3)
-    assert abs(float(L_metric.leakage(y, fit=f"saturated+{absolute}", mask=sub).delta)) <= 1e-10
+    assert abs(float(L_metric.fit_leakage(y, fit=f"saturated+{absolute}", mask=sub).delta)) <= 1e-10
 
 
 def test_log_attention_of_relative_logits_leaks_and_matches_dense():
@@ -96,14 +98,14 @@ def test_log_attention_of_relative_logits_leaks_and_matches_dense():
     a = L_metric.log_attention(y)
     ref = torch.log_softmax(torch.tensor(np.where(np.isnan(y), -np.inf, y)), -1).numpy()
     np.testing.assert_allclose(a[np.isfinite(y)], ref[np.isfinite(y)], rtol=0, atol=1e-14)
-    m = L_metric.pair_mask(T)
+    m = L_design.pair_mask(T)
     for fit in FITS:
-        res = L_metric.leakage(a, fit=fit)
+        res = L_metric.fit_leakage(a, fit=fit)
         b, f = dense_r2(a, m, fit)
         assert float(res.delta) == pytest.approx(f - b, abs=1e-10)
     # a = f(i−j) − log Z_i lies exactly in F = offsets + query effects: R²(F) = 1 and all the
     # variance the offsets miss is leakage, well above the within-offset permutation mean.
-    res = L_metric.leakage(a)
+    res = L_metric.fit_leakage(a)
     assert float(res.r2_full) == pytest.approx(1.0, abs=1e-12)
     assert float(res.delta) == pytest.approx(1.0 - float(res.r2_base), abs=1e-12)
     assert float(res.delta) > 5 * float(res.null_mean) > 0
@@ -113,8 +115,8 @@ def test_linear_baseline_shows_spurious_leakage_under_nonuniform_sampling():
     T = 64
     y = relative_map(T, F_REL)
     sub = stats.stratified_pair_mask(T, 6, seed=0)  # equal pairs per offset: non-uniform over pairs
-    lin = float(L_metric.leakage(y, fit="linear+query", mask=sub).delta)
-    sat = float(L_metric.leakage(y, fit="saturated+query", mask=sub).delta)
+    lin = float(L_metric.fit_leakage(y, fit="linear+query", mask=sub).delta)
+    sat = float(L_metric.fit_leakage(y, fit="saturated+query", mask=sub).delta)
     assert abs(sat) <= 1e-10
     assert lin > 0.01  # "a few hundredths" (paper2.md §7)
 
@@ -126,8 +128,8 @@ def test_solver_equals_dense_lstsq(fit):
     maps = causal(rng.normal(size=(3, T, T)) + np.arange(T)[:, None] * 0.3)
     sub = stats.stratified_pair_mask(T, 3, seed=2)
     for mask, window in ((None, "all"), (sub, "all"), (None, "late"), (None, "early5")):
-        res = L_metric.leakage(maps, fit=fit, mask=mask, window=window)
-        m = L_metric.pair_mask(T, window=window, subsample=sub if mask is not None else None)
+        res = L_metric.fit_leakage(maps, fit=fit, mask=mask, window=window)
+        m = L_design.pair_mask(T, window=window, subsample=sub if mask is not None else None)
         x, f = dense_design(m, fit)
         assert res.k == np.linalg.matrix_rank(f) - np.linalg.matrix_rank(x)
         for n in range(3):
@@ -142,20 +144,20 @@ def test_solver_equals_dense_lstsq(fit):
 
 def test_null_floor_parameter_counts():
     T = 16
-    m = L_metric.pair_mask(T)
+    m = L_design.pair_mask(T)
     n = T * (T + 1) // 2 - 1
     assert m.sum() == n
-    assert L_metric.null_floor(m, "saturated+query") == pytest.approx((T - 2) / (n - 1))
-    assert L_metric.null_floor(m, "saturated+key") == pytest.approx((T - 1) / (n - 1))
-    assert L_metric.null_floor(m, "saturated+both") == pytest.approx((2 * T - 4) / (n - 1))
-    assert L_metric.null_floor(m, "linear+query") == pytest.approx((T - 2) / (n - 1))
+    assert L_design.null_floor(m, "saturated+query") == pytest.approx((T - 2) / (n - 1))
+    assert L_design.null_floor(m, "saturated+key") == pytest.approx((T - 1) / (n - 1))
+    assert L_design.null_floor(m, "saturated+both") == pytest.approx((2 * T - 4) / (n - 1))
+    assert L_design.null_floor(m, "linear+query") == pytest.approx((T - 2) / (n - 1))
 
 
 def test_pure_noise_mean_delta_is_k_over_n_minus_1_not_the_spec_formula():
     T, reps = 16, 4000
     n = T * (T + 1) // 2 - 1
     rng = np.random.default_rng(0)
-    res = L_metric.leakage(causal(rng.normal(size=(reps, T, T))))
+    res = L_metric.fit_leakage(causal(rng.normal(size=(reps, T, T))))
     exact = (T - 2) / (n - 1)  # Beta(k/2, (N−1−k)/2) mean, k = T − 2
     spec = (T - 1) / (n - 2 * T + 1)  # paper2.md §2's approximation
     se = res.delta.std() / np.sqrt(reps)
@@ -175,7 +177,7 @@ def test_exact_permutation_mean_by_enumeration(fit):
     T = 4
     rng = np.random.default_rng(5)
     y = causal(rng.normal(size=(T, T)) + 0.7 * np.arange(T)[None, :])
-    m = L_metric.pair_mask(T)
+    m = L_design.pair_mask(T)
     i, j = np.nonzero(m)
     d = i - j
     groups = [np.flatnonzero(d == s) for s in range(T)]
@@ -189,7 +191,7 @@ def test_exact_permutation_mean_by_enumeration(fit):
         yp = yy[list(sigma)]
         dss.append(yp @ pd @ yp)
     assert len(dss) == 72
-    res = L_metric.leakage(y, fit=fit)
+    res = L_metric.fit_leakage(y, fit=fit)
     assert float(res.null_mean * res.sst) == pytest.approx(np.mean(dss), abs=1e-10)
 
 
@@ -198,7 +200,7 @@ def test_permutation_test_monte_carlo():
     rng = np.random.default_rng(7)
     noise = causal(rng.normal(size=(maps, T, T)))
     res = L_permutation.permutation_test(noise, n_perm=R, seed=1)
-    fit = L_metric.leakage(noise)
+    fit = L_metric.fit_leakage(noise)
     np.testing.assert_allclose(res.observed, fit.delta, rtol=1e-10)
     # MC mean of the null agrees with the exact permutation mean (per map, averaged over maps).
     assert res.null_mean.mean() == pytest.approx(fit.null_mean.mean(), rel=0.01)
@@ -218,7 +220,7 @@ def test_permutation_test_other_fits_match_exact_null(fit):
     rng = np.random.default_rng(3)
     y = causal(rng.normal(size=(40, T, T)) + 0.5 * np.arange(T)[None, None, :])
     res = L_permutation.permutation_test(y, fit=fit, n_perm=1500, seed=0)
-    fitres = L_metric.leakage(y, fit=fit)
+    fitres = L_metric.fit_leakage(y, fit=fit)
     np.testing.assert_allclose(res.observed, fitres.delta, rtol=1e-10)
     assert res.null_mean.mean() == pytest.approx(fitres.null_mean.mean(), rel=0.02)
 
@@ -240,13 +242,15 @@ def test_observational_split_is_an_exact_identity():
             sp["logit"] + sp["logz"] + sp["cross"], sp["logattn"], rtol=1e-10, atol=1e-14
         )
         np.testing.assert_allclose(
-            sp["logattn"], L_metric.leakage(L_metric.log_attention(s), fit=fit).delta, rtol=1e-10
+            sp["logattn"],
+            L_metric.fit_leakage(L_metric.log_attention(s), fit=fit).delta,
+            rtol=1e-10,
         )
         np.testing.assert_allclose(
-            sp["delta_logit"], L_metric.leakage(s, fit=fit).delta, rtol=1e-10
+            sp["delta_logit"], L_metric.fit_leakage(s, fit=fit).delta, rtol=1e-10
         )
         # Independent cross term: −2 <P_Δ s, P_Δ ℓ> / SST(a) with dense projectors.
-        m = L_metric.pair_mask(T)
+        m = L_design.pair_mask(T)
         pd = projector_delta(m, fit)
         a = L_metric.log_attention(s)
         for n in range(4):
@@ -261,7 +265,7 @@ def test_decomposition_recovers_planted_shares():
     # both runs, the causal-mask part r2 (orthogonal to r1 in the absolute subspace) only in the
     # causal run. Planted: total 0.10, residual 0.036 -> shares 36 % / 64 % (paper 2's 3B/8B split).
     T = 24
-    m = L_metric.pair_mask(T)
+    m = L_design.pair_mask(T)
     i, j = np.nonzero(m)
     pd = projector_delta(m, "saturated+query")
     f = relative_map(T, F_REL)[m]
@@ -283,7 +287,7 @@ def test_decomposition_recovers_planted_shares():
 
     y_b = as_map(f + np.sqrt(a2) * r1)
     y_c = as_map(f + np.sqrt(a2) * r1 + np.sqrt(b2) * r2)
-    dec = L_metric.decompose(L_metric.leakage(y_c).delta, L_metric.leakage(y_b).delta)
+    dec = L_metric.decompose(L_metric.fit_leakage(y_c).delta, L_metric.fit_leakage(y_b).delta)
     assert float(dec["total"]) == pytest.approx(rho_tot, abs=1e-10)
     assert float(dec["residual"]) == pytest.approx(rho_res, abs=1e-10)
     assert float(dec["share_residual"]) == pytest.approx(0.36, abs=1e-9)
@@ -369,7 +373,7 @@ def test_reducer_equals_pure_functions():
                 for fit in REDUCER_KW["fits"]:
                     sel = dict(sequence=ids, layer=layer, leak_window=w, leak_fit=fit)
                     for target, y in (("logit", s), ("logattn", a)):
-                        ref = L_metric.leakage(y, fit=fit, window=w)
+                        ref = L_metric.fit_leakage(y, fit=fit, window=w)
                         got = ds.sel(**sel, leak_target=target)
                         np.testing.assert_allclose(
                             got["leak_delta"].values, ref.delta, rtol=1e-12, atol=1e-15
@@ -463,7 +467,7 @@ def test_reducer_bidirectional_and_sliding_window():
     ds = red.result()
     # Bidirectional: Z over all T keys, measured on the lower triangle.
     a = s.double() - torch.logsumexp(s.double(), -1, keepdim=True)
-    ref = L_metric.leakage(causal(a.numpy()))
+    ref = L_metric.fit_leakage(causal(a.numpy()))
     np.testing.assert_allclose(
         ds["leak_delta"].sel(leak_target="logattn").values[:, 0, :, 0, 0], ref.delta, rtol=1e-12
     )
@@ -475,9 +479,9 @@ def test_reducer_bidirectional_and_sliding_window():
     sub = stats.stratified_pair_mask(T, 3, seed=0)
     win = np.tril(np.ones((T, T), bool)) & ~np.tril(np.ones((T, T), bool), -4)
     assert int(ds["leak_n_pairs"].sel(layer=0, leak_window="all")) == int(
-        (L_metric.pair_mask(T) & sub & win).sum()
+        (L_design.pair_mask(T) & sub & win).sum()
     )
-    ref = L_metric.leakage(L_metric.log_attention(sw), mask=sub & win)
+    ref = L_metric.fit_leakage(L_metric.log_attention(sw), mask=sub & win)
     np.testing.assert_allclose(
         ds["leak_delta"].sel(leak_target="logattn").values[:, 0, :, 0, 0], ref.delta, rtol=1e-12
     )
@@ -485,15 +489,15 @@ def test_reducer_bidirectional_and_sliding_window():
 
 def test_errors_are_explicit():
     with pytest.raises(ValueError, match="baseline"):
-        L_metric.parse_fit("saturated")
+        L_design.parse_fit("saturated")
     with pytest.raises(ValueError, match="early<K>"):
-        L_metric.query_window("first16", 64)
+        L_design.query_window("first16", 64)
     s = synthetic_scores(2, 1, 8, 0)
     s[1, 0, 5, 2] = float("nan")
     with pytest.raises(ValueError, match="differs between maps"):
-        L_metric.leakage(s)
+        L_metric.fit_leakage(s)
     with pytest.raises(ValueError, match="above the diagonal"):
-        L_metric.build_design(np.ones((4, 4), bool))
+        L_design.build_design(np.ones((4, 4), bool))
 
 
 # ---- stage -----------------------------------------------------------------------------------
@@ -556,7 +560,7 @@ def test_leakage_summary_and_tables():
         / (cc["leak_delta"] - cc["leak_null"]).values.mean()
     )
     assert float(eff) == pytest.approx(expect, rel=1e-12)
-    tabs = L_summary.tables(summ)
+    tabs = L_tables.summary_tables(summ)
     assert set(tabs) >= {
         "leakage_by_model",
         "leakage_by_layer",
@@ -583,7 +587,7 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
     composition), the paired CI of the share differences, and conditions / BOS interventions
     whose runs are missing reported as not run (issue 11: `identity_rope_bidirectional` used
     to be silently dropped)."""
-    from causalpos.paper2 import tables as L_tables
+    from causalpos.paper2.markdown import paper2_markdown
 
     T = 10
     runs = {
@@ -702,12 +706,12 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
     assert set(bos.loc[bos["intervention"] == "zeros", "measure"]) == {"logit"}
     missing = bos[bos["status"] != "measured"]
     assert missing["intervention"].tolist() == ["scrambled_rope+mean+bidirectional"]
-    md = L_tables.paper2_markdown(tabs)
+    md = paper2_markdown(tabs)
     assert "not run: no 'scrambled_rope+bidirectional' run" in md
 
 
 def test_reducers_inside_capture_match_eager_attention():
-    # End to end through capture.extract_scores on a random-init tiny Llama; reference: the
+    # End to end through capture.capture_scores on a random-init tiny Llama; reference: the
     # model's own eager attention probabilities (float32), an independent path to log A_ij.
     import copy
 
@@ -733,7 +737,7 @@ def test_reducers_inside_capture_match_eager_attention():
     tok[:, 0] = 1
     tri = np.tril(np.ones((16, 16), dtype=bool))
     for variant in ("causal", "bidirectional"):
-        ds = capture.extract_scores(
+        ds = capture.capture_scores(
             model,
             tok,
             variant=variant,
@@ -752,7 +756,7 @@ def test_reducers_inside_capture_match_eager_attention():
         with torch.no_grad():
             att = eager(torch.tensor(tok), output_attentions=True).attentions
         for layer, a in enumerate(att):
-            ref = L_metric.leakage(np.where(tri, torch.log(a.double()).numpy(), np.nan))
+            ref = L_metric.fit_leakage(np.where(tri, torch.log(a.double()).numpy(), np.nan))
             got = (
                 ds["leak_delta"]
                 .sel(
@@ -808,7 +812,7 @@ def test_baseline_comparison_depth_trend_and_sink_count_tables():
         ds["sink_attention"] = (("sequence", "layer", "head"), sink)
         stores[v] = ds
     summ = L_summary.leakage_summary(stores, n_boot=300, n_perm=0, seed=0, taus=(0.5,))
-    tabs = L_summary.tables(summ)
+    tabs = L_tables.summary_tables(summ)
 
     c = stores["causal"].sortby("sequence").sel(leak_window="all", leak_target="logit")
     raw = {f: c["leak_delta"].sel(leak_fit=f).values.mean((1, 2)) for f in fits}
@@ -849,8 +853,6 @@ def test_baseline_comparison_depth_trend_and_sink_count_tables():
         assert sk.loc[v, "n_heads"] == 4
 
     # paper2_tables carries the model's positional type and twin from the summary's attrs
-    from causalpos.paper2 import tables as L_tables
-
     summ.attrs.update(positional="swa", init_of="")
     agg = L_tables.paper2_tables({("trained-swa", "d"): summ})
     assert set(agg["depth_trend"]["positional"]) == {"swa"}

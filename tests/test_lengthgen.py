@@ -44,7 +44,7 @@ def test_per_token_nll_matches_transformers_loss_and_a_direct_log_softmax(tokens
 
 def test_loss_by_position_and_length_generalization(tokens):
     models = {"rope": _model("rope"), "nope": _model("nope"), "swa": _model("swa")}
-    ds = L.length_generalization(
+    ds = L.measure_length_generalization(
         models, tokens, train_context=20, n_bootstrap=2000, seed=3, batch_size=7
     )
     assert list(ds["variant"].values) == ["rope", "nope", "swa"]

@@ -9,14 +9,14 @@ import pytest
 import torch
 from conftest import ARCHS, CollectScores
 
-from causalpos.capture.hook import capturing, extract_scores
+from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import ScoreMoments
-from causalpos.data import sample_sequences
+from causalpos.data import draw_sequences
 from causalpos.models.load import (
     SOURCE_FILE,
     ModelSpecError,
+    build_model_dir,
     load_model,
-    prepare_model,
     read_source,
     sha256_file,
 )
@@ -42,9 +42,9 @@ def test_random_init_is_deterministic_and_loads(tmp_path, arch):
         "seed": 3,
         "config": {"num_hidden_layers": 3},
     }
-    a = load_model(prepare_model("a", spec, tmp_path / "a"))[0]
-    b = load_model(prepare_model("b", spec, tmp_path / "b"))[0]
-    c = load_model(prepare_model("c", {**spec, "seed": 4}, tmp_path / "c"))[0]
+    a = load_model(build_model_dir("a", spec, tmp_path / "a"))[0]
+    b = load_model(build_model_dir("b", spec, tmp_path / "b"))[0]
+    c = load_model(build_model_dir("c", {**spec, "seed": 4}, tmp_path / "c"))[0]
     sa, sb, sc = _state(a), _state(b), _state(c)
     assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
     assert any(not torch.equal(sa[k], sc[k]) for k in sa if sa[k].numel() > 1)
@@ -56,7 +56,7 @@ def test_random_init_is_deterministic_and_loads(tmp_path, arch):
 
 
 def test_random_init_with_tokenizer_and_like(tmp_path, tokenizer_dir, tokenizer_bos):
-    base = prepare_model(
+    base = build_model_dir(
         "base",
         {"source": "random_init", "architecture": "llama", "tokenizer": str(tokenizer_dir)},
         tmp_path / "base",
@@ -64,7 +64,7 @@ def test_random_init_with_tokenizer_and_like(tmp_path, tokenizer_dir, tokenizer_
     model, tok = load_model(base)
     assert model.config.vocab_size == len(tokenizer_bos) == len(tok)
     assert tok("In the beginning").input_ids == tokenizer_bos("In the beginning").input_ids
-    like = prepare_model(
+    like = build_model_dir(
         "like",
         {"source": "random_init", "like": "base", "seed": 1, "config": {"num_hidden_layers": 1}},
         tmp_path / "like",
@@ -73,13 +73,13 @@ def test_random_init_with_tokenizer_and_like(tmp_path, tokenizer_dir, tokenizer_
     assert m2.config.num_hidden_layers == 1 and m2.config.hidden_size == model.config.hidden_size
     assert tok2.get_vocab() == tok.get_vocab()
     with pytest.raises(ModelSpecError, match="missing-model"):
-        prepare_model("x", {"source": "random_init", "like": "missing-model"}, tmp_path / "x")
+        build_model_dir("x", {"source": "random_init", "like": "missing-model"}, tmp_path / "x")
 
 
 def test_rope_none_is_identity_rope(tmp_path):
     spec = {"source": "random_init", "architecture": "llama", "seed": 0}
-    with_rope, _ = load_model(prepare_model("r", spec, tmp_path / "r"))
-    nope_dir = prepare_model("n", {**spec, "rope": "none"}, tmp_path / "n")
+    with_rope, _ = load_model(build_model_dir("r", spec, tmp_path / "r"))
+    nope_dir = build_model_dir("n", {**spec, "rope": "none"}, tmp_path / "n")
     assert json.loads((nope_dir / "config.json").read_text())["causalpos_rope"] == "none"
     nope, _ = load_model(nope_dir)
     ids = torch.randint(3, 256, (2, 10), generator=torch.Generator().manual_seed(0))
@@ -92,9 +92,11 @@ def test_rope_none_is_identity_rope(tmp_path):
 
 
 def test_local_and_hf_local_dir(tmp_path):
-    src = prepare_model("src", {"source": "random_init", "architecture": "qwen3"}, tmp_path / "src")
+    src = build_model_dir(
+        "src", {"source": "random_init", "architecture": "qwen3"}, tmp_path / "src"
+    )
     for spec in ({"source": "local", "path": str(src)}, {"source": "hf", "id": str(src)}):
-        out = prepare_model("copy", spec, tmp_path / "copy")
+        out = build_model_dir("copy", spec, tmp_path / "copy")
         m, _ = load_model(out)
         ref, _ = load_model(src)
         assert all(
@@ -106,22 +108,22 @@ def test_local_and_hf_local_dir(tmp_path):
 
 def test_spec_errors_name_spec_source_and_reason(tmp_path, monkeypatch):
     with pytest.raises(ModelSpecError, match="allowed"):
-        prepare_model("m", {"source": "ftp"}, tmp_path / "m")
+        build_model_dir("m", {"source": "ftp"}, tmp_path / "m")
     with pytest.raises(ModelSpecError, match="unknown key.*'layers'"):
-        prepare_model(
+        build_model_dir(
             "m", {"source": "random_init", "architecture": "llama", "layers": 2}, tmp_path / "m"
         )
     with pytest.raises(ModelSpecError, match="architecture 'gpt9'"):
-        prepare_model("m", {"source": "random_init", "architecture": "gpt9"}, tmp_path / "m")
+        build_model_dir("m", {"source": "random_init", "architecture": "gpt9"}, tmp_path / "m")
     with pytest.raises(ModelSpecError, match="'gguf'.*no-such.gguf"):
-        prepare_model(
+        build_model_dir(
             "m", {"source": "gguf", "path": str(tmp_path / "no-such.gguf")}, tmp_path / "m"
         )
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelSpecError, match=r"'hf'.*meta-llama/Llama-3.1-8B.*unreachable"):
-        prepare_model("m", {"source": "hf", "id": "meta-llama/Llama-3.1-8B"}, tmp_path / "m")
+        build_model_dir("m", {"source": "hf", "id": "meta-llama/Llama-3.1-8B"}, tmp_path / "m")
     assert not (tmp_path / "m").exists()  # nothing half-written
-    with pytest.raises(FileNotFoundError, match="prepare_model"):
+    with pytest.raises(FileNotFoundError, match="build_model_dir"):
         load_model(tmp_path / "m")
 
 
@@ -144,7 +146,7 @@ def test_smollm2_end_to_end(smollm2_dir):
         out = model.generate(**prompt, max_new_tokens=6, do_sample=False)
     assert "Paris" in tok.decode(out[0, prompt.input_ids.shape[1] :])
 
-    data = sample_sequences(
+    data = draw_sequences(
         tok,
         {"type": "kjv", "unit": "chapter", "books": ["Genesis"]},
         seq_len=24,
@@ -154,7 +156,7 @@ def test_smollm2_end_to_end(smollm2_dir):
     )
     assert data.attrs["bos"] is False  # SmolLM2's tokenizer prepends nothing
     col = CollectScores()
-    ds = extract_scores(
+    ds = capture_scores(
         model,
         data["tokens"].values,
         variant="causal",

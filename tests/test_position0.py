@@ -189,9 +189,9 @@ def test_bos_effect_ratio_and_ci():
 
 
 def _extract(model, ids, variant, reducers, batch_size, seq_ids=None):
-    from causalpos.capture.hook import extract_scores
+    from causalpos.capture.hook import capture_scores
 
-    return extract_scores(
+    return capture_scores(
         model,
         ids.numpy(),
         variant=variant,

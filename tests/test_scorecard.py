@@ -490,12 +490,12 @@ def test_share_amplification_rows_trained_and_pretrained(tmp_path):
 def _leakage_rows(model: str, logits: np.ndarray) -> pd.DataFrame:
     """leakage_by_model rows of synthetic logit maps (prompt, T, T), through the real metric: the
     null-corrected ΔR² per prompt, bootstrap CI over prompts, for logits and log-attention."""
-    from causalpos.paper2.metric import leakage, log_attention
+    from causalpos.paper2.metric import fit_leakage, log_attention
     from causalpos.stats import bootstrap_ci
 
     rows = []
     for target, y in (("logit", logits), ("logattn", np.asarray(log_attention(logits)))):
-        est, lo, hi = bootstrap_ci(leakage(y).excess, n_boot=500, seed=0)
+        est, lo, hi = bootstrap_ci(fit_leakage(y).excess, n_boot=500, seed=0)
         rows.append(
             {"model": model, "dataset": "d", "variant": "causal", "target": target}
             | {"estimate": float(est), "lo": float(lo), "hi": float(hi)}
@@ -734,10 +734,10 @@ def test_table9_scores_the_residual_stream_component_only(tmp_path):
 
 
 def test_table_names_repeated_in_the_scorecard_equal_the_librarys():
-    from causalpos.paper2 import summary, tables
+    from causalpos.paper2 import bos, tables
 
     assert S.TABLE_MEASURED == tables.MEASURED
-    assert S.RESIDUAL_STREAM == summary.RESIDUAL_STREAM
+    assert S.RESIDUAL_STREAM == bos.RESIDUAL_STREAM
 
 
 def test_claim7_position0_rows(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from causalpos.io.store import open_dataset, write_dataset
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import index_ci, normalize
-from causalpos.paper1.simulate import RNG_BLOCK, input_mix, make_inputs, simulate
+from causalpos.paper1.simulate import RNG_BLOCK, input_mix, make_inputs, run_simulation
 
 
 def reference_scores(
@@ -64,7 +64,9 @@ VARIANTS = [
 @pytest.mark.parametrize("kw", VARIANTS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
 def test_matches_float64_reference_on_the_same_inputs(kw):
     n_samples, n, d, L = 300, 9, 16, 3
-    ds = simulate(**kw, n_samples=n_samples, seq_len=n, dim=d, n_layers=L, seed=11, n_groups=3)
+    ds = run_simulation(
+        **kw, n_samples=n_samples, seq_len=n, dim=d, n_layers=L, seed=11, n_groups=3
+    )
     x = make_inputs(alpha=kw["alpha"], seq_len=n, dim=d, seed=11, start=0, stop=n_samples).numpy()
     ref_kw = {k: v for k, v in kw.items() if k != "alpha"}
     ref = reference_scores(x, n_layers=L, **ref_kw)
@@ -111,7 +113,7 @@ def test_inputs_depend_only_on_seed_and_sequence_index():
 
 def test_layer1_at_alpha0_is_identity_pattern():
     n_samples, d = 2048, 64
-    ds = simulate(alpha=0.0, n_samples=n_samples, seq_len=20, dim=d, n_layers=1, seed=1)
+    ds = run_simulation(alpha=0.0, n_samples=n_samples, seq_len=20, dim=d, n_layers=1, seed=1)
     s = ds["score"].values[0].astype(np.float64)
     np.testing.assert_allclose(np.diag(s), 1.0, atol=1e-6)
     # cosine of two independent isotropic vectors: mean 0, sd exactly 1/sqrt(d)
@@ -124,7 +126,7 @@ def test_layer2_mean_agrees_with_closed_form_at_large_d():
     # at layer 2 is <= 0.41/d over all cells (alpha 0 and 0.5), i.e. O(1/d); bound it by 0.5/d.
     d, n, n_samples, G = 2048, 8, 4096, 16
     for alpha in (0.0, 0.5):
-        ds = simulate(
+        ds = run_simulation(
             alpha=alpha, n_samples=n_samples, seq_len=n, dim=d, n_layers=2, seed=3, n_groups=G
         )
         m = ds["score"].values[1].astype(np.float64)
@@ -139,8 +141,8 @@ def test_layer2_mean_agrees_with_closed_form_at_large_d():
 
 def test_same_seed_identical_and_other_seed_different():
     kw = dict(alpha=0.2, n_samples=300, seq_len=7, dim=16, n_layers=2, n_groups=4)
-    a, b = simulate(**kw, seed=9), simulate(**kw, seed=9)
-    c = simulate(**kw, seed=10)
+    a, b = run_simulation(**kw, seed=9), run_simulation(**kw, seed=9)
+    c = run_simulation(**kw, seed=10)
     assert a.identical(b)
     assert not np.array_equal(a["score"].values[1], c["score"].values[1], equal_nan=True)
 
@@ -149,9 +151,9 @@ def test_result_independent_of_chunk_size_and_threads():
     kw = dict(
         alpha=0.3, rope=True, n_samples=1500, seq_len=10, dim=16, n_layers=3, seed=2, n_groups=7
     )
-    ref = simulate(**kw, chunk_size=RNG_BLOCK, num_threads=1)
+    ref = run_simulation(**kw, chunk_size=RNG_BLOCK, num_threads=1)
     for chunk, threads in ((3 * RNG_BLOCK, 2), (1000, 1), (4096, 2)):
-        other = simulate(**kw, chunk_size=chunk, num_threads=threads)
+        other = run_simulation(**kw, chunk_size=chunk, num_threads=threads)
         for name in ("score", "score_group", "score_normalized"):
             assert np.array_equal(ref[name].values, other[name].values, equal_nan=True), (
                 name,
@@ -161,7 +163,9 @@ def test_result_independent_of_chunk_size_and_threads():
 
 
 def test_groups_are_disjoint_and_average_to_the_total():
-    ds = simulate(alpha=0.1, n_samples=1001, seq_len=6, dim=8, n_layers=2, seed=0, n_groups=20)
+    ds = run_simulation(
+        alpha=0.1, n_samples=1001, seq_len=6, dim=8, n_layers=2, seed=0, n_groups=20
+    )
     sizes = ds["group_size"].values
     assert sizes.sum() == 1001 and sizes.max() - sizes.min() <= 1
     pooled = (ds["score_group"].values.astype(np.float64) * sizes[:, None, None, None]).sum(
@@ -171,7 +175,7 @@ def test_groups_are_disjoint_and_average_to_the_total():
 
 
 def test_schema_and_store_roundtrip(tmp_path):
-    ds = simulate(
+    ds = run_simulation(
         alpha=0.0,
         norm="layernorm",
         scaling="sqrt_d",
@@ -215,8 +219,8 @@ def test_rope_causal_is_non_relative_and_bidirectional_is_noise():
     kw = dict(
         alpha=0.0, rope=True, n_samples=4096, seq_len=16, dim=64, n_layers=3, seed=2, n_groups=20
     )
-    causal = index_ci(simulate(**kw, causal=True)["score_group"].values, n_boot=1000, seed=0)
-    bidir = index_ci(simulate(**kw, causal=False)["score_group"].values, n_boot=1000, seed=0)
+    causal = index_ci(run_simulation(**kw, causal=True)["score_group"].values, n_boot=1000, seed=0)
+    bidir = index_ci(run_simulation(**kw, causal=False)["score_group"].values, n_boot=1000, seed=0)
     ratio_bidir = bidir.estimate / bidir.noise_floor
     assert np.all((0.8 < ratio_bidir) & (ratio_bidir < 1.25)), ratio_bidir
     assert np.all(bidir.lo == 0.0)
@@ -229,12 +233,12 @@ def test_rope_causal_is_non_relative_and_bidirectional_is_noise():
 def test_bad_arguments_name_the_key():
     base = dict(alpha=0.0, n_samples=10, seq_len=4, dim=8, n_layers=1, seed=0, n_groups=2)
     with pytest.raises(ValueError, match="norm="):
-        simulate(**{**base, "norm": "rms"})
+        run_simulation(**{**base, "norm": "rms"})
     with pytest.raises(ValueError, match="scaling="):
-        simulate(**{**base, "scaling": "sqrt"})
+        run_simulation(**{**base, "scaling": "sqrt"})
     with pytest.raises(ValueError, match="alpha"):
-        simulate(**{**base, "alpha": 1.5})
+        run_simulation(**{**base, "alpha": 1.5})
     with pytest.raises(ValueError, match="n_groups"):
-        simulate(**{**base, "n_groups": 11})
+        run_simulation(**{**base, "n_groups": 11})
     with pytest.raises(ValueError, match="even dim"):
-        simulate(**{**base, "dim": 7, "rope": True})
+        run_simulation(**{**base, "dim": 7, "rope": True})

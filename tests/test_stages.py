@@ -7,10 +7,10 @@ import pytest
 import xarray as xr
 
 from causalpos.models import device as stages_device
+from causalpos.paper1 import tables as P1_tables
 from causalpos.paper1.diagonal import index_ci, normalize
 from causalpos.stages import extract as stages_extract
 from causalpos.stages import normalize as stages_normalize
-from causalpos.stages import stats as stages_stats
 
 
 def _score_store(rng, n_layers=2, n_heads=3, t=7, n_groups=4, causal=True):
@@ -57,7 +57,7 @@ def test_normalize_scores_head_average_equals_normalized_head_average(causal):
 
 def test_llm_index_table_matches_index_ci_per_layer():
     ds = _score_store(np.random.default_rng(1))
-    table = stages_stats.llm_index_table({("m", "d", "causal"): ds}, n_boot=200, seed=3)
+    table = P1_tables.llm_index_table({("m", "d", "causal"): ds}, n_boot=200, seed=3)
     ci = index_ci(np.asarray(ds["score_group_mean"].values, dtype=np.float64), n_boot=200, seed=3)
     assert list(table["layer"]) == [1, 2]
     np.testing.assert_allclose(table["index"], ci.estimate)
@@ -73,7 +73,7 @@ def test_llm_index_table_adds_share_band_and_the_twin_contrast():
     for d in (ds, twin):
         d["score_group_mean"] = d["score_group_mean"] + 3.0 * np.arange(9)[None, None, :, None]
     stores = {("m", "d", "causal"): ds, ("m-random", "d", "causal"): twin}
-    table = stages_stats.llm_index_table(stores, n_boot=50, first_keys=2, twins={"m": "m-random"})
+    table = P1_tables.llm_index_table(stores, n_boot=50, first_keys=2, twins={"m": "m-random"})
     g = np.asarray(ds["score_group_mean"].values, dtype=np.float64)
     gt = np.asarray(twin["score_group_mean"].values, dtype=np.float64)
     sh, band = share_ci(g), band_ci(g, 2)
@@ -95,7 +95,7 @@ def test_llm_index_table_adds_share_band_and_the_twin_contrast():
     assert table[table.model == "m-random"]["twin"].isna().all()
     fewer = _score_store(rng, t=9, n_groups=4)
     with pytest.raises(ValueError, match="same groups"):
-        stages_stats.llm_index_table(
+        P1_tables.llm_index_table(
             {("m", "d", "causal"): ds, ("m-random", "d", "causal"): fewer},
             n_boot=50,
             twins={"m": "m-random"},

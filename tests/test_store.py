@@ -8,7 +8,7 @@ import torch
 import xarray as xr
 from conftest import tiny_pair
 
-from causalpos.capture.hook import extract_scores
+from causalpos.capture.hook import capture_scores
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 from causalpos.io.store import (
     is_complete,
@@ -35,7 +35,7 @@ REDUCERS = reducer_classes()
 
 
 def _extract(model, tokens, labels, lo, hi, reducers=None):
-    return extract_scores(
+    return capture_scores(
         model,
         tokens[lo:hi],
         variant="scrambled_rope",

@@ -49,7 +49,7 @@ def corpus(tmp_path_factory) -> dict:
     docs = kjv_documents("chapter", books=["Genesis", "Exodus", "Ruth", "Jonah"])
     train_texts, heldout_texts = batches.split_documents(docs, ["Ruth", "Jonah"])
     tok_dir = tmp_path_factory.mktemp("tok")
-    tokenizer.train_tokenizer(train_texts, VOCAB, tok_dir, seed=0)
+    tokenizer.fit_tokenizer(train_texts, VOCAB, tok_dir, seed=0)
     return {
         "tok": tok_dir,
         "train_texts": train_texts,
@@ -64,7 +64,7 @@ def _train(corpus, out: Path, variant: str = "rope", **kw):
     args = dict(TINY, steps=20, seed=0, checkpoint_every=10)
     args.update(kw)
     run_keys = {f.name for f in fields(RunOptions)}
-    return loop.train_model(
+    return loop.run_training(
         TrainSettings.from_params(
             {"variant": variant} | {k: v for k, v in args.items() if k not in run_keys}
         ),
@@ -95,7 +95,7 @@ def test_tokenizer_prepends_bos_and_round_trips(corpus, tmp_path):
     assert tok.decode(ids[1:]) == text  # byte-level BPE is lossless
     assert (tok.eos_token_id, tok.pad_token_id, len(tok)) == (1, 2, VOCAB)
     # BPE training is deterministic: the same texts give the same tokenizer, byte for byte.
-    tokenizer.train_tokenizer(corpus["train_texts"], VOCAB, tmp_path, seed=0)
+    tokenizer.fit_tokenizer(corpus["train_texts"], VOCAB, tmp_path, seed=0)
     assert (tmp_path / "tokenizer.json").read_bytes() == (
         Path(corpus["tok"]) / "tokenizer.json"
     ).read_bytes()
@@ -391,11 +391,11 @@ def test_restart_on_mismatch_and_provenance(corpus, tmp_path):
     assert json.loads((out / trainlog.TRAINING_JSON).read_text())["provenance"] == {"code": "new"}
     # the tokenizer directory is replaced whole, with the provenance given
     tok = tmp_path / "tok"
-    tokenizer.train_tokenizer(
+    tokenizer.fit_tokenizer(
         corpus["train_texts"], VOCAB, tok, extra_meta={"corpus": {"type": "kjv"}}
     )
     (tok / "stale.txt").write_text("x")
-    tokenizer.train_tokenizer(
+    tokenizer.fit_tokenizer(
         corpus["train_texts"], VOCAB, tok, extra_meta={"corpus": {"type": "kjv"}}
     )
     assert not (tok / "stale.txt").exists()

@@ -104,9 +104,9 @@ def _make_model(dest: Path) -> Path:
 
     from causalpos.data import kjv_documents
     from causalpos.models.load import architecture_config
-    from causalpos.training.tokenizer import train_tokenizer
+    from causalpos.training.tokenizer import fit_tokenizer
 
-    tok_dir = train_tokenizer(
+    tok_dir = fit_tokenizer(
         [d.text for d in kjv_documents(books=["Ruth", "Jonah"])], 320, dest / "tok", add_bos=False
     )
     tok = AutoTokenizer.from_pretrained(tok_dir)
@@ -471,7 +471,7 @@ def test_bad_leakage_config_fails_before_any_job(pipeline, tmp_path, edit, messa
 
 
 def test_small_source_strata_are_pooled_for_the_bootstrap():
-    from causalpos.paper2.summary import pool_small_strata
+    from causalpos.paper2.prompts import pool_small_strata
 
     labels, n = pool_small_strata(np.array(["Ruth"] * 6 + ["Mark"] * 2 + ["Hosea"]), 5)
     assert n == 3 and list(labels[:6]) == ["Ruth"] * 6 and len(set(labels[6:])) == 1

@@ -22,7 +22,7 @@ random_tokens   (no keys) — uniform over the tokenizer's non-special ids
 All types also take ``stratify`` (bool, default false: in "chunks" mode draw round-robin over
 sources so each source is equally represented) and ``description``.
 
-:func:`sample_sequences` tokenizes every document with the model's own tokenizer and its
+:func:`draw_sequences` tokenizes every document with the model's own tokenizer and its
 default special tokens — the tokens a tokenizer *prepends* (a BOS, for Llama; nothing for Qwen
 or SmolLM2) start every sequence — and never pads. A dataset's ``prepend_bos`` (not a corpus
 key) puts a fixed token at position 0 where the tokenizer adds none (:func:`bos_prefix`).
@@ -408,7 +408,7 @@ def _stratified_order(sources: list[str], rng: np.random.Generator) -> np.ndarra
     return np.asarray(order, dtype=np.int64)
 
 
-def sample_sequences(
+def draw_sequences(
     tokenizer: Any,
     corpus: dict,
     *,
@@ -447,10 +447,10 @@ def sample_sequences(
     rather than by the tokenizer.
     """
     if mode not in MODES:
-        raise CorpusError(f"sample_sequences: mode {mode!r} not in {MODES}")
+        raise CorpusError(f"draw_sequences: mode {mode!r} not in {MODES}")
     if seq_len < 1 or n_sequences < 1:
         raise CorpusError(
-            f"sample_sequences: seq_len and n_sequences must be >= 1 (got {seq_len}, {n_sequences})"
+            f"draw_sequences: seq_len and n_sequences must be >= 1 (got {seq_len}, {n_sequences})"
         )
     corpus = validate_corpus(corpus)
     prefix, _suffix = special_affixes(tokenizer)
@@ -458,7 +458,7 @@ def sample_sequences(
     content_len = seq_len - len(prefix)
     if content_len < 1:
         raise CorpusError(
-            f"sample_sequences: seq_len {seq_len} leaves no room after the prefix {prefix}"
+            f"draw_sequences: seq_len {seq_len} leaves no room after the prefix {prefix}"
         )
     rng = np.random.default_rng(seed)
     n_documents = 0
@@ -477,7 +477,7 @@ def sample_sequences(
         docs = load_documents(corpus)
         n_documents = len(docs)
         if not docs:
-            raise CorpusError(f"sample_sequences: corpus {corpus!r} has no documents")
+            raise CorpusError(f"draw_sequences: corpus {corpus!r} has no documents")
         ids = tokenizer([d.text for d in docs], add_special_tokens=False, verbose=False).input_ids
         if mode == "first":
             candidates = [(d, 0) for d, x in enumerate(ids) if len(x) >= content_len]
@@ -497,7 +497,7 @@ def sample_sequences(
                 else "use a shorter seq_len or a larger corpus"
             )
             raise CorpusError(
-                f"sample_sequences: corpus {corpus!r} gives {len(candidates)} {mode!r} sequences of "
+                f"draw_sequences: corpus {corpus!r} gives {len(candidates)} {mode!r} sequences of "
                 f"{seq_len} tokens, fewer than n_sequences={n_sequences}; {hint}"
             )
         if corpus.get("stratify", False):
@@ -552,7 +552,7 @@ def documents_long_enough(
     tokenizers: Sequence[Any], texts: Sequence[str], seq_len: int
 ) -> set[int]:
     """Indices of the texts that give at least ``seq_len`` tokens under *every* tokenizer (its
-    prepended special tokens included, as :func:`sample_sequences` counts them)."""
+    prepended special tokens included, as :func:`draw_sequences` counts them)."""
     keep = set(range(len(texts)))
     for tok in tokenizers:
         prefix, _ = special_affixes(tok)
@@ -571,7 +571,7 @@ def _refuse_padding(tokenizer: Any, tokens: np.ndarray, n_prefix: int, corpus: d
     if hits.size:
         seq, pos = hits[0]
         raise CorpusError(
-            f"sample_sequences: sequence {seq} of corpus {corpus!r} contains the padding token id "
+            f"draw_sequences: sequence {seq} of corpus {corpus!r} contains the padding token id "
             f"{pad} ({tokenizer.pad_token!r}) at position {pos + n_prefix} ({len(hits)} occurrence(s) "
             "in all). causalpos never pads; remove that token from the corpus text"
         )

@@ -164,7 +164,7 @@ def _capture_attention(
     if session is None:
         raise RuntimeError(
             f"capture: model called with attn_implementation={CAPTURE_IMPLEMENTATION!r} outside "
-            "an extraction; use causalpos.capture.extract_scores or `with capturing(...)`"
+            "an extraction; use causalpos.capture.capture_scores or `with capturing(...)`"
         )
     layer = int(module.layer_idx)
     b, h, tq, d = query.shape
@@ -255,7 +255,7 @@ def capturing(
         model.set_attn_implementation(prev_impl)
 
 
-def extract_scores(
+def capture_scores(
     model: torch.nn.Module,
     tokens: np.ndarray,
     *,
@@ -284,21 +284,21 @@ def extract_scores(
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[0] == 0 or not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(
-            f"extract_scores: tokens must be a non-empty (sequence, position) integer array, got {tokens.shape} {tokens.dtype}"
+            f"capture_scores: tokens must be a non-empty (sequence, position) integer array, got {tokens.shape} {tokens.dtype}"
         )
     n, t = tokens.shape
     seq_ids = (
         np.arange(n, dtype=np.int64) if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)
     )
     if seq_ids.shape != (n,):
-        raise ValueError(f"extract_scores: seq_ids shape {seq_ids.shape} != ({n},)")
+        raise ValueError(f"capture_scores: seq_ids shape {seq_ids.shape} != ({n},)")
     if batch_size < 1:
-        raise ValueError(f"extract_scores: batch_size must be >= 1, got {batch_size}")
+        raise ValueError(f"capture_scores: batch_size must be >= 1, got {batch_size}")
     if not reducers:
-        raise ValueError("extract_scores: give at least one reducer")
+        raise ValueError("capture_scores: give at least one reducer")
     names = [r.name for r in reducers]
     if len(set(names)) != len(names):
-        raise ValueError(f"extract_scores: reducer names must be unique, got {names}")
+        raise ValueError(f"capture_scores: reducer names must be unique, got {names}")
     v = parse_variant(variant)
     config = model.config
     n_layers = config.num_hidden_layers

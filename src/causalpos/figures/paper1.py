@@ -20,7 +20,7 @@ from causalpos.figures.common import DIVERGING, heatmap, quantile_limits, save
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import index_ci, non_relativeness_index, normalize
 
-__all__ = ["plot_fig1", "plot_simulation", "setting_description", "raw_limits"]
+__all__ = ["draw_fig1", "draw_simulation", "setting_description", "raw_limits"]
 
 
 def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: float) -> list[str]:
@@ -43,7 +43,7 @@ def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: floa
     return texts
 
 
-def plot_fig1(
+def draw_fig1(
     out_paths: Sequence[str | os.PathLike],
     *,
     alphas: Sequence[float] = (0.0, 0.2, 0.6),
@@ -164,7 +164,7 @@ def raw_limits(attrs: dict) -> tuple[float, float]:
     return 0.0, {"none": d, "sqrt_d": math.sqrt(d), "d": 1.0}[attrs.get("scaling", "none")]
 
 
-def plot_simulation(
+def draw_simulation(
     stores: Sequence[xr.Dataset],
     labels: Sequence[str],
     out_paths: Sequence[str | os.PathLike],
@@ -187,10 +187,10 @@ def plot_simulation(
     stores = list(stores)
     labels = list(labels)
     if not stores:
-        raise ValueError("plot_simulation: no stores to plot")
+        raise ValueError("draw_simulation: no stores to plot")
     if len(labels) != len(stores):
         raise ValueError(
-            f"plot_simulation: {len(labels)} labels for {len(stores)} stores; give one label per store"
+            f"draw_simulation: {len(labels)} labels for {len(stores)} stores; give one label per store"
         )
     n_cols = max(int(ds.sizes["layer"]) for ds in stores)
     rows = []
@@ -270,7 +270,7 @@ def plot_simulation(
 # --------------------------------------------------------------------------------------------
 
 
-def plot_llm_fig5(
+def draw_llm_fig5(
     stores: Sequence[xr.Dataset],
     labels: Sequence[str],
     out_paths: Sequence[str | os.PathLike],
@@ -285,7 +285,7 @@ def plot_llm_fig5(
     Returns per label the non-relativeness index of each drawn layer.
     """
     if not stores:
-        raise ValueError("plot_llm_fig5: no stores")
+        raise ValueError("draw_llm_fig5: no stores")
     n_cols = min(n_layers, min(ds.sizes["layer"] for ds in stores))
     fig, axes = plt.subplots(
         len(stores),
@@ -324,7 +324,7 @@ def plot_llm_fig5(
     return drawn
 
 
-def plot_llm_appendix(
+def draw_llm_appendix(
     normalized: xr.Dataset,
     label: str,
     out_paths: Sequence[str | os.PathLike],

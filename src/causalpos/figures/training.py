@@ -2,7 +2,7 @@
 
 Functions take the library's data (``causalpos.training.trainlog.read_loss_curve`` output, the ``gram`` and
 ``score`` datasets of :mod:`causalpos.gram`, the dataset of
-:func:`causalpos.lengthgen.length_generalization`) and write every path given (format from the
+:func:`causalpos.training.lengthgen.measure_length_generalization`) and write every path given (format from the
 suffix). Positions are 0-indexed on the axes.
 """
 
@@ -25,7 +25,7 @@ def _color(name: str, i: int) -> str:
     return _COLORS.get(name, f"C{(i + 4) % 10}")
 
 
-def plot_loss_curves(
+def draw_loss_curves(
     curves: Mapping[str, Mapping[str, np.ndarray]],
     paths: Sequence[str | os.PathLike],
     *,
@@ -39,7 +39,7 @@ def plot_loss_curves(
     baseline (one value, or one per variant), drawn as a dashed line.
     """
     if not curves:
-        raise ValueError("plot_loss_curves needs at least one variant's curve")
+        raise ValueError("draw_loss_curves needs at least one variant's curve")
     n = len(curves)
     fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 3.0), sharey=True, squeeze=False)
     for i, (ax, (name, c)) in enumerate(zip(axes[0], curves.items())):
@@ -75,7 +75,7 @@ def plot_gram_panels(
 ) -> None:
     """Paper 1 Fig. 3: the nine panels (a)–(i) in a 3×3 grid, each with its own colour scale.
 
-    ``ds``: output of :func:`causalpos.gram.gram_panels` (``gram (panel, query, key)``, ``title``).
+    ``ds``: output of :func:`causalpos.paper1.gram.compute_gram_panels` (``gram (panel, query, key)``, ``title``).
     Colour limits per panel at the 1 % / 99 % quantiles of its finite values (the BOS sink column
     and the diagonal would otherwise flatten the rest).
     """
@@ -146,12 +146,12 @@ def _moving_average(x: np.ndarray, width: int) -> np.ndarray:
     )
 
 
-def plot_loss_by_position(
+def draw_loss_by_position(
     ds: xr.Dataset, paths: Sequence[str | os.PathLike], *, title: str | None = None, smooth: int = 1
 ) -> None:
     """Mean next-token NLL by position with its bootstrap CI, one line per variant.
 
-    ``ds``: output of :func:`causalpos.lengthgen.length_generalization` (``nll_mean``, ``nll_lo``,
+    ``ds``: output of :func:`causalpos.training.lengthgen.measure_length_generalization` (``nll_mean``, ``nll_lo``,
     ``nll_hi`` over ``(variant, position)``, ``train_context (variant)``). A dotted vertical line
     marks each variant's training length (targets beyond it are extrapolation). ``smooth`` > 1
     averages the curves over that many consecutive positions (display only).
@@ -197,7 +197,7 @@ def plot_index_vs_init(
 ) -> None:
     """Per-layer index of each variant, trained (solid) vs init twin (dashed), CIs and noise floor.
 
-    ``index``: the index table of :func:`causalpos.compare.comparison_tables` (``variant``,
+    ``index``: the index table of :func:`causalpos.paper1.tables.comparison_tables` (``variant``,
     ``weights``, ``layer``, ``index``, ``ci_lo``, ``ci_hi``, ``noise_floor``).
     """
     variants = list(dict.fromkeys(index["variant"]))
@@ -258,7 +258,7 @@ def plot_comparison(
     """The variants side by side: (a) index trained vs init, (b) paper 2's decomposition of the
     trained model's leakage, (c) loss excess beyond the training length; all with CIs.
 
-    ``comparison``: the comparison table of :func:`causalpos.compare.comparison_tables`; panels
+    ``comparison``: the comparison table of :func:`causalpos.paper1.tables.comparison_tables`; panels
     whose columns are absent or empty say so instead of drawing nothing.
     """
     if comparison.empty:

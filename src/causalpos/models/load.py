@@ -1,6 +1,6 @@
 """Model specs: resolve one into an HF-format directory, then load it.
 
-``prepare_model(name, spec, out_dir)`` turns a config entry into a directory that
+``build_model_dir(name, spec, out_dir)`` turns a config entry into a directory that
 ``from_pretrained`` reads (weights, config, tokenizer) plus ``causalpos_source.json``, which records
 where it came from (hub revision, or sha256 of the file loaded, or the seed of a random init).
 ``load_model(path)`` reads such a directory back, in eval mode, with RoPE disabled when the spec
@@ -67,7 +67,7 @@ ARCHITECTURES: dict[str, str] = {
 }
 
 
-#: Specs used when ``prepare_model`` is given a known name and an empty spec.
+#: Specs used when ``build_model_dir`` is given a known name and an empty spec.
 DEFAULT_SPECS: dict[str, dict[str, Any]] = {
     "smollm2-135m": {
         "source": "pypi_gguf",
@@ -251,7 +251,7 @@ def _resolve_spec(name: str, spec: dict | None) -> dict:
     return spec
 
 
-def prepare_model(name: str, spec: dict | None, out_dir: str | os.PathLike) -> Path:
+def build_model_dir(name: str, spec: dict | None, out_dir: str | os.PathLike) -> Path:
     """Resolve model ``spec`` into the HF-format directory ``out_dir`` and return it.
 
     ``out_dir`` is this model's own directory (e.g. ``resources/models/{name}``); ``like:`` and
@@ -563,7 +563,7 @@ def load_model(
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
             f"load_model: {path} has no config.json; expected a directory written by "
-            "prepare_model (run the prepare_model rule for this model first)"
+            "build_model_dir (run the build_model_dir rule for this model first)"
         )
     try:
         model = AutoModelForCausalLM.from_pretrained(

@@ -122,11 +122,11 @@ def paired_index_bootstrap(
 
 def mean_normalized_map(ds: xr.Dataset, layer: int) -> np.ndarray:
     """Diagonal-normalized grand-mean map of one layer (0-indexed; -1 = last) of a score store."""
-    g = _group_maps(ds, ds.attrs.get("model_name", "store"))
+    g = group_maps(ds, ds.attrs.get("model_name", "store"))
     return normalize(g[:, layer].mean(axis=0))
 
 
-def _group_maps(ds: xr.Dataset, label: str) -> np.ndarray:
+def group_maps(ds: xr.Dataset, label: str) -> np.ndarray:
     if "score_group_mean" not in ds:
         raise KeyError(
             f"score store of {label} has no 'score_group_mean' (extract with the 'groups' reducer)"

@@ -6,7 +6,7 @@ also averaged over heads). Layer 1 is recomputed by hand from ``hidden_states[0]
 own modules' weights — input_layernorm, q/k/v projections (and q/k norms where the model has them),
 rotary (the identity for NoPE), causal(/sliding-window) softmax attention, o_proj, residual,
 post_attention_layernorm, MLP, residual — and the result must equal the model's
-``hidden_states[1]``; :func:`gram_panels` raises if it does not, so a panel can never describe a
+``hidden_states[1]``; :func:`compute_gram_panels` raises if it does not, so a panel can never describe a
 computation the model does not perform.
 
 Numerics: every matmul of the analysis runs in float32 (weights upcast from bf16 where the model
@@ -269,7 +269,7 @@ def _as_tokens(tokens) -> torch.Tensor:
 
 
 @torch.no_grad()
-def gram_panels(
+def compute_gram_panels(
     model: nn.Module, tokens, *, batch_size: int = 32, check: bool = True
 ) -> xr.Dataset:
     """Paper 1 Fig. 3 panels (a)–(i) of a Llama-family model (NoPE by default in the paper).
@@ -415,7 +415,7 @@ def gram_store(
     model: nn.Module, tokens, *, batch_size: int = 32, attrs: dict | None = None
 ) -> xr.Dataset:
     """Fig. 3 panels and Fig. 8 scores in one dataset (``gram`` and ``score``/``score_head``) for ``gram/{model}.zarr``."""
-    panels = gram_panels(model, tokens, batch_size=batch_size)
+    panels = compute_gram_panels(model, tokens, batch_size=batch_size)
     scores = fig8_scores(model, tokens, batch_size=batch_size)
     ds = xr.merge([panels, scores], combine_attrs="override")
     ds.attrs = {**scores.attrs, **panels.attrs, **(attrs or {})}

@@ -84,7 +84,7 @@ def make_inputs(
 ) -> torch.Tensor:
     """Unit input vectors of sequences ``start`` … ``stop − 1``, float32, shape (sequence, position, dim).
 
-    Exactly the inputs :func:`simulate` uses for those sequence indices at this seed.
+    Exactly the inputs :func:`run_simulation` uses for those sequence indices at this seed.
     """
     if not 0 <= start <= stop:
         raise ValueError(f"need 0 <= start <= stop; got start={start}, stop={stop}")
@@ -174,7 +174,7 @@ def _validate(
         )
 
 
-def simulate(
+def run_simulation(
     *,
     alpha: float,
     norm: Literal["l2", "layernorm"] = "l2",

@@ -238,7 +238,7 @@ def theory_table(
     """Layer-2 closed form vs exact-Gram computation vs simulation, one row per (α, query, key).
 
     Rows: every strictly-lower-triangle pair (j < i ≤ n) of the paper's layer 2, for each α.
-    ``sims`` maps α to a simulation dataset (:func:`causalpos.simulate.simulate`, L2, causal,
+    ``sims`` maps α to a simulation dataset (:func:`causalpos.paper1.simulate.run_simulation`, L2, causal,
     residual, no RoPE) whose layer coordinate 1 is the paper's layer 2; query pairs beyond its
     ``seq_len`` get NaN. ``alphas`` defaults to the keys of ``sims``, else :data:`DEFAULT_ALPHAS`.
 

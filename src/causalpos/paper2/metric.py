@@ -28,7 +28,7 @@ with μ_s, q_s the stratum means of y and y², o_s = (S_s² − Q_s)/(n_s(n_s−
 leverages of the ΔSS projector P_Δ over stratum s and C_st = 1_sᵀ P_Δ 1_t. For the saturated
 baseline C = 0 (P_Δ annihilates every offset indicator) and E_π[ΔSS] = Σ_s h_s v_s with v_s the
 unbiased within-offset variance. For pure noise, E[ΔR²] = k/(N − 1) exactly, k = rank(F) − rank(B)
-(``Design.floor``); see :func:`null_floor`.
+(``Design.floor``); see :func:`causalpos.paper2.design.null_floor`.
 
 **Decomposition (§3).** total = leakage(causal, log-attention), residual-stream = leakage(bidirectional,
 log-attention), causal-mask = total − residual; and the observational split of one causal run,
@@ -40,18 +40,12 @@ reduction here runs in float64.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-BASELINES = ("saturated", "linear")
-
-
-ABSOLUTES = ("query", "key", "both")
-
+from causalpos.paper2.design import Design, build_design, pair_mask
 
 DEFAULT_FITS = ("saturated+query", "linear+query", "saturated+key", "saturated+both")
 
@@ -65,247 +59,20 @@ TARGETS = ("logit", "logattn")
 SPLIT_TERMS = ("logit", "logz", "cross", "logattn")
 
 
-def parse_fit(fit: str) -> tuple[str, str]:
-    """``"saturated+query"`` -> ``("saturated", "query")``, validating both parts."""
-    parts = fit.split("+")
-    if len(parts) != 2 or parts[0] not in BASELINES or parts[1] not in ABSOLUTES:
-        raise ValueError(
-            f"fit must be '<baseline>+<absolute>' with baseline in {BASELINES} and absolute in "
-            f"{ABSOLUTES}; got {fit!r} (e.g. 'saturated+query')"
-        )
-    return parts[0], parts[1]
-
-
-def query_window(name: str, seq_len: int) -> tuple[int, int]:
-    """Query rows ``[lo, hi)`` of a window name.
-
-    ``"all"`` = rows 1..T−1; ``"earlyK"`` = rows 1..K−1 (queries i < K, clipped to T);
-    ``"late"`` = rows T//2..T−1 (the second half, paper 2 §4's contrast to early queries).
-    Row 0 (a single key) is never measured.
-    """
-    if name == "all":
-        return 1, seq_len
-    if name == "late":
-        return max(1, seq_len // 2), seq_len
-    m = re.fullmatch(r"early(\d+)", name)
-    if m:
-        return 1, min(int(m.group(1)), seq_len)
-    raise ValueError(
-        f"unknown query window {name!r}; use 'all', 'late' or 'early<K>' (e.g. 'early16')"
-    )
-
-
-def pair_mask(
-    seq_len: int,
-    *,
-    window: str = "all",
-    allowed: np.ndarray | None = None,
-    subsample: np.ndarray | None = None,
-) -> np.ndarray:
-    """Measured pairs: lower triangle (j ≤ i), query rows of ``window``, ∧ ``allowed`` ∧ ``subsample``.
-
-    Args:
-        seq_len: T.
-        window: query window name (:func:`query_window`).
-        allowed: ``(T, T)`` bool, pairs the model's own mask lets through (e.g. finite scores; a
-            sliding window removes long offsets).
-        subsample: ``(T, T)`` bool pair subsample (e.g. :func:`causalpos.stats.stratified_pair_mask`).
-
-    Returns:
-        ``(T, T)`` bool mask, query rows × key columns.
-    """
-    lo, hi = query_window(window, seq_len)
-    mask = np.tril(np.ones((seq_len, seq_len), dtype=bool))
-    rows = np.arange(seq_len)
-    mask &= ((rows >= lo) & (rows < hi))[:, None]
-    for extra, name in ((allowed, "allowed"), (subsample, "subsample")):
-        if extra is not None:
-            extra = np.asarray(extra, dtype=bool)
-            if extra.shape != (seq_len, seq_len):
-                raise ValueError(
-                    f"{name} mask must have shape ({seq_len}, {seq_len}), got {extra.shape}"
-                )
-            mask &= extra
-    return mask
-
-
-@dataclass(eq=False)
-class Design:
-    """Pair-count structure of one (mask, fit): everything the solver needs that is data-free.
-
-    Shapes: p = T (saturated) or 2 (linear) baseline columns; q = T (query or key) or 2T (both)
-    absolute columns; strata = offsets 0..T−1.
-    """
-
-    mask: np.ndarray  # (T, T) bool measured pairs
-    baseline: str
-    absolute: str
-    n_pairs: int  # N
-    rank_base: int  # rank(B), including the intercept
-    k: int  # rank(F) − rank(B): extra parameters the absolute effects add
-    n_offset: np.ndarray  # (T,) pairs per offset stratum
-    gx_pinv: np.ndarray  # (p, p) G_X⁺
-    b: np.ndarray  # (q, p) G_ZX G_X⁺
-    m_pinv: np.ndarray  # (q, q) M⁺
-    h: np.ndarray  # (T,) Σ over stratum s of the leverages of P_Δ
-    c_strata: np.ndarray  # (T, T) 1_sᵀ P_Δ 1_t
-    _torch: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def seq_len(self) -> int:
-        return self.mask.shape[0]
-
-    @property
-    def floor(self) -> float:
-        """E[ΔR²] for pure (spherical) noise: k / (N − 1). See :func:`null_floor`."""
-        return self.k / (self.n_pairs - 1)
-
-    def tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
-        """The design's arrays as float64 tensors on ``device`` (cached)."""
-        key = str(device)
-        if key not in self._torch:
-            t = lambda a: torch.as_tensor(
-                np.ascontiguousarray(a), dtype=torch.float64, device=device
-            )  # noqa: E731
-            self._torch[key] = {
-                "gx_pinv": t(self.gx_pinv),
-                "b": t(self.b),
-                "m_pinv": t(self.m_pinv),
-                "h": t(self.h),
-                "c": t(self.c_strata),
-                "c_diag": t(np.diag(self.c_strata)),
-                "n_off": t(self.n_offset),
-                "offsets": t(np.arange(self.seq_len)),
-            }
-        return self._torch[key]
-
-
-def _pinv_sym(m: np.ndarray) -> tuple[np.ndarray, int]:
-    """Pseudo-inverse and rank of a symmetric PSD matrix (eigen-decomposition, matrix_rank's tolerance)."""
-    m = (m + m.T) / 2.0
-    w, v = np.linalg.eigh(m)
-    tol = max(abs(w).max(initial=0.0), 1e-300) * m.shape[0] * np.finfo(np.float64).eps * 10
-    keep = w > tol
-    inv = (v[:, keep] / w[keep]) @ v[:, keep].T
-    return inv, int(keep.sum())
-
-
-@lru_cache(maxsize=256)
-def _build_design_cached(mask_bytes: bytes, seq_len: int, baseline: str, absolute: str) -> Design:
-    mask = np.frombuffer(mask_bytes, dtype=bool).reshape(seq_len, seq_len).copy()
-    T = seq_len
-    i, j = np.nonzero(mask)
-    d = i - j
-    n = i.size
-    if n < 2:
-        raise ValueError(f"the pair mask selects {n} pair(s); a leakage fit needs at least 2")
-    n_off = np.bincount(d, minlength=T).astype(np.float64)
-    offsets = np.arange(T, dtype=np.float64)
-
-    # Baseline columns, written per stratum: x_s is the baseline row shared by every pair of offset s.
-    if baseline == "saturated":
-        gx = np.diag(n_off)
-        x_s = np.eye(T)  # (p, T)
-    else:
-        gx = np.array(
-            [[n, (n_off * offsets).sum()], [(n_off * offsets).sum(), (n_off * offsets**2).sum()]]
-        )
-        x_s = np.stack([np.ones(T), offsets])  # (2, T)
-    gx_pinv, rank_base = _pinv_sym(gx)
-
-    # Absolute columns: the level(s) each pair belongs to.
-    if absolute == "query":
-        levels = [i]
-        q = T
-    elif absolute == "key":
-        levels = [j]
-        q = T
-    else:
-        levels = [i, T + j]
-        q = 2 * T
-    n_zs = np.zeros((q, T))  # Zᵀ1_s: pairs of level z in stratum s
-    for lev in levels:
-        np.add.at(n_zs, (lev, d), 1.0)
-    gz = np.zeros((q, q))
-    for a in levels:
-        for b_ in levels:
-            np.add.at(gz, (a, b_), 1.0)
-    gzx = n_zs @ x_s.T  # (q, p): Σ_s Zᵀ1_s x_sᵀ
-    b = gzx @ gx_pinv
-    m = gz - b @ gzx.T
-    m_pinv, k = _pinv_sym(m)
-
-    # Stratum-aggregated projector P_Δ = Z̃ M⁺ Z̃ᵀ (Z̃ = Z residualized on X), for the exact
-    # permutation-null mean.
-    w = b @ x_s  # (q, T): column s = G_ZX G_X⁺ x_s
-    k_strata = n_zs - w * n_off[None, :]  # Z̃ᵀ1_s
-    c_strata = k_strata.T @ m_pinv @ k_strata
-    zz = sum(m_pinv[a, a] for a in levels)
-    if absolute == "both":
-        zz = zz + 2.0 * m_pinv[i, T + j]
-    h = (
-        np.bincount(d, weights=zz, minlength=T)
-        - 2.0 * (w * (m_pinv @ n_zs)).sum(axis=0)
-        + n_off * (w * (m_pinv @ w)).sum(axis=0)
-    )
-    return Design(
-        mask=mask,
-        baseline=baseline,
-        absolute=absolute,
-        n_pairs=int(n),
-        rank_base=rank_base,
-        k=k,
-        n_offset=n_off,
-        gx_pinv=gx_pinv,
-        b=b,
-        m_pinv=m_pinv,
-        h=h,
-        c_strata=c_strata,
-    )
-
-
-def build_design(mask: np.ndarray, fit: str = "saturated+query") -> Design:
-    """Data-free structure of the fit ``fit`` on the pairs selected by ``mask`` ((T, T) bool, cached).
-
-    ``mask`` must lie in the lower triangle (j ≤ i); build it with :func:`pair_mask`.
-    """
-    baseline, absolute = parse_fit(fit)
-    mask = np.asarray(mask, dtype=bool)
-    if mask.ndim != 2 or mask.shape[0] != mask.shape[1]:
-        raise ValueError(f"pair mask must be square (T, T), got shape {mask.shape}")
-    if np.triu(mask, 1).any():
-        raise ValueError(
-            "pair mask selects pairs above the diagonal (j > i); leakage is defined on "
-            "causal pairs j <= i only — build the mask with leakage.pair_mask"
-        )
-    return _build_design_cached(
-        np.ascontiguousarray(mask).tobytes(), mask.shape[0], baseline, absolute
-    )
-
-
-def null_floor(mask: np.ndarray, fit: str = "saturated+query") -> float:
-    """Expected in-sample ΔR² of pure noise: k / (N − 1), k = rank(F) − rank(B), N pairs.
-
-    Derivation: for spherical noise y, the residual of y on the intercept splits into orthogonal
-    pieces; ΔSS is the squared norm of its projection on a k-dimensional subspace of the
-    (N − 1)-dimensional centred space, so ΔR² = ΔSS/SST ~ Beta(k/2, (N − 1 − k)/2) with mean
-    k/(N − 1). On the full triangle without row 0 (N = T(T+1)/2 − 1) k = T − 2 for query effects,
-    T − 1 for key effects and 2T − 4 for both (one more null direction: β_d + γ_i + κ_j is
-    unchanged by a linear trend c·(i − j − d) = 0). The spec's (T − 1)/(N − 2T + 1) is instead
-    E[ΔSS]/E[SSR_F] with row 0 included (k = T − 1, N − p_F residual degrees of freedom): a ratio
-    to the residual, not to the total sum of squares, and larger by ≈ 2/T.
-    """
-    return build_design(mask, fit).floor
-
-
-def _as_tensor(x) -> tuple[torch.Tensor, bool]:
+def to_tensor(x) -> tuple[torch.Tensor, bool]:
+    """(``x`` as a tensor, whether it was a numpy array): numpy input is wrapped without a copy,
+    a tensor is returned as is (same dtype, shape and device)."""
     if isinstance(x, torch.Tensor):
         return x, False
     return torch.from_numpy(np.asarray(x)), True
 
 
-def _log_z(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log Z (..., T) over the finite keys of each row, finite mask), both in float64."""
+def log_z(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log partition function of every query row of scores ``s`` (..., T, T), NaN where masked.
+
+    Returns ``(log Z, finite)``: log Z (..., T) float64, the logsumexp over the finite keys of
+    each row; ``finite`` (..., T, T) bool, the finite pattern of ``s`` (the allowed pairs).
+    """
     s = s.to(torch.float64)
     fin = torch.isfinite(s)
     lse = torch.logsumexp(torch.where(fin, s, -torch.inf), dim=-1)
@@ -324,8 +91,8 @@ def log_attention(scores):
     Returns:
         Same type and shape as ``scores``, float64.
     """
-    s, was_numpy = _as_tensor(scores)
-    lse, fin = _log_z(s)
+    s, was_numpy = to_tensor(scores)
+    lse, fin = log_z(s)
     a = torch.where(fin, s.to(torch.float64) - lse[..., None], torch.nan)
     return a.numpy() if was_numpy else a
 
@@ -342,11 +109,19 @@ def _skew(pad: torch.Tensor) -> torch.Tensor:
     return pad.as_strided((m, t, t), (2 * t * t, 2 * t + 1, 1), pad.storage_offset() + 1)
 
 
-def _target_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict:
-    """Row-resolved partial sums of y over the pairs ``w`` ((T, T) bool), reusable by windows.
+def target_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict:
+    """Row-resolved partial sums of y over the pairs ``w``, reusable by every query window.
 
-    y (..., T, T) is centred by its mean over ``w`` first: R² is invariant to it and it avoids
-    cancellation in Σy² − (Σy)²/N.
+    Args:
+        y: ``(..., T, T)`` target maps; centred by their mean over ``w`` first (R² is invariant to
+            it and it avoids cancellation in Σy² − (Σy)²/N).
+        w: ``(T, T)`` bool tensor, the measured pairs.
+        n_pairs: ``w.sum()``.
+
+    Returns:
+        dict for :func:`window_sums`: ``yz`` (M, T, T) the centred maps (M = prod of the leading
+        shape), ``V`` / ``V2`` (M, T, T) their diagonals (and of squares) as columns, ``lead`` the
+        leading shape.
     """
     T = y.shape[-1]
     lead = tuple(y.shape[:-2])
@@ -358,8 +133,15 @@ def _target_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict:
     return {"yz": pad[..., T:], "V": _skew(pad), "V2": _skew(pad2), "lead": lead}
 
 
-def _window_sums(ts: dict, lo: int, hi: int) -> dict[str, torch.Tensor]:
-    """Per-offset/query/key sums (and of squares) restricted to query rows [lo, hi)."""
+def window_sums(ts: dict, lo: int, hi: int) -> dict[str, torch.Tensor]:
+    """Per-offset/query/key sums of one :func:`target_sums` result over query rows [lo, hi).
+
+    Returns:
+        dict of float64 tensors with the maps' leading shape ``(...)`` first: ``rows`` (..., T)
+        per-query sums (0 outside [lo, hi)), ``cols`` (..., T) per-key sums, ``off`` / ``off2``
+        (..., T) per-offset sums of y and y², ``S`` / ``Q`` (...) the totals — the input of
+        :func:`fit_sums`.
+    """
     yz = ts["yz"]
     T = yz.shape[-1]
     rows = yz.new_zeros(yz.shape[0], T)
@@ -374,13 +156,23 @@ def _window_sums(ts: dict, lo: int, hi: int) -> dict[str, torch.Tensor]:
 
 def _pair_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict[str, torch.Tensor]:
     """Per-offset/query/key sums of y (..., T, T) over the pairs ``w`` for every leading index."""
-    return _window_sums(_target_sums(y, w, n_pairs), 0, y.shape[-1])
+    return window_sums(target_sums(y, w, n_pairs), 0, y.shape[-1])
 
 
-def _query_sums(
+def query_sums(
     lz: torch.Tensor, w_np: np.ndarray, n_pairs: int, lo: int, hi: int
 ) -> dict[str, torch.Tensor]:
-    """The same sums for a query-only target ℓ_i (..., T) (log Z), by (T, T) matrix products."""
+    """:func:`window_sums`' dict for a query-only target ℓ_i (log Z), by (T, T) matrix products.
+
+    Args:
+        lz: ``(..., T)`` per-query values (e.g. :func:`log_z`); ℓ_ij = ℓ_i on every measured pair.
+        w_np: ``(T, T)`` bool numpy array, the measured pairs.
+        n_pairs: ``w_np.sum()``.
+        lo, hi: query rows [lo, hi) of the window.
+
+    Returns:
+        dict with ``rows``, ``cols``, ``off``, ``off2`` (..., T) and ``S``, ``Q`` (...), float64.
+    """
     T = w_np.shape[0]
     i, j = np.nonzero(w_np)
     wsk = np.zeros((T, T))
@@ -425,8 +217,19 @@ def _quad(c1: torch.Tensor, c2: torch.Tensor, design: Design) -> torch.Tensor:
     return ((c1 @ design.tensors(c1.device)["m_pinv"]) * c2).sum(dim=-1)
 
 
-def _fit(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.Tensor]:
-    """sst, ss_base (beyond the mean), dss, null (exact E_π ΔSS), c for every leading index."""
+def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.Tensor]:
+    """The fit of every map from its sums (:func:`window_sums`, :func:`query_sums`).
+
+    Args:
+        sums: ``rows``, ``cols``, ``off``, ``off2`` (..., T) and ``S``, ``Q`` (...).
+        design: the :class:`~causalpos.paper2.design.Design` of the same pairs and fit.
+
+    Returns:
+        dict of float64 tensors of the leading shape (...): ``sst`` (total SS about the pair
+        mean), ``ss_base`` (baseline SS beyond the mean), ``dss`` (ΔSS), ``null`` (exact
+        E_π ΔSS under the within-offset permutation null); and ``c`` (..., q), the residualized
+        absolute-effect vector (for :func:`split_terms`).
+    """
     t = design.tensors(sums["off"].device)
     n = float(design.n_pairs)
     c, u = _c_vector(sums, design)
@@ -466,13 +269,13 @@ def delta_r2(ss, sst):
 
 def null_corrected(delta, null_mean):
     """Leakage reported against the null (paper2.md §2, "never raw"): ΔR² minus the mean of its
-    within-offset permutation null (exact per map, :func:`_fit`'s ``null``; or Monte Carlo)."""
+    within-offset permutation null (exact per map, :func:`fit_sums`'s ``null``; or Monte Carlo)."""
     return delta - null_mean
 
 
 def r2_terms(f: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``r2_base``, ``r2_full``, ``delta`` (ΔR²) and ``null`` (its exact permutation-null mean) of
-    one :func:`_fit` result, each by :func:`delta_r2`."""
+    one :func:`fit_sums` result, each by :func:`delta_r2`."""
     return {
         "r2_base": delta_r2(f["ss_base"], f["sst"]),
         "r2_full": delta_r2(f["ss_base"] + f["dss"], f["sst"]),
@@ -481,8 +284,9 @@ def r2_terms(f: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     }
 
 
-def _allowed(finite: torch.Tensor) -> np.ndarray:
-    """(T, T) lower-triangle finite pattern shared by every map of ``finite`` (..., T, T)."""
+def allowed_pattern(finite: torch.Tensor) -> np.ndarray:
+    """``(T, T)`` bool numpy array: the lower-triangle finite pattern shared by every map of
+    ``finite`` (..., T, T) bool; raises when two maps' patterns differ (one pair set per call)."""
     T = finite.shape[-1]
     flat = finite.reshape(-1, T, T)
     pattern = flat[0]
@@ -498,16 +302,22 @@ def _allowed(finite: torch.Tensor) -> np.ndarray:
     return pattern.cpu().numpy() & np.tril(np.ones((T, T), dtype=bool))
 
 
-def _measured_mask(
+def measured_mask(
     finite: torch.Tensor, mask: np.ndarray | None, window: str, allowed: np.ndarray | None = None
 ) -> np.ndarray:
-    """Pair mask from a finite-pattern tensor (..., T, T): lower triangle ∧ window ∧ finite ∧ mask.
+    """``(T, T)`` bool numpy pair mask: lower triangle ∧ query ``window`` ∧ finite ∧ ``mask``.
 
-    The finite pattern must be the same for every leading index (one design per call).
+    Args:
+        finite: ``(..., T, T)`` bool tensor, the same pattern for every leading index (one design
+            per call).
+        mask: optional ``(T, T)`` bool pair subsample; a pair it selects where the target is not
+            finite raises.
+        window: query window (:func:`~causalpos.paper2.design.query_window`).
+        allowed: :func:`allowed_pattern` of ``finite`` when already computed.
     """
     T = finite.shape[-1]
     if allowed is None:
-        allowed = _allowed(finite)
+        allowed = allowed_pattern(finite)
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
         bad = mask & np.tril(np.ones((T, T), dtype=bool)) & ~allowed
@@ -539,7 +349,7 @@ class LeakageFit:
         return null_corrected(self.delta, self.null_mean)
 
 
-def leakage(
+def fit_leakage(
     y, *, fit: str = "saturated+query", mask: np.ndarray | None = None, window: str = "all"
 ) -> LeakageFit:
     """Leakage ΔR² of target maps ``y`` (..., query, key) under ``fit``.
@@ -551,18 +361,18 @@ def leakage(
         y: ``(..., T, T)`` numpy array or torch tensor (logits or log-attention), NaN where masked.
         fit: ``"<baseline>+<absolute>"``, e.g. ``"saturated+query"``.
         mask: optional ``(T, T)`` bool pair subsample.
-        window: query window (:func:`query_window`).
+        window: query window (:func:`causalpos.paper2.design.query_window`).
 
     Returns:
         :class:`LeakageFit` with numpy arrays of shape ``y.shape[:-2]``.
     """
-    yt, _ = _as_tensor(y)
+    yt, _ = to_tensor(y)
     if yt.ndim < 2 or yt.shape[-1] != yt.shape[-2]:
         raise ValueError(f"y must be (..., T, T) with square maps, got shape {tuple(yt.shape)}")
-    w = _measured_mask(torch.isfinite(yt), mask, window)
+    w = measured_mask(torch.isfinite(yt), mask, window)
     design = build_design(w, fit)
     sums = _pair_sums(yt, torch.as_tensor(w, device=yt.device), design.n_pairs)
-    f = _fit(sums, design)
+    f = fit_sums(sums, design)
     r = r2_terms(f)
     np_ = lambda x: x.cpu().numpy()  # noqa: E731
     return LeakageFit(
@@ -577,8 +387,19 @@ def leakage(
     )
 
 
-def _split_terms(s_sums: dict, l_sums: dict, design: Design, a_fit: dict) -> torch.Tensor:
-    """(..., 4) split of ΔSS(a) into logit, logz, cross, logattn, in units of SST(a)."""
+def split_terms(s_sums: dict, l_sums: dict, design: Design, a_fit: dict) -> torch.Tensor:
+    """Observational split of ΔSS(a), a = s − ℓ, from the sums of the logits and of log Z.
+
+    Args:
+        s_sums: :func:`window_sums` of the logits s.
+        l_sums: :func:`query_sums` (or :func:`window_sums`) of ℓ = log Z.
+        design: the :class:`~causalpos.paper2.design.Design` of the pairs and fit.
+        a_fit: :func:`fit_sums` of the log-attention a on the same pairs.
+
+    Returns:
+        ``(..., 4)`` float64 tensor: logit, logz, cross, logattn (:data:`SPLIT_TERMS`), in units
+        of SST(a); the first three sum to the fourth.
+    """
     c_s, _ = _c_vector(s_sums, design)
     c_l, _ = _c_vector(l_sums, design)
     terms = torch.stack(
@@ -609,19 +430,19 @@ def observational_split(
         dict with ``logit``, ``logz``, ``cross``, ``logattn`` (each ``(...)``), and ``delta_logit``,
         the logit leakage in its own units (ΔSS(s)/SST(s)).
     """
-    st, _ = _as_tensor(scores)
+    st, _ = to_tensor(scores)
     st = st.to(torch.float64)
-    lz, fin = _log_z(st)
+    lz, fin = log_z(st)
     a = torch.where(fin, st - lz[..., None], torch.nan)
-    w_np = _measured_mask(fin, mask, window)
+    w_np = measured_mask(fin, mask, window)
     design = build_design(w_np, fit)
     w = torch.as_tensor(w_np, device=st.device)
     s_sums = _pair_sums(st, w, design.n_pairs)
     a_sums = _pair_sums(a, w, design.n_pairs)
     l_sums = _pair_sums(lz[..., :, None].expand(st.shape), w, design.n_pairs)
-    a_fit = _fit(a_sums, design)
-    s_fit = _fit(s_sums, design)
-    terms = _split_terms(s_sums, l_sums, design, a_fit).cpu().numpy()
+    a_fit = fit_sums(a_sums, design)
+    s_fit = fit_sums(s_sums, design)
+    terms = split_terms(s_sums, l_sums, design, a_fit).cpu().numpy()
     out = {name: terms[..., n] for n, name in enumerate(SPLIT_TERMS)}
     out["delta_logit"] = delta_r2(s_fit["dss"], s_fit["sst"]).cpu().numpy()
     return out

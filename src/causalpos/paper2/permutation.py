@@ -9,7 +9,8 @@ import scipy.sparse as sp
 import torch
 
 from causalpos import stats
-from causalpos.paper2.metric import _as_tensor, _measured_mask, build_design, delta_r2
+from causalpos.paper2.design import build_design
+from causalpos.paper2.metric import delta_r2, measured_mask, to_tensor
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,10 @@ def permutation_test(
     Returns:
         :class:`PermutationResult` with arrays of the maps' leading shape.
     """
-    yt, _ = _as_tensor(maps)
+    yt, _ = to_tensor(maps)
     lead = tuple(yt.shape[:-2])
     T = yt.shape[-1]
-    w = _measured_mask(torch.isfinite(yt), mask, window)
+    w = measured_mask(torch.isfinite(yt), mask, window)
     design = build_design(w, fit)
     i, j = np.nonzero(w)
     d = i - j

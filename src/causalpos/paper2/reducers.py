@@ -11,23 +11,21 @@ import xarray as xr
 from causalpos import stats
 from causalpos.capture import merging
 from causalpos.capture.reducers import batch_chunks
+from causalpos.paper2.design import build_design, parse_fit, query_window
 from causalpos.paper2.metric import (
     DEFAULT_FITS,
     DEFAULT_WINDOWS,
     SPLIT_TERMS,
     TARGETS,
-    _allowed,
-    _fit,
-    _log_z,
-    _measured_mask,
-    _query_sums,
-    _split_terms,
-    _target_sums,
-    _window_sums,
-    build_design,
-    parse_fit,
-    query_window,
+    allowed_pattern,
+    fit_sums,
+    log_z,
+    measured_mask,
+    query_sums,
     r2_terms,
+    split_terms,
+    target_sums,
+    window_sums,
 )
 
 
@@ -96,10 +94,10 @@ class LeakageReducer:
         sub = None
         if self.pair_subsample is not None:
             sub = stats.stratified_pair_mask(T, self.pair_subsample, self.seed)
-        allowed = _allowed(finite)
+        allowed = allowed_pattern(finite)
         if sub is not None:
             sub = sub & allowed  # a sliding window may forbid sampled pairs: measure what exists
-        return _measured_mask(finite, sub, "all", allowed)
+        return measured_mask(finite, sub, "all", allowed)
 
     @torch.no_grad()
     def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
@@ -129,7 +127,7 @@ class LeakageReducer:
 
     def _update_chunk(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray, seen) -> None:
         s = scores.to(torch.float64)
-        lz, fin = _log_z(s)
+        lz, fin = log_z(s)
         a = torch.where(fin, s - lz[..., None], torch.nan)
         nw, nf = len(self.windows), len(self.fits)
         lead = tuple(s.shape[:2])
@@ -149,7 +147,7 @@ class LeakageReducer:
         n_base = int(base_np.sum())
         base = torch.as_tensor(base_np, device=s.device)
         # Row-resolved sums once per target; each query window then only sums a row range.
-        tsums = {"logit": _target_sums(s, base, n_base), "logattn": _target_sums(a, base, n_base)}
+        tsums = {"logit": target_sums(s, base, n_base), "logattn": target_sums(a, base, n_base)}
         T = s.shape[-1]
         for wi, wname in enumerate(self.windows):
             lo, hi = query_window(wname, T)
@@ -158,18 +156,18 @@ class LeakageReducer:
             n_pairs[wi] = n
             if n < 2:
                 continue  # too few pairs in this window (e.g. a short sequence): NaN
-            sums = {t: _window_sums(tsums[t], lo, hi) for t in TARGETS}
-            l_sums = _query_sums(lz, base_np, n_base, lo, hi)
+            sums = {t: window_sums(tsums[t], lo, hi) for t in TARGETS}
+            l_sums = query_sums(lz, base_np, n_base, lo, hi)
             for fi, fit in enumerate(self.fits):
                 design = build_design(w_np, fit)
                 floors[wi, fi] = design.floor
                 fits = {}
                 for ti, target in enumerate(TARGETS):
-                    f = fits[target] = _fit(sums[target], design)
+                    f = fits[target] = fit_sums(sums[target], design)
                     for key, value in r2_terms(f).items():
                         out[f"leak_{key}"][..., wi, fi, ti] = value
                     out["leak_sst"][..., wi, ti] = f["sst"]
-                out["leak_split"][..., wi, fi, :] = _split_terms(
+                out["leak_split"][..., wi, fi, :] = split_terms(
                     sums["logit"], l_sums, design, fits["logattn"]
                 )
         if layer in self._meta:

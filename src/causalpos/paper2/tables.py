@@ -1,4 +1,5 @@
-"""Paper 2 tables across (model, dataset) pairs and their Markdown digest."""
+"""Paper 2 tables: the flat views of one summary and the tables across (model, dataset) pairs
+(their Markdown digest: :mod:`causalpos.paper2.markdown`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,9 @@ import pandas as pd
 import xarray as xr
 
 from causalpos import stats
-from causalpos.paper2.summary import (
-    DEFAULT_CONDITIONS,
-    STAT,
-    bos_measure,
-    bos_replacement,
-    tables,
-)
+from causalpos.paper2.bos import bos_measure, bos_replacement
+from causalpos.paper2.prompts import STAT
+from causalpos.paper2.summary import DEFAULT_CONDITIONS
 
 #: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
 ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
@@ -51,7 +48,7 @@ PAPER2_TABLES: dict[str, str] = {
 }
 
 
-def _wide(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFrame:  # noqa: F821
+def _wide(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFrame:
     """(…, ``columns``, stat) -> one row per ``index`` with ``<col>``, ``<col>_lo``, ``<col>_hi``."""
     df = da.to_dataset(dim="stat").to_dataframe().reset_index()
     wide = df.pivot(index=list(index), columns=columns, values=list(STAT))
@@ -61,19 +58,15 @@ def _wide(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFrame:
         cols[c] = wide[("estimate", c)]
         cols[f"{c}_lo"] = wide[("lo", c)]
         cols[f"{c}_hi"] = wide[("hi", c)]
-    import pandas as pd
-
     return pd.DataFrame(cols).reset_index()
 
 
-def _rope_controls(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
+def _rope_controls(summary: xr.Dataset) -> pd.DataFrame:
     """Table 6 analog of one summary: one row per RoPE condition that was measured or has a
     missing run (``status`` says which), with the total leakage (causal run, log-attention), its
     logit leakage, the observational split's shares, the decomposition (causal run and its
     bidirectional twin) and the paired differences of the causal-mask share from every other
     condition (``share_causal_mask_minus_<condition>``, prompts resampled jointly)."""
-    import pandas as pd
-
     rows = []
     variants = list(summary["variant"].values)
     measured = list(summary["condition"].values) if "decomposition" in summary else []
@@ -131,11 +124,9 @@ def _rope_controls(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
     return pd.DataFrame(rows)
 
 
-def _decomposition(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
+def _decomposition(summary: xr.Dataset) -> pd.DataFrame:
     """Decomposition per condition (wide), with a ``status`` column; conditions with a missing
     run get a row of NaN saying which run is missing."""
-    import pandas as pd
-
     parts = []
     if "decomposition" in summary:
         df = _wide(summary["decomposition"], ["condition"], "component")
@@ -151,13 +142,11 @@ def _decomposition(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def _bos_table(summary: xr.Dataset) -> pd.DataFrame:  # noqa: F821
+def _bos_table(summary: xr.Dataset) -> pd.DataFrame:
     """Table 9 analog: every BOS intervention at every window, ``measure`` saying what its
     effect is on (``residual_stream``: the bidirectional runs' log-attention leakage, Table 9's
     C_res; ``logit``: a causal run's logit leakage), ``replacement`` its kind; interventions with
     a missing run get one row saying which."""
-    import pandas as pd
-
     pairs = json.loads(summary.attrs.get("bos", "{}"))
     rows = []
     names = summary["intervention"].values if "bos_effect" in summary else []
@@ -218,7 +207,7 @@ def _model_columns(summary: xr.Dataset) -> dict:
     return {k: str(summary.attrs.get(k, "")) for k in ("positional", "init_of")}
 
 
-def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F821
+def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:
     """(per condition and layer frame, probe summary row) of a position-0 store."""
     # Sorted: a store's variables come back in the order zarr lists its directory, which the
     # filesystem decides (two runs of the same code gave the columns in different orders).
@@ -268,17 +257,81 @@ def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:  # noqa: F82
     return df, probe
 
 
+def summary_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
+    """Flat tables of one :func:`causalpos.paper2.summary.leakage_summary` result (one DataFrame
+    per name).
+
+    Names: ``leakage_by_model``, ``leakage_by_layer``, ``heads``, plus ``decomposition``,
+    ``decomposition_by_layer``, ``observational_split`` (Table 6 style), ``bos_effects``
+    (Table 9 style), ``sink_heads``, ``baseline_comparison`` (claim 6) and ``depth_trend``
+    (claim 3) when the summary has them.
+    """
+
+    def wide(da: xr.DataArray) -> pd.DataFrame:
+        return da.to_dataset(dim="stat").to_dataframe().reset_index()
+
+    out: dict[str, pd.DataFrame] = {}
+    m = wide(summary["leakage_model"])
+    m["fraction_significant"] = (
+        summary["fraction_significant"].to_dataframe().reset_index()["fraction_significant"]
+    )
+    m["raw"] = (
+        summary["leakage_raw"].mean(("layer", "head")).to_dataframe().reset_index()["leakage_raw"]
+    )
+    m["null_floor"] = (
+        summary["null_floor"].mean(("layer", "head")).to_dataframe().reset_index()["null_floor"]
+    )
+    out["leakage_by_model"] = m
+    out["leakage_by_layer"] = wide(summary["leakage_layer"])
+    h = wide(summary["leakage_head"])
+    for k in (
+        "leakage_raw",
+        "null_floor",
+        "leakage_mean_map",
+        "perm_null_mean",
+        "p_value",
+        "q_value",
+    ):
+        h[k] = summary[k].to_dataframe().reset_index()[k].values
+    if "sink_attention" in summary:
+        sink = summary["sink_attention"].to_dataframe().reset_index()
+        h = h.merge(sink, on=["variant", "layer", "head"], how="left")
+    out["heads"] = h
+    if "decomposition" in summary:
+        out["decomposition"] = wide(summary["decomposition"])
+        out["decomposition_by_layer"] = wide(summary["decomposition_layer"])
+    if "observational_split" in summary:
+        out["observational_split"] = wide(summary["observational_split"])
+    if "bos_effect" in summary:
+        out["bos_effects"] = wide(summary["bos_effect"])
+    if "sink_head" in summary:
+        n = summary["sink_head"].sum(("layer", "head"))
+        df = n.rename("n_sink_heads").to_dataframe().reset_index()
+        df["fraction"] = df["n_sink_heads"] / (summary.sizes["layer"] * summary.sizes["head"])
+        df["n_heads"] = summary.sizes["layer"] * summary.sizes["head"]
+        if "sink_head_count" in summary:
+            cnt = summary["sink_head_count"]
+            for col, st in (("n_sink_heads_lo", "lo"), ("n_sink_heads_hi", "hi")):
+                df[col] = cnt.sel(stat=st).to_dataframe(name=col).reset_index()[col].values
+        out["sink_heads"] = df
+    if "baseline_leakage" in summary:
+        b = summary["baseline_leakage"].to_dataset(dim="stat").to_dataframe().reset_index()
+        b["linear_fit"] = summary.attrs.get("linear_fit", "")
+        out["baseline_comparison"] = b
+    if "leakage_depth_trend" in summary:
+        out["depth_trend"] = wide(summary["leakage_depth_trend"])
+    return out
+
+
 def paper2_tables(
     summaries: Mapping[tuple[str, str], xr.Dataset],
     position0: Mapping[tuple[str, str], xr.Dataset] | None = None,
-) -> dict[str, pd.DataFrame]:  # noqa: F821
+) -> dict[str, pd.DataFrame]:
     """Every paper-2 table over (model, dataset) pairs: :data:`PAPER2_TABLES` names -> DataFrame.
 
     Each frame starts with ``model`` and ``dataset`` columns; values are copied from the summaries
     (no recomputation), so a table cell equals the store's number.
     """
-    import pandas as pd
-
     parts: dict[str, list] = {name: [] for name in PAPER2_TABLES}
     probes = []
 
@@ -291,7 +344,7 @@ def paper2_tables(
         parts[name].append(df)
 
     for (model, dataset), s in summaries.items():
-        flat = tables(s)
+        flat = summary_tables(s)
         p0 = _position0_columns(s)
         add("leakage_by_model", flat["leakage_by_model"], model, dataset, p0)
         add("leakage_by_layer", flat["leakage_by_layer"], model, dataset)
@@ -343,181 +396,3 @@ def paper2_tables(
         pd.DataFrame(probes) if probes else pd.DataFrame(columns=["model", "dataset"])
     )
     return out
-
-
-def _fmt(x) -> str:
-    if isinstance(x, (float, np.floating)):
-        if not np.isfinite(x):
-            return "–"
-        return f"{x:.4g}"
-    return str(x)
-
-
-def _ci_cell(row, name: str, pct: bool = False) -> str:
-    est, lo, hi = (row.get(k, np.nan) for k in (name, f"{name}_lo", f"{name}_hi"))
-    if not np.isfinite(est):
-        return "–"
-    if pct:
-        return f"{100 * est:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
-    return f"{est:.4g} [{lo:.4g}, {hi:.4g}]"
-
-
-def _markdown(df: pd.DataFrame) -> str:  # noqa: F821
-    if df.empty:
-        return "_(none)_\n"
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in df.columns) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def paper2_markdown(
-    tabs: Mapping[str, pd.DataFrame], *, title: str = "Paper 2 (Ruscio et al. 2026): tables"
-) -> str:  # noqa: F821
-    """A readable Markdown digest of :func:`paper2_tables` (estimates with [95 % CI])."""
-    import pandas as pd
-
-    out = [
-        f"# {title}\n",
-        "Leakage = ΔR² of the saturated relative baseline plus absolute query effects, minus its exact "
-        "within-offset permutation-null mean, averaged over prompts, layers and heads; CIs: percentile "
-        "bootstrap over prompts. Full precision in the CSV files beside this one.\n",
-    ]
-
-    def section(name, df):
-        out.append(f"\n## {name}\n\n")
-        out.append(_markdown(df))
-
-    dec = tabs["decomposition"]
-    if not dec.empty:
-        section(
-            "Total leakage and component shares (bidirectional ablation, Eq. 5)",
-            pd.DataFrame(
-                {
-                    "model": dec["model"],
-                    "dataset": dec["dataset"],
-                    "condition": dec["condition"],
-                    "status": dec["status"] if "status" in dec else MEASURED,
-                    "total": [_ci_cell(r, "total") for _, r in dec.iterrows()],
-                    "residual stream": [_ci_cell(r, "residual") for _, r in dec.iterrows()],
-                    "causal mask": [_ci_cell(r, "causal_mask") for _, r in dec.iterrows()],
-                    "residual share": [
-                        _ci_cell(r, "share_residual", True) for _, r in dec.iterrows()
-                    ],
-                    "causal-mask share": [
-                        _ci_cell(r, "share_causal_mask", True) for _, r in dec.iterrows()
-                    ],
-                }
-            ),
-        )
-    rc = tabs["rope_controls"]
-    if not rc.empty:
-        cols = {
-            "model": rc["model"],
-            "dataset": rc["dataset"],
-            "condition": rc["condition"],
-            "total (log-attn)": [_ci_cell(r, "total") for _, r in rc.iterrows()],
-            "logit": [_ci_cell(r, "logit") for _, r in rc.iterrows()],
-        }
-        if "obs_share_logit" in rc:
-            cols["observational logit share"] = [
-                _ci_cell(r, "obs_share_logit", True) for _, r in rc.iterrows()
-            ]
-            cols["observational softmax share"] = [
-                _ci_cell(r, "obs_share_softmax", True) for _, r in rc.iterrows()
-            ]
-        cols["residual share (ablation)"] = [
-            _ci_cell(r, "share_residual", True) for _, r in rc.iterrows()
-        ]
-        cols["causal-mask share (ablation)"] = [
-            _ci_cell(r, "share_causal_mask", True) for _, r in rc.iterrows()
-        ]
-        if "share_causal_mask_minus_rope" in rc:
-            cols["minus rope (paired)"] = [
-                _ci_cell(r, "share_causal_mask_minus_rope", True) for _, r in rc.iterrows()
-            ]
-        if "status" in rc:
-            cols["status"] = rc["status"]
-        section("Table 6 analog: causal vs identity vs scrambled RoPE", pd.DataFrame(cols))
-    bos = tabs["bos_effects"]
-    if not bos.empty:
-        section(
-            "Table 9 analog: BOS-embedding replacement (effect = 1 − C_res(intervention)/C_res(baseline))",
-            pd.DataFrame(
-                {
-                    "model": bos["model"],
-                    "dataset": bos["dataset"],
-                    "intervention": bos["intervention"],
-                    "queries": bos["bos_window"],
-                    "measured on": bos["measure"] if "measure" in bos else bos["target"],
-                    "status": bos["status"] if "status" in bos else MEASURED,
-                    "effect": [_ci_cell(r, "effect", True) for _, r in bos.iterrows()],
-                    "C_res": [_ci_cell(r, "c_res") for _, r in bos.iterrows()],
-                    "C_res baseline": [_ci_cell(r, "c_res_baseline") for _, r in bos.iterrows()],
-                }
-            ),
-        )
-    obs = tabs["observational_split"]
-    if not obs.empty:
-        section(
-            "Observational split of the causal runs (units of SST(log-attention))",
-            pd.DataFrame(
-                {
-                    "model": obs["model"],
-                    "dataset": obs["dataset"],
-                    "run": obs["causal_variant"],
-                    "logit": [_ci_cell(r, "logit") for _, r in obs.iterrows()],
-                    "log Z": [_ci_cell(r, "logz") for _, r in obs.iterrows()],
-                    "cross": [_ci_cell(r, "cross") for _, r in obs.iterrows()],
-                    "log-attention": [_ci_cell(r, "logattn") for _, r in obs.iterrows()],
-                    "logit share": [_ci_cell(r, "share_logit", True) for _, r in obs.iterrows()],
-                }
-            ),
-        )
-    bm = tabs["leakage_by_model"]
-    if not bm.empty:
-        section(
-            "Leakage per run and fraction of significant heads (BH q < α)",
-            pd.DataFrame(
-                {
-                    "model": bm["model"],
-                    "dataset": bm["dataset"],
-                    "variant": bm["variant"],
-                    "target": bm["target"],
-                    "leakage": [
-                        f"{r['estimate']:.4g} [{r['lo']:.4g}, {r['hi']:.4g}]"
-                        for _, r in bm.iterrows()
-                    ],
-                    "raw ΔR²": bm["raw"],
-                    "null floor": bm["null_floor"],
-                    "significant heads": bm["fraction_significant"],
-                }
-            ),
-        )
-    sk = tabs["sink_heads"]
-    if not sk.empty:
-        piv = sk.pivot_table(
-            index=["model", "dataset", "variant"], columns="tau", values="fraction"
-        ).reset_index()
-        piv.columns = [c if isinstance(c, str) else f"τ = {c:g}" for c in piv.columns]
-        section("Sink-reading heads (fraction of heads with mean attention to key 0 ≥ τ)", piv)
-    p0 = tabs["position0"]
-    if not p0.empty:
-        g = p0.groupby(["model", "dataset", "condition"], sort=False)
-        section(
-            "Position-0 trajectory: cross-prompt std of the residual stream (mean over dims)",
-            pd.DataFrame(
-                {
-                    "std (embedding)": g["std"].first(),
-                    "std (last block)": g["std"].last(),
-                    "max std over layers": g["std"].max(),
-                    "max ratio to norm": g["ratio"].max(),
-                    "exactly 0 at every layer": g["std"].apply(lambda s: bool((s == 0).all())),
-                }
-            ).reset_index(),
-        )
-    pr = tabs["position0_probes"]
-    if not pr.empty:
-        section("Content probes (cross-validated; chance = majority class)", pr)
-    return "".join(out)

@@ -21,13 +21,13 @@ def sample_sequences(
     name: str = "",
     peers: Sequence[str | os.PathLike] = (),
 ) -> xr.Dataset:
-    """Rule ``sample_sequences``: :func:`causalpos.data.sample_sequences` of the dataset ``spec``
+    """Rule ``sample_sequences``: :func:`causalpos.data.draw_sequences` of the dataset ``spec``
     (named ``name`` in the config, for error messages) with the tokenizer of a prepared model
     directory; writes ``out``.
 
     ``peers``: directories of the other tokenizers of the models sharing the dataset; in mode
     ``first`` only documents long enough for every one of them are drawn, so all get the same
-    documents (``also_for`` of :func:`causalpos.data.sample_sequences`).
+    documents (``also_for`` of :func:`causalpos.data.draw_sequences`).
     """
     from transformers import AutoTokenizer
 
@@ -38,7 +38,7 @@ def sample_sequences(
     extra = {}
     if peers:
         extra["also_for"] = [AutoTokenizer.from_pretrained(p) for p in peers]
-    ds = data.sample_sequences(
+    ds = data.draw_sequences(
         tokenizer,
         spec["corpus"],
         seq_len=int(spec["seq_len"]),

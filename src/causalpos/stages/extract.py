@@ -243,7 +243,7 @@ def extract_scores(
             key="extract.batch_size",
             auto=not was_auto,
         ):
-            ds = hook.extract_scores(
+            ds = hook.capture_scores(
                 model,
                 tokens,
                 variant=variant,

@@ -32,16 +32,16 @@ def gram_panels(
     data_store: str | os.PathLike | None = None,
 ) -> xr.Dataset:
     """Rule ``gram_panels``: :func:`gram_store` of the model in ``model_dir`` on sequences drawn
-    from ``corpus`` (or read from ``data_store``, a ``sample_sequences`` store of a configured
+    from ``corpus`` (or read from ``data_store``, a ``draw_sequences`` store of a configured
     dataset with this model's tokenizer), written to ``out``.
 
-    Sequences are :func:`causalpos.data.sample_sequences` with the model's own tokenizer (paper 1:
+    Sequences are :func:`causalpos.data.draw_sequences` with the model's own tokenizer (paper 1:
     ``mode="first"``, the first ``seq_len`` tokens of held-out documents, BOS included). The model
     is loaded with :func:`causalpos.models.load_model` (so a NoPE checkpoint runs without rotation).
     The sampling record (corpus, mode, seed, tokenizer hash) and the model's provenance are added
     to the attrs, as are the sampled token ids (``tokens (sample, position)``).
     """
-    from causalpos.data import sample_sequences
+    from causalpos.data import draw_sequences
     from causalpos.models.load import load_model
 
     model, tokenizer = load_model(model_dir, device=device, dtype=dtype)
@@ -61,7 +61,7 @@ def gram_panels(
             )
         mode, seed = seqs.attrs["mode"], seqs.attrs["seed"]
     else:
-        seqs = sample_sequences(
+        seqs = draw_sequences(
             tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
         )
     tokens = np.asarray(seqs["tokens"].values)

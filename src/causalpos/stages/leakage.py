@@ -7,7 +7,8 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from causalpos.paper2.summary import leakage_summary, pool_small_strata
+from causalpos.paper2.prompts import pool_small_strata
+from causalpos.paper2.summary import leakage_summary
 
 
 def leakage(

@@ -37,10 +37,10 @@ def length_generalization(
     trained model directories on sequences drawn from ``corpus``; writes the store ``out_store``
     and its per-variant summary table ``out_table`` (CSV).
 
-    ``model_dirs``: name → directory written by :func:`causalpos.training.loop.train_model` (loaded with
+    ``model_dirs``: name → directory written by :func:`causalpos.training.loop.run_training` (loaded with
     :func:`causalpos.models.load_model`). Every model must share one tokenizer (the one-factor
     design; checked by hash), and each one's training context is read from its config
-    (``causalpos_train_context``). Sequences: :func:`causalpos.data.sample_sequences` with that
+    (``causalpos_train_context``). Sequences: :func:`causalpos.data.draw_sequences` with that
     tokenizer, ``seq_len`` tokens (default ``length_factor`` × the longest training context),
     ``mode="chunks"`` (BOS + consecutive held-out text, never crossing documents).
 
@@ -49,7 +49,7 @@ def length_generalization(
     ``training.json``, NaN when absent) and the token ids ``tokens (sequence, token_position)``.
     """
 
-    from causalpos.data import sample_sequences, tokenizer_fingerprint
+    from causalpos.data import draw_sequences, tokenizer_fingerprint
     from causalpos.models.load import load_model
 
     if not model_dirs:
@@ -62,7 +62,7 @@ def length_generalization(
         if ctx is None or tok is None:
             raise ValueError(
                 f"{path}: no causalpos_train_context in config.json or no tokenizer; "
-                "length generalization reads models trained by causalpos.training.loop.train_model"
+                "length generalization reads models trained by causalpos.training.loop.run_training"
             )
         h = tokenizer_fingerprint(tok)
         if tok_hash is None:
@@ -81,11 +81,11 @@ def length_generalization(
         )
     if seq_len is None:
         seq_len = int(round(length_factor * max(contexts.values())))
-    seqs = sample_sequences(
+    seqs = draw_sequences(
         tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
     )
     tokens = seqs["tokens"].values
-    ds = lengthgen.length_generalization(
+    ds = lengthgen.measure_length_generalization(
         models,
         tokens,
         train_context=contexts,

@@ -7,4 +7,4 @@ from causalpos.models import load
 
 def prepare_model(name: str, spec: dict, out):
     """Rule ``prepare_model``: the model spec ``name`` resolved into an HF-format directory."""
-    return load.prepare_model(name, dict(spec), out)
+    return load.build_model_dir(name, dict(spec), out)

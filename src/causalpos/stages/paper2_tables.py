@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from causalpos.io.store import open_dataset
-from causalpos.paper2.tables import paper2_markdown, paper2_tables
+from causalpos.paper2.markdown import paper2_markdown
+from causalpos.paper2.tables import paper2_tables
 
 
 def aggregate_leakage(

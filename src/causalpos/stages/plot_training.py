@@ -16,7 +16,7 @@ def plot_loss_curves(
 ) -> None:
     """Rule ``plot_loss_curves``: training and held-out loss of every variant."""
     pairs = list(zip(variants, model_dirs, strict=True))
-    training.plot_loss_curves(
+    training.draw_loss_curves(
         {n: read_loss_curve(p) for n, p in pairs},
         list(outputs),
         unigram_entropy={n: read_training_summary(p)["unigram_entropy"] for n, p in pairs},
@@ -42,7 +42,7 @@ def plot_gram_figures(store: str, fig3: Sequence[str], fig8: Sequence[str], *, m
 
 def plot_loss_by_position(store: str, outputs: Sequence[str], *, smooth: int) -> None:
     """Rule ``plot_loss_by_position``: per-position loss beyond the training context."""
-    training.plot_loss_by_position(open_dataset(store), list(outputs), smooth=smooth)
+    training.draw_loss_by_position(open_dataset(store), list(outputs), smooth=smooth)
 
 
 def plot_train_comparison(

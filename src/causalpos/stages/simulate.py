@@ -12,8 +12,8 @@ log = logging.getLogger("causalpos.stages.simulate")
 
 
 def simulate(out, setting: Mapping, *, name: str, seed: int, attrs: Mapping | None = None):
-    """Rule ``simulate``: :func:`causalpos.paper1.simulate.simulate` of one setting into ``out``."""
-    ds = sim.simulate(**dict(setting), seed=seed, progress=True)
+    """Rule ``simulate``: :func:`causalpos.paper1.simulate.run_simulation` of one setting into ``out``."""
+    ds = sim.run_simulation(**dict(setting), seed=seed, progress=True)
     ds.attrs["setting"] = name
     ds.attrs.update(dict(attrs or {}))
     write_dataset(ds, out)

@@ -34,7 +34,7 @@ def train_tokenizer(
         len(train_texts),
         ", ".join(heldout_sources),
     )
-    return tokenizer.train_tokenizer(
+    return tokenizer.fit_tokenizer(
         train_texts,
         vocab_size,
         out_dir,
@@ -53,7 +53,7 @@ def train_model(
     out_dir: str | os.PathLike,
     **run: Any,
 ) -> dict[str, Any]:
-    """Rule ``train_model``: :func:`causalpos.training.loop.train_model` of the rule's ``settings``
+    """Rule ``train_model``: :func:`causalpos.training.loop.run_training` of the rule's ``settings``
     param (:meth:`TrainSettings.from_params`) on a corpus spec split by
     :func:`causalpos.training.batches.prepare_texts`.
 
@@ -71,7 +71,7 @@ def train_model(
         len(heldout_ids),
         ", ".join(heldout_sources),
     )
-    return loop.train_model(
+    return loop.run_training(
         params,
         tokenizer_dir=tokenizer_dir,
         out_dir=out_dir,

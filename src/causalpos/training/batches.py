@@ -48,8 +48,8 @@ def prepare_texts(
 ) -> tuple[list[str], list[str]]:
     """Load a corpus spec (``causalpos.data`` format, e.g. ``{"type": "kjv"}``) and split it by source.
 
-    Returns ``(train_texts, heldout_texts)`` — what :func:`causalpos.training.tokenizer.train_tokenizer` and
-    :func:`causalpos.training.loop.train_model`
+    Returns ``(train_texts, heldout_texts)`` — what :func:`causalpos.training.tokenizer.fit_tokenizer` and
+    :func:`causalpos.training.loop.run_training`
     take. The held-out sources are read by the analyses as their own dataset
     (``{"type": "kjv", "books": [...]}``).
     """

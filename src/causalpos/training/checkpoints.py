@@ -48,7 +48,7 @@ def settings_record(
 
 
 def default_checkpoint_dir(out_dir: str | os.PathLike) -> Path:
-    """Where :func:`causalpos.training.loop.train_model` keeps checkpoints by default: the sibling
+    """Where :func:`causalpos.training.loop.run_training` keeps checkpoints by default: the sibling
     ``<out_dir>.checkpoints``."""
     out_dir = Path(out_dir)
     return out_dir.with_name(out_dir.name + ".checkpoints")

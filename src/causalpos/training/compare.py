@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from causalpos.paper1.compare import _group_maps, paired_index_bootstrap
+from causalpos.paper1.compare import group_maps, paired_index_bootstrap
 from causalpos.paper1.nonrelative import paired, share_intervals
 from causalpos.training.twin import INIT_SUFFIX
 
@@ -90,12 +90,12 @@ def comparison_tables(
     if lengthgen is not None and len(lengthgen):
         lg = lengthgen.set_index("variant")
     for variant, (trained, init) in stores.items():
-        g_t = _group_maps(trained, f"trained-{variant}")
+        g_t = group_maps(trained, f"trained-{variant}")
         if init is not None:
             _check_same_prompts(
                 trained, init, f"trained-{variant}", f"trained-{variant}{INIT_SUFFIX}"
             )
-            g_i = _group_maps(init, f"trained-{variant}{INIT_SUFFIX}")
+            g_i = group_maps(init, f"trained-{variant}{INIT_SUFFIX}")
         else:
             g_i = g_t  # no twin: the contrasts are dropped below
         p = paired_index_bootstrap(g_t, g_i, level=confidence, n_boot=n_boot, seed=seed)

@@ -119,7 +119,7 @@ def loss_by_position(
     )
 
 
-def length_generalization(
+def measure_length_generalization(
     models: Mapping[str, nn.Module],
     tokens,
     *,
@@ -141,7 +141,7 @@ def length_generalization(
     (and ``excess_mean``/``excess_lo``/``excess_hi (variant)`` when sequences go beyond it).
     """
     if not models:
-        raise ValueError("length_generalization needs at least one model")
+        raise ValueError("measure_length_generalization needs at least one model")
     parts = []
     for name, model in models.items():
         ctx = train_context[name] if isinstance(train_context, Mapping) else train_context

@@ -98,7 +98,7 @@ class _State:
         )
 
 
-def train_model(
+def run_training(
     settings: TrainSettings,
     *,
     tokenizer_dir: str | os.PathLike,
@@ -177,7 +177,7 @@ def _job(
     if tok.bos_token_id is None:
         raise ValueError(
             f"tokenizer in {tokenizer_dir} has no BOS token; train it with "
-            "causalpos.training.tokenizer.train_tokenizer"
+            "causalpos.training.tokenizer.fit_tokenizer"
         )
     resolved = settings.resolved()
     return _Job(

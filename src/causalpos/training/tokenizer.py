@@ -21,7 +21,7 @@ EOS_TOKEN = "<|eos|>"
 PAD_TOKEN = "<|pad|>"
 
 
-def train_tokenizer(
+def fit_tokenizer(
     texts: Sequence[str],
     vocab_size: int,
     out_dir: str | os.PathLike,
@@ -54,7 +54,7 @@ def train_tokenizer(
             f"symbols + {n_special} special tokens + at least one merge (use >= {n_special + n_bytes + 1})"
         )
     if not texts:
-        raise ValueError("train_tokenizer got no texts")
+        raise ValueError("fit_tokenizer got no texts")
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -104,14 +104,14 @@ def train_tokenizer(
 
 
 def load_tokenizer(tokenizer_dir: str | os.PathLike):
-    """The HF fast tokenizer saved by :func:`train_tokenizer` (or any HF tokenizer directory)."""
+    """The HF fast tokenizer saved by :func:`fit_tokenizer` (or any HF tokenizer directory)."""
     from transformers import AutoTokenizer
 
     path = Path(tokenizer_dir)
     if not (path / "tokenizer.json").is_file():
         raise FileNotFoundError(
             f"no tokenizer.json in {path}: train one with "
-            "causalpos.training.tokenizer.train_tokenizer"
+            "causalpos.training.tokenizer.fit_tokenizer"
         )
     return AutoTokenizer.from_pretrained(path)
 
@@ -125,7 +125,7 @@ def encode_documents(tokenizer_dir: str | os.PathLike, texts: Sequence[str]) -> 
     tok = load_tokenizer(tokenizer_dir)
     if tok.eos_token_id is None:
         raise ValueError(
-            f"tokenizer in {tokenizer_dir} has no EOS token; train it with train_tokenizer"
+            f"tokenizer in {tokenizer_dir} has no EOS token; train it with fit_tokenizer"
         )
     enc = tok(list(texts), add_special_tokens=False)["input_ids"]
     eos = tok.eos_token_id

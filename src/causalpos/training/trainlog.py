@@ -24,7 +24,7 @@ def read_loss_curve(path: str | os.PathLike) -> dict[str, np.ndarray]:
         p = p / LOSS_CURVE
     if not p.is_file():
         raise FileNotFoundError(
-            f"no loss curve at {p}: train the model with causalpos.training.loop.train_model first"
+            f"no loss curve at {p}: train the model with causalpos.training.loop.run_training first"
         )
     data = np.genfromtxt(p, delimiter=",", names=True, dtype=np.float64)
     return {name: np.atleast_1d(data[name]) for name in data.dtype.names}

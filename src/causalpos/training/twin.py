@@ -41,7 +41,7 @@ def prepare_init_twin(trained_dir: str | os.PathLike, out_dir: str | os.PathLike
     if not summary_path.is_file():
         raise FileNotFoundError(
             f"prepare_init_twin: {trained_dir} has no {TRAINING_JSON}; "
-            "expected a directory written by causalpos.training.loop.train_model"
+            "expected a directory written by causalpos.training.loop.run_training"
         )
     summary = json.loads(summary_path.read_text())
     seed = int(summary["settings"]["seed"])

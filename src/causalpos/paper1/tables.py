@@ -1,0 +1,178 @@
+"""Paper 1 tables: the non-relativeness index of simulations and of language models per layer,
+and the trained models against their untrained twins (:mod:`causalpos.stages.stats`,
+:mod:`causalpos.stages.compare` write them)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from causalpos.paper1.compare import group_maps
+from causalpos.paper1.diagonal import index_ci
+from causalpos.paper1.nonrelative import band_ci, minus_first_layer, paired, share_intervals
+
+
+def llm_index_table(
+    stores: dict[tuple[str, str, str], xr.Dataset],
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    first_keys: int = 4,
+    twins: Mapping[str, str] | None = None,
+):
+    """Per (model, dataset, variant, layer) non-relativeness statistics of the head-averaged map.
+
+    ``stores``: (model, dataset, variant) -> merged score store with ``score_group_mean``
+    (group, layer, query, key), the raw head-averaged maps of groups of sequences.
+    ``twins``: model -> its random-init twin (same architecture, tokenizer, prompts), both among
+    the stores; the model's rows then carry the share contrast with the twin.
+
+    Columns: the logit-unit index (bootstrap over groups, :func:`causalpos.paper1.diagonal.
+    index_ci`: ``index``, ``index_debiased``, ``noise_floor``, ``index_over_floor``, ``ci_lo``,
+    ``ci_hi``, ``se``); the scale-free non-relative share with its jackknife CI (``share``,
+    ``share_lo``, ``share_hi``) and its paired difference from layer 1 (``share_minus_l1*``, NaN on
+    layer 1); the share pooled over the model's layers (``share_pooled*``, the same on every row
+    of the model); the first-keys band, keys 1..``first_keys`` (``band_keys``), sink column excluded
+    before normalizing (``band``, ``band_lo``, ``band_hi``) and with it
+    (``band_with_sink*``), logit units, signed (:mod:`causalpos.paper1.nonrelative`); with a twin:
+    ``twin``, ``share_minus_twin*`` per layer and ``share_pooled_minus_twin*`` (pooled over
+    layers, the same on every row of the model); ``n_groups``, ``n_sequences``.
+    """
+    twins = dict(twins or {})
+    maps, shares = {}, {}
+    for key, ds in stores.items():
+        model, dataset, variant = key
+        maps[key] = group_maps(ds, f"{model}/{dataset}/{variant}")
+        shares[key] = share_intervals(maps[key], level=confidence)  # (per layer, pooled)
+    rows = []
+    for key, ds in stores.items():
+        model, dataset, variant = key
+        g = maps[key]
+        ci = index_ci(g, level=confidence, n_boot=n_boot, seed=seed)
+        sh, pooled = shares[key]
+        band = band_ci(g, first_keys, level=confidence)
+        band_sink = band_ci(g, first_keys, exclude_sink=False, level=confidence)
+        l1 = minus_first_layer(sh)
+        twin = twins.get(model)
+        tkey = (twin, dataset, variant)
+        vs_twin = pooled_vs_twin = None
+        if twin is not None and tkey in stores:
+            _check_same_groups(ds, stores[tkey], "/".join(key), "/".join(tkey))
+            vs_twin = paired(sh, shares[tkey][0])
+            pooled_vs_twin = paired(pooled, shares[tkey][1])
+        for layer in range(g.shape[1]):
+            row = {
+                "model": model,
+                "dataset": dataset,
+                "variant": variant,
+                "layer": layer + 1,
+                "index": float(ci.estimate[layer]),
+                "index_debiased": float(ci.debiased[layer]),
+                "noise_floor": float(ci.noise_floor[layer]),
+                "index_over_floor": float(ci.estimate[layer] / ci.noise_floor[layer])
+                if ci.noise_floor[layer] > 0
+                else math.nan,
+                "ci_lo": float(ci.lo[layer]),
+                "ci_hi": float(ci.hi[layer]),
+                "se": float(ci.se[layer]),
+                "share": float(sh.estimate[layer]),
+                "share_lo": float(sh.lo[layer]),
+                "share_hi": float(sh.hi[layer]),
+                **_triple("share_minus_l1", l1, layer, skip=layer == 0),
+                **_triple("share_pooled", (pooled.estimate, pooled.lo, pooled.hi), None),
+                "band_keys": int(first_keys),
+                "band": float(band.estimate[layer]),
+                "band_lo": float(band.lo[layer]),
+                "band_hi": float(band.hi[layer]),
+                "band_with_sink": float(band_sink.estimate[layer]),
+                "band_with_sink_lo": float(band_sink.lo[layer]),
+                "band_with_sink_hi": float(band_sink.hi[layer]),
+            }
+            if vs_twin is not None:
+                row["twin"] = twin
+                row.update(_triple("share_minus_twin", vs_twin, layer))
+                row.update(_triple("share_pooled_minus_twin", pooled_vs_twin, None))
+            row["n_groups"] = int(ci.n_groups)
+            row["n_sequences"] = int(ds.attrs.get("n_sequences", -1))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _triple(name: str, est_lo_hi, layer: int | None, skip: bool = False) -> dict[str, float]:
+    """``{name, name_lo, name_hi}`` of one layer (or of a scalar contrast: ``layer`` None)."""
+    if skip:
+        return {name: math.nan, f"{name}_lo": math.nan, f"{name}_hi": math.nan}
+    vals = [np.asarray(x) for x in est_lo_hi]
+    vals = [float(v if layer is None else v[layer]) for v in vals]
+    return dict(zip((name, f"{name}_lo", f"{name}_hi"), vals))
+
+
+def _check_same_groups(a: xr.Dataset, b: xr.Dataset, la: str, lb: str) -> None:
+    """A paired contrast needs the two stores to hold the same groups of the same sequences."""
+    na, nb = a.sizes.get("group"), b.sizes.get("group")
+    same = na == nb and a.attrs.get("n_sequences") == b.attrs.get("n_sequences")
+    if same and "group" in a.coords and "group" in b.coords:
+        same = np.array_equal(a["group"].values, b["group"].values)
+    if not same:
+        raise ValueError(
+            f"{la} and its twin {lb} do not hold the same groups of sequences ({na} vs {nb} groups); "
+            "a twin must be extracted on the same dataset with the same extract.n_groups"
+        )
+
+
+def simulation_index_table(
+    stores: Mapping[str, xr.Dataset], confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Per-layer non-relativeness index of simulation stores, one row per (setting, layer).
+
+    ``stores``: mapping setting name → simulation dataset with ``score_group`` (group, layer,
+    query, key) (:func:`causalpos.paper1.simulate.run_simulation`). Returns a pandas DataFrame with columns
+    ``setting``, the setting's ``alpha``, ``norm``, ``scaling``, ``rope``, ``causal``,
+    ``residual``, ``layer`` (numbered as in the paper: 1 = first layer), ``index`` (of the
+    grand-mean map), ``ci_lo``, ``ci_hi`` (noise-corrected bootstrap over groups at ``confidence``,
+    a CI for the noise-free index; :func:`index_ci`),
+    ``se`` (bootstrap sd), ``noise_floor``, ``index_over_floor`` (≈ 1: no detectable
+    non-relative signal), ``index_debiased``, ``n_groups``, ``n_samples``.
+    """
+    rows = []
+    for name, ds in stores.items():
+        if "score_group" not in ds:
+            raise ValueError(
+                f"simulation_index_table: store {name!r} has no 'score_group'; rerun the "
+                f"simulation with n_groups >= 2"
+            )
+        gm = ds["score_group"].transpose("group", "layer", "query", "key").values
+        ci = index_ci(gm, level=confidence, n_boot=n_boot, seed=seed)
+        a = ds.attrs
+        for k, layer in enumerate(ds["layer"].values):
+            rows.append(
+                {
+                    "setting": name,
+                    "alpha": a.get("alpha"),
+                    "norm": a.get("norm"),
+                    "scaling": a.get("scaling"),
+                    "rope": a.get("rope"),
+                    "causal": a.get("causal"),
+                    "residual": a.get("residual"),
+                    "layer": int(layer) + 1,
+                    "index": float(ci.estimate[k]),
+                    "ci_lo": float(ci.lo[k]),
+                    "ci_hi": float(ci.hi[k]),
+                    "se": float(ci.se[k]),
+                    "noise_floor": float(ci.noise_floor[k]),
+                    "index_over_floor": (
+                        float(ci.estimate[k] / ci.noise_floor[k])
+                        if ci.noise_floor[k] > 0
+                        else float("nan")
+                    ),
+                    "index_debiased": float(ci.debiased[k]),
+                    "n_groups": ci.n_groups,
+                    "n_samples": a.get("n_samples"),
+                }
+            )
+    return pd.DataFrame(rows)

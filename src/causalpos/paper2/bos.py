@@ -1,0 +1,103 @@
+"""Paper 2 §4's BOS replacement in the summary: which runs pair up (an intervention and the same
+run without it), what each effect is measured on, and the ``bos_effect`` block of a
+:class:`~causalpos.paper2.prompts.PromptSet`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from causalpos.models.variants import parse_variant, without_bos_replacement
+from causalpos.paper2.prompts import STAT, PromptSet
+
+#: What a BOS intervention's effect is measured on: the residual-stream component of §3 (the
+#: bidirectional run's log-attention leakage, Table 9's C_res) or, for a causal run, its logit
+#: leakage (absolute position that reached q, k; observational, not Table 9's quantity).
+RESIDUAL_STREAM = "residual_stream"
+
+
+def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
+    """Every run with a position-0 replacement -> (intervention, baseline, target).
+
+    The baseline is the same run without the replacement (same mask and rotary embedding;
+    :func:`causalpos.models.variants.without_bos_replacement`). A bidirectional intervention
+    (e.g. ``bos_replace_mean+bidirectional`` against ``bidirectional``) is measured on
+    log-attention: the residual-stream component of §3 itself, Table 9's C_res. A causal one
+    (``bos_replace_mean`` against ``causal``) on logits: the observational residual-stream
+    component (absolute position that reached q, k). The intervention's name is the run's name
+    without ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
+    """
+    out = {}
+    for v in variants:
+        var = parse_variant(v)
+        if var.bos_replace is None:
+            continue
+        target = "logit" if var.causal else "logattn"
+        out[v.replace("bos_replace_", "", 1)] = (v, without_bos_replacement(v), target)
+    return out
+
+
+def bos_measure(variant: str, baseline: str, target: str) -> str:
+    """:data:`RESIDUAL_STREAM` for a bidirectional intervention measured on log-attention
+    against a bidirectional baseline; otherwise the target (``logit``, ``logattn``)."""
+    bidirectional = not parse_variant(variant).causal and not parse_variant(baseline).causal
+    return RESIDUAL_STREAM if bidirectional and target == "logattn" else target
+
+
+def bos_replacement(variant: str) -> str:
+    """The replacement of a BOS-intervention run: ``mean``, ``zeros``, ``token``, ``gaussian``,
+    or ``all_token`` / ``all_gaussian`` ("replace all")."""
+    v = parse_variant(variant)
+    if v.bos_replace is None:
+        return ""
+    return ("all_" if v.per_prompt else "") + v.bos_replace
+
+
+def wanted_bos(
+    ps: PromptSet, bos: Mapping[str, tuple[str, str, str]] | None = None
+) -> tuple[dict[str, tuple[str, str, str]], dict[str, tuple[str, str, str]], dict[str, list[str]]]:
+    """(every intervention asked for, those whose two runs are in ``ps``, intervention -> its
+    missing runs); ``bos`` None: :func:`_default_bos` of the runs."""
+    present = set(ps.runs)
+    wanted = dict(_default_bos(ps.runs) if bos is None else bos)
+    pairs = {k: t for k, t in wanted.items() if t[0] in present and t[1] in present}
+    not_run = {
+        k: [v for v in t[:2] if v not in present] for k, t in wanted.items() if k not in pairs
+    }
+    return wanted, pairs, not_run
+
+
+def bos_effects(
+    ps: PromptSet,
+    pairs: Mapping[str, tuple[str, str, str]],
+    bos_windows: Sequence[str] = ("early16", "early32", "early64", "late"),
+) -> xr.Dataset:
+    """BOS replacement (§4) per intervention and query window the stores hold: effect =
+    1 − C_res(intervention)/C_res(baseline) (``bos_effect``) and both C_res (``bos_c_res``,
+    ``bos_c_res_baseline``), prompts resampled jointly. Empty without an intervention."""
+    if not pairs:
+        return xr.Dataset()
+    wins = [w for w in bos_windows if w in ps.windows]
+    eff = np.full((len(pairs), len(wins), 3), np.nan)
+    c_int = np.full((len(pairs), len(wins), 3), np.nan)
+    c_base = np.full((len(pairs), len(wins), 3), np.nan)
+    for bi, (_name, (iv, bv, target)) in enumerate(pairs.items()):
+        for wi, win in enumerate(wins):
+            ci_ = ps.leakage(iv, target, win).mean((1, 2))
+            cb_ = ps.leakage(bv, target, win).mean((1, 2))
+            bi_s, bb_s = ps.boot(ci_), ps.boot(cb_)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                eff[bi, wi] = ps.ci(1.0 - bi_s / bb_s, 1.0 - ci_.mean() / cb_.mean())
+            c_int[bi, wi] = ps.ci(bi_s, ci_.mean())
+            c_base[bi, wi] = ps.ci(bb_s, cb_.mean())
+    dims = ("intervention", "bos_window", "stat")
+    return xr.Dataset(
+        {
+            "bos_effect": (dims, eff),
+            "bos_c_res": (dims, c_int),
+            "bos_c_res_baseline": (dims, c_base),
+        },
+        coords={"stat": list(STAT), "intervention": list(pairs), "bos_window": wins},
+    )

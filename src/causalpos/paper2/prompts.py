@@ -1,0 +1,158 @@
+"""The prompts of one (model, dataset) for paper 2's summary: sorted once, every run aligned.
+
+:class:`PromptSet` is what every output block of :mod:`causalpos.paper2.summary` takes: the runs'
+stores sorted by sequence id, the bootstrap counts over the prompts (stratified or not), and the
+headline fit, window and floor correction; :func:`pool_small_strata` prepares the strata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from causalpos import stats
+from causalpos.paper2.design import parse_fit
+from causalpos.paper2.metric import null_corrected
+
+#: The last axis of every summary variable with a CI.
+STAT = ("estimate", "lo", "hi")
+
+
+def _ci(samples: np.ndarray, estimate: np.ndarray, level: float) -> np.ndarray:
+    lo, hi = stats.percentile_ci(samples, level)
+    return np.stack([estimate, lo, hi], axis=-1)
+
+
+@dataclass(frozen=True, eq=False)
+class PromptSet:
+    """The prompts of one (model, dataset), sorted once, with every run's store aligned to them.
+
+    Every output block of :func:`leakage_summary` takes one: the per-prompt arrays of each run come
+    from ``runs`` (stores sorted by sequence id, so row k of every array is prompt
+    ``sequences[k]`` in every run), and the bootstrap replicates of any per-prompt quantity use
+    the same resampled prompts (``counts``), which pairs every difference across runs.
+
+    Build it with :meth:`from_stores`.
+    """
+
+    runs: dict[str, xr.Dataset]  # variant -> its store sorted by sequence id (LeakageReducer runs)
+    sequences: np.ndarray  # (n,) sorted sequence ids, shared by every run
+    counts: np.ndarray  # (n_boot, n) bootstrap counts over prompts (stratified when strata given)
+    fit: str
+    window: str
+    floor_correct: bool
+    level: float
+    stratified: bool
+
+    @classmethod
+    def from_stores(
+        cls,
+        stores: Mapping[str, xr.Dataset],
+        *,
+        fit: str = "saturated+query",
+        window: str = "all",
+        floor_correct: bool = True,
+        n_boot: int = 2000,
+        level: float = 0.95,
+        seed: int = 0,
+        strata: np.ndarray | None = None,
+    ) -> PromptSet:
+        """The runs of ``stores`` that hold ``leak_delta``, checked to cover the same prompts and
+        to hold ``fit`` / ``window``; ``strata``: per-prompt source labels in sorted-id order."""
+        parse_fit(fit)
+        leak_vars = {v: ds for v, ds in stores.items() if "leak_delta" in ds}
+        if not leak_vars:
+            raise ValueError(
+                "leakage_summary: no store holds leak_delta; run extraction with LeakageReducer"
+            )
+        seqs = None
+        for v, ds in leak_vars.items():
+            if fit not in ds["leak_fit"].values or window not in ds["leak_window"].values:
+                raise ValueError(
+                    f"variant {v!r}: fit {fit!r} / window {window!r} not in the store (fits "
+                    f"{list(ds['leak_fit'].values)}, windows {list(ds['leak_window'].values)})"
+                )
+            s = np.sort(ds["sequence"].values)
+            if seqs is None:
+                seqs = s
+            elif not np.array_equal(s, seqs):
+                raise ValueError(
+                    f"variant {v!r} covers different sequence ids than the others; the bootstrap "
+                    "resamples prompts jointly across variants, so run every variant on the same "
+                    "prompts"
+                )
+        return cls(
+            runs={v: ds.sortby("sequence") for v, ds in leak_vars.items()},
+            sequences=seqs,
+            counts=stats.bootstrap_counts(seqs.size, n_boot, seed, strata),
+            fit=fit,
+            window=window,
+            floor_correct=floor_correct,
+            level=level,
+            stratified=strata is not None,
+        )
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self.runs)
+
+    @property
+    def layers(self) -> np.ndarray:
+        return self.runs[self.variants[0]]["layer"].values
+
+    @property
+    def heads(self) -> np.ndarray:
+        return self.runs[self.variants[0]]["head"].values
+
+    @property
+    def windows(self) -> np.ndarray:
+        """Query windows the stores hold (those of the first run)."""
+        return self.runs[self.variants[0]]["leak_window"].values
+
+    def at(self, variant: str, window: str | None = None, fit: str | None = None) -> xr.Dataset:
+        """One run's sorted store at one fit and window (default: the headline ones)."""
+        return self.runs[variant].sel(
+            leak_fit=self.fit if fit is None else fit,
+            leak_window=self.window if window is None else window,
+        )
+
+    def leakage(self, variant: str, target: str, window: str | None = None) -> np.ndarray:
+        """Per-prompt leakage (sequence, layer, head) of one run and target under the headline fit:
+        ΔR² minus its exact permutation-null mean when ``floor_correct`` (§2), else raw ΔR²."""
+        ds = self.runs[variant].sel(
+            leak_fit=self.fit,
+            leak_window=self.window if window is None else window,
+            leak_target=target,
+        )
+        x = ds["leak_delta"].values
+        return null_corrected(x, ds["leak_null"].values) if self.floor_correct else x
+
+    def boot(self, x: np.ndarray) -> np.ndarray:
+        """Bootstrap replicates (n_boot, ...) of the prompt mean of ``x`` (sequence, ...)."""
+        return stats.bootstrap_means(x, self.counts)
+
+    def ci(self, samples: np.ndarray, estimate: np.ndarray) -> np.ndarray:
+        """(..., 3) = estimate, percentile lo, hi of bootstrap ``samples`` (n_boot, ...)."""
+        return _ci(samples, estimate, self.level)
+
+    def mean_ci(self, x: np.ndarray) -> np.ndarray:
+        """(..., 3) prompt mean of ``x`` (sequence, ...) with its bootstrap CI."""
+        return self.ci(self.boot(x), x.mean(0))
+
+
+def pool_small_strata(labels: np.ndarray, min_size: int = 5) -> tuple[np.ndarray, int]:
+    """Labels with every stratum of fewer than ``min_size`` prompts merged into one pooled stratum.
+
+    A stratified bootstrap resamples each stratum within itself, so a stratum of one prompt always
+    redraws that prompt (no variance) and small ones understate it by (n_s − 1)/n_s; e.g. Wikipedia
+    chunks labelled by article title are almost all singletons. Returns (labels, number of
+    prompts pooled).
+    """
+    labels = np.array([str(x) for x in np.asarray(labels).ravel()], dtype=object)
+    names, counts = np.unique(labels, return_counts=True)
+    small = np.isin(labels, names[counts < min_size])
+    labels[small] = "(pooled small strata)"
+    return labels, int(small.sum())
