@@ -290,6 +290,11 @@ def test_tiny_position_free_model_end_to_end(make_tiny):
         float(excess.mean()),
     )
     assert float(est["exp_pooled_lo"]) <= 0.0 <= float(est["exp_pooled_hi"]) or abs(pooled) <= 0.01
+    # A random-weight model's expected map is nearly flat (D̂'s CI reaches 0, ρ̂'s CI is wide):
+    # the companion in units of a prompt map's SST is ≈ 0 with a tight CI.
+    print("sst units", [float(est[f"exp_pooled_sst{k}"]) for k in ("", "_lo", "_hi")])
+    assert float(est["exp_pooled_sst_lo"]) <= 0.0 <= float(est["exp_pooled_sst_hi"])
+    assert float(est["exp_pooled_sst_hi"]) - float(est["exp_pooled_sst_lo"]) < 0.01
     # The per-prompt reading fails the same control: above its own null, CI far from 0.
     assert np.quantile(excess.values[boot].mean(1), 0.025) > 0.02
     assert float(est["exp_significant"].mean()) <= 0.1

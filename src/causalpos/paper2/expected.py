@@ -42,6 +42,14 @@ of the expected map the two-way model leaves; :func:`expected_leakage` reports D
 (``exp_resid_share``) and the tests measure the CI against one with the exact residual Gram.
 Where N̂ ≈ 0 (the negative control) the denominator's spread enters only at second order.
 
+**Conditioning (companion).** ρ is a ratio of the expected map's variances; where the expected map
+is nearly flat (a random-weight model without positional input) D̂ is within its noise of 0 and ρ̂
+with its CI is uninformative (a CI covering 0 then says nothing). The companion
+ρ_SST = ‖P_Δ μ‖² / E‖C y_p‖² — the expected map's absolute-position variance in units of one
+prompt map's variance, N̂/(n(n − 1)) over the mean SST_p — has an exactly resampled, well
+conditioned denominator, and is ≤ ρ·‖Cμ‖²/E‖Cy_p‖². Report both; judge "≈ 0" on ρ_SST where D̂'s
+CI reaches 0.
+
 **Landmark (decision).** With a fixed token 0 (BOS) and a model without positional input
 (permutation-equivariant forward pass, iid tokens at positions 1..T−1), exchangeability of those
 positions gives E y_ij = b (i ≠ j ≥ 1), E y_ii = c, E y_i0 = a: μ = b + (c − b)[i = j] +
@@ -173,7 +181,14 @@ def u_statistics(grams: dict[str, np.ndarray], weights: np.ndarray) -> dict[str,
     pairs = m.sum(-1) ** 2 - (m * m).sum(-1)  # (B,)
     extra = (1,) * d_r.ndim
     den = _offdiag(grams["low"], m) + d_r * (pairs / (n * (n - 1))).reshape((-1,) + extra)
-    return {"num": _offdiag(grams["num"], m), "den": den, "den_resid": d_r}
+    sst = np.einsum("bp,...p->b...", m, grams["sst"]) / m.sum(-1).reshape((-1,) + extra)
+    return {
+        "num": _offdiag(grams["num"], m),
+        "den": den,
+        "den_resid": d_r,
+        "pairs": pairs,
+        "sst": sst,
+    }
 
 
 def sign_flip_pvalues(num_gram: np.ndarray, n_flips: int = 2000, seed: int = 0) -> np.ndarray:
@@ -203,7 +218,8 @@ def estimate(
 ) -> dict[str, np.ndarray]:
     """Headline ΔR² of the expected maps of ``grams`` with leading (layer, head): per head, per
     layer (Σ over heads) and pooled (Σ over all), each with a percentile bootstrap CI over prompts,
-    and per-head sign-flip p-values with BH q-values across (layer, head)."""
+    and per-head sign-flip p-values with BH q-values across (layer, head). ``*_sst`` keys: the
+    companion ρ_SST (module docstring), with the same bootstrap draws."""
     n = grams["sst"].shape[-1]
     if n < 3:
         raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
@@ -226,6 +242,13 @@ def estimate(
             r[0],
         )
         out[f"{name}_lo"], out[f"{name}_hi"] = np.quantile(r[1:], [lo_q, hi_q], axis=0)
+        a_sst, b_sst = {"head": (num, u["sst"]), "layer": (num.sum(-1), u["sst"].sum(-1))}.get(
+            name, (num.sum((-2, -1)), u["sst"].sum((-2, -1)))
+        )
+        pairs = u["pairs"].reshape((-1,) + (1,) * (a_sst.ndim - 1))
+        r_sst = _ratio(a_sst / pairs, b_sst)
+        out[f"{name}_sst"] = r_sst[0]
+        out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst[1:], [lo_q, hi_q], axis=0)
     p = sign_flip_pvalues(grams["num"], n_flips, seed + 1)
     out["p"], out["q"] = p, stats.benjamini_hochberg(p)
     out["resid_share"] = u["den_resid"].sum() / den[0].sum()
@@ -283,7 +306,8 @@ def expected_leakage(
     Returns ``exp_delta``/``exp_lo``/``exp_hi``/``exp_num``/``exp_den``/``exp_p``/``exp_q``/
     ``exp_significant`` (layer, head); ``exp_layer*`` (layer); ``exp_pooled*`` (); and
     ``exp_resid_share`` (), the share of D̂ whose resampling is held at its mean. exp_num and
-    exp_den are per prompt pair (N̂, D̂ / (n(n − 1))).
+    exp_den are per prompt pair (N̂, D̂ / (n(n − 1))). ``*_sst``, ``*_sst_lo``, ``*_sst_hi``: the
+    companion ρ_SST = N̂/(n(n − 1)) / mean SST_p and its CI (module docstring).
     """
     parse_fit(fit)
     missing = [
@@ -312,14 +336,18 @@ def expected_leakage(
     grams = {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}
     r = estimate(grams, n_boot=n_boot, seed=seed, level=level)
     lh, lay = ("layer", "head"), ("layer",)
-    data = {f"exp_{k}": (lh, r[f"head_{k}"]) for k in ("num", "den", "lo", "hi")}
+    data = {
+        f"exp_{k}": (lh, r[f"head_{k}"])
+        for k in ("num", "den", "lo", "hi", "sst", "sst_lo", "sst_hi")
+    }
     data["exp_delta"] = (lh, r["head"])
     data.update({f"exp_{k}": (lh, r[k]) for k in ("p", "q")})
     data["exp_significant"] = (lh, r["q"] <= alpha)
     data["exp_layer"] = (lay, r["layer"])
-    data.update({f"exp_layer_{k}": (lay, r[f"layer_{k}"]) for k in ("lo", "hi", "num", "den")})
+    keys = ("lo", "hi", "num", "den", "sst", "sst_lo", "sst_hi")
+    data.update({f"exp_layer_{k}": (lay, r[f"layer_{k}"]) for k in keys})
     data["exp_pooled"] = ((), r["pooled"])
-    data.update({f"exp_pooled_{k}": ((), r[f"pooled_{k}"]) for k in ("lo", "hi", "num", "den")})
+    data.update({f"exp_pooled_{k}": ((), r[f"pooled_{k}"]) for k in keys})
     data["exp_resid_share"] = ((), r["resid_share"])
     return xr.Dataset(
         data,
