@@ -253,6 +253,17 @@ def test_store_estimate_through_the_reducer_equals_the_maps_and_merges_exactly()
                 np.testing.assert_allclose(
                     got["exp_delta"].sel(layer=lay).values, want, rtol=1e-10, atol=1e-12
                 )
+    # All windows and targets at once; a float32 map sum (the final store's dtype) moves the
+    # headline by less than its stated rounding bound.
+    table = X.expected_table(merged, n_boot=50)
+    assert table["exp_pooled"].dims == ("exp_window", "exp_target")
+    again = X.expected_leakage(merged, window="early6", target="logattn", n_boot=50)
+    assert float(table["exp_pooled"].sel(exp_window="early6", exp_target="logattn")) == float(
+        again["exp_pooled"]
+    )
+    f32 = X.expected_table(merged.assign(leak_map_sum=merged["leak_map_sum"].astype("float32")))
+    rel = np.abs(f32["exp_pooled"] / table["exp_pooled"] - 1)
+    assert (rel <= 2 * f32["exp_den_rounding"]).all() and (f32["exp_den_rounding"] < 1e-5).all()
     with pytest.raises(ValueError, match="expected_stats=True"):
         X.expected_leakage(ds.drop_vars("leak_rowsum"))
 

@@ -59,7 +59,13 @@ therefore models the key-0 column in both B and F (``landmark=True``: one indica
 :func:`causalpos.paper2.metric.build_design`), which puts μ of every position-free run in the span
 of B: ρ = 0 by construction, with or without a fixed token 0. It removes only a key-0 level
 shared by all queries; attention to key 0 that varies with the query position (sinks read
-differently by position) stays in ΔSS. Prompts without a fixed token 0 carry no landmark at all
+differently by position) stays in ΔSS. In a causal run that shared key-0 level has two sources,
+the fixed token and position 0's closed causal dynamics (the residual-stream route): with the
+landmark the headline counts neither, i.e. it measures query-position structure only, and the
+key-0 level is the sink readings' business. Without it (``landmark=False``) a constant key-0 level
+leaks into the query effects only through the design's non-orthogonality (pair (i, 0) sits at
+offset i), which is why that reading is kept as a second column, not the headline. Prompts
+without a fixed token 0 carry no landmark at all
 (μ = b + (c − b)[i = j]), a second negative control that reads 0 with ``landmark=False`` too.
 
 **Sliding window (decision).** A bidirectional pass keeps a symmetric window, so the visible-key
@@ -305,7 +311,9 @@ def expected_leakage(
 
     Returns ``exp_delta``/``exp_lo``/``exp_hi``/``exp_num``/``exp_den``/``exp_p``/``exp_q``/
     ``exp_significant`` (layer, head); ``exp_layer*`` (layer); ``exp_pooled*`` (); and
-    ``exp_resid_share`` (), the share of D̂ whose resampling is held at its mean. exp_num and
+    ``exp_resid_share`` (), the share of D̂ whose resampling is held at its mean;
+    ``exp_den_rounding`` (), a bound on the relative error of the pooled D̂ from the precision of
+    ``leak_map_sum`` (the final store keeps maps in float32: ‖C S‖² is then good to ≈ 3u‖S‖²). exp_num and
     exp_den are per prompt pair (N̂, D̂ / (n(n − 1))). ``*_sst``, ``*_sst_lo``, ``*_sst_hi``: the
     companion ρ_SST = N̂/(n(n − 1)) / mean SST_p and its CI (module docstring).
     """
@@ -327,10 +335,13 @@ def expected_leakage(
     )
     seed_pairs = int(ds["leak_delta"].attrs.get("leak_seed", ds.attrs.get("leak_seed", 0)))
     per_layer = []
+    unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the map sums
+    rounding = 0.0
     for layer in ds["layer"].values:
         msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values  # (head, T, T)
         allowed = np.isfinite(msum).all(0) & np.tril(np.ones(msum.shape[-2:], dtype=bool))
         mask = window_pairs(allowed, window, None if sub < 0 else sub, seed_pairs)
+        rounding += 3 * unit * float((msum[:, mask].astype(np.float64) ** 2).sum())
         design = build_design(mask, fit, landmark=landmark)
         per_layer.append(prompt_grams(store_stats(ds, layer, window, target, mask), design))
     grams = {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}
@@ -349,6 +360,8 @@ def expected_leakage(
     data["exp_pooled"] = ((), r["pooled"])
     data.update({f"exp_pooled_{k}": ((), r[f"pooled_{k}"]) for k in keys})
     data["exp_resid_share"] = ((), r["resid_share"])
+    n = int(ds.sizes["sequence"])
+    data["exp_den_rounding"] = ((), rounding / abs(r["pooled_den"] * n * (n - 1)))
     return xr.Dataset(
         data,
         coords={"layer": ds["layer"].values, "head": ds["head"].values},
@@ -366,3 +379,21 @@ def expected_leakage(
             "of the prompts' c-vectors; q: BH across (layer, head)",
         },
     )
+
+
+def expected_table(
+    ds: xr.Dataset, *, windows=None, targets=("logit", "logattn"), **kw
+) -> xr.Dataset:
+    """:func:`expected_leakage` for every window (default: the store's) and target, stacked on
+    ``exp_window`` and ``exp_target`` (keyword arguments pass through)."""
+    windows = list(ds["leak_window"].values) if windows is None else list(windows)
+    rows = [
+        xr.concat(
+            [expected_leakage(ds, window=w, target=t, **kw) for t in targets], dim="exp_target"
+        )
+        for w in windows
+    ]
+    out = xr.concat(rows, dim="exp_window", combine_attrs="drop_conflicts")
+    for k in ("exp_window", "exp_target"):
+        out.attrs.pop(k, None)
+    return out.assign_coords(exp_window=windows, exp_target=list(targets))
