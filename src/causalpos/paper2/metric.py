@@ -257,35 +257,21 @@ def _build_design_cached(
     m_pinv, k = _pinv_sym(m)
 
     if landmark:  # the within-offset null below assumes stratum-constant baseline columns
-        nan = np.full(T, np.nan)
-        return Design(
-            mask,
-            baseline,
-            absolute,
-            int(n),
-            rank_base,
-            k,
-            n_off,
-            gx_pinv,
-            b,
-            m_pinv,
-            nan,
-            np.full((T, T), np.nan),
-            landmark=True,
+        h, c_strata = np.full(T, np.nan), np.full((T, T), np.nan)
+    else:
+        # Stratum-aggregated projector P_Δ = Z̃ M⁺ Z̃ᵀ (Z̃ = Z residualized on X), for the exact
+        # permutation-null mean.
+        w = b @ x_s  # (q, T): column s = G_ZX G_X⁺ x_s
+        k_strata = n_zs - w * n_off[None, :]  # Z̃ᵀ1_s
+        c_strata = k_strata.T @ m_pinv @ k_strata
+        zz = sum(m_pinv[a, a] for a in levels)
+        if absolute == "both":
+            zz = zz + 2.0 * m_pinv[i, T + j]
+        h = (
+            np.bincount(d, weights=zz, minlength=T)
+            - 2.0 * (w * (m_pinv @ n_zs)).sum(axis=0)
+            + n_off * (w * (m_pinv @ w)).sum(axis=0)
         )
-    # Stratum-aggregated projector P_Δ = Z̃ M⁺ Z̃ᵀ (Z̃ = Z residualized on X), for the exact
-    # permutation-null mean.
-    w = b @ x_s  # (q, T): column s = G_ZX G_X⁺ x_s
-    k_strata = n_zs - w * n_off[None, :]  # Z̃ᵀ1_s
-    c_strata = k_strata.T @ m_pinv @ k_strata
-    zz = sum(m_pinv[a, a] for a in levels)
-    if absolute == "both":
-        zz = zz + 2.0 * m_pinv[i, T + j]
-    h = (
-        np.bincount(d, weights=zz, minlength=T)
-        - 2.0 * (w * (m_pinv @ n_zs)).sum(axis=0)
-        + n_off * (w * (m_pinv @ w)).sum(axis=0)
-    )
     return Design(
         mask=mask,
         baseline=baseline,
@@ -299,6 +285,7 @@ def _build_design_cached(
         m_pinv=m_pinv,
         h=h,
         c_strata=c_strata,
+        landmark=landmark,
     )
 
 
