@@ -12,10 +12,12 @@ from causalpos.paper2 import reducers as R
 
 
 def orthonormal(a):
-    """Orthonormal basis of the column span of ``a`` (SVD with an explicit rank tolerance: the
-    designs are rank-deficient and pinv's default cut keeps spurious directions at T = 64)."""
-    u, sv, _ = np.linalg.svd(a, full_matrices=False)
-    return u[:, sv > 1e-9 * sv[0]]
+    """Orthonormal basis of the column span of ``a`` (eigenvectors of aᵀa with an explicit rank
+    cut: the designs are rank-deficient and pinv's default cut keeps spurious directions at
+    T = 64)."""
+    w, v = np.linalg.eigh(a.T @ a)
+    keep = w > 1e-10 * w[-1]
+    return a @ v[:, keep] / np.sqrt(w[keep])
 
 
 def dense_design(mask, fit, landmark):
