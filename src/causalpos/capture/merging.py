@@ -129,7 +129,14 @@ LEAKAGE_PER_SEQ = (
     "leak_null",
     "leak_sst",
     "leak_split",
+    "leak_offsum",
+    "leak_key0sum",
+    "leak_rowsum",
 )
+
+#: The per-sequence sums of the expected-map estimator (:mod:`causalpos.paper2.expected`); a
+#: reducer built with ``expected_stats=False`` omits them.
+EXPECTED_STATS = ("leak_offsum", "leak_key0sum", "leak_rowsum")
 
 _MODULES = {
     "ScoreMoments": ("causalpos.capture.reducers", "causalpos.capture"),

@@ -36,18 +36,26 @@ def query_window(name: str, seq_len: int) -> tuple[int, int]:
     """Query rows ``[lo, hi)`` of a window name.
 
     ``"all"`` = rows 1..T−1; ``"earlyK"`` = rows 1..K−1 (queries i < K, clipped to T);
-    ``"late"`` = rows T//2..T−1 (the second half, paper 2 §4's contrast to early queries).
+    ``"late"`` = rows T//2..T−1 (the second half, paper 2 §4's contrast to early queries);
+    ``"fullW"`` = rows W..T−1−W, the rows whose sliding window of size W is full in the causal
+    pass (keys i − W < j ≤ i) and in the bidirectional one (|i − j| ≤ W), so the visible-key
+    count does not depend on i there (paper2.md §2, sliding window).
     Row 0 (a single key) is never measured.
     """
     if name == "all":
         return 1, seq_len
     if name == "late":
         return max(1, seq_len // 2), seq_len
+    m = re.fullmatch(r"full(\d+)", name)
+    if m:
+        w = int(m.group(1))
+        return max(1, w), max(1, seq_len - w)
     m = re.fullmatch(r"early(\d+)", name)
     if m:
         return 1, min(int(m.group(1)), seq_len)
     raise ValueError(
-        f"unknown query window {name!r}; use 'all', 'late' or 'early<K>' (e.g. 'early16')"
+        f"unknown query window {name!r}; use 'all', 'late', 'early<K>' (e.g. 'early16') or "
+        "'full<W>' (rows whose sliding window W is full, e.g. 'full32')"
     )
 
 
@@ -103,8 +111,9 @@ class Design:
     gx_pinv: np.ndarray  # (p, p) G_X⁺
     b: np.ndarray  # (q, p) G_ZX G_X⁺
     m_pinv: np.ndarray  # (q, q) M⁺
-    h: np.ndarray  # (T,) Σ over stratum s of the leverages of P_Δ
-    c_strata: np.ndarray  # (T, T) 1_sᵀ P_Δ 1_t
+    h: np.ndarray  # (T,) Σ over stratum s of the leverages of P_Δ (NaN with a landmark)
+    c_strata: np.ndarray  # (T, T) 1_sᵀ P_Δ 1_t (NaN with a landmark)
+    landmark: bool = False  # B (and F) also hold an indicator of key 0 (:func:`build_design`)
     _torch: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -147,7 +156,9 @@ def _pinv_sym(m: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 @lru_cache(maxsize=256)
-def _build_design_cached(mask_bytes: bytes, seq_len: int, baseline: str, absolute: str) -> Design:
+def _build_design_cached(
+    mask_bytes: bytes, seq_len: int, baseline: str, absolute: str, landmark: bool = False
+) -> Design:
     mask = np.frombuffer(mask_bytes, dtype=bool).reshape(seq_len, seq_len).copy()
     T = seq_len
     i, j = np.nonzero(mask)
@@ -187,23 +198,36 @@ def _build_design_cached(mask_bytes: bytes, seq_len: int, baseline: str, absolut
         for b_ in levels:
             np.add.at(gz, (a, b_), 1.0)
     gzx = n_zs @ x_s.T  # (q, p): Σ_s Zᵀ1_s x_sᵀ
+    if landmark:
+        # One more baseline column, the key-0 indicator: its pairs (s, 0) are one per stratum s.
+        k0 = mask[:, 0].astype(np.float64)  # [s]: pair (s, 0) measured (offset s)
+        gxk = x_s @ k0  # (p,) Xᵀk0
+        gx = np.block([[gx, gxk[:, None]], [gxk[None, :], np.array([[k0.sum()]])]])
+        zk_cols = np.zeros(T)
+        zk_cols[0] = k0.sum()
+        zk = {"query": k0, "key": zk_cols, "both": np.concatenate([k0, zk_cols])}[absolute]
+        gzx = np.concatenate([gzx, zk[:, None]], axis=1)  # Zᵀk0: query level s holds pair (s, 0)
+        gx_pinv, rank_base = _pinv_sym(gx)
     b = gzx @ gx_pinv
     m = gz - b @ gzx.T
     m_pinv, k = _pinv_sym(m)
 
-    # Stratum-aggregated projector P_Δ = Z̃ M⁺ Z̃ᵀ (Z̃ = Z residualized on X), for the exact
-    # permutation-null mean.
-    w = b @ x_s  # (q, T): column s = G_ZX G_X⁺ x_s
-    k_strata = n_zs - w * n_off[None, :]  # Z̃ᵀ1_s
-    c_strata = k_strata.T @ m_pinv @ k_strata
-    zz = sum(m_pinv[a, a] for a in levels)
-    if absolute == "both":
-        zz = zz + 2.0 * m_pinv[i, T + j]
-    h = (
-        np.bincount(d, weights=zz, minlength=T)
-        - 2.0 * (w * (m_pinv @ n_zs)).sum(axis=0)
-        + n_off * (w * (m_pinv @ w)).sum(axis=0)
-    )
+    if landmark:  # the within-offset null below assumes stratum-constant baseline columns
+        h, c_strata = np.full(T, np.nan), np.full((T, T), np.nan)
+    else:
+        # Stratum-aggregated projector P_Δ = Z̃ M⁺ Z̃ᵀ (Z̃ = Z residualized on X), for the exact
+        # permutation-null mean.
+        w = b @ x_s  # (q, T): column s = G_ZX G_X⁺ x_s
+        k_strata = n_zs - w * n_off[None, :]  # Z̃ᵀ1_s
+        c_strata = k_strata.T @ m_pinv @ k_strata
+        zz = sum(m_pinv[a, a] for a in levels)
+        if absolute == "both":
+            zz = zz + 2.0 * m_pinv[i, T + j]
+        h = (
+            np.bincount(d, weights=zz, minlength=T)
+            - 2.0 * (w * (m_pinv @ n_zs)).sum(axis=0)
+            + n_off * (w * (m_pinv @ w)).sum(axis=0)
+        )
     return Design(
         mask=mask,
         baseline=baseline,
@@ -217,13 +241,20 @@ def _build_design_cached(mask_bytes: bytes, seq_len: int, baseline: str, absolut
         m_pinv=m_pinv,
         h=h,
         c_strata=c_strata,
+        landmark=landmark,
     )
 
 
-def build_design(mask: np.ndarray, fit: str = "saturated+query") -> Design:
+def build_design(
+    mask: np.ndarray, fit: str = "saturated+query", *, landmark: bool = False
+) -> Design:
     """Data-free structure of the fit ``fit`` on the pairs selected by ``mask`` ((T, T) bool, cached).
 
     ``mask`` must lie in the lower triangle (j ≤ i); build it with :func:`pair_mask`.
+    ``landmark``: B and F also hold one indicator column of key 0 (the absolute landmark a fixed
+    token 0 puts into the data; see :mod:`causalpos.paper2.expected`). The c-vector then needs
+    the key-0 sum (``sums["cols"][..., 0]``); the exact permutation-null mean is not defined
+    (``h``, ``c_strata`` NaN).
     """
     baseline, absolute = parse_fit(fit)
     mask = np.asarray(mask, dtype=bool)
@@ -235,7 +266,7 @@ def build_design(mask: np.ndarray, fit: str = "saturated+query") -> Design:
             "causal pairs j <= i only — build the mask with causalpos.paper2.design.pair_mask"
         )
     return _build_design_cached(
-        np.ascontiguousarray(mask).tobytes(), mask.shape[0], baseline, absolute
+        np.ascontiguousarray(mask).tobytes(), mask.shape[0], baseline, absolute, bool(landmark)
     )
 
 

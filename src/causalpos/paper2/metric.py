@@ -154,7 +154,7 @@ def window_sums(ts: dict, lo: int, hi: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def _pair_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict[str, torch.Tensor]:
+def pair_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict[str, torch.Tensor]:
     """Per-offset/query/key sums of y (..., T, T) over the pairs ``w`` for every leading index."""
     return window_sums(target_sums(y, w, n_pairs), 0, y.shape[-1])
 
@@ -196,13 +196,15 @@ def query_sums(
     }
 
 
-def _c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tensor, torch.Tensor]:
+def c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tensor, torch.Tensor]:
     """(c = Zᵀy − G_ZX G_X⁺ Xᵀy, u = Xᵀy) for every leading index."""
     t = design.tensors(sums["off"].device)
     if design.baseline == "saturated":
         u = sums["off"]
     else:
         u = torch.stack([sums["S"], sums["off"] @ t["offsets"]], dim=-1)
+    if design.landmark:
+        u = torch.cat([u, sums["cols"][..., :1]], dim=-1)
     if design.absolute == "query":
         v = sums["rows"]
     elif design.absolute == "key":
@@ -232,7 +234,7 @@ def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.T
     """
     t = design.tensors(sums["off"].device)
     n = float(design.n_pairs)
-    c, u = _c_vector(sums, design)
+    c, u = c_vector(sums, design)
     s, q = sums["S"], sums["Q"]
     sst = q - s * s / n
     ss_base = ((u @ t["gx_pinv"]) * u).sum(dim=-1) - s * s / n
@@ -371,7 +373,7 @@ def fit_leakage(
         raise ValueError(f"y must be (..., T, T) with square maps, got shape {tuple(yt.shape)}")
     w = measured_mask(torch.isfinite(yt), mask, window)
     design = build_design(w, fit)
-    sums = _pair_sums(yt, torch.as_tensor(w, device=yt.device), design.n_pairs)
+    sums = pair_sums(yt, torch.as_tensor(w, device=yt.device), design.n_pairs)
     f = fit_sums(sums, design)
     r = r2_terms(f)
     np_ = lambda x: x.cpu().numpy()  # noqa: E731
@@ -400,8 +402,8 @@ def split_terms(s_sums: dict, l_sums: dict, design: Design, a_fit: dict) -> torc
         ``(..., 4)`` float64 tensor: logit, logz, cross, logattn (:data:`SPLIT_TERMS`), in units
         of SST(a); the first three sum to the fourth.
     """
-    c_s, _ = _c_vector(s_sums, design)
-    c_l, _ = _c_vector(l_sums, design)
+    c_s, _ = c_vector(s_sums, design)
+    c_l, _ = c_vector(l_sums, design)
     terms = torch.stack(
         [
             _quad(c_s, c_s, design),
@@ -437,9 +439,9 @@ def observational_split(
     w_np = measured_mask(fin, mask, window)
     design = build_design(w_np, fit)
     w = torch.as_tensor(w_np, device=st.device)
-    s_sums = _pair_sums(st, w, design.n_pairs)
-    a_sums = _pair_sums(a, w, design.n_pairs)
-    l_sums = _pair_sums(lz[..., :, None].expand(st.shape), w, design.n_pairs)
+    s_sums = pair_sums(st, w, design.n_pairs)
+    a_sums = pair_sums(a, w, design.n_pairs)
+    l_sums = pair_sums(lz[..., :, None].expand(st.shape), w, design.n_pairs)
     a_fit = fit_sums(a_sums, design)
     s_fit = fit_sums(s_sums, design)
     terms = split_terms(s_sums, l_sums, design, a_fit).cpu().numpy()

@@ -44,7 +44,13 @@ class LeakageReducer:
     - ``leak_split``: (sequence, layer, head, leak_window, leak_fit, leak_term) float64, terms
       logit/logz/cross/logattn in units of SST(log-attention);
     - ``leak_floor`` (layer, leak_window, leak_fit) k/(N−1); ``leak_n_pairs`` (layer, leak_window);
-    - ``leak_map_sum`` (leak_target, layer, head, query, key) float64 and ``leak_map_count`` ().
+    - ``leak_map_sum`` (leak_target, layer, head, query, key) float64 and ``leak_map_count`` ();
+    - with ``expected_stats``, the per-prompt sufficient statistics of the expected-map estimator
+      (:mod:`causalpos.paper2.expected`), sums of each map centred by its mean over all measured
+      pairs: ``leak_offsum`` (sequence, layer, head, leak_window, leak_target, leak_offset) over the
+      window's pairs of each offset; ``leak_key0sum`` (sequence, layer, head, leak_window,
+      leak_target) over its key-0 pairs; ``leak_rowsum`` (sequence, layer, head, leak_target,
+      query) over each query row (a window's row sums are these on its rows).
 
     Args:
         fits: fit names (``"<baseline>+<absolute>"``).
@@ -53,6 +59,9 @@ class LeakageReducer:
             pairs for every map.
         seed: seed of the pair subsample.
         mean_maps: accumulate ``leak_map_sum`` (memory: 2 × layers × heads × T² float64).
+        expected_stats: store the per-prompt sums the expected-map estimator needs (per sequence,
+            layer and head: 2 targets × ((windows + 1) × T + windows) float64; 106 MB for 32
+            prompts, 30 layers × 9 heads, T = 128 and 5 windows).
 
     Cost: per (layer, batch) a few passes over the (batch, head, T, T) scores in float64 plus one
     T-sized quadratic form per map, window, fit and target; designs (pinv of ≤ 2T × 2T count
@@ -70,6 +79,7 @@ class LeakageReducer:
         pair_subsample: int | None = None,
         seed: int = 0,
         mean_maps: bool = True,
+        expected_stats: bool = False,
     ) -> None:
         for f in fits:
             parse_fit(f)
@@ -82,6 +92,10 @@ class LeakageReducer:
         self.pair_subsample = pair_subsample
         self.seed = seed
         self.mean_maps = mean_maps
+        self.expected_stats = expected_stats
+        self._PER_SEQ = tuple(
+            k for k in merging.LEAKAGE_PER_SEQ if expected_stats or k not in merging.EXPECTED_STATS
+        )
         self._rows: dict[int, dict[int, dict[str, np.ndarray]]] = {}  # layer -> seq -> arrays
         self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
         self._map_sum: dict[int, torch.Tensor] = {}
@@ -141,6 +155,11 @@ class LeakageReducer:
         out["leak_split"] = torch.full(
             lead + (nw, nf, 4), torch.nan, dtype=torch.float64, device=s.device
         )
+        T = s.shape[-1]
+        if self.expected_stats:
+            nan = dict(dtype=torch.float64, device=s.device)
+            out["leak_offsum"] = torch.full(lead + (nw, 2, T), torch.nan, **nan)
+            out["leak_key0sum"] = torch.full(lead + (nw, 2), torch.nan, **nan)
         floors = np.full((nw, nf), np.nan)
         n_pairs = np.zeros(nw, dtype=np.int64)
         base_np = self._base_mask(fin)
@@ -148,7 +167,10 @@ class LeakageReducer:
         base = torch.as_tensor(base_np, device=s.device)
         # Row-resolved sums once per target; each query window then only sums a row range.
         tsums = {"logit": target_sums(s, base, n_base), "logattn": target_sums(a, base, n_base)}
-        T = s.shape[-1]
+        if self.expected_stats:
+            out["leak_rowsum"] = torch.stack(
+                [tsums[t]["yz"].sum(-1).reshape(lead + (T,)) for t in TARGETS], dim=-2
+            )
         for wi, wname in enumerate(self.windows):
             lo, hi = query_window(wname, T)
             w_np = base_np & ((np.arange(T) >= lo) & (np.arange(T) < hi))[:, None]
@@ -158,6 +180,10 @@ class LeakageReducer:
                 continue  # too few pairs in this window (e.g. a short sequence): NaN
             sums = {t: window_sums(tsums[t], lo, hi) for t in TARGETS}
             l_sums = query_sums(lz, base_np, n_base, lo, hi)
+            if self.expected_stats:
+                for ti, target in enumerate(TARGETS):
+                    out["leak_offsum"][..., wi, ti, :] = sums[target]["off"]
+                    out["leak_key0sum"][..., wi, ti] = sums[target]["cols"][..., 0]
             for fi, fit in enumerate(self.fits):
                 design = build_design(w_np, fit)
                 floors[wi, fi] = design.floor
@@ -212,6 +238,12 @@ class LeakageReducer:
                 dims = ("sequence", "layer", "head", "leak_window", "leak_target")
             elif k == "leak_split":
                 dims = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_term")
+            elif k == "leak_offsum":
+                dims = ("sequence", "layer", "head", "leak_window", "leak_target", "leak_offset")
+            elif k == "leak_key0sum":
+                dims = ("sequence", "layer", "head", "leak_window", "leak_target")
+            elif k == "leak_rowsum":
+                dims = ("sequence", "layer", "head", "leak_target", "query")
             else:
                 dims = dims_t
             data[k] = (dims, arr)
@@ -246,6 +278,7 @@ class LeakageReducer:
                 "leak_term": list(SPLIT_TERMS),
                 "query": np.arange(T),
                 "key": np.arange(T),
+                "leak_offset": np.arange(T),
             },
             attrs={
                 "leak_fits": list(self.fits),

@@ -1,0 +1,392 @@
+"""Content-free leakage: the ΔR² of the expected (prompt-mean) map, by U-statistics over prompts.
+
+**Quantity.** Prompts p = 1..n are iid draws; a map is y_p = μ + ε_p over the measured pairs of
+one (layer, head, window, target), with μ the expected map and ε_p the prompt's content. With C
+the centring projector on the measured pairs and P_Δ = P_F − P_B the extra projector of the fit
+(:mod:`causalpos.paper2.metric`), the headline is ρ = ‖P_Δ μ‖² / ‖C μ‖², the ΔR² of μ.
+
+**Estimator (decision).** For any fixed A, E[y_pᵀ A y_q] = μᵀ A μ when p ≠ q (independence),
+while E[y_pᵀ A y_p] = μᵀ A μ + tr(A Σ). The per-prompt reading carries tr(P_Δ Σ) / tr(C Σ): a row
+i shares its query token, so the content covariance Σ has row blocks that the query effects
+absorb, and the per-prompt ΔR² is large for a model with no positional input at all. The
+U-statistics over distinct prompt pairs
+
+    N̂ = Σ_{p≠q} y_pᵀ P_Δ y_q = ‖P_Δ S‖² − Σ_p ‖P_Δ y_p‖²,
+    D̂ = Σ_{p≠q} y_pᵀ C y_q  = ‖C S‖²  − Σ_p ‖C y_p‖²        (S = Σ_p y_p)
+
+are unbiased for n(n−1)‖P_Δ μ‖² and n(n−1)‖C μ‖²; the headline ρ̂ = N̂ / D̂ is consistent with
+bias O(1/n) (delta method; no content term at any n). Pooled over heads (per layer, or over
+all layers and heads) the estimate is Σ N̂ / Σ D̂, the share of the expected maps' summed variance
+that absolute position explains — never a mean of per-head ratios, which explode where a head's
+expected map is nearly constant (D̂ → 0). A cross-fitted split-half estimate has the same
+expectation but uses only n²/2 of the n(n − 1) pairs.
+
+**Per-prompt sufficient statistics.** By FWL, y_pᵀ P_Δ y_q = c_pᵀ M⁺ c_q with c_p = Zᵀy_p −
+G_ZX G_X⁺ Xᵀy_p, and ⟨P_B y_p, P_B y_q⟩ = u_pᵀ G_X⁺ u_q with u_p = Xᵀy_p. For the query fits
+both come from the map's per-offset, per-query-row and key-0 sums (the reducer's
+``leak_offsum``, ``leak_rowsum``, ``leak_key0sum``: O(T) per map). The Gram
+
+    ⟨C y_p, C y_q⟩ = ⟨C P_F y_p, C P_F y_q⟩ + ⟨R y_p, R y_q⟩,   R = I − P_F
+
+is exact in its first (low-rank) part for every pair; the residual part is known on the diagonal
+(‖C y_p‖² = SST_p, ``leak_sst``) and in total (‖C S‖², the SST of ``leak_map_sum``), not per pair.
+
+**Resampling (decision).** CIs: percentile bootstrap over prompts (paper2.md §5). A resample with
+multiplicities m_p keeps only pairs of distinct prompts, N*(m) = Σ_{p≠q} m_p m_q y_pᵀ P_Δ y_q
+(copies of one prompt would bring the content term back). N* and the low-rank part of D* are
+exact. The residual part of D* is held at its per-pair mean, D̂_R · Σ_{p≠q} m_p m_q / (n(n−1)):
+its pair-resolved terms need ⟨y_p, S⟩, which no one-pass statistic of O(T) per prompt gives
+(S is known only after the last prompt; K group-sum maps would cost K × 71 MB at the default
+scale). What this drops is the variance of ⟨R ε_p, R μ⟩, the prompts' covariance with the part
+of the expected map the two-way model leaves; :func:`expected_leakage` reports D̂_R / D̂
+(``exp_resid_share``) and the tests measure the CI against one with the exact residual Gram.
+Where N̂ ≈ 0 (the negative control) the denominator's spread enters only at second order.
+
+**Conditioning (companion).** ρ is a ratio of the expected map's variances; where the expected map
+is nearly flat (a random-weight model without positional input) D̂ is within its noise of 0 and ρ̂
+with its CI is uninformative (a CI covering 0 then says nothing). The companion
+ρ_SST = ‖P_Δ μ‖² / E‖C y_p‖² — the expected map's absolute-position variance in units of one
+prompt map's variance, N̂/(n(n − 1)) over the mean SST_p — has an exactly resampled, well
+conditioned denominator, and is ≤ ρ·‖Cμ‖²/E‖Cy_p‖². Report both; judge "≈ 0" on ρ_SST where D̂'s
+CI reaches 0.
+
+**Landmark (decision).** With a fixed token 0 (BOS) and a model without positional input
+(permutation-equivariant forward pass, iid tokens at positions 1..T−1), exchangeability of those
+positions gives E y_ij = b (i ≠ j ≥ 1), E y_ii = c, E y_i0 = a: μ = b + (c − b)[i = j] +
+(a − b)[j = 0]. The first two terms are offset levels; the key-0 column is not in the span of
+offsets and query effects, so such a run reads ρ > 0 (0.15 measured on SmolLM2). The headline
+therefore models the key-0 column in both B and F (``landmark=True``: one indicator column,
+:func:`causalpos.paper2.metric.build_design`), which puts μ of every position-free run in the span
+of B: ρ = 0 by construction, with or without a fixed token 0. It removes only a key-0 level
+shared by all queries; attention to key 0 that varies with the query position (sinks read
+differently by position) stays in ΔSS. In a causal run that shared key-0 level has two sources,
+the fixed token and position 0's closed causal dynamics (the residual-stream route): with the
+landmark the headline counts neither, i.e. it measures query-position structure only, and the
+key-0 level is the sink readings' business. Without it (``landmark=False``) a constant key-0 level
+leaks into the query effects only through the design's non-orthogonality (pair (i, 0) sits at
+offset i), which is why that reading is kept as a second column, not the headline. Prompts
+without a fixed token 0 carry no landmark at all
+(μ = b + (c − b)[i = j]), a second negative control that reads 0 with ``landmark=False`` too.
+
+**Sliding window (decision).** A bidirectional pass keeps a symmetric window, so the visible-key
+count depends on i near both ends and a uniform map already has query effects on log-attention.
+Windowed models are read on the query window ``"full<W>"`` (rows W ≤ i < T − W,
+:func:`causalpos.paper2.metric.query_window`), whose rows all see a full window in the causal and
+the bidirectional pass; normalising by the count would instead keep a row-dependent pair set.
+
+**Per-head test (decision).** Under H0: P_Δ μ = 0 the per-prompt vectors c_p have mean 0. The
+sign-flip test compares N̂ = 1ᵀG1 − tr G (G_pq = c_pᵀ M⁺ c_q) with εᵀGε − tr G over random signs ε:
+exact when the c_p are symmetric about 0, asymptotically valid for mean-zero iid c_p. Resampling
+prompts, not cells, keeps the row-shared content inside each unit. Benjamini–Hochberg runs across
+(layer, head).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import xarray as xr
+
+from causalpos import stats
+from causalpos.paper2.design import Design, build_design, pair_mask, parse_fit, query_window
+from causalpos.paper2.metric import c_vector, pair_sums
+
+
+@dataclass(frozen=True)
+class PromptStats:
+    """Per-prompt sufficient statistics of one window; prompt axis first, maps ``(...)``.
+
+    Sums are of each map centred by any per-map constant (the estimator is invariant to it).
+    """
+
+    off: np.ndarray  # (n, ..., T) per-offset sums over the window's pairs
+    rows: np.ndarray  # (n, ..., T) per-query-row sums (0 outside the window)
+    key0: np.ndarray  # (n, ...) sum over the window's key-0 pairs
+    sst: np.ndarray  # (n, ...) ‖C y_p‖²
+    sst_sum: np.ndarray  # (...) ‖C S‖², S = Σ_p y_p
+
+
+def stats_from_maps(y, mask: np.ndarray) -> PromptStats:
+    """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool)."""
+    yt = torch.as_tensor(np.asarray(y), dtype=torch.float64)
+    w = torch.as_tensor(np.asarray(mask, dtype=bool))
+    n_pairs = int(w.sum())
+    sums = pair_sums(yt, w, n_pairs)
+    ssum = pair_sums(yt.sum(0), w, n_pairs)
+    np_ = lambda x: x.numpy()  # noqa: E731
+    return PromptStats(
+        off=np_(sums["off"]),
+        rows=np_(sums["rows"]),
+        key0=np_(sums["cols"][..., 0]),
+        sst=np_(sums["Q"] - sums["S"] ** 2 / n_pairs),
+        sst_sum=np_(ssum["Q"] - ssum["S"] ** 2 / n_pairs),
+    )
+
+
+def prompt_grams(st: PromptStats, design: Design) -> dict[str, np.ndarray]:
+    """Pair-resolved terms of the U-statistics, prompt axes last.
+
+    Returns ``num`` (..., n, n) y_pᵀ P_Δ y_q; ``low`` (..., n, n) ⟨C P_F y_p, C P_F y_q⟩;
+    ``sst`` (..., n); ``sst_sum`` (...).
+    """
+    if design.absolute != "query":
+        raise ValueError(
+            f"the expected-map estimator supports query-effect fits ('saturated+query', "
+            f"'linear+query'); got absolute effects {design.absolute!r}: key effects need "
+            "per-prompt key sums, which the reducer does not store"
+        )
+    t = lambda a: torch.as_tensor(np.moveaxis(np.asarray(a, dtype=np.float64), 0, -2))  # noqa: E731
+    off, rows = t(st.off), t(st.rows)  # (..., n, T)
+    key0 = torch.as_tensor(np.moveaxis(np.asarray(st.key0, dtype=np.float64), 0, -1))
+    cols = torch.full_like(off, torch.nan)
+    cols[..., 0] = key0  # only the landmark column reads key sums
+    sums = {"off": off, "rows": rows, "cols": cols, "S": off.sum(-1)}
+    c, u = c_vector(sums, design)
+    tens = design.tensors(off.device)
+    num = c @ tens["m_pinv"] @ c.transpose(-1, -2)
+    s = sums["S"]
+    low = u @ tens["gx_pinv"] @ u.transpose(-1, -2) - s[..., :, None] * s[..., None, :] / float(
+        design.n_pairs
+    )
+    return {
+        "num": num.numpy(),
+        "low": (low + num).numpy(),
+        "sst": np.moveaxis(np.asarray(st.sst, dtype=np.float64), 0, -1),
+        "sst_sum": np.asarray(st.sst_sum, dtype=np.float64),
+    }
+
+
+def _offdiag(g: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Σ_{p≠q} m_p m_q g_pq for weights m (B, n) and Grams g (..., n, n) -> (B, ...)."""
+    full = np.einsum("bp,...pq,bq->b...", m, g, m, optimize=True)
+    diag = np.einsum("bp,...p->b...", m * m, np.diagonal(g, axis1=-2, axis2=-1))
+    return full - diag
+
+
+def u_statistics(grams: dict[str, np.ndarray], weights: np.ndarray) -> dict[str, np.ndarray]:
+    """N*(m), D*(m) (B, ...) for prompt multiplicities ``weights`` (B, n); m = 1 gives N̂, D̂.
+
+    D*(m) = low-rank part (exact) + D̂_R · Σ_{p≠q} m_p m_q / (n(n − 1)) (residual part at its
+    per-pair mean; see the module docstring).
+    """
+    m = np.asarray(weights, dtype=np.float64)
+    n = m.shape[-1]
+    ones = np.ones((1, n))
+    d_full = grams["sst_sum"] - grams["sst"].sum(-1)
+    d_low1 = _offdiag(grams["low"], ones)[0]
+    d_r = d_full - d_low1
+    pairs = m.sum(-1) ** 2 - (m * m).sum(-1)  # (B,)
+    extra = (1,) * d_r.ndim
+    den = _offdiag(grams["low"], m) + d_r * (pairs / (n * (n - 1))).reshape((-1,) + extra)
+    sst = np.einsum("bp,...p->b...", m, grams["sst"]) / m.sum(-1).reshape((-1,) + extra)
+    return {
+        "num": _offdiag(grams["num"], m),
+        "den": den,
+        "den_resid": d_r,
+        "pairs": pairs,
+        "sst": sst,
+    }
+
+
+def sign_flip_pvalues(num_gram: np.ndarray, n_flips: int = 2000, seed: int = 0) -> np.ndarray:
+    """Per-map p-values of H0: P_Δ μ = 0 by random sign flips of the prompts' c-vectors.
+
+    Statistic N̂ = Σ_{p≠q} c_pᵀM⁺c_q; p = (1 + #{flips with N(ε) ≥ N̂}) / (1 + n_flips).
+    """
+    n = num_gram.shape[-1]
+    eps = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_flips, n))
+    obs = _offdiag(num_gram, np.ones((1, n)))[0]
+    flips = _offdiag(num_gram, eps)
+    return (1.0 + (flips >= obs - 1e-12 * np.abs(obs)).sum(0)) / (1.0 + n_flips)
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
+
+
+def estimate(
+    grams: dict[str, np.ndarray],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    n_flips: int = 2000,
+) -> dict[str, np.ndarray]:
+    """Headline ΔR² of the expected maps of ``grams`` with leading (layer, head): per head, per
+    layer (Σ over heads) and pooled (Σ over all), each with a percentile bootstrap CI over prompts,
+    and per-head sign-flip p-values with BH q-values across (layer, head). ``*_sst`` keys: the
+    companion ρ_SST (module docstring), with the same bootstrap draws."""
+    n = grams["sst"].shape[-1]
+    if n < 3:
+        raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
+    rng = np.random.default_rng(seed)
+    boot = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
+    weights = np.concatenate([np.ones((1, n)), boot])
+    u = u_statistics(grams, weights)
+    num, den = u["num"], u["den"]  # (1 + B, layer, head)
+    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+    out = {}
+    for name, (a, b) in {
+        "head": (num, den),
+        "layer": (num.sum(-1), den.sum(-1)),
+        "pooled": (num.sum((-2, -1)), den.sum((-2, -1))),
+    }.items():
+        r = _ratio(a, b)
+        out[f"{name}_num"], out[f"{name}_den"], out[name] = (
+            a[0] / (n * (n - 1)),
+            b[0] / (n * (n - 1)),
+            r[0],
+        )
+        out[f"{name}_lo"], out[f"{name}_hi"] = np.quantile(r[1:], [lo_q, hi_q], axis=0)
+        a_sst, b_sst = {"head": (num, u["sst"]), "layer": (num.sum(-1), u["sst"].sum(-1))}.get(
+            name, (num.sum((-2, -1)), u["sst"].sum((-2, -1)))
+        )
+        pairs = u["pairs"].reshape((-1,) + (1,) * (a_sst.ndim - 1))
+        r_sst = _ratio(a_sst / pairs, b_sst)
+        out[f"{name}_sst"] = r_sst[0]
+        out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst[1:], [lo_q, hi_q], axis=0)
+    p = sign_flip_pvalues(grams["num"], n_flips, seed + 1)
+    out["p"], out["q"] = p, stats.benjamini_hochberg(p)
+    out["resid_share"] = u["den_resid"].sum() / den[0].sum()
+    return out
+
+
+def window_pairs(
+    allowed: np.ndarray, window: str, pair_subsample: int | None = None, seed: int = 0
+) -> np.ndarray:
+    """The reducer's measured pairs of ``window``: lower triangle without row 0, ∧ the model's
+    allowed pairs ((T, T) bool) ∧ its stratified pair subsample, on the window's query rows."""
+    T = allowed.shape[-1]
+    sub = None
+    if pair_subsample is not None:
+        sub = stats.stratified_pair_mask(T, pair_subsample, seed) & allowed
+    return pair_mask(T, window=window, allowed=allowed, subsample=sub)
+
+
+def store_stats(ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarray) -> PromptStats:
+    """:class:`PromptStats` of one layer (maps: heads) from a leakage store's variables."""
+    sel = dict(layer=layer, leak_target=target)
+    lo, hi = query_window(window, mask.shape[0])
+    rows = ds["leak_rowsum"].sel(**sel).transpose("sequence", "head", "query").values.copy()
+    rows[..., :lo] = 0.0
+    rows[..., hi:] = 0.0
+    sel_w = dict(sel, leak_window=window)
+    msum = ds["leak_map_sum"].sel(**sel).transpose("head", "query", "key").values[:, mask]
+    return PromptStats(
+        off=ds["leak_offsum"].sel(**sel_w).transpose("sequence", "head", "leak_offset").values,
+        rows=rows,
+        key0=ds["leak_key0sum"].sel(**sel_w).transpose("sequence", "head").values,
+        sst=ds["leak_sst"].sel(**sel_w).transpose("sequence", "head").values,
+        sst_sum=((msum - msum.mean(-1, keepdims=True)) ** 2).sum(-1),
+    )
+
+
+def expected_leakage(
+    ds: xr.Dataset,
+    *,
+    window: str = "all",
+    target: str = "logit",
+    fit: str = "saturated+query",
+    landmark: bool = True,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> xr.Dataset:
+    """Headline leakage (ΔR² of the expected map) of one window and target of a leakage store.
+
+    Needs the reducer's ``leak_offsum``, ``leak_key0sum``, ``leak_rowsum``, ``leak_sst`` and
+    ``leak_map_sum`` (``LeakageReducer(expected_stats=True, mean_maps=True)``), and its attrs
+    ``leak_pair_subsample``, ``leak_seed`` for the measured pairs.
+
+    Returns ``exp_delta``/``exp_lo``/``exp_hi``/``exp_num``/``exp_den``/``exp_p``/``exp_q``/
+    ``exp_significant`` (layer, head); ``exp_layer*`` (layer); ``exp_pooled*`` (); and
+    ``exp_resid_share`` (), the share of D̂ whose resampling is held at its mean;
+    ``exp_den_rounding`` (), a bound on the relative error of the pooled D̂ from the precision of
+    ``leak_map_sum`` (the final store keeps maps in float32: ‖C S‖² is then good to ≈ 3u‖S‖²). exp_num and
+    exp_den are per prompt pair (N̂, D̂ / (n(n − 1))). ``*_sst``, ``*_sst_lo``, ``*_sst_hi``: the
+    companion ρ_SST = N̂/(n(n − 1)) / mean SST_p and its CI (module docstring).
+    """
+    parse_fit(fit)
+    missing = [
+        k for k in ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum") if k not in ds
+    ]
+    if missing:
+        raise ValueError(
+            f"the store lacks {missing}: run extraction with LeakageReducer(expected_stats=True, "
+            "mean_maps=True)"
+        )
+    if window not in ds["leak_window"].values:
+        raise ValueError(
+            f"window {window!r} is not in the store's {list(ds['leak_window'].values)}"
+        )
+    sub = int(
+        ds["leak_delta"].attrs.get("leak_pair_subsample", ds.attrs.get("leak_pair_subsample", -1))
+    )
+    seed_pairs = int(ds["leak_delta"].attrs.get("leak_seed", ds.attrs.get("leak_seed", 0)))
+    per_layer = []
+    unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the map sums
+    rounding = 0.0
+    for layer in ds["layer"].values:
+        msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values  # (head, T, T)
+        allowed = np.isfinite(msum).all(0) & np.tril(np.ones(msum.shape[-2:], dtype=bool))
+        mask = window_pairs(allowed, window, None if sub < 0 else sub, seed_pairs)
+        rounding += 3 * unit * float((msum[:, mask].astype(np.float64) ** 2).sum())
+        design = build_design(mask, fit, landmark=landmark)
+        per_layer.append(prompt_grams(store_stats(ds, layer, window, target, mask), design))
+    grams = {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}
+    r = estimate(grams, n_boot=n_boot, seed=seed, level=level)
+    lh, lay = ("layer", "head"), ("layer",)
+    data = {
+        f"exp_{k}": (lh, r[f"head_{k}"])
+        for k in ("num", "den", "lo", "hi", "sst", "sst_lo", "sst_hi")
+    }
+    data["exp_delta"] = (lh, r["head"])
+    data.update({f"exp_{k}": (lh, r[k]) for k in ("p", "q")})
+    data["exp_significant"] = (lh, r["q"] <= alpha)
+    data["exp_layer"] = (lay, r["layer"])
+    keys = ("lo", "hi", "num", "den", "sst", "sst_lo", "sst_hi")
+    data.update({f"exp_layer_{k}": (lay, r[f"layer_{k}"]) for k in keys})
+    data["exp_pooled"] = ((), r["pooled"])
+    data.update({f"exp_pooled_{k}": ((), r[f"pooled_{k}"]) for k in keys})
+    data["exp_resid_share"] = ((), r["resid_share"])
+    n = int(ds.sizes["sequence"])
+    data["exp_den_rounding"] = ((), rounding / abs(r["pooled_den"] * n * (n - 1)))
+    return xr.Dataset(
+        data,
+        coords={"layer": ds["layer"].values, "head": ds["head"].values},
+        attrs={
+            "exp_window": window,
+            "exp_target": target,
+            "exp_fit": fit,
+            "exp_landmark": int(landmark),
+            "exp_n_prompts": int(ds.sizes["sequence"]),
+            "exp_n_boot": n_boot,
+            "exp_level": level,
+            "exp_alpha": alpha,
+            "exp_note": "headline: U-statistic ratio sum_{p!=q} y_p'P_D y_q / sum_{p!=q} y_p'C y_q "
+            "(delta R2 of the expected map); CI: percentile bootstrap over prompts; p: sign flips "
+            "of the prompts' c-vectors; q: BH across (layer, head)",
+        },
+    )
+
+
+def expected_table(
+    ds: xr.Dataset, *, windows=None, targets=("logit", "logattn"), **kw
+) -> xr.Dataset:
+    """:func:`expected_leakage` for every window (default: the store's) and target, stacked on
+    ``exp_window`` and ``exp_target`` (keyword arguments pass through)."""
+    windows = list(ds["leak_window"].values) if windows is None else list(windows)
+    rows = [
+        xr.concat(
+            [expected_leakage(ds, window=w, target=t, **kw) for t in targets], dim="exp_target"
+        )
+        for w in windows
+    ]
+    out = xr.concat(rows, dim="exp_window", combine_attrs="drop_conflicts")
+    for k in ("exp_window", "exp_target"):
+        out.attrs.pop(k, None)
+    return out.assign_coords(exp_window=windows, exp_target=list(targets))
