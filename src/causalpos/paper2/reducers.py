@@ -69,7 +69,8 @@ class LeakageReducer:
     """
 
     name = "leakage"
-    _PER_SEQ = merging.LEAKAGE_PER_SEQ
+    #: per-sequence outputs of the default reducer; ``expected_stats`` adds merging.EXPECTED_STATS
+    _PER_SEQ = tuple(k for k in merging.LEAKAGE_PER_SEQ if k not in merging.EXPECTED_STATS)
 
     def __init__(
         self,
@@ -93,9 +94,8 @@ class LeakageReducer:
         self.seed = seed
         self.mean_maps = mean_maps
         self.expected_stats = expected_stats
-        self._PER_SEQ = tuple(
-            k for k in merging.LEAKAGE_PER_SEQ if expected_stats or k not in merging.EXPECTED_STATS
-        )
+        if expected_stats:
+            self._PER_SEQ = merging.LEAKAGE_PER_SEQ
         self._rows: dict[int, dict[int, dict[str, np.ndarray]]] = {}  # layer -> seq -> arrays
         self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
         self._map_sum: dict[int, torch.Tensor] = {}
