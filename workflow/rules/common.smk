@@ -37,6 +37,8 @@ def code_fingerprint(script):
     )
 
 
+# envs/analysis.yaml has no torch: a rule whose code imports torch (anywhere in its script's
+# import closure) uses envs/models.yaml (tests/test_envs.py checks it).
 ENV_ANALYSIS = "../../envs/analysis.yaml"
 ENV_MODELS = "../../envs/models.yaml"
 

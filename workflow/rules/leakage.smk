@@ -25,7 +25,7 @@ rule leakage:
     benchmark:
         "benchmarks/leakage/{model}/{dataset}.tsv"
     conda:
-        ENV_ANALYSIS
+        ENV_MODELS
     threads: 1
     resources:
         mem_mb=4000,
@@ -145,7 +145,7 @@ rule aggregate_leakage:
     log:
         "logs/aggregate_leakage/aggregate_leakage.log",
     conda:
-        ENV_ANALYSIS
+        ENV_MODELS
     threads: 1
     resources:
         mem_mb=2000,
