@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -102,7 +103,11 @@ class SlurmCluster:
         self.root = Path(root)
         self.host = socket.gethostname().split(".")[0]
         self.conf = self.root / "slurm.conf"
-        self.munge_socket = self.root / "munge" / "munge.socket"
+        # munged wants every directory above its socket searchable by all, which pytest's
+        # temporary directories (0700) are not: the socket lives in its own directory in /tmp.
+        self.munge_dir = Path(tempfile.mkdtemp(prefix="causalpos-munge-"))
+        self.munge_dir.chmod(0o755)
+        self.munge_socket = self.munge_dir / "munge.socket"
         self.procs: list[subprocess.Popen] = []
         self.cpus, self.mem_mb = node_resources()
         self.startup_s: float | None = None
@@ -223,6 +228,7 @@ class SlurmCluster:
                 proc.kill()
                 proc.wait()
         self.procs.clear()
+        shutil.rmtree(self.munge_dir, ignore_errors=True)
         for key, value in getattr(self, "_saved_env", {}).items():
             if value is None:
                 os.environ.pop(key, None)
