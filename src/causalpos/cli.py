@@ -1,7 +1,7 @@
 """``causalpos`` command line: tools around a results tree.
 
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
-causalpos verify [RESULTS_DIR] [--sizes-only]      # every store checked against its manifest
+causalpos verify [RESULTS_DIR] [--configfile F] [--sizes-only]  # every store vs its manifest
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
 """
 
@@ -28,6 +28,11 @@ def main(argv: list[str] | None = None) -> int:
         "temporaries; exit 1 if any store is damaged or a temporary is left",
     )
     verify.add_argument("results", nargs="?", default="results", help="default: results")
+    verify.add_argument(
+        "--configfile",
+        help="the --configfile the tree was built with: its rebuild commands name it "
+        "(default: none, the embedded config.yaml)",
+    )
     verify.add_argument(
         "--sizes-only",
         action="store_true",
@@ -58,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         except FileNotFoundError as e:
             print(e, file=sys.stderr)
             return 2
-        print(report.report())
+        print(report.report(configfile=args.configfile))
         return 0 if report.clean else 1
     if args.command == "summary":
         from pathlib import Path

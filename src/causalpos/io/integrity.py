@@ -58,15 +58,17 @@ def display_path(path: str | os.PathLike) -> str:
     return str(p)
 
 
-def rebuild_command(path: str | os.PathLike) -> str:
+def rebuild_command(path: str | os.PathLike, configfile: str | None = None) -> str:
     """The Snakemake command that rebuilds the pipeline output ``path`` (run from the pipeline
     directory): ``--force`` reruns the one job producing it, replacing what is there. A variant's
     store inside a shard directory (``.../shard-NNNN/<variant>.zarr``) is rebuilt by the job
-    that writes the whole directory."""
+    that writes the whole directory. ``configfile``: the config the tree was built with (none:
+    the embedded config.yaml)."""
     p = Path(path)
     if re.fullmatch(r"shard-\d{4}", p.parent.name):
         p = p.parent
-    return f"snakemake --force {shlex.quote(display_path(p))} --cores 1"
+    config = f" --configfile {shlex.quote(configfile)}" if configfile else ""
+    return f"snakemake --force {shlex.quote(display_path(p))}{config} --cores 1"
 
 
 def rebuild_hint(path: str | os.PathLike) -> str:

@@ -35,7 +35,8 @@ class TreeReport:
         """No damaged store and no stale temporary."""
         return not self.damaged and not self.stale
 
-    def report(self) -> str:
+    def report(self, configfile: str | None = None) -> str:
+        """The findings, with rebuild commands for the config the tree was built with."""
         n = len(self.verified) + len(self.unverified) + len(self.damaged)
         lines = [
             f"{display_path(self.root)}: {n} stores: {len(self.verified)} verified, "
@@ -45,7 +46,7 @@ class TreeReport:
         for path, err in sorted(self.damaged.items()):
             lines.append(f"DAMAGED {display_path(path)}")
             lines += [f"  {p}" for p in err.problems]
-            lines.append(f"  rebuild: {rebuild_command(path)}")
+            lines.append(f"  rebuild: {rebuild_command(path, configfile)}")
         for path in self.stale:
             lines.append(f"STALE {display_path(path)}")
             lines.append(
@@ -57,7 +58,7 @@ class TreeReport:
             lines.append(f"UNVERIFIED {display_path(path)}")
             lines.append(
                 "  no manifest (written by an older causalpos): it opens, but lost or truncated "
-                f"chunks cannot be detected; rebuild to add one: {rebuild_command(path)}"
+                f"chunks cannot be detected; rebuild to add one: {rebuild_command(path, configfile)}"
             )
         lines.append("OK" if self.clean else "PROBLEMS FOUND")
         return "\n".join(lines)
