@@ -76,7 +76,9 @@ def slurm_run(slurm_cluster, tmp_path_factory) -> SlurmRun:
     return SlurmRun(work, proc, wall, killed[0] if killed else None, jobs)
 
 
-def test_smoke_run_through_slurm_equals_the_local_run(slurm_run, smoke_pipeline):
+def test_smoke_run_through_slurm_equals_the_local_run(slurm_run, request):
+    # the local run is asked for only now: under xdist another worker builds it meanwhile
+    smoke_pipeline = request.getfixturevalue("smoke_pipeline")
     out = slurm_run.proc.stdout + slurm_run.proc.stderr
     assert slurm_run.proc.returncode == 0, out[-6000:]
     assert "Finished jobid: 0 (Rule: all)" in out or "steps (100%) done" in out
