@@ -128,6 +128,7 @@ def test_job_over_its_memory_request_fails_naming_rule_and_resource(slurm_run):
     # theory_check holds ~100 MB (Python, numpy, xarray); 50 MB is killed by SLURM's poll
     proc = snakemake(
         slurm_run.work,
+        "results/sim/theory.csv",  # before the options that take several values
         *SLURM,
         "--configfile",
         SMOKE,
@@ -137,7 +138,6 @@ def test_job_over_its_memory_request_fails_naming_rule_and_resource(slurm_run):
         "theory_check:mem_mb=50",
         "--retries",
         "0",
-        "results/sim/theory.csv",
         check=False,
     )
     out = proc.stdout + proc.stderr
@@ -153,13 +153,13 @@ def test_unschedulable_requests_stop_before_any_submission(slurm_run, slurm_clus
     ):
         proc = snakemake(
             slurm_run.work,
+            "results/sim/theory.csv",
             *SLURM,
             "--configfile",
             SMOKE,
             "--forcerun",
             "theory_check",
             *override,
-            "results/sim/theory.csv",
             check=False,
         )
         out = proc.stdout + proc.stderr
