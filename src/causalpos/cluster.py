@@ -123,7 +123,7 @@ def unschedulable(
     asks = (
         ("threads", threads, largest.cpus, "CPUs", "set-threads / --set-threads"),
         ("mem_mb", mem_mb, largest.mem_mb, "MB of memory", "set-resources / --set-resources"),
-        ("gpu", gpus, largest.gpus, "GPUs", "`device: cpu` in the config, or a GPU partition"),
+        ("gpu", gpus, largest.gpus, "GPUs", "`device: cpu` in the config"),
     )
     for name, asked, has, unit, fix in asks:
         if asked > has:

@@ -116,7 +116,7 @@ def test_cancelled_job_is_retried_and_resumes_from_its_checkpoint(slurm_run):
     out = slurm_run.proc.stdout + slurm_run.proc.stderr
     assert f"SLURM-job '{slurm_run.killed_jobid}' failed, SLURM status is: 'CANCELLED'" in out
     log = (slurm_run.work / "logs" / KILLED_RULE / f"{KILLED_WILDCARDS}.log").read_text()
-    assert re.search(r"resuming rope from \S+step-(\d+) \(step \1\)", log), log[-3000:]
+    assert re.search(r"resuming rope from \S+step-0*(\d+) \(step \1\)", log), log[-3000:]
 
 
 def test_second_invocation_has_nothing_to_do(slurm_run):
