@@ -57,3 +57,40 @@ def test_unschedulable_names_rule_resource_and_fix():
     assert "gpu=1" in msg and "has 0 GPUs" in msg and "device: cpu" in msg
     msg = unschedulable("train_model", "big", 1, 4000, 0, nodes)
     assert "partition 'big' has no nodes" in msg and "['cpu', 'gpu']" in msg
+
+
+def test_memory_kills_read_from_the_plugins_slurm_logs(tmp_path):
+    import os
+
+    from causalpos.cluster import memory_kills
+
+    logs = tmp_path / "logs" / "slurm"
+    killed = logs / "rule_theory_check" / "7.log"
+    oom = logs / "rule_extract_scores" / "m_d_0001" / "9.log"
+    fine = logs / "rule_simulate" / "l2" / "8.log"
+    old = logs / "rule_merge_scores" / "3.log"
+    for f in (killed, oom, fine, old):
+        f.parent.mkdir(parents=True, exist_ok=True)
+    # slurmstepd's own kill (accounting poll) and a cgroup OOM report
+    killed.write_text(
+        "slurmstepd-vm: error: StepId=7.batch exceeded memory limit (68124672 > 52428800), "
+        "being killed\n"
+    )
+    oom.write_text("slurmstepd: error: Detected 1 oom_kill event in StepId=9.0.\n")
+    fine.write_text("Finished job 0.\n")
+    old.write_text("error: StepId=3.0 exceeded memory limit (2 > 1), being killed\n")
+    os.utime(old, (1.0, 1.0))  # before this run
+    kills = memory_kills(logs, since=1000.0)
+    assert [(k.rule, k.wildcards, k.jobid, k.used_mb, k.limit_mb) for k in kills] == [
+        ("extract_scores", "m_d_0001", "9", None, None),
+        ("theory_check", "", "7", 64, 50),  # 68124672 B = 64.97 MiB, 52428800 B = 50 MiB
+    ]
+    assert (
+        kills[1]
+        .message()
+        .startswith(
+            "rule theory_check was killed by SLURM for memory: it used 64 MB, over its request "
+            "mem_mb=50 (SLURM job 7)"
+        )
+    )
+    assert "--set-resources extract_scores:mem_mb=<MB>" in kills[0].message()

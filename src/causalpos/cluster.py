@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,6 @@ _OOM_EVENT = re.compile(r"oom[-_]kill event", re.IGNORECASE)
 def memory_kills(logdir: str | os.PathLike, since: float) -> list[MemoryKill]:
     """Jobs killed for memory among the SLURM logs (``<logdir>/rule_<rule>[/<wildcards>]/
     <jobid>.log``, the plugin's layout) written since ``since`` (a time.time())."""
-    from pathlib import Path
-
     kills = []
     root = Path(logdir)
     for log in sorted(root.glob("rule_*/**/*.log")):
