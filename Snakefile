@@ -2,7 +2,7 @@
 #
 #   snakemake --cores 8                                   # embedded default (config.yaml), CPU, offline
 #   snakemake --cores 8 --use-conda                       # the same, each rule in its conda env
-#   snakemake --profile profiles/slurm --configfile configs/paper.yaml   # the papers, on a GPU cluster
+#   snakemake --workflow-profile profiles/slurm --configfile configs/paper.yaml   # the papers, on SLURM
 #
 # Stages (one .smk each): simulate; models -> data -> extract -> stats -> figures; train. See docs/outputs.md for what each output is.
 

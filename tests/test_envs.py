@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -59,3 +60,46 @@ def test_every_env_is_used_by_a_rule():
     rules = "\n".join(p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk"))
     for env_file in ENV_FILES:
         assert f"envs/{env_file.name}" in rules, f"{env_file.name} is used by no rule"
+
+
+def _rules_by_env() -> dict[str, list[tuple[str, Path]]]:
+    """{env constant: [(rule, script)]} of every rule with a `conda:` and a `script:`."""
+    out: dict[str, list[tuple[str, Path]]] = {}
+    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        for block in re.split(r"\n(?=rule )", smk.read_text()):
+            rule = re.match(r"rule (\w+):", block)
+            env = re.search(r"conda:\s*\n\s*(ENV_\w+)", block)
+            script = re.search(r'script:\s*\n\s*"\.\./scripts/(\w+\.py)"', block)
+            if rule and env and script:
+                path = REPO / "workflow" / "scripts" / script.group(1)
+                out.setdefault(env.group(1), []).append((rule.group(1), path))
+    return out
+
+
+def _imported_roots(path: Path) -> set[str]:
+    """Top-level names of every module a file imports (nested imports included)."""
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_analysis_env_rules_never_import_torch():
+    from causalpos.io.fingerprint import import_closure
+
+    env = yaml.safe_load((REPO / "envs" / "analysis.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    # the CUDA build of torch (GBs) only where a job imports it
+    assert not any(_norm(PIN.match(e).group(1)) in ("torch", "transformers") for e in pip)
+    rules = _rules_by_env()
+    assert len(rules["ENV_ANALYSIS"]) >= 15 and len(rules["ENV_MODELS"]) >= 5
+    for rule, script in rules["ENV_ANALYSIS"]:
+        for path in (script, *import_closure(script)):
+            heavy = _imported_roots(path) & {"torch", "transformers"}
+            assert not heavy, f"rule {rule} ({script.name}) imports {heavy} via {path.name}"
+    # and the rules that do import torch have it
+    models = {rule for rule, _ in rules["ENV_MODELS"]}
+    assert {"simulate", "leakage", "aggregate_leakage", "compare_trained"} <= models

@@ -351,6 +351,9 @@ def test_verify_lists_damaged_stores_and_stale_temporaries(tmp_path, capsys):
     assert "1 damaged" in out and "1 stale temporaries" in out
     assert f"DAMAGED {bad}\n  chunk (1, 0, 0, 0) of array 'score_mean'" in out
     assert f"rebuild: snakemake --force {bad} --cores 1" in out
+    assert main(["verify", "--configfile", "configs/paper.yaml", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert f"rebuild: snakemake --force {bad} --configfile configs/paper.yaml --cores 1" in out
     assert (
         f"STALE {stale}" in out
         and f"interrupted write of {good.with_name('shard-0002.zarr')}" in out
@@ -364,12 +367,19 @@ def test_verify_lists_damaged_stores_and_stale_temporaries(tmp_path, capsys):
     assert main(["verify", str(tmp_path / "nowhere")]) == 2
 
 
-def test_rebuild_command_of_a_variant_store_names_the_shard_directory_its_job_writes():
-    from causalpos.io.integrity import rebuild_command
+def test_rebuild_command_of_a_variant_store_names_the_shard_directory_its_job_writes(monkeypatch):
+    from causalpos.io.integrity import CONFIGFILES_ENV, rebuild_command
+
+    monkeypatch.delenv(CONFIGFILES_ENV, raising=False)
 
     assert rebuild_command("results/scores/m/d/shard-0003/scrambled_rope+bidirectional.zarr") == (
         "snakemake --force results/scores/m/d/shard-0003 --cores 1"
     )
     assert rebuild_command("results/scores/m/d/causal.zarr") == (
         "snakemake --force results/scores/m/d/causal.zarr --cores 1"
+    )
+    # a tree built with a named config is rebuilt with it (`causalpos verify --configfile`)
+    monkeypatch.setenv(CONFIGFILES_ENV, "configs/smoke.yaml")
+    assert rebuild_command("results/sim/a.zarr") == (
+        "snakemake --force results/sim/a.zarr --configfile configs/smoke.yaml --cores 1"
     )

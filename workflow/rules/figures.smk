@@ -7,7 +7,7 @@ rule plot_fig1:
         report(
             CFG.figure_paths("fig1_theory"),
             caption="../report/fig1.rst",
-            category="Paper 1: theory",
+            category="Paper 1 — theory",
         ),
     log:
         "logs/plot_fig1/plot_fig1.log",
@@ -33,7 +33,7 @@ rule plot_simulation:
                 fmt=config["figures"]["formats"],
             ),
             caption="../report/sim_figure.rst",
-            category="Paper 1: simulations",
+            category="Paper 1 — simulations",
             subcategory="{figure}",
         ),
     log:
@@ -58,7 +58,7 @@ rule plot_llm_fig5:
         report(
             CFG.figure_paths("llm_fig5"),
             caption="../report/llm_fig5.rst",
-            category="Paper 1: pretrained models",
+            category="Paper 1 — pretrained models",
         ),
     log:
         "logs/plot_llm_fig5/plot_llm_fig5.log",
@@ -86,7 +86,7 @@ rule plot_llm_appendix:
                 fmt=config["figures"]["formats"],
             ),
             caption="../report/llm_appE.rst",
-            category="Paper 1: pretrained models",
+            category="Paper 1 — pretrained models",
             subcategory="{model}",
         ),
     log:

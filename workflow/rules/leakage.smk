@@ -25,7 +25,7 @@ rule leakage:
     benchmark:
         "benchmarks/leakage/{model}/{dataset}.tsv"
     conda:
-        ENV_ANALYSIS
+        ENV_MODELS
     threads: 1
     resources:
         mem_mb=4000,
@@ -75,77 +75,77 @@ rule aggregate_leakage:
         leakage_by_model=report(
             "results/stats/paper2_leakage_by_model.csv",
             caption="../report/paper2_leakage_by_model.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         decomposition=report(
             "results/stats/paper2_decomposition.csv",
             caption="../report/paper2_decomposition.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         leakage_by_layer=report(
             "results/stats/paper2_leakage_by_layer.csv",
             caption="../report/paper2_leakage_by_layer.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         decomposition_by_layer=report(
             "results/stats/paper2_decomposition_by_layer.csv",
             caption="../report/paper2_decomposition_by_layer.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         rope_controls=report(
             "results/stats/paper2_rope_controls.csv",
             caption="../report/paper2_rope_controls.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         bos_effects=report(
             "results/stats/paper2_bos_effects.csv",
             caption="../report/paper2_bos_effects.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         observational_split=report(
             "results/stats/paper2_observational_split.csv",
             caption="../report/paper2_observational_split.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         heads=report(
             "results/stats/paper2_heads.csv",
             caption="../report/paper2_heads.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         sink_heads=report(
             "results/stats/paper2_sink_heads.csv",
             caption="../report/paper2_sink_heads.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         position0=report(
             "results/stats/paper2_position0.csv",
             caption="../report/paper2_position0.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         position0_probes=report(
             "results/stats/paper2_position0_probes.csv",
             caption="../report/paper2_position0_probes.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         baseline_comparison=report(
             "results/stats/paper2_baseline_comparison.csv",
             caption="../report/paper2_baseline_comparison.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         depth_trend=report(
             "results/stats/paper2_depth_trend.csv",
             caption="../report/paper2_depth_trend.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
         markdown=report(
             "results/stats/paper2_tables.md",
             caption="../report/paper2_tables.rst",
-            category="Paper 2: tables",
+            category="Paper 2 — tables",
         ),
     log:
         "logs/aggregate_leakage/aggregate_leakage.log",
     conda:
-        ENV_ANALYSIS
+        ENV_MODELS
     threads: 1
     resources:
         mem_mb=2000,
@@ -167,7 +167,7 @@ rule plot_paper2_layers:
                 fmt=config["figures"]["formats"],
             ),
             caption="../report/paper2_layers.rst",
-            category="Paper 2: figures",
+            category="Paper 2 — figures",
             subcategory="{experiment}",
         ),
     log:
@@ -197,7 +197,7 @@ rule plot_paper2_shares:
                 fmt=config["figures"]["formats"],
             ),
             caption="../report/paper2_shares.rst",
-            category="Paper 2: figures",
+            category="Paper 2 — figures",
             subcategory="{experiment}",
         ),
     log:
@@ -227,7 +227,7 @@ rule plot_paper2_position0:
                 fmt=config["figures"]["formats"],
             ),
             caption="../report/paper2_position0_figure.rst",
-            category="Paper 2: figures",
+            category="Paper 2 — figures",
             subcategory="{experiment}",
         ),
     log:
@@ -257,7 +257,7 @@ rule plot_paper2_heads:
                 fmt=config["figures"]["formats"],
             ),
             caption="../report/paper2_heads_figure.rst",
-            category="Paper 2: figures",
+            category="Paper 2 — figures",
             subcategory="{model}",
         ),
     log:

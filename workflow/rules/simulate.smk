@@ -9,7 +9,7 @@ rule simulate:
     benchmark:
         "benchmarks/simulate/{setting}.tsv"
     conda:
-        ENV_ANALYSIS
+        ENV_MODELS
     # One thread (one worker): the settings are independent jobs, and a 1-thread job can start
     # whenever one core is free (a 2-thread job waited for both, leaving one idle).
     threads: 1

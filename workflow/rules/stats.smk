@@ -9,7 +9,7 @@ rule aggregate_sim_stats:
         report(
             "results/stats/simulation_index.csv",
             caption="../report/simulation_index.rst",
-            category="Paper 1: simulations",
+            category="Paper 1 — simulations",
         ),
     log:
         "logs/aggregate_sim_stats/aggregate_sim_stats.log",
@@ -34,7 +34,7 @@ rule aggregate_llm_stats:
         report(
             "results/stats/llm_index.csv",
             caption="../report/llm_index.rst",
-            category="Paper 1: pretrained models",
+            category="Paper 1 — pretrained models",
         ),
     log:
         "logs/aggregate_llm_stats/aggregate_llm_stats.log",

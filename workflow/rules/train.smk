@@ -258,7 +258,7 @@ rule compare_trained:
     log:
         "logs/compare_trained/compare_trained.log",
     conda:
-        ENV_ANALYSIS
+        ENV_MODELS
     threads: 1
     resources:
         mem_mb=2000,

