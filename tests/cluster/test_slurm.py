@@ -24,9 +24,16 @@ from causalpos.cli import main as causalpos_main
 
 pytestmark = pytest.mark.slow
 
-#: The profile as a user runs it; status checks every 2 s instead of the plugin's first-check
-#: delay of 40 s (tiny jobs: the delay would dominate the run).
-SLURM = ("--workflow-profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "2")
+#: The profile as a user runs it; the first status check after 2 s instead of the plugin's 40 s,
+#: and one round of checks a second instead of every 10 s (tiny jobs: the waits would dominate).
+SLURM = (
+    "--workflow-profile",
+    "profiles/slurm",
+    "--slurm-init-seconds-before-status-checks",
+    "2",
+    "--seconds-between-status-checks",
+    "1",
+)
 #: The job cancelled during the run: trained-rope's training, once it has a checkpoint.
 KILLED_RULE, KILLED_WILDCARDS = "train_model", "rope"
 
