@@ -316,7 +316,11 @@ class Resolved:
         """A random_init model `like:` (or taking the `tokenizer:` of) another needs it first."""
         spec = self.model_spec(name)
         refs = {spec[k] for k in ("like", "tokenizer") if spec.get(k)}
-        return [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
+        inputs = [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
+        # random_init `config_file:` (an architecture file): an input, so editing it reruns
+        if spec.get("config_file"):
+            inputs.append(spec["config_file"])
+        return inputs
 
     def train_tokenizer_key(self) -> str:
         """The name data stores give the tokenizer trained here (``train.tokenizer.name``)."""
@@ -1130,6 +1134,9 @@ class Resolved:
                     return None
                 context = overrides.get("max_position_embeddings", base and base[0])
                 return context, kind or (base[1] if base else "rope")
+            if spec.get("config_file"):
+                context = self._architecture_file_context(model, spec)
+                return (context, kind or "rope") if context else None
             default = TINY_MAX_POSITIONS if spec.get("size", "tiny") == "tiny" else None
             context = overrides.get("max_position_embeddings", default)
             return (context, kind or "rope") if context else None
@@ -1140,6 +1147,18 @@ class Resolved:
 
         context, found = position_limit(cfg)
         return context, kind if kind and found != "absolute" else found
+
+    def _architecture_file_context(self, model: str, spec: dict) -> int | None:
+        """The context of a random_init model built from ``config_file:`` (read now, so that a
+        missing or invalid file stops the run before any job, naming the key)."""
+        from causalpos.models.load import ModelSpecError, read_architecture_file
+
+        try:
+            kw = read_architecture_file(spec["config_file"])
+        except ModelSpecError as exc:
+            raise ConfigError(f"models.{model}.config_file: {exc}") from None
+        kw.update(spec.get("config") or {})
+        return kw.get("max_position_embeddings")
 
     def model_seq_lens(self) -> list[tuple[str, str, int]]:
         """``(model, what, seq_len)`` of every sequence length a configured job runs a model at
