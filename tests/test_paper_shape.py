@@ -201,6 +201,12 @@ def test_dry_run_has_the_paper_configs_jobs(tmp_path):
     del paper["sample_sequences"], shape["sample_sequences"]
     assert shape == paper
     assert shape["extract_scores"] == 36 and shape["prepare_model"] == 9
+    # the scaled run of the test below runs every rule of the full shape, fewer jobs of each
+    scaled = scaled_config(_load(SHAPE))
+    (pipeline / "configs" / "scaled.yaml").write_text(yaml.safe_dump(scaled, sort_keys=False))
+    small = rule_counts(planned_jobs(pipeline, "--configfile", "configs/scaled.yaml"))
+    assert set(small) == set(shape) and len(shape) == 31
+    assert all(small[r] <= shape[r] for r in shape) and sum(small.values()) == 67
 
 
 #: Tiny widths for every stand-in (head_dim 8; vocab_size: the scaled tokenizer's).
@@ -250,9 +256,8 @@ def scaled_config(shape: dict) -> dict:
     c["extract"] = {"batch_size": 4, "shard_size": 8, "n_groups": 4}
     c["paper1_llm"].update(models=["qwen3-8b"], fig5_layers=2)
     exp = c["leakage"]["experiments"]
-    exp["scale_and_architecture"].update(
-        models=["mistral-7b", "llama-3.2-1b-random"], datasets=["kjv-chunks256"]
-    )
+    # the stand-ins' random twin (`like:` a config_file model) stands for the scale experiment
+    exp["scale_and_architecture"].update(models=["llama-3.2-1b-random"], datasets=["kjv-chunks256"])
     exp["controls"].update(
         models=["llama-3.2-1b"], variants=["causal", "bos_replace_mean+bidirectional"]
     )
@@ -297,7 +302,7 @@ def test_scaled_paper_shape_runs_end_to_end_under_the_banner(tmp_path):
 
     for model, arch, variants in (
         ("llama-3.2-1b", "llama", ["causal", "bos_replace_mean+bidirectional"]),
-        ("mistral-7b", "mistral", ["causal", "bidirectional"]),
+        ("llama-3.2-1b-random", "llama", ["causal", "bidirectional"]),
     ):
         for v in variants:
             with xr.open_zarr(res / "scores" / model / "kjv-chunks256" / f"{v}.zarr") as ds:
@@ -305,6 +310,10 @@ def test_scaled_paper_shape_runs_end_to_end_under_the_banner(tmp_path):
     with xr.open_zarr(res / "scores" / "qwen3-8b" / "random-chunks1024" / "causal.zarr") as ds:
         assert ds.attrs["architecture"] == "qwen3" and ds.attrs["seq_len"] == 24
         assert ds.sizes["layer"] == 2 and int(ds.attrs["n_sequences"]) == 8
+    # the stand-in keeps its file's fields where the scaled config does not override them
+    qwen = json.loads((pipeline / "resources" / "models" / "qwen3-8b" / "config.json").read_text())
+    assert (qwen["max_position_embeddings"], qwen["rope_parameters"]["rope_theta"]) == (40960, 1e6)
+    assert (qwen["hidden_size"], qwen["vocab_size"]) == (32, 512)
     # the report's front page carries the banner
     snakemake(pipeline, "--configfile", "configs/scaled.yaml", "--report", "report.html")
     assert REHEARSAL_BANNER in (pipeline / "report.html").read_text()
