@@ -285,7 +285,7 @@ def test_scaled_paper_shape_runs_end_to_end_under_the_banner(tmp_path):
     cfg = scaled_config(_load(SHAPE))
     (pipeline / "configs" / "scaled.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     t0 = time.perf_counter()
-    snakemake(pipeline, "--cores", "2", "--configfile", "configs/scaled.yaml")
+    snakemake(pipeline, "--cores", "2", "--configfile", "configs/scaled.yaml", timeout=1800)
     wall = time.perf_counter() - t0
     print(f"scaled paper-shape run: {wall:.1f} s")
     check_scaled_run(pipeline, cfg)
