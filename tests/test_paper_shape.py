@@ -114,24 +114,15 @@ def test_architecture_files_give_the_published_rope_and_window():
 # random_init `config_file:`
 
 
-def _tokenizer(tmp_path: Path, vocab_size: int) -> Path:
-    from causalpos.data import kjv_documents
-    from causalpos.models.train import train_tokenizer
-
-    texts = [d.text for d in kjv_documents(books=["Ruth"])]
-    return train_tokenizer(texts, vocab_size, tmp_path / "models" / "tok", min_frequency=1)
-
-
-def test_config_file_model_has_the_files_shape_and_the_tokenizers_ids(tmp_path):
+def test_config_file_model_has_the_files_shape_and_the_tokenizers_ids(tmp_path, tokenizer_dir):
     from transformers import AutoConfig, AutoTokenizer
 
-    tok_dir = _tokenizer(tmp_path, 300)
     tiny = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "head_dim": 4}
     spec = {
         "source": "random_init",
         "config_file": str(ARCH_DIR / "mistral-7b.json"),
         "config": {**tiny, "num_attention_heads": 4, "num_key_value_heads": 2},
-        "tokenizer": "tok",
+        "tokenizer": str(tokenizer_dir),
         "seed": 3,
     }
     out = prepare_model("m", spec, tmp_path / "models" / "m")
@@ -143,15 +134,13 @@ def test_config_file_model_has_the_files_shape_and_the_tokenizers_ids(tmp_path):
         10000.0,
     )
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_key_value_heads) == (16, 1, 2)
-    assert (cfg.bos_token_id, cfg.eos_token_id) == (tok.bos_token_id, tok.eos_token_id) == (0, 1)
+    assert (cfg.bos_token_id, cfg.eos_token_id) == (tok.bos_token_id, tok.eos_token_id) == (1, 2)
     src = json.loads((out / "causalpos_source.json").read_text())
     assert src["architecture"] == "mistral" and len(src["config_file_sha256"]) == 64
-    assert tok_dir.is_dir()
 
 
-def test_config_file_errors_name_the_key(tmp_path):
-    tok_dir = _tokenizer(tmp_path, 300)
-    base = {"source": "random_init", "tokenizer": str(tok_dir)}
+def test_config_file_errors_name_the_key(tmp_path, tokenizer_dir, tokenizer_bos):
+    base = {"source": "random_init", "tokenizer": str(tokenizer_dir)}
     with pytest.raises(ModelSpecError, match="config_file.*not a readable JSON"):
         prepare_model("m", {**base, "config_file": str(tmp_path / "nope.json")}, tmp_path / "a")
     bad = tmp_path / "bad.json"
@@ -161,11 +150,13 @@ def test_config_file_errors_name_the_key(tmp_path):
     both = {**base, "config_file": str(ARCH_DIR / "phi-4.json"), "architecture": "phi3"}
     with pytest.raises(ModelSpecError, match="exactly one of `architecture`, `like`"):
         prepare_model("m", both, tmp_path / "c")
-    # ids beyond the embedding: 300 tokenizer ids, vocab_size 256
+    # ids beyond the embedding: the tokenizer's ids (~400) and vocab_size 256
     small = {**base, "config_file": str(ARCH_DIR / "phi-4.json"), "config": {"vocab_size": 256}}
     small["config"].update(hidden_size=8, intermediate_size=8, num_hidden_layers=1)
     small["config"].update(num_attention_heads=2, num_key_value_heads=1)
-    with pytest.raises(ModelSpecError, match="ids reach 299, beyond the model's vocab_size 256"):
+    top = len(tokenizer_bos) - 1
+    assert top > 256
+    with pytest.raises(ModelSpecError, match=f"ids reach {top}, beyond the model's vocab_size 256"):
         prepare_model("m", small, tmp_path / "d")
 
 
