@@ -190,13 +190,13 @@ def test_dry_run_has_the_paper_configs_jobs(tmp_path):
     assert shape["sample_sequences"] == len(_load(SHAPE)["datasets"]) == 5
     assert paper["sample_sequences"] == 16
     assert {**shape, "sample_sequences": 0} == {**paper, "sample_sequences": 0}
-    assert shape["extract_scores"] == 36 and shape["prepare_model"] == 9
+    assert shape["prepare_model"] == len(_load(SHAPE)["models"]) == 9
     # the scaled run of the test below runs every rule of the full shape, fewer jobs of each
     scaled = scaled_config(_load(SHAPE))
     (pipeline / "configs" / "scaled.yaml").write_text(yaml.safe_dump(scaled, sort_keys=False))
     small = rule_counts(planned_jobs(pipeline, "--configfile", "configs/scaled.yaml"))
-    assert set(small) == set(shape) and len(shape) == 31
-    assert all(small[r] <= shape[r] for r in shape) and sum(small.values()) == 68
+    assert set(small) == set(shape)
+    assert all(small[r] <= shape[r] for r in shape)
 
 
 #: Tiny widths for every stand-in (head_dim 8; vocab_size: the scaled tokenizer's).
