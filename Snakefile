@@ -49,6 +49,10 @@ if (workflow.global_resources["_cores"].value or 0) > usable_cpus:
     workflow.global_resources["_cores"] = usable_cpus
 
 
+# The report's front page (a banner there when the config is a rehearsal: `rehearsal: true`).
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/models.smk"

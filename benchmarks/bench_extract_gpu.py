@@ -40,52 +40,26 @@ from bench_extract import _batch, _Noop  # noqa: E402  (the same timed batch as 
 
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels  # noqa: E402
 from causalpos.models.device import auto_batch_size  # noqa: E402
-from causalpos.models.load import architecture_config  # noqa: E402
+from causalpos.models.load import architecture_config, file_config  # noqa: E402
 from causalpos.paper2.reducers import LeakageReducer, SinkReducer  # noqa: E402
 from causalpos.stages.extract import reducer_memory  # noqa: E402
 
 MODES = ("forward", "capture", "maps", "paper2")
 
-#: Architectures of the papers' models (their HF configs), for random-init stand-ins.
-_LLAMA3_ROPE = {
-    "rope_type": "llama3",
-    "rope_theta": 500000.0,
-    "factor": 32.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
+#: The papers' models' architectures (their published config.json's architecture fields, kept in
+#: configs/architectures/), for random-init stand-ins; "tiny" is a 2-layer model for the CPU test.
+ARCHITECTURES_DIR = Path(__file__).resolve().parents[1] / "configs" / "architectures"
+PRESETS: dict[str, Path | None] = {
+    **{p.stem: p for p in sorted(ARCHITECTURES_DIR.glob("*.json"))},
+    "tiny": None,
 }
-#: Shared by Llama 3.1 8B and Mistral 7B v0.1: width, depth, heads (GQA 32 / 8).
-_7B_8B = dict(
-    hidden_size=4096,
-    intermediate_size=14336,
-    num_hidden_layers=32,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-)
-_LLAMA3 = dict(vocab_size=128256, max_position_embeddings=131072)
-PRESETS: dict[str, tuple[str, str, dict]] = {
-    "llama-3.2-1b": (
-        "llama",
-        "full",
-        {
-            **_LLAMA3,
-            **_7B_8B,
-            "hidden_size": 2048,
-            "intermediate_size": 8192,
-            "num_hidden_layers": 16,
-            "tie_word_embeddings": True,
-            "rope_parameters": _LLAMA3_ROPE,
-        },
-    ),
-    "llama-3.1-8b": (
-        "llama",
-        "full",
-        {**_LLAMA3, **_7B_8B, "rope_parameters": {**_LLAMA3_ROPE, "factor": 8.0}},
-    ),
-    "mistral-7b": ("mistral", "full", {**_7B_8B, "vocab_size": 32000, "sliding_window": 4096}),
-    "tiny": ("llama", "tiny", {}),
-}
+
+
+def preset_config(preset: str):
+    """The transformers config of ``preset`` (:data:`PRESETS`)."""
+    path = PRESETS[preset]
+    return architecture_config("llama", "tiny") if path is None else file_config(path)
+
 
 N_GROUPS = 16
 FITS = ("saturated+query", "linear+query", "saturated+key")
@@ -131,11 +105,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
 
     device = torch.device(args.device)
-    arch, size, overrides = PRESETS[args.preset]
     torch.manual_seed(0)
     from transformers import AutoModelForCausalLM
 
-    cfg = architecture_config(arch, size, overrides)
+    cfg = preset_config(args.preset)
     cfg._attn_implementation = "sdpa"
     t0 = time.perf_counter()
     with torch.device(device):

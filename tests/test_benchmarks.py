@@ -13,21 +13,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench_extract_gpu as B  # noqa: E402
 
+#: Published parameter counts (model cards / safetensors totals), in billions.
+PUBLISHED_BILLIONS = {
+    "llama-3.2-1b": 1.24,  # tied embeddings
+    "llama-3.2-3b": 3.21,  # tied embeddings
+    "llama-3.1-8b": 8.03,
+    "mistral-7b": 7.24,
+    "qwen2.5-7b": 7.62,
+    "qwen3-8b": 8.19,
+    "phi-4": 14.66,
+}
 
-@pytest.mark.parametrize(
-    "preset, billions",
-    # published parameter counts: Llama 3.2 1B 1.24 B (tied embeddings), Llama 3.1 8B 8.03 B,
-    # Mistral 7B v0.1 7.24 B
-    [("llama-3.2-1b", 1.24), ("llama-3.1-8b", 8.03), ("mistral-7b", 7.24)],
-)
+
+def test_every_architecture_file_has_a_published_count():
+    assert set(B.PRESETS) - {"tiny"} == set(PUBLISHED_BILLIONS)
+
+
+@pytest.mark.parametrize("preset, billions", sorted(PUBLISHED_BILLIONS.items()))
 def test_presets_have_the_paper_models_sizes(preset, billions):
     from transformers import AutoModelForCausalLM
 
-    from causalpos.models.load import architecture_config
-
-    arch, size, overrides = B.PRESETS[preset]
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(architecture_config(arch, size, overrides))
+        model = AutoModelForCausalLM.from_config(B.preset_config(preset))
     n = sum(p.numel() for p in model.parameters()) / 1e9
     assert n == pytest.approx(billions, abs=0.01)
 

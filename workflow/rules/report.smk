@@ -25,6 +25,7 @@ rule scorecard:
         mem_mb=1000,
         runtime=5,
     params:
+        rehearsal=config["rehearsal"],
         code=code_fingerprint("scorecard"),
     script:
         "../scripts/scorecard.py"

@@ -9,4 +9,9 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.report import scorecard  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    scorecard(dict(snakemake.input.items()), snakemake.output.csv, snakemake.output.md)
+    scorecard(
+        dict(snakemake.input.items()),
+        snakemake.output.csv,
+        snakemake.output.md,
+        rehearsal=snakemake.params.rehearsal,
+    )

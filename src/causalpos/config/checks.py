@@ -163,6 +163,9 @@ class ChecksSection(Section):
                     return None
                 context = overrides.get("max_position_embeddings", base and base[0])
                 return context, kind or (base[1] if base else "rope")
+            if spec.get("config_file"):
+                context = self._architecture_file_context(model, spec)
+                return (context, kind or "rope") if context else None
             default = TINY_MAX_POSITIONS if spec.get("size", "tiny") == "tiny" else None
             context = overrides.get("max_position_embeddings", default)
             return (context, kind or "rope") if context else None
@@ -173,6 +176,18 @@ class ChecksSection(Section):
 
         context, found = position_limit(cfg)
         return context, kind if kind and found != "absolute" else found
+
+    def _architecture_file_context(self, model: str, spec: dict) -> int | None:
+        """The context of a random_init model built from ``config_file:`` (read now, so that a
+        missing or invalid file stops the run before any job, naming the key)."""
+        from causalpos.models.load import ModelSpecError, read_architecture_file
+
+        try:
+            kw = read_architecture_file(spec["config_file"])
+        except ModelSpecError as exc:
+            raise ConfigError(f"models.{model}.config_file: {exc}") from None
+        kw.update(spec.get("config") or {})
+        return kw.get("max_position_embeddings")
 
     def model_seq_lens(self) -> list[tuple[str, str, int]]:
         """``(model, what, seq_len)`` of every sequence length a configured job runs a model at

@@ -35,7 +35,11 @@ class ModelsSection(Section):
         """A random_init model `like:` (or taking the `tokenizer:` of) another needs it first."""
         spec = self.model_spec(name)
         refs = {spec[k] for k in ("like", "tokenizer") if spec.get(k)}
-        return [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
+        inputs = [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
+        # random_init `config_file:` (an architecture file): an input, so editing it reruns
+        if spec.get("config_file"):
+            inputs.append(spec["config_file"])
+        return inputs
 
     def tokenizer_of(self, model: str) -> str:
         """The tokenizer ``model`` uses, named by the model whose directory holds it, or by

