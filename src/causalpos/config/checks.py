@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.models.context import ContextError, check_seq_len
 
 #: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
@@ -108,11 +108,42 @@ class ChecksSection(Section):
             f"{canonical(corpus)}. Fix: {todo}"
         )
 
+    def check_names(self) -> None:
+        """Every config name that becomes a path component is a plain name (:func:`check_path_name`)."""
+        cfg = self.config
+        for section, key in (("simulate", "settings"), ("models", None), ("datasets", None)):
+            names = (cfg.get(section) or {}).get(key) if key else cfg.get(section)
+            where = f"{section}.{key}" if key else section
+            for name in names or {}:
+                check_path_name(f"{where}: name {name!r}", name)
+        train = cfg.get("train") or {}
+        for name in train.get("variants") or {}:
+            check_path_name(f"train.variants: name {name!r}", name)
+        if train.get("tokenizer"):
+            self.train_tokenizer_dir()
+        for name in ((cfg.get("leakage") or {}).get("experiments")) or {}:
+            check_path_name(f"leakage.experiments: name {name!r}", name)
+
+    def statistics_datasets(self) -> set[str]:
+        """Datasets whose scores feed statistics over sequences (paper 1's index, paper 2's fits,
+        the comparison): each needs at least two sequences (a spread, a permutation, a fold)."""
+        out = {d for _, d, _ in self.paper1_triples()} | {d for _, d in self.leakage_pairs()}
+        sec = self.compare_section()
+        return out | {sec["dataset"]} if sec else out
+
     def check_datasets(self) -> None:
         """Every dataset under ``datasets:`` and the held-out draws of the models trained here
-        against what their local corpora can supply (:meth:`check_capacity`)."""
+        against what their local corpora can supply (:meth:`check_capacity`); datasets that feed
+        statistics have at least two sequences."""
+        stats = self.statistics_datasets()
         for name in self.config["datasets"]:
             spec = self.dataset_spec(name)
+            if name in stats and spec["n_sequences"] < 2:
+                raise ConfigError(
+                    f"datasets.{name}.n_sequences: {spec['n_sequences']}; the statistics over "
+                    "sequences (paper 1's index and bootstrap, paper 2's fits and permutations) "
+                    "need at least 2. Fix: set n_sequences >= 2"
+                )
             self.check_capacity(
                 f"datasets.{name}",
                 spec["corpus"],
@@ -220,7 +251,7 @@ class ChecksSection(Section):
         """
         errors: list[str] = []
         warnings: list[str] = []
-        for step in (self.all_targets, self.check_datasets, self.check_contexts):
+        for step in (self.check_names, self.all_targets, self.check_datasets, self.check_contexts):
             try:
                 out = step()
             except ConfigError as exc:
