@@ -5,8 +5,8 @@ Tiny models (hidden 32, 2 layers) on a slice of the KJV keep the whole file unde
 
 from __future__ import annotations
 
-import json
 import csv
+import json
 import math
 from dataclasses import fields
 from pathlib import Path
