@@ -73,3 +73,114 @@ def test_one_sequence_in_a_dataset_that_feeds_statistics_is_a_config_error_namin
     with pytest.raises(ConfigError, match=r"datasets\.kjv-first24\.n_sequences: 1;.*at least 2"):
         Resolved(cfg, document_sizes=lambda corpus: None).check()
     Resolved(smoke_config(), document_sizes=lambda corpus: None).check()  # 12 sequences pass
+
+
+# --- (1) files named by path are inputs; prepared models are checked copies -----------------------
+
+
+def test_model_and_corpus_files_named_by_path_are_rule_inputs(tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", ".hidden"):
+        (local / name).write_text("x")
+    gguf = tmp_path / "m.gguf"
+    gguf.write_text("x")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("b.txt", "a.txt", "notes.md"):
+        (corpus / name).write_text("some text " * 50)
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text('{"text": "a document"}\n')
+
+    def edit(c):
+        c["models"].update(
+            loc={"source": "local", "path": str(local)},
+            gg={"source": "gguf", "path": str(gguf)},
+            hfdir={"source": "hf", "id": str(local)},
+            hub={"source": "hf", "id": "HuggingFaceTB/SmolLM2-135M"},
+        )
+        c["datasets"].update(
+            txt={"corpus": {"type": "text", "path": str(corpus)}, "seq_len": 8, "n_sequences": 2},
+            jl={"corpus": {"type": "jsonl", "path": str(jsonl)}, "seq_len": 8, "n_sequences": 2},
+        )
+
+    cfg = Resolved(smoke_config(edit))
+    files = [str(local / n) for n in ("config.json", "model.safetensors", "tokenizer.json")]
+    assert cfg.prepare_model_inputs("loc") == files
+    assert cfg.prepare_model_inputs("hfdir") == files
+    assert cfg.prepare_model_inputs("gg") == [str(gguf)]
+    assert cfg.prepare_model_inputs("hub") == []  # a hub id: its revision is the param
+    assert cfg.prepare_model_inputs("tiny-random") == ["resources/models/trained-rope"]
+    txt = cfg.sample_inputs("txt", "loc")
+    assert txt["corpus"] == [str(corpus / "a.txt"), str(corpus / "b.txt")]  # the glob's files
+    assert cfg.sample_inputs("jl", "loc")["corpus"] == [str(jsonl)]
+    assert "corpus" not in cfg.sample_inputs("kjv-first24", "tiny-random")
+
+
+def _tiny_local(tmp_path: Path) -> Path:
+    from conftest import tiny_pair
+
+    model, _ = tiny_pair("llama")
+    src = tmp_path / "user-model"
+    model.save_pretrained(src)
+    return src
+
+
+def test_a_prepared_model_is_a_copy_so_editing_the_users_file_leaves_it_intact(tmp_path):
+    from causalpos.models.load import build_model_dir, load_model, read_source, sha256_file
+
+    src = _tiny_local(tmp_path)
+    out = build_model_dir("m", {"source": "local", "path": str(src)}, tmp_path / "m")
+    weights = out / "model.safetensors"
+    assert weights.stat().st_ino != (src / "model.safetensors").stat().st_ino
+    assert weights.stat().st_nlink == 1
+    recorded = read_source(out)["sha256"]["model.safetensors"]
+    with open(src / "model.safetensors", "r+b") as f:  # an in-place edit of the user's file
+        f.seek(-4, 2)
+        f.write(b"\x00\x00\x80\x7f")
+    assert sha256_file(weights) == recorded
+    load_model(out)  # still the model that was prepared
+
+
+def test_load_model_refuses_weights_that_are_not_the_recorded_ones(tmp_path, monkeypatch):
+    from causalpos.models.load import build_model_dir, load_model
+    from causalpos.models.weights import ModelIntegrityError
+
+    monkeypatch.chdir(tmp_path)
+    src = _tiny_local(tmp_path)
+    out = build_model_dir("m", {"source": "local", "path": str(src)}, Path("resources/models/m"))
+    weights = out / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"  # the last float32 becomes 2.0: finite, but not the same
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelIntegrityError) as info:
+        load_model(out)
+    msg = str(info.value)
+    assert "resources/models/m/model.safetensors has changed since it was prepared" in msg
+    assert "snakemake --force resources/models/m" in msg
+
+
+def test_load_model_names_a_tensor_that_is_not_finite(tmp_path, monkeypatch):
+    import torch
+    from conftest import tiny_pair
+
+    from causalpos.models.load import load_model
+    from causalpos.models.weights import ModelIntegrityError
+
+    model, _ = tiny_pair("llama")
+    with torch.no_grad():
+        model.model.layers[1].mlp.up_proj.weight[0, 0] = float("nan")
+    model.save_pretrained(tmp_path / "m")
+    with pytest.raises(
+        ModelIntegrityError, match=r"'model\.layers\.1\.mlp\.up_proj\.weight' holds 1 non-finite"
+    ):
+        load_model(tmp_path / "m")
+
+
+def test_the_source_record_names_the_users_files_relative_to_the_pipeline(tmp_path, monkeypatch):
+    from causalpos.models.load import build_model_dir, read_source
+
+    monkeypatch.chdir(tmp_path)
+    _tiny_local(tmp_path)
+    out = build_model_dir("m", {"source": "local", "path": "user-model"}, tmp_path / "m")
+    assert read_source(out)["path"] == "user-model"

@@ -54,6 +54,15 @@ def _local_model_config(spec: dict) -> dict | None:
         return None
 
 
+def _files_of(path: Path) -> list[str]:
+    """``path`` if it is a file, its top-level files (not hidden) if a directory, else []."""
+    if path.is_file():
+        return [str(path)]
+    if path.is_dir():
+        return [str(p) for p in sorted(path.iterdir()) if p.is_file() and p.name[0] != "."]
+    return []
+
+
 class ChecksSection(Section):
     """Checks of the config against corpora and model contexts."""
 
@@ -107,6 +116,24 @@ class ChecksSection(Section):
             f"{key}: n_sequences={n_sequences}, seq_len={seq_len}: {what}. Corpus "
             f"{canonical(corpus)}. Fix: {todo}"
         )
+
+    def model_source_files(self, name: str) -> list[str]:
+        """The user's files a model is prepared from (rule inputs of ``prepare_model``): a
+        ``gguf`` file, or every file of a ``local`` / ``hf`` local directory; listed, not hashed,
+        so Snakemake's mtime check (not a hash of GBs of weights at each DAG build) reruns it."""
+        spec = self.model_spec(name)
+        path = {"local": spec.get("path"), "gguf": spec.get("path"), "hf": spec.get("id")}.get(
+            spec["source"]
+        )
+        if not path or (spec["source"] == "hf" and not Path(path).expanduser().is_dir()):
+            return []
+        return _files_of(Path(path).expanduser())
+
+    def corpus_source_files(self, dataset: str) -> list[str]:
+        """The local files of a dataset's ``text``/``jsonl`` corpus (inputs of ``sample_sequences``)."""
+        from causalpos.data import corpus_files
+
+        return corpus_files(dict(self.dataset_spec(dataset)["corpus"]))
 
     def check_names(self) -> None:
         """Every config name that becomes a path component is a plain name (:func:`check_path_name`)."""
