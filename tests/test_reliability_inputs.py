@@ -6,6 +6,7 @@ its loss stops being finite."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,29 @@ def test_the_source_record_names_the_users_files_relative_to_the_pipeline(tmp_pa
     _tiny_local(tmp_path)
     out = build_model_dir("m", {"source": "local", "path": "user-model"}, tmp_path / "m")
     assert read_source(out)["path"] == "user-model"
+
+
+# --- prepend_bos on a tokenizer without a BOS -----------------------------------------------------
+
+
+@pytest.mark.parametrize("bos", [None, "<s>"])
+def test_prepend_bos_on_a_tokenizer_without_a_bos_is_a_config_error(tmp_path, bos):
+    local = tmp_path / "qwen-like"
+    local.mkdir()
+    (local / "config.json").write_text("{}")
+    (local / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos, "eos_token": "e"}))
+
+    def edit(c):
+        c["models"]["qwen-like"] = {"source": "local", "path": str(local)}
+        c["paper1_llm"]["models"].append("qwen-like")
+
+    cfg = Resolved(smoke_config(edit), document_sizes=lambda corpus: None)
+    if bos is None:
+        with pytest.raises(
+            ConfigError,
+            match=r"datasets\.kjv-first24\.prepend_bos: true, but the tokenizer of model "
+            r"'qwen-like' .* defines no BOS token",
+        ):
+            cfg.check()
+    else:
+        cfg.check()

@@ -63,6 +63,25 @@ def _files_of(path: Path) -> list[str]:
     return []
 
 
+def _tokenizer_bos(directory: Path) -> tuple[bool, str | None]:
+    """``(known, bos_token)`` of the HF tokenizer saved in ``directory``, from its
+    ``tokenizer_config.json`` or ``special_tokens_map.json``; ``known`` False where neither
+    can be read (not there yet)."""
+    known = False
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        try:
+            cfg = json.loads((directory / name).read_text())
+        except (OSError, ValueError):
+            continue
+        known = True
+        bos = cfg.get("bos_token")
+        if isinstance(bos, dict):
+            bos = bos.get("content")
+        if bos:
+            return True, str(bos)
+    return known, None
+
+
 class ChecksSection(Section):
     """Checks of the config against corpora and model contexts."""
 
@@ -134,6 +153,31 @@ class ChecksSection(Section):
         from causalpos.data import corpus_files
 
         return corpus_files(dict(self.dataset_spec(dataset)["corpus"]))
+
+    def check_bos(self) -> None:
+        """A dataset with ``prepend_bos: true`` runs only models whose tokenizer defines a BOS
+        token (checked where the tokenizer is on disk now: a prepared model, or a local one)."""
+        for dataset in self.config["datasets"]:
+            if self.dataset_spec(dataset).get("prepend_bos") is not True:
+                continue
+            for model in self.dataset_models(dataset):
+                dirs = [Path(self.tokenizer_dir(model))]
+                tok = self.tokenizer_of(model)
+                if tok != self.train_tokenizer_key():  # the trained one has a BOS
+                    spec = self.model_spec(tok)
+                    user = spec.get("path") if spec["source"] == "local" else spec.get("id")
+                    if spec["source"] in ("local", "hf") and user:
+                        dirs.append(Path(user).expanduser())
+                for d in dirs:
+                    known, bos = _tokenizer_bos(d)
+                    if known and bos is None:
+                        raise ConfigError(
+                            f"datasets.{dataset}.prepend_bos: true, but the tokenizer of model "
+                            f"{model!r} ({d}) defines no BOS token. Fix: name the token to put "
+                            "at position 0 (a string from its vocabulary) or give its id"
+                        )
+                    if known:
+                        break
 
     def check_names(self) -> None:
         """Every config name that becomes a path component is a plain name (:func:`check_path_name`)."""
@@ -278,7 +322,13 @@ class ChecksSection(Section):
         """
         errors: list[str] = []
         warnings: list[str] = []
-        for step in (self.check_names, self.all_targets, self.check_datasets, self.check_contexts):
+        for step in (
+            self.check_names,
+            self.all_targets,
+            self.check_datasets,
+            self.check_bos,
+            self.check_contexts,
+        ):
             try:
                 out = step()
             except ConfigError as exc:
