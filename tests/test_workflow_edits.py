@@ -141,14 +141,16 @@ def test_editing_a_corpus_file_or_a_model_file_reruns_exactly_what_reads_it(
     args = ("--configfile", str(edited), data)
     snakemake(smoke_pipeline, "--cores", "1", *args)
     assert planned_jobs(smoke_pipeline, *args) == []
-    time.sleep(1.1)  # a later mtime on every file system
+    time.sleep(1.1)  # a later mtime on every file system (Snakemake also compares checksums)
     (corpus / "doc1.txt").write_text("an edited document " + "word " * 200)
     assert planned_jobs(smoke_pipeline, *args) == [
         ("sample_sequences", "dataset=mytext, tokenizer=mylocal")
     ]
     snakemake(smoke_pipeline, "--cores", "1", *args)
     weights = sorted(local.glob("*.safetensors"))[0]
-    weights.write_bytes(weights.read_bytes())  # rewritten in place: same bytes, new mtime
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"  # edited in place: the last float32 becomes 2.0
+    weights.write_bytes(bytes(data))
     assert planned_jobs(smoke_pipeline, *args) == [
         ("prepare_model", "model=mylocal"),
         ("sample_sequences", "dataset=mytext, tokenizer=mylocal"),
