@@ -5,6 +5,7 @@ Tiny models (hidden 32, 2 layers) on a slice of the KJV keep the whole file unde
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from dataclasses import fields
@@ -534,3 +535,35 @@ def test_a_checkpoint_in_the_format_of_earlier_code_resumes_to_the_uninterrupted
         tmp_path / "ref" / trainlog.LOSS_CURVE
     ).read_bytes()
     assert s["settings"] == ref["settings"] == old
+
+
+def test_training_stops_where_the_loss_stops_being_finite(corpus, tmp_path):
+    """lr 1e30 sends the weights to inf: the third update's loss is NaN (the first runs at lr 0,
+    in the warmup) and the run stops there, naming the step and the key to lower; no model."""
+    with pytest.raises(
+        loop.TrainingDiverged,
+        match=r"diverged at step 3: the training loss is nan .*lower train\.lr",
+    ):
+        _train(corpus, tmp_path / "m", lr=1e30, warmup=1, steps=5)
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_held_out_loss_that_is_not_finite_stops_training(corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(loop, "evaluate", lambda *a, **k: float("nan"))
+    with pytest.raises(
+        loop.TrainingDiverged, match=r"diverged at step 5: the held-out loss is nan"
+    ):
+        _train(corpus, tmp_path / "m", steps=5)
+
+
+def test_the_final_held_out_loss_is_never_the_step_0_loss(corpus, tmp_path):
+    """A run stopped before its first evaluation has no final held-out loss (NaN), not step 0's."""
+    summary = _train(corpus, tmp_path / "m", steps=20, stop_after=3)
+    assert math.isfinite(summary["initial_heldout_loss"])
+    assert math.isnan(summary["final_heldout_loss"])
+    done = _train(corpus, tmp_path / "m", steps=20)  # resumes; evaluated at 10 and 20
+    with open(tmp_path / "m" / trainlog.LOSS_CURVE) as f:
+        last = list(csv.DictReader(f))[-1]
+    assert int(last["step"]) == 20
+    assert done["final_heldout_loss"] == pytest.approx(float(last["heldout_loss"]), rel=1e-6)
+    assert done["final_heldout_loss"] != done["initial_heldout_loss"]

@@ -5,6 +5,9 @@ runs can go to the other worker than tests/test_workflow.py's.
 
 from __future__ import annotations
 
+import shutil
+import time
+
 import pytest
 import yaml
 from wfutil import SMOKE, planned_jobs, planned_reasons, rule_counts, snakemake
@@ -100,3 +103,55 @@ def test_retraining_a_model_does_not_resample_its_prompts(smoke_pipeline, tmp_pa
     assert counts["train_model"] == 1 and ("train_model", "variant=rope") in jobs, counts
     assert counts["extract_scores"] >= 1, counts  # the retrained model's scores follow
     assert "sample_sequences" not in counts and "train_tokenizer" not in counts, counts
+
+
+def test_memory_fraction_without_auto_batch_and_the_device_rerun_nothing(smoke_pipeline, tmp_path):
+    """Where the model runs and the memory share of an auto batch (the batch is fixed here)
+    cannot change a score: neither is a param of extraction, so changing them plans no job."""
+    cfg = yaml.safe_load((smoke_pipeline / SMOKE).read_text())
+    assert cfg["extract"]["batch_size"] != "auto" and cfg["device"] == "cpu"
+    cfg["extract"]["memory_fraction"] = 0.5
+    cfg["device"] = "auto"
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(cfg))
+    assert planned_jobs(smoke_pipeline, "--configfile", str(edited)) == []
+
+
+def test_editing_a_corpus_file_or_a_model_file_reruns_exactly_what_reads_it(
+    smoke_pipeline, tmp_path
+):
+    """A ``text`` corpus and a ``local`` model named by path are inputs of the rules that read
+    them: built once, an in-place edit of one file reruns that rule's job and nothing else."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(3):
+        (corpus / f"doc{i}.txt").write_text(f"document {i} " + "word " * 200)
+    local = tmp_path / "local-model"
+    shutil.copytree(smoke_pipeline / "resources" / "models" / "tiny-random", local)
+    cfg = yaml.safe_load((smoke_pipeline / SMOKE).read_text())
+    cfg["datasets"]["mytext"] = {
+        "corpus": {"type": "text", "path": str(corpus)},
+        "seq_len": 16,
+        "n_sequences": 3,
+    }
+    cfg["models"]["mylocal"] = {"source": "local", "path": str(local)}
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(cfg))
+    data = "results/data/mytext/mylocal.zarr"
+    args = ("--configfile", str(edited), data)
+    snakemake(smoke_pipeline, "--cores", "1", *args)
+    assert planned_jobs(smoke_pipeline, *args) == []
+    time.sleep(1.1)  # a later mtime on every file system (Snakemake also compares checksums)
+    (corpus / "doc1.txt").write_text("an edited document " + "word " * 200)
+    assert planned_jobs(smoke_pipeline, *args) == [
+        ("sample_sequences", "dataset=mytext, tokenizer=mylocal")
+    ]
+    snakemake(smoke_pipeline, "--cores", "1", *args)
+    weights = sorted(local.glob("*.safetensors"))[0]
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"  # edited in place: the last float32 becomes 2.0
+    weights.write_bytes(bytes(data))
+    assert planned_jobs(smoke_pipeline, *args) == [
+        ("prepare_model", "model=mylocal"),
+        ("sample_sequences", "dataset=mytext, tokenizer=mylocal"),
+    ]

@@ -137,6 +137,25 @@ def _text_files(path: str, glob: str = "*.txt") -> list[Path]:
     return files
 
 
+def _corpus_files(corpus: dict) -> list[Path]:
+    """The files a ``text``/``jsonl`` corpus reads (CorpusError where there are none)."""
+    if corpus["type"] == "text":
+        return _text_files(corpus["path"], corpus.get("glob", "*.txt"))
+    return [Path(corpus["path"])]
+
+
+def corpus_files(corpus: dict) -> list[str]:
+    """The local files a corpus spec reads, sorted: its rule inputs, so that editing one resamples
+    exactly the stores drawn from it ([] for kjv, hub and random corpora, and where none exist
+    yet: the config-time capacity check names that)."""
+    if corpus.get("type") not in ("text", "jsonl") or "path" not in corpus:
+        return []
+    try:
+        return [str(f) for f in _corpus_files(corpus) if f.is_file()]
+    except CorpusError:
+        return []
+
+
 def _undecodable(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
     return CorpusError(
         f"corpus file {str(path)!r} is not {TEXT_ENCODING} text: byte "
@@ -286,11 +305,7 @@ def local_document_sizes(
     if kind in ("hf", "random_tokens"):
         return None
     if kind in ("text", "jsonl") and "path" in corpus:
-        files = (
-            _text_files(corpus["path"], corpus.get("glob", "*.txt"))
-            if kind == "text"
-            else [Path(corpus["path"])]
-        )
+        files = _corpus_files(corpus)
         if sum(f.stat().st_size for f in files if f.is_file()) > max_bytes:
             return None
     return [len(d.text.encode(TEXT_ENCODING)) for d in load_documents(corpus)]

@@ -29,9 +29,9 @@ rule extract_scores:
         bounds=shard_bounds_params,
         variants=extraction_params,
         batch_size=config["extract"]["batch_size"],
-        memory_fraction=config["extract"]["memory_fraction"],
+        # where the model runs is not a param (results cannot change); the dtype is
+        memory_fraction=CFG.extract_memory_fraction(),
         n_groups=config["extract"]["n_groups"],
-        device=config["device"],
         dtype=config["dtype"],
         seed=config["seed"],
         code=code_fingerprint("extract_scores"),

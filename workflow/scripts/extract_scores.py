@@ -19,10 +19,10 @@ with logged(snakemake.log[0], snakemake.threads):
         stop=stop,
         variants={v: dict(spec) for v, spec in dict(p.variants).items()},
         batch_size=p.batch_size,
-        memory_fraction=p.memory_fraction,
+        memory_fraction=snakemake.config["extract"]["memory_fraction"],
         n_groups=p.n_groups,
         seed=p.seed,
-        device=p.device,
+        device=snakemake.config["device"],
         dtype=p.dtype,
         attrs={
             "model_name": snakemake.wildcards.model,

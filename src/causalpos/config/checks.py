@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.models.context import ContextError, check_seq_len
 
 #: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
@@ -52,6 +52,34 @@ def _local_model_config(spec: dict) -> dict | None:
         return json.loads(cfg.read_text())
     except (OSError, ValueError):
         return None
+
+
+def _files_of(path: Path) -> list[str]:
+    """``path`` if it is a file, its top-level files (not hidden) if a directory, else []."""
+    if path.is_file():
+        return [str(path)]
+    if path.is_dir():
+        return [str(p) for p in sorted(path.iterdir()) if p.is_file() and p.name[0] != "."]
+    return []
+
+
+def _tokenizer_bos(directory: Path) -> tuple[bool, str | None]:
+    """``(known, bos_token)`` of the HF tokenizer saved in ``directory``, from its
+    ``tokenizer_config.json`` or ``special_tokens_map.json``; ``known`` False where neither
+    can be read (not there yet)."""
+    known = False
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        try:
+            cfg = json.loads((directory / name).read_text())
+        except (OSError, ValueError):
+            continue
+        known = True
+        bos = cfg.get("bos_token")
+        if isinstance(bos, dict):
+            bos = bos.get("content")
+        if bos:
+            return True, str(bos)
+    return known, None
 
 
 class ChecksSection(Section):
@@ -108,11 +136,85 @@ class ChecksSection(Section):
             f"{canonical(corpus)}. Fix: {todo}"
         )
 
+    def model_source_files(self, name: str) -> list[str]:
+        """The user's files a model is prepared from (rule inputs of ``prepare_model``): a
+        ``gguf`` file, or every file of a ``local`` / ``hf`` local directory; listed, not hashed,
+        so Snakemake's mtime check (not a hash of GBs of weights at each DAG build) reruns it."""
+        spec = self.model_spec(name)
+        path = {"local": spec.get("path"), "gguf": spec.get("path"), "hf": spec.get("id")}.get(
+            spec["source"]
+        )
+        if not path or (spec["source"] == "hf" and not Path(path).expanduser().is_dir()):
+            return []
+        return _files_of(Path(path).expanduser())
+
+    def corpus_source_files(self, dataset: str) -> list[str]:
+        """The local files of a dataset's ``text``/``jsonl`` corpus (inputs of ``sample_sequences``)."""
+        from causalpos.data import corpus_files
+
+        return corpus_files(dict(self.dataset_spec(dataset)["corpus"]))
+
+    def check_bos(self) -> None:
+        """A dataset with ``prepend_bos: true`` runs only models whose tokenizer defines a BOS
+        token (checked where the tokenizer is on disk now: a prepared model, or a local one)."""
+        for dataset in self.config["datasets"]:
+            if self.dataset_spec(dataset).get("prepend_bos") is not True:
+                continue
+            for model in self.dataset_models(dataset):
+                dirs = [Path(self.tokenizer_dir(model))]
+                tok = self.tokenizer_of(model)
+                if tok != self.train_tokenizer_key():  # the trained one has a BOS
+                    spec = self.model_spec(tok)
+                    user = spec.get("path") if spec["source"] == "local" else spec.get("id")
+                    if spec["source"] in ("local", "hf") and user:
+                        dirs.append(Path(user).expanduser())
+                for d in dirs:
+                    known, bos = _tokenizer_bos(d)
+                    if known and bos is None:
+                        raise ConfigError(
+                            f"datasets.{dataset}.prepend_bos: true, but the tokenizer of model "
+                            f"{model!r} ({d}) defines no BOS token. Fix: name the token to put "
+                            "at position 0 (a string from its vocabulary) or give its id"
+                        )
+                    if known:
+                        break
+
+    def check_names(self) -> None:
+        """Every config name that becomes a path component is a plain name (:func:`check_path_name`)."""
+        cfg = self.config
+        for section, key in (("simulate", "settings"), ("models", None), ("datasets", None)):
+            names = (cfg.get(section) or {}).get(key) if key else cfg.get(section)
+            where = f"{section}.{key}" if key else section
+            for name in names or {}:
+                check_path_name(f"{where}: name {name!r}", name)
+        train = cfg.get("train") or {}
+        for name in train.get("variants") or {}:
+            check_path_name(f"train.variants: name {name!r}", name)
+        if train.get("tokenizer"):
+            self.train_tokenizer_dir()
+        for name in ((cfg.get("leakage") or {}).get("experiments")) or {}:
+            check_path_name(f"leakage.experiments: name {name!r}", name)
+
+    def statistics_datasets(self) -> set[str]:
+        """Datasets whose scores feed statistics over sequences (paper 1's index, paper 2's fits,
+        the comparison): each needs at least two sequences (a spread, a permutation, a fold)."""
+        out = {d for _, d, _ in self.paper1_triples()} | {d for _, d in self.leakage_pairs()}
+        sec = self.compare_section()
+        return out | {sec["dataset"]} if sec else out
+
     def check_datasets(self) -> None:
         """Every dataset under ``datasets:`` and the held-out draws of the models trained here
-        against what their local corpora can supply (:meth:`check_capacity`)."""
+        against what their local corpora can supply (:meth:`check_capacity`); datasets that feed
+        statistics have at least two sequences."""
+        stats = self.statistics_datasets()
         for name in self.config["datasets"]:
             spec = self.dataset_spec(name)
+            if name in stats and spec["n_sequences"] < 2:
+                raise ConfigError(
+                    f"datasets.{name}.n_sequences: {spec['n_sequences']}; the statistics over "
+                    "sequences (paper 1's index and bootstrap, paper 2's fits and permutations) "
+                    "need at least 2. Fix: set n_sequences >= 2"
+                )
             self.check_capacity(
                 f"datasets.{name}",
                 spec["corpus"],
@@ -235,7 +337,13 @@ class ChecksSection(Section):
         """
         errors: list[str] = []
         warnings: list[str] = []
-        for step in (self.all_targets, self.check_datasets, self.check_contexts):
+        for step in (
+            self.check_names,
+            self.all_targets,
+            self.check_datasets,
+            self.check_bos,
+            self.check_contexts,
+        ):
             try:
                 out = step()
             except ConfigError as exc:

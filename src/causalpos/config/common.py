@@ -37,6 +37,23 @@ def names_pattern(names: Iterable[str]) -> str:
 VARIANT_PATTERN = names_pattern(variant_names())
 
 
+#: Names from the config that become path components (settings, models, datasets, the trained
+#: tokenizer ...): a letter or digit first, no ``/``, so none is ``.``, ``..`` or a path.
+PATH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def check_path_name(key: str, name: Any) -> str:
+    """``name`` if it is a :data:`PATH_NAME`, else a ConfigError naming ``key`` (the schema says
+    the same; this holds whatever the schema says, since the name is joined to a directory that
+    a job replaces)."""
+    if not isinstance(name, str) or not PATH_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{key}: {name!r} cannot name a directory: use a letter or digit first, then "
+            "letters, digits, '_', '.' or '-' (no '/', not '.' or '..')"
+        )
+    return name
+
+
 def store_paths(template: str, names: Iterable[str]) -> list[str]:
     """``template`` filled in with each of ``names``."""
     return [template.format(name) for name in names]

@@ -54,10 +54,14 @@ class DatasetsSection(Section):
         return sorted(dirs - {self.tokenizer_dir(tokenizer)})
 
     def sample_inputs(self, dataset: str, tokenizer: str) -> dict[str, Any]:
-        """Inputs of ``sample_sequences``: the tokenizer's model and the other tokenizers whose
-        documents the draw must fit (:meth:`document_peers`), where there are any."""
+        """Inputs of ``sample_sequences``: the tokenizer's model, the other tokenizers whose
+        documents the draw must fit (:meth:`document_peers`) and the corpus's local files
+        (:meth:`corpus_source_files`), where there are any."""
         inputs: dict[str, Any] = {"tokenizer": self.tokenizer_dir(tokenizer)}
         peers = self.document_peers(dataset, tokenizer)
         if peers:
             inputs["peers"] = peers
+        corpus = self.corpus_source_files(dataset)
+        if corpus:
+            inputs["corpus"] = corpus
         return inputs

@@ -94,6 +94,12 @@ class ExtractSection(Section):
             return self.leakage_reducer_kwargs(variant)
         return {}
 
+    def extract_memory_fraction(self) -> float | None:
+        """``extract.memory_fraction`` where it sizes the batch (``batch_size: auto``), else None:
+        a param only where it is used (the batch size never changes the scores' values)."""
+        sec = self.config["extract"]
+        return sec["memory_fraction"] if sec["batch_size"] == "auto" else None
+
     def gpu_count(self) -> int:
         """GPUs an extraction job holds."""
         return 1 if self.config["device"] in ("cuda", "auto") else 0

@@ -32,14 +32,15 @@ class ModelsSection(Section):
         return canonical(self.model_spec(name))
 
     def prepare_model_inputs(self, name: str) -> list[str]:
-        """A random_init model `like:` (or taking the `tokenizer:` of) another needs it first."""
+        """A random_init model `like:` (or taking the `tokenizer:` of) another needs it first; a
+        model prepared from the user's files needs them (:meth:`model_source_files`)."""
         spec = self.model_spec(name)
         refs = {spec[k] for k in ("like", "tokenizer") if spec.get(k)}
         inputs = [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
         # random_init `config_file:` (an architecture file): an input, so editing it reruns
         if spec.get("config_file"):
             inputs.append(spec["config_file"])
-        return inputs
+        return inputs + self.model_source_files(name)
 
     def tokenizer_of(self, model: str) -> str:
         """The tokenizer ``model`` uses, named by the model whose directory holds it, or by

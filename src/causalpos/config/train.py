@@ -4,7 +4,7 @@ Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
-from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.training.settings import config_keys as train_config_keys
 
 # Positional types of the models trained here, in the canonical order of train_variants().
@@ -84,7 +84,8 @@ class TrainSection(Section):
         return [self.trained_model(v) for v in self.train_variants()]
 
     def train_tokenizer_dir(self) -> str:
-        return f"resources/tokenizers/{self.config['train']['tokenizer']['name']}"
+        name = check_path_name("train.tokenizer.name", self.config["train"]["tokenizer"]["name"])
+        return f"resources/tokenizers/{name}"
 
     def train_corpus(self) -> dict:
         """The training corpus spec (params: key order canonical)."""

@@ -32,7 +32,6 @@ the identity — how paper 1 loads its NoPE checkpoint) and ``description`` (fre
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import re
@@ -49,6 +48,12 @@ import torch
 from causalpos.io.atomic import atomic_dir
 from causalpos.io.integrity import display_path
 from causalpos.models.device import DTYPES
+from causalpos.models.weights import (
+    check_finite_parameters,
+    sha256_file,
+    verify_weights,
+    weights_stat,
+)
 
 SOURCE_FILE = "causalpos_source.json"
 
@@ -212,15 +217,6 @@ def file_config(path: str | os.PathLike, overrides: dict | None = None):
     return AutoConfig.for_model(kw.pop("model_type"), **kw)
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file, read in 4 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def weights_manifest(directory: Path) -> dict[str, str]:
     return {
         p.name: sha256_file(p)
@@ -230,10 +226,9 @@ def weights_manifest(directory: Path) -> dict[str, str]:
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+    """A copy, never a hard link: an in-place edit of the user's file must not change the
+    prepared model under its recorded sha256 (the edit reruns prepare_model instead)."""
+    shutil.copy2(src, dst)
 
 
 def _copy_model_files(src: Path, dst: Path) -> list[str]:
@@ -340,6 +335,8 @@ def build_model_dir(name: str, spec: dict | None, out_dir: str | os.PathLike) ->
             "transformers_version": transformers.__version__,
             "torch_version": torch.__version__,
         }
+        record.setdefault("sha256", weights_manifest(tmp))  # what load_model verifies
+        record["weights_stat"] = weights_stat(tmp, record["sha256"])
         (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         try:
             from transformers import AutoConfig
@@ -362,7 +359,11 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         if not (tmp / "config.json").exists():
             raise _fail(name, spec, f"local directory {local}", "no config.json there")
         _require_tokenizer(name, spec, local, copied)
-        return {"path": str(local.resolve()), "files": copied, "sha256": weights_manifest(tmp)}
+        return {
+            "path": display_path(local.resolve()),
+            "files": copied,
+            "sha256": weights_manifest(tmp),
+        }
     revision = spec.get("revision", "main")
     try:
         from huggingface_hub import HfApi, snapshot_download
@@ -416,7 +417,7 @@ def _prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         _convert_gguf(path, tmp)
     except Exception as exc:
         raise _fail(name, spec, f"GGUF file {path}", f"{type(exc).__name__}: {exc}") from exc
-    return {"path": str(path), "file": path.name, "file_sha256": sha256_file(path)}
+    return {"path": display_path(path), "file": path.name, "file_sha256": sha256_file(path)}
 
 
 def _find_wheel(wheel_dir: Path, requirement: str) -> Path | None:
@@ -624,7 +625,7 @@ def _prepare_local(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     if not (tmp / "config.json").exists():
         raise _fail(name, spec, f"directory {src}", "no config.json there (not an HF-format model)")
     _require_tokenizer(name, spec, src, copied)
-    return {"path": str(src), "files": copied, "sha256": weights_manifest(tmp)}
+    return {"path": display_path(src), "files": copied, "sha256": weights_manifest(tmp)}
 
 
 _PREPARERS = {
@@ -670,12 +671,15 @@ def load_model(
         raise RuntimeError(
             f"load_model: could not load {path}: {type(exc).__name__}: {exc}"
         ) from exc
+    source = read_source(path)
+    verify_weights(path, source)
+    check_finite_parameters(model, path)
     model.to(device).eval()
     apply_rope_setting(model, where=f"load_model: {path}/config.json")
     tokenizer = None
     if any((path / f).is_file() for f in _TOKENIZER_FILES):
         tokenizer = AutoTokenizer.from_pretrained(path)
-    source = read_source(path) or {
+    source = source or {
         "name": path.name,
         "source": "unprepared",
         "path": display_path(path.resolve()),  # relative to the pipeline directory

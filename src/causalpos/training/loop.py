@@ -306,6 +306,22 @@ def _optimizer(
     return opt, sched
 
 
+class TrainingDiverged(RuntimeError):
+    """The training or held-out loss stopped being finite: the run stops there (nothing after a
+    non-finite update could be a result)."""
+
+
+def _finite_loss(value: float, what: str, step: int, settings: Any) -> float:
+    """``value``, or :class:`TrainingDiverged` naming the step, the variant and the key to lower."""
+    if not math.isfinite(value):
+        raise TrainingDiverged(
+            f"training of variant {settings.variant!r} diverged at step {step}: the {what} loss "
+            f"is {value} (lr {settings.lr}); lower train.lr (or the variant's lr under "
+            "train.variants), or raise train.warmup, and rerun"
+        )
+    return value
+
+
 def _step(job: _Job, state: _State, step: int) -> dict[str, float]:
     """Update ``step`` (0-based): one batch, clipped gradient, optimiser and schedule; the log
     row of ``step + 1`` (held-out loss every ``eval_every`` updates and at the last)."""
@@ -315,6 +331,7 @@ def _step(job: _Job, state: _State, step: int) -> dict[str, float]:
     ).to(job.device)
     lr_now = state.sched.get_last_lr()[0]
     loss = sequence_nll(state.model, x, autocast_dtype=job.autocast_dtype).mean()
+    _finite_loss(float(loss.detach()), "training", step + 1, s)
     loss.backward()
     if s.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(state.model.parameters(), s.grad_clip)
@@ -324,8 +341,13 @@ def _step(job: _Job, state: _State, step: int) -> dict[str, float]:
     done = step + 1
     row = {"step": done, "train_loss": float(loss.detach()), "lr": lr_now, "heldout_loss": math.nan}
     if done % s.eval_every == 0 or done == s.steps:
-        row["heldout_loss"] = evaluate(
-            state.model, job.eval_tokens, batch=s.batch, autocast_dtype=job.autocast_dtype
+        row["heldout_loss"] = _finite_loss(
+            evaluate(
+                state.model, job.eval_tokens, batch=s.batch, autocast_dtype=job.autocast_dtype
+            ),
+            "held-out",
+            done,
+            s,
         )
         if job.run.progress:
             log.info(
@@ -375,8 +397,9 @@ def _finish(job: _Job, state: _State, end: int) -> dict[str, Any]:
         "step": end,
         "n_parameters": count_parameters(state.model),
         "initial_heldout_loss": rows[0]["heldout_loss"],
+        # the last evaluation after an update (never step 0's: NaN before the first one)
         "final_heldout_loss": next(
-            (r["heldout_loss"] for r in reversed(rows) if not math.isnan(r["heldout_loss"])),
+            (r["heldout_loss"] for r in reversed(rows[1:]) if not math.isnan(r["heldout_loss"])),
             math.nan,
         ),
         "final_train_loss": rows[-1]["train_loss"],

@@ -1,0 +1,213 @@
+"""Issue 24, the config and training half: names that become paths cannot escape their parent,
+datasets feeding statistics have two sequences, a BOS-less tokenizer cannot prepend its BOS,
+model and corpus files named by path are rule inputs, prepared models are copies whose sha256 is
+checked when loaded, extraction params hold only what changes results, and training stops where
+its loss stops being finite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from causalpos.config import ConfigError, Resolved, schema_error_summary
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def smoke_config(edit=None, *, schema: bool = True) -> dict:
+    cfg = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    validate(cfg, SCHEMA)  # defaults filled in, as the Snakefile does
+    if edit is not None:
+        edit(cfg)
+        if schema:
+            validate(cfg, SCHEMA)
+    return cfg
+
+
+# --- (4) names that become paths ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        (lambda c: c["train"]["tokenizer"].update(name=".."), "train.tokenizer.name"),
+        (lambda c: c["train"]["tokenizer"].update(name="."), "train.tokenizer.name"),
+        (lambda c: c["train"]["tokenizer"].update(name="a/b"), "train.tokenizer.name"),
+        (lambda c: c["simulate"]["settings"].update({"..": {"alpha": 0.0}}), "simulate.settings"),
+        (lambda c: c["simulate"]["settings"].update({".x": {"alpha": 0.0}}), "simulate.settings"),
+        (
+            lambda c: c["leakage"]["experiments"].update(
+                _x={"models": ["tiny-random"], "datasets": ["kjv-first24"]}
+            ),
+            "leakage.experiments",
+        ),
+    ],
+)
+def test_a_name_that_is_not_a_plain_name_is_refused_at_config_time(edit, key, tmp_path):
+    with pytest.raises(WorkflowError) as info:
+        smoke_config(edit)
+    summary = schema_error_summary(info.value)
+    assert key in summary, summary
+    # whatever the schema says, the resolver refuses it before any job, naming the key
+    cfg = smoke_config(edit, schema=False)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        Resolved(cfg, document_sizes=lambda corpus: None).check()
+
+
+def test_the_tokenizer_directory_of_a_dotdot_name_is_never_formed():
+    cfg = smoke_config(lambda c: c["train"]["tokenizer"].update(name=".."), schema=False)
+    with pytest.raises(ConfigError, match=r"train\.tokenizer\.name: '\.\.' cannot name"):
+        Resolved(cfg).train_tokenizer_dir()
+
+
+# --- (5) n_sequences ------------------------------------------------------------------------------
+
+
+def test_one_sequence_in_a_dataset_that_feeds_statistics_is_a_config_error_naming_the_key():
+    cfg = smoke_config(lambda c: c["datasets"]["kjv-first24"].update(n_sequences=1))
+    with pytest.raises(ConfigError, match=r"datasets\.kjv-first24\.n_sequences: 1;.*at least 2"):
+        Resolved(cfg, document_sizes=lambda corpus: None).check()
+    Resolved(smoke_config(), document_sizes=lambda corpus: None).check()  # 12 sequences pass
+
+
+# --- (1) files named by path are inputs; prepared models are checked copies -----------------------
+
+
+def test_model_and_corpus_files_named_by_path_are_rule_inputs(tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", ".hidden"):
+        (local / name).write_text("x")
+    gguf = tmp_path / "m.gguf"
+    gguf.write_text("x")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("b.txt", "a.txt", "notes.md"):
+        (corpus / name).write_text("some text " * 50)
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text('{"text": "a document"}\n')
+
+    def edit(c):
+        c["models"].update(
+            loc={"source": "local", "path": str(local)},
+            gg={"source": "gguf", "path": str(gguf)},
+            hfdir={"source": "hf", "id": str(local)},
+            hub={"source": "hf", "id": "HuggingFaceTB/SmolLM2-135M"},
+        )
+        c["datasets"].update(
+            txt={"corpus": {"type": "text", "path": str(corpus)}, "seq_len": 8, "n_sequences": 2},
+            jl={"corpus": {"type": "jsonl", "path": str(jsonl)}, "seq_len": 8, "n_sequences": 2},
+        )
+
+    cfg = Resolved(smoke_config(edit))
+    files = [str(local / n) for n in ("config.json", "model.safetensors", "tokenizer.json")]
+    assert cfg.prepare_model_inputs("loc") == files
+    assert cfg.prepare_model_inputs("hfdir") == files
+    assert cfg.prepare_model_inputs("gg") == [str(gguf)]
+    assert cfg.prepare_model_inputs("hub") == []  # a hub id: its revision is the param
+    assert cfg.prepare_model_inputs("tiny-random") == ["resources/models/trained-rope"]
+    txt = cfg.sample_inputs("txt", "loc")
+    assert txt["corpus"] == [str(corpus / "a.txt"), str(corpus / "b.txt")]  # the glob's files
+    assert cfg.sample_inputs("jl", "loc")["corpus"] == [str(jsonl)]
+    assert "corpus" not in cfg.sample_inputs("kjv-first24", "tiny-random")
+
+
+def _tiny_local(tmp_path: Path) -> Path:
+    from conftest import tiny_pair
+
+    model, _ = tiny_pair("llama")
+    src = tmp_path / "user-model"
+    model.save_pretrained(src)
+    return src
+
+
+def test_a_prepared_model_is_a_copy_so_editing_the_users_file_leaves_it_intact(tmp_path):
+    from causalpos.models.load import build_model_dir, load_model, read_source, sha256_file
+
+    src = _tiny_local(tmp_path)
+    out = build_model_dir("m", {"source": "local", "path": str(src)}, tmp_path / "m")
+    weights = out / "model.safetensors"
+    assert weights.stat().st_ino != (src / "model.safetensors").stat().st_ino
+    assert weights.stat().st_nlink == 1
+    recorded = read_source(out)["sha256"]["model.safetensors"]
+    with open(src / "model.safetensors", "r+b") as f:  # an in-place edit of the user's file
+        f.seek(-4, 2)
+        f.write(b"\x00\x00\x80\x7f")
+    assert sha256_file(weights) == recorded
+    load_model(out)  # still the model that was prepared
+
+
+def test_load_model_refuses_weights_that_are_not_the_recorded_ones(tmp_path, monkeypatch):
+    from causalpos.models.load import build_model_dir, load_model
+    from causalpos.models.weights import ModelIntegrityError
+
+    monkeypatch.chdir(tmp_path)
+    src = _tiny_local(tmp_path)
+    out = build_model_dir("m", {"source": "local", "path": str(src)}, Path("resources/models/m"))
+    weights = out / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"  # the last float32 becomes 2.0: finite, but not the same
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelIntegrityError) as info:
+        load_model(out)
+    msg = str(info.value)
+    assert "resources/models/m/model.safetensors has changed since it was prepared" in msg
+    assert "snakemake --force resources/models/m" in msg
+
+
+def test_load_model_names_a_tensor_that_is_not_finite(tmp_path, monkeypatch):
+    import torch
+    from conftest import tiny_pair
+
+    from causalpos.models.load import load_model
+    from causalpos.models.weights import ModelIntegrityError
+
+    model, _ = tiny_pair("llama")
+    with torch.no_grad():
+        model.model.layers[1].mlp.up_proj.weight[0, 0] = float("nan")
+    model.save_pretrained(tmp_path / "m")
+    with pytest.raises(
+        ModelIntegrityError, match=r"'model\.layers\.1\.mlp\.up_proj\.weight' holds 1 non-finite"
+    ):
+        load_model(tmp_path / "m")
+
+
+def test_the_source_record_names_the_users_files_relative_to_the_pipeline(tmp_path, monkeypatch):
+    from causalpos.models.load import build_model_dir, read_source
+
+    monkeypatch.chdir(tmp_path)
+    _tiny_local(tmp_path)
+    out = build_model_dir("m", {"source": "local", "path": "user-model"}, tmp_path / "m")
+    assert read_source(out)["path"] == "user-model"
+
+
+# --- prepend_bos on a tokenizer without a BOS -----------------------------------------------------
+
+
+@pytest.mark.parametrize("bos", [None, "<s>"])
+def test_prepend_bos_on_a_tokenizer_without_a_bos_is_a_config_error(tmp_path, bos):
+    local = tmp_path / "qwen-like"
+    local.mkdir()
+    (local / "config.json").write_text("{}")
+    (local / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos, "eos_token": "e"}))
+
+    def edit(c):
+        c["models"]["qwen-like"] = {"source": "local", "path": str(local)}
+        c["paper1_llm"]["models"].append("qwen-like")
+
+    cfg = Resolved(smoke_config(edit), document_sizes=lambda corpus: None)
+    if bos is None:
+        with pytest.raises(
+            ConfigError,
+            match=r"datasets\.kjv-first24\.prepend_bos: true, but the tokenizer of model "
+            r"'qwen-like' .* defines no BOS token",
+        ):
+            cfg.check()
+    else:
+        cfg.check()
