@@ -854,7 +854,7 @@ def test_name_lists_kept_light_here_equal_the_librarys():
 
 def test_tiny_random_init_context_kept_here_equals_the_librarys():
     from causalpos.config import TINY_MAX_POSITIONS
-    from causalpos.models.load import ARCHITECTURES, tiny_config_kwargs
+    from causalpos.models.architectures import ARCHITECTURES, tiny_config_kwargs
 
     for arch in ARCHITECTURES:
         assert tiny_config_kwargs(arch)["max_position_embeddings"] == TINY_MAX_POSITIONS

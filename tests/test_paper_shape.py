@@ -18,12 +18,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from wfutil import copy_pipeline, planned_jobs, rule_counts, snakemake  # noqa: E402
 
 from causalpos.config import ConfigError, Resolved  # noqa: E402
-from causalpos.models.load import (  # noqa: E402
+from causalpos.models.architectures import (  # noqa: E402
     ModelSpecError,
     file_config,
-    prepare_model,
     read_architecture_file,
 )
+from causalpos.models.load import build_model_dir  # noqa: E402
 from causalpos.stages.report import REHEARSAL_BANNER  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def test_config_file_model_has_the_files_shape_and_the_tokenizers_ids(tmp_path, 
         "tokenizer": str(tokenizer_dir),
         "seed": 3,
     }
-    out = prepare_model("m", spec, tmp_path / "models" / "m")
+    out = build_model_dir("m", spec, tmp_path / "models" / "m")
     cfg, tok = AutoConfig.from_pretrained(out), AutoTokenizer.from_pretrained(out)
     assert cfg.model_type == "mistral"
     assert (cfg.vocab_size, cfg.sliding_window, cfg.rope_parameters["rope_theta"]) == (
@@ -142,14 +142,14 @@ def test_config_file_model_has_the_files_shape_and_the_tokenizers_ids(tmp_path, 
 def test_config_file_errors_name_the_key(tmp_path, tokenizer_dir, tokenizer_bos):
     base = {"source": "random_init", "tokenizer": str(tokenizer_dir)}
     with pytest.raises(ModelSpecError, match="config_file.*not a readable JSON"):
-        prepare_model("m", {**base, "config_file": str(tmp_path / "nope.json")}, tmp_path / "a")
+        build_model_dir("m", {**base, "config_file": str(tmp_path / "nope.json")}, tmp_path / "a")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model_type": "gpt2", "hidden_size": 8}))
     with pytest.raises(ModelSpecError, match="config_file.*model_type.*'gpt2'"):
-        prepare_model("m", {**base, "config_file": str(bad)}, tmp_path / "b")
+        build_model_dir("m", {**base, "config_file": str(bad)}, tmp_path / "b")
     both = {**base, "config_file": str(ARCH_DIR / "phi-4.json"), "architecture": "phi3"}
     with pytest.raises(ModelSpecError, match="exactly one of `architecture`, `like`"):
-        prepare_model("m", both, tmp_path / "c")
+        build_model_dir("m", both, tmp_path / "c")
     # ids beyond the embedding: the tokenizer's ids (~400) and vocab_size 256
     small = {**base, "config_file": str(ARCH_DIR / "phi-4.json"), "config": {"vocab_size": 256}}
     small["config"].update(hidden_size=8, intermediate_size=8, num_hidden_layers=1)
@@ -157,7 +157,7 @@ def test_config_file_errors_name_the_key(tmp_path, tokenizer_dir, tokenizer_bos)
     top = len(tokenizer_bos) - 1
     assert top > 256
     with pytest.raises(ModelSpecError, match=f"ids reach {top}, beyond the model's vocab_size 256"):
-        prepare_model("m", small, tmp_path / "d")
+        build_model_dir("m", small, tmp_path / "d")
 
 
 def test_config_file_is_read_at_config_time_and_is_an_input(tmp_path, monkeypatch):

