@@ -243,7 +243,7 @@ def test_nope_model_loaded_with_rope_is_refused(tokens):
     cfg = architecture.build_config("nope", vocab_size=VOCAB, shape=SHAPE, context=32)
     raw = AutoModelForCausalLM.from_config(cfg)  # ignores causalpos_rope: rotation still on
     with pytest.raises(ValueError, match="load_model"):
-        G.gram_panels(raw, tokens)
+        G.compute_gram_panels(raw, tokens)
     assert G.rope_is_identity(architecture.apply_causalpos_attributes(raw))
 
 

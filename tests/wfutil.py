@@ -29,9 +29,12 @@ def copy_pipeline(dest: Path) -> Path:
 
 
 def snakemake(
-    workdir: Path, *args: str, check: bool = True, timeout: int = 900
+    workdir: Path, *args: str, check: bool = True, timeout: int = 2700
 ) -> subprocess.CompletedProcess:
-    """Run ``python -m snakemake`` in ``workdir`` (so its profiles/default applies, as for a user)."""
+    """Run ``python -m snakemake`` in ``workdir`` (so its profiles/default applies, as for a user).
+
+    The timeout covers a whole smoke run on a 2-core machine while the other test worker runs its
+    own pipeline (the SLURM or paper-shape run): minutes, not seconds."""
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,
