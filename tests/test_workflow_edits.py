@@ -138,7 +138,7 @@ def test_editing_a_corpus_file_or_a_model_file_reruns_exactly_what_reads_it(
     edited = tmp_path / "edited.yaml"
     edited.write_text(yaml.safe_dump(cfg))
     data = "results/data/mytext/mylocal.zarr"
-    args = ("--configfile", str(edited), data)
+    args = (data, "--configfile", str(edited))
     snakemake(smoke_pipeline, "--cores", "1", *args)
     assert planned_jobs(smoke_pipeline, *args) == []
     time.sleep(1.1)  # a later mtime on every file system (Snakemake also compares checksums)

@@ -107,8 +107,8 @@ def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
         eval_tokens = batches.heldout_windows(
             heldout, n=tr["n_eval"], length=tr["context"], bos_id=tok.bos_token_id
         )
-        loss = loss.evaluate(model, eval_tokens, batch=tr["batch"])
-        assert loss == pytest.approx(summary["final_heldout_loss"], rel=1e-6, abs=1e-6)
+        nll = loss.evaluate(model, eval_tokens, batch=tr["batch"])
+        assert nll == pytest.approx(summary["final_heldout_loss"], rel=1e-6, abs=1e-6)
         # random init is ~uniform over the vocabulary; 20 updates at lr 1e-2 learn at least frequencies
         assert summary["initial_heldout_loss"] == pytest.approx(
             math.log(tr["tokenizer"]["vocab_size"]), abs=0.1
