@@ -321,25 +321,33 @@ def test_reducers_include_paper_2s_only_where_an_experiment_wants_them(default):
         default.leakage_reducer_params("smollm2-135m-random", "kjv-chunks128-bos", "identity_rope")
         == {}
     )
-    # prompt-mean maps only for the variants the permutation test reads
+    # prompt-mean maps for every variant when the headline estimator runs (its denominator)
     assert repr(
         default.leakage_reducer_params(
             "smollm2-135m", "kjv-chunks128-bos", "identity_rope+bidirectional"
         )
     ) == (
-        "{'fits': ['saturated+query', 'linear+query', 'saturated+key'], 'mean_maps': False, "
-        "'pair_subsample': None, 'windows': ['all', 'early16', 'early32', 'early64', 'late']}"
+        "{'expected_stats': ['all', 'full32'], 'fits': ['saturated+query', 'linear+query', "
+        "'saturated+key'], 'mean_maps': True, 'pair_subsample': None, 'windows': ['all', "
+        "'early16', 'early32', 'early64', 'late', 'full32']}"
     )
-    assert (
-        default.leakage_reducer_params("smollm2-135m", "kjv-chunks128-bos", "bidirectional")[
-            "mean_maps"
-        ]
-        is True
+    # ... and otherwise only for the variants the permutation test reads
+    off = lambda c: c["leakage"]["reducer"].update(expected_stats=[])  # noqa: E731
+    plain = resolved("config.yaml", off)
+    assert plain.leakage_reducer_kwargs("identity_rope+bidirectional")["mean_maps"] is False
+    assert plain.leakage_reducer_kwargs("bidirectional")["mean_maps"] is True
+    everyone = resolved(
+        "config.yaml", lambda c: (off(c), c["leakage"].update(permutation_variants=None))
     )
-    everyone = resolved("config.yaml", lambda c: c["leakage"].update(permutation_variants=None))
     assert everyone.leakage_reducer_kwargs("identity_rope")["mean_maps"] is True
-    no_test = resolved("config.yaml", lambda c: c["leakage"].update(n_permutations=0))
+    no_test = resolved("config.yaml", lambda c: (off(c), c["leakage"].update(n_permutations=0)))
     assert no_test.leakage_reducer_kwargs("causal")["mean_maps"] is False
+    # expected-map windows must be reducer windows
+    bad = resolved(
+        "config.yaml", lambda c: c["leakage"]["reducer"].update(expected_stats=["early8"])
+    )
+    with pytest.raises(ConfigError, match="expected_stats"):
+        bad.leakage_reducer_kwargs("causal")
 
 
 def test_gpus_follow_the_device(default, paper):
@@ -610,8 +618,9 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
 def test_leakage_params(default):
     assert repr(default.leakage_summary_params()) == (
         "{'alpha': 0.05, 'bos_windows': ['early16', 'early32', 'early64', 'late'], 'fit': 'saturated+query', "
-        "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_perm': 200, "
-        "'perm_variants': ['causal', 'bidirectional'], 'seed': 0, 'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
+        "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_flips': 2000, 'n_perm': 200, "
+        "'perm_variants': ['causal', 'bidirectional'], 'planted': 0.1, 'seed': 0, "
+        "'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
     )
     assert repr(default.position0_params()) == (
         "{'conditions': ['causal', 'bidirectional', 'bos_replace_mean'], 'n_folds': 5, "
@@ -751,6 +760,9 @@ SMOKE_TARGETS = [
     "results/stats/paper2_position0_probes.csv",
     "results/stats/paper2_baseline_comparison.csv",
     "results/stats/paper2_depth_trend.csv",
+    "results/stats/paper2_headline.csv",
+    "results/stats/paper2_decomposition_headline.csv",
+    "results/stats/paper2_controls.csv",
     "results/stats/paper2_tables.md",
     "results/figures/paper2_layers_smoke.png",
     "results/figures/paper2_position0_smoke.png",
@@ -770,12 +782,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 159 and len(set(targets)) == 159
+    assert len(targets) == 162 and len(set(targets)) == 162
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 190
+    assert len(paper.all_targets()) == 193
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
@@ -804,15 +816,15 @@ def test_scorecard_inputs(smoke):
         "sim_index": "results/stats/simulation_index.csv",
         "llm_index": "results/stats/llm_index.csv",
         "train_comparison": "results/stats/train_comparison.csv",
-        "leakage_by_model": "results/stats/paper2_leakage_by_model.csv",
-        "decomposition": "results/stats/paper2_decomposition.csv",
-        "rope_controls": "results/stats/paper2_rope_controls.csv",
         "bos_effects": "results/stats/paper2_bos_effects.csv",
         "position0": "results/stats/paper2_position0.csv",
         "position0_probes": "results/stats/paper2_position0_probes.csv",
         "sink_heads": "results/stats/paper2_sink_heads.csv",
         "baseline_comparison": "results/stats/paper2_baseline_comparison.csv",
         "depth_trend": "results/stats/paper2_depth_trend.csv",
+        "headline": "results/stats/paper2_headline.csv",
+        "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
+        "controls": "results/stats/paper2_controls.csv",
     }
 
 

@@ -113,9 +113,13 @@ def test_targets_file_holds_every_target_with_its_falsification_condition():
         if key == "unscored":
             assert all(u["falsified_if"] and u["why"] for u in t)
             continue
-        assert t["paper"] in ("paper 1", "paper 2") and t["rule"] and t["why"], key
+        assert t["paper"] in ("paper 1", "paper 2", "controls") and t["rule"] and t["why"], key
         assert any(k.startswith("falsified_if") for k in t), key
-        assert {"margin", "threshold", "tolerance"} & set(t) or key == "sim_depth", key
+        # the positive control's bound is its own CI around the planted share
+        assert {"margin", "threshold", "tolerance"} & set(t) or key in (
+            "sim_depth",
+            "control_positive",
+        ), key
     # paper values keyed by the papers' own model ids
     assert T["claim4_share"]["values"]["meta-llama/Llama-3.2-1B"] == 0.82
     assert S.paper_model_id("llama-3.2-1b", spec) == "meta-llama/Llama-3.2-1B"
@@ -126,7 +130,8 @@ def test_targets_file_holds_every_target_with_its_falsification_condition():
 def test_missing_tables_are_not_run_rather_than_dropped():
     card = S.build_scorecard({})
     assert set(card["verdict"]) == {S.NOT_RUN}
-    assert {"paper 1", "paper 2"} == set(card["paper"])
+    assert {"paper 1", "paper 2", "controls"} == set(card["paper"])
+    assert (card["reading"] != "").all()  # every row names its reading
     for label in ("Table 9", "Fig. 5", "claim 1", "claim 7", "§4.1"):
         assert card["target"].str.contains(label, regex=False).any(), label
     assert (card["note"].str.len() > 0).all()  # every "not run" says why
@@ -487,45 +492,102 @@ def test_share_amplification_rows_trained_and_pretrained(tmp_path):
 # Paper 2 row families
 
 
-def _leakage_rows(model: str, logits: np.ndarray) -> pd.DataFrame:
-    """leakage_by_model rows of synthetic logit maps (prompt, T, T), through the real metric: the
-    null-corrected ΔR² per prompt, bootstrap CI over prompts, for logits and log-attention."""
-    from causalpos.paper2.metric import fit_leakage, log_attention
-    from causalpos.stats import bootstrap_ci
+def _headline_rows(model: str, logits: np.ndarray, *, free: bool = False) -> pd.DataFrame:
+    """headline rows of synthetic logit maps (prompt, T, T), through the real estimator (the
+    reducer's per-prompt sums, the expected-map U-statistic, a bootstrap CI over prompts)."""
+    import torch
 
-    rows = []
-    for target, y in (("logit", logits), ("logattn", np.asarray(log_attention(logits)))):
-        est, lo, hi = bootstrap_ci(fit_leakage(y).excess, n_boot=500, seed=0)
-        rows.append(
-            {"model": model, "dataset": "d", "variant": "causal", "target": target}
-            | {"estimate": float(est), "lo": float(lo), "hi": float(hi)}
-        )
-    return pd.DataFrame(rows)
+    from causalpos.paper2.expected import expected_leakage
+    from causalpos.paper2.reducers import LeakageReducer
+
+    red = LeakageReducer(fits=("saturated+query",), windows=("all",), expected_stats=True)
+    red.update(0, torch.tensor(logits[:, None], dtype=torch.float32), np.arange(len(logits)))
+    est = expected_leakage(red.result(), target="logit", n_boot=500)
+    return pd.DataFrame(
+        [
+            {"model": model, "dataset": "d", "variant": "causal", "window": "all"}
+            | {"target": "logit", "reading": "expected-map", "position_free": free}
+            | {k: float(est[f"exp_pooled{s}"]) for k, s in (("leakage", ""),)}
+            | {"leakage_lo": float(est["exp_pooled_lo"]), "leakage_hi": float(est["exp_pooled_hi"])}
+            | {"per_prompt": np.nan, "per_prompt_lo": np.nan, "per_prompt_hi": np.nan}
+        ]
+    )
 
 
-def test_claim1_is_scored_on_logits_so_relative_maps_and_noise_differ(tmp_path):
-    T, n = 128, 24
+def test_claim1_is_judged_against_the_position_free_control(tmp_path):
+    T, n = 48, 24
     rng = np.random.default_rng(0)
     i, j = np.indices((T, T))
     causal = j <= i
-    toeplitz = np.where(causal, np.cos(0.3 * (i - j)) + 0.05 * (i - j), np.nan)
-    toeplitz = np.broadcast_to(toeplitz, (n, T, T)).copy()  # purely relative
-    noise = np.where(causal, rng.standard_normal((n, T, T)), np.nan)  # i.i.d. logits
-    absolute = noise + np.where(causal, np.log1p(i) / 2, np.nan)  # query-position effect
+    toeplitz = np.cos(0.3 * (i - j)) + 0.05 * (i - j) + 0.3 * rng.standard_normal((n, T, T))
+    noise = rng.standard_normal((n, T, T))  # i.i.d. logits: no position at all
+    absolute = noise + np.log1p(i) / 2  # a query-position effect
+    control = rng.standard_normal((n, T, T)) + 2.0 * (i == j)  # position-free content
+    mask = lambda y: np.where(causal, y, np.nan)  # noqa: E731
     table = pd.concat(
         [
-            _leakage_rows("toeplitz", toeplitz),
-            _leakage_rows("noise", noise),
-            _leakage_rows("absolute", absolute),
+            _headline_rows("toeplitz", mask(toeplitz)),
+            _headline_rows("noise", mask(noise)),
+            _headline_rows("absolute", mask(absolute)),
+            _headline_rows("ctl", mask(control), free=True).assign(
+                variant="identity_rope+bidirectional"
+            ),
         ]
     )
-    # log-attention leakage is positive by construction: noise logits give ~0.14 above the null
-    la = table[(table["model"] == "noise") & (table["target"] == "logattn")].iloc[0]
-    assert la["lo"] > 0.1
-    card = _card(tmp_path, leakage_by_model=table)
+    card = _card(tmp_path, headline=table)
     assert _one(card, "claim 1 (toeplitz, d)")["verdict"] == D
-    assert _one(card, "claim 1 (noise, d)")["verdict"] == D
+    # i.i.d. logits: the expected map is flat, its ΔR² a ratio of two noises; never reproduced
+    assert _one(card, "claim 1 (noise, d)")["verdict"] == I
     assert _one(card, "claim 1 (absolute, d)")["verdict"] == R
+    assert _one(card, "claim 1 (absolute, d)")["reading"] == "expected-map"
+    # a twin is a baseline; a dataset without a control is not run
+    twin = table.assign(init_of=np.where(table["model"] == "absolute", "trained-x", ""))
+    assert _one(_card(tmp_path, headline=twin), "claim 1 (absolute, d)")["verdict"] == S.MEASURED
+    alone = table[table["model"] != "ctl"]
+    assert _one(_card(tmp_path, headline=alone), "claim 1 (absolute, d)")["verdict"] == S.NOT_RUN
+
+
+def _ctl(variant, neg, planted=0.1, rec=(0.1, 0.08, 0.12), pp=(0.4, 0.3, 0.5)):
+    return {"model": "m", "dataset": "d", "variant": variant, "target": "logit"} | {
+        "negative": neg[0],
+        "negative_lo": neg[1],
+        "negative_hi": neg[2],
+        "per_prompt": pp[0],
+        "per_prompt_lo": pp[1],
+        "per_prompt_hi": pp[2],
+        "per_prompt_control": "failed",
+        "planted": planted,
+        "planted_estimate": rec[0],
+        "planted_estimate_lo": rec[1],
+        "planted_estimate_hi": rec[2],
+    }
+
+
+def test_control_rows_pass_fail_and_say_why(tmp_path):
+    ctl = pd.DataFrame(
+        [
+            _ctl("a", (0.002, -0.01, 0.02)),  # covers 0: passes
+            _ctl("b", (0.005, 0.003, 0.007)),  # excludes 0 but below the tolerance: passes
+            _ctl("c", (0.2, 0.1, 0.3), rec=(0.3, 0.2, 0.25)),  # leaks; planted not recovered
+            _ctl("d", (np.nan, np.nan, np.nan), planted=np.nan),
+        ]
+    )
+    card = _card(tmp_path, controls=ctl)
+    neg = lambda v: _one(card, f"negative control (m, d, {v}, logit)")  # noqa: E731
+    pos = lambda v: _one(card, f"positive control (m, d, {v}, logit)")  # noqa: E731
+    assert neg("a")["verdict"] == R and neg("b")["verdict"] == R
+    assert neg("c")["verdict"] == D and neg("d")["verdict"] == I
+    assert pos("a")["verdict"] == R and pos("c")["verdict"] == D
+    assert pos("d")["verdict"] == S.NOT_RUN
+    assert pos("a")["paper_value"] == "0.1 (planted)" and neg("a")["reading"] == "expected-map"
+    assert "per-prompt reading 0.4 [0.3, 0.5] (failed)" in neg("a")["measured"]
+    bad = ctl.assign(planted_estimate_lo=np.nan)
+    assert _one(_card(tmp_path, controls=bad), "positive control (m, d, a, logit)")["verdict"] == I
+
+
+def _h(rows) -> pd.DataFrame:
+    """Rows of the headline decomposition table (log-attention, window all)."""
+    return pd.DataFrame(rows).assign(window="all", target="logattn")
 
 
 def _dec(model, dataset, share, half=0.02, condition="rope"):
@@ -553,7 +615,7 @@ def test_decomposition_rows_claims_4_and_10(tmp_path):
             _dec("smollm2", "random", 0.05),
         ]
     )
-    card = _card(tmp_path, decomposition=dec)
+    card = _card(tmp_path, decomposition_headline=_h(dec))
     assert _one(card, "claim 4 (llama-3.2-1b, wiki)")["verdict"] == R  # 82 % in the paper
     assert _one(card, "claim 4 (llama-3.2-1b, random)")["verdict"] == D
     assert _one(card, "claim 4 (meta-llama/Llama-3.2-3B, wiki)")["verdict"] == R  # 64 %
@@ -575,14 +637,17 @@ def test_table6_controls(tmp_path):
         _dec("o", "d", 0.60, condition="rope"),
         _dec("o", "d", float("nan"), condition="identity_rope") | {"obs_share_softmax": 0.6},
     ]
-    card = _card(tmp_path, rope_controls=pd.DataFrame(rows))
+    card = _card(tmp_path, decomposition_headline=_h(rows))
     assert _one(card, "Table 6 (m, d)")["verdict"] == D
     assert _one(card, "Table 6 (n, d)")["verdict"] == R
     # no fallback to another quantity when the share is missing
     o = _one(card, "Table 6 (o, d)")
     assert o["verdict"] == S.NOT_RUN and "identity_rope" in o["note"]
     only_rope = pd.DataFrame([_dec("m", "d", 0.6)])
-    assert _one(_card(tmp_path, rope_controls=only_rope), "Table 6")["verdict"] == S.NOT_RUN
+    assert (
+        _one(_card(tmp_path, decomposition_headline=_h(only_rope)), "Table 6")["verdict"]
+        == S.NOT_RUN
+    )
 
 
 def _paired(rows, diffs):
@@ -611,26 +676,26 @@ def test_table6_judged_by_the_paired_differences_and_missing_runs_are_not_run(tm
         ("rope", "scrambled_rope"): (-0.02, -0.05, 0.01),
         ("identity_rope", "scrambled_rope"): (-0.01, -0.04, 0.02),
     }
-    card = _card(tmp_path, rope_controls=pd.DataFrame(_paired(rows, close)))
+    card = _card(tmp_path, decomposition_headline=_h(_paired(rows, close)))
     row = _one(card, "Table 6 (m, d)")
     assert (
         row["verdict"] == R and "largest paired difference -0.02 [-0.05, 0.01]" in row["measured"]
     )
     far = dict(close) | {("identity_rope", "scrambled_rope"): (-0.3, -0.35, -0.25)}
     assert (
-        _one(_card(tmp_path, rope_controls=pd.DataFrame(_paired(rows, far))), "Table 6 (m, d)")[
+        _one(_card(tmp_path, decomposition_headline=_h(_paired(rows, far))), "Table 6 (m, d)")[
             "verdict"
         ]
         == D
     )
     # without the paired columns the shares' CIs are combined as independent: inconclusive here
-    assert _one(_card(tmp_path, rope_controls=pd.DataFrame(rows)), "Table 6 (m, d)")["verdict"] == I
+    assert _one(_card(tmp_path, decomposition_headline=_h(rows)), "Table 6 (m, d)")["verdict"] == I
     # a condition whose bidirectional run is missing: not run, saying which run
     missing = _paired(rows[:2], close) + [
         _dec("m", "d", float("nan"), condition="scrambled_rope")
         | {"status": "not run: no 'scrambled_rope+bidirectional' run"}
     ]
-    row = _one(_card(tmp_path, rope_controls=pd.DataFrame(missing)), "Table 6 (m, d)")
+    row = _one(_card(tmp_path, decomposition_headline=_h(missing)), "Table 6 (m, d)")
     assert row["verdict"] == S.NOT_RUN and "'scrambled_rope+bidirectional'" in row["note"]
 
 
@@ -645,7 +710,7 @@ def test_claims_4_and_10_skip_conditions_not_run_and_compare_like_prefixes(tmp_p
             | {"status": "not run: no 'bidirectional' run"},
         ]
     )
-    card = _card(tmp_path, decomposition=dec)
+    card = _card(tmp_path, decomposition_headline=_h(dec))
     llama = _one(card, "claim 4 (llama-3.2-1b, wiki)")
     assert llama["verdict"] == S.NOT_RUN and "'bidirectional'" in llama["note"]
     # text vs random tokens after the same BOS: the BOS / no-BOS contrast is not a content effect
@@ -772,7 +837,7 @@ def test_markdown_counts_the_rows_that_could_have_failed(tmp_path):
     assert "1 reproduced, 0 differs, 0 inconclusive" in md  # claim 7 of "fixed"
     assert f"{len(p2) - 1} are not tests" in md
     assert "falsified if" in md
-    assert md.count("\n| paper 1 |") + md.count("\n| paper 2 |") == len(card)
+    assert sum(md.count(f"\n| {p} |") for p in card["paper"].unique()) == len(card)
     assert (card["falsified_if"].str.len() > 0).all()
 
 
@@ -859,7 +924,7 @@ def test_claim3_rows_on_trained_variants_and_paper_models(tmp_path):
             _c3trend("mistral-7b", -0.02, 0.01),  # shrinking with depth: differs
         ]
     )
-    card = _card(tmp_path, decomposition=dec, depth_trend=trend)
+    card = _card(tmp_path, decomposition_headline=_h(dec), depth_trend=trend)
     assert _one(card, "claim 3 (NTK) (trained-ntk vs trained-rope, d)")["verdict"] == R
     assert _one(card, "claim 3 (NTK) (llama-3.2-1b vs qwen2.5-7b, wiki)")["verdict"] == D
     assert _one(card, "claim 3 (NTK) (llama-3.2-3b vs qwen2.5-7b, wiki)")["verdict"] == I
@@ -873,7 +938,7 @@ def test_claim3_rows_on_trained_variants_and_paper_models(tmp_path):
     # no NTK / standard pair and no sliding-window model: not run, saying why
     card = _card(
         tmp_path,
-        decomposition=pd.DataFrame([_c3dec("trained-rope", 0.4, 0.05, "rope")]),
+        decomposition_headline=_h([_c3dec("trained-rope", 0.4, 0.05, "rope")]),
         depth_trend=pd.DataFrame([_c3trend("trained-rope", 0.01, 0.01, "rope")]),
     )
     ntk, swa = _one(card, "claim 3 (NTK)"), _one(card, "claim 3 (sliding window)")

@@ -137,6 +137,21 @@ rule aggregate_leakage:
             caption="../report/paper2_depth_trend.rst",
             category="Paper 2 — tables",
         ),
+        headline=report(
+            "results/stats/paper2_headline.csv",
+            caption="../report/paper2_headline.rst",
+            category="Paper 2 — tables",
+        ),
+        decomposition_headline=report(
+            "results/stats/paper2_decomposition_headline.csv",
+            caption="../report/paper2_decomposition_headline.rst",
+            category="Paper 2 — tables",
+        ),
+        controls=report(
+            "results/stats/paper2_controls.csv",
+            caption="../report/paper2_controls.rst",
+            category="Paper 2 — tables",
+        ),
         markdown=report(
             "results/stats/paper2_tables.md",
             caption="../report/paper2_tables.rst",

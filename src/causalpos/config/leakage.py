@@ -27,6 +27,9 @@ PAPER2_TABLE_NAMES = [
     "position0_probes",
     "baseline_comparison",
     "depth_trend",
+    "headline",
+    "decomposition_headline",
+    "controls",
 ]
 
 
@@ -81,7 +84,11 @@ class LeakageSection(Section):
             raise ConfigError(
                 f"leakage.fit {sec['fit']!r} is not among leakage.reducer.fits {red['fits']}"
             )
-        for key, wins in (("window", [sec["window"]]), ("bos_windows", sec["bos_windows"])):
+        for key, wins in (
+            ("window", [sec["window"]]),
+            ("bos_windows", sec["bos_windows"]),
+            ("reducer.expected_stats", red.get("expected_stats", [])),
+        ):
             missing = [w for w in wins if w not in red["windows"]]
             if missing:
                 raise ConfigError(
@@ -93,7 +100,8 @@ class LeakageSection(Section):
         """LeakageReducer keyword arguments of an extraction job (sorted: compared as text).
 
         The prompt-mean maps (2 x layers x heads x T^2 float64, ~280 MB for SmolLM2 at T = 256)
-        are summed only for the variants the permutation test reads.
+        are summed for the variants the permutation test reads, and for every variant when the
+        headline estimator runs (``reducer.expected_stats``: its denominator reads them).
         """
         sec = self.leakage_settings()
         kwargs = dict(sec["reducer"])
@@ -102,7 +110,7 @@ class LeakageSection(Section):
             kwargs["mean_maps"]
             and sec["n_permutations"] > 0
             and (tested is None or variant in tested)
-        )
+        ) or bool(kwargs.get("expected_stats"))  # the headline's denominator reads the sums
         return canonical(kwargs)
 
     def leakage_score_stores(self, model: str, dataset: str) -> list[str]:
@@ -126,6 +134,8 @@ class LeakageSection(Section):
                 "alpha": sec["alpha"],
                 "taus": list(sec["taus"]),
                 "bos_windows": list(sec["bos_windows"]),
+                "planted": sec["planted"],
+                "n_flips": sec["n_flips"],
                 "seed": self.config["seed"],
             }
         )

@@ -22,15 +22,15 @@ class TargetsSection(Section):
             inputs["train_comparison"] = "results/stats/train_comparison.csv"
         if self.leakage_targets():
             for name in (
-                "leakage_by_model",
-                "decomposition",
-                "rope_controls",
                 "bos_effects",
                 "position0",
                 "position0_probes",
                 "sink_heads",
                 "baseline_comparison",
                 "depth_trend",
+                "headline",
+                "decomposition_headline",
+                "controls",
             ):
                 inputs[name] = f"results/stats/paper2_{name}.csv"
         return inputs

@@ -214,17 +214,22 @@ def estimate(
     seed: int = 0,
     level: float = 0.95,
     n_flips: int = 2000,
+    counts: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Headline ΔR² of the expected maps of ``grams`` with leading (layer, head): per head, per
     layer (Σ over heads) and pooled (Σ over all), each with a percentile bootstrap CI over prompts,
     and per-head sign-flip p-values with BH q-values across (layer, head). ``*_sst`` keys: the
-    companion ρ_SST (module docstring), with the same bootstrap draws."""
+    companion ρ_SST (module docstring), with the same bootstrap draws. ``counts`` (B, n): the
+    bootstrap's prompt multiplicities (e.g. a stratified bootstrap shared with other runs, which
+    pairs their replicates); default ``n_boot`` multinomial draws. ``pooled_boot``: the pooled
+    ratio's replicates (B,)."""
     n = grams["sst"].shape[-1]
     if n < 3:
         raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
-    rng = np.random.default_rng(seed)
-    boot = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
-    weights = np.concatenate([np.ones((1, n)), boot])
+    if counts is None:
+        rng = np.random.default_rng(seed)
+        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
+    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
     u = u_statistics(grams, weights)
     num, den = u["num"], u["den"]  # (1 + B, layer, head)
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
@@ -235,6 +240,7 @@ def estimate(
         "pooled": (num.sum((-2, -1)), den.sum((-2, -1))),
     }.items():
         r = _ratio(a, b)
+        out[f"{name}_boot"] = r[1:]
         out[f"{name}_num"], out[f"{name}_den"], out[name] = (
             a[0] / (n * (n - 1)),
             b[0] / (n * (n - 1)),
@@ -273,14 +279,96 @@ def store_stats(ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarra
     rows = ds["leak_rowsum"].sel(**sel).transpose("sequence", "head", "query").values.copy()
     rows[..., :lo] = 0.0
     rows[..., hi:] = 0.0
-    sel_w = dict(sel, leak_window=window)
+    sel_e = dict(sel, leak_exp_window=window)
     msum = ds["leak_map_sum"].sel(**sel).transpose("head", "query", "key").values[:, mask]
+    f64 = lambda da, *dims: da.transpose(*dims).values.astype(np.float64)  # noqa: E731
     return PromptStats(
-        off=ds["leak_offsum"].sel(**sel_w).transpose("sequence", "head", "leak_offset").values,
-        rows=rows,
-        key0=ds["leak_key0sum"].sel(**sel_w).transpose("sequence", "head").values,
-        sst=ds["leak_sst"].sel(**sel_w).transpose("sequence", "head").values,
+        off=f64(ds["leak_offsum"].sel(**sel_e), "sequence", "head", "leak_offset"),
+        rows=rows.astype(np.float64),
+        key0=f64(ds["leak_key0sum"].sel(**sel_e), "sequence", "head"),
+        sst=f64(ds["leak_sst"].sel(**sel, leak_window=window), "sequence", "head"),
         sst_sum=((msum - msum.mean(-1, keepdims=True)) ** 2).sum(-1),
+    )
+
+
+def store_masks(ds: xr.Dataset, window: str, target: str) -> dict:
+    """Layer -> the measured pairs ((T, T) bool) of ``window`` in a leakage store: the allowed pairs
+    of its summed maps ∧ the reducer's pair subsample (``leak_pair_subsample``, ``leak_seed``)."""
+    missing = [
+        k for k in ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum") if k not in ds
+    ]
+    if missing:
+        raise ValueError(
+            f"the store lacks {missing}: run extraction with LeakageReducer(expected_stats=True, "
+            "mean_maps=True)"
+        )
+    if window not in ds["leak_exp_window"].values:
+        raise ValueError(
+            f"window {window!r} is not among the store's expected-map windows "
+            f"{list(ds['leak_exp_window'].values)} (LeakageReducer(expected_stats=[...]))"
+        )
+    attrs = ds["leak_delta"].attrs
+    sub = int(attrs.get("leak_pair_subsample", ds.attrs.get("leak_pair_subsample", -1)))
+    seed_pairs = int(attrs.get("leak_seed", ds.attrs.get("leak_seed", 0)))
+    out = {}
+    for layer in ds["layer"].values:
+        msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values  # (head, T, T)
+        allowed = np.isfinite(msum).all(0) & np.tril(np.ones(msum.shape[-2:], dtype=bool))
+        out[layer] = window_pairs(allowed, window, None if sub < 0 else sub, seed_pairs)
+    return out
+
+
+def store_grams(
+    ds: xr.Dataset,
+    *,
+    window: str = "all",
+    target: str = "logit",
+    fit: str = "saturated+query",
+    landmark: bool = True,
+    plant: np.ndarray | None = None,
+) -> tuple[dict[str, np.ndarray], float]:
+    """:func:`prompt_grams` of every layer of a leakage store (leading axes (layer, head)) and a
+    bound on the rounding of ‖C S‖² from the summed maps' precision (3u‖S‖²). ``plant`` (T,): a
+    query effect b added to every map (:func:`plant_query_effect`)."""
+    parse_fit(fit)
+    masks = store_masks(ds, window, target)
+    per_layer = []
+    unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the map sums
+    rounding = 0.0
+    for layer, mask in masks.items():
+        msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values
+        rounding += 3 * unit * float((msum[:, mask].astype(np.float64) ** 2).sum())
+        design = build_design(mask, fit, landmark=landmark)
+        st = store_stats(ds, layer, window, target, mask)
+        if plant is not None:
+            st = plant_query_effect(st, mask, plant)
+        per_layer.append(prompt_grams(st, design))
+    return {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}, rounding
+
+
+def plant_query_effect(st: PromptStats, mask: np.ndarray, b: np.ndarray) -> PromptStats:
+    """The statistics of the maps y_p + b (b_i added to every measured pair of query row i, the
+    same b for every prompt and map): exact, by linearity of the sums, with
+    ‖C(y + b)‖² = ‖Cy‖² + 2⟨y, Cb⟩ + ‖Cb‖² and ⟨y, Cb⟩ = Σ_i rows_i (b_i − b̄) (b̄ the pair-mean
+    of b; the sums' centring constant cancels). The positive control: a planted absolute-position
+    effect of known size."""
+    b = np.asarray(b, dtype=np.float64)
+    T = mask.shape[0]
+    if b.shape != (T,):
+        raise ValueError(f"plant: b must have shape ({T},), got {b.shape}")
+    bmap = np.where(mask, b[:, None], 0.0)
+    ps = stats_from_maps(bmap[None], mask)
+    n_i = mask.sum(1).astype(np.float64)
+    bc = b - (n_i * b).sum() / n_i.sum()
+    cross = (st.rows * bc).sum(-1)  # (n, ...) ⟨y_p, Cb⟩
+    cb2 = float((n_i * bc**2).sum())
+    n = st.sst.shape[0]
+    return PromptStats(
+        off=st.off + ps.off[0],
+        rows=st.rows + ps.rows[0],
+        key0=st.key0 + ps.key0[0],
+        sst=st.sst + 2 * cross + cb2,
+        sst_sum=st.sst_sum + 2 * n * cross.sum(0) + n * n * cb2,
     )
 
 
@@ -310,34 +398,7 @@ def expected_leakage(
     exp_den are per prompt pair (N̂, D̂ / (n(n − 1))). ``*_sst``, ``*_sst_lo``, ``*_sst_hi``: the
     companion ρ_SST = N̂/(n(n − 1)) / mean SST_p and its CI (module docstring).
     """
-    parse_fit(fit)
-    missing = [
-        k for k in ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum") if k not in ds
-    ]
-    if missing:
-        raise ValueError(
-            f"the store lacks {missing}: run extraction with LeakageReducer(expected_stats=True, "
-            "mean_maps=True)"
-        )
-    if window not in ds["leak_window"].values:
-        raise ValueError(
-            f"window {window!r} is not in the store's {list(ds['leak_window'].values)}"
-        )
-    sub = int(
-        ds["leak_delta"].attrs.get("leak_pair_subsample", ds.attrs.get("leak_pair_subsample", -1))
-    )
-    seed_pairs = int(ds["leak_delta"].attrs.get("leak_seed", ds.attrs.get("leak_seed", 0)))
-    per_layer = []
-    unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the map sums
-    rounding = 0.0
-    for layer in ds["layer"].values:
-        msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values  # (head, T, T)
-        allowed = np.isfinite(msum).all(0) & np.tril(np.ones(msum.shape[-2:], dtype=bool))
-        mask = window_pairs(allowed, window, None if sub < 0 else sub, seed_pairs)
-        rounding += 3 * unit * float((msum[:, mask].astype(np.float64) ** 2).sum())
-        design = build_design(mask, fit, landmark=landmark)
-        per_layer.append(prompt_grams(store_stats(ds, layer, window, target, mask), design))
-    grams = {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}
+    grams, rounding = store_grams(ds, window=window, target=target, fit=fit, landmark=landmark)
     r = estimate(grams, n_boot=n_boot, seed=seed, level=level)
     lh, lay = ("layer", "head"), ("layer",)
     data = {
@@ -379,7 +440,7 @@ def expected_table(
 ) -> xr.Dataset:
     """:func:`expected_leakage` for every window (default: the store's) and target, stacked on
     ``exp_window`` and ``exp_target`` (keyword arguments pass through)."""
-    windows = list(ds["leak_window"].values) if windows is None else list(windows)
+    windows = list(ds["leak_exp_window"].values) if windows is None else list(windows)
     rows = [
         xr.concat(
             [expected_leakage(ds, window=w, target=t, **kw) for t in targets], dim="exp_target"

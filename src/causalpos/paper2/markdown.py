@@ -37,6 +37,69 @@ def _markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
+    """The headline reading's sections: decomposition, leakage per run, controls."""
+    dec = tabs.get("decomposition_headline", pd.DataFrame())
+    if not dec.empty:
+        d = dec[dec["target"] == "logattn"]
+        section(
+            "Headline (expected-map reading): total leakage and component shares, log-attention",
+            pd.DataFrame(
+                {
+                    "model": d["model"],
+                    "dataset": d["dataset"],
+                    "condition": d["condition"],
+                    "window": d["window"],
+                    "total": [_ci_cell(r, "total") for _, r in d.iterrows()],
+                    "residual stream": [_ci_cell(r, "residual") for _, r in d.iterrows()],
+                    "causal mask": [_ci_cell(r, "causal_mask") for _, r in d.iterrows()],
+                    "causal-mask share": [
+                        _ci_cell(r, "share_causal_mask", True) for _, r in d.iterrows()
+                    ],
+                }
+            ),
+        )
+    head = tabs.get("headline", pd.DataFrame())
+    if not head.empty:
+        h = head[head["window"] == head["window"].iloc[0]]
+        section(
+            "Headline (expected-map reading) per run, beside the per-prompt reading",
+            pd.DataFrame(
+                {
+                    "model": h["model"],
+                    "dataset": h["dataset"],
+                    "variant": h["variant"],
+                    "target": h["target"],
+                    "expected-map": [_ci_cell(r, "leakage") for _, r in h.iterrows()],
+                    "per-prompt": [_ci_cell(r, "per_prompt") for _, r in h.iterrows()],
+                    "heads p ≤ α": h["fraction_p"],
+                    "heads q ≤ α": h["fraction_significant"],
+                    "negative control": h["control"],
+                }
+            ),
+        )
+    ctl = tabs.get("controls", pd.DataFrame())
+    if not ctl.empty:
+        section(
+            "Controls: position-free runs (negative) and a planted query effect (positive)",
+            pd.DataFrame(
+                {
+                    "model": ctl["model"],
+                    "dataset": ctl["dataset"],
+                    "run": ctl["variant"],
+                    "target": ctl["target"],
+                    "expected-map": [_ci_cell(r, "negative") for _, r in ctl.iterrows()],
+                    "negative control": ctl["negative_control"],
+                    "per-prompt": [_ci_cell(r, "per_prompt") for _, r in ctl.iterrows()],
+                    "per-prompt control": ctl["per_prompt_control"],
+                    "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
+                    "recovered": [_ci_cell(r, "planted_estimate") for _, r in ctl.iterrows()],
+                    "positive control": ctl["positive_control"],
+                }
+            ),
+        )
+
+
 def paper2_markdown(
     tabs: Mapping[str, pd.DataFrame], *, title: str = "Paper 2 (Ruscio et al. 2026): tables"
 ) -> str:
@@ -52,10 +115,11 @@ def paper2_markdown(
         out.append(f"\n## {name}\n\n")
         out.append(_markdown(df))
 
+    _headline_sections(tabs, section)
     dec = tabs["decomposition"]
     if not dec.empty:
         section(
-            "Total leakage and component shares (bidirectional ablation, Eq. 5)",
+            "Per-prompt reading: total leakage and component shares (bidirectional ablation, Eq. 5)",
             pd.DataFrame(
                 {
                     "model": dec["model"],

@@ -47,9 +47,9 @@ class LeakageReducer:
     - ``leak_map_sum`` (leak_target, layer, head, query, key) float64 and ``leak_map_count`` ();
     - with ``expected_stats``, the per-prompt sufficient statistics of the expected-map estimator
       (:mod:`causalpos.paper2.expected`), sums of each map centred by its mean over all measured
-      pairs: ``leak_offsum`` (sequence, layer, head, leak_window, leak_target, leak_offset) over the
-      window's pairs of each offset; ``leak_key0sum`` (sequence, layer, head, leak_window,
-      leak_target) over its key-0 pairs; ``leak_rowsum`` (sequence, layer, head, leak_target,
+      pairs, float32: ``leak_offsum`` (sequence, layer, head, leak_exp_window, leak_target,
+      leak_offset) over the window's pairs of each offset; ``leak_key0sum`` (sequence, layer, head,
+      leak_exp_window, leak_target) over its key-0 pairs; ``leak_rowsum`` (sequence, layer, head, leak_target,
       query) over each query row (a window's row sums are these on its rows).
 
     Args:
@@ -59,9 +59,11 @@ class LeakageReducer:
             pairs for every map.
         seed: seed of the pair subsample.
         mean_maps: accumulate ``leak_map_sum`` (memory: 2 × layers × heads × T² float64).
-        expected_stats: store the per-prompt sums the expected-map estimator needs (per sequence,
-            layer and head: 2 targets × ((windows + 1) × T + windows) float64; 106 MB for 32
-            prompts, 30 layers × 9 heads, T = 128 and 5 windows).
+        expected_stats: store the per-prompt sums the expected-map estimator needs, for every
+            window (True) or the listed ones (a subset of ``windows``), and the summed maps its
+            denominator reads (``mean_maps`` is then on). Per sequence, layer and head: 2 targets
+            × ((E + 1) × T + E) float32 for E windows; 17.8 MB for 32 prompts, 30 layers × 9
+            heads, T = 128 and E = 1.
 
     Cost: per (layer, batch) a few passes over the (batch, head, T, T) scores in float64 plus one
     T-sized quadratic form per map, window, fit and target; designs (pinv of ≤ 2T × 2T count
@@ -80,7 +82,7 @@ class LeakageReducer:
         pair_subsample: int | None = None,
         seed: int = 0,
         mean_maps: bool = True,
-        expected_stats: bool = False,
+        expected_stats: bool | Sequence[str] = False,
     ) -> None:
         for f in fits:
             parse_fit(f)
@@ -92,10 +94,20 @@ class LeakageReducer:
         self.windows = tuple(windows)
         self.pair_subsample = pair_subsample
         self.seed = seed
-        self.mean_maps = mean_maps
-        self.expected_stats = expected_stats
-        if expected_stats:
+        if expected_stats is True:
+            expected_stats = self.windows
+        self.expected_windows = tuple(expected_stats or ())
+        unknown = [w for w in self.expected_windows if w not in self.windows]
+        if unknown:
+            raise ValueError(
+                f"expected_stats windows {unknown} are not among the reducer's windows "
+                f"{list(self.windows)}"
+            )
+        self.expected_stats = bool(self.expected_windows)
+        if self.expected_stats:
             self._PER_SEQ = merging.LEAKAGE_PER_SEQ
+            mean_maps = True  # the estimator's denominator reads the summed maps
+        self.mean_maps = mean_maps
         self._rows: dict[int, dict[int, dict[str, np.ndarray]]] = {}  # layer -> seq -> arrays
         self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
         self._map_sum: dict[int, torch.Tensor] = {}
@@ -158,8 +170,9 @@ class LeakageReducer:
         T = s.shape[-1]
         if self.expected_stats:
             nan = dict(dtype=torch.float64, device=s.device)
-            out["leak_offsum"] = torch.full(lead + (nw, 2, T), torch.nan, **nan)
-            out["leak_key0sum"] = torch.full(lead + (nw, 2), torch.nan, **nan)
+            ne = len(self.expected_windows)
+            out["leak_offsum"] = torch.full(lead + (ne, 2, T), torch.nan, **nan)
+            out["leak_key0sum"] = torch.full(lead + (ne, 2), torch.nan, **nan)
         floors = np.full((nw, nf), np.nan)
         n_pairs = np.zeros(nw, dtype=np.int64)
         base_np = self._base_mask(fin)
@@ -180,10 +193,11 @@ class LeakageReducer:
                 continue  # too few pairs in this window (e.g. a short sequence): NaN
             sums = {t: window_sums(tsums[t], lo, hi) for t in TARGETS}
             l_sums = query_sums(lz, base_np, n_base, lo, hi)
-            if self.expected_stats:
+            if wname in self.expected_windows:
+                ei = self.expected_windows.index(wname)
                 for ti, target in enumerate(TARGETS):
-                    out["leak_offsum"][..., wi, ti, :] = sums[target]["off"]
-                    out["leak_key0sum"][..., wi, ti] = sums[target]["cols"][..., 0]
+                    out["leak_offsum"][..., ei, ti, :] = sums[target]["off"]
+                    out["leak_key0sum"][..., ei, ti] = sums[target]["cols"][..., 0]
             for fi, fit in enumerate(self.fits):
                 design = build_design(w_np, fit)
                 floors[wi, fi] = design.floor
@@ -239,13 +253,16 @@ class LeakageReducer:
             elif k == "leak_split":
                 dims = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_term")
             elif k == "leak_offsum":
-                dims = ("sequence", "layer", "head", "leak_window", "leak_target", "leak_offset")
+                dims = ("sequence", "layer", "head", "leak_exp_window", "leak_target")
+                dims += ("leak_offset",)
             elif k == "leak_key0sum":
-                dims = ("sequence", "layer", "head", "leak_window", "leak_target")
+                dims = ("sequence", "layer", "head", "leak_exp_window", "leak_target")
             elif k == "leak_rowsum":
                 dims = ("sequence", "layer", "head", "leak_target", "query")
             else:
                 dims = dims_t
+            if k in merging.EXPECTED_STATS:
+                arr = arr.astype(np.float32)  # centred sums; the estimator works in float64
             data[k] = (dims, arr)
         data["leak_floor"] = (
             ("layer", "leak_window", "leak_fit"),
@@ -279,6 +296,7 @@ class LeakageReducer:
                 "query": np.arange(T),
                 "key": np.arange(T),
                 "leak_offset": np.arange(T),
+                **({"leak_exp_window": list(self.expected_windows)} if self.expected_stats else {}),
             },
             attrs={
                 "leak_fits": list(self.fits),
@@ -287,6 +305,7 @@ class LeakageReducer:
                 if self.pair_subsample is None
                 else int(self.pair_subsample),
                 "leak_seed": int(self.seed),
+                "leak_expected_windows": list(self.expected_windows),
                 "leak_note": "pairs 0<=j<=i<T, row 0 excluded; logattn = s - logsumexp over the "
                 "model's own allowed keys (float64); leak_null = exact within-offset "
                 "permutation mean of delta",

@@ -24,6 +24,7 @@ from causalpos.models.variants import (
 )
 from causalpos.paper2.bos import bos_effects, wanted_bos
 from causalpos.paper2.design import parse_fit
+from causalpos.paper2.headline import expected_block
 from causalpos.paper2.metric import TARGETS, decompose, null_corrected
 from causalpos.paper2.permutation import permutation_test
 from causalpos.paper2.prompts import STAT, PromptSet
@@ -384,6 +385,9 @@ def leakage_summary(
     taus: Sequence[float] = (0.3, 0.5, 0.8),
     perm_chunk: int = 16,
     perm_variants: Sequence[str] | None = None,
+    position_free_runs: Sequence[str] = (),
+    planted: float = 0.1,
+    n_flips: int = 2000,
 ) -> xr.Dataset:
     """Paper-2 leakage stage for one (model, dataset): the output blocks of one :class:`PromptSet`.
 
@@ -395,7 +399,9 @@ def leakage_summary(
     :func:`decomposition` (``decomposition``, ``decomposition_layer``,
     ``decomposition_difference``); :func:`causal_run_split` (``observational_split``); :func:`bos_effects`
     (``bos_effect``, ``bos_c_res``, ``bos_c_res_baseline``); :func:`sink_head_counts`
-    (``sink_attention``, ``sink_head``, ``sink_head_count``).
+    (``sink_attention``, ``sink_head``, ``sink_head_count``); and the headline reading,
+    :func:`causalpos.paper2.headline.expected_block` (``exp_*``: the content-free leakage, its
+    decomposition, the negative and positive controls), where the stores hold its statistics.
 
     Args:
         stores: variant name -> merged score store holding :class:`LeakageReducer` outputs
@@ -418,6 +424,10 @@ def leakage_summary(
         perm_variants: variants whose heads get the permutation test (None = every variant);
             the others keep NaN p / q values. The test costs R passes over every head's map, so
             a CPU run may test the decomposition's two runs only.
+        position_free_runs: the runs with no positional input (negative controls,
+            :func:`causalpos.paper2.headline.position_free`).
+        planted: the share a planted query effect explains in the positive control.
+        n_flips: sign flips of the headline's per-head test.
 
     Returns:
         xr.Dataset; ``stat`` = (estimate, lo, hi); flat views:
@@ -445,6 +455,15 @@ def leakage_summary(
         causal_run_split(ps),
         bos_effects(ps, bos_pairs, bos_windows),
         sink_head_counts(ps, taus),
+        expected_block(
+            ps,
+            conditions=conds,
+            position_free_runs=position_free_runs,
+            planted=planted,
+            n_flips=n_flips,
+            alpha=alpha,
+            seed=seed,
+        ),
     ]
     out = xr.merge(blocks, join="exact", combine_attrs="drop")
     out.attrs.update({k: v for b in blocks for k, v in b.attrs.items()})
@@ -469,7 +488,10 @@ def leakage_summary(
             "bos_not_run": json.dumps(
                 {k: {"runs": list(bos_wanted[k]), "missing": m} for k, m in bos_not_run.items()}
             ),
-            "note": "leakage = mean over prompts of per-prompt dR2 (minus exact within-offset "
+            "position_free_runs": [v for v in ps.variants if v in position_free_runs],
+            "note": "exp_* (headline): dR2 of the expected map, U-statistics over prompt pairs, "
+            "key-0 column modelled, pooled sum/sum; leakage_* (per-prompt reading): "
+            "leakage = mean over prompts of per-prompt dR2 (minus exact within-offset "
             "permutation-null mean when floor_correct); shares = ratios of prompt means; p/q: "
             "within-offset permutation test on prompt-mean maps, BH over (layer, head) per "
             "variant and target",

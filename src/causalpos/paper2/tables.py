@@ -45,7 +45,20 @@ PAPER2_TABLES: dict[str, str] = {
     "and their paired difference, raw and null-corrected, with CIs",
     "depth_trend": "claim 3: slope over layers and last minus first layer of every run's leakage, "
     "with CIs",
+    "headline": "the headline (expected-map) leakage per (model, dataset, variant, window, target) "
+    "with CI, its companion rho_SST, the no-landmark reading, the per-prompt reading beside it, "
+    "the sign-flip test's fractions of significant heads, and each position-free run's negative "
+    "control",
+    "decomposition_headline": "paper 2 section 3 on the headline reading: total / residual / "
+    "causal-mask leakage and shares per condition, window and target, with paired CIs",
+    "controls": "negative controls (every position-free run: headline and per-prompt reading, "
+    "passed or failed) and positive controls (a planted query effect of known share, recovered "
+    "or not)",
 }
+
+#: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
+EXPECTED_MAP = "expected-map"
+PER_PROMPT = "per-prompt"
 
 
 def _wide(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFrame:
@@ -257,6 +270,98 @@ def _position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:
     return df, probe
 
 
+def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """The ``headline`` table of one summary (empty without the headline reading)."""
+    if "exp_model" not in summary:
+        return pd.DataFrame()
+    idx = ["variant", "exp_window", "target"]
+
+    def cols(da, name):
+        d = da.to_dataset(dim="stat").to_dataframe().reset_index()
+        return d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
+
+    df = cols(summary["exp_model"], "leakage")
+    df.insert(df.columns.get_loc("exp_window") + 2, "reading", EXPECTED_MAP)
+    for da, name in (
+        (summary["exp_model_sst"], "rho_sst"),
+        (summary["exp_fraction_significant"], "fraction_significant"),
+        (summary["exp_fraction_p"], "fraction_p"),
+    ):
+        df = df.merge(cols(da, name)[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
+    nl = cols(summary["exp_model_nolandmark"], "no_landmark")
+    df = df.merge(nl[["variant", "target", "no_landmark"]], on=["variant", "target"], how="left")
+    df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), "no_landmark"] = np.nan
+    pp = cols(summary["leakage_model"], "per_prompt")
+    df = df.merge(
+        pp[["variant", "target", "per_prompt", "per_prompt_lo", "per_prompt_hi"]],
+        on=["variant", "target"],
+        how="left",
+    )
+    df["per_prompt_window"] = str(summary.attrs.get("window", ""))
+    free = summary["exp_position_free"].to_series()
+    df["position_free"] = df["variant"].map(free).astype(bool)
+    ctl = summary["exp_control"].to_dataframe().reset_index()
+    ctl["control"] = ctl["exp_control"].map({1.0: "passed", 0.0: "failed"}).fillna("")
+    df = df.merge(ctl[idx + ["control"]], on=idx)
+    return df.rename(columns={"exp_window": "window"})
+
+
+def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """Negative and positive controls of one summary: a row per position-free run and target."""
+    head = headline_frame(summary)
+    if head.empty or not head["position_free"].any():
+        return pd.DataFrame()
+    first = str(summary["exp_window"].values[0])
+    neg = head[head["position_free"] & (head["window"] == first)]
+    rows = []
+    for r in neg.itertuples(index=False):
+        planted = summary["exp_planted"].sel(variant=r.variant, target=r.target)
+        pv, est, lo, hi = (float(planted.sel(planted=k)) for k in planted["planted"].values)
+        rows.append(
+            {
+                "variant": r.variant,
+                "target": r.target,
+                "window": r.window,
+                "reading": EXPECTED_MAP,
+                "negative": r.leakage,
+                "negative_lo": r.leakage_lo,
+                "negative_hi": r.leakage_hi,
+                "negative_control": r.control,
+                "per_prompt": r.per_prompt,
+                "per_prompt_lo": r.per_prompt_lo,
+                "per_prompt_hi": r.per_prompt_hi,
+                "per_prompt_control": "passed"
+                if (r.per_prompt_lo <= 0 <= r.per_prompt_hi) or abs(r.per_prompt) <= 0.01
+                else "failed",
+                "planted": pv,
+                "planted_estimate": est,
+                "planted_estimate_lo": lo,
+                "planted_estimate_hi": hi,
+                "positive_control": "not run"
+                if not np.isfinite(pv)
+                else ("recovered" if lo <= pv <= hi else "not recovered"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _headline_decomposition(summary: xr.Dataset) -> pd.DataFrame:
+    """Rows (condition, window, target) of the headline decomposition, with the paired
+    differences of the causal-mask share to every other condition
+    (``share_causal_mask_minus_<condition>``)."""
+    idx = ["exp_condition", "exp_window", "target"]
+    dec = _wide(summary["exp_decomposition"], idx, "component")
+    diff = summary["exp_decomposition_difference"].sel(component="share_causal_mask")
+    for ref in diff["exp_condition_ref"].values:
+        name = f"share_causal_mask_minus_{ref}"
+        d = diff.sel(exp_condition_ref=ref).to_dataset(dim="stat").to_dataframe().reset_index()
+        d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
+        dec = dec.merge(d[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
+    dec = dec.rename(columns={"exp_condition": "condition", "exp_window": "window"})
+    dec.insert(3, "reading", EXPECTED_MAP)
+    return dec
+
+
 def summary_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     """Flat tables of one :func:`causalpos.paper2.summary.leakage_summary` result (one DataFrame
     per name).
@@ -382,6 +487,15 @@ def paper2_tables(
             )
         if "depth_trend" in flat:
             add("depth_trend", flat["depth_trend"], model, dataset, {**_model_columns(s), **p0})
+        head = headline_frame(s)
+        if not head.empty:
+            add("headline", head, model, dataset, {**_model_columns(s), **p0})
+            ctl = controls_frame(s)
+            if not ctl.empty:
+                add("controls", ctl, model, dataset, _model_columns(s))
+        if "exp_decomposition" in s:
+            dec = _headline_decomposition(s)
+            add("decomposition_headline", dec, model, dataset, {**_model_columns(s), **p0})
     for (model, dataset), p0 in (position0 or {}).items():
         df, probe = _position0_frames(p0)
         add("position0", df, model, dataset)

@@ -20,6 +20,8 @@ import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.rows import (
     NOT_RUN,
+    EXPECTED_MAP,
+    PER_PROMPT,
     SOURCES,
     PathLike,
     Row,
@@ -43,11 +45,19 @@ class Input:
 
 
 class Family:
-    """A row family: ``build(*tables, targets) -> rows``, one table per input, in order."""
+    """A row family: ``build(*tables, targets) -> rows``, one table per input, in order.
+    ``reading``: the quantity its rows' verdicts use, where a row does not name its own."""
 
-    def __init__(self, build: Callable[..., list[Row]], *inputs: Input):
+    def __init__(self, build: Callable[..., list[Row]], *inputs: Input, reading: str = ""):
         self.build = build
         self.inputs = inputs
+        self.reading = reading
+
+    def rows(self, tables, T: Mapping) -> list[Row]:
+        out = self.build(*tables, T)
+        for r in out:
+            r.reading = r.reading or self.reading
+        return out
 
     def __repr__(self) -> str:
         return f"Family({self.build.__name__}, {', '.join(i.key for i in self.inputs)})"
@@ -66,22 +76,34 @@ def unscored_rows(T: Mapping) -> list[Row]:
             field_text(u, "falsified_if"),
             field_text(u, "why"),
             "",
+            "not measured",
         )
         for u in T.get("unscored", [])
     ]
 
 
 _P0 = "model dataset condition std"
+POSITION0 = "position-0 states"
+INDEX = "non-relative index of the mean maps"
 
 #: Every row family, in the scorecard's row order.
 FAMILIES: tuple[Family, ...] = (
     # paper 1
-    Family(paper1.theory_rows, Input("theory")),
-    Family(paper1.simulation_rows, Input("sim_index", "setting layer index ci_lo ci_hi")),
-    Family(paper1.llm_rows, Input("llm_index", "model dataset layer index ci_lo ci_hi")),
+    Family(paper1.theory_rows, Input("theory"), reading="closed form"),
+    Family(
+        paper1.simulation_rows,
+        Input("sim_index", "setting layer index ci_lo ci_hi"),
+        reading=INDEX,
+    ),
+    Family(
+        paper1.llm_rows,
+        Input("llm_index", "model dataset layer index ci_lo ci_hi"),
+        reading=INDEX,
+    ),
     Family(
         paper1.trained_rows,
         Input("train_comparison", "variant minus_init minus_init_lo minus_init_hi"),
+        reading=INDEX,
     ),
     Family(
         paper1.llm_layer1_share_rows,
@@ -90,10 +112,12 @@ FAMILIES: tuple[Family, ...] = (
             "model dataset layer share share_lo share_hi "
             "share_minus_l1 share_minus_l1_lo share_minus_l1_hi",
         ),
+        reading=INDEX,
     ),
     Family(
         paper1.llm_first_keys_rows,
         Input("llm_index", "model dataset layer band band_lo band_hi"),
+        reading=INDEX,
     ),
     Family(
         paper1.trained_share_rows,
@@ -101,31 +125,56 @@ FAMILIES: tuple[Family, ...] = (
             "train_comparison",
             "variant share_pooled_minus_init share_pooled_minus_init_lo share_pooled_minus_init_hi",
         ),
-    ),
-    Family(paper1.llm_twin_share_rows, Input("llm_index", "model dataset layer share")),
-    # paper 2
-    Family(paper2.claim1_rows, Input("leakage_by_model", "model dataset variant target lo")),
-    Family(
-        paper2.decomposition_rows,
-        Input("decomposition", "model dataset total share_causal_mask share_causal_mask_lo"),
+        reading=INDEX,
     ),
     Family(
-        paper2.controls_rows, Input("rope_controls", "model dataset condition share_causal_mask")
+        paper1.llm_twin_share_rows,
+        Input("llm_index", "model dataset layer share"),
+        reading=INDEX,
+    ),
+    # paper 2: the headline (expected-map) reading, its controls, the per-prompt rows
+    Family(
+        paper2.claim1_rows,
+        Input("headline", "model dataset variant window target leakage leakage_lo position_free"),
+    ),
+    Family(
+        paper2.control_rows,
+        Input("controls", "model dataset variant target negative negative_lo planted"),
+    ),
+    Family(
+        paper2.headline_decomposition_rows,
+        Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
+    ),
+    Family(
+        paper2.headline_controls_rows,
+        Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
     Family(
         paper2_position0.bos_rows,
         Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),
         Input("position0", _P0),
+        reading=PER_PROMPT,
     ),
-    Family(paper2_position0.position0_rows, Input("position0", _P0)),
+    Family(paper2_position0.position0_rows, Input("position0", _P0), reading=POSITION0),
     Family(
         paper2.claim3_rows,
-        Input("decomposition", "model dataset"),
+        Input("decomposition_headline", "model dataset condition window target"),
         Input("depth_trend", "model dataset variant trend"),
+        reading=EXPECTED_MAP,
     ),
-    Family(paper2.claim6_rows, Input("baseline_comparison", "model dataset baseline")),
-    Family(paper2_position0.claim8_rows, Input("position0_probes", "model dataset")),
-    Family(paper2_position0.sink_rows, Input("sink_heads", "model dataset tau variant")),
+    Family(
+        paper2.claim6_rows,
+        Input("baseline_comparison", "model dataset baseline"),
+        reading=PER_PROMPT,
+    ),
+    Family(
+        paper2_position0.claim8_rows, Input("position0_probes", "model dataset"), reading=POSITION0
+    ),
+    Family(
+        paper2_position0.sink_rows,
+        Input("sink_heads", "model dataset tau variant"),
+        reading="attention to key 0",
+    ),
     # both papers: the claims no table measures
     Family(unscored_rows),
 )
@@ -156,7 +205,7 @@ def build_scorecard(
     """The scorecard from the pipeline's tables.
 
     ``paths`` keys: the inputs of :data:`FAMILIES` (:data:`rows.SOURCES`: ``theory``,
-    ``sim_index``, ``llm_index``, ``train_comparison`` and paper 2's ``leakage_by_model``,
+    ``sim_index``, ``llm_index``, ``train_comparison`` and paper 2's ``headline``,
     ``decomposition``, ...), and optionally ``targets`` (the targets YAML; overridden by the
     ``targets`` argument, default the packaged file). Missing or ``None`` paths make their rows
     "not run". ``extra`` adds rows built from ``paths``.
@@ -168,7 +217,7 @@ def build_scorecard(
     tables = {key: read_table(paths.get(key)) for key in sorted(keys)}
     rows: list[Row] = []
     for family in FAMILIES:
-        rows += family.build(*(with_columns(tables[i.key], i.columns) for i in family.inputs), T)
+        rows += family.rows([with_columns(tables[i.key], i.columns) for i in family.inputs], T)
     if extra is not None:
         rows += extra(paths)
     return pd.DataFrame([r.as_dict() for r in rows])

@@ -37,13 +37,15 @@ LEGEND = (
 
 def to_markdown(card: pd.DataFrame) -> str:
     """A Markdown table (no tabulate dependency), with per-paper counts of falsifiable rows."""
-    cols = ["paper", "target", "claim", "paper_value", "measured", "verdict", "falsified_if"]
-    head = ["paper", "target", "claim", "paper value", "measured", "verdict", "falsified if"]
+    cols = ["paper", "target", "claim", "paper_value", "measured", "reading", "verdict"]
+    cols += ["falsified_if"]
+    head = ["paper", "target", "claim", "paper value", "measured", "reading", "verdict"]
+    head += ["falsified if"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(cols)]
     for _, r in card.iterrows():
-        cells = [str(r[c]) for c in cols]
+        cells = ["" if c not in r or pd.isna(r[c]) else str(r[c]) for c in cols]
         if r.get("note") and isinstance(r["note"], str):
-            cells[5] = f"{cells[5]}: {r['note']}"
+            cells[6] = f"{cells[6]}: {r['note']}"
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return (
         "# Reproduction scorecard\n\n"

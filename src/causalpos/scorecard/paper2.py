@@ -16,11 +16,14 @@ import numpy as np
 import pandas as pd
 
 from causalpos.scorecard.rows import (
+    EXPECTED_MAP,
+    PER_PROMPT,
     SOURCES,
     TABLE_MEASURED,
     Row,
     equivalence_band,
     field_text,
+    fmt,
     fmt_ci,
     measured_row,
     not_run,
@@ -30,6 +33,9 @@ from causalpos.scorecard.rows import (
     text_column,
 )
 from causalpos.verdicts import (
+    DIFFERS,
+    INCONCLUSIVE,
+    REPRODUCED,
     difference_ci,
     equivalent,
     nearly_identical,
@@ -37,33 +43,143 @@ from causalpos.verdicts import (
 )
 
 
-def claim1_rows(leak: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 1: the attention logits distinguish absolute position (null-corrected leakage above
-    the threshold), per model and dataset."""
-    src = SOURCES["leakage_by_model"]
+def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 1 on the headline reading: a trained model's causal-run logit leakage above the
+    largest position-free control on the same dataset. Init / random twins are measured
+    baselines (the claim is about trained models); no control on a dataset: not run."""
+    src = SOURCES["headline"]
     t = T["claim1_logit"]
-    if leak is None:
-        return [not_run(t, t["label"], src, "the config has no leakage section")]
-    sel = leak[(leak["target"] == t["target"]) & (leak["variant"] == t["variant"])]
+    if head is None:
+        return [not_run(t, t["label"], src, "the config runs no headline leakage")]
+    first = head.groupby(["model", "dataset"], sort=False)["window"].transform("first")
+    head = head[(head["window"] == first) & (head["target"] == t["target"])]
+    sel = head[head["variant"] == t["variant"]]
     if sel.empty:
         return [not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
-    return [
-        target_row(
-            t,
-            f"{t['label']} ({r.model}, {r.dataset})",
-            fmt_ci(r.estimate, r.lo, r.hi),
-            positive((r.lo, r.hi), float(t["threshold"])),
-            src,
+    free = head[head["position_free"].astype(bool)]
+    init = text_column(sel, "init_of")
+    rows = []
+    for r, twin in zip(sel.itertuples(), init):
+        target = f"{t['label']} ({r.model}, {r.dataset})"
+        own = fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)
+        ctl = free[free["dataset"] == r.dataset]
+        if twin:
+            why = f"init weights of {twin}: a baseline, not a trained model"
+            rows.append(measured_row(t, target, own, src, why))
+            continue
+        if ctl.empty:
+            why = (
+                "no position-free control on this dataset (e.g. identity_rope+bidirectional, or a "
+                "NoPE model run bidirectionally)"
+            )
+            rows.append(not_run(t, target, src, why))
+            continue
+        c = ctl.loc[ctl["leakage_hi"].idxmax()]
+        diff = difference_ci(
+            (r.leakage, r.leakage_lo, r.leakage_hi),
+            (c["leakage"], c["leakage_lo"], c["leakage_hi"]),
         )
-        for r in sel.itertuples()
-    ]
+        measured = (
+            f"{own}; minus the control {c['model']} {c['variant']} "
+            f"({fmt_ci(c['leakage'], c['leakage_lo'], c['leakage_hi'])}): {fmt_ci(*diff)}; "
+            f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)}"
+        )
+        verdict = positive(diff[1:], float(t["threshold"]))
+        rows.append(target_row(t, target, measured, verdict, src))
+    return rows
+
+
+def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """The controls of the headline reading, one row per position-free run and target: the
+    negative control (reads 0) and the positive control (a planted share recovered)."""
+    src = SOURCES["controls"]
+    tn, tp = T["control_negative"], T["control_positive"]
+    if ctl is None:
+        why = "no position-free run (identity_rope+bidirectional, or a NoPE model bidirectionally)"
+        return [not_run(tn, tn["label"], src, why), not_run(tp, tp["label"], src, why)]
+    rows = []
+    tol = float(tn["tolerance"])
+    for r in ctl.itertuples():
+        where = f"{r.model}, {r.dataset}, {r.variant}, {r.target}"
+        covers = r.negative_lo <= 0 <= r.negative_hi
+        ok = covers or abs(r.negative) <= tol
+        finite = np.isfinite([r.negative, r.negative_lo, r.negative_hi]).all()
+        measured = (
+            f"{fmt_ci(r.negative, r.negative_lo, r.negative_hi)}; per-prompt reading "
+            f"{fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)} ({r.per_prompt_control})"
+        )
+        verdict = INCONCLUSIVE if not finite else (REPRODUCED if ok else DIFFERS)
+        rows.append(target_row(tn, f"{tn['label']} ({where})", measured, verdict, src))
+        if not np.isfinite(r.planted):
+            why = "the planted share could not be set (the control's expected maps are flat)"
+            rows.append(not_run(tp, f"{tp['label']} ({where})", src, why))
+            continue
+        est = (r.planted_estimate, r.planted_estimate_lo, r.planted_estimate_hi)
+        verdict = (
+            INCONCLUSIVE
+            if not np.isfinite(est).all()
+            else (REPRODUCED if est[1] <= r.planted <= est[2] else DIFFERS)
+        )
+        rows.append(
+            target_row(
+                tp,
+                f"{tp['label']} ({where})",
+                f"planted {fmt(r.planted)}, recovered {fmt_ci(*est)}",
+                verdict,
+                src,
+                paper_value=f"{fmt(r.planted)} (planted)",
+            )
+        )
+    return rows
+
+
+def headline_decomposition(dec: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The decomposition table's rows the scorecard reads: log-attention, each (model, dataset)'s
+    headline window (its first), every run made (``status`` measured)."""
+    if dec is None:
+        return None
+    first = dec.groupby(["model", "dataset"], sort=False)["window"].transform("first")
+    d = dec[(dec["target"] == "logattn") & (dec["window"] == first)]
+    if "status" not in d:
+        d = d.assign(status=TABLE_MEASURED)
+    return d if not d.empty else None
+
+
+def _on_headline(rows: list[Row]) -> list[Row]:
+    for r in rows:
+        r.reading = EXPECTED_MAP
+    return rows
+
+
+def headline_decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claims 4 and 10 (:func:`decomposition_rows`) on the headline decomposition."""
+    return _on_headline(decomposition_rows(headline_decomposition(dec), T))
+
+
+def headline_controls_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Table 6 (:func:`controls_rows`) on the headline decomposition, conditions' CIs combined
+    as independent samples."""
+    return _on_headline(controls_rows(headline_decomposition(dec), T))
+
+
+def per_prompt_rows(build):
+    """``build``'s rows, marked as scored on the per-prompt reading."""
+
+    def rows(*args):
+        out = build(*args)
+        for r in out:
+            r.reading = r.reading or PER_PROMPT
+        return out
+
+    rows.__name__ = build.__name__
+    return rows
 
 
 def decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 4: the causal-mask share of the log-attention leakage, per model against the paper's
     value; claim 10: the same share on the datasets a model is decomposed on whose prompts start
     alike (the same token-0 prefix)."""
-    src = SOURCES["decomposition"]
+    src = SOURCES["decomposition_headline"]
     t4, t10 = T["claim4_share"], T["claim10_content"]
     if dec is None:
         why = "the config decomposes no model (no bidirectional variant in leakage)"
@@ -183,7 +299,7 @@ def _paired_differences(g: pd.DataFrame) -> list[tuple[float, float, float]] | N
 def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Table 6: nearly identical causal-mask shares under the RoPE controls (identity, scrambled),
     judged on paired differences where the table has them."""
-    src = SOURCES["rope_controls"]
+    src = SOURCES["decomposition_headline"]
     t = T["table6_controls"]
     if ctl is None:
         return [not_run(t, t["label"], src, "the config has no leakage section")]
@@ -251,7 +367,8 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
     tn, ts = T["claim3_ntk"], T["claim3_swa"]
     notes = tn.get("architecture_notes") or {}
     rows = []
-    src = SOURCES["decomposition"]
+    src = SOURCES["decomposition_headline"]
+    dec = headline_decomposition(dec)
     col = tn["column"]
     if dec is None or not {col, f"{col}_lo", f"{col}_hi"} <= set(dec.columns):
         why = "no decomposition table with the residual-stream share (no bidirectional runs)"
@@ -283,6 +400,7 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
                             positive(diff[1:], float(tn["threshold"])),
                             src,
                             note="CIs of two models combined as independent samples",
+                            reading=EXPECTED_MAP,
                         )
                     )
                     n_pairs += 1
@@ -295,7 +413,7 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
     src = SOURCES["depth_trend"]
     if trend is None:
         why = "no depth-trend table (aggregate_leakage's paper2_depth_trend.csv)"
-        return rows + [not_run(ts, ts["label"], src, why)]
+        return rows + [not_run(ts, ts["label"], src, why, reading=PER_PROMPT)]
     sel = trend[
         (trend["variant"] == "bidirectional")
         & (trend["target"] == "logattn")
@@ -308,7 +426,7 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
             "no sliding-window model (trained here: `positional: swa`; the papers': targets.yaml "
             "claim3_ntk.architectures) with a bidirectional run"
         )
-        return rows + [not_run(ts, ts["label"], src, why)]
+        return rows + [not_run(ts, ts["label"], src, why, reading=PER_PROMPT)]
     for r in swa.itertuples():
         same = sel[sel["dataset"] == r.dataset]
         ctx = [
@@ -329,6 +447,7 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
                 positive((r.lo, r.hi), float(ts["threshold"])),
                 src,
                 note=field_text(notes, pid) if pid in notes else "",
+                reading=PER_PROMPT,
             )
         )
     return rows

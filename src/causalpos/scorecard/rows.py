@@ -42,16 +42,22 @@ SOURCES = {
     "sim_index": "results/stats/simulation_index.csv",
     "llm_index": "results/stats/llm_index.csv",
     "train_comparison": "results/stats/train_comparison.csv",
-    "leakage_by_model": "results/stats/paper2_leakage_by_model.csv",
-    "decomposition": "results/stats/paper2_decomposition.csv",
-    "rope_controls": "results/stats/paper2_rope_controls.csv",
     "bos_effects": "results/stats/paper2_bos_effects.csv",
     "position0": "results/stats/paper2_position0.csv",
     "position0_probes": "results/stats/paper2_position0_probes.csv",
     "sink_heads": "results/stats/paper2_sink_heads.csv",
     "baseline_comparison": "results/stats/paper2_baseline_comparison.csv",
     "depth_trend": "results/stats/paper2_depth_trend.csv",
+    "headline": "results/stats/paper2_headline.csv",
+    "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
+    "controls": "results/stats/paper2_controls.csv",
 }
+
+#: ``reading`` of a row: the quantity its verdict uses. Paper 2's leakage has two readings
+#: (causalpos.paper2.headline): the expected-map headline and the per-prompt one; rows on other
+#: quantities (paper 1's index, position 0, sink heads) name theirs.
+EXPECTED_MAP = "expected-map"
+PER_PROMPT = "per-prompt"
 
 
 @dataclass
@@ -65,6 +71,7 @@ class Row:
     falsified_if: str
     note: str
     source: str
+    reading: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -177,6 +184,7 @@ def target_row(t: Mapping, target: str, measured: str, verdict: str, source: str
         falsified_if=kw.get("falsified_if") or fill(t["falsified_if"], t),
         note=kw.get("note", ""),
         source=source,
+        reading=kw.get("reading", field_text(t, "reading")),
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
+from causalpos.paper2.headline import position_free
 from causalpos.paper2.prompts import pool_small_strata
 from causalpos.paper2.summary import leakage_summary
 
@@ -30,7 +31,9 @@ def leakage(
         strata: ``"none"`` (plain bootstrap over prompts) or ``"source"`` (stratified by the
             prompts' source, e.g. KJV book; sources with fewer than ``min_stratum`` prompts are
             pooled into one stratum, see :func:`pool_small_strata`).
-        attrs: extra attributes (model, dataset, code fingerprint, config choices).
+        attrs: extra attributes (model, dataset, code fingerprint, config choices); its
+            ``positional`` (the model's type, e.g. ``nope``) decides which runs are
+            position-free (:func:`causalpos.paper2.headline.position_free`).
         summary_kw: :func:`leakage_summary` keywords.
     """
     from causalpos.io.store import open_dataset, write_dataset
@@ -49,7 +52,9 @@ def leakage(
         )
         if np.unique(labels).size < 2:
             labels = None  # one stratum: the plain bootstrap
-    ds = leakage_summary(opened, strata=labels, **summary_kw)
+    positional = str((attrs or {}).get("positional", ""))
+    free = [v for v in opened if position_free(v, positional)]
+    ds = leakage_summary(opened, strata=labels, position_free_runs=free, **summary_kw)
     if strata == "source":
         ds.attrs.update(
             {
