@@ -19,8 +19,8 @@ import causalpos.scorecard.paper1 as paper1
 import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.rows import (
-    NOT_RUN,
     EXPECTED_MAP,
+    NOT_RUN,
     PER_PROMPT,
     SOURCES,
     PathLike,
