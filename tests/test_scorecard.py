@@ -444,19 +444,19 @@ def test_new_paper1_rows_are_not_run_on_tables_made_before_their_columns(tmp_pat
 def test_share_amplification_rows_trained_and_pretrained(tmp_path):
     cmp = pd.DataFrame(
         {
-            "variant": ["rope", "nope", "swa"],
-            "minus_init": [0.05, 0.01, -0.03],
-            "minus_init_lo": [0.02, -0.01, -0.05],
-            "minus_init_hi": [0.08, 0.03, -0.01],
-            "share_pooled": [0.4, 0.2, 0.1],
-            "share_pooled_lo": [0.35, 0.15, 0.05],
-            "share_pooled_hi": [0.45, 0.25, 0.15],
-            "init_share_pooled": [0.1, 0.2, 0.3],
-            "init_share_pooled_lo": [0.05, 0.15, 0.25],
-            "init_share_pooled_hi": [0.15, 0.25, 0.35],
-            "share_pooled_minus_init": [0.3, 0.0, -0.2],
-            "share_pooled_minus_init_lo": [0.2, -0.05, -0.3],
-            "share_pooled_minus_init_hi": [0.4, 0.05, -0.1],
+            "variant": ["nope-up", "nope", "nope-down", "rope"],
+            "minus_init": [0.05, 0.01, -0.03, 0.05],
+            "minus_init_lo": [0.02, -0.01, -0.05, 0.02],
+            "minus_init_hi": [0.08, 0.03, -0.01, 0.08],
+            "share_pooled": [0.4, 0.2, 0.1, 0.1],
+            "share_pooled_lo": [0.35, 0.15, 0.05, 0.05],
+            "share_pooled_hi": [0.45, 0.25, 0.15, 0.15],
+            "init_share_pooled": [0.1, 0.2, 0.3, 0.3],
+            "init_share_pooled_lo": [0.05, 0.15, 0.25, 0.25],
+            "init_share_pooled_hi": [0.15, 0.25, 0.35, 0.35],
+            "share_pooled_minus_init": [0.3, 0.0, -0.2, -0.2],
+            "share_pooled_minus_init_lo": [0.2, -0.05, -0.3, -0.3],
+            "share_pooled_minus_init_hi": [0.4, 0.05, -0.1, -0.1],
         }
     )
     llm = pd.concat(
@@ -469,10 +469,13 @@ def test_share_amplification_rows_trained_and_pretrained(tmp_path):
     )
     card = _card(tmp_path, train_comparison=cmp, llm_index=llm)
     label = "§3 amplification, share"
-    assert _one(card, f"{label} (trained-rope vs init)")["verdict"] == R
+    assert _one(card, f"{label} (trained-nope-up vs init)")["verdict"] == R
     assert _one(card, f"{label} (trained-nope vs init)")["verdict"] == I
-    assert _one(card, f"{label} (trained-swa vs init)")["verdict"] == D
-    measured = _one(card, f"{label} (trained-rope vs init)")["measured"]
+    assert _one(card, f"{label} (trained-nope-down vs init)")["verdict"] == D
+    # with RoPE the target itself expects the share to fall: a measurement, not a test
+    rope = _one(card, f"{label} (trained-rope vs init)")
+    assert rope["verdict"] == S.MEASURED and "relative pattern" in rope["note"]
+    measured = _one(card, f"{label} (trained-nope-up vs init)")["measured"]
     assert "trained 0.4 [0.35, 0.45], init 0.1 [0.05, 0.15]" in measured
     p = f"{label} (pretrained)"
     assert _one(card, f"{p} (big vs big-random, d)")["verdict"] == R
@@ -483,7 +486,7 @@ def test_share_amplification_rows_trained_and_pretrained(tmp_path):
         in _one(card, f"{p} (big vs big-random, d)")["measured"]
     )
     # the logit-unit row is still there, with its scale caveat, next to the scale-free one
-    assert _one(card, "§3 amplification (trained-rope vs init)")["verdict"] == R
+    assert _one(card, "§3 amplification (trained-nope-up vs init)")["verdict"] == R
     no_twin = _card(tmp_path, llm_index=_llm_p1("alone", [UP], [ZERO, LOW]))
     assert _one(no_twin, p)["verdict"] == S.NOT_RUN
 

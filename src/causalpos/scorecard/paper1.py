@@ -28,6 +28,7 @@ from causalpos.scorecard.rows import (
     fmt_ci,
     index_column,
     layer_cis,
+    measured_row,
     not_run,
     target_row,
 )
@@ -414,16 +415,20 @@ def trained_share_rows(cmp: pd.DataFrame | None, T: Mapping) -> list[Row]:
                 f"; trained {fmt_ci(r.share_pooled, r.share_pooled_lo, r.share_pooled_hi)}, init "
                 f"{fmt_ci(r.init_share_pooled, r.init_share_pooled_lo, r.init_share_pooled_hi)}"
             )
+        target = f"{t['label']} (trained-{r.variant} vs init)"
+        if "nope" not in str(r.variant):
+            # with rotary position, training also builds a relative pattern: the target itself
+            # expects the share to fall there, so a fall cannot falsify the claim
+            rows.append(measured_row(t, target, measured, src, field_text(t, "note_rope")))
+            continue
         rows.append(
             target_row(
                 t,
-                f"{t['label']} (trained-{r.variant} vs init)",
+                target,
                 measured,
                 positive((lo, hi), float(t["threshold"])),
                 src,
-                note=field_text(t, "note_rope")
-                if "nope" not in str(r.variant)
-                else field_text(t, "note"),
+                note=field_text(t, "note"),
             )
         )
     return rows
