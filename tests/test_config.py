@@ -825,6 +825,7 @@ def test_scorecard_inputs(smoke):
         "headline": "results/stats/paper2_headline.csv",
         "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
         "controls": "results/stats/paper2_controls.csv",
+        "observational_split": "results/stats/paper2_observational_split.csv",
     }
 
 

@@ -119,6 +119,7 @@ def test_targets_file_holds_every_target_with_its_falsification_condition():
         assert {"margin", "threshold", "tolerance"} & set(t) or key in (
             "sim_depth",
             "control_positive",
+            "additivity",  # a measurement: no verdict
         ), key
     # paper values keyed by the papers' own model ids
     assert T["claim4_share"]["values"]["meta-llama/Llama-3.2-1B"] == 0.82
@@ -1159,3 +1160,20 @@ def test_the_readme_holds_a_generated_summary_block():
     ]
     total_tests = int(__import__("re").search(r"of which (\d+) are tests", block).group(1))
     assert sum(counts) == total_tests > 0
+
+
+def test_additivity_rows_are_measured_with_the_cross_term(tmp_path):
+    obs = pd.DataFrame(
+        [
+            {"model": "m", "dataset": "d", "causal_variant": "causal"}
+            | {
+                f"{k}{s}": v + d
+                for k, v in (("logit", 0.2), ("logz", 0.14), ("cross", -0.2), ("logattn", 0.14))
+                for s, d in (("", 0), ("_lo", -0.01), ("_hi", 0.01))
+            }
+        ]
+    )
+    row = _one(_card(tmp_path, observational_split=obs), "Eq. 5 additivity (m, d, causal)")
+    assert row["verdict"] == S.MEASURED and row["reading"] == "per-prompt"
+    assert row["measured"].startswith("cross -0.2 [-0.21, -0.19]")
+    assert _one(S.build_scorecard({}), "Eq. 5 additivity")["verdict"] == S.NOT_RUN

@@ -31,6 +31,7 @@ class TargetsSection(Section):
                 "headline",
                 "decomposition_headline",
                 "controls",
+                "observational_split",
             ):
                 inputs[name] = f"results/stats/paper2_{name}.csv"
         return inputs

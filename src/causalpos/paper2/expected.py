@@ -335,10 +335,14 @@ def store_grams(
     per_layer = []
     unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the map sums
     rounding = 0.0
+    designs: dict[bytes, Design] = {}  # layers usually share one pair mask
     for layer, mask in masks.items():
         msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values
         rounding += 3 * unit * float((msum[:, mask].astype(np.float64) ** 2).sum())
-        design = build_design(mask, fit, landmark=landmark)
+        key = np.packbits(mask).tobytes()
+        if key not in designs:
+            designs[key] = build_design(mask, fit, landmark=landmark)
+        design = designs[key]
         st = store_stats(ds, layer, window, target, mask)
         if plant is not None:
             st = plant_query_effect(st, mask, plant)

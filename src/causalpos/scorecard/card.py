@@ -150,6 +150,11 @@ FAMILIES: tuple[Family, ...] = (
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
     Family(
+        paper2.additivity_rows,
+        Input("observational_split", "model dataset causal_variant cross cross_lo cross_hi logz"),
+        reading=PER_PROMPT,
+    ),
+    Family(
         paper2_position0.bos_rows,
         Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),
         Input("position0", _P0),

@@ -51,6 +51,7 @@ SOURCES = {
     "headline": "results/stats/paper2_headline.csv",
     "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
     "controls": "results/stats/paper2_controls.csv",
+    "observational_split": "results/stats/paper2_observational_split.csv",
 }
 
 #: ``reading`` of a row: the quantity its verdict uses. Paper 2's leakage has two readings
