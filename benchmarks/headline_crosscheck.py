@@ -91,16 +91,16 @@ def main(argv=None) -> int:
     data = open_dataset(a.results / "data" / a.dataset / f"{a.model}.zarr")
     tokens = np.asarray(data["tokens"].values)
     halves = (tokens[0::2], tokens[1::2])
-    maps = {
-        v: [half_maps(model, h, v) for h in halves] for v in ("causal", "bidirectional")
-    }
+    maps = {v: [half_maps(model, h, v) for h in halves] for v in ("causal", "bidirectional")}
     T = tokens.shape[1]
     mask = np.tril(np.ones((T, T), bool))
     mask[0] = False
     dec = pd.read_csv(a.results / "stats" / "paper2_decomposition_headline.csv")
     dec = dec[(dec.model == a.model) & (dec.dataset == a.dataset) & (dec.condition == "rope")]
-    print(f"{a.model} on {a.dataset}: {tokens.shape[0]} prompts, T = {T}; halves of "
-          f"{len(halves[0])} and {len(halves[1])}")
+    print(
+        f"{a.model} on {a.dataset}: {tokens.shape[0]} prompts, T = {T}; halves of "
+        f"{len(halves[0])} and {len(halves[1])}"
+    )
     print("| target | reading | total | residual | causal mask | causal-mask share |")
     print("|---|---|---|---|---|---|")
     for t in ("logattn", "logit"):
@@ -110,10 +110,14 @@ def main(argv=None) -> int:
         if len(r):
             r = r.iloc[0]
             cell = lambda k: f"{r[k]:.3f} [{r[k + '_lo']:.3f}, {r[k + '_hi']:.3f}]"  # noqa: E731
-            print(f"| {t} | headline (U-statistic) | {cell('total')} | {cell('residual')} | "
-                  f"{cell('causal_mask')} | {cell('share_causal_mask')} |")
-        print(f"| {t} | split half (dense) | {tot:.3f} | {res:.3f} | {tot - res:.3f} | "
-              f"{(tot - res) / tot:.3f} |")
+            print(
+                f"| {t} | headline (U-statistic) | {cell('total')} | {cell('residual')} | "
+                f"{cell('causal_mask')} | {cell('share_causal_mask')} |"
+            )
+        print(
+            f"| {t} | split half (dense) | {tot:.3f} | {res:.3f} | {tot - res:.3f} | "
+            f"{(tot - res) / tot:.3f} |"
+        )
     return 0
 
 

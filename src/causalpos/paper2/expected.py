@@ -159,10 +159,20 @@ def prompt_grams(st: PromptStats, design: Design) -> dict[str, np.ndarray]:
 
 
 def _offdiag(g: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Σ_{p≠q} m_p m_q g_pq for weights m (B, n) and Grams g (..., n, n) -> (B, ...)."""
-    full = np.einsum("bp,...pq,bq->b...", m, g, m, optimize=True)
-    diag = np.einsum("bp,...p->b...", m * m, np.diagonal(g, axis1=-2, axis2=-1))
-    return full - diag
+    """Σ_{p≠q} m_p m_q g_pq for weights m (B, n) and Grams g (..., n, n) -> (B, ...).
+
+    One matrix product per block of weights (BLAS), then a row-wise dot: mᵀ G m − Σ m_p² G_pp."""
+    g = np.asarray(g)
+    lead = g.shape[:-2]
+    n = g.shape[-1]
+    flat = g.reshape(-1, n, n)
+    diag = np.diagonal(flat, axis1=-2, axis2=-1)  # (K, n)
+    out = np.empty((m.shape[0], flat.shape[0]))
+    for k0 in range(0, m.shape[0], 512):  # bounded temporaries: K × n × 512
+        mb = m[k0 : k0 + 512]
+        gm = flat @ mb.T  # (K, n, b)
+        out[k0 : k0 + 512] = (np.einsum("kpb,bp->bk", gm, mb)) - (mb * mb) @ diag.T
+    return out.reshape((m.shape[0],) + lead)
 
 
 def u_statistics(grams: dict[str, np.ndarray], weights: np.ndarray) -> dict[str, np.ndarray]:

@@ -147,8 +147,16 @@ def expected_block(
     frac = np.full((nv, nw, nt, 3), np.nan)
     frac_p = np.full((nv, nw, nt, 3), np.nan)
     boots = {}
+    needed = [
+        "leak_offsum",
+        "leak_key0sum",
+        "leak_rowsum",
+        "leak_map_sum",
+        "leak_sst",
+        "leak_delta",
+    ]
     for vi, v in enumerate(ps.variants):
-        ds = ps.runs[v]
+        ds = ps.runs[v][needed].load()  # read once; every window, target and reading reuses it
         for wi, w in enumerate(wins):
             for ti, t in enumerate(TARGETS):
                 g, _ = X.store_grams(ds, window=w, target=t)
@@ -175,7 +183,7 @@ def expected_block(
     for vi in np.flatnonzero(free):
         for ti, t in enumerate(TARGETS):
             plant[vi, ti] = planted_control(
-                ps.runs[ps.variants[vi]],
+                ps.runs[ps.variants[vi]][needed].load(),
                 ps.counts,
                 window=wins[0],
                 target=t,
