@@ -109,7 +109,7 @@ def main(argv=None) -> int:
         r = dec[(dec.target == t) & (dec.window == "all")]
         if len(r):
             r = r.iloc[0]
-            cell = lambda k: f"{r[k]:.3f} [{r[k + '_lo']:.3f}, {r[k + '_hi']:.3f}]"  # noqa: E731
+            cell = lambda k, r=r: f"{r[k]:.3f} [{r[k + '_lo']:.3f}, {r[k + '_hi']:.3f}]"  # noqa: E731
             print(
                 f"| {t} | headline (U-statistic) | {cell('total')} | {cell('residual')} | "
                 f"{cell('causal_mask')} | {cell('share_causal_mask')} |"
