@@ -547,6 +547,11 @@ def test_claim1_is_judged_against_the_position_free_control(tmp_path):
     # a twin is a baseline; a dataset without a control is not run
     twin = table.assign(init_of=np.where(table["model"] == "absolute", "trained-x", ""))
     assert _one(_card(tmp_path, headline=twin), "claim 1 (absolute, d)")["verdict"] == S.MEASURED
+    # a trained model's control is preferred to an init model's uninformative one
+    wide = _headline_rows("ctl-init", mask(noise), free=True).assign(init_of="ctl")
+    with_init = pd.concat([table, wide])
+    row = _one(_card(tmp_path, headline=with_init), "claim 1 (absolute, d)")
+    assert row["verdict"] == R and "minus the control ctl " in row["measured"]
     alone = table[table["model"] != "ctl"]
     assert _one(_card(tmp_path, headline=alone), "claim 1 (absolute, d)")["verdict"] == S.NOT_RUN
 
