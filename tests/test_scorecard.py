@@ -1182,3 +1182,46 @@ def test_additivity_rows_are_measured_with_the_cross_term(tmp_path):
     assert row["verdict"] == S.MEASURED and row["reading"] == "per-prompt"
     assert row["measured"].startswith("cross -0.2 [-0.21, -0.19]")
     assert _one(S.build_scorecard({}), "Eq. 5 additivity")["verdict"] == S.NOT_RUN
+
+
+def test_claim2_both_components_positive_on_the_headline(tmp_path):
+    def row(model, res, cm, window="all", **kw):
+        return (
+            {"model": model, "dataset": "d", "condition": "rope", "window": window}
+            | {
+                "target": "logattn",
+                "residual": res[0],
+                "residual_lo": res[1],
+                "residual_hi": res[2],
+                "causal_mask": cm[0],
+                "causal_mask_lo": cm[1],
+                "causal_mask_hi": cm[2],
+                "total": 1.0,
+                "total_lo": 0.9,
+                "total_hi": 1.1,
+                "share_causal_mask": 0.5,
+                "share_causal_mask_lo": 0.4,
+                "share_causal_mask_hi": 0.6,
+            }
+            | kw
+        )
+
+    pos, zero, neg = (0.1, 0.05, 0.15), (0.0, -0.05, 0.05), (-0.1, -0.15, -0.05)
+    dec = pd.DataFrame(
+        [
+            row("both", pos, pos),
+            row("one", pos, neg),
+            row("wide", pos, zero),
+            row("twin", pos, pos, init_of="both"),
+            # a sliding-window model is read on its full-window rows
+            row("swa", neg, pos, positional="swa"),
+            row("swa", pos, pos, window="full32", positional="swa"),
+        ]
+    )
+    card = _card(tmp_path, decomposition_headline=dec)
+    assert _one(card, "claim 2 (both, d)")["verdict"] == R
+    assert _one(card, "claim 2 (one, d)")["verdict"] == D
+    assert _one(card, "claim 2 (wide, d)")["verdict"] == I
+    assert _one(card, "claim 2 (twin, d)")["verdict"] == S.MEASURED
+    swa = _one(card, "claim 2 (swa, d)")
+    assert swa["verdict"] == R and "(window full32)" in swa["measured"]

@@ -146,6 +146,13 @@ FAMILIES: tuple[Family, ...] = (
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
     Family(
+        paper2.claim2_rows,
+        Input(
+            "decomposition_headline",
+            "model dataset condition window target residual_lo causal_mask_lo",
+        ),
+    ),
+    Family(
         paper2.headline_controls_rows,
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),

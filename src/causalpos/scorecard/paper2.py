@@ -516,3 +516,38 @@ def additivity_rows(obs: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         rows.append(measured_row(t, target, measured, src, why))
     return rows
+
+
+def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 2 on the headline decomposition: the residual-stream and the causal-mask component
+    both > 0, per trained model (twins: measured), RoPE condition, log-attention; a sliding-window
+    model on its ``full<W>`` window where the table has one."""
+    src = SOURCES["decomposition_headline"]
+    t = T["claim2_both"]
+    if dec is None:
+        why = "no headline decomposition (no model with a causal and a bidirectional run)"
+        return [not_run(t, t["label"], src, why)]
+    d = dec[(dec["target"] == "logattn") & (dec["condition"] == "rope")]
+    rows = []
+    for (model, dataset), g in d.groupby(["model", "dataset"], sort=False):
+        full = g[g["window"].astype(str).str.startswith("full")]
+        swa = (text_column(g, "positional") == "swa").any()
+        r = (full if swa and len(full) else g).iloc[0]
+        comps = [(k, (r[k], r[f"{k}_lo"], r[f"{k}_hi"])) for k in ("residual", "causal_mask")]
+        measured = "; ".join(f"{k.replace('_', ' ')} {fmt_ci(*v)}" for k, v in comps)
+        measured += f" (window {r['window']})"
+        target = f"{t['label']} ({model}, {dataset})"
+        twin = str(r.get("init_of", "") or "")
+        if twin and twin != "nan":
+            rows.append(measured_row(t, target, measured, src, f"init weights of {twin}"))
+            continue
+        verdicts = [positive(v[1:], float(t["threshold"])) for _, v in comps]
+        verdict = (
+            DIFFERS
+            if DIFFERS in verdicts
+            else REPRODUCED
+            if all(v == REPRODUCED for v in verdicts)
+            else INCONCLUSIVE
+        )
+        rows.append(target_row(t, target, measured, verdict, src))
+    return rows
