@@ -188,3 +188,39 @@ def test_tables_carry_the_reading_and_the_controls(runs):
     assert "Headline (expected-map reading)" in md and "Controls: position-free runs" in md
     controls = md.split("## Controls:")[1].split("\n## ")[0]
     assert "recovered" in controls and "–" not in controls
+
+
+@pytest.mark.parametrize("mode", ["chunks", "first"])
+def test_the_stage_uses_position_free_runs_as_controls_only_on_exchangeable_prompts(
+    runs, tmp_path, mode
+):
+    """Chunks at random offsets are exchangeable over positions (a fixed token 0 aside, which
+    the landmark models); document openings are not, so a position-free run on them is no
+    control (its expected map carries the data's own position)."""
+    import xarray as xr
+
+    from causalpos.io.store import write_dataset
+    from causalpos.stages.leakage import leakage
+
+    paths = {}
+    for v, ds in runs.items():
+        paths[v] = tmp_path / f"{v}.zarr"
+        write_dataset(ds, paths[v])
+    data = xr.Dataset({"source": ("sequence", np.array(["a"] * N))}, attrs={"mode": mode})
+    write_dataset(data.assign_coords(sequence=np.arange(N)), tmp_path / "data.zarr")
+    out = leakage(
+        paths,
+        tmp_path / "summary.zarr",
+        data_store=tmp_path / "data.zarr",
+        n_boot=100,
+        n_perm=0,
+        bos_windows=("late",),
+        n_flips=50,
+    )
+    free = out["exp_position_free"].sel(variant="identity_rope+bidirectional")
+    if mode == "chunks":
+        assert bool(free) and out.attrs["controls_note"] == ""
+        assert out["exp_control"].sel(variant="identity_rope+bidirectional").notnull().all()
+    else:
+        assert not bool(free) and "mode 'first'" in out.attrs["controls_note"]
+        assert out["exp_control"].isnull().all()

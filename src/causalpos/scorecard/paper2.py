@@ -71,7 +71,7 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if ctl.empty:
             why = (
                 "no position-free control on this dataset (e.g. identity_rope+bidirectional, or a "
-                "NoPE model run bidirectionally)"
+                "NoPE model run bidirectionally, on prompts that are chunks at random offsets)"
             )
             rows.append(not_run(t, target, src, why))
             continue
@@ -100,7 +100,11 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
     src = SOURCES["controls"]
     tn, tp = T["control_negative"], T["control_positive"]
     if ctl is None:
-        why = "no position-free run (identity_rope+bidirectional, or a NoPE model bidirectionally)"
+        why = (
+            "no position-free run (identity_rope+bidirectional, or a NoPE model bidirectionally) "
+            "on prompts that are chunks at random offsets (document openings carry position in "
+            "their content)"
+        )
         return [not_run(tn, tn["label"], src, why), not_run(tp, tp["label"], src, why)]
     rows = []
     tol = float(tn["tolerance"])

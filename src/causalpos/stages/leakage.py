@@ -54,7 +54,19 @@ def leakage(
             labels = None  # one stratum: the plain bootstrap
     positional = str((attrs or {}).get("positional", ""))
     free = [v for v in opened if position_free(v, positional)]
+    # A position-free run is a negative control only on prompts whose content is exchangeable
+    # over positions: chunks at random offsets (a fixed token 0 is modelled by the landmark).
+    # Document openings (mode "first") put position into the data themselves.
+    mode = open_dataset(data_store).attrs.get("mode") if data_store is not None else None
+    controls_note = ""
+    if free and mode != "chunks":
+        controls_note = (
+            f"position-free runs {free} are not controls here: the prompts are not chunks at "
+            f"random offsets (mode {mode!r}), so their content depends on position"
+        )
+        free = []
     ds = leakage_summary(opened, strata=labels, position_free_runs=free, **summary_kw)
+    ds.attrs["controls_note"] = controls_note
     if strata == "source":
         ds.attrs.update(
             {
