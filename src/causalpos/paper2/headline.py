@@ -10,7 +10,9 @@ it reads token content as position (module docstring of :mod:`.expected`).
 
 Controls. A run is *position-free* when its forward pass has no positional input at all: a
 bidirectional pass (no causal mask) with identity RoPE or a NoPE model, and no sliding window
-(:func:`position_free`). Its expected map carries no absolute position beyond the key-0 level
+(:func:`position_free`). It is a control only where the prompts are exchangeable over positions
+(chunks at random offsets; the stage decides from the data store's ``mode``): document openings
+carry position in their content, and a position-free run reads it. Its expected map carries no absolute position beyond the key-0 level
 the landmark column models, so its headline must read ≈ 0 (``exp_control``: CI covers 0 or
 |estimate| ≤ :data:`CONTROL_TOL`). On each position-free run the summary also plants a query
 effect of known size (:func:`planted_control`) and reads it back: the positive control.
