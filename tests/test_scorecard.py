@@ -1213,6 +1213,7 @@ def test_claim2_both_components_positive_on_the_headline(tmp_path):
             row("one", pos, neg),
             row("wide", pos, zero),
             row("twin", pos, pos, init_of="both"),
+            row("nope", zero, pos, positional="nope"),
             # a sliding-window model is read on its full-window rows
             row("swa", neg, pos, positional="swa"),
             row("swa", pos, pos, window="full32", positional="swa"),
@@ -1223,5 +1224,6 @@ def test_claim2_both_components_positive_on_the_headline(tmp_path):
     assert _one(card, "claim 2 (one, d)")["verdict"] == D
     assert _one(card, "claim 2 (wide, d)")["verdict"] == I
     assert _one(card, "claim 2 (twin, d)")["verdict"] == S.MEASURED
+    assert _one(card, "claim 2 (nope, d)")["verdict"] == S.NOT_APPLICABLE
     swa = _one(card, "claim 2 (swa, d)")
     assert swa["verdict"] == R and "(window full32)" in swa["measured"]

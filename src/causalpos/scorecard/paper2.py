@@ -17,6 +17,7 @@ import pandas as pd
 
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
+    NOT_APPLICABLE,
     PER_PROMPT,
     SOURCES,
     TABLE_MEASURED,
@@ -544,6 +545,13 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         twin = str(r.get("init_of", "") or "")
         if twin and twin != "nan":
             rows.append(measured_row(t, target, measured, src, f"init weights of {twin}"))
+            continue
+        if (text_column(g, "positional") == "nope").any():
+            why = (
+                "a NoPE model: its bidirectional run has no positional input (the negative "
+                "control), so the residual-stream component is 0 by construction"
+            )
+            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
             continue
         verdicts = [positive(v[1:], float(t["threshold"])) for _, v in comps]
         verdict = (
