@@ -5,6 +5,7 @@ made it fail."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,16 @@ def _card(tmp_path, **tables) -> pd.DataFrame:
         paths[name] = tmp_path / f"{name}.csv"
         df.to_csv(paths[name], index=False)
     return S.build_scorecard(paths)
+
+
+def _rule(card: pd.DataFrame, target: str) -> str:
+    """The verdict of a row's rule: the row's verdict, or for a row not scored (its quantity
+    fails its negative control) the verdict its note keeps."""
+    row = _one(card, target)
+    m = re.search(r"its rule says (reproduced|differs|inconclusive)", str(row["note"]))
+    if row["verdict"] == S.MEASURED and m:
+        return m.group(1)
+    return row["verdict"]
 
 
 def _one(card: pd.DataFrame, target: str) -> pd.Series:
@@ -767,8 +778,8 @@ def test_table9_bos_rows(tmp_path):
     )
     p0 = pd.concat([_p0("a", 0.0), _p0("q", 0.3, fixed=0)])
     card = _card(tmp_path, bos_effects=bos, position0=p0)
-    assert _one(card, "Table 9 (a, mean, early16)")["verdict"] == R
-    assert _one(card, "Table 9 (a, all_gaussian, early16)")["verdict"] == D  # paper -28 %
+    assert _rule(card, "Table 9 (a, mean, early16)") == R
+    assert _rule(card, "Table 9 (a, all_gaussian, early16)") == D  # paper -28 %
     assert _one(card, "Table 9 (a, zeros, early16)")["verdict"] == S.MEASURED
     assert _one(card, "Table 9 (q, mean, early16)")["verdict"] == S.NOT_APPLICABLE
 
@@ -796,8 +807,8 @@ def test_table9_scores_the_residual_stream_component_only(tmp_path):
         ]
     )
     card = _card(tmp_path, bos_effects=bos, position0=_p0("a", 0.0))
-    assert _one(card, "Table 9 (a, mean+bidirectional, early16)")["verdict"] == R  # paper 40 %
-    assert _one(card, "Table 9 (a, all_gaussian+bidirectional, early16)")["verdict"] == R
+    assert _rule(card, "Table 9 (a, mean+bidirectional, early16)") == R  # paper 40 %
+    assert _rule(card, "Table 9 (a, all_gaussian+bidirectional, early16)") == R
     assert _one(card, "Table 9 (a, zeros+bidirectional, early16)")["verdict"] == S.MEASURED
     assert not card["target"].str.contains("Table 9 (a, mean,", regex=False).any()
     token = _one(card, "Table 9 (a, token+bidirectional)")
@@ -939,11 +950,13 @@ def test_claim3_rows_on_trained_variants_and_paper_models(tmp_path):
     assert _one(card, "claim 3 (NTK) (llama-3.2-3b vs qwen2.5-7b, wiki)")["verdict"] == I
     assert not card["target"].str.contains("trained-ntk-init").any()
     swa = _one(card, "claim 3 (sliding window) (trained-swa, d)")
-    assert swa["verdict"] == R and "trained-swa-init" in swa["measured"]
+    assert _rule(card, swa["target"]) == R and "trained-swa-init" in swa["measured"]
+    # the per-prompt depth trend fails its negative control: measured, the rule's verdict noted
+    assert swa["verdict"] == S.MEASURED and swa["reading"] == "per-prompt"
     mistral = _one(card, "claim 3 (sliding window) (mistral-7b, d)")
-    assert mistral["verdict"] == D and "masks nothing" in mistral["note"]
+    assert _rule(card, mistral["target"]) == D and "masks nothing" in mistral["note"]
     card = _card(tmp_path, depth_trend=pd.DataFrame([_c3trend("trained-swa", 0.0, 0.01, "swa")]))
-    assert _one(card, "claim 3 (sliding window) (trained-swa, d)")["verdict"] == I
+    assert _rule(card, "claim 3 (sliding window) (trained-swa, d)") == I
     # no NTK / standard pair and no sliding-window model: not run, saying why
     card = _card(
         tmp_path,
@@ -984,9 +997,9 @@ def test_claim6_linear_baseline_rows(tmp_path):
         + _c6base("twin", 0.03, 0.01, init_of="up")
     )
     card = _card(tmp_path, baseline_comparison=base)
-    assert _one(card, "claim 6 (up, d)")["verdict"] == R
-    assert _one(card, "claim 6 (down, d)")["verdict"] == D
-    assert _one(card, "claim 6 (wide, d)")["verdict"] == I
+    assert _rule(card, "claim 6 (up, d)") == R
+    assert _rule(card, "claim 6 (down, d)") == D
+    assert _rule(card, "claim 6 (wide, d)") == I
     assert _one(card, "claim 6 (twin, d)")["verdict"] == S.MEASURED
     assert "linear - saturated" in _one(card, "claim 6 (up, d)")["measured"]
     assert _one(_card(tmp_path), "claim 6")["verdict"] == S.NOT_RUN

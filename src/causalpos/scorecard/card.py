@@ -20,6 +20,7 @@ import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
+    MEASURED,
     NOT_RUN,
     PER_PROMPT,
     SOURCES,
@@ -28,6 +29,7 @@ from causalpos.scorecard.rows import (
     field_text,
     load_targets,
 )
+from causalpos.verdicts import TESTED
 
 
 @dataclass(frozen=True)
@@ -44,19 +46,39 @@ class Input:
         return SOURCES[self.key]
 
 
+#: Note of a row whose quantity fails its own negative control: measured, not scored.
+UNSCORED = (
+    "not scored: the per-prompt reading fails its negative control (0.46 on a run with no "
+    "positional input), so no verdict rests on it; its rule says {verdict}"
+)
+
+
 class Family:
     """A row family: ``build(*tables, targets) -> rows``, one table per input, in order.
-    ``reading``: the quantity its rows' verdicts use, where a row does not name its own."""
+    ``reading``: the quantity its rows' verdicts use, where a row does not name its own.
+    ``scored=False``: the family's quantity fails its negative control; its rows are reported as
+    measured, the verdict its rule would give kept in the note (:data:`UNSCORED`)."""
 
-    def __init__(self, build: Callable[..., list[Row]], *inputs: Input, reading: str = ""):
+    def __init__(
+        self,
+        build: Callable[..., list[Row]],
+        *inputs: Input,
+        reading: str = "",
+        scored: bool = True,
+    ):
         self.build = build
         self.inputs = inputs
         self.reading = reading
+        self.scored = scored
 
     def rows(self, tables, T: Mapping) -> list[Row]:
         out = self.build(*tables, T)
         for r in out:
             r.reading = r.reading or self.reading
+            if not self.scored and r.reading == PER_PROMPT and r.verdict in TESTED:
+                note = UNSCORED.format(verdict=r.verdict)
+                r.note = f"{note}; {r.note}" if r.note else note
+                r.verdict = MEASURED
         return out
 
     def __repr__(self) -> str:
@@ -166,6 +188,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),
         Input("position0", _P0),
         reading=PER_PROMPT,
+        scored=False,
     ),
     Family(paper2_position0.position0_rows, Input("position0", _P0), reading=POSITION0),
     Family(
@@ -173,11 +196,13 @@ FAMILIES: tuple[Family, ...] = (
         Input("decomposition_headline", "model dataset condition window target"),
         Input("depth_trend", "model dataset variant trend"),
         reading=EXPECTED_MAP,
+        scored=False,  # its sliding-window rows (per-prompt depth trend)
     ),
     Family(
         paper2.claim6_rows,
         Input("baseline_comparison", "model dataset baseline"),
         reading=PER_PROMPT,
+        scored=False,
     ),
     Family(
         paper2_position0.claim8_rows, Input("position0_probes", "model dataset"), reading=POSITION0
