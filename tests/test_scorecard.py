@@ -1240,3 +1240,36 @@ def test_claim2_both_components_positive_on_the_headline(tmp_path):
     assert _one(card, "claim 2 (nope, d)")["verdict"] == S.NOT_APPLICABLE
     swa = _one(card, "claim 2 (swa, d)")
     assert swa["verdict"] == R and "(window full32)" in swa["measured"]
+
+
+def test_claim3_ordering_on_a_common_window(tmp_path):
+    def row(model, arch, res, window="full32", **kw):
+        return (
+            {"model": model, "dataset": "d", "condition": "rope", "window": window}
+            | {
+                "target": "logattn",
+                "positional": arch,
+                "residual": res[0],
+                "residual_lo": res[1],
+                "residual_hi": res[2],
+            }
+            | kw
+        )
+
+    lo, mid, hi = (0.01, 0.005, 0.015), (0.05, 0.045, 0.055), (0.1, 0.09, 0.11)
+
+    def card(rows):
+        return _card(tmp_path, decomposition_headline=pd.DataFrame(rows))
+
+    ordered = [row("n", "ntk", lo), row("r", "rope", mid), row("s", "swa", hi)]
+    # the window "all" is ignored where a full-window one exists
+    ordered += [row("n", "ntk", hi, window="all"), row("s", "swa", lo, window="all")]
+    r = _one(card(ordered), "claim 3 (ordering) (d)")
+    assert r["verdict"] == R and "(window full32)" in r["measured"]
+    swapped = [row("n", "ntk", lo), row("r", "rope", hi), row("s", "swa", mid)]
+    assert _one(card(swapped), "claim 3 (ordering) (d)")["verdict"] == D
+    wide = [row("n", "ntk", lo), row("r", "rope", mid), row("s", "swa", (0.06, 0.0, 0.12))]
+    assert _one(card(wide), "claim 3 (ordering) (d)")["verdict"] == I
+    # a twin does not count; without all three architectures: not run
+    twin_only = [row("n", "ntk", lo), row("r", "rope", mid), row("s", "swa", hi, init_of="x")]
+    assert _one(card(twin_only), "claim 3 (ordering)")["verdict"] == S.NOT_RUN

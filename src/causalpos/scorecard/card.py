@@ -199,6 +199,13 @@ FAMILIES: tuple[Family, ...] = (
         scored=False,  # its sliding-window rows (per-prompt depth trend)
     ),
     Family(
+        paper2.claim3_order_rows,
+        Input(
+            "decomposition_headline",
+            "model dataset condition window target residual residual_lo residual_hi",
+        ),
+    ),
+    Family(
         paper2.claim6_rows,
         Input("baseline_comparison", "model dataset baseline"),
         reading=PER_PROMPT,

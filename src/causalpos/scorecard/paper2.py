@@ -563,3 +563,62 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         rows.append(target_row(t, target, measured, verdict, src))
     return rows
+
+
+def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 3's ordering on the headline: residual-stream component NTK < standard < sliding
+    window, per dataset with one trained (not twin) model of each, at one common query window."""
+    src = SOURCES["decomposition_headline"]
+    t = T["claim3_order"]
+    why = (
+        "no dataset with an NTK-scaled, a standard-RoPE and a sliding-window model (trained here: "
+        "`positional`; the papers': targets.yaml claim3_ntk.architectures) decomposed on it"
+    )
+    if dec is None:
+        return [not_run(t, t["label"], src, why)]
+    d = dec[(dec["target"] == "logattn") & (dec["condition"] == "rope")]
+    d = d.assign(arch_=_architectures(d, T), init_=text_column(d, "init_of"))
+    d = d[d["init_"] == ""]
+    rows = []
+    for dataset, g in d.groupby("dataset", sort=False):
+        by = {a: g[g["arch_"] == a] for a in ("ntk", "rope", "swa")}
+        if any(x.empty for x in by.values()):
+            continue
+        windows = [str(w) for w in dict.fromkeys(g["window"])]
+        full = [w for w in windows if w.startswith("full")]
+        window = full[0] if full else windows[0]
+        pick = {}
+        for a, x in by.items():
+            x = x[x["window"] == window]
+            if x.empty:
+                break
+            r = x.iloc[0]
+            pick[a] = (r["model"], (r["residual"], r["residual_lo"], r["residual_hi"]))
+        if len(pick) < 3:
+            continue
+        d1 = difference_ci(pick["rope"][1], pick["ntk"][1])
+        d2 = difference_ci(pick["swa"][1], pick["rope"][1])
+        verdicts = [positive(x[1:], float(t["threshold"])) for x in (d1, d2)]
+        verdict = (
+            DIFFERS
+            if DIFFERS in verdicts
+            else REPRODUCED
+            if all(v == REPRODUCED for v in verdicts)
+            else INCONCLUSIVE
+        )
+        measured = (
+            ", ".join(f"{a} {m} {fmt_ci(*v)}" for a, (m, v) in pick.items())
+            + f"; standard - NTK {fmt_ci(*d1)}, sliding window - standard {fmt_ci(*d2)} "
+            f"(window {window})"
+        )
+        rows.append(
+            target_row(
+                t,
+                f"{t['label']} ({dataset})",
+                measured,
+                verdict,
+                src,
+                note="CIs of two models combined as independent samples",
+            )
+        )
+    return rows or [not_run(t, t["label"], src, why)]
