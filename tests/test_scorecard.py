@@ -1273,3 +1273,25 @@ def test_claim3_ordering_on_a_common_window(tmp_path):
     # a twin does not count; without all three architectures: not run
     twin_only = [row("n", "ntk", lo), row("r", "rope", mid), row("s", "swa", hi, init_of="x")]
     assert _one(card(twin_only), "claim 3 (ordering)")["verdict"] == S.NOT_RUN
+
+
+def test_logit_unit_fig5_rows_on_a_random_twin_are_measured(tmp_path):
+    llm = pd.concat(
+        [
+            _llm_p1("big", [UP], [ZERO, LOW], twin="big-random", twin_diff=(0.2, 0.1, 0.3)),
+            _llm_p1("big-random", [UP], [ZERO, LOW]),
+        ]
+    )
+    first = llm["layer"] == 1
+    llm = llm.assign(
+        index=np.where(first, 0.0, 0.5),
+        ci_lo=np.where(first, -0.005, 0.4),
+        ci_hi=np.where(first, 0.005, 0.6),
+    )
+    card = _card(tmp_path, llm_index=llm)
+    for label in ("Fig. 5", "Fig. 5 first keys"):
+        twin = _one(card, f"{label} (big-random, d)")
+        assert twin["verdict"] == S.MEASURED and "random-init twin of big" in twin["note"]
+        assert _one(card, f"{label} (big, d)")["verdict"] in V.TESTED
+    # its scale-free row is still a test
+    assert _one(card, "Fig. 5 layer-1 contrast (big-random, d)")["verdict"] in V.TESTED

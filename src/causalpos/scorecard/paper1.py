@@ -233,6 +233,21 @@ def _paper1_models(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd
         yield model, dataset, g.sort_values("layer")
 
 
+#: Note of a logit-unit row on a random-init twin (measured, not judged).
+TWIN_LOGIT_UNITS = (
+    "random-init twin of {of}: its logits are near 0, so a margin in logit units cannot judge "
+    "it; the scale-free rows (Fig. 5 layer-1 contrast, §3 amplification share) do"
+)
+
+
+def _twins(llm: pd.DataFrame) -> dict[str, str]:
+    """Random-init twin -> the model it is the twin of (the table's ``twin`` column)."""
+    if "twin" not in llm:
+        return {}
+    pairs = llm[llm["twin"].notna()][["model", "twin"]].drop_duplicates()
+    return {str(t): str(m) for m, t in zip(pairs["model"], pairs["twin"]) if str(t)}
+
+
 def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Fig. 5 on pretrained models: layer 1 at noise, the later layers' index above the margin
     (logit units, noise-corrected CI per layer)."""
@@ -242,6 +257,7 @@ def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     if llm is None:
         return [not_run(t, t["label"], src, "the config has no paper1_llm models")]
     rows = []
+    twins = _twins(llm)
     for model, dataset, g in _paper1_models(llm, t):
         first, later = g.iloc[0], g.iloc[1:]
         l1 = equivalent((first["ci_lo"], first["ci_hi"]), 0.0, margin)
@@ -256,9 +272,12 @@ def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
             f"{len(per) - n_yes - n_und} at or below; median {fmt(med)} (logit units)"
         )
         note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
-        rows.append(
-            target_row(t, f"{t['label']} ({model}, {dataset})", measured, verdict, src, note=note)
-        )
+        target = f"{t['label']} ({model}, {dataset})"
+        if model in twins:
+            why = TWIN_LOGIT_UNITS.format(of=twins[model])
+            rows.append(measured_row(t, target, measured, src, why))
+            continue
+        rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
 
 
@@ -352,6 +371,7 @@ def llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         return positive((lo, hi) if sign > 0 else (-hi, -lo), margin)
 
     rows = []
+    twins = _twins(llm)
     for model, dataset, g in _paper1_models(llm, t):
         scored = g[g["layer"].isin(layers)]
         per = [side(r.band_lo, r.band_hi) for r in scored.itertuples()]
@@ -383,14 +403,14 @@ def llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
             note = f"the first keys are not {word[sign]} their offsets' level at layer(s) " + (
                 ", ".join(map(str, other))
             )
+        target = f"{t['label']} ({model}, {dataset})"
+        if model in twins:
+            why = TWIN_LOGIT_UNITS.format(of=twins[model])
+            rows.append(measured_row(t, target, measured, src, why))
+            continue
         rows.append(
             target_row(
-                t,
-                f"{t['label']} ({model}, {dataset})",
-                measured,
-                fraction(n_yes, n_und, len(per), threshold),
-                src,
-                note=note,
+                t, target, measured, fraction(n_yes, n_und, len(per), threshold), src, note=note
             )
         )
     return rows
