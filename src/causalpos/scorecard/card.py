@@ -17,6 +17,7 @@ import pandas as pd
 
 import causalpos.scorecard.paper1 as paper1
 import causalpos.scorecard.paper2 as paper2
+import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
@@ -156,11 +157,11 @@ FAMILIES: tuple[Family, ...] = (
     ),
     # paper 2: the headline (expected-map) reading, its controls, the per-prompt rows
     Family(
-        paper2.claim1_rows,
+        paper2_headline.claim1_rows,
         Input("headline", "model dataset variant window target leakage leakage_lo position_free"),
     ),
     Family(
-        paper2.control_rows,
+        paper2_headline.control_rows,
         Input("controls", "model dataset variant target negative negative_lo planted"),
     ),
     Family(
@@ -168,7 +169,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
     Family(
-        paper2.claim2_rows,
+        paper2_headline.claim2_rows,
         Input(
             "decomposition_headline",
             "model dataset condition window target residual_lo causal_mask_lo",
@@ -179,7 +180,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
     Family(
-        paper2.additivity_rows,
+        paper2_headline.additivity_rows,
         Input("observational_split", "model dataset causal_variant cross cross_lo cross_hi logz"),
         reading=PER_PROMPT,
     ),
@@ -199,7 +200,7 @@ FAMILIES: tuple[Family, ...] = (
         scored=False,  # its sliding-window rows (per-prompt depth trend)
     ),
     Family(
-        paper2.claim3_order_rows,
+        paper2_headline.claim3_order_rows,
         Input(
             "decomposition_headline",
             "model dataset condition window target residual residual_lo residual_hi",
