@@ -23,7 +23,14 @@ from causalpos.scorecard.rows import (
     target_row,
     text_column,
 )
-from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, difference_ci, positive
+from causalpos.verdicts import (
+    DIFFERS,
+    INCONCLUSIVE,
+    REPRODUCED,
+    all_of,
+    difference_ci,
+    positive,
+)
 
 
 def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -179,13 +186,7 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
             continue
         verdicts = [positive(v[1:], float(t["threshold"])) for _, v in comps]
-        verdict = (
-            DIFFERS
-            if DIFFERS in verdicts
-            else REPRODUCED
-            if all(v == REPRODUCED for v in verdicts)
-            else INCONCLUSIVE
-        )
+        verdict = all_of(verdicts)
         rows.append(target_row(t, target, measured, verdict, src))
     return rows
 
@@ -224,13 +225,7 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         d1 = difference_ci(pick["rope"][1], pick["ntk"][1])
         d2 = difference_ci(pick["swa"][1], pick["rope"][1])
         verdicts = [positive(x[1:], float(t["threshold"])) for x in (d1, d2)]
-        verdict = (
-            DIFFERS
-            if DIFFERS in verdicts
-            else REPRODUCED
-            if all(v == REPRODUCED for v in verdicts)
-            else INCONCLUSIVE
-        )
+        verdict = all_of(verdicts)
         measured = (
             ", ".join(f"{a} {m} {fmt_ci(*v)}" for a, (m, v) in pick.items())
             + f"; standard - NTK {fmt_ci(*d1)}, sliding window - standard {fmt_ci(*d2)} "
