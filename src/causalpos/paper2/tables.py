@@ -12,6 +12,7 @@ import xarray as xr
 
 from causalpos import stats
 from causalpos.paper2.bos import bos_measure, bos_replacement
+from causalpos.paper2.headline import CONTROL_TOL
 from causalpos.paper2.prompts import STAT
 from causalpos.paper2.summary import DEFAULT_CONDITIONS
 
@@ -331,7 +332,7 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "per_prompt_lo": r.per_prompt_lo,
                 "per_prompt_hi": r.per_prompt_hi,
                 "per_prompt_control": "passed"
-                if (r.per_prompt_lo <= 0 <= r.per_prompt_hi) or abs(r.per_prompt) <= 0.01
+                if (r.per_prompt_lo <= 0 <= r.per_prompt_hi) or abs(r.per_prompt) <= CONTROL_TOL
                 else "failed",
                 "planted": pv,
                 "planted_estimate": est,
