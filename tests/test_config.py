@@ -282,13 +282,14 @@ def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else
     # paper 2 only: no maps (no stage reads them), every variant of every experiment naming it
     p = default.extraction_params("smollm2-135m", "kjv-chunks128-bos")
     variants = default.extraction_variants("smollm2-135m", "kjv-chunks128-bos")
-    assert sorted(p) == sorted(variants) and len(p) == 9
+    assert sorted(p) == sorted(variants) and len(p) == 10
     assert variants[:2] == ["causal", "bidirectional"]
     # position 0 is read in the forward passes of its conditions (causal, bidirectional,
-    # bos_replace_mean); bos_replace_mean, which no experiment extracts, reads nothing else
+    # bos_replace_mean); bos_replace_mean is also a leakage run (Table 9 with the sinks kept)
     p0 = {"causal", "bidirectional", "bos_replace_mean"}
     assert {v for v in p if "position0" in p[v]["reducers"]} == p0
-    assert p["bos_replace_mean"]["reducers"] == ["position0"]
+    assert p["bos_replace_mean"]["reducers"] == ["leakage", "sink", "position0"]
+    assert p["bos_replace_all_gaussian"]["reducers"] == ["leakage", "sink"]
     assert {tuple(r for r in v["reducers"] if r != "position0") for k, v in p.items()} - {()} == {
         ("leakage", "sink")
     }
@@ -327,7 +328,8 @@ def test_reducers_include_paper_2s_only_where_an_experiment_wants_them(default):
             "smollm2-135m", "kjv-chunks128-bos", "identity_rope+bidirectional"
         )
     ) == (
-        "{'expected_stats': ['all', 'full32'], 'fits': ['saturated+query', 'linear+query', "
+        "{'expected_stats': ['all', 'early32', 'full32'], 'fits': ['saturated+query', "
+        "'linear+query', "
         "'saturated+key'], 'mean_maps': True, 'pair_subsample': None, 'windows': ['all', "
         "'early16', 'early32', 'early64', 'late', 'full32']}"
     )
@@ -585,7 +587,8 @@ def test_heldout_needs_a_kjv_corpus(smoke):
 
 def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, paper):
     pairs = default.leakage_pairs()
-    # the fixed-BOS controls: each RoPE control and each BOS replacement also run bidirectionally
+    # the fixed-BOS controls: each RoPE control and each BOS replacement run causally (sinks
+    # kept) and bidirectionally
     assert pairs[("smollm2-135m", "kjv-chunks128-bos")] == [
         "causal",
         "bidirectional",
@@ -593,6 +596,8 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
         "identity_rope+bidirectional",
         "scrambled_rope",
         "scrambled_rope+bidirectional",
+        "bos_replace_mean",
+        "bos_replace_all_gaussian",
         "bos_replace_mean+bidirectional",
         "bos_replace_all_gaussian+bidirectional",
     ]
@@ -763,6 +768,8 @@ SMOKE_TARGETS = [
     "results/stats/paper2_headline.csv",
     "results/stats/paper2_decomposition_headline.csv",
     "results/stats/paper2_controls.csv",
+    "results/stats/paper2_bos_headline.csv",
+    "results/stats/paper2_scale_contrast.csv",
     "results/stats/paper2_tables.md",
     "results/figures/paper2_layers_smoke.png",
     "results/figures/paper2_position0_smoke.png",
@@ -782,12 +789,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 162 and len(set(targets)) == 162
+    assert len(targets) == 164 and len(set(targets)) == 164
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 193
+    assert len(paper.all_targets()) == 195
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
@@ -826,6 +833,8 @@ def test_scorecard_inputs(smoke):
         "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
         "controls": "results/stats/paper2_controls.csv",
         "observational_split": "results/stats/paper2_observational_split.csv",
+        "bos_headline": "results/stats/paper2_bos_headline.csv",
+        "scale_contrast": "results/stats/paper2_scale_contrast.csv",
     }
 
 

@@ -224,3 +224,146 @@ def test_the_stage_uses_position_free_runs_as_controls_only_on_exchangeable_prom
     else:
         assert not bool(free) and "mode 'first'" in out.attrs["controls_note"]
         assert out["exp_control"].isnull().all()
+
+
+def _noise_store(prof, rng, causal=True, noise=0.3):
+    """A store of maps = a shared (heads, T, T) profile + iid noise (no content)."""
+    y = prof[None] + noise * rng.normal(size=(N, HEADS, T, T))
+    return store(y, causal)
+
+
+def test_linear_baseline_inflation_on_the_headline_control_and_planted():
+    """Claim 6 on the headline: a relative profile linear in the offset is fitted by both
+    baselines (inflation ≈ 0: the negative control); a curved one the linear baseline underfits,
+    and the query effects absorb part of it: the inflation equals the exact expected-map value."""
+    from test_expected import exact_rho
+
+    rng = np.random.default_rng(5)
+    i, j = np.indices((T, T))
+    mask = X.window_pairs(np.tril(np.ones((T, T), bool)), "all")
+    got = {}
+    for name, prof in (("straight", 0.3 * (i - j)), ("curved", 2.0 * np.cos(0.9 * (i - j)))):
+        prof = np.broadcast_to(prof, (HEADS, T, T)).astype(float)
+        summ = S.leakage_summary(
+            {"causal": _noise_store(prof, rng)}, n_boot=300, n_perm=0, bos_windows=("late",)
+        )
+        b = summ["exp_baseline"].sel(variant="causal", target="logit")
+        got[name] = b
+        exact = exact_rho(prof, mask, "linear+query")[1] - exact_rho(prof, mask)[1]
+        d = b.sel(exp_fit="linear_minus_saturated")
+        assert float(d.sel(stat="lo")) <= exact <= float(d.sel(stat="hi")), (name, exact, d.values)
+        # the companion columns are the two readings and their paired difference
+        sat, lin = (float(b.sel(exp_fit=k, stat="estimate")) for k in ("saturated", "linear"))
+        assert float(d.sel(stat="estimate")) == pytest.approx(lin - sat)
+        assert sat == pytest.approx(
+            float(summ["exp_model"].sel(variant="causal", exp_window="all", target="logit")[0])
+        )
+    straight = got["straight"].sel(exp_fit="linear_minus_saturated")
+    assert abs(float(straight.sel(stat="estimate"))) < 0.01
+    curved = got["curved"].sel(exp_fit="linear_minus_saturated")
+    assert float(curved.sel(stat="lo")) > H.CONTROL_TOL  # claim 6's size threshold
+
+
+def _sink_store(y, causal, sink):
+    ds = store(y, causal)
+    att = np.broadcast_to(np.asarray(sink, float)[None, None], (N, 1, HEADS))
+    return ds.assign(sink_attention=(("sequence", "layer", "head"), att.copy())).assign_coords(
+        layer=ds["layer"].values
+    )
+
+
+def test_bos_effects_on_the_headline_keep_the_sinks():
+    """Table 9 on the headline: a replacement that changes nothing reads 0 exactly (negative
+    control), one that removes the whole query effect reads 1 (planted: the effect's known
+    size); the sink-head reading pools the baseline's sink heads only (independent check)."""
+    rng = np.random.default_rng(8)
+    free, _ = content_maps(N, HEADS, T, rng)
+    planted = 1.5 * np.log(np.arange(1, T + 1))[None].repeat(HEADS, 0)
+    planted[2] = 0.0  # head 2 carries no position
+    leaky = free + planted[None, :, :, None]
+    sink = [0.9, 0.1, 0.8]  # heads 0 and 2 are the baseline's sink heads
+    runs = {
+        "causal": _sink_store(leaky, True, sink),
+        "bos_replace_mean": _sink_store(free, True, sink),  # every query effect gone
+        "bos_replace_all_gaussian": _sink_store(leaky, True, sink),  # nothing changed
+        "bidirectional": _sink_store(leaky, False, [0, 0, 0]),
+        "bos_replace_mean+bidirectional": _sink_store(free, False, [0, 0, 0]),
+    }
+    from causalpos.paper2.bos import wanted_bos
+
+    summ = S.leakage_summary(runs, n_boot=300, n_perm=0, bos_windows=("late",), n_flips=0)
+    assert summ.attrs["exp_bos_target"] == "logattn"
+    eff = summ["exp_bos_effect"].sel(exp_window="all")
+    for reading in ("causal_total", "sink_heads"):  # nothing changed: 0 exactly
+        same = eff.sel(bos_replacement="all_gaussian", bos_reading=reading)
+        np.testing.assert_array_equal(same.values, [0.0, 0.0, 0.0])
+    # no bidirectional all_gaussian pair: its residual-stream reading is not run (NaN)
+    assert eff.sel(bos_replacement="all_gaussian", bos_reading="residual_stream").isnull().all()
+    # logits, where the planted query effect lives (log-attention cancels a row constant):
+    # removing all of it reads 1 in every reading
+    ps = PromptSet.from_stores(runs, n_boot=300)
+    _, pairs, _ = wanted_bos(ps)
+    blk = H.expected_block(ps, conditions={}, bos_pairs=pairs, n_flips=0, bos_target="logit")
+    eff = blk["exp_bos_effect"].sel(exp_window="all")
+    for reading in ("causal_total", "sink_heads", "residual_stream"):
+        e = eff.sel(bos_replacement="mean", bos_reading=reading)
+        assert float(e.sel(stat="lo")) <= 1.0 <= float(e.sel(stat="hi")) + 0.02, (reading, e.values)
+        assert float(e.sel(stat="estimate")) > 0.95
+    # the sink-head reading equals the estimator pooled over heads 0 and 2 of each run
+    sel = np.array([[True, False, True]])
+    c = {}
+    for v in ("causal", "bos_replace_mean"):
+        g, _ = X.store_grams(runs[v].sortby("sequence"), window="all", target="logit")
+        c[v] = X.pooled_subset(g, sel, ps.counts)
+    e = eff.sel(bos_replacement="mean", bos_reading="sink_heads", stat="estimate")
+    assert float(e) == pytest.approx(1.0 - c["bos_replace_mean"][0] / c["causal"][0])
+    assert int(blk["exp_bos_sink_heads"].sel(bos_replacement="mean")) == 2
+    full = blk["exp_model"].sel(variant="causal", exp_window="all", target="logit")[0]
+    assert c["causal"][0] != pytest.approx(float(full))  # a subset, not all heads
+
+
+def test_share_replicates_pair_models_on_the_same_prompts(runs):
+    a = S.leakage_summary(runs, n_boot=200, n_perm=0, bos_windows=("late",), n_flips=0)
+    b = S.leakage_summary(runs, n_boot=200, n_perm=0, bos_windows=("late",), n_flips=0, seed=1)
+    assert a.attrs["exp_counts_digest"] != b.attrs["exp_counts_digest"]
+    boot = a["exp_share_boot"].sel(exp_condition="rope", exp_window="all", target="logattn")
+    dec = a["exp_decomposition"].sel(
+        exp_condition="rope", exp_window="all", target="logattn", component="share_causal_mask"
+    )
+    lo, hi = np.quantile(boot.values.astype(float), [0.025, 0.975])
+    assert lo == pytest.approx(float(dec.sel(stat="lo")), abs=1e-6)
+    assert hi == pytest.approx(float(dec.sel(stat="hi")), abs=1e-6)
+
+
+def test_scale_contrast_and_bos_headline_tables(runs):
+    """The scale contrast pairs two models' share replicates: a model against an identical copy
+    reads 0 exactly (negative control); against a model whose share is known to differ it reads
+    the difference of the two decompositions; summaries drawn on other prompts are not paired."""
+    from causalpos.paper2.tables import paper2_tables
+
+    kw = dict(n_boot=200, n_perm=0, bos_windows=("late",), n_flips=0)
+    a = S.leakage_summary(runs, **kw)
+    other = dict(runs, bidirectional=runs["identity_rope+bidirectional"])  # residual ~0
+    b = S.leakage_summary(other, **kw)
+    c = S.leakage_summary(runs, **kw, seed=3)
+    tabs = paper2_tables({("a", "d"): a, ("a_copy", "d"): a, ("b", "d"): b, ("c", "d"): c})
+    sc = tabs["scale_contrast"]
+    assert set(sc["reading"]) == {"expected-map"} and sc["paired"].all()
+    assert not ({"c"} & (set(sc["model"]) | set(sc["model_b"])))  # other prompts: unpaired
+    sel = (sc.window == "all") & (sc.target == "logit")  # where the planted effect lives
+    same = sc[sel & (sc.model == "a") & (sc.model_b == "a_copy")].iloc[0]
+    assert same["difference"] == 0 and same["difference_lo"] == 0 == same["difference_hi"]
+    ab = sc[sel & (sc.model == "a") & (sc.model_b == "b")].iloc[0]
+    share = lambda s: float(  # noqa: E731
+        s["exp_decomposition"].sel(
+            exp_condition="rope",
+            exp_window="all",
+            target="logit",
+            component="share_causal_mask",
+            stat="estimate",
+        )
+    )
+    assert ab["difference"] == pytest.approx(share(b) - share(a))
+    assert ab["difference_lo"] <= ab["difference"] <= ab["difference_hi"]
+    assert ab["difference_lo"] > 0  # removing the residual component raises the mask's share
+    assert tabs["bos_headline"].empty  # these runs replace no BOS

@@ -1295,3 +1295,139 @@ def test_logit_unit_fig5_rows_on_a_random_twin_are_measured(tmp_path):
         assert _one(card, f"{label} (big, d)")["verdict"] in V.TESTED
     # its scale-free row is still a test
     assert _one(card, "Fig. 5 layer-1 contrast (big-random, d)")["verdict"] in V.TESTED
+
+
+def _bh(model, replacement, reading, effect, half=0.05, window="early32", init_of=""):
+    return {
+        "model": model,
+        "dataset": "d",
+        "replacement": replacement,
+        "bos_reading": reading,
+        "window": window,
+        "reading": "expected-map",
+        "target": "logattn",
+        "effect": effect,
+        "effect_lo": effect - half,
+        "effect_hi": effect + half,
+        "c": 0.1,
+        "c_lo": 0.09,
+        "c_hi": 0.11,
+        "c_baseline": 0.2,
+        "c_baseline_lo": 0.19,
+        "c_baseline_hi": 0.21,
+        "n_sink_heads": 7.0 if reading == "sink_heads" else np.nan,
+        "sink_tau": 0.5,
+        "init_of": init_of,
+    }
+
+
+def test_table9_on_the_headline_every_replacement_and_reading_by_its_own_row(tmp_path):
+    bos = pd.DataFrame(
+        [
+            _bh("a", "mean", "residual_stream", 0.41),  # paper 40 %: reproduced
+            _bh("a", "mean", "causal_total", 0.0),  # differs
+            _bh("a", "mean", "sink_heads", 0.3, half=0.15),  # straddles the band's edge
+            _bh("a", "mean", "sink_heads", 0.9, window="early64"),  # not the smallest window
+            _bh("a", "all_gaussian", "causal_total", -0.28),  # "replace all": -28 %
+            _bh("a", "zeros", "causal_total", 0.1),  # no paper value
+            _bh("r", "mean", "causal_total", 0.4, init_of="a"),  # a twin
+            _bh("q", "mean", "causal_total", 0.4),  # token 0 varies
+        ]
+    )
+    p0 = pd.concat([_p0("a", 0.0), _p0("r", 0.0), _p0("q", 0.3, fixed=0)])
+    card = _card(tmp_path, bos_headline=bos, position0=p0)
+    lab = "Table 9, headline"
+    assert _one(card, f"{lab} (a, mean, residual_stream, early32)")["verdict"] == R
+    assert _one(card, f"{lab} (a, mean, causal_total, early32)")["verdict"] == D
+    sink = _one(card, f"{lab} (a, mean, sink_heads, early32)")
+    assert sink["verdict"] == I and "7 sink heads" in sink["measured"]
+    assert "sink heads only" in sink["note"] and sink["reading"] == "expected-map"
+    allr = _one(card, f"{lab} (a, all_gaussian, causal_total, early32)")
+    assert allr["verdict"] == R and allr["paper_value"] == "-28%"
+    assert _one(card, f"{lab} (a, zeros, causal_total, early32)")["verdict"] == S.MEASURED
+    assert _one(card, f"{lab} (r, mean, causal_total, early32)")["verdict"] == S.MEASURED
+    q = _one(card, f"{lab} (q, mean, causal_total, early32)")
+    assert q["verdict"] == S.NOT_APPLICABLE
+    assert not card["target"].str.contains("early64").any()
+    none = _one(_card(tmp_path, bos_headline=bos[bos.window == "late"]), lab)
+    assert none["verdict"] == S.NOT_RUN
+
+
+def test_claim6_on_the_headline_is_judged_by_size(tmp_path):
+    def row(model, d, half, init_of=""):
+        return {
+            "model": model,
+            "dataset": "d",
+            "variant": "causal",
+            "window": "all",
+            "target": "logit",
+            "reading": "expected-map",
+            "leakage": 0.02,
+            "leakage_lo": 0.01,
+            "leakage_hi": 0.03,
+            "position_free": False,
+            "linear_minus_saturated": d,
+            "linear_minus_saturated_lo": d - half,
+            "linear_minus_saturated_hi": d + half,
+            "init_of": init_of,
+        }
+
+    head = pd.DataFrame(
+        [
+            row("big", 0.03, 0.005),  # well above 0.01
+            row("small", 0.004, 0.002),  # positive, but below the size that matters
+            row("edge", 0.012, 0.005),  # straddles 0.01
+            row("twin", 0.03, 0.005, init_of="big"),
+        ]
+    )
+    card = _card(tmp_path, headline=head)
+    lab = "claim 6, headline"
+    assert _one(card, f"{lab} (big, d)")["verdict"] == R
+    assert _one(card, f"{lab} (small, d)")["verdict"] == D
+    assert _one(card, f"{lab} (edge, d)")["verdict"] == I
+    assert _one(card, f"{lab} (twin, d)")["verdict"] == S.MEASURED
+    old = head.drop(columns=[c for c in head if c.startswith("linear_minus")])
+    assert _one(_card(tmp_path, headline=old), lab)["verdict"] == S.NOT_RUN
+
+
+def test_claim4_scale_shift_as_a_paired_contrast(tmp_path):
+    def row(a, b, diff, half, init_b=""):
+        return {
+            "model": a,
+            "dataset": "d",
+            "model_b": b,
+            "condition": "rope",
+            "window": "all",
+            "target": "logattn",
+            "reading": "expected-map",
+            "share_causal_mask": 0.8,
+            "share_causal_mask_b": 0.8 + diff,
+            "difference": diff,
+            "difference_lo": diff - half,
+            "difference_hi": diff + half,
+            "paired": True,
+            "init_of": "",
+            "init_of_b": init_b,
+        }
+
+    sc = pd.DataFrame(
+        [
+            row("llama-3.2-1b", "llama-3.2-3b", -0.17, 0.03),  # paper -18 points: reproduced
+            row("llama-3.2-1b", "llama-3.1-8b", 0.05, 0.03),  # differs
+            row("llama-3.2-3b", "llama-3.1-8b", 0.0, 0.15),  # paper 0; too wide: inconclusive
+            row("llama-3.2-1b", "llama-3.2-3b-random", -0.2, 0.03, init_b="x"),
+            row("smollm2-135m", "llama-3.2-1b", 0.1, 0.03),  # no paper value for one of them
+        ]
+    )
+    sc.loc[3, "model_b"] = "meta-llama/Llama-3.2-3B"  # a twin named like the paper's model
+    card = _card(tmp_path, scale_contrast=sc)
+    lab = "claim 4, scale shift"
+    r = _one(card, f"{lab} (llama-3.2-3b - llama-3.2-1b, d)")
+    assert r["verdict"] == R and r["paper_value"].startswith("-18%")
+    assert _one(card, f"{lab} (llama-3.1-8b - llama-3.2-1b, d)")["verdict"] == D
+    assert _one(card, f"{lab} (llama-3.1-8b - llama-3.2-3b, d)")["verdict"] == I
+    twin = _one(card, f"{lab} (meta-llama/Llama-3.2-3B - llama-3.2-1b, d)")
+    assert twin["verdict"] == S.MEASURED
+    assert not card["target"].str.contains("smollm2").any()
+    one = _one(_card(tmp_path, scale_contrast=sc.iloc[[4]]), lab)
+    assert one["verdict"] == S.NOT_RUN and "Llama-3.2-1B" in one["note"]

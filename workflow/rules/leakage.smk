@@ -152,6 +152,16 @@ rule aggregate_leakage:
             caption="../report/paper2_controls.rst",
             category="Paper 2 — tables",
         ),
+        bos_headline=report(
+            "results/stats/paper2_bos_headline.csv",
+            caption="../report/paper2_bos_headline.rst",
+            category="Paper 2 — tables",
+        ),
+        scale_contrast=report(
+            "results/stats/paper2_scale_contrast.csv",
+            caption="../report/paper2_scale_contrast.rst",
+            category="Paper 2 — tables",
+        ),
         markdown=report(
             "results/stats/paper2_tables.md",
             caption="../report/paper2_tables.rst",

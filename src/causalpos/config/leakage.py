@@ -30,6 +30,8 @@ PAPER2_TABLE_NAMES = [
     "headline",
     "decomposition_headline",
     "controls",
+    "bos_headline",
+    "scale_contrast",
 ]
 
 

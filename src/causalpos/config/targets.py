@@ -32,6 +32,8 @@ class TargetsSection(Section):
                 "decomposition_headline",
                 "controls",
                 "observational_split",
+                "bos_headline",
+                "scale_contrast",
             ):
                 inputs[name] = f"results/stats/paper2_{name}.csv"
         return inputs

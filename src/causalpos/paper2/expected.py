@@ -270,6 +270,23 @@ def estimate(
     return out
 
 
+def pooled_subset(
+    grams: dict[str, np.ndarray], select: np.ndarray, counts: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The pooled ratio Σ N̂ / Σ D̂ over the maps ``select`` ((layer, head) bool) only, and its
+    replicates under the bootstrap ``counts`` (B, n): the headline of a subset of heads (e.g. the
+    sink heads), paired with every other reading drawn with the same counts."""
+    select = np.asarray(select, dtype=bool)
+    if not select.any():
+        return np.nan, np.full(len(counts), np.nan)
+    sub = {k: np.asarray(v)[select] for k, v in grams.items()}
+    n = sub["sst"].shape[-1]
+    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
+    u = u_statistics(sub, weights)
+    r = _ratio(u["num"].sum(-1), u["den"].sum(-1))
+    return float(r[0]), r[1:]
+
+
 def window_pairs(
     allowed: np.ndarray, window: str, pair_subsample: int | None = None, seed: int = 0
 ) -> np.ndarray:

@@ -20,6 +20,7 @@ effect of known size (:func:`planted_control`) and reads it back: the positive c
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -38,6 +39,21 @@ CONTROL_TOL = 0.01
 
 #: Columns of ``exp_planted``: the planted effect's exact share, then the estimate with its CI.
 PLANTED = ("planted", "estimate", "lo", "hi")
+
+#: ``exp_baseline``: the headline under the saturated and the linear-in-offset baseline (both
+#: with query effects) and their paired difference (claim 6: how much the linear baseline
+#: inflates the absolute part). Both share one denominator (the expected map's variance), so
+#: the difference is itself a share of that variance; a ratio to the saturated reading is not
+#: reported: it is unbounded where the saturated reading is ~0 (a purely relative map).
+BASELINES = ("saturated", "linear", "linear_minus_saturated")
+LINEAR_FIT = "linear+query"
+
+#: Readings of a BOS replacement's effect (Table 9) on the headline, 1 − C(replaced) / C(run):
+#: ``residual_stream`` the bidirectional pair's log-attention leakage (§3's C_res; a
+#: bidirectional pass keeps no attention sink); ``causal_total`` the causal pair's log-attention
+#: leakage (sinks kept); ``sink_heads`` the same pooled over the causal run's sink heads only
+#: (prompt-mean attention to key 0 ≥ ``sink_tau``).
+BOS_READINGS = ("residual_stream", "causal_total", "sink_heads")
 
 
 def position_free(variant: str, positional: str = "") -> bool:
@@ -116,6 +132,10 @@ def expected_block(
     n_flips: int = 2000,
     alpha: float = 0.05,
     seed: int = 0,
+    bos_pairs: Mapping[str, tuple[str, str, str]] | None = None,
+    linear_variants: Sequence[str] = ("causal",),
+    sink_tau: float = 0.5,
+    bos_target: str = "logattn",
 ) -> xr.Dataset:
     """The headline reading of every run (empty when a run lacks the expected-map statistics).
 
@@ -133,6 +153,14 @@ def expected_block(
     the paired differences between conditions; ``exp_position_free`` (variant) bool; ``exp_control`` (variant, exp_window,
     target): 1 passes, 0 fails the negative control, NaN not a position-free run; ``exp_planted``
     (variant, target, planted) the positive control on each position-free run (headline window).
+    ``exp_share_boot`` (exp_condition, exp_window, target, replicate) float32: the causal-mask
+    share's bootstrap replicates, for paired contrasts between models on the same prompts (attr
+    ``exp_counts_digest`` says which resampled prompts). ``exp_baseline`` (variant, target,
+    exp_fit, stat), for ``linear_variants``: :data:`BASELINES` on the headline window.
+    ``exp_bos_effect``, ``exp_bos_c``, ``exp_bos_c_baseline`` (bos_replacement, bos_reading,
+    exp_window, stat): Table 9 on the headline, :data:`BOS_READINGS`, for every BOS replacement
+    of ``bos_pairs`` (intervention -> (variant, baseline, target), as
+    :func:`causalpos.paper2.bos.wanted_bos`), on ``bos_target`` (log-attention: §3's unit).
     """
     wins = [str(w) for w in exp_windows(ps)]
     if not wins:
@@ -149,6 +177,9 @@ def expected_block(
     frac = np.full((nv, nw, nt, 3), np.nan)
     frac_p = np.full((nv, nw, nt, 3), np.nan)
     boots = {}
+    bos_runs, sink_sel = _bos_plan(ps, bos_pairs or {}, sink_tau)
+    sink_boots = {}
+    lin = np.full((nv, nt, len(BASELINES), 3), np.nan)
     needed = [
         "leak_offsum",
         "leak_key0sum",
@@ -172,6 +203,12 @@ def expected_block(
                     f = stats.fraction_significant(x, alpha)
                     arr[vi, wi, ti] = [f, *stats.wilson_ci(f, x.size, ps.level)]
                 boots[v, w, t] = (r["pooled"], r["pooled_boot"])
+                if t == bos_target and v in sink_sel:
+                    sink_boots[v, w] = X.pooled_subset(g, sink_sel[v], ps.counts)
+                if wi == 0 and v in linear_variants:
+                    gl, _ = X.store_grams(ds, window=w, target=t, fit=LINEAR_FIT)
+                    rl = X.estimate(gl, counts=ps.counts, level=ps.level, n_flips=0)
+                    lin[vi, ti] = _baseline_rows(ps, r, rl)
                 if wi == 0:  # the second reading, headline window (200 replicates)
                     g2, _ = X.store_grams(ds, window=w, target=t, landmark=False)
                     r2 = X.estimate(g2, counts=ps.counts[:200], level=ps.level, n_flips=0)
@@ -206,6 +243,7 @@ def expected_block(
             "exp_position_free": (("variant",), free),
             "exp_control": (("variant", "exp_window", "target"), control),
             "exp_planted": (("variant", "target", "planted"), plant),
+            "exp_baseline": (("variant", "target", "exp_fit", "stat"), lin),
         },
         coords={
             "variant": ps.variants,
@@ -215,14 +253,25 @@ def expected_block(
             "head": ps.heads,
             "stat": list(STAT),
             "planted": list(PLANTED),
+            "exp_fit": list(BASELINES),
         },
-        attrs={"exp_planted_size": planted, "exp_control_tol": CONTROL_TOL},
+        attrs={
+            "exp_planted_size": planted,
+            "exp_control_tol": CONTROL_TOL,
+            "exp_counts_digest": counts_digest(ps.counts),
+            "exp_linear_fit": LINEAR_FIT,
+        },
     )
+    if bos_runs:
+        bos = _bos_block(ps, bos_runs, wins, boots, sink_boots, sink_sel, sink_tau, bos_target)
+        out = out.merge(bos)
+        out.attrs.update(bos.attrs)
     conds = {c: pair for c, pair in conditions.items() if all(r in ps.runs for r in pair)}
     if conds:
         nc = len(conds)
         dec = np.full((nc, nw, nt, 5, 3), np.nan)
         diff = np.full((nc, nc, nw, nt, 5, 3), np.nan)
+        share_boot = np.full((nc, nw, nt, len(ps.counts)), np.nan, dtype=np.float32)
         for wi, w in enumerate(wins):
             for ti, t in enumerate(TARGETS):
                 parts = []
@@ -230,6 +279,7 @@ def expected_block(
                     (te, tb), (re, rb) = boots[cv, w, t], boots[bv, w, t]
                     est, bt = decompose(te, re), decompose(tb, rb)
                     parts.append((est, bt))
+                    share_boot[ci, wi, ti] = bt["share_causal_mask"]
                     for k, comp in enumerate(est):
                         dec[ci, wi, ti, k] = ps.ci(bt[comp], est[comp])
                 # paired: every run's replicates use the same resampled prompts
@@ -247,9 +297,98 @@ def expected_block(
             ("exp_condition", "exp_condition_ref", "exp_window", "target", "component", "stat"),
             diff,
         )
+        out["exp_share_boot"] = (("exp_condition", "exp_window", "target", "replicate"), share_boot)
         out = out.assign_coords(
             exp_condition=list(conds),
             exp_condition_ref=list(conds),
             component=list(decompose(np.ones(1), np.ones(1))),
         )
     return out
+
+
+def counts_digest(counts: np.ndarray) -> str:
+    """A short digest of bootstrap counts: two summaries with the same digest resampled the same
+    prompts, so their replicates pair."""
+    c = np.ascontiguousarray(np.asarray(counts, dtype=np.int64))
+    return hashlib.sha256(c.tobytes() + str(c.shape).encode()).hexdigest()[:16]
+
+
+def _baseline_rows(ps: PromptSet, sat: Mapping, lin: Mapping) -> np.ndarray:
+    """:data:`BASELINES` × (estimate, lo, hi) from the saturated and linear estimates (paired:
+    the same counts)."""
+    s0, l0 = float(sat["pooled"]), float(lin["pooled"])
+    sb, lb = np.asarray(sat["pooled_boot"]), np.asarray(lin["pooled_boot"])
+    return np.stack([ps.ci(sb, s0), ps.ci(lb, l0), ps.ci(lb - sb, l0 - s0)])
+
+
+def _bos_plan(
+    ps: PromptSet, bos_pairs: Mapping[str, tuple[str, str, str]], sink_tau: float
+) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[str, np.ndarray]]:
+    """(replacement, reading) -> (run, baseline run) for every BOS pair of ``ps``; and, for every
+    causal run of such a pair, its baseline's sink heads ((layer, head) bool: prompt-mean
+    attention to key 0 ≥ ``sink_tau``; none when the baseline stores no ``sink_attention``)."""
+    from causalpos.paper2.bos import bos_replacement
+
+    runs: dict[tuple[str, str], tuple[str, str]] = {}
+    sinks: dict[str, np.ndarray] = {}
+    for iv, bv, _target in bos_pairs.values():
+        if iv not in ps.runs or bv not in ps.runs:
+            continue
+        rep = bos_replacement(iv)
+        if not parse_variant(iv).causal and not parse_variant(bv).causal:
+            runs[rep, "residual_stream"] = (iv, bv)
+        elif parse_variant(iv).causal and parse_variant(bv).causal:
+            runs[rep, "causal_total"] = (iv, bv)
+            runs[rep, "sink_heads"] = (iv, bv)
+            if "sink_attention" in ps.runs[bv]:
+                att = ps.runs[bv]["sink_attention"].mean("sequence").transpose("layer", "head")
+                sel = np.asarray(att.values) >= sink_tau
+                sinks[iv] = sinks[bv] = sel
+    return runs, sinks
+
+
+def _bos_block(
+    ps: PromptSet,
+    runs: Mapping[tuple[str, str], tuple[str, str]],
+    wins: Sequence[str],
+    boots: Mapping,
+    sink_boots: Mapping,
+    sink_sel: Mapping[str, np.ndarray],
+    sink_tau: float,
+    target: str = "logattn",
+) -> xr.Dataset:
+    """Table 9 on the headline (:data:`BOS_READINGS`), replicates paired through the counts."""
+    reps = sorted({rep for rep, _ in runs})
+    shape = (len(reps), len(BOS_READINGS), len(wins), 3)
+    eff, c_int, c_base = (np.full(shape, np.nan) for _ in range(3))
+    n_sink = np.zeros(len(reps))
+    for (rep, reading), (iv, bv) in runs.items():
+        a, k = reps.index(rep), BOS_READINGS.index(reading)
+        for wi, w in enumerate(wins):
+            if reading == "sink_heads":
+                if (iv, w) not in sink_boots or (bv, w) not in sink_boots:
+                    continue
+                (ie, ib), (be, bb) = sink_boots[iv, w], sink_boots[bv, w]
+                n_sink[a] = int(sink_sel[bv].sum())
+            else:
+                (ie, ib), (be, bb) = boots[iv, w, target], boots[bv, w, target]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
+            c_int[a, k, wi] = ps.ci(ib, ie)
+            c_base[a, k, wi] = ps.ci(bb, be)
+    dims = ("bos_replacement", "bos_reading", "exp_window", "stat")
+    return xr.Dataset(
+        {
+            "exp_bos_effect": (dims, eff),
+            "exp_bos_c": (dims, c_int),
+            "exp_bos_c_baseline": (dims, c_base),
+            "exp_bos_sink_heads": (("bos_replacement",), n_sink),
+        },
+        coords={
+            "bos_replacement": reps,
+            "bos_reading": list(BOS_READINGS),
+            "exp_window": list(wins),
+            "stat": list(STAT),
+        },
+        attrs={"exp_bos_sink_tau": sink_tau, "exp_bos_target": target},
+    )

@@ -78,6 +78,41 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                 }
             ),
         )
+    bos = tabs.get("bos_headline", pd.DataFrame())
+    if not bos.empty:
+        section(
+            "Headline (expected-map reading): BOS replacement (Table 9), 1 − C(replaced)/C(run)",
+            pd.DataFrame(
+                {
+                    "model": bos["model"],
+                    "dataset": bos["dataset"],
+                    "replacement": bos["replacement"],
+                    "reading": bos["bos_reading"],
+                    "window": bos["window"],
+                    "effect": [_ci_cell(r, "effect", True) for _, r in bos.iterrows()],
+                    "C(replaced)": [_ci_cell(r, "c") for _, r in bos.iterrows()],
+                    "C(run)": [_ci_cell(r, "c_baseline") for _, r in bos.iterrows()],
+                }
+            ),
+        )
+    sc = tabs.get("scale_contrast", pd.DataFrame())
+    if not sc.empty:
+        d = sc[(sc["target"] == "logattn") & (sc["window"] == sc["window"].iloc[0])]
+        section(
+            "Headline (expected-map reading): causal-mask share, model B minus model A (paired)",
+            pd.DataFrame(
+                {
+                    "dataset": d["dataset"],
+                    "model A": d["model"],
+                    "model B": d["model_b"],
+                    "condition": d["condition"],
+                    "window": d["window"],
+                    "share A": d["share_causal_mask"].map(lambda x: f"{x:.0%}"),
+                    "share B": d["share_causal_mask_b"].map(lambda x: f"{x:.0%}"),
+                    "B − A": [_ci_cell(r, "difference", True) for _, r in d.iterrows()],
+                }
+            ),
+        )
     ctl = tabs.get("controls", pd.DataFrame())
     if not ctl.empty:
         section(

@@ -463,6 +463,7 @@ def leakage_summary(
             n_flips=n_flips,
             alpha=alpha,
             seed=seed,
+            bos_pairs=bos_pairs,
         ),
     ]
     out = xr.merge(blocks, join="exact", combine_attrs="drop")

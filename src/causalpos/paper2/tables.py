@@ -55,6 +55,12 @@ PAPER2_TABLES: dict[str, str] = {
     "controls": "negative controls (every position-free run: headline and per-prompt reading, "
     "passed or failed) and positive controls (a planted query effect of known share, recovered "
     "or not)",
+    "bos_headline": "Table 9 on the headline reading: every BOS replacement's effect "
+    "1 - C(replaced)/C(run) on the residual-stream component (bidirectional), the causal total "
+    "and the causal run's sink heads (log-attention), per window, with paired CIs",
+    "scale_contrast": "the headline causal-mask share of one model minus another's on the same "
+    "prompts (claim 4's scale shift), paired through the shared bootstrap, per condition, window "
+    "and target",
 }
 
 #: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
@@ -304,7 +310,110 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     ctl = summary["exp_control"].to_dataframe().reset_index()
     ctl["control"] = ctl["exp_control"].map({1.0: "passed", 0.0: "failed"}).fillna("")
     df = df.merge(ctl[idx + ["control"]], on=idx)
+    if "exp_baseline" in summary:  # claim 6 on the headline window: linear minus saturated
+        lin = summary["exp_baseline"].sel(exp_fit="linear_minus_saturated")
+        lin = cols(lin.drop_vars("exp_fit"), "linear_minus_saturated")
+        df = df.merge(lin, on=["variant", "target"], how="left")
+        lin_cols = [c for c in df.columns if c.startswith("linear_minus_saturated")]
+        df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), lin_cols] = np.nan
     return df.rename(columns={"exp_window": "window"})
+
+
+def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """Table 9 on the headline: a row per (replacement, reading, window) that was run."""
+    if "exp_bos_effect" not in summary:
+        return pd.DataFrame()
+    idx = ["bos_replacement", "bos_reading", "exp_window"]
+    out = None
+    for var, name in (
+        ("exp_bos_effect", "effect"),
+        ("exp_bos_c", "c"),
+        ("exp_bos_c_baseline", "c_baseline"),
+    ):
+        d = summary[var].to_dataset(dim="stat").to_dataframe().reset_index()
+        d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
+        d = d[idx + [name, f"{name}_lo", f"{name}_hi"]]
+        out = d if out is None else out.merge(d, on=idx)
+    out = out[np.isfinite(out["c_baseline"])].copy()
+    out.insert(3, "reading", EXPECTED_MAP)
+    out.insert(4, "target", str(summary.attrs.get("exp_bos_target", "logattn")))
+    sinks = summary["exp_bos_sink_heads"].to_series()
+    out["n_sink_heads"] = np.where(
+        out["bos_reading"] == "sink_heads", out["bos_replacement"].map(sinks), np.nan
+    )
+    out["sink_tau"] = summary.attrs.get("exp_bos_sink_tau", np.nan)
+    return out.rename(
+        columns={"bos_replacement": "replacement", "exp_window": "window"}
+    ).reset_index(drop=True)
+
+
+def scale_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.DataFrame:
+    """Claim 4's scale shift as paired contrasts: for every dataset and every two models whose
+    summaries resampled the same prompts (``exp_counts_digest``), the headline causal-mask share
+    of the second minus the first, per condition, window and target, with the percentile CI of
+    the paired replicates' differences."""
+    by_data: dict[str, list[tuple[str, xr.Dataset]]] = {}
+    for (model, dataset), s in summaries.items():
+        if "exp_share_boot" in s:
+            by_data.setdefault(dataset, []).append((model, s))
+    rows = []
+    for dataset, runs in by_data.items():
+        for a in range(len(runs)):
+            for b in range(a + 1, len(runs)):
+                (ma, sa), (mb, sb) = runs[a], runs[b]
+                if sa.attrs.get("exp_counts_digest") != sb.attrs.get("exp_counts_digest"):
+                    continue  # different resampled prompts: the replicates do not pair
+                level = float(sa.attrs.get("level", 0.95))
+                q = [(1 - level) / 2, (1 + level) / 2]
+                for cond in sorted(
+                    set(sa["exp_condition"].values) & set(sb["exp_condition"].values)
+                ):
+                    for w in sa["exp_window"].values:
+                        if w not in sb["exp_window"].values:
+                            continue
+                        for t in sa["target"].values:
+                            sel = dict(exp_condition=cond, exp_window=w, target=t)
+                            dec = dict(sel, component="share_causal_mask", stat="estimate")
+                            ea = float(sa["exp_decomposition"].sel(**dec))
+                            eb = float(sb["exp_decomposition"].sel(**dec))
+                            d = sb["exp_share_boot"].sel(**sel).values.astype(np.float64)
+                            d = d - sa["exp_share_boot"].sel(**sel).values
+                            d = d[np.isfinite(d)]
+                            lo, hi = np.quantile(d, q) if d.size else (np.nan, np.nan)
+                            rows.append(
+                                {
+                                    "dataset": dataset,
+                                    "model": ma,
+                                    "model_b": mb,
+                                    "condition": str(cond),
+                                    "window": str(w),
+                                    "target": str(t),
+                                    "reading": EXPECTED_MAP,
+                                    "share_causal_mask": ea,
+                                    "share_causal_mask_b": eb,
+                                    "difference": eb - ea,
+                                    "difference_lo": lo,
+                                    "difference_hi": hi,
+                                    "paired": True,
+                                    "init_of": str(sa.attrs.get("init_of", "")),
+                                    "init_of_b": str(sb.attrs.get("init_of", "")),
+                                }
+                            )
+    cols = ["model", "dataset", "model_b", "condition", "window", "target", "reading"]
+    return pd.DataFrame(
+        rows,
+        columns=cols
+        + [
+            "share_causal_mask",
+            "share_causal_mask_b",
+            "difference",
+            "difference_lo",
+            "difference_hi",
+            "paired",
+            "init_of",
+            "init_of_b",
+        ],
+    )
 
 
 def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
@@ -497,6 +606,9 @@ def paper2_tables(
         if "exp_decomposition" in s:
             dec = _headline_decomposition(s)
             add("decomposition_headline", dec, model, dataset, {**_model_columns(s), **p0})
+        bos_h = bos_headline_frame(s)
+        if not bos_h.empty:
+            add("bos_headline", bos_h, model, dataset, {**_model_columns(s), **p0})
     for (model, dataset), p0 in (position0 or {}).items():
         df, probe = _position0_frames(p0)
         add("position0", df, model, dataset)
@@ -507,6 +619,7 @@ def paper2_tables(
         )
         for name, dfs in parts.items()
     }
+    out["scale_contrast"] = scale_contrast_frame(summaries)
     out["position0_probes"] = (
         pd.DataFrame(probes) if probes else pd.DataFrame(columns=["model", "dataset"])
     )

@@ -169,6 +169,10 @@ FAMILIES: tuple[Family, ...] = (
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
     Family(
+        paper2_headline.claim4_scale_rows,
+        Input("scale_contrast", "model model_b dataset condition window target difference"),
+    ),
+    Family(
         paper2_headline.claim2_rows,
         Input(
             "decomposition_headline",
@@ -191,6 +195,11 @@ FAMILIES: tuple[Family, ...] = (
         reading=PER_PROMPT,
         scored=False,
     ),
+    Family(
+        paper2_position0.bos_headline_rows,
+        Input("bos_headline", "model dataset replacement bos_reading window effect effect_lo"),
+        Input("position0", _P0),
+    ),
     Family(paper2_position0.position0_rows, Input("position0", _P0), reading=POSITION0),
     Family(
         paper2.claim3_rows,
@@ -205,6 +214,10 @@ FAMILIES: tuple[Family, ...] = (
             "decomposition_headline",
             "model dataset condition window target residual residual_lo residual_hi",
         ),
+    ),
+    Family(
+        paper2_headline.claim6_rows,
+        Input("headline", "model dataset variant window target leakage linear_minus_saturated"),
     ),
     Family(
         paper2.claim6_rows,

@@ -128,6 +128,73 @@ def bos_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapping) -> l
     return rows
 
 
+#: How each reading of Table 9 on the headline is read, for the rows' notes.
+BOS_READING_NOTES = {
+    "residual_stream": "bidirectional runs (§3's C_res); a bidirectional pass keeps no sink",
+    "causal_total": "causal runs, all heads: the sinks kept",
+    "sink_heads": "causal runs, the causal run's sink heads only (attention to key 0 >= {tau})",
+}
+
+
+def bos_headline_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Table 9 on the headline: every replacement (``replace all`` included) against the
+    paper's value by its own row, at the smallest early-query window, in each reading
+    (residual-stream component, causal total, sink heads); not applicable where token 0 varies;
+    twins measured."""
+    src = SOURCES["bos_headline"]
+    t = T["table9_headline"]
+    pv = "; ".join(f"{k}: {v:+.0%}" for k, v in t["values"].items())
+    if bos is None:
+        why = (
+            "no headline BOS effect: the config replaces no BOS, or the headline's windows "
+            "(leakage.reducer.expected_stats) hold none of the runs"
+        )
+        return [not_run(t, t["label"], src, why, paper_value=pv)]
+    early = bos[bos["window"].astype(str).str.startswith("early")].copy()
+    if early.empty:
+        why = "no early-query window among the headline's (add early<N> to expected_stats)"
+        return [not_run(t, t["label"], src, why, paper_value=pv)]
+    early["_size"] = early["window"].map(_window_size)
+    early = early[early["_size"] == early.groupby(["model", "dataset"])["_size"].transform("min")]
+    fixed = _token0_fixed(p0)
+    m = float(t["margin"])
+    rows = []
+    for r, twin in zip(early.itertuples(), text_column(early, "init_of")):
+        target = f"{t['label']} ({r.model}, {r.replacement}, {r.bos_reading}, {r.window})"
+        measured = (
+            f"{fmt_ci(r.effect, r.effect_lo, r.effect_hi, 2)}; C {fmt_ci(r.c, r.c_lo, r.c_hi)} vs "
+            f"{fmt_ci(r.c_baseline, r.c_baseline_lo, r.c_baseline_hi)}"
+        )
+        how = BOS_READING_NOTES.get(r.bos_reading, r.bos_reading).format(
+            tau=fmt(getattr(r, "sink_tau", np.nan), 2)
+        )
+        if r.bos_reading == "sink_heads":
+            measured += f"; {fmt(r.n_sink_heads)} sink heads"
+        value = t["values"].get(r.replacement)
+        if value is None:
+            rows.append(
+                measured_row(
+                    t,
+                    target,
+                    measured,
+                    src,
+                    f"{how}; the paper reports no value for this replacement",
+                )
+            )
+            continue
+        if twin:
+            rows.append(measured_row(t, target, measured, src, f"{how}; init weights of {twin}"))
+            continue
+        kw = dict(paper_value=f"{value:+.0%}", falsified_if=equivalence_band(t, value))
+        if fixed.get((r.model, r.dataset)) is False:
+            why = f"{how}; token 0 varies across prompts: there is no fixed BOS to replace"
+            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why, **kw))
+            continue
+        verdict = equivalent((r.effect_lo, r.effect_hi), float(value), m)
+        rows.append(target_row(t, target, measured, verdict, src, note=how, **kw))
+    return rows
+
+
 def position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 7: with a fixed token 0 the position-0 residual stream is identical across prompts
     (max cross-prompt std over layers, causal run)."""

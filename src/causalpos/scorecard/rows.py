@@ -51,6 +51,8 @@ SOURCES = {
     "headline": "results/stats/paper2_headline.csv",
     "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
     "controls": "results/stats/paper2_controls.csv",
+    "bos_headline": "results/stats/paper2_bos_headline.csv",
+    "scale_contrast": "results/stats/paper2_scale_contrast.csv",
     "observational_split": "results/stats/paper2_observational_split.csv",
 }
 
