@@ -250,7 +250,7 @@ def test_nope_model_loaded_with_rope_is_refused(tokens):
 def test_gram_store_merges_both(tokens):
     model = _model("nope")
     ds = G.gram_store(model, tokens, batch_size=5, attrs={"model": "tiny"})
-    assert set(ds.data_vars) == {"gram", "score", "score_head"}
+    assert set(ds.data_vars) == {"gram", "nearby", "score", "score_head"}
     assert ds.attrs["model"] == "tiny" and ds.attrs["n_samples"] == N
     np.testing.assert_allclose(
         ds["gram"].sel(panel="b").values, ds["score"].values[0], rtol=1e-6, equal_nan=True
@@ -280,3 +280,39 @@ def test_gram_stage_reads_a_configured_datasets_store_like_it_samples_one(tmp_pa
     assert np.array_equal(from_store["tokens"].values, sampled["tokens"].values)
     xr.testing.assert_identical(from_store.drop_attrs(), sampled.drop_attrs())
     assert from_store.attrs["corpus"] == sampled.attrs["corpus"]
+
+
+def test_nearby_index_control_planted_and_independent():
+    """Fig. 3 (f)/(i)'s index: 1 on rows rising linearly toward the diagonal, ≈ 0 on maps that do
+    not depend on the key (negative control), equal to an independent per-row np.corrcoef, and
+    blind to the sink key 0, the diagonal and masked cells."""
+    T = 12
+    i, j = np.indices((T, T))
+    rising = np.where(j <= i, 2.0 * j + 5.0, np.nan)
+    rising[:, 0] = 100.0  # the sink column: left out
+    rising[np.arange(T), np.arange(T)] = -50.0  # the diagonal: left out
+    assert G.nearby_index(rising) == pytest.approx(1.0)
+    assert G.nearby_index(-rising) == pytest.approx(-1.0)
+    rng = np.random.default_rng(0)
+    flat = rng.normal(size=(400, T, T))  # no dependence on j
+    per = G.nearby_index(flat)
+    assert per.shape == (400,) and abs(per.mean()) < 3 * per.std() / np.sqrt(400)
+    m = rng.normal(size=(T, T)) + 0.3 * j
+    m[np.triu_indices(T, 1)] = -np.inf  # masked cells as the score panels hold them
+    want = np.mean([np.corrcoef(np.arange(1, r), m[r, 1:r])[0, 1] for r in range(3, T)])
+    assert G.nearby_index(m) == pytest.approx(want, rel=1e-12)
+
+
+def test_gram_store_keeps_the_nearby_index_per_sample(tokens):
+    model = _model("nope")
+    ds = G.compute_gram_panels(model, tokens, batch_size=3)
+    assert ds["nearby"].dims == ("nearby_panel", "sample") and ds.sizes["sample"] == N
+    # panel (i) per sample equals the index of that sample's own head-mean layer-2 scores
+    tr = G.trace_layer1(model, _hidden(model, tokens[:1])[0])
+    want = G.nearby_index(tr.scores2.double().mean(1).numpy())[0]
+    assert float(ds["nearby"].sel(nearby_panel="i")[0]) == pytest.approx(want, rel=1e-9)
+    df = G.nearby_table({"m": ds}, n_boot=200)
+    row = df[df.panel == "i"].iloc[0]
+    assert row["nearby"] == pytest.approx(float(ds["nearby"].sel(nearby_panel="i").mean()))
+    assert row["nearby_lo"] <= row["nearby"] <= row["nearby_hi"] and row["rope_identity"]
+    assert G.nearby_table({"old": ds.drop_vars("nearby")}).empty

@@ -1431,3 +1431,31 @@ def test_claim4_scale_shift_as_a_paired_contrast(tmp_path):
     assert not card["target"].str.contains("smollm2").any()
     one = _one(_card(tmp_path, scale_contrast=sc.iloc[[4]]), lab)
     assert one["verdict"] == S.NOT_RUN and "Llama-3.2-1B" in one["note"]
+
+
+def test_fig3_nearby_rows(tmp_path):
+    def row(model, panel, x, half, nope=True):
+        return {
+            "model": model,
+            "panel": panel,
+            "nearby": x,
+            "nearby_lo": x - half,
+            "nearby_hi": x + half,
+            "n_samples": 60,
+            "rope_identity": nope,
+        }
+
+    g = pd.DataFrame(
+        [
+            row("nope", "f", 0.3, 0.05),
+            row("nope", "i", -0.2, 0.05),
+            row("flat", "i", 0.01, 0.05),
+            row("rope", "i", 0.5, 0.05, nope=False),
+        ]
+    )
+    card = _card(tmp_path, gram_nearby=g)
+    assert _one(card, "Fig. 3 (f)/(i) (nope, panel f)")["verdict"] == R
+    assert _one(card, "Fig. 3 (f)/(i) (nope, panel i)")["verdict"] == D
+    assert _one(card, "Fig. 3 (f)/(i) (flat, panel i)")["verdict"] == I
+    assert _one(card, "Fig. 3 (f)/(i) (rope, panel i)")["verdict"] == S.MEASURED
+    assert _one(_card(tmp_path), "Fig. 3 (f)/(i)")["verdict"] == S.NOT_RUN

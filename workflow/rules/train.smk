@@ -90,6 +90,31 @@ rule gram_panels:
         "../scripts/gram_panels.py"
 
 
+rule gram_table:
+    input:
+        stores=expand("results/gram/{model}.zarr", model=CFG.gram_models()),
+    output:
+        report(
+            "results/stats/gram_nearby.csv",
+            caption="../report/gram_nearby.rst",
+            category="Models trained here",
+        ),
+    log:
+        "logs/gram_table/gram_table.log",
+    conda:
+        ENV_MODELS
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        models=CFG.gram_models(),
+        seed=config["seed"],
+        code=code_fingerprint("gram_table"),
+    script:
+        "../scripts/gram_table.py"
+
+
 rule length_generalization:
     input:
         trained_models,

@@ -20,6 +20,8 @@ class TargetsSection(Section):
             inputs["llm_index"] = "results/stats/llm_index.csv"
         if self.compare_targets():
             inputs["train_comparison"] = "results/stats/train_comparison.csv"
+        if self.gram_models():
+            inputs["gram_nearby"] = "results/stats/gram_nearby.csv"
         if self.leakage_targets():
             for name in (
                 "bos_effects",

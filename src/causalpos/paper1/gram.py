@@ -261,6 +261,36 @@ def _gram(z: torch.Tensor) -> torch.Tensor:
     return (z @ z.transpose(-1, -2)).double().sum(0)
 
 
+#: Panels whose "nearby keys score higher" index is kept per sample (Fig. 3 (f) and (i)).
+NEARBY_PANELS = ("f", "i")
+
+
+def nearby_index(maps) -> np.ndarray:
+    """Fig. 3 (f)/(i) "nearby keys score higher", per map: the mean over query rows i ≥ 3 of the
+    Pearson correlation between the key index j and Z(i, j) over keys 1 ≤ j < i (the sink key 0
+    and the diagonal left out; masked / non-finite cells skipped). ``maps`` (..., T, T) ->
+    (...) in [−1, 1]: 1 when every row increases linearly toward the diagonal, ≈ 0 when a row
+    does not depend on j (NaN where no row has two finite keys of different value)."""
+    z = np.asarray(maps, dtype=np.float64)
+    T = z.shape[-1]
+    i, j = np.indices((T, T))
+    keep = (j >= 1) & (j < i) & (i >= 3)
+    ok = keep & np.isfinite(z)
+    w = ok.astype(np.float64)
+    zz = np.where(ok, z, 0.0)
+    jj = np.broadcast_to(j.astype(np.float64), z.shape)
+    n = w.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mj = (w * jj).sum(-1) / n
+        mz = zz.sum(-1) / n
+        dj = np.where(ok, jj - mj[..., None], 0.0)
+        dz = np.where(ok, zz - mz[..., None], 0.0)
+        r = (dj * dz).sum(-1) / np.sqrt((dj * dj).sum(-1) * (dz * dz).sum(-1))
+    r = np.where(n >= 2, r, np.nan)
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(np.where(np.isfinite(r), r, np.nan), axis=-1)
+
+
 def _as_tokens(tokens) -> torch.Tensor:
     t = torch.as_tensor(np.asarray(tokens) if not isinstance(tokens, torch.Tensor) else tokens)
     if t.dtype not in (torch.int64, torch.int32):
@@ -281,7 +311,8 @@ def compute_gram_panels(
 
     Returns ``xr.Dataset`` with ``gram (panel, query, key)`` float32, coords ``panel`` (a..i),
     ``title (panel)``, ``description (panel)``, ``query``, ``key``; attrs ``n_samples``,
-    ``seq_len``, ``rope_identity``, ``x1_max_rel_error`` (the check), ``bos``, ``dtype``.
+    ``seq_len``, ``rope_identity``, ``x1_max_rel_error`` (the check), ``bos``, ``dtype``; and
+    ``nearby (nearby_panel, sample)``: :func:`nearby_index` of panels (f) and (i) per sample.
 
     With ``check`` (default) raises ``AssertionError`` when the recomputed X(1) differs from
     ``hidden_states[1]`` by more than :func:`x1_tolerance` of its magnitude.
@@ -293,6 +324,7 @@ def compute_gram_panels(
     sums = torch.zeros(len(PANELS), t, t, dtype=torch.float64)
     worst = 0.0
     heads = (1, 1)
+    nearby = []
     for chunk in _batches(tokens, batch_size):
         hs = _forward_hidden(model, chunk)
         tr = trace_layer1(model, hs[0])
@@ -322,6 +354,9 @@ def compute_gram_panels(
         grams[8] = torch.nan_to_num(tr.scores2, neginf=0.0).double().sum((0, 1))
         for i, gsum in enumerate(grams):
             sums[i] += gsum.cpu()
+        f_maps = (tr.ln_o @ tr.ln_o.transpose(-1, -2)).double().cpu().numpy()
+        i_maps = tr.scores2.double().mean(1).cpu().numpy()  # head mean; masked cells -inf
+        nearby.append(np.stack([nearby_index(f_maps), nearby_index(i_maps)], 0))
     counts = torch.full((len(PANELS), 1, 1), float(n), dtype=torch.float64)
     counts[1] *= heads[0]
     counts[8] *= heads[1]
@@ -332,8 +367,12 @@ def compute_gram_panels(
     for p, layer in ((1, 0), (8, 1)):
         mean[p][~allowed_mask(t, _layer_window(cfg, layer)).numpy()] = np.nan
     ds = xr.Dataset(
-        {"gram": (("panel", "query", "key"), mean.astype(np.float32))},
+        {
+            "gram": (("panel", "query", "key"), mean.astype(np.float32)),
+            "nearby": (("nearby_panel", "sample"), np.concatenate(nearby, axis=1)),
+        },
         coords={
+            "nearby_panel": list(NEARBY_PANELS),
             "panel": [p[0] for p in PANELS],
             "title": ("panel", [p[1] for p in PANELS]),
             "description": ("panel", [p[2] for p in PANELS]),
@@ -420,3 +459,38 @@ def gram_store(
     ds = xr.merge([panels, scores], combine_attrs="override")
     ds.attrs = {**scores.attrs, **panels.attrs, **(attrs or {})}
     return ds
+
+
+def nearby_table(stores, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95):
+    """Fig. 3 (f)/(i) per model: the sample mean of :func:`nearby_index` with a percentile
+    bootstrap CI over samples. ``stores``: model -> Gram store (:func:`gram_store`); stores made
+    without ``nearby`` get no row. Returns a DataFrame (model, panel, nearby, nearby_lo,
+    nearby_hi, n_samples, rope_identity)."""
+    import pandas as pd
+
+    rows = []
+    rng = np.random.default_rng(seed)
+    for model, ds in stores.items():
+        if "nearby" not in ds:
+            continue
+        for panel in ds["nearby_panel"].values:
+            x = ds["nearby"].sel(nearby_panel=panel).values.astype(np.float64)
+            x = x[np.isfinite(x)]
+            if x.size == 0:
+                continue
+            idx = rng.integers(0, x.size, (n_boot, x.size))
+            boot = x[idx].mean(1)
+            lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+            rows.append(
+                {
+                    "model": model,
+                    "panel": str(panel),
+                    "nearby": float(x.mean()),
+                    "nearby_lo": float(lo),
+                    "nearby_hi": float(hi),
+                    "n_samples": int(x.size),
+                    "rope_identity": bool(ds.attrs.get("rope_identity", False)),
+                }
+            )
+    cols = ["model", "panel", "nearby", "nearby_lo", "nearby_hi", "n_samples", "rope_identity"]
+    return pd.DataFrame(rows, columns=cols)

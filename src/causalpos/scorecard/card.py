@@ -143,6 +143,10 @@ FAMILIES: tuple[Family, ...] = (
         reading=INDEX,
     ),
     Family(
+        paper1.nearby_rows,
+        Input("gram_nearby", "model panel nearby nearby_lo nearby_hi n_samples rope_identity"),
+    ),
+    Family(
         paper1.trained_share_rows,
         Input(
             "train_comparison",

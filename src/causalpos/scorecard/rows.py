@@ -42,6 +42,7 @@ SOURCES = {
     "sim_index": "results/stats/simulation_index.csv",
     "llm_index": "results/stats/llm_index.csv",
     "train_comparison": "results/stats/train_comparison.csv",
+    "gram_nearby": "results/stats/gram_nearby.csv",
     "bos_effects": "results/stats/paper2_bos_effects.csv",
     "position0": "results/stats/paper2_position0.csv",
     "position0_probes": "results/stats/paper2_position0_probes.csv",

@@ -1,0 +1,17 @@
+"""Snakemake entry point of rule ``gram_table``: Fig. 3 (f)/(i)'s nearby-keys index of every
+Gram store, with CIs, as one table."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
+
+from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.stages.gram import gram_table  # noqa: E402
+
+with logged(snakemake.log[0], snakemake.threads):
+    gram_table(
+        dict(zip(snakemake.params.models, snakemake.input.stores)),
+        snakemake.output[0],
+        seed=snakemake.params.seed,
+    )
