@@ -349,9 +349,11 @@ def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
 
 def scale_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.DataFrame:
     """Claim 4's scale shift as paired contrasts: for every dataset and every two models whose
-    summaries resampled the same prompts (``exp_counts_digest``), the headline causal-mask share
-    of the second minus the first, per condition, window and target, with the percentile CI of
-    the paired replicates' differences."""
+    summaries resampled the same prompt indices (``exp_counts_digest``), the headline causal-mask
+    share of the second minus the first, per condition, window and target, with the percentile
+    CI of the replicates' differences. Models sharing a tokenizer read the same token sequences
+    (a paired difference); across tokenizers the prompts were drawn per tokenizer, independently,
+    and the same draws give the CI of independent samples."""
     by_data: dict[str, list[tuple[str, xr.Dataset]]] = {}
     for (model, dataset), s in summaries.items():
         if "exp_share_boot" in s:
