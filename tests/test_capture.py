@@ -242,6 +242,30 @@ def test_bidirectional_removes_the_causal_mask(arch):
     assert getattr(model.config, "is_causal", True) is True  # restored after the session
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_layer_bidirectional_is_the_causal_pass_read_without_each_layers_mask(arch):
+    """Layer-local ablation: the forward pass (hence the output and every layer's input) is the
+    causal one; each layer's maps are its full QKᵀ. Layer 0 reads the embeddings, the same in
+    every run, so its maps equal the bidirectional run's exactly; above it they equal the causal
+    run's on every allowed cell and differ from the bidirectional run's."""
+    model, _ = tiny_pair(arch)
+    ids = _ids(model.config.vocab_size)
+    local, out_local = _capture(model, ids, "layer_bidirectional")
+    causal, out_causal = _capture(model, ids)
+    whole, out_whole = _capture(model, ids, "bidirectional")
+    torch.testing.assert_close(out_local, out_causal, rtol=0, atol=0)
+    assert (out_local - out_whole).abs().max() > 1e-4
+    for layer, kind in enumerate(_layer_types(model)):
+        s_loc, s_cau = local.scores(layer), causal.scores(layer)
+        assert not torch.isnan(s_loc).any(), f"{arch} layer {layer}: a cell is masked"
+        allowed = ~torch.isnan(s_cau)
+        torch.testing.assert_close(s_loc[allowed], s_cau[allowed], rtol=0, atol=0)
+        if layer == 0 and kind == "full_attention":
+            torch.testing.assert_close(s_loc, whole.scores(0), rtol=1e-6, atol=1e-6)
+    top = len(_layer_types(model)) - 1
+    assert (local.scores(top) - whole.scores(top)).nan_to_num(0).abs().max() > 1e-4
+
+
 def test_identity_rope_is_exactly_no_rotation():
     model, _ = tiny_pair("llama")
     ids = _ids()
@@ -454,11 +478,18 @@ def test_compositions_parse_into_mask_rotary_and_position0():
         with pytest.raises(ValueError, match=message):
             parse_variant(bad)
     names = variant_names()
-    assert names[: len(VARIANTS)] == list(VARIANTS) and len(names) == len(set(names)) == 42
+    assert names[: len(VARIANTS)] == list(VARIANTS) and len(names) == len(set(names)) == 63
     assert [parse_variant(n).name for n in names] == names
-    # every (rotary, position 0, mask) combination exactly once
-    combos = {(v.causal, v.rope, v.bos_replace, v.per_prompt) for v in map(parse_variant, names)}
-    assert len(combos) == 42
+    # every (rotary, position 0, mask) combination exactly once: 3 x 7 x 3
+    combos = {
+        (v.causal, v.unmasked_scores, v.rope, v.bos_replace, v.per_prompt)
+        for v in map(parse_variant, names)
+    }
+    assert len(combos) == 63
+    v = parse_variant("identity_rope+layer_bidirectional")
+    assert v.causal and v.unmasked_scores and v.rope == "identity"
+    with pytest.raises(ValueError, match="conflicts.*mask"):
+        parse_variant("layer_bidirectional+bidirectional")
 
 
 def test_capture_outside_session_is_an_error():

@@ -367,3 +367,32 @@ def test_scale_contrast_and_bos_headline_tables(runs):
     assert ab["difference_lo"] <= ab["difference"] <= ab["difference_hi"]
     assert ab["difference_lo"] > 0  # removing the residual component raises the mask's share
     assert tabs["bos_headline"].empty  # these runs replace no BOS
+
+
+def test_layer_local_vs_whole_forward_ablation_on_the_headline(runs):
+    """Eq. 5's additivity: a layer-local run identical to the whole-forward one reads 0 exactly
+    (negative control); one that keeps all of the causal run's position reads the difference of
+    the two runs' own headlines (identity), resolved above 0."""
+    kw = dict(n_boot=300, n_perm=0, bos_windows=("late",), n_flips=0)
+    same = S.leakage_summary(dict(runs, layer_bidirectional=runs["bidirectional"]), **kw)
+    d = same["exp_ablation"].sel(exp_window="all", target="logit", ablation="local_minus_whole")
+    np.testing.assert_array_equal(d.values, [0.0, 0.0, 0.0])
+    causal = runs["causal"]
+    leaky = S.leakage_summary(dict(runs, layer_bidirectional=causal), **kw)
+    ab = leaky["exp_ablation"].sel(exp_window="all", target="logit")
+    m = leaky["exp_model"].sel(exp_window="all", target="logit", stat="estimate")
+    want = float(m.sel(variant="layer_bidirectional") - m.sel(variant="bidirectional"))
+    got = ab.sel(ablation="local_minus_whole")
+    assert float(got.sel(stat="estimate")) == pytest.approx(want)
+    assert float(got.sel(stat="lo")) > 0
+    per = leaky["exp_ablation_layer"].sel(exp_window="all", target="logit", layer=0)
+    assert float(per.sel(ablation="local_minus_whole", stat="estimate")) == pytest.approx(
+        want
+    )  # one layer: the layer is the pool
+    from causalpos.paper2.tables import paper2_tables
+
+    head = paper2_tables({("m", "d"): leaky})["headline"]
+    row = head[(head.variant == "layer_bidirectional") & (head.window == "all")]
+    row = row[row.target == "logit"].iloc[0]
+    assert row["local_minus_whole"] == pytest.approx(want)
+    assert head[head.variant == "causal"]["local_minus_whole"].isna().all()

@@ -131,6 +131,7 @@ def test_targets_file_holds_every_target_with_its_falsification_condition():
             "sim_depth",
             "control_positive",
             "additivity",  # a measurement: no verdict
+            "additivity_ablation",  # idem
         ), key
     # paper values keyed by the papers' own model ids
     assert T["claim4_share"]["values"]["meta-llama/Llama-3.2-1B"] == 0.82
@@ -1459,3 +1460,33 @@ def test_fig3_nearby_rows(tmp_path):
     assert _one(card, "Fig. 3 (f)/(i) (flat, panel i)")["verdict"] == I
     assert _one(card, "Fig. 3 (f)/(i) (rope, panel i)")["verdict"] == S.MEASURED
     assert _one(_card(tmp_path), "Fig. 3 (f)/(i)")["verdict"] == S.NOT_RUN
+
+
+def test_additivity_layer_local_vs_whole_forward_is_measured(tmp_path):
+    def row(variant, x, d=np.nan):
+        return {
+            "model": "m",
+            "dataset": "d",
+            "variant": variant,
+            "window": "all",
+            "target": "logattn",
+            "leakage": x,
+            "leakage_lo": x - 0.01,
+            "leakage_hi": x + 0.01,
+            "position_free": False,
+            "local_minus_whole": d,
+            "local_minus_whole_lo": d - 0.005,
+            "local_minus_whole_hi": d + 0.005,
+        }
+
+    head = pd.DataFrame(
+        [row("bidirectional", 0.02), row("layer_bidirectional", 0.05, 0.03), row("causal", 0.1)]
+    )
+    r = _one(
+        _card(tmp_path, headline=head), "Eq. 5 additivity, layer-local vs whole-forward (m, d)"
+    )
+    assert r["verdict"] == S.MEASURED and r["reading"] == "expected-map"
+    assert r["measured"].startswith("layer-local - whole-forward 0.03 [0.025, 0.035]")
+    assert "whole-forward 0.02 [0.01, 0.03]" in r["measured"]
+    none = _card(tmp_path, headline=head[head.variant != "layer_bidirectional"])
+    assert _one(none, "Eq. 5 additivity, layer-local vs whole-forward")["verdict"] == S.NOT_RUN

@@ -54,6 +54,17 @@ class _Session:
         self._masks: dict[int, tuple[torch.Tensor, torch.Tensor | None, str]] = {}
         self._masked: dict[tuple[int, int, int], int] = {}
         self._nan: list[tuple[int, torch.Tensor, int]] = []
+        #: ``layer_bidirectional``: the maps are recorded without the mask (the forward pass
+        #: keeps it); the all-allowed pattern of each mask, kept alive for the batch
+        self.unmasked = False
+        self._full: dict[int, torch.Tensor] = {}
+
+    def full_allowed(self, allowed: torch.Tensor) -> torch.Tensor:
+        """An all-True mask shaped like ``allowed`` (one per mask object and batch)."""
+        key = id(allowed)
+        if key not in self._full:
+            self._full[key] = torch.ones_like(allowed)
+        return self._full[key]
 
     def begin_batch(self, seq_ids: np.ndarray) -> None:
         self.seq_ids = np.asarray(seq_ids, dtype=np.int64)
@@ -61,6 +72,7 @@ class _Session:
         self._masks = {}
         self._masked = {}
         self._nan = []
+        self._full = {}
 
     def count_nan(self, layer: int, scores: torch.Tensor, mask: torch.Tensor) -> None:
         """Record how many of ``scores`` are NaN, and how many the mask hides (the expected
@@ -185,6 +197,9 @@ def _capture_attention(
         q.reshape(b, kv, g * tq, d), k.transpose(-1, -2), out=scores.view(b, kv, g * tq, tk)
     )
     allowed, nan_bias, kind = session.mask_info(attention_mask, tq, tk)
+    recorded = allowed
+    if session.unmasked:  # layer-local ablation: record every cell, attend with the mask
+        recorded, nan_bias = session.full_allowed(allowed), None
     if nan_bias is None:
         scores.mul_(scaling)
     else:
@@ -193,13 +208,16 @@ def _capture_attention(
     if softcap is not None:
         # tanh keeps NaN: capping after masking equals eager's cap-then-mask.
         scores.div_(softcap).tanh_().mul_(softcap)
-    session.count_nan(layer, scores, allowed)
+    session.count_nan(layer, scores, recorded)
     for reducer in session.reducers:
         reducer.update(layer, scores, session.seq_ids)
 
     if softcap is not None:
         # sdpa has no soft-capping: finish from the captured (capped) scores, eagerly.
-        probs = torch.softmax(scores.nan_to_num(nan=float("-inf")), dim=-1).to(value.dtype)
+        masked = scores.nan_to_num(nan=float("-inf"))
+        if session.unmasked:
+            masked = masked.masked_fill(~allowed, float("-inf"))
+        probs = torch.softmax(masked, dim=-1).to(value.dtype)
         out = torch.matmul(probs.view(b, kv, g * tq, tk), value).view(b, h, tq, -1)
         return out.transpose(1, 2).contiguous(), None
     return sdpa_attention_forward(
@@ -245,6 +263,7 @@ def capturing(
     register_capture()
     prev_impl = model.config._attn_implementation
     session = _Session(reducers)
+    session.unmasked = v.unmasked_scores
     try:
         model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
         with model_side(model, v):

@@ -22,6 +22,7 @@ VARIANTS = (
     "bos_replace_gaussian",
     "bos_replace_all_token",
     "bos_replace_all_gaussian",
+    "layer_bidirectional",
 )
 
 #: The forward pass whose position-0 states, and value vectors at key 0, paper 2's content
@@ -53,6 +54,7 @@ class Variant:
     rope: str = "rope"  # "rope" | "identity" | "scrambled"
     bos_replace: str | None = None  # "mean" | "zeros" | "token" | "gaussian"
     per_prompt: bool = False  # "replace all": a different replacement per prompt
+    unmasked_scores: bool = False  # causal forward pass; each layer's maps read without its mask
 
     @property
     def atoms(self) -> tuple[str, ...]:
@@ -65,6 +67,8 @@ def _parse_atom(name: str) -> Variant:
         return Variant(name)
     if name == "bidirectional":
         return Variant(name, causal=False)
+    if name == "layer_bidirectional":
+        return Variant(name, unmasked_scores=True)
     if name == "identity_rope":
         return Variant(name, rope="identity")
     if name == "scrambled_rope":
@@ -86,6 +90,12 @@ def parse_variant(name: str) -> Variant:
     - ``causal``: the model as trained;
     - ``bidirectional``: ``config.is_causal = False`` (same weights, no causal mask; sliding
       windows become symmetric, transformers' ``|i - j| <= window``);
+    - ``layer_bidirectional``: the *layer-local* ablation of the causal mask, every layer at
+      once: the forward pass is the causal one, and each layer's maps are read as if that layer
+      alone had no mask (its scores over every key, log-attention normalised over every key).
+      A layer's scores do not depend on its own mask, only on the layers below, which stay
+      causal: so one pass gives, at every layer, the run whose mask is removed at that layer
+      only (paper 2's Eq. 5 additivity: layer-local vs the whole-forward ``bidirectional``);
     - ``identity_rope``: the rotation replaced by the identity at inference;
     - ``scrambled_rope``: position ids permuted within each sequence by a permutation seeded
       by ``(seed, sequence id)``; the causal order (the mask) stays;
@@ -145,6 +155,8 @@ def parse_variant(name: str) -> Variant:
             fields["rope"] = v.rope
         if v.bos_replace is not None:
             fields.update(bos_replace=v.bos_replace, per_prompt=v.per_prompt)
+        if v.unmasked_scores:
+            fields["unmasked_scores"] = True
     return Variant(name, **fields)
 
 
@@ -163,7 +175,7 @@ def variant_names() -> list[str]:
     """Every valid variant name: the atoms (:data:`VARIANTS`, in order), then every composition."""
     rotary = [None, "identity_rope", "scrambled_rope"]
     position0 = [None] + [v for v in VARIANTS if v.startswith("bos_replace_")]
-    mask = [None, "bidirectional"]
+    mask = [None, "bidirectional", "layer_bidirectional"]
     out = list(VARIANTS)
     for r, p, m in product(rotary, position0, mask):
         atoms = [a for a in (r, p, m) if a is not None]

@@ -55,6 +55,14 @@ LINEAR_FIT = "linear+query"
 #: (prompt-mean attention to key 0 ≥ ``sink_tau``).
 BOS_READINGS = ("residual_stream", "causal_total", "sink_heads")
 
+#: Eq. 5's additivity on the headline: the residual-stream component under the layer-local
+#: ablation (``layer_bidirectional``: the causal pass, each layer read without its own mask)
+#: and under the whole-forward one (``bidirectional``), and their paired difference: how much
+#: of the position the bidirectional ablation calls "residual stream" depends on the masks of
+#: the layers below (0 when the two components add).
+ABLATIONS = ("layer_local", "whole_forward", "local_minus_whole")
+LOCAL_RUN, WHOLE_RUN = "layer_bidirectional", "bidirectional"
+
 
 def position_free(variant: str, positional: str = "") -> bool:
     """Whether a run has no positional input: no causal mask, no sliding window, and no rotary
@@ -161,6 +169,9 @@ def expected_block(
     exp_window, stat): Table 9 on the headline, :data:`BOS_READINGS`, for every BOS replacement
     of ``bos_pairs`` (intervention -> (variant, baseline, target), as
     :func:`causalpos.paper2.bos.wanted_bos`), on ``bos_target`` (log-attention: §3's unit).
+    ``exp_ablation`` (exp_window, target, ablation, stat) and ``exp_ablation_layer`` (...,
+    layer, ...): :data:`ABLATIONS`, where the runs hold both ``layer_bidirectional`` and
+    ``bidirectional``.
     """
     wins = [str(w) for w in exp_windows(ps)]
     if not wins:
@@ -180,6 +191,7 @@ def expected_block(
     bos_runs, sink_sel = _bos_plan(ps, bos_pairs or {}, sink_tau)
     sink_boots = {}
     lin = np.full((nv, nt, len(BASELINES), 3), np.nan)
+    layer_boots = {}
     needed = [
         "leak_offsum",
         "leak_key0sum",
@@ -203,6 +215,8 @@ def expected_block(
                     f = stats.fraction_significant(x, alpha)
                     arr[vi, wi, ti] = [f, *stats.wilson_ci(f, x.size, ps.level)]
                 boots[v, w, t] = (r["pooled"], r["pooled_boot"])
+                if v in (LOCAL_RUN, WHOLE_RUN):
+                    layer_boots[v, w, t] = (r["layer"], r["layer_boot"])
                 if t == bos_target and v in sink_sel:
                     sink_boots[v, w] = X.pooled_subset(g, sink_sel[v], ps.counts)
                 if wi == 0 and v in linear_variants:
@@ -262,6 +276,8 @@ def expected_block(
             "exp_linear_fit": LINEAR_FIT,
         },
     )
+    if LOCAL_RUN in ps.runs and WHOLE_RUN in ps.runs:
+        out = out.merge(_ablation_block(ps, wins, boots, layer_boots))
     if bos_runs:
         bos = _bos_block(ps, bos_runs, wins, boots, sink_boots, sink_sel, sink_tau, bos_target)
         out = out.merge(bos)
@@ -391,4 +407,36 @@ def _bos_block(
             "stat": list(STAT),
         },
         attrs={"exp_bos_sink_tau": sink_tau, "exp_bos_target": target},
+    )
+
+
+def _ablation_block(ps: PromptSet, wins: Sequence[str], boots: Mapping, layer_boots: Mapping):
+    """Layer-local vs whole-forward ablation (:data:`ABLATIONS`), pooled and per layer, the two
+    runs' replicates paired through the shared counts."""
+    nw, nt, nl = len(wins), len(TARGETS), len(ps.layers)
+    pooled = np.full((nw, nt, len(ABLATIONS), 3), np.nan)
+    per_layer = np.full((nw, nt, nl, len(ABLATIONS), 3), np.nan)
+    for wi, w in enumerate(wins):
+        for ti, t in enumerate(TARGETS):
+            (le, lb), (we, wb) = boots[LOCAL_RUN, w, t], boots[WHOLE_RUN, w, t]
+            pooled[wi, ti] = [ps.ci(lb, le), ps.ci(wb, we), ps.ci(lb - wb, le - we)]
+            (lle, llb), (wle, wlb) = layer_boots[LOCAL_RUN, w, t], layer_boots[WHOLE_RUN, w, t]
+            per_layer[wi, ti] = np.stack(
+                [ps.ci(llb, lle), ps.ci(wlb, wle), ps.ci(llb - wlb, lle - wle)], axis=-2
+            )
+    return xr.Dataset(
+        {
+            "exp_ablation": (("exp_window", "target", "ablation", "stat"), pooled),
+            "exp_ablation_layer": (
+                ("exp_window", "target", "layer", "ablation", "stat"),
+                per_layer,
+            ),
+        },
+        coords={
+            "exp_window": list(wins),
+            "target": list(TARGETS),
+            "layer": ps.layers,
+            "ablation": list(ABLATIONS),
+            "stat": list(STAT),
+        },
     )

@@ -12,7 +12,7 @@ import xarray as xr
 
 from causalpos import stats
 from causalpos.paper2.bos import bos_measure, bos_replacement
-from causalpos.paper2.headline import CONTROL_TOL
+from causalpos.paper2.headline import CONTROL_TOL, LOCAL_RUN
 from causalpos.paper2.prompts import STAT
 from causalpos.paper2.summary import DEFAULT_CONDITIONS
 
@@ -310,6 +310,18 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     ctl = summary["exp_control"].to_dataframe().reset_index()
     ctl["control"] = ctl["exp_control"].map({1.0: "passed", 0.0: "failed"}).fillna("")
     df = df.merge(ctl[idx + ["control"]], on=idx)
+    if "exp_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
+        ab = cols(summary["exp_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole")
+        ab = ab[
+            [
+                "exp_window",
+                "target",
+                "local_minus_whole",
+                "local_minus_whole_lo",
+                "local_minus_whole_hi",
+            ]
+        ].assign(variant=LOCAL_RUN)
+        df = df.merge(ab, on=idx, how="left")
     if "exp_baseline" in summary:  # claim 6 on the headline window: linear minus saturated
         lin = summary["exp_baseline"].sel(exp_fit="linear_minus_saturated")
         lin = cols(lin.drop_vars("exp_fit"), "linear_minus_saturated")

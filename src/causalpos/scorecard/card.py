@@ -193,6 +193,10 @@ FAMILIES: tuple[Family, ...] = (
         reading=PER_PROMPT,
     ),
     Family(
+        paper2_headline.additivity_ablation_rows,
+        Input("headline", "model dataset variant window target leakage local_minus_whole"),
+    ),
+    Family(
         paper2_position0.bos_rows,
         Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),
         Input("position0", _P0),
