@@ -379,6 +379,8 @@ def test_layer_local_vs_whole_forward_ablation_on_the_headline(runs):
     np.testing.assert_array_equal(d.values, [0.0, 0.0, 0.0])
     causal = runs["causal"]
     leaky = S.leakage_summary(dict(runs, layer_bidirectional=causal), **kw)
+    # its maps are read without the mask: no observational split of a causal-mask map
+    assert list(leaky["causal_variant"].values) == ["causal"]
     ab = leaky["exp_ablation"].sel(exp_window="all", target="logit")
     m = leaky["exp_model"].sel(exp_window="all", target="logit", stat="estimate")
     want = float(m.sel(variant="layer_bidirectional") - m.sel(variant="bidirectional"))

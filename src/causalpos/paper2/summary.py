@@ -292,7 +292,10 @@ def causal_run_split(ps: PromptSet) -> xr.Dataset:
     causal run). Raw terms satisfy logit + logz + cross = logattn exactly; with floor_correct the
     logit and logattn terms lose their permutation-null means (logit's rescaled by SST(s)/SST(a)),
     and softmax = logattn − logit."""
-    causal_runs = [v for v in ps.variants if parse_variant(v).causal]
+    # a layer_bidirectional run's maps are read without the mask: not a causal-mask map
+    causal_runs = [
+        v for v in ps.variants if parse_variant(v).causal and not parse_variant(v).unmasked_scores
+    ]
     if not causal_runs:
         return xr.Dataset()
     obs = np.full((len(causal_runs), len(OBS_TERMS), 3), np.nan)
