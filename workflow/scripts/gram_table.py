@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 
 from causalpos.io.runlog import logged  # noqa: E402
-from causalpos.stages.gram import gram_table  # noqa: E402
+from causalpos.stages.gram_table import gram_table  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
     gram_table(

@@ -286,9 +286,10 @@ def nearby_index(maps) -> np.ndarray:
         dj = np.where(ok, jj - mj[..., None], 0.0)
         dz = np.where(ok, zz - mz[..., None], 0.0)
         r = (dj * dz).sum(-1) / np.sqrt((dj * dj).sum(-1) * (dz * dz).sum(-1))
-    r = np.where(n >= 2, r, np.nan)
-    with np.errstate(invalid="ignore"):
-        return np.nanmean(np.where(np.isfinite(r), r, np.nan), axis=-1)
+    r = np.where((n >= 2) & np.isfinite(r), r, np.nan)
+    valid = np.isfinite(r).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(valid > 0, np.nansum(r, axis=-1) / valid, np.nan)
 
 
 def _as_tokens(tokens) -> torch.Tensor:

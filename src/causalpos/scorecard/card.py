@@ -224,7 +224,7 @@ FAMILIES: tuple[Family, ...] = (
         ),
     ),
     Family(
-        paper2_headline.claim6_rows,
+        paper2_headline.claim6_headline_rows,
         Input("headline", "model dataset variant window target leakage linear_minus_saturated"),
     ),
     Family(

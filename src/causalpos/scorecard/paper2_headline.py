@@ -248,7 +248,7 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows or [not_run(t, t["label"], src, why)]
 
 
-def claim6_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
+def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 6 on the headline, judged by size: the linear baseline's paired inflation of the
     causal run's logit leakage above the negative control's tolerance; twins: measured."""
     src = SOURCES["headline"]

@@ -89,19 +89,3 @@ def gram_panels(
         )
     write_dataset(ds, out)
     return ds
-
-
-def gram_table(stores: dict, out_csv, *, seed: int = 0, n_boot: int = 2000):
-    """``gram_table`` rule: Fig. 3 (f)/(i)'s "nearby keys score higher" index of every Gram
-    store (model -> path) with its bootstrap CI over samples, as one CSV
-    (:func:`causalpos.paper1.gram.nearby_table`)."""
-    from pathlib import Path
-
-    from causalpos.io.store import open_dataset
-    from causalpos.paper1.gram import nearby_table
-
-    df = nearby_table({m: open_dataset(p) for m, p in stores.items()}, n_boot=n_boot, seed=seed)
-    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_csv, index=False)
-    logging.getLogger(__name__).info("nearby index of %d model(s) -> %s", len(stores), out_csv)
-    return df
