@@ -22,7 +22,7 @@ from causalpos.scorecard.rows import (
     SOURCES,
     TABLE_MEASURED,
     Row,
-    equivalence_band,
+    equivalence_row,
     field_text,
     fmt_ci,
     measured_row,
@@ -34,7 +34,6 @@ from causalpos.scorecard.rows import (
 )
 from causalpos.verdicts import (
     difference_ci,
-    equivalent,
     nearly_identical,
     positive,
 )
@@ -105,18 +104,7 @@ def decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             why = "the paper reports no share for this model"
             rows.append(measured_row(t4, target, measured, src, why))
             continue
-        m = float(t4["margin"])
-        rows.append(
-            target_row(
-                t4,
-                target,
-                measured,
-                equivalent((lo, hi), value, m),
-                src,
-                paper_value=f"{value:.0%}",
-                falsified_if=equivalence_band(t4, value),
-            )
-        )
+        rows.append(equivalence_row(t4, target, measured, (lo, hi), value, src, f"{value:.0%}"))
     # Content independence compares datasets whose prompts start alike: the same token-0 prefix
     # (a fixed BOS, or none) where the table says which, so a BOS / no-BOS contrast is not read
     # as a content effect.

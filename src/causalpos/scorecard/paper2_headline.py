@@ -17,7 +17,7 @@ from causalpos.scorecard.rows import (
     NOT_APPLICABLE,
     SOURCES,
     Row,
-    equivalence_band,
+    equivalence_row,
     fmt,
     fmt_ci,
     measured_row,
@@ -32,7 +32,6 @@ from causalpos.verdicts import (
     REPRODUCED,
     all_of,
     difference_ci,
-    equivalent,
     positive,
 )
 
@@ -318,18 +317,8 @@ def claim4_scale_rows(sc: pd.DataFrame | None, T: Mapping) -> list[Row]:
             note = f"random / init weights ({', '.join(twins)}): the claim is about trained models"
             rows.append(measured_row(t, target, measured, src, note))
             continue
-        m = float(t["margin"])
-        rows.append(
-            target_row(
-                t,
-                target,
-                measured,
-                equivalent(diff[1:], paper, m),
-                src,
-                paper_value=f"{paper:+.0%} ({vb:.0%} - {va:.0%})",
-                falsified_if=equivalence_band(t, paper),
-            )
-        )
+        pv = f"{paper:+.0%} ({vb:.0%} - {va:.0%})"
+        rows.append(equivalence_row(t, target, measured, diff[1:], paper, src, pv))
     return rows or [not_run(t, t["label"], src, why)]
 
 

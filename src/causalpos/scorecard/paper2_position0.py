@@ -23,6 +23,7 @@ from causalpos.scorecard.rows import (
     TABLE_MEASURED,
     Row,
     equivalence_band,
+    equivalence_row,
     fmt,
     fmt_ci,
     measured_row,
@@ -33,7 +34,6 @@ from causalpos.scorecard.rows import (
 from causalpos.verdicts import (
     at_most,
     difference_ci,
-    equivalent,
     exact,
     positive,
 )
@@ -88,7 +88,6 @@ def bos_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapping) -> l
         return rows or [not_run(t, t["label"], src, "no early-query window", paper_value=pv)]
     early["_size"] = early["bos_window"].map(_window_size)
     first = early.sort_values("_size").groupby(["model", "dataset", "intervention"]).head(1)
-    m = float(t["margin"])
     for r in first.itertuples():
         target = f"{t['label']} ({r.model}, {r.intervention}, {r.bos_window})"
         measured = fmt_ci(r.effect, r.effect_lo, r.effect_hi, 2)
@@ -114,17 +113,8 @@ def bos_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapping) -> l
                 )
             )
             continue
-        rows.append(
-            target_row(
-                t,
-                target,
-                measured,
-                equivalent((r.effect_lo, r.effect_hi), float(value), m),
-                src,
-                paper_value=f"{value:+.0%}",
-                falsified_if=fal,
-            )
-        )
+        ci = (r.effect_lo, r.effect_hi)
+        rows.append(equivalence_row(t, target, measured, ci, value, src, f"{value:+.0%}"))
     return rows
 
 
@@ -157,7 +147,6 @@ def bos_headline_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapp
     early["_size"] = early["window"].map(_window_size)
     early = early[early["_size"] == early.groupby(["model", "dataset"])["_size"].transform("min")]
     fixed = _token0_fixed(p0)
-    m = float(t["margin"])
     rows = []
     for r, twin in zip(early.itertuples(), text_column(early, "init_of")):
         target = f"{t['label']} ({r.model}, {r.replacement}, {r.bos_reading}, {r.window})"
@@ -190,8 +179,8 @@ def bos_headline_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapp
             why = f"{how}; token 0 varies across prompts: there is no fixed BOS to replace"
             rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why, **kw))
             continue
-        verdict = equivalent((r.effect_lo, r.effect_hi), float(value), m)
-        rows.append(target_row(t, target, measured, verdict, src, note=how, **kw))
+        ci = (r.effect_lo, r.effect_hi)
+        rows.append(equivalence_row(t, target, measured, ci, value, src, f"{value:+.0%}", note=how))
     return rows
 
 

@@ -192,6 +192,18 @@ def target_row(t: Mapping, target: str, measured: str, verdict: str, source: str
     )
 
 
+def equivalence_row(
+    t: Mapping, target: str, measured: str, ci, value: float, source: str, paper_value: str, **kw
+) -> Row:
+    """A row of an equivalence target: ``ci`` (lo, hi) within ±``t["margin"]`` of the paper's
+    ``value``, the band named in ``falsified_if``; ``kw`` as :func:`target_row` (e.g. note)."""
+    from causalpos.verdicts import equivalent
+
+    verdict = equivalent(tuple(ci), float(value), float(t["margin"]))
+    kw = dict(kw, paper_value=paper_value, falsified_if=equivalence_band(t, value))
+    return target_row(t, target, measured, verdict, source, **kw)
+
+
 def not_run(t: Mapping, target: str, source: str, why: str, **kw) -> Row:
     """A row of target ``t`` that this run did not measure; ``why`` says what would."""
     return target_row(t, target, "", NOT_RUN, source, note=why, **kw)
