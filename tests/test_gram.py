@@ -316,3 +316,22 @@ def test_gram_store_keeps_the_nearby_index_per_sample(tokens):
     assert row["nearby"] == pytest.approx(float(ds["nearby"].sel(nearby_panel="i").mean()))
     assert row["nearby_lo"] <= row["nearby"] <= row["nearby_hi"] and row["rope_identity"]
     assert G.nearby_table({"old": ds.drop_vars("nearby")}).empty
+
+
+def test_nearby_table_rows_do_not_depend_on_the_other_models():
+    import xarray as xr
+
+    rng = np.random.default_rng(1)
+    ds = {
+        m: xr.Dataset(
+            {"nearby": (("nearby_panel", "sample"), rng.normal(0.2, 0.1, (2, 30)))},
+            coords={"nearby_panel": ["f", "i"]},
+        )
+        for m in ("a", "b")
+    }
+    both = G.nearby_table(ds, n_boot=300).set_index(["model", "panel"])
+    alone = G.nearby_table({"b": ds["b"]}, n_boot=300).set_index(["model", "panel"])
+    assert both.loc[("b", "i"), "nearby_lo"] == alone.loc[("b", "i"), "nearby_lo"]
+    x = ds["b"]["nearby"].sel(nearby_panel="i").values
+    assert alone.loc[("b", "i"), "nearby"] == pytest.approx(x.mean())
+    assert alone.loc[("b", "i"), "nearby_lo"] < x.mean() < alone.loc[("b", "i"), "nearby_hi"]

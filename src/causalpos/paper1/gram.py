@@ -464,13 +464,12 @@ def gram_store(
 
 def nearby_table(stores, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95):
     """Fig. 3 (f)/(i) per model: the sample mean of :func:`nearby_index` with a percentile
-    bootstrap CI over samples. ``stores``: model -> Gram store (:func:`gram_store`); stores made
+    bootstrap CI over samples (seeded by ``seed``, the store's seed and the panel). ``stores``: model -> Gram store (:func:`gram_store`); stores made
     without ``nearby`` get no row. Returns a DataFrame (model, panel, nearby, nearby_lo,
     nearby_hi, n_samples, rope_identity)."""
     import pandas as pd
 
     rows = []
-    rng = np.random.default_rng(seed)
     for model, ds in stores.items():
         if "nearby" not in ds:
             continue
@@ -479,6 +478,8 @@ def nearby_table(stores, *, n_boot: int = 2000, seed: int = 0, level: float = 0.
             x = x[np.isfinite(x)]
             if x.size == 0:
                 continue
+            # one generator per model and panel: a row's CI does not depend on the other rows
+            rng = np.random.default_rng([seed, int(ds.attrs.get("seed", 0)), ord(str(panel)[0])])
             idx = rng.integers(0, x.size, (n_boot, x.size))
             boot = x[idx].mean(1)
             lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])

@@ -29,6 +29,7 @@ import xarray as xr
 from causalpos import stats
 from causalpos.models.variants import parse_variant
 from causalpos.paper2 import expected as X
+from causalpos.paper2.bos import bos_replacement
 from causalpos.paper2.design import build_design
 from causalpos.paper2.metric import TARGETS, decompose
 from causalpos.paper2.prompts import STAT, PromptSet
@@ -343,8 +344,6 @@ def _bos_plan(
     """(replacement, reading) -> (run, baseline run) for every BOS pair of ``ps``; and, for every
     causal run of such a pair, its baseline's sink heads ((layer, head) bool: prompt-mean
     attention to key 0 ≥ ``sink_tau``; none when the baseline stores no ``sink_attention``)."""
-    from causalpos.paper2.bos import bos_replacement
-
     runs: dict[tuple[str, str], tuple[str, str]] = {}
     sinks: dict[str, np.ndarray] = {}
     for iv, bv, _target in bos_pairs.values():
