@@ -382,3 +382,74 @@ def test_every_script_imports_the_library_of_its_own_checkout():
             expr, {"Path": Path, "str": str, "snakemake": SimpleNamespace(scriptdir=scriptdir)}
         )
         assert Path(got) == REPO / "src", (script.name, got)
+
+
+def test_import_scan_finds_what_a_full_ast_walk_finds():
+    # the scan visits statements only; every import in the package, the scripts, the tests and
+    # a file with imports in each kind of block must be the ones ast.walk finds
+    import ast
+
+    from causalpos.io.fingerprint import _import_statements
+
+    nested = (
+        "import a\nif x:\n    import b\nelse:\n    import c\nfor i in y:\n    import d\n"
+        "else:\n    import e\nwhile z:\n    import f\ntry:\n    import g\nexcept E:\n"
+        "    import h\nelse:\n    import i\nfinally:\n    import j\nwith w:\n    import k\n"
+        "class C:\n    def m(self):\n        import l\nasync def g():\n    async with v:\n"
+        "        import m\nmatch q:\n    case 1:\n        import n\n"
+    )
+    sources = [nested] + [
+        p.read_text()
+        for root in (PACKAGE, SCRIPTS, SCRIPTS.parents[1] / "tests")
+        for p in sorted(root.rglob("*.py"))
+    ]
+    for source in sources:
+        tree = ast.parse(source)
+        dump = lambda nodes: sorted(ast.dump(n) for n in nodes)  # noqa: E731
+        walked = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert dump(_import_statements(tree.body)) == dump(walked)
+    assert len(_import_statements(ast.parse(nested).body)) == 14
+
+
+def test_the_import_cache_gives_the_same_fingerprints_and_follows_edits(fake, tmp_path):
+    import causalpos.io.fingerprint as fp
+
+    pkg, scripts = fake
+    cache = tmp_path / "cache" / "imports.json"
+    try:
+        fp.use_cache(None)
+        fp._NAMES.clear()
+        plain = {k: code_fingerprint(s, pkg) for k, s in scripts.items()}
+        fp._NAMES.clear()
+        fp.use_cache(cache)
+        assert {k: code_fingerprint(s, pkg) for k, s in scripts.items()} == plain
+        assert cache.is_file()
+        # a new process (empty memory) reads every list from the file, parsing nothing
+        fp._NAMES.clear()
+        fp.use_cache(cache)
+        parsed = []
+        real_scan = fp._scan_imports
+        fp._scan_imports = lambda *a: parsed.append(a[0]) or real_scan(*a)
+        assert {k: code_fingerprint(s, pkg) for k, s in scripts.items()} == plain
+        assert parsed == []
+        # an edit that adds an import: only that file is parsed again, and the closure follows
+        (pkg / "sci" / "unused.py").write_text("from causalpos.sci import a\n")
+        (pkg / "stages" / "three.py").write_text("import causalpos.sci.unused\n")
+        fp._NAMES.clear()
+        fp.use_cache(cache)
+        after = {k: code_fingerprint(s, pkg) for k, s in scripts.items()}
+        assert sorted(p.name for p in parsed) == ["three.py", "unused.py"]
+        assert after["three"] != plain["three"] and after["one"] == plain["one"]
+        assert "sci/a.py" in {
+            p.relative_to(pkg).as_posix() for p in import_closure(scripts["three"], pkg)
+        }
+        # one entry per file: the edited files' old lists are gone
+        keys = list(__import__("json").loads(cache.read_text()))
+        assert len(keys) == len({k.rsplit("|", 1)[0] for k in keys})
+        # an unreadable cache is an empty one
+        cache.write_text("{not json")
+        fp.use_cache(cache)
+        assert fp._CACHE["entries"] == {}
+    finally:
+        fp._scan_imports = real_scan if "real_scan" in locals() else fp._scan_imports
+        fp.use_cache(None)

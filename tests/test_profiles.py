@@ -133,3 +133,23 @@ def test_papers_config_names_the_papers_models_and_data():
         and cfg["device"] == "cuda"
         and cfg["extract"]["batch_size"] == "auto"
     )
+
+
+def test_light_rules_run_on_the_submitting_host_on_a_cluster(pipeline):
+    # what the default keeps on the submitting host: figures and tables only (the SLURM tests
+    # check it on a real cluster: none of these becomes a SLURM job)
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    light = set(schema["properties"]["local_rules"]["default"])
+    heavy = {"extract_scores", "train_model", "gram_panels", "length_generalization"}
+    store_readers = {"merge_scores", "diagonal_normalize", "aggregate_llm_stats", "leakage"}
+    assert light and not light & (heavy | store_readers | {"theory_check", "simulate"})
+    assert all(
+        r.startswith(("plot_", "aggregate_", "gram_table", "compare_", "score")) for r in light
+    )
+    # a name that is no rule stops the run, listing the rules
+    args = ("-n", "--workflow-profile", "profiles/slurm", "--configfile", "configs/smoke.yaml")
+    proc = snakemake(pipeline, *args, "--config", "local_rules=[plot_nothing]", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "local_rules names no rule of this workflow: plot_nothing" in out
+    assert "rules: aggregate_leakage, " in out

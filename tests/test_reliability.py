@@ -207,6 +207,38 @@ def test_capture_names_the_layer_whose_scores_are_nan_where_the_mask_allows_a_va
     assert "train.lr" in msg and "`dtype: bfloat16` or `dtype: float32`" in msg
 
 
+def test_capture_finds_nan_from_overflowing_finite_queries_and_keys():
+    # every query and key entry finite, but products beyond float32 of both signs: inf - inf
+    # in a dot product makes NaN in an allowed cell. On a CPU the capture skips the count
+    # when max|q| max|k| d scaling < float32's largest value; here it must not skip it
+    import torch
+
+    from causalpos.capture.hook import _Session
+
+    def check(q, k):
+        session = _Session([])
+        session.begin_batch(np.arange(1))
+        mask = torch.ones(4, 4, dtype=torch.bool).tril()[None, None]
+        scores = torch.matmul(q, k.transpose(-1, -2)).masked_fill(~mask, float("nan"))
+        session.count_nan(0, scores, mask, q, k, 1.0)
+        session.check_nan()
+        return session
+
+    q = torch.full((1, 1, 4, 16), 1e30)
+    q[..., 1::2] *= -1
+    k = torch.full((1, 1, 4, 16), 1e12)
+    assert torch.isnan(torch.matmul(q, k.transpose(-1, -2))).all()  # finite inputs, NaN out
+    with pytest.raises(FloatingPointError, match=r"NaN scores in layer 0 \(10 values"):
+        check(q, k)
+    # a NaN entry anywhere in the keys: caught, whatever the scale
+    k_nan = torch.ones(1, 1, 4, 16)
+    k_nan[0, 0, 2, 3] = float("nan")
+    with pytest.raises(FloatingPointError, match=r"NaN scores in layer 0 \(2 values"):
+        check(torch.ones(1, 1, 4, 16), k_nan)
+    # sane scale: nothing recorded, nothing to count
+    assert check(q / 1e29, k / 1e11)._nan == []
+
+
 # --- (5) smaller cases ---------------------------------------------------------------------------
 
 

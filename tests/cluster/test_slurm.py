@@ -109,6 +109,22 @@ def test_extraction_threads_follow_the_node(slurm_run, slurm_cluster):
     assert others == {1}
 
 
+def test_light_rules_run_on_the_submitting_host(slurm_run):
+    import yaml
+
+    schema = (slurm_run.work / "workflow" / "schemas" / "config.schema.yaml").read_text()
+    light = set(yaml.safe_load(schema)["properties"]["local_rules"]["default"])
+    submitted = {
+        re.sub(r"^rule_(\w+?)(_wildcards_.*)?$", r"\1", c) for c, _, _ in slurm_run.jobs.values()
+    }
+    out = slurm_run.proc.stdout + slurm_run.proc.stderr
+    ran_here = set(re.findall(r"^localrule (\w+):", out, re.M)) - {"all"}
+    # every light rule of the smoke run ran here and none was submitted; the rest was
+    assert ran_here and ran_here <= light and not ran_here & submitted
+    assert {"extract_scores", "merge_scores", "leakage", "train_model"} <= submitted
+    assert len(slurm_run.jobs) + len(re.findall(r"^localrule (?!all:)", out, re.M)) >= 69
+
+
 def test_cancelled_job_is_retried_and_resumes_from_its_checkpoint(slurm_run):
     assert slurm_run.killed_jobid is not None, (
         "the training job ended before its checkpoint was seen"

@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # noqa: E402
+from causalpos.io.fingerprint import use_cache as _fingerprint_cache  # noqa: E402
 from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
@@ -35,6 +36,10 @@ CFG = Resolved(config)
 if workflow.is_main_process:
     for _warning in CFG.check():
         print(f"causalpos: warning: {_warning}", file=sys.stderr)
+
+
+# The scripts' parsed import lists, kept between Snakemake starts (each cluster job starts two).
+_fingerprint_cache(Path(".snakemake") / "causalpos" / "imports.json")
 
 
 def code_fingerprint(script):
@@ -189,6 +194,8 @@ def check_cluster_run():
             "docs/slurm.md"
         )
     for job in workflow.dag.needrun_jobs():
+        if job.is_local:  # run here, not submitted (config `local_rules`)
+            continue
         res = job.resources
         problem = _cluster.unschedulable(
             job.rule.name,

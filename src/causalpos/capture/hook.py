@@ -41,6 +41,7 @@ from causalpos.models.forward import model_side, variant_inputs
 from causalpos.models.variants import Variant, parse_variant
 
 CAPTURE_IMPLEMENTATION = "causalpos_capture"
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 class _Session:
@@ -74,14 +75,34 @@ class _Session:
         self._nan = []
         self._full = {}
 
-    def count_nan(self, layer: int, scores: torch.Tensor, mask: torch.Tensor) -> None:
+    def count_nan(
+        self,
+        layer: int,
+        scores: torch.Tensor,
+        mask: torch.Tensor,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        scaling: float,
+    ) -> None:
         """Record how many of ``scores`` are NaN, and how many the mask hides (the expected
-        count), for :meth:`check_nan`; on the device, so the forward pass does not wait."""
+        count), for :meth:`check_nan`.
+
+        On a GPU the count stays on the device, so the forward pass does not wait. On a CPU a
+        bound comes first: with every query and key entry finite and max|q| · max|k| · d ·
+        |scaling| below float32's largest value, no product or sum can overflow, so every
+        allowed cell is finite and only the mask's cells are NaN; the count (a pass over the
+        scores, as long as their matmul) is taken only when the bound fails.
+        """
+        if scores.device.type == "cpu":
+            d = q.shape[-1]
+            bound = float(q.abs().amax()) * float(k.abs().amax()) * d * abs(scaling)
+            if math.isfinite(bound) and bound < _FLOAT32_MAX:
+                return
         b, h = scores.shape[:2]
         key = (id(mask), b, h)
         if key not in self._masked:
             self._masked[key] = int((~mask).expand(b, h, *scores.shape[2:]).sum())
-        self._nan.append((layer, torch.isnan(scores).sum(), self._masked[key]))
+        self._nan.append((layer, torch.count_nonzero(torch.isnan(scores)), self._masked[key]))
 
     def check_nan(self) -> None:
         """Raise if a layer of the batch produced NaN scores where its mask allows a value."""
@@ -208,7 +229,7 @@ def _capture_attention(
     if softcap is not None:
         # tanh keeps NaN: capping after masking equals eager's cap-then-mask.
         scores.div_(softcap).tanh_().mul_(softcap)
-    session.count_nan(layer, scores, recorded)
+    session.count_nan(layer, scores, recorded, q, k, scaling)
     for reducer in session.reducers:
         reducer.update(layer, scores, session.seq_ids)
 
