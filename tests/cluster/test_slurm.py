@@ -118,11 +118,14 @@ def test_light_rules_run_on_the_submitting_host(slurm_run):
         re.sub(r"^rule_(\w+?)(_wildcards_.*)?$", r"\1", c) for c, _, _ in slurm_run.jobs.values()
     }
     out = slurm_run.proc.stdout + slurm_run.proc.stderr
-    ran_here = set(re.findall(r"^localrule (\w+):", out, re.M)) - {"all"}
-    # every light rule of the smoke run ran here and none was submitted; the rest was
-    assert ran_here and ran_here <= light and not ran_here & submitted
+    # "localrule X:" from the submitting Snakemake (a failed job's log, shown by
+    # show-failed-logs, has its own "localrule" lines: the job step runs its job locally)
+    ran_here = set(re.findall(r"^localrule (\w+):", out, re.M))
+    # no light rule was submitted, every one ran here (the smoke run has them all), the rest
+    # was submitted
+    assert not light & submitted
+    assert light <= ran_here, sorted(light - ran_here)
     assert {"extract_scores", "merge_scores", "leakage", "train_model"} <= submitted
-    assert len(slurm_run.jobs) + len(re.findall(r"^localrule (?!all:)", out, re.M)) >= 69
 
 
 def test_cancelled_job_is_retried_and_resumes_from_its_checkpoint(slurm_run):
