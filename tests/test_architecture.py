@@ -411,45 +411,47 @@ def test_import_scan_finds_what_a_full_ast_walk_finds():
     assert len(_import_statements(ast.parse(nested).body)) == 14
 
 
-def test_the_import_cache_gives_the_same_fingerprints_and_follows_edits(fake, tmp_path):
+def test_the_import_cache_gives_the_same_fingerprints_and_follows_edits(
+    fake, tmp_path, monkeypatch
+):
+    import json
+
     import causalpos.io.fingerprint as fp
 
     pkg, scripts = fake
     cache = tmp_path / "cache" / "imports.json"
-    try:
-        fp.use_cache(None)
-        fp._NAMES.clear()
-        plain = {k: code_fingerprint(s, pkg) for k, s in scripts.items()}
-        fp._NAMES.clear()
-        fp.use_cache(cache)
-        assert {k: code_fingerprint(s, pkg) for k, s in scripts.items()} == plain
-        assert cache.is_file()
-        # a new process (empty memory) reads every list from the file, parsing nothing
+    # a fresh process each time: no parsed lists in memory, the cache file (if any) read anew
+    monkeypatch.setattr(fp, "_NAMES", {})
+    monkeypatch.setattr(fp, "_CACHE", {"path": None, "entries": {}, "dirty": False})
+
+    def fresh_process():
         fp._NAMES.clear()
         fp.use_cache(cache)
-        parsed = []
-        real_scan = fp._scan_imports
-        fp._scan_imports = lambda *a: parsed.append(a[0]) or real_scan(*a)
-        assert {k: code_fingerprint(s, pkg) for k, s in scripts.items()} == plain
-        assert parsed == []
-        # an edit that adds an import: only that file is parsed again, and the closure follows
-        (pkg / "sci" / "unused.py").write_text("from causalpos.sci import a\n")
-        (pkg / "stages" / "three.py").write_text("import causalpos.sci.unused\n")
-        fp._NAMES.clear()
-        fp.use_cache(cache)
-        after = {k: code_fingerprint(s, pkg) for k, s in scripts.items()}
-        assert sorted(p.name for p in parsed) == ["three.py", "unused.py"]
-        assert after["three"] != plain["three"] and after["one"] == plain["one"]
-        assert "sci/a.py" in {
-            p.relative_to(pkg).as_posix() for p in import_closure(scripts["three"], pkg)
-        }
-        # one entry per file: the edited files' old lists are gone
-        keys = list(__import__("json").loads(cache.read_text()))
-        assert len(keys) == len({k.rsplit("|", 1)[0] for k in keys})
-        # an unreadable cache is an empty one
-        cache.write_text("{not json")
-        fp.use_cache(cache)
-        assert fp._CACHE["entries"] == {}
-    finally:
-        fp._scan_imports = real_scan if "real_scan" in locals() else fp._scan_imports
-        fp.use_cache(None)
+
+    plain = {k: code_fingerprint(s, pkg) for k, s in scripts.items()}  # no disk cache
+    fresh_process()
+    assert {k: code_fingerprint(s, pkg) for k, s in scripts.items()} == plain
+    assert cache.is_file()
+    # a warm start reads every list from the file, parsing nothing
+    parsed = []
+    real_scan = fp._scan_imports
+    monkeypatch.setattr(fp, "_scan_imports", lambda *a: parsed.append(a[0]) or real_scan(*a))
+    fresh_process()
+    assert {k: code_fingerprint(s, pkg) for k, s in scripts.items()} == plain
+    assert parsed == []
+    # an edit that adds an import: only the edited files are parsed again, the closure follows
+    (pkg / "sci" / "unused.py").write_text("from causalpos.sci import a\n")
+    (pkg / "stages" / "three.py").write_text("import causalpos.sci.unused\n")
+    fresh_process()
+    after = {k: code_fingerprint(s, pkg) for k, s in scripts.items()}
+    assert sorted(p.name for p in parsed) == ["three.py", "unused.py"]
+    assert after["three"] != plain["three"] and after["one"] == plain["one"]
+    closure = {p.relative_to(pkg).as_posix() for p in import_closure(scripts["three"], pkg)}
+    assert "sci/a.py" in closure
+    # one entry per file: the edited files' old lists are gone
+    keys = list(json.loads(cache.read_text()))
+    assert len(keys) == len({k.rsplit("|", 1)[0] for k in keys})
+    # an unreadable cache is an empty one
+    cache.write_text("{not json")
+    fp.use_cache(cache)
+    assert fp._CACHE["entries"] == {}
