@@ -17,6 +17,7 @@ from causalpos.io.fingerprint import use_cache as _fingerprint_cache  # noqa: E4
 from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
+from causalpos.config.checks import cached_document_sizes  # noqa: E402
 from causalpos import cluster as _cluster  # noqa: E402
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
@@ -29,7 +30,13 @@ os.environ[CONFIGFILES_ENV] = os.pathsep.join(
     map(str, workflow.config_settings.configfiles or [])
 )
 
-CFG = Resolved(config)
+# What local corpora can supply is read once per corpus version and kept between starts.
+CFG = Resolved(
+    config,
+    document_sizes=cached_document_sizes(
+        Path(".snakemake") / "causalpos" / "corpus_sizes.json"
+    ),
+)
 
 # Config-time checks (targets, variant names, what local corpora can supply, sequence lengths vs
 # model contexts): errors stop the run before any job starts; once, in the main process.

