@@ -169,6 +169,38 @@ def test_atomic_dir_refuses_a_path_that_resolves_outside_its_parent(tmp_path):
 # --- (2) NaN named where it starts ---------------------------------------------------------------
 
 
+def test_replace_json_swaps_whole_files_and_leaves_nothing_where_it_cannot_write(tmp_path):
+    import json
+    import os
+
+    from causalpos.io.atomic import replace_json
+
+    cache = tmp_path / "a" / "b" / "cache.json"
+    assert replace_json(cache, {"x": [1, 2]}) and json.loads(cache.read_text()) == {"x": [1, 2]}
+    assert replace_json(cache, {"y": None}) and json.loads(cache.read_text()) == {"y": None}
+    assert oct(cache.stat().st_mode & 0o777) == "0o644"
+    assert sorted(p.name for p in cache.parent.iterdir()) == ["cache.json"]
+    # a value JSON cannot hold fails before the rename: the old file stays whole, no temporary
+    with pytest.raises(TypeError):
+        replace_json(cache, {"z": object()})
+    assert json.loads(cache.read_text()) == {"y": None}
+    assert sorted(p.name for p in cache.parent.iterdir()) == ["cache.json"]
+    # a directory that cannot be written: False, nothing written, nothing left behind
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.access(ro, os.W_OK):  # root writes anywhere: a file where the directory should be
+            blocker = tmp_path / "file"
+            blocker.write_text("")
+            assert replace_json(blocker / "cache.json", {}) is False
+        else:
+            assert replace_json(ro / "cache.json", {}) is False
+            assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+
+
 @pytest.mark.parametrize("arch", ["mistral", "gemma3"])  # sliding window; soft-capping
 def test_capture_names_the_layer_whose_scores_are_nan_where_the_mask_allows_a_value(arch):
     import torch

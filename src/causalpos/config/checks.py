@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
+from causalpos.io.atomic import replace_json
 from causalpos.models.context import ContextError, check_seq_len
 
 #: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
@@ -78,14 +78,7 @@ def cached_document_sizes(cache: str | os.PathLike) -> Callable[[dict], list[int
         sizes = uncached(corpus)
         entries = {k: v for k, v in entries.items() if not k.startswith(spec)}
         entries[key] = sizes
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=cache.name, suffix=".tmp")
-            with os.fdopen(fd, "w") as fh:
-                json.dump(entries, fh)
-            os.replace(tmp, cache)
-        except OSError:
-            pass
+        replace_json(cache, entries)
         return sizes
 
     return read

@@ -9,10 +9,12 @@ A job killed mid-write leaves its temporary behind; the next write of the same p
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import os
 import re
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -126,3 +128,25 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def replace_json(path: str | os.PathLike, obj) -> bool:
+    """Write ``obj`` as JSON to ``path`` through a new file renamed into place (mode 0644), so a
+    concurrent reader sees the old file or the new one, never half of one. False, and nothing
+    left behind, where it cannot be written (a read-only checkout): for caches that may be lost."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(obj, fh)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:  # any failure before the rename (a value JSON cannot hold too)
+            Path(tmp).unlink(missing_ok=True)

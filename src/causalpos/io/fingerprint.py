@@ -6,7 +6,8 @@ included, and the ``__init__.py`` of every package on the way). Editing a module
 exactly the rules whose scripts import it, directly or through other modules, and nothing else;
 nothing is listed by hand, so a new import can neither be missed nor an unrelated module included.
 
-Pure standard library (``ast``, ``hashlib``): the Snakefile imports this before any job runs.
+Standard library only (``ast``, ``hashlib``; :mod:`causalpos.io.atomic` likewise): the Snakefile
+imports this before any job runs.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from causalpos.io.atomic import replace_json
 
 PACKAGE = "causalpos"
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -75,16 +76,8 @@ def _save_cache() -> None:
     path = _CACHE["path"]
     if path is None or not _CACHE["dirty"]:
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_CACHE["entries"], fh)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        _CACHE["dirty"] = False
-    except OSError:
-        pass  # a read-only checkout: parse again next time
+    if replace_json(path, _CACHE["entries"]):
+        _CACHE["dirty"] = False  # else a read-only checkout: parse again next time
 
 
 def _imported_names(path: Path, package_dir: Path) -> frozenset[str]:
