@@ -166,9 +166,6 @@ def test_atomic_dir_refuses_a_path_that_resolves_outside_its_parent(tmp_path):
     assert (parent / "m2" / "x").read_text() == "x"
 
 
-# --- (2) NaN named where it starts ---------------------------------------------------------------
-
-
 def test_replace_json_swaps_whole_files_and_leaves_nothing_where_it_cannot_write(tmp_path):
     import json
     import os
@@ -199,6 +196,9 @@ def test_replace_json_swaps_whole_files_and_leaves_nothing_where_it_cannot_write
             assert list(ro.iterdir()) == []
     finally:
         ro.chmod(0o755)
+
+
+# --- (2) NaN named where it starts ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("arch", ["mistral", "gemma3"])  # sliding window; soft-capping

@@ -1,7 +1,8 @@
 """Config-time checks (the Snakefile runs :meth:`ChecksSection.check` before any job starts): the
 target lists, what local corpora can supply and sequence lengths against the models' contexts.
 The one module of the package that reads the disk: corpora (through
-:func:`causalpos.data.local_document_sizes`, or the reader ``Resolved`` is given) and the
+:func:`causalpos.data.local_document_sizes`, or the reader ``Resolved`` is given; the Snakefile
+gives :func:`cached_document_sizes`, which keeps the answers in a JSON file) and the
 ``config.json`` of local model directories."""
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ def _size_sources(corpus: dict) -> list[list] | None:
                 return None
             files = [Path(spec.submodule_search_locations[0]) / "plain_text_readers_bible.py"]
         elif kind in ("text", "jsonl") and "path" in corpus:
-            from causalpos.data import _corpus_files
+            from causalpos.data import corpus_files  # [] where there are none: the reader says so
 
-            files = _corpus_files(corpus)
+            files = [Path(f) for f in corpus_files(corpus)]
         else:
             return []
-        return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+        stats = [(f.resolve(), f.stat()) for f in files]
+        return [[str(f), st.st_size, st.st_mtime_ns] for f, st in stats]
     except (OSError, ImportError, ValueError):  # CorpusError is a ValueError
         return None
 
