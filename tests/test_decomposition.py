@@ -52,8 +52,9 @@ def decompose_maps(s_c, s_b, fwd, abl, *, landmark=True, window="all"):
     nums = {
         "c_logattn": per_pair(DC.numerator_gram(st["c_la"], design)).sum(),
         "c_logit": per_pair(DC.numerator_gram(st["c_s"], design)).sum(),
-        "c_logz": per_pair(DC.numerator_gram(DC.difference_stats(st["c_la"], st["c_s"]), design))
-        .sum(),
+        "c_logz": per_pair(
+            DC.numerator_gram(DC.difference_stats(st["c_la"], st["c_s"]), design)
+        ).sum(),
         "b_logit": per_pair(DC.numerator_gram(st["b_s"], design)).sum(),
         "b_logattn": per_pair(DC.numerator_gram(st["b_la"], design)).sum(),
     }

@@ -90,13 +90,36 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
         np.testing.assert_allclose(
             summ["exp_p"].sel(variant=v, exp_window="all", target="logit").values, r["p"]
         )
-    # the decomposition on the headline: Eq. 5 exactly, shares of the total
+    # the decomposition on the headline, in one unit (the causal run's expected log-attention
+    # variance): the residual-stream component is the ablation's logit ΔSS over that denominator
     dec = summ["exp_decomposition"].sel(exp_condition="rope", exp_window="all", target="logattn")
     e = dec.sel(stat="estimate")
-    tot = summ["exp_model"].sel(variant="causal", exp_window="all", target="logattn")
-    res = summ["exp_model"].sel(variant="bidirectional", exp_window="all", target="logattn")
-    assert float(e.sel(component="total")) == float(tot.sel(stat="estimate"))
-    assert float(e.sel(component="residual")) == float(res.sel(stat="estimate"))
+    est = {}
+    for v, t in (("causal", "logattn"), ("bidirectional", "logit"), ("bidirectional", "logattn")):
+        g, _ = X.store_grams(runs[v].sortby("sequence"), window="all", target=t)
+        est[v, t] = X.estimate(g, counts=counts, n_flips=0)
+    den = est["causal", "logattn"]["pooled_den"].sum()
+    assert float(e.sel(component="total")) == pytest.approx(est["causal", "logattn"]["pooled"])
+    assert float(e.sel(component="residual")) == pytest.approx(
+        est["bidirectional", "logit"]["pooled_num"].sum() / den
+    )
+    full = summ["exp_components"].sel(
+        exp_condition="rope", exp_landmark="modelled", exp_window="all", stat="estimate"
+    )
+    assert float(full.sel(component_full="residual_stream_paper")) == pytest.approx(
+        est["bidirectional", "logattn"]["pooled_num"].sum() / den
+    )
+    c = {k: float(full.sel(component_full=k)) for k in full["component_full"].values}
+    assert c["total"] == pytest.approx(c["residual_stream"] + c["normaliser"] + c["remainder"])
+    assert c["total"] == pytest.approx(c["logit"] + c["normaliser"] + c["cross"])
+    # the position-free run's residual-stream reading, in the same unit, is ~0 and below the
+    # leaky model's
+    ctl = summ["exp_components"].sel(
+        exp_condition="rope", exp_landmark="modelled", exp_window="all"
+    )
+    lo, hi = ctl.sel(component_full="control_residual_stream", stat=["lo", "hi"]).values
+    assert lo <= 0 <= hi
+    assert float(ctl.sel(component_full="residual_minus_control", stat="lo")) > 0
     assert float(e.sel(component="share_causal_mask")) == pytest.approx(
         float((e.sel(component="total") - e.sel(component="residual")) / e.sel(component="total"))
     )
@@ -104,8 +127,14 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
     # per-prompt reading of the same run is far from 0 (content read as position)
     free = summ["exp_model"].sel(variant="identity_rope+bidirectional", target="logit")
     assert (free.sel(stat="lo") <= 0).all() or (np.abs(free.sel(stat="estimate")) <= 0.01).all()
-    assert (summ["exp_control"].sel(variant="identity_rope+bidirectional") == 1).all()
+    ctl = summ["exp_control"].sel(exp_landmark="modelled")
+    assert (ctl.sel(variant="identity_rope+bidirectional") == 1).all()
     assert summ["exp_control"].sel(variant="causal").isnull().all()
+    bound = summ["exp_control_bound"].sel(
+        variant="identity_rope+bidirectional", exp_landmark="modelled", exp_window="all"
+    )
+    model = summ["exp_model"].sel(variant="causal", exp_window="all", stat="estimate")
+    np.testing.assert_allclose(bound.values, H.EQUIVALENCE * model.values)
     per_prompt = summ["leakage_model"].sel(variant="identity_rope+bidirectional", target="logit")
     assert float(per_prompt.sel(stat="lo")) > 0.05
     # the leaky causal run is far from 0 on the headline
@@ -135,6 +164,7 @@ def test_a_control_that_leaks_fails_and_no_statistics_means_no_headline(runs):
     )
     # the causal run carries a planted position effect: as a "control" it fails
     assert (summ["exp_control"].sel(variant="causal", target="logit") == 0).all()
+    # against itself in its own units it reads the model's own effect, above half of it
     bare = {
         v: ds.drop_vars(["leak_offsum", "leak_key0sum", "leak_rowsum"]) for v, ds in runs.items()
     }
@@ -350,7 +380,8 @@ def test_scale_contrast_and_bos_headline_tables(runs):
     sc = tabs["scale_contrast"]
     assert set(sc["reading"]) == {"expected-map"} and sc["paired"].all()
     assert not ({"c"} & (set(sc["model"]) | set(sc["model_b"])))  # other prompts: unpaired
-    sel = (sc.window == "all") & (sc.target == "logit")  # where the planted effect lives
+    assert set(sc["target"]) == {"logattn"}  # the decomposition's one unit
+    sel = sc.window == "all"
     same = sc[sel & (sc.model == "a") & (sc.model_b == "a_copy")].iloc[0]
     assert same["difference"] == 0 and same["difference_lo"] == 0 == same["difference_hi"]
     ab = sc[sel & (sc.model == "a") & (sc.model_b == "b")].iloc[0]
@@ -358,7 +389,7 @@ def test_scale_contrast_and_bos_headline_tables(runs):
         s["exp_decomposition"].sel(
             exp_condition="rope",
             exp_window="all",
-            target="logit",
+            target="logattn",
             component="share_causal_mask",
             stat="estimate",
         )

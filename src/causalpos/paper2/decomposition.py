@@ -44,6 +44,9 @@ import torch
 from causalpos.paper2 import expected as X
 from causalpos.paper2.design import Design
 
+#: The one unit every component is expressed in.
+UNIT = "delta SS of the expected map over the causal run's expected log-attention variance"
+
 #: Components in one unit (ΔSS over the causal run's expected log-attention variance).
 COMPONENTS = (
     "total",

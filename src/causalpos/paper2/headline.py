@@ -28,15 +28,30 @@ import xarray as xr
 
 from causalpos import stats
 from causalpos.models.variants import parse_variant
+from causalpos.paper2 import decomposition as DC
 from causalpos.paper2 import expected as X
 from causalpos.paper2.bos import bos_replacement
 from causalpos.paper2.design import build_design
-from causalpos.paper2.metric import TARGETS, decompose
+from causalpos.paper2.grams import FIT, GramCache
+from causalpos.paper2.metric import TARGETS
 from causalpos.paper2.prompts import STAT, PromptSet
 
 #: |headline| at or below which a position-free run passes its negative control even when its CI
 #: excludes 0 (a CI of a near-flat expected map can be very narrow).
 CONTROL_TOL = 0.01
+
+#: The control's equivalence bound: a negative control passes when its upper limit, in the
+#: model's units, lies below this fraction of the model's own estimate (a bound from the data).
+EQUIVALENCE = 0.5
+
+#: The two landmark readings: the key-0 column modelled in both fits (position-free runs read 0
+#: by construction) or counted (paper 2's reconstructed fit: nothing modelled for key 0).
+LANDMARKS = ("modelled", "counted")
+
+#: Components beside :data:`causalpos.paper2.decomposition.COMPONENTS`: the residual-stream
+#: reading of a position-free run of the same summary, in the same unit, and the paired
+#: difference of the condition's residual-stream component to it.
+CONTROL_COMPONENTS = ("control_residual_stream", "residual_minus_control")
 
 #: Columns of ``exp_planted``: the planted effect's exact share, then the estimate with its CI.
 PLANTED = ("planted", "estimate", "lo", "hi")
@@ -146,67 +161,67 @@ def expected_block(
     sink_tau: float = 0.5,
     bos_target: str = "logattn",
 ) -> xr.Dataset:
-    """The headline reading of every run (empty when a run lacks the expected-map statistics).
+    """The headline reading of every run (empty when a run lacks the expected-map statistics):
+    named blocks over one shared :class:`~causalpos.paper2.grams.GramCache`.
 
-    Variables (``stat`` = estimate, lo, hi): ``exp_model`` (variant, exp_window, target, stat) the
-    pooled ΔR² of the expected maps; ``exp_model_sst`` the companion ρ_SST; ``exp_model_nolandmark``
-    (variant, target, stat) the pooled ratio without the key-0 column on the headline window
-    (second reading; 200 replicates); ``exp_layer`` (variant, exp_window,
-    target, layer, stat); ``exp_head`` (variant, exp_window, target, layer, head, stat);
-    ``exp_p`` / ``exp_q`` (variant, exp_window, target, layer, head) sign-flip p-values over
-    prompts and BH q-values across (layer, head); ``exp_fraction_significant`` (q ≤ alpha: under
-    the null, some head at all with probability ≤ alpha) and ``exp_fraction_p`` (p ≤ alpha:
-    nominal rate alpha under the null), with Wilson CIs; ``exp_decomposition``
-    (exp_condition, exp_window, target, component, stat) paper 2 §3 on the headline, the two runs'
-    replicates paired, and ``exp_decomposition_difference`` (exp_condition, exp_condition_ref, ...)
-    the paired differences between conditions; ``exp_position_free`` (variant) bool; ``exp_control`` (variant, exp_window,
-    target): 1 passes, 0 fails the negative control, NaN not a position-free run; ``exp_planted``
-    (variant, target, planted) the positive control on each position-free run (headline window).
-    ``exp_share_boot`` (exp_condition, exp_window, target, replicate) float32: the causal-mask
-    share's bootstrap replicates, for paired contrasts between models on the same prompts (attr
-    ``exp_counts_digest`` says which resampled prompts). ``exp_baseline`` (variant, target,
-    exp_fit, stat), for ``linear_variants``: :data:`BASELINES` on the headline window.
-    ``exp_bos_effect``, ``exp_bos_c``, ``exp_bos_c_baseline`` (bos_replacement, bos_reading,
-    exp_window, stat): Table 9 on the headline, :data:`BOS_READINGS`, for every BOS replacement
-    of ``bos_pairs`` (intervention -> (variant, baseline, target), as
-    :func:`causalpos.paper2.bos.wanted_bos`), on ``bos_target`` (log-attention: §3's unit).
-    ``exp_ablation`` (exp_window, target, ablation, stat) and ``exp_ablation_layer`` (...,
-    layer, ...): :data:`ABLATIONS`, where the runs hold both ``layer_bidirectional`` and
-    ``bidirectional``.
+    Variables (``stat`` = estimate, lo, hi): :func:`reading_block` (``exp_model``,
+    ``exp_model_sst``, ``exp_model_nolandmark``, ``exp_layer``, ``exp_head``, ``exp_p``,
+    ``exp_q``, ``exp_fraction_significant``, ``exp_fraction_p``, ``exp_baseline``);
+    :func:`control_block` (``exp_position_free``, ``exp_control``, ``exp_control_units``,
+    ``exp_planted``); :func:`components_block` (``exp_components``, ``exp_components_layer``,
+    ``exp_decomposition``, ``exp_decomposition_difference``, ``exp_share_boot``); the
+    ablation block (``exp_ablation``, ``exp_ablation_layer``) and the BOS block
+    (``exp_bos_*``). Attribute ``exp_counts_digest`` says which resampled prompts every
+    replicate used.
     """
     wins = [str(w) for w in exp_windows(ps)]
     if not wins:
         return xr.Dataset()
+    cache = GramCache(ps, n_flips=n_flips, seed=seed)
+    out = reading_block(cache, wins, alpha=alpha, linear_variants=linear_variants)
+    out = out.merge(control_block(cache, wins, position_free_runs, planted=planted))
+    out.attrs.update(
+        {
+            "exp_planted_size": planted,
+            "exp_control_tol": CONTROL_TOL,
+            "exp_equivalence": EQUIVALENCE,
+            "exp_counts_digest": counts_digest(ps.counts),
+            "exp_linear_fit": LINEAR_FIT,
+        }
+    )
+    if LOCAL_RUN in ps.runs and WHOLE_RUN in ps.runs:
+        out = out.merge(_ablation_block(ps, wins, cache))
+    bos_runs, sink_sel = _bos_plan(ps, bos_pairs or {}, sink_tau)
+    if bos_runs:
+        bos = _bos_block(ps, bos_runs, wins, cache, sink_sel, sink_tau, bos_target)
+        out = out.merge(bos)
+        out.attrs.update(bos.attrs)
+    conds = {c: pair for c, pair in conditions.items() if all(r in ps.runs for r in pair)}
+    if conds:
+        comp = components_block(cache, wins, conds, position_free_runs)
+        out = out.merge(comp)
+    return out
+
+
+def reading_block(
+    cache: GramCache, wins: Sequence[str], *, alpha: float, linear_variants: Sequence[str]
+) -> xr.Dataset:
+    """The headline of every run, window and target: pooled, per layer, per head (sign-flip p,
+    BH q), the companion ρ_SST, the reading without the key-0 column (headline window), and
+    claim 6's baselines for ``linear_variants``."""
+    ps = cache.ps
     nv, nw, nt = len(ps.variants), len(wins), len(TARGETS)
     nl, nh = len(ps.layers), len(ps.heads)
-    model = np.full((nv, nw, nt, 3), np.nan)
-    model_sst = np.full((nv, nw, nt, 3), np.nan)
+    model, model_sst, frac, frac_p = (np.full((nv, nw, nt, 3), np.nan) for _ in range(4))
     model_nl = np.full((nv, nt, 3), np.nan)
     layer = np.full((nv, nw, nt, nl, 3), np.nan)
     head = np.full((nv, nw, nt, nl, nh, 3), np.nan)
-    pval = np.full((nv, nw, nt, nl, nh), np.nan)
-    qval = np.full((nv, nw, nt, nl, nh), np.nan)
-    frac = np.full((nv, nw, nt, 3), np.nan)
-    frac_p = np.full((nv, nw, nt, 3), np.nan)
-    boots = {}
-    bos_runs, sink_sel = _bos_plan(ps, bos_pairs or {}, sink_tau)
-    sink_boots = {}
+    pval, qval = (np.full((nv, nw, nt, nl, nh), np.nan) for _ in range(2))
     lin = np.full((nv, nt, len(BASELINES), 3), np.nan)
-    layer_boots = {}
-    needed = [
-        "leak_offsum",
-        "leak_key0sum",
-        "leak_rowsum",
-        "leak_map_sum",
-        "leak_sst",
-        "leak_delta",
-    ]
     for vi, v in enumerate(ps.variants):
-        ds = ps.runs[v][needed].load()  # read once; every window, target and reading reuses it
         for wi, w in enumerate(wins):
             for ti, t in enumerate(TARGETS):
-                g, _ = X.store_grams(ds, window=w, target=t)
-                r = X.estimate(g, counts=ps.counts, level=ps.level, n_flips=n_flips, seed=seed)
+                r = cache.estimate(v, w, t)
                 model[vi, wi, ti] = [r["pooled"], r["pooled_lo"], r["pooled_hi"]]
                 model_sst[vi, wi, ti] = [r["pooled_sst"], r["pooled_sst_lo"], r["pooled_sst_hi"]]
                 layer[vi, wi, ti] = np.stack([r["layer"], r["layer_lo"], r["layer_hi"]], -1)
@@ -215,112 +230,269 @@ def expected_block(
                 for arr, x in ((frac, r["q"]), (frac_p, r["p"])):
                     f = stats.fraction_significant(x, alpha)
                     arr[vi, wi, ti] = [f, *stats.wilson_ci(f, x.size, ps.level)]
-                boots[v, w, t] = (r["pooled"], r["pooled_boot"])
-                if v in (LOCAL_RUN, WHOLE_RUN):
-                    layer_boots[v, w, t] = (r["layer"], r["layer_boot"])
-                if t == bos_target and v in sink_sel:
-                    sink_boots[v, w] = X.pooled_subset(g, sink_sel[v], ps.counts)
                 if wi == 0 and v in linear_variants:
-                    gl, _ = X.store_grams(ds, window=w, target=t, fit=LINEAR_FIT)
-                    rl = X.estimate(gl, counts=ps.counts, level=ps.level, n_flips=0)
+                    rl = cache.estimate(v, w, t, fit=LINEAR_FIT, flips=False)
                     lin[vi, ti] = _baseline_rows(ps, r, rl)
-                if wi == 0:  # the second reading, headline window (200 replicates)
-                    g2, _ = X.store_grams(ds, window=w, target=t, landmark=False)
-                    r2 = X.estimate(g2, counts=ps.counts[:200], level=ps.level, n_flips=0)
+                if wi == 0:  # the reading with the key-0 column counted, headline window
+                    r2 = cache.estimate(v, w, t, landmark=False, flips=False)
                     model_nl[vi, ti] = [r2["pooled"], r2["pooled_lo"], r2["pooled_hi"]]
+    vwt = ("variant", "exp_window", "target")
+    return xr.Dataset(
+        {
+            "exp_model": (vwt + ("stat",), model),
+            "exp_model_sst": (vwt + ("stat",), model_sst),
+            "exp_model_nolandmark": (("variant", "target", "stat"), model_nl),
+            "exp_layer": (vwt + ("layer", "stat"), layer),
+            "exp_head": (vwt + ("layer", "head", "stat"), head),
+            "exp_p": (vwt + ("layer", "head"), pval),
+            "exp_q": (vwt + ("layer", "head"), qval),
+            "exp_fraction_significant": (vwt + ("stat",), frac),
+            "exp_fraction_p": (vwt + ("stat",), frac_p),
+            "exp_baseline": (("variant", "target", "exp_fit", "stat"), lin),
+        },
+        coords={
+            "variant": ps.variants,
+            "exp_window": list(wins),
+            "target": list(TARGETS),
+            "layer": ps.layers,
+            "head": ps.heads,
+            "stat": list(STAT),
+            "exp_fit": list(BASELINES),
+        },
+    )
+
+
+def control_block(
+    cache: GramCache, wins: Sequence[str], position_free_runs: Sequence[str], *, planted: float
+) -> xr.Dataset:
+    """Negative controls in the model's units and the statistics-level positive control.
+
+    ``exp_control_units`` (variant, exp_landmark, exp_window, target, stat): a position-free
+    run's N̂ over the *causal* run's D̂ (the model's units: a ratio over the control's own,
+    nearly flat map is ill-conditioned), paired replicates; ``exp_control_bound`` (...) the
+    model's own headline on the same reading; ``exp_control`` (variant, exp_landmark, exp_window,
+    target): 1 passes (the control's upper limit below :data:`EQUIVALENCE` × the model's
+    estimate), 0 fails, NaN not a position-free run or no causal run to compare with.
+    ``exp_planted`` (variant, target, planted): the planted query effect on each position-free
+    run, read back (:func:`planted_control`)."""
+    ps = cache.ps
+    nv, nw, nt = len(ps.variants), len(wins), len(TARGETS)
     free = np.array([v in position_free_runs for v in ps.variants])
-    control = np.full((nv, nw, nt), np.nan)
-    for vi in np.flatnonzero(free):
-        est, lo, hi = model[vi, ..., 0], model[vi, ..., 1], model[vi, ..., 2]
-        control[vi] = ((lo <= 0) & (hi >= 0)) | (np.abs(est) <= CONTROL_TOL)
+    units = np.full((nv, len(LANDMARKS), nw, nt, 3), np.nan)
+    bound = np.full((nv, len(LANDMARKS), nw, nt), np.nan)
+    control = np.full((nv, len(LANDMARKS), nw, nt), np.nan)
+    ref = "causal" if "causal" in ps.runs else None
+    for vi in np.flatnonzero(free) if ref else []:
+        v = ps.variants[vi]
+        for li, lm in enumerate(LANDMARKS):
+            for wi, w in enumerate(wins):
+                for ti, t in enumerate(TARGETS):
+                    modelled = lm == "modelled"
+                    num = cache.numerator(cache.grams(v, w, t, landmark=modelled)["num"])
+                    den = cache.denominator(ref, w, t, landmark=modelled)
+                    r = _ratio(num.sum((-2, -1)), den.sum((-2, -1)))
+                    units[vi, li, wi, ti] = _ci(ps, r[1:], r[0])
+                    m = cache.estimate(ref, w, t, landmark=modelled, flips=False)["pooled"]
+                    bound[vi, li, wi, ti] = EQUIVALENCE * m
+                    control[vi, li, wi, ti] = float(units[vi, li, wi, ti, 2] < EQUIVALENCE * m)
     plant = np.full((nv, nt, len(PLANTED)), np.nan)
     for vi in np.flatnonzero(free):
         for ti, t in enumerate(TARGETS):
             plant[vi, ti] = planted_control(
-                ps.runs[ps.variants[vi]][needed].load(),
+                cache.data(ps.variants[vi]),
                 ps.counts,
                 window=wins[0],
                 target=t,
                 size=planted,
                 level=ps.level,
             )
-    out = xr.Dataset(
+    dims = ("variant", "exp_landmark", "exp_window", "target")
+    return xr.Dataset(
         {
-            "exp_model": (("variant", "exp_window", "target", "stat"), model),
-            "exp_model_sst": (("variant", "exp_window", "target", "stat"), model_sst),
-            "exp_model_nolandmark": (("variant", "target", "stat"), model_nl),
-            "exp_layer": (("variant", "exp_window", "target", "layer", "stat"), layer),
-            "exp_head": (("variant", "exp_window", "target", "layer", "head", "stat"), head),
-            "exp_p": (("variant", "exp_window", "target", "layer", "head"), pval),
-            "exp_q": (("variant", "exp_window", "target", "layer", "head"), qval),
-            "exp_fraction_significant": (("variant", "exp_window", "target", "stat"), frac),
-            "exp_fraction_p": (("variant", "exp_window", "target", "stat"), frac_p),
             "exp_position_free": (("variant",), free),
-            "exp_control": (("variant", "exp_window", "target"), control),
+            "exp_control_units": (dims + ("stat",), units),
+            "exp_control_bound": (dims, bound),
+            "exp_control": (dims, control),
             "exp_planted": (("variant", "target", "planted"), plant),
-            "exp_baseline": (("variant", "target", "exp_fit", "stat"), lin),
         },
         coords={
             "variant": ps.variants,
-            "exp_window": wins,
+            "exp_landmark": list(LANDMARKS),
+            "exp_window": list(wins),
             "target": list(TARGETS),
-            "layer": ps.layers,
-            "head": ps.heads,
             "stat": list(STAT),
             "planted": list(PLANTED),
-            "exp_fit": list(BASELINES),
-        },
-        attrs={
-            "exp_planted_size": planted,
-            "exp_control_tol": CONTROL_TOL,
-            "exp_counts_digest": counts_digest(ps.counts),
-            "exp_linear_fit": LINEAR_FIT,
         },
     )
-    if LOCAL_RUN in ps.runs and WHOLE_RUN in ps.runs:
-        out = out.merge(_ablation_block(ps, wins, boots, layer_boots))
-    if bos_runs:
-        bos = _bos_block(ps, bos_runs, wins, boots, sink_boots, sink_sel, sink_tau, bos_target)
-        out = out.merge(bos)
-        out.attrs.update(bos.attrs)
-    conds = {c: pair for c, pair in conditions.items() if all(r in ps.runs for r in pair)}
-    if conds:
-        nc = len(conds)
-        dec = np.full((nc, nw, nt, 5, 3), np.nan)
-        diff = np.full((nc, nc, nw, nt, 5, 3), np.nan)
-        share_boot = np.full((nc, nw, nt, len(ps.counts)), np.nan, dtype=np.float32)
-        for wi, w in enumerate(wins):
-            for ti, t in enumerate(TARGETS):
-                parts = []
-                for ci, (cv, bv) in enumerate(conds.values()):
-                    (te, tb), (re, rb) = boots[cv, w, t], boots[bv, w, t]
-                    est, bt = decompose(te, re), decompose(tb, rb)
-                    parts.append((est, bt))
-                    share_boot[ci, wi, ti] = bt["share_causal_mask"]
-                    for k, comp in enumerate(est):
-                        dec[ci, wi, ti, k] = ps.ci(bt[comp], est[comp])
-                # paired: every run's replicates use the same resampled prompts
-                for ci, (ec, bc) in enumerate(parts):
-                    for cj, (er, br) in enumerate(parts):
-                        for k, comp in enumerate(ec):
-                            diff[ci, cj, wi, ti, k] = ps.ci(
-                                bc[comp] - br[comp], ec[comp] - er[comp]
+
+
+def _ci(ps: PromptSet, boot: np.ndarray, est: np.ndarray) -> np.ndarray:
+    """(..., 3) estimate, lo, hi of the headline's replicates (one place for its interval)."""
+    return ps.ci(boot, est)
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
+
+
+def components_block(
+    cache: GramCache,
+    wins: Sequence[str],
+    conds: Mapping[str, tuple[str, str]],
+    position_free_runs: Sequence[str] = (),
+) -> xr.Dataset:
+    """Paper 2 §3 in one unit (:mod:`causalpos.paper2.decomposition`), for every condition
+    (causal run, ablation run), both landmark readings and every window, pooled and per layer.
+
+    ``exp_components`` (exp_condition, exp_landmark, exp_window, component, stat) and
+    ``exp_components_layer`` (..., layer, component, stat): :data:`DC.COMPONENTS` and
+    :data:`DC.SHARES`, plus ``control_residual_stream`` (a position-free run's logit ΔSS in the
+    same unit: the residual-stream reading's negative control) and
+    ``residual_minus_control`` (paired). ``exp_decomposition`` (exp_condition, exp_window,
+    target, component, stat): the headline decomposition (landmark modelled, artefact-free)
+    under the component names total, residual, causal_mask, share_residual,
+    share_causal_mask; ``target`` is log-attention (its one unit) and the logit coordinate is
+    NaN; ``exp_decomposition_difference`` paired differences between conditions and
+    ``exp_share_boot`` the share's replicates."""
+    ps = cache.ps
+    names = list(DC.COMPONENTS) + list(DC.SHARES) + list(CONTROL_COMPONENTS)
+    nc, nlm, nw, nl = len(conds), len(LANDMARKS), len(wins), len(ps.layers)
+    pooled = np.full((nc, nlm, nw, len(names), 3), np.nan)
+    per_layer = np.full((nc, nlm, nw, nl, len(names), 3), np.nan)
+    share_boot = np.full((nc, nw, len(TARGETS), len(ps.counts)), np.nan, dtype=np.float32)
+    free = [v for v in ps.variants if v in position_free_runs]
+    boots: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+    for ci, (c, b) in enumerate(conds.values()):
+        for li, lm in enumerate(LANDMARKS):
+            modelled = lm == "modelled"
+            for wi, w in enumerate(wins):
+                nums = {
+                    "c_logattn": cache.grams(c, w, "logattn", landmark=modelled)["num"],
+                    "c_logit": cache.grams(c, w, "logit", landmark=modelled)["num"],
+                    "c_logz": cache.logz_gram(c, w, landmark=modelled),
+                    "b_logit": cache.grams(b, w, "logit", landmark=modelled)["num"],
+                    "b_logattn": cache.grams(b, w, "logattn", landmark=modelled)["num"],
+                }
+                if free:
+                    nums["ctrl"] = cache.grams(free[0], w, "logit", landmark=modelled)["num"]
+                reps = {k: cache.numerator(g) for k, g in nums.items()}  # (1 + B, layer, head)
+                den = cache.denominator(c, w, "logattn", landmark=modelled)
+                art = _artefact(cache, b, c, w, modelled)  # (layer, head) per prompt pair
+                pairs = cache.n * (cache.n - 1)
+                for agg, axes, dest in (
+                    ("pooled", (-2, -1), pooled[ci, li, wi]),
+                    ("layer", (-1,), per_layer[ci, li, wi]),
+                ):
+                    r = {k: v.sum(axes) for k, v in reps.items()}
+                    d = den.sum(axes)
+                    a0 = art.sum(axes[-1] if agg == "layer" else (-2, -1)) * pairs
+                    comp = DC.components({k: v[0] for k, v in r.items() if k != "ctrl"}, d[0], a0)
+                    rb = DC.components({k: v[1:] for k, v in r.items() if k != "ctrl"}, d[1:])
+                    if "ctrl" in r:
+                        comp["control_residual_stream"] = r["ctrl"][0] / d[0]
+                        rb["control_residual_stream"] = r["ctrl"][1:] / d[1:]
+                        for x in (comp, rb):
+                            x["residual_minus_control"] = (
+                                x["residual_stream"] - x["control_residual_stream"]
                             )
-        out["exp_decomposition"] = (
-            ("exp_condition", "exp_window", "target", "component", "stat"),
-            dec,
-        )
-        out["exp_decomposition_difference"] = (
-            ("exp_condition", "exp_condition_ref", "exp_window", "target", "component", "stat"),
-            diff,
-        )
-        out["exp_share_boot"] = (("exp_condition", "exp_window", "target", "replicate"), share_boot)
-        out = out.assign_coords(
-            exp_condition=list(conds),
-            exp_condition_ref=list(conds),
-            component=list(decompose(np.ones(1), np.ones(1))),
-        )
-    return out
+                    for k, name in enumerate(names):
+                        if name in comp:
+                            dest[..., k, :] = _ci(ps, rb[name], comp[name])
+                    if agg == "pooled" and modelled:
+                        boots[ci, wi] = {"est": comp, "boot": rb}
+                        share_boot[ci, wi, TARGETS.index("logattn")] = rb["share_causal_mask"]
+    out = xr.Dataset(
+        {
+            "exp_components": (
+                ("exp_condition", "exp_landmark", "exp_window", "component_full", "stat"),
+                pooled,
+            ),
+            "exp_components_layer": (
+                ("exp_condition", "exp_landmark", "exp_window", "layer", "component_full", "stat"),
+                per_layer,
+            ),
+            "exp_share_boot": (("exp_condition", "exp_window", "target", "replicate"), share_boot),
+        },
+        coords={
+            "exp_condition": list(conds),
+            "exp_landmark": list(LANDMARKS),
+            "exp_window": list(wins),
+            "layer": ps.layers,
+            "component_full": names,
+            "target": list(TARGETS),
+            "stat": list(STAT),
+        },
+        attrs={"exp_components_unit": DC.UNIT},
+    )
+    return out.merge(_decomposition_compat(ps, list(conds), wins, boots))
+
+
+def _artefact(cache: GramCache, b: str, c: str, w: str, modelled: bool) -> np.ndarray:
+    """(layer, head) the edge artefact of run ``b``'s softmax on its relative expected logits,
+    read on the pairs and design of the causal run's log-attention (per prompt pair)."""
+    out = []
+    masks = cache.masks(c, w, "logattn")
+    for layer, mask in masks.items():
+        mu, allowed = cache.mean_map(b, "logit", layer)
+        design = cache.design(mask, FIT, modelled)
+        out.append(DC.relative_artefact(mu, allowed, mask, design))
+    return np.stack(out)
+
+
+def _decomposition_compat(
+    ps: PromptSet, conds: Sequence[str], wins: Sequence[str], boots: Mapping
+) -> xr.Dataset:
+    """``exp_decomposition`` and its paired differences between conditions from the one-unit
+    components (landmark modelled, log-attention)."""
+    names = {
+        "total": "total",
+        "residual": "residual_stream",
+        "causal_mask": "causal_mask",
+        "share_residual": None,
+        "share_causal_mask": "share_causal_mask",
+    }
+    nc, nw, nt = len(conds), len(wins), len(TARGETS)
+    ti = TARGETS.index("logattn")
+    dec = np.full((nc, nw, nt, len(names), 3), np.nan)
+    diff = np.full((nc, nc, nw, nt, len(names), 3), np.nan)
+
+    def get(x, k):
+        return 1.0 - x["share_causal_mask"] if names[k] is None else x[names[k]]
+
+    for (ci, wi), e in boots.items():
+        for k, comp in enumerate(names):
+            dec[ci, wi, ti, k] = _ci(ps, get(e["boot"], comp), get(e["est"], comp))
+        for cj in range(nc):
+            if (cj, wi) not in boots:
+                continue
+            r = boots[cj, wi]
+            for k, comp in enumerate(names):
+                diff[ci, cj, wi, ti, k] = _ci(
+                    ps,
+                    get(e["boot"], comp) - get(r["boot"], comp),
+                    get(e["est"], comp) - get(r["est"], comp),
+                )
+    return xr.Dataset(
+        {
+            "exp_decomposition": (
+                ("exp_condition", "exp_window", "target", "component", "stat"),
+                dec,
+            ),
+            "exp_decomposition_difference": (
+                ("exp_condition", "exp_condition_ref", "exp_window", "target", "component", "stat"),
+                diff,
+            ),
+        },
+        coords={
+            "exp_condition": list(conds),
+            "exp_condition_ref": list(conds),
+            "exp_window": list(wins),
+            "target": list(TARGETS),
+            "component": list(names),
+            "stat": list(STAT),
+        },
+    )
 
 
 def counts_digest(counts: np.ndarray) -> str:
@@ -366,8 +538,7 @@ def _bos_block(
     ps: PromptSet,
     runs: Mapping[tuple[str, str], tuple[str, str]],
     wins: Sequence[str],
-    boots: Mapping,
-    sink_boots: Mapping,
+    cache: GramCache,
     sink_sel: Mapping[str, np.ndarray],
     sink_tau: float,
     target: str = "logattn",
@@ -381,12 +552,15 @@ def _bos_block(
         a, k = reps.index(rep), BOS_READINGS.index(reading)
         for wi, w in enumerate(wins):
             if reading == "sink_heads":
-                if (iv, w) not in sink_boots or (bv, w) not in sink_boots:
+                if iv not in sink_sel or bv not in sink_sel:
                     continue
-                (ie, ib), (be, bb) = sink_boots[iv, w], sink_boots[bv, w]
+                (ie, ib), (be, bb) = (
+                    X.pooled_subset(cache.grams(r, w, target), sink_sel[r], ps.counts)
+                    for r in (iv, bv)
+                )
                 n_sink[a] = int(sink_sel[bv].sum())
             else:
-                (ie, ib), (be, bb) = boots[iv, w, target], boots[bv, w, target]
+                (ie, ib), (be, bb) = (_pooled(cache, r, w, target) for r in (iv, bv))
             with np.errstate(divide="ignore", invalid="ignore"):
                 eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
             c_int[a, k, wi] = ps.ci(ib, ie)
@@ -409,7 +583,13 @@ def _bos_block(
     )
 
 
-def _ablation_block(ps: PromptSet, wins: Sequence[str], boots: Mapping, layer_boots: Mapping):
+def _pooled(cache: GramCache, run: str, w: str, t: str, key: str = "pooled"):
+    """(estimate, replicates) of a run's headline, pooled (or ``key="layer"``)."""
+    r = cache.estimate(run, w, t)
+    return r[key], r[f"{key}_boot"]
+
+
+def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
     """Layer-local vs whole-forward ablation (:data:`ABLATIONS`), pooled and per layer, the two
     runs' replicates paired through the shared counts."""
     nw, nt, nl = len(wins), len(TARGETS), len(ps.layers)
@@ -417,9 +597,11 @@ def _ablation_block(ps: PromptSet, wins: Sequence[str], boots: Mapping, layer_bo
     per_layer = np.full((nw, nt, nl, len(ABLATIONS), 3), np.nan)
     for wi, w in enumerate(wins):
         for ti, t in enumerate(TARGETS):
-            (le, lb), (we, wb) = boots[LOCAL_RUN, w, t], boots[WHOLE_RUN, w, t]
+            (le, lb), (we, wb) = (_pooled(cache, r, w, t) for r in (LOCAL_RUN, WHOLE_RUN))
             pooled[wi, ti] = [ps.ci(lb, le), ps.ci(wb, we), ps.ci(lb - wb, le - we)]
-            (lle, llb), (wle, wlb) = layer_boots[LOCAL_RUN, w, t], layer_boots[WHOLE_RUN, w, t]
+            (lle, llb), (wle, wlb) = (
+                _pooled(cache, r, w, t, "layer") for r in (LOCAL_RUN, WHOLE_RUN)
+            )
             per_layer[wi, ti] = np.stack(
                 [ps.ci(llb, lle), ps.ci(wlb, wle), ps.ci(llb - wlb, lle - wle)], axis=-2
             )

@@ -307,9 +307,13 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     df["per_prompt_window"] = str(summary.attrs.get("window", ""))
     free = summary["exp_position_free"].to_series()
     df["position_free"] = df["variant"].map(free).astype(bool)
-    ctl = summary["exp_control"].to_dataframe().reset_index()
+    ctl = summary["exp_control"]
+    if "exp_landmark" in ctl.dims:  # the headline's reading: key-0 column modelled
+        ctl = ctl.sel(exp_landmark="modelled", drop=True)
+    ctl = ctl.to_dataframe().reset_index()
     ctl["control"] = ctl["exp_control"].map({1.0: "passed", 0.0: "failed"}).fillna("")
     df = df.merge(ctl[idx + ["control"]], on=idx)
+    df = df.merge(_control_units(summary, cols), on=idx, how="left")
     if "exp_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
         ab = cols(summary["exp_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole")
         ab = ab[
@@ -329,6 +333,32 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         lin_cols = [c for c in df.columns if c.startswith("linear_minus_saturated")]
         df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), lin_cols] = np.nan
     return df.rename(columns={"exp_window": "window"})
+
+
+def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
+    """Rows of the causal run: the first position-free run of the summary (``control_variant``)
+    read in the causal run's units (``control_model_units`` with its CI) and the equivalence
+    bound it must stay below (``control_bound``), headline reading (key-0 column modelled)."""
+    idx = ["variant", "exp_window", "target"]
+    names = ["control_variant", "control_model_units", "control_model_units_lo"]
+    names += ["control_model_units_hi", "control_bound"]
+    empty = pd.DataFrame(columns=idx + names)
+    if "exp_control_units" not in summary or "causal" not in summary["variant"].values:
+        return empty
+    free = [
+        str(v)
+        for v in summary["variant"].values
+        if bool(summary["exp_position_free"].sel(variant=v))
+    ]
+    if not free:
+        return empty
+    sel = dict(variant=free[0], exp_landmark="modelled")
+    cu = cols(summary["exp_control_units"].sel(**sel, drop=True), "control_model_units")
+    bound = summary["exp_control_bound"].sel(**sel, drop=True).to_dataframe().reset_index()
+    cu = cu.merge(bound.rename(columns={"exp_control_bound": "control_bound"}), on=idx[1:])
+    cu["variant"] = "causal"
+    cu["control_variant"] = free[0]
+    return cu[idx + names]
 
 
 def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
@@ -390,6 +420,8 @@ def scale_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.
                             dec = dict(sel, component="share_causal_mask", stat="estimate")
                             ea = float(sa["exp_decomposition"].sel(**dec))
                             eb = float(sb["exp_decomposition"].sel(**dec))
+                            if not (np.isfinite(ea) and np.isfinite(eb)):
+                                continue  # a target the decomposition is not read on
                             d = sb["exp_share_boot"].sel(**sel).values.astype(np.float64)
                             d = d - sa["exp_share_boot"].sel(**sel).values
                             d = d[np.isfinite(d)]
@@ -451,6 +483,7 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "negative_lo": r.leakage_lo,
                 "negative_hi": r.leakage_hi,
                 "negative_control": r.control,
+                **_units_columns(summary, r.variant, r.window, r.target),
                 "per_prompt": r.per_prompt,
                 "per_prompt_lo": r.per_prompt_lo,
                 "per_prompt_hi": r.per_prompt_hi,
@@ -467,6 +500,28 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) -> dict:
+    """A position-free run's headline in the causal run's units, per landmark reading, with the
+    equivalence bound and the verdict (``negative_<landmark>_*``)."""
+    out = {}
+    if "exp_control_units" not in summary:
+        return out
+    for lm in summary["exp_landmark"].values:
+        sel = dict(variant=variant, exp_landmark=lm, exp_window=window, target=target)
+        est, lo, hi = (float(x) for x in summary["exp_control_units"].sel(**sel).values)
+        verdict = float(summary["exp_control"].sel(**sel))
+        out.update(
+            {
+                f"negative_{lm}_model_units": est,
+                f"negative_{lm}_model_units_lo": lo,
+                f"negative_{lm}_model_units_hi": hi,
+                f"negative_{lm}_bound": float(summary["exp_control_bound"].sel(**sel)),
+                f"negative_{lm}_control": {1.0: "passed", 0.0: "failed"}.get(verdict, "not run"),
+            }
+        )
+    return out
 
 
 def _headline_decomposition(summary: xr.Dataset) -> pd.DataFrame:
