@@ -769,6 +769,8 @@ SMOKE_TARGETS = [
     "results/stats/paper2_depth_trend.csv",
     "results/stats/paper2_headline.csv",
     "results/stats/paper2_decomposition_headline.csv",
+    "results/stats/paper2_decomposition_components.csv",
+    "results/stats/paper2_decomposition_components_by_layer.csv",
     "results/stats/paper2_controls.csv",
     "results/stats/paper2_bos_headline.csv",
     "results/stats/paper2_scale_contrast.csv",
@@ -791,12 +793,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 164 and len(set(targets)) == 164
+    assert len(targets) == 166 and len(set(targets)) == 166
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 195
+    assert len(paper.all_targets()) == 197
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
@@ -834,6 +836,7 @@ def test_scorecard_inputs(smoke):
         "depth_trend": "results/stats/paper2_depth_trend.csv",
         "headline": "results/stats/paper2_headline.csv",
         "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
+        "decomposition_components": "results/stats/paper2_decomposition_components.csv",
         "controls": "results/stats/paper2_controls.csv",
         "observational_split": "results/stats/paper2_observational_split.csv",
         "bos_headline": "results/stats/paper2_bos_headline.csv",

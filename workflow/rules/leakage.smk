@@ -147,6 +147,16 @@ rule aggregate_leakage:
             caption="../report/paper2_decomposition_headline.rst",
             category="Paper 2 — tables",
         ),
+        decomposition_components=report(
+            "results/stats/paper2_decomposition_components.csv",
+            caption="../report/paper2_decomposition_components.rst",
+            category="Paper 2 — tables",
+        ),
+        decomposition_components_by_layer=report(
+            "results/stats/paper2_decomposition_components_by_layer.csv",
+            caption="../report/paper2_decomposition_components.rst",
+            category="Paper 2 — tables",
+        ),
         controls=report(
             "results/stats/paper2_controls.csv",
             caption="../report/paper2_controls.rst",

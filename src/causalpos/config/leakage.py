@@ -29,6 +29,8 @@ PAPER2_TABLE_NAMES = [
     "depth_trend",
     "headline",
     "decomposition_headline",
+    "decomposition_components",
+    "decomposition_components_by_layer",
     "controls",
     "bos_headline",
     "scale_contrast",

@@ -32,6 +32,7 @@ class TargetsSection(Section):
                 "depth_trend",
                 "headline",
                 "decomposition_headline",
+                "decomposition_components",
                 "controls",
                 "observational_split",
                 "bos_headline",

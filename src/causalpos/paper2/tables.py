@@ -52,6 +52,15 @@ PAPER2_TABLES: dict[str, str] = {
     "control",
     "decomposition_headline": "paper 2 section 3 on the headline reading: total / residual / "
     "causal-mask leakage and shares per condition, window and target, with paired CIs",
+    "decomposition_components": "paper 2 section 3 in one unit (delta SS of the expected map "
+    "over the causal run's expected log-attention variance), pooled over layers and heads: total, "
+    "the residual-stream component read on the ablation's logits (no purely relative map can "
+    "produce it), causal mask = total - residual stream, the causal softmax's normaliser and the "
+    "non-additive remainder, the observational split (logit, cross), the paper's reconstructed "
+    "reading (ablation log-attention) with the edge artefact of its softmax measured beside it, "
+    "a position-free run's residual-stream reading as the negative control; both landmark "
+    "readings (key-0 column modelled, counted)",
+    "decomposition_components_by_layer": "the same per layer",
     "controls": "negative controls (every position-free run: headline and per-prompt reading, "
     "passed or failed) and positive controls (a planted query effect of known share, recovered "
     "or not)",
@@ -345,19 +354,15 @@ def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
     empty = pd.DataFrame(columns=idx + names)
     if "exp_control_units" not in summary or "causal" not in summary["variant"].values:
         return empty
-    free = [
-        str(v)
-        for v in summary["variant"].values
-        if bool(summary["exp_position_free"].sel(variant=v))
-    ]
+    free = _first_position_free(summary)
     if not free:
         return empty
-    sel = dict(variant=free[0], exp_landmark="modelled")
+    sel = dict(variant=free, exp_landmark="modelled")
     cu = cols(summary["exp_control_units"].sel(**sel, drop=True), "control_model_units")
     bound = summary["exp_control_bound"].sel(**sel, drop=True).to_dataframe().reset_index()
     cu = cu.merge(bound.rename(columns={"exp_control_bound": "control_bound"}), on=idx[1:])
     cu["variant"] = "causal"
-    cu["control_variant"] = free[0]
+    cu["control_variant"] = free
     return cu[idx + names]
 
 
@@ -524,6 +529,30 @@ def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) 
     return out
 
 
+def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
+    """``decomposition_components`` (condition, landmark, window) and ``..._by_layer`` (+ layer):
+    every one-unit component with its CI (:mod:`causalpos.paper2.decomposition`)."""
+    idx = ["exp_condition", "exp_landmark", "exp_window"]
+    ren = {"exp_condition": "condition", "exp_landmark": "landmark", "exp_window": "window"}
+    out = {}
+    for var, name, keys in (
+        ("exp_components", "decomposition_components", idx),
+        ("exp_components_layer", "decomposition_components_by_layer", idx + ["layer"]),
+    ):
+        df = _wide(summary[var], keys, "component_full").rename(columns=ren)
+        df.insert(3, "reading", EXPECTED_MAP)
+        df.insert(4, "target", "logattn")
+        df["control_variant"] = _first_position_free(summary)
+        out[name] = df
+    return out
+
+
+def _first_position_free(summary: xr.Dataset) -> str:
+    free = summary["exp_position_free"]
+    names = [str(v) for v in free["variant"].values if bool(free.sel(variant=v))]
+    return names[0] if names else ""
+
+
 def _headline_decomposition(summary: xr.Dataset) -> pd.DataFrame:
     """Rows (condition, window, target) of the headline decomposition, with the paired
     differences of the causal-mask share to every other condition
@@ -675,6 +704,9 @@ def paper2_tables(
         if "exp_decomposition" in s:
             dec = _headline_decomposition(s)
             add("decomposition_headline", dec, model, dataset, {**_model_columns(s), **p0})
+        if "exp_components" in s:
+            for name, df in components_frames(s).items():
+                add(name, df, model, dataset, {**_model_columns(s), **p0})
         bos_h = bos_headline_frame(s)
         if not bos_h.empty:
             add("bos_headline", bos_h, model, dataset, {**_model_columns(s), **p0})
