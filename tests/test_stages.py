@@ -199,7 +199,7 @@ def test_reducer_memory_is_the_state_the_reducers_allocate(monkeypatch):
     assert expected - state == 3 * t * t * 8 + 128 * b * 3 * t * t
 
 
-def test_auto_batch_size_sets_the_reducers_memory_aside():
+def test_auto_batch_size_sets_the_reducers_memory_aside(monkeypatch):
     import torch
 
     from causalpos.models.device import BatchMemoryError
@@ -213,6 +213,8 @@ def test_auto_batch_size_sets_the_reducers_memory_aside():
     model.config = Cfg
     per_seq = stages_device.bytes_per_sequence(Cfg, 64, 4)
     free = stages_device.available_memory("cpu")
+    # one reading of the free memory for every call: other processes move it between calls
+    monkeypatch.setattr(stages_device, "available_memory", lambda device: free)
     b0, e0 = stages_device.auto_batch_size(model, 64, fraction=1e-4, cap=10**9)
     reserved = int(free * 1e-4) - 3 * per_seq  # room for ~3 sequences beside the reducers
     b1, e1 = stages_device.auto_batch_size(model, 64, fraction=1e-4, cap=10**9, reserved=reserved)

@@ -51,6 +51,7 @@ SOURCES = {
     "depth_trend": "results/stats/paper2_depth_trend.csv",
     "headline": "results/stats/paper2_headline.csv",
     "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
+    "decomposition_components": "results/stats/paper2_decomposition_components.csv",
     "controls": "results/stats/paper2_controls.csv",
     "bos_headline": "results/stats/paper2_bos_headline.csv",
     "scale_contrast": "results/stats/paper2_scale_contrast.csv",
