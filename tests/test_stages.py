@@ -212,9 +212,13 @@ def test_auto_batch_size_sets_the_reducers_memory_aside(monkeypatch):
     model = torch.nn.Linear(2, 2)
     model.config = Cfg
     per_seq = stages_device.bytes_per_sequence(Cfg, 64, 4)
-    free = stages_device.available_memory("cpu")
-    # one reading of the free memory for every call: other processes move it between calls
-    monkeypatch.setattr(stages_device, "available_memory", lambda device: free)
+    # a fixed free memory (room for 40 sequences at fraction 1e-4): the machine's own moves
+    # with other processes, between calls and from run to run
+    free = 40 * per_seq * 10_000
+    import psutil
+
+    vm = psutil.virtual_memory()
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: vm._replace(available=free))
     b0, e0 = stages_device.auto_batch_size(model, 64, fraction=1e-4, cap=10**9)
     reserved = int(free * 1e-4) - 3 * per_seq  # room for ~3 sequences beside the reducers
     b1, e1 = stages_device.auto_batch_size(model, 64, fraction=1e-4, cap=10**9, reserved=reserved)
