@@ -93,7 +93,11 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
             fal = "none: not applicable (the claim's premise, a RoPE decoder, does not hold)"
             rows.append(target_row(t, target, own, NOT_APPLICABLE, src, note=why, falsified_if=fal))
             continue
-        per_prompt = f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)}"
+        per_prompt = (
+            f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)}"
+            if "per_prompt" in sel
+            else "no per-prompt reading"
+        )
         c = model_units_control(r)
         if c is not None:
             measured = f"{own}; negative control in the model's units {fmt_ci(*c)}; {per_prompt}"
