@@ -106,6 +106,35 @@ def test_increasing():
     assert V.increasing([(1, 2)]) == I
 
 
+def test_beyond_control_reads_the_model_against_the_controls_upper_limit():
+    # model (est, lo, hi) and the control's upper limit, both in the model's units
+    assert V.beyond_control((0.0086, 0.0050, 0.0129), 0.0026) == R  # lo above the control's hi
+    assert V.beyond_control((6.2e-4, 2.9e-4, 9.2e-4), 0.0026) == D  # hi at or below it
+    assert V.beyond_control((0.0026, 0.0010, 0.0026), 0.0026) == D  # at: no larger than none
+    assert V.beyond_control((0.003, 0.001, 0.005), 0.0026) == I  # the intervals overlap
+    assert V.beyond_control((0.003, math.nan, 0.005), 0.0026) == I
+    assert V.beyond_control((0.003, 0.001, 0.005), math.nan) == I
+    # the rule is the threshold rule with the control's upper limit as the threshold
+    for lo, hi, c in [(0.1, 0.2, 0.05), (0.0, 0.04, 0.05), (0.0, 0.2, 0.05)]:
+        assert V.beyond_control((0.5 * (lo + hi), lo, hi), c) == V.positive((lo, hi), c)
+
+
+def test_controls_and_checks_have_labels_of_their_own():
+    assert {V.control(v) for v in V.TESTED} == set(V.CONTROL) == {"passed", "failed"}
+    assert V.control(R) == V.PASSED and V.control(D) == V.control(I) == V.FAILED
+    assert V.check(R) == V.HOLDS and V.check(D) == V.check(I) == V.FAILS
+    assert not set(V.CONTROL + V.CHECK) & set(V.TESTED)
+    assert V.covers((0.8, 1.2), 1.0) == R and V.covers((0.5, 0.9), 1.0) == D
+    assert V.covers((math.nan, 1.2), 1.0) == I
+    # a section refuses a verdict it does not allow
+    card = pd.DataFrame(
+        {"section": ["controls", "checks"], "target": ["a", "b"], "verdict": [R, V.HOLDS]}
+    )
+    with pytest.raises(ValueError, match="'a': section 'controls', verdict 'reproduced'"):
+        S.check_sections(card)
+    S.check_sections(card.assign(verdict=[V.PASSED, V.HOLDS]))
+
+
 def test_all_of():
     assert V.all_of([R, R]) == R
     assert V.all_of([R, I, D]) == D
@@ -124,7 +153,8 @@ def test_targets_file_holds_every_target_with_its_falsification_condition():
         if key == "unscored":
             assert all(u["falsified_if"] and u["why"] for u in t)
             continue
-        assert t["paper"] in ("paper 1", "paper 2", "controls") and t["rule"] and t["why"], key
+        assert t["paper"] in ("paper 1", "paper 2") and t["rule"] and t["why"], key
+        assert t.get("section", t["paper"]) in S.SECTIONS, key
         assert any(k.startswith("falsified_if") for k in t), key
         # the positive control's bound is its own CI around the planted share
         assert {"margin", "threshold", "tolerance"} & set(t) or key in (
@@ -143,7 +173,8 @@ def test_targets_file_holds_every_target_with_its_falsification_condition():
 def test_missing_tables_are_not_run_rather_than_dropped():
     card = S.build_scorecard({})
     assert set(card["verdict"]) == {S.NOT_RUN}
-    assert {"paper 1", "paper 2", "controls"} == set(card["paper"])
+    assert {"paper 1", "paper 2"} == set(card["paper"])
+    assert set(card["section"]) == set(S.SECTIONS) and list(card.columns)[0] == "section"
     assert (card["reading"] != "").all()  # every row names its reading
     for label in ("Table 9", "Fig. 5", "claim 1", "claim 7", "§4.1"):
         assert card["target"].str.contains(label, regex=False).any(), label
@@ -212,8 +243,12 @@ def test_theory_rows_and_what_makes_them_differ(tmp_path):
     # the paper prints 0.150 for S(3,2) = 0.15082 (rounds to 0.151)
     s32 = _one(card, "Fig. 1 S(3,2)")
     assert s32["verdict"] == D and "0.151" in s32["note"]
-    assert _one(card, "§3 closed form")["verdict"] == R
-    assert _one(card, "§3 monotonicity (layer 2)")["verdict"] == R
+    # the closed form against itself and the proven layer-2 monotonicity: checks, not tests
+    for label in ("§3 closed form", "§3 monotonicity (layer 2)"):
+        row = _one(card, label)
+        assert (row["verdict"], row["section"]) == (V.HOLDS, "checks"), label
+        assert row["falsified_if"].startswith("fails if"), label
+    assert _one(card, "Fig. 1 S(3,2)")["section"] == "paper 1"
     # the exact computation at the paper's 50 positions: layers 3-4 are not strictly increasing
     deep = _one(card, "§4.1 nearby keys score higher (layers 3-4)")
     assert deep["verdict"] == D
@@ -225,8 +260,8 @@ def test_theory_rows_and_what_makes_them_differ(tmp_path):
     bad.loc[bad.index[5], "exact_gram"] += 1e-6
     card = _card(tmp_path, theory=bad)
     assert _one(card, "Fig. 1 S(3,1)")["verdict"] == D
-    assert _one(card, "§3 closed form")["verdict"] == D
-    assert _one(card, "§3 monotonicity (layer 2)")["verdict"] == D
+    assert _one(card, "§3 closed form")["verdict"] == V.FAILS
+    assert _one(card, "§3 monotonicity (layer 2)")["verdict"] == V.FAILS
 
 
 def test_monotonicity_beyond_layer_2_can_also_come_out_reproduced(tmp_path):
@@ -351,12 +386,17 @@ def test_trained_vs_init_rows_follow_the_paired_interval_and_say_the_scale_cavea
         }
     )
     card = _card(tmp_path, train_comparison=cmp)
-    assert _one(card, "§3 amplification (trained-rope vs init)")["verdict"] == R
-    assert _one(card, "§3 amplification (trained-nope vs init)")["verdict"] == I
-    assert _one(card, "§3 amplification (trained-swa vs init)")["verdict"] == D
+    # logit units from init logits near 0: positive by construction, so measured (the rule's
+    # verdict kept in the note); the scale-free share rows test the claim
+    assert _rule(card, "§3 amplification (trained-rope vs init)") == R
+    assert _rule(card, "§3 amplification (trained-nope vs init)") == I
+    assert _rule(card, "§3 amplification (trained-swa vs init)") == D
     assert "x4 [2, 7]" in _one(card, "§3 amplification (trained-rope vs init)")["measured"]
     rows = card[card["target"].str.startswith("§3 amplification (")]  # the logit-unit rows
     assert rows["claim"].str.contains("scale").all() and rows["note"].str.contains("scale").all()
+    assert (rows["verdict"] == S.MEASURED).all() and (rows["section"] == "paper 1").all()
+    assert rows["falsified_if"].str.startswith("none: a measurement").all()
+    assert rows["falsified_if"].str.contains("§3 amplification, share").all()
 
 
 def _llm_p1(model, l1diff, bands, share1=(0.1, 0.05, 0.15), twin=None, twin_diff=None):
@@ -498,8 +538,9 @@ def test_share_amplification_rows_trained_and_pretrained(tmp_path):
         "big 0.3 [0.25, 0.35], big-random 0.3"
         in _one(card, f"{p} (big vs big-random, d)")["measured"]
     )
-    # the logit-unit row is still there, with its scale caveat, next to the scale-free one
-    assert _one(card, "§3 amplification (trained-nope-up vs init)")["verdict"] == R
+    # the logit-unit row is still there, measured, next to the scale-free one
+    assert _one(card, "§3 amplification (trained-nope-up vs init)")["verdict"] == S.MEASURED
+    assert _rule(card, "§3 amplification (trained-nope-up vs init)") == R
     no_twin = _card(tmp_path, llm_index=_llm_p1("alone", [UP], [ZERO, LOW]))
     assert _one(no_twin, p)["verdict"] == S.NOT_RUN
 
@@ -566,6 +607,68 @@ def test_claim1_is_judged_against_the_position_free_control(tmp_path):
     assert row["verdict"] == R and "minus the control ctl " in row["measured"]
     alone = table[table["model"] != "ctl"]
     assert _one(_card(tmp_path, headline=alone), "claim 1 (absolute, d)")["verdict"] == S.NOT_RUN
+    row = _one(card, "claim 1 (absolute, d)")
+    assert "negative control's tolerance" in row["note"] and "control_model_units_hi" in row["note"]
+    # a NoPE model: the claim is about RoPE decoders, not applicable (it stays in paper 2)
+    nope = table.assign(positional=np.where(table["model"] == "absolute", "nope", ""))
+    row = _one(_card(tmp_path, headline=nope), "claim 1 (absolute, d)")
+    assert (row["verdict"], row["section"]) == (S.NOT_APPLICABLE, "paper 2")
+    assert row["falsified_if"].startswith("none: not applicable") and "RoPE" in row["note"]
+
+
+def _lead(model, leak, ctl=None, **kw):
+    """A headline row (causal logit leakage ``leak`` = (est, lo, hi)) with, where given, the
+    negative control in the model's units ``ctl`` = (est, lo, hi)."""
+    row = {"model": model, "dataset": "d", "variant": "causal", "window": "all"}
+    row |= {"target": "logit", "reading": "expected-map", "position_free": False}
+    row |= {"leakage": leak[0], "leakage_lo": leak[1], "leakage_hi": leak[2]}
+    row |= {"per_prompt": 0.1, "per_prompt_lo": 0.09, "per_prompt_hi": 0.11}
+    if ctl is not None:
+        row |= dict(zip(("control_model_units", "control_model_units_lo"), ctl[:2]))
+        row["control_model_units_hi"] = ctl[2]
+    return row | kw
+
+
+def test_claim1_is_judged_against_the_control_in_the_models_units_where_the_table_has_it(
+    tmp_path,
+):
+    ctl = (0.0004, -0.0016, 0.0026)
+    free = _lead("free", (0.0, -0.001, 0.001), variant="identity_rope+bidirectional")
+    head = pd.DataFrame(
+        [
+            _lead("above", (0.0086, 0.0050, 0.0129), ctl),  # lo above the control's hi
+            _lead("below", (6.2e-4, 2.9e-4, 9.2e-4), ctl),  # a real effect, smaller than none
+            _lead("overlap", (0.003, 0.001, 0.005), ctl),
+            _lead("no-control", (0.05, 0.04, 0.06), (np.nan, np.nan, np.nan)),
+            free | {"position_free": True},
+        ]
+    )
+    card = _card(tmp_path, headline=head)
+    above = _one(card, "claim 1 (above, d)")
+    assert (
+        above["verdict"] == R
+        and "in the model's units 0.0004 [-0.0016, 0.0026]" in (above["measured"])
+    )
+    below = _one(card, "claim 1 (below, d)")
+    assert below["verdict"] == D and "(0.0026)" in below["falsified_if"]
+    assert _one(card, "claim 1 (overlap, d)")["verdict"] == I
+    # no control in the model's units on this row: the largest position-free control, 0.01
+    fallback = _one(card, "claim 1 (no-control, d)")
+    assert fallback["verdict"] == R and "minus the control free" in fallback["measured"]
+    # the old rule would have called "below" differs only through the borrowed 0.01 threshold;
+    # without the columns the pipeline keeps that rule
+    old = head.drop(columns=[c for c in head if c.startswith("control_model_units")])
+    assert _one(_card(tmp_path, headline=old), "claim 1 (below, d)")["verdict"] == D
+    # two landmark readings: one row each, each against its own control
+    both = pd.concat(
+        [
+            head.assign(landmark="modelled"),
+            head.assign(landmark="counted", control_model_units_hi=0.01),
+        ]
+    )
+    card = _card(tmp_path, headline=both)
+    assert _one(card, "claim 1 (above, d, landmark modelled)")["verdict"] == R
+    assert _one(card, "claim 1 (above, d, landmark counted)")["verdict"] == I
 
 
 def _ctl(variant, neg, planted=0.1, rec=(0.1, 0.08, 0.12), pp=(0.4, 0.3, 0.5)):
@@ -596,14 +699,21 @@ def test_control_rows_pass_fail_and_say_why(tmp_path):
     card = _card(tmp_path, controls=ctl)
     neg = lambda v: _one(card, f"negative control (m, d, {v}, logit)")  # noqa: E731
     pos = lambda v: _one(card, f"positive control (m, d, {v}, logit)")  # noqa: E731
-    assert neg("a")["verdict"] == R and neg("b")["verdict"] == R
-    assert neg("c")["verdict"] == D and neg("d")["verdict"] == I
-    assert pos("a")["verdict"] == R and pos("c")["verdict"] == D
+    # controls pass or fail in their own section; never "reproduced"
+    assert neg("a")["verdict"] == V.PASSED and neg("b")["verdict"] == V.PASSED
+    assert neg("c")["verdict"] == V.FAILED
+    assert neg("d")["verdict"] == V.FAILED and "not finite" in neg("d")["note"]
+    assert pos("a")["verdict"] == V.PASSED and pos("c")["verdict"] == V.FAILED
     assert pos("d")["verdict"] == S.NOT_RUN
+    ctl_rows = card[card["target"].str.contains(" control (m, d", regex=False)]
+    assert len(ctl_rows) == 8 and set(ctl_rows["section"]) == {"controls"}
+    assert set(ctl_rows["paper"]) == {"paper 2"}
+    assert ctl_rows["falsified_if"].str.startswith("failed if").all()
     assert pos("a")["paper_value"] == "0.1 (planted)" and neg("a")["reading"] == "expected-map"
     assert "per-prompt reading 0.4 [0.3, 0.5] (failed)" in neg("a")["measured"]
     bad = ctl.assign(planted_estimate_lo=np.nan)
-    assert _one(_card(tmp_path, controls=bad), "positive control (m, d, a, logit)")["verdict"] == I
+    row = _one(_card(tmp_path, controls=bad), "positive control (m, d, a, logit)")
+    assert row["verdict"] == V.FAILED
 
 
 def _h(rows) -> pd.DataFrame:
@@ -648,27 +758,68 @@ def test_decomposition_rows_claims_4_and_10(tmp_path):
     assert _one(card, "claim 10 (smollm2)")["verdict"] == R
 
 
-def test_table6_controls(tmp_path):
+def _card_with(tmp_path, targets, **tables) -> pd.DataFrame:
+    """:func:`_card` under the targets ``targets`` (a mapping, e.g. a changed copy)."""
+    paths = {}
+    for name, df in tables.items():
+        paths[name] = tmp_path / f"{name}.csv"
+        df.to_csv(paths[name], index=False)
+    return S.build_scorecard(paths, targets=targets)
+
+
+def _only_identity_free() -> dict:
+    """The targets with only identity RoPE position-free (scrambled RoPE then carries position
+    and is compared with RoPE, as a run whose scramble is shared by every prompt would)."""
+    spec = S.load_targets()
+    spec["targets"]["table6_controls"]["position_free_conditions"] = ["identity_rope"]
+    return spec
+
+
+def test_table6_position_free_conditions_are_checks_and_the_forced_comparison_is_not_a_test(
+    tmp_path,
+):
+    check = "Table 6, position-free condition"
     rows = [
-        _dec("m", "d", 0.60, condition="rope"),
-        _dec("m", "d", 0.62, condition="identity_rope"),
-        _dec("m", "d", 0.20, condition="scrambled_rope"),
+        _dec("m", "d", 0.24, half=0.17, condition="rope"),
+        _dec("m", "d", 1.00, half=0.20, condition="identity_rope"),
+        _dec("m", "d", 1.00, half=0.08, condition="scrambled_rope"),
         _dec("n", "d", 0.60, condition="rope"),
-        _dec("n", "d", 0.61, condition="identity_rope"),
+        _dec("n", "d", 0.61, condition="identity_rope"),  # reads position where none is
         _dec("o", "d", 0.60, condition="rope"),
         _dec("o", "d", float("nan"), condition="identity_rope") | {"obs_share_softmax": 0.6},
     ]
     card = _card(tmp_path, decomposition_headline=_h(rows))
-    assert _one(card, "Table 6 (m, d)")["verdict"] == D
-    assert _one(card, "Table 6 (n, d)")["verdict"] == R
-    # no fallback to another quantity when the share is missing
-    o = _one(card, "Table 6 (o, d)")
-    assert o["verdict"] == S.NOT_RUN and "identity_rope" in o["note"]
+    # the position-free conditions' share is 1 by construction: checks, never reproductions
+    for cond in ("identity_rope", "scrambled_rope"):
+        row = _one(card, f"{check} (m, d, {cond})")
+        assert (row["verdict"], row["section"], row["paper"]) == (V.HOLDS, "checks", "paper 2")
+        assert row["falsified_if"].startswith("fails if the CI")
+    # ... and a check that can fail: a "position-free" condition whose share excludes 1
+    assert _one(card, f"{check} (n, d, identity_rope)")["verdict"] == V.FAILS
+    # comparing RoPE with them is forced to differ whenever RoPE's residual is > 0: not a test
+    est = [(0.24, 0.07, 0.41), (1.0, 0.8, 1.2), (1.0, 0.92, 1.08)]
+    assert V.nearly_identical(est, 0.10) == D  # what the forced comparison would say
+    m = _one(card, "Table 6 (m, d)")
+    assert m["verdict"] == S.NOT_APPLICABLE and m["section"] == "paper 2"
+    assert m["falsified_if"].startswith("none: not applicable") and "rope: 0.24" in m["measured"]
+    # no fallback to another quantity when the share is missing: the check is not run
+    o = _one(card, f"{check} (o, d, identity_rope)")
+    assert o["verdict"] == S.NOT_RUN and o["section"] == "checks"
+    assert _one(card, "Table 6 (o, d)")["verdict"] == S.NOT_APPLICABLE
     only_rope = pd.DataFrame([_dec("m", "d", 0.6)])
     assert (
         _one(_card(tmp_path, decomposition_headline=_h(only_rope)), "Table 6")["verdict"]
         == S.NOT_RUN
     )
+    # a NoPE model: every condition is position-free
+    nope = _h(rows[:3]).assign(positional="nope")
+    card = _card(tmp_path, decomposition_headline=nope)
+    assert _one(card, f"{check} (m, d, rope)")["verdict"] == V.FAILS  # 0.24: not 1
+    assert _one(card, "Table 6 (m, d)")["verdict"] == S.NOT_APPLICABLE
+    # the conditions that can carry position are compared, and can differ
+    two = _card_with(tmp_path, _only_identity_free(), decomposition_headline=_h(rows[:3]))
+    assert _one(two, "Table 6 (m, d)")["verdict"] == D  # rope 0.24 vs scrambled 1.0
+    assert _one(two, f"{check} (m, d, identity_rope)")["verdict"] == V.HOLDS
 
 
 def _paired(rows, diffs):
@@ -686,37 +837,36 @@ def _paired(rows, diffs):
 
 
 def test_table6_judged_by_the_paired_differences_and_missing_runs_are_not_run(tmp_path):
-    # wide shares (independently they decide nothing), tight paired differences
+    # rope and scrambled RoPE compared (identity RoPE alone position-free, a check): wide shares
+    # (independently they decide nothing), tight paired differences
+    spec = _only_identity_free()
     rows = [
         _dec("m", "d", 0.60, half=0.2, condition="rope"),
-        _dec("m", "d", 0.61, half=0.2, condition="identity_rope"),
+        _dec("m", "d", 1.00, half=0.2, condition="identity_rope"),
         _dec("m", "d", 0.62, half=0.2, condition="scrambled_rope"),
     ]
     close = {
-        ("rope", "identity_rope"): (-0.01, -0.03, 0.01),
+        ("rope", "identity_rope"): (-0.4, -0.43, -0.37),
         ("rope", "scrambled_rope"): (-0.02, -0.05, 0.01),
-        ("identity_rope", "scrambled_rope"): (-0.01, -0.04, 0.02),
+        ("identity_rope", "scrambled_rope"): (0.38, 0.35, 0.41),
     }
-    card = _card(tmp_path, decomposition_headline=_h(_paired(rows, close)))
+    card = _card_with(tmp_path, spec, decomposition_headline=_h(_paired(rows, close)))
     row = _one(card, "Table 6 (m, d)")
-    assert (
-        row["verdict"] == R and "largest paired difference -0.02 [-0.05, 0.01]" in row["measured"]
-    )
-    far = dict(close) | {("identity_rope", "scrambled_rope"): (-0.3, -0.35, -0.25)}
-    assert (
-        _one(_card(tmp_path, decomposition_headline=_h(_paired(rows, far))), "Table 6 (m, d)")[
-            "verdict"
-        ]
-        == D
-    )
+    assert row["verdict"] == R
+    assert "largest paired difference" in row["measured"]
+    far = dict(close) | {("rope", "scrambled_rope"): (-0.3, -0.35, -0.25)}
+    card = _card_with(tmp_path, spec, decomposition_headline=_h(_paired(rows, far)))
+    assert _one(card, "Table 6 (m, d)")["verdict"] == D
     # without the paired columns the shares' CIs are combined as independent: inconclusive here
-    assert _one(_card(tmp_path, decomposition_headline=_h(rows)), "Table 6 (m, d)")["verdict"] == I
-    # a condition whose bidirectional run is missing: not run, saying which run
+    card = _card_with(tmp_path, spec, decomposition_headline=_h(rows))
+    assert _one(card, "Table 6 (m, d)")["verdict"] == I
+    # a compared condition whose bidirectional run is missing: not run, saying which run
     missing = _paired(rows[:2], close) + [
         _dec("m", "d", float("nan"), condition="scrambled_rope")
         | {"status": "not run: no 'scrambled_rope+bidirectional' run"}
     ]
-    row = _one(_card(tmp_path, decomposition_headline=_h(missing)), "Table 6 (m, d)")
+    card = _card_with(tmp_path, spec, decomposition_headline=_h(missing))
+    row = _one(card, "Table 6 (m, d)")
     assert row["verdict"] == S.NOT_RUN and "'scrambled_rope+bidirectional'" in row["note"]
 
 
@@ -829,10 +979,14 @@ def test_table_names_repeated_in_the_scorecard_equal_the_librarys():
 def test_claim7_position0_rows(tmp_path):
     p0 = pd.concat([_p0("fixed", 0.0), _p0("leaky", 0.3), _p0("varies", 0.3, fixed=0)])
     card = _card(tmp_path, position0=p0)
-    assert _one(card, "claim 7 (fixed, d)")["verdict"] == R
-    assert _one(card, "claim 7 (leaky, d)")["verdict"] == D  # fixed token 0, nonzero std
-    assert _one(card, "claim 7 (varies, d)")["verdict"] == S.NOT_APPLICABLE
-    assert _one(card, "claim 7 (fixed, d)")["falsified_if"].startswith("token 0 is fixed")
+    # with a fixed token 0 the std is 0 by construction (causal mask): a check, not a test
+    fixed = _one(card, "claim 7 (fixed, d)")
+    assert (fixed["verdict"], fixed["section"]) == (V.HOLDS, "checks")
+    leaky = _one(card, "claim 7 (leaky, d)")  # fixed token 0, nonzero std: the check fails
+    assert (leaky["verdict"], leaky["section"]) == (V.FAILS, "checks")
+    varies = _one(card, "claim 7 (varies, d)")
+    assert (varies["verdict"], varies["section"]) == (S.NOT_APPLICABLE, "paper 2")
+    assert fixed["falsified_if"].startswith("fails if token 0 is fixed")
     # a table that does not say whether token 0 is fixed decides nothing
     card = _card(tmp_path, position0=_p0("old", 0.0).drop(columns="token0_fixed"))
     old = _one(card, "claim 7 (old, d)")
@@ -843,7 +997,9 @@ def test_claim7_position0_rows(tmp_path):
 # Every row states its falsification condition; the Markdown counts the rows that could fail
 
 
-def test_markdown_counts_the_rows_that_could_have_failed(tmp_path):
+def test_markdown_counts_the_rows_that_could_have_failed_per_section(tmp_path):
+    from causalpos.scorecard.markdown import JUDGED
+
     card = _card(
         tmp_path,
         theory=theory_table(None, n=5, alphas=[0.0]),
@@ -851,12 +1007,18 @@ def test_markdown_counts_the_rows_that_could_have_failed(tmp_path):
     )
     md = S.to_markdown(card)
     assert md.startswith("# Reproduction scorecard")
-    for paper, g in card.groupby("paper"):
-        n = int(g["verdict"].isin(V.TESTED).sum())
-        assert f"**{paper}**: {len(g)} rows; {n} could have failed" in md
-    p2 = card[card["paper"] == "paper 2"]
-    assert "1 reproduced, 0 differs, 0 inconclusive" in md  # claim 7 of "fixed"
-    assert f"{len(p2) - 1} are not tests" in md
+    for section, g in card.groupby("section"):
+        n = int(g["verdict"].isin(JUDGED[section]).sum())
+        assert f"**{section}**: {len(g)} rows; {n} " in md
+    # the closed form, the layer-2 monotonicity and claim 7 with a fixed BOS are checks
+    assert "- **checks**: 3 rows; 3 checks of identities (3 holds, 0 fails)" in md
+    p2 = card[card["section"] == "paper 2"]
+    assert "0 tests of the paper's claims (0 reproduced, 0 differs, 0 inconclusive)" in md
+    assert f"{len(p2)} are not tests" in md
+    assert "- **controls**: 2 rows; 0 controls (0 passed, 0 failed); 2 are not tests" in md
+    # one table per section, in order
+    heads = [md.index(f"\n## {s}\n") for s in S.SECTIONS]
+    assert heads == sorted(heads)
     assert "falsified if" in md
     assert sum(md.count(f"\n| {p} |") for p in card["paper"].unique()) == len(card)
     assert (card["falsified_if"].str.len() > 0).all()
@@ -1133,27 +1295,42 @@ def test_probe_table_carries_the_refusal_and_wilson_ci():
     assert lo == pytest.approx(0.3315, abs=1e-3) and hi == pytest.approx(0.6685, abs=1e-3)
 
 
-def test_readme_summary_counts_the_rows_that_could_fail_and_names_the_findings(tmp_path):
+def test_readme_summary_counts_per_section_and_names_the_findings(tmp_path):
     from causalpos.cli import main
 
     card = pd.DataFrame(
         {
-            "paper": ["paper 1", "paper 1", "paper 2", "paper 2", "paper 2"],
-            "target": ["Fig. 1 (3,2)", "§3 closed form", "claim 7", "claim 8", "Table 9"],
-            "claim": ["c"] * 5,
-            "paper_value": ["0.150", "exact", "0.0000", "qualitative", "40 %"],
-            "measured": ["0.15082", "9e-16", "0", "n/a", "12 % [3, 20]"],
-            "verdict": ["differs", "reproduced", "reproduced", "not applicable", "inconclusive"],
-            "falsified_if": ["x"] * 5,
-            "note": [""] * 5,
+            "section": ["paper 1", "checks", "checks", "paper 2", "paper 2", "controls"]
+            + ["controls"],
+            "paper": ["paper 1", "paper 1", "paper 2", "paper 2", "paper 2", "paper 2", "paper 2"],
+            "target": ["Fig. 1 (3,2)", "§3 closed form", "claim 7 (m, d)", "claim 8", "Table 9"]
+            + ["negative control (m)", "positive control (m)"],
+            "claim": ["c"] * 7,
+            "paper_value": ["0.150", "exact", "0.0000", "qualitative", "40 %", "0", "0.1"],
+            "measured": ["0.15082", "9e-16", "0.3", "n/a", "12 % [3, 20]", "0 [-1, 1]", "0 [0, 0]"],
+            "verdict": ["differs", "holds", "fails", "not applicable", "inconclusive", "passed"]
+            + ["failed"],
+            "falsified_if": ["x"] * 7,
+            "note": [""] * 7,
         }
     )
     text = S.readme_summary(card)
     assert text.startswith(S.SUMMARY_BEGIN) and text.rstrip().endswith(S.SUMMARY_END)
-    assert "5 rows, of which 4 are tests" in text
-    assert "(2 reproduced, 1 differs, 1 inconclusive); the other 1 say why" in text
+    assert (
+        "7 rows. The papers' claims: 2 tests that could have come out *differs* (0 reproduced, "
+        "1 differs, 1 inconclusive); beside them, not tests of the papers, 2 controls (1 passed, "
+        "1 failed) and 2 checks of identities (1 holds, 1 fails); the other 1 rows are not tests"
+    ) in text
+    assert "[docs/findings.md](docs/findings.md#in-short)" in text
+    assert "- **paper 1**: 1 rows; 1 tests of the paper's claims (0 reproduced, 1 differs" in text
+    assert "- **controls**: 2 rows; 2 controls (1 passed, 1 failed)\n" in text
+    assert "- **checks**: 2 rows; 2 checks of identities (1 holds, 1 fails)\n" in text
+    # controls and checks never count as reproductions
+    assert not re.search(r"\*\*(controls|checks)\*\*.*reproduced", text)
     assert "- paper 1, Fig. 1 (3,2): measured 0.15082 (paper: 0.150)" in text
     assert "*Inconclusive* (1):" in text and "Table 9: measured 12 % [3, 20]" in text
+    assert "*Failed controls* (1):\n\n- paper 2, positive control (m)" in text
+    assert "*Failing checks* (1):\n\n- paper 2, claim 7 (m, d): measured 0.3" in text
     # the CLI rewrites exactly the block between the markers
     csv = tmp_path / "scorecard.csv"
     card.to_csv(csv, index=False)
@@ -1162,23 +1339,63 @@ def test_readme_summary_counts_the_rows_that_could_fail_and_names_the_findings(t
     assert main(["summary", str(csv), "--update", str(readme)]) == 0
     new = readme.read_text()
     assert new.startswith("# x\n\nbefore\n" + S.SUMMARY_BEGIN) and new.endswith("\nafter\n")
-    assert "old" not in new and "4 are tests" in new
+    assert "\nold\n" not in new and "2 tests that could" in new
     with pytest.raises(ValueError, match="no summary block"):
         S.update_readme("# no markers\n", text)
+    # a scorecard written before the sections: say what to do
+    with pytest.raises(ValueError, match="no section column.*rerun the scorecard rule"):
+        S.readme_summary(card.drop(columns="section"))
+
+
+def _block_counts(line: str, labels) -> list[int]:
+    return [int(re.search(rf"(\d+) {v}\b", line).group(1)) for v in labels]
 
 
 def test_the_readme_holds_a_generated_summary_block():
+    """The README's digest is consistent with itself (its numbers come from a real scorecard,
+    which the tests do not have): per section the judged rows add up, the sections add up to the
+    total, the named findings match their counts, and it links to docs/findings.md."""
+    from causalpos.scorecard.markdown import JUDGED, KIND
+
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     i, j = text.index(S.SUMMARY_BEGIN), text.index(S.SUMMARY_END)
     block = text[i:j]
-    counts = [
-        int(n)
-        for n in __import__("re").findall(
-            r"(\d+) (?:reproduced|differs|inconclusive)", block.split("\n")[1]
+    lines = block.split("\n")
+    first = lines[1]
+    n_rows = int(re.search(r": (\d+) rows\.", first).group(1))
+    n_tests = int(re.search(r"(\d+) tests that could have come out", first).group(1))
+    r, d, inc = _block_counts(first, V.TESTED)
+    passed, failed = _block_counts(first, V.CONTROL)
+    holds, fails = _block_counts(first, V.CHECK)
+    n_ctl = int(re.search(r"(\d+) controls \(", first).group(1))
+    n_chk = int(re.search(r"(\d+) checks of identities", first).group(1))
+    rest = int(re.search(r"the other (\d+) rows are not tests", first).group(1))
+    assert r + d + inc == n_tests > 0 and passed + failed == n_ctl and holds + fails == n_chk
+    assert n_tests + n_ctl + n_chk + rest == n_rows
+    assert "[docs/findings.md](docs/findings.md#in-short)" in first
+    sections = {}
+    for line in lines:
+        m = re.match(
+            r"- \*\*(.+?)\*\*: (\d+) rows; (\d+) (.+?) \(([^)]*)\)(?:; (\d+) are not tests)?", line
         )
-    ]
-    total_tests = int(__import__("re").search(r"of which (\d+) are tests", block).group(1))
-    assert sum(counts) == total_tests > 0
+        if m:
+            sec, n, k, kind, got = m.group(1, 2, 3, 4, 5)
+            assert sec in S.SECTIONS and kind == KIND[sec], line
+            assert sum(_block_counts(got, JUDGED[sec])) == int(k), line
+            assert int(k) + int(m.group(6) or 0) == int(n), line
+            sections[sec] = (int(n), _block_counts(got, JUDGED[sec]))
+    assert list(sections) == [s for s in S.SECTIONS if s in sections] and len(sections) == 4
+    assert sum(n for n, _ in sections.values()) == n_rows
+    paper = [sum(x) for x in zip(sections["paper 1"][1], sections["paper 2"][1])]
+    assert paper == [r, d, inc]
+    assert sections["controls"][1] == [passed, failed] and sections["checks"][1] == [holds, fails]
+    # every differs and inconclusive row is named under its count
+    for title, count in (("Differs", d), ("Inconclusive", inc)):
+        if count:
+            head = f"*{title}* ({count}):"
+            assert head in block
+            after = block.split(head, 1)[1].strip().split("\n\n")[0]
+            assert len([x for x in after.split("\n") if x.startswith("- ")]) == count
 
 
 def test_additivity_rows_are_measured_with_the_cross_term(tmp_path):
@@ -1387,8 +1604,28 @@ def test_claim6_on_the_headline_is_judged_by_size(tmp_path):
     assert _one(card, f"{lab} (small, d)")["verdict"] == D
     assert _one(card, f"{lab} (edge, d)")["verdict"] == I
     assert _one(card, f"{lab} (twin, d)")["verdict"] == S.MEASURED
+    assert "negative control's tolerance" in _one(card, f"{lab} (big, d)")["note"]
     old = head.drop(columns=[c for c in head if c.startswith("linear_minus")])
     assert _one(_card(tmp_path, headline=old), lab)["verdict"] == S.NOT_RUN
+    # the threshold from the data: the negative control's upper limit in the model's units.
+    # A positive inflation (least squares makes it >= 0 for any non-linear offset profile)
+    # that is no larger than what a run without position reads differs
+    ctl = {"control_model_units": 0.002, "control_model_units_lo": -0.01}
+    ctl["control_model_units_hi"] = 0.02
+    card = _card(tmp_path, headline=head.assign(**ctl))
+    big = _one(card, f"{lab} (big, d)")
+    assert big["verdict"] == R  # [0.025, 0.035] above the control's 0.02
+    assert (
+        "(0.02)" in big["falsified_if"] and "model's units 0.002 [-0.01, 0.02]" in big["measured"]
+    )
+    assert _one(card, f"{lab} (edge, d)")["verdict"] == D  # [0.007, 0.017] <= 0.02
+    ctl["control_model_units_hi"] = 0.03
+    card = _card(tmp_path, headline=head.assign(**ctl))
+    assert _one(card, f"{lab} (big, d)")["verdict"] == I  # the control reaches into it
+    ctl["control_model_units_hi"] = 0.001
+    card = _card(tmp_path, headline=head.assign(**ctl))
+    assert _one(card, f"{lab} (small, d)")["verdict"] == R  # [0.002, 0.006] > 0.001
+    assert _one(card, f"{lab} (twin, d)")["verdict"] == S.MEASURED
 
 
 def test_claim4_scale_shift_as_a_paired_contrast(tmp_path):

@@ -163,7 +163,9 @@ def test_scorecard_of_the_smoke_run_gives_the_verdicts_its_tables_imply(pipeline
     card = pd.read_csv(pipeline / "results" / "report" / "scorecard.csv", keep_default_na=False)
     assert len(card) > 20
     assert (card["falsified_if"].str.strip() != "").all()
-    assert set(card["verdict"]) <= {*V.TESTED, S.NOT_RUN, S.NOT_APPLICABLE, S.MEASURED}
+    assert set(card["verdict"]) <= {*V.TESTED, *V.CONTROL, *V.CHECK, *S.SECTIONS["paper 1"]}
+    for section, g in card.groupby("section"):  # each row's verdict is one its section allows
+        assert set(g["verdict"]) <= set(S.SECTIONS[section]), section
     verdict = card.set_index("target")["verdict"]
     assert verdict["§4.1 nearby keys score higher (layers 3-4)"] == V.DIFFERS
     # claim 1 is judged against a position-free control on prompts exchangeable over positions;

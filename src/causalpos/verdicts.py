@@ -7,6 +7,14 @@ interval, or ``(v - err, v + err)`` for a computed value known to ``err`` — so
 the uncertainty, never the point estimate alone. A non-finite bound decides nothing
 (``inconclusive``).
 
+Controls and checks are not tests of the papers and get labels of their own, so that no count of
+reproductions includes them: a control (a run built to read 0, or a planted effect to be
+recovered) is ``passed`` or ``failed`` (:func:`control`); a check (an identity the computation
+must satisfy by construction: a closed form against itself, a theorem computed exactly, a state
+that is identical across prompts because nothing else can reach it) ``holds`` or ``fails``
+(:func:`check`). Both are binary: a control or a check that cannot be decided (a non-finite
+bound) has not passed, and reads ``failed`` / ``fails``.
+
 A leaf module: numbers in, strings out; the targets (margins, thresholds, paper values) live in
 ``causalpos/targets.yaml``.
 """
@@ -21,6 +29,16 @@ DIFFERS = "differs"
 INCONCLUSIVE = "inconclusive"
 #: The three verdicts of a test (a row that could have failed).
 TESTED = (REPRODUCED, DIFFERS, INCONCLUSIVE)
+
+PASSED = "passed"
+FAILED = "failed"
+#: The verdicts of a control (negative or positive): never "reproduced".
+CONTROL = (PASSED, FAILED)
+
+HOLDS = "holds"
+FAILS = "fails"
+#: The verdicts of a check (an identity that holds by construction): never "reproduced".
+CHECK = (HOLDS, FAILS)
 
 Interval = tuple[float, float]
 
@@ -179,4 +197,48 @@ def all_of(verdicts: Iterable[str]) -> str:
         return DIFFERS
     if all(v == REPRODUCED for v in vs):
         return REPRODUCED
+    return INCONCLUSIVE
+
+
+def control(verdict: str) -> str:
+    """A control's verdict from a rule's: ``passed`` where the rule says ``reproduced``,
+    ``failed`` otherwise (a control that cannot show what it is built to show has failed)."""
+    return PASSED if verdict == REPRODUCED else FAILED
+
+
+def check(verdict: str) -> str:
+    """A check's verdict from a rule's: ``holds`` where the rule says ``reproduced``, ``fails``
+    otherwise (an identity that cannot be confirmed does not hold)."""
+    return HOLDS if verdict == REPRODUCED else FAILS
+
+
+def covers(ci: Interval, value: float) -> str:
+    """A check that an interval contains the value a construction implies (e.g. the causal-mask
+    share 1 of a run whose bidirectional twin carries no position): ``reproduced`` if
+    lo <= value <= hi, ``differs`` if it lies entirely on one side, ``inconclusive`` for a
+    non-finite bound."""
+    lo, hi = ci
+    if not _finite(lo, hi, value):
+        return INCONCLUSIVE
+    return REPRODUCED if lo <= value <= hi else DIFFERS
+
+
+def beyond_control(model: Sequence[float], control_hi: float) -> str:
+    """An effect judged against its negative control, both in the model's units.
+
+    ``model``: the model's (estimate, lo, hi); ``control_hi``: the upper limit of the negative
+    control (a run with no positional input) expressed in the model's units (the control's
+    numerator over the model's denominator), i.e. the largest effect the estimator can read where
+    there is none. ``reproduced`` if the model's lower limit exceeds the control's upper limit;
+    ``differs`` if the model's upper limit is at or below it (the model's effect is no larger
+    than what a run without position reads); ``inconclusive`` otherwise (the intervals overlap),
+    and for any non-finite bound. The threshold comes from the data, never from a fixed number.
+    """
+    _, lo, hi = (float(x) for x in model)
+    if not _finite(lo, hi, control_hi):
+        return INCONCLUSIVE
+    if lo > control_hi:
+        return REPRODUCED
+    if hi <= control_hi:
+        return DIFFERS
     return INCONCLUSIVE

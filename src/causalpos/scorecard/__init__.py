@@ -4,7 +4,10 @@ A row holds the claim, the paper's value, the value this run measured (with its 
 and the measurement that would have made it ``differs`` (``falsified_if``). The targets — claim
 text, paper values, margins, thresholds, which of the papers' models a value belongs to — live in
 ``causalpos/targets.yaml``; the verdicts come from the rules of :mod:`causalpos.verdicts`, each of
-which can return ``reproduced``, ``differs`` and ``inconclusive``. Rows that are not tests say why:
+which can return ``reproduced``, ``differs`` and ``inconclusive``. Each row sits in one section:
+``paper 1`` and ``paper 2`` (tests of the papers' claims, and the rows of those claims that are not
+tests), ``controls`` (``passed`` / ``failed``) and ``checks`` (identities: ``holds`` / ``fails``).
+Rows that are not tests say why:
 ``not run`` (the config or the tables do not measure it), ``not applicable`` (the claim's premise
 does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper gives no value to
 compare with).
@@ -26,27 +29,47 @@ from causalpos.scorecard.markdown import (
     update_readme,
 )
 from causalpos.scorecard.rows import (
+    CHECKS,
+    CONTROLS,
     MEASURED,
     NOT_APPLICABLE,
     NOT_RUN,
     RESIDUAL_STREAM,
+    SECTIONS,
     TABLE_MEASURED,
     Row,
+    check_sections,
     load_targets,
     paper_model_id,
 )
-from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
+from causalpos.verdicts import (
+    DIFFERS,
+    FAILED,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    PASSED,
+    REPRODUCED,
+)
 
 __all__ = [
     "REPRODUCED",
     "DIFFERS",
     "INCONCLUSIVE",
+    "PASSED",
+    "FAILED",
+    "HOLDS",
+    "FAILS",
+    "SECTIONS",
+    "CONTROLS",
+    "CHECKS",
     "NOT_RUN",
     "NOT_APPLICABLE",
     "MEASURED",
     "TABLE_MEASURED",
     "RESIDUAL_STREAM",
     "Row",
+    "check_sections",
     "FAMILIES",
     "load_targets",
     "paper_model_id",

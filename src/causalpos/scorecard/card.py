@@ -27,6 +27,7 @@ from causalpos.scorecard.rows import (
     SOURCES,
     PathLike,
     Row,
+    check_sections,
     field_text,
     load_targets,
 )
@@ -76,6 +77,7 @@ class Family:
         out = self.build(*tables, T)
         for r in out:
             r.reading = r.reading or self.reading
+            r.section = r.section or r.paper
             if not self.scored and r.reading == PER_PROMPT and r.verdict in TESTED:
                 note = UNSCORED.format(verdict=r.verdict)
                 r.note = f"{note}; {r.note}" if r.note else note
@@ -274,7 +276,8 @@ def build_scorecard(
     ``sim_index``, ``llm_index``, ``train_comparison`` and paper 2's ``headline``,
     ``decomposition``, ...), and optionally ``targets`` (the targets YAML; overridden by the
     ``targets`` argument, default the packaged file). Missing or ``None`` paths make their rows
-    "not run". ``extra`` adds rows built from ``paths``.
+    "not run". ``extra`` adds rows built from ``paths``. The first column is the row's section
+    (:data:`rows.SECTIONS`); a verdict its section does not allow is a ValueError.
     """
     spec = load_targets(targets if targets is not None else paths.get("targets"))
     T = dict(spec["targets"])
@@ -286,4 +289,9 @@ def build_scorecard(
         rows += family.rows([with_columns(tables[i.key], i.columns) for i in family.inputs], T)
     if extra is not None:
         rows += extra(paths)
-    return pd.DataFrame([r.as_dict() for r in rows])
+    for r in rows:
+        r.section = r.section or r.paper
+    card = pd.DataFrame([r.as_dict() for r in rows])
+    card = card[["section", *(c for c in card.columns if c != "section")]]
+    check_sections(card)
+    return card

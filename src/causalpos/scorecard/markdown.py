@@ -6,56 +6,93 @@ from __future__ import annotations
 
 import pandas as pd
 
-from causalpos.verdicts import TESTED
+from causalpos.scorecard.rows import CHECKS, CONTROLS, PAPER1, PAPER2, SECTIONS
+from causalpos.verdicts import CHECK, CONTROL, FAILED, FAILS, TESTED
+
+#: The verdicts of each section's judged rows (the rest are not tests and say why).
+JUDGED = {PAPER1: TESTED, PAPER2: TESTED, CONTROLS: CONTROL, CHECKS: CHECK}
+#: What a section's judged rows are, in its count line.
+KIND = {
+    PAPER1: "tests of the paper's claims",
+    PAPER2: "tests of the paper's claims",
+    CONTROLS: "controls",
+    CHECKS: "checks of identities",
+}
+#: Where the README digest sends a reader for what the numbers mean.
+FINDINGS = "docs/findings.md#in-short"
+
+
+def _sections(card: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(section, its rows) in :data:`SECTIONS` order, the sections with rows only."""
+    if "section" not in card:
+        raise ValueError(
+            "the scorecard has no section column (it was written by an older causalpos): "
+            "rerun the scorecard rule (snakemake results/report/scorecard.csv) and summarise that"
+        )
+    unknown = set(card["section"]) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"unknown scorecard sections {sorted(unknown)}; known: {list(SECTIONS)}")
+    return [(s, card[card["section"] == s]) for s in SECTIONS if (card["section"] == s).any()]
+
+
+def _count(g: pd.DataFrame, verdicts) -> str:
+    return ", ".join(f"{int((g['verdict'] == v).sum())} {v}" for v in verdicts)
 
 
 def _summary(card: pd.DataFrame) -> list[str]:
-    """Per paper: how many rows are tests (could have failed) and how they came out."""
+    """Per section: how many rows are judged (tests of a paper, controls, checks) and how they
+    came out, and how many are not tests."""
     lines = []
-    for paper, g in card.groupby("paper", sort=True):
-        counts = g["verdict"].value_counts()
-        tested = int(g["verdict"].isin(TESTED).sum())
-        got = ", ".join(f"{int(counts.get(v, 0))} {v}" for v in TESTED)
-        rest = ", ".join(f"{int(n)} {v}" for v, n in counts.items() if v not in TESTED)
+    for section, g in _sections(card):
+        judged = g["verdict"].isin(JUDGED[section])
+        rest = g.loc[~judged, "verdict"].value_counts()
+        not_tests = ", ".join(f"{int(n)} {v}" for v, n in rest.items())
         lines.append(
-            f"- **{paper}**: {len(g)} rows; {tested} could have failed ({got})"
-            + (f"; {len(g) - tested} are not tests ({rest})" if rest else "")
+            f"- **{section}**: {len(g)} rows; {int(judged.sum())} {KIND[section]} "
+            f"({_count(g, JUDGED[section])})"
+            + (f"; {int((~judged).sum())} are not tests ({not_tests})" if not_tests else "")
         )
     return lines
 
 
 LEGEND = (
-    "Verdicts: **reproduced** / **differs** / **inconclusive** come from the rules of "
-    "`causalpos.verdicts` (equivalence within a margin, positive beyond a threshold, exact within a "
-    "tolerance, a fraction above a threshold, nearly identical across conditions, increasing "
-    "across layers), each judged on the measurement's CI; each such row could have come out "
-    "*differs*, and its *falsified if* column says which measurement would have made it so. "
+    "Sections: **paper 1** and **paper 2** hold the tests of the papers' claims, each a row that "
+    "could have come out *differs* on a plausible input, with the verdicts **reproduced** / "
+    "**differs** / **inconclusive** from the rules of `causalpos.verdicts` (equivalence within a "
+    "margin, positive beyond a threshold or beyond the negative control's upper limit, exact "
+    "within a tolerance, a fraction above a threshold, nearly identical across conditions, "
+    "increasing across layers), each judged on the measurement's CI; its *falsified if* column "
+    "says which measurement would have made it *differs*. **controls** (runs built to read 0, "
+    "planted effects to be recovered) read **passed** / **failed**, and **checks** (identities "
+    "that hold by construction: a closed form against itself, a proven theorem computed exactly, "
+    "a state nothing else can reach) **holds** / **fails**: neither counts as a reproduction. "
     "**not run**, **not applicable** and **measured** rows are not tests; their note says why. "
     "Targets, margins and thresholds: `src/causalpos/targets.yaml`."
 )
 
+COLUMNS = ["paper", "target", "claim", "paper_value", "measured", "reading", "verdict"]
+COLUMNS += ["falsified_if"]
+HEAD = ["paper", "target", "claim", "paper value", "measured", "reading", "verdict"]
+HEAD += ["falsified if"]
 
-def to_markdown(card: pd.DataFrame) -> str:
-    """A Markdown table (no tabulate dependency), with per-paper counts of falsifiable rows."""
-    cols = ["paper", "target", "claim", "paper_value", "measured", "reading", "verdict"]
-    cols += ["falsified_if"]
-    head = ["paper", "target", "claim", "paper value", "measured", "reading", "verdict"]
-    head += ["falsified if"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(cols)]
-    for _, r in card.iterrows():
-        cells = ["" if c not in r or pd.isna(r[c]) else str(r[c]) for c in cols]
+
+def _table(g: pd.DataFrame) -> list[str]:
+    lines = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(COLUMNS)]
+    for _, r in g.iterrows():
+        cells = ["" if c not in r or pd.isna(r[c]) else str(r[c]) for c in COLUMNS]
         if r.get("note") and isinstance(r["note"], str):
             cells[6] = f"{cells[6]}: {r['note']}"
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return (
-        "# Reproduction scorecard\n\n"
-        + "\n".join(_summary(card))
-        + "\n\n"
-        + LEGEND
-        + "\n\n"
-        + "\n".join(lines)
-        + "\n"
-    )
+    return lines
+
+
+def to_markdown(card: pd.DataFrame) -> str:
+    """The scorecard as Markdown (no tabulate dependency): the counts per section, the legend,
+    then one table per section."""
+    parts = ["# Reproduction scorecard", "\n".join(_summary(card)), LEGEND]
+    for section, g in _sections(card):
+        parts += [f"## {section}", "\n".join(_table(g))]
+    return "\n\n".join(parts) + "\n"
 
 
 #: Markers of the README block :func:`readme_summary` writes (``causalpos summary --update``).
@@ -64,23 +101,38 @@ SUMMARY_END = "<!-- /scorecard-summary -->"
 
 
 def readme_summary(card: pd.DataFrame, *, source: str = "results/report/scorecard.csv") -> str:
-    """The README's "what was reproduced" digest of a scorecard: per paper, how many rows could
-    have failed and how they came out, then every *differs* and *inconclusive* row by name (the
-    findings a reader should see first), between :data:`SUMMARY_BEGIN` / :data:`SUMMARY_END`."""
-    tested = card["verdict"].isin(TESTED)
-    got = ", ".join(f"{int((card['verdict'] == v).sum())} {v}" for v in TESTED)
+    """The README's "what was reproduced" digest of a scorecard, between :data:`SUMMARY_BEGIN` /
+    :data:`SUMMARY_END`: the counts per section (tests of each paper: reproduced / differs /
+    inconclusive; controls: passed / failed; checks: holds / fails), a link to
+    ``docs/findings.md``, then every *differs* and *inconclusive* test, failed control and
+    failing check by name (the findings a reader should see first)."""
+    sections = dict(_sections(card))
+    papers = card[card["section"].isin([PAPER1, PAPER2])]
+    tested = papers["verdict"].isin(TESTED)
+    ctl = sections.get(CONTROLS, card.iloc[:0])
+    chk = sections.get(CHECKS, card.iloc[:0])
+    n_ctl = int(ctl["verdict"].isin(CONTROL).sum())
+    n_chk = int(chk["verdict"].isin(CHECK).sum())
+    judged = int(tested.sum()) + n_ctl + n_chk
     lines = [
         SUMMARY_BEGIN,
-        f"From `{source}`: {len(card)} rows, of which {int(tested.sum())} are tests that could "
-        f"have come out *differs* ({got}); the other {int((~tested).sum())} say why they are not "
-        "tests.",
+        f"From `{source}`: {len(card)} rows. The papers' claims: {int(tested.sum())} tests that "
+        f"could have come out *differs* ({_count(papers, TESTED)}); beside them, not tests of "
+        f"the papers, {n_ctl} controls ({_count(ctl, CONTROL)}) and {n_chk} checks of "
+        f"identities ({_count(chk, CHECK)}); the other {len(card) - judged} rows are not tests "
+        f"and say why. What the numbers mean: [docs/findings.md]({FINDINGS}).",
         "",
         *_summary(card),
     ]
-    for verdict in ("differs", "inconclusive"):
-        rows = card[card["verdict"] == verdict]
+    named = [
+        ("differs", papers[papers["verdict"] == "differs"]),
+        ("inconclusive", papers[papers["verdict"] == "inconclusive"]),
+        ("failed controls", ctl[ctl["verdict"] == FAILED]),
+        ("failing checks", chk[chk["verdict"] == FAILS]),
+    ]
+    for title, rows in named:
         if len(rows):
-            lines += ["", f"*{verdict.capitalize()}* ({len(rows)}):", ""]
+            lines += ["", f"*{title.capitalize()}* ({len(rows)}):", ""]
             lines += [
                 f"- {r['paper']}, {r['target']}: measured {r['measured']}"
                 + (f" (paper: {r['paper_value']})" if str(r["paper_value"]) else "")

@@ -17,13 +17,16 @@ import numpy as np
 import pandas as pd
 
 from causalpos.scorecard.rows import (
+    CHECKS,
     EXPECTED_MAP,
+    NOT_APPLICABLE,
     PER_PROMPT,
     SOURCES,
     TABLE_MEASURED,
     Row,
     equivalence_row,
     field_text,
+    fill,
     fmt_ci,
     measured_row,
     not_run,
@@ -33,6 +36,8 @@ from causalpos.scorecard.rows import (
     text_column,
 )
 from causalpos.verdicts import (
+    check,
+    covers,
     difference_ci,
     nearly_identical,
     positive,
@@ -179,14 +184,20 @@ def _paired_differences(g: pd.DataFrame) -> list[tuple[float, float, float]] | N
 
 
 def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Table 6: nearly identical causal-mask shares under the RoPE controls (identity, scrambled),
-    judged on paired differences where the table has them."""
+    """Table 6: nearly identical causal-mask shares under the RoPE controls, judged on paired
+    differences where the table has them, among the conditions whose bidirectional run can carry
+    position. A position-free condition (targets.yaml ``position_free_conditions``; every
+    condition of a NoPE model) has share 1 by construction: a check row (its CI covers 1), never
+    part of the comparison; with fewer than two other conditions the comparison is not
+    applicable (it would be forced)."""
     src = SOURCES["decomposition_headline"]
     t = T["table6_controls"]
     if ctl is None:
         return [not_run(t, t["label"], src, "the config has no leakage section")]
     rows = []
     cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
+    free_conditions = set(t.get("position_free_conditions") or ())
+    arch = architectures(ctl, T)
     for (model, dataset), g in ctl.groupby(["model", "dataset"], sort=False):
         target = f"{t['label']} ({model}, {dataset})"
         if len(g) < 2:
@@ -194,10 +205,13 @@ def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         bad = g[list(cols)].isna().any(axis=1)
         if "status" in g:
             bad |= g["status"] != TABLE_MEASURED
-        if bad.any():
+        free = g["condition"].isin(free_conditions) | (arch[g.index] == "nope")
+        rows += _table6_checks(g[free], bad[free], t, model, dataset, src)
+        tested, tested_bad = g[~free], bad[~free]
+        if tested_bad.any():
             missing = [
                 f"{r.condition} ({r.status})" if "status" in g else str(r.condition)
-                for r in g[bad].itertuples()
+                for r in tested[tested_bad].itertuples()
             ]
             why = (
                 "the causal-mask share needs each condition's bidirectional run; missing for "
@@ -205,12 +219,22 @@ def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
             )
             rows.append(not_run(t, target, src, why))
             continue
-        est = [tuple(getattr(r, c) for c in cols) for r in g.itertuples()]
-        paired = _paired_differences(g)
-        measured = ", ".join(f"{c}: {fmt_ci(*e, 2)}" for c, e in zip(g["condition"], est))
-        if paired is not None:
+        good = g[~bad]
+        est = [tuple(getattr(r, c) for c in cols) for r in good.itertuples()]
+        measured = ", ".join(f"{c}: {fmt_ci(*e, 2)}" for c, e in zip(good["condition"], est))
+        paired = _paired_differences(good)
+        if paired is not None and len(paired):
             worst = max(paired, key=lambda d: max(abs(d[1]), abs(d[2])))
             measured += f"; largest paired difference {fmt_ci(*worst, 2)}"
+        if len(tested) < 2:
+            why = field_text(t, "not_applicable")
+            fal = f"none: not applicable ({why})"
+            rows.append(
+                target_row(t, target, measured, NOT_APPLICABLE, src, note=why, falsified_if=fal)
+            )
+            continue
+        est = [tuple(getattr(r, c) for c in cols) for r in tested.itertuples()]
+        paired = _paired_differences(tested)
         rows.append(
             target_row(
                 t,
@@ -230,6 +254,31 @@ def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
                 "only the rope condition was run (no identity_rope / scrambled_rope variants)",
             )
         )
+    return rows
+
+
+def _table6_checks(
+    g: pd.DataFrame, bad: pd.Series, t: Mapping, model: str, dataset: str, src: str
+) -> list[Row]:
+    """Table 6's position-free conditions as checks: the causal-mask share's CI covers 1."""
+    rows = []
+    kw = dict(
+        claim=field_text(t, "claim_check"),
+        paper_value="1 (by construction)",
+        falsified_if=fill(t["falsified_if_check"], t),
+        section=CHECKS,
+    )
+    for r, missing in zip(g.itertuples(), bad):
+        target = f"{t['label']}, position-free condition ({model}, {dataset}, {r.condition})"
+        if missing:
+            why = f"{getattr(r, 'status', 'not measured')} (no causal-mask share)"
+            rows.append(not_run(t, target, src, why, **kw))
+            continue
+        ci = (r.share_causal_mask_lo, r.share_causal_mask_hi)
+        measured = f"share {fmt_ci(r.share_causal_mask, *ci, 2)}"
+        if {"residual", "residual_lo", "residual_hi"} <= set(g.columns):
+            measured += f"; residual {fmt_ci(r.residual, r.residual_lo, r.residual_hi)}"
+        rows.append(target_row(t, target, measured, check(covers(ci, 1.0)), src, **kw))
     return rows
 
 

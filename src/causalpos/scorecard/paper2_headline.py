@@ -14,10 +14,13 @@ import pandas as pd
 
 from causalpos.scorecard.paper2 import architectures
 from causalpos.scorecard.rows import (
+    CONTROL_MODEL_UNITS,
     NOT_APPLICABLE,
     SOURCES,
     Row,
     equivalence_row,
+    field_text,
+    fill,
     fmt,
     fmt_ci,
     measured_row,
@@ -27,20 +30,38 @@ from causalpos.scorecard.rows import (
     text_column,
 )
 from causalpos.verdicts import (
-    DIFFERS,
-    INCONCLUSIVE,
-    REPRODUCED,
+    FAILED,
+    PASSED,
     all_of,
+    beyond_control,
+    control,
+    covers,
     difference_ci,
     positive,
 )
 
 
+def model_units_control(r) -> tuple[float, float, float] | None:
+    """The negative control in the model's units of a headline row (``r``: a table row as a
+    namedtuple or Series), (estimate, lo, hi) from :data:`CONTROL_MODEL_UNITS`, or None where
+    the table has no such columns or a bound is not finite."""
+    get = r.get if isinstance(r, pd.Series) else lambda c, d=None: getattr(r, c, d)
+    vals = tuple(get(c, None) for c in CONTROL_MODEL_UNITS)
+    if any(v is None for v in vals):
+        return None
+    vals = tuple(float(v) for v in vals)
+    return vals if np.isfinite(vals[1:]).all() else None
+
+
 def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 1 on the headline reading: a trained model's causal-run logit leakage above the
-    largest position-free control on the same dataset (among the trained models' controls where
-    there are any). Init / random twins are measured
-    baselines (the claim is about trained models); no control on a dataset: not run."""
+    """Claim 1 on the headline reading: a trained RoPE model's causal-run logit leakage against
+    its negative control. Where the table carries the control in the model's units
+    (:data:`CONTROL_MODEL_UNITS`), :func:`~causalpos.verdicts.beyond_control` judges it (the
+    model's lower limit above the control's upper limit); else the model minus the largest
+    position-free control on the same dataset (a trained model's where there is one) above the
+    control's tolerance. A NoPE model is not applicable (the claim is about RoPE decoders); init
+    / random twins are measured baselines; no control on a dataset: not run. With a
+    ``landmark`` column, one row per landmark reading."""
     src = SOURCES["headline"]
     t = T["claim1_logit"]
     if head is None:
@@ -51,16 +72,40 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     if sel.empty:
         return [not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
     free = head[head["position_free"].astype(bool)]
-    init = text_column(sel, "init_of")
+    landmarks = text_column(head, "landmark")
+    several = landmarks.nunique() > 1
     rows = []
-    for r, twin in zip(sel.itertuples(), init):
-        target = f"{t['label']} ({r.model}, {r.dataset})"
+    for r, twin, arch, lm in zip(
+        sel.itertuples(),
+        text_column(sel, "init_of"),
+        architectures(sel, T),
+        landmarks[sel.index],
+    ):
+        where = f"{r.model}, {r.dataset}" + (f", landmark {lm}" if several else "")
+        target = f"{t['label']} ({where})"
         own = fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)
-        ctl = free[free["dataset"] == r.dataset]
         if twin:
             why = f"init weights of {twin}: a baseline, not a trained model"
             rows.append(measured_row(t, target, own, src, why))
             continue
+        if arch == "nope":
+            why = f"a NoPE model: {field_text(t, 'premise')}"
+            fal = "none: not applicable (the claim's premise, a RoPE decoder, does not hold)"
+            rows.append(target_row(t, target, own, NOT_APPLICABLE, src, note=why, falsified_if=fal))
+            continue
+        per_prompt = (
+            f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)}"
+            if "per_prompt" in sel
+            else "no per-prompt reading"
+        )
+        c = model_units_control(r)
+        if c is not None:
+            measured = f"{own}; negative control in the model's units {fmt_ci(*c)}; {per_prompt}"
+            verdict = beyond_control((r.leakage, r.leakage_lo, r.leakage_hi), c[2])
+            fal = fill(t["falsified_if_control"], t, control_hi=fmt(c[2]))
+            rows.append(target_row(t, target, measured, verdict, src, falsified_if=fal))
+            continue
+        ctl = free[(free["dataset"] == r.dataset) & (landmarks[free.index] == lm)]
         if ctl.empty:
             why = (
                 "no position-free control on this dataset (e.g. identity_rope+bidirectional, or a "
@@ -80,16 +125,22 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = (
             f"{own}; minus the control {c['model']} {c['variant']} "
             f"({fmt_ci(c['leakage'], c['leakage_lo'], c['leakage_hi'])}): {fmt_ci(*diff)}; "
-            f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)}"
+            f"{per_prompt}"
         )
         verdict = positive(diff[1:], float(t["threshold"]))
-        rows.append(target_row(t, target, measured, verdict, src))
+        note = (
+            f"threshold {fmt(t['threshold'])}: the negative control's tolerance (the table has no "
+            f"control in the model's units, {', '.join(CONTROL_MODEL_UNITS)})"
+        )
+        rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
 
 
 def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """The controls of the headline reading, one row per position-free run and target: the
-    negative control (reads 0) and the positive control (a planted share recovered)."""
+    """The controls of the headline reading, one row per position-free run and target, in the
+    controls section (``passed`` / ``failed``, never counted as reproductions): the negative
+    control (reads 0) and the positive control (a planted share recovered). A control whose
+    interval is not finite has not passed."""
     src = SOURCES["controls"]
     tn, tp = T["control_negative"], T["control_positive"]
     if ctl is None:
@@ -103,25 +154,22 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
     tol = float(tn["tolerance"])
     for r in ctl.itertuples():
         where = f"{r.model}, {r.dataset}, {r.variant}, {r.target}"
-        covers = r.negative_lo <= 0 <= r.negative_hi
-        ok = covers or abs(r.negative) <= tol
+        has0 = r.negative_lo <= 0 <= r.negative_hi
+        ok = has0 or abs(r.negative) <= tol
         finite = np.isfinite([r.negative, r.negative_lo, r.negative_hi]).all()
         measured = (
             f"{fmt_ci(r.negative, r.negative_lo, r.negative_hi)}; per-prompt reading "
             f"{fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)} ({r.per_prompt_control})"
         )
-        verdict = INCONCLUSIVE if not finite else (REPRODUCED if ok else DIFFERS)
-        rows.append(target_row(tn, f"{tn['label']} ({where})", measured, verdict, src))
+        verdict = PASSED if finite and ok else FAILED
+        note = "" if finite else "a bound is not finite: the control cannot pass"
+        rows.append(target_row(tn, f"{tn['label']} ({where})", measured, verdict, src, note=note))
         if not np.isfinite(r.planted):
             why = "the planted share could not be set (the control's expected maps are flat)"
             rows.append(not_run(tp, f"{tp['label']} ({where})", src, why))
             continue
         est = (r.planted_estimate, r.planted_estimate_lo, r.planted_estimate_hi)
-        verdict = (
-            INCONCLUSIVE
-            if not np.isfinite(est).all()
-            else (REPRODUCED if est[1] <= r.planted <= est[2] else DIFFERS)
-        )
+        verdict = control(covers(est[1:], r.planted))
         rows.append(
             target_row(
                 tp,
@@ -249,7 +297,11 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
 
 def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 6 on the headline, judged by size: the linear baseline's paired inflation of the
-    causal run's logit leakage above the negative control's tolerance; twins: measured."""
+    causal run's logit leakage above the negative control's upper limit in the model's units
+    (:data:`CONTROL_MODEL_UNITS`, :func:`~causalpos.verdicts.beyond_control`), or above the
+    control's tolerance where the table has no such columns. By least squares the inflation is
+    ≥ 0 for any offset profile, so only its size can fail (a near-linear or a small offset
+    profile makes it differ); twins: measured."""
     src = SOURCES["headline"]
     t = T["claim6_headline"]
     col = "linear_minus_saturated"
@@ -267,15 +319,30 @@ def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         why = f"no {t['target']} leakage of a {t['variant']} run under both baselines"
         return [not_run(t, t["label"], src, why)]
     rows = []
-    for r, twin in zip(sel.itertuples(), text_column(sel, "init_of")):
+    landmarks = text_column(sel, "landmark")
+    several = landmarks.nunique() > 1
+    for r, twin, lm in zip(sel.itertuples(), text_column(sel, "init_of"), landmarks):
         d = (getattr(r, col), getattr(r, f"{col}_lo"), getattr(r, f"{col}_hi"))
         measured = f"linear - saturated {fmt_ci(*d)}; saturated {fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)}"
-        target = f"{t['label']} ({r.model}, {r.dataset})"
+        where = f"{r.model}, {r.dataset}" + (f", landmark {lm}" if several else "")
+        target = f"{t['label']} ({where})"
         if twin:
             why = f"init weights of {twin}: no learned offset profile for a baseline to underfit"
             rows.append(measured_row(t, target, measured, src, why))
             continue
-        rows.append(target_row(t, target, measured, positive(d[1:], float(t["threshold"])), src))
+        c = model_units_control(r)
+        if c is not None:
+            measured += f"; negative control in the model's units {fmt_ci(*c)}"
+            fal = fill(t["falsified_if_control"], t, control_hi=fmt(c[2]))
+            verdict = beyond_control(d, c[2])
+            rows.append(target_row(t, target, measured, verdict, src, falsified_if=fal))
+            continue
+        note = (
+            f"threshold {fmt(t['threshold'])}: the negative control's tolerance (the table has no "
+            f"control in the model's units, {', '.join(CONTROL_MODEL_UNITS)})"
+        )
+        verdict = positive(d[1:], float(t["threshold"]))
+        rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.scorecard.rows import (
+    CHECKS,
     NOT_APPLICABLE,
     NOT_RUN,
     RESIDUAL_STREAM,
@@ -33,6 +34,7 @@ from causalpos.scorecard.rows import (
 )
 from causalpos.verdicts import (
     at_most,
+    check,
     difference_ci,
     exact,
     positive,
@@ -186,7 +188,10 @@ def bos_headline_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapp
 
 def position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 7: with a fixed token 0 the position-0 residual stream is identical across prompts
-    (max cross-prompt std over layers, causal run)."""
+    (max cross-prompt std over layers, causal run). Under the causal mask it is so by
+    construction, so with a fixed token 0 the row is a check (``holds`` / ``fails``: a failure
+    is an extraction that lets other positions reach position 0); where token 0 varies, or the
+    table does not say, the row stays with paper 2 (not applicable / not run)."""
     src = SOURCES["position0"]
     t = T["claim7_position0"]
     if p0 is None:
@@ -211,7 +216,8 @@ def position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
             why = "token 0 varies across prompts (no fixed BOS): the claim's premise does not hold"
             rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
         else:
-            rows.append(target_row(t, target, measured, exact(std, 0.0, tol), src))
+            verdict = check(exact(std, 0.0, tol))
+            rows.append(target_row(t, target, measured, verdict, src, section=CHECKS))
     return rows
 
 

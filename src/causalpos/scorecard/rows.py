@@ -7,6 +7,14 @@ and the measurement that would have made it ``differs`` (``falsified_if``). Rows
 tests say why: ``not run`` (the config or the tables do not measure it), ``not applicable`` (the
 claim's premise does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper gives
 no value to compare with).
+
+Every row sits in one ``section`` (:data:`SECTIONS`): ``paper 1`` and ``paper 2`` hold the tests
+of the papers' claims (``reproduced`` / ``differs`` / ``inconclusive``, rows that could have come
+out *differs* on a plausible input) and the rows of those claims that are not tests;
+``controls`` the negative and positive controls (``passed`` / ``failed``); ``checks`` the
+identities that hold by construction (``holds`` / ``fails``). A row's section comes from its
+target's ``section`` field (default: its ``paper``) unless its builder names one
+(claim 7's rows are checks only where token 0 is fixed).
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from causalpos.verdicts import CHECK, CONTROL, TESTED
+
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables).
 TABLE_MEASURED = "measured"
 #: A BOS-effects row measured on the residual-stream component (causalpos.paper2.summary).
@@ -29,6 +39,17 @@ RESIDUAL_STREAM = "residual_stream"
 NOT_RUN = "not run"
 NOT_APPLICABLE = "not applicable"
 MEASURED = "measured"
+#: The verdicts of rows that are not tests, controls or checks: each says why in its note.
+NOT_TESTS = (NOT_RUN, NOT_APPLICABLE, MEASURED)
+
+PAPER1, PAPER2, CONTROLS, CHECKS = "paper 1", "paper 2", "controls", "checks"
+#: The scorecard's sections, in order, each with the verdicts its rows may carry.
+SECTIONS = {
+    PAPER1: (*TESTED, *NOT_TESTS),
+    PAPER2: (*TESTED, *NOT_TESTS),
+    CONTROLS: (*CONTROL, NOT_RUN),
+    CHECKS: (*CHECK, NOT_RUN),
+}
 
 #: ``falsified_if`` of a row that is not a test.
 NO_TEST = "none: a measurement, not a test"
@@ -58,6 +79,13 @@ SOURCES = {
     "observational_split": "results/stats/paper2_observational_split.csv",
 }
 
+#: The negative control in the model's units (the control's numerator over the model's
+#: denominator: the largest effect the estimator reads in that model's units where there is
+#: none): estimate and CI columns of the headline table, per (model, dataset, target[,
+#: landmark]), where the paper-2 summary writes them. Absent: claims 1 and 6 fall back to the
+#: negative control's tolerance.
+CONTROL_MODEL_UNITS = ("control_model_units", "control_model_units_lo", "control_model_units_hi")
+
 #: ``reading`` of a row: the quantity its verdict uses. Paper 2's leakage has two readings
 #: (causalpos.paper2.headline): the expected-map headline and the per-prompt one; rows on other
 #: quantities (paper 1's index, position 0, sink heads) name theirs.
@@ -77,9 +105,26 @@ class Row:
     note: str
     source: str
     reading: str = ""
+    section: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def check_sections(card: pd.DataFrame) -> None:
+    """Raise ValueError when a row has no known section or a verdict its section does not
+    allow (e.g. a control that says "reproduced"): the counts per section rely on it."""
+    bad = [
+        f"{r.target!r}: section {r.section!r}, verdict {r.verdict!r}"
+        for r in card.itertuples()
+        if r.section not in SECTIONS or r.verdict not in SECTIONS[r.section]
+    ]
+    if bad:
+        raise ValueError(
+            "scorecard rows with a verdict their section does not allow (controls read "
+            "passed / failed, checks holds / fails, the papers' sections reproduced / differs / "
+            "inconclusive or a reason for not being a test); fix the row builder: " + "; ".join(bad)
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,6 +235,7 @@ def target_row(t: Mapping, target: str, measured: str, verdict: str, source: str
         note=kw.get("note", ""),
         source=source,
         reading=kw.get("reading", field_text(t, "reading")),
+        section=kw.get("section") or t.get("section") or t["paper"],
     )
 
 
