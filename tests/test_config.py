@@ -603,7 +603,11 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
         "layer_bidirectional",
     ]
     assert pairs[("smollm2-135m", "random-chunks128-bos")] == ["causal", "bidirectional"]
-    assert pairs[("smollm2-135m", "kjv-chunks128")] == ["causal", "bidirectional"]  # no BOS
+    assert pairs[("smollm2-135m", "kjv-chunks128")] == [  # no BOS
+        "causal",
+        "bidirectional",
+        "identity_rope+bidirectional",
+    ]
     assert len(pairs) == 12 and list(pairs)[:4] == [
         ("smollm2-135m", "kjv-chunks128-bos"),
         ("smollm2-135m-random", "kjv-chunks128-bos"),
@@ -793,7 +797,7 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 166 and len(set(targets)) == 166
+    assert len(targets) == 172 and len(set(targets)) == 172
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
