@@ -716,6 +716,40 @@ def test_control_rows_pass_fail_and_say_why(tmp_path):
     assert row["verdict"] == V.FAILED
 
 
+def test_negative_controls_in_the_models_units_use_the_equivalence_bound(tmp_path):
+    """With the model's units in the table, a control passes only when its upper limit lies
+    below the bound (half the model's estimate): a control whose own ratio covers 0 but whose
+    interval in the model's units reaches the bound fails (no power to tell the model from
+    none); the counted reading on prompts with a fixed BOS is not run, and says why."""
+
+    def units(lm, est, lo, hi, bound):
+        p = f"negative_{lm}_"
+        return {
+            f"{p}model_units": est,
+            f"{p}model_units_lo": lo,
+            f"{p}model_units_hi": hi,
+            f"{p}bound": bound,
+        }
+
+    ok = _ctl("a", (0.002, -0.01, 0.02)) | units("modelled", 0.0, -0.001, 0.002, 0.005)
+    ok |= units("counted", 0.0, -0.002, 0.003, 0.01)
+    wide = _ctl("b", (0.002, -0.01, 0.02)) | units("modelled", 0.001, -0.004, 0.006, 0.005)
+    wide |= units("counted", 0.001, -0.004, 0.006, 0.01)
+    card = _card(tmp_path, controls=pd.DataFrame([ok | {"fixed_bos": 0}, wide | {"fixed_bos": 1}]))
+    neg = lambda v, lm: _one(card, f"negative control (m, d, {v}, logit, landmark {lm})")  # noqa: E731
+    assert neg("a", "modelled")["verdict"] == V.PASSED
+    assert neg("a", "counted")["verdict"] == V.PASSED
+    assert neg("b", "modelled")["verdict"] == V.FAILED  # 0.006 >= 0.005
+    assert (
+        neg("b", "counted")["verdict"] == S.NOT_RUN and "fixed BOS" in neg("b", "counted")["note"]
+    )
+    assert "in the model's units" in neg("a", "modelled")["measured"]
+    # a positive control whose interval reaches 0 has not passed
+    zero = _ctl("c", (0.0, -0.01, 0.01), planted=0.05, rec=(0.04, -0.01, 0.09))
+    card = _card(tmp_path, controls=pd.DataFrame([zero | units("modelled", 0, -1e-3, 1e-3, 0.01)]))
+    assert _one(card, "positive control (m, d, c, logit)")["verdict"] == V.FAILED
+
+
 def _h(rows) -> pd.DataFrame:
     """Rows of the headline decomposition table (log-attention, window all)."""
     return pd.DataFrame(rows).assign(window="all", target="logattn")
@@ -747,8 +781,18 @@ def test_decomposition_rows_claims_4_and_10(tmp_path):
         ]
     )
     card = _card(tmp_path, decomposition_headline=_h(dec))
+    # claim 4 is read on the one-unit components table only (the reading matching the paper's)
+    assert _one(card, "claim 4")["verdict"] == S.NOT_RUN
+    comp = pd.DataFrame(
+        [
+            _comp("llama-3.2-1b", "counted", 0.80, 0.1),
+            _comp("meta-llama/Llama-3.2-3B", "counted", 0.66, 0.1),
+            _comp("llama-3.1-8b", "counted", 0.64, 0.1, half=0.3),
+            _comp("smollm2", "counted", 0.04, 0.1),
+        ]
+    )
+    card = _card(tmp_path, decomposition_headline=_h(dec), decomposition_components=comp)
     assert _one(card, "claim 4 (llama-3.2-1b, wiki)")["verdict"] == R  # 82 % in the paper
-    assert _one(card, "claim 4 (llama-3.2-1b, random)")["verdict"] == D
     assert _one(card, "claim 4 (meta-llama/Llama-3.2-3B, wiki)")["verdict"] == R  # 64 %
     assert _one(card, "claim 4 (llama-3.1-8b, wiki)")["verdict"] == I
     smol = _one(card, "claim 4 (smollm2, wiki)")
@@ -756,6 +800,38 @@ def test_decomposition_rows_claims_4_and_10(tmp_path):
     assert "[0.72, 0.92]" in _one(card, "claim 4 (llama-3.2-1b, wiki)")["falsified_if"]
     assert _one(card, "claim 10 (llama-3.2-1b)")["verdict"] == D  # 0.80 vs 0.50
     assert _one(card, "claim 10 (smollm2)")["verdict"] == R
+
+
+def _comp(model, landmark, paper_share, free_share, half=0.02):
+    d = {"model": model, "dataset": "wiki", "condition": "rope", "landmark": landmark}
+    for name, v in (("share_causal_mask_paper", paper_share), ("share_causal_mask", free_share)):
+        d.update({name: v, f"{name}_lo": v - half, f"{name}_hi": v + half})
+    return d | {"window": "all", "share_artefact": 0.9}
+
+
+def test_claim4_is_judged_on_the_counted_landmark_and_the_papers_reading(tmp_path):
+    """Claim 4 reads the components table's paper reading with the key-0 column counted (the
+    reconstructed fit); the artefact-free share and the modelled landmark are only reported.
+    A share far from the paper's comes out differs whatever the other readings say."""
+    comp = pd.DataFrame(
+        [
+            _comp("llama-3.2-1b", "counted", 0.80, 0.10),
+            _comp("llama-3.2-1b", "modelled", 0.20, 0.05),
+            _comp("meta-llama/Llama-3.2-3B", "counted", 0.30, 0.64),
+            _comp("meta-llama/Llama-3.2-3B", "modelled", 0.64, 0.64),
+        ]
+    )
+    dec = pd.DataFrame(
+        [_dec("llama-3.2-1b", "wiki", 0.1), _dec("meta-llama/Llama-3.2-3B", "wiki", 0.64)]
+    )
+    card = _card(tmp_path, decomposition_headline=_h(dec), decomposition_components=comp)
+    one = _one(card, "claim 4 (llama-3.2-1b, wiki)")
+    assert one["verdict"] == R  # 0.80 [0.78, 0.82] within 82 % ± 10 points
+    assert "landmark counted" in one["measured"] and "artefact-free 0.1" in one["measured"]
+    assert _one(card, "claim 4 (meta-llama/Llama-3.2-3B, wiki)")["verdict"] == D  # 0.30 vs 64 %
+    only_modelled = comp[comp["landmark"] == "modelled"]
+    card = _card(tmp_path, decomposition_headline=_h(dec), decomposition_components=only_modelled)
+    assert _one(card, "claim 4 (llama-3.2-1b, wiki)")["verdict"] == S.NOT_RUN
 
 
 def _card_with(tmp_path, targets, **tables) -> pd.DataFrame:

@@ -173,6 +173,11 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         paper2.headline_decomposition_rows,
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
+        Input(
+            "decomposition_components",
+            "model dataset condition landmark window share_causal_mask_paper share_causal_mask "
+            "share_artefact",
+        ),
     ),
     Family(
         paper2_headline.claim4_scale_rows,

@@ -152,8 +152,13 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         return [not_run(tn, tn["label"], src, why), not_run(tp, tp["label"], src, why)]
     rows = []
     tol = float(tn["tolerance"])
+    units = "negative_modelled_model_units_hi" in ctl
     for r in ctl.itertuples():
         where = f"{r.model}, {r.dataset}, {r.variant}, {r.target}"
+        if units:
+            rows += _units_control_rows(r, where, tn, src)
+            rows += _positive_control_rows(r, where, tp, src)
+            continue
         has0 = r.negative_lo <= 0 <= r.negative_hi
         ok = has0 or abs(r.negative) <= tol
         finite = np.isfinite([r.negative, r.negative_lo, r.negative_hi]).all()
@@ -164,23 +169,73 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         verdict = PASSED if finite and ok else FAILED
         note = "" if finite else "a bound is not finite: the control cannot pass"
         rows.append(target_row(tn, f"{tn['label']} ({where})", measured, verdict, src, note=note))
-        if not np.isfinite(r.planted):
-            why = "the planted share could not be set (the control's expected maps are flat)"
-            rows.append(not_run(tp, f"{tp['label']} ({where})", src, why))
+        rows += _positive_control_rows(r, where, tp, src)
+    return rows
+
+
+def _units_control_rows(r, where: str, tn: Mapping, src: str) -> list[Row]:
+    """The negative control in the model's units, one row per landmark reading: passed when the
+    control's upper limit lies below the equivalence bound (a fraction of the model's own
+    estimate on the same reading, from the data); the counted reading needs prompts whose token 0
+    varies (a fixed BOS puts its identity in the key-0 column of any run)."""
+    rows = []
+    for lm in ("modelled", "counted"):
+        pre = f"negative_{lm}_"
+        if f"{pre}model_units_hi" not in r._fields:
             continue
-        est = (r.planted_estimate, r.planted_estimate_lo, r.planted_estimate_hi)
-        verdict = control(covers(est[1:], r.planted))
+        label = f"{tn['label']} ({where}, landmark {lm})"
+        if lm == "counted" and getattr(r, "fixed_bos", 0) == 1:
+            why = (
+                "token 0 is a fixed BOS: its identity is a key-0 column of any run, so the counted "
+                "reading's control is the position-free run on prompts whose token 0 varies"
+            )
+            rows.append(not_run(tn, label, src, why))
+            continue
+        est = tuple(getattr(r, f"{pre}model_units{k}") for k in ("", "_lo", "_hi"))
+        bound = getattr(r, f"{pre}bound")
+        finite = np.isfinite([*est, bound]).all()
+        measured = (
+            f"{fmt_ci(*est)} in the model's units (causal run's expected-map variance); bound "
+            f"{fmt(bound)} (half the model's own estimate); own ratio "
+            f"{fmt_ci(r.negative, r.negative_lo, r.negative_hi)}"
+        )
+        verdict = PASSED if finite and est[2] < bound else FAILED
+        note = "" if finite else "a bound is not finite: the control cannot pass"
         rows.append(
             target_row(
-                tp,
-                f"{tp['label']} ({where})",
-                f"planted {fmt(r.planted)}, recovered {fmt_ci(*est)}",
+                tn,
+                label,
+                measured,
                 verdict,
                 src,
-                paper_value=f"{fmt(r.planted)} (planted)",
+                note=note,
+                falsified_if=(
+                    "failed if the control's upper limit, in the model's units, is at or above "
+                    "half the model's own estimate (the control cannot tell the model's effect "
+                    "from none), or if a bound is not finite"
+                ),
             )
         )
     return rows
+
+
+def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
+    if not np.isfinite(r.planted):
+        why = "the planted share could not be set (the control's expected maps are flat)"
+        return [not_run(tp, f"{tp['label']} ({where})", src, why)]
+    est = (r.planted_estimate, r.planted_estimate_lo, r.planted_estimate_hi)
+    # passes only if recovered (the CI covers the planted share) and its interval excludes 0
+    verdict = control(covers(est[1:], r.planted)) if est[1] > 0 else FAILED
+    return [
+        target_row(
+            tp,
+            f"{tp['label']} ({where})",
+            f"planted {fmt(r.planted)}, recovered {fmt_ci(*est)}",
+            verdict,
+            src,
+            paper_value=f"{fmt(r.planted)} (planted)",
+        )
+    ]
 
 
 def additivity_rows(obs: pd.DataFrame | None, T: Mapping) -> list[Row]:
