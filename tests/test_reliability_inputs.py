@@ -123,10 +123,11 @@ def _tiny_local(tmp_path: Path) -> Path:
     tokenizes its prompts itself, so it must hold one)."""
     from conftest import _train_tokenizer, tiny_pair
 
-    model, _ = tiny_pair("llama")
+    tok = _train_tokenizer(bos=True)
+    model, _ = tiny_pair("llama", vocab_size=len(tok))  # a row for every id
     src = tmp_path / "user-model"
     model.save_pretrained(src)
-    _train_tokenizer(bos=True).save_pretrained(src)
+    tok.save_pretrained(src)
     return src
 
 
@@ -214,3 +215,72 @@ def test_prepend_bos_on_a_tokenizer_without_a_bos_is_a_config_error(tmp_path, bo
             cfg.check()
     else:
         cfg.check()
+
+
+# --- issue 34: weights load exactly or not at all -------------------------------------------------
+
+
+def _edit_config(directory: Path, **changes) -> None:
+    cfg = json.loads((directory / "config.json").read_text())
+    cfg.update({k: cfg[k] + v if isinstance(v, int) else v for k, v in changes.items()})
+    (directory / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (
+            {"num_hidden_layers": 1},  # one layer too many: layer 2 would be drawn at random
+            r"9 tensor\(s\) the config asks for are not in the weights files "
+            r"\(model\.layers\.2\.input_layernorm\.weight, ",
+        ),
+        (
+            {"num_hidden_layers": -1},  # one too few: layer 1's tensors would be dropped
+            r"9 tensor\(s\) in the weights files have no place in the model the config describes "
+            r"\(model\.layers\.1\.input_layernorm\.weight, ",
+        ),
+        (
+            {"intermediate_size": 2},
+            r"6 tensor\(s\) differ in shape \(model\.layers\.0\.mlp\.down_proj\.weight "
+            r"\(file \(64, 128\), config \(64, 130\)\)",
+        ),
+    ],
+)
+def test_a_config_that_does_not_describe_the_weights_refuses_the_load(tmp_path, change, said):
+    from conftest import tiny_pair
+
+    from causalpos.models.load import build_model_dir, load_model
+    from causalpos.models.weights import ModelIntegrityError
+
+    model, _ = tiny_pair("llama")
+    model.save_pretrained(tmp_path / "raw")
+    load_model(tmp_path / "raw")  # as saved: loads
+    _edit_config(tmp_path / "raw", **change)
+    with pytest.raises(ModelIntegrityError, match=said) as info:
+        load_model(tmp_path / "raw")
+    assert "raw: its config.json and its weights describe different models" in str(info.value)
+    # a local model prepared from such a directory is refused at its first load, naming it
+    src = _tiny_local(tmp_path)
+    _edit_config(src, **change)
+    out = build_model_dir("m", {"source": "local", "path": str(src)}, tmp_path / "m")
+    with pytest.raises(ModelIntegrityError, match=said) as info:
+        load_model(out)
+    assert "snakemake --force" in str(info.value)
+
+
+def test_a_tokenizer_with_more_ids_than_the_embedding_has_rows_refuses_the_load(tmp_path):
+    from conftest import _train_tokenizer, tiny_pair
+
+    from causalpos.models.load import load_model
+    from causalpos.models.weights import ModelIntegrityError
+
+    model, _ = tiny_pair("llama", vocab_size=256)
+    model.save_pretrained(tmp_path / "m")
+    tok = _train_tokenizer(bos=True)
+    tok.save_pretrained(tmp_path / "m")
+    with pytest.raises(
+        ModelIntegrityError,
+        match=rf"tokenizer has {len(tok)} ids \(up to {len(tok) - 1}\), its input embedding 256 "
+        "rows",
+    ):
+        load_model(tmp_path / "m")
