@@ -541,3 +541,34 @@ def test_the_rebuild_command_names_a_config_file_relative_to_the_pipeline(tmp_pa
     assert rebuild_command("results/x.zarr") == (
         "snakemake --force results/x.zarr --configfile configs/smoke.yaml --cores 1"
     )
+
+
+# --- issue 34: verify follows symbolic links; OS litter is not damage -----------------------------
+
+
+def test_verify_follows_a_symlinked_directory_and_finds_its_deleted_chunk(tmp_path, capsys):
+    results, other = tmp_path / "results", tmp_path / "other-disk"
+    write_dataset(_small(), results / "gram" / "a.zarr")
+    store = write_dataset(_small(), other / "normalized" / "m" / "d.zarr")
+    (results / "normalized").symlink_to(other / "normalized", target_is_directory=True)
+    (other / "normalized" / "loop").symlink_to(other, target_is_directory=True)  # a cycle
+    assert main(["verify", str(results)]) == 0
+    assert "2 stores: 2 verified, 0 damaged" in capsys.readouterr().out
+    (store / "score_mean" / "c" / "0" / "0" / "0").unlink()
+    assert main(["verify", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert f"DAMAGED {results / 'normalized' / 'm' / 'd.zarr'}" in out
+    assert "chunk (0, 0, 0) of array 'score_mean' (score_mean/c/0/0/0) is missing" in out
+
+
+@pytest.mark.parametrize("litter", [".DS_Store", "Thumbs.db", "score_mean/.DS_Store"])
+def test_os_litter_in_a_store_is_neither_damage_nor_data(tmp_path, capsys, litter):
+    results = tmp_path / "results"
+    store = write_dataset(_small(), results / "s.zarr")
+    (store / litter).write_bytes(b"\x00\x00\x00\x01Bud1" + bytes(60))
+    assert main(["verify", str(results)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("OK")
+    np.testing.assert_array_equal(open_dataset(store)["score_mean"].values, _small()["score_mean"])
+    (store / "score_mean" / "stray.bin").write_bytes(b"x")  # anything else is still damage
+    with pytest.raises(StoreError, match=r"file score_mean/stray\.bin was not written with"):
+        open_dataset(store)

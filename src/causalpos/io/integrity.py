@@ -54,6 +54,9 @@ COUNT_ATTRS = ("n_sequences", "n_shards", "n_samples")
 
 #: Files others add to a finished store: Snakemake marks each ``directory()`` output with one.
 NOT_RECORDED = (".snakemake_timestamp",)
+#: Files an operating system's file browser leaves in any folder it shows (macOS Finder,
+#: Windows Explorer): never part of a store, never recorded, never "added later" damage.
+OS_LITTER = (".DS_Store", "Thumbs.db", "desktop.ini")
 
 _BLOCK = 1 << 24  # bytes read at a time while checksumming
 _SHOWN = 8  # problems spelled out in one message
@@ -186,15 +189,16 @@ def _crc32(path: Path) -> tuple[int, int]:
 
 
 def _files(store: Path) -> list[str]:
-    """Every file of ``store`` (posix paths relative to it) except the manifest and the root
-    files in :data:`NOT_RECORDED`, sorted."""
+    """Every file of ``store`` (posix paths relative to it, symbolic links followed) except the
+    manifest, the root files in :data:`NOT_RECORDED` and :data:`OS_LITTER`, sorted."""
     out = []
-    for dirpath, dirnames, filenames in os.walk(store):
+    for dirpath, dirnames, filenames in os.walk(store, followlinks=True):
         here = Path(dirpath)
         if here == store:
             if MANIFEST_GROUP in dirnames:
                 dirnames.remove(MANIFEST_GROUP)
             filenames = [f for f in filenames if f not in NOT_RECORDED]
+        filenames = [f for f in filenames if f not in OS_LITTER]
         out.extend((here / f).relative_to(store).as_posix() for f in filenames)
     return sorted(out)
 

@@ -89,7 +89,8 @@ def _is_store(path: Path) -> bool:
 
 
 def verify_tree(root: str | os.PathLike, *, checksums: bool = True) -> TreeReport:
-    """Verify every store under ``root`` (manifest, metadata, counts) and list stale temporaries.
+    """Verify every store under ``root`` (manifest, metadata, counts) and list stale temporaries,
+    following symbolic links inside the tree (each directory once).
 
     ``checksums=False`` compares file sizes only (deleted and truncated files are still found).
     """
@@ -109,11 +110,18 @@ def verify_tree(root: str | os.PathLike, *, checksums: bool = True) -> TreeRepor
     if _is_store(root):
         check(root)
         return out
-    for dirpath, dirnames, _files in os.walk(root):
+    # Symbolic links inside the tree are followed (`results/normalized` may live on another
+    # disk); each directory is visited once, so a link back up the tree ends the walk there.
+    seen = {root.resolve()}
+    for dirpath, dirnames, _files in os.walk(root, followlinks=True):
         here = Path(dirpath)
         descend = []
         for name in sorted(dirnames):
             path = here / name
+            real = path.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
             if is_temporary(path):
                 out.stale.append(path)
             elif _is_store(path):
