@@ -572,3 +572,30 @@ def test_os_litter_in_a_store_is_neither_damage_nor_data(tmp_path, capsys, litte
     (store / "score_mean" / "stray.bin").write_bytes(b"x")  # anything else is still damage
     with pytest.raises(StoreError, match=r"file score_mean/stray\.bin was not written with"):
         open_dataset(store)
+
+
+def test_verify_checks_the_weights_of_model_directories_against_their_sha256(
+    tmp_path, monkeypatch, capsys
+):
+    from causalpos.training.checkpoints import write_weights_record
+
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "resources" / "models" / "trained-rope"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(bytes(range(256)) * 4)
+    write_weights_record(model, name="trained-rope", variant="rope")
+    write_dataset(_small(), tmp_path / "results" / "s.zarr")
+    assert main(["verify"]) == 0  # results, and resources/models where it exists
+    out = capsys.readouterr().out
+    assert (
+        "resources/models: 0 stores" in out and "1 model directories: 1 verified, 0 damaged" in out
+    )
+    data = bytearray((model / "model.safetensors").read_bytes())
+    data[7] ^= 1  # same size; the mtime changes, so the file is hashed
+    (model / "model.safetensors").write_bytes(bytes(data))
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out
+    assert "DAMAGED resources/models/trained-rope" in out
+    assert "weights file model.safetensors has changed since it was prepared" in out
+    assert "rebuild: snakemake --force resources/models/trained-rope" in out
+    assert main(["verify", "results"]) == 0  # the results alone are intact

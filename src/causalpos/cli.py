@@ -94,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         "temporaries; exit 1 if any store is damaged or a temporary is left, 3 if nothing is "
         "damaged but some stores have no manifest (written by older code: unverified)",
     )
-    verify.add_argument("results", nargs="?", default="results", help="default: results")
+    verify.add_argument(
+        "results",
+        nargs="*",
+        help="trees to check (stores and model directories); default: results and, where it "
+        "exists, resources/models",
+    )
     verify.add_argument(
         "--sizes-only",
         action="store_true",
@@ -123,14 +128,18 @@ def main(argv: list[str] | None = None) -> int:
         import os
 
         from causalpos.io.integrity import CONFIGFILES_ENV
-        from causalpos.io.verify import verify_tree
+        from causalpos.io.verify import EXIT_DAMAGED, EXIT_OK, EXIT_UNVERIFIED, verify_tree
 
         previous = os.environ.get(CONFIGFILES_ENV)
         if args.configfile:  # named in the rebuild commands
             os.environ[CONFIGFILES_ENV] = os.pathsep.join(args.configfile)
+        roots = args.results or ["results"] + [m for m in ["resources/models"] if os.path.isdir(m)]
         try:
-            report = verify_tree(args.results, checksums=not args.sizes_only)
-            print(report.report())
+            codes = set()
+            for root in roots:  # reported inside: the rebuild commands name the config files
+                report = verify_tree(root, checksums=not args.sizes_only)
+                print(report.report())
+                codes.add(report.exit_code)
         except FileNotFoundError as e:
             print(e, file=sys.stderr)
             return 2
@@ -139,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop(CONFIGFILES_ENV, None)
             else:
                 os.environ[CONFIGFILES_ENV] = previous
-        return report.exit_code
+        return next((c for c in (EXIT_DAMAGED, EXIT_UNVERIFIED) if c in codes), EXIT_OK)
     if args.command == "summary":
         return _summary(args)
     return 2  # pragma: no cover - argparse rejects unknown commands

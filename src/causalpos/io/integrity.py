@@ -37,6 +37,8 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from causalpos.io.fingerprint import sha256_file
+
 #: The child group whose ``zarr.json`` attributes hold the manifest.
 MANIFEST_GROUP = "causalpos_manifest"
 #: Key of the manifest inside that group's attributes.
@@ -354,3 +356,42 @@ def check_counts(store: str | os.PathLike, manifest: dict, attrs: Mapping, sizes
             )
     if problems:
         raise StoreError(store, problems)
+
+
+#: The provenance record of a model directory (prepared, trained or an init twin): its weights
+#: files' sha256 (``sha256``) and ``[size, mtime_ns]`` (``weights_stat``).
+MODEL_RECORD = "causalpos_source.json"
+
+
+def model_files_problems(path: str | os.PathLike, record: Mapping) -> list[tuple[str, str]]:
+    """``(file, what is wrong)`` for each weights file of model directory ``path`` that is not
+    the one ``record`` (its :data:`MODEL_RECORD`) names: missing, or of another sha256. A file
+    whose size and mtime are still the recorded ones passes without being read (hashing 0.5 GB
+    costs ~1 s per load); any other is hashed and compared."""
+    path = Path(path)
+    stats = record.get("weights_stat") or {}
+    out = []
+    for name, digest in sorted((record.get("sha256") or {}).items()):
+        f = path / name
+        if not f.is_file():
+            out.append((name, "is missing"))
+            continue
+        st = f.stat()
+        if stats.get(name) == [st.st_size, st.st_mtime_ns] or sha256_file(f) == digest:
+            continue
+        out.append((name, f"has changed since it was prepared (sha256 no longer {digest[:12]}...)"))
+    return out
+
+
+def verify_model_dir(path: str | os.PathLike) -> bool:
+    """Check a model directory's weights against its :data:`MODEL_RECORD`: True if it records
+    sha256s (all matching), False if it records none; :class:`StoreError` listing what differs
+    (the message and rebuild command as for a damaged store)."""
+    try:
+        record = json.loads((Path(path) / MODEL_RECORD).read_text())
+    except (OSError, ValueError) as e:
+        raise StoreError(path, f"its {MODEL_RECORD} is unreadable ({e})") from e
+    problems = model_files_problems(path, record)
+    if problems:
+        raise StoreError(path, [f"weights file {name} {why}" for name, why in problems])
+    return bool(record.get("sha256"))

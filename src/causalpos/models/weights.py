@@ -4,23 +4,15 @@ sha256 its ``causalpos_source.json`` records (``load_model`` calls it), and
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 
-from causalpos.io.integrity import display_path, rebuild_hint
+from causalpos.io.fingerprint import sha256_file
+from causalpos.io.integrity import display_path, model_files_problems, rebuild_hint
 
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file, read in 4 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+__all__ = ["sha256_file"]  # here for its older importers (models.load, tests)
 
 
 def weights_stat(directory: Path, names: Iterable[str]) -> dict[str, list[int]]:
@@ -34,17 +26,8 @@ class ModelIntegrityError(RuntimeError):
 
 def verify_weights(path: Path, source: dict) -> None:
     """The weights files of prepared directory ``path`` are those its ``causalpos_source.json``
-    records (``sha256``): a file whose size and mtime are still the recorded ones passes without
-    reading it (hashing 0.5 GB costs ~1 s per load); any other is hashed and compared."""
-    stats = source.get("weights_stat") or {}
-    for name, digest in sorted((source.get("sha256") or {}).items()):
-        f = path / name
-        if not f.is_file():
-            why = "is missing"
-        elif stats.get(name) == weights_stat(path, [name])[name] or sha256_file(f) == digest:
-            continue
-        else:
-            why = f"has changed since it was prepared (sha256 no longer {digest[:12]}...)"
+    records (``sha256``; :func:`causalpos.io.integrity.model_files_problems`)."""
+    for name, why in model_files_problems(path, source)[:1]:
         raise ModelIntegrityError(
             f"load_model: {display_path(path)}/{name} {why}. The prepared model no longer matches "
             f"its causalpos_source.json. {rebuild_hint(path)}"
