@@ -284,3 +284,79 @@ def test_a_tokenizer_with_more_ids_than_the_embedding_has_rows_refuses_the_load(
         "rows",
     ):
         load_model(tmp_path / "m")
+
+
+# --- issue 34: content decides for files named by path --------------------------------------------
+
+
+def _replace_keeping_mtime(path: Path, data: bytes) -> None:
+    """What `cp -p other path` (or restoring a backup) does: other content, the old mtime."""
+    import os
+
+    st = path.stat()
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_bytes(data)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+    assert path.stat().st_mtime_ns == st.st_mtime_ns and path.stat().st_size == st.st_size
+
+
+def test_the_content_hash_cache_sees_a_replacement_with_the_old_mtime(tmp_path, monkeypatch):
+    import hashlib
+
+    from causalpos.io import fingerprint
+
+    calls = []
+    real = fingerprint.sha256_file
+    monkeypatch.setattr(fingerprint, "sha256_file", lambda p: calls.append(str(p)) or real(p))
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(b"weights-1")
+    b.write_bytes(b"corpus")
+    cache = tmp_path / "cache.json"
+    first = fingerprint.cached_sha256(cache)([str(a), str(b)])
+    assert first == {
+        str(a): hashlib.sha256(b"weights-1").hexdigest(),
+        str(b): hashlib.sha256(b"corpus").hexdigest(),
+    }
+    assert len(calls) == 2
+    assert fingerprint.cached_sha256(cache)([str(a), str(b)]) == first  # a new process: no read
+    assert len(calls) == 2
+    _replace_keeping_mtime(a, b"weights-2")
+    again = fingerprint.cached_sha256(cache)([str(a), str(b)])
+    assert again[str(a)] == hashlib.sha256(b"weights-2").hexdigest() and calls[2:] == [str(a)]
+    assert again[str(b)] == first[str(b)]
+    assert len(json.loads(cache.read_text())) == 2  # a's older entry dropped
+
+
+def test_a_replaced_model_or_corpus_file_changes_its_jobs_params(tmp_path):
+    src = _tiny_local(tmp_path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("In the beginning. " * 200)
+
+    def edit(c):
+        c["models"]["loc"] = {"source": "local", "path": str(src)}
+        c["datasets"]["txt"] = {
+            "corpus": {"type": "text", "path": str(corpus)},
+            "seq_len": 8,
+            "n_sequences": 2,
+        }
+
+    def params():
+        cfg = Resolved(smoke_config(edit))
+        return cfg.model_source_sha256("loc"), cfg.corpus_sha256("txt")
+
+    models, corpora = params()
+    assert sorted(models) == [str(src / n) for n in sorted(p.name for p in src.iterdir())]
+    assert list(corpora) == [str(corpus)]
+    assert Resolved(smoke_config()).model_source_sha256("tiny-random") == {}  # nothing named
+    weights = src / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"
+    _replace_keeping_mtime(weights, bytes(data))
+    _replace_keeping_mtime(corpus, b"In the Beginning. " * 200)  # same size
+    models2, corpora2 = params()
+    assert models2[str(weights)] != models[str(weights)]
+    assert {k: v for k, v in models2.items() if k != str(weights)} == {
+        k: v for k, v in models.items() if k != str(weights)
+    }
+    assert corpora2[str(corpus)] != corpora[str(corpus)]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.io.atomic import replace_json
+from causalpos.io.fingerprint import file_identity
 from causalpos.models.context import ContextError, check_seq_len
 
 #: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
@@ -24,7 +25,7 @@ TINY_MAX_POSITIONS = 4096
 
 
 def _size_sources(corpus: dict) -> list[list] | None:
-    """``[path, size, mtime_ns]`` of every file :func:`causalpos.data.local_document_sizes`
+    """``[path, size, mtime_ns, ctime_ns, inode]`` (:func:`file_identity`) of every file :func:`causalpos.data.local_document_sizes`
     reads for ``corpus`` (``kjv``: the module holding the bible; none for hub and random
     corpora), or None where they cannot be listed (the reader then says why)."""
     import importlib.util
@@ -42,8 +43,7 @@ def _size_sources(corpus: dict) -> list[list] | None:
             files = [Path(f) for f in corpus_files(corpus)]
         else:
             return []
-        stats = [(f.resolve(), f.stat()) for f in files]
-        return [[str(f), st.st_size, st.st_mtime_ns] for f, st in stats]
+        return [file_identity(f) for f in files]
     except (OSError, ImportError, ValueError):  # CorpusError is a ValueError
         return None
 
@@ -52,8 +52,9 @@ def cached_document_sizes(cache: str | os.PathLike) -> Callable[[dict], list[int
     """:func:`causalpos.data.local_document_sizes` with its answers kept in ``cache`` (JSON)
     across processes: every Snakemake start checks what the config's local corpora can supply,
     and reading the KJV alone costs ~0.5 s (``pythonbible`` compiles its reference parser on
-    import). An answer is keyed by the corpus spec and the path, size and modification time of
-    every file it was read from, so an edited or replaced file is read again (and the spec's
+    import). An answer is keyed by the corpus spec and the path, size, mtime, ctime and inode of
+    every file it was read from, so an edited or replaced file (even one given an old mtime by
+    ``cp -p``) is read again (and the spec's
     older answer dropped); a spec whose files cannot be listed, and every error, goes to the
     reader uncached. The file is replaced atomically; a read-only one is left as it is."""
     cache = Path(cache)
@@ -155,6 +156,8 @@ class ChecksSection(Section):
     # the document sizes read so far, per corpus spec.
     _document_sizes: Callable[[dict], list[int] | None] | None
     _sizes: dict[str, list[int] | None]
+    # Set by Resolved.__init__: files -> {file: sha256} (None: computed, uncached).
+    _content_sha256: Callable[[list[str]], dict[str, str]] | None
 
     def corpus_sizes(self, corpus: dict) -> list[int] | None:
         """Document sizes of a corpus (UTF-8 bytes), read once per corpus spec; None: unknown."""
@@ -204,8 +207,8 @@ class ChecksSection(Section):
 
     def model_source_files(self, name: str) -> list[str]:
         """The user's files a model is prepared from (rule inputs of ``prepare_model``): a
-        ``gguf`` file, or every file of a ``local`` / ``hf`` local directory; listed, not hashed,
-        so Snakemake's mtime check (not a hash of GBs of weights at each DAG build) reruns it."""
+        ``gguf`` file, or every file of a ``local`` / ``hf`` local directory. Snakemake's mtime
+        check reruns a newer file; :meth:`model_source_sha256` (a param) any other content."""
         spec = self.model_spec(name)
         path = {"local": spec.get("path"), "gguf": spec.get("path"), "hf": spec.get("id")}.get(
             spec["source"]
@@ -213,6 +216,39 @@ class ChecksSection(Section):
         if not path or (spec["source"] == "hf" and not Path(path).expanduser().is_dir()):
             return []
         return _files_of(Path(path).expanduser())
+
+    def content_sha256(self, key: str, files: list[str]) -> dict[str, str]:
+        """``{file: sha256}`` of the user's files a job reads (a rule param: a changed content
+        reruns the job whatever the file's mtime, e.g. a backup restored with ``cp -p``). The
+        hashes come from the reader ``Resolved`` is given (the Snakefile's keeps them in a JSON
+        file keyed by path, size, mtime, ctime and inode:
+        :func:`causalpos.io.fingerprint.cached_sha256`), else are computed."""
+        if not files:
+            return {}
+        if self._content_sha256 is None:
+            from causalpos.io.fingerprint import cached_sha256
+
+            self._content_sha256 = cached_sha256(None)
+        try:
+            return self._content_sha256(files)
+        except OSError as exc:
+            raise ConfigError(
+                f"{key}: cannot read {exc.filename or exc} ({exc.strerror or exc}); the file "
+                "must exist and be readable when the pipeline starts"
+            ) from None
+
+    def model_source_sha256(self, name: str) -> dict[str, str]:
+        """Content of the user's files model ``name`` is prepared from (``prepare_model``'s
+        ``sources`` param): :meth:`model_source_files` and a ``config_file``."""
+        spec = self.model_spec(name)
+        files = ([spec["config_file"]] if spec.get("config_file") else []) + (
+            self.model_source_files(name)
+        )
+        return self.content_sha256(f"models.{name}", files)
+
+    def corpus_sha256(self, dataset: str) -> dict[str, str]:
+        """Content of a dataset's local corpus files (``sample_sequences``' ``sources`` param)."""
+        return self.content_sha256(f"datasets.{dataset}.corpus", self.corpus_source_files(dataset))
 
     def corpus_source_files(self, dataset: str) -> list[str]:
         """The local files of a dataset's ``text``/``jsonl`` corpus (inputs of ``sample_sequences``)."""
