@@ -360,3 +360,112 @@ def test_a_replaced_model_or_corpus_file_changes_its_jobs_params(tmp_path):
         k: v for k, v in models.items() if k != str(weights)
     }
     assert corpora2[str(corpus)] != corpora[str(corpus)]
+
+
+@pytest.mark.slow
+def test_a_source_replaced_with_an_older_mtime_reruns_its_jobs(tmp_path):
+    """End to end on a copy of the pipeline: a local model and a text corpus prepared and sampled
+    for real; `cp -p`-style replacements (same size, same mtime) rerun exactly those jobs."""
+    from wfutil import SMOKE, copy_pipeline, planned_reasons, snakemake
+
+    work = copy_pipeline(tmp_path / "pipeline")
+    src = _tiny_local(tmp_path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("In the beginning God created the heaven and the earth. " * 40)
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(
+        yaml.safe_dump(
+            {
+                "models": {"loc": {"source": "local", "path": str(src)}},
+                "datasets": {
+                    "txt": {
+                        "corpus": {"type": "text", "path": str(corpus)},
+                        "seq_len": 8,
+                        "n_sequences": 2,
+                        "mode": "chunks",
+                    }
+                },
+            }
+        )
+    )
+    args = ("--configfile", SMOKE, str(extra), "--", "results/data/txt/loc.zarr")
+    snakemake(work, "--cores", "1", *args)
+    assert planned_reasons(work, *args) == []
+    weights = src / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"
+    _replace_keeping_mtime(weights, bytes(data))
+    planned = dict(planned_reasons(work, *args))
+    assert planned.keys() == {"prepare_model", "sample_sequences"}, planned
+    assert "params" in planned["prepare_model"].lower(), planned
+    snakemake(work, "--cores", "1", *args)
+    text = corpus.read_bytes()
+    _replace_keeping_mtime(corpus, text.replace(b"heaven", b"HEAVEN"))
+    planned = dict(planned_reasons(work, *args))
+    assert (
+        planned.keys() == {"sample_sequences"} and "params" in planned["sample_sequences"].lower()
+    )
+
+
+# --- issue 34: out-of-range settings and a tokenizer past the embedding, at config time -----------
+
+
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        (
+            lambda c: c["train"]["compare"].update(map_layer=99),
+            r"train\.compare\.map_layer: 99; the models trained here have 2 layers, so it must "
+            r"lie in -2 \.\. 1",
+        ),
+        (
+            lambda c: c["train"]["compare"].update(map_layer=-3),
+            r"train\.compare\.map_layer: -3; .* -2 \.\. 1",
+        ),
+        (
+            lambda c: c["train"]["lengthgen"].update(smooth=1000),
+            r"train\.lengthgen\.smooth: 1000; the loss-by-position curve has 63 positions "
+            r"\(length_factor 2\.0 x context 32, less the first token\)",
+        ),
+        (
+            lambda c: c["leakage"]["position0"].update(n_folds=99),
+            r"leakage\.position0\.n_folds: 99; dataset 'kjv-first24' has 12 prompts",
+        ),
+    ],
+)
+def test_an_out_of_range_setting_is_refused_before_any_job(edit, said):
+    with pytest.raises(ConfigError, match=said):
+        Resolved(smoke_config(edit), document_sizes=lambda corpus: None).check()
+
+
+@pytest.mark.parametrize("value", [-2, 1])
+def test_the_range_checks_pass_the_ends_of_their_ranges(value):
+    def edit(c):
+        c["train"]["compare"].update(map_layer=value)
+        c["train"]["lengthgen"].update(smooth=63)
+        c["leakage"]["position0"].update(n_folds=12)
+
+    Resolved(smoke_config(edit), document_sizes=lambda corpus: None).check()
+
+
+def test_a_local_tokenizer_with_more_ids_than_the_embedding_is_a_config_error(tmp_path):
+    from conftest import _train_tokenizer, tiny_pair
+
+    tok = _train_tokenizer(bos=True)
+    model, _ = tiny_pair("llama", vocab_size=256)
+    src = tmp_path / "m"
+    model.save_pretrained(src)
+    tok.save_pretrained(src)
+
+    def edit(c):
+        c["models"]["loc"] = {"source": "local", "path": str(src)}
+
+    with pytest.raises(
+        ConfigError,
+        match=rf"models\.loc: the tokenizer in {src} has {len(tok)} ids \(up to {len(tok) - 1}\), "
+        "its config.json a vocab_size of 256",
+    ):
+        Resolved(smoke_config(edit), document_sizes=lambda corpus: None).check()
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "vocab_size": len(tok)}))
+    Resolved(smoke_config(edit), document_sizes=lambda corpus: None).check()  # one row per id

@@ -130,6 +130,23 @@ def _files_of(path: Path) -> list[str]:
     return []
 
 
+def _tokenizer_size(directory: Path) -> int | None:
+    """Ids of the HF fast tokenizer saved in ``directory`` (its largest id + 1: the model's
+    vocabulary and the added tokens of ``tokenizer.json``); None where there is none to read."""
+    try:
+        tok = json.loads((directory / "tokenizer.json").read_text())
+    except (OSError, ValueError):
+        return None
+    vocab = (tok.get("model") or {}).get("vocab")
+    ids = [-1]
+    if isinstance(vocab, dict):
+        ids += [v for v in vocab.values() if isinstance(v, int)]
+    elif isinstance(vocab, list):  # Unigram: [token, score] pairs, ids by position
+        ids.append(len(vocab) - 1)
+    ids += [t["id"] for t in tok.get("added_tokens") or () if isinstance(t.get("id"), int)]
+    return max(ids) + 1 if max(ids) >= 0 else None
+
+
 def _tokenizer_bos(directory: Path) -> tuple[bool, str | None]:
     """``(known, bos_token)`` of the HF tokenizer saved in ``directory``, from its
     ``tokenizer_config.json`` or ``special_tokens_map.json``; ``known`` False where neither
@@ -346,6 +363,68 @@ class ChecksSection(Section):
             mode="chunks",
         )
 
+    def check_ranges(self) -> None:
+        """Settings whose valid range depends on other settings (the schema checks each alone):
+        ``train.compare.map_layer`` against the trained models' layers, ``train.lengthgen.smooth``
+        against the positions of its curve, ``leakage.position0.n_folds`` against the prompts of
+        every dataset the probes run on."""
+        train = self.config.get("train") or {}
+        variants = self.train_variants()
+        compare = self.compare_section()
+        if compare and variants:
+            layers = min(self.train_variant(v)["layers"] for v in variants)
+            layer = compare["map_layer"]
+            if not -layers <= layer < layers:
+                raise ConfigError(
+                    f"train.compare.map_layer: {layer}; the models trained here have {layers} "
+                    f"layers, so it must lie in {-layers} .. {layers - 1} (0-indexed; -1 = the "
+                    "last). Fix: set map_layer in that range"
+                )
+        if variants:
+            lengthgen = train["lengthgen"]
+            context = max(self.train_variant(v)["context"] for v in variants)
+            positions = int(round(lengthgen["length_factor"] * context)) - 1
+            if lengthgen["smooth"] > positions:
+                raise ConfigError(
+                    f"train.lengthgen.smooth: {lengthgen['smooth']}; the loss-by-position curve "
+                    f"has {positions} positions (length_factor {lengthgen['length_factor']} x "
+                    f"context {context}, less the first token), so a moving average can span at "
+                    f"most {positions}. Fix: set smooth between 1 and {positions}"
+                )
+        p0 = (self.config.get("leakage") or {}).get("position0") or {}
+        n_folds = p0.get("n_folds")
+        if n_folds is None:
+            return
+        for dataset in sorted({d for _, d in self.leakage_pairs()}):
+            n = self.dataset_spec(dataset)["n_sequences"]
+            if n_folds > n:
+                raise ConfigError(
+                    f"leakage.position0.n_folds: {n_folds}; dataset {dataset!r} has "
+                    f"{n} prompts, and a stratified {n_folds}-fold probe needs at least "
+                    f"{n_folds} prompts of each label class (the probe would be skipped). Fix: "
+                    f"set n_folds between 2 and {n} or raise datasets.{dataset}.n_sequences"
+                )
+
+    def check_vocabularies(self) -> None:
+        """A local model directory whose tokenizer has more ids than its ``config.json``'s
+        ``vocab_size`` (the embedding's rows) is refused before any job (extraction would index
+        past the embedding)."""
+        for model in self.configured_models():
+            spec = self.model_spec(model)
+            cfg = _local_model_config(spec)
+            if cfg is None or not isinstance(cfg.get("vocab_size"), int):
+                continue
+            path = spec.get("path") if spec["source"] == "local" else spec.get("id")
+            ids = _tokenizer_size(Path(path).expanduser())
+            if ids is not None and ids > cfg["vocab_size"]:
+                raise ConfigError(
+                    f"models.{model}: the tokenizer in {path} has {ids} ids (up to {ids - 1}), "
+                    f"its config.json a vocab_size of {cfg['vocab_size']} (the embedding's "
+                    "rows): a prompt with a larger id would index past the embedding. Fix: give "
+                    "the directory the tokenizer the model was trained with (the tokenizer files "
+                    "of its own repository)"
+                )
+
     def model_context(self, model: str) -> tuple[int | None, str] | None:
         """``(context, kind)`` of a model where its config is known before any job runs
         (causalpos.models.context.position_limit): the models trained here, ``random_init``
@@ -444,6 +523,8 @@ class ChecksSection(Section):
             self.all_targets,
             self.check_datasets,
             self.check_bos,
+            self.check_ranges,
+            self.check_vocabularies,
             self.check_contexts,
         ):
             try:
