@@ -599,3 +599,26 @@ def test_verify_checks_the_weights_of_model_directories_against_their_sha256(
     assert "weights file model.safetensors has changed since it was prepared" in out
     assert "rebuild: snakemake --force resources/models/trained-rope" in out
     assert main(["verify", "results"]) == 0  # the results alone are intact
+
+
+def test_a_configured_run_whose_store_lacks_leak_delta_stops_the_leakage_stage(tmp_path):
+    """Issue 34: a store of older code without the leakage reducer's output is a store format
+    error naming it and its rebuild command, never a run dropped from the summary."""
+    from causalpos.io.integrity import StoreFormatError
+    from causalpos.stages.leakage import leakage
+
+    full = xr.Dataset(
+        {"leak_delta": (("sequence", "leak_fit", "leak_window"), np.zeros((3, 1, 1)))},
+        coords={"sequence": [0, 1, 2], "leak_fit": ["saturated+query"], "leak_window": ["all"]},
+    )
+    stores = {
+        "causal": write_dataset(full, tmp_path / "causal.zarr"),
+        "bidirectional": write_dataset(_small(), tmp_path / "bidirectional.zarr"),
+    }
+    with pytest.raises(StoreFormatError) as info:
+        leakage({k: str(v) for k, v in stores.items()}, tmp_path / "out.zarr")
+    msg = str(info.value)
+    assert f"store {stores['bidirectional']} (store format 2;" in msg
+    assert "has no variable 'leak_delta', variable 'leak_fit', variable 'leak_window'" in msg
+    assert f"snakemake --force {stores['bidirectional']}" in msg
+    assert not (tmp_path / "out.zarr").exists()
