@@ -1,7 +1,7 @@
 """``causalpos`` command line: tools around a results tree.
 
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
-causalpos verify [RESULTS_DIR] [--sizes-only] [--configfile F]  # every store against its manifest
+causalpos verify [DIR ...] [--sizes-only] [--configfile F]  # stores and model weights checked
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
 """
 

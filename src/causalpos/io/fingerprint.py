@@ -227,6 +227,9 @@ def cached_sha256(cache: str | os.PathLike | None):
     memo: dict[str, str] = {}
 
     def hashes(files) -> dict[str, str]:
+        keys = {str(f): json.dumps(file_identity(f)) for f in files}
+        if all(k in memo for k in keys.values()):  # one stat per file, no cache read
+            return {f: memo[k] for f, k in keys.items()}
         entries: dict = {}
         if cache is not None:
             try:
@@ -235,8 +238,7 @@ def cached_sha256(cache: str | os.PathLike | None):
                 entries = {}
             entries = entries if isinstance(entries, dict) else {}
         out, dirty = {}, False
-        for f in files:
-            key = json.dumps(file_identity(f))
+        for f, key in keys.items():
             if key not in memo:
                 cached = entries.get(key)
                 if not (isinstance(cached, str) and len(cached) == 64):
@@ -246,7 +248,7 @@ def cached_sha256(cache: str | os.PathLike | None):
                     entries[key] = cached = sha256_file(f)
                     dirty = True
                 memo[key] = cached
-            out[str(f)] = memo[key]
+            out[f] = memo[key]
         if dirty and cache is not None:
             replace_json(cache, entries)
         return out
