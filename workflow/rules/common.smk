@@ -37,8 +37,8 @@ CFG = Resolved(
     document_sizes=cached_document_sizes(
         Path(".snakemake") / "causalpos" / "corpus_sizes.json"
     ),
-    # The sha256 of the user's model and corpus files (rule params: content decides, not mtime),
-    # hashed once per (path, size, mtime, ctime, inode) and kept between starts.
+    # The sha256 of the user's model and corpus files (params of the jobs reading them: content
+    # decides, not mtime), hashed once per (path, size, mtime, ctime, inode), kept between starts.
     content_sha256=cached_sha256(
         Path(".snakemake") / "causalpos" / "content_sha256.json"
     ),
