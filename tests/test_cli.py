@@ -42,3 +42,46 @@ def test_missing_cells_in_text_columns_compare_equal(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "t.csv").write_text("label,value\nx,\n,1.5\n")
     assert compare_trees(tmp_path / "a", tmp_path / "b").identical
+
+
+# --- issue 34: usage errors exit 2 with a message, never a traceback or DIFFERENT's 1 -------------
+
+
+def test_diff_results_of_a_missing_tree_is_a_usage_error(tmp_path, capsys):
+    a = _tree(tmp_path / "a")
+    assert main(["diff-results", str(a), str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert f"diff-results: B = {tmp_path / 'missing'} is not a directory" in err
+    assert main(["diff-results", str(tmp_path / "nope"), str(a)]) == 2
+    assert "diff-results: A = " in capsys.readouterr().err
+
+
+def test_summary_without_a_scorecard_or_of_another_csv_is_a_usage_error(tmp_path, capsys):
+    missing = tmp_path / "scorecard.csv"
+    assert main(["summary", str(missing)]) == 2
+    assert f"summary: no scorecard at {missing}; build it first" in capsys.readouterr().err
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    assert main(["summary", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "is not a scorecard: it has no column(s) paper, target, measured, paper_value, verdict"
+        in err
+    )
+    card = tmp_path / "card.csv"
+    pd.DataFrame(
+        {
+            "paper": ["1"],
+            "target": ["t"],
+            "measured": ["0.5"],
+            "paper_value": [""],
+            "verdict": ["reproduced"],
+        }
+    ).to_csv(card, index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text("no markers here\n")
+    assert main(["summary", str(card), "--update", str(readme)]) == 2
+    assert "the README has no summary block" in capsys.readouterr().err
+    assert readme.read_text() == "no markers here\n"
+    assert main(["summary", str(card)]) == 0
+    assert "From `" in capsys.readouterr().out

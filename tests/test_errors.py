@@ -319,3 +319,28 @@ def test_jobs_reuse_freed_memory_instead_of_faulting_it_in_again():
     assert default > 20_000, default
     assert keep < default / 20, (keep, default)
     assert in_job < default / 20, (in_job, default)
+
+
+def test_one_sequence_too_long_for_memory_says_seq_len_not_batch_size():
+    """Issue 34: seq_len 100000 on a 16-head model: one sequence's scores of one layer alone
+    need 16 x 1e10 x 4 bytes = 596.05 GiB; lowering the batch size cannot help."""
+    from transformers import LlamaConfig
+
+    from causalpos.models.device import (
+        BatchMemoryError,
+        memory_advice,
+        refuse_batch_that_cannot_fit,
+    )
+
+    cfg = LlamaConfig(num_attention_heads=16, hidden_size=1024, intermediate_size=4096)
+    kw = dict(device="cpu", what="extract_scores", key="extract.batch_size")
+    with pytest.raises(BatchMemoryError) as info:
+        refuse_batch_that_cannot_fit(cfg, seq_len=100_000, batch_size=1, available=64 * 2**30, **kw)
+    msg = str(info.value)
+    assert "one sequence of 100000 tokens alone needs 596.05 GiB" in msg
+    assert "64.00 GiB available. No batch size fits" in msg
+    assert "shorten the dataset's `seq_len`" in msg and "lower `extract.batch_size`" not in msg
+    with pytest.raises(BatchMemoryError, match="No batch size fits"):  # whatever the batch
+        refuse_batch_that_cannot_fit(cfg, seq_len=100_000, batch_size=8, available=2**36, **kw)
+    advice = memory_advice(what="x", batch_size=1, per_sequence=2**30, key="extract.batch_size")
+    assert "one sequence alone does not fit" in advice and "lower `" not in advice

@@ -93,8 +93,10 @@ def test_rope_none_is_identity_rope(tmp_path):
 
 def test_local_and_hf_local_dir(tmp_path, tokenizer_bos):
     src = build_model_dir(
-        "src", {"source": "random_init", "architecture": "qwen3"}, tmp_path / "src"
-    )
+        "src",
+        {"source": "random_init", "architecture": "qwen3", "config": {"vocab_size": 400}},
+        tmp_path / "src",
+    )  # an embedding row for each of the tokenizer's 400 ids
     # a directory model tokenizes its prompts itself: one without a tokenizer is refused
     for spec in ({"source": "local", "path": str(src)}, {"source": "hf", "id": str(src)}):
         with pytest.raises(ModelSpecError, match=r"no tokenizer there.*huggingface-cli download"):

@@ -541,3 +541,84 @@ def test_the_rebuild_command_names_a_config_file_relative_to_the_pipeline(tmp_pa
     assert rebuild_command("results/x.zarr") == (
         "snakemake --force results/x.zarr --configfile configs/smoke.yaml --cores 1"
     )
+
+
+# --- issue 34: verify follows symbolic links; OS litter is not damage -----------------------------
+
+
+def test_verify_follows_a_symlinked_directory_and_finds_its_deleted_chunk(tmp_path, capsys):
+    results, other = tmp_path / "results", tmp_path / "other-disk"
+    write_dataset(_small(), results / "gram" / "a.zarr")
+    store = write_dataset(_small(), other / "normalized" / "m" / "d.zarr")
+    (results / "normalized").symlink_to(other / "normalized", target_is_directory=True)
+    (other / "normalized" / "loop").symlink_to(other, target_is_directory=True)  # a cycle
+    assert main(["verify", str(results)]) == 0
+    assert "2 stores: 2 verified, 0 damaged" in capsys.readouterr().out
+    (store / "score_mean" / "c" / "0" / "0" / "0").unlink()
+    assert main(["verify", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert f"DAMAGED {results / 'normalized' / 'm' / 'd.zarr'}" in out
+    assert "chunk (0, 0, 0) of array 'score_mean' (score_mean/c/0/0/0) is missing" in out
+
+
+@pytest.mark.parametrize("litter", [".DS_Store", "Thumbs.db", "score_mean/.DS_Store"])
+def test_os_litter_in_a_store_is_neither_damage_nor_data(tmp_path, capsys, litter):
+    results = tmp_path / "results"
+    store = write_dataset(_small(), results / "s.zarr")
+    (store / litter).write_bytes(b"\x00\x00\x00\x01Bud1" + bytes(60))
+    assert main(["verify", str(results)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("OK")
+    np.testing.assert_array_equal(open_dataset(store)["score_mean"].values, _small()["score_mean"])
+    (store / "score_mean" / "stray.bin").write_bytes(b"x")  # anything else is still damage
+    with pytest.raises(StoreError, match=r"file score_mean/stray\.bin was not written with"):
+        open_dataset(store)
+
+
+def test_verify_checks_the_weights_of_model_directories_against_their_sha256(
+    tmp_path, monkeypatch, capsys
+):
+    from causalpos.training.checkpoints import write_weights_record
+
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "resources" / "models" / "trained-rope"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(bytes(range(256)) * 4)
+    write_weights_record(model, name="trained-rope", variant="rope")
+    write_dataset(_small(), tmp_path / "results" / "s.zarr")
+    assert main(["verify"]) == 0  # results, and resources/models where it exists
+    out = capsys.readouterr().out
+    assert (
+        "resources/models: 0 stores" in out and "1 model directories: 1 verified, 0 damaged" in out
+    )
+    data = bytearray((model / "model.safetensors").read_bytes())
+    data[7] ^= 1  # same size; the mtime changes, so the file is hashed
+    (model / "model.safetensors").write_bytes(bytes(data))
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out
+    assert "DAMAGED resources/models/trained-rope" in out
+    assert "weights file model.safetensors has changed since it was prepared" in out
+    assert "rebuild: snakemake --force resources/models/trained-rope" in out
+    assert main(["verify", "results"]) == 0  # the results alone are intact
+
+
+def test_a_configured_run_whose_store_lacks_leak_delta_stops_the_leakage_stage(tmp_path):
+    """Issue 34: a store of older code without the leakage reducer's output is a store format
+    error naming it and its rebuild command, never a run dropped from the summary."""
+    from causalpos.io.integrity import StoreFormatError
+    from causalpos.stages.leakage import leakage
+
+    full = xr.Dataset(
+        {"leak_delta": (("sequence", "leak_fit", "leak_window"), np.zeros((3, 1, 1)))},
+        coords={"sequence": [0, 1, 2], "leak_fit": ["saturated+query"], "leak_window": ["all"]},
+    )
+    stores = {
+        "causal": write_dataset(full, tmp_path / "causal.zarr"),
+        "bidirectional": write_dataset(_small(), tmp_path / "bidirectional.zarr"),
+    }
+    with pytest.raises(StoreFormatError) as info:
+        leakage({k: str(v) for k, v in stores.items()}, tmp_path / "out.zarr")
+    msg = str(info.value)
+    assert f"store {stores['bidirectional']} (store format 2;" in msg
+    assert "has no variable 'leak_delta', variable 'leak_fit', variable 'leak_window'" in msg
+    assert f"snakemake --force {stores['bidirectional']}" in msg
+    assert not (tmp_path / "out.zarr").exists()

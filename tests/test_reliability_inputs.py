@@ -123,10 +123,11 @@ def _tiny_local(tmp_path: Path) -> Path:
     tokenizes its prompts itself, so it must hold one)."""
     from conftest import _train_tokenizer, tiny_pair
 
-    model, _ = tiny_pair("llama")
+    tok = _train_tokenizer(bos=True)
+    model, _ = tiny_pair("llama", vocab_size=len(tok))  # a row for every id
     src = tmp_path / "user-model"
     model.save_pretrained(src)
-    _train_tokenizer(bos=True).save_pretrained(src)
+    tok.save_pretrained(src)
     return src
 
 
@@ -214,3 +215,257 @@ def test_prepend_bos_on_a_tokenizer_without_a_bos_is_a_config_error(tmp_path, bo
             cfg.check()
     else:
         cfg.check()
+
+
+# --- issue 34: weights load exactly or not at all -------------------------------------------------
+
+
+def _edit_config(directory: Path, **changes) -> None:
+    cfg = json.loads((directory / "config.json").read_text())
+    cfg.update({k: cfg[k] + v if isinstance(v, int) else v for k, v in changes.items()})
+    (directory / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (
+            {"num_hidden_layers": 1},  # one layer too many: layer 2 would be drawn at random
+            r"9 tensor\(s\) the config asks for are not in the weights files "
+            r"\(model\.layers\.2\.input_layernorm\.weight, ",
+        ),
+        (
+            {"num_hidden_layers": -1},  # one too few: layer 1's tensors would be dropped
+            r"9 tensor\(s\) in the weights files have no place in the model the config describes "
+            r"\(model\.layers\.1\.input_layernorm\.weight, ",
+        ),
+        (
+            {"intermediate_size": 2},
+            r"6 tensor\(s\) differ in shape \(model\.layers\.0\.mlp\.down_proj\.weight "
+            r"\(file \(64, 128\), config \(64, 130\)\)",
+        ),
+    ],
+)
+def test_a_config_that_does_not_describe_the_weights_refuses_the_load(tmp_path, change, said):
+    from conftest import tiny_pair
+
+    from causalpos.models.load import build_model_dir, load_model
+    from causalpos.models.weights import ModelIntegrityError
+
+    model, _ = tiny_pair("llama")
+    model.save_pretrained(tmp_path / "raw")
+    load_model(tmp_path / "raw")  # as saved: loads
+    _edit_config(tmp_path / "raw", **change)
+    with pytest.raises(ModelIntegrityError, match=said) as info:
+        load_model(tmp_path / "raw")
+    assert "raw: its config.json and its weights describe different models" in str(info.value)
+    # a local model prepared from such a directory is refused at its first load, naming it
+    src = _tiny_local(tmp_path)
+    _edit_config(src, **change)
+    out = build_model_dir("m", {"source": "local", "path": str(src)}, tmp_path / "m")
+    with pytest.raises(ModelIntegrityError, match=said) as info:
+        load_model(out)
+    assert "snakemake --force" in str(info.value)
+
+
+def test_a_tokenizer_with_more_ids_than_the_embedding_has_rows_refuses_the_load(tmp_path):
+    from conftest import _train_tokenizer, tiny_pair
+
+    from causalpos.models.load import load_model
+    from causalpos.models.weights import ModelIntegrityError
+
+    model, _ = tiny_pair("llama", vocab_size=256)
+    model.save_pretrained(tmp_path / "m")
+    tok = _train_tokenizer(bos=True)
+    tok.save_pretrained(tmp_path / "m")
+    with pytest.raises(
+        ModelIntegrityError,
+        match=rf"tokenizer has {len(tok)} ids \(up to {len(tok) - 1}\), its input embedding 256 "
+        "rows",
+    ):
+        load_model(tmp_path / "m")
+
+
+# --- issue 34: content decides for files named by path --------------------------------------------
+
+
+def _replace_keeping_mtime(path: Path, data: bytes) -> None:
+    """What `cp -p other path` (or restoring a backup) does: other content, the old mtime."""
+    import os
+
+    st = path.stat()
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_bytes(data)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+    assert path.stat().st_mtime_ns == st.st_mtime_ns and path.stat().st_size == st.st_size
+
+
+def test_the_content_hash_cache_sees_a_replacement_with_the_old_mtime(tmp_path, monkeypatch):
+    import hashlib
+
+    from causalpos.io import fingerprint
+
+    calls = []
+    real = fingerprint.sha256_file
+    monkeypatch.setattr(fingerprint, "sha256_file", lambda p: calls.append(str(p)) or real(p))
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(b"weights-1")
+    b.write_bytes(b"corpus")
+    cache = tmp_path / "cache.json"
+    first = fingerprint.cached_sha256(cache)([str(a), str(b)])
+    assert first == {
+        str(a): hashlib.sha256(b"weights-1").hexdigest(),
+        str(b): hashlib.sha256(b"corpus").hexdigest(),
+    }
+    assert len(calls) == 2
+    assert fingerprint.cached_sha256(cache)([str(a), str(b)]) == first  # a new process: no read
+    assert len(calls) == 2
+    _replace_keeping_mtime(a, b"weights-2")
+    again = fingerprint.cached_sha256(cache)([str(a), str(b)])
+    assert again[str(a)] == hashlib.sha256(b"weights-2").hexdigest() and calls[2:] == [str(a)]
+    assert again[str(b)] == first[str(b)]
+    assert len(json.loads(cache.read_text())) == 2  # a's older entry dropped
+
+
+def test_a_replaced_model_or_corpus_file_changes_its_jobs_params(tmp_path):
+    src = _tiny_local(tmp_path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("In the beginning. " * 200)
+
+    def edit(c):
+        c["models"]["loc"] = {"source": "local", "path": str(src)}
+        c["datasets"]["txt"] = {
+            "corpus": {"type": "text", "path": str(corpus)},
+            "seq_len": 8,
+            "n_sequences": 2,
+        }
+
+    def params():
+        cfg = Resolved(smoke_config(edit))
+        return cfg.model_source_sha256("loc"), cfg.corpus_sha256("txt")
+
+    models, corpora = params()
+    assert sorted(models) == [str(src / n) for n in sorted(p.name for p in src.iterdir())]
+    assert list(corpora) == [str(corpus)]
+    assert Resolved(smoke_config()).model_source_sha256("tiny-random") == {}  # nothing named
+    weights = src / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"
+    _replace_keeping_mtime(weights, bytes(data))
+    _replace_keeping_mtime(corpus, b"In the Beginning. " * 200)  # same size
+    models2, corpora2 = params()
+    assert models2[str(weights)] != models[str(weights)]
+    assert {k: v for k, v in models2.items() if k != str(weights)} == {
+        k: v for k, v in models.items() if k != str(weights)
+    }
+    assert corpora2[str(corpus)] != corpora[str(corpus)]
+
+
+@pytest.mark.slow
+def test_a_source_replaced_with_an_older_mtime_reruns_its_jobs(tmp_path):
+    """End to end on a copy of the pipeline: a local model and a text corpus prepared and sampled
+    for real; `cp -p`-style replacements (same size, same mtime) rerun exactly those jobs."""
+    from wfutil import SMOKE, copy_pipeline, planned_reasons, snakemake
+
+    work = copy_pipeline(tmp_path / "pipeline")
+    src = _tiny_local(tmp_path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("In the beginning God created the heaven and the earth. " * 40)
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(
+        yaml.safe_dump(
+            {
+                "models": {"loc": {"source": "local", "path": str(src)}},
+                "datasets": {
+                    "txt": {
+                        "corpus": {"type": "text", "path": str(corpus)},
+                        "seq_len": 8,
+                        "n_sequences": 2,
+                        "mode": "chunks",
+                    }
+                },
+            }
+        )
+    )
+    args = ("--configfile", SMOKE, str(extra), "--", "results/data/txt/loc.zarr")
+    snakemake(work, "--cores", "1", *args)
+    assert planned_reasons(work, *args) == []
+    weights = src / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"
+    _replace_keeping_mtime(weights, bytes(data))
+    planned = dict(planned_reasons(work, *args))
+    assert planned.keys() == {"prepare_model", "sample_sequences"}, planned
+    assert "params" in planned["prepare_model"].lower(), planned
+    snakemake(work, "--cores", "1", *args)
+    text = corpus.read_bytes()
+    _replace_keeping_mtime(corpus, text.replace(b"heaven", b"HEAVEN"))
+    planned = dict(planned_reasons(work, *args))
+    assert (
+        planned.keys() == {"sample_sequences"} and "params" in planned["sample_sequences"].lower()
+    )
+
+
+# --- issue 34: out-of-range settings and a tokenizer past the embedding, at config time -----------
+
+
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        (
+            lambda c: c["train"]["compare"].update(map_layer=99),
+            r"train\.compare\.map_layer: 99; the models trained here have 2 layers, so it must "
+            r"lie in -2 \.\. 1",
+        ),
+        (
+            lambda c: c["train"]["compare"].update(map_layer=-3),
+            r"train\.compare\.map_layer: -3; .* -2 \.\. 1",
+        ),
+        (
+            lambda c: c["train"]["lengthgen"].update(smooth=1000),
+            r"train\.lengthgen\.smooth: 1000; the loss-by-position curve has 63 positions "
+            r"\(length_factor 2\.0 x context 32, less the first token\)",
+        ),
+        (
+            lambda c: c["leakage"]["position0"].update(n_folds=99),
+            r"leakage\.position0\.n_folds: 99; dataset 'kjv-first24' has 12 prompts",
+        ),
+    ],
+)
+def test_an_out_of_range_setting_is_refused_before_any_job(edit, said):
+    with pytest.raises(ConfigError, match=said):
+        Resolved(smoke_config(edit), document_sizes=lambda corpus: None).check()
+
+
+@pytest.mark.parametrize("value", [-2, 1])
+def test_the_range_checks_pass_the_ends_of_their_ranges(value):
+    def edit(c):
+        c["train"]["compare"].update(map_layer=value)
+        c["train"]["lengthgen"].update(smooth=63)
+        c["leakage"]["position0"].update(n_folds=12)
+
+    Resolved(smoke_config(edit), document_sizes=lambda corpus: None).check()
+
+
+def test_a_local_tokenizer_with_more_ids_than_the_embedding_is_a_config_error(tmp_path):
+    from conftest import _train_tokenizer, tiny_pair
+
+    tok = _train_tokenizer(bos=True)
+    model, _ = tiny_pair("llama", vocab_size=256)
+    src = tmp_path / "m"
+    model.save_pretrained(src)
+    tok.save_pretrained(src)
+
+    def edit(c):
+        c["models"]["loc"] = {"source": "local", "path": str(src)}
+
+    with pytest.raises(
+        ConfigError,
+        match=rf"models\.loc: the tokenizer in {src} has {len(tok)} ids \(up to {len(tok) - 1}\), "
+        "its config.json a vocab_size of 256",
+    ):
+        Resolved(smoke_config(edit), document_sizes=lambda corpus: None).check()
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "vocab_size": len(tok)}))
+    Resolved(smoke_config(edit), document_sizes=lambda corpus: None).check()  # one row per id

@@ -567,3 +567,78 @@ def test_the_final_held_out_loss_is_never_the_step_0_loss(corpus, tmp_path):
     assert int(last["step"]) == 20
     assert done["final_heldout_loss"] == pytest.approx(float(last["heldout_loss"]), rel=1e-6)
     assert done["final_heldout_loss"] != done["initial_heldout_loss"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 34: trained weights recorded and checked; checkpoints that cannot be read or written
+
+
+def test_a_trained_model_records_its_weights_and_an_edit_refuses_the_load(
+    corpus, tmp_path, monkeypatch
+):
+    from causalpos.models.load import load_model, read_source
+    from causalpos.models.weights import ModelIntegrityError, sha256_file
+
+    monkeypatch.chdir(tmp_path)
+    out = Path("resources/models/trained-rope")
+    _train(corpus, out, steps=5, checkpoint_every=5, eval_every=5)
+    record = read_source(out)
+    weights = out / "model.safetensors"
+    assert record["source"] == "trained" and record["name"] == "trained-rope"
+    assert record["sha256"] == {"model.safetensors": sha256_file(weights)}
+    assert record["weights_stat"]["model.safetensors"][0] == weights.stat().st_size
+    model, _ = load_model(out)
+    assert model.causalpos_source["sha256"] == record["sha256"]
+    data = bytearray(weights.read_bytes())
+    data[-4:] = b"\x00\x00\x00\x40"  # finite, same size, other weights
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelIntegrityError) as info:
+        load_model(out)
+    msg = str(info.value)
+    assert "resources/models/trained-rope/model.safetensors has changed since" in msg
+    assert "snakemake --force resources/models/trained-rope" in msg
+
+
+def test_a_truncated_trainer_state_is_named_with_the_choice_to_delete_it(corpus, tmp_path):
+    _train(corpus, tmp_path / "r", stop_after=6)
+    ((_, ckpt),) = checkpoints.list_checkpoints(tmp_path / "r.checkpoints")
+    state = ckpt / checkpoints.TRAINER_STATE
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    with pytest.raises(checkpoints.CheckpointError) as info:
+        _train(corpus, tmp_path / "r")
+    msg = str(info.value)
+    assert f"checkpoint {ckpt}: trainer_state.pt cannot be read" in msg
+    assert f"`rm -r {ckpt}`" in msg and "restarts from step 0" in msg
+    import shutil
+
+    shutil.rmtree(ckpt)  # the advice, followed: a fresh run gives the uninterrupted result
+    _train(corpus, tmp_path / "r")
+    _train(corpus, tmp_path / "a")
+    wa, wr = _weights(tmp_path / "a"), _weights(tmp_path / "r")
+    assert all(torch.equal(wa[k], wr[k]) for k in wa)
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_is_named_with_path_and_free_space(
+    corpus, tmp_path, monkeypatch
+):
+    import shutil
+    from collections import namedtuple
+
+    def full(obj, f, *a, **kw):  # what torch says when the disk fills up under it
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64 vs 0")
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(torch, "save", full)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 * 2**20, 10 * 2**20 - 4096, 4096))
+    with pytest.raises(checkpoints.CheckpointError) as info:
+        _train(corpus, tmp_path / "r", stop_after=6)
+    msg = str(info.value)
+    ckpt = tmp_path / "r.checkpoints" / "step-000006"
+    assert f"the disk is full: writing checkpoint {ckpt} failed" in msg
+    assert "unexpected pos" in msg and "has 0.0 MiB free" in msg
+    assert not any((tmp_path / "r.checkpoints").iterdir())  # nothing half-written left
+    # the same error with space to spare is not called a full disk
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(2**40, 0, 2**40))
+    with pytest.raises(RuntimeError, match="unexpected pos") as info:
+        _train(corpus, tmp_path / "r", stop_after=6)
+    assert not isinstance(info.value, checkpoints.CheckpointError)

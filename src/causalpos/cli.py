@@ -1,7 +1,7 @@
 """``causalpos`` command line: tools around a results tree.
 
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
-causalpos verify [RESULTS_DIR] [--sizes-only] [--configfile F]  # every store against its manifest
+causalpos verify [DIR ...] [--sizes-only] [--configfile F]  # stores and model weights checked
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
 """
 
@@ -10,13 +10,79 @@ from __future__ import annotations
 import argparse
 import sys
 
+#: Exit status of a usage error (a path that is not there, a file that is not what the command
+#: reads), as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
+EXIT_USAGE = 2
+
+#: The columns ``causalpos summary`` reads from a scorecard.
+SCORECARD_COLUMNS = ("paper", "target", "measured", "paper_value", "verdict")
+
+
+def _usage_error(message: str) -> int:
+    print(f"causalpos: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _diff_results(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from causalpos.io.compare_trees import compare_trees
+
+    for which, path in (("A", args.a), ("B", args.b)):
+        if not Path(path).is_dir():
+            return _usage_error(
+                f"diff-results: {which} = {path} is not a directory; give two results trees "
+                "(e.g. OLD/results NEW/results)"
+            )
+    result = compare_trees(args.a, args.b, rtol=args.rtol, atol=args.atol)
+    print(result.report())
+    return 0 if result.identical else 1
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from causalpos.scorecard import readme_summary, update_readme
+
+    if not Path(args.scorecard).is_file():
+        return _usage_error(
+            f"summary: no scorecard at {args.scorecard}; build it first (`snakemake --cores 1 "
+            "results/report/scorecard.csv`, with the --configfile you run) or name the CSV"
+        )
+    try:
+        card = pd.read_csv(args.scorecard, keep_default_na=False)
+    except (ValueError, OSError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
+        return _usage_error(f"summary: {args.scorecard} is not a readable CSV ({e})")
+    missing = [c for c in SCORECARD_COLUMNS if c not in card.columns]
+    if missing:
+        return _usage_error(
+            f"summary: {args.scorecard} is not a scorecard: it has no column(s) "
+            f"{', '.join(missing)} (a scorecard is results/report/scorecard.csv)"
+        )
+    block = readme_summary(card, source=args.scorecard)
+    if args.update:
+        path = Path(args.update)
+        if not path.is_file():
+            return _usage_error(f"summary --update: no file {path}")
+        try:
+            text = update_readme(path.read_text(), block)
+        except ValueError as e:
+            return _usage_error(f"summary --update {path}: {e}")
+        path.write_text(text)
+    else:
+        print(block, end="")
+    return 0
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="causalpos", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     diff = sub.add_parser(
         "diff-results",
-        help="compare every table (CSV, TSV, Markdown) of two results trees; exit 1 if any differs",
+        help="compare every table (CSV, TSV, Markdown) of two results trees; exit 1 if any "
+        "differs, 2 on a usage error (a tree that is not there)",
     )
     diff.add_argument("a")
     diff.add_argument("b")
@@ -28,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         "temporaries; exit 1 if any store is damaged or a temporary is left, 3 if nothing is "
         "damaged but some stores have no manifest (written by older code: unverified)",
     )
-    verify.add_argument("results", nargs="?", default="results", help="default: results")
+    verify.add_argument(
+        "results",
+        nargs="*",
+        help="trees to check (stores and model directories); default: results and, where it "
+        "exists, resources/models",
+    )
     verify.add_argument(
         "--sizes-only",
         action="store_true",
@@ -52,23 +123,23 @@ def main(argv: list[str] | None = None) -> int:
     summary.add_argument("--update", metavar="README", help="rewrite this file's summary block")
     args = parser.parse_args(argv)
     if args.command == "diff-results":
-        from causalpos.io.compare_trees import compare_trees
-
-        result = compare_trees(args.a, args.b, rtol=args.rtol, atol=args.atol)
-        print(result.report())
-        return 0 if result.identical else 1
+        return _diff_results(args)
     if args.command == "verify":
         import os
 
         from causalpos.io.integrity import CONFIGFILES_ENV
-        from causalpos.io.verify import verify_tree
+        from causalpos.io.verify import EXIT_DAMAGED, EXIT_OK, EXIT_UNVERIFIED, verify_tree
 
         previous = os.environ.get(CONFIGFILES_ENV)
         if args.configfile:  # named in the rebuild commands
             os.environ[CONFIGFILES_ENV] = os.pathsep.join(args.configfile)
+        roots = args.results or ["results"] + [m for m in ["resources/models"] if os.path.isdir(m)]
         try:
-            report = verify_tree(args.results, checksums=not args.sizes_only)
-            print(report.report())
+            codes = set()
+            for root in roots:  # reported inside: the rebuild commands name the config files
+                report = verify_tree(root, checksums=not args.sizes_only)
+                print(report.report())
+                codes.add(report.exit_code)
         except FileNotFoundError as e:
             print(e, file=sys.stderr)
             return 2
@@ -77,22 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop(CONFIGFILES_ENV, None)
             else:
                 os.environ[CONFIGFILES_ENV] = previous
-        return report.exit_code
+        return next((c for c in (EXIT_DAMAGED, EXIT_UNVERIFIED) if c in codes), EXIT_OK)
     if args.command == "summary":
-        from pathlib import Path
-
-        import pandas as pd
-
-        from causalpos.scorecard import readme_summary, update_readme
-
-        card = pd.read_csv(args.scorecard, keep_default_na=False)
-        block = readme_summary(card, source=args.scorecard)
-        if args.update:
-            path = Path(args.update)
-            path.write_text(update_readme(path.read_text(), block))
-        else:
-            print(block, end="")
-        return 0
+        return _summary(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -18,6 +18,7 @@ from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 from causalpos.config.checks import cached_document_sizes  # noqa: E402
+from causalpos.io.fingerprint import cached_sha256  # noqa: E402
 from causalpos import cluster as _cluster  # noqa: E402
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
@@ -35,6 +36,11 @@ CFG = Resolved(
     config,
     document_sizes=cached_document_sizes(
         Path(".snakemake") / "causalpos" / "corpus_sizes.json"
+    ),
+    # The sha256 of the user's model and corpus files (params of the jobs reading them: content
+    # decides, not mtime), hashed once per (path, size, mtime, ctime, inode), kept between starts.
+    content_sha256=cached_sha256(
+        Path(".snakemake") / "causalpos" / "content_sha256.json"
     ),
 )
 
@@ -102,6 +108,14 @@ def model_spec_params(wildcards):
 
 def prepare_model_inputs(wildcards):
     return CFG.prepare_model_inputs(wildcards.model)
+
+
+def model_source_sha256(wildcards):
+    return CFG.model_source_sha256(wildcards.model)
+
+
+def corpus_sha256(wildcards):
+    return CFG.corpus_sha256(wildcards.dataset)
 
 
 def dataset_spec_params(wildcards):

@@ -17,6 +17,7 @@ rule sample_sequences:
     params:
         spec=dataset_spec_params,
         seed=config["seed"],
+        sources=corpus_sha256,
         code=code_fingerprint("sample_sequences"),
     script:
         "../scripts/sample_sequences.py"

@@ -19,6 +19,8 @@ rule prepare_model:
         runtime=60,
     params:
         spec=model_spec_params,
+        # the content of the user's files: a replacement with an older mtime reruns it too
+        sources=model_source_sha256,
         code=code_fingerprint("prepare_model"),
     script:
         "../scripts/prepare_model.py"

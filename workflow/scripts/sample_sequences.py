@@ -16,4 +16,5 @@ with logged(snakemake.log[0], snakemake.threads):
         seed=snakemake.params.seed,
         name=snakemake.wildcards.dataset,
         peers=list(snakemake.input.get("peers", [])),
+        corpus_sha256=dict(snakemake.params.sources),
     )

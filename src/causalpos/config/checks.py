@@ -14,6 +14,7 @@ from pathlib import Path
 
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.io.atomic import replace_json
+from causalpos.io.fingerprint import file_identity
 from causalpos.models.context import ContextError, check_seq_len
 
 #: Tokens a tokenizer may put before a sequence's text (its BOS and the like) in the bound below.
@@ -24,7 +25,7 @@ TINY_MAX_POSITIONS = 4096
 
 
 def _size_sources(corpus: dict) -> list[list] | None:
-    """``[path, size, mtime_ns]`` of every file :func:`causalpos.data.local_document_sizes`
+    """``[path, size, mtime_ns, ctime_ns, inode]`` (:func:`file_identity`) of every file :func:`causalpos.data.local_document_sizes`
     reads for ``corpus`` (``kjv``: the module holding the bible; none for hub and random
     corpora), or None where they cannot be listed (the reader then says why)."""
     import importlib.util
@@ -42,8 +43,7 @@ def _size_sources(corpus: dict) -> list[list] | None:
             files = [Path(f) for f in corpus_files(corpus)]
         else:
             return []
-        stats = [(f.resolve(), f.stat()) for f in files]
-        return [[str(f), st.st_size, st.st_mtime_ns] for f, st in stats]
+        return [file_identity(f) for f in files]
     except (OSError, ImportError, ValueError):  # CorpusError is a ValueError
         return None
 
@@ -52,8 +52,9 @@ def cached_document_sizes(cache: str | os.PathLike) -> Callable[[dict], list[int
     """:func:`causalpos.data.local_document_sizes` with its answers kept in ``cache`` (JSON)
     across processes: every Snakemake start checks what the config's local corpora can supply,
     and reading the KJV alone costs ~0.5 s (``pythonbible`` compiles its reference parser on
-    import). An answer is keyed by the corpus spec and the path, size and modification time of
-    every file it was read from, so an edited or replaced file is read again (and the spec's
+    import). An answer is keyed by the corpus spec and the path, size, mtime, ctime and inode of
+    every file it was read from, so an edited or replaced file (even one given an old mtime by
+    ``cp -p``) is read again (and the spec's
     older answer dropped); a spec whose files cannot be listed, and every error, goes to the
     reader uncached. The file is replaced atomically; a read-only one is left as it is."""
     cache = Path(cache)
@@ -129,6 +130,23 @@ def _files_of(path: Path) -> list[str]:
     return []
 
 
+def _tokenizer_size(directory: Path) -> int | None:
+    """Ids of the HF fast tokenizer saved in ``directory`` (its largest id + 1: the model's
+    vocabulary and the added tokens of ``tokenizer.json``); None where there is none to read."""
+    try:
+        tok = json.loads((directory / "tokenizer.json").read_text())
+    except (OSError, ValueError):
+        return None
+    vocab = (tok.get("model") or {}).get("vocab")
+    ids = [-1]
+    if isinstance(vocab, dict):
+        ids += [v for v in vocab.values() if isinstance(v, int)]
+    elif isinstance(vocab, list):  # Unigram: [token, score] pairs, ids by position
+        ids.append(len(vocab) - 1)
+    ids += [t["id"] for t in tok.get("added_tokens") or () if isinstance(t.get("id"), int)]
+    return max(ids) + 1 if max(ids) >= 0 else None
+
+
 def _tokenizer_bos(directory: Path) -> tuple[bool, str | None]:
     """``(known, bos_token)`` of the HF tokenizer saved in ``directory``, from its
     ``tokenizer_config.json`` or ``special_tokens_map.json``; ``known`` False where neither
@@ -155,6 +173,8 @@ class ChecksSection(Section):
     # the document sizes read so far, per corpus spec.
     _document_sizes: Callable[[dict], list[int] | None] | None
     _sizes: dict[str, list[int] | None]
+    # Set by Resolved.__init__: files -> {file: sha256} (None: computed, uncached).
+    _content_sha256: Callable[[list[str]], dict[str, str]] | None
 
     def corpus_sizes(self, corpus: dict) -> list[int] | None:
         """Document sizes of a corpus (UTF-8 bytes), read once per corpus spec; None: unknown."""
@@ -204,8 +224,8 @@ class ChecksSection(Section):
 
     def model_source_files(self, name: str) -> list[str]:
         """The user's files a model is prepared from (rule inputs of ``prepare_model``): a
-        ``gguf`` file, or every file of a ``local`` / ``hf`` local directory; listed, not hashed,
-        so Snakemake's mtime check (not a hash of GBs of weights at each DAG build) reruns it."""
+        ``gguf`` file, or every file of a ``local`` / ``hf`` local directory. Snakemake's mtime
+        check reruns a newer file; :meth:`model_source_sha256` (a param) any other content."""
         spec = self.model_spec(name)
         path = {"local": spec.get("path"), "gguf": spec.get("path"), "hf": spec.get("id")}.get(
             spec["source"]
@@ -213,6 +233,39 @@ class ChecksSection(Section):
         if not path or (spec["source"] == "hf" and not Path(path).expanduser().is_dir()):
             return []
         return _files_of(Path(path).expanduser())
+
+    def content_sha256(self, key: str, files: list[str]) -> dict[str, str]:
+        """``{file: sha256}`` of the user's files a job reads (a rule param: a changed content
+        reruns the job whatever the file's mtime, e.g. a backup restored with ``cp -p``). The
+        hashes come from the reader ``Resolved`` is given (the Snakefile's keeps them in a JSON
+        file keyed by path, size, mtime, ctime and inode:
+        :func:`causalpos.io.fingerprint.cached_sha256`), else are computed."""
+        if not files:
+            return {}
+        if self._content_sha256 is None:
+            from causalpos.io.fingerprint import cached_sha256
+
+            self._content_sha256 = cached_sha256(None)
+        try:
+            return self._content_sha256(files)
+        except OSError as exc:
+            raise ConfigError(
+                f"{key}: cannot read {exc.filename or exc} ({exc.strerror or exc}); the file "
+                "must exist and be readable when the pipeline starts"
+            ) from None
+
+    def model_source_sha256(self, name: str) -> dict[str, str]:
+        """Content of the user's files model ``name`` is prepared from (``prepare_model``'s
+        ``sources`` param): :meth:`model_source_files` and a ``config_file``."""
+        spec = self.model_spec(name)
+        files = ([spec["config_file"]] if spec.get("config_file") else []) + (
+            self.model_source_files(name)
+        )
+        return self.content_sha256(f"models.{name}", files)
+
+    def corpus_sha256(self, dataset: str) -> dict[str, str]:
+        """Content of a dataset's local corpus files (``sample_sequences``' ``sources`` param)."""
+        return self.content_sha256(f"datasets.{dataset}.corpus", self.corpus_source_files(dataset))
 
     def corpus_source_files(self, dataset: str) -> list[str]:
         """The local files of a dataset's ``text``/``jsonl`` corpus (inputs of ``sample_sequences``)."""
@@ -309,6 +362,68 @@ class ChecksSection(Section):
             n_sequences=lengthgen["n_sequences"],
             mode="chunks",
         )
+
+    def check_ranges(self) -> None:
+        """Settings whose valid range depends on other settings (the schema checks each alone):
+        ``train.compare.map_layer`` against the trained models' layers, ``train.lengthgen.smooth``
+        against the positions of its curve, ``leakage.position0.n_folds`` against the prompts of
+        every dataset the probes run on."""
+        train = self.config.get("train") or {}
+        variants = self.train_variants()
+        compare = self.compare_section()
+        if compare and variants:
+            layers = min(self.train_variant(v)["layers"] for v in variants)
+            layer = compare["map_layer"]
+            if not -layers <= layer < layers:
+                raise ConfigError(
+                    f"train.compare.map_layer: {layer}; the models trained here have {layers} "
+                    f"layers, so it must lie in {-layers} .. {layers - 1} (0-indexed; -1 = the "
+                    "last). Fix: set map_layer in that range"
+                )
+        if variants:
+            lengthgen = train["lengthgen"]
+            context = max(self.train_variant(v)["context"] for v in variants)
+            positions = int(round(lengthgen["length_factor"] * context)) - 1
+            if lengthgen["smooth"] > positions:
+                raise ConfigError(
+                    f"train.lengthgen.smooth: {lengthgen['smooth']}; the loss-by-position curve "
+                    f"has {positions} positions (length_factor {lengthgen['length_factor']} x "
+                    f"context {context}, less the first token), so a moving average can span at "
+                    f"most {positions}. Fix: set smooth between 1 and {positions}"
+                )
+        p0 = (self.config.get("leakage") or {}).get("position0") or {}
+        n_folds = p0.get("n_folds")
+        if n_folds is None:
+            return
+        for dataset in sorted({d for _, d in self.leakage_pairs()}):
+            n = self.dataset_spec(dataset)["n_sequences"]
+            if n_folds > n:
+                raise ConfigError(
+                    f"leakage.position0.n_folds: {n_folds}; dataset {dataset!r} has "
+                    f"{n} prompts, and a stratified {n_folds}-fold probe needs at least "
+                    f"{n_folds} prompts of each label class (the probe would be skipped). Fix: "
+                    f"set n_folds between 2 and {n} or raise datasets.{dataset}.n_sequences"
+                )
+
+    def check_vocabularies(self) -> None:
+        """A local model directory whose tokenizer has more ids than its ``config.json``'s
+        ``vocab_size`` (the embedding's rows) is refused before any job (extraction would index
+        past the embedding)."""
+        for model in self.configured_models():
+            spec = self.model_spec(model)
+            cfg = _local_model_config(spec)
+            if cfg is None or not isinstance(cfg.get("vocab_size"), int):
+                continue
+            path = spec.get("path") if spec["source"] == "local" else spec.get("id")
+            ids = _tokenizer_size(Path(path).expanduser())
+            if ids is not None and ids > cfg["vocab_size"]:
+                raise ConfigError(
+                    f"models.{model}: the tokenizer in {path} has {ids} ids (up to {ids - 1}), "
+                    f"its config.json a vocab_size of {cfg['vocab_size']} (the embedding's "
+                    "rows): a prompt with a larger id would index past the embedding. Fix: give "
+                    "the directory the tokenizer the model was trained with (the tokenizer files "
+                    "of its own repository)"
+                )
 
     def model_context(self, model: str) -> tuple[int | None, str] | None:
         """``(context, kind)`` of a model where its config is known before any job runs
@@ -408,6 +523,8 @@ class ChecksSection(Section):
             self.all_targets,
             self.check_datasets,
             self.check_bos,
+            self.check_ranges,
+            self.check_vocabularies,
             self.check_contexts,
         ):
             try:

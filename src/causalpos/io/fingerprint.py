@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from causalpos.io.atomic import replace_json
@@ -198,3 +199,58 @@ def code_fingerprint(script: str | Path, package_dir: Path = PACKAGE_DIR) -> str
         digest.update(f.read_bytes() + b"\0")
     _save_cache()
     return digest.hexdigest()[:16]
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file, read in 4 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_identity(path: str | os.PathLike) -> list:
+    """``[path, size, mtime_ns, ctime_ns, inode]`` of a file: what a cached answer about its
+    content is keyed by. ``cp -p``, ``rsync -t`` or ``touch -d`` can give other content an old
+    mtime, never an old ctime (the kernel sets it at every change) nor, for a new file, the old
+    inode: a replaced file is read again whatever its mtime."""
+    st = os.stat(path)
+    return [str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def cached_sha256(cache: str | os.PathLike | None):
+    """A function ``files -> {file: sha256}`` whose answers are kept in ``cache`` (JSON, written
+    by :func:`replace_json`) keyed by :func:`file_identity`, so that each Snakemake start hashes
+    only files that changed (a 0.5 GB weights file costs ~1 s to hash). ``None``: no disk cache.
+    A file that cannot be read raises ``OSError`` naming it."""
+    memo: dict[str, str] = {}
+
+    def hashes(files) -> dict[str, str]:
+        keys = {str(f): json.dumps(file_identity(f)) for f in files}
+        if all(k in memo for k in keys.values()):  # one stat per file, no cache read
+            return {f: memo[k] for f, k in keys.items()}
+        entries: dict = {}
+        if cache is not None:
+            try:
+                entries = json.loads(Path(cache).read_text())
+            except (OSError, ValueError):
+                entries = {}
+            entries = entries if isinstance(entries, dict) else {}
+        out, dirty = {}, False
+        for f, key in keys.items():
+            if key not in memo:
+                cached = entries.get(key)
+                if not (isinstance(cached, str) and len(cached) == 64):
+                    resolved = key.split('"')[1]
+                    for stale in [k for k in entries if k.split('"')[1] == resolved]:
+                        del entries[stale]  # the file's earlier contents
+                    entries[key] = cached = sha256_file(f)
+                    dirty = True
+                memo[key] = cached
+            out[f] = memo[key]
+        if dirty and cache is not None:
+            replace_json(cache, entries)
+        return out
+
+    return hashes

@@ -37,6 +37,8 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from causalpos.io.fingerprint import sha256_file
+
 #: The child group whose ``zarr.json`` attributes hold the manifest.
 MANIFEST_GROUP = "causalpos_manifest"
 #: Key of the manifest inside that group's attributes.
@@ -54,6 +56,9 @@ COUNT_ATTRS = ("n_sequences", "n_shards", "n_samples")
 
 #: Files others add to a finished store: Snakemake marks each ``directory()`` output with one.
 NOT_RECORDED = (".snakemake_timestamp",)
+#: Files an operating system's file browser leaves in any folder it shows (macOS Finder,
+#: Windows Explorer): never part of a store, never recorded, never "added later" damage.
+OS_LITTER = (".DS_Store", "Thumbs.db", "desktop.ini")
 
 _BLOCK = 1 << 24  # bytes read at a time while checksumming
 _SHOWN = 8  # problems spelled out in one message
@@ -186,15 +191,16 @@ def _crc32(path: Path) -> tuple[int, int]:
 
 
 def _files(store: Path) -> list[str]:
-    """Every file of ``store`` (posix paths relative to it) except the manifest and the root
-    files in :data:`NOT_RECORDED`, sorted."""
+    """Every file of ``store`` (posix paths relative to it, symbolic links followed) except the
+    manifest, the root files in :data:`NOT_RECORDED` and :data:`OS_LITTER`, sorted."""
     out = []
-    for dirpath, dirnames, filenames in os.walk(store):
+    for dirpath, dirnames, filenames in os.walk(store, followlinks=True):
         here = Path(dirpath)
         if here == store:
             if MANIFEST_GROUP in dirnames:
                 dirnames.remove(MANIFEST_GROUP)
             filenames = [f for f in filenames if f not in NOT_RECORDED]
+        filenames = [f for f in filenames if f not in OS_LITTER]
         out.extend((here / f).relative_to(store).as_posix() for f in filenames)
     return sorted(out)
 
@@ -350,3 +356,42 @@ def check_counts(store: str | os.PathLike, manifest: dict, attrs: Mapping, sizes
             )
     if problems:
         raise StoreError(store, problems)
+
+
+#: The provenance record of a model directory (prepared, trained or an init twin): its weights
+#: files' sha256 (``sha256``) and ``[size, mtime_ns]`` (``weights_stat``).
+MODEL_RECORD = "causalpos_source.json"
+
+
+def model_files_problems(path: str | os.PathLike, record: Mapping) -> list[tuple[str, str]]:
+    """``(file, what is wrong)`` for each weights file of model directory ``path`` that is not
+    the one ``record`` (its :data:`MODEL_RECORD`) names: missing, or of another sha256. A file
+    whose size and mtime are still the recorded ones passes without being read (hashing 0.5 GB
+    costs ~1 s per load); any other is hashed and compared."""
+    path = Path(path)
+    stats = record.get("weights_stat") or {}
+    out = []
+    for name, digest in sorted((record.get("sha256") or {}).items()):
+        f = path / name
+        if not f.is_file():
+            out.append((name, "is missing"))
+            continue
+        st = f.stat()
+        if stats.get(name) == [st.st_size, st.st_mtime_ns] or sha256_file(f) == digest:
+            continue
+        out.append((name, f"has changed since it was prepared (sha256 no longer {digest[:12]}...)"))
+    return out
+
+
+def verify_model_dir(path: str | os.PathLike) -> bool:
+    """Check a model directory's weights against its :data:`MODEL_RECORD`: True if it records
+    sha256s (all matching), False if it records none; :class:`StoreError` listing what differs
+    (the message and rebuild command as for a damaged store)."""
+    try:
+        record = json.loads((Path(path) / MODEL_RECORD).read_text())
+    except (OSError, ValueError) as e:
+        raise StoreError(path, f"its {MODEL_RECORD} is unreadable ({e})") from e
+    problems = model_files_problems(path, record)
+    if problems:
+        raise StoreError(path, [f"weights file {name} {why}" for name, why in problems])
+    return bool(record.get("sha256"))

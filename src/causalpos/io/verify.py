@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from causalpos.io.atomic import final_of, is_temporary
-from causalpos.io.integrity import StoreError, display_path, rebuild_command
+from causalpos.io.integrity import (
+    MODEL_RECORD,
+    StoreError,
+    display_path,
+    rebuild_command,
+    verify_model_dir,
+)
 from causalpos.io.store import verify_store
 
 #: Directories with this suffix (or holding a root ``zarr.json``) are stores.
@@ -36,6 +42,10 @@ class TreeReport:
     unverified: list[Path] = field(default_factory=list)  # no manifest (older causalpos)
     damaged: dict[Path, StoreError] = field(default_factory=dict)
     stale: list[Path] = field(default_factory=list)
+    #: model directories whose weights match the sha256 their causalpos_source.json records
+    models: list[Path] = field(default_factory=list)
+    #: those of ``damaged`` that are model directories
+    damaged_models: list[Path] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -51,12 +61,18 @@ class TreeReport:
         return EXIT_UNVERIFIED if self.unverified else EXIT_OK
 
     def report(self) -> str:
-        n = len(self.verified) + len(self.unverified) + len(self.damaged)
+        bad = len(self.damaged) - len(self.damaged_models)
+        n = len(self.verified) + len(self.unverified) + bad
         lines = [
             f"{display_path(self.root)}: {n} stores: {len(self.verified)} verified, "
-            f"{len(self.damaged)} damaged, {len(self.unverified)} without a manifest; "
+            f"{bad} damaged, {len(self.unverified)} without a manifest; "
             f"{len(self.stale)} stale temporaries"
         ]
+        if self.models or self.damaged_models:
+            lines[0] += (
+                f"; {len(self.models) + len(self.damaged_models)} model directories: "
+                f"{len(self.models)} verified, {len(self.damaged_models)} damaged"
+            )
         for path, err in sorted(self.damaged.items()):
             lines.append(f"DAMAGED {display_path(path)}")
             lines += [f"  {p}" for p in err.problems]
@@ -89,7 +105,9 @@ def _is_store(path: Path) -> bool:
 
 
 def verify_tree(root: str | os.PathLike, *, checksums: bool = True) -> TreeReport:
-    """Verify every store under ``root`` (manifest, metadata, counts) and list stale temporaries.
+    """Verify every store under ``root`` (manifest, metadata, counts) and every model directory
+    (the sha256 of its weights files, as its ``causalpos_source.json`` records them), and list
+    stale temporaries, following symbolic links inside the tree (each directory once).
 
     ``checksums=False`` compares file sizes only (deleted and truncated files are still found).
     """
@@ -106,18 +124,38 @@ def verify_tree(root: str | os.PathLike, *, checksums: bool = True) -> TreeRepor
         except StoreError as e:
             out.damaged[store] = e
 
+    def check_model(model: Path) -> None:
+        try:
+            if verify_model_dir(model):
+                out.models.append(model)
+        except StoreError as e:
+            out.damaged[model] = e
+            out.damaged_models.append(model)
+
     if _is_store(root):
         check(root)
         return out
-    for dirpath, dirnames, _files in os.walk(root):
+    if (root / MODEL_RECORD).is_file():
+        check_model(root)
+        return out
+    # Symbolic links inside the tree are followed (`results/normalized` may live on another
+    # disk); each directory is visited once, so a link back up the tree ends the walk there.
+    seen = {root.resolve()}
+    for dirpath, dirnames, _files in os.walk(root, followlinks=True):
         here = Path(dirpath)
         descend = []
         for name in sorted(dirnames):
             path = here / name
+            real = path.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
             if is_temporary(path):
                 out.stale.append(path)
             elif _is_store(path):
                 check(path)
+            elif (path / MODEL_RECORD).is_file():  # a model directory: its weights' sha256
+                check_model(path)
             else:
                 descend.append(name)
         dirnames[:] = descend

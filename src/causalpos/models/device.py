@@ -124,9 +124,15 @@ def memory_advice(
     *, what: str, batch_size: int, per_sequence: int, key: str, auto: bool = False
 ) -> str:
     """The message of a :class:`BatchMemoryError`: batch, estimate, the key to lower."""
-    todo = f"lower `{key}` (e.g. to {max(1, batch_size // 2)})"
-    if auto:
-        todo += f" or set `{key}: auto` (sized from the free memory after loading the model)"
+    if batch_size <= 1:  # no batch to lower: the sequence itself is too long
+        todo = (
+            "one sequence alone does not fit, whatever the batch size: shorten the dataset's "
+            "`seq_len` (datasets.<name>.seq_len), or use a device with more memory"
+        )
+    else:
+        todo = f"lower `{key}` (e.g. to {max(1, batch_size // 2)})"
+        if auto:
+            todo += f" or set `{key}: auto` (sized from the free memory after loading the model)"
     return (
         f"{what}: out of memory with a batch of {batch_size} sequences (estimated "
         f"{per_sequence / 2**20:.1f} MiB per sequence by causalpos.models.device."
@@ -167,8 +173,17 @@ def refuse_batch_that_cannot_fit(
     its float32 (head, T, T) scores of one layer alone — the least the capture holds, a quarter of
     the :func:`bytes_per_sequence` estimate's score term — plus the ``reserved`` bytes the
     reducers hold whatever the batch exceed the available memory."""
-    least = int(config.num_attention_heads) * seq_len * seq_len * 4 * batch_size + int(reserved)
+    one = int(config.num_attention_heads) * seq_len * seq_len * 4
+    least = one * batch_size + int(reserved)
     free = available_memory(device) if available is None else available
+    if one > free:  # not even one sequence, whatever else: no batch size helps
+        raise BatchMemoryError(
+            f"{what}: one sequence of {seq_len} tokens alone needs {one / 2**30:.2f} GiB for one "
+            f"layer's float32 attention scores ({config.num_attention_heads} heads x {seq_len}"
+            f" x {seq_len}); {free / 2**30:.2f} GiB available. No batch size fits (`{key}` is not the "
+            "problem): shorten the dataset's `seq_len` (datasets.<name>.seq_len), or use a "
+            "device with more memory"
+        )
     if least > free:
         raise BatchMemoryError(
             memory_advice(

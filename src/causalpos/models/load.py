@@ -51,7 +51,9 @@ from causalpos.models.architectures import (
 from causalpos.models.device import DTYPES
 from causalpos.models.gguf import prepare_gguf, prepare_pypi_gguf
 from causalpos.models.weights import (
+    check_exact_load,
     check_finite_parameters,
+    check_vocabulary,
     sha256_file,
     verify_weights,
     weights_stat,
@@ -424,22 +426,29 @@ def load_model(
             f"load_model: {path} has no config.json; expected a directory written by "
             "build_model_dir (run the build_model_dir rule for this model first)"
         )
+    source = read_source(path)
+    verify_weights(path, source)  # before loading: a changed file is named as such
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=DTYPES[dtype], attn_implementation="sdpa"
+        # mismatched sizes reported (not raised unnamed) so that check_exact_load names them
+        model, info = AutoModelForCausalLM.from_pretrained(
+            path,
+            dtype=DTYPES[dtype],
+            attn_implementation="sdpa",
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
         )
     except Exception as exc:
         raise RuntimeError(
             f"load_model: could not load {path}: {type(exc).__name__}: {exc}"
         ) from exc
-    source = read_source(path)
-    verify_weights(path, source)
+    check_exact_load(info, path)
     check_finite_parameters(model, path)
     model.to(device).eval()
     apply_rope_setting(model, where=f"load_model: {path}/config.json")
     tokenizer = None
     if any((path / f).is_file() for f in _TOKENIZER_FILES):
         tokenizer = AutoTokenizer.from_pretrained(path)
+        check_vocabulary(model, tokenizer, path)
     source = source or {
         "name": path.name,
         "source": "unprepared",

@@ -4,23 +4,15 @@ sha256 its ``causalpos_source.json`` records (``load_model`` calls it), and
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 
-from causalpos.io.integrity import display_path, rebuild_hint
+from causalpos.io.fingerprint import sha256_file
+from causalpos.io.integrity import display_path, model_files_problems, rebuild_hint
 
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file, read in 4 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+__all__ = ["sha256_file"]  # here for its older importers (models.load, tests)
 
 
 def weights_stat(directory: Path, names: Iterable[str]) -> dict[str, list[int]]:
@@ -34,17 +26,8 @@ class ModelIntegrityError(RuntimeError):
 
 def verify_weights(path: Path, source: dict) -> None:
     """The weights files of prepared directory ``path`` are those its ``causalpos_source.json``
-    records (``sha256``): a file whose size and mtime are still the recorded ones passes without
-    reading it (hashing 0.5 GB costs ~1 s per load); any other is hashed and compared."""
-    stats = source.get("weights_stat") or {}
-    for name, digest in sorted((source.get("sha256") or {}).items()):
-        f = path / name
-        if not f.is_file():
-            why = "is missing"
-        elif stats.get(name) == weights_stat(path, [name])[name] or sha256_file(f) == digest:
-            continue
-        else:
-            why = f"has changed since it was prepared (sha256 no longer {digest[:12]}...)"
+    records (``sha256``; :func:`causalpos.io.integrity.model_files_problems`)."""
+    for name, why in model_files_problems(path, source)[:1]:
         raise ModelIntegrityError(
             f"load_model: {display_path(path)}/{name} {why}. The prepared model no longer matches "
             f"its causalpos_source.json. {rebuild_hint(path)}"
@@ -60,3 +43,61 @@ def check_finite_parameters(model: torch.nn.Module, path: Path) -> None:
                 f"{int((~torch.isfinite(t)).sum())} non-finite values (NaN/inf): the weights are "
                 f"damaged or came from a diverged training run. {rebuild_hint(path)}"
             )
+
+
+#: Keys spelled out in one message (the rest counted).
+_KEYS_SHOWN = 6
+
+
+def _keys(keys: Iterable[str]) -> str:
+    keys = sorted(keys)
+    shown = ", ".join(keys[:_KEYS_SHOWN])
+    return shown + (f" and {len(keys) - _KEYS_SHOWN} more" if len(keys) > _KEYS_SHOWN else "")
+
+
+def check_exact_load(info: dict, path: Path) -> None:
+    """ModelIntegrityError unless every tensor of the model came from the weights files and every
+    tensor there went into the model: ``info`` is what ``from_pretrained(...,
+    output_loading_info=True)`` reports. transformers initialises a missing tensor at random
+    (differently at every load, so two shard jobs of one store would run two models), drops an
+    unexpected one, and re-initialises one whose shape differs: each means that ``config.json``
+    and the weights describe different models."""
+    problems = []
+    missing = set(info.get("missing_keys") or ())
+    unexpected = set(info.get("unexpected_keys") or ())
+    mismatched = [
+        f"{k} (file {tuple(a)}, config {tuple(b)})" for k, a, b in info.get("mismatched_keys") or ()
+    ]
+    if missing:
+        problems.append(
+            f"{len(missing)} tensor(s) the config asks for are not in the weights files "
+            f"({_keys(missing)})"
+        )
+    if unexpected:
+        problems.append(
+            f"{len(unexpected)} tensor(s) in the weights files have no place in the model the "
+            f"config describes ({_keys(unexpected)})"
+        )
+    if mismatched:
+        problems.append(f"{len(mismatched)} tensor(s) differ in shape ({_keys(mismatched)})")
+    if problems:
+        raise ModelIntegrityError(
+            f"load_model: {display_path(path)}: its config.json and its weights describe "
+            f"different models: {'; '.join(problems)}. Nothing runs on weights that were not "
+            "loaded. Fix config.json (e.g. num_hidden_layers, hidden_size, vocab_size) to match "
+            "the weights, or point the model's spec at the directory the weights came from; "
+            f"then rebuild the prepared model. {rebuild_hint(path)}"
+        )
+
+
+def check_vocabulary(model: torch.nn.Module, tokenizer, path: Path) -> None:
+    """ModelIntegrityError when the tokenizer has ids the input embedding has no row for."""
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        raise ModelIntegrityError(
+            f"load_model: {display_path(path)}: its tokenizer has {len(tokenizer)} ids (up to "
+            f"{len(tokenizer) - 1}), its input embedding {rows} rows: a prompt with a larger id "
+            "would index past the embedding. Give the model the tokenizer it was trained with "
+            "(the tokenizer files of its own repository), or a config `vocab_size` of at least "
+            f"{len(tokenizer)} for a random_init model"
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ def sample_sequences(
     seed: int,
     name: str = "",
     peers: Sequence[str | os.PathLike] = (),
+    corpus_sha256: dict[str, str] | None = None,
 ) -> xr.Dataset:
     """Rule ``sample_sequences``: :func:`causalpos.data.draw_sequences` of the dataset ``spec``
     (named ``name`` in the config, for error messages) with the tokenizer of a prepared model
@@ -27,7 +29,9 @@ def sample_sequences(
 
     ``peers``: directories of the other tokenizers of the models sharing the dataset; in mode
     ``first`` only documents long enough for every one of them are drawn, so all get the same
-    documents (``also_for`` of :func:`causalpos.data.draw_sequences`).
+    documents (``also_for`` of :func:`causalpos.data.draw_sequences`). ``corpus_sha256``: the
+    content of the corpus's local files (the rule's ``sources`` param), recorded in the store
+    (attribute ``corpus_sha256``, JSON) where there are any.
     """
     from transformers import AutoTokenizer
 
@@ -50,6 +54,8 @@ def sample_sequences(
         **extra,
     )
     ds.attrs["tokenizer_dir"] = Path(tokenizer_dir).name
+    if corpus_sha256:
+        ds.attrs["corpus_sha256"] = json.dumps(dict(corpus_sha256), sort_keys=True)
     write_dataset(ds, out)
     log.info(
         "sampled %d sequences x %d tokens (bos=%s, prefix %s, prepended here: %s)",

@@ -11,6 +11,9 @@ from causalpos.paper2.headline import position_free
 from causalpos.paper2.prompts import pool_small_strata
 from causalpos.paper2.summary import leakage_summary
 
+#: What the leakage summary reads from each run's score store (the leakage reducer's output).
+LEAKAGE_VARIABLES = ("leak_delta", "leak_fit", "leak_window")
+
 
 def leakage(
     stores: Mapping[str, str],
@@ -40,7 +43,9 @@ def leakage(
 
     if strata not in ("none", "source"):
         raise ValueError(f"strata must be 'none' or 'source', got {strata!r}")
-    opened = {v: open_dataset(p) for v, p in stores.items()}
+    # Every configured run must be there: a store of older code without the leakage reducer's
+    # output is a StoreFormatError with the rebuild command, never a run dropped in silence.
+    opened = {v: open_dataset(p, variables=LEAKAGE_VARIABLES) for v, p in stores.items()}
     labels = None
     if strata == "source":
         if data_store is None:

@@ -30,11 +30,15 @@ from causalpos.training.batches import batch_at, heldout_windows, token_stream, 
 from causalpos.training.checkpoints import (
     default_checkpoint_dir,
     delete_checkpoints,
+    disk_write,
     list_checkpoints,
+    load_checkpoint_weights,
     load_trainer_state,
     save_model_dir,
     settings_record,
+    state_bytes,
     write_checkpoint,
+    write_weights_record,
 )
 from causalpos.training.loss import evaluate, sequence_nll
 from causalpos.training.settings import RunOptions, TrainSettings
@@ -225,9 +229,7 @@ def _resume(job: _Job) -> _State:
     )
     saved, path = _matching_checkpoint(job)
     if saved is not None:
-        from safetensors.torch import load_file
-
-        model = build_model(config, seed=s.seed, base_state=load_file(path / "model.safetensors"))
+        model = build_model(config, seed=s.seed, base_state=load_checkpoint_weights(path))
         log.info("resuming %s from %s (step %d)", s.variant, path, int(saved["step"]))
     else:
         model = build_model(config, seed=s.seed)
@@ -413,10 +415,12 @@ def _finish(job: _Job, state: _State, end: int) -> dict[str, Any]:
     }
     if end < job.settings.steps:
         return summary
-    with atomic_dir(job.out_dir) as tmp:
+    need = state_bytes(state.model)
+    with disk_write(job.out_dir, "the trained model", need=need), atomic_dir(job.out_dir) as tmp:
         save_model_dir(state.model, job.tokenizer_dir, tmp)
         write_loss_curve(rows, tmp / LOSS_CURVE)
         (tmp / TRAINING_JSON).write_text(json.dumps(summary, indent=2) + "\n")
+        write_weights_record(tmp, name=job.out_dir.name, variant=job.settings.variant)
     if not job.run.keep_final_checkpoint:
         shutil.rmtree(job.ckpt_dir, ignore_errors=True)
     return summary
