@@ -78,6 +78,10 @@ def test_summary_without_a_scorecard_or_of_another_csv_is_a_usage_error(tmp_path
             "verdict": ["reproduced"],
         }
     ).to_csv(card, index=False)
+    # a scorecard from an older causalpos (no section column) is a usage error too
+    assert main(["summary", str(card)]) == 2
+    assert "no section column" in capsys.readouterr().err
+    pd.read_csv(card).assign(section="paper 1").to_csv(card, index=False)
     readme = tmp_path / "README.md"
     readme.write_text("no markers here\n")
     assert main(["summary", str(card), "--update", str(readme)]) == 2

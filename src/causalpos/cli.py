@@ -61,7 +61,10 @@ def _summary(args: argparse.Namespace) -> int:
             f"summary: {args.scorecard} is not a scorecard: it has no column(s) "
             f"{', '.join(missing)} (a scorecard is results/report/scorecard.csv)"
         )
-    block = readme_summary(card, source=args.scorecard)
+    try:
+        block = readme_summary(card, source=args.scorecard)
+    except ValueError as e:  # an older scorecard (no section column) or unknown sections
+        return _usage_error(f"summary: {args.scorecard}: {e}")
     if args.update:
         path = Path(args.update)
         if not path.is_file():
