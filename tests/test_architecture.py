@@ -455,3 +455,82 @@ def test_the_import_cache_gives_the_same_fingerprints_and_follows_edits(
     cache.write_text("{not json")
     fp.use_cache(cache)
     assert fp._CACHE["entries"] == {}
+
+
+# --------------------------------------------------------------------------------------------
+# Limits enforced, not remembered (CONTRIBUTING: modules <= 600 lines, functions <= 150)
+
+MODULE_LINES, FUNCTION_LINES = 600, 150
+
+
+def test_modules_and_functions_keep_contributings_limits():
+    too_long = []
+    for name, path in MODULES.items():
+        src = path.read_text()
+        n = len(src.splitlines())
+        if n > MODULE_LINES:
+            too_long.append(f"{name}: {n} lines")
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > FUNCTION_LINES:
+                    too_long.append(f"{name}.{node.name}: {length} lines")
+    assert not too_long, too_long
+
+
+def test_the_limits_check_finds_a_long_function(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES))
+    tree = ast.parse(f"def f():\n{body}\n")
+    node = tree.body[0]
+    assert node.end_lineno - node.lineno + 1 > FUNCTION_LINES
+
+
+# --------------------------------------------------------------------------------------------
+# Docs that cannot go stale: every causalpos.x.y named in docs, docstrings and captions resolves
+
+REFERENCE = re.compile(r"causalpos(?:\.[A-Za-z_][A-Za-z_0-9]*)+(?![\w:\"])")  # not a store's "module:Class"
+DOC_FILES = [
+    *sorted((REPO / "docs").glob("*.md")),
+    REPO / "README.md",
+    REPO / "CONTRIBUTING.md",
+    *sorted((REPO / "workflow" / "report").glob("*.rst")),
+    *sorted((REPO / "workflow" / "rules").glob("*.smk")),
+    *MODULES.values(),
+    *sorted(SCRIPTS.glob("*.py")),
+]
+
+
+def resolves(reference: str) -> bool:
+    """Whether ``causalpos.a.b.c`` names a module or an attribute of one (the longest importable
+    module prefix, then attributes)."""
+    import importlib
+
+    parts = reference.rstrip(".").split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for attr in parts[k:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_causalpos_reference_in_docs_and_docstrings_resolves():
+    stale = {}
+    for path in DOC_FILES:
+        for ref in set(REFERENCE.findall(path.read_text())):
+            if ref.startswith("causalpos.egg") or resolves(ref):
+                continue
+            stale.setdefault(ref, []).append(str(path.relative_to(REPO)))
+    assert not stale, stale
+
+
+def test_the_reference_check_refuses_a_missing_module_or_attribute():
+    assert resolves("causalpos.paper2.decomposition.components")
+    assert resolves("causalpos.paper2")
+    assert not resolves("causalpos.leakage.leakage_summary")  # no such module
+    assert not resolves("causalpos.paper2.metric.query_window")  # no such attribute

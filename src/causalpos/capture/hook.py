@@ -197,7 +197,7 @@ def _capture_attention(
     if session is None:
         raise RuntimeError(
             f"capture: model called with attn_implementation={CAPTURE_IMPLEMENTATION!r} outside "
-            "an extraction; use causalpos.capture.capture_scores or `with capturing(...)`"
+            "an extraction; use causalpos.capture.hook.capture_scores or `with capturing(...)`"
         )
     layer = int(module.layer_idx)
     b, h, tq, d = query.shape
@@ -311,7 +311,7 @@ def capture_scores(
     """Run ``tokens (sequence, position)`` through ``model`` under ``variant``; reduce the scores.
 
     Returns the reducers' :meth:`~Reducer.result` datasets merged into one, each variable's
-    ``attrs["reducer"]`` naming its reducer class (for :func:`causalpos.store.merge_shards`),
+    ``attrs["reducer"]`` naming its reducer class (for :func:`causalpos.io.store.merge_shards`),
     with attrs: model, model_spec, model_revision, architecture, dtype, device, seq_len,
     n_sequences, variant, seed, scaling, softcap, bos, n_layers, n_heads, n_kv_heads, versions.
     ``seq_ids``: global sequence indices of the rows (default ``0..n-1``; pass them for shards).

@@ -179,7 +179,7 @@ def draw_simulation(
     of the 1% / 99% quantiles over the row's layers (one scale per row, so layers compare).
     Masked cells (above the diagonal when causal) are blank. Normalized panels are titled with the
     non-relativeness index I of the map and, when the store has ``score_group``, its Monte-Carlo
-    noise floor f (:func:`causalpos.diagonal.index_ci`; I ≈ f means no detectable non-relative part).
+    noise floor f (:func:`causalpos.paper1.diagonal.index_ci`; I ≈ f means no detectable non-relative part).
 
     Returns ``{"rows": [{"label", "kind", "vmin", "vmax", "layers", "index", "noise_floor"}, ...]}``
     in drawing order (``index``/``noise_floor``: per-layer lists for normalized rows, else None).

@@ -1,7 +1,7 @@
 """Figures of paper 2 (Ruscio et al. 2026): leakage by layer, component shares, head maps, position 0.
 
-Every function draws from a :func:`causalpos.leakage.leakage_summary` dataset (or a
-:func:`causalpos.position0.trajectory` dataset), saves to every path in ``paths`` and returns the
+Every function draws from a :func:`causalpos.paper2.summary.leakage_summary` dataset (or a
+:func:`causalpos.paper2.position0.trajectory` dataset), saves to every path in ``paths`` and returns the
 numbers it plotted, so tests can check the figure against the summary. Layers are 0-indexed in the
 stores; the figures say "layer (0-indexed)".
 """

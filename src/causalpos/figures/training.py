@@ -1,7 +1,7 @@
 """Figures of the models trained here: loss curves, paper 1 Figs. 3 and 8, loss by position.
 
 Functions take the library's data (``causalpos.training.trainlog.read_loss_curve`` output, the ``gram`` and
-``score`` datasets of :mod:`causalpos.gram`, the dataset of
+``score`` datasets of :mod:`causalpos.paper1.gram`, the dataset of
 :func:`causalpos.training.lengthgen.measure_length_generalization`) and write every path given (format from the
 suffix). Positions are 0-indexed on the axes.
 """
@@ -189,7 +189,7 @@ def draw_loss_by_position(
 
 
 # ---------------------------------------------------------------------------------------------
-# Controlled comparisons (causalpos.compare tables)
+# Controlled comparisons (causalpos.training.compare tables)
 
 
 def plot_index_vs_init(
@@ -197,7 +197,7 @@ def plot_index_vs_init(
 ) -> None:
     """Per-layer index of each variant, trained (solid) vs init twin (dashed), CIs and noise floor.
 
-    ``index``: the index table of :func:`causalpos.paper1.tables.comparison_tables` (``variant``,
+    ``index``: the index table of :func:`causalpos.training.compare.comparison_tables` (``variant``,
     ``weights``, ``layer``, ``index``, ``ci_lo``, ``ci_hi``, ``noise_floor``).
     """
     variants = list(dict.fromkeys(index["variant"]))
@@ -258,7 +258,7 @@ def plot_comparison(
     """The variants side by side: (a) index trained vs init, (b) paper 2's decomposition of the
     trained model's leakage, (c) loss excess beyond the training length; all with CIs.
 
-    ``comparison``: the comparison table of :func:`causalpos.paper1.tables.comparison_tables`; panels
+    ``comparison``: the comparison table of :func:`causalpos.training.compare.comparison_tables`; panels
     whose columns are absent or empty say so instead of drawing nothing.
     """
     if comparison.empty:

@@ -77,7 +77,7 @@ def paired_index_bootstrap(
     Args:
         maps_a, maps_b: (group, layer, query, key) raw head-averaged mean maps of the *same* groups
             of sequences (e.g. ``score_group_mean`` of two models extracted on one dataset).
-        level, n_boot, seed: as :func:`causalpos.diagonal.index_ci` (the same seed draws the same
+        level, n_boot, seed: as :func:`causalpos.paper1.diagonal.index_ci` (the same seed draws the same
             group weights, so each model's interval equals ``index_ci``'s).
     """
     a = np.asarray(maps_a, dtype=np.float64)

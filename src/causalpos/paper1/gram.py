@@ -136,7 +136,7 @@ def _check_nope_loaded(model: nn.Module) -> None:
     if getattr(model.config, "causalpos_rope", None) == "none" and not rope_is_identity(model):
         raise ValueError(
             "config says causalpos_rope='none' (a NoPE model) but the loaded model still rotates q/k: "
-            "load it with causalpos.models.load_model (or causalpos.training.architecture.apply_causalpos_attributes)"
+            "load it with causalpos.models.load.load_model (or causalpos.training.architecture.apply_causalpos_attributes)"
         )
 
 

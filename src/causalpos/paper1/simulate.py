@@ -8,7 +8,7 @@ One layer, applied ``n_layers`` times in sequence (no parameters, no FFN, one he
   (eps 1e-5, the torch default), so ‖Y‖ ≈ √d; values are Y either way, the residual adds X.
 - ``scaling``: ``"none"`` (scale 1), ``"sqrt_d"`` (1/√d), ``"d"`` (1/d).
 - ``rope``: Q = K = RoPE(Y) with each token rotated by its own position 0 … n − 1 (HF rotate-half,
-  :mod:`causalpos.rope`); the values stay un-rotated Y.
+  :mod:`causalpos.paper1.rope`); the values stay un-rotated Y.
 - ``causal=False`` drops the mask (an encoder); ``residual=False`` gives X ← P Y (App. A.2).
 
 Inputs (§2): per position z_i ~ N(0, I_d) and one shared c ~ N(0, I_d) per sequence,

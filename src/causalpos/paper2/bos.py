@@ -10,6 +10,8 @@ import numpy as np
 import xarray as xr
 
 from causalpos.models.variants import parse_variant, without_bos_replacement
+from causalpos.paper2 import expected as X
+from causalpos.paper2.grams import GramCache
 from causalpos.paper2.prompts import STAT, PromptSet
 
 #: What a BOS intervention's effect is measured on: the residual-stream component of §3 (the
@@ -100,4 +102,91 @@ def bos_effects(
             "bos_c_res_baseline": (dims, c_base),
         },
         coords={"stat": list(STAT), "intervention": list(pairs), "bos_window": wins},
+    )
+
+
+#: Readings of a BOS replacement's effect (Table 9) on the headline, 1 − C(replaced) / C(run):
+#: ``residual_stream`` the bidirectional pair's log-attention leakage (§3's C_res; a
+#: bidirectional pass keeps no attention sink); ``causal_total`` the causal pair's log-attention
+#: leakage (sinks kept); ``sink_heads`` the same pooled over the causal run's sink heads only
+#: (prompt-mean attention to key 0 ≥ ``sink_tau``).
+BOS_READINGS = ("residual_stream", "causal_total", "sink_heads")
+
+
+def pooled_reading(cache: GramCache, run: str, w: str, t: str, key: str = "pooled"):
+    """(estimate, replicates) of a run's headline, pooled (or ``key="layer"``)."""
+    r = cache.estimate(run, w, t)
+    return r[key], r[f"{key}_boot"]
+
+
+def bos_plan(
+    ps: PromptSet, bos_pairs: Mapping[str, tuple[str, str, str]], sink_tau: float
+) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[str, np.ndarray]]:
+    """(replacement, reading) -> (run, baseline run) for every BOS pair of ``ps``; and, for every
+    causal run of such a pair, its baseline's sink heads ((layer, head) bool: prompt-mean
+    attention to key 0 ≥ ``sink_tau``; none when the baseline stores no ``sink_attention``)."""
+    runs: dict[tuple[str, str], tuple[str, str]] = {}
+    sinks: dict[str, np.ndarray] = {}
+    for iv, bv, _target in bos_pairs.values():
+        if iv not in ps.runs or bv not in ps.runs:
+            continue
+        rep = bos_replacement(iv)
+        if not parse_variant(iv).causal and not parse_variant(bv).causal:
+            runs[rep, "residual_stream"] = (iv, bv)
+        elif parse_variant(iv).causal and parse_variant(bv).causal:
+            runs[rep, "causal_total"] = (iv, bv)
+            runs[rep, "sink_heads"] = (iv, bv)
+            if "sink_attention" in ps.runs[bv]:
+                att = ps.runs[bv]["sink_attention"].mean("sequence").transpose("layer", "head")
+                sel = np.asarray(att.values) >= sink_tau
+                sinks[iv] = sinks[bv] = sel
+    return runs, sinks
+
+
+def bos_headline_block(
+    ps: PromptSet,
+    runs: Mapping[tuple[str, str], tuple[str, str]],
+    wins: Sequence[str],
+    cache: GramCache,
+    sink_sel: Mapping[str, np.ndarray],
+    sink_tau: float,
+    target: str = "logattn",
+) -> xr.Dataset:
+    """Table 9 on the headline (:data:`BOS_READINGS`), replicates paired through the counts."""
+    reps = sorted({rep for rep, _ in runs})
+    shape = (len(reps), len(BOS_READINGS), len(wins), 3)
+    eff, c_int, c_base = (np.full(shape, np.nan) for _ in range(3))
+    n_sink = np.zeros(len(reps))
+    for (rep, reading), (iv, bv) in runs.items():
+        a, k = reps.index(rep), BOS_READINGS.index(reading)
+        for wi, w in enumerate(wins):
+            if reading == "sink_heads":
+                if iv not in sink_sel or bv not in sink_sel:
+                    continue
+                (ie, ib), (be, bb) = (
+                    X.pooled_subset(cache.grams(r, w, target), sink_sel[r], ps.counts)
+                    for r in (iv, bv)
+                )
+                n_sink[a] = int(sink_sel[bv].sum())
+            else:
+                (ie, ib), (be, bb) = (pooled_reading(cache, r, w, target) for r in (iv, bv))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
+            c_int[a, k, wi] = ps.ci(ib, ie)
+            c_base[a, k, wi] = ps.ci(bb, be)
+    dims = ("bos_replacement", "bos_reading", "exp_window", "stat")
+    return xr.Dataset(
+        {
+            "exp_bos_effect": (dims, eff),
+            "exp_bos_c": (dims, c_int),
+            "exp_bos_c_baseline": (dims, c_base),
+            "exp_bos_sink_heads": (("bos_replacement",), n_sink),
+        },
+        coords={
+            "bos_replacement": reps,
+            "bos_reading": list(BOS_READINGS),
+            "exp_window": list(wins),
+            "stat": list(STAT),
+        },
+        attrs={"exp_bos_sink_tau": sink_tau, "exp_bos_target": target},
     )

@@ -71,7 +71,7 @@ without a fixed token 0 carry no landmark at all
 **Sliding window (decision).** A bidirectional pass keeps a symmetric window, so the visible-key
 count depends on i near both ends and a uniform map already has query effects on log-attention.
 Windowed models are read on the query window ``"full<W>"`` (rows W ≤ i < T − W,
-:func:`causalpos.paper2.metric.query_window`), whose rows all see a full window in the causal and
+:func:`causalpos.paper2.design.query_window`), whose rows all see a full window in the causal and
 the bidirectional pass; normalising by the count would instead keep a row-dependent pair set.
 
 **Per-head test (decision).** Under H0: P_Δ μ = 0 the per-prompt vectors c_p have mean 0. The

@@ -30,7 +30,7 @@ from causalpos import stats
 from causalpos.models.variants import parse_variant
 from causalpos.paper2 import decomposition as DC
 from causalpos.paper2 import expected as X
-from causalpos.paper2.bos import bos_replacement
+from causalpos.paper2.bos import bos_headline_block, bos_plan, pooled_reading
 from causalpos.paper2.design import build_design
 from causalpos.paper2.grams import FIT, GramCache
 from causalpos.paper2.metric import TARGETS
@@ -63,13 +63,6 @@ PLANTED = ("planted", "estimate", "lo", "hi")
 #: reported: it is unbounded where the saturated reading is ~0 (a purely relative map).
 BASELINES = ("saturated", "linear", "linear_minus_saturated")
 LINEAR_FIT = "linear+query"
-
-#: Readings of a BOS replacement's effect (Table 9) on the headline, 1 − C(replaced) / C(run):
-#: ``residual_stream`` the bidirectional pair's log-attention leakage (§3's C_res; a
-#: bidirectional pass keeps no attention sink); ``causal_total`` the causal pair's log-attention
-#: leakage (sinks kept); ``sink_heads`` the same pooled over the causal run's sink heads only
-#: (prompt-mean attention to key 0 ≥ ``sink_tau``).
-BOS_READINGS = ("residual_stream", "causal_total", "sink_heads")
 
 #: Eq. 5's additivity on the headline: the residual-stream component under the layer-local
 #: ablation (``layer_bidirectional``: the causal pass, each layer read without its own mask)
@@ -191,9 +184,9 @@ def expected_block(
     )
     if LOCAL_RUN in ps.runs and WHOLE_RUN in ps.runs:
         out = out.merge(_ablation_block(ps, wins, cache))
-    bos_runs, sink_sel = _bos_plan(ps, bos_pairs or {}, sink_tau)
+    bos_runs, sink_sel = bos_plan(ps, bos_pairs or {}, sink_tau)
     if bos_runs:
-        bos = _bos_block(ps, bos_runs, wins, cache, sink_sel, sink_tau, bos_target)
+        bos = bos_headline_block(ps, bos_runs, wins, cache, sink_sel, sink_tau, bos_target)
         out = out.merge(bos)
         out.attrs.update(bos.attrs)
     conds = {c: pair for c, pair in conditions.items() if all(r in ps.runs for r in pair)}
@@ -510,85 +503,6 @@ def _baseline_rows(ps: PromptSet, sat: Mapping, lin: Mapping) -> np.ndarray:
     return np.stack([ps.ci(sb, s0), ps.ci(lb, l0), ps.ci(lb - sb, l0 - s0)])
 
 
-def _bos_plan(
-    ps: PromptSet, bos_pairs: Mapping[str, tuple[str, str, str]], sink_tau: float
-) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[str, np.ndarray]]:
-    """(replacement, reading) -> (run, baseline run) for every BOS pair of ``ps``; and, for every
-    causal run of such a pair, its baseline's sink heads ((layer, head) bool: prompt-mean
-    attention to key 0 ≥ ``sink_tau``; none when the baseline stores no ``sink_attention``)."""
-    runs: dict[tuple[str, str], tuple[str, str]] = {}
-    sinks: dict[str, np.ndarray] = {}
-    for iv, bv, _target in bos_pairs.values():
-        if iv not in ps.runs or bv not in ps.runs:
-            continue
-        rep = bos_replacement(iv)
-        if not parse_variant(iv).causal and not parse_variant(bv).causal:
-            runs[rep, "residual_stream"] = (iv, bv)
-        elif parse_variant(iv).causal and parse_variant(bv).causal:
-            runs[rep, "causal_total"] = (iv, bv)
-            runs[rep, "sink_heads"] = (iv, bv)
-            if "sink_attention" in ps.runs[bv]:
-                att = ps.runs[bv]["sink_attention"].mean("sequence").transpose("layer", "head")
-                sel = np.asarray(att.values) >= sink_tau
-                sinks[iv] = sinks[bv] = sel
-    return runs, sinks
-
-
-def _bos_block(
-    ps: PromptSet,
-    runs: Mapping[tuple[str, str], tuple[str, str]],
-    wins: Sequence[str],
-    cache: GramCache,
-    sink_sel: Mapping[str, np.ndarray],
-    sink_tau: float,
-    target: str = "logattn",
-) -> xr.Dataset:
-    """Table 9 on the headline (:data:`BOS_READINGS`), replicates paired through the counts."""
-    reps = sorted({rep for rep, _ in runs})
-    shape = (len(reps), len(BOS_READINGS), len(wins), 3)
-    eff, c_int, c_base = (np.full(shape, np.nan) for _ in range(3))
-    n_sink = np.zeros(len(reps))
-    for (rep, reading), (iv, bv) in runs.items():
-        a, k = reps.index(rep), BOS_READINGS.index(reading)
-        for wi, w in enumerate(wins):
-            if reading == "sink_heads":
-                if iv not in sink_sel or bv not in sink_sel:
-                    continue
-                (ie, ib), (be, bb) = (
-                    X.pooled_subset(cache.grams(r, w, target), sink_sel[r], ps.counts)
-                    for r in (iv, bv)
-                )
-                n_sink[a] = int(sink_sel[bv].sum())
-            else:
-                (ie, ib), (be, bb) = (_pooled(cache, r, w, target) for r in (iv, bv))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
-            c_int[a, k, wi] = ps.ci(ib, ie)
-            c_base[a, k, wi] = ps.ci(bb, be)
-    dims = ("bos_replacement", "bos_reading", "exp_window", "stat")
-    return xr.Dataset(
-        {
-            "exp_bos_effect": (dims, eff),
-            "exp_bos_c": (dims, c_int),
-            "exp_bos_c_baseline": (dims, c_base),
-            "exp_bos_sink_heads": (("bos_replacement",), n_sink),
-        },
-        coords={
-            "bos_replacement": reps,
-            "bos_reading": list(BOS_READINGS),
-            "exp_window": list(wins),
-            "stat": list(STAT),
-        },
-        attrs={"exp_bos_sink_tau": sink_tau, "exp_bos_target": target},
-    )
-
-
-def _pooled(cache: GramCache, run: str, w: str, t: str, key: str = "pooled"):
-    """(estimate, replicates) of a run's headline, pooled (or ``key="layer"``)."""
-    r = cache.estimate(run, w, t)
-    return r[key], r[f"{key}_boot"]
-
-
 def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
     """Layer-local vs whole-forward ablation (:data:`ABLATIONS`), pooled and per layer, the two
     runs' replicates paired through the shared counts."""
@@ -597,10 +511,10 @@ def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
     per_layer = np.full((nw, nt, nl, len(ABLATIONS), 3), np.nan)
     for wi, w in enumerate(wins):
         for ti, t in enumerate(TARGETS):
-            (le, lb), (we, wb) = (_pooled(cache, r, w, t) for r in (LOCAL_RUN, WHOLE_RUN))
+            (le, lb), (we, wb) = (pooled_reading(cache, r, w, t) for r in (LOCAL_RUN, WHOLE_RUN))
             pooled[wi, ti] = [ps.ci(lb, le), ps.ci(wb, we), ps.ci(lb - wb, le - we)]
             (lle, llb), (wle, wlb) = (
-                _pooled(cache, r, w, t, "layer") for r in (LOCAL_RUN, WHOLE_RUN)
+                pooled_reading(cache, r, w, t, "layer") for r in (LOCAL_RUN, WHOLE_RUN)
             )
             per_layer[wi, ti] = np.stack(
                 [ps.ci(llb, lle), ps.ci(wlb, wle), ps.ci(llb - wlb, lle - wle)], axis=-2

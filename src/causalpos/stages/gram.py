@@ -37,7 +37,7 @@ def gram_panels(
 
     Sequences are :func:`causalpos.data.draw_sequences` with the model's own tokenizer (paper 1:
     ``mode="first"``, the first ``seq_len`` tokens of held-out documents, BOS included). The model
-    is loaded with :func:`causalpos.models.load_model` (so a NoPE checkpoint runs without rotation).
+    is loaded with :func:`causalpos.models.load.load_model` (so a NoPE checkpoint runs without rotation).
     The sampling record (corpus, mode, seed, tokenizer hash) and the model's provenance are added
     to the attrs, as are the sampled token ids (``tokens (sample, position)``).
     """

@@ -33,12 +33,12 @@ def length_generalization(
     dtype: str = "float32",
     attrs: dict | None = None,
 ) -> xr.Dataset:
-    """Rule ``length_generalization``: :func:`causalpos.training.lengthgen.length_generalization` of
+    """Rule ``length_generalization``: :func:`causalpos.training.lengthgen.measure_length_generalization` of
     trained model directories on sequences drawn from ``corpus``; writes the store ``out_store``
     and its per-variant summary table ``out_table`` (CSV).
 
     ``model_dirs``: name → directory written by :func:`causalpos.training.loop.run_training` (loaded with
-    :func:`causalpos.models.load_model`). Every model must share one tokenizer (the one-factor
+    :func:`causalpos.models.load.load_model`). Every model must share one tokenizer (the one-factor
     design; checked by hash), and each one's training context is read from its config
     (``causalpos_train_context``). Sequences: :func:`causalpos.data.draw_sequences` with that
     tokenizer, ``seq_len`` tokens (default ``length_factor`` × the longest training context),

@@ -6,7 +6,7 @@ variant    what differs (everything else — tokenizer, data order, initial weig
 ``rope``   standard rotary embedding (HF rotate-half convention, ``rope_theta``)
 ``nope``   no positional encoding: the rotary application is the identity (cos = 1, sin = 0). Same
            weights layout; ``causalpos_rope: "none"`` is written to ``config.json`` so that loaders
-           (``causalpos.models.load_model``) rebuild the model without rotation
+           (``causalpos.models.load.load_model``) rebuild the model without rotation
 ``ntk``    llama3-style frequency scaling of RoPE (``rope_parameters.rope_type = "llama3"``), with
            ``original_max_position_embeddings`` set to the training context so the scaling acts on
            the wavelengths the model actually sees (with Llama-3.1's 8192 it would touch almost
@@ -32,10 +32,10 @@ from causalpos.training.settings import VARIANTS, ModelShape
 
 
 def apply_causalpos_attributes(model: nn.Module) -> nn.Module:
-    """Honour ``causalpos_rope`` in ``model.config`` exactly as ``causalpos.models.load_model`` does.
+    """Honour ``causalpos_rope`` in ``model.config`` exactly as ``causalpos.models.load.load_model`` does.
 
     ``"none"`` makes the rotary application the identity through
-    :func:`causalpos.models.disable_rope` — the one definition of NoPE in the package, so a model is
+    :func:`causalpos.models.load.disable_rope` — the one definition of NoPE in the package, so a model is
     trained with the same mechanism the analyses load it with. In place; returns ``model``.
     """
     from causalpos.models.load import apply_rope_setting

@@ -133,7 +133,7 @@ def measure_length_generalization(
     """:func:`loss_by_position` for each named model (the one-factor variants), stacked on a ``variant`` dim.
 
     ``models``: variant name → loaded model (NoPE models must have their identity rotation, i.e.
-    be loaded with ``causalpos.models.load_model``). ``tokens``: ``(n_sequences, seq)`` held-out
+    be loaded with ``causalpos.models.load.load_model``). ``tokens``: ``(n_sequences, seq)`` held-out
     ids, seq typically 2 × the training context. ``train_context``: one value or one per variant.
     The same bootstrap seed is used for every variant, so the CIs resample the same sequences.
     Returns variables of :func:`loss_by_position` with a leading ``variant`` dim and

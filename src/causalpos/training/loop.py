@@ -127,7 +127,7 @@ def run_training(
 
     Outputs in ``out_dir`` (written under a temporary name and renamed into place at the end):
     ``config.json`` + ``model.safetensors`` + tokenizer files (load with
-    ``causalpos.models.load_model``), ``loss_curve.csv`` (step, train_loss, heldout_loss, lr) and
+    ``causalpos.models.load.load_model``), ``loss_curve.csv`` (step, train_loss, heldout_loss, lr) and
     ``training.json`` (settings, final losses, unigram baselines, parameter count, wall and CPU
     time). Checkpoints: :mod:`causalpos.training.checkpoints`; how and where the run goes:
     :class:`causalpos.training.settings.RunOptions`. Returns the ``training.json`` content (or a
