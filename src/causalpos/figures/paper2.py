@@ -32,26 +32,29 @@ __all__ = [
 ]
 
 #: Curves of the headline's per-layer panels (one unit): component of ``exp_components_layer``
-#: -> (colour, line style, CI band opacity (0: no band), label).
+#: -> (colour, line style, line width, CI band opacity (0: no band), label). Widths fall in
+#: drawing order so that curves which coincide (a random-init model: total = causal mask =
+#: normaliser) stay visible as nested lines.
 CURVES = {
-    "total": ("#222222", "-", 0.18, "total (causal run, log-attention)"),
-    "residual_stream": ("#1f77b4", "-", 0.18, "residual stream (ablation, logits)"),
-    "causal_mask": ("#d62728", "-", 0.18, "causal mask (total − residual stream)"),
-    "normaliser": ("#9467bd", "-", 0.18, "normaliser (causal run, −log Z)"),
+    "total": ("#222222", "-", 3.2, 0.18, "total (causal run, log-attention)"),
+    "causal_mask": ("#d62728", "-", 2.2, 0.18, "causal mask (total − residual stream)"),
+    "normaliser": ("#9467bd", "-", 1.2, 0.18, "normaliser (causal run, −log Z)"),
+    "residual_stream": ("#1f77b4", "-", 1.5, 0.18, "residual stream (ablation, logits)"),
     "residual_stream_paper": (
         "#1f77b4",
         "--",
+        1.5,
         0.08,
         "paper 2's residual stream (ablation, log-attention)",
     ),
-    "artefact": ("#ff7f0e", ":", 0.0, "softmax edge artefact (relative logits; no CI)"),
+    "artefact": ("#ff7f0e", ":", 1.8, 0.0, "softmax edge artefact (relative logits; no CI)"),
 }
 #: Curves of the per-prompt reading (``decomposition_layer``, ``leakage_layer``).
 PER_PROMPT_CURVES = {
-    "total": ("#222222", "-", 0.18, "total (causal, log-attn)"),
-    "residual": ("#1f77b4", "-", 0.18, "residual (bidirectional, log-attn)"),
-    "causal_mask": ("#d62728", "-", 0.18, "causal mask (total − residual)"),
-    "logit": ("#2ca02c", "-", 0.18, "logit (causal)"),
+    "total": ("#222222", "-", 1.5, 0.18, "total (causal, log-attn)"),
+    "residual": ("#1f77b4", "-", 1.5, 0.18, "residual (bidirectional, log-attn)"),
+    "causal_mask": ("#d62728", "-", 1.5, 0.18, "causal mask (total − residual)"),
+    "logit": ("#2ca02c", "-", 1.5, 0.18, "logit (causal)"),
 }
 PER_PROMPT = "per-prompt reading (reads content as position)"
 #: Rows of :func:`leakage_by_layer`, top to bottom: the headline always first.
@@ -64,7 +67,7 @@ UNIT = "ΔSS / causal run's expected\nlog-attention variance (per layer)"
 NO_HEADLINE = "no headline in this summary\n(leakage.reducer.expected_stats is empty)"
 NOT_DRAWN = {
     "counted": "not decomposed (no ablation run of the condition)",
-    "per_prompt": "no per-prompt decomposition in this summary",
+    "per_prompt": "per-prompt reading: drawn where no headline is",
 }
 
 
@@ -115,8 +118,8 @@ def _layer_panels(
 
 def _draw(ax, x, curves: Mapping[str, np.ndarray], styles: Mapping[str, tuple]) -> None:
     for k, arr in curves.items():
-        color, ls, alpha, label = styles[k]
-        ax.plot(x, arr[:, 0], color=color, ls=ls, lw=1.5, label=label)
+        color, ls, lw, alpha, label = styles[k]
+        ax.plot(x, arr[:, 0], color=color, ls=ls, lw=lw, label=label)
         if alpha and np.isfinite(arr[:, 1:]).any():
             ax.fill_between(x, arr[:, 1], arr[:, 2], color=color, alpha=alpha, lw=0)
 
@@ -181,7 +184,9 @@ def leakage_by_layer(
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     shown: list[list[str]] = []
     for i, row in enumerate(rows):
-        axes[i][0].set_ylabel("ΔR² − null (mean over prompts)" if row == "per_prompt" else UNIT)
+        drawn = [ax for ax in axes[i] if ax.axison]
+        if drawn:
+            drawn[0].set_ylabel("ΔR² − null (mean over prompts)" if row == "per_prompt" else UNIT)
         handles = {}
         for ax in axes[i]:
             for h, lab in zip(*ax.get_legend_handles_labels()):
