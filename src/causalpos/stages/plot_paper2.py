@@ -15,14 +15,15 @@ def _opened(labels: Sequence[str], stores: Sequence[str]) -> dict:
 def plot_paper2_layers(
     stores: Sequence[str], outputs: Sequence[str], *, labels: Sequence[str]
 ) -> None:
-    """Rule ``plot_paper2_layers``: leakage by layer per (model, dataset)."""
+    """Rule ``plot_paper2_layers``: §3's components by layer on the headline, per (model,
+    dataset)."""
     paper2.leakage_by_layer(_opened(labels, stores), list(outputs))
 
 
 def plot_paper2_shares(
     stores: Sequence[str], outputs: Sequence[str], *, labels: Sequence[str]
 ) -> None:
-    """Rule ``plot_paper2_shares``: causal-mask vs residual-stream shares."""
+    """Rule ``plot_paper2_shares``: the causal-mask share on four readings of the headline."""
     paper2.component_shares(_opened(labels, stores), list(outputs))
 
 
@@ -34,5 +35,5 @@ def plot_paper2_position0(
 
 
 def plot_paper2_heads(store: str, outputs: Sequence[str]) -> None:
-    """Rule ``plot_paper2_heads``: per-head leakage, q-values and sink attention of one summary."""
+    """Rule ``plot_paper2_heads``: the headline per head, BH q-values marked, of one summary."""
     paper2.head_maps(open_dataset(store), list(outputs))
