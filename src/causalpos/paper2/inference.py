@@ -36,23 +36,37 @@ dominates and the replicates are the wild bootstrap of a mean. The only adaptive
 is what keeps Var* unbiased at every effect size (a replicate variance Σ_p a_p² with a_p linear in
 the Gram cannot remove the e_pᵀē_{−p} term's bias: it is a positive quadratic form).
 
-**Intervals (decision).** Basic (reflected) intervals: [θ̂ − q_hi(θ* − θ̂), θ̂ − q_lo(θ* − θ̂)].
-Near the null the sampling law of N̂ − N is the skewed quadratic form Σ λ_k(χ²_1 − 1), and the
-multiplier replicates N* − N̂ reproduce that law (exactly, for symmetric e_p, up to the
-centring); the basic interval uses it with the right orientation, whereas the percentile interval
-mirrors it. A studentised interval would need the variance of every replicate, which for a
-degree-2 U-statistic is itself a degree-4 statistic of the resampled prompts; with the variance
-calibrated as above the basic interval already meets the coverage checks. :func:`reflect` returns
-2θ̂ − θ*: *reflected replicates*, whose percentile interval is the basic interval, so code that
-takes percentile intervals of replicates (and of differences or ratios of paired replicates) gets
-the basic interval of the same quantity without change; differences of reflected replicates are
-the reflected replicates of the difference exactly, smooth functions of them to first order.
+**Intervals (decision): inverted with the variance at the hypothesised value.** The variance of
+N̂ grows with N (ζ1 = mᵀΣm is quadratic in m), and its estimate moves with N̂: where N̂ falls
+below N by chance, ζ̂1 falls too, and an interval N̂ ∓ (replicate quantiles) misses N from
+above (measured: a basic interval covers 85–89 % at effects of 1–2 SD). The interval therefore
+inverts the standardised pivot z = (N̂ − N) / √V(N) with the variance model
+
+    V(N) = V2 + α · max(N, 0),   V2 = 2 (n/(n − 1))² Σ_{p≠q} ĝ2_pq²,   α = 4(n − 1) κ̂,
+
+κ̂ = c̄ᵀΣ̂c̄ / ‖c̄‖² (the plug-in Rayleigh quotient of the prompts' covariance at the mean,
+mean_p h_p² / ḡ in Gram terms, h_p = mean_q G_pq − ḡ, ḡ = mean G: for N = n(n − 1)‖m‖² along
+the estimated direction, 4n(n − 1)² mᵀΣm = α N). z's law is that of the standardised
+replicates z* = (N* − N̂) / √Var*(N*), widened by t_{n−1}/z at the interval's level (the
+linear part's variance is estimated from n prompts). Each z*_b is mapped to the N_b solving
+N̂ − N_b = z*_b √V(N_b) (closed form: a quadratic for N_b > 0, linear below; decreasing in
+z*_b): these are the *reflected replicates*, whose percentile interval is the inverted interval.
+So code that takes percentile intervals of replicates (and of differences or ratios of
+paired replicates) gets this interval without change, and every run's reflected replicates are
+one decreasing map of the same ξ, paired. At N = 0 the variance is V2 alone (no linear part,
+whatever ζ̂1): the interval covers 0 iff the centred sign-flip statistic, standardised, lies
+within its quantiles — the two-sided version of the test below up to the centring. Far from 0
+the map is the square-root (variance-stabilising) transform of the linear regime. A
+bootstrap-t over the multipliers would need each replicate's own variance (a degree-4
+statistic of the resampled prompts); the variance model captures the part of it that moves
+with N̂, which is what the coverage checks need.
 
 **Ratios.** ρ = N/D (ΔR² of the expected map): D* is built the same way from the denominator's
-Gram, with the same ξ, so N* and D* are paired and ρ* = N*/D* carries their covariance (the two
-linear parts share ξ; each is scaled by its own s, so their covariance is that of the plug-in
-terms scaled by s_N s_D — exact where both are far from 0 or where N's linear part is 0, an
-approximation in between). What the estimator knows of D's Gram is its low-rank part (every
+Gram, with the same ξ, and inverted the same way (D is a quadratic functional of the expected
+map too); the ratio's reflected replicates are N_b / D_b, a first-order inversion of the ratio's
+pivot. The two linear parts share ξ, each scaled by its own s, so their covariance is that of
+the plug-in terms scaled by s_N s_D: exact where both are far from 0 or where N's linear part is
+0, an approximation in between. What the estimator knows of D's Gram is its low-rank part (every
 pair) and, for the residual part, only the diagonal and the total
 (:func:`causalpos.paper2.expected.u_statistics`): the residual part is held at its estimate in
 every replicate, so D*'s spread omits the residual part's own variance (its share of D̂ is
@@ -80,10 +94,12 @@ __all__ = [
     "quadratic_form",
     "zeta1",
     "u_replicates",
-    "ratio_replicates",
     "reflect",
     "basic_interval",
     "sign_flip_pvalue",
+    "inverted",
+    "calibrated",
+    "calibrated_ratio",
 ]
 
 
@@ -144,7 +160,8 @@ def u_replicates(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
 
     ``gram`` (..., n, n) symmetric, ``xi`` (B, n) multipliers. Returns ``est`` (...) N̂;
     ``delta`` (B, ...) N* − N̂; ``null`` (B, ...) the sign-flip statistic T(ξ) = Σ ξ_pξ_q G_pq;
-    ``scale`` (...) s; ``zeta1`` (...) ζ̂1; ``var`` (...) Var*(N*) given the data.
+    ``scale`` (...) s; ``zeta1`` (...) ζ̂1; ``var`` (...) Var*(N*) given the data; ``v2`` (...)
+    its degenerate part V2; ``alpha`` (...) the slope α of the variance model V(N).
     """
     g = np.asarray(gram, dtype=np.float64)
     xi = np.asarray(xi, dtype=np.float64)
@@ -170,8 +187,21 @@ def u_replicates(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
     lin = (xi @ g1.reshape(-1, n).T).reshape((-1,) + g.shape[:-2])
     delta = 2.0 * (n - 1.0) * scale * lin + n / (n - 1.0) * centred
     c2 = _moments(_double_centre(g))["s2"]
-    var = 4.0 * (n - 1.0) ** 2 * scale**2 * ss + 2.0 * (n / (n - 1.0)) ** 2 * c2
-    return {"est": m["est"], "delta": delta, "null": null, "scale": scale, "zeta1": z1, "var": var}
+    v2 = 2.0 * (n / (n - 1.0)) ** 2 * c2
+    var = 4.0 * (n - 1.0) ** 2 * scale**2 * ss + v2
+    h = gbar_p - gbar[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.where(gbar > 0, (h * h).mean(-1) / np.where(gbar > 0, gbar, 1.0), 0.0)
+    return {
+        "est": m["est"],
+        "delta": delta,
+        "null": null,
+        "scale": scale,
+        "zeta1": z1,
+        "var": var,
+        "v2": v2,
+        "alpha": 4.0 * (n - 1.0) * kappa,
+    }
 
 
 def _double_centre(g: np.ndarray) -> np.ndarray:
@@ -180,24 +210,66 @@ def _double_centre(g: np.ndarray) -> np.ndarray:
     )
 
 
-def ratio_replicates(
-    num_gram: np.ndarray, den_gram: np.ndarray, xi: np.ndarray, den_const: np.ndarray | float = 0.0
+def _t_factor(n: int, level: float) -> float:
+    """t_{n−1} / z at the two-sided ``level``: the linear part's variance is estimated."""
+    from scipy import stats as sps
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must lie in (0, 1), got {level!r}")
+    q = (1.0 + level) / 2.0
+    return float(sps.t.ppf(q, n - 1) / sps.norm.ppf(q))
+
+
+def inverted(u: dict[str, np.ndarray], n: int, level: float = 0.95) -> np.ndarray:
+    """Reflected replicates (B, ...) of N from :func:`u_replicates`' output ``u``: each
+    standardised replicate z*_b = (N*_b − N̂) / √Var* (times t_{n−1}/z at ``level``) mapped to the
+    N_b solving N̂ − N_b = z*_b √V(N_b), V(N) = V2 + α max(N, 0) (module docstring). Their
+    percentile interval at ``level`` is the calibrated interval of N."""
+    est, v2, al = u["est"], u["v2"], u["alpha"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = _t_factor(n, level) * u["delta"] / np.sqrt(u["var"])
+        s = np.sqrt(np.maximum(v2 + al * est + z * z * al * al / 4.0, 0.0))
+        pos = est + z * z * al / 2.0 - z * s
+        neg = est - z * np.sqrt(v2)
+        out = np.where(z * np.sqrt(v2) < est, pos, neg)  # N_b > 0 iff z*_b √V2 < N̂
+    return np.where(u["var"] > 0, out, est)
+
+
+def calibrated(gram: np.ndarray, xi: np.ndarray, level: float = 0.95) -> dict[str, np.ndarray]:
+    """N̂ = Σ_{p≠q} G_pq of Grams (..., n, n) with its calibrated reflected replicates under the
+    multipliers ``xi`` (B, n): ``est`` (...), ``boot`` (B, ...) (percentile interval = calibrated
+    interval), ``p`` (...) the one-sided sign-flip p-value of H0: N = 0 from the same ``xi``."""
+    u = u_replicates(gram, xi)
+    n = np.shape(gram)[-1]
+    return {
+        "est": u["est"],
+        "boot": inverted(u, n, level),
+        "p": sign_flip_pvalue(u["est"], u["null"]),
+    }
+
+
+def calibrated_ratio(
+    num_gram: np.ndarray,
+    den_gram: np.ndarray,
+    xi: np.ndarray,
+    den_const: np.ndarray | float = 0.0,
+    level: float = 0.95,
 ) -> dict[str, np.ndarray]:
-    """ρ̂ = N̂ / D̂ and its replicates ρ* = N*/D* (B, ...) from paired multiplier replicates of the
-    numerator's and the denominator's Grams (..., n, n); ``den_const`` (...) a part of D̂ known
-    only in total, held fixed in every replicate. Returns ``est``, ``boot`` (ρ*, not reflected),
-    ``num``, ``den`` (N̂, D̂) and ``num_boot``, ``den_boot`` (N*, D*)."""
-    nu, de = u_replicates(num_gram, xi), u_replicates(den_gram, xi)
+    """ρ̂ = N̂ / D̂ with reflected replicates N_b / D_b (B, ...): N and D each from
+    :func:`calibrated` on their Grams (..., n, n) with the same ``xi``; ``den_const`` (...) a part
+    of D̂ known only in total (the residual part), held fixed. Returns ``est``, ``boot``,
+    ``num``, ``den`` (N̂, D̂), ``num_boot``, ``den_boot`` (reflected) and ``p`` (of N = 0)."""
+    nu, de = calibrated(num_gram, xi, level), calibrated(den_gram, xi, level)
     d0 = de["est"] + den_const
-    n_b, d_b = nu["est"] + nu["delta"], d0 + de["delta"]
+    d_b = de["boot"] + den_const
     return {
         "est": _ratio(nu["est"], d0),
-        "boot": _ratio(n_b, d_b),
+        "boot": _ratio(nu["boot"], d_b),
         "num": nu["est"],
         "den": d0,
-        "num_boot": n_b,
+        "num_boot": nu["boot"],
         "den_boot": d_b,
-        "null": nu["null"],
+        "p": nu["p"],
     }
 
 
