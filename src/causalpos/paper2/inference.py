@@ -17,7 +17,8 @@ degenerate part is left.
 e_pᵀē_{−p} + …, and e_pᵀē_{−p} has variance E g2² / (n − 1). So 4(n − 1)² Σ_p ĝ1(p)² ≈
 4n(n − 1)²ζ1 + 4n(n − 1)E g2², twice the degenerate part's true contribution, and the resampled
 U-statistic adds that contribution once more: at the null the replicates' variance is ≈ 3 × Var N̂
-(SD ratio √3; measured in ``tests/test_inference.py``: 1.70 at n = 32).
+(SD ratio √3; measured in ``tests/test_inference.py`` at n = 32: plug-in linear variance
+1.81 × Var N̂, percentile-bootstrap SD 1.57 × the estimate's SD, 99.5 % coverage of 0).
 
 **Replicates (decision).** Shared per-prompt Rademacher multipliers ξ (B, n) (:func:`rademacher`)
 and, per Gram,
@@ -75,6 +76,12 @@ A linear combination of statistics of one prompt set (a difference of two runs' 
 contrast of heads) is itself a U-statistic with the combined Gram; :func:`u_replicates` of that
 Gram calibrates it exactly, while combining two runs' replicates shares ξ but scales their linear
 parts separately.
+
+**Measured** (``tests/test_inference.py``: token-content maps on T = 12, 2,000 prompt sets per
+setting). Null: the 95 % interval covers 0 in 95.1 % (n = 32) and 94.8 % (n = 64) of sets, the
+test at α = 0.05 rejects 4.5 % and 4.8 %. True ratio covered in 93.5 % / 94.1 % of sets at a 3-SD
+effect, 93.9 % / 94.3 % at 60 SD (n = 32 / 64). Power at 3 SD (n = 32): the interval excludes 0 in
+64.6 % of sets, the one-sided test rejects in 75.0 %; the percentile bootstrap's interval: 34.0 %.
 
 **Test.** H0: θ = 0 (P_Δ μ = 0: the c_p have mean 0). The one-sided sign-flip test compares N̂ with
 T(ξ) = Σ_{p≠q} ξ_pξ_q G_pq over the same multipliers (the replicates restricted to H0: no linear
