@@ -31,7 +31,10 @@ both come from the map's per-offset, per-query-row and key-0 sums (the reducer's
 is exact in its first (low-rank) part for every pair; the residual part is known on the diagonal
 (‖C y_p‖² = SST_p, ``leak_sst``) and in total (‖C S‖², the SST of ``leak_map_sum``), not per pair.
 
-**Resampling (decision).** CIs: percentile bootstrap over prompts (paper2.md §5). A resample with
+**Resampling (decision).** Headline CIs: calibrated multiplier intervals over prompts
+(:mod:`causalpos.paper2.inference`; ``estimate(..., multipliers=)``): near 0 the U-statistic is
+degenerate and the percentile bootstrap below overstates its spread. The percentile bootstrap
+(``counts``) stays for readings paired with per-prompt means. A resample with
 multiplicities m_p keeps only pairs of distinct prompts, N*(m) = Σ_{p≠q} m_p m_q y_pᵀ P_Δ y_q
 (copies of one prompt would bring the content term back). N* and the low-rank part of D* are
 exact. The residual part of D* is held at its per-pair mean, D̂_R · Σ_{p≠q} m_p m_q / (n(n−1)):
@@ -75,7 +78,7 @@ Windowed models are read on the query window ``"full<W>"`` (rows W ≤ i < T −
 the bidirectional pass; normalising by the count would instead keep a row-dependent pair set.
 
 **Per-head test (decision).** Under H0: P_Δ μ = 0 the per-prompt vectors c_p have mean 0. The
-sign-flip test compares N̂ = 1ᵀG1 − tr G (G_pq = c_pᵀ M⁺ c_q) with εᵀGε − tr G over random signs ε:
+sign-flip test (with ``multipliers``: the same draws as the intervals) compares N̂ = 1ᵀG1 − tr G (G_pq = c_pᵀ M⁺ c_q) with εᵀGε − tr G over random signs ε:
 exact when the c_p are symmetric about 0, asymptotically valid for mean-zero iid c_p. Resampling
 prompts, not cells, keeps the row-shared content inside each unit. Benjamini–Hochberg runs across
 (layer, head).
@@ -90,6 +93,7 @@ import torch
 import xarray as xr
 
 from causalpos import stats
+from causalpos.paper2 import inference as inf
 from causalpos.paper2.design import Design, build_design, pair_mask, parse_fit, query_window
 from causalpos.paper2.metric import c_vector, pair_sums
 
@@ -159,20 +163,8 @@ def prompt_grams(st: PromptStats, design: Design) -> dict[str, np.ndarray]:
 
 
 def _offdiag(g: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Σ_{p≠q} m_p m_q g_pq for weights m (B, n) and Grams g (..., n, n) -> (B, ...).
-
-    One matrix product per block of weights (BLAS), then a row-wise dot: mᵀ G m − Σ m_p² G_pp."""
-    g = np.asarray(g)
-    lead = g.shape[:-2]
-    n = g.shape[-1]
-    flat = g.reshape(-1, n, n)
-    diag = np.diagonal(flat, axis1=-2, axis2=-1)  # (K, n)
-    out = np.empty((m.shape[0], flat.shape[0]))
-    for k0 in range(0, m.shape[0], 512):  # bounded temporaries: K × n × 512
-        mb = m[k0 : k0 + 512]
-        gm = flat @ mb.T  # (K, n, b)
-        out[k0 : k0 + 512] = (np.einsum("kpb,bp->bk", gm, mb)) - (mb * mb) @ diag.T
-    return out.reshape((m.shape[0],) + lead)
+    """Σ_{p≠q} m_p m_q g_pq for weights m (B, n) and Grams g (..., n, n) -> (B, ...)."""
+    return inf.quadratic_form(g, m)
 
 
 def u_statistics(grams: dict[str, np.ndarray], weights: np.ndarray) -> dict[str, np.ndarray]:
@@ -225,17 +217,28 @@ def estimate(
     level: float = 0.95,
     n_flips: int = 2000,
     counts: np.ndarray | None = None,
+    multipliers: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Headline ΔR² of the expected maps of ``grams`` with leading (layer, head): per head, per
-    layer (Σ over heads) and pooled (Σ over all), each with a percentile bootstrap CI over prompts,
-    and per-head sign-flip p-values with BH q-values across (layer, head). ``*_sst`` keys: the
-    companion ρ_SST (module docstring), with the same bootstrap draws. ``counts`` (B, n): the
-    bootstrap's prompt multiplicities (e.g. a stratified bootstrap shared with other runs, which
-    pairs their replicates); default ``n_boot`` multinomial draws. ``pooled_boot``: the pooled
-    ratio's replicates (B,)."""
+    layer (Σ over heads) and pooled (Σ over all), each with a CI over prompts, and per-head
+    sign-flip p-values with BH q-values across (layer, head). ``*_sst`` keys: the companion
+    ρ_SST (module docstring), with the same draws. ``*_boot`` (B, ...): the ratio's replicates;
+    ``*_num_boot``, ``*_den_boot``: N and D per prompt pair (layer and pooled levels).
+
+    ``multipliers`` (B, n) (:func:`causalpos.paper2.inference.rademacher`, shared by every run
+    of the prompt set): calibrated intervals (:func:`_estimate_calibrated`); the replicates are
+    reflected (their percentile interval is the calibrated one) and ``p`` uses the same draws
+    (``n_flips`` unused). Otherwise the percentile bootstrap with prompt multiplicities
+    ``counts`` (B, n) (default ``n_boot`` multinomial draws) and sign flips of their own."""
     n = grams["sst"].shape[-1]
     if n < 3:
         raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
+    if multipliers is not None:
+        if counts is not None:
+            raise ValueError(
+                "estimate: pass counts (percentile bootstrap) or multipliers, not both"
+            )
+        return _estimate_calibrated(grams, np.asarray(multipliers, dtype=np.float64), level)
     if counts is None:
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
@@ -251,6 +254,8 @@ def estimate(
     }.items():
         r = _ratio(a, b)
         out[f"{name}_boot"] = r[1:]
+        pairs = u["pairs"].reshape((-1,) + (1,) * (a.ndim - 1))
+        out[f"{name}_num_boot"], out[f"{name}_den_boot"] = a[1:] / pairs[1:], b[1:] / pairs[1:]
         out[f"{name}_num"], out[f"{name}_den"], out[name] = (
             a[0] / (n * (n - 1)),
             b[0] / (n * (n - 1)),
@@ -260,7 +265,6 @@ def estimate(
         a_sst, b_sst = {"head": (num, u["sst"]), "layer": (num.sum(-1), u["sst"].sum(-1))}.get(
             name, (num.sum((-2, -1)), u["sst"].sum((-2, -1)))
         )
-        pairs = u["pairs"].reshape((-1,) + (1,) * (a_sst.ndim - 1))
         r_sst = _ratio(a_sst / pairs, b_sst)
         out[f"{name}_sst"] = r_sst[0]
         out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst[1:], [lo_q, hi_q], axis=0)
@@ -270,17 +274,90 @@ def estimate(
     return out
 
 
+def _levels(grams: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """The Grams and the residual part of D̂ per head, per layer (Σ heads) and pooled (Σ all)."""
+    n = grams["sst"].shape[-1]
+    d_full = grams["sst_sum"] - grams["sst"].sum(-1)
+    d_r = d_full - _offdiag(grams["low"], np.ones((1, n)))[0]
+    num, low = np.asarray(grams["num"]), np.asarray(grams["low"])
+    sst = np.asarray(grams["sst"])
+    return {
+        "head": {"num": num, "low": low, "d_r": d_r, "sst": sst},
+        "layer": {"num": num.sum(1), "low": low.sum(1), "d_r": d_r.sum(-1), "sst": sst.sum(1)},
+        "pooled": {
+            "num": num.sum((0, 1)),
+            "low": low.sum((0, 1)),
+            "d_r": d_r.sum((-2, -1)),
+            "sst": sst.sum((0, 1)),
+        },
+    }
+
+
+def _estimate_calibrated(
+    grams: dict[str, np.ndarray], xi: np.ndarray, level: float
+) -> dict[str, np.ndarray]:
+    """:func:`estimate` with the calibrated multiplier intervals of
+    :mod:`causalpos.paper2.inference`: each level's N and D from its own summed Grams (the
+    variance calibration is not additive over maps), the residual part of D̂ held fixed."""
+    n = grams["sst"].shape[-1]
+    if xi.ndim != 2 or xi.shape[1] != n:
+        raise ValueError(f"multipliers must have shape (n_boot, {n}), got {xi.shape}")
+    pairs = float(n * (n - 1))
+    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+    out = {}
+    for name, g in _levels(grams).items():
+        r = inf.calibrated_ratio(g["num"], g["low"], xi, g["d_r"], level)
+        out[name], out[f"{name}_boot"] = r["est"], r["boot"]
+        out[f"{name}_num"], out[f"{name}_den"] = r["num"] / pairs, r["den"] / pairs
+        out[f"{name}_num_boot"], out[f"{name}_den_boot"] = (
+            r["num_boot"] / pairs,
+            r["den_boot"] / pairs,
+        )
+        out[f"{name}_lo"], out[f"{name}_hi"] = np.quantile(r["boot"], [lo_q, hi_q], axis=0)
+        # ρ_SST: N per pair over the mean SST_p (a mean: its multiplier replicates, reflected)
+        m_sst = g["sst"].mean(-1)
+        s_b = 2 * m_sst - (m_sst + np.einsum("bp,...p->b...", xi, g["sst"] - m_sst[..., None]) / n)
+        out[f"{name}_sst"] = _ratio(r["num"] / pairs, m_sst)
+        r_sst = _ratio(r["num_boot"] / pairs, s_b)
+        out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst, [lo_q, hi_q], axis=0)
+        if name == "head":
+            out["p"] = r["p"]
+    out["q"] = stats.benjamini_hochberg(out["p"])
+    out["resid_share"] = _levels_resid_share(grams)
+    return out
+
+
+def _levels_resid_share(grams: dict[str, np.ndarray]) -> float:
+    u = u_statistics(grams, np.ones((1, grams["sst"].shape[-1])))
+    return float(u["den_resid"].sum() / u["den"][0].sum())
+
+
 def pooled_subset(
-    grams: dict[str, np.ndarray], select: np.ndarray, counts: np.ndarray
+    grams: dict[str, np.ndarray],
+    select: np.ndarray,
+    counts: np.ndarray | None = None,
+    *,
+    multipliers: np.ndarray | None = None,
+    level: float = 0.95,
 ) -> tuple[float, np.ndarray]:
     """The pooled ratio Σ N̂ / Σ D̂ over the maps ``select`` ((layer, head) bool) only, and its
-    replicates under the bootstrap ``counts`` (B, n): the headline of a subset of heads (e.g. the
-    sink heads), paired with every other reading drawn with the same counts."""
+    replicates: under the bootstrap ``counts`` (B, n), or calibrated and reflected under the
+    ``multipliers`` (B, n) (:func:`estimate`): the headline of a subset of heads (e.g. the sink
+    heads), paired with every other reading drawn with the same draws."""
+    if (counts is None) == (multipliers is None):
+        raise ValueError("pooled_subset: pass exactly one of counts and multipliers")
     select = np.asarray(select, dtype=bool)
+    n_b = len(counts if counts is not None else multipliers)
     if not select.any():
-        return np.nan, np.full(len(counts), np.nan)
+        return np.nan, np.full(n_b, np.nan)
     sub = {k: np.asarray(v)[select] for k, v in grams.items()}
     n = sub["sst"].shape[-1]
+    if multipliers is not None:
+        d_r = sub["sst_sum"] - sub["sst"].sum(-1) - _offdiag(sub["low"], np.ones((1, n)))[0]
+        r = inf.calibrated_ratio(
+            sub["num"].sum(0), sub["low"].sum(0), multipliers, d_r.sum(), level
+        )
+        return float(r["est"]), r["boot"]
     weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
     u = u_statistics(sub, weights)
     r = _ratio(u["num"].sum(-1), u["den"].sum(-1))

@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from causalpos import stats
+from causalpos.paper2 import inference
 from causalpos.paper2.design import parse_fit
 from causalpos.paper2.metric import null_corrected
 
@@ -33,7 +34,10 @@ class PromptSet:
     Every output block of :func:`leakage_summary` takes one: the per-prompt arrays of each run come
     from ``runs`` (stores sorted by sequence id, so row k of every array is prompt
     ``sequences[k]`` in every run), and the bootstrap replicates of any per-prompt quantity use
-    the same resampled prompts (``counts``), which pairs every difference across runs.
+    the same resampled prompts (``counts``), which pairs every difference across runs. The
+    headline's calibrated intervals (:func:`causalpos.paper2.expected.estimate`) use the shared
+    Rademacher ``multipliers`` (n_boot, n) the same way (iid over prompts, strata or not: the
+    multiplier bootstrap treats prompts as independent units; :mod:`.inference`).
 
     Build it with :meth:`from_stores`.
     """
@@ -46,6 +50,7 @@ class PromptSet:
     floor_correct: bool
     level: float
     stratified: bool
+    multipliers: np.ndarray | None = None  # (n_boot, n) Rademacher ±1, shared by every run
 
     @classmethod
     def from_stores(
@@ -93,6 +98,7 @@ class PromptSet:
             floor_correct=floor_correct,
             level=level,
             stratified=strata is not None,
+            multipliers=inference.rademacher(seqs.size, n_boot, seed + 1),
         )
 
     @property
