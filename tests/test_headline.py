@@ -8,9 +8,9 @@ import pytest
 import torch
 from test_expected import content_maps
 
-from causalpos import stats
 from causalpos.paper2 import expected as X
 from causalpos.paper2 import headline as H
+from causalpos.paper2 import inference
 from causalpos.paper2 import reducers as R
 from causalpos.paper2 import summary as S
 from causalpos.paper2.prompts import PromptSet
@@ -81,10 +81,10 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
         planted=0.2,
         n_flips=500,
     )
-    counts = stats.bootstrap_counts(N, n_boot, seed)
+    xi = inference.rademacher(N, n_boot, seed + 1)  # the prompt set's calibrated draws
     for v, ds in runs.items():
         g, _ = X.store_grams(ds.sortby("sequence"), window="all", target="logit")
-        r = X.estimate(g, counts=counts, n_flips=500, seed=seed)
+        r = X.estimate(g, multipliers=xi)
         got = summ["exp_model"].sel(variant=v, exp_window="all", target="logit")
         np.testing.assert_allclose(got.values, [r["pooled"], r["pooled_lo"], r["pooled_hi"]])
         np.testing.assert_allclose(
@@ -97,7 +97,7 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
     est = {}
     for v, t in (("causal", "logattn"), ("bidirectional", "logit"), ("bidirectional", "logattn")):
         g, _ = X.store_grams(runs[v].sortby("sequence"), window="all", target=t)
-        est[v, t] = X.estimate(g, counts=counts, n_flips=0)
+        est[v, t] = X.estimate(g, multipliers=xi)
     den = est["causal", "logattn"]["pooled_den"].sum()
     assert float(e.sel(component="total")) == pytest.approx(est["causal", "logattn"]["pooled"])
     assert float(e.sel(component="residual")) == pytest.approx(

@@ -261,3 +261,49 @@ def test_estimate_with_multipliers_pools_by_level_and_pairs_runs():
     # the same multipliers pair two runs: a run against itself has replicates identical
     e2 = X.estimate(grams, multipliers=xi)
     assert np.array_equal(e2["pooled_boot"], e["pooled_boot"])
+
+
+@functools.lru_cache(maxsize=4)
+def contrast_readings(n, amp_a, amp_b, seed=7):
+    """Per prompt set, two runs on the same prompts (the same tokens, their own noise and planted
+    amplitude): the contrast N_A − N_B from its own Gram, and its basic multiplier interval
+    (the ``contrast`` path of :meth:`causalpos.paper2.grams.GramCache.numerator`)."""
+    w = world()
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, V, (R, n, T))
+    x[..., 0] = V
+    content = w["a"][x[..., w["i"]], x[..., w["j"]]] + w["shift"]
+    grams = []
+    for amp in (amp_a, amp_b):
+        y = content + 0.3 * rng.normal(size=content.shape) + amp * w["q"]
+        grams.append((y @ w["pd"]) @ np.swapaxes(y, 1, 2))
+    g = grams[0] - grams[1]
+    est, lo, hi = [], [], []
+    for b0 in range(0, R, BLOCK):
+        sl = slice(b0, b0 + BLOCK)
+        u = I.u_replicates(g[sl], I.rademacher(n, B, seed=b0 + 1))
+        q = np.quantile(I.reflect(u["est"], u["est"] + u["delta"]), [0.025, 0.975], axis=0)
+        est.append(u["est"])
+        lo.append(q[0])
+        hi.append(q[1])
+    return {k: np.concatenate(v) for k, v in (("n", est), ("lo", lo), ("hi", hi))}
+
+
+@pytest.mark.parametrize("k_sd", [0.0, 3.0])
+def test_a_contrast_of_two_runs_is_covered_by_its_basic_interval(k_sd):
+    """A difference of two runs' N (e.g. total − residual stream) has an indefinite Gram; its
+    basic multiplier interval covers the true contrast: 93.3 % of prompt sets at a 3-SD
+    difference; 97.3 % with no difference (both runs equal in expectation), conservative: the
+    linear part's variance estimate is clipped at 0 (a negative unbiased estimate becomes 0), which
+    adds variance where the true linear part is 0. Measured, seed 7, 2,000 sets of n = 32."""
+    n = 32
+    amp = amp_for(n, k_sd) if k_sd else 0.0
+    r = contrast_readings(n, amp, 0.0)
+    w = world()
+    true = n * (n - 1) * (amp**2) * float(w["q"] @ w["pd"] @ w["q"])
+    cov = covers(r, true)
+    print(f"contrast coverage at {k_sd} SD: {cov:.3f}")
+    if k_sd:
+        assert 0.93 <= cov <= 0.97, (k_sd, cov)
+    else:  # never anti-conservative; over-covers by the clipping above (binomial SE 0.005)
+        assert 0.95 <= cov <= 0.98, (k_sd, cov)

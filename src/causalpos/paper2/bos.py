@@ -164,7 +164,9 @@ def bos_headline_block(
                 if iv not in sink_sel or bv not in sink_sel:
                     continue
                 (ie, ib), (be, bb) = (
-                    X.pooled_subset(cache.grams(r, w, target), sink_sel[r], ps.counts)
+                    X.pooled_subset(
+                        cache.grams(r, w, target), sink_sel[r], level=ps.level, **cache.resampling
+                    )
                     for r in (iv, bv)
                 )
                 n_sink[a] = int(sink_sel[bv].sum())

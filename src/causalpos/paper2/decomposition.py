@@ -135,6 +135,37 @@ def relative_artefact(
     return np.diagonal(g[0]).reshape(lead).copy()
 
 
+#: Each component as a combination of the numerators (ΔSS is linear in the Gram, so a
+#: component's own Gram is the same combination of the numerators' Grams).
+COMBINATIONS: dict[str, dict[str, float]] = {
+    "total": {"c_logattn": 1.0},
+    "residual_stream": {"b_logit": 1.0},
+    "causal_mask": {"c_logattn": 1.0, "b_logit": -1.0},
+    "normaliser": {"c_logz": 1.0},
+    "remainder": {"c_logattn": 1.0, "b_logit": -1.0, "c_logz": -1.0},
+    "logit": {"c_logit": 1.0},
+    "cross": {"c_logattn": 1.0, "c_logit": -1.0, "c_logz": -1.0},
+    "residual_stream_paper": {"b_logattn": 1.0},
+    "causal_mask_paper": {"c_logattn": 1.0, "b_logattn": -1.0},
+}
+
+
+def combine(parts: dict[str, np.ndarray], coefficients: dict[str, float]) -> np.ndarray:
+    """Σ coefficient × part (arrays of one shape: numerators, or their Grams)."""
+    return sum(c * np.asarray(parts[k], dtype=np.float64) for k, c in coefficients.items())
+
+
+def shares(comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:data:`SHARES` from components (any common unit: the denominator cancels)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "share_causal_mask": comp["causal_mask"] / comp["total"],
+            "share_causal_mask_paper": comp["causal_mask_paper"] / comp["total"],
+            "share_normaliser": comp["normaliser"] / comp["total"],
+            "share_artefact": comp["artefact"] / comp["residual_stream_paper"],
+        }
+
+
 def components(
     nums: dict[str, np.ndarray], den: np.ndarray, artefact: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
@@ -151,24 +182,7 @@ def components(
     """
     d = np.asarray(den, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        u = {k: np.asarray(v, dtype=np.float64) / d for k, v in nums.items()}
+        out = {name: combine(nums, co) / d for name, co in COMBINATIONS.items()}
         art = np.full(d.shape, np.nan) if artefact is None else np.asarray(artefact) / d
-    total = u["c_logattn"]
-    out = {
-        "total": total,
-        "residual_stream": u["b_logit"],
-        "causal_mask": total - u["b_logit"],
-        "normaliser": u["c_logz"],
-        "remainder": total - u["b_logit"] - u["c_logz"],
-        "logit": u["c_logit"],
-        "cross": total - u["c_logit"] - u["c_logz"],
-        "residual_stream_paper": u["b_logattn"],
-        "causal_mask_paper": total - u["b_logattn"],
-        "artefact": np.broadcast_to(art, total.shape).copy(),
-    }
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["share_causal_mask"] = out["causal_mask"] / total
-        out["share_causal_mask_paper"] = out["causal_mask_paper"] / total
-        out["share_normaliser"] = out["normaliser"] / total
-        out["share_artefact"] = out["artefact"] / out["residual_stream_paper"]
-    return out
+    out["artefact"] = np.broadcast_to(art, out["total"].shape).copy()
+    return out | shares(out)

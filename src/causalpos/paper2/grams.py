@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from causalpos.paper2 import expected as X
+from causalpos.paper2 import inference as inf
 from causalpos.paper2.design import Design, build_design, parse_fit
 from causalpos.paper2.prompts import PromptSet
 
@@ -34,19 +35,19 @@ class GramCache:
         self._designs: dict[tuple, Design] = {}
         self._grams: dict[tuple, dict[str, np.ndarray]] = {}
         self._est: dict[tuple, dict[str, np.ndarray]] = {}
-        self._weights = None
 
     @property
     def n(self) -> int:
         return int(self.ps.sequences.size)
 
-    def weights(self) -> np.ndarray:
-        """(1 + B, n): all-ones (the estimate) then the summary's resampling weights."""
-        if self._weights is None:
-            self._weights = np.concatenate(
-                [np.ones((1, self.n)), np.asarray(self.ps.counts, dtype=np.float64)]
-            )
-        return self._weights
+    @property
+    def resampling(self) -> dict[str, np.ndarray]:
+        """The summary's draws for :func:`causalpos.paper2.expected.estimate`: the calibrated
+        multipliers (:mod:`causalpos.paper2.inference`) where the prompt set has them, else its
+        bootstrap counts."""
+        if self.ps.multipliers is not None:
+            return {"multipliers": self.ps.multipliers}
+        return {"counts": self.ps.counts}
 
     def data(self, run: str) -> xr.Dataset:
         if run not in self._data:
@@ -118,21 +119,41 @@ class GramCache:
             g = self.grams(run, window, target, fit=fit, landmark=landmark)
             self._est[key] = X.estimate(
                 g,
-                counts=self.ps.counts,
                 level=self.ps.level,
                 n_flips=self.n_flips if flips else 0,
                 seed=self.seed,
+                **self.resampling,
             )
         return self._est[key]
 
-    def numerator(self, gram: np.ndarray) -> np.ndarray:
-        """N*(m) (1 + B, layer, head) of a numerator Gram under :meth:`weights`."""
-        return X._offdiag(gram, self.weights())
+    def numerator(
+        self, gram: np.ndarray, *, contrast: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(N̂, replicates (B, ...)) per prompt pair of a numerator Gram (..., n, n) (e.g. a
+        component's combination of Grams, summed to the level it is read at): the calibrated
+        interval's reflected replicates, or the bootstrap's. ``contrast``: a difference of
+        positive semi-definite Grams (indefinite: N̂ may be of either sign), whose variance does
+        not follow the calibrated interval's model V(N) = V2 + αN (N ≥ 0): its replicates are
+        the multiplier replicates N* − N̂ with the unbiased linear variance, reflected (the basic
+        interval)."""
+        pairs = self.n * (self.n - 1)
+        if self.ps.multipliers is not None:
+            if contrast:
+                u = inf.u_replicates(gram, self.ps.multipliers)
+                return u["est"] / pairs, inf.reflect(u["est"], u["est"] + u["delta"]) / pairs
+            r = inf.calibrated(gram, self.ps.multipliers, self.ps.level)
+            return r["est"] / pairs, r["boot"] / pairs
+        w = np.concatenate([np.ones((1, self.n)), np.asarray(self.ps.counts, np.float64)])
+        u = X._offdiag(gram, w)
+        m_pairs = (w.sum(-1) ** 2 - (w * w).sum(-1)).reshape((-1,) + (1,) * (u.ndim - 1))
+        return u[0] / pairs, u[1:] / m_pairs[1:]
 
-    def denominator(self, run: str, window: str, target: str, *, landmark: bool = True):
-        """D*(m) (1 + B, layer, head) of the run's map under :meth:`weights`."""
-        g = self.grams(run, window, target, landmark=landmark)
-        return X.u_statistics(g, self.weights())["den"]
+    def denominator(
+        self, run: str, window: str, target: str, level: str, *, landmark: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(D̂, replicates) per prompt pair of the run's map at ``level`` (pooled, layer, head)."""
+        r = self.estimate(run, window, target, landmark=landmark, flips=False)
+        return r[f"{level}_den"], r[f"{level}_den_boot"]
 
     def mean_map(self, run: str, target: str, layer) -> tuple[np.ndarray, np.ndarray]:
         """The run's expected map (head, T, T) of one layer and the keys its softmax allowed

@@ -99,7 +99,14 @@ def planted_profile(T: int) -> np.ndarray:
 
 
 def planted_control(
-    ds: xr.Dataset, counts: np.ndarray, *, window: str, target: str, size: float, level: float
+    ds: xr.Dataset,
+    counts: np.ndarray | None,
+    *,
+    window: str,
+    target: str,
+    size: float,
+    level: float,
+    multipliers: np.ndarray | None = None,
 ) -> np.ndarray:
     """Positive control on one position-free run: a query effect a·log(i) added to every map,
     a chosen so that it explains ≈ ``size`` of the expected maps' variance; returns (planted,
@@ -136,7 +143,8 @@ def planted_control(
         return np.full(len(PLANTED), np.nan)
     truth = a * a * pdb / (den0 + 2 * a * cross + a * a * cb)
     g, _ = X.store_grams(ds, window=window, target=target, plant=a * unit)
-    r = X.estimate(g, counts=counts, level=level, n_flips=0)
+    draws = {"counts": counts} if multipliers is None else {"multipliers": multipliers}
+    r = X.estimate(g, level=level, n_flips=0, **draws)
     return np.array([truth, r["pooled"], r["pooled_lo"], r["pooled_hi"]])
 
 
@@ -178,7 +186,9 @@ def expected_block(
             "exp_planted_size": planted,
             "exp_control_tol": CONTROL_TOL,
             "exp_equivalence": EQUIVALENCE,
-            "exp_counts_digest": counts_digest(ps.counts),
+            "exp_counts_digest": counts_digest(
+                ps.counts if ps.multipliers is None else ps.multipliers
+            ),
             "exp_linear_fit": LINEAR_FIT,
         }
     )
@@ -225,7 +235,7 @@ def reading_block(
                     arr[vi, wi, ti] = [f, *stats.wilson_ci(f, x.size, ps.level)]
                 if wi == 0 and v in linear_variants:
                     rl = cache.estimate(v, w, t, fit=LINEAR_FIT, flips=False)
-                    lin[vi, ti] = _baseline_rows(ps, r, rl)
+                    lin[vi, ti] = _baseline_rows(cache, (v, w, t), r, rl)
                 if wi == 0:  # the reading with the key-0 column counted, headline window
                     r2 = cache.estimate(v, w, t, landmark=False, flips=False)
                     model_nl[vi, ti] = [r2["pooled"], r2["pooled_lo"], r2["pooled_hi"]]
@@ -281,10 +291,10 @@ def control_block(
             for wi, w in enumerate(wins):
                 for ti, t in enumerate(TARGETS):
                     modelled = lm == "modelled"
-                    num = cache.numerator(cache.grams(v, w, t, landmark=modelled)["num"])
-                    den = cache.denominator(ref, w, t, landmark=modelled)
-                    r = _ratio(num.sum((-2, -1)), den.sum((-2, -1)))
-                    units[vi, li, wi, ti] = _ci(ps, r[1:], r[0])
+                    g = cache.grams(v, w, t, landmark=modelled)["num"].sum((0, 1))
+                    n0, nb = cache.numerator(g)
+                    d0, db = cache.denominator(ref, w, t, "pooled", landmark=modelled)
+                    units[vi, li, wi, ti] = _ci(ps, _ratio(nb, db), _ratio(n0, d0))
                     m = cache.estimate(ref, w, t, landmark=modelled, flips=False)["pooled"]
                     bound[vi, li, wi, ti] = EQUIVALENCE * m
                     control[vi, li, wi, ti] = float(units[vi, li, wi, ti, 2] < EQUIVALENCE * m)
@@ -294,6 +304,7 @@ def control_block(
             plant[vi, ti] = planted_control(
                 cache.data(ps.variants[vi]),
                 ps.counts,
+                multipliers=ps.multipliers,
                 window=wins[0],
                 target=t,
                 size=planted,
@@ -338,29 +349,33 @@ def components_block(
     """Paper 2 §3 in one unit (:mod:`causalpos.paper2.decomposition`), for every condition
     (causal run, ablation run), both landmark readings and every window, pooled and per layer.
 
-    ``exp_components`` (exp_condition, exp_landmark, exp_window, component, stat) and
-    ``exp_components_layer`` (..., layer, component, stat): :data:`DC.COMPONENTS` and
+    ``exp_components`` (exp_condition, exp_landmark, exp_window, component_full, stat) and
+    ``exp_components_layer`` (..., layer, component_full, stat): :data:`DC.COMPONENTS` and
     :data:`DC.SHARES`, plus ``control_residual_stream`` (a position-free run's logit ΔSS in the
-    same unit: the residual-stream reading's negative control) and
-    ``residual_minus_control`` (paired). ``exp_decomposition`` (exp_condition, exp_window,
-    target, component, stat): the headline decomposition (landmark modelled, artefact-free)
-    under the component names total, residual, causal_mask, share_residual,
+    same unit: the residual-stream reading's negative control) and ``residual_minus_control``.
+    Each component's interval is calibrated on its own Gram (the same combination of the
+    numerators' Grams), its denominator's replicates shared. ``exp_decomposition``
+    (exp_condition, exp_window, target, component, stat): the headline decomposition (landmark
+    modelled, artefact-free) under the names total, residual, causal_mask, share_residual,
     share_causal_mask; ``target`` is log-attention (its one unit) and the logit coordinate is
     NaN; ``exp_decomposition_difference`` paired differences between conditions and
     ``exp_share_boot`` the share's replicates."""
     ps = cache.ps
     names = list(DC.COMPONENTS) + list(DC.SHARES) + list(CONTROL_COMPONENTS)
     nc, nlm, nw, nl = len(conds), len(LANDMARKS), len(wins), len(ps.layers)
-    pooled = np.full((nc, nlm, nw, len(names), 3), np.nan)
-    per_layer = np.full((nc, nlm, nw, nl, len(names), 3), np.nan)
-    share_boot = np.full((nc, nw, len(TARGETS), len(ps.counts)), np.nan, dtype=np.float32)
+    out = {
+        "pooled": np.full((nc, nlm, nw, len(names), 3), np.nan),
+        "layer": np.full((nc, nlm, nw, nl, len(names), 3), np.nan),
+    }
+    n_rep = len(ps.multipliers if ps.multipliers is not None else ps.counts)
+    share_boot = np.full((nc, nw, len(TARGETS), n_rep), np.nan, dtype=np.float32)
     free = [v for v in ps.variants if v in position_free_runs]
     boots: dict[tuple[int, int], dict[str, np.ndarray]] = {}
     for ci, (c, b) in enumerate(conds.values()):
         for li, lm in enumerate(LANDMARKS):
             modelled = lm == "modelled"
             for wi, w in enumerate(wins):
-                nums = {
+                grams = {
                     "c_logattn": cache.grams(c, w, "logattn", landmark=modelled)["num"],
                     "c_logit": cache.grams(c, w, "logit", landmark=modelled)["num"],
                     "c_logz": cache.logz_gram(c, w, landmark=modelled),
@@ -368,42 +383,31 @@ def components_block(
                     "b_logattn": cache.grams(b, w, "logattn", landmark=modelled)["num"],
                 }
                 if free:
-                    nums["ctrl"] = cache.grams(free[0], w, "logit", landmark=modelled)["num"]
-                reps = {k: cache.numerator(g) for k, g in nums.items()}  # (1 + B, layer, head)
-                den = cache.denominator(c, w, "logattn", landmark=modelled)
-                art = _artefact(cache, b, c, w, modelled)  # (layer, head) per prompt pair
-                pairs = cache.n * (cache.n - 1)
-                for agg, axes, dest in (
-                    ("pooled", (-2, -1), pooled[ci, li, wi]),
-                    ("layer", (-1,), per_layer[ci, li, wi]),
-                ):
-                    r = {k: v.sum(axes) for k, v in reps.items()}
-                    d = den.sum(axes)
-                    a0 = art.sum(axes[-1] if agg == "layer" else (-2, -1)) * pairs
-                    comp = DC.components({k: v[0] for k, v in r.items() if k != "ctrl"}, d[0], a0)
-                    rb = DC.components({k: v[1:] for k, v in r.items() if k != "ctrl"}, d[1:])
-                    if "ctrl" in r:
-                        comp["control_residual_stream"] = r["ctrl"][0] / d[0]
-                        rb["control_residual_stream"] = r["ctrl"][1:] / d[1:]
-                        for x in (comp, rb):
-                            x["residual_minus_control"] = (
-                                x["residual_stream"] - x["control_residual_stream"]
-                            )
+                    grams["ctrl"] = cache.grams(free[0], w, "logit", landmark=modelled)["num"]
+                art = _artefact(cache, b, c, w, modelled)  # (layer, head), per prompt pair
+                for level, axes in (("pooled", (0, 1)), ("layer", (1,))):
+                    est, rep = _level_components(
+                        cache, {k: g.sum(axes) for k, g in grams.items()}, art.sum(axes)
+                    )
+                    d0, db = cache.denominator(c, w, "logattn", level, landmark=modelled)
+                    est = {k: v / d0 if k in _NUMERATOR_UNITS else v for k, v in est.items()}
+                    rep = {k: v / db if k in _NUMERATOR_UNITS else v for k, v in rep.items()}
+                    dest = out[level][ci, li, wi]
                     for k, name in enumerate(names):
-                        if name in comp:
-                            dest[..., k, :] = _ci(ps, rb[name], comp[name])
-                    if agg == "pooled" and modelled:
-                        boots[ci, wi] = {"est": comp, "boot": rb}
-                        share_boot[ci, wi, TARGETS.index("logattn")] = rb["share_causal_mask"]
-    out = xr.Dataset(
+                        if name in est:
+                            dest[..., k, :] = _ci(ps, rep[name], est[name])
+                    if level == "pooled" and modelled:
+                        boots[ci, wi] = {"est": est, "boot": rep}
+                        share_boot[ci, wi, TARGETS.index("logattn")] = rep["share_causal_mask"]
+    data = xr.Dataset(
         {
             "exp_components": (
                 ("exp_condition", "exp_landmark", "exp_window", "component_full", "stat"),
-                pooled,
+                out["pooled"],
             ),
             "exp_components_layer": (
                 ("exp_condition", "exp_landmark", "exp_window", "layer", "component_full", "stat"),
-                per_layer,
+                out["layer"],
             ),
             "exp_share_boot": (("exp_condition", "exp_window", "target", "replicate"), share_boot),
         },
@@ -418,7 +422,30 @@ def components_block(
         },
         attrs={"exp_components_unit": DC.UNIT},
     )
-    return out.merge(_decomposition_compat(ps, list(conds), wins, boots))
+    return data.merge(_decomposition_compat(ps, list(conds), wins, boots))
+
+
+#: Components read in the one unit (divided by the causal run's D̂); the shares are not.
+_NUMERATOR_UNITS = set(DC.COMPONENTS) | set(CONTROL_COMPONENTS)
+
+
+def _level_components(
+    cache: GramCache, grams: Mapping[str, np.ndarray], artefact: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(estimates, replicates) per prompt pair of every component at one level: each from its
+    own combination of the numerators' Grams (:data:`DC.COMBINATIONS`), calibrated; shares as
+    ratios of the components' replicates (the denominator cancels)."""
+    combos = dict(DC.COMBINATIONS)
+    if "ctrl" in grams:
+        combos["control_residual_stream"] = {"ctrl": 1.0}
+        combos["residual_minus_control"] = {"b_logit": 1.0, "ctrl": -1.0}
+    est, rep = {}, {}
+    for name, co in combos.items():
+        contrast = any(c < 0 for c in co.values())
+        est[name], rep[name] = cache.numerator(DC.combine(grams, co), contrast=contrast)
+    est["artefact"] = np.asarray(artefact, dtype=np.float64)
+    rep["artefact"] = np.full(rep["total"].shape, np.nan)
+    return est | DC.shares(est), rep | DC.shares(rep)
 
 
 def _artefact(cache: GramCache, b: str, c: str, w: str, modelled: bool) -> np.ndarray:
@@ -495,12 +522,18 @@ def counts_digest(counts: np.ndarray) -> str:
     return hashlib.sha256(c.tobytes() + str(c.shape).encode()).hexdigest()[:16]
 
 
-def _baseline_rows(ps: PromptSet, sat: Mapping, lin: Mapping) -> np.ndarray:
-    """:data:`BASELINES` × (estimate, lo, hi) from the saturated and linear estimates (paired:
-    the same counts)."""
-    s0, l0 = float(sat["pooled"]), float(lin["pooled"])
-    sb, lb = np.asarray(sat["pooled_boot"]), np.asarray(lin["pooled_boot"])
-    return np.stack([ps.ci(sb, s0), ps.ci(lb, l0), ps.ci(lb - sb, l0 - s0)])
+def _baseline_rows(cache: GramCache, key: tuple[str, str, str], sat: Mapping, lin: Mapping):
+    """:data:`BASELINES` × (estimate, lo, hi): the saturated and linear readings, and their
+    difference calibrated on its own Gram (linear minus saturated numerators) over the expected
+    map's variance, which both readings share."""
+    ps = cache.ps
+    run, w, t = key
+    g = cache.grams(run, w, t, fit=LINEAR_FIT)["num"] - cache.grams(run, w, t)["num"]
+    n0, nb = cache.numerator(g.sum((0, 1)), contrast=True)
+    d0, db = cache.denominator(run, w, t, "pooled")
+    rows = [ps.ci(np.asarray(x["pooled_boot"]), float(x["pooled"])) for x in (sat, lin)]
+    rows.append(ps.ci(_ratio(nb, db), _ratio(n0, d0)))
+    return np.stack(rows)
 
 
 def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
