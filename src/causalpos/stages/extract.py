@@ -133,8 +133,9 @@ def extract_scores(
     attrs: dict | None = None,
 ) -> dict[str, Path]:
     """Rule ``extract_scores``: sequences ``[start, stop)`` of ``data_store`` under every variant
-    of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer kwargs}}``), each
-    through the capture hook into its reducers; writes ``out/<variant>.zarr`` per variant.
+    of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer kwargs}}``, and
+    ``"plant": {"layer", "scale"}`` for a planted variant: :func:`causalpos.capture.hook.resolve_plant`),
+    each through the capture hook into its reducers; writes ``out/<variant>.zarr`` per variant.
 
     The model is loaded and the prompts read once for all variants. Group labels are computed
     from global sequence ids, so shards merge into exactly the groups a single pass would make.
@@ -152,6 +153,15 @@ def extract_scores(
         parse_variant(name)  # a bad name fails before the model loads
         if not spec.get("reducers"):
             raise ValueError(f"extract_scores: variant {name!r} has no reducers")
+        if bool(parse_variant(name).plant) != bool(spec.get("plant")):
+            raise ValueError(
+                f"extract_scores: variant {name!r} "
+                + (
+                    "plants a term but has no plant settings (config leakage.plant)"
+                    if parse_variant(name).plant
+                    else f"plants nothing but was given plant settings {spec.get('plant')}"
+                )
+            )
         unknown = set(spec["reducers"]) - set(REDUCER_NAMES)
         if unknown:
             raise ValueError(
@@ -252,6 +262,7 @@ def extract_scores(
                 seed=seed,
                 seq_ids=np.arange(start, stop, dtype=np.int64),
                 attrs=meta,
+                plant=spec.get("plant"),
             )
         out.mkdir(parents=True, exist_ok=True)
         written[variant] = write_dataset(ds, out / f"{variant}.zarr")
