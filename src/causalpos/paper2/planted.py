@@ -136,6 +136,55 @@ def _per_pair(num: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     return num / pairs.reshape((-1,) + (1,) * (num.ndim - 1))
 
 
+def _interval(name: str, reps: np.ndarray, level: float) -> dict[str, np.ndarray]:
+    """``name`` (per layer), ``name_pooled`` and their percentile intervals from replicates
+    (1 + B, layer), row 0 the estimate."""
+    q = [(1 - level) / 2, (1 + level) / 2]
+    out = {}
+    for key, r in ((name, reps), (f"{name}_pooled", reps.sum(-1))):
+        out[key] = r[0]
+        out[f"{key}_lo"], out[f"{key}_hi"] = np.quantile(r[1:], q, axis=0)
+    return out
+
+
+def layer_num_replicates(grams: dict[str, np.ndarray], weights: np.ndarray) -> np.ndarray:
+    """N̂ per prompt pair, summed over heads, (1 + B, layer) for prompt multiplicities
+    ``weights`` (row 0 all ones): the estimator's numerator (``exp_layer_num``) and its
+    bootstrap replicates."""
+    u = X.u_statistics(grams, weights)
+    return _per_pair(u["num"].sum(-1), u["pairs"])
+
+
+def recover(
+    grams: dict[str, np.ndarray], truth: np.ndarray, counts: np.ndarray, *, level: float = 0.95
+) -> dict[str, np.ndarray]:
+    """The planted truth (layer,) against the estimator's N̂ of ``grams`` ((layer, head, ...)
+    Grams of :func:`causalpos.paper2.expected.prompt_grams`): ``plant_num*`` (per layer and
+    pooled, with percentile intervals under the bootstrap ``counts`` (B, n)), ``plant_truth*``,
+    ``plant_ratio*`` (N̂ / truth, NaN where the truth is 0), ``plant_share`` (truth / D̂) and
+    ``plant_passed`` (the interval of the one layer with a non-zero truth excludes 0 and contains
+    it)."""
+    truth = np.asarray(truth, dtype=np.float64)
+    planted = np.flatnonzero(truth)
+    if planted.size != 1:
+        raise ValueError(f"recover: the truth must be non-zero on exactly one layer, got {truth}")
+    n = grams["sst"].shape[-1]
+    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
+    u = X.u_statistics(grams, weights)
+    num = _per_pair(u["num"].sum(-1), u["pairs"])
+    out = _interval("plant_num", num, level)
+    out["plant_truth"], out["plant_truth_pooled"] = truth, truth.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for s in ("", "_lo", "_hi"):
+            out[f"plant_ratio{s}"] = np.where(truth != 0, out[f"plant_num{s}"] / truth, np.nan)
+            out[f"plant_ratio_pooled{s}"] = out[f"plant_num_pooled{s}"] / truth.sum()
+        out["plant_share"] = truth / (u["den"][0].sum(-1) / (n * (n - 1)))
+    k = int(planted[0])
+    lo, hi = out["plant_num_lo"][k], out["plant_num_hi"][k]
+    out["plant_passed"] = np.bool_((lo > 0 or hi < 0) and lo <= truth[k] <= hi)
+    return out
+
+
 def _gram_deviation(got: dict, want: dict) -> np.ndarray:
     """Per layer: the largest difference between two layers' Grams (``num``, ``low``, ``sst``)
     relative to the scale of the expected ones (max |low| for the Grams, max sst for sst)."""
@@ -165,13 +214,13 @@ def _exact_checks(
     window: str,
     fit: str,
     landmark: bool,
-    layer: int,
     b: np.ndarray,
-    g_plant: dict,
-    g_twin: dict,
+    g_plant: dict[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
-    """Logit: the planted Grams vs the twin's with b planted in its statistics; log-attention:
-    the planted Grams vs the twin's. Per layer, relative (:func:`_gram_deviation`)."""
+    """Logit: the planted Grams vs the twin's with b planted in its statistics on the planted
+    layer; log-attention: the planted Grams vs the twin's. Per layer, relative
+    (:func:`_gram_deviation`)."""
+    layer = plant_of(planted)[0]
     masks = X.store_masks(twin, window, "logit")
     layers = list(masks)
     want = []
@@ -245,41 +294,12 @@ def planted_recovery(
     g = planted_grams(planted, window=window, target="logit", fit=fit, landmark=landmark)
     n_layers, n_heads = g["num"].shape[:2]
     masks = X.store_masks(planted, window, "logit")
-    mask = list(masks.values())[layer]
     truth = np.zeros(n_layers)
-    truth[layer] = n_heads * planted_truth(b, mask, fit, landmark=landmark)
+    truth[layer] = n_heads * planted_truth(b, list(masks.values())[layer], fit, landmark=landmark)
     if counts is None:
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
-    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
-    u = X.u_statistics(g, weights)
-    num = _per_pair(u["num"].sum(-1), u["pairs"])  # (1 + B, layer)
-    den = _per_pair(u["den"].sum(-1), u["pairs"])
-    q = [(1 - level) / 2, (1 + level) / 2]
-    data: dict = {}
-
-    def put(name: str, reps: np.ndarray) -> None:
-        for suffix, r in (("", reps), ("_pooled", reps.sum(-1))):
-            data[f"{name}{suffix}"] = (("layer",) if r.ndim == 2 else (), r[0])
-            lo, hi = np.quantile(r[1:], q, axis=0)
-            data[f"{name}{suffix}_lo"], data[f"{name}{suffix}_hi"] = (
-                (("layer",) if r.ndim == 2 else (), lo),
-                (("layer",) if r.ndim == 2 else (), hi),
-            )
-
-    put("plant_num", num)
-    data["plant_truth"] = (("layer",), truth)
-    data["plant_truth_pooled"] = ((), truth.sum())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for s in ("", "_lo", "_hi"):
-            data[f"plant_ratio{s}"] = (
-                ("layer",),
-                np.where(truth > 0, data[f"plant_num{s}"][1] / np.where(truth > 0, truth, 1), np.nan),
-            )
-            data[f"plant_ratio_pooled{s}"] = ((), data[f"plant_num_pooled{s}"][1] / truth.sum())
-        data["plant_share"] = (("layer",), truth / den[0])
-    lo, hi = data["plant_num_lo"][1][layer], data["plant_num_hi"][1][layer]
-    data["plant_passed"] = ((), bool((lo > 0 or hi < 0) and lo <= truth[layer] <= hi))
+    out = recover(g, truth, counts, level=level)
     attrs = {
         "plant_layer": layer,
         "plant_scale": float(planted.attrs["plant_scale"]),
@@ -295,16 +315,17 @@ def planted_recovery(
     if twin is not None:
         _check_same_prompts(planted, twin)
         gt = planted_grams(twin, window=window, target="logit", fit=fit, landmark=landmark)
-        ut = X.u_statistics(gt, weights)
-        put("twin_num", _per_pair(ut["num"].sum(-1), ut["pairs"]))
-        put("plant_diff", num - _per_pair(ut["num"].sum(-1), ut["pairs"]))
-        checks = _exact_checks(
-            planted, twin, window=window, fit=fit, landmark=landmark, layer=layer, b=b,
-            g_plant=g, g_twin=gt,
+        weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
+        num_p, num_t = layer_num_replicates(g, weights), layer_num_replicates(gt, weights)
+        out.update(_interval("twin_num", num_t, level))
+        out.update(_interval("plant_diff", num_p - num_t, level))
+        out.update(
+            _exact_checks(planted, twin, window=window, fit=fit, landmark=landmark, b=b, g_plant=g)
         )
-        tol = CHECK_TOL_UNITS * int(planted.sizes["query"]) * 2.0**-24
-        for k, v in checks.items():
-            data[k] = (("layer",), v)
-        data["check_tol"] = ((), tol)
-        data["check_passed"] = ((), bool(all((v <= tol).all() for v in checks.values())))
+        out["check_tol"] = CHECK_TOL_UNITS * int(planted.sizes["query"]) * 2.0**-24
+        out["check_passed"] = np.bool_(
+            (out["check_logit"] <= out["check_tol"]).all()
+            and (out["check_logattn"] <= out["check_tol"]).all()
+        )
+    data = {k: (("layer",) if np.ndim(v) == 1 else (), v) for k, v in out.items()}
     return xr.Dataset(data, coords={"layer": planted["layer"].values}, attrs=attrs)
