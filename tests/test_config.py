@@ -82,8 +82,8 @@ def test_canonical_sorts_keys_at_every_depth_and_turns_tuples_into_lists():
 def test_variant_pattern_matches_exactly_the_forward_variants():
     rx = re.compile(rf"(?:{VARIANT_PATTERN})")
     assert all(rx.fullmatch(v) for v in VARIANTS)
-    # compositions: one atom per part, canonical order rotary, position 0, mask
-    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 63
+    # compositions: one atom per part, canonical order rotary, position 0, scores, mask
+    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 126
     assert rx.fullmatch("identity_rope+bos_replace_zeros+bidirectional")
     for bad in (
         "causalx",

@@ -303,3 +303,57 @@ def test_planted_control_end_to_end_through_extraction(tmp_path):
         )  # fmt: skip
     with pytest.raises(ValueError, match="no planted term"):
         planted_recovery(twin)
+
+
+# ---------------------------------------------------------------------------------------------
+# Config: leakage.plant reaches the planted extraction's params, and only those; its layer is
+# checked against the models' layers where known
+
+
+def _resolved(name: str, edit=None):
+    from pathlib import Path
+
+    import yaml
+    from snakemake.utils import validate
+
+    from causalpos.config import Resolved
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((repo / name).read_text())
+    if edit is not None:
+        edit(cfg)
+    validate(cfg, str(repo / "workflow" / "schemas" / "config.schema.yaml"))
+    return Resolved(cfg)
+
+
+@pytest.mark.parametrize(
+    "name, model, dataset, scale",
+    [
+        ("config.yaml", "smollm2-135m", "kjv-chunks128-bos", 1.14),
+        ("configs/smoke.yaml", "trained-rope", "kjv-first24", 0.5),
+    ],
+)
+def test_plant_settings_reach_only_the_planted_extraction(name, model, dataset, scale):
+    r = _resolved(name)
+    params = r.extraction_params(model, dataset)
+    assert PLANTED in params and TWIN in params
+    assert params[PLANTED]["plant"] == {"layer": -1, "scale": scale}
+    assert [v for v, spec in params.items() if "plant" in spec] == [PLANTED]
+    assert params[PLANTED]["leakage"] == params[TWIN]["leakage"]
+    assert r.planted_models() == [model]
+
+
+def test_plant_layer_outside_a_models_layers_fails_at_config_time():
+    from causalpos.config import ConfigError
+
+    def edit(layer):
+        return lambda cfg: cfg["leakage"].update(plant={"layer": layer, "scale": 1.0})
+
+    assert _resolved("configs/smoke.yaml").model_layers("trained-rope") == 2
+    _resolved("configs/smoke.yaml", edit(-2)).check_plant()
+    for layer in (2, -3):
+        with pytest.raises(ConfigError, match=rf"leakage.plant.layer = {layer} is outside the 2"):
+            _resolved("configs/smoke.yaml", edit(layer)).check_plant()
+    # SmolLM2's layer count is known only once its directory is built: checked at extraction
+    assert _resolved("config.yaml").model_layers("smollm2-135m") is None
+    _resolved("config.yaml", edit(99)).check_plant()
