@@ -425,9 +425,7 @@ def capture_scores(
     with ExitStack() as stack:
         stack.enter_context(torch.inference_mode())
         if on_scores:
-            session = stack.enter_context(
-                capturing(model, on_scores, variant=v, plant=planted)
-            )
+            session = stack.enter_context(capturing(model, on_scores, variant=v, plant=planted))
         else:
             session = None
             stack.enter_context(model_side(model, v))

@@ -38,6 +38,13 @@ interval is reported because it is the estimator's own unit (``exp_layer_num``).
 U-statistic is not degenerate and the percentile bootstrap is consistent (its over-wide
 intervals near 0 concern negative controls).
 
+**Where it is a control.** The truth assumes P_Δ μ = 0, as the negative control does: a
+position-free run on prompts exchangeable over positions (chunks at random offsets). Elsewhere
+the recovered N̂ carries 2 bᵀP_Δ μ besides ‖P_Δ b‖², a bias first-order in the run's own
+absolute-position structure and amplified by b: on document openings (the smoke config) it is
+1 % of the truth, more than an interval narrowed by a nearly noise-free map allows. Judge the
+planted control only where the run is a negative control too (the stage's ``mode == "chunks"``).
+
 **Twin (optional).** The unplanted run of the same weights and prompts adds: its own N̂ (the
 assumption P_Δ μ = 0, read: ≈ 0), the paired difference planted − twin (same bootstrap draws),
 and two exact checks of the plumbing: the planted run's logit statistics equal the twin's with b

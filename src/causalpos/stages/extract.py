@@ -116,6 +116,34 @@ def reducer_memory(
     return int(total)
 
 
+def check_variant_specs(variants: Mapping[str, Mapping]) -> None:
+    """Refuse, before the model loads, an extraction job's bad variant: an unknown name, no or
+    unknown reducers, a planted variant without plant settings or plant settings without one."""
+    from causalpos.models.variants import parse_variant
+
+    if not variants:
+        raise ValueError("extract_scores: no variants to extract")
+    for name, spec in variants.items():
+        parse_variant(name)  # a bad name fails before the model loads
+        if not spec.get("reducers"):
+            raise ValueError(f"extract_scores: variant {name!r} has no reducers")
+        if bool(parse_variant(name).plant) != bool(spec.get("plant")):
+            raise ValueError(
+                f"extract_scores: variant {name!r} "
+                + (
+                    "plants a term but has no plant settings (config leakage.plant)"
+                    if parse_variant(name).plant
+                    else f"plants nothing but was given plant settings {spec.get('plant')}"
+                )
+            )
+        unknown = set(spec["reducers"]) - set(REDUCER_NAMES)
+        if unknown:
+            raise ValueError(
+                f"extract_scores: variant {name!r}: unknown reducer(s) {sorted(unknown)}; "
+                f"allowed: {REDUCER_NAMES}"
+            )
+
+
 def extract_scores(
     model_dir: str | os.PathLike,
     data_store: str | os.PathLike,
@@ -145,29 +173,9 @@ def extract_scores(
     from causalpos.io.store import open_dataset, write_dataset
     from causalpos.models.context import check_model_context
     from causalpos.models.load import load_model
-    from causalpos.models.variants import POSITION0_PROBE_CONDITION, parse_variant
+    from causalpos.models.variants import POSITION0_PROBE_CONDITION
 
-    if not variants:
-        raise ValueError("extract_scores: no variants to extract")
-    for name, spec in variants.items():
-        parse_variant(name)  # a bad name fails before the model loads
-        if not spec.get("reducers"):
-            raise ValueError(f"extract_scores: variant {name!r} has no reducers")
-        if bool(parse_variant(name).plant) != bool(spec.get("plant")):
-            raise ValueError(
-                f"extract_scores: variant {name!r} "
-                + (
-                    "plants a term but has no plant settings (config leakage.plant)"
-                    if parse_variant(name).plant
-                    else f"plants nothing but was given plant settings {spec.get('plant')}"
-                )
-            )
-        unknown = set(spec["reducers"]) - set(REDUCER_NAMES)
-        if unknown:
-            raise ValueError(
-                f"extract_scores: variant {name!r}: unknown reducer(s) {sorted(unknown)}; "
-                f"allowed: {REDUCER_NAMES}"
-            )
+    check_variant_specs(variants)
     data = open_dataset(data_store)
     n_total = int(data.sizes["sequence"])
     if not 0 <= start < stop <= n_total:

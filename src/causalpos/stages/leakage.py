@@ -56,9 +56,7 @@ def leakage(
     positional = str((attrs or {}).get("positional", ""))
     # A planted run (plant_query) is position-free but for its planted term: a positive control,
     # never a negative one (causalpos.paper2.planted).
-    free = [
-        v for v in opened if position_free(v, positional) and parse_variant(v).plant is None
-    ]
+    free = [v for v in opened if position_free(v, positional) and parse_variant(v).plant is None]
     # A position-free run is a negative control only on prompts whose content is exchangeable
     # over positions: chunks at random offsets (a fixed token 0 is modelled by the landmark).
     # Document openings (mode "first") put position into the data themselves.
