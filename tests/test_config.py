@@ -82,8 +82,8 @@ def test_canonical_sorts_keys_at_every_depth_and_turns_tuples_into_lists():
 def test_variant_pattern_matches_exactly_the_forward_variants():
     rx = re.compile(rf"(?:{VARIANT_PATTERN})")
     assert all(rx.fullmatch(v) for v in VARIANTS)
-    # compositions: one atom per part, canonical order rotary, position 0, mask
-    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 63
+    # compositions: one atom per part, canonical order rotary, position 0, scores, mask
+    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 126
     assert rx.fullmatch("identity_rope+bos_replace_zeros+bidirectional")
     for bad in (
         "causalx",
@@ -98,7 +98,7 @@ def test_variant_pattern_matches_exactly_the_forward_variants():
         "scrambled_rope_bidirectional",
     ):
         assert not rx.fullmatch(bad), bad
-    assert len(VARIANTS) == 11 and VARIANTS[:2] == ("causal", "bidirectional")
+    assert len(VARIANTS) == 12 and VARIANTS[:2] == ("causal", "bidirectional")
 
 
 def test_the_schema_and_the_resolver_allow_exactly_the_variants_the_library_parses():
@@ -282,7 +282,7 @@ def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else
     # paper 2 only: no maps (no stage reads them), every variant of every experiment naming it
     p = default.extraction_params("smollm2-135m", "kjv-chunks128-bos")
     variants = default.extraction_variants("smollm2-135m", "kjv-chunks128-bos")
-    assert sorted(p) == sorted(variants) and len(p) == 11
+    assert sorted(p) == sorted(variants) and len(p) == 12
     assert variants[:2] == ["causal", "bidirectional"]
     # position 0 is read in the forward passes of its conditions (causal, bidirectional,
     # bos_replace_mean); bos_replace_mean is also a leakage run (Table 9 with the sinks kept)
@@ -601,6 +601,7 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
         "bos_replace_mean+bidirectional",
         "bos_replace_all_gaussian+bidirectional",
         "layer_bidirectional",
+        "identity_rope+plant_query+bidirectional",  # the positive control planted in the model
     ]
     assert pairs[("smollm2-135m", "random-chunks128-bos")] == ["causal", "bidirectional"]
     assert pairs[("smollm2-135m", "kjv-chunks128")] == [  # no BOS
@@ -615,9 +616,9 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
         ("smollm2-135m", "kjv-chunks128"),
     ]
     assert default.leakage_score_stores("smollm2-135m", "kjv-chunks128-bos")[-3:] == [
-        "results/scores/smollm2-135m/kjv-chunks128-bos/bos_replace_mean+bidirectional.zarr",
         "results/scores/smollm2-135m/kjv-chunks128-bos/bos_replace_all_gaussian+bidirectional.zarr",
         "results/scores/smollm2-135m/kjv-chunks128-bos/layer_bidirectional.zarr",
+        "results/scores/smollm2-135m/kjv-chunks128-bos/identity_rope+plant_query+bidirectional.zarr",
     ]
     assert len(paper.leakage_variants("llama-3.2-1b", "wiki-chunks256")) == 12
     with pytest.raises(

@@ -284,3 +284,20 @@ def test_figure_only_option_reruns_only_figures(pipeline, tmp_path):
     changed.write_text(yaml.safe_dump(cfg))
     counts = rule_counts(planned_jobs(pipeline, "--configfile", str(changed)))
     assert counts and all(rule.startswith("plot_") for rule in counts), counts
+
+
+def test_a_changed_plant_reruns_the_planted_pairs_extraction_and_what_reads_it(pipeline, tmp_path):
+    """leakage.plant is a param of the extraction of every pair that runs a planted variant (the
+    job extracts all of the pair's variants), so a changed scale reruns that job, the merges of
+    its variants and the pair's summary; no other pair's extraction."""
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    cfg["leakage"]["plant"]["scale"] = 0.25
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    jobs = planned_jobs(pipeline, "--configfile", str(changed))
+    extract = [w for rule, w in jobs if rule == "extract_scores"]
+    assert extract and all("model=trained-rope, dataset=kjv-first24" in w for w in extract)
+    merged = {w.split("variant=")[1] for rule, w in jobs if rule == "merge_scores"}
+    assert "identity_rope+plant_query+bidirectional" in merged
+    assert ("leakage", "model=trained-rope, dataset=kjv-first24") in jobs
+    assert not any("tiny-random" in w for rule, w in jobs if rule in ("extract_scores", "leakage"))

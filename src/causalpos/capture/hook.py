@@ -16,6 +16,12 @@ repeated for GQA) and the model's ``scaling``; it
 4. computes the layer's real output with ``sdpa`` (the model's fast path), so the forward pass
    is the model's own: the captured model's logits equal the unhooked model's.
 
+A planted variant (``plant_query``) adds its term b_i (:func:`causalpos.models.variants.plant_term`)
+to row i of the planted layer's scores after scaling and soft-capping (the pre-softmax logits),
+and that layer's output is computed from those scores (softmax and value product, eagerly), so the
+model attends with the plant it is read with. A query term cancels in the softmax: the layer's
+attention, and every later layer, equal the unplanted run's within float rounding.
+
 Memory is bounded by one batch × one layer of scores (one reusable float32 buffer) plus the
 reducers' state; reducers stream statistics in float64.
 
@@ -27,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -59,6 +65,23 @@ class _Session:
         #: keeps it); the all-allowed pattern of each mask, kept alive for the batch
         self.unmasked = False
         self._full: dict[int, torch.Tensor] = {}
+        #: ``plant_query``: layer -> the planted term b (float64, (T,)) added to its query rows
+        self.plant: dict[int, np.ndarray] = {}
+        self._plant_t: dict[tuple[int, int, torch.device], torch.Tensor] = {}
+
+    def plant_rows(self, layer: int, tq: int, device: torch.device) -> torch.Tensor | None:
+        """The planted term of ``layer`` as a float32 (1, 1, tq, 1) column (None: no plant), for
+        the last ``tq`` positions of the sequence."""
+        if layer not in self.plant:
+            return None
+        key = (layer, tq, device)
+        if key not in self._plant_t:
+            b = self.plant[layer]
+            if tq > len(b):
+                raise RuntimeError(f"capture: planted term of length {len(b)} for {tq} queries")
+            col = torch.as_tensor(b[len(b) - tq :], dtype=torch.float32, device=device)
+            self._plant_t[key] = col.view(1, 1, tq, 1)
+        return self._plant_t[key]
 
     def full_allowed(self, allowed: torch.Tensor) -> torch.Tensor:
         """An all-True mask shaped like ``allowed`` (one per mask object and batch)."""
@@ -229,12 +252,15 @@ def _capture_attention(
     if softcap is not None:
         # tanh keeps NaN: capping after masking equals eager's cap-then-mask.
         scores.div_(softcap).tanh_().mul_(softcap)
+    planted = session.plant_rows(layer, tq, query.device)
+    if planted is not None:
+        scores.add_(planted)  # b_i on every cell of row i, every head (masked cells stay NaN)
     session.count_nan(layer, scores, recorded, q, k, scaling)
     for reducer in session.reducers:
         reducer.update(layer, scores, session.seq_ids)
 
-    if softcap is not None:
-        # sdpa has no soft-capping: finish from the captured (capped) scores, eagerly.
+    if softcap is not None or planted is not None:
+        # sdpa has no soft-capping and no planted term: finish from the captured scores, eagerly.
         masked = scores.nan_to_num(nan=float("-inf"))
         if session.unmasked:
             masked = masked.masked_fill(~allowed, float("-inf"))
@@ -266,16 +292,54 @@ def register_capture() -> None:
     _REGISTERED = True
 
 
+def resolve_plant(
+    variant: Variant, plant: Mapping[str, Any] | None, n_layers: int, seq_len: int
+) -> tuple[dict[int, np.ndarray], dict[str, Any]]:
+    """The planted term of ``variant`` (layer -> b) and the store attrs that record it.
+
+    ``plant``: ``{"layer": int (negative counts from the last), "scale": a}`` (config
+    ``leakage.plant``), required by a planted variant and refused by any other.
+    """
+    from causalpos.models.variants import PLANT_PROFILE, plant_layer, plant_term
+
+    if variant.plant is None:
+        if plant:
+            raise ValueError(
+                f"capture: variant {variant.name!r} plants nothing but a plant {dict(plant)} "
+                "was given; plant only a variant with a plant_* atom"
+            )
+        return {}, {}
+    if not plant or set(plant) != {"layer", "scale"}:
+        raise ValueError(
+            f"capture: variant {variant.name!r} needs plant={{'layer': int, 'scale': float}} "
+            f"(config leakage.plant), got {plant!r}"
+        )
+    layer = plant_layer(plant["layer"], n_layers)
+    scale = float(plant["scale"])
+    attrs = {
+        "plant_term": variant.plant,
+        "plant_layer": layer,
+        "plant_scale": scale,
+        "plant_profile": PLANT_PROFILE,
+    }
+    return {layer: plant_term(seq_len, scale)}, attrs
+
+
 @contextmanager
 def capturing(
-    model: torch.nn.Module, reducers: Sequence[Reducer], *, variant: str | Variant = "causal"
+    model: torch.nn.Module,
+    reducers: Sequence[Reducer],
+    *,
+    variant: str | Variant = "causal",
+    plant: Mapping[int, np.ndarray] | None = None,
 ) -> Iterator[_Session]:
     """Run ``model`` with score capture (and the variant's mask/RoPE changes) inside the block.
 
     Restores the attention implementation, ``config.is_causal`` and the rotary embedding on
     exit. Set the batch's global sequence ids with ``session.begin_batch(seq_ids)`` before each
     forward call. Input-side changes (scrambled position ids, BOS replacement) are made by
-    :func:`variant_inputs`.
+    :func:`variant_inputs`. ``plant``: layer -> the term b (T,) added to that layer's query rows
+    (:func:`resolve_plant`).
     """
     global _ACTIVE
     v = parse_variant(variant) if isinstance(variant, str) else variant
@@ -285,6 +349,7 @@ def capturing(
     prev_impl = model.config._attn_implementation
     session = _Session(reducers)
     session.unmasked = v.unmasked_scores
+    session.plant = {int(k): np.asarray(b, dtype=np.float64) for k, b in (plant or {}).items()}
     try:
         model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
         with model_side(model, v):
@@ -307,6 +372,7 @@ def capture_scores(
     seq_ids: np.ndarray | None = None,
     attrs: dict[str, Any] | None = None,
     replace_token_id: int | None = None,
+    plant: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """Run ``tokens (sequence, position)`` through ``model`` under ``variant``; reduce the scores.
 
@@ -317,7 +383,9 @@ def capture_scores(
     ``seq_ids``: global sequence indices of the rows (default ``0..n-1``; pass them for shards).
     ``attrs``: extra attributes (e.g. dataset name, bos, code fingerprint) — they take
     precedence. ``bos`` defaults to "every sequence starts with ``config.bos_token_id``".
-    A progress bar goes to stderr (the job log).
+    ``plant``: ``{"layer", "scale"}`` of a planted variant (:func:`resolve_plant`); the store
+    then records ``plant_term``, ``plant_layer`` (resolved, 0-based), ``plant_scale`` and
+    ``plant_profile``. A progress bar goes to stderr (the job log).
     """
     from tqdm import tqdm
 
@@ -347,11 +415,17 @@ def capture_scores(
     # variant with only those runs the model's own attention, no score capture.
     on_scores = [r for r in reducers if getattr(r, "reads_scores", True)]
     on_states = [r for r in reducers if not getattr(r, "reads_scores", True)]
+    planted, plant_attrs = resolve_plant(v, plant, n_layers, t)
+    if planted and not on_scores:
+        raise ValueError(
+            f"capture_scores: variant {v.name!r} plants a term in the attention scores, but no "
+            "reducer reads scores (the plant is applied by the score capture)"
+        )
     bar = tqdm(total=n, desc=f"extract {v.name}", unit="seq", file=sys.stderr, disable=not progress)
     with ExitStack() as stack:
         stack.enter_context(torch.inference_mode())
         if on_scores:
-            session = stack.enter_context(capturing(model, on_scores, variant=v))
+            session = stack.enter_context(capturing(model, on_scores, variant=v, plant=planted))
         else:
             session = None
             stack.enter_context(model_side(model, v))
@@ -429,6 +503,7 @@ def capture_scores(
         "causalpos_version": __version__,
         "transformers_version": _version("transformers"),
         "torch_version": torch.__version__,
+        **plant_attrs,
         **(attrs or {}),
     }
     return ds

@@ -460,6 +460,39 @@ class ChecksSection(Section):
         context, found = position_limit(cfg)
         return context, kind if kind and found != "absolute" else found
 
+    def model_layers(self, model: str) -> int | None:
+        """A model's number of layers where its config is known before any job (the models
+        trained here, ``random_init`` models and those ``like:`` them, local HF directories);
+        ``None`` for the others (checked when loaded)."""
+        if model.startswith("trained-"):
+            variant = model.removeprefix("trained-").removesuffix("-init")
+            if variant not in self.train_variants():
+                return None
+            return int(self.train_variant(variant)["layers"])
+        spec = self.model_spec(model)
+        if spec["source"] == "random_init":
+            overrides = spec.get("config") or {}
+            if "num_hidden_layers" in overrides:
+                return int(overrides["num_hidden_layers"])
+            if spec.get("like"):
+                return self.model_layers(spec["like"])
+            if spec.get("config_file"):
+                from causalpos.models.architectures import ModelSpecError, read_architecture_file
+
+                try:
+                    n = read_architecture_file(spec["config_file"]).get("num_hidden_layers")
+                except ModelSpecError as exc:
+                    raise ConfigError(f"models.{model}.config_file: {exc}") from None
+                return None if n is None else int(n)
+            if spec.get("size", "tiny") != "tiny":
+                return None
+            from causalpos.models.architectures import tiny_config_kwargs
+
+            return int(tiny_config_kwargs(spec.get("architecture", "llama"))["num_hidden_layers"])
+        cfg = _local_model_config(spec)
+        n = None if cfg is None else cfg.get("num_hidden_layers")
+        return None if n is None else int(n)
+
     def _architecture_file_context(self, model: str, spec: dict) -> int | None:
         """The context of a random_init model built from ``config_file:`` (read now, so that a
         missing or invalid file stops the run before any job, naming the key)."""
@@ -526,6 +559,7 @@ class ChecksSection(Section):
             self.check_ranges,
             self.check_vocabularies,
             self.check_contexts,
+            self.check_plant,
         ):
             try:
                 out = step()

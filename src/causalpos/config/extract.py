@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.models.variants import parse_variant
 
 
 class ExtractSection(Section):
@@ -57,19 +58,22 @@ class ExtractSection(Section):
         return sorted(seen, key=lambda v: (order.get(v, 2), v))
 
     def extraction_params(self, model: str, dataset: str) -> dict:
-        """What one extraction job computes: variant -> {reducers, leakage (reducer kwargs)}."""
+        """What one extraction job computes: variant -> {reducers, leakage (reducer kwargs)}, and
+        ``plant`` ({layer, scale}: ``leakage.plant``) for a planted variant."""
         variants = self.extraction_variants(model, dataset)
         if not variants:
             raise ConfigError(f"no stage asks for scores of model {model!r} on dataset {dataset!r}")
-        return canonical(
-            {
-                v: {
-                    "reducers": self.reducers_for(model, dataset, v),
-                    "leakage": self.leakage_reducer_params(model, dataset, v),
-                }
-                for v in variants
+        out = {
+            v: {
+                "reducers": self.reducers_for(model, dataset, v),
+                "leakage": self.leakage_reducer_params(model, dataset, v),
             }
-        )
+            for v in variants
+        }
+        for v in variants:  # a planted variant's layer and scale: a changed plant reruns the job
+            if parse_variant(v).plant is not None:
+                out[v]["plant"] = self.leakage_plant()
+        return canonical(out)
 
     def reducers_for(self, model: str, dataset: str, variant: str) -> list[str]:
         """Reducers of one variant's extraction: the maps (moments, group means) where a stage

@@ -8,7 +8,7 @@ from __future__ import annotations
 from itertools import product
 
 from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
-from causalpos.models.variants import DECOMPOSITION_CONDITIONS
+from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 # The tables aggregate_leakage writes (the library's PAPER2_TABLES), as
@@ -116,6 +116,49 @@ class LeakageSection(Section):
             and (tested is None or variant in tested)
         ) or bool(kwargs.get("expected_stats"))  # the headline's denominator reads the sums
         return canonical(kwargs)
+
+    def leakage_plant(self) -> dict:
+        """``leakage.plant`` ({layer, scale}): the term a planted variant (``plant_query``) adds to
+        one layer's scores, b_i = scale · log(1 + i) (:func:`causalpos.models.variants.plant_term`);
+        layer negative counts from the last. Checked against the layers of every model whose
+        experiment runs a planted variant where its layer count is known before any job
+        (:meth:`check_plant`); extraction checks it against the loaded model in any case."""
+        sec = self.config["leakage"].get("plant") or {}
+        layer, scale = sec.get("layer", -1), sec.get("scale")
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise ConfigError(f"leakage.plant.layer must be an integer, got {layer!r}")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+            raise ConfigError(
+                f"leakage.plant.scale must be a number > 0 (the planted term's size in logit "
+                f"units), got {scale!r}"
+            )
+        return {"layer": int(layer), "scale": float(scale)}
+
+    def planted_models(self) -> list[str]:
+        """Models some experiment runs a planted variant on."""
+        return sorted(
+            {
+                m
+                for (m, _), variants in self.leakage_pairs().items()
+                if any(parse_variant(v).plant is not None for v in variants)
+            }
+        )
+
+    def check_plant(self) -> None:
+        """``leakage.plant.layer`` within the layers of every planted model whose layer count is
+        known at config time (:meth:`model_layers`); a ConfigError naming the key otherwise."""
+        models = self.planted_models()
+        if not models:
+            return
+        layer = self.leakage_plant()["layer"]
+        for m in models:
+            n = self.model_layers(m)
+            if n is not None and not -n <= layer < n:
+                raise ConfigError(
+                    f"leakage.plant.layer = {layer} is outside the {n} layers of model {m!r} "
+                    f"(planted variants in leakage.experiments): give a layer in 0..{n - 1}, "
+                    f"or -1..-{n} counted from the last"
+                )
 
     def leakage_score_stores(self, model: str, dataset: str) -> list[str]:
         return [

@@ -23,6 +23,7 @@ VARIANTS = (
     "bos_replace_all_token",
     "bos_replace_all_gaussian",
     "layer_bidirectional",
+    "plant_query",
 )
 
 #: The forward pass whose position-0 states, and value vectors at key 0, paper 2's content
@@ -31,9 +32,9 @@ POSITION0_PROBE_CONDITION = "causal"
 
 
 #: The parts of the forward pass a variant changes, in the canonical order of a composition:
-#: rotary embedding, position-0 input, attention mask. ``causal`` is the model as trained (no part
-#: changed) and composes with nothing.
-PARTS = ("rotary", "position 0", "mask")
+#: rotary embedding, position-0 input, attention scores (a planted term), attention mask.
+#: ``causal`` is the model as trained (no part changed) and composes with nothing.
+PARTS = ("rotary", "position 0", "scores", "mask")
 SEPARATOR = "+"
 
 
@@ -42,6 +43,8 @@ def _part(atom: str) -> str:
         return "rotary"
     if atom.startswith("bos_replace_"):
         return "position 0"
+    if atom.startswith("plant_"):
+        return "scores"
     return "mask"
 
 
@@ -55,6 +58,7 @@ class Variant:
     bos_replace: str | None = None  # "mean" | "zeros" | "token" | "gaussian"
     per_prompt: bool = False  # "replace all": a different replacement per prompt
     unmasked_scores: bool = False  # causal forward pass; each layer's maps read without its mask
+    plant: str | None = None  # "query": a known query-position term added to one layer's scores
 
     @property
     def atoms(self) -> tuple[str, ...]:
@@ -73,6 +77,8 @@ def _parse_atom(name: str) -> Variant:
         return Variant(name, rope="identity")
     if name == "scrambled_rope":
         return Variant(name, rope="scrambled")
+    if name == "plant_query":
+        return Variant(name, plant="query")
     for kind in ("mean", "zeros", "token", "gaussian"):
         if name == f"bos_replace_{kind}":
             return Variant(name, bos_replace=kind)
@@ -104,11 +110,18 @@ def parse_variant(name: str) -> Variant:
       Gaussian vector norm-matched to the original row 0 — the same replacement for every
       prompt;
     - ``bos_replace_all_{token,gaussian}``: "replace all" (paper2.md §4): a different
-      replacement per prompt, seeded by ``(seed, sequence id)``.
+      replacement per prompt, seeded by ``(seed, sequence id)``;
+    - ``plant_query``: the positive control planted in the model (paper2.md §2, Controls): a
+      known query-position term b_i = a·log(1 + i) (:func:`plant_term`) added to the
+      pre-softmax scores of one layer, every head — to the captured scores and to the scores
+      the layer's own attention normalises. Its layer and scale a are not in the name: they
+      come from the config (``leakage.plant``), travel in the extraction job's params (a changed
+      plant reruns the extraction) and are recorded on the score store (``plant_*`` attrs).
 
     Compositions join at most one atom per part of the forward pass with ``+``, in the canonical
-    order of :data:`PARTS` — rotary, position 0, mask — e.g. ``scrambled_rope+bidirectional``,
-    ``bos_replace_mean+bidirectional``, ``identity_rope+bos_replace_zeros+bidirectional``. One
+    order of :data:`PARTS` — rotary, position 0, scores, mask — e.g. ``scrambled_rope+bidirectional``,
+    ``bos_replace_mean+bidirectional``, ``identity_rope+bos_replace_zeros+bidirectional``,
+    ``identity_rope+plant_query+bidirectional`` (the planted positive control). One
     spelling per run (the name is a file name): another order, a repeated atom, two atoms of one
     part (``identity_rope+scrambled_rope``) or ``causal`` inside a composition (it is the
     absence of every change) is a ``ValueError`` that says what to write.
@@ -138,13 +151,13 @@ def parse_variant(name: str) -> Variant:
         if len(same) > 1:
             raise ValueError(
                 f"variant {name!r} conflicts: {same} both change the {part}; a composition takes "
-                "at most one atom per part (rotary, position 0, mask)"
+                "at most one atom per part (rotary, position 0, scores, mask)"
             )
     canonical = sorted(atoms, key=lambda a: PARTS.index(_part(a)))
     if atoms != canonical:
         raise ValueError(
             f"variant {name!r}: write compositions in the canonical order rotary, position 0, "
-            f"mask: {SEPARATOR.join(canonical)!r}"
+            f"scores, mask: {SEPARATOR.join(canonical)!r}"
         )
     fields: dict = {}
     for atom in atoms:
@@ -157,6 +170,8 @@ def parse_variant(name: str) -> Variant:
             fields.update(bos_replace=v.bos_replace, per_prompt=v.per_prompt)
         if v.unmasked_scores:
             fields["unmasked_scores"] = True
+        if v.plant is not None:
+            fields["plant"] = v.plant
     return Variant(name, **fields)
 
 
@@ -175,10 +190,11 @@ def variant_names() -> list[str]:
     """Every valid variant name: the atoms (:data:`VARIANTS`, in order), then every composition."""
     rotary = [None, "identity_rope", "scrambled_rope"]
     position0 = [None] + [v for v in VARIANTS if v.startswith("bos_replace_")]
+    scores = [None, "plant_query"]
     mask = [None, "bidirectional", "layer_bidirectional"]
     out = list(VARIANTS)
-    for r, p, m in product(rotary, position0, mask):
-        atoms = [a for a in (r, p, m) if a is not None]
+    for r, p, s, m in product(rotary, position0, scores, mask):
+        atoms = [a for a in (r, p, s, m) if a is not None]
         if len(atoms) >= 2:
             out.append(SEPARATOR.join(atoms))
     return out
@@ -187,6 +203,11 @@ def variant_names() -> list[str]:
 def bidirectional_twin(name: str) -> str:
     """``name`` run bidirectionally (same rotary and position-0 input, no causal mask)."""
     return compose(*parse_variant(name).atoms, "bidirectional")
+
+
+def without_plant(name: str) -> str:
+    """``name`` without its planted term: the unplanted twin of a positive control."""
+    return compose(*(a for a in parse_variant(name).atoms if _part(a) != "scores"))
 
 
 def without_bos_replacement(name: str) -> str:
@@ -216,3 +237,34 @@ def _rng(seed: int, seq_id: int | None, stream: int) -> np.random.Generator:
 def scrambled_position_ids(seq_ids: np.ndarray, seq_len: int, seed: int) -> np.ndarray:
     """``(batch, position)`` int64: a seeded permutation of ``0..seq_len-1`` per sequence."""
     return np.stack([_rng(seed, s, 1).permutation(seq_len) for s in seq_ids]).astype(np.int64)
+
+
+#: The planted term's shape g (``plant_query``): b_i = a·g(i) on query position i.
+PLANT_PROFILE = "log(1+i)"
+
+
+def plant_term(seq_len: int, scale: float) -> np.ndarray:
+    """The planted query term b (float64, (seq_len,)): b_i = ``scale`` · log(1 + i).
+
+    Why this shape: it decays with position as absolute-position effects do, is 0 at i = 0 and
+    smooth, so no offset profile absorbs it (a query term is in the span of the offsets only
+    where it is constant on the measured rows). Fixed, so the size of the plant is one number.
+    """
+    if seq_len < 1:
+        raise ValueError(f"plant_term: seq_len must be >= 1, got {seq_len}")
+    if not np.isfinite(scale):
+        raise ValueError(f"plant_term: scale must be finite, got {scale}")
+    return float(scale) * np.log1p(np.arange(seq_len, dtype=np.float64))
+
+
+def plant_layer(layer: int, n_layers: int, key: str = "leakage.plant.layer") -> int:
+    """The planted layer as an index in ``0..n_layers-1`` (negative ``layer`` counts from the end,
+    -1 the last); a ``ValueError`` naming ``key`` where it is outside the model's layers."""
+    if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool):
+        raise ValueError(f"{key} must be an integer, got {layer!r}")
+    if not -n_layers <= layer < n_layers:
+        raise ValueError(
+            f"{key} = {layer} is outside the model's {n_layers} layers: give a layer in "
+            f"0..{n_layers - 1}, or -1..-{n_layers} counted from the last"
+        )
+    return int(layer) % n_layers

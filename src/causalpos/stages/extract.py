@@ -116,6 +116,34 @@ def reducer_memory(
     return int(total)
 
 
+def check_variant_specs(variants: Mapping[str, Mapping]) -> None:
+    """Refuse, before the model loads, an extraction job's bad variant: an unknown name, no or
+    unknown reducers, a planted variant without plant settings or plant settings without one."""
+    from causalpos.models.variants import parse_variant
+
+    if not variants:
+        raise ValueError("extract_scores: no variants to extract")
+    for name, spec in variants.items():
+        parse_variant(name)  # a bad name fails before the model loads
+        if not spec.get("reducers"):
+            raise ValueError(f"extract_scores: variant {name!r} has no reducers")
+        if bool(parse_variant(name).plant) != bool(spec.get("plant")):
+            raise ValueError(
+                f"extract_scores: variant {name!r} "
+                + (
+                    "plants a term but has no plant settings (config leakage.plant)"
+                    if parse_variant(name).plant
+                    else f"plants nothing but was given plant settings {spec.get('plant')}"
+                )
+            )
+        unknown = set(spec["reducers"]) - set(REDUCER_NAMES)
+        if unknown:
+            raise ValueError(
+                f"extract_scores: variant {name!r}: unknown reducer(s) {sorted(unknown)}; "
+                f"allowed: {REDUCER_NAMES}"
+            )
+
+
 def extract_scores(
     model_dir: str | os.PathLike,
     data_store: str | os.PathLike,
@@ -133,8 +161,9 @@ def extract_scores(
     attrs: dict | None = None,
 ) -> dict[str, Path]:
     """Rule ``extract_scores``: sequences ``[start, stop)`` of ``data_store`` under every variant
-    of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer kwargs}}``), each
-    through the capture hook into its reducers; writes ``out/<variant>.zarr`` per variant.
+    of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer kwargs}}``, and
+    ``"plant": {"layer", "scale"}`` for a planted variant: :func:`causalpos.capture.hook.resolve_plant`),
+    each through the capture hook into its reducers; writes ``out/<variant>.zarr`` per variant.
 
     The model is loaded and the prompts read once for all variants. Group labels are computed
     from global sequence ids, so shards merge into exactly the groups a single pass would make.
@@ -144,20 +173,9 @@ def extract_scores(
     from causalpos.io.store import open_dataset, write_dataset
     from causalpos.models.context import check_model_context
     from causalpos.models.load import load_model
-    from causalpos.models.variants import POSITION0_PROBE_CONDITION, parse_variant
+    from causalpos.models.variants import POSITION0_PROBE_CONDITION
 
-    if not variants:
-        raise ValueError("extract_scores: no variants to extract")
-    for name, spec in variants.items():
-        parse_variant(name)  # a bad name fails before the model loads
-        if not spec.get("reducers"):
-            raise ValueError(f"extract_scores: variant {name!r} has no reducers")
-        unknown = set(spec["reducers"]) - set(REDUCER_NAMES)
-        if unknown:
-            raise ValueError(
-                f"extract_scores: variant {name!r}: unknown reducer(s) {sorted(unknown)}; "
-                f"allowed: {REDUCER_NAMES}"
-            )
+    check_variant_specs(variants)
     data = open_dataset(data_store)
     n_total = int(data.sizes["sequence"])
     if not 0 <= start < stop <= n_total:
@@ -252,6 +270,7 @@ def extract_scores(
                 seed=seed,
                 seq_ids=np.arange(start, stop, dtype=np.int64),
                 attrs=meta,
+                plant=spec.get("plant"),
             )
         out.mkdir(parents=True, exist_ok=True)
         written[variant] = write_dataset(ds, out / f"{variant}.zarr")
