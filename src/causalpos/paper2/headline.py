@@ -34,6 +34,7 @@ from causalpos.paper2.bos import bos_headline_block, bos_plan, pooled_reading
 from causalpos.paper2.design import build_design
 from causalpos.paper2.grams import FIT, GramCache
 from causalpos.paper2.metric import TARGETS
+from causalpos.paper2.planted import planted_block
 from causalpos.paper2.prompts import STAT, PromptSet
 
 #: |headline| at or below which a position-free run passes its negative control even when its CI
@@ -78,8 +79,8 @@ def position_free(variant: str, positional: str = "") -> bool:
     position (identity RoPE, or a NoPE model: ``positional == "nope"``). Such a forward pass is
     permutation-equivariant over the tokens."""
     v = parse_variant(variant)
-    if v.causal or positional == "swa":
-        return False
+    if v.causal or positional == "swa" or v.plant is not None:
+        return False  # a planted run carries the plant's position by construction
     return v.rope == "identity" or positional == "nope"
 
 
@@ -199,6 +200,9 @@ def expected_block(
         bos = bos_headline_block(ps, bos_runs, wins, cache, sink_sel, sink_tau, bos_target)
         out = out.merge(bos)
         out.attrs.update(bos.attrs)
+    plant = planted_block(ps.runs, ps.counts, position_free_runs, level=ps.level)
+    if plant.data_vars:
+        out = out.merge(plant)
     conds = {c: pair for c, pair in conditions.items() if all(r in ps.runs for r in pair)}
     if conds:
         comp = components_block(cache, wins, conds, position_free_runs)

@@ -57,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from causalpos.models.variants import PLANT_PROFILE, plant_term
+from causalpos.models.variants import PLANT_PROFILE, parse_variant, plant_term, without_plant
 from causalpos.paper2 import expected as X
 from causalpos.paper2.design import build_design, parse_fit
 
@@ -336,3 +336,47 @@ def planted_recovery(
         )
     data = {k: (("layer",) if np.ndim(v) == 1 else (), v) for k, v in out.items()}
     return xr.Dataset(data, coords={"layer": planted["layer"].values}, attrs=attrs)
+
+
+#: ``exp_plant_model``'s last axis: the planted layer's truth, N̂ with its CI, recovered/truth.
+PLANT_STATS = ("truth", "estimate", "lo", "hi", "ratio", "ratio_lo", "ratio_hi")
+
+
+def planted_block(runs, counts: np.ndarray, position_free_runs, *, level: float) -> xr.Dataset:
+    """The planted positive control of every planted run of a summary whose unplanted twin is a
+    negative control there (position-free, on prompts exchangeable over positions: elsewhere the
+    plant meets the data's own position and the run is no control).
+
+    ``runs``: variant -> store (the summary's prompts, sorted); ``counts``: the summary's shared
+    bootstrap draws. Returns ``exp_plant_model`` (plant_variant, plant_stat =
+    :data:`PLANT_STATS`) on the planted layer, ``exp_plant_model_check`` (plant_variant) 1 where
+    the exact checks hold (the twin's maps elsewhere, log-attention unchanged), and
+    ``exp_plant_model_passed`` (plant_variant) 1 where the control passes (interval excludes 0,
+    contains the truth, checks hold); empty when no planted run qualifies."""
+    planted = [
+        v
+        for v in runs
+        if parse_variant(v).plant is not None and without_plant(v) in position_free_runs
+    ]
+    if not planted:
+        return xr.Dataset()
+    stat = np.full((len(planted), len(PLANT_STATS)), np.nan)
+    check = np.zeros(len(planted))
+    passed = np.zeros(len(planted))
+    for k, v in enumerate(planted):
+        r = planted_recovery(runs[v], runs[without_plant(v)], counts=counts, level=level)
+        layer = int(r.attrs["plant_layer"])
+        sel = r.isel(layer=layer)
+        stat[k] = [float(sel[f"plant_{x}"]) for x in ("truth", "num", "num_lo", "num_hi")] + [
+            float(sel[f"plant_{x}"]) for x in ("ratio", "ratio_lo", "ratio_hi")
+        ]
+        check[k] = float(bool(r["check_passed"]))
+        passed[k] = float(bool(r["plant_passed"]) and bool(r["check_passed"]))
+    return xr.Dataset(
+        {
+            "exp_plant_model": (("plant_variant", "plant_stat"), stat),
+            "exp_plant_model_check": (("plant_variant",), check),
+            "exp_plant_model_passed": (("plant_variant",), passed),
+        },
+        coords={"plant_variant": planted, "plant_stat": list(PLANT_STATS)},
+    )

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from causalpos.models.variants import without_plant
 from causalpos.paper2.headline import CONTROL_TOL, LOCAL_RUN
 from causalpos.paper2.prompts import STAT
 
@@ -235,6 +236,7 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "negative_hi": r.leakage_hi,
                 "negative_control": r.control,
                 **_units_columns(summary, r.variant, r.window, r.target),
+                **_planted_model_columns(summary, r.variant, r.target),
                 "per_prompt": r.per_prompt,
                 "per_prompt_lo": r.per_prompt_lo,
                 "per_prompt_hi": r.per_prompt_hi,
@@ -251,6 +253,25 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> dict:
+    """The positive control planted in the model whose unplanted twin is ``variant`` (logits:
+    a pure query term cancels in the softmax, so log-attention rows carry none)."""
+    if "exp_plant_model" not in summary or target != "logit":
+        return {}
+    for pv in summary["plant_variant"].values:
+        if without_plant(str(pv)) != variant:
+            continue
+        st = summary["exp_plant_model"].sel(plant_variant=pv)
+        out = {"planted_model_variant": str(pv)}
+        for k in st["plant_stat"].values:
+            out[f"planted_model_{k}"] = float(st.sel(plant_stat=k))
+        out["planted_model_check"] = int(summary["exp_plant_model_check"].sel(plant_variant=pv))
+        passed = int(summary["exp_plant_model_passed"].sel(plant_variant=pv))
+        out["planted_model_control"] = "passed" if passed else "failed"
+        return out
+    return {}
 
 
 def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) -> dict:

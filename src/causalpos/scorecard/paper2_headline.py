@@ -219,14 +219,52 @@ def _units_control_rows(r, where: str, tn: Mapping, src: str) -> list[Row]:
     return rows
 
 
+def _planted_model_row(r, where: str, tp: Mapping, src: str) -> list[Row]:
+    """The positive control planted in the model's forward pass (logits): passes when the
+    planted layer's interval excludes 0 and contains the truth computed from the planted term,
+    and the exact checks hold (the twin's maps everywhere else, log-attention unchanged)."""
+    pv = getattr(r, "planted_model_variant", None)
+    if not isinstance(pv, str) or not pv:
+        return []
+    truth = r.planted_model_truth
+    est = (r.planted_model_estimate, r.planted_model_lo, r.planted_model_hi)
+    ok = bool(
+        np.isfinite([truth, *est]).all()
+        and est[1] > 0
+        and est[1] <= truth <= est[2]
+        and r.planted_model_check == 1
+    )
+    ratio = (r.planted_model_ratio, r.planted_model_ratio_lo, r.planted_model_ratio_hi)
+    measured = (
+        f"planted {fmt(truth)} (n_heads ||P_D b||^2, per prompt pair), recovered {fmt_ci(*est)}; "
+        f"recovered/planted {fmt_ci(*ratio, 3)}; exact checks "
+        + ("hold" if r.planted_model_check == 1 else "fail")
+    )
+    return [
+        target_row(
+            tp,
+            f"{tp['label']}, planted in the model ({where.rsplit(', ', 2)[0]}, {pv})",
+            measured,
+            PASSED if ok else FAILED,
+            src,
+            paper_value=f"{fmt(truth)} (planted in layer's logits)",
+            falsified_if=(
+                "failed if the planted layer's interval excludes the planted size or reaches 0, "
+                "or if the planted run's other layers or its log-attention differ from its twin's"
+            ),
+        )
+    ]
+
+
 def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
+    rows = _planted_model_row(r, where, tp, src)
     if not np.isfinite(r.planted):
         why = "the planted share could not be set (the control's expected maps are flat)"
-        return [not_run(tp, f"{tp['label']} ({where})", src, why)]
+        return rows + [not_run(tp, f"{tp['label']} ({where})", src, why)]
     est = (r.planted_estimate, r.planted_estimate_lo, r.planted_estimate_hi)
     # passes only if recovered (the CI covers the planted share) and its interval excludes 0
     verdict = control(covers(est[1:], r.planted)) if est[1] > 0 else FAILED
-    return [
+    return rows + [
         target_row(
             tp,
             f"{tp['label']} ({where})",
