@@ -488,7 +488,9 @@ def test_the_limits_check_finds_a_long_function(tmp_path):
 # --------------------------------------------------------------------------------------------
 # Docs that cannot go stale: every causalpos.x.y named in docs, docstrings and captions resolves
 
-REFERENCE = re.compile(r"causalpos(?:\.[A-Za-z_][A-Za-z_0-9]*)+(?![\w:\"])")  # not a store's "module:Class"
+REFERENCE = re.compile(
+    r"causalpos(?:\.[A-Za-z_][A-Za-z_0-9]*)+(?![\w:\"])"
+)  # not a store's "module:Class"
 DOC_FILES = [
     *sorted((REPO / "docs").glob("*.md")),
     REPO / "README.md",
