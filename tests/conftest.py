@@ -201,11 +201,12 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
     return work
 
 
-#: Modules in the order they are handed to workers: the longest first (the smoke run, the smoke
-#: run through SLURM, the paper-2 pipeline, SmolLM2), the other readers of the smoke run last, so
-#: that the worker that did not build it reaches them after the build is done.
-_FIRST = ("test_workflow", "test_slurm", "test_workflow_leakage", "test_models")
-_LAST = ("test_workflow_train", "test_workflow_edits", "test_workflow_shards")
+#: Modules in the order they are handed to workers: the longest first (the smoke run, the
+#: paper-2 pipeline, SmolLM2), the readers of the smoke run last (the SLURM module, which re-runs
+#: part of it through SLURM, first of them), so that the worker that did not build it reaches
+#: them after the build is done.
+_FIRST = ("test_workflow", "test_workflow_leakage", "test_models")
+_LAST = ("test_slurm", "test_workflow_train", "test_workflow_edits", "test_workflow_shards")
 
 
 def _module(nodeid: str) -> str:

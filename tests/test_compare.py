@@ -11,7 +11,7 @@ import xarray as xr
 from causalpos.data import kjv_documents
 from causalpos.paper1 import compare as C_compare
 from causalpos.paper1.diagonal import _index_cells, index_ci, normalize
-from causalpos.training import batches, loop, loss, tokenizer
+from causalpos.training import batches, corpus, loop, loss, tokenizer
 from causalpos.training import compare as C_tables
 from causalpos.training import twin as C_twin
 from causalpos.training.settings import RunOptions, TrainSettings
@@ -103,7 +103,7 @@ def test_paired_bootstrap_rejects_mismatched_maps():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     docs = kjv_documents("chapter", books=["Ruth", "Jonah", "Joel"])
-    train_texts, heldout_texts = batches.split_documents(docs, ["Jonah"])
+    train_texts, heldout_texts = corpus.split_documents(docs, ["Jonah"])
     root = tmp_path_factory.mktemp("twin")
     tokenizer.fit_tokenizer(train_texts, 320, root / "tok", seed=0)
     ids = tokenizer.encode_documents(root / "tok", train_texts)

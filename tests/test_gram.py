@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from causalpos.paper1 import gram as G
+from causalpos.paper1.nearby import nearby_table
 from causalpos.training import architecture, settings
 
 SHAPE = settings.ModelShape(hidden=32, layers=3, heads=4, kv_heads=2, intermediate=64)
@@ -311,11 +312,11 @@ def test_gram_store_keeps_the_nearby_index_per_sample(tokens):
     tr = G.trace_layer1(model, _hidden(model, tokens[:1])[0])
     want = G.nearby_index(tr.scores2.double().mean(1).numpy())[0]
     assert float(ds["nearby"].sel(nearby_panel="i")[0]) == pytest.approx(want, rel=1e-9)
-    df = G.nearby_table({"m": ds}, n_boot=200)
+    df = nearby_table({"m": ds}, n_boot=200)
     row = df[df.panel == "i"].iloc[0]
     assert row["nearby"] == pytest.approx(float(ds["nearby"].sel(nearby_panel="i").mean()))
     assert row["nearby_lo"] <= row["nearby"] <= row["nearby_hi"] and row["rope_identity"]
-    assert G.nearby_table({"old": ds.drop_vars("nearby")}).empty
+    assert nearby_table({"old": ds.drop_vars("nearby")}).empty
 
 
 def test_nearby_table_rows_do_not_depend_on_the_other_models():
@@ -329,8 +330,8 @@ def test_nearby_table_rows_do_not_depend_on_the_other_models():
         )
         for m in ("a", "b")
     }
-    both = G.nearby_table(ds, n_boot=300).set_index(["model", "panel"])
-    alone = G.nearby_table({"b": ds["b"]}, n_boot=300).set_index(["model", "panel"])
+    both = nearby_table(ds, n_boot=300).set_index(["model", "panel"])
+    alone = nearby_table({"b": ds["b"]}, n_boot=300).set_index(["model", "panel"])
     assert both.loc[("b", "i"), "nearby_lo"] == alone.loc[("b", "i"), "nearby_lo"]
     x = ds["b"]["nearby"].sel(nearby_panel="i").values
     assert alone.loc[("b", "i"), "nearby"] == pytest.approx(x.mean())

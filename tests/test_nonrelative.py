@@ -156,6 +156,20 @@ def test_band_interval_is_the_t_interval_of_the_group_bands():
     assert float(b.estimate) == pytest.approx(float(NR.band_values(g.mean(axis=0), 4)), rel=1e-9)
 
 
+def test_jackknife_quantile_is_scipy_stats_t_ppf_bit_for_bit():
+    # the interval's t quantile is scipy.special.stdtrit (the light table jobs do not import
+    # scipy.stats); it must equal scipy.stats.t.ppf exactly, NaN where there are < 2 groups
+    for g in range(1, 60):
+        jack = np.arange(g, dtype=np.float64)[:, None] ** 1.5
+        for level in (0.5, 0.8, 0.9, 0.95, 0.99, 0.999):
+            lo, hi = NR.jackknife_interval(np.zeros(1), jack, level)
+            se = np.sqrt((g - 1) / g * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
+            half = float(sps.t.ppf(0.5 + level / 2.0, g - 1)) * se
+            np.testing.assert_array_equal(hi, half)
+            np.testing.assert_array_equal(lo, -half)
+    assert np.isnan(NR.jackknife_interval(np.zeros(1), np.ones((1, 1)), 0.95)[1]).all()
+
+
 def test_paired_contrasts_and_layer_means():
     rng = np.random.default_rng(6)
     layers = np.stack([TOEPLITZ + a * NONREL for a in (0.0, 0.5, 1.0)])

@@ -26,6 +26,7 @@ from causalpos.training import (
     tokenizer,
     trainlog,
 )
+from causalpos.training.corpus import split_documents
 from causalpos.training.settings import RunOptions, TrainSettings
 
 TINY = dict(
@@ -48,7 +49,7 @@ VOCAB = 384
 def corpus(tmp_path_factory) -> dict:
     """Tokenizer trained on Genesis + Exodus; held-out stream from Ruth and Jonah."""
     docs = kjv_documents("chapter", books=["Genesis", "Exodus", "Ruth", "Jonah"])
-    train_texts, heldout_texts = batches.split_documents(docs, ["Ruth", "Jonah"])
+    train_texts, heldout_texts = split_documents(docs, ["Ruth", "Jonah"])
     tok_dir = tmp_path_factory.mktemp("tok")
     tokenizer.fit_tokenizer(train_texts, VOCAB, tok_dir, seed=0)
     return {
@@ -112,10 +113,10 @@ def test_encode_documents_separates_with_eos(corpus):
 
 def test_split_documents_by_book():
     docs = kjv_documents("chapter", books=["Ruth", "Jonah", "Joel"])
-    train, held = batches.split_documents(docs, ["jonah"])
+    train, held = split_documents(docs, ["jonah"])
     assert (len(train), len(held)) == (4 + 3, 4)
     with pytest.raises(ValueError, match="Jonas"):
-        batches.split_documents(docs, ["Jonas"])
+        split_documents(docs, ["Jonas"])
 
 
 def test_batches_are_pure_functions_of_seed_and_step(corpus):

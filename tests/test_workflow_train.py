@@ -77,7 +77,7 @@ def _reruns(pipeline: Path, configfile: str = SMOKE) -> list[tuple[str, str]]:
 def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
     from causalpos.models.load import load_model
     from causalpos.paper1.gram import rope_is_identity
-    from causalpos.training import batches, checkpoints, loss, tokenizer, trainlog
+    from causalpos.training import batches, checkpoints, corpus, loss, tokenizer, trainlog
 
     tr = _config(pipeline)["train"]
     tok_dir = pipeline / "resources" / "tokenizers" / tr["tokenizer"]["name"]
@@ -86,7 +86,7 @@ def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
         meta["heldout_sources"] == tr["heldout"]
         and meta["vocab_size"] == tr["tokenizer"]["vocab_size"]
     )
-    train_texts, heldout_texts = batches.prepare_texts(tr["corpus"], tr["heldout"])
+    train_texts, heldout_texts = corpus.prepare_texts(tr["corpus"], tr["heldout"])
     assert meta["n_texts"] == len(train_texts)  # held-out books never reach the tokenizer
     heldout = tokenizer.encode_documents(tok_dir, heldout_texts)
     settings = {}
@@ -124,10 +124,10 @@ def test_trained_models_load_and_reproduce_their_heldout_loss(pipeline):
 
 def test_gram_stores_satisfy_their_identities(pipeline):
     from causalpos.models.load import load_model
-    from causalpos.training import batches
+    from causalpos.training import corpus
 
     tr = _config(pipeline)["train"]
-    _, heldout_texts = batches.prepare_texts(tr["corpus"], tr["heldout"])
+    _, heldout_texts = corpus.prepare_texts(tr["corpus"], tr["heldout"])
     g = tr["gram"]
     for name in g["models"]:
         ds = _open(pipeline / "results" / "gram" / f"{name}.zarr")

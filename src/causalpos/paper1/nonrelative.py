@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
+from scipy.special import stdtrit
 
 from causalpos.paper1.diagonal import _index_cells, band_index, normalize
 
@@ -84,7 +84,9 @@ def jackknife_interval(
     jack = np.asarray(jack, dtype=np.float64)
     g = jack.shape[0]
     se = np.sqrt((g - 1) / g * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
-    half = float(sps.t.ppf(0.5 + level / 2.0, g - 1)) * se
+    # Student's t quantile: scipy.stats.t.ppf is this function (bit for bit, tested), without
+    # scipy.stats' 0.4 CPU-s import in the light table jobs
+    half = float(stdtrit(g - 1, 0.5 + level / 2.0)) * se
     est = np.asarray(estimate, dtype=np.float64)
     return est - half, est + half
 

@@ -8,11 +8,11 @@ import logging
 from pathlib import Path
 
 from causalpos.io.store import open_dataset
-from causalpos.paper1.gram import nearby_table
+from causalpos.paper1.nearby import nearby_table
 
 
 def gram_table(stores: dict, out_csv, *, seed: int = 0, n_boot: int = 2000):
-    """``gram_table`` rule: :func:`causalpos.paper1.gram.nearby_table` of every Gram store
+    """``gram_table`` rule: :func:`causalpos.paper1.nearby.nearby_table` of every Gram store
     (model -> path) written to ``out_csv``."""
     df = nearby_table({m: open_dataset(p) for m, p in stores.items()}, n_boot=n_boot, seed=seed)
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)

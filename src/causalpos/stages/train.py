@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from causalpos.training import batches, loop, tokenizer
+from causalpos.training import tokenizer
+from causalpos.training.corpus import prepare_texts
 from causalpos.training.settings import RunOptions, TrainSettings
 
 log = logging.getLogger("causalpos.stages.train")
@@ -27,7 +28,7 @@ def train_tokenizer(
 
     The corpus spec and the held-out sources are recorded in ``causalpos_tokenizer.json``.
     """
-    train_texts, _ = batches.prepare_texts(corpus, heldout_sources)
+    train_texts, _ = prepare_texts(corpus, heldout_sources)
     log.info(
         "training a %d-token BPE tokenizer on %d documents (held out: %s)",
         vocab_size,
@@ -55,12 +56,14 @@ def train_model(
 ) -> dict[str, Any]:
     """Rule ``train_model``: :func:`causalpos.training.loop.run_training` of the rule's ``settings``
     param (:meth:`TrainSettings.from_params`) on a corpus spec split by
-    :func:`causalpos.training.batches.prepare_texts`.
+    :func:`causalpos.training.corpus.prepare_texts`.
 
     The split must be the one the tokenizer was trained on; the held-out side gives the held-out
     loss. ``run``: the fields of :class:`causalpos.training.settings.RunOptions`.
     """
-    train_texts, heldout_texts = batches.prepare_texts(corpus, heldout_sources)
+    from causalpos.training import loop  # torch: not imported by the tokenizer job
+
+    train_texts, heldout_texts = prepare_texts(corpus, heldout_sources)
     train_ids = tokenizer.encode_documents(tokenizer_dir, train_texts)
     heldout_ids = tokenizer.encode_documents(tokenizer_dir, heldout_texts)
     params = TrainSettings.from_params(settings)

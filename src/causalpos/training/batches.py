@@ -1,5 +1,6 @@
-"""What the models trained here see: the corpus split by book, token streams, the training batch of
-each update, the held-out windows, and the unigram baselines of the held-out loss.
+"""What the models trained here see: token streams, the training batch of each update, the
+held-out windows, and the unigram baselines of the held-out loss (the corpus split by book:
+:mod:`causalpos.training.corpus`).
 
 Sequences are ``[BOS] + context - 1`` corpus tokens, so position 0 is always the same BOS token.
 The batch at update ``s`` is a pure function of ``(seed, s)``: every variant trained with one seed
@@ -10,52 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-
-HELDOUT_BOOKS: tuple[str, ...] = ("Ruth", "Ecclesiastes", "Hosea", "Mark", "Romans")
-
-
-def split_documents(
-    docs: Sequence, heldout_sources: Sequence[str] = HELDOUT_BOOKS
-) -> tuple[list[str], list[str]]:
-    """Split documents into ``(train_texts, heldout_texts)`` by source (book title).
-
-    ``docs``: ``causalpos.data.Document`` items (``.text``, ``.source``), e.g.
-    ``causalpos.data.kjv_documents("chapter")``. Raises if a held-out source is absent, so a
-    misspelt book name cannot silently hold out nothing.
-    """
-    wanted = {s.lower() for s in heldout_sources}
-    present = {d.source.lower() for d in docs}
-    missing = [s for s in heldout_sources if s.lower() not in present]
-    if missing:
-        raise ValueError(
-            f"held-out source(s) {missing} not among the documents' sources "
-            f"{sorted({d.source for d in docs})}"
-        )
-    train = [d.text for d in docs if d.source.lower() not in wanted]
-    heldout = [d.text for d in docs if d.source.lower() in wanted]
-    if not train or not heldout:
-        raise ValueError(f"split by held-out sources {list(heldout_sources)} leaves a side empty")
-    return train, heldout
-
-
-def prepare_texts(
-    corpus: Mapping[str, Any], heldout_sources: Sequence[str] = HELDOUT_BOOKS
-) -> tuple[list[str], list[str]]:
-    """Load a corpus spec (``causalpos.data`` format, e.g. ``{"type": "kjv"}``) and split it by source.
-
-    Returns ``(train_texts, heldout_texts)`` — what :func:`causalpos.training.tokenizer.fit_tokenizer` and
-    :func:`causalpos.training.loop.run_training`
-    take. The held-out sources are read by the analyses as their own dataset
-    (``{"type": "kjv", "books": [...]}``).
-    """
-    from causalpos.data import load_documents
-
-    return split_documents(load_documents(dict(corpus)), heldout_sources)
 
 
 def batch_at(

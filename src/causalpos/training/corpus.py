@@ -1,0 +1,48 @@
+"""The corpus of the models trained here, split by book into training and held-out texts
+(torch-free: the tokenizer job reads it without the training code)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+HELDOUT_BOOKS: tuple[str, ...] = ("Ruth", "Ecclesiastes", "Hosea", "Mark", "Romans")
+
+
+def split_documents(
+    docs: Sequence, heldout_sources: Sequence[str] = HELDOUT_BOOKS
+) -> tuple[list[str], list[str]]:
+    """Split documents into ``(train_texts, heldout_texts)`` by source (book title).
+
+    ``docs``: ``causalpos.data.Document`` items (``.text``, ``.source``), e.g.
+    ``causalpos.data.kjv_documents("chapter")``. Raises if a held-out source is absent, so a
+    misspelt book name cannot silently hold out nothing.
+    """
+    wanted = {s.lower() for s in heldout_sources}
+    present = {d.source.lower() for d in docs}
+    missing = [s for s in heldout_sources if s.lower() not in present]
+    if missing:
+        raise ValueError(
+            f"held-out source(s) {missing} not among the documents' sources "
+            f"{sorted({d.source for d in docs})}"
+        )
+    train = [d.text for d in docs if d.source.lower() not in wanted]
+    heldout = [d.text for d in docs if d.source.lower() in wanted]
+    if not train or not heldout:
+        raise ValueError(f"split by held-out sources {list(heldout_sources)} leaves a side empty")
+    return train, heldout
+
+
+def prepare_texts(
+    corpus: Mapping[str, Any], heldout_sources: Sequence[str] = HELDOUT_BOOKS
+) -> tuple[list[str], list[str]]:
+    """Load a corpus spec (``causalpos.data`` format, e.g. ``{"type": "kjv"}``) and split it by source.
+
+    Returns ``(train_texts, heldout_texts)`` — what :func:`causalpos.training.tokenizer.fit_tokenizer` and
+    :func:`causalpos.training.loop.run_training`
+    take. The held-out sources are read by the analyses as their own dataset
+    (``{"type": "kjv", "books": [...]}``).
+    """
+    from causalpos.data import load_documents
+
+    return split_documents(load_documents(dict(corpus)), heldout_sources)

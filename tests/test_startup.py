@@ -1,0 +1,156 @@
+"""Start-up of the light jobs: a rule that runs no model imports neither torch nor transformers
+before its work starts (importing torch costs 1.0-1.5 CPU-s, transformers' model classes ~2.5 s,
+against well under a second of work in a table or figure job). Checked twice: statically over the
+module-level imports of each script's closure (naming the chain that pulls a package in), and by
+importing every light stage in one fresh interpreter (what the libraries themselves import)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from wfutil import REPO
+
+from causalpos.io.fingerprint import module_file
+
+PACKAGE = REPO / "src" / "causalpos"
+SCRIPTS = sorted((REPO / "workflow" / "scripts").glob("*.py"))
+
+#: The rules whose job runs torch: a model's forward passes or training, the simulation's
+#: kernel, paper 2's statistics (U-statistics and the linear-baseline fits as torch products).
+TORCH_RULES = {
+    "extract_scores",
+    "prepare_model",
+    "train_model",
+    "init_twin",
+    "gram_panels",
+    "length_generalization",
+    "simulate",
+    "leakage",
+}
+#: Light rules whose closure still imports torch at module level, with the module responsible.
+KNOWN = {
+    "aggregate_leakage": "causalpos.paper2.expected (via paper2.tables -> paper2.bos) imports "
+    "torch at module level",
+}
+HEAVY = ("torch", "transformers")
+
+
+def _stage(script: Path) -> str:
+    m = re.search(r"^from (causalpos\.stages\.\w+) import \w+", script.read_text(), re.M)
+    assert m, f"{script.name}: no stage import"
+    return m.group(1)
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """Names ``path`` imports when it is imported: module-level statements, including those
+    inside module-level ``if``/``try`` blocks, but not function bodies or ``TYPE_CHECKING``."""
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+                for h in node.handlers:
+                    visit(h.body)
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body)
+
+    visit(ast.parse(path.read_text()).body)
+    return names
+
+
+def _heavy_chains(script: Path) -> dict[str, list[str]]:
+    """Third-party packages in :data:`HEAVY` that importing ``script`` imports at module level,
+    each with the chain of modules that leads to it."""
+    parent: dict[str, str | None] = {script.name: None}
+    todo, found = [script.name], {}
+    files = {script.name: script}
+    while todo:
+        mod = todo.pop()
+        for name in sorted(_module_level_imports(files[mod])):
+            root = name.split(".")[0]
+            if root in HEAVY and root not in found:
+                chain, at = [name], mod
+                while at is not None:
+                    chain.append(at)
+                    at = parent[at]
+                found[root] = chain[::-1]
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # the packages on the way run their __init__
+                sub = ".".join(parts[:i])
+                f = module_file(sub, PACKAGE)
+                if f is not None and sub not in parent:
+                    parent[sub], files[sub] = mod, f
+                    todo.append(sub)
+    return found
+
+
+LIGHT = [s for s in SCRIPTS if s.stem not in TORCH_RULES]
+
+
+def test_every_rule_is_classified():
+    rules = {s.stem for s in SCRIPTS}
+    assert TORCH_RULES <= rules and set(KNOWN) <= rules, sorted((TORCH_RULES | set(KNOWN)) - rules)
+    assert len(LIGHT) >= 20, [s.stem for s in LIGHT]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param(
+            s,
+            id=s.stem,
+            marks=pytest.mark.xfail(strict=True, reason=KNOWN[s.stem]) if s.stem in KNOWN else (),
+        )
+        for s in LIGHT
+    ],
+)
+def test_light_rule_imports_no_torch_at_module_level(script):
+    chains = _heavy_chains(script)
+    assert not chains, (
+        f"rule {script.stem} runs no model, but importing its script imports "
+        + "; ".join(f"{pkg} via {' -> '.join(chain)}" for pkg, chain in chains.items())
+        + ": import it inside the function that needs it, or move that function to a module "
+        "of its own"
+    )
+
+
+def test_chain_finder_sees_a_torch_import():
+    # the static check can fail: a model rule's closure imports torch at module level
+    chains = _heavy_chains(REPO / "workflow" / "scripts" / "extract_scores.py")
+    assert chains["torch"][0] == "extract_scores.py" and chains["torch"][-1] == "torch"
+
+
+def test_light_stages_import_no_torch_in_a_fresh_interpreter():
+    stages = sorted({_stage(s) for s in LIGHT if s.stem not in KNOWN})
+    code = (
+        "import sys, json\nimport causalpos.io.runlog\n"
+        + "".join(f"import {m}\n" for m in stages)
+        + f"print(json.dumps([h for h in {list(HEAVY)!r} if h in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": ""},
+        check=True,
+    )
+    assert json.loads(out.stdout) == [], (stages, out.stdout)
