@@ -46,6 +46,8 @@ rule merge_scores:
         directory("results/scores/{model}/{dataset}/{variant}.zarr"),
     log:
         "logs/merge_scores/{model}/{dataset}/{variant}.log",
+    benchmark:
+        "benchmarks/merge_scores/{model}/{dataset}/{variant}.tsv"
     conda:
         ENV_MODELS
     threads: 1
@@ -65,6 +67,8 @@ rule diagonal_normalize:
         directory("results/normalized/{model}/{dataset}/{variant}.zarr"),
     log:
         "logs/diagonal_normalize/{model}/{dataset}/{variant}.log",
+    benchmark:
+        "benchmarks/diagonal_normalize/{model}/{dataset}/{variant}.tsv"
     conda:
         ENV_ANALYSIS
     threads: 1
