@@ -218,7 +218,9 @@ def test_tokenizer_sharing_decides_the_data_store(default, smoke, paper):
     assert default.sample_inputs("kjv-chunks128", "smollm2-135m") == {
         "tokenizer": "resources/models/smollm2-135m"
     }
-    assert smoke.prepare_model_inputs("tiny-random") == ["resources/models/trained-rope"]
+    # a random_init model taking a trained model's tokenizer needs the tokenizer, not the training
+    assert smoke.prepare_model_inputs("tiny-random") == [smoke.train_tokenizer_dir()]
+    assert smoke.prepare_tokenizer_dir("tiny-random") == "resources/tokenizers/smoke-bpe"
     assert default.prepare_model_inputs("smollm2-135m-random") == ["resources/models/smollm2-135m"]
     assert default.prepare_model_inputs("smollm2-135m") == []
 
