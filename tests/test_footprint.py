@@ -189,3 +189,50 @@ def test_the_cpu_overlay_keeps_the_shapes_and_cuts_only_counts(monkeypatch):
     # the 1B stand-ins' extraction asks for what the CPU run holds: weights, moments state
     req = resolved.extract_resources("nope-1.5b", "random-chunks1024")
     assert 12_000 < req["mem_mb"] < 20_000 and "gpu_mb" not in req
+
+
+#: Peak RSS (MB, Snakemake's benchmark files) of every job of the overlay's run on the build VM,
+#: 2026-11-26 (docs/paper-shape.md): (rule, wildcards) -> MB.
+MEASURED_CPU_RUN_MB = {
+    ("prepare_model", "llama-3.2-1b"): 2746,
+    ("prepare_model", "nope-1.5b"): 2746,
+    ("extract_scores", "nope-1.5b", "random-chunks1024"): 11978,
+    ("extract_scores", "llama-3.2-1b", "kjv-chunks256"): 7682,
+    ("merge_scores", "nope-1.5b", "random-chunks1024", "causal"): 12496,
+    ("merge_scores", "llama-3.2-1b", "kjv-chunks256", "scrambled_rope+bidirectional"): 915,
+    ("diagonal_normalize", "nope-1.5b", "random-chunks1024"): 12215,
+    ("leakage", "llama-3.2-1b", "kjv-chunks256"): 3344,
+}
+
+
+def test_every_measured_job_of_the_cpu_overlay_ran_within_its_request(monkeypatch):
+    """The overlay's requests, as the rules compute them, against the measured peaks, with at
+    most 3x room (a request far above the peak would hold a cluster's memory for nothing)."""
+    monkeypatch.chdir(REPO)
+    r = Resolved(_validated(_overlaid(SHAPE, REPO / "configs" / "paper-shape-cpu.yaml")))
+    ask = {
+        "prepare_model": r.prepare_resources,
+        "extract_scores": r.extract_resources,
+        "merge_scores": r.merge_resources,
+        "diagonal_normalize": r.normalize_resources,
+        "leakage": r.leakage_resources,
+    }
+    for (rule, *wildcards), peak in MEASURED_CPU_RUN_MB.items():
+        mem = ask[rule](*wildcards)["mem_mb"]
+        assert peak <= mem <= 3 * peak + 2500, (rule, wildcards, peak, mem)
+
+
+def test_store_requests_closed_form():
+    shape = F.shape_of(read_architecture_file(ARCH_DIR / "llama-3.2-1b.json"))
+    cells = 16 * 32 * 1024**2
+    store = F.variant_store_bytes(shape, 1024, ["moments", "groups"], n_groups=2)
+    assert store == 2 * cells * 4 + 2 * 16 * 1024**2 * 4
+    assert (
+        F.variant_store_bytes(shape, 256, ["leakage", "sink"], n_groups=2)
+        == 2 * 16 * 32 * 256**2 * 8
+    )
+    assert F.merge_request(store)["mem_mb"] == -(-(2 * 2**30 + 3.0 * store) // 10**6)
+    assert F.normalize_request(shape, 1024)["mem_mb"] == -(-(2 * 2**30 + 6.0 * cells * 4) // 10**6)
+    assert F.leakage_request(shape, 256, 12)["mem_mb"] == -(
+        -(2 * 2**30 + 1.25 * 12 * 2 * 16 * 32 * 256**2 * 4) // 10**6
+    )

@@ -203,6 +203,23 @@ def extract_mem_mb(wildcards, attempt):
     return min(wanted, largest.mem_mb) if largest is not None else wanted
 
 
+def merge_mem_mb(wildcards):
+    """From the variant store's size (causalpos.models.footprint.merge_request)."""
+    return CFG.merge_resources(wildcards.model, wildcards.dataset, wildcards.variant)[
+        "mem_mb"
+    ]
+
+
+def normalize_mem_mb(wildcards):
+    """From the mean maps' size (causalpos.models.footprint.normalize_request)."""
+    return CFG.normalize_resources(wildcards.model, wildcards.dataset)["mem_mb"]
+
+
+def leakage_mem_mb(wildcards):
+    """From the summed maps it reads (causalpos.models.footprint.leakage_request)."""
+    return CFG.leakage_resources(wildcards.model, wildcards.dataset)["mem_mb"]
+
+
 def check_cluster_run():
     """Before the first submission: the cluster's profile in place of profiles/default, and no
     job asking more than any node of its partition has (causalpos.cluster.unschedulable names

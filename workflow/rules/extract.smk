@@ -52,7 +52,7 @@ rule merge_scores:
         ENV_MODELS
     threads: 1
     resources:
-        mem_mb=8000,
+        mem_mb=merge_mem_mb,
         runtime=30,
     params:
         code=code_fingerprint("merge_scores"),
@@ -73,7 +73,7 @@ rule diagonal_normalize:
         ENV_ANALYSIS
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=normalize_mem_mb,
         runtime=30,
     params:
         code=code_fingerprint("diagonal_normalize"),

@@ -14,9 +14,13 @@ from causalpos.config.common import Section
 from causalpos.models.footprint import (
     Shape,
     extract_request,
+    leakage_request,
+    merge_request,
+    normalize_request,
     parameter_count,
     prepare_request,
     shape_of,
+    variant_store_bytes,
 )
 
 #: The papers' hub checkpoints whose published config.json fields are kept in
@@ -39,6 +43,7 @@ HUB_DTYPE = "bfloat16"
 #: disk, and a host big enough for a 3 B model's paper-1 extraction on a GPU.
 FALLBACK_PREPARE = {"mem_mb": 16000, "disk_mb": 32000}
 FALLBACK_EXTRACT_MB = 32000
+FALLBACK_STORE_MB = 8000
 
 
 class ResourcesSection(Section):
@@ -151,6 +156,32 @@ class ResourcesSection(Section):
         ]
         out = max(requests, key=lambda r: r["mem_mb"])
         return {**out, **{k: r[k] for r in requests for k in r if k == "gpu_mb"}}
+
+    def merge_resources(self, model: str, dataset: str, variant: str) -> dict[str, int]:
+        """``mem_mb`` of ``merge_scores`` of one variant's shards
+        (:func:`causalpos.models.footprint.merge_request`)."""
+        found = self.model_footprint(model)
+        if found is None:
+            return {"mem_mb": FALLBACK_STORE_MB}
+        ds = self.dataset_spec(dataset)
+        names = self.reducers_for(model, dataset, variant)
+        groups = min(self.config["extract"]["n_groups"], ds["n_sequences"])
+        return merge_request(variant_store_bytes(found[0], ds["seq_len"], names, n_groups=groups))
+
+    def normalize_resources(self, model: str, dataset: str) -> dict[str, int]:
+        """``mem_mb`` of ``diagonal_normalize`` (:func:`causalpos.models.footprint.normalize_request`)."""
+        found = self.model_footprint(model)
+        if found is None:
+            return {"mem_mb": FALLBACK_STORE_MB}
+        return normalize_request(found[0], self.dataset_spec(dataset)["seq_len"])
+
+    def leakage_resources(self, model: str, dataset: str) -> dict[str, int]:
+        """``mem_mb`` of the ``leakage`` rule (:func:`causalpos.models.footprint.leakage_request`)."""
+        found = self.model_footprint(model)
+        if found is None:
+            return {"mem_mb": FALLBACK_STORE_MB}
+        n = len(self.leakage_variants(model, dataset))
+        return leakage_request(found[0], self.dataset_spec(dataset)["seq_len"], n)
 
 
 def _read_fields(path: str, reader) -> dict | None:

@@ -32,6 +32,16 @@ WORK_CELLS_CUDA = 1 << 27
 #: a batch: leakage fits ≈ 90 bytes, sink ≈ 27), rounded up.
 WORK_BYTES_PER_CELL = {"leakage": 128, "sink": 32}
 
+#: Host bytes per (layer, head, query, key) cell that paper 2's reducers (leakage with mean maps,
+#: sink) hold on CPU beyond :func:`reducer_state_bytes`' mean maps: per layer, and per sequence of
+#: the shard (glibc's heap, which jobs keep for reuse: ``causalpos.io.runlog.keep_freed_memory``).
+#: Measured on the build VM (2026-11-26) at Llama-3.2-1B's shape, T = 256, 4 fits, 5 windows:
+#: 30 + 21.5 × sequences bytes a cell a layer in all (51.5 with one sequence, 73 with two),
+#: rounded up; measured up to 4 sequences, linear beyond (an upper bound). Not seen on a GPU
+#: (H100, 2026-11-22: every reducer over 256 sequences of Llama-3.1-8B peaked at 14.4 GB).
+CPU_LEAKAGE_CELL_BYTES = 16
+CPU_LEAKAGE_CELL_BYTES_PER_SEQUENCE = 24
+
 #: What a Python process with torch, transformers, zarr and xarray loaded holds before any model
 #: or array (measured 0.34 GB for torch + transformers; the stages import more), rounded up.
 PROCESS_BYTES = 2 * 2**30
@@ -261,8 +271,60 @@ def extract_request(
         per = sequence_bytes(
             shape.heads, shape.hidden, shape.intermediate, seq_len, dtype_bytes(dtype)
         )
+        if any("leakage" in names for names in variants.values()):
+            # the heap beside the state, and the result's float64 copy of the mean maps
+            cells = shape.layers * shape.heads * seq_len * seq_len
+            per_cell = CPU_LEAKAGE_CELL_BYTES + CPU_LEAKAGE_CELL_BYTES_PER_SEQUENCE * n_sequences
+            store = max(store, cells * (per_cell + 16))
         host = PROCESS_BYTES + w + state + batch * per + store
     else:
         host = PROCESS_BYTES + w + store
         out["gpu_mb"] = _mb(w + state)
     return {"mem_mb": _mb(host), **out}
+
+
+#: merge_scores' peak over one variant's store (float32 maps, uncompressed): the merged result in
+#: float64 (twice the store) and one shard's arrays read at a time
+#: (``causalpos.io.store.merge_shards``), cast back to float32 when written. Measured on the
+#: build VM (2026-11-26, docs/paper-shape.md): 12,496 MB for the 4.43 GB store of Llama-3.2-1B's
+#: shape at T = 1,024 (2.75 × with the process), rounded up.
+MERGE_STORE_FACTOR = 3.0
+
+#: diagonal_normalize's peak over the float32 mean maps it reads (the normalized maps written
+#: beside them). Measured (2026-11-26): 12,215 MB for 2.15 GB of mean maps (5.55 ×), rounded up.
+NORMALIZE_STORE_FACTOR = 6.0
+
+#: The ``leakage`` rule's peak over the summed maps of the variants it reads (float32, every
+#: variant at once). Measured (2026-11-26): 3,344 MB for 12 variants of 268 MB (Llama-3.2-1B's
+#: shape, T = 256, with the process), rounded up.
+LEAKAGE_MAPS_FACTOR = 1.25
+
+
+def variant_store_bytes(shape: Shape, seq_len: int, names: Sequence[str], *, n_groups: int) -> int:
+    """Bytes of one variant's merged store before compression: its score maps
+    (:func:`map_store_bytes`) and, where paper 2's leakage reducer keeps them, its summed
+    logit and log-attention maps (float64, (2, layer, head, T, T))."""
+    total = map_store_bytes(shape, seq_len, names, n_groups=n_groups)
+    if "leakage" in names:
+        total += 2 * shape.layers * shape.heads * seq_len * seq_len * 8
+    return total
+
+
+def merge_request(store_bytes: int) -> dict[str, int]:
+    """``mem_mb`` of ``merge_scores`` for a variant store of ``store_bytes``
+    (:func:`variant_store_bytes`)."""
+    return {"mem_mb": _mb(PROCESS_BYTES + MERGE_STORE_FACTOR * store_bytes)}
+
+
+def normalize_request(shape: Shape, seq_len: int) -> dict[str, int]:
+    """``mem_mb`` of ``diagonal_normalize``: the float32 (layer, head, T, T) mean maps read and
+    their normalized copy written."""
+    mean = shape.layers * shape.heads * seq_len * seq_len * 4
+    return {"mem_mb": _mb(PROCESS_BYTES + NORMALIZE_STORE_FACTOR * mean)}
+
+
+def leakage_request(shape: Shape, seq_len: int, n_variants: int) -> dict[str, int]:
+    """``mem_mb`` of the ``leakage`` rule: the float32 summed logit and log-attention maps
+    ((2, layer, head, T, T)) of its ``n_variants`` score stores."""
+    maps = n_variants * 2 * shape.layers * shape.heads * seq_len * seq_len * 4
+    return {"mem_mb": _mb(PROCESS_BYTES + LEAKAGE_MAPS_FACTOR * maps)}
