@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,6 +88,7 @@ def test_offline_config_keeps_the_default_dag_without_the_wheel(tmp_path):
     assert with_wheel["models"]["smollm2-135m"]["wheel_dir"] == str(tmp_path)
 
 
+@pytest.mark.slow
 def test_dry_run_plans_every_step_and_writes_the_report(tmp_path):
     env = {
         **os.environ,

@@ -249,6 +249,7 @@ CPU_TARGETS = (
 )
 
 
+@pytest.mark.slow
 def test_cpu_overlay_plans_the_1b_stores_with_no_model_trained(tmp_path):
     """The overlay's dry run: the 1B-shape stand-ins' paper-1 and paper-2 stores, from the
     trained tokenizer alone (no train_model), every job on the CPU, each stand-in's
