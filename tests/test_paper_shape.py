@@ -394,3 +394,24 @@ def check_scaled_run(pipeline: Path, cfg: dict) -> None:
     # the report's front page carries the banner
     snakemake(pipeline, "--configfile", "configs/scaled.yaml", "--report", "report.html")
     assert REHEARSAL_BANNER in (pipeline / "report.html").read_text()
+
+
+def test_every_model_rule_records_its_wall_time_and_peak_memory():
+    """Each rule that loads, builds or writes a model or its maps has a Snakemake benchmark file
+    (wall seconds, peak RSS): what a cluster user compares with the job's request."""
+    import re
+
+    rules = {}
+    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
+        for m in re.finditer(r"^rule (\w+):\n(.*?)(?=^rule |\Z)", smk.read_text(), re.S | re.M):
+            rules[m.group(1)] = m.group(2)
+    model_rules = {
+        "prepare_model", "train_tokenizer", "train_model", "init_twin", "sample_sequences",
+        "extract_scores", "merge_scores", "diagonal_normalize", "gram_panels",
+        "length_generalization", "leakage", "position0",
+    }  # fmt: skip
+    for rule in sorted(model_rules):
+        body = rules[rule]
+        assert "    benchmark:\n" in body, rule
+        bench = re.search(r'benchmark:\n\s+"(benchmarks/[^"]+\.tsv)"', body).group(1)
+        assert bench.startswith(f"benchmarks/{rule}/"), (rule, bench)
