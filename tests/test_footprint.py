@@ -191,8 +191,8 @@ def test_the_cpu_overlay_keeps_the_shapes_and_cuts_only_counts(monkeypatch):
     assert 12_000 < req["mem_mb"] < 20_000 and "gpu_mb" not in req
 
 
-#: Peak RSS (MB, Snakemake's benchmark files) of every job of the overlay's run on the build VM,
-#: 2026-11-26 (docs/paper-shape.md): (rule, wildcards) -> MB.
+#: Peak RSS (MB, Snakemake's benchmark files) of the overlay's jobs on the build VM, 2026-11-26,
+#: the larger of its two runs (docs/paper-shape.md): (rule, wildcards) -> MB.
 MEASURED_CPU_RUN_MB = {
     ("prepare_model", "llama-3.2-1b"): 2746,
     ("prepare_model", "nope-1.5b"): 2746,
