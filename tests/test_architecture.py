@@ -160,6 +160,7 @@ def test_the_training_wing_sits_beside_models():
 #: only: test_the_training_wing_sits_beside_models).
 CONFIG_PURE_IMPORTS = {"__future__", "re", "math", "itertools", "typing", "collections.abc"}
 CONFIG_PURE_IMPORTS |= {"causalpos.models.variants", "causalpos.training.settings"}
+CONFIG_PURE_IMPORTS |= {"causalpos.models.footprint"}  # the requests' arithmetic, torch-free
 
 
 def test_the_config_resolver_is_read_by_the_workflow_only():

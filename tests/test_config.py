@@ -218,7 +218,9 @@ def test_tokenizer_sharing_decides_the_data_store(default, smoke, paper):
     assert default.sample_inputs("kjv-chunks128", "smollm2-135m") == {
         "tokenizer": "resources/models/smollm2-135m"
     }
-    assert smoke.prepare_model_inputs("tiny-random") == ["resources/models/trained-rope"]
+    # a random_init model taking a trained model's tokenizer needs the tokenizer, not the training
+    assert smoke.prepare_model_inputs("tiny-random") == [smoke.train_tokenizer_dir()]
+    assert smoke.prepare_tokenizer_dir("tiny-random") == "resources/tokenizers/smoke-bpe"
     assert default.prepare_model_inputs("smollm2-135m-random") == ["resources/models/smollm2-135m"]
     assert default.prepare_model_inputs("smollm2-135m") == []
 
@@ -257,7 +259,12 @@ def test_shard_bounds_cover_the_dataset(smoke, default, paper):
     assert default.n_shards("kjv-heldout128") == 1 and default.shard_bounds(
         "kjv-heldout128", "0000"
     ) == [0, 256]
-    assert [paper.shard_bounds("fineweb-first1024", k) for k in range(4)] == [
+    # the paper config extracts each (model, dataset) in one shard (its stores stay small)
+    assert paper.n_shards("fineweb-first1024") == 1
+    assert paper.shard_bounds("fineweb-first1024", "0000") == [0, 1000]
+    cfg = copy.deepcopy(paper.config)
+    cfg["extract"]["shard_size"] = 250
+    assert [Resolved(cfg).shard_bounds("fineweb-first1024", k) for k in range(4)] == [
         [0, 250],
         [250, 500],
         [500, 750],

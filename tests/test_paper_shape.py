@@ -139,6 +139,43 @@ def test_config_file_model_has_the_files_shape_and_the_tokenizers_ids(tmp_path, 
     assert src["architecture"] == "mistral" and len(src["config_file_sha256"]) == 64
 
 
+def test_stand_in_is_built_and_saved_in_the_configs_dtype(tmp_path, tokenizer_dir):
+    """bf16: every saved tensor bf16, the weights file 2 bytes a parameter (plus its header), the
+    tokenizer read from ``tokenizer_dir`` (no sibling model); the same seed in float32 gives the
+    same shapes at twice the bytes."""
+    from safetensors import safe_open
+
+    from causalpos.models.footprint import parameter_count, shape_of
+
+    tiny = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "head_dim": 8}
+    tiny.update(num_attention_heads=4, num_key_value_heads=2)
+    spec = {
+        "source": "random_init",
+        "config_file": str(ARCH_DIR / "llama-3.2-1b.json"),
+        "config": {**tiny, "vocab_size": 1024},
+        "tokenizer": "trained-rope",  # not a sibling: read from tokenizer_dir
+        "seed": 5,
+    }
+    n = parameter_count(shape_of({**read_architecture_file(spec["config_file"]), **spec["config"]}))
+    sizes = {}
+    for dtype in ("bfloat16", "float32"):
+        out = build_model_dir(
+            "m", spec, tmp_path / dtype / "m", dtype=dtype, tokenizer_dir=tokenizer_dir
+        )
+        f = out / "model.safetensors"
+        with safe_open(f, "pt") as st:
+            dtypes = {str(st.get_tensor(k).dtype) for k in st.keys()}
+            count = sum(st.get_tensor(k).numel() for k in st.keys())
+        assert dtypes == {f"torch.{dtype}"} and count == n
+        sizes[dtype] = f.stat().st_size
+        assert json.loads((out / "causalpos_source.json").read_text())["dtype"] == dtype
+        assert (out / "tokenizer.json").is_file()
+    assert 2 * n < sizes["bfloat16"] < 2 * n + 64_000  # the safetensors header
+    assert 4 * n < sizes["float32"] < 4 * n + 64_000
+    with pytest.raises(ValueError, match="dtype 'int8' not in"):
+        build_model_dir("m", spec, tmp_path / "x", dtype="int8", tokenizer_dir=tokenizer_dir)
+
+
 def test_config_file_errors_name_the_key(tmp_path, tokenizer_dir, tokenizer_bos):
     base = {"source": "random_init", "tokenizer": str(tokenizer_dir)}
     with pytest.raises(ModelSpecError, match="config_file.*not a readable JSON"):
@@ -164,10 +201,16 @@ def test_config_file_is_read_at_config_time_and_is_an_input(tmp_path, monkeypatc
     monkeypatch.chdir(REPO)
     cfg = _validated(_load(SHAPE))
     resolved = Resolved(cfg)
+    # the stand-ins need the trained tokenizer, not a trained model (no train_model first)
     assert resolved.prepare_model_inputs("qwen3-8b") == [
-        "resources/models/trained-rope",
+        "resources/tokenizers/kjv-bpe-8k",
         "configs/architectures/qwen3-8b.json",
     ]
+    assert resolved.prepare_tokenizer_dir("qwen3-8b") == "resources/tokenizers/kjv-bpe-8k"
+    assert resolved.prepare_dtype("qwen3-8b") == "bfloat16"
+    # the twin takes its config and tokenizer from the stand-in it is `like:`
+    assert resolved.prepare_model_inputs("llama-3.2-1b-random") == ["resources/models/llama-3.2-1b"]
+    assert resolved.prepare_tokenizer_dir("llama-3.2-1b-random") is None
     assert resolved.model_context("phi-4") == (16384, "rope")
     assert resolved.model_context("nope-1.5b") == (131072, "none")
     cfg["models"]["phi-4"]["config_file"] = "configs/architectures/phi-5.json"
@@ -197,6 +240,45 @@ def test_dry_run_has_the_paper_configs_jobs(tmp_path):
     small = rule_counts(planned_jobs(pipeline, "--configfile", "configs/scaled.yaml"))
     assert set(small) == set(shape)
     assert all(small[r] <= shape[r] for r in shape)
+
+
+#: The two stores configs/paper-shape-cpu.yaml builds on a CPU machine (docs/paper-shape.md).
+CPU_TARGETS = (
+    "results/normalized/nope-1.5b/random-chunks1024/causal.zarr",
+    "results/leakage/llama-3.2-1b/kjv-chunks256.zarr",
+)
+
+
+@pytest.mark.slow
+def test_cpu_overlay_plans_the_1b_stores_with_no_model_trained(tmp_path):
+    """The overlay's dry run: the 1B-shape stand-ins' paper-1 and paper-2 stores, from the
+    trained tokenizer alone (no train_model), every job on the CPU, each stand-in's
+    prepare_model asking for the memory of its bf16 build."""
+    pipeline = copy_pipeline(tmp_path / "pipeline")
+    args = (
+        *CPU_TARGETS,
+        "--configfile",
+        "configs/paper-shape.yaml",
+        "configs/paper-shape-cpu.yaml",
+    )
+    counts = rule_counts(planned_jobs(pipeline, *args))
+    assert counts == {
+        "train_tokenizer": 1,
+        "prepare_model": 2,
+        "sample_sequences": 2,
+        "extract_scores": 2,
+        "merge_scores": 13,  # paper 1's causal map, paper 2's 12 variants
+        "diagonal_normalize": 1,
+        "leakage": 1,
+    }
+    proc = snakemake(pipeline, "-n", *args)
+    text = proc.stdout + proc.stderr
+    from causalpos.models.footprint import prepare_request
+
+    req = prepare_request(1_235_814_400, "bfloat16", builds=True)
+    assert text.count(f"disk_mb={req['disk_mb']},") == 2
+    assert text.count(f"mem_mb={req['mem_mb']},") == 2
+    assert "gpu=1" not in text
 
 
 #: Tiny widths for every stand-in (head_dim 8; vocab_size: the scaled tokenizer's).
@@ -312,3 +394,24 @@ def check_scaled_run(pipeline: Path, cfg: dict) -> None:
     # the report's front page carries the banner
     snakemake(pipeline, "--configfile", "configs/scaled.yaml", "--report", "report.html")
     assert REHEARSAL_BANNER in (pipeline / "report.html").read_text()
+
+
+def test_every_model_rule_records_its_wall_time_and_peak_memory():
+    """Each rule that loads, builds or writes a model or its maps has a Snakemake benchmark file
+    (wall seconds, peak RSS): what a cluster user compares with the job's request."""
+    import re
+
+    rules = {}
+    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
+        for m in re.finditer(r"^rule (\w+):\n(.*?)(?=^rule |\Z)", smk.read_text(), re.S | re.M):
+            rules[m.group(1)] = m.group(2)
+    model_rules = {
+        "prepare_model", "train_tokenizer", "train_model", "init_twin", "sample_sequences",
+        "extract_scores", "merge_scores", "diagonal_normalize", "gram_panels",
+        "length_generalization", "leakage", "position0",
+    }  # fmt: skip
+    for rule in sorted(model_rules):
+        body = rules[rule]
+        assert "    benchmark:\n" in body, rule
+        bench = re.search(r'benchmark:\n\s+"(benchmarks/[^"]+\.tsv)"', body).group(1)
+        assert bench.startswith(f"benchmarks/{rule}/"), (rule, bench)

@@ -118,6 +118,22 @@ def corpus_sha256(wildcards):
     return CFG.corpus_sha256(wildcards.dataset)
 
 
+def prepare_dtype_params(wildcards):
+    return CFG.prepare_dtype(wildcards.model)
+
+
+def prepare_tokenizer_dir_params(wildcards):
+    return CFG.prepare_tokenizer_dir(wildcards.model)
+
+
+def prepare_mem_mb(wildcards):
+    return CFG.prepare_resources(wildcards.model)["mem_mb"]
+
+
+def prepare_disk_mb(wildcards):
+    return CFG.prepare_resources(wildcards.model)["disk_mb"]
+
+
 def dataset_spec_params(wildcards):
     return CFG.dataset_spec_params(wildcards.dataset)
 
@@ -190,11 +206,32 @@ def extract_threads(wildcards):
 
 
 def extract_mem_mb(wildcards, attempt):
-    """8 GB, more on each retry (profiles/slurm: retries), at most the largest node's memory."""
-    wanted = 8000 * attempt
+    """The job's host memory from its model's shape and reducers
+    (causalpos.models.footprint.extract_request), more on each retry (profiles/slurm: retries),
+    at most the largest node's memory."""
+    wanted = (
+        CFG.extract_resources(wildcards.model, wildcards.dataset)["mem_mb"] * attempt
+    )
     nodes = slurm_nodes()
     largest = nodes.largest(_default_partition()) if nodes is not None else None
     return min(wanted, largest.mem_mb) if largest is not None else wanted
+
+
+def merge_mem_mb(wildcards):
+    """From the variant store's size (causalpos.models.footprint.merge_request)."""
+    return CFG.merge_resources(wildcards.model, wildcards.dataset, wildcards.variant)[
+        "mem_mb"
+    ]
+
+
+def normalize_mem_mb(wildcards):
+    """From the mean maps' size (causalpos.models.footprint.normalize_request)."""
+    return CFG.normalize_resources(wildcards.model, wildcards.dataset)["mem_mb"]
+
+
+def leakage_mem_mb(wildcards):
+    """From the summed maps it reads (causalpos.models.footprint.leakage_request)."""
+    return CFG.leakage_resources(wildcards.model, wildcards.dataset)["mem_mb"]
 
 
 def check_cluster_run():

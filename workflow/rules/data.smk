@@ -8,6 +8,8 @@ rule sample_sequences:
         directory("results/data/{dataset}/{tokenizer}.zarr"),
     log:
         "logs/sample_sequences/{dataset}/{tokenizer}.log",
+    benchmark:
+        "benchmarks/sample_sequences/{dataset}/{tokenizer}.tsv"
     conda:
         ENV_MODELS
     threads: 1

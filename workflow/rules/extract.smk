@@ -46,11 +46,13 @@ rule merge_scores:
         directory("results/scores/{model}/{dataset}/{variant}.zarr"),
     log:
         "logs/merge_scores/{model}/{dataset}/{variant}.log",
+    benchmark:
+        "benchmarks/merge_scores/{model}/{dataset}/{variant}.tsv"
     conda:
         ENV_MODELS
     threads: 1
     resources:
-        mem_mb=8000,
+        mem_mb=merge_mem_mb,
         runtime=30,
     params:
         code=code_fingerprint("merge_scores"),
@@ -65,11 +67,13 @@ rule diagonal_normalize:
         directory("results/normalized/{model}/{dataset}/{variant}.zarr"),
     log:
         "logs/diagonal_normalize/{model}/{dataset}/{variant}.log",
+    benchmark:
+        "benchmarks/diagonal_normalize/{model}/{dataset}/{variant}.tsv"
     conda:
         ENV_ANALYSIS
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=normalize_mem_mb,
         runtime=30,
     params:
         code=code_fingerprint("diagonal_normalize"),

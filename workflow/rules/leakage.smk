@@ -28,7 +28,7 @@ rule leakage:
         ENV_MODELS
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=leakage_mem_mb,
         runtime=60,
     params:
         variants=leakage_variants_params,

@@ -8,19 +8,25 @@ rule prepare_model:
         directory("resources/models/{model}"),
     log:
         "logs/prepare_model/{model}.log",
+    benchmark:
+        "benchmarks/prepare_model/{model}.tsv"
     wildcard_constraints:
         model=CFG.model_wildcard_pattern(),
     conda:
         ENV_MODELS
     # One thread, so that the job can start whenever one core is free (see simulate).
     threads: 1
+    # From the model's parameter count and dtype (causalpos.models.footprint.prepare_request).
     resources:
-        mem_mb=16000,
+        mem_mb=prepare_mem_mb,
+        disk_mb=prepare_disk_mb,
         runtime=60,
     params:
         spec=model_spec_params,
         # the content of the user's files: a replacement with an older mtime reruns it too
         sources=model_source_sha256,
+        dtype=prepare_dtype_params,
+        tokenizer_dir=prepare_tokenizer_dir_params,
         code=code_fingerprint("prepare_model"),
     script:
         "../scripts/prepare_model.py"

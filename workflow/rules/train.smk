@@ -252,6 +252,8 @@ rule init_twin:
         directory("resources/models/trained-{variant}-init"),
     log:
         "logs/init_twin/{variant}.log",
+    benchmark:
+        "benchmarks/init_twin/{variant}.tsv"
     wildcard_constraints:
         variant=r"[A-Za-z0-9_]+",
     conda:

@@ -9,4 +9,10 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.models import prepare_model  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    prepare_model(snakemake.wildcards.model, dict(snakemake.params.spec), snakemake.output[0])
+    prepare_model(
+        snakemake.wildcards.model,
+        dict(snakemake.params.spec),
+        snakemake.output[0],
+        dtype=snakemake.params.dtype,
+        tokenizer_dir=snakemake.params.tokenizer_dir,
+    )

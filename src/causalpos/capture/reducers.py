@@ -18,20 +18,15 @@ import torch
 import xarray as xr
 
 from causalpos.capture import merging
+from causalpos.models import footprint
 
 #: Score elements per float64 chunk on CPU (bounds the float64 temporaries of the reducers).
 _CPU_TILE = 1 << 18
 
-#: Score cells per chunk of a batch for reducers that work on whole maps in float64 (paper 2's
-#: leakage fits, ~90 bytes of temporaries per cell; the sink reducer, ~27): their working memory
-#: stays near that many cells × those bytes, whatever the batch size (found on an H100: 16
-#: sequences of Llama-3.2-1B at T = 1,024 asked for 8 and 18 GiB temporaries in one piece).
-#: On a GPU the chunks are larger: the leakage fits launch ~5,000 kernels per chunk whatever its
-#: size (measured 48 ms per chunk of 8 × 32 × 256² cells on an H100, launch-bound): one cell per
-#: KiB of the card, i.e. temporaries of ~1/8 of its memory (80 GB: 78 M cells, 10 GB), at most
-#: ``WORK_CELLS_CUDA``.
-WORK_CELLS = 1 << 24
-WORK_CELLS_CUDA = 1 << 27
+#: Score cells per chunk of a batch for reducers that work on whole maps in float64, on CPU and
+#: at most on a GPU (defined with the memory arithmetic that sizes the jobs' requests).
+WORK_CELLS = footprint.WORK_CELLS
+WORK_CELLS_CUDA = footprint.WORK_CELLS_CUDA
 
 
 @functools.cache

@@ -15,7 +15,8 @@ text: their structure and key order are part of the pipeline's behaviour (see :f
 A value the schema allows but the pipeline cannot use raises :class:`ConfigError` naming the key.
 
 One module per config section, each a class ``Resolved`` inherits from; all of them pure (they
-read nothing but the config dict) except ``checks``, the config-time checks against the disk:
+read nothing but the config dict) except ``checks``, the config-time checks against the disk,
+and ``resources``:
 
 - ``common``: :class:`ConfigError`, :func:`canonical`, name patterns, the variant check
 - ``schema``: :func:`schema_error_summary` (a config failing the JSON schema, in a few lines)
@@ -24,6 +25,8 @@ read nothing but the config dict) except ``checks``, the config-time checks agai
 - ``train``: ``train:`` (the models trained here, the Gram panels, the comparison)
 - ``leakage``: ``leakage:`` (paper 2)
 - ``targets``: ``rule all`` and the scorecard's inputs
+- ``resources``: the model jobs' memory and disk requests from the models' shapes (reads the
+  architecture files and local models' ``config.json``)
 - ``checks``: what local corpora can supply, sequence lengths against models' contexts (reads
   corpora and local models' ``config.json``)
 - ``resolved``: :class:`Resolved`, composed of the above

@@ -166,6 +166,20 @@ def _tokenizer_bos(directory: Path) -> tuple[bool, str | None]:
     return known, None
 
 
+#: The papers' hub checkpoints whose published config.json fields are kept in
+#: ``configs/architectures/`` (relative to the workflow directory): their requests are sized
+#: before anything is downloaded. The NoPE checkpoint's own config.json is not kept.
+HUB_ARCHITECTURES = {
+    "meta-llama/Llama-3.1-8B": "configs/architectures/llama-3.1-8b.json",
+    "meta-llama/Llama-3.2-1B": "configs/architectures/llama-3.2-1b.json",
+    "meta-llama/Llama-3.2-3B": "configs/architectures/llama-3.2-3b.json",
+    "mistralai/Mistral-7B-v0.1": "configs/architectures/mistral-7b.json",
+    "Qwen/Qwen2.5-7B": "configs/architectures/qwen2.5-7b.json",
+    "Qwen/Qwen3-8B": "configs/architectures/qwen3-8b.json",
+    "microsoft/phi-4": "configs/architectures/phi-4.json",
+}
+
+
 class ChecksSection(Section):
     """Checks of the config against corpora and model contexts."""
 
@@ -571,3 +585,57 @@ class ChecksSection(Section):
         if errors:
             raise ConfigError("\n".join(dict.fromkeys(errors)))  # each error once
         return warnings
+
+    def model_shape_fields(self, model: str) -> dict | None:
+        """The ``config.json`` fields that size ``model`` (architecture file, ``like:`` chain with
+        ``config:`` overrides, tiny preset, local directory, the training settings), or None."""
+        from causalpos.models.architectures import read_architecture_file, tiny_config_kwargs
+
+        if model.startswith("trained-"):
+            variant = model.removeprefix("trained-").removesuffix("-init")
+            if variant not in self.train_variants():
+                return None
+            s = self.train_variant(variant)
+            return {
+                "model_type": "llama",
+                "vocab_size": self.config["train"]["tokenizer"]["vocab_size"],
+                "hidden_size": s["hidden"],
+                "intermediate_size": s["intermediate"],
+                "num_hidden_layers": s["layers"],
+                "num_attention_heads": s["heads"],
+                "num_key_value_heads": s["kv_heads"],
+                "tie_word_embeddings": s.get("tie_embeddings", True),
+            }
+        spec = self.model_spec(model)
+        overrides = spec.get("config") or {}
+        if spec["source"] == "random_init":
+            if spec.get("like"):
+                base = self.model_shape_fields(spec["like"])
+            elif spec.get("config_file"):
+                base = _read_fields(spec["config_file"], read_architecture_file)
+            elif spec.get("size", "tiny") == "tiny":
+                from causalpos.models.architectures import ARCHITECTURES
+
+                arch = spec.get("architecture")
+                if arch not in ARCHITECTURES:
+                    return None
+                base = {"model_type": ARCHITECTURES[arch], **tiny_config_kwargs(arch)}
+            else:
+                return None
+            return None if base is None else {**base, **overrides}
+        if spec["source"] == "hf" and spec.get("id") in HUB_ARCHITECTURES:
+            return _read_fields(HUB_ARCHITECTURES[spec["id"]], read_architecture_file)
+        if spec["source"] in ("hf", "local"):
+            path = spec.get("path") if spec["source"] == "local" else spec.get("id")
+            try:
+                return json.loads((Path(path).expanduser() / "config.json").read_text())
+            except (OSError, ValueError, TypeError):
+                return None
+        return None
+
+
+def _read_fields(path: str, reader) -> dict | None:
+    try:
+        return reader(path)
+    except ValueError:  # ModelSpecError: the config-time checks name the key
+        return None

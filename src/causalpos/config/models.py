@@ -33,14 +33,36 @@ class ModelsSection(Section):
 
     def prepare_model_inputs(self, name: str) -> list[str]:
         """A random_init model `like:` (or taking the `tokenizer:` of) another needs it first; a
-        model prepared from the user's files needs them (:meth:`model_source_files`)."""
+        model prepared from the user's files needs them (:meth:`model_source_files`). A
+        `tokenizer:` naming a model trained here needs the trained tokenizer only
+        (``train_tokenizer``'s directory), not the training run."""
         spec = self.model_spec(name)
         refs = {spec[k] for k in ("like", "tokenizer") if spec.get(k)}
+        tok_dir = self.prepare_tokenizer_dir(name)
+        if tok_dir and spec.get("like") != spec["tokenizer"]:
+            refs.discard(spec["tokenizer"])
         inputs = [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
+        if tok_dir:
+            inputs.insert(0, tok_dir)
         # random_init `config_file:` (an architecture file): an input, so editing it reruns
         if spec.get("config_file"):
             inputs.append(spec["config_file"])
         return inputs + self.model_source_files(name)
+
+    def prepare_tokenizer_dir(self, name: str) -> str | None:
+        """Where ``prepare_model`` reads a random_init model's tokenizer when its `tokenizer:`
+        names a model trained here (they all carry the one trained tokenizer): the trained
+        tokenizer's directory; None otherwise (a sibling model directory or a path)."""
+        spec = self.model_spec(name)
+        ref = spec.get("tokenizer")
+        if spec["source"] == "random_init" and isinstance(ref, str) and ref.startswith("trained-"):
+            return self.train_tokenizer_dir()
+        return None
+
+    def prepare_dtype(self, name: str) -> str | None:
+        """The dtype ``prepare_model`` builds a random_init model in: the config's ``dtype`` (the
+        one it runs in); None for the other sources (their weights keep their own dtype)."""
+        return self.config["dtype"] if self.model_spec(name)["source"] == "random_init" else None
 
     def tokenizer_of(self, model: str) -> str:
         """The tokenizer ``model`` uses, named by the model whose directory holds it, or by

@@ -1,6 +1,8 @@
 """:class:`Resolved`, the pipeline's view of one validated config: one class composed of the
 per-section resolvers of this package. Pure but for :class:`~causalpos.config.checks.ChecksSection`
-(the config-time checks, which read corpora and local models' ``config.json``)."""
+(the config-time checks, which read corpora and local models' ``config.json``) and
+:class:`~causalpos.config.resources.ResourcesSection` (the model jobs' requests, from the
+architecture files)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from causalpos.config.figures import FiguresSection
 from causalpos.config.leakage import LeakageSection
 from causalpos.config.models import ModelsSection
 from causalpos.config.paper1 import Paper1Section
+from causalpos.config.resources import ResourcesSection
 from causalpos.config.simulate import SimulateSection
 from causalpos.config.targets import TargetsSection
 from causalpos.config.train import TrainSection
@@ -28,6 +31,7 @@ class Resolved(
     TrainSection,
     LeakageSection,
     TargetsSection,
+    ResourcesSection,
     ChecksSection,
 ):
     """The pipeline's view of one validated config (nothing is cached but the corpora's document

@@ -29,19 +29,13 @@ def resolve_device(device: str) -> str:
 
 
 def bytes_per_sequence(config: Any, seq_len: int, dtype_bytes: int) -> int:
-    """Estimated peak bytes one sequence adds to an extraction forward pass.
+    """Estimated peak bytes one sequence adds to an extraction forward pass of the model of
+    transformers ``config`` (:func:`causalpos.models.footprint.sequence_bytes`)."""
+    from causalpos.models.footprint import sequence_bytes
 
-    The capture holds one float32 (head, T, T) score buffer per sequence and the attention
-    kernel and reducers a few more of the same size (softmax, float64 accumulators work per
-    sequence); activations are (T, hidden) and (T, intermediate) per layer in the model dtype.
-    The factor 4 on the scores and 6 on the activations are deliberately generous.
-    """
-    heads = int(config.num_attention_heads)
     hidden = int(config.hidden_size)
     inter = int(getattr(config, "intermediate_size", 4 * hidden) or 4 * hidden)
-    scores = 4 * heads * seq_len * seq_len * 4
-    acts = 6 * seq_len * (hidden + inter) * dtype_bytes
-    return scores + acts
+    return sequence_bytes(int(config.num_attention_heads), hidden, inter, seq_len, dtype_bytes)
 
 
 def auto_batch_size(

@@ -32,6 +32,7 @@ the identity — how paper 1 loads its NoPE checkpoint) and ``description`` (fre
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import shutil
@@ -193,19 +194,34 @@ def _resolve_spec(name: str, spec: dict | None) -> dict:
     return spec
 
 
-def build_model_dir(name: str, spec: dict | None, out_dir: str | os.PathLike) -> Path:
+def build_model_dir(
+    name: str,
+    spec: dict | None,
+    out_dir: str | os.PathLike,
+    *,
+    dtype: str = "float32",
+    tokenizer_dir: str | os.PathLike | None = None,
+) -> Path:
     """Resolve model ``spec`` into the HF-format directory ``out_dir`` and return it.
 
     ``out_dir`` is this model's own directory (e.g. ``resources/models/{name}``); ``like:`` and
-    ``tokenizer:`` references of ``random_init`` are looked up among its siblings. The directory
-    appears atomically (built under a temporary name, then renamed), holding weights
-    (safetensors), config, tokenizer and ``causalpos_source.json``.
+    ``tokenizer:`` references of ``random_init`` are looked up among its siblings, the tokenizer
+    in ``tokenizer_dir`` where given (the pipeline's trained tokenizer, for a spec naming a model
+    trained here). A ``random_init`` model is materialised directly in ``dtype`` (the config's
+    ``dtype``: no float32 copy of a bf16 stand-in) and saved so; every other source keeps the
+    weights' own dtype. The directory appears atomically (built under a temporary name, then
+    renamed), holding weights (safetensors), config, tokenizer and ``causalpos_source.json``.
     """
     out_dir = Path(out_dir)
     spec = _resolve_spec(name, spec)
     source = spec["source"]
+    if dtype not in DTYPES:
+        raise ValueError(f"build_model_dir: dtype {dtype!r} not in {sorted(DTYPES)}")
+    preparer = _PREPARERS[source]
+    if source == "random_init":
+        preparer = functools.partial(preparer, dtype=dtype, tokenizer_dir=tokenizer_dir)
     with atomic_dir(out_dir) as tmp:
-        record = _PREPARERS[source](name, spec, tmp, out_dir.parent)
+        record = preparer(name, spec, tmp, out_dir.parent)
         if spec.get("rope", "rope") == "none":
             cfg_path = tmp / "config.json"
             cfg = json.loads(cfg_path.read_text())
@@ -288,7 +304,15 @@ def _sibling(models_dir: Path, ref: str) -> Path:
     return path if path.is_dir() else models_dir / ref
 
 
-def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+def _prepare_random_init(
+    name: str,
+    spec: dict,
+    tmp: Path,
+    models_dir: Path,
+    *,
+    dtype: str = "float32",
+    tokenizer_dir: str | os.PathLike | None = None,
+) -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     overrides = dict(spec.get("config") or {})
@@ -306,7 +330,7 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
     tok_ref = spec.get("tokenizer", spec.get("like"))
     tokenizer = None
     if tok_ref is not None:
-        tok_dir = _sibling(models_dir, tok_ref)
+        tok_dir = Path(tokenizer_dir) if tokenizer_dir else _sibling(models_dir, tok_ref)
         try:
             tokenizer = AutoTokenizer.from_pretrained(tok_dir)
         except Exception as exc:
@@ -362,15 +386,19 @@ def _prepare_random_init(name: str, spec: dict, tmp: Path, models_dir: Path) -> 
             "Use a tokenizer with fewer ids (e.g. the one trained here) or a larger "
             "`config: {vocab_size: ...}`",
         )
-    # A fresh model, seeded: transformers' init draws from torch's global generator on CPU.
+    # A fresh model, seeded: transformers' init draws from torch's global generator on CPU. Built
+    # in `dtype` (parameters created and initialised in it: an 8B stand-in in bf16 holds 16 GB,
+    # never a float32 copy) and saved as built.
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype])
     model.save_pretrained(tmp)
+    del model
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     return {
         "architecture": architecture,
         "seed": seed,
+        "dtype": dtype,
         "tokenizer_from": tok_ref,
         **file_record,
         "sha256": weights_manifest(tmp),

@@ -67,12 +67,6 @@ def build_reducers(
     return out
 
 
-#: Peak float64 temporaries per score cell of a reducer's update, measured on CPU
-#: (ru_maxrss over a batch: leakage fits ≈ 90 bytes, sink ≈ 27), rounded up; each works through
-#: a batch in chunks of at most ``capture.reducers.work_cells(device)`` cells.
-_WORK_BYTES_PER_CELL = {"leakage": 128, "sink": 32}
-
-
 def reducer_memory(
     config,
     seq_len: int,
@@ -84,36 +78,24 @@ def reducer_memory(
     device: str = "cpu",
     n_sequences: int = 0,
 ) -> int:
-    """Bytes the named reducers hold whatever the batch size: their float64 state (allocated at
-    the first batch, on the model's device) and their chunked working memory.
-
-    ``moments``: two (layer, head, T, T) sums and one map buffer; ``groups``: ``n_groups`` ×
-    (layer, T, T); ``leakage``: two (layer, head, T, T) mean-map sums unless ``mean_maps`` is
-    off. Llama-3.1-8B at T = 1,024: moments 16 GiB, 20 groups 5 GiB. The working memory is
-    that of one chunk on ``device``: ``batch_size`` sequences where given and smaller, else the
-    largest. ``position0``: the (layer + 1, hidden) float32 states of the shard's
-    ``n_sequences``, and as much again for the value vectors at most.
-    """
+    """Bytes the named reducers hold whatever the batch size on ``device``, for the model of
+    transformers ``config`` (:func:`causalpos.models.footprint.reducer_state_bytes`, with the
+    device's chunk size)."""
     from causalpos.capture.reducers import work_cells
+    from causalpos.models.footprint import reducer_state_bytes
 
-    layers, heads = int(config.num_hidden_layers), int(config.num_attention_heads)
-    cell = heads * seq_len * seq_len  # one sequence's (head, T, T) map
-    total = 0
-    if "moments" in names:
-        total += (2 * layers + 1) * cell * 8
-    if "groups" in names:
-        total += n_groups * layers * seq_len * seq_len * 8
-    if "leakage" in names and (leakage or {}).get("mean_maps", True):
-        total += 2 * layers * cell * 8
-    if "position0" in names:
-        total += 2 * n_sequences * (layers + 1) * int(config.hidden_size) * 4
-    work = [_WORK_BYTES_PER_CELL[n] for n in names if n in _WORK_BYTES_PER_CELL]
-    if work:  # one reducer's update at a time, one chunk of the batch at a time
-        chunk = max(cell, (work_cells(device) // cell) * cell)
-        if batch_size is not None:
-            chunk = min(chunk, int(batch_size) * cell)
-        total += max(work) * chunk
-    return int(total)
+    return reducer_state_bytes(
+        int(config.num_hidden_layers),
+        int(config.num_attention_heads),
+        int(getattr(config, "hidden_size", 0)),  # read by position0 only
+        seq_len,
+        names,
+        n_groups=n_groups,
+        mean_maps=(leakage or {}).get("mean_maps", True),
+        n_sequences=n_sequences,
+        work_cells=work_cells(device),
+        batch_size=batch_size,
+    )
 
 
 def check_variant_specs(variants: Mapping[str, Mapping]) -> None:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from causalpos.models import load
 
 
-def prepare_model(name: str, spec: dict, out):
-    """Rule ``prepare_model``: the model spec ``name`` resolved into an HF-format directory."""
-    return load.build_model_dir(name, dict(spec), out)
+def prepare_model(
+    name: str, spec: dict, out, *, dtype: str | None = None, tokenizer_dir: str | None = None
+):
+    """Rule ``prepare_model``: the model spec ``name`` resolved into an HF-format directory (a
+    random stand-in built in ``dtype``; its tokenizer from ``tokenizer_dir`` where given)."""
+    return load.build_model_dir(
+        name, dict(spec), out, dtype=dtype or "float32", tokenizer_dir=tokenizer_dir
+    )
