@@ -1134,7 +1134,7 @@ def test_cached_document_sizes_answer_as_the_reader_and_follow_file_edits(tmp_pa
     local_document_sizes, nothing read on a warm start, an edited file read again (its old answer
     dropped), errors never cached, an unreadable cache an empty one."""
     import causalpos.data as data
-    from causalpos.config.checks import cached_document_sizes
+    from causalpos.config.disk import cached_document_sizes
 
     real, reads = data.local_document_sizes, []
     monkeypatch.setattr(data, "local_document_sizes", lambda c: reads.append(c) or real(c))

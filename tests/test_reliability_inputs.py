@@ -111,7 +111,8 @@ def test_model_and_corpus_files_named_by_path_are_rule_inputs(tmp_path):
     assert cfg.prepare_model_inputs("hfdir") == files
     assert cfg.prepare_model_inputs("gg") == [str(gguf)]
     assert cfg.prepare_model_inputs("hub") == []  # a hub id: its revision is the param
-    assert cfg.prepare_model_inputs("tiny-random") == ["resources/models/trained-rope"]
+    # a stand-in taking a trained model's tokenizer waits for the tokenizer only, not training
+    assert cfg.prepare_model_inputs("tiny-random") == ["resources/tokenizers/smoke-bpe"]
     txt = cfg.sample_inputs("txt", "loc")
     assert txt["corpus"] == [str(corpus / "a.txt"), str(corpus / "b.txt")]  # the glob's files
     assert cfg.sample_inputs("jl", "loc")["corpus"] == [str(jsonl)]

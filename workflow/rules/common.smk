@@ -17,7 +17,7 @@ from causalpos.io.fingerprint import use_cache as _fingerprint_cache  # noqa: E4
 from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
-from causalpos.config.checks import cached_document_sizes  # noqa: E402
+from causalpos.config.disk import cached_document_sizes  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
 from causalpos import cluster as _cluster  # noqa: E402
 

@@ -32,7 +32,7 @@ and ``resources``:
 - ``resolved``: :class:`Resolved`, composed of the above
 """
 
-from causalpos.config.checks import MAX_PREFIX_TOKENS, TINY_MAX_POSITIONS, capacity_bound
+from causalpos.config.checks import TINY_MAX_POSITIONS
 from causalpos.config.common import (
     VARIANT_PATTERN,
     ConfigError,
@@ -41,6 +41,7 @@ from causalpos.config.common import (
     check_variant,
     names_pattern,
 )
+from causalpos.config.disk import MAX_PREFIX_TOKENS, capacity_bound
 from causalpos.config.leakage import LEAKAGE_DEFAULT_VARIANTS, PAPER2_TABLE_NAMES
 from causalpos.config.resolved import Resolved
 from causalpos.config.schema import schema_error_summary
