@@ -407,7 +407,7 @@ def paper2_tables(
             add("headline", head, model, dataset, {**_model_columns(s), **p0})
             ctl = controls_frame(s)
             if not ctl.empty:
-                add("controls", ctl, model, dataset, _model_columns(s))
+                add("controls", ctl, model, dataset, {**_model_columns(s), **p0})
         if "exp_decomposition" in s:
             dec = decomposition_headline_frame(s)
             add("decomposition_headline", dec, model, dataset, {**_model_columns(s), **p0})
