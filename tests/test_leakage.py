@@ -715,24 +715,13 @@ def test_reducers_inside_capture_match_eager_attention():
     # model's own eager attention probabilities (float32), an independent path to log A_ij.
     import copy
 
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from test_planted import _tiny_llama
+    from transformers import LlamaForCausalLM
 
     from causalpos.capture import hook as capture
     from causalpos.paper2 import reducers as P
 
-    cfg = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(copy.deepcopy(cfg)).eval()
+    model = _tiny_llama()  # 2 layers, 4 heads, 2 KV heads, seeded
     tok = np.random.default_rng(0).integers(3, 64, (5, 16))
     tok[:, 0] = 1
     tri = np.tril(np.ones((16, 16), dtype=bool))
@@ -749,7 +738,7 @@ def test_reducers_inside_capture_match_eager_attention():
                 P.SinkReducer(),
             ],
         )
-        eager = LlamaForCausalLM(copy.deepcopy(cfg)).eval()
+        eager = LlamaForCausalLM(copy.deepcopy(model.config)).eval()
         eager.load_state_dict(model.state_dict())
         eager.set_attn_implementation("eager")
         eager.config.is_causal = variant == "causal"

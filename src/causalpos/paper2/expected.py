@@ -204,11 +204,6 @@ def sign_flip_pvalues(num_gram: np.ndarray, n_flips: int = 2000, seed: int = 0) 
     return (1.0 + (flips >= obs - 1e-12 * np.abs(obs)).sum(0)) / (1.0 + n_flips)
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
-
-
 def estimate(
     grams: dict[str, np.ndarray],
     *,
@@ -252,7 +247,7 @@ def estimate(
         "layer": (num.sum(-1), den.sum(-1)),
         "pooled": (num.sum((-2, -1)), den.sum((-2, -1))),
     }.items():
-        r = _ratio(a, b)
+        r = inf.ratio(a, b)
         out[f"{name}_boot"] = r[1:]
         pairs = u["pairs"].reshape((-1,) + (1,) * (a.ndim - 1))
         out[f"{name}_num_boot"], out[f"{name}_den_boot"] = a[1:] / pairs[1:], b[1:] / pairs[1:]
@@ -265,7 +260,7 @@ def estimate(
         a_sst, b_sst = {"head": (num, u["sst"]), "layer": (num.sum(-1), u["sst"].sum(-1))}.get(
             name, (num.sum((-2, -1)), u["sst"].sum((-2, -1)))
         )
-        r_sst = _ratio(a_sst / pairs, b_sst)
+        r_sst = inf.ratio(a_sst / pairs, b_sst)
         out[f"{name}_sst"] = r_sst[0]
         out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst[1:], [lo_q, hi_q], axis=0)
     p = sign_flip_pvalues(grams["num"], n_flips, seed + 1)
@@ -317,8 +312,8 @@ def _estimate_calibrated(
         # ρ_SST: N per pair over the mean SST_p (a mean: its multiplier replicates, reflected)
         m_sst = g["sst"].mean(-1)
         s_b = 2 * m_sst - (m_sst + np.einsum("bp,...p->b...", xi, g["sst"] - m_sst[..., None]) / n)
-        out[f"{name}_sst"] = _ratio(r["num"] / pairs, m_sst)
-        r_sst = _ratio(r["num_boot"] / pairs, s_b)
+        out[f"{name}_sst"] = inf.ratio(r["num"] / pairs, m_sst)
+        r_sst = inf.ratio(r["num_boot"] / pairs, s_b)
         out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst, [lo_q, hi_q], axis=0)
         if name == "head":
             out["p"] = r["p"]
@@ -360,7 +355,7 @@ def pooled_subset(
         return float(r["est"]), r["boot"]
     weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
     u = u_statistics(sub, weights)
-    r = _ratio(u["num"].sum(-1), u["den"].sum(-1))
+    r = inf.ratio(u["num"].sum(-1), u["den"].sum(-1))
     return float(r[0]), r[1:]
 
 

@@ -30,6 +30,7 @@ from causalpos import stats
 from causalpos.models.variants import parse_variant
 from causalpos.paper2 import decomposition as DC
 from causalpos.paper2 import expected as X
+from causalpos.paper2 import inference as inf
 from causalpos.paper2.bos import bos_headline_block, bos_plan, pooled_reading
 from causalpos.paper2.design import build_design
 from causalpos.paper2.grams import FIT, GramCache
@@ -298,7 +299,7 @@ def control_block(
                     g = cache.grams(v, w, t, landmark=modelled)["num"].sum((0, 1))
                     n0, nb = cache.numerator(g)
                     d0, db = cache.denominator(ref, w, t, "pooled", landmark=modelled)
-                    units[vi, li, wi, ti] = _ci(ps, _ratio(nb, db), _ratio(n0, d0))
+                    units[vi, li, wi, ti] = _ci(ps, inf.ratio(nb, db), inf.ratio(n0, d0))
                     m = cache.estimate(ref, w, t, landmark=modelled, flips=False)["pooled"]
                     bound[vi, li, wi, ti] = EQUIVALENCE * m
                     control[vi, li, wi, ti] = float(units[vi, li, wi, ti, 2] < EQUIVALENCE * m)
@@ -337,11 +338,6 @@ def control_block(
 def _ci(ps: PromptSet, boot: np.ndarray, est: np.ndarray) -> np.ndarray:
     """(..., 3) estimate, lo, hi of the headline's replicates (one place for its interval)."""
     return ps.ci(boot, est)
-
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
 
 
 def components_block(
@@ -536,7 +532,7 @@ def _baseline_rows(cache: GramCache, key: tuple[str, str, str], sat: Mapping, li
     n0, nb = cache.numerator(g.sum((0, 1)), contrast=True)
     d0, db = cache.denominator(run, w, t, "pooled")
     rows = [ps.ci(np.asarray(x["pooled_boot"]), float(x["pooled"])) for x in (sat, lin)]
-    rows.append(ps.ci(_ratio(nb, db), _ratio(n0, d0)))
+    rows.append(ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0)))
     return np.stack(rows)
 
 

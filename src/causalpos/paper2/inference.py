@@ -107,6 +107,7 @@ __all__ = [
     "inverted",
     "calibrated",
     "calibrated_ratio",
+    "ratio",
 ]
 
 
@@ -270,8 +271,8 @@ def calibrated_ratio(
     d0 = de["est"] + den_const
     d_b = de["boot"] + den_const
     return {
-        "est": _ratio(nu["est"], d0),
-        "boot": _ratio(nu["boot"], d_b),
+        "est": ratio(nu["est"], d0),
+        "boot": ratio(nu["boot"], d_b),
         "num": nu["est"],
         "den": d0,
         "num_boot": nu["boot"],
@@ -280,7 +281,8 @@ def calibrated_ratio(
     }
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den elementwise, NaN where den is 0 (the one ratio of the headline's estimators)."""
     num, den = np.broadcast_arrays(np.asarray(num, np.float64), np.asarray(den, np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
