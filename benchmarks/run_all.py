@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import budget  # noqa: E402
 from yardstick import REFERENCE_GFLOPS, at_reference, sgemm_gflops  # noqa: E402
 
 
@@ -218,8 +219,12 @@ def main(argv: list[str] | None = None) -> int:
                 (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
             t = timed([sys.executable, "-m", "snakemake", "--cores", str(args.cores)], cwd=work)
             breakdown = rule_breakdown(work)
+            rate = (t["gflops_before"] + t["gflops_after"]) / 2
+            table = budget.budget_table(
+                work, budget.load_config(work / "config.yaml"), rate, t["cpu_s"]
+            )
         timings.append(timing_line(f"`snakemake --cores {args.cores}` (config.yaml)", t))
-        parts += ["## Default pipeline, per rule", "", breakdown]
+        parts += ["## Budget per stage", "", table, "## Default pipeline, per rule", "", breakdown]
     if args.tests:
         t = timed([sys.executable, "-m", "pytest", "-q"], cwd=REPO)
         timings.append(timing_line("`pytest` (the test suite)", t))

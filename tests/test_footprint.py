@@ -236,3 +236,32 @@ def test_store_requests_closed_form():
     assert F.leakage_request(shape, 256, 12)["mem_mb"] == -(
         -(2 * 2**30 + 1.25 * 12 * 2 * 16 * 32 * 256**2 * 4) // 10**6
     )
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "mistral"])
+def test_forward_and_training_flops_are_torch_flop_counters(arch):
+    """The budget's arithmetic (benchmarks/budget.py) against torch's own FLOP counter on a tiny
+    model with eager attention (whose QKᵀ and PV are counted matmuls): a forward keeping one
+    position's logits, as extraction does, and a training step (loss at every position, then
+    backward) are exactly the closed forms."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModelForCausalLM
+
+    from causalpos.models.architectures import tiny_config_kwargs
+
+    fields = {"model_type": ARCHITECTURES[arch], **tiny_config_kwargs(arch), "vocab_size": 300}
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(**fields)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    shape, batch, seq = F.shape_of(cfg.to_dict()), 3, 20
+    ids = torch.randint(0, 300, (batch, seq))
+    with torch.inference_mode(), FlopCounterMode(display=False) as fc:
+        model(input_ids=ids, use_cache=False, logits_to_keep=1)
+    assert fc.get_total_flops() == batch * F.forward_flops(shape, seq)
+    with FlopCounterMode(display=False) as fc:
+        model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+    assert fc.get_total_flops() == F.train_step_flops(shape, seq, batch)
+    # the attention term is what makes the count exact (it is not a rounding of the rest)
+    assert F.attention_flops(shape, seq) > 0

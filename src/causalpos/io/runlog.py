@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -149,6 +150,44 @@ def _older_store_error(exc: KeyError):
     return None if store is None else store.older_store_error(exc)
 
 
+def process_cpu_s() -> float:
+    """CPU seconds (user + system, every thread) this process has used since it started: the
+    interpreter, Snakemake's script preamble and the imports included."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def done_line(wall_s: float, cpu_s: float, startup_cpu_s: float, torch_note: str) -> str:
+    """The last line of a job's log: the block's wall time, the process's CPU in all and the
+    part of it spent before the block began (its start-up), and whether torch was loaded."""
+    return (
+        f"done in {wall_s:.1f} s; CPU {cpu_s:.2f} s, start-up {startup_cpu_s:.2f} s ({torch_note})"
+    )
+
+
+_DONE = re.compile(
+    r"^done in (?P<wall>[0-9.]+) s(?:; CPU (?P<cpu>[0-9.]+) s, start-up (?P<startup>[0-9.]+) s)?"
+    r" \((?P<torch>[^)]*)\)$"
+)
+
+
+def parse_done_line(line: str) -> dict | None:
+    """``{"wall_s", "cpu_s", "startup_cpu_s", "torch"}`` of a :func:`done_line` (CPU figures
+    None in a log written before they were recorded); None when ``line`` is not one."""
+    m = _DONE.match(line.strip())
+    if m is None:
+        return None
+    cpu, startup = m["cpu"], m["startup"]
+    return {
+        "wall_s": float(m["wall"]),
+        "cpu_s": None if cpu is None else float(cpu),
+        "startup_cpu_s": None if startup is None else float(startup),
+        "torch": m["torch"],
+    }
+
+
 #: Thread counts torch (OpenMP, MKL) and numpy's BLAS read when they load.
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -186,11 +225,11 @@ def logged(log_path: str | os.PathLike | None, threads: int | None = None):
         root = logging.getLogger()
         root.addHandler(handler)
         root.setLevel(logging.INFO)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), process_cpu_s()
         try:
             yield
             torch_note = "torch loaded" if "torch" in sys.modules else "no torch"
-            print(f"done in {time.perf_counter() - t0:.1f} s ({torch_note})", file=fh)
+            print(done_line(time.perf_counter() - t0, process_cpu_s(), cpu0, torch_note), file=fh)
         except (Terminated, KeyboardInterrupt) as exc:
             how = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
             logging.getLogger("causalpos").error(

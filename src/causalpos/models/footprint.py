@@ -328,3 +328,40 @@ def leakage_request(shape: Shape, seq_len: int, n_variants: int) -> dict[str, in
     ((2, layer, head, T, T)) of its ``n_variants`` score stores."""
     maps = n_variants * 2 * shape.layers * shape.heads * seq_len * seq_len * 4
     return {"mem_mb": _mb(PROCESS_BYTES + LEAKAGE_MAPS_FACTOR * maps)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Arithmetic: the matmul FLOPs of the work a job does, for the per-stage budget
+# (benchmarks/budget.py sets a stage's CPU time against its FLOPs over the machine's sgemm rate).
+
+
+def linear_flops_per_token(shape: Shape) -> int:
+    """FLOPs of one token through a decoder's layers' matrices: q, k, v, o and the gated MLP's
+    three (2 per multiply-add; biases, norms and activations are not counted)."""
+    h, hd = shape.hidden, shape.head_dim
+    q, kv = shape.heads * hd, shape.kv_heads * hd
+    return 2 * shape.layers * (h * q + 2 * h * kv + q * h + 3 * h * shape.intermediate)
+
+
+def attention_flops(shape: Shape, seq_len: int) -> int:
+    """FLOPs of one sequence's attention products, QKᵀ and PV, over the whole (T, T) map (what
+    eager and SDPA attention compute on a CPU, masked cells included)."""
+    return 2 * 2 * shape.layers * shape.heads * shape.head_dim * seq_len * seq_len
+
+
+def forward_flops(shape: Shape, seq_len: int, *, logits_positions: int = 1) -> int:
+    """Matmul FLOPs of one sequence's forward pass: the layers' matrices for every token, the
+    attention products, and the vocabulary projection at ``logits_positions`` positions
+    (extraction keeps one: ``logits_to_keep=1``; a loss needs every position)."""
+    return (
+        seq_len * linear_flops_per_token(shape)
+        + attention_flops(shape, seq_len)
+        + 2 * logits_positions * shape.hidden * shape.vocab
+    )
+
+
+def train_step_flops(shape: Shape, seq_len: int, batch: int) -> int:
+    """Matmul FLOPs of one training step: forward with the loss at every position, and the
+    backward's two products per forward product (gradients of inputs and of weights), i.e.
+    3 × the forward."""
+    return 3 * batch * forward_flops(shape, seq_len, logits_positions=seq_len)
