@@ -93,9 +93,9 @@ class _KeepMissing(dict):
         return "{" + key + "}"
 
 
-def fill(pattern: str, **values: str) -> str:
+def fill_wildcards(pattern: str, **values: str) -> str:
     """``pattern`` with the fields named in ``values`` filled in and the others kept as
-    wildcards: ``fill(SCORE_STORE, variant="causal")`` is
+    wildcards: ``fill_wildcards(SCORE_STORE, variant="causal")`` is
     ``results/scores/{model}/{dataset}/causal.zarr``."""
     return pattern.format_map(_KeepMissing(values))
 

@@ -46,7 +46,7 @@ rule position0:
         # forward passes (reducer "position0"), so this rule loads no model
         stores=position0_inputs,
         data=data_store,
-        sink=PATHS.fill(PATHS.SCORE_STORE, variant="causal"),
+        sink=PATHS.fill_wildcards(PATHS.SCORE_STORE, variant="causal"),
     output:
         directory(PATHS.POSITION0_STORE),
     log:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
 
 

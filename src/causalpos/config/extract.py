@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
 from causalpos.models.variants import parse_variant
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
 

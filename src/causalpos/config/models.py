@@ -3,7 +3,7 @@ tokenizer a model uses. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, names_pattern
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import Section, canonical, check_variant
 
 

@@ -5,7 +5,7 @@ dict."""
 
 from __future__ import annotations
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
 
 # Simulation settings: each setting's own keys over the section's defaults.

@@ -3,7 +3,7 @@ stable order. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import Section
 
 

@@ -4,7 +4,7 @@ Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.training.settings import config_keys as train_config_keys
 
