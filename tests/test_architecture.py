@@ -85,7 +85,7 @@ def test_no_import_cycles():
 
 #: What the scorecard may import: it judges the pipeline's tables against targets.yaml with the
 #: verdict rules, and computes paper 1's layers 3-4 exactly (a closed form, no model).
-SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory"}
+SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causalpos.paths"}
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 
 
@@ -161,6 +161,7 @@ def test_the_training_wing_sits_beside_models():
 CONFIG_PURE_IMPORTS = {"__future__", "re", "math", "itertools", "typing", "collections.abc"}
 CONFIG_PURE_IMPORTS |= {"causalpos.models.variants", "causalpos.training.settings"}
 CONFIG_PURE_IMPORTS |= {"causalpos.models.footprint"}  # the requests' arithmetic, torch-free
+CONFIG_PURE_IMPORTS |= {"causalpos.paths"}  # the path patterns (tests/test_paths.py)
 
 
 def test_the_config_resolver_is_read_by_the_workflow_only():

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from causalpos.paths import MODELS_ROOT, RESULTS_ROOT, SCORECARD_CSV
+
 #: Exit status of a usage error (a path that is not there, a file that is not what the command
 #: reads), as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
 EXIT_USAGE = 2
@@ -49,7 +51,7 @@ def _summary(args: argparse.Namespace) -> int:
     if not Path(args.scorecard).is_file():
         return _usage_error(
             f"summary: no scorecard at {args.scorecard}; build it first (`snakemake --cores 1 "
-            "results/report/scorecard.csv`, with the --configfile you run) or name the CSV"
+            f"{SCORECARD_CSV}`, with the --configfile you run) or name the CSV"
         )
     try:
         card = pd.read_csv(args.scorecard, keep_default_na=False)
@@ -59,7 +61,7 @@ def _summary(args: argparse.Namespace) -> int:
     if missing:
         return _usage_error(
             f"summary: {args.scorecard} is not a scorecard: it has no column(s) "
-            f"{', '.join(missing)} (a scorecard is results/report/scorecard.csv)"
+            f"{', '.join(missing)} (a scorecard is {SCORECARD_CSV})"
         )
     try:
         block = readme_summary(card, source=args.scorecard)
@@ -100,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument(
         "results",
         nargs="*",
-        help="trees to check (stores and model directories); default: results and, where it "
-        "exists, resources/models",
+        help=f"trees to check (stores and model directories); default: {RESULTS_ROOT} and, "
+        f"where it exists, {MODELS_ROOT}",
     )
     verify.add_argument(
         "--sizes-only",
@@ -120,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "failed, per paper, and every differs / inconclusive row; --update rewrites the README's "
         "block",
     )
-    summary.add_argument(
-        "scorecard", nargs="?", default="results/report/scorecard.csv", help="default: %(default)s"
-    )
+    summary.add_argument("scorecard", nargs="?", default=SCORECARD_CSV, help="default: %(default)s")
     summary.add_argument("--update", metavar="README", help="rewrite this file's summary block")
     args = parser.parse_args(argv)
     if args.command == "diff-results":
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         previous = os.environ.get(CONFIGFILES_ENV)
         if args.configfile:  # named in the rebuild commands
             os.environ[CONFIGFILES_ENV] = os.pathsep.join(args.configfile)
-        roots = args.results or ["results"] + [m for m in ["resources/models"] if os.path.isdir(m)]
+        roots = args.results or [RESULTS_ROOT] + [m for m in [MODELS_ROOT] if os.path.isdir(m)]
         try:
             codes = set()
             for root in roots:  # reported inside: the rebuild commands name the config files

@@ -20,6 +20,7 @@ from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 from causalpos.config.disk import cached_document_sizes  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
 from causalpos import cluster as _cluster  # noqa: E402
+import causalpos.paths as PATHS  # noqa: E402  (the path patterns, each written once)
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
 # instead of Snakemake waiting for them to finish.

@@ -5,7 +5,7 @@ rule sample_sequences:
     input:
         unpack(sample_inputs),
     output:
-        directory("results/data/{dataset}/{tokenizer}.zarr"),
+        directory(PATHS.DATA_STORE),
     log:
         "logs/sample_sequences/{dataset}/{tokenizer}.log",
     benchmark:

@@ -6,10 +6,10 @@
 
 rule extract_scores:
     input:
-        model="resources/models/{model}",
+        model=PATHS.MODEL_DIR,
         data=data_store,
     output:
-        temp(directory("results/scores/{model}/{dataset}/shard-{shard}")),
+        temp(directory(PATHS.SCORE_SHARD)),
     log:
         "logs/extract_scores/{model}/{dataset}/shard-{shard}.log",
     benchmark:
@@ -62,9 +62,9 @@ rule merge_scores:
 
 rule diagonal_normalize:
     input:
-        "results/scores/{model}/{dataset}/{variant}.zarr",
+        PATHS.SCORE_STORE,
     output:
-        directory("results/normalized/{model}/{dataset}/{variant}.zarr"),
+        directory(PATHS.NORMALIZED_STORE),
     log:
         "logs/diagonal_normalize/{model}/{dataset}/{variant}.log",
     benchmark:

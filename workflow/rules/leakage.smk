@@ -19,7 +19,7 @@ rule leakage:
         stores=leakage_score_stores,
         data=data_store,
     output:
-        directory("results/leakage/{model}/{dataset}.zarr"),
+        directory(PATHS.LEAKAGE_STORE),
     log:
         "logs/leakage/{model}/{dataset}.log",
     benchmark:
@@ -46,9 +46,9 @@ rule position0:
         # forward passes (reducer "position0"), so this rule loads no model
         stores=position0_inputs,
         data=data_store,
-        sink="results/scores/{model}/{dataset}/causal.zarr",
+        sink=PATHS.fill_wildcards(PATHS.SCORE_STORE, variant="causal"),
     output:
-        directory("results/position0/{model}/{dataset}.zarr"),
+        directory(PATHS.POSITION0_STORE),
     log:
         "logs/position0/{model}/{dataset}.log",
     benchmark:
@@ -73,107 +73,107 @@ rule aggregate_leakage:
         position0=position0_stores,
     output:
         leakage_by_model=report(
-            "results/stats/paper2_leakage_by_model.csv",
+            PATHS.paper2_table("leakage_by_model"),
             caption="../report/paper2_leakage_by_model.rst",
             category="Paper 2 — tables",
         ),
         decomposition=report(
-            "results/stats/paper2_decomposition.csv",
+            PATHS.paper2_table("decomposition"),
             caption="../report/paper2_decomposition.rst",
             category="Paper 2 — tables",
         ),
         leakage_by_layer=report(
-            "results/stats/paper2_leakage_by_layer.csv",
+            PATHS.paper2_table("leakage_by_layer"),
             caption="../report/paper2_leakage_by_layer.rst",
             category="Paper 2 — tables",
         ),
         decomposition_by_layer=report(
-            "results/stats/paper2_decomposition_by_layer.csv",
+            PATHS.paper2_table("decomposition_by_layer"),
             caption="../report/paper2_decomposition_by_layer.rst",
             category="Paper 2 — tables",
         ),
         rope_controls=report(
-            "results/stats/paper2_rope_controls.csv",
+            PATHS.paper2_table("rope_controls"),
             caption="../report/paper2_rope_controls.rst",
             category="Paper 2 — tables",
         ),
         bos_effects=report(
-            "results/stats/paper2_bos_effects.csv",
+            PATHS.paper2_table("bos_effects"),
             caption="../report/paper2_bos_effects.rst",
             category="Paper 2 — tables",
         ),
         observational_split=report(
-            "results/stats/paper2_observational_split.csv",
+            PATHS.paper2_table("observational_split"),
             caption="../report/paper2_observational_split.rst",
             category="Paper 2 — tables",
         ),
         heads=report(
-            "results/stats/paper2_heads.csv",
+            PATHS.paper2_table("heads"),
             caption="../report/paper2_heads.rst",
             category="Paper 2 — tables",
         ),
         sink_heads=report(
-            "results/stats/paper2_sink_heads.csv",
+            PATHS.paper2_table("sink_heads"),
             caption="../report/paper2_sink_heads.rst",
             category="Paper 2 — tables",
         ),
         position0=report(
-            "results/stats/paper2_position0.csv",
+            PATHS.paper2_table("position0"),
             caption="../report/paper2_position0.rst",
             category="Paper 2 — tables",
         ),
         position0_probes=report(
-            "results/stats/paper2_position0_probes.csv",
+            PATHS.paper2_table("position0_probes"),
             caption="../report/paper2_position0_probes.rst",
             category="Paper 2 — tables",
         ),
         baseline_comparison=report(
-            "results/stats/paper2_baseline_comparison.csv",
+            PATHS.paper2_table("baseline_comparison"),
             caption="../report/paper2_baseline_comparison.rst",
             category="Paper 2 — tables",
         ),
         depth_trend=report(
-            "results/stats/paper2_depth_trend.csv",
+            PATHS.paper2_table("depth_trend"),
             caption="../report/paper2_depth_trend.rst",
             category="Paper 2 — tables",
         ),
         headline=report(
-            "results/stats/paper2_headline.csv",
+            PATHS.paper2_table("headline"),
             caption="../report/paper2_headline.rst",
             category="Paper 2 — tables",
         ),
         decomposition_headline=report(
-            "results/stats/paper2_decomposition_headline.csv",
+            PATHS.paper2_table("decomposition_headline"),
             caption="../report/paper2_decomposition_headline.rst",
             category="Paper 2 — tables",
         ),
         decomposition_components=report(
-            "results/stats/paper2_decomposition_components.csv",
+            PATHS.paper2_table("decomposition_components"),
             caption="../report/paper2_decomposition_components.rst",
             category="Paper 2 — tables",
         ),
         decomposition_components_by_layer=report(
-            "results/stats/paper2_decomposition_components_by_layer.csv",
+            PATHS.paper2_table("decomposition_components_by_layer"),
             caption="../report/paper2_decomposition_components.rst",
             category="Paper 2 — tables",
         ),
         controls=report(
-            "results/stats/paper2_controls.csv",
+            PATHS.paper2_table("controls"),
             caption="../report/paper2_controls.rst",
             category="Paper 2 — tables",
         ),
         bos_headline=report(
-            "results/stats/paper2_bos_headline.csv",
+            PATHS.paper2_table("bos_headline"),
             caption="../report/paper2_bos_headline.rst",
             category="Paper 2 — tables",
         ),
         scale_contrast=report(
-            "results/stats/paper2_scale_contrast.csv",
+            PATHS.paper2_table("scale_contrast"),
             caption="../report/paper2_scale_contrast.rst",
             category="Paper 2 — tables",
         ),
         markdown=report(
-            "results/stats/paper2_tables.md",
+            PATHS.PAPER2_TABLES_MD,
             caption="../report/paper2_tables.rst",
             category="Paper 2 — tables",
         ),

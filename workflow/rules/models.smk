@@ -5,7 +5,7 @@ rule prepare_model:
     input:
         prepare_model_inputs,
     output:
-        directory("resources/models/{model}"),
+        directory(PATHS.MODEL_DIR),
     log:
         "logs/prepare_model/{model}.log",
     benchmark:

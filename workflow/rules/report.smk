@@ -7,12 +7,12 @@ rule scorecard:
         unpack(scorecard_inputs),
     output:
         csv=report(
-            "results/report/scorecard.csv",
+            PATHS.SCORECARD_CSV,
             caption="../report/scorecard.rst",
             category="Scorecard",
         ),
         md=report(
-            "results/report/scorecard.md",
+            PATHS.SCORECARD_MD,
             caption="../report/scorecard.rst",
             category="Scorecard",
         ),

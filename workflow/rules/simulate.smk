@@ -3,7 +3,7 @@
 
 rule simulate:
     output:
-        directory("results/sim/{setting}.zarr"),
+        directory(PATHS.SIM_STORE),
     log:
         "logs/simulate/{setting}.log",
     benchmark:
@@ -28,7 +28,7 @@ rule theory_check:
     input:
         theory_stores,
     output:
-        "results/sim/theory.csv",
+        PATHS.THEORY_TABLE,
     log:
         "logs/theory_check/theory_check.log",
     conda:

@@ -7,7 +7,7 @@ rule aggregate_sim_stats:
         sim_stores,
     output:
         report(
-            "results/stats/simulation_index.csv",
+            PATHS.SIM_INDEX_TABLE,
             caption="../report/simulation_index.rst",
             category="Paper 1 — simulations",
         ),
@@ -32,7 +32,7 @@ rule aggregate_llm_stats:
         paper1_score_stores,
     output:
         report(
-            "results/stats/llm_index.csv",
+            PATHS.LLM_INDEX_TABLE,
             caption="../report/llm_index.rst",
             category="Paper 1 — pretrained models",
         ),

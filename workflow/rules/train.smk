@@ -9,7 +9,7 @@
 
 rule train_tokenizer:
     output:
-        directory("resources/tokenizers/{tokenizer}"),
+        directory(PATHS.TOKENIZER_DIR),
     log:
         "logs/train_tokenizer/{tokenizer}.log",
     benchmark:
@@ -37,7 +37,7 @@ rule train_model:
     input:
         tokenizer=train_tokenizer_dir,
     output:
-        directory("resources/models/trained-{variant}"),
+        directory(PATHS.TRAINED_MODEL_DIR),
     log:
         "logs/train_model/{variant}.log",
     benchmark:
@@ -65,7 +65,7 @@ rule gram_panels:
     input:
         unpack(gram_inputs),
     output:
-        directory("results/gram/{model}.zarr"),
+        directory(PATHS.GRAM_STORE),
     log:
         "logs/gram_panels/{model}.log",
     benchmark:
@@ -92,10 +92,10 @@ rule gram_panels:
 
 rule gram_table:
     input:
-        stores=expand("results/gram/{model}.zarr", model=CFG.gram_models()),
+        stores=expand(PATHS.GRAM_STORE, model=CFG.gram_models()),
     output:
         report(
-            "results/stats/gram_nearby.csv",
+            PATHS.GRAM_NEARBY_TABLE,
             caption="../report/gram_nearby.rst",
             category="Models trained here",
         ),
@@ -119,9 +119,9 @@ rule length_generalization:
     input:
         trained_models,
     output:
-        store=directory("results/lengthgen/lengthgen.zarr"),
+        store=directory(PATHS.LENGTHGEN_STORE),
         table=report(
-            "results/stats/train_lengthgen.csv",
+            PATHS.TRAIN_LENGTHGEN_TABLE,
             caption="../report/train_lengthgen.rst",
             category="Models trained here",
         ),
@@ -247,9 +247,9 @@ rule plot_loss_by_position:
 
 rule init_twin:
     input:
-        "resources/models/trained-{variant}",
+        PATHS.TRAINED_MODEL_DIR,
     output:
-        directory("resources/models/trained-{variant}-init"),
+        directory(PATHS.INIT_TWIN_DIR),
     log:
         "logs/init_twin/{variant}.log",
     benchmark:
@@ -273,12 +273,12 @@ rule compare_trained:
         unpack(compare_inputs),
     output:
         index=report(
-            "results/stats/train_index.csv",
+            PATHS.TRAIN_INDEX_TABLE,
             caption="../report/train_index.rst",
             category="Models trained here",
         ),
         comparison=report(
-            "results/stats/train_comparison.csv",
+            PATHS.TRAIN_COMPARISON_TABLE,
             caption="../report/train_comparison.rst",
             category="Models trained here",
         ),

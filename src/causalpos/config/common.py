@@ -54,11 +54,6 @@ def check_path_name(key: str, name: Any) -> str:
     return name
 
 
-def store_paths(template: str, names: Iterable[str]) -> list[str]:
-    """``template`` filled in with each of ``names``."""
-    return [template.format(name) for name in names]
-
-
 def check_variant(key: str, name: str) -> str:
     """``name`` if it is a forward-pass variant, else a ConfigError naming ``key`` and the allowed values."""
     try:

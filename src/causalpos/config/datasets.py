@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
 
 
@@ -29,7 +30,7 @@ class DatasetsSection(Section):
         return canonical(self.dataset_spec(name))
 
     def data_store(self, model: str, dataset: str) -> str:
-        return f"results/data/{dataset}/{self.tokenizer_of(model)}.zarr"
+        return paths.DATA_STORE.format(dataset=dataset, tokenizer=self.tokenizer_of(model))
 
     def dataset_models(self, dataset: str) -> list[str]:
         """Every model that runs on ``dataset``: paper 1, paper 2, the comparison, the Gram panels."""

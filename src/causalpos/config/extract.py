@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
 from causalpos.models.variants import parse_variant
 
@@ -34,9 +35,7 @@ class ExtractSection(Section):
                 f"no stage asks for scores of model {model!r} on dataset {dataset!r} under "
                 f"variant {variant!r}"
             )
-        return [
-            f"results/scores/{model}/{dataset}/shard-{k:04d}" for k in range(self.n_shards(dataset))
-        ]
+        return [paths.score_shard(model, dataset, k) for k in range(self.n_shards(dataset))]
 
     def map_triples(self) -> set[tuple[str, str, str]]:
         """(model, dataset, variant) whose score maps a stage reads: paper 1's models (diagonal

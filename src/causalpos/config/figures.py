@@ -3,15 +3,16 @@ format. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
-from causalpos.config.common import Section, canonical, store_paths
+import causalpos.paths as paths
+from causalpos.config.common import Section, canonical
 
 
 class FiguresSection(Section):
     """Figure specs and paths."""
 
     def figure_paths(self, stem: str) -> list[str]:
-        """``results/figures/{stem}.{fmt}`` for every configured format."""
-        return [f"results/figures/{stem}.{fmt}" for fmt in self.config["figures"]["formats"]]
+        """Figure ``stem`` (:data:`causalpos.paths.FIGURE`) in every configured format."""
+        return paths.figures(stem, self.config["figures"]["formats"])
 
     def sim_figure(self, name: str) -> dict:
         spec = self.config["figures"]["simulation"][name]
@@ -23,4 +24,4 @@ class FiguresSection(Section):
         return canonical(self.sim_figure(name))
 
     def sim_figure_stores(self, name: str) -> list[str]:
-        return store_paths("results/sim/{}.zarr", self.sim_figure(name)["settings"])
+        return [paths.SIM_STORE.format(setting=s) for s in self.sim_figure(name)["settings"]]

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from itertools import product
 
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
-# The tables aggregate_leakage writes (the library's PAPER2_TABLES), as
-# results/stats/paper2_<name>.csv.
+# The tables aggregate_leakage writes (the library's PAPER2_TABLES), as causalpos.paths.PAPER2_TABLE.
 PAPER2_TABLE_NAMES = [
     "leakage_by_model",
     "decomposition",
@@ -162,7 +162,7 @@ class LeakageSection(Section):
 
     def leakage_score_stores(self, model: str, dataset: str) -> list[str]:
         return [
-            f"results/scores/{model}/{dataset}/{v}.zarr"
+            paths.SCORE_STORE.format(model=model, dataset=dataset, variant=v)
             for v in self.leakage_variants(model, dataset)
         ]
 
@@ -214,7 +214,7 @@ class LeakageSection(Section):
     def position0_inputs(self, model: str, dataset: str) -> list[str]:
         """The merged stores, one per position-0 condition, that rule ``position0`` reads."""
         return [
-            f"results/scores/{model}/{dataset}/{c}.zarr"
+            paths.SCORE_STORE.format(model=model, dataset=dataset, variant=c)
             for c in self.position0_conditions(model, dataset)
         ]
 
@@ -229,10 +229,10 @@ class LeakageSection(Section):
         return f"{pair[0]}/{pair[1]}"
 
     def leakage_summary_stores(self) -> list[str]:
-        return [f"results/leakage/{m}/{d}.zarr" for m, d in self.leakage_pairs()]
+        return [paths.LEAKAGE_STORE.format(model=m, dataset=d) for m, d in self.leakage_pairs()]
 
     def position0_stores(self) -> list[str]:
-        return [f"results/position0/{m}/{d}.zarr" for m, d in self.leakage_pairs()]
+        return [paths.POSITION0_STORE.format(model=m, dataset=d) for m, d in self.leakage_pairs()]
 
     def leakage_pair_labels(self) -> list[str]:
         return [self.leakage_label(p) for p in self.leakage_pairs()]
@@ -248,10 +248,15 @@ class LeakageSection(Section):
         return list(product(exp["models"], exp["datasets"]))
 
     def experiment_summary_stores(self, name: str) -> list[str]:
-        return [f"results/leakage/{m}/{d}.zarr" for m, d in self.leakage_experiment(name)]
+        return [
+            paths.LEAKAGE_STORE.format(model=m, dataset=d) for m, d in self.leakage_experiment(name)
+        ]
 
     def experiment_position0_stores(self, name: str) -> list[str]:
-        return [f"results/position0/{m}/{d}.zarr" for m, d in self.leakage_experiment(name)]
+        return [
+            paths.POSITION0_STORE.format(model=m, dataset=d)
+            for m, d in self.leakage_experiment(name)
+        ]
 
     def experiment_labels(self, name: str) -> list[str]:
         return [self.leakage_label(p) for p in self.leakage_experiment(name)]
@@ -276,9 +281,7 @@ class LeakageSection(Section):
 
     @staticmethod
     def paper2_table_paths() -> list[str]:
-        return [f"results/stats/paper2_{n}.csv" for n in PAPER2_TABLE_NAMES] + [
-            "results/stats/paper2_tables.md"
-        ]
+        return [paths.paper2_table(n) for n in PAPER2_TABLE_NAMES] + [paths.PAPER2_TABLES_MD]
 
     def leakage_targets(self) -> list[str]:
         """Everything paper 2 builds for the configured experiments (nothing when there are none)."""
@@ -288,12 +291,15 @@ class LeakageSection(Section):
         self.leakage_settings()
         targets = []
         for m, d in self.leakage_pairs():
-            targets += [f"results/leakage/{m}/{d}.zarr", f"results/position0/{m}/{d}.zarr"]
-            targets += self.figure_paths(f"paper2_heads_{m}_{d}")
+            targets += [
+                paths.LEAKAGE_STORE.format(model=m, dataset=d),
+                paths.POSITION0_STORE.format(model=m, dataset=d),
+            ]
+            targets += self.figure_paths(paths.PAPER2_HEADS_FIGURE.format(model=m, dataset=d))
         targets += self.paper2_table_paths()
         for name in exps:
-            targets += self.figure_paths(f"paper2_layers_{name}")
-            targets += self.figure_paths(f"paper2_position0_{name}")
+            targets += self.figure_paths(paths.PAPER2_LAYERS_FIGURE.format(experiment=name))
+            targets += self.figure_paths(paths.PAPER2_POSITION0_FIGURE.format(experiment=name))
             if self.experiment_has_decomposition(name):
-                targets += self.figure_paths(f"paper2_shares_{name}")
+                targets += self.figure_paths(paths.PAPER2_SHARES_FIGURE.format(experiment=name))
         return targets

@@ -3,6 +3,7 @@ tokenizer a model uses. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, names_pattern
 
 
@@ -41,7 +42,7 @@ class ModelsSection(Section):
         tok_dir = self.prepare_tokenizer_dir(name)
         if tok_dir and spec.get("like") != spec["tokenizer"]:
             refs.discard(spec["tokenizer"])
-        inputs = [f"resources/models/{self.check_model(r)}" for r in sorted(refs)]
+        inputs = [self.model_dir(self.check_model(r)) for r in sorted(refs)]
         if tok_dir:
             inputs.insert(0, tok_dir)
         # random_init `config_file:` (an architecture file): an input, so editing it reruns
@@ -87,4 +88,4 @@ class ModelsSection(Section):
 
     @staticmethod
     def model_dir(model: str) -> str:
-        return f"resources/models/{model}"
+        return paths.MODEL_DIR.format(model=model)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from itertools import product
 
+import causalpos.paths as paths
 from causalpos.config.common import Section, canonical, check_variant
 
 
@@ -23,10 +24,16 @@ class Paper1Section(Section):
         ]
 
     def paper1_score_stores(self) -> list[str]:
-        return [f"results/scores/{m}/{d}/{v}.zarr" for m, d, v in self.paper1_triples()]
+        return [
+            paths.SCORE_STORE.format(model=m, dataset=d, variant=v)
+            for m, d, v in self.paper1_triples()
+        ]
 
     def paper1_normalized_stores(self) -> list[str]:
-        return [f"results/normalized/{m}/{d}/{v}.zarr" for m, d, v in self.paper1_triples()]
+        return [
+            paths.NORMALIZED_STORE.format(model=m, dataset=d, variant=v)
+            for m, d, v in self.paper1_triples()
+        ]
 
     def paper1_labels(self) -> list[str]:
         return ["/".join(t) for t in self.paper1_triples()]

@@ -5,7 +5,8 @@ dict."""
 
 from __future__ import annotations
 
-from causalpos.config.common import ConfigError, Section, canonical, store_paths
+import causalpos.paths as paths
+from causalpos.config.common import ConfigError, Section, canonical
 
 # Simulation settings: each setting's own keys over the section's defaults.
 SIM_KEYS = ("n_samples", "seq_len", "dim", "n_layers")
@@ -60,7 +61,7 @@ class SimulateSection(Section):
         return out
 
     def theory_stores(self) -> list[str]:
-        return store_paths("results/sim/{}.zarr", self.theory_settings())
+        return [paths.SIM_STORE.format(setting=s) for s in self.theory_settings()]
 
     def sim_stores(self) -> list[str]:
-        return store_paths("results/sim/{}.zarr", self.sim_settings())
+        return [paths.SIM_STORE.format(setting=s) for s in self.sim_settings()]

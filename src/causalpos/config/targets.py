@@ -3,6 +3,7 @@ stable order. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
+import causalpos.paths as paths
 from causalpos.config.common import Section
 
 
@@ -11,55 +12,41 @@ class TargetsSection(Section):
 
     def scorecard_inputs(self) -> dict[str, str]:
         """Named tables the scorecard reads; absent ones make their rows "not run"."""
-        inputs = {}
+        keys = []
         if self.theory_settings():
-            inputs["theory"] = "results/sim/theory.csv"
+            keys.append("theory")
         if self.sim_settings():
-            inputs["sim_index"] = "results/stats/simulation_index.csv"
+            keys.append("sim_index")
         if self.paper1_enabled():
-            inputs["llm_index"] = "results/stats/llm_index.csv"
+            keys.append("llm_index")
         if self.compare_targets():
-            inputs["train_comparison"] = "results/stats/train_comparison.csv"
+            keys.append("train_comparison")
         if self.gram_models():
-            inputs["gram_nearby"] = "results/stats/gram_nearby.csv"
+            keys.append("gram_nearby")
         if self.leakage_targets():
-            for name in (
-                "bos_effects",
-                "position0",
-                "position0_probes",
-                "sink_heads",
-                "baseline_comparison",
-                "depth_trend",
-                "headline",
-                "decomposition_headline",
-                "decomposition_components",
-                "controls",
-                "observational_split",
-                "bos_headline",
-                "scale_contrast",
-            ):
-                inputs[name] = f"results/stats/paper2_{name}.csv"
-        return inputs
+            keys += paths.SCORECARD_PAPER2_TABLES
+        return {key: paths.SCORECARD_TABLES[key] for key in keys}
 
     def all_targets(self) -> list[str]:
         """The inputs of ``rule all``: every output the config asks for, in a stable order."""
         targets = []
         if self.sim_settings():
             targets += self.sim_stores()
-            targets.append("results/stats/simulation_index.csv")
+            targets.append(paths.SIM_INDEX_TABLE)
             for fig in self.config["figures"]["simulation"]:
                 self.sim_figure(fig)
-                targets += self.figure_paths(f"sim_{fig}")
+                targets += self.figure_paths(paths.SIM_FIGURE.format(figure=fig))
         if self.theory_settings():
-            targets.append("results/sim/theory.csv")
-        targets += self.figure_paths("fig1_theory")
+            targets.append(paths.THEORY_TABLE)
+        targets += self.figure_paths(paths.FIG1_FIGURE)
         if self.paper1_enabled():
             targets += self.paper1_normalized_stores()
-            targets.append("results/stats/llm_index.csv")
-            targets += self.figure_paths("llm_fig5")
+            targets.append(paths.LLM_INDEX_TABLE)
+            targets += self.figure_paths(paths.LLM_FIG5_FIGURE)
             for m, d, v in self.paper1_triples():
-                targets += self.figure_paths(f"llm_appE_{m}_{d}_{v}")
+                stem = paths.LLM_APPENDIX_FIGURE.format(model=m, dataset=d, variant=v)
+                targets += self.figure_paths(stem)
         targets += self.train_targets()
         targets += self.leakage_targets()
-        targets += ["results/report/scorecard.csv", "results/report/scorecard.md"]
+        targets += [paths.SCORECARD_CSV, paths.SCORECARD_MD]
         return targets

@@ -4,6 +4,7 @@ Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
+import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.training.settings import config_keys as train_config_keys
 
@@ -78,14 +79,14 @@ class TrainSection(Section):
 
     @staticmethod
     def trained_model(name: str) -> str:
-        return f"resources/models/trained-{name}"
+        return paths.TRAINED_MODEL_DIR.format(variant=name)
 
     def trained_models(self) -> list[str]:
         return [self.trained_model(v) for v in self.train_variants()]
 
     def train_tokenizer_dir(self) -> str:
         name = check_path_name("train.tokenizer.name", self.config["train"]["tokenizer"]["name"])
-        return f"resources/tokenizers/{name}"
+        return paths.TOKENIZER_DIR.format(tokenizer=name)
 
     def train_corpus(self) -> dict:
         """The training corpus spec (params: key order canonical)."""
@@ -162,9 +163,9 @@ class TrainSection(Section):
     def gram_targets(self) -> list[str]:
         targets = []
         for model in self.gram_models():
-            targets.append(f"results/gram/{model}.zarr")
-            targets += self.figure_paths(f"train_fig3_{model}")
-            targets += self.figure_paths(f"train_fig8_{model}")
+            targets.append(paths.GRAM_STORE.format(model=model))
+            targets += self.figure_paths(paths.TRAIN_FIG3_FIGURE.format(model=model))
+            targets += self.figure_paths(paths.TRAIN_FIG8_FIGURE.format(model=model))
         return targets
 
     def train_gpu(self) -> int:
@@ -207,27 +208,29 @@ class TrainSection(Section):
         d = sec["dataset"]
         return {
             "trained": [
-                f"results/scores/trained-{v}/{d}/causal.zarr" for v in self.train_variants()
+                paths.SCORE_STORE.format(model=f"trained-{v}", dataset=d, variant="causal")
+                for v in self.train_variants()
             ],
             "init": [
-                f"results/scores/trained-{v}-init/{d}/causal.zarr"
+                paths.SCORE_STORE.format(model=f"trained-{v}-init", dataset=d, variant="causal")
                 for v in self.compare_twin_variants()
             ],
             "leakage": [
-                f"results/leakage/trained-{v}/{d}.zarr" for v in self.compare_leakage_variants()
+                paths.LEAKAGE_STORE.format(model=f"trained-{v}", dataset=d)
+                for v in self.compare_leakage_variants()
             ],
             "leakage_init": [
-                f"results/leakage/trained-{v}-init/{d}.zarr"
+                paths.LEAKAGE_STORE.format(model=f"trained-{v}-init", dataset=d)
                 for v in self.compare_leakage_variants("-init")
             ],
-            "lengthgen": "results/stats/train_lengthgen.csv",
+            "lengthgen": paths.TRAIN_LENGTHGEN_TABLE,
         }
 
     def compare_plot_inputs(self) -> dict:
         inputs = self.compare_inputs()
         return {
-            "index": "results/stats/train_index.csv",
-            "comparison": "results/stats/train_comparison.csv",
+            "index": paths.TRAIN_INDEX_TABLE,
+            "comparison": paths.TRAIN_COMPARISON_TABLE,
             "trained": inputs["trained"],
             "init": inputs["init"],
         }
@@ -235,8 +238,12 @@ class TrainSection(Section):
     def compare_targets(self) -> list[str]:
         if not self.compare_section():
             return []
-        targets = ["results/stats/train_index.csv", "results/stats/train_comparison.csv"]
-        for stem in ("train_index", "train_comparison", "train_maps"):
+        targets = [paths.TRAIN_INDEX_TABLE, paths.TRAIN_COMPARISON_TABLE]
+        for stem in (
+            paths.TRAIN_INDEX_FIGURE,
+            paths.TRAIN_COMPARISON_FIGURE,
+            paths.TRAIN_MAPS_FIGURE,
+        ):
             targets += self.figure_paths(stem)
         return targets
 
@@ -246,12 +253,9 @@ class TrainSection(Section):
         for name in self.train_variants():
             self.train_variant(name)  # raises a ConfigError naming the key
         targets = self.trained_models()
-        targets += self.figure_paths("train_loss_curves")
+        targets += self.figure_paths(paths.TRAIN_LOSS_CURVES_FIGURE)
         targets += self.gram_targets()
-        targets += [
-            "results/lengthgen/lengthgen.zarr",
-            "results/stats/train_lengthgen.csv",
-        ]
-        targets += self.figure_paths("train_loss_by_position")
+        targets += [paths.LENGTHGEN_STORE, paths.TRAIN_LENGTHGEN_TABLE]
+        targets += self.figure_paths(paths.TRAIN_LOSS_BY_POSITION_FIGURE)
         targets += self.compare_targets()
         return targets

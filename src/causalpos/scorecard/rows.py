@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from causalpos.paths import SCORECARD_TABLES
 from causalpos.verdicts import CHECK, CONTROL, TESTED
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables).
@@ -58,26 +59,7 @@ PathLike = str | os.PathLike | None
 
 #: The scorecard's input tables: their key in ``build_scorecard``'s ``paths`` (the names of
 #: ``Resolved.scorecard_inputs``) -> the path a row built from them names as its source.
-SOURCES = {
-    "theory": "results/sim/theory.csv",
-    "sim_index": "results/stats/simulation_index.csv",
-    "llm_index": "results/stats/llm_index.csv",
-    "train_comparison": "results/stats/train_comparison.csv",
-    "gram_nearby": "results/stats/gram_nearby.csv",
-    "bos_effects": "results/stats/paper2_bos_effects.csv",
-    "position0": "results/stats/paper2_position0.csv",
-    "position0_probes": "results/stats/paper2_position0_probes.csv",
-    "sink_heads": "results/stats/paper2_sink_heads.csv",
-    "baseline_comparison": "results/stats/paper2_baseline_comparison.csv",
-    "depth_trend": "results/stats/paper2_depth_trend.csv",
-    "headline": "results/stats/paper2_headline.csv",
-    "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
-    "decomposition_components": "results/stats/paper2_decomposition_components.csv",
-    "controls": "results/stats/paper2_controls.csv",
-    "bos_headline": "results/stats/paper2_bos_headline.csv",
-    "scale_contrast": "results/stats/paper2_scale_contrast.csv",
-    "observational_split": "results/stats/paper2_observational_split.csv",
-}
+SOURCES = SCORECARD_TABLES
 
 #: The negative control in the model's units (the control's numerator over the model's
 #: denominator: the largest effect the estimator reads in that model's units where there is
