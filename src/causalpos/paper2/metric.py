@@ -139,12 +139,15 @@ def target_sums(y: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor, n_pai
     else:
         pad = torch.zeros((len(ys) * m, T, 2 * T), dtype=torch.float64, device=ys[0].device)
         dest = pad[..., T:]
+    off_w = ~w
     for k, yk in enumerate(ys):
         if tuple(yk.shape) != tuple(ys[0].shape):
             raise ValueError(f"target_sums: targets of shapes {[tuple(t.shape) for t in ys]}")
         yk = yk.reshape(-1, T, T).to(torch.float64)
         mean = torch.where(w, yk, 0.0).sum(dim=(-2, -1)) / n_pairs
-        dest[k * m : (k + 1) * m] = torch.where(w, yk - mean[:, None, None], 0.0)
+        part = dest[k * m : (k + 1) * m]
+        torch.sub(yk, mean[:, None, None], out=part)
+        part.masked_fill_(off_w, 0.0)  # = torch.where(w, yk − mean, 0), in place
     if causal:
         return {"yz": yz, "V": _diagonals(yz), "V2": _diagonals(yz * yz), "r0": 1, "lead": lead}
     pad2 = pad * pad
@@ -186,7 +189,10 @@ def window_sums(ts: dict, lo: int, hi: int) -> dict[str, torch.Tensor]:
     if lo < ts["r0"]:
         raise ValueError(f"window_sums: query rows from {lo}, but the sums start at row {ts['r0']}")
     rows = yz.new_zeros(yz.shape[0], T)
-    rows[:, lo:hi] = yz[:, lo:hi].sum(dim=-1)
+    if "row_sums" in ts:  # every row's sum, taken once for all windows (the same per-row sums)
+        rows[:, lo:hi] = ts["row_sums"][:, lo:hi]
+    else:
+        rows[:, lo:hi] = yz[:, lo:hi].sum(dim=-1)
     v = slice(lo - ts["r0"], hi - ts["r0"])
     off = ts["V"][:, v].sum(dim=-2).flip(-1)
     off2 = ts["V2"][:, v].sum(dim=-2).flip(-1)

@@ -169,6 +169,7 @@ def window_leakage(
     n_base = int(base.sum())
     # Both targets' row-resolved sums in one pass each; the windows then sum row ranges.
     ts = target_sums((s, a), torch.as_tensor(base, device=s.device), n_base)
+    ts["row_sums"] = ts["yz"].sum(dim=-1)  # (2 × map, T), for every window
     per = {wi: window_sums(ts, *plan.bounds[wi]) for wi in plan.valid}
     res = {}
     if expected:
@@ -178,7 +179,7 @@ def window_leakage(
         # (target, b, h, window, ...) -> (b, h, window, target, ...)
         res["leak_offsum"] = torch.stack(off, dim=3).permute(1, 2, 3, 0, 4)
         res["leak_key0sum"] = torch.stack(key0, dim=3).permute(1, 2, 3, 0)
-        res["leak_rowsum"] = ts["yz"].sum(-1).reshape(2, b, h, T).permute(1, 2, 0, 3)
+        res["leak_rowsum"] = ts["row_sums"].reshape(2, b, h, T).permute(1, 2, 0, 3)
     if plan.valid:
         valid = list(plan.valid)
         sums = {
