@@ -111,7 +111,9 @@ def _skew(pad: torch.Tensor) -> torch.Tensor:
     return pad.as_strided((m, t, t), (2 * t * t, 2 * t + 1, 1), pad.storage_offset() + 1)
 
 
-def target_sums(y: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor, n_pairs: int) -> dict:
+def target_sums(
+    y: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor, n_pairs: int, first_row: int = 0
+) -> dict:
     """Row-resolved partial sums of y over the pairs ``w``, reusable by every query window.
 
     Args:
@@ -121,6 +123,9 @@ def target_sums(y: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor, n_pai
             Σy² − (Σy)²/N).
         w: ``(T, T)`` bool tensor, the measured pairs.
         n_pairs: ``w.sum()``.
+        first_row: the first query row any window will sum (:func:`window_sums`' ``lo``); from
+            1 on, and where ``w`` lies in the lower triangle without row 0, the diagonals are
+            read from the centred maps themselves (:func:`_diagonals`) instead of a padded copy.
 
     Returns:
         dict for :func:`window_sums`: ``yz`` (M, T, T) the centred maps, 0 off ``w`` (M = prod
@@ -132,7 +137,7 @@ def target_sums(y: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor, n_pai
     T = ys[0].shape[-1]
     lead = ((len(ys),) if isinstance(y, (list, tuple)) else ()) + tuple(ys[0].shape[:-2])
     m = math.prod(ys[0].shape[:-2])
-    causal = _causal_rows(w)
+    causal = first_row >= 1 and _causal_rows(w)
     if causal:
         yz = torch.empty((len(ys) * m, T, T), dtype=torch.float64, device=ys[0].device)
         dest = yz

@@ -168,7 +168,8 @@ def window_leakage(
     out["leak_split"] = torch.full((nw, n_fits, 4, m), torch.nan, **nan)
     n_base = int(base.sum())
     # Both targets' row-resolved sums in one pass each; the windows then sum row ranges.
-    ts = target_sums((s, a), torch.as_tensor(base, device=s.device), n_base)
+    first = min(lo for lo, _ in plan.bounds)  # ≥ 1: row 0 is never measured
+    ts = target_sums((s, a), torch.as_tensor(base, device=s.device), n_base, first_row=first)
     ts["row_sums"] = ts["yz"].sum(dim=-1)  # (2 × map, T), for every window
     per = {wi: window_sums(ts, *plan.bounds[wi]) for wi in plan.valid}
     res = {}
