@@ -459,6 +459,81 @@ def test_reducers_work_through_a_large_batch_in_chunks_with_the_same_result(monk
     )
 
 
+def test_unpadded_diagonals_give_the_padded_sums_bit_for_bit():
+    """The reducer's target sums read the diagonals from the centred maps themselves (windows
+    from row 1 on a causal pair set); every window's sums equal the padded copy's exactly, for
+    one target and for two stacked ones, and a window reaching row 0 is refused."""
+    T = 12
+    s = synthetic_scores(3, 2, T, 5).double()
+    a = L_metric.log_attention(s)
+    w_np = L_metric.measured_mask(torch.isfinite(s), None, "all")
+    w = torch.as_tensor(w_np)
+    n = int(w_np.sum())
+    padded = [L_metric.target_sums(y, w, n) for y in (s, a)]
+    fast = L_metric.target_sums((s, a), w, n, first_row=1)
+    assert padded[0]["r0"] == 0 and fast["r0"] == 1 and fast["lead"] == (2, 3, 2)
+    for lo, hi in ((1, T), (1, 4), (5, 9), (T // 2, T)):
+        got = L_metric.window_sums(fast, lo, hi)
+        for t, ref_ts in enumerate(padded):
+            ref = L_metric.window_sums(ref_ts, lo, hi)
+            for key in ("rows", "cols", "off", "off2", "S", "Q"):
+                assert torch.equal(got[key][t], ref[key]), (lo, hi, key)
+    with pytest.raises(ValueError, match="start at row 1"):
+        L_metric.window_sums(fast, 0, T)
+    # a pair set reaching row 0 or above the diagonal keeps the padded copy
+    full = torch.ones(T, T, dtype=torch.bool)
+    assert L_metric.target_sums(s, full, T * T, first_row=1)["r0"] == 0
+
+
+def test_stacked_designs_solve_each_window_as_its_own_design():
+    """DesignStack: one batched fit over windows equals fit_sums with each window's design."""
+    from causalpos.paper2 import windows as L_windows
+
+    T = 12
+    s = synthetic_scores(2, 2, T, 9).double()
+    base = L_metric.measured_mask(torch.isfinite(s), None, "all")
+    names = ("all", "early6", "late")
+    for fit in REDUCER_KW["fits"]:
+        plan = L_windows.plan_windows(base, names, (fit,))
+        ts = L_metric.target_sums(s, torch.as_tensor(base), int(base.sum()), first_row=1)
+        per = [L_metric.window_sums(ts, *plan.bounds[k]) for k in plan.valid]
+        stacked = {
+            key: torch.stack([p[key] for p in per]).reshape(len(per), 4, -1) for key in per[0]
+        }
+        for key in ("S", "Q"):
+            stacked[key] = stacked[key][..., 0]
+        got = L_metric.fit_sums(stacked, plan.stacks[0])
+        for k, wi in enumerate(plan.valid):
+            lo, hi = plan.bounds[wi]
+            w_np = base & ((np.arange(T) >= lo) & (np.arange(T) < hi))[:, None]
+            ref = L_metric.fit_sums(per[k], L_design.build_design(w_np, fit))
+            for key in ("sst", "ss_base", "dss", "null"):
+                np.testing.assert_allclose(
+                    got[key][k].numpy(), ref[key].reshape(-1).numpy(), rtol=1e-12, atol=1e-13
+                )
+            assert plan.floors[wi, 0] == L_design.build_design(w_np, fit).floor
+
+
+def test_reducer_window_without_pairs_is_nan_in_every_variable():
+    """A window with fewer than two pairs (early1: no query row) is NaN everywhere, its
+    expected-map sums included, and leaves the other windows as they are alone."""
+    s = synthetic_scores(2, 2, 10, 3)
+    kw = dict(fits=("saturated+query", "linear+query"), expected_stats=True)
+    both = L_reducers.LeakageReducer(windows=("all", "early1"), **kw)
+    alone = L_reducers.LeakageReducer(windows=("all",), **kw)
+    for red in (both, alone):
+        red.update(0, s, np.array([0, 1]))
+    got, ref = both.result(), alone.result()
+    assert int(got["leak_n_pairs"].sel(leak_window="early1", layer=0)) == 0
+    for k in L_reducers.LeakageReducer._PER_SEQ:
+        if "leak_window" in got[k].dims or "leak_exp_window" in got[k].dims:
+            dim = "leak_window" if "leak_window" in got[k].dims else "leak_exp_window"
+            assert np.isnan(got[k].sel({dim: "early1"}).values).all(), k
+            np.testing.assert_array_equal(got[k].sel({dim: "all"}), ref[k].sel({dim: "all"}))
+        else:
+            np.testing.assert_array_equal(got[k].values, ref[k].values)
+
+
 def test_reducer_bidirectional_and_sliding_window():
     T = 12
     s = synthetic_scores(2, 2, T, 1, bidirectional=True)

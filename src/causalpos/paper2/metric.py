@@ -40,6 +40,8 @@ reduction here runs in float64.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,28 +111,73 @@ def _skew(pad: torch.Tensor) -> torch.Tensor:
     return pad.as_strided((m, t, t), (2 * t * t, 2 * t + 1, 1), pad.storage_offset() + 1)
 
 
-def target_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict:
+def target_sums(
+    y: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor, n_pairs: int, first_row: int = 0
+) -> dict:
     """Row-resolved partial sums of y over the pairs ``w``, reusable by every query window.
 
     Args:
-        y: ``(..., T, T)`` target maps; centred by their mean over ``w`` first (R² is invariant to
-            it and it avoids cancellation in Σy² − (Σy)²/N).
+        y: ``(..., T, T)`` target maps, or a sequence of such tensors of one shape (stacked
+            along a new leading axis, each centred and summed exactly as on its own); centred by
+            their mean over ``w`` first (R² is invariant to it and it avoids cancellation in
+            Σy² − (Σy)²/N).
         w: ``(T, T)`` bool tensor, the measured pairs.
         n_pairs: ``w.sum()``.
+        first_row: the first query row any window will sum (:func:`window_sums`' ``lo``); from
+            1 on, and where ``w`` lies in the lower triangle without row 0, the diagonals are
+            read from the centred maps themselves (:func:`_diagonals`) instead of a padded copy.
 
     Returns:
-        dict for :func:`window_sums`: ``yz`` (M, T, T) the centred maps (M = prod of the leading
-        shape), ``V`` / ``V2`` (M, T, T) their diagonals (and of squares) as columns, ``lead`` the
-        leading shape.
+        dict for :func:`window_sums`: ``yz`` (M, T, T) the centred maps, 0 off ``w`` (M = prod
+        of the leading shape), ``V`` / ``V2`` (M, T − r0, T) their diagonals (and of squares)
+        as columns for the query rows r0..T−1 (:func:`_skew`; :func:`_diagonals` where ``w``
+        lies in the lower triangle without row 0, r0 = 1), ``r0``, ``lead`` the leading shape.
     """
-    T = y.shape[-1]
-    lead = tuple(y.shape[:-2])
-    y = y.reshape(-1, T, T).to(torch.float64)
-    mean = torch.where(w, y, 0.0).sum(dim=(-2, -1)) / n_pairs
-    pad = y.new_zeros(y.shape[0], T, 2 * T)
-    pad[..., T:] = torch.where(w, y - mean[:, None, None], 0.0)
+    ys = list(y) if isinstance(y, (list, tuple)) else [y]
+    T = ys[0].shape[-1]
+    lead = ((len(ys),) if isinstance(y, (list, tuple)) else ()) + tuple(ys[0].shape[:-2])
+    m = math.prod(ys[0].shape[:-2])
+    causal = first_row >= 1 and _causal_rows(w)
+    if causal:
+        yz = torch.empty((len(ys) * m, T, T), dtype=torch.float64, device=ys[0].device)
+        dest = yz
+    else:
+        pad = torch.zeros((len(ys) * m, T, 2 * T), dtype=torch.float64, device=ys[0].device)
+        dest = pad[..., T:]
+    off_w = ~w
+    for k, yk in enumerate(ys):
+        if tuple(yk.shape) != tuple(ys[0].shape):
+            raise ValueError(f"target_sums: targets of shapes {[tuple(t.shape) for t in ys]}")
+        yk = yk.reshape(-1, T, T).to(torch.float64)
+        mean = torch.where(w, yk, 0.0).sum(dim=(-2, -1)) / n_pairs
+        part = dest[k * m : (k + 1) * m]
+        torch.sub(yk, mean[:, None, None], out=part)
+        part.masked_fill_(off_w, 0.0)  # = torch.where(w, yk − mean, 0), in place
+    if causal:
+        return {"yz": yz, "V": _diagonals(yz), "V2": _diagonals(yz * yz), "r0": 1, "lead": lead}
     pad2 = pad * pad
-    return {"yz": pad[..., T:], "V": _skew(pad), "V2": _skew(pad2), "lead": lead}
+    return {"yz": pad[..., T:], "V": _skew(pad), "V2": _skew(pad2), "r0": 0, "lead": lead}
+
+
+def _causal_rows(w: torch.Tensor) -> bool:
+    """Whether the pairs ``w`` (T, T) lie in the lower triangle (j ≤ i) and outside row 0."""
+    T = w.shape[-1]
+    upper = torch.ones(T, T, dtype=torch.bool, device=w.device).triu(diagonal=1)
+    return not bool(w[0].any()) and not bool((w & upper).any())
+
+
+def _diagonals(yz: torch.Tensor) -> torch.Tensor:
+    """:func:`_skew` without the padding, for maps ``yz`` (M, T, T) that are 0 above the diagonal
+    and on row 0: a strided view V (M, T − 1, T) with V[m, i − 1, e] = yz[m, i, i − (T−1−e)]
+    for the rows i ≥ 1, and 0 where that key is < 0.
+
+    Flat index i·T + i − d = i(T+1) − (T−1) + e: where i − d < 0 it reads row i − 1 at column
+    T + i − d > i − 1, above the diagonal, hence 0 as the padding of :func:`_skew` gives; from
+    row 1 on it never reads before the map's first element nor past its last (i = e = T − 1
+    reads element T² − 1).
+    """
+    m, t, _ = yz.shape
+    return yz.as_strided((m, t - 1, t), (t * t, t + 1, 1), yz.storage_offset() + 2)
 
 
 def window_sums(ts: dict, lo: int, hi: int) -> dict[str, torch.Tensor]:
@@ -144,10 +191,16 @@ def window_sums(ts: dict, lo: int, hi: int) -> dict[str, torch.Tensor]:
     """
     yz = ts["yz"]
     T = yz.shape[-1]
+    if lo < ts["r0"]:
+        raise ValueError(f"window_sums: query rows from {lo}, but the sums start at row {ts['r0']}")
     rows = yz.new_zeros(yz.shape[0], T)
-    rows[:, lo:hi] = yz[:, lo:hi].sum(dim=-1)
-    off = ts["V"][:, lo:hi].sum(dim=-2).flip(-1)
-    off2 = ts["V2"][:, lo:hi].sum(dim=-2).flip(-1)
+    if "row_sums" in ts:  # every row's sum, taken once for all windows (the same per-row sums)
+        rows[:, lo:hi] = ts["row_sums"][:, lo:hi]
+    else:
+        rows[:, lo:hi] = yz[:, lo:hi].sum(dim=-1)
+    v = slice(lo - ts["r0"], hi - ts["r0"])
+    off = ts["V"][:, v].sum(dim=-2).flip(-1)
+    off2 = ts["V2"][:, v].sum(dim=-2).flip(-1)
     out = {"rows": rows, "cols": yz[:, lo:hi].sum(dim=-2), "off": off, "off2": off2}
     out = {k: v.reshape(ts["lead"] + (T,)) for k, v in out.items()}
     out["S"], out["Q"] = out["off"].sum(dim=-1), out["off2"].sum(dim=-1)
@@ -197,7 +250,11 @@ def query_sums(
 
 
 def c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tensor, torch.Tensor]:
-    """(c = Zᵀy − G_ZX G_X⁺ Xᵀy, u = Xᵀy) for every leading index."""
+    """(c = Zᵀy − G_ZX G_X⁺ Xᵀy, u = Xᵀy) for every leading index.
+
+    ``design``: a :class:`~causalpos.paper2.design.Design`, or a stack of designs whose tensors
+    carry leading axes that broadcast against the sums' (:class:`causalpos.paper2.windows.DesignStack`).
+    """
     t = design.tensors(sums["off"].device)
     if design.baseline == "saturated":
         u = sums["off"]
@@ -211,7 +268,7 @@ def c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tenso
         v = sums["cols"]
     else:
         v = torch.cat([sums["rows"], sums["cols"]], dim=-1)
-    return v - u @ t["b"].T, u
+    return v - u @ t["b"].mT, u
 
 
 def _quad(c1: torch.Tensor, c2: torch.Tensor, design: Design) -> torch.Tensor:
@@ -233,7 +290,7 @@ def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.T
         absolute-effect vector (for :func:`split_terms`).
     """
     t = design.tensors(sums["off"].device)
-    n = float(design.n_pairs)
+    n = t["n"] if "n" in t else float(design.n_pairs)  # a stack's pair counts, per design
     c, u = c_vector(sums, design)
     s, q = sums["S"], sums["Q"]
     sst = q - s * s / n

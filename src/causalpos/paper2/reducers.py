@@ -11,22 +11,17 @@ import xarray as xr
 from causalpos import stats
 from causalpos.capture import merging
 from causalpos.capture.reducers import batch_chunks
-from causalpos.paper2.design import build_design, parse_fit, query_window
+from causalpos.paper2.design import parse_fit, query_window
 from causalpos.paper2.metric import (
     DEFAULT_FITS,
     DEFAULT_WINDOWS,
     SPLIT_TERMS,
     TARGETS,
     allowed_pattern,
-    fit_sums,
     log_z,
     measured_mask,
-    query_sums,
-    r2_terms,
-    split_terms,
-    target_sums,
-    window_sums,
 )
+from causalpos.paper2.windows import WindowPlan, plan_windows, window_leakage
 
 
 class LeakageReducer:
@@ -108,7 +103,10 @@ class LeakageReducer:
             self._PER_SEQ = merging.LEAKAGE_PER_SEQ
             mean_maps = True  # the estimator's denominator reads the summed maps
         self.mean_maps = mean_maps
-        self._rows: dict[int, dict[int, dict[str, np.ndarray]]] = {}  # layer -> seq -> arrays
+        #: layer -> [(sequence ids, {variable: (batch, ...) array})], one entry per chunk
+        self._rows: dict[int, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
+        self._seen: dict[int, set[int]] = {}  # layer -> the sequence ids added
+        self._plans: dict[bytes, WindowPlan] = {}  # measured pairs -> windows' designs
         self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
         self._map_sum: dict[int, torch.Tensor] = {}
         self._count: dict[int, int] = {}
@@ -143,84 +141,45 @@ class LeakageReducer:
                 f"scores changed (heads, T) from {self._shape} to {shape} within one reducer"
             )
         layer = int(layer)
-        seen = self._rows.setdefault(layer, {})
-        dup = [int(s) for s in seq_ids if int(s) in seen]
-        if dup:
+        seen = self._seen.setdefault(layer, set())
+        ids = seq_ids.tolist()
+        if len(set(ids)) != len(ids) or not seen.isdisjoint(ids):
+            dup = [s for k, s in enumerate(ids) if s in seen or s in ids[:k]]
             raise ValueError(f"sequence ids {dup[:5]} already added for layer {layer}")
-
+        seen.update(ids)
+        self._rows.setdefault(layer, [])
         for chunk, ids in batch_chunks(scores, seq_ids):  # bounded float64 temporaries
-            self._update_chunk(layer, chunk, ids, seen)
+            self._update_chunk(layer, chunk, ids)
 
-    def _update_chunk(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray, seen) -> None:
+    def _update_chunk(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
         s = scores.to(torch.float64)
         lz, fin = log_z(s)
         a = torch.where(fin, s - lz[..., None], torch.nan)
-        nw, nf = len(self.windows), len(self.fits)
-        lead = tuple(s.shape[:2])
-        out = {
-            k: torch.full(lead + (nw, nf, 2), torch.nan, dtype=torch.float64, device=s.device)
-            for k in ("leak_r2_base", "leak_r2_full", "leak_delta", "leak_null")
-        }
-        out["leak_sst"] = torch.full(
-            lead + (nw, 2), torch.nan, dtype=torch.float64, device=s.device
-        )
-        out["leak_split"] = torch.full(
-            lead + (nw, nf, 4), torch.nan, dtype=torch.float64, device=s.device
-        )
-        T = s.shape[-1]
-        if self.expected_stats:
-            nan = dict(dtype=torch.float64, device=s.device)
-            ne = len(self.expected_windows)
-            out["leak_offsum"] = torch.full(lead + (ne, 2, T), torch.nan, **nan)
-            out["leak_key0sum"] = torch.full(lead + (ne, 2), torch.nan, **nan)
-        floors = np.full((nw, nf), np.nan)
-        n_pairs = np.zeros(nw, dtype=np.int64)
         base_np = self._base_mask(fin)
-        n_base = int(base_np.sum())
-        base = torch.as_tensor(base_np, device=s.device)
-        # Row-resolved sums once per target; each query window then only sums a row range.
-        tsums = {"logit": target_sums(s, base, n_base), "logattn": target_sums(a, base, n_base)}
-        if self.expected_stats:
-            out["leak_rowsum"] = torch.stack(
-                [tsums[t]["yz"].sum(-1).reshape(lead + (T,)) for t in TARGETS], dim=-2
-            )
-        for wi, wname in enumerate(self.windows):
-            lo, hi = query_window(wname, T)
-            w_np = base_np & ((np.arange(T) >= lo) & (np.arange(T) < hi))[:, None]
-            n = int(w_np.sum())
-            n_pairs[wi] = n
-            if n < 2:
-                continue  # too few pairs in this window (e.g. a short sequence): NaN
-            sums = {t: window_sums(tsums[t], lo, hi) for t in TARGETS}
-            l_sums = query_sums(lz, base_np, n_base, lo, hi)
-            if wname in self.expected_windows:
-                ei = self.expected_windows.index(wname)
-                for ti, target in enumerate(TARGETS):
-                    out["leak_offsum"][..., ei, ti, :] = sums[target]["off"]
-                    out["leak_key0sum"][..., ei, ti] = sums[target]["cols"][..., 0]
-            for fi, fit in enumerate(self.fits):
-                design = build_design(w_np, fit)
-                floors[wi, fi] = design.floor
-                fits = {}
-                for ti, target in enumerate(TARGETS):
-                    f = fits[target] = fit_sums(sums[target], design)
-                    for key, value in r2_terms(f).items():
-                        out[f"leak_{key}"][..., wi, fi, ti] = value
-                    out["leak_sst"][..., wi, ti] = f["sst"]
-                out["leak_split"][..., wi, fi, :] = split_terms(
-                    sums["logit"], l_sums, design, fits["logattn"]
-                )
+        key = base_np.tobytes()
+        if key not in self._plans:
+            self._plans[key] = plan_windows(base_np, self.windows, self.fits)
+        plan = self._plans[key]
+        out = window_leakage(
+            s,
+            a,
+            lz,
+            base_np,
+            plan,
+            len(self.fits),
+            [self.windows.index(w) for w in self.expected_windows],
+        )
         if layer in self._meta:
             old_f, old_n = self._meta[layer]
-            if not (np.array_equal(old_n, n_pairs)):
+            if not (np.array_equal(old_n, plan.n_pairs)):
                 raise ValueError(
                     f"layer {layer}: the measured pair set changed between batches "
-                    f"({old_n.tolist()} vs {n_pairs.tolist()} pairs per window)"
+                    f"({old_n.tolist()} vs {plan.n_pairs.tolist()} pairs per window)"
                 )
-        self._meta[layer] = (floors, n_pairs)
-        host = {k: v.cpu().numpy() for k, v in out.items()}
-        for b, sid in enumerate(seq_ids):
-            seen[int(sid)] = {k: v[b] for k, v in host.items()}
+        self._meta[layer] = (plan.floors, plan.n_pairs)
+        self._rows[layer].append(
+            (np.asarray(seq_ids, dtype=np.int64), {k: v.cpu().numpy() for k, v in out.items()})
+        )
         if self.mean_maps:
             batch_sum = torch.stack([s.sum(0), a.sum(0)])  # (target, head, T, T)
             if layer in self._map_sum:
@@ -236,9 +195,11 @@ class LeakageReducer:
                 "LeakageReducer.result(): no scores were added (update was never called)"
             )
         layers = sorted(self._rows)
-        seqs = sorted(self._rows[layers[0]])
+        ids = {lay: np.concatenate([i for i, _ in self._rows[lay]]) for lay in layers}
+        order = {lay: np.argsort(ids[lay], kind="stable") for lay in layers}
+        seqs = ids[layers[0]][order[layers[0]]]
         for lay in layers:
-            if sorted(self._rows[lay]) != seqs:
+            if not np.array_equal(ids[lay][order[lay]], seqs):
                 raise ValueError(
                     f"layer {lay} has a different set of sequences than layer {layers[0]}; "
                     "every sequence must be added for every layer"
@@ -247,7 +208,13 @@ class LeakageReducer:
         dims_t = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_target")
         data = {}
         for k in self._PER_SEQ:
-            arr = np.stack([np.stack([self._rows[lay][sid][k] for lay in layers]) for sid in seqs])
+            arr = np.stack(
+                [
+                    np.concatenate([part[k] for _, part in self._rows[lay]])[order[lay]]
+                    for lay in layers
+                ],
+                axis=1,
+            )  # (sequence, layer, ...)
             if k == "leak_sst":
                 dims = ("sequence", "layer", "head", "leak_window", "leak_target")
             elif k == "leak_split":
