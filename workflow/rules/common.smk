@@ -5,7 +5,6 @@
 
 import os
 import sys
-import time
 from pathlib import Path
 
 # The library is imported from the checkout (not only an installed copy), so a Snakemake process
@@ -19,7 +18,6 @@ from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 from causalpos.config.disk import cached_document_sizes  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
-from causalpos import cluster as _cluster  # noqa: E402
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
 # instead of Snakemake waiting for them to finish.
@@ -163,60 +161,7 @@ def gpu_count(wildcards):
 
 
 # ---------------------------------------------------------------------------------------------
-# SLURM (profiles/slurm): requests follow what the cluster's nodes can give. The submitting
-# process reads the nodes once with sinfo (the executor is known once the DAG is being built,
-# not while this file is parsed); inside a job the allocation says it.
-_SLURM_NODES = []
-
-
-def slurm_nodes():
-    """The cluster's nodes when this process submits SLURM jobs, else None (cached)."""
-    if not _SLURM_NODES:
-        submits = getattr(workflow.executor_plugin, "name", None) == "slurm"
-        _SLURM_NODES.append(
-            _cluster.query_slurm_nodes()
-            if submits and workflow.is_main_process
-            else None
-        )
-    return _SLURM_NODES[0]
-
-
-#: Extraction's threads on a cluster node (locally 1; see extract.smk).
-EXTRACT_CLUSTER_THREADS = 4
-
-
-def _default_partition():
-    """The profile's `slurm_partition` (default-resources), None where it names none."""
-    found = (workflow.resource_settings.default_resources or {}).get("slurm_partition")
-    found = getattr(found, "value", found)  # a snakemake Resource or a plain value
-    return found if isinstance(found, str) and found else None
-
-
-def extract_threads(wildcards):
-    """1 on one machine; on SLURM the host side of a GPU job gets up to 4, never more than the
-    partition's largest node has (a job asking more would pend forever)."""
-    nodes = slurm_nodes()
-    if nodes is not None:
-        return _cluster.capped_threads(
-            EXTRACT_CLUSTER_THREADS, nodes, _default_partition()
-        )
-    if workflow.remote_exec and "SLURM_JOB_ID" in os.environ:  # a job SLURM started
-        return _cluster.allocated_threads(EXTRACT_CLUSTER_THREADS)
-    return 1
-
-
-def extract_mem_mb(wildcards, attempt):
-    """The job's host memory from its model's shape and reducers
-    (causalpos.models.footprint.extract_request), more on each retry (profiles/slurm: retries),
-    at most the largest node's memory."""
-    wanted = (
-        CFG.extract_resources(wildcards.model, wildcards.dataset)["mem_mb"] * attempt
-    )
-    nodes = slurm_nodes()
-    largest = nodes.largest(_default_partition()) if nodes is not None else None
-    return min(wanted, largest.mem_mb) if largest is not None else wanted
-
-
+# Memory requests of the store rules (extract.smk, leakage.smk).
 def merge_mem_mb(wildcards):
     """From the variant store's size (causalpos.models.footprint.merge_request)."""
     return CFG.merge_resources(wildcards.model, wildcards.dataset, wildcards.variant)[
@@ -232,62 +177,6 @@ def normalize_mem_mb(wildcards):
 def leakage_mem_mb(wildcards):
     """From the summed maps it reads (causalpos.models.footprint.leakage_request)."""
     return CFG.leakage_resources(wildcards.model, wildcards.dataset)["mem_mb"]
-
-
-def check_cluster_run():
-    """Before the first submission: the cluster's profile in place of profiles/default, and no
-    job asking more than any node of its partition has (causalpos.cluster.unschedulable names
-    the rule, the resource and the fix)."""
-    nodes = slurm_nodes()
-    if nodes is None:
-        return
-    # Snakemake loads profiles/default (one machine: `gpu=1`, 2 GB default memory) next to
-    # any --profile, and its settings win.
-    if not any(a.startswith("--workflow-profile") for a in sys.argv):
-        raise WorkflowError(
-            "causalpos: on SLURM run `snakemake --workflow-profile profiles/slurm ...` (not "
-            "--profile): with --profile Snakemake also loads profiles/default, the one-machine "
-            "profile, and its settings win (its gpu=1 limit runs GPU jobs one at a time, its "
-            "default-resources replace the partition and memory of profiles/slurm); see "
-            "docs/slurm.md"
-        )
-    for job in workflow.dag.needrun_jobs():
-        if job.is_local:  # run here, not submitted (config `local_rules`)
-            continue
-        res = job.resources
-        problem = _cluster.unschedulable(
-            job.rule.name,
-            res.get("slurm_partition"),
-            job.threads,
-            int(res.get("mem_mb", 0) or 0),
-            int(res.get("gpu", 0) or 0),
-            nodes,
-        )
-        if problem:
-            raise WorkflowError(f"causalpos: {problem}")
-
-
-def report_memory_kills():
-    """After a failed SLURM run: each job SLURM killed for memory, named with its rule, what
-    it used and asked, and how to give it more (the plugin only says 'FAILED')."""
-    if slurm_nodes() is None:
-        return
-    logdir = (
-        getattr(workflow.executor_settings, "logdir", None) or ".snakemake/slurm_logs"
-    )
-    for kill in _cluster.memory_kills(logdir, since=_RUN_STARTED):
-        print(f"causalpos: {kill.message()}", file=sys.stderr)
-
-
-_RUN_STARTED = time.time()
-
-
-onstart:
-    check_cluster_run()
-
-
-onerror:
-    report_memory_kills()
 
 
 def paper1_score_stores(wildcards):
