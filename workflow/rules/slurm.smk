@@ -11,7 +11,6 @@ import time
 
 from causalpos import cluster as _cluster
 
-
 _SLURM_NODES = []
 
 
