@@ -16,6 +16,8 @@ from causalpos.io.fingerprint import use_cache as _fingerprint_cache  # noqa: E4
 from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
+from causalpos.config import family_paths, score_dirs  # noqa: E402
+from snakemake.io import report as report_files  # noqa: E402  (`report` opens a directive here)
 from causalpos.config.disk import cached_document_sizes  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
 
@@ -74,6 +76,15 @@ wildcard_constraints:
     tokenizer=r"[^/]+",
     variant=VARIANT_PATTERN,
     shard=r"\d{4}",
+
+
+def family_reports(family, key, caption, category):
+    """A family job's outputs for `snakemake --report`: each item's files under `key`, in the
+    item's own subcategory (causalpos.config.families)."""
+    return [
+        report_files(item[key], caption=caption, category=category, subcategory=name)
+        for name, item in family.items()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +160,15 @@ def shard_bounds_params(wildcards):
 
 
 def score_shards(wildcards):
-    return CFG.score_shards(wildcards.model, wildcards.dataset, wildcards.variant)
+    return CFG.score_shards(wildcards.model, wildcards.dataset)
+
+
+def merge_variants_params(wildcards):
+    return CFG.merge_variants(wildcards.model, wildcards.dataset)
+
+
+def score_dir(wildcards):
+    return CFG.score_dir(wildcards.model, wildcards.dataset)
 
 
 def extraction_params(wildcards):
@@ -163,10 +182,17 @@ def gpu_count(wildcards):
 # ---------------------------------------------------------------------------------------------
 # Memory requests of the store rules (extract.smk, leakage.smk).
 def merge_mem_mb(wildcards):
-    """From the variant store's size (causalpos.models.footprint.merge_request)."""
-    return CFG.merge_resources(wildcards.model, wildcards.dataset, wildcards.variant)[
-        "mem_mb"
-    ]
+    """From the largest variant store's size (causalpos.models.footprint.merge_request): the
+    job merges one variant at a time."""
+    m, d = wildcards.model, wildcards.dataset
+    return max(
+        CFG.merge_resources(m, d, v)["mem_mb"] for v in CFG.merge_variants(m, d)
+    )
+
+
+def merge_runtime(wildcards):
+    """Minutes: 30 per variant store the job writes (one variant's merge asked 30 alone)."""
+    return 30 * len(CFG.merge_variants(wildcards.model, wildcards.dataset))
 
 
 def normalize_mem_mb(wildcards):
@@ -179,8 +205,9 @@ def leakage_mem_mb(wildcards):
     return CFG.leakage_resources(wildcards.model, wildcards.dataset)["mem_mb"]
 
 
-def paper1_score_stores(wildcards):
-    return CFG.paper1_score_stores()
+def paper1_score_dirs(wildcards):
+    """The merged directories holding paper 1's score stores (params: the stores)."""
+    return score_dirs(CFG.paper1_score_stores())
 
 
 def paper1_normalized_stores(wildcards):
@@ -221,20 +248,30 @@ def gram_n_sequences(wildcards):
     return CFG.gram_draw(wildcards.model)["n_sequences"]
 
 
+def _score_stores_as_dirs(inputs):
+    """``inputs`` with its score-store lists (trained, init) replaced by their merged
+    directories (rule merge_scores' outputs); the stores themselves are params."""
+    return {
+        k: score_dirs(v) if k in ("trained", "init") else v for k, v in inputs.items()
+    }
+
+
 def compare_inputs(wildcards):
-    return CFG.compare_inputs()
+    return _score_stores_as_dirs(CFG.compare_inputs())
 
 
 def compare_plot_inputs(wildcards):
-    return CFG.compare_plot_inputs()
+    return _score_stores_as_dirs(CFG.compare_plot_inputs())
+
+
+def compare_score_stores(wildcards):
+    """{trained: [...], init: [...]}: the causal score stores of the comparison."""
+    inputs = CFG.compare_inputs()
+    return {k: inputs[k] for k in ("trained", "init")}
 
 
 # ---------------------------------------------------------------------------------------------
 # Paper 2 (leakage.smk).
-def leakage_score_stores(wildcards):
-    return CFG.leakage_score_stores(wildcards.model, wildcards.dataset)
-
-
 def leakage_variants_params(wildcards):
     return CFG.leakage_variants(wildcards.model, wildcards.dataset)
 
@@ -252,7 +289,10 @@ def position0_params(wildcards):
 
 
 def position0_inputs(wildcards):
-    return CFG.position0_inputs(wildcards.model, wildcards.dataset)
+    """Every pair's merged score directory and data store (one position0 job: all pairs)."""
+    family = CFG.position0_family()
+    dirs = [CFG.score_dir(p["model"], p["dataset"]) for p in family.values()]
+    return list(dict.fromkeys(dirs + family_paths(family, "data")))
 
 
 def leakage_summary_stores(wildcards):
