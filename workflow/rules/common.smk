@@ -17,7 +17,9 @@ from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 from causalpos.config import family_paths, score_dirs  # noqa: E402
-from snakemake.io import report as report_files  # noqa: E402  (`report` opens a directive here)
+
+# (`report` at the start of a line opens Snakemake's report directive: imported under another name)
+from snakemake.io import report as report_files  # noqa: E402
 from causalpos.config.disk import cached_document_sizes  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
 
@@ -185,9 +187,7 @@ def merge_mem_mb(wildcards):
     """From the largest variant store's size (causalpos.models.footprint.merge_request): the
     job merges one variant at a time."""
     m, d = wildcards.model, wildcards.dataset
-    return max(
-        CFG.merge_resources(m, d, v)["mem_mb"] for v in CFG.merge_variants(m, d)
-    )
+    return max(CFG.merge_resources(m, d, v)["mem_mb"] for v in CFG.merge_variants(m, d))
 
 
 def merge_runtime(wildcards):
