@@ -12,7 +12,6 @@ reads nothing but the config dict."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import PurePosixPath
 
 from causalpos.config.common import Section, canonical
 
@@ -31,7 +30,7 @@ def family_paths(family: Mapping[str, Mapping], *keys: str) -> list[str]:
 def score_dirs(stores: Iterable[str]) -> list[str]:
     """The directories ``results/scores/{model}/{dataset}`` (rule ``merge_scores``'s outputs)
     holding the variant stores ``stores``, each once, in order."""
-    return list(dict.fromkeys(str(PurePosixPath(s).parent) for s in stores))
+    return list(dict.fromkeys(s.rsplit("/", 1)[0] for s in stores))
 
 
 class FamiliesSection(Section):
