@@ -74,7 +74,13 @@ def test_the_default_configs_families_and_what_each_item_reads():
     assert sorted(family_paths(p0, "output")) == sorted(r.position0_stores())
     pair = p0["smollm2-135m/kjv-chunks128-bos"]
     assert pair["sink"] == "results/scores/smollm2-135m/kjv-chunks128-bos/causal.zarr"
-    assert list(pair["stores"]) == r.position0_conditions("smollm2-135m", "kjv-chunks128-bos")
+    # the conditions in the config's order (the output's), each with its store in the pair's
+    # merged directory
+    conditions = r.position0_conditions("smollm2-135m", "kjv-chunks128-bos")
+    assert pair["conditions"] == conditions == r.config["leakage"]["position0"]["conditions"]
+    assert pair["stores"] == [
+        f"results/scores/smollm2-135m/kjv-chunks128-bos/{c}.zarr" for c in conditions
+    ]
     assert pair["data"] == r.data_store("smollm2-135m", "kjv-chunks128-bos")
 
 

@@ -50,50 +50,58 @@ class FamiliesSection(Section):
         """Simulation figure -> its stores, its files and its spec (rule ``plot_simulation``)."""
         if not self.sim_settings():
             return {}
-        return {
-            name: {
-                "stores": self.sim_figure_stores(name),
-                "outputs": self.figure_paths(f"sim_{name}"),
-                "spec": self.sim_figure_params(name),
+        return canonical(
+            {
+                name: {
+                    "stores": self.sim_figure_stores(name),
+                    "outputs": self.figure_paths(f"sim_{name}"),
+                    "spec": self.sim_figure_params(name),
+                }
+                for name in self.config["figures"]["simulation"]
             }
-            for name in self.config["figures"]["simulation"]
-        }
+        )
 
     def llm_appendix_family(self) -> dict[str, dict]:
         """``model/dataset/variant`` -> its normalized store and App. E files (rule
         ``plot_llm_appendix``)."""
         if not self.paper1_enabled():
             return {}
-        return {
-            "/".join((m, d, v)): {
-                "store": f"results/normalized/{m}/{d}/{v}.zarr",
-                "outputs": self.figure_paths(f"llm_appE_{m}_{d}_{v}"),
+        return canonical(
+            {
+                "/".join((m, d, v)): {
+                    "store": f"results/normalized/{m}/{d}/{v}.zarr",
+                    "outputs": self.figure_paths(f"llm_appE_{m}_{d}_{v}"),
+                }
+                for m, d, v in self.paper1_triples()
             }
-            for m, d, v in self.paper1_triples()
-        }
+        )
 
     def gram_figure_family(self) -> dict[str, dict]:
         """Model -> its Gram-panel store and Fig. 3 / Fig. 8 files (rule ``plot_gram_figures``)."""
-        return {
-            m: {
-                "store": f"results/gram/{m}.zarr",
-                "fig3": self.figure_paths(f"train_fig3_{m}"),
-                "fig8": self.figure_paths(f"train_fig8_{m}"),
+        return canonical(
+            {
+                m: {
+                    "store": f"results/gram/{m}.zarr",
+                    "fig3": self.figure_paths(f"train_fig3_{m}"),
+                    "fig8": self.figure_paths(f"train_fig8_{m}"),
+                }
+                for m in self.gram_models()
             }
-            for m in self.gram_models()
-        }
+        )
 
     def paper2_heads_family(self) -> dict[str, dict]:
         """``model/dataset`` -> its summary store and head-map files (``plot_paper2_heads``)."""
         if not self.leakage_experiments():
             return {}
-        return {
-            self.leakage_label((m, d)): {
-                "store": f"results/leakage/{m}/{d}.zarr",
-                "outputs": self.figure_paths(f"paper2_heads_{m}_{d}"),
+        return canonical(
+            {
+                self.leakage_label((m, d)): {
+                    "store": f"results/leakage/{m}/{d}.zarr",
+                    "outputs": self.figure_paths(f"paper2_heads_{m}_{d}"),
+                }
+                for m, d in self.leakage_pairs()
             }
-            for m, d in self.leakage_pairs()
-        }
+        )
 
     def paper2_experiment_family(self, kind: str) -> dict[str, dict]:
         """Experiment -> its stores, labels and files of figure ``kind`` (``layers``, ``shares``
@@ -113,12 +121,12 @@ class FamiliesSection(Section):
                 "labels": self.experiment_labels(name),
                 "outputs": self.figure_paths(f"paper2_{kind}_{name}"),
             }
-        return out
+        return canonical(out)
 
     def position0_family(self) -> dict[str, dict]:
-        """``model/dataset`` -> what rule ``position0`` reads and writes for the pair: the
-        condition -> merged store map (the ``causal`` store also gives the sink heads), the data
-        store and the output store."""
+        """``model/dataset`` -> what rule ``position0`` reads and writes for the pair: its
+        conditions and their merged stores (the ``causal`` store also gives the sink heads), the
+        data store and the output store."""
         if not self.leakage_experiments():
             return {}
         out = {}
@@ -127,7 +135,10 @@ class FamiliesSection(Section):
             out[self.leakage_label((m, d))] = {
                 "model": m,
                 "dataset": d,
-                "stores": dict(zip(conditions, self.position0_inputs(m, d), strict=True)),
+                # two lists, not a dict: the conditions' order is the output's (canonical
+                # sorts dict keys)
+                "conditions": conditions,
+                "stores": self.position0_inputs(m, d),
                 "sink": f"{self.score_dir(m, d)}/causal.zarr",
                 "data": self.data_store(m, d),
                 "output": f"results/position0/{m}/{d}.zarr",

@@ -42,12 +42,12 @@ def position0(pairs: Mapping[str, Mapping], *, code_fingerprint: str = "", **set
     """Rule ``position0``: :func:`position0_pair` of every (model, dataset) of paper 2, one
     after the other (a second or two each: one job for all of them).
 
-    ``pairs``: label -> ``{model, dataset, stores, sink, data, output}``
+    ``pairs``: label -> ``{model, dataset, conditions, stores, sink, data, output}``
     (:meth:`causalpos.config.Resolved.position0_family`); ``settings``: the keyword arguments
     of :func:`position0_pair` (``tau``, ``n_folds``, ``ridge``, ``n_perm``, ``seed``)."""
     for pair in pairs.values():
         position0_pair(
-            dict(pair["stores"]),
+            dict(zip(pair["conditions"], pair["stores"], strict=True)),
             pair["data"],
             pair["output"],
             sink_store=pair["sink"],
