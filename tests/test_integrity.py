@@ -367,16 +367,17 @@ def test_verify_lists_damaged_stores_and_stale_temporaries(tmp_path, capsys):
     assert main(["verify", str(tmp_path / "nowhere")]) == 2
 
 
-def test_rebuild_command_of_a_variant_store_names_the_shard_directory_its_job_writes(monkeypatch):
+def test_rebuild_command_of_a_variant_store_names_the_directory_its_job_writes(monkeypatch):
     from causalpos.io.integrity import CONFIGFILES_ENV, rebuild_command
 
     monkeypatch.delenv(CONFIGFILES_ENV, raising=False)
 
-    assert rebuild_command("results/scores/m/d/shard-0003/scrambled_rope+bidirectional.zarr") == (
-        "snakemake --force results/scores/m/d/shard-0003 --cores 1"
+    assert rebuild_command("results/shards/m/d/shard-0003/scrambled_rope+bidirectional.zarr") == (
+        "snakemake --force results/shards/m/d/shard-0003 --cores 1"
     )
+    # a merged store: the pair's merge job writes the directory of every variant
     assert rebuild_command("results/scores/m/d/causal.zarr") == (
-        "snakemake --force results/scores/m/d/causal.zarr --cores 1"
+        "snakemake --force results/scores/m/d --cores 1"
     )
     # a tree built with a named config is rebuilt with it (`causalpos verify --configfile`)
     monkeypatch.setenv(CONFIGFILES_ENV, "configs/smoke.yaml")

@@ -247,10 +247,9 @@ def test_changed_simulation_parameter_reruns_only_that_setting_and_dependents(pi
         "simulate": 1,  # only l2_a020
         "theory_check": 1,  # it reads every L2 setting
         "aggregate_sim_stats": 1,
-        "plot_simulation": 1,  # fig2 shows l2_a020; fig4 and fig10 do not
+        "plot_simulation": 1,  # one job draws every simulation figure
         "scorecard": 1,
     }
-    assert ("plot_simulation", "figure=fig2") in jobs
 
 
 def test_adding_a_model_reruns_only_its_jobs_and_cross_model_outputs(pipeline, tmp_path):
@@ -297,7 +296,9 @@ def test_a_changed_plant_reruns_the_planted_pairs_extraction_and_what_reads_it(p
     jobs = planned_jobs(pipeline, "--configfile", str(changed))
     extract = [w for rule, w in jobs if rule == "extract_scores"]
     assert extract and all("model=trained-rope, dataset=kjv-first24" in w for w in extract)
-    merged = {w.split("variant=")[1] for rule, w in jobs if rule == "merge_scores"}
-    assert "identity_rope+plant_query+bidirectional" in merged
+    # the pair's merge (one job writes every variant store of the pair)
+    assert [w for rule, w in jobs if rule == "merge_scores"] == [
+        "model=trained-rope, dataset=kjv-first24"
+    ]
     assert ("leakage", "model=trained-rope, dataset=kjv-first24") in jobs
     assert not any("tiny-random" in w for rule, w in jobs if rule in ("extract_scores", "leakage"))
