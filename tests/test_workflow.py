@@ -277,12 +277,20 @@ def test_adding_a_model_reruns_only_its_jobs_and_cross_model_outputs(pipeline, t
 
 
 def test_figure_only_option_reruns_only_figures(pipeline, tmp_path):
+    # a new format: every figure family's one job (each draws all its figures), nothing else
     cfg = yaml.safe_load((pipeline / SMOKE).read_text())
     cfg["figures"]["formats"] = ["png", "pdf"]
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(cfg))
     counts = rule_counts(planned_jobs(pipeline, "--configfile", str(changed)))
-    assert counts and all(rule.startswith("plot_") for rule in counts), counts
+    assert counts == {rule: 1 for rule in NO_TORCH if rule.startswith("plot_")}, counts
+    # one simulation figure's option: the simulation figures' job alone
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    fig2 = cfg["figures"]["simulation"]["fig2"]
+    fig2["normalized_row"] = not fig2["normalized_row"]
+    changed.write_text(yaml.safe_dump(cfg))
+    counts = rule_counts(planned_jobs(pipeline, "--configfile", str(changed)))
+    assert counts == {"plot_simulation": 1}, counts
 
 
 def test_a_changed_plant_reruns_the_planted_pairs_extraction_and_what_reads_it(pipeline, tmp_path):
