@@ -93,6 +93,34 @@ def check_cluster_run():
         )
         if problem:
             raise WorkflowError(f"causalpos: {problem}")
+    bound_group_jobs(nodes)
+
+
+def bound_group_jobs(nodes):
+    """Group jobs (profiles/slurm: `groups`, `group-components`) ask what one node can give.
+
+    Snakemake asks, for a group job, the sum of the requests of its jobs that could run side by
+    side, unless `--cores` bounds it; then it stacks them in series. `--cores` would also cap
+    every job's threads, so the bound is set here, once every job's threads are known: the
+    largest node's CPUs, which no job asks more of anyway (extract_threads). Each group job's
+    request is then checked like a job's."""
+    largest = nodes.largest(_default_partition())
+    if largest is None:
+        return
+    workflow.global_resources["_cores"] = largest.cpus
+    groups = {workflow.dag.get_job_group(j) for j in workflow.dag.needrun_jobs()}
+    for group in groups - {None}:
+        res = group.resources
+        problem = _cluster.unschedulable(
+            f"group {group.groupid} ({', '.join(sorted({j.rule.name for j in group.jobs}))})",
+            res.get("slurm_partition"),
+            int(res.get("_cores", 1) or 1),
+            int(res.get("mem_mb", 0) or 0),
+            int(res.get("gpu", 0) or 0),
+            nodes,
+        )
+        if problem:
+            raise WorkflowError(f"causalpos: {problem}")
 
 
 def report_memory_kills():
