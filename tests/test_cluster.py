@@ -94,3 +94,14 @@ def test_memory_kills_read_from_the_plugins_slurm_logs(tmp_path):
         )
     )
     assert "--set-resources extract_scores:mem_mb=<MB>" in kills[0].message()
+    # a group job (profiles/slurm: groups) is named as the group, with how to find its rule
+    grouped = logs / "group_analyses" / "11.log"
+    grouped.parent.mkdir(parents=True)
+    grouped.write_text("error: StepId=11.0 exceeded memory limit (9437184000 > 8388608000)\n")
+    kill = memory_kills(logs, since=1000.0)[0]
+    assert (kill.rule, kill.group, kill.used_mb, kill.limit_mb) == ("analyses", True, 9000, 8000)
+    assert kill.message().startswith(
+        "group analyses was killed by SLURM for memory: it used 9000 MB, over its request "
+        "mem_mb=8000 (SLURM job 11)"
+    )
+    assert "--set-resources <rule>:mem_mb=<MB>" in kill.message()

@@ -273,12 +273,12 @@ def test_shard_bounds_cover_the_dataset(smoke, default, paper):
     with pytest.raises(ConfigError, match="shard 2 beyond the 2 shards of kjv-first24"):
         smoke.shard_bounds("kjv-first24", "0002")
     # one directory per shard, holding every variant of the pair (one extraction job each)
-    assert smoke.score_shards("tiny-random", "kjv-first24", "causal") == [
-        "results/scores/tiny-random/kjv-first24/shard-0000",
-        "results/scores/tiny-random/kjv-first24/shard-0001",
+    assert smoke.score_shards("tiny-random", "kjv-first24") == [
+        "results/shards/tiny-random/kjv-first24/shard-0000",
+        "results/shards/tiny-random/kjv-first24/shard-0001",
     ]
     with pytest.raises(ConfigError, match="no stage asks for scores"):
-        smoke.score_shards("tiny-random", "kjv-first24", "scrambled_rope")
+        smoke.score_shards("tiny-random", "kjv-heldout128")
 
 
 def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else(default):

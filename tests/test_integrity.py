@@ -28,7 +28,7 @@ from causalpos.io.store import (
     open_dataset,
     write_dataset,
 )
-from causalpos.stages.merge import merge_scores, reducer_classes
+from causalpos.stages.merge import merge_score_shards, reducer_classes
 from causalpos.stages.normalize import diagonal_normalize
 
 L, H, T, N = 2, 2, 64, 6  # T * T = 4096: one chunk file per (layer, head) map
@@ -250,7 +250,7 @@ def test_merge_refuses_shards_whose_counts_do_not_add_up(tmp_path):
     pa = write_dataset(a, tmp_path / "shard-0000.zarr")
     pb = write_dataset(b, tmp_path / "shard-0001.zarr")
     with pytest.raises(StoreError) as err:
-        merge_scores([pa, pb], tmp_path / "merged.zarr")
+        merge_score_shards([pa, pb], tmp_path / "merged.zarr")
     msg = str(err.value)
     assert (
         str(pb) in msg and "the n_sequences variable counts 2, the n_sequences attribute 3" in msg
@@ -267,7 +267,7 @@ def test_merge_refuses_shards_whose_counts_do_not_add_up(tmp_path):
     c.attrs["sequence_last"] = 8
     with pytest.raises(ValueError, match=r"shard 1: the sum of group_n_sequences counts 2"):
         merge_shards([a, c], reducers=reducer_classes())
-    good = merge_scores(
+    good = merge_score_shards(
         [pa, write_dataset(_shard(4, 6), tmp_path / "ok.zarr")], tmp_path / "m.zarr"
     )
     assert good.attrs["n_sequences"] == int(good["n_sequences"]) == N
@@ -281,7 +281,7 @@ def test_merge_refuses_an_all_nan_map_naming_the_shard(tmp_path):
     _chunk(pb, "score_group_mean", (1, 1, 0, 0)).unlink()
     _drop_manifest(pb)
     with pytest.raises(StoreError) as err:
-        merge_scores([pa, pb], tmp_path / "merged.zarr")
+        merge_score_shards([pa, pb], tmp_path / "merged.zarr")
     msg = str(err.value)
     assert err.value.path == pb and "score_group_mean: 1 of 4 maps" in msg
     assert "group=1, layer=1" in msg
@@ -367,16 +367,17 @@ def test_verify_lists_damaged_stores_and_stale_temporaries(tmp_path, capsys):
     assert main(["verify", str(tmp_path / "nowhere")]) == 2
 
 
-def test_rebuild_command_of_a_variant_store_names_the_shard_directory_its_job_writes(monkeypatch):
+def test_rebuild_command_of_a_variant_store_names_the_directory_its_job_writes(monkeypatch):
     from causalpos.io.integrity import CONFIGFILES_ENV, rebuild_command
 
     monkeypatch.delenv(CONFIGFILES_ENV, raising=False)
 
-    assert rebuild_command("results/scores/m/d/shard-0003/scrambled_rope+bidirectional.zarr") == (
-        "snakemake --force results/scores/m/d/shard-0003 --cores 1"
+    assert rebuild_command("results/shards/m/d/shard-0003/scrambled_rope+bidirectional.zarr") == (
+        "snakemake --force results/shards/m/d/shard-0003 --cores 1"
     )
+    # a merged store: the pair's merge job writes the directory of every variant
     assert rebuild_command("results/scores/m/d/causal.zarr") == (
-        "snakemake --force results/scores/m/d/causal.zarr --cores 1"
+        "snakemake --force results/scores/m/d --cores 1"
     )
     # a tree built with a named config is rebuilt with it (`causalpos verify --configfile`)
     monkeypatch.setenv(CONFIGFILES_ENV, "configs/smoke.yaml")

@@ -267,7 +267,7 @@ def test_cpu_overlay_plans_the_1b_stores_with_no_model_trained(tmp_path):
         "prepare_model": 2,
         "sample_sequences": 2,
         "extract_scores": 2,
-        "merge_scores": 13,  # paper 1's causal map, paper 2's 12 variants
+        "merge_scores": 2,  # one per pair: paper 1's causal map; paper 2's 12 variants
         "diagonal_normalize": 1,
         "leakage": 1,
     }

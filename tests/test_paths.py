@@ -26,27 +26,7 @@ SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
 #: Literal paths still spelled in rules that are restructured apart from this module's adoption
 #: (the merge and the plot rules), by rule: each entry must still be there (a converted rule
 #: leaves the list), and no other rule may spell one.
-PENDING = {
-    "merge_scores": {"results/scores/{model}/{dataset}/{variant}.zarr"},
-    "plot_simulation": {"results/figures/sim_{{figure}}.{fmt}"},
-    "plot_llm_appendix": {
-        "results/normalized/{model}/{dataset}/{variant}.zarr",
-        "results/figures/llm_appE_{{model}}_{{dataset}}_{{variant}}.{fmt}",
-    },
-    "plot_paper2_layers": {"results/figures/paper2_layers_{{experiment}}.{fmt}"},
-    "plot_paper2_shares": {"results/figures/paper2_shares_{{experiment}}.{fmt}"},
-    "plot_paper2_position0": {"results/figures/paper2_position0_{{experiment}}.{fmt}"},
-    "plot_paper2_heads": {
-        "results/leakage/{model}/{dataset}.zarr",
-        "results/figures/paper2_heads_{{model}}_{{dataset}}.{fmt}",
-    },
-    "plot_gram_figures": {
-        "results/gram/{model}.zarr",
-        "results/figures/train_fig3_{{model}}.{fmt}",
-        "results/figures/train_fig8_{{model}}.{fmt}",
-    },
-    "plot_loss_by_position": {"results/lengthgen/lengthgen.zarr"},
-}
+PENDING: dict[str, set[str]] = {}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -286,7 +286,7 @@ def test_position0_stage_from_stores_matches_the_library_and_refuses_stores_with
     # states, its probe is the library's probe, and a store extracted without the reader is
     # refused with the fix.
     from causalpos.io.store import write_dataset
-    from causalpos.stages.position0 import position0
+    from causalpos.stages.position0 import position0_pair
 
     model = tiny_llama()
     ids = prompts(n=10, fixed_bos=False)
@@ -303,7 +303,7 @@ def test_position0_stage_from_stores_matches_the_library_and_refuses_stores_with
             batch_size=5,
         )
         stores[cond] = write_dataset(ds, tmp_path / f"{cond}.zarr")
-    out = position0(
+    out = position0_pair(
         stores,
         tmp_path / "data.zarr",
         tmp_path / "p0.zarr",
@@ -328,7 +328,9 @@ def test_position0_stage_from_stores_matches_the_library_and_refuses_stores_with
     bare = _extract(model, ids, "causal", [P_reducers.SinkReducer()], batch_size=5)
     write_dataset(bare, tmp_path / "bare.zarr")
     with pytest.raises(ValueError, match="no position-0 states"):
-        position0({"causal": tmp_path / "bare.zarr"}, tmp_path / "data.zarr", tmp_path / "x.zarr")
+        position0_pair(
+            {"causal": tmp_path / "bare.zarr"}, tmp_path / "data.zarr", tmp_path / "x.zarr"
+        )
 
 
 def xr_data(ids: torch.Tensor, labels: np.ndarray):

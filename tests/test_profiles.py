@@ -87,7 +87,7 @@ def test_slurm_profile_settings():
     # no GPU or thread count forced on a rule: both follow the config and the cluster
     assert "set-threads" not in prof and "set-resources" not in prof
     # extract_scores' mem_mb grows with the attempt, so a retry asks for more
-    rules = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    rules = (REPO / "workflow" / "rules" / "slurm.smk").read_text()
     assert "def extract_mem_mb(wildcards, attempt)" in rules
     assert 'CFG.extract_resources(wildcards.model, wildcards.dataset)["mem_mb"] * attempt' in rules
 

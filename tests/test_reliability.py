@@ -409,12 +409,12 @@ def _nan_shard(lo: int, hi: int, nan_layer: int | None = None) -> xr.Dataset:
 
 
 def test_merge_of_a_shard_with_nan_from_the_model_names_the_model_not_damage(tmp_path):
-    from causalpos.stages.merge import merge_scores
+    from causalpos.stages.merge import merge_score_shards
 
     a = write_dataset(_nan_shard(0, 2), tmp_path / "shard-0000" / "causal.zarr")
     b = write_dataset(_nan_shard(2, 4, nan_layer=1), tmp_path / "shard-0001" / "causal.zarr")
     with pytest.raises(FloatingPointError) as err:
-        merge_scores([a, b], tmp_path / "causal.zarr")
+        merge_score_shards([a, b], tmp_path / "causal.zarr")
     msg = str(err.value)
     assert f"its input {b} holds NaN maps" in msg and "layer=1, head=0" in msg
     assert "the model produced NaN" in msg and "lower train.lr" in msg

@@ -25,9 +25,9 @@ def test_editing_a_library_module_reruns_only_its_stages(smoke_pipeline):
         counts = rule_counts(planned_jobs(smoke_pipeline, "--configfile", SMOKE))
         assert counts == {
             "plot_fig1": 1,
-            "plot_simulation": 3,
+            "plot_simulation": 1,  # one job per family of figures
             "plot_llm_fig5": 1,
-            "plot_llm_appendix": 2,
+            "plot_llm_appendix": 1,
         }, counts
     finally:
         module.write_text(original)

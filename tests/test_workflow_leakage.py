@@ -342,7 +342,8 @@ def test_figure_module_edit_reruns_only_paper2_figures(pipeline):
 def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
     """extract_scores imports paper2/reducers.py (the LeakageReducer runs inside extraction), so
     editing it reruns the extraction (one job: every variant of the pair with one model load),
-    every variant's merge, then everything downstream — but not the model or the data."""
+    the pair's merge (one job: every variant), then everything downstream — but not the model
+    or the data."""
     module = pipeline / "src" / "causalpos" / "paper2" / "reducers.py"
     original = module.read_text()
     try:
@@ -350,7 +351,7 @@ def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
         counts = rule_counts(_reruns(pipeline))
         assert counts == {
             "extract_scores": 1,
-            "merge_scores": 6,
+            "merge_scores": 1,
             "leakage": 1,
             "position0": 1,
             "aggregate_leakage": 1,
@@ -411,9 +412,7 @@ def test_a_new_position0_condition_reruns_the_pairs_extraction_and_what_reads_it
     assert [w for r, w in jobs if r == "extract_scores"] == [
         f"model={MODEL}, dataset={DATASET}, shard=0000"
     ]
-    assert {w for r, w in jobs if r == "merge_scores"} == {
-        f"model={MODEL}, dataset={DATASET}, variant={v}" for v in UNION + ["identity_rope"]
-    }
+    assert [w for r, w in jobs if r == "merge_scores"] == [f"model={MODEL}, dataset={DATASET}"]
     counts = rule_counts(jobs)
     assert counts["position0"] == 1
     assert set(counts) <= {
@@ -436,13 +435,11 @@ def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
         lambda c: c["leakage"]["reducer"].update(windows=["all", "early8", "late", "early16"]),
     )
     jobs = _reruns(pipeline, edited)
-    # the pair's one extraction job (every variant), then the merge of every variant
+    # the pair's one extraction job (every variant), then its one merge job (every variant)
     assert [w for r, w in jobs if r == "extract_scores"] == [
         f"model={MODEL}, dataset={DATASET}, shard=0000"
     ]
-    assert {w for r, w in jobs if r == "merge_scores"} == {
-        f"model={MODEL}, dataset={DATASET}, variant={v}" for v in UNION
-    }
+    assert [w for r, w in jobs if r == "merge_scores"] == [f"model={MODEL}, dataset={DATASET}"]
 
 
 @pytest.mark.parametrize(

@@ -34,18 +34,19 @@ def test_a_chunk_lost_from_a_finished_shard_fails_the_merge_naming_the_shard(
     work = tmp_path / "copy"
     shutil.copytree(smoke_pipeline, work, symlinks=True)
     # shard directories are temporary: the run removed them after the merges; rebuild and keep
-    shards = [f"results/scores/tiny-random/kjv-first24/shard-000{k}" for k in (0, 1)]
+    shards = [f"results/shards/tiny-random/kjv-first24/shard-000{k}" for k in (0, 1)]
     assert not any((work / s).exists() for s in shards)
     snakemake(work, "--notemp", "--force", *shards, "--configfile", SMOKE, "--cores", "2")
     shard = f"{shards[0]}/causal.zarr"
-    merged = "results/scores/tiny-random/kjv-first24/causal.zarr"
+    merged_dir = "results/scores/tiny-random/kjv-first24"  # the pair's merge job: every variant
+    merged = f"{merged_dir}/causal.zarr"
     chunk = next(p for p in sorted((work / shard / "score_mean" / "c").rglob("*")) if p.is_file())
     chunk.unlink()
     assert main(["verify", str(work / "results")]) == 1
     out = capsys.readouterr().out
     assert f"DAMAGED {work / shard}" in out and "of array 'score_mean'" in out
 
-    forced = ("--forcerun", "merge_scores", merged, "--configfile", SMOKE, "--cores", "1")
+    forced = ("--forcerun", "merge_scores", merged_dir, "--configfile", SMOKE, "--cores", "1")
     proc = snakemake(work, *forced, check=False)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log[-3000:]
@@ -56,7 +57,7 @@ def test_a_chunk_lost_from_a_finished_shard_fails_the_merge_naming_the_shard(
 
     # the rebuild command the message gives, then the merge goes through
     snakemake(work, "--force", shards[0], "--configfile", SMOKE, "--cores", "2")
-    snakemake(work, merged, "--configfile", SMOKE, "--cores", "2")
+    snakemake(work, merged_dir, "--configfile", SMOKE, "--cores", "2")
     assert main(["verify", str(work / "results")]) == 0
     restored = xr.open_zarr(work / merged, consolidated=False)["score_mean"].values
     original = xr.open_zarr(smoke_pipeline / merged, consolidated=False)["score_mean"].values

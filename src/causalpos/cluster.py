@@ -138,26 +138,37 @@ def unschedulable(
 
 @dataclass(frozen=True)
 class MemoryKill:
-    """A SLURM job killed for going over its memory request, read from its SLURM log."""
+    """A SLURM job killed for going over its memory request, read from its SLURM log; ``rule``
+    names the group for a group job (``group``: profiles/slurm's ``groups``)."""
 
     rule: str
     wildcards: str
     jobid: str
     used_mb: int | None
     limit_mb: int | None
+    group: bool = False
 
     def message(self) -> str:
+        if self.group:
+            return (
+                f"group {self.rule} was killed by SLURM for memory{self._used()} (SLURM job "
+                f"{self.jobid}); a group job asks the sum of the requests of the jobs it runs "
+                "side by side. Give the rule that ran out more (its log in logs/<rule>/ stops "
+                "where it was killed): --set-resources <rule>:mem_mb=<MB> (or set-resources in "
+                "profiles/slurm/config.yaml)"
+            )
         where = f"rule {self.rule}" + (f" ({self.wildcards})" if self.wildcards else "")
-        used = (
-            f": it used {self.used_mb} MB, over its request mem_mb={self.limit_mb}"
-            if self.used_mb is not None
-            else " (over its mem_mb request)"
-        )
         return (
-            f"{where} was killed by SLURM for memory{used} (SLURM job {self.jobid}). Give it "
+            f"{where} was killed by SLURM for memory{self._used()} (SLURM job {self.jobid}). "
+            "Give it "
             f"more: --set-resources {self.rule}:mem_mb=<MB> (or set-resources in "
             "profiles/slurm/config.yaml)"
         )
+
+    def _used(self) -> str:
+        if self.used_mb is None:
+            return " (over its mem_mb request)"
+        return f": it used {self.used_mb} MB, over its request mem_mb={self.limit_mb}"
 
 
 # slurmstepd's own kill (jobacct_gather, OverMemoryKill) and the cgroup OOM killer's report.
@@ -167,10 +178,11 @@ _OOM_EVENT = re.compile(r"oom[-_]kill event", re.IGNORECASE)
 
 def memory_kills(logdir: str | os.PathLike, since: float) -> list[MemoryKill]:
     """Jobs killed for memory among the SLURM logs (``<logdir>/rule_<rule>[/<wildcards>]/
-    <jobid>.log``, the plugin's layout) written since ``since`` (a time.time())."""
+    <jobid>.log``, ``<logdir>/group_<group>/.../<jobid>.log`` for a group job: the plugin's
+    layout) written since ``since`` (a time.time())."""
     kills = []
     root = Path(logdir)
-    for log in sorted(root.glob("rule_*/**/*.log")):
+    for log in sorted([*root.glob("rule_*/**/*.log"), *root.glob("group_*/**/*.log")]):
         if log.stat().st_mtime < since:
             continue
         text = log.read_text(errors="replace")
@@ -178,7 +190,8 @@ def memory_kills(logdir: str | os.PathLike, since: float) -> list[MemoryKill]:
         if over is None and not _OOM_EVENT.search(text):
             continue
         parts = log.relative_to(root).parts
-        rule = parts[0].removeprefix("rule_")
+        group = parts[0].startswith("group_")
+        rule = parts[0].removeprefix("group_" if group else "rule_")
         used, limit = (int(over.group(i)) // 2**20 for i in (1, 2)) if over else (None, None)
-        kills.append(MemoryKill(rule, "/".join(parts[1:-1]), log.stem, used, limit))
+        kills.append(MemoryKill(rule, "/".join(parts[1:-1]), log.stem, used, limit, group))
     return kills

@@ -27,7 +27,8 @@ SIM_STORE = "results/sim/{setting}.zarr"
 DATA_STORE = "results/data/{dataset}/{tokenizer}.zarr"
 #: One extraction job's output: every variant of (model, dataset) on one shard of sequences
 #: (``{shard}``: four digits, :func:`score_shard`), as ``{variant}.zarr`` inside it.
-SCORE_SHARD = "results/scores/{model}/{dataset}/shard-{shard}"
+SCORE_SHARD = "results/shards/{model}/{dataset}/shard-{shard}"
+SCORE_DIR = "results/scores/{model}/{dataset}"
 SCORE_STORE = "results/scores/{model}/{dataset}/{variant}.zarr"
 NORMALIZED_STORE = "results/normalized/{model}/{dataset}/{variant}.zarr"
 LEAKAGE_STORE = "results/leakage/{model}/{dataset}.zarr"
@@ -156,6 +157,7 @@ PATTERNS = (
     SIM_STORE,
     DATA_STORE,
     SCORE_SHARD,
+    SCORE_DIR,
     SCORE_STORE,
     NORMALIZED_STORE,
     LEAKAGE_STORE,

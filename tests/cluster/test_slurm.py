@@ -53,7 +53,7 @@ KILLED_RULE, KILLED_WILDCARDS = "train_model", "nope"
 #: rule(s) each target's job is listed as a comment.
 TARGETS = (
     "resources/models/tiny-random",  # prepare_model
-    "results/scores/tiny-random/kjv-first24/causal.zarr",  # extract_scores x2, merge_scores
+    "results/scores/tiny-random/kjv-first24",  # extract_scores x2, merge_scores
     "results/normalized/tiny-random/kjv-first24/causal.zarr",  # diagonal_normalize
     "results/stats/llm_index.csv",  # aggregate_llm_stats
     "results/figures/llm_fig5.png",  # plot_llm_fig5
@@ -171,7 +171,36 @@ def slurm_run(slurm_cluster, smoke_pipeline, tmp_path_factory) -> SlurmRun:
 
 
 def _rule(comment: str) -> str:
+    """The rule (or the group, profiles/slurm: `groups`) of a SLURM job's comment."""
     return re.sub(r"^rule_(\w+?)(_wildcards_.*)?$", r"\1", comment)
+
+
+def _groups(work: Path) -> dict[str, set[str]]:
+    """Group -> its rules, from the profile (`groups: [rule=group, ...]`)."""
+    import yaml
+
+    prof = yaml.safe_load((work / "profiles" / "slurm" / "config.yaml").read_text())
+    out: dict[str, set[str]] = {}
+    for entry in prof.get("groups", []):
+        rule, group = entry.split("=")
+        out.setdefault(group, set()).add(rule)
+    return out
+
+
+def _group_of(comment: str, groups: dict[str, set[str]]) -> str | None:
+    """The group of a group job's comment (the plugin names it `<group>_<rules>`), else None."""
+    name = _rule(comment)
+    return next((g for g in groups if name == g or name.startswith(f"{g}_")), None)
+
+
+def _submitted(run: SlurmRun) -> set[str]:
+    """The rules that ran on a node: a group job stands for its group's rules."""
+    groups = _groups(run.work)
+    out: set[str] = set()
+    for comment, _, _ in run.jobs.values():
+        group = _group_of(comment, groups)
+        out |= groups[group] if group else {_rule(comment)}
+    return out
 
 
 #: Keys of a JSON record that describe the run rather than its result: the weights file's size
@@ -187,6 +216,11 @@ def _assert_same_output(local: Path, slurm: Path) -> None:
         assert sorted(a.variables) == sorted(b.variables), slurm
         for name in a.variables:
             np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=f"{slurm}:{name}")
+    elif any(local.glob("*.zarr")):  # a merge job's directory: one store per variant
+        names = sorted(p.name for p in local.glob("*.zarr"))
+        assert names == sorted(p.name for p in slurm.glob("*.zarr")), slurm
+        for name in names:
+            _assert_same_output(local / name, slurm / name)
     elif local.is_dir():
         names = sorted(f.name for f in local.iterdir() if f.name != ".snakemake_timestamp")
         assert names == sorted(f.name for f in slurm.iterdir() if f.name != ".snakemake_timestamp")
@@ -221,7 +255,7 @@ def test_smoke_jobs_through_slurm_equal_the_local_run(slurm_run):
 def test_every_rule_of_the_smoke_run_ran_once_at_least(slurm_run):
     # the subset covers the smoke run: every rule it has ran here, on a node or locally
     smoke_rules = set(rule_counts(planned_jobs(slurm_run.local, "--configfile", SMOKE, "-F")))
-    submitted = {_rule(c) for c, _, _ in slurm_run.jobs.values()}
+    submitted = _submitted(slurm_run)
     ran_here = set(re.findall(r"^localrule (\w+):", slurm_run.out, re.M)) - {"all"}
     assert len(smoke_rules) >= 30 and smoke_rules == submitted | ran_here, sorted(
         smoke_rules - submitted - ran_here
@@ -234,9 +268,16 @@ def test_extraction_threads_follow_the_node(slurm_run, slurm_cluster):
     extract = [cpus for com, _, cpus in slurm_run.jobs.values() if "rule_extract_scores" in com]
     assert len(extract) >= 2
     assert set(extract) == {min(4, slurm_cluster.cpus)}
-    # the other rules ask one
-    others = {cpus for com, _, cpus in slurm_run.jobs.values() if "rule_extract_scores" not in com}
+    # the other rules ask one; a group job (profiles/slurm: groups) at most the node's CPUs, its
+    # jobs running side by side up to that many
+    groups = _groups(slurm_run.work)
+    single = {c for c, _, _ in slurm_run.jobs.values() if _group_of(c, groups) is None}
+    others = {
+        cpus for com, _, cpus in slurm_run.jobs.values() if com in single and "extract" not in com
+    }
     assert others == {1}
+    grouped = [cpus for com, _, cpus in slurm_run.jobs.values() if com not in single]
+    assert grouped and all(1 <= c <= slurm_cluster.cpus for c in grouped), grouped
 
 
 def test_light_rules_run_on_the_submitting_host(slurm_run):
@@ -244,7 +285,7 @@ def test_light_rules_run_on_the_submitting_host(slurm_run):
 
     schema = (slurm_run.work / "workflow" / "schemas" / "config.schema.yaml").read_text()
     light = set(yaml.safe_load(schema)["properties"]["local_rules"]["default"])
-    submitted = {_rule(c) for c, _, _ in slurm_run.jobs.values()}
+    submitted = _submitted(slurm_run)
     # "localrule X:" from the submitting Snakemake (a failed job's log, shown by
     # show-failed-logs, has its own "localrule" lines: the job step runs its job locally)
     ran_here = set(re.findall(r"^localrule (\w+):", slurm_run.out, re.M))

@@ -5,7 +5,6 @@
 
 import os
 import sys
-import time
 from pathlib import Path
 
 # The library is imported from the checkout (not only an installed copy), so a Snakemake process
@@ -17,9 +16,12 @@ from causalpos.io.fingerprint import use_cache as _fingerprint_cache  # noqa: E4
 from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
+from causalpos.config import family_paths, score_dirs  # noqa: E402
+
+# (`report` at the start of a line opens Snakemake's report directive: imported under another name)
+from snakemake.io import report as report_files  # noqa: E402
 from causalpos.config.disk import cached_document_sizes  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
-from causalpos import cluster as _cluster  # noqa: E402
 import causalpos.paths as PATHS  # noqa: E402  (the path patterns, each written once)
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
@@ -77,6 +79,15 @@ wildcard_constraints:
     tokenizer=r"[^/]+",
     variant=VARIANT_PATTERN,
     shard=r"\d{4}",
+
+
+def family_reports(family, key, caption, category):
+    """A family job's outputs for `snakemake --report`: each item's files under `key`, in the
+    item's own subcategory (causalpos.config.families)."""
+    return [
+        report_files(item[key], caption=caption, category=category, subcategory=name)
+        for name, item in family.items()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,7 +163,15 @@ def shard_bounds_params(wildcards):
 
 
 def score_shards(wildcards):
-    return CFG.score_shards(wildcards.model, wildcards.dataset, wildcards.variant)
+    return CFG.score_shards(wildcards.model, wildcards.dataset)
+
+
+def merge_variants_params(wildcards):
+    return CFG.merge_variants(wildcards.model, wildcards.dataset)
+
+
+def score_dir(wildcards):
+    return CFG.score_dir(wildcards.model, wildcards.dataset)
 
 
 def extraction_params(wildcards):
@@ -164,65 +183,17 @@ def gpu_count(wildcards):
 
 
 # ---------------------------------------------------------------------------------------------
-# SLURM (profiles/slurm): requests follow what the cluster's nodes can give. The submitting
-# process reads the nodes once with sinfo (the executor is known once the DAG is being built,
-# not while this file is parsed); inside a job the allocation says it.
-_SLURM_NODES = []
-
-
-def slurm_nodes():
-    """The cluster's nodes when this process submits SLURM jobs, else None (cached)."""
-    if not _SLURM_NODES:
-        submits = getattr(workflow.executor_plugin, "name", None) == "slurm"
-        _SLURM_NODES.append(
-            _cluster.query_slurm_nodes()
-            if submits and workflow.is_main_process
-            else None
-        )
-    return _SLURM_NODES[0]
-
-
-#: Extraction's threads on a cluster node (locally 1; see extract.smk).
-EXTRACT_CLUSTER_THREADS = 4
-
-
-def _default_partition():
-    """The profile's `slurm_partition` (default-resources), None where it names none."""
-    found = (workflow.resource_settings.default_resources or {}).get("slurm_partition")
-    found = getattr(found, "value", found)  # a snakemake Resource or a plain value
-    return found if isinstance(found, str) and found else None
-
-
-def extract_threads(wildcards):
-    """1 on one machine; on SLURM the host side of a GPU job gets up to 4, never more than the
-    partition's largest node has (a job asking more would pend forever)."""
-    nodes = slurm_nodes()
-    if nodes is not None:
-        return _cluster.capped_threads(
-            EXTRACT_CLUSTER_THREADS, nodes, _default_partition()
-        )
-    if workflow.remote_exec and "SLURM_JOB_ID" in os.environ:  # a job SLURM started
-        return _cluster.allocated_threads(EXTRACT_CLUSTER_THREADS)
-    return 1
-
-
-def extract_mem_mb(wildcards, attempt):
-    """The job's host memory from its model's shape and reducers
-    (causalpos.models.footprint.extract_request), more on each retry (profiles/slurm: retries),
-    at most the largest node's memory."""
-    wanted = (
-        CFG.extract_resources(wildcards.model, wildcards.dataset)["mem_mb"] * attempt
-    )
-    nodes = slurm_nodes()
-    largest = nodes.largest(_default_partition()) if nodes is not None else None
-    return min(wanted, largest.mem_mb) if largest is not None else wanted
-
-
+# Memory requests of the store rules (extract.smk, leakage.smk).
 def merge_mem_mb(wildcards):
-    """From the variant store's size (causalpos.models.footprint.merge_request)."""
-    return CFG.merge_resources(wildcards.model, wildcards.dataset, wildcards.variant)[
-        "mem_mb"
-    ]
+    """From the largest variant store's size (causalpos.models.footprint.merge_request): the
+    job merges one variant at a time."""
+    m, d = wildcards.model, wildcards.dataset
+    return max(CFG.merge_resources(m, d, v)["mem_mb"] for v in CFG.merge_variants(m, d))
+
+
+def merge_runtime(wildcards):
+    """Minutes: 30 per variant store the job writes (one variant's merge asked 30 alone)."""
+    return 30 * len(CFG.merge_variants(wildcards.model, wildcards.dataset))
 
 
 def normalize_mem_mb(wildcards):
@@ -235,64 +206,9 @@ def leakage_mem_mb(wildcards):
     return CFG.leakage_resources(wildcards.model, wildcards.dataset)["mem_mb"]
 
 
-def check_cluster_run():
-    """Before the first submission: the cluster's profile in place of profiles/default, and no
-    job asking more than any node of its partition has (causalpos.cluster.unschedulable names
-    the rule, the resource and the fix)."""
-    nodes = slurm_nodes()
-    if nodes is None:
-        return
-    # Snakemake loads profiles/default (one machine: `gpu=1`, 2 GB default memory) next to
-    # any --profile, and its settings win.
-    if not any(a.startswith("--workflow-profile") for a in sys.argv):
-        raise WorkflowError(
-            "causalpos: on SLURM run `snakemake --workflow-profile profiles/slurm ...` (not "
-            "--profile): with --profile Snakemake also loads profiles/default, the one-machine "
-            "profile, and its settings win (its gpu=1 limit runs GPU jobs one at a time, its "
-            "default-resources replace the partition and memory of profiles/slurm); see "
-            "docs/slurm.md"
-        )
-    for job in workflow.dag.needrun_jobs():
-        if job.is_local:  # run here, not submitted (config `local_rules`)
-            continue
-        res = job.resources
-        problem = _cluster.unschedulable(
-            job.rule.name,
-            res.get("slurm_partition"),
-            job.threads,
-            int(res.get("mem_mb", 0) or 0),
-            int(res.get("gpu", 0) or 0),
-            nodes,
-        )
-        if problem:
-            raise WorkflowError(f"causalpos: {problem}")
-
-
-def report_memory_kills():
-    """After a failed SLURM run: each job SLURM killed for memory, named with its rule, what
-    it used and asked, and how to give it more (the plugin only says 'FAILED')."""
-    if slurm_nodes() is None:
-        return
-    logdir = (
-        getattr(workflow.executor_settings, "logdir", None) or ".snakemake/slurm_logs"
-    )
-    for kill in _cluster.memory_kills(logdir, since=_RUN_STARTED):
-        print(f"causalpos: {kill.message()}", file=sys.stderr)
-
-
-_RUN_STARTED = time.time()
-
-
-onstart:
-    check_cluster_run()
-
-
-onerror:
-    report_memory_kills()
-
-
-def paper1_score_stores(wildcards):
-    return CFG.paper1_score_stores()
+def paper1_score_dirs(wildcards):
+    """The merged directories holding paper 1's score stores (params: the stores)."""
+    return score_dirs(CFG.paper1_score_stores())
 
 
 def paper1_normalized_stores(wildcards):
@@ -333,20 +249,30 @@ def gram_n_sequences(wildcards):
     return CFG.gram_draw(wildcards.model)["n_sequences"]
 
 
+def _score_stores_as_dirs(inputs):
+    """``inputs`` with its score-store lists (trained, init) replaced by their merged
+    directories (rule merge_scores' outputs); the stores themselves are params."""
+    return {
+        k: score_dirs(v) if k in ("trained", "init") else v for k, v in inputs.items()
+    }
+
+
 def compare_inputs(wildcards):
-    return CFG.compare_inputs()
+    return _score_stores_as_dirs(CFG.compare_inputs())
 
 
 def compare_plot_inputs(wildcards):
-    return CFG.compare_plot_inputs()
+    return _score_stores_as_dirs(CFG.compare_plot_inputs())
+
+
+def compare_score_stores(wildcards):
+    """{trained: [...], init: [...]}: the causal score stores of the comparison."""
+    inputs = CFG.compare_inputs()
+    return {k: inputs[k] for k in ("trained", "init")}
 
 
 # ---------------------------------------------------------------------------------------------
 # Paper 2 (leakage.smk).
-def leakage_score_stores(wildcards):
-    return CFG.leakage_score_stores(wildcards.model, wildcards.dataset)
-
-
 def leakage_variants_params(wildcards):
     return CFG.leakage_variants(wildcards.model, wildcards.dataset)
 
@@ -364,7 +290,10 @@ def position0_params(wildcards):
 
 
 def position0_inputs(wildcards):
-    return CFG.position0_inputs(wildcards.model, wildcards.dataset)
+    """Every pair's merged score directory and data store (one position0 job: all pairs)."""
+    family = CFG.position0_family()
+    dirs = [CFG.score_dir(p["model"], p["dataset"]) for p in family.values()]
+    return list(dict.fromkeys(dirs + family_paths(family, "data")))
 
 
 def leakage_summary_stores(wildcards):

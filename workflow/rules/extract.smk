@@ -1,7 +1,9 @@
 # Score extraction: one job per (model, dataset, shard of sequences) runs every forward-pass
 # variant a stage asks for (one model load, one read of the prompts), one store per variant in
 # the shard directory; the shard directories are temporary (snakemake --notemp keeps them).
-# Then the exact merge of one variant's shards, and diagonal normalization.
+# Then one job per (model, dataset) merges its shards exactly into one store per variant,
+# results/scores/{model}/{dataset}/{variant}.zarr (the rules reading them name the directory),
+# and diagonal normalization.
 
 
 rule extract_scores:
@@ -43,18 +45,19 @@ rule merge_scores:
     input:
         score_shards,
     output:
-        directory("results/scores/{model}/{dataset}/{variant}.zarr"),
+        directory(PATHS.SCORE_DIR),
     log:
-        "logs/merge_scores/{model}/{dataset}/{variant}.log",
+        "logs/merge_scores/{model}/{dataset}.log",
     benchmark:
-        "benchmarks/merge_scores/{model}/{dataset}/{variant}.tsv"
+        "benchmarks/merge_scores/{model}/{dataset}.tsv"
     conda:
         ENV_MODELS
     threads: 1
     resources:
         mem_mb=merge_mem_mb,
-        runtime=30,
+        runtime=merge_runtime,
     params:
+        variants=merge_variants_params,
         code=code_fingerprint("merge_scores"),
     script:
         "../scripts/merge_scores.py"
@@ -62,7 +65,7 @@ rule merge_scores:
 
 rule diagonal_normalize:
     input:
-        PATHS.SCORE_STORE,
+        PATHS.SCORE_DIR,
     output:
         directory(PATHS.NORMALIZED_STORE),
     log:

@@ -5,7 +5,7 @@
 rule plot_fig1:
     output:
         report(
-            CFG.figure_paths("fig1_theory"),
+            CFG.figure_paths(PATHS.FIG1_FIGURE),
             caption="../report/fig1.rst",
             category="Paper 1 — theory",
         ),
@@ -23,21 +23,19 @@ rule plot_fig1:
         "../scripts/plot_fig1.py"
 
 
+# One job draws every simulation figure (and one every App. E figure, below).
 rule plot_simulation:
     input:
-        sim_figure_stores,
+        family_paths(CFG.sim_figure_family(), "stores"),
     output:
-        report(
-            expand(
-                "results/figures/sim_{{figure}}.{fmt}",
-                fmt=config["figures"]["formats"],
-            ),
+        *family_reports(
+            CFG.sim_figure_family(),
+            "outputs",
             caption="../report/sim_figure.rst",
             category="Paper 1 — simulations",
-            subcategory="{figure}",
         ),
     log:
-        "logs/plot_simulation/{figure}.log",
+        "logs/plot_simulation/plot_simulation.log",
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -45,7 +43,7 @@ rule plot_simulation:
         mem_mb=2000,
         runtime=10,
     params:
-        spec=sim_figure_params,
+        figures=CFG.sim_figure_family(),
         code=code_fingerprint("plot_simulation"),
     script:
         "../scripts/plot_simulation.py"
@@ -56,7 +54,7 @@ rule plot_llm_fig5:
         paper1_normalized_stores,
     output:
         report(
-            CFG.figure_paths("llm_fig5"),
+            CFG.figure_paths(PATHS.LLM_FIG5_FIGURE),
             caption="../report/llm_fig5.rst",
             category="Paper 1 — pretrained models",
         ),
@@ -78,19 +76,16 @@ rule plot_llm_fig5:
 
 rule plot_llm_appendix:
     input:
-        "results/normalized/{model}/{dataset}/{variant}.zarr",
+        family_paths(CFG.llm_appendix_family(), "store"),
     output:
-        report(
-            expand(
-                "results/figures/llm_appE_{{model}}_{{dataset}}_{{variant}}.{fmt}",
-                fmt=config["figures"]["formats"],
-            ),
+        *family_reports(
+            CFG.llm_appendix_family(),
+            "outputs",
             caption="../report/llm_appE.rst",
             category="Paper 1 — pretrained models",
-            subcategory="{model}",
         ),
     log:
-        "logs/plot_llm_appendix/{model}/{dataset}/{variant}.log",
+        "logs/plot_llm_appendix/plot_llm_appendix.log",
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -98,6 +93,7 @@ rule plot_llm_appendix:
         mem_mb=4000,
         runtime=10,
     params:
+        figures=CFG.llm_appendix_family(),
         code=code_fingerprint("plot_llm_appendix"),
     script:
         "../scripts/plot_llm_appendix.py"

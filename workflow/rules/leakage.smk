@@ -16,7 +16,7 @@
 
 rule leakage:
     input:
-        stores=leakage_score_stores,
+        scores=score_dir,
         data=data_store,
     output:
         directory(PATHS.LEAKAGE_STORE),
@@ -40,26 +40,26 @@ rule leakage:
         "../scripts/leakage.py"
 
 
+# One job for every pair (a second or two of work each, less than a job's start-up).
 rule position0:
     input:
         # position-0 states, one merged store per condition: extraction read them in its own
         # forward passes (reducer "position0"), so this rule loads no model
-        stores=position0_inputs,
-        data=data_store,
-        sink=PATHS.fill_wildcards(PATHS.SCORE_STORE, variant="causal"),
+        position0_inputs,
     output:
-        directory(PATHS.POSITION0_STORE),
+        [directory(p) for p in family_paths(CFG.position0_family(), "output")],
     log:
-        "logs/position0/{model}/{dataset}.log",
+        "logs/position0/position0.log",
     benchmark:
-        "benchmarks/position0/{model}/{dataset}.tsv"
+        "benchmarks/position0/position0.tsv"
     conda:
         ENV_ANALYSIS
     threads: 1
     resources:
         mem_mb=4000,
-        runtime=30,
+        runtime=10 + 5 * len(CFG.position0_family()),
     params:
+        pairs=CFG.position0_family(),
         settings=position0_params,
         seed=config["seed"],
         code=code_fingerprint("position0"),
@@ -192,23 +192,19 @@ rule aggregate_leakage:
         "../scripts/aggregate_leakage.py"
 
 
+# Figures: one job per family, drawing the figure of every experiment (or pair).
 rule plot_paper2_layers:
     input:
-        experiment_summary_stores,
+        family_paths(CFG.paper2_experiment_family("layers"), "stores"),
     output:
-        report(
-            expand(
-                "results/figures/paper2_layers_{{experiment}}.{fmt}",
-                fmt=config["figures"]["formats"],
-            ),
+        *family_reports(
+            CFG.paper2_experiment_family("layers"),
+            "outputs",
             caption="../report/paper2_layers.rst",
             category="Paper 2 — figures",
-            subcategory="{experiment}",
         ),
     log:
-        "logs/plot_paper2_layers/{experiment}.log",
-    wildcard_constraints:
-        experiment=CFG.leakage_experiment_pattern(),
+        "logs/plot_paper2_layers/plot_paper2_layers.log",
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -216,7 +212,7 @@ rule plot_paper2_layers:
         mem_mb=2000,
         runtime=10,
     params:
-        labels=experiment_labels,
+        figures=CFG.paper2_experiment_family("layers"),
         code=code_fingerprint("plot_paper2_layers"),
     script:
         "../scripts/plot_paper2_layers.py"
@@ -224,21 +220,16 @@ rule plot_paper2_layers:
 
 rule plot_paper2_shares:
     input:
-        experiment_summary_stores,
+        family_paths(CFG.paper2_experiment_family("shares"), "stores"),
     output:
-        report(
-            expand(
-                "results/figures/paper2_shares_{{experiment}}.{fmt}",
-                fmt=config["figures"]["formats"],
-            ),
+        *family_reports(
+            CFG.paper2_experiment_family("shares"),
+            "outputs",
             caption="../report/paper2_shares.rst",
             category="Paper 2 — figures",
-            subcategory="{experiment}",
         ),
     log:
-        "logs/plot_paper2_shares/{experiment}.log",
-    wildcard_constraints:
-        experiment=CFG.leakage_experiment_pattern(),
+        "logs/plot_paper2_shares/plot_paper2_shares.log",
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -246,7 +237,7 @@ rule plot_paper2_shares:
         mem_mb=2000,
         runtime=10,
     params:
-        labels=experiment_labels,
+        figures=CFG.paper2_experiment_family("shares"),
         code=code_fingerprint("plot_paper2_shares"),
     script:
         "../scripts/plot_paper2_shares.py"
@@ -254,21 +245,16 @@ rule plot_paper2_shares:
 
 rule plot_paper2_position0:
     input:
-        experiment_position0_stores,
+        family_paths(CFG.paper2_experiment_family("position0"), "stores"),
     output:
-        report(
-            expand(
-                "results/figures/paper2_position0_{{experiment}}.{fmt}",
-                fmt=config["figures"]["formats"],
-            ),
+        *family_reports(
+            CFG.paper2_experiment_family("position0"),
+            "outputs",
             caption="../report/paper2_position0_figure.rst",
             category="Paper 2 — figures",
-            subcategory="{experiment}",
         ),
     log:
-        "logs/plot_paper2_position0/{experiment}.log",
-    wildcard_constraints:
-        experiment=CFG.leakage_experiment_pattern(),
+        "logs/plot_paper2_position0/plot_paper2_position0.log",
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -276,7 +262,7 @@ rule plot_paper2_position0:
         mem_mb=2000,
         runtime=10,
     params:
-        labels=experiment_labels,
+        figures=CFG.paper2_experiment_family("position0"),
         code=code_fingerprint("plot_paper2_position0"),
     script:
         "../scripts/plot_paper2_position0.py"
@@ -284,22 +270,16 @@ rule plot_paper2_position0:
 
 rule plot_paper2_heads:
     input:
-        "results/leakage/{model}/{dataset}.zarr",
+        family_paths(CFG.paper2_heads_family(), "store"),
     output:
-        report(
-            expand(
-                "results/figures/paper2_heads_{{model}}_{{dataset}}.{fmt}",
-                fmt=config["figures"]["formats"],
-            ),
+        *family_reports(
+            CFG.paper2_heads_family(),
+            "outputs",
             caption="../report/paper2_heads_figure.rst",
             category="Paper 2 — figures",
-            subcategory="{model}",
         ),
     log:
-        "logs/plot_paper2_heads/{model}/{dataset}.log",
-    wildcard_constraints:
-        model=CFG.leakage_model_pattern(),
-        dataset=CFG.leakage_dataset_pattern(),
+        "logs/plot_paper2_heads/plot_paper2_heads.log",
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -307,6 +287,7 @@ rule plot_paper2_heads:
         mem_mb=2000,
         runtime=10,
     params:
+        figures=CFG.paper2_heads_family(),
         code=code_fingerprint("plot_paper2_heads"),
     script:
         "../scripts/plot_paper2_heads.py"

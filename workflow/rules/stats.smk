@@ -29,7 +29,7 @@ rule aggregate_sim_stats:
 
 rule aggregate_llm_stats:
     input:
-        paper1_score_stores,
+        paper1_score_dirs,
     output:
         report(
             PATHS.LLM_INDEX_TABLE,
@@ -46,6 +46,7 @@ rule aggregate_llm_stats:
         runtime=10,
     params:
         labels=CFG.paper1_labels(),
+        stores=CFG.paper1_score_stores(),
         stats=CFG.llm_stats_params(),
         code=code_fingerprint("aggregate_llm_stats"),
     script:

@@ -159,7 +159,7 @@ rule plot_loss_curves:
         trained_models,
     output:
         report(
-            CFG.figure_paths("train_loss_curves"),
+            CFG.figure_paths(PATHS.TRAIN_LOSS_CURVES_FIGURE),
             caption="../report/train_loss_curves.rst",
             category="Models trained here",
         ),
@@ -178,32 +178,25 @@ rule plot_loss_curves:
         "../scripts/plot_loss_curves.py"
 
 
+# One job draws Figs. 3 and 8 of every model.
 rule plot_gram_figures:
     input:
-        "results/gram/{model}.zarr",
+        family_paths(CFG.gram_figure_family(), "store"),
     output:
-        fig3=report(
-            expand(
-                "results/figures/train_fig3_{{model}}.{fmt}",
-                fmt=config["figures"]["formats"],
-            ),
+        *family_reports(
+            CFG.gram_figure_family(),
+            "fig3",
             caption="../report/train_fig3.rst",
             category="Models trained here",
-            subcategory="{model}",
         ),
-        fig8=report(
-            expand(
-                "results/figures/train_fig8_{{model}}.{fmt}",
-                fmt=config["figures"]["formats"],
-            ),
+        *family_reports(
+            CFG.gram_figure_family(),
+            "fig8",
             caption="../report/train_fig8.rst",
             category="Models trained here",
-            subcategory="{model}",
         ),
     log:
-        "logs/plot_gram_figures/{model}.log",
-    wildcard_constraints:
-        model=r"[A-Za-z0-9_.-]+",
+        "logs/plot_gram_figures/plot_gram_figures.log",
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -211,6 +204,7 @@ rule plot_gram_figures:
         mem_mb=1000,
         runtime=5,
     params:
+        figures=CFG.gram_figure_family(),
         code=code_fingerprint("plot_gram_figures"),
     script:
         "../scripts/plot_gram_figures.py"
@@ -218,10 +212,10 @@ rule plot_gram_figures:
 
 rule plot_loss_by_position:
     input:
-        "results/lengthgen/lengthgen.zarr",
+        PATHS.LENGTHGEN_STORE,
     output:
         report(
-            CFG.figure_paths("train_loss_by_position"),
+            CFG.figure_paths(PATHS.TRAIN_LOSS_BY_POSITION_FIGURE),
             caption="../report/train_loss_by_position.rst",
             category="Models trained here",
         ),
@@ -296,6 +290,7 @@ rule compare_trained:
         leakage=CFG.compare_leakage_variants(),
         leakage_init=CFG.compare_leakage_variants("-init"),
         stats=CFG.stats_params(),
+        stores=compare_score_stores,
         code=code_fingerprint("compare_trained"),
     script:
         "../scripts/compare_trained.py"
@@ -306,17 +301,17 @@ rule plot_train_comparison:
         unpack(compare_plot_inputs),
     output:
         index=report(
-            CFG.figure_paths("train_index"),
+            CFG.figure_paths(PATHS.TRAIN_INDEX_FIGURE),
             caption="../report/train_index_figure.rst",
             category="Models trained here",
         ),
         comparison=report(
-            CFG.figure_paths("train_comparison"),
+            CFG.figure_paths(PATHS.TRAIN_COMPARISON_FIGURE),
             caption="../report/train_comparison_figure.rst",
             category="Models trained here",
         ),
         maps=report(
-            CFG.figure_paths("train_maps"),
+            CFG.figure_paths(PATHS.TRAIN_MAPS_FIGURE),
             caption="../report/train_maps.rst",
             category="Models trained here",
         ),
@@ -332,6 +327,7 @@ rule plot_train_comparison:
         variants=CFG.train_variants(),
         twins=CFG.compare_twin_variants(),
         map_layer=config["train"]["compare"]["map_layer"],
+        stores=compare_score_stores,
         code=code_fingerprint("plot_train_comparison"),
     script:
         "../scripts/plot_train_comparison.py"

@@ -11,7 +11,7 @@ from causalpos.stages.stats import aggregate_llm_stats  # noqa: E402
 with logged(snakemake.log[0], snakemake.threads):
     p = snakemake.params
     aggregate_llm_stats(
-        dict(zip(p.labels, snakemake.input)),
+        dict(zip(p.labels, p.stores)),
         snakemake.output[0],
         **dict(p.stats),
     )

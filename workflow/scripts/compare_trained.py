@@ -11,8 +11,8 @@ from causalpos.stages.compare import compare_trained  # noqa: E402
 with logged(snakemake.log[0], snakemake.threads):
     p = snakemake.params
     compare_trained(
-        dict(zip(p.variants, snakemake.input.trained)),
-        dict(zip(p.twins, snakemake.input.init)),
+        dict(zip(p.variants, p.stores["trained"])),
+        dict(zip(p.twins, p.stores["init"])),
         snakemake.output.index,
         snakemake.output.comparison,
         leakage=dict(zip(p.leakage, snakemake.input.leakage)),

@@ -9,4 +9,6 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.normalize import diagonal_normalize  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    diagonal_normalize(snakemake.input[0], snakemake.output[0])
+    # the input is the pair's merged directory (rule merge_scores), one store per variant
+    store = Path(snakemake.input[0]) / f"{snakemake.wildcards.variant}.zarr"
+    diagonal_normalize(store, snakemake.output[0])

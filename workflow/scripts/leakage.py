@@ -11,7 +11,8 @@ from causalpos.stages.leakage import leakage  # noqa: E402
 with logged(snakemake.log[0], snakemake.threads):
     p = snakemake.params
     leakage(
-        dict(zip(p.variants, snakemake.input.stores)),
+        # the pair's merged directory (rule merge_scores) holds one store per variant
+        {v: f"{snakemake.input.scores}/{v}.zarr" for v in p.variants},
         snakemake.output[0],
         data_store=snakemake.input.data,
         strata=p.strata,

@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``merge_scores``: the exact merge of one variant's shard stores."""
+"""Snakemake entry point of rule ``merge_scores``: the exact merge of a (model, dataset)'s shard stores, one store per variant."""
 
 import sys
 from pathlib import Path
@@ -9,5 +9,6 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.merge import merge_scores  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    variant = snakemake.wildcards.variant
-    merge_scores([Path(d) / f"{variant}.zarr" for d in snakemake.input], snakemake.output[0])
+    merge_scores(
+        list(snakemake.input), snakemake.output[0], variants=list(snakemake.params.variants)
+    )

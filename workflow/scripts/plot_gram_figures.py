@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``plot_gram_figures``: paper 1 Figs. 3 and 8 of one model."""
+"""Snakemake entry point of rule ``plot_gram_figures``: paper 1 Figs. 3 and 8 of every model."""
 
 import sys
 from pathlib import Path
@@ -9,9 +9,4 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.plot_training import plot_gram_figures  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    plot_gram_figures(
-        snakemake.input[0],
-        list(snakemake.output.fig3),
-        list(snakemake.output.fig8),
-        model=snakemake.wildcards.model,
-    )
+    plot_gram_figures(dict(snakemake.params.figures))

@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``plot_llm_appendix``: paper 1 App. E maps of one store."""
+"""Snakemake entry point of rule ``plot_llm_appendix``: paper 1 App. E maps of every normalized store."""
 
 import sys
 from pathlib import Path
@@ -9,7 +9,4 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.plot_paper1 import plot_llm_appendix  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    w = snakemake.wildcards
-    plot_llm_appendix(
-        snakemake.input[0], list(snakemake.output), label=f"{w.model} / {w.dataset} / {w.variant}"
-    )
+    plot_llm_appendix(dict(snakemake.params.figures))

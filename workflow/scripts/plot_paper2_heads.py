@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``plot_paper2_heads``: paper 2 per-head maps of one summary."""
+"""Snakemake entry point of rule ``plot_paper2_heads``: paper 2 per-head maps of every (model, dataset)."""
 
 import sys
 from pathlib import Path
@@ -9,4 +9,4 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.plot_paper2 import plot_paper2_heads  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    plot_paper2_heads(snakemake.input[0], list(snakemake.output))
+    plot_paper2_heads(dict(snakemake.params.figures))

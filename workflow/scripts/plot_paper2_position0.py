@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``plot_paper2_position0``: paper 2 position-0 conditions."""
+"""Snakemake entry point of rule ``plot_paper2_position0``: paper 2 position-0 conditions, one figure per experiment."""
 
 import sys
 from pathlib import Path
@@ -9,6 +9,4 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.plot_paper2 import plot_paper2_position0  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    plot_paper2_position0(
-        list(snakemake.input), list(snakemake.output), labels=list(snakemake.params.labels)
-    )
+    plot_paper2_position0(dict(snakemake.params.figures))

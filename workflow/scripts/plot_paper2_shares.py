@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``plot_paper2_shares``: paper 2 component shares."""
+"""Snakemake entry point of rule ``plot_paper2_shares``: paper 2 component shares, one figure per experiment."""
 
 import sys
 from pathlib import Path
@@ -9,6 +9,4 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.plot_paper2 import plot_paper2_shares  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    plot_paper2_shares(
-        list(snakemake.input), list(snakemake.output), labels=list(snakemake.params.labels)
-    )
+    plot_paper2_shares(dict(snakemake.params.figures))

@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``plot_simulation``: one figure of simulation settings."""
+"""Snakemake entry point of rule ``plot_simulation``: every simulation figure."""
 
 import sys
 from pathlib import Path
@@ -9,9 +9,4 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.plot_paper1 import plot_simulation  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads):
-    plot_simulation(
-        list(snakemake.input),
-        list(snakemake.output),
-        spec=dict(snakemake.params.spec),
-        figure=snakemake.wildcards.figure,
-    )
+    plot_simulation(dict(snakemake.params.figures))

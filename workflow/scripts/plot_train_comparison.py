@@ -13,8 +13,8 @@ with logged(snakemake.log[0], snakemake.threads):
     plot_train_comparison(
         snakemake.input.index,
         snakemake.input.comparison,
-        list(snakemake.input.trained),
-        list(snakemake.input.init),
+        list(p.stores["trained"]),
+        list(p.stores["init"]),
         {k: list(v) for k, v in snakemake.output.items()},
         variants=list(p.variants),
         twins=list(p.twins),

@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``position0``: the position-0 residual stream, sinks and probes of one (model, dataset)."""
+"""Snakemake entry point of rule ``position0``: the position-0 residual stream, sinks and probes of every (model, dataset) of paper 2."""
 
 import sys
 from pathlib import Path
@@ -12,18 +12,11 @@ with logged(snakemake.log[0], snakemake.threads):
     p = snakemake.params
     s = dict(p.settings)
     position0(
-        dict(zip(s["conditions"], snakemake.input.stores)),
-        snakemake.input.data,
-        snakemake.output[0],
-        sink_store=snakemake.input.sink,
+        dict(p.pairs),
         tau=s["tau"],
         n_folds=s["n_folds"],
         ridge=s["ridge"],
         n_perm=s["n_permutations"],
         seed=p.seed,
-        attrs={
-            "model": snakemake.wildcards.model,
-            "dataset": snakemake.wildcards.dataset,
-            "code_fingerprint": p.code,
-        },
+        code_fingerprint=p.code,
     )

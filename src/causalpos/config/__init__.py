@@ -25,6 +25,8 @@ and ``resources``:
 - ``train``: ``train:`` (the models trained here, the Gram panels, the comparison)
 - ``leakage``: ``leakage:`` (paper 2)
 - ``targets``: ``rule all`` and the scorecard's inputs
+- ``families``: one job per family of light jobs (figures, position 0, a pair's merge): what
+  each item of a family job reads and writes
 - ``resources``: the model jobs' memory and disk requests from the models' shapes (reads the
   architecture files and local models' ``config.json``)
 - ``checks``: what local corpora can supply, sequence lengths against models' contexts (reads
@@ -42,6 +44,7 @@ from causalpos.config.common import (
     names_pattern,
 )
 from causalpos.config.disk import MAX_PREFIX_TOKENS, capacity_bound
+from causalpos.config.families import family_paths, score_dirs
 from causalpos.config.leakage import LEAKAGE_DEFAULT_VARIANTS, PAPER2_TABLE_NAMES
 from causalpos.config.resolved import Resolved
 from causalpos.config.schema import schema_error_summary
@@ -63,8 +66,10 @@ __all__ = [
     "Resolved",
     "Section",
     "canonical",
+    "family_paths",
     "capacity_bound",
     "check_variant",
     "names_pattern",
     "schema_error_summary",
+    "score_dirs",
 ]

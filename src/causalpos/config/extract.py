@@ -27,14 +27,11 @@ class ExtractSection(Section):
             raise ConfigError(f"shard {k} beyond the {self.n_shards(dataset)} shards of {dataset}")
         return [k * size, min((k + 1) * size, total)]
 
-    def score_shards(self, model: str, dataset: str, variant: str) -> list[str]:
-        """Shard directories ``variant``'s merge reads: one extraction job per (model, dataset,
-        shard) writes every variant of the pair into ``shard-NNNN/{variant}.zarr``."""
-        if variant not in self.extraction_variants(model, dataset):
-            raise ConfigError(
-                f"no stage asks for scores of model {model!r} on dataset {dataset!r} under "
-                f"variant {variant!r}"
-            )
+    def score_shards(self, model: str, dataset: str) -> list[str]:
+        """Shard directories rule ``merge_scores`` reads for (model, dataset): one extraction job
+        per shard writes every variant of the pair into ``shard-NNNN/{variant}.zarr``."""
+        if not self.extraction_variants(model, dataset):
+            raise ConfigError(f"no stage asks for scores of model {model!r} on dataset {dataset!r}")
         return [paths.score_shard(model, dataset, k) for k in range(self.n_shards(dataset))]
 
     def map_triples(self) -> set[tuple[str, str, str]]:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from causalpos.config.checks import ChecksSection
 from causalpos.config.datasets import DatasetsSection
 from causalpos.config.extract import ExtractSection
+from causalpos.config.families import FamiliesSection
 from causalpos.config.figures import FiguresSection
 from causalpos.config.leakage import LeakageSection
 from causalpos.config.models import ModelsSection
@@ -32,6 +33,7 @@ class Resolved(
     LeakageSection,
     TargetsSection,
     ResourcesSection,
+    FamiliesSection,
     ChecksSection,
 ):
     """The pipeline's view of one validated config (nothing is cached but the corpora's document

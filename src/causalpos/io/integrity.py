@@ -87,10 +87,14 @@ def rebuild_command(path: str | os.PathLike) -> str:
     """The Snakemake command that rebuilds the pipeline output ``path`` (run from the pipeline
     directory): ``--force`` reruns the one job producing it, replacing what is there. A variant's
     store inside a shard directory (``.../shard-NNNN/<variant>.zarr``) is rebuilt by the job
-    that writes the whole directory. Names the pipeline's ``--configfile`` when it is not the
-    default (:func:`configfiles`)."""
+    that writes the whole directory, and so is a merged score store
+    (``results/scores/<model>/<dataset>/<variant>.zarr``: one merge job writes every variant of
+    the pair). Names the pipeline's ``--configfile`` when it is not the default
+    (:func:`configfiles`)."""
     p = Path(path)
     if re.fullmatch(r"shard-\d{4}", p.parent.name):
+        p = p.parent
+    elif p.suffix == ".zarr" and p.parts[-5:-3] == ("results", "scores"):
         p = p.parent
     config = "".join(f" --configfile {shlex.quote(display_path(f))}" for f in configfiles() or [])
     return f"snakemake --force {shlex.quote(display_path(p))}{config} --cores 1"

@@ -1,4 +1,5 @@
-"""Stage ``merge_scores``: the shard stores of one variant merged exactly into one store.
+"""Stage ``merge_scores``: the shard stores of a (model, dataset) merged exactly, one store per
+variant, in one job.
 
 Apart from extraction, so that editing the merge never re-extracts.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import xarray as xr
 
@@ -47,8 +49,25 @@ def input_fault(store: str | os.PathLike, out: str | os.PathLike, stage: str) ->
     raise StoreError(store, at_fault)
 
 
-def merge_scores(shards: Sequence[str | os.PathLike], out: str | os.PathLike) -> xr.Dataset:
-    """Rule ``merge_scores``: shard stores merged exactly (each reducer's ``merge``) into ``out``.
+def merge_scores(
+    shard_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, variants: Sequence[str]
+) -> None:
+    """Rule ``merge_scores``: ``out_dir/{variant}.zarr`` for each of ``variants``, the exact merge
+    (:func:`merge_score_shards`) of ``{variant}.zarr`` of every shard directory, one variant at
+    a time (memory: one variant's merged store and one shard). A dataset of one shard goes
+    through the same merge (its attributes, dtypes and chunks are those of any merged store)."""
+    if not variants:
+        raise ValueError(f"merge_scores: no variant to merge into {out_dir}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for variant in variants:
+        merge_score_shards(
+            [Path(d) / f"{variant}.zarr" for d in shard_dirs], out_dir / f"{variant}.zarr"
+        )
+
+
+def merge_score_shards(shards: Sequence[str | os.PathLike], out: str | os.PathLike) -> xr.Dataset:
+    """One variant's shard stores merged exactly (each reducer's ``merge``) into ``out``.
 
     Each shard is verified as it is opened (its manifest, its counts); the merged result is
     checked before it is written: its counts add up (``n_sequences`` = the shards' sum, as

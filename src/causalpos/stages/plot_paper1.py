@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from causalpos.figures import paper1
 from causalpos.io.store import open_dataset
@@ -13,17 +13,22 @@ def plot_fig1(outputs: Sequence[str]) -> None:
     paper1.draw_fig1(list(outputs))
 
 
-def plot_simulation(
-    stores: Sequence[str], outputs: Sequence[str], *, spec: dict, figure: str
-) -> None:
-    """Rule ``plot_simulation``: one figure of simulation settings (raw and normalized rows)."""
-    paper1.draw_simulation(
-        [open_dataset(p) for p in stores],
-        spec["settings"],
-        list(outputs),
-        normalized_row=spec["normalized_row"],
-        title=f"Paper 1 {figure}: parameter-free decoder",
-    )
+def plot_simulation(figures: Mapping[str, Mapping]) -> None:
+    """Rule ``plot_simulation``: every figure of simulation settings (raw and normalized rows);
+    ``figures``: name -> ``{stores, outputs, spec}`` (:mod:`causalpos.config.families`)."""
+    opened: dict = {}  # a setting shown by several figures is opened once
+    for name, fig in figures.items():
+        spec = fig["spec"]
+        for p in fig["stores"]:
+            if p not in opened:
+                opened[p] = open_dataset(p)
+        paper1.draw_simulation(
+            [opened[p] for p in fig["stores"]],
+            spec["settings"],
+            list(fig["outputs"]),
+            normalized_row=spec["normalized_row"],
+            title=f"Paper 1 {name}: parameter-free decoder",
+        )
 
 
 def plot_llm_fig5(
@@ -35,6 +40,10 @@ def plot_llm_fig5(
     )
 
 
-def plot_llm_appendix(store: str, outputs: Sequence[str], *, label: str) -> None:
-    """Rule ``plot_llm_appendix``: every layer of one normalized store (paper 1 App. E)."""
-    paper1.draw_llm_appendix(open_dataset(store), label, list(outputs))
+def plot_llm_appendix(figures: Mapping[str, Mapping]) -> None:
+    """Rule ``plot_llm_appendix``: every layer of each normalized store (paper 1 App. E);
+    ``figures``: ``model/dataset/variant`` -> ``{store, outputs}``."""
+    for label, fig in figures.items():
+        paper1.draw_llm_appendix(
+            open_dataset(fig["store"]), label.replace("/", " / "), list(fig["outputs"])
+        )

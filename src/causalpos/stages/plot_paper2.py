@@ -1,8 +1,10 @@
-"""Figure rules of paper 2: summary and position-0 stores in, figure files out."""
+"""Figure rules of paper 2: summary and position-0 stores in, figure files out. One job per
+family draws the figure of every experiment (or every (model, dataset)): ``figures`` maps each
+to what it reads and writes (:mod:`causalpos.config.families`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from causalpos.figures import paper2
 from causalpos.io.store import open_dataset
@@ -12,28 +14,29 @@ def _opened(labels: Sequence[str], stores: Sequence[str]) -> dict:
     return {label: open_dataset(p) for label, p in zip(labels, stores, strict=True)}
 
 
-def plot_paper2_layers(
-    stores: Sequence[str], outputs: Sequence[str], *, labels: Sequence[str]
-) -> None:
+def plot_paper2_layers(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_paper2_layers``: §3's components by layer on the headline, per (model,
-    dataset)."""
-    paper2.leakage_by_layer(_opened(labels, stores), list(outputs))
+    dataset), one figure per experiment (``{stores, labels, outputs}``)."""
+    for fig in figures.values():
+        paper2.leakage_by_layer(_opened(fig["labels"], fig["stores"]), list(fig["outputs"]))
 
 
-def plot_paper2_shares(
-    stores: Sequence[str], outputs: Sequence[str], *, labels: Sequence[str]
-) -> None:
-    """Rule ``plot_paper2_shares``: the causal-mask share on four readings of the headline."""
-    paper2.component_shares(_opened(labels, stores), list(outputs))
+def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
+    """Rule ``plot_paper2_shares``: the causal-mask share on four readings of the headline, one
+    figure per experiment (``{stores, labels, outputs}``)."""
+    for fig in figures.values():
+        paper2.component_shares(_opened(fig["labels"], fig["stores"]), list(fig["outputs"]))
 
 
-def plot_paper2_position0(
-    stores: Sequence[str], outputs: Sequence[str], *, labels: Sequence[str]
-) -> None:
-    """Rule ``plot_paper2_position0``: position-0 cross-prompt deviation per condition."""
-    paper2.position0_conditions(_opened(labels, stores), list(outputs))
+def plot_paper2_position0(figures: Mapping[str, Mapping]) -> None:
+    """Rule ``plot_paper2_position0``: position-0 cross-prompt deviation per condition, one
+    figure per experiment (``{stores, labels, outputs}``)."""
+    for fig in figures.values():
+        paper2.position0_conditions(_opened(fig["labels"], fig["stores"]), list(fig["outputs"]))
 
 
-def plot_paper2_heads(store: str, outputs: Sequence[str]) -> None:
-    """Rule ``plot_paper2_heads``: the headline per head, BH q-values marked, of one summary."""
-    paper2.head_maps(open_dataset(store), list(outputs))
+def plot_paper2_heads(figures: Mapping[str, Mapping]) -> None:
+    """Rule ``plot_paper2_heads``: the headline per head, BH q-values marked, one figure per
+    summary store (``{store, outputs}`` per (model, dataset))."""
+    for fig in figures.values():
+        paper2.head_maps(open_dataset(fig["store"]), list(fig["outputs"]))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -24,20 +24,22 @@ def plot_loss_curves(
     )
 
 
-def plot_gram_figures(store: str, fig3: Sequence[str], fig8: Sequence[str], *, model: str) -> None:
-    """Rule ``plot_gram_figures``: paper 1 Figs. 3 and 8 from one Gram-panel store."""
-    ds = open_dataset(store)
-    n = ds.attrs["n_samples"]
-    training.plot_gram_panels(
-        ds,
-        list(fig3),
-        title=f"Paper 1 Fig. 3 on {model}: Gram matrices through layer 1 (mean over {n} held-out sequences)",
-    )
-    training.plot_layer_scores(
-        ds,
-        list(fig8),
-        title=f"Paper 1 Fig. 8 on {model}: mean pre-softmax scores (over {n} held-out sequences and heads)",
-    )
+def plot_gram_figures(figures: Mapping[str, Mapping]) -> None:
+    """Rule ``plot_gram_figures``: paper 1 Figs. 3 and 8 of every model; ``figures``: model ->
+    ``{store, fig3, fig8}`` (its Gram-panel store, the files of each figure)."""
+    for model, fig in figures.items():
+        ds = open_dataset(fig["store"])
+        n = ds.attrs["n_samples"]
+        training.plot_gram_panels(
+            ds,
+            list(fig["fig3"]),
+            title=f"Paper 1 Fig. 3 on {model}: Gram matrices through layer 1 (mean over {n} held-out sequences)",
+        )
+        training.plot_layer_scores(
+            ds,
+            list(fig["fig8"]),
+            title=f"Paper 1 Fig. 8 on {model}: mean pre-softmax scores (over {n} held-out sequences and heads)",
+        )
 
 
 def plot_loss_by_position(store: str, outputs: Sequence[str], *, smooth: int) -> None:

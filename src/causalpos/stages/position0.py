@@ -38,7 +38,29 @@ def _states(store: str | os.PathLike, seq_ids: np.ndarray, condition: str) -> xr
     return ds.sel(sequence=seq_ids)
 
 
-def position0(
+def position0(pairs: Mapping[str, Mapping], *, code_fingerprint: str = "", **settings) -> None:
+    """Rule ``position0``: :func:`position0_pair` of every (model, dataset) of paper 2, one
+    after the other (a second or two each: one job for all of them).
+
+    ``pairs``: label -> ``{model, dataset, conditions, stores, sink, data, output}``
+    (:meth:`causalpos.config.Resolved.position0_family`); ``settings``: the keyword arguments
+    of :func:`position0_pair` (``tau``, ``n_folds``, ``ridge``, ``n_perm``, ``seed``)."""
+    for pair in pairs.values():
+        position0_pair(
+            dict(zip(pair["conditions"], pair["stores"], strict=True)),
+            pair["data"],
+            pair["output"],
+            sink_store=pair["sink"],
+            attrs={
+                "model": pair["model"],
+                "dataset": pair["dataset"],
+                "code_fingerprint": code_fingerprint,
+            },
+            **settings,
+        )
+
+
+def position0_pair(
     stores: Mapping[str, str | os.PathLike],
     data_store,
     out,
@@ -52,7 +74,8 @@ def position0(
     seed: int = 0,
     attrs: dict | None = None,
 ) -> xr.Dataset:
-    """``position0`` rule: trajectory per condition, content probes on the causal states.
+    """One (model, dataset) of rule ``position0``: trajectory per condition, content probes on
+    the causal states.
 
     ``stores``: condition -> its merged score store, holding ``p0_state (sequence, p0_layer,
     hidden)`` (and, for ``causal``, ``p0_value``) from extraction's position-0 reader

@@ -1,0 +1,157 @@
+"""Jobs that serve a whole family: what one job of each light rule reads and writes.
+
+A light rule (a figure, the position-0 analysis, the merge of a pair's shards) costs a job's
+start-up (Python, Snakemake's preamble, the imports: 1-3 CPU-s) for under a second of work per
+item, so it runs once per family rather than once per item: one job draws every simulation
+figure, one every paper-2 head map, one merge writes every variant store of a (model, dataset).
+Each family is a dict, item -> what that item reads and writes; the rule's inputs and outputs
+are the union over items (:func:`family_paths`) and its params the dict itself, so a figure
+option reruns the figure jobs alone and a changed input reruns the family that reads it. Pure:
+reads nothing but the config dict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from causalpos import paths
+from causalpos.config.common import Section, canonical
+
+
+def family_paths(family: Mapping[str, Mapping], *keys: str) -> list[str]:
+    """Every path under ``keys`` of every item of ``family``, each once, in item order (a key's
+    value is a path or a list of paths)."""
+    out: list[str] = []
+    for item in family.values():
+        for key in keys:
+            value = item[key]
+            out += [value] if isinstance(value, str) else list(value)
+    return list(dict.fromkeys(out))
+
+
+def score_dirs(stores: Iterable[str]) -> list[str]:
+    """The directories ``results/scores/{model}/{dataset}`` (rule ``merge_scores``'s outputs)
+    holding the variant stores ``stores``, each once, in order."""
+    return list(dict.fromkeys(s.rsplit("/", 1)[0] for s in stores))
+
+
+class FamiliesSection(Section):
+    """One job per family of light jobs."""
+
+    @staticmethod
+    def score_dir(model: str, dataset: str) -> str:
+        """Rule ``merge_scores``'s output: ``{variant}.zarr`` of every variant of the pair."""
+        return paths.SCORE_DIR.format(model=model, dataset=dataset)
+
+    def merge_variants(self, model: str, dataset: str) -> list[str]:
+        """The variant stores rule ``merge_scores`` writes for (model, dataset): every variant
+        its extraction runs."""
+        return self.extraction_variants(model, dataset)
+
+    def sim_figure_family(self) -> dict[str, dict]:
+        """Simulation figure -> its stores, its files and its spec (rule ``plot_simulation``)."""
+        if not self.sim_settings():
+            return {}
+        return canonical(
+            {
+                name: {
+                    "stores": self.sim_figure_stores(name),
+                    "outputs": self.figure_paths(paths.SIM_FIGURE.format(figure=name)),
+                    "spec": self.sim_figure_params(name),
+                }
+                for name in self.config["figures"]["simulation"]
+            }
+        )
+
+    def llm_appendix_family(self) -> dict[str, dict]:
+        """``model/dataset/variant`` -> its normalized store and App. E files (rule
+        ``plot_llm_appendix``)."""
+        if not self.paper1_enabled():
+            return {}
+        return canonical(
+            {
+                "/".join((m, d, v)): {
+                    "store": paths.NORMALIZED_STORE.format(model=m, dataset=d, variant=v),
+                    "outputs": self.figure_paths(
+                        paths.LLM_APPENDIX_FIGURE.format(model=m, dataset=d, variant=v)
+                    ),
+                }
+                for m, d, v in self.paper1_triples()
+            }
+        )
+
+    def gram_figure_family(self) -> dict[str, dict]:
+        """Model -> its Gram-panel store and Fig. 3 / Fig. 8 files (rule ``plot_gram_figures``)."""
+        return canonical(
+            {
+                m: {
+                    "store": paths.GRAM_STORE.format(model=m),
+                    "fig3": self.figure_paths(paths.TRAIN_FIG3_FIGURE.format(model=m)),
+                    "fig8": self.figure_paths(paths.TRAIN_FIG8_FIGURE.format(model=m)),
+                }
+                for m in self.gram_models()
+            }
+        )
+
+    def paper2_heads_family(self) -> dict[str, dict]:
+        """``model/dataset`` -> its summary store and head-map files (``plot_paper2_heads``)."""
+        if not self.leakage_experiments():
+            return {}
+        return canonical(
+            {
+                self.leakage_label((m, d)): {
+                    "store": paths.LEAKAGE_STORE.format(model=m, dataset=d),
+                    "outputs": self.figure_paths(
+                        paths.PAPER2_HEADS_FIGURE.format(model=m, dataset=d)
+                    ),
+                }
+                for m, d in self.leakage_pairs()
+            }
+        )
+
+    def paper2_experiment_family(self, kind: str) -> dict[str, dict]:
+        """Experiment -> its stores, labels and files of figure ``kind`` (``layers``, ``shares``
+        or ``position0``: rules ``plot_paper2_<kind>``); shares only for an experiment with a
+        decomposition (a causal and a bidirectional run of some condition)."""
+        out = {}
+        for name in self.leakage_experiments():
+            if kind == "shares" and not self.experiment_has_decomposition(name):
+                continue
+            stores = (
+                self.experiment_position0_stores(name)
+                if kind == "position0"
+                else self.experiment_summary_stores(name)
+            )
+            out[name] = {
+                "stores": stores,
+                "labels": self.experiment_labels(name),
+                "outputs": self.figure_paths(
+                    {
+                        "layers": paths.PAPER2_LAYERS_FIGURE,
+                        "shares": paths.PAPER2_SHARES_FIGURE,
+                        "position0": paths.PAPER2_POSITION0_FIGURE,
+                    }[kind].format(experiment=name)
+                ),
+            }
+        return canonical(out)
+
+    def position0_family(self) -> dict[str, dict]:
+        """``model/dataset`` -> what rule ``position0`` reads and writes for the pair: its
+        conditions and their merged stores (the ``causal`` store also gives the sink heads), the
+        data store and the output store."""
+        if not self.leakage_experiments():
+            return {}
+        out = {}
+        for m, d in self.leakage_pairs():
+            conditions = self.position0_conditions(m, d)
+            out[self.leakage_label((m, d))] = {
+                "model": m,
+                "dataset": d,
+                # two lists, not a dict: the conditions' order is the output's (canonical
+                # sorts dict keys)
+                "conditions": conditions,
+                "stores": self.position0_inputs(m, d),
+                "sink": paths.SCORE_STORE.format(model=m, dataset=d, variant="causal"),
+                "data": self.data_store(m, d),
+                "output": paths.POSITION0_STORE.format(model=m, dataset=d),
+            }
+        return canonical(out)
