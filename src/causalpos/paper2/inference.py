@@ -94,6 +94,8 @@ the centring is over all prompts, so differences between the strata's means coun
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = [
@@ -145,11 +147,12 @@ def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     else:
         from scipy.linalg.blas import dtrmm
 
-        s = np.triu(flat, 1) + np.swapaxes(np.tril(flat, -1), -1, -2)
+        s = flat + np.swapaxes(flat, -1, -2)  # symmetric: its transpose is a free F-order view
+        np.einsum("kii->ki", s)[:] = 0.0  # trmm reads the upper triangle and the diagonal
         wt = np.asfortranarray(w.T)  # (n, B)
         out = np.empty((b, k))
         for i in range(k):
-            y = dtrmm(1.0, np.asfortranarray(s[i]), wt, side=0, lower=0)  # S w, (n, B)
+            y = dtrmm(1.0, s[i].T, wt, side=0, lower=0)  # S w, (n, B)
             out[:, i] = np.einsum("pb,pb->b", y, wt)
     return out.reshape((b,) + lead)
 
@@ -251,14 +254,16 @@ def _double_centre(g: np.ndarray) -> np.ndarray:
     )
 
 
+@functools.lru_cache(maxsize=64)
 def _t_factor(n: int, level: float) -> float:
-    """t_{n−1} / z at the two-sided ``level``: the linear part's variance is estimated."""
-    from scipy import stats as sps
+    """t_{n−1} / z at the two-sided ``level``: the linear part's variance is estimated (the
+    quantile functions ``scipy.stats.t.ppf`` and ``norm.ppf`` call, without their import)."""
+    from scipy.special import ndtri, stdtrit
 
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must lie in (0, 1), got {level!r}")
     q = (1.0 + level) / 2.0
-    return float(sps.t.ppf(q, n - 1) / sps.norm.ppf(q))
+    return float(stdtrit(n - 1, q) / ndtri(q))
 
 
 def inverted(u: dict[str, np.ndarray], n: int, level: float = 0.95) -> np.ndarray:
