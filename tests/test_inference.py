@@ -179,7 +179,9 @@ def test_both_paths_of_the_quadratic_form_equal_the_double_sum(n, b):
         got = I.quadratic_form(g, w)
         assert got.shape == (b, 2, 3)
         assert np.abs(got - explicit).max() <= 1e-12 * np.abs(explicit).max()
-    assert I.quadratic_form(g[0, 0], w[:1]).shape == (1,)
+    few = I.quadratic_form(g[0, 0], w[:3])  # B <= 8: the direct product
+    assert few.shape == (3,)
+    assert np.abs(few - explicit[:3, 0, 0]).max() <= 1e-12 * np.abs(explicit).max()
 
 
 def test_the_plug_in_linear_part_doubles_the_degenerate_variance_at_the_null():

@@ -130,7 +130,8 @@ def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     products (B, n(n − 1)/2) with every Gram's S (cached per weights: the draws every Gram of
     a prompt set shares); otherwise a triangular matrix product per Gram (BLAS ``trmm``, half a
     general product's work). Equal to the explicit double sum up to rounding
-    (``tests/test_inference.py``)."""
+    (``tests/test_inference.py``). A few weight vectors (B ≤ 8, e.g. N̂ itself): wᵀGw minus the
+    diagonal's terms, one product."""
     g = np.asarray(gram, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     lead, n = g.shape[:-2], g.shape[-1]
@@ -140,7 +141,11 @@ def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     b, k = w.shape[0], flat.shape[0]
     if n < 2 or k == 0 or b == 0:
         return np.zeros((b,) + lead)
-    if b * n * (n - 1) // 2 * 8 <= _PAIR_BYTES:
+    if b <= 8:  # a few weight vectors (N̂ itself): wᵀGw − Σ w_p² G_pp, one product
+        gw = flat @ w.T  # (K, n, b)
+        diag = np.diagonal(flat, axis1=-2, axis2=-1)
+        out = np.einsum("kpb,bp->bk", gw, w) - (w * w) @ diag.T
+    elif b * n * (n - 1) // 2 * 8 <= _PAIR_BYTES:
         iu, ju = np.triu_indices(n, 1)
         s = flat[:, iu, ju] + flat[:, ju, iu]  # (K, P)
         out = _pair_products(w, iu, ju) @ s.T
