@@ -165,6 +165,25 @@ def test_quadratic_form_and_the_unbiased_linear_variance_are_exact():
     assert np.allclose(u["null"], I.quadratic_form(g, signs))
 
 
+@pytest.mark.parametrize("n, b", [(12, 300), (97, 2000)])
+def test_both_paths_of_the_quadratic_form_equal_the_double_sum(n, b):
+    # n = 12: the cached pair-product table; n = 97, B = 2000: its table would exceed
+    # _PAIR_BYTES, so one triangular product per Gram. Non-symmetric Grams and weights other
+    # than ±1 (the bootstrap's counts) too; a second call hits the cache.
+    assert (b * n * (n - 1) // 2 * 8 <= I._PAIR_BYTES) == (n == 12)
+    rng = np.random.default_rng(n)
+    g = rng.normal(size=(2, 3, n, n))
+    w = rng.choice([-1.0, 1.0], size=(b, n)) * rng.integers(0, 3, size=(b, n))
+    explicit = np.einsum("bp,bq,klpq->bkl", w, w, g) - np.einsum("bp,klpp->bkl", w * w, g)
+    for _ in range(2):
+        got = I.quadratic_form(g, w)
+        assert got.shape == (b, 2, 3)
+        assert np.abs(got - explicit).max() <= 1e-12 * np.abs(explicit).max()
+    few = I.quadratic_form(g[0, 0], w[:3])  # B <= 8: the direct product
+    assert few.shape == (3,)
+    assert np.abs(few - explicit[:3, 0, 0]).max() <= 1e-12 * np.abs(explicit).max()
+
+
 def test_the_plug_in_linear_part_doubles_the_degenerate_variance_at_the_null():
     # Why the percentile bootstrap over-covers: 4(n−1)² Σ ĝ1² ≈ 2 × 2n(n−1) E g2² at the null,
     # while the unbiased ζ̂1 is ≈ 0.

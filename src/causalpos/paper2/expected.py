@@ -96,6 +96,7 @@ from causalpos import stats
 from causalpos.paper2 import inference as inf
 from causalpos.paper2.design import Design, build_design, pair_mask, parse_fit, query_window
 from causalpos.paper2.metric import c_vector, pair_sums
+from causalpos.paper2.storeview import store_view
 
 
 @dataclass(frozen=True)
@@ -372,20 +373,21 @@ def window_pairs(
 
 
 def store_stats(ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarray) -> PromptStats:
-    """:class:`PromptStats` of one layer (maps: heads) from a leakage store's variables."""
+    """:class:`PromptStats` of one layer (maps: heads) from a leakage store's variables
+    (``ds`` a Dataset or its :func:`~causalpos.paper2.storeview.store_view`)."""
+    v = store_view(ds)
     sel = dict(layer=layer, leak_target=target)
     lo, hi = query_window(window, mask.shape[0])
-    rows = ds["leak_rowsum"].sel(**sel).transpose("sequence", "head", "query").values.copy()
+    rows = v.get("leak_rowsum", **sel).copy()  # (sequence, head, query)
     rows[..., :lo] = 0.0
     rows[..., hi:] = 0.0
     sel_e = dict(sel, leak_exp_window=window)
-    msum = ds["leak_map_sum"].sel(**sel).transpose("head", "query", "key").values[:, mask]
-    f64 = lambda da, *dims: da.transpose(*dims).values.astype(np.float64)  # noqa: E731
+    msum = v.get("leak_map_sum", **sel)[:, mask]  # (head, pair)
     return PromptStats(
-        off=f64(ds["leak_offsum"].sel(**sel_e), "sequence", "head", "leak_offset"),
+        off=v.get("leak_offsum", **sel_e).astype(np.float64),  # (sequence, head, offset)
         rows=rows.astype(np.float64),
-        key0=f64(ds["leak_key0sum"].sel(**sel_e), "sequence", "head"),
-        sst=f64(ds["leak_sst"].sel(**sel, leak_window=window), "sequence", "head"),
+        key0=v.get("leak_key0sum", **sel_e).astype(np.float64),  # (sequence, head)
+        sst=v.get("leak_sst", **sel, leak_window=window).astype(np.float64),
         sst_sum=((msum - msum.mean(-1, keepdims=True)) ** 2).sum(-1),
     )
 
@@ -410,8 +412,9 @@ def store_masks(ds: xr.Dataset, window: str, target: str) -> dict:
     sub = int(attrs.get("leak_pair_subsample", ds.attrs.get("leak_pair_subsample", -1)))
     seed_pairs = int(attrs.get("leak_seed", ds.attrs.get("leak_seed", 0)))
     out = {}
+    v = store_view(ds)
     for layer in ds["layer"].values:
-        msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values  # (head, T, T)
+        msum = v.get("leak_map_sum", layer=layer, leak_target=target)  # (head, T, T)
         allowed = np.isfinite(msum).all(0) & np.tril(np.ones(msum.shape[-2:], dtype=bool))
         out[layer] = window_pairs(allowed, window, None if sub < 0 else sub, seed_pairs)
     return out
@@ -435,14 +438,15 @@ def store_grams(
     unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the map sums
     rounding = 0.0
     designs: dict[bytes, Design] = {}  # layers usually share one pair mask
+    v = store_view(ds)
     for layer, mask in masks.items():
-        msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values
+        msum = v.get("leak_map_sum", layer=layer, leak_target=target)
         rounding += 3 * unit * float((msum[:, mask].astype(np.float64) ** 2).sum())
         key = np.packbits(mask).tobytes()
         if key not in designs:
             designs[key] = build_design(mask, fit, landmark=landmark)
         design = designs[key]
-        st = store_stats(ds, layer, window, target, mask)
+        st = store_stats(v, layer, window, target, mask)
         if plant is not None:
             st = plant_query_effect(st, mask, plant)
         per_layer.append(prompt_grams(st, design))

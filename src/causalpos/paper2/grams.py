@@ -113,7 +113,10 @@ class GramCache:
         landmark: bool = True,
         flips: bool = True,
     ) -> dict[str, np.ndarray]:
-        """:func:`causalpos.paper2.expected.estimate` on the summary's resampling (memoised)."""
+        """:func:`causalpos.paper2.expected.estimate` on the summary's resampling (memoised).
+        ``flips`` (the bootstrap's own sign flips) has no effect under the calibrated
+        multipliers, whose p-values come from the same draws: one estimate serves both."""
+        flips = flips or self.ps.multipliers is not None
         key = (run, window, target, fit, landmark, flips)
         if key not in self._est:
             g = self.grams(run, window, target, fit=fit, landmark=landmark)

@@ -94,6 +94,8 @@ the centring is over all prompts, so differences between the strata's means coun
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = [
@@ -123,20 +125,59 @@ def rademacher(n: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
 def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Σ_{p≠q} w_p w_q G_pq for weights (B, n) and Grams (..., n, n) -> (B, ...).
 
-    One matrix product per block of weights (BLAS), then a row-wise dot: wᵀGw − Σ w_p² G_pp."""
+    Computed as wᵀSw with S the strictly upper triangle of G + Gᵀ (so only pairs p < q enter,
+    for any G, symmetric or not): for few prompts as one matrix product of the weights' pair
+    products (B, n(n − 1)/2) with every Gram's S (cached per weights: the draws every Gram of
+    a prompt set shares); otherwise a triangular matrix product per Gram (BLAS ``trmm``, half a
+    general product's work). Equal to the explicit double sum up to rounding
+    (``tests/test_inference.py``). A few weight vectors (B ≤ 8, e.g. N̂ itself): wᵀGw minus the
+    diagonal's terms, one product."""
     g = np.asarray(gram, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     lead, n = g.shape[:-2], g.shape[-1]
     if w.ndim != 2 or w.shape[1] != n:
         raise ValueError(f"weights must have shape (B, {n}) to match the Gram, got {w.shape}")
     flat = g.reshape(-1, n, n)
-    diag = np.diagonal(flat, axis1=-2, axis2=-1)  # (K, n)
-    out = np.empty((w.shape[0], flat.shape[0]))
-    for k0 in range(0, w.shape[0], 512):  # bounded temporaries: K × n × 512
-        wb = w[k0 : k0 + 512]
-        gw = flat @ wb.T  # (K, n, b)
-        out[k0 : k0 + 512] = np.einsum("kpb,bp->bk", gw, wb) - (wb * wb) @ diag.T
-    return out.reshape((w.shape[0],) + lead)
+    b, k = w.shape[0], flat.shape[0]
+    if n < 2 or k == 0 or b == 0:
+        return np.zeros((b,) + lead)
+    if b <= 8:  # a few weight vectors (N̂ itself): wᵀGw − Σ w_p² G_pp, one product
+        gw = flat @ w.T  # (K, n, b)
+        diag = np.diagonal(flat, axis1=-2, axis2=-1)
+        out = np.einsum("kpb,bp->bk", gw, w) - (w * w) @ diag.T
+    elif b * n * (n - 1) // 2 * 8 <= _PAIR_BYTES:
+        iu, ju = np.triu_indices(n, 1)
+        s = flat[:, iu, ju] + flat[:, ju, iu]  # (K, P)
+        out = _pair_products(w, iu, ju) @ s.T
+    else:
+        from scipy.linalg.blas import dtrmm
+
+        s = flat + np.swapaxes(flat, -1, -2)  # symmetric: its transpose is a free F-order view
+        np.einsum("kii->ki", s)[:] = 0.0  # trmm reads the upper triangle and the diagonal
+        wt = np.asfortranarray(w.T)  # (n, B)
+        out = np.empty((b, k))
+        for i in range(k):
+            y = dtrmm(1.0, s[i].T, wt, side=0, lower=0)  # S w, (n, B)
+            out[:, i] = np.einsum("pb,pb->b", y, wt)
+    return out.reshape((b,) + lead)
+
+
+#: Largest cached table of the weights' pair products w_p w_q (p < q) the quadratic form uses
+#: (bytes); beyond it, one triangular product per Gram.
+_PAIR_BYTES = 32 * 2**20
+_PAIR_CACHE: dict[tuple, np.ndarray] = {}
+
+
+def _pair_products(w: np.ndarray, iu: np.ndarray, ju: np.ndarray) -> np.ndarray:
+    """(B, n(n − 1)/2) products w_p w_q over p < q, kept for the last two weight arrays."""
+    import hashlib
+
+    key = (w.shape, hashlib.sha1(np.ascontiguousarray(w).tobytes()).hexdigest())
+    if key not in _PAIR_CACHE:
+        while len(_PAIR_CACHE) >= 2:
+            _PAIR_CACHE.pop(next(iter(_PAIR_CACHE)))
+        _PAIR_CACHE[key] = w[:, iu] * w[:, ju]
+    return _PAIR_CACHE[key]
 
 
 def _moments(gram: np.ndarray) -> dict[str, np.ndarray]:
@@ -218,14 +259,16 @@ def _double_centre(g: np.ndarray) -> np.ndarray:
     )
 
 
+@functools.lru_cache(maxsize=64)
 def _t_factor(n: int, level: float) -> float:
-    """t_{n−1} / z at the two-sided ``level``: the linear part's variance is estimated."""
-    from scipy import stats as sps
+    """t_{n−1} / z at the two-sided ``level``: the linear part's variance is estimated (the
+    quantile functions ``scipy.stats.t.ppf`` and ``norm.ppf`` call, without their import)."""
+    from scipy.special import ndtri, stdtrit
 
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must lie in (0, 1), got {level!r}")
     q = (1.0 + level) / 2.0
-    return float(sps.t.ppf(q, n - 1) / sps.norm.ppf(q))
+    return float(stdtrit(n - 1, q) / ndtri(q))
 
 
 def inverted(u: dict[str, np.ndarray], n: int, level: float = 0.95) -> np.ndarray:
