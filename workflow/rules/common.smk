@@ -71,6 +71,15 @@ ENV_ANALYSIS = "../../envs/analysis.yaml"
 ENV_MODELS = "../../envs/models.yaml"
 
 
+# Scheduling on a few cores: the jobs that start the long chains first, then the long jobs
+# themselves (training, extraction: a long job started last is the run's tail), then what
+# follows them; the short independent jobs (simulations, figures) fill the cores in between.
+# Priorities order the ready jobs only: what a job computes does not depend on them.
+PRIORITY_FIRST = 30  # prepare_model, sample_sequences, train_tokenizer
+PRIORITY_LONG = 20  # train_model, init_twin, extract_scores
+PRIORITY_NEXT = 10  # merge_scores, leakage
+
+
 wildcard_constraints:
     setting=r"[A-Za-z0-9_.-]+",
     figure=r"[A-Za-z0-9_]+",

@@ -10,6 +10,7 @@ rule sample_sequences:
         "logs/sample_sequences/{dataset}/{tokenizer}.log",
     benchmark:
         "benchmarks/sample_sequences/{dataset}/{tokenizer}.tsv"
+    priority: PRIORITY_FIRST
     conda:
         ENV_MODELS
     threads: 1

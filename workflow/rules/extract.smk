@@ -16,12 +16,13 @@ rule extract_scores:
         "logs/extract_scores/{model}/{dataset}/shard-{shard}.log",
     benchmark:
         "benchmarks/extract_scores/{model}/{dataset}/shard-{shard}.tsv"
-    conda:
-        ENV_MODELS
     # One thread: paper 2's per-map fits are single-threaded and small ops scale poorly, so two
     # 1-thread extraction jobs finish more work than one 2-thread job (measured on SmolLM2:
     # 47.7 CPU-s at 1 thread vs 58.7 at 2 for the same job). On SLURM the host side of a GPU
     # job gets up to 4, capped at the partition's largest node (common.smk: extract_threads).
+    priority: PRIORITY_LONG
+    conda:
+        ENV_MODELS
     threads: extract_threads
     resources:
         mem_mb=extract_mem_mb,
@@ -50,6 +51,7 @@ rule merge_scores:
         "logs/merge_scores/{model}/{dataset}.log",
     benchmark:
         "benchmarks/merge_scores/{model}/{dataset}.tsv"
+    priority: PRIORITY_NEXT
     conda:
         ENV_MODELS
     threads: 1

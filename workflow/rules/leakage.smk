@@ -24,6 +24,7 @@ rule leakage:
         "logs/leakage/{model}/{dataset}.log",
     benchmark:
         "benchmarks/leakage/{model}/{dataset}.tsv"
+    priority: PRIORITY_NEXT
     conda:
         ENV_MODELS
     threads: 1

@@ -12,9 +12,10 @@ rule prepare_model:
         "benchmarks/prepare_model/{model}.tsv"
     wildcard_constraints:
         model=CFG.model_wildcard_pattern(),
+    # One thread, so that the job can start whenever one core is free (see simulate).
+    priority: PRIORITY_FIRST
     conda:
         ENV_MODELS
-    # One thread, so that the job can start whenever one core is free (see simulate).
     threads: 1
     # From the model's parameter count and dtype (causalpos.models.footprint.prepare_request).
     resources:
