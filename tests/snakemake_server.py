@@ -2,10 +2,10 @@
 (tests/wfutil.py): Snakemake and its plugin registries are loaded once, then each request (one
 JSON line on stdin: ``cwd``, ``args``, ``env``, ``stdout``, ``stderr``, ``timeout``) runs in a
 forked child, in its own process group, that enters ``cwd``, takes ``env`` as its environment,
-writes its output to the two files and calls Snakemake's command line with ``args``. The reply
-(one JSON line on stdout) is ``{"rc": exit code}``, ``rc`` null when the run passed ``timeout``
-seconds (its process group is killed). Nothing of the project is imported here, so each run
-imports the copy's own ``src/`` as ``python -m snakemake`` would.
+writes its output to the two files and calls Snakemake's command line with ``args``. The
+reply (one JSON line on stdout) is ``{"rc": exit code, "cpu_s": CPU seconds}``, ``rc`` null
+when the run passed ``timeout`` seconds (its process group is killed). Nothing of the project
+is imported here, so each run imports the copy's own ``src/`` as ``python -m snakemake`` would.
 """
 
 from __future__ import annotations
@@ -39,16 +39,17 @@ def _child(request: dict, cli, workflow) -> int:
     return 0
 
 
-def _wait(pid: int, timeout: float) -> int | None:
+def _wait(pid: int, timeout: float) -> tuple[int | None, float]:
+    """(exit code or None past ``timeout``, CPU seconds of the child and what it waited for)."""
     deadline = time.monotonic() + timeout
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
-            return os.waitstatus_to_exitcode(status)
+            return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
         if time.monotonic() > deadline:
             os.killpg(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None
+            _, _, usage = os.wait4(pid, 0)
+            return None, usage.ru_utime + usage.ru_stime
         time.sleep(0.02)
 
 
@@ -76,8 +77,8 @@ def main() -> None:
                     sys.stderr.flush()
                 finally:
                     os._exit(code)
-        rc = _wait(pid, request["timeout"])
-        sys.stdout.write(json.dumps({"rc": rc}) + "\n")
+        rc, cpu = _wait(pid, request["timeout"])
+        sys.stdout.write(json.dumps({"rc": rc, "cpu_s": cpu}) + "\n")
         sys.stdout.flush()
 
 

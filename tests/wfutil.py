@@ -39,6 +39,9 @@ def copy_pipeline(dest: Path) -> Path:
 #: ``CAUSALPOS_TEST_FORK=0`` starts each run as its own ``python -m snakemake`` instead.
 _SERVER: dict = {}
 _SERVER_LOCK = threading.Lock()
+#: CPU seconds of the forked runs so far in this process (their own and their jobs'): a forked
+#: run is the server's child, not this process's, so resource.RUSAGE_CHILDREN here misses it.
+FORKED_CPU_S = [0.0]
 
 
 def _server() -> subprocess.Popen:
@@ -70,7 +73,9 @@ def _forked(workdir: Path, args: tuple[str, ...], timeout: int) -> subprocess.Co
         reply = server.stdout.readline()
         if not reply:
             raise RuntimeError(f"the Snakemake fork server exited ({server.wait()})")
-        rc = json.loads(reply)["rc"]
+        reply = json.loads(reply)
+        rc = reply["rc"]
+        FORKED_CPU_S[0] += reply["cpu_s"]
         stdout = out.read_text(errors="replace")
         stderr = err.read_text(errors="replace")
     cmd = [sys.executable, "-m", "snakemake", *args]
