@@ -18,11 +18,16 @@ import pytest
 import torch
 import xarray as xr
 
+from causalpos.io.runlog import keep_freed_memory
 from causalpos.models.load import architecture_config
 
 # Tiny models on a shared 2-core machine: with two OpenMP threads each small op waits on a
 # busy core (measured 100x slower under load); one thread is faster and steadier.
 torch.set_num_threads(int(os.environ.get("CAUSALPOS_TEST_THREADS", "1")))
+# Freed blocks of a few MB reused rather than unmapped and faulted in again, as the jobs do
+# (causalpos.io.runlog.keep_freed_memory): the statistical simulations allocate the same
+# temporaries over and over.
+keep_freed_memory()
 
 #: Tiny test configs: every feature the capture must get right is switched on somewhere —
 #: GQA everywhere, llama3 frequency scaling, sliding windows shorter than the test length
