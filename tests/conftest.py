@@ -12,17 +12,32 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-import torch
-import xarray as xr
 
-from causalpos.models.load import architecture_config
+from causalpos.io.runlog import keep_freed_memory
 
-# Tiny models on a shared 2-core machine: with two OpenMP threads each small op waits on a
-# busy core (measured 100x slower under load); one thread is faster and steadier.
-torch.set_num_threads(int(os.environ.get("CAUSALPOS_TEST_THREADS", "1")))
+if TYPE_CHECKING:  # imported where used: pytest-xdist's controller never needs them
+    import torch
+    import xarray as xr
+
+
+def pytest_configure(config):
+    """In each process that runs tests (not pytest-xdist's controller, which only hands out
+    modules and so never imports torch): tiny models on a shared 2-core machine run on one
+    thread — with two OpenMP threads each small op waits on a busy core (measured 100x slower
+    under load); and freed blocks of a few MB are reused rather than unmapped and faulted in
+    again, as the jobs do (causalpos.io.runlog.keep_freed_memory): the statistical simulations
+    allocate the same temporaries over and over."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # the controller of `pytest -n N`
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("CAUSALPOS_TEST_THREADS", "1")))
+    keep_freed_memory()
+
 
 #: Tiny test configs: every feature the capture must get right is switched on somewhere —
 #: GQA everywhere, llama3 frequency scaling, sliding windows shorter than the test length
@@ -49,15 +64,21 @@ ARCHS = tuple(TINY_OVERRIDES)
 SEQ_LEN = 12
 
 
-def tiny_pair(arch: str, *, dtype: torch.dtype = torch.float32, seed: int = 0, **overrides):
-    """``(model, eager_reference)``: the same random weights, sdpa vs eager attention.
+def tiny_pair(arch: str, *, dtype=None, seed: int = 0, **overrides):
+    """``(model, eager_reference)``: the same random weights, sdpa vs eager attention, in
+    ``dtype`` (a torch dtype; float32 by default).
 
     Configs are deep-copied: models built from one config object share (and would switch)
     their attention implementation.
     """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from causalpos.models.load import architecture_config
+
+    dtype = torch.float32 if dtype is None else dtype
     cfg = architecture_config(arch, "tiny", {**TINY_OVERRIDES[arch], **overrides})
     torch.manual_seed(seed)
-    from transformers import AutoModelForCausalLM
 
     model = (
         AutoModelForCausalLM.from_config(copy.deepcopy(cfg), attn_implementation="sdpa")
@@ -88,14 +109,21 @@ class CollectScores:
         self.ids: dict[int, list[np.ndarray]] = {}
 
     def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
+        import torch
+
         assert scores.dtype == torch.float32 and scores.ndim == 4
         self.maps.setdefault(layer, []).append(scores.detach().clone())
         self.ids.setdefault(layer, []).append(np.asarray(seq_ids).copy())
 
     def scores(self, layer: int) -> torch.Tensor:
+        import torch
+
         return torch.cat(self.maps[layer])
 
     def result(self) -> xr.Dataset:
+        import torch
+        import xarray as xr
+
         arr = torch.stack([self.scores(layer) for layer in sorted(self.maps)], dim=1).numpy()
         return xr.Dataset(
             {"collected": (("sequence", "layer", "head", "query", "key"), arr)},
@@ -104,6 +132,8 @@ class CollectScores:
 
     @classmethod
     def merge(cls, parts):
+        import xarray as xr
+
         return xr.concat(parts, dim="sequence")
 
 
@@ -201,11 +231,11 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
     return work
 
 
-#: Modules in the order they are handed to workers: the longest first (the smoke run, the
-#: paper-2 pipeline, SmolLM2), the readers of the smoke run last (the SLURM module, which re-runs
-#: part of it through SLURM, first of them), so that the worker that did not build it reaches
-#: them after the build is done.
-_FIRST = ("test_workflow", "test_workflow_leakage", "test_models")
+#: Modules in the order they are handed to workers: the longest first (the smoke run and the
+#: scaled paper-shape run side by side, then the paper-2 pipeline, SmolLM2), the readers of the
+#: smoke run last (the SLURM module, which re-runs part of it through SLURM, first of them), so
+#: that the worker that did not build it reaches them after the build is done.
+_FIRST = ("test_workflow", "test_paper_shape", "test_workflow_leakage", "test_models")
 _LAST = ("test_slurm", "test_workflow_train", "test_workflow_edits", "test_workflow_shards")
 
 

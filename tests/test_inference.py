@@ -30,6 +30,9 @@ from causalpos.paper2 import expected as X
 from causalpos.paper2 import inference as I
 
 T, V, R, B, BLOCK = 12, 10, 2000, 200, 200
+#: The n = 64 settings: 2,000 prompt sets of 64 prompts each, ≈ 3 CPU-s a setting; in the full
+#: suite, not the fast tier (``-m "not slow"``), which keeps n = 32.
+N64 = pytest.param(64, marks=pytest.mark.slow)
 
 
 def _proj(a):
@@ -208,7 +211,7 @@ def test_percentile_bootstrap_over_covers_at_the_null():
     assert cov > 0.985
 
 
-@pytest.mark.parametrize("n", [32, 64])
+@pytest.mark.parametrize("n", [32, N64])
 def test_calibrated_interval_and_sign_flip_test_at_the_null(n):
     r = readings(n, 0.0, pct=n == 32)
     rho0, _ = truth(0.0)
@@ -221,7 +224,7 @@ def test_calibrated_interval_and_sign_flip_test_at_the_null(n):
     assert size >= 0.035  # not conservative either
 
 
-@pytest.mark.parametrize("n", [32, 64])
+@pytest.mark.parametrize("n", [32, N64])
 @pytest.mark.parametrize("k_sd", [3.0, 60.0])
 def test_calibrated_ratio_covers_the_truth_away_from_the_null(n, k_sd):
     amp = amp_for(n, k_sd)
