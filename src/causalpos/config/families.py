@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from causalpos import paths
+import causalpos.paths as paths
 from causalpos.config.common import Section, canonical
 
 
