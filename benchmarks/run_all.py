@@ -1,7 +1,7 @@
 """Benchmarks of the heavy stages on the current machine, as one Markdown report.
 
     python benchmarks/run_all.py                      # simulation + extraction
-    python benchmarks/run_all.py --pipeline           # + wall time of the default pipeline
+    python benchmarks/run_all.py --pipeline           # + the default pipeline and its budget
     python benchmarks/run_all.py --out benchmarks.md  # also write the report to a file
     python benchmarks/run_all.py --tests              # + wall time of the test suite (pytest)
     python benchmarks/run_all.py --breakdown DIR      # per-rule time / memory of a finished run
@@ -9,7 +9,8 @@
 Runs ``bench_simulate.py`` (one paper-scale simulation setting, median of repeats, peak RSS) and
 ``bench_extract.py`` (extraction throughput vs a plain forward pass of SmolLM2-135M, peak memory
 of each mode) as subprocesses, and with ``--pipeline`` times ``snakemake --cores N`` on the
-embedded default config in a fresh copy of the pipeline (``--tests``: ``pytest`` in this checkout).
+embedded default config in a fresh copy of the pipeline, then its per-stage budget (``budget.py``)
+(``--tests``: ``pytest`` in this checkout).
 The header records date, hardware, commit and the **yardstick** (``yardstick.py``: single-thread
 sgemm GFLOP/s, measured before and after the timed work); each wall time is also given at the
 reference speed (95 GFLOP/s), so figures from a slower or faster day can be compared.
