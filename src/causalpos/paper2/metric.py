@@ -212,6 +212,24 @@ def pair_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict[str, torch
     return window_sums(target_sums(y, w, n_pairs), 0, y.shape[-1])
 
 
+def query_centred(
+    lz: torch.Tensor, w_np: np.ndarray, n_pairs: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What :func:`query_sums` builds before it picks a window: the measured pairs ``wf`` (T, T)
+    float64, their offset indicator ``wsk`` ([i, d] = 1 where pair (i, i − d) is measured),
+    the pairs per query row ``n_i`` (T,) and ℓ centred over the measured pairs (..., T)."""
+    T = w_np.shape[0]
+    i, j = np.nonzero(w_np)
+    wsk = np.zeros((T, T))
+    wsk[i, i - j] = 1.0  # [i, d]: pair (i, i − d) measured
+    wf = torch.as_tensor(w_np, dtype=torch.float64, device=lz.device)
+    wsk = torch.as_tensor(wsk, device=lz.device)
+    n_i = wf.sum(dim=-1)
+    lz = lz.to(torch.float64)
+    lc = lz - ((lz * n_i).sum(dim=-1) / n_pairs)[..., None]
+    return wf, wsk, n_i, lc
+
+
 def query_sums(
     lz: torch.Tensor, w_np: np.ndarray, n_pairs: int, lo: int, hi: int
 ) -> dict[str, torch.Tensor]:
@@ -226,15 +244,7 @@ def query_sums(
     Returns:
         dict with ``rows``, ``cols``, ``off``, ``off2`` (..., T) and ``S``, ``Q`` (...), float64.
     """
-    T = w_np.shape[0]
-    i, j = np.nonzero(w_np)
-    wsk = np.zeros((T, T))
-    wsk[i, i - j] = 1.0  # [i, d]: pair (i, i − d) measured
-    wf = torch.as_tensor(w_np, dtype=torch.float64, device=lz.device)
-    wsk = torch.as_tensor(wsk, device=lz.device)
-    n_i = wf.sum(dim=-1)
-    lz = lz.to(torch.float64)
-    lc = lz - ((lz * n_i).sum(dim=-1) / n_pairs)[..., None]
+    wf, wsk, n_i, lc = query_centred(lz, w_np, n_pairs)
     lw = torch.zeros_like(lc)
     lw[..., lo:hi] = lc[..., lo:hi]
     off = lw @ wsk

@@ -24,6 +24,7 @@ from causalpos.paper2.metric import (
     c_vector,
     delta_r2,
     fit_sums,
+    query_centred,
     r2_terms,
     target_sums,
     window_sums,
@@ -114,15 +115,7 @@ def query_sums_windows(
     """:func:`causalpos.paper2.metric.query_sums` of every window in ``bounds`` stacked on a
     leading axis: ``rows``, ``cols``, ``off``, ``off2`` (window, ..., T), ``S``, ``Q``
     (window, ...)."""
-    T = w_np.shape[0]
-    i, j = np.nonzero(w_np)
-    wsk = np.zeros((T, T))
-    wsk[i, i - j] = 1.0  # [i, d]: pair (i, i − d) measured
-    wf = torch.as_tensor(w_np, dtype=torch.float64, device=lz.device)
-    wsk = torch.as_tensor(wsk, device=lz.device)
-    n_i = wf.sum(dim=-1)
-    lz = lz.to(torch.float64)
-    lc = lz - ((lz * n_i).sum(dim=-1) / n_pairs)[..., None]
+    wf, wsk, n_i, lc = query_centred(lz, w_np, n_pairs)
     lw = lc.new_zeros((len(bounds),) + tuple(lc.shape))
     for k, (lo, hi) in enumerate(bounds):
         lw[k, ..., lo:hi] = lc[..., lo:hi]
