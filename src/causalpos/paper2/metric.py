@@ -247,6 +247,14 @@ def query_sums(
     wf, wsk, n_i, lc = query_centred(lz, w_np, n_pairs)
     lw = torch.zeros_like(lc)
     lw[..., lo:hi] = lc[..., lo:hi]
+    return windowed_query_sums(lw, wf, wsk, n_i)
+
+
+def windowed_query_sums(
+    lw: torch.Tensor, wf: torch.Tensor, wsk: torch.Tensor, n_i: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """:func:`query_sums`' dict from the centred ℓ zeroed outside the window's rows ``lw``
+    (..., T) and :func:`query_centred`'s pairs, offset indicator and pairs per row."""
     off = lw @ wsk
     off2 = (lw * lw) @ wsk
     return {

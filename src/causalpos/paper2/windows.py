@@ -28,6 +28,7 @@ from causalpos.paper2.metric import (
     r2_terms,
     target_sums,
     window_sums,
+    windowed_query_sums,
 )
 
 #: Design arrays per map (broadcast over targets and maps: one leading singleton) and per offset
@@ -119,16 +120,7 @@ def query_sums_windows(
     lw = lc.new_zeros((len(bounds),) + tuple(lc.shape))
     for k, (lo, hi) in enumerate(bounds):
         lw[k, ..., lo:hi] = lc[..., lo:hi]
-    off = lw @ wsk
-    off2 = (lw * lw) @ wsk
-    return {
-        "rows": n_i * lw,
-        "cols": lw @ wf,
-        "off": off,
-        "off2": off2,
-        "S": off.sum(dim=-1),
-        "Q": off2.sum(dim=-1),
-    }
+    return windowed_query_sums(lw, wf, wsk, n_i)
 
 
 def window_leakage(
