@@ -68,8 +68,23 @@ ZARR_FORMAT = 3
 MIN_MAP_ELEMENTS = 4096
 
 
+#: The numeric arrays' compressor: Blosc's byte shuffle (the bytes of each value's position
+#: grouped together, so the exponent bytes of floats compress as runs) before zstd at level 3.
+#: Lossless. Against zarr's default (zstd 3 without shuffle), measured on the default run's score
+#: stores (2026-11-26): 7–9 % smaller (SmolLM2's causal map store 57.1 → 53.7 MB), as fast to
+#: write, faster to read.
+COMPRESSOR = {"cname": "zstd", "clevel": 3, "shuffle": "shuffle"}
+
+
+def _compressors() -> tuple:
+    from zarr.codecs import BloscCodec  # imported where a store is written, not at start-up
+
+    return (BloscCodec(**COMPRESSOR),)
+
+
 def _encoding(ds: xr.Dataset) -> dict:
-    """Chunk float maps by leading dims so one (layer[, head]) map is one chunk.
+    """Every numeric array's compressor (:data:`COMPRESSOR`); float maps chunked by leading dims
+    so one (layer[, head]) map is one chunk.
 
     Only where the trailing two dims form a map of at least :data:`MIN_MAP_ELEMENTS` values: a
     per-sequence array with small trailing dims (e.g. the leakage reducer's (sequence, layer, head,
@@ -77,14 +92,20 @@ def _encoding(ds: xr.Dataset) -> dict:
     on disk and 100 s to write a 16-sequence shard); it keeps zarr's default chunks instead.
     """
     enc = {}
+    compressors = None
     for name, var in ds.data_vars.items():
+        if var.dtype.kind not in "biuf":
+            continue
+        compressors = compressors or _compressors()
+        enc[name] = {"compressors": compressors}
         if (
             var.ndim >= 3
             and np.issubdtype(var.dtype, np.floating)
             and var.shape[-1] * var.shape[-2] >= MIN_MAP_ELEMENTS
         ):
-            chunks = tuple(1 if i < var.ndim - 2 else s for i, s in enumerate(var.shape))
-            enc[name] = {"chunks": chunks}
+            enc[name]["chunks"] = tuple(
+                1 if i < var.ndim - 2 else s for i, s in enumerate(var.shape)
+            )
     return enc
 
 
@@ -109,8 +130,8 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
         if var.dtype.kind == "U":
             ds[name] = var.astype(object)
     enc = _encoding(ds)
-    if encoding:
-        enc.update(encoding)
+    for name, var_enc in (encoding or {}).items():
+        enc.setdefault(name, {}).update(var_enc)
     counts = {k: ds.attrs[k] for k in COUNT_ATTRS if isinstance(ds.attrs.get(k), int)}
     with atomic_dir(path) as tmp:
         with warnings.catch_warnings():
