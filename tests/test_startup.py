@@ -137,12 +137,13 @@ def test_chain_finder_sees_a_torch_import():
     assert chains["torch"][0] == "extract_scores.py" and chains["torch"][-1] == "torch"
 
 
-def test_light_stages_import_no_torch_in_a_fresh_interpreter():
-    stages = sorted({_stage(s) for s in LIGHT if s.stem not in KNOWN})
+def _loaded_in_a_fresh_interpreter(stages: list[str], packages: list[str]) -> list[str]:
+    """Which of ``packages`` one fresh interpreter has loaded after importing the job glue
+    (``causalpos.io.runlog``) and the stage modules ``stages``."""
     code = (
         "import sys, json\nimport causalpos.io.runlog\n"
         + "".join(f"import {m}\n" for m in stages)
-        + f"print(json.dumps([h for h in {list(HEAVY)!r} if h in sys.modules]))"
+        + f"print(json.dumps([h for h in {packages!r} if h in sys.modules]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -152,7 +153,12 @@ def test_light_stages_import_no_torch_in_a_fresh_interpreter():
         env={"PYTHONPATH": str(REPO / "src"), "PATH": ""},
         check=True,
     )
-    assert json.loads(out.stdout) == [], (stages, out.stdout)
+    return json.loads(out.stdout)
+
+
+def test_light_stages_import_no_torch_in_a_fresh_interpreter():
+    stages = sorted({_stage(s) for s in LIGHT if s.stem not in KNOWN})
+    assert _loaded_in_a_fresh_interpreter(stages, list(HEAVY)) == [], stages
 
 
 #: Libraries beside numpy that a light job may load before its work starts: those it uses.
@@ -232,18 +238,5 @@ def test_the_chain_finder_sees_each_library():
 def test_rules_reading_no_store_or_table_start_without_pandas_in_a_fresh_interpreter():
     scripts = [s for s in LIGHT if not USES[s.stem] & {"xarray", "pandas"}]
     stages = sorted({_stage(s) for s in scripts})
-    code = (
-        "import sys, json\nimport causalpos.io.runlog\n"
-        + "".join(f"import {m}\n" for m in stages)
-        + f"print(json.dumps([h for h in {[*HEAVY, *STORE, 'scipy']!r} if h in sys.modules]))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO / "src"), "PATH": ""},
-        check=True,
-    )
     assert {s.stem for s in scripts} >= {"plot_fig1", "plot_loss_curves", "train_tokenizer"}
-    assert json.loads(out.stdout) == [], (stages, out.stdout)
+    assert _loaded_in_a_fresh_interpreter(stages, [*HEAVY, *STORE, "scipy"]) == [], stages
