@@ -49,6 +49,20 @@ def test_benchmark_runs_every_mode_and_reports_them(tmp_path):
     assert all(r["tokens_per_s"] > 0 for r in out["modes"].values())
 
 
+def test_startup_benchmark_reports_what_a_jobs_start_up_loads():
+    import bench_startup as S
+
+    repo = Path(__file__).resolve().parents[1]
+    row = S.measure(repo, repo / "workflow" / "scripts" / "plot_fig1.py", repeats=1)
+    assert row["rule"] == "plot_fig1" and row["libraries"] == ["matplotlib"]  # closed forms only
+    # the store reader (xarray, pandas) comes on top of the start-up, in the same process
+    assert 0 < row["startup_cpu_s"] < row["with_reader_cpu_s"]
+    assert S.stage_of(repo / "workflow" / "scripts" / "scorecard.py") == (
+        "causalpos.stages.report",
+        "scorecard",
+    )
+
+
 def test_yardstick_scales_wall_time_to_the_reference_speed():
     import yardstick as Y
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
-import xarray as xr
 
 from causalpos.figures.common import DIVERGING, heatmap, quantile_limits, save
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import index_ci, non_relativeness_index, normalize
+
+if TYPE_CHECKING:  # annotations only: the stores come opened
+    import xarray as xr
 
 __all__ = ["draw_fig1", "draw_simulation", "setting_description", "raw_limits"]
 

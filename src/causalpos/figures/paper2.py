@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
-import xarray as xr
 from matplotlib.ticker import MaxNLocator
 
 from causalpos.figures.common import DIVERGING, heatmap, save
+
+if TYPE_CHECKING:  # annotations only: the stores come opened
+    import xarray as xr
 
 __all__ = [
     "leakage_by_layer",

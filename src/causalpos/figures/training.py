@@ -11,12 +11,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
-import xarray as xr
 
 from causalpos.figures.common import heatmap, quantile_limits, save
+
+if TYPE_CHECKING:  # annotations only: the stores come opened
+    import xarray as xr
 
 _COLORS = {"rope": "C0", "nope": "C3", "ntk": "C2", "swa": "C1"}
 

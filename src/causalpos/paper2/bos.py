@@ -12,12 +12,13 @@ import xarray as xr
 from causalpos.models.variants import parse_variant, without_bos_replacement
 from causalpos.paper2 import expected as X
 from causalpos.paper2.grams import GramCache
-from causalpos.paper2.prompts import STAT, PromptSet
-
-#: What a BOS intervention's effect is measured on: the residual-stream component of §3 (the
-#: bidirectional run's log-attention leakage, Table 9's C_res) or, for a causal run, its logit
-#: leakage (absolute position that reached q, k; observational, not Table 9's quantity).
-RESIDUAL_STREAM = "residual_stream"
+from causalpos.paper2.labels import (  # noqa: F401 (re-exported)
+    RESIDUAL_STREAM,
+    STAT,
+    bos_measure,
+    bos_replacement,
+)
+from causalpos.paper2.prompts import PromptSet
 
 
 def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
@@ -39,22 +40,6 @@ def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
         target = "logit" if var.causal else "logattn"
         out[v.replace("bos_replace_", "", 1)] = (v, without_bos_replacement(v), target)
     return out
-
-
-def bos_measure(variant: str, baseline: str, target: str) -> str:
-    """:data:`RESIDUAL_STREAM` for a bidirectional intervention measured on log-attention
-    against a bidirectional baseline; otherwise the target (``logit``, ``logattn``)."""
-    bidirectional = not parse_variant(variant).causal and not parse_variant(baseline).causal
-    return RESIDUAL_STREAM if bidirectional and target == "logattn" else target
-
-
-def bos_replacement(variant: str) -> str:
-    """The replacement of a BOS-intervention run: ``mean``, ``zeros``, ``token``, ``gaussian``,
-    or ``all_token`` / ``all_gaussian`` ("replace all")."""
-    v = parse_variant(variant)
-    if v.bos_replace is None:
-        return ""
-    return ("all_" if v.per_prompt else "") + v.bos_replace
 
 
 def wanted_bos(

@@ -34,13 +34,10 @@ from causalpos.paper2 import inference as inf
 from causalpos.paper2.bos import bos_headline_block, bos_plan, pooled_reading
 from causalpos.paper2.design import build_design
 from causalpos.paper2.grams import FIT, GramCache
+from causalpos.paper2.labels import CONTROL_TOL, LOCAL_RUN, STAT, WHOLE_RUN
 from causalpos.paper2.metric import TARGETS
 from causalpos.paper2.planted import planted_block
-from causalpos.paper2.prompts import STAT, PromptSet
-
-#: |headline| at or below which a position-free run passes its negative control even when its CI
-#: excludes 0 (a CI of a near-flat expected map can be very narrow).
-CONTROL_TOL = 0.01
+from causalpos.paper2.prompts import PromptSet
 
 #: The control's equivalence bound: a negative control passes when its upper limit, in the
 #: model's units, lies below this fraction of the model's own estimate (a bound from the data).
@@ -72,7 +69,6 @@ LINEAR_FIT = "linear+query"
 #: of the position the bidirectional ablation calls "residual stream" depends on the masks of
 #: the layers below (0 when the two components add).
 ABLATIONS = ("layer_local", "whole_forward", "local_minus_whole")
-LOCAL_RUN, WHOLE_RUN = "layer_bidirectional", "bidirectional"
 
 
 def position_free(variant: str, positional: str = "") -> bool:

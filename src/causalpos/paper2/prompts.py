@@ -16,10 +16,8 @@ import xarray as xr
 from causalpos import stats
 from causalpos.paper2 import inference
 from causalpos.paper2.design import parse_fit
+from causalpos.paper2.labels import STAT  # noqa: F401 (the CI axis of a prompt set's blocks)
 from causalpos.paper2.metric import null_corrected
-
-#: The last axis of every summary variable with a CI.
-STAT = ("estimate", "lo", "hi")
 
 
 def _ci(samples: np.ndarray, estimate: np.ndarray, level: float) -> np.ndarray:

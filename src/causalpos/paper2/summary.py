@@ -18,21 +18,14 @@ import numpy as np
 import xarray as xr
 
 from causalpos import stats
-from causalpos.models.variants import (
-    DECOMPOSITION_CONDITIONS,
-    parse_variant,
-)
+from causalpos.models.variants import parse_variant
 from causalpos.paper2.bos import bos_effects, wanted_bos
 from causalpos.paper2.design import parse_fit
 from causalpos.paper2.headline import expected_block
+from causalpos.paper2.labels import DEFAULT_CONDITIONS, STAT
 from causalpos.paper2.metric import TARGETS, decompose, null_corrected
 from causalpos.paper2.permutation import permutation_test
-from causalpos.paper2.prompts import STAT, PromptSet
-
-#: condition -> (causal run, bidirectional run): paper 2 §3's decomposition under standard,
-#: identity and scrambled RoPE (their Table 6); see causalpos.models.variants.
-DEFAULT_CONDITIONS: dict[str, tuple[str, str]] = dict(DECOMPOSITION_CONDITIONS)
-
+from causalpos.paper2.prompts import PromptSet
 
 #: Rows of ``baseline_leakage`` (claim 6): the headline fit, its linear-in-offset counterpart, and
 #: the paired difference linear minus saturated.

@@ -12,8 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from causalpos import stats
-from causalpos.paper2.bos import bos_measure, bos_replacement
-from causalpos.paper2.summary import DEFAULT_CONDITIONS
+from causalpos.paper2.labels import DEFAULT_CONDITIONS, bos_measure, bos_replacement
 from causalpos.paper2.tables_headline import (
     bos_headline_frame,
     components_frames,

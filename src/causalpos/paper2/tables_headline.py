@@ -12,8 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from causalpos.models.variants import without_plant
-from causalpos.paper2.headline import CONTROL_TOL, LOCAL_RUN
-from causalpos.paper2.prompts import STAT
+from causalpos.paper2.labels import CONTROL_TOL, LOCAL_RUN, STAT
 
 #: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
 EXPECTED_MAP = "expected-map"

@@ -1,11 +1,11 @@
-"""Figure rules of paper 1: stores in, figure files out."""
+"""Figure rules of paper 1: stores in, figure files out. The store reader (xarray) is imported
+by the rules that read one: ``plot_fig1`` draws closed forms and starts without it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from causalpos.figures import paper1
-from causalpos.io.store import open_dataset
 
 
 def plot_fig1(outputs: Sequence[str]) -> None:
@@ -16,6 +16,8 @@ def plot_fig1(outputs: Sequence[str]) -> None:
 def plot_simulation(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_simulation``: every figure of simulation settings (raw and normalized rows);
     ``figures``: name -> ``{stores, outputs, spec}`` (:mod:`causalpos.config.families`)."""
+    from causalpos.io.store import open_dataset
+
     opened: dict = {}  # a setting shown by several figures is opened once
     for name, fig in figures.items():
         spec = fig["spec"]
@@ -35,6 +37,8 @@ def plot_llm_fig5(
     stores: Sequence[str], outputs: Sequence[str], *, labels: Sequence[str], n_layers: int
 ) -> None:
     """Rule ``plot_llm_fig5``: normalized head-averaged maps of every (model, dataset, variant)."""
+    from causalpos.io.store import open_dataset
+
     paper1.draw_llm_fig5(
         [open_dataset(p) for p in stores], list(labels), list(outputs), n_layers=n_layers
     )
@@ -43,6 +47,8 @@ def plot_llm_fig5(
 def plot_llm_appendix(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_llm_appendix``: every layer of each normalized store (paper 1 App. E);
     ``figures``: ``model/dataset/variant`` -> ``{store, outputs}``."""
+    from causalpos.io.store import open_dataset
+
     for label, fig in figures.items():
         paper1.draw_llm_appendix(
             open_dataset(fig["store"]), label.replace("/", " / "), list(fig["outputs"])

@@ -1,13 +1,12 @@
-"""Figure rules of the models trained here: training outputs in, figure files out."""
+"""Figure rules of the models trained here: training outputs in, figure files out. The store
+reader (xarray) and pandas are imported by the rules that read a store or a table:
+``plot_loss_curves`` reads the training logs and starts without them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import pandas as pd
-
 from causalpos.figures import training
-from causalpos.io.store import open_dataset
 from causalpos.training.trainlog import read_loss_curve, read_training_summary
 
 
@@ -27,6 +26,8 @@ def plot_loss_curves(
 def plot_gram_figures(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_gram_figures``: paper 1 Figs. 3 and 8 of every model; ``figures``: model ->
     ``{store, fig3, fig8}`` (its Gram-panel store, the files of each figure)."""
+    from causalpos.io.store import open_dataset
+
     for model, fig in figures.items():
         ds = open_dataset(fig["store"])
         n = ds.attrs["n_samples"]
@@ -44,6 +45,8 @@ def plot_gram_figures(figures: Mapping[str, Mapping]) -> None:
 
 def plot_loss_by_position(store: str, outputs: Sequence[str], *, smooth: int) -> None:
     """Rule ``plot_loss_by_position``: per-position loss beyond the training context."""
+    from causalpos.io.store import open_dataset
+
     training.draw_loss_by_position(open_dataset(store), list(outputs), smooth=smooth)
 
 
@@ -59,6 +62,10 @@ def plot_train_comparison(
     map_layer: int,
 ) -> None:
     """Rule ``plot_train_comparison``: index vs twin, the comparison table, normalized maps."""
+    import pandas as pd
+
+    from causalpos.io.store import open_dataset
+
     training.plot_index_vs_init(pd.read_csv(index_csv), list(outputs["index"]))
     training.plot_comparison(pd.read_csv(comparison_csv), list(outputs["comparison"]))
     opened = {v: open_dataset(x) for v, x in zip(variants, trained, strict=True)}
