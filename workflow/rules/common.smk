@@ -171,6 +171,11 @@ def shard_bounds_params(wildcards):
     return CFG.shard_bounds(wildcards.dataset, wildcards.shard)
 
 
+def one_shard_bounds_params(wildcards):
+    """The sequences of a dataset of one shard: all of them (rule extract_scores)."""
+    return CFG.shard_bounds(wildcards.dataset, 0)
+
+
 def score_shards(wildcards):
     return CFG.score_shards(wildcards.model, wildcards.dataset)
 
