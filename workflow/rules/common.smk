@@ -76,7 +76,7 @@ ENV_MODELS = "../../envs/models.yaml"
 # follows them; the short independent jobs (simulations, figures) fill the cores in between.
 # Priorities order the ready jobs only: what a job computes does not depend on them.
 PRIORITY_FIRST = 30  # prepare_model, sample_sequences, train_tokenizer
-PRIORITY_LONG = 20  # train_model, init_twin, extract_scores
+PRIORITY_LONG = 20  # train_model, init_twin, extract_scores(_shard)
 PRIORITY_NEXT = 10  # merge_scores, leakage
 
 
@@ -265,7 +265,7 @@ def gram_n_sequences(wildcards):
 
 def _score_stores_as_dirs(inputs):
     """``inputs`` with its score-store lists (trained, init) replaced by their merged
-    directories (rule merge_scores' outputs); the stores themselves are params."""
+    directories (extract_scores' or merge_scores' outputs); the stores are params."""
     return {
         k: score_dirs(v) if k in ("trained", "init") else v for k, v in inputs.items()
     }

@@ -38,8 +38,9 @@ class ExtractSection(Section):
         return "|".join(map(re.escape, sorted(names))) or "(?!)"
 
     def score_shards(self, model: str, dataset: str) -> list[str]:
-        """Shard directories rule ``merge_scores`` reads for (model, dataset): one extraction job
-        per shard writes every variant of the pair into ``shard-NNNN/{variant}.zarr``."""
+        """Shard directories rule ``merge_scores`` reads for (model, dataset) of several shards:
+        one ``extract_scores_shard`` job per shard writes every variant of the pair into
+        ``shard-NNNN/{variant}.zarr``."""
         if not self.extraction_variants(model, dataset):
             raise ConfigError(f"no stage asks for scores of model {model!r} on dataset {dataset!r}")
         return [paths.score_shard(model, dataset, k) for k in range(self.n_shards(dataset))]
