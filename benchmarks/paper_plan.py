@@ -14,13 +14,14 @@ The arithmetic (every constant below is a measurement, named where it was made):
 - GPU memory = weights + the reducers' state + one sequence (``footprint.extract_request``'s
   ``gpu_mb``, ``sequence_bytes``); ``batch_size: auto`` then fills 80 % of what is free;
 - host memory = ``extract_scores``' ``mem_mb`` (``footprint.extract_request``);
-- host memory = the largest request of the model's jobs (``extract_scores``, ``merge_scores``,
+- host memory = the largest request of the model's jobs (``extract_scores``, which merges a
+  dataset of one shard in memory, ``merge_scores`` where a dataset is several,
   ``diagonal_normalize``, ``leakage``: ``causalpos.config.resources``);
-- disk = the prepared weights (bf16) + paper 1's stores (one per shard until the merge, and the
-  merged one) at 0.47 of their float32 size, and the normalized maps at 0.50 of the mean maps'
+- disk = the prepared weights (bf16) + paper 1's stores (a dataset of one shard: the final ones;
+  of several: one per shard until the merge, and the merged one) at 0.47 of their float32 size, and the normalized maps at 0.50 of the mean maps'
   (the 1B stand-in's stores on 2026-11-26: 2.06 GB for 4.43 GB, 1.07 GB for 2.15 GB: the masked
   half of every causal map is NaN and compresses away) + paper 2's summed maps (float32, one
-  pair per variant, shard and merged; measured 0.95 of their size bidirectional, 0.52 causal:
+  pair per variant, per shard and merged; measured 0.95 of their size bidirectional, 0.52 causal:
   counted whole).
 """
 
@@ -105,8 +106,9 @@ def plan(config: dict) -> list[dict]:
                     stores * n_shards,
                 )
             )
-            merge = max(r.merge_resources(m, d, v)["mem_mb"] for v in variants)
-            rows.append(_row(model, f"merge_scores ({d})", 0.0, 0.0, merge, stores))
+            if n_shards > 1:  # the shards' stores, then their merge (one shard: the final stores)
+                merge = max(r.merge_resources(m, d, v)["mem_mb"] for v in variants)
+                rows.append(_row(model, f"merge_scores ({d})", 0.0, 0.0, merge, stores))
             if any("moments" in v for v in variants.values()):
                 norm = r.normalize_resources(m, d)["mem_mb"]
                 disk = NORMALIZED_COMPRESSION * cells * 4

@@ -253,6 +253,29 @@ def test_model_and_dataset_specs(default, smoke):
     assert cfg.dataset_spec("d")["mode"] == "first" and cfg.dataset_spec("d")["seed"] == 7
 
 
+def test_the_shard_count_picks_the_rule_writing_a_pairs_final_stores(smoke, default):
+    """The {dataset} constraints of extract_scores (one shard) and merge_scores (several): each
+    dataset matches exactly one of them, and an empty side matches nothing."""
+    import re
+
+    def matches(r, one):
+        return sorted(
+            d for d in r.config["datasets"] if re.fullmatch(r.shard_count_pattern(one=one), d)
+        )
+
+    assert matches(smoke, one=True) == [] and matches(smoke, one=False) == ["kjv-first24"]
+    assert matches(default, one=False) == [] and matches(default, one=True) == sorted(
+        default.config["datasets"]
+    )
+    cfg = copy.deepcopy(default.config)
+    cfg["extract"]["shard_size"] = 64  # kjv-first256 (128 sequences) and kjv-heldout128 (256)
+    mixed = Resolved(cfg)
+    several = matches(mixed, one=False)
+    assert several == ["kjv-first256", "kjv-heldout128"]
+    assert sorted(matches(mixed, one=True) + several) == sorted(cfg["datasets"])
+    assert not re.fullmatch(mixed.shard_count_pattern(one=True), "kjv-first256x")
+
+
 def test_shard_bounds_cover_the_dataset(smoke, default, paper):
     assert smoke.n_shards("kjv-first24") == 2
     assert [smoke.shard_bounds("kjv-first24", s) for s in ("0000", "0001")] == [[0, 8], [8, 12]]

@@ -266,8 +266,9 @@ def test_cpu_overlay_plans_the_1b_stores_with_no_model_trained(tmp_path):
         "train_tokenizer": 1,
         "prepare_model": 2,
         "sample_sequences": 2,
+        # one per pair, each dataset one shard: the final stores, no merge job (paper 1's
+        # causal map; paper 2's 12 variants)
         "extract_scores": 2,
-        "merge_scores": 2,  # one per pair: paper 1's causal map; paper 2's 12 variants
         "diagonal_normalize": 1,
         "leakage": 1,
     }

@@ -235,10 +235,15 @@ _OUTPUT = re.compile(r"^\s+output: (.*)$")
 
 @pytest.mark.slow
 def test_every_output_of_every_rule_is_a_pattern(tmp_path):
-    """The default config's dry run runs every rule of the workflow; each output it plans is an
-    instance of one of causalpos.paths.PATTERNS."""
+    """The default config's dry run, with shards that split some datasets and not others, runs
+    every rule of the workflow; each output it plans is an instance of one of
+    causalpos.paths.PATTERNS."""
     pipeline = copy_pipeline(tmp_path / "pipeline")
-    proc = snakemake(pipeline, "-n", "--cores", "1")
+    # 64 sequences a shard: kjv-first256 (128) is two, kjv-chunks128 (32) one
+    cfg = yaml.safe_load((pipeline / "config.yaml").read_text())
+    cfg["extract"]["shard_size"] = 64
+    (pipeline / "shards.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(pipeline, "-n", "--cores", "1", "--configfile", "shards.yaml")
     outputs: dict[str, list[str]] = {}
     rule = None
     for line in (proc.stdout + proc.stderr).splitlines():
@@ -248,7 +253,9 @@ def test_every_output_of_every_rule_is_a_pattern(tmp_path):
         elif (m := _OUTPUT.match(line)) and rule:
             outputs[rule] += [p.strip() for p in m.group(1).split(",")]
     defined = {
-        m.group(1) for f in _smk_files() for m in re.finditer(r"^rule (\w+):", f.read_text(), re.M)
+        m.group(1)
+        for f in _smk_files()
+        for m in re.finditer(r"^(?:rule|use rule \w+ as) (\w+)", f.read_text(), re.M)
     }
     assert set(outputs) == defined, sorted(defined ^ set(outputs))
     assert sum(map(len, outputs.values())) > 200

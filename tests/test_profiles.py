@@ -105,7 +105,8 @@ def test_slurm_profile_asks_a_gpu_exactly_where_models_run_on_one(pipeline, devi
         f"device={device}",
     )
     jobs = _jobs_with_resources(proc.stdout + proc.stderr)
-    model_rules = {"extract_scores", "train_model", "gram_panels", "length_generalization"}
+    # the smoke datasets are two shards each: extract_scores_shard (extract_scores where one)
+    model_rules = {"extract_scores_shard", "train_model", "gram_panels", "length_generalization"}
     assert {r for r, _ in jobs} >= model_rules
     for rule, res in jobs:
         assert f"gpu={gpus if rule in model_rules else 0}" in res, (rule, res)
@@ -141,7 +142,13 @@ def test_light_rules_run_on_the_submitting_host_on_a_cluster(pipeline):
     # check it on a real cluster: none of these becomes a SLURM job)
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     light = set(schema["properties"]["local_rules"]["default"])
-    heavy = {"extract_scores", "train_model", "gram_panels", "length_generalization"}
+    heavy = {
+        "extract_scores",
+        "extract_scores_shard",
+        "train_model",
+        "gram_panels",
+        "length_generalization",
+    }
     store_readers = {"merge_scores", "diagonal_normalize", "aggregate_llm_stats", "leakage"}
     assert light and not light & (heavy | store_readers | {"theory_check", "simulate"})
     assert all(

@@ -225,3 +225,84 @@ def test_auto_batch_size_sets_the_reducers_memory_aside(monkeypatch):
     assert e1["reserved_bytes"] == reserved and b1 < b0 and 1 <= b1 <= 3
     with pytest.raises(BatchMemoryError, match="not even one sequence"):
         stages_device.auto_batch_size(model, 64, fraction=1e-4, reserved=int(free * 1e-4))
+
+
+def _files(store) -> dict[str, bytes]:
+    return {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*") if p.is_file()}
+
+
+def test_one_shard_extracted_into_final_stores_is_what_the_merge_of_its_shards_writes(tmp_path):
+    """Rule ``extract_scores`` (a dataset of one shard) writes the pair's final stores itself,
+    with no shard and no merge job. Every file of each store is byte for byte what
+    ``extract_scores_shard`` + ``merge_scores`` write for the same sequences (the manifest equal
+    as JSON: it lists the dimension sizes in another order), and a merge of two shards of the
+    same sequences stores exactly the same values and attributes but ``n_shards``. Every reducer
+    runs (maps, group means, paper 2's per-sequence metrics and sink, position 0's states)."""
+    import json
+
+    from causalpos.io.store import open_dataset, write_dataset
+    from causalpos.models.load import build_model_dir
+    from causalpos.stages.merge import merge_scores
+
+    n, t = 6, 12
+    model = build_model_dir(
+        "tiny",
+        {"source": "random_init", "architecture": "llama", "seed": 0},
+        tmp_path / "models" / "tiny",
+    )
+    tokens = np.random.default_rng(0).integers(3, 200, size=(n, t))
+    data = write_dataset(
+        xr.Dataset(
+            {"tokens": (("sequence", "position"), tokens)},
+            coords={"sequence": np.arange(n), "position": np.arange(t)},
+            attrs={"corpus": "{}", "mode": "chunks", "bos_id": 1, "prepend_bos": True},
+        ),
+        tmp_path / "data.zarr",
+    )
+    every = ["moments", "groups", "leakage", "sink"]
+    leak = {"fits": ["saturated+query"], "windows": ["all"], "expected_stats": ["all"]}
+    variants = {
+        "causal": {"reducers": [*every, "position0"], "leakage": leak},
+        "bidirectional": {"reducers": every, "leakage": leak},
+    }
+    kw = dict(
+        variants=variants, batch_size=4, n_groups=2, seed=0, attrs={"model_name": "tiny"}
+    )  # fmt: skip
+
+    def extract(out, start, stop, final=False):
+        stages_extract.extract_scores(model, data, out, start=start, stop=stop, final=final, **kw)
+        return out
+
+    final = extract(tmp_path / "final", 0, n, final=True)
+    merged_one = tmp_path / "merged1"
+    merge_scores([extract(tmp_path / "s", 0, n)], merged_one, variants=list(variants))
+    merged_two = tmp_path / "merged2"
+    shards = [extract(tmp_path / "s0", 0, 4), extract(tmp_path / "s1", 4, n)]
+    merge_scores(shards, merged_two, variants=list(variants))
+    manifest = "causalpos_manifest/zarr.json"
+    for variant in variants:
+        a, b = _files(final / f"{variant}.zarr"), _files(merged_one / f"{variant}.zarr")
+        assert a.keys() == b.keys() and len(a) > 20, variant
+        assert [f for f in a if f != manifest and a[f] != b[f]] == [], variant
+        assert json.loads(a[manifest]) == json.loads(b[manifest])
+        one = open_dataset(final / f"{variant}.zarr")
+        two = open_dataset(merged_two / f"{variant}.zarr")
+        assert one.attrs["n_shards"] == 1 and two.attrs["n_shards"] == 2
+        assert one.attrs["n_sequences"] == two.attrs["n_sequences"] == n
+        assert "shard" not in one.attrs and one["score_mean"].dtype == np.float32
+        xr.testing.assert_identical(one.drop_attrs(deep=False), two.drop_attrs(deep=False))
+        assert {**one.attrs, "n_shards": 2} == two.attrs
+
+
+def test_final_stores_need_every_sequence_of_the_dataset(tmp_path):
+    from causalpos.io.store import write_dataset
+
+    data = write_dataset(
+        xr.Dataset({"tokens": (("sequence", "position"), np.ones((6, 4), int))}),
+        tmp_path / "data.zarr",
+    )
+    with pytest.raises(ValueError, match=r"need every sequence .* got \[0, 4\).*merge_scores"):
+        stages_extract.extract_scores(
+            tmp_path / "no-model", data, tmp_path / "out", start=0, stop=4, final=True,
+            variants={"causal": {"reducers": ["moments"]}}, batch_size=2, n_groups=2, seed=0,
+        )  # fmt: skip

@@ -261,7 +261,7 @@ def test_adding_a_model_reruns_only_its_jobs_and_cross_model_outputs(pipeline, t
     jobs = planned_jobs(pipeline, "--configfile", str(changed))
     assert rule_counts(jobs) == {
         "prepare_model": 1,
-        "extract_scores": 2,  # its two shards
+        "extract_scores_shard": 2,  # its two shards
         "merge_scores": 1,
         "diagonal_normalize": 1,
         "plot_llm_appendix": 1,
@@ -271,7 +271,7 @@ def test_adding_a_model_reruns_only_its_jobs_and_cross_model_outputs(pipeline, t
         "scorecard": 1,
     }
     per_model = [
-        w for rule, w in jobs if rule in ("prepare_model", "extract_scores", "merge_scores")
+        w for rule, w in jobs if rule in ("prepare_model", "extract_scores_shard", "merge_scores")
     ]
     assert all("model=tiny-random2" in w for w in per_model), per_model
 
@@ -302,11 +302,13 @@ def test_a_changed_plant_reruns_the_planted_pairs_extraction_and_what_reads_it(p
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(cfg))
     jobs = planned_jobs(pipeline, "--configfile", str(changed))
-    extract = [w for rule, w in jobs if rule == "extract_scores"]
+    extract = [w for rule, w in jobs if rule == "extract_scores_shard"]
     assert extract and all("model=trained-rope, dataset=kjv-first24" in w for w in extract)
     # the pair's merge (one job writes every variant store of the pair)
     assert [w for rule, w in jobs if rule == "merge_scores"] == [
         "model=trained-rope, dataset=kjv-first24"
     ]
     assert ("leakage", "model=trained-rope, dataset=kjv-first24") in jobs
-    assert not any("tiny-random" in w for rule, w in jobs if rule in ("extract_scores", "leakage"))
+    assert not any(
+        "tiny-random" in w for rule, w in jobs if rule in ("extract_scores_shard", "leakage")
+    )

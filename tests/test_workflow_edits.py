@@ -101,7 +101,7 @@ def test_retraining_a_model_does_not_resample_its_prompts(smoke_pipeline, tmp_pa
     jobs = planned_jobs(smoke_pipeline, "--configfile", str(edited))
     counts = rule_counts(jobs)
     assert counts["train_model"] == 1 and ("train_model", "variant=rope") in jobs, counts
-    assert counts["extract_scores"] >= 1, counts  # the retrained model's scores follow
+    assert counts["extract_scores_shard"] >= 1, counts  # the retrained model's scores follow
     assert "sample_sequences" not in counts and "train_tokenizer" not in counts, counts
 
 

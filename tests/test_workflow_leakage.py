@@ -341,9 +341,9 @@ def test_figure_module_edit_reruns_only_paper2_figures(pipeline):
 
 def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
     """extract_scores imports paper2/reducers.py (the LeakageReducer runs inside extraction), so
-    editing it reruns the extraction (one job: every variant of the pair with one model load),
-    the pair's merge (one job: every variant), then everything downstream — but not the model
-    or the data."""
+    editing it reruns the extraction (one job: every variant of the pair with one model load,
+    written as the pair's final stores: the dataset is one shard, so no merge job), then
+    everything downstream — but not the model or the data."""
     module = pipeline / "src" / "causalpos" / "paper2" / "reducers.py"
     original = module.read_text()
     try:
@@ -351,7 +351,6 @@ def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
         counts = rule_counts(_reruns(pipeline))
         assert counts == {
             "extract_scores": 1,
-            "merge_scores": 1,
             "leakage": 1,
             "position0": 1,
             "aggregate_leakage": 1,
@@ -400,7 +399,8 @@ def test_a_new_position0_condition_reruns_the_pairs_extraction_and_what_reads_it
 ):
     # position 0 is read inside extraction's forward passes: a new condition is one more forward
     # pass of the pair's extraction job (identity_rope: no experiment extracts it, so it reads
-    # position 0 alone), then the merges and the paper-2 analyses; nothing of paper 1 or training
+    # position 0 alone; one shard: the job writes the final stores, no merge), then the paper-2
+    # analyses; nothing of paper 1 or training
     edited = _edited(
         pipeline,
         tmp_path,
@@ -409,15 +409,11 @@ def test_a_new_position0_condition_reruns_the_pairs_extraction_and_what_reads_it
         ),
     )
     jobs = _reruns(pipeline, edited)
-    assert [w for r, w in jobs if r == "extract_scores"] == [
-        f"model={MODEL}, dataset={DATASET}, shard=0000"
-    ]
-    assert [w for r, w in jobs if r == "merge_scores"] == [f"model={MODEL}, dataset={DATASET}"]
+    assert [w for r, w in jobs if r == "extract_scores"] == [f"model={MODEL}, dataset={DATASET}"]
     counts = rule_counts(jobs)
     assert counts["position0"] == 1
     assert set(counts) <= {
         "extract_scores",
-        "merge_scores",
         "leakage",
         "position0",
         "aggregate_leakage",
@@ -435,11 +431,24 @@ def test_reducer_setting_reruns_only_the_wanted_extractions(pipeline, tmp_path):
         lambda c: c["leakage"]["reducer"].update(windows=["all", "early8", "late", "early16"]),
     )
     jobs = _reruns(pipeline, edited)
-    # the pair's one extraction job (every variant), then its one merge job (every variant)
-    assert [w for r, w in jobs if r == "extract_scores"] == [
-        f"model={MODEL}, dataset={DATASET}, shard=0000"
+    # the pair's one extraction job (every variant) writes its final stores: one shard, no merge
+    assert [w for r, w in jobs if r == "extract_scores"] == [f"model={MODEL}, dataset={DATASET}"]
+    assert not [w for r, w in jobs if r in ("extract_scores_shard", "merge_scores")]
+
+
+def test_a_second_shard_reruns_the_extraction_as_shards_and_their_merge(pipeline, tmp_path):
+    """The pair's dataset is one shard, extracted straight into its final stores (no merge job);
+    a shard size that splits it reruns the extraction as one job per shard, then their merge
+    (one job: every variant), then what reads the stores; neither the model nor the data."""
+    edited = _edited(pipeline, tmp_path, lambda c: c["extract"].update(shard_size=8))
+    jobs = _reruns(pipeline, edited)
+    assert [w for r, w in jobs if r == "extract_scores_shard"] == [
+        f"model={MODEL}, dataset={DATASET}, shard=000{k}" for k in (0, 1)
     ]
     assert [w for r, w in jobs if r == "merge_scores"] == [f"model={MODEL}, dataset={DATASET}"]
+    counts = rule_counts(jobs)
+    assert "extract_scores" not in counts and counts["leakage"] == 1, counts
+    assert {"prepare_model", "sample_sequences"}.isdisjoint(counts), counts
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""A damaged shard of a finished smoke run (issue 13): found, refused by the merge, rebuilt.
+"""Shards of a finished smoke run: a damaged one (issue 13) found, refused by the merge, rebuilt;
+the same run with one shard per dataset (issue 33) extracts into the final stores, no merge.
 
 In the worker's own copy of the session's smoke run (tests/conftest.py), copied again here so the
 copy the other workflow tests read stays as it is. A module of its own so it can run on another
@@ -12,7 +13,8 @@ import shutil
 import numpy as np
 import pytest
 import xarray as xr
-from wfutil import SMOKE, snakemake
+import yaml
+from wfutil import SMOKE, planned_jobs, rule_counts, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -62,3 +64,41 @@ def test_a_chunk_lost_from_a_finished_shard_fails_the_merge_naming_the_shard(
     restored = xr.open_zarr(work / merged, consolidated=False)["score_mean"].values
     original = xr.open_zarr(smoke_pipeline / merged, consolidated=False)["score_mean"].values
     np.testing.assert_allclose(restored, original, rtol=1e-6, atol=1e-6)
+
+
+def test_one_shard_per_dataset_writes_the_final_stores_without_a_merge(smoke_pipeline, tmp_path):
+    """Issue 33. With ``extract.shard_size`` holding a whole dataset, one ``extract_scores`` job per
+    pair writes the pair's final stores: the DAG has no shard job and no merge job. Changing the
+    smoke run's shard count (two shards per dataset -> one) reruns every pair's extraction as
+    that job, and what reads its stores, nothing upstream; the store it writes holds exactly
+    the values and attributes of the two-shard merge but ``n_shards``."""
+    work = tmp_path / "copy"
+    shutil.copytree(smoke_pipeline, work, symlinks=True)
+    cfg = yaml.safe_load((work / SMOKE).read_text())
+    dataset = cfg["datasets"]["kjv-first24"]
+    assert cfg["extract"]["shard_size"] < dataset["n_sequences"]  # the run merged two shards
+    cfg["extract"]["shard_size"] = dataset["n_sequences"]
+    one = tmp_path / "one-shard.yaml"
+    one.write_text(yaml.safe_dump(cfg))
+    jobs = planned_jobs(work, "--configfile", str(one))
+    counts = rule_counts(jobs)
+    pairs = sorted(
+        p.relative_to(work / "results" / "scores") for p in work.glob("results/scores/*/*")
+    )
+    assert len(pairs) == 5 and {"extract_scores_shard", "merge_scores"}.isdisjoint(counts)
+    assert sorted(w for r, w in jobs if r == "extract_scores") == sorted(
+        f"model={p.parts[0]}, dataset={p.parts[1]}" for p in pairs
+    )
+    upstream = {"prepare_model", "train_tokenizer", "train_model", "init_twin", "sample_sequences"}
+    assert upstream.isdisjoint(counts) and counts["leakage"] >= 1, counts
+
+    # one pair through the rule: the final stores, equal to the two-shard merge's
+    pair = "results/scores/tiny-random/kjv-first24"
+    snakemake(work, pair, "--configfile", str(one), "--cores", "2")
+    assert not list(work.glob("results/shards/tiny-random/*/shard-*"))  # no shard written
+    for store in sorted((smoke_pipeline / pair).glob("*.zarr")):
+        merged = xr.open_zarr(store, consolidated=False)
+        direct = xr.open_zarr(work / pair / store.name, consolidated=False)
+        assert (merged.attrs["n_shards"], direct.attrs["n_shards"]) == (2, 1), store.name
+        assert {**direct.attrs, "n_shards": 2} == merged.attrs, store.name
+        xr.testing.assert_identical(direct.drop_attrs(deep=False), merged.drop_attrs(deep=False))

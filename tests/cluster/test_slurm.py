@@ -53,7 +53,7 @@ KILLED_RULE, KILLED_WILDCARDS = "train_model", "nope"
 #: rule(s) each target's job is listed as a comment.
 TARGETS = (
     "resources/models/tiny-random",  # prepare_model
-    "results/scores/tiny-random/kjv-first24",  # extract_scores x2, merge_scores
+    "results/scores/tiny-random/kjv-first24",  # extract_scores_shard x2, merge_scores
     "results/normalized/tiny-random/kjv-first24/causal.zarr",  # diagonal_normalize
     "results/stats/llm_index.csv",  # aggregate_llm_stats
     "results/figures/llm_fig5.png",  # plot_llm_fig5
@@ -293,7 +293,7 @@ def test_light_rules_run_on_the_submitting_host(slurm_run):
     # was submitted
     assert not light & submitted
     assert light <= ran_here, sorted(light - ran_here)
-    assert {"extract_scores", "merge_scores", "leakage", "train_model"} <= submitted
+    assert {"extract_scores_shard", "merge_scores", "leakage", "train_model"} <= submitted
 
 
 def test_cancelled_job_is_retried_and_resumes_from_its_checkpoint(slurm_run):

@@ -76,7 +76,7 @@ ENV_MODELS = "../../envs/models.yaml"
 # follows them; the short independent jobs (simulations, figures) fill the cores in between.
 # Priorities order the ready jobs only: what a job computes does not depend on them.
 PRIORITY_FIRST = 30  # prepare_model, sample_sequences, train_tokenizer
-PRIORITY_LONG = 20  # train_model, init_twin, extract_scores
+PRIORITY_LONG = 20  # train_model, init_twin, extract_scores(_shard)
 PRIORITY_NEXT = 10  # merge_scores, leakage
 
 
@@ -171,6 +171,11 @@ def shard_bounds_params(wildcards):
     return CFG.shard_bounds(wildcards.dataset, wildcards.shard)
 
 
+def one_shard_bounds_params(wildcards):
+    """The sequences of a dataset of one shard: all of them (rule extract_scores)."""
+    return CFG.shard_bounds(wildcards.dataset, 0)
+
+
 def score_shards(wildcards):
     return CFG.score_shards(wildcards.model, wildcards.dataset)
 
@@ -260,7 +265,7 @@ def gram_n_sequences(wildcards):
 
 def _score_stores_as_dirs(inputs):
     """``inputs`` with its score-store lists (trained, init) replaced by their merged
-    directories (rule merge_scores' outputs); the stores themselves are params."""
+    directories (extract_scores' or merge_scores' outputs); the stores are params."""
     return {
         k: score_dirs(v) if k in ("trained", "init") else v for k, v in inputs.items()
     }

@@ -1,9 +1,12 @@
-# Score extraction: one job per (model, dataset, shard of sequences) runs every forward-pass
-# variant a stage asks for (one model load, one read of the prompts), one store per variant in
-# the shard directory; the shard directories are temporary (snakemake --notemp keeps them).
-# Then one job per (model, dataset) merges its shards exactly into one store per variant,
-# results/scores/{model}/{dataset}/{variant}.zarr (the rules reading them name the directory),
-# and diagonal normalization.
+# Score extraction: every forward-pass variant a stage asks for, in one job per (model, dataset,
+# shard of sequences): one model load, one read of the prompts. Where the dataset is one shard
+# (extract.shard_size >= its n_sequences: config.yaml, configs/paper.yaml), that job,
+# extract_scores, writes the pair's final stores, results/scores/{model}/{dataset}/{variant}.zarr,
+# as merge_scores writes the merge of one shard (causalpos.stages.extract.as_merged): no merge
+# job, no shard copy. Where it is several, extract_scores_shard writes one store per variant in
+# each shard directory (temporary: snakemake --notemp keeps them) and merge_scores merges them
+# exactly into the same final stores. The shard count decides the rule (wildcard constraints
+# from the config); the rules reading the stores name the directory. Then diagonal normalization.
 
 
 rule extract_scores:
@@ -11,11 +14,14 @@ rule extract_scores:
         model=PATHS.MODEL_DIR,
         data=data_store,
     output:
-        temp(directory(PATHS.SCORE_SHARD)),
+        directory(PATHS.SCORE_DIR),
+    # the pair's one shard: logged where a shard's job logs (benchmarks/budget.py reads them)
     log:
-        "logs/extract_scores/{model}/{dataset}/shard-{shard}.log",
+        "logs/extract_scores/{model}/{dataset}/shard-0000.log",
     benchmark:
-        "benchmarks/extract_scores/{model}/{dataset}/shard-{shard}.tsv"
+        "benchmarks/extract_scores/{model}/{dataset}/shard-0000.tsv"
+    wildcard_constraints:
+        dataset=CFG.shard_count_pattern(one=True),
     # One thread: paper 2's per-map fits are single-threaded and small ops scale poorly, so two
     # 1-thread extraction jobs finish more work than one 2-thread job (measured on SmolLM2:
     # 47.7 CPU-s at 1 thread vs 58.7 at 2 for the same job). On SLURM the host side of a GPU
@@ -29,7 +35,8 @@ rule extract_scores:
         runtime=120,
         gpu=gpu_count,
     params:
-        bounds=shard_bounds_params,
+        bounds=one_shard_bounds_params,
+        final=True,
         variants=extraction_params,
         batch_size=config["extract"]["batch_size"],
         # where the model runs is not a param (results cannot change); the dtype is
@@ -42,6 +49,21 @@ rule extract_scores:
         "../scripts/extract_scores.py"
 
 
+# The same job on one shard of several: the shard's stores, merged by merge_scores.
+use rule extract_scores as extract_scores_shard with:
+    output:
+        temp(directory(PATHS.SCORE_SHARD)),
+    log:
+        "logs/extract_scores/{model}/{dataset}/shard-{shard}.log",
+    benchmark:
+        "benchmarks/extract_scores/{model}/{dataset}/shard-{shard}.tsv"
+    wildcard_constraints:
+        dataset=r"[^/]+",
+    params:
+        bounds=shard_bounds_params,
+        final=False,
+
+
 rule merge_scores:
     input:
         score_shards,
@@ -51,6 +73,8 @@ rule merge_scores:
         "logs/merge_scores/{model}/{dataset}.log",
     benchmark:
         "benchmarks/merge_scores/{model}/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=CFG.shard_count_pattern(one=False),
     priority: PRIORITY_NEXT
     conda:
         ENV_MODELS

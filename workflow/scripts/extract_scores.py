@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``extract_scores``: pre-softmax scores of one shard of sequences under every variant a stage asks for, reduced to one store per variant."""
+"""Snakemake entry point of rules ``extract_scores`` and ``extract_scores_shard``: pre-softmax scores of one shard of sequences under every variant a stage asks for, reduced to one store per variant (the pair's final stores where the shard is its only one)."""
 
 import sys
 from pathlib import Path
@@ -24,6 +24,7 @@ with logged(snakemake.log[0], snakemake.threads):
         seed=p.seed,
         device=snakemake.config["device"],
         dtype=p.dtype,
+        final=p.final,
         attrs={
             "model_name": snakemake.wildcards.model,
             "dataset_name": snakemake.wildcards.dataset,

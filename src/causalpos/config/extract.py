@@ -5,6 +5,7 @@ but the config dict."""
 from __future__ import annotations
 
 import math
+import re
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
@@ -27,9 +28,19 @@ class ExtractSection(Section):
             raise ConfigError(f"shard {k} beyond the {self.n_shards(dataset)} shards of {dataset}")
         return [k * size, min((k + 1) * size, total)]
 
+    def shard_count_pattern(self, *, one: bool) -> str:
+        """The ``{dataset}`` wildcard constraint of the datasets of one shard (``one``: rule
+        ``extract_scores`` writes their final stores, no merge) or of several (rule
+        ``merge_scores`` merges their shards): their names as one regular expression, one that
+        matches nothing where there is none. A changed ``extract.shard_size`` moves a dataset
+        from one rule to the other; Snakemake reruns its stores (their inputs changed)."""
+        names = [d for d in self.config["datasets"] if (self.n_shards(d) == 1) == one]
+        return "|".join(map(re.escape, sorted(names))) or "(?!)"
+
     def score_shards(self, model: str, dataset: str) -> list[str]:
-        """Shard directories rule ``merge_scores`` reads for (model, dataset): one extraction job
-        per shard writes every variant of the pair into ``shard-NNNN/{variant}.zarr``."""
+        """Shard directories rule ``merge_scores`` reads for (model, dataset) of several shards:
+        one ``extract_scores_shard`` job per shard writes every variant of the pair into
+        ``shard-NNNN/{variant}.zarr``."""
         if not self.extraction_variants(model, dataset):
             raise ConfigError(f"no stage asks for scores of model {model!r} on dataset {dataset!r}")
         return [paths.score_shard(model, dataset, k) for k in range(self.n_shards(dataset))]

@@ -29,8 +29,8 @@ def family_paths(family: Mapping[str, Mapping], *keys: str) -> list[str]:
 
 
 def score_dirs(stores: Iterable[str]) -> list[str]:
-    """The directories ``results/scores/{model}/{dataset}`` (rule ``merge_scores``'s outputs)
-    holding the variant stores ``stores``, each once, in order."""
+    """The directories ``results/scores/{model}/{dataset}`` (rule ``extract_scores``' or
+    ``merge_scores``' outputs) holding the variant stores ``stores``, each once, in order."""
     return list(dict.fromkeys(s.rsplit("/", 1)[0] for s in stores))
 
 
@@ -39,12 +39,13 @@ class FamiliesSection(Section):
 
     @staticmethod
     def score_dir(model: str, dataset: str) -> str:
-        """Rule ``merge_scores``'s output: ``{variant}.zarr`` of every variant of the pair."""
+        """The pair's final stores, ``{variant}.zarr`` of every variant: rule ``extract_scores``'
+        output where the dataset is one shard, ``merge_scores``' where it is several."""
         return paths.SCORE_DIR.format(model=model, dataset=dataset)
 
     def merge_variants(self, model: str, dataset: str) -> list[str]:
-        """The variant stores rule ``merge_scores`` writes for (model, dataset): every variant
-        its extraction runs."""
+        """The variant stores of (model, dataset) that ``merge_scores`` (or, for a dataset of one
+        shard, ``extract_scores``) writes: every variant its extraction runs."""
         return self.extraction_variants(model, dataset)
 
     def sim_figure_family(self) -> dict[str, dict]:

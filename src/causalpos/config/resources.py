@@ -65,9 +65,10 @@ class ResourcesSection(Section):
         return prepare_request(n, dtype, builds=builds)
 
     def extract_resources(self, model: str, dataset: str) -> dict[str, int]:
-        """Host ``mem_mb`` (and on a GPU ``gpu_mb``) of one ``extract_scores`` job of ``model`` on
+        """Host ``mem_mb`` (and on a GPU ``gpu_mb``) of one extraction job of ``model`` on
         ``dataset``, its largest shard (:func:`causalpos.models.footprint.extract_request`):
-        the model's weights in the config's ``dtype``, every variant's reducers."""
+        the model's weights in the config's ``dtype``, every variant's reducers, and where the
+        dataset is one shard the in-memory merge of its stores (rule ``extract_scores``)."""
         found = self.model_footprint(model)
         if found is None:
             return {"mem_mb": FALLBACK_EXTRACT_MB}
@@ -89,6 +90,7 @@ class ResourcesSection(Section):
                 batch_size=self.config["extract"]["batch_size"],
                 device=device,
                 mean_maps=mean_maps,
+                merges=self.n_shards(dataset) == 1,
             )
             for device in devices  # `auto`: whichever it finds, the larger host request
         ]

@@ -240,14 +240,20 @@ def extract_request(
     batch_size: int | str,
     device: str,
     mean_maps: bool = True,
+    merges: bool = False,
 ) -> dict[str, int]:
-    """Host ``mem_mb`` of one ``extract_scores`` job (``variants``: name -> reducer names) and,
-    on a GPU, its device memory (``gpu_mb``, before the batch: weights and reducers' state).
+    """Host ``mem_mb`` of one extraction job (``variants``: name -> reducer names) and, on a GPU,
+    its device memory (``gpu_mb``, before the batch: weights and reducers' state).
 
     The model is read into host memory before it moves to a GPU (its weights in ``dtype``). On
     CPU the reducers' state and working memory (the largest variant's: one variant's state is
     freed before the next allocates), the batch's activations and one variant's float32 store
-    live beside it; on a GPU the state stays on the card and only the store comes back."""
+    live beside it; on a GPU the state stays on the card and only the store comes back.
+    ``merges``: the job also merges its one shard in memory (rule ``extract_scores``, a pair of
+    one shard: ``causalpos.stages.extract.as_merged``), which holds what ``merge_scores`` holds
+    beside its process (:data:`MERGE_STORE_FACTOR` × the largest variant store; measured on the
+    build VM, 2026-11-26: 2.15 × a 255 MB store of moments and group means, 6 layers × 8 heads at
+    T = 768, on CPU, over the same job writing a shard)."""
     w = weights_bytes(n_params, dtype)
     state = max(
         reducer_state_bytes(
@@ -280,6 +286,11 @@ def extract_request(
     else:
         host = PROCESS_BYTES + w + store
         out["gpu_mb"] = _mb(w + state)
+    if merges:
+        host += MERGE_STORE_FACTOR * max(
+            variant_store_bytes(shape, seq_len, names, n_groups=n_groups)
+            for names in variants.values()
+        )
     return {"mem_mb": _mb(host), **out}
 
 

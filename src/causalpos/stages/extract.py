@@ -1,4 +1,5 @@
-"""Stages of score extraction: one shard of sequences and the exact merge of the shards."""
+"""Stage of score extraction: one shard of sequences of a (model, dataset), every variant; where
+the shard holds every sequence of the pair, its stores are the pair's final stores."""
 
 from __future__ import annotations
 
@@ -141,6 +142,7 @@ def extract_scores(
     dtype: str = "float32",
     memory_fraction: float = 0.8,
     attrs: dict | None = None,
+    final: bool = False,
 ) -> dict[str, Path]:
     """Rule ``extract_scores``: sequences ``[start, stop)`` of ``data_store`` under every variant
     of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer kwargs}}``, and
@@ -150,6 +152,11 @@ def extract_scores(
     The model is loaded and the prompts read once for all variants. Group labels are computed
     from global sequence ids, so shards merge into exactly the groups a single pass would make.
     Each variant's store is written atomically (complete or absent); returns their paths.
+
+    ``final``: the shard is the pair's only one (``[start, stop)`` is the whole dataset) and
+    ``out`` is the pair's directory of final stores (rules ``extract_scores`` vs
+    ``extract_scores_shard``): each store is written as rule ``merge_scores`` writes the merge of
+    one shard (:func:`as_merged`), so no merge job runs and no shard copy is written.
     """
     from causalpos.capture import hook
     from causalpos.io.store import open_dataset, write_dataset
@@ -163,6 +170,11 @@ def extract_scores(
     if not 0 <= start < stop <= n_total:
         raise ValueError(
             f"extract_scores: sequences [{start}, {stop}) outside the dataset's {n_total}"
+        )
+    if final and (start, stop) != (0, n_total):
+        raise ValueError(
+            f"extract_scores: final stores need every sequence of {data_store}, [0, {n_total}); "
+            f"got [{start}, {stop}): write shards (final=False) and merge them (merge_scores)"
         )
     tokens = np.asarray(data["tokens"].isel(sequence=slice(start, stop)).values)
     dev = resolve_device(device)
@@ -254,8 +266,29 @@ def extract_scores(
                 attrs=meta,
                 plant=spec.get("plant"),
             )
+        if final:
+            ds = as_merged(ds, out / f"{variant}.zarr")
         out.mkdir(parents=True, exist_ok=True)
         written[variant] = write_dataset(ds, out / f"{variant}.zarr")
         del ds, objs  # this variant's reducer state and result, before the next one allocates
         gc.collect()
     return written
+
+
+def as_merged(ds, out: str | os.PathLike):
+    """One variant's extraction result ``ds``, a shard holding every sequence of its pair, as rule
+    ``merge_scores`` stores the merge of that one shard: the same
+    :func:`~causalpos.io.store.merge_shards` through the same reducer merges
+    (:data:`causalpos.capture.merging.MERGES`: float32 maps, ``n_shards`` 1, no per-shard
+    attributes), checked as the merge checks its result (counts add up, every map holds data).
+
+    Raises ``FloatingPointError`` where a map holds no data: the model produced NaN (nothing
+    was lost on disk: nothing was written yet)."""
+    from causalpos.capture.merging import MERGES
+    from causalpos.io.store import NAN_FROM_MODEL, count_problems, map_problems, merge_shards
+
+    merged = merge_shards([ds], reducers=dict(MERGES))
+    problems = count_problems(merged) + map_problems(merged, cause=NAN_FROM_MODEL)
+    if problems:
+        raise FloatingPointError(f"extract_scores: refusing to write {out}: " + "; ".join(problems))
+    return merged

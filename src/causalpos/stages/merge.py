@@ -1,7 +1,8 @@
-"""Stage ``merge_scores``: the shard stores of a (model, dataset) merged exactly, one store per
-variant, in one job.
+"""Stage ``merge_scores``: the shard stores of a (model, dataset) of several shards merged
+exactly, one store per variant, in one job.
 
-Apart from extraction, so that editing the merge never re-extracts.
+Apart from extraction, so that editing this module never re-extracts (extraction of a dataset of
+one shard merges in memory through :func:`causalpos.io.store.merge_shards`, which both import).
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ def merge_scores(
 ) -> None:
     """Rule ``merge_scores``: ``out_dir/{variant}.zarr`` for each of ``variants``, the exact merge
     (:func:`merge_score_shards`) of ``{variant}.zarr`` of every shard directory, one variant at
-    a time (memory: one variant's merged store and one shard). A dataset of one shard goes
-    through the same merge (its attributes, dtypes and chunks are those of any merged store)."""
+    a time (memory: one variant's merged store and one shard). The workflow runs it on datasets
+    of several shards; a dataset of one shard is extracted straight into its final stores
+    through the same merge (:func:`causalpos.stages.extract.as_merged`: every file as this
+    merge would write it)."""
     if not variants:
         raise ValueError(f"merge_scores: no variant to merge into {out_dir}")
     out_dir = Path(out_dir)
