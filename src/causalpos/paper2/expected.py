@@ -224,7 +224,9 @@ def estimate(
     ``multipliers`` (B, n) (:func:`causalpos.paper2.inference.rademacher`, shared by every run
     of the prompt set): calibrated intervals (:func:`_estimate_calibrated`); the replicates are
     reflected (their percentile interval is the calibrated one) and ``p`` uses the same draws
-    (``n_flips`` unused). Otherwise the percentile bootstrap with prompt multiplicities
+    (``n_flips`` unused), and ``num_parts_layer`` holds the numerator Grams' linear parts per
+    layer (:func:`causalpos.paper2.inference.linear_parts`, (B, layer) each: what a
+    combination of Grams reuses). Otherwise the percentile bootstrap with prompt multiplicities
     ``counts`` (B, n) (default ``n_boot`` multinomial draws) and sign flips of their own."""
     n = grams["sst"].shape[-1]
     if n < 3:
@@ -301,8 +303,18 @@ def _estimate_calibrated(
     pairs = float(n * (n - 1))
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     out = {}
+    # The replicates' products with the multipliers once, per head; a layer's and the pooled
+    # Gram's are their sums (inference.linear_parts)
+    head = {k: inf.linear_parts(grams[k], xi) for k in ("num", "low")}
+    parts = {
+        "head": head,
+        "layer": {k: inf.sum_parts(v, 1) for k, v in head.items()},
+        "pooled": {k: inf.sum_parts(v, (0, 1)) for k, v in head.items()},
+    }
+    out["num_parts_layer"] = parts["layer"]["num"]
     for name, g in _levels(grams).items():
-        r = inf.calibrated_ratio(g["num"], g["low"], xi, g["d_r"], level)
+        lp = parts[name]
+        r = inf.calibrated_ratio(g["num"], g["low"], xi, g["d_r"], level, (lp["num"], lp["low"]))
         out[name], out[f"{name}_boot"] = r["est"], r["boot"]
         out[f"{name}_num"], out[f"{name}_den"] = r["num"] / pairs, r["den"] / pairs
         out[f"{name}_num_boot"], out[f"{name}_den_boot"] = (

@@ -35,6 +35,7 @@ class GramCache:
         self._designs: dict[tuple, Design] = {}
         self._grams: dict[tuple, dict[str, np.ndarray]] = {}
         self._est: dict[tuple, dict[str, np.ndarray]] = {}
+        self._parts: dict[tuple, dict[str, np.ndarray]] = {}
 
     @property
     def n(self) -> int:
@@ -120,17 +121,40 @@ class GramCache:
         key = (run, window, target, fit, landmark, flips)
         if key not in self._est:
             g = self.grams(run, window, target, fit=fit, landmark=landmark)
-            self._est[key] = X.estimate(
+            r = X.estimate(
                 g,
                 level=self.ps.level,
                 n_flips=self.n_flips if flips else 0,
                 seed=self.seed,
                 **self.resampling,
             )
+            parts = r.pop("num_parts_layer", None)
+            if parts is not None:
+                self._parts.setdefault(key[:-1], parts)
+            self._est[key] = r
         return self._est[key]
 
+    def parts(
+        self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
+    ) -> dict[str, np.ndarray] | None:
+        """:func:`causalpos.paper2.inference.linear_parts` (B, layer) of the run's numerator Gram
+        summed over heads, under the calibrated multipliers (None without them): from the
+        estimate's per-head parts where it ran, else from the layers' Grams (memoised).
+        ``target`` "logz": the Gram of :meth:`logz_gram`. A combination of Grams, or a sum over
+        layers, takes the same combination, or sum, of their parts."""
+        if self.ps.multipliers is None:
+            return None
+        key = (run, window, target, fit, landmark)
+        if key not in self._parts:
+            if target == "logz":
+                g = self.logz_gram(run, window, landmark=landmark)
+            else:
+                g = self.grams(run, window, target, fit=fit, landmark=landmark)["num"]
+            self._parts[key] = inf.linear_parts(g.sum(1), self.ps.multipliers)
+        return self._parts[key]
+
     def numerator(
-        self, gram: np.ndarray, *, contrast: bool = False
+        self, gram: np.ndarray, *, contrast: bool = False, parts: dict | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(N̂, replicates (B, ...)) per prompt pair of a numerator Gram (..., n, n) (e.g. a
         component's combination of Grams, summed to the level it is read at): the calibrated
@@ -138,13 +162,14 @@ class GramCache:
         positive semi-definite Grams (indefinite: N̂ may be of either sign), whose variance does
         not follow the calibrated interval's model V(N) = V2 + αN (N ≥ 0): its replicates are
         the multiplier replicates N* − N̂ with the unbiased linear variance, reflected (the basic
-        interval)."""
+        interval). ``parts``: the Gram's linear parts under the multipliers, where known (the
+        same combination of :meth:`parts`, summed to the same level)."""
         pairs = self.n * (self.n - 1)
         if self.ps.multipliers is not None:
             if contrast:
-                u = inf.u_replicates(gram, self.ps.multipliers)
+                u = inf.u_replicates(gram, self.ps.multipliers, parts)
                 return u["est"] / pairs, inf.reflect(u["est"], u["est"] + u["delta"]) / pairs
-            r = inf.calibrated(gram, self.ps.multipliers, self.ps.level)
+            r = inf.calibrated(gram, self.ps.multipliers, self.ps.level, parts)
             return r["est"] / pairs, r["boot"] / pairs
         w = np.concatenate([np.ones((1, self.n)), np.asarray(self.ps.counts, np.float64)])
         u = X._offdiag(gram, w)
