@@ -116,7 +116,9 @@ class GramCache:
     ) -> dict[str, np.ndarray]:
         """:func:`causalpos.paper2.expected.estimate` on the summary's resampling (memoised).
         ``flips`` (the bootstrap's own sign flips) has no effect under the calibrated
-        multipliers, whose p-values come from the same draws: one estimate serves both."""
+        multipliers, whose p-values come from the same draws: one estimate serves both. The
+        estimate is ``lean`` (no per-head or per-layer ρ_SST, no per-head N and D replicates:
+        nothing here reads them); the numerator's per-layer linear parts go to :meth:`parts`."""
         flips = flips or self.ps.multipliers is not None
         key = (run, window, target, fit, landmark, flips)
         if key not in self._est:
@@ -126,6 +128,7 @@ class GramCache:
                 level=self.ps.level,
                 n_flips=self.n_flips if flips else 0,
                 seed=self.seed,
+                lean=True,
                 **self.resampling,
             )
             parts = r.pop("num_parts_layer", None)

@@ -267,9 +267,18 @@ def sum_parts(parts: dict[str, np.ndarray] | None, axis) -> dict[str, np.ndarray
     counting the replicates' axis): the parts summed over that axis (None stays None)."""
     if parts is None:
         return None
-    axes = (axis,) if np.isscalar(axis) else tuple(axis)
-    ax = tuple(a + 1 if a >= 0 else a for a in axes)
-    return {k: v.sum(ax) for k, v in parts.items()}
+    return {k: _sum_axes(v, axis) for k, v in parts.items()}
+
+
+def _sum_axes(v: np.ndarray, axis) -> np.ndarray:
+    """``v`` (B, ...) summed over the Gram's leading ``axis`` (one product with a vector of ones:
+    a BLAS reduction, several times faster than ``sum`` over a short last axis)."""
+    lead = v.ndim - 1
+    axes = sorted({a % lead for a in ((axis,) if np.isscalar(axis) else axis)})
+    keep = [a + 1 for a in range(lead) if a not in axes]
+    moved = np.moveaxis(v, [a + 1 for a in axes], range(v.ndim - len(axes), v.ndim))
+    flat = moved.reshape(moved.shape[: 1 + len(keep)] + (-1,))
+    return flat @ np.ones(flat.shape[-1])
 
 
 def u_replicates(
@@ -361,8 +370,10 @@ def inverted(u: dict[str, np.ndarray], n: int, level: float = 0.95) -> np.ndarra
         pos /= 2.0
         pos += est
         pos -= s
-        neg = np.subtract(est, zs, out=s)
-        out = np.where(zs < est, pos, neg)  # N_b > 0 iff z*_b √V2 < N̂
+        out = np.subtract(est, zs, out=s)  # N̂ − z √V2 where N_b ≤ 0
+        np.copyto(out, pos, where=zs < est)  # N_b > 0 iff z*_b √V2 < N̂
+    if np.all(u["var"] > 0):
+        return out
     return np.where(u["var"] > 0, out, est)
 
 
@@ -416,8 +427,11 @@ def calibrated_ratio(
 def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """num / den elementwise, NaN where den is 0 (the one ratio of the headline's estimators)."""
     num, den = np.broadcast_arrays(np.asarray(num, np.float64), np.asarray(den, np.float64))
+    nonzero = den != 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
+        if nonzero.all():
+            return num / den
+        return np.where(nonzero, num / np.where(nonzero, den, 1.0), np.nan)
 
 
 def reflect(estimate: np.ndarray, replicates: np.ndarray) -> np.ndarray:
