@@ -374,6 +374,8 @@ def components_block(
     free = [v for v in ps.variants if v in position_free_runs]
     boots: dict[tuple[int, int], dict[str, np.ndarray]] = {}
     for ci, (c, b) in enumerate(conds.values()):
+        # b's relative log-attention per layer, once for every landmark and window
+        rel = {ly: DC.relative_logattn(*cache.mean_map(b, "logit", ly)) for ly in ps.layers}
         for li, lm in enumerate(LANDMARKS):
             modelled = lm == "modelled"
             for wi, w in enumerate(wins):
@@ -393,7 +395,7 @@ def components_block(
                 }
                 if free:
                     parts["ctrl"] = cache.parts(free[0], w, "logit", landmark=modelled)
-                art = _artefact(cache, b, c, w, modelled)  # (layer, head), per prompt pair
+                art = _artefact(cache, rel, c, w, modelled)  # (layer, head), per prompt pair
                 for level, axes in (("pooled", (0, 1)), ("layer", (1,))):
                     est, rep = _level_components(
                         cache,
@@ -470,15 +472,15 @@ def _level_components(
     return est | DC.shares(est), rep | DC.shares(rep)
 
 
-def _artefact(cache: GramCache, b: str, c: str, w: str, modelled: bool) -> np.ndarray:
-    """(layer, head) the edge artefact of run ``b``'s softmax on its relative expected logits,
-    read on the pairs and design of the causal run's log-attention (per prompt pair)."""
+def _artefact(cache: GramCache, rel: Mapping, c: str, w: str, modelled: bool) -> np.ndarray:
+    """(layer, head) the edge artefact of run b's softmax on its relative expected logits
+    (``rel``: layer -> :func:`DC.relative_logattn` of b's expected logits), read on the pairs
+    and design of the causal run's log-attention (per prompt pair)."""
     out = []
     masks = cache.masks(c, w, "logattn")
     for layer, mask in masks.items():
-        mu, allowed = cache.mean_map(b, "logit", layer)
         design = cache.design(mask, FIT, modelled)
-        out.append(DC.relative_artefact(mu, allowed, mask, design))
+        out.append(DC.artefact_of(rel[layer], mask, design))
     return np.stack(out)
 
 
