@@ -20,6 +20,8 @@ from causalpos.paper2.prompts import PromptSet
 #: The store variables the headline reads.
 NEEDED = ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum", "leak_sst", "leak_delta")
 FIT = "saturated+query"
+#: The per-prompt statistics (prompt axis first) a group of layers stacks after the prompts'.
+_STAT_FIELDS = ("off", "rows", "key0", "sst")
 
 
 class GramCache:
@@ -81,11 +83,13 @@ class GramCache:
         key = (run, window, target, fit, landmark)
         if key not in self._grams:
             parse_fit(fit)
-            per_layer = []
-            for layer, mask in self.masks(run, window, target).items():
-                st = self.stats(run, window, target, layer)
-                per_layer.append(X.prompt_grams(st, self.design(mask, fit, landmark)))
-            self._grams[key] = {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}
+            self._grams[key] = self._by_layer_groups(
+                run,
+                window,
+                target,
+                lambda layer: self.stats(run, window, target, layer),
+                lambda st, mask: X.prompt_grams(st, self.design(mask, fit, landmark)),
+            )
         return self._grams[key]
 
     def logz_gram(self, run: str, window: str, *, landmark: bool = True) -> np.ndarray:
@@ -94,15 +98,41 @@ class GramCache:
 
         key = (run, window, "logz", FIT, landmark)
         if key not in self._grams:
-            per_layer = []
-            for layer, mask in self.masks(run, window, "logattn").items():
-                st = difference_stats(
+            self._grams[key] = self._by_layer_groups(
+                run,
+                window,
+                "logattn",
+                lambda layer: difference_stats(
                     self.stats(run, window, "logattn", layer),
                     self.stats(run, window, "logit", layer),
-                )
-                per_layer.append(numerator_gram(st, self.design(mask, FIT, landmark)))
-            self._grams[key] = {"num": np.stack(per_layer)}
+                ),
+                lambda st, mask: {"num": numerator_gram(st, self.design(mask, FIT, landmark))},
+            )
         return self._grams[key]["num"]
+
+    def _by_layer_groups(self, run, window, target, stats_of, grams_of) -> dict[str, np.ndarray]:
+        """``grams_of(stats, mask)`` of every layer, leading (layer, head): one call per group of
+        layers that share their measured pairs (one design), on their statistics stacked along
+        a layer axis after the prompts' (every map's Gram is its own: the batch changes no
+        term)."""
+        masks = self.masks(run, window, target)
+        layers = list(masks)
+        groups: dict[bytes, list[int]] = {}
+        for i, layer in enumerate(layers):
+            groups.setdefault(np.packbits(masks[layer]).tobytes(), []).append(i)
+        out: dict[str, np.ndarray] = {}
+        for idx in groups.values():
+            sts = [stats_of(layers[i]) for i in idx]
+            st = X.PromptStats(
+                **{f: np.stack([getattr(x, f) for x in sts], axis=1) for f in _STAT_FIELDS},
+                sst_sum=np.stack([x.sst_sum for x in sts]),
+            )
+            g = grams_of(st, masks[layers[idx[0]]])
+            for k, v in g.items():
+                if k not in out:
+                    out[k] = np.empty((len(layers),) + v.shape[1:], dtype=v.dtype)
+                out[k][idx] = v
+        return out
 
     def estimate(
         self,
