@@ -90,6 +90,14 @@ part, no centring): p = (1 + #{T ≥ N̂}) / (1 + B), exact when the c_p are sym
 **Strata.** The multipliers are iid over prompts whether or not the prompts were drawn by source;
 the centring is over all prompts, so differences between the strata's means count as variance
 (conservative where the strata differ).
+
+**Computation.** Of a replicate, only T(ξ), Σ ξ_pξ_q ĝ2_pq and Σ ξ_p ĝ1(p) involve the
+multipliers, and all three are linear in the Gram (:func:`linear_parts`); N̂, ζ̂1, s, V2 and α
+are scalars per Gram from O(n²) sums. The headline computes the three parts once per head
+(B × n² work per map) and takes a layer's, the pooled reading's and every combination of Grams'
+(a component of the decomposition, a contrast) as their sums; the scalars come from the summed
+Gram itself. The replicates equal those computed from the summed Gram up to rounding
+(``tests/test_inference.py``).
 """
 
 from __future__ import annotations
