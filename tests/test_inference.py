@@ -329,3 +329,83 @@ def test_a_contrast_of_two_runs_is_covered_by_its_basic_interval(k_sd):
         assert 0.93 <= cov <= 0.97, (k_sd, cov)
     else:  # never anti-conservative; over-covers by the clipping above (binomial SE 0.005)
         assert 0.95 <= cov <= 0.98, (k_sd, cov)
+
+
+def test_replicates_of_a_sum_of_grams_from_the_sums_of_their_linear_parts():
+    # A layer's (Σ heads), the pooled (Σ all) and a combination's (a contrast of runs) replicates
+    # take the multiplier products of the finest Grams, summed: the same replicates as from the
+    # summed Gram itself, up to rounding; another Gram's parts give other replicates.
+    num, low, _ = simulate(32, amp_for(32, 3.0), 0)
+    n = 32
+    g, h = num[:6].reshape(2, 3, n, n), low[:6].reshape(2, 3, n, n)
+    xi = I.rademacher(n, 300, seed=4)
+    heads = {"g": I.linear_parts(g, xi), "h": I.linear_parts(h, xi)}
+    for axis in (1, (0, 1)):
+        for gram, parts in (
+            (g.sum(axis), I.sum_parts(heads["g"], axis)),
+            (
+                (g - 0.5 * h).sum(axis),
+                {k: (heads["g"][k] - 0.5 * heads["h"][k]).sum(2 if axis == 1 else (1, 2))
+                 for k in I.LINEAR_PARTS},
+            ),
+        ):  # fmt: skip
+            direct = I.linear_parts(gram, xi)
+            for k in I.LINEAR_PARTS:
+                assert parts[k].shape == direct[k].shape == (300,) + gram.shape[:-2]
+                assert np.abs(parts[k] - direct[k]).max() <= 1e-12 * np.abs(direct[k]).max()
+            a, b = I.u_replicates(gram, xi), I.u_replicates(gram, xi, parts)
+            for k in ("delta", "null"):
+                assert np.abs(a[k] - b[k]).max() <= 1e-12 * np.abs(a[k]).max()
+            ca, cb = I.calibrated(gram, xi), I.calibrated(gram, xi, parts=parts)
+            assert np.abs(ca["boot"] - cb["boot"]).max() <= 1e-12 * np.abs(ca["boot"]).max()
+            assert np.array_equal(ca["p"], cb["p"])
+    layer = g.sum(1)
+    wrong = I.sum_parts(I.linear_parts(g[:, :2], xi), 1)  # two of the three heads
+    a, c = I.u_replicates(layer, xi), I.u_replicates(layer, xi, wrong)
+    assert np.abs(a["delta"] - c["delta"]).max() > 0.1 * np.abs(a["delta"]).std()
+    # the per-head estimate's layer and pooled readings are those of the summed Grams
+    rng = np.random.default_rng(3)
+    grams = {"num": g, "low": h, "sst": rng.uniform(50, 60, size=(2, 3, n))}
+    d_full = X._offdiag(h, np.ones((1, n)))[0] + 5.0  # a residual part of 5 per map
+    grams["sst_sum"] = d_full + grams["sst"].sum(-1)
+    e = X.estimate(grams, multipliers=xi)
+    for name, axes in (("layer", (1,)), ("pooled", (0, 1))):
+        r = I.calibrated_ratio(g.sum(axes), h.sum(axes), xi, np.full(d_full.shape, 5.0).sum(axes))
+        assert np.abs(e[f"{name}_boot"] - r["boot"]).max() <= 1e-10 * np.abs(r["boot"]).max()
+        assert np.allclose(e[name], r["est"], rtol=1e-12, atol=0)
+    parts = e["num_parts_layer"]
+    assert all(np.abs(parts[k] - I.linear_parts(g.sum(1), xi)[k]).max()
+               <= 1e-12 * np.abs(parts[k]).max() for k in I.LINEAR_PARTS)  # fmt: skip
+    # lean: the same readings, without the per-head SST companion and N, D replicates
+    lean = X.estimate(grams, multipliers=xi, lean=True)
+    assert "head_sst" not in lean and "head_num_boot" not in lean and "layer_sst" not in lean
+    for k in lean:
+        if k != "num_parts_layer":
+            assert np.array_equal(np.asarray(lean[k]), np.asarray(e[k]), equal_nan=True), k
+
+
+def test_inversion_and_centred_variance_equal_their_closed_forms_bit_for_bit():
+    # inverted works in place: the same operations, in the same order, as the closed form
+    rng = np.random.default_rng(5)
+    k = 7
+    u = {
+        "est": rng.normal(size=k) * 3,
+        "v2": rng.uniform(0.5, 2, size=k),
+        "alpha": rng.uniform(0, 1, size=k),
+        "var": np.r_[rng.uniform(0.5, 2, size=k - 1), 0.0],  # a map without variance
+        "delta": rng.normal(size=(500, k)) * 2,
+    }
+    est, v2, al = u["est"], u["v2"], u["alpha"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = I._t_factor(40, 0.95) * u["delta"] / np.sqrt(u["var"])
+        s = np.sqrt(np.maximum(v2 + al * est + z * z * al * al / 4.0, 0.0))
+        ref = np.where(z * np.sqrt(v2) < est, est + z * z * al / 2.0 - z * s, est - z * np.sqrt(v2))
+    ref = np.where(u["var"] > 0, ref, est)
+    got = I.inverted(u, 40, 0.95)
+    assert np.array_equal(got, ref)
+    assert 0 < (z[:, :-1] * np.sqrt(v2[:-1]) < est[:-1]).mean() < 1  # both branches taken
+    u = {key: v[..., :-1] for key, v in u.items()}
+    assert np.array_equal(I.inverted(u, 40, 0.95), ref[:, :-1])  # every map with variance
+    g = rng.normal(size=(2, 3, 20, 20)) + 0.4
+    g = g + np.swapaxes(g, -1, -2)
+    assert np.array_equal(I._centred_s2(g), I._moments(I._double_centre(g))["s2"])

@@ -146,3 +146,31 @@ def test_within_strata_enumeration_helper_consistency():
         for r in np.concatenate(list(stats.within_strata_permutations(strata, 400, seed=0)))
     }
     assert sampled == perms and len(perms) == 12
+
+
+def test_within_strata_permutations_are_the_lexsort_by_stratum_and_key():
+    # The stream is fixed by the seed: sorting each stratum's block by its random keys is the
+    # lexsort on (stratum, key) the permutations are defined by, permutation for permutation.
+    def lexsorted(strata, n_perm, seed, chunk):
+        n, base = strata.size, np.argsort(strata, kind="stable")
+        rng, done = np.random.default_rng(seed), 0
+        while done < n_perm:
+            c = min(chunk, n_perm - done)
+            order = np.lexsort((rng.random((c, n)), np.broadcast_to(strata, (c, n))), axis=-1)
+            sigma = np.empty((c, n), dtype=np.int64)
+            sigma[:, base] = order
+            yield sigma
+            done += c
+
+    i, j = np.tril_indices(24, -1)
+    for strata, n_perm, chunk in [
+        (i - j, 50, 16),  # paper 2's offsets
+        (np.random.default_rng(0).integers(-3, 5, 200), 300, 64),
+        (np.zeros(9, dtype=int), 20, 7),  # one stratum
+        (np.arange(12), 5, 2),  # singletons: the identity
+    ]:
+        got = np.concatenate(list(stats.within_strata_permutations(strata, n_perm, 3, chunk)))
+        ref = np.concatenate(list(lexsorted(strata, n_perm, 3, chunk)))
+        np.testing.assert_array_equal(got, ref)
+        if strata.size == 276:  # the offsets' blocks are shuffled, not left in index order
+            assert (got != np.arange(strata.size)).any(axis=1).all()

@@ -197,13 +197,19 @@ def within_strata_permutations(
         raise ValueError(f"n_perm and chunk must be >= 1, got {n_perm}, {chunk}")
     n = strata.size
     base = np.argsort(strata, kind="stable")  # items grouped by stratum, in a fixed order
+    # the strata's blocks in ``base``: sorting by (stratum, random key) is sorting each block by
+    # its keys (stable: ties by item index, as a lexsort on (stratum, key) breaks them)
+    cuts = np.flatnonzero(np.diff(strata[base])) + 1
+    blocks = list(zip(np.r_[0, cuts], np.r_[cuts, n]))
     rng = np.random.default_rng(seed)
     done = 0
     while done < n_perm:
         c = min(chunk, n_perm - done)
-        keys = rng.random((c, n))
+        keys = rng.random((c, n))[:, base]
         # Sorting by (stratum, random key) gives, within each stratum block, a uniform shuffle.
-        order = np.lexsort((keys, np.broadcast_to(strata, (c, n))), axis=-1)
+        order = np.empty((c, n), dtype=np.int64)
+        for lo, hi in blocks:
+            order[:, lo:hi] = base[lo:hi][np.argsort(keys[:, lo:hi], axis=-1, kind="stable")]
         sigma = np.empty((c, n), dtype=np.int64)
         sigma[:, base] = order
         yield sigma

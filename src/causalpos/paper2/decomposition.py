@@ -99,7 +99,9 @@ def toeplitz(mu: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     flat = mu[..., allowed]  # (..., n_allowed)
     lead = flat.shape[:-1]
     sums = np.zeros(lead + (2 * T - 1,))
-    np.add.at(sums.reshape(-1, 2 * T - 1), (slice(None), idx), flat.reshape(-1, flat.shape[-1]))
+    rows = sums.reshape(-1, 2 * T - 1)
+    for r, x in enumerate(flat.reshape(-1, flat.shape[-1])):  # np.add.at's sums, in its order
+        rows[r] = np.bincount(idx, weights=x, minlength=2 * T - 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         level = sums / cnt
     out[..., allowed] = level[..., idx]
@@ -128,7 +130,17 @@ def relative_artefact(
     Returns:
         ``(...)`` ‖P_Δ log_softmax(toeplitz(mu))‖² on the measured pairs, the unit of N̂ per pair.
     """
-    rel = log_softmax_rows(toeplitz(mu, allowed), allowed)
+    return artefact_of(relative_logattn(mu, allowed), mask, design)
+
+
+def relative_logattn(mu: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """The log-attention (..., T, T) that exactly relative logits (:func:`toeplitz` of ``mu``)
+    give under a softmax over the ``allowed`` keys: what :func:`relative_artefact` reads."""
+    return log_softmax_rows(toeplitz(mu, allowed), allowed)
+
+
+def artefact_of(rel: np.ndarray, mask: np.ndarray, design: Design) -> np.ndarray:
+    """(...) ‖P_Δ rel‖² on the measured pairs ``mask`` of :func:`relative_logattn`'s maps."""
     lead = rel.shape[:-2]
     st = X.stats_from_maps(rel.reshape((-1,) + rel.shape[-2:])[:, None], mask)  # n=K, maps (1,)
     g = numerator_gram(st, design)  # (1, K, K): a map's own square is its diagonal

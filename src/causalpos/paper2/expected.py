@@ -214,6 +214,7 @@ def estimate(
     n_flips: int = 2000,
     counts: np.ndarray | None = None,
     multipliers: np.ndarray | None = None,
+    lean: bool = False,
 ) -> dict[str, np.ndarray]:
     """Headline ΔR² of the expected maps of ``grams`` with leading (layer, head): per head, per
     layer (Σ over heads) and pooled (Σ over all), each with a CI over prompts, and per-head
@@ -224,8 +225,12 @@ def estimate(
     ``multipliers`` (B, n) (:func:`causalpos.paper2.inference.rademacher`, shared by every run
     of the prompt set): calibrated intervals (:func:`_estimate_calibrated`); the replicates are
     reflected (their percentile interval is the calibrated one) and ``p`` uses the same draws
-    (``n_flips`` unused). Otherwise the percentile bootstrap with prompt multiplicities
-    ``counts`` (B, n) (default ``n_boot`` multinomial draws) and sign flips of their own."""
+    (``n_flips`` unused), and ``num_parts_layer`` holds the numerator Grams' linear parts per
+    layer (:func:`causalpos.paper2.inference.linear_parts`, (B, layer) each: what a
+    combination of Grams reuses). Otherwise the percentile bootstrap with prompt multiplicities
+    ``counts`` (B, n) (default ``n_boot`` multinomial draws) and sign flips of their own.
+    ``lean`` (multipliers only): ρ_SST pooled only, and no per-head ``*_num_boot``,
+    ``*_den_boot`` (what :class:`causalpos.paper2.grams.GramCache`'s readers never take)."""
     n = grams["sst"].shape[-1]
     if n < 3:
         raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
@@ -234,7 +239,8 @@ def estimate(
             raise ValueError(
                 "estimate: pass counts (percentile bootstrap) or multipliers, not both"
             )
-        return _estimate_calibrated(grams, np.asarray(multipliers, dtype=np.float64), level)
+        xi = np.asarray(multipliers, dtype=np.float64)
+        return _estimate_calibrated(grams, xi, level, lean=lean)
     if counts is None:
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
@@ -290,7 +296,7 @@ def _levels(grams: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
 
 
 def _estimate_calibrated(
-    grams: dict[str, np.ndarray], xi: np.ndarray, level: float
+    grams: dict[str, np.ndarray], xi: np.ndarray, level: float, *, lean: bool = False
 ) -> dict[str, np.ndarray]:
     """:func:`estimate` with the calibrated multiplier intervals of
     :mod:`causalpos.paper2.inference`: each level's N and D from its own summed Grams (the
@@ -301,23 +307,38 @@ def _estimate_calibrated(
     pairs = float(n * (n - 1))
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     out = {}
+    # The replicates' products with the multipliers once, per head; a layer's and the pooled
+    # Gram's are their sums (inference.linear_parts)
+    head = {k: inf.linear_parts(grams[k], xi) for k in ("num", "low")}
+    parts = {
+        "head": head,
+        "layer": {k: inf.sum_parts(v, 1) for k, v in head.items()},
+        "pooled": {k: inf.sum_parts(v, (0, 1)) for k, v in head.items()},
+    }
+    out["num_parts_layer"] = parts["layer"]["num"]
     for name, g in _levels(grams).items():
-        r = inf.calibrated_ratio(g["num"], g["low"], xi, g["d_r"], level)
+        lp = parts[name]
+        r = inf.calibrated_ratio(g["num"], g["low"], xi, g["d_r"], level, (lp["num"], lp["low"]))
         out[name], out[f"{name}_boot"] = r["est"], r["boot"]
         out[f"{name}_num"], out[f"{name}_den"] = r["num"] / pairs, r["den"] / pairs
+        out[f"{name}_lo"], out[f"{name}_hi"] = np.quantile(r["boot"], [lo_q, hi_q], axis=0)
+        if name == "head":
+            out["p"] = r["p"]
+        if lean and name == "head":
+            continue
         out[f"{name}_num_boot"], out[f"{name}_den_boot"] = (
             r["num_boot"] / pairs,
             r["den_boot"] / pairs,
         )
-        out[f"{name}_lo"], out[f"{name}_hi"] = np.quantile(r["boot"], [lo_q, hi_q], axis=0)
+        if lean and name != "pooled":
+            continue
         # ρ_SST: N per pair over the mean SST_p (a mean: its multiplier replicates, reflected)
         m_sst = g["sst"].mean(-1)
-        s_b = 2 * m_sst - (m_sst + np.einsum("bp,...p->b...", xi, g["sst"] - m_sst[..., None]) / n)
+        dev = (g["sst"] - m_sst[..., None]).reshape(-1, n)
+        s_b = 2 * m_sst - (m_sst + (xi @ dev.T).reshape(xi.shape[:1] + m_sst.shape) / n)
         out[f"{name}_sst"] = inf.ratio(r["num"] / pairs, m_sst)
         r_sst = inf.ratio(r["num_boot"] / pairs, s_b)
         out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst, [lo_q, hi_q], axis=0)
-        if name == "head":
-            out["p"] = r["p"]
     out["q"] = stats.benjamini_hochberg(out["p"])
     out["resid_share"] = _levels_resid_share(grams)
     return out

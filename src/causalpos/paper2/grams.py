@@ -20,6 +20,8 @@ from causalpos.paper2.prompts import PromptSet
 #: The store variables the headline reads.
 NEEDED = ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum", "leak_sst", "leak_delta")
 FIT = "saturated+query"
+#: The per-prompt statistics (prompt axis first) a group of layers stacks after the prompts'.
+_STAT_FIELDS = ("off", "rows", "key0", "sst")
 
 
 class GramCache:
@@ -35,6 +37,7 @@ class GramCache:
         self._designs: dict[tuple, Design] = {}
         self._grams: dict[tuple, dict[str, np.ndarray]] = {}
         self._est: dict[tuple, dict[str, np.ndarray]] = {}
+        self._parts: dict[tuple, dict[str, np.ndarray]] = {}
 
     @property
     def n(self) -> int:
@@ -80,11 +83,13 @@ class GramCache:
         key = (run, window, target, fit, landmark)
         if key not in self._grams:
             parse_fit(fit)
-            per_layer = []
-            for layer, mask in self.masks(run, window, target).items():
-                st = self.stats(run, window, target, layer)
-                per_layer.append(X.prompt_grams(st, self.design(mask, fit, landmark)))
-            self._grams[key] = {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}
+            self._grams[key] = self._by_layer_groups(
+                run,
+                window,
+                target,
+                lambda layer: self.stats(run, window, target, layer),
+                lambda st, mask: X.prompt_grams(st, self.design(mask, fit, landmark)),
+            )
         return self._grams[key]
 
     def logz_gram(self, run: str, window: str, *, landmark: bool = True) -> np.ndarray:
@@ -93,15 +98,41 @@ class GramCache:
 
         key = (run, window, "logz", FIT, landmark)
         if key not in self._grams:
-            per_layer = []
-            for layer, mask in self.masks(run, window, "logattn").items():
-                st = difference_stats(
+            self._grams[key] = self._by_layer_groups(
+                run,
+                window,
+                "logattn",
+                lambda layer: difference_stats(
                     self.stats(run, window, "logattn", layer),
                     self.stats(run, window, "logit", layer),
-                )
-                per_layer.append(numerator_gram(st, self.design(mask, FIT, landmark)))
-            self._grams[key] = {"num": np.stack(per_layer)}
+                ),
+                lambda st, mask: {"num": numerator_gram(st, self.design(mask, FIT, landmark))},
+            )
         return self._grams[key]["num"]
+
+    def _by_layer_groups(self, run, window, target, stats_of, grams_of) -> dict[str, np.ndarray]:
+        """``grams_of(stats, mask)`` of every layer, leading (layer, head): one call per group of
+        layers that share their measured pairs (one design), on their statistics stacked along
+        a layer axis after the prompts' (every map's Gram is its own: the batch changes no
+        term)."""
+        masks = self.masks(run, window, target)
+        layers = list(masks)
+        groups: dict[bytes, list[int]] = {}
+        for i, layer in enumerate(layers):
+            groups.setdefault(np.packbits(masks[layer]).tobytes(), []).append(i)
+        out: dict[str, np.ndarray] = {}
+        for idx in groups.values():
+            sts = [stats_of(layers[i]) for i in idx]
+            st = X.PromptStats(
+                **{f: np.stack([getattr(x, f) for x in sts], axis=1) for f in _STAT_FIELDS},
+                sst_sum=np.stack([x.sst_sum for x in sts]),
+            )
+            g = grams_of(st, masks[layers[idx[0]]])
+            for k, v in g.items():
+                if k not in out:
+                    out[k] = np.empty((len(layers),) + v.shape[1:], dtype=v.dtype)
+                out[k][idx] = v
+        return out
 
     def estimate(
         self,
@@ -115,22 +146,48 @@ class GramCache:
     ) -> dict[str, np.ndarray]:
         """:func:`causalpos.paper2.expected.estimate` on the summary's resampling (memoised).
         ``flips`` (the bootstrap's own sign flips) has no effect under the calibrated
-        multipliers, whose p-values come from the same draws: one estimate serves both."""
+        multipliers, whose p-values come from the same draws: one estimate serves both. The
+        estimate is ``lean`` (no per-head or per-layer ρ_SST, no per-head N and D replicates:
+        nothing here reads them); the numerator's per-layer linear parts go to :meth:`parts`."""
         flips = flips or self.ps.multipliers is not None
         key = (run, window, target, fit, landmark, flips)
         if key not in self._est:
             g = self.grams(run, window, target, fit=fit, landmark=landmark)
-            self._est[key] = X.estimate(
+            r = X.estimate(
                 g,
                 level=self.ps.level,
                 n_flips=self.n_flips if flips else 0,
                 seed=self.seed,
+                lean=True,
                 **self.resampling,
             )
+            parts = r.pop("num_parts_layer", None)
+            if parts is not None:
+                self._parts.setdefault(key[:-1], parts)
+            self._est[key] = r
         return self._est[key]
 
+    def parts(
+        self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
+    ) -> dict[str, np.ndarray] | None:
+        """:func:`causalpos.paper2.inference.linear_parts` (B, layer) of the run's numerator Gram
+        summed over heads, under the calibrated multipliers (None without them): from the
+        estimate's per-head parts where it ran, else from the layers' Grams (memoised).
+        ``target`` "logz": the Gram of :meth:`logz_gram`. A combination of Grams, or a sum over
+        layers, takes the same combination, or sum, of their parts."""
+        if self.ps.multipliers is None:
+            return None
+        key = (run, window, target, fit, landmark)
+        if key not in self._parts:
+            if target == "logz":
+                g = self.logz_gram(run, window, landmark=landmark)
+            else:
+                g = self.grams(run, window, target, fit=fit, landmark=landmark)["num"]
+            self._parts[key] = inf.linear_parts(g.sum(1), self.ps.multipliers)
+        return self._parts[key]
+
     def numerator(
-        self, gram: np.ndarray, *, contrast: bool = False
+        self, gram: np.ndarray, *, contrast: bool = False, parts: dict | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(N̂, replicates (B, ...)) per prompt pair of a numerator Gram (..., n, n) (e.g. a
         component's combination of Grams, summed to the level it is read at): the calibrated
@@ -138,13 +195,14 @@ class GramCache:
         positive semi-definite Grams (indefinite: N̂ may be of either sign), whose variance does
         not follow the calibrated interval's model V(N) = V2 + αN (N ≥ 0): its replicates are
         the multiplier replicates N* − N̂ with the unbiased linear variance, reflected (the basic
-        interval)."""
+        interval). ``parts``: the Gram's linear parts under the multipliers, where known (the
+        same combination of :meth:`parts`, summed to the same level)."""
         pairs = self.n * (self.n - 1)
         if self.ps.multipliers is not None:
             if contrast:
-                u = inf.u_replicates(gram, self.ps.multipliers)
+                u = inf.u_replicates(gram, self.ps.multipliers, parts)
                 return u["est"] / pairs, inf.reflect(u["est"], u["est"] + u["delta"]) / pairs
-            r = inf.calibrated(gram, self.ps.multipliers, self.ps.level)
+            r = inf.calibrated(gram, self.ps.multipliers, self.ps.level, parts)
             return r["est"] / pairs, r["boot"] / pairs
         w = np.concatenate([np.ones((1, self.n)), np.asarray(self.ps.counts, np.float64)])
         u = X._offdiag(gram, w)

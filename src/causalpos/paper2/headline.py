@@ -142,7 +142,7 @@ def planted_control(
     truth = a * a * pdb / (den0 + 2 * a * cross + a * a * cb)
     g, _ = X.store_grams(ds, window=window, target=target, plant=a * unit)
     draws = {"counts": counts} if multipliers is None else {"multipliers": multipliers}
-    r = X.estimate(g, level=level, n_flips=0, **draws)
+    r = X.estimate(g, level=level, n_flips=0, lean=True, **draws)
     return np.array([truth, r["pooled"], r["pooled_lo"], r["pooled_hi"]])
 
 
@@ -293,7 +293,9 @@ def control_block(
                 for ti, t in enumerate(TARGETS):
                     modelled = lm == "modelled"
                     g = cache.grams(v, w, t, landmark=modelled)["num"].sum((0, 1))
-                    n0, nb = cache.numerator(g)
+                    n0, nb = cache.numerator(
+                        g, parts=inf.sum_parts(cache.parts(v, w, t, landmark=modelled), 0)
+                    )
                     d0, db = cache.denominator(ref, w, t, "pooled", landmark=modelled)
                     units[vi, li, wi, ti] = _ci(ps, inf.ratio(nb, db), inf.ratio(n0, d0))
                     m = cache.estimate(ref, w, t, landmark=modelled, flips=False)["pooled"]
@@ -368,6 +370,8 @@ def components_block(
     free = [v for v in ps.variants if v in position_free_runs]
     boots: dict[tuple[int, int], dict[str, np.ndarray]] = {}
     for ci, (c, b) in enumerate(conds.values()):
+        # b's relative log-attention per layer, once for every landmark and window
+        rel = {ly: DC.relative_logattn(*cache.mean_map(b, "logit", ly)) for ly in ps.layers}
         for li, lm in enumerate(LANDMARKS):
             modelled = lm == "modelled"
             for wi, w in enumerate(wins):
@@ -380,10 +384,23 @@ def components_block(
                 }
                 if free:
                     grams["ctrl"] = cache.grams(free[0], w, "logit", landmark=modelled)["num"]
-                art = _artefact(cache, b, c, w, modelled)  # (layer, head), per prompt pair
+                # the Grams' linear parts under the multipliers (B, layer), by the same names
+                roles = {"c": c, "b": b}
+                parts = {
+                    k: cache.parts(roles[k[0]], w, k[2:], landmark=modelled) for k in DC.NUMERATORS
+                }
+                if free:
+                    parts["ctrl"] = cache.parts(free[0], w, "logit", landmark=modelled)
+                art = _artefact(cache, rel, c, w, modelled)  # (layer, head), per prompt pair
                 for level, axes in (("pooled", (0, 1)), ("layer", (1,))):
                     est, rep = _level_components(
-                        cache, {k: g.sum(axes) for k, g in grams.items()}, art.sum(axes)
+                        cache,
+                        {k: g.sum(axes) for k, g in grams.items()},
+                        art.sum(axes),
+                        {
+                            k: inf.sum_parts(p, 0) if level == "pooled" else p
+                            for k, p in parts.items()
+                        },
                     )
                     d0, db = cache.denominator(c, w, "logattn", level, landmark=modelled)
                     est = {k: v / d0 if k in _NUMERATOR_UNITS else v for k, v in est.items()}
@@ -426,11 +443,15 @@ _NUMERATOR_UNITS = set(DC.COMPONENTS) | set(CONTROL_COMPONENTS)
 
 
 def _level_components(
-    cache: GramCache, grams: Mapping[str, np.ndarray], artefact: np.ndarray
+    cache: GramCache,
+    grams: Mapping[str, np.ndarray],
+    artefact: np.ndarray,
+    parts: Mapping[str, Mapping[str, np.ndarray] | None] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(estimates, replicates) per prompt pair of every component at one level: each from its
     own combination of the numerators' Grams (:data:`DC.COMBINATIONS`), calibrated; shares as
-    ratios of the components' replicates (the denominator cancels)."""
+    ratios of the components' replicates (the denominator cancels). ``parts``: the Grams' linear
+    parts under the multipliers at this level (a component's are the same combination)."""
     combos = dict(DC.COMBINATIONS)
     if "ctrl" in grams:
         combos["control_residual_stream"] = {"ctrl": 1.0}
@@ -438,21 +459,24 @@ def _level_components(
     est, rep = {}, {}
     for name, co in combos.items():
         contrast = any(c < 0 for c in co.values())
-        est[name], rep[name] = cache.numerator(DC.combine(grams, co), contrast=contrast)
+        p = None
+        if parts is not None and all(parts.get(k) is not None for k in co):
+            p = {x: DC.combine({k: parts[k][x] for k in co}, co) for x in inf.LINEAR_PARTS}
+        est[name], rep[name] = cache.numerator(DC.combine(grams, co), contrast=contrast, parts=p)
     est["artefact"] = np.asarray(artefact, dtype=np.float64)
     rep["artefact"] = np.full(rep["total"].shape, np.nan)
     return est | DC.shares(est), rep | DC.shares(rep)
 
 
-def _artefact(cache: GramCache, b: str, c: str, w: str, modelled: bool) -> np.ndarray:
-    """(layer, head) the edge artefact of run ``b``'s softmax on its relative expected logits,
-    read on the pairs and design of the causal run's log-attention (per prompt pair)."""
+def _artefact(cache: GramCache, rel: Mapping, c: str, w: str, modelled: bool) -> np.ndarray:
+    """(layer, head) the edge artefact of run b's softmax on its relative expected logits
+    (``rel``: layer -> :func:`DC.relative_logattn` of b's expected logits), read on the pairs
+    and design of the causal run's log-attention (per prompt pair)."""
     out = []
     masks = cache.masks(c, w, "logattn")
     for layer, mask in masks.items():
-        mu, allowed = cache.mean_map(b, "logit", layer)
         design = cache.design(mask, FIT, modelled)
-        out.append(DC.relative_artefact(mu, allowed, mask, design))
+        out.append(DC.artefact_of(rel[layer], mask, design))
     return np.stack(out)
 
 
@@ -525,7 +549,11 @@ def _baseline_rows(cache: GramCache, key: tuple[str, str, str], sat: Mapping, li
     ps = cache.ps
     run, w, t = key
     g = cache.grams(run, w, t, fit=LINEAR_FIT)["num"] - cache.grams(run, w, t)["num"]
-    n0, nb = cache.numerator(g.sum((0, 1)), contrast=True)
+    lin_p, sat_p = cache.parts(run, w, t, fit=LINEAR_FIT), cache.parts(run, w, t)
+    parts = None
+    if lin_p is not None:
+        parts = inf.sum_parts({x: lin_p[x] - sat_p[x] for x in inf.LINEAR_PARTS}, 0)
+    n0, nb = cache.numerator(g.sum((0, 1)), contrast=True, parts=parts)
     d0, db = cache.denominator(run, w, t, "pooled")
     rows = [ps.ci(np.asarray(x["pooled_boot"]), float(x["pooled"])) for x in (sat, lin)]
     rows.append(ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0)))

@@ -90,6 +90,14 @@ part, no centring): p = (1 + #{T ≥ N̂}) / (1 + B), exact when the c_p are sym
 **Strata.** The multipliers are iid over prompts whether or not the prompts were drawn by source;
 the centring is over all prompts, so differences between the strata's means count as variance
 (conservative where the strata differ).
+
+**Computation.** Of a replicate, only T(ξ), Σ ξ_pξ_q ĝ2_pq and Σ ξ_p ĝ1(p) involve the
+multipliers, and all three are linear in the Gram (:func:`linear_parts`); N̂, ζ̂1, s, V2 and α
+are scalars per Gram from O(n²) sums. The headline computes the three parts once per head
+(B × n² work per map) and takes a layer's, the pooled reading's and every combination of Grams'
+(a component of the decomposition, a contrast) as their sums; the scalars come from the summed
+Gram itself. The replicates equal those computed from the summed Gram up to rounding
+(``tests/test_inference.py``).
 """
 
 from __future__ import annotations
@@ -102,6 +110,8 @@ __all__ = [
     "rademacher",
     "quadratic_form",
     "zeta1",
+    "linear_parts",
+    "sum_parts",
     "u_replicates",
     "reflect",
     "basic_interval",
@@ -180,13 +190,19 @@ def _pair_products(w: np.ndarray, iu: np.ndarray, ju: np.ndarray) -> np.ndarray:
     return _PAIR_CACHE[key]
 
 
+def _rows(g: np.ndarray) -> dict[str, np.ndarray]:
+    """N̂ and the off-diagonal row sums r_p of a Gram (..., n, n) (as :func:`_moments`)."""
+    diag = np.diagonal(g, axis1=-2, axis2=-1)
+    row = g.sum(-1) - diag
+    return {"est": row.sum(-1), "row": row, "diag": diag}
+
+
 def _moments(gram: np.ndarray) -> dict[str, np.ndarray]:
     """N̂, the off-diagonal row sums r_p, and the sums over distinct pairs, triples and
     quadruples S2 = Σ G_pq², S3 = Σ G_pq G_pr, S4 = Σ G_pq G_rs of a Gram (..., n, n)."""
     g = np.asarray(gram, dtype=np.float64)
-    diag = np.diagonal(g, axis1=-2, axis2=-1)
-    row = g.sum(-1) - diag
-    est = row.sum(-1)
+    m = _rows(g)
+    diag, row, est = m["diag"], m["row"], m["est"]
     s2 = (g * g).sum((-2, -1)) - (diag * diag).sum(-1)
     s3 = (row * row).sum(-1) - s2
     s4 = est * est - 2.0 * s2 - 4.0 * s3
@@ -199,29 +215,39 @@ def zeta1(gram: np.ndarray) -> np.ndarray:
     n = np.shape(gram)[-1]
     if n < 4:
         raise ValueError(f"the variance of the linear part needs at least 4 prompts, got {n}")
-    m = _moments(gram)
+    return _zeta1(_moments(gram), n)
+
+
+def _zeta1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
     n3 = n * (n - 1.0) * (n - 2.0)
     return m["s3"] / n3 - m["s4"] / (n3 * (n - 3.0))
 
 
-def u_replicates(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
-    """Calibrated multiplier replicates of N̂ = Σ_{p≠q} G_pq (module docstring).
+#: The keys of :func:`linear_parts`.
+LINEAR_PARTS = ("null", "centred", "lin")
 
-    ``gram`` (..., n, n) symmetric, ``xi`` (B, n) multipliers. Returns ``est`` (...) N̂;
-    ``delta`` (B, ...) N* − N̂; ``null`` (B, ...) the sign-flip statistic T(ξ) = Σ ξ_pξ_q G_pq;
-    ``scale`` (...) s; ``zeta1`` (...) ζ̂1; ``var`` (...) Var*(N*) given the data; ``v2`` (...)
-    its degenerate part V2; ``alpha`` (...) the slope α of the variance model V(N).
+
+def linear_parts(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
+    """The parts of :func:`u_replicates`' replicates that are linear in the Gram (..., n, n), for
+    multipliers ``xi`` (B, n), each (B, ...): ``null`` T(ξ) = Σ_{p≠q} ξ_pξ_q G_pq, ``centred``
+    Σ_{p≠q} ξ_pξ_q (HGH)_pq and ``lin`` Σ_p ξ_p ĝ1(p).
+
+    Every other ingredient of a replicate is a scalar per Gram (N̂, ζ̂1, s, V2, α: O(n²) work,
+    no multipliers), so the replicates of a sum of Grams (a layer's heads, all maps, a
+    combination of runs' Grams) take these parts as the sums of its terms' parts: the B × n²
+    products are done once per map, at the finest level, and every coarser level is B × (maps)
+    additions. Equal to the parts of the summed Gram up to rounding (``tests/test_inference.py``).
     """
     g = np.asarray(gram, dtype=np.float64)
     xi = np.asarray(xi, dtype=np.float64)
     n = g.shape[-1]
-    z1 = zeta1(g)
-    m = _moments(g)
-    theta = m["est"] / (n * (n - 1.0))
-    g1 = m["row"] / (n - 1.0) - theta[..., None]  # (..., n) plug-in linear terms, Σ_p = 0
-    ss = (g1 * g1).sum(-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(ss > 0, np.sqrt(n * np.maximum(z1, 0.0) / np.where(ss > 0, ss, 1.0)), 0.0)
+    if xi.ndim != 2 or xi.shape[1] != n:
+        raise ValueError(f"multipliers must have shape (B, {n}) to match the Gram, got {xi.shape}")
+    return _linear_parts(g, xi, _rows(g))
+
+
+def _linear_parts(g: np.ndarray, xi: np.ndarray, m: dict[str, np.ndarray]) -> dict:
+    n = g.shape[-1]
     null = quadratic_form(g, xi)
     # Σ_{p≠q} ξ_pξ_q (HGH)_pq from T(ξ) and terms linear in the row means (module docstring)
     gbar_p = g.mean(-1)  # (..., n) c̄ᵀc_p for an inner-product kernel
@@ -233,18 +259,74 @@ def u_replicates(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
     xg = (xi @ flat.T).reshape((-1,) + g.shape[:-2])
     x2g = ((xi * xi) @ flat.T).reshape((-1,) + g.shape[:-2])
     centred = null - 2.0 * (xg * s_xi - x2g) + gbar * (s_xi * s_xi - s_xi2)
+    g1 = _g1(m, n)
     lin = (xi @ g1.reshape(-1, n).T).reshape((-1,) + g.shape[:-2])
-    delta = 2.0 * (n - 1.0) * scale * lin + n / (n - 1.0) * centred
-    c2 = _moments(_double_centre(g))["s2"]
+    return {"null": null, "centred": centred, "lin": lin}
+
+
+def _g1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """(..., n) the plug-in linear terms ĝ1(p) = Σ_{q≠p} G_pq / (n − 1) − θ̂ (Σ_p = 0)."""
+    theta = m["est"] / (n * (n - 1.0))
+    return m["row"] / (n - 1.0) - theta[..., None]
+
+
+def sum_parts(parts: dict[str, np.ndarray] | None, axis) -> dict[str, np.ndarray] | None:
+    """:func:`linear_parts` of the Gram summed over its leading ``axis`` (of the Gram, not
+    counting the replicates' axis): the parts summed over that axis (None stays None)."""
+    if parts is None:
+        return None
+    return {k: _sum_axes(v, axis) for k, v in parts.items()}
+
+
+def _sum_axes(v: np.ndarray, axis) -> np.ndarray:
+    """``v`` (B, ...) summed over the Gram's leading ``axis`` (one product with a vector of ones:
+    a BLAS reduction, several times faster than ``sum`` over a short last axis)."""
+    lead = v.ndim - 1
+    axes = sorted({a % lead for a in ((axis,) if np.isscalar(axis) else axis)})
+    keep = [a + 1 for a in range(lead) if a not in axes]
+    moved = np.moveaxis(v, [a + 1 for a in axes], range(v.ndim - len(axes), v.ndim))
+    flat = moved.reshape(moved.shape[: 1 + len(keep)] + (-1,))
+    return flat @ np.ones(flat.shape[-1])
+
+
+def u_replicates(
+    gram: np.ndarray, xi: np.ndarray, parts: dict[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
+    """Calibrated multiplier replicates of N̂ = Σ_{p≠q} G_pq (module docstring).
+
+    ``gram`` (..., n, n) symmetric, ``xi`` (B, n) multipliers. Returns ``est`` (...) N̂;
+    ``delta`` (B, ...) N* − N̂; ``null`` (B, ...) the sign-flip statistic T(ξ) = Σ ξ_pξ_q G_pq;
+    ``scale`` (...) s; ``zeta1`` (...) ζ̂1; ``var`` (...) Var*(N*) given the data; ``v2`` (...)
+    its degenerate part V2; ``alpha`` (...) the slope α of the variance model V(N).
+    ``parts``: the Gram's :func:`linear_parts` under ``xi`` when already known (e.g. summed
+    from its terms' parts); computed here otherwise.
+    """
+    g = np.asarray(gram, dtype=np.float64)
+    xi = np.asarray(xi, dtype=np.float64)
+    n = g.shape[-1]
+    if n < 4:
+        raise ValueError(f"the variance of the linear part needs at least 4 prompts, got {n}")
+    m = _moments(g)
+    z1 = _zeta1(m, n)
+    g1 = _g1(m, n)
+    ss = (g1 * g1).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(ss > 0, np.sqrt(n * np.maximum(z1, 0.0) / np.where(ss > 0, ss, 1.0)), 0.0)
+    if parts is None:
+        parts = _linear_parts(g, xi, m)
+    delta = 2.0 * (n - 1.0) * scale * parts["lin"] + n / (n - 1.0) * parts["centred"]
+    c2 = _centred_s2(g)
     v2 = 2.0 * (n / (n - 1.0)) ** 2 * c2
     var = 4.0 * (n - 1.0) ** 2 * scale**2 * ss + v2
+    gbar_p = g.mean(-1)
+    gbar = gbar_p.mean(-1)
     h = gbar_p - gbar[..., None]
     with np.errstate(divide="ignore", invalid="ignore"):
         kappa = np.where(gbar > 0, (h * h).mean(-1) / np.where(gbar > 0, gbar, 1.0), 0.0)
     return {
         "est": m["est"],
         "delta": delta,
-        "null": null,
+        "null": parts["null"],
         "scale": scale,
         "zeta1": z1,
         "var": var,
@@ -257,6 +339,17 @@ def _double_centre(g: np.ndarray) -> np.ndarray:
     return (
         g - g.mean(-1, keepdims=True) - g.mean(-2, keepdims=True) + g.mean((-2, -1), keepdims=True)
     )
+
+
+def _centred_s2(g: np.ndarray) -> np.ndarray:
+    """S2 = Σ_{p≠q} (HGH)_pq² of the doubly centred Gram: :func:`_double_centre` and
+    :func:`_moments`' S2, the same operations in one buffer."""
+    c = np.subtract(g, g.mean(-1, keepdims=True))
+    c -= g.mean(-2, keepdims=True)
+    c += g.mean((-2, -1), keepdims=True)
+    diag = np.diagonal(c, axis1=-2, axis2=-1).copy()
+    np.multiply(c, c, out=c)
+    return c.sum((-2, -1)) - (diag * diag).sum(-1)
 
 
 @functools.lru_cache(maxsize=64)
@@ -277,20 +370,43 @@ def inverted(u: dict[str, np.ndarray], n: int, level: float = 0.95) -> np.ndarra
     N_b solving N̂ − N_b = z*_b √V(N_b), V(N) = V2 + α max(N, 0) (module docstring). Their
     percentile interval at ``level`` is the calibrated interval of N."""
     est, v2, al = u["est"], u["v2"], u["alpha"]
+    # Element-wise on (B, ...): the same operations in the same order as the closed form
+    # N_b = N̂ + z²α/2 − z √(V2 + αN̂ + z²α²/4) (N_b > 0), N̂ − z √V2 (otherwise), in place.
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = _t_factor(n, level) * u["delta"] / np.sqrt(u["var"])
-        s = np.sqrt(np.maximum(v2 + al * est + z * z * al * al / 4.0, 0.0))
-        pos = est + z * z * al / 2.0 - z * s
-        neg = est - z * np.sqrt(v2)
-        out = np.where(z * np.sqrt(v2) < est, pos, neg)  # N_b > 0 iff z*_b √V2 < N̂
+        z = _t_factor(n, level) * u["delta"]
+        z /= np.sqrt(u["var"])
+        zz = z * z
+        zs = z * np.sqrt(v2)  # z √V2
+        s = zz * al
+        s *= al
+        s /= 4.0
+        s += v2 + al * est
+        np.maximum(s, 0.0, out=s)
+        np.sqrt(s, out=s)
+        s *= z  # z s
+        pos = zz  # z² α / 2, in zz's buffer
+        pos *= al
+        pos /= 2.0
+        pos += est
+        pos -= s
+        out = np.subtract(est, zs, out=s)  # N̂ − z √V2 where N_b ≤ 0
+        np.copyto(out, pos, where=zs < est)  # N_b > 0 iff z*_b √V2 < N̂
+    if np.all(u["var"] > 0):
+        return out
     return np.where(u["var"] > 0, out, est)
 
 
-def calibrated(gram: np.ndarray, xi: np.ndarray, level: float = 0.95) -> dict[str, np.ndarray]:
+def calibrated(
+    gram: np.ndarray,
+    xi: np.ndarray,
+    level: float = 0.95,
+    parts: dict[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
     """N̂ = Σ_{p≠q} G_pq of Grams (..., n, n) with its calibrated reflected replicates under the
     multipliers ``xi`` (B, n): ``est`` (...), ``boot`` (B, ...) (percentile interval = calibrated
-    interval), ``p`` (...) the one-sided sign-flip p-value of H0: N = 0 from the same ``xi``."""
-    u = u_replicates(gram, xi)
+    interval), ``p`` (...) the one-sided sign-flip p-value of H0: N = 0 from the same ``xi``.
+    ``parts``: the Gram's :func:`linear_parts`, when known."""
+    u = u_replicates(gram, xi, parts)
     n = np.shape(gram)[-1]
     return {
         "est": u["est"],
@@ -305,12 +421,15 @@ def calibrated_ratio(
     xi: np.ndarray,
     den_const: np.ndarray | float = 0.0,
     level: float = 0.95,
+    parts: tuple[dict | None, dict | None] = (None, None),
 ) -> dict[str, np.ndarray]:
     """ρ̂ = N̂ / D̂ with reflected replicates N_b / D_b (B, ...): N and D each from
     :func:`calibrated` on their Grams (..., n, n) with the same ``xi``; ``den_const`` (...) a part
     of D̂ known only in total (the residual part), held fixed. Returns ``est``, ``boot``,
-    ``num``, ``den`` (N̂, D̂), ``num_boot``, ``den_boot`` (reflected) and ``p`` (of N = 0)."""
-    nu, de = calibrated(num_gram, xi, level), calibrated(den_gram, xi, level)
+    ``num``, ``den`` (N̂, D̂), ``num_boot``, ``den_boot`` (reflected) and ``p`` (of N = 0).
+    ``parts``: the numerator's and the denominator's :func:`linear_parts`, where known."""
+    nu = calibrated(num_gram, xi, level, parts[0])
+    de = calibrated(den_gram, xi, level, parts[1])
     d0 = de["est"] + den_const
     d_b = de["boot"] + den_const
     return {
@@ -327,8 +446,11 @@ def calibrated_ratio(
 def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """num / den elementwise, NaN where den is 0 (the one ratio of the headline's estimators)."""
     num, den = np.broadcast_arrays(np.asarray(num, np.float64), np.asarray(den, np.float64))
+    nonzero = den != 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
+        if nonzero.all():
+            return num / den
+        return np.where(nonzero, num / np.where(nonzero, den, 1.0), np.nan)
 
 
 def reflect(estimate: np.ndarray, replicates: np.ndarray) -> np.ndarray:
