@@ -266,11 +266,13 @@ def extract_scores(
                 attrs=meta,
                 plant=spec.get("plant"),
             )
+        del objs  # this variant's reducer state, before its merge and the next variant allocate
+        gc.collect()
         if final:
             ds = as_merged(ds, out / f"{variant}.zarr")
         out.mkdir(parents=True, exist_ok=True)
         written[variant] = write_dataset(ds, out / f"{variant}.zarr")
-        del ds, objs  # this variant's reducer state and result, before the next one allocates
+        del ds
         gc.collect()
     return written
 
