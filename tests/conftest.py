@@ -231,12 +231,12 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
     return work
 
 
-#: Modules in the order they are handed to workers: the longest first, the two longest chains
-#: side by side (the smoke run, then the SLURM module, which re-runs part of it through SLURM;
-#: the scaled paper-shape run, then the paper-2 pipeline, SmolLM2 and the rest), the SLURM
-#: module next to the worker that finishes its first module first, and it waits for the smoke
-#: run's build at most as long as the paper-shape run is shorter; the other readers of the smoke
-#: run last, so that the worker that did not build it reaches them after the build is done.
+#: Modules in the order they are handed to workers: the two longest first, side by side (the
+#: smoke run; the scaled paper-shape run), then the SLURM module, which re-runs part of the smoke
+#: run through SLURM: the longest chain (smoke run, then SLURM run) starts as early as it can, on
+#: the worker that finishes its first module first (waiting for the smoke run's build if that is
+#: the paper-shape worker); then the paper-2 pipeline, SmolLM2, the rest; the other readers of
+#: the smoke run last, so that the worker that did not build it reaches them after the build.
 _FIRST = ("test_workflow", "test_paper_shape", "test_slurm", "test_workflow_leakage", "test_models")
 _LAST = ("test_workflow_train", "test_workflow_edits", "test_workflow_shards")
 
