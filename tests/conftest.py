@@ -231,12 +231,14 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
     return work
 
 
-#: Modules in the order they are handed to workers: the longest first (the smoke run and the
-#: scaled paper-shape run side by side, then the paper-2 pipeline, SmolLM2), the readers of the
-#: smoke run last (the SLURM module, which re-runs part of it through SLURM, first of them), so
-#: that the worker that did not build it reaches them after the build is done.
-_FIRST = ("test_workflow", "test_paper_shape", "test_workflow_leakage", "test_models")
-_LAST = ("test_slurm", "test_workflow_train", "test_workflow_edits", "test_workflow_shards")
+#: Modules in the order they are handed to workers: the two longest first, side by side (the
+#: smoke run; the scaled paper-shape run), then the SLURM module, which re-runs part of the smoke
+#: run through SLURM: the longest chain (smoke run, then SLURM run) starts as early as it can, on
+#: the worker that finishes its first module first (waiting for the smoke run's build if that is
+#: the paper-shape worker); then the paper-2 pipeline, SmolLM2, the rest; the other readers of
+#: the smoke run last, so that the worker that did not build it reaches them after the build.
+_FIRST = ("test_workflow", "test_paper_shape", "test_slurm", "test_workflow_leakage", "test_models")
+_LAST = ("test_workflow_train", "test_workflow_edits", "test_workflow_shards")
 
 
 def _module(nodeid: str) -> str:

@@ -6,6 +6,7 @@ writes its output to the two files and calls Snakemake's command line with ``arg
 reply (one JSON line on stdout) is ``{"rc": exit code, "cpu_s": CPU seconds}``, ``rc`` null
 when the run passed ``timeout`` seconds (its process group is killed). Nothing of the project
 is imported here, so each run imports the copy's own ``src/`` as ``python -m snakemake`` would.
+Runs of the SLURM tests check their jobs' states at a steady interval (:func:`steady_status_checks`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,28 @@ import signal
 import sys
 import time
 import traceback
+
+#: Set (to anything) in a run's environment: the SLURM executor plugin checks its jobs' states
+#: every ``--seconds-between-status-checks`` throughout (tests/cluster/slurm.py sets it).
+STEADY_STATUS_CHECKS = "CAUSALPOS_TEST_STEADY_STATUS_CHECKS"
+
+
+def steady_status_checks() -> None:
+    """Hold the SLURM executor plugin's wait between status checks at
+    ``--seconds-between-status-checks``: the plugin (2.8) lengthens it by 10 s after every round
+    in which none of its jobs ended (up to 180 s) and shortens it to
+    ``--slurm-init-seconds-before-status-checks`` after a round in which one did. With jobs of
+    seconds the waits grew to 12, 22, 32 s between checks: an ended job was seen up to half a
+    minute late. The states are still read from ``squeue`` by the plugin, each second."""
+    try:
+        from snakemake_executor_plugin_slurm import Executor
+    except ImportError:
+        return
+
+    def configured(self):
+        return self.workflow.remote_execution_settings.seconds_between_status_checks
+
+    Executor.next_seconds_between_status_checks = property(configured, lambda self, value: None)
 
 
 def _child(request: dict, cli, workflow) -> int:
@@ -32,6 +55,8 @@ def _child(request: dict, cli, workflow) -> int:
         os.dup2(f, fd)
         os.close(f)
     sys.argv = [sys.executable, "-m", "snakemake", *request["args"]]
+    if os.environ.get(STEADY_STATUS_CHECKS):
+        steady_status_checks()
     try:
         cli.main(request["args"])
     except SystemExit as exc:
@@ -51,6 +76,17 @@ def _wait(pid: int, timeout: float) -> tuple[int | None, float]:
             _, _, usage = os.wait4(pid, 0)
             return None, usage.ru_utime + usage.ru_stime
         time.sleep(0.02)
+
+
+def run_once(args: list[str]) -> None:
+    """``python -m snakemake ARGS`` in this process (``CAUSALPOS_TEST_FORK=0``), with
+    :data:`STEADY_STATUS_CHECKS` honoured as in the forked runs."""
+    import snakemake.cli as cli
+
+    sys.argv = [sys.executable, "-m", "snakemake", *args]
+    if os.environ.get(STEADY_STATUS_CHECKS):
+        steady_status_checks()
+    cli.main(args)
 
 
 def main() -> None:
@@ -83,4 +119,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--run"]:
+        run_once(sys.argv[2:])
+    else:
+        main()

@@ -8,6 +8,7 @@ worker than the rest of the smoke-run tests.
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -48,10 +49,12 @@ def test_a_chunk_lost_from_a_finished_shard_fails_the_merge_naming_the_shard(
     out = capsys.readouterr().out
     assert f"DAMAGED {work / shard}" in out and "of array 'score_mean'" in out
 
-    forced = ("--forcerun", "merge_scores", merged_dir, "--configfile", SMOKE, "--cores", "1")
+    # the target before --forcerun, which takes every word up to the next option as a rule name
+    forced = (merged_dir, "--forcerun", "merge_scores", "--configfile", SMOKE, "--cores", "1")
     proc = snakemake(work, *forced, check=False)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log[-3000:]
+    assert re.search(r"^merge_scores\s+1$", log, re.M) and re.search(r"^total\s+1$", log, re.M)
     assert f"StoreError: damaged store {shard}" in log, log[-3000:]
     # the job writing the directory, with the config file the run used
     assert f"snakemake --force {shards[0]} --configfile {SMOKE} --cores 1" in log

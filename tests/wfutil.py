@@ -92,8 +92,11 @@ def snakemake(
     The timeout covers a whole smoke run on a 2-core machine while the other test worker runs its
     own pipeline (the SLURM or paper-shape run): minutes, not seconds."""
     if os.environ.get("CAUSALPOS_TEST_FORK", "1") == "0":
+        server = Path(__file__).with_name("snakemake_server.py")
+        steady = os.environ.get("CAUSALPOS_TEST_STEADY_STATUS_CHECKS")  # the SLURM tests
+        cmd = [str(server), "--run"] if steady else ["-m", "snakemake"]
         proc = subprocess.run(
-            [sys.executable, "-m", "snakemake", *args],
+            [sys.executable, *cmd, *args],
             cwd=workdir,
             capture_output=True,
             text=True,

@@ -29,6 +29,11 @@ from pathlib import Path
 #: The programs the cluster needs (Debian: ``apt-get install slurm-wlm munge``).
 BINARIES = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "squeue", "scancel", "srun")
 PARTITION = "main"
+#: tests/snakemake_server.py: STEADY_STATUS_CHECKS
+STEADY = "CAUSALPOS_TEST_STEADY_STATUS_CHECKS"
+#: What :meth:`SlurmCluster.start` exports to the test process (and :meth:`SlurmCluster.stop`
+#: restores).
+EXPORTED = ("SLURM_CONF", "PATH", STEADY)
 
 SLURM_CONF = """\
 ClusterName=causalpos-test
@@ -113,8 +118,11 @@ class SlurmCluster:
         self.startup_s: float | None = None
 
     def env(self) -> dict[str, str]:
+        """The environment of the cluster's clients; with :data:`STEADY`, the Snakemake runs of
+        tests/wfutil.py check their jobs' states at ``--seconds-between-status-checks``
+        throughout (tests/snakemake_server.py: ``steady_status_checks``)."""
         path = f"{self.root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-        return {**os.environ, "SLURM_CONF": str(self.conf), "PATH": path}
+        return {**os.environ, "SLURM_CONF": str(self.conf), "PATH": path, STEADY: "1"}
 
     def _write_srun(self) -> None:
         """An ``srun`` first on PATH that sets ``SLURM_CONF``: the executor plugin's job step
@@ -156,7 +164,7 @@ class SlurmCluster:
 
     def start(self, timeout: float = 60.0) -> SlurmCluster:
         """Start munged, slurmctld, slurmd; wait until ``sinfo`` shows the node idle; export
-        ``SLURM_CONF`` to this process (so the jobs' ``srun`` finds the configuration)."""
+        :data:`EXPORTED` to this process (so the jobs' ``srun`` finds the configuration)."""
         t0 = time.monotonic()
         self._write_config()
         self._write_srun()
@@ -175,8 +183,8 @@ class SlurmCluster:
         self._spawn("slurmctld", "-D", "-i", log="slurmctld.out")
         self._spawn("slurmd", "-D", log="slurmd.out")
         self._wait(lambda: self.node_state() == "idle", timeout, "the node to be idle")
-        self._saved_env = {k: os.environ.get(k) for k in ("SLURM_CONF", "PATH")}
-        os.environ.update({k: self.env()[k] for k in ("SLURM_CONF", "PATH")})
+        self._saved_env = {k: os.environ.get(k) for k in EXPORTED}
+        os.environ.update({k: self.env()[k] for k in EXPORTED})
         self.startup_s = time.monotonic() - t0
         return self
 

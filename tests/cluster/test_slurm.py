@@ -34,7 +34,9 @@ from causalpos.io.store import open_dataset
 pytestmark = pytest.mark.slow
 
 #: The profile as a user runs it; the first status check after 2 s instead of the plugin's 40 s,
-#: and one round of checks a second instead of every 10 s (tiny jobs: the waits would dominate).
+#: and one round of checks a second instead of every 10 s (tiny jobs: the waits would dominate),
+#: held there (the cluster fixture's environment: tests/snakemake_server.py,
+#: steady_status_checks) rather than lengthened by the plugin while no job ends.
 SLURM = (
     "--workflow-profile",
     "profiles/slurm",
