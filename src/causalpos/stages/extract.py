@@ -179,10 +179,7 @@ def extract_scores(
     tokens = np.asarray(data["tokens"].isel(sequence=slice(start, stop)).values)
     dev = resolve_device(device)
     model, _tok = load_model(model_dir, device=dev, dtype=dtype)
-    # Everything alive now (the imports, the model) lives to the end of the job: out of the
-    # collector's sight, so the collections that free each variant's state scan only that state
-    # (a full collection over torch's and transformers' objects is ~0.15 CPU-s).
-    gc.freeze()
+    gc.freeze()  # imports and model live to the end: each collection scans one variant's state
     seq_len = int(tokens.shape[1])
     what = f"extract_scores: model {model_dir}, {data_store} sequences [{start}, {stop})"
     warning = check_model_context(model.config, seq_len, what)  # raises where it cannot run
