@@ -265,6 +265,50 @@ def test_sigint_to_snakemake_stops_its_running_jobs_at_once(tmp_path):
     assert "job stopped by SIGTERM" in (tmp_path / "logs" / "a.log").read_text()
 
 
+# A job's script as the workflow's are (`logged(..., exit_when_done=True)` its last statement),
+# with an atexit handler that leaves a mark when the interpreter's teardown runs.
+EXIT_JOB = """
+import atexit, pathlib, sys
+sys.path.insert(0, {src!r})
+from causalpos.io.runlog import logged
+
+atexit.register(lambda: pathlib.Path({mark}).write_text("teardown ran"))
+with logged({log}, 1, exit_when_done=True):
+    print("progress line")
+    pathlib.Path({out}).write_text("result\\n")
+    {fail}
+print("after the block")
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_job_ends_without_teardown_after_success_and_as_before_on_failure(tmp_path, fail):
+    out, log, mark = tmp_path / "out.txt", tmp_path / "job.log", tmp_path / "teardown"
+    script = tmp_path / "job.py"
+    script.write_text(
+        EXIT_JOB.format(
+            src=str(SRC),
+            log=repr(str(log)),
+            out=repr(str(out)),
+            mark=repr(str(mark)),
+            fail='raise ValueError("bad input")' if fail else "pass",
+        )
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    text = log.read_text()
+    assert "progress line" in text
+    assert out.read_text() == "result\n"  # written before the failure, or all of it
+    if fail:
+        assert proc.returncode == 1
+        assert "ValueError: bad input" in text and "ValueError: bad input" in proc.stderr
+        assert mark.read_text() == "teardown ran"  # a failure exits the ordinary way
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert text.splitlines()[-1].startswith("done in ")  # the log is complete and closed
+        assert "after the block" not in proc.stdout + text  # the process ended with the block
+        assert not mark.exists()  # no atexit handlers, no module teardown
+
+
 # ---------------------------------------------------------------------------------------------
 # Jobs keep freed memory for reuse (runlog.keep_freed_memory, called by logged).
 

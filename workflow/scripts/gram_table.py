@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.gram_table import gram_table  # noqa: E402
 
-with logged(snakemake.log[0], snakemake.threads):
+with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     gram_table(
         dict(zip(snakemake.params.models, snakemake.input.stores)),
         snakemake.output[0],

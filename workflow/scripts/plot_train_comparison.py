@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.plot_training import plot_train_comparison  # noqa: E402
 
-with logged(snakemake.log[0], snakemake.threads):
+with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     p = snakemake.params
     plot_train_comparison(
         snakemake.input.index,

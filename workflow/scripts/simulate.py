@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.simulate import simulate  # noqa: E402
 
-with logged(snakemake.log[0], snakemake.threads):
+with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     simulate(
         snakemake.output[0],
         snakemake.params.setting,

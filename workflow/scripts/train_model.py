@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.train import train_model  # noqa: E402
 
-with logged(snakemake.log[0], snakemake.threads):
+with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     # Where it runs and how often it checkpoints do not change the result: read from the config,
     # not params, so changing them reruns nothing. Checkpoints live beside the output (Snakemake
     # deletes a failed job's directory()); a rerun with other settings or code starts over.
