@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -50,31 +49,16 @@ HEAVY = ("train_model", "extract_scores", "simulate", "leakage")
 MODEL_RULES = ("prepare_model", "init_twin", "gram_panels", "length_generalization")
 
 
-@dataclass
-class Job:
-    rule: str
-    log: Path
-    cpu_s: float
-    startup_cpu_s: float
-
-
-def read_jobs(run_dir: Path) -> list[Job]:
-    """Every job of ``run_dir/logs`` with its CPU time (the last ``done in`` line of its log).
+def read_jobs(run_dir: Path) -> list:
+    """Every job of ``run_dir/logs`` with its CPU time (the last ``done in`` line of its log:
+    ``causalpos.io.runlog.read_job_logs``).
 
     Raises ValueError naming a log without one (a failed job, or a log written before the CPU
     was recorded): a budget from part of the jobs would read low."""
-    from causalpos.io.runlog import parse_done_line
+    from causalpos.io.runlog import read_job_logs
 
-    jobs, missing = [], []
-    for log in sorted((run_dir / "logs").rglob("*.log")):
-        done = None
-        for line in log.read_text(errors="replace").splitlines():
-            done = parse_done_line(line) or done
-        if done is None or done["cpu_s"] is None:
-            missing.append(str(log.relative_to(run_dir)))
-            continue
-        rule = log.relative_to(run_dir / "logs").parts[0].removesuffix(".log")
-        jobs.append(Job(rule, log, done["cpu_s"], done["startup_cpu_s"]))
+    jobs = read_job_logs(run_dir / "logs")
+    missing = [str(j.log.relative_to(run_dir)) for j in jobs if j.cpu_s is None]
     if missing:
         raise ValueError(
             f"{len(missing)} job log(s) without a CPU time (failed, or written by older code): "
@@ -164,7 +148,7 @@ def budget_rows(
     the reference speed (FLOPs / reference sgemm rate; None where the stage has no arithmetic
     goal), ratio, goal and whether it is met."""
     jobs = read_jobs(run_dir)
-    by_rule: dict[str, list[Job]] = {}
+    by_rule: dict[str, list] = {}
     for job in jobs:
         by_rule.setdefault(job.rule, []).append(job)
 

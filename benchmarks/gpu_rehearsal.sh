@@ -145,8 +145,8 @@ wait "$GPU_RUN"; wait "$PREP"
 
 # ---- 8B: extraction and leakage through the pipeline, then the benchmark of the same shape -----
 ( cd "$WORK/8b" && step extract_8b $PY -m snakemake $N --cores "$HALF" "${T8[@]}" "${EIGHT[@]}" )
-mkdir -p "$OUTDIR/bench"
-[ -d "$WORK/8b/benchmarks" ] && cp -r "$WORK/8b/benchmarks/." "$OUTDIR/bench/" 2> /dev/null
+mkdir -p "$OUTDIR/logs-8b"  # each job's log ends with its wall time and peak RSS
+[ -d "$WORK/8b/logs" ] && cp -r "$WORK/8b/logs/." "$OUTDIR/logs-8b/" 2> /dev/null
 grep -h "batch_size auto" "$WORK"/8b/logs/extract_scores/*/*/*.log > "$OUTDIR/auto-batch.txt" \
   2> /dev/null
 if [ $DRY = 1 ]; then

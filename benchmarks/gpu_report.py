@@ -9,7 +9,8 @@ Reads, in OUTDIR (every file optional: a step that did not run is reported "not 
 - ``gpu-memory.csv``: ``nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader,
   nounits`` sampled through the run (peak MiB per step, from the samples inside its window);
 - ``bench-8b.json``: ``bench_extract_gpu.py --json`` (tokens/s of each mode, ×forward);
-- ``bench/<rule>/.../*.tsv``: Snakemake benchmark files of the 8B stand-in's jobs;
+- ``logs-8b/<rule>/.../*.log``: the 8B stand-in's job logs (wall time and peak RSS from each
+  one's last line: ``causalpos.io.runlog.read_job_logs``);
 - ``diff.txt``: ``causalpos diff-results`` of the GPU run's tables against the CPU run's;
 - ``env.txt``: versions and the device name.
 """
@@ -22,6 +23,8 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 #: The steps of the script, in order, with what each one does (the report's rows).
 STEPS = {
@@ -70,27 +73,6 @@ def peak_between(samples: list[tuple[float, float]], start: float, end: float) -
     return max(inside) if inside else None
 
 
-def read_benchmarks(root: Path) -> list[dict]:
-    """Every Snakemake benchmark file under ``root``: rule, job, wall s, peak RSS MB."""
-    rows = []
-    for f in sorted(root.rglob("*.tsv")) if root.is_dir() else []:
-        lines = f.read_text().splitlines()
-        if len(lines) < 2:
-            continue
-        head, vals = lines[0].split("\t"), lines[1].split("\t")
-        rec = dict(zip(head, vals, strict=False))
-        rel = f.relative_to(root)
-        rows.append(
-            {
-                "rule": rel.parts[0],
-                "job": str(Path(*rel.parts[1:]).with_suffix("")),
-                "wall_s": float(rec["s"]),
-                "max_rss_mb": float(rec["max_rss"]) if rec.get("max_rss", "NA") != "NA" else None,
-            }
-        )
-    return rows
-
-
 def _fmt(x: float | None, nd: int = 0) -> str:
     return "—" if x is None else f"{x:,.{nd}f}"
 
@@ -137,11 +119,18 @@ def build_report(out: Path, *, commit: str, date: str) -> str:
                 f"| {mode} | {_fmt(r.get('tokens_per_s'))} | {_fmt(r.get('x_forward_min'), 2)} "
                 f"| {_fmt(r.get('peak_extra_mb'))} |"
             )
-    jobs = read_benchmarks(out / "bench")
+    from causalpos.io.runlog import read_job_logs
+
+    jobs = read_job_logs(out / "logs-8b")
     if jobs:
-        lines += ["", "| 8B stand-in job | wildcards | wall s | peak RSS MB |", "|---|---|---|---|"]
         lines += [
-            f"| {j['rule']} | {j['job']} | {j['wall_s']:.1f} | {_fmt(j['max_rss_mb'])} |"
+            "",
+            "| 8B stand-in job | wildcards | wall s | peak RSS MiB |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {j.rule} | {j.job.partition('/')[2] or j.job} | {_fmt(j.wall_s, 1)} "
+            f"| {_fmt(j.peak_rss_mib)} |"
             for j in jobs
         ]
     diff = out / "diff.txt"

@@ -14,7 +14,8 @@ embedded default config in a fresh copy of the pipeline, then its per-stage budg
 The header records date, hardware, commit and the **yardstick** (``yardstick.py``: single-thread
 sgemm GFLOP/s, measured before and after the timed work); each wall time is also given at the
 reference speed (95 GFLOP/s), so figures from a slower or faster day can be compared.
-Snakemake's own per-job ``benchmarks/<rule>/*.tsv`` files (time, max RSS) complement this.
+Each job's log ends with its wall time, CPU time and peak RSS (``causalpos.io.runlog``);
+``--breakdown DIR`` sums them per rule.
 """
 
 from __future__ import annotations
@@ -121,28 +122,32 @@ def run(cmd: list[str], **kw) -> tuple[str, float]:
 
 
 def rule_breakdown(workdir: Path) -> str:
-    """Markdown table of Snakemake's per-job benchmark files under ``workdir/benchmarks``: per
-    rule, jobs, summed and longest wall time, largest max RSS (rules with a ``benchmark:``)."""
-    import csv
+    """Markdown table of the per-job figures each job's log ends with
+    (``causalpos.io.runlog.read_job_logs`` on ``workdir/logs``): per rule, jobs, summed and
+    longest wall time, summed CPU time, largest peak RSS; most wall time first."""
+    from causalpos.io.runlog import read_job_logs
 
-    stats: dict[str, list[tuple[float, float]]] = {}
-    for tsv in sorted((workdir / "benchmarks").rglob("*.tsv")):
-        rule = tsv.relative_to(workdir / "benchmarks").parts[0]
-        with tsv.open() as fh:
-            for row in csv.DictReader(fh, delimiter="\t"):
-                rss = (
-                    float(row["max_rss"])
-                    if row.get("max_rss") not in (None, "", "NA", "-")
-                    else float("nan")
-                )
-                stats.setdefault(rule, []).append((float(row["s"]), rss))
+    stats: dict[str, list] = {}
+    for job in read_job_logs(workdir / "logs"):
+        if job.wall_s is not None:
+            stats.setdefault(job.rule, []).append(job)
     if not stats:
-        return "no benchmark files found\n"
-    lines = ["| rule | jobs | total s | longest s | max RSS MB |", "|---|---|---|---|---|"]
-    for rule, rows in sorted(stats.items(), key=lambda kv: -sum(r[0] for r in kv[1])):
-        secs = [r[0] for r in rows]
-        rss = max((r[1] for r in rows), default=float("nan"))
-        lines.append(f"| {rule} | {len(rows)} | {sum(secs):.0f} | {max(secs):.0f} | {rss:.0f} |")
+        return f"no job logs with a done line under {workdir / 'logs'}\n"
+
+    def num(values, how, fmt="{:,.0f}"):
+        values = [v for v in values if v is not None]
+        return fmt.format(how(values)) if values else "—"
+
+    lines = [
+        "| rule | jobs | total wall s | longest wall s | total CPU s | largest peak RSS MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for rule, jobs in sorted(stats.items(), key=lambda kv: -sum(j.wall_s for j in kv[1])):
+        walls = [j.wall_s for j in jobs]
+        lines.append(
+            f"| {rule} | {len(jobs)} | {sum(walls):.0f} | {max(walls):.0f} | "
+            f"{num([j.cpu_s for j in jobs], sum)} | {num([j.peak_rss_mib for j in jobs], max)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -165,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         "--workdir", help="run the pipeline here and keep its outputs (default: a temporary copy)"
     )
     ap.add_argument(
-        "--breakdown", metavar="DIR", help="only print the per-rule table of a finished run in DIR"
+        "--breakdown",
+        metavar="DIR",
+        help="only print the per-rule table of a finished run in DIR (from DIR/logs)",
     )
     ap.add_argument("--tests", action="store_true", help="also time the test suite (minutes)")
     ap.add_argument("--out", help="write the Markdown report here too")

@@ -20,6 +20,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import gpu_rehearsal_config as C  # noqa: E402
 import gpu_report as R  # noqa: E402
 
+from causalpos.io.runlog import done_line  # noqa: E402
+
 
 def _smi_line(t: float, mib: float) -> str:
     stamp = dt.datetime.fromtimestamp(t).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
@@ -51,11 +53,12 @@ def test_report_takes_each_steps_peak_from_the_samples_in_its_window(tmp_path):
             }
         )  # fmt: skip
     )
-    job = tmp_path / "bench" / "extract_scores" / "llama-3.1-8b" / "kjv-chunks256"
+    job = tmp_path / "logs-8b" / "extract_scores" / "llama-3.1-8b" / "kjv-chunks256"
     job.mkdir(parents=True)
-    (job / "shard-0000.tsv").write_text(
-        "s\th:m:s\tmax_rss\tmax_vms\n75.25\t0:01:15\t20480.5\t30000\n"
-    )
+    done = done_line(75.25, 80.0, 9.5, "torch loaded", 20480.4)
+    (job / "shard-0000.log").write_text(f"batch_size auto: 8\n{done}\n")
+    (tmp_path / "logs-8b" / "position0").mkdir()
+    (tmp_path / "logs-8b" / "position0" / "position0.log").write_text("job failed\n")
     (tmp_path / "diff.txt").write_text("identical: 41 tables\n")
     text = R.build_report(tmp_path, commit="abc1234", date="2026-11-26")
     lines = text.splitlines()
@@ -67,6 +70,7 @@ def test_report_takes_each_steps_peak_from_the_samples_in_its_window(tmp_path):
     assert "| default_gpu | config.yaml with device: auto" in text and "| not run |" in text
     assert "| maps | 14,417 | 2.39 | 39,599 |" in text and "| forward | 34,457 | 1.00 | — |" in text
     assert "| extract_scores | llama-3.1-8b/kjv-chunks256/shard-0000 | 75.2 | 20,480 |" in text
+    assert "| position0 | position0 | — | — |" in text  # a log without its done line
     assert "Script wall time: 160 s (steps overlap: their sum is 160 s)" in text
     assert "identical: 41 tables" in text
 

@@ -398,8 +398,10 @@ def check_scaled_run(pipeline: Path, cfg: dict) -> None:
 
 
 def test_every_model_rule_records_its_wall_time_and_peak_memory():
-    """Each rule that loads, builds or writes a model or its maps has a Snakemake benchmark file
-    (wall seconds, peak RSS): what a cluster user compares with the job's request."""
+    """Each rule that loads, builds or writes a model or its maps — every rule with a script —
+    has a log under ``logs/<rule>/`` and its script runs under ``logged``, whose last line records
+    the job's wall seconds and peak RSS (causalpos.io.runlog.done_line): what a cluster user
+    compares with the job's request (``read_job_logs`` sorts the logs by rule)."""
     import re
 
     rules = {}
@@ -411,8 +413,16 @@ def test_every_model_rule_records_its_wall_time_and_peak_memory():
         "extract_scores", "merge_scores", "diagonal_normalize", "gram_panels",
         "length_generalization", "leakage", "position0",
     }  # fmt: skip
-    for rule in sorted(model_rules):
-        body = rules[rule]
-        assert "    benchmark:\n" in body, rule
-        bench = re.search(r'benchmark:\n\s+"(benchmarks/[^"]+\.tsv)"', body).group(1)
-        assert bench.startswith(f"benchmarks/{rule}/"), (rule, bench)
+    scripts = {r: re.search(r'script:\n\s+"\.\./scripts/(\w+\.py)"', b) for r, b in rules.items()}
+    scripts = {r: m.group(1) for r, m in scripts.items() if m}
+    assert model_rules <= set(scripts), sorted(model_rules - set(scripts))
+    # every job of the workflow: each script in workflow/scripts is a rule's
+    assert set(scripts.values()) == {p.name for p in (REPO / "workflow" / "scripts").glob("*.py")}
+    for rule, script in sorted(scripts.items()):
+        log = re.search(r'    log:\n\s+"(logs/[^"]+\.log)"', rules[rule])
+        assert log and log.group(1).startswith(f"logs/{rule}/"), (rule, log and log.group(1))
+        code = (REPO / "workflow" / "scripts" / script).read_text()
+        assert "with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):" in code, (
+            rule,
+            script,
+        )

@@ -8,8 +8,6 @@ rule sample_sequences:
         directory(PATHS.DATA_STORE),
     log:
         "logs/sample_sequences/{dataset}/{tokenizer}.log",
-    benchmark:
-        "benchmarks/sample_sequences/{dataset}/{tokenizer}.tsv"
     priority: PRIORITY_FIRST
     conda:
         ENV_MODELS

@@ -18,8 +18,6 @@ rule extract_scores:
     # the pair's one shard: logged where a shard's job logs (benchmarks/budget.py reads them)
     log:
         "logs/extract_scores/{model}/{dataset}/shard-0000.log",
-    benchmark:
-        "benchmarks/extract_scores/{model}/{dataset}/shard-0000.tsv"
     wildcard_constraints:
         dataset=CFG.shard_count_pattern(one=True),
     # One thread: paper 2's per-map fits are single-threaded and small ops scale poorly, so two
@@ -55,8 +53,6 @@ use rule extract_scores as extract_scores_shard with:
         temp(directory(PATHS.SCORE_SHARD)),
     log:
         "logs/extract_scores/{model}/{dataset}/shard-{shard}.log",
-    benchmark:
-        "benchmarks/extract_scores/{model}/{dataset}/shard-{shard}.tsv"
     wildcard_constraints:
         dataset=r"[^/]+",
     params:
@@ -71,8 +67,6 @@ rule merge_scores:
         directory(PATHS.SCORE_DIR),
     log:
         "logs/merge_scores/{model}/{dataset}.log",
-    benchmark:
-        "benchmarks/merge_scores/{model}/{dataset}.tsv"
     wildcard_constraints:
         dataset=CFG.shard_count_pattern(one=False),
     priority: PRIORITY_NEXT
@@ -96,8 +90,6 @@ rule diagonal_normalize:
         directory(PATHS.NORMALIZED_STORE),
     log:
         "logs/diagonal_normalize/{model}/{dataset}/{variant}.log",
-    benchmark:
-        "benchmarks/diagonal_normalize/{model}/{dataset}/{variant}.tsv"
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -22,8 +22,6 @@ rule leakage:
         directory(PATHS.LEAKAGE_STORE),
     log:
         "logs/leakage/{model}/{dataset}.log",
-    benchmark:
-        "benchmarks/leakage/{model}/{dataset}.tsv"
     priority: PRIORITY_NEXT
     conda:
         ENV_MODELS
@@ -51,8 +49,6 @@ rule position0:
         [directory(p) for p in family_paths(CFG.position0_family(), "output")],
     log:
         "logs/position0/position0.log",
-    benchmark:
-        "benchmarks/position0/position0.tsv"
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -8,8 +8,6 @@ rule prepare_model:
         directory(PATHS.MODEL_DIR),
     log:
         "logs/prepare_model/{model}.log",
-    benchmark:
-        "benchmarks/prepare_model/{model}.tsv"
     wildcard_constraints:
         model=CFG.model_wildcard_pattern(),
     # One thread, so that the job can start whenever one core is free (see simulate).

@@ -6,8 +6,6 @@ rule simulate:
         directory(PATHS.SIM_STORE),
     log:
         "logs/simulate/{setting}.log",
-    benchmark:
-        "benchmarks/simulate/{setting}.tsv"
     conda:
         ENV_MODELS
     # One thread (one worker): the settings are independent jobs, and a 1-thread job can start

@@ -12,8 +12,6 @@ rule train_tokenizer:
         directory(PATHS.TOKENIZER_DIR),
     log:
         "logs/train_tokenizer/{tokenizer}.log",
-    benchmark:
-        "benchmarks/train_tokenizer/{tokenizer}.tsv"
     wildcard_constraints:
         tokenizer=r"[A-Za-z0-9_.-]+",
     priority: PRIORITY_FIRST
@@ -41,8 +39,6 @@ rule train_model:
         directory(PATHS.TRAINED_MODEL_DIR),
     log:
         "logs/train_model/{variant}.log",
-    benchmark:
-        "benchmarks/train_model/{variant}.tsv"
     wildcard_constraints:
         variant=r"[A-Za-z0-9_]+",
     # Measured: two 1-thread jobs use 2 cores better than one 2-thread job.
@@ -70,8 +66,6 @@ rule gram_panels:
         directory(PATHS.GRAM_STORE),
     log:
         "logs/gram_panels/{model}.log",
-    benchmark:
-        "benchmarks/gram_panels/{model}.tsv"
     wildcard_constraints:
         model=r"[A-Za-z0-9_.-]+",
     conda:
@@ -129,8 +123,6 @@ rule length_generalization:
         ),
     log:
         "logs/length_generalization/length_generalization.log",
-    benchmark:
-        "benchmarks/length_generalization/length_generalization.tsv"
     conda:
         ENV_MODELS
     threads: 1
@@ -248,8 +240,6 @@ rule init_twin:
         directory(PATHS.INIT_TWIN_DIR),
     log:
         "logs/init_twin/{variant}.log",
-    benchmark:
-        "benchmarks/init_twin/{variant}.tsv"
     wildcard_constraints:
         variant=r"[A-Za-z0-9_]+",
     priority: PRIORITY_LONG
