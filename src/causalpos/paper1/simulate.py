@@ -23,9 +23,10 @@ its own generator seeded from (seed, b), c first, then z. A sequence's inputs th
 only on (seed, its index), never on ``chunk_size``. Each block's (or block-and-group segment's)
 float32 logits are summed in float32 over its at most :data:`RNG_BLOCK` sequences (a vectorized
 pass; a float64 cast of every logit cost a third of the run), and those partial sums are added in
-float64 in block order, so the result is **bit-identical for any chunk_size and any number of worker threads** on
-a given CPU; this is tested. Common random numbers: c and z are the same for every α (and
-every variant) at a given seed, which makes differences between settings less noisy.
+float64 in block order, so the result is **bit-identical for any chunk_size, pass size
+(:data:`SUB_BATCH`) and number of worker threads** on a given CPU; this is tested. Common random
+numbers: c and z are the same for every α (and every variant) at a given seed, which makes
+differences between settings less noisy.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ from causalpos.paper1.diagonal import normalize
 RNG_BLOCK = 256
 
 
-#: Default chunk: sequences processed per batched step (a multiple of RNG_BLOCK). 256 keeps a
-#: chunk's tensors in cache for (n, d) = (50, 64); larger chunks are slower on 2 cores.
+#: Default chunk: sequences processed per batched step (a multiple of RNG_BLOCK); larger chunks
+#: are slower on 2 cores. Inside a chunk the layers run on passes of SUB_BATCH sequences.
 DEFAULT_CHUNK = 256
 
 
@@ -337,6 +338,8 @@ class _ChunkKernel:
 
     A segment is the intersection of an RNG block with a group; its partial sum (layer, query, key)
     is taken over a fixed set of sequences in a fixed shape, so it is the same for any chunking.
+    The layers run on passes of :data:`SUB_BATCH` sequences (one pass's tensors stay in cache);
+    a layer's logits of the whole chunk are kept, so the sums do not depend on the pass size.
     """
 
     def __init__(
