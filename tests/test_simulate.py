@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from causalpos.io.store import open_dataset, write_dataset
+from causalpos.paper1 import simulate as sim
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import index_ci, normalize
 from causalpos.paper1.simulate import RNG_BLOCK, input_mix, make_inputs, run_simulation
@@ -160,6 +161,32 @@ def test_result_independent_of_chunk_size_and_threads():
                 chunk,
                 threads,
             )
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(alpha=0.0),  # L2: layer 1's Y is X itself, X + P Y into a new tensor
+        dict(alpha=0.3, residual=False),
+        dict(alpha=0.2, norm="layernorm", scaling="d", rope=True),
+        dict(alpha=0.5, causal=False, scaling="sqrt_d"),
+    ],
+    ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()),
+)
+def test_result_independent_of_sub_batch(kw, monkeypatch):
+    """The layers run on passes of SUB_BATCH sequences inside a chunk: any pass size (1, one not
+    dividing a chunk or its 44-sequence tail, a whole RNG block) gives the same bits."""
+    common = dict(n_samples=300, seq_len=9, dim=16, n_layers=3, seed=4, n_groups=3)
+    monkeypatch.setattr(sim, "SUB_BATCH", RNG_BLOCK)
+    ref = run_simulation(**kw, **common, num_threads=1)
+    lower = np.tril(np.ones((9, 9), dtype=bool))
+    assert np.isfinite(ref["score"].values[:, lower]).all()
+    for size in (1, 7, 32):
+        monkeypatch.setattr(sim, "SUB_BATCH", size)
+        other = run_simulation(**kw, **common, num_threads=1)
+        for name in ("score", "score_group", "score_normalized"):
+            a, b = ref[name].values, other[name].values
+            assert a.tobytes() == b.tobytes(), (name, size)
 
 
 def test_groups_are_disjoint_and_average_to_the_total():
