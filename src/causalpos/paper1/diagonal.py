@@ -203,19 +203,21 @@ def bootstrap_weights(n_groups: int, n_boot: int, seed: int = 0) -> np.ndarray:
 
 
 def index_replicates(
-    group_maps: np.ndarray, weights: np.ndarray
+    group_maps: np.ndarray, weights: np.ndarray, normalized: np.ndarray | None = None
 ) -> tuple[float, float, np.ndarray] | None:
     """(I(M̄)², f², bootstrap replicates of I) of one (group, n, n) stack of raw maps under
     ``weights`` (:func:`bootstrap_weights`); None when no index cell is finite in every group.
+    ``normalized``: ``normalize(group_maps)`` where the caller has it (the same numbers: each map
+    is normalized on its own), else computed here.
 
     Deviations from the mean are inflated by sqrt(G/(G−1)) before resampling, so a replicate's cell
     variance is f², not (G−1)/G f². A replicate's sum of squares is wᵀ K w with K the (G, G) Gram
     matrix of the group maps, so the bootstrap costs O(n_boot G²) instead of O(n_boot G n²).
     """
     n_groups, n = group_maps.shape[0], group_maps.shape[-1]
-    cells = normalize(np.asarray(group_maps, dtype=np.float64)).reshape(n_groups, n * n)[
-        :, _index_cells(n)
-    ]
+    if normalized is None:
+        normalized = normalize(np.asarray(group_maps, dtype=np.float64))
+    cells = np.asarray(normalized, dtype=np.float64).reshape(n_groups, n * n)[:, _index_cells(n)]
     cells = cells[:, np.all(np.isfinite(cells), axis=0)]
     n_valid = cells.shape[1]
     if n_valid == 0:
@@ -230,14 +232,20 @@ def index_replicates(
 
 
 def index_ci(
-    group_maps: npt.ArrayLike, level: float = 0.95, n_boot: int = 2000, seed: int = 0
+    group_maps: npt.ArrayLike,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    *,
+    normalized: np.ndarray | None = None,
 ) -> IndexCI:
     """Index of the grand-mean map, its noise floor, and a bootstrap CI from per-group mean maps.
 
     ``group_maps``: (group, ..., query, key) raw (unnormalized) mean maps of disjoint, equally
     sized groups of sequences (e.g. ``score_group`` of a simulation). Normalization is linear, so a
     bootstrap replicate's normalized mean is the weighted mean of the normalized group maps.
-    Cells not finite in every group are skipped.
+    Cells not finite in every group are skipped. ``normalized``: ``normalize`` of the float64
+    group maps, same shape, where the caller has it (it is then not computed again).
 
     The CI is a noise-corrected percentile interval. A plain percentile interval of I(M̄*) does
     not cover I_true at all (0 of 200 repeats in the check below, at each of four signal strengths
@@ -259,6 +267,7 @@ def index_ci(
         raise ValueError(f"index_ci needs at least 2 groups to resample; got {n_groups}")
     lead = gm.shape[1:-2]
     maps = gm.reshape(n_groups, -1, n, n)
+    nrm = None if normalized is None else np.asarray(normalized).reshape(maps.shape)
     n_lead = maps.shape[1]
     weights = bootstrap_weights(n_groups, n_boot, seed)
     tail = (1.0 - level) / 2.0
@@ -266,7 +275,7 @@ def index_ci(
         k: np.empty(n_lead) for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")
     }
     for s in range(n_lead):  # one leading slice (layer, head) at a time: memory O(G n²)
-        rep = index_replicates(maps[:, s], weights)
+        rep = index_replicates(maps[:, s], weights, None if nrm is None else nrm[:, s])
         if rep is None:
             for v in fields.values():
                 v[s] = np.nan

@@ -125,15 +125,17 @@ def _ratio(num, den):
         return np.where(np.asarray(den) > 0, np.asarray(num) / np.asarray(den), np.nan)
 
 
-def share_parts(group_maps: np.ndarray) -> np.ndarray:
+def share_parts(group_maps: np.ndarray, normalized: np.ndarray | None = None) -> np.ndarray:
     """The debiased sums of one (group, n, n) stack of raw maps, shape (2, 2 + G): row 0 the
     non-relative ‖N‖², row 1 the total ‖M − m̄‖²; column 0 from all groups, column 1 the noise
     term removed, column 2 + g with group g left out (module doc); NaN when no index cell is
-    finite in every group."""
+    finite in every group. ``normalized``: ``normalize(group_maps)`` where the caller has it."""
     g, n = group_maps.shape[0], group_maps.shape[-1]
     idx = _index_cells(n)
     raw = group_maps.reshape(g, n * n)[:, idx]
-    nrm = normalize(group_maps).reshape(g, n * n)[:, idx]
+    if normalized is None:
+        normalized = normalize(group_maps)
+    nrm = normalized.reshape(g, n * n)[:, idx]
     ok = np.all(np.isfinite(raw), axis=0) & np.all(np.isfinite(nrm), axis=0)
     if not ok.any():
         return np.full((2, 2 + g), np.nan)
@@ -156,7 +158,9 @@ def _share(parts: np.ndarray) -> np.ndarray:
     return np.where(detected, ratio, np.nan)
 
 
-def share_intervals(group_maps: npt.ArrayLike, level: float = 0.95) -> tuple[Interval, Interval]:
+def share_intervals(
+    group_maps: npt.ArrayLike, level: float = 0.95, *, normalized: np.ndarray | None = None
+) -> tuple[Interval, Interval]:
     """The share per leading slice (layer) and pooled over all of them, with jackknife CIs.
 
     ``group_maps``: (group, ..., query, key) raw mean maps. The first :class:`Interval` has the
@@ -166,13 +170,18 @@ def share_intervals(group_maps: npt.ArrayLike, level: float = 0.95) -> tuple[Int
     together, unchanged by the model's logit scale, weighting each layer by its map's variance;
     defined whenever some layer's map is above noise, where a mean of per-layer shares is not
     (a layer at noise, e.g. an untrained model's first, has a share anywhere in ±∞).
+    ``normalized``: ``normalize`` of the float64 group maps, same shape, where the caller has it.
     """
     gm = _check(group_maps, level, 2)
     g, n = gm.shape[0], gm.shape[-1]
     lead = gm.shape[1:-2]
     maps = gm.reshape(g, -1, n, n)
+    nrm = None if normalized is None else np.asarray(normalized).reshape(maps.shape)
     # one leading slice (layer) at a time: memory O(G n²)
-    parts = np.stack([share_parts(maps[:, s]) for s in range(maps.shape[1])], axis=-1)
+    parts = np.stack(
+        [share_parts(maps[:, s], None if nrm is None else nrm[:, s]) for s in range(maps.shape[1])],
+        axis=-1,
+    )
     ratio = _share(parts)  # (1 + G, slices)
     lo, hi = jackknife_interval(ratio[0], ratio[1:], level)
     per = Interval(
@@ -204,30 +213,45 @@ def band_cells(n: int, keys: int, exclude_sink: bool = True) -> np.ndarray:
     return np.flatnonzero(((j >= 1) & (j <= keys) & (k >= 1) & (k < longest)).ravel())
 
 
-def band_values(group_maps: npt.ArrayLike, keys: int, exclude_sink: bool = True) -> np.ndarray:
-    """First-keys band of (..., n, n) raw maps -> (...), logit units (module doc)."""
+def band_values(
+    group_maps: npt.ArrayLike,
+    keys: int,
+    exclude_sink: bool = True,
+    *,
+    normalized: np.ndarray | None = None,
+) -> np.ndarray:
+    """First-keys band of (..., n, n) raw maps -> (...), logit units (module doc).
+    ``normalized``: ``normalize`` of the float64 maps where the caller has it; used only with
+    the sink column kept (``exclude_sink=False``: excluding it changes the normalization)."""
     gm = np.asarray(group_maps, dtype=np.float64)
     n = gm.shape[-1]
     if exclude_sink:
         gm = gm.copy()
         gm[..., :, 0] = np.nan
-    cells = normalize(gm).reshape(*gm.shape[:-2], n * n)[..., band_cells(n, keys, exclude_sink)]
+    nrm = normalize(gm) if exclude_sink or normalized is None else np.asarray(normalized)
+    cells = nrm.reshape(*gm.shape[:-2], n * n)[..., band_cells(n, keys, exclude_sink)]
     with warnings.catch_warnings():  # no finite band cell: NaN, silently
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(cells, axis=-1) if cells.shape[-1] else np.full(gm.shape[:-2], np.nan)
 
 
 def band_ci(
-    group_maps: npt.ArrayLike, keys: int, *, exclude_sink: bool = True, level: float = 0.95
+    group_maps: npt.ArrayLike,
+    keys: int,
+    *,
+    exclude_sink: bool = True,
+    level: float = 0.95,
+    normalized: np.ndarray | None = None,
 ) -> Interval:
     """First-keys band (keys 1..``keys``) of the grand-mean map with a jackknife CI over groups.
 
     ``group_maps``: (group, ..., query, key) raw mean maps. Normalization is linear, so the band
     of the mean map is the mean of the groups' bands and the jackknife is the t interval.
+    ``normalized``: as in :func:`band_values`.
     """
     gm = _check(group_maps, level, 2)
     g = gm.shape[0]
-    vals = band_values(gm, keys, exclude_sink)  # (group, ...)
+    vals = band_values(gm, keys, exclude_sink, normalized=normalized)  # (group, ...)
     est = vals.mean(axis=0)
     jack = (vals.sum(axis=0, keepdims=True) - vals) / (g - 1)
     lo, hi = jackknife_interval(est, jack, level)
