@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from causalpos.paper1.diagonal import _index_cells, band_index, normalize
+from causalpos.paper1.diagonal import _index_cells, band_index, normalized_at
 
 
 @dataclass(frozen=True)
@@ -125,17 +125,16 @@ def _ratio(num, den):
         return np.where(np.asarray(den) > 0, np.asarray(num) / np.asarray(den), np.nan)
 
 
-def share_parts(group_maps: np.ndarray, normalized: np.ndarray | None = None) -> np.ndarray:
+def share_parts(group_maps: np.ndarray, index_values: np.ndarray | None = None) -> np.ndarray:
     """The debiased sums of one (group, n, n) stack of raw maps, shape (2, 2 + G): row 0 the
     non-relative ‖N‖², row 1 the total ‖M − m̄‖²; column 0 from all groups, column 1 the noise
     term removed, column 2 + g with group g left out (module doc); NaN when no index cell is
-    finite in every group. ``normalized``: ``normalize(group_maps)`` where the caller has it."""
+    finite in every group. ``index_values``: :func:`~causalpos.paper1.diagonal.
+    normalized_index_cells` of ``group_maps`` (group, n_cells) where the caller has it."""
     g, n = group_maps.shape[0], group_maps.shape[-1]
     idx = _index_cells(n)
     raw = group_maps.reshape(g, n * n)[:, idx]
-    if normalized is None:
-        normalized = normalize(group_maps)
-    nrm = normalized.reshape(g, n * n)[:, idx]
+    nrm = normalized_at(group_maps, idx) if index_values is None else index_values
     ok = np.all(np.isfinite(raw), axis=0) & np.all(np.isfinite(nrm), axis=0)
     if not ok.any():
         return np.full((2, 2 + g), np.nan)
@@ -159,7 +158,7 @@ def _share(parts: np.ndarray) -> np.ndarray:
 
 
 def share_intervals(
-    group_maps: npt.ArrayLike, level: float = 0.95, *, normalized: np.ndarray | None = None
+    group_maps: npt.ArrayLike, level: float = 0.95, *, index_values: np.ndarray | None = None
 ) -> tuple[Interval, Interval]:
     """The share per leading slice (layer) and pooled over all of them, with jackknife CIs.
 
@@ -170,16 +169,20 @@ def share_intervals(
     together, unchanged by the model's logit scale, weighting each layer by its map's variance;
     defined whenever some layer's map is above noise, where a mean of per-layer shares is not
     (a layer at noise, e.g. an untrained model's first, has a share anywhere in ±∞).
-    ``normalized``: ``normalize`` of the float64 group maps, same shape, where the caller has it.
+    ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the group maps
+    (group, ..., n_cells) where the caller has it.
     """
     gm = _check(group_maps, level, 2)
     g, n = gm.shape[0], gm.shape[-1]
     lead = gm.shape[1:-2]
     maps = gm.reshape(g, -1, n, n)
-    nrm = None if normalized is None else np.asarray(normalized).reshape(maps.shape)
+    vals = None if index_values is None else index_values.reshape(g, maps.shape[1], -1)
     # one leading slice (layer) at a time: memory O(G n²)
     parts = np.stack(
-        [share_parts(maps[:, s], None if nrm is None else nrm[:, s]) for s in range(maps.shape[1])],
+        [
+            share_parts(maps[:, s], None if vals is None else vals[:, s])
+            for s in range(maps.shape[1])
+        ],
         axis=-1,
     )
     ratio = _share(parts)  # (1 + G, slices)
@@ -218,18 +221,19 @@ def band_values(
     keys: int,
     exclude_sink: bool = True,
     *,
-    normalized: np.ndarray | None = None,
+    index_values: np.ndarray | None = None,
 ) -> np.ndarray:
     """First-keys band of (..., n, n) raw maps -> (...), logit units (module doc).
-    ``normalized``: ``normalize`` of the float64 maps where the caller has it; used only with
-    the sink column kept (``exclude_sink=False``: excluding it changes the normalization)."""
-    gm = np.asarray(group_maps, dtype=np.float64)
+    ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the maps
+    (..., n_cells) where the caller has it; read with the sink column kept only (excluding it
+    changes the normalization)."""
+    gm = np.asarray(group_maps)
     n = gm.shape[-1]
-    if exclude_sink:
-        gm = gm.copy()
-        gm[..., :, 0] = np.nan
-    nrm = normalize(gm) if exclude_sink or normalized is None else np.asarray(normalized)
-    cells = nrm.reshape(*gm.shape[:-2], n * n)[..., band_cells(n, keys, exclude_sink)]
+    band = band_cells(n, keys, exclude_sink)
+    if index_values is not None and not exclude_sink:
+        cells = index_values[..., np.searchsorted(_index_cells(n), band)]  # band ⊂ index cells
+    else:
+        cells = normalized_at(gm, band, drop_first_key=exclude_sink)
     with warnings.catch_warnings():  # no finite band cell: NaN, silently
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(cells, axis=-1) if cells.shape[-1] else np.full(gm.shape[:-2], np.nan)
@@ -241,17 +245,17 @@ def band_ci(
     *,
     exclude_sink: bool = True,
     level: float = 0.95,
-    normalized: np.ndarray | None = None,
+    index_values: np.ndarray | None = None,
 ) -> Interval:
     """First-keys band (keys 1..``keys``) of the grand-mean map with a jackknife CI over groups.
 
     ``group_maps``: (group, ..., query, key) raw mean maps. Normalization is linear, so the band
     of the mean map is the mean of the groups' bands and the jackknife is the t interval.
-    ``normalized``: as in :func:`band_values`.
+    ``index_values``: as in :func:`band_values`.
     """
     gm = _check(group_maps, level, 2)
     g = gm.shape[0]
-    vals = band_values(gm, keys, exclude_sink, normalized=normalized)  # (group, ...)
+    vals = band_values(gm, keys, exclude_sink, index_values=index_values)  # (group, ...)
     est = vals.mean(axis=0)
     jack = (vals.sum(axis=0, keepdims=True) - vals) / (g - 1)
     lo, hi = jackknife_interval(est, jack, level)

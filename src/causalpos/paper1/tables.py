@@ -12,7 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from causalpos.paper1.compare import group_maps
-from causalpos.paper1.diagonal import index_ci, normalize
+from causalpos.paper1.diagonal import index_ci, normalized_index_cells
 from causalpos.paper1.nonrelative import band_ci, minus_first_layer, paired, share_intervals
 
 
@@ -47,15 +47,15 @@ def llm_index_table(
     shares, stats = {}, {}
     for key, ds in stores.items():  # one store's maps in memory at a time, normalized once
         g = group_maps(ds, "/".join(key))
-        nrm = normalize(g)
-        shares[key] = share_intervals(g, level=confidence, normalized=nrm)  # (per layer, pooled)
+        vals = normalized_index_cells(g)  # what the index, the share and the band read
+        shares[key] = share_intervals(g, level=confidence, index_values=vals)  # (layer, pooled)
         stats[key] = (
             g.shape[1],
-            index_ci(g, level=confidence, n_boot=n_boot, seed=seed, normalized=nrm),
+            index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=vals),
             band_ci(g, first_keys, level=confidence),
-            band_ci(g, first_keys, exclude_sink=False, level=confidence, normalized=nrm),
+            band_ci(g, first_keys, exclude_sink=False, level=confidence, index_values=vals),
         )
-        del g, nrm
+        del g, vals
     rows = []
     for key, ds in stores.items():
         model, dataset, variant = key
