@@ -103,6 +103,36 @@ def test_large_map_batches_agree():
     np.testing.assert_allclose(out[3], naive_normalize(m[3]), atol=2e-6)
 
 
+def test_normalized_at_is_normalize_at_the_cells_bit_for_bit_in_its_layout():
+    rng = np.random.default_rng(11)
+    m = rng.normal(size=(3, 4, 1100, 1100)).astype(np.float32)  # several batches, float32 in
+    m[..., np.triu_indices(1100, 1)[0], np.triu_indices(1100, 1)[1]] = np.nan
+    m[1, 2, 500, 7], m[2, 0, 9, 3] = np.inf, np.nan
+    cells = np.sort(rng.choice(1100 * 1100, 500, replace=False))
+    want = D.normalize(m.astype(np.float64)).reshape(3, 4, -1)[..., cells]
+    got = D.normalized_at(m, cells)
+    assert got.dtype == np.float64 and got.strides == want.strides  # reductions add alike
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))  # NaN payloads too
+    dropped = m.astype(np.float64)
+    dropped[..., :, 0] = np.nan
+    want = D.normalize(dropped).reshape(3, 4, -1)[..., cells]
+    assert np.array_equal(D.normalized_at(m, cells, drop_first_key=True), want, equal_nan=True)
+    idx = D._index_cells(1100)
+    assert np.array_equal(
+        D.normalized_index_cells(m[:, 1]), D.normalized_at(m[:, 1], idx), equal_nan=True
+    )
+
+
+def test_index_ci_from_given_index_values_is_the_same_interval():
+    rng = np.random.default_rng(12)
+    gm = rng.normal(size=(6, 3, 20, 20))
+    gm[..., ~np.tril(np.ones((20, 20), bool))] = np.nan
+    a = D.index_ci(gm, n_boot=200, seed=4)
+    b = D.index_ci(gm, n_boot=200, seed=4, index_values=D.normalized_index_cells(gm))
+    for field in ("estimate", "debiased", "lo", "hi", "se", "noise_floor"):
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+
+
 def test_index_of_a_known_pattern():
     # M[i, j] = f(i): N[i, j] = f(i) - mean of f over the band's queries; check against naive loops.
     n = 12

@@ -100,3 +100,39 @@ def test_simulation_figure_rejects_mismatched_labels(tmp_path, stores):
         F.draw_simulation(
             [stores["l2"]], ["a", "b"], [tmp_path / "x.png"], normalized_row=False, title="t"
         )
+
+
+def _heatmap_figure(seed: int):
+    import matplotlib.pyplot as plt
+
+    from causalpos.figures import common
+
+    rng = np.random.default_rng(seed)
+    fig, axes = plt.subplots(2, 3, figsize=(7, 4.5), layout="constrained")
+    for i, ax in enumerate(axes.ravel()):
+        im = common.heatmap(ax, rng.normal(size=(9, 9)), title=f"panel {i}")
+    fig.colorbar(im, ax=axes[:, -1].tolist(), label="value")
+    fig.suptitle("two rows")
+    return fig
+
+
+def test_save_writes_savefigs_png_and_a_pdf_of_its_box(tmp_path):
+    """figures.common.save lays a figure out once: its PNG is what savefig(bbox_inches="tight")
+    writes, byte for byte, and its PDF has the PNG's size (at 72 points per inch)."""
+    import io
+    import re
+
+    from PIL import Image
+
+    from causalpos.figures import common
+
+    want = io.BytesIO()
+    _heatmap_figure(1).savefig(want, format="png", dpi=common.DPI, bbox_inches="tight")
+    paths = [tmp_path / "sub" / "f.png", tmp_path / "f.pdf"]
+    common.save(_heatmap_figure(1), paths)
+    assert paths[0].read_bytes() == want.getvalue()
+    w_px, h_px = Image.open(paths[0]).size
+    box = re.search(rb"/MediaBox \[ *0 0 ([\d.]+) ([\d.]+) *\]", paths[1].read_bytes())
+    w_pt, h_pt = float(box.group(1)), float(box.group(2))
+    assert w_pt == pytest.approx(w_px * 72 / common.DPI, abs=0.5)
+    assert h_pt == pytest.approx(h_px * 72 / common.DPI, abs=0.5)

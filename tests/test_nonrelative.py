@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as sps
 
 from causalpos.paper1 import nonrelative as NR
-from causalpos.paper1.diagonal import _index_cells, normalize
+from causalpos.paper1.diagonal import _index_cells, normalize, normalized_index_cells
 
 N = 16
 Q, K = np.indices((N, N))
@@ -154,6 +154,24 @@ def test_band_interval_is_the_t_interval_of_the_group_bands():
     assert float(b.estimate) == pytest.approx(per.mean(), rel=1e-12)
     assert (float(b.lo), float(b.hi)) == pytest.approx((per.mean() - half, per.mean() + half))
     assert float(b.estimate) == pytest.approx(float(NR.band_values(g.mean(axis=0), 4)), rel=1e-9)
+
+
+def test_shares_and_bands_from_given_index_values_are_the_same_numbers():
+    rng = np.random.default_rng(9)
+    g = _groups(np.stack([TOEPLITZ, TOEPLITZ + 0.3 * rng.standard_normal((N, N))]), 8, 0.2, rng)
+    vals = normalized_index_cells(g)
+    for a, b in zip(NR.share_intervals(g), NR.share_intervals(g, index_values=vals)):
+        for x, y in zip((a.estimate, a.lo, a.hi, a.jack), (b.estimate, b.lo, b.hi, b.jack)):
+            assert np.array_equal(x, y, equal_nan=True)
+    for sink in (True, False):  # excluding the sink renormalizes: the values are not read then
+        a, b = (
+            NR.band_ci(g, 3, exclude_sink=sink),
+            NR.band_ci(g, 3, exclude_sink=sink, index_values=vals),
+        )
+        assert np.array_equal(a.estimate, b.estimate) and np.array_equal(a.jack, b.jack)
+    # the band's cells of the kept-sink normalization, read from the index cells
+    want = normalize(g).reshape(*g.shape[:2], N * N)[..., NR.band_cells(N, 3, False)]
+    assert np.array_equal(NR.band_values(g, 3, False), np.nanmean(want, axis=-1))
 
 
 def test_jackknife_quantile_is_scipy_stats_t_ppf_bit_for_bit():

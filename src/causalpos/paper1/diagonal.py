@@ -70,25 +70,38 @@ def _batches(n_lead: int, cells: int) -> list[tuple[int, int]]:
     return [(a, min(n_lead, a + step)) for a in range(0, n_lead, step)]
 
 
-def _band_sums(x: np.ndarray, bidx: np.ndarray, n_bands: int) -> np.ndarray:
-    """Per-band sums of ``x`` (b, n*n) float64, shape (b, n_bands)."""
+def _band_ids(b: int, bidx: np.ndarray, n_bands: int) -> np.ndarray:
+    """Flat (row, band) index of every cell of ``b`` rows of n*n cells, for :func:`_band_sums`."""
+    return (np.arange(b)[:, None] * n_bands + bidx[None, :]).ravel()
+
+
+def _band_sums(x: np.ndarray, ids: np.ndarray, n_bands: int) -> np.ndarray:
+    """Per-band sums of ``x`` (b, n*n) float64, shape (b, n_bands), summed in cell order;
+    ``ids``: :func:`_band_ids`."""
     b = x.shape[0]
-    ids = np.arange(b)[:, None] * n_bands + bidx[None, :]
-    return np.bincount(ids.ravel(), weights=x.ravel(), minlength=b * n_bands).reshape(b, n_bands)
+    return np.bincount(ids, weights=x.ravel(), minlength=b * n_bands).reshape(b, n_bands)
 
 
-def _profile_flat(x: np.ndarray, bidx: np.ndarray, n_bands: int) -> np.ndarray:
-    """Band means of the finite entries of ``x`` (b, n*n) float64; NaN for empty bands."""
+def _profile_flat(
+    x: np.ndarray, bidx: np.ndarray, n_bands: int, ids: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Band means of the finite entries of ``x`` (b, n*n) float64 (NaN for empty bands) and the
+    finite mask of ``x``; ``ids``: :func:`_band_ids` of ``x``'s shape, where the caller has it."""
+    b = x.shape[0]
+    if ids is None:
+        ids = _band_ids(b, bidx, n_bands)
     finite = np.isfinite(x)
-    counts = _band_sums(finite.astype(np.float64), bidx, n_bands)
+    counts = np.bincount(ids[finite.ravel()], minlength=b * n_bands)  # exact integers
+    counts = counts.reshape(b, n_bands).astype(np.float64)
     x0 = np.where(finite, x, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mu1 = _band_sums(x0, bidx, n_bands) / counts
+        mu1 = _band_sums(x0, ids, n_bands) / counts
         # Corrected two-pass mean: a constant band yields exactly its constant (see module doc).
-        resid = np.where(finite, x0 - np.nan_to_num(mu1)[:, bidx], 0.0)
-        mu = mu1 + _band_sums(resid, bidx, n_bands) / counts
+        resid = x0 - np.nan_to_num(mu1)[:, bidx]
+        resid[~finite] = 0.0
+        mu = mu1 + _band_sums(resid, ids, n_bands) / counts
     mu[counts == 0] = np.nan
-    return mu
+    return mu, finite
 
 
 def offset_profile(m: npt.ArrayLike) -> np.ndarray:
@@ -103,7 +116,7 @@ def offset_profile(m: npt.ArrayLike) -> np.ndarray:
     bidx = band_index(n).ravel()
     out = np.empty((flat.shape[0], 2 * n - 1))
     for a, b in _batches(flat.shape[0], n * n):
-        out[a:b] = _profile_flat(flat[a:b].astype(np.float64), bidx, 2 * n - 1)
+        out[a:b] = _profile_flat(flat[a:b].astype(np.float64), bidx, 2 * n - 1)[0]
     return out.reshape(*m.shape[:-2], 2 * n - 1)
 
 
@@ -120,11 +133,52 @@ def normalize(m: npt.ArrayLike) -> np.ndarray:
     flat = m.reshape(-1, n * n)
     out = np.empty(flat.shape, dtype=out_dtype)
     bidx = band_index(n).ravel()
+    ids: dict[int, np.ndarray] = {}  # per batch size (at most two)
     for a, b in _batches(flat.shape[0], n * n):
         x = flat[a:b].astype(np.float64)
-        mu = _profile_flat(x, bidx, 2 * n - 1)
-        out[a:b] = np.where(np.isfinite(x), x - mu[:, bidx], x)
+        if b - a not in ids:
+            ids[b - a] = _band_ids(b - a, bidx, 2 * n - 1)
+        mu, finite = _profile_flat(x, bidx, 2 * n - 1, ids[b - a])
+        part = out[a:b]
+        part[...] = x  # non-finite entries stay as they are
+        np.subtract(x, mu[:, bidx], out=part, where=finite)  # in float64, then cast to out
     return out.reshape(m.shape)
+
+
+def normalized_at(
+    m: npt.ArrayLike, cells: np.ndarray, *, drop_first_key: bool = False
+) -> np.ndarray:
+    """:func:`normalize` of (..., n, n) maps in float64 at the flat cells ``cells`` of each map,
+    shape (..., len(cells)): the same numbers, in the same memory layout (cells outermost), as
+    ``normalize(m.astype(float64)).reshape(..., n*n)[..., cells]``, so that reductions over them
+    add in the same order, without the whole normalized array. ``drop_first_key``: key 0 is set to
+    NaN first (it then takes no part in the band means)."""
+    m = _as_maps(m)
+    n = m.shape[-1]
+    cells = np.asarray(cells)
+    flat = m.reshape(-1, n * n)
+    out = np.empty((cells.size, flat.shape[0]))
+    bidx = band_index(n).ravel()
+    ids: dict[int, np.ndarray] = {}
+    for a, b in _batches(flat.shape[0], n * n):
+        x = flat[a:b].astype(np.float64)  # a copy
+        if drop_first_key:
+            x[:, ::n] = np.nan
+        if b - a not in ids:
+            ids[b - a] = _band_ids(b - a, bidx, 2 * n - 1)
+        mu, finite = _profile_flat(x, bidx, 2 * n - 1, ids[b - a])
+        part = x[:, cells]
+        np.subtract(part, mu[:, bidx[cells]], out=part, where=finite[:, cells])
+        out[:, a:b] = part.T
+    return np.moveaxis(out.reshape(cells.size, *m.shape[:-2]), 0, -1)
+
+
+def normalized_index_cells(m: npt.ArrayLike) -> np.ndarray:
+    """The normalized maps at the cells of the index (1 ≤ i − j ≤ n − 2), float64, shape
+    (..., n_cells): what :func:`index_replicates` and :func:`causalpos.paper1.nonrelative.
+    share_parts` read, for a caller that gives the same maps to both."""
+    m = _as_maps(m)
+    return normalized_at(m, _index_cells(m.shape[-1]))
 
 
 def normalize_dataarray(da: xr.DataArray) -> xr.DataArray:
@@ -203,19 +257,19 @@ def bootstrap_weights(n_groups: int, n_boot: int, seed: int = 0) -> np.ndarray:
 
 
 def index_replicates(
-    group_maps: np.ndarray, weights: np.ndarray
+    group_maps: np.ndarray, weights: np.ndarray, index_values: np.ndarray | None = None
 ) -> tuple[float, float, np.ndarray] | None:
     """(I(M̄)², f², bootstrap replicates of I) of one (group, n, n) stack of raw maps under
     ``weights`` (:func:`bootstrap_weights`); None when no index cell is finite in every group.
+    ``index_values``: :func:`normalized_index_cells` of ``group_maps`` (group, n_cells) where the
+    caller has it, else computed here.
 
     Deviations from the mean are inflated by sqrt(G/(G−1)) before resampling, so a replicate's cell
     variance is f², not (G−1)/G f². A replicate's sum of squares is wᵀ K w with K the (G, G) Gram
     matrix of the group maps, so the bootstrap costs O(n_boot G²) instead of O(n_boot G n²).
     """
     n_groups, n = group_maps.shape[0], group_maps.shape[-1]
-    cells = normalize(np.asarray(group_maps, dtype=np.float64)).reshape(n_groups, n * n)[
-        :, _index_cells(n)
-    ]
+    cells = normalized_at(group_maps, _index_cells(n)) if index_values is None else index_values
     cells = cells[:, np.all(np.isfinite(cells), axis=0)]
     n_valid = cells.shape[1]
     if n_valid == 0:
@@ -230,14 +284,20 @@ def index_replicates(
 
 
 def index_ci(
-    group_maps: npt.ArrayLike, level: float = 0.95, n_boot: int = 2000, seed: int = 0
+    group_maps: npt.ArrayLike,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    *,
+    index_values: np.ndarray | None = None,
 ) -> IndexCI:
     """Index of the grand-mean map, its noise floor, and a bootstrap CI from per-group mean maps.
 
     ``group_maps``: (group, ..., query, key) raw (unnormalized) mean maps of disjoint, equally
     sized groups of sequences (e.g. ``score_group`` of a simulation). Normalization is linear, so a
     bootstrap replicate's normalized mean is the weighted mean of the normalized group maps.
-    Cells not finite in every group are skipped.
+    Cells not finite in every group are skipped. ``index_values``: :func:`normalized_index_cells`
+    of ``group_maps`` (group, ..., n_cells) where the caller has it (not computed again).
 
     The CI is a noise-corrected percentile interval. A plain percentile interval of I(M̄*) does
     not cover I_true at all (0 of 200 repeats in the check below, at each of four signal strengths
@@ -259,6 +319,7 @@ def index_ci(
         raise ValueError(f"index_ci needs at least 2 groups to resample; got {n_groups}")
     lead = gm.shape[1:-2]
     maps = gm.reshape(n_groups, -1, n, n)
+    vals = None if index_values is None else index_values.reshape(n_groups, maps.shape[1], -1)
     n_lead = maps.shape[1]
     weights = bootstrap_weights(n_groups, n_boot, seed)
     tail = (1.0 - level) / 2.0
@@ -266,7 +327,7 @@ def index_ci(
         k: np.empty(n_lead) for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")
     }
     for s in range(n_lead):  # one leading slice (layer, head) at a time: memory O(G n²)
-        rep = index_replicates(maps[:, s], weights)
+        rep = index_replicates(maps[:, s], weights, None if vals is None else vals[:, s])
         if rep is None:
             for v in fields.values():
                 v[s] = np.nan

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from causalpos.paper1.diagonal import _index_cells, band_index, normalize
+from causalpos.paper1.diagonal import _index_cells, band_index, normalized_at
 
 
 @dataclass(frozen=True)
@@ -125,15 +125,16 @@ def _ratio(num, den):
         return np.where(np.asarray(den) > 0, np.asarray(num) / np.asarray(den), np.nan)
 
 
-def share_parts(group_maps: np.ndarray) -> np.ndarray:
+def share_parts(group_maps: np.ndarray, index_values: np.ndarray | None = None) -> np.ndarray:
     """The debiased sums of one (group, n, n) stack of raw maps, shape (2, 2 + G): row 0 the
     non-relative ‖N‖², row 1 the total ‖M − m̄‖²; column 0 from all groups, column 1 the noise
     term removed, column 2 + g with group g left out (module doc); NaN when no index cell is
-    finite in every group."""
+    finite in every group. ``index_values``: :func:`~causalpos.paper1.diagonal.
+    normalized_index_cells` of ``group_maps`` (group, n_cells) where the caller has it."""
     g, n = group_maps.shape[0], group_maps.shape[-1]
     idx = _index_cells(n)
     raw = group_maps.reshape(g, n * n)[:, idx]
-    nrm = normalize(group_maps).reshape(g, n * n)[:, idx]
+    nrm = normalized_at(group_maps, idx) if index_values is None else index_values
     ok = np.all(np.isfinite(raw), axis=0) & np.all(np.isfinite(nrm), axis=0)
     if not ok.any():
         return np.full((2, 2 + g), np.nan)
@@ -156,7 +157,9 @@ def _share(parts: np.ndarray) -> np.ndarray:
     return np.where(detected, ratio, np.nan)
 
 
-def share_intervals(group_maps: npt.ArrayLike, level: float = 0.95) -> tuple[Interval, Interval]:
+def share_intervals(
+    group_maps: npt.ArrayLike, level: float = 0.95, *, index_values: np.ndarray | None = None
+) -> tuple[Interval, Interval]:
     """The share per leading slice (layer) and pooled over all of them, with jackknife CIs.
 
     ``group_maps``: (group, ..., query, key) raw mean maps. The first :class:`Interval` has the
@@ -166,13 +169,22 @@ def share_intervals(group_maps: npt.ArrayLike, level: float = 0.95) -> tuple[Int
     together, unchanged by the model's logit scale, weighting each layer by its map's variance;
     defined whenever some layer's map is above noise, where a mean of per-layer shares is not
     (a layer at noise, e.g. an untrained model's first, has a share anywhere in ±∞).
+    ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the group maps
+    (group, ..., n_cells) where the caller has it.
     """
     gm = _check(group_maps, level, 2)
     g, n = gm.shape[0], gm.shape[-1]
     lead = gm.shape[1:-2]
     maps = gm.reshape(g, -1, n, n)
+    vals = None if index_values is None else index_values.reshape(g, maps.shape[1], -1)
     # one leading slice (layer) at a time: memory O(G n²)
-    parts = np.stack([share_parts(maps[:, s]) for s in range(maps.shape[1])], axis=-1)
+    parts = np.stack(
+        [
+            share_parts(maps[:, s], None if vals is None else vals[:, s])
+            for s in range(maps.shape[1])
+        ],
+        axis=-1,
+    )
     ratio = _share(parts)  # (1 + G, slices)
     lo, hi = jackknife_interval(ratio[0], ratio[1:], level)
     per = Interval(
@@ -204,30 +216,46 @@ def band_cells(n: int, keys: int, exclude_sink: bool = True) -> np.ndarray:
     return np.flatnonzero(((j >= 1) & (j <= keys) & (k >= 1) & (k < longest)).ravel())
 
 
-def band_values(group_maps: npt.ArrayLike, keys: int, exclude_sink: bool = True) -> np.ndarray:
-    """First-keys band of (..., n, n) raw maps -> (...), logit units (module doc)."""
-    gm = np.asarray(group_maps, dtype=np.float64)
+def band_values(
+    group_maps: npt.ArrayLike,
+    keys: int,
+    exclude_sink: bool = True,
+    *,
+    index_values: np.ndarray | None = None,
+) -> np.ndarray:
+    """First-keys band of (..., n, n) raw maps -> (...), logit units (module doc).
+    ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the maps
+    (..., n_cells) where the caller has it; read with the sink column kept only (excluding it
+    changes the normalization)."""
+    gm = np.asarray(group_maps)
     n = gm.shape[-1]
-    if exclude_sink:
-        gm = gm.copy()
-        gm[..., :, 0] = np.nan
-    cells = normalize(gm).reshape(*gm.shape[:-2], n * n)[..., band_cells(n, keys, exclude_sink)]
+    band = band_cells(n, keys, exclude_sink)
+    if index_values is not None and not exclude_sink:
+        cells = index_values[..., np.searchsorted(_index_cells(n), band)]  # band ⊂ index cells
+    else:
+        cells = normalized_at(gm, band, drop_first_key=exclude_sink)
     with warnings.catch_warnings():  # no finite band cell: NaN, silently
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(cells, axis=-1) if cells.shape[-1] else np.full(gm.shape[:-2], np.nan)
 
 
 def band_ci(
-    group_maps: npt.ArrayLike, keys: int, *, exclude_sink: bool = True, level: float = 0.95
+    group_maps: npt.ArrayLike,
+    keys: int,
+    *,
+    exclude_sink: bool = True,
+    level: float = 0.95,
+    index_values: np.ndarray | None = None,
 ) -> Interval:
     """First-keys band (keys 1..``keys``) of the grand-mean map with a jackknife CI over groups.
 
     ``group_maps``: (group, ..., query, key) raw mean maps. Normalization is linear, so the band
     of the mean map is the mean of the groups' bands and the jackknife is the t interval.
+    ``index_values``: as in :func:`band_values`.
     """
     gm = _check(group_maps, level, 2)
     g = gm.shape[0]
-    vals = band_values(gm, keys, exclude_sink)  # (group, ...)
+    vals = band_values(gm, keys, exclude_sink, index_values=index_values)  # (group, ...)
     est = vals.mean(axis=0)
     jack = (vals.sum(axis=0, keepdims=True) - vals) / (g - 1)
     lo, hi = jackknife_interval(est, jack, level)

@@ -12,7 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from causalpos.paper1.compare import group_maps
-from causalpos.paper1.diagonal import index_ci
+from causalpos.paper1.diagonal import index_ci, normalized_index_cells
 from causalpos.paper1.nonrelative import band_ci, minus_first_layer, paired, share_intervals
 
 
@@ -44,19 +44,23 @@ def llm_index_table(
     layers, the same on every row of the model); ``n_groups``, ``n_sequences``.
     """
     twins = dict(twins or {})
-    maps, shares = {}, {}
-    for key, ds in stores.items():
-        model, dataset, variant = key
-        maps[key] = group_maps(ds, f"{model}/{dataset}/{variant}")
-        shares[key] = share_intervals(maps[key], level=confidence)  # (per layer, pooled)
+    shares, stats = {}, {}
+    for key, ds in stores.items():  # one store's maps in memory at a time, normalized once
+        g = group_maps(ds, "/".join(key))
+        vals = normalized_index_cells(g)  # what the index, the share and the band read
+        shares[key] = share_intervals(g, level=confidence, index_values=vals)  # (layer, pooled)
+        stats[key] = (
+            g.shape[1],
+            index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=vals),
+            band_ci(g, first_keys, level=confidence),
+            band_ci(g, first_keys, exclude_sink=False, level=confidence, index_values=vals),
+        )
+        del g, vals
     rows = []
     for key, ds in stores.items():
         model, dataset, variant = key
-        g = maps[key]
-        ci = index_ci(g, level=confidence, n_boot=n_boot, seed=seed)
+        n_layers, ci, band, band_sink = stats[key]
         sh, pooled = shares[key]
-        band = band_ci(g, first_keys, level=confidence)
-        band_sink = band_ci(g, first_keys, exclude_sink=False, level=confidence)
         l1 = minus_first_layer(sh)
         twin = twins.get(model)
         tkey = (twin, dataset, variant)
@@ -65,7 +69,7 @@ def llm_index_table(
             _check_same_groups(ds, stores[tkey], "/".join(key), "/".join(tkey))
             vs_twin = paired(sh, shares[tkey][0])
             pooled_vs_twin = paired(pooled, shares[tkey][1])
-        for layer in range(g.shape[1]):
+        for layer in range(n_layers):
             row = {
                 "model": model,
                 "dataset": dataset,

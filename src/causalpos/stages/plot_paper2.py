@@ -10,29 +10,39 @@ from causalpos.figures import paper2
 from causalpos.io.store import open_dataset
 
 
-def _opened(labels: Sequence[str], stores: Sequence[str]) -> dict:
-    return {label: open_dataset(p) for label, p in zip(labels, stores, strict=True)}
+def _opened(labels: Sequence[str], stores: Sequence[str], cache: dict) -> dict:
+    """Label -> the opened store; ``cache`` (path -> dataset) keeps a store that several
+    experiments show from being opened (and checked) again."""
+    for p in stores:
+        if p not in cache:
+            cache[p] = open_dataset(p)
+    return {label: cache[p] for label, p in zip(labels, stores, strict=True)}
 
 
 def plot_paper2_layers(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_paper2_layers``: §3's components by layer on the headline, per (model,
     dataset), one figure per experiment (``{stores, labels, outputs}``)."""
+    cache: dict = {}
     for fig in figures.values():
-        paper2.leakage_by_layer(_opened(fig["labels"], fig["stores"]), list(fig["outputs"]))
+        paper2.leakage_by_layer(_opened(fig["labels"], fig["stores"], cache), list(fig["outputs"]))
 
 
 def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_paper2_shares``: the causal-mask share on four readings of the headline, one
     figure per experiment (``{stores, labels, outputs}``)."""
+    cache: dict = {}
     for fig in figures.values():
-        paper2.component_shares(_opened(fig["labels"], fig["stores"]), list(fig["outputs"]))
+        paper2.component_shares(_opened(fig["labels"], fig["stores"], cache), list(fig["outputs"]))
 
 
 def plot_paper2_position0(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_paper2_position0``: position-0 cross-prompt deviation per condition, one
     figure per experiment (``{stores, labels, outputs}``)."""
+    cache: dict = {}
     for fig in figures.values():
-        paper2.position0_conditions(_opened(fig["labels"], fig["stores"]), list(fig["outputs"]))
+        paper2.position0_conditions(
+            _opened(fig["labels"], fig["stores"], cache), list(fig["outputs"])
+        )
 
 
 def plot_paper2_heads(figures: Mapping[str, Mapping]) -> None:
