@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from causalpos.figures.common import DIVERGING, heatmap, quantile_limits, save
 from causalpos.paper1 import theory as T
@@ -243,6 +244,8 @@ def draw_simulation(
             im = heatmap(ax, maps[c], vmin=vmin, vmax=vmax, cmap=cmap, title=panel)
             if c > 0:
                 ax.set_ylabel("")
+            if r < len(rows) - 1:  # "key" once, under the last row: above, it meets a title
+                ax.set_xlabel("")
         axes[r, 0].set_ylabel(
             f"{label} ({kind})\n{setting_description(ds.attrs)}\nquery", fontsize=8
         )
@@ -371,9 +374,16 @@ def draw_llm_appendix(
         for ax in (ax_r, ax_n):
             ax.set_xlabel("")
             ax.set_ylabel("")
-    fig.colorbar(im_r, ax=axes[0::2, :].ravel().tolist(), shrink=0.6, label="mean logit")
+            ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))  # legible on small panels
+    # The raw and normalized rows interleave, so their two colour bars take two sides (on one
+    # side both would span the same height and be drawn over each other).
+    fig.colorbar(im_r, ax=axes[0::2, :].ravel().tolist(), shrink=0.6, label="mean logit (raw rows)")
     fig.colorbar(
-        im_n, ax=axes[1::2, :].ravel().tolist(), shrink=0.6, label="diagonal-normalized logit"
+        im_n,
+        ax=axes[1::2, :].ravel().tolist(),
+        shrink=0.6,
+        location="left",
+        label="diagonal-normalized logit (normalized rows)",
     )
     fig.suptitle(
         f"Paper 1 App. E: {label}, all layers (query on rows, key on columns; "
