@@ -20,7 +20,7 @@ from causalpos.models.load import (
     read_source,
     sha256_file,
 )
-from causalpos.models.tokenizers import DIRECT_MODEL_TYPES, direct_load_applies, load_tokenizer
+from causalpos.models.tokenizers import DIRECT_MODEL_TYPES, direct_load_applies, tokenizer_from_dir
 
 
 def _state(model) -> dict[str, torch.Tensor]:
@@ -154,7 +154,9 @@ def test_load_tokenizer_is_autotokenizers_choice(tmp_path, tokenizer_dir, arch):
         spec = {"source": "random_init", "architecture": arch, "tokenizer": str(tokenizer_dir)}
         directory = build_model_dir("m", spec, tmp_path / "m")
     assert direct_load_applies(directory) == (arch in DIRECT_MODEL_TYPES)
-    _same_tokenizer(load_tokenizer(directory), AutoTokenizer.from_pretrained(directory), tmp_path)
+    _same_tokenizer(
+        tokenizer_from_dir(directory), AutoTokenizer.from_pretrained(directory), tmp_path
+    )
 
 
 def test_direct_tokenizer_types_are_those_autotokenizer_keeps():
@@ -172,8 +174,8 @@ def test_direct_tokenizer_load_imports_no_torch(tokenizer_dir):
     import sys
 
     code = (
-        "import sys; from causalpos.models.tokenizers import load_tokenizer; "
-        f"t = load_tokenizer({str(tokenizer_dir)!r}); "
+        "import sys; from causalpos.models.tokenizers import tokenizer_from_dir; "
+        f"t = tokenizer_from_dir({str(tokenizer_dir)!r}); "
         "assert 'torch' not in sys.modules, 'torch imported'; print(type(t).__name__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -278,7 +280,7 @@ def test_smollm2_conversion_is_transformers_own(smollm2_dir, tmp_path):
     }
     assert direct_load_applies(smollm2_dir)
     _same_tokenizer(
-        load_tokenizer(smollm2_dir), AutoTokenizer.from_pretrained(smollm2_dir), tmp_path
+        tokenizer_from_dir(smollm2_dir), AutoTokenizer.from_pretrained(smollm2_dir), tmp_path
     )
 
 

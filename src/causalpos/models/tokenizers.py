@@ -4,7 +4,7 @@
 config class first, to pick the tokenizer class; for a Llama config that import pulls in torch,
 ``torch._dynamo`` and ``torch.distributed`` (about 2.5 CPU-s), though the choice it makes for a
 directory whose ``tokenizer_config.json`` names ``TokenizersBackend`` is that class itself.
-:func:`load_tokenizer` makes that choice from the two JSON files where it is known to be
+:func:`tokenizer_from_dir` makes that choice from the two JSON files where it is known to be
 AutoTokenizer's (:data:`DIRECT_MODEL_TYPES`; ``tests/test_models.py`` checks the class and the
 encodings against AutoTokenizer's) and hands every other directory to AutoTokenizer.
 """
@@ -34,7 +34,7 @@ def _json(path: Path) -> dict | None:
 
 
 def direct_load_applies(path: str | os.PathLike) -> bool:
-    """Whether :func:`load_tokenizer` loads ``path`` without AutoTokenizer: a ``tokenizer.json``,
+    """Whether :func:`tokenizer_from_dir` loads ``path`` without AutoTokenizer: a ``tokenizer.json``,
     a ``tokenizer_config.json`` naming :data:`DIRECT_CLASS` with no ``auto_map`` (remote code),
     and no ``config.json`` or one whose ``model_type`` is in :data:`DIRECT_MODEL_TYPES`."""
     path = Path(path)
@@ -49,7 +49,7 @@ def direct_load_applies(path: str | os.PathLike) -> bool:
     return model_cfg is not None and model_cfg.get("model_type") in DIRECT_MODEL_TYPES - {None}
 
 
-def load_tokenizer(path: str | os.PathLike) -> Any:
+def tokenizer_from_dir(path: str | os.PathLike) -> Any:
     """``AutoTokenizer.from_pretrained(path)``'s tokenizer (a local directory); directly as
     :data:`DIRECT_CLASS` where :func:`direct_load_applies`, without importing torch."""
     if direct_load_applies(path):

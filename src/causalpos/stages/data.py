@@ -35,12 +35,12 @@ def sample_sequences(
     """
     from causalpos import data
     from causalpos.io.store import write_dataset
-    from causalpos.models.tokenizers import load_tokenizer
+    from causalpos.models.tokenizers import tokenizer_from_dir
 
-    tokenizer = load_tokenizer(tokenizer_dir)
+    tokenizer = tokenizer_from_dir(tokenizer_dir)
     extra = {}
     if peers:
-        extra["also_for"] = [load_tokenizer(p) for p in peers]
+        extra["also_for"] = [tokenizer_from_dir(p) for p in peers]
     ds = data.draw_sequences(
         tokenizer,
         spec["corpus"],
