@@ -200,7 +200,7 @@ def smollm2_dir(tmp_path_factory) -> Path:
     if os.environ.get("CAUSALPOS_WHEEL_DIR"):
         spec["wheel_dir"] = os.environ["CAUSALPOS_WHEEL_DIR"]
     resources = tmp_path_factory.mktemp("resources") / "models"
-    print("preparing smollm2-135m (GGUF load ~20 s)", file=sys.stderr)
+    print("preparing smollm2-135m (GGUF conversion ~8 CPU-s)", file=sys.stderr)
     return build_model_dir("smollm2-135m", spec, resources / "smollm2-135m")
 
 

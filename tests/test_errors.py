@@ -365,6 +365,37 @@ def test_jobs_reuse_freed_memory_instead_of_faulting_it_in_again():
     assert in_job < default / 20, (in_job, default)
 
 
+COLLECTOR = """
+import atexit, gc, sys
+sys.path.insert(0, {src!r})
+from causalpos.io import runlog
+atexit.register(lambda: print("frozen at exit", gc.get_freeze_count()))  # runs after runlog's
+before = gc.get_threshold()
+with runlog.logged(None, 1):
+    inside = gc.get_threshold()
+n_callbacks = atexit._ncallbacks()
+with runlog.logged(None, 1):
+    pass
+print(before, inside, gc.get_threshold(), atexit._ncallbacks() - n_callbacks, gc.get_freeze_count(),
+      sep="|")
+"""
+
+
+def test_jobs_collect_less_and_leave_the_exit_collection_out():
+    out = subprocess.run(
+        [sys.executable, "-c", COLLECTOR.format(src=str(SRC))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    from causalpos.io.runlog import JOB_GC_THRESHOLDS
+
+    before, inside, after, added, frozen = (eval(x) for x in out[0].split("|"))
+    assert inside == JOB_GC_THRESHOLDS != before and after == before
+    assert added == 0 and frozen == 0  # one exit callback per process; nothing frozen in a job
+    assert out[1].startswith("frozen at exit") and int(out[1].split()[-1]) > 1000
+
+
 def test_one_sequence_too_long_for_memory_says_seq_len_not_batch_size():
     """Issue 34: seq_len 100000 on a 16-head model: one sequence's scores of one layer alone
     need 16 x 1e10 x 4 bytes = 596.05 GiB; lowering the batch size cannot help."""

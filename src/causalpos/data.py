@@ -36,10 +36,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
+
+if TYPE_CHECKING:  # xarray (with pandas, ~0.4 CPU-s) is imported by draw_sequences alone
+    import xarray as xr
 
 CORPUS_TYPES = ("kjv", "text", "jsonl", "hf", "random_tokens")
 MODES = ("first", "chunks")
@@ -530,6 +532,8 @@ def draw_sequences(
         n_candidates = len(candidates)
 
     _refuse_padding(tokenizer, tokens, len(prefix), corpus)
+    import xarray as xr
+
     ds = xr.Dataset(
         {
             "tokens": (("sequence", "position"), tokens),

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
+import os
 import re
 import subprocess
 import sys
@@ -17,20 +21,66 @@ from causalpos.models.architectures import spec_error
 from causalpos.models.weights import sha256_file
 
 
+@contextlib.contextmanager
+def gguf_parsed_once():
+    """Within the block, ``gguf.GGUFReader`` of one file returns one reader, and
+    ``gguf.get_tensor_name_map`` one map per (architecture, block count).
+
+    transformers' GGUF loader (architectures outside its packed-kernel path, Llama among them)
+    parses the whole file with a new ``GGUFReader`` for the tokenizer's config, for the model's
+    config and again for its tensors (a 49k-token vocabulary: ~2 CPU-s each), and builds
+    gguf's tensor-name map once per module of the model (~200 for SmolLM2: ~4.5 CPU-s). Both
+    are pure functions of their arguments (the reader maps the file read-only), so reusing the
+    first result gives the same tensors, config and tokenizer, byte for byte. Both names are
+    looked up in the ``gguf`` module at each call (imports inside transformers' functions); the
+    originals are restored on exit.
+    """
+    import gguf
+
+    reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], object] = {}
+
+    def reader(path, mode="r"):
+        key = (os.fspath(path), mode)
+        if key not in readers:
+            readers[key] = reader_cls(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
+
+
 def convert_gguf(gguf_path: Path, tmp: Path) -> None:
-    """Dequantize a GGUF into float32 safetensors + tokenizer in ``tmp`` (loaded once, ~20 s)."""
+    """Dequantize a GGUF into float32 safetensors + tokenizer in ``tmp`` (the file parsed once:
+    :func:`gguf_parsed_once`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    directory, fname = str(gguf_path.parent), gguf_path.name
-    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=fname)
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=fname, dtype=torch.float32)
-    # The GGUF quantizer marks the model as "not serializable"; the weights are already
-    # dequantized to float32, so dropping the quantizer gives a plain model that saves.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    # No cyclic garbage collection during the conversion (restored after): parsing the file's
+    # metadata and importing the model's modules allocate ~10^6 objects, and each collection
+    # would traverse torch's and transformers' module state again (~1 CPU-s in all). The
+    # conversion is bounded and its temporaries are freed by reference counting.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        directory, fname = str(gguf_path.parent), gguf_path.name
+        with gguf_parsed_once():
+            tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=fname)
+            model = AutoModelForCausalLM.from_pretrained(
+                directory, gguf_file=fname, dtype=torch.float32
+            )
+        # The GGUF quantizer marks the model as "not serializable"; the weights are already
+        # dequantized to float32, so dropping the quantizer gives a plain model that saves.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:

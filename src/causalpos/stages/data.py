@@ -33,15 +33,14 @@ def sample_sequences(
     content of the corpus's local files (the rule's ``sources`` param), recorded in the store
     (attribute ``corpus_sha256``, JSON) where there are any.
     """
-    from transformers import AutoTokenizer
-
     from causalpos import data
     from causalpos.io.store import write_dataset
+    from causalpos.models.tokenizers import tokenizer_from_dir
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer = tokenizer_from_dir(tokenizer_dir)
     extra = {}
     if peers:
-        extra["also_for"] = [AutoTokenizer.from_pretrained(p) for p in peers]
+        extra["also_for"] = [tokenizer_from_dir(p) for p in peers]
     ds = data.draw_sequences(
         tokenizer,
         spec["corpus"],

@@ -104,8 +104,9 @@ def fit_tokenizer(
 
 
 def load_tokenizer(tokenizer_dir: str | os.PathLike):
-    """The HF fast tokenizer saved by :func:`fit_tokenizer` (or any HF tokenizer directory)."""
-    from transformers import AutoTokenizer
+    """The HF fast tokenizer saved by :func:`fit_tokenizer` (or any HF tokenizer directory), as
+    AutoTokenizer loads it (:func:`causalpos.models.tokenizers.tokenizer_from_dir`)."""
+    from causalpos.models.tokenizers import tokenizer_from_dir
 
     path = Path(tokenizer_dir)
     if not (path / "tokenizer.json").is_file():
@@ -113,7 +114,7 @@ def load_tokenizer(tokenizer_dir: str | os.PathLike):
             f"no tokenizer.json in {path}: train one with "
             "causalpos.training.tokenizer.fit_tokenizer"
         )
-    return AutoTokenizer.from_pretrained(path)
+    return tokenizer_from_dir(path)
 
 
 def encode_documents(tokenizer_dir: str | os.PathLike, texts: Sequence[str]) -> np.ndarray:
