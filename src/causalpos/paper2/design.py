@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import torch
 
 BASELINES = ("saturated", "linear")
 
@@ -126,7 +125,10 @@ class Design:
         return self.k / (self.n_pairs - 1)
 
     def tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
-        """The design's arrays as float64 tensors on ``device`` (cached)."""
+        """The design's arrays as float64 tensors on ``device`` (cached). torch is imported here,
+        not with the module: the summaries read designs with numpy alone."""
+        import torch
+
         key = str(device)
         if key not in self._torch:
             t = lambda a: torch.as_tensor(

@@ -89,13 +89,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 import xarray as xr
 
 from causalpos import stats
 from causalpos.paper2 import inference as inf
 from causalpos.paper2.design import Design, build_design, pair_mask, parse_fit, query_window
-from causalpos.paper2.metric import c_vector, pair_sums
+from causalpos.paper2.metric import c_vector
 from causalpos.paper2.storeview import store_view
 
 
@@ -114,20 +113,48 @@ class PromptStats:
 
 
 def stats_from_maps(y, mask: np.ndarray) -> PromptStats:
-    """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool)."""
-    yt = torch.as_tensor(np.asarray(y), dtype=torch.float64)
-    w = torch.as_tensor(np.asarray(mask, dtype=bool))
+    """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool):
+    the sums of :func:`causalpos.paper2.metric.pair_sums`, in numpy (:func:`_pair_sums`)."""
+    y = np.asarray(y, dtype=np.float64)
+    w = np.asarray(mask, dtype=bool)
     n_pairs = int(w.sum())
-    sums = pair_sums(yt, w, n_pairs)
-    ssum = pair_sums(yt.sum(0), w, n_pairs)
-    np_ = lambda x: x.numpy()  # noqa: E731
+    sums = _pair_sums(y, w, n_pairs)
+    ssum = _pair_sums(y.sum(0), w, n_pairs)
     return PromptStats(
-        off=np_(sums["off"]),
-        rows=np_(sums["rows"]),
-        key0=np_(sums["cols"][..., 0]),
-        sst=np_(sums["Q"] - sums["S"] ** 2 / n_pairs),
-        sst_sum=np_(ssum["Q"] - ssum["S"] ** 2 / n_pairs),
+        off=sums["off"],
+        rows=sums["rows"],
+        key0=sums["key0"],
+        sst=sums["Q"] - sums["S"] ** 2 / n_pairs,
+        sst_sum=ssum["Q"] - ssum["S"] ** 2 / n_pairs,
     )
+
+
+def _pair_sums(y: np.ndarray, w: np.ndarray, n_pairs: int) -> dict[str, np.ndarray]:
+    """Per-offset sums of maps ``y`` (..., T, T) centred by their mean over the pairs ``w`` and of
+    their squares (``off``, ``off2``), per-row sums (``rows``), the key-0 column's sum
+    (``key0``) and the totals ``S``, ``Q``: :func:`causalpos.paper2.metric.window_sums` over
+    every row, with the same diagonals-as-columns view (:func:`causalpos.paper2.metric._skew`)."""
+    T = y.shape[-1]
+    lead = y.shape[:-2]
+    flat = y.reshape(-1, T, T)
+    mean = np.where(w, flat, 0.0).sum((-2, -1)) / n_pairs
+    pad = np.zeros((flat.shape[0], T, 2 * T))
+    yz = pad[..., T:]
+    np.subtract(flat, mean[:, None, None], out=yz)
+    yz[:, ~w] = 0.0
+    out = {"rows": yz.sum(-1), "key0": yz[..., 0].sum(-1)}
+    for k, p in (("off", pad), ("off2", pad * pad)):
+        # V[m, i, e] = map[m, i, i − (T − 1 − e)], 0 where that key is < 0 (the padding)
+        view = np.lib.stride_tricks.as_strided(
+            p.reshape(-1)[1:],
+            shape=(p.shape[0], T, T),
+            strides=(2 * T * T * p.itemsize, (2 * T + 1) * p.itemsize, p.itemsize),
+            writeable=False,
+        )
+        out[k] = view.sum(-2)[:, ::-1]
+    out = {k: v.reshape(lead + v.shape[1:]) for k, v in out.items()}
+    out["S"], out["Q"] = out["off"].sum(-1), out["off2"].sum(-1)
+    return out
 
 
 def prompt_grams(st: PromptStats, design: Design) -> dict[str, np.ndarray]:
@@ -136,31 +163,44 @@ def prompt_grams(st: PromptStats, design: Design) -> dict[str, np.ndarray]:
     Returns ``num`` (..., n, n) y_pᵀ P_Δ y_q; ``low`` (..., n, n) ⟨C P_F y_p, C P_F y_q⟩;
     ``sst`` (..., n); ``sst_sum`` (...).
     """
+    c, u, s = _c_vectors(st, design)
+    num = _gram(c, design.m_pinv)
+    low = _gram(u, design.gx_pinv) - s[..., :, None] * s[..., None, :] / float(design.n_pairs)
+    return {
+        "num": num,
+        "low": low + num,
+        "sst": np.moveaxis(np.asarray(st.sst, dtype=np.float64), 0, -1),
+        "sst_sum": np.asarray(st.sst_sum, dtype=np.float64),
+    }
+
+
+def numerator_grams(st: PromptStats, design: Design) -> np.ndarray:
+    """:func:`prompt_grams`' ``num`` alone (..., n, n): y_pᵀ P_Δ y_q (no SST is read)."""
+    return _gram(_c_vectors(st, design)[0], design.m_pinv)
+
+
+def _c_vectors(st: PromptStats, design: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(c, u, S) of every prompt's map, prompt axis second to last: the residualized
+    absolute-effect vectors (..., n, q) and the baseline sums (..., n, p) of
+    :func:`causalpos.paper2.metric.c_vector`, and the pair sums S (..., n)."""
     if design.absolute != "query":
         raise ValueError(
             f"the expected-map estimator supports query-effect fits ('saturated+query', "
             f"'linear+query'); got absolute effects {design.absolute!r}: key effects need "
             "per-prompt key sums, which the reducer does not store"
         )
-    t = lambda a: torch.as_tensor(np.moveaxis(np.asarray(a, dtype=np.float64), 0, -2))  # noqa: E731
+    t = lambda a: np.moveaxis(np.asarray(a, dtype=np.float64), 0, -2)  # noqa: E731
     off, rows = t(st.off), t(st.rows)  # (..., n, T)
-    key0 = torch.as_tensor(np.moveaxis(np.asarray(st.key0, dtype=np.float64), 0, -1))
-    cols = torch.full_like(off, torch.nan)
-    cols[..., 0] = key0  # only the landmark column reads key sums
-    sums = {"off": off, "rows": rows, "cols": cols, "S": off.sum(-1)}
+    key0 = np.moveaxis(np.asarray(st.key0, dtype=np.float64), 0, -1)
+    # only the landmark column reads key sums: key 0's, as the one column of "cols"
+    sums = {"off": off, "rows": rows, "cols": key0[..., None], "S": off.sum(-1)}
     c, u = c_vector(sums, design)
-    tens = design.tensors(off.device)
-    num = c @ tens["m_pinv"] @ c.transpose(-1, -2)
-    s = sums["S"]
-    low = u @ tens["gx_pinv"] @ u.transpose(-1, -2) - s[..., :, None] * s[..., None, :] / float(
-        design.n_pairs
-    )
-    return {
-        "num": num.numpy(),
-        "low": (low + num).numpy(),
-        "sst": np.moveaxis(np.asarray(st.sst, dtype=np.float64), 0, -1),
-        "sst_sum": np.asarray(st.sst_sum, dtype=np.float64),
-    }
+    return c, u, sums["S"]
+
+
+def _gram(c: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """c_pᵀ m c_q for the vectors c (..., n, k): (..., n, n)."""
+    return (c @ m) @ np.swapaxes(c, -1, -2)
 
 
 def _offdiag(g: np.ndarray, m: np.ndarray) -> np.ndarray:

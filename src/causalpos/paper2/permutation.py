@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 from causalpos import stats
 from causalpos.paper2.design import build_design
-from causalpos.paper2.metric import delta_r2, measured_mask, to_tensor
+from causalpos.paper2.metric import delta_r2, measured_mask
 
 
 @dataclass(frozen=True)
@@ -46,15 +45,15 @@ def permutation_test(
     Returns:
         :class:`PermutationResult` with arrays of the maps' leading shape.
     """
-    yt, _ = to_tensor(maps)
+    yt = np.asarray(maps)
     lead = tuple(yt.shape[:-2])
     T = yt.shape[-1]
-    w = measured_mask(torch.isfinite(yt), mask, window)
+    w = measured_mask(np.isfinite(yt), mask, window)
     design = build_design(w, fit)
     i, j = np.nonzero(w)
     d = i - j
     n = i.size
-    y = yt.to(torch.float64).cpu().numpy().reshape(-1, T, T)[:, i, j]  # (M, N)
+    y = yt.astype(np.float64).reshape(-1, T, T)[:, i, j]  # (M, N)
     y = y - y.mean(axis=1, keepdims=True)
     levels = {"query": [i], "key": [j], "both": [i, T + j]}[design.absolute]
     q = design.m_pinv.shape[0]
