@@ -86,6 +86,8 @@ prompts, not cells, keeps the row-shared content inside each unit. Benjamini–H
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -163,9 +165,10 @@ def prompt_grams(st: PromptStats, design: Design) -> dict[str, np.ndarray]:
     Returns ``num`` (..., n, n) y_pᵀ P_Δ y_q; ``low`` (..., n, n) ⟨C P_F y_p, C P_F y_q⟩;
     ``sst`` (..., n); ``sst_sum`` (...).
     """
-    c, u, s = _c_vectors(st, design)
-    num = _gram(c, design.m_pinv)
-    low = _gram(u, design.gx_pinv) - s[..., :, None] * s[..., None, :] / float(design.n_pairs)
+    c, u, s, sub = _c_vectors(st, design)
+    num = _gram(c, sub.m_pinv)
+    s = np.moveaxis(s, 0, -1)  # (..., n)
+    low = _gram(u, sub.gx_pinv) - s[..., :, None] * s[..., None, :] / float(design.n_pairs)
     return {
         "num": num,
         "low": low + num,
@@ -176,31 +179,71 @@ def prompt_grams(st: PromptStats, design: Design) -> dict[str, np.ndarray]:
 
 def numerator_grams(st: PromptStats, design: Design) -> np.ndarray:
     """:func:`prompt_grams`' ``num`` alone (..., n, n): y_pᵀ P_Δ y_q (no SST is read)."""
-    return _gram(_c_vectors(st, design)[0], design.m_pinv)
+    c, _, _, sub = _c_vectors(st, design)
+    return _gram(c, sub.m_pinv)
 
 
-def _c_vectors(st: PromptStats, design: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(c, u, S) of every prompt's map, prompt axis second to last: the residualized
-    absolute-effect vectors (..., n, q) and the baseline sums (..., n, p) of
-    :func:`causalpos.paper2.metric.c_vector`, and the pair sums S (..., n)."""
+def _c_vectors(
+    st: PromptStats, design: Design
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Design]:
+    """(c, u, S, support) of every prompt's map, prompt axis first: the residualized
+    absolute-effect vectors (n, ..., q') and the baseline sums (n, ..., p') of
+    :func:`causalpos.paper2.metric.c_vector` on the design's :func:`support` (one matrix
+    product over every prompt and map), the pair sums S (n, ...), and that support."""
     if design.absolute != "query":
         raise ValueError(
             f"the expected-map estimator supports query-effect fits ('saturated+query', "
             f"'linear+query'); got absolute effects {design.absolute!r}: key effects need "
             "per-prompt key sums, which the reducer does not store"
         )
-    t = lambda a: np.moveaxis(np.asarray(a, dtype=np.float64), 0, -2)  # noqa: E731
-    off, rows = t(st.off), t(st.rows)  # (..., n, T)
-    key0 = np.moveaxis(np.asarray(st.key0, dtype=np.float64), 0, -1)
+    sub, rows_at, offs_at = support(design)
+    off = np.asarray(st.off, dtype=np.float64)  # (n, ..., T)
+    lead = off.shape[:-1]
+    off = off.reshape(-1, off.shape[-1])
     # only the landmark column reads key sums: key 0's, as the one column of "cols"
-    sums = {"off": off, "rows": rows, "cols": key0[..., None], "S": off.sum(-1)}
-    c, u = c_vector(sums, design)
-    return c, u, sums["S"]
+    sums = {
+        "off": off if offs_at is None else off[:, offs_at],
+        "rows": np.asarray(st.rows, dtype=np.float64).reshape(off.shape)[:, rows_at],
+        "cols": np.asarray(st.key0, dtype=np.float64).reshape(-1, 1),
+        "S": off.sum(-1),
+    }
+    c, u = c_vector(sums, sub)
+    back = lambda a: a.reshape(lead + a.shape[1:])  # noqa: E731
+    return back(c), back(u), back(sums["S"]), sub
+
+
+@functools.lru_cache(maxsize=256)  # designs hash by identity (eq=False)
+def support(design: Design) -> tuple[Design, np.ndarray, np.ndarray | None]:
+    """The query-effect ``design`` on the query rows and baseline columns that hold measured
+    pairs (cached per design): (the design with ``b``, ``m_pinv`` and ``gx_pinv`` restricted to
+    them, the rows kept, the offsets kept (saturated baseline; None for the linear one)).
+
+    A row without a pair (outside the query window, row 0) has a zero query column, a offset
+    without one a zero baseline column: their rows and columns of G_Z, G_ZX, G_X and so of M⁺,
+    G_X⁺ and b are 0, and so are the sums they would multiply. Leaving them out drops only
+    products with 0 (an early window's Grams cost a fraction of the whole triangle's)."""
+    rows_at = np.flatnonzero(design.mask.any(1))
+    cols = np.arange(design.b.shape[1])
+    offs_at = None
+    if design.baseline == "saturated":
+        offs_at = np.flatnonzero(design.n_offset > 0)
+        cols = np.concatenate([offs_at, cols[design.seq_len :]])  # and the landmark's
+    sub = dataclasses.replace(
+        design,
+        b=design.b[np.ix_(rows_at, cols)],
+        m_pinv=design.m_pinv[np.ix_(rows_at, rows_at)],
+        gx_pinv=design.gx_pinv[np.ix_(cols, cols)],
+        _torch={},
+    )
+    return sub, rows_at, offs_at
 
 
 def _gram(c: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """c_pᵀ m c_q for the vectors c (..., n, k): (..., n, n)."""
-    return (c @ m) @ np.swapaxes(c, -1, -2)
+    """c_pᵀ m c_q (..., n, n) for the vectors c (n, ..., k), prompt axis first: c m as one
+    matrix product over every prompt and map, then one (n, k) × (k, n) product per map."""
+    cm = (c.reshape(-1, c.shape[-1]) @ m).reshape(c.shape[:-1] + m.shape[-1:])
+    last = lambda a: np.ascontiguousarray(np.moveaxis(a, 0, -2))  # noqa: E731
+    return last(cm) @ np.swapaxes(last(c), -1, -2)
 
 
 def _offdiag(g: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -255,6 +298,7 @@ def estimate(
     counts: np.ndarray | None = None,
     multipliers: np.ndarray | None = None,
     lean: bool = False,
+    heads: bool = True,
 ) -> dict[str, np.ndarray]:
     """Headline ΔR² of the expected maps of ``grams`` with leading (layer, head): per head, per
     layer (Σ over heads) and pooled (Σ over all), each with a CI over prompts, and per-head
@@ -270,7 +314,9 @@ def estimate(
     combination of Grams reuses). Otherwise the percentile bootstrap with prompt multiplicities
     ``counts`` (B, n) (default ``n_boot`` multinomial draws) and sign flips of their own.
     ``lean`` (multipliers only): ρ_SST pooled only, and no per-head ``*_num_boot``,
-    ``*_den_boot`` (what :class:`causalpos.paper2.grams.GramCache`'s readers never take)."""
+    ``*_den_boot`` (what :class:`causalpos.paper2.grams.GramCache`'s readers never take).
+    ``heads`` False (multipliers only): no per-head reading (no ``head*``, ``p``, ``q``), and the
+    linear parts of each layer come from the layer's own Gram (:func:`_estimate_calibrated`)."""
     n = grams["sst"].shape[-1]
     if n < 3:
         raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
@@ -280,7 +326,7 @@ def estimate(
                 "estimate: pass counts (percentile bootstrap) or multipliers, not both"
             )
         xi = np.asarray(multipliers, dtype=np.float64)
-        return _estimate_calibrated(grams, xi, level, lean=lean)
+        return _estimate_calibrated(grams, xi, level, lean=lean, heads=heads)
     if counts is None:
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
@@ -336,27 +382,40 @@ def _levels(grams: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
 
 
 def _estimate_calibrated(
-    grams: dict[str, np.ndarray], xi: np.ndarray, level: float, *, lean: bool = False
+    grams: dict[str, np.ndarray],
+    xi: np.ndarray,
+    level: float,
+    *,
+    lean: bool = False,
+    heads: bool = True,
 ) -> dict[str, np.ndarray]:
     """:func:`estimate` with the calibrated multiplier intervals of
     :mod:`causalpos.paper2.inference`: each level's N and D from its own summed Grams (the
-    variance calibration is not additive over maps), the residual part of D̂ held fixed."""
+    variance calibration is not additive over maps), the residual part of D̂ held fixed.
+    ``heads`` False: the layers and the pooled reading only."""
     n = grams["sst"].shape[-1]
     if xi.ndim != 2 or xi.shape[1] != n:
         raise ValueError(f"multipliers must have shape (n_boot, {n}), got {xi.shape}")
     pairs = float(n * (n - 1))
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     out = {}
+    levels = _levels(grams)
     # The replicates' products with the multipliers once, per head; a layer's and the pooled
-    # Gram's are their sums (inference.linear_parts)
-    head = {k: inf.linear_parts(grams[k], xi) for k in ("num", "low")}
-    parts = {
-        "head": head,
-        "layer": {k: inf.sum_parts(v, 1) for k, v in head.items()},
-        "pooled": {k: inf.sum_parts(v, (0, 1)) for k, v in head.items()},
-    }
+    # Gram's are their sums (inference.linear_parts). Without the per-head reading, once per
+    # layer (the layer's Gram: a B × n² product per layer instead of per head)
+    if heads:
+        head = {k: inf.linear_parts(grams[k], xi) for k in ("num", "low")}
+        parts = {
+            "head": head,
+            "layer": {k: inf.sum_parts(v, 1) for k, v in head.items()},
+            "pooled": {k: inf.sum_parts(v, (0, 1)) for k, v in head.items()},
+        }
+    else:
+        del levels["head"]
+        layer = {k: inf.linear_parts(levels["layer"][k], xi) for k in ("num", "low")}
+        parts = {"layer": layer, "pooled": {k: inf.sum_parts(v, 0) for k, v in layer.items()}}
     out["num_parts_layer"] = parts["layer"]["num"]
-    for name, g in _levels(grams).items():
+    for name, g in levels.items():
         lp = parts[name]
         r = inf.calibrated_ratio(g["num"], g["low"], xi, g["d_r"], level, (lp["num"], lp["low"]))
         out[name], out[f"{name}_boot"] = r["est"], r["boot"]
@@ -379,7 +438,8 @@ def _estimate_calibrated(
         out[f"{name}_sst"] = inf.ratio(r["num"] / pairs, m_sst)
         r_sst = inf.ratio(r["num_boot"] / pairs, s_b)
         out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst, [lo_q, hi_q], axis=0)
-    out["q"] = stats.benjamini_hochberg(out["p"])
+    if heads:
+        out["q"] = stats.benjamini_hochberg(out["p"])
     out["resid_share"] = _levels_resid_share(grams)
     return out
 
