@@ -242,8 +242,7 @@ def _gram(c: np.ndarray, m: np.ndarray) -> np.ndarray:
     """c_pᵀ m c_q (..., n, n) for the vectors c (n, ..., k), prompt axis first: c m as one
     matrix product over every prompt and map, then one (n, k) × (k, n) product per map."""
     cm = (c.reshape(-1, c.shape[-1]) @ m).reshape(c.shape[:-1] + m.shape[-1:])
-    last = lambda a: np.ascontiguousarray(np.moveaxis(a, 0, -2))  # noqa: E731
-    return last(cm) @ np.swapaxes(last(c), -1, -2)
+    return np.moveaxis(cm, 0, -2) @ np.moveaxis(c, 0, -1)  # strided views: BLAS reads them
 
 
 def _offdiag(g: np.ndarray, m: np.ndarray) -> np.ndarray:
