@@ -201,9 +201,10 @@ def _c_vectors(
     lead = off.shape[:-1]
     off = off.reshape(-1, off.shape[-1])
     # only the landmark column reads key sums: key 0's, as the one column of "cols"
+    pick = lambda a, at: a[:, at] if isinstance(at, slice) else np.take(a, at, axis=1)  # noqa: E731
     sums = {
-        "off": off if offs_at is None else off[:, offs_at],
-        "rows": np.asarray(st.rows, dtype=np.float64).reshape(off.shape)[:, rows_at],
+        "off": off if offs_at is None else pick(off, offs_at),
+        "rows": pick(np.asarray(st.rows, dtype=np.float64).reshape(off.shape), rows_at),
         "cols": np.asarray(st.key0, dtype=np.float64).reshape(-1, 1),
         "S": off.sum(-1),
     }
@@ -213,7 +214,7 @@ def _c_vectors(
 
 
 @functools.lru_cache(maxsize=256)  # designs hash by identity (eq=False)
-def support(design: Design) -> tuple[Design, np.ndarray, np.ndarray | None]:
+def support(design: Design) -> tuple[Design, slice | np.ndarray, slice | np.ndarray | None]:
     """The query-effect ``design`` on the query rows and baseline columns that hold measured
     pairs (cached per design): (the design with ``b``, ``m_pinv`` and ``gx_pinv`` restricted to
     them, the rows kept, the offsets kept (saturated baseline; None for the linear one)).
@@ -235,7 +236,15 @@ def support(design: Design) -> tuple[Design, np.ndarray, np.ndarray | None]:
         gx_pinv=design.gx_pinv[np.ix_(cols, cols)],
         _torch={},
     )
-    return sub, rows_at, offs_at
+    return sub, _as_slice(rows_at), None if offs_at is None else _as_slice(offs_at)
+
+
+def _as_slice(at: np.ndarray) -> slice | np.ndarray:
+    """``at`` (sorted indices) as a slice where they are a range (a window's rows, its offsets
+    0..k: a view of the sums, in their own C order), else as they are."""
+    if at.size and at[-1] - at[0] + 1 == at.size:
+        return slice(int(at[0]), int(at[-1]) + 1)
+    return at
 
 
 def _gram(c: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -312,7 +321,7 @@ def estimate(
     layer (:func:`causalpos.paper2.inference.linear_parts`, (B, layer) each: what a
     combination of Grams reuses). Otherwise the percentile bootstrap with prompt multiplicities
     ``counts`` (B, n) (default ``n_boot`` multinomial draws) and sign flips of their own.
-    ``lean`` (multipliers only): ρ_SST pooled only, and no per-head ``*_num_boot``,
+    ``lean`` (multipliers only): ρ_SST pooled only, and no per-head ``*_boot``, ``*_num_boot``,
     ``*_den_boot`` (what :class:`causalpos.paper2.grams.GramCache`'s readers never take).
     ``heads`` False (multipliers only): no per-head reading (no ``head*``, ``p``, ``q``), and the
     linear parts of each layer come from the layer's own Gram (:func:`_estimate_calibrated`)."""
@@ -423,6 +432,7 @@ def _estimate_calibrated(
         if name == "head":
             out["p"] = r["p"]
         if lean and name == "head":
+            del out["head_boot"]  # its interval is what a lean reader takes
             continue
         out[f"{name}_num_boot"], out[f"{name}_den_boot"] = (
             r["num_boot"] / pairs,
