@@ -136,6 +136,7 @@ NO_TORCH = {
     "plot_paper2_shares",
     "plot_paper2_position0",
     "position0",  # reads the position-0 states extraction stored
+    "leakage",  # paper 2's statistics, in numpy
 }
 
 
