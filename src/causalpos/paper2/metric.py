@@ -292,7 +292,7 @@ def c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tenso
 
     ``design``: a :class:`~causalpos.paper2.design.Design`, or a stack of designs whose tensors
     carry leading axes that broadcast against the sums' (:class:`causalpos.paper2.windows.DesignStack`).
-    Sums as numpy arrays (the summaries' Grams, :func:`causalpos.paper2.expected.prompt_grams`):
+    Sums as numpy arrays (the summaries' Grams, :func:`causalpos.paper2.pairgrams.prompt_grams`):
     the same operations on a single design's float64 arrays, in numpy (torch is not loaded).
     """
     if isinstance(sums["off"], np.ndarray):
