@@ -66,6 +66,21 @@ def decompose_maps(s_c, s_b, fwd, abl, *, landmark=True, window="all"):
     return DC.components(nums, np.float64(den), art)
 
 
+def test_log_softmax_rows_is_torchs_over_the_allowed_keys():
+    # numpy's log-softmax over each row's allowed keys: torch.log_softmax's values
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    T = 11
+    allowed = pair_mask(T) | np.eye(T, dtype=bool)
+    allowed[0, 0] = True
+    s = rng.normal(size=(3, T, T)) * 4 + 20.0
+    got = DC.log_softmax_rows(s, allowed)
+    t = torch.log_softmax(torch.as_tensor(np.where(allowed, s, -np.inf)), dim=-1).numpy()
+    np.testing.assert_allclose(got[:, allowed], t[:, allowed], rtol=1e-14, atol=1e-14)
+    assert np.isnan(got[:, ~allowed]).all()
+    assert np.allclose(np.exp(got[:, allowed.any(1)]).sum(-1, where=allowed[allowed.any(1)]), 1.0)
+
+
 @pytest.mark.parametrize("kind", ["causal", "sliding_window"])
 @pytest.mark.parametrize("landmark", [True, False])
 def test_exactly_relative_logits_have_no_residual_stream_component(kind, landmark):

@@ -419,3 +419,20 @@ def test_one_sequence_too_long_for_memory_says_seq_len_not_batch_size():
         refuse_batch_that_cannot_fit(cfg, seq_len=100_000, batch_size=8, available=2**36, **kw)
     advice = memory_advice(what="x", batch_size=1, per_sequence=2**30, key="extract.batch_size")
     assert "one sequence alone does not fit" in advice and "lower `" not in advice
+
+
+def test_numpy_small_pages_turns_numpys_huge_page_advice_off():
+    # the leakage job's arrays on small pages (runlog.numpy_small_pages, logged(huge_pages=
+    # False)): numpy's switch is off inside the block, as the function left it
+    from causalpos.io.runlog import logged, numpy_small_pages
+
+    switch = np._core.multiarray._set_madvise_hugepage
+    before = switch(True)
+    try:
+        assert numpy_small_pages()
+        assert switch(False) is False  # it was off
+        switch(True)
+        with logged(None, huge_pages=False):
+            assert switch(False) is False
+    finally:
+        switch(before)

@@ -376,12 +376,24 @@ def test_replicates_of_a_sum_of_grams_from_the_sums_of_their_linear_parts():
     parts = e["num_parts_layer"]
     assert all(np.abs(parts[k] - I.linear_parts(g.sum(1), xi)[k]).max()
                <= 1e-12 * np.abs(parts[k]).max() for k in I.LINEAR_PARTS)  # fmt: skip
-    # lean: the same readings, without the per-head SST companion and N, D replicates
+    # lean: the same readings, without the per-head SST companion and replicates
     lean = X.estimate(grams, multipliers=xi, lean=True)
-    assert "head_sst" not in lean and "head_num_boot" not in lean and "layer_sst" not in lean
+    assert not {"head_sst", "head_boot", "head_num_boot", "layer_sst"} & set(lean)
     for k in lean:
         if k != "num_parts_layer":
             assert np.array_equal(np.asarray(lean[k]), np.asarray(e[k]), equal_nan=True), k
+    # without the per-head reading: each layer's parts from its own Gram, the layers' and the
+    # pooled readings those of the per-head estimate (up to rounding), no per-head key
+    lay = X.estimate(grams, multipliers=xi, lean=True, heads=False)
+    assert not [k for k in lay if k.startswith("head") or k in ("p", "q")]
+    assert {k for k in lean if not k.startswith("head") and k not in ("p", "q")} == set(lay)
+    for k in lay:
+        if k == "num_parts_layer":
+            for x in I.LINEAR_PARTS:  # the layer's Gram's own parts, exactly
+                assert np.array_equal(lay[k][x], I.linear_parts(g.sum(1), xi)[x])
+            continue
+        a, b = np.asarray(lay[k], dtype=np.float64), np.asarray(lean[k], dtype=np.float64)
+        assert np.abs(a - b).max() <= 1e-10 * np.abs(b).max(), k
 
 
 def test_inversion_and_centred_variance_equal_their_closed_forms_bit_for_bit():

@@ -142,6 +142,31 @@ def test_solver_equals_dense_lstsq(fit):
 # ---- null floor ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fit", ["saturated+query", "linear+query", "saturated+both"])
+def test_c_vector_and_pair_pattern_in_numpy_equal_torchs(fit):
+    # the summaries call metric's functions with numpy arrays (no torch loaded), the reducers
+    # with tensors: the same formula on each
+    rng = np.random.default_rng(8)
+    T = 10
+    y = rng.normal(size=(4, T, T))
+    w = L_design.pair_mask(T, window="early7")
+    design = L_design.build_design(w, fit, landmark=fit.endswith("query"))
+    sums = L_metric.pair_sums(torch.as_tensor(y), torch.as_tensor(w), int(w.sum()))
+    c_t, u_t = L_metric.c_vector(sums, design)
+    c_n, u_n = L_metric.c_vector({k: v.numpy() for k, v in sums.items()}, design)
+    np.testing.assert_allclose(c_n, c_t.numpy(), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(u_n, u_t.numpy(), rtol=1e-14, atol=1e-14)
+    fin = np.isfinite(np.where(np.tril(np.ones((T, T), bool)), y, np.nan))
+    assert np.array_equal(
+        L_metric.allowed_pattern(fin), L_metric.allowed_pattern(torch.as_tensor(fin))
+    )
+    bad = fin.copy()
+    bad[1, 3, 2] = False
+    for f in (bad, torch.as_tensor(bad)):
+        with pytest.raises(ValueError, match="finite pattern differs"):
+            L_metric.allowed_pattern(f)
+
+
 def test_null_floor_parameter_counts():
     T = 16
     m = L_design.pair_mask(T)

@@ -137,6 +137,7 @@ NO_TORCH = {
     "plot_paper2_position0",
     "position0",  # reads the position-0 states extraction stored
     "sample_sequences",  # the tokenizer directory loaded directly (models.tokenizers)
+    "leakage",  # paper 2's statistics, in numpy
 }
 
 

@@ -8,7 +8,8 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.leakage import leakage  # noqa: E402
 
-with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
+# numpy's large arrays (the Grams and their replicates) on small pages: io.runlog.numpy_small_pages
+with logged(snakemake.log[0], snakemake.threads, huge_pages=False, exit_when_done=True):
     p = snakemake.params
     leakage(
         # the pair's merged directory (rule merge_scores) holds one store per variant

@@ -39,7 +39,6 @@ Shares: ``share_causal_mask = causal_mask / total`` (Eq. 5), ``share_causal_mask
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from causalpos.paper2 import expected as X
 from causalpos.paper2.design import Design
@@ -81,10 +80,7 @@ def difference_stats(a: X.PromptStats, b: X.PromptStats) -> X.PromptStats:
 
 def numerator_gram(st: X.PromptStats, design: Design) -> np.ndarray:
     """G_pq = y_pᵀ P_Δ y_q (..., n, n) of the maps behind ``st``: the pair-resolved terms of N̂."""
-    safe = X.PromptStats(
-        off=st.off, rows=st.rows, key0=st.key0, sst=np.zeros_like(st.sst), sst_sum=st.sst_sum
-    )
-    return X.prompt_grams(safe, design)["num"]
+    return X.numerator_grams(st, design)
 
 
 def toeplitz(mu: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -110,8 +106,11 @@ def toeplitz(mu: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 
 def log_softmax_rows(s: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """Row-wise log-softmax of ``s`` (..., T, T) over the ``allowed`` keys; NaN elsewhere."""
-    t = torch.as_tensor(np.where(allowed, s, -np.inf), dtype=torch.float64)
-    out = torch.log_softmax(t, dim=-1).numpy()
+    t = np.where(allowed, np.asarray(s, dtype=np.float64), -np.inf)
+    top = t.max(-1, keepdims=True)
+    z = t - np.where(np.isfinite(top), top, 0.0)  # shifted by the row's maximum
+    with np.errstate(divide="ignore"):  # a row without an allowed key: all NaN below
+        out = z - np.log(np.exp(z).sum(-1, keepdims=True))
     return np.where(allowed, out, np.nan)
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 BASELINES = ("saturated", "linear")
 
@@ -126,7 +129,10 @@ class Design:
         return self.k / (self.n_pairs - 1)
 
     def tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
-        """The design's arrays as float64 tensors on ``device`` (cached)."""
+        """The design's arrays as float64 tensors on ``device`` (cached). torch is imported here,
+        not with the module: the summaries read designs with numpy alone."""
+        import torch
+
         key = str(device)
         if key not in self._torch:
             t = lambda a: torch.as_tensor(

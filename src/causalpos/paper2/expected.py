@@ -86,81 +86,20 @@ prompts, not cells, keeps the row-shared content inside each unit. Benjamini–H
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-import torch
 import xarray as xr
 
 from causalpos import stats
 from causalpos.paper2 import inference as inf
 from causalpos.paper2.design import Design, build_design, pair_mask, parse_fit, query_window
-from causalpos.paper2.metric import c_vector, pair_sums
+from causalpos.paper2.pairgrams import (  # noqa: F401 (re-exported: the estimator's inputs)
+    PromptStats,
+    numerator_grams,
+    prompt_grams,
+    stats_from_maps,
+    support,
+)
 from causalpos.paper2.storeview import store_view
-
-
-@dataclass(frozen=True)
-class PromptStats:
-    """Per-prompt sufficient statistics of one window; prompt axis first, maps ``(...)``.
-
-    Sums are of each map centred by any per-map constant (the estimator is invariant to it).
-    """
-
-    off: np.ndarray  # (n, ..., T) per-offset sums over the window's pairs
-    rows: np.ndarray  # (n, ..., T) per-query-row sums (0 outside the window)
-    key0: np.ndarray  # (n, ...) sum over the window's key-0 pairs
-    sst: np.ndarray  # (n, ...) ‖C y_p‖²
-    sst_sum: np.ndarray  # (...) ‖C S‖², S = Σ_p y_p
-
-
-def stats_from_maps(y, mask: np.ndarray) -> PromptStats:
-    """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool)."""
-    yt = torch.as_tensor(np.asarray(y), dtype=torch.float64)
-    w = torch.as_tensor(np.asarray(mask, dtype=bool))
-    n_pairs = int(w.sum())
-    sums = pair_sums(yt, w, n_pairs)
-    ssum = pair_sums(yt.sum(0), w, n_pairs)
-    np_ = lambda x: x.numpy()  # noqa: E731
-    return PromptStats(
-        off=np_(sums["off"]),
-        rows=np_(sums["rows"]),
-        key0=np_(sums["cols"][..., 0]),
-        sst=np_(sums["Q"] - sums["S"] ** 2 / n_pairs),
-        sst_sum=np_(ssum["Q"] - ssum["S"] ** 2 / n_pairs),
-    )
-
-
-def prompt_grams(st: PromptStats, design: Design) -> dict[str, np.ndarray]:
-    """Pair-resolved terms of the U-statistics, prompt axes last.
-
-    Returns ``num`` (..., n, n) y_pᵀ P_Δ y_q; ``low`` (..., n, n) ⟨C P_F y_p, C P_F y_q⟩;
-    ``sst`` (..., n); ``sst_sum`` (...).
-    """
-    if design.absolute != "query":
-        raise ValueError(
-            f"the expected-map estimator supports query-effect fits ('saturated+query', "
-            f"'linear+query'); got absolute effects {design.absolute!r}: key effects need "
-            "per-prompt key sums, which the reducer does not store"
-        )
-    t = lambda a: torch.as_tensor(np.moveaxis(np.asarray(a, dtype=np.float64), 0, -2))  # noqa: E731
-    off, rows = t(st.off), t(st.rows)  # (..., n, T)
-    key0 = torch.as_tensor(np.moveaxis(np.asarray(st.key0, dtype=np.float64), 0, -1))
-    cols = torch.full_like(off, torch.nan)
-    cols[..., 0] = key0  # only the landmark column reads key sums
-    sums = {"off": off, "rows": rows, "cols": cols, "S": off.sum(-1)}
-    c, u = c_vector(sums, design)
-    tens = design.tensors(off.device)
-    num = c @ tens["m_pinv"] @ c.transpose(-1, -2)
-    s = sums["S"]
-    low = u @ tens["gx_pinv"] @ u.transpose(-1, -2) - s[..., :, None] * s[..., None, :] / float(
-        design.n_pairs
-    )
-    return {
-        "num": num.numpy(),
-        "low": (low + num).numpy(),
-        "sst": np.moveaxis(np.asarray(st.sst, dtype=np.float64), 0, -1),
-        "sst_sum": np.asarray(st.sst_sum, dtype=np.float64),
-    }
 
 
 def _offdiag(g: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -215,6 +154,7 @@ def estimate(
     counts: np.ndarray | None = None,
     multipliers: np.ndarray | None = None,
     lean: bool = False,
+    heads: bool = True,
 ) -> dict[str, np.ndarray]:
     """Headline ΔR² of the expected maps of ``grams`` with leading (layer, head): per head, per
     layer (Σ over heads) and pooled (Σ over all), each with a CI over prompts, and per-head
@@ -229,8 +169,10 @@ def estimate(
     layer (:func:`causalpos.paper2.inference.linear_parts`, (B, layer) each: what a
     combination of Grams reuses). Otherwise the percentile bootstrap with prompt multiplicities
     ``counts`` (B, n) (default ``n_boot`` multinomial draws) and sign flips of their own.
-    ``lean`` (multipliers only): ρ_SST pooled only, and no per-head ``*_num_boot``,
-    ``*_den_boot`` (what :class:`causalpos.paper2.grams.GramCache`'s readers never take)."""
+    ``lean`` (multipliers only): ρ_SST pooled only, and no per-head ``*_boot``, ``*_num_boot``,
+    ``*_den_boot`` (what :class:`causalpos.paper2.grams.GramCache`'s readers never take).
+    ``heads`` False (multipliers only): no per-head reading (no ``head*``, ``p``, ``q``), and the
+    linear parts of each layer come from the layer's own Gram (:func:`_estimate_calibrated`)."""
     n = grams["sst"].shape[-1]
     if n < 3:
         raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
@@ -240,7 +182,7 @@ def estimate(
                 "estimate: pass counts (percentile bootstrap) or multipliers, not both"
             )
         xi = np.asarray(multipliers, dtype=np.float64)
-        return _estimate_calibrated(grams, xi, level, lean=lean)
+        return _estimate_calibrated(grams, xi, level, lean=lean, heads=heads)
     if counts is None:
         rng = np.random.default_rng(seed)
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
@@ -296,27 +238,40 @@ def _levels(grams: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
 
 
 def _estimate_calibrated(
-    grams: dict[str, np.ndarray], xi: np.ndarray, level: float, *, lean: bool = False
+    grams: dict[str, np.ndarray],
+    xi: np.ndarray,
+    level: float,
+    *,
+    lean: bool = False,
+    heads: bool = True,
 ) -> dict[str, np.ndarray]:
     """:func:`estimate` with the calibrated multiplier intervals of
     :mod:`causalpos.paper2.inference`: each level's N and D from its own summed Grams (the
-    variance calibration is not additive over maps), the residual part of D̂ held fixed."""
+    variance calibration is not additive over maps), the residual part of D̂ held fixed.
+    ``heads`` False: the layers and the pooled reading only."""
     n = grams["sst"].shape[-1]
     if xi.ndim != 2 or xi.shape[1] != n:
         raise ValueError(f"multipliers must have shape (n_boot, {n}), got {xi.shape}")
     pairs = float(n * (n - 1))
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     out = {}
+    levels = _levels(grams)
     # The replicates' products with the multipliers once, per head; a layer's and the pooled
-    # Gram's are their sums (inference.linear_parts)
-    head = {k: inf.linear_parts(grams[k], xi) for k in ("num", "low")}
-    parts = {
-        "head": head,
-        "layer": {k: inf.sum_parts(v, 1) for k, v in head.items()},
-        "pooled": {k: inf.sum_parts(v, (0, 1)) for k, v in head.items()},
-    }
+    # Gram's are their sums (inference.linear_parts). Without the per-head reading, once per
+    # layer (the layer's Gram: a B × n² product per layer instead of per head)
+    if heads:
+        head = {k: inf.linear_parts(grams[k], xi) for k in ("num", "low")}
+        parts = {
+            "head": head,
+            "layer": {k: inf.sum_parts(v, 1) for k, v in head.items()},
+            "pooled": {k: inf.sum_parts(v, (0, 1)) for k, v in head.items()},
+        }
+    else:
+        del levels["head"]
+        layer = {k: inf.linear_parts(levels["layer"][k], xi) for k in ("num", "low")}
+        parts = {"layer": layer, "pooled": {k: inf.sum_parts(v, 0) for k, v in layer.items()}}
     out["num_parts_layer"] = parts["layer"]["num"]
-    for name, g in _levels(grams).items():
+    for name, g in levels.items():
         lp = parts[name]
         r = inf.calibrated_ratio(g["num"], g["low"], xi, g["d_r"], level, (lp["num"], lp["low"]))
         out[name], out[f"{name}_boot"] = r["est"], r["boot"]
@@ -325,6 +280,7 @@ def _estimate_calibrated(
         if name == "head":
             out["p"] = r["p"]
         if lean and name == "head":
+            del out["head_boot"]  # its interval is what a lean reader takes
             continue
         out[f"{name}_num_boot"], out[f"{name}_den_boot"] = (
             r["num_boot"] / pairs,
@@ -339,7 +295,8 @@ def _estimate_calibrated(
         out[f"{name}_sst"] = inf.ratio(r["num"] / pairs, m_sst)
         r_sst = inf.ratio(r["num_boot"] / pairs, s_b)
         out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = np.quantile(r_sst, [lo_q, hi_q], axis=0)
-    out["q"] = stats.benjamini_hochberg(out["p"])
+    if heads:
+        out["q"] = stats.benjamini_hochberg(out["p"])
     out["resid_share"] = _levels_resid_share(grams)
     return out
 

@@ -148,7 +148,10 @@ class GramCache:
         ``flips`` (the bootstrap's own sign flips) has no effect under the calibrated
         multipliers, whose p-values come from the same draws: one estimate serves both. The
         estimate is ``lean`` (no per-head or per-layer ρ_SST, no per-head N and D replicates:
-        nothing here reads them); the numerator's per-layer linear parts go to :meth:`parts`."""
+        nothing here reads them); the numerator's per-layer linear parts go to :meth:`parts`.
+        Only the headline reading (``fit`` :data:`FIT`, ``landmark``) is read per head: the
+        others (the key-0 column counted, the linear baseline) are estimated per layer and
+        pooled only (``heads=False``: their linear parts from the layers' Grams)."""
         flips = flips or self.ps.multipliers is not None
         key = (run, window, target, fit, landmark, flips)
         if key not in self._est:
@@ -159,6 +162,7 @@ class GramCache:
                 n_flips=self.n_flips if flips else 0,
                 seed=self.seed,
                 lean=True,
+                heads=fit == FIT and landmark,
                 **self.resampling,
             )
             parts = r.pop("num_parts_layer", None)

@@ -142,7 +142,7 @@ def planted_control(
     truth = a * a * pdb / (den0 + 2 * a * cross + a * a * cb)
     g, _ = X.store_grams(ds, window=window, target=target, plant=a * unit)
     draws = {"counts": counts} if multipliers is None else {"multipliers": multipliers}
-    r = X.estimate(g, level=level, n_flips=0, lean=True, **draws)
+    r = X.estimate(g, level=level, n_flips=0, lean=True, heads=False, **draws)
     return np.array([truth, r["pooled"], r["pooled_lo"], r["pooled_hi"]])
 
 

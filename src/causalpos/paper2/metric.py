@@ -35,19 +35,25 @@ log-attention), causal-mask = total − residual; and the observational split of
 ΔSS(a) = ΔSS(s) + ΔSS(ℓ) − 2⟨P_Δ s, P_Δ ℓ⟩ with a = s − ℓ, ℓ_i = log Z_i, in units of SST(a).
 
 Scores are float32 pre-softmax logits with NaN where the model's mask forbids the pair; every
-reduction here runs in float64.
+reduction here runs in float64. The functions that compute on tensors (extraction's reducers)
+import torch themselves; the module does not, so the summaries, which pass numpy arrays
+(:func:`c_vector`, :func:`delta_r2`, :func:`measured_mask`), run without loading it.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from causalpos.paper2.design import Design, build_design, pair_mask
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_FITS = ("saturated+query", "linear+query", "saturated+key", "saturated+both")
 
@@ -64,6 +70,8 @@ SPLIT_TERMS = ("logit", "logz", "cross", "logattn")
 def to_tensor(x) -> tuple[torch.Tensor, bool]:
     """(``x`` as a tensor, whether it was a numpy array): numpy input is wrapped without a copy,
     a tensor is returned as is (same dtype, shape and device)."""
+    import torch
+
     if isinstance(x, torch.Tensor):
         return x, False
     return torch.from_numpy(np.asarray(x)), True
@@ -75,6 +83,8 @@ def log_z(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Returns ``(log Z, finite)``: log Z (..., T) float64, the logsumexp over the finite keys of
     each row; ``finite`` (..., T, T) bool, the finite pattern of ``s`` (the allowed pairs).
     """
+    import torch
+
     s = s.to(torch.float64)
     fin = torch.isfinite(s)
     lse = torch.logsumexp(torch.where(fin, s, -torch.inf), dim=-1)
@@ -93,6 +103,8 @@ def log_attention(scores):
     Returns:
         Same type and shape as ``scores``, float64.
     """
+    import torch
+
     s, was_numpy = to_tensor(scores)
     lse, fin = log_z(s)
     a = torch.where(fin, s.to(torch.float64) - lse[..., None], torch.nan)
@@ -133,6 +145,8 @@ def target_sums(
         as columns for the query rows r0..T−1 (:func:`_skew`; :func:`_diagonals` where ``w``
         lies in the lower triangle without row 0, r0 = 1), ``r0``, ``lead`` the leading shape.
     """
+    import torch
+
     ys = list(y) if isinstance(y, (list, tuple)) else [y]
     T = ys[0].shape[-1]
     lead = ((len(ys),) if isinstance(y, (list, tuple)) else ()) + tuple(ys[0].shape[:-2])
@@ -161,6 +175,8 @@ def target_sums(
 
 def _causal_rows(w: torch.Tensor) -> bool:
     """Whether the pairs ``w`` (T, T) lie in the lower triangle (j ≤ i) and outside row 0."""
+    import torch
+
     T = w.shape[-1]
     upper = torch.ones(T, T, dtype=torch.bool, device=w.device).triu(diagonal=1)
     return not bool(w[0].any()) and not bool((w & upper).any())
@@ -218,6 +234,8 @@ def query_centred(
     """What :func:`query_sums` builds before it picks a window: the measured pairs ``wf`` (T, T)
     float64, their offset indicator ``wsk`` ([i, d] = 1 where pair (i, i − d) is measured),
     the pairs per query row ``n_i`` (T,) and ℓ centred over the measured pairs (..., T)."""
+    import torch
+
     T = w_np.shape[0]
     i, j = np.nonzero(w_np)
     wsk = np.zeros((T, T))
@@ -244,6 +262,8 @@ def query_sums(
     Returns:
         dict with ``rows``, ``cols``, ``off``, ``off2`` (..., T) and ``S``, ``Q`` (...), float64.
     """
+    import torch
+
     wf, wsk, n_i, lc = query_centred(lz, w_np, n_pairs)
     lw = torch.zeros_like(lc)
     lw[..., lo:hi] = lc[..., lo:hi]
@@ -272,20 +292,29 @@ def c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tenso
 
     ``design``: a :class:`~causalpos.paper2.design.Design`, or a stack of designs whose tensors
     carry leading axes that broadcast against the sums' (:class:`causalpos.paper2.windows.DesignStack`).
+    Sums as numpy arrays (the summaries' Grams, :func:`causalpos.paper2.pairgrams.prompt_grams`):
+    the same operations on a single design's float64 arrays, in numpy (torch is not loaded).
     """
-    t = design.tensors(sums["off"].device)
+    if isinstance(sums["off"], np.ndarray):
+        t = {"b": design.b, "offsets": np.arange(design.seq_len, dtype=np.float64)}
+        stack, cat = np.stack, np.concatenate
+    else:
+        import torch
+
+        t = design.tensors(sums["off"].device)
+        stack, cat = torch.stack, torch.cat
     if design.baseline == "saturated":
         u = sums["off"]
     else:
-        u = torch.stack([sums["S"], sums["off"] @ t["offsets"]], dim=-1)
+        u = stack([sums["S"], sums["off"] @ t["offsets"]], -1)
     if design.landmark:
-        u = torch.cat([u, sums["cols"][..., :1]], dim=-1)
+        u = cat([u, sums["cols"][..., :1]], -1)
     if design.absolute == "query":
         v = sums["rows"]
     elif design.absolute == "key":
         v = sums["cols"]
     else:
-        v = torch.cat([sums["rows"], sums["cols"]], dim=-1)
+        v = cat([sums["rows"], sums["cols"]], -1)
     return v - u @ t["b"].mT, u
 
 
@@ -307,6 +336,8 @@ def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.T
         E_π ΔSS under the within-offset permutation null); and ``c`` (..., q), the residualized
         absolute-effect vector (for :func:`split_terms`).
     """
+    import torch
+
     t = design.tensors(sums["off"].device)
     n = t["n"] if "n" in t else float(design.n_pairs)  # a stack's pair counts, per design
     c, u = c_vector(sums, design)
@@ -336,12 +367,21 @@ def delta_r2(ss, sst):
     R²(B) = SS_B/SST, and the permutation-null mean in the same units. numpy arrays or torch
     tensors, broadcast together.
     """
-    if isinstance(ss, torch.Tensor):
+    if _is_tensor(ss):
+        import torch
+
         ok = sst > 0
         return torch.where(ok, ss / torch.where(ok, sst, 1.0), torch.nan)
     ss, sst = np.asarray(ss, dtype=np.float64), np.asarray(sst, dtype=np.float64)
     ok = sst > 0
     return np.where(ok, ss / np.where(ok, sst, 1.0), np.nan)
+
+
+def _is_tensor(x) -> bool:
+    """Whether ``x`` is a torch tensor, without importing torch (where torch was never imported,
+    nothing is one)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def null_corrected(delta, null_mean):
@@ -361,13 +401,19 @@ def r2_terms(f: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     }
 
 
-def allowed_pattern(finite: torch.Tensor) -> np.ndarray:
+def allowed_pattern(finite) -> np.ndarray:
     """``(T, T)`` bool numpy array: the lower-triangle finite pattern shared by every map of
-    ``finite`` (..., T, T) bool; raises when two maps' patterns differ (one pair set per call)."""
+    ``finite`` (..., T, T) bool, a torch tensor or a numpy array; raises when two maps' patterns
+    differ (one pair set per call)."""
     T = finite.shape[-1]
     flat = finite.reshape(-1, T, T)
     pattern = flat[0]
-    tri = torch.tril(torch.ones(T, T, dtype=torch.bool, device=finite.device))
+    if isinstance(finite, np.ndarray):
+        tri = np.tril(np.ones((T, T), dtype=bool))
+    else:
+        import torch
+
+        tri = torch.tril(torch.ones(T, T, dtype=torch.bool, device=finite.device))
     if not bool(((flat == pattern) | ~tri).all()):
         raise ValueError(
             "a map of this batch is NaN in the lower triangle where another has a value (the "
@@ -376,17 +422,19 @@ def allowed_pattern(finite: torch.Tensor) -> np.ndarray:
             "model with a lower train.lr, run a float16 model in bfloat16 or float32), or maps "
             "with different attention masks passed together (leakage needs one pair set per call)"
         )
-    return pattern.cpu().numpy() & np.tril(np.ones((T, T), dtype=bool))
+    if not isinstance(pattern, np.ndarray):
+        pattern = pattern.cpu().numpy()
+    return pattern & np.tril(np.ones((T, T), dtype=bool))
 
 
 def measured_mask(
-    finite: torch.Tensor, mask: np.ndarray | None, window: str, allowed: np.ndarray | None = None
+    finite, mask: np.ndarray | None, window: str, allowed: np.ndarray | None = None
 ) -> np.ndarray:
     """``(T, T)`` bool numpy pair mask: lower triangle ∧ query ``window`` ∧ finite ∧ ``mask``.
 
     Args:
-        finite: ``(..., T, T)`` bool tensor, the same pattern for every leading index (one design
-            per call).
+        finite: ``(..., T, T)`` bool tensor or numpy array, the same pattern for every leading
+            index (one design per call).
         mask: optional ``(T, T)`` bool pair subsample; a pair it selects where the target is not
             finite raises.
         window: query window (:func:`~causalpos.paper2.design.query_window`).
@@ -443,6 +491,8 @@ def fit_leakage(
     Returns:
         :class:`LeakageFit` with numpy arrays of shape ``y.shape[:-2]``.
     """
+    import torch
+
     yt, _ = to_tensor(y)
     if yt.ndim < 2 or yt.shape[-1] != yt.shape[-2]:
         raise ValueError(f"y must be (..., T, T) with square maps, got shape {tuple(yt.shape)}")
@@ -477,6 +527,8 @@ def split_terms(s_sums: dict, l_sums: dict, design: Design, a_fit: dict) -> torc
         ``(..., 4)`` float64 tensor: logit, logz, cross, logattn (:data:`SPLIT_TERMS`), in units
         of SST(a); the first three sum to the fourth.
     """
+    import torch
+
     c_s, _ = c_vector(s_sums, design)
     c_l, _ = c_vector(l_sums, design)
     terms = torch.stack(
@@ -507,6 +559,8 @@ def observational_split(
         dict with ``logit``, ``logz``, ``cross``, ``logattn`` (each ``(...)``), and ``delta_logit``,
         the logit leakage in its own units (ΔSS(s)/SST(s)).
     """
+    import torch
+
     st, _ = to_tensor(scores)
     st = st.to(torch.float64)
     lz, fin = log_z(st)

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 from causalpos import stats
 from causalpos.paper2.design import build_design
-from causalpos.paper2.metric import delta_r2, measured_mask, to_tensor
+from causalpos.paper2.metric import delta_r2, measured_mask
 
 
 @dataclass(frozen=True)
@@ -46,21 +45,23 @@ def permutation_test(
     Returns:
         :class:`PermutationResult` with arrays of the maps' leading shape.
     """
-    yt, _ = to_tensor(maps)
+    yt = np.asarray(maps)
     lead = tuple(yt.shape[:-2])
     T = yt.shape[-1]
-    w = measured_mask(torch.isfinite(yt), mask, window)
+    w = measured_mask(np.isfinite(yt), mask, window)
     design = build_design(w, fit)
     i, j = np.nonzero(w)
     d = i - j
     n = i.size
-    y = yt.to(torch.float64).cpu().numpy().reshape(-1, T, T)[:, i, j]  # (M, N)
+    y = yt.astype(np.float64).reshape(-1, T, T)[:, i, j]  # (M, N)
     y = y - y.mean(axis=1, keepdims=True)
+    # (N, M) in C order: the layout the sparse products read (scipy copies y.T into it per call)
+    y_t = np.ascontiguousarray(y.T)
     levels = {"query": [i], "key": [j], "both": [i, T + j]}[design.absolute]
     q = design.m_pinv.shape[0]
     # Baseline sums Xᵀy are invariant under within-offset permutations.
     x_off = sp.csr_matrix((np.ones(n), (np.arange(n), d)), shape=(n, T))
-    off = (x_off.T @ y.T).T  # (M, T)
+    off = (x_off.T @ y_t).T  # (M, T)
     if design.baseline == "saturated":
         u = off
     else:
@@ -77,7 +78,7 @@ def permutation_test(
         (np.ones(z_rows.size), (z_rows, np.tile(np.arange(n), len(levels)))), shape=(q, n)
     )
     with np.errstate(divide="ignore", invalid="ignore"):
-        observed = delta_r2(dss_of((z @ y.T).T), sst)
+        observed = delta_r2(dss_of((z @ y_t).T), sst)
     count = np.zeros_like(observed)
     total = np.zeros_like(observed)
     for sigma in stats.within_strata_permutations(d, n_perm, seed, chunk):
@@ -88,7 +89,7 @@ def permutation_test(
         )
         cols = np.concatenate([sigma.ravel()] * len(levels))
         s_mat = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(c * q, n))
-        v = (s_mat @ y.T).reshape(c, q, -1).transpose(0, 2, 1)  # (c, M, q)
+        v = (s_mat @ y_t).reshape(c, q, -1).transpose(0, 2, 1)  # (c, M, q)
         with np.errstate(divide="ignore", invalid="ignore"):
             null = delta_r2(dss_of(v), sst)
         count += (null >= observed[None]).sum(0)
