@@ -9,6 +9,6 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.normalize import diagonal_normalize  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
-    # the input is the pair's merged directory (rule merge_scores), one store per variant
+    # the pair's score directory (extract_scores, or merge_scores over shards): one store a variant
     store = Path(snakemake.input[0]) / f"{snakemake.wildcards.variant}.zarr"
     diagonal_normalize(store, snakemake.output[0])

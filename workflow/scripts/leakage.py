@@ -12,7 +12,7 @@ from causalpos.stages.leakage import leakage  # noqa: E402
 with logged(snakemake.log[0], snakemake.threads, huge_pages=False, exit_when_done=True):
     p = snakemake.params
     leakage(
-        # the pair's merged directory (rule merge_scores) holds one store per variant
+        # the pair's score directory (extract_scores, or merge_scores over shards): one store a variant
         {v: f"{snakemake.input.scores}/{v}.zarr" for v in p.variants},
         snakemake.output[0],
         data_store=snakemake.input.data,
