@@ -41,7 +41,7 @@ from bench_extract import _batch, _Noop  # noqa: E402  (the same timed batch as 
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels  # noqa: E402
 from causalpos.models.architectures import architecture_config, file_config  # noqa: E402
 from causalpos.models.device import auto_batch_size  # noqa: E402
-from causalpos.paper2.reducers import LeakageReducer, SinkReducer  # noqa: E402
+from causalpos.paper2.extraction.reducers import LeakageReducer, SinkReducer  # noqa: E402
 from causalpos.stages.extract import reducer_memory  # noqa: E402
 
 MODES = ("forward", "capture", "maps", "paper2")

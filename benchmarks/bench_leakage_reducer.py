@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 from yardstick import sgemm_gflops  # noqa: E402
 
-from causalpos.paper2.reducers import LeakageReducer  # noqa: E402
+from causalpos.paper2.extraction.reducers import LeakageReducer  # noqa: E402
 
 FITS = ("saturated+query", "linear+query", "saturated+key")
 WINDOWS = ("all", "early16", "early32", "early64", "late")

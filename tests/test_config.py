@@ -660,7 +660,7 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
 def test_leakage_params(default):
     assert repr(default.leakage_summary_params()) == (
         "{'alpha': 0.05, 'bos_windows': ['early16', 'early32', 'early64', 'late'], 'fit': 'saturated+query', "
-        "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_flips': 2000, 'n_perm': 200, "
+        "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_perm': 200, "
         "'perm_variants': ['causal', 'bidirectional'], 'planted': 0.1, 'seed': 0, "
         "'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
     )
@@ -908,7 +908,7 @@ def test_name_lists_kept_light_here_equal_the_librarys():
     """causalpos.config stays free of torch and pandas, so it repeats two name lists of heavier modules;
     this test is what keeps each a single definition in effect."""
     from causalpos.config import PAPER2_TABLE_NAMES, TRAIN_VARIANT_TYPES
-    from causalpos.paper2.tables import PAPER2_TABLES
+    from causalpos.paper2.tables.assemble import PAPER2_TABLES
     from causalpos.training.settings import VARIANTS
 
     assert tuple(TRAIN_VARIANT_TYPES) == tuple(VARIANTS)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
-from test_expected import content_maps
-from test_headline import HEADS, N, T, store
+from paper2_headline_runs import HEADS, N, T, store
+from paper2_maps import content_maps
 
 from causalpos.figures import paper2 as F
 from causalpos.paper2 import position0 as P_position0
-from causalpos.paper2 import summary as L_summary
+from causalpos.paper2.settings import LeakageSettings
+from causalpos.paper2.summary import assemble as L_summary
 
 FREE = "identity_rope+bidirectional"
 
@@ -42,12 +43,8 @@ def stores() -> dict[str, xr.Dataset]:
 def summarise(stores: dict[str, xr.Dataset]) -> xr.Dataset:
     return L_summary.leakage_summary(
         stores,
-        n_boot=100,
-        n_perm=0,
-        seed=0,
-        bos_windows=("late",),
+        LeakageSettings(n_boot=100, n_perm=0, seed=0, bos_windows=("late",)),
         position_free_runs=[v for v in stores if v == FREE],
-        n_flips=200,
     )
 
 

@@ -45,7 +45,7 @@ GRAM_NEARBY_TABLE = "results/stats/gram_nearby.csv"
 TRAIN_LENGTHGEN_TABLE = "results/stats/train_lengthgen.csv"
 TRAIN_INDEX_TABLE = "results/stats/train_index.csv"
 TRAIN_COMPARISON_TABLE = "results/stats/train_comparison.csv"
-#: One table of paper 2 (``{name}``: a name of causalpos.paper2.tables.PAPER2_TABLES).
+#: One table of paper 2 (``{name}``: a name of causalpos.paper2.tables.assemble.PAPER2_TABLES).
 PAPER2_TABLE = "results/stats/paper2_{name}.csv"
 PAPER2_TABLES_MD = "results/stats/paper2_tables.md"
 SCORECARD_CSV = "results/report/scorecard.csv"

@@ -15,6 +15,7 @@ with logged(snakemake.log[0], snakemake.threads, huge_pages=False, exit_when_don
         # the pair's score directory (extract_scores, or merge_scores over shards): one store a variant
         {v: f"{snakemake.input.scores}/{v}.zarr" for v in p.variants},
         snakemake.output[0],
+        settings=dict(p.summary),
         data_store=snakemake.input.data,
         strata=p.strata,
         attrs={
@@ -23,5 +24,4 @@ with logged(snakemake.log[0], snakemake.threads, huge_pages=False, exit_when_don
             "code_fingerprint": p.code,
             **dict(p.model_attrs),
         },
-        **dict(p.summary),
     )

@@ -1,6 +1,6 @@
 """Exact merges of the extraction reducers' shard results, free of torch.
 
-The reducers (:mod:`causalpos.capture.reducers`, :mod:`causalpos.paper2.reducers`) stream scores
+The reducers (:mod:`causalpos.capture.reducers`, :mod:`causalpos.paper2.extraction.reducers`) stream scores
 with torch during extraction; combining their finished shard results is array arithmetic on
 xarray datasets, so the merge job (``merge_scores``) needs neither torch nor a model. Each
 reducer's ``merge`` classmethod is the function here; :data:`MERGES` maps the reducer names a
@@ -134,15 +134,23 @@ LEAKAGE_PER_SEQ = (
     "leak_rowsum",
 )
 
-#: The per-sequence sums of the expected-map estimator (:mod:`causalpos.paper2.expected`); a
+#: The per-sequence sums of the expected-map estimator (:mod:`causalpos.paper2.estimator.expected`); a
 #: reducer built with ``expected_stats=False`` omits them.
 EXPECTED_STATS = ("leak_offsum", "leak_key0sum", "leak_rowsum")
 
 _MODULES = {
     "ScoreMoments": ("causalpos.capture.reducers", "causalpos.capture"),
     "GroupMeans": ("causalpos.capture.reducers", "causalpos.capture"),
-    "LeakageReducer": ("causalpos.paper2.reducers", "causalpos.leakage"),
-    "SinkReducer": ("causalpos.paper2.reducers", "causalpos.position0"),
+    "LeakageReducer": (
+        "causalpos.paper2.extraction.reducers",
+        "causalpos.paper2.reducers",
+        "causalpos.leakage",
+    ),
+    "SinkReducer": (
+        "causalpos.paper2.extraction.reducers",
+        "causalpos.paper2.reducers",
+        "causalpos.position0",
+    ),
     "Position0States": ("causalpos.capture.position0",),
 }
 _FUNCTIONS = {
@@ -156,6 +164,7 @@ _FUNCTIONS = {
 #: Reducer name a store may record (``module:Class``) -> its merge. Only these merge: nothing is
 #: imported from a store's attributes. The paths of stores written before the library moved into
 #: packages (``causalpos.capture:...``, ``causalpos.leakage:...``, ``causalpos.position0:...``)
+#: and before paper 2's reducers moved into ``paper2.extraction`` (``causalpos.paper2.reducers:...``)
 #: stay valid, so those shards still merge.
 MERGES: dict[str, Callable[[Sequence[xr.Dataset]], xr.Dataset]] = {
     f"{module}:{cls}": _FUNCTIONS[cls] for cls, modules in _MODULES.items() for module in modules

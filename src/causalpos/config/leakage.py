@@ -182,7 +182,6 @@ class LeakageSection(Section):
                 "taus": list(sec["taus"]),
                 "bos_windows": list(sec["bos_windows"]),
                 "planted": sec["planted"],
-                "n_flips": sec["n_flips"],
                 "seed": self.config["seed"],
             }
         )

@@ -1,11 +1,11 @@
 """Figures of paper 2 (Ruscio et al. 2026): leakage by layer, component shares, head maps, position 0.
 
-Every function draws from a :func:`causalpos.paper2.summary.leakage_summary` dataset (or a
+Every function draws from a :func:`causalpos.paper2.summary.assemble.leakage_summary` dataset (or a
 :func:`causalpos.paper2.position0.trajectory` dataset), saves to every path in ``paths`` and
 returns the numbers it plotted, so tests can check the figure against the summary. Layers are
 0-indexed in the stores; the figures say "layer (0-indexed)".
 
-The leakage figures draw the headline reading (:mod:`causalpos.paper2.headline`: the content-free
+The leakage figures draw the headline reading (:mod:`causalpos.paper2.summary.headline`: the content-free
 ΔR² of the expected map, and paper 2 §3 in one unit, :mod:`causalpos.paper2.decomposition`). The
 per-prompt reading reads token content as position and fails its negative control; where it is
 drawn at all it comes last and says so (:data:`PER_PROMPT`).

@@ -25,7 +25,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
-    """File of module ``name`` (``"causalpos.paper2.metric"``), or None if it is not a module
+    """File of module ``name`` (``"causalpos.paper2.extraction.metric"``), or None if it is not a module
     of the package (a name imported from a module rather than a submodule, or another package)."""
     parts = name.split(".")
     if parts[0] != PACKAGE:

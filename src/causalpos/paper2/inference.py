@@ -1,41 +1,11 @@
-"""Calibrated intervals and tests for the content-free leakage: a multiplier bootstrap for
-U-statistics over prompts, whose replicates keep the spread of N̂ both at the null and away from it.
-
-**Setting.** Prompts p = 1..n are iid; a Gram G_pq = h(c_p, c_q) (e.g. c_pᵀM⁺c_q,
-:func:`causalpos.paper2.expected.prompt_grams`) gives the U-statistic N̂ = Σ_{p≠q} G_pq with
-E N̂ = n(n − 1)θ. Hoeffding's decomposition h = θ + g1(c_p) + g1(c_q) + g2(c_p, c_q) (g2
-degenerate) gives
-
-    N̂ − n(n − 1)θ = 2(n − 1) Σ_p g1(c_p) + Σ_{p≠q} g2(c_p, c_q),
-    Var N̂ = 4n(n − 1)² ζ1 + 2n(n − 1) E g2²,        ζ1 = Var g1.
-
-For c_p = m + e_p and h = c_pᵀc_q: g1(c) = mᵀe, g2 = e_pᵀe_q. At the null (m = 0) only the
-degenerate part is left.
-
-**Why the percentile bootstrap over-covers near 0.** The plug-in linear term
-ĝ1(p) = Σ_{q≠p} G_pq / (n − 1) − θ̂ carries the degenerate part's noise: ĝ1(p) = mᵀe_p +
-e_pᵀē_{−p} + …, and e_pᵀē_{−p} has variance E g2² / (n − 1). So 4(n − 1)² Σ_p ĝ1(p)² ≈
-4n(n − 1)²ζ1 + 4n(n − 1)E g2², twice the degenerate part's true contribution, and the resampled
-U-statistic adds that contribution once more: at the null the replicates' variance is ≈ 3 × Var N̂
-(SD ratio √3; measured in ``tests/test_inference.py`` at n = 32: plug-in linear variance
-1.81 × Var N̂, percentile-bootstrap SD 1.57 × the estimate's SD, 99.5 % coverage of 0).
-
-**Replicates (decision).** Shared per-prompt Rademacher multipliers ξ (B, n) (:func:`rademacher`)
-and, per Gram,
-
-    N*(ξ) − N̂ = 2(n − 1) s Σ_p ξ_p ĝ1(p) + n/(n − 1) Σ_{p≠q} ξ_p ξ_q ĝ2_pq,
-
-with ĝ2 = HGH the doubly centred Gram (H = I − 11ᵀ/n: ĝ2_pq = (c_p − c̄)ᵀ(c_q − c̄) for an inner
-product kernel, free of m) and the scale s chosen so that the linear part's variance
-4(n − 1)² s² Σ_p ĝ1(p)² equals 4n(n − 1)² ζ̂1⁺, where ζ̂1 is the *unbiased* U-statistic estimate of
-ζ1 = E h12 h13 − E h12 h34 (sums over distinct triples and quadruples of prompts, from the Gram in
-O(n²)), clipped at 0. Rademacher multipliers have odd moments 0 and E ξ_p²ξ_q² = 1, so the two parts
-are uncorrelated and Var*(N*) = 4n(n − 1)² ζ̂1⁺ + 2 (n/(n − 1))² Σ_{p≠q} ĝ2_pq² ≈ Var N̂ (the
-centring's factor (1 − 1/n)² is undone by (n/(n − 1))²). At the null ζ̂1 is within its noise of 0
-and N* − N̂ is the sign-flip distribution of the centred Gram; far from it the linear part
-dominates and the replicates are the wild bootstrap of a mean. The only adaptive step is s; it
-is what keeps Var* unbiased at every effect size (a replicate variance Σ_p a_p² with a_p linear in
-the Gram cannot remove the e_pᵀē_{−p} term's bias: it is a positive quadratic form).
+"""Every interval and every test of paper 2, cut in one place: the headline's calibrated intervals
+(multiplier replicates of :mod:`causalpos.paper2.estimator.replicates`, inverted with the variance at
+the hypothesised value), the basic interval of a contrast, the percentile interval of paired
+replicates (a per-prompt mean, a difference of runs, a share), the Wilson interval of a fraction,
+and the p-values: sign flips (multiplier draws or their own), Monte Carlo permutation counts,
+Benjamini–Hochberg q-values. The percentile and Wilson intervals, the permutation p-value and BH
+are the package's own (:mod:`causalpos.stats`, shared with paper 1); paper 2 reaches them only
+through the functions here.
 
 **Intervals (decision): inverted with the variance at the hypothesised value.** The variance of
 N̂ grows with N (ζ1 = mᵀΣm is quadratic in m), and its estimate moves with N̂: where N̂ falls
@@ -69,7 +39,7 @@ pivot. The two linear parts share ξ, each scaled by its own s, so their covaria
 the plug-in terms scaled by s_N s_D: exact where both are far from 0 or where N's linear part is
 0, an approximation in between. What the estimator knows of D's Gram is its low-rank part (every
 pair) and, for the residual part, only the diagonal and the total
-(:func:`causalpos.paper2.expected.u_statistics`): the residual part is held at its estimate in
+(:func:`causalpos.paper2.estimator.expected.u_statistics`): the residual part is held at its estimate in
 every replicate, so D*'s spread omits the residual part's own variance (its share of D̂ is
 reported as ``exp_resid_share``; the tests measure coverage with a realistic residual part).
 A linear combination of statistics of one prompt set (a difference of two runs' N, a
@@ -86,18 +56,6 @@ effect, 93.9 % / 94.3 % at 60 SD (n = 32 / 64). Power at 3 SD (n = 32): the inte
 **Test.** H0: θ = 0 (P_Δ μ = 0: the c_p have mean 0). The one-sided sign-flip test compares N̂ with
 T(ξ) = Σ_{p≠q} ξ_pξ_q G_pq over the same multipliers (the replicates restricted to H0: no linear
 part, no centring): p = (1 + #{T ≥ N̂}) / (1 + B), exact when the c_p are symmetric about 0.
-
-**Strata.** The multipliers are iid over prompts whether or not the prompts were drawn by source;
-the centring is over all prompts, so differences between the strata's means count as variance
-(conservative where the strata differ).
-
-**Computation.** Of a replicate, only T(ξ), Σ ξ_pξ_q ĝ2_pq and Σ ξ_p ĝ1(p) involve the
-multipliers, and all three are linear in the Gram (:func:`linear_parts`); N̂, ζ̂1, s, V2 and α
-are scalars per Gram from O(n²) sums. The headline computes the three parts once per head
-(B × n² work per map) and takes a layer's, the pooled reading's and every combination of Grams'
-(a component of the decomposition, a contrast) as their sums; the scalars come from the summed
-Gram itself. The replicates equal those computed from the summed Gram up to rounding
-(``tests/test_inference.py``).
 """
 
 from __future__ import annotations
@@ -106,250 +64,26 @@ import functools
 
 import numpy as np
 
+from causalpos import stats
+from causalpos.paper2.estimator.replicates import quadratic_form, u_replicates
+
 __all__ = [
-    "rademacher",
-    "quadratic_form",
-    "zeta1",
-    "linear_parts",
-    "sum_parts",
-    "u_replicates",
-    "reflect",
-    "basic_interval",
-    "sign_flip_pvalue",
     "inverted",
     "calibrated",
     "calibrated_ratio",
     "ratio",
+    "reflect",
+    "basic_interval",
+    "sign_flip_pvalue",
+    "interval",
+    "bounds",
+    "wilson",
+    "exceedance_pvalue",
+    "null_pvalue",
+    "sign_flip_pvalues",
+    "q_values",
+    "fraction_below",
 ]
-
-
-def rademacher(n: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
-    """Multipliers ξ (n_boot, n) float64, iid ±1 with probability 1/2 (seeded): the draws every
-    run of one prompt set shares, which pairs their replicates."""
-    if n < 1 or n_boot < 1:
-        raise ValueError(f"multipliers need n >= 1 prompts and n_boot >= 1, got {n}, {n_boot}")
-    rng = np.random.default_rng(seed)
-    return rng.choice(np.array([-1.0, 1.0]), size=(n_boot, n))
-
-
-def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Σ_{p≠q} w_p w_q G_pq for weights (B, n) and Grams (..., n, n) -> (B, ...).
-
-    Computed as wᵀSw with S the strictly upper triangle of G + Gᵀ (so only pairs p < q enter,
-    for any G, symmetric or not): for few prompts as one matrix product of the weights' pair
-    products (B, n(n − 1)/2) with every Gram's S (cached per weights: the draws every Gram of
-    a prompt set shares); otherwise a triangular matrix product per Gram (BLAS ``trmm``, half a
-    general product's work). Equal to the explicit double sum up to rounding
-    (``tests/test_inference.py``). A few weight vectors (B ≤ 8, e.g. N̂ itself): wᵀGw minus the
-    diagonal's terms, one product."""
-    g = np.asarray(gram, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
-    lead, n = g.shape[:-2], g.shape[-1]
-    if w.ndim != 2 or w.shape[1] != n:
-        raise ValueError(f"weights must have shape (B, {n}) to match the Gram, got {w.shape}")
-    flat = g.reshape(-1, n, n)
-    b, k = w.shape[0], flat.shape[0]
-    if n < 2 or k == 0 or b == 0:
-        return np.zeros((b,) + lead)
-    if b <= 8:  # a few weight vectors (N̂ itself): wᵀGw − Σ w_p² G_pp, one product
-        gw = flat @ w.T  # (K, n, b)
-        diag = np.diagonal(flat, axis1=-2, axis2=-1)
-        out = np.einsum("kpb,bp->bk", gw, w) - (w * w) @ diag.T
-    elif b * n * (n - 1) // 2 * 8 <= _PAIR_BYTES:
-        iu, ju = np.triu_indices(n, 1)
-        s = flat[:, iu, ju] + flat[:, ju, iu]  # (K, P)
-        out = _pair_products(w, iu, ju) @ s.T
-    else:
-        from scipy.linalg.blas import dtrmm
-
-        s = flat + np.swapaxes(flat, -1, -2)  # symmetric: its transpose is a free F-order view
-        np.einsum("kii->ki", s)[:] = 0.0  # trmm reads the upper triangle and the diagonal
-        wt = np.asfortranarray(w.T)  # (n, B)
-        out = np.empty((b, k))
-        for i in range(k):
-            y = dtrmm(1.0, s[i].T, wt, side=0, lower=0)  # S w, (n, B)
-            out[:, i] = np.einsum("pb,pb->b", y, wt)
-    return out.reshape((b,) + lead)
-
-
-#: Largest cached table of the weights' pair products w_p w_q (p < q) the quadratic form uses
-#: (bytes); beyond it, one triangular product per Gram.
-_PAIR_BYTES = 32 * 2**20
-_PAIR_CACHE: dict[tuple, np.ndarray] = {}
-
-
-def _pair_products(w: np.ndarray, iu: np.ndarray, ju: np.ndarray) -> np.ndarray:
-    """(B, n(n − 1)/2) products w_p w_q over p < q, kept for the last two weight arrays."""
-    import hashlib
-
-    key = (w.shape, hashlib.sha1(np.ascontiguousarray(w).tobytes()).hexdigest())
-    if key not in _PAIR_CACHE:
-        while len(_PAIR_CACHE) >= 2:
-            _PAIR_CACHE.pop(next(iter(_PAIR_CACHE)))
-        _PAIR_CACHE[key] = w[:, iu] * w[:, ju]
-    return _PAIR_CACHE[key]
-
-
-def _rows(g: np.ndarray) -> dict[str, np.ndarray]:
-    """N̂ and the off-diagonal row sums r_p of a Gram (..., n, n) (as :func:`_moments`)."""
-    diag = np.diagonal(g, axis1=-2, axis2=-1)
-    row = g.sum(-1) - diag
-    return {"est": row.sum(-1), "row": row, "diag": diag}
-
-
-def _moments(gram: np.ndarray) -> dict[str, np.ndarray]:
-    """N̂, the off-diagonal row sums r_p, and the sums over distinct pairs, triples and
-    quadruples S2 = Σ G_pq², S3 = Σ G_pq G_pr, S4 = Σ G_pq G_rs of a Gram (..., n, n)."""
-    g = np.asarray(gram, dtype=np.float64)
-    m = _rows(g)
-    diag, row, est = m["diag"], m["row"], m["est"]
-    s2 = (g * g).sum((-2, -1)) - (diag * diag).sum(-1)
-    s3 = (row * row).sum(-1) - s2
-    s4 = est * est - 2.0 * s2 - 4.0 * s3
-    return {"est": est, "row": row, "s2": s2, "s3": s3, "s4": s4}
-
-
-def zeta1(gram: np.ndarray) -> np.ndarray:
-    """Unbiased estimate of ζ1 = Var g1 = E[h12 h13] − E[h12 h34] from a Gram (..., n, n), n ≥ 4:
-    S3 / (n)_3 − S4 / (n)_4 (falling factorials; may be negative)."""
-    n = np.shape(gram)[-1]
-    if n < 4:
-        raise ValueError(f"the variance of the linear part needs at least 4 prompts, got {n}")
-    return _zeta1(_moments(gram), n)
-
-
-def _zeta1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
-    n3 = n * (n - 1.0) * (n - 2.0)
-    return m["s3"] / n3 - m["s4"] / (n3 * (n - 3.0))
-
-
-#: The keys of :func:`linear_parts`.
-LINEAR_PARTS = ("null", "centred", "lin")
-
-
-def linear_parts(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
-    """The parts of :func:`u_replicates`' replicates that are linear in the Gram (..., n, n), for
-    multipliers ``xi`` (B, n), each (B, ...): ``null`` T(ξ) = Σ_{p≠q} ξ_pξ_q G_pq, ``centred``
-    Σ_{p≠q} ξ_pξ_q (HGH)_pq and ``lin`` Σ_p ξ_p ĝ1(p).
-
-    Every other ingredient of a replicate is a scalar per Gram (N̂, ζ̂1, s, V2, α: O(n²) work,
-    no multipliers), so the replicates of a sum of Grams (a layer's heads, all maps, a
-    combination of runs' Grams) take these parts as the sums of its terms' parts: the B × n²
-    products are done once per map, at the finest level, and every coarser level is B × (maps)
-    additions. Equal to the parts of the summed Gram up to rounding (``tests/test_inference.py``).
-    """
-    g = np.asarray(gram, dtype=np.float64)
-    xi = np.asarray(xi, dtype=np.float64)
-    n = g.shape[-1]
-    if xi.ndim != 2 or xi.shape[1] != n:
-        raise ValueError(f"multipliers must have shape (B, {n}) to match the Gram, got {xi.shape}")
-    return _linear_parts(g, xi, _rows(g))
-
-
-def _linear_parts(g: np.ndarray, xi: np.ndarray, m: dict[str, np.ndarray]) -> dict:
-    n = g.shape[-1]
-    null = quadratic_form(g, xi)
-    # Σ_{p≠q} ξ_pξ_q (HGH)_pq from T(ξ) and terms linear in the row means (module docstring)
-    gbar_p = g.mean(-1)  # (..., n) c̄ᵀc_p for an inner-product kernel
-    gbar = gbar_p.mean(-1)  # (...)
-    lead = (1,) * (g.ndim - 2)
-    s_xi = xi.sum(-1).reshape((-1,) + lead)
-    s_xi2 = (xi * xi).sum(-1).reshape((-1,) + lead)
-    flat = gbar_p.reshape(-1, n)
-    xg = (xi @ flat.T).reshape((-1,) + g.shape[:-2])
-    x2g = ((xi * xi) @ flat.T).reshape((-1,) + g.shape[:-2])
-    centred = null - 2.0 * (xg * s_xi - x2g) + gbar * (s_xi * s_xi - s_xi2)
-    g1 = _g1(m, n)
-    lin = (xi @ g1.reshape(-1, n).T).reshape((-1,) + g.shape[:-2])
-    return {"null": null, "centred": centred, "lin": lin}
-
-
-def _g1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
-    """(..., n) the plug-in linear terms ĝ1(p) = Σ_{q≠p} G_pq / (n − 1) − θ̂ (Σ_p = 0)."""
-    theta = m["est"] / (n * (n - 1.0))
-    return m["row"] / (n - 1.0) - theta[..., None]
-
-
-def sum_parts(parts: dict[str, np.ndarray] | None, axis) -> dict[str, np.ndarray] | None:
-    """:func:`linear_parts` of the Gram summed over its leading ``axis`` (of the Gram, not
-    counting the replicates' axis): the parts summed over that axis (None stays None)."""
-    if parts is None:
-        return None
-    return {k: _sum_axes(v, axis) for k, v in parts.items()}
-
-
-def _sum_axes(v: np.ndarray, axis) -> np.ndarray:
-    """``v`` (B, ...) summed over the Gram's leading ``axis`` (one product with a vector of ones:
-    a BLAS reduction, several times faster than ``sum`` over a short last axis)."""
-    lead = v.ndim - 1
-    axes = sorted({a % lead for a in ((axis,) if np.isscalar(axis) else axis)})
-    keep = [a + 1 for a in range(lead) if a not in axes]
-    moved = np.moveaxis(v, [a + 1 for a in axes], range(v.ndim - len(axes), v.ndim))
-    flat = moved.reshape(moved.shape[: 1 + len(keep)] + (-1,))
-    return flat @ np.ones(flat.shape[-1])
-
-
-def u_replicates(
-    gram: np.ndarray, xi: np.ndarray, parts: dict[str, np.ndarray] | None = None
-) -> dict[str, np.ndarray]:
-    """Calibrated multiplier replicates of N̂ = Σ_{p≠q} G_pq (module docstring).
-
-    ``gram`` (..., n, n) symmetric, ``xi`` (B, n) multipliers. Returns ``est`` (...) N̂;
-    ``delta`` (B, ...) N* − N̂; ``null`` (B, ...) the sign-flip statistic T(ξ) = Σ ξ_pξ_q G_pq;
-    ``scale`` (...) s; ``zeta1`` (...) ζ̂1; ``var`` (...) Var*(N*) given the data; ``v2`` (...)
-    its degenerate part V2; ``alpha`` (...) the slope α of the variance model V(N).
-    ``parts``: the Gram's :func:`linear_parts` under ``xi`` when already known (e.g. summed
-    from its terms' parts); computed here otherwise.
-    """
-    g = np.asarray(gram, dtype=np.float64)
-    xi = np.asarray(xi, dtype=np.float64)
-    n = g.shape[-1]
-    if n < 4:
-        raise ValueError(f"the variance of the linear part needs at least 4 prompts, got {n}")
-    m = _moments(g)
-    z1 = _zeta1(m, n)
-    g1 = _g1(m, n)
-    ss = (g1 * g1).sum(-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(ss > 0, np.sqrt(n * np.maximum(z1, 0.0) / np.where(ss > 0, ss, 1.0)), 0.0)
-    if parts is None:
-        parts = _linear_parts(g, xi, m)
-    delta = 2.0 * (n - 1.0) * scale * parts["lin"] + n / (n - 1.0) * parts["centred"]
-    c2 = _centred_s2(g)
-    v2 = 2.0 * (n / (n - 1.0)) ** 2 * c2
-    var = 4.0 * (n - 1.0) ** 2 * scale**2 * ss + v2
-    gbar_p = g.mean(-1)
-    gbar = gbar_p.mean(-1)
-    h = gbar_p - gbar[..., None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kappa = np.where(gbar > 0, (h * h).mean(-1) / np.where(gbar > 0, gbar, 1.0), 0.0)
-    return {
-        "est": m["est"],
-        "delta": delta,
-        "null": parts["null"],
-        "scale": scale,
-        "zeta1": z1,
-        "var": var,
-        "v2": v2,
-        "alpha": 4.0 * (n - 1.0) * kappa,
-    }
-
-
-def _double_centre(g: np.ndarray) -> np.ndarray:
-    return (
-        g - g.mean(-1, keepdims=True) - g.mean(-2, keepdims=True) + g.mean((-2, -1), keepdims=True)
-    )
-
-
-def _centred_s2(g: np.ndarray) -> np.ndarray:
-    """S2 = Σ_{p≠q} (HGH)_pq² of the doubly centred Gram: :func:`_double_centre` and
-    :func:`_moments`' S2, the same operations in one buffer."""
-    c = np.subtract(g, g.mean(-1, keepdims=True))
-    c -= g.mean(-2, keepdims=True)
-    c += g.mean((-2, -1), keepdims=True)
-    diag = np.diagonal(c, axis1=-2, axis2=-1).copy()
-    np.multiply(c, c, out=c)
-    return c.sum((-2, -1)) - (diag * diag).sum(-1)
 
 
 @functools.lru_cache(maxsize=64)
@@ -476,4 +210,61 @@ def sign_flip_pvalue(estimate: np.ndarray, null: np.ndarray) -> np.ndarray:
     est = np.asarray(estimate, dtype=np.float64)
     null = np.asarray(null, dtype=np.float64)
     hits = (null >= (est - 1e-12 * np.abs(est))[None]).sum(0)
-    return (1.0 + hits) / (1.0 + null.shape[0])
+    return exceedance_pvalue(hits, null.shape[0])
+
+
+def interval(replicates: np.ndarray, estimate: np.ndarray, level: float) -> np.ndarray:
+    """(..., 3) = estimate, lo, hi: the percentile interval of ``replicates`` (B, ...) at
+    ``level`` beside the estimate. Paired replicates (a per-prompt mean under the shared bootstrap
+    counts, the reflected replicates of :func:`inverted`, their differences and ratios) all take
+    their interval here."""
+    lo, hi = bounds(replicates, level)
+    return np.stack([estimate, lo, hi], axis=-1)
+
+
+def bounds(replicates: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi): the (1 − level)/2 and (1 + level)/2 quantiles of ``replicates`` over their first
+    axis (:func:`causalpos.stats.percentile_ci`)."""
+    return stats.percentile_ci(replicates, level)
+
+
+def wilson(fraction: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """(lo, hi): the Wilson interval of a fraction of ``n`` (:func:`causalpos.stats.wilson_ci`):
+    a fraction of heads significant, a probe's accuracy."""
+    return stats.wilson_ci(fraction, n, level)
+
+
+def exceedance_pvalue(exceed: np.ndarray, n_draws: int) -> np.ndarray:
+    """One-sided Monte Carlo p = (1 + #{draws ≥ observed}) / (1 + draws): the observed statistic
+    counted as one draw of the null, so p is never 0 (``exceed``: the counts)."""
+    return (1.0 + exceed) / (1.0 + n_draws)
+
+
+def null_pvalue(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """:func:`exceedance_pvalue` of ``observed`` among the ``null`` draws (R, ...)
+    (:func:`causalpos.stats.permutation_pvalue`; NaN where the statistic is NaN)."""
+    return stats.permutation_pvalue(observed, null)
+
+
+def sign_flip_pvalues(num_gram: np.ndarray, n_flips: int = 2000, seed: int = 0) -> np.ndarray:
+    """Per-map p-values of H0: P_Δ μ = 0 by random sign flips of the prompts' c-vectors (the
+    percentile bootstrap's own test; the calibrated intervals use :func:`sign_flip_pvalue` on
+    their multipliers). Statistic N̂ = Σ_{p≠q} c_pᵀM⁺c_q; p = (1 + #{flips with N(ε) ≥ N̂}) /
+    (1 + n_flips)."""
+    n = num_gram.shape[-1]
+    eps = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_flips, n))
+    obs = quadratic_form(num_gram, np.ones((1, n)))[0]
+    flips = quadratic_form(num_gram, eps)
+    return (1.0 + (flips >= obs - 1e-12 * np.abs(obs)).sum(0)) / (1.0 + n_flips)
+
+
+def q_values(p: np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg q-values across every finite entry of ``p`` (e.g. (layer, head))
+    (:func:`causalpos.stats.benjamini_hochberg`)."""
+    return stats.benjamini_hochberg(p)
+
+
+def fraction_below(q: np.ndarray, alpha: float) -> float:
+    """The fraction of finite q-values below ``alpha``: heads significant after FDR control
+    (:func:`causalpos.stats.fraction_significant`)."""
+    return stats.fraction_significant(q, alpha)

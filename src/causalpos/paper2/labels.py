@@ -18,11 +18,16 @@ STAT = ("estimate", "lo", "hi")
 #: identity and scrambled RoPE (their Table 6); see causalpos.models.variants.
 DEFAULT_CONDITIONS: dict[str, tuple[str, str]] = dict(DECOMPOSITION_CONDITIONS)
 
+#: The two landmark readings of the headline: the key-0 column modelled in both fits
+#: (position-free runs read 0 by construction) or counted (paper 2's reconstructed fit: nothing
+#: modelled for key 0).
+LANDMARKS = ("modelled", "counted")
+
 #: |headline| at or below which a position-free run passes its negative control even when its CI
 #: excludes 0 (a CI of a near-flat expected map can be very narrow).
 CONTROL_TOL = 0.01
 
-#: Eq. 5's additivity on the headline (:data:`causalpos.paper2.headline.ABLATIONS`): the
+#: Eq. 5's additivity on the headline (:data:`causalpos.paper2.summary.headline.ABLATIONS`): the
 #: layer-local ablation's run and the whole-forward one's.
 LOCAL_RUN, WHOLE_RUN = "layer_bidirectional", "bidirectional"
 
@@ -46,3 +51,7 @@ def bos_replacement(variant: str) -> str:
     if v.bos_replace is None:
         return ""
     return ("all_" if v.per_prompt else "") + v.bos_replace
+
+
+#: ``status`` of a table row whose runs were all made.
+MEASURED = "measured"

@@ -10,8 +10,9 @@ stream at position 0 and the value vectors at key 0); torch-free.
 - **Sink-reading heads.** Mean attention to key 0 over queries i ≥ 1 and prompts ≥ τ.
 - **Probes.** Cross-validated ridge classifier from position-0 states (per layer) or from sink heads'
   value vectors at key 0 to a prompt-level label, against chance and a label-permutation null.
-- **BOS replacement.** Effect = 1 − C_res(intervention) / C_res(baseline) (:func:`bos_effect`);
-  the replaced embeddings are :func:`causalpos.models.forward.bos_replaced_embeddings`.
+- **BOS replacement.** Effect = 1 − C_res(intervention) / C_res(baseline), read in the summary
+  (:func:`causalpos.paper2.summary.bos.bos_effects`); the replaced embeddings are
+  :func:`causalpos.models.forward.bos_replaced_embeddings`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from causalpos import stats
+from causalpos.paper2 import inference as inf
 
 
 def trajectory(states: np.ndarray) -> xr.Dataset:
@@ -147,9 +148,7 @@ def probe_cv(
         "accuracy": acc,
         "chance": float(counts.max() / y.size),
         "null_mean": float(null.mean()) if n_perm else float("nan"),
-        "p_value": float(stats.permutation_pvalue(np.float64(acc), null))
-        if n_perm
-        else float("nan"),
+        "p_value": float(inf.null_pvalue(np.float64(acc), null)) if n_perm else float("nan"),
     }
 
 
@@ -160,37 +159,6 @@ def probe_by_layer(states: np.ndarray, labels: np.ndarray, **kw) -> xr.Dataset:
         {k: ("layer", np.array([r[k] for r in res])) for k in res[0]},
         coords={"layer": np.arange(states.shape[1])},
     )
-
-
-def bos_effect(
-    c_intervention: np.ndarray,
-    c_baseline: np.ndarray,
-    *,
-    n_boot: int = 2000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """1 − mean C_res(intervention) / mean C_res(baseline) with a paired bootstrap CI over prompts.
-
-    Args:
-        c_intervention, c_baseline: ``(prompt,)`` residual-stream component per prompt (same prompts,
-            same order), already restricted to the query window of interest.
-
-    Returns:
-        ``(estimate, lo, hi)``. Negative = the intervention increases leakage (Table 9: "replace all"
-        gives 128 % of baseline, i.e. effect −0.28).
-    """
-    ci, cb = np.asarray(c_intervention, np.float64), np.asarray(c_baseline, np.float64)
-    if ci.shape != cb.shape or ci.ndim != 1:
-        raise ValueError(
-            f"need two (prompt,) arrays of equal length, got {ci.shape} and {cb.shape}"
-        )
-    counts = stats.bootstrap_counts(ci.size, n_boot, seed)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boot = 1.0 - stats.bootstrap_means(ci, counts) / stats.bootstrap_means(cb, counts)
-        est = 1.0 - ci.mean() / cb.mean()
-    lo, hi = stats.percentile_ci(boot, level)
-    return float(est), float(lo), float(hi)
 
 
 def probe_labels(labels: np.ndarray, n_folds: int) -> tuple[np.ndarray, str]:

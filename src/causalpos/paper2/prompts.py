@@ -1,8 +1,10 @@
 """The prompts of one (model, dataset) for paper 2's summary: sorted once, every run aligned.
 
-:class:`PromptSet` is what every output block of :mod:`causalpos.paper2.summary` takes: the runs'
-stores sorted by sequence id, the bootstrap counts over the prompts (stratified or not), and the
-headline fit, window and floor correction; :func:`pool_small_strata` prepares the strata.
+:class:`PromptSet` is what every output block of the summary
+(:mod:`causalpos.paper2.summary`) takes: the runs' stores sorted by sequence id, the draws over the
+prompts both readings resample (bootstrap counts, stratified or not, and the headline's
+multipliers), and the per-prompt reading's fit, window and floor correction;
+:func:`pool_small_strata` prepares the strata.
 """
 
 from __future__ import annotations
@@ -15,27 +17,24 @@ import xarray as xr
 
 from causalpos import stats
 from causalpos.paper2 import inference
-from causalpos.paper2.design import parse_fit
-from causalpos.paper2.labels import STAT  # noqa: F401 (the CI axis of a prompt set's blocks)
-from causalpos.paper2.metric import null_corrected
-
-
-def _ci(samples: np.ndarray, estimate: np.ndarray, level: float) -> np.ndarray:
-    lo, hi = stats.percentile_ci(samples, level)
-    return np.stack([estimate, lo, hi], axis=-1)
+from causalpos.paper2.estimator.replicates import rademacher
+from causalpos.paper2.extraction.design import parse_fit
+from causalpos.paper2.extraction.metric import null_corrected
+from causalpos.paper2.settings import LeakageSettings
 
 
 @dataclass(frozen=True, eq=False)
 class PromptSet:
     """The prompts of one (model, dataset), sorted once, with every run's store aligned to them.
 
-    Every output block of :func:`leakage_summary` takes one: the per-prompt arrays of each run come
+    Every output block of :func:`~causalpos.paper2.summary.assemble.leakage_summary` takes one: the per-prompt arrays of each run come
     from ``runs`` (stores sorted by sequence id, so row k of every array is prompt
     ``sequences[k]`` in every run), and the bootstrap replicates of any per-prompt quantity use
     the same resampled prompts (``counts``), which pairs every difference across runs. The
-    headline's calibrated intervals (:func:`causalpos.paper2.expected.estimate`) use the shared
+    headline's calibrated intervals (:func:`causalpos.paper2.estimator.expected.estimate`) use the shared
     Rademacher ``multipliers`` (n_boot, n) the same way (iid over prompts, strata or not: the
-    multiplier bootstrap treats prompts as independent units; :mod:`.inference`).
+    multiplier bootstrap treats prompts as independent units;
+    :mod:`causalpos.paper2.estimator.replicates`).
 
     Build it with :meth:`from_stores`.
     """
@@ -54,17 +53,16 @@ class PromptSet:
     def from_stores(
         cls,
         stores: Mapping[str, xr.Dataset],
+        settings: LeakageSettings | None = None,
         *,
-        fit: str = "saturated+query",
-        window: str = "all",
-        floor_correct: bool = True,
-        n_boot: int = 2000,
-        level: float = 0.95,
-        seed: int = 0,
         strata: np.ndarray | None = None,
     ) -> PromptSet:
         """The runs of ``stores`` that hold ``leak_delta``, checked to cover the same prompts and
-        to hold ``fit`` / ``window``; ``strata``: per-prompt source labels in sorted-id order."""
+        to hold the per-prompt reading's fit and window (``settings``: also the resampling's
+        ``n_boot``, ``level`` and ``seed``; default :class:`LeakageSettings`' defaults);
+        ``strata``: per-prompt source labels in sorted-id order."""
+        cfg = settings or LeakageSettings()
+        fit, window = cfg.fit, cfg.window
         parse_fit(fit)
         leak_vars = {v: ds for v, ds in stores.items() if "leak_delta" in ds}
         if not leak_vars:
@@ -90,13 +88,13 @@ class PromptSet:
         return cls(
             runs={v: ds.sortby("sequence") for v, ds in leak_vars.items()},
             sequences=seqs,
-            counts=stats.bootstrap_counts(seqs.size, n_boot, seed, strata),
+            counts=stats.bootstrap_counts(seqs.size, cfg.n_boot, cfg.seed, strata),
             fit=fit,
             window=window,
-            floor_correct=floor_correct,
-            level=level,
+            floor_correct=cfg.floor_correct,
+            level=cfg.level,
             stratified=strata is not None,
-            multipliers=inference.rademacher(seqs.size, n_boot, seed + 1),
+            multipliers=rademacher(seqs.size, cfg.n_boot, cfg.seed + 1),
         )
 
     @property
@@ -123,9 +121,12 @@ class PromptSet:
             leak_window=self.window if window is None else window,
         )
 
-    def leakage(self, variant: str, target: str, window: str | None = None) -> np.ndarray:
-        """Per-prompt leakage (sequence, layer, head) of one run and target under the headline fit:
-        ΔR² minus its exact permutation-null mean when ``floor_correct`` (§2), else raw ΔR²."""
+    def per_prompt_leakage(
+        self, variant: str, target: str, window: str | None = None
+    ) -> np.ndarray:
+        """The per-prompt reading (sequence, layer, head) of one run and target under its fit:
+        each prompt's ΔR² minus its exact permutation-null mean when ``floor_correct`` (§2), else
+        raw ΔR²."""
         ds = self.runs[variant].sel(
             leak_fit=self.fit,
             leak_window=self.window if window is None else window,
@@ -139,8 +140,9 @@ class PromptSet:
         return stats.bootstrap_means(x, self.counts)
 
     def ci(self, samples: np.ndarray, estimate: np.ndarray) -> np.ndarray:
-        """(..., 3) = estimate, percentile lo, hi of bootstrap ``samples`` (n_boot, ...)."""
-        return _ci(samples, estimate, self.level)
+        """(..., 3) = estimate, lo, hi: the percentile interval of paired replicates
+        ``samples`` (n_boot, ...) (:func:`causalpos.paper2.inference.interval`)."""
+        return inference.interval(samples, estimate, self.level)
 
     def mean_ci(self, x: np.ndarray) -> np.ndarray:
         """(..., 3) prompt mean of ``x`` (sequence, ...) with its bootstrap CI."""

@@ -17,6 +17,7 @@ import pandas as pd
 
 import causalpos.scorecard.paper1 as paper1
 import causalpos.scorecard.paper2 as paper2
+import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.rows import (
@@ -171,16 +172,17 @@ FAMILIES: tuple[Family, ...] = (
         Input("controls", "model dataset variant target negative negative_lo planted"),
     ),
     Family(
-        paper2.headline_decomposition_rows,
+        paper2.claim10_rows,
+        Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
+    ),
+    Family(
+        paper2_claim4.claim4_rows,
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
         Input(
             "decomposition_components",
             "model dataset condition landmark window share_causal_mask_paper share_causal_mask "
             "share_artefact",
         ),
-    ),
-    Family(
-        paper2_headline.claim4_scale_rows,
         Input("scale_contrast", "model model_b dataset condition window target difference"),
     ),
     Family(

@@ -1,9 +1,10 @@
 """Rows of paper 2 (Ruscio et al., 2026) on leakage: the decomposition into causal-mask and
-residual-stream shares on the headline reading (claims 4 and 10, Table 6's RoPE controls), the
+residual-stream shares on the headline reading (claim 10, Table 6's RoPE controls), the
 architectures of claim 3 (NTK scaling, sliding windows) and the linear baseline of claim 6, each
-from its ``results/stats/paper2_*.csv`` table. Claim 1, the controls, claim 2, claim 3's ordering
-and the additivity row: :mod:`causalpos.scorecard.paper2_headline`. Position 0, the BOS and the
-sink heads: :mod:`causalpos.scorecard.paper2_position0`.
+from its ``results/stats/paper2_*.csv`` table. Claim 4: :mod:`causalpos.scorecard.paper2_claim4`.
+Claim 1, the controls, claim 2, claim 3's ordering and the additivity row:
+:mod:`causalpos.scorecard.paper2_headline`. Position 0, the BOS and the sink heads:
+:mod:`causalpos.scorecard.paper2_position0`.
 
 Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
 targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
@@ -20,20 +21,16 @@ from causalpos.scorecard.rows import (
     CHECKS,
     EXPECTED_MAP,
     NOT_APPLICABLE,
-    NOT_RUN,
     PER_PROMPT,
     SOURCES,
     TABLE_MEASURED,
     Row,
-    equivalence_row,
     field_text,
     fill,
-    fmt,
     fmt_ci,
     measured_row,
     not_run,
     paper_model_id,
-    paper_value_for,
     target_row,
     text_column,
 )
@@ -64,112 +61,27 @@ def _on_headline(rows: list[Row]) -> list[Row]:
     return rows
 
 
-def headline_decomposition_rows(
-    dec: pd.DataFrame | None, comp: pd.DataFrame | None, T: Mapping
-) -> list[Row]:
-    """Claim 10 (:func:`decomposition_rows`) on the headline decomposition; claim 4 on the
-    one-unit components (:func:`claim4_rows`) where the table has them."""
-    t4 = T["claim4_share"]
-    rows = decomposition_rows(headline_decomposition(dec), T)
-    # claim 4's runs not made stay (their note says which); the measured ones move to claim4_rows
-    rows = [r for r in rows if not r.target.startswith(t4["label"]) or r.verdict == NOT_RUN]
-    not_made = {r.target for r in rows if r.target.startswith(t4["label"])}
-    rows += [r for r in claim4_rows(comp, T) if not (not_made and r.target == t4["label"])]
-    return _on_headline(rows)
-
-
-def claim4_rows(comp: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 4 on the reading that matches paper 2's reconstructed fit: the key-0 column
-    counted (F = B + query effects, nothing modelled for key 0) and the residual-stream component
-    read as paper 2 reads it (the ablation's log-attention), causal-mask share = 1 − that over
-    the total, in one unit. The artefact-free share (the ablation's logits) and the modelled
-    landmark are reported beside it in the measured text, not judged."""
-    t4 = T["claim4_share"]
-    src = SOURCES["decomposition_components"]
-    if comp is None:
-        why = "no one-unit decomposition (the config decomposes no model: no bidirectional run)"
-        return [not_run(t4, t4["label"], src, why, paper_value=_claim4_paper_values(t4))]
-    first = comp.groupby(["model", "dataset"], sort=False)["window"].transform("first")
-    d = comp[(comp["window"] == first) & (comp["condition"] == t4["condition"])]
-    rows = []
-    for (model, dataset), g in d.groupby(["model", "dataset"], sort=False):
-        by = {r.landmark: r for r in g.itertuples()}
-        if "counted" not in by:
-            why = "the table has no landmark-counted reading, the one paper 2's fit matches"
-            rows.append(not_run(t4, f"{t4['label']} ({model}, {dataset})", src, why))
-            continue
-        r = by["counted"]
-        est = (
-            r.share_causal_mask_paper,
-            r.share_causal_mask_paper_lo,
-            r.share_causal_mask_paper_hi,
-        )
-        parts = [
-            f"{fmt_ci(*est, 2)} (landmark counted, ablation log-attention)",
-            f"artefact-free {fmt_ci(r.share_causal_mask, r.share_causal_mask_lo, r.share_causal_mask_hi, 2)}",
-        ]
-        if "modelled" in by:
-            m = by["modelled"]
-            parts.append(
-                "landmark modelled: paper reading "
-                f"{fmt_ci(m.share_causal_mask_paper, m.share_causal_mask_paper_lo, m.share_causal_mask_paper_hi, 2)}"
-                f", artefact-free {fmt_ci(m.share_causal_mask, m.share_causal_mask_lo, m.share_causal_mask_hi, 2)}"
-            )
-        parts.append(f"edge artefact {fmt(r.share_artefact, 2)} of the paper's residual reading")
-        measured = "; ".join(parts)
-        value = paper_value_for(model, t4["values"], T)
-        target = f"{t4['label']} ({model}, {dataset})"
-        if value is None:
-            why = "the paper reports no share for this model"
-            rows.append(measured_row(t4, target, measured, src, why))
-            continue
-        rows.append(equivalence_row(t4, target, measured, est[1:], value, src, f"{value:.0%}"))
-    return rows
-
-
 def headline_controls_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Table 6 (:func:`controls_rows`) on the headline decomposition, conditions' CIs combined
     as independent samples."""
     return _on_headline(controls_rows(headline_decomposition(dec), T))
 
 
-def decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 4: the causal-mask share of the log-attention leakage, per model against the paper's
-    value; claim 10: the same share on the datasets a model is decomposed on whose prompts start
-    alike (the same token-0 prefix)."""
+def claim10_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """Claim 10 on the headline decomposition: the causal-mask share of the log-attention leakage
+    nearly identical on the datasets a model is decomposed on whose prompts start alike (the same
+    token-0 prefix)."""
     src = SOURCES["decomposition_headline"]
-    t4, t10 = T["claim4_share"], T["claim10_content"]
+    t10 = T["claim10_content"]
+    dec = headline_decomposition(dec)
     if dec is None:
         why = "the config decomposes no model (no bidirectional variant in leakage)"
-        return [
-            not_run(t4, t4["label"], src, why, paper_value=_claim4_paper_values(t4)),
-            not_run(t10, t10["label"], src, why),
-        ]
+        return _on_headline([not_run(t10, t10["label"], src, why)])
     rows = []
-    rope = dec[dec["condition"] == t4["condition"]] if "condition" in dec else dec
+    rope = dec[dec["condition"] == T["claim4_share"]["condition"]] if "condition" in dec else dec
     if "status" in rope:
-        for r in rope[rope["status"] != TABLE_MEASURED].itertuples():
-            rows.append(
-                not_run(
-                    t4,
-                    f"{t4['label']} ({r.model}, {r.dataset})",
-                    src,
-                    f"{r.status} (the decomposition needs the causal and the bidirectional run)",
-                    paper_value=_claim4_paper_values(t4),
-                )
-            )
         rope = rope[rope["status"] == TABLE_MEASURED]
     cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
-    for r in rope.itertuples():
-        est, lo, hi = (getattr(r, c) for c in cols)
-        measured = f"{fmt_ci(est, lo, hi, 2)}; total {fmt_ci(r.total, r.total_lo, r.total_hi, 3)}"
-        value = paper_value_for(r.model, t4["values"], T)
-        target = f"{t4['label']} ({r.model}, {r.dataset})"
-        if value is None:
-            why = "the paper reports no share for this model"
-            rows.append(measured_row(t4, target, measured, src, why))
-            continue
-        rows.append(equivalence_row(t4, target, measured, (lo, hi), value, src, f"{value:.0%}"))
     # Content independence compares datasets whose prompts start alike: the same token-0 prefix
     # (a fixed BOS, or none) where the table says which, so a BOS / no-BOS contrast is not read
     # as a content effect.
@@ -217,11 +129,7 @@ def decomposition_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
                 src,
             )
         )
-    return rows
-
-
-def _claim4_paper_values(t: Mapping) -> str:
-    return "; ".join(f"{k}: {v:.0%}" for k, v in t["values"].items())
+    return _on_headline(rows)
 
 
 def _paired_differences(g: pd.DataFrame) -> list[tuple[float, float, float]] | None:

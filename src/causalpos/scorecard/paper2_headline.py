@@ -1,6 +1,6 @@
-"""Paper 2's rows on the headline reading (causalpos.paper2.headline): claim 1 against the
+"""Paper 2's rows on the headline reading (causalpos.paper2.summary.headline): claim 1 against the
 position-free control, the controls themselves, claim 2 (both components), claim 3's ordering,
-claim 4's scale shift (paired between models), claim 6 (the linear baseline's inflation, by
+claim 6 (the linear baseline's inflation, by
 size) and Eq. 5's additivity (measured). The decomposition rows that share paper 2's other families
 (claims 4 and 10, Table 6) are in :mod:`causalpos.scorecard.paper2`.
 """
@@ -18,14 +18,12 @@ from causalpos.scorecard.rows import (
     NOT_APPLICABLE,
     SOURCES,
     Row,
-    equivalence_row,
     field_text,
     fill,
     fmt,
     fmt_ci,
     measured_row,
     not_run,
-    paper_value_for,
     target_row,
     text_column,
 )
@@ -437,49 +435,6 @@ def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         verdict = positive(d[1:], float(t["threshold"]))
         rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
-
-
-def claim4_scale_rows(sc: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 4's scale shift as a paired contrast: for two models of claim 4's scales on the same
-    prompts, the share difference against the paper's (values of ``claim4_share``); random /
-    init twins of those architectures: measured."""
-    src = SOURCES["scale_contrast"]
-    t, t4 = T["claim4_scale"], T["claim4_share"]
-    values = t4["values"]
-    scales = ", ".join(k.split("/")[-1] for k in values)
-    why = (
-        f"the config runs fewer than two of claim 4's scales ({scales}) decomposed on the same "
-        "prompts (each needs a causal and a bidirectional run)"
-    )
-    if sc is None:
-        return [not_run(t, t["label"], src, why)]
-    first = sc.groupby(["model", "model_b", "dataset"], sort=False)["window"].transform("first")
-    d = sc[
-        (sc["window"] == first)
-        & (sc["condition"] == t["condition"])
-        & (sc["target"] == t["target"])
-    ]
-    rows = []
-    for r in d.itertuples():
-        va = paper_value_for(r.model, values, T)
-        vb = paper_value_for(r.model_b, values, T)
-        if va is None or vb is None:
-            continue
-        paper = vb - va
-        diff = (r.difference, r.difference_lo, r.difference_hi)
-        measured = (
-            f"{r.model_b} - {r.model} {fmt_ci(*diff, 2)} (shares {fmt(r.share_causal_mask_b, 2)} "
-            f"and {fmt(r.share_causal_mask, 2)}; window {r.window})"
-        )
-        target = f"{t['label']} ({r.model_b} - {r.model}, {r.dataset})"
-        twins = [x for x in (r.init_of, r.init_of_b) if isinstance(x, str) and x]
-        if twins:
-            note = f"random / init weights ({', '.join(twins)}): the claim is about trained models"
-            rows.append(measured_row(t, target, measured, src, note))
-            continue
-        pv = f"{paper:+.0%} ({vb:.0%} - {va:.0%})"
-        rows.append(equivalence_row(t, target, measured, diff[1:], paper, src, pv))
-    return rows or [not_run(t, t["label"], src, why)]
 
 
 def additivity_ablation_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:

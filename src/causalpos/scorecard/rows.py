@@ -32,9 +32,9 @@ import yaml
 from causalpos.paths import SCORECARD_TABLES
 from causalpos.verdicts import CHECK, CONTROL, TESTED
 
-#: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables).
+#: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
 TABLE_MEASURED = "measured"
-#: A BOS-effects row measured on the residual-stream component (causalpos.paper2.summary).
+#: A BOS-effects row measured on the residual-stream component (causalpos.paper2.summary.assemble).
 RESIDUAL_STREAM = "residual_stream"
 
 NOT_RUN = "not run"
@@ -69,7 +69,7 @@ SOURCES = SCORECARD_TABLES
 CONTROL_MODEL_UNITS = ("control_model_units", "control_model_units_lo", "control_model_units_hi")
 
 #: ``reading`` of a row: the quantity its verdict uses. Paper 2's leakage has two readings
-#: (causalpos.paper2.headline): the expected-map headline and the per-prompt one; rows on other
+#: (causalpos.paper2.summary.headline): the expected-map headline and the per-prompt one; rows on other
 #: quantities (paper 1's index, position 0, sink heads) name theirs.
 EXPECTED_MAP = "expected-map"
 PER_PROMPT = "per-prompt"

@@ -8,9 +8,10 @@ import numpy as np
 import xarray as xr
 
 from causalpos.models.variants import parse_variant
-from causalpos.paper2.headline import position_free
 from causalpos.paper2.prompts import pool_small_strata
-from causalpos.paper2.summary import leakage_summary
+from causalpos.paper2.settings import LeakageSettings
+from causalpos.paper2.summary.assemble import leakage_summary
+from causalpos.paper2.summary.headline import position_free
 
 #: What the leakage summary reads from each run's score store (the leakage reducer's output).
 LEAKAGE_VARIABLES = ("leak_delta", "leak_fit", "leak_window")
@@ -20,28 +21,31 @@ def leakage(
     stores: Mapping[str, str],
     out,
     *,
+    settings: Mapping | None = None,
     data_store=None,
     strata: str = "none",
     min_stratum: int = 5,
     attrs: Mapping | None = None,
-    **summary_kw,
 ) -> xr.Dataset:
     """``leakage`` rule: :func:`leakage_summary` of the merged score stores of one (model, dataset).
 
     Args:
         stores: variant -> path of ``results/scores/{model}/{dataset}/{variant}.zarr``.
         out: path of the summary store.
+        settings: the summary's settings as the rule's ``summary`` param gives them (a flat
+            mapping: :meth:`causalpos.paper2.settings.LeakageSettings.from_params`; default its
+            defaults).
         data_store: the dataset's token store (its ``source`` labels, for ``strata="source"``).
         strata: ``"none"`` (plain bootstrap over prompts) or ``"source"`` (stratified by the
             prompts' source, e.g. KJV book; sources with fewer than ``min_stratum`` prompts are
             pooled into one stratum, see :func:`pool_small_strata`).
         attrs: extra attributes (model, dataset, code fingerprint, config choices); its
             ``positional`` (the model's type, e.g. ``nope``) decides which runs are
-            position-free (:func:`causalpos.paper2.headline.position_free`).
-        summary_kw: :func:`leakage_summary` keywords.
+            position-free (:func:`causalpos.paper2.summary.headline.position_free`).
     """
     from causalpos.io.store import open_dataset, write_dataset
 
+    summary_settings = LeakageSettings.from_params(settings or {})
     if strata not in ("none", "source"):
         raise ValueError(f"strata must be 'none' or 'source', got {strata!r}")
     # Every configured run must be there: a store of older code without the leakage reducer's
@@ -60,7 +64,7 @@ def leakage(
             labels = None  # one stratum: the plain bootstrap
     positional = str((attrs or {}).get("positional", ""))
     # A planted run (plant_query) is position-free but for its planted term: a positive control,
-    # never a negative one (causalpos.paper2.planted).
+    # never a negative one (causalpos.paper2.summary.planted).
     free = [v for v in opened if position_free(v, positional) and parse_variant(v).plant is None]
     # A position-free run is a negative control only on prompts whose content is exchangeable
     # over positions: chunks at random offsets (a fixed token 0 is modelled by the landmark).
@@ -73,7 +77,7 @@ def leakage(
             f"random offsets (mode {mode!r}), so their content depends on position"
         )
         free = []
-    ds = leakage_summary(opened, strata=labels, position_free_runs=free, **summary_kw)
+    ds = leakage_summary(opened, summary_settings, strata=labels, position_free_runs=free)
     ds.attrs["controls_note"] = controls_note
     if strata == "source":
         ds.attrs.update(

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from causalpos.io.store import open_dataset
-from causalpos.paper2.markdown import paper2_markdown
-from causalpos.paper2.tables import paper2_tables
+from causalpos.paper2.tables.assemble import paper2_tables
+from causalpos.paper2.tables.markdown import paper2_markdown
 
 
 def aggregate_leakage(

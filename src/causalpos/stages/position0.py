@@ -17,6 +17,7 @@ from causalpos.paper2.position0 import (
     sink_heads,
     trajectory,
 )
+from causalpos.paper2.settings import Position0Settings
 
 
 def _states(store: str | os.PathLike, seq_ids: np.ndarray, condition: str) -> xr.Dataset:
@@ -38,25 +39,28 @@ def _states(store: str | os.PathLike, seq_ids: np.ndarray, condition: str) -> xr
     return ds.sel(sequence=seq_ids)
 
 
-def position0(pairs: Mapping[str, Mapping], *, code_fingerprint: str = "", **settings) -> None:
+def position0(
+    pairs: Mapping[str, Mapping], settings: Mapping, *, code_fingerprint: str = ""
+) -> None:
     """Rule ``position0``: :func:`position0_pair` of every (model, dataset) of paper 2, one
     after the other (a second or two each: one job for all of them).
 
     ``pairs``: label -> ``{model, dataset, conditions, stores, sink, data, output}``
-    (:meth:`causalpos.config.Resolved.position0_family`); ``settings``: the keyword arguments
-    of :func:`position0_pair` (``tau``, ``n_folds``, ``ridge``, ``n_perm``, ``seed``)."""
+    (:meth:`causalpos.config.Resolved.position0_family`); ``settings``: the rule's ``settings``
+    param with the config's ``seed`` (:meth:`causalpos.paper2.settings.Position0Settings.from_params`)."""
+    s = Position0Settings.from_params(settings)
     for pair in pairs.values():
         position0_pair(
             dict(zip(pair["conditions"], pair["stores"], strict=True)),
             pair["data"],
             pair["output"],
+            settings=s,
             sink_store=pair["sink"],
             attrs={
                 "model": pair["model"],
                 "dataset": pair["dataset"],
                 "code_fingerprint": code_fingerprint,
             },
-            **settings,
         )
 
 
@@ -65,13 +69,8 @@ def position0_pair(
     data_store,
     out,
     *,
+    settings: Position0Settings | None = None,
     sink_store=None,
-    label_var: str = "source",
-    tau: float = 0.5,
-    n_folds: int = 5,
-    ridge: float = 1.0,
-    n_perm: int = 200,
-    seed: int = 0,
     attrs: dict | None = None,
 ) -> xr.Dataset:
     """One (model, dataset) of rule ``position0``: trajectory per condition, content probes on
@@ -84,12 +83,14 @@ def position0_pair(
     Output dims ``(condition, layer)`` (layer 0 = embedding): ``std``, ``mean_norm``, ``ratio``,
     ``max_abs_dev`` per condition; ``probe_accuracy``, ``probe_chance``, ``probe_null_mean``,
     ``probe_p_value`` on the probe condition (``causal``; NaN elsewhere), labels = the data
-    store's ``label_var`` per prompt (classes with < ``n_folds`` prompts dropped, see
+    store's ``settings.label_var`` per prompt (classes with < ``n_folds`` prompts dropped, see
     :func:`probe_labels`); attrs ``sink_probe_*`` from the value vectors at key 0 of the heads whose
-    mean attention to key 0 in ``sink_store`` (the causal score store) is ≥ ``tau``.
+    mean attention to key 0 in ``sink_store`` (the causal score store) is ≥ ``tau``
+    (``settings``: :class:`~causalpos.paper2.settings.Position0Settings`, default its defaults).
     """
     from causalpos.io.store import open_dataset, write_dataset
 
+    s = settings or Position0Settings()
     conditions = list(stores)
     if not conditions:
         raise ValueError("position0: give at least one condition")
@@ -116,52 +117,17 @@ def position0_pair(
             "token0_fixed": int(token0_fixed),
             "bos": int(bool(data.attrs.get("bos", False))),
             "n_prompts": int(seq_ids.size),
-            "tau": tau,
-            "n_folds": n_folds,
-            "ridge": ridge,
-            "n_perm": n_perm,
-            "seed": seed,
-            "probe_labels": label_var,
+            "tau": s.tau,
+            "n_folds": s.n_folds,
+            "ridge": s.ridge,
+            "n_perm": s.n_permutations,
+            "seed": s.seed,
+            "probe_labels": s.label_var,
             "probe_condition": probe_cond or "",
         }
     )
-    nl = ds.sizes["layer"]
-    res = {
-        k: np.full((len(conditions), nl), np.nan)
-        for k in ("accuracy", "chance", "null_mean", "p_value")
-    }
-    note = "no probe: the causal condition is not configured"
-    keep = np.zeros(seq_ids.size, dtype=bool)
-    if probe is not None and label_var in data:
-        store, states = probe
-        # Stores give variable-width strings (numpy StringDType), which astype(str) refuses.
-        labels = np.array([str(x) for x in np.asarray(data[label_var].values).ravel()])
-        keep, note = probe_labels(labels, n_folds)
-        if keep.any():
-            pr = probe_by_layer(
-                states[keep], labels[keep], n_folds=n_folds, ridge=ridge, n_perm=n_perm, seed=seed
-            )
-            ci = conditions.index(probe_cond)
-            for k in res:
-                res[k][ci] = pr[k].values
-            ds.attrs["probe_n_classes"] = int(np.unique(labels[keep]).size)
-            if sink_store is not None:
-                ds.attrs.update(
-                    _sink_probe(
-                        store,
-                        sink_store,
-                        seq_ids[keep],
-                        labels[keep],
-                        tau,
-                        keep,
-                        n_folds=n_folds,
-                        ridge=ridge,
-                        n_perm=n_perm,
-                        seed=seed,
-                    )
-                )
-    elif probe is not None:
-        note = f"no probe: the data store has no {label_var!r} labels"
+    ci = conditions.index(probe_cond) if probe_cond else None
+    res, keep, note = _probes(ds, data, probe, ci, s, sink_store, seq_ids)
     for k, arr in res.items():
         ds[f"probe_{k}"] = (("condition", "layer"), arr)
     ds.attrs.update({"probe_note": note, "probe_n_prompts": int(keep.sum()), **dict(attrs or {})})
@@ -169,6 +135,40 @@ def position0_pair(
     ds.attrs.setdefault("n_sink_heads", 0)
     write_dataset(ds, out)
     return ds
+
+
+def _probes(ds, data, probe, ci, s: Position0Settings, sink_store, seq_ids):
+    """(per-condition probe results, the prompts kept, the note) of :func:`position0_pair`: the
+    content probe by layer on the probe condition's states (row ``ci``) and, where the sink
+    store is given, the sink probe (into ``ds.attrs``)."""
+    nl = ds.sizes["layer"]
+    res = {
+        k: np.full((ds.sizes["condition"], nl), np.nan)
+        for k in ("accuracy", "chance", "null_mean", "p_value")
+    }
+    note = "no probe: the causal condition is not configured"
+    keep = np.zeros(seq_ids.size, dtype=bool)
+    label_var = s.label_var
+    probe_kw = dict(n_folds=s.n_folds, ridge=s.ridge, n_perm=s.n_permutations, seed=s.seed)
+    if probe is not None and label_var in data:
+        store, states = probe
+        # Stores give variable-width strings (numpy StringDType), which astype(str) refuses.
+        labels = np.array([str(x) for x in np.asarray(data[label_var].values).ravel()])
+        keep, note = probe_labels(labels, s.n_folds)
+        if keep.any():
+            pr = probe_by_layer(states[keep], labels[keep], **probe_kw)
+            for k in res:
+                res[k][ci] = pr[k].values
+            ds.attrs["probe_n_classes"] = int(np.unique(labels[keep]).size)
+            if sink_store is not None:
+                ds.attrs.update(
+                    _sink_probe(
+                        store, sink_store, seq_ids[keep], labels[keep], s.tau, keep, **probe_kw
+                    )
+                )
+    elif probe is not None:
+        note = f"no probe: the data store has no {label_var!r} labels"
+    return res, keep, note
 
 
 def _sink_probe(store, sink_store, seq_ids, labels, tau, keep, **probe_kw) -> dict:

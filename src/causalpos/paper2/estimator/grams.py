@@ -1,0 +1,242 @@
+"""One shared cache of the headline estimator's Grams for every run of a :class:`PromptSet`.
+
+Every block of the headline summary (:mod:`causalpos.paper2.summary.headline`) reads the same per-prompt
+statistics through the same designs: a run's store is loaded once, each layer's pair mask and
+:class:`~causalpos.paper2.estimator.expected.PromptStats` are built once per (run, window, target), each
+design once per (mask, fit, landmark), each Gram once per (run, window, target, fit, landmark),
+and each estimate once per Gram and resampling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from causalpos.paper2 import inference as inf
+from causalpos.paper2.estimator import expected as X
+from causalpos.paper2.estimator.pairgrams import (
+    PromptStats,
+    difference_stats,
+    numerator_grams,
+    prompt_grams,
+)
+from causalpos.paper2.estimator.replicates import linear_parts, quadratic_form, u_replicates
+from causalpos.paper2.estimator.storeview import store_masks, store_stats
+from causalpos.paper2.extraction.design import Design, build_design, parse_fit
+from causalpos.paper2.prompts import PromptSet
+
+#: The store variables the headline reads.
+NEEDED = ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum", "leak_sst", "leak_delta")
+FIT = "saturated+query"
+#: The per-prompt statistics (prompt axis first) a group of layers stacks after the prompts'.
+_STAT_FIELDS = ("off", "rows", "key0", "sst")
+
+
+class GramCache:
+    """Lazily computed, memoised statistics, Grams and estimates of the runs of ``ps``."""
+
+    def __init__(self, ps: PromptSet, *, seed: int = 0):
+        self.ps = ps
+        self.seed = seed
+        self._data: dict[str, xr.Dataset] = {}
+        self._masks: dict[tuple, dict] = {}
+        self._stats: dict[tuple, PromptStats] = {}
+        self._designs: dict[tuple, Design] = {}
+        self._grams: dict[tuple, dict[str, np.ndarray]] = {}
+        self._est: dict[tuple, dict[str, np.ndarray]] = {}
+        self._parts: dict[tuple, dict[str, np.ndarray]] = {}
+
+    @property
+    def n(self) -> int:
+        return int(self.ps.sequences.size)
+
+    @property
+    def resampling(self) -> dict[str, np.ndarray]:
+        """The summary's draws: the calibrated multipliers (:mod:`causalpos.paper2.inference`)
+        where the prompt set has them, else its bootstrap counts."""
+        if self.ps.multipliers is not None:
+            return {"multipliers": self.ps.multipliers}
+        return {"counts": self.ps.counts}
+
+    def data(self, run: str) -> xr.Dataset:
+        if run not in self._data:
+            self._data[run] = self.ps.runs[run][list(NEEDED)].load()
+        return self._data[run]
+
+    def masks(self, run: str, window: str, target: str) -> dict:
+        key = (run, window, target)
+        if key not in self._masks:
+            self._masks[key] = store_masks(self.data(run), window, target)
+        return self._masks[key]
+
+    def stats(self, run: str, window: str, target: str, layer) -> PromptStats:
+        key = (run, window, target, layer)
+        if key not in self._stats:
+            mask = self.masks(run, window, target)[layer]
+            self._stats[key] = store_stats(self.data(run), layer, window, target, mask)
+        return self._stats[key]
+
+    def design(self, mask: np.ndarray, fit: str, landmark: bool) -> Design:
+        key = (np.packbits(mask).tobytes(), mask.shape, fit, landmark)
+        if key not in self._designs:
+            self._designs[key] = build_design(mask, fit, landmark=landmark)
+        return self._designs[key]
+
+    def grams(
+        self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
+    ) -> dict[str, np.ndarray]:
+        """:func:`causalpos.paper2.estimator.expected.prompt_grams` of every layer, leading (layer, head)."""
+        key = (run, window, target, fit, landmark)
+        if key not in self._grams:
+            parse_fit(fit)
+            self._grams[key] = self._by_layer_groups(
+                run,
+                window,
+                target,
+                lambda layer: self.stats(run, window, target, layer),
+                lambda st, mask: prompt_grams(st, self.design(mask, fit, landmark)),
+            )
+        return self._grams[key]
+
+    def logz_gram(self, run: str, window: str, *, landmark: bool = True) -> np.ndarray:
+        """Numerator Gram (layer, head, n, n) of the run's −log Z_i (log-attention − logits)."""
+        key = (run, window, "logz", FIT, landmark)
+        if key not in self._grams:
+            self._grams[key] = self._by_layer_groups(
+                run,
+                window,
+                "logattn",
+                lambda layer: difference_stats(
+                    self.stats(run, window, "logattn", layer),
+                    self.stats(run, window, "logit", layer),
+                ),
+                lambda st, mask: {"num": numerator_grams(st, self.design(mask, FIT, landmark))},
+            )
+        return self._grams[key]["num"]
+
+    def _by_layer_groups(self, run, window, target, stats_of, grams_of) -> dict[str, np.ndarray]:
+        """``grams_of(stats, mask)`` of every layer, leading (layer, head): one call per group of
+        layers that share their measured pairs (one design), on their statistics stacked along
+        a layer axis after the prompts' (every map's Gram is its own: the batch changes no
+        term)."""
+        masks = self.masks(run, window, target)
+        layers = list(masks)
+        groups: dict[bytes, list[int]] = {}
+        for i, layer in enumerate(layers):
+            groups.setdefault(np.packbits(masks[layer]).tobytes(), []).append(i)
+        out: dict[str, np.ndarray] = {}
+        for idx in groups.values():
+            sts = [stats_of(layers[i]) for i in idx]
+            st = PromptStats(
+                **{f: np.stack([getattr(x, f) for x in sts], axis=1) for f in _STAT_FIELDS},
+                sst_sum=np.stack([x.sst_sum for x in sts]),
+            )
+            g = grams_of(st, masks[layers[idx[0]]])
+            for k, v in g.items():
+                if k not in out:
+                    out[k] = np.empty((len(layers),) + v.shape[1:], dtype=v.dtype)
+                out[k][idx] = v
+        return out
+
+    def estimate(
+        self,
+        run: str,
+        window: str,
+        target: str,
+        *,
+        fit: str = FIT,
+        landmark: bool = True,
+        flips: bool = True,
+    ) -> dict[str, np.ndarray]:
+        """:func:`causalpos.paper2.estimator.expected.estimate` on the summary's multipliers
+        (memoised; :func:`~causalpos.paper2.estimator.expected.estimate_bootstrap` on its counts
+        where the prompt set has no multipliers). ``flips`` (the bootstrap's own sign flips) has
+        no effect under the calibrated multipliers, whose p-values come from the same draws: one
+        estimate serves both. The estimate is ``lean`` (no per-head or per-layer ρ_SST, no
+        per-head N and D replicates: nothing here reads them); the numerator's per-layer linear
+        parts go to :meth:`parts`. Only the headline reading (``fit`` :data:`FIT`,
+        ``landmark``) is read per head: the others (the key-0 column counted, the linear
+        baseline) are estimated per layer and pooled only (``heads=False``: their linear parts
+        from the layers' Grams)."""
+        flips = flips or self.ps.multipliers is not None
+        key = (run, window, target, fit, landmark, flips)
+        if key not in self._est:
+            g = self.grams(run, window, target, fit=fit, landmark=landmark)
+            if self.ps.multipliers is None:
+                r = X.estimate_bootstrap(
+                    g,
+                    self.ps.counts,
+                    level=self.ps.level,
+                    n_flips=X.N_FLIPS if flips else 0,
+                    seed=self.seed,
+                )
+            else:
+                r = X.estimate(
+                    g,
+                    self.ps.multipliers,
+                    level=self.ps.level,
+                    lean=True,
+                    heads=fit == FIT and landmark,
+                )
+            parts = r.pop("num_parts_layer", None)
+            if parts is not None:
+                self._parts.setdefault(key[:-1], parts)
+            self._est[key] = r
+        return self._est[key]
+
+    def parts(
+        self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
+    ) -> dict[str, np.ndarray] | None:
+        """:func:`causalpos.paper2.inference.linear_parts` (B, layer) of the run's numerator Gram
+        summed over heads, under the calibrated multipliers (None without them): from the
+        estimate's per-head parts where it ran, else from the layers' Grams (memoised).
+        ``target`` "logz": the Gram of :meth:`logz_gram`. A combination of Grams, or a sum over
+        layers, takes the same combination, or sum, of their parts."""
+        if self.ps.multipliers is None:
+            return None
+        key = (run, window, target, fit, landmark)
+        if key not in self._parts:
+            if target == "logz":
+                g = self.logz_gram(run, window, landmark=landmark)
+            else:
+                g = self.grams(run, window, target, fit=fit, landmark=landmark)["num"]
+            self._parts[key] = linear_parts(g.sum(1), self.ps.multipliers)
+        return self._parts[key]
+
+    def numerator(
+        self, gram: np.ndarray, *, contrast: bool = False, parts: dict | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(N̂, replicates (B, ...)) per prompt pair of a numerator Gram (..., n, n) (e.g. a
+        component's combination of Grams, summed to the level it is read at): the calibrated
+        interval's reflected replicates, or the bootstrap's. ``contrast``: a difference of
+        positive semi-definite Grams (indefinite: N̂ may be of either sign), whose variance does
+        not follow the calibrated interval's model V(N) = V2 + αN (N ≥ 0): its replicates are
+        the multiplier replicates N* − N̂ with the unbiased linear variance, reflected (the basic
+        interval). ``parts``: the Gram's linear parts under the multipliers, where known (the
+        same combination of :meth:`parts`, summed to the same level)."""
+        pairs = self.n * (self.n - 1)
+        if self.ps.multipliers is not None:
+            if contrast:
+                u = u_replicates(gram, self.ps.multipliers, parts)
+                return u["est"] / pairs, inf.reflect(u["est"], u["est"] + u["delta"]) / pairs
+            r = inf.calibrated(gram, self.ps.multipliers, self.ps.level, parts)
+            return r["est"] / pairs, r["boot"] / pairs
+        w = np.concatenate([np.ones((1, self.n)), np.asarray(self.ps.counts, np.float64)])
+        u = quadratic_form(gram, w)
+        m_pairs = (w.sum(-1) ** 2 - (w * w).sum(-1)).reshape((-1,) + (1,) * (u.ndim - 1))
+        return u[0] / pairs, u[1:] / m_pairs[1:]
+
+    def denominator(
+        self, run: str, window: str, target: str, level: str, *, landmark: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(D̂, replicates) per prompt pair of the run's map at ``level`` (pooled, layer, head)."""
+        r = self.estimate(run, window, target, landmark=landmark, flips=False)
+        return r[f"{level}_den"], r[f"{level}_den_boot"]
+
+    def mean_map(self, run: str, target: str, layer) -> tuple[np.ndarray, np.ndarray]:
+        """The run's expected map (head, T, T) of one layer and the keys its softmax allowed
+        ((T, T) bool: finite in every head's summed map)."""
+        ds = self.data(run)
+        msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values.astype(np.float64)
+        allowed = np.isfinite(msum).all(0)
+        return msum / self.n, allowed

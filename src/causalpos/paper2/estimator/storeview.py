@@ -1,0 +1,184 @@
+"""A leakage store's expected-map statistics as the estimator reads them: label-indexed numpy views
+(:func:`store_view`), each layer's measured pairs (:func:`store_masks`), its per-prompt statistics
+(:func:`store_stats`) and Grams (:func:`store_grams`).
+
+The headline estimator reads one (layer, target, window) slice of five variables per layer and
+run, thousands of times in a summary; xarray's ``.sel`` costs ~1 ms a call, a numpy index
+microseconds. :func:`store_view` transposes each variable once (label axes first, a view of a
+loaded store) and keeps the view for as long as the Dataset lives; a slice of it holds the same
+values ``ds[var].sel(...).transpose(...)`` returns.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import xarray as xr
+
+from causalpos import stats
+from causalpos.paper2.estimator.pairgrams import PromptStats, plant_query_effect, prompt_grams
+from causalpos.paper2.extraction.design import (
+    Design,
+    build_design,
+    pair_mask,
+    parse_fit,
+    query_window,
+)
+
+#: variable -> its axes in the view: the labelled axes first, then the slice's own axes.
+AXES = {
+    "leak_offsum": (
+        ("layer", "leak_target", "leak_exp_window"),
+        ("sequence", "head", "leak_offset"),
+    ),
+    "leak_key0sum": (("layer", "leak_target", "leak_exp_window"), ("sequence", "head")),
+    "leak_rowsum": (("layer", "leak_target"), ("sequence", "head", "query")),
+    "leak_map_sum": (("layer", "leak_target"), ("head", "query", "key")),
+    "leak_sst": (("layer", "leak_target", "leak_window"), ("sequence", "head")),
+}
+
+
+class StoreView:
+    """The variables of :data:`AXES` a store holds, sliced by coordinate labels (holds the
+    arrays, not the Dataset)."""
+
+    def __init__(self, ds: xr.Dataset):
+        self._arrays = {
+            var: ds[var].transpose(*lead, *rest).values
+            for var, (lead, rest) in AXES.items()
+            if var in ds
+        }
+        dims = {d for var in self._arrays for d in AXES[var][0]}
+        self._index = {d: {v: i for i, v in enumerate(ds[d].values.tolist())} for d in dims}
+
+    def __contains__(self, var: str) -> bool:
+        return var in self._arrays
+
+    def get(self, var: str, **labels) -> np.ndarray:
+        """``ds[var].sel(**labels)`` with the slice's axes in :data:`AXES` order (a view)."""
+        lead = AXES[var][0]
+        if set(labels) != set(lead):
+            raise ValueError(f"{var} is sliced by {lead}, got {sorted(labels)}")
+        if var not in self._arrays:
+            raise KeyError(f"the store has no variable {var!r}")
+        pos = []
+        for d in lead:
+            label = labels[d]
+            label = label.item() if isinstance(label, np.generic) else label
+            if label not in self._index[d]:
+                raise KeyError(
+                    f"{label!r} is not a label of the store's {d!r} axis {list(self._index[d])}"
+                )
+            pos.append(self._index[d][label])
+        return self._arrays[var][tuple(pos)]
+
+
+_VIEWS: dict[int, tuple[weakref.ref, StoreView]] = {}
+
+
+def store_view(ds: xr.Dataset | StoreView) -> StoreView:
+    """The :class:`StoreView` of ``ds``, built once per Dataset object (kept while it lives)."""
+    if isinstance(ds, StoreView):
+        return ds
+    key = id(ds)
+    hit = _VIEWS.get(key)
+    if hit is not None and hit[0]() is ds:
+        return hit[1]
+    view = StoreView(ds)
+    _VIEWS[key] = (weakref.ref(ds), view)
+    weakref.finalize(ds, _VIEWS.pop, key, None)
+    return view
+
+
+def window_pairs(
+    allowed: np.ndarray, window: str, pair_subsample: int | None = None, seed: int = 0
+) -> np.ndarray:
+    """The reducer's measured pairs of ``window``: lower triangle without row 0, ∧ the model's
+    allowed pairs ((T, T) bool) ∧ its stratified pair subsample, on the window's query rows."""
+    T = allowed.shape[-1]
+    sub = None
+    if pair_subsample is not None:
+        sub = stats.stratified_pair_mask(T, pair_subsample, seed) & allowed
+    return pair_mask(T, window=window, allowed=allowed, subsample=sub)
+
+
+def store_stats(ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarray) -> PromptStats:
+    """:class:`PromptStats` of one layer (maps: heads) from a leakage store's variables
+    (``ds`` a Dataset or its :func:`~causalpos.paper2.estimator.storeview.store_view`)."""
+    v = store_view(ds)
+    sel = dict(layer=layer, leak_target=target)
+    lo, hi = query_window(window, mask.shape[0])
+    rows = v.get("leak_rowsum", **sel).copy()  # (sequence, head, query)
+    rows[..., :lo] = 0.0
+    rows[..., hi:] = 0.0
+    sel_e = dict(sel, leak_exp_window=window)
+    msum = v.get("leak_map_sum", **sel)[:, mask]  # (head, pair)
+    return PromptStats(
+        off=v.get("leak_offsum", **sel_e).astype(np.float64),  # (sequence, head, offset)
+        rows=rows.astype(np.float64),
+        key0=v.get("leak_key0sum", **sel_e).astype(np.float64),  # (sequence, head)
+        sst=v.get("leak_sst", **sel, leak_window=window).astype(np.float64),
+        sst_sum=((msum - msum.mean(-1, keepdims=True)) ** 2).sum(-1),
+    )
+
+
+def store_masks(ds: xr.Dataset, window: str, target: str) -> dict:
+    """Layer -> the measured pairs ((T, T) bool) of ``window`` in a leakage store: the allowed pairs
+    of its summed maps ∧ the reducer's pair subsample (``leak_pair_subsample``, ``leak_seed``)."""
+    missing = [
+        k for k in ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum") if k not in ds
+    ]
+    if missing:
+        raise ValueError(
+            f"the store lacks {missing}: run extraction with LeakageReducer(expected_stats=True, "
+            "mean_maps=True)"
+        )
+    if window not in ds["leak_exp_window"].values:
+        raise ValueError(
+            f"window {window!r} is not among the store's expected-map windows "
+            f"{list(ds['leak_exp_window'].values)} (LeakageReducer(expected_stats=[...]))"
+        )
+    attrs = ds["leak_delta"].attrs
+    sub = int(attrs.get("leak_pair_subsample", ds.attrs.get("leak_pair_subsample", -1)))
+    seed_pairs = int(attrs.get("leak_seed", ds.attrs.get("leak_seed", 0)))
+    out = {}
+    v = store_view(ds)
+    for layer in ds["layer"].values:
+        msum = v.get("leak_map_sum", layer=layer, leak_target=target)  # (head, T, T)
+        allowed = np.isfinite(msum).all(0) & np.tril(np.ones(msum.shape[-2:], dtype=bool))
+        out[layer] = window_pairs(allowed, window, None if sub < 0 else sub, seed_pairs)
+    return out
+
+
+def store_grams(
+    ds: xr.Dataset,
+    *,
+    window: str = "all",
+    target: str = "logit",
+    fit: str = "saturated+query",
+    landmark: bool = True,
+    plant: np.ndarray | None = None,
+) -> tuple[dict[str, np.ndarray], float]:
+    """:func:`prompt_grams` of every layer of a leakage store (leading axes (layer, head)) and a
+    bound on the rounding of ‖C S‖² from the summed maps' precision (3u‖S‖²). ``plant`` (T,): a
+    query effect b added to every map (:func:`plant_query_effect`)."""
+    parse_fit(fit)
+    masks = store_masks(ds, window, target)
+    per_layer = []
+    unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the map sums
+    rounding = 0.0
+    designs: dict[bytes, Design] = {}  # layers usually share one pair mask
+    v = store_view(ds)
+    for layer, mask in masks.items():
+        msum = v.get("leak_map_sum", layer=layer, leak_target=target)
+        rounding += 3 * unit * float((msum[:, mask].astype(np.float64) ** 2).sum())
+        key = np.packbits(mask).tobytes()
+        if key not in designs:
+            designs[key] = build_design(mask, fit, landmark=landmark)
+        design = designs[key]
+        st = store_stats(v, layer, window, target, mask)
+        if plant is not None:
+            st = plant_query_effect(st, mask, plant)
+        per_layer.append(prompt_grams(st, design))
+    return {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}, rounding

@@ -1,0 +1,291 @@
+"""Paper 2's fits and pair sets: the fit grammar, query windows, pair masks and the data-free
+design of a fit on a pair set (every Gram matrix the solver of :mod:`causalpos.paper2.extraction.metric`
+needs, pseudo-inverted once per mask).
+
+A fit is named ``"<baseline>+<absolute>"``: baseline ``saturated`` (one level per offset) or
+``linear`` (b₀ + b₁ d), absolute effects ``query``, ``key`` or ``both``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+BASELINES = ("saturated", "linear")
+
+
+ABSOLUTES = ("query", "key", "both")
+
+
+def parse_fit(fit: str) -> tuple[str, str]:
+    """``"saturated+query"`` -> ``("saturated", "query")``, validating both parts."""
+    parts = fit.split("+")
+    if len(parts) != 2 or parts[0] not in BASELINES or parts[1] not in ABSOLUTES:
+        raise ValueError(
+            f"fit must be '<baseline>+<absolute>' with baseline in {BASELINES} and absolute in "
+            f"{ABSOLUTES}; got {fit!r} (e.g. 'saturated+query')"
+        )
+    return parts[0], parts[1]
+
+
+def query_window(name: str, seq_len: int) -> tuple[int, int]:
+    """Query rows ``[lo, hi)`` of a window name.
+
+    ``"all"`` = rows 1..T−1; ``"earlyK"`` = rows 1..K−1 (queries i < K, clipped to T);
+    ``"late"`` = rows T//2..T−1 (the second half, paper 2 §4's contrast to early queries);
+    ``"fullW"`` = rows W..T−1−W, the rows whose sliding window of size W is full in the causal
+    pass (keys i − W < j ≤ i) and in the bidirectional one (|i − j| ≤ W), so the visible-key
+    count does not depend on i there (paper2.md §2, sliding window).
+    Row 0 (a single key) is never measured.
+    """
+    if name == "all":
+        return 1, seq_len
+    if name == "late":
+        return max(1, seq_len // 2), seq_len
+    m = re.fullmatch(r"full(\d+)", name)
+    if m:
+        w = int(m.group(1))
+        return max(1, w), max(1, seq_len - w)
+    m = re.fullmatch(r"early(\d+)", name)
+    if m:
+        return 1, min(int(m.group(1)), seq_len)
+    raise ValueError(
+        f"unknown query window {name!r}; use 'all', 'late', 'early<K>' (e.g. 'early16') or "
+        "'full<W>' (rows whose sliding window W is full, e.g. 'full32')"
+    )
+
+
+def pair_mask(
+    seq_len: int,
+    *,
+    window: str = "all",
+    allowed: np.ndarray | None = None,
+    subsample: np.ndarray | None = None,
+) -> np.ndarray:
+    """Measured pairs: lower triangle (j ≤ i), query rows of ``window``, ∧ ``allowed`` ∧ ``subsample``.
+
+    Args:
+        seq_len: T.
+        window: query window name (:func:`query_window`).
+        allowed: ``(T, T)`` bool, pairs the model's own mask lets through (e.g. finite scores; a
+            sliding window removes long offsets).
+        subsample: ``(T, T)`` bool pair subsample (e.g. :func:`causalpos.stats.stratified_pair_mask`).
+
+    Returns:
+        ``(T, T)`` bool mask, query rows × key columns.
+    """
+    lo, hi = query_window(window, seq_len)
+    mask = np.tril(np.ones((seq_len, seq_len), dtype=bool))
+    rows = np.arange(seq_len)
+    mask &= ((rows >= lo) & (rows < hi))[:, None]
+    for extra, name in ((allowed, "allowed"), (subsample, "subsample")):
+        if extra is not None:
+            extra = np.asarray(extra, dtype=bool)
+            if extra.shape != (seq_len, seq_len):
+                raise ValueError(
+                    f"{name} mask must have shape ({seq_len}, {seq_len}), got {extra.shape}"
+                )
+            mask &= extra
+    return mask
+
+
+@dataclass(eq=False)
+class Design:
+    """Pair-count structure of one (mask, fit): everything the solver needs that is data-free.
+
+    Shapes: p = T (saturated) or 2 (linear) baseline columns; q = T (query or key) or 2T (both)
+    absolute columns; strata = offsets 0..T−1.
+    """
+
+    mask: np.ndarray  # (T, T) bool measured pairs
+    baseline: str
+    absolute: str
+    n_pairs: int  # N
+    rank_base: int  # rank(B), including the intercept
+    k: int  # rank(F) − rank(B): extra parameters the absolute effects add
+    n_offset: np.ndarray  # (T,) pairs per offset stratum
+    gx_pinv: np.ndarray  # (p, p) G_X⁺
+    b: np.ndarray  # (q, p) G_ZX G_X⁺
+    m_pinv: np.ndarray  # (q, q) M⁺
+    h: np.ndarray  # (T,) Σ over stratum s of the leverages of P_Δ (NaN with a landmark)
+    c_strata: np.ndarray  # (T, T) 1_sᵀ P_Δ 1_t (NaN with a landmark)
+    landmark: bool = False  # B (and F) also hold an indicator of key 0 (:func:`build_design`)
+    _torch: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def seq_len(self) -> int:
+        return self.mask.shape[0]
+
+    @property
+    def floor(self) -> float:
+        """E[ΔR²] for pure (spherical) noise: k / (N − 1). See :func:`null_floor`."""
+        return self.k / (self.n_pairs - 1)
+
+    def tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """The design's arrays as float64 tensors on ``device`` (cached). torch is imported here,
+        not with the module: the summaries read designs with numpy alone."""
+        import torch
+
+        key = str(device)
+        if key not in self._torch:
+            t = lambda a: torch.as_tensor(
+                np.ascontiguousarray(a), dtype=torch.float64, device=device
+            )  # noqa: E731
+            self._torch[key] = {
+                "gx_pinv": t(self.gx_pinv),
+                "b": t(self.b),
+                "m_pinv": t(self.m_pinv),
+                "h": t(self.h),
+                "c": t(self.c_strata),
+                "c_diag": t(np.diag(self.c_strata)),
+                "n_off": t(self.n_offset),
+                "offsets": t(np.arange(self.seq_len)),
+            }
+        return self._torch[key]
+
+
+def _pinv_sym(m: np.ndarray) -> tuple[np.ndarray, int]:
+    """Pseudo-inverse and rank of a symmetric PSD matrix (eigen-decomposition, matrix_rank's tolerance)."""
+    m = (m + m.T) / 2.0
+    w, v = np.linalg.eigh(m)
+    tol = max(abs(w).max(initial=0.0), 1e-300) * m.shape[0] * np.finfo(np.float64).eps * 10
+    keep = w > tol
+    inv = (v[:, keep] / w[keep]) @ v[:, keep].T
+    return inv, int(keep.sum())
+
+
+@lru_cache(maxsize=256)
+def _build_design_cached(
+    mask_bytes: bytes, seq_len: int, baseline: str, absolute: str, landmark: bool = False
+) -> Design:
+    mask = np.frombuffer(mask_bytes, dtype=bool).reshape(seq_len, seq_len).copy()
+    T = seq_len
+    i, j = np.nonzero(mask)
+    d = i - j
+    n = i.size
+    if n < 2:
+        raise ValueError(f"the pair mask selects {n} pair(s); a leakage fit needs at least 2")
+    n_off = np.bincount(d, minlength=T).astype(np.float64)
+    offsets = np.arange(T, dtype=np.float64)
+
+    # Baseline columns, written per stratum: x_s is the baseline row shared by every pair of offset s.
+    if baseline == "saturated":
+        gx = np.diag(n_off)
+        x_s = np.eye(T)  # (p, T)
+    else:
+        gx = np.array(
+            [[n, (n_off * offsets).sum()], [(n_off * offsets).sum(), (n_off * offsets**2).sum()]]
+        )
+        x_s = np.stack([np.ones(T), offsets])  # (2, T)
+    gx_pinv, rank_base = _pinv_sym(gx)
+
+    # Absolute columns: the level(s) each pair belongs to.
+    if absolute == "query":
+        levels = [i]
+        q = T
+    elif absolute == "key":
+        levels = [j]
+        q = T
+    else:
+        levels = [i, T + j]
+        q = 2 * T
+    n_zs = np.zeros((q, T))  # Zᵀ1_s: pairs of level z in stratum s
+    for lev in levels:
+        np.add.at(n_zs, (lev, d), 1.0)
+    gz = np.zeros((q, q))
+    for a in levels:
+        for b_ in levels:
+            np.add.at(gz, (a, b_), 1.0)
+    gzx = n_zs @ x_s.T  # (q, p): Σ_s Zᵀ1_s x_sᵀ
+    if landmark:
+        # One more baseline column, the key-0 indicator: its pairs (s, 0) are one per stratum s.
+        k0 = mask[:, 0].astype(np.float64)  # [s]: pair (s, 0) measured (offset s)
+        gxk = x_s @ k0  # (p,) Xᵀk0
+        gx = np.block([[gx, gxk[:, None]], [gxk[None, :], np.array([[k0.sum()]])]])
+        zk_cols = np.zeros(T)
+        zk_cols[0] = k0.sum()
+        zk = {"query": k0, "key": zk_cols, "both": np.concatenate([k0, zk_cols])}[absolute]
+        gzx = np.concatenate([gzx, zk[:, None]], axis=1)  # Zᵀk0: query level s holds pair (s, 0)
+        gx_pinv, rank_base = _pinv_sym(gx)
+    b = gzx @ gx_pinv
+    m = gz - b @ gzx.T
+    m_pinv, k = _pinv_sym(m)
+
+    if landmark:  # the within-offset null below assumes stratum-constant baseline columns
+        h, c_strata = np.full(T, np.nan), np.full((T, T), np.nan)
+    else:
+        # Stratum-aggregated projector P_Δ = Z̃ M⁺ Z̃ᵀ (Z̃ = Z residualized on X), for the exact
+        # permutation-null mean.
+        w = b @ x_s  # (q, T): column s = G_ZX G_X⁺ x_s
+        k_strata = n_zs - w * n_off[None, :]  # Z̃ᵀ1_s
+        c_strata = k_strata.T @ m_pinv @ k_strata
+        zz = sum(m_pinv[a, a] for a in levels)
+        if absolute == "both":
+            zz = zz + 2.0 * m_pinv[i, T + j]
+        h = (
+            np.bincount(d, weights=zz, minlength=T)
+            - 2.0 * (w * (m_pinv @ n_zs)).sum(axis=0)
+            + n_off * (w * (m_pinv @ w)).sum(axis=0)
+        )
+    return Design(
+        mask=mask,
+        baseline=baseline,
+        absolute=absolute,
+        n_pairs=int(n),
+        rank_base=rank_base,
+        k=k,
+        n_offset=n_off,
+        gx_pinv=gx_pinv,
+        b=b,
+        m_pinv=m_pinv,
+        h=h,
+        c_strata=c_strata,
+        landmark=landmark,
+    )
+
+
+def build_design(
+    mask: np.ndarray, fit: str = "saturated+query", *, landmark: bool = False
+) -> Design:
+    """Data-free structure of the fit ``fit`` on the pairs selected by ``mask`` ((T, T) bool, cached).
+
+    ``mask`` must lie in the lower triangle (j ≤ i); build it with :func:`pair_mask`.
+    ``landmark``: B and F also hold one indicator column of key 0 (the absolute landmark a fixed
+    token 0 puts into the data; see :mod:`causalpos.paper2.estimator.expected`). The c-vector then needs
+    the key-0 sum (``sums["cols"][..., 0]``); the exact permutation-null mean is not defined
+    (``h``, ``c_strata`` NaN).
+    """
+    baseline, absolute = parse_fit(fit)
+    mask = np.asarray(mask, dtype=bool)
+    if mask.ndim != 2 or mask.shape[0] != mask.shape[1]:
+        raise ValueError(f"pair mask must be square (T, T), got shape {mask.shape}")
+    if np.triu(mask, 1).any():
+        raise ValueError(
+            "pair mask selects pairs above the diagonal (j > i); leakage is defined on "
+            "causal pairs j <= i only — build the mask with causalpos.paper2.extraction.design.pair_mask"
+        )
+    return _build_design_cached(
+        np.ascontiguousarray(mask).tobytes(), mask.shape[0], baseline, absolute, bool(landmark)
+    )
+
+
+def null_floor(mask: np.ndarray, fit: str = "saturated+query") -> float:
+    """Expected in-sample ΔR² of pure noise: k / (N − 1), k = rank(F) − rank(B), N pairs.
+
+    Derivation: for spherical noise y, the residual of y on the intercept splits into orthogonal
+    pieces; ΔSS is the squared norm of its projection on a k-dimensional subspace of the
+    (N − 1)-dimensional centred space, so ΔR² = ΔSS/SST ~ Beta(k/2, (N − 1 − k)/2) with mean
+    k/(N − 1). On the full triangle without row 0 (N = T(T+1)/2 − 1) k = T − 2 for query effects,
+    T − 1 for key effects and 2T − 4 for both (one more null direction: β_d + γ_i + κ_j is
+    unchanged by a linear trend c·(i − j − d) = 0). The spec's (T − 1)/(N − 2T + 1) is instead
+    E[ΔSS]/E[SSR_F] with row 0 included (k = T − 1, N − p_F residual degrees of freedom): a ratio
+    to the residual, not to the total sum of squares, and larger by ≈ 2/T.
+    """
+    return build_design(mask, fit).floor

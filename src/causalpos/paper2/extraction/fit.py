@@ -1,0 +1,119 @@
+"""ΔR² and the observational split of whole maps held in memory (maps in, numbers out): the
+reference API of :mod:`causalpos.paper2.extraction.metric`'s solver, which the reducers run on the
+same sums during extraction (:class:`~causalpos.paper2.extraction.reducers.LeakageReducer`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from causalpos.paper2.extraction.design import build_design
+from causalpos.paper2.extraction.metric import (
+    SPLIT_TERMS,
+    delta_r2,
+    fit_sums,
+    log_z,
+    measured_mask,
+    null_corrected,
+    pair_sums,
+    r2_terms,
+    split_terms,
+    to_tensor,
+)
+
+
+@dataclass(frozen=True)
+class LeakageFit:
+    """Leakage of each map; every array has the maps' leading shape ``(...)``."""
+
+    r2_base: np.ndarray  # R²(B)
+    r2_full: np.ndarray  # R²(F)
+    delta: np.ndarray  # ΔR² = R²(F) − R²(B) (computed as ΔSS/SST, no cancellation)
+    null_mean: np.ndarray  # exact mean of ΔR² under the within-offset permutation null
+    sst: np.ndarray  # total sum of squares about the pair mean
+    n_pairs: int
+    k: int  # extra parameters of F over B
+    floor: float  # k/(N − 1): pure-noise E[ΔR²]
+
+    @property
+    def excess(self) -> np.ndarray:
+        """ΔR² minus its permutation-null mean: leakage reported against the null (§2)."""
+        return null_corrected(self.delta, self.null_mean)
+
+
+def fit_leakage(
+    y, *, fit: str = "saturated+query", mask: np.ndarray | None = None, window: str = "all"
+) -> LeakageFit:
+    """Leakage ΔR² of target maps ``y`` (..., query, key) under ``fit``.
+
+    The measured pairs are the lower triangle without row 0, restricted to ``window``, to the finite
+    entries of ``y`` (identical across maps) and to ``mask`` when given.
+
+    Args:
+        y: ``(..., T, T)`` numpy array or torch tensor (logits or log-attention), NaN where masked.
+        fit: ``"<baseline>+<absolute>"``, e.g. ``"saturated+query"``.
+        mask: optional ``(T, T)`` bool pair subsample.
+        window: query window (:func:`causalpos.paper2.extraction.design.query_window`).
+
+    Returns:
+        :class:`LeakageFit` with numpy arrays of shape ``y.shape[:-2]``.
+    """
+    import torch
+
+    yt, _ = to_tensor(y)
+    if yt.ndim < 2 or yt.shape[-1] != yt.shape[-2]:
+        raise ValueError(f"y must be (..., T, T) with square maps, got shape {tuple(yt.shape)}")
+    w = measured_mask(torch.isfinite(yt), mask, window)
+    design = build_design(w, fit)
+    sums = pair_sums(yt, torch.as_tensor(w, device=yt.device), design.n_pairs)
+    f = fit_sums(sums, design)
+    r = r2_terms(f)
+    np_ = lambda x: x.cpu().numpy()  # noqa: E731
+    return LeakageFit(
+        r2_base=np_(r["r2_base"]),
+        r2_full=np_(r["r2_full"]),
+        delta=np_(r["delta"]),
+        null_mean=np_(r["null"]),
+        sst=np_(f["sst"]),
+        n_pairs=design.n_pairs,
+        k=design.k,
+        floor=design.floor,
+    )
+
+
+def observational_split(
+    scores, *, fit: str = "saturated+query", mask: np.ndarray | None = None, window: str = "all"
+) -> dict[str, np.ndarray]:
+    """Observational split of one run's log-attention leakage (paper2.md §3).
+
+    With a = s − ℓ (ℓ_i = log Z_i) and P_Δ the projector of the extra ΔSS,
+    ΔSS(a) = ΔSS(s) + ΔSS(ℓ) − 2⟨P_Δ s, P_Δ ℓ⟩ exactly. All terms are divided by SST(a), so
+    ``logit + logz + cross == logattn`` (= ΔR² of the log-attention).
+
+    Args:
+        scores: ``(..., T, T)`` pre-softmax logits, NaN where masked.
+
+    Returns:
+        dict with ``logit``, ``logz``, ``cross``, ``logattn`` (each ``(...)``), and ``delta_logit``,
+        the logit leakage in its own units (ΔSS(s)/SST(s)).
+    """
+    import torch
+
+    st, _ = to_tensor(scores)
+    st = st.to(torch.float64)
+    lz, fin = log_z(st)
+    a = torch.where(fin, st - lz[..., None], torch.nan)
+    w_np = measured_mask(fin, mask, window)
+    design = build_design(w_np, fit)
+    w = torch.as_tensor(w_np, device=st.device)
+    s_sums = pair_sums(st, w, design.n_pairs)
+    a_sums = pair_sums(a, w, design.n_pairs)
+    l_sums = pair_sums(lz[..., :, None].expand(st.shape), w, design.n_pairs)
+    a_fit = fit_sums(a_sums, design)
+    s_fit = fit_sums(s_sums, design)
+    terms = split_terms(s_sums, l_sums, design, a_fit).cpu().numpy()
+    out = {name: terms[..., n] for n, name in enumerate(SPLIT_TERMS)}
+    out["delta_logit"] = delta_r2(s_fit["dss"], s_fit["sst"]).cpu().numpy()
+    return out

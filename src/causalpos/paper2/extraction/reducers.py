@@ -1,0 +1,343 @@
+"""Paper 2's extraction-time reducers: per-map leakage and attention to key 0 (sinks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+
+from causalpos import stats
+from causalpos.capture import merging
+from causalpos.capture.reducers import batch_chunks
+from causalpos.paper2.extraction.design import parse_fit, query_window
+from causalpos.paper2.extraction.metric import (
+    DEFAULT_FITS,
+    DEFAULT_WINDOWS,
+    SPLIT_TERMS,
+    TARGETS,
+    allowed_pattern,
+    log_z,
+    measured_mask,
+)
+from causalpos.paper2.extraction.windows import WindowPlan, plan_windows, window_leakage
+
+
+class LeakageReducer:
+    """Per-(sequence, layer, head) leakage during extraction; implements capture's Reducer protocol.
+
+    For every map it stores, per query window × fit × target (``logit``, ``logattn``): R²(B),
+    R²(F), ΔR², the exact permutation-null mean of ΔR² and SST; the observational split of the
+    log-attention ΔSS; and, optionally, float64 sums of the target maps over sequences (for the
+    prompt-mean-map permutation test).
+
+    Result variables (all prefixed ``leak_`` so they merge into the score store without clashes):
+
+    - ``leak_r2_base``, ``leak_r2_full``, ``leak_delta``, ``leak_null``, ``leak_sst``:
+      (sequence, layer, head, leak_window, leak_fit, leak_target) float64 (sst has no leak_fit);
+    - ``leak_split``: (sequence, layer, head, leak_window, leak_fit, leak_term) float64, terms
+      logit/logz/cross/logattn in units of SST(log-attention);
+    - ``leak_floor`` (layer, leak_window, leak_fit) k/(N−1); ``leak_n_pairs`` (layer, leak_window);
+    - ``leak_map_sum`` (leak_target, layer, head, query, key) float64 and ``leak_map_count`` ();
+    - with ``expected_stats``, the per-prompt sufficient statistics of the expected-map estimator
+      (:mod:`causalpos.paper2.estimator.expected`), sums of each map centred by its mean over all measured
+      pairs, float32: ``leak_offsum`` (sequence, layer, head, leak_exp_window, leak_target,
+      leak_offset) over the window's pairs of each offset; ``leak_key0sum`` (sequence, layer, head,
+      leak_exp_window, leak_target) over its key-0 pairs; ``leak_rowsum`` (sequence, layer, head, leak_target,
+      query) over each query row (a window's row sums are these on its rows).
+
+    Args:
+        fits: fit names (``"<baseline>+<absolute>"``).
+        windows: query windows (:func:`query_window`).
+        pair_subsample: if set, at most this many pairs per offset (stratified, seeded), the same
+            pairs for every map.
+        seed: seed of the pair subsample.
+        mean_maps: accumulate ``leak_map_sum`` (memory: 2 × layers × heads × T² float64).
+        expected_stats: store the per-prompt sums the expected-map estimator needs, for every
+            window (True) or the listed ones (a subset of ``windows``), and the summed maps its
+            denominator reads (``mean_maps`` is then on). Per sequence, layer and head: 2 targets
+            × ((E + 1) × T + E) float32 for E windows; 17.8 MB for 32 prompts, 30 layers × 9
+            heads, T = 128 and E = 1.
+
+    Cost: per (layer, batch) a few passes over the (batch, head, T, T) scores in float64 plus one
+    T-sized quadratic form per map, window, fit and target; designs (pinv of ≤ 2T × 2T count
+    matrices) are built once per pair mask and cached. ``*+both`` fits are the most expensive.
+    """
+
+    name = "leakage"
+    #: per-sequence outputs of the default reducer; ``expected_stats`` adds merging.EXPECTED_STATS
+    _PER_SEQ = tuple(k for k in merging.LEAKAGE_PER_SEQ if k not in merging.EXPECTED_STATS)
+
+    def __init__(
+        self,
+        *,
+        fits: Sequence[str] = DEFAULT_FITS,
+        windows: Sequence[str] = DEFAULT_WINDOWS,
+        pair_subsample: int | None = None,
+        seed: int = 0,
+        mean_maps: bool = True,
+        expected_stats: bool | Sequence[str] = False,
+    ) -> None:
+        for f in fits:
+            parse_fit(f)
+        for wname in windows:
+            query_window(wname, 64)
+        if not fits or not windows:
+            raise ValueError("LeakageReducer needs at least one fit and one window")
+        self.fits = tuple(fits)
+        self.windows = tuple(windows)
+        self.pair_subsample = pair_subsample
+        self.seed = seed
+        if expected_stats is True:
+            expected_stats = self.windows
+        self.expected_windows = tuple(expected_stats or ())
+        unknown = [w for w in self.expected_windows if w not in self.windows]
+        if unknown:
+            raise ValueError(
+                f"expected_stats windows {unknown} are not among the reducer's windows "
+                f"{list(self.windows)}"
+            )
+        self.expected_stats = bool(self.expected_windows)
+        if self.expected_stats:
+            self._PER_SEQ = merging.LEAKAGE_PER_SEQ
+            mean_maps = True  # the estimator's denominator reads the summed maps
+        self.mean_maps = mean_maps
+        #: layer -> [(sequence ids, {variable: (batch, ...) array})], one entry per chunk
+        self._rows: dict[int, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
+        self._seen: dict[int, set[int]] = {}  # layer -> the sequence ids added
+        self._plans: dict[bytes, WindowPlan] = {}  # measured pairs -> windows' designs
+        self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
+        self._map_sum: dict[int, torch.Tensor] = {}
+        self._count: dict[int, int] = {}
+        self._shape: tuple[int, int] | None = None  # (heads, T)
+
+    def _base_mask(self, finite: torch.Tensor) -> np.ndarray:
+        """Measured pairs over all query rows (windows restrict rows of this mask)."""
+        T = finite.shape[-1]
+        sub = None
+        if self.pair_subsample is not None:
+            sub = stats.stratified_pair_mask(T, self.pair_subsample, self.seed)
+        allowed = allowed_pattern(finite)
+        if sub is not None:
+            sub = sub & allowed  # a sliding window may forbid sampled pairs: measure what exists
+        return measured_mask(finite, sub, "all", allowed)
+
+    @torch.no_grad()
+    def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
+        """Add one layer of one batch: ``scores`` (batch, head, query, key) float32, NaN where masked."""
+        if scores.ndim != 4 or scores.shape[-1] != scores.shape[-2]:
+            raise ValueError(f"scores must be (batch, head, T, T), got {tuple(scores.shape)}")
+        seq_ids = np.asarray(seq_ids).astype(np.int64)
+        if seq_ids.shape != (scores.shape[0],):
+            raise ValueError(
+                f"seq_ids must have one id per batch row ({scores.shape[0]}), got {seq_ids.shape}"
+            )
+        shape = (scores.shape[1], scores.shape[-1])
+        if self._shape is None:
+            self._shape = shape
+        elif shape != self._shape:
+            raise ValueError(
+                f"scores changed (heads, T) from {self._shape} to {shape} within one reducer"
+            )
+        layer = int(layer)
+        seen = self._seen.setdefault(layer, set())
+        ids = seq_ids.tolist()
+        if len(set(ids)) != len(ids) or not seen.isdisjoint(ids):
+            dup = [s for k, s in enumerate(ids) if s in seen or s in ids[:k]]
+            raise ValueError(f"sequence ids {dup[:5]} already added for layer {layer}")
+        seen.update(ids)
+        self._rows.setdefault(layer, [])
+        for chunk, ids in batch_chunks(scores, seq_ids):  # bounded float64 temporaries
+            self._update_chunk(layer, chunk, ids)
+
+    def _update_chunk(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
+        s = scores.to(torch.float64)
+        lz, fin = log_z(s)
+        a = torch.where(fin, s - lz[..., None], torch.nan)
+        base_np = self._base_mask(fin)
+        key = base_np.tobytes()
+        if key not in self._plans:
+            self._plans[key] = plan_windows(base_np, self.windows, self.fits)
+        plan = self._plans[key]
+        out = window_leakage(
+            s,
+            a,
+            lz,
+            base_np,
+            plan,
+            len(self.fits),
+            [self.windows.index(w) for w in self.expected_windows],
+        )
+        if layer in self._meta:
+            old_f, old_n = self._meta[layer]
+            if not (np.array_equal(old_n, plan.n_pairs)):
+                raise ValueError(
+                    f"layer {layer}: the measured pair set changed between batches "
+                    f"({old_n.tolist()} vs {plan.n_pairs.tolist()} pairs per window)"
+                )
+        self._meta[layer] = (plan.floors, plan.n_pairs)
+        self._rows[layer].append(
+            (np.asarray(seq_ids, dtype=np.int64), {k: v.cpu().numpy() for k, v in out.items()})
+        )
+        if self.mean_maps:
+            batch_sum = torch.stack([s.sum(0), a.sum(0)])  # (target, head, T, T)
+            if layer in self._map_sum:
+                self._map_sum[layer] += batch_sum
+            else:
+                self._map_sum[layer] = batch_sum.clone()
+            self._count[layer] = self._count.get(layer, 0) + len(seq_ids)
+
+    def result(self) -> xr.Dataset:
+        """This shard's contribution (see the class docstring for the variables)."""
+        if not self._rows or self._shape is None:
+            raise ValueError(
+                "LeakageReducer.result(): no scores were added (update was never called)"
+            )
+        layers = sorted(self._rows)
+        ids = {lay: np.concatenate([i for i, _ in self._rows[lay]]) for lay in layers}
+        order = {lay: np.argsort(ids[lay], kind="stable") for lay in layers}
+        seqs = ids[layers[0]][order[layers[0]]]
+        for lay in layers:
+            if not np.array_equal(ids[lay][order[lay]], seqs):
+                raise ValueError(
+                    f"layer {lay} has a different set of sequences than layer {layers[0]}; "
+                    "every sequence must be added for every layer"
+                )
+        n_heads, T = self._shape
+        dims_t = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_target")
+        data = {}
+        for k in self._PER_SEQ:
+            arr = np.stack(
+                [
+                    np.concatenate([part[k] for _, part in self._rows[lay]])[order[lay]]
+                    for lay in layers
+                ],
+                axis=1,
+            )  # (sequence, layer, ...)
+            if k == "leak_sst":
+                dims = ("sequence", "layer", "head", "leak_window", "leak_target")
+            elif k == "leak_split":
+                dims = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_term")
+            elif k == "leak_offsum":
+                dims = ("sequence", "layer", "head", "leak_exp_window", "leak_target")
+                dims += ("leak_offset",)
+            elif k == "leak_key0sum":
+                dims = ("sequence", "layer", "head", "leak_exp_window", "leak_target")
+            elif k == "leak_rowsum":
+                dims = ("sequence", "layer", "head", "leak_target", "query")
+            else:
+                dims = dims_t
+            if k in merging.EXPECTED_STATS:
+                arr = arr.astype(np.float32)  # centred sums; the estimator works in float64
+            data[k] = (dims, arr)
+        data["leak_floor"] = (
+            ("layer", "leak_window", "leak_fit"),
+            np.stack([self._meta[l][0] for l in layers]),
+        )
+        data["leak_n_pairs"] = (
+            ("layer", "leak_window"),
+            np.stack([self._meta[l][1] for l in layers]),
+        )
+        if self.mean_maps:
+            data["leak_map_sum"] = (
+                ("leak_target", "layer", "head", "query", "key"),
+                torch.stack([self._map_sum[l] for l in layers], dim=1).cpu().numpy(),
+            )
+            counts = {self._count[l] for l in layers}
+            if len(counts) != 1:
+                raise ValueError(
+                    f"layers were summed over different numbers of sequences: {sorted(counts)}"
+                )
+            data["leak_map_count"] = ((), np.int64(counts.pop()))
+        ds = xr.Dataset(
+            data,
+            coords={
+                "sequence": np.asarray(seqs, dtype=np.int64),
+                "layer": np.asarray(layers),
+                "head": np.arange(n_heads),
+                "leak_window": list(self.windows),
+                "leak_fit": list(self.fits),
+                "leak_target": list(TARGETS),
+                "leak_term": list(SPLIT_TERMS),
+                "query": np.arange(T),
+                "key": np.arange(T),
+                "leak_offset": np.arange(T),
+                **({"leak_exp_window": list(self.expected_windows)} if self.expected_stats else {}),
+            },
+            attrs={
+                "leak_fits": list(self.fits),
+                "leak_windows": list(self.windows),
+                "leak_pair_subsample": -1
+                if self.pair_subsample is None
+                else int(self.pair_subsample),
+                "leak_seed": int(self.seed),
+                "leak_expected_windows": list(self.expected_windows),
+                "leak_note": "pairs 0<=j<=i<T, row 0 excluded; logattn = s - logsumexp over the "
+                "model's own allowed keys (float64); leak_null = exact within-offset "
+                "permutation mean of delta",
+            },
+        )
+        # Also on a variable: stage-level merges may drop dataset attributes.
+        ds["leak_delta"].attrs.update({k: v for k, v in ds.attrs.items() if k != "leak_note"})
+        return ds
+
+    @classmethod
+    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
+        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_leakage`."""
+        return merging.merge_leakage(parts)
+
+
+class SinkReducer:
+    """Per-sequence mean attention to key 0 over queries i ≥ 1; capture's Reducer protocol.
+
+    Attention is the softmax over the keys the model's mask allows (finite scores), in float64;
+    a key 0 outside a sliding window gets attention 0.
+
+    Result: ``sink_attention`` (sequence, layer, head) float64.
+    """
+
+    name = "sink"
+
+    def __init__(self) -> None:
+        self._rows: dict[int, dict[int, np.ndarray]] = {}
+
+    @torch.no_grad()
+    def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
+        """Add ``scores`` (batch, head, query, key) float32 pre-softmax logits, NaN where masked."""
+        if scores.ndim != 4 or scores.shape[-1] < 2:
+            raise ValueError(f"scores must be (batch, head, T>=2, T), got {tuple(scores.shape)}")
+        parts = []
+        for chunk, _ in batch_chunks(scores, np.asarray(seq_ids)):  # bounded float64 temporaries
+            s = chunk.to(torch.float64)
+            fin = torch.isfinite(s)
+            logp = torch.log_softmax(torch.where(fin, s, -torch.inf), dim=-1)[..., 1:, 0]
+            parts.append(torch.where(fin[..., 1:, 0], logp.exp(), 0.0).mean(dim=-1).cpu())
+        att = torch.cat(parts).numpy()  # (batch, head)
+        seen = self._rows.setdefault(int(layer), {})
+        for b, sid in enumerate(np.asarray(seq_ids).astype(np.int64)):
+            if int(sid) in seen:
+                raise ValueError(f"sequence id {int(sid)} already added for layer {layer}")
+            seen[int(sid)] = att[b]
+
+    def result(self) -> xr.Dataset:
+        if not self._rows:
+            raise ValueError("SinkReducer.result(): no scores were added")
+        layers = sorted(self._rows)
+        seqs = sorted(self._rows[layers[0]])
+        if any(sorted(self._rows[l]) != seqs for l in layers):
+            raise ValueError("SinkReducer: every sequence must be added for every layer")
+        arr = np.stack([np.stack([self._rows[l][s] for l in layers]) for s in seqs])
+        return xr.Dataset(
+            {"sink_attention": (("sequence", "layer", "head"), arr)},
+            coords={
+                "sequence": np.asarray(seqs, dtype=np.int64),
+                "layer": np.asarray(layers),
+                "head": np.arange(arr.shape[-1]),
+            },
+        )
+
+    @classmethod
+    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
+        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_sink`."""
+        return merging.merge_sink(parts)

@@ -1,0 +1,99 @@
+"""Paper 2's settings, declared once (standard library only): what the leakage summary
+(:class:`LeakageSettings`) and the position-0 analysis (:class:`Position0Settings`) read from the
+resolved config.
+
+A rule hands its job a flat mapping of these fields (its ``params``); the stage builds the frozen
+dataclass once (:meth:`LeakageSettings.from_params`) and passes it down. Each field's metadata
+names the config key it comes from (``config``): its default is the key's default in
+``workflow/schemas/config.schema.yaml`` (``tests/test_paper2_settings.py`` checks both agree), and
+a field without a key (``config`` None) is not a choice of the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+def _key(default: Any, config: str | None, doc: str) -> Any:
+    """A setting: its default, the config key it is read from (None: not set by the config) and
+    its meaning."""
+    return field(default=default, metadata={"config": config, "doc": doc})
+
+
+def _from_params(cls, params: Mapping[str, Any], tuples: tuple[str, ...]):
+    """``cls`` from a flat mapping of its fields (lists as tuples where ``tuples`` says); a key
+    that is no field raises, naming the allowed ones."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(params) - names)
+    if unknown:
+        raise ValueError(
+            f"{cls.__name__} has no key(s) {unknown}; allowed: {sorted(names)} "
+            "(causalpos.paper2.settings)"
+        )
+    kw = {k: tuple(v) if k in tuples and v is not None else v for k, v in params.items()}
+    return cls(**kw)
+
+
+@dataclass(frozen=True)
+class LeakageSettings:
+    """What one (model, dataset)'s leakage summary computes, beyond its stores: the per-prompt
+    reading's fit, window and null correction, the resampling, the tests and the controls."""
+
+    fit: str = _key("saturated+query", "leakage.fit", "the per-prompt reading's fit")
+    window: str = _key("all", "leakage.window", "the per-prompt reading's query window")
+    floor_correct: bool = _key(
+        True, "leakage.floor_correct", "per-prompt ΔR² minus its permutation-null mean (§2)"
+    )
+    n_boot: int = _key(2000, "stats.n_bootstrap", "replicates over prompts (every interval)")
+    level: float = _key(0.95, "stats.confidence", "every interval's confidence level")
+    n_perm: int = _key(
+        1000, "leakage.n_permutations", "within-offset permutations per head (0: no test)"
+    )
+    perm_variants: tuple[str, ...] | None = _key(
+        None, "leakage.permutation_variants", "the runs the permutation test reads (None: all)"
+    )
+    alpha: float = _key(0.05, "leakage.alpha", "the q-value below which a head is significant")
+    taus: tuple[float, ...] = _key(
+        (0.3, 0.5, 0.8), "leakage.taus", "sink-head thresholds on mean attention to key 0"
+    )
+    bos_windows: tuple[str, ...] = _key(
+        ("early16", "early32", "early64", "late"),
+        "leakage.bos_windows",
+        "query windows of the per-prompt BOS-replacement effects",
+    )
+    planted: float = _key(
+        0.1, "leakage.planted", "the share a statistics-level planted query effect explains"
+    )
+    seed: int = _key(0, "seed", "the bootstrap counts' and multipliers' seed")
+    perm_chunk: int = _key(16, None, "permutations per sparse product (memory, not numbers)")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> LeakageSettings:
+        """Settings from a flat mapping (rule ``leakage``'s ``summary`` param)."""
+        return _from_params(cls, params, ("perm_variants", "taus", "bos_windows"))
+
+
+@dataclass(frozen=True)
+class Position0Settings:
+    """The position-0 analysis of rule ``position0``: the sink threshold and the probes."""
+
+    conditions: tuple[str, ...] = _key(
+        ("causal", "bidirectional"),
+        "leakage.position0.conditions",
+        "forward passes whose position-0 states extraction reads",
+    )
+    tau: float = _key(0.5, "leakage.position0.tau", "sink heads: mean attention to key 0 >= tau")
+    n_folds: int = _key(5, "leakage.position0.n_folds", "cross-validation folds of each probe")
+    ridge: float = _key(1.0, "leakage.position0.ridge", "the probes' ridge penalty")
+    n_permutations: int = _key(
+        200, "leakage.position0.n_permutations", "label permutations of each probe's p-value"
+    )
+    seed: int = _key(0, "seed", "the folds' and permutations' seed")
+    label_var: str = _key("source", None, "the data store's per-prompt labels the probes read")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Position0Settings:
+        """Settings from a flat mapping (rule ``position0``'s ``settings`` param and ``seed``)."""
+        return _from_params(cls, params, ("conditions",))

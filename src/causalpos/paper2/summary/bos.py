@@ -1,0 +1,179 @@
+"""Paper 2 §4's BOS replacement in the summary: which runs pair up (an intervention and the same
+run without it), what each effect is measured on, and the ``bos_effect`` block of a
+:class:`~causalpos.paper2.prompts.PromptSet`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from causalpos.models.variants import parse_variant, without_bos_replacement
+from causalpos.paper2.estimator.expected import pooled_subset
+from causalpos.paper2.estimator.grams import GramCache
+from causalpos.paper2.labels import (  # noqa: F401 (re-exported)
+    RESIDUAL_STREAM,
+    STAT,
+    bos_measure,
+    bos_replacement,
+)
+from causalpos.paper2.prompts import PromptSet
+
+
+def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
+    """Every run with a position-0 replacement -> (intervention, baseline, target).
+
+    The baseline is the same run without the replacement (same mask and rotary embedding;
+    :func:`causalpos.models.variants.without_bos_replacement`). A bidirectional intervention
+    (e.g. ``bos_replace_mean+bidirectional`` against ``bidirectional``) is measured on
+    log-attention: the residual-stream component of §3 itself, Table 9's C_res. A causal one
+    (``bos_replace_mean`` against ``causal``) on logits: the observational residual-stream
+    component (absolute position that reached q, k). The intervention's name is the run's name
+    without ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
+    """
+    out = {}
+    for v in variants:
+        var = parse_variant(v)
+        if var.bos_replace is None:
+            continue
+        target = "logit" if var.causal else "logattn"
+        out[v.replace("bos_replace_", "", 1)] = (v, without_bos_replacement(v), target)
+    return out
+
+
+def wanted_bos(
+    ps: PromptSet, bos: Mapping[str, tuple[str, str, str]] | None = None
+) -> tuple[dict[str, tuple[str, str, str]], dict[str, tuple[str, str, str]], dict[str, list[str]]]:
+    """(every intervention asked for, those whose two runs are in ``ps``, intervention -> its
+    missing runs); ``bos`` None: :func:`_default_bos` of the runs."""
+    present = set(ps.runs)
+    wanted = dict(_default_bos(ps.runs) if bos is None else bos)
+    pairs = {k: t for k, t in wanted.items() if t[0] in present and t[1] in present}
+    not_run = {
+        k: [v for v in t[:2] if v not in present] for k, t in wanted.items() if k not in pairs
+    }
+    return wanted, pairs, not_run
+
+
+def bos_effects(
+    ps: PromptSet,
+    pairs: Mapping[str, tuple[str, str, str]],
+    bos_windows: Sequence[str] = ("early16", "early32", "early64", "late"),
+) -> xr.Dataset:
+    """BOS replacement (§4) per intervention and query window the stores hold: effect =
+    1 − C_res(intervention)/C_res(baseline) (``bos_effect``) and both C_res (``bos_c_res``,
+    ``bos_c_res_baseline``), prompts resampled jointly. Empty without an intervention."""
+    if not pairs:
+        return xr.Dataset()
+    wins = [w for w in bos_windows if w in ps.windows]
+    eff = np.full((len(pairs), len(wins), 3), np.nan)
+    c_int = np.full((len(pairs), len(wins), 3), np.nan)
+    c_base = np.full((len(pairs), len(wins), 3), np.nan)
+    for bi, (_name, (iv, bv, target)) in enumerate(pairs.items()):
+        for wi, win in enumerate(wins):
+            ci_ = ps.per_prompt_leakage(iv, target, win).mean((1, 2))
+            cb_ = ps.per_prompt_leakage(bv, target, win).mean((1, 2))
+            bi_s, bb_s = ps.boot(ci_), ps.boot(cb_)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                eff[bi, wi] = ps.ci(1.0 - bi_s / bb_s, 1.0 - ci_.mean() / cb_.mean())
+            c_int[bi, wi] = ps.ci(bi_s, ci_.mean())
+            c_base[bi, wi] = ps.ci(bb_s, cb_.mean())
+    dims = ("intervention", "bos_window", "stat")
+    return xr.Dataset(
+        {
+            "bos_effect": (dims, eff),
+            "bos_c_res": (dims, c_int),
+            "bos_c_res_baseline": (dims, c_base),
+        },
+        coords={"stat": list(STAT), "intervention": list(pairs), "bos_window": wins},
+    )
+
+
+#: Readings of a BOS replacement's effect (Table 9) on the headline, 1 − C(replaced) / C(run):
+#: ``residual_stream`` the bidirectional pair's log-attention leakage (§3's C_res; a
+#: bidirectional pass keeps no attention sink); ``causal_total`` the causal pair's log-attention
+#: leakage (sinks kept); ``sink_heads`` the same pooled over the causal run's sink heads only
+#: (prompt-mean attention to key 0 ≥ ``sink_tau``).
+BOS_READINGS = ("residual_stream", "causal_total", "sink_heads")
+
+
+def pooled_reading(cache: GramCache, run: str, w: str, t: str, key: str = "pooled"):
+    """(estimate, replicates) of a run's headline, pooled (or ``key="layer"``)."""
+    r = cache.estimate(run, w, t)
+    return r[key], r[f"{key}_boot"]
+
+
+def bos_plan(
+    ps: PromptSet, bos_pairs: Mapping[str, tuple[str, str, str]], sink_tau: float
+) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[str, np.ndarray]]:
+    """(replacement, reading) -> (run, baseline run) for every BOS pair of ``ps``; and, for every
+    causal run of such a pair, its baseline's sink heads ((layer, head) bool: prompt-mean
+    attention to key 0 ≥ ``sink_tau``; none when the baseline stores no ``sink_attention``)."""
+    runs: dict[tuple[str, str], tuple[str, str]] = {}
+    sinks: dict[str, np.ndarray] = {}
+    for iv, bv, _target in bos_pairs.values():
+        if iv not in ps.runs or bv not in ps.runs:
+            continue
+        rep = bos_replacement(iv)
+        if not parse_variant(iv).causal and not parse_variant(bv).causal:
+            runs[rep, "residual_stream"] = (iv, bv)
+        elif parse_variant(iv).causal and parse_variant(bv).causal:
+            runs[rep, "causal_total"] = (iv, bv)
+            runs[rep, "sink_heads"] = (iv, bv)
+            if "sink_attention" in ps.runs[bv]:
+                att = ps.runs[bv]["sink_attention"].mean("sequence").transpose("layer", "head")
+                sel = np.asarray(att.values) >= sink_tau
+                sinks[iv] = sinks[bv] = sel
+    return runs, sinks
+
+
+def bos_headline_block(
+    ps: PromptSet,
+    runs: Mapping[tuple[str, str], tuple[str, str]],
+    wins: Sequence[str],
+    cache: GramCache,
+    sink_sel: Mapping[str, np.ndarray],
+    sink_tau: float,
+    target: str = "logattn",
+) -> xr.Dataset:
+    """Table 9 on the headline (:data:`BOS_READINGS`), replicates paired through the counts."""
+    reps = sorted({rep for rep, _ in runs})
+    shape = (len(reps), len(BOS_READINGS), len(wins), 3)
+    eff, c_int, c_base = (np.full(shape, np.nan) for _ in range(3))
+    n_sink = np.zeros(len(reps))
+    for (rep, reading), (iv, bv) in runs.items():
+        a, k = reps.index(rep), BOS_READINGS.index(reading)
+        for wi, w in enumerate(wins):
+            if reading == "sink_heads":
+                if iv not in sink_sel or bv not in sink_sel:
+                    continue
+                (ie, ib), (be, bb) = (
+                    pooled_subset(
+                        cache.grams(r, w, target), sink_sel[r], level=ps.level, **cache.resampling
+                    )
+                    for r in (iv, bv)
+                )
+                n_sink[a] = int(sink_sel[bv].sum())
+            else:
+                (ie, ib), (be, bb) = (pooled_reading(cache, r, w, target) for r in (iv, bv))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
+            c_int[a, k, wi] = ps.ci(ib, ie)
+            c_base[a, k, wi] = ps.ci(bb, be)
+    dims = ("bos_replacement", "bos_reading", "exp_window", "stat")
+    return xr.Dataset(
+        {
+            "exp_bos_effect": (dims, eff),
+            "exp_bos_c": (dims, c_int),
+            "exp_bos_c_baseline": (dims, c_base),
+            "exp_bos_sink_heads": (("bos_replacement",), n_sink),
+        },
+        coords={
+            "bos_replacement": reps,
+            "bos_reading": list(BOS_READINGS),
+            "exp_window": list(wins),
+            "stat": list(STAT),
+        },
+        attrs={"exp_bos_sink_tau": sink_tau, "exp_bos_target": target},
+    )

@@ -1,0 +1,389 @@
+"""Paper 2's per-prompt reading in the summary (the mean over prompts of each prompt's ΔR² minus
+its permutation-null mean, :meth:`causalpos.paper2.prompts.PromptSet.per_prompt_leakage`), one
+function per output block of a :class:`~causalpos.paper2.prompts.PromptSet`: the leakage per head,
+layer and model (:func:`per_prompt_leakage`), the per-head permutation tests (:func:`head_tests`),
+claim 6's baselines (:func:`baseline_comparison`), claim 3's depth trend (:func:`depth_trend`), the
+decomposition (:func:`per_prompt_decomposition`), the observational split (:func:`causal_run_split`)
+and the sink heads (:func:`sink_head_counts`). It reads token content as position (its negative
+control fails), so the scorecard judges nothing on it; the headline reading is
+:mod:`causalpos.paper2.summary.headline`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from causalpos.models.variants import parse_variant
+from causalpos.paper2 import inference as inf
+from causalpos.paper2.extraction.design import parse_fit
+from causalpos.paper2.extraction.metric import TARGETS, null_corrected
+from causalpos.paper2.labels import DEFAULT_CONDITIONS, STAT
+from causalpos.paper2.prompts import PromptSet
+from causalpos.paper2.settings import LeakageSettings
+from causalpos.paper2.summary.permutation import permutation_test
+
+#: Rows of ``baseline_leakage`` (claim 6): the headline fit, its linear-in-offset counterpart, and
+#: the paired difference linear minus saturated.
+BASELINE_ROWS = ("saturated", "linear", "linear_minus_saturated")
+
+
+#: Depth trends of ``leakage_depth_trend`` (claim 3): least-squares slope per layer, last − first.
+DEPTH_TRENDS = ("slope", "last_minus_first")
+
+
+#: Components of the per-prompt reading's decomposition (§3, Eq. 5): leakages, then shares of
+#: the total. The headline's one-unit components: :data:`causalpos.paper2.decomposition.COMPONENTS`.
+PER_PROMPT_COMPONENTS = ("total", "residual", "causal_mask", "share_residual", "share_causal_mask")
+
+
+#: Terms of the observational split (§3), in units of SST(log-attention), then shares.
+OBS_TERMS = ("logit", "logz", "cross", "logattn", "softmax", "share_logit", "share_softmax")
+
+
+def linear_counterpart(fit: str) -> str | None:
+    """``"saturated+query"`` -> ``"linear+query"``: the same absolute effects over the
+    linear-in-offset baseline (claim 6); None when ``fit`` is already linear."""
+    baseline, absolute = parse_fit(fit)
+    return None if baseline == "linear" else f"linear+{absolute}"
+
+
+def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
+    """The per-prompt reading of every run and target per head, layer and model with CIs (``leakage_head``,
+    ``leakage_layer``, ``leakage_model``), and the prompt means of raw ΔR² (``leakage_raw``) and of
+    its exact permutation-null mean (``null_floor``) per head."""
+    nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
+    head_ci = np.full((nv, 2, nl, nh, 3), np.nan)
+    layer_ci = np.full((nv, 2, nl, 3), np.nan)
+    model_ci = np.full((nv, 2, 3), np.nan)
+    raw = np.full((nv, 2, nl, nh), np.nan)
+    floor = np.full((nv, 2, nl, nh), np.nan)
+    for vi, v in enumerate(ps.variants):
+        ds = ps.at(v)
+        for ti, target in enumerate(TARGETS):
+            x = ps.per_prompt_leakage(v, target)
+            head_ci[vi, ti] = ps.mean_ci(x)
+            layer_ci[vi, ti] = ps.mean_ci(x.mean(2))
+            model_ci[vi, ti] = ps.mean_ci(x.mean((1, 2)))
+            raw[vi, ti] = ds["leak_delta"].sel(leak_target=target).values.mean(0)
+            floor[vi, ti] = ds["leak_null"].sel(leak_target=target).values.mean(0)
+    return xr.Dataset(
+        {
+            "leakage_head": (("variant", "target", "layer", "head", "stat"), head_ci),
+            "leakage_layer": (("variant", "target", "layer", "stat"), layer_ci),
+            "leakage_model": (("variant", "target", "stat"), model_ci),
+            "leakage_raw": (("variant", "target", "layer", "head"), raw),
+            "null_floor": (("variant", "target", "layer", "head"), floor),
+        },
+        coords={
+            "variant": ps.variants,
+            "target": list(TARGETS),
+            "layer": ps.layers,
+            "head": ps.heads,
+            "stat": list(STAT),
+        },
+    )
+
+
+def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
+    """Within-offset permutation test of every head's prompt-mean map (§5): ``p_value``,
+    ``q_value`` (BH over (layer, head) per run and target), ``perm_null_mean``,
+    ``leakage_mean_map`` and ``fraction_significant`` (q < ``alpha``); NaN for the runs not in
+    ``perm_variants``, for every run when ``n_perm`` is 0 or the stores hold no maps
+    (``settings``: ``n_perm``, ``perm_variants``, ``alpha``, ``seed``, ``perm_chunk``)."""
+    n_perm, perm_variants = settings.n_perm, settings.perm_variants
+    nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
+    p_val = np.full((nv, 2, nl, nh), np.nan)
+    mc_null = np.full((nv, 2, nl, nh), np.nan)
+    mean_map = np.full((nv, 2, nl, nh), np.nan)
+    for vi, v in enumerate(ps.variants):
+        ds = ps.at(v)
+        if n_perm <= 0 or "leak_map_sum" not in ds:
+            continue
+        if perm_variants is not None and v not in perm_variants:
+            continue
+        for ti, target in enumerate(TARGETS):
+            maps = ds["leak_map_sum"].sel(leak_target=target).values / float(ds["leak_map_count"])
+            res = permutation_test(
+                maps,
+                fit=ps.fit,
+                window=ps.window,
+                n_perm=n_perm,
+                seed=settings.seed,
+                chunk=settings.perm_chunk,
+            )
+            p_val[vi, ti], mc_null[vi, ti], mean_map[vi, ti] = res.p, res.null_mean, res.observed
+    q_val = np.full_like(p_val, np.nan)
+    frac = np.full((nv, 2), np.nan)
+    for vi in range(nv):
+        for ti in range(2):
+            if np.isfinite(p_val[vi, ti]).any():
+                # BH across (layer, head) within one model, per variant and target (§5).
+                q_val[vi, ti] = inf.q_values(p_val[vi, ti])
+                frac[vi, ti] = inf.fraction_below(q_val[vi, ti], settings.alpha)
+    per_head = ("variant", "target", "layer", "head")
+    return xr.Dataset(
+        {
+            "p_value": (per_head, p_val),
+            "q_value": (per_head, q_val),
+            "perm_null_mean": (per_head, mc_null),
+            "leakage_mean_map": (per_head, mean_map),
+            "fraction_significant": (("variant", "target"), frac),
+        },
+        coords={
+            "variant": ps.variants,
+            "target": list(TARGETS),
+            "layer": ps.layers,
+            "head": ps.heads,
+        },
+    )
+
+
+def baseline_comparison(ps: PromptSet) -> xr.Dataset:
+    """Claim 6: every run's model-level leakage under the headline fit and its linear-in-offset
+    counterpart, and their paired difference (prompts resampled jointly), raw and null-corrected
+    (``baseline_leakage``; attr ``linear_fit``). Empty when the headline fit is already linear or
+    a store lacks the linear fit.
+
+    Raw ΔR² carries the inflation: the within-offset permutation null of the linear fit contains
+    the offset profile's own projection (for y = f(i − j) the null equals the observation), so the
+    corrected linear leakage cannot show it by construction; both fits have the same pure-noise
+    floor k/(N − 1), k = T − 2 for query effects (design.null_floor), so raw values compare like
+    for like.
+    """
+    linear = linear_counterpart(ps.fit)
+    if linear is None or not all(linear in ds["leak_fit"].values for ds in ps.runs.values()):
+        return xr.Dataset()
+    base = np.full((len(ps.variants), 2, 3, 2, 3), np.nan)
+    for vi, v in enumerate(ps.variants):
+        for ti, target in enumerate(TARGETS):
+            for mi, corrected in enumerate((False, True)):
+                per_fit = []
+                for f in (ps.fit, linear):
+                    d = ps.at(v, fit=f).sel(leak_target=target)
+                    x = d["leak_delta"].values
+                    if corrected:
+                        x = null_corrected(x, d["leak_null"].values)
+                    per_fit.append(x.mean((1, 2)))  # (seq,)
+                per_fit.append(per_fit[1] - per_fit[0])
+                for bi, x in enumerate(per_fit):
+                    base[vi, ti, bi, mi] = ps.ci(ps.boot(x), x.mean())
+    out = xr.Dataset(
+        {"baseline_leakage": (("variant", "target", "baseline", "measure", "stat"), base)},
+        coords={
+            "variant": ps.variants,
+            "target": list(TARGETS),
+            "stat": list(STAT),
+            "baseline": list(BASELINE_ROWS),
+            "measure": ["raw", "corrected"],
+        },
+    )
+    out.attrs["linear_fit"] = linear
+    return out
+
+
+def depth_trend(ps: PromptSet) -> xr.Dataset:
+    """Claim 3: every run's layer leakage's least-squares slope over the layer index (per layer)
+    and last minus first layer (``leakage_depth_trend``); empty with one layer. Both are linear in
+    the per-prompt layer means, so a bootstrap of per-prompt trends is the trend of the bootstrap
+    means."""
+    nl = len(ps.layers)
+    if nl < 2:
+        return xr.Dataset()
+    xs = np.arange(nl, dtype=np.float64)
+    w = (xs - xs.mean()) / ((xs - xs.mean()) ** 2).sum()
+    trend = np.full((len(ps.variants), 2, 2, 3), np.nan)
+    for vi, v in enumerate(ps.variants):
+        for ti, target in enumerate(TARGETS):
+            xl = ps.per_prompt_leakage(v, target).mean(2)  # (seq, layer)
+            for ki, tr in enumerate((xl @ w, xl[:, -1] - xl[:, 0])):
+                trend[vi, ti, ki] = ps.ci(ps.boot(tr), tr.mean())
+    return xr.Dataset(
+        {"leakage_depth_trend": (("variant", "target", "trend", "stat"), trend)},
+        coords={
+            "variant": ps.variants,
+            "target": list(TARGETS),
+            "stat": list(STAT),
+            "trend": list(DEPTH_TRENDS),
+        },
+    )
+
+
+def wanted_conditions(
+    ps: PromptSet, conditions: Mapping[str, tuple[str, str]] | None = None
+) -> tuple[dict[str, tuple[str, str]], dict[str, list[str]]]:
+    """(conditions whose two runs are both in ``ps``, condition -> its runs that are missing).
+
+    ``conditions`` None: :data:`DEFAULT_CONDITIONS` with at least one run made (a default
+    condition none of whose runs was made is not part of this experiment)."""
+    present = set(ps.runs)
+    wanted = dict(DEFAULT_CONDITIONS if conditions is None else conditions)
+    if conditions is None:
+        wanted = {c: pair for c, pair in wanted.items() if set(pair) & present}
+    conds = {c: pair for c, pair in wanted.items() if set(pair) <= present}
+    not_run = {
+        c: [v for v in pair if v not in present] for c, pair in wanted.items() if c not in conds
+    }
+    return conds, not_run
+
+
+def per_prompt_components(total: np.ndarray, residual: np.ndarray) -> dict[str, np.ndarray]:
+    """Paper 2 Eq. 5 on the per-prompt reading (:data:`PER_PROMPT_COMPONENTS`): causal-mask =
+    total − residual-stream; shares = component / total.
+
+    Args:
+        total: leakage of the causal run (log-attention), any shape (already aggregated: shares of
+            means, not means of per-prompt shares, which are unstable when a prompt's total is ~0).
+        residual: leakage of the bidirectional run, same shape.
+    """
+    total = np.asarray(total, dtype=np.float64)
+    residual = np.asarray(residual, dtype=np.float64)
+    mask_part = total - residual
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "total": total,
+            "residual": residual,
+            "causal_mask": mask_part,
+            "share_residual": residual / total,
+            "share_causal_mask": mask_part / total,
+        }
+
+
+def per_prompt_decomposition(
+    ps: PromptSet, conditions: Mapping[str, tuple[str, str]]
+) -> xr.Dataset:
+    """Paper 2 §3 on the per-prompt reading per condition (causal run, bidirectional run), model
+    level (``decomposition``)
+    and per layer (``decomposition_layer``), shares as ratios of prompt means; with two or more
+    conditions the paired differences between conditions (``decomposition_difference``, condition
+    minus condition_ref, prompts resampled jointly). Empty without a condition."""
+    conds = dict(conditions)
+    if not conds:
+        return xr.Dataset()
+    nl = len(ps.layers)
+    dec_m = np.full((len(conds), len(PER_PROMPT_COMPONENTS), 3), np.nan)
+    dec_l = np.full((len(conds), len(PER_PROMPT_COMPONENTS), nl, 3), np.nan)
+    model_level = {}
+    for ci, (c, (cv, bv)) in enumerate(conds.items()):
+        tot, res = ps.per_prompt_leakage(cv, "logattn"), ps.per_prompt_leakage(bv, "logattn")
+        for agg, dest in (((1, 2), dec_m), ((2,), dec_l)):
+            t_, r_ = tot.mean(agg), res.mean(agg)
+            est = per_prompt_components(t_.mean(0), r_.mean(0))
+            boot = per_prompt_components(ps.boot(t_), ps.boot(r_))
+            for k, comp in enumerate(PER_PROMPT_COMPONENTS):
+                dest[ci, k] = ps.ci(boot[comp], est[comp])
+            if dest is dec_m:
+                model_level[c] = (est, boot)
+    out = xr.Dataset(
+        {
+            "decomposition": (("condition", "component", "stat"), dec_m),
+            "decomposition_layer": (("condition", "component", "layer", "stat"), dec_l),
+        },
+        coords={
+            "layer": ps.layers,
+            "stat": list(STAT),
+            "condition": list(conds),
+            "component": list(PER_PROMPT_COMPONENTS),
+        },
+    )
+    if len(conds) >= 2:
+        # Every condition's replicates use the same resampled prompts, so the CI of a difference
+        # is that of the replicate differences.
+        diff = np.full((len(conds), len(conds), len(PER_PROMPT_COMPONENTS), 3), np.nan)
+        for i, c in enumerate(conds):
+            for j, r in enumerate(conds):
+                (ec, bc), (er, br) = model_level[c], model_level[r]
+                for k, comp in enumerate(PER_PROMPT_COMPONENTS):
+                    diff[i, j, k] = ps.ci(bc[comp] - br[comp], ec[comp] - er[comp])
+        out["decomposition_difference"] = (
+            ("condition", "condition_ref", "component", "stat"),
+            diff,
+        )
+        out = out.assign_coords(condition_ref=list(conds))
+    return out
+
+
+def causal_run_split(ps: PromptSet) -> xr.Dataset:
+    """Observational split (§3) of every causal-mask run (the controls too, which have no
+    bidirectional twin), in units of SST(log-attention) (``observational_split``; empty without a
+    causal run). Raw terms satisfy logit + logz + cross = logattn exactly; with floor_correct the
+    logit and logattn terms lose their permutation-null means (logit's rescaled by SST(s)/SST(a)),
+    and softmax = logattn − logit."""
+    # a layer_bidirectional run's maps are read without the mask: not a causal-mask map
+    causal_runs = [
+        v for v in ps.variants if parse_variant(v).causal and not parse_variant(v).unmasked_scores
+    ]
+    if not causal_runs:
+        return xr.Dataset()
+    obs = np.full((len(causal_runs), len(OBS_TERMS), 3), np.nan)
+    for ci, cv in enumerate(causal_runs):
+        ds = ps.at(cv)
+        split, sst = ds["leak_split"], ds["leak_sst"]
+        lg = split.sel(leak_term="logit").values
+        la = split.sel(leak_term="logattn").values
+        if ps.floor_correct:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = sst.sel(leak_target="logit").values / sst.sel(leak_target="logattn").values
+            lg = null_corrected(lg, ds["leak_null"].sel(leak_target="logit").values * ratio)
+            la = null_corrected(la, ds["leak_null"].sel(leak_target="logattn").values)
+        parts = {
+            "logit": lg,
+            "logz": split.sel(leak_term="logz").values,
+            "cross": split.sel(leak_term="cross").values,
+            "logattn": la,
+        }
+        per = {k: v_.mean((1, 2)) for k, v_ in parts.items()}  # (seq,)
+        per["softmax"] = per["logattn"] - per["logit"]
+        est = {k: v_.mean(0) for k, v_ in per.items()}
+        boot = {k: ps.boot(v_) for k, v_ in per.items()}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for dct in (est, boot):
+                dct["share_logit"] = dct["logit"] / dct["logattn"]
+                dct["share_softmax"] = dct["softmax"] / dct["logattn"]
+        for k, term in enumerate(OBS_TERMS):
+            obs[ci, k] = ps.ci(boot[term], est[term])
+    return xr.Dataset(
+        {"observational_split": (("causal_variant", "obs_term", "stat"), obs)},
+        coords={"stat": list(STAT), "causal_variant": causal_runs, "obs_term": list(OBS_TERMS)},
+    )
+
+
+def sink_head_counts(ps: PromptSet, taus: Sequence[float] = (0.3, 0.5, 0.8)) -> xr.Dataset:
+    """Sink-reading heads (§4) from the SinkReducer's per-prompt mean attention to key 0:
+    ``sink_attention`` (variant, layer, head; prompt mean), ``sink_head`` (attention ≥ tau) and
+    ``sink_head_count`` with a bootstrap CI over prompts (a head counts in a replicate when its
+    resampled prompt-mean attention is ≥ tau). Empty when no store holds ``sink_attention``."""
+    sink_vars = [v for v in ps.variants if "sink_attention" in ps.runs[v]]
+    if not sink_vars:
+        return xr.Dataset()
+    nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
+    sink = np.full((nv, nl, nh), np.nan)
+    taus_a = np.asarray(taus, dtype=np.float64)
+    n_ci = np.full((len(taus_a), nv, 3), np.nan)
+    for v in sink_vars:
+        vi = ps.variants.index(v)
+        per = ps.runs[v]["sink_attention"].values  # (sequence, layer, head)
+        sink[vi] = ps.runs[v]["sink_attention"].mean("sequence").values
+        boot = ps.boot(per)  # (B, layer, head)
+        for k, tau in enumerate(taus_a):
+            n_boot_heads = (boot >= tau).sum((1, 2)).astype(np.float64)
+            n_ci[k, vi] = ps.ci(n_boot_heads, float((sink[vi] >= tau).sum()))
+    return xr.Dataset(
+        {
+            "sink_attention": (("variant", "layer", "head"), sink),
+            "sink_head": (
+                ("tau", "variant", "layer", "head"),
+                sink[None] >= taus_a[:, None, None, None],
+            ),
+            "sink_head_count": (("tau", "variant", "stat"), n_ci),
+        },
+        coords={
+            "variant": ps.variants,
+            "layer": ps.layers,
+            "head": ps.heads,
+            "stat": list(STAT),
+            "tau": taus_a,
+        },
+    )

@@ -1,0 +1,384 @@
+"""Positive controls planted in the model: a known query-position term in one layer's attention
+logits (variant ``plant_query``), read back end to end through extraction and the headline
+estimator (:mod:`causalpos.paper2.estimator.expected`), against a truth computed from the term alone.
+
+**The plant.** Extraction adds b_i = a·log(1 + i) (:func:`causalpos.models.variants.plant_term`)
+to every score of query row i of one layer, every head, before the softmax; the layer attends
+with it (:mod:`causalpos.capture.hook`). The score store records ``plant_term``,
+``plant_layer`` (0-based), ``plant_scale`` (a) and ``plant_profile``, from which the truth is
+computed here; nothing is taken from the planted statistics.
+
+**What each reading can see.** Log-attention: a_ij = s_ij + b_i − log Σ_k exp(s_ik + b_i) = s_ij −
+log Z_i — a pure query term cancels in the softmax, exactly, so the planted run's log-attention
+maps equal the unplanted run's (and so do every later layer's scores: the layer's output is
+unchanged). Logits: the planted layer's maps are y_p + b exactly. On a *position-free* run
+(identity RoPE or NoPE, bidirectional: a permutation-equivariant forward pass) on prompts
+exchangeable over positions, the expected logit map μ lies in the span of the baseline with the
+key-0 column modelled (:mod:`causalpos.paper2.estimator.expected`, Landmark), so P_Δ μ = 0 and
+
+    E[N̂(y + b)] / (n(n − 1)) = ‖P_Δ (μ + b)‖² = ‖P_Δ b‖²     per head of the planted layer,
+
+the cross terms 2 bᵀP_Δ ȳ having mean 2 bᵀP_Δ μ = 0. Since b is a query effect, P_F b = b and
+‖P_Δ b‖² = ‖(I − P_B) b‖², the residual sum of squares of b on the baseline alone: computed here
+by its own closed form (:func:`planted_truth`), torch-free, from b and the measured pairs.
+
+**Log-attention (decision).** No term planted in the logits has a log-attention effect whose size
+is computable from the term alone: a term d_ij changes log-attention by d_ij − log Σ_k A_ik e^{d_ik},
+whose second part depends on the model's own attention A (a key-position term c_j gives a
+row-dependent −log E_A[e^c], a query effect of model-dependent size, which P_Δ does not remove);
+a bound from max c − min c is far too loose to test recovery against. The log-attention
+positive control therefore stays the statistics-level one
+(:func:`causalpos.paper2.estimator.expected.plant_query_effect`), and the planted run checks on
+log-attention what the plant must leave alone: its statistics equal the twin's (an exact check).
+
+**Pass rule (decision).** The control passes where the percentile-bootstrap interval of the
+planted layer's N̂ (per prompt pair, summed over heads) excludes 0 and contains the truth. The
+truth is a fixed number, so this is the same as the ratio recovered / truth covering 1; the N̂
+interval is reported because it is the estimator's own unit (``exp_layer_num``). Far from 0 the
+U-statistic is not degenerate and the percentile bootstrap is consistent (its over-wide
+intervals near 0 concern negative controls).
+
+**Where it is a control.** The truth assumes P_Δ μ = 0, as the negative control does: a
+position-free run on prompts exchangeable over positions (chunks at random offsets). Elsewhere
+the recovered N̂ carries 2 bᵀP_Δ μ besides ‖P_Δ b‖², a bias first-order in the run's own
+absolute-position structure and amplified by b: on document openings (the smoke config) it is
+1 % of the truth, more than an interval narrowed by a nearly noise-free map allows. Judge the
+planted control only where the run is a negative control too (the stage's ``mode == "chunks"``).
+
+**Twin (optional).** The unplanted run of the same weights and prompts adds: its own N̂ (the
+assumption P_Δ μ = 0, read: ≈ 0), the paired difference planted − twin (same bootstrap draws),
+and two exact checks of the plumbing: the planted run's logit statistics equal the twin's with b
+added to them (:func:`~causalpos.paper2.estimator.expected.plant_query_effect`), and its log-attention
+statistics equal the twin's, each within float32 rounding (:data:`CHECK_TOL`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from causalpos.models.variants import PLANT_PROFILE, parse_variant, plant_term, without_plant
+from causalpos.paper2 import inference as inf
+from causalpos.paper2.estimator.expected import u_statistics
+from causalpos.paper2.estimator.pairgrams import plant_query_effect, prompt_grams
+from causalpos.paper2.estimator.storeview import store_grams, store_masks, store_stats
+from causalpos.paper2.extraction.design import build_design, parse_fit
+
+#: Score-store attrs a planted run carries (written by :func:`causalpos.capture.hook.resolve_plant`).
+PLANT_ATTRS = ("plant_term", "plant_layer", "plant_scale", "plant_profile")
+
+#: Relative tolerance of the exact checks: the stores keep per-prompt sums in float32, each a
+#: sum of at most T cells, so a statistic is good to about T·u (u = 2⁻²⁴) of its scale; the
+#: checks compare Grams of such statistics (quadratic: 2T·u) and allow a factor 8 for the
+#: rounding of the float32 scores themselves (s + b rounds where s does not): 16·T·u.
+CHECK_TOL_UNITS = 16.0
+
+#: Bootstrap draws of :func:`planted_recovery` when it is given none.
+N_BOOT = 2000
+
+
+def plant_of(ds: xr.Dataset) -> tuple[int, np.ndarray]:
+    """``(layer, b)`` of a planted score store: the planted layer (0-based) and its term b (T,),
+    recomputed from the store's ``plant_*`` attrs."""
+    missing = [k for k in PLANT_ATTRS if k not in ds.attrs]
+    if missing:
+        raise ValueError(
+            f"the store has no planted term (attrs {missing} missing): it is not a run of a "
+            "plant_query variant (extract it with a variant such as "
+            "identity_rope+plant_query+bidirectional and leakage.plant set)"
+        )
+    if ds.attrs["plant_term"] != "query" or ds.attrs["plant_profile"] != PLANT_PROFILE:
+        raise ValueError(
+            f"planted term {ds.attrs['plant_term']!r} with profile {ds.attrs['plant_profile']!r} "
+            f"is not the query term {PLANT_PROFILE!r} this module computes the truth of"
+        )
+    T = int(ds.sizes["query"])
+    return int(ds.attrs["plant_layer"]), plant_term(T, float(ds.attrs["plant_scale"]))
+
+
+def _by_offset_residual(v: np.ndarray, d: np.ndarray, T: int) -> np.ndarray:
+    """v minus its mean within each offset (the saturated baseline's projection removed)."""
+    n = np.bincount(d, minlength=T).astype(np.float64)
+    s = np.bincount(d, weights=v, minlength=T)
+    return v - (s / np.where(n > 0, n, 1.0))[d]
+
+
+def planted_truth(
+    b: np.ndarray, mask: np.ndarray, fit: str = "saturated+query", *, landmark: bool = True
+) -> float:
+    """‖P_Δ b‖² of the query term b (T,) on the measured pairs ``mask`` ((T, T) bool): the
+    expected-map numerator a planted query term adds per head (module docstring).
+
+    Computed as the residual sum of squares of the map b_i on the baseline B alone (a query
+    term lies in F, so P_F b = b), by its own closed form, not by the estimator's solver:
+    saturated baseline — b minus its within-offset means, then (landmark) the key-0 indicator
+    residualized the same way projected out (Frisch–Waugh–Lovell); linear baseline — least
+    squares on [1, i − j (, key-0 indicator)].
+    """
+    baseline, absolute = parse_fit(fit)
+    if absolute not in ("query", "both"):
+        raise ValueError(
+            f"fit {fit!r} has no query effects: a planted query term is not in its span, and "
+            "the headline estimator reads query fits only"
+        )
+    mask = np.asarray(mask, dtype=bool)
+    T = mask.shape[0]
+    b = np.asarray(b, dtype=np.float64)
+    if b.shape != (T,):
+        raise ValueError(f"planted_truth: b must have shape ({T},), got {b.shape}")
+    i, j = np.nonzero(mask)
+    d = i - j
+    y = b[i]
+    k0 = (j == 0).astype(np.float64)
+    if baseline == "saturated":
+        r = _by_offset_residual(y, d, T)
+        if landmark:
+            z = _by_offset_residual(k0, d, T)
+            zz = float(z @ z)
+            if zz > 1e-12 * max(1.0, float(k0 @ k0)):
+                r = r - (z @ r) / zz * z
+        return float(r @ r)
+    cols = [np.ones_like(y), d.astype(np.float64)] + ([k0] if landmark else [])
+    x = np.stack(cols, axis=1)
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    r = y - x @ coef
+    return float(r @ r)
+
+
+def _per_pair(num: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    return num / pairs.reshape((-1,) + (1,) * (num.ndim - 1))
+
+
+def _interval(name: str, reps: np.ndarray, level: float) -> dict[str, np.ndarray]:
+    """``name`` (per layer), ``name_pooled`` and their percentile intervals from replicates
+    (1 + B, layer), row 0 the estimate."""
+    out = {}
+    for key, r in ((name, reps), (f"{name}_pooled", reps.sum(-1))):
+        out[key] = r[0]
+        out[f"{key}_lo"], out[f"{key}_hi"] = inf.bounds(r[1:], level)
+    return out
+
+
+def layer_num_replicates(grams: dict[str, np.ndarray], weights: np.ndarray) -> np.ndarray:
+    """N̂ per prompt pair, summed over heads, (1 + B, layer) for prompt multiplicities
+    ``weights`` (row 0 all ones): the estimator's numerator (``exp_layer_num``) and its
+    bootstrap replicates."""
+    u = u_statistics(grams, weights)
+    return _per_pair(u["num"].sum(-1), u["pairs"])
+
+
+def recover(
+    grams: dict[str, np.ndarray], truth: np.ndarray, counts: np.ndarray, *, level: float = 0.95
+) -> dict[str, np.ndarray]:
+    """The planted truth (layer,) against the estimator's N̂ of ``grams`` ((layer, head, ...)
+    Grams of :func:`causalpos.paper2.estimator.expected.prompt_grams`): ``plant_num*`` (per layer and
+    pooled, with percentile intervals under the bootstrap ``counts`` (B, n)), ``plant_truth*``,
+    ``plant_ratio*`` (N̂ / truth, NaN where the truth is 0), ``plant_share`` (truth / D̂) and
+    ``plant_passed`` (the interval of the one layer with a non-zero truth excludes 0 and contains
+    it)."""
+    truth = np.asarray(truth, dtype=np.float64)
+    planted = np.flatnonzero(truth)
+    if planted.size != 1:
+        raise ValueError(f"recover: the truth must be non-zero on exactly one layer, got {truth}")
+    n = grams["sst"].shape[-1]
+    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
+    u = u_statistics(grams, weights)
+    num = _per_pair(u["num"].sum(-1), u["pairs"])
+    out = _interval("plant_num", num, level)
+    out["plant_truth"], out["plant_truth_pooled"] = truth, truth.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for s in ("", "_lo", "_hi"):
+            out[f"plant_ratio{s}"] = np.where(truth != 0, out[f"plant_num{s}"] / truth, np.nan)
+            out[f"plant_ratio_pooled{s}"] = out[f"plant_num_pooled{s}"] / truth.sum()
+        out["plant_share"] = truth / (u["den"][0].sum(-1) / (n * (n - 1)))
+    k = int(planted[0])
+    lo, hi = out["plant_num_lo"][k], out["plant_num_hi"][k]
+    out["plant_passed"] = np.bool_((lo > 0 or hi < 0) and lo <= truth[k] <= hi)
+    return out
+
+
+def _gram_deviation(got: dict, want: dict) -> np.ndarray:
+    """Per layer: the largest difference between two layers' Grams (``num``, ``low``, ``sst``)
+    relative to the scale of the expected ones (max |low| for the Grams, max sst for sst)."""
+    out = []
+    for layer in range(want["low"].shape[0]):
+        scale = float(np.abs(want["low"][layer]).max())
+        dev = max(
+            float(np.abs(got[k][layer] - want[k][layer]).max()) / scale for k in ("num", "low")
+        )
+        sst = float(np.abs(want["sst"][layer]).max())
+        dev = max(dev, float(np.abs(got["sst"][layer] - want["sst"][layer]).max()) / sst)
+        out.append(dev)
+    return np.asarray(out)
+
+
+def planted_grams(
+    ds: xr.Dataset, *, window: str, target: str, fit: str, landmark: bool
+) -> dict[str, np.ndarray]:
+    """:func:`causalpos.paper2.estimator.expected.store_grams` of one store (the rounding bound dropped)."""
+    return store_grams(ds, window=window, target=target, fit=fit, landmark=landmark)[0]
+
+
+def _exact_checks(
+    planted: xr.Dataset,
+    twin: xr.Dataset,
+    *,
+    window: str,
+    fit: str,
+    landmark: bool,
+    b: np.ndarray,
+    g_plant: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """Logit: the planted Grams vs the twin's with b planted in its statistics on the planted
+    layer; log-attention: the planted Grams vs the twin's. Per layer, relative
+    (:func:`_gram_deviation`)."""
+    layer = plant_of(planted)[0]
+    masks = store_masks(twin, window, "logit")
+    layers = list(masks)
+    want = []
+    for li, lay in enumerate(layers):
+        mask = masks[lay]
+        st = store_stats(twin, lay, window, "logit", mask)
+        if li == layer:
+            st = plant_query_effect(st, mask, b)
+        want.append(prompt_grams(st, build_design(mask, fit, landmark=landmark)))
+    want_logit = {k: np.stack([w[k] for w in want]) for k in ("num", "low", "sst")}
+    la_p = planted_grams(planted, window=window, target="logattn", fit=fit, landmark=landmark)
+    la_t = planted_grams(twin, window=window, target="logattn", fit=fit, landmark=landmark)
+    return {
+        "check_logit": _gram_deviation(g_plant, want_logit),
+        "check_logattn": _gram_deviation(la_p, la_t),
+    }
+
+
+def _check_same_prompts(planted: xr.Dataset, twin: xr.Dataset) -> None:
+    a, b = planted["sequence"].values, twin["sequence"].values
+    if a.shape != b.shape or not (a == b).all() or planted.sizes["query"] != twin.sizes["query"]:
+        raise ValueError(
+            "the planted run and its twin must be read on the same prompts (sequence ids and "
+            "length): pass the unplanted run of the same (model, dataset)"
+        )
+
+
+def planted_recovery(
+    planted: xr.Dataset,
+    twin: xr.Dataset | None = None,
+    *,
+    window: str = "all",
+    fit: str = "saturated+query",
+    landmark: bool = True,
+    counts: np.ndarray | None = None,
+    level: float = 0.95,
+) -> xr.Dataset:
+    """The positive control planted in the model, read back on logits (module docstring).
+
+    Args:
+        planted: the merged score store of a ``plant_query`` run (a leakage store with the
+            expected-map statistics: ``LeakageReducer(expected_stats=True)``).
+        twin: optionally, the unplanted run of the same weights and prompts
+            (:func:`causalpos.models.variants.without_plant` of the planted variant).
+        window, fit, landmark: the headline reading (the planted layer's truth is computed on
+            its measured pairs and fit).
+        counts: bootstrap prompt multiplicities (B, n), e.g. the summary's shared draws; default
+            :data:`N_BOOT` multinomial draws seeded by 0.
+
+    Returns a Dataset over ``layer`` (and pooled, ``*_pooled``), N̂ in ``exp_num`` units (per
+    prompt pair, summed over the layer's heads):
+
+    - ``plant_truth``: n_heads · ‖P_Δ b‖² on the planted layer, 0 on every other;
+    - ``plant_num``, ``plant_num_lo``, ``plant_num_hi``: the planted run's N̂ and its CI;
+    - ``plant_ratio``, ``plant_ratio_lo``, ``plant_ratio_hi``: N̂ / truth (NaN where truth = 0);
+    - ``plant_share``: truth / D̂ of the planted run (the planted share of the expected-map
+      variance, for sizing the plant);
+    - ``plant_passed`` (): the planted layer's interval excludes 0 and contains the truth;
+    - with ``twin``: ``twin_num*`` (its N̂, ≈ 0 on a position-free run), ``plant_diff*``
+      (planted − twin, paired), ``check_logit`` / ``check_logattn`` (per layer, relative
+      deviation of the exact checks), ``check_tol`` and ``check_passed`` ().
+
+    Attrs: ``plant_layer``, ``plant_scale``, ``plant_profile``, the reading and the rule.
+    """
+    layer, b = plant_of(planted)
+    n = int(planted.sizes["sequence"])
+    if n < 3:
+        raise ValueError(f"the planted control needs at least 3 prompts, got {n}")
+    g = planted_grams(planted, window=window, target="logit", fit=fit, landmark=landmark)
+    n_layers, n_heads = g["num"].shape[:2]
+    masks = store_masks(planted, window, "logit")
+    truth = np.zeros(n_layers)
+    truth[layer] = n_heads * planted_truth(b, list(masks.values())[layer], fit, landmark=landmark)
+    if counts is None:
+        counts = np.random.default_rng(0).multinomial(n, np.full(n, 1.0 / n), size=N_BOOT)
+    out = recover(g, truth, counts, level=level)
+    attrs = {
+        "plant_layer": layer,
+        "plant_scale": float(planted.attrs["plant_scale"]),
+        "plant_profile": PLANT_PROFILE,
+        "plant_window": window,
+        "plant_fit": fit,
+        "plant_landmark": int(landmark),
+        "plant_level": level,
+        "plant_n_prompts": n,
+        "plant_rule": "passed: the planted layer's percentile-bootstrap interval of N-hat (per "
+        "prompt pair, summed over heads, logits) excludes 0 and contains n_heads * ||P_D b||^2",
+    }
+    if twin is not None:
+        _check_same_prompts(planted, twin)
+        gt = planted_grams(twin, window=window, target="logit", fit=fit, landmark=landmark)
+        weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
+        num_p, num_t = layer_num_replicates(g, weights), layer_num_replicates(gt, weights)
+        out.update(_interval("twin_num", num_t, level))
+        out.update(_interval("plant_diff", num_p - num_t, level))
+        out.update(
+            _exact_checks(planted, twin, window=window, fit=fit, landmark=landmark, b=b, g_plant=g)
+        )
+        out["check_tol"] = CHECK_TOL_UNITS * int(planted.sizes["query"]) * 2.0**-24
+        out["check_passed"] = np.bool_(
+            (out["check_logit"] <= out["check_tol"]).all()
+            and (out["check_logattn"] <= out["check_tol"]).all()
+        )
+    data = {k: (("layer",) if np.ndim(v) == 1 else (), v) for k, v in out.items()}
+    return xr.Dataset(data, coords={"layer": planted["layer"].values}, attrs=attrs)
+
+
+#: ``exp_plant_model``'s last axis: the planted layer's truth, N̂ with its CI, recovered/truth.
+PLANT_STATS = ("truth", "estimate", "lo", "hi", "ratio", "ratio_lo", "ratio_hi")
+
+
+def planted_block(runs, counts: np.ndarray, position_free_runs, *, level: float) -> xr.Dataset:
+    """The planted positive control of every planted run of a summary whose unplanted twin is a
+    negative control there (position-free, on prompts exchangeable over positions: elsewhere the
+    plant meets the data's own position and the run is no control).
+
+    ``runs``: variant -> store (the summary's prompts, sorted); ``counts``: the summary's shared
+    bootstrap draws. Returns ``exp_plant_model`` (plant_variant, plant_stat =
+    :data:`PLANT_STATS`) on the planted layer, ``exp_plant_model_check`` (plant_variant) 1 where
+    the exact checks hold (the twin's maps elsewhere, log-attention unchanged), and
+    ``exp_plant_model_passed`` (plant_variant) 1 where the control passes (interval excludes 0,
+    contains the truth, checks hold); empty when no planted run qualifies."""
+    planted = [
+        v
+        for v in runs
+        if parse_variant(v).plant is not None and without_plant(v) in position_free_runs
+    ]
+    if not planted:
+        return xr.Dataset()
+    stat = np.full((len(planted), len(PLANT_STATS)), np.nan)
+    check = np.zeros(len(planted))
+    passed = np.zeros(len(planted))
+    for k, v in enumerate(planted):
+        r = planted_recovery(runs[v], runs[without_plant(v)], counts=counts, level=level)
+        layer = int(r.attrs["plant_layer"])
+        sel = r.isel(layer=layer)
+        stat[k] = [float(sel[f"plant_{x}"]) for x in ("truth", "num", "num_lo", "num_hi")] + [
+            float(sel[f"plant_{x}"]) for x in ("ratio", "ratio_lo", "ratio_hi")
+        ]
+        check[k] = float(bool(r["check_passed"]))
+        passed[k] = float(bool(r["plant_passed"]) and bool(r["check_passed"]))
+    return xr.Dataset(
+        {
+            "exp_plant_model": (("plant_variant", "plant_stat"), stat),
+            "exp_plant_model_check": (("plant_variant",), check),
+            "exp_plant_model_passed": (("plant_variant",), passed),
+        },
+        coords={"plant_variant": planted, "plant_stat": list(PLANT_STATS)},
+    )

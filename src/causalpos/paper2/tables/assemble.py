@@ -1,0 +1,186 @@
+"""Every paper-2 table across (model, dataset) pairs (:func:`paper2_tables`, the names of
+:data:`PAPER2_TABLES`): the headline reading's frames (:mod:`causalpos.paper2.tables.headline`),
+the per-prompt reading's (:mod:`causalpos.paper2.tables.per_prompt`) and position 0's
+(:mod:`causalpos.paper2.tables.position0`), each row tagged with its model and dataset; their
+Markdown digest: :mod:`causalpos.paper2.tables.markdown`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from causalpos.paper2.tables.headline import (
+    bos_headline_frame,
+    components_frames,
+    controls_frame,
+    decomposition_headline_frame,
+    headline_frame,
+    scale_contrast_frame,
+    wide_stat,
+)
+from causalpos.paper2.tables.per_prompt import (
+    bos_frame,
+    decomposition_frame,
+    per_prompt_tables,
+    rope_controls_frame,
+)
+from causalpos.paper2.tables.position0 import position0_frames
+
+#: Tables written by :func:`aggregate_leakage` (file stem -> what it holds).
+PAPER2_TABLES: dict[str, str] = {
+    "leakage_by_model": "leakage per (model, dataset, variant, target), mean over layers and heads, with CI, "
+    "raw dR2, null floor and the fraction of heads significant after BH",
+    "decomposition": "total / residual-stream / causal-mask leakage and shares per condition, with CIs",
+    "leakage_by_layer": "leakage per layer (variant, target) with CIs",
+    "decomposition_by_layer": "decomposition per layer with CIs",
+    "rope_controls": "Table 6 analog: causal vs identity vs scrambled RoPE",
+    "bos_effects": "Table 9 analog: BOS-replacement effects at early and late queries",
+    "observational_split": "logit vs softmax (log Z) parts of one causal run's log-attention leakage",
+    "heads": "per head: leakage with CI, p and BH q (prompt-mean map), sink attention",
+    "sink_heads": "number / fraction of sink-reading heads at each tau",
+    "position0": "position-0 residual stream: cross-prompt std per layer and condition, probes",
+    "position0_probes": "content probes: best layer of the position-0 probe, sink-head value probe, "
+    "accuracy CIs (Wilson) and the reason when a probe was refused",
+    "baseline_comparison": "claim 6: leakage under the saturated and the linear-in-offset baseline "
+    "and their paired difference, raw and null-corrected, with CIs",
+    "depth_trend": "claim 3: slope over layers and last minus first layer of every run's leakage, "
+    "with CIs",
+    "headline": "the headline (expected-map) leakage per (model, dataset, variant, window, target) "
+    "with CI, its companion rho_SST, the no-landmark reading, the per-prompt reading beside it, "
+    "the sign-flip test's fractions of significant heads, and each position-free run's negative "
+    "control",
+    "decomposition_headline": "paper 2 section 3 on the headline reading: total / residual / "
+    "causal-mask leakage and shares per condition, window and target, with paired CIs",
+    "decomposition_components": "paper 2 section 3 in one unit (delta SS of the expected map "
+    "over the causal run's expected log-attention variance), pooled over layers and heads: total, "
+    "the residual-stream component read on the ablation's logits (no purely relative map can "
+    "produce it), causal mask = total - residual stream, the causal softmax's normaliser and the "
+    "non-additive remainder, the observational split (logit, cross), the paper's reconstructed "
+    "reading (ablation log-attention) with the edge artefact of its softmax measured beside it, "
+    "a position-free run's residual-stream reading as the negative control; both landmark "
+    "readings (key-0 column modelled, counted)",
+    "decomposition_components_by_layer": "the same per layer",
+    "controls": "negative controls (every position-free run: headline and per-prompt reading, "
+    "passed or failed) and positive controls (a planted query effect of known share, recovered "
+    "or not)",
+    "bos_headline": "Table 9 on the headline reading: every BOS replacement's effect "
+    "1 - C(replaced)/C(run) on the residual-stream component (bidirectional), the causal total "
+    "and the causal run's sink heads (log-attention), per window, with paired CIs",
+    "scale_contrast": "the headline causal-mask share of one model minus another's on the same "
+    "prompts (claim 4's scale shift), paired through the shared bootstrap, per condition, window "
+    "and target",
+}
+
+
+def _position0_columns(summary: xr.Dataset) -> dict:
+    """What position 0 of the prompts was (from the data store, via the summary's attrs)."""
+    fixed = summary.attrs.get("fixed_bos")
+    return {
+        "fixed_bos": np.nan if fixed is None else int(fixed),
+        "prefix_ids": json.dumps([int(x) for x in summary.attrs.get("prefix_ids", [])])
+        if "prefix_ids" in summary.attrs
+        else "",
+        "prepend_bos": str(summary.attrs.get("prepend_bos", "")),
+    }
+
+
+def _model_columns(summary: xr.Dataset) -> dict:
+    """What the model is (from the config, via the summary's attrs): ``positional`` (rope, ntk,
+    swa, nope for the models trained here; empty otherwise) and ``init_of`` (the model whose
+    random-init / init twin this is; empty for a trained model)."""
+    return {k: str(summary.attrs.get(k, "")) for k in ("positional", "init_of")}
+
+
+def paper2_tables(
+    summaries: Mapping[tuple[str, str], xr.Dataset],
+    position0: Mapping[tuple[str, str], xr.Dataset] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Every paper-2 table over (model, dataset) pairs: :data:`PAPER2_TABLES` names -> DataFrame.
+
+    Each frame starts with ``model`` and ``dataset`` columns; values are copied from the summaries
+    (no recomputation), so a table cell equals the store's number.
+    """
+    parts: dict[str, list] = {name: [] for name in PAPER2_TABLES}
+    probes = []
+
+    def add(name, df, model, dataset, extra=None):
+        df = df.copy()
+        for k, v in (extra or {}).items():
+            df[k] = v
+        df.insert(0, "dataset", dataset)
+        df.insert(0, "model", model)
+        parts[name].append(df)
+
+    for (model, dataset), s in summaries.items():
+        flat = per_prompt_tables(s)
+        p0 = _position0_columns(s)
+        add("leakage_by_model", flat["leakage_by_model"], model, dataset, p0)
+        add("leakage_by_layer", flat["leakage_by_layer"], model, dataset)
+        add("heads", flat["heads"], model, dataset)
+        dec = decomposition_frame(s)
+        if not dec.empty:
+            add("decomposition", dec, model, dataset, {**p0, **_model_columns(s)})
+        if "decomposition" in s:
+            add(
+                "decomposition_by_layer",
+                wide_stat(s["decomposition_layer"], ["condition", "layer"], "component"),
+                model,
+                dataset,
+            )
+        if "observational_split" in s:
+            add(
+                "observational_split",
+                wide_stat(s["observational_split"], ["causal_variant"], "obs_term"),
+                model,
+                dataset,
+            )
+        add("rope_controls", rope_controls_frame(s), model, dataset, p0)
+        bos = bos_frame(s)
+        if not bos.empty:
+            add("bos_effects", bos, model, dataset, p0)
+        if "sink_heads" in flat:
+            add("sink_heads", flat["sink_heads"], model, dataset, _model_columns(s))
+        if "baseline_comparison" in flat:
+            add(
+                "baseline_comparison",
+                flat["baseline_comparison"],
+                model,
+                dataset,
+                _model_columns(s),
+            )
+        if "depth_trend" in flat:
+            add("depth_trend", flat["depth_trend"], model, dataset, {**_model_columns(s), **p0})
+        head = headline_frame(s)
+        if not head.empty:
+            add("headline", head, model, dataset, {**_model_columns(s), **p0})
+            ctl = controls_frame(s)
+            if not ctl.empty:
+                add("controls", ctl, model, dataset, {**_model_columns(s), **p0})
+        if "exp_decomposition" in s:
+            dec = decomposition_headline_frame(s)
+            add("decomposition_headline", dec, model, dataset, {**_model_columns(s), **p0})
+        if "exp_components" in s:
+            for name, df in components_frames(s).items():
+                add(name, df, model, dataset, {**_model_columns(s), **p0})
+        bos_h = bos_headline_frame(s)
+        if not bos_h.empty:
+            add("bos_headline", bos_h, model, dataset, {**_model_columns(s), **p0})
+    for (model, dataset), p0 in (position0 or {}).items():
+        df, probe = position0_frames(p0)
+        add("position0", df, model, dataset)
+        probes.append({"model": model, "dataset": dataset, **probe})
+    out = {
+        name: (
+            pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=["model", "dataset"])
+        )
+        for name, dfs in parts.items()
+    }
+    out["scale_contrast"] = scale_contrast_frame(summaries)
+    out["position0_probes"] = (
+        pd.DataFrame(probes) if probes else pd.DataFrame(columns=["model", "dataset"])
+    )
+    return out

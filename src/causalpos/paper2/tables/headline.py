@@ -1,0 +1,336 @@
+"""Paper 2's headline-reading tables (``reading`` = expected-map): the headline of every run,
+its controls, the decomposition in one unit, Table 9 on the headline and the scale contrast. The
+per-prompt reading's tables and the tables across (model, dataset) pairs:
+:mod:`causalpos.paper2.tables.assemble`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from causalpos.models.variants import without_plant
+from causalpos.paper2 import inference as inf
+from causalpos.paper2.labels import CONTROL_TOL, LOCAL_RUN, STAT
+
+#: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
+EXPECTED_MAP = "expected-map"
+PER_PROMPT = "per-prompt"
+
+
+def wide_stat(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFrame:
+    """(…, ``columns``, stat) -> one row per ``index`` with ``<col>``, ``<col>_lo``, ``<col>_hi``."""
+    df = da.to_dataset(dim="stat").to_dataframe().reset_index()
+    wide = df.pivot(index=list(index), columns=columns, values=list(STAT))
+    order = list(dict.fromkeys(da[columns].values.tolist()))
+    cols = {}
+    for c in order:
+        cols[c] = wide[("estimate", c)]
+        cols[f"{c}_lo"] = wide[("lo", c)]
+        cols[f"{c}_hi"] = wide[("hi", c)]
+    return pd.DataFrame(cols).reset_index()
+
+
+def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """The ``headline`` table of one summary (empty without the headline reading)."""
+    if "exp_model" not in summary:
+        return pd.DataFrame()
+    idx = ["variant", "exp_window", "target"]
+
+    def cols(da, name):
+        d = da.to_dataset(dim="stat").to_dataframe().reset_index()
+        return d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
+
+    df = cols(summary["exp_model"], "leakage")
+    df.insert(df.columns.get_loc("exp_window") + 2, "reading", EXPECTED_MAP)
+    for da, name in (
+        (summary["exp_model_sst"], "rho_sst"),
+        (summary["exp_fraction_significant"], "fraction_significant"),
+        (summary["exp_fraction_p"], "fraction_p"),
+    ):
+        df = df.merge(cols(da, name)[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
+    nl = cols(summary["exp_model_nolandmark"], "no_landmark")
+    df = df.merge(nl[["variant", "target", "no_landmark"]], on=["variant", "target"], how="left")
+    df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), "no_landmark"] = np.nan
+    pp = cols(summary["leakage_model"], "per_prompt")
+    df = df.merge(
+        pp[["variant", "target", "per_prompt", "per_prompt_lo", "per_prompt_hi"]],
+        on=["variant", "target"],
+        how="left",
+    )
+    df["per_prompt_window"] = str(summary.attrs.get("window", ""))
+    free = summary["exp_position_free"].to_series()
+    df["position_free"] = df["variant"].map(free).astype(bool)
+    ctl = summary["exp_control"]
+    if "exp_landmark" in ctl.dims:  # the headline's reading: key-0 column modelled
+        ctl = ctl.sel(exp_landmark="modelled", drop=True)
+    ctl = ctl.to_dataframe().reset_index()
+    ctl["control"] = ctl["exp_control"].map({1.0: "passed", 0.0: "failed"}).fillna("")
+    df = df.merge(ctl[idx + ["control"]], on=idx)
+    df = df.merge(_control_units(summary, cols), on=idx, how="left")
+    if "exp_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
+        ab = cols(summary["exp_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole")
+        ab = ab[
+            [
+                "exp_window",
+                "target",
+                "local_minus_whole",
+                "local_minus_whole_lo",
+                "local_minus_whole_hi",
+            ]
+        ].assign(variant=LOCAL_RUN)
+        df = df.merge(ab, on=idx, how="left")
+    if "exp_baseline" in summary:  # claim 6 on the headline window: linear minus saturated
+        lin = summary["exp_baseline"].sel(exp_fit="linear_minus_saturated")
+        lin = cols(lin.drop_vars("exp_fit"), "linear_minus_saturated")
+        df = df.merge(lin, on=["variant", "target"], how="left")
+        lin_cols = [c for c in df.columns if c.startswith("linear_minus_saturated")]
+        df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), lin_cols] = np.nan
+    return df.rename(columns={"exp_window": "window"})
+
+
+def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
+    """Rows of the causal run: the first position-free run of the summary (``control_variant``)
+    read in the causal run's units (``control_model_units`` with its CI) and the equivalence
+    bound it must stay below (``control_bound``), headline reading (key-0 column modelled)."""
+    idx = ["variant", "exp_window", "target"]
+    names = ["control_variant", "control_model_units", "control_model_units_lo"]
+    names += ["control_model_units_hi", "control_bound"]
+    empty = pd.DataFrame(columns=idx + names)
+    if "exp_control_units" not in summary or "causal" not in summary["variant"].values:
+        return empty
+    free = _first_position_free(summary)
+    if not free:
+        return empty
+    sel = dict(variant=free, exp_landmark="modelled")
+    cu = cols(summary["exp_control_units"].sel(**sel, drop=True), "control_model_units")
+    bound = summary["exp_control_bound"].sel(**sel, drop=True).to_dataframe().reset_index()
+    cu = cu.merge(bound.rename(columns={"exp_control_bound": "control_bound"}), on=idx[1:])
+    cu["variant"] = "causal"
+    cu["control_variant"] = free
+    return cu[idx + names]
+
+
+def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """Table 9 on the headline: a row per (replacement, reading, window) that was run."""
+    if "exp_bos_effect" not in summary:
+        return pd.DataFrame()
+    idx = ["bos_replacement", "bos_reading", "exp_window"]
+    out = None
+    for var, name in (
+        ("exp_bos_effect", "effect"),
+        ("exp_bos_c", "c"),
+        ("exp_bos_c_baseline", "c_baseline"),
+    ):
+        d = summary[var].to_dataset(dim="stat").to_dataframe().reset_index()
+        d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
+        d = d[idx + [name, f"{name}_lo", f"{name}_hi"]]
+        out = d if out is None else out.merge(d, on=idx)
+    out = out[np.isfinite(out["c_baseline"])].copy()
+    out.insert(3, "reading", EXPECTED_MAP)
+    out.insert(4, "target", str(summary.attrs.get("exp_bos_target", "logattn")))
+    sinks = summary["exp_bos_sink_heads"].to_series()
+    out["n_sink_heads"] = np.where(
+        out["bos_reading"] == "sink_heads", out["bos_replacement"].map(sinks), np.nan
+    )
+    out["sink_tau"] = summary.attrs.get("exp_bos_sink_tau", np.nan)
+    return out.rename(
+        columns={"bos_replacement": "replacement", "exp_window": "window"}
+    ).reset_index(drop=True)
+
+
+def scale_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.DataFrame:
+    """Claim 4's scale shift as paired contrasts: for every dataset and every two models whose
+    summaries resampled the same prompt indices (``exp_counts_digest``), the headline causal-mask
+    share of the second minus the first, per condition, window and target, with the percentile
+    CI of the replicates' differences. Models sharing a tokenizer read the same token sequences
+    (a paired difference); across tokenizers the prompts were drawn per tokenizer, independently,
+    and the same draws give the CI of independent samples."""
+    by_data: dict[str, list[tuple[str, xr.Dataset]]] = {}
+    for (model, dataset), s in summaries.items():
+        if "exp_share_boot" in s:
+            by_data.setdefault(dataset, []).append((model, s))
+    rows = []
+    for dataset, runs in by_data.items():
+        for a in range(len(runs)):
+            for b in range(a + 1, len(runs)):
+                (ma, sa), (mb, sb) = runs[a], runs[b]
+                if sa.attrs.get("exp_counts_digest") != sb.attrs.get("exp_counts_digest"):
+                    continue  # different resampled prompts: the replicates do not pair
+                level = float(sa.attrs.get("level", 0.95))
+                for cond in sorted(
+                    set(sa["exp_condition"].values) & set(sb["exp_condition"].values)
+                ):
+                    for w in sa["exp_window"].values:
+                        if w not in sb["exp_window"].values:
+                            continue
+                        for t in sa["target"].values:
+                            sel = dict(exp_condition=cond, exp_window=w, target=t)
+                            dec = dict(sel, component="share_causal_mask", stat="estimate")
+                            ea = float(sa["exp_decomposition"].sel(**dec))
+                            eb = float(sb["exp_decomposition"].sel(**dec))
+                            if not (np.isfinite(ea) and np.isfinite(eb)):
+                                continue  # a target the decomposition is not read on
+                            d = sb["exp_share_boot"].sel(**sel).values.astype(np.float64)
+                            d = d - sa["exp_share_boot"].sel(**sel).values
+                            d = d[np.isfinite(d)]
+                            lo, hi = inf.bounds(d, level) if d.size else (np.nan, np.nan)
+                            rows.append(
+                                {
+                                    "dataset": dataset,
+                                    "model": ma,
+                                    "model_b": mb,
+                                    "condition": str(cond),
+                                    "window": str(w),
+                                    "target": str(t),
+                                    "reading": EXPECTED_MAP,
+                                    "share_causal_mask": ea,
+                                    "share_causal_mask_b": eb,
+                                    "difference": eb - ea,
+                                    "difference_lo": lo,
+                                    "difference_hi": hi,
+                                    "paired": True,
+                                    "init_of": str(sa.attrs.get("init_of", "")),
+                                    "init_of_b": str(sb.attrs.get("init_of", "")),
+                                }
+                            )
+    cols = ["model", "dataset", "model_b", "condition", "window", "target", "reading"]
+    return pd.DataFrame(
+        rows,
+        columns=cols
+        + [
+            "share_causal_mask",
+            "share_causal_mask_b",
+            "difference",
+            "difference_lo",
+            "difference_hi",
+            "paired",
+            "init_of",
+            "init_of_b",
+        ],
+    )
+
+
+def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """Negative and positive controls of one summary: a row per position-free run and target."""
+    head = headline_frame(summary)
+    if head.empty or not head["position_free"].any():
+        return pd.DataFrame()
+    first = str(summary["exp_window"].values[0])
+    neg = head[head["position_free"] & (head["window"] == first)]
+    rows = []
+    for r in neg.itertuples(index=False):
+        planted = summary["exp_planted"].sel(variant=r.variant, target=r.target)
+        pv, est, lo, hi = (float(planted.sel(planted=k)) for k in planted["planted"].values)
+        rows.append(
+            {
+                "variant": r.variant,
+                "target": r.target,
+                "window": r.window,
+                "reading": EXPECTED_MAP,
+                "negative": r.leakage,
+                "negative_lo": r.leakage_lo,
+                "negative_hi": r.leakage_hi,
+                "negative_control": r.control,
+                **_units_columns(summary, r.variant, r.window, r.target),
+                **_planted_model_columns(summary, r.variant, r.target),
+                "per_prompt": r.per_prompt,
+                "per_prompt_lo": r.per_prompt_lo,
+                "per_prompt_hi": r.per_prompt_hi,
+                "per_prompt_control": "passed"
+                if (r.per_prompt_lo <= 0 <= r.per_prompt_hi) or abs(r.per_prompt) <= CONTROL_TOL
+                else "failed",
+                "planted": pv,
+                "planted_estimate": est,
+                "planted_estimate_lo": lo,
+                "planted_estimate_hi": hi,
+                "positive_control": "not run"
+                if not np.isfinite(pv)
+                else ("recovered" if lo <= pv <= hi else "not recovered"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> dict:
+    """The positive control planted in the model whose unplanted twin is ``variant`` (logits:
+    a pure query term cancels in the softmax, so log-attention rows carry none)."""
+    if "exp_plant_model" not in summary or target != "logit":
+        return {}
+    for pv in summary["plant_variant"].values:
+        if without_plant(str(pv)) != variant:
+            continue
+        st = summary["exp_plant_model"].sel(plant_variant=pv)
+        out = {"planted_model_variant": str(pv)}
+        for k in st["plant_stat"].values:
+            out[f"planted_model_{k}"] = float(st.sel(plant_stat=k))
+        out["planted_model_check"] = int(summary["exp_plant_model_check"].sel(plant_variant=pv))
+        passed = int(summary["exp_plant_model_passed"].sel(plant_variant=pv))
+        out["planted_model_control"] = "passed" if passed else "failed"
+        return out
+    return {}
+
+
+def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) -> dict:
+    """A position-free run's headline in the causal run's units, per landmark reading, with the
+    equivalence bound and the verdict (``negative_<landmark>_*``)."""
+    out = {}
+    if "exp_control_units" not in summary:
+        return out
+    for lm in summary["exp_landmark"].values:
+        sel = dict(variant=variant, exp_landmark=lm, exp_window=window, target=target)
+        est, lo, hi = (float(x) for x in summary["exp_control_units"].sel(**sel).values)
+        verdict = float(summary["exp_control"].sel(**sel))
+        out.update(
+            {
+                f"negative_{lm}_model_units": est,
+                f"negative_{lm}_model_units_lo": lo,
+                f"negative_{lm}_model_units_hi": hi,
+                f"negative_{lm}_bound": float(summary["exp_control_bound"].sel(**sel)),
+                f"negative_{lm}_control": {1.0: "passed", 0.0: "failed"}.get(verdict, "not run"),
+            }
+        )
+    return out
+
+
+def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
+    """``decomposition_components`` (condition, landmark, window) and ``..._by_layer`` (+ layer):
+    every one-unit component with its CI (:mod:`causalpos.paper2.decomposition`)."""
+    idx = ["exp_condition", "exp_landmark", "exp_window"]
+    ren = {"exp_condition": "condition", "exp_landmark": "landmark", "exp_window": "window"}
+    out = {}
+    for var, name, keys in (
+        ("exp_components", "decomposition_components", idx),
+        ("exp_components_layer", "decomposition_components_by_layer", idx + ["layer"]),
+    ):
+        df = wide_stat(summary[var], keys, "component_full").rename(columns=ren)
+        df.insert(3, "reading", EXPECTED_MAP)
+        df.insert(4, "target", "logattn")
+        df["control_variant"] = _first_position_free(summary)
+        out[name] = df
+    return out
+
+
+def _first_position_free(summary: xr.Dataset) -> str:
+    free = summary["exp_position_free"]
+    names = [str(v) for v in free["variant"].values if bool(free.sel(variant=v))]
+    return names[0] if names else ""
+
+
+def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """Rows (condition, window, target) of the headline decomposition, with the paired
+    differences of the causal-mask share to every other condition
+    (``share_causal_mask_minus_<condition>``)."""
+    idx = ["exp_condition", "exp_window", "target"]
+    dec = wide_stat(summary["exp_decomposition"], idx, "component")
+    diff = summary["exp_decomposition_difference"].sel(component="share_causal_mask")
+    for ref in diff["exp_condition_ref"].values:
+        name = f"share_causal_mask_minus_{ref}"
+        d = diff.sel(exp_condition_ref=ref).to_dataset(dim="stat").to_dataframe().reset_index()
+        d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
+        dec = dec.merge(d[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
+    dec = dec.rename(columns={"exp_condition": "condition", "exp_window": "window"})
+    dec.insert(3, "reading", EXPECTED_MAP)
+    return dec

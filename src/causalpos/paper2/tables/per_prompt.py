@@ -1,0 +1,220 @@
+"""Paper 2's per-prompt reading as flat tables of one summary (:func:`per_prompt_tables`), with
+Table 6's RoPE controls (:func:`rope_controls_frame`), the decomposition with its not-run rows
+(:func:`decomposition_frame`) and Table 9's BOS replacement (:func:`bos_frame`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from causalpos.paper2.labels import (
+    DEFAULT_CONDITIONS,
+    MEASURED,
+    bos_measure,
+    bos_replacement,
+)
+from causalpos.paper2.tables.headline import wide_stat
+
+#: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
+ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
+
+
+def _not_run(missing: Sequence[str]) -> str:
+    return "not run: no " + ", ".join(f"{v!r}" for v in missing) + " run"
+
+
+def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """Table 6 analog of one summary: one row per RoPE condition that was measured or has a
+    missing run (``status`` says which), with the total leakage (causal run, log-attention), its
+    logit leakage, the observational split's shares, the decomposition (causal run and its
+    bidirectional twin) and the paired differences of the causal-mask share from every other
+    condition (``share_causal_mask_minus_<condition>``, prompts resampled jointly)."""
+    rows = []
+    variants = list(summary["variant"].values)
+    measured = list(summary["condition"].values) if "decomposition" in summary else []
+    not_run = json.loads(summary.attrs.get("conditions_not_run", "{}"))
+    pairs = json.loads(summary.attrs.get("conditions", "{}"))
+    for cond, cv in ROPE_CONDITIONS.items():
+        if cond not in measured and cond not in not_run and cv not in variants:
+            continue  # neither run configured: not part of this experiment
+        bv = pairs.get(cond, DEFAULT_CONDITIONS[cond])[1]
+        missing = not_run.get(cond, [v for v in (cv, bv) if v not in variants])
+        if cond in measured:
+            status = MEASURED
+        elif missing:
+            status = _not_run(missing)
+        else:
+            status = "not decomposed: the summary was not asked for this condition"
+        row = {
+            "condition": cond,
+            "causal_variant": cv,
+            "bidirectional_variant": bv,
+            "status": status,
+        }
+        for tgt, name in (("logattn", "total"), ("logit", "logit")):
+            est, lo, hi = (
+                summary["leakage_model"].sel(variant=cv, target=tgt).values
+                if cv in variants
+                else (np.nan, np.nan, np.nan)
+            )
+            row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+        if "observational_split" in summary and cv in summary["causal_variant"].values:
+            for term in ("share_logit", "share_softmax"):
+                est, lo, hi = (
+                    summary["observational_split"].sel(causal_variant=cv, obs_term=term).values
+                )
+                row.update({f"obs_{term}": est, f"obs_{term}_lo": lo, f"obs_{term}_hi": hi})
+        for comp in ("residual", "causal_mask", "share_residual", "share_causal_mask"):
+            est, lo, hi = (
+                summary["decomposition"].sel(condition=cond, component=comp).values
+                if cond in measured
+                else (np.nan, np.nan, np.nan)
+            )
+            row.update({comp: est, f"{comp}_lo": lo, f"{comp}_hi": hi})
+        has_diff = "decomposition_difference" in summary
+        for ref in ROPE_CONDITIONS:
+            est, lo, hi = (
+                summary["decomposition_difference"]
+                .sel(condition=cond, condition_ref=ref, component="share_causal_mask")
+                .values
+                if has_diff and cond in measured and ref in measured
+                else (np.nan, np.nan, np.nan)
+            )
+            name = f"share_causal_mask_minus_{ref}"
+            row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def decomposition_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """Decomposition per condition (wide), with a ``status`` column; conditions with a missing
+    run get a row of NaN saying which run is missing."""
+    parts = []
+    if "decomposition" in summary:
+        df = wide_stat(summary["decomposition"], ["condition"], "component")
+        df.insert(1, "status", MEASURED)
+        parts.append(df)
+    not_run = json.loads(summary.attrs.get("conditions_not_run", "{}"))
+    if not_run:
+        parts.append(
+            pd.DataFrame(
+                {"condition": list(not_run), "status": [_not_run(m) for m in not_run.values()]}
+            )
+        )
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def bos_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """Table 9 analog: every BOS intervention at every window, ``measure`` saying what its
+    effect is on (``residual_stream``: the bidirectional runs' log-attention leakage, Table 9's
+    C_res; ``logit``: a causal run's logit leakage), ``replacement`` its kind; interventions with
+    a missing run get one row saying which."""
+    pairs = json.loads(summary.attrs.get("bos", "{}"))
+    rows = []
+    names = summary["intervention"].values if "bos_effect" in summary else []
+    for name in names:
+        iv, bv, target = pairs.get(str(name), ("", "", ""))
+        for win in summary["bos_window"].values:
+            row = {
+                "intervention": str(name),
+                "variant": iv,
+                "baseline": bv,
+                "target": target,
+                "replacement": bos_replacement(iv) if iv else "",
+                "measure": bos_measure(iv, bv, target) if iv else target,
+                "status": MEASURED,
+                "bos_window": str(win),
+            }
+            for var, pre in (
+                ("bos_effect", "effect"),
+                ("bos_c_res", "c_res"),
+                ("bos_c_res_baseline", "c_res_baseline"),
+            ):
+                est, lo, hi = summary[var].sel(intervention=name, bos_window=win).values
+                row.update({pre: est, f"{pre}_lo": lo, f"{pre}_hi": hi})
+            rows.append(row)
+    for name, info in json.loads(summary.attrs.get("bos_not_run", "{}")).items():
+        iv, bv, target = info["runs"]
+        rows.append(
+            {
+                "intervention": name,
+                "variant": iv,
+                "baseline": bv,
+                "target": target,
+                "replacement": bos_replacement(iv),
+                "measure": bos_measure(iv, bv, target),
+                "status": _not_run(info["missing"]),
+                "bos_window": "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
+    """Flat tables of one :func:`causalpos.paper2.summary.assemble.leakage_summary` result (one DataFrame
+    per name).
+
+    Names: ``leakage_by_model``, ``leakage_by_layer``, ``heads``, plus ``decomposition``,
+    ``decomposition_by_layer``, ``observational_split`` (Table 6 style), ``bos_effects``
+    (Table 9 style), ``sink_heads``, ``baseline_comparison`` (claim 6) and ``depth_trend``
+    (claim 3) when the summary has them.
+    """
+
+    def wide(da: xr.DataArray) -> pd.DataFrame:
+        return da.to_dataset(dim="stat").to_dataframe().reset_index()
+
+    out: dict[str, pd.DataFrame] = {}
+    m = wide(summary["leakage_model"])
+    m["fraction_significant"] = (
+        summary["fraction_significant"].to_dataframe().reset_index()["fraction_significant"]
+    )
+    m["raw"] = (
+        summary["leakage_raw"].mean(("layer", "head")).to_dataframe().reset_index()["leakage_raw"]
+    )
+    m["null_floor"] = (
+        summary["null_floor"].mean(("layer", "head")).to_dataframe().reset_index()["null_floor"]
+    )
+    out["leakage_by_model"] = m
+    out["leakage_by_layer"] = wide(summary["leakage_layer"])
+    h = wide(summary["leakage_head"])
+    for k in (
+        "leakage_raw",
+        "null_floor",
+        "leakage_mean_map",
+        "perm_null_mean",
+        "p_value",
+        "q_value",
+    ):
+        h[k] = summary[k].to_dataframe().reset_index()[k].values
+    if "sink_attention" in summary:
+        sink = summary["sink_attention"].to_dataframe().reset_index()
+        h = h.merge(sink, on=["variant", "layer", "head"], how="left")
+    out["heads"] = h
+    if "decomposition" in summary:
+        out["decomposition"] = wide(summary["decomposition"])
+        out["decomposition_by_layer"] = wide(summary["decomposition_layer"])
+    if "observational_split" in summary:
+        out["observational_split"] = wide(summary["observational_split"])
+    if "bos_effect" in summary:
+        out["bos_effects"] = wide(summary["bos_effect"])
+    if "sink_head" in summary:
+        n = summary["sink_head"].sum(("layer", "head"))
+        df = n.rename("n_sink_heads").to_dataframe().reset_index()
+        df["fraction"] = df["n_sink_heads"] / (summary.sizes["layer"] * summary.sizes["head"])
+        df["n_heads"] = summary.sizes["layer"] * summary.sizes["head"]
+        if "sink_head_count" in summary:
+            cnt = summary["sink_head_count"]
+            for col, st in (("n_sink_heads_lo", "lo"), ("n_sink_heads_hi", "hi")):
+                df[col] = cnt.sel(stat=st).to_dataframe(name=col).reset_index()[col].values
+        out["sink_heads"] = df
+    if "baseline_leakage" in summary:
+        b = summary["baseline_leakage"].to_dataset(dim="stat").to_dataframe().reset_index()
+        b["linear_fit"] = summary.attrs.get("linear_fit", "")
+        out["baseline_comparison"] = b
+    if "leakage_depth_trend" in summary:
+        out["depth_trend"] = wide(summary["leakage_depth_trend"])
+    return out

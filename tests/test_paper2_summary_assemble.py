@@ -1,0 +1,69 @@
+"""The summary of one (model, dataset) (paper2.summary.assemble): a leaking control fails, no
+expected-map statistics means no headline, the stage's choice of controls."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from paper2_headline_runs import (
+    N,
+    headline_runs,
+)
+
+from causalpos.paper2.settings import LeakageSettings
+from causalpos.paper2.summary import assemble as S
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return headline_runs()
+
+
+def test_a_control_that_leaks_fails_and_no_statistics_means_no_headline(runs):
+    leaky = dict(runs)
+    summ = S.leakage_summary(
+        leaky,
+        LeakageSettings(n_boot=200, n_perm=0, bos_windows=("late",), planted=0.2),
+        position_free_runs=["causal"],
+    )
+    # the causal run carries a planted position effect: as a "control" it fails
+    assert (summ["exp_control"].sel(variant="causal", target="logit") == 0).all()
+    # against itself in its own units it reads the model's own effect, above half of it
+    bare = {
+        v: ds.drop_vars(["leak_offsum", "leak_key0sum", "leak_rowsum"]) for v, ds in runs.items()
+    }
+    summ = S.leakage_summary(bare, LeakageSettings(n_boot=50, n_perm=0, bos_windows=("late",)))
+    assert not any(k.startswith("exp_") for k in summ.data_vars)
+
+
+@pytest.mark.parametrize("mode", ["chunks", "first"])
+def test_the_stage_uses_position_free_runs_as_controls_only_on_exchangeable_prompts(
+    runs, tmp_path, mode
+):
+    """Chunks at random offsets are exchangeable over positions (a fixed token 0 aside, which
+    the landmark models); document openings are not, so a position-free run on them is no
+    control (its expected map carries the data's own position)."""
+    import xarray as xr
+
+    from causalpos.io.store import write_dataset
+    from causalpos.stages.leakage import leakage
+
+    paths = {}
+    for v, ds in runs.items():
+        paths[v] = tmp_path / f"{v}.zarr"
+        write_dataset(ds, paths[v])
+    data = xr.Dataset({"source": ("sequence", np.array(["a"] * N))}, attrs={"mode": mode})
+    write_dataset(data.assign_coords(sequence=np.arange(N)), tmp_path / "data.zarr")
+    out = leakage(
+        paths,
+        tmp_path / "summary.zarr",
+        settings={"n_boot": 100, "n_perm": 0, "bos_windows": ["late"]},
+        data_store=tmp_path / "data.zarr",
+    )
+    free = out["exp_position_free"].sel(variant="identity_rope+bidirectional")
+    if mode == "chunks":
+        assert bool(free) and out.attrs["controls_note"] == ""
+        assert out["exp_control"].sel(variant="identity_rope+bidirectional").notnull().all()
+    else:
+        assert not bool(free) and "mode 'first'" in out.attrs["controls_note"]
+        assert out["exp_control"].isnull().all()

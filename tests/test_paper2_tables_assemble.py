@@ -1,0 +1,89 @@
+"""Paper 2's tables across (model, dataset) pairs (paper2.tables.assemble) from a summary of
+synthetic stores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+from paper2_leakage_maps import (
+    make_batches,
+    run_reducer,
+)
+
+from causalpos.paper2.settings import LeakageSettings
+from causalpos.paper2.summary import assemble as L_summary
+from causalpos.paper2.tables.per_prompt import per_prompt_tables
+
+
+def test_leakage_summary_and_tables():
+    T = 10
+    stores = {}
+    for v, kw in (
+        ("causal", {}),
+        ("bidirectional", {"bidirectional": True}),
+        ("bos_replace_zeros", {}),
+    ):
+        ds, _ = run_reducer(
+            make_batches(
+                T=T, seed={"causal": 0, "bidirectional": 100, "bos_replace_zeros": 200}[v], **kw
+            ),
+            windows=("all", "early6", "late"),
+        )
+        stores[v] = ds
+    summ = L_summary.leakage_summary(
+        stores, LeakageSettings(n_boot=200, n_perm=40, seed=0, bos_windows=("early6", "late"))
+    )
+    c = stores["causal"].sel(leak_fit="saturated+query", leak_window="all")
+    exc = (c["leak_delta"] - c["leak_null"]).sel(leak_target="logattn").values
+    b = stores["bidirectional"].sel(leak_fit="saturated+query", leak_window="all")
+    exb = (b["leak_delta"] - b["leak_null"]).sel(leak_target="logattn").values
+    dec = summ["decomposition"].sel(condition="rope", stat="estimate")
+    assert float(dec.sel(component="total")) == pytest.approx(exc.mean(), rel=1e-12)
+    assert float(dec.sel(component="residual")) == pytest.approx(exb.mean(), rel=1e-12)
+    assert float(
+        dec.sel(component="share_residual") + dec.sel(component="share_causal_mask")
+    ) == pytest.approx(1.0)
+    lm = summ["leakage_model"].sel(variant="causal", target="logattn")
+    assert float(lm.sel(stat="lo")) <= float(lm.sel(stat="estimate")) <= float(lm.sel(stat="hi"))
+    p = summ["p_value"].sel(variant="causal", target="logit").values
+    np.testing.assert_allclose(
+        summ["q_value"].sel(variant="causal", target="logit").values.ravel(),
+        scipy.stats.false_discovery_control(p.ravel()),
+    )
+    obs = summ["observational_split"].sel(causal_variant="causal", stat="estimate")
+    assert float(obs.sel(obs_term="softmax")) == pytest.approx(
+        float(obs.sel(obs_term="logattn") - obs.sel(obs_term="logit"))
+    )
+    assert list(summ["causal_variant"].values) == ["causal", "bos_replace_zeros"]
+    raw = L_summary.leakage_summary(
+        stores, LeakageSettings(n_boot=50, n_perm=0, floor_correct=False)
+    )
+    ro = raw["observational_split"].sel(causal_variant="causal", stat="estimate")
+    assert float(
+        ro.sel(obs_term="logit") + ro.sel(obs_term="logz") + ro.sel(obs_term="cross")
+    ) == pytest.approx(float(ro.sel(obs_term="logattn")), rel=1e-10)
+    assert np.isnan(raw["p_value"].values).all()
+    eff = summ["bos_effect"].sel(intervention="zeros", bos_window="late", stat="estimate")
+    cz = stores["bos_replace_zeros"].sel(
+        leak_fit="saturated+query", leak_window="late", leak_target="logit"
+    )
+    cc = stores["causal"].sel(leak_fit="saturated+query", leak_window="late", leak_target="logit")
+    expect = (
+        1
+        - (cz["leak_delta"] - cz["leak_null"]).values.mean()
+        / (cc["leak_delta"] - cc["leak_null"]).values.mean()
+    )
+    assert float(eff) == pytest.approx(expect, rel=1e-12)
+    tabs = per_prompt_tables(summ)
+    assert set(tabs) >= {
+        "leakage_by_model",
+        "leakage_by_layer",
+        "heads",
+        "decomposition",
+        "observational_split",
+        "bos_effects",
+    }
+    assert len(tabs["heads"]) == 3 * 2 * 2 * 2  # variants x targets x layers x heads
+    row = tabs["decomposition"].query("condition == 'rope' and component == 'total'")
+    assert float(row["estimate"].iloc[0]) == pytest.approx(exc.mean(), rel=1e-12)

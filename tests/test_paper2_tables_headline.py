@@ -1,0 +1,84 @@
+"""The headline reading's tables (paper2.tables.headline): the reading and the controls, the
+scale contrast and Table 9 on the headline."""
+
+from __future__ import annotations
+
+import pytest
+from paper2_headline_runs import headline_runs
+
+from causalpos.paper2.settings import LeakageSettings
+from causalpos.paper2.summary import assemble as S
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return headline_runs()
+
+
+def test_tables_carry_the_reading_and_the_controls(runs):
+    from causalpos.paper2.tables.assemble import paper2_tables
+
+    summ = S.leakage_summary(
+        runs,
+        LeakageSettings(n_boot=200, n_perm=0, bos_windows=("late",), planted=0.2),
+        position_free_runs=["identity_rope+bidirectional"],
+    )
+    tabs = paper2_tables({("m", "d"): summ})
+    head = tabs["headline"]
+    assert set(head["reading"]) == {"expected-map"}
+    assert len(head) == 3 * 2 * 2  # variant x window x target
+    row = head[(head.variant == "causal") & (head.window == "all") & (head.target == "logit")]
+    assert float(row["leakage"].iloc[0]) == float(
+        summ["exp_model"].sel(variant="causal", exp_window="all", target="logit", stat="estimate")
+    )
+    assert float(row["per_prompt"].iloc[0]) == float(
+        summ["leakage_model"].sel(variant="causal", target="logit", stat="estimate")
+    )
+    ctl = tabs["controls"]
+    assert list(ctl["variant"].unique()) == ["identity_rope+bidirectional"]
+    assert set(ctl["negative_control"]) == {"passed"}
+    assert set(ctl[ctl.target == "logit"]["per_prompt_control"]) == {"failed"}
+    assert set(ctl["positive_control"]) == {"recovered"}
+    dec = tabs["decomposition_headline"]
+    assert set(dec["condition"]) == {"rope"} and set(dec["reading"]) == {"expected-map"}
+    from causalpos.paper2.tables.markdown import paper2_markdown
+
+    md = paper2_markdown(tabs)
+    assert "Headline (expected-map reading)" in md and "Controls: position-free runs" in md
+    controls = md.split("## Controls:")[1].split("\n## ")[0]
+    assert "recovered" in controls and "–" not in controls
+
+
+def test_scale_contrast_and_bos_headline_tables(runs):
+    """The scale contrast pairs two models' share replicates: a model against an identical copy
+    reads 0 exactly (negative control); against a model whose share is known to differ it reads
+    the difference of the two decompositions; summaries drawn on other prompts are not paired."""
+    from causalpos.paper2.tables.assemble import paper2_tables
+
+    kw = dict(n_boot=200, n_perm=0, bos_windows=("late",))
+    a = S.leakage_summary(runs, LeakageSettings(**kw))
+    other = dict(runs, bidirectional=runs["identity_rope+bidirectional"])  # residual ~0
+    b = S.leakage_summary(other, LeakageSettings(**kw))
+    c = S.leakage_summary(runs, LeakageSettings(**kw, seed=3))
+    tabs = paper2_tables({("a", "d"): a, ("a_copy", "d"): a, ("b", "d"): b, ("c", "d"): c})
+    sc = tabs["scale_contrast"]
+    assert set(sc["reading"]) == {"expected-map"} and sc["paired"].all()
+    assert not ({"c"} & (set(sc["model"]) | set(sc["model_b"])))  # other prompts: unpaired
+    assert set(sc["target"]) == {"logattn"}  # the decomposition's one unit
+    sel = sc.window == "all"
+    same = sc[sel & (sc.model == "a") & (sc.model_b == "a_copy")].iloc[0]
+    assert same["difference"] == 0 and same["difference_lo"] == 0 == same["difference_hi"]
+    ab = sc[sel & (sc.model == "a") & (sc.model_b == "b")].iloc[0]
+    share = lambda s: float(  # noqa: E731
+        s["exp_decomposition"].sel(
+            exp_condition="rope",
+            exp_window="all",
+            target="logattn",
+            component="share_causal_mask",
+            stat="estimate",
+        )
+    )
+    assert ab["difference"] == pytest.approx(share(b) - share(a))
+    assert ab["difference_lo"] <= ab["difference"] <= ab["difference_hi"]
+    assert ab["difference_lo"] > 0  # removing the residual component raises the mask's share
+    assert tabs["bos_headline"].empty  # these runs replace no BOS
