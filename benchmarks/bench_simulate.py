@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
+    from causalpos.paper1.settings import SimulationSettings
     from causalpos.paper1.simulate import DEFAULT_CHUNK, run_simulation
 
     kw = dict(
@@ -72,17 +73,16 @@ def main(argv: list[str] | None = None) -> None:
         dim=args.dim,
         n_layers=args.layers,
         seed=args.seed,
-        chunk_size=args.chunk_size,
-        num_threads=args.threads,
     )
+    run = dict(chunk_size=args.chunk_size, num_threads=args.threads)
     rss_imports = _rss_mb()
     load_before = os.getloadavg()
     if not args.no_warmup:
-        run_simulation(**kw)
+        run_simulation(SimulationSettings(**kw), **run)
     walls, cpus = [], []
     for r in range(args.repeats):
         t0, c0 = time.perf_counter(), time.process_time()
-        run_simulation(**kw)
+        run_simulation(SimulationSettings(**kw), **run)
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         print(

@@ -3,7 +3,7 @@
     python benchmarks/headline_crosscheck.py RESULTS [--model smollm2-135m]
         [--dataset kjv-chunks128-bos] [--model-dir resources/models/smollm2-135m]
 
-The headline (``causalpos.paper2.headline``) is the ΔR² of the expected (prompt-mean) map by
+The headline (``causalpos.paper2.summary.headline``) is the ΔR² of the expected (prompt-mean) map by
 U-statistics over prompt pairs, from per-prompt sums reduced in extraction. This script computes the
 same estimand another way, sharing none of that code: it splits the prompts into two disjoint halves
 A, B (alternate prompts, so every book is in both), runs the model on each half for the causal and
@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from causalpos.capture.settings import CaptureRun
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -60,11 +62,11 @@ def split_ratio(ma: np.ndarray, mb: np.ndarray, mask: np.ndarray) -> float:
 def half_maps(model, tokens, variant: str) -> dict[str, np.ndarray]:
     """Mean logit and log-attention maps (layer, head, T, T) of ``tokens`` under ``variant``."""
     from causalpos.capture.hook import capture_scores
-    from causalpos.paper2.reducers import LeakageReducer
+    from causalpos.paper2.extraction.reducers import LeakageReducer
 
     red = LeakageReducer(fits=("saturated+query",), windows=("all",), mean_maps=True)
     ds = capture_scores(
-        model, tokens, variant=variant, batch_size=8, reducers=[red], seed=0, progress=False
+        model, tokens, CaptureRun(variant, 8, seed=0, progress=False), reducers=[red]
     )
     n = float(ds["leak_map_count"])
     return {

@@ -11,6 +11,7 @@ from conftest import ARCHS, SEQ_LEN, CollectScores, tiny_pair
 
 from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
+from causalpos.capture.settings import CaptureRun
 from causalpos.models.forward import bos_replaced_embeddings, variant_inputs
 from causalpos.models.load import disable_rope
 from causalpos.models.variants import (
@@ -367,11 +368,8 @@ def test_bf16_model_scores_computed_in_float32():
     ds = capture_scores(
         model,
         ids.numpy(),
-        variant="causal",
-        batch_size=2,
+        CaptureRun("causal", 2, seed=0, progress=False),
         reducers=[ScoreMoments()],
-        seed=0,
-        progress=False,
     )
     assert ds.attrs["dtype"] == "bfloat16" and ds["score_mean"].dtype == np.float64
 
@@ -384,11 +382,8 @@ def test_extract_scores_statistics_match_numpy():
     ds = capture_scores(
         model,
         tokens,
-        variant="causal",
-        batch_size=3,
+        CaptureRun("causal", 3, seed=0, progress=False),
         reducers=[ScoreMoments(), GroupMeans(labels), col],
-        seed=0,
-        progress=False,
         attrs={"dataset": "unit"},
     )
     allmaps = np.stack(

@@ -8,6 +8,7 @@ import xarray as xr
 from scipy.linalg import toeplitz
 
 from causalpos.paper1 import diagonal as D
+from causalpos.paper1.settings import SimulationSettings
 from causalpos.paper1.tables import simulation_index_table
 
 
@@ -219,7 +220,10 @@ def test_simulation_index_table_rows_match_index_ci():
     kw = dict(
         alpha=0.0, rope=True, n_samples=512, seq_len=8, dim=16, n_layers=2, seed=0, n_groups=8
     )
-    stores = {"causal": run_simulation(**kw), "bidir": run_simulation(**kw, causal=False)}
+    stores = {
+        "causal": run_simulation(SimulationSettings(**kw)),
+        "bidir": run_simulation(SimulationSettings(**kw, causal=False)),
+    }
     tab = simulation_index_table(stores, confidence=0.9, n_boot=200, seed=3)
     assert list(zip(tab["setting"], tab["layer"])) == [
         ("causal", 1),

@@ -15,6 +15,7 @@ import pytest
 import torch
 import xarray as xr
 
+from causalpos.capture.settings import ExtractSettings
 from causalpos.models import load as L
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,12 +70,9 @@ def _extract(model_dir, data, out, batch_size=2, stop=4):
         model_dir,
         data,
         out,
-        start=0,
-        stop=stop,
+        bounds=(0, stop),
         variants={"causal": {"reducers": ["moments"]}},
-        batch_size=batch_size,
-        n_groups=2,
-        seed=0,
+        settings=ExtractSettings(batch_size=batch_size, n_groups=2, seed=0),
     )
     return open_dataset(paths["causal"])
 
@@ -123,7 +121,7 @@ def test_a_batch_that_clearly_cannot_fit_is_refused_before_the_forward_pass():
     from causalpos.models.device import BatchMemoryError, refuse_batch_that_cannot_fit
 
     cfg = LlamaConfig(num_attention_heads=32, hidden_size=4096, intermediate_size=14336)
-    kw = dict(seq_len=1024, device="cpu", what="extract_scores", key="extract.batch_size")
+    kw = dict(seq_len=1024, what="extract_scores", key="extract.batch_size")
     need = 32 * 1024 * 1024 * 4  # one layer's float32 scores per sequence: 128 MiB
     refuse_batch_that_cannot_fit(cfg, batch_size=8, available=8 * need, **kw)
     with pytest.raises(
@@ -408,7 +406,7 @@ def test_one_sequence_too_long_for_memory_says_seq_len_not_batch_size():
     )
 
     cfg = LlamaConfig(num_attention_heads=16, hidden_size=1024, intermediate_size=4096)
-    kw = dict(device="cpu", what="extract_scores", key="extract.batch_size")
+    kw = dict(what="extract_scores", key="extract.batch_size")
     with pytest.raises(BatchMemoryError) as info:
         refuse_batch_that_cannot_fit(cfg, seq_len=100_000, batch_size=1, available=64 * 2**30, **kw)
     msg = str(info.value)

@@ -10,6 +10,7 @@ import pytest
 from causalpos.figures import paper1 as F
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import non_relativeness_index
+from causalpos.paper1.settings import SimulationSettings
 from causalpos.paper1.simulate import run_simulation
 
 
@@ -17,9 +18,11 @@ from causalpos.paper1.simulate import run_simulation
 def stores():
     kw = dict(n_samples=512, seq_len=12, dim=16, n_layers=3, seed=0, n_groups=8)
     return {
-        "l2": run_simulation(alpha=0.0, **kw),
-        "ln": run_simulation(alpha=0.2, norm="layernorm", scaling="sqrt_d", **kw),
-        "rope_bidir": run_simulation(alpha=0.0, rope=True, causal=False, **kw),
+        "l2": run_simulation(SimulationSettings(alpha=0.0, **kw)),
+        "ln": run_simulation(
+            SimulationSettings(alpha=0.2, norm="layernorm", scaling="sqrt_d", **kw)
+        ),
+        "rope_bidir": run_simulation(SimulationSettings(alpha=0.0, rope=True, causal=False, **kw)),
     }
 
 

@@ -14,6 +14,8 @@ import torch
 from conftest import tiny_pair
 from test_capture import _assert_softmax_matches, _capture, _eager, _ids
 
+from causalpos.capture.settings import CaptureRun, ExtractSettings
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
@@ -86,11 +88,8 @@ def test_auto_batch_fits_the_budget_it_computed():
     capture_scores(
         model,
         ids,
-        variant="causal",
-        batch_size=batch,
+        CaptureRun("causal", batch, seed=0, progress=False),
         reducers=build_reducers(names, n_sequences=batch, n_groups=4),
-        seed=0,
-        progress=False,
     )
     peak = torch.cuda.max_memory_allocated() - before
     assert peak <= free * fraction, (peak, batch, estimate)
@@ -119,14 +118,9 @@ def test_extraction_stage_on_cuda_matches_the_cpu_stores(tmp_path, dtype):
             model_dir,
             data,
             tmp_path / f"out-{dev}-{dt}",
-            start=0,
-            stop=8,
+            bounds=(0, 8),
             variants=variants,
-            batch_size=4,
-            n_groups=2,
-            seed=0,
-            device=dev,
-            dtype=dt,
+            settings=ExtractSettings(batch_size=4, n_groups=2, dtype=dt, seed=0, device=dev),
         )
         stores[dev] = {v: open_dataset(p).load() for v, p in paths.items()}
     tol = 1e-4 if dtype == "float32" else 5e-2

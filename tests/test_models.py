@@ -11,6 +11,7 @@ from conftest import ARCHS, CollectScores
 
 from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import ScoreMoments
+from causalpos.capture.settings import CaptureRun
 from causalpos.data import draw_sequences, tokenizer_fingerprint
 from causalpos.models.load import (
     SOURCE_FILE,
@@ -316,11 +317,8 @@ def test_smollm2_end_to_end(smollm2_dir):
     ds = capture_scores(
         model,
         data["tokens"].values,
-        variant="causal",
-        batch_size=2,
+        CaptureRun("causal", 2, seed=0, progress=False),
         reducers=[ScoreMoments(), col],
-        seed=0,
-        progress=False,
     )
     assert ds["score_mean"].shape == (30, 9, 24, 24)
     upper = np.triu(np.ones((24, 24), bool), 1)

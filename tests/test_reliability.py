@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from causalpos.capture.settings import CaptureRun
 from causalpos.cli import main
 from causalpos.io import integrity
 from causalpos.io.integrity import MANIFEST_GROUP, rebuild_command
@@ -212,13 +213,7 @@ def test_capture_names_the_layer_whose_scores_are_nan_where_the_mask_allows_a_va
     model, _ = tiny_pair(arch)
     tokens = torch.randint(3, 200, (4, 12), generator=torch.Generator().manual_seed(0)).numpy()
     ok = capture_scores(
-        model,
-        tokens,
-        variant="causal",
-        batch_size=2,
-        reducers=[ScoreMoments()],
-        seed=0,
-        progress=False,
+        model, tokens, CaptureRun("causal", 2, seed=0, progress=False), reducers=[ScoreMoments()]
     )  # masked cells are NaN, and that is no fault
     assert np.isnan(ok["score_mean"].values).any()
     layer = model.config.num_hidden_layers - 1
@@ -228,11 +223,8 @@ def test_capture_names_the_layer_whose_scores_are_nan_where_the_mask_allows_a_va
         capture_scores(
             model,
             tokens,
-            variant="causal",
-            batch_size=2,
+            CaptureRun("causal", 2, seed=0, progress=False),
             reducers=[ScoreMoments()],
-            seed=0,
-            progress=False,
         )
     msg = str(err.value)
     assert f"model produced NaN scores in layer {layer} (" in msg and "sequences 0..1" in msg
@@ -245,10 +237,10 @@ def test_capture_finds_nan_from_overflowing_finite_queries_and_keys():
     # when max|q| max|k| d scaling < float32's largest value; here it must not skip it
     import torch
 
-    from causalpos.capture.hook import _Session
+    from causalpos.capture.session import CaptureSession
 
     def check(q, k):
-        session = _Session([])
+        session = CaptureSession([])
         session.begin_batch(np.arange(1))
         mask = torch.ones(4, 4, dtype=torch.bool).tril()[None, None]
         scores = torch.matmul(q, k.transpose(-1, -2)).masked_fill(~mask, float("nan"))
@@ -349,7 +341,7 @@ def test_nan_scores_reaching_the_leakage_reducer_are_named_as_the_models(tmp_pat
     from conftest import tiny_pair
 
     from causalpos.capture.hook import capture_scores
-    from causalpos.paper2.reducers import LeakageReducer
+    from causalpos.paper2.extraction.reducers import LeakageReducer
 
     model, _ = tiny_pair("llama")
     with torch.no_grad():
@@ -358,18 +350,12 @@ def test_nan_scores_reaching_the_leakage_reducer_are_named_as_the_models(tmp_pat
     reducer = LeakageReducer(fits=("saturated+query",), windows=("all",))
     with pytest.raises(FloatingPointError, match="model produced NaN scores in layer 0"):
         capture_scores(
-            model,
-            tokens,
-            variant="causal",
-            batch_size=2,
-            reducers=[reducer],
-            seed=0,
-            progress=False,
+            model, tokens, CaptureRun("causal", 2, seed=0, progress=False), reducers=[reducer]
         )
 
 
 def test_leakage_of_maps_with_nan_scores_names_the_model_not_the_pattern():
-    from causalpos.paper2.metric import fit_leakage
+    from causalpos.paper2.extraction.fit import fit_leakage
 
     rng = np.random.default_rng(0)
     maps = rng.normal(size=(3, 8, 8))

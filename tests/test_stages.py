@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from causalpos.capture.settings import ExtractSettings
 from causalpos.models import device as stages_device
 from causalpos.paper1 import tables as P1_tables
 from causalpos.paper1.diagonal import index_ci, normalize
@@ -143,7 +144,7 @@ def test_reducer_memory_is_the_state_the_reducers_allocate(monkeypatch):
         group_labels,
         work_cells,
     )
-    from causalpos.paper2.reducers import LeakageReducer
+    from causalpos.paper2.extraction.reducers import LeakageReducer
 
     class Cfg:
         num_hidden_layers = 32
@@ -265,12 +266,13 @@ def test_one_shard_extracted_into_final_stores_is_what_the_merge_of_its_shards_w
         "causal": {"reducers": [*every, "position0"], "leakage": leak},
         "bidirectional": {"reducers": every, "leakage": leak},
     }
-    kw = dict(
-        variants=variants, batch_size=4, n_groups=2, seed=0, attrs={"model_name": "tiny"}
-    )  # fmt: skip
+    kw = dict(variants=variants, attrs={"model_name": "tiny"})
+    settings = ExtractSettings(batch_size=4, n_groups=2, seed=0)
 
     def extract(out, start, stop, final=False):
-        stages_extract.extract_scores(model, data, out, start=start, stop=stop, final=final, **kw)
+        stages_extract.extract_scores(
+            model, data, out, bounds=(start, stop), settings=settings, final=final, **kw
+        )
         return out
 
     final = extract(tmp_path / "final", 0, n, final=True)
@@ -302,7 +304,4 @@ def test_final_stores_need_every_sequence_of_the_dataset(tmp_path):
         tmp_path / "data.zarr",
     )
     with pytest.raises(ValueError, match=r"need every sequence .* got \[0, 4\).*merge_scores"):
-        stages_extract.extract_scores(
-            tmp_path / "no-model", data, tmp_path / "out", start=0, stop=4, final=True,
-            variants={"causal": {"reducers": ["moments"]}}, batch_size=2, n_groups=2, seed=0,
-        )  # fmt: skip
+        stages_extract.extract_scores(tmp_path / "no-model", data, tmp_path / "out", bounds=(0, 4), variants={"causal": {"reducers": ["moments"]}}, settings=ExtractSettings(batch_size=2, n_groups=2, seed=0), final=True)  # fmt: skip

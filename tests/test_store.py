@@ -10,6 +10,7 @@ from conftest import tiny_pair
 
 from causalpos.capture.hook import capture_scores
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
+from causalpos.capture.settings import CaptureRun
 from causalpos.io.store import (
     is_complete,
     merge_shards,
@@ -38,10 +39,7 @@ def _extract(model, tokens, labels, lo, hi, reducers=None):
     return capture_scores(
         model,
         tokens[lo:hi],
-        variant="scrambled_rope",
-        batch_size=BATCH,
-        seed=4,
-        progress=False,
+        CaptureRun("scrambled_rope", BATCH, seed=4, progress=False),
         reducers=reducers or [ScoreMoments(), GroupMeans(labels)],
         seq_ids=np.arange(lo, hi),
         attrs={"dataset": "unit"},
@@ -216,7 +214,7 @@ def test_merges_are_the_reducers_own_and_import_no_torch():
 
     from causalpos.capture import merging
     from causalpos.capture.reducers import GroupMeans, ScoreMoments, reducer_path
-    from causalpos.paper2.reducers import LeakageReducer, SinkReducer
+    from causalpos.paper2.extraction.reducers import LeakageReducer, SinkReducer
 
     own = {
         ScoreMoments: merging.merge_moments,

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from causalpos.paper1 import theory as T
+from causalpos.paper1.settings import SimulationSettings
 
 ALPHAS = (0.0, 0.1, 0.2, 0.5, 0.8, 0.95)
 
@@ -198,7 +199,11 @@ def test_theory_table_without_simulation():
 def test_theory_table_with_simulation():
     from causalpos.paper1.simulate import run_simulation
 
-    ds = run_simulation(alpha=0.2, n_samples=256, seq_len=6, dim=32, n_layers=2, seed=0, n_groups=8)
+    ds = run_simulation(
+        SimulationSettings(
+            alpha=0.2, n_samples=256, seq_len=6, dim=32, n_layers=2, seed=0, n_groups=8
+        )
+    )
     tab = T.theory_table({0.2: ds}, n=8)
     assert (tab["alpha"] == 0.2).all() and len(tab) == 28
     inside = tab[tab["query"] <= 6]

@@ -6,24 +6,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 
 from causalpos.io.runlog import logged  # noqa: E402
-from causalpos.stages.extract import extract_scores  # noqa: E402
+from causalpos.stages.extract import ExtractSettings, extract_scores  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     p = snakemake.params
-    start, stop = p.bounds
     extract_scores(
         snakemake.input.model,
         snakemake.input.data,
         snakemake.output[0],
-        start=start,
-        stop=stop,
+        bounds=tuple(p.bounds),
         variants={v: dict(spec) for v, spec in dict(p.variants).items()},
-        batch_size=p.batch_size,
-        memory_fraction=snakemake.config["extract"]["memory_fraction"],
-        n_groups=p.n_groups,
-        seed=p.seed,
-        device=snakemake.config["device"],
-        dtype=p.dtype,
+        settings=ExtractSettings(
+            batch_size=p.batch_size,
+            memory_fraction=p.memory_fraction,
+            n_groups=p.n_groups,
+            dtype=p.dtype,
+            seed=p.seed,
+            # where the model runs changes no number: not a param (the rule does not rerun)
+            device=snakemake.config["device"],
+        ),
         final=p.final,
         attrs={
             "model_name": snakemake.wildcards.model,

@@ -31,7 +31,6 @@ Forward-pass variants (the ``{variant}`` wildcard): see :mod:`causalpos.models.v
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -43,150 +42,12 @@ import xarray as xr
 
 from causalpos import __version__
 from causalpos.capture.reducers import Reducer, reducer_path
+from causalpos.capture.session import CAPTURE_IMPLEMENTATION, CaptureSession
+from causalpos.capture.settings import CaptureRun
 from causalpos.models.forward import model_side, variant_inputs
 from causalpos.models.variants import Variant, parse_variant
 
-CAPTURE_IMPLEMENTATION = "causalpos_capture"
-_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
-
-
-class _Session:
-    def __init__(self, reducers: Sequence[Reducer]) -> None:
-        self.reducers = list(reducers)
-        self.seq_ids: np.ndarray = np.zeros(0, dtype=np.int64)
-        self.scaling: dict[int, float] = {}
-        self.softcap: dict[int, float | None] = {}
-        self.calls: list[int] = []
-        self._buffer: torch.Tensor | None = None
-        self._masks: dict[int, tuple[torch.Tensor, torch.Tensor | None, str]] = {}
-        self._masked: dict[tuple[int, int, int], int] = {}
-        self._nan: list[tuple[int, torch.Tensor, int]] = []
-        #: ``layer_bidirectional``: the maps are recorded without the mask (the forward pass
-        #: keeps it); the all-allowed pattern of each mask, kept alive for the batch
-        self.unmasked = False
-        self._full: dict[int, torch.Tensor] = {}
-        #: ``plant_query``: layer -> the planted term b (float64, (T,)) added to its query rows
-        self.plant: dict[int, np.ndarray] = {}
-        self._plant_t: dict[tuple[int, int, torch.device], torch.Tensor] = {}
-
-    def plant_rows(self, layer: int, tq: int, device: torch.device) -> torch.Tensor | None:
-        """The planted term of ``layer`` as a float32 (1, 1, tq, 1) column (None: no plant), for
-        the last ``tq`` positions of the sequence."""
-        if layer not in self.plant:
-            return None
-        key = (layer, tq, device)
-        if key not in self._plant_t:
-            b = self.plant[layer]
-            if tq > len(b):
-                raise RuntimeError(f"capture: planted term of length {len(b)} for {tq} queries")
-            col = torch.as_tensor(b[len(b) - tq :], dtype=torch.float32, device=device)
-            self._plant_t[key] = col.view(1, 1, tq, 1)
-        return self._plant_t[key]
-
-    def full_allowed(self, allowed: torch.Tensor) -> torch.Tensor:
-        """An all-True mask shaped like ``allowed`` (one per mask object and batch)."""
-        key = id(allowed)
-        if key not in self._full:
-            self._full[key] = torch.ones_like(allowed)
-        return self._full[key]
-
-    def begin_batch(self, seq_ids: np.ndarray) -> None:
-        self.seq_ids = np.asarray(seq_ids, dtype=np.int64)
-        self.calls = []
-        self._masks = {}
-        self._masked = {}
-        self._nan = []
-        self._full = {}
-
-    def count_nan(
-        self,
-        layer: int,
-        scores: torch.Tensor,
-        mask: torch.Tensor,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        scaling: float,
-    ) -> None:
-        """Record how many of ``scores`` are NaN, and how many the mask hides (the expected
-        count), for :meth:`check_nan`.
-
-        On a GPU the count stays on the device, so the forward pass does not wait. On a CPU a
-        bound comes first: with every query and key entry finite and max|q| · max|k| · d ·
-        |scaling| below float32's largest value, no product or sum can overflow, so every
-        allowed cell is finite and only the mask's cells are NaN; the count (a pass over the
-        scores, as long as their matmul) is taken only when the bound fails.
-        """
-        if scores.device.type == "cpu":
-            d = q.shape[-1]
-            bound = float(q.abs().amax()) * float(k.abs().amax()) * d * abs(scaling)
-            if math.isfinite(bound) and bound < _FLOAT32_MAX:
-                return
-        b, h = scores.shape[:2]
-        key = (id(mask), b, h)
-        if key not in self._masked:
-            self._masked[key] = int((~mask).expand(b, h, *scores.shape[2:]).sum())
-        self._nan.append((layer, torch.count_nonzero(torch.isnan(scores)), self._masked[key]))
-
-    def check_nan(self) -> None:
-        """Raise if a layer of the batch produced NaN scores where its mask allows a value."""
-        if not self._nan:
-            return
-        counts = torch.stack([c for _, c, _ in self._nan]).tolist()  # one sync per batch
-        for (layer, _, masked), n in zip(self._nan, counts, strict=True):
-            if n > masked:
-                raise FloatingPointError(
-                    f"capture: the model produced NaN scores in layer {layer} ({n - masked} "
-                    f"values where the attention mask allows one; sequences "
-                    f"{int(self.seq_ids.min())}..{int(self.seq_ids.max())}): its weights or "
-                    "activations are not finite. A trained model that diverged (NaN loss in "
-                    "its training log) must be retrained with a lower train.lr; a model run in "
-                    "float16 that overflows needs `dtype: bfloat16` or `dtype: float32` in the "
-                    "config. Nothing was written for this shard."
-                )
-
-    def buffer(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-        n = math.prod(shape)
-        if self._buffer is None or self._buffer.numel() < n or self._buffer.device != device:
-            self._buffer = torch.empty(n, dtype=torch.float32, device=device)
-        return self._buffer[:n].view(shape)
-
-    def mask_info(
-        self, mask: torch.Tensor | None, tq: int, tk: int
-    ) -> tuple[torch.Tensor, torch.Tensor | None, str]:
-        """``(allowed, nan_bias, kind)`` of a layer's boolean mask (cached per mask object).
-
-        ``kind``: "causal" | "full" | "custom". ``nan_bias`` (float32, 0 where allowed, NaN where
-        masked; None when nothing is masked) is added to the scores: one fused pass instead of
-        a scale and a masked fill.
-        """
-        if mask is None:
-            raise RuntimeError(
-                "capture: the model passed no attention mask to the capture implementation, so "
-                "masked cells cannot be marked. Either the mask registration "
-                f"(AttentionMaskInterface[{CAPTURE_IMPLEMENTATION!r}]) is missing or the model "
-                "builds masks another way; this architecture is not supported by the capture"
-            )
-        key = id(mask)
-        if key not in self._masks:
-            if mask.dtype != torch.bool:
-                raise RuntimeError(f"capture: expected a boolean mask, got {mask.dtype}")
-            # Without padding every row of the batch has the same mask: broadcast one.
-            shared = mask[:1] if bool((mask == mask[:1]).all()) else mask
-            causal = torch.ones((tq, tk), dtype=torch.bool, device=mask.device).tril(
-                diagonal=tk - tq
-            )
-            if bool(shared.all()):
-                kind, bias = "full", None
-            else:
-                kind = "causal" if bool((shared == causal).all()) else "custom"
-                bias = torch.zeros(shared.shape, dtype=torch.float32, device=mask.device)
-                bias.masked_fill_(~shared, float("nan"))
-            self._masks[key] = (mask, bias, kind)
-        allowed, bias, kind = self._masks[key]
-        return allowed, bias, kind
-
-
-_ACTIVE: _Session | None = None
+_ACTIVE: CaptureSession | None = None
 
 
 _REGISTERED = False
@@ -208,12 +69,10 @@ def _capture_attention(
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    softcap: float | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """Attention function registered as :data:`CAPTURE_IMPLEMENTATION` (see module doc)."""
+    """Attention function registered as :data:`CAPTURE_IMPLEMENTATION` (see module doc); the
+    layer passes ``dropout``, ``scaling`` and ``softcap`` (where it caps) among ``kwargs``."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     session = _ACTIVE
@@ -222,6 +81,8 @@ def _capture_attention(
             f"capture: model called with attn_implementation={CAPTURE_IMPLEMENTATION!r} outside "
             "an extraction; use causalpos.capture.hook.capture_scores or `with capturing(...)`"
         )
+    dropout, scaling = kwargs.get("dropout", 0.0), kwargs.get("scaling")
+    softcap = kwargs.get("softcap")
     layer = int(module.layer_idx)
     b, h, tq, d = query.shape
     kv, tk = key.shape[1], key.shape[2]
@@ -332,7 +193,7 @@ def capturing(
     *,
     variant: str | Variant = "causal",
     plant: Mapping[int, np.ndarray] | None = None,
-) -> Iterator[_Session]:
+) -> Iterator[CaptureSession]:
     """Run ``model`` with score capture (and the variant's mask/RoPE changes) inside the block.
 
     Restores the attention implementation, ``config.is_causal`` and the rotary embedding on
@@ -347,7 +208,7 @@ def capturing(
         raise RuntimeError("capture: nested capture sessions are not supported")
     register_capture()
     prev_impl = model.config._attn_implementation
-    session = _Session(reducers)
+    session = CaptureSession(reducers)
     session.unmasked = v.unmasked_scores
     session.plant = {int(k): np.asarray(b, dtype=np.float64) for k, b in (plant or {}).items()}
     try:
@@ -363,18 +224,14 @@ def capturing(
 def capture_scores(
     model: torch.nn.Module,
     tokens: np.ndarray,
+    run: CaptureRun,
     *,
-    variant: str,
-    batch_size: int,
     reducers: list[Reducer],
-    seed: int,
-    progress: bool = True,
     seq_ids: np.ndarray | None = None,
     attrs: dict[str, Any] | None = None,
-    replace_token_id: int | None = None,
-    plant: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
-    """Run ``tokens (sequence, position)`` through ``model`` under ``variant``; reduce the scores.
+    """Run ``tokens (sequence, position)`` through ``model`` under ``run.variant``; reduce the
+    scores (``run``: :class:`~causalpos.capture.settings.CaptureRun`).
 
     Returns the reducers' :meth:`~Reducer.result` datasets merged into one, each variable's
     ``attrs["reducer"]`` naming its reducer class (for :func:`causalpos.io.store.merge_shards`),
@@ -383,45 +240,87 @@ def capture_scores(
     ``seq_ids``: global sequence indices of the rows (default ``0..n-1``; pass them for shards).
     ``attrs``: extra attributes (e.g. dataset name, bos, code fingerprint) — they take
     precedence. ``bos`` defaults to "every sequence starts with ``config.bos_token_id``".
-    ``plant``: ``{"layer", "scale"}`` of a planted variant (:func:`resolve_plant`); the store
+    ``run.plant``: ``{"layer", "scale"}`` of a planted variant (:func:`resolve_plant`); the store
     then records ``plant_term``, ``plant_layer`` (resolved, 0-based), ``plant_scale`` and
-    ``plant_profile``. A progress bar goes to stderr (the job log).
+    ``plant_profile``. A progress bar goes to stderr (the job log) unless ``run.progress`` is
+    False.
     """
-    from tqdm import tqdm
-
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2 or tokens.shape[0] == 0 or not np.issubdtype(tokens.dtype, np.integer):
-        raise ValueError(
-            f"capture_scores: tokens must be a non-empty (sequence, position) integer array, got {tokens.shape} {tokens.dtype}"
-        )
-    n, t = tokens.shape
-    seq_ids = (
-        np.arange(n, dtype=np.int64) if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)
-    )
-    if seq_ids.shape != (n,):
-        raise ValueError(f"capture_scores: seq_ids shape {seq_ids.shape} != ({n},)")
-    if batch_size < 1:
-        raise ValueError(f"capture_scores: batch_size must be >= 1, got {batch_size}")
-    if not reducers:
-        raise ValueError("capture_scores: give at least one reducer")
-    names = [r.name for r in reducers]
-    if len(set(names)) != len(names):
-        raise ValueError(f"capture_scores: reducer names must be unique, got {names}")
-    v = parse_variant(variant)
-    config = model.config
-    n_layers = config.num_hidden_layers
-    device = next(model.parameters()).device
+    tokens, seq_ids = _checked_inputs(tokens, run, reducers, seq_ids)
+    v = parse_variant(run.variant)
+    n_layers = model.config.num_hidden_layers
     # Reducers of hidden states (reads_scores False: position 0) hook the blocks instead; a
     # variant with only those runs the model's own attention, no score capture.
     on_scores = [r for r in reducers if getattr(r, "reads_scores", True)]
     on_states = [r for r in reducers if not getattr(r, "reads_scores", True)]
-    planted, plant_attrs = resolve_plant(v, plant, n_layers, t)
+    planted, plant_attrs = resolve_plant(v, run.plant, n_layers, tokens.shape[1])
     if planted and not on_scores:
         raise ValueError(
             f"capture_scores: variant {v.name!r} plants a term in the attention scores, but no "
             "reducer reads scores (the plant is applied by the score capture)"
         )
-    bar = tqdm(total=n, desc=f"extract {v.name}", unit="seq", file=sys.stderr, disable=not progress)
+    session = _forward_batches(model, tokens, seq_ids, v, run, (on_scores, on_states), planted)
+    parts = []
+    for reducer in reducers:
+        part = reducer.result()
+        for var in part.data_vars.values():
+            var.attrs["reducer"] = reducer_path(reducer)
+        parts.append(part)
+    ds = xr.merge(parts, compat="no_conflicts", join="exact", combine_attrs="override")
+    ds.attrs = {
+        **_run_attrs(model, tokens, seq_ids, v, run.seed, session),
+        **plant_attrs,
+        **(attrs or {}),
+    }
+    return ds
+
+
+def _checked_inputs(
+    tokens: np.ndarray, run: CaptureRun, reducers: list[Reducer], seq_ids: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, seq_ids) of :func:`capture_scores` as arrays, refused where they or the reducers
+    cannot run (the message says what was wrong)."""
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or tokens.shape[0] == 0 or not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(
+            f"capture_scores: tokens must be a non-empty (sequence, position) integer array, got {tokens.shape} {tokens.dtype}"
+        )
+    n = tokens.shape[0]
+    seq_ids = (
+        np.arange(n, dtype=np.int64) if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)
+    )
+    if seq_ids.shape != (n,):
+        raise ValueError(f"capture_scores: seq_ids shape {seq_ids.shape} != ({n},)")
+    if run.batch_size < 1:
+        raise ValueError(f"capture_scores: batch_size must be >= 1, got {run.batch_size}")
+    if not reducers:
+        raise ValueError("capture_scores: give at least one reducer")
+    names = [r.name for r in reducers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"capture_scores: reducer names must be unique, got {names}")
+    return tokens, seq_ids
+
+
+def _forward_batches(
+    model: torch.nn.Module,
+    tokens: np.ndarray,
+    seq_ids: np.ndarray,
+    v: Variant,
+    run: CaptureRun,
+    reducers: tuple[list[Reducer], list[Reducer]],
+    planted: dict[int, np.ndarray],
+) -> CaptureSession | None:
+    """Every batch of ``tokens`` through ``model`` under variant ``v``, the score reducers
+    (``reducers[0]``) fed by the capture and the hidden-state ones (``reducers[1]``) by their
+    hooks; the capture session (None without score reducers)."""
+    from tqdm import tqdm
+
+    on_scores, on_states = reducers
+    n, batch_size = tokens.shape[0], run.batch_size
+    n_layers = model.config.num_hidden_layers
+    device = next(model.parameters()).device
+    bar = tqdm(
+        total=n, desc=f"extract {v.name}", unit="seq", file=sys.stderr, disable=not run.progress
+    )
     with ExitStack() as stack:
         stack.enter_context(torch.inference_mode())
         if on_scores:
@@ -441,9 +340,7 @@ def capture_scores(
             # logits_to_keep=1: the vocabulary projection of every position is not needed.
             try:
                 model(
-                    **variant_inputs(
-                        model, ids, sids, v, seed=seed, replace_token_id=replace_token_id
-                    ),
+                    **variant_inputs(model, ids, sids, v, seed=run.seed),
                     use_cache=False,
                     logits_to_keep=1,
                 )
@@ -462,20 +359,27 @@ def capture_scores(
                 r.end_batch()
             bar.update(len(sids))
     bar.close()
+    return session
 
-    parts = []
-    for reducer in reducers:
-        part = reducer.result()
-        for var in part.data_vars.values():
-            var.attrs["reducer"] = reducer_path(reducer)
-        parts.append(part)
-    ds = xr.merge(parts, compat="no_conflicts", join="exact", combine_attrs="override")
+
+def _run_attrs(
+    model: torch.nn.Module,
+    tokens: np.ndarray,
+    seq_ids: np.ndarray,
+    v: Variant,
+    seed: int,
+    session: CaptureSession | None,
+) -> dict[str, Any]:
+    """The store attrs of one :func:`capture_scores` run: the model, the variant, the shapes,
+    the scaling and soft-capping the layers used, the versions."""
+    config = model.config
+    n, t = tokens.shape
     source = getattr(model, "causalpos_source", {}) or {}
     scalings = [session.scaling[i] for i in sorted(session.scaling)] if session else []
     softcaps = [session.softcap[i] for i in sorted(session.softcap)] if session else []
     bos_id = getattr(config, "bos_token_id", None)
     revision = source.get("revision") or source.get("file_sha256") or source.get("sha256")
-    ds.attrs = {
+    return {
         "model": source.get("name", getattr(config, "name_or_path", "")),
         "model_spec": json.dumps(source.get("spec", {}), sort_keys=True),
         "model_revision": json.dumps(revision, sort_keys=True)
@@ -483,7 +387,7 @@ def capture_scores(
         else (revision or ""),
         "architecture": config.model_type,
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
-        "device": str(device),
+        "device": str(next(model.parameters()).device),
         "seq_len": int(t),
         "n_sequences": int(n),
         "variant": v.name,
@@ -494,7 +398,7 @@ def capture_scores(
         if all(s is None for s in softcaps)
         else [s if s is not None else "none" for s in softcaps],
         "bos": bool(bos_id is not None and np.all(tokens[:, 0] == bos_id)),
-        "n_layers": int(n_layers),
+        "n_layers": int(config.num_hidden_layers),
         "n_heads": int(config.num_attention_heads),
         "n_kv_heads": int(getattr(config, "num_key_value_heads", config.num_attention_heads)),
         "score_dtype": "float32",
@@ -503,10 +407,7 @@ def capture_scores(
         "causalpos_version": __version__,
         "transformers_version": _version("transformers"),
         "torch_version": torch.__version__,
-        **plant_attrs,
-        **(attrs or {}),
     }
-    return ds
 
 
 def _version(pkg: str) -> str:

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.paper1.settings import SETTING_KEYS
 
-# Simulation settings: each setting's own keys over the section's defaults.
+# Simulation settings: each setting's own keys over the section's defaults (the setting keys'
+# defaults are causalpos.paper1.settings.SimulationSettings', declared there once).
 SIM_KEYS = ("n_samples", "seq_len", "dim", "n_layers")
-SIM_SETTING_DEFAULTS = {
-    "norm": "l2",
-    "scaling": "none",
-    "rope": False,
-    "causal": True,
-    "residual": True,
-}
+SIM_SETTING_DEFAULTS = dict(SETTING_KEYS)
 
 
 class SimulateSection(Section):

@@ -156,20 +156,20 @@ def refuse_batch_that_cannot_fit(
     *,
     seq_len: int,
     batch_size: int,
-    device: Any,
+    available: int,
     what: str,
     key: str,
     auto: bool = False,
-    available: int | None = None,
     reserved: int = 0,
 ) -> None:
     """Raise a :class:`BatchMemoryError` before the forward pass when the batch clearly cannot fit:
     its float32 (head, T, T) scores of one layer alone — the least the capture holds, a quarter of
     the :func:`bytes_per_sequence` estimate's score term — plus the ``reserved`` bytes the
-    reducers hold whatever the batch exceed the available memory."""
+    reducers hold whatever the batch exceed the ``available`` bytes (the device's free memory:
+    :func:`available_memory`)."""
     one = int(config.num_attention_heads) * seq_len * seq_len * 4
     least = one * batch_size + int(reserved)
-    free = available_memory(device) if available is None else available
+    free = available
     if one > free:  # not even one sequence, whatever else: no batch size helps
         raise BatchMemoryError(
             f"{what}: one sequence of {seq_len} tokens alone needs {one / 2**30:.2f} GiB for one "

@@ -35,7 +35,6 @@ import math
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Literal
 
 import numpy as np
 import torch
@@ -43,6 +42,7 @@ import xarray as xr
 
 from causalpos.paper1 import rope as rope_mod
 from causalpos.paper1.diagonal import normalize
+from causalpos.paper1.settings import SimulationSettings
 
 #: Sequences per RNG block: the unit of input generation and of the float64 partial sums.
 RNG_BLOCK = 256
@@ -61,12 +61,6 @@ SUB_BATCH = 32
 
 
 LAYERNORM_EPS = 1e-5
-
-
-NORMS = ("l2", "layernorm")
-
-
-SCALINGS = ("none", "sqrt_d", "d")
 
 
 def input_mix(alpha: float) -> tuple[float, float]:
@@ -133,75 +127,15 @@ def _group_starts(n_samples: int, n_groups: int) -> np.ndarray:
     return -(-g * n_samples // n_groups)
 
 
-def _validate(
-    alpha,
-    norm,
-    scaling,
-    rope,
-    causal,
-    residual,
-    n_samples,
-    seq_len,
-    dim,
-    n_layers,
-    seed,
-    chunk_size,
-    n_groups,
-    num_threads,
-) -> None:
-    if norm not in NORMS:
-        raise ValueError(f"simulate: norm={norm!r}; allowed: {NORMS}")
-    if scaling not in SCALINGS:
-        raise ValueError(f"simulate: scaling={scaling!r}; allowed: {SCALINGS}")
-    input_mix(alpha)
-    for name, v, lo in (
-        ("n_samples", n_samples, 1),
-        ("seq_len", seq_len, 1),
-        ("dim", dim, 1),
-        ("n_layers", n_layers, 1),
-        ("n_groups", n_groups, 1),
-        ("seed", seed, 0),
-    ):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"simulate: {name} must be an integer >= {lo}; got {v!r}")
-    if n_groups > n_samples:
-        raise ValueError(
-            f"simulate: n_groups={n_groups} exceeds n_samples={n_samples}; lower n_groups"
-        )
-    if rope and dim % 2:
-        raise ValueError(f"simulate: RoPE needs an even dim; got dim={dim}")
-    if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
-        raise ValueError(
-            f"simulate: chunk_size must be a positive integer or None; got {chunk_size!r}"
-        )
-    if num_threads is not None and (
-        not isinstance(num_threads, (int, np.integer)) or num_threads < 1
-    ):
-        raise ValueError(
-            f"simulate: num_threads must be a positive integer or None; got {num_threads!r}"
-        )
-
-
 def run_simulation(
+    settings: SimulationSettings,
     *,
-    alpha: float,
-    norm: Literal["l2", "layernorm"] = "l2",
-    scaling: Literal["none", "sqrt_d", "d"] = "none",
-    rope: bool = False,
-    rope_theta: float = 10000.0,
-    causal: bool = True,
-    residual: bool = True,
-    n_samples: int,
-    seq_len: int,
-    dim: int,
-    n_layers: int,
-    seed: int,
     chunk_size: int | None = None,
-    n_groups: int = 20,
-    progress: bool = False,
     num_threads: int | None = None,
+    progress: bool = False,
 ) -> xr.Dataset:
-    """Monte-Carlo mean pre-softmax logits of the parameter-free decoder (module doc).
+    """Monte-Carlo mean pre-softmax logits of the parameter-free decoder (module doc) under
+    ``settings`` (:class:`~causalpos.paper1.settings.SimulationSettings`).
 
     Returns a dataset with coords ``layer`` (0-indexed: layer 0 is the paper's layer 1),
     ``query``, ``key`` (0-indexed positions), ``group``, and variables
@@ -219,44 +153,32 @@ def run_simulation(
     (default ``torch.get_num_threads()``; torch's global thread setting is restored on return).
     The result does not depend on it.
     """
-    _validate(
-        alpha,
-        norm,
-        scaling,
-        rope,
-        causal,
-        residual,
-        n_samples,
-        seq_len,
-        dim,
-        n_layers,
-        seed,
-        chunk_size,
-        n_groups,
-        num_threads,
-    )
+    settings.check()
+    if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
+        raise ValueError(
+            f"simulate: chunk_size must be a positive integer or None; got {chunk_size!r}"
+        )
+    if num_threads is not None and (
+        not isinstance(num_threads, (int, np.integer)) or num_threads < 1
+    ):
+        raise ValueError(
+            f"simulate: num_threads must be a positive integer or None; got {num_threads!r}"
+        )
     chunk = DEFAULT_CHUNK if chunk_size is None else int(chunk_size)
     chunk = -(-chunk // RNG_BLOCK) * RNG_BLOCK
-    n, d, L = int(seq_len), int(dim), int(n_layers)
-    scale = {"none": 1.0, "sqrt_d": 1.0 / math.sqrt(d), "d": 1.0 / d}[scaling]
-    starts = _group_starts(n_samples, n_groups)
-    sums = np.zeros((n_groups, L, n, n), dtype=np.float64)
-
     workers = int(num_threads) if num_threads is not None else max(1, torch.get_num_threads())
-    kernel = _ChunkKernel(
-        alpha=alpha,
-        norm=norm,
-        scale=scale,
-        rope=rope,
-        rope_theta=rope_theta,
-        causal=causal,
-        residual=residual,
-        seq_len=n,
-        dim=d,
-        n_layers=L,
-        seed=seed,
-        starts=starts,
-    )
+    starts = _group_starts(settings.n_samples, settings.n_groups)
+    sums = _sums(settings, starts, chunk, workers, progress)
+    return _dataset(settings, sums, starts)
+
+
+def _sums(
+    settings: SimulationSettings, starts: np.ndarray, chunk: int, workers: int, progress: bool
+) -> np.ndarray:
+    """The float64 logit sums (group, layer, query, key) of every chunk, added in chunk order."""
+    n, L, n_samples = int(settings.seq_len), int(settings.n_layers), settings.n_samples
+    sums = np.zeros((settings.n_groups, L, n, n), dtype=np.float64)
+    kernel = _ChunkKernel(settings, starts)
     bounds = [(c0, min(c0 + chunk, n_samples)) for c0 in range(0, n_samples, chunk)]
     # Parallelism across chunks, one intra-op thread each: with other processes on the cores,
     # OpenMP barriers inside every small op stall (4-7x slower than 1 thread with one core busy); independent
@@ -271,12 +193,18 @@ def run_simulation(
         for parts in results:
             for g, part in parts:
                 sums[g] += part
+    return sums
 
+
+def _dataset(settings: SimulationSettings, sums: np.ndarray, starts: np.ndarray) -> xr.Dataset:
+    """:func:`run_simulation`'s dataset from the sums (group, layer, query, key)."""
+    s = settings
+    n, d, L = int(s.seq_len), int(s.dim), int(s.n_layers)
     sizes = np.diff(starts)
     with np.errstate(invalid="ignore"):
         group_mean = sums / sizes[:, None, None, None]
-        mean = sums.sum(axis=0) / n_samples
-    if causal:
+        mean = sums.sum(axis=0) / s.n_samples
+    if s.causal:
         upper = np.triu(np.ones((n, n), dtype=bool), k=1)
         group_mean[..., upper] = np.nan
         mean[..., upper] = np.nan
@@ -285,7 +213,7 @@ def run_simulation(
         "layer": np.arange(L),
         "query": np.arange(n),
         "key": np.arange(n),
-        "group": np.arange(n_groups),
+        "group": np.arange(s.n_groups),
     }
     ds = xr.Dataset(
         {
@@ -294,7 +222,7 @@ def run_simulation(
                 mean32,
                 {
                     "long_name": "mean pre-softmax logit",
-                    "masked": "NaN above the diagonal" if causal else "none",
+                    "masked": "NaN above the diagonal" if s.causal else "none",
                 },
             ),
             "score_normalized": (
@@ -313,19 +241,19 @@ def run_simulation(
     )
     ds["layer"].attrs["description"] = "0-indexed; layer 0 is the paper's layer 1"
     ds.attrs = {
-        "alpha": float(alpha),
-        "norm": norm,
-        "scaling": scaling,
-        "rope": bool(rope),
-        "rope_theta": float(rope_theta),
-        "causal": bool(causal),
-        "residual": bool(residual),
-        "n_samples": int(n_samples),
+        "alpha": float(s.alpha),
+        "norm": s.norm,
+        "scaling": s.scaling,
+        "rope": bool(s.rope),
+        "rope_theta": float(s.rope_theta),
+        "causal": bool(s.causal),
+        "residual": bool(s.residual),
+        "n_samples": int(s.n_samples),
         "seq_len": n,
         "dim": d,
         "n_layers": L,
-        "seed": int(seed),
-        "n_groups": int(n_groups),
+        "seed": int(s.seed),
+        "n_groups": int(s.n_groups),
         "rng_block": RNG_BLOCK,
         "layernorm_eps": LAYERNORM_EPS,
         "precision": "float32 compute and per-block sums (<= rng_block sequences), float64 across blocks",
@@ -342,29 +270,18 @@ class _ChunkKernel:
     a layer's logits of the whole chunk are kept, so the sums do not depend on the pass size.
     """
 
-    def __init__(
-        self,
-        *,
-        alpha: float,
-        norm: str,
-        scale: float,
-        rope: bool,
-        rope_theta: float,
-        causal: bool,
-        residual: bool,
-        seq_len: int,
-        dim: int,
-        n_layers: int,
-        seed: int,
-        starts: np.ndarray,
-    ) -> None:
-        self.alpha, self.norm, self.scale, self.rope = alpha, norm, scale, rope
-        self.causal, self.residual, self.seed, self.starts = causal, residual, seed, starts
-        self.n, self.d, self.L = seq_len, dim, n_layers
+    def __init__(self, settings: SimulationSettings, starts: np.ndarray) -> None:
+        seq_len, dim = int(settings.seq_len), int(settings.dim)
+        self.alpha, self.norm, self.rope = settings.alpha, settings.norm, settings.rope
+        self.scale = {"none": 1.0, "sqrt_d": 1.0 / math.sqrt(dim), "d": 1.0 / dim}[settings.scaling]
+        self.causal, self.residual, self.seed = settings.causal, settings.residual, settings.seed
+        self.starts = starts
+        self.n, self.d, self.L = seq_len, dim, int(settings.n_layers)
+        causal = settings.causal
         self.mask = torch.full((seq_len, seq_len), float("-inf")).triu_(1) if causal else None
-        if rope:
+        if self.rope:
             # rotate-half tables repeat over the two halves: keep one half, (n, d/2)
-            cos, sin = rope_mod.cos_sin(np.arange(seq_len), dim, rope_theta)
+            cos, sin = rope_mod.cos_sin(np.arange(seq_len), dim, settings.rope_theta)
             self.cos = torch.from_numpy(cos[:, : dim // 2]).float()
             self.sin = torch.from_numpy(sin[:, : dim // 2]).float()
 

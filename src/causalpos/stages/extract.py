@@ -7,13 +7,17 @@ import gc
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from causalpos.capture.settings import CaptureRun, ExtractSettings
 from causalpos.models.device import (
     advise_on_oom,
     auto_batch_size,
+    available_memory,
     bytes_per_sequence,
     refuse_batch_that_cannot_fit,
     resolve_device,
@@ -54,11 +58,11 @@ def build_reducers(
                 )
             )
         elif name == "leakage":
-            from causalpos.paper2.reducers import LeakageReducer
+            from causalpos.paper2.extraction.reducers import LeakageReducer
 
             out.append(LeakageReducer(seed=seed, **(leakage or {})))
         elif name == "sink":
-            from causalpos.paper2.reducers import SinkReducer
+            from causalpos.paper2.extraction.reducers import SinkReducer
 
             out.append(SinkReducer())
         elif name == "position0":
@@ -132,39 +136,34 @@ def extract_scores(
     data_store: str | os.PathLike,
     out: str | os.PathLike,
     *,
-    start: int,
-    stop: int,
+    bounds: tuple[int, int],
     variants: Mapping[str, Mapping],
-    batch_size: int | str,
-    n_groups: int,
-    seed: int,
-    device: str = "cpu",
-    dtype: str = "float32",
-    memory_fraction: float = 0.8,
+    settings: ExtractSettings,
     attrs: dict | None = None,
     final: bool = False,
 ) -> dict[str, Path]:
-    """Rule ``extract_scores``: sequences ``[start, stop)`` of ``data_store`` under every variant
-    of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer kwargs}}``, and
-    ``"plant": {"layer", "scale"}`` for a planted variant: :func:`causalpos.capture.hook.resolve_plant`),
-    each through the capture hook into its reducers; writes ``out/<variant>.zarr`` per variant.
+    """Rule ``extract_scores``: sequences ``bounds`` = ``[start, stop)`` of ``data_store`` under
+    every variant of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer
+    kwargs}}``, and ``"plant": {"layer", "scale"}`` for a planted variant:
+    :func:`causalpos.capture.hook.resolve_plant`), each through the capture hook into its
+    reducers; writes ``out/<variant>.zarr`` per variant (``settings``:
+    :class:`~causalpos.capture.settings.ExtractSettings`).
 
     The model is loaded and the prompts read once for all variants. Group labels are computed
     from global sequence ids, so shards merge into exactly the groups a single pass would make.
     Each variant's store is written atomically (complete or absent); returns their paths.
 
-    ``final``: the shard is the pair's only one (``[start, stop)`` is the whole dataset) and
-    ``out`` is the pair's directory of final stores (rules ``extract_scores`` vs
-    ``extract_scores_shard``): each store is written as rule ``merge_scores`` writes the merge of
-    one shard (:func:`as_merged`), so no merge job runs and no shard copy is written.
+    ``final``: the shard is the pair's only one (``bounds`` is the whole dataset) and ``out`` is
+    the pair's directory of final stores (rules ``extract_scores`` vs ``extract_scores_shard``):
+    each store is written as rule ``merge_scores`` writes the merge of one shard
+    (:func:`as_merged`), so no merge job runs and no shard copy is written.
     """
-    from causalpos.capture import hook
     from causalpos.io.store import open_dataset, write_dataset
     from causalpos.models.context import check_model_context
     from causalpos.models.load import load_model
-    from causalpos.models.variants import POSITION0_PROBE_CONDITION
 
     check_variant_specs(variants)
+    start, stop = bounds
     data = open_dataset(data_store)
     n_total = int(data.sizes["sequence"])
     if not 0 <= start < stop <= n_total:
@@ -177,98 +176,27 @@ def extract_scores(
             f"got [{start}, {stop}): write shards (final=False) and merge them (merge_scores)"
         )
     tokens = np.asarray(data["tokens"].isel(sequence=slice(start, stop)).values)
-    dev = resolve_device(device)
-    model, _tok = load_model(model_dir, device=dev, dtype=dtype)
+    dev = resolve_device(settings.device)
+    model, _tok = load_model(model_dir, device=dev, dtype=settings.dtype)
     gc.freeze()  # imports and model live to the end: each collection scans one variant's state
     seq_len = int(tokens.shape[1])
     what = f"extract_scores: model {model_dir}, {data_store} sequences [{start}, {stop})"
     warning = check_model_context(model.config, seq_len, what)  # raises where it cannot run
     if warning:
         log.warning(warning)
-    per_sequence = bytes_per_sequence(
-        model.config, seq_len, next(model.parameters()).element_size()
-    )
-    # Reducer state lives through a variant and is freed before the next: the largest counts.
-    reserved = max(
-        reducer_memory(
-            model.config,
-            seq_len,
-            spec["reducers"],
-            n_groups=min(n_groups, n_total),
-            leakage=spec.get("leakage"),
-            batch_size=None if batch_size == "auto" else int(batch_size),
-            device=dev,
-            n_sequences=stop - start,
-        )
-        for spec in variants.values()
-    )
-    was_auto = batch_size == "auto"
-    if was_auto:
-        batch_size, estimate = auto_batch_size(
-            model, seq_len, fraction=memory_fraction, reserved=reserved
-        )
-        log.info("batch_size auto: %s", estimate)
-        what += f" (batch_size auto chose {batch_size})"
-    else:
-        refuse_batch_that_cannot_fit(
-            model.config,
-            seq_len=seq_len,
-            batch_size=int(batch_size),
-            device=next(model.parameters()).device,
-            what=what,
-            key="extract.batch_size",
-            auto=True,
-            reserved=reserved,
-        )
+    job = _Job(model, data, tokens, bounds, settings, what)
+    batch_size, was_auto = _batch_size(job, variants, n_total, dev)
     out = Path(out)  # created with its first store: a failure before leaves nothing
     written: dict[str, Path] = {}
     for i, (variant, spec) in enumerate(variants.items()):
-        reducers = list(spec["reducers"])
         log.info(
-            "variant %d/%d: %s (reducers %s)", i + 1, len(variants), variant, ", ".join(reducers)
+            "variant %d/%d: %s (reducers %s)",
+            i + 1,
+            len(variants),
+            variant,
+            ", ".join(spec["reducers"]),
         )
-        objs = build_reducers(
-            reducers,
-            n_sequences=n_total,
-            n_groups=n_groups,
-            leakage=dict(spec.get("leakage") or {}),
-            seed=seed,
-            position0_values=variant == POSITION0_PROBE_CONDITION,
-        )
-        meta = {
-            "dataset": data.attrs.get("corpus", ""),
-            "sequence_first": int(start),
-            "sequence_last": int(stop - 1),
-            "batch_size": int(batch_size),
-            "reducers": reducers,
-            # position 0 as the data store made it (fixed BOS or not, prepend_bos), carried on
-            **{
-                k: data.attrs[k]
-                for k in ("bos", "bos_id", "prefix_ids", "prepend_bos")
-                if k in data.attrs
-            },
-            **(attrs or {}),
-        }
-        with advise_on_oom(
-            what=f"{what}, variant {variant}",
-            batch_size=int(batch_size),
-            per_sequence=per_sequence,
-            key="extract.batch_size",
-            auto=not was_auto,
-        ):
-            ds = hook.capture_scores(
-                model,
-                tokens,
-                variant=variant,
-                batch_size=int(batch_size),
-                reducers=objs,
-                seed=seed,
-                seq_ids=np.arange(start, stop, dtype=np.int64),
-                attrs=meta,
-                plant=spec.get("plant"),
-            )
-        del objs  # this variant's reducer state, before its merge and the next variant allocate
-        gc.collect()
+        ds = _extract_variant(job, variant, spec, batch_size, was_auto, n_total, attrs)
         if final:
             ds = as_merged(ds, out / f"{variant}.zarr")
         out.mkdir(parents=True, exist_ok=True)
@@ -276,6 +204,121 @@ def extract_scores(
         del ds
         gc.collect()
     return written
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One extraction job's loaded model, data store, prompts, bounds, settings and description."""
+
+    model: Any
+    data: Any
+    tokens: np.ndarray
+    bounds: tuple[int, int]
+    settings: ExtractSettings
+    what: str
+
+
+def _batch_size(job: _Job, variants: Mapping[str, Mapping], n_total: int, dev) -> tuple[int, bool]:
+    """(the batch size, whether it was chosen from free memory): ``settings.batch_size``, refused
+    where it cannot fit, or "auto" sized from the free memory less the reducers' largest state."""
+    model, s = job.model, job.settings
+    seq_len = int(job.tokens.shape[1])
+    start, stop = job.bounds
+    # Reducer state lives through a variant and is freed before the next: the largest counts.
+    reserved = max(
+        reducer_memory(
+            model.config,
+            seq_len,
+            spec["reducers"],
+            n_groups=min(s.n_groups, n_total),
+            leakage=spec.get("leakage"),
+            batch_size=None if s.batch_size == "auto" else int(s.batch_size),
+            device=dev,
+            n_sequences=stop - start,
+        )
+        for spec in variants.values()
+    )
+    if s.batch_size == "auto":
+        batch_size, estimate = auto_batch_size(
+            model, seq_len, fraction=s.memory_fraction, reserved=reserved
+        )
+        log.info("batch_size auto: %s", estimate)
+        return batch_size, True
+    refuse_batch_that_cannot_fit(
+        model.config,
+        seq_len=seq_len,
+        batch_size=int(s.batch_size),
+        available=available_memory(next(model.parameters()).device),
+        what=job.what,
+        key="extract.batch_size",
+        auto=True,
+        reserved=reserved,
+    )
+    return int(s.batch_size), False
+
+
+def _extract_variant(
+    job: _Job,
+    variant: str,
+    spec: Mapping,
+    batch_size: int,
+    was_auto: bool,
+    n_total: int,
+    attrs: dict | None,
+):
+    """One variant's extraction result (not yet written): its reducers built and fed by the
+    capture hook, the job's metadata in the attrs."""
+    from causalpos.capture import hook
+    from causalpos.models.variants import POSITION0_PROBE_CONDITION
+
+    model, data, s = job.model, job.data, job.settings
+    start, stop = job.bounds
+    reducers = list(spec["reducers"])
+    objs = build_reducers(
+        reducers,
+        n_sequences=n_total,
+        n_groups=s.n_groups,
+        leakage=dict(spec.get("leakage") or {}),
+        seed=s.seed,
+        position0_values=variant == POSITION0_PROBE_CONDITION,
+    )
+    meta = {
+        "dataset": data.attrs.get("corpus", ""),
+        "sequence_first": int(start),
+        "sequence_last": int(stop - 1),
+        "batch_size": int(batch_size),
+        "reducers": reducers,
+        # position 0 as the data store made it (fixed BOS or not, prepend_bos), carried on
+        **{
+            k: data.attrs[k]
+            for k in ("bos", "bos_id", "prefix_ids", "prepend_bos")
+            if k in data.attrs
+        },
+        **(attrs or {}),
+    }
+    what = job.what + (f" (batch_size auto chose {batch_size})" if was_auto else "")
+    seq_len = int(job.tokens.shape[1])
+    per_sequence = bytes_per_sequence(
+        model.config, seq_len, next(model.parameters()).element_size()
+    )
+    with advise_on_oom(
+        what=f"{what}, variant {variant}",
+        batch_size=int(batch_size),
+        per_sequence=per_sequence,
+        key="extract.batch_size",
+        auto=not was_auto,
+    ):
+        ds = hook.capture_scores(
+            model,
+            job.tokens,
+            CaptureRun(variant, int(batch_size), seed=s.seed, plant=spec.get("plant")),
+            reducers=objs,
+            seq_ids=np.arange(start, stop, dtype=np.int64),
+            attrs=meta,
+        )
+    del objs  # this variant's reducer state, before its merge and the next variant allocate
+    gc.collect()
+    return ds
 
 
 def as_merged(ds, out: str | os.PathLike):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from causalpos.io.store import write_dataset
 from causalpos.paper1 import simulate as sim
+from causalpos.paper1.settings import SimulationSettings
 
 log = logging.getLogger("causalpos.stages.simulate")
 
@@ -17,7 +18,8 @@ def simulate(out, setting: Mapping, *, name: str, seed: int, attrs: Mapping | No
     # The imports (torch, xarray) live to the end of the job: frozen, they are skipped by the
     # collections during zarr's import and by the interpreter's final one (0.4-0.5 CPU-s a job)
     gc.freeze()
-    ds = sim.run_simulation(**dict(setting), seed=seed, progress=True)
+    settings = SimulationSettings.from_params({**dict(setting), "seed": seed})
+    ds = sim.run_simulation(settings, progress=True)
     ds.attrs["setting"] = name
     ds.attrs.update(dict(attrs or {}))
     write_dataset(ds, out)

@@ -12,6 +12,7 @@ from causalpos.io.store import open_dataset, write_dataset
 from causalpos.paper1 import simulate as sim
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import index_ci, normalize
+from causalpos.paper1.settings import SimulationSettings
 from causalpos.paper1.simulate import RNG_BLOCK, input_mix, make_inputs, run_simulation
 
 
@@ -66,7 +67,9 @@ VARIANTS = [
 def test_matches_float64_reference_on_the_same_inputs(kw):
     n_samples, n, d, L = 300, 9, 16, 3
     ds = run_simulation(
-        **kw, n_samples=n_samples, seq_len=n, dim=d, n_layers=L, seed=11, n_groups=3
+        SimulationSettings(
+            **kw, n_samples=n_samples, seq_len=n, dim=d, n_layers=L, seed=11, n_groups=3
+        )
     )
     x = make_inputs(alpha=kw["alpha"], seq_len=n, dim=d, seed=11, start=0, stop=n_samples).numpy()
     ref_kw = {k: v for k, v in kw.items() if k != "alpha"}
@@ -114,7 +117,9 @@ def test_inputs_depend_only_on_seed_and_sequence_index():
 
 def test_layer1_at_alpha0_is_identity_pattern():
     n_samples, d = 2048, 64
-    ds = run_simulation(alpha=0.0, n_samples=n_samples, seq_len=20, dim=d, n_layers=1, seed=1)
+    ds = run_simulation(
+        SimulationSettings(alpha=0.0, n_samples=n_samples, seq_len=20, dim=d, n_layers=1, seed=1)
+    )
     s = ds["score"].values[0].astype(np.float64)
     np.testing.assert_allclose(np.diag(s), 1.0, atol=1e-6)
     # cosine of two independent isotropic vectors: mean 0, sd exactly 1/sqrt(d)
@@ -128,7 +133,9 @@ def test_layer2_mean_agrees_with_closed_form_at_large_d():
     d, n, n_samples, G = 2048, 8, 4096, 16
     for alpha in (0.0, 0.5):
         ds = run_simulation(
-            alpha=alpha, n_samples=n_samples, seq_len=n, dim=d, n_layers=2, seed=3, n_groups=G
+            SimulationSettings(
+                alpha=alpha, n_samples=n_samples, seq_len=n, dim=d, n_layers=2, seed=3, n_groups=G
+            )
         )
         m = ds["score"].values[1].astype(np.float64)
         g = ds["score_group"].values[:, 1].astype(np.float64)
@@ -142,8 +149,11 @@ def test_layer2_mean_agrees_with_closed_form_at_large_d():
 
 def test_same_seed_identical_and_other_seed_different():
     kw = dict(alpha=0.2, n_samples=300, seq_len=7, dim=16, n_layers=2, n_groups=4)
-    a, b = run_simulation(**kw, seed=9), run_simulation(**kw, seed=9)
-    c = run_simulation(**kw, seed=10)
+    a, b = (
+        run_simulation(SimulationSettings(**kw, seed=9)),
+        run_simulation(SimulationSettings(**kw, seed=9)),
+    )
+    c = run_simulation(SimulationSettings(**kw, seed=10))
     assert a.identical(b)
     assert not np.array_equal(a["score"].values[1], c["score"].values[1], equal_nan=True)
 
@@ -152,9 +162,9 @@ def test_result_independent_of_chunk_size_and_threads():
     kw = dict(
         alpha=0.3, rope=True, n_samples=1500, seq_len=10, dim=16, n_layers=3, seed=2, n_groups=7
     )
-    ref = run_simulation(**kw, chunk_size=RNG_BLOCK, num_threads=1)
+    ref = run_simulation(SimulationSettings(**kw), chunk_size=RNG_BLOCK, num_threads=1)
     for chunk, threads in ((3 * RNG_BLOCK, 2), (1000, 1), (4096, 2)):
-        other = run_simulation(**kw, chunk_size=chunk, num_threads=threads)
+        other = run_simulation(SimulationSettings(**kw), chunk_size=chunk, num_threads=threads)
         for name in ("score", "score_group", "score_normalized"):
             assert np.array_equal(ref[name].values, other[name].values, equal_nan=True), (
                 name,
@@ -178,12 +188,12 @@ def test_result_independent_of_sub_batch(kw, monkeypatch):
     dividing a chunk or its 44-sequence tail, a whole RNG block) gives the same bits."""
     common = dict(n_samples=300, seq_len=9, dim=16, n_layers=3, seed=4, n_groups=3)
     monkeypatch.setattr(sim, "SUB_BATCH", RNG_BLOCK)
-    ref = run_simulation(**kw, **common, num_threads=1)
+    ref = run_simulation(SimulationSettings(**kw, **common), num_threads=1)
     lower = np.tril(np.ones((9, 9), dtype=bool))
     assert np.isfinite(ref["score"].values[:, lower]).all()
     for size in (1, 7, 32):
         monkeypatch.setattr(sim, "SUB_BATCH", size)
-        other = run_simulation(**kw, **common, num_threads=1)
+        other = run_simulation(SimulationSettings(**kw, **common), num_threads=1)
         for name in ("score", "score_group", "score_normalized"):
             a, b = ref[name].values, other[name].values
             assert a.tobytes() == b.tobytes(), (name, size)
@@ -191,7 +201,9 @@ def test_result_independent_of_sub_batch(kw, monkeypatch):
 
 def test_groups_are_disjoint_and_average_to_the_total():
     ds = run_simulation(
-        alpha=0.1, n_samples=1001, seq_len=6, dim=8, n_layers=2, seed=0, n_groups=20
+        SimulationSettings(
+            alpha=0.1, n_samples=1001, seq_len=6, dim=8, n_layers=2, seed=0, n_groups=20
+        )
     )
     sizes = ds["group_size"].values
     assert sizes.sum() == 1001 and sizes.max() - sizes.min() <= 1
@@ -203,15 +215,17 @@ def test_groups_are_disjoint_and_average_to_the_total():
 
 def test_schema_and_store_roundtrip(tmp_path):
     ds = run_simulation(
-        alpha=0.0,
-        norm="layernorm",
-        scaling="sqrt_d",
-        n_samples=64,
-        seq_len=5,
-        dim=8,
-        n_layers=2,
-        seed=0,
-        n_groups=4,
+        SimulationSettings(
+            alpha=0.0,
+            norm="layernorm",
+            scaling="sqrt_d",
+            n_samples=64,
+            seq_len=5,
+            dim=8,
+            n_layers=2,
+            seed=0,
+            n_groups=4,
+        )
     )
     assert ds["score"].dims == ("layer", "query", "key")
     assert ds["score_group"].dims == ("group", "layer", "query", "key")
@@ -246,8 +260,16 @@ def test_rope_causal_is_non_relative_and_bidirectional_is_noise():
     kw = dict(
         alpha=0.0, rope=True, n_samples=4096, seq_len=16, dim=64, n_layers=3, seed=2, n_groups=20
     )
-    causal = index_ci(run_simulation(**kw, causal=True)["score_group"].values, n_boot=1000, seed=0)
-    bidir = index_ci(run_simulation(**kw, causal=False)["score_group"].values, n_boot=1000, seed=0)
+    causal = index_ci(
+        run_simulation(SimulationSettings(**kw, causal=True))["score_group"].values,
+        n_boot=1000,
+        seed=0,
+    )
+    bidir = index_ci(
+        run_simulation(SimulationSettings(**kw, causal=False))["score_group"].values,
+        n_boot=1000,
+        seed=0,
+    )
     ratio_bidir = bidir.estimate / bidir.noise_floor
     assert np.all((0.8 < ratio_bidir) & (ratio_bidir < 1.25)), ratio_bidir
     assert np.all(bidir.lo == 0.0)
@@ -260,12 +282,12 @@ def test_rope_causal_is_non_relative_and_bidirectional_is_noise():
 def test_bad_arguments_name_the_key():
     base = dict(alpha=0.0, n_samples=10, seq_len=4, dim=8, n_layers=1, seed=0, n_groups=2)
     with pytest.raises(ValueError, match="norm="):
-        run_simulation(**{**base, "norm": "rms"})
+        run_simulation(SimulationSettings(**{**base, "norm": "rms"}))
     with pytest.raises(ValueError, match="scaling="):
-        run_simulation(**{**base, "scaling": "sqrt"})
+        run_simulation(SimulationSettings(**{**base, "scaling": "sqrt"}))
     with pytest.raises(ValueError, match="alpha"):
-        run_simulation(**{**base, "alpha": 1.5})
+        run_simulation(SimulationSettings(**{**base, "alpha": 1.5}))
     with pytest.raises(ValueError, match="n_groups"):
-        run_simulation(**{**base, "n_groups": 11})
+        run_simulation(SimulationSettings(**{**base, "n_groups": 11}))
     with pytest.raises(ValueError, match="even dim"):
-        run_simulation(**{**base, "dim": 7, "rope": True})
+        run_simulation(SimulationSettings(**{**base, "dim": 7, "rope": True}))

@@ -1,0 +1,65 @@
+"""Extraction's settings, declared once (standard library only).
+
+:class:`ExtractSettings` is what an extraction job reads from the resolved config: the batch size
+(or ``"auto"`` with its memory fraction), the groups of sequences, the model's dtype, the seed and
+the device; :class:`CaptureRun` is how one forward-pass variant runs through the capture hook
+(:func:`causalpos.capture.hook.capture_scores`). A rule hands its job a flat mapping of
+:class:`ExtractSettings`' fields; each field's metadata names the config key it comes from, whose
+default in ``workflow/schemas/config.schema.yaml`` is the field's (``tests/test_capture_settings.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+def _key(default: Any, config: str | None, doc: str) -> Any:
+    return field(default=default, metadata={"config": config, "doc": doc})
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    """What one extraction job (rule ``extract_scores``) reads from the config beside its
+    variants and shard."""
+
+    batch_size: int | str = _key(
+        16, "extract.batch_size", 'sequences per forward pass, or "auto" (free memory)'
+    )
+    memory_fraction: float | None = _key(
+        0.8,
+        "extract.memory_fraction",
+        'the share of free memory "auto" plans for (None: the batch size is given)',
+    )
+    n_groups: int = _key(16, "extract.n_groups", "head-averaged maps per group of sequences")
+    dtype: str = _key("float32", "dtype", "the model's weights and activations")
+    seed: int = _key(0, "seed", "randomised variants' draws")
+    device: str = _key("cpu", "device", "where the model runs (changes no number)")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ExtractSettings:
+        """Settings from a flat mapping of the fields; a key that is no field raises."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise ValueError(
+                f"extraction settings have no key(s) {unknown}; allowed: {sorted(names)} "
+                "(causalpos.capture.settings)"
+            )
+        return cls(**params)
+
+
+@dataclass(frozen=True)
+class CaptureRun:
+    """One forward-pass variant through the capture hook: its name
+    (:mod:`causalpos.models.variants`), the sequences per forward pass, the seed of its random
+    draws (scrambled RoPE, Gaussian BOS replacements), the term a planted variant adds
+    (``{"layer", "scale"}``: :func:`causalpos.capture.hook.resolve_plant`) and whether a
+    progress bar goes to stderr (the job log)."""
+
+    variant: str
+    batch_size: int
+    seed: int = 0
+    plant: Mapping[str, Any] | None = None
+    progress: bool = True

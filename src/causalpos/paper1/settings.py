@@ -1,0 +1,98 @@
+"""Paper 1's simulation settings, declared once (standard library only).
+
+:class:`SimulationSettings` is everything that determines one simulation's numbers: the input mix,
+the layer (norm, scaling, RoPE, mask, residual), the sizes and the seed. A rule hands its job a
+flat mapping of these fields (``simulate``'s ``setting`` param and the config's ``seed``);
+:func:`causalpos.paper1.simulate.run_simulation` takes the frozen dataclass. Each field's metadata
+names the config key it comes from: the ``simulate:`` section's shared keys, or a setting's own
+(``simulate.settings.<name>.<key>``, written ``simulate.settings.*.<key>``); its default is that
+key's default in ``workflow/schemas/config.schema.yaml`` (``tests/test_paper1_simulate.py`` checks
+both agree), and the config's setting defaults (:data:`SETTING_KEYS`) are read from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+#: Layer normalisations and logit scalings of the parameter-free decoder.
+NORMS = ("l2", "layernorm")
+SCALINGS = ("none", "sqrt_d", "d")
+
+
+def _key(default: Any, config: str | None, doc: str) -> Any:
+    return field(default=default, metadata={"config": config, "doc": doc})
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """One setting of the parameter-free decoder simulation (paper 1 §2, §4)."""
+
+    alpha: float = field(metadata={"config": "simulate.settings.*.alpha", "doc": "input mix α"})
+    norm: str = _key("l2", "simulate.settings.*.norm", f"layer norm: one of {', '.join(NORMS)}")
+    scaling: str = _key(
+        "none", "simulate.settings.*.scaling", f"logit scale: one of {', '.join(SCALINGS)}"
+    )
+    rope: bool = _key(False, "simulate.settings.*.rope", "rotary position on queries and keys")
+    causal: bool = _key(True, "simulate.settings.*.causal", "the causal mask (False: an encoder)")
+    residual: bool = _key(True, "simulate.settings.*.residual", "X <- P Y + X (False: P Y)")
+    n_samples: int = _key(100000, "simulate.n_samples", "independent sequences")
+    seq_len: int = _key(50, "simulate.seq_len", "positions per sequence")
+    dim: int = _key(64, "simulate.dim", "vector dimension (even with RoPE)")
+    n_layers: int = _key(4, "simulate.n_layers", "layers")
+    n_groups: int = _key(20, "simulate.n_groups", "disjoint groups of sequences (CIs)")
+    rope_theta: float = _key(10000.0, "simulate.rope_theta", "rotary base θ")
+    seed: int = _key(0, "seed", "the inputs' seed")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> SimulationSettings:
+        """Settings from a flat mapping of the fields; a key that is no field raises."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise ValueError(
+                f"simulation settings have no key(s) {unknown}; allowed: {sorted(names)} "
+                "(causalpos.paper1.settings)"
+            )
+        return cls(**params)
+
+    def check(self) -> None:
+        """Raise on a value no simulation can use (the message names the key and what to do)."""
+        if self.norm not in NORMS:
+            raise ValueError(f"simulate: norm={self.norm!r}; allowed: {NORMS}")
+        if self.scaling not in SCALINGS:
+            raise ValueError(f"simulate: scaling={self.scaling!r}; allowed: {SCALINGS}")
+        if not 0.0 <= float(self.alpha) <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1]; got {float(self.alpha)}")
+        for name, lo in (
+            ("n_samples", 1),
+            ("seq_len", 1),
+            ("dim", 1),
+            ("n_layers", 1),
+            ("n_groups", 1),
+            ("seed", 0),
+        ):
+            v = getattr(self, name)
+            if not _is_int(v) or v < lo:
+                raise ValueError(f"simulate: {name} must be an integer >= {lo}; got {v!r}")
+        if self.n_groups > self.n_samples:
+            raise ValueError(
+                f"simulate: n_groups={self.n_groups} exceeds n_samples={self.n_samples}; "
+                "lower n_groups"
+            )
+        if self.rope and self.dim % 2:
+            raise ValueError(f"simulate: RoPE needs an even dim; got dim={self.dim}")
+
+
+def _is_int(v: Any) -> bool:
+    """An integer (numpy's too), not a bool."""
+    return hasattr(v, "__index__") and not isinstance(v, bool)
+
+
+#: The keys a setting of ``simulate.settings`` may set beside ``alpha``, with their defaults.
+SETTING_KEYS: dict[str, Any] = {
+    f.name: f.default
+    for f in fields(SimulationSettings)
+    if (f.metadata["config"] or "").startswith("simulate.settings.") and f.name != "alpha"
+}
