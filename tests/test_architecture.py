@@ -156,6 +156,31 @@ def test_the_training_wing_sits_beside_models():
     assert top <= {"__future__", "collections", "dataclasses", "typing"}, sorted(top)
 
 
+#: The settings modules: frozen dataclasses of what the config chooses, built once by the stages.
+SETTINGS_MODULES = (
+    "causalpos.training.settings",
+    "causalpos.paper1.settings",
+    "causalpos.paper2.settings",
+    "causalpos.capture.settings",
+)
+
+
+def test_settings_modules_import_nothing():
+    """Each settings module imports the standard library's pure helpers only (nothing of the
+    library, nothing heavy): the config reads defaults from them without torch, and a settings
+    object travels to any job."""
+    allowed = {"__future__", "collections", "collections.abc", "dataclasses", "typing"}
+    for name in SETTINGS_MODULES:
+        tree = ast.parse(MODULES[name].read_text())
+        mods = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mods.add(node.module)
+            elif isinstance(node, ast.Import):
+                mods.update(a.name for a in node.names)
+        assert mods <= allowed, (name, sorted(mods - allowed))
+
+
 #: Imports allowed in the pure modules of causalpos.config (all but ``checks``): the standard
 #: library's pure helpers, the torch-free variant names and the training settings (standard library
 #: only: test_the_training_wing_sits_beside_models).
@@ -549,6 +574,7 @@ NOT_A_MODULE = {
     "gpu_rehearsal": "benchmarks/gpu_rehearsal.sh",
     "benchmarks": "benchmarks/",
     "budget": "benchmarks/budget.py",
+    "slurm": "profiles/slurm on a one-node SLURM cluster (tests/cluster)",
 }
 
 #: Packages whose every module has a test module of its full dotted name (``test_a_b_c.py`` for
@@ -592,7 +618,7 @@ def test_paper2_and_the_scorecard_have_a_test_module_per_module():
 def test_the_mirror_rule_resolves_full_and_short_names():
     assert _tested_module("paper2_estimator_expected") == "causalpos.paper2.estimator.expected"
     assert _tested_module("scorecard_paper2_claim4") == "causalpos.scorecard.paper2_claim4"
-    assert _tested_module("theory") == "causalpos.paper1.theory"
+    assert _tested_module("footprint") == "causalpos.models.footprint"
     assert _tested_module("paper2") is not None  # the package
     assert _tested_module("lengthgen") is None  # training.lengthgen or stages.lengthgen
     assert _tested_module("paper2_estimator_nothing") is None

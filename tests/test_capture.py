@@ -13,7 +13,7 @@ from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 from causalpos.capture.settings import CaptureRun
 from causalpos.models.forward import bos_replaced_embeddings, variant_inputs
-from causalpos.models.load import disable_rope
+from causalpos.models.rotary import disable_rope
 from causalpos.models.variants import (
     VARIANTS,
     Variant,
@@ -525,3 +525,15 @@ def test_variant_pattern_matches_exactly_the_variant_names():
         "scrambled_rope+bidirectional/shard-0000",
     ):
         assert not re.fullmatch(VARIANT_PATTERN, near), near
+
+
+def test_each_extraction_default_is_written_once():
+    from settings_defaults import disagreements
+
+    from causalpos.capture.settings import ExtractSettings
+
+    assert disagreements(ExtractSettings) == []
+    s = ExtractSettings.from_params({"batch_size": "auto", "memory_fraction": 0.5})
+    assert (s.batch_size, s.memory_fraction, s.n_groups) == ("auto", 0.5, 16)
+    with pytest.raises(ValueError, match=r"no key\(s\) \['shard_size'\]"):
+        ExtractSettings.from_params({"shard_size": 8})

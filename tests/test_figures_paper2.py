@@ -1,5 +1,5 @@
 """Tests of causalpos.figures.paper2: each figure plots the summary's numbers, the headline first
-(summaries built from tests/test_headline.py's stores over several layers)."""
+(summaries built from tests/paper2_headline_runs.py's stores over several layers)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ FREE = "identity_rope+bidirectional"
 
 def layered(maps: list[np.ndarray], causal: bool) -> xr.Dataset:
     """A leakage store with one layer per entry of ``maps`` (each (n, heads, T, T)), built with
-    test_headline's one-layer :func:`store`."""
+    paper2_headline_runs' one-layer :func:`store`."""
     parts = [store(y, causal).assign_coords(layer=[i]) for i, y in enumerate(maps)]
     return xr.concat(parts, "layer", data_vars="minimal", coords="minimal", compat="override")
 
 
 @pytest.fixture(scope="module")
 def stores() -> dict[str, xr.Dataset]:
-    """test_headline's runs over three layers: a causal run whose planted query effect grows
+    """paper2_headline_runs' runs over three layers: a causal run whose planted query effect grows
     with depth, its ablation carrying half of it, and a position-free run."""
     rng = np.random.default_rng(11)
     maps: dict[str, list[np.ndarray]] = {v: [] for v in ("causal", "bidirectional", FREE)}

@@ -84,22 +84,18 @@ def test_extract_request_closed_form():
     store = 2 * 32 * cell * 4 + 20 * 32 * 1024 * 1024 * 4
     per = 4 * 32 * 1024 * 1024 * 4 + 6 * 1024 * (4096 + 14336) * 2
     kw = dict(n_groups=20, n_sequences=250, batch_size=2)
-    cpu = F.extract_request(
-        shape, n, "bfloat16", 1024, {"causal": ["moments", "groups"]}, device="cpu", **kw
-    )
+    job = lambda variants, device: F.ExtractJob(1024, variants, device=device, **kw)  # noqa: E731
+    cpu = F.extract_request(shape, n, "bfloat16", job({"causal": ["moments", "groups"]}, "cpu"))
     assert cpu == {"mem_mb": -(-(2 * 2**30 + 2 * n + state + 2 * per + store) // 10**6)}
-    gpu = F.extract_request(
-        shape, n, "bfloat16", 1024, {"causal": ["moments", "groups"]}, device="cuda", **kw
-    )
+    gpu = F.extract_request(shape, n, "bfloat16", job({"causal": ["moments", "groups"]}, "cuda"))
     assert gpu == {
         "mem_mb": -(-(2 * 2**30 + 2 * n + store) // 10**6),
         "gpu_mb": -(-(2 * n + state) // 10**6),
     }
     # the largest variant's state counts, not the sum: one variant's state is freed first
     two = F.extract_request(
-        shape, n, "bfloat16", 1024, {"a": ["moments", "groups"], "b": ["leakage"]},
-        device="cuda", **kw,
-    )  # fmt: skip
+        shape, n, "bfloat16", job({"a": ["moments", "groups"], "b": ["leakage"]}, "cuda")
+    )
     leak = 2 * 32 * cell * 8 + 128 * 2 * cell  # mean maps + one chunk of the batch of 2
     assert leak > state and two == {**gpu, "gpu_mb": -(-(2 * n + leak) // 10**6)}
 

@@ -19,12 +19,12 @@ from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels, r
 from causalpos.cli import main
 from causalpos.io.atomic import atomic_dir, final_of, is_temporary
 from causalpos.io.integrity import MANIFEST_GROUP, STORE_FORMAT_ATTR, read_manifest
+from causalpos.io.shards import merge_shards
 from causalpos.io.store import (
     StoreError,
     count_problems,
     is_complete,
     map_problems,
-    merge_shards,
     open_dataset,
     write_dataset,
 )

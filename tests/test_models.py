@@ -22,6 +22,7 @@ from causalpos.models.load import (
     sha256_file,
 )
 from causalpos.models.tokenizers import DIRECT_MODEL_TYPES, direct_load_applies, tokenizer_from_dir
+from causalpos.sampling import SequenceSample
 
 
 def _state(model) -> dict[str, torch.Tensor]:
@@ -306,11 +307,13 @@ def test_smollm2_end_to_end(smollm2_dir):
 
     data = draw_sequences(
         tok,
-        {"type": "kjv", "unit": "chapter", "books": ["Genesis"]},
-        seq_len=24,
-        n_sequences=2,
-        mode="chunks",
-        seed=0,
+        SequenceSample(
+            corpus={"type": "kjv", "unit": "chapter", "books": ["Genesis"]},
+            seq_len=24,
+            n_sequences=2,
+            mode="chunks",
+            seed=0,
+        ),
     )
     assert data.attrs["bos"] is False  # SmolLM2's tokenizer prepends nothing
     col = CollectScores()

@@ -291,3 +291,27 @@ def test_bad_arguments_name_the_key():
         run_simulation(SimulationSettings(**{**base, "n_groups": 11}))
     with pytest.raises(ValueError, match="even dim"):
         run_simulation(SimulationSettings(**{**base, "dim": 7, "rope": True}))
+
+
+def test_each_simulation_default_is_written_once():
+    """SimulationSettings' defaults are the schema's (config.yaml agreeing), and the config's
+    setting defaults are read from them."""
+    from settings_defaults import disagreements
+
+    from causalpos.config import SIM_SETTING_DEFAULTS
+    from causalpos.paper1.settings import SETTING_KEYS
+
+    assert disagreements(SimulationSettings) == []
+    assert (
+        SIM_SETTING_DEFAULTS
+        == SETTING_KEYS
+        == {
+            "norm": "l2",
+            "scaling": "none",
+            "rope": False,
+            "causal": True,
+            "residual": True,
+        }
+    )
+    with pytest.raises(ValueError, match=r"no key\(s\) \['chunk_size'\]"):
+        SimulationSettings.from_params({"alpha": 0.0, "chunk_size": 256})

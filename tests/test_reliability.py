@@ -16,6 +16,7 @@ from causalpos.cli import main
 from causalpos.io import integrity
 from causalpos.io.integrity import MANIFEST_GROUP, rebuild_command
 from causalpos.io.store import StoreError, open_dataset, verify_store, write_dataset
+from causalpos.sampling import SequenceSample
 
 
 def _small(n: int = 3) -> xr.Dataset:
@@ -438,7 +439,11 @@ def test_gram_panels_refuses_to_write_maps_of_a_model_that_produced_nan(
     tokenizer_bos.save_pretrained(tmp_path / "m")
     corpus = {"type": "random_tokens"}
     with pytest.raises(FloatingPointError, match="gram_panels: refusing to write") as err:
-        gram_panels(tmp_path / "m", tmp_path / "g.zarr", corpus, seq_len=12, n_sequences=4)
+        gram_panels(
+            tmp_path / "m",
+            tmp_path / "g.zarr",
+            SequenceSample(corpus=corpus, seq_len=12, n_sequences=4),
+        )
     assert "the model produced NaN" in str(err.value)
     assert not (tmp_path / "g.zarr").exists()
 

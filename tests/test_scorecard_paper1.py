@@ -1,19 +1,26 @@
-"""Paper 1's row families (causalpos.scorecard.paper1): each reaches differs on tables made to
+"""Paper 1's row families (causalpos.scorecard.paper1): the closed form, the simulations and the
+pretrained models' index, share and first keys, each reaching differs on tables made to
 contradict the paper."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
+from scorecard_paper1_tables import (
+    FLAT,
+    HIGH,
+    LOW,
+    UP,
+    WIDE,
+    ZERO,
+    _llm_p1,
+)
 from scorecard_tables import (
     D,
     I,
     R,
     _card,
     _one,
-    _rule,
 )
 
 from causalpos import scorecard as S
@@ -54,48 +61,6 @@ def _llm(model, layers):
             "ci_hi": [x[2] for x in layers],
         }
     )
-
-
-def _llm_p1(model, l1diff, bands, share1=(0.1, 0.05, 0.15), twin=None, twin_diff=None):
-    """llm_index rows with the share and first-keys columns: ``l1diff`` one (est, lo, hi) of
-    share(L) - share(1) per layer from 2 on, ``bands`` one (est, lo, hi) per layer from 1 on."""
-    n = len(bands)
-    nan3 = (math.nan,) * 3
-    diffs = [nan3, *l1diff]
-    df = pd.DataFrame(
-        {
-            "model": model,
-            "dataset": "d",
-            "variant": "causal",
-            "layer": range(1, n + 1),
-            "share": [share1[0] + d[0] if i else share1[0] for i, d in enumerate(diffs)],
-            "share_lo": share1[1],
-            "share_hi": share1[2],
-            "share_minus_l1": [d[0] for d in diffs],
-            "share_minus_l1_lo": [d[1] for d in diffs],
-            "share_minus_l1_hi": [d[2] for d in diffs],
-            "band_keys": 4,
-            "band": [b[0] for b in bands],
-            "band_lo": [b[1] for b in bands],
-            "band_hi": [b[2] for b in bands],
-            "band_with_sink": [b[0] - 1 for b in bands],
-            "band_with_sink_lo": [b[1] - 1 for b in bands],
-            "band_with_sink_hi": [b[2] - 1 for b in bands],
-        }
-    )
-    df["share_pooled"], df["share_pooled_lo"], df["share_pooled_hi"] = 0.3, 0.25, 0.35
-    if twin is not None:
-        df["twin"] = twin
-        df["share_pooled_minus_twin"] = twin_diff[0]
-        df["share_pooled_minus_twin_lo"] = twin_diff[1]
-        df["share_pooled_minus_twin_hi"] = twin_diff[2]
-    return df
-
-
-UP, FLAT, WIDE = (0.2, 0.1, 0.3), (-0.05, -0.08, -0.01), (0.01, -0.02, 0.04)
-
-
-LOW, HIGH, ZERO = (-0.3, -0.4, -0.2), (0.3, 0.2, 0.4), (0.0, -0.1, 0.1)
 
 
 def test_theory_rows_and_what_makes_them_differ(tmp_path):
@@ -201,32 +166,6 @@ def test_fig5_rows_score_the_layer_1_contrast(tmp_path):
     assert "2 of 3 above 0.01" in _one(card, "Fig. 5 (flat, d)")["measured"]
 
 
-def test_trained_vs_init_rows_follow_the_paired_interval_and_say_the_scale_caveat(tmp_path):
-    cmp = pd.DataFrame(
-        {
-            "variant": ["rope", "nope", "swa"],
-            "minus_init": [0.05, 0.01, -0.03],
-            "minus_init_lo": [0.02, -0.01, -0.05],
-            "minus_init_hi": [0.08, 0.03, -0.01],
-            "amplification": [4.0, float("nan"), 0.5],
-            "amplification_lo": [2.0, float("nan"), 0.3],
-            "amplification_hi": [7.0, float("nan"), 0.8],
-        }
-    )
-    card = _card(tmp_path, train_comparison=cmp)
-    # logit units from init logits near 0: positive by construction, so measured (the rule's
-    # verdict kept in the note); the scale-free share rows test the claim
-    assert _rule(card, "§3 amplification (trained-rope vs init)") == R
-    assert _rule(card, "§3 amplification (trained-nope vs init)") == I
-    assert _rule(card, "§3 amplification (trained-swa vs init)") == D
-    assert "x4 [2, 7]" in _one(card, "§3 amplification (trained-rope vs init)")["measured"]
-    rows = card[card["target"].str.startswith("§3 amplification (")]  # the logit-unit rows
-    assert rows["claim"].str.contains("scale").all() and rows["note"].str.contains("scale").all()
-    assert (rows["verdict"] == S.MEASURED).all() and (rows["section"] == "paper 1").all()
-    assert rows["falsified_if"].str.startswith("none: a measurement").all()
-    assert rows["falsified_if"].str.contains("§3 amplification, share").all()
-
-
 def test_fig5_layer1_share_contrast_rows(tmp_path):
     table = pd.concat(
         [
@@ -280,57 +219,6 @@ def test_new_paper1_rows_are_not_run_on_tables_made_before_their_columns(tmp_pat
         row = _one(card, label if "share" not in label else "§3 amplification, share (pretrained)")
         assert row["verdict"] == S.NOT_RUN and "aggregate_llm_stats" in row["note"], label
     assert _one(card, "Fig. 5 (m, d)")["verdict"] == R  # the logit-index row is unaffected
-
-
-def test_share_amplification_rows_trained_and_pretrained(tmp_path):
-    cmp = pd.DataFrame(
-        {
-            "variant": ["nope-up", "nope", "nope-down", "rope"],
-            "minus_init": [0.05, 0.01, -0.03, 0.05],
-            "minus_init_lo": [0.02, -0.01, -0.05, 0.02],
-            "minus_init_hi": [0.08, 0.03, -0.01, 0.08],
-            "share_pooled": [0.4, 0.2, 0.1, 0.1],
-            "share_pooled_lo": [0.35, 0.15, 0.05, 0.05],
-            "share_pooled_hi": [0.45, 0.25, 0.15, 0.15],
-            "init_share_pooled": [0.1, 0.2, 0.3, 0.3],
-            "init_share_pooled_lo": [0.05, 0.15, 0.25, 0.25],
-            "init_share_pooled_hi": [0.15, 0.25, 0.35, 0.35],
-            "share_pooled_minus_init": [0.3, 0.0, -0.2, -0.2],
-            "share_pooled_minus_init_lo": [0.2, -0.05, -0.3, -0.3],
-            "share_pooled_minus_init_hi": [0.4, 0.05, -0.1, -0.1],
-        }
-    )
-    llm = pd.concat(
-        [
-            _llm_p1("big", [UP], [ZERO, LOW], twin="big-random", twin_diff=(0.2, 0.1, 0.3)),
-            _llm_p1("big-random", [UP], [ZERO, LOW]),
-            _llm_p1("same", [UP], [ZERO, LOW], twin="same-random", twin_diff=(0.0, -0.1, 0.1)),
-            _llm_p1("less", [UP], [ZERO, LOW], twin="less-random", twin_diff=(-0.2, -0.3, -0.1)),
-        ]
-    )
-    card = _card(tmp_path, train_comparison=cmp, llm_index=llm)
-    label = "§3 amplification, share"
-    assert _one(card, f"{label} (trained-nope-up vs init)")["verdict"] == R
-    assert _one(card, f"{label} (trained-nope vs init)")["verdict"] == I
-    assert _one(card, f"{label} (trained-nope-down vs init)")["verdict"] == D
-    # with RoPE the target itself expects the share to fall: a measurement, not a test
-    rope = _one(card, f"{label} (trained-rope vs init)")
-    assert rope["verdict"] == S.MEASURED and "relative pattern" in rope["note"]
-    measured = _one(card, f"{label} (trained-nope-up vs init)")["measured"]
-    assert "trained 0.4 [0.35, 0.45], init 0.1 [0.05, 0.15]" in measured
-    p = f"{label} (pretrained)"
-    assert _one(card, f"{p} (big vs big-random, d)")["verdict"] == R
-    assert _one(card, f"{p} (same vs same-random, d)")["verdict"] == I
-    assert _one(card, f"{p} (less vs less-random, d)")["verdict"] == D
-    assert (
-        "big 0.3 [0.25, 0.35], big-random 0.3"
-        in _one(card, f"{p} (big vs big-random, d)")["measured"]
-    )
-    # the logit-unit row is still there, measured, next to the scale-free one
-    assert _one(card, "§3 amplification (trained-nope-up vs init)")["verdict"] == S.MEASURED
-    assert _rule(card, "§3 amplification (trained-nope-up vs init)") == R
-    no_twin = _card(tmp_path, llm_index=_llm_p1("alone", [UP], [ZERO, LOW]))
-    assert _one(no_twin, p)["verdict"] == S.NOT_RUN
 
 
 def test_logit_unit_fig5_rows_on_a_random_twin_are_measured(tmp_path):

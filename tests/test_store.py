@@ -11,14 +11,8 @@ from conftest import tiny_pair
 from causalpos.capture.hook import capture_scores
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 from causalpos.capture.settings import CaptureRun
-from causalpos.io.store import (
-    is_complete,
-    merge_shards,
-    open_dataset,
-    shard_bounds,
-    write_dataset,
-    write_shards,
-)
+from causalpos.io.shards import merge_shards, shard_bounds, write_shards
+from causalpos.io.store import is_complete, open_dataset, write_dataset
 from causalpos.stages.merge import reducer_classes
 
 N, T, BATCH, SHARD = 8, 10, 2, 4

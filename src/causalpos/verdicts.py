@@ -1,7 +1,7 @@
 """Verdict rules of the scorecard: small pure functions from a measurement to a verdict.
 
 Every rule can return each of ``reproduced``, ``differs`` and ``inconclusive``: none returns
-``reproduced`` on an input that could not have come out ``differs`` (tests/test_scorecard.py
+``reproduced`` on an input that could not have come out ``differs`` (tests/test_verdicts.py
 drives each rule to all three). Measurements come as intervals ``(lo, hi)`` — a confidence
 interval, or ``(v - err, v + err)`` for a computed value known to ``err`` — so the verdict reads
 the uncertainty, never the point estimate alone. A non-finite bound decides nothing

@@ -18,5 +18,5 @@ with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
         leakage=dict(zip(p.leakage, snakemake.input.leakage)),
         leakage_init=dict(zip(p.leakage_init, snakemake.input.leakage_init)),
         lengthgen=snakemake.input.lengthgen,
-        **dict(p.stats),
+        stats=dict(p.stats),
     )

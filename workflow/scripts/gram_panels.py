@@ -6,18 +6,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 
 from causalpos.io.runlog import logged  # noqa: E402
-from causalpos.stages.gram import gram_panels  # noqa: E402
+from causalpos.stages.gram import SequenceSample, gram_panels  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     p = snakemake.params
     gram_panels(
         snakemake.input.model,
         snakemake.output[0],
-        p.corpus,
-        seq_len=p.seq_len,
-        n_sequences=p.n_sequences,
-        seed=p.seed,
-        mode="first",
+        SequenceSample(
+            corpus=dict(p.corpus) if p.corpus else None,
+            seq_len=p.seq_len,
+            n_sequences=p.n_sequences,
+            mode="first",
+            seed=p.seed,
+        ),
         batch_size=snakemake.config["train"]["gram"]["batch_size"],
         device=snakemake.config["device"],
         dtype=p.dtype,

@@ -234,7 +234,7 @@ def capture_scores(
     scores (``run``: :class:`~causalpos.capture.settings.CaptureRun`).
 
     Returns the reducers' :meth:`~Reducer.result` datasets merged into one, each variable's
-    ``attrs["reducer"]`` naming its reducer class (for :func:`causalpos.io.store.merge_shards`),
+    ``attrs["reducer"]`` naming its reducer class (for :func:`causalpos.io.shards.merge_shards`),
     with attrs: model, model_spec, model_revision, architecture, dtype, device, seq_len,
     n_sequences, variant, seed, scaling, softcap, bos, n_layers, n_heads, n_kv_heads, versions.
     ``seq_ids``: global sequence indices of the rows (default ``0..n-1``; pass them for shards).

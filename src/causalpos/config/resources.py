@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from causalpos.config.common import Section
 from causalpos.models.footprint import (
+    ExtractJob,
     Shape,
     extract_request,
     leakage_request,
@@ -83,14 +84,16 @@ class ResourcesSection(Section):
                 shape,
                 n,
                 self.config["dtype"],
-                ds["seq_len"],
-                variants,
-                n_groups=min(self.config["extract"]["n_groups"], ds["n_sequences"]),
-                n_sequences=min(self.config["extract"]["shard_size"], ds["n_sequences"]),
-                batch_size=self.config["extract"]["batch_size"],
-                device=device,
-                mean_maps=mean_maps,
-                merges=self.n_shards(dataset) == 1,
+                ExtractJob(
+                    ds["seq_len"],
+                    variants,
+                    n_groups=min(self.config["extract"]["n_groups"], ds["n_sequences"]),
+                    n_sequences=min(self.config["extract"]["shard_size"], ds["n_sequences"]),
+                    batch_size=self.config["extract"]["batch_size"],
+                    device=device,
+                    mean_maps=mean_maps,
+                    merges=self.n_shards(dataset) == 1,
+                ),
             )
             for device in devices  # `auto`: whichever it finds, the larger host request
         ]

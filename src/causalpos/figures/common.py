@@ -39,10 +39,11 @@ def heatmap(
     cmap=CMAP,
     title: str | None = None,
     one_indexed: bool = False,
-    xlabel: str = "key",
-    ylabel: str = "query",
+    labels: tuple[str, str] = ("key", "query"),
 ):
-    """Draw a (query, key) map with NaN cells blank (white). Query on rows, key on columns."""
+    """Draw a (query, key) map with NaN cells blank (white). Query on rows, key on columns;
+    ``labels``: the (x, y) axis labels."""
+    xlabel, ylabel = labels
     m = np.asarray(m, dtype=np.float64)
     cm = plt.get_cmap(cmap).with_extremes(bad="white")
     n_q, n_k = m.shape

@@ -168,6 +168,31 @@ def raw_limits(attrs: dict) -> tuple[float, float]:
     return 0.0, {"none": d, "sqrt_d": math.sqrt(d), "d": 1.0}[attrs.get("scaling", "none")]
 
 
+def _simulation_rows(
+    stores: list[xr.Dataset], labels: list[str], normalized_row: bool
+) -> list[tuple[xr.Dataset, str, str, np.ndarray]]:
+    """(store, label, "raw" | "normalized", maps (layer, query, key)) of every row of
+    :func:`draw_simulation`, in drawing order."""
+    if not stores:
+        raise ValueError("draw_simulation: no stores to plot")
+    if len(labels) != len(stores):
+        raise ValueError(
+            f"draw_simulation: {len(labels)} labels for {len(stores)} stores; give one label per store"
+        )
+    rows = []
+    for ds, label in zip(stores, labels):
+        raw = ds["score"].transpose("layer", "query", "key").values
+        rows.append((ds, label, "raw", raw))
+        if normalized_row:
+            nm = (
+                ds["score_normalized"].transpose("layer", "query", "key").values
+                if "score_normalized" in ds
+                else normalize(raw)
+            )
+            rows.append((ds, label, "normalized", nm))
+    return rows
+
+
 def draw_simulation(
     stores: Sequence[xr.Dataset],
     labels: Sequence[str],
@@ -189,25 +214,8 @@ def draw_simulation(
     in drawing order (``index``/``noise_floor``: per-layer lists for normalized rows, else None).
     """
     stores = list(stores)
-    labels = list(labels)
-    if not stores:
-        raise ValueError("draw_simulation: no stores to plot")
-    if len(labels) != len(stores):
-        raise ValueError(
-            f"draw_simulation: {len(labels)} labels for {len(stores)} stores; give one label per store"
-        )
+    rows = _simulation_rows(stores, list(labels), normalized_row)
     n_cols = max(int(ds.sizes["layer"]) for ds in stores)
-    rows = []
-    for ds, label in zip(stores, labels):
-        raw = ds["score"].transpose("layer", "query", "key").values
-        rows.append((ds, label, "raw", raw))
-        if normalized_row:
-            nm = (
-                ds["score_normalized"].transpose("layer", "query", "key").values
-                if "score_normalized" in ds
-                else normalize(raw)
-            )
-            rows.append((ds, label, "normalized", nm))
     fig, axes = plt.subplots(
         len(rows),
         n_cols,

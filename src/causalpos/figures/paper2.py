@@ -354,8 +354,7 @@ def head_maps(
                 vmax=lim,
                 cmap=DIVERGING,
                 title=f"{v} · {TARGET_LABELS.get(t, t)}",
-                xlabel="head",
-                ylabel="layer (0-indexed)",
+                labels=("head", "layer (0-indexed)"),
             )
             ax.set_aspect("auto")
             li, hi_ = np.nonzero(m["marked"])

@@ -271,29 +271,9 @@ def plot_comparison(
     colors = [_color(v, i) for i, v in enumerate(variants)]
     fig, axes = plt.subplots(1, 3, figsize=(12.0, 3.4))
 
-    def with_err(col):
-        """(estimate, yerr) of ``col`` and its ``_lo`` / ``_hi`` columns (yerr None without them)."""
-        est = comparison[col].to_numpy(float)
-        if f"{col}_lo" not in comparison:
-            return est, None
-        lo, hi = comparison[f"{col}_lo"].to_numpy(float), comparison[f"{col}_hi"].to_numpy(float)
-        return est, np.vstack([est - lo, hi - est])
-
     def bars(ax, col, offset, width, **kw):
-        est, err = with_err(col)
+        est, err = _with_err(comparison, col)
         ax.bar(x + offset, est, width, yerr=err, capsize=2, **kw)
-
-    def missing(ax, what):
-        ax.text(
-            0.5,
-            0.5,
-            f"{what}\nnot run in this config",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-            fontsize=9,
-            color="0.4",
-        )
 
     ax = axes[0]
     has_init = "init_index_mean" in comparison and comparison["init_index_mean"].notna().any()
@@ -307,7 +287,55 @@ def plot_comparison(
         ax.legend(fontsize=8, loc="center right")
     ax.set_title("(a) index, mean over layers", fontsize=10)
 
-    ax = axes[1]
+    _decomposition_panel(axes[1], comparison, x, colors)
+
+    ax = axes[2]
+    if "excess_beyond_context" in comparison and comparison["excess_beyond_context"].notna().any():
+        bars(ax, "excess_beyond_context", 0.0, 0.6, color=colors)
+        ax.axhline(0, color="0.3", lw=0.8)
+    else:
+        _missing(ax, "length generalization")
+    ax.set_title("(c) loss excess beyond training length (nats)", fontsize=10)
+    for ax in axes:
+        ax.set_xlim(-0.6, len(variants) - 0.4)
+        ax.set_xticks(x)
+        ax.set_xticklabels(variants)
+        ax.grid(alpha=0.3, axis="y")
+    conf = float(comparison["confidence"].iloc[0]) if "confidence" in comparison else 0.95
+    fig.suptitle(
+        title or f"One-factor variants trained here, same held-out prompts ({conf:.0%} CIs)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    save(fig, paths)
+
+
+def _with_err(comparison, col: str):
+    """(estimate, yerr) of ``col`` and its ``_lo`` / ``_hi`` columns (yerr None without them)."""
+    est = comparison[col].to_numpy(float)
+    if f"{col}_lo" not in comparison:
+        return est, None
+    lo, hi = comparison[f"{col}_lo"].to_numpy(float), comparison[f"{col}_hi"].to_numpy(float)
+    return est, np.vstack([est - lo, hi - est])
+
+
+def _missing(ax, what: str) -> None:
+    """A panel saying that ``what`` was not run."""
+    ax.text(
+        0.5,
+        0.5,
+        f"{what}\nnot run in this config",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=9,
+        color="0.4",
+    )
+
+
+def _decomposition_panel(ax, comparison, x: np.ndarray, colors) -> None:
+    """Panel (b) of :func:`plot_comparison`: paper 2's decomposition of each variant's leakage,
+    the init twin's total beside it."""
     if "leak_total" in comparison and comparison["leak_total"].notna().any():
         res = comparison["leak_residual"].to_numpy(float)
         mask = comparison["leak_causal_mask"].to_numpy(float)
@@ -322,10 +350,10 @@ def plot_comparison(
             edgecolor="white",
             label="causal mask",
         )
-        tot, err = with_err("leak_total")
+        tot, err = _with_err(comparison, "leak_total")
         ax.errorbar(x, tot, yerr=err, fmt="_", color="k", ms=14, capsize=3, label="total (CI)")
         if "init_leak_total" in comparison and comparison["init_leak_total"].notna().any():
-            it, ierr = with_err("init_leak_total")
+            it, ierr = _with_err(comparison, "init_leak_total")
             ax.errorbar(
                 x + 0.38,
                 it,
@@ -342,28 +370,8 @@ def plot_comparison(
         ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the bars and markers
         ax.legend(fontsize=7, loc="upper left", ncol=2)
     else:
-        missing(ax, "paper 2 decomposition")
+        _missing(ax, "paper 2 decomposition")
     ax.set_title("(b) leakage ΔR² (log-attention): residual + causal mask", fontsize=10)
-
-    ax = axes[2]
-    if "excess_beyond_context" in comparison and comparison["excess_beyond_context"].notna().any():
-        bars(ax, "excess_beyond_context", 0.0, 0.6, color=colors)
-        ax.axhline(0, color="0.3", lw=0.8)
-    else:
-        missing(ax, "length generalization")
-    ax.set_title("(c) loss excess beyond training length (nats)", fontsize=10)
-    for ax in axes:
-        ax.set_xlim(-0.6, len(variants) - 0.4)
-        ax.set_xticks(x)
-        ax.set_xticklabels(variants)
-        ax.grid(alpha=0.3, axis="y")
-    conf = float(comparison["confidence"].iloc[0]) if "confidence" in comparison else 0.95
-    fig.suptitle(
-        title or f"One-factor variants trained here, same held-out prompts ({conf:.0%} CIs)",
-        fontsize=10,
-    )
-    fig.tight_layout()
-    save(fig, paths)
 
 
 def plot_variant_maps(
@@ -413,7 +421,7 @@ def plot_variant_maps(
                 vmin=-lim,
                 vmax=lim,
                 title=f"{v} ({row})",
-                ylabel="query" if ci == 0 else "",
+                labels=("key", "query" if ci == 0 else ""),
             )
             ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
             ax.yaxis.set_major_locator(MaxNLocator(4, integer=True))

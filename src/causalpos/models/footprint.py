@@ -154,21 +154,26 @@ def prepare_request(n_params: int, dtype: str, *, builds: bool) -> dict[str, int
     return {"mem_mb": _mb(mem), "disk_mb": _mb(1.05 * w + 200 * MB)}
 
 
+@dataclass(frozen=True)
+class ReducerPlan:
+    """What sizes the reducers' memory of one variant beside its maps: ``n_groups`` group means,
+    the leakage reducer's mean maps (``mean_maps``), the shard's ``n_sequences`` (position 0's
+    states), the ``batch_size`` (None: "auto") and the cells of one chunk of work
+    (``work_cells``: :data:`WORK_CELLS` on CPU, :data:`WORK_CELLS_CUDA` on a GPU)."""
+
+    n_groups: int
+    mean_maps: bool = True
+    n_sequences: int = 0
+    work_cells: int = WORK_CELLS
+    batch_size: int | None = None
+
+
 def reducer_state_bytes(
-    layers: int,
-    heads: int,
-    hidden: int,
-    seq_len: int,
-    names: Sequence[str],
-    *,
-    n_groups: int,
-    mean_maps: bool = True,
-    n_sequences: int = 0,
-    work_cells: int = WORK_CELLS,
-    batch_size: int | None = None,
+    layers: int, heads: int, hidden: int, seq_len: int, names: Sequence[str], plan: ReducerPlan
 ) -> int:
     """Bytes the named reducers hold whatever the batch size: their float64 state (allocated at
-    the first batch, on the model's device) and their chunked working memory.
+    the first batch, on the model's device) and their chunked working memory (``plan``:
+    :class:`ReducerPlan`).
 
     ``moments``: two (layer, head, T, T) sums and one map buffer; ``groups``: ``n_groups`` ×
     (layer, T, T); ``leakage``: two (layer, head, T, T) mean-map sums unless ``mean_maps`` is
@@ -182,16 +187,16 @@ def reducer_state_bytes(
     if "moments" in names:
         total += (2 * layers + 1) * cell * 8
     if "groups" in names:
-        total += n_groups * layers * seq_len * seq_len * 8
-    if "leakage" in names and mean_maps:
+        total += plan.n_groups * layers * seq_len * seq_len * 8
+    if "leakage" in names and plan.mean_maps:
         total += 2 * layers * cell * 8
     if "position0" in names:
-        total += 2 * n_sequences * (layers + 1) * hidden * 4
+        total += 2 * plan.n_sequences * (layers + 1) * hidden * 4
     work = [WORK_BYTES_PER_CELL[n] for n in names if n in WORK_BYTES_PER_CELL]
     if work:  # one reducer's update at a time, one chunk of the batch at a time
-        chunk = max(cell, (work_cells // cell) * cell)
-        if batch_size is not None:
-            chunk = min(chunk, int(batch_size) * cell)
+        chunk = max(cell, (plan.work_cells // cell) * cell)
+        if plan.batch_size is not None:
+            chunk = min(chunk, int(plan.batch_size) * cell)
         total += max(work) * chunk
     return int(total)
 
@@ -228,21 +233,25 @@ def map_store_bytes(shape: Shape, seq_len: int, names: Sequence[str], *, n_group
 CPU_AUTO_BATCH = 4
 
 
-def extract_request(
-    shape: Shape,
-    n_params: int,
-    dtype: str,
-    seq_len: int,
-    variants: Mapping[str, Sequence[str]],
-    *,
-    n_groups: int,
-    n_sequences: int,
-    batch_size: int | str,
-    device: str,
-    mean_maps: bool = True,
-    merges: bool = False,
-) -> dict[str, int]:
-    """Host ``mem_mb`` of one extraction job (``variants``: name -> reducer names) and, on a GPU,
+@dataclass(frozen=True)
+class ExtractJob:
+    """What one extraction job runs, as its memory request reads it: the prompts' ``seq_len``,
+    the variants (name -> reducer names), the groups, the shard's sequences, the batch size (or
+    "auto"), the device, whether the leakage reducer sums mean maps and whether the job merges
+    its one shard in memory."""
+
+    seq_len: int
+    variants: Mapping[str, Sequence[str]]
+    n_groups: int
+    n_sequences: int
+    batch_size: int | str
+    device: str
+    mean_maps: bool = True
+    merges: bool = False
+
+
+def extract_request(shape: Shape, n_params: int, dtype: str, job: ExtractJob) -> dict[str, int]:
+    """Host ``mem_mb`` of one extraction job (``job``: :class:`ExtractJob`) and, on a GPU,
     its device memory (``gpu_mb``, before the batch: weights and reducers' state).
 
     The model is read into host memory before it moves to a GPU (its weights in ``dtype``). On
@@ -254,20 +263,18 @@ def extract_request(
     beside its process (:data:`MERGE_STORE_FACTOR` × the largest variant store; measured on the
     build VM, 2026-11-26: 2.15 × a 255 MB store of moments and group means, 6 layers × 8 heads at
     T = 768, on CPU, over the same job writing a shard)."""
+    seq_len, variants, device = job.seq_len, job.variants, job.device
+    n_groups, n_sequences, batch_size = job.n_groups, job.n_sequences, job.batch_size
     w = weights_bytes(n_params, dtype)
+    plan = ReducerPlan(
+        n_groups=n_groups,
+        mean_maps=job.mean_maps,
+        n_sequences=n_sequences,
+        work_cells=WORK_CELLS if device == "cpu" else WORK_CELLS_CUDA,
+        batch_size=None if batch_size == "auto" else int(batch_size),
+    )
     state = max(
-        reducer_state_bytes(
-            shape.layers,
-            shape.heads,
-            shape.hidden,
-            seq_len,
-            names,
-            n_groups=n_groups,
-            mean_maps=mean_maps,
-            n_sequences=n_sequences,
-            work_cells=WORK_CELLS if device == "cpu" else WORK_CELLS_CUDA,
-            batch_size=None if batch_size == "auto" else int(batch_size),
-        )
+        reducer_state_bytes(shape.layers, shape.heads, shape.hidden, seq_len, names, plan)
         for names in variants.values()
     )
     store = max(map_store_bytes(shape, seq_len, n, n_groups=n_groups) for n in variants.values())
@@ -286,7 +293,7 @@ def extract_request(
     else:
         host = PROCESS_BYTES + w + store
         out["gpu_mb"] = _mb(w + state)
-    if merges:
+    if job.merges:
         host += MERGE_STORE_FACTOR * max(
             variant_store_bytes(shape, seq_len, names, n_groups=n_groups)
             for names in variants.values()
@@ -296,7 +303,7 @@ def extract_request(
 
 #: merge_scores' peak over one variant's store (float32 maps, uncompressed): the merged result in
 #: float64 (twice the store) and one shard's arrays read at a time
-#: (``causalpos.io.store.merge_shards``), cast back to float32 when written. Measured on the
+#: (``causalpos.io.shards.merge_shards``), cast back to float32 when written. Measured on the
 #: build VM (2026-11-26, docs/paper-shape.md): 12,496 MB for the 4.43 GB store of Llama-3.2-1B's
 #: shape at T = 1,024 (2.75 × with the process), rounded up.
 MERGE_STORE_FACTOR = 3.0

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from causalpos.models.load import disable_rope
+from causalpos.models.rotary import disable_rope
 from causalpos.models.variants import Variant, _rng, scrambled_position_ids
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 import causalpos.scorecard.paper1 as paper1
+import causalpos.scorecard.paper1_amplification as paper1_amplification
 import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_headline as paper2_headline
@@ -127,7 +128,7 @@ FAMILIES: tuple[Family, ...] = (
         reading=INDEX,
     ),
     Family(
-        paper1.trained_rows,
+        paper1_amplification.trained_rows,
         Input("train_comparison", "variant minus_init minus_init_lo minus_init_hi"),
         reading=INDEX,
     ),
@@ -150,7 +151,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("gram_nearby", "model panel nearby nearby_lo nearby_hi n_samples rope_identity"),
     ),
     Family(
-        paper1.trained_share_rows,
+        paper1_amplification.trained_share_rows,
         Input(
             "train_comparison",
             "variant share_pooled_minus_init share_pooled_minus_init_lo share_pooled_minus_init_hi",
@@ -158,7 +159,7 @@ FAMILIES: tuple[Family, ...] = (
         reading=INDEX,
     ),
     Family(
-        paper1.llm_twin_share_rows,
+        paper1_amplification.llm_twin_share_rows,
         Input("llm_index", "model dataset layer share"),
         reading=INDEX,
     ),

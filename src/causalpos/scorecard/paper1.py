@@ -1,8 +1,7 @@
 """Rows of paper 1 (Kim et al., 2025): the closed form and monotonicity of the parameter-free
 decoder (Fig. 1, theory.csv), the simulations' causal-mask pattern (Figs. 2-10,
 simulation_index.csv), the pretrained models' index, share and first keys (Fig. 5, Appendix E,
-llm_index.csv), and §3's amplification by learned parameters on the models trained here against
-their init twins (train_comparison.csv) and on pretrained models against their random-init twins.
+llm_index.csv). §3's amplification by learned parameters: :mod:`causalpos.scorecard.paper1_amplification`.
 
 Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
 targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
@@ -229,7 +228,7 @@ def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows
 
 
-def _paper1_models(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd.DataFrame]]:
+def paper1_runs(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd.DataFrame]]:
     """(model, dataset, rows sorted by layer) of the table's runs of the target's variant."""
     sel = llm[llm["variant"] == t["variant"]] if "variant" in llm else llm
     for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
@@ -261,7 +260,7 @@ def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         return [not_run(t, t["label"], src, "the config has no paper1_llm models")]
     rows = []
     twins = _twins(llm)
-    for model, dataset, g in _paper1_models(llm, t):
+    for model, dataset, g in paper1_runs(llm, t):
         first, later = g.iloc[0], g.iloc[1:]
         l1 = equivalent((first["ci_lo"], first["ci_hi"]), 0.0, margin)
         per = [positive((r.ci_lo, r.ci_hi), margin) for r in later.itertuples()]
@@ -284,39 +283,6 @@ def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows
 
 
-def trained_rows(cmp: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Paper 1 §3's "learned parameters amplify the causal-mask pattern", on the models trained
-    here, in logit units: layer-mean index of each trained variant minus that of its init twin
-    (paired CI), measured. An init twin's logits are ≈ 0, so the difference is positive
-    whenever training grows the logit scale: no plausible input makes it differ. The test is
-    the scale-free share (:func:`trained_share_rows`)."""
-    src = SOURCES["train_comparison"]
-    t = T["trained_vs_init"]
-    if cmp is None:
-        return [not_run(t, t["label"], src, "the config trains no models with init twins")]
-    rows = []
-    for r in cmp.itertuples():
-        lo, hi = r.minus_init_lo, r.minus_init_hi
-        amp = getattr(r, "amplification", math.nan)
-        measured = f"{fmt_ci(r.minus_init, lo, hi)} (logit units)" + (
-            f"; ratio x{fmt(amp)} [{fmt(r.amplification_lo)}, {fmt(r.amplification_hi)}]"
-            if amp is not None and np.isfinite(amp)
-            else ""
-        )
-        rule = positive((lo, hi), float(t["threshold"]))
-        rows.append(
-            target_row(
-                t,
-                f"{t['label']} (trained-{r.variant} vs init)",
-                measured,
-                MEASURED,
-                src,
-                note=f"{field_text(t, 'note')}; its rule says {rule}",
-            )
-        )
-    return rows
-
-
 _NO_NEW_COLUMNS = (
     "the config has no paper1_llm models, or llm_index.csv predates the {what} columns "
     "(rerun aggregate_llm_stats)"
@@ -331,7 +297,7 @@ def llm_layer1_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         return [not_run(t, t["label"], src, _NO_NEW_COLUMNS.format(what="share"))]
     margin, threshold = float(t["margin"]), float(t["threshold"])
     rows = []
-    for model, dataset, g in _paper1_models(llm, t):
+    for model, dataset, g in paper1_runs(llm, t):
         first, later = g.iloc[0], g.iloc[1:]
         per = [
             positive((r.share_minus_l1_lo, r.share_minus_l1_hi), margin) for r in later.itertuples()
@@ -379,7 +345,7 @@ def llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
 
     rows = []
     twins = _twins(llm)
-    for model, dataset, g in _paper1_models(llm, t):
+    for model, dataset, g in paper1_runs(llm, t):
         scored = g[g["layer"].isin(layers)]
         per = [side(r.band_lo, r.band_hi) for r in scored.itertuples()]
         n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
@@ -418,85 +384,6 @@ def llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         rows.append(
             target_row(
                 t, target, measured, fraction(n_yes, n_und, len(per), threshold), src, note=note
-            )
-        )
-    return rows
-
-
-def trained_share_rows(cmp: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """§3 amplification on the scale-free share: trained variant minus its init twin."""
-    src = SOURCES["train_comparison"]
-    t = T["trained_vs_init_share"]
-    if cmp is None:
-        why = (
-            "the config trains no models with init twins, or train_comparison.csv predates the "
-            "share columns (rerun compare_trained)"
-        )
-        return [not_run(t, t["label"], src, why)]
-    rows = []
-    for r in cmp.itertuples():
-        lo, hi = r.share_pooled_minus_init_lo, r.share_pooled_minus_init_hi
-        measured = f"{fmt_ci(r.share_pooled_minus_init, lo, hi)} (share of variance, pooled layers)"
-        if "share_pooled" in cmp and "init_share_pooled" in cmp:
-            measured += (
-                f"; trained {fmt_ci(r.share_pooled, r.share_pooled_lo, r.share_pooled_hi)}, init "
-                f"{fmt_ci(r.init_share_pooled, r.init_share_pooled_lo, r.init_share_pooled_hi)}"
-            )
-        target = f"{t['label']} (trained-{r.variant} vs init)"
-        if "nope" not in str(r.variant):
-            # with rotary position, training also builds a relative pattern: the target itself
-            # expects the share to fall there, so a fall cannot falsify the claim
-            rows.append(measured_row(t, target, measured, src, field_text(t, "note_rope")))
-            continue
-        rows.append(
-            target_row(
-                t,
-                target,
-                measured,
-                positive((lo, hi), float(t["threshold"])),
-                src,
-                note=field_text(t, "note"),
-            )
-        )
-    return rows
-
-
-def llm_twin_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """§3 amplification on the scale-free share: a pretrained model minus its random-init twin."""
-    src = SOURCES["llm_index"]
-    t = T["llm_vs_random_share"]
-    cols = ("share_pooled", "share_pooled_minus_twin", "share_pooled_minus_twin_lo")
-    if llm is None or "twin" not in llm or not set(cols) <= set(llm.columns):
-        why = (
-            "no paper1_llm model has its random-init twin among the paper1_llm models (a "
-            "random_init model `like:` it, on the same datasets), or llm_index.csv predates the "
-            "twin columns (rerun aggregate_llm_stats)"
-        )
-        return [not_run(t, t["label"], src, why)]
-    rows = []
-    for model, dataset, g in _paper1_models(llm[llm["twin"].notna()], t):
-        r = g.iloc[0]
-        lo, hi = r["share_pooled_minus_twin_lo"], r["share_pooled_minus_twin_hi"]
-        twin = llm[(llm["model"] == r["twin"]) & (llm["dataset"] == dataset)]
-        if "variant" in llm:
-            twin = twin[twin["variant"] == t["variant"]]
-        measured = (
-            f"{fmt_ci(r['share_pooled_minus_twin'], lo, hi)} (share of variance, pooled layers)"
-        )
-        if len(twin):
-            tw = twin.iloc[0]
-            measured += (
-                f"; {model} {fmt_ci(r['share_pooled'], r['share_pooled_lo'], r['share_pooled_hi'])}, "
-                f"{r['twin']} {fmt_ci(tw['share_pooled'], tw['share_pooled_lo'], tw['share_pooled_hi'])}"
-            )
-        rows.append(
-            target_row(
-                t,
-                f"{t['label']} ({model} vs {r['twin']}, {dataset})",
-                measured,
-                positive((lo, hi), float(t["threshold"])),
-                src,
-                note=field_text(t, "note"),
             )
         )
     return rows

@@ -19,11 +19,11 @@ def compare_trained(
     leakage: Mapping[str, str] | None = None,
     leakage_init: Mapping[str, str] | None = None,
     lengthgen: str | None = None,
-    confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
+    stats: Mapping | None = None,
 ):
-    """``compare_trained`` rule: paths in, the two CSV tables out (see :func:`causalpos.training.compare.comparison_tables`)."""
+    """``compare_trained`` rule: paths in, the two CSV tables out (see
+    :func:`causalpos.training.compare.comparison_tables`); ``stats``: its ``confidence``,
+    ``n_boot`` and ``seed`` (the rule's ``stats`` param; default theirs)."""
     import pandas as pd
 
     from causalpos.io.store import open_dataset
@@ -40,9 +40,7 @@ def compare_trained(
         leakage=summaries,
         leakage_init=twins,
         lengthgen=lg,
-        confidence=confidence,
-        n_boot=n_boot,
-        seed=seed,
+        **dict(stats or {}),
     )
     index.to_csv(out_index, index=False)
     comparison.to_csv(out_comparison, index=False)

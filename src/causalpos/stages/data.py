@@ -23,32 +23,35 @@ def sample_sequences(
     peers: Sequence[str | os.PathLike] = (),
     corpus_sha256: dict[str, str] | None = None,
 ) -> xr.Dataset:
-    """Rule ``sample_sequences``: :func:`causalpos.data.draw_sequences` of the dataset ``spec``
+    """Rule ``sample_sequences``: :func:`causalpos.sampling.draw_sequences` of the dataset ``spec``
     (named ``name`` in the config, for error messages) with the tokenizer of a prepared model
     directory; writes ``out``.
 
     ``peers``: directories of the other tokenizers of the models sharing the dataset; in mode
     ``first`` only documents long enough for every one of them are drawn, so all get the same
-    documents (``also_for`` of :func:`causalpos.data.draw_sequences`). ``corpus_sha256``: the
+    documents (``also_for`` of :func:`causalpos.sampling.draw_sequences`). ``corpus_sha256``: the
     content of the corpus's local files (the rule's ``sources`` param), recorded in the store
     (attribute ``corpus_sha256``, JSON) where there are any.
     """
-    from causalpos import data
     from causalpos.io.store import write_dataset
     from causalpos.models.tokenizers import tokenizer_from_dir
+    from causalpos.sampling import SequenceSample, draw_sequences
 
     tokenizer = tokenizer_from_dir(tokenizer_dir)
     extra = {}
     if peers:
         extra["also_for"] = [tokenizer_from_dir(p) for p in peers]
-    ds = data.draw_sequences(
-        tokenizer,
-        spec["corpus"],
+    sample = SequenceSample(
+        corpus=spec["corpus"],
         seq_len=int(spec["seq_len"]),
         n_sequences=int(spec["n_sequences"]),
         mode=spec.get("mode", "first"),
         seed=int(spec.get("seed", seed)),
         prepend_bos=spec.get("prepend_bos", False),
+    )
+    ds = draw_sequences(
+        tokenizer,
+        sample,
         key=f"datasets.{name}.prepend_bos" if name else "prepend_bos",
         **extra,
     )

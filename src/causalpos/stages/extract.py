@@ -87,19 +87,22 @@ def reducer_memory(
     transformers ``config`` (:func:`causalpos.models.footprint.reducer_state_bytes`, with the
     device's chunk size)."""
     from causalpos.capture.reducers import work_cells
-    from causalpos.models.footprint import reducer_state_bytes
+    from causalpos.models.footprint import ReducerPlan, reducer_state_bytes
 
+    plan = ReducerPlan(
+        n_groups=n_groups,
+        mean_maps=(leakage or {}).get("mean_maps", True),
+        n_sequences=n_sequences,
+        work_cells=work_cells(device),
+        batch_size=batch_size,
+    )
     return reducer_state_bytes(
         int(config.num_hidden_layers),
         int(config.num_attention_heads),
         int(getattr(config, "hidden_size", 0)),  # read by position0 only
         seq_len,
         names,
-        n_groups=n_groups,
-        mean_maps=(leakage or {}).get("mean_maps", True),
-        n_sequences=n_sequences,
-        work_cells=work_cells(device),
-        batch_size=batch_size,
+        plan,
     )
 
 
@@ -324,14 +327,15 @@ def _extract_variant(
 def as_merged(ds, out: str | os.PathLike):
     """One variant's extraction result ``ds``, a shard holding every sequence of its pair, as rule
     ``merge_scores`` stores the merge of that one shard: the same
-    :func:`~causalpos.io.store.merge_shards` through the same reducer merges
+    :func:`~causalpos.io.shards.merge_shards` through the same reducer merges
     (:data:`causalpos.capture.merging.MERGES`: float32 maps, ``n_shards`` 1, no per-shard
     attributes), checked as the merge checks its result (counts add up, every map holds data).
 
     Raises ``FloatingPointError`` where a map holds no data: the model produced NaN (nothing
     was lost on disk: nothing was written yet)."""
     from causalpos.capture.merging import MERGES
-    from causalpos.io.store import NAN_FROM_MODEL, count_problems, map_problems, merge_shards
+    from causalpos.io.shards import merge_shards
+    from causalpos.io.store import NAN_FROM_MODEL, count_problems, map_problems
 
     merged = merge_shards([ds], reducers=dict(MERGES))
     problems = count_problems(merged) + map_problems(merged, cause=NAN_FROM_MODEL)

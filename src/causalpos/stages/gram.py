@@ -12,6 +12,7 @@ import xarray as xr
 from causalpos.io.store import NAN_FROM_MODEL, map_problems, write_dataset
 from causalpos.models.context import check_model_context
 from causalpos.paper1.gram import gram_store
+from causalpos.sampling import SequenceSample
 
 log = logging.getLogger("causalpos.stages.gram")
 
@@ -19,30 +20,28 @@ log = logging.getLogger("causalpos.stages.gram")
 def gram_panels(
     model_dir,
     out,
-    corpus: dict,
+    sample: SequenceSample,
     *,
-    seq_len: int = 50,
-    n_sequences: int = 1000,
-    seed: int = 0,
-    mode: str = "first",
     batch_size: int = 32,
     device: str = "cpu",
     dtype: str = "float32",
     attrs: dict | None = None,
     data_store: str | os.PathLike | None = None,
 ) -> xr.Dataset:
-    """Rule ``gram_panels``: :func:`gram_store` of the model in ``model_dir`` on sequences drawn
-    from ``corpus`` (or read from ``data_store``, a ``draw_sequences`` store of a configured
-    dataset with this model's tokenizer), written to ``out``.
+    """Rule ``gram_panels``: :func:`gram_store` of the model in ``model_dir`` on the sequences
+    ``sample`` draws (:class:`~causalpos.sampling.SequenceSample`; or read from ``data_store``, a
+    ``draw_sequences`` store of a configured dataset with this model's tokenizer), written to
+    ``out``.
 
-    Sequences are :func:`causalpos.data.draw_sequences` with the model's own tokenizer (paper 1:
-    ``mode="first"``, the first ``seq_len`` tokens of held-out documents, BOS included). The model
+    Sequences are :func:`causalpos.sampling.draw_sequences` with the model's own tokenizer
+    (paper 1: ``mode="first"``, the first ``seq_len`` tokens of held-out documents, BOS
+    included). The model
     is loaded with :func:`causalpos.models.load.load_model` (so a NoPE checkpoint runs without rotation).
     The sampling record (corpus, mode, seed, tokenizer hash) and the model's provenance are added
     to the attrs, as are the sampled token ids (``tokens (sample, position)``).
     """
-    from causalpos.data import draw_sequences
     from causalpos.models.load import load_model
+    from causalpos.sampling import draw_sequences, tokenizer_fingerprint
 
     model, tokenizer = load_model(model_dir, device=device, dtype=dtype)
     if tokenizer is None:
@@ -50,7 +49,6 @@ def gram_panels(
             f"{model_dir} has no tokenizer: Fig. 3/8 need one to tokenize the held-out text"
         )
     if data_store is not None:
-        from causalpos.data import tokenizer_fingerprint
         from causalpos.io.store import open_dataset
 
         seqs = open_dataset(data_store)
@@ -61,9 +59,8 @@ def gram_panels(
             )
         mode, seed = seqs.attrs["mode"], seqs.attrs["seed"]
     else:
-        seqs = draw_sequences(
-            tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
-        )
+        seqs = draw_sequences(tokenizer, sample)
+        mode, seed = sample.mode, sample.seed
     tokens = np.asarray(seqs["tokens"].values)
     warning = check_model_context(model.config, tokens.shape[1], f"gram_panels: model {model_dir}")
     if warning:

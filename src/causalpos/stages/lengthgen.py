@@ -10,7 +10,9 @@ import numpy as np
 import xarray as xr
 
 from causalpos.io.store import write_dataset
+from causalpos.sampling import SequenceSample, draw_sequences
 from causalpos.training import lengthgen, trainlog
+from causalpos.training.settings import LengthGenSettings
 
 log = logging.getLogger("causalpos.stages.lengthgen")
 
@@ -20,27 +22,21 @@ def length_generalization(
     out_store,
     out_table,
     corpus: dict,
+    settings: LengthGenSettings,
     *,
-    length_factor: float = 2.0,
-    seq_len: int | None = None,
-    n_sequences: int = 128,
-    seed: int = 0,
-    mode: str = "chunks",
-    batch_size: int = 16,
-    n_bootstrap: int = 2000,
-    confidence: float = 0.95,
     device: str = "cpu",
     dtype: str = "float32",
     attrs: dict | None = None,
 ) -> xr.Dataset:
     """Rule ``length_generalization``: :func:`causalpos.training.lengthgen.measure_length_generalization` of
     trained model directories on sequences drawn from ``corpus``; writes the store ``out_store``
-    and its per-variant summary table ``out_table`` (CSV).
+    and its per-variant summary table ``out_table`` (CSV) (``settings``:
+    :class:`~causalpos.training.settings.LengthGenSettings`).
 
     ``model_dirs``: name → directory written by :func:`causalpos.training.loop.run_training` (loaded with
     :func:`causalpos.models.load.load_model`). Every model must share one tokenizer (the one-factor
     design; checked by hash), and each one's training context is read from its config
-    (``causalpos_train_context``). Sequences: :func:`causalpos.data.draw_sequences` with that
+    (``causalpos_train_context``). Sequences: :func:`causalpos.sampling.draw_sequences` with that
     tokenizer, ``seq_len`` tokens (default ``length_factor`` × the longest training context),
     ``mode="chunks"`` (BOS + consecutive held-out text, never crossing documents).
 
@@ -49,8 +45,63 @@ def length_generalization(
     ``training.json``, NaN when absent) and the token ids ``tokens (sequence, token_position)``.
     """
 
-    from causalpos.data import draw_sequences, tokenizer_fingerprint
+    s = settings
+    models, contexts, positional, summaries, tokenizer, tok_hash = _load_models(
+        model_dirs, device, dtype
+    )
+    seq_len = s.seq_len
+    if seq_len is None:
+        seq_len = int(round(s.length_factor * max(contexts.values())))
+    sample = SequenceSample(dict(corpus), seq_len, s.n_sequences, mode=s.mode, seed=s.seed)
+    seqs = draw_sequences(tokenizer, sample)
+    tokens = seqs["tokens"].values
+    ds = lengthgen.measure_length_generalization(
+        models,
+        tokens,
+        train_context=contexts,
+        batch_size=s.batch_size,
+        n_bootstrap=s.n_bootstrap,
+        confidence=s.confidence,
+        seed=s.seed,
+    )
+    names = list(models)
+    ds = ds.assign(
+        positional=("variant", np.array([positional[n] for n in names], dtype=object)),
+        final_heldout_loss=(
+            "variant",
+            [float(summaries[n].get("final_heldout_loss", np.nan)) for n in names],
+        ),
+        unigram_entropy=(
+            "variant",
+            [float(summaries[n].get("unigram_entropy", np.nan)) for n in names],
+        ),
+        tokens=(("sequence", "token_position"), tokens),
+    )
+    ds.attrs.update(
+        {
+            "corpus": seqs.attrs["corpus"],
+            "mode": s.mode,
+            "seq_len": int(seq_len),
+            "n_sequences": int(s.n_sequences),
+            "tokenizer_sha256": tok_hash,
+            "device": device,
+            "dtype": dtype,
+            **(attrs or {}),
+        }
+    )
+    write_dataset(ds, out_store)
+    table = lengthgen.summary_table(ds)
+    table.to_csv(out_table, index=False)
+    log.info("\n%s", table.to_string())
+    return ds
+
+
+def _load_models(model_dirs: Mapping[str, str], device: str, dtype: str):
+    """(models, training contexts, positional types, training summaries, the shared tokenizer,
+    its hash) of the model directories; refused where a model was not trained here or the
+    tokenizers differ."""
     from causalpos.models.load import load_model
+    from causalpos.sampling import tokenizer_fingerprint
 
     if not model_dirs:
         raise ValueError("length_generalization needs at least one model directory")
@@ -79,48 +130,4 @@ def length_generalization(
             if (Path(path) / trainlog.TRAINING_JSON).is_file()
             else {}
         )
-    if seq_len is None:
-        seq_len = int(round(length_factor * max(contexts.values())))
-    seqs = draw_sequences(
-        tokenizer, dict(corpus), seq_len=seq_len, n_sequences=n_sequences, mode=mode, seed=seed
-    )
-    tokens = seqs["tokens"].values
-    ds = lengthgen.measure_length_generalization(
-        models,
-        tokens,
-        train_context=contexts,
-        batch_size=batch_size,
-        n_bootstrap=n_bootstrap,
-        confidence=confidence,
-        seed=seed,
-    )
-    names = list(models)
-    ds = ds.assign(
-        positional=("variant", np.array([positional[n] for n in names], dtype=object)),
-        final_heldout_loss=(
-            "variant",
-            [float(summaries[n].get("final_heldout_loss", np.nan)) for n in names],
-        ),
-        unigram_entropy=(
-            "variant",
-            [float(summaries[n].get("unigram_entropy", np.nan)) for n in names],
-        ),
-        tokens=(("sequence", "token_position"), tokens),
-    )
-    ds.attrs.update(
-        {
-            "corpus": seqs.attrs["corpus"],
-            "mode": mode,
-            "seq_len": int(seq_len),
-            "n_sequences": int(n_sequences),
-            "tokenizer_sha256": tok_hash,
-            "device": device,
-            "dtype": dtype,
-            **(attrs or {}),
-        }
-    )
-    write_dataset(ds, out_store)
-    table = lengthgen.summary_table(ds)
-    table.to_csv(out_table, index=False)
-    log.info("\n%s", table.to_string())
-    return ds
+    return models, contexts, positional, summaries, tokenizer, tok_hash

@@ -2,7 +2,7 @@
 exactly, one store per variant, in one job.
 
 Apart from extraction, so that editing this module never re-extracts (extraction of a dataset of
-one shard merges in memory through :func:`causalpos.io.store.merge_shards`, which both import).
+one shard merges in memory through :func:`causalpos.io.shards.merge_shards`, which both import).
 """
 
 from __future__ import annotations
@@ -79,11 +79,8 @@ def merge_score_shards(shards: Sequence[str | os.PathLike], out: str | os.PathLi
     its manifest but holds NaN maps was computed so (NaN from the model), not damaged
     (:func:`input_fault`).
     """
-    from causalpos.io.store import (
-        count_problems,
-        merge_shards,
-        write_dataset,
-    )
+    from causalpos.io.shards import merge_shards
+    from causalpos.io.store import count_problems, write_dataset
 
     shards = list(shards)
     ds = merge_shards(shards, reducers=reducer_classes())

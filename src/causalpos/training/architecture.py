@@ -35,12 +35,16 @@ def apply_causalpos_attributes(model: nn.Module) -> nn.Module:
     """Honour ``causalpos_rope`` in ``model.config`` exactly as ``causalpos.models.load.load_model`` does.
 
     ``"none"`` makes the rotary application the identity through
-    :func:`causalpos.models.load.disable_rope` — the one definition of NoPE in the package, so a model is
+    :func:`causalpos.models.rotary.disable_rope` — the one definition of NoPE in the package, so a model is
     trained with the same mechanism the analyses load it with. In place; returns ``model``.
     """
-    from causalpos.models.load import apply_rope_setting
+    from causalpos.models.rotary import apply_rope_setting
 
     return apply_rope_setting(model)
+
+
+#: llama3 frequency scaling's low and high frequency factors (the ntk variant: Llama 3.1's).
+NTK_LOW_FREQ_FACTOR, NTK_HIGH_FREQ_FACTOR = 1.0, 4.0
 
 
 def build_config(
@@ -51,19 +55,18 @@ def build_config(
     context: int,
     window: int | None = None,
     ntk_factor: float = 8.0,
-    ntk_low_freq_factor: float = 1.0,
-    ntk_high_freq_factor: float = 4.0,
     ntk_original_context: int | None = None,
-    bos_id: int = 0,
-    eos_id: int = 1,
-    pad_id: int = 2,
+    special_ids: tuple[int, int, int] = (0, 1, 2),
 ):
     """The transformers config of ``variant`` (LlamaConfig, or MistralConfig for ``swa``).
 
     ``window`` (``swa`` only) defaults to ``context // 4``; ``ntk_original_context`` (``ntk`` only)
-    defaults to ``context``. Every config carries ``causalpos_variant`` and
+    defaults to ``context``; llama3 scaling's low and high frequency factors are
+    :data:`NTK_LOW_FREQ_FACTOR` and :data:`NTK_HIGH_FREQ_FACTOR`. ``special_ids``: the BOS, EOS
+    and padding ids. Every config carries ``causalpos_variant`` and
     ``causalpos_train_context``; NoPE carries ``causalpos_rope = "none"``.
     """
+    bos_id, eos_id, pad_id = special_ids
     from transformers import LlamaConfig, MistralConfig
 
     if variant not in VARIANTS:
@@ -89,12 +92,12 @@ def build_config(
             "rope_type": "llama3",
             "rope_theta": float(shape.rope_theta),
             "factor": float(ntk_factor),
-            "low_freq_factor": float(ntk_low_freq_factor),
-            "high_freq_factor": float(ntk_high_freq_factor),
+            "low_freq_factor": float(NTK_LOW_FREQ_FACTOR),
+            "high_freq_factor": float(NTK_HIGH_FREQ_FACTOR),
             "original_max_position_embeddings": int(ntk_original_context or context),
         }
     if variant == "nope":
-        from causalpos.models.load import ROPE_CONFIG_KEY
+        from causalpos.models.rotary import ROPE_CONFIG_KEY
 
         extra[ROPE_CONFIG_KEY] = "none"
     common = dict(

@@ -61,7 +61,6 @@ def loss_by_position(
     confidence: float = 0.95,
     seed: int = 0,
     excess_from: int | None = None,
-    autocast_dtype: torch.dtype | None = None,
 ) -> xr.Dataset:
     """Per-position mean next-token NLL of ``model`` on ``tokens`` ``(n_sequences, seq)`` with a bootstrap CI.
 
@@ -75,7 +74,7 @@ def loss_by_position(
     ``train_context // 2``: trained positions that already have long contexts), and its mean
     with bootstrap CI ``excess_mean``, ``excess_lo``, ``excess_hi`` (scalars).
     """
-    nll = per_token_nll(model, tokens, batch_size=batch_size, autocast_dtype=autocast_dtype)
+    nll = per_token_nll(model, tokens, batch_size=batch_size)
     # Percentile bootstrap over sequences; one resampling shared by all positions (keeps pairing).
     mean, lo, hi = bootstrap_ci(nll, n_boot=n_bootstrap, level=confidence, seed=seed)
     positions = np.arange(1, nll.shape[1] + 1)

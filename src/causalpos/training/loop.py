@@ -223,9 +223,7 @@ def _resume(job: _Job) -> _State:
         window=s.window,
         ntk_factor=s.ntk_factor,
         ntk_original_context=s.ntk_original_context,
-        bos_id=job.bos_id,
-        eos_id=job.eos_id,
-        pad_id=job.pad_id,
+        special_ids=(job.bos_id, job.eos_id, job.pad_id),
     )
     saved, path = _matching_checkpoint(job)
     if saved is not None:

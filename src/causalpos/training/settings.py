@@ -158,3 +158,20 @@ def config_keys() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
         if f.metadata["only"] is not None:
             own[f.metadata["only"]] = (*own.get(f.metadata["only"], ()), f.name)
     return shared, own
+
+
+@dataclass(frozen=True)
+class LengthGenSettings:
+    """Loss by position beyond the training length (rule ``length_generalization``): the
+    held-out sequences (``length_factor`` × the longest training context, or ``seq_len``;
+    ``n_sequences`` of them in ``mode``), the forward passes' batch, the bootstrap and the seed.
+    Each field's metadata names its config key (``config``; None: not set by the config)."""
+
+    length_factor: float = field(default=2.0, metadata={"config": "train.lengthgen.length_factor"})
+    n_sequences: int = field(default=128, metadata={"config": "train.lengthgen.n_sequences"})
+    batch_size: int = field(default=16, metadata={"config": "train.lengthgen.batch_size"})
+    n_bootstrap: int = field(default=2000, metadata={"config": "stats.n_bootstrap"})
+    confidence: float = field(default=0.95, metadata={"config": "stats.confidence"})
+    seed: int = field(default=0, metadata={"config": "seed"})
+    seq_len: int | None = field(default=None, metadata={"config": None})
+    mode: str = field(default="chunks", metadata={"config": None})

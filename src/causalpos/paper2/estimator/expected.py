@@ -59,7 +59,7 @@ positions gives E y_ij = b (i ≠ j ≥ 1), E y_ii = c, E y_i0 = a: μ = b + (c 
 (a − b)[j = 0]. The first two terms are offset levels; the key-0 column is not in the span of
 offsets and query effects, so such a run reads ρ > 0 (0.15 measured on SmolLM2). The headline
 therefore models the key-0 column in both B and F (``landmark=True``: one indicator column,
-:func:`causalpos.paper2.extraction.metric.build_design`), which puts μ of every position-free run in the span
+:func:`causalpos.paper2.extraction.design.build_design`), which puts μ of every position-free run in the span
 of B: ρ = 0 by construction, with or without a fixed token 0. It removes only a key-0 level
 shared by all queries; attention to key 0 that varies with the query position (sinks read
 differently by position) stays in ΔSS. In a causal run that shared key-0 level has two sources,

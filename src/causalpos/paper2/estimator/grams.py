@@ -2,7 +2,7 @@
 
 Every block of the headline summary (:mod:`causalpos.paper2.summary.headline`) reads the same per-prompt
 statistics through the same designs: a run's store is loaded once, each layer's pair mask and
-:class:`~causalpos.paper2.estimator.expected.PromptStats` are built once per (run, window, target), each
+:class:`~causalpos.paper2.estimator.pairgrams.PromptStats` are built once per (run, window, target), each
 design once per (mask, fit, landmark), each Gram once per (run, window, target, fit, landmark),
 and each estimate once per Gram and resampling.
 """
@@ -85,7 +85,7 @@ class GramCache:
     def grams(
         self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
     ) -> dict[str, np.ndarray]:
-        """:func:`causalpos.paper2.estimator.expected.prompt_grams` of every layer, leading (layer, head)."""
+        """:func:`causalpos.paper2.estimator.pairgrams.prompt_grams` of every layer, leading (layer, head)."""
         key = (run, window, target, fit, landmark)
         if key not in self._grams:
             parse_fit(fit)
@@ -187,7 +187,7 @@ class GramCache:
     def parts(
         self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
     ) -> dict[str, np.ndarray] | None:
-        """:func:`causalpos.paper2.inference.linear_parts` (B, layer) of the run's numerator Gram
+        """:func:`causalpos.paper2.estimator.replicates.linear_parts` (B, layer) of the run's numerator Gram
         summed over heads, under the calibrated multipliers (None without them): from the
         estimate's per-head parts where it ran, else from the layers' Grams (memoised).
         ``target`` "logz": the Gram of :meth:`logz_gram`. A combination of Grams, or a sum over

@@ -103,19 +103,7 @@ def leakage_summary(
     out.attrs.update({k: v for b in blocks for k, v in b.attrs.items()})
     out.attrs.update(
         {
-            "fit": s.fit,
-            "window": s.window,
-            "floor_correct": int(s.floor_correct),
-            "n_boot": s.n_boot,
-            "n_perm": s.n_perm,
-            "level": s.level,
-            "alpha": s.alpha,
-            "seed": s.seed,
-            "n_sequences": int(ps.sequences.size),
-            "perm_variants": [
-                v for v in ps.variants if s.perm_variants is None or v in s.perm_variants
-            ],
-            "stratified_bootstrap": int(ps.stratified),
+            **_settings_attrs(s, ps),
             "conditions": json.dumps(conds),
             "conditions_not_run": json.dumps(conds_not_run),
             "bos": json.dumps(bos_pairs),
@@ -123,12 +111,37 @@ def leakage_summary(
                 {k: {"runs": list(bos_wanted[k]), "missing": m} for k, m in bos_not_run.items()}
             ),
             "position_free_runs": [v for v in ps.variants if v in position_free_runs],
-            "note": "exp_* (headline): dR2 of the expected map, U-statistics over prompt pairs, "
-            "key-0 column modelled, pooled sum/sum; leakage_* (per-prompt reading): "
-            "leakage = mean over prompts of per-prompt dR2 (minus exact within-offset "
-            "permutation-null mean when floor_correct); shares = ratios of prompt means; p/q: "
-            "within-offset permutation test on prompt-mean maps, BH over (layer, head) per "
-            "variant and target",
+            "note": NOTE,
         }
     )
     return out
+
+
+#: What the summary's variables are, in its attrs.
+NOTE = (
+    "exp_* (headline): dR2 of the expected map, U-statistics over prompt pairs, "
+    "key-0 column modelled, pooled sum/sum; leakage_* (per-prompt reading): "
+    "leakage = mean over prompts of per-prompt dR2 (minus exact within-offset "
+    "permutation-null mean when floor_correct); shares = ratios of prompt means; p/q: "
+    "within-offset permutation test on prompt-mean maps, BH over (layer, head) per "
+    "variant and target"
+)
+
+
+def _settings_attrs(s: LeakageSettings, ps: PromptSet) -> dict:
+    """The summary's settings and resampling, as its attrs."""
+    return {
+        "fit": s.fit,
+        "window": s.window,
+        "floor_correct": int(s.floor_correct),
+        "n_boot": s.n_boot,
+        "n_perm": s.n_perm,
+        "level": s.level,
+        "alpha": s.alpha,
+        "seed": s.seed,
+        "n_sequences": int(ps.sequences.size),
+        "perm_variants": [
+            v for v in ps.variants if s.perm_variants is None or v in s.perm_variants
+        ],
+        "stratified_bootstrap": int(ps.stratified),
+    }

@@ -28,7 +28,7 @@ whose second part depends on the model's own attention A (a key-position term c_
 row-dependent −log E_A[e^c], a query effect of model-dependent size, which P_Δ does not remove);
 a bound from max c − min c is far too loose to test recovery against. The log-attention
 positive control therefore stays the statistics-level one
-(:func:`causalpos.paper2.estimator.expected.plant_query_effect`), and the planted run checks on
+(:func:`causalpos.paper2.estimator.pairgrams.plant_query_effect`), and the planted run checks on
 log-attention what the plant must leave alone: its statistics equal the twin's (an exact check).
 
 **Pass rule (decision).** The control passes where the percentile-bootstrap interval of the
@@ -48,7 +48,7 @@ planted control only where the run is a negative control too (the stage's ``mode
 **Twin (optional).** The unplanted run of the same weights and prompts adds: its own N̂ (the
 assumption P_Δ μ = 0, read: ≈ 0), the paired difference planted − twin (same bootstrap draws),
 and two exact checks of the plumbing: the planted run's logit statistics equal the twin's with b
-added to them (:func:`~causalpos.paper2.estimator.expected.plant_query_effect`), and its log-attention
+added to them (:func:`~causalpos.paper2.estimator.pairgrams.plant_query_effect`), and its log-attention
 statistics equal the twin's, each within float32 rounding (:data:`CHECK_TOL`).
 """
 
@@ -171,7 +171,7 @@ def recover(
     grams: dict[str, np.ndarray], truth: np.ndarray, counts: np.ndarray, *, level: float = 0.95
 ) -> dict[str, np.ndarray]:
     """The planted truth (layer,) against the estimator's N̂ of ``grams`` ((layer, head, ...)
-    Grams of :func:`causalpos.paper2.estimator.expected.prompt_grams`): ``plant_num*`` (per layer and
+    Grams of :func:`causalpos.paper2.estimator.pairgrams.prompt_grams`): ``plant_num*`` (per layer and
     pooled, with percentile intervals under the bootstrap ``counts`` (B, n)), ``plant_truth*``,
     ``plant_ratio*`` (N̂ / truth, NaN where the truth is 0), ``plant_share`` (truth / D̂) and
     ``plant_passed`` (the interval of the one layer with a non-zero truth excludes 0 and contains
@@ -215,7 +215,7 @@ def _gram_deviation(got: dict, want: dict) -> np.ndarray:
 def planted_grams(
     ds: xr.Dataset, *, window: str, target: str, fit: str, landmark: bool
 ) -> dict[str, np.ndarray]:
-    """:func:`causalpos.paper2.estimator.expected.store_grams` of one store (the rounding bound dropped)."""
+    """:func:`causalpos.paper2.estimator.storeview.store_grams` of one store (the rounding bound dropped)."""
     return store_grams(ds, window=window, target=target, fit=fit, landmark=landmark)[0]
 
 

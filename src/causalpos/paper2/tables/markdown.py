@@ -151,6 +151,14 @@ def paper2_markdown(
         out.append(_markdown(df))
 
     _headline_sections(tabs, section)
+    _per_prompt_sections(tabs, section)
+    _position0_sections(tabs, section)
+    return "".join(out)
+
+
+def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
+    """The per-prompt reading's sections: decomposition, Table 6, Table 9, the observational
+    split, leakage per run."""
     dec = tabs["decomposition"]
     if not dec.empty:
         section(
@@ -202,6 +210,11 @@ def paper2_markdown(
         if "status" in rc:
             cols["status"] = rc["status"]
         section("Table 6 analog: causal vs identity vs scrambled RoPE", pd.DataFrame(cols))
+    _bos_and_split_sections(tabs, section)
+
+
+def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
+    """The per-prompt reading's Table 9, observational split and leakage per run."""
     bos = tabs["bos_effects"]
     if not bos.empty:
         section(
@@ -257,6 +270,10 @@ def paper2_markdown(
                 }
             ),
         )
+
+
+def _position0_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
+    """Sink heads, position 0's trajectory and the content probes."""
     sk = tabs["sink_heads"]
     if not sk.empty:
         piv = sk.pivot_table(
@@ -282,4 +299,3 @@ def paper2_markdown(
     pr = tabs["position0_probes"]
     if not pr.empty:
         section("Content probes (cross-validated; chance = majority class)", pr)
-    return "".join(out)

@@ -14,6 +14,7 @@ import torch
 
 from causalpos.paper1 import gram as G
 from causalpos.paper1.nearby import nearby_table
+from causalpos.sampling import SequenceSample
 from causalpos.training import architecture, settings
 
 SHAPE = settings.ModelShape(hidden=32, layers=3, heads=4, kv_heads=2, intermediate=64)
@@ -275,9 +276,13 @@ def test_gram_stage_reads_a_configured_datasets_store_like_it_samples_one(tmp_pa
     spec = {"corpus": {"type": "kjv", "books": ["Ruth"]}, "seq_len": 12, "n_sequences": 4}
     store = tmp_path / "data.zarr"
     sample_sequences(model_dir, spec, store, seed=0)
-    kw = dict(seq_len=12, n_sequences=4, seed=0, batch_size=2)
-    from_store = gram_panels(model_dir, tmp_path / "a.zarr", None, data_store=store, **kw)
-    sampled = gram_panels(model_dir, tmp_path / "b.zarr", spec["corpus"], **kw)
+    draw = dict(seq_len=12, n_sequences=4, seed=0)
+    from_store = gram_panels(
+        model_dir, tmp_path / "a.zarr", SequenceSample(**draw), data_store=store, batch_size=2
+    )
+    sampled = gram_panels(
+        model_dir, tmp_path / "b.zarr", SequenceSample(spec["corpus"], **draw), batch_size=2
+    )
     assert np.array_equal(from_store["tokens"].values, sampled["tokens"].values)
     xr.testing.assert_identical(from_store.drop_attrs(), sampled.drop_attrs())
     assert from_store.attrs["corpus"] == sampled.attrs["corpus"]

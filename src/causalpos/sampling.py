@@ -1,0 +1,323 @@
+"""Seeded sequence sampling from a corpus (:mod:`causalpos.data`): what a dataset holds
+(:class:`SequenceSample`) and the draw itself (:func:`draw_sequences`).
+
+:func:`draw_sequences` tokenizes every document with the model's own tokenizer and its
+default special tokens — the tokens a tokenizer *prepends* (a BOS, for Llama; nothing for Qwen
+or SmolLM2) start every sequence — and never pads. A dataset's ``prepend_bos`` (not a corpus
+key) puts a fixed token at position 0 where the tokenizer adds none (:func:`bos_prefix`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from causalpos.data import CorpusError, load_documents, validate_corpus
+
+if TYPE_CHECKING:  # xarray (with pandas, ~0.4 CPU-s) is imported by draw_sequences alone
+    import xarray as xr
+
+MODES = ("first", "chunks")
+
+
+@dataclass(frozen=True)
+class SequenceSample:
+    """What a dataset holds (config ``datasets.<name>``): sequences of ``seq_len`` tokens drawn
+    from ``corpus`` (a corpus spec, :mod:`causalpos.data`), ``n_sequences`` of them, their
+    ``mode`` (``first``: documents' first tokens, paper 1; ``chunks``: consecutive chunks, paper
+    2), the draw's ``seed`` and the token at position 0 (``prepend_bos``,
+    :func:`bos_prefix`). Each field's metadata names its config key, whose default in
+    ``workflow/schemas/config.schema.yaml`` is the field's (``tests/test_sampling.py``)."""
+
+    corpus: Mapping[str, Any] | None = field(default=None, metadata={"config": "datasets.*.corpus"})
+    seq_len: int = field(default=0, metadata={"config": "datasets.*.seq_len"})
+    n_sequences: int = field(default=0, metadata={"config": "datasets.*.n_sequences"})
+    mode: str = field(default="first", metadata={"config": "datasets.*.mode"})
+    seed: int = field(default=0, metadata={"config": "seed"})
+    prepend_bos: bool | str | int = field(
+        default=False, metadata={"config": "datasets.*.prepend_bos"}
+    )
+
+
+def special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:
+    """Token ids the tokenizer adds before and after a text with its default special tokens."""
+    probe = "The quick brown fox jumps over the lazy dog."
+    with_sp = list(tokenizer(probe).input_ids)
+    without = list(tokenizer(probe, add_special_tokens=False).input_ids)
+    for start in range(len(with_sp) - len(without) + 1):
+        if with_sp[start : start + len(without)] == without:
+            return with_sp[:start], with_sp[start + len(without) :]
+    raise CorpusError(
+        f"tokenizer {getattr(tokenizer, 'name_or_path', '?')!r}: tokens with special tokens "
+        f"{with_sp} do not contain the tokens without them {without}; cannot tell which special "
+        "tokens it adds"
+    )
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """SHA-256 (16 hex digits) of the tokenizer's full serialization (vocab, merges, specials)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        blob = backend.to_str()
+    else:
+        blob = json.dumps(sorted(tokenizer.get_vocab().items()))
+    blob += json.dumps(tokenizer.special_tokens_map, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def bos_prefix(
+    tokenizer: Any, prefix: list[int], prepend_bos: bool | str | int, key: str = "prepend_bos"
+) -> tuple[list[int], int | None, bool]:
+    """``(prefix, bos id, added)``: the tokenizer's own ``prefix`` with a fixed token at position 0.
+
+    ``prepend_bos`` (a dataset setting; TransformerLens' option of the same name): ``False`` ->
+    the prefix unchanged (bos id None unless the tokenizer itself starts with its BOS);
+    ``True`` -> the tokenizer's ``bos_token``; a string -> that token of the vocabulary; an
+    integer -> that id. The token is prepended only when the prefix does not already start with
+    it (Llama's tokenizer adds its BOS itself; SmolLM2's and Qwen's add nothing). ``added`` says
+    whether it was prepended here. Errors name ``key`` (the config key).
+    """
+    prefix = [int(x) for x in prefix]
+    name = getattr(tokenizer, "name_or_path", "?")
+    if prepend_bos is False or prepend_bos is None:
+        bos_id = getattr(tokenizer, "bos_token_id", None)
+        fixed = bool(prefix and bos_id is not None and prefix[0] == bos_id)
+        return prefix, (int(bos_id) if fixed else None), False
+    if prepend_bos is True:
+        bos_id = getattr(tokenizer, "bos_token_id", None)
+        if bos_id is None:
+            raise CorpusError(
+                f"{key}: true, but tokenizer {name!r} defines no BOS token; name the token "
+                "to put at position 0 (a string from its vocabulary) or give its id"
+            )
+    elif isinstance(prepend_bos, str):
+        vocab = tokenizer.get_vocab()
+        if prepend_bos not in vocab:
+            raise CorpusError(
+                f"{key}: token {prepend_bos!r} is not in the vocabulary of tokenizer {name!r} "
+                f"(its special tokens: {list(tokenizer.all_special_tokens)})"
+            )
+        bos_id = vocab[prepend_bos]
+    elif isinstance(prepend_bos, (int, np.integer)):
+        bos_id = int(prepend_bos)
+        if not 0 <= bos_id < len(tokenizer):
+            raise CorpusError(
+                f"{key}: id {bos_id} outside the vocabulary of tokenizer {name!r} "
+                f"(ids 0..{len(tokenizer) - 1})"
+            )
+    else:
+        raise CorpusError(f"{key}: expected true/false, a token or an id, got {prepend_bos!r}")
+    bos_id = int(bos_id)
+    if prefix and prefix[0] == bos_id:
+        return prefix, bos_id, False
+    return [bos_id, *prefix], bos_id, True
+
+
+def non_special_ids(tokenizer: Any) -> np.ndarray:
+    """Ids of ordinary tokens: every id of the tokenizer except special and added tokens."""
+    special = set(tokenizer.all_special_ids)
+    special |= set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    ids = np.array([i for i in range(len(tokenizer)) if i not in special], dtype=np.int64)
+    if ids.size == 0:
+        raise CorpusError("random_tokens: the tokenizer has no non-special ids")
+    return ids
+
+
+def _stratified_order(sources: list[str], rng: np.random.Generator) -> np.ndarray:
+    """Round-robin over sources (in a seeded order), each source's candidates shuffled."""
+    by_source: dict[str, list[int]] = {}
+    for i, s in enumerate(sources):
+        by_source.setdefault(s, []).append(i)
+    names = sorted(by_source)
+    queues = [
+        list(np.asarray(by_source[names[k]])[rng.permutation(len(by_source[names[k]]))])
+        for k in rng.permutation(len(names))
+    ]
+    order = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return np.asarray(order, dtype=np.int64)
+
+
+def draw_sequences(
+    tokenizer: Any,
+    sample: SequenceSample,
+    *,
+    key: str = "prepend_bos",
+    also_for: Sequence[Any] = (),
+) -> xr.Dataset:
+    """Draw ``sample.n_sequences`` token sequences of exactly ``sample.seq_len`` tokens from
+    ``sample.corpus``, no padding (``sample``: :class:`SequenceSample`).
+
+    - ``mode="first"`` (paper 1): the first ``seq_len`` tokens of documents at least that long
+      (tokenized with the default special tokens), documents drawn without replacement;
+    - ``mode="chunks"`` (paper 2): consecutive, non-overlapping chunks of each document's tokens,
+      each prefixed with the tokens the tokenizer prepends (its BOS, if any), drawn without
+      replacement; chunks never cross documents.
+    - ``type: random_tokens``: the prepended tokens, then ids uniform over non-special ids.
+    - ``prepend_bos`` (see :func:`bos_prefix`): a fixed token at position 0 of every sequence,
+      before the tokenizer's own prefix, when the tokenizer does not start with it itself;
+      errors name ``key``.
+
+    ``also_for`` (mode ``first``): other tokenizers; only documents at least ``seq_len`` tokens
+    long under each of them too are candidates, so every tokenizer's draw (same seed) picks the
+    same documents — paper 1's one document set for all models (:func:`documents_long_enough`).
+
+    The draw is a seeded permutation, so the first ``n`` sequences of a larger draw are the
+    draw of ``n`` (growing a dataset keeps the existing sequences). Returns ``tokens (sequence,
+    position)`` int64, ``source (sequence)`` str, ``document (sequence)`` int64 (index in the
+    corpus; -1 for random tokens), ``offset (sequence)`` int64 (first content token within the
+    document) and attrs (corpus, corpus_type, mode, seq_len, n_sequences, seed, tokenizer,
+    tokenizer_sha256, bos, bos_id, prefix_ids, prepend_bos, bos_added, n_documents,
+    n_candidates). ``bos``: every sequence starts with the same BOS (``bos_id``; -1 when none);
+    ``prepend_bos``: the setting as JSON; ``bos_added``: whether the BOS was prepended here
+    rather than by the tokenizer.
+    """
+    seq_len, n_sequences, mode, seed = sample.seq_len, sample.n_sequences, sample.mode, sample.seed
+    prepend_bos = sample.prepend_bos
+    if mode not in MODES:
+        raise CorpusError(f"draw_sequences: mode {mode!r} not in {MODES}")
+    if seq_len < 1 or n_sequences < 1:
+        raise CorpusError(
+            f"draw_sequences: seq_len and n_sequences must be >= 1 (got {seq_len}, {n_sequences})"
+        )
+    corpus = validate_corpus(sample.corpus)
+    prefix, _suffix = special_affixes(tokenizer)
+    prefix, bos_id, bos_added = bos_prefix(tokenizer, prefix, prepend_bos, key)
+    content_len = seq_len - len(prefix)
+    if content_len < 1:
+        raise CorpusError(
+            f"draw_sequences: seq_len {seq_len} leaves no room after the prefix {prefix}"
+        )
+    rng = np.random.default_rng(seed)
+    n_documents = 0
+    if corpus["type"] == "random_tokens":
+        allowed = non_special_ids(tokenizer)
+        body = allowed[rng.integers(0, allowed.size, size=(n_sequences, content_len))]
+        tokens = np.concatenate(
+            [np.tile(np.asarray(prefix, dtype=np.int64), (n_sequences, 1)), body], axis=1
+        )
+        source = np.array(["random_tokens"] * n_sequences, dtype=object)
+        document = np.full(n_sequences, -1, dtype=np.int64)
+        offset = np.zeros(n_sequences, dtype=np.int64)
+        n_candidates = -1
+    else:
+        tokens, source, document, offset, n_documents, n_candidates = _draw_from_documents(
+            tokenizer, sample, corpus, prefix, rng, also_for
+        )
+    _refuse_padding(tokenizer, tokens, len(prefix), corpus)
+    import xarray as xr
+
+    ds = xr.Dataset(
+        {
+            "tokens": (("sequence", "position"), tokens),
+            "source": (("sequence",), source),
+            "document": (("sequence",), document),
+            "offset": (("sequence",), offset),
+        },
+        coords={"sequence": np.arange(n_sequences), "position": np.arange(seq_len)},
+        attrs={
+            "corpus": json.dumps(corpus, sort_keys=True),
+            "corpus_type": corpus["type"],
+            "mode": mode,
+            "seq_len": int(seq_len),
+            "n_sequences": int(n_sequences),
+            "seed": int(seed),
+            "tokenizer": str(getattr(tokenizer, "name_or_path", "")),
+            "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
+            "bos": bos_id is not None,
+            "bos_id": -1 if bos_id is None else int(bos_id),
+            "prefix_ids": [int(x) for x in prefix],
+            "prepend_bos": json.dumps(
+                prepend_bos.item() if isinstance(prepend_bos, np.integer) else prepend_bos
+            ),
+            "bos_added": bool(bos_added),
+            "n_documents": int(n_documents),
+            "n_candidates": int(n_candidates),
+        },
+    )
+    if also_for and mode == "first":
+        ds.attrs["documents_also_for"] = [tokenizer_fingerprint(t) for t in also_for]
+    return ds
+
+
+def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for):
+    """(tokens, source, document, offset, n_documents, n_candidates) of :func:`draw_sequences`
+    from the corpus's documents: the first tokens of documents long enough (mode ``first``) or
+    their consecutive chunks (``chunks``), in a seeded (or source-stratified) order."""
+    seq_len, n_sequences, mode = sample.seq_len, sample.n_sequences, sample.mode
+    content_len = seq_len - len(prefix)
+    docs = load_documents(corpus)
+    n_documents = len(docs)
+    if not docs:
+        raise CorpusError(f"draw_sequences: corpus {corpus!r} has no documents")
+    ids = tokenizer([d.text for d in docs], add_special_tokens=False, verbose=False).input_ids
+    if mode == "first":
+        candidates = [(d, 0) for d, x in enumerate(ids) if len(x) >= content_len]
+        if also_for:
+            keep = documents_long_enough(also_for, [d.text for d in docs], seq_len)
+            candidates = [c for c in candidates if c[0] in keep]
+    else:
+        candidates = [
+            (d, k * content_len) for d, x in enumerate(ids) for k in range(len(x) // content_len)
+        ]
+    if len(candidates) < n_sequences:
+        hint = (
+            "use mode 'chunks', a shorter seq_len, or longer documents (kjv: unit 'book')"
+            if mode == "first"
+            else "use a shorter seq_len or a larger corpus"
+        )
+        raise CorpusError(
+            f"draw_sequences: corpus {corpus!r} gives {len(candidates)} {mode!r} sequences of "
+            f"{seq_len} tokens, fewer than n_sequences={n_sequences}; {hint}"
+        )
+    if corpus.get("stratify", False):
+        order = _stratified_order([docs[d].source for d, _ in candidates], rng)
+    else:
+        order = rng.permutation(len(candidates))
+    chosen = [candidates[i] for i in order[:n_sequences]]
+    tokens = np.empty((n_sequences, seq_len), dtype=np.int64)
+    for i, (d, off) in enumerate(chosen):
+        tokens[i, : len(prefix)] = prefix
+        tokens[i, len(prefix) :] = ids[d][off : off + content_len]
+    source = np.array([docs[d].source for d, _ in chosen], dtype=object)
+    document = np.array([d for d, _ in chosen], dtype=np.int64)
+    offset = np.array([off for _, off in chosen], dtype=np.int64)
+    n_candidates = len(candidates)
+    return tokens, source, document, offset, n_documents, n_candidates
+
+
+def documents_long_enough(
+    tokenizers: Sequence[Any], texts: Sequence[str], seq_len: int
+) -> set[int]:
+    """Indices of the texts that give at least ``seq_len`` tokens under *every* tokenizer (its
+    prepended special tokens included, as :func:`draw_sequences` counts them)."""
+    keep = set(range(len(texts)))
+    for tok in tokenizers:
+        prefix, _ = special_affixes(tok)
+        ids = tok(list(texts), add_special_tokens=False, verbose=False).input_ids
+        keep &= {d for d, x in enumerate(ids) if len(x) >= seq_len - len(prefix)}
+    return keep
+
+
+def _refuse_padding(tokenizer: Any, tokens: np.ndarray, n_prefix: int, corpus: dict) -> None:
+    # Padding would shift positions (left) or add keys that are not text (right); paper2.md §4:
+    # left padding breaks the position-0 trajectory. The prefix is the tokenizer's own choice.
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is None:
+        return
+    hits = np.argwhere(tokens[:, n_prefix:] == pad)
+    if hits.size:
+        seq, pos = hits[0]
+        raise CorpusError(
+            f"draw_sequences: sequence {seq} of corpus {corpus!r} contains the padding token id "
+            f"{pad} ({tokenizer.pad_token!r}) at position {pos + n_prefix} ({len(hits)} occurrence(s) "
+            "in all). causalpos never pads; remove that token from the corpus text"
+        )

@@ -1,0 +1,57 @@
+"""The Markdown digest of paper 2's tables (paper2.tables.markdown): one section per table that
+has rows, in a fixed order, each estimate with its interval as the table holds it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from causalpos.paper2.tables.assemble import PAPER2_TABLES
+from causalpos.paper2.tables.markdown import paper2_markdown
+
+
+def _tables(**rows) -> dict[str, pd.DataFrame]:
+    out = {name: pd.DataFrame(columns=["model", "dataset"]) for name in PAPER2_TABLES}
+    out.update({k: pd.DataFrame(v) for k, v in rows.items()})
+    return out
+
+
+def test_sections_hold_the_tables_rows_with_their_intervals():
+    dec = {
+        "model": ["m"],
+        "dataset": ["d"],
+        "condition": ["rope"],
+        "window": ["all"],
+        "target": ["logattn"],
+    }
+    for k, (est, lo, hi) in {
+        "total": (0.25, 0.2, 0.3),
+        "residual": (np.nan, np.nan, np.nan),
+        "causal_mask": (0.2, 0.15, 0.25),
+        "share_causal_mask": (0.8, 0.7, 0.9),
+    }.items():
+        dec |= {k: [est], f"{k}_lo": [lo], f"{k}_hi": [hi]}
+    sink = {
+        "model": ["m", "m"],
+        "dataset": ["d", "d"],
+        "variant": ["causal", "causal"],
+        "tau": [0.3, 0.5],
+        "fraction": [0.25, np.nan],
+    }
+    md = paper2_markdown(_tables(decomposition_headline=dec, sink_heads=sink))
+    heads = [line for line in md.splitlines() if line.startswith("## ")]
+    assert heads == [
+        "## Headline (expected-map reading): total leakage and component shares, log-attention",
+        "## Sink-reading heads (fraction of heads with mean attention to key 0 ≥ τ)",
+    ]
+    row = next(line for line in md.splitlines() if line.startswith("| m | d | rope"))
+    assert row == (
+        "| m | d | rope | all | 0.25 [0.2, 0.3] | – | 0.2 [0.15, 0.25] | 80.0 % [70.0, 90.0] |"
+    )
+    # a missing estimate is a dash, never "nan"; a threshold without a value has no column
+    assert "| m | d | causal | 0.25 |" in md and "nan" not in md and "τ = 0.5" not in md
+
+
+def test_no_rows_no_sections():
+    md = paper2_markdown(_tables(), title="T")
+    assert md.startswith("# T\n") and "## " not in md
