@@ -56,7 +56,13 @@ def test_bad_config_fails_before_any_job_naming_the_key(smoke_pipeline, tmp_path
 
 @pytest.mark.parametrize(
     "module",
-    ["paper1/diagonal.py", "paper2/tables.py", "training/loop.py", "io/store.py", "stats.py"],
+    [
+        "paper1/diagonal.py",
+        "paper2/tables/assemble.py",
+        "training/loop.py",
+        "io/store.py",
+        "stats.py",
+    ],
 )
 def test_a_module_edit_reruns_exactly_the_rules_whose_scripts_import_it(smoke_pipeline, module):
     """The jobs a dry run reruns because their code changed are exactly those of the rules whose
@@ -161,3 +167,77 @@ def test_editing_a_corpus_file_or_a_model_file_reruns_exactly_what_reads_it(
         ("prepare_model", "model=mylocal"),
         ("sample_sequences", "dataset=mytext, tokenizer=mylocal"),
     ]
+
+
+#: The config keys that choose how and where jobs run, never what they compute: changing one
+#: reruns nothing (docs/configuration.md lists them). Every other key reaches some output.
+SCHEDULING_KEYS = {
+    "device": "cuda",
+    "local_rules": [],
+    "extract.memory_fraction": 0.5,  # read only with batch_size "auto", which sizes a batch
+    "train.checkpoint_every": 3,
+    "train.gram.batch_size": 5,
+    "train.lengthgen.batch_size": 5,
+}
+
+
+def _schema_leaves(node: dict, path: tuple[str, ...] = ()):
+    """Dotted keys of the schema's leaves (containers of named entries aside)."""
+    for name, sub in (node.get("properties") or {}).items():
+        if sub.get("properties"):
+            yield from _schema_leaves(sub, (*path, name))
+        elif sub.get("type") != "object":
+            yield ".".join((*path, name))
+
+
+def test_a_config_key_changes_an_output_or_is_a_scheduling_key(smoke_pipeline, tmp_path):
+    """Each scheduling key, changed, reruns nothing; every other key of the schema is read where
+    a job's params or the DAG are made (the config resolver, the rules, the Snakefile or a
+    settings object's fields), so no key is kept that nothing reads."""
+    import dataclasses
+    import inspect
+
+    from causalpos.capture import settings as capture_settings
+    from causalpos.paper1 import settings as paper1_settings
+    from causalpos.paper2 import settings as paper2_settings
+    from causalpos.paper2.extraction.reducers import LeakageReducer
+    from causalpos.sampling import SequenceSample
+    from causalpos.training import settings as training_settings
+
+    schema = yaml.safe_load((smoke_pipeline / "workflow/schemas/config.schema.yaml").read_text())
+    leaves = set(_schema_leaves(schema))
+    assert set(SCHEDULING_KEYS) <= leaves, sorted(set(SCHEDULING_KEYS) - leaves)
+    cfg = yaml.safe_load((smoke_pipeline / SMOKE).read_text())
+    for key, value in SCHEDULING_KEYS.items():
+        edited_cfg = yaml.safe_load(yaml.safe_dump(cfg))
+        *parents, last = key.split(".")
+        node = edited_cfg
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = value
+        edited = tmp_path / f"{key}.yaml"
+        edited.write_text(yaml.safe_dump(edited_cfg))
+        assert planned_jobs(smoke_pipeline, "--configfile", str(edited)) == [], key
+    sources = "".join(
+        p.read_text()
+        for p in [
+            smoke_pipeline / "Snakefile",
+            *(smoke_pipeline / "workflow" / "rules").glob("*.smk"),
+            *(smoke_pipeline / "src" / "causalpos" / "config").glob("*.py"),
+        ]
+    )
+    fields = {
+        f.name
+        for mod in (capture_settings, paper1_settings, paper2_settings, training_settings)
+        for cls in vars(mod).values()
+        if dataclasses.is_dataclass(cls)
+        for f in dataclasses.fields(cls)
+    } | {f.name for f in dataclasses.fields(SequenceSample)}
+    # leakage.reducer's keys are LeakageReducer's keyword arguments, passed as they are
+    fields |= set(inspect.signature(LeakageReducer).parameters)
+    unread = [
+        key
+        for key in sorted(leaves - set(SCHEDULING_KEYS))
+        if f'"{key.rsplit(".", 1)[-1]}"' not in sources and key.rsplit(".", 1)[-1] not in fields
+    ]
+    assert unread == [], unread

@@ -340,11 +340,12 @@ def test_figure_module_edit_reruns_only_paper2_figures(pipeline):
 
 
 def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
-    """extract_scores imports paper2/reducers.py (the LeakageReducer runs inside extraction), so
+    """extract_scores imports paper2/extraction/reducers.py (the LeakageReducer runs inside
+    extraction), so
     editing it reruns the extraction (one job: every variant of the pair with one model load,
     written as the pair's final stores: the dataset is one shard, so no merge job), then
     everything downstream — but not the model or the data."""
-    module = pipeline / "src" / "causalpos" / "paper2" / "reducers.py"
+    module = pipeline / "src" / "causalpos" / "paper2" / "extraction" / "reducers.py"
     original = module.read_text()
     try:
         module.write_text(original + "\n# an edit\n")
@@ -365,9 +366,9 @@ def test_leakage_reducer_edit_reruns_extraction_too(pipeline):
 
 
 def test_paper2_tables_edit_reruns_only_the_tables(pipeline):
-    """The Markdown digest and the tables live in paper2/tables.py, which only aggregate_leakage
-    imports: editing them reruns no extraction and no summary (it used to rerun every shard)."""
-    module = pipeline / "src" / "causalpos" / "paper2" / "tables.py"
+    """The Markdown digest and the tables live in paper2/tables/, which only aggregate_leakage
+    imports: editing them reruns no extraction and no summary."""
+    module = pipeline / "src" / "causalpos" / "paper2" / "tables" / "assemble.py"
     original = module.read_text()
     try:
         module.write_text(original + "\n# an edit\n")
