@@ -427,16 +427,17 @@ def test_paper1_stats_params_are_the_stage_functions_keyword_arguments(default, 
         lambda c: c.update(seed=7, stats={"confidence": 0.9, "n_bootstrap": 50}),
     )
     assert edited.stats_params() == {"confidence": 0.9, "n_boot": 50, "seed": 7}
-    # every key is a keyword argument of the stage function the script hands them to
+    # every key is a keyword argument of the function the script hands them to (compare_trained
+    # passes its `stats` on to comparison_tables)
     import inspect
 
-    from causalpos.stages.compare import compare_trained
     from causalpos.stages.stats import aggregate_llm_stats, aggregate_sim_stats
+    from causalpos.training.compare import comparison_tables
 
     for params, stage in (
         (default.stats_params(), aggregate_sim_stats),
         (default.llm_stats_params(), aggregate_llm_stats),
-        (default.stats_params(), compare_trained),
+        (default.stats_params(), comparison_tables),
     ):
         kwonly = {
             name

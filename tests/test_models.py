@@ -12,7 +12,6 @@ from conftest import ARCHS, CollectScores
 from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import ScoreMoments
 from causalpos.capture.settings import CaptureRun
-from causalpos.data import draw_sequences, tokenizer_fingerprint
 from causalpos.models.load import (
     SOURCE_FILE,
     ModelSpecError,
@@ -22,7 +21,7 @@ from causalpos.models.load import (
     sha256_file,
 )
 from causalpos.models.tokenizers import DIRECT_MODEL_TYPES, direct_load_applies, tokenizer_from_dir
-from causalpos.sampling import SequenceSample
+from causalpos.sampling import SequenceSample, draw_sequences, tokenizer_fingerprint
 
 
 def _state(model) -> dict[str, torch.Tensor]:
