@@ -675,3 +675,104 @@ def test_the_reference_check_refuses_a_missing_module_or_attribute():
     assert resolves("causalpos.paper2")
     assert not resolves("causalpos.leakage.leakage_summary")  # no such module
     assert not resolves("causalpos.paper2.extraction.metric.query_window")  # no such attribute
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements live in one ledger, docs/performance.md; other docs link to its sections
+
+LEDGER = REPO / "docs" / "performance.md"
+LEDGER_HEAD = "| date | machine | commit | command | figure | yardstick |"
+LEDGER_LINES, LEDGER_WIDTH = 300, 400
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+#: A link to a section of a Markdown file, in a Markdown link or named in a comment.
+SECTION_LINK = re.compile(r"(?:\]\(|\b)((?:[\w.-]+/)*[\w.-]+\.md)?#([\w-]+)\)?")
+
+
+def ledger_problems(text: str) -> list[str]:
+    """What keeps ``text`` from being the ledger: more than :data:`LEDGER_LINES` lines, a line
+    over :data:`LEDGER_WIDTH` characters, a dated row outside a table headed
+    :data:`LEDGER_HEAD`, or a ledger row without its six cells (date, machine, commit of 7+ hex
+    digits, command, figure, yardstick)."""
+    lines = text.splitlines()
+    problems = [f"{len(lines)} lines"] if len(lines) > LEDGER_LINES else []
+    head = None
+    for n, line in enumerate(lines, 1):
+        if len(line) > LEDGER_WIDTH:
+            problems.append(f"line {n}: {len(line)} characters")
+        if not line.startswith("|"):
+            head = None
+            continue
+        head = head or line
+        if head != LEDGER_HEAD or line == head or line.startswith("|---"):
+            if DATE.match(line.lstrip("| ")) and head != LEDGER_HEAD:
+                problems.append(f"line {n}: a dated row outside a ledger table")
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        ok = (
+            len(cells) == 6 and DATE.fullmatch(cells[0]) and re.fullmatch(r"[0-9a-f]{7,}", cells[2])
+        )
+        if not ok or not all(cells):
+            problems.append(f"line {n}: not a ledger row (date, machine, commit, ...)")
+    return problems
+
+
+def slugs(markdown: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings."""
+    heads = re.findall(r"^#+ (.+)$", markdown, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def test_performance_md_is_a_ledger():
+    assert not ledger_problems(LEDGER.read_text())
+
+
+def test_the_ledger_check_refuses_what_is_not_a_ledger():
+    row = "| 2026-11-26 | build VM | 64c81bc | `snakemake --cores 8` | 11 min 31 s wall | 111.5 |"
+    good = f"# P\n\n{LEDGER_HEAD}\n|---|---|---|---|---|---|\n{row}\n"
+    assert not ledger_problems(good)
+    assert ledger_problems(good.replace("11 min 31 s wall", " "))  # no figure
+    assert ledger_problems(good.replace("64c81bc", "the one before"))  # no commit
+    assert ledger_problems(good.replace("| 111.5 |", "|"))  # five cells
+    assert ledger_problems(good.replace(LEDGER_HEAD, "| date | what | value |"))  # not a ledger
+    assert ledger_problems(good.replace("`snakemake --cores 8`", "x" * LEDGER_WIDTH))
+    assert ledger_problems(good + "\n" * LEDGER_LINES)
+
+
+def test_no_other_doc_dates_a_measurement():
+    """Dated measurements are rows of the ledger; the other docs link to its sections."""
+    dated = {
+        str(p.relative_to(REPO)): DATE.findall(p.read_text())
+        for p in [REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")]
+        if p != LEDGER
+    }
+    assert not {k: v for k, v in dated.items() if v}
+
+
+def test_every_link_to_a_docs_section_resolves():
+    files = [REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")]
+    files += [p for p in (REPO / "benchmarks").iterdir() if p.suffix in {".py", ".sh", ".txt"}]
+    files += list(MODULES.values())
+    broken = []
+    for path in files:
+        for target, anchor in SECTION_LINK.findall(path.read_text()):
+            if not target and path.suffix != ".md":
+                continue
+            doc = (
+                path
+                if not target
+                else next(
+                    (
+                        d
+                        for d in (
+                            path.parent / target,
+                            REPO / target,
+                            REPO / "docs" / Path(target).name,
+                        )
+                        if d.is_file()
+                    ),
+                    None,
+                )
+            )
+            if doc is None or anchor not in slugs(doc.read_text()):
+                broken.append(f"{path.relative_to(REPO)}: {target}#{anchor}")
+    assert not broken, broken

@@ -124,7 +124,7 @@ def _overlaid(*paths: Path) -> dict:
     return out
 
 
-#: Measured on the 2-core build VM (2026-11-26, docs/paper-shape.md): prepare_model of the
+#: Measured on the 2-core build VM (2026-11-26, docs/performance.md): prepare_model of the
 #: Llama-3.2-1B-shape stand-in in bf16 (1,235,814,400 parameters), peak RSS in MB.
 MEASURED_PREPARE_1B_MB = 3318
 MEASURED_1B_PARAMS = 1_235_814_400
@@ -195,7 +195,7 @@ def test_the_cpu_overlay_keeps_the_shapes_and_cuts_only_counts(monkeypatch):
 
 
 #: Peak RSS (MB, Snakemake's benchmark files) of the overlay's jobs on the build VM, 2026-11-26,
-#: the larger of its two runs (docs/paper-shape.md): (rule, wildcards) -> MB.
+#: the larger of its two runs (docs/performance.md): (rule, wildcards) -> MB.
 MEASURED_CPU_RUN_MB = {
     ("prepare_model", "llama-3.2-1b"): 2746,
     ("prepare_model", "nope-1.5b"): 2746,

@@ -70,20 +70,24 @@ def test_readme_summary_counts_per_section_and_names_the_findings(tmp_path):
     text = S.readme_summary(card)
     assert text.startswith(S.SUMMARY_BEGIN) and text.rstrip().endswith(S.SUMMARY_END)
     assert (
-        "7 rows. The papers' claims: 2 tests that could have come out *differs* (0 reproduced, "
-        "1 differs, 1 inconclusive); beside them, not tests of the papers, 2 controls (1 passed, "
-        "1 failed) and 2 checks of identities (1 holds, 1 fails); the other 1 rows are not tests"
+        "7 rows. The papers' claims: 2 tests (0 reproduced, 1 differs, 1 inconclusive); beside "
+        "them 2 controls (1 passed, 1 failed) and 2 checks of identities (1 holds, 1 fails); the "
+        "other 1 rows are not tests"
     ) in text
     assert "[docs/findings.md](docs/findings.md#in-short)" in text
+    assert "[the scorecard](results/report/scorecard.md)" in text
     assert "- **paper 1**: 1 rows; 1 tests of the paper's claims (0 reproduced, 1 differs" in text
     assert "- **controls**: 2 rows; 2 controls (1 passed, 1 failed)\n" in text
     assert "- **checks**: 2 rows; 2 checks of identities (1 holds, 1 fails)\n" in text
     # controls and checks never count as reproductions
     assert not re.search(r"\*\*(controls|checks)\*\*.*reproduced", text)
-    assert "- paper 1, Fig. 1 (3,2): measured 0.15082 (paper: 0.150)" in text
-    assert "*Inconclusive* (1):" in text and "Table 9: measured 12 % [3, 20]" in text
-    assert "*Failed controls* (1):\n\n- paper 2, positive control (m)" in text
-    assert "*Failing checks* (1):\n\n- paper 2, claim 7 (m, d): measured 0.3" in text
+    assert "*Differs* (1):\n\n- paper 1, Fig. 1 (3,2): 0.15082 (paper: 0.150)\n" in text
+    # inconclusive rows are counted, not listed (the scorecard and findings list them)
+    assert "Inconclusive" not in text and "Table 9" not in text
+    assert (
+        "*Failed controls* (1):\n\n- paper 2, positive control (m): 0 [0, 0] (paper: 0.1)\n"
+    ) in text
+    assert "*Failing checks* (1):\n\n- paper 2, claim 7 (m, d): 0.3 (paper: 0.0000)\n" in text
     # the CLI rewrites exactly the block between the markers
     csv = tmp_path / "scorecard.csv"
     card.to_csv(csv, index=False)
@@ -92,7 +96,7 @@ def test_readme_summary_counts_per_section_and_names_the_findings(tmp_path):
     assert main(["summary", str(csv), "--update", str(readme)]) == 0
     new = readme.read_text()
     assert new.startswith("# x\n\nbefore\n" + S.SUMMARY_BEGIN) and new.endswith("\nafter\n")
-    assert "\nold\n" not in new and "2 tests that could" in new
+    assert "\nold\n" not in new and "The papers' claims: 2 tests (" in new
     with pytest.raises(ValueError, match="no summary block"):
         S.update_readme("# no markers\n", text)
     # a scorecard written before the sections: say what to do
@@ -103,16 +107,19 @@ def test_readme_summary_counts_per_section_and_names_the_findings(tmp_path):
 def test_the_readme_holds_a_generated_summary_block():
     """The README's digest is consistent with itself (its numbers come from a real scorecard,
     which the tests do not have): per section the judged rows add up, the sections add up to the
-    total, the named findings match their counts, and it links to docs/findings.md."""
-    from causalpos.scorecard.markdown import JUDGED, KIND
+    total, every *differs* test and failed control is one short line under its count and nothing
+    else is listed, and it links to the scorecard and docs/findings.md. The README stays a front
+    door: at most 180 lines."""
+    from causalpos.scorecard.markdown import JUDGED, KIND, SHORT_LINE
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert len(text.splitlines()) <= 180
     i, j = text.index(S.SUMMARY_BEGIN), text.index(S.SUMMARY_END)
     block = text[i:j]
     lines = block.split("\n")
     first = lines[1]
     n_rows = int(re.search(r": (\d+) rows\.", first).group(1))
-    n_tests = int(re.search(r"(\d+) tests that could have come out", first).group(1))
+    n_tests = int(re.search(r"The papers' claims: (\d+) tests \(", first).group(1))
     r, d, inc = _block_counts(first, V.TESTED)
     passed, failed = _block_counts(first, V.CONTROL)
     holds, fails = _block_counts(first, V.CHECK)
@@ -121,7 +128,8 @@ def test_the_readme_holds_a_generated_summary_block():
     rest = int(re.search(r"the other (\d+) rows are not tests", first).group(1))
     assert r + d + inc == n_tests > 0 and passed + failed == n_ctl and holds + fails == n_chk
     assert n_tests + n_ctl + n_chk + rest == n_rows
-    assert "[docs/findings.md](docs/findings.md#in-short)" in first
+    assert "[docs/findings.md](docs/findings.md#in-short)" in lines[2]
+    assert "[the scorecard](results/report/scorecard.md)" in lines[2]
     sections = {}
     for line in lines:
         m = re.match(
@@ -138,10 +146,55 @@ def test_the_readme_holds_a_generated_summary_block():
     paper = [sum(x) for x in zip(sections["paper 1"][1], sections["paper 2"][1])]
     assert paper == [r, d, inc]
     assert sections["controls"][1] == [passed, failed] and sections["checks"][1] == [holds, fails]
-    # every differs and inconclusive row is named under its count
-    for title, count in (("Differs", d), ("Inconclusive", inc)):
+    # every differs test, failed control and failing check is one short line under its count
+    named = 0
+    for title, count in (("Differs", d), ("Failed controls", failed), ("Failing checks", fails)):
+        head = f"*{title}* ({count}):"
+        assert (head in block) == (count > 0), head
         if count:
-            head = f"*{title}* ({count}):"
-            assert head in block
-            after = block.split(head, 1)[1].strip().split("\n\n")[0]
-            assert len([x for x in after.split("\n") if x.startswith("- ")]) == count
+            after = block.split(head, 1)[1].strip().split("\n\n")[0].split("\n")
+            assert len(after) == count and all(x.startswith("- ") for x in after), head
+            assert all(len(x) <= SHORT_LINE for x in after), head
+            named += count
+    assert "Inconclusive" not in block
+    assert len([x for x in lines if x.startswith("- ") and "**" not in x]) == named
+
+
+def test_a_digest_line_is_the_rows_first_clause_within_the_short_limit():
+    """One line per row: paper, target, the first clause of the measured value (asides in
+    brackets and everything after the first ';' dropped), the paper's value; cut after a whole
+    interval, never past :data:`SHORT_LINE`, where the row is long."""
+    from causalpos.scorecard.markdown import MIN_MEASURED, SHORT_LINE, short_line
+
+    row = {
+        "paper": "paper 1",
+        "target": "Fig. 5 first keys (m, d)",
+        "measured": "keys 1..4: L2 -0.198 [-0.302, -0.0944]; L3 0.926 [0.817, 1.04] (logit units)",
+        "paper_value": "first keys lower (text; one reading (heat maps) shows them brighter)",
+    }
+    assert short_line(row) == (
+        "- paper 1, Fig. 5 first keys (m, d): keys 1..4: L2 -0.198 [-0.302, -0.0944] "
+        "(paper: first keys lower)"
+    )
+    # a row of the length the README listed before (386 characters) gets one line within limit
+    long = {
+        **row,
+        "target": "negative control (trained-rope, kjv-heldout128, identity_rope+bidirectional, "
+        "logit, landmark modelled)",
+        "measured": "-0.00045 [-0.00135, 0.000422] in the model's units (causal run's "
+        "expected-map variance); bound 0.000291 (half the model's own estimate); own ratio "
+        "-0.0078 [-0.0238, 0.00717]",
+        "paper_value": "0",
+    }
+    line = short_line(long)
+    assert len(line) <= SHORT_LINE and "\n" not in line
+    assert line.endswith(": -0.00045 [-0.00135, 0.000422]… (paper: 0)")
+    # no interval to cut after: a word boundary, and at least MIN_MEASURED characters kept
+    words = {**long, "measured": "a measured value in words " * 10}
+    line = short_line(words)
+    cut = line.split(": ", 1)[1].removesuffix(" (paper: 0)")
+    assert len(line) <= SHORT_LINE and cut.endswith("…") and len(cut) >= MIN_MEASURED
+    assert words["measured"].startswith(cut[:-1]) and words["measured"][len(cut) - 1] == " "
+    # the limit holds even where the target alone fills the line
+    huge = {**long, "target": "t" * 300}
+    assert len(short_line(huge)) == SHORT_LINE and short_line(huge).endswith("…")
