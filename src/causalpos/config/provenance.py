@@ -331,8 +331,8 @@ def refusal(found: dict[str, tuple[list[str], dict]], run_configfiles: list[str]
     lines.append(
         "Fix: rebuild them for this config (each is replaced), then everything built from "
         f"them: `snakemake --forcerun {targets}{config} --cores N`; or, where another checkout "
-        "or config shares this results tree, give each checkout a results tree of its own (and "
-        "resources/, for model directories)"
+        "or config shares this results tree, give each checkout a results tree of its own (and a "
+        "models directory of its own, for model directories)"
     )
     return "\n".join(lines)
 
