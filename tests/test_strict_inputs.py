@@ -22,7 +22,6 @@ import yaml
 from snakemake.utils import validate
 
 from causalpos.config import ConfigError, Resolved
-from causalpos.config.yamlfile import load_yaml_strict
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
@@ -44,6 +43,8 @@ def check(edit=None) -> list[str]:
 
 
 def test_a_key_given_twice_is_refused_naming_it_the_file_and_both_lines(tmp_path):
+    from causalpos.config.yamlfile import load_yaml_strict
+
     path = tmp_path / "c.yaml"
     path.write_text("seed: 0\nextract:\n  batch_size: 4\n  shard_size: 8\n  batch_size: 2\n")
     with pytest.raises(ConfigError) as info:
@@ -217,13 +218,16 @@ def _gguf(path: Path) -> Path:
 
 
 def test_a_truncated_gguf_is_refused_before_any_job_and_by_prepare(tmp_path):
+    import gguf
+
     from causalpos.models.architectures import ModelSpecError
     from causalpos.models.gguf import prepare_gguf
-    from causalpos.models.gguf_check import expected_size
 
     path = _gguf(tmp_path / "m.gguf")
-    need, size = expected_size(path)
-    assert size >= need  # whole (the writer pads after the data)
+    reader = gguf.GGUFReader(path)  # where gguf's own reader puts the end of the tensor data
+    need = max(int(t.data_offset) + int(t.n_bytes) for t in reader.tensors)
+    del reader
+    assert path.stat().st_size >= need
 
     def edit(c):
         c["models"]["g"] = {"source": "gguf", "path": str(path)}
@@ -242,6 +246,11 @@ def test_a_truncated_gguf_is_refused_before_any_job_and_by_prepare(tmp_path):
     path.write_bytes(data[:40])  # cut inside the header
     with pytest.raises(ConfigError, match=rf"{path} is truncated: its header ends after byte 40"):
         check(edit)
+    path.write_bytes(data[: need - 1])  # a byte short of the data: still refused
+    with pytest.raises(ConfigError, match="1 missing"):
+        check(edit)
+    path.write_bytes(data[:need])  # the data whole: accepted
+    check(edit)
 
 
 def test_a_seq_len_whose_statistics_no_machine_holds_is_refused_naming_the_key(monkeypatch):
@@ -261,7 +270,6 @@ def test_a_seq_len_whose_statistics_no_machine_holds_is_refused_naming_the_key(m
 
 
 def test_a_full_disk_during_a_store_write_names_the_store_and_its_free_space(tmp_path, monkeypatch):
-    from causalpos.io.atomic import DiskFullError
     from causalpos.io.store import write_dataset
 
     def full(self, *args, **kwargs):
@@ -270,9 +278,10 @@ def test_a_full_disk_during_a_store_write_names_the_store_and_its_free_space(tmp
     monkeypatch.setattr(xr.Dataset, "to_zarr", full)
     out = tmp_path / "results" / "a.zarr"
     ds = xr.Dataset({"x": ("i", np.zeros(3))})
-    with pytest.raises(DiskFullError) as info:
+    with pytest.raises(OSError) as info:
         write_dataset(ds, out)
     said = str(info.value)
+    assert type(info.value).__name__ == "DiskFullError" and info.value.errno == errno.ENOSPC
     assert said.startswith(f"the disk is full: writing store {out} failed (OSError: [Errno 28]")
     free = float(
         re.search(r"the filesystem holding it has ([\d,.]+) MiB free", said)[1].replace(",", "")
@@ -287,47 +296,61 @@ def test_a_full_disk_during_a_store_write_names_the_store_and_its_free_space(tmp
 
 
 def test_a_job_ends_on_a_full_disk_with_the_message_alone(tmp_path):
+    """A script job (causalpos.io.runlog.logged) whose store write meets a full disk: one line on
+    its stderr and in its log, no traceback."""
     log = tmp_path / "job.log"
     script = f"""
 import errno, sys
 sys.path.insert(0, {str(REPO / "src")!r})
-from causalpos.io.atomic import disk_full_named
+import numpy as np, xarray as xr
 from causalpos.io.runlog import logged
+from causalpos.io.store import write_dataset
+def full(self, *args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", str(args[0]))
+xr.Dataset.to_zarr = full
 with logged({str(log)!r}, 1, exit_when_done=True):
-    with disk_full_named("results/a.zarr", "store"):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    write_dataset(xr.Dataset({{"x": ("i", np.zeros(3))}}), {str(tmp_path / "a.zarr")!r})
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 1
-    assert proc.stderr.startswith("DiskFullError: the disk is full: writing store results/a.zarr")
+    assert proc.stderr.startswith(
+        f"DiskFullError: the disk is full: writing store {tmp_path / 'a.zarr'} failed"
+    ), proc.stderr
     assert "Traceback" not in proc.stderr and "Traceback" not in log.read_text()
     assert "job failed: the disk is full" in log.read_text()
 
 
 def test_snakemake_leaves_a_symlinked_output_directory_alone_after_a_failed_job(tmp_path):
-    """Snakemake's end-of-run clean-up removed an output's empty parent with os.removedirs and
-    failed on one that is a symbolic link (NotADirectoryError); the workflow keeps it."""
-    elsewhere, work = tmp_path / "elsewhere", tmp_path / "wf"
-    elsewhere.mkdir()
-    work.mkdir()
-    (work / "out").symlink_to(elsewhere)
-    (work / "Snakefile").write_text(
+    """Snakemake's end-of-run clean-up removes an output's empty parent with os.removedirs and
+    fails on one that is a symbolic link (NotADirectoryError: the control run below); the
+    workflow's replacement (causalpos.io.runlog.keep_symlinked_output_dirs) keeps it."""
+    rules = (
+        "rule all:\n    input: 'out/x.txt'\nrule x:\n    output: 'out/x.txt'\n    shell: 'exit 1'\n"
+    )
+    patch = (
         f"import sys\nsys.path.insert(0, {str(REPO / 'src')!r})\n"
         "from causalpos.io.runlog import keep_symlinked_output_dirs\n"
         "keep_symlinked_output_dirs()\n"
-        "rule all:\n    input: 'out/x.txt'\n"
-        "rule x:\n    output: 'out/x.txt'\n    shell: 'exit 1'\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "1"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 1
-    assert "NotADirectoryError" not in proc.stdout + proc.stderr
-    assert "At least one job did not complete successfully" in proc.stdout + proc.stderr
-    assert (work / "out").is_symlink() and elsewhere.is_dir()
+    said = {}
+    for name, head in (("snakemake", ""), ("workflow", patch)):
+        elsewhere, work = tmp_path / name / "elsewhere", tmp_path / name / "wf"
+        elsewhere.mkdir(parents=True)
+        work.mkdir()
+        (work / "out").symlink_to(elsewhere)
+        (work / "Snakefile").write_text(head + rules)
+        proc = subprocess.run(
+            [sys.executable, "-m", "snakemake", "--cores", "1"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 1
+        said[name] = proc.stdout + proc.stderr
+        assert (work / "out").is_symlink() and elsewhere.is_dir()
+    assert "NotADirectoryError: [Errno 20] Not a directory: 'out'" in said["snakemake"]
+    assert "NotADirectoryError" not in said["workflow"]
+    assert "At least one job did not complete successfully" in said["workflow"]
 
 
 def test_every_model_config_and_tokenizer_load_refuses_remote_code_explicitly():
