@@ -119,6 +119,13 @@ def _configfiles_of(path: Path) -> list[str] | None:
     return files
 
 
+def run_configfiles() -> list[str] | None:
+    """:func:`configfiles` relative to the pipeline directory where they lie below it (what a
+    store or model directory records of the run that wrote it); None outside the pipeline."""
+    files = configfiles()
+    return None if files is None else [display_path(f) for f in files]
+
+
 def rebuild_command(path: str | os.PathLike) -> str:
     """The Snakemake command that rebuilds the pipeline output ``path`` (run from the pipeline
     directory): ``--force`` reruns the one job producing it, replacing what is there. A variant's

@@ -34,7 +34,7 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from causalpos.io.integrity import PROVENANCE_ATTR, configfiles, display_path
+from causalpos.io.integrity import PROVENANCE_ATTR, configfiles, display_path, run_configfiles
 
 #: Environment variable naming the JSON table of the records the running config expects.
 TABLE_ENV = "CAUSALPOS_PROVENANCE"
@@ -99,7 +99,7 @@ def record_to_write(store: str | os.PathLike) -> dict | None:
         return None
     return {
         **expected,
-        "configfiles": [display_path(f) for f in configfiles() or []],
+        "configfiles": run_configfiles() or [],
         "checkout": os.environ.get(CHECKOUT_ENV, ""),
     }
 

@@ -83,6 +83,16 @@ def architecture_config(architecture: str, size: str = "tiny", overrides: dict |
     return AutoConfig.for_model(ARCHITECTURES[architecture], **kw)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; ValueError for a key given twice (json keeps the last)."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
 def read_architecture_file(path: str | os.PathLike) -> dict[str, Any]:
     """The config kwargs in an architecture file (``random_init``'s ``config_file``).
 
@@ -91,7 +101,7 @@ def read_architecture_file(path: str | os.PathLike) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), object_pairs_hook=_unique_keys)
     except (OSError, ValueError) as exc:
         raise ModelSpecError(
             f"random_init: `config_file` {str(path)!r} is not a readable JSON file "

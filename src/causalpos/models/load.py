@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from causalpos.io.atomic import atomic_dir
-from causalpos.io.integrity import display_path
+from causalpos.io.integrity import display_path, run_configfiles
 from causalpos.models.architectures import (
     ModelSpecError,
     architecture_config,
@@ -246,6 +246,7 @@ def build_model_dir(
             "source": source,
             "rope": spec.get("rope", "rope"),
             **record,
+            "configfiles": run_configfiles(),  # the run's --configfile (verify's rebuild command)
             "transformers_version": transformers.__version__,
             "torch_version": torch.__version__,
         }
