@@ -354,10 +354,11 @@ def test_snakemake_leaves_a_symlinked_output_directory_alone_after_a_failed_job(
 
 
 def test_every_model_config_and_tokenizer_load_refuses_remote_code_explicitly():
-    """`trust_remote_code=False` at every from_pretrained / from_config of src/: transformers'
-    default (None) asks at a terminal."""
+    """`trust_remote_code=False` at every from_pretrained / from_config of src/ and benchmarks/:
+    transformers' default (None) asks at a terminal."""
     loads = []
-    for path in sorted((REPO / "src").rglob("*.py")):
+    files = [*(REPO / "src").rglob("*.py"), *(REPO / "benchmarks").rglob("*.py")]
+    for path in sorted(files):
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
