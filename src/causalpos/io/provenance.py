@@ -19,10 +19,10 @@ there, and Snakemake would take it as finished. So every store records, in its r
 The records the running config expects are computed once per Snakemake start (by the workflow, in
 the main process) and written to a JSON table named by :data:`TABLE_ENV`; a job writing a store
 records the table's entry for its path, a job reading one compares the store's record with the
-table's and with the store's own path (:func:`record_problems`). The workflow checks every existing store
-before any job (:func:`causalpos.config.provenance.check_existing_stores`); ``causalpos verify``
-checks path and record, and the params against a config. This module imports nothing else of the
-package but :mod:`causalpos.io.integrity`.
+table's and with the store's own path (:func:`record_problems`). The workflow checks every
+existing store before any job (:func:`causalpos.config.provenance.check_existing_stores`);
+``causalpos verify`` checks path and record, and the params against a config. This module imports
+nothing else of the package but :mod:`causalpos.io.integrity`.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def record_to_write(store: str | os.PathLike) -> dict | None:
 
 
 def config_words(record: Mapping) -> str:
-    """How the run that wrote a store was configured, in words: ``--configfile X`` or the default."""
+    """How the run that wrote a store was configured, in words: ``--configfile X`` or default."""
     files = record.get("configfiles")
     if files is None:
         return "an unknown config"
