@@ -22,13 +22,22 @@ if not workflow.config_settings.configfiles:
     configfile: "config.yaml"
 
 
+sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+from causalpos.config.yamlfile import check_config_files
+
+# A key given twice in one mapping of a config file stops here, naming the key, the file and both
+# lines (YAML, and so Snakemake, would keep the last value without a word).
+check_config_files(
+    workflow.config_settings.configfiles
+    or [os.path.join(workflow.basedir, "config.yaml")]
+)
+
 # A config that fails the schema stops here with the key, the value and what is wrong (not the
 # whole schema, which is what snakemake.utils.validate prints).
 SCHEMA = "workflow/schemas/config.schema.yaml"
 try:
     validate(config, SCHEMA)
 except WorkflowError as exc:
-    sys.path.insert(0, os.path.join(workflow.basedir, "src"))
     from causalpos.config import schema_error_summary
 
     raise WorkflowError(schema_error_summary(exc, SCHEMA)) from None

@@ -112,7 +112,9 @@ def main(argv: list[str] | None = None) -> dict:
     cfg._attn_implementation = "sdpa"
     t0 = time.perf_counter()
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, args.dtype))
+        model = AutoModelForCausalLM.from_config(
+            cfg, dtype=getattr(torch, args.dtype), trust_remote_code=False
+        )
     model.eval()
     load_s = time.perf_counter() - t0
     if args.batch == "auto":  # each mode's reducers keep their state across batches: all of it

@@ -238,7 +238,12 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
 #: the paper-shape worker); then the paper-2 pipeline, SmolLM2, the rest; the other readers of
 #: the smoke run last, so that the worker that did not build it reaches them after the build.
 _FIRST = ("test_workflow", "test_paper_shape", "test_slurm", "test_workflow_leakage", "test_models")
-_LAST = ("test_workflow_train", "test_workflow_edits", "test_workflow_shards")
+_LAST = (
+    "test_workflow_train",
+    "test_workflow_edits",
+    "test_workflow_shards",
+    "test_workflow_provenance",
+)
 
 
 def _module(nodeid: str) -> str:

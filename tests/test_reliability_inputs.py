@@ -201,6 +201,9 @@ def test_prepend_bos_on_a_tokenizer_without_a_bos_is_a_config_error(tmp_path, bo
     local.mkdir()
     (local / "config.json").write_text("{}")
     (local / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos, "eos_token": "e"}))
+    # what the config-time checks ask of a local model directory: weights and a tokenizer
+    (local / "model.safetensors").write_bytes(b"")
+    (local / "tokenizer.json").write_text("{}")
 
     def edit(c):
         c["models"]["qwen-like"] = {"source": "local", "path": str(local)}

@@ -103,5 +103,8 @@ def test_one_shard_per_dataset_writes_the_final_stores_without_a_merge(smoke_pip
         merged = xr.open_zarr(store, consolidated=False)
         direct = xr.open_zarr(work / pair / store.name, consolidated=False)
         assert (merged.attrs["n_shards"], direct.attrs["n_shards"]) == (2, 1), store.name
+        # their provenance records name their own config files; the settings are the same
+        records = [ds.attrs.pop("causalpos_provenance") for ds in (merged, direct)]
+        assert records[0]["params_sha256"] == records[1]["params_sha256"], store.name
         assert {**direct.attrs, "n_shards": 2} == merged.attrs, store.name
         xr.testing.assert_identical(direct.drop_attrs(deep=False), merged.drop_attrs(deep=False))

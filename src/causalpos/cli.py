@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         "--configfile",
         action="append",
         default=[],
-        help="the config file the results were built with (named in the rebuild commands)",
+        help="the config file the results were built with: every store's settings are compared "
+        "with it and it is named in the rebuild commands (default: the config file each store "
+        "records it was built with)",
     )
     summary = sub.add_parser(
         "summary",
@@ -130,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "verify":
         import os
 
+        from causalpos.config.provenance import config_expectations
         from causalpos.io.integrity import CONFIGFILES_ENV
         from causalpos.io.verify import EXIT_DAMAGED, EXIT_OK, EXIT_UNVERIFIED, verify_tree
 
@@ -140,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             codes = set()
             for root in roots:  # reported inside: the rebuild commands name the config files
-                report = verify_tree(root, checksums=not args.sizes_only)
+                # each store's settings against its config (--configfile, else the one it records)
+                expected = config_expectations(args.configfile or None)
+                report = verify_tree(root, checksums=not args.sizes_only, expected=expected)
                 print(report.report())
                 codes.add(report.exit_code)
         except FileNotFoundError as e:

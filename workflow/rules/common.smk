@@ -15,8 +15,10 @@ from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # no
 from causalpos.io.fingerprint import use_cache as _fingerprint_cache  # noqa: E402
 from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
+from causalpos.io.runlog import keep_symlinked_output_dirs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 from causalpos.config import family_paths, score_dirs  # noqa: E402
+from causalpos.config.provenance import setup_provenance  # noqa: E402
 
 # (`report` at the start of a line opens Snakemake's report directive: imported under another name)
 from snakemake.io import report as report_files  # noqa: E402
@@ -27,6 +29,10 @@ import causalpos.paths as PATHS  # noqa: E402  (the path patterns, each written 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
 # instead of Snakemake waiting for them to finish.
 forward_interrupt_to_jobs()
+
+# An output directory that is a symbolic link (results/leakage -> /bigdisk/leakage) survives
+# Snakemake's end-of-run clean-up of empty directories, which would fail on it (NotADirectoryError).
+keep_symlinked_output_dirs()
 
 # Jobs name the pipeline's --configfile in the rebuild commands of their errors
 # (causalpos.io.integrity.rebuild_command); empty for the default config.yaml.
@@ -52,6 +58,18 @@ CFG = Resolved(
 if workflow.is_main_process:
     for _warning in CFG.check():
         print(f"causalpos: warning: {_warning}", file=sys.stderr)
+
+# Provenance (causalpos.config.provenance): the record every store of this config is expected to
+# carry, in a table the jobs read (a job writing a store records its entry, one reading a store
+# compares), and, before any job, every existing store checked against it: a store at another
+# store's path, or one another checkout or config made with other settings, stops the run.
+setup_provenance(
+    CFG,
+    Path(".snakemake") / "causalpos",
+    configfiles=list(map(str, workflow.config_settings.configfiles or [])),
+    main=workflow.is_main_process,
+    argv=sys.argv[1:],
+)
 
 
 # The scripts' parsed import lists, kept between Snakemake starts (each cluster job starts two).

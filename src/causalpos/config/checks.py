@@ -21,6 +21,7 @@ from causalpos.config.disk import (
     _tokenizer_size,
     capacity_bound,
 )
+from causalpos.config.strict import check_strict
 from causalpos.models.context import ContextError, check_seq_len
 
 #: ``max_position_embeddings`` of a ``random_init`` model of ``size: tiny``
@@ -422,6 +423,7 @@ class ChecksSection(Section):
             self.check_vocabularies,
             self.check_contexts,
             self.check_plant,
+            lambda: check_strict(self),  # corpus keys, model configs and sources, seq_len memory
         ):
             try:
                 out = step()

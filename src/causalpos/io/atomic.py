@@ -8,6 +8,7 @@ A job killed mid-write leaves its temporary behind; the next write of the same p
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import logging
@@ -150,3 +151,65 @@ def replace_json(path: str | os.PathLike, obj) -> bool:
     finally:
         if tmp is not None:  # any failure before the rename (a value JSON cannot hold too)
             Path(tmp).unlink(missing_ok=True)
+
+
+def _free_bytes(path: Path) -> int | None:
+    """Free bytes of the filesystem holding ``path`` (its nearest existing ancestor)."""
+    for p in (path, *path.parents):
+        try:
+            return shutil.disk_usage(p).free
+        except OSError:
+            continue
+    return None
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` or an exception it was raised from is an ``ENOSPC`` (or quota) error."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class DiskFullError(OSError):
+    """A write that failed because the disk (or the user's quota) is full: one sentence naming
+    what was written, the filesystem's free space and what to do, instead of the traceback of
+    the library that was writing (zarr's ``OSError: [Errno 28]`` arrives ~40 frames deep)."""
+
+    #: :func:`causalpos.io.runlog.logged` ends a job on it with the message alone.
+    explained = True
+
+    def __init__(self, path: str | os.PathLike, what: str, cause: str, free: int | None):
+        self.path, self.what, self.cause, self.free = Path(path), what, cause, free
+        shown = "an unknown amount" if free is None else f"{free / 2**20:,.1f} MiB"
+        super().__init__(
+            errno.ENOSPC,
+            f"the disk is full: writing {what} {path} failed ({cause}); the filesystem holding "
+            f"it has {shown} free. Nothing was left half-written (the {what} is written whole "
+            "or not at all). Free space on that disk, or point the directory at a larger disk "
+            "(a directory of the tree may be a symbolic link to a larger disk), and rerun",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.what, self.cause, self.free))
+
+
+@contextmanager
+def disk_full_named(path: str | os.PathLike, what: str) -> Iterator[None]:
+    """Within the block, an error caused by a full disk becomes a :class:`DiskFullError` naming
+    ``what`` (e.g. "store") at ``path`` and the free space of its filesystem."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except Exception as exc:
+        if not _is_disk_full(exc):
+            raise
+        cause = f"{type(exc).__name__}: {exc}"
+        raise DiskFullError(path, what, cause, _free_bytes(Path(path))) from None

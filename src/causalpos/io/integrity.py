@@ -83,25 +83,69 @@ def configfiles() -> list[str] | None:
     return None if value is None else [f for f in value.split(os.pathsep) if f]
 
 
+#: Root attribute of a store holding its provenance record (:mod:`causalpos.io.provenance`).
+PROVENANCE_ATTR = "causalpos_provenance"
+
+
+def recorded_configfiles(path: str | os.PathLike) -> list[str] | None:
+    """The ``--configfile`` arguments of the run that wrote the store or model directory ``path``
+    ([] for the default config.yaml), from its provenance record (a store's root metadata, a
+    model directory's ``causalpos_source.json``); None where it records none or cannot be read."""
+    p = Path(path)
+    if (p / "zarr.json").is_file():
+        record = (root_attributes(p) or {}).get(PROVENANCE_ATTR)
+    else:
+        try:
+            record = json.loads((p / MODEL_RECORD).read_text())
+        except (OSError, ValueError):
+            record = None
+    files = record.get("configfiles") if isinstance(record, dict) else None
+    return [str(f) for f in files] if isinstance(files, list) else None
+
+
+def _configfiles_of(path: Path) -> list[str] | None:
+    """The config files a rebuild of ``path`` names: the running pipeline's (:func:`configfiles`),
+    else the ones ``path`` records it was built with (or, for a store inside a shard or pair
+    directory, its directory's first store)."""
+    known = configfiles()
+    if known is not None:
+        return known
+    files = recorded_configfiles(path)
+    if files is None and path.is_dir() and not (path / "zarr.json").exists():
+        for store in sorted(path.glob("*.zarr")):
+            files = recorded_configfiles(store)
+            if files is not None:
+                break
+    return files
+
+
+def run_configfiles() -> list[str] | None:
+    """:func:`configfiles` relative to the pipeline directory where they lie below it (what a
+    store or model directory records of the run that wrote it); None outside the pipeline."""
+    files = configfiles()
+    return None if files is None else [display_path(f) for f in files]
+
+
 def rebuild_command(path: str | os.PathLike) -> str:
     """The Snakemake command that rebuilds the pipeline output ``path`` (run from the pipeline
     directory): ``--force`` reruns the one job producing it, replacing what is there. A variant's
     store inside a shard directory (``.../shard-NNNN/<variant>.zarr``) is rebuilt by the job
     that writes the whole directory, and so is a merged score store
     (``results/scores/<model>/<dataset>/<variant>.zarr``: one merge job writes every variant of
-    the pair). Names the pipeline's ``--configfile`` when it is not the default
-    (:func:`configfiles`)."""
+    the pair). Names the ``--configfile`` of the running pipeline (:func:`configfiles`), else the
+    one the store records it was built with (``causalpos verify`` outside the pipeline)."""
     p = Path(path)
+    files = _configfiles_of(p)
     if re.fullmatch(r"shard-\d{4}", p.parent.name):
         p = p.parent
     elif p.suffix == ".zarr" and p.parts[-5:-3] == ("results", "scores"):
         p = p.parent
-    config = "".join(f" --configfile {shlex.quote(display_path(f))}" for f in configfiles() or [])
+    config = "".join(f" --configfile {shlex.quote(display_path(f))}" for f in files or [])
     return f"snakemake --force {shlex.quote(display_path(p))}{config} --cores 1"
 
 
 def rebuild_hint(path: str | os.PathLike) -> str:
-    known = configfiles() is not None
+    known = _configfiles_of(Path(path)) is not None
     return (
         f"Rebuild it from the pipeline directory: `{rebuild_command(path)}`"
         + ("" if known else " (add the --configfile you ran with, if not the default)")
@@ -389,13 +433,25 @@ def model_files_problems(path: str | os.PathLike, record: Mapping) -> list[tuple
 
 def verify_model_dir(path: str | os.PathLike) -> bool:
     """Check a model directory's weights against its :data:`MODEL_RECORD`: True if it records
-    sha256s (all matching), False if it records none; :class:`StoreError` listing what differs
-    (the message and rebuild command as for a damaged store)."""
+    sha256s (all matching), False if it records none (an older record); :class:`StoreError`
+    listing what differs (the message and rebuild command as for a damaged store), also where it
+    records an empty set of weights files or another model's name."""
     try:
         record = json.loads((Path(path) / MODEL_RECORD).read_text())
     except (OSError, ValueError) as e:
         raise StoreError(path, f"its {MODEL_RECORD} is unreadable ({e})") from e
-    problems = model_files_problems(path, record)
+    problems = [f"weights file {name} {why}" for name, why in model_files_problems(path, record)]
+    if record.get("sha256") == {}:  # recorded, and empty: prepared from a folder without weights
+        problems.append(
+            f"its {MODEL_RECORD} records no weights file (sha256: {{}}): the directory it was "
+            "prepared from held no *.safetensors, so the model has no weights to load"
+        )
+    name = record.get("name")
+    if isinstance(name, str) and name != Path(os.path.abspath(path)).name:
+        problems.append(
+            f"its {MODEL_RECORD} records model {name!r}: another model's directory copied or "
+            "moved here"
+        )
     if problems:
-        raise StoreError(path, [f"weights file {name} {why}" for name, why in problems])
+        raise StoreError(path, problems)
     return bool(record.get("sha256"))

@@ -114,6 +114,47 @@ def forward_interrupt_to_jobs() -> bool:
     return True
 
 
+def keep_symlinked_output_dirs() -> bool:
+    """Make Snakemake's end-of-run clean-up leave a symbolic link to a directory alone; returns
+    whether the patch is in place.
+
+    After every run Snakemake removes the empty parent directory of each input or output that is
+    missing (``DAG.cleanup_workdir``: ``os.removedirs(dirname)``); where that parent is a symbolic
+    link to an (empty) directory elsewhere, e.g. ``results/leakage -> /bigdisk/leakage`` after
+    its first job failed, ``os.rmdir`` raises ``NotADirectoryError`` and Snakemake ends with that
+    traceback instead of its own report. The replacement does what Snakemake's does, except that
+    it skips a parent that is a symbolic link (the link and what it points to are the user's) and
+    a directory that cannot be removed."""
+    try:
+        from snakemake.dag import DAG
+    except ImportError:
+        return False
+    if getattr(DAG.cleanup_workdir, "causalpos_keeps_links", False):
+        return True
+
+    def cleanup_workdir(self):
+        from itertools import chain
+
+        for job in self.jobs:
+            if self.is_edit_notebook_job(job):
+                continue
+            for io_dir in {
+                os.path.dirname(f) for f in chain(job.output, job.input) if not os.path.exists(f)
+            }:
+                if not io_dir or os.path.islink(io_dir) or not os.path.isdir(io_dir):
+                    continue
+                try:
+                    with os.scandir(io_dir) as entries:
+                        if next(entries, None) is None:
+                            os.removedirs(io_dir)
+                except OSError:
+                    pass
+
+    cleanup_workdir.causalpos_keeps_links = True
+    DAG.cleanup_workdir = cleanup_workdir
+    return True
+
+
 #: glibc ``mallopt`` parameters (malloc.h): ``M_TRIM_THRESHOLD``, ``M_MMAP_THRESHOLD``.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
@@ -356,7 +397,9 @@ def logged(
     (:func:`keep_freed_memory`), and the garbage collector runs less often (:func:`job_collector`);
     ``huge_pages`` False: numpy's arrays are not madvised as huge pages
     (:func:`numpy_small_pages`, for the jobs whose work is numpy's large arrays).
-    Exceptions are logged with their traceback and re-raised; a
+    Exceptions are logged with their traceback and re-raised (one marked ``explained``, such as
+    :class:`~causalpos.io.atomic.DiskFullError`, ends a job of ``exit_when_done`` with its
+    message alone: the job's status 1, the message on its stderr, no traceback); a
     ``KeyError`` in a job that opened a store of an older format is re-raised as
     :class:`~causalpos.io.integrity.StoreFormatError`, naming that store and its rebuild command.
     """
@@ -386,6 +429,7 @@ def logged(
         root.addHandler(handler)
         root.setLevel(logging.INFO)
         t0, cpu0 = time.perf_counter(), process_cpu_s()
+        explained = None
         try:
             yield
             torch_note = "torch loaded" if "torch" in sys.modules else "no torch"
@@ -406,12 +450,20 @@ def logged(
             if named is not None:
                 raise named from exc
             raise
-        except BaseException:
-            logging.getLogger("causalpos").exception("job failed")
-            raise
+        except BaseException as exc:
+            if getattr(exc, "explained", False) and exit_when_done:
+                # a message that says it all (a full disk, a store that is not what its path and
+                # the config say): logged alone and ended on, without the library's traceback
+                logging.getLogger("causalpos").error("job failed: %s", exc)
+                explained = exc
+            else:
+                logging.getLogger("causalpos").exception("job failed")
+                raise
         finally:
             root.removeHandler(handler)
             sys.stdout, sys.stderr = old_out, old_err
+    if explained is not None:
+        raise SystemExit(f"{type(explained).__name__}: {explained}")
     if exit_when_done:  # reached only when the block succeeded; the log is closed
         exit_now()
 

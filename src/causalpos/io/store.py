@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from causalpos.io.atomic import atomic_dir
+from causalpos.io.atomic import atomic_dir, disk_full_named
 from causalpos.io.integrity import (
     COUNT_ATTRS,
     MANIFEST_GROUP,
@@ -39,6 +39,7 @@ from causalpos.io.integrity import (
     verify_files,
     write_manifest,
 )
+from causalpos.io.provenance import check_opened, stamp
 
 __all__ = [
     "StoreError",
@@ -116,6 +117,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
     ds = ds.copy()
     ds.attrs = {k: _jsonable(v) for k, v in ds.attrs.items()}
     ds.attrs[STORE_FORMAT_ATTR] = STORE_FORMAT
+    stamp(ds.attrs, path)  # what the running config expects of this path (io.provenance)
     for name, var in list(ds.variables.items()):
         var.attrs = {k: _jsonable(v) for k, v in var.attrs.items()}
         # Fixed-width unicode has no zarr v3 specification (zarr warns it may become
@@ -126,7 +128,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
     for name, var_enc in (encoding or {}).items():
         enc.setdefault(name, {}).update(var_enc)
     counts = {k: ds.attrs[k] for k in COUNT_ATTRS if isinstance(ds.attrs.get(k), int)}
-    with atomic_dir(path) as tmp:
+    with disk_full_named(path, "store"), atomic_dir(path) as tmp:
         with warnings.catch_warnings():
             # Consolidated metadata (every node's metadata in the root zarr.json) is what lets
             # `xr.open_zarr(path)` open a store without listing it, so a user sees no warning
@@ -236,7 +238,7 @@ def verify_store(path: str | os.PathLike, *, checksums: bool = True) -> bool:
     """Check the store ``path`` as :func:`open_dataset` does, without the warning for a store
     without a manifest; True if a manifest was verified, False if there is none (written by an
     older causalpos: only openable). Raises :class:`StoreError` if it is damaged."""
-    return _open(path, checksums=checksums, cache=False, warn=False)[1] is not None
+    return _open(path, checksums=checksums, cache=False, warn=False, whose=False)[1] is not None
 
 
 #: Stores without a manifest already warned about in this process.
@@ -257,7 +259,7 @@ def older_store_error(error: KeyError) -> StoreFormatError | None:
 
 
 def _open(
-    path: str | os.PathLike, *, checksums: bool, cache: bool, warn: bool = True
+    path: str | os.PathLike, *, checksums: bool, cache: bool, warn: bool = True, whose: bool = True
 ) -> tuple[xr.Dataset, dict | None]:
     path = Path(path)
     if not path.is_dir():
@@ -299,6 +301,8 @@ def _open(
         check_counts(path, manifest, ds.attrs, ds.sizes)
     # The marker describes the file on disk, not the data: readers (and merges) never see it.
     ds.attrs.pop(STORE_FORMAT_ATTR, None)
+    if whose:  # its path and the running config against its record (verify checks apart)
+        check_opened(path, ds.attrs)
     return ds, manifest
 
 

@@ -9,18 +9,28 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from causalpos.io.atomic import final_of, is_temporary
 from causalpos.io.integrity import (
     MODEL_RECORD,
+    PROVENANCE_ATTR,
     StoreError,
     display_path,
     rebuild_command,
+    root_attributes,
     verify_model_dir,
 )
+from causalpos.io.provenance import config_words
+from causalpos.io.provenance import record_problems as provenance_check
 from causalpos.io.store import verify_store
+
+#: ``record -> the record its config expects of its path`` (None: not known, not compared): what
+#: ``causalpos verify`` compares a store's provenance record with (the config it names with
+#: --configfile, else the config file the store records it was built with).
+Expected = Callable[[Mapping], "Mapping | None"]
 
 #: Directories with this suffix (or holding a root ``zarr.json``) are stores.
 STORE_SUFFIX = ".zarr"
@@ -46,11 +56,17 @@ class TreeReport:
     models: list[Path] = field(default_factory=list)
     #: those of ``damaged`` that are model directories
     damaged_models: list[Path] = field(default_factory=list)
+    #: stores whose provenance record contradicts their path or their config: what is wrong
+    mismatched: dict[Path, list[str]] = field(default_factory=dict)
+    #: the provenance record of each store of ``mismatched``
+    records: dict[Path, dict] = field(default_factory=dict)
+    #: stores whose settings could not be compared with a config, and why (one line each)
+    unchecked: dict[Path, str] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
-        """No damaged store and no stale temporary."""
-        return not self.damaged and not self.stale
+        """No damaged store, no stale temporary, no store at odds with its path or config."""
+        return not self.damaged and not self.stale and not self.mismatched
 
     @property
     def exit_code(self) -> int:
@@ -65,7 +81,8 @@ class TreeReport:
         n = len(self.verified) + len(self.unverified) + bad
         lines = [
             f"{display_path(self.root)}: {n} stores: {len(self.verified)} verified, "
-            f"{bad} damaged, {len(self.unverified)} without a manifest; "
+            f"{bad} damaged, {len(self.unverified)} without a manifest, "
+            f"{len(self.mismatched)} not what their path and config say; "
             f"{len(self.stale)} stale temporaries"
         ]
         if self.models or self.damaged_models:
@@ -77,6 +94,14 @@ class TreeReport:
             lines.append(f"DAMAGED {display_path(path)}")
             lines += [f"  {p}" for p in err.problems]
             lines.append(f"  rebuild: {rebuild_command(path)}")
+        for path, problems in sorted(self.mismatched.items()):
+            record = self.records.get(path) or {}
+            lines.append(f"MISMATCHED {display_path(path)} (written by a run with "
+                         f"{config_words(record)})")  # fmt: skip
+            lines += [f"  {p}" for p in problems]
+            lines.append(f"  rebuild: {rebuild_command(path)}")
+        for path, why in sorted(self.unchecked.items()):
+            lines.append(f"  (settings of {display_path(path)} not compared: {why})")
         for path in self.stale:
             lines.append(f"STALE {display_path(path)}")
             lines.append(
@@ -104,10 +129,14 @@ def _is_store(path: Path) -> bool:
     return path.name.endswith(STORE_SUFFIX) or (path / "zarr.json").is_file()
 
 
-def verify_tree(root: str | os.PathLike, *, checksums: bool = True) -> TreeReport:
-    """Verify every store under ``root`` (manifest, metadata, counts) and every model directory
-    (the sha256 of its weights files, as its ``causalpos_source.json`` records them), and list
-    stale temporaries, following symbolic links inside the tree (each directory once).
+def verify_tree(
+    root: str | os.PathLike, *, checksums: bool = True, expected: Expected | None = None
+) -> TreeReport:
+    """Verify every store under ``root`` (manifest, metadata, counts; its provenance record
+    against its path and, where ``expected`` gives one, the record its config expects) and every
+    model directory (the sha256 of its weights files, as its ``causalpos_source.json`` records
+    them, and the model name it records against the directory's), and list stale temporaries,
+    following symbolic links inside the tree (each directory once).
 
     ``checksums=False`` compares file sizes only (deleted and truncated files are still found).
     """
@@ -118,11 +147,24 @@ def verify_tree(root: str | os.PathLike, *, checksums: bool = True) -> TreeRepor
 
     def check(store: Path) -> None:
         try:
-            (out.verified if verify_store(store, checksums=checksums) else out.unverified).append(
-                store
-            )
+            ok = verify_store(store, checksums=checksums)
         except StoreError as e:
             out.damaged[store] = e
+            return
+        (out.verified if ok else out.unverified).append(store)
+        record = (root_attributes(store) or {}).get(PROVENANCE_ATTR)
+        if not isinstance(record, dict):
+            return
+        want = None
+        if expected is not None:
+            try:
+                want = expected(record)
+            except (LookupError, OSError, ValueError) as exc:  # the config cannot be read
+                out.unchecked[store] = str(exc)
+        problems = provenance_check(store, record, want)
+        if problems:
+            out.mismatched[store] = problems
+            out.records[store] = record
 
     def check_model(model: Path) -> None:
         try:

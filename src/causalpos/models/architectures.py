@@ -73,6 +73,7 @@ def architecture_config(architecture: str, size: str = "tiny", overrides: dict |
         )
     if size not in ("tiny", "full"):
         raise ModelSpecError(f"random_init: size must be 'tiny' or 'full', got {size!r}")
+    check_config_overrides(ARCHITECTURES[architecture], overrides or {})
     kw = tiny_config_kwargs(architecture) if size == "tiny" else {}
     kw.update(overrides or {})
     if "layer_types" in kw and "layer_types" not in (overrides or {}):
@@ -80,6 +81,16 @@ def architecture_config(architecture: str, size: str = "tiny", overrides: dict |
         n = kw["num_hidden_layers"]
         kw["layer_types"] = [kw["layer_types"][i % len(kw["layer_types"])] for i in range(n)]
     return AutoConfig.for_model(ARCHITECTURES[architecture], **kw)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; ValueError for a key given twice (json keeps the last)."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
 
 
 def read_architecture_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -90,7 +101,7 @@ def read_architecture_file(path: str | os.PathLike) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), object_pairs_hook=_unique_keys)
     except (OSError, ValueError) as exc:
         raise ModelSpecError(
             f"random_init: `config_file` {str(path)!r} is not a readable JSON file "
@@ -112,8 +123,24 @@ def file_config(path: str | os.PathLike, overrides: dict | None = None):
     from transformers import AutoConfig
 
     kw = read_architecture_file(path)
+    check_config_overrides(kw["model_type"], {**kw, **(overrides or {})})
     kw.update(overrides or {})
     return AutoConfig.for_model(kw.pop("model_type"), **kw)
+
+
+def check_config_overrides(model_type: str, overrides: dict) -> None:
+    """:class:`ModelSpecError` naming every key of ``overrides`` that a ``model_type`` config does
+    not take (:func:`causalpos.models.config_keys.unknown_config_keys`): transformers would keep
+    it as a plain attribute and build the model without it."""
+    from causalpos.models.config_keys import unknown_config_keys
+
+    problems = unknown_config_keys(model_type, set(overrides) - {"model_type"})
+    if problems:
+        raise ModelSpecError(
+            f"random_init: `config`: {'; '.join(problems)}; transformers would keep such a key "
+            "as a plain attribute and build the model without it. Use the config class's own "
+            "key names"
+        )
 
 
 def spec_error(name: str, spec: dict, tried: str, reason: str, todo: str = "") -> ModelSpecError:

@@ -18,6 +18,7 @@ import torch
 
 from causalpos.io.integrity import display_path
 from causalpos.models.architectures import spec_error
+from causalpos.models.gguf_check import check_gguf_complete
 from causalpos.models.weights import sha256_file
 
 
@@ -58,6 +59,7 @@ def convert_gguf(gguf_path: Path, tmp: Path) -> None:
     :func:`gguf_parsed_once`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_gguf_complete(gguf_path)  # "truncated", with the sizes, before the reader's own error
     # No cyclic garbage collection during the conversion (restored after): parsing the file's
     # metadata and importing the model's modules allocate ~10^6 objects, and each collection
     # would traverse torch's and transformers' module state again (~1 CPU-s in all). The
@@ -67,9 +69,11 @@ def convert_gguf(gguf_path: Path, tmp: Path) -> None:
     try:
         directory, fname = str(gguf_path.parent), gguf_path.name
         with gguf_parsed_once():
-            tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=fname)
+            tokenizer = AutoTokenizer.from_pretrained(
+                directory, gguf_file=fname, trust_remote_code=False
+            )
             model = AutoModelForCausalLM.from_pretrained(
-                directory, gguf_file=fname, dtype=torch.float32
+                directory, gguf_file=fname, dtype=torch.float32, trust_remote_code=False
             )
         # The GGUF quantizer marks the model as "not serializable"; the weights are already
         # dequantized to float32, so dropping the quantizer gives a plain model that saves.

@@ -42,14 +42,16 @@ from typing import Any
 import torch
 
 from causalpos.io.atomic import atomic_dir
-from causalpos.io.integrity import display_path
+from causalpos.io.integrity import display_path, run_configfiles
 from causalpos.models.architectures import (
     ModelSpecError,
     architecture_config,
+    check_config_overrides,
     file_config,
     spec_error,
 )
 from causalpos.models.device import DTYPES
+from causalpos.models.dir_checks import remote_code_problem, safetensors_problem
 from causalpos.models.gguf import prepare_gguf, prepare_pypi_gguf
 from causalpos.models.rotary import ROPE_CONFIG_KEY, apply_rope_setting
 from causalpos.models.weights import (
@@ -160,6 +162,12 @@ def _require_tokenizer(name: str, spec: dict, src: Path, copied: list[str]) -> N
     )
 
 
+def _refuse(name: str, spec: dict, tried: str, problem: str | None) -> None:
+    """A :func:`spec_error` where a check of :mod:`causalpos.models.dir_checks` found ``problem``."""
+    if problem:
+        raise spec_error(name, spec, tried, problem)
+
+
 def _resolve_spec(name: str, spec: dict | None) -> dict:
     if not spec:
         if name in DEFAULT_SPECS:
@@ -220,6 +228,7 @@ def build_model_dir(
         preparer = functools.partial(preparer, dtype=dtype, tokenizer_dir=tokenizer_dir)
     with atomic_dir(out_dir) as tmp:
         record = preparer(name, spec, tmp, out_dir.parent)
+        _refuse(name, spec, f"the files of {out_dir.name}", remote_code_problem(tmp))
         if spec.get("rope", "rope") == "none":
             cfg_path = tmp / "config.json"
             cfg = json.loads(cfg_path.read_text())
@@ -235,6 +244,7 @@ def build_model_dir(
             "source": source,
             "rope": spec.get("rope", "rope"),
             **record,
+            "configfiles": run_configfiles(),  # the run's --configfile (verify's rebuild command)
             "transformers_version": transformers.__version__,
             "torch_version": torch.__version__,
         }
@@ -244,7 +254,7 @@ def build_model_dir(
         try:
             from transformers import AutoConfig
 
-            AutoConfig.from_pretrained(tmp)
+            AutoConfig.from_pretrained(tmp, trust_remote_code=False)
         except Exception as exc:  # the directory must at least hold a readable config
             raise spec_error(
                 name, spec, str(tmp), f"prepared directory has no usable config: {exc}"
@@ -262,6 +272,7 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         if not (tmp / "config.json").exists():
             raise spec_error(name, spec, f"local directory {local}", "no config.json there")
         _require_tokenizer(name, spec, local, copied)
+        _refuse(name, spec, f"local directory {local}", safetensors_problem(local))
         return {
             "path": display_path(local.resolve()),
             "files": copied,
@@ -330,7 +341,7 @@ def _prepare_random_init(
     if tok_ref is not None:
         tok_dir = Path(tokenizer_dir) if tokenizer_dir else _sibling(models_dir, tok_ref)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+            tokenizer = AutoTokenizer.from_pretrained(tok_dir, trust_remote_code=False)
         except Exception as exc:
             raise spec_error(
                 name,
@@ -343,7 +354,7 @@ def _prepare_random_init(
     if "like" in spec:
         like_dir = _sibling(models_dir, spec["like"])
         try:
-            config = AutoConfig.from_pretrained(like_dir)
+            config = AutoConfig.from_pretrained(like_dir, trust_remote_code=False)
         except Exception as exc:
             raise spec_error(
                 name,
@@ -352,6 +363,7 @@ def _prepare_random_init(
                 f"{type(exc).__name__}: {exc}",
                 "Prepare that model first (its directory must be a sibling of this one)",
             ) from exc
+        check_config_overrides(config.model_type, overrides)  # transformers keeps unknown keys
         for key, value in overrides.items():
             setattr(config, key, value)
         architecture = config.model_type
@@ -388,7 +400,7 @@ def _prepare_random_init(
     # in `dtype` (parameters created and initialised in it: an 8B stand-in in bf16 holds 16 GB,
     # never a float32 copy) and saved as built.
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype])
+    model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype], trust_remote_code=False)
     model.save_pretrained(tmp)
     del model
     if tokenizer is not None:
@@ -414,6 +426,7 @@ def _prepare_local(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
             name, spec, f"directory {src}", "no config.json there (not an HF-format model)"
         )
     _require_tokenizer(name, spec, src, copied)
+    _refuse(name, spec, f"directory {src}", safetensors_problem(src))
     return {"path": display_path(src), "files": copied, "sha256": weights_manifest(tmp)}
 
 
@@ -462,6 +475,7 @@ def load_model(
             attn_implementation="sdpa",
             output_loading_info=True,
             ignore_mismatched_sizes=True,
+            trust_remote_code=False,
         )
     except Exception as exc:
         raise RuntimeError(
@@ -473,7 +487,7 @@ def load_model(
     apply_rope_setting(model, where=f"load_model: {path}/config.json")
     tokenizer = None
     if any((path / f).is_file() for f in _TOKENIZER_FILES):
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
         check_vocabulary(model, tokenizer, path)
     source = source or {
         "name": path.name,

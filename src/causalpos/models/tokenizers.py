@@ -55,7 +55,7 @@ def tokenizer_from_dir(path: str | os.PathLike) -> Any:
     if direct_load_applies(path):
         from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
-        return TokenizersBackend.from_pretrained(path)
+        return TokenizersBackend.from_pretrained(path, trust_remote_code=False)
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path, trust_remote_code=False)

@@ -165,7 +165,9 @@ def build_model(
         torch.manual_seed(seed)
         base_state = LlamaForCausalLM(base_cfg).state_dict()
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_config(
+        config, attn_implementation="sdpa", trust_remote_code=False
+    )
     missing, unexpected = model.load_state_dict(dict(base_state), strict=False)
     # Tied lm_head may be absent from a state dict; anything else missing is a real mismatch.
     missing = [k for k in missing if not (config.tie_word_embeddings and k == "lm_head.weight")]

@@ -45,7 +45,7 @@ def prepare_init_twin(trained_dir: str | os.PathLike, out_dir: str | os.PathLike
         )
     summary = json.loads(summary_path.read_text())
     seed = int(summary["settings"]["seed"])
-    config = AutoConfig.from_pretrained(trained_dir)
+    config = AutoConfig.from_pretrained(trained_dir, trust_remote_code=False)
     model = build_model(config, seed=seed)
     with atomic_dir(out_dir) as tmp:
         save_model_dir(model, trained_dir, tmp)

@@ -1,0 +1,441 @@
+"""What each store of a config is: the provenance record (:mod:`causalpos.io.provenance`) the
+config expects of every store it writes, and the check of the stores already on disk against it,
+run by the workflow before any job (:func:`check_existing_stores`).
+
+A store's ``params`` are the resolved settings its content depends on, its inputs' included (a
+normalized store is its score store's settings; a score store its model's spec and source files,
+its data store's dataset, corpus and tokenizer, its variant's reducers, the extraction's groups,
+dtype and seed): the values the jobs on its path receive as params, code fingerprints and
+settings that never change a result (batch size, device, memory fraction) left out. Two runs whose
+records of a path agree compute the same store (on the same code).
+
+Why a check of its own: Snakemake keeps the params a job ran with in the checkout's
+``.snakemake/metadata``, and reruns a job whose params changed only where it has such a record. A
+store written by another checkout or config sharing the results tree (a symlinked ``results/``),
+copied or rsynced in, or left by a run whose ``.snakemake`` was removed has none: Snakemake
+would take it as finished ("Nothing to be done") whatever settings made it. So every Snakemake
+start reads the record of every store the config writes that exists, and refuses, before any
+job, one that lies at another store's path, or one that another checkout (or a run outside the
+pipeline) made with other settings; a store this checkout made with other settings is left to
+Snakemake, which reruns it (its params changed). Torch-free; reads only the stores' root
+metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import causalpos.paths as paths
+from causalpos.config.common import ConfigError
+from causalpos.io.integrity import MODEL_RECORD, display_path, root_attributes
+from causalpos.io.provenance import (
+    PROVENANCE_ATTR,
+    config_words,
+    make_record,
+    params_sha256,
+    record_problems,
+)
+
+#: The rules that write each kind of store (a ``--forcerun`` of one skips its stores' check).
+KIND_RULES = {
+    "sim": ("simulate",),
+    "data": ("sample_sequences",),
+    "scores": ("extract_scores", "merge_scores", "extract_scores_shard"),
+    "normalized": ("diagonal_normalize",),
+    "leakage": ("leakage",),
+    "position0": ("position0",),
+    "gram": ("gram_panels",),
+    "lengthgen": ("length_generalization",),
+}
+#: Stores listed in one refusal before "and N more".
+_LISTED = 12
+
+
+class _Identities:
+    """The settings a model, tokenizer or data store is made from, computed once per name."""
+
+    def __init__(self, cfg):
+        self.cfg, self.seed = cfg, cfg.config["seed"]
+        self._models: dict[str, dict] = {}
+        self._data: dict[tuple[str, str], dict] = {}
+
+    def tokenizer(self, key: str) -> dict:
+        cfg = self.cfg
+        if key == cfg.train_tokenizer_key():
+            tok = cfg.config["train"]["tokenizer"]
+            return {
+                "trained_tokenizer": {k: tok[k] for k in ("vocab_size", "min_frequency")},
+                "corpus": cfg.train_corpus(),
+                "heldout": list(cfg.config["train"]["heldout"]),
+                "seed": self.seed,
+            }
+        return self.model(key)
+
+    def model(self, name: str) -> dict:
+        if name not in self._models:
+            self._models[name] = self._model(name)
+        return self._models[name]
+
+    def _model(self, name: str) -> dict:
+        cfg = self.cfg
+        if name.startswith("trained-"):
+            variant = name.removeprefix("trained-").removesuffix("-init")
+            trained = {
+                "trained": cfg.train_variant_params(variant),
+                "corpus": cfg.train_corpus(),
+                "heldout": list(cfg.config["train"]["heldout"]),
+                "tokenizer": self.tokenizer(cfg.train_tokenizer_key()),
+            }
+            return {"init_twin_of": trained} if name.endswith("-init") else trained
+        spec = cfg.model_spec(name)
+        out = {"spec": cfg.model_spec_params(name), "sources": cfg.model_source_sha256(name)}
+        if spec["source"] == "random_init":
+            out["dtype"] = cfg.prepare_dtype(name)
+            if spec.get("like"):  # its config (and tokenizer) come from that model
+                out["like"] = self.model(spec["like"])
+            if spec.get("tokenizer") in cfg.configured_models() or str(
+                spec.get("tokenizer")
+            ).startswith("trained-"):
+                out["tokenizer"] = self.tokenizer(cfg.tokenizer_of(spec["tokenizer"]))
+        return out
+
+    def data(self, dataset: str, tokenizer: str) -> dict:
+        key = (dataset, tokenizer)
+        if key not in self._data:
+            cfg = self.cfg
+            out = {
+                "dataset": cfg.dataset_spec_params(dataset),
+                "corpus_sha256": cfg.corpus_sha256(dataset),
+                "tokenizer": self.tokenizer(tokenizer),
+                "seed": self.seed,
+            }
+            if cfg.document_peers(dataset, tokenizer):  # one document set for every tokenizer
+                peers = {cfg.tokenizer_of(m) for m in cfg.dataset_models(dataset)} - {tokenizer}
+                out["peers"] = {p: params_sha256(self.tokenizer(p)) for p in sorted(peers)}
+            self._data[key] = out
+        return self._data[key]
+
+    def extraction(self, model: str, dataset: str) -> dict:
+        """What every score store of (model, dataset) shares: the model, the data, the settings."""
+        cfg = self.cfg
+        tokenizer = cfg.tokenizer_of(model)
+        return {
+            "model": self.model(model),
+            "data": self.data(dataset, tokenizer),
+            "extract": {
+                "n_groups": cfg.config["extract"]["n_groups"],
+                "dtype": cfg.config["dtype"],
+                "seed": self.seed,
+            },
+        }
+
+
+def _pairs(cfg) -> list[tuple[str, str]]:
+    """Every (model, dataset) whose scores the config extracts."""
+    pairs = {(m, d) for m, d, _ in cfg.map_triples()} | set(cfg.leakage_pairs())
+    return sorted(pairs)
+
+
+def expected_records(cfg) -> dict[str, dict]:
+    """``{store path: record}`` of every store the config ``cfg`` (a Resolved) writes: the
+    simulations, the data stores, every variant's score store and its normalized store, the
+    paper-2 summaries and position-0 stores, the Gram panels and the length generalization."""
+    ids = _Identities(cfg)
+    seed = cfg.config["seed"]
+    out: dict[str, dict] = {}
+
+    def add(pattern: str, kind: str, params: dict, **fields: str) -> None:
+        path = pattern.format(**fields)
+        out[path] = make_record(path, kind, fields, params)
+
+    for setting in cfg.sim_settings():
+        add(paths.SIM_STORE, "sim", {"setting": cfg.sim_setting_params(setting), "seed": seed},
+            setting=setting)  # fmt: skip
+    triples = cfg.map_triples()
+    extraction = {(m, d): cfg.extraction_params(m, d) for m, d in _pairs(cfg)}
+    for (m, d), variants in extraction.items():
+        tokenizer = cfg.tokenizer_of(m)
+        add(paths.DATA_STORE, "data", ids.data(d, tokenizer), dataset=d, tokenizer=tokenizer)
+        shared = ids.extraction(m, d)
+        for v, entry in variants.items():
+            scores = {**shared, "variant": {"name": v, **entry}}
+            add(paths.SCORE_STORE, "scores", scores, model=m, dataset=d, variant=v)
+            if (m, d, v) in triples:
+                add(paths.NORMALIZED_STORE, "normalized", scores, model=m, dataset=d, variant=v)
+    pairs = cfg.leakage_pairs()
+    leakage_summary = cfg.leakage_summary_params() if pairs else None
+    position0_settings = cfg.position0_params() if pairs else None
+    conditions = list(cfg.config["leakage"]["position0"]["conditions"]) if pairs else []
+    for (m, d), leakage_variants in pairs.items():
+        shared = ids.extraction(m, d)
+        variants = extraction[(m, d)]
+        summary = {
+            **shared,
+            "variants": {v: variants[v] for v in leakage_variants},
+            "summary": leakage_summary,
+            "model_attrs": cfg.model_attrs(m),
+            "strata": cfg.config["leakage"]["bootstrap_strata"],
+        }
+        add(paths.LEAKAGE_STORE, "leakage", summary, model=m, dataset=d)
+        position0 = {
+            **shared,
+            "conditions": {c: variants[c] for c in conditions},  # Resolved.position0_conditions
+            "position0": position0_settings,
+        }
+        add(paths.POSITION0_STORE, "position0", position0, model=m, dataset=d)
+    for m in cfg.gram_models():
+        draw = cfg.gram_draw(m)
+        gram = {"model": ids.model(m), "draw": draw, "seed": seed, "dtype": cfg.config["dtype"]}
+        dataset = cfg.gram_dataset(m)
+        if dataset:
+            tokenizer = cfg.tokenizer_of(m)
+            gram["data"] = ids.data(dataset, tokenizer)
+            add(paths.DATA_STORE, "data", gram["data"], dataset=dataset, tokenizer=tokenizer)
+        add(paths.GRAM_STORE, "gram", gram, model=m)
+    if cfg.config["train"]["enabled"] and cfg.train_variants():
+        lengthgen = cfg.config["train"]["lengthgen"]
+        add(paths.LENGTHGEN_STORE, "lengthgen", {
+            "models": {v: ids.model(f"trained-{v}") for v in cfg.train_variants()},
+            "corpus": cfg.train_heldout_corpus(),
+            "lengthgen": {k: lengthgen[k] for k in ("length_factor", "n_sequences")},
+            "stats": {k: cfg.config["stats"][k] for k in ("n_bootstrap", "confidence")},
+            "seed": seed,
+            "dtype": cfg.config["dtype"],
+        })  # fmt: skip
+    return out
+
+
+def table_path(directory: str | os.PathLike, config: dict, configfiles: Iterable[str]) -> Path:
+    """Where a run's table of expected records lives: named by its config and config files, so
+    that every Snakemake process of one run (a cluster job's included) finds it and a second
+    run with another config (a dry run beside a running one) writes its own."""
+    name = params_sha256({"config": config, "configfiles": list(map(str, configfiles))})
+    return Path(directory) / f"{name[:24]}.json"
+
+
+def write_table(path: str | os.PathLike, records: dict[str, dict], configfiles: list[str]) -> Path:
+    """Write the table of ``records`` (read back by :func:`causalpos.io.provenance.running_table`)."""
+    from causalpos.io.atomic import replace_json
+
+    path = Path(path)
+    replace_json(path, {"configfiles": list(configfiles), "records": records})
+    return path
+
+
+def checkout_id(directory: str | os.PathLike, *, create: bool) -> str:
+    """This checkout's identity: a random token kept in ``directory`` (``.snakemake/causalpos``),
+    created on the first start (``create``: the main Snakemake process); '' where none is kept
+    and none can be made (a read-only checkout: its stores then count as another checkout's)."""
+    path = Path(directory) / "checkout"
+    try:
+        token = path.read_text().strip()
+        if token:
+            return token
+    except OSError:
+        pass
+    if not create:
+        return ""
+    token = secrets.token_hex(8)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{token}")
+        tmp.write_text(token + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        return ""
+    return token
+
+
+def _is_forced(path: str, kind: str, forced: set[str]) -> bool:
+    job_output = str(Path(path).parent) if kind == "scores" else path
+    rules = set(KIND_RULES.get(kind, ()))
+    return bool({path, job_output} & forced or rules & forced)
+
+
+def store_problems(
+    records: dict[str, dict],
+    *,
+    checkout: str,
+    forced: Iterable[str] = (),
+    forceall: bool = False,
+    read: Callable[[str], dict | None] = root_attributes,
+) -> dict[str, tuple[list[str], dict]]:
+    """``{store: (problems, its record)}`` of the existing stores of ``records`` that are not what
+    their paths and the config say: at another store's path (always), or made with other settings
+    by another checkout (one made here is left to Snakemake's params trigger). Stores a
+    ``--forcerun`` names (or of a rule it names; ``--forceall``) are rebuilt anyway: skipped."""
+    if forceall:
+        return {}
+    forced = {display_path(f) for f in forced}
+    out = {}
+    for path, expected in records.items():
+        if _is_forced(path, expected["kind"], forced) or not (Path(path) / "zarr.json").is_file():
+            continue
+        recorded = (read(path) or {}).get(PROVENANCE_ATTR)
+        if not isinstance(recorded, dict):
+            continue  # written by an older causalpos: no record to compare
+        ours = bool(checkout) and recorded.get("checkout") == checkout
+        problems = record_problems(path, recorded, None if ours else expected)
+        if problems:
+            out[path] = (problems, recorded)
+    return out
+
+
+def model_dir_problems(
+    model_names: Iterable[str], forced: Iterable[str] = ()
+) -> dict[str, tuple[list[str], dict]]:
+    """Prepared model directories whose record names another model (copied under this name)."""
+    forced = {display_path(f) for f in forced}
+    out = {}
+    for name in model_names:
+        d = Path(paths.MODEL_DIR.format(model=name))
+        if str(d) in forced or "prepare_model" in forced:
+            continue
+        try:
+            record = json.loads((d / MODEL_RECORD).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("name") not in (None, name):
+            out[str(d)] = (
+                [f"its {MODEL_RECORD} records model {record.get('name')!r}: another model's "
+                 "directory copied or moved here"],
+                {},
+            )  # fmt: skip
+    return out
+
+
+def refusal(found: dict[str, tuple[list[str], dict]], run_configfiles: list[str]) -> str:
+    """The message of :func:`check_existing_stores`: each store, what it records, what is
+    expected, and one command rebuilding them all for this config."""
+    import shlex
+
+    config = "".join(f" --configfile {shlex.quote(f)}" for f in run_configfiles)
+    lines = [
+        f"causalpos: {len(found)} existing output(s) are not what their paths and this config "
+        f"({config_words({'configfiles': run_configfiles})}) say (Snakemake, which judges them "
+        "by this checkout's records, would use them as they are):"
+    ]
+    for path, (problems, recorded) in list(found.items())[:_LISTED]:
+        origin = f" (written by a run with {config_words(recorded)})" if recorded else ""
+        lines.append(f"  {path}{origin}: " + "; ".join(problems))
+    if len(found) > _LISTED:
+        lines.append(f"  ... and {len(found) - _LISTED} more")
+    targets = " ".join(
+        shlex.quote(str(Path(p).parent) if "/scores/" in p and p.endswith(".zarr") else p)
+        for p in dict.fromkeys(found)
+    )
+    lines.append(
+        "Fix: rebuild them for this config (each is replaced), then everything built from "
+        f"them: `snakemake --forcerun {targets}{config} --cores N`; or, where another checkout "
+        "or config shares this results tree, give each checkout a results tree of its own (and a "
+        "models directory of its own, for model directories)"
+    )
+    return "\n".join(lines)
+
+
+def check_existing_stores(
+    cfg,
+    *,
+    checkout: str,
+    run_configfiles: list[str],
+    forced: Iterable[str] = (),
+    forceall: bool = False,
+    records: dict[str, dict] | None = None,
+) -> None:
+    """Before any job: a :class:`ConfigError` listing every existing store of the config that
+    is not what its path and the config say (:func:`store_problems`) and every prepared model
+    directory recording another model's name, with the command that rebuilds them."""
+    records = expected_records(cfg) if records is None else records
+    found = store_problems(records, checkout=checkout, forced=forced, forceall=forceall)
+    if not forceall:
+        found.update(model_dir_problems(cfg.configured_models(), forced))
+    if found:
+        raise ConfigError(refusal(found, run_configfiles))
+
+
+def forcing(argv: Iterable[str]) -> tuple[set[str], bool]:
+    """``(forced, forceall)`` of a Snakemake command line: the files and rules ``-R/--forcerun``
+    names, the targets of ``-f/--force`` (every plain word: over-counting only skips a check of a
+    store that is rebuilt anyway or not read) and ``-F/--forceall``. Read from the command line
+    because Snakemake hands its DAG settings to the workflow only after parsing the Snakefile."""
+    argv = list(argv)
+    forceall = any(a in ("-F", "--forceall") for a in argv)
+    force = any(a in ("-f", "--force") for a in argv)
+    forced: set[str] = set()
+    taking = False
+    for a in argv:
+        if a.startswith("--forcerun="):
+            forced.update(a.split("=", 1)[1].split(","))
+            taking = False
+        elif a in ("-R", "--forcerun"):
+            taking = True
+        elif a.startswith("-"):
+            taking = False
+        elif taking or force:
+            forced.add(a)
+    return forced, forceall
+
+
+def setup_provenance(
+    cfg, directory: str | os.PathLike, *, configfiles: list[str], main: bool, argv=()
+) -> None:
+    """The workflow's provenance set-up in every Snakemake process: this checkout's identity and
+    the table of expected records, named in the environment the jobs inherit
+    (:data:`~causalpos.io.provenance.CHECKOUT_ENV`, :data:`~causalpos.io.provenance.TABLE_ENV`);
+    in the main process (``main``), the table written and the existing stores checked
+    (:func:`check_existing_stores`), but for those the command line ``argv`` rebuilds
+    (:func:`forcing`)."""
+    from causalpos.io.provenance import CHECKOUT_ENV, TABLE_ENV
+
+    directory = Path(directory)
+    configfiles = [display_path(f) for f in configfiles]
+    checkout = checkout_id(directory, create=main)
+    os.environ[CHECKOUT_ENV] = checkout
+    table = table_path(directory / "provenance", cfg.config, configfiles)
+    os.environ[TABLE_ENV] = os.path.abspath(table)
+    if not main:
+        return
+    records = expected_records(cfg)
+    write_table(table, records, configfiles)
+    forced, forceall = forcing(argv)
+    check_existing_stores(
+        cfg,
+        checkout=checkout,
+        run_configfiles=configfiles,
+        forced=forced,
+        forceall=forceall,
+        records=records,
+    )
+
+
+def config_expectations(configfiles: list[str] | None = None, *, pipeline: str = "."):
+    """``record -> the record its config expects of its path`` for ``causalpos verify``: the
+    config ``configfiles`` names (``--configfile``), else the config files each store records it
+    was built with, read from the pipeline directory ``pipeline`` (each config loaded once;
+    its local files' sha256 from the pipeline's ``.snakemake/causalpos/content_sha256.json``).
+    :class:`LookupError` / :class:`ConfigError` where a config cannot be read."""
+    from causalpos.config.resolved import Resolved
+    from causalpos.config.yamlfile import load_config
+    from causalpos.io.fingerprint import cached_sha256
+
+    tables: dict[tuple[str, ...], dict[str, dict]] = {}
+
+    def expected(record) -> dict | None:
+        files = configfiles or record.get("configfiles")
+        if files is None:
+            return None
+        key = tuple(map(str, files))
+        if key not in tables:
+            cache = Path(pipeline) / ".snakemake" / "causalpos" / "content_sha256.json"
+            cfg = Resolved(
+                load_config(list(key), pipeline=pipeline),
+                content_sha256=cached_sha256(cache if cache.parent.is_dir() else None),
+            )
+            tables[key] = expected_records(cfg)
+        return tables[key].get(str(record.get("path")))
+
+    return expected

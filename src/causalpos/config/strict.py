@@ -1,0 +1,172 @@
+"""Config-time checks of what a job would otherwise find late: run by
+:meth:`causalpos.config.checks.ChecksSection.check` before any job, each error naming the key or
+the file.
+
+- *corpus keys per type*: every dataset's corpus (and ``train.corpus``) against the keys its
+  ``type`` takes (``causalpos.data.validate_corpus``: a ``random_tokens`` corpus given ``books:``);
+- *a random_init model's ``config:``*: every key against the keys of its architecture's config
+  class (:func:`causalpos.models.config_keys.unknown_config_keys`; transformers keeps an unknown
+  key silently), where the architecture is known before any job;
+- *local model directories* (``local``, ``hf`` with a local ``id``): the directory exists and holds
+  ``config.json``, ``*.safetensors`` weights (the pipeline loads no pickle) and a tokenizer, and
+  neither its config nor its tokenizer needs remote code (``auto_map``);
+- *a local GGUF* (``gguf``): the file exists and is whole (:mod:`causalpos.models.gguf_check`);
+- *sequence lengths against memory*: one layer's float64 score statistics of an extraction (or a
+  Gram panel) grow with ``heads x seq_len²``; a ``seq_len`` whose statistics alone exceed this
+  machine's memory (or ``CAUSALPOS_JOB_MEMORY_GB``, the memory a job of the run may use) is
+  refused naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from causalpos.config.common import ConfigError
+
+#: Environment variable: the memory (GB) one job may use, where the jobs run on other machines
+#: than the one starting Snakemake (a cluster); default: this machine's physical memory.
+JOB_MEMORY_ENV = "CAUSALPOS_JOB_MEMORY_GB"
+#: Float64 (heads, T, T) arrays one layer's score statistics hold at least (the moments' two
+#: sums and the map of the batch: causalpos.models.footprint.reducer_state_bytes).
+MAPS_PER_LAYER = 3
+
+
+def check_corpora(cfg) -> None:
+    """Every corpus spec against the keys its type takes, before any job."""
+    from causalpos.data import CorpusError, validate_corpus
+
+    corpora = {
+        f"datasets.{d}.corpus": cfg.dataset_spec(d)["corpus"] for d in cfg.config["datasets"]
+    }
+    if cfg.config["train"]["enabled"]:
+        corpora["train.corpus"] = cfg.config["train"]["corpus"]
+    for key, corpus in corpora.items():
+        try:
+            validate_corpus(dict(corpus))
+        except CorpusError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+
+
+def _model_type(cfg, model: str, seen: frozenset = frozenset()) -> str | None:
+    """The transformers ``model_type`` of a configured model where known before any job."""
+    from causalpos.config.disk import _local_model_config
+    from causalpos.models.architectures import ARCHITECTURES, ModelSpecError, read_architecture_file
+
+    if model.startswith("trained-"):
+        return "llama"
+    if model in seen or model not in cfg.config["models"]:
+        return None
+    spec = cfg.model_spec(model)
+    if spec["source"] != "random_init":
+        return (_local_model_config(spec) or {}).get("model_type")
+    if spec.get("architecture"):
+        return ARCHITECTURES.get(spec["architecture"])
+    if spec.get("config_file"):
+        try:
+            return read_architecture_file(spec["config_file"]).get("model_type")
+        except ModelSpecError:
+            return None  # the context check names the key
+    if spec.get("like"):
+        return _model_type(cfg, spec["like"], seen | {model})
+    return None
+
+
+def check_model_configs(cfg) -> None:
+    """Every ``config:`` key of a ``random_init`` model against its architecture's config class."""
+    from causalpos.models.config_keys import unknown_config_keys
+
+    for model in cfg.configured_models():
+        spec = cfg.model_spec(model)
+        overrides = (spec.get("config") or {}) if spec["source"] == "random_init" else {}
+        model_type = _model_type(cfg, model) if overrides else None
+        problems = unknown_config_keys(model_type, overrides) if model_type else []
+        if problems:
+            raise ConfigError(
+                f"models.{model}.config: {'; '.join(problems)}. transformers would keep such a "
+                "key as a plain attribute and build the model without it. Fix: use the config "
+                f"class's own key names (those of a {model_type!r} config.json)"
+            )
+
+
+def check_model_sources(cfg) -> None:
+    """Local model directories and GGUF files, as far as they can be read before any job."""
+    from causalpos.models.dir_checks import local_dir_problem
+    from causalpos.models.gguf_check import gguf_problem
+
+    for model in cfg.configured_models():
+        spec = cfg.model_spec(model)
+        source = spec["source"]
+        if source == "local" or (
+            source == "hf" and Path(str(spec.get("id"))).expanduser().is_dir()
+        ):
+            key = "path" if source == "local" else "id"
+            problem = local_dir_problem(Path(str(spec.get(key))).expanduser())
+        elif source == "gguf":
+            key, path = "path", Path(str(spec.get("path"))).expanduser()
+            problem = gguf_problem(path) if path.is_file() else f"{path} is not a file"
+        else:
+            continue
+        if problem:
+            raise ConfigError(f"models.{model}.{key}: {problem}")
+
+
+def job_memory() -> tuple[int | None, str]:
+    """``(bytes, where)``: the memory one job may use, and where that figure comes from."""
+    value = os.environ.get(JOB_MEMORY_ENV)
+    if value:
+        try:
+            return int(float(value) * 1e9), f"{JOB_MEMORY_ENV}={value}"
+        except ValueError:
+            raise ConfigError(f"{JOB_MEMORY_ENV}={value!r}: give a number of GB") from None
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total), "the memory of this machine"
+    except (ImportError, OSError):
+        return None, ""
+
+
+def check_seq_len_memory(cfg) -> None:
+    """A ``seq_len`` whose float64 score statistics of one layer alone exceed the memory a job
+    may use (:func:`job_memory`): refused naming the key (heads from the model's known shape,
+    else 1: a bound every model meets)."""
+    limit, where = job_memory()
+    if limit is None:
+        return
+    runs = [(m, f"datasets.{d}", cfg.dataset_spec(d)["seq_len"]) for m, d in cfg.leakage_pairs()]
+    runs += [(m, f"datasets.{d}", cfg.dataset_spec(d)["seq_len"]) for m, d, _ in cfg.map_triples()]
+    for m in cfg.gram_models():
+        d = cfg.gram_dataset(m)
+        key = f"datasets.{d}" if d else "train.gram"
+        runs.append((m, key, cfg.dataset_spec(d)["seq_len"] if d else cfg.config["train"]["gram"]["seq_len"]))  # fmt: skip
+    for model, key, seq_len in sorted(set(runs), key=lambda r: (-r[2], r)):
+        fields = cfg.model_shape_fields(model) or {}
+        heads = int(fields.get("num_attention_heads") or 1)
+        need = MAPS_PER_LAYER * heads * seq_len * seq_len * 8
+        if need > limit:
+            raise ConfigError(
+                f"{key}.seq_len: {seq_len}; the score statistics of one layer of model {model!r} "
+                f"({MAPS_PER_LAYER} float64 maps of {heads} head(s) x {seq_len} x {seq_len}) "
+                f"need {need / 2**30:,.1f} GiB, more than {where} ({limit / 2**30:,.1f} GiB): "
+                "they grow with seq_len² x heads, not with the batch. Fix: lower seq_len (the "
+                f"papers use up to 1,024); where the jobs run on machines with more memory, set "
+                f"{JOB_MEMORY_ENV} to the memory a job may use"
+            )
+
+
+def check_strict(cfg) -> None:
+    """Every check of this module; one :class:`ConfigError` listing each one's error."""
+    errors = []
+    for step in (
+        check_corpora,
+        check_model_configs,
+        check_model_sources,
+        check_seq_len_memory,
+    ):
+        try:
+            step(cfg)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise ConfigError("\n".join(errors))

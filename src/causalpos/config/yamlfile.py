@@ -1,0 +1,109 @@
+"""Config files read strictly: a key given twice in one mapping is an error naming the key, the
+file and both lines (PyYAML, and Snakemake's ``configfile:``, keep the last silently:
+``extract: {batch_size: 4, batch_size: 2}`` would run with 2). The Snakefile checks every config
+file it loads (``config.yaml`` or each ``--configfile``) before the schema; ``causalpos verify``
+loads a store's config with :func:`load_config`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from causalpos.config.common import ConfigError
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key repeated within one mapping."""
+
+    source = "<string>"
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
+    loader.flatten_mapping(node)  # merge keys (<<) first: an override of a merged key is allowed
+    seen: dict[object, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: the constructor below names it
+            continue
+        if first is not None:
+            raise ConfigError(
+                f"{loader.source}: line {line}: key {key!r} appears twice in one mapping (first "
+                f"at line {first}); YAML would keep the last value silently. Fix: keep one of them"
+            )
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml_strict(path: str | os.PathLike):
+    """The YAML document in ``path``; :class:`ConfigError` for a key repeated in one mapping
+    (naming it, the file and both lines) or a file that does not parse."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    loader = _StrictLoader(text)
+    loader.source = str(path)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    finally:
+        loader.dispose()
+
+
+def check_config_files(paths: list[str | os.PathLike]) -> None:
+    """Every config file the pipeline loads, read strictly (:func:`load_yaml_strict`)."""
+    for path in paths:
+        load_yaml_strict(path)
+
+
+def _merge(base: dict, update: dict) -> dict:
+    """``update`` merged into ``base`` as Snakemake merges several ``--configfile`` (nested
+    mappings merged, other values replaced)."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+#: The config schema, relative to the pipeline directory.
+SCHEMA = "workflow/schemas/config.schema.yaml"
+
+
+def load_config(configfiles: list[str], *, pipeline: str | os.PathLike = ".") -> dict:
+    """The validated config (schema defaults filled in, as the Snakefile has it) of a run given
+    ``configfiles`` ([]: the default ``config.yaml``), paths relative to ``pipeline``.
+    :class:`LookupError` naming a file that is not there; :class:`ConfigError` for one that does
+    not parse or fails the schema."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    from causalpos.config.schema import schema_error_summary
+
+    pipeline = Path(pipeline)
+    config: dict = {}
+    for name in configfiles or ["config.yaml"]:
+        path = pipeline / name
+        if not path.is_file():
+            raise LookupError(
+                f"its config file {name} is not in {pipeline.resolve()} (run causalpos verify "
+                "from the pipeline directory, or name the config with --configfile)"
+            )
+        config = _merge(config, load_yaml_strict(path) or {})
+    try:
+        validate(config, str(pipeline / SCHEMA))
+    except WorkflowError as exc:
+        raise ConfigError(schema_error_summary(exc, str(pipeline / SCHEMA))) from None
+    return config

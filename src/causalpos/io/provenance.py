@@ -1,0 +1,254 @@
+"""Store provenance: what a store is (its path's fields, the settings that made it, the config file
+and the checkout of the run that wrote it), recorded in the store and checked where it is read.
+
+A store's data depends on settings Snakemake tracks per checkout (the params in
+``.snakemake/metadata``). A store written by another checkout or config (a ``results/`` shared by
+two clones, a copy, an ``rsync``), or copied in under another model's path, carries no record
+there, and Snakemake would take it as finished. So every store records, in its root attributes
+(:data:`PROVENANCE_ATTR`), the record the running config expects of its path:
+
+- ``path``: the path it was written to (``results/scores/<model>/<dataset>/<variant>.zarr``) and
+  ``fields``: that path's parts (model, dataset, variant, setting, tokenizer);
+- ``kind`` and ``params``: the resolved settings that determine its content (its own and those of
+  what it was computed from; :mod:`causalpos.config.provenance` defines them per kind), and
+  ``params_sha256``, their hash;
+- ``configfiles``: the ``--configfile`` arguments of the run that wrote it ([] for config.yaml);
+- ``checkout``: the identity of the checkout that wrote it (a token in
+  ``.snakemake/causalpos/checkout``).
+
+The records the running config expects are computed once per Snakemake start (by the workflow, in
+the main process) and written to a JSON table named by :data:`TABLE_ENV`; a job writing a store
+records the table's entry for its path, a job reading one compares the store's record with the
+table's and with the store's own path (:func:`record_problems`). The workflow checks every
+existing store before any job (:func:`causalpos.config.provenance.check_existing_stores`);
+``causalpos verify`` checks path and record, and the params against a config. This module imports
+nothing else of the package but :mod:`causalpos.io.integrity`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from causalpos.io.integrity import PROVENANCE_ATTR, configfiles, display_path, run_configfiles
+
+#: Environment variable naming the JSON table of the records the running config expects.
+TABLE_ENV = "CAUSALPOS_PROVENANCE"
+#: Environment variable holding the identity of the checkout running the pipeline.
+CHECKOUT_ENV = "CAUSALPOS_CHECKOUT"
+#: Differences spelled out in one message.
+_SHOWN = 6
+
+
+def params_sha256(params: Mapping) -> str:
+    """The sha256 of ``params`` as canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def make_record(path: str, kind: str, fields: Mapping[str, str], params: Mapping) -> dict:
+    """The record a store at ``path`` (relative to the pipeline directory) is expected to carry."""
+    return {
+        "path": path,
+        "kind": kind,
+        "fields": dict(fields),
+        "params": json.loads(json.dumps(params, sort_keys=True, default=str)),
+        "params_sha256": params_sha256(params),
+    }
+
+
+_TABLE: dict[str, object] = {}
+
+
+def running_table() -> dict[str, dict] | None:
+    """``{store path: record}`` the running config expects (the table :data:`TABLE_ENV` names,
+    read once per process and file version); None outside the pipeline."""
+    name = os.environ.get(TABLE_ENV)
+    if not name:
+        return None
+    try:
+        stat = os.stat(name)
+    except OSError:
+        return None
+    key = (name, stat.st_mtime_ns, stat.st_size)
+    if _TABLE.get("key") != key:
+        try:
+            records = json.loads(Path(name).read_text())["records"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        _TABLE.update(key=key, records=records)
+    return _TABLE["records"]  # type: ignore[return-value]
+
+
+def expected_record(store: str | os.PathLike) -> dict | None:
+    """The record the running config expects of the store at ``store``; None where none is known
+    (outside the pipeline, or a path the config does not write, e.g. a shard)."""
+    table = running_table()
+    return None if table is None else table.get(display_path(store))
+
+
+def record_to_write(store: str | os.PathLike) -> dict | None:
+    """The record a job writing ``store`` gives it: the expected one, with the run's config
+    files and checkout; None where the running config expects none."""
+    expected = expected_record(store)
+    if expected is None:
+        return None
+    return {
+        **expected,
+        "configfiles": run_configfiles() or [],
+        "checkout": os.environ.get(CHECKOUT_ENV, ""),
+    }
+
+
+def config_words(record: Mapping) -> str:
+    """How the run that wrote a store was configured, in words: ``--configfile X`` or default."""
+    files = record.get("configfiles")
+    if files is None:
+        return "an unknown config"
+    return "--configfile " + " ".join(map(str, files)) if files else "the default config.yaml"
+
+
+def configfile_args(record: Mapping | None) -> str:
+    """`` --configfile X Y`` of the run that wrote a store ('' for config.yaml or unknown)."""
+    files = (record or {}).get("configfiles") or []
+    return "".join(f" --configfile {shlex.quote(str(f))}" for f in files)
+
+
+def path_problem(store: str | os.PathLike, recorded: Mapping) -> str | None:
+    """Why ``store`` is not where its record says it was written (another model's, dataset's,
+    variant's or setting's store copied in here), or None. The results root's own name is not
+    compared (a renamed or moved ``results/`` is the same tree)."""
+    written = Path(str(recorded.get("path", ""))).parts[1:]
+    if not written:
+        return None
+    here = Path(os.path.abspath(store)).parts[-len(written) :]
+    if tuple(here) == tuple(written):
+        return None
+    fields = ", ".join(f"{k} {v!r}" for k, v in (recorded.get("fields") or {}).items())
+    return (
+        f"it records that it was written as {recorded.get('path')} ({fields}), not as the "
+        f"store at this path: another store copied or moved here"
+    )
+
+
+def _flat(value, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, Mapping) and value:
+        out: dict[str, object] = {}
+        for k in sorted(value, key=str):
+            out.update(_flat(value[k], f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix or "(params)": value}
+
+
+def params_differences(recorded: Mapping, expected: Mapping) -> list[str]:
+    """``key: the store has A, this config B`` for every setting that differs (dotted keys)."""
+    a, b = _flat(recorded), _flat(expected)
+    missing = object()
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key, missing), b.get(key, missing)
+        if x != y:
+            xs = "nothing" if x is missing else json.dumps(x, default=str)
+            ys = "nothing" if y is missing else json.dumps(y, default=str)
+            out.append(f"{key}: the store has {xs}, this config {ys}")
+    return out
+
+
+def params_problem(recorded: Mapping, expected: Mapping) -> str | None:
+    """Why a store's recorded params are not the ones the config expects, or None."""
+    if recorded.get("params_sha256") == expected.get("params_sha256"):
+        return None
+    diffs = params_differences(recorded.get("params") or {}, expected.get("params") or {})
+    shown = "; ".join(diffs[:_SHOWN]) or (
+        f"params sha256 {str(recorded.get('params_sha256'))[:12]}..., this config's "
+        f"{str(expected.get('params_sha256'))[:12]}..."
+    )
+    more = f"; and {len(diffs) - _SHOWN} more" if len(diffs) > _SHOWN else ""
+    return f"it was made with other settings than this config's ({shown}{more})"
+
+
+def record_problems(
+    store: str | os.PathLike, recorded: Mapping | None, expected: Mapping | None
+) -> list[str]:
+    """What is wrong with the store at ``store`` given its record and the expected one: its path
+    (:func:`path_problem`) and its params (:func:`params_problem`); [] where nothing is, or where
+    it records nothing (written by an older causalpos)."""
+    if not isinstance(recorded, Mapping):
+        return []
+    problems = [p for p in [path_problem(store, recorded)] if p]
+    if expected is not None:
+        problem = params_problem(recorded, expected)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def fix_words(store: str | os.PathLike, *, run_configfiles: list[str] | None = None) -> str:
+    """What to do about a store that is not what its path and the config say."""
+    files = configfiles() if run_configfiles is None else run_configfiles
+    config = "".join(f" --configfile {shlex.quote(display_path(f))}" for f in files or [])
+    target = _job_output(store)
+    return (
+        "Fix: rebuild it for this config (it replaces the store): `snakemake --forcerun "
+        f"{shlex.quote(display_path(target))}{config} --cores 1`; or, where another checkout "
+        "or config shares this results tree, give each checkout a results tree of its own"
+    )
+
+
+def _job_output(store: str | os.PathLike) -> Path:
+    """The output of the job that writes ``store``: a score store's pair directory (one job
+    writes every variant of the pair), else the store."""
+    p = Path(store)
+    if p.suffix == ".zarr" and len(p.parts) >= 4 and p.parts[-4] == "scores":
+        return p.parent
+    return p
+
+
+class ProvenanceError(OSError):
+    """A store that is not what its path and the running config say it should be: another
+    store copied in under its path, or one made with other settings (another checkout or config
+    sharing the results tree). Names the store, what it records, what is expected, what to do."""
+
+    def __init__(self, path: str | os.PathLike, problems: list[str], recorded: Mapping):
+        self.path, self.problems, self.recorded = Path(path), list(problems), dict(recorded)
+        origin = f"written by a run with {config_words(recorded)}"
+        if recorded.get("checkout") and recorded.get("checkout") != os.environ.get(CHECKOUT_ENV):
+            origin += " in another checkout"
+        super().__init__(
+            f"store {display_path(path)} is not what its path and the config say ({origin}): "
+            + "; ".join(self.problems)
+            + f". {fix_words(path)}"
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.problems, self.recorded))
+
+    #: :func:`causalpos.io.runlog.logged` ends a job on it with the message alone.
+    explained = True
+
+
+def stamp(attrs: dict, store: str | os.PathLike) -> None:
+    """Put the record a job writing ``store`` gives it into the dataset attributes ``attrs``
+    (:func:`record_to_write`), or take out one carried over from a store that was read."""
+    record = record_to_write(store)
+    if record is None:
+        attrs.pop(PROVENANCE_ATTR, None)
+    else:
+        attrs[PROVENANCE_ATTR] = record
+
+
+def check_opened(store: str | os.PathLike, attrs: dict) -> None:
+    """Take the record out of an opened store's attributes ``attrs`` (readers never see it) and
+    raise :class:`ProvenanceError` where the store is not what its path and the running config
+    say (:func:`record_problems` against :func:`expected_record`)."""
+    recorded = attrs.pop(PROVENANCE_ATTR, None)
+    problems = record_problems(store, recorded, expected_record(store))
+    if problems:
+        raise ProvenanceError(store, problems, recorded)
