@@ -573,6 +573,7 @@ NOT_A_MODULE = {
     "workflow_leakage": "paper 2's rules end to end",
     "workflow_shards": "extraction over several shards",
     "workflow_train": "the training rules end to end",
+    "workflow_provenance": "stores refused by their path and config, end to end",
     "paper_shape": "configs/paper-shape.yaml's DAG",
     "report_categories": "snakemake --report's categories",
     "gpu": "the CUDA checks (marker gpu)",

@@ -1,4 +1,4 @@
-"""Issue 44 end to end, dry-run against the session's smoke run (tests/conftest.py): a Snakemake
+"""Provenance end to end, dry-run against the session's smoke run (tests/conftest.py): a Snakemake
 start refuses a store copied in under another model's path, and a results tree shared with a
 checkout of another config, naming the store, what it records and the command that rebuilds it;
 `causalpos verify` finds the same."""

@@ -1,7 +1,8 @@
-"""Issue 44, provenance: a store is what its path and the config say. Every store records the
-settings that made it, its path's fields, the config file and the checkout of the run that wrote
-it; a reader, a Snakemake start and ``causalpos verify`` compare that record with the store's path
-and the running config, and refuse naming both."""
+"""Provenance (causalpos.io.provenance, causalpos.config.provenance): a store is what its path and
+the config say. Every store records the settings that made it, its path's fields, the config
+file and the checkout of the run that wrote it; a reader, a Snakemake start and ``causalpos
+verify`` compare that record with the store's path and the running config, and refuse naming
+both."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Issue 44, the inputs: strict configs (a key given twice, a random_init model's `config:` keys,
-corpus keys per type), what a dry run refuses that a job found late (a local directory without
-config.json or safetensors, a truncated GGUF, a seq_len no machine holds, a tokenizer needing
-remote code), one message for a full disk, and Snakemake's clean-up beside a symlinked output
-directory."""
+"""Strict inputs (causalpos.config.strict and the checks before any job): strict configs (a key
+given twice, a random_init model's `config:` keys, corpus keys per type), what a dry run refuses
+that a job found late (a local directory without config.json or safetensors, a truncated GGUF, a
+seq_len no machine holds, a tokenizer needing remote code), one message for a full disk, and
+Snakemake's clean-up beside a symlinked output directory."""
 
 from __future__ import annotations
 
