@@ -205,6 +205,27 @@ def smollm2_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def gemma3_dir(tmp_path_factory) -> Path:
+    """Gemma-3 270M as the default config declares it (``models: gemma3-270m``), prepared from
+    its four chunk wheels in ``CAUSALPOS_WHEEL_DIR``; skipped where they are not there (240 MB
+    that the suite does not download)."""
+    import yaml
+
+    from causalpos.models.load import build_model_dir
+    from causalpos.models.wheels import find_wheel
+
+    spec = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())["models"][
+        "gemma3-270m"
+    ]
+    wheel_dir = os.environ.get("CAUSALPOS_WHEEL_DIR")
+    if not wheel_dir or not all(find_wheel(Path(wheel_dir), p["package"]) for p in spec["parts"]):
+        pytest.skip("CAUSALPOS_WHEEL_DIR does not hold Gemma-3 270M's chunk wheels")
+    out = tmp_path_factory.mktemp("resources") / "models" / "gemma3-270m"
+    print("preparing gemma3-270m (GGUF assembly and conversion ~30 CPU-s)", file=sys.stderr)
+    return build_model_dir("gemma3-270m", {**spec, "wheel_dir": wheel_dir}, out)
+
+
+@pytest.fixture(scope="session")
 def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
     """configs/smoke.yaml run end to end once per test session in a copy of the pipeline (as a
     user's clone); each xdist worker that asks gets its own copy of the finished run (copied with

