@@ -23,6 +23,7 @@ from causalpos.models.architectures import (  # noqa: E402
     file_config,
     read_architecture_file,
 )
+from causalpos.models.config_keys import unknown_config_keys  # noqa: E402
 from causalpos.models.load import build_model_dir  # noqa: E402
 from causalpos.stages.report import REHEARSAL_BANNER  # noqa: E402
 
@@ -320,7 +321,10 @@ def scaled_config(shape: dict) -> dict:
     }
     for spec in c["models"].values():
         if "config_file" in spec:
-            spec["config"] = dict(TINY_MODEL)
+            # phi3's and qwen2's configs have no head_dim key (hidden_size / heads, 8 here too)
+            arch = json.loads((REPO / spec["config_file"]).read_text())["model_type"]
+            tiny = {k: v for k, v in TINY_MODEL.items() if not unknown_config_keys(arch, [k])}
+            spec["config"] = tiny
     seq = {"random-chunks1024": 24, "kjv-first50": 12, "kjv-chunks256": 16, "kjv-chunks512": 24}
     for name, ds in c["datasets"].items():
         ds.update(seq_len=seq.get(name, 16), n_sequences=8)
