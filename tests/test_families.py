@@ -30,9 +30,14 @@ def _families(r: Resolved) -> dict[str, tuple[dict, tuple[str, ...], str]]:
         "plot_llm_appendix": (r.llm_appendix_family(), ("outputs",), "llm_appE_"),
         "plot_gram_figures": (r.gram_figure_family(), ("fig3", "fig8"), "train_fig"),
         "plot_paper2_heads": (r.paper2_heads_family(), ("outputs",), "paper2_heads_"),
+        "plot_paper2_layers": (
+            r.paper2_experiment_family("layers"),
+            ("outputs", "claim1"),
+            ("paper2_layers_", "paper2_claim1_"),
+        ),
         **{
             f"plot_paper2_{k}": (r.paper2_experiment_family(k), ("outputs",), f"paper2_{k}_")
-            for k in ("layers", "shares", "position0")
+            for k in ("shares", "position0")
         },
     }
 

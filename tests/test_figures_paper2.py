@@ -188,3 +188,259 @@ def test_position0_std(tmp_path):
     np.testing.assert_array_equal(got["causal, BOS"], 0.0)
     np.testing.assert_array_equal(got["varying token 0"], pos["ratio"].values)
     assert (tmp_path / "p0.png").stat().st_size > 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout: each model on its own y scale; claim 1 by layer; layer kinds.
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Figures as saved: every ``save`` of the paper-2 figure modules records the figure's axes
+    (y limits, titles, x tick labels, legend labels, shaded spans) before saving."""
+    from causalpos.figures import common, paper2_claim1, paper2_layers
+
+    figs: list[dict] = []
+
+    def capture(fig, paths):
+        fig.draw_without_rendering()
+        legends = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+        legends += [
+            t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()
+        ]
+        figs.append(
+            {
+                "axes": [
+                    {
+                        "ylim": ax.get_ylim(),
+                        "title": ax.get_title(),
+                        "xticks": [t.get_text() for t in ax.get_xticklabels()],
+                        "yticks": [t.get_text() for t in ax.get_yticklabels()],
+                        "spans": [
+                            (round(p.get_x(), 6), round(p.get_x() + p.get_width(), 6))
+                            for p in ax.patches
+                            if hasattr(p, "get_width")
+                        ],
+                        "markers": [ln.get_marker() for ln in ax.lines],
+                        "visible": ax.axison,
+                    }
+                    for ax in fig.axes
+                ],
+                "legend": legends,
+                "size_px": tuple(fig.get_size_inches() * common.DPI),
+                "suptitle": fig._suptitle.get_text() if fig._suptitle else "",
+            }
+        )
+        common.save(fig, paths)
+
+    for mod in (paper2_layers, paper2_claim1, F):
+        monkeypatch.setattr(mod, "save", capture)
+    return figs
+
+
+def scaled(summary: xr.Dataset, factor: float) -> xr.Dataset:
+    """The summary with every headline number (``exp_*`` per layer and pooled) times ``factor``:
+    a model whose effects are ``factor`` times as large."""
+    out = summary.copy()
+    for v in ("exp_components_layer", "exp_layer", "exp_model", "exp_control_units"):
+        out[v] = summary[v] * factor
+    return out
+
+
+KINDS = ["sliding4", "sliding4", "global"]
+
+
+def test_each_model_has_its_own_y_scale(summary, tmp_path, drawn):
+    """A loud model (30 × the effects) beside a quiet one: the quiet one's panels keep a y range
+    of its own size, in both per-layer figures (on a shared axis it would be 30 × too wide)."""
+    models = {"quiet": summary, "loud": scaled(summary, 30.0)}
+    F.leakage_by_layer(models, [tmp_path / "layers.png"])
+    F.claim1_by_layer(models, [tmp_path / "claim1.png"])
+    layers, claim1 = drawn
+    quiet_total = summary["exp_components_layer"].sel(
+        exp_condition="rope", exp_window="all", exp_landmark="modelled", component_full="total"
+    )
+    for fig in (layers, claim1):
+        span = {m: [] for m in models}
+        for ax in fig["axes"]:
+            for m in models:
+                if ax["title"].startswith(m + "\n"):
+                    span[m].append(ax["ylim"][1] - ax["ylim"][0])
+        assert span["quiet"] and span["loud"]
+        assert max(span["quiet"]) < 0.2 * min(span["loud"]), fig["suptitle"]
+        assert "own y scale" in fig["suptitle"]
+    # the quiet model's axis still holds every one of its estimates
+    quiet_axes = [a for a in layers["axes"] if a["title"].startswith("quiet\n")]
+    top = float(quiet_total.sel(stat="estimate").max())
+    assert all(a["ylim"][0] <= 0 <= top <= a["ylim"][1] for a in quiet_axes)
+
+
+def test_grids_stay_legible_at_page_width(summary, tmp_path, drawn):
+    """Eight models: at most three panels a row (two for claim 1, whose panels carry a pooled
+    axes) and a figure near 10 inches wide, not one row of eight (5,537 px)."""
+    from causalpos.figures.common import grid_columns
+
+    assert [grid_columns(n) for n in (1, 2, 3, 4, 5, 6, 7, 8)] == [1, 2, 3, 2, 3, 3, 3, 3]
+    assert grid_columns(8, 2) == 2
+    with pytest.raises(ValueError, match="at least one panel"):
+        grid_columns(0)
+    models = {f"m{i}": summary for i in range(8)}
+    F.leakage_by_layer(models, [tmp_path / "layers.png"])
+    F.claim1_by_layer(models, [tmp_path / "claim1.png"])
+    for fig in drawn:
+        assert fig["size_px"][0] <= 1700, fig["size_px"]
+    layer_panels = [a for a in drawn[0]["axes"] if a["visible"]]
+    assert len(layer_panels) == 16  # 8 models × (headline, counted)
+
+
+def test_claim1_by_layer_draws_the_headline_per_layer_pooled_and_the_control(summary, tmp_path):
+    got = F.claim1_by_layer({"tiny": summary}, [tmp_path / "claim1.png"])
+    assert (tmp_path / "claim1.png").stat().st_size > 1000
+    p = got["tiny"]
+    assert p["window"] == "all" and list(p["kinds"]) == ["global"] * 3
+    assert list(p["layers"]) == ["causal", "bidirectional"]
+    for v, arr in p["layers"].items():
+        np.testing.assert_array_equal(
+            arr, per_layer(summary["exp_layer"].sel(variant=v, exp_window="all", target="logit"))
+        )
+        np.testing.assert_array_equal(
+            p["pooled"][(v, "all layers: 3 layers, all global")],
+            summary["exp_model"].sel(variant=v, exp_window="all", target="logit").values,
+        )
+    # the position-free control, in the model's units, on the modelled landmark
+    (key,) = p["controls"]
+    assert key[0] == FREE
+    want = summary["exp_control_units"].sel(
+        variant=FREE, exp_landmark="modelled", exp_window="all", target="logit"
+    )
+    np.testing.assert_array_equal(p["controls"][key], want.values)
+    # the planted causal run clears the control: its pooled lower limit above the control's upper
+    assert p["pooled"][("causal", key[1])][1] > p["controls"][key][2]
+    # every drawn estimate lies within the panel
+    lo, hi = p["ylim"]
+    for arr in [*p["layers"].values(), *p["pooled"].values(), *p["controls"].values()]:
+        e = np.asarray(arr).reshape(-1, 3)[:, 0]
+        assert np.all((lo <= e) & (e <= hi))
+    # no headline: None, with a note in its panel; no summaries: refused
+    bare = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    assert F.claim1_by_layer({"bare": bare}, [tmp_path / "bare.png"]) == {"bare": None}
+    with pytest.raises(ValueError, match="no summaries"):
+        F.claim1_by_layer({}, [tmp_path / "x.png"])
+
+
+def test_claim1_cuts_an_ill_conditioned_interval_at_the_edge(summary, tmp_path, drawn):
+    """One layer's interval ±100 (a ratio over a nearly flat map) must not set the scale: it is
+    cut at the panel's edge, marked by arrowheads, and every estimate stays inside."""
+    wide = summary.copy()
+    el = summary["exp_layer"].copy()
+    sel = dict(variant="bidirectional", exp_window="all", target="logit", layer=0)
+    el.loc[dict(**sel, stat="lo")] = -100.0
+    el.loc[dict(**sel, stat="hi")] = 100.0
+    wide["exp_layer"] = el
+    got = F.claim1_by_layer({"wide": wide}, [tmp_path / "wide.png"])["wide"]
+    lo, hi = got["ylim"]
+    est = np.concatenate([a[:, 0] for a in got["layers"].values()])
+    assert lo <= est.min() and est.max() <= hi
+    assert hi - lo < 10 * (est.max() - min(est.min(), 0.0))  # not stretched to ±100
+    markers = drawn[0]["axes"][0]["markers"]
+    assert "^" in markers and "v" in markers  # both ends cut
+    # without the wide interval nothing is cut
+    F.claim1_by_layer({"tiny": summary}, [tmp_path / "tiny.png"])
+    assert "^" not in drawn[1]["axes"][0]["markers"]
+
+
+def with_kinds(summary: xr.Dataset, kinds=KINDS) -> xr.Dataset:
+    return summary.assign_coords(layer_kind=("layer", list(kinds)))
+
+
+def split_by_kind(summary: xr.Dataset, var: str) -> xr.Dataset:
+    """``var`` pooled per layer kind (a dim of kinds, as a summary that pools like with like
+    stores it): 2 × the pooled value on the sliding layers, 1 × on the global one."""
+    k = xr.DataArray([2.0, 1.0], dims="pool_kind", coords={"pool_kind": ["sliding4", "global"]})
+    return summary.assign({var: summary[var] * k})
+
+
+def test_layer_kinds_read_from_the_store_or_all_global(summary):
+    from causalpos.figures.common import kind_dim, kinds_text, layer_kinds, pooled_by_kind
+
+    assert list(layer_kinds(summary)) == ["global"] * 3
+    assert list(layer_kinds(with_kinds(summary))) == KINDS
+    assert kinds_text(layer_kinds(summary)) == "3 layers, all global"
+    assert kinds_text(KINDS) == "2 sliding4 + 1 global"
+    assert (
+        kinds_text(["sliding512", "global", "sliding64"]) == "1 sliding64 + 1 sliding512 + 1 global"
+    )
+    with pytest.raises(ValueError, match=r"\['window4'\] are not layer kinds.*sliding<W>"):
+        layer_kinds(with_kinds(summary, ["window4", "global", "global"]))
+    pooled = summary["exp_model"].sel(variant="causal", exp_window="all", target="logit")
+    assert kind_dim(pooled) is None and kind_dim(summary["exp_layer"]) is None
+    assert list(pooled_by_kind(pooled, KINDS)) == ["all layers: 2 sliding4 + 1 global"]
+    split = split_by_kind(summary, "exp_model")["exp_model"]
+    assert kind_dim(split) == "pool_kind"
+    got = pooled_by_kind(split.sel(variant="causal", exp_window="all", target="logit"), KINDS)
+    assert list(got) == ["2 sliding4 layers", "1 global layer"]
+    np.testing.assert_allclose(got["2 sliding4 layers"].values, 2 * pooled.values)
+
+
+def test_per_layer_figures_mark_layer_kinds(summary, tmp_path, drawn):
+    """Mixed kinds: titles name them, the global layer (2) is shaded, the legend says so, claim 1
+    marks each kind by its marker and pools per kind where the store splits the pooled reading.
+    One kind (no coordinate): titles say "all global", nothing shaded."""
+    mixed = split_by_kind(with_kinds(summary), "exp_model")
+    F.leakage_by_layer({"mixed": mixed, "plain": summary}, [tmp_path / "layers.png"])
+    got = F.claim1_by_layer({"mixed": mixed, "plain": summary}, [tmp_path / "claim1.png"])
+    layers, claim1 = drawn
+    for fig in (layers, claim1):
+        axes = {
+            m: [a for a in fig["axes"] if a["title"].startswith(m + "\n")]
+            for m in ("mixed", "plain")
+        }
+        assert all("2 sliding4 + 1 global" in a["title"] for a in axes["mixed"])
+        assert all("3 layers, all global" in a["title"] for a in axes["plain"])
+        assert all((1.5, 2.5) in a["spans"] for a in axes["mixed"])  # layer 2 shaded
+        assert not any((1.5, 2.5) in a["spans"] for a in axes["plain"])
+        assert "global layer (grey background)" in fig["legend"]
+    assert "sliding4 layer (window 4)" in claim1["legend"] and "global layer" in claim1["legend"]
+    mixed_axes = claim1["axes"][0]
+    assert "^" in mixed_axes["markers"] and "o" in mixed_axes["markers"]
+    m = got["mixed"]
+    assert list(m["kinds"]) == KINDS
+    base = summary["exp_model"].sel(variant="causal", exp_window="all", target="logit").values
+    np.testing.assert_allclose(m["pooled"][("causal", "2 sliding4 layers")], 2 * base)
+    np.testing.assert_allclose(m["pooled"][("causal", "1 global layer")], base)
+    assert claim1["axes"][1]["xticks"][:2] == ["pooled\nsliding4", "pooled\nglobal"]
+    # mixed kinds without a per-kind split: one pooled reading, said to pool all kinds
+    F.claim1_by_layer({"mixed": with_kinds(summary)}, [tmp_path / "unsplit.png"])
+    assert drawn[2]["axes"][1]["xticks"][0] == "pooled\nall kinds"
+
+
+def test_shares_and_head_maps_name_layer_kinds(summary, tmp_path, drawn):
+    mixed = with_kinds(summary)
+    got = F.component_shares({"mixed": mixed}, [tmp_path / "shares.png"])
+    assert list(got) == ["mixed/rope"]
+    assert "all layers:\n2 sliding4\n+ 1 global" in drawn[0]["axes"][0]["xticks"][0]
+    split = F.component_shares(
+        {"split": split_by_kind(mixed, "exp_components")}, [tmp_path / "split.png"]
+    )
+    assert list(split) == ["split/rope/sliding4", "split/rope/global"]
+    np.testing.assert_allclose(split["split/rope/global"], got["mixed/rope"])
+    F.head_maps(mixed, [tmp_path / "heads.png"])
+    heads = drawn[2]
+    assert "layers: 2 sliding4 + 1 global" in heads["suptitle"]
+    assert heads["axes"][0]["yticks"] == ["0 S4", "1 S4", "2 G"]
+    F.head_maps(summary, [tmp_path / "plain.png"])
+    assert "layers: 3 layers, all global" in drawn[3]["suptitle"]
+
+
+def test_position0_conditions_colour_per_store_style_per_condition(tmp_path, drawn):
+    rng = np.random.default_rng(1)
+    tr = {
+        c: P_position0.trajectory(rng.normal(size=(4, 3, 5))).expand_dims(condition=[c])
+        for c in ("causal", "bidirectional")
+    }
+    store_ = xr.concat(list(tr.values()), "condition")
+    got = F.position0_conditions({"a": store_, "b": store_}, [tmp_path / "p0.png"])
+    assert list(got) == ["a · causal", "a · bidirectional", "b · causal", "b · bidirectional"]
+    np.testing.assert_array_equal(got["b · bidirectional"], tr["bidirectional"]["ratio"].values[0])
+    # one legend entry per store and per condition, not one per line
+    assert drawn[0]["legend"] == ["a", "b", "condition: causal", "condition: bidirectional"]

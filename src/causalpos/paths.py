@@ -59,6 +59,7 @@ SIM_FIGURE = "sim_{figure}"
 LLM_FIG5_FIGURE = "llm_fig5"
 LLM_APPENDIX_FIGURE = "llm_appE_{model}_{dataset}_{variant}"
 PAPER2_LAYERS_FIGURE = "paper2_layers_{experiment}"
+PAPER2_CLAIM1_FIGURE = "paper2_claim1_{experiment}"
 PAPER2_SHARES_FIGURE = "paper2_shares_{experiment}"
 PAPER2_POSITION0_FIGURE = "paper2_position0_{experiment}"
 PAPER2_HEADS_FIGURE = "paper2_heads_{model}_{dataset}"
@@ -76,6 +77,7 @@ FIGURE_STEMS = (
     LLM_FIG5_FIGURE,
     LLM_APPENDIX_FIGURE,
     PAPER2_LAYERS_FIGURE,
+    PAPER2_CLAIM1_FIGURE,
     PAPER2_SHARES_FIGURE,
     PAPER2_POSITION0_FIGURE,
     PAPER2_HEADS_FIGURE,

@@ -200,6 +200,12 @@ rule plot_paper2_layers:
             caption="../report/paper2_layers.rst",
             category="Paper 2 — figures",
         ),
+        *family_reports(
+            CFG.paper2_experiment_family("layers"),
+            "claim1",
+            caption="../report/paper2_claim1.rst",
+            category="Paper 2 — figures",
+        ),
     log:
         "logs/plot_paper2_layers/plot_paper2_layers.log",
     conda:

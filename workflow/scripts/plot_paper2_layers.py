@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``plot_paper2_layers``: paper 2 leakage by layer, one figure per experiment."""
+"""Snakemake entry point of rule ``plot_paper2_layers``: paper 2 leakage by layer and claim 1 by layer, one figure each per experiment."""
 
 import sys
 from pathlib import Path

@@ -112,7 +112,8 @@ class FamiliesSection(Section):
     def paper2_experiment_family(self, kind: str) -> dict[str, dict]:
         """Experiment -> its stores, labels and files of figure ``kind`` (``layers``, ``shares``
         or ``position0``: rules ``plot_paper2_<kind>``); shares only for an experiment with a
-        decomposition (a causal and a bidirectional run of some condition)."""
+        decomposition (a causal and a bidirectional run of some condition). The ``layers`` job
+        also draws claim 1 by layer (key ``claim1``), from the same stores."""
         out = {}
         for name in self.leakage_experiments():
             if kind == "shares" and not self.experiment_has_decomposition(name):
@@ -133,6 +134,10 @@ class FamiliesSection(Section):
                     }[kind].format(experiment=name)
                 ),
             }
+            if kind == "layers":
+                out[name]["claim1"] = self.figure_paths(
+                    paths.PAPER2_CLAIM1_FIGURE.format(experiment=name)
+                )
         return canonical(out)
 
     def position0_family(self) -> dict[str, dict]:

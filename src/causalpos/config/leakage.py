@@ -298,6 +298,7 @@ class LeakageSection(Section):
         targets += self.paper2_table_paths()
         for name in exps:
             targets += self.figure_paths(paths.PAPER2_LAYERS_FIGURE.format(experiment=name))
+            targets += self.figure_paths(paths.PAPER2_CLAIM1_FIGURE.format(experiment=name))
             targets += self.figure_paths(paths.PAPER2_POSITION0_FIGURE.format(experiment=name))
             if self.experiment_has_decomposition(name):
                 targets += self.figure_paths(paths.PAPER2_SHARES_FIGURE.format(experiment=name))

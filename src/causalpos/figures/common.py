@@ -1,8 +1,11 @@
-"""Shared plotting helpers: heat maps of (query, key) maps with masked cells blank."""
+"""Shared plotting helpers: heat maps of (query, key) maps with masked cells blank; grids of
+panels legible at page width; each layer's mask kind (coordinate ``layer_kind``) in per-layer
+figures."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -92,3 +95,142 @@ def save(fig, paths: Sequence[str | os.PathLike]) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(p, dpi=DPI, bbox_inches=bbox)
     plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-layer figures: panel grids legible at page width, and each layer's mask kind.
+
+#: Text sizes of the grid figures (points), so that a figure about 10 inches wide, shown at a
+#: page width of about 1000 pixels, keeps its smallest text near 12 pixels.
+GRID_STYLE = {
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.labelsize": 9,
+    "xtick.labelsize": 8.5,
+    "ytick.labelsize": 8.5,
+    "legend.fontsize": 8.5,
+    "figure.titlesize": 10,
+}
+#: Most panels in a row of a grid figure.
+MAX_COLUMNS = 3
+
+
+def grid_columns(n: int, max_columns: int = MAX_COLUMNS) -> int:
+    """Columns of a grid of ``n`` panels: at most ``max_columns``, rows as full as the number of
+    rows allows (5 panels: 3 + 2; 4: 2 + 2)."""
+    if n < 1:
+        raise ValueError(f"grid_columns: n = {n}; a grid needs at least one panel")
+    rows = -(-n // max_columns)
+    return -(-n // rows)
+
+
+#: The mask kind of a layer attending to every earlier key (coordinate ``layer_kind``).
+GLOBAL = "global"
+_KIND = re.compile(r"^(global|sliding[1-9][0-9]*)$")
+#: Marker of a layer kind in per-layer point plots: a global layer's, and every window's.
+KIND_MARKERS = {GLOBAL: "o", "sliding": "^"}
+#: Background of the global layers where a model mixes kinds.
+GLOBAL_SHADE = {"color": "0.88", "lw": 0, "zorder": 0}
+
+
+def layer_kinds(ds) -> np.ndarray:
+    """Each layer's mask kind, from the coordinate ``layer_kind`` on the ``layer`` dim ("global"
+    or "sliding<W>"); a dataset without it: every layer "global". A value of any other form is
+    refused, naming it."""
+    if "layer_kind" not in ds.coords:
+        return np.full(ds.sizes["layer"], GLOBAL, dtype=object)
+    coord = ds["layer_kind"]
+    if coord.dims != ("layer",):
+        raise ValueError(
+            f"layer_kind: a coordinate on the layer dim is expected, found dims {coord.dims}"
+        )
+    kinds = np.array([str(k) for k in coord.values], dtype=object)
+    bad = sorted({k for k in kinds if not _KIND.match(k)})
+    if bad:
+        raise ValueError(
+            f"layer_kind: {bad} are not layer kinds; each layer's kind is 'global' or "
+            "'sliding<W>' with W the window in tokens (e.g. 'sliding512')"
+        )
+    return kinds
+
+
+def kind_marker(kind: str) -> str:
+    """The marker of a layer kind (:data:`KIND_MARKERS`)."""
+    return KIND_MARKERS[GLOBAL if kind == GLOBAL else "sliding"]
+
+
+def kind_order(kinds) -> list[str]:
+    """The distinct kinds, sliding windows by size first, "global" last."""
+    uniq = {str(k) for k in kinds}
+    sliding = sorted((k for k in uniq if k != GLOBAL), key=lambda k: int(k[len("sliding") :]))
+    return sliding + ([GLOBAL] if GLOBAL in uniq else [])
+
+
+def kinds_text(kinds) -> str:
+    """What a set of layers holds: "30 layers, all global", "15 sliding512 + 3 global"."""
+    kinds = list(kinds)
+    counts = [(k, sum(1 for x in kinds if x == k)) for k in kind_order(kinds)]
+    if len(counts) == 1:
+        k, c = counts[0]
+        return f"{c} layer{'s' if c != 1 else ''}, all {k}"
+    return " + ".join(f"{c} {k}" for k, c in counts)
+
+
+def shade_global_layers(ax, layers, kinds) -> bool:
+    """Shade the background of the global layers (each layer ± 0.5) where ``kinds`` mixes kinds;
+    True where it did. A model with one kind is left plain (its title says which)."""
+    kinds = np.asarray(kinds, dtype=object)
+    if len(set(kinds)) < 2:
+        return False
+    layers = np.asarray(layers)
+    for x in layers[kinds == GLOBAL]:
+        ax.axvspan(x - 0.5, x + 0.5, **GLOBAL_SHADE)
+    return True
+
+
+def kind_handles(kinds, *, shaded: bool, markers: bool = False) -> dict:
+    """Legend label -> handle for the layer kinds of a figure: the shaded background of global
+    layers (``shaded``) and, with ``markers``, each kind's marker."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = {}
+    order = kind_order(kinds)
+    if shaded:
+        handles["global layer (grey background)"] = Patch(
+            facecolor=GLOBAL_SHADE["color"], edgecolor="0.6"
+        )
+    if markers:
+        for k in order:
+            label = f"{k} layer" if k == GLOBAL else f"{k} layer (window {k[len('sliding') :]})"
+            handles[label] = Line2D(
+                [], [], ls="none", marker=kind_marker(k), color="0.3", mfc="white", ms=6
+            )
+    return handles
+
+
+def kind_dim(arr) -> str | None:
+    """The dim of a pooled variable that splits it by layer kind, where it has one: a dim other
+    than ``layer`` whose coordinate values are all layer kinds ("global", "sliding<W>")."""
+    for d in arr.dims:
+        if d == "layer" or d not in arr.coords:
+            continue
+        vals = [str(v) for v in arr[d].values]
+        if vals and all(_KIND.match(v) for v in vals):
+            return d
+    return None
+
+
+def pooled_by_kind(arr, kinds) -> dict:
+    """Label -> a pooled (over layers) variable, per layer kind where ``arr`` has a kind dim
+    (:func:`kind_dim`; label "3 global layers"), else the one pooled reading, labelled with what
+    it pools ("all layers: 15 sliding512 + 3 global")."""
+    d = kind_dim(arr)
+    kinds = list(kinds)
+    if d is None:
+        return {f"all layers: {kinds_text(kinds)}": arr}
+    out = {}
+    for k in kind_order(str(v) for v in arr[d].values):
+        n = sum(1 for x in kinds if x == k)
+        out[f"{n} {k} layer{'s' if n != 1 else ''}"] = arr.sel({d: k})
+    return out

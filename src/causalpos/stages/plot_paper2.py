@@ -20,11 +20,14 @@ def _opened(labels: Sequence[str], stores: Sequence[str], cache: dict) -> dict:
 
 
 def plot_paper2_layers(figures: Mapping[str, Mapping]) -> None:
-    """Rule ``plot_paper2_layers``: §3's components by layer on the headline, per (model,
-    dataset), one figure per experiment (``{stores, labels, outputs}``)."""
+    """Rule ``plot_paper2_layers``: per experiment (``{stores, labels, outputs, claim1}``), §3's
+    components by layer on the headline (``outputs``) and claim 1's headline by layer with its
+    intervals (``claim1``), one panel per (model, dataset)."""
     cache: dict = {}
     for fig in figures.values():
-        paper2.leakage_by_layer(_opened(fig["labels"], fig["stores"], cache), list(fig["outputs"]))
+        summaries = _opened(fig["labels"], fig["stores"], cache)
+        paper2.leakage_by_layer(summaries, list(fig["outputs"]))
+        paper2.claim1_by_layer(summaries, list(fig["claim1"]))
 
 
 def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
