@@ -814,9 +814,11 @@ SMOKE_TARGETS = [
     "results/stats/paper2_scale_contrast.csv",
     "results/stats/paper2_tables.md",
     "results/figures/paper2_layers_smoke.png",
+    "results/figures/paper2_claim1_smoke.png",
     "results/figures/paper2_position0_smoke.png",
     "results/figures/paper2_shares_smoke.png",
     "results/figures/paper2_layers_controls.png",
+    "results/figures/paper2_claim1_controls.png",
     "results/figures/paper2_position0_controls.png",
     "results/figures/paper2_shares_controls.png",
     "results/report/scorecard.csv",
@@ -831,12 +833,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 172 and len(set(targets)) == 172
+    assert len(targets) == 184 and len(set(targets)) == 184
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 197
+    assert len(paper.all_targets()) == 203
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 

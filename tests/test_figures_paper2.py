@@ -426,10 +426,10 @@ def test_shares_and_head_maps_name_layer_kinds(summary, tmp_path, drawn):
     np.testing.assert_allclose(split["split/rope/global"], got["mixed/rope"])
     F.head_maps(mixed, [tmp_path / "heads.png"])
     heads = drawn[2]
-    assert "layers: 2 sliding4 + 1 global" in heads["suptitle"]
+    assert "\nlayers: 2 sliding4 + 1 global (G: global" in heads["suptitle"]
     assert heads["axes"][0]["yticks"] == ["0 S4", "1 S4", "2 G"]
     F.head_maps(summary, [tmp_path / "plain.png"])
-    assert "layers: 3 layers, all global" in drawn[3]["suptitle"]
+    assert "\n3 layers, all global" in drawn[3]["suptitle"]
 
 
 def test_position0_conditions_colour_per_store_style_per_condition(tmp_path, drawn):

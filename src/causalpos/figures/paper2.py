@@ -253,8 +253,10 @@ def head_maps(
         for ax in row[1:]:
             ax.set_ylabel("")
         fig.colorbar(im, ax=list(row), shrink=0.9, label=label)
-    legend = " (G: global, S<W>: sliding window of W)" if len(set(kinds)) > 1 else ""
-    fig.suptitle(f"{what}; dots: BH q ≤ {alpha:g}\nlayers: {kinds_text(kinds)}{legend}", fontsize=9)
+    layers = kinds_text(kinds)
+    if len(set(kinds)) > 1:
+        layers = f"layers: {layers} (G: global, S<W>: sliding window of W)"
+    fig.suptitle(f"{what}; dots: BH q ≤ {alpha:g}\n{layers}", fontsize=9)
     save(fig, paths)
     return got
 

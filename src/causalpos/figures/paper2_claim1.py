@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from causalpos.figures.common import (
@@ -56,7 +57,7 @@ CLAIM1_RUNS = {
 #: Colours of the position-free controls, in turn.
 CONTROL_COLOURS = ("#2ca02c", "#8c564b", "#e377c2")
 #: Widths (inches) of a panel's per-layer axes and of each slot of its pooled axes.
-WIDTHS = (3.0, 0.62)
+WIDTHS = (3.0, 0.7)
 #: Most panels a row: a panel is wider than :mod:`~causalpos.figures.paper2_layers`' by its pooled
 #: axes, so two a row keep the figure near 9.5 inches wide.
 MAX_COLUMNS = 2
@@ -164,7 +165,7 @@ def _per_layer(ax, layer_ids: np.ndarray, p: Mapping, ylim) -> None:
     for k, v in enumerate(runs):
         style = CLAIM1_RUNS.get(v, ("#7f7f7f", f"{v} run"))
         xs, arr = layer_ids + _offsets(len(runs))[k], p["layers"][v]
-        ax.plot(xs, np.clip(arr[:, 0], *ylim), color=style[0], lw=0.8, alpha=0.6, label=style[1])
+        ax.plot(xs, np.clip(arr[:, 0], *ylim), color=style[0], lw=0.8, alpha=0.6)
         _points(ax, xs, arr, p["kinds"], (style[0], None), ylim)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(layer_ids.min() - 0.7, layer_ids.max() + 0.7)
@@ -202,6 +203,18 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> N
         )
         ticks.append(x)
         labels.append(_slot_label(what, "control", kinds))
+    if not p["controls"]:
+        ax.text(
+            0.93,
+            0.5,
+            "no position-free control",
+            rotation=90,
+            ha="right",
+            va="center",
+            fontsize=7.5,
+            color="0.35",
+            transform=ax.transAxes,
+        )
     ax.set_xticks(ticks, labels, fontsize=8)
     ax.set_xlim(-0.6, max(len(ticks) - 1, 0) + 0.6)
     ax.axhline(0.0, color="0.6", lw=0.8)
@@ -278,7 +291,16 @@ def claim1_by_layer(
         mixed = len(set(all_kinds)) > 1 or any(
             len(set(p["kinds"])) > 1 for p in got.values() if p is not None
         )
-        grid_legend(fig, fig.axes, kind_handles(all_kinds, shaded=mixed, markers=mixed))
+        drawn = dict.fromkeys(v for p in got.values() if p for v in p["layers"])
+        first = {
+            CLAIM1_RUNS.get(v, ("", f"{v} run"))[1]: Line2D(
+                [], [], color=CLAIM1_RUNS.get(v, ("#7f7f7f",))[0], marker="o", ms=4.5, lw=0.8
+            )
+            for v in drawn
+        }
+        grid_legend(
+            fig, fig.axes, kind_handles(all_kinds, shaded=mixed, markers=mixed), first=first
+        )
         fig.suptitle(
             f"Claim 1 by layer: the headline (expected-map ΔR², {target}s, key 0 modelled) with "
             "its bootstrap intervals, then pooled;\neach panel on its own y scale; an interval "

@@ -174,9 +174,10 @@ def panel_title(model: str, *parts: str) -> str:
     return f"{model}\n" + (line if len(line) <= 44 else "\n".join(p for p in parts if p))
 
 
-def grid_legend(fig, axes, extra: Mapping, ncol: int = 2) -> None:
-    """One legend below the grid: every labelled artist of ``axes`` once, then ``extra``."""
-    handles: dict = {}
+def grid_legend(fig, axes, extra: Mapping, ncol: int = 2, first: Mapping | None = None) -> None:
+    """One legend below the grid: ``first``, every labelled artist of ``axes`` once, then
+    ``extra``."""
+    handles: dict = dict(first or {})
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
