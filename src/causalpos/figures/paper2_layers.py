@@ -81,7 +81,7 @@ NOT_DRAWN = {
     "per_prompt": "per-prompt reading: drawn where no headline is",
 }
 #: Panel size (inches) of the grid figures.
-PANEL = (3.25, 2.35)
+PANEL = (3.0, 2.35)
 
 
 def rows_of(arr: xr.DataArray) -> np.ndarray:
@@ -171,7 +171,7 @@ def grid_blocks(n_models: int, rows_per_model: int):
 def panel_title(model: str, *parts: str) -> str:
     """A panel's title: the model, then ``parts`` on one line where it fits (else one a line)."""
     line = " · ".join(p for p in parts if p)
-    return f"{model}\n" + (line if len(line) <= 44 else "\n".join(p for p in parts if p))
+    return f"{model}\n" + (line if len(line) <= 40 else "\n".join(p for p in parts if p))
 
 
 def grid_legend(fig, axes, extra: Mapping, ncol: int = 2, first: Mapping | None = None) -> None:
