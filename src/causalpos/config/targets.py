@@ -3,6 +3,8 @@ stable order. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 import causalpos.paths as paths
 from causalpos.config.common import Section
 
@@ -27,6 +29,18 @@ class TargetsSection(Section):
             keys += paths.SCORECARD_PAPER2_TABLES
         return {key: paths.SCORECARD_TABLES[key] for key in keys}
 
+    def findings_inputs(self) -> dict[str, str]:
+        """The tables the findings page may cite, by input name ``table_<file stem>``: every
+        table this config writes (the scorecard aside: it is the same rule's output)."""
+        stats = PurePosixPath(paths.PAPER2_TABLE).parent
+        tables = [
+            t
+            for t in self.all_targets()
+            if t == paths.THEORY_TABLE or (t.endswith(".csv") and PurePosixPath(t).parent == stats)
+        ]
+        tables += list(self.scorecard_inputs().values())
+        return {f"table_{PurePosixPath(t).stem}": t for t in dict.fromkeys(tables)}
+
     def all_targets(self) -> list[str]:
         """The inputs of ``rule all``: every output the config asks for, in a stable order."""
         targets = []
@@ -48,5 +62,5 @@ class TargetsSection(Section):
                 targets += self.figure_paths(stem)
         targets += self.train_targets()
         targets += self.leakage_targets()
-        targets += [paths.SCORECARD_CSV, paths.SCORECARD_MD]
+        targets += [paths.SCORECARD_CSV, paths.SCORECARD_MD, paths.FINDINGS_MD]
         return targets
