@@ -117,6 +117,32 @@ def _findings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_findings(sub) -> None:
+    """The ``findings`` subcommand's arguments."""
+    findings = sub.add_parser(
+        "findings",
+        help="the findings page (docs/findings.md) from a run's tables: every {{reference}} of "
+        "the template filled; exit 1 naming each reference that matches no row or several",
+    )
+    findings.add_argument(
+        "results", nargs="?", default=RESULTS_ROOT, help="results tree (default: %(default)s)"
+    )
+    findings.add_argument("--template", default=FINDINGS_TEMPLATE, help="default: %(default)s")
+    findings.add_argument("--update", metavar="FILE", help="write the page here (else stdout)")
+    findings.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="mark references this run has no value for instead of failing (a config other "
+        "than config.yaml)",
+    )
+    findings.add_argument(
+        "--check",
+        action="store_true",
+        help="check the template's rule instead: no measured number or verdict typed outside "
+        "a reference; exit 1 listing each",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="causalpos", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -162,28 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     summary.add_argument("scorecard", nargs="?", default=SCORECARD_CSV, help="default: %(default)s")
     summary.add_argument("--update", metavar="README", help="rewrite this file's summary block")
-    findings = sub.add_parser(
-        "findings",
-        help="the findings page (docs/findings.md) from a run's tables: every {{reference}} of "
-        "the template filled; exit 1 naming each reference that matches no row or several",
-    )
-    findings.add_argument(
-        "results", nargs="?", default=RESULTS_ROOT, help="results tree (default: %(default)s)"
-    )
-    findings.add_argument("--template", default=FINDINGS_TEMPLATE, help="default: %(default)s")
-    findings.add_argument("--update", metavar="FILE", help="write the page here (else stdout)")
-    findings.add_argument(
-        "--allow-missing",
-        action="store_true",
-        help="mark references this run has no value for instead of failing (a config other "
-        "than config.yaml)",
-    )
-    findings.add_argument(
-        "--check",
-        action="store_true",
-        help="check the template's rule instead: no measured number or verdict typed outside "
-        "a reference; exit 1 listing each",
-    )
+    _add_findings(sub)
     args = parser.parse_args(argv)
     if args.command == "findings":
         return _findings(args)

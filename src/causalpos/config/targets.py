@@ -3,8 +3,6 @@ stable order. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 import causalpos.paths as paths
 from causalpos.config.common import Section
 
@@ -32,14 +30,15 @@ class TargetsSection(Section):
     def findings_inputs(self) -> dict[str, str]:
         """The tables the findings page may cite, by input name ``table_<file stem>``: every
         table this config writes (the scorecard aside: it is the same rule's output)."""
-        stats = PurePosixPath(paths.PAPER2_TABLE).parent
+        stats = paths.PAPER2_TABLE.rsplit("/", 1)[0]
         tables = [
             t
             for t in self.all_targets()
-            if t == paths.THEORY_TABLE or (t.endswith(".csv") and PurePosixPath(t).parent == stats)
+            if t == paths.THEORY_TABLE or (t.endswith(".csv") and t.rsplit("/", 1)[0] == stats)
         ]
         tables += list(self.scorecard_inputs().values())
-        return {f"table_{PurePosixPath(t).stem}": t for t in dict.fromkeys(tables)}
+        stem = {t: t.rsplit("/", 1)[-1].removesuffix(".csv") for t in tables}
+        return {f"table_{stem[t]}": t for t in dict.fromkeys(tables)}
 
     def all_targets(self) -> list[str]:
         """The inputs of ``rule all``: every output the config asks for, in a stable order."""

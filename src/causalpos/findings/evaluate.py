@@ -1,5 +1,5 @@
-"""A parsed reference filled from the run's tables (:func:`fill`): its rows selected, the value
-read (one cell, or an aggregate), printed in the reference's format.
+"""A parsed reference filled from the run's tables (:func:`fill_reference`): its rows selected,
+the value read (one cell, or an aggregate), printed in the reference's format.
 
 Cells are read as the CSV's text; a condition compares numbers where both sides are numbers and
 text otherwise. A single-cell reference must match exactly one row: none, or several, is a
@@ -167,7 +167,9 @@ def _aggregate(df: pd.DataFrame, agg: str, column: str | None, rows: Rows, fmt: 
     return number(x, fmt) + _unit(fmt)
 
 
-def fill(ref: Ref, table: Callable[[str], pd.DataFrame], aliases: Mapping[str, Rows]) -> str:
+def fill_reference(
+    ref: Ref, table: Callable[[str], pd.DataFrame], aliases: Mapping[str, Rows]
+) -> str:
     """The text ``ref`` stands for in this run."""
     if isinstance(ref.body, Literal):
         return ref.body.text

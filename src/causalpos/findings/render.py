@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from causalpos import paths
-from causalpos.findings.evaluate import fill
+from causalpos.findings.evaluate import fill_reference
 from causalpos.findings.refs import RefError, Rows, parse, parse_rows
 
 #: The template, relative to the repository's root.
@@ -59,7 +59,7 @@ def table_name(path: str) -> str:
     return Path(path).stem
 
 
-def table_path(name: str) -> str:
+def table_pattern(name: str) -> str:
     """The path pattern (``results/...``) of table ``name``; a RefError lists the known names
     for one that is none of them."""
     for p in FIXED_TABLES:
@@ -95,7 +95,7 @@ class Tables:
 
     def __call__(self, name: str) -> pd.DataFrame:
         if name not in self._cache:
-            path = table_path(name)
+            path = table_pattern(name)
             if name not in self.files:
                 raise RefError(f"this run has no table {name} ({path})", missing=True)
             self._cache[name] = pd.read_csv(self.files[name], dtype=str, keep_default_na=False)
@@ -144,7 +144,7 @@ def render(template: str, tables: Tables, *, strict: bool = True, name: str = TE
         if any(a <= m.start() < b for a, b in notes):
             return m[0]  # an example in a template note, dropped below
         try:
-            return fill(parse(m[1]), tables, alias)
+            return fill_reference(parse(m[1]), tables, alias)
         except RefError as e:
             if not strict and e.missing:
                 missing += 1

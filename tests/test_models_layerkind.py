@@ -1,4 +1,4 @@
-"""Each layer's mask kind as the stores record it (causalpos.layerkind), and the layer_kind
+"""Each layer's mask kind as the stores record it (causalpos.models.layerkind), and the layer_kind
 column of every per-layer table: from the store's coordinate where it has one, "global" where it
 has none."""
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from causalpos.layerkind import (
+from causalpos.models.layerkind import (
     EMBEDDING,
     GLOBAL,
     LAYER_KIND,
