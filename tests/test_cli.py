@@ -1,4 +1,4 @@
-"""``causalpos diff-results``: two results trees compared table by table."""
+"""The command line: ``causalpos diff-results`` (two results trees compared table by table), ``summary`` and ``findings``."""
 
 from __future__ import annotations
 
@@ -89,3 +89,32 @@ def test_summary_without_a_scorecard_or_of_another_csv_is_a_usage_error(tmp_path
     assert readme.read_text() == "no markers here\n"
     assert main(["summary", str(card)]) == 0
     assert "From `" in capsys.readouterr().out
+
+
+def test_findings_fills_a_template_from_a_results_tree_and_refuses_what_does_not_fill(
+    tmp_path, capsys
+):
+    results = tmp_path / "results"
+    (results / "stats").mkdir(parents=True)
+    pd.DataFrame({"model": ["m", "m"], "layer": [1, 2], "index": [0.1234, 0.5]}).to_csv(
+        results / "stats" / "llm_index.csv", index=False
+    )
+    template = tmp_path / "t.md"
+    template.write_text("index {{llm_index[layer=2].index .2f}}\n")
+    out = tmp_path / "page.md"
+    args = ["findings", str(results), "--template", str(template)]
+    assert main([*args, "--update", str(out)]) == 0
+    assert out.read_text().endswith("\nindex 0.50\n")
+    template.write_text("index {{llm_index[model=m].index .2f}}\n")
+    assert main(args) == 1
+    assert "line 1: {{llm_index[model=m].index .2f}}: llm_index[model=m] matches 2 rows" in (
+        capsys.readouterr().err
+    )
+    assert main([*args, "--allow-missing"]) == 0
+    assert "⟨not in this run: llm_index[model=m].index .2f" in capsys.readouterr().out
+    assert main(["findings", str(tmp_path / "nope"), "--template", str(template)]) == 2
+    assert main(["findings", "--template", str(tmp_path / "none.md")]) == 2
+    # the template's rule: a typed number is reported, exit 1
+    template.write_text("index 0.50\n")
+    assert main(["findings", "--check", "--template", str(template)]) == 1
+    assert "line 1: number '0.50' typed outside a reference" in capsys.readouterr().out

@@ -823,6 +823,7 @@ SMOKE_TARGETS = [
     "results/figures/paper2_shares_controls.png",
     "results/report/scorecard.csv",
     "results/report/scorecard.md",
+    "results/report/findings.md",
 ]
 
 
@@ -833,12 +834,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 184 and len(set(targets)) == 184
+    assert len(targets) == 185 and len(set(targets)) == 185
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 203
+    assert len(paper.all_targets()) == 204
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
@@ -857,8 +858,10 @@ def test_sections_switched_off_leave_their_targets_out():
         "results/figures/fig1_theory.png",
         "results/report/scorecard.csv",
         "results/report/scorecard.md",
+        "results/report/findings.md",
     ]
     assert bare.scorecard_inputs() == {}
+    assert bare.findings_inputs() == {}
 
 
 def test_scorecard_inputs(smoke):
@@ -882,6 +885,25 @@ def test_scorecard_inputs(smoke):
         "bos_headline": "results/stats/paper2_bos_headline.csv",
         "scale_contrast": "results/stats/paper2_scale_contrast.csv",
     }
+
+
+def test_findings_inputs_are_every_table_the_config_writes(smoke, default):
+    """The findings page's tables: every table of the config (by ``table_<file stem>``), not
+    the scorecard (the same rule's output)."""
+    from causalpos.paper2.tables.assemble import PAPER2_TABLES
+
+    for cfg in (smoke, default):
+        inputs = cfg.findings_inputs()
+        assert set(cfg.scorecard_inputs().values()) <= set(inputs.values())
+        assert "results/report/scorecard.csv" not in inputs.values()
+        assert all(
+            k == "table_" + v.rsplit("/", 1)[1].removesuffix(".csv") for k, v in inputs.items()
+        )
+    inputs = default.findings_inputs()
+    assert {f"table_paper2_{n}" for n in PAPER2_TABLES} <= set(inputs)
+    assert {"table_train_index", "table_train_lengthgen", "table_llm_index", "table_theory"} <= set(
+        inputs
+    )
 
 
 def test_model_attrs_name_the_positional_type_and_the_twin(default, paper):

@@ -87,3 +87,50 @@ def test_leakage_summary_and_tables():
     assert len(tabs["heads"]) == 3 * 2 * 2 * 2  # variants x targets x layers x heads
     row = tabs["decomposition"].query("condition == 'rope' and component == 'total'")
     assert float(row["estimate"].iloc[0]) == pytest.approx(exc.mean(), rel=1e-12)
+
+
+#: The per-layer tables of paper 2 (the reading each states where it is not a column already).
+PER_LAYER = {
+    "leakage_by_layer": "per-prompt",
+    "heads": "per-prompt",
+    "decomposition_by_layer": "per-prompt",
+    "decomposition_components_by_layer": "expected-map",
+}
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_every_per_layer_table_names_its_reading_and_each_layers_kind(recorded):
+    """Every per-layer table carries ``reading`` and ``layer_kind`` (after ``layer``): the
+    summary's coordinate where it has one, "global" where it has none; position 0's trajectory
+    names the embedding, then the kind of the block each state follows."""
+    import xarray as xr
+    from paper2_headline_runs import headline_runs
+
+    from causalpos.paper2.tables.assemble import paper2_tables
+
+    summ = L_summary.leakage_summary(
+        headline_runs(),
+        LeakageSettings(n_boot=50, n_perm=0, bos_windows=("late",)),
+        position_free_runs=["identity_rope+bidirectional"],
+    )
+    n = summ.sizes["layer"]
+    kinds = [("sliding4" if k % 2 == 0 else "global") for k in range(n)]
+    if recorded:
+        summ = summ.assign_coords(layer_kind=("layer", kinds))
+    expect = dict(zip(summ["layer"].values.tolist(), kinds if recorded else ["global"] * n))
+    p0 = xr.Dataset(
+        {"std": (("condition", "layer"), np.zeros((1, n + 1)))},
+        coords={"condition": ["causal"], "layer": np.arange(n + 1)},
+    )
+    tabs = paper2_tables({("m", "d"): summ}, {("m", "d"): p0})
+    assert {k for k, df in tabs.items() if "layer" in df.columns} == {*PER_LAYER, "position0"}
+    for name, reading in PER_LAYER.items():
+        df = tabs[name]
+        assert len(df) > 0, name
+        cols = list(df.columns)
+        assert cols[cols.index("layer") + 1] == "layer_kind", name
+        assert set(df["reading"]) == {reading}, name
+        assert [expect[int(v)] for v in df["layer"]] == list(df["layer_kind"]), name
+        assert cols.count("layer_kind") == 1, name
+    traj = tabs["position0"].sort_values("layer")
+    assert list(traj["layer_kind"]) == ["embedding", *[expect[k] for k in sorted(expect)]]

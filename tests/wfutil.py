@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: The tests' end-to-end config (tests/conftest.py runs it once per session).
 SMOKE = "configs/smoke.yaml"
-COPIED = ("Snakefile", "config.yaml", "configs", "workflow", "envs", "profiles", "src")
+COPIED = ("Snakefile", "config.yaml", "configs", "workflow", "envs", "profiles", "src", "docs")
 
 
 def copy_pipeline(dest: Path) -> Path:

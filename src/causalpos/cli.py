@@ -3,6 +3,8 @@
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
 causalpos verify [DIR ...] [--sizes-only] [--configfile F]  # stores and model weights checked
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
+causalpos findings [RESULTS] [--update docs/findings.md]  # the findings page from a run's tables
+causalpos findings --check                    # the template's rule: no number or verdict typed
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from causalpos.paths import MODELS_ROOT, RESULTS_ROOT, SCORECARD_CSV
+from causalpos.paths import FINDINGS_TEMPLATE, MODELS_ROOT, RESULTS_ROOT, SCORECARD_CSV
 
 #: Exit status of a usage error (a path that is not there, a file that is not what the command
 #: reads), as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
@@ -81,6 +83,66 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _findings(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from causalpos.findings import FindingsError, Tables, render
+
+    template = Path(args.template)
+    if not template.is_file():
+        return _usage_error(
+            f"findings: no template {template} (run from the repository's root, or --template)"
+        )
+    text = template.read_text()
+    if args.check:
+        from causalpos.findings.lint import check_template
+
+        problems = check_template(text, root=Path.cwd())
+        for p in problems:
+            print(f"{template}: {p}")
+        return 1 if problems else 0
+    if not Path(args.results).is_dir():
+        return _usage_error(f"findings: {args.results} is not a results tree (e.g. results)")
+    try:
+        page = render(
+            text, Tables.of_results(args.results), strict=not args.allow_missing, name=args.template
+        )
+    except FindingsError as e:
+        print(f"causalpos findings: {e}", file=sys.stderr)
+        return 1
+    if args.update:
+        Path(args.update).write_text(page)
+    else:
+        print(page, end="")
+    return 0
+
+
+def _add_findings(sub) -> None:
+    """The ``findings`` subcommand's arguments."""
+    findings = sub.add_parser(
+        "findings",
+        help="the findings page (docs/findings.md) from a run's tables: every {{reference}} of "
+        "the template filled; exit 1 naming each reference that matches no row or several",
+    )
+    findings.add_argument(
+        "results", nargs="?", default=RESULTS_ROOT, help="results tree (default: %(default)s)"
+    )
+    findings.add_argument("--template", default=FINDINGS_TEMPLATE, help="default: %(default)s")
+    findings.add_argument("--update", metavar="FILE", help="write the page here (else stdout)")
+    findings.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="mark references this run has no value for instead of failing (a config other "
+        "than config.yaml)",
+    )
+    findings.add_argument(
+        "--check",
+        action="store_true",
+        help="check the template's rule instead: no measured number or verdict typed outside "
+        "a reference; exit 1 listing each",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="causalpos", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -126,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     summary.add_argument("scorecard", nargs="?", default=SCORECARD_CSV, help="default: %(default)s")
     summary.add_argument("--update", metavar="README", help="rewrite this file's summary block")
+    _add_findings(sub)
     args = parser.parse_args(argv)
+    if args.command == "findings":
+        return _findings(args)
     if args.command == "diff-results":
         return _diff_results(args)
     if args.command == "verify":

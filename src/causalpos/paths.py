@@ -50,6 +50,10 @@ PAPER2_TABLE = "results/stats/paper2_{name}.csv"
 PAPER2_TABLES_MD = "results/stats/paper2_tables.md"
 SCORECARD_CSV = "results/report/scorecard.csv"
 SCORECARD_MD = "results/report/scorecard.md"
+#: The findings page of a run, rendered from the template (:data:`FINDINGS_TEMPLATE`).
+FINDINGS_MD = "results/report/findings.md"
+#: The findings page's template (in the repository, not under results/).
+FINDINGS_TEMPLATE = "docs/findings.template.md"
 
 # ---------------------------------------------------------------------------------------------
 # Figures: ``FIGURE`` with one of the stems below and a configured format (``figures.formats``).
@@ -177,5 +181,6 @@ PATTERNS = (
     PAPER2_TABLES_MD,
     SCORECARD_CSV,
     SCORECARD_MD,
+    FINDINGS_MD,
     *(figure(stem, "{fmt}") for stem in FIGURE_STEMS),
 )

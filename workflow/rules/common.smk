@@ -358,5 +358,15 @@ SCORECARD_TARGETS = os.path.relpath(
 )
 
 
+# The findings page's template (docs/findings.template.md), rendered by the scorecard rule on every
+# table the config writes (an edited template reruns it).
+FINDINGS_TEMPLATE = os.path.relpath(Path(workflow.basedir) / PATHS.FINDINGS_TEMPLATE)
+
+
 def scorecard_inputs(wildcards):
-    return {**CFG.scorecard_inputs(), "targets": SCORECARD_TARGETS}
+    return {
+        **CFG.scorecard_inputs(),
+        "targets": SCORECARD_TARGETS,
+        **CFG.findings_inputs(),
+        "findings_template": FINDINGS_TEMPLATE,
+    }

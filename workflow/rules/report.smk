@@ -1,5 +1,6 @@
 # The reproduction scorecard: every target of both papers as a row (claim, paper value,
-# measured value with CI, verdict), from the pipeline's own tables.
+# measured value with CI, verdict), from the pipeline's own tables; and the run's findings page,
+# docs/findings.template.md filled from the same tables and the scorecard.
 
 
 rule scorecard:
@@ -14,6 +15,11 @@ rule scorecard:
         md=report(
             PATHS.SCORECARD_MD,
             caption="../report/scorecard.rst",
+            category="Scorecard",
+        ),
+        findings=report(
+            PATHS.FINDINGS_MD,
+            caption="../report/findings.rst",
             category="Scorecard",
         ),
     log:

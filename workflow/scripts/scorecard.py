@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule ``scorecard``: the reproduction scorecard."""
+"""Snakemake entry point of rule ``scorecard``: the reproduction scorecard and the findings page."""
 
 import sys
 from pathlib import Path
@@ -13,5 +13,6 @@ with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
         dict(snakemake.input.items()),
         snakemake.output.csv,
         snakemake.output.md,
+        snakemake.output.findings,
         rehearsal=snakemake.params.rehearsal,
     )

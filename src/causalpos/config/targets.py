@@ -27,6 +27,19 @@ class TargetsSection(Section):
             keys += paths.SCORECARD_PAPER2_TABLES
         return {key: paths.SCORECARD_TABLES[key] for key in keys}
 
+    def findings_inputs(self) -> dict[str, str]:
+        """The tables the findings page may cite, by input name ``table_<file stem>``: every
+        table this config writes (the scorecard aside: it is the same rule's output)."""
+        stats = paths.PAPER2_TABLE.rsplit("/", 1)[0]
+        tables = [
+            t
+            for t in self.all_targets()
+            if t == paths.THEORY_TABLE or (t.endswith(".csv") and t.rsplit("/", 1)[0] == stats)
+        ]
+        tables += list(self.scorecard_inputs().values())
+        stem = {t: t.rsplit("/", 1)[-1].removesuffix(".csv") for t in tables}
+        return {f"table_{stem[t]}": t for t in dict.fromkeys(tables)}
+
     def all_targets(self) -> list[str]:
         """The inputs of ``rule all``: every output the config asks for, in a stable order."""
         targets = []
@@ -48,5 +61,5 @@ class TargetsSection(Section):
                 targets += self.figure_paths(stem)
         targets += self.train_targets()
         targets += self.leakage_targets()
-        targets += [paths.SCORECARD_CSV, paths.SCORECARD_MD]
+        targets += [paths.SCORECARD_CSV, paths.SCORECARD_MD, paths.FINDINGS_MD]
         return targets

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from causalpos.models.layerkind import layer_kinds
 from causalpos.paper1.compare import group_maps
 from causalpos.paper1.diagonal import index_ci, normalized_index_cells
 from causalpos.paper1.nonrelative import band_ci, minus_first_layer, paired, share_intervals
@@ -32,7 +33,8 @@ def llm_index_table(
     ``twins``: model -> its random-init twin (same architecture, tokenizer, prompts), both among
     the stores; the model's rows then carry the share contrast with the twin.
 
-    Columns: the logit-unit index (bootstrap over groups, :func:`causalpos.paper1.diagonal.
+    Columns: ``layer`` (1 = first) and its ``layer_kind`` (the store's record,
+    :mod:`causalpos.models.layerkind`); the logit-unit index (bootstrap over groups, :func:`causalpos.paper1.diagonal.
     index_ci`: ``index``, ``index_debiased``, ``noise_floor``, ``index_over_floor``, ``ci_lo``,
     ``ci_hi``, ``se``); the scale-free non-relative share with its jackknife CI (``share``,
     ``share_lo``, ``share_hi``) and its paired difference from layer 1 (``share_minus_l1*``, NaN on
@@ -50,7 +52,7 @@ def llm_index_table(
         vals = normalized_index_cells(g)  # what the index, the share and the band read
         shares[key] = share_intervals(g, level=confidence, index_values=vals)  # (layer, pooled)
         stats[key] = (
-            g.shape[1],
+            layer_kinds(ds, g.shape[1]),
             index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=vals),
             band_ci(g, first_keys, level=confidence),
             band_ci(g, first_keys, exclude_sink=False, level=confidence, index_values=vals),
@@ -59,7 +61,7 @@ def llm_index_table(
     rows = []
     for key, ds in stores.items():
         model, dataset, variant = key
-        n_layers, ci, band, band_sink = stats[key]
+        kinds, ci, band, band_sink = stats[key]
         sh, pooled = shares[key]
         l1 = minus_first_layer(sh)
         twin = twins.get(model)
@@ -69,12 +71,13 @@ def llm_index_table(
             _check_same_groups(ds, stores[tkey], "/".join(key), "/".join(tkey))
             vs_twin = paired(sh, shares[tkey][0])
             pooled_vs_twin = paired(pooled, shares[tkey][1])
-        for layer in range(n_layers):
+        for layer, kind in enumerate(kinds):
             row = {
                 "model": model,
                 "dataset": dataset,
                 "variant": variant,
                 "layer": layer + 1,
+                "layer_kind": kind,
                 "index": float(ci.estimate[layer]),
                 "index_debiased": float(ci.debiased[layer]),
                 "noise_floor": float(ci.noise_floor[layer]),
@@ -137,7 +140,8 @@ def simulation_index_table(
     ``stores``: mapping setting name → simulation dataset with ``score_group`` (group, layer,
     query, key) (:func:`causalpos.paper1.simulate.run_simulation`). Returns a pandas DataFrame with columns
     ``setting``, the setting's ``alpha``, ``norm``, ``scaling``, ``rope``, ``causal``,
-    ``residual``, ``layer`` (numbered as in the paper: 1 = first layer), ``index`` (of the
+    ``residual``, ``layer`` (numbered as in the paper: 1 = first layer), ``layer_kind``
+    (``global``: the simulations have no window), ``index`` (of the
     grand-mean map), ``ci_lo``, ``ci_hi`` (noise-corrected bootstrap over groups at ``confidence``,
     a CI for the noise-free index; :func:`index_ci`),
     ``se`` (bootstrap sd), ``noise_floor``, ``index_over_floor`` (≈ 1: no detectable
@@ -153,6 +157,7 @@ def simulation_index_table(
         gm = ds["score_group"].transpose("group", "layer", "query", "key").values
         ci = index_ci(gm, level=confidence, n_boot=n_boot, seed=seed)
         a = ds.attrs
+        kinds = layer_kinds(ds)
         for k, layer in enumerate(ds["layer"].values):
             rows.append(
                 {
@@ -164,6 +169,7 @@ def simulation_index_table(
                     "causal": a.get("causal"),
                     "residual": a.get("residual"),
                     "layer": int(layer) + 1,
+                    "layer_kind": kinds[k],
                     "index": float(ci.estimate[k]),
                     "ci_lo": float(ci.lo[k]),
                     "ci_hi": float(ci.hi[k]),

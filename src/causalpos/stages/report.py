@@ -1,4 +1,5 @@
-"""Stage ``scorecard``: every reproduction target with the paper's value, ours and a verdict."""
+"""Stage ``scorecard``: every reproduction target with the paper's value, ours and a verdict, and
+the run's findings page filled from the same tables."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+from causalpos.findings.render import Tables, render
 from causalpos.scorecard import build_scorecard, to_markdown
 
 log = logging.getLogger("causalpos.stages.report")
@@ -13,16 +15,27 @@ log = logging.getLogger("causalpos.stages.report")
 #: Printed above the scorecard (and the report's description, workflow/report/workflow.rst) of a
 #: config with ``rehearsal: true`` (configs/paper-shape.yaml: random-weight stand-ins).
 REHEARSAL_BANNER = "paper-shape rehearsal: random weights, numbers mean nothing"
+#: The input keys of the findings page: its template, and each table as ``table_<file stem>``.
+FINDINGS_TEMPLATE_KEY = "findings_template"
+TABLE_KEY = "table_"
 
 
-def scorecard(inputs: Mapping[str, str], out_csv, out_md, *, rehearsal: bool = False):
+def scorecard(inputs: Mapping[str, str], out_csv, out_md, out_findings=None, *, rehearsal=False):
     """Rule ``scorecard``: the tables named in ``inputs`` in, ``scorecard.{csv,md}`` out
-    (under :data:`REHEARSAL_BANNER` when ``rehearsal``)."""
+    (under :data:`REHEARSAL_BANNER` when ``rehearsal``); and ``out_findings``, the findings page:
+    the template ``inputs["findings_template"]`` filled from the ``table_*`` inputs and this
+    scorecard, references this run has no value for marked
+    (:func:`causalpos.findings.render.render`, not strict)."""
     card = build_scorecard(dict(inputs))
     card.to_csv(out_csv, index=False)
     md = to_markdown(card)
-    if rehearsal:
-        md = f"> **{REHEARSAL_BANNER}** (`rehearsal: true` in the config)\n\n{md}"
-    Path(out_md).write_text(md)
-    log.info("\n%s", md)
+    banner = f"> **{REHEARSAL_BANNER}** (`rehearsal: true` in the config)\n\n" if rehearsal else ""
+    Path(out_md).write_text(banner + md)
+    log.info("\n%s", banner + md)
+    if out_findings is not None:
+        template = inputs[FINDINGS_TEMPLATE_KEY]
+        files = {k.removeprefix(TABLE_KEY): v for k, v in inputs.items() if k.startswith(TABLE_KEY)}
+        tables = Tables({**files, "scorecard": out_csv})
+        page = render(Path(template).read_text(), tables, strict=False)
+        Path(out_findings).write_text(banner + page)
     return card

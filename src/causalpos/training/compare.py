@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
+from causalpos.models.layerkind import layer_kinds
 from causalpos.paper1.compare import group_maps, paired_index_bootstrap
 from causalpos.paper1.nonrelative import paired, share_intervals
 from causalpos.training.twin import INIT_SUFFIX
@@ -72,8 +73,8 @@ def comparison_tables(
         lengthgen: ``results/stats/train_lengthgen.csv`` as a DataFrame (optional).
 
     Returns ``(index, comparison)`` DataFrames. ``index``: one row per (variant, weights, layer)
-    with ``weights`` ∈ {trained, init}, layer 1-indexed, the debiased index with CI and noise
-    floor, the scale-free non-relative share (``share*``, jackknife CI,
+    with ``weights`` ∈ {trained, init}, layer 1-indexed with its ``layer_kind``, the debiased
+    index with CI and noise floor, the scale-free non-relative share (``share*``, jackknife CI,
     :mod:`causalpos.paper1.nonrelative`), and on trained rows the paired difference and ratio to
     the twin (the ratio only where the twin's interval excludes 0) and the paired share difference
     (``share_minus_init*``). ``comparison``: one row per variant: the layer-mean index (trained,
@@ -104,8 +105,15 @@ def comparison_tables(
         shares = tuple(share_intervals(x, level=confidence) for x in (g_t, g_i))
         n_sequences = int(trained.attrs.get("n_sequences", -1))
         twin = init is not None
+        kinds = layer_kinds(trained, g_t.shape[1])
         idx_rows += _index_rows(
-            variant, p, shares, n_groups=g_t.shape[0], n_sequences=n_sequences, twin=twin
+            variant,
+            p,
+            shares,
+            n_groups=g_t.shape[0],
+            n_sequences=n_sequences,
+            twin=twin,
+            kinds=kinds,
         )
         row = _comparison_row(variant, trained, p, shares, twin=twin)
         if leakage and variant in leakage:
@@ -128,9 +136,11 @@ def comparison_tables(
     return pd.DataFrame(idx_rows), pd.DataFrame(cmp_rows)
 
 
-def _index_rows(variant, p, shares, *, n_groups: int, n_sequences: int, twin: bool) -> list[dict]:
-    """The index table's rows of one variant: per layer the trained model (with its contrasts to
-    the twin) and, when there is a twin, the twin."""
+def _index_rows(
+    variant, p, shares, *, n_groups: int, n_sequences: int, twin: bool, kinds
+) -> list[dict]:
+    """The index table's rows of one variant: per layer (with its ``layer_kind``, ``kinds``) the
+    trained model (with its contrasts to the twin) and, when there is a twin, the twin."""
     (s_t, _), (s_i, _) = shares
     diff, ratio, s_diff = p.difference(), p.ratio(), paired(s_t, s_i)
     rows = []
@@ -138,6 +148,7 @@ def _index_rows(variant, p, shares, *, n_groups: int, n_sequences: int, twin: bo
         base = {
             "variant": variant,
             "layer": layer + 1,
+            "layer_kind": kinds[layer],
             "n_groups": n_groups,
             "n_sequences": n_sequences,
         }

@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from causalpos.models.layerkind import GLOBAL, LAYER_KIND, block_kinds, kinds_by_layer
 from causalpos.paper2.tables.headline import (
+    PER_PROMPT,
     bos_headline_frame,
     components_frames,
     controls_frame,
@@ -25,6 +27,7 @@ from causalpos.paper2.tables.headline import (
 from causalpos.paper2.tables.per_prompt import (
     bos_frame,
     decomposition_frame,
+    per_layer_columns,
     per_prompt_tables,
     rope_controls_frame,
 )
@@ -35,14 +38,17 @@ PAPER2_TABLES: dict[str, str] = {
     "leakage_by_model": "leakage per (model, dataset, variant, target), mean over layers and heads, with CI, "
     "raw dR2, null floor and the fraction of heads significant after BH",
     "decomposition": "total / residual-stream / causal-mask leakage and shares per condition, with CIs",
-    "leakage_by_layer": "leakage per layer (variant, target) with CIs",
-    "decomposition_by_layer": "decomposition per layer with CIs",
+    "leakage_by_layer": "leakage per layer (variant, target) with CIs; reading per-prompt, each "
+    "layer's mask (layer_kind)",
+    "decomposition_by_layer": "decomposition per layer with CIs; reading per-prompt, layer_kind",
     "rope_controls": "Table 6 analog: causal vs identity vs scrambled RoPE",
     "bos_effects": "Table 9 analog: BOS-replacement effects at early and late queries",
     "observational_split": "logit vs softmax (log Z) parts of one causal run's log-attention leakage",
-    "heads": "per head: leakage with CI, p and BH q (prompt-mean map), sink attention",
+    "heads": "per head: leakage with CI, p and BH q (prompt-mean map), sink attention; reading "
+    "per-prompt, layer_kind",
     "sink_heads": "number / fraction of sink-reading heads at each tau",
-    "position0": "position-0 residual stream: cross-prompt std per layer and condition, probes",
+    "position0": "position-0 residual stream: cross-prompt std per layer and condition, probes; "
+    "layer_kind of the block each row follows (embedding for row 0)",
     "position0_probes": "content probes: best layer of the position-0 probe, sink-head value probe, "
     "accuracy CIs (Wilson) and the reason when a probe was refused",
     "baseline_comparison": "claim 6: leakage under the saturated and the linear-in-offset baseline "
@@ -63,7 +69,7 @@ PAPER2_TABLES: dict[str, str] = {
     "reading (ablation log-attention) with the edge artefact of its softmax measured beside it, "
     "a position-free run's residual-stream reading as the negative control; both landmark "
     "readings (key-0 column modelled, counted)",
-    "decomposition_components_by_layer": "the same per layer",
+    "decomposition_components_by_layer": "the same per layer, with each layer's layer_kind",
     "controls": "negative controls (every position-free run: headline and per-prompt reading, "
     "passed or failed) and positive controls (a planted query effect of known share, recovered "
     "or not)",
@@ -93,6 +99,18 @@ def _model_columns(summary: xr.Dataset) -> dict:
     swa, nope for the models trained here; empty otherwise) and ``init_of`` (the model whose
     random-init / init twin this is; empty for a trained model)."""
     return {k: str(summary.attrs.get(k, "")) for k in ("positional", "init_of")}
+
+
+def _block_kinds(p0: xr.Dataset, summary: xr.Dataset | None) -> list[str]:
+    """The kind of each row of position 0's trajectory (embedding, then each block's attention):
+    from the position-0 store where it records them, else from the pair's summary, else
+    :data:`~causalpos.models.layerkind.GLOBAL` for every block."""
+    if LAYER_KIND in p0.variables:
+        return [str(k) for k in p0[LAYER_KIND].values]
+    n_blocks = int(p0.sizes["layer"]) - 1
+    if summary is not None and int(summary.sizes.get("layer", -1)) == n_blocks:
+        return block_kinds(list(kinds_by_layer(summary).values()))
+    return block_kinds([GLOBAL] * n_blocks)
 
 
 def paper2_tables(
@@ -125,9 +143,14 @@ def paper2_tables(
         if not dec.empty:
             add("decomposition", dec, model, dataset, {**p0, **_model_columns(s)})
         if "decomposition" in s:
+            dec_layer = wide_stat(
+                s["decomposition_layer"].drop_vars(LAYER_KIND, errors="ignore"),
+                ["condition", "layer"],
+                "component",
+            )
             add(
                 "decomposition_by_layer",
-                wide_stat(s["decomposition_layer"], ["condition", "layer"], "component"),
+                per_layer_columns(dec_layer, kinds_by_layer(s), PER_PROMPT),
                 model,
                 dataset,
             )
@@ -170,7 +193,7 @@ def paper2_tables(
         if not bos_h.empty:
             add("bos_headline", bos_h, model, dataset, {**_model_columns(s), **p0})
     for (model, dataset), p0 in (position0 or {}).items():
-        df, probe = position0_frames(p0)
+        df, probe = position0_frames(p0, _block_kinds(p0, summaries.get((model, dataset))))
         add("position0", df, model, dataset)
         probes.append({"model": model, "dataset": dataset, **probe})
     out = {

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from causalpos.models.layerkind import LAYER_KIND, kinds_by_layer, with_layer_kind
 from causalpos.models.variants import without_plant
 from causalpos.paper2 import inference as inf
 from causalpos.paper2.labels import CONTROL_TOL, LOCAL_RUN, STAT
@@ -296,8 +297,11 @@ def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) 
 
 
 def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
-    """``decomposition_components`` (condition, landmark, window) and ``..._by_layer`` (+ layer):
-    every one-unit component with its CI (:mod:`causalpos.paper2.decomposition`)."""
+    """``decomposition_components`` (condition, landmark, window) and ``..._by_layer`` (+ layer,
+    and each layer's ``layer_kind``): every one-unit component with its CI
+    (:mod:`causalpos.paper2.decomposition`)."""
+    kinds = kinds_by_layer(summary)
+    summary = summary.drop_vars(LAYER_KIND, errors="ignore")
     idx = ["exp_condition", "exp_landmark", "exp_window"]
     ren = {"exp_condition": "condition", "exp_landmark": "landmark", "exp_window": "window"}
     out = {}
@@ -309,7 +313,7 @@ def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
         df.insert(3, "reading", EXPECTED_MAP)
         df.insert(4, "target", "logattn")
         df["control_variant"] = _first_position_free(summary)
-        out[name] = df
+        out[name] = with_layer_kind(df, kinds) if "layer" in keys else df
     return out
 
 

@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from causalpos.models.layerkind import LAYER_KIND, kinds_by_layer, with_layer_kind
 from causalpos.paper2.labels import (
     DEFAULT_CONDITIONS,
     MEASURED,
     bos_measure,
     bos_replacement,
 )
-from causalpos.paper2.tables.headline import wide_stat
+from causalpos.paper2.tables.headline import PER_PROMPT, wide_stat
 
 #: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
 ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
@@ -154,6 +155,15 @@ def bos_frame(summary: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def per_layer_columns(df: pd.DataFrame, kinds, reading: str) -> pd.DataFrame:
+    """A per-layer table with its ``reading`` (before ``layer``, unless it has one) and each
+    layer's ``layer_kind`` (after it)."""
+    out = with_layer_kind(df, kinds)
+    if "reading" not in out.columns:
+        out.insert(out.columns.get_loc("layer"), "reading", reading)
+    return out
+
+
 def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     """Flat tables of one :func:`causalpos.paper2.summary.assemble.leakage_summary` result (one DataFrame
     per name).
@@ -161,11 +171,18 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     Names: ``leakage_by_model``, ``leakage_by_layer``, ``heads``, plus ``decomposition``,
     ``decomposition_by_layer``, ``observational_split`` (Table 6 style), ``bos_effects``
     (Table 9 style), ``sink_heads``, ``baseline_comparison`` (claim 6) and ``depth_trend``
-    (claim 3) when the summary has them.
+    (claim 3) when the summary has them. The per-layer ones (``leakage_by_layer``, ``heads``,
+    ``decomposition_by_layer``) name their reading (``reading`` = per-prompt, before ``layer``)
+    and each layer's mask (``layer_kind``, after it; :mod:`causalpos.models.layerkind`).
     """
+    kinds = kinds_by_layer(summary)
+    summary = summary.drop_vars(LAYER_KIND, errors="ignore")  # added back per layer below
 
     def wide(da: xr.DataArray) -> pd.DataFrame:
         return da.to_dataset(dim="stat").to_dataframe().reset_index()
+
+    def per_layer(df: pd.DataFrame) -> pd.DataFrame:
+        return per_layer_columns(df, kinds, PER_PROMPT)
 
     out: dict[str, pd.DataFrame] = {}
     m = wide(summary["leakage_model"])
@@ -179,7 +196,7 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
         summary["null_floor"].mean(("layer", "head")).to_dataframe().reset_index()["null_floor"]
     )
     out["leakage_by_model"] = m
-    out["leakage_by_layer"] = wide(summary["leakage_layer"])
+    out["leakage_by_layer"] = per_layer(wide(summary["leakage_layer"]))
     h = wide(summary["leakage_head"])
     for k in (
         "leakage_raw",
@@ -193,10 +210,10 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     if "sink_attention" in summary:
         sink = summary["sink_attention"].to_dataframe().reset_index()
         h = h.merge(sink, on=["variant", "layer", "head"], how="left")
-    out["heads"] = h
+    out["heads"] = per_layer(h)
     if "decomposition" in summary:
         out["decomposition"] = wide(summary["decomposition"])
-        out["decomposition_by_layer"] = wide(summary["decomposition_layer"])
+        out["decomposition_by_layer"] = per_layer(wide(summary["decomposition_layer"]))
     if "observational_split" in summary:
         out["observational_split"] = wide(summary["observational_split"])
     if "bos_effect" in summary:

@@ -7,15 +7,21 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from causalpos.models.layerkind import GLOBAL, LAYER_KIND, block_kinds, with_layer_kind
 from causalpos.paper2 import inference as inf
 
 
-def position0_frames(p0: xr.Dataset) -> tuple[pd.DataFrame, dict]:
-    """(per condition and layer frame, probe summary row) of a position-0 store."""
+def position0_frames(p0: xr.Dataset, kinds=None) -> tuple[pd.DataFrame, dict]:
+    """(per condition and layer frame, probe summary row) of a position-0 store. ``kinds``: the
+    kind of each row of the trajectory (``embedding``, then each block's attention layer;
+    default every block global), the frame's ``layer_kind`` column."""
     # Sorted: a store's variables come back in the order zarr lists its directory, which the
     # filesystem decides (two runs of the same code gave the columns in different orders).
     per_layer = sorted(v for v in p0.data_vars if set(p0[v].dims) <= {"condition", "layer"})
-    df = p0[per_layer].to_dataframe().reset_index()
+    df = p0[per_layer].drop_vars(LAYER_KIND, errors="ignore").to_dataframe().reset_index()
+    if kinds is None:
+        kinds = block_kinds([GLOBAL] * (int(p0.sizes["layer"]) - 1))
+    df = with_layer_kind(df, list(kinds))
     # whether token 0 is the same in every prompt: claim 7 (std exactly 0) presupposes it
     df["token0_fixed"] = int(p0.attrs["token0_fixed"]) if "token0_fixed" in p0.attrs else np.nan
     n_prompts = int(p0.attrs.get("probe_n_prompts", 0))
