@@ -112,5 +112,5 @@ def test_the_permutation_test_runs_per_mask_pattern(runs):
     maps = runs["ring"]["leak_map_sum"].sel(leak_target="logit").values
     groups = pattern_groups(runs["ring"], maps)
     assert [g.tolist() for g, _ in groups] == [[0], [1]]
-    for (idx, mask), kind in zip(groups, KINDS):
+    for (_idx, mask), kind in zip(groups, KINDS):
         np.testing.assert_array_equal(mask, pattern(kind, T))
