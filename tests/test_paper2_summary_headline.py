@@ -42,6 +42,11 @@ def test_position_free_runs():
     assert not H.position_free("causal", "nope")
     assert not H.position_free("identity_rope+bidirectional", "swa")  # the window does
     assert not H.position_free("scrambled_rope+bidirectional")
+    # a window shorter than the sequence keeps edges in paper 2's ablation, not on the ring
+    assert not H.position_free("identity_rope+bidirectional", windowed=True)
+    assert H.position_free("identity_rope+ring", windowed=True)
+    assert H.position_free("identity_rope+ring", "swa")
+    assert not H.position_free("ring")  # RoPE
 
 
 def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):

@@ -83,13 +83,16 @@ SINK_TAU = 0.5
 BOS_TARGET = "logattn"
 
 
-def position_free(variant: str, positional: str = "") -> bool:
-    """Whether a run has no positional input: no causal mask, no sliding window, and no rotary
-    position (identity RoPE, or a NoPE model: ``positional == "nope"``). Such a forward pass is
-    permutation-equivariant over the tokens."""
+def position_free(variant: str, positional: str = "", windowed: bool = False) -> bool:
+    """Whether a run has no positional input: no causal mask, no sliding window that masks
+    anything (``windowed``: the model's windows are shorter than the sequence, or ``positional
+    == "swa"``; the ring removes them), and no rotary position (identity RoPE, or a NoPE model:
+    ``positional == "nope"``). Such a forward pass is permutation-equivariant over the tokens."""
     v = parse_variant(variant)
-    if v.causal or positional == "swa" or v.plant is not None:
+    if v.causal or v.plant is not None:
         return False  # a planted run carries the plant's position by construction
+    if (windowed or positional == "swa") and not v.ring:
+        return False  # a window's edges give each row near an end its own key count
     return v.rope == "identity" or positional == "nope"
 
 
