@@ -80,7 +80,7 @@ LINEAR_VARIANTS = ("causal",)
 #: Table 9 on the headline: a causal run's sink heads are those with prompt-mean attention to
 #: key 0 at or above this; the replacements' effects are read on this target.
 SINK_TAU = 0.5
-BOS_TARGET = "logattn"
+BOS_TARGET = None  # each reading on its own target (summary.bos.BOS_READING_TARGET)
 
 
 def position_free(variant: str, positional: str = "", windowed: bool = False) -> bool:
@@ -170,7 +170,7 @@ def headline_blocks(
     conditions: Mapping[str, tuple[str, str]],
     position_free_runs: Sequence[str] = (),
     bos_pairs: Mapping[str, tuple[str, str, str]] | None = None,
-    bos_target: str = BOS_TARGET,
+    bos_target: str | None = BOS_TARGET,
 ) -> xr.Dataset:
     """The headline reading of every run (empty when a run lacks the expected-map statistics):
     named blocks over one shared :class:`~causalpos.paper2.estimator.grams.GramCache`
