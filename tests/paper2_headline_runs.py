@@ -27,14 +27,17 @@ def store(y, causal: bool):
 
 
 def headline_runs():
-    """Three runs of one (model, dataset): a causal run with a planted query effect, a
-    bidirectional run keeping half of it, and a position-free control (content only)."""
+    """The runs of one (model, dataset): a causal run with a planted query effect, the ring and
+    the bidirectional run keeping half of it (the same maps), and a position-free control
+    (content only)."""
     rng = np.random.default_rng(11)
     free, _ = content_maps(N, HEADS, T, rng)  # position-free content, fixed BOS
     planted = 1.5 * np.log(np.arange(1, T + 1))[None].repeat(HEADS, 0)
     leaky, _ = content_maps(N, HEADS, T, rng, planted=planted)
+    half = store(free + 0.5 * (leaky - free).mean(0), False)
     return {
         "causal": store(leaky, True),
-        "bidirectional": store(free + 0.5 * (leaky - free).mean(0), False),
+        "ring": half,  # the ablation the decomposition reads (no end creates position here)
+        "bidirectional": half,  # paper 2's ablation: the same maps (edge_position 0 exactly)
         "identity_rope+bidirectional": store(free, False),
     }

@@ -83,7 +83,7 @@ def test_variant_pattern_matches_exactly_the_forward_variants():
     rx = re.compile(rf"(?:{VARIANT_PATTERN})")
     assert all(rx.fullmatch(v) for v in VARIANTS)
     # compositions: one atom per part, canonical order rotary, position 0, scores, mask
-    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 126
+    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 168
     assert rx.fullmatch("identity_rope+bos_replace_zeros+bidirectional")
     for bad in (
         "causalx",
@@ -98,7 +98,7 @@ def test_variant_pattern_matches_exactly_the_forward_variants():
         "scrambled_rope_bidirectional",
     ):
         assert not rx.fullmatch(bad), bad
-    assert len(VARIANTS) == 12 and VARIANTS[:2] == ("causal", "bidirectional")
+    assert len(VARIANTS) == 13 and VARIANTS[:2] == ("causal", "bidirectional")
 
 
 def test_the_schema_and_the_resolver_allow_exactly_the_variants_the_library_parses():

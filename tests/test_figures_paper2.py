@@ -37,7 +37,9 @@ def stores() -> dict[str, xr.Dataset]:
         maps["causal"].append(leaky)
         maps["bidirectional"].append(free + 0.5 * (leaky - free).mean(0))
         maps[FREE].append(free)
-    return {v: layered(m, v == "causal") for v, m in maps.items()}
+    out = {v: layered(m, v == "causal") for v, m in maps.items()}
+    out["ring"] = out["bidirectional"]  # the decomposition's ablation: the same maps here
+    return out
 
 
 def summarise(stores: dict[str, xr.Dataset]) -> xr.Dataset:

@@ -42,14 +42,16 @@ def per_pair(g: np.ndarray) -> np.ndarray:
     return (g.sum((-2, -1)) - np.trace(g, axis1=-2, axis2=-1)) / (n * (n - 1))
 
 
-def decompose_maps(s_c, s_b, fwd, abl, *, landmark=True, window="all"):
-    """Every component, pooled over heads, from per-prompt logit maps of the two passes."""
+def decompose_maps(s_c, s_b, fwd, abl, *, landmark=True, window="all", s_r=None):
+    """Every component, pooled over heads, from per-prompt logit maps of the causal pass, paper
+    2's ablation (``s_b``, its softmax over ``abl``) and the ring (``s_r``, default ``s_b``)."""
+    s_r = s_b if s_r is None else s_r
     mask = pair_mask(T, window=window, allowed=fwd)
     design = build_design(mask, "saturated+query", landmark=landmark)
     a_c, a_b = log_softmax(s_c, fwd), log_softmax(s_b, abl)
     st = {
         k: PG.stats_from_maps(np.where(mask, y, 0.0), mask)
-        for k, y in (("c_la", a_c), ("c_s", s_c), ("b_s", s_b), ("b_la", a_b))
+        for k, y in (("c_la", a_c), ("c_s", s_c), ("b_s", s_b), ("b_la", a_b), ("r_s", s_r))
     }
     nums = {
         "c_logattn": per_pair(PG.numerator_grams(st["c_la"], design)).sum(),
@@ -57,6 +59,7 @@ def decompose_maps(s_c, s_b, fwd, abl, *, landmark=True, window="all"):
         "c_logz": per_pair(
             PG.numerator_grams(PG.difference_stats(st["c_la"], st["c_s"]), design)
         ).sum(),
+        "r_logit": per_pair(PG.numerator_grams(st["r_s"], design)).sum(),
         "b_logit": per_pair(PG.numerator_grams(st["b_s"], design)).sum(),
         "b_logattn": per_pair(PG.numerator_grams(st["b_la"], design)).sum(),
     }
@@ -181,3 +184,40 @@ def test_toeplitz_projection_is_exact_on_relative_maps_and_means_each_offset():
     for d in (-5, 0, 3):
         sel = (np.subtract.outer(np.arange(T), np.arange(T)) == d) & allowed
         np.testing.assert_allclose(tp[sel], m[sel].mean())
+
+
+def test_edge_position_is_the_bidirectional_pass_beyond_the_ring():
+    """Paper 2's ablation carries position its sequence ends create (here a term in each row's
+    distance to the nearer end, the same in every prompt); the ring's logits (relative) do not:
+    the headline residual-stream component is 0, ``edge_position`` is that term's ΔSS, and
+    ``residual_stream_bidirectional`` = residual_stream + edge_position exactly."""
+    rng = np.random.default_rng(7)
+    n = 6
+    ring = relative_maps(n, rng)
+    i = np.arange(T, dtype=np.float64)
+    edge = 0.5 * np.exp(-np.minimum(i, T - 1 - i) / 3.0)  # rows near either end
+    bidir = ring + edge[None, None, :, None]
+    fwd, abl = masks("causal")
+    c = decompose_maps(ring, bidir, fwd, abl, s_r=ring)
+    assert abs(c["residual_stream"]) <= 1e-10 * c["total"]
+    assert c["edge_position"] > 1e-3 * c["total"]
+    assert c["residual_stream_bidirectional"] == pytest.approx(
+        c["residual_stream"] + c["edge_position"], rel=1e-10
+    )
+    assert c["share_edge"] == pytest.approx(1.0, rel=1e-9)
+    # the edge term itself, read as the ring's (the test would fail on the bidirectional logits)
+    wrong = decompose_maps(ring, bidir, fwd, abl, s_r=bidir)
+    assert wrong["residual_stream"] > 1e-3 * wrong["total"]
+
+
+def test_a_missing_run_leaves_its_components_nan_and_the_others_exact():
+    rng = np.random.default_rng(8)
+    s = relative_maps(6, rng)
+    fwd, abl = masks("causal")
+    full = decompose_maps(s, s, fwd, abl)
+    nums = {"c_logattn": 1.0, "c_logit": 0.2, "c_logz": 0.7, "r_logit": 0.1}
+    c = DC.components(nums, np.float64(2.0))
+    assert c["total"] == 0.5 and c["residual_stream"] == 0.05 and c["causal_mask"] == 0.45
+    for k in ("residual_stream_paper", "residual_stream_bidirectional", "edge_position"):
+        assert np.isnan(c[k]), k
+    assert np.isfinite(full["edge_position"])

@@ -7,10 +7,13 @@ from causalpos.models.variants import parse_variant
 from causalpos.paper2 import labels as L
 
 
-def test_a_bidirectional_pair_on_log_attention_is_the_residual_stream_component():
+def test_a_ring_pair_on_logits_is_the_residual_stream_component():
+    assert L.bos_measure("bos_replace_mean+ring", "ring", "logit") == L.RESIDUAL_STREAM
+    # paper 2's own reading: the bidirectional pair on log-attention
     assert L.bos_measure("bos_replace_mean+bidirectional", "bidirectional", "logattn") == (
-        L.RESIDUAL_STREAM
+        L.RESIDUAL_STREAM_PAPER
     )
+    assert L.bos_measure("bos_replace_mean+ring", "ring", "logattn") == "logattn"
     # a causal pair, or a bidirectional one read on logits, is measured on its target
     assert L.bos_measure("bos_replace_mean", "causal", "logit") == "logit"
     assert L.bos_measure("bos_replace_mean", "causal", "logattn") == "logattn"

@@ -45,17 +45,24 @@ def test_bos_effects_on_the_headline_keep_the_sinks():
         "bos_replace_all_gaussian": _sink_store(leaky, True, sink),  # nothing changed
         "bidirectional": _sink_store(leaky, False, [0, 0, 0]),
         "bos_replace_mean+bidirectional": _sink_store(free, False, [0, 0, 0]),
+        "ring": _sink_store(leaky, False, [0, 0, 0]),
+        "bos_replace_mean+ring": _sink_store(free, False, [0, 0, 0]),
     }
     from causalpos.paper2.summary.bos import wanted_bos
 
     summ = S.leakage_summary(runs, LeakageSettings(n_boot=300, n_perm=0, bos_windows=("late",)))
-    assert summ.attrs["exp_bos_target"] == "logattn"
+    # each reading on its own target: the ring's residual stream on logits
+    assert "'residual_stream': 'logit'" in summ.attrs["exp_bos_target"]
     eff = summ["exp_bos_effect"].sel(exp_window="all")
     for reading in ("causal_total", "sink_heads"):  # nothing changed: 0 exactly
         same = eff.sel(bos_replacement="all_gaussian", bos_reading=reading)
         np.testing.assert_array_equal(same.values, [0.0, 0.0, 0.0])
-    # no bidirectional all_gaussian pair: its residual-stream reading is not run (NaN)
-    assert eff.sel(bos_replacement="all_gaussian", bos_reading="residual_stream").isnull().all()
+    # no ring or bidirectional all_gaussian pair: its residual-stream readings are not run (NaN)
+    for reading in ("residual_stream", "residual_stream_paper"):
+        assert eff.sel(bos_replacement="all_gaussian", bos_reading=reading).isnull().all()
+    # the ring's residual stream is read on logits, where the planted effect lives
+    e = eff.sel(bos_replacement="mean", bos_reading="residual_stream")
+    assert float(e.sel(stat="estimate")) > 0.95
     # logits, where the planted query effect lives (log-attention cancels a row constant):
     # removing all of it reads 1 in every reading
     ps = PromptSet.from_stores(runs, LeakageSettings(n_boot=300))
@@ -64,7 +71,7 @@ def test_bos_effects_on_the_headline_keep_the_sinks():
         ps, LeakageSettings(), conditions={}, bos_pairs=pairs, bos_target="logit"
     )
     eff = blk["exp_bos_effect"].sel(exp_window="all")
-    for reading in ("causal_total", "sink_heads", "residual_stream"):
+    for reading in ("causal_total", "sink_heads", "residual_stream", "residual_stream_paper"):
         e = eff.sel(bos_replacement="mean", bos_reading=reading)
         assert float(e.sel(stat="lo")) <= 1.0 <= float(e.sel(stat="hi")) + 0.02, (reading, e.values)
         assert float(e.sel(stat="estimate")) > 0.95

@@ -42,6 +42,11 @@ def test_position_free_runs():
     assert not H.position_free("causal", "nope")
     assert not H.position_free("identity_rope+bidirectional", "swa")  # the window does
     assert not H.position_free("scrambled_rope+bidirectional")
+    # a window shorter than the sequence keeps edges in paper 2's ablation, not on the ring
+    assert not H.position_free("identity_rope+bidirectional", windowed=True)
+    assert H.position_free("identity_rope+ring", windowed=True)
+    assert H.position_free("identity_rope+ring", "swa")
+    assert not H.position_free("ring")  # RoPE
 
 
 def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
@@ -65,13 +70,18 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
     dec = summ["exp_decomposition"].sel(exp_condition="rope", exp_window="all", target="logattn")
     e = dec.sel(stat="estimate")
     est = {}
-    for v, t in (("causal", "logattn"), ("bidirectional", "logit"), ("bidirectional", "logattn")):
+    for v, t in (
+        ("causal", "logattn"),
+        ("ring", "logit"),
+        ("bidirectional", "logit"),
+        ("bidirectional", "logattn"),
+    ):
         g, _ = SV.store_grams(runs[v].sortby("sequence"), window="all", target=t)
         est[v, t] = X.estimate(g, xi)
     den = est["causal", "logattn"]["pooled_den"].sum()
     assert float(e.sel(component="total")) == pytest.approx(est["causal", "logattn"]["pooled"])
     assert float(e.sel(component="residual")) == pytest.approx(
-        est["bidirectional", "logit"]["pooled_num"].sum() / den
+        est["ring", "logit"]["pooled_num"].sum() / den
     )
     full = summ["exp_components"].sel(
         exp_condition="rope", exp_landmark="modelled", exp_window="all", stat="estimate"
@@ -80,6 +90,8 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
         est["bidirectional", "logattn"]["pooled_num"].sum() / den
     )
     c = {k: float(full.sel(component_full=k)) for k in full["component_full"].values}
+    assert c["edge_position"] == 0.0  # the ring's and the bidirectional run's maps are equal
+    assert c["residual_stream_bidirectional"] == c["residual_stream"]
     assert c["total"] == pytest.approx(c["residual_stream"] + c["normaliser"] + c["remainder"])
     assert c["total"] == pytest.approx(c["logit"] + c["normaliser"] + c["cross"])
     # the position-free run's residual-stream reading, in the same unit, is ~0 and below the

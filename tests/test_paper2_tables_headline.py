@@ -26,7 +26,7 @@ def test_tables_carry_the_reading_and_the_controls(runs):
     tabs = paper2_tables({("m", "d"): summ})
     head = tabs["headline"]
     assert set(head["reading"]) == {"expected-map"}
-    assert len(head) == 3 * 2 * 2  # variant x window x target
+    assert len(head) == 4 * 2 * 2  # variant x window x target
     row = head[(head.variant == "causal") & (head.window == "all") & (head.target == "logit")]
     assert float(row["leakage"].iloc[0]) == float(
         summ["exp_model"].sel(variant="causal", exp_window="all", target="logit", stat="estimate")
@@ -57,7 +57,7 @@ def test_scale_contrast_and_bos_headline_tables(runs):
 
     kw = dict(n_boot=200, n_perm=0, bos_windows=("late",))
     a = S.leakage_summary(runs, LeakageSettings(**kw))
-    other = dict(runs, bidirectional=runs["identity_rope+bidirectional"])  # residual ~0
+    other = dict(runs, ring=runs["identity_rope+bidirectional"])  # residual ~0
     b = S.leakage_summary(other, LeakageSettings(**kw))
     c = S.leakage_summary(runs, LeakageSettings(**kw, seed=3))
     tabs = paper2_tables({("a", "d"): a, ("a_copy", "d"): a, ("b", "d"): b, ("c", "d"): c})

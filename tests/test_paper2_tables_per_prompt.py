@@ -145,7 +145,7 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
     bos = tabs["bos_effects"]
     mean = bos[(bos["intervention"] == "mean+bidirectional") & (bos["bos_window"] == "early6")]
     assert mean[["replacement", "measure", "status"]].values.tolist() == [
-        ["mean", "residual_stream", "measured"]
+        ["mean", "residual_stream_paper", "measured"]
     ]
     assert set(bos.loc[bos["intervention"] == "zeros", "measure"]) == {"logit"}
     missing = bos[bos["status"] != "measured"]

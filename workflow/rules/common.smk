@@ -161,6 +161,10 @@ def prepare_dtype_params(wildcards):
     return CFG.prepare_dtype(wildcards.model)
 
 
+def model_dtype_params(wildcards):
+    return CFG.model_dtype(wildcards.model)
+
+
 def prepare_tokenizer_dir_params(wildcards):
     return CFG.prepare_tokenizer_dir(wildcards.model)
 

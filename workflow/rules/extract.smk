@@ -40,7 +40,7 @@ rule extract_scores:
         # where the model runs is not a param (results cannot change); the dtype is
         memory_fraction=CFG.extract_memory_fraction(),
         n_groups=config["extract"]["n_groups"],
-        dtype=config["dtype"],
+        dtype=model_dtype_params,
         seed=config["seed"],
         code=code_fingerprint("extract_scores"),
     script:

@@ -16,6 +16,9 @@ repeated for GQA) and the model's ``scaling``; it
 4. computes the layer's real output with ``sdpa`` (the model's fast path), so the forward pass
    is the model's own: the captured model's logits equal the unhooked model's.
 
+The ``ring`` variant (:mod:`causalpos.capture.ring`) replaces step 1's products by the ring's
+(cyclic RoPE offsets, no mask) and computes the layer's output from them, eagerly.
+
 A planted variant (``plant_query``) adds its term b_i (:func:`causalpos.models.variants.plant_term`)
 to row i of the planted layer's scores after scaling and soft-capping (the pre-softmax logits),
 and that layer's output is computed from those scores (softmax and value product, eagerly), so the
@@ -42,9 +45,11 @@ import xarray as xr
 
 from causalpos import __version__
 from causalpos.capture.reducers import Reducer, reducer_path
+from causalpos.capture.ring import RingRotation, ring_scores
 from causalpos.capture.session import CAPTURE_IMPLEMENTATION, CaptureSession
 from causalpos.capture.settings import CaptureRun
 from causalpos.models.forward import model_side, variant_inputs
+from causalpos.models.layer_kinds import layer_kinds
 from causalpos.models.variants import Variant, parse_variant
 
 _ACTIVE: CaptureSession | None = None
@@ -102,6 +107,16 @@ def _capture_attention(
         q.reshape(b, kv, g * tq, d), k.transpose(-1, -2), out=scores.view(b, kv, g * tq, tk)
     )
     allowed, nan_bias, kind = session.mask_info(attention_mask, tq, tk)
+    if session.ring is not None:
+        if kind != "full":
+            raise RuntimeError(
+                f"variant ring: layer {layer}'s mask still hides pairs ({kind}); this "
+                "architecture builds its masks without config.is_causal / sliding_window, so "
+                "the ring ablation cannot remove them"
+            )
+        pos = kwargs.get("position_ids")
+        pos = session.positions(tq, query.device) if pos is None else pos.reshape(-1, tq)
+        ring_scores(scores, q, k, session.ring, module, pos)
     recorded = allowed
     if session.unmasked:  # layer-local ablation: record every cell, attend with the mask
         recorded, nan_bias = session.full_allowed(allowed), None
@@ -120,8 +135,9 @@ def _capture_attention(
     for reducer in session.reducers:
         reducer.update(layer, scores, session.seq_ids)
 
-    if softcap is not None or planted is not None:
-        # sdpa has no soft-capping and no planted term: finish from the captured scores, eagerly.
+    if softcap is not None or planted is not None or session.ring is not None:
+        # sdpa has no soft-capping, no planted term and no ring: finish from the captured
+        # scores, eagerly.
         masked = scores.nan_to_num(nan=float("-inf"))
         if session.unmasked:
             masked = masked.masked_fill(~allowed, float("-inf"))
@@ -210,6 +226,7 @@ def capturing(
     prev_impl = model.config._attn_implementation
     session = CaptureSession(reducers)
     session.unmasked = v.unmasked_scores
+    session.ring = RingRotation(model) if v.ring else None
     session.plant = {int(k): np.asarray(b, dtype=np.float64) for k, b in (plant or {}).items()}
     try:
         model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
@@ -253,11 +270,15 @@ def capture_scores(
     on_scores = [r for r in reducers if getattr(r, "reads_scores", True)]
     on_states = [r for r in reducers if not getattr(r, "reads_scores", True)]
     planted, plant_attrs = resolve_plant(v, run.plant, n_layers, tokens.shape[1])
-    if planted and not on_scores:
+    if (planted or v.ring) and not on_scores:
         raise ValueError(
-            f"capture_scores: variant {v.name!r} plants a term in the attention scores, but no "
-            "reducer reads scores (the plant is applied by the score capture)"
+            f"capture_scores: variant {v.name!r} changes the attention scores (a planted term "
+            "or the ring's offsets), but no reducer reads scores (the score capture applies it)"
         )
+    kinds = layer_kinds(model.config)
+    for reducer in reducers:
+        if hasattr(reducer, "set_layer_kinds"):
+            reducer.set_layer_kinds(kinds)
     session = _forward_batches(model, tokens, seq_ids, v, run, (on_scores, on_states), planted)
     parts = []
     for reducer in reducers:
@@ -266,6 +287,8 @@ def capture_scores(
             var.attrs["reducer"] = reducer_path(reducer)
         parts.append(part)
     ds = xr.merge(parts, compat="no_conflicts", join="exact", combine_attrs="override")
+    if "layer" in ds.dims:
+        ds = ds.assign_coords(layer_kind=("layer", np.asarray(kinds, dtype=str)))
     ds.attrs = {
         **_run_attrs(model, tokens, seq_ids, v, run.seed, session),
         **plant_attrs,
@@ -337,13 +360,12 @@ def _forward_batches(
                 session.begin_batch(sids)
             for r in on_states:
                 r.begin_batch(sids)
+            inputs = variant_inputs(model, ids, sids, v, seed=run.seed)
+            if session is not None:
+                session.position_ids = inputs.get("position_ids")
             # logits_to_keep=1: the vocabulary projection of every position is not needed.
             try:
-                model(
-                    **variant_inputs(model, ids, sids, v, seed=run.seed),
-                    use_cache=False,
-                    logits_to_keep=1,
-                )
+                model(**inputs, use_cache=False, logits_to_keep=1)
             except Exception:
                 if session is not None:
                     session.check_nan()  # a reducer failing on NaN scores: name their source

@@ -40,6 +40,10 @@ class CaptureSession:
         #: ``plant_query``: layer -> the planted term b (float64, (T,)) added to its query rows
         self.plant: dict[int, np.ndarray] = {}
         self._plant_t: dict[tuple[int, int, torch.device], torch.Tensor] = {}
+        #: ``ring``: the rotation of keys by ±T (:class:`causalpos.capture.ring.RingRotation`)
+        #: and the batch's position ids (None: 0..T−1 for every sequence)
+        self.ring = None
+        self.position_ids: torch.Tensor | None = None
 
     def plant_rows(self, layer: int, tq: int, device: torch.device) -> torch.Tensor | None:
         """The planted term of ``layer`` as a float32 (1, 1, tq, 1) column (None: no plant), for
@@ -54,6 +58,13 @@ class CaptureSession:
             col = torch.as_tensor(b[len(b) - tq :], dtype=torch.float32, device=device)
             self._plant_t[key] = col.view(1, 1, tq, 1)
         return self._plant_t[key]
+
+    def positions(self, seq_len: int, device: torch.device) -> torch.Tensor:
+        """The batch's position ids ``(b or 1, T)``: those passed to the model (scrambled RoPE),
+        else 0..T−1."""
+        if self.position_ids is not None:
+            return self.position_ids.to(device)
+        return torch.arange(seq_len, device=device)[None]
 
     def full_allowed(self, allowed: torch.Tensor) -> torch.Tensor:
         """An all-True mask shaped like ``allowed`` (one per mask object and batch)."""

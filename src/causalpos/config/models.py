@@ -60,10 +60,17 @@ class ModelsSection(Section):
             return self.train_tokenizer_dir()
         return None
 
+    def model_dtype(self, name: str) -> str:
+        """The dtype ``name`` runs in: its spec's ``dtype`` where it has one, else the config's
+        (models trained here: the config's)."""
+        if name.startswith("trained-"):
+            return self.config["dtype"]
+        return self.model_spec(name).get("dtype") or self.config["dtype"]
+
     def prepare_dtype(self, name: str) -> str | None:
-        """The dtype ``prepare_model`` builds a random_init model in: the config's ``dtype`` (the
-        one it runs in); None for the other sources (their weights keep their own dtype)."""
-        return self.config["dtype"] if self.model_spec(name)["source"] == "random_init" else None
+        """The dtype ``prepare_model`` builds a random_init model in: the one it runs in
+        (:meth:`model_dtype`); None for the other sources (their weights keep their own)."""
+        return self.model_dtype(name) if self.model_spec(name)["source"] == "random_init" else None
 
     def tokenizer_of(self, model: str) -> str:
         """The tokenizer ``model`` uses, named by the model whose directory holds it, or by

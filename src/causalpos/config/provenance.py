@@ -128,7 +128,7 @@ class _Identities:
             "data": self.data(dataset, tokenizer),
             "extract": {
                 "n_groups": cfg.config["extract"]["n_groups"],
-                "dtype": cfg.config["dtype"],
+                "dtype": cfg.model_dtype(model),
                 "seed": self.seed,
             },
         }

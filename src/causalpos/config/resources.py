@@ -50,7 +50,7 @@ class ResourcesSection(Section):
         if model.startswith("trained-"):
             dtype = "float32"
         elif self.model_spec(model)["source"] == "random_init":
-            dtype = self.config["dtype"]
+            dtype = self.model_dtype(model)
         else:
             dtype = HUB_DTYPE
         return shape, parameter_count(shape), dtype
@@ -83,7 +83,7 @@ class ResourcesSection(Section):
             extract_request(
                 shape,
                 n,
-                self.config["dtype"],
+                self.model_dtype(model),
                 ExtractJob(
                     ds["seq_len"],
                     variants,

@@ -121,25 +121,35 @@ def variant_inputs(
 
 _MISSING = object()
 
+#: The window a ``ring`` pass gives sliding layers: longer than any sequence, so it masks nothing.
+NO_WINDOW = 2**31 - 1
+
 
 @contextmanager
 def model_side(model: torch.nn.Module, variant: Variant) -> Iterator[torch.nn.Module]:
     """Apply ``variant``'s model-side changes for the block: ``config.is_causal = False`` when it
-    is bidirectional, the rotation replaced by the identity for ``identity_rope``. Both are undone
+    is bidirectional (and, for ``ring``, no sliding window), the rotation replaced by the identity
+    for ``identity_rope``. All are undone
     on exit (an ``is_causal`` the config did not have is removed again). Input-side changes
     (scrambled position ids, BOS replacement) are :func:`variant_inputs`'."""
     config = model.config
     prev_causal = getattr(config, "is_causal", _MISSING)
+    prev_window = getattr(config, "sliding_window", None)
     handles = []
     try:
         if not variant.causal:
             config.is_causal = False
+        if variant.ring and prev_window is not None:
+            # every mask removed: transformers builds its sliding masks from this value
+            config.sliding_window = NO_WINDOW
         if variant.rope == "identity":
             handles = disable_rope(model)
         yield model
     finally:
         for handle in handles:
             handle.remove()
+        if variant.ring and prev_window is not None:
+            config.sliding_window = prev_window
         if prev_causal is _MISSING:
             if hasattr(config, "is_causal"):
                 delattr(config, "is_causal")

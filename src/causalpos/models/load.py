@@ -80,7 +80,7 @@ DEFAULT_SPECS: dict[str, dict[str, Any]] = {
 }
 
 
-_COMMON_KEYS = {"source", "rope", "description"}
+_COMMON_KEYS = {"source", "rope", "description", "dtype"}
 
 
 _SOURCE_KEYS: dict[str, set[str]] = {

@@ -24,6 +24,7 @@ VARIANTS = (
     "bos_replace_all_gaussian",
     "layer_bidirectional",
     "plant_query",
+    "ring",
 )
 
 #: The forward pass whose position-0 states, and value vectors at key 0, paper 2's content
@@ -59,6 +60,7 @@ class Variant:
     per_prompt: bool = False  # "replace all": a different replacement per prompt
     unmasked_scores: bool = False  # causal forward pass; each layer's maps read without its mask
     plant: str | None = None  # "query": a known query-position term added to one layer's scores
+    ring: bool = False  # no mask at all, RoPE offsets taken cyclically (i − j mod T)
 
     @property
     def atoms(self) -> tuple[str, ...]:
@@ -71,6 +73,8 @@ def _parse_atom(name: str) -> Variant:
         return Variant(name)
     if name == "bidirectional":
         return Variant(name, causal=False)
+    if name == "ring":
+        return Variant(name, causal=False, ring=True)
     if name == "layer_bidirectional":
         return Variant(name, unmasked_scores=True)
     if name == "identity_rope":
@@ -95,7 +99,15 @@ def parse_variant(name: str) -> Variant:
 
     - ``causal``: the model as trained;
     - ``bidirectional``: ``config.is_causal = False`` (same weights, no causal mask; sliding
-      windows become symmetric, transformers' ``|i - j| <= window``);
+      windows become symmetric, transformers' ``|i - j| <= window``): paper 2's ablation as
+      transformers runs it. Its own edges create position: a row near either end of the
+      sequence, or of a window, sees fewer offsets on one side;
+    - ``ring``: the ablation whose own edges create no position (the decomposition's, §3): no
+      mask at all (neither the causal mask nor any sliding window), and every RoPE offset taken
+      cyclically, c(i, j) = ((i − j + ⌊T/2⌋) mod T) − ⌊T/2⌋ — each query sees the same T offsets,
+      so the pass is equivariant under cyclic shifts of its input and reads no position from the
+      sequence's ends; the only landmark left is a fixed token 0. With identity RoPE it is the
+      unmasked permutation-equivariant pass (:mod:`causalpos.capture.ring`);
     - ``layer_bidirectional``: the *layer-local* ablation of the causal mask, every layer at
       once: the forward pass is the causal one, and each layer's maps are read as if that layer
       alone had no mask (its scores over every key, log-attention normalised over every key).
@@ -172,6 +184,8 @@ def parse_variant(name: str) -> Variant:
             fields["unmasked_scores"] = True
         if v.plant is not None:
             fields["plant"] = v.plant
+        if v.ring:
+            fields["ring"] = True
     return Variant(name, **fields)
 
 
@@ -191,7 +205,7 @@ def variant_names() -> list[str]:
     rotary = [None, "identity_rope", "scrambled_rope"]
     position0 = [None] + [v for v in VARIANTS if v.startswith("bos_replace_")]
     scores = [None, "plant_query"]
-    mask = [None, "bidirectional", "layer_bidirectional"]
+    mask = [None, "bidirectional", "layer_bidirectional", "ring"]
     out = list(VARIANTS)
     for r, p, s, m in product(rotary, position0, scores, mask):
         atoms = [a for a in (r, p, s, m) if a is not None]

@@ -32,16 +32,22 @@ CONTROL_TOL = 0.01
 LOCAL_RUN, WHOLE_RUN = "layer_bidirectional", "bidirectional"
 
 #: What a BOS intervention's effect is measured on: the residual-stream component of §3 (the
-#: bidirectional run's log-attention leakage, Table 9's C_res) or, for a causal run, its logit
-#: leakage (absolute position that reached q, k; observational, not Table 9's quantity).
+#: ring run's logit leakage, Table 9's C_res on the ablation that creates no position), paper 2's
+#: own reading of it (the bidirectional run's log-attention leakage) or, for a causal run, its
+#: logit leakage (absolute position that reached q, k; observational, not Table 9's quantity).
 RESIDUAL_STREAM = "residual_stream"
+RESIDUAL_STREAM_PAPER = "residual_stream_paper"
 
 
 def bos_measure(variant: str, baseline: str, target: str) -> str:
-    """:data:`RESIDUAL_STREAM` for a bidirectional intervention measured on log-attention
-    against a bidirectional baseline; otherwise the target (``logit``, ``logattn``)."""
-    bidirectional = not parse_variant(variant).causal and not parse_variant(baseline).causal
-    return RESIDUAL_STREAM if bidirectional and target == "logattn" else target
+    """:data:`RESIDUAL_STREAM` for a ring intervention against a ring baseline on logits,
+    :data:`RESIDUAL_STREAM_PAPER` for a bidirectional one on log-attention; otherwise the
+    target (``logit``, ``logattn``)."""
+    v, b = parse_variant(variant), parse_variant(baseline)
+    if v.ring and b.ring and target == "logit":
+        return RESIDUAL_STREAM
+    bidirectional = not v.causal and not b.causal and not v.ring and not b.ring
+    return RESIDUAL_STREAM_PAPER if bidirectional and target == "logattn" else target
 
 
 def bos_replacement(variant: str) -> str:
@@ -55,3 +61,20 @@ def bos_replacement(variant: str) -> str:
 
 #: ``status`` of a table row whose runs were all made.
 MEASURED = "measured"
+
+
+#: Readings of a BOS replacement's effect (Table 9) on the headline, 1 − C(replaced) / C(run):
+#: ``residual_stream`` the ring pair's logit leakage (§3's C_res on the ablation that creates
+#: no position; an unmasked pass keeps no attention sink); ``residual_stream_paper`` the
+#: bidirectional pair's log-attention leakage (paper 2's own C_res); ``causal_total`` the causal
+#: pair's log-attention leakage (sinks kept); ``sink_heads`` the same pooled over the causal
+#: run's sink heads only (prompt-mean attention to key 0 ≥ ``sink_tau``).
+BOS_READINGS = ("residual_stream", "residual_stream_paper", "causal_total", "sink_heads")
+
+#: The target each reading is read on (a ring's residual stream on its logits).
+BOS_READING_TARGET = {
+    "residual_stream": "logit",
+    "residual_stream_paper": "logattn",
+    "causal_total": "logattn",
+    "sink_heads": "logattn",
+}

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
+from causalpos.models.layer_kinds import masks_anything
 from causalpos.models.variants import parse_variant
 from causalpos.paper2.prompts import pool_small_strata
 from causalpos.paper2.settings import LeakageSettings
@@ -65,7 +66,12 @@ def leakage(
     positional = str((attrs or {}).get("positional", ""))
     # A planted run (plant_query) is position-free but for its planted term: a positive control,
     # never a negative one (causalpos.paper2.summary.planted).
-    free = [v for v in opened if position_free(v, positional) and parse_variant(v).plant is None]
+    windowed = _windowed(opened)
+    free = [
+        v
+        for v in opened
+        if position_free(v, positional, windowed) and parse_variant(v).plant is None
+    ]
     # A position-free run is a negative control only on prompts whose content is exchangeable
     # over positions: chunks at random offsets (a fixed token 0 is modelled by the landmark).
     # Document openings (mode "first") put position into the data themselves.
@@ -114,3 +120,13 @@ def leakage(
     )
     write_dataset(ds, out)
     return ds
+
+
+def _windowed(opened: Mapping[str, xr.Dataset]) -> bool:
+    """Whether any layer's window masks something at the stores' length (their ``layer_kind``
+    coordinate; a store without it: no)."""
+    for ds in opened.values():
+        if "layer_kind" in ds.coords:
+            T = int(ds.attrs.get("seq_len", ds.sizes.get("query", 0)))
+            return any(masks_anything(k, T) for k in ds["layer_kind"].values.tolist())
+    return False

@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from causalpos import stats
+from causalpos.models.layer_kinds import pattern
 from causalpos.paper2.estimator.pairgrams import PromptStats, plant_query_effect, prompt_grams
 from causalpos.paper2.extraction.design import (
     Design,
@@ -144,11 +145,29 @@ def store_masks(ds: xr.Dataset, window: str, target: str) -> dict:
     seed_pairs = int(attrs.get("leak_seed", ds.attrs.get("leak_seed", 0)))
     out = {}
     v = store_view(ds)
+    kinds = layer_kind_of(ds)
     for layer in ds["layer"].values:
         msum = v.get("leak_map_sum", layer=layer, leak_target=target)  # (head, T, T)
-        allowed = np.isfinite(msum).all(0) & np.tril(np.ones(msum.shape[-2:], dtype=bool))
+        tri = np.tril(np.ones(msum.shape[-2:], dtype=bool))
+        allowed = np.isfinite(msum).all(0) & tri
+        if kinds is not None:  # the reducer measured the layer's pairs as trained
+            ref = pattern(kinds[layer], msum.shape[-1]) & tri
+            if (ref & ~allowed).any():
+                raise ValueError(
+                    f"layer {layer} ({kinds[layer]}): the store's summed maps are NaN on pairs "
+                    "the layer attends to as trained; rebuild the store with this code"
+                )
+            allowed = ref
         out[layer] = window_pairs(allowed, window, None if sub < 0 else sub, seed_pairs)
     return out
+
+
+def layer_kind_of(ds: xr.Dataset) -> dict | None:
+    """Layer -> its kind (the store's ``layer_kind`` coordinate; None for a store without
+    one, whose reducer measured each run's own finite pairs)."""
+    if "layer_kind" not in ds.coords:
+        return None
+    return dict(zip(ds["layer"].values.tolist(), ds["layer_kind"].values.tolist()))
 
 
 def store_grams(

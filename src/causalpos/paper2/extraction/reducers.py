@@ -11,6 +11,7 @@ import xarray as xr
 from causalpos import stats
 from causalpos.capture import merging
 from causalpos.capture.reducers import batch_chunks
+from causalpos.models.layer_kinds import pattern
 from causalpos.paper2.extraction.design import parse_fit, query_window
 from causalpos.paper2.extraction.metric import (
     DEFAULT_FITS,
@@ -112,13 +113,34 @@ class LeakageReducer:
         self._count: dict[int, int] = {}
         self._shape: tuple[int, int] | None = None  # (heads, T)
 
-    def _base_mask(self, finite: torch.Tensor) -> np.ndarray:
-        """Measured pairs over all query rows (windows restrict rows of this mask)."""
+    def set_layer_kinds(self, kinds: Sequence[str]) -> None:
+        """Each layer's kind (:mod:`causalpos.models.layer_kinds`): every run of the model is
+        then measured on the pairs its layer attends to *as trained* (the causal pattern of its
+        kind), whatever mask the run itself used, so the runs of a decomposition share their
+        pairs; set by :func:`causalpos.capture.hook.capture_scores` before the first batch."""
+        self._kinds = [str(k) for k in kinds]
+
+    def _base_mask(self, finite: torch.Tensor, layer: int) -> np.ndarray:
+        """Measured pairs over all query rows (windows restrict rows of this mask): the layer's
+        pattern as trained where its kind is known (every one of them finite in this run), else
+        the run's own finite pattern."""
         T = finite.shape[-1]
         sub = None
         if self.pair_subsample is not None:
             sub = stats.stratified_pair_mask(T, self.pair_subsample, self.seed)
         allowed = allowed_pattern(finite)
+        kinds = getattr(self, "_kinds", None)
+        if kinds is not None:
+            ref = pattern(kinds[layer], T) & np.tril(np.ones((T, T), dtype=bool))
+            missing = ref & ~allowed
+            if missing.any():
+                i, j = np.argwhere(missing)[0]
+                raise ValueError(
+                    f"layer {layer} ({kinds[layer]}): this run masks pair ({i}, {j}), which the "
+                    "layer attends to as trained; a run is measured on its layer's trained "
+                    "pairs, so its mask may only add pairs (bidirectional, ring), never remove"
+                )
+            allowed = ref
         if sub is not None:
             sub = sub & allowed  # a sliding window may forbid sampled pairs: measure what exists
         return measured_mask(finite, sub, "all", allowed)
@@ -155,7 +177,7 @@ class LeakageReducer:
         s = scores.to(torch.float64)
         lz, fin = log_z(s)
         a = torch.where(fin, s - lz[..., None], torch.nan)
-        base_np = self._base_mask(fin)
+        base_np = self._base_mask(fin, layer)
         key = base_np.tobytes()
         if key not in self._plans:
             self._plans[key] = plan_windows(base_np, self.windows, self.fits)

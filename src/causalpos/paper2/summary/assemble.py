@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+from causalpos.paper2.labels import DEFAULT_CONDITIONS
 from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.bos import bos_effects, wanted_bos
@@ -96,7 +97,11 @@ def leakage_summary(
         bos_effects(ps, bos_pairs, s.bos_windows),
         sink_head_counts(ps, s.taus),
         headline_blocks(
-            ps, s, conditions=conds, position_free_runs=position_free_runs, bos_pairs=bos_pairs
+            ps,
+            s,
+            conditions=DEFAULT_CONDITIONS if conditions is None else conditions,
+            position_free_runs=position_free_runs,
+            bos_pairs=bos_pairs,
         ),
     ]
     out = xr.merge(blocks, join="exact", combine_attrs="drop")

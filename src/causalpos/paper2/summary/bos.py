@@ -13,6 +13,8 @@ from causalpos.models.variants import parse_variant, without_bos_replacement
 from causalpos.paper2.estimator.expected import pooled_subset
 from causalpos.paper2.estimator.grams import GramCache
 from causalpos.paper2.labels import (  # noqa: F401 (re-exported)
+    BOS_READING_TARGET,
+    BOS_READINGS,
     RESIDUAL_STREAM,
     STAT,
     bos_measure,
@@ -25,9 +27,11 @@ def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
     """Every run with a position-0 replacement -> (intervention, baseline, target).
 
     The baseline is the same run without the replacement (same mask and rotary embedding;
-    :func:`causalpos.models.variants.without_bos_replacement`). A bidirectional intervention
-    (e.g. ``bos_replace_mean+bidirectional`` against ``bidirectional``) is measured on
-    log-attention: the residual-stream component of §3 itself, Table 9's C_res. A causal one
+    :func:`causalpos.models.variants.without_bos_replacement`). A ring intervention (e.g.
+    ``bos_replace_mean+ring`` against ``ring``) is measured on logits: the residual-stream
+    component of §3 itself, Table 9's C_res on the ablation that creates no position; a
+    bidirectional one (``bos_replace_mean+bidirectional``) on log-attention, paper 2's own
+    reading of C_res. A causal one
     (``bos_replace_mean`` against ``causal``) on logits: the observational residual-stream
     component (absolute position that reached q, k). The intervention's name is the run's name
     without ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
@@ -37,7 +41,7 @@ def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
         var = parse_variant(v)
         if var.bos_replace is None:
             continue
-        target = "logit" if var.causal else "logattn"
+        target = "logit" if var.causal or var.ring else "logattn"
         out[v.replace("bos_replace_", "", 1)] = (v, without_bos_replacement(v), target)
     return out
 
@@ -90,14 +94,6 @@ def bos_effects(
     )
 
 
-#: Readings of a BOS replacement's effect (Table 9) on the headline, 1 − C(replaced) / C(run):
-#: ``residual_stream`` the bidirectional pair's log-attention leakage (§3's C_res; a
-#: bidirectional pass keeps no attention sink); ``causal_total`` the causal pair's log-attention
-#: leakage (sinks kept); ``sink_heads`` the same pooled over the causal run's sink heads only
-#: (prompt-mean attention to key 0 ≥ ``sink_tau``).
-BOS_READINGS = ("residual_stream", "causal_total", "sink_heads")
-
-
 def pooled_reading(cache: GramCache, run: str, w: str, t: str, key: str = "pooled"):
     """(estimate, replicates) of a run's headline, pooled (or ``key="layer"``)."""
     r = cache.estimate(run, w, t)
@@ -116,8 +112,11 @@ def bos_plan(
         if iv not in ps.runs or bv not in ps.runs:
             continue
         rep = bos_replacement(iv)
-        if not parse_variant(iv).causal and not parse_variant(bv).causal:
+        vi, vb = parse_variant(iv), parse_variant(bv)
+        if vi.ring and vb.ring:
             runs[rep, "residual_stream"] = (iv, bv)
+        elif not vi.causal and not vb.causal:
+            runs[rep, "residual_stream_paper"] = (iv, bv)
         elif parse_variant(iv).causal and parse_variant(bv).causal:
             runs[rep, "causal_total"] = (iv, bv)
             runs[rep, "sink_heads"] = (iv, bv)
@@ -135,28 +134,30 @@ def bos_headline_block(
     cache: GramCache,
     sink_sel: Mapping[str, np.ndarray],
     sink_tau: float,
-    target: str = "logattn",
+    target: str | None = None,
 ) -> xr.Dataset:
-    """Table 9 on the headline (:data:`BOS_READINGS`), replicates paired through the counts."""
+    """Table 9 on the headline (:data:`BOS_READINGS`, each on its :data:`BOS_READING_TARGET`
+    unless ``target`` is given), replicates paired through the counts."""
     reps = sorted({rep for rep, _ in runs})
     shape = (len(reps), len(BOS_READINGS), len(wins), 3)
     eff, c_int, c_base = (np.full(shape, np.nan) for _ in range(3))
     n_sink = np.zeros(len(reps))
     for (rep, reading), (iv, bv) in runs.items():
         a, k = reps.index(rep), BOS_READINGS.index(reading)
+        t = target or BOS_READING_TARGET[reading]
         for wi, w in enumerate(wins):
             if reading == "sink_heads":
                 if iv not in sink_sel or bv not in sink_sel:
                     continue
                 (ie, ib), (be, bb) = (
                     pooled_subset(
-                        cache.grams(r, w, target), sink_sel[r], level=ps.level, **cache.resampling
+                        cache.grams(r, w, t), sink_sel[r], level=ps.level, **cache.resampling
                     )
                     for r in (iv, bv)
                 )
                 n_sink[a] = int(sink_sel[bv].sum())
             else:
-                (ie, ib), (be, bb) = (pooled_reading(cache, r, w, target) for r in (iv, bv))
+                (ie, ib), (be, bb) = (pooled_reading(cache, r, w, t) for r in (iv, bv))
             with np.errstate(divide="ignore", invalid="ignore"):
                 eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
             c_int[a, k, wi] = ps.ci(ib, ie)
@@ -175,5 +176,8 @@ def bos_headline_block(
             "exp_window": list(wins),
             "stat": list(STAT),
         },
-        attrs={"exp_bos_sink_tau": sink_tau, "exp_bos_target": target},
+        attrs={
+            "exp_bos_sink_tau": sink_tau,
+            "exp_bos_target": target or repr(BOS_READING_TARGET),
+        },
     )

@@ -1,6 +1,6 @@
 """Paper 2's headline reading in the summary: the leakage of every run (ΔR² of its expected map,
 estimated by :mod:`causalpos.paper2.estimator.expected`), its decomposition
-(:func:`causalpos.paper2.decomposition.decomposition_block`), and the controls built into every
+(:func:`causalpos.paper2.summary.decomposition.decomposition_block`), and the controls built into every
 (model, dataset); :func:`headline_blocks` merges them.
 
 Readings. ``expected-map`` (the headline): the ΔR² of the prompt-mean map, by U-statistics over
@@ -32,7 +32,6 @@ import xarray as xr
 
 from causalpos.models.variants import parse_variant
 from causalpos.paper2 import inference as inf
-from causalpos.paper2.decomposition import decomposition_block
 from causalpos.paper2.estimator import expected as X
 from causalpos.paper2.estimator.grams import GramCache
 from causalpos.paper2.estimator.pairgrams import prompt_grams, stats_from_maps
@@ -44,6 +43,7 @@ from causalpos.paper2.labels import CONTROL_TOL, LANDMARKS, LOCAL_RUN, STAT, WHO
 from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.bos import bos_headline_block, bos_plan, pooled_reading
+from causalpos.paper2.summary.decomposition import decomposition_block
 from causalpos.paper2.summary.planted import planted_block
 
 #: The control's equivalence bound: a negative control passes when its upper limit, in the
@@ -80,16 +80,19 @@ LINEAR_VARIANTS = ("causal",)
 #: Table 9 on the headline: a causal run's sink heads are those with prompt-mean attention to
 #: key 0 at or above this; the replacements' effects are read on this target.
 SINK_TAU = 0.5
-BOS_TARGET = "logattn"
+BOS_TARGET = None  # each reading on its own target (summary.bos.BOS_READING_TARGET)
 
 
-def position_free(variant: str, positional: str = "") -> bool:
-    """Whether a run has no positional input: no causal mask, no sliding window, and no rotary
-    position (identity RoPE, or a NoPE model: ``positional == "nope"``). Such a forward pass is
-    permutation-equivariant over the tokens."""
+def position_free(variant: str, positional: str = "", windowed: bool = False) -> bool:
+    """Whether a run has no positional input: no causal mask, no sliding window that masks
+    anything (``windowed``: the model's windows are shorter than the sequence, or ``positional
+    == "swa"``; the ring removes them), and no rotary position (identity RoPE, or a NoPE model:
+    ``positional == "nope"``). Such a forward pass is permutation-equivariant over the tokens."""
     v = parse_variant(variant)
-    if v.causal or positional == "swa" or v.plant is not None:
+    if v.causal or v.plant is not None:
         return False  # a planted run carries the plant's position by construction
+    if (windowed or positional == "swa") and not v.ring:
+        return False  # a window's edges give each row near an end its own key count
     return v.rope == "identity" or positional == "nope"
 
 
@@ -167,7 +170,7 @@ def headline_blocks(
     conditions: Mapping[str, tuple[str, str]],
     position_free_runs: Sequence[str] = (),
     bos_pairs: Mapping[str, tuple[str, str, str]] | None = None,
-    bos_target: str = BOS_TARGET,
+    bos_target: str | None = BOS_TARGET,
 ) -> xr.Dataset:
     """The headline reading of every run (empty when a run lacks the expected-map statistics):
     named blocks over one shared :class:`~causalpos.paper2.estimator.grams.GramCache`
@@ -177,7 +180,7 @@ def headline_blocks(
     ``exp_model_sst``, ``exp_model_nolandmark``, ``exp_layer``, ``exp_head``, ``exp_p``,
     ``exp_q``, ``exp_fraction_significant``, ``exp_fraction_p``, ``exp_baseline``);
     :func:`control_block` (``exp_position_free``, ``exp_control``, ``exp_control_units``,
-    ``exp_planted``); :func:`~causalpos.paper2.decomposition.decomposition_block`
+    ``exp_planted``); :func:`~causalpos.paper2.summary.decomposition.decomposition_block`
     (``exp_components``, ``exp_components_layer``, ``exp_decomposition``,
     ``exp_decomposition_difference``, ``exp_share_boot``); the ablation block
     (``exp_ablation``, ``exp_ablation_layer``), the BOS block (``exp_bos_*``, read on
@@ -211,9 +214,8 @@ def headline_blocks(
     plant = planted_block(ps.runs, ps.counts, position_free_runs, level=ps.level)
     if plant.data_vars:
         out = out.merge(plant)
-    conds = {c: pair for c, pair in conditions.items() if all(r in ps.runs for r in pair)}
-    if conds:
-        comp = decomposition_block(cache, wins, conds, position_free_runs)
+    comp = decomposition_block(cache, wins, conditions, position_free_runs)
+    if comp["exp_condition"].size:
         out = out.merge(comp)
     return out
 

@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+from causalpos.models.layer_kinds import pattern
 from causalpos.models.variants import parse_variant
 from causalpos.paper2 import inference as inf
+from causalpos.paper2.estimator.storeview import layer_kind_of
 from causalpos.paper2.extraction.design import parse_fit
 from causalpos.paper2.extraction.metric import TARGETS, null_corrected
 from causalpos.paper2.labels import DEFAULT_CONDITIONS, STAT
@@ -106,15 +108,21 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
             continue
         for ti, target in enumerate(TARGETS):
             maps = ds["leak_map_sum"].sel(leak_target=target).values / float(ds["leak_map_count"])
-            res = permutation_test(
-                maps,
-                fit=ps.fit,
-                window=ps.window,
-                n_perm=n_perm,
-                seed=settings.seed,
-                chunk=settings.perm_chunk,
-            )
-            p_val[vi, ti], mc_null[vi, ti], mean_map[vi, ti] = res.p, res.null_mean, res.observed
+            # one test per mask pattern: layers of one kind share their pairs (a sliding and a
+            # global layer at T > W do not), each measured on its pairs as trained
+            for idx, mask in pattern_groups(ds, maps):
+                res = permutation_test(
+                    maps[idx],
+                    fit=ps.fit,
+                    mask=mask,
+                    window=ps.window,
+                    n_perm=n_perm,
+                    seed=settings.seed,
+                    chunk=settings.perm_chunk,
+                )
+                p_val[vi, ti, idx] = res.p
+                mc_null[vi, ti, idx] = res.null_mean
+                mean_map[vi, ti, idx] = res.observed
     q_val = np.full_like(p_val, np.nan)
     frac = np.full((nv, 2), np.nan)
     for vi in range(nv):
@@ -209,6 +217,23 @@ def depth_trend(ps: PromptSet) -> xr.Dataset:
             "trend": list(DEPTH_TRENDS),
         },
     )
+
+
+def pattern_groups(ds: xr.Dataset, maps: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(layer indices, their measured pairs (T, T) bool or None) per group of layers sharing one
+    pair set: by the store's layer kinds (each kind's pattern as trained), else by the maps'
+    finite patterns (None: the test reads them)."""
+    kinds = layer_kind_of(ds)
+    T = maps.shape[-1]
+    groups: dict[bytes, tuple[list[int], np.ndarray | None]] = {}
+    for li, layer in enumerate(ds["layer"].values.tolist()):
+        if kinds is not None:
+            mask = pattern(kinds[layer], T) & np.tril(np.ones((T, T), dtype=bool))
+        else:
+            mask = np.isfinite(maps[li]).all(0) & np.tril(np.ones((T, T), dtype=bool))
+        key = np.packbits(mask).tobytes()
+        groups.setdefault(key, ([], mask if kinds is not None else None))[0].append(li)
+    return [(np.asarray(idx), mask) for idx, mask in groups.values()]
 
 
 def wanted_conditions(

@@ -14,7 +14,7 @@ import xarray as xr
 from causalpos.models.layerkind import LAYER_KIND, kinds_by_layer, with_layer_kind
 from causalpos.models.variants import without_plant
 from causalpos.paper2 import inference as inf
-from causalpos.paper2.labels import CONTROL_TOL, LOCAL_RUN, STAT
+from causalpos.paper2.labels import BOS_READING_TARGET, CONTROL_TOL, LOCAL_RUN, STAT
 
 #: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
 EXPECTED_MAP = "expected-map"
@@ -131,7 +131,7 @@ def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         out = d if out is None else out.merge(d, on=idx)
     out = out[np.isfinite(out["c_baseline"])].copy()
     out.insert(3, "reading", EXPECTED_MAP)
-    out.insert(4, "target", str(summary.attrs.get("exp_bos_target", "logattn")))
+    out.insert(4, "target", out["bos_reading"].map(BOS_READING_TARGET))
     sinks = summary["exp_bos_sink_heads"].to_series()
     out["n_sink_heads"] = np.where(
         out["bos_reading"] == "sink_heads", out["bos_replacement"].map(sinks), np.nan

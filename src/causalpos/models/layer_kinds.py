@@ -1,0 +1,112 @@
+"""Each layer's attention mask as the model was trained: its *layer kind* (torch-free).
+
+A kind is ``"global"`` (a query sees every earlier key, j ≤ i) or ``"sliding<W>"`` (it sees the
+last W keys, i − W < j ≤ i: transformers' sliding window of size W). Kinds come from the model's
+config: ``layer_types`` where it has them (``"full_attention"`` / ``"sliding_attention"``,
+e.g. Gemma 3's 5 : 1 pattern, Qwen2's ``max_window_layers``), else ``sliding_window`` on every
+layer (Mistral), else global. Score and summary stores record them as the coordinate
+``layer_kind`` on their ``layer`` dimension; every per-layer statistic names its layer's kind
+and pools like with like.
+
+At a length T ≤ W a sliding window masks nothing the causal mask does not: its pattern equals a
+global layer's (:func:`pattern`), and a comparison of the two kinds is not applicable there
+(:func:`window_masks`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+GLOBAL = "global"
+SLIDING = "sliding"
+_KIND = re.compile(r"(global)|sliding(\d+)")
+
+#: transformers' ``layer_types`` entries and the kind each one is.
+_LAYER_TYPES = {"full_attention": GLOBAL, "sliding_attention": SLIDING}
+
+
+def _get(config: Any, key: str, default: Any = None) -> Any:
+    if isinstance(config, Mapping):
+        return config.get(key, default)
+    return getattr(config, key, default)
+
+
+def layer_kinds(config: Any) -> list[str]:
+    """The kind of every layer of a model (a transformers config or its ``config.json`` dict).
+
+    Raises ``ValueError`` naming the layer for a ``layer_types`` entry the analyses cannot read
+    (e.g. chunked or linear attention) or a sliding layer without a positive ``sliding_window``.
+    """
+    n = int(_get(config, "num_hidden_layers"))
+    window = _get(config, "sliding_window")
+    types = _get(config, "layer_types")
+    if types is None:
+        types = ["sliding_attention" if window is not None else "full_attention"] * n
+    types = list(types)
+    if len(types) != n:
+        raise ValueError(f"config: layer_types has {len(types)} entries for num_hidden_layers {n}")
+    out = []
+    for i, t in enumerate(types):
+        kind = _LAYER_TYPES.get(t)
+        if kind is None:
+            raise ValueError(
+                f"layer {i} is of type {t!r}: the analyses read {sorted(_LAYER_TYPES)} layers "
+                "only (their masks: every earlier key, or the last sliding_window keys)"
+            )
+        if kind == SLIDING:
+            if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+                raise ValueError(
+                    f"layer {i} is a sliding-window layer but the config's sliding_window is "
+                    f"{window!r}: a positive integer is needed"
+                )
+            kind = f"{SLIDING}{window}"
+        out.append(kind)
+    return out
+
+
+def parse_kind(kind: str) -> int | None:
+    """The window W of a kind (None for ``"global"``); ``ValueError`` for another string."""
+    m = _KIND.fullmatch(str(kind))
+    if not m:
+        raise ValueError(
+            f"layer kind {kind!r}: expected 'global' or 'sliding<W>' (e.g. 'sliding512')"
+        )
+    return None if m.group(1) else int(m.group(2))
+
+
+def pattern(kind: str, seq_len: int) -> np.ndarray:
+    """``(T, T)`` bool: the (query, key) pairs a layer of ``kind`` attends to in a causal pass —
+    j ≤ i, and i − j < W for ``"sliding<W>"``."""
+    T = int(seq_len)
+    i = np.arange(T)[:, None]
+    j = np.arange(T)[None, :]
+    allowed = j <= i
+    window = parse_kind(kind)
+    if window is not None:
+        allowed &= i - j < window
+    return allowed
+
+
+def masks_anything(kind: str, seq_len: int) -> bool:
+    """Whether a layer of ``kind`` masks a pair the causal mask keeps at length ``seq_len``:
+    False for global layers, and for a window W ≥ T (it masks nothing at that length)."""
+    window = parse_kind(kind)
+    return window is not None and window < seq_len
+
+
+def kind_groups(kinds: Sequence[str]) -> dict[str, list[int]]:
+    """Kind -> the indices of its layers, kinds in order of first appearance."""
+    out: dict[str, list[int]] = {}
+    for i, k in enumerate(kinds):
+        out.setdefault(str(k), []).append(i)
+    return out
+
+
+def window_masks(kinds: Sequence[str], seq_len: int) -> dict[str, bool]:
+    """Kind -> whether its window masks anything at ``seq_len`` (:func:`masks_anything`): a
+    claim about sliding layers reads "not applicable: window ≥ T" where none does."""
+    return {k: masks_anything(k, seq_len) for k in kind_groups(kinds)}

@@ -1,0 +1,349 @@
+"""The decomposition block of a (model, dataset)'s summary: paper 2 §3 in one unit
+(:mod:`causalpos.paper2.decomposition`) with intervals, for every condition, landmark reading and
+window — pooled, per layer, and per layer kind with each kind's contrast to the global layers
+(claim 3 within one model: the same weights and prompts, paired replicates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from causalpos.models.layer_kinds import GLOBAL, kind_groups
+from causalpos.models.variants import compose, parse_variant
+from causalpos.paper2.decomposition import (
+    COMBINATIONS,
+    COMPONENTS,
+    CONTROL_COMBINATIONS,
+    CONTROL_COMPONENTS,
+    SHARES,
+    UNIT,
+    artefact_of,
+    combine,
+    relative_logattn,
+    shares,
+)
+from causalpos.paper2.estimator.grams import FIT, GramCache
+from causalpos.paper2.estimator.replicates import LINEAR_PARTS, sum_parts
+from causalpos.paper2.estimator.storeview import layer_kind_of
+from causalpos.paper2.extraction.metric import TARGETS
+from causalpos.paper2.labels import LANDMARKS, STAT
+from causalpos.paper2.prompts import PromptSet
+
+#: Every name of ``exp_components*``: the components, the shares, the controls.
+NAMES = tuple(COMPONENTS) + tuple(SHARES) + tuple(CONTROL_COMPONENTS)
+
+#: Components read in the one unit (divided by the causal run's D̂); the shares are not.
+_NUMERATOR_UNITS = set(COMPONENTS) | set(CONTROL_COMPONENTS)
+
+
+def ring_twin(run: str) -> str:
+    """``run`` on the ring (same rotary and position-0 input, every mask removed)."""
+    atoms = [a for a in parse_variant(run).atoms if a not in ("bidirectional", "ring")]
+    return compose(*atoms, "ring")
+
+
+def condition_runs(
+    ps: PromptSet, conds: Mapping[str, tuple[str, str]]
+) -> dict[str, tuple[str, str | None, str | None]]:
+    """Condition -> (causal run, ring run, paper 2's bidirectional run) for every condition whose
+    causal run and at least one ablation the summary holds (a missing ablation is None: its
+    components read NaN)."""
+    out = {}
+    for cond, (c, b) in conds.items():
+        r = ring_twin(c)
+        r, b = (r if r in ps.runs else None), (b if b in ps.runs else None)
+        if c in ps.runs and (r or b):
+            out[cond] = (c, r, b)
+    return out
+
+
+def control_runs(ps: PromptSet, position_free_runs: Sequence[str]) -> dict[str, str]:
+    """The control runs: ``ctrl`` a position-free run (identity RoPE on the ring first), ``win``
+    identity RoPE on paper 2's ablation where it is not position-free (its windows have edges)."""
+    free = [v for v in ps.variants if v in position_free_runs]
+    first = compose("identity_rope", "ring")
+    free.sort(key=lambda v: v != first)
+    out = {"ctrl": free[0]} if free else {}
+    win = compose("identity_rope", "bidirectional")
+    if win in ps.runs and win not in position_free_runs:
+        out["win"] = win
+    return out
+
+
+def decomposition_block(
+    cache: GramCache,
+    wins: Sequence[str],
+    conds: Mapping[str, tuple[str, str]],
+    position_free_runs: Sequence[str] = (),
+) -> xr.Dataset:
+    """Paper 2 §3 in one unit for every condition (:func:`condition_runs`), both landmark
+    readings and every window.
+
+    ``exp_components`` (exp_condition, exp_landmark, exp_window, component_full, stat),
+    ``exp_components_layer`` (..., layer, component_full, stat) and ``exp_components_kind``
+    (..., layer_kind, component_full, stat; each kind's layers pooled): :data:`NAMES`. Each
+    component's interval is calibrated on its own Gram (the same combination of the numerators'
+    Grams), its denominator's replicates shared. ``exp_components_kind_contrast`` (same dims):
+    each kind's reading minus the global layers' (paired replicates; NaN for ``global`` and where
+    the model has no global layer). ``exp_decomposition`` (exp_condition, exp_window, target,
+    component, stat): the headline decomposition (landmark modelled) under the names total,
+    residual, causal_mask, share_residual, share_causal_mask (log-attention, its one unit; the
+    logit coordinate NaN); ``exp_decomposition_difference`` paired differences between
+    conditions; ``exp_share_boot`` the share's replicates."""
+    ps = cache.ps
+    runs = condition_runs(ps, conds)
+    controls = control_runs(ps, position_free_runs)
+    kinds = _kinds(cache, runs)
+    groups = kind_groups([kinds[ly] for ly in ps.layers])
+    nc, nlm, nw, nl, nk = len(runs), len(LANDMARKS), len(wins), len(ps.layers), len(groups)
+    shape = (nc, nlm, nw)
+    out = {
+        "pooled": np.full(shape + (len(NAMES), 3), np.nan),
+        "layer": np.full(shape + (nl, len(NAMES), 3), np.nan),
+        "kind": np.full(shape + (nk, len(NAMES), 3), np.nan),
+        "contrast": np.full(shape + (nk, len(NAMES), 3), np.nan),
+    }
+    n_rep = len(ps.multipliers if ps.multipliers is not None else ps.counts)
+    share_boot = np.full((nc, nw, len(TARGETS), n_rep), np.nan, dtype=np.float32)
+    boots: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+    for ci, roles in enumerate(runs.values()):
+        # b's relative log-attention per layer, once for every landmark and window
+        b = roles[2]
+        rel = {}
+        if b:
+            rel = {ly: relative_logattn(*cache.mean_map(b, "logit", ly)) for ly in ps.layers}
+        for li, lm in enumerate(LANDMARKS):
+            for wi, w in enumerate(wins):
+                read = _Reading(cache, roles, controls, w, lm == "modelled", rel)
+                read.levels(out, (ci, li, wi), groups)
+                if lm == "modelled":
+                    boots[ci, wi] = read.pooled
+                    share_boot[ci, wi, TARGETS.index("logattn")] = read.pooled["boot"][
+                        "share_causal_mask"
+                    ]
+    coords = {
+        "exp_condition": list(runs),
+        "exp_landmark": list(LANDMARKS),
+        "exp_window": list(wins),
+        "layer": ps.layers,
+        "layer_kind_name": list(groups),
+        "component_full": list(NAMES),
+        "target": list(TARGETS),
+        "stat": list(STAT),
+    }
+    lead = ("exp_condition", "exp_landmark", "exp_window")
+    tail = ("component_full", "stat")
+    data = xr.Dataset(
+        {
+            "exp_components": (lead + tail, out["pooled"]),
+            "exp_components_layer": (lead + ("layer",) + tail, out["layer"]),
+            "exp_components_kind": (lead + ("layer_kind_name",) + tail, out["kind"]),
+            "exp_components_kind_contrast": (lead + ("layer_kind_name",) + tail, out["contrast"]),
+            "exp_share_boot": (("exp_condition", "exp_window", "target", "replicate"), share_boot),
+        },
+        coords=coords,
+        attrs={
+            "exp_components_unit": UNIT,
+            "exp_condition_runs": repr({c: list(r) for c, r in runs.items()}),
+            "exp_control_runs": repr(controls),
+        },
+    )
+    return data.merge(_eq5_block(ps, list(runs), wins, boots))
+
+
+def _kinds(cache: GramCache, runs: Mapping) -> dict:
+    """Layer -> its kind, from the causal runs' stores (every layer ``global`` without the
+    coordinate)."""
+    ps = cache.ps
+    for c, _, _ in runs.values():
+        kinds = layer_kind_of(ps.runs[c])
+        if kinds is not None:
+            return kinds
+    return {ly: GLOBAL for ly in ps.layers}
+
+
+class _Reading:
+    """The numerator Grams and linear parts of one condition, landmark reading and window, and
+    their components at each level (pooled, per layer, per layer kind)."""
+
+    def __init__(self, cache, roles, controls, window, modelled, rel) -> None:
+        c, r, b = roles
+        self.cache, self.c, self.w, self.modelled = cache, c, window, modelled
+        sources = {"c_logattn": (c, "logattn"), "c_logit": (c, "logit")}
+        if r:
+            sources["r_logit"] = (r, "logit")
+        if b:
+            sources |= {"b_logit": (b, "logit"), "b_logattn": (b, "logattn")}
+        sources |= {name: (run, "logit") for name, run in controls.items()}
+        self.grams = {
+            k: cache.grams(run, window, t, landmark=modelled)["num"]
+            for k, (run, t) in sources.items()
+        }
+        self.grams["c_logz"] = cache.logz_gram(c, window, landmark=modelled)
+        # the Grams' linear parts under the multipliers (B, layer), by the same names
+        self.parts = {
+            k: cache.parts(run, window, t, landmark=modelled) for k, (run, t) in sources.items()
+        }
+        self.parts["c_logz"] = cache.parts(c, window, "logz", landmark=modelled)
+        self.art = _artefact(cache, rel, c, window, modelled) if rel else None
+        self.pooled: dict[str, dict[str, np.ndarray]] = {}
+
+    def _level(self, layers: np.ndarray | None, level: str):
+        """(estimates, replicates) of every name, summed over ``layers`` (indices; None: every
+        layer, one value per layer when ``level`` is "layer")."""
+        cache = self.cache
+        if level == "layer":
+            grams = {k: g.sum(1) for k, g in self.grams.items()}
+            parts = self.parts
+            art = None if self.art is None else self.art.sum(1)
+        else:
+            sel = slice(None) if layers is None else layers
+            grams = {k: g[sel].sum((0, 1)) for k, g in self.grams.items()}
+            parts = {
+                k: None if p is None else sum_parts({x: v[:, sel] for x, v in p.items()}, 0)
+                for k, p in self.parts.items()
+            }
+            art = None if self.art is None else self.art[sel].sum()
+        est, rep = _level_components(cache, grams, art, parts)
+        d0, db = cache.denominator(self.c, self.w, "logattn", "layer", landmark=self.modelled)
+        if level != "layer":
+            sel = slice(None) if layers is None else layers
+            d0, db = d0[sel].sum(), db[:, sel].sum(-1)
+        est = {k: v / d0 if k in _NUMERATOR_UNITS else v for k, v in est.items()}
+        rep = {k: v / db if k in _NUMERATOR_UNITS else v for k, v in rep.items()}
+        return est, rep
+
+    def levels(self, out: dict, at: tuple, groups: Mapping[str, list[int]]) -> None:
+        """Fill ``out``'s pooled, layer, kind and contrast entries at index ``at``."""
+        ps = self.cache.ps
+        by_kind = {}
+        for level in ("pooled", "layer"):
+            est, rep = self._level(None, level)
+            _fill(out[level][at], est, rep, ps)
+            if level == "pooled":
+                self.pooled = {"est": est, "boot": rep}
+        for ki, (kind, idx) in enumerate(groups.items()):
+            est, rep = self._level(np.asarray(idx), "kind")
+            _fill(out["kind"][at][ki], est, rep, ps)
+            by_kind[kind] = (est, rep)
+        if GLOBAL in by_kind:
+            g_est, g_rep = by_kind[GLOBAL]
+            for ki, kind in enumerate(groups):
+                if kind == GLOBAL:
+                    continue
+                est, rep = by_kind[kind]
+                diff_e = {k: est[k] - g_est[k] for k in est}
+                diff_r = {k: rep[k] - g_rep[k] for k in rep}
+                _fill(out["contrast"][at][ki], diff_e, diff_r, ps)
+
+
+def _fill(dest: np.ndarray, est: Mapping, rep: Mapping, ps: PromptSet) -> None:
+    """``dest (..., name, 3)`` from each name's estimate and replicates."""
+    for k, name in enumerate(NAMES):
+        if name in est:
+            dest[..., k, :] = ps.ci(rep[name], est[name])
+
+
+def _level_components(
+    cache: GramCache,
+    grams: Mapping[str, np.ndarray],
+    artefact: np.ndarray | None,
+    parts: Mapping[str, Mapping[str, np.ndarray] | None] | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(estimates, replicates) per prompt pair of every component at one level whose numerators
+    are at hand (the others NaN): each from its own combination of the numerators' Grams
+    (:data:`COMBINATIONS`), calibrated; shares as ratios of the components' replicates (the
+    denominator cancels). ``parts``: the Grams' linear parts under the multipliers at this level
+    (a component's are the same combination)."""
+    combos = dict(COMBINATIONS) | {
+        k: co for k, co in CONTROL_COMBINATIONS.items() if all(x in grams for x in co)
+    }
+    est, rep = {}, {}
+    shape = None
+    for name, co in combos.items():
+        if not all(k in grams for k in co):
+            continue
+        contrast = any(c < 0 for c in co.values())
+        p = None
+        if parts is not None and all(parts.get(k) is not None for k in co):
+            p = {x: combine({k: parts[k][x] for k in co}, co) for x in LINEAR_PARTS}
+        est[name], rep[name] = cache.numerator(combine(grams, co), contrast=contrast, parts=p)
+        shape = shape or (est[name].shape, rep[name].shape)
+    for name in COMBINATIONS:
+        if name not in est:
+            est[name], rep[name] = np.full(shape[0], np.nan), np.full(shape[1], np.nan)
+    if artefact is None:
+        est["artefact"] = np.full(shape[0], np.nan)
+    else:
+        est["artefact"] = np.asarray(artefact, dtype=np.float64)
+    rep["artefact"] = np.full(shape[1], np.nan)
+    return est | shares(est), rep | shares(rep)
+
+
+def _artefact(cache: GramCache, rel: Mapping, c: str, w: str, modelled: bool) -> np.ndarray:
+    """(layer, head) the edge artefact of run b's softmax on its relative expected logits
+    (``rel``: layer -> :func:`relative_logattn` of b's expected logits), read on the pairs
+    and design of the causal run's log-attention (per prompt pair)."""
+    out = []
+    masks = cache.masks(c, w, "logattn")
+    for layer, mask in masks.items():
+        design = cache.design(mask, FIT, modelled)
+        out.append(artefact_of(rel[layer], mask, design))
+    return np.stack(out)
+
+
+def _eq5_block(
+    ps: PromptSet, conds: Sequence[str], wins: Sequence[str], boots: Mapping
+) -> xr.Dataset:
+    """``exp_decomposition`` and its paired differences between conditions from the one-unit
+    components (landmark modelled, log-attention)."""
+    names = {
+        "total": "total",
+        "residual": "residual_stream",
+        "causal_mask": "causal_mask",
+        "share_residual": None,
+        "share_causal_mask": "share_causal_mask",
+    }
+    nc, nw, nt = len(conds), len(wins), len(TARGETS)
+    ti = TARGETS.index("logattn")
+    dec = np.full((nc, nw, nt, len(names), 3), np.nan)
+    diff = np.full((nc, nc, nw, nt, len(names), 3), np.nan)
+
+    def get(x, k):
+        return 1.0 - x["share_causal_mask"] if names[k] is None else x[names[k]]
+
+    for (ci, wi), e in boots.items():
+        for k, comp in enumerate(names):
+            dec[ci, wi, ti, k] = ps.ci(get(e["boot"], comp), get(e["est"], comp))
+        for cj in range(nc):
+            if (cj, wi) not in boots:
+                continue
+            r = boots[cj, wi]
+            for k, comp in enumerate(names):
+                diff[ci, cj, wi, ti, k] = ps.ci(
+                    get(e["boot"], comp) - get(r["boot"], comp),
+                    get(e["est"], comp) - get(r["est"], comp),
+                )
+    return xr.Dataset(
+        {
+            "exp_decomposition": (
+                ("exp_condition", "exp_window", "target", "component", "stat"),
+                dec,
+            ),
+            "exp_decomposition_difference": (
+                ("exp_condition", "exp_condition_ref", "exp_window", "target", "component", "stat"),
+                diff,
+            ),
+        },
+        coords={
+            "exp_condition": list(conds),
+            "exp_condition_ref": list(conds),
+            "exp_window": list(wins),
+            "target": list(TARGETS),
+            "component": list(names),
+            "stat": list(STAT),
+        },
+    )
