@@ -363,7 +363,8 @@ def split_by_kind(summary: xr.Dataset, var: str) -> xr.Dataset:
 
 
 def test_layer_kinds_read_from_the_store_or_all_global(summary):
-    from causalpos.figures.common import kind_dim, kinds_text, layer_kinds, pooled_by_kind
+    from causalpos.figures.common import kind_dim, kinds_text, pooled_by_kind
+    from causalpos.models.layer_kinds import layer_kinds
 
     assert list(layer_kinds(summary)) == ["global"] * 3
     assert list(layer_kinds(with_kinds(summary))) == KINDS

@@ -1,18 +1,29 @@
 """Layer kinds (causalpos.models.layer_kinds): each layer's mask as trained, read from the
-config, its pattern, and where a window masks nothing."""
+config, its pattern and where a window masks nothing; as the stores record it, and the layer_kind
+column of every per-layer table (a store without the coordinate reads "global")."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
+import xarray as xr
 
 from causalpos.models.layer_kinds import (
+    EMBEDDING,
+    GLOBAL,
+    LAYER_KIND,
+    block_kinds,
+    config_kinds,
+    is_kind,
     kind_groups,
+    kinds_by_layer,
     layer_kinds,
     masks_anything,
     parse_kind,
     pattern,
     window_masks,
+    with_layer_kind,
 )
 
 
@@ -22,12 +33,12 @@ def test_kinds_from_layer_types_sliding_window_or_neither():
         "sliding_window": 512,
         "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
     }
-    assert layer_kinds(gemma) == ["sliding512"] * 5 + ["global"]
+    assert config_kinds(gemma) == ["sliding512"] * 5 + ["global"]
     mistral = {"num_hidden_layers": 3, "sliding_window": 32}  # no layer_types: every layer
-    assert layer_kinds(mistral) == ["sliding32"] * 3
+    assert config_kinds(mistral) == ["sliding32"] * 3
     llama = {"num_hidden_layers": 2, "sliding_window": None}
-    assert layer_kinds(llama) == ["global", "global"]
-    assert kind_groups(layer_kinds(gemma)) == {"sliding512": [0, 1, 2, 3, 4], "global": [5]}
+    assert config_kinds(llama) == ["global", "global"]
+    assert kind_groups(config_kinds(gemma)) == {"sliding512": [0, 1, 2, 3, 4], "global": [5]}
 
 
 def test_kinds_of_transformers_configs_match_the_masks_they_build():
@@ -42,7 +53,7 @@ def test_kinds_of_transformers_configs_match_the_masks_they_build():
         ("llama", ["global", "global"]),
     ):
         model, _ = tiny_pair(arch)
-        got = layer_kinds(model.config)
+        got = config_kinds(model.config)
         if want is None:
             want = [
                 "sliding5" if t == "sliding_attention" else "global"
@@ -65,12 +76,63 @@ def test_patterns_and_where_a_window_masks_nothing():
 
 def test_unreadable_layers_are_refused_naming_the_layer():
     with pytest.raises(ValueError, match="layer 1 is of type 'chunked_attention'"):
-        layer_kinds(
+        config_kinds(
             {"num_hidden_layers": 2, "layer_types": ["full_attention", "chunked_attention"]}
         )
     with pytest.raises(ValueError, match="layer 0 is a sliding-window layer .* None"):
-        layer_kinds({"num_hidden_layers": 1, "layer_types": ["sliding_attention"]})
+        config_kinds({"num_hidden_layers": 1, "layer_types": ["sliding_attention"]})
     with pytest.raises(ValueError, match="3 entries for num_hidden_layers 2"):
-        layer_kinds({"num_hidden_layers": 2, "layer_types": ["full_attention"] * 3})
+        config_kinds({"num_hidden_layers": 2, "layer_types": ["full_attention"] * 3})
     with pytest.raises(ValueError, match="expected 'global' or 'sliding<W>'"):
         parse_kind("window512")
+
+
+# -- kinds as the stores record them
+
+KINDS = ["sliding4", "sliding4", "global"]
+
+
+def _ds(kinds=None, layers=(0, 1, 2)):
+    ds = xr.Dataset({"x": (("layer",), np.arange(len(layers), dtype=float))})
+    ds = ds.assign_coords(layer=list(layers))
+    if kinds is not None:
+        ds = ds.assign_coords({LAYER_KIND: ("layer", kinds)})
+    return ds
+
+
+def test_kinds_come_from_the_coordinate_and_default_to_global():
+    assert layer_kinds(_ds(KINDS)) == KINDS
+    assert layer_kinds(_ds()) == [GLOBAL] * 3
+    assert kinds_by_layer(_ds(KINDS, layers=(5, 6, 7))) == {
+        5: "sliding4",
+        6: "sliding4",
+        7: "global",
+    }
+    assert kinds_by_layer(_ds()) == {0: GLOBAL, 1: GLOBAL, 2: GLOBAL}
+    assert block_kinds(KINDS) == [EMBEDDING, *KINDS]
+
+
+def test_a_record_that_does_not_match_the_layers_is_refused():
+    with pytest.raises(ValueError, match="one kind per layer"):
+        layer_kinds(_ds(KINDS), n_layers=4)
+    bad = _ds().assign({LAYER_KIND: (("layer", "head"), np.full((3, 2), "global"))})
+    with pytest.raises(ValueError, match="coordinate on 'layer'"):
+        layer_kinds(bad)
+
+
+def test_the_column_sits_after_layer_and_replaces_a_stale_one():
+    df = pd.DataFrame({"variant": ["a"] * 3, "layer": [2, 0, 1], "estimate": [0.3, 0.1, 0.2]})
+    out = with_layer_kind(df, {0: "sliding4", 1: "sliding4", 2: "global"})
+    assert list(out.columns) == ["variant", "layer", LAYER_KIND, "estimate"]
+    assert list(out[LAYER_KIND]) == ["global", "sliding4", "sliding4"]
+    stale = df.assign(layer_kind="?")
+    assert with_layer_kind(stale, KINDS).equals(with_layer_kind(df, KINDS))
+    with pytest.raises(ValueError, match=r"layer\(s\) \[2\]"):
+        with_layer_kind(df, {0: "global", 1: "global"})
+
+
+def test_a_stored_kind_of_another_form_is_refused():
+    ds = xr.Dataset(coords={"layer": [0, 1], LAYER_KIND: ("layer", ["global", "window8"])})
+    with pytest.raises(ValueError, match=r"\['window8'\] are not layer kinds"):
+        layer_kinds(ds)
+    assert is_kind("sliding512") and is_kind("global") and not is_kind("sliding0")

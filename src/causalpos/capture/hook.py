@@ -49,7 +49,7 @@ from causalpos.capture.ring import RingRotation, ring_scores
 from causalpos.capture.session import CAPTURE_IMPLEMENTATION, CaptureSession
 from causalpos.capture.settings import CaptureRun
 from causalpos.models.forward import model_side, variant_inputs
-from causalpos.models.layer_kinds import layer_kinds
+from causalpos.models.layer_kinds import config_kinds
 from causalpos.models.variants import Variant, parse_variant
 
 _ACTIVE: CaptureSession | None = None
@@ -275,7 +275,7 @@ def capture_scores(
             f"capture_scores: variant {v.name!r} changes the attention scores (a planted term "
             "or the ring's offsets), but no reducer reads scores (the score capture applies it)"
         )
-    kinds = layer_kinds(model.config)
+    kinds = config_kinds(model.config)
     for reducer in reducers:
         if hasattr(reducer, "set_layer_kinds"):
             reducer.set_layer_kinds(kinds)

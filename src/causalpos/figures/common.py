@@ -5,7 +5,6 @@ figures."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from causalpos.models.layer_kinds import GLOBAL, is_kind  # noqa: E402
 
 CMAP = "viridis"
 DIVERGING = "RdBu_r"
@@ -125,33 +126,10 @@ def grid_columns(n: int, max_columns: int = MAX_COLUMNS) -> int:
 
 
 #: The mask kind of a layer attending to every earlier key (coordinate ``layer_kind``).
-GLOBAL = "global"
-_KIND = re.compile(r"^(global|sliding[1-9][0-9]*)$")
 #: Marker of a layer kind in per-layer point plots: a global layer's, and every window's.
 KIND_MARKERS = {GLOBAL: "o", "sliding": "^"}
 #: Background of the global layers where a model mixes kinds.
 GLOBAL_SHADE = {"color": "0.88", "lw": 0, "zorder": 0}
-
-
-def layer_kinds(ds) -> np.ndarray:
-    """Each layer's mask kind, from the coordinate ``layer_kind`` on the ``layer`` dim ("global"
-    or "sliding<W>"); a dataset without it: every layer "global". A value of any other form is
-    refused, naming it."""
-    if "layer_kind" not in ds.coords:
-        return np.full(ds.sizes["layer"], GLOBAL, dtype=object)
-    coord = ds["layer_kind"]
-    if coord.dims != ("layer",):
-        raise ValueError(
-            f"layer_kind: a coordinate on the layer dim is expected, found dims {coord.dims}"
-        )
-    kinds = np.array([str(k) for k in coord.values], dtype=object)
-    bad = sorted({k for k in kinds if not _KIND.match(k)})
-    if bad:
-        raise ValueError(
-            f"layer_kind: {bad} are not layer kinds; each layer's kind is 'global' or "
-            "'sliding<W>' with W the window in tokens (e.g. 'sliding512')"
-        )
-    return kinds
 
 
 def kind_marker(kind: str) -> str:
@@ -216,7 +194,7 @@ def kind_dim(arr) -> str | None:
         if d == "layer" or d not in arr.coords:
             continue
         vals = [str(v) for v in arr[d].values]
-        if vals and all(_KIND.match(v) for v in vals):
+        if vals and all(is_kind(v) for v in vals):
             return d
     return None
 

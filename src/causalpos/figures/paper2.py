@@ -27,7 +27,6 @@ from causalpos.figures.common import (
     heatmap,
     kind_dim,
     kinds_text,
-    layer_kinds,
     pooled_by_kind,
     save,
 )
@@ -41,6 +40,7 @@ from causalpos.figures.paper2_layers import (  # noqa: F401  (re-exported)
     leakage_by_layer,
 )
 from causalpos.figures.paper2_layers import note as _note
+from causalpos.models.layer_kinds import layer_kinds
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
@@ -85,7 +85,7 @@ def _share_groups(
     for model, s in summaries.items():
         if "exp_components" not in s:
             continue
-        kinds = layer_kinds(s)
+        kinds = np.asarray(layer_kinds(s), dtype=object)
         comp = s["exp_components"].sel(exp_window=s["exp_window"].values[0])
         for c in comp["exp_condition"].values:
             if conditions is not None and c not in conditions:
@@ -215,7 +215,7 @@ def head_maps(
         for v in variants
     }
     nl, nh = next(iter(got.values()))["estimate"].shape
-    kinds = layer_kinds(summary)
+    kinds = np.asarray(layer_kinds(summary), dtype=object)
     cols = len(variants) + (prefix != "")
     fig, axes = plt.subplots(
         len(targets),

@@ -22,14 +22,12 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from causalpos.figures.common import (
-    GLOBAL,
     GRID_STYLE,
     grid_columns,
     kind_handles,
     kind_marker,
     kind_order,
     kinds_text,
-    layer_kinds,
     pooled_by_kind,
     save,
     shade_global_layers,
@@ -43,6 +41,7 @@ from causalpos.figures.paper2_layers import (
     panel_title,
     rows_of,
 )
+from causalpos.models.layer_kinds import GLOBAL, layer_kinds
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
@@ -75,7 +74,7 @@ def claim1_numbers(
     if "exp_layer" not in s:
         return None
     w = str(s["exp_window"].values[0])
-    kinds = layer_kinds(s)
+    kinds = np.asarray(layer_kinds(s), dtype=object)
     per_layer = s["exp_layer"].sel(exp_window=w, target=target)
     variants = [str(v) for v in s["variant"].values]
     layers = {v: rows_of(per_layer.sel(variant=v)) for v in runs if v in variants}

@@ -25,10 +25,10 @@ from causalpos.figures.common import (
     grid_columns,
     kind_handles,
     kinds_text,
-    layer_kinds,
     save,
     shade_global_layers,
 )
+from causalpos.models.layer_kinds import layer_kinds
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
@@ -224,7 +224,7 @@ def leakage_by_layer(
         fig, cells = grid_blocks(len(summaries), len(rows))
         shaded, all_kinds, ncol = False, [], grid_columns(len(summaries))
         for j, (model, s) in enumerate(summaries.items()):
-            kinds = layer_kinds(s)
+            kinds = np.asarray(layer_kinds(s), dtype=object)
             all_kinds += list(kinds)
             shared = None
             for i, (ax, row) in enumerate(zip(cells[j], rows)):

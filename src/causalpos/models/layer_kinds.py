@@ -1,12 +1,14 @@
-"""Each layer's attention mask as the model was trained: its *layer kind* (torch-free).
+"""Each layer's attention mask as the model was trained: its *layer kind* (a leaf: numpy only).
 
 A kind is ``"global"`` (a query sees every earlier key, j ≤ i) or ``"sliding<W>"`` (it sees the
 last W keys, i − W < j ≤ i: transformers' sliding window of size W). Kinds come from the model's
 config: ``layer_types`` where it has them (``"full_attention"`` / ``"sliding_attention"``,
 e.g. Gemma 3's 5 : 1 pattern, Qwen2's ``max_window_layers``), else ``sliding_window`` on every
-layer (Mistral), else global. Score and summary stores record them as the coordinate
-``layer_kind`` on their ``layer`` dimension; every per-layer statistic names its layer's kind
-and pools like with like.
+layer (Mistral), else global (:func:`config_kinds`). Score and summary stores record them as the
+coordinate ``layer_kind`` on their ``layer`` dimension (:func:`layer_kinds` reads it back;
+a store without it reads ``global`` on every layer); every per-layer statistic and table names
+its layer's kind and pools like with like. Position 0's trajectory has one more row than the
+model has layers, the embedding (:data:`EMBEDDING`), then the output of each block.
 
 At a length T ≤ W a sliding window masks nothing the causal mask does not: its pattern equals a
 global layer's (:func:`pattern`), and a comparison of the two kinds is not applicable there
@@ -23,7 +25,12 @@ import numpy as np
 
 GLOBAL = "global"
 SLIDING = "sliding"
-_KIND = re.compile(r"(global)|sliding(\d+)")
+_KIND = re.compile(r"(global)|sliding([1-9]\d*)")
+
+#: The coordinate on ``layer`` and the column of every per-layer table.
+LAYER_KIND = "layer_kind"
+#: Row 0 of position 0's trajectory: the embedding, before any block.
+EMBEDDING = "embedding"
 
 #: transformers' ``layer_types`` entries and the kind each one is.
 _LAYER_TYPES = {"full_attention": GLOBAL, "sliding_attention": SLIDING}
@@ -35,7 +42,7 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
     return getattr(config, key, default)
 
 
-def layer_kinds(config: Any) -> list[str]:
+def config_kinds(config: Any) -> list[str]:
     """The kind of every layer of a model (a transformers config or its ``config.json`` dict).
 
     Raises ``ValueError`` naming the layer for a ``layer_types`` entry the analyses cannot read
@@ -66,6 +73,11 @@ def layer_kinds(config: Any) -> list[str]:
             kind = f"{SLIDING}{window}"
         out.append(kind)
     return out
+
+
+def is_kind(value: str) -> bool:
+    """Whether ``value`` is a layer kind: ``"global"`` or ``"sliding<W>"`` (W ≥ 1)."""
+    return _KIND.fullmatch(str(value)) is not None
 
 
 def parse_kind(kind: str) -> int | None:
@@ -110,3 +122,54 @@ def window_masks(kinds: Sequence[str], seq_len: int) -> dict[str, bool]:
     """Kind -> whether its window masks anything at ``seq_len`` (:func:`masks_anything`): a
     claim about sliding layers reads "not applicable: window ≥ T" where none does."""
     return {k: masks_anything(k, seq_len) for k in kind_groups(kinds)}
+
+
+def layer_kinds(ds, n_layers: int | None = None) -> list[str]:
+    """The kind of each layer of ``ds`` (an xarray Dataset with a ``layer`` dimension), in the
+    order of that dimension; ``GLOBAL`` for all of them where ``ds`` records none. ``n_layers``:
+    the number the caller reads (checked against the record)."""
+    n = int(ds.sizes["layer"]) if n_layers is None else int(n_layers)
+    if LAYER_KIND not in ds.variables:
+        return [GLOBAL] * n
+    da = ds[LAYER_KIND]
+    if da.dims != ("layer",) or da.size != n:
+        raise ValueError(
+            f"{LAYER_KIND} must be a coordinate on 'layer' with one kind per layer ({n}); the "
+            f"store has dims {da.dims} and {da.size} values: rewrite the store with this "
+            "causalpos (rerun the rule that wrote it)"
+        )
+    kinds = [str(k) for k in da.values]
+    bad = sorted({k for k in kinds if not _KIND.fullmatch(k)})
+    if bad:
+        raise ValueError(
+            f"{LAYER_KIND}: {bad} are not layer kinds; each layer's kind is 'global' or "
+            "'sliding<W>' with W the window in tokens (e.g. 'sliding512')"
+        )
+    return kinds
+
+
+def kinds_by_layer(ds) -> dict[int, str]:
+    """``{layer coordinate value: kind}`` of ``ds`` (positions where ``layer`` has no values)."""
+    layers = ds["layer"].values if "layer" in ds.coords else range(int(ds.sizes["layer"]))
+    return {int(layer): kind for layer, kind in zip(layers, layer_kinds(ds))}
+
+
+def block_kinds(kinds: Sequence[str]) -> list[str]:
+    """The kinds of position 0's trajectory, one row per state: :data:`EMBEDDING`, then the kind
+    of each block's attention layer."""
+    return [EMBEDDING, *kinds]
+
+
+def with_layer_kind(df, kinds: Mapping[int, str] | Sequence[str], *, layer: str = "layer"):
+    """``df`` (a pandas DataFrame with a ``layer`` column) with a ``layer_kind`` column right
+    after it: ``kinds[layer]`` (a mapping from the column's values, or a sequence indexed by
+    them); one already present (from a store's coordinate) is replaced. A layer without a kind
+    is a ValueError naming it."""
+    out = df.drop(columns=[LAYER_KIND], errors="ignore")
+    lookup = dict(kinds) if isinstance(kinds, Mapping) else dict(enumerate(kinds))
+    missing = sorted({int(v) for v in out[layer]} - set(lookup))
+    if missing:
+        raise ValueError(f"no layer kind for layer(s) {missing} (kinds known: {sorted(lookup)})")
+    values = [lookup[int(v)] for v in out[layer]]
+    out.insert(out.columns.get_loc(layer) + 1, LAYER_KIND, values)
+    return out

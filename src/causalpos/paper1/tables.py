@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from causalpos.models.layerkind import layer_kinds
+from causalpos.models.layer_kinds import layer_kinds
 from causalpos.paper1.compare import group_maps
 from causalpos.paper1.diagonal import index_ci, normalized_index_cells
 from causalpos.paper1.nonrelative import band_ci, minus_first_layer, paired, share_intervals
@@ -34,7 +34,7 @@ def llm_index_table(
     the stores; the model's rows then carry the share contrast with the twin.
 
     Columns: ``layer`` (1 = first) and its ``layer_kind`` (the store's record,
-    :mod:`causalpos.models.layerkind`); the logit-unit index (bootstrap over groups, :func:`causalpos.paper1.diagonal.
+    :mod:`causalpos.models.layer_kinds`); the logit-unit index (bootstrap over groups, :func:`causalpos.paper1.diagonal.
     index_ci`: ``index``, ``index_debiased``, ``noise_floor``, ``index_over_floor``, ``ci_lo``,
     ``ci_hi``, ``se``); the scale-free non-relative share with its jackknife CI (``share``,
     ``share_lo``, ``share_hi``) and its paired difference from layer 1 (``share_minus_l1*``, NaN on

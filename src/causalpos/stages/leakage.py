@@ -63,26 +63,7 @@ def leakage(
         )
         if np.unique(labels).size < 2:
             labels = None  # one stratum: the plain bootstrap
-    positional = str((attrs or {}).get("positional", ""))
-    # A planted run (plant_query) is position-free but for its planted term: a positive control,
-    # never a negative one (causalpos.paper2.summary.planted).
-    windowed = _windowed(opened)
-    free = [
-        v
-        for v in opened
-        if position_free(v, positional, windowed) and parse_variant(v).plant is None
-    ]
-    # A position-free run is a negative control only on prompts whose content is exchangeable
-    # over positions: chunks at random offsets (a fixed token 0 is modelled by the landmark).
-    # Document openings (mode "first") put position into the data themselves.
-    mode = open_dataset(data_store).attrs.get("mode") if data_store is not None else None
-    controls_note = ""
-    if free and mode != "chunks":
-        controls_note = (
-            f"position-free runs {free} are not controls here: the prompts are not chunks at "
-            f"random offsets (mode {mode!r}), so their content depends on position"
-        )
-        free = []
+    free, controls_note = _controls(opened, attrs, data_store)
     ds = leakage_summary(opened, summary_settings, strata=labels, position_free_runs=free)
     ds.attrs["controls_note"] = controls_note
     if strata == "source":
@@ -120,6 +101,32 @@ def leakage(
     )
     write_dataset(ds, out)
     return ds
+
+
+def _controls(opened: Mapping[str, xr.Dataset], attrs, data_store) -> tuple[list[str], str]:
+    """(the position-free runs that are negative controls here, a note where none can be)."""
+    from causalpos.io.store import open_dataset
+
+    positional = str((attrs or {}).get("positional", ""))
+    # A planted run (plant_query) is position-free but for its planted term: a positive control,
+    # never a negative one (causalpos.paper2.summary.planted).
+    windowed = _windowed(opened)
+    free = [
+        v
+        for v in opened
+        if position_free(v, positional, windowed) and parse_variant(v).plant is None
+    ]
+    # A position-free run is a negative control only on prompts whose content is exchangeable
+    # over positions: chunks at random offsets (a fixed token 0 is modelled by the landmark).
+    # Document openings (mode "first") put position into the data themselves.
+    mode = open_dataset(data_store).attrs.get("mode") if data_store is not None else None
+    if free and mode != "chunks":
+        note = (
+            f"position-free runs {free} are not controls here: the prompts are not chunks at "
+            f"random offsets (mode {mode!r}), so their content depends on position"
+        )
+        return [], note
+    return free, ""
 
 
 def _windowed(opened: Mapping[str, xr.Dataset]) -> bool:

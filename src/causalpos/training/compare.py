@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from causalpos.models.layerkind import layer_kinds
+from causalpos.models.layer_kinds import layer_kinds
 from causalpos.paper1.compare import group_maps, paired_index_bootstrap
 from causalpos.paper1.nonrelative import paired, share_intervals
 from causalpos.training.twin import INIT_SUFFIX

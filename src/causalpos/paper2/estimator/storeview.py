@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from causalpos import stats
-from causalpos.models.layer_kinds import pattern
+from causalpos.models.layer_kinds import LAYER_KIND, kinds_by_layer, pattern
 from causalpos.paper2.estimator.pairgrams import PromptStats, plant_query_effect, prompt_grams
 from causalpos.paper2.extraction.design import (
     Design,
@@ -165,9 +165,7 @@ def store_masks(ds: xr.Dataset, window: str, target: str) -> dict:
 def layer_kind_of(ds: xr.Dataset) -> dict | None:
     """Layer -> its kind (the store's ``layer_kind`` coordinate; None for a store without
     one, whose reducer measured each run's own finite pairs)."""
-    if "layer_kind" not in ds.coords:
-        return None
-    return dict(zip(ds["layer"].values.tolist(), ds["layer_kind"].values.tolist()))
+    return kinds_by_layer(ds) if LAYER_KIND in ds.coords else None
 
 
 def store_grams(

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from causalpos.models.layerkind import GLOBAL, LAYER_KIND, block_kinds, kinds_by_layer
+from causalpos.models.layer_kinds import GLOBAL, LAYER_KIND, block_kinds, kinds_by_layer
 from causalpos.paper2.tables.headline import (
     PER_PROMPT,
     bos_headline_frame,
@@ -104,7 +104,7 @@ def _model_columns(summary: xr.Dataset) -> dict:
 def _block_kinds(p0: xr.Dataset, summary: xr.Dataset | None) -> list[str]:
     """The kind of each row of position 0's trajectory (embedding, then each block's attention):
     from the position-0 store where it records them, else from the pair's summary, else
-    :data:`~causalpos.models.layerkind.GLOBAL` for every block."""
+    :data:`~causalpos.models.layer_kinds.GLOBAL` for every block."""
     if LAYER_KIND in p0.variables:
         return [str(k) for k in p0[LAYER_KIND].values]
     n_blocks = int(p0.sizes["layer"]) - 1

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from causalpos.models.layerkind import LAYER_KIND, kinds_by_layer, with_layer_kind
+from causalpos.models.layer_kinds import LAYER_KIND, kinds_by_layer, with_layer_kind
 from causalpos.models.variants import without_plant
 from causalpos.paper2 import inference as inf
 from causalpos.paper2.labels import BOS_READING_TARGET, CONTROL_TOL, LOCAL_RUN, STAT

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from causalpos.models.layerkind import LAYER_KIND, kinds_by_layer, with_layer_kind
+from causalpos.models.layer_kinds import LAYER_KIND, kinds_by_layer, with_layer_kind
 from causalpos.paper2.labels import (
     DEFAULT_CONDITIONS,
     MEASURED,
@@ -173,7 +173,7 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     (Table 9 style), ``sink_heads``, ``baseline_comparison`` (claim 6) and ``depth_trend``
     (claim 3) when the summary has them. The per-layer ones (``leakage_by_layer``, ``heads``,
     ``decomposition_by_layer``) name their reading (``reading`` = per-prompt, before ``layer``)
-    and each layer's mask (``layer_kind``, after it; :mod:`causalpos.models.layerkind`).
+    and each layer's mask (``layer_kind``, after it; :mod:`causalpos.models.layer_kinds`).
     """
     kinds = kinds_by_layer(summary)
     summary = summary.drop_vars(LAYER_KIND, errors="ignore")  # added back per layer below

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from causalpos.models.layerkind import GLOBAL, LAYER_KIND, block_kinds, with_layer_kind
+from causalpos.models.layer_kinds import GLOBAL, LAYER_KIND, block_kinds, with_layer_kind
 from causalpos.paper2 import inference as inf
 
 
