@@ -7,7 +7,6 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from causalpos.models.variants import parse_variant
 from causalpos.paper2.prompts import pool_small_strata
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.assemble import leakage_summary
@@ -63,9 +62,9 @@ def leakage(
         if np.unique(labels).size < 2:
             labels = None  # one stratum: the plain bootstrap
     positional = str((attrs or {}).get("positional", ""))
-    # A planted run (plant_query) is position-free but for its planted term: a positive control,
-    # never a negative one (causalpos.paper2.summary.planted).
-    free = [v for v in opened if position_free(v, positional) and parse_variant(v).plant is None]
+    # A planted run (plant_query, plant_stream<k>) is position-free but for its planted term: a
+    # positive control, never a negative one (causalpos.paper2.summary.planted, .doses).
+    free = [v for v in opened if position_free(v, positional)]
     # A position-free run is a negative control only on prompts whose content is exchangeable
     # over positions: chunks at random offsets (a fixed token 0 is modelled by the landmark).
     # Document openings (mode "first") put position into the data themselves.
