@@ -65,5 +65,6 @@ def test_a_series_is_not_recovered_when_dose_0_reads_position_or_a_step_is_flat(
 def test_not_run_without_a_judged_series():
     (row,) = dose_series_rows(_table(judged=False), T)
     assert row.verdict == "not run" and "not a negative control" in row.note
+    assert "dose 0.7: " in row.measured  # read, not judged: the numbers stay
     (row,) = dose_series_rows(None, T)
     assert row.verdict == "not run" and "leakage.plant_stream" in row.note

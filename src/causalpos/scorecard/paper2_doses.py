@@ -10,7 +10,16 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from causalpos.scorecard.rows import SOURCES, Row, fill, fmt, fmt_ci, not_run, target_row
+from causalpos.scorecard.rows import (
+    NOT_RUN,
+    SOURCES,
+    Row,
+    fill,
+    fmt,
+    fmt_ci,
+    not_run,
+    target_row,
+)
 from causalpos.verdicts import dose_series, within_margin_placeholder
 
 
@@ -41,8 +50,8 @@ def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = f"{readings} (model's units, {g['target'].iloc[0]}); dose 0 {zero}"
         falsified = fill(t["falsified_if"], t, margin=fmt(margin))
         note = str(g["note"].iloc[0]) if "note" in g else ""
-        if g["positive_control"].iloc[0] == "not run":
-            rows.append(not_run(t, label, src, note, falsified_if=falsified))
+        if g["positive_control"].iloc[0] == NOT_RUN:  # read, not judged: the numbers stay
+            rows.append(target_row(t, label, measured, NOT_RUN, src, note=note, falsified_if=falsified))  # fmt: skip
             continue
         rows.append(
             target_row(
