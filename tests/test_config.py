@@ -82,9 +82,10 @@ def test_canonical_sorts_keys_at_every_depth_and_turns_tuples_into_lists():
 def test_variant_pattern_matches_exactly_the_forward_variants():
     rx = re.compile(rf"(?:{VARIANT_PATTERN})")
     assert all(rx.fullmatch(v) for v in VARIANTS)
-    # compositions: one atom per part, canonical order rotary, position 0, scores, mask
-    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 168
+    # compositions: one atom per part, canonical order rotary, position 0, stream, scores, mask
+    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 840
     assert rx.fullmatch("identity_rope+bos_replace_zeros+bidirectional")
+    assert rx.fullmatch("identity_rope+plant_stream3+bidirectional")
     for bad in (
         "causalx",
         "bos_replace_all_mean",
@@ -96,9 +97,12 @@ def test_variant_pattern_matches_exactly_the_forward_variants():
         "identity_rope+scrambled_rope",  # two rotary atoms
         "causal+bidirectional",
         "scrambled_rope_bidirectional",
+        "plant_stream5",  # a fifth dose: no atom
+        "plant_stream1+plant_stream2",  # two stream atoms
+        "identity_rope+bidirectional+plant_stream1",  # not canonical
     ):
         assert not rx.fullmatch(bad), bad
-    assert len(VARIANTS) == 13 and VARIANTS[:2] == ("causal", "bidirectional")
+    assert len(VARIANTS) == 17 and VARIANTS[:2] == ("causal", "bidirectional")
 
 
 def test_the_schema_and_the_resolver_allow_exactly_the_variants_the_library_parses():
@@ -312,7 +316,7 @@ def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else
     # paper 2 only: no maps (no stage reads them), every variant of every experiment naming it
     p = default.extraction_params("smollm2-135m", "kjv-chunks128-bos")
     variants = default.extraction_variants("smollm2-135m", "kjv-chunks128-bos")
-    assert sorted(p) == sorted(variants) and len(p) == 12
+    assert sorted(p) == sorted(variants) and len(p) == 14
     assert variants[:2] == ["causal", "bidirectional"]
     # position 0 is read in the forward passes of its conditions (causal, bidirectional,
     # bos_replace_mean); bos_replace_mean is also a leakage run (Table 9 with the sinks kept)
@@ -634,7 +638,10 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
         "bos_replace_mean+bidirectional",
         "bos_replace_all_gaussian+bidirectional",
         "layer_bidirectional",
-        "identity_rope+plant_query+bidirectional",  # the positive control planted in the model
+        # the positive control that propagates: three doses in layer 2's residual stream
+        "identity_rope+plant_stream1+bidirectional",
+        "identity_rope+plant_stream2+bidirectional",
+        "identity_rope+plant_stream3+bidirectional",
     ]
     assert pairs[("smollm2-135m", "random-chunks128-bos")] == ["causal", "bidirectional"]
     assert pairs[("smollm2-135m", "kjv-chunks128")] == [  # no BOS
@@ -649,9 +656,9 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
         ("smollm2-135m", "kjv-chunks128"),
     ]
     assert default.leakage_score_stores("smollm2-135m", "kjv-chunks128-bos")[-3:] == [
-        "results/scores/smollm2-135m/kjv-chunks128-bos/bos_replace_all_gaussian+bidirectional.zarr",
-        "results/scores/smollm2-135m/kjv-chunks128-bos/layer_bidirectional.zarr",
-        "results/scores/smollm2-135m/kjv-chunks128-bos/identity_rope+plant_query+bidirectional.zarr",
+        "results/scores/smollm2-135m/kjv-chunks128-bos/identity_rope+plant_stream1+bidirectional.zarr",
+        "results/scores/smollm2-135m/kjv-chunks128-bos/identity_rope+plant_stream2+bidirectional.zarr",
+        "results/scores/smollm2-135m/kjv-chunks128-bos/identity_rope+plant_stream3+bidirectional.zarr",
     ]
     assert len(paper.leakage_variants("llama-3.2-1b", "wiki-chunks256")) == 12
     with pytest.raises(
@@ -664,8 +671,8 @@ def test_leakage_params(default):
     assert repr(default.leakage_summary_params()) == (
         "{'alpha': 0.05, 'bos_windows': ['early16', 'early32', 'early64', 'late'], 'fit': 'saturated+query', "
         "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_perm': 200, "
-        "'perm_variants': ['causal', 'bidirectional'], 'planted': 0.1, 'seed': 0, "
-        "'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
+        "'perm_variants': ['causal', 'bidirectional'], 'planted': 0.01, 'seed': 0, "
+        "'stream_margin': 0.003, 'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
     )
     assert repr(default.position0_params()) == (
         "{'conditions': ['causal', 'bidirectional', 'bos_replace_mean'], 'n_folds': 5, "
@@ -810,6 +817,7 @@ SMOKE_TARGETS = [
     "results/stats/paper2_decomposition_components.csv",
     "results/stats/paper2_decomposition_components_by_layer.csv",
     "results/stats/paper2_controls.csv",
+    "results/stats/paper2_plant_doses.csv",
     "results/stats/paper2_bos_headline.csv",
     "results/stats/paper2_scale_contrast.csv",
     "results/stats/paper2_tables.md",
@@ -834,12 +842,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 185 and len(set(targets)) == 185
+    assert len(targets) == 186 and len(set(targets)) == 186
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 204
+    assert len(paper.all_targets()) == 205
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
@@ -881,6 +889,7 @@ def test_scorecard_inputs(smoke):
         "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
         "decomposition_components": "results/stats/paper2_decomposition_components.csv",
         "controls": "results/stats/paper2_controls.csv",
+        "plant_doses": "results/stats/paper2_plant_doses.csv",
         "observational_split": "results/stats/paper2_observational_split.csv",
         "bos_headline": "results/stats/paper2_bos_headline.csv",
         "scale_contrast": "results/stats/paper2_scale_contrast.csv",
@@ -1208,3 +1217,39 @@ def test_cached_document_sizes_answer_as_the_reader_and_follow_file_edits(tmp_pa
     cache.write_text("{not json")
     assert cached_document_sizes(cache)(kjv) == real(kjv)
     assert json.loads(cache.read_text())  # rewritten whole
+
+
+def test_stream_doses_reach_only_their_extractions_and_are_checked(default, smoke):
+    p = default.extraction_params("smollm2-135m", "kjv-chunks128-bos")
+    streams = {v: spec["stream"] for v, spec in p.items() if "stream" in spec}
+    assert streams == {
+        f"identity_rope+plant_stream{k}+bidirectional": {"dose": d, "layer": 2, "profile": "log"}
+        for k, d in ((1, 0.175), (2, 0.35), (3, 0.7))
+    }
+    assert (
+        p["identity_rope+plant_stream1+bidirectional"]["leakage"]
+        == (p["identity_rope+bidirectional"]["leakage"])
+    )
+    default.check_plant_stream()  # SmolLM2's layer count is known only once it is built
+    smoke.check_plant_stream()
+    assert smoke.model_layers("trained-rope") == 2
+
+    def stream(**kw):
+        return lambda c: c["leakage"]["plant_stream"].update(kw)
+
+    with pytest.raises(ConfigError, match="plant_stream.layer = 2 is outside the 2 layers"):
+        resolved("configs/smoke.yaml", stream(layer=2)).check_plant_stream()
+    with pytest.raises(
+        ConfigError, match="plants dose 2 of leakage.plant_stream.doses, which has 1"
+    ):
+        resolved("configs/smoke.yaml", stream(doses=[0.5])).check_plant_stream()
+    with pytest.raises(ConfigError, match="doses must be increasing"):
+        resolved("configs/smoke.yaml", stream(doses=[1.0, 0.5])).leakage_plant_stream()
+    # a changed dose changes the extraction's params (the job reruns)
+    edited = resolved("config.yaml", stream(doses=[0.175, 0.35, 0.8]))
+    q = edited.extraction_params("smollm2-135m", "kjv-chunks128-bos")
+    assert q["identity_rope+plant_stream3+bidirectional"]["stream"]["dose"] == 0.8
+    assert (
+        q["identity_rope+plant_stream1+bidirectional"]
+        == p["identity_rope+plant_stream1+bidirectional"]
+    )

@@ -15,11 +15,13 @@ from paper2_headline_runs import (
 
 from causalpos.paper2.estimator import expected as X
 from causalpos.paper2.estimator import storeview as SV
+from causalpos.paper2.estimator.grams import GramCache
 from causalpos.paper2.estimator.replicates import rademacher
 from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as S
 from causalpos.paper2.summary import headline as H
+from causalpos.paper2.summary.planted import planted_truth
 
 
 def _noise_store(prof, rng, causal=True, noise=0.3):
@@ -124,21 +126,48 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
         float(summ["exp_model"].sel(variant="causal", exp_window="all", target="logit", stat="lo"))
         > 0.1
     )
-    # positive control: the planted share is recovered within the CI
+    # positive control: the planted size, in the model's units (the causal run's D̂), is
+    # recovered within the CI, which excludes 0
     pl = summ["exp_planted"].sel(variant="identity_rope+bidirectional")
     for t in ("logit", "logattn"):
         planted, est, lo, hi = pl.sel(target=t).values
-        assert planted == pytest.approx(0.2, abs=0.05)
-        assert lo <= planted <= hi, (t, planted, est, lo, hi)
+        assert planted == 0.2
+        assert 0 < lo <= planted <= hi, (t, planted, est, lo, hi)
     assert summ.attrs["position_free_runs"] == ["identity_rope+bidirectional"]
 
 
-def test_planted_profile_and_size_checked(runs):
-    ps = PromptSet.from_stores(runs, LeakageSettings(n_boot=50))
+def test_planted_control_in_the_models_units(runs):
+    """The statistics-level plant is sized in the causal run's units: its numerator is exactly
+    size × the causal D̂ (the exact ΔSS of the planted term, computed densely here); on a run
+    that carries position itself (the causal run) the reading adds the run's own and misses the
+    planted size; without a causal run there is no unit (NaN)."""
+    ps = PromptSet.from_stores(runs, LeakageSettings(n_boot=200))
+    cache = GramCache(ps)
+    free = "identity_rope+bidirectional"
+    got = H.planted_control(cache, free, "all", "logit", 0.05)
+    assert got[0] == 0.05 and 0 < got[2] <= 0.05 <= got[3]
+    # the size: a from the planted term's exact ΔSS (planted.planted_truth's closed form, per
+    # map), so that N(b) = 0.05 D̂; N̂ is quadratic, so N(y + b) + N(y − b) − 2 N(y) = 2 N(b)
+    ds = cache.data(free)
+    d0 = float(cache.denominator("causal", "all", "logit", "pooled")[0])
+    unit = H.planted_profile(T)
+    masks = SV.store_masks(ds, "all", "logit").values()
+    pdb = HEADS * sum(planted_truth(unit, m) for m in masks)
+    a = np.sqrt(0.05 * d0 / pdb)
+
+    def n_hat(b):
+        g, _ = SV.store_grams(ds, window="all", target="logit", plant=b)
+        return float(cache.numerator(g["num"].sum((0, 1)))[0])
+
+    assert got[1] == pytest.approx(n_hat(a * unit) / d0, rel=1e-12)
+    quad = (n_hat(a * unit) + n_hat(-a * unit) - 2 * n_hat(0 * unit)) / 2 / d0
+    assert quad == pytest.approx(0.05, rel=1e-9)
+    leaky = H.planted_control(cache, "causal", "all", "logit", 0.05)
+    assert leaky[2] > 0.05 + 0.05  # the causal run's own position adds to the plant
+    alone = PromptSet.from_stores({free: runs[free]}, LeakageSettings(n_boot=50))
+    assert np.isnan(H.planted_control(GramCache(alone), free, "all", "logit", 0.05)).all()
     with pytest.raises(ValueError, match=r"\(0, 1\)"):
-        H.planted_control(
-            runs["causal"], ps.counts, window="all", target="logit", size=1.5, level=0.95
-        )
+        H.planted_control(cache, free, "all", "logit", 1.5)
     p = H.planted_profile(5)
     assert p[0] == 0 and np.allclose(p[1:], np.log([1, 2, 3, 4]))
 

@@ -44,7 +44,9 @@ def test_plant_variant_grammar_and_term():
     assert without_plant(PLANTED) == TWIN and without_plant("plant_query") == "causal"
     assert compose("bidirectional", "plant_query", "identity_rope") == PLANTED
     assert PLANTED in variant_names() and "scrambled_rope+plant_query" in variant_names()
-    with pytest.raises(ValueError, match="canonical order rotary, position 0, scores, mask"):
+    with pytest.raises(
+        ValueError, match="canonical order rotary, position 0, stream, scores, mask"
+    ):
         parse_variant("identity_rope+bidirectional+plant_query")
     np.testing.assert_array_equal(plant_term(5, 2.0), 2.0 * np.log(np.arange(1, 6)))
     assert PLANT_PROFILE == "log(1+i)"
@@ -334,21 +336,18 @@ def _resolved(name: str, edit=None):
     return Resolved(cfg)
 
 
-@pytest.mark.parametrize(
-    "name, model, dataset, scale",
-    [
-        ("config.yaml", "smollm2-135m", "kjv-chunks128-bos", 1.14),
-        ("configs/smoke.yaml", "trained-rope", "kjv-first24", 0.5),
-    ],
-)
-def test_plant_settings_reach_only_the_planted_extraction(name, model, dataset, scale):
-    r = _resolved(name)
-    params = r.extraction_params(model, dataset)
+def test_plant_settings_reach_only_the_planted_extraction():
+    r = _resolved("configs/smoke.yaml")
+    params = r.extraction_params("trained-rope", "kjv-first24")
     assert PLANTED in params and TWIN in params
-    assert params[PLANTED]["plant"] == {"layer": -1, "scale": scale}
+    assert params[PLANTED]["plant"] == {"layer": -1, "scale": 0.5}
     assert [v for v, spec in params.items() if "plant" in spec] == [PLANTED]
     assert params[PLANTED]["leakage"] == params[TWIN]["leakage"]
-    assert r.planted_models() == [model]
+    assert r.planted_models() == ["trained-rope"]
+    # the default config runs no last-layer query plant (the dose series replaces it there)
+    default = _resolved("config.yaml")
+    p = default.extraction_params("smollm2-135m", "kjv-chunks128-bos")
+    assert not [v for v, spec in p.items() if "plant" in spec] and default.planted_models() == []
 
 
 def test_plant_layer_outside_a_models_layers_fails_at_config_time():

@@ -55,3 +55,28 @@ def test_sections_hold_the_tables_rows_with_their_intervals():
 def test_no_rows_no_sections():
     md = paper2_markdown(_tables(), title="T")
     assert md.startswith("# T\n") and "## " not in md
+
+
+def test_the_dose_series_has_its_section_with_each_runs_reading_and_step():
+    doses = {
+        "model": ["m", "m"],
+        "dataset": ["d", "d"],
+        "variant": ["identity_rope+bidirectional", "identity_rope+plant_stream1+bidirectional"],
+        "layer": [2, 2],
+        "dose": [0.0, 0.175],
+        "leakage": [0.0003, 0.0023],
+        "leakage_lo": [-0.0012, 0.0008],
+        "leakage_hi": [0.0022, 0.0042],
+        "step": [np.nan, 0.002],
+        "step_lo": [np.nan, 0.0016],
+        "step_hi": [np.nan, 0.0024],
+        "dose0_control": ["passed", ""],
+        "positive_control": ["recovered", "recovered"],
+    }
+    md = paper2_markdown(_tables(plant_doses=doses))
+    assert [line for line in md.splitlines() if line.startswith("## ")] == [
+        "## Positive control that propagates: a dose series planted in the residual stream "
+        "(logits, the model's units, the layers from the plant up)"
+    ]
+    assert "| m | d | identity_rope+bidirectional | 2 | 0 | 0.0003 [-0.0012, 0.0022] | – | passed | recovered |" in md  # fmt: skip
+    assert "| 0.175 | 0.0023 [0.0008, 0.0042] | 0.002 [0.0016, 0.0024] |  | recovered |" in md

@@ -16,9 +16,16 @@ from causalpos import scorecard as S
 from causalpos import verdicts as V
 from causalpos.paper1.theory import theory_table
 
+#: The controls' verdicts the digest names one line each (a control that did not show what it
+#: is built to show).
+FAILED = (V.FAILED, V.NOT_RECOVERED)
+
 
 def _block_counts(line: str, labels) -> list[int]:
-    return [int(re.search(rf"(\d+) {v}\b", line).group(1)) for v in labels]
+    """The count before each label; 0 for a label absent from ``line``, which must hold some."""
+    found = [re.search(rf"(\d+) {v}\b", line) for v in labels]
+    assert any(found), (line, labels)
+    return [int(m.group(1)) if m else 0 for m in found]
 
 
 def test_markdown_counts_the_rows_that_could_have_failed_per_section(tmp_path):
@@ -39,7 +46,10 @@ def test_markdown_counts_the_rows_that_could_have_failed_per_section(tmp_path):
     p2 = card[card["section"] == "paper 2"]
     assert "0 tests of the paper's claims (0 reproduced, 0 differs, 0 inconclusive)" in md
     assert f"{len(p2)} are not tests" in md
-    assert "- **controls**: 2 rows; 0 controls (0 passed, 0 failed); 2 are not tests" in md
+    assert (
+        "- **controls**: 3 rows; 0 controls (0 passed, 0 failed, 0 recovered, 0 not recovered); "
+        "3 are not tests"
+    ) in md
     # one table per section, in order
     heads = [md.index(f"\n## {s}\n") for s in S.SECTIONS]
     assert heads == sorted(heads)
@@ -71,13 +81,16 @@ def test_readme_summary_counts_per_section_and_names_the_findings(tmp_path):
     assert text.startswith(S.SUMMARY_BEGIN) and text.rstrip().endswith(S.SUMMARY_END)
     assert (
         "7 rows. The papers' claims: 2 tests (0 reproduced, 1 differs, 1 inconclusive); beside "
-        "them 2 controls (1 passed, 1 failed) and 2 checks of identities (1 holds, 1 fails); the "
+        "them 2 controls (1 passed, 1 failed, 0 recovered, 0 not recovered) and 2 checks of "
+        "identities (1 holds, 1 fails); the "
         "other 1 rows are not tests"
     ) in text
     assert "[docs/findings.md](docs/findings.md#in-short)" in text
     assert "[the scorecard](results/report/scorecard.md)" in text
     assert "- **paper 1**: 1 rows; 1 tests of the paper's claims (0 reproduced, 1 differs" in text
-    assert "- **controls**: 2 rows; 2 controls (1 passed, 1 failed)\n" in text
+    assert (
+        "- **controls**: 2 rows; 2 controls (1 passed, 1 failed, 0 recovered, 0 not recovered)\n"
+    ) in text
     assert "- **checks**: 2 rows; 2 checks of identities (1 holds, 1 fails)\n" in text
     # controls and checks never count as reproductions
     assert not re.search(r"\*\*(controls|checks)\*\*.*reproduced", text)
@@ -121,12 +134,13 @@ def test_the_readme_holds_a_generated_summary_block():
     n_rows = int(re.search(r": (\d+) rows\.", first).group(1))
     n_tests = int(re.search(r"The papers' claims: (\d+) tests \(", first).group(1))
     r, d, inc = _block_counts(first, V.TESTED)
-    passed, failed = _block_counts(first, V.CONTROL)
+    controls = _block_counts(first, JUDGED["controls"])
+    failed = sum(n for v, n in zip(JUDGED["controls"], controls, strict=True) if v in FAILED)
     holds, fails = _block_counts(first, V.CHECK)
     n_ctl = int(re.search(r"(\d+) controls \(", first).group(1))
     n_chk = int(re.search(r"(\d+) checks of identities", first).group(1))
     rest = int(re.search(r"the other (\d+) rows are not tests", first).group(1))
-    assert r + d + inc == n_tests > 0 and passed + failed == n_ctl and holds + fails == n_chk
+    assert r + d + inc == n_tests > 0 and sum(controls) == n_ctl and holds + fails == n_chk
     assert n_tests + n_ctl + n_chk + rest == n_rows
     assert "[docs/findings.md](docs/findings.md#in-short)" in lines[2]
     assert "[the scorecard](results/report/scorecard.md)" in lines[2]
@@ -145,7 +159,7 @@ def test_the_readme_holds_a_generated_summary_block():
     assert sum(n for n, _ in sections.values()) == n_rows
     paper = [sum(x) for x in zip(sections["paper 1"][1], sections["paper 2"][1])]
     assert paper == [r, d, inc]
-    assert sections["controls"][1] == [passed, failed] and sections["checks"][1] == [holds, fails]
+    assert sections["controls"][1] == controls and sections["checks"][1] == [holds, fails]
     # every differs test, failed control and failing check is one short line under its count
     named = 0
     for title, count in (("Differs", d), ("Failed controls", failed), ("Failing checks", fails)):

@@ -116,3 +116,26 @@ def test_at_most():
     assert V.at_most((0.15, 0.40), 0.10) == D
     assert V.at_most((-0.05, 0.25), 0.10) == I
     assert V.at_most((math.nan, 0.0), 0.10) == I
+
+
+def test_dose_series_and_its_placeholder_margin_rule():
+    """A positive control planted as a dose series: recovered only where dose 0 lies within the
+    declared margin and every step's interval lies above 0; each outcome of the placeholder
+    margin rule (passed / reads position / underpowered) on its own input."""
+    m = 0.003
+    assert V.within_margin_placeholder((-0.001, 0.002), m) == "passed"
+    assert V.within_margin_placeholder((0.004, 0.006), m) == "reads position"
+    assert V.within_margin_placeholder((-0.006, -0.003), m) == "reads position"
+    assert V.within_margin_placeholder((-0.001, 0.004), m) == "underpowered"
+    assert V.within_margin_placeholder((-0.001, math.nan), m) == "underpowered"
+    assert V.within_margin_placeholder((-0.001, 0.002), 0.0) == "underpowered"
+    rising = [(0.001, 0.002), (0.005, 0.008)]
+    assert V.dose_series((-0.001, 0.002), rising, m) == V.RECOVERED
+    assert V.dose_series((0.004, 0.006), rising, m) == V.NOT_RECOVERED  # dose 0 reads position
+    assert V.dose_series((-0.001, 0.004), rising, m) == V.NOT_RECOVERED  # underpowered
+    assert V.dose_series((-0.001, 0.002), [(0.001, 0.002), (0.0, 0.008)], m) == V.NOT_RECOVERED
+    assert V.dose_series((-0.001, 0.002), [(math.nan, 0.002)], m) == V.NOT_RECOVERED
+    assert V.dose_series((-0.001, 0.002), [], m) == V.NOT_RECOVERED
+    assert not set(V.POSITIVE_CONTROL) & set(V.TESTED + V.CONTROL + V.CHECK)
+    card = pd.DataFrame({"section": ["controls"], "target": ["a"], "verdict": [V.RECOVERED]})
+    S.check_sections(card)

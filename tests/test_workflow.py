@@ -171,7 +171,8 @@ def test_scorecard_of_the_smoke_run_gives_the_verdicts_its_tables_imply(pipeline
     card = pd.read_csv(pipeline / "results" / "report" / "scorecard.csv", keep_default_na=False)
     assert len(card) > 20
     assert (card["falsified_if"].str.strip() != "").all()
-    assert set(card["verdict"]) <= {*V.TESTED, *V.CONTROL, *V.CHECK, *S.SECTIONS["paper 1"]}
+    allowed = {*V.TESTED, *V.CONTROL, *V.POSITIVE_CONTROL, *V.CHECK, *S.SECTIONS["paper 1"]}
+    assert set(card["verdict"]) <= allowed
     for section, g in card.groupby("section"):  # each row's verdict is one its section allows
         assert set(g["verdict"]) <= set(S.SECTIONS[section]), section
     verdict = card.set_index("target")["verdict"]
@@ -320,3 +321,40 @@ def test_a_changed_plant_reruns_the_planted_pairs_extraction_and_what_reads_it(p
     assert not any(
         "tiny-random" in w for rule, w in jobs if rule in ("extract_scores_shard", "leakage")
     )
+
+
+def test_the_dose_series_runs_end_to_end_and_a_changed_dose_reruns_its_extraction(
+    pipeline, tmp_path
+):
+    """The smoke run's dose series (two doses in layer 0's stream of the position-free run):
+    recorded on the stores, read in the summary, in the table and the scorecard (not judged: the
+    prompts are document openings); a changed dose reruns the planted pair's extraction and what
+    reads it, a changed margin the summaries only."""
+    from causalpos.io.store import open_dataset
+
+    scores = pipeline / "results" / "scores" / "trained-rope" / "kjv-first24"
+    planted = open_dataset(scores / "identity_rope+plant_stream2+bidirectional.zarr")
+    assert (planted.attrs["plant_stream_dose"], planted.attrs["plant_stream_layer"]) == (1.0, 0)
+    assert (
+        "plant_stream_dose" not in open_dataset(scores / "identity_rope+bidirectional.zarr").attrs
+    )
+    tab = pd.read_csv(pipeline / "results" / "stats" / "paper2_plant_doses.csv")
+    assert list(tab["dose"]) == [0.0, 0.5, 1.0] and set(tab["model"]) == {"trained-rope"}
+    assert np.isfinite(tab[["leakage", "leakage_lo", "leakage_hi"]].to_numpy()).all()
+    assert set(tab["positive_control"]) == {"not run"}
+    card = pd.read_csv(pipeline / "results" / "report" / "scorecard.csv", keep_default_na=False)
+    rows = card[card["target"].str.startswith("positive control, dose series")]
+    assert list(rows["verdict"]) == ["not run"] and set(rows["section"]) == {"controls"}
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    cfg["leakage"]["plant_stream"]["doses"] = [0.5, 2.0]
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    jobs = planned_jobs(pipeline, "--configfile", str(changed))
+    extract = [w for rule, w in jobs if rule == "extract_scores_shard"]
+    assert extract and all("model=trained-rope, dataset=kjv-first24" in w for w in extract)
+    assert ("leakage", "model=trained-rope, dataset=kjv-first24") in jobs
+    cfg["leakage"]["plant_stream"]["doses"] = [0.5, 1.0]
+    cfg["leakage"]["plant_stream"]["margin"] = 0.01
+    changed.write_text(yaml.safe_dump(cfg))
+    counts = rule_counts(planned_jobs(pipeline, "--configfile", str(changed)))
+    assert "extract_scores_shard" not in counts and counts["leakage"] >= 1, counts

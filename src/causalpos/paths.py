@@ -139,6 +139,7 @@ SCORECARD_PAPER2_TABLES = (
     "decomposition_headline",
     "decomposition_components",
     "controls",
+    "plant_doses",
     "observational_split",
     "bos_headline",
     "scale_contrast",

@@ -9,7 +9,8 @@ the uncertainty, never the point estimate alone. A non-finite bound decides noth
 
 Controls and checks are not tests of the papers and get labels of their own, so that no count of
 reproductions includes them: a control (a run built to read 0, or a planted effect to be
-recovered) is ``passed`` or ``failed`` (:func:`control`); a check (an identity the computation
+recovered) is ``passed`` or ``failed`` (:func:`control`), a positive control planted as a dose
+series ``recovered`` or ``not recovered`` (:func:`dose_series`); a check (an identity the computation
 must satisfy by construction: a closed form against itself, a theorem computed exactly, a state
 that is identical across prompts because nothing else can reach it) ``holds`` or ``fails``
 (:func:`check`). Both are binary: a control or a check that cannot be decided (a non-finite
@@ -34,6 +35,12 @@ PASSED = "passed"
 FAILED = "failed"
 #: The verdicts of a control (negative or positive): never "reproduced".
 CONTROL = (PASSED, FAILED)
+
+RECOVERED = "recovered"
+NOT_RECOVERED = "not recovered"
+#: The verdicts of a positive control read as a dose series (:func:`dose_series`): never
+#: "reproduced".
+POSITIVE_CONTROL = (RECOVERED, NOT_RECOVERED)
 
 HOLDS = "holds"
 FAILS = "fails"
@@ -242,3 +249,37 @@ def beyond_control(model: Sequence[float], control_hi: float) -> str:
     if hi <= control_hi:
         return DIFFERS
     return INCONCLUSIVE
+
+
+#: :func:`within_margin_placeholder`'s outcomes.
+WITHIN_MARGIN, BEYOND_MARGIN, UNDERPOWERED = "passed", "reads position", "underpowered"
+
+
+def within_margin_placeholder(ci: Interval, margin: float) -> str:
+    """PLACEHOLDER for the controls' declared-margin rule (two one-sided tests against ±δ), used by
+    the stream dose series' dose 0 until that rule lands here: ``passed`` if the interval lies
+    inside (−margin, margin) (each one-sided test rejects at half the interval's level),
+    ``reads position`` if it lies wholly beyond ±margin, ``underpowered`` otherwise (it straddles
+    an edge) and for a non-finite bound. ``margin`` is declared before the run (config), never
+    a fraction of the model's own estimate."""
+    lo, hi = ci
+    if not _finite(lo, hi, margin) or margin <= 0:
+        return UNDERPOWERED
+    if -margin < lo and hi < margin:
+        return WITHIN_MARGIN
+    if lo >= margin or hi <= -margin:
+        return BEYOND_MARGIN
+    return UNDERPOWERED
+
+
+def dose_series(zero: Interval, steps: Sequence[Interval], margin: float) -> str:
+    """A positive control planted as a dose series (paper2.md §2, Controls): ``recovered`` if dose
+    0 reads ≈ 0 (:func:`within_margin_placeholder` says ``passed`` for its interval ``zero``) and
+    every step from one dose to the next rises (each paired difference's interval in ``steps``
+    lies above 0); ``not recovered`` otherwise, and with no step or a non-finite bound."""
+    steps = list(steps)
+    if within_margin_placeholder(zero, margin) != WITHIN_MARGIN or not steps:
+        return NOT_RECOVERED
+    if all(_finite(lo, hi) and lo > 0 for lo, hi in steps):
+        return RECOVERED
+    return NOT_RECOVERED

@@ -159,6 +159,11 @@ rule aggregate_leakage:
             caption="../report/paper2_controls.rst",
             category="Paper 2 — tables",
         ),
+        plant_doses=report(
+            PATHS.paper2_table("plant_doses"),
+            caption="../report/paper2_plant_doses.rst",
+            category="Paper 2 — tables",
+        ),
         bos_headline=report(
             PATHS.paper2_table("bos_headline"),
             caption="../report/paper2_bos_headline.rst",

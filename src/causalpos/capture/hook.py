@@ -25,6 +25,10 @@ and that layer's output is computed from those scores (softmax and value product
 model attends with the plant it is read with. A query term cancels in the softmax: the layer's
 attention, and every later layer, equal the unplanted run's within float rounding.
 
+A stream-planted variant (``plant_stream<k>``) adds its position term to the residual stream at
+the input of one decoder layer by a forward pre-hook (:mod:`causalpos.capture.stream`); the
+capture reads the layers above as they attend with it.
+
 Memory is bounded by one batch × one layer of scores (one reusable float32 buffer) plus the
 reducers' state; reducers stream statistics in float64.
 
@@ -48,6 +52,7 @@ from causalpos.capture.reducers import Reducer, reducer_path
 from causalpos.capture.ring import RingRotation, ring_scores
 from causalpos.capture.session import CAPTURE_IMPLEMENTATION, CaptureSession
 from causalpos.capture.settings import CaptureRun
+from causalpos.capture.stream import StreamPlant, planted_stream, resolve_stream
 from causalpos.models.forward import model_side, variant_inputs
 from causalpos.models.layer_kinds import config_kinds
 from causalpos.models.variants import Variant, parse_variant
@@ -259,8 +264,10 @@ def capture_scores(
     precedence. ``bos`` defaults to "every sequence starts with ``config.bos_token_id``".
     ``run.plant``: ``{"layer", "scale"}`` of a planted variant (:func:`resolve_plant`); the store
     then records ``plant_term``, ``plant_layer`` (resolved, 0-based), ``plant_scale`` and
-    ``plant_profile``. A progress bar goes to stderr (the job log) unless ``run.progress`` is
-    False.
+    ``plant_profile``. ``run.stream``: ``{"layer", "dose", "profile"}`` of a stream-planted
+    variant (:func:`causalpos.capture.stream.resolve_stream`); the store then records the
+    ``plant_stream_*`` attrs. A progress bar goes to stderr (the job log) unless ``run.progress``
+    is False.
     """
     tokens, seq_ids = _checked_inputs(tokens, run, reducers, seq_ids)
     v = parse_variant(run.variant)
@@ -279,7 +286,16 @@ def capture_scores(
     for reducer in reducers:
         if hasattr(reducer, "set_layer_kinds"):
             reducer.set_layer_kinds(kinds)
-    session = _forward_batches(model, tokens, seq_ids, v, run, (on_scores, on_states), planted)
+    stream, stream_attrs = resolve_stream(
+        v,
+        run.stream,
+        n_layers=n_layers,
+        shape=(tokens.shape[1], int(model.config.hidden_size)),
+        seed=run.seed,
+    )
+    session = _forward_batches(
+        model, tokens, seq_ids, v, run, (on_scores, on_states), (planted, stream)
+    )
     parts = []
     for reducer in reducers:
         part = reducer.result()
@@ -292,6 +308,7 @@ def capture_scores(
     ds.attrs = {
         **_run_attrs(model, tokens, seq_ids, v, run.seed, session),
         **plant_attrs,
+        **stream_attrs,
         **(attrs or {}),
     }
     return ds
@@ -330,14 +347,16 @@ def _forward_batches(
     v: Variant,
     run: CaptureRun,
     reducers: tuple[list[Reducer], list[Reducer]],
-    planted: dict[int, np.ndarray],
+    plants: tuple[dict[int, np.ndarray], StreamPlant | None],
 ) -> CaptureSession | None:
     """Every batch of ``tokens`` through ``model`` under variant ``v``, the score reducers
     (``reducers[0]``) fed by the capture and the hidden-state ones (``reducers[1]``) by their
-    hooks; the capture session (None without score reducers)."""
+    hooks, with the variant's planted terms (``plants``: the query term per layer, the stream
+    plant); the capture session (None without score reducers)."""
     from tqdm import tqdm
 
     on_scores, on_states = reducers
+    planted, stream = plants
     n, batch_size = tokens.shape[0], run.batch_size
     n_layers = model.config.num_hidden_layers
     device = next(model.parameters()).device
@@ -346,6 +365,7 @@ def _forward_batches(
     )
     with ExitStack() as stack:
         stack.enter_context(torch.inference_mode())
+        stack.enter_context(planted_stream(model, stream))
         if on_scores:
             session = stack.enter_context(capturing(model, on_scores, variant=v, plant=planted))
         else:

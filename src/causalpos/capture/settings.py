@@ -55,11 +55,14 @@ class CaptureRun:
     """One forward-pass variant through the capture hook: its name
     (:mod:`causalpos.models.variants`), the sequences per forward pass, the seed of its random
     draws (scrambled RoPE, Gaussian BOS replacements), the term a planted variant adds
-    (``{"layer", "scale"}``: :func:`causalpos.capture.hook.resolve_plant`) and whether a
-    progress bar goes to stderr (the job log)."""
+    (``{"layer", "scale"}``: :func:`causalpos.capture.hook.resolve_plant`), the dose a
+    stream-planted variant adds (``{"layer", "dose", "profile"}``:
+    :func:`causalpos.capture.stream.resolve_stream`) and whether a progress bar goes to stderr
+    (the job log)."""
 
     variant: str
     batch_size: int
     seed: int = 0
     plant: Mapping[str, Any] | None = None
+    stream: Mapping[str, Any] | None = None
     progress: bool = True

@@ -66,7 +66,8 @@ class ExtractSection(Section):
 
     def extraction_params(self, model: str, dataset: str) -> dict:
         """What one extraction job computes: variant -> {reducers, leakage (reducer kwargs)}, and
-        ``plant`` ({layer, scale}: ``leakage.plant``) for a planted variant."""
+        ``plant`` ({layer, scale}: ``leakage.plant``) for a planted variant, ``stream`` ({layer,
+        dose, profile}: ``leakage.plant_stream``) for a stream-planted one."""
         variants = self.extraction_variants(model, dataset)
         if not variants:
             raise ConfigError(f"no stage asks for scores of model {model!r} on dataset {dataset!r}")
@@ -80,6 +81,8 @@ class ExtractSection(Section):
         for v in variants:  # a planted variant's layer and scale: a changed plant reruns the job
             if parse_variant(v).plant is not None:
                 out[v]["plant"] = self.leakage_plant()
+            if parse_variant(v).stream:  # a stream dose's layer, size and profile: likewise
+                out[v]["stream"] = self.stream_dose_spec(v)
         return canonical(out)
 
     def reducers_for(self, model: str, dataset: str, variant: str) -> list[str]:

@@ -11,6 +11,12 @@ from itertools import product
 
 import numpy as np
 
+#: The dose series planted in the residual stream (paper2.md §2, Controls): ``plant_stream<k>``
+#: is the k-th dose of ``leakage.plant_stream.doses`` (:mod:`causalpos.capture.stream`);
+#: dose 0 is the run without the atom.
+MAX_STREAM_DOSES = 4
+STREAM_ATOMS = tuple(f"plant_stream{k}" for k in range(1, MAX_STREAM_DOSES + 1))
+
 VARIANTS = (
     "causal",
     "bidirectional",
@@ -25,6 +31,7 @@ VARIANTS = (
     "layer_bidirectional",
     "plant_query",
     "ring",
+    *STREAM_ATOMS,
 )
 
 #: The forward pass whose position-0 states, and value vectors at key 0, paper 2's content
@@ -33,9 +40,10 @@ POSITION0_PROBE_CONDITION = "causal"
 
 
 #: The parts of the forward pass a variant changes, in the canonical order of a composition:
-#: rotary embedding, position-0 input, attention scores (a planted term), attention mask.
-#: ``causal`` is the model as trained (no part changed) and composes with nothing.
-PARTS = ("rotary", "position 0", "scores", "mask")
+#: rotary embedding, position-0 input, residual stream (a planted position term), attention
+#: scores (a planted term), attention mask. ``causal`` is the model as trained (no part changed)
+#: and composes with nothing.
+PARTS = ("rotary", "position 0", "stream", "scores", "mask")
 SEPARATOR = "+"
 
 
@@ -44,6 +52,8 @@ def _part(atom: str) -> str:
         return "rotary"
     if atom.startswith("bos_replace_"):
         return "position 0"
+    if atom in STREAM_ATOMS:
+        return "stream"
     if atom.startswith("plant_"):
         return "scores"
     return "mask"
@@ -61,6 +71,9 @@ class Variant:
     unmasked_scores: bool = False  # causal forward pass; each layer's maps read without its mask
     plant: str | None = None  # "query": a known query-position term added to one layer's scores
     ring: bool = False  # no mask at all, RoPE offsets taken cyclically (i − j mod T)
+    stream: int = (
+        0  # k of plant_stream<k>: the k-th dose of a position term in the stream (0: none)
+    )
 
     @property
     def atoms(self) -> tuple[str, ...]:
@@ -83,6 +96,8 @@ def _parse_atom(name: str) -> Variant:
         return Variant(name, rope="scrambled")
     if name == "plant_query":
         return Variant(name, plant="query")
+    if name in STREAM_ATOMS:
+        return Variant(name, stream=STREAM_ATOMS.index(name) + 1)
     for kind in ("mean", "zeros", "token", "gaussian"):
         if name == f"bos_replace_{kind}":
             return Variant(name, bos_replace=kind)
@@ -128,12 +143,21 @@ def parse_variant(name: str) -> Variant:
       pre-softmax scores of one layer, every head — to the captured scores and to the scores
       the layer's own attention normalises. Its layer and scale a are not in the name: they
       come from the config (``leakage.plant``), travel in the extraction job's params (a changed
-      plant reruns the extraction) and are recorded on the score store (``plant_*`` attrs).
+      plant reruns the extraction) and are recorded on the score store (``plant_*`` attrs);
+    - ``plant_stream1`` .. ``plant_stream4``: the positive control that propagates (paper2.md §2,
+      Controls): the k-th dose of ``leakage.plant_stream.doses`` times a position profile g(i)
+      along a seeded unit direction u, added to the residual stream at the input of one lower
+      layer (:mod:`causalpos.capture.stream`); the layers above read it through their
+      own norms, projections and attention. Dose 0 is the run without the atom. Its layer, dose,
+      profile and seed travel in the extraction job's params and are recorded on the score
+      store (``plant_stream_*`` attrs).
 
     Compositions join at most one atom per part of the forward pass with ``+``, in the canonical
-    order of :data:`PARTS` — rotary, position 0, scores, mask — e.g. ``scrambled_rope+bidirectional``,
-    ``bos_replace_mean+bidirectional``, ``identity_rope+bos_replace_zeros+bidirectional``,
-    ``identity_rope+plant_query+bidirectional`` (the planted positive control). One
+    order of :data:`PARTS` — rotary, position 0, stream, scores, mask — e.g.
+    ``scrambled_rope+bidirectional``, ``bos_replace_mean+bidirectional``,
+    ``identity_rope+bos_replace_zeros+bidirectional``, ``identity_rope+plant_query+bidirectional``
+    (the last layer's planted query term), ``identity_rope+plant_stream2+bidirectional`` (the
+    second dose of the stream plant, in a position-free run). One
     spelling per run (the name is a file name): another order, a repeated atom, two atoms of one
     part (``identity_rope+scrambled_rope``) or ``causal`` inside a composition (it is the
     absence of every change) is a ``ValueError`` that says what to write.
@@ -163,14 +187,19 @@ def parse_variant(name: str) -> Variant:
         if len(same) > 1:
             raise ValueError(
                 f"variant {name!r} conflicts: {same} both change the {part}; a composition takes "
-                "at most one atom per part (rotary, position 0, scores, mask)"
+                f"at most one atom per part ({', '.join(PARTS)})"
             )
     canonical = sorted(atoms, key=lambda a: PARTS.index(_part(a)))
     if atoms != canonical:
         raise ValueError(
-            f"variant {name!r}: write compositions in the canonical order rotary, position 0, "
-            f"scores, mask: {SEPARATOR.join(canonical)!r}"
+            f"variant {name!r}: write compositions in the canonical order {', '.join(PARTS)}: "
+            f"{SEPARATOR.join(canonical)!r}"
         )
+    return _merged(name, atoms)
+
+
+def _merged(name: str, atoms: list[str]) -> Variant:
+    """The variant ``name`` whose (checked, canonical) ``atoms`` each change one part."""
     fields: dict = {}
     for atom in atoms:
         v = _parse_atom(atom)
@@ -180,12 +209,13 @@ def parse_variant(name: str) -> Variant:
             fields["rope"] = v.rope
         if v.bos_replace is not None:
             fields.update(bos_replace=v.bos_replace, per_prompt=v.per_prompt)
-        if v.unmasked_scores:
-            fields["unmasked_scores"] = True
+        for flag in ("unmasked_scores", "ring"):
+            if getattr(v, flag):
+                fields[flag] = True
         if v.plant is not None:
             fields["plant"] = v.plant
-        if v.ring:
-            fields["ring"] = True
+        if v.stream:
+            fields["stream"] = v.stream
     return Variant(name, **fields)
 
 
@@ -204,11 +234,12 @@ def variant_names() -> list[str]:
     """Every valid variant name: the atoms (:data:`VARIANTS`, in order), then every composition."""
     rotary = [None, "identity_rope", "scrambled_rope"]
     position0 = [None] + [v for v in VARIANTS if v.startswith("bos_replace_")]
+    stream = [None, *STREAM_ATOMS]
     scores = [None, "plant_query"]
     mask = [None, "bidirectional", "layer_bidirectional", "ring"]
     out = list(VARIANTS)
-    for r, p, s, m in product(rotary, position0, scores, mask):
-        atoms = [a for a in (r, p, s, m) if a is not None]
+    for r, p, st, s, m in product(rotary, position0, stream, scores, mask):
+        atoms = [a for a in (r, p, st, s, m) if a is not None]
         if len(atoms) >= 2:
             out.append(SEPARATOR.join(atoms))
     return out
@@ -222,6 +253,11 @@ def bidirectional_twin(name: str) -> str:
 def without_plant(name: str) -> str:
     """``name`` without its planted term: the unplanted twin of a positive control."""
     return compose(*(a for a in parse_variant(name).atoms if _part(a) != "scores"))
+
+
+def without_stream(name: str) -> str:
+    """``name`` without its residual-stream plant: dose 0 of a dose series."""
+    return compose(*(a for a in parse_variant(name).atoms if _part(a) != "stream"))
 
 
 def without_bos_replacement(name: str) -> str:

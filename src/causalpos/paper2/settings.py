@@ -64,7 +64,14 @@ class LeakageSettings:
         "query windows of the per-prompt BOS-replacement effects",
     )
     planted: float = _key(
-        0.1, "leakage.planted", "the share a statistics-level planted query effect explains"
+        0.01,
+        "leakage.planted",
+        "a statistics-level planted query effect's size, in the causal run's variance",
+    )
+    stream_margin: float = _key(
+        0.003,
+        "leakage.plant_stream.margin",
+        "the declared margin of the stream dose series' dose-0 reading (the model's units)",
     )
     seed: int = _key(0, "seed", "the bootstrap counts' and multipliers' seed")
     perm_chunk: int = _key(16, None, "permutations per sparse product (memory, not numbers)")

@@ -19,6 +19,7 @@ import causalpos.scorecard.paper1 as paper1
 import causalpos.scorecard.paper1_amplification as paper1_amplification
 import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
+import causalpos.scorecard.paper2_doses as paper2_doses
 import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.rows import (
@@ -171,6 +172,14 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         paper2_headline.control_rows,
         Input("controls", "model dataset variant target negative negative_lo planted"),
+    ),
+    Family(
+        paper2_doses.dose_series_rows,
+        Input(
+            "plant_doses",
+            "model dataset series variant dose layer target leakage_lo leakage_hi step_lo step_hi "
+            "margin positive_control",
+        ),
     ),
     Family(
         paper2.claim10_rows,

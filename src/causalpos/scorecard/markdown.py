@@ -10,10 +10,23 @@ import pandas as pd
 
 from causalpos.paths import SCORECARD_CSV, SCORECARD_MD
 from causalpos.scorecard.rows import CHECKS, CONTROLS, PAPER1, PAPER2, SECTIONS
-from causalpos.verdicts import CHECK, CONTROL, FAILED, FAILS, TESTED
+from causalpos.verdicts import (
+    CHECK,
+    CONTROL,
+    FAILED,
+    FAILS,
+    NOT_RECOVERED,
+    POSITIVE_CONTROL,
+    TESTED,
+)
 
 #: The verdicts of each section's judged rows (the rest are not tests and say why).
-JUDGED = {PAPER1: TESTED, PAPER2: TESTED, CONTROLS: CONTROL, CHECKS: CHECK}
+JUDGED = {
+    PAPER1: TESTED,
+    PAPER2: TESTED,
+    CONTROLS: (*CONTROL, *POSITIVE_CONTROL),
+    CHECKS: CHECK,
+}
 #: What a section's judged rows are, in its count line.
 KIND = {
     PAPER1: "tests of the paper's claims",
@@ -66,7 +79,8 @@ LEGEND = (
     "within a tolerance, a fraction above a threshold, nearly identical across conditions, "
     "increasing across layers), each judged on the measurement's CI; its *falsified if* column "
     "says which measurement would have made it *differs*. **controls** (runs built to read 0, "
-    "planted effects to be recovered) read **passed** / **failed**, and **checks** (identities "
+    "planted effects to be recovered) read **passed** / **failed** (a dose series planted in the "
+    "forward pass: **recovered** / **not recovered**), and **checks** (identities "
     "that hold by construction: a closed form against itself, a proven theorem computed exactly, "
     "a state nothing else can reach) **holds** / **fails**: neither counts as a reproduction. "
     "**not run**, **not applicable** and **measured** rows are not tests; their note says why. "
@@ -153,13 +167,13 @@ def readme_summary(card: pd.DataFrame, *, source: str = SCORECARD_CSV) -> str:
     tested = papers["verdict"].isin(TESTED)
     ctl = sections.get(CONTROLS, card.iloc[:0])
     chk = sections.get(CHECKS, card.iloc[:0])
-    n_ctl = int(ctl["verdict"].isin(CONTROL).sum())
+    n_ctl = int(ctl["verdict"].isin(JUDGED[CONTROLS]).sum())
     n_chk = int(chk["verdict"].isin(CHECK).sum())
     judged = int(tested.sum()) + n_ctl + n_chk
     lines = [
         SUMMARY_BEGIN,
         f"From `{source}`: {len(card)} rows. The papers' claims: {int(tested.sum())} tests "
-        f"({_count(papers, TESTED)}); beside them {n_ctl} controls ({_count(ctl, CONTROL)}) "
+        f"({_count(papers, TESTED)}); beside them {n_ctl} controls ({_count(ctl, JUDGED[CONTROLS])}) "
         f"and {n_chk} checks of identities ({_count(chk, CHECK)}); the other "
         f"{len(card) - judged} rows are not tests and say why.",
         f"Every row: [the scorecard]({SCORECARD_MD}); the numbers, and what would have made "
@@ -169,7 +183,7 @@ def readme_summary(card: pd.DataFrame, *, source: str = SCORECARD_CSV) -> str:
     ]
     named = [
         ("differs", papers[papers["verdict"] == "differs"]),
-        ("failed controls", ctl[ctl["verdict"] == FAILED]),
+        ("failed controls", ctl[ctl["verdict"].isin((FAILED, NOT_RECOVERED))]),
         ("failing checks", chk[chk["verdict"] == FAILS]),
     ]
     for title, rows in named:

@@ -11,7 +11,8 @@ no value to compare with).
 Every row sits in one ``section`` (:data:`SECTIONS`): ``paper 1`` and ``paper 2`` hold the tests
 of the papers' claims (``reproduced`` / ``differs`` / ``inconclusive``, rows that could have come
 out *differs* on a plausible input) and the rows of those claims that are not tests;
-``controls`` the negative and positive controls (``passed`` / ``failed``); ``checks`` the
+``controls`` the negative and positive controls (``passed`` / ``failed``; a dose series planted
+in the forward pass ``recovered`` / ``not recovered``); ``checks`` the
 identities that hold by construction (``holds`` / ``fails``). A row's section comes from its
 target's ``section`` field (default: its ``paper``) unless its builder names one
 (claim 7's rows are checks only where token 0 is fixed).
@@ -30,7 +31,7 @@ import pandas as pd
 import yaml
 
 from causalpos.paths import SCORECARD_TABLES
-from causalpos.verdicts import CHECK, CONTROL, TESTED
+from causalpos.verdicts import CHECK, CONTROL, POSITIVE_CONTROL, TESTED
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
 TABLE_MEASURED = "measured"
@@ -48,7 +49,7 @@ PAPER1, PAPER2, CONTROLS, CHECKS = "paper 1", "paper 2", "controls", "checks"
 SECTIONS = {
     PAPER1: (*TESTED, *NOT_TESTS),
     PAPER2: (*TESTED, *NOT_TESTS),
-    CONTROLS: (*CONTROL, NOT_RUN),
+    CONTROLS: (*CONTROL, *POSITIVE_CONTROL, NOT_RUN),
     CHECKS: (*CHECK, NOT_RUN),
 }
 

@@ -108,7 +108,8 @@ def reducer_memory(
 
 def check_variant_specs(variants: Mapping[str, Mapping]) -> None:
     """Refuse, before the model loads, an extraction job's bad variant: an unknown name, no or
-    unknown reducers, a planted variant without plant settings or plant settings without one."""
+    unknown reducers, a planted variant without plant settings or plant settings without one (the
+    query plant's ``plant``, the stream plant's ``stream``)."""
     from causalpos.models.variants import parse_variant
 
     if not variants:
@@ -124,6 +125,15 @@ def check_variant_specs(variants: Mapping[str, Mapping]) -> None:
                     "plants a term but has no plant settings (config leakage.plant)"
                     if parse_variant(name).plant
                     else f"plants nothing but was given plant settings {spec.get('plant')}"
+                )
+            )
+        if bool(parse_variant(name).stream) != bool(spec.get("stream")):
+            raise ValueError(
+                f"extract_scores: variant {name!r} "
+                + (
+                    "plants a stream dose but has no stream settings (config leakage.plant_stream)"
+                    if parse_variant(name).stream
+                    else f"plants nothing in the stream but was given {spec.get('stream')}"
                 )
             )
         unknown = set(spec["reducers"]) - set(REDUCER_NAMES)
@@ -148,7 +158,9 @@ def extract_scores(
     """Rule ``extract_scores``: sequences ``bounds`` = ``[start, stop)`` of ``data_store`` under
     every variant of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer
     kwargs}}``, and ``"plant": {"layer", "scale"}`` for a planted variant:
-    :func:`causalpos.capture.hook.resolve_plant`), each through the capture hook into its
+    :func:`causalpos.capture.hook.resolve_plant`, ``"stream": {"layer", "dose", "profile"}`` for
+    a stream-planted one: :func:`causalpos.capture.stream.resolve_stream`), each through the
+    capture hook into its
     reducers; writes ``out/<variant>.zarr`` per variant (``settings``:
     :class:`~causalpos.capture.settings.ExtractSettings`).
 
@@ -314,7 +326,13 @@ def _extract_variant(
         ds = hook.capture_scores(
             model,
             job.tokens,
-            CaptureRun(variant, int(batch_size), seed=s.seed, plant=spec.get("plant")),
+            CaptureRun(
+                variant,
+                int(batch_size),
+                seed=s.seed,
+                plant=spec.get("plant"),
+                stream=spec.get("stream"),
+            ),
             reducers=objs,
             seq_ids=np.arange(start, stop, dtype=np.int64),
             attrs=meta,

@@ -18,7 +18,11 @@ bidirectional pass (no causal mask) with identity RoPE or a NoPE model, and no s
 carry position in their content, and a position-free run reads it. Its expected map carries no absolute position beyond the key-0 level
 the landmark column models, so its headline must read ≈ 0 (``exp_control``: CI covers 0 or
 |estimate| ≤ :data:`CONTROL_TOL`). On each position-free run the summary also plants a query
-effect of known size (:func:`planted_control`) and reads it back: the positive control.
+effect of known size in the model's units (:func:`planted_control`: ``leakage.planted`` of the
+causal run's expected-map variance, the size of the model's own effect) and reads it back: the
+positive control in the statistics. The positive controls planted in the forward pass:
+:mod:`causalpos.paper2.summary.planted` (the last layer's query term) and
+:mod:`causalpos.paper2.summary.doses` (the dose series in a lower layer's residual stream).
 
 """
 
@@ -32,11 +36,10 @@ import xarray as xr
 
 from causalpos.models.variants import parse_variant
 from causalpos.paper2 import inference as inf
-from causalpos.paper2.estimator import expected as X
 from causalpos.paper2.estimator.grams import GramCache
 from causalpos.paper2.estimator.pairgrams import prompt_grams, stats_from_maps
 from causalpos.paper2.estimator.replicates import LINEAR_PARTS, sum_parts
-from causalpos.paper2.estimator.storeview import store_grams, store_masks, store_stats
+from causalpos.paper2.estimator.storeview import store_grams, store_masks
 from causalpos.paper2.extraction.design import build_design
 from causalpos.paper2.extraction.metric import TARGETS
 from causalpos.paper2.labels import CONTROL_TOL, LANDMARKS, LOCAL_RUN, STAT, WHOLE_RUN
@@ -44,6 +47,7 @@ from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.bos import bos_headline_block, bos_plan, pooled_reading
 from causalpos.paper2.summary.decomposition import decomposition_block
+from causalpos.paper2.summary.doses import dose_block
 from causalpos.paper2.summary.planted import planted_block
 
 #: The control's equivalence bound: a negative control passes when its upper limit, in the
@@ -51,7 +55,8 @@ from causalpos.paper2.summary.planted import planted_block
 EQUIVALENCE = 0.5
 
 
-#: Columns of ``exp_planted``: the planted effect's exact share, then the estimate with its CI.
+#: Columns of ``exp_planted``: the planted effect's exact size in the model's units, then the
+#: estimate with its CI.
 PLANTED = ("planted", "estimate", "lo", "hi")
 
 
@@ -89,7 +94,7 @@ def position_free(variant: str, positional: str = "", windowed: bool = False) ->
     == "swa"``; the ring removes them), and no rotary position (identity RoPE, or a NoPE model:
     ``positional == "nope"``). Such a forward pass is permutation-equivariant over the tokens."""
     v = parse_variant(variant)
-    if v.causal or v.plant is not None:
+    if v.causal or v.plant is not None or v.stream:
         return False  # a planted run carries the plant's position by construction
     if (windowed or positional == "swa") and not v.ring:
         return False  # a window's edges give each row near an end its own key count
@@ -111,56 +116,33 @@ def planted_profile(T: int) -> np.ndarray:
     return np.where(i > 0, np.log(np.maximum(i, 1.0)), 0.0)
 
 
-def planted_control(
-    ds: xr.Dataset,
-    counts: np.ndarray | None,
-    *,
-    window: str,
-    target: str,
-    size: float,
-    level: float,
-    multipliers: np.ndarray | None = None,
-) -> np.ndarray:
-    """Positive control on one position-free run: a query effect a·log(i) added to every map,
-    a chosen so that it explains ≈ ``size`` of the expected maps' variance; returns (planted,
-    estimate, lo, hi). ``planted`` is the exact share the planted effect has in the expected
-    maps μ + b: Σ‖P_Δ b‖² / Σ(‖Cμ‖² + 2⟨Cμ, b⟩ + ‖Cb‖²), with ‖Cμ‖² and ⟨Cμ, b⟩ from their
-    unbiased estimates (D̂ and the prompt mean of ⟨y_p, Cb⟩) and P_Δ μ = 0 (the run is
-    position-free)."""
+def planted_control(cache: GramCache, run: str, window: str, target: str, size: float):
+    """Positive control on one position-free run, in the model's units: a query effect a·log(i)
+    added to every map of ``run`` (in its statistics), a chosen so that the effect's exact
+    numerator Σ‖P_Δ b‖² is ``size`` × the causal run's D̂ (pooled), then read back as the run's
+    N̂ over that D̂ with paired replicates (the negative control's reading,
+    ``exp_control_units``). Returns (planted, estimate, lo, hi), ``planted`` = ``size`` (the
+    truth, given P_Δ μ = 0 on a position-free run); NaN without a causal run or where the
+    profile has no ΔSS on the measured pairs."""
     if not 0 < size < 1:
         raise ValueError(f"the planted share must be in (0, 1), got {size}")
-    T = int(ds.sizes["query"])
-    g0, _ = store_grams(ds, window=window, target=target)
-    n = g0["sst"].shape[-1]
-    u0 = X.u_statistics(g0, np.ones((1, n)))
-    den0 = float(u0["den"][0].sum()) / (n * (n - 1))  # Σ over maps of ‖Cμ‖²
-    unit = planted_profile(T)
-    # Σ over maps of ‖P_Δ b‖², 2⟨Cμ, b⟩ / 2 and ‖Cb‖² for b = log(i) (a = 1): every term scales
-    masks = store_masks(ds, window, target)
-    pdb = 0.0
-    cross = 0.0
-    cb = 0.0
-    for layer, mask in masks.items():
+    ps = cache.ps
+    if "causal" not in ps.runs:
+        return np.full(len(PLANTED), np.nan)
+    ds = cache.data(run)
+    unit = planted_profile(int(ds.sizes["query"]))
+    pdb = 0.0  # Σ over maps of ‖P_Δ b‖² for b = log(i) (a = 1)
+    for mask in store_masks(ds, window, target).values():
         d = build_design(mask, "saturated+query", landmark=True)
         sb = stats_from_maps(np.where(mask, unit[:, None], 0.0)[None], mask)
         pdb += float(prompt_grams(sb, d)["num"][0, 0]) * int(ds.sizes["head"])
-        st = store_stats(ds, layer, window, target, mask)
-        n_i = mask.sum(1).astype(np.float64)
-        bc = unit - (n_i * unit).sum() / n_i.sum()
-        cross += float((st.rows * bc).sum(-1).mean(0).sum())
-        cb += float((n_i * bc**2).sum()) * int(ds.sizes["head"])
-    # a² pdb / (den0 + 2 a cross + a² cb) = size, solved for a > 0
-    qa, qb, qc = pdb - size * cb, -2 * size * cross, -size * den0
-    a = (-qb + np.sqrt(qb * qb - 4 * qa * qc)) / (2 * qa) if qa > 0 else np.nan
-    if not np.isfinite(a) or a <= 0:
+    d0, db = cache.denominator("causal", window, target, "pooled")
+    if not (pdb > 0 and d0 > 0):
         return np.full(len(PLANTED), np.nan)
-    truth = a * a * pdb / (den0 + 2 * a * cross + a * a * cb)
+    a = float(np.sqrt(size * d0 / pdb))
     g, _ = store_grams(ds, window=window, target=target, plant=a * unit)
-    if multipliers is None:
-        r = X.estimate_bootstrap(g, counts, level=level, n_flips=0)
-    else:
-        r = X.estimate(g, multipliers, level=level, lean=True, heads=False)
-    return np.array([truth, r["pooled"], r["pooled_lo"], r["pooled_hi"]])
+    n0, nb = cache.numerator(g["num"].sum((0, 1)))
+    return np.concatenate([[size], ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0))])
 
 
 def headline_blocks(
@@ -184,7 +166,9 @@ def headline_blocks(
     (``exp_components``, ``exp_components_layer``, ``exp_decomposition``,
     ``exp_decomposition_difference``, ``exp_share_boot``); the ablation block
     (``exp_ablation``, ``exp_ablation_layer``), the BOS block (``exp_bos_*``, read on
-    ``bos_target``) and the positive control planted in the model (``exp_plant_model*``).
+    ``bos_target``), the positive control planted in the model (``exp_plant_model*``) and the
+    dose series planted in its residual stream (``exp_dose*``:
+    :func:`~causalpos.paper2.summary.doses.dose_block`).
     Attribute ``exp_counts_digest`` says which resampled prompts every replicate used.
     """
     wins = [str(w) for w in stored_windows(ps)]
@@ -214,6 +198,10 @@ def headline_blocks(
     plant = planted_block(ps.runs, ps.counts, position_free_runs, level=ps.level)
     if plant.data_vars:
         out = out.merge(plant)
+    doses = dose_block(cache, wins, position_free_runs, margin=settings.stream_margin)
+    if doses.data_vars:
+        out = out.merge(doses)
+        out.attrs.update(doses.attrs)
     comp = decomposition_block(cache, wins, conditions, position_free_runs)
     if comp["exp_condition"].size:
         out = out.merge(comp)
@@ -289,7 +277,7 @@ def control_block(
     target): 1 passes (the control's upper limit below :data:`EQUIVALENCE` × the model's
     estimate), 0 fails, NaN not a position-free run or no causal run to compare with.
     ``exp_planted`` (variant, target, planted): the planted query effect on each position-free
-    run, read back (:func:`planted_control`)."""
+    run, sized and read back in the model's units (:func:`planted_control`)."""
     ps = cache.ps
     nv, nw, nt = len(ps.variants), len(wins), len(TARGETS)
     free = np.array([v in position_free_runs for v in ps.variants])
@@ -315,15 +303,7 @@ def control_block(
     plant = np.full((nv, nt, len(PLANTED)), np.nan)
     for vi in np.flatnonzero(free):
         for ti, t in enumerate(TARGETS):
-            plant[vi, ti] = planted_control(
-                cache.data(ps.variants[vi]),
-                ps.counts,
-                multipliers=ps.multipliers,
-                window=wins[0],
-                target=t,
-                size=planted,
-                level=ps.level,
-            )
+            plant[vi, ti] = planted_control(cache, ps.variants[vi], wins[0], t, planted)
     dims = ("variant", "exp_landmark", "exp_window", "target")
     return xr.Dataset(
         {

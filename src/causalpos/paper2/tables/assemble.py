@@ -1,5 +1,5 @@
 """Every paper-2 table across (model, dataset) pairs (:func:`paper2_tables`, the names of
-:data:`PAPER2_TABLES`): the headline reading's frames (:mod:`causalpos.paper2.tables.headline`),
+:data:`PAPER2_TABLES`): the headline reading's frames (:mod:`causalpos.paper2.tables.headline`, the dose series': :mod:`causalpos.paper2.tables.doses`),
 the per-prompt reading's (:mod:`causalpos.paper2.tables.per_prompt`) and position 0's
 (:mod:`causalpos.paper2.tables.position0`), each row tagged with its model and dataset; their
 Markdown digest: :mod:`causalpos.paper2.tables.markdown`."""
@@ -14,6 +14,7 @@ import pandas as pd
 import xarray as xr
 
 from causalpos.models.layer_kinds import GLOBAL, LAYER_KIND, block_kinds, kinds_by_layer
+from causalpos.paper2.tables.doses import plant_doses_frame
 from causalpos.paper2.tables.headline import (
     PER_PROMPT,
     bos_headline_frame,
@@ -73,6 +74,11 @@ PAPER2_TABLES: dict[str, str] = {
     "controls": "negative controls (every position-free run: headline and per-prompt reading, "
     "passed or failed) and positive controls (a planted query effect of known share, recovered "
     "or not)",
+    "plant_doses": "the positive control that propagates: a position term planted as a dose "
+    "series in a lower layer's residual stream of a position-free run (dose 0 = the unplanted "
+    "run), its headline reading on logits in the model's units over the layers from the plant "
+    "up, the paired step from the previous dose, dose 0 against the declared margin and the "
+    "series' verdict (recovered: dose 0 within the margin and every step above 0)",
     "bos_headline": "Table 9 on the headline reading: every BOS replacement's effect "
     "1 - C(replaced)/C(run) on the residual-stream component (bidirectional), the causal total "
     "and the causal run's sink heads (log-attention), per window, with paired CIs",
@@ -183,6 +189,9 @@ def paper2_tables(
             ctl = controls_frame(s)
             if not ctl.empty:
                 add("controls", ctl, model, dataset, {**_model_columns(s), **p0})
+            doses = plant_doses_frame(s)
+            if not doses.empty:
+                add("plant_doses", doses, model, dataset, {**_model_columns(s), **p0})
         if "exp_decomposition" in s:
             dec = decomposition_headline_frame(s)
             add("decomposition_headline", dec, model, dataset, {**_model_columns(s), **p0})

@@ -247,9 +247,11 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "planted_estimate": est,
                 "planted_estimate_lo": lo,
                 "planted_estimate_hi": hi,
+                # recovered: the interval covers the planted size and excludes 0 (the
+                # scorecard's rule, causalpos.scorecard.paper2_headline)
                 "positive_control": "not run"
                 if not np.isfinite(pv)
-                else ("recovered" if lo <= pv <= hi else "not recovered"),
+                else ("recovered" if 0 < lo <= pv <= hi else "not recovered"),
             }
         )
     return pd.DataFrame(rows)

@@ -113,6 +113,11 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                 }
             ),
         )
+
+
+def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
+    """The controls' sections: the position-free runs and the statistics-level plant, and the
+    dose series planted in the residual stream."""
     ctl = tabs.get("controls", pd.DataFrame())
     if not ctl.empty:
         section(
@@ -130,6 +135,25 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
                     "recovered": [_ci_cell(r, "planted_estimate") for _, r in ctl.iterrows()],
                     "positive control": ctl["positive_control"],
+                }
+            ),
+        )
+    doses = tabs.get("plant_doses", pd.DataFrame())
+    if not doses.empty:
+        section(
+            "Positive control that propagates: a dose series planted in the residual stream "
+            "(logits, the model's units, the layers from the plant up)",
+            pd.DataFrame(
+                {
+                    "model": doses["model"],
+                    "dataset": doses["dataset"],
+                    "run": doses["variant"],
+                    "layer": doses["layer"],
+                    "dose": doses["dose"].map(lambda x: f"{x:.3g}"),
+                    "reading": [_ci_cell(r, "leakage") for _, r in doses.iterrows()],
+                    "step": [_ci_cell(r, "step") for _, r in doses.iterrows()],
+                    "dose 0": doses["dose0_control"],
+                    "series": doses["positive_control"],
                 }
             ),
         )
@@ -151,6 +175,7 @@ def paper2_markdown(
         out.append(_markdown(df))
 
     _headline_sections(tabs, section)
+    _control_sections(tabs, section)
     _per_prompt_sections(tabs, section)
     _position0_sections(tabs, section)
     return "".join(out)

@@ -1,0 +1,170 @@
+"""The positive control that propagates, read back: a dose series of an absolute-position term
+planted in the residual stream of one lower layer (variants ``plant_stream<k>``,
+:mod:`causalpos.capture.stream`), read on the headline (paper2.md §2, Controls).
+
+**The series.** The runs ``<twin>`` (dose 0) and ``<twin with plant_stream<k>>`` (the k-th dose of
+``leakage.plant_stream.doses``) of one (model, dataset), on the same prompts; the dose of each
+planted run and its layer ℓ come from its score store's ``plant_stream_*`` attrs. As a control the
+twin must be position-free (identity RoPE, no mask: a permutation-equivariant forward pass) on
+prompts exchangeable over positions (chunks at random offsets): then the plant's is the only
+absolute position in the forward pass.
+
+**The reading.** The headline leakage (expected-map ΔR², key-0 column modelled, headline window)
+of each run on logits, in the *model's* units: the run's N̂ summed over the layers from the plant
+up (ℓ and above; the layers below read the twin's forward pass bit for bit) and their heads,
+over the causal run's D̂ pooled over every layer and head — the unit of the model's own headline,
+so a dose reads as a share of the model's expected logit-map variance, comparable to the model's
+total and to its residual-stream component. Replicates are the summary's shared ones (paired
+across runs): each step from one dose to the next is the paired difference of the two numerators
+(a contrast Gram) over the same denominator.
+
+**The verdict** (:func:`causalpos.verdicts.dose_series`): ``recovered`` where dose 0 reads ≈ 0
+within the declared margin (``leakage.plant_stream.margin``, in the model's units, set before the
+run) and every step rises (its interval above 0); ``not recovered`` otherwise. The tables and the
+scorecard apply the same rule to these numbers; where the twin is not a negative control (no
+causal run, not position-free, or document openings) the series is read but not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from causalpos.models.variants import parse_variant, without_stream
+from causalpos.paper2 import inference as inf
+from causalpos.paper2.estimator.grams import GramCache
+from causalpos.paper2.labels import STAT
+
+#: The target the series is read on: a term in the stream reaches the logits of every layer
+#: above it (and their log-attention, through the softmax, less directly).
+DOSE_TARGET = "logit"
+#: The score-store attrs a stream-planted run carries (:data:`causalpos.capture.stream.STREAM_ATTRS`).
+DOSE_ATTRS = ("plant_stream_layer", "plant_stream_dose", "plant_stream_index")
+#: The reference run of the model's units.
+MODEL_RUN = "causal"
+
+
+def find_dose_series(runs: Mapping[str, xr.Dataset]) -> dict[str, list[tuple[str, float, int]]]:
+    """twin -> [(run, dose, layer), ...] in increasing dose, starting with (twin, 0.0, layer), for
+    every dose series of ``runs`` (variant -> score store) whose twin (dose 0:
+    :func:`causalpos.models.variants.without_stream`) is among them. A ValueError where the
+    planted runs of one twin disagree on the layer, a store lacks the attrs, or two share a
+    dose."""
+    out: dict[str, list[tuple[str, float, int]]] = {}
+    for v in runs:
+        if not parse_variant(v).stream:
+            continue
+        missing = [k for k in DOSE_ATTRS if k not in runs[v].attrs]
+        if missing:
+            raise ValueError(
+                f"run {v!r} is a plant_stream variant but its store has no {missing} attrs: "
+                "extract it again (rule extract_scores) with leakage.plant_stream set"
+            )
+        twin = without_stream(v)
+        if twin not in runs:
+            continue
+        a = runs[v].attrs
+        out.setdefault(twin, []).append(
+            (v, float(a["plant_stream_dose"]), int(a["plant_stream_layer"]))
+        )
+    for twin, planted in out.items():
+        layers = {layer for _, _, layer in planted}
+        doses = [d for _, d, _ in planted]
+        if len(layers) != 1 or len(set(doses)) != len(doses):
+            raise ValueError(
+                f"the dose series of {twin!r} mixes layers {sorted(layers)} or repeats doses "
+                f"{doses}: its runs must come from one leakage.plant_stream setting"
+            )
+        planted.sort(key=lambda r: r[1])
+        out[twin] = [(twin, 0.0, planted[0][2]), *planted]
+    return out
+
+
+def _numerator(cache: GramCache, run: str, window: str, above: np.ndarray):
+    """The run's numerator Gram and linear parts summed over the layers ``above`` and heads."""
+    gram = cache.grams(run, window, DOSE_TARGET)["num"][above].sum((0, 1))
+    parts = cache.parts(run, window, DOSE_TARGET)
+    if parts is not None:
+        parts = {k: v[:, above].sum(1) for k, v in parts.items()}
+    return gram, parts
+
+
+def series_readings(
+    cache: GramCache, window: str, series: Sequence[tuple[str, float, int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(readings, steps), each (len(series), 3) = estimate, lo, hi: every run's N̂ over the layers
+    from the plant up, over the causal run's pooled D̂ (module docstring), and the paired
+    difference of each run's numerator to the previous dose's over the same D̂ (row 0 NaN)."""
+    ps = cache.ps
+    layer = series[0][2]
+    above = np.arange(len(ps.layers)) >= layer
+    d0, db = cache.denominator(MODEL_RUN, window, DOSE_TARGET, "pooled")
+    readings = np.full((len(series), 3), np.nan)
+    steps = np.full((len(series), 3), np.nan)
+    prev = None
+    for k, (run, _, _) in enumerate(series):
+        gram, parts = _numerator(cache, run, window, above)
+        n0, nb = cache.numerator(gram, parts=parts)
+        readings[k] = ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0))
+        if prev is not None:
+            diff = gram - prev[0]
+            dparts = None if parts is None else {x: parts[x] - prev[1][x] for x in parts}
+            s0, sb = cache.numerator(diff, contrast=True, parts=dparts)
+            steps[k] = ps.ci(inf.ratio(sb, db), inf.ratio(s0, d0))
+        prev = (gram, parts)
+    return readings, steps
+
+
+def dose_block(
+    cache: GramCache, wins: Sequence[str], position_free_runs: Sequence[str], *, margin: float
+) -> xr.Dataset:
+    """Every dose series of the summary's runs, read on the headline window ``wins[0]``
+    (empty where there is none, or no causal run for the model's units).
+
+    Variables over ``dose_run`` (every run of every series, dose 0 first; coordinates
+    ``dose_twin``: its series, ``dose_size``: its dose, ``dose_layer``: the planted layer):
+    ``exp_dose`` (dose_run, stat) the reading, ``exp_dose_step`` (dose_run, stat) the paired step
+    from the previous dose (NaN at dose 0); over ``dose_series`` (the twins):
+    ``exp_dose_control`` 1 where the twin is a negative control here (position-free on prompts
+    exchangeable over positions), else 0 (read, not judged). Attrs: ``exp_dose_margin`` (the
+    declared margin of dose 0), ``exp_dose_target``, ``exp_dose_window``."""
+    ps = cache.ps
+    if MODEL_RUN not in ps.runs:
+        return xr.Dataset()
+    series = find_dose_series(ps.runs)
+    if not series:
+        return xr.Dataset()
+    runs, twins, sizes, layers, rows, steps = [], [], [], [], [], []
+    for twin, s in series.items():
+        r, st = series_readings(cache, wins[0], s)
+        for (run, dose, layer), a, b in zip(s, r, st, strict=True):
+            runs.append(run)
+            twins.append(twin)
+            sizes.append(dose)
+            layers.append(layer)
+            rows.append(a)
+            steps.append(b)
+    names = list(series)
+    control = [float(t in position_free_runs) for t in names]
+    return xr.Dataset(
+        {
+            "exp_dose": (("dose_run", "stat"), np.asarray(rows)),
+            "exp_dose_step": (("dose_run", "stat"), np.asarray(steps)),
+            "exp_dose_control": (("dose_series",), np.asarray(control)),
+        },
+        coords={
+            "dose_run": runs,
+            "dose_twin": ("dose_run", twins),
+            "dose_size": ("dose_run", np.asarray(sizes)),
+            "dose_layer": ("dose_run", np.asarray(layers, dtype=np.int64)),
+            "dose_series": names,
+            "stat": list(STAT),
+        },
+        attrs={
+            "exp_dose_margin": float(margin),
+            "exp_dose_target": DOSE_TARGET,
+            "exp_dose_window": str(wins[0]),
+        },
+    )

@@ -1,0 +1,67 @@
+"""Paper 2's positive control that propagates, in the scorecard's controls section: one row per
+dose series of the ``plant_doses`` table (:mod:`causalpos.paper2.tables.doses`), judged by
+:func:`causalpos.verdicts.dose_series` on the table's intervals and declared margin (the rule the
+table's ``positive_control`` column states): ``recovered`` / ``not recovered``, ``not run`` where
+dose 0 is not a negative control."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from causalpos.scorecard.rows import (
+    NOT_RUN,
+    SOURCES,
+    Row,
+    fill,
+    fmt,
+    fmt_ci,
+    not_run,
+    target_row,
+)
+from causalpos.verdicts import dose_series, within_margin_placeholder
+
+
+def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
+    """The dose series' rows (``doses``: the ``plant_doses`` table, None where absent)."""
+    src = SOURCES["plant_doses"]
+    t = T["control_dose_series"]
+    if doses is None:
+        why = (
+            "no dose series (identity_rope+plant_stream<k>+bidirectional beside "
+            "identity_rope+bidirectional and causal in a leakage experiment, leakage.plant_stream)"
+        )
+        return [not_run(t, t["label"], src, why)]
+    rows = []
+    for (model, dataset, series), g in doses.groupby(["model", "dataset", "series"], sort=False):
+        g = g.sort_values("dose")
+        margin = float(g["margin"].iloc[0])
+        zero_ci = (float(g["leakage_lo"].iloc[0]), float(g["leakage_hi"].iloc[0]))
+        steps = list(zip(g["step_lo"].iloc[1:], g["step_hi"].iloc[1:], strict=True))
+        zero = within_margin_placeholder(zero_ci, margin)
+        verdict = dose_series(zero_ci, steps, margin)
+        label = f"{t['label']} ({model}, {dataset}, {series}, layer {int(g['layer'].iloc[0])})"
+        readings = "; ".join(
+            f"dose {fmt(r.dose)}: {fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)}"
+            + ("" if r.dose == 0 else f", step {fmt_ci(r.step, r.step_lo, r.step_hi)}")
+            for r in g.itertuples()
+        )
+        measured = f"{readings} (model's units, {g['target'].iloc[0]}); dose 0 {zero}"
+        falsified = fill(t["falsified_if"], t, margin=fmt(margin))
+        note = str(g["note"].iloc[0]) if "note" in g else ""
+        if g["positive_control"].iloc[0] == NOT_RUN:  # read, not judged: the numbers stay
+            rows.append(target_row(t, label, measured, NOT_RUN, src, note=note, falsified_if=falsified))  # fmt: skip
+            continue
+        rows.append(
+            target_row(
+                t,
+                label,
+                measured,
+                verdict,
+                src,
+                falsified_if=falsified,
+                paper_value=f"0 at dose 0 (within +-{fmt(margin)}), rising with the dose",
+            )
+        )
+    return rows

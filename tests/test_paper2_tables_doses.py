@@ -1,0 +1,92 @@
+"""The ``plant_doses`` table (causalpos.paper2.tables.doses): one row per run of a dose series
+from the summary's numbers, and the series' outcome, the same word as the scorecard's rule
+(causalpos.verdicts.dose_series) on every input."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from causalpos import verdicts as V
+from causalpos.paper2.tables.doses import (
+    dose_series_outcome,
+    dose_zero_outcome,
+    plant_doses_frame,
+)
+
+TWIN = "identity_rope+bidirectional"
+RUNS = [TWIN] + [f"identity_rope+plant_stream{k}+bidirectional" for k in (1, 2, 3)]
+
+
+def _summary(zero=(0.0, -0.001, 0.001), steps_lo=(0.001, 0.002, 0.003), control=1.0):
+    est = np.array([zero, (0.002, 0.001, 0.003), (0.01, 0.008, 0.012), (0.03, 0.028, 0.032)])
+    steps = np.full((4, 3), np.nan)
+    for k, lo in enumerate(steps_lo, 1):
+        steps[k] = (lo + 0.001, lo, lo + 0.002)
+    return xr.Dataset(
+        {
+            "exp_dose": (("dose_run", "stat"), est),
+            "exp_dose_step": (("dose_run", "stat"), steps),
+            "exp_dose_control": (("dose_series",), [control]),
+        },
+        coords={
+            "dose_run": RUNS,
+            "dose_twin": ("dose_run", [TWIN] * 4),
+            "dose_size": ("dose_run", [0.0, 0.2, 0.4, 0.8]),
+            "dose_layer": ("dose_run", [2] * 4),
+            "dose_series": [TWIN],
+            "stat": ["estimate", "lo", "hi"],
+        },
+        attrs={"exp_dose_margin": 0.003, "exp_dose_target": "logit", "exp_dose_window": "all"},
+    )
+
+
+def test_rows_carry_the_summarys_numbers_and_the_series_outcome():
+    df = plant_doses_frame(_summary())
+    assert list(df["variant"]) == RUNS and list(df["dose_index"]) == [0, 1, 2, 3]
+    assert list(df["dose"]) == [0.0, 0.2, 0.4, 0.8] and set(df["layer"]) == {2}
+    np.testing.assert_array_equal(df["leakage_hi"], [0.001, 0.003, 0.012, 0.032])
+    assert np.isnan(df["step"][0]) and df["step_lo"][3] == 0.003
+    assert list(df["dose0_control"]) == ["passed", "", "", ""]
+    assert set(df["positive_control"]) == {"recovered"} and set(df["margin"]) == {0.003}
+    # dose 0 reading position, or a step that does not rise: not recovered
+    reads = plant_doses_frame(_summary(zero=(0.01, 0.005, 0.015)))
+    assert reads["dose0_control"][0] == "reads position"
+    assert set(reads["positive_control"]) == {"not recovered"}
+    flat = plant_doses_frame(_summary(steps_lo=(0.001, -0.0005, 0.003)))
+    assert set(flat["positive_control"]) == {"not recovered"}
+    # dose 0 no negative control: read, not judged, and the note says why
+    free = plant_doses_frame(_summary(control=0.0))
+    assert (
+        set(free["positive_control"]) == {"not run"} and "not a negative control" in free["note"][0]
+    )
+    assert plant_doses_frame(xr.Dataset()).empty
+
+
+@pytest.mark.parametrize("margin", [0.003, 0.0])
+def test_the_tables_outcome_is_the_scorecards_rule_on_every_input(margin):
+    edges = [-np.inf, -0.004, -0.003, -0.001, 0.0, 0.001, 0.003, 0.004, np.nan]
+    for lo, hi in itertools.product(edges, edges):
+        if not (lo <= hi) and not (np.isnan(lo) or np.isnan(hi)):
+            continue
+        assert dose_zero_outcome(lo, hi, margin) == V.within_margin_placeholder((lo, hi), margin)
+    for lows in itertools.product([0.001, 0.0, -0.001, np.nan], repeat=2):
+        for zero in [(-0.001, 0.002), (0.004, 0.005), (-0.004, 0.0)]:
+            rows = pd.DataFrame(
+                {
+                    "leakage_lo": [zero[0], 0, 0],
+                    "leakage_hi": [zero[1], 0, 0],
+                    "step_lo": [np.nan, *lows],
+                    "step_hi": [np.nan, 0.01, 0.01],
+                }
+            )
+            got = dose_series_outcome(rows, margin)
+            steps = list(zip(lows, [0.01, 0.01], strict=True))
+            assert got == (
+                V.within_margin_placeholder(zero, margin),
+                V.dose_series(zero, steps, margin),
+            ), (zero, lows, margin)
