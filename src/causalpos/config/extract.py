@@ -105,7 +105,7 @@ class ExtractSection(Section):
     def leakage_reducer_params(self, model: str, dataset: str, variant: str) -> dict:
         """LeakageReducer kwargs of an extraction job ({} where paper 2 does not want it)."""
         if self.leakage_wants(model, dataset, variant):
-            return self.leakage_reducer_kwargs(variant)
+            return self.leakage_reducer_kwargs(variant, model, dataset)
         return {}
 
     def extract_memory_fraction(self) -> float | None:

@@ -57,8 +57,40 @@ class LeakageSection(Section):
                 "models": [self.check_model(m) for m in exp["models"]],
                 "datasets": [self.dataset_spec(d) and d for d in exp["datasets"]],
                 "variants": variants,
+                "reducer": dict(exp.get("reducer") or {}),
             }
         return out
+
+    def pair_reducer(self, model: str, dataset: str) -> dict:
+        """``leakage.reducer`` for one (model, dataset): updated by the ``reducer`` of the
+        experiments naming the pair (they must agree), its fit, window and expected-map windows
+        checked against its own fits and windows."""
+        sec = self.config["leakage"]
+        red, by = dict(sec["reducer"]), {}
+        for name, exp in self.leakage_experiments().items():
+            if model not in exp["models"] or dataset not in exp["datasets"] or not exp["reducer"]:
+                continue
+            for key, value in exp["reducer"].items():
+                if key in by and by[key][1] != value:
+                    raise ConfigError(
+                        f"leakage.experiments.{by[key][0]}.reducer.{key} and "
+                        f"leakage.experiments.{name}.reducer.{key} differ for ({model}, {dataset}): "
+                        "a pair is extracted once, so its experiments must agree"
+                    )
+                by[key] = (name, value)
+                red[key] = value
+        where = (
+            "leakage.reducer"
+            if not by
+            else f"the reducer of ({model}, {dataset}) (leakage.experiments.*.reducer)"
+        )
+        if sec["fit"] not in red["fits"]:
+            raise ConfigError(f"leakage.fit {sec['fit']!r} is not among {where}.fits {red['fits']}")
+        for key, wins in (("window", [sec["window"]]), ("expected_stats", red["expected_stats"])):
+            missing = [w for w in wins if w not in red["windows"]]
+            if missing:
+                raise ConfigError(f"{key}: {missing} not among {where}.windows {red['windows']}")
+        return red
 
     def leakage_pairs(self) -> dict[tuple[str, str], list[str]]:
         """(model, dataset) -> the union of its experiments' variants (causal first, then bidirectional)."""
@@ -101,7 +133,9 @@ class LeakageSection(Section):
                 )
         return sec
 
-    def leakage_reducer_kwargs(self, variant: str) -> dict:
+    def leakage_reducer_kwargs(
+        self, variant: str, model: str | None = None, dataset: str | None = None
+    ) -> dict:
         """LeakageReducer keyword arguments of an extraction job (sorted: compared as text).
 
         The prompt-mean maps (2 x layers x heads x T^2 float64, ~280 MB for SmolLM2 at T = 256)
@@ -109,7 +143,7 @@ class LeakageSection(Section):
         headline estimator runs (``reducer.expected_stats``: its denominator reads them).
         """
         sec = self.leakage_settings()
-        kwargs = dict(sec["reducer"])
+        kwargs = dict(sec["reducer"] if model is None else self.pair_reducer(model, dataset))
         tested = sec["permutation_variants"]
         kwargs["mean_maps"] = bool(
             kwargs["mean_maps"]
