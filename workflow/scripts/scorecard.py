@@ -14,4 +14,5 @@ with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
         snakemake.output.csv,
         snakemake.output.md,
         rehearsal=snakemake.params.rehearsal,
+        materiality=snakemake.params.materiality,
     )

@@ -423,6 +423,7 @@ class ChecksSection(Section):
             self.check_vocabularies,
             self.check_contexts,
             self.check_plant,
+            self.leakage_materiality,
             lambda: check_strict(self),  # corpus keys, model configs and sources, seq_len memory
         ):
             try:

@@ -2,11 +2,13 @@
 
 A row holds the claim, the paper's value, the value this run measured (with its CI), a verdict
 and the measurement that would have made it ``differs`` (``falsified_if``). The targets — claim
-text, paper values, margins, thresholds, which of the papers' models a value belongs to — live in
-``causalpos/targets.yaml``; the verdicts come from the rules of :mod:`causalpos.verdicts`, each of
+text, paper values, margins, which of the papers' models a value belongs to — live in
+``causalpos/targets.yaml``, paper 2's materiality thresholds in the config
+(``leakage.materiality``, :class:`~causalpos.scorecard.materiality.Materiality`); the verdicts come from the rules of :mod:`causalpos.verdicts`, each of
 which can return ``reproduced``, ``differs`` and ``inconclusive``. Each row sits in one section:
 ``paper 1`` and ``paper 2`` (tests of the papers' claims, and the rows of those claims that are not
-tests), ``controls`` (``passed`` / ``failed``) and ``checks`` (identities: ``holds`` / ``fails``).
+tests), ``controls`` (negative: ``passed`` / ``reads position`` / ``underpowered``; positive:
+``recovered`` / ``not recovered``) and ``checks`` (identities: ``holds`` / ``fails``).
 Rows that are not tests say why:
 ``not run`` (the config or the tables do not measure it), ``not applicable`` (the claim's premise
 does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper gives no value to
@@ -30,6 +32,7 @@ from causalpos.scorecard.markdown import (
     to_markdown,
     update_readme,
 )
+from causalpos.scorecard.materiality import Materiality
 from causalpos.scorecard.rows import (
     CHECKS,
     CONTROLS,
@@ -46,12 +49,15 @@ from causalpos.scorecard.rows import (
 )
 from causalpos.verdicts import (
     DIFFERS,
-    FAILED,
     FAILS,
     HOLDS,
     INCONCLUSIVE,
+    NOT_RECOVERED,
     PASSED,
+    READS_POSITION,
+    RECOVERED,
     REPRODUCED,
+    UNDERPOWERED,
 )
 
 __all__ = [
@@ -59,7 +65,10 @@ __all__ = [
     "DIFFERS",
     "INCONCLUSIVE",
     "PASSED",
-    "FAILED",
+    "READS_POSITION",
+    "UNDERPOWERED",
+    "RECOVERED",
+    "NOT_RECOVERED",
     "HOLDS",
     "FAILS",
     "SECTIONS",
@@ -71,6 +80,7 @@ __all__ = [
     "TABLE_MEASURED",
     "RESIDUAL_STREAM",
     "Row",
+    "Materiality",
     "check_sections",
     "FAMILIES",
     "load_targets",

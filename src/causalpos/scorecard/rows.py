@@ -11,8 +11,9 @@ no value to compare with).
 Every row sits in one ``section`` (:data:`SECTIONS`): ``paper 1`` and ``paper 2`` hold the tests
 of the papers' claims (``reproduced`` / ``differs`` / ``inconclusive``, rows that could have come
 out *differs* on a plausible input) and the rows of those claims that are not tests;
-``controls`` the negative and positive controls (``passed`` / ``failed``); ``checks`` the
-identities that hold by construction (``holds`` / ``fails``). A row's section comes from its
+``controls`` the negative controls (``passed`` / ``reads position`` / ``underpowered``) and the
+positive controls (``recovered`` / ``not recovered``); ``checks`` the identities and signs that
+hold by construction (``holds`` / ``fails``). A row's section comes from its
 target's ``section`` field (default: its ``paper``) unless its builder names one
 (claim 7's rows are checks only where token 0 is fixed).
 """
@@ -62,11 +63,13 @@ PathLike = str | os.PathLike | None
 SOURCES = SCORECARD_TABLES
 
 #: The negative control in the model's units (the control's numerator over the model's
-#: denominator: the largest effect the estimator reads in that model's units where there is
-#: none): estimate and CI columns of the headline table, per (model, dataset, target[,
-#: landmark]), where the paper-2 summary writes them. Absent: claims 1 and 6 fall back to the
-#: negative control's tolerance.
+#: denominator: what the estimator reads in that model's units where there is no position):
+#: estimate and CI columns of the headline table on a causal run's rows, per (model, dataset,
+#: target[, landmark]), where the model has a position-free run on the same prompts.
 CONTROL_MODEL_UNITS = ("control_model_units", "control_model_units_lo", "control_model_units_hi")
+#: The same control's (1 − 2α) interval and the margin declared for its reading
+#: (``leakage.controls``): what :func:`causalpos.verdicts.negative_control` judges.
+CONTROL_TOST = ("control_tost_lo", "control_tost_hi", "control_margin")
 
 #: ``reading`` of a row: the quantity its verdict uses. Paper 2's leakage has two readings
 #: (causalpos.paper2.summary.headline): the expected-map headline and the per-prompt one; rows on other
@@ -103,8 +106,9 @@ def check_sections(card: pd.DataFrame) -> None:
     ]
     if bad:
         raise ValueError(
-            "scorecard rows with a verdict their section does not allow (controls read "
-            "passed / failed, checks holds / fails, the papers' sections reproduced / differs / "
+            "scorecard rows with a verdict their section does not allow (negative controls read "
+            "passed / reads position / underpowered, positive controls recovered / not recovered, "
+            "checks holds / fails, the papers' sections reproduced / differs / "
             "inconclusive or a reason for not being a test); fix the row builder: " + "; ".join(bad)
         )
 

@@ -15,10 +15,18 @@ log = logging.getLogger("causalpos.stages.report")
 REHEARSAL_BANNER = "paper-shape rehearsal: random weights, numbers mean nothing"
 
 
-def scorecard(inputs: Mapping[str, str], out_csv, out_md, *, rehearsal: bool = False):
+def scorecard(
+    inputs: Mapping[str, str],
+    out_csv,
+    out_md,
+    *,
+    rehearsal: bool = False,
+    materiality: Mapping[str, float] | None = None,
+):
     """Rule ``scorecard``: the tables named in ``inputs`` in, ``scorecard.{csv,md}`` out
-    (under :data:`REHEARSAL_BANNER` when ``rehearsal``)."""
-    card = build_scorecard(dict(inputs))
+    (under :data:`REHEARSAL_BANNER` when ``rehearsal``); ``materiality``: paper 2's
+    thresholds (config ``leakage.materiality``, the rule's params)."""
+    card = build_scorecard(dict(inputs), materiality=materiality)
     card.to_csv(out_csv, index=False)
     md = to_markdown(card)
     if rehearsal:

@@ -124,6 +124,11 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "run": ctl["variant"],
                     "target": ctl["target"],
                     "expected-map": [_ci_cell(r, "negative") for _, r in ctl.iterrows()],
+                    # the verdict's reading: the model's units against the declared margin
+                    "model's units": [
+                        _ci_cell(r, "negative_modelled_model_units") for _, r in ctl.iterrows()
+                    ],
+                    "margin": ctl.get("negative_modelled_margin", np.nan),
                     "negative control": ctl["negative_control"],
                     "per-prompt": [_ci_cell(r, "per_prompt") for _, r in ctl.iterrows()],
                     "per-prompt control": ctl["per_prompt_control"],
