@@ -90,16 +90,18 @@ def test_readme_summary_counts_per_section_and_names_the_findings(tmp_path):
     assert "- **checks**: 2 rows; 2 checks of identities (1 holds, 1 fails)\n" in text
     # controls and checks never count as reproductions
     assert not re.search(r"\*\*(controls|checks)\*\*.*reproduced", text)
-    assert "*Differs* (1):\n\n- paper 1, Fig. 1 (3,2): 0.15082 (paper: 0.150)\n" in text
+    assert "*Differs* (1):\n- paper 1, Fig. 1 (3,2): 0.15082 (paper: 0.150)\n" in text
     # inconclusive rows are counted, not listed (the scorecard and findings list them)
     assert "Inconclusive" not in text and "Table 9" not in text
+    # every control that did not pass, or plant not recovered, with its outcome
     assert (
-        "*Plants not recovered* (1):\n\n- paper 2, positive control (m): 0 [0, 0] (paper: 0.1)\n"
+        "*Controls not passed* (3):\n"
+        "- paper 2, positive control (m), not recovered: 0 [0, 0] (paper: 0.1)\n"
+        "- paper 2, negative control (w), underpowered: 0 [-5, 5] (paper: 0)\n"
+        "- paper 2, negative control (x), reads position: 4 [3, 5] (paper: 0)\n"
     ) in text
-    assert "*Underpowered controls* (1):\n\n- paper 2, negative control (w): 0 [-5, 5]" in text
-    assert "*Controls that read position* (1):\n\n- paper 2, negative control (x): 4 [3, 5]" in text
     assert "negative control (m)" not in text  # a passed control is counted, not listed
-    assert "*Failing checks* (1):\n\n- paper 2, claim 7 (m, d): 0.3 (paper: 0.0000)\n" in text
+    assert "*Failing checks* (1):\n- paper 2, claim 7 (m, d): 0.3 (paper: 0.0000)\n" in text
     # the CLI rewrites exactly the block between the markers
     csv = tmp_path / "scorecard.csv"
     card.to_csv(csv, index=False)
@@ -165,9 +167,7 @@ def test_the_readme_holds_a_generated_summary_block():
     named = 0
     for title, count in (
         ("Differs", d),
-        ("Controls that read position", reads),
-        ("Underpowered controls", under),
-        ("Plants not recovered", not_rec),
+        ("Controls not passed", reads + under + not_rec),
         ("Failing checks", fails),
     ):
         head = f"*{title}* ({count}):"

@@ -309,6 +309,12 @@ def test_claim2_tests_the_residual_stream_and_checks_the_causal_mask(tmp_path):
     chk = lambda m: _one(card, f"claim 2, causal-mask component ({m}, d)")  # noqa: E731
     assert (chk("both")["verdict"], chk("both")["section"]) == (V.HOLDS, "checks")
     assert chk("mask-neg")["verdict"] == V.FAILS and chk("wide")["verdict"] == V.HOLDS
+    # an imprecise CI that reaches 0 is no evidence against the construction; a NaN is
+    flat = dec.assign(model=dec["model"] + "-flat", causal_mask_lo=-0.01, causal_mask_hi=0.05)
+    gone = dec.assign(model=dec["model"] + "-nan", causal_mask_hi=np.nan)
+    card2 = _card(tmp_path, decomposition_headline=pd.concat([flat, gone]))
+    assert _one(card2, "claim 2, causal-mask component (both-flat, d)")["verdict"] == V.HOLDS
+    assert _one(card2, "claim 2, causal-mask component (both-nan, d)")["verdict"] == V.FAILS
     assert chk("twin")["verdict"] == V.HOLDS and chk("nope")["verdict"] == V.HOLDS
     assert not card["target"].str.contains("causal-mask component (swa", regex=False).any()
     # the threshold is declared: lowered below the small component, it reproduces

@@ -29,6 +29,9 @@ KIND = {
     CONTROLS: "controls",
     CHECKS: "checks of identities",
 }
+#: The controls the README digest lists: a negative control that did not pass, a plant not
+#: recovered.
+NOT_PASSED = (READS_POSITION, UNDERPOWERED, NOT_RECOVERED)
 #: Where the README digest sends a reader for what the numbers mean.
 FINDINGS = "docs/findings.md#in-short"
 
@@ -159,8 +162,9 @@ def readme_summary(card: pd.DataFrame, *, source: str = SCORECARD_CSV) -> str:
     :data:`SUMMARY_END`: the counts (tests of the papers' claims: reproduced / differs /
     inconclusive; controls: passed / reads position / underpowered / recovered / not recovered;
     checks: holds / fails), per section, the links to the scorecard and ``docs/findings.md``,
-    then one short line (:func:`short_line`) per *differs* test, control that reads position,
-    is underpowered or was not recovered, and failing check."""
+    then one short line (:func:`short_line`) per *differs* test, control that did not pass
+    (reads position, underpowered; its outcome after its target) or plant not recovered, and
+    failing check."""
     sections = dict(_sections(card))
     papers = card[card["section"].isin([PAPER1, PAPER2])]
     tested = papers["verdict"].isin(TESTED)
@@ -180,16 +184,16 @@ def readme_summary(card: pd.DataFrame, *, source: str = SCORECARD_CSV) -> str:
         "",
         *_summary(card),
     ]
+    bad = ctl[ctl["verdict"].isin(NOT_PASSED)]
     named = [
         ("differs", papers[papers["verdict"] == "differs"]),
-        ("controls that read position", ctl[ctl["verdict"] == READS_POSITION]),
-        ("underpowered controls", ctl[ctl["verdict"] == UNDERPOWERED]),
-        ("plants not recovered", ctl[ctl["verdict"] == NOT_RECOVERED]),
+        # each line names its outcome: reads position, underpowered or not recovered
+        ("controls not passed", bad.assign(target=bad["target"] + ", " + bad["verdict"])),
         ("failing checks", chk[chk["verdict"] == FAILS]),
     ]
     for title, rows in named:
         if len(rows):
-            lines += ["", f"*{title.capitalize()}* ({len(rows)}):", ""]
+            lines += ["", f"*{title.capitalize()}* ({len(rows)}):"]  # its list right below
             lines += [short_line(r) for _, r in rows.iterrows()]
     lines.append(SUMMARY_END)
     return "\n".join(lines) + "\n"
