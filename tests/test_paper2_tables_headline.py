@@ -51,6 +51,22 @@ def test_tables_carry_the_reading_and_the_controls(runs):
             tost = (getattr(r, f"negative_{lm}_tost_lo"), getattr(r, f"negative_{lm}_tost_hi"))
             assert got == V.negative_control(tost, 0.05), (r.target, lm)
     assert "reads position" in set(ctl["negative_counted_control"])
+    # one word for one outcome: the scorecard's rows of the same statistics say what the table
+    # says (negative controls per landmark reading, the plants)
+    from causalpos.scorecard.paper2_headline import control_rows
+    from causalpos.scorecard.rows import load_targets
+
+    card = {c.target: c.verdict for c in control_rows(ctl, load_targets()["targets"])}
+    for r in ctl.itertuples():
+        where = f"{r.model}, {r.dataset}, {r.variant}, {r.target}"
+        for lm in ("modelled", "counted"):
+            got = card[f"negative control ({where}, landmark {lm})"]
+            assert got == getattr(r, f"negative_{lm}_control"), (where, lm)
+        assert card[f"positive control ({where})"] == r.positive_control
+    # with a fixed BOS the counted reading has no control here: not run, as in the scorecard
+    fixed = paper2_tables({("m", "d"): summ.assign_attrs(fixed_bos=1)})["controls"]
+    assert set(fixed["negative_counted_control"]) == {"not run"}
+    assert set(fixed["negative_modelled_control"]) == {"passed"}
     assert set(ctl[ctl.target == "logit"]["per_prompt_control"]) == {"reads position"}
     assert set(ctl["positive_control"]) == {"recovered"}
     assert set(ctl["positive_control"]) <= set(V.POSITIVE_CONTROL)

@@ -34,7 +34,7 @@ def test_each_threshold_is_named_by_one_target_and_given_to_it():
     assert "threshold" not in T["claim1_logit"]  # the targets file holds no second value
     with pytest.raises(ValueError, match="materiality 'claim9' is no threshold"):
         m.apply({"x": {"materiality": "claim9"}})
-    with pytest.raises(ValueError, match=r"no key\(s\) \['claim9'\]"):
+    with pytest.raises(ValueError, match=r"leakage.materiality has no key\(s\) \['claim9'\]"):
         Materiality.from_params({"claim9": 0.1})
     assert Materiality.from_params(None) == Materiality()
 

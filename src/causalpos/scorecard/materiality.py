@@ -13,10 +13,13 @@ gives none.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from causalpos.paper2.settings import _from_params, _key
+
+def _key(default: float, config: str, doc: str) -> Any:
+    """A threshold: its default, the config key it is read from and its meaning."""
+    return field(default=default, metadata={"config": config, "doc": doc})
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,16 @@ class Materiality:
     def from_params(cls, params: Mapping[str, Any] | None) -> Materiality:
         """The thresholds from the scorecard rule's params (None: the defaults); a key that is
         no claim's raises, naming the allowed ones."""
-        return cls() if params is None else _from_params(cls, params, ())
+        if params is None:
+            return cls()
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise ValueError(
+                f"leakage.materiality has no key(s) {unknown}; allowed: {sorted(names)} "
+                "(causalpos.scorecard.materiality)"
+            )
+        return cls(**{k: float(v) for k, v in params.items()})
 
     def apply(self, targets: Mapping[str, dict]) -> dict[str, dict]:
         """``targets`` with each entry that names a field (``materiality: <field>``) given that
@@ -61,13 +73,13 @@ class Materiality:
         names = {f.name for f in fields(self)}
         out = dict(targets)
         for key, t in targets.items():
-            field = t.get("materiality") if isinstance(t, Mapping) else None
-            if field is None:
+            name = t.get("materiality") if isinstance(t, Mapping) else None
+            if name is None:
                 continue
-            if field not in names:
+            if name not in names:
                 raise ValueError(
-                    f"targets.yaml {key}: materiality {field!r} is no threshold of "
+                    f"targets.yaml {key}: materiality {name!r} is no threshold of "
                     f"leakage.materiality; allowed: {sorted(names)}"
                 )
-            out[key] = {**t, "threshold": float(getattr(self, field))}
+            out[key] = {**t, "threshold": float(getattr(self, name))}
         return out

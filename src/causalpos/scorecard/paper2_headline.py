@@ -46,30 +46,18 @@ from causalpos.verdicts import (
 )
 
 
-def model_units_control(r) -> tuple[float, float, float] | None:
-    """The negative control in the model's units of a headline row (``r``: a table row as a
-    namedtuple or Series), (estimate, lo, hi) from :data:`CONTROL_MODEL_UNITS`, or None where
-    the table has no such columns or a bound is not finite."""
-    get = r.get if isinstance(r, pd.Series) else lambda c, d=None: getattr(r, c, d)
-    vals = tuple(get(c, None) for c in CONTROL_MODEL_UNITS)
-    if any(v is None for v in vals):
-        return None
-    vals = tuple(float(v) for v in vals)
-    return vals if np.isfinite(vals[1:]).all() else None
-
-
 def own_control(r) -> tuple[str, str]:
-    """(verdict, text) of the negative control a headline row of a causal run carries
-    (:data:`CONTROL_MODEL_UNITS` and :data:`CONTROL_TOST`): its estimate and CI in the model's
-    units and its verdict against the declared margin
-    (:func:`~causalpos.verdicts.negative_control`); ("", "no negative control ...") where the
-    table has none for this model."""
-    c = model_units_control(r)
+    """(verdict, text) of the negative control a headline row of a causal run carries (``r``: a
+    table row as a namedtuple or Series; columns :data:`CONTROL_MODEL_UNITS` and
+    :data:`CONTROL_TOST`): its estimate and CI in the model's units and its verdict against the
+    declared margin (:func:`~causalpos.verdicts.negative_control`); ("", "no negative control
+    ...") where the table has none for this model or a bound is not finite."""
     get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
-    lo, hi, margin = (get(k, np.nan) for k in CONTROL_TOST)
-    if c is None or not np.isfinite([lo, hi, margin]).all():
+    c = [float(get(k, np.nan)) for k in CONTROL_MODEL_UNITS]
+    lo, hi, margin = (float(get(k, np.nan)) for k in CONTROL_TOST)
+    if not np.isfinite([*c[1:], lo, hi, margin]).all():
         return "", "no negative control of this model on these prompts"
-    verdict = negative_control((float(lo), float(hi)), float(margin))
+    verdict = negative_control((lo, hi), margin)
     text = f"negative control in the model's units {fmt_ci(*c)} ({verdict}, margin {fmt(margin)})"
     return verdict, text
 

@@ -93,8 +93,11 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
 def _control_word(summary: xr.Dataset, variant: str, window: str, target: str, lm: str) -> str:
     """A position-free run's negative-control verdict on one reading
     (:func:`causalpos.verdicts.negative_control`: its (1 − 2α) interval in the model's units
-    against the declared margin); "not run" where the summary has no interval (no causal run)."""
-    if "exp_control_tost" not in summary:
+    against the declared margin); "not run" where the summary has no interval (no causal run)
+    and for the counted reading on prompts with a fixed BOS (its identity is a key-0 column of
+    any run: that reading's control needs prompts whose token 0 varies)."""
+    fixed_bos = int(summary.attrs.get("fixed_bos", 0) or 0) == 1
+    if "exp_control_tost" not in summary or (lm == "counted" and fixed_bos):
         return "not run"
     sel = dict(variant=variant, exp_landmark=lm, exp_window=window, target=target)
     lo, hi = (float(summary["exp_control_tost"].sel(**sel, stat=k)) for k in ("lo", "hi"))
