@@ -29,6 +29,9 @@ def test_tables_carry_the_reading_and_the_controls(runs):
     tabs = paper2_tables({("m", "d"): summ})
     head = tabs["headline"]
     assert set(head["reading"]) == {"expected-map"}
+    assert set(head["data_mode"]) == {""}  # a summary that names no data store
+    with_mode = paper2_tables({("m", "d"): summ.assign_attrs(data_mode="chunks")})
+    assert set(with_mode["decomposition_headline"]["data_mode"]) == {"chunks"}
     assert len(head) == 3 * 2 * 2  # variant x window x target
     row = head[(head.variant == "causal") & (head.window == "all") & (head.target == "logit")]
     assert float(row["leakage"].iloc[0]) == float(

@@ -114,6 +114,11 @@ def test_claim1_is_judged_against_the_declared_threshold(tmp_path):
     for tau, verdict in ((hi, D), (0.5 * (lo + hi), I), (0.5 * lo, R)):
         big = _card(tmp_path, materiality={"claim1_logit": tau}, headline=table)
         assert _one(big, "claim 1 (absolute, d)")["verdict"] == verdict, tau
+    # document openings carry position in their content: the claim needs chunks, not run
+    first = _one(_card(tmp_path, headline=table.assign(data_mode="first")), "claim 1 (absolute, d)")
+    assert first["verdict"] == S.NOT_RUN and "document openings" in first["note"]
+    chunks = table.assign(data_mode="chunks")
+    assert _one(_card(tmp_path, headline=chunks), "claim 1 (absolute, d)")["verdict"] == R
     # a twin is a baseline
     twin = table.assign(init_of=np.where(table["model"] == "absolute", "trained-x", ""))
     assert _one(_card(tmp_path, headline=twin), "claim 1 (absolute, d)")["verdict"] == S.MEASURED
@@ -317,6 +322,10 @@ def test_claim2_tests_the_residual_stream_and_checks_the_causal_mask(tmp_path):
     assert _one(card2, "claim 2, causal-mask component (both-nan, d)")["verdict"] == V.FAILS
     assert chk("twin")["verdict"] == V.HOLDS and chk("nope")["verdict"] == V.HOLDS
     assert not card["target"].str.contains("causal-mask component (swa", regex=False).any()
+    # on document openings the residual-stream component reads the data's own position
+    first = _card(tmp_path, decomposition_headline=dec.assign(data_mode="first"))
+    row = _one(first, "claim 2 (both, d)")
+    assert row["verdict"] == S.NOT_RUN and "chunks at random offsets" in row["note"]
     # the threshold is declared: lowered below the small component, it reproduces
     lower = _card(tmp_path, materiality={"claim2_component": 0.0004}, decomposition_headline=dec)
     assert _one(lower, "claim 2 (small, d)")["verdict"] == R

@@ -17,17 +17,18 @@ import pandas as pd
 from causalpos.scorecard.paper2 import architectures
 from causalpos.scorecard.rows import (
     CHECKS,
-    CONTROL_MODEL_UNITS,
-    CONTROL_TOST,
     NOT_APPLICABLE,
     SOURCES,
     Row,
+    control_note,
     field_text,
     fill,
     fmt,
     fmt_ci,
     measured_row,
     not_run,
+    openings,
+    own_control,
     target_row,
     text_column,
 )
@@ -44,22 +45,6 @@ from causalpos.verdicts import (
     recovered,
     unless_control_reads,
 )
-
-
-def own_control(r) -> tuple[str, str]:
-    """(verdict, text) of the negative control a headline row of a causal run carries (``r``: a
-    table row as a namedtuple or Series; columns :data:`CONTROL_MODEL_UNITS` and
-    :data:`CONTROL_TOST`): its estimate and CI in the model's units and its verdict against the
-    declared margin (:func:`~causalpos.verdicts.negative_control`); ("", "no negative control
-    ...") where the table has none for this model or a bound is not finite."""
-    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
-    c = [float(get(k, np.nan)) for k in CONTROL_MODEL_UNITS]
-    lo, hi, margin = (float(get(k, np.nan)) for k in CONTROL_TOST)
-    if not np.isfinite([*c[1:], lo, hi, margin]).all():
-        return "", "no negative control of this model on these prompts"
-    verdict = negative_control((lo, hi), margin)
-    text = f"negative control in the model's units {fmt_ci(*c)} ({verdict}, margin {fmt(margin)})"
-    return verdict, text
 
 
 def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -101,6 +86,9 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
             fal = "none: not applicable (the claim's premise, a RoPE decoder, does not hold)"
             rows.append(target_row(t, target, own, NOT_APPLICABLE, src, note=why, falsified_if=fal))
             continue
+        if openings(r):
+            rows.append(not_run(t, target, src, openings(r)))
+            continue
         per_prompt = (
             f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)}"
             if "per_prompt" in sel
@@ -109,20 +97,10 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         ctl, ctl_text = own_control(r)
         rule = positive((r.leakage_lo, r.leakage_hi), float(t["threshold"]))
         verdict = unless_control_reads(rule, ctl)
-        note = _control_note(rule, verdict)
+        note = control_note(rule, verdict)
         measured = f"{own}; {ctl_text}; {per_prompt}"
         rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
-
-
-def _control_note(rule: str, verdict: str) -> str:
-    """The note of a test row whose own negative control reads position."""
-    if rule == verdict:
-        return ""
-    return (
-        f"its rule says {rule}, but the model's own negative control reads position (the "
-        "estimator reads an effect where there is none): inconclusive"
-    )
 
 
 def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -320,6 +298,9 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             )
             rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
             continue
+        if openings(r):
+            rows.append(not_run(t, target, src, openings(r)))
+            continue
         tested = ("residual", "causal_mask") if full_window else ("residual",)
         verdict = all_of(positive(comps[k][1:], float(t["threshold"])) for k in tested)
         note = (
@@ -446,9 +427,7 @@ def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         rule = positive(d[1:], float(t["threshold"]))
         verdict = unless_control_reads(rule, ctl)
         measured += f"; {ctl_text}"
-        rows.append(
-            target_row(t, target, measured, verdict, src, note=_control_note(rule, verdict))
-        )
+        rows.append(target_row(t, target, measured, verdict, src, note=control_note(rule, verdict)))
     return rows
 
 

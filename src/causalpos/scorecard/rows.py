@@ -31,7 +31,7 @@ import pandas as pd
 import yaml
 
 from causalpos.paths import SCORECARD_TABLES
-from causalpos.verdicts import CHECK, CONTROL, TESTED
+from causalpos.verdicts import CHECK, CONTROL, TESTED, negative_control
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
 TABLE_MEASURED = "measured"
@@ -246,4 +246,50 @@ def measured_row(t: Mapping, target: str, measured: str, source: str, why: str) 
     """A value reported without a test: the paper gives none for this model or condition."""
     return target_row(
         t, target, measured, MEASURED, source, paper_value="n/a", falsified_if=NO_TEST, note=why
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Paper 2's headline rows: the model's own negative control, the prompts a claim needs
+
+
+def own_control(r) -> tuple[str, str]:
+    """(verdict, text) of the negative control a headline row of a causal run carries (``r``: a
+    table row as a namedtuple or Series; columns :data:`CONTROL_MODEL_UNITS` and
+    :data:`CONTROL_TOST`): its estimate and CI in the model's units and its verdict against the
+    declared margin (:func:`~causalpos.verdicts.negative_control`); ("", "no negative control
+    ...") where the table has none for this model or a bound is not finite."""
+    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
+    c = [float(get(k, np.nan)) for k in CONTROL_MODEL_UNITS]
+    lo, hi, margin = (float(get(k, np.nan)) for k in CONTROL_TOST)
+    if not np.isfinite([*c[1:], lo, hi, margin]).all():
+        return "", "no negative control of this model on these prompts"
+    verdict = negative_control((lo, hi), margin)
+    text = f"negative control in the model's units {fmt_ci(*c)} ({verdict}, margin {fmt(margin)})"
+    return verdict, text
+
+
+#: Why claims 1 and 2 are not run on prompts that are not chunks at random offsets.
+OPENINGS = (
+    "the prompts are document openings (data_mode {mode!r}): their content depends on position, "
+    "so the expected map reads the data's own position; the claim needs chunks at random offsets"
+)
+
+
+def openings(r) -> str:
+    """The reason a row's prompts cannot carry claims 1 and 2 ("" where they can, or where the
+    table does not say how they were drawn)."""
+    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
+    mode = get("data_mode", "")
+    mode = "" if not isinstance(mode, str) else mode
+    return OPENINGS.format(mode=mode) if mode not in ("", "chunks") else ""
+
+
+def control_note(rule: str, verdict: str) -> str:
+    """The note of a test row whose own negative control reads position."""
+    if rule == verdict:
+        return ""
+    return (
+        f"its rule says {rule}, but the model's own negative control reads position (the "
+        "estimator reads an effect where there is none): inconclusive"
     )

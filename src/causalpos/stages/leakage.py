@@ -79,6 +79,7 @@ def leakage(
         free = []
     ds = leakage_summary(opened, summary_settings, strata=labels, position_free_runs=free)
     ds.attrs["controls_note"] = controls_note
+    ds.attrs["data_mode"] = str(mode or "")  # the tables' data_mode: claims 1-2 need "chunks"
     if strata == "source":
         ds.attrs.update(
             {

@@ -77,9 +77,11 @@ PAPER2_TABLES: dict[str, str] = {
 
 
 def _position0_columns(summary: xr.Dataset) -> dict:
-    """What position 0 of the prompts was (from the data store, via the summary's attrs)."""
+    """What position 0 of the prompts was (from the data store, via the summary's attrs), and how
+    the prompts were drawn (``data_mode``: chunks at random offsets or document openings)."""
     fixed = summary.attrs.get("fixed_bos")
     return {
+        "data_mode": str(summary.attrs.get("data_mode", "")),
         "fixed_bos": np.nan if fixed is None else int(fixed),
         "prefix_ids": json.dumps([int(x) for x in summary.attrs.get("prefix_ids", [])])
         if "prefix_ids" in summary.attrs
