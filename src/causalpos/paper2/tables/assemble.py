@@ -64,9 +64,9 @@ PAPER2_TABLES: dict[str, str] = {
     "a position-free run's residual-stream reading as the negative control; both landmark "
     "readings (key-0 column modelled, counted)",
     "decomposition_components_by_layer": "the same per layer",
-    "controls": "negative controls (every position-free run: headline and per-prompt reading, "
-    "passed or failed) and positive controls (a planted query effect of known share, recovered "
-    "or not)",
+    "controls": "negative controls (every position-free run: headline in the model's units and "
+    "per-prompt reading, passed / reads position / underpowered against a declared margin) and "
+    "positive controls (a planted query effect of known share, recovered / not recovered)",
     "bos_headline": "Table 9 on the headline reading: every BOS replacement's effect "
     "1 - C(replaced)/C(run) on the residual-stream component (bidirectional), the causal total "
     "and the causal run's sink heads (log-attention), per window, with paired CIs",
