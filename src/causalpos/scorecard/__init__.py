@@ -4,8 +4,9 @@ A row holds the claim, the paper's value, the value this run measured (with its 
 and the measurement that would have made it ``differs`` (``falsified_if``). The targets — claim
 text, paper values, margins, which of the papers' models a value belongs to — live in
 ``causalpos/targets.yaml``, paper 2's materiality thresholds in the config
-(``leakage.materiality``, :class:`~causalpos.scorecard.materiality.Materiality`); the verdicts come from the rules of :mod:`causalpos.verdicts`, each of
-which can return ``reproduced``, ``differs`` and ``inconclusive``. Each row sits in one section:
+(``leakage.materiality``, :class:`~causalpos.scorecard.materiality.Materiality`); the verdicts
+come from the rules of :mod:`causalpos.verdicts`, each of which can return ``reproduced``,
+``differs`` and ``inconclusive``. Each row sits in one section:
 ``paper 1`` and ``paper 2`` (tests of the papers' claims, and the rows of those claims that are not
 tests), ``controls`` (negative: ``passed`` / ``reads position`` / ``underpowered``; positive:
 ``recovered`` / ``not recovered``) and ``checks`` (identities: ``holds`` / ``fails``).
@@ -19,6 +20,7 @@ Modules: :mod:`~causalpos.scorecard.rows` (a row, its labels, the targets, share
 :mod:`~causalpos.scorecard.paper2`,
 :mod:`~causalpos.scorecard.paper2_headline`, :mod:`~causalpos.scorecard.paper2_claim4` and
 :mod:`~causalpos.scorecard.paper2_position0` (the row families of each paper),
+:mod:`~causalpos.scorecard.materiality` (paper 2's materiality thresholds),
 :mod:`~causalpos.scorecard.card` (which family reads which table: :func:`build_scorecard`),
 :mod:`~causalpos.scorecard.markdown` (the Markdown scorecard and the README digest).
 """

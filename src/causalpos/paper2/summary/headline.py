@@ -176,9 +176,10 @@ def headline_blocks(
     ``exp_model_sst``, ``exp_model_nolandmark``, ``exp_layer``, ``exp_head``, ``exp_p``,
     ``exp_q``, ``exp_fraction_significant``, ``exp_fraction_p``, ``exp_baseline``);
     :func:`control_block` (``exp_position_free``, ``exp_control_units``,
-    ``exp_control_tost``, ``exp_control_margin``, ``exp_planted``); :func:`~causalpos.paper2.decomposition.decomposition_block`
-    (``exp_components``, ``exp_components_layer``, ``exp_decomposition``,
-    ``exp_decomposition_difference``, ``exp_share_boot``); the ablation block
+    ``exp_control_tost``, ``exp_control_margin``, ``exp_planted``);
+    :func:`~causalpos.paper2.decomposition.decomposition_block` (``exp_components``,
+    ``exp_components_layer``, ``exp_decomposition``, ``exp_decomposition_difference``,
+    ``exp_share_boot``); the ablation block
     (``exp_ablation``, ``exp_ablation_layer``), the BOS block (``exp_bos_*``, read on
     ``bos_target``) and the positive control planted in the model (``exp_plant_model*``).
     Attribute ``exp_counts_digest`` says which resampled prompts every replicate used.
