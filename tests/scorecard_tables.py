@@ -14,13 +14,14 @@ from causalpos import verdicts as V
 R, D, I = V.REPRODUCED, V.DIFFERS, V.INCONCLUSIVE
 
 
-def _card(tmp_path, **tables) -> pd.DataFrame:
-    """The scorecard of the given tables (name -> DataFrame), written as CSVs under tmp_path."""
+def _card(tmp_path, materiality=None, **tables) -> pd.DataFrame:
+    """The scorecard of the given tables (name -> DataFrame), written as CSVs under tmp_path;
+    ``materiality``: paper 2's thresholds (default: the config's defaults)."""
     paths = {}
     for name, df in tables.items():
         paths[name] = tmp_path / f"{name}.csv"
         df.to_csv(paths[name], index=False)
-    return S.build_scorecard(paths)
+    return S.build_scorecard(paths, materiality=materiality)
 
 
 def _rule(card: pd.DataFrame, target: str) -> str:

@@ -44,7 +44,7 @@ def test_what_is_not_a_typed_measurement_passes(line):
         ("matching to 1e-10", "number '1e-10'"),
         ("−68 % of the sink heads", "number '68'"),
         ("the row is reproduced", "verdict word 'reproduced'"),
-        ("the control Failed", "verdict word 'Failed'"),
+        ("the control Underpowered", "verdict word 'Underpowered'"),
         ("{{from tests/nonesuch.py: 4.5 SE}}", "'from tests/nonesuch.py': no such file"),
         ("{{llm_index[layer=2.index}}", "to close the selector"),
     ],

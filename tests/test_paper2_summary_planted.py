@@ -289,7 +289,8 @@ def test_planted_control_end_to_end_through_extraction(tmp_path):
     assert float(r["check_logattn"].max()) < float(r["check_tol"]) / 10
     np.testing.assert_array_equal(r["check_logit"].values[0], 0.0)  # layer 0 is bit for bit
     # the summary carries it (the twin is position-free on chunks), the controls table and the
-    # scorecard judge it: passed here, failed once the truth is moved outside the interval
+    # scorecard judge it: recovered here, not recovered once the truth is moved outside the
+    # interval
     from causalpos.paper2.summary.assemble import leakage_summary
     from causalpos.paper2.tables.assemble import paper2_tables
     from causalpos.scorecard.paper2_headline import control_rows
@@ -301,13 +302,13 @@ def test_planted_control_end_to_end_through_extraction(tmp_path):
     assert int(summ["exp_plant_model_passed"].sel(plant_variant=PLANTED)) == 1
     ctl = paper2_tables({("m", "d"): summ})["controls"]
     row = ctl[(ctl["variant"] == TWIN) & (ctl["target"] == "logit")].iloc[0]
-    assert row["planted_model_control"] == "passed"
+    assert row["planted_model_control"] == "recovered"
     T_ = load_targets()["targets"]
     card = [c for c in control_rows(ctl, T_) if "planted in the model" in c.target]
-    assert [c.verdict for c in card] == ["passed"]
+    assert [c.verdict for c in card] == ["recovered"]
     moved = ctl.assign(planted_model_truth=2 * ctl["planted_model_hi"])
     card = [c for c in control_rows(moved, T_) if "planted in the model" in c.target]
-    assert [c.verdict for c in card] == ["failed"]
+    assert [c.verdict for c in card] == ["not recovered"]
     # a planted variant without plant settings (and the reverse) stops before the model loads
     with pytest.raises(ValueError, match="no plant settings"):
         extract_scores(model_dir, data, tmp_path / "bad", bounds=(0, n), variants={PLANTED: {"reducers": ["leakage"], "leakage": leak}}, settings=ExtractSettings(batch_size=8, n_groups=2, seed=0))  # fmt: skip

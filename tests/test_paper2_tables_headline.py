@@ -3,9 +3,11 @@ scale contrast and Table 9 on the headline."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from paper2_headline_runs import headline_runs
 
+from causalpos import verdicts as V
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as S
 
@@ -18,14 +20,18 @@ def runs():
 def test_tables_carry_the_reading_and_the_controls(runs):
     from causalpos.paper2.tables.assemble import paper2_tables
 
+    margins = dict(control_margin_logit=0.05, control_margin_logattn=0.05)  # this design's
     summ = S.leakage_summary(
         runs,
-        LeakageSettings(n_boot=200, n_perm=0, bos_windows=("late",), planted=0.2),
+        LeakageSettings(n_boot=200, n_perm=0, bos_windows=("late",), planted=0.2, **margins),
         position_free_runs=["identity_rope+bidirectional"],
     )
     tabs = paper2_tables({("m", "d"): summ})
     head = tabs["headline"]
     assert set(head["reading"]) == {"expected-map"}
+    assert set(head["data_mode"]) == {""}  # a summary that names no data store
+    with_mode = paper2_tables({("m", "d"): summ.assign_attrs(data_mode="chunks")})
+    assert set(with_mode["decomposition_headline"]["data_mode"]) == {"chunks"}
     assert len(head) == 4 * 2 * 2  # variant x window x target
     row = head[(head.variant == "causal") & (head.window == "all") & (head.target == "logit")]
     assert float(row["leakage"].iloc[0]) == float(
@@ -36,9 +42,41 @@ def test_tables_carry_the_reading_and_the_controls(runs):
     )
     ctl = tabs["controls"]
     assert list(ctl["variant"].unique()) == ["identity_rope+bidirectional"]
+    # the table's words are the verdict rules' on the summary's numbers: the modelled reading
+    # passes its declared margin, the counted one reads the fixed BOS's key-0 column
     assert set(ctl["negative_control"]) == {"passed"}
-    assert set(ctl[ctl.target == "logit"]["per_prompt_control"]) == {"failed"}
+    assert set(ctl["negative_modelled_control"]) == {"passed"}
+    assert set(ctl["negative_modelled_margin"]) == {0.05}
+    assert np.allclose(ctl["negative_tost_level"], 0.9)
+    for r in ctl.itertuples():
+        for lm in ("modelled", "counted"):
+            got = getattr(r, f"negative_{lm}_control")
+            tost = (getattr(r, f"negative_{lm}_tost_lo"), getattr(r, f"negative_{lm}_tost_hi"))
+            assert got == V.negative_control(tost, 0.05), (r.target, lm)
+    assert "reads position" in set(ctl["negative_counted_control"])
+    # one word for one outcome: the scorecard's rows of the same statistics say what the table
+    # says (negative controls per landmark reading, the plants)
+    from causalpos.scorecard.paper2_headline import control_rows
+    from causalpos.scorecard.rows import load_targets
+
+    card = {c.target: c.verdict for c in control_rows(ctl, load_targets()["targets"])}
+    for r in ctl.itertuples():
+        where = f"{r.model}, {r.dataset}, {r.variant}, {r.target}"
+        for lm in ("modelled", "counted"):
+            got = card[f"negative control ({where}, landmark {lm})"]
+            assert got == getattr(r, f"negative_{lm}_control"), (where, lm)
+        assert card[f"positive control ({where})"] == r.positive_control
+    # with a fixed BOS the counted reading has no control here: not run, as in the scorecard
+    fixed = paper2_tables({("m", "d"): summ.assign_attrs(fixed_bos=1)})["controls"]
+    assert set(fixed["negative_counted_control"]) == {"not run"}
+    assert set(fixed["negative_modelled_control"]) == {"passed"}
+    assert set(ctl[ctl.target == "logit"]["per_prompt_control"]) == {"reads position"}
     assert set(ctl["positive_control"]) == {"recovered"}
+    assert set(ctl["positive_control"]) <= set(V.POSITIVE_CONTROL)
+    # the causal run's rows carry its first position-free run's control, the same words
+    causal = head[head.variant == "causal"]
+    assert set(causal["control_verdict"]) <= set(V.NEGATIVE_CONTROL)
+    assert (causal["control_margin"] == 0.05).all()
     dec = tabs["decomposition_headline"]
     assert set(dec["condition"]) == {"rope"} and set(dec["reading"]) == {"expected-map"}
     from causalpos.paper2.tables.markdown import paper2_markdown

@@ -18,7 +18,6 @@ from causalpos.paper1.theory import theory_table
 
 #: The controls' verdicts the digest names one line each (a control that did not show what it
 #: is built to show).
-FAILED = (V.FAILED, V.NOT_RECOVERED)
 
 
 def _block_counts(line: str, labels) -> list[int]:
@@ -47,8 +46,8 @@ def test_markdown_counts_the_rows_that_could_have_failed_per_section(tmp_path):
     assert "0 tests of the paper's claims (0 reproduced, 0 differs, 0 inconclusive)" in md
     assert f"{len(p2)} are not tests" in md
     assert (
-        "- **controls**: 3 rows; 0 controls (0 passed, 0 failed, 0 recovered, 0 not recovered); "
-        "3 are not tests"
+        "- **controls**: 3 rows; 0 controls (0 passed, 0 reads position, 0 underpowered, "
+        "0 recovered, 0 not recovered); 3 are not tests"
     ) in md
     # one table per section, in order
     heads = [md.index(f"\n## {s}\n") for s in S.SECTIONS]
@@ -64,43 +63,51 @@ def test_readme_summary_counts_per_section_and_names_the_findings(tmp_path):
     card = pd.DataFrame(
         {
             "section": ["paper 1", "checks", "checks", "paper 2", "paper 2", "controls"]
-            + ["controls"],
-            "paper": ["paper 1", "paper 1", "paper 2", "paper 2", "paper 2", "paper 2", "paper 2"],
+            + ["controls"] * 3,
+            "paper": ["paper 1"] * 2 + ["paper 2"] * 7,
             "target": ["Fig. 1 (3,2)", "§3 closed form", "claim 7 (m, d)", "claim 8", "Table 9"]
-            + ["negative control (m)", "positive control (m)"],
-            "claim": ["c"] * 7,
-            "paper_value": ["0.150", "exact", "0.0000", "qualitative", "40 %", "0", "0.1"],
-            "measured": ["0.15082", "9e-16", "0.3", "n/a", "12 % [3, 20]", "0 [-1, 1]", "0 [0, 0]"],
+            + ["negative control (m)", "positive control (m)", "negative control (w)"]
+            + ["negative control (x)"],
+            "claim": ["c"] * 9,
+            "paper_value": ["0.150", "exact", "0.0000", "qualitative", "40 %", "0", "0.1", "0"]
+            + ["0"],
+            "measured": ["0.15082", "9e-16", "0.3", "n/a", "12 % [3, 20]", "0 [-1, 1]", "0 [0, 0]"]
+            + ["0 [-5, 5]", "4 [3, 5]"],
             "verdict": ["differs", "holds", "fails", "not applicable", "inconclusive", "passed"]
-            + ["failed"],
-            "falsified_if": ["x"] * 7,
-            "note": [""] * 7,
+            + ["not recovered", "underpowered", "reads position"],
+            "falsified_if": ["x"] * 9,
+            "note": [""] * 9,
         }
     )
     text = S.readme_summary(card)
     assert text.startswith(S.SUMMARY_BEGIN) and text.rstrip().endswith(S.SUMMARY_END)
     assert (
-        "7 rows. The papers' claims: 2 tests (0 reproduced, 1 differs, 1 inconclusive); beside "
-        "them 2 controls (1 passed, 1 failed, 0 recovered, 0 not recovered) and 2 checks of "
-        "identities (1 holds, 1 fails); the "
-        "other 1 rows are not tests"
+        "9 rows. The papers' claims: 2 tests (0 reproduced, 1 differs, 1 inconclusive); beside "
+        "them 4 controls (1 passed, 1 reads position, 1 underpowered, 0 recovered, 1 not "
+        "recovered) and 2 checks of identities (1 holds, 1 fails); the other 1 rows are not tests"
     ) in text
     assert "[docs/findings.md](docs/findings.md#in-short)" in text
     assert "[the scorecard](results/report/scorecard.md)" in text
     assert "- **paper 1**: 1 rows; 1 tests of the paper's claims (0 reproduced, 1 differs" in text
     assert (
-        "- **controls**: 2 rows; 2 controls (1 passed, 1 failed, 0 recovered, 0 not recovered)\n"
+        "- **controls**: 4 rows; 4 controls (1 passed, 1 reads position, 1 underpowered, "
+        "0 recovered, 1 not recovered)\n"
     ) in text
     assert "- **checks**: 2 rows; 2 checks of identities (1 holds, 1 fails)\n" in text
     # controls and checks never count as reproductions
     assert not re.search(r"\*\*(controls|checks)\*\*.*reproduced", text)
-    assert "*Differs* (1):\n\n- paper 1, Fig. 1 (3,2): 0.15082 (paper: 0.150)\n" in text
+    assert "*Differs* (1):\n- paper 1, Fig. 1 (3,2): 0.15082 (paper: 0.150)\n" in text
     # inconclusive rows are counted, not listed (the scorecard and findings list them)
     assert "Inconclusive" not in text and "Table 9" not in text
+    # every control that did not pass, or plant not recovered, with its outcome
     assert (
-        "*Failed controls* (1):\n\n- paper 2, positive control (m): 0 [0, 0] (paper: 0.1)\n"
+        "*Controls not passed* (3):\n"
+        "- paper 2, positive control (m), not recovered: 0 [0, 0] (paper: 0.1)\n"
+        "- paper 2, negative control (w), underpowered: 0 [-5, 5] (paper: 0)\n"
+        "- paper 2, negative control (x), reads position: 4 [3, 5] (paper: 0)\n"
     ) in text
-    assert "*Failing checks* (1):\n\n- paper 2, claim 7 (m, d): 0.3 (paper: 0.0000)\n" in text
+    assert "negative control (m)" not in text  # a passed control is counted, not listed
+    assert "*Failing checks* (1):\n- paper 2, claim 7 (m, d): 0.3 (paper: 0.0000)\n" in text
     # the CLI rewrites exactly the block between the markers
     csv = tmp_path / "scorecard.csv"
     card.to_csv(csv, index=False)
@@ -120,7 +127,8 @@ def test_readme_summary_counts_per_section_and_names_the_findings(tmp_path):
 def test_the_readme_holds_a_generated_summary_block():
     """The README's digest is consistent with itself (its numbers come from a real scorecard,
     which the tests do not have): per section the judged rows add up, the sections add up to the
-    total, every *differs* test and failed control is one short line under its count and nothing
+    total, every *differs* test, control not passed or recovered and failing check is one short
+    line under its count and nothing
     else is listed, and it links to the scorecard and docs/findings.md. The README stays a front
     door: at most 180 lines."""
     from causalpos.scorecard.markdown import JUDGED, KIND, SHORT_LINE
@@ -134,13 +142,13 @@ def test_the_readme_holds_a_generated_summary_block():
     n_rows = int(re.search(r": (\d+) rows\.", first).group(1))
     n_tests = int(re.search(r"The papers' claims: (\d+) tests \(", first).group(1))
     r, d, inc = _block_counts(first, V.TESTED)
-    controls = _block_counts(first, JUDGED["controls"])
-    failed = sum(n for v, n in zip(JUDGED["controls"], controls, strict=True) if v in FAILED)
+    ctl = _block_counts(first, V.CONTROL)
+    passed, reads, under, rec, not_rec = ctl
     holds, fails = _block_counts(first, V.CHECK)
     n_ctl = int(re.search(r"(\d+) controls \(", first).group(1))
     n_chk = int(re.search(r"(\d+) checks of identities", first).group(1))
     rest = int(re.search(r"the other (\d+) rows are not tests", first).group(1))
-    assert r + d + inc == n_tests > 0 and sum(controls) == n_ctl and holds + fails == n_chk
+    assert r + d + inc == n_tests > 0 and sum(ctl) == n_ctl and holds + fails == n_chk
     assert n_tests + n_ctl + n_chk + rest == n_rows
     assert "[docs/findings.md](docs/findings.md#in-short)" in lines[2]
     assert "[the scorecard](results/report/scorecard.md)" in lines[2]
@@ -159,10 +167,15 @@ def test_the_readme_holds_a_generated_summary_block():
     assert sum(n for n, _ in sections.values()) == n_rows
     paper = [sum(x) for x in zip(sections["paper 1"][1], sections["paper 2"][1])]
     assert paper == [r, d, inc]
-    assert sections["controls"][1] == controls and sections["checks"][1] == [holds, fails]
-    # every differs test, failed control and failing check is one short line under its count
+    assert sections["controls"][1] == ctl and sections["checks"][1] == [holds, fails]
+    # every differs test, control not passed or recovered and failing check is one short line
+    # under its count
     named = 0
-    for title, count in (("Differs", d), ("Failed controls", failed), ("Failing checks", fails)):
+    for title, count in (
+        ("Differs", d),
+        ("Controls not passed", reads + under + not_rec),
+        ("Failing checks", fails),
+    ):
         head = f"*{title}* ({count}):"
         assert (head in block) == (count > 0), head
         if count:

@@ -227,6 +227,12 @@ def test_claim3_rows_on_trained_variants_and_paper_models(tmp_path):
     assert _one(card, "claim 3 (NTK) (trained-ntk vs trained-rope, d)")["verdict"] == R
     assert _one(card, "claim 3 (NTK) (llama-3.2-1b vs qwen2.5-7b, wiki)")["verdict"] == D
     assert _one(card, "claim 3 (NTK) (llama-3.2-3b vs qwen2.5-7b, wiki)")["verdict"] == I
+    # the difference must be material (leakage.materiality.claim3_ntk, 0.10 share points):
+    # [0.13, 0.27] is below a threshold of 0.3
+    raised = _card(
+        tmp_path, materiality={"claim3_ntk": 0.3}, decomposition_headline=_h(dec), depth_trend=trend
+    )
+    assert _one(raised, "claim 3 (NTK) (trained-ntk vs trained-rope, d)")["verdict"] == D
     assert not card["target"].str.contains("trained-ntk-init").any()
     swa = _one(card, "claim 3 (sliding window) (trained-swa, d)")
     assert _rule(card, swa["target"]) == R and "trained-swa-init" in swa["measured"]

@@ -1,5 +1,6 @@
 """Paper 2's rows on the headline reading (causalpos.scorecard.paper2_headline): claim 1 against
-its control, the controls, claims 2, 3 and 6, the additivity rows."""
+its declared threshold, the controls (three outcomes against a declared margin; plants recovered
+or not), claims 2, 3 and 6, the additivity rows."""
 
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ def _headline_rows(model: str, logits: np.ndarray, *, free: bool = False) -> pd.
     )
 
 
-def _lead(model, leak, ctl=None, **kw):
+def _lead(model, leak, ctl=None, tost=None, margin=0.002, **kw):
     """A headline row (causal logit leakage ``leak`` = (est, lo, hi)) with, where given, the
-    negative control in the model's units ``ctl`` = (est, lo, hi)."""
+    negative control in the model's units ``ctl`` = (est, lo, hi) and its (1 − 2α) interval
+    ``tost`` = (lo, hi) (default: the CI) against ``margin``."""
     row = {"model": model, "dataset": "d", "variant": "causal", "window": "all"}
     row |= {"target": "logit", "reading": "expected-map", "position_free": False}
     row |= {"leakage": leak[0], "leakage_lo": leak[1], "leakage_hi": leak[2]}
@@ -49,26 +51,36 @@ def _lead(model, leak, ctl=None, **kw):
     if ctl is not None:
         row |= dict(zip(("control_model_units", "control_model_units_lo"), ctl[:2]))
         row["control_model_units_hi"] = ctl[2]
+        lo, hi = tost if tost is not None else ctl[1:]
+        row |= {"control_tost_lo": lo, "control_tost_hi": hi, "control_margin": margin}
     return row | kw
 
 
-def _ctl(variant, neg, planted=0.1, rec=(0.1, 0.08, 0.12), pp=(0.4, 0.3, 0.5)):
-    return {"model": "m", "dataset": "d", "variant": variant, "target": "logit"} | {
+def _ctl(variant, neg, planted=0.1, rec=(0.1, 0.08, 0.12), pp=(0.4, 0.3, 0.5), units=None):
+    """A controls-table row; ``units``: {landmark: (est, lo, hi, tost_lo, tost_hi, margin)} in
+    the model's units."""
+    row = {"model": "m", "dataset": "d", "variant": variant, "target": "logit"} | {
         "negative": neg[0],
         "negative_lo": neg[1],
         "negative_hi": neg[2],
         "per_prompt": pp[0],
         "per_prompt_lo": pp[1],
         "per_prompt_hi": pp[2],
-        "per_prompt_control": "failed",
+        "per_prompt_control": "reads position",
         "planted": planted,
         "planted_estimate": rec[0],
         "planted_estimate_lo": rec[1],
         "planted_estimate_hi": rec[2],
+        "negative_tost_level": 0.9,
     }
+    for lm, (est, lo, hi, tlo, thi, m) in (units or {}).items():
+        p = f"negative_{lm}_"
+        row |= {f"{p}model_units": est, f"{p}model_units_lo": lo, f"{p}model_units_hi": hi}
+        row |= {f"{p}tost_lo": tlo, f"{p}tost_hi": thi, f"{p}margin": m}
+    return row
 
 
-def test_claim1_is_judged_against_the_position_free_control(tmp_path):
+def test_claim1_is_judged_against_the_declared_threshold(tmp_path):
     T, n = 48, 24
     rng = np.random.default_rng(0)
     i, j = np.indices((T, T))
@@ -92,20 +104,24 @@ def test_claim1_is_judged_against_the_position_free_control(tmp_path):
     assert _one(card, "claim 1 (toeplitz, d)")["verdict"] == D
     # i.i.d. logits: the expected map is flat, its ΔR² a ratio of two noises; never reproduced
     assert _one(card, "claim 1 (noise, d)")["verdict"] == I
-    assert _one(card, "claim 1 (absolute, d)")["verdict"] == R
-    assert _one(card, "claim 1 (absolute, d)")["reading"] == "expected-map"
-    # a twin is a baseline; a dataset without a control is not run
+    row = _one(card, "claim 1 (absolute, d)")
+    assert row["verdict"] == R and row["reading"] == "expected-map"
+    assert "no negative control of this model" in row["measured"]
+    assert row["falsified_if"].endswith("at or below 0.002")
+    # the threshold is the config's, the same for every model: above the effect, it differs
+    lo = float(table.loc[table["model"] == "absolute", "leakage_lo"].iloc[0])
+    hi = float(table.loc[table["model"] == "absolute", "leakage_hi"].iloc[0])
+    for tau, verdict in ((hi, D), (0.5 * (lo + hi), I), (0.5 * lo, R)):
+        big = _card(tmp_path, materiality={"claim1_logit": tau}, headline=table)
+        assert _one(big, "claim 1 (absolute, d)")["verdict"] == verdict, tau
+    # document openings carry position in their content: the claim needs chunks, not run
+    first = _one(_card(tmp_path, headline=table.assign(data_mode="first")), "claim 1 (absolute, d)")
+    assert first["verdict"] == S.NOT_RUN and "document openings" in first["note"]
+    chunks = table.assign(data_mode="chunks")
+    assert _one(_card(tmp_path, headline=chunks), "claim 1 (absolute, d)")["verdict"] == R
+    # a twin is a baseline
     twin = table.assign(init_of=np.where(table["model"] == "absolute", "trained-x", ""))
     assert _one(_card(tmp_path, headline=twin), "claim 1 (absolute, d)")["verdict"] == S.MEASURED
-    # a trained model's control is preferred to an init model's uninformative one
-    wide = _headline_rows("ctl-init", mask(noise), free=True).assign(init_of="ctl")
-    with_init = pd.concat([table, wide])
-    row = _one(_card(tmp_path, headline=with_init), "claim 1 (absolute, d)")
-    assert row["verdict"] == R and "minus the control ctl " in row["measured"]
-    alone = table[table["model"] != "ctl"]
-    assert _one(_card(tmp_path, headline=alone), "claim 1 (absolute, d)")["verdict"] == S.NOT_RUN
-    row = _one(card, "claim 1 (absolute, d)")
-    assert "negative control's tolerance" in row["note"] and "control_model_units_hi" in row["note"]
     # a NoPE model: the claim is about RoPE decoders, not applicable (it stays in paper 2)
     nope = table.assign(positional=np.where(table["model"] == "absolute", "nope", ""))
     row = _one(_card(tmp_path, headline=nope), "claim 1 (absolute, d)")
@@ -113,109 +129,119 @@ def test_claim1_is_judged_against_the_position_free_control(tmp_path):
     assert row["falsified_if"].startswith("none: not applicable") and "RoPE" in row["note"]
 
 
-def test_claim1_is_judged_against_the_control_in_the_models_units_where_the_table_has_it(
-    tmp_path,
-):
-    ctl = (0.0004, -0.0016, 0.0026)
-    free = _lead("free", (0.0, -0.001, 0.001), variant="identity_rope+bidirectional")
+def test_claim1_shows_its_own_control_and_is_not_reproduced_where_it_reads_position(tmp_path):
+    ok = (0.0004, -0.0016, 0.0026)  # 95 % CI in the model's units
     head = pd.DataFrame(
         [
-            _lead("above", (0.0086, 0.0050, 0.0129), ctl),  # lo above the control's hi
-            _lead("below", (6.2e-4, 2.9e-4, 9.2e-4), ctl),  # a real effect, smaller than none
-            _lead("overlap", (0.003, 0.001, 0.005), ctl),
+            _lead("above", (0.0086, 0.0050, 0.0129), ok, tost=(-0.0012, 0.0019)),
+            _lead("small", (6.2e-4, 2.9e-4, 9.2e-4), ok, tost=(-0.0012, 0.0019)),
+            _lead("straddles", (0.003, 0.001, 0.005), ok, tost=(-0.0012, 0.0019)),
+            _lead("leaky", (0.0086, 0.0050, 0.0129), (0.004, 0.003, 0.005)),
+            _lead("wide", (0.0086, 0.0050, 0.0129), (0.0, -0.004, 0.004)),
             _lead("no-control", (0.05, 0.04, 0.06), (np.nan, np.nan, np.nan)),
-            free | {"position_free": True},
         ]
     )
     card = _card(tmp_path, headline=head)
     above = _one(card, "claim 1 (above, d)")
+    assert above["verdict"] == R and above["note"] == ""
     assert (
-        above["verdict"] == R
-        and "in the model's units 0.0004 [-0.0016, 0.0026]" in (above["measured"])
+        "in the model's units 0.0004 [-0.0016, 0.0026] (passed, margin 0.002)"
+        in (above["measured"])
     )
-    below = _one(card, "claim 1 (below, d)")
-    assert below["verdict"] == D and "(0.0026)" in below["falsified_if"]
-    assert _one(card, "claim 1 (overlap, d)")["verdict"] == I
-    # no control in the model's units on this row: the largest position-free control, 0.01
-    fallback = _one(card, "claim 1 (no-control, d)")
-    assert fallback["verdict"] == R and "minus the control free" in fallback["measured"]
-    # the old rule would have called "below" differs only through the borrowed 0.01 threshold;
-    # without the columns the pipeline keeps that rule
-    old = head.drop(columns=[c for c in head if c.startswith("control_model_units")])
-    assert _one(_card(tmp_path, headline=old), "claim 1 (below, d)")["verdict"] == D
-    # two landmark readings: one row each, each against its own control
-    both = pd.concat(
-        [
-            head.assign(landmark="modelled"),
-            head.assign(landmark="counted", control_model_units_hi=0.01),
-        ]
-    )
+    # a real effect, smaller than the declared threshold: differs, whatever the control reads
+    assert _one(card, "claim 1 (small, d)")["verdict"] == D
+    assert _one(card, "claim 1 (straddles, d)")["verdict"] == I
+    # the model's own control reads position: its reproduced becomes inconclusive
+    leaky = _one(card, "claim 1 (leaky, d)")
+    assert leaky["verdict"] == I and "its rule says reproduced" in leaky["note"]
+    assert "(reads position, margin 0.002)" in leaky["measured"]
+    # an underpowered control shows, but does not decide (the threshold is at least its margin)
+    wide = _one(card, "claim 1 (wide, d)")
+    assert wide["verdict"] == R and "(underpowered, margin 0.002)" in wide["measured"]
+    nc = _one(card, "claim 1 (no-control, d)")
+    assert nc["verdict"] == R and "no negative control of this model" in nc["measured"]
+    # two landmark readings: one row each
+    both = pd.concat([head.assign(landmark="modelled"), head.assign(landmark="counted")])
     card = _card(tmp_path, headline=both)
     assert _one(card, "claim 1 (above, d, landmark modelled)")["verdict"] == R
-    assert _one(card, "claim 1 (above, d, landmark counted)")["verdict"] == I
+    assert _one(card, "claim 1 (leaky, d, landmark counted)")["verdict"] == I
 
 
-def test_control_rows_pass_fail_and_say_why(tmp_path):
+def test_negative_controls_reach_each_outcome_against_the_declared_margin(tmp_path):
+    """A negative control in the model's units is judged on its (1 − 2α) interval against the
+    margin its table carries: passed, reads position, underpowered; a bound that is not finite
+    is underpowered and says so; an interval wholly below 0 that lies within the margin passes,
+    and says it is below 0; the counted reading on prompts with a fixed BOS is not run."""
+    neg0 = (0.002, -0.01, 0.02)  # the control's own ratio: never the verdict
+    m = 0.002
+    rows = [
+        _ctl("passed", neg0, units={"modelled": (0.0004, -0.0012, 0.0023, -0.0009, 0.0019, m)})
+        | {"fixed_bos": 1},
+        _ctl("leaks", neg0, units={"modelled": (0.004, 0.003, 0.005, 0.0032, 0.0048, m)}),
+        _ctl("wide", neg0, units={"modelled": (0.0, -0.004, 0.004, -0.0034, 0.0034, m)}),
+        _ctl("nan", neg0, units={"modelled": (np.nan, np.nan, np.nan, np.nan, np.nan, m)}),
+        _ctl("below", neg0, units={"modelled": (-7e-4, -1.4e-3, -9e-5, -1.3e-3, -2e-4, m)}),
+    ]
+    rows[0] |= {
+        f"negative_counted_{k}": v
+        for k, v in zip(
+            ("model_units", "model_units_lo", "model_units_hi", "tost_lo", "tost_hi", "margin"),
+            (0.0, -0.001, 0.001, -0.0008, 0.0008, m),
+        )
+    }
+    card = _card(tmp_path, controls=pd.DataFrame(rows))
+    neg = lambda v, lm="modelled": _one(  # noqa: E731
+        card, f"negative control (m, d, {v}, logit, landmark {lm})"
+    )
+    assert neg("passed")["verdict"] == V.PASSED
+    assert neg("leaks")["verdict"] == V.READS_POSITION
+    assert neg("wide")["verdict"] == V.UNDERPOWERED
+    assert neg("nan")["verdict"] == V.UNDERPOWERED and "not finite" in neg("nan")["note"]
+    below = neg("below")
+    assert below["verdict"] == V.PASSED and "wholly below 0" in below["note"]
+    counted = neg("passed", "counted")
+    assert counted["verdict"] == S.NOT_RUN and "fixed BOS" in counted["note"]
+    p = neg("passed")
+    assert "90 % interval [-0.0009, 0.0019] against +-0.002" in p["measured"]
+    assert "per-prompt reading 0.4 [0.3, 0.5] (reads position)" in p["measured"]
+    assert p["section"] == "controls" and p["reading"] == "expected-map"
+    assert p["falsified_if"].startswith("reads position if")
+    # a margin the table declares larger makes the wide control pass; the margin decides
+    wider = [r | {"negative_modelled_margin": 0.005} for r in rows[2:3]]
+    card = _card(tmp_path, controls=pd.DataFrame(wider))
+    assert _one(card, "negative control (m, d, wide, logit, landmark modelled)")["verdict"] == (
+        V.PASSED
+    )
+    # a table without the interval in the model's units: not run, and says why
+    old = _card(tmp_path, controls=pd.DataFrame([_ctl("old", neg0)]))
+    row = _one(old, "negative control (m, d, old, logit)")
+    assert row["verdict"] == S.NOT_RUN and "rerun aggregate_leakage" in row["note"]
+
+
+def test_positive_controls_are_recovered_or_not(tmp_path):
+    m = {"modelled": (0.0, -0.001, 0.001, -0.0008, 0.0008, 0.002)}
     ctl = pd.DataFrame(
         [
-            _ctl("a", (0.002, -0.01, 0.02)),  # covers 0: passes
-            _ctl("b", (0.005, 0.003, 0.007)),  # excludes 0 but below the tolerance: passes
-            _ctl("c", (0.2, 0.1, 0.3), rec=(0.3, 0.2, 0.25)),  # leaks; planted not recovered
-            _ctl("d", (np.nan, np.nan, np.nan), planted=np.nan),
+            _ctl("a", (0.0, -0.01, 0.01), units=m),
+            _ctl("c", (0.0, -0.01, 0.01), rec=(0.3, 0.2, 0.25), units=m),  # misses the size
+            _ctl("z", (0.0, -0.01, 0.01), planted=0.1, rec=(0.108, -0.009, 0.217), units=m),
+            _ctl("d", (0.0, -0.01, 0.01), planted=np.nan, units=m),
         ]
     )
     card = _card(tmp_path, controls=ctl)
-    neg = lambda v: _one(card, f"negative control (m, d, {v}, logit)")  # noqa: E731
     pos = lambda v: _one(card, f"positive control (m, d, {v}, logit)")  # noqa: E731
-    # controls pass or fail in their own section; never "reproduced"
-    assert neg("a")["verdict"] == V.PASSED and neg("b")["verdict"] == V.PASSED
-    assert neg("c")["verdict"] == V.FAILED
-    assert neg("d")["verdict"] == V.FAILED and "not finite" in neg("d")["note"]
-    assert pos("a")["verdict"] == V.PASSED and pos("c")["verdict"] == V.FAILED
+    assert pos("a")["verdict"] == V.RECOVERED and pos("a")["paper_value"] == "0.1 (planted)"
+    assert pos("c")["verdict"] == V.NOT_RECOVERED
+    # covers the planted share but reaches 0: the table and the scorecard both say so
+    assert pos("z")["verdict"] == V.NOT_RECOVERED
     assert pos("d")["verdict"] == S.NOT_RUN
-    ctl_rows = card[card["target"].str.contains(" control (m, d", regex=False)]
-    assert len(ctl_rows) == 8 and set(ctl_rows["section"]) == {"controls"}
-    assert set(ctl_rows["paper"]) == {"paper 2"}
-    assert ctl_rows["falsified_if"].str.startswith("failed if").all()
-    assert pos("a")["paper_value"] == "0.1 (planted)" and neg("a")["reading"] == "expected-map"
-    assert "per-prompt reading 0.4 [0.3, 0.5] (failed)" in neg("a")["measured"]
+    assert pos("a")["falsified_if"].startswith("not recovered if")
     bad = ctl.assign(planted_estimate_lo=np.nan)
     row = _one(_card(tmp_path, controls=bad), "positive control (m, d, a, logit)")
-    assert row["verdict"] == V.FAILED
-
-
-def test_negative_controls_in_the_models_units_use_the_equivalence_bound(tmp_path):
-    """With the model's units in the table, a control passes only when its upper limit lies
-    below the bound (half the model's estimate): a control whose own ratio covers 0 but whose
-    interval in the model's units reaches the bound fails (no power to tell the model from
-    none); the counted reading on prompts with a fixed BOS is not run, and says why."""
-
-    def units(lm, est, lo, hi, bound):
-        p = f"negative_{lm}_"
-        return {
-            f"{p}model_units": est,
-            f"{p}model_units_lo": lo,
-            f"{p}model_units_hi": hi,
-            f"{p}bound": bound,
-        }
-
-    ok = _ctl("a", (0.002, -0.01, 0.02)) | units("modelled", 0.0, -0.001, 0.002, 0.005)
-    ok |= units("counted", 0.0, -0.002, 0.003, 0.01)
-    wide = _ctl("b", (0.002, -0.01, 0.02)) | units("modelled", 0.001, -0.004, 0.006, 0.005)
-    wide |= units("counted", 0.001, -0.004, 0.006, 0.01)
-    card = _card(tmp_path, controls=pd.DataFrame([ok | {"fixed_bos": 0}, wide | {"fixed_bos": 1}]))
-    neg = lambda v, lm: _one(card, f"negative control (m, d, {v}, logit, landmark {lm})")  # noqa: E731
-    assert neg("a", "modelled")["verdict"] == V.PASSED
-    assert neg("a", "counted")["verdict"] == V.PASSED
-    assert neg("b", "modelled")["verdict"] == V.FAILED  # 0.006 >= 0.005
-    assert (
-        neg("b", "counted")["verdict"] == S.NOT_RUN and "fixed BOS" in neg("b", "counted")["note"]
-    )
-    assert "in the model's units" in neg("a", "modelled")["measured"]
-    # a positive control whose interval reaches 0 has not passed
-    zero = _ctl("c", (0.0, -0.01, 0.01), planted=0.05, rec=(0.04, -0.01, 0.09))
-    card = _card(tmp_path, controls=pd.DataFrame([zero | units("modelled", 0, -1e-3, 1e-3, 0.01)]))
-    assert _one(card, "positive control (m, d, c, logit)")["verdict"] == V.FAILED
+    assert row["verdict"] == V.NOT_RECOVERED
+    rows = card[card["target"].str.contains(" control (m, d", regex=False)]
+    assert set(rows["section"]) == {"controls"} and set(rows["paper"]) == {"paper 2"}
+    assert set(rows["verdict"]) <= set(V.CONTROL) | {S.NOT_RUN}
 
 
 def test_additivity_rows_are_measured_with_the_cross_term(tmp_path):
@@ -235,7 +261,7 @@ def test_additivity_rows_are_measured_with_the_cross_term(tmp_path):
     assert _one(S.build_scorecard({}), "Eq. 5 additivity")["verdict"] == S.NOT_RUN
 
 
-def test_claim2_both_components_positive_on_the_headline(tmp_path):
+def test_claim2_tests_the_residual_stream_and_checks_the_causal_mask(tmp_path):
     def row(model, res, cm, window="all", **kw):
         return (
             {"model": model, "dataset": "d", "condition": "rope", "window": window}
@@ -258,26 +284,51 @@ def test_claim2_both_components_positive_on_the_headline(tmp_path):
         )
 
     pos, zero, neg = (0.1, 0.05, 0.15), (0.0, -0.05, 0.05), (-0.1, -0.15, -0.05)
+    small = (0.001, 0.0005, 0.0015)  # > 0, but below the declared threshold (0.002)
     dec = pd.DataFrame(
         [
             row("both", pos, pos),
-            row("one", pos, neg),
-            row("wide", pos, zero),
+            row("small", small, pos),
+            row("wide", zero, pos),
+            row("mask-neg", pos, neg),  # the check fails; the test reads the residual only
             row("twin", pos, pos, init_of="both"),
             row("nope", zero, pos, positional="nope"),
-            # a sliding-window model is read on its full-window rows
+            # a sliding-window model is read on its full-window rows, both components tested
             row("swa", neg, pos, positional="swa"),
             row("swa", pos, pos, window="full32", positional="swa"),
+            row("swa-flat", pos, zero, window="full32", positional="swa"),
         ]
     )
     card = _card(tmp_path, decomposition_headline=dec)
     assert _one(card, "claim 2 (both, d)")["verdict"] == R
-    assert _one(card, "claim 2 (one, d)")["verdict"] == D
+    assert _one(card, "claim 2 (small, d)")["verdict"] == D
     assert _one(card, "claim 2 (wide, d)")["verdict"] == I
+    assert _one(card, "claim 2 (mask-neg, d)")["verdict"] == R
     assert _one(card, "claim 2 (twin, d)")["verdict"] == S.MEASURED
     assert _one(card, "claim 2 (nope, d)")["verdict"] == S.NOT_APPLICABLE
     swa = _one(card, "claim 2 (swa, d)")
     assert swa["verdict"] == R and "(window full32)" in swa["measured"]
+    assert "tested too" in swa["note"]
+    assert _one(card, "claim 2 (swa-flat, d)")["verdict"] == I  # its causal mask straddles
+    # the causal-mask component: a check wherever the visible-key count grows with the query
+    chk = lambda m: _one(card, f"claim 2, causal-mask component ({m}, d)")  # noqa: E731
+    assert (chk("both")["verdict"], chk("both")["section"]) == (V.HOLDS, "checks")
+    assert chk("mask-neg")["verdict"] == V.FAILS and chk("wide")["verdict"] == V.HOLDS
+    # an imprecise CI that reaches 0 is no evidence against the construction; a NaN is
+    flat = dec.assign(model=dec["model"] + "-flat", causal_mask_lo=-0.01, causal_mask_hi=0.05)
+    gone = dec.assign(model=dec["model"] + "-nan", causal_mask_hi=np.nan)
+    card2 = _card(tmp_path, decomposition_headline=pd.concat([flat, gone]))
+    assert _one(card2, "claim 2, causal-mask component (both-flat, d)")["verdict"] == V.HOLDS
+    assert _one(card2, "claim 2, causal-mask component (both-nan, d)")["verdict"] == V.FAILS
+    assert chk("twin")["verdict"] == V.HOLDS and chk("nope")["verdict"] == V.HOLDS
+    assert not card["target"].str.contains("causal-mask component (swa", regex=False).any()
+    # on document openings the residual-stream component reads the data's own position
+    first = _card(tmp_path, decomposition_headline=dec.assign(data_mode="first"))
+    row = _one(first, "claim 2 (both, d)")
+    assert row["verdict"] == S.NOT_RUN and "chunks at random offsets" in row["note"]
+    # the threshold is declared: lowered below the small component, it reproduces
+    lower = _card(tmp_path, materiality={"claim2_component": 0.0004}, decomposition_headline=dec)
+    assert _one(lower, "claim 2 (small, d)")["verdict"] == R
 
 
 def test_claim3_ordering_on_a_common_window(tmp_path):
@@ -308,6 +359,18 @@ def test_claim3_ordering_on_a_common_window(tmp_path):
     assert _one(card(swapped), "claim 3 (ordering) (d)")["verdict"] == D
     wide = [row("n", "ntk", lo), row("r", "rope", mid), row("s", "swa", (0.06, 0.0, 0.12))]
     assert _one(card(wide), "claim 3 (ordering) (d)")["verdict"] == I
+    # each difference must be material (leakage.materiality.claim3_order)
+    assert (
+        _one(
+            _card(
+                tmp_path,
+                materiality={"claim3_order": 0.05},
+                decomposition_headline=pd.DataFrame(ordered),
+            ),
+            "claim 3 (ordering) (d)",
+        )["verdict"]
+        == D
+    )  # the steps are 0.04 and 0.05 apart: neither above 0.05
     # a twin does not count; without all three architectures: not run
     twin_only = [row("n", "ntk", lo), row("r", "rope", mid), row("s", "swa", hi, init_of="x")]
     assert _one(card(twin_only), "claim 3 (ordering)")["verdict"] == S.NOT_RUN
@@ -334,9 +397,9 @@ def test_claim6_on_the_headline_is_judged_by_size(tmp_path):
 
     head = pd.DataFrame(
         [
-            row("big", 0.03, 0.005),  # well above 0.01
-            row("small", 0.004, 0.002),  # positive, but below the size that matters
-            row("edge", 0.012, 0.005),  # straddles 0.01
+            row("big", 0.03, 0.005),  # well above the declared 0.002
+            row("small", 0.001, 0.0005),  # positive (least squares), below the size that matters
+            row("edge", 0.002, 0.001),  # straddles it
             row("twin", 0.03, 0.005, init_of="big"),
         ]
     )
@@ -346,28 +409,30 @@ def test_claim6_on_the_headline_is_judged_by_size(tmp_path):
     assert _one(card, f"{lab} (small, d)")["verdict"] == D
     assert _one(card, f"{lab} (edge, d)")["verdict"] == I
     assert _one(card, f"{lab} (twin, d)")["verdict"] == S.MEASURED
-    assert "negative control's tolerance" in _one(card, f"{lab} (big, d)")["note"]
+    assert _one(card, f"{lab} (big, d)")["falsified_if"].endswith("at or below 0.002")
     old = head.drop(columns=[c for c in head if c.startswith("linear_minus")])
     assert _one(_card(tmp_path, headline=old), lab)["verdict"] == S.NOT_RUN
-    # the threshold from the data: the negative control's upper limit in the model's units.
-    # A positive inflation (least squares makes it >= 0 for any non-linear offset profile)
-    # that is no larger than what a run without position reads differs
+    # the threshold is the config's, never the control's interval: a wide control changes
+    # nothing; a raised threshold does
     ctl = {"control_model_units": 0.002, "control_model_units_lo": -0.01}
-    ctl["control_model_units_hi"] = 0.02
-    card = _card(tmp_path, headline=head.assign(**ctl))
+    ctl |= {"control_model_units_hi": 0.02, "control_tost_lo": -0.008, "control_tost_hi": 0.018}
+    card = _card(tmp_path, headline=head.assign(**ctl, control_margin=0.002))
     big = _one(card, f"{lab} (big, d)")
-    assert big["verdict"] == R  # [0.025, 0.035] above the control's 0.02
-    assert (
-        "(0.02)" in big["falsified_if"] and "model's units 0.002 [-0.01, 0.02]" in big["measured"]
+    assert big["verdict"] == R and "(underpowered, margin 0.002)" in big["measured"]
+    raised = _card(tmp_path, materiality={"claim6_headline": 0.04}, headline=head)
+    assert _one(raised, f"{lab} (big, d)")["verdict"] == D
+    # the model's own control reads position: reproduced becomes inconclusive
+    leaky = head.assign(
+        control_model_units=0.01,
+        control_model_units_lo=0.008,
+        control_model_units_hi=0.012,
+        control_tost_lo=0.0085,
+        control_tost_hi=0.0115,
+        control_margin=0.002,
     )
-    assert _one(card, f"{lab} (edge, d)")["verdict"] == D  # [0.007, 0.017] <= 0.02
-    ctl["control_model_units_hi"] = 0.03
-    card = _card(tmp_path, headline=head.assign(**ctl))
-    assert _one(card, f"{lab} (big, d)")["verdict"] == I  # the control reaches into it
-    ctl["control_model_units_hi"] = 0.001
-    card = _card(tmp_path, headline=head.assign(**ctl))
-    assert _one(card, f"{lab} (small, d)")["verdict"] == R  # [0.002, 0.006] > 0.001
-    assert _one(card, f"{lab} (twin, d)")["verdict"] == S.MEASURED
+    row = _one(_card(tmp_path, headline=leaky), f"{lab} (big, d)")
+    assert row["verdict"] == I and "reads position" in row["note"]
+    assert _one(_card(tmp_path, headline=leaky), f"{lab} (small, d)")["verdict"] == D
 
 
 def test_additivity_layer_local_vs_whole_forward_is_measured(tmp_path):

@@ -20,9 +20,11 @@ def test_targets_file_holds_every_target_with_its_falsification_condition():
         assert t["paper"] in ("paper 1", "paper 2") and t["rule"] and t["why"], key
         assert t.get("section", t["paper"]) in S.SECTIONS, key
         assert any(k.startswith("falsified_if") for k in t), key
-        # the positive control's bound is its own CI around the planted share
-        assert {"margin", "threshold", "tolerance"} & set(t) or key in (
+        # the positive control's bound is its own CI around the planted share; the negative
+        # control's margin and paper 2's materiality thresholds are the config's
+        assert {"margin", "threshold", "tolerance", "materiality"} & set(t) or key in (
             "sim_depth",
+            "control_negative",
             "control_positive",
             "additivity",  # a measurement: no verdict
             "additivity_ablation",  # idem

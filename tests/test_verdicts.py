@@ -1,5 +1,6 @@
 """The verdict rules (causalpos.verdicts): each one reaches reproduced, differs and inconclusive
-(controls: passed and failed; checks: holds and fails)."""
+(negative controls: passed, reads position and underpowered; positive controls: recovered and
+not recovered; checks: holds and fails)."""
 
 from __future__ import annotations
 
@@ -75,24 +76,68 @@ def test_increasing():
     assert V.increasing([(1, 2)]) == I
 
 
-def test_beyond_control_reads_the_model_against_the_controls_upper_limit():
-    # model (est, lo, hi) and the control's upper limit, both in the model's units
-    assert V.beyond_control((0.0086, 0.0050, 0.0129), 0.0026) == R  # lo above the control's hi
-    assert V.beyond_control((6.2e-4, 2.9e-4, 9.2e-4), 0.0026) == D  # hi at or below it
-    assert V.beyond_control((0.0026, 0.0010, 0.0026), 0.0026) == D  # at: no larger than none
-    assert V.beyond_control((0.003, 0.001, 0.005), 0.0026) == I  # the intervals overlap
-    assert V.beyond_control((0.003, math.nan, 0.005), 0.0026) == I
-    assert V.beyond_control((0.003, 0.001, 0.005), math.nan) == I
-    # the rule is the threshold rule with the control's upper limit as the threshold
-    for lo, hi, c in [(0.1, 0.2, 0.05), (0.0, 0.04, 0.05), (0.0, 0.2, 0.05)]:
-        assert V.beyond_control((0.5 * (lo + hi), lo, hi), c) == V.positive((lo, hi), c)
+def test_negative_control_two_one_sided_tests_reach_each_outcome():
+    m = 0.002
+    # the (1 - 2 alpha) interval inside (-m, m): both one-sided tests reject |effect| >= m
+    assert V.negative_control((-0.0012, 0.0018), m) == V.PASSED
+    # wholly beyond +-m: the estimator reads an effect where there is none
+    assert V.negative_control((0.0025, 0.004), m) == V.READS_POSITION
+    assert V.negative_control((-0.006, -0.003), m) == V.READS_POSITION
+    # neither: too wide to tell (trained-rope's logit control in the model's units, 95 %)
+    assert V.negative_control((-0.00135, 0.00042), 0.0003) == V.UNDERPOWERED
+    assert V.negative_control((-0.003, 0.003), m) == V.UNDERPOWERED
+    # an interval wholly below 0 but inside the band is equivalent to 0: it passes, and is no
+    # threshold of anything (trained-ntk's, 95 %: -0.00141 .. -0.00009)
+    assert V.negative_control((-0.00141, -0.00009), m) == V.PASSED
+    # the edges belong to neither side; a bound that is not finite decides nothing
+    assert V.negative_control((-0.001, m), m) == V.UNDERPOWERED
+    assert V.negative_control((m, 0.01), m) == V.UNDERPOWERED
+    assert V.negative_control((math.nan, 0.001), m) == V.UNDERPOWERED
+    # the margin is a declared setting: none, or <= 0, is an error rather than a verdict
+    for bad in (0.0, -0.001, math.nan, None):
+        with pytest.raises(ValueError, match="margin must be a number > 0"):
+            V.negative_control((-0.001, 0.001), bad)
+
+
+def test_negative_control_is_not_a_function_of_the_models_estimate():
+    """The same control interval gets the same verdict whatever the model reads: the old rule
+    (upper limit below half the model's estimate) passed 0.1 against a model of 0.5 and failed
+    0.0004 against a model of 0.0006; the margin decides both."""
+    assert V.negative_control((0.08, 0.12), 0.002) == V.READS_POSITION
+    assert V.negative_control((-0.0002, 0.0004), 0.002) == V.PASSED
+
+
+def test_recovered_and_its_two_outcomes():
+    assert V.recovered((0.09, 0.13), 0.1) == V.RECOVERED
+    assert V.recovered((0.12, 0.2), 0.1) == V.NOT_RECOVERED  # misses the planted size
+    # covers the truth but reaches 0: cannot tell the plant from none (paper2_controls.csv
+    # said "recovered" where the scorecard said "failed" for 0.108 [-0.009, 0.217])
+    assert V.recovered((-0.009, 0.217), 0.1) == V.NOT_RECOVERED
+    assert V.recovered((0.05, math.nan), 0.1) == V.NOT_RECOVERED
+    # dose 0 of a dose series: recovered where the interval covers 0
+    assert V.recovered((-0.01, 0.02), 0.0) == V.RECOVERED
+    assert V.recovered((0.01, 0.02), 0.0) == V.NOT_RECOVERED
+
+
+def test_a_test_whose_own_control_reads_position_is_not_reproduced():
+    assert V.unless_control_reads(R, V.READS_POSITION) == I
+    for c in (V.PASSED, V.UNDERPOWERED, ""):
+        assert V.unless_control_reads(R, c) == R
+    assert V.unless_control_reads(D, V.READS_POSITION) == D
+    assert V.unless_control_reads(I, V.READS_POSITION) == I
 
 
 def test_controls_and_checks_have_labels_of_their_own():
-    assert {V.control(v) for v in V.TESTED} == set(V.CONTROL) == {"passed", "failed"}
-    assert V.control(R) == V.PASSED and V.control(D) == V.control(I) == V.FAILED
+    assert set(V.CONTROL) == {
+        "passed",
+        "reads position",
+        "underpowered",
+        "recovered",
+        "not recovered",
+    }
     assert V.check(R) == V.HOLDS and V.check(D) == V.check(I) == V.FAILS
     assert not set(V.CONTROL + V.CHECK) & set(V.TESTED)
+    assert len(set(V.CONTROL + V.CHECK + V.TESTED)) == len(V.CONTROL + V.CHECK + V.TESTED)
     assert V.covers((0.8, 1.2), 1.0) == R and V.covers((0.5, 0.9), 1.0) == D
     assert V.covers((math.nan, 1.2), 1.0) == I
     # a section refuses a verdict it does not allow
@@ -101,7 +146,10 @@ def test_controls_and_checks_have_labels_of_their_own():
     )
     with pytest.raises(ValueError, match="'a': section 'controls', verdict 'reproduced'"):
         S.check_sections(card)
-    S.check_sections(card.assign(verdict=[V.PASSED, V.HOLDS]))
+    for v in V.CONTROL:
+        S.check_sections(card.assign(verdict=[v, V.HOLDS]))
+    with pytest.raises(ValueError, match="verdict 'failed'"):
+        S.check_sections(card.assign(verdict=["failed", V.HOLDS]))
 
 
 def test_all_of():
@@ -118,17 +166,11 @@ def test_at_most():
     assert V.at_most((math.nan, 0.0), 0.10) == I
 
 
-def test_dose_series_and_its_placeholder_margin_rule():
-    """A positive control planted as a dose series: recovered only where dose 0 lies within the
-    declared margin and every step's interval lies above 0; each outcome of the placeholder
-    margin rule (passed / reads position / underpowered) on its own input."""
+def test_dose_series():
+    """A positive control planted as a dose series: recovered only where dose 0 passes the
+    controls' two one-sided tests within the declared margin and every step's interval lies
+    above 0."""
     m = 0.003
-    assert V.within_margin_placeholder((-0.001, 0.002), m) == "passed"
-    assert V.within_margin_placeholder((0.004, 0.006), m) == "reads position"
-    assert V.within_margin_placeholder((-0.006, -0.003), m) == "reads position"
-    assert V.within_margin_placeholder((-0.001, 0.004), m) == "underpowered"
-    assert V.within_margin_placeholder((-0.001, math.nan), m) == "underpowered"
-    assert V.within_margin_placeholder((-0.001, 0.002), 0.0) == "underpowered"
     rising = [(0.001, 0.002), (0.005, 0.008)]
     assert V.dose_series((-0.001, 0.002), rising, m) == V.RECOVERED
     assert V.dose_series((0.004, 0.006), rising, m) == V.NOT_RECOVERED  # dose 0 reads position
@@ -136,6 +178,6 @@ def test_dose_series_and_its_placeholder_margin_rule():
     assert V.dose_series((-0.001, 0.002), [(0.001, 0.002), (0.0, 0.008)], m) == V.NOT_RECOVERED
     assert V.dose_series((-0.001, 0.002), [(math.nan, 0.002)], m) == V.NOT_RECOVERED
     assert V.dose_series((-0.001, 0.002), [], m) == V.NOT_RECOVERED
-    assert not set(V.POSITIVE_CONTROL) & set(V.TESTED + V.CONTROL + V.CHECK)
+    assert set(V.POSITIVE_CONTROL) <= set(V.CONTROL) and not set(V.CONTROL) & set(V.TESTED)
     card = pd.DataFrame({"section": ["controls"], "target": ["a"], "verdict": [V.RECOVERED]})
     S.check_sections(card)

@@ -164,7 +164,7 @@ def test_jobs_that_need_no_model_never_load_torch(pipeline):
 def test_scorecard_of_the_smoke_run_gives_the_verdicts_its_tables_imply(pipeline):
     """The smoke run's own scorecard: every row has a falsification condition and a known verdict;
     the exact layer 3-4 computation differs from the paper, and claim 1 (headline logit leakage
-    against a position-free control) is not run on document openings; the twin is measured."""
+    above its declared threshold) is not run on document openings; the twin is measured."""
     from causalpos import scorecard as S
     from causalpos import verdicts as V
 
@@ -177,10 +177,11 @@ def test_scorecard_of_the_smoke_run_gives_the_verdicts_its_tables_imply(pipeline
         assert set(g["verdict"]) <= set(S.SECTIONS[section]), section
     verdict = card.set_index("target")["verdict"]
     assert verdict["§4.1 nearby keys score higher (layers 3-4)"] == V.DIFFERS
-    # claim 1 is judged against a position-free control on prompts exchangeable over positions;
-    # the smoke prompts are document openings, so it is not run, and says why
+    # claim 1 needs prompts exchangeable over positions (chunks at random offsets); the smoke
+    # prompts are document openings, so it is not run, and says why
     row = card.set_index("target").loc["claim 1 (trained-rope, kjv-first24)"]
     assert row["verdict"] == S.NOT_RUN and "random offsets" in row["note"]
+    assert "document openings" in row["note"]
     assert row["reading"] == "expected-map"
     assert verdict["claim 1 (trained-rope-init, kjv-first24)"] == S.MEASURED
 

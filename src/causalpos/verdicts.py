@@ -8,16 +8,20 @@ the uncertainty, never the point estimate alone. A non-finite bound decides noth
 (``inconclusive``).
 
 Controls and checks are not tests of the papers and get labels of their own, so that no count of
-reproductions includes them: a control (a run built to read 0, or a planted effect to be
-recovered) is ``passed`` or ``failed`` (:func:`control`), a positive control planted as a dose
-series ``recovered`` or ``not recovered`` (:func:`dose_series`); a check (an identity the computation
-must satisfy by construction: a closed form against itself, a theorem computed exactly, a state
-that is identical across prompts because nothing else can reach it) ``holds`` or ``fails``
-(:func:`check`). Both are binary: a control or a check that cannot be decided (a non-finite
-bound) has not passed, and reads ``failed`` / ``fails``.
+reproductions includes them. A *negative control* (a run built to read 0) is judged by two
+one-sided tests against a margin δ declared before the run (:func:`negative_control`):
+``passed`` (equivalent to 0 within ±δ), ``reads position`` (its interval lies wholly beyond
+±δ) or ``underpowered`` (neither: too wide to tell). A *positive control* (a planted effect of
+known size) is ``recovered`` or ``not recovered`` (:func:`recovered`; a dose series planted in
+the forward pass: :func:`dose_series`). A *check* (an identity the
+computation must satisfy by construction: a closed form against itself, a theorem computed
+exactly, a state that is identical across prompts because nothing else can reach it, a sign a
+construction guarantees) ``holds`` or ``fails`` (:func:`check`); a check that cannot be decided
+(a non-finite bound) has not held, and reads ``fails``.
 
-A leaf module: numbers in, strings out; the targets (margins, thresholds, paper values) live in
-``causalpos/targets.yaml``.
+A leaf module: numbers in, strings out; the targets (margins, paper values) live in
+``causalpos/targets.yaml``, the materiality thresholds of paper 2's claims and the negative
+controls' margins in the config (``leakage.materiality``, ``leakage.controls``).
 """
 
 from __future__ import annotations
@@ -32,9 +36,18 @@ INCONCLUSIVE = "inconclusive"
 TESTED = (REPRODUCED, DIFFERS, INCONCLUSIVE)
 
 PASSED = "passed"
-FAILED = "failed"
+READS_POSITION = "reads position"
+UNDERPOWERED = "underpowered"
+#: The verdicts of a negative control (two one-sided tests against a declared margin).
+NEGATIVE_CONTROL = (PASSED, READS_POSITION, UNDERPOWERED)
+
+RECOVERED = "recovered"
+NOT_RECOVERED = "not recovered"
+#: The verdicts of a positive control (a planted effect of known size read back).
+POSITIVE_CONTROL = (RECOVERED, NOT_RECOVERED)
+
 #: The verdicts of a control (negative or positive): never "reproduced".
-CONTROL = (PASSED, FAILED)
+CONTROL = NEGATIVE_CONTROL + POSITIVE_CONTROL
 
 RECOVERED = "recovered"
 NOT_RECOVERED = "not recovered"
@@ -207,12 +220,6 @@ def all_of(verdicts: Iterable[str]) -> str:
     return INCONCLUSIVE
 
 
-def control(verdict: str) -> str:
-    """A control's verdict from a rule's: ``passed`` where the rule says ``reproduced``,
-    ``failed`` otherwise (a control that cannot show what it is built to show has failed)."""
-    return PASSED if verdict == REPRODUCED else FAILED
-
-
 def check(verdict: str) -> str:
     """A check's verdict from a rule's: ``holds`` where the rule says ``reproduced``, ``fails``
     otherwise (an identity that cannot be confirmed does not hold)."""
@@ -230,55 +237,65 @@ def covers(ci: Interval, value: float) -> str:
     return REPRODUCED if lo <= value <= hi else DIFFERS
 
 
-def beyond_control(model: Sequence[float], control_hi: float) -> str:
-    """An effect judged against its negative control, both in the model's units.
+def negative_control(ci: Interval, margin: float) -> str:
+    """A negative control judged by two one-sided tests (TOST) against the margin ``margin`` (δ,
+    declared before the run, in the units of the reading it judges).
 
-    ``model``: the model's (estimate, lo, hi); ``control_hi``: the upper limit of the negative
-    control (a run with no positional input) expressed in the model's units (the control's
-    numerator over the model's denominator), i.e. the largest effect the estimator can read where
-    there is none. ``reproduced`` if the model's lower limit exceeds the control's upper limit;
-    ``differs`` if the model's upper limit is at or below it (the model's effect is no larger
-    than what a run without position reads); ``inconclusive`` otherwise (the intervals overlap),
-    and for any non-finite bound. The threshold comes from the data, never from a fixed number.
+    ``ci``: the control's (1 − 2α) interval, α the level of each one-sided test. ``passed`` if
+    the interval lies strictly inside (−δ, δ) (both one-sided tests reject |effect| ≥ δ: the
+    control is equivalent to 0 within δ); ``reads position`` if it lies wholly beyond ±δ
+    (lo > δ or hi < −δ: the estimator reads an effect larger than δ where there is none);
+    ``underpowered`` otherwise (the interval reaches past an edge of the band without lying
+    beyond it: too wide to tell), and for a non-finite bound. A δ that is not a finite number
+    > 0 is a ValueError (it is a declared setting, not data).
     """
-    _, lo, hi = (float(x) for x in model)
-    if not _finite(lo, hi, control_hi):
-        return INCONCLUSIVE
-    if lo > control_hi:
-        return REPRODUCED
-    if hi <= control_hi:
-        return DIFFERS
-    return INCONCLUSIVE
-
-
-#: :func:`within_margin_placeholder`'s outcomes.
-WITHIN_MARGIN, BEYOND_MARGIN, UNDERPOWERED = "passed", "reads position", "underpowered"
-
-
-def within_margin_placeholder(ci: Interval, margin: float) -> str:
-    """PLACEHOLDER for the controls' declared-margin rule (two one-sided tests against ±δ), used by
-    the stream dose series' dose 0 until that rule lands here: ``passed`` if the interval lies
-    inside (−margin, margin) (each one-sided test rejects at half the interval's level),
-    ``reads position`` if it lies wholly beyond ±margin, ``underpowered`` otherwise (it straddles
-    an edge) and for a non-finite bound. ``margin`` is declared before the run (config), never
-    a fraction of the model's own estimate."""
+    if not _finite(margin) or float(margin) <= 0:
+        raise ValueError(f"a negative control's margin must be a number > 0, got {margin!r}")
     lo, hi = ci
-    if not _finite(lo, hi, margin) or margin <= 0:
+    if not _finite(lo, hi):
         return UNDERPOWERED
     if -margin < lo and hi < margin:
-        return WITHIN_MARGIN
-    if lo >= margin or hi <= -margin:
-        return BEYOND_MARGIN
+        return PASSED
+    if lo > margin or hi < -margin:
+        return READS_POSITION
     return UNDERPOWERED
+
+
+def recovered(ci: Interval, truth: float) -> str:
+    """A positive control: a planted effect of size ``truth`` read back with interval ``ci``.
+
+    ``recovered`` if the interval covers the truth and, for a truth ≠ 0, excludes 0 (an interval
+    that reaches 0 cannot tell the plant from none); ``not recovered`` otherwise, and for a
+    non-finite bound. At truth 0 (dose 0 of a dose series) it is recovered when the interval
+    covers 0.
+    """
+    lo, hi = ci
+    if not _finite(lo, hi, truth):
+        return NOT_RECOVERED
+    covered = lo <= truth <= hi
+    excludes_zero = truth == 0 or lo > 0 or hi < 0
+    return RECOVERED if covered and excludes_zero else NOT_RECOVERED
+
+
+def unless_control_reads(verdict: str, control_verdict: str) -> str:
+    """A test's verdict in the light of its own negative control: ``reproduced`` becomes
+    ``inconclusive`` where the control ``reads position`` (the estimator reads an effect in a
+    run that has none, so the model's reading cannot be told from it); any other pair is
+    unchanged. Where the control passed or is underpowered, the test's threshold, declared at
+    least as large as the control's margin, decides alone."""
+    if verdict == REPRODUCED and control_verdict == READS_POSITION:
+        return INCONCLUSIVE
+    return verdict
 
 
 def dose_series(zero: Interval, steps: Sequence[Interval], margin: float) -> str:
     """A positive control planted as a dose series (paper2.md §2, Controls): ``recovered`` if dose
-    0 reads ≈ 0 (:func:`within_margin_placeholder` says ``passed`` for its interval ``zero``) and
-    every step from one dose to the next rises (each paired difference's interval in ``steps``
-    lies above 0); ``not recovered`` otherwise, and with no step or a non-finite bound."""
+    0 reads ≈ 0 (:func:`negative_control` says ``passed`` for its (1 − 2α) interval ``zero``
+    against the declared ``margin``) and every step from one dose to the next rises (each paired
+    difference's interval in ``steps`` lies above 0); ``not recovered`` otherwise, and with no
+    step or a non-finite bound."""
     steps = list(steps)
-    if within_margin_placeholder(zero, margin) != WITHIN_MARGIN or not steps:
+    if negative_control(zero, margin) != PASSED or not steps:
         return NOT_RECOVERED
     if all(_finite(lo, hi) and lo > 0 for lo, hi in steps):
         return RECOVERED

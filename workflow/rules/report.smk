@@ -32,6 +32,8 @@ rule scorecard:
         runtime=5,
     params:
         rehearsal=config["rehearsal"],
+        # paper 2's materiality thresholds (leakage.materiality): a change reruns the scorecard
+        materiality=CFG.leakage_materiality(),
         code=code_fingerprint("scorecard"),
     script:
         "../scripts/scorecard.py"

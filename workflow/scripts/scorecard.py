@@ -15,4 +15,5 @@ with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
         snakemake.output.md,
         snakemake.output.findings,
         rehearsal=snakemake.params.rehearsal,
+        materiality=snakemake.params.materiality,
     )

@@ -12,6 +12,16 @@ from causalpos.config.common import ConfigError, Section, canonical, check_varia
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
+#: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
+#: (``leakage.controls.margin``) each must reach, None for claim3_ntk (share points: no control
+#: reads in that unit).
+MATERIALITY_READINGS = {
+    "claim1_logit": "logit",
+    "claim2_component": "logattn",
+    "claim3_ntk": None,
+    "claim3_order": "logattn",
+    "claim6_headline": "logit",
+}
 # The tables aggregate_leakage writes (the library's PAPER2_TABLES), as causalpos.paths.PAPER2_TABLE.
 PAPER2_TABLE_NAMES = [
     "leakage_by_model",
@@ -274,9 +284,31 @@ class LeakageSection(Section):
                 "bos_windows": list(sec["bos_windows"]),
                 "planted": sec["planted"],
                 "stream_margin": sec["plant_stream"]["margin"],
+                "control_alpha": sec["controls"]["alpha"],
+                "control_margin_logit": sec["controls"]["margin"]["logit"],
+                "control_margin_logattn": sec["controls"]["margin"]["logattn"],
                 "seed": self.config["seed"],
             }
         )
+
+    def leakage_materiality(self) -> dict:
+        """``leakage.materiality``: the size each of paper 2's claims must reach (the scorecard
+        rule's params), each checked against the negative controls' margin on its reading
+        (``leakage.controls.margin``): a threshold below it would count as absolute position
+        what a run without any may read. A ConfigError naming both keys otherwise."""
+        sec = self.config["leakage"]
+        out = canonical(dict(sec["materiality"]))
+        margin = sec["controls"]["margin"]
+        for claim, reading in MATERIALITY_READINGS.items():
+            if reading is not None and out[claim] < margin[reading]:
+                raise ConfigError(
+                    f"leakage.materiality.{claim} = {out[claim]} is below "
+                    f"leakage.controls.margin.{reading} = {margin[reading]}: a negative control "
+                    f"passes when it reads less than the margin, so a smaller effect cannot be "
+                    f"told from a run with no position. Fix: raise {claim} to at least "
+                    f"{margin[reading]} or lower the margin"
+                )
+        return out
 
     def model_attrs(self, model: str) -> dict:
         """What a model is, for the leakage tables (claim 3, sink heads): ``positional`` = the

@@ -139,10 +139,13 @@ class PromptSet:
         """Bootstrap replicates (n_boot, ...) of the prompt mean of ``x`` (sequence, ...)."""
         return stats.bootstrap_means(x, self.counts)
 
-    def ci(self, samples: np.ndarray, estimate: np.ndarray) -> np.ndarray:
+    def ci(
+        self, samples: np.ndarray, estimate: np.ndarray, level: float | None = None
+    ) -> np.ndarray:
         """(..., 3) = estimate, lo, hi: the percentile interval of paired replicates
-        ``samples`` (n_boot, ...) (:func:`causalpos.paper2.inference.interval`)."""
-        return inference.interval(samples, estimate, self.level)
+        ``samples`` (n_boot, ...) (:func:`causalpos.paper2.inference.interval`) at ``level``
+        (default: the prompt set's)."""
+        return inference.interval(samples, estimate, self.level if level is None else level)
 
     def mean_ci(self, x: np.ndarray) -> np.ndarray:
         """(..., 3) prompt mean of ``x`` (sequence, ...) with its bootstrap CI."""

@@ -73,8 +73,27 @@ class LeakageSettings:
         "leakage.plant_stream.margin",
         "the declared margin of the stream dose series' dose-0 reading (the model's units)",
     )
+    control_alpha: float = _key(
+        0.05,
+        "leakage.controls.alpha",
+        "each one-sided test's level of the negative controls (their 1 - 2 alpha interval)",
+    )
+    control_margin_logit: float = _key(
+        0.002,
+        "leakage.controls.margin.logit",
+        "a negative control's margin on logits, in the model's units",
+    )
+    control_margin_logattn: float = _key(
+        0.002,
+        "leakage.controls.margin.logattn",
+        "a negative control's margin on log-attention, in the model's units",
+    )
     seed: int = _key(0, "seed", "the bootstrap counts' and multipliers' seed")
     perm_chunk: int = _key(16, None, "permutations per sparse product (memory, not numbers)")
+
+    def control_margins(self) -> dict[str, float]:
+        """target -> the negative controls' margin δ on that reading (model's units)."""
+        return {"logit": self.control_margin_logit, "logattn": self.control_margin_logattn}
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> LeakageSettings:

@@ -2,11 +2,14 @@
 
 A row holds the claim, the paper's value, the value this run measured (with its CI), a verdict
 and the measurement that would have made it ``differs`` (``falsified_if``). The targets — claim
-text, paper values, margins, thresholds, which of the papers' models a value belongs to — live in
-``causalpos/targets.yaml``; the verdicts come from the rules of :mod:`causalpos.verdicts`, each of
-which can return ``reproduced``, ``differs`` and ``inconclusive``. Each row sits in one section:
+text, paper values, margins, which of the papers' models a value belongs to — live in
+``causalpos/targets.yaml``, paper 2's materiality thresholds in the config
+(``leakage.materiality``, :class:`~causalpos.scorecard.materiality.Materiality`); the verdicts
+come from the rules of :mod:`causalpos.verdicts`, each of which can return ``reproduced``,
+``differs`` and ``inconclusive``. Each row sits in one section:
 ``paper 1`` and ``paper 2`` (tests of the papers' claims, and the rows of those claims that are not
-tests), ``controls`` (``passed`` / ``failed``) and ``checks`` (identities: ``holds`` / ``fails``).
+tests), ``controls`` (negative: ``passed`` / ``reads position`` / ``underpowered``; positive:
+``recovered`` / ``not recovered``) and ``checks`` (identities: ``holds`` / ``fails``).
 Rows that are not tests say why:
 ``not run`` (the config or the tables do not measure it), ``not applicable`` (the claim's premise
 does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper gives no value to
@@ -17,6 +20,7 @@ Modules: :mod:`~causalpos.scorecard.rows` (a row, its labels, the targets, share
 :mod:`~causalpos.scorecard.paper2`,
 :mod:`~causalpos.scorecard.paper2_headline`, :mod:`~causalpos.scorecard.paper2_claim4` and
 :mod:`~causalpos.scorecard.paper2_position0` (the row families of each paper),
+:mod:`~causalpos.scorecard.materiality` (paper 2's materiality thresholds),
 :mod:`~causalpos.scorecard.card` (which family reads which table: :func:`build_scorecard`),
 :mod:`~causalpos.scorecard.markdown` (the Markdown scorecard and the README digest).
 """
@@ -30,6 +34,7 @@ from causalpos.scorecard.markdown import (
     to_markdown,
     update_readme,
 )
+from causalpos.scorecard.materiality import Materiality
 from causalpos.scorecard.rows import (
     CHECKS,
     CONTROLS,
@@ -46,12 +51,15 @@ from causalpos.scorecard.rows import (
 )
 from causalpos.verdicts import (
     DIFFERS,
-    FAILED,
     FAILS,
     HOLDS,
     INCONCLUSIVE,
+    NOT_RECOVERED,
     PASSED,
+    READS_POSITION,
+    RECOVERED,
     REPRODUCED,
+    UNDERPOWERED,
 )
 
 __all__ = [
@@ -59,7 +67,10 @@ __all__ = [
     "DIFFERS",
     "INCONCLUSIVE",
     "PASSED",
-    "FAILED",
+    "READS_POSITION",
+    "UNDERPOWERED",
+    "RECOVERED",
+    "NOT_RECOVERED",
     "HOLDS",
     "FAILS",
     "SECTIONS",
@@ -71,6 +82,7 @@ __all__ = [
     "TABLE_MEASURED",
     "RESIDUAL_STREAM",
     "Row",
+    "Materiality",
     "check_sections",
     "FAMILIES",
     "load_targets",

@@ -3,7 +3,8 @@ tables. Each input table is read once; a family whose table is absent, empty (e.
 no BOS experiment) or lacks one of the family's required columns gets None for it, and its rows
 read "not run" with the reason.
 
-The targets (claim text, paper values, margins, thresholds) live in ``causalpos/targets.yaml``;
+The targets (claim text, paper values, margins) live in ``causalpos/targets.yaml``, paper 2's
+materiality thresholds in the config (:class:`~causalpos.scorecard.materiality.Materiality`);
 the verdicts come from the rules of :mod:`causalpos.verdicts`.
 """
 
@@ -22,6 +23,7 @@ import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
 import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_position0 as paper2_position0
+from causalpos.scorecard.materiality import Materiality
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
     MEASURED,
@@ -286,6 +288,7 @@ def build_scorecard(
     paths: Mapping[str, PathLike],
     extra: Callable[[Mapping[str, PathLike]], list[Row]] | None = None,
     targets: PathLike | Mapping = None,
+    materiality: Materiality | Mapping | None = None,
 ) -> pd.DataFrame:
     """The scorecard from the pipeline's tables.
 
@@ -293,11 +296,15 @@ def build_scorecard(
     ``sim_index``, ``llm_index``, ``train_comparison`` and paper 2's ``headline``,
     ``decomposition``, ...), and optionally ``targets`` (the targets YAML; overridden by the
     ``targets`` argument, default the packaged file). Missing or ``None`` paths make their rows
-    "not run". ``extra`` adds rows built from ``paths``. The first column is the row's section
+    "not run". ``extra`` adds rows built from ``paths``. ``materiality``: paper 2's materiality
+    thresholds (config ``leakage.materiality``, the scorecard rule's params; None: their
+    defaults), given to the targets that name one. The first column is the row's section
     (:data:`rows.SECTIONS`); a verdict its section does not allow is a ValueError.
     """
     spec = load_targets(targets if targets is not None else paths.get("targets"))
-    T = dict(spec["targets"])
+    if not isinstance(materiality, Materiality):
+        materiality = Materiality.from_params(materiality)
+    T = materiality.apply(dict(spec["targets"]))
     T["paper_models"] = spec.get("paper_models", {})
     keys = {i.key for f in FAMILIES for i in f.inputs}
     tables = {key: read_table(paths.get(key)) for key in sorted(keys)}

@@ -20,7 +20,7 @@ from causalpos.scorecard.rows import (
     not_run,
     target_row,
 )
-from causalpos.verdicts import dose_series, within_margin_placeholder
+from causalpos.verdicts import dose_series, negative_control
 
 
 def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -39,7 +39,7 @@ def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
         margin = float(g["margin"].iloc[0])
         zero_ci = (float(g["leakage_lo"].iloc[0]), float(g["leakage_hi"].iloc[0]))
         steps = list(zip(g["step_lo"].iloc[1:], g["step_hi"].iloc[1:], strict=True))
-        zero = within_margin_placeholder(zero_ci, margin)
+        zero = negative_control(zero_ci, margin)
         verdict = dose_series(zero_ci, steps, margin)
         label = f"{t['label']} ({model}, {dataset}, {series}, layer {int(g['layer'].iloc[0])})"
         readings = "; ".join(

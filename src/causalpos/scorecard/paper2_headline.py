@@ -1,7 +1,9 @@
-"""Paper 2's rows on the headline reading (causalpos.paper2.summary.headline): claim 1 against the
-position-free control, the controls themselves, claim 2 (both components), claim 3's ordering,
-claim 6 (the linear baseline's inflation, by
-size) and Eq. 5's additivity (measured). The decomposition rows that share paper 2's other families
+"""Paper 2's rows on the headline reading (causalpos.paper2.summary.headline): claim 1, the
+controls (negative: passed / reads position / underpowered against a declared margin; positive:
+recovered / not recovered), claim 2 (the residual-stream component; the causal-mask one a check),
+claim 3's ordering, claim 6 (the linear baseline's inflation, by size) and Eq. 5's additivity
+(measured). Claims 1, 2, 3 and 6 are judged against the materiality thresholds of the config
+(``leakage.materiality``). The decomposition rows that share paper 2's other families
 (claims 4 and 10, Table 6) are in :mod:`causalpos.scorecard.paper2`.
 """
 
@@ -14,51 +16,45 @@ import pandas as pd
 
 from causalpos.scorecard.paper2 import architectures
 from causalpos.scorecard.rows import (
-    CONTROL_MODEL_UNITS,
+    CHECKS,
     NOT_APPLICABLE,
     SOURCES,
     Row,
+    control_note,
     field_text,
     fill,
     fmt,
     fmt_ci,
     measured_row,
     not_run,
+    openings,
+    own_control,
     target_row,
     text_column,
 )
 from causalpos.verdicts import (
-    FAILED,
-    PASSED,
+    DIFFERS,
+    FAILS,
+    HOLDS,
+    NOT_RECOVERED,
+    RECOVERED,
     all_of,
-    beyond_control,
-    control,
-    covers,
     difference_ci,
+    negative_control,
     positive,
+    recovered,
+    unless_control_reads,
 )
 
 
-def model_units_control(r) -> tuple[float, float, float] | None:
-    """The negative control in the model's units of a headline row (``r``: a table row as a
-    namedtuple or Series), (estimate, lo, hi) from :data:`CONTROL_MODEL_UNITS`, or None where
-    the table has no such columns or a bound is not finite."""
-    get = r.get if isinstance(r, pd.Series) else lambda c, d=None: getattr(r, c, d)
-    vals = tuple(get(c, None) for c in CONTROL_MODEL_UNITS)
-    if any(v is None for v in vals):
-        return None
-    vals = tuple(float(v) for v in vals)
-    return vals if np.isfinite(vals[1:]).all() else None
-
-
 def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 1 on the headline reading: a trained RoPE model's causal-run logit leakage against
-    its negative control. Where the table carries the control in the model's units
-    (:data:`CONTROL_MODEL_UNITS`), :func:`~causalpos.verdicts.beyond_control` judges it (the
-    model's lower limit above the control's upper limit); else the model minus the largest
-    position-free control on the same dataset (a trained model's where there is one) above the
-    control's tolerance. A NoPE model is not applicable (the claim is about RoPE decoders); init
-    / random twins are measured baselines; no control on a dataset: not run. With a
+    """Claim 1 on the headline reading: a trained RoPE model's causal-run logit leakage above the
+    materiality threshold declared in the config (``leakage.materiality.claim1_logit``, the same
+    for every model, at least the negative controls' logit margin):
+    :func:`~causalpos.verdicts.positive`. The model's own negative control in the model's units
+    is shown beside it; where it *reads position*, a *reproduced* becomes *inconclusive*
+    (:func:`~causalpos.verdicts.unless_control_reads`). A NoPE model is not applicable (the
+    claim is about RoPE decoders); init / random twins are measured baselines. With a
     ``landmark`` column, one row per landmark reading."""
     src = SOURCES["headline"]
     t = T["claim1_logit"]
@@ -69,7 +65,6 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     sel = head[head["variant"] == t["variant"]]
     if sel.empty:
         return [not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
-    free = head[head["position_free"].astype(bool)]
     landmarks = text_column(head, "landmark")
     several = landmarks.nunique() > 1
     rows = []
@@ -91,54 +86,29 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
             fal = "none: not applicable (the claim's premise, a RoPE decoder, does not hold)"
             rows.append(target_row(t, target, own, NOT_APPLICABLE, src, note=why, falsified_if=fal))
             continue
+        if openings(r):
+            rows.append(not_run(t, target, src, openings(r)))
+            continue
         per_prompt = (
             f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)}"
             if "per_prompt" in sel
             else "no per-prompt reading"
         )
-        c = model_units_control(r)
-        if c is not None:
-            measured = f"{own}; negative control in the model's units {fmt_ci(*c)}; {per_prompt}"
-            verdict = beyond_control((r.leakage, r.leakage_lo, r.leakage_hi), c[2])
-            fal = fill(t["falsified_if_control"], t, control_hi=fmt(c[2]))
-            rows.append(target_row(t, target, measured, verdict, src, falsified_if=fal))
-            continue
-        ctl = free[(free["dataset"] == r.dataset) & (landmarks[free.index] == lm)]
-        if ctl.empty:
-            why = (
-                "no position-free control on this dataset (e.g. identity_rope+bidirectional, or a "
-                "NoPE model run bidirectionally, on prompts that are chunks at random offsets)"
-            )
-            rows.append(not_run(t, target, src, why))
-            continue
-        # a trained model's control among trained position-free runs where there is one (an
-        # init model's nearly flat expected map gives a wide, uninformative CI)
-        trained = ctl[text_column(ctl, "init_of") == ""]
-        pool = trained if len(trained) else ctl
-        c = pool.loc[pool["leakage_hi"].idxmax()]
-        diff = difference_ci(
-            (r.leakage, r.leakage_lo, r.leakage_hi),
-            (c["leakage"], c["leakage_lo"], c["leakage_hi"]),
-        )
-        measured = (
-            f"{own}; minus the control {c['model']} {c['variant']} "
-            f"({fmt_ci(c['leakage'], c['leakage_lo'], c['leakage_hi'])}): {fmt_ci(*diff)}; "
-            f"{per_prompt}"
-        )
-        verdict = positive(diff[1:], float(t["threshold"]))
-        note = (
-            f"threshold {fmt(t['threshold'])}: the negative control's tolerance (the table has no "
-            f"control in the model's units, {', '.join(CONTROL_MODEL_UNITS)})"
-        )
+        ctl, ctl_text = own_control(r)
+        rule = positive((r.leakage_lo, r.leakage_hi), float(t["threshold"]))
+        verdict = unless_control_reads(rule, ctl)
+        note = control_note(rule, verdict)
+        measured = f"{own}; {ctl_text}; {per_prompt}"
         rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
 
 
 def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """The controls of the headline reading, one row per position-free run and target, in the
-    controls section (``passed`` / ``failed``, never counted as reproductions): the negative
-    control (reads 0) and the positive control (a planted share recovered). A control whose
-    interval is not finite has not passed."""
+    """The controls of the headline reading, one row per position-free run, target and landmark
+    reading, in the controls section (never counted as reproductions): the negative control
+    (reads 0 in the model's units: ``passed`` / ``reads position`` / ``underpowered`` against
+    the margin declared before the run) and the positive controls (a planted effect
+    ``recovered`` / ``not recovered``)."""
     src = SOURCES["controls"]
     tn, tp = T["control_negative"], T["control_positive"]
     if ctl is None:
@@ -149,38 +119,34 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         return [not_run(tn, tn["label"], src, why), not_run(tp, tp["label"], src, why)]
     rows = []
-    tol = float(tn["tolerance"])
-    units = "negative_modelled_model_units_hi" in ctl
     for r in ctl.itertuples():
         where = f"{r.model}, {r.dataset}, {r.variant}, {r.target}"
-        if units:
-            rows += _units_control_rows(r, where, tn, src)
-            rows += _positive_control_rows(r, where, tp, src)
-            continue
-        has0 = r.negative_lo <= 0 <= r.negative_hi
-        ok = has0 or abs(r.negative) <= tol
-        finite = np.isfinite([r.negative, r.negative_lo, r.negative_hi]).all()
-        measured = (
-            f"{fmt_ci(r.negative, r.negative_lo, r.negative_hi)}; per-prompt reading "
-            f"{fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)} ({r.per_prompt_control})"
-        )
-        verdict = PASSED if finite and ok else FAILED
-        note = "" if finite else "a bound is not finite: the control cannot pass"
-        rows.append(target_row(tn, f"{tn['label']} ({where})", measured, verdict, src, note=note))
+        rows += _units_control_rows(r, where, tn, src)
         rows += _positive_control_rows(r, where, tp, src)
     return rows
 
 
 def _units_control_rows(r, where: str, tn: Mapping, src: str) -> list[Row]:
-    """The negative control in the model's units, one row per landmark reading: passed when the
-    control's upper limit lies below the equivalence bound (a fraction of the model's own
-    estimate on the same reading, from the data); the counted reading needs prompts whose token 0
-    varies (a fixed BOS puts its identity in the key-0 column of any run)."""
+    """The negative control in the model's units, one row per landmark reading: its (1 − 2α)
+    interval against the margin declared for the reading
+    (:func:`~causalpos.verdicts.negative_control`); the counted reading needs prompts whose token
+    0 varies (a fixed BOS puts its identity in the key-0 column of any run). A table without the
+    interval (``negative_<landmark>_tost_lo``, ``_tost_hi``, ``_margin``): not run."""
+    lms = [
+        lm
+        for lm in ("modelled", "counted")
+        if np.isfinite(getattr(r, f"negative_{lm}_margin", np.nan))  # a reading the row has
+    ]
+    if not lms:
+        why = (
+            "the controls table has no interval in the model's units against a declared margin "
+            "(columns negative_modelled_tost_lo, _tost_hi, _margin): rerun aggregate_leakage"
+        )
+        return [not_run(tn, f"{tn['label']} ({where})", src, why)]
     rows = []
-    for lm in ("modelled", "counted"):
+    level = getattr(r, "negative_tost_level", np.nan)
+    for lm in lms:
         pre = f"negative_{lm}_"
-        if f"{pre}model_units_hi" not in r._fields:
-            continue
         label = f"{tn['label']} ({where}, landmark {lm})"
         if lm == "counted" and getattr(r, "fixed_bos", 0) == 1:
             why = (
@@ -190,48 +156,45 @@ def _units_control_rows(r, where: str, tn: Mapping, src: str) -> list[Row]:
             rows.append(not_run(tn, label, src, why))
             continue
         est = tuple(getattr(r, f"{pre}model_units{k}") for k in ("", "_lo", "_hi"))
-        bound = getattr(r, f"{pre}bound")
-        finite = np.isfinite([*est, bound]).all()
+        tost = (getattr(r, f"{pre}tost_lo"), getattr(r, f"{pre}tost_hi"))
+        margin = getattr(r, f"{pre}margin")
+        verdict = negative_control(tost, margin)
         measured = (
-            f"{fmt_ci(*est)} in the model's units (causal run's expected-map variance); bound "
-            f"{fmt(bound)} (half the model's own estimate); own ratio "
-            f"{fmt_ci(r.negative, r.negative_lo, r.negative_hi)}"
+            f"{fmt_ci(*est)} in the model's units (causal run's expected-map variance); "
+            f"{fmt(100 * level, 2)} % interval [{fmt(tost[0])}, {fmt(tost[1])}] against "
+            f"+-{fmt(margin)}; own ratio {fmt_ci(r.negative, r.negative_lo, r.negative_hi)}; "
+            f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)} "
+            f"({r.per_prompt_control})"
         )
-        verdict = PASSED if finite and est[2] < bound else FAILED
-        note = "" if finite else "a bound is not finite: the control cannot pass"
-        rows.append(
-            target_row(
-                tn,
-                label,
-                measured,
-                verdict,
-                src,
-                note=note,
-                falsified_if=(
-                    "failed if the control's upper limit, in the model's units, is at or above "
-                    "half the model's own estimate (the control cannot tell the model's effect "
-                    "from none), or if a bound is not finite"
-                ),
-            )
-        )
+        note = _negative_note(est, tost)
+        rows.append(target_row(tn, label, measured, verdict, src, note=note))
     return rows
 
 
+def _negative_note(est, tost) -> str:
+    """What a negative control's row must say beside its verdict: a bound that is not finite, or
+    an interval wholly below 0 (the truth is 0: a bias or a miscoverage, never a threshold)."""
+    if not np.isfinite([*est, *tost]).all():
+        return "a bound is not finite: the control cannot pass"
+    if est[2] < 0:
+        return (
+            "its interval lies wholly below 0, where the truth is 0: the estimator or its "
+            "interval is biased on this run (no claim takes its threshold from a control)"
+        )
+    return ""
+
+
 def _planted_model_row(r, where: str, tp: Mapping, src: str) -> list[Row]:
-    """The positive control planted in the model's forward pass (logits): passes when the
-    planted layer's interval excludes 0 and contains the truth computed from the planted term,
-    and the exact checks hold (the twin's maps everywhere else, log-attention unchanged)."""
+    """The positive control planted in the model's forward pass (logits): recovered when the
+    planted layer's interval excludes 0 and covers the truth computed from the planted term
+    (:func:`~causalpos.verdicts.recovered`), and the exact checks hold (the twin's maps
+    everywhere else, log-attention unchanged)."""
     pv = getattr(r, "planted_model_variant", None)
     if not isinstance(pv, str) or not pv:
         return []
     truth = r.planted_model_truth
     est = (r.planted_model_estimate, r.planted_model_lo, r.planted_model_hi)
-    ok = bool(
-        np.isfinite([truth, *est]).all()
-        and est[1] > 0
-        and est[1] <= truth <= est[2]
-        and r.planted_model_check == 1
-    )
+    ok = recovered(est[1:], truth) == RECOVERED and r.planted_model_check == 1
     ratio = (r.planted_model_ratio, r.planted_model_ratio_lo, r.planted_model_ratio_hi)
     measured = (
         f"planted {fmt(truth)} (n_heads ||P_D b||^2, per prompt pair), recovered {fmt_ci(*est)}; "
@@ -243,12 +206,13 @@ def _planted_model_row(r, where: str, tp: Mapping, src: str) -> list[Row]:
             tp,
             f"{tp['label']}, planted in the model ({where.rsplit(', ', 2)[0]}, {pv})",
             measured,
-            PASSED if ok else FAILED,
+            RECOVERED if ok else NOT_RECOVERED,
             src,
             paper_value=f"{fmt(truth)} (planted in layer's logits)",
             falsified_if=(
-                "failed if the planted layer's interval excludes the planted size or reaches 0, "
-                "or if the planted run's other layers or its log-attention differ from its twin's"
+                "not recovered if the planted layer's interval excludes the planted size or "
+                "reaches 0, or if the planted run's other layers or its log-attention differ "
+                "from its twin's"
             ),
         )
     ]
@@ -260,8 +224,7 @@ def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
         why = "the planted share could not be set (the control's expected maps are flat)"
         return rows + [not_run(tp, f"{tp['label']} ({where})", src, why)]
     est = (r.planted_estimate, r.planted_estimate_lo, r.planted_estimate_hi)
-    # passes only if recovered (the CI covers the planted share) and its interval excludes 0
-    verdict = control(covers(est[1:], r.planted)) if est[1] > 0 else FAILED
+    verdict = recovered(est[1:], r.planted)  # covers the planted share and excludes 0
     return rows + [
         target_row(
             tp,
@@ -298,11 +261,16 @@ def additivity_rows(obs: pd.DataFrame | None, T: Mapping) -> list[Row]:
 
 
 def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 2 on the headline decomposition: the residual-stream and the causal-mask component
-    both > 0, per trained model (twins: measured), RoPE condition, log-attention; a sliding-window
-    model on its ``full<W>`` window where the table has one."""
+    """Claim 2 on the headline decomposition, per trained model (twins: measured), RoPE
+    condition, log-attention: the test is the residual-stream component above the materiality
+    threshold (``leakage.materiality.claim2_component``). The causal-mask component is at least
+    the causal softmax's normaliser, whose visible-key count grows with the query: > 0 for any
+    causal map, so it is a check (:func:`_causal_mask_check`), not a test — except on a
+    sliding-window model's ``full<W>`` rows (read there where the table has them), where every
+    query sees W keys and the normaliser carries no position: there both components are
+    tested."""
     src = SOURCES["decomposition_headline"]
-    t = T["claim2_both"]
+    t = T["claim2_component"]
     if dec is None:
         why = "no headline decomposition (no model with a causal and a bidirectional run)"
         return [not_run(t, t["label"], src, why)]
@@ -312,10 +280,13 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         full = g[g["window"].astype(str).str.startswith("full")]
         swa = (text_column(g, "positional") == "swa").any()
         r = (full if swa and len(full) else g).iloc[0]
-        comps = [(k, (r[k], r[f"{k}_lo"], r[f"{k}_hi"])) for k in ("residual", "causal_mask")]
-        measured = "; ".join(f"{k.replace('_', ' ')} {fmt_ci(*v)}" for k, v in comps)
+        full_window = swa and str(r["window"]).startswith("full")
+        comps = {k: (r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("residual", "causal_mask")}
+        measured = "; ".join(f"{k.replace('_', ' ')} {fmt_ci(*v)}" for k, v in comps.items())
         measured += f" (window {r['window']})"
         target = f"{t['label']} ({model}, {dataset})"
+        if not full_window:
+            rows.append(_causal_mask_check(T, model, dataset, comps["causal_mask"], r["window"]))
         twin = str(r.get("init_of", "") or "")
         if twin and twin != "nan":
             rows.append(measured_row(t, target, measured, src, f"init weights of {twin}"))
@@ -327,15 +298,45 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             )
             rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
             continue
-        verdicts = [positive(v[1:], float(t["threshold"])) for _, v in comps]
-        verdict = all_of(verdicts)
-        rows.append(target_row(t, target, measured, verdict, src))
+        if openings(r):
+            rows.append(not_run(t, target, src, openings(r)))
+            continue
+        tested = ("residual", "causal_mask") if full_window else ("residual",)
+        verdict = all_of(positive(comps[k][1:], float(t["threshold"])) for k in tested)
+        note = (
+            "a sliding window's full rows: every query sees W keys, so the causal-mask component "
+            "is tested too"
+            if full_window
+            else "the causal-mask component is a check (> 0 for any causal softmax)"
+        )
+        rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
+
+
+def _causal_mask_check(T: Mapping, model: str, dataset: str, cm, window: str) -> Row:
+    """Claim 2's causal-mask half as a check: the causal softmax's normaliser sums over i + 1
+    keys, so log-attention carries the query's position for any map and the component is > 0.
+    It holds unless the data contradict that: its CI lies at or below 0, or a bound is not
+    finite (an imprecise CI that reaches 0 is no evidence against the construction)."""
+    t = T["claim2_component"]
+    contradicted = not np.isfinite(cm[1:]).all() or positive(cm[1:], 0.0) == DIFFERS
+    return target_row(
+        t,
+        f"{t['label']}, causal-mask component ({model}, {dataset})",
+        f"causal mask {fmt_ci(*cm)} (window {window})",
+        FAILS if contradicted else HOLDS,
+        SOURCES["decomposition_headline"],
+        claim=field_text(t, "claim_check"),
+        paper_value="> 0 (by construction)",
+        falsified_if=fill(t["falsified_if_check"], t),
+        section=CHECKS,
+    )
 
 
 def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 3's ordering on the headline: residual-stream component NTK < standard < sliding
-    window, per dataset with one trained (not twin) model of each, at one common query window."""
+    window, per dataset with one trained (not twin) model of each, at one common query window,
+    each difference above the materiality threshold (``leakage.materiality.claim3_order``)."""
     src = SOURCES["decomposition_headline"]
     t = T["claim3_order"]
     why = (
@@ -388,11 +389,12 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
 
 def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 6 on the headline, judged by size: the linear baseline's paired inflation of the
-    causal run's logit leakage above the negative control's upper limit in the model's units
-    (:data:`CONTROL_MODEL_UNITS`, :func:`~causalpos.verdicts.beyond_control`), or above the
-    control's tolerance where the table has no such columns. By least squares the inflation is
-    ≥ 0 for any offset profile, so only its size can fail (a near-linear or a small offset
-    profile makes it differ); twins: measured."""
+    causal run's logit leakage above the materiality threshold declared in the config
+    (``leakage.materiality.claim6_headline``, the same for every model). By least squares the
+    inflation is ≥ 0 for any offset profile (the saturated baseline nests the linear one), so
+    only its size is a test (a near-linear or a small offset profile makes it differ); the
+    model's own negative control reading position makes a *reproduced* inconclusive; twins:
+    measured."""
     src = SOURCES["headline"]
     t = T["claim6_headline"]
     col = "linear_minus_saturated"
@@ -421,19 +423,11 @@ def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
             why = f"init weights of {twin}: no learned offset profile for a baseline to underfit"
             rows.append(measured_row(t, target, measured, src, why))
             continue
-        c = model_units_control(r)
-        if c is not None:
-            measured += f"; negative control in the model's units {fmt_ci(*c)}"
-            fal = fill(t["falsified_if_control"], t, control_hi=fmt(c[2]))
-            verdict = beyond_control(d, c[2])
-            rows.append(target_row(t, target, measured, verdict, src, falsified_if=fal))
-            continue
-        note = (
-            f"threshold {fmt(t['threshold'])}: the negative control's tolerance (the table has no "
-            f"control in the model's units, {', '.join(CONTROL_MODEL_UNITS)})"
-        )
-        verdict = positive(d[1:], float(t["threshold"]))
-        rows.append(target_row(t, target, measured, verdict, src, note=note))
+        ctl, ctl_text = own_control(r)
+        rule = positive(d[1:], float(t["threshold"]))
+        verdict = unless_control_reads(rule, ctl)
+        measured += f"; {ctl_text}"
+        rows.append(target_row(t, target, measured, verdict, src, note=control_note(rule, verdict)))
     return rows
 
 

@@ -11,9 +11,10 @@ no value to compare with).
 Every row sits in one ``section`` (:data:`SECTIONS`): ``paper 1`` and ``paper 2`` hold the tests
 of the papers' claims (``reproduced`` / ``differs`` / ``inconclusive``, rows that could have come
 out *differs* on a plausible input) and the rows of those claims that are not tests;
-``controls`` the negative and positive controls (``passed`` / ``failed``; a dose series planted
-in the forward pass ``recovered`` / ``not recovered``); ``checks`` the
-identities that hold by construction (``holds`` / ``fails``). A row's section comes from its
+``controls`` the negative controls (``passed`` / ``reads position`` / ``underpowered``) and the
+positive controls (``recovered`` / ``not recovered``, a dose series planted in the forward pass
+too); ``checks`` the identities and signs that hold by construction (``holds`` / ``fails``). A
+row's section comes from its
 target's ``section`` field (default: its ``paper``) unless its builder names one
 (claim 7's rows are checks only where token 0 is fixed).
 """
@@ -31,7 +32,7 @@ import pandas as pd
 import yaml
 
 from causalpos.paths import SCORECARD_TABLES
-from causalpos.verdicts import CHECK, CONTROL, POSITIVE_CONTROL, TESTED
+from causalpos.verdicts import CHECK, CONTROL, TESTED, negative_control
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
 TABLE_MEASURED = "measured"
@@ -49,7 +50,7 @@ PAPER1, PAPER2, CONTROLS, CHECKS = "paper 1", "paper 2", "controls", "checks"
 SECTIONS = {
     PAPER1: (*TESTED, *NOT_TESTS),
     PAPER2: (*TESTED, *NOT_TESTS),
-    CONTROLS: (*CONTROL, *POSITIVE_CONTROL, NOT_RUN),
+    CONTROLS: (*CONTROL, NOT_RUN),
     CHECKS: (*CHECK, NOT_RUN),
 }
 
@@ -63,11 +64,13 @@ PathLike = str | os.PathLike | None
 SOURCES = SCORECARD_TABLES
 
 #: The negative control in the model's units (the control's numerator over the model's
-#: denominator: the largest effect the estimator reads in that model's units where there is
-#: none): estimate and CI columns of the headline table, per (model, dataset, target[,
-#: landmark]), where the paper-2 summary writes them. Absent: claims 1 and 6 fall back to the
-#: negative control's tolerance.
+#: denominator: what the estimator reads in that model's units where there is no position):
+#: estimate and CI columns of the headline table on a causal run's rows, per (model, dataset,
+#: target[, landmark]), where the model has a position-free run on the same prompts.
 CONTROL_MODEL_UNITS = ("control_model_units", "control_model_units_lo", "control_model_units_hi")
+#: The same control's (1 − 2α) interval and the margin declared for its reading
+#: (``leakage.controls``): what :func:`causalpos.verdicts.negative_control` judges.
+CONTROL_TOST = ("control_tost_lo", "control_tost_hi", "control_margin")
 
 #: ``reading`` of a row: the quantity its verdict uses. Paper 2's leakage has two readings
 #: (causalpos.paper2.summary.headline): the expected-map headline and the per-prompt one; rows on other
@@ -104,8 +107,9 @@ def check_sections(card: pd.DataFrame) -> None:
     ]
     if bad:
         raise ValueError(
-            "scorecard rows with a verdict their section does not allow (controls read "
-            "passed / failed, checks holds / fails, the papers' sections reproduced / differs / "
+            "scorecard rows with a verdict their section does not allow (negative controls read "
+            "passed / reads position / underpowered, positive controls recovered / not recovered, "
+            "checks holds / fails, the papers' sections reproduced / differs / "
             "inconclusive or a reason for not being a test); fix the row builder: " + "; ".join(bad)
         )
 
@@ -243,4 +247,50 @@ def measured_row(t: Mapping, target: str, measured: str, source: str, why: str) 
     """A value reported without a test: the paper gives none for this model or condition."""
     return target_row(
         t, target, measured, MEASURED, source, paper_value="n/a", falsified_if=NO_TEST, note=why
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Paper 2's headline rows: the model's own negative control, the prompts a claim needs
+
+
+def own_control(r) -> tuple[str, str]:
+    """(verdict, text) of the negative control a headline row of a causal run carries (``r``: a
+    table row as a namedtuple or Series; columns :data:`CONTROL_MODEL_UNITS` and
+    :data:`CONTROL_TOST`): its estimate and CI in the model's units and its verdict against the
+    declared margin (:func:`~causalpos.verdicts.negative_control`); ("", "no negative control
+    ...") where the table has none for this model or a bound is not finite."""
+    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
+    c = [float(get(k, np.nan)) for k in CONTROL_MODEL_UNITS]
+    lo, hi, margin = (float(get(k, np.nan)) for k in CONTROL_TOST)
+    if not np.isfinite([*c[1:], lo, hi, margin]).all():
+        return "", "no negative control of this model on these prompts"
+    verdict = negative_control((lo, hi), margin)
+    text = f"negative control in the model's units {fmt_ci(*c)} ({verdict}, margin {fmt(margin)})"
+    return verdict, text
+
+
+#: Why claims 1 and 2 are not run on prompts that are not chunks at random offsets.
+OPENINGS = (
+    "the prompts are document openings (data_mode {mode!r}): their content depends on position, "
+    "so the expected map reads the data's own position; the claim needs chunks at random offsets"
+)
+
+
+def openings(r) -> str:
+    """The reason a row's prompts cannot carry claims 1 and 2 ("" where they can, or where the
+    table does not say how they were drawn)."""
+    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
+    mode = get("data_mode", "")
+    mode = "" if not isinstance(mode, str) else mode
+    return OPENINGS.format(mode=mode) if mode not in ("", "chunks") else ""
+
+
+def control_note(rule: str, verdict: str) -> str:
+    """The note of a test row whose own negative control reads position."""
+    if rule == verdict:
+        return ""
+    return (
+        f"its rule says {rule}, but the model's own negative control reads position (the "
+        "estimator reads an effect where there is none): inconclusive"
     )

@@ -63,9 +63,10 @@ def leakage(
         )
         if np.unique(labels).size < 2:
             labels = None  # one stratum: the plain bootstrap
-    free, controls_note = _controls(opened, attrs, data_store)
+    free, controls_note, mode = _controls(opened, attrs, data_store)
     ds = leakage_summary(opened, summary_settings, strata=labels, position_free_runs=free)
     ds.attrs["controls_note"] = controls_note
+    ds.attrs["data_mode"] = str(mode or "")  # the tables' data_mode: claims 1-2 need "chunks"
     if strata == "source":
         ds.attrs.update(
             {
@@ -103,8 +104,9 @@ def leakage(
     return ds
 
 
-def _controls(opened: Mapping[str, xr.Dataset], attrs, data_store) -> tuple[list[str], str]:
-    """(the position-free runs that are negative controls here, a note where none can be)."""
+def _controls(opened: Mapping[str, xr.Dataset], attrs, data_store) -> tuple[list[str], str, str]:
+    """(the position-free runs that are negative controls here, a note where none can be, the
+    data store's mode)."""
     from causalpos.io.store import open_dataset
 
     positional = str((attrs or {}).get("positional", ""))
@@ -125,8 +127,8 @@ def _controls(opened: Mapping[str, xr.Dataset], attrs, data_store) -> tuple[list
             f"position-free runs {free} are not controls here: the prompts are not chunks at "
             f"random offsets (mode {mode!r}), so their content depends on position"
         )
-        return [], note
-    return free, ""
+        return [], note, mode
+    return free, "", mode
 
 
 def _windowed(opened: Mapping[str, xr.Dataset]) -> bool:

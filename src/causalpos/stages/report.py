@@ -20,13 +20,22 @@ FINDINGS_TEMPLATE_KEY = "findings_template"
 TABLE_KEY = "table_"
 
 
-def scorecard(inputs: Mapping[str, str], out_csv, out_md, out_findings=None, *, rehearsal=False):
+def scorecard(
+    inputs: Mapping[str, str],
+    out_csv,
+    out_md,
+    out_findings=None,
+    *,
+    rehearsal: bool = False,
+    materiality: Mapping[str, float] | None = None,
+):
     """Rule ``scorecard``: the tables named in ``inputs`` in, ``scorecard.{csv,md}`` out
-    (under :data:`REHEARSAL_BANNER` when ``rehearsal``); and ``out_findings``, the findings page:
-    the template ``inputs["findings_template"]`` filled from the ``table_*`` inputs and this
-    scorecard, references this run has no value for marked
+    (under :data:`REHEARSAL_BANNER` when ``rehearsal``); ``materiality``: paper 2's
+    thresholds (config ``leakage.materiality``, the rule's params); and ``out_findings``, the
+    findings page: the template ``inputs["findings_template"]`` filled from the ``table_*``
+    inputs and this scorecard, references this run has no value for marked
     (:func:`causalpos.findings.render.render`, not strict)."""
-    card = build_scorecard(dict(inputs))
+    card = build_scorecard(dict(inputs), materiality=materiality)
     card.to_csv(out_csv, index=False)
     md = to_markdown(card)
     banner = f"> **{REHEARSAL_BANNER}** (`rehearsal: true` in the config)\n\n" if rehearsal else ""

@@ -15,14 +15,17 @@ Controls. A run is *position-free* when its forward pass has no positional input
 bidirectional pass (no causal mask) with identity RoPE or a NoPE model, and no sliding window
 (:func:`position_free`). It is a control only where the prompts are exchangeable over positions
 (chunks at random offsets; the stage decides from the data store's ``mode``): document openings
-carry position in their content, and a position-free run reads it. Its expected map carries no absolute position beyond the key-0 level
-the landmark column models, so its headline must read ≈ 0 (``exp_control``: CI covers 0 or
-|estimate| ≤ :data:`CONTROL_TOL`). On each position-free run the summary also plants a query
-effect of known size in the model's units (:func:`planted_control`: ``leakage.planted`` of the
-causal run's expected-map variance, the size of the model's own effect) and reads it back: the
-positive control in the statistics. The positive controls planted in the forward pass:
-:mod:`causalpos.paper2.summary.planted` (the last layer's query term) and
-:mod:`causalpos.paper2.summary.doses` (the dose series in a lower layer's residual stream).
+carry position in their content, and a position-free run reads it. Its expected map carries no
+absolute position beyond the key-0 level the landmark column models, so its headline must read
+≈ 0 in the model's units: ``exp_control_tost`` is its (1 − 2α) interval there, which
+:func:`causalpos.verdicts.negative_control` judges against the margin δ declared before the
+run (``exp_control_margin``, config ``leakage.controls``). On each position-free run the summary
+also plants a query effect of known size in the model's units (:func:`planted_control`:
+``leakage.planted`` of the causal run's expected-map variance, the size of the model's own
+effect) and reads it back: the positive control in the statistics. The positive controls
+planted in the forward pass: :mod:`causalpos.paper2.summary.planted` (the last layer's query
+term) and :mod:`causalpos.paper2.summary.doses` (the dose series in a lower layer's residual
+stream).
 
 """
 
@@ -49,11 +52,6 @@ from causalpos.paper2.summary.bos import bos_headline_block, bos_plan, pooled_re
 from causalpos.paper2.summary.decomposition import decomposition_block
 from causalpos.paper2.summary.doses import dose_block
 from causalpos.paper2.summary.planted import planted_block
-
-#: The control's equivalence bound: a negative control passes when its upper limit, in the
-#: model's units, lies below this fraction of the model's own estimate (a bound from the data).
-EQUIVALENCE = 0.5
-
 
 #: Columns of ``exp_planted``: the planted effect's exact size in the model's units, then the
 #: estimate with its CI.
@@ -156,14 +154,16 @@ def headline_blocks(
 ) -> xr.Dataset:
     """The headline reading of every run (empty when a run lacks the expected-map statistics):
     named blocks over one shared :class:`~causalpos.paper2.estimator.grams.GramCache`
-    (``settings``: ``alpha``, ``planted``, ``seed``).
+    (``settings``: ``alpha``, ``planted``, the controls' ``control_alpha`` and margins,
+    ``seed``).
 
     Variables (``stat`` = estimate, lo, hi): :func:`leakage_block` (``exp_model``,
     ``exp_model_sst``, ``exp_model_nolandmark``, ``exp_layer``, ``exp_head``, ``exp_p``,
     ``exp_q``, ``exp_fraction_significant``, ``exp_fraction_p``, ``exp_baseline``);
-    :func:`control_block` (``exp_position_free``, ``exp_control``, ``exp_control_units``,
-    ``exp_planted``); :func:`~causalpos.paper2.summary.decomposition.decomposition_block`
-    (``exp_components``, ``exp_components_layer``, ``exp_decomposition``,
+    :func:`control_block` (``exp_position_free``, ``exp_control_units``,
+    ``exp_control_tost``, ``exp_control_margin``, ``exp_planted``);
+    :func:`~causalpos.paper2.summary.decomposition.decomposition_block` (``exp_components``,
+    ``exp_components_layer``, ``exp_components_kind``, ``exp_decomposition``,
     ``exp_decomposition_difference``, ``exp_share_boot``); the ablation block
     (``exp_ablation``, ``exp_ablation_layer``), the BOS block (``exp_bos_*``, read on
     ``bos_target``), the positive control planted in the model (``exp_plant_model*``) and the
@@ -176,12 +176,12 @@ def headline_blocks(
         return xr.Dataset()
     cache = GramCache(ps, seed=settings.seed)
     out = leakage_block(cache, wins, settings.alpha)
-    out = out.merge(control_block(cache, wins, position_free_runs, planted=settings.planted))
+    out = out.merge(control_block(cache, wins, position_free_runs, settings))
     out.attrs.update(
         {
             "exp_planted_size": settings.planted,
             "exp_control_tol": CONTROL_TOL,
-            "exp_equivalence": EQUIVALENCE,
+            "exp_control_alpha": settings.control_alpha,
             "exp_counts_digest": counts_digest(
                 ps.counts if ps.multipliers is None else ps.multipliers
             ),
@@ -266,24 +266,29 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
 
 
 def control_block(
-    cache: GramCache, wins: Sequence[str], position_free_runs: Sequence[str], *, planted: float
+    cache: GramCache,
+    wins: Sequence[str],
+    position_free_runs: Sequence[str],
+    settings: LeakageSettings,
 ) -> xr.Dataset:
     """Negative controls in the model's units and the statistics-level positive control.
 
     ``exp_control_units`` (variant, exp_landmark, exp_window, target, stat): a position-free
     run's N̂ over the *causal* run's D̂ (the model's units: a ratio over the control's own,
-    nearly flat map is ill-conditioned), paired replicates; ``exp_control_bound`` (...) the
-    model's own headline on the same reading; ``exp_control`` (variant, exp_landmark, exp_window,
-    target): 1 passes (the control's upper limit below :data:`EQUIVALENCE` × the model's
-    estimate), 0 fails, NaN not a position-free run or no causal run to compare with.
-    ``exp_planted`` (variant, target, planted): the planted query effect on each position-free
-    run, sized and read back in the model's units (:func:`planted_control`)."""
+    nearly flat map is ill-conditioned), paired replicates, at the summary's level;
+    ``exp_control_tost`` (...): the same estimate's (1 − 2α) interval from the same replicates
+    (α = ``settings.control_alpha``, each one-sided test's level), the interval
+    :func:`causalpos.verdicts.negative_control` judges; NaN where the run is not position-free
+    or there is no causal run to compare with. ``exp_control_margin`` (target): the margin δ
+    declared before the run (``settings.control_margins``), never a function of the model's own
+    estimate. ``exp_planted`` (variant, target, planted): the planted query effect on each
+    position-free run, sized and read back in the model's units (:func:`planted_control`)."""
     ps = cache.ps
     nv, nw, nt = len(ps.variants), len(wins), len(TARGETS)
     free = np.array([v in position_free_runs for v in ps.variants])
     units = np.full((nv, len(LANDMARKS), nw, nt, 3), np.nan)
-    bound = np.full((nv, len(LANDMARKS), nw, nt), np.nan)
-    control = np.full((nv, len(LANDMARKS), nw, nt), np.nan)
+    tost = np.full_like(units, np.nan)
+    tost_level = 1.0 - 2.0 * settings.control_alpha
     ref = "causal" if "causal" in ps.runs else None
     for vi in np.flatnonzero(free) if ref else []:
         v = ps.variants[vi]
@@ -296,21 +301,21 @@ def control_block(
                         g, parts=sum_parts(cache.parts(v, w, t, landmark=modelled), 0)
                     )
                     d0, db = cache.denominator(ref, w, t, "pooled", landmark=modelled)
-                    units[vi, li, wi, ti] = ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0))
-                    m = cache.estimate(ref, w, t, landmark=modelled, flips=False)["pooled"]
-                    bound[vi, li, wi, ti] = EQUIVALENCE * m
-                    control[vi, li, wi, ti] = float(units[vi, li, wi, ti, 2] < EQUIVALENCE * m)
+                    boot, est = inf.ratio(nb, db), inf.ratio(n0, d0)
+                    units[vi, li, wi, ti] = ps.ci(boot, est)
+                    tost[vi, li, wi, ti] = ps.ci(boot, est, tost_level)
     plant = np.full((nv, nt, len(PLANTED)), np.nan)
     for vi in np.flatnonzero(free):
         for ti, t in enumerate(TARGETS):
-            plant[vi, ti] = planted_control(cache, ps.variants[vi], wins[0], t, planted)
+            plant[vi, ti] = planted_control(cache, ps.variants[vi], wins[0], t, settings.planted)
     dims = ("variant", "exp_landmark", "exp_window", "target")
+    margins = settings.control_margins()
     return xr.Dataset(
         {
             "exp_position_free": (("variant",), free),
             "exp_control_units": (dims + ("stat",), units),
-            "exp_control_bound": (dims, bound),
-            "exp_control": (dims, control),
+            "exp_control_tost": (dims + ("stat",), tost),
+            "exp_control_margin": (("target",), [float(margins[t]) for t in TARGETS]),
             "exp_planted": (("variant", "target", "planted"), plant),
         },
         coords={

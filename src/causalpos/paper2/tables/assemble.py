@@ -71,9 +71,9 @@ PAPER2_TABLES: dict[str, str] = {
     "a position-free run's residual-stream reading as the negative control; both landmark "
     "readings (key-0 column modelled, counted)",
     "decomposition_components_by_layer": "the same per layer, with each layer's layer_kind",
-    "controls": "negative controls (every position-free run: headline and per-prompt reading, "
-    "passed or failed) and positive controls (a planted query effect of known share, recovered "
-    "or not)",
+    "controls": "negative controls (every position-free run: headline in the model's units and "
+    "per-prompt reading, passed / reads position / underpowered against a declared margin) and "
+    "positive controls (a planted query effect of known size, recovered / not recovered)",
     "plant_doses": "the positive control that propagates: a position term planted as a dose "
     "series in a lower layer's residual stream of a position-free run (dose 0 = the unplanted "
     "run), its headline reading on logits in the model's units over the layers from the plant "
@@ -89,9 +89,11 @@ PAPER2_TABLES: dict[str, str] = {
 
 
 def _position0_columns(summary: xr.Dataset) -> dict:
-    """What position 0 of the prompts was (from the data store, via the summary's attrs)."""
+    """What position 0 of the prompts was (from the data store, via the summary's attrs), and how
+    the prompts were drawn (``data_mode``: chunks at random offsets or document openings)."""
     fixed = summary.attrs.get("fixed_bos")
     return {
+        "data_mode": str(summary.attrs.get("data_mode", "")),
         "fixed_bos": np.nan if fixed is None else int(fixed),
         "prefix_ids": json.dumps([int(x) for x in summary.attrs.get("prefix_ids", [])])
         if "prefix_ids" in summary.attrs

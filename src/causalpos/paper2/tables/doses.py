@@ -1,9 +1,7 @@
 """The ``plant_doses`` table: the positive control planted as a dose series in the residual
 stream (:mod:`causalpos.paper2.summary.doses`), one row per run of each series (dose 0 first),
 its reading in the model's units, the paired step from the previous dose, and the series'
-outcome: the rule of :func:`causalpos.verdicts.dose_series`, which the scorecard applies to these
-columns (the tables may not import the verdict rules, which reach only the scorecard's rule:
-``tests/test_paper2_tables_doses.py`` checks that both give the same word on every input)."""
+outcome: :func:`causalpos.verdicts.dose_series`, as the scorecard reads it."""
 
 from __future__ import annotations
 
@@ -12,6 +10,7 @@ import pandas as pd
 import xarray as xr
 
 from causalpos.paper2.tables.headline import EXPECTED_MAP
+from causalpos.verdicts import dose_series, negative_control
 
 #: What the reading is, in words (the ``units`` column).
 UNITS = "N over the layers from the plant up / the causal run's pooled D (model's units)"
@@ -23,27 +22,15 @@ NOT_JUDGED = (
 )
 
 
-def dose_zero_outcome(lo: float, hi: float, margin: float) -> str:
-    """Dose 0 against the declared margin (a placeholder for the controls' two one-sided tests):
-    ``passed`` inside (−margin, margin), ``reads position`` wholly beyond ±margin,
-    ``underpowered`` otherwise or with a non-finite bound."""
-    if not (np.isfinite([lo, hi, margin]).all() and margin > 0):
-        return "underpowered"
-    if -margin < lo and hi < margin:
-        return "passed"
-    return "reads position" if lo >= margin or hi <= -margin else "underpowered"
-
-
 def dose_series_outcome(rows: pd.DataFrame, margin: float) -> tuple[str, str]:
     """(dose-0 outcome, series outcome) of one series' rows (dose 0 first; columns
     ``leakage_lo``, ``leakage_hi``, ``step_lo``, ``step_hi``) against the declared ``margin``:
-    ``recovered`` where dose 0 passes and every step's interval lies above 0, else ``not
-    recovered``."""
-    zero = dose_zero_outcome(float(rows["leakage_lo"].iloc[0]), float(rows["leakage_hi"].iloc[0]), margin)  # fmt: skip
-    lo = rows["step_lo"].to_numpy(np.float64)[1:]
-    rising = lo.size > 0 and bool(np.isfinite(rows["step_hi"].to_numpy()[1:]).all())
-    rising = rising and bool((np.isfinite(lo) & (lo > 0)).all())
-    return zero, "recovered" if zero == "passed" and rising else "not recovered"
+    dose 0 by :func:`causalpos.verdicts.negative_control` on its 95 % interval (two one-sided
+    tests at 2.5 % each: stricter than the controls' 5 %), the series by
+    :func:`causalpos.verdicts.dose_series`."""
+    zero_ci = (float(rows["leakage_lo"].iloc[0]), float(rows["leakage_hi"].iloc[0]))
+    steps = list(zip(rows["step_lo"].iloc[1:], rows["step_hi"].iloc[1:], strict=True))
+    return negative_control(zero_ci, margin), dose_series(zero_ci, steps, margin)
 
 
 def plant_doses_frame(summary: xr.Dataset) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from causalpos.models.layer_kinds import LAYER_KIND, kinds_by_layer, with_layer_
 from causalpos.models.variants import without_plant
 from causalpos.paper2 import inference as inf
 from causalpos.paper2.labels import BOS_READING_TARGET, CONTROL_TOL, LOCAL_RUN, STAT
+from causalpos.verdicts import NOT_RECOVERED, RECOVERED, negative_control, recovered
 
 #: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
 EXPECTED_MAP = "expected-map"
@@ -64,12 +65,10 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     df["per_prompt_window"] = str(summary.attrs.get("window", ""))
     free = summary["exp_position_free"].to_series()
     df["position_free"] = df["variant"].map(free).astype(bool)
-    ctl = summary["exp_control"]
-    if "exp_landmark" in ctl.dims:  # the headline's reading: key-0 column modelled
-        ctl = ctl.sel(exp_landmark="modelled", drop=True)
-    ctl = ctl.to_dataframe().reset_index()
-    ctl["control"] = ctl["exp_control"].map({1.0: "passed", 0.0: "failed"}).fillna("")
-    df = df.merge(ctl[idx + ["control"]], on=idx)
+    df["control"] = [
+        _control_word(summary, r.variant, r.exp_window, r.target, "modelled") if r.free else ""
+        for r in df.assign(free=df["position_free"]).itertuples()
+    ]
     df = df.merge(_control_units(summary, cols), on=idx, how="left")
     if "exp_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
         ab = cols(summary["exp_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole")
@@ -92,13 +91,32 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     return df.rename(columns={"exp_window": "window"})
 
 
+def _control_word(summary: xr.Dataset, variant: str, window: str, target: str, lm: str) -> str:
+    """A position-free run's negative-control verdict on one reading
+    (:func:`causalpos.verdicts.negative_control`: its (1 − 2α) interval in the model's units
+    against the declared margin); "not run" where the summary has no interval (no causal run)
+    and for the counted reading on prompts with a fixed BOS (its identity is a key-0 column of
+    any run: that reading's control needs prompts whose token 0 varies)."""
+    fixed_bos = int(summary.attrs.get("fixed_bos", 0) or 0) == 1
+    if "exp_control_tost" not in summary or (lm == "counted" and fixed_bos):
+        return "not run"
+    sel = dict(variant=variant, exp_landmark=lm, exp_window=window, target=target)
+    lo, hi = (float(summary["exp_control_tost"].sel(**sel, stat=k)) for k in ("lo", "hi"))
+    if not np.isfinite([lo, hi]).all():
+        return "not run"
+    return negative_control((lo, hi), float(summary["exp_control_margin"].sel(target=target)))
+
+
 def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
     """Rows of the causal run: the first position-free run of the summary (``control_variant``)
-    read in the causal run's units (``control_model_units`` with its CI) and the equivalence
-    bound it must stay below (``control_bound``), headline reading (key-0 column modelled)."""
+    read in the causal run's units (``control_model_units`` with its CI), its (1 − 2α)
+    interval (``control_tost_lo``, ``control_tost_hi``), the margin declared for the reading
+    (``control_margin``) and its verdict (``control``: passed / reads position /
+    underpowered), headline reading (key-0 column modelled)."""
     idx = ["variant", "exp_window", "target"]
     names = ["control_variant", "control_model_units", "control_model_units_lo"]
-    names += ["control_model_units_hi", "control_bound"]
+    names += ["control_model_units_hi", "control_tost_lo", "control_tost_hi", "control_margin"]
+    names += ["control_verdict"]
     empty = pd.DataFrame(columns=idx + names)
     if "exp_control_units" not in summary or "causal" not in summary["variant"].values:
         return empty
@@ -107,8 +125,12 @@ def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
         return empty
     sel = dict(variant=free, exp_landmark="modelled")
     cu = cols(summary["exp_control_units"].sel(**sel, drop=True), "control_model_units")
-    bound = summary["exp_control_bound"].sel(**sel, drop=True).to_dataframe().reset_index()
-    cu = cu.merge(bound.rename(columns={"exp_control_bound": "control_bound"}), on=idx[1:])
+    tost = cols(summary["exp_control_tost"].sel(**sel, drop=True), "control_tost")
+    cu = cu.merge(tost[idx[1:] + ["control_tost_lo", "control_tost_hi"]], on=idx[1:])
+    cu["control_margin"] = cu["target"].map(summary["exp_control_margin"].to_series())
+    cu["control_verdict"] = [
+        _control_word(summary, free, r.exp_window, r.target, "modelled") for r in cu.itertuples()
+    ]
     cu["variant"] = "causal"
     cu["control_variant"] = free
     return cu[idx + names]
@@ -240,18 +262,15 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "per_prompt": r.per_prompt,
                 "per_prompt_lo": r.per_prompt_lo,
                 "per_prompt_hi": r.per_prompt_hi,
-                "per_prompt_control": "passed"
-                if (r.per_prompt_lo <= 0 <= r.per_prompt_hi) or abs(r.per_prompt) <= CONTROL_TOL
-                else "failed",
+                # the per-prompt reading, in its own units, against its tolerance, on its CI
+                "per_prompt_control": negative_control(
+                    (r.per_prompt_lo, r.per_prompt_hi), CONTROL_TOL
+                ),
                 "planted": pv,
                 "planted_estimate": est,
                 "planted_estimate_lo": lo,
                 "planted_estimate_hi": hi,
-                # recovered: the interval covers the planted size and excludes 0 (the
-                # scorecard's rule, causalpos.scorecard.paper2_headline)
-                "positive_control": "not run"
-                if not np.isfinite(pv)
-                else ("recovered" if 0 < lo <= pv <= hi else "not recovered"),
+                "positive_control": "not run" if not np.isfinite(pv) else recovered((lo, hi), pv),
             }
         )
     return pd.DataFrame(rows)
@@ -271,28 +290,34 @@ def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> di
             out[f"planted_model_{k}"] = float(st.sel(plant_stat=k))
         out["planted_model_check"] = int(summary["exp_plant_model_check"].sel(plant_variant=pv))
         passed = int(summary["exp_plant_model_passed"].sel(plant_variant=pv))
-        out["planted_model_control"] = "passed" if passed else "failed"
+        out["planted_model_control"] = RECOVERED if passed else NOT_RECOVERED
         return out
     return {}
 
 
 def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) -> dict:
-    """A position-free run's headline in the causal run's units, per landmark reading, with the
-    equivalence bound and the verdict (``negative_<landmark>_*``)."""
+    """A position-free run's headline in the causal run's units, per landmark reading
+    (``negative_<landmark>_*``): the estimate with its CI, its (1 − 2α) interval
+    (``_tost_lo``, ``_tost_hi``), the margin declared for the reading (``_margin``) and the
+    verdict (``_control``: passed / reads position / underpowered, or not run)."""
     out = {}
     if "exp_control_units" not in summary:
         return out
+    margin = float(summary["exp_control_margin"].sel(target=target))
+    out["negative_tost_level"] = 1.0 - 2.0 * float(summary.attrs["exp_control_alpha"])
     for lm in summary["exp_landmark"].values:
         sel = dict(variant=variant, exp_landmark=lm, exp_window=window, target=target)
         est, lo, hi = (float(x) for x in summary["exp_control_units"].sel(**sel).values)
-        verdict = float(summary["exp_control"].sel(**sel))
+        _, tlo, thi = (float(x) for x in summary["exp_control_tost"].sel(**sel).values)
         out.update(
             {
                 f"negative_{lm}_model_units": est,
                 f"negative_{lm}_model_units_lo": lo,
                 f"negative_{lm}_model_units_hi": hi,
-                f"negative_{lm}_bound": float(summary["exp_control_bound"].sel(**sel)),
-                f"negative_{lm}_control": {1.0: "passed", 0.0: "failed"}.get(verdict, "not run"),
+                f"negative_{lm}_tost_lo": tlo,
+                f"negative_{lm}_tost_hi": thi,
+                f"negative_{lm}_margin": margin,
+                f"negative_{lm}_control": _control_word(summary, variant, window, target, lm),
             }
         )
     return out

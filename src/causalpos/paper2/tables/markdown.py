@@ -122,21 +122,7 @@ def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
     if not ctl.empty:
         section(
             "Controls: position-free runs (negative) and a planted query effect (positive)",
-            pd.DataFrame(
-                {
-                    "model": ctl["model"],
-                    "dataset": ctl["dataset"],
-                    "run": ctl["variant"],
-                    "target": ctl["target"],
-                    "expected-map": [_ci_cell(r, "negative") for _, r in ctl.iterrows()],
-                    "negative control": ctl["negative_control"],
-                    "per-prompt": [_ci_cell(r, "per_prompt") for _, r in ctl.iterrows()],
-                    "per-prompt control": ctl["per_prompt_control"],
-                    "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
-                    "recovered": [_ci_cell(r, "planted_estimate") for _, r in ctl.iterrows()],
-                    "positive control": ctl["positive_control"],
-                }
-            ),
+            _controls_table(ctl),
         )
     doses = tabs.get("plant_doses", pd.DataFrame())
     if not doses.empty:
@@ -157,6 +143,30 @@ def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                 }
             ),
         )
+
+
+def _controls_table(ctl: pd.DataFrame) -> pd.DataFrame:
+    """The controls' rows: each reading with its CI and the words of its verdict; the negative
+    control's verdict reads the model's units against the declared margin."""
+    return pd.DataFrame(
+        {
+            "model": ctl["model"],
+            "dataset": ctl["dataset"],
+            "run": ctl["variant"],
+            "target": ctl["target"],
+            "expected-map": [_ci_cell(r, "negative") for _, r in ctl.iterrows()],
+            "model's units": [
+                _ci_cell(r, "negative_modelled_model_units") for _, r in ctl.iterrows()
+            ],
+            "margin": ctl.get("negative_modelled_margin", np.nan),
+            "negative control": ctl["negative_control"],
+            "per-prompt": [_ci_cell(r, "per_prompt") for _, r in ctl.iterrows()],
+            "per-prompt control": ctl["per_prompt_control"],
+            "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
+            "recovered": [_ci_cell(r, "planted_estimate") for _, r in ctl.iterrows()],
+            "positive control": ctl["positive_control"],
+        }
+    )
 
 
 def paper2_markdown(

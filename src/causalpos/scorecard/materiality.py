@@ -1,0 +1,85 @@
+"""Paper 2's materiality thresholds: the size each claim must reach to be reproduced, declared once
+per claim in the config (``leakage.materiality``) and the same for every model. The scorecard rule
+hands them over as its params (changing one reruns the scorecard only); a target of
+``causalpos/targets.yaml`` names its threshold with ``materiality: <field>``
+(:meth:`Materiality.apply`).
+
+Each field's metadata names its config key: its default is the key's default in
+``workflow/schemas/config.schema.yaml`` (``tests/test_scorecard_materiality.py`` checks both
+agree), where each key's description gives the paper's number it comes from, or says the paper
+gives none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+def _key(default: float, config: str, doc: str) -> Any:
+    """A threshold: its default, the config key it is read from and its meaning."""
+    return field(default=default, metadata={"config": config, "doc": doc})
+
+
+@dataclass(frozen=True)
+class Materiality:
+    """The materiality threshold of each of paper 2's claims, in the units of the row it judges."""
+
+    claim1_logit: float = _key(
+        0.002,
+        "leakage.materiality.claim1_logit",
+        "claim 1: headline logit leakage, share of the expected logit map's variance",
+    )
+    claim2_component: float = _key(
+        0.002,
+        "leakage.materiality.claim2_component",
+        "claim 2: a decomposition component, share of the causal log-attention variance",
+    )
+    claim3_ntk: float = _key(
+        0.10,
+        "leakage.materiality.claim3_ntk",
+        "claim 3: standard minus NTK residual-stream share, in share points",
+    )
+    claim3_order: float = _key(
+        0.002,
+        "leakage.materiality.claim3_order",
+        "claim 3's ordering: a difference of residual-stream components",
+    )
+    claim6_headline: float = _key(
+        0.002,
+        "leakage.materiality.claim6_headline",
+        "claim 6: linear minus saturated headline logit leakage",
+    )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any] | None) -> Materiality:
+        """The thresholds from the scorecard rule's params (None: the defaults); a key that is
+        no claim's raises, naming the allowed ones."""
+        if params is None:
+            return cls()
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise ValueError(
+                f"leakage.materiality has no key(s) {unknown}; allowed: {sorted(names)} "
+                "(causalpos.scorecard.materiality)"
+            )
+        return cls(**{k: float(v) for k, v in params.items()})
+
+    def apply(self, targets: Mapping[str, dict]) -> dict[str, dict]:
+        """``targets`` with each entry that names a field (``materiality: <field>``) given that
+        threshold (``threshold``); an entry naming no field of this class is a ValueError."""
+        names = {f.name for f in fields(self)}
+        out = dict(targets)
+        for key, t in targets.items():
+            name = t.get("materiality") if isinstance(t, Mapping) else None
+            if name is None:
+                continue
+            if name not in names:
+                raise ValueError(
+                    f"targets.yaml {key}: materiality {name!r} is no threshold of "
+                    f"leakage.materiality; allowed: {sorted(names)}"
+                )
+            out[key] = {**t, "threshold": float(getattr(self, name))}
+        return out
