@@ -316,7 +316,7 @@ def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else
     # paper 2 only: no maps (no stage reads them), every variant of every experiment naming it
     p = default.extraction_params("smollm2-135m", "kjv-chunks128-bos")
     variants = default.extraction_variants("smollm2-135m", "kjv-chunks128-bos")
-    assert sorted(p) == sorted(variants) and len(p) == 14
+    assert sorted(p) == sorted(variants) and len(p) == 17
     assert variants[:2] == ["causal", "bidirectional"]
     # position 0 is read in the forward passes of its conditions (causal, bidirectional,
     # bos_replace_mean); bos_replace_mean is also a leakage run (Table 9 with the sinks kept)
@@ -327,13 +327,17 @@ def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else
     assert {tuple(r for r in v["reducers"] if r != "position0") for k, v in p.items()} - {()} == {
         ("leakage", "sink")
     }
-    # the trained models' causal maps feed the trained-vs-init comparison; bidirectional not
+    # the trained models' causal maps feed the trained-vs-init comparison (their paper 2 is the
+    # overlay configs/trained-paper2.yaml's: then bidirectional too, with paper 2's reducers)
     t = default.extraction_params("trained-rope", "kjv-heldout128")
+    assert t == {"causal": {"leakage": {}, "reducers": ["moments", "groups"]}}
+    trained = resolved("config.yaml", lambda c: _overlay(c, "configs/trained-paper2.yaml"))
+    t = trained.extraction_params("trained-rope", "kjv-heldout128")
     assert t["causal"]["reducers"] == ["moments", "groups", "leakage", "sink", "position0"]
     assert t["bidirectional"]["reducers"] == ["leakage", "sink", "position0"]
     # paper 1's pairs read no position 0
     assert default.position0_conditions("smollm2-135m", "kjv-first256") == []
-    assert default.position0_inputs("trained-rope", "kjv-heldout128") == [
+    assert trained.position0_inputs("trained-rope", "kjv-heldout128") == [
         f"results/scores/trained-rope/kjv-heldout128/{c}.zarr"
         for c in ("causal", "bidirectional", "bos_replace_mean")
     ]
@@ -416,7 +420,10 @@ def test_wildcard_patterns(default, paper):
 def test_paper1_twins(default, smoke, paper):
     # a random_init model `like:` a paper 1 model is its twin; the smoke's random model only
     # borrows a tokenizer (a different architecture), so it is no twin
-    assert default.paper1_twins() == {"smollm2-135m": "smollm2-135m-random"}
+    assert default.paper1_twins() == {
+        "smollm2-135m": "smollm2-135m-random",
+        "gemma3-270m": "gemma3-270m-random",
+    }
     assert smoke.paper1_twins() == {}
     assert paper.paper1_twins() == {}
 
@@ -425,7 +432,7 @@ def test_paper1_stats_params_are_the_stage_functions_keyword_arguments(default, 
     # config keys renamed here (stats.n_bootstrap -> n_boot), as paper 2's summary params are
     assert repr(default.llm_stats_params()) == (
         "{'confidence': 0.95, 'first_keys': 4, 'n_boot': 2000, 'seed': 0, "
-        "'twins': {'smollm2-135m': 'smollm2-135m-random'}}"
+        "'twins': {'gemma3-270m': 'gemma3-270m-random', 'smollm2-135m': 'smollm2-135m-random'}}"
     )
     assert repr(smoke.stats_params()) == "{'confidence': 0.95, 'n_boot': 200, 'seed': 0}"
     edited = resolved(
@@ -547,13 +554,24 @@ def test_training_corpus_and_heldout(smoke, default):
     assert default.model_dir("trained-nope") == "resources/models/trained-nope"
 
 
+def _overlay(cfg: dict, path: str) -> None:
+    """``cfg`` updated in place by the overlay config file ``path`` (Snakemake's
+    ``--configfile A B``: B's keys update A's, section by section)."""
+    from snakemake.utils import update_config
+
+    update_config(cfg, yaml.safe_load((REPO / path).read_text()))
+
+
 def test_comparison_inputs(default, smoke):
     d = "kjv-heldout128"
     inputs = default.compare_inputs()
     assert inputs["trained"] == [
         f"results/scores/trained-{v}/{d}/causal.zarr" for v in ("rope", "nope", "ntk", "swa")
     ]
-    assert inputs["leakage_init"] == [
+    # the trained models' paper 2 is the overlay configs/trained-paper2.yaml's
+    assert inputs["leakage"] == inputs["leakage_init"] == []
+    overlay = resolved("config.yaml", lambda c: _overlay(c, "configs/trained-paper2.yaml"))
+    assert overlay.compare_inputs()["leakage_init"] == [
         f"results/leakage/trained-{v}-init/{d}.zarr" for v in ("rope", "nope", "ntk", "swa")
     ]
     assert inputs["lengthgen"] == "results/stats/train_lengthgen.csv"
@@ -629,27 +647,31 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
     assert pairs[("smollm2-135m", "kjv-chunks128-bos")] == [
         "causal",
         "bidirectional",
+        "ring",
         "identity_rope",
+        "identity_rope+ring",
         "identity_rope+bidirectional",
         "scrambled_rope",
+        "scrambled_rope+ring",
         "scrambled_rope+bidirectional",
         "bos_replace_mean",
         "bos_replace_all_gaussian",
-        "bos_replace_mean+bidirectional",
-        "bos_replace_all_gaussian+bidirectional",
+        "bos_replace_mean+ring",
+        "bos_replace_all_gaussian+ring",
         "layer_bidirectional",
         # the positive control that propagates: three doses in layer 2's residual stream
         "identity_rope+plant_stream1+bidirectional",
         "identity_rope+plant_stream2+bidirectional",
         "identity_rope+plant_stream3+bidirectional",
     ]
-    assert pairs[("smollm2-135m", "random-chunks128-bos")] == ["causal", "bidirectional"]
+    assert pairs[("smollm2-135m", "random-chunks128-bos")] == ["causal", "bidirectional", "ring"]
     assert pairs[("smollm2-135m", "kjv-chunks128")] == [  # no BOS
         "causal",
         "bidirectional",
-        "identity_rope+bidirectional",
+        "ring",
+        "identity_rope+ring",
     ]
-    assert len(pairs) == 12 and list(pairs)[:4] == [
+    assert len(pairs) == 6 and list(pairs)[:4] == [
         ("smollm2-135m", "kjv-chunks128-bos"),
         ("smollm2-135m-random", "kjv-chunks128-bos"),
         ("smollm2-135m", "random-chunks128-bos"),
@@ -696,8 +718,8 @@ def test_experiment_inputs_and_labels(smoke, default):
         "results/leakage/smollm2-135m/kjv-chunks128-bos.zarr",
         "results/leakage/smollm2-135m/random-chunks128-bos.zarr",
     ]
-    assert len(default.leakage_summary_stores()) == len(default.position0_stores()) == 12
-    assert default.leakage_pair_labels()[-1] == "trained-nope-init/kjv-heldout128"
+    assert len(default.leakage_summary_stores()) == len(default.position0_stores()) == 6
+    assert default.leakage_pair_labels()[-1] == "gemma3-270m-random/kjv-chunks640-bos"
     with pytest.raises(ConfigError, match="leakage.experiments has no experiment 'ghost'"):
         default.experiment_labels("ghost")
 
@@ -818,6 +840,7 @@ SMOKE_TARGETS = [
     "results/stats/paper2_decomposition_headline.csv",
     "results/stats/paper2_decomposition_components.csv",
     "results/stats/paper2_decomposition_components_by_layer.csv",
+    "results/stats/paper2_decomposition_components_by_kind.csv",
     "results/stats/paper2_controls.csv",
     "results/stats/paper2_plant_doses.csv",
     "results/stats/paper2_bos_headline.csv",
@@ -844,12 +867,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 186 and len(set(targets)) == 186
+    assert len(targets) == 169 and len(set(targets)) == 169
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 205
+    assert len(paper.all_targets()) == 206
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
@@ -890,6 +913,9 @@ def test_scorecard_inputs(smoke):
         "headline": "results/stats/paper2_headline.csv",
         "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
         "decomposition_components": "results/stats/paper2_decomposition_components.csv",
+        "decomposition_components_by_kind": (
+            "results/stats/paper2_decomposition_components_by_kind.csv"
+        ),
         "controls": "results/stats/paper2_controls.csv",
         "plant_doses": "results/stats/paper2_plant_doses.csv",
         "observational_split": "results/stats/paper2_observational_split.csv",
@@ -1182,8 +1208,10 @@ def test_paper1_first_mode_draws_one_document_set_for_all_tokenizers(paper, defa
         }
     # chunks are per tokenizer; one tokenizer per dataset (default, smoke): inputs as before
     assert paper.document_peers("wiki-chunks256", "llama-3.2-1b") == []
+    # paper 1's one document set: SmolLM2's draw waits for Gemma's tokenizer too
     assert default.sample_inputs("kjv-first256", "smollm2-135m") == {
-        "tokenizer": "resources/models/smollm2-135m"
+        "tokenizer": "resources/models/smollm2-135m",
+        "peers": ["resources/models/gemma3-270m"],
     }
     # the models trained here share the tokenizer trained here, whatever their names
     assert smoke.tokenizer_dir("trained-nope") == smoke.tokenizer_dir("tiny-random")

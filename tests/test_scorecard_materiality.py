@@ -23,10 +23,16 @@ def test_each_default_is_written_once():
     assert all(k.startswith("leakage.materiality.") for k in keys) and len(keys) == 5
 
 
-def test_each_threshold_is_named_by_one_target_and_given_to_it():
+def test_each_threshold_is_named_by_its_claims_targets_and_given_to_them():
+    """Every threshold is used, and only by targets of its own claim (a claim's per-kind rows
+    share the claim's threshold)."""
     T = S.load_targets()["targets"]
-    named = [t["materiality"] for t in T.values() if isinstance(t, dict) and "materiality" in t]
-    assert sorted(named) == sorted(f.name for f in dataclasses.fields(Materiality))
+    named = {
+        k: t["materiality"] for k, t in T.items() if isinstance(t, dict) and "materiality" in t
+    }
+    assert set(named.values()) == {f.name for f in dataclasses.fields(Materiality)}
+    for target, threshold in named.items():
+        assert target.split("_")[0] == threshold.split("_")[0], (target, threshold)
     m = Materiality(claim1_logit=0.123)
     applied = m.apply(T)
     assert applied["claim1_logit"]["threshold"] == 0.123

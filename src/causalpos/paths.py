@@ -138,6 +138,7 @@ SCORECARD_PAPER2_TABLES = (
     "headline",
     "decomposition_headline",
     "decomposition_components",
+    "decomposition_components_by_kind",
     "controls",
     "plant_doses",
     "observational_split",

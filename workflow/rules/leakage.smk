@@ -154,6 +154,11 @@ rule aggregate_leakage:
             caption="../report/paper2_decomposition_components.rst",
             category="Paper 2 — tables",
         ),
+        decomposition_components_by_kind=report(
+            PATHS.paper2_table("decomposition_components_by_kind"),
+            caption="../report/paper2_decomposition_components.rst",
+            category="Paper 2 — tables",
+        ),
         controls=report(
             PATHS.paper2_table("controls"),
             caption="../report/paper2_controls.rst",

@@ -42,6 +42,7 @@ PAPER2_TABLE_NAMES = [
     "decomposition_headline",
     "decomposition_components",
     "decomposition_components_by_layer",
+    "decomposition_components_by_kind",
     "controls",
     "plant_doses",
     "bos_headline",

@@ -22,6 +22,7 @@ import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
 import causalpos.scorecard.paper2_headline as paper2_headline
+import causalpos.scorecard.paper2_kinds as paper2_kinds
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.materiality import Materiality
 from causalpos.scorecard.rows import (
@@ -236,6 +237,20 @@ FAMILIES: tuple[Family, ...] = (
         Input("depth_trend", "model dataset variant trend"),
         reading=EXPECTED_MAP,
         scored=False,  # its sliding-window rows (per-prompt depth trend)
+    ),
+    Family(
+        paper2_kinds.claim2_kind_rows,
+        Input(
+            "decomposition_components_by_kind",
+            "model dataset condition window layer_kind residual_stream residual_stream_lo",
+        ),
+    ),
+    Family(
+        paper2_kinds.claim3_kind_rows,
+        Input(
+            "decomposition_components_by_kind",
+            "model dataset condition window layer_kind residual_stream window_masks",
+        ),
     ),
     Family(
         paper2_headline.claim3_order_rows,

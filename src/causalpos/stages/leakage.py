@@ -91,8 +91,10 @@ def leakage(
             "prefix_ids": [int(x) for x in d.get("prefix_ids", [])],
             "prepend_bos": str(d.get("prepend_bos", "false")),
         }
+    first = next(iter(opened.values()))
     ds.attrs.update(
         {
+            "seq_len": int(first.attrs.get("seq_len", first.sizes.get("query", 0))),
             "variants": list(opened),
             "strata": strata,
             **reducer,

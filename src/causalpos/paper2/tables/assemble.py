@@ -71,6 +71,8 @@ PAPER2_TABLES: dict[str, str] = {
     "a position-free run's residual-stream reading as the negative control; both landmark "
     "readings (key-0 column modelled, counted)",
     "decomposition_components_by_layer": "the same per layer, with each layer's layer_kind",
+    "decomposition_components_by_kind": "the same pooled over the layers of each layer kind, and "
+    "each kind's paired contrast to the global layers (claim 3 within one model)",
     "controls": "negative controls (every position-free run: headline in the model's units and "
     "per-prompt reading, passed / reads position / underpowered against a declared margin) and "
     "positive controls (a planted query effect of known size, recovered / not recovered)",

@@ -11,7 +11,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from causalpos.models.layer_kinds import LAYER_KIND, kinds_by_layer, with_layer_kind
+from causalpos.models.layer_kinds import (
+    GLOBAL,
+    LAYER_KIND,
+    kinds_by_layer,
+    masks_anything,
+    with_layer_kind,
+)
 from causalpos.models.variants import without_plant
 from causalpos.paper2 import inference as inf
 from causalpos.paper2.labels import BOS_READING_TARGET, CONTROL_TOL, LOCAL_RUN, STAT
@@ -341,6 +347,37 @@ def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
         df.insert(4, "target", "logattn")
         df["control_variant"] = _first_position_free(summary)
         out[name] = with_layer_kind(df, kinds) if "layer" in keys else df
+    if "exp_components_kind" in summary:
+        out["decomposition_components_by_kind"] = _by_kind_frame(summary, kinds, ren)
+    return out
+
+
+def _by_kind_frame(summary: xr.Dataset, kinds: Mapping, ren: Mapping) -> pd.DataFrame:
+    """``decomposition_components_by_kind``: every component pooled over the layers of each kind
+    (``layer_kind``, ``n_layers``), then each kind's paired contrast to the global layers
+    (``layer_kind`` "<kind> minus global"); ``window_masks``: whether the kind's window masks
+    anything at the sequence's length (a contrast of kinds whose windows mask nothing compares
+    layers the causal pass treats alike)."""
+    idx = ["exp_condition", "exp_landmark", "exp_window", "layer_kind_name"]
+    counts = pd.Series(list(kinds.values())).value_counts()
+    T = int(summary.attrs.get("seq_len", summary.sizes.get("query", 0)))
+    frames = []
+    for var, suffix in (
+        ("exp_components_kind", ""),
+        ("exp_components_kind_contrast", " minus global"),
+    ):
+        df = wide_stat(summary[var], idx, "component_full").rename(columns=ren)
+        df = df.rename(columns={"layer_kind_name": "layer_kind"})
+        if suffix:
+            df = df[df["layer_kind"] != GLOBAL]
+        df["n_layers"] = df["layer_kind"].map(counts).astype("Int64")
+        df["window_masks"] = [masks_anything(k, T) if T else None for k in df["layer_kind"]]
+        df["layer_kind"] = df["layer_kind"] + suffix
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    out.insert(4, "reading", EXPECTED_MAP)
+    out.insert(5, "target", "logattn")
+    out["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
     return out
 
 

@@ -1,0 +1,109 @@
+"""Paper 2's rows per layer kind (causalpos.scorecard.paper2_kinds): claim 2 on each kind's
+layers, claim 3 within one model (sliding vs global layers), not applicable where the window masks
+nothing at the run's length, and the sample an inconclusive row would need."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from causalpos.scorecard import paper2_kinds as K
+from causalpos.scorecard.rows import MEASURED, NOT_APPLICABLE, NOT_RUN
+from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
+
+T = {
+    "claim2_kinds": {
+        "paper": "paper 2",
+        "label": "claim 2 (per layer kind)",
+        "claim": "c",
+        "paper_value": "> 0",
+        "falsified_if": "at or below {threshold}",
+        "threshold": 0.002,
+    },
+    "claim3_kinds": {
+        "paper": "paper 2",
+        "label": "claim 3 (sliding vs global layers)",
+        "claim": "c",
+        "paper_value": "above",
+        "falsified_if": "at or below {threshold}",
+        "threshold": 0.002,
+    },
+}
+
+
+def table(model, sliding, glob, contrast, *, masks=True, n=16):
+    """A by-kind table of one model: (est, lo, hi) of the residual-stream component on its
+    sliding and global layers and of their contrast."""
+    rows = []
+    for kind, vals in (
+        ("sliding512", sliding),
+        ("global", glob),
+        ("sliding512 minus global", contrast),
+    ):
+        e, lo, hi = vals
+        rows.append(
+            {
+                "model": model,
+                "dataset": "d",
+                "condition": "rope",
+                "landmark": "modelled",
+                "window": "all",
+                "layer_kind": kind,
+                "residual_stream": e,
+                "residual_stream_lo": lo,
+                "residual_stream_hi": hi,
+                "total": 0.02,
+                "total_lo": 0.01,
+                "total_hi": 0.03,
+                "n_layers": {"sliding512": 15, "global": 3}.get(kind, pd.NA),
+                "window_masks": masks if kind != "global" else False,
+                "init_of": "",
+                "n_sequences": n,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def test_prompts_needed_is_the_normal_sample_size_formula():
+    # SE 0.001 at n = 16 (half-width 1.96e-3); est 0.003 vs 0.002: (2.80 * 0.001 / 0.001)^2 * 16
+    got = K.prompts_needed(0.003, 0.003 - 1.959964e-3, 0.003 + 1.959964e-3, 0.002, 16)
+    assert got == int(np.ceil(16 * (1.959964 + 0.841621) ** 2))
+    assert K.prompts_needed(0.002, 0.0, 0.004, 0.002, 16) is None  # the estimate on the threshold
+    assert K.prompts_needed(np.nan, 0.0, 0.004, 0.002, 16) is None
+
+
+def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
+    yes = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
+    no = table("g2", (0.001, 0.0, 0.002), (0.001, 0.0, 0.002), (0.0, -0.001, 0.001))
+    maybe = table("g3", (0.004, 0.0, 0.008), (0.001, 0.0, 0.002), (0.003, -0.001, 0.007))
+    short = table(
+        "g4", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012), masks=False
+    )
+    twin = table("gemma-random", (0.01, 0.008, 0.012), (0.0, -0.001, 0.001), (0.01, 0.008, 0.012))
+    rows = K.claim3_kind_rows(pd.concat([yes, no, maybe, short, twin]), T)
+    got = {r.target.rsplit("(", 1)[1].split(",")[0]: r for r in rows}
+    assert got["gemma"].verdict == REPRODUCED
+    assert got["g2"].verdict == DIFFERS
+    assert got["g3"].verdict == INCONCLUSIVE and "prompts would resolve it" in got["g3"].note
+    assert got["g4"].verdict == NOT_APPLICABLE and "window ≥ T" in got["g4"].note
+    assert got["gemma-random"].verdict == MEASURED
+    assert K.claim3_kind_rows(None, T)[0].verdict == NOT_RUN
+
+
+def test_claim2_per_kind_rows_judge_each_kind_against_the_threshold():
+    d = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
+    rows = K.claim2_kind_rows(d, T)
+    assert [r.verdict for r in rows] == [REPRODUCED, DIFFERS]
+    assert "sliding512: 15 layers" in rows[0].target and "global: 3 layers" in rows[1].target
+    # one kind only (a model whose layers all mask alike): nothing to split by kind
+    one = d[d["layer_kind"] == "global"]
+    assert K.claim2_kind_rows(one, T)[0].verdict == NOT_RUN
+
+
+@pytest.mark.parametrize("col", ["residual_stream_lo", "residual_stream_hi"])
+def test_a_non_finite_bound_decides_nothing(col):
+    d = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
+    d.loc[d["layer_kind"] == "sliding512 minus global", col] = np.nan
+    (row,) = K.claim3_kind_rows(d, T)
+    assert row.verdict == INCONCLUSIVE
