@@ -102,7 +102,7 @@ fi
 make_copy() {  # make_copy DIR
   rm -rf "$1" && mkdir -p "$1"
   cp -r "$REPO"/Snakefile "$REPO"/config.yaml "$REPO"/configs "$REPO"/workflow "$REPO"/src \
-    "$REPO"/profiles "$REPO"/envs "$1"/
+    "$REPO"/profiles "$REPO"/envs "$REPO"/docs "$1"/
   $PY "$REPO/benchmarks/gpu_rehearsal_config.py" "$1/config.yaml" >> "$OUTDIR/env.txt"
 }
 rm -rf "$WORK" && mkdir -p "$WORK"

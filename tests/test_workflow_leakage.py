@@ -251,7 +251,7 @@ def test_tables_equal_the_stores(pipeline):
         )
     )
     bos = pd.read_csv(stats / "paper2_bos_effects.csv")
-    for name, measure in (("mean", "logit"), ("mean+bidirectional", "residual_stream")):
+    for name, measure in (("mean", "logit"), ("mean+bidirectional", "residual_stream_paper")):
         early = bos[(bos["bos_window"] == "early8") & (bos["intervention"] == name)].iloc[0]
         assert early["effect"] == float(
             s["bos_effect"].sel(intervention=name, bos_window="early8", stat="estimate")
