@@ -124,6 +124,12 @@ class Design:
         return self.mask.shape[0]
 
     @property
+    def c_zero(self) -> bool:
+        """Whether C (``c_strata``) vanishes by the algebra: with a saturated baseline every
+        offset indicator lies in B, which P_Δ annihilates."""
+        return self.baseline == "saturated" and not self.landmark
+
+    @property
     def floor(self) -> float:
         """E[ΔR²] for pure (spherical) noise: k / (N − 1). See :func:`null_floor`."""
         return self.k / (self.n_pairs - 1)
@@ -147,8 +153,22 @@ class Design:
                 "c_diag": t(np.diag(self.c_strata)),
                 "n_off": t(self.n_offset),
                 "offsets": t(np.arange(self.seq_len)),
+                **{k: t(v) for k, v in self.null_weights().items()},
             }
+            gx = np.diag(self.gx_pinv)
+            if np.array_equal(self.gx_pinv, np.diag(gx)):
+                self._torch[key]["gx_diag"] = t(gx)
         return self._torch[key]
+
+    def null_weights(self) -> dict[str, np.ndarray]:
+        """Per offset stratum s, the weights of Σ y² (``null_q``) and of (Σ y)² (``null_o``) in
+        the exact permutation-null mean without its off-diagonal C terms (:func:`~causalpos.paper2.extraction.metric.fit_sums`):
+        q_s h_s + o_s (C_ss − h_s) = Σy² (h_s/n_s − g_s) + (Σy)² g_s, g_s = (C_ss − h_s)/(n_s(n_s − 1)),
+        each 0 where the stratum has too few pairs (n_s = 0; g_s also n_s = 1)."""
+        n, h, cd = self.n_offset, self.h, np.diag(self.c_strata)
+        a = np.where(n > 0, h / np.maximum(n, 1.0), 0.0)
+        g = np.where(n > 1, (cd - h) / np.maximum(n * (n - 1.0), 1.0), 0.0)
+        return {"null_q": a - g, "null_o": g}
 
 
 def _pinv_sym(m: np.ndarray) -> tuple[np.ndarray, int]:

@@ -335,8 +335,8 @@ def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.T
     Returns:
         dict of float64 tensors of the leading shape (...): ``sst`` (total SS about the pair
         mean), ``ss_base`` (baseline SS beyond the mean), ``dss`` (ΔSS), ``null`` (exact
-        E_π ΔSS under the within-offset permutation null); and ``c`` (..., q), the residualized
-        absolute-effect vector (for :func:`split_terms`).
+        E_π ΔSS under the within-offset permutation null); ``c`` (..., q), the residualized
+        absolute-effect vector (for :func:`split_terms`), and ``cm`` = c M⁺.
     """
     import torch
 
@@ -345,21 +345,21 @@ def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.T
     c, u = c_vector(sums, design)
     s, q = sums["S"], sums["Q"]
     sst = q - s * s / n
-    ss_base = ((u @ t["gx_pinv"]) * u).sum(dim=-1) - s * s / n
-    dss = _quad(c, c, design)
-    n_s = t["n_off"]
-    off, off2 = sums["off"], sums["off2"]
-    safe = torch.clamp(n_s, min=1.0)
-    mu = torch.where(n_s > 0, off / safe, 0.0)
-    qm = torch.where(n_s > 0, off2 / safe, 0.0)
-    o = torch.where(n_s > 1, (off * off - off2) / torch.clamp(n_s * (n_s - 1.0), min=1.0), 0.0)
-    null = (
-        (t["h"] * qm).sum(-1)
-        + (o * (t["c_diag"] - t["h"])).sum(-1)
-        + ((mu @ t["c"]) * mu).sum(-1)
-        - (mu * mu * t["c_diag"]).sum(-1)
-    )
-    return {"sst": sst, "ss_base": ss_base, "dss": dss, "null": null, "c": c}
+    # uᵀ G_X⁺ u; G_X⁺ diagonal (saturated baseline): elementwise, as the product would give
+    gxu = u * t["gx_diag"] if "gx_diag" in t else u @ t["gx_pinv"]
+    ss_base = (gxu * u).sum(dim=-1) - s * s / n
+    cm = c @ t["m_pinv"]
+    dss = (cm * c).sum(dim=-1)
+    # E_π ΔSS = Σ_s q_s h_s + Σ_s o_s (C_ss − h_s) + Σ_{s≠t} μ_s μ_t C_st, per stratum weights
+    # of Σ y² and (Σ y)² (Design.tensors); the off-diagonal sum vanishes with a saturated
+    # baseline (C = 0: P_Δ annihilates every offset indicator)
+    off = sums["off"]
+    null = (sums["off2"] * t["null_q"]).sum(-1) + (off * off * t["null_o"]).sum(-1)
+    if not design.c_zero:
+        n_s = t["n_off"]
+        mu = torch.where(n_s > 0, off / torch.clamp(n_s, min=1.0), 0.0)
+        null = null + ((mu @ t["c"]) * mu).sum(-1) - (mu * mu * t["c_diag"]).sum(-1)
+    return {"sst": sst, "ss_base": ss_base, "dss": dss, "null": null, "c": c, "cm": cm}
 
 
 def delta_r2(ss, sst):

@@ -10,16 +10,24 @@ import xarray as xr
 
 from causalpos import stats
 from causalpos.capture import merging
-from causalpos.capture.reducers import batch_chunks
 from causalpos.models.layer_kinds import pattern
-from causalpos.paper2.extraction.design import parse_fit, query_window
+from causalpos.paper2.extraction.design import pair_mask, parse_fit, query_window
+from causalpos.paper2.extraction.mapsums import (
+    PairKit,
+    cached_log_z,
+    key0_attention,
+    map_tiles,
+    pair_kit,
+    row_log_z,
+    shared_log_z,
+    tile_sums,
+)
 from causalpos.paper2.extraction.metric import (
     DEFAULT_FITS,
     DEFAULT_WINDOWS,
     SPLIT_TERMS,
     TARGETS,
     allowed_pattern,
-    log_z,
     measured_mask,
 )
 from causalpos.paper2.extraction.windows import WindowPlan, plan_windows, window_leakage
@@ -61,9 +69,11 @@ class LeakageReducer:
             × ((E + 1) × T + E) float32 for E windows; 17.8 MB for 32 prompts, 30 layers × 9
             heads, T = 128 and E = 1.
 
-    Cost: per (layer, batch) a few passes over the (batch, head, T, T) scores in float64 plus one
-    T-sized quadratic form per map, window, fit and target; designs (pinv of ≤ 2T × 2T count
-    matrices) are built once per pair mask and cached. ``*+both`` fits are the most expensive.
+    Cost: per (layer, batch) a few float64 passes over the (batch, head, T, T) scores, tile by
+    tile, and matrix products with the windows' row blocks (:mod:`causalpos.paper2.extraction.mapsums`;
+    each row's log Z is shared with the :class:`SinkReducer`), plus one T-sized quadratic form
+    per map, window, fit and target; designs (pinv of ≤ 2T × 2T count matrices) are built once
+    per pair mask and cached. ``*+both`` fits are the most expensive.
     """
 
     name = "leakage"
@@ -107,9 +117,13 @@ class LeakageReducer:
         #: layer -> [(sequence ids, {variable: (batch, ...) array})], one entry per chunk
         self._rows: dict[int, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
         self._seen: dict[int, set[int]] = {}  # layer -> the sequence ids added
-        self._plans: dict[bytes, WindowPlan] = {}  # measured pairs -> windows' designs
+        #: measured pairs -> their windows' designs and the pair kit of each device
+        self._plans: dict[bytes, tuple[np.ndarray, WindowPlan, dict[str, PairKit]]] = {}
+        #: (layer kind, T) -> (measured pairs, the kind's trained pattern as a bool tensor)
+        self._kind_bases: dict[tuple[str, int], tuple[np.ndarray, torch.Tensor]] = {}
         self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
-        self._map_sum: dict[int, torch.Tensor] = {}
+        self._map_sum: dict[int, torch.Tensor] = {}  # layer -> Σ logits (head, T, T)
+        self._lz_sum: dict[int, torch.Tensor] = {}  # layer -> Σ log Z (head, T)
         self._count: dict[int, int] = {}
         self._shape: tuple[int, int] | None = None  # (heads, T)
 
@@ -145,11 +159,50 @@ class LeakageReducer:
             sub = sub & allowed  # a sliding window may forbid sampled pairs: measure what exists
         return measured_mask(finite, sub, "all", allowed)
 
+    def _plan(self, base: np.ndarray, device: torch.device) -> tuple[WindowPlan, PairKit]:
+        """The windows' designs of the measured pairs ``base`` and their pair kit on ``device``
+        (both cached)."""
+        key = base.tobytes()
+        if key not in self._plans:
+            self._plans[key] = (base, plan_windows(base, self.windows, self.fits), {})
+        _, plan, kits = self._plans[key]
+        if str(device) not in kits:
+            kits[str(device)] = pair_kit(base, plan.bounds, device)
+        return plan, kits[str(device)]
+
+    def _kind_base(self, scores: torch.Tensor, layer: int) -> np.ndarray:
+        """The measured pairs of a layer of known kind (cached per kind and T), after checking
+        that the batch's first map hides none of the layer's trained pairs (the other maps'
+        measured pairs are checked by their sums, :func:`tile_sums`)."""
+        T = scores.shape[-1]
+        kind = self._kinds[layer]
+        key = (kind, T)
+        if key not in self._kind_bases:
+            ref = pattern(kind, T) & np.tril(np.ones((T, T), dtype=bool))
+            sub = None
+            if self.pair_subsample is not None:
+                sub = stats.stratified_pair_mask(T, self.pair_subsample, self.seed) & ref
+            base = pair_mask(T, window="all", allowed=ref, subsample=sub)
+            self._kind_bases[key] = (base, torch.as_tensor(ref))
+        base, ref = self._kind_bases[key]
+        if bool((ref.to(scores.device) & ~torch.isfinite(scores[0, 0])).any()):
+            self._base_mask(torch.isfinite(scores[:1, :1]), layer)  # raises, naming the pair
+        return base
+
+    def _measured(self, scores: torch.Tensor, layer: int) -> np.ndarray:
+        """This batch's measured pairs (:meth:`_base_mask`; from the layer's kind without the
+        finite pattern of every map where the kind is known)."""
+        if getattr(self, "_kinds", None) is not None:
+            return self._kind_base(scores, layer)
+        return self._base_mask(torch.isfinite(scores), layer)
+
     @torch.no_grad()
     def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
         """Add one layer of one batch: ``scores`` (batch, head, query, key) float32, NaN where masked."""
-        if scores.ndim != 4 or scores.shape[-1] != scores.shape[-2]:
-            raise ValueError(f"scores must be (batch, head, T, T), got {tuple(scores.shape)}")
+        if scores.ndim != 4 or scores.shape[-1] != scores.shape[-2] or scores.shape[-1] < 2:
+            raise ValueError(
+                f"scores must be (batch, head, T, T), T ≥ 2, got {tuple(scores.shape)}"
+            )
         seq_ids = np.asarray(seq_ids).astype(np.int64)
         if seq_ids.shape != (scores.shape[0],):
             raise ValueError(
@@ -168,46 +221,55 @@ class LeakageReducer:
         if len(set(ids)) != len(ids) or not seen.isdisjoint(ids):
             dup = [s for k, s in enumerate(ids) if s in seen or s in ids[:k]]
             raise ValueError(f"sequence ids {dup[:5]} already added for layer {layer}")
+        base = self._measured(scores, layer)
         seen.update(ids)
         self._rows.setdefault(layer, [])
-        for chunk, ids in batch_chunks(scores, seq_ids):  # bounded float64 temporaries
-            self._update_chunk(layer, chunk, ids)
+        self._add(layer, scores, seq_ids, base)
 
-    def _update_chunk(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
-        s = scores.to(torch.float64)
-        lz, fin = log_z(s)
-        a = torch.where(fin, s - lz[..., None], torch.nan)
-        base_np = self._base_mask(fin, layer)
-        key = base_np.tobytes()
-        if key not in self._plans:
-            self._plans[key] = plan_windows(base_np, self.windows, self.fits)
-        plan = self._plans[key]
+    def _add(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray, base: np.ndarray) -> None:
+        plan, kit = self._plan(base, scores.device)
+        if layer in self._meta and not np.array_equal(self._meta[layer][1], plan.n_pairs):
+            raise ValueError(
+                f"layer {layer}: the measured pair set changed between batches "
+                f"({self._meta[layer][1].tolist()} vs {plan.n_pairs.tolist()} pairs per window)"
+            )
+        self._meta[layer] = (plan.floors, plan.n_pairs)
+        b, h, T = scores.shape[0], scores.shape[1], scores.shape[-1]
+        flat = scores.reshape(b * h, T, T)
+        known = cached_log_z(scores)  # the sink reducer's, where it ran first
+        lz = torch.empty((b * h, T), dtype=torch.float64, device=scores.device)
+        if self.mean_maps and layer not in self._map_sum:
+            self._map_sum[layer] = torch.zeros((h, T, T), dtype=torch.float64, device=lz.device)
+            self._lz_sum[layer] = torch.zeros((h, T), dtype=torch.float64, device=lz.device)
+        parts, us = [], []
+        for sl in map_tiles(b * h, T * T, scores.device):  # bounded float64 temporaries
+            x = flat[sl].to(torch.float64, copy=True)
+            lz[sl] = row_log_z(flat[sl], x) if known is None else known.reshape(b * h, T)[sl]
+            if self.mean_maps:  # Σ a = Σ s − Σ log Z on the finite cells (NaN where s is)
+                for k in range(sl.start, sl.stop):
+                    self._map_sum[layer][k % h].add_(x[k - sl.start])
+            got = tile_sums(x, lz[sl], kit)
+            if got is None:  # a measured pair is not finite in some map: name it
+                self._base_mask(torch.isfinite(scores), layer)
+                raise ValueError(f"layer {layer}: a measured pair is not finite in this batch")
+            parts.append(got[0])
+            us.append(got[1])
+        lz = lz.reshape(b, h, T)
+        shared_log_z(scores, lz)
+        sums = {k: torch.cat([p[k] for p in parts], dim=1 if k != "rows" else 0) for k in parts[0]}
         out = window_leakage(
-            s,
-            a,
-            lz,
-            base_np,
+            sums,
+            torch.cat(us).reshape(b, h, T),
+            kit,
             plan,
             len(self.fits),
             [self.windows.index(w) for w in self.expected_windows],
         )
-        if layer in self._meta:
-            old_f, old_n = self._meta[layer]
-            if not (np.array_equal(old_n, plan.n_pairs)):
-                raise ValueError(
-                    f"layer {layer}: the measured pair set changed between batches "
-                    f"({old_n.tolist()} vs {plan.n_pairs.tolist()} pairs per window)"
-                )
-        self._meta[layer] = (plan.floors, plan.n_pairs)
         self._rows[layer].append(
             (np.asarray(seq_ids, dtype=np.int64), {k: v.cpu().numpy() for k, v in out.items()})
         )
         if self.mean_maps:
-            batch_sum = torch.stack([s.sum(0), a.sum(0)])  # (target, head, T, T)
-            if layer in self._map_sum:
-                self._map_sum[layer] += batch_sum
-            else:
-                self._map_sum[layer] = batch_sum.clone()
+            self._lz_sum[layer] += lz.sum(dim=0)
             self._count[layer] = self._count.get(layer, 0) + len(seq_ids)
 
     def result(self) -> xr.Dataset:
@@ -262,9 +324,13 @@ class LeakageReducer:
             np.stack([self._meta[l][1] for l in layers]),
         )
         if self.mean_maps:
+            sums = [
+                torch.stack([self._map_sum[l], self._map_sum[l] - self._lz_sum[l][..., None]])
+                for l in layers
+            ]
             data["leak_map_sum"] = (
                 ("leak_target", "layer", "head", "query", "key"),
-                torch.stack([self._map_sum[l] for l in layers], dim=1).cpu().numpy(),
+                torch.stack(sums, dim=1).cpu().numpy(),
             )
             counts = {self._count[l] for l in layers}
             if len(counts) != 1:
@@ -313,8 +379,9 @@ class LeakageReducer:
 class SinkReducer:
     """Per-sequence mean attention to key 0 over queries i ≥ 1; capture's Reducer protocol.
 
-    Attention is the softmax over the keys the model's mask allows (finite scores), in float64;
-    a key 0 outside a sliding window gets attention 0.
+    Attention is the softmax over the keys the model's mask allows (finite scores), in float64
+    (:func:`causalpos.paper2.extraction.mapsums.key0_attention`, log Z shared with the
+    :class:`LeakageReducer`); a key 0 outside a sliding window gets attention 0.
 
     Result: ``sink_attention`` (sequence, layer, head) float64.
     """
@@ -329,13 +396,8 @@ class SinkReducer:
         """Add ``scores`` (batch, head, query, key) float32 pre-softmax logits, NaN where masked."""
         if scores.ndim != 4 or scores.shape[-1] < 2:
             raise ValueError(f"scores must be (batch, head, T>=2, T), got {tuple(scores.shape)}")
-        parts = []
-        for chunk, _ in batch_chunks(scores, np.asarray(seq_ids)):  # bounded float64 temporaries
-            s = chunk.to(torch.float64)
-            fin = torch.isfinite(s)
-            logp = torch.log_softmax(torch.where(fin, s, -torch.inf), dim=-1)[..., 1:, 0]
-            parts.append(torch.where(fin[..., 1:, 0], logp.exp(), 0.0).mean(dim=-1).cpu())
-        att = torch.cat(parts).numpy()  # (batch, head)
+        # each row's log Z, shared with the leakage reducer fed the same scores
+        att = key0_attention(scores, shared_log_z(scores)).cpu().numpy()  # (batch, head)
         seen = self._rows.setdefault(int(layer), {})
         for b, sid in enumerate(np.asarray(seq_ids).astype(np.int64)):
             if int(sid) in seen:

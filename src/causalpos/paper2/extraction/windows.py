@@ -3,9 +3,10 @@ arithmetic, :class:`causalpos.paper2.extraction.reducers.LeakageReducer`).
 
 The windows' designs of one fit are stacked (:class:`DesignStack`), so each fit is solved for all
 windows and both targets (logit, log-attention) by a few batched tensor operations instead of one
-small solve per window × fit × target; the sums, the fits and the split are those of
-:mod:`causalpos.paper2.extraction.metric` (:func:`~causalpos.paper2.extraction.metric.target_sums`,
-:func:`~causalpos.paper2.extraction.metric.window_sums`, :func:`~causalpos.paper2.extraction.metric.fit_sums`,
+small solve per window × fit × target. The sums are :func:`causalpos.paper2.extraction.mapsums.tile_sums`'
+(those of :func:`~causalpos.paper2.extraction.metric.window_sums`, by blocks of query rows); the
+fits and the split are those of :mod:`causalpos.paper2.extraction.metric`
+(:func:`~causalpos.paper2.extraction.metric.fit_sums`,
 :func:`~causalpos.paper2.extraction.metric.r2_terms`), term for term.
 """
 
@@ -18,23 +19,20 @@ import numpy as np
 import torch
 
 from causalpos.paper2.extraction.design import Design, build_design, query_window
+from causalpos.paper2.extraction.mapsums import PairKit
 from causalpos.paper2.extraction.metric import (
     TARGETS,
-    _quad,
     c_vector,
     delta_r2,
     fit_sums,
-    query_centred,
     r2_terms,
-    target_sums,
-    window_sums,
     windowed_query_sums,
 )
 
 #: Design arrays per map (broadcast over targets and maps: one leading singleton) and per offset
 #: (two: they multiply (window, target, map, offset) sums elementwise).
 _MATRICES = ("gx_pinv", "b", "m_pinv", "c")
-_VECTORS = ("h", "c_diag", "n_off")
+_VECTORS = ("h", "c_diag", "n_off", "null_q", "null_o")
 
 
 class DesignStack:
@@ -57,6 +55,7 @@ class DesignStack:
                 raise ValueError("DesignStack: the designs of one stack must be of one fit and T")
         self.designs = tuple(designs)
         self.baseline, self.absolute, self.landmark = d0.baseline, d0.absolute, d0.landmark
+        self.c_zero = all(d.c_zero for d in designs)
         self._torch: dict[str, dict[str, torch.Tensor]] = {}
 
     def tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
@@ -67,6 +66,8 @@ class DesignStack:
             ts = [d.tensors(device) for d in self.designs]
             out = {k: torch.stack([t[k] for t in ts]) for k in _MATRICES}
             out.update({k: torch.stack([t[k] for t in ts])[:, None] for k in _VECTORS})
+            if all("gx_diag" in t for t in ts):
+                out["gx_diag"] = torch.stack([t["gx_diag"] for t in ts])[:, None]
             out["offsets"] = ts[0]["offsets"]
             counts = [float(d.n_pairs) for d in self.designs]
             out["n"] = torch.tensor(counts, dtype=torch.float64, device=device)[:, None]
@@ -110,84 +111,83 @@ def plan_windows(base: np.ndarray, windows: Sequence[str], fits: Sequence[str]) 
     )
 
 
-def query_sums_windows(
-    lz: torch.Tensor, w_np: np.ndarray, n_pairs: int, bounds: Sequence[tuple[int, int]]
-) -> dict[str, torch.Tensor]:
-    """:func:`causalpos.paper2.extraction.metric.query_sums` of every window in ``bounds`` stacked on a
-    leading axis: ``rows``, ``cols``, ``off``, ``off2`` (window, ..., T), ``S``, ``Q``
-    (window, ...)."""
-    wf, wsk, n_i, lc = query_centred(lz, w_np, n_pairs)
-    lw = lc.new_zeros((len(bounds),) + tuple(lc.shape))
-    for k, (lo, hi) in enumerate(bounds):
-        lw[k, ..., lo:hi] = lc[..., lo:hi]
-    return windowed_query_sums(lw, wf, wsk, n_i)
-
-
 def window_leakage(
-    s: torch.Tensor,
-    a: torch.Tensor,
-    lz: torch.Tensor,
-    base: np.ndarray,
+    sums: dict[str, torch.Tensor],
+    u: torch.Tensor,
+    kit: PairKit,
     plan: WindowPlan,
     n_fits: int,
     expected: Sequence[int] = (),
 ) -> dict[str, torch.Tensor]:
-    """Leakage of every map of ``s`` (logits) and ``a`` (log-attention), (b, h, T, T) float64,
-    in every window and fit of ``plan`` on the measured pairs ``base`` (T, T) bool.
+    """Leakage of every map in every query window and fit of ``plan`` from the maps' sums.
 
-    ``lz`` (b, h, T): log Z of each query row. ``expected``: indices of the windows whose
-    expected-map sums are kept. Returns float64 tensors, NaN in windows without a fit:
-    ``leak_r2_base``, ``leak_r2_full``, ``leak_delta``, ``leak_null`` (b, h, window, fit,
-    target), ``leak_sst`` (b, h, window, target), ``leak_split`` (b, h, window, fit, term), and
-    with ``expected`` ``leak_offsum`` (b, h, expected window, target, T), ``leak_key0sum``
-    (b, h, expected window, target), ``leak_rowsum`` (b, h, target, T).
+    ``sums``: :func:`causalpos.paper2.extraction.mapsums.tile_sums`' sums of all b × h maps of a
+    batch, concatenated on the map axis (``rows`` (b × h, T), ``cols``, ``off``, ``off2``,
+    ``cross`` (block, b × h, T)); ``u`` (b, h, T) log Z centred over the pairs; ``kit`` the
+    :class:`~causalpos.paper2.extraction.mapsums.PairKit` of the plan's pairs and windows.
+    ``expected``: indices of the windows whose expected-map sums are kept. Returns float64
+    tensors, NaN in windows without a fit: ``leak_r2_base``, ``leak_r2_full``, ``leak_delta``,
+    ``leak_null`` (b, h, window, fit, target), ``leak_sst`` (b, h, window, target),
+    ``leak_split`` (b, h, window, fit, term), and with ``expected`` ``leak_offsum`` (b, h,
+    expected window, target, T), ``leak_key0sum`` (b, h, expected window, target),
+    ``leak_rowsum`` (b, h, target, T).
     """
-    b, h, T = s.shape[0], s.shape[1], s.shape[-1]
+    b, h, T = u.shape
     m, nw = b * h, len(plan.bounds)
-    nan = dict(dtype=torch.float64, device=s.device)
+    nan = dict(dtype=torch.float64, device=u.device)
     out = {
         k: torch.full((nw, n_fits, 2, m), torch.nan, **nan)
         for k in ("leak_r2_base", "leak_r2_full", "leak_delta", "leak_null")
     }
     out["leak_sst"] = torch.full((nw, 2, m), torch.nan, **nan)
     out["leak_split"] = torch.full((nw, n_fits, 4, m), torch.nan, **nan)
-    n_base = int(base.sum())
-    # Both targets' row-resolved sums in one pass each; the windows then sum row ranges.
-    first = min(lo for lo, _ in plan.bounds)  # ≥ 1: row 0 is never measured
-    ts = target_sums((s, a), torch.as_tensor(base, device=s.device), n_base, first_row=first)
-    ts["row_sums"] = ts["yz"].sum(dim=-1)  # (2 × map, T), for every window
-    per = {wi: window_sums(ts, *plan.bounds[wi]) for wi in plan.valid}
+    # Each window's logit sums (window, map, T): its blocks' sums, its rows' sums; those of
+    # ℓ − ℓ̄ on its rows (the split's); the log-attention's, the logits' less ℓ's.
+    lw = u.reshape(m, T)[None] * kit.win_rows[:, None, :]
+    l_sums = windowed_query_sums(lw, kit.wf, kit.diag, kit.n_i)
+    s_sums = {
+        k: torch.einsum("wc,cmx->wmx", kit.win_blocks, sums[k])
+        for k in ("cols", "off", "off2", "cross")
+    }
+    s_sums["rows"] = sums["rows"][None] * kit.win_rows[:, None, :]
+    a_sums = {k: s_sums[k] - l_sums[k] for k in ("rows", "cols", "off")}
+    a_sums["off2"] = s_sums["off2"] - 2.0 * s_sums["cross"] + l_sums["off2"]
+    per = {k: torch.stack([s_sums[k], a_sums[k]], dim=1) for k in a_sums}  # (window, target, ...)
+    row_sums = torch.stack([sums["rows"], sums["rows"] - kit.n_i * u.reshape(m, T)])
     res = {}
     if expected:
-        none = torch.full((2, b, h, T), torch.nan, **nan)  # a window without a fit: NaN
-        off = [per[wi]["off"] if wi in per else none for wi in expected]
-        key0 = [per[wi]["cols"][..., 0] if wi in per else none[..., 0] for wi in expected]
+        off = torch.full((2, m, len(expected), T), torch.nan, **nan)
+        key0 = torch.full((2, m, len(expected)), torch.nan, **nan)
+        for k, wi in enumerate(expected):
+            if wi in plan.valid:  # a window without a fit: NaN
+                off[:, :, k] = per["off"][wi]
+                key0[:, :, k] = per["cols"][wi][..., 0]
         # (target, b, h, window, ...) -> (b, h, window, target, ...)
-        res["leak_offsum"] = torch.stack(off, dim=3).permute(1, 2, 3, 0, 4)
-        res["leak_key0sum"] = torch.stack(key0, dim=3).permute(1, 2, 3, 0)
-        res["leak_rowsum"] = ts["row_sums"].reshape(2, b, h, T).permute(1, 2, 0, 3)
+        res["leak_offsum"] = off.reshape(2, b, h, -1, T).permute(1, 2, 3, 0, 4)
+        res["leak_key0sum"] = key0.reshape(2, b, h, -1).permute(1, 2, 3, 0)
+        res["leak_rowsum"] = row_sums.reshape(2, b, h, T).permute(1, 2, 0, 3)
     if plan.valid:
         valid = list(plan.valid)
-        sums = {
-            k: torch.stack([per[wi][k] for wi in valid]).reshape(len(valid), 2 * m, -1)
-            for k in ("rows", "cols", "off", "off2")
+        fs = {
+            k: per[k][valid].reshape(len(valid), 2 * m, T) for k in ("rows", "cols", "off", "off2")
         }
-        sums["S"], sums["Q"] = sums["off"].sum(dim=-1), sums["off2"].sum(dim=-1)
-        l_sums = query_sums_windows(lz.reshape(m, T), base, n_base, [plan.bounds[w] for w in valid])
+        fs["S"], fs["Q"] = fs["off"].sum(dim=-1), fs["off2"].sum(dim=-1)
+        l_sums = {k: v[valid] for k, v in l_sums.items()}
         for fi, stack in enumerate(plan.stacks):
             f = {
                 k: v.reshape(len(valid), 2, m, -1).squeeze(-1)
-                for k, v in fit_sums(sums, stack).items()
+                for k, v in fit_sums(fs, stack).items()
             }
             for key, value in r2_terms(f).items():
                 out[f"leak_{key}"][valid, fi] = value
             out["leak_sst"][valid] = f["sst"]
-            c_s, c_l = f["c"][:, 0], c_vector(l_sums, stack)[0]
+            c_l = c_vector(l_sums, stack)[0]
+            cm_l = c_l @ stack.tensors(u.device)["m_pinv"]
             terms = torch.stack(
                 [
                     f["dss"][:, 0],
-                    _quad(c_l, c_l, stack),
-                    -2.0 * _quad(c_s, c_l, stack),
+                    (cm_l * c_l).sum(dim=-1),  # _quad(c_l, c_l), _quad(c_s, c_l) with c_s M⁺
+                    -2.0 * (f["cm"][:, 0] * c_l).sum(dim=-1),
                     f["dss"][:, 1],
                 ],
                 dim=1,
