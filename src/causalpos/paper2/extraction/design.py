@@ -171,14 +171,63 @@ class Design:
         return {"null_q": a - g, "null_o": g}
 
 
-def _pinv_sym(m: np.ndarray) -> tuple[np.ndarray, int]:
-    """Pseudo-inverse and rank of a symmetric PSD matrix (eigen-decomposition, matrix_rank's tolerance)."""
+def _pinv_sym(m: np.ndarray, size: int | None = None) -> tuple[np.ndarray, int]:
+    """Pseudo-inverse and rank of a symmetric PSD matrix (eigen-decomposition, matrix_rank's
+    tolerance for a matrix of ``size`` rows: ``m``'s own by default, the full matrix's where
+    ``m`` is the block of its rows and columns that are not 0 throughout).
+
+    Exact shortcuts of the same decomposition: a diagonal matrix is its own (eigenvalues the
+    diagonal, eigenvectors the unit vectors), and rows and columns that are 0 throughout (levels
+    without a pair: query rows outside a window, offsets beyond a sliding window) are eigenvectors
+    of eigenvalue 0, so only the block of the others is decomposed.
+    """
     m = (m + m.T) / 2.0
-    w, v = np.linalg.eigh(m)
-    tol = max(abs(w).max(initial=0.0), 1e-300) * m.shape[0] * np.finfo(np.float64).eps * 10
+    diag = np.diag(m)
+    if np.array_equal(m, np.diag(diag)):
+        w, act, v = diag, np.arange(len(diag)), None
+    else:
+        act = np.flatnonzero(m.any(axis=0))
+        w, v = np.linalg.eigh(m[np.ix_(act, act)])
+    size = m.shape[0] if size is None else size
+    tol = max(abs(w).max(initial=0.0), 1e-300) * size * np.finfo(np.float64).eps * 10
     keep = w > tol
-    inv = (v[:, keep] / w[keep]) @ v[:, keep].T
+    inv = np.zeros_like(m)
+    if v is None:
+        inv[act[keep], act[keep]] = 1.0 / w[keep]
+    else:
+        inv[np.ix_(act, act)] = (v[:, keep] / w[keep]) @ v[:, keep].T
     return inv, int(keep.sum())
+
+
+def _level_counts(levels: list[np.ndarray], d: np.ndarray, q: int, T: int):
+    """(Zᵀ1_s (q, T): the pairs of level z in stratum s, G_Z = ZᵀZ (q, q)) from each pair's
+    level(s) and offset, as exact integer counts."""
+    n_zs = sum(np.bincount(lev * T + d, minlength=q * T) for lev in levels).reshape(q, T)
+    gz = sum(np.bincount(a * q + b_, minlength=q * q) for a in levels for b_ in levels).reshape(
+        q, q
+    )
+    return n_zs.astype(np.float64), gz.astype(np.float64)
+
+
+def _null_strata(levels, i, j, d, n_zs, n_off, b, x_s, m_pinv, act):
+    """(h (T,), C (T, T)): the stratum-aggregated leverages and cross terms of P_Δ = Z̃ M⁺ Z̃ᵀ
+    (Z̃ = Z residualized on X), for the exact permutation-null mean; computed on the levels
+    ``act`` and the strata with pairs (every other row of Z̃ᵀ1_s and of M⁺ is 0)."""
+    T = n_off.shape[0]
+    st = np.flatnonzero(n_off > 0)
+    saturated = x_s.shape[0] == T and b.shape[1] == T
+    w = b[act][:, st] if saturated else b[act] @ x_s[:, st]  # G_ZX G_X⁺ x_s (x_s = e_s: b)
+    nz = n_zs[act][:, st]
+    mp = m_pinv[np.ix_(act, act)]
+    k_strata = nz - w * n_off[None, st]  # Z̃ᵀ1_s
+    c_strata = np.zeros((T, T))
+    c_strata[np.ix_(st, st)] = k_strata.T @ mp @ k_strata
+    zz = sum(m_pinv[a, a] for a in levels)
+    if len(levels) == 2:  # query and key levels ("both")
+        zz = zz + 2.0 * m_pinv[i, T + j]
+    h = np.bincount(d, weights=zz, minlength=T)
+    h[st] += -2.0 * (w * (mp @ nz)).sum(axis=0) + n_off[st] * (w * (mp @ w)).sum(axis=0)
+    return h, c_strata
 
 
 @lru_cache(maxsize=256)
@@ -207,23 +256,11 @@ def _build_design_cached(
     gx_pinv, rank_base = _pinv_sym(gx)
 
     # Absolute columns: the level(s) each pair belongs to.
-    if absolute == "query":
-        levels = [i]
-        q = T
-    elif absolute == "key":
-        levels = [j]
-        q = T
-    else:
-        levels = [i, T + j]
-        q = 2 * T
-    n_zs = np.zeros((q, T))  # Zᵀ1_s: pairs of level z in stratum s
-    for lev in levels:
-        np.add.at(n_zs, (lev, d), 1.0)
-    gz = np.zeros((q, q))
-    for a in levels:
-        for b_ in levels:
-            np.add.at(gz, (a, b_), 1.0)
-    gzx = n_zs @ x_s.T  # (q, p): Σ_s Zᵀ1_s x_sᵀ
+    levels = {"query": [i], "key": [j], "both": [i, T + j]}[absolute]
+    q = T * len(levels)
+    n_zs, gz = _level_counts(levels, d, q, T)  # Zᵀ1_s, ZᵀZ
+    # Σ_s Zᵀ1_s x_sᵀ (q, p); x_s = e_s for a saturated baseline
+    gzx = n_zs if baseline == "saturated" else n_zs @ x_s.T
     if landmark:
         # One more baseline column, the key-0 indicator: its pairs (s, 0) are one per stratum s.
         k0 = mask[:, 0].astype(np.float64)  # [s]: pair (s, 0) measured (offset s)
@@ -234,26 +271,24 @@ def _build_design_cached(
         zk = {"query": k0, "key": zk_cols, "both": np.concatenate([k0, zk_cols])}[absolute]
         gzx = np.concatenate([gzx, zk[:, None]], axis=1)  # Zᵀk0: query level s holds pair (s, 0)
         gx_pinv, rank_base = _pinv_sym(gx)
-    b = gzx @ gx_pinv
-    m = gz - b @ gzx.T
-    m_pinv, k = _pinv_sym(m)
+    # The levels and baseline columns with pairs; every other row of G_ZX (and of B, M, M⁺)
+    # and column of G_ZX is 0, so the products run over these alone.
+    act = np.flatnonzero(n_zs.any(axis=1))
+    cols = np.flatnonzero(gzx.any(axis=0))
+    b = np.zeros((q, gzx.shape[1]))
+    if baseline == "saturated" and not landmark:  # G_X⁺ diagonal: a column scaling
+        b[act] = gzx[act] * np.diag(gx_pinv)[None, :]
+    else:
+        b[act] = gzx[np.ix_(act, cols)] @ gx_pinv[cols]
+    m_act = gz[np.ix_(act, act)] - b[np.ix_(act, cols)] @ gzx[np.ix_(act, cols)].T
+    m_act, k = _pinv_sym(m_act, size=q)
+    m_pinv = np.zeros((q, q))
+    m_pinv[np.ix_(act, act)] = m_act
 
     if landmark:  # the within-offset null below assumes stratum-constant baseline columns
         h, c_strata = np.full(T, np.nan), np.full((T, T), np.nan)
     else:
-        # Stratum-aggregated projector P_Δ = Z̃ M⁺ Z̃ᵀ (Z̃ = Z residualized on X), for the exact
-        # permutation-null mean.
-        w = b @ x_s  # (q, T): column s = G_ZX G_X⁺ x_s
-        k_strata = n_zs - w * n_off[None, :]  # Z̃ᵀ1_s
-        c_strata = k_strata.T @ m_pinv @ k_strata
-        zz = sum(m_pinv[a, a] for a in levels)
-        if absolute == "both":
-            zz = zz + 2.0 * m_pinv[i, T + j]
-        h = (
-            np.bincount(d, weights=zz, minlength=T)
-            - 2.0 * (w * (m_pinv @ n_zs)).sum(axis=0)
-            + n_off * (w * (m_pinv @ w)).sum(axis=0)
-        )
+        h, c_strata = _null_strata(levels, i, j, d, n_zs, n_off, b, x_s, m_pinv, act)
     return Design(
         mask=mask,
         baseline=baseline,
