@@ -169,7 +169,7 @@ def test_settings_modules_import_nothing():
     """Each settings module imports the standard library's pure helpers only (nothing of the
     library, nothing heavy): the config reads defaults from them without torch, and a settings
     object travels to any job."""
-    allowed = {"__future__", "collections", "collections.abc", "dataclasses", "typing"}
+    allowed = {"__future__", "collections", "collections.abc", "dataclasses", "re", "typing"}
     for name in SETTINGS_MODULES:
         tree = ast.parse(MODULES[name].read_text())
         mods = set()
@@ -189,7 +189,7 @@ CONFIG_PURE_IMPORTS |= {"causalpos.models.variants", "causalpos.training.setting
 CONFIG_PURE_IMPORTS |= {"causalpos.models.footprint"}  # the requests' arithmetic, torch-free
 CONFIG_PURE_IMPORTS |= {"causalpos.paths"}  # the path patterns (tests/test_paths.py)
 # the simulation settings' defaults (standard library only: test_settings_modules_import_nothing)
-CONFIG_PURE_IMPORTS |= {"causalpos.paper1.settings"}
+CONFIG_PURE_IMPORTS |= {"causalpos.paper1.settings", "causalpos.paper2.settings"}
 
 
 def test_the_config_resolver_is_read_by_the_workflow_only():

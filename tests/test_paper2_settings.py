@@ -47,3 +47,16 @@ def test_from_params_takes_the_rules_params_and_names_an_unknown_key():
     assert (p0.conditions, p0.n_permutations, p0.seed, p0.tau) == (("causal",), 5, 3, 0.5)
     with pytest.raises(ValueError, match="Position0Settings has no key"):
         Position0Settings.from_params({"n_perm": 5})
+
+
+def test_query_window_names_their_rows():
+    from causalpos.paper2.settings import query_window
+
+    assert query_window("all", 10) == (1, 10)
+    assert query_window("late", 10) == (5, 10)
+    assert query_window("early4", 10) == (1, 4)
+    assert query_window("early64", 10) == (1, 10)  # clipped to T
+    assert query_window("full3", 10) == (3, 7)
+    assert query_window("full6", 10) == (6, 4)  # empty: the config check refuses it
+    with pytest.raises(ValueError, match="unknown query window 'first16'"):
+        query_window("first16", 10)

@@ -10,7 +10,7 @@ from itertools import product
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
-from causalpos.paper2.extraction.design import query_window
+from causalpos.paper2.settings import query_window
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin

@@ -8,12 +8,13 @@ A fit is named ``"<baseline>+<absolute>"``: baseline ``saturated`` (one level pe
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from causalpos.paper2.settings import query_window  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     import torch
@@ -33,33 +34,6 @@ def parse_fit(fit: str) -> tuple[str, str]:
             f"{ABSOLUTES}; got {fit!r} (e.g. 'saturated+query')"
         )
     return parts[0], parts[1]
-
-
-def query_window(name: str, seq_len: int) -> tuple[int, int]:
-    """Query rows ``[lo, hi)`` of a window name.
-
-    ``"all"`` = rows 1..T−1; ``"earlyK"`` = rows 1..K−1 (queries i < K, clipped to T);
-    ``"late"`` = rows T//2..T−1 (the second half, paper 2 §4's contrast to early queries);
-    ``"fullW"`` = rows W..T−1−W, the rows whose sliding window of size W is full in the causal
-    pass (keys i − W < j ≤ i) and in the bidirectional one (|i − j| ≤ W), so the visible-key
-    count does not depend on i there (paper2.md §2, sliding window).
-    Row 0 (a single key) is never measured.
-    """
-    if name == "all":
-        return 1, seq_len
-    if name == "late":
-        return max(1, seq_len // 2), seq_len
-    m = re.fullmatch(r"full(\d+)", name)
-    if m:
-        w = int(m.group(1))
-        return max(1, w), max(1, seq_len - w)
-    m = re.fullmatch(r"early(\d+)", name)
-    if m:
-        return 1, min(int(m.group(1)), seq_len)
-    raise ValueError(
-        f"unknown query window {name!r}; use 'all', 'late', 'early<K>' (e.g. 'early16') or "
-        "'full<W>' (rows whose sliding window W is full, e.g. 'full32')"
-    )
 
 
 def pair_mask(
