@@ -682,7 +682,7 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
         "results/scores/smollm2-135m/kjv-chunks128-bos/identity_rope+plant_stream2+bidirectional.zarr",
         "results/scores/smollm2-135m/kjv-chunks128-bos/identity_rope+plant_stream3+bidirectional.zarr",
     ]
-    assert len(paper.leakage_variants("llama-3.2-1b", "wiki-chunks256")) == 12
+    assert len(paper.leakage_variants("llama-3.2-1b", "wiki-chunks256")) == 16
     with pytest.raises(
         ConfigError, match="no leakage experiment names model 'phi-4' with dataset 'wiki-chunks256'"
     ):
