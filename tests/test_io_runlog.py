@@ -1,4 +1,5 @@
-"""A job's run log and its process settings (causalpos.io.runlog): the BLAS threads it bounds."""
+"""A job's run log and its process settings (causalpos.io.runlog): logged bounds the OpenBLAS
+pools already loaded to the job's threads (causalpos.io.threads)."""
 
 from __future__ import annotations
 

@@ -192,12 +192,20 @@ def test_reducer_memory_is_the_state_the_reducers_allocate(monkeypatch):
             r.update(layer, scores, np.arange(b))
     state = sum(x.numel() * 8 for x in (*reducers[0]._s1.values(), *reducers[0]._s2.values()))
     state += sum(x.numel() * 8 for x in reducers[1]._sum.values())
+    # leakage: per layer the summed logits (head, T, T) and the summed log Z (head, T); the
+    # summed log-attention map is formed from both in result()
+    assert [tuple(x.shape) for x in reducers[2]._map_sum.values()] == [(3, t, t)] * 2
+    assert [tuple(x.shape) for x in reducers[2]._lz_sum.values()] == [(3, t)] * 2
     state += sum(x.numel() * 8 for x in reducers[2]._map_sum.values())
+    state += sum(x.numel() * 8 for x in reducers[2]._lz_sum.values())
     expected = stages_extract.reducer_memory(
         Small, t, ["moments", "groups", "leakage"], n_groups=g, batch_size=b
     )
-    # the formula adds one moments map buffer and the leakage chunk's temporaries
-    assert expected - state == 3 * t * t * 8 + 128 * b * 3 * t * t
+    # the formula adds one moments map buffer and the leakage chunk's temporaries, and counts two
+    # (layer, head, T, T) mean-map sums (logits, log-attention) where the reducer holds the
+    # logits' and the (layer, head, T) log Z sum
+    maps_over_lz = 2 * 3 * (t * t - t) * 8
+    assert expected - state == 3 * t * t * 8 + 128 * b * 3 * t * t + maps_over_lz
 
 
 def test_auto_batch_size_sets_the_reducers_memory_aside(monkeypatch):

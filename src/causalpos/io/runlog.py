@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from causalpos.io.threads import bound_threads
+
 
 class Terminated(SystemExit):
     """Raised in a job's main thread on SIGTERM (exit status 128 + 15), so that ``finally``
@@ -366,53 +368,6 @@ def numpy_small_pages() -> bool:
     return True
 
 
-#: Thread counts torch (OpenMP, MKL) and numpy's BLAS read when they load.
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-#: The C functions that set an OpenBLAS pool's threads: numpy's and scipy's bundled builds
-#: (``scipy_openblas``, 64- and 32-bit integers), a system OpenBLAS.
-_OPENBLAS_SETTERS = (
-    "scipy_openblas_set_num_threads64_",
-    "scipy_openblas_set_num_threads",
-    "openblas_set_num_threads64_",
-    "openblas_set_num_threads",
-)
-
-
-def bound_loaded_blas(threads: int) -> list[str]:
-    """Set the threads of every OpenBLAS already loaded in this process (numpy's, scipy's) to
-    ``threads``; returns the libraries set. OpenBLAS reads ``OPENBLAS_NUM_THREADS`` only when it
-    loads, so a job whose script imported numpy before :func:`logged` would otherwise keep a
-    pool of one thread per core. Linux (the libraries are found in ``/proc/self/maps``); elsewhere
-    nothing is set.
-
-    Measured (2026-11-27, the shared 2-core build machine, torch loaded and set to one thread):
-    five ``numpy.linalg.eigh`` of a 640 × 640 matrix took 2.95 CPU-s with numpy's default pool of
-    two threads and 0.28 once it was set to one; the designs of a Gemma-3 extraction job are
-    such eigen-decompositions.
-    """
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return []
-    import ctypes
-
-    done = []
-    for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so[.\d]*)", maps))):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in _OPENBLAS_SETTERS:
-            setter = getattr(lib, name, None)
-            if setter is not None:
-                setter.argtypes, setter.restype = [ctypes.c_int], None
-                setter(int(threads))
-                done.append(path)
-                break
-    return done
-
-
 @contextlib.contextmanager
 def logged(
     log_path: str | os.PathLike | None,
@@ -436,7 +391,8 @@ def logged(
     Also bounds torch/BLAS threads to ``threads`` (Snakemake's ``threads:``), so a job never uses
     more cores than the scheduler gave it: through the environment, which torch and the BLAS
     libraries read when they load, so a job that needs no model never imports torch (1.3 s of
-    CPU per job); torch and OpenBLAS already loaded are set directly (:func:`bound_loaded_blas`). Freed memory is kept for reuse
+    CPU per job); torch and OpenBLAS already loaded are set directly
+    (:func:`causalpos.io.threads.bound_threads`). Freed memory is kept for reuse
     (:func:`keep_freed_memory`), and the garbage collector runs less often (:func:`job_collector`);
     ``huge_pages`` False: numpy's arrays are not madvised as huge pages
     (:func:`numpy_small_pages`, for the jobs whose work is numpy's large arrays).
@@ -452,12 +408,7 @@ def logged(
     if "causalpos.io.store" in sys.modules:  # what an earlier job in this process opened
         sys.modules["causalpos.io.store"]._OLDER.clear()
     if threads:
-        for var in _THREAD_VARS:
-            os.environ[var] = str(int(threads))
-        if "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(int(threads))
-        if "numpy" in sys.modules:  # its BLAS already loaded: set its pool directly
-            bound_loaded_blas(int(threads))
+        bound_threads(int(threads))
     if log_path is None:
         with stop_on_sigterm(), job_collector():
             yield
