@@ -272,8 +272,8 @@ class Setting:
 
 @functools.lru_cache(maxsize=64)
 def readings(s: Setting, amp: float) -> dict[str, np.ndarray]:
-    """Per prompt set (sets,): ρ̂, lo, hi, p (:func:`intervals`) and N̂ (``num``) at amplitude
-    ``amp``, in blocks of :data:`BLOCK` sets (one generator seeded by ``s.seed``: the cells of one
+    """Per prompt set (sets,): ρ̂, lo, hi, p (:func:`intervals`), and of the numerator alone N̂
+    (``num``), its interval (``num_lo``, ``num_hi``), α̂ and Var*(N*) at amplitude ``amp``, in blocks of :data:`BLOCK` sets (one generator seeded by ``s.seed``: the cells of one
     world and n at different amplitudes share their tokens and noise; fresh multipliers a
     block)."""
     rng = np.random.default_rng(s.seed)
@@ -283,7 +283,10 @@ def readings(s: Setting, amp: float) -> dict[str, np.ndarray]:
         g = grams_for(y, s.world.T, s.handling)
         xi = RP.rademacher(s.n, s.n_boot, seed=10_000 * s.seed + b0 + 1)
         r = intervals(g, xi)
-        r["num"] = RP.quadratic_form(g["num"].sum(1), np.ones((1, s.n)))[0]
+        # the numerator alone (N = Σ_h N_h): its interval, α̂ and Var*(N*) (the variance model)
+        u = RP.u_replicates(g["num"].sum(1), xi)
+        r["num"], r["alpha"], r["var"] = u["est"], u["alpha"], u["var"]
+        r["num_lo"], r["num_hi"] = I.bounds(I.inverted(u, s.n, LEVEL), LEVEL)
         parts.append(r)
     return {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
 
@@ -308,7 +311,9 @@ def measure(s: Setting) -> dict[str, float]:
     """Coverage of the true ρ (closed form, :func:`truth`) by the 95 % interval with its binomial
     SE, misses below (hi < ρ) and above (lo > ρ), the rejection rate of the sign-flip test at
     α = 0.05, the bias of ρ̂ (mean of ρ̂ − ρ, relative to ρ where ρ > 0) and SD(ρ̂) over the
-    setting's prompt sets."""
+    setting's prompt sets; of the numerator alone (the diagnosis of a miss): its interval's misses
+    below and above N = n(n − 1) Σ_h ‖P_Δ μ_h‖², the mean replicate variance over Var N̂, the
+    correlation of N̂ with α̂ (the variance model's slope) and the skewness of N̂."""
     amp = amplitude(s)
     r = readings(s, amp)
     num, den = truth(s.world, amp, s.handling)
@@ -317,8 +322,15 @@ def measure(s: Setting) -> dict[str, float]:
     cov = 1.0 - below - above
     err = r["rho"] - rho
     rel = rho > 1e-9  # a ρ of 0 up to the projectors' rounding: the bias in ρ's units
+    n_true = num * s.n * (s.n - 1)
+    d = r["num"] - r["num"].mean()
     return {
         "rho": rho,
+        "num_below": float((r["num_hi"] < n_true).mean()),
+        "num_above": float((r["num_lo"] > n_true).mean()),
+        "var_ratio": float(r["var"].mean() / r["num"].var()),
+        "corr_alpha": float(np.corrcoef(r["num"], r["alpha"])[0, 1]),
+        "skew": float((d**3).mean() / r["num"].std() ** 3),
         "coverage": cov,
         "se": float(np.sqrt(cov * (1.0 - cov) / s.sets)),
         "below": below,
@@ -362,24 +374,37 @@ def main(argv=None) -> None:
     ap.add_argument("--n", type=int, nargs="+", default=[16, 32])
     ap.add_argument("--k-sd", type=float, nargs="+", default=[0.0, 3.0])
     ap.add_argument("--worlds", nargs="+", default=list(WORLDS), choices=list(WORLDS))
+    ap.add_argument("--no-t", action="store_true", help="diagnostic: t_{n-1}/z factor set to 1")
     a = ap.parse_args(argv)
+    if a.no_t:  # not the library's interval: the share of the t factor in a cell's coverage
+        I._t_factor = lambda n, level: 1.0
+        print("DIAGNOSTIC: the t_{n-1}/z factor of inference.inverted set to 1\n")
     print(f"{a.sets} prompt sets a cell, {a.n_boot} multipliers a set, level {LEVEL}\n")
     print("True ρ at a = 0 (closed form) by key-0 handling:\n")
     print("\n".join(key0_table()) + "\n")
     print("| world | handling | n | a (SD) | true ρ | coverage ± SE | below | above | p ≤ 0.05 "
           "| bias of ρ̂ | SD(ρ̂) | CPU s |")  # fmt: skip
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cells = []
     for name in a.worlds:
         world, handling = WORLDS[name]
         for n in a.n:
             for k in a.k_sd:
                 t0 = time.process_time()
                 m = measure(Setting(world, n, k, handling, a.sets, a.n_boot))
+                cells.append((name, n, k, m))
                 bias = f"{m['bias_mean']:+.1%}" if m["rho"] > 1e-9 else f"{m['bias_mean']:+.5f}"
                 print(f"| {name} | {handling} | {n} | {k:g} | {m['rho']:.5f} | "
                       f"{m['coverage']:.1%} ± {m['se']:.1%} | {m['below']:.1%} | {m['above']:.1%} "
                       f"| {m['reject']:.1%} | {bias} | {m['sd']:.5f} "
                       f"| {time.process_time() - t0:.0f} |", flush=True)  # fmt: skip
+
+    print("\nThe numerator N alone (its interval; α̂ the variance model's slope):\n")
+    print("| world | n | a (SD) | N: below | N: above | mean Var*/Var N̂ | corr(N̂, α̂) | skew N̂ |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, n, k, m in cells:
+        print(f"| {name} | {n} | {k:g} | {m['num_below']:.1%} | {m['num_above']:.1%} | "
+              f"{m['var_ratio']:.2f} | {m['corr_alpha']:+.2f} | {m['skew']:+.2f} |")  # fmt: skip
 
 
 #: The worlds of the table: (world, key-0 handling of the fit), all with a fixed BOS at key 0.

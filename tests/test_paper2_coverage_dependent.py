@@ -104,3 +104,14 @@ def test_the_intervals_are_the_headlines_pooled_reading():
         one = X.estimate({k: v[s : s + 1] for k, v in g.items()}, xi, lean=True)
         got = [r["rho"][s], r["lo"][s], r["hi"][s]]
         np.testing.assert_allclose(got, [one["pooled"], one["pooled_lo"], one["pooled_hi"]], 1e-9)
+
+
+def test_the_sign_flip_tests_size_on_dependent_text_with_a_fixed_bos():
+    # ρ = 0 exactly (sticky tokens, additive content, the landmark): the one-sided sign-flip test
+    # of N = 0 from the intervals' multipliers rejects at α = 0.05 within the two-sided 99 %
+    # binomial band of 0.05 over the 1,000 prompt sets
+    w, h = CD.WORLDS["sticky-additive"]
+    sets = 1000
+    m = CD.measure(CD.Setting(w, 32, 0.0, h, sets, 1000, seed=7))
+    assert abs(m["rho"]) < 1e-12
+    assert abs(m["reject"] - 0.05) <= 2.576 * np.sqrt(0.05 * 0.95 / sets)
