@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.scorecard.paper2 import architectures
+from causalpos.scorecard.paper2_kinds import power_note
 from causalpos.scorecard.rows import (
     CHECKS,
     NOT_APPLICABLE,
@@ -309,6 +310,9 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             if full_window
             else "the causal-mask component is a check (> 0 for any causal softmax)"
         )
+        n = int(r["n_sequences"]) if "n_sequences" in r and pd.notna(r["n_sequences"]) else 0
+        power = power_note(verdict, comps["residual"], float(t["threshold"]), n)
+        note = f"{note}; {power}" if power else note
         rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
 

@@ -41,7 +41,7 @@ def prompts_needed(est: float, lo: float, hi: float, threshold: float, n: int) -
     return int(np.ceil(n * ((Z_INTERVAL + Z_POWER) * se / abs(est - threshold)) ** 2))
 
 
-def _power_note(verdict: str, vals, threshold: float, n: int) -> str:
+def power_note(verdict: str, vals, threshold: float, n: int) -> str:
     if verdict != INCONCLUSIVE:
         return ""
     need = prompts_needed(*vals, threshold, n)
@@ -77,7 +77,8 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
     thr = float(t["threshold"])
     for r, twin, n in zip(d.itertuples(), text_column(d, "init_of"), _n_prompts(d)):
         vals = (r.residual_stream, r.residual_stream_lo, r.residual_stream_hi)
-        label = f"{t['label']} ({r.model}, {r.dataset}, {r.layer_kind}: {r.n_layers} layers)"
+        n_layers = int(r.n_layers) if pd.notna(r.n_layers) else "?"
+        label = f"{t['label']} ({r.model}, {r.dataset}, {r.layer_kind}: {n_layers} layers)"
         measured = (
             f"residual stream {fmt_ci(*vals)}; total {fmt_ci(r.total, r.total_lo, r.total_hi)}"
         )
@@ -85,7 +86,7 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
         verdict = positive(vals[1:], thr)
-        note = _power_note(verdict, vals, thr, n)
+        note = power_note(verdict, vals, thr, n)
         rows.append(target_row(t, label, measured, verdict, src, note=note))
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 
@@ -117,7 +118,7 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
             continue
         verdict = positive(vals[1:], thr)
         rows.append(
-            target_row(t, label, measured, verdict, src, note=_power_note(verdict, vals, thr, n))
+            target_row(t, label, measured, verdict, src, note=power_note(verdict, vals, thr, n))
         )
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from causalpos.models.layer_kinds import masks_anything
+from causalpos.models.layer_kinds import LAYER_KIND, masks_anything
 from causalpos.models.variants import parse_variant
 from causalpos.paper2.prompts import pool_small_strata
 from causalpos.paper2.settings import LeakageSettings
@@ -92,6 +92,8 @@ def leakage(
             "prepend_bos": str(d.get("prepend_bos", "false")),
         }
     first = next(iter(opened.values()))
+    if LAYER_KIND in first.coords and "layer" in ds.dims:  # each layer's mask, from the capture
+        ds = ds.assign_coords({LAYER_KIND: first[LAYER_KIND].sel(layer=ds["layer"])})
     ds.attrs.update(
         {
             "seq_len": int(first.attrs.get("seq_len", first.sizes.get("query", 0))),

@@ -401,4 +401,5 @@ def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         dec = dec.merge(d[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
     dec = dec.rename(columns={"exp_condition": "condition", "exp_window": "window"})
     dec.insert(3, "reading", EXPECTED_MAP)
+    dec["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
     return dec
