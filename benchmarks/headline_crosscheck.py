@@ -62,6 +62,7 @@ def split_ratio(ma: np.ndarray, mb: np.ndarray, mask: np.ndarray) -> float:
 def half_maps(model, tokens, variant: str) -> dict[str, np.ndarray]:
     """Mean logit and log-attention maps (layer, head, T, T) of ``tokens`` under ``variant``."""
     from causalpos.capture.hook import capture_scores
+    from causalpos.paper2.estimator.storeview import map_sums
     from causalpos.paper2.extraction.reducers import LeakageReducer
 
     red = LeakageReducer(fits=("saturated+query",), windows=("all",), mean_maps=True)
@@ -69,10 +70,7 @@ def half_maps(model, tokens, variant: str) -> dict[str, np.ndarray]:
         model, tokens, CaptureRun(variant, 8, seed=0, progress=False), reducers=[red]
     )
     n = float(ds["leak_map_count"])
-    return {
-        t: ds["leak_map_sum"].sel(leak_target=t).values.astype(np.float64) / n
-        for t in ("logit", "logattn")
-    }
+    return {t: map_sums(ds, t) / n for t in ("logit", "logattn")}
 
 
 def main(argv=None) -> int:

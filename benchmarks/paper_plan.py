@@ -20,9 +20,9 @@ The arithmetic (every constant below is a measurement, named where it was made):
 - disk = the prepared weights (bf16) + paper 1's stores (a dataset of one shard: the final ones;
   of several: one per shard until the merge, and the merged one) at 0.47 of their float32 size, and the normalized maps at 0.50 of the mean maps'
   (the 1B stand-in's stores on 2026-11-26: 2.06 GB for 4.43 GB, 1.07 GB for 2.15 GB: the masked
-  half of every causal map is NaN and compresses away) + paper 2's summed maps (float32, one
-  pair per variant, per shard and merged; measured 0.95 of their size bidirectional, 0.52 causal:
-  counted whole).
+  half of every causal map is NaN and compresses away) + paper 2's summed maps (float32 logits
+  and float64 log Z per query row, per variant, per shard and merged; measured 0.95 of their size
+  bidirectional, 0.52 causal: counted whole).
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def plan(config: dict) -> list[dict]:
             stores = 0.0
             for names in variants.values():
                 stores += STORE_COMPRESSION * F.map_store_bytes(shape, T, names, n_groups=groups)
-                if "leakage" in names:  # the summed logit and log-attention maps, float32
-                    stores += 2 * cells * 4
+                if "leakage" in names:  # the summed logits (float32) and log Z (float64)
+                    stores += F.leakage_sums_bytes(shape.layers, shape.heads, T, 4)
             what = f"{d}, {len(variants)} variant{'s' * (len(variants) > 1)}, {n_shards} shard"
             rows.append(
                 _row(

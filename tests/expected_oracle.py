@@ -26,15 +26,17 @@ def expected_leakage(
 ) -> xr.Dataset:
     """Headline leakage (ΔR² of the expected map) of one window and target of a leakage store.
 
-    Needs the reducer's ``leak_offsum``, ``leak_key0sum``, ``leak_rowsum``, ``leak_sst`` and
-    ``leak_map_sum`` (``LeakageReducer(expected_stats=True, mean_maps=True)``), and its attrs
+    Needs the reducer's ``leak_offsum``, ``leak_key0sum``, ``leak_rowsum``, ``leak_sst``,
+    ``leak_map_sum`` and ``leak_logz_sum`` (``LeakageReducer(expected_stats=True,
+    mean_maps=True)``), and its attrs
     ``leak_pair_subsample``, ``leak_seed`` for the measured pairs.
 
     Returns ``exp_delta``/``exp_lo``/``exp_hi``/``exp_num``/``exp_den``/``exp_p``/``exp_q``/
     ``exp_significant`` (layer, head); ``exp_layer*`` (layer); ``exp_pooled*`` (); and
     ``exp_resid_share`` (), the share of D̂ whose resampling is held at its mean;
     ``exp_den_rounding`` (), a bound on the relative error of the pooled D̂ from the precision of
-    ``leak_map_sum`` (the final store keeps maps in float32: ‖C S‖² is then good to ≈ 3u‖S‖²). exp_num and
+    ``leak_map_sum`` (the final store keeps the summed logits in float32: ‖C S‖² is then good to
+    ≈ 3u‖S‖², storeview.rounding_bound). exp_num and
     exp_den are per prompt pair (N̂, D̂ / (n(n − 1))). ``*_sst``, ``*_sst_lo``, ``*_sst_hi``: the
     companion ρ_SST = N̂/(n(n − 1)) / mean SST_p and its CI (module docstring).
     """

@@ -96,8 +96,18 @@ def test_extract_request_closed_form():
     two = F.extract_request(
         shape, n, "bfloat16", job({"a": ["moments", "groups"], "b": ["leakage"]}, "cuda")
     )
-    leak = 2 * 32 * cell * 8 + 128 * 2 * cell  # mean maps + one chunk of the batch of 2
-    assert leak > state and two == {**gpu, "gpu_mb": -(-(2 * n + leak) // 10**6)}
+    # summed logits (layer, head, T, T) and log Z (layer, head, T) + one chunk of the batch of 2
+    leak = 32 * (cell + 32 * 1024) * 8 + 128 * 2 * cell
+    assert leak < state and two == gpu
+    # and where the leakage variant's is the larger (a batch of 4), that one
+    big = F.extract_request(
+        shape,
+        n,
+        "bfloat16",
+        F.ExtractJob(1024, {"a": ["moments", "groups"], "b": ["leakage"]}, 20, 250, 4, "cuda"),
+    )
+    leak = 32 * (cell + 32 * 1024) * 8 + 128 * 4 * cell
+    assert leak > state and big == {**gpu, "gpu_mb": -(-(2 * n + leak) // 10**6)}
 
 
 def _validated(cfg: dict) -> dict:
@@ -230,14 +240,15 @@ def test_store_requests_closed_form():
     cells = 16 * 32 * 1024**2
     store = F.variant_store_bytes(shape, 1024, ["moments", "groups"], n_groups=2)
     assert store == 2 * cells * 4 + 2 * 16 * 1024**2 * 4
+    # the summed logits (layer, head, T, T) and log Z (layer, head, T), float64 in the merge
     assert (
         F.variant_store_bytes(shape, 256, ["leakage", "sink"], n_groups=2)
-        == 2 * 16 * 32 * 256**2 * 8
+        == 16 * 32 * 256 * (256 + 1) * 8
     )
     assert F.merge_request(store)["mem_mb"] == -(-(2 * 2**30 + 3.0 * store) // 10**6)
     assert F.normalize_request(shape, 1024)["mem_mb"] == -(-(2 * 2**30 + 6.0 * cells * 4) // 10**6)
     assert F.leakage_request(shape, 256, 12)["mem_mb"] == -(
-        -(2 * 2**30 + 1.25 * 12 * 2 * 16 * 32 * 256**2 * 4) // 10**6
+        -(2 * 2**30 + 1.25 * 12 * 16 * 32 * 256 * (256 * 4 + 8)) // 10**6
     )
 
 

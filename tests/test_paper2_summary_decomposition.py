@@ -109,7 +109,7 @@ def test_the_permutation_test_runs_per_mask_pattern(runs):
     )
     p = summ["p_value"].sel(variant="causal", target="logit")
     assert np.isfinite(p.values).all() and p.shape == (2, HEADS)
-    maps = runs["ring"]["leak_map_sum"].sel(leak_target="logit").values
+    maps = runs["ring"]["leak_map_sum"].values  # the summed logits (layer, head, T, T)
     groups = pattern_groups(runs["ring"], maps)
     assert [g.tolist() for g, _ in groups] == [[0], [1]]
     for (_idx, mask), kind in zip(groups, KINDS):

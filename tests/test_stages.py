@@ -152,10 +152,12 @@ def test_reducer_memory_is_the_state_the_reducers_allocate(monkeypatch):
 
     m = stages_extract.reducer_memory(Cfg, 1024, ["moments", "groups"], n_groups=20)
     assert m == (2 * 32 + 1) * 32 * 2**20 * 8 + 20 * 32 * 2**20 * 8
-    # leakage: mean maps plus one chunk's temporaries; a known batch bounds the chunk
+    # leakage: the summed logits (layer, head, T, T) and log Z (layer, head, T) plus one chunk's
+    # temporaries; a known batch bounds the chunk
     cell = 32 * 256 * 256
+    sums = 32 * (cell + 32 * 256) * 8
     full = stages_extract.reducer_memory(Cfg, 256, ["leakage", "sink"], n_groups=1)
-    assert full == 2 * 32 * cell * 8 + 128 * (WORK_CELLS // cell) * cell
+    assert full == sums + 128 * (WORK_CELLS // cell) * cell
     # on an 80 GB card: one cell per KiB of the card
     monkeypatch.setattr(
         torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(total_memory=80e9)
@@ -168,9 +170,9 @@ def test_reducer_memory_is_the_state_the_reducers_allocate(monkeypatch):
         )
     finally:
         work_cells.cache_clear()
-    assert gpu == 2 * 32 * cell * 8 + 128 * (int(80e9 // 1024) // cell) * cell
+    assert gpu == sums + 128 * (int(80e9 // 1024) // cell) * cell
     two = stages_extract.reducer_memory(Cfg, 256, ["leakage"], n_groups=1, batch_size=2)
-    assert two == 2 * 32 * cell * 8 + 128 * 2 * cell
+    assert two == sums + 128 * 2 * cell
     no_maps = stages_extract.reducer_memory(
         Cfg, 256, ["leakage"], n_groups=1, leakage={"mean_maps": False}, batch_size=2
     )
@@ -201,11 +203,8 @@ def test_reducer_memory_is_the_state_the_reducers_allocate(monkeypatch):
     expected = stages_extract.reducer_memory(
         Small, t, ["moments", "groups", "leakage"], n_groups=g, batch_size=b
     )
-    # the formula adds one moments map buffer and the leakage chunk's temporaries, and counts two
-    # (layer, head, T, T) mean-map sums (logits, log-attention) where the reducer holds the
-    # logits' and the (layer, head, T) log Z sum
-    maps_over_lz = 2 * 3 * (t * t - t) * 8
-    assert expected - state == 3 * t * t * 8 + 128 * b * 3 * t * t + maps_over_lz
+    # the formula adds one moments map buffer and the leakage chunk's temporaries to the state
+    assert expected - state == 3 * t * t * 8 + 128 * b * 3 * t * t
 
 
 def test_auto_batch_size_sets_the_reducers_memory_aside(monkeypatch):

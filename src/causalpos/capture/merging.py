@@ -70,7 +70,8 @@ def merge_group_means(parts: Sequence[xr.Dataset]) -> xr.Dataset:
 
 
 def merge_leakage(parts: Sequence[xr.Dataset]) -> xr.Dataset:
-    """Exact merge of shard results: per-sequence arrays concatenated (sorted by id), map sums added."""
+    """Exact merge of shard results: per-sequence arrays concatenated (sorted by id), the summed
+    logits ``leak_map_sum``, log Z ``leak_logz_sum`` and their count added."""
     parts = list(parts)
     if not parts:
         raise ValueError("LeakageReducer.merge needs at least one shard result")
@@ -92,7 +93,8 @@ def merge_leakage(parts: Sequence[xr.Dataset]) -> xr.Dataset:
     merged = xr.concat([p[per_seq] for p in parts], dim="sequence").sortby("sequence")
     out = merged.assign(leak_floor=first["leak_floor"], leak_n_pairs=first["leak_n_pairs"])
     if "leak_map_sum" in first:
-        out["leak_map_sum"] = sum((p["leak_map_sum"] for p in parts[1:]), first["leak_map_sum"])
+        for k in ("leak_map_sum", "leak_logz_sum"):
+            out[k] = sum((p[k] for p in parts[1:]), first[k])
         out["leak_map_count"] = sum(
             (p["leak_map_count"] for p in parts[1:]), first["leak_map_count"]
         )

@@ -176,11 +176,12 @@ def reducer_state_bytes(
     :class:`ReducerPlan`).
 
     ``moments``: two (layer, head, T, T) sums and one map buffer; ``groups``: ``n_groups`` ×
-    (layer, T, T); ``leakage``: two (layer, head, T, T) mean-map sums unless ``mean_maps`` is
-    off. Llama-3.1-8B at T = 1,024: moments 16 GiB, 20 groups 5 GiB. The working memory is that
-    of one chunk of ``work_cells`` cells (:data:`WORK_CELLS` on CPU): ``batch_size`` sequences
-    where given and smaller. ``position0``: the (layer + 1, hidden) float32 states of the
-    shard's ``n_sequences``, and as much again for the value vectors at most.
+    (layer, T, T); ``leakage``: the (layer, head, T, T) sums of the logits and the (layer, head,
+    T) sums of log Z unless ``mean_maps`` is off. Llama-3.1-8B at T = 1,024: moments 16 GiB, 20
+    groups 5 GiB. The working memory is that of one chunk of ``work_cells`` cells
+    (:data:`WORK_CELLS` on CPU): ``batch_size`` sequences where given and smaller.
+    ``position0``: the (layer + 1, hidden) float32 states of the shard's ``n_sequences``, and as
+    much again for the value vectors at most.
     """
     cell = heads * seq_len * seq_len  # one sequence's (head, T, T) map
     total = 0
@@ -189,7 +190,7 @@ def reducer_state_bytes(
     if "groups" in names:
         total += plan.n_groups * layers * seq_len * seq_len * 8
     if "leakage" in names and plan.mean_maps:
-        total += 2 * layers * cell * 8
+        total += leakage_sums_bytes(layers, heads, seq_len, 8)
     if "position0" in names:
         total += 2 * plan.n_sequences * (layers + 1) * hidden * 4
     work = [WORK_BYTES_PER_CELL[n] for n in names if n in WORK_BYTES_PER_CELL]
@@ -199,6 +200,13 @@ def reducer_state_bytes(
             chunk = min(chunk, int(plan.batch_size) * cell)
         total += max(work) * chunk
     return int(total)
+
+
+def leakage_sums_bytes(layers: int, heads: int, seq_len: int, map_bytes: int) -> int:
+    """Bytes of the leakage reducer's summed maps: the logits' (layer, head, T, T) at
+    ``map_bytes`` a value (8 in float64, 4 in a final float32 store) and log Z's (layer, head, T)
+    in float64 (the summed log-attention maps are rebuilt from the two, never held)."""
+    return layers * heads * seq_len * (seq_len * map_bytes + 8)
 
 
 def sequence_bytes(
@@ -285,10 +293,11 @@ def extract_request(shape: Shape, n_params: int, dtype: str, job: ExtractJob) ->
             shape.heads, shape.hidden, shape.intermediate, seq_len, dtype_bytes(dtype)
         )
         if any("leakage" in names for names in variants.values()):
-            # the heap beside the state, and the result's float64 copy of the mean maps
+            # the heap beside the state, and the result's float64 copy of the summed maps
             cells = shape.layers * shape.heads * seq_len * seq_len
             per_cell = CPU_LEAKAGE_CELL_BYTES + CPU_LEAKAGE_CELL_BYTES_PER_SEQUENCE * n_sequences
-            store = max(store, cells * (per_cell + 16))
+            sums = leakage_sums_bytes(shape.layers, shape.heads, seq_len, 8)
+            store = max(store, cells * per_cell + sums)
         host = PROCESS_BYTES + w + state + batch * per + store
     else:
         host = PROCESS_BYTES + w + store
@@ -314,17 +323,19 @@ NORMALIZE_STORE_FACTOR = 6.0
 
 #: The ``leakage`` rule's peak over the summed maps of the variants it reads (float32, every
 #: variant at once). Measured (2026-11-26): 3,344 MB for 12 variants of 268 MB (Llama-3.2-1B's
-#: shape, T = 256, with the process), rounded up.
+#: shape, T = 256, with the process), rounded up; each variant's maps were then two float32
+#: (layer, head, T, T) arrays (logits and log-attention), where a store now keeps one and
+#: :func:`leakage_request` counts one: not re-measured since.
 LEAKAGE_MAPS_FACTOR = 1.25
 
 
 def variant_store_bytes(shape: Shape, seq_len: int, names: Sequence[str], *, n_groups: int) -> int:
     """Bytes of one variant's merged store before compression: its score maps
-    (:func:`map_store_bytes`) and, where paper 2's leakage reducer keeps them, its summed
-    logit and log-attention maps (float64, (2, layer, head, T, T))."""
+    (:func:`map_store_bytes`) and, where paper 2's leakage reducer keeps them, its summed logits
+    and log Z as the merge holds them (float64: :func:`leakage_sums_bytes`)."""
     total = map_store_bytes(shape, seq_len, names, n_groups=n_groups)
     if "leakage" in names:
-        total += 2 * shape.layers * shape.heads * seq_len * seq_len * 8
+        total += leakage_sums_bytes(shape.layers, shape.heads, seq_len, 8)
     return total
 
 
@@ -342,9 +353,9 @@ def normalize_request(shape: Shape, seq_len: int) -> dict[str, int]:
 
 
 def leakage_request(shape: Shape, seq_len: int, n_variants: int) -> dict[str, int]:
-    """``mem_mb`` of the ``leakage`` rule: the float32 summed logit and log-attention maps
-    ((2, layer, head, T, T)) of its ``n_variants`` score stores."""
-    maps = n_variants * 2 * shape.layers * shape.heads * seq_len * seq_len * 4
+    """``mem_mb`` of the ``leakage`` rule: the summed maps of its ``n_variants`` score stores
+    (float32 logits and float64 log Z: :func:`leakage_sums_bytes`)."""
+    maps = n_variants * leakage_sums_bytes(shape.layers, shape.heads, seq_len, 4)
     return {"mem_mb": _mb(PROCESS_BYTES + LEAKAGE_MAPS_FACTOR * maps)}
 
 

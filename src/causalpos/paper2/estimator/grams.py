@@ -21,12 +21,20 @@ from causalpos.paper2.estimator.pairgrams import (
     prompt_grams,
 )
 from causalpos.paper2.estimator.replicates import linear_parts, quadratic_form, u_replicates
-from causalpos.paper2.estimator.storeview import store_masks, store_stats
+from causalpos.paper2.estimator.storeview import map_sum, store_masks, store_stats
 from causalpos.paper2.extraction.design import Design, build_design, parse_fit
 from causalpos.paper2.prompts import PromptSet
 
 #: The store variables the headline reads.
-NEEDED = ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum", "leak_sst", "leak_delta")
+NEEDED = (
+    "leak_offsum",
+    "leak_key0sum",
+    "leak_rowsum",
+    "leak_map_sum",
+    "leak_logz_sum",
+    "leak_sst",
+    "leak_delta",
+)
 FIT = "saturated+query"
 #: The per-prompt statistics (prompt axis first) a group of layers stacks after the prompts'.
 _STAT_FIELDS = ("off", "rows", "key0", "sst")
@@ -237,6 +245,6 @@ class GramCache:
         """The run's expected map (head, T, T) of one layer and the keys its softmax allowed
         ((T, T) bool: finite in every head's summed map)."""
         ds = self.data(run)
-        msum = ds["leak_map_sum"].sel(leak_target=target, layer=layer).values.astype(np.float64)
+        msum = map_sum(ds, layer, target)
         allowed = np.isfinite(msum).all(0)
         return msum / self.n, allowed

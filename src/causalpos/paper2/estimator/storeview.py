@@ -1,8 +1,9 @@
 """A leakage store's expected-map statistics as the estimator reads them: label-indexed numpy views
-(:func:`store_view`), each layer's measured pairs (:func:`store_masks`), its per-prompt statistics
-(:func:`store_stats`) and Grams (:func:`store_grams`).
+(:func:`store_view`), each layer's summed maps (:func:`map_sum`), its measured pairs
+(:func:`store_masks`), its per-prompt statistics (:func:`store_stats`) and Grams
+(:func:`store_grams`).
 
-The headline estimator reads one (layer, target, window) slice of five variables per layer and
+The headline estimator reads one (layer, target, window) slice of six variables per layer and
 run, thousands of times in a summary; xarray's ``.sel`` costs ~1 ms a call, a numpy index
 microseconds. :func:`store_view` transposes each variable once (label axes first, a view of a
 loaded store) and keeps the view for as long as the Dataset lives; a slice of it holds the same
@@ -35,7 +36,8 @@ AXES = {
     ),
     "leak_key0sum": (("layer", "leak_target", "leak_exp_window"), ("sequence", "head")),
     "leak_rowsum": (("layer", "leak_target"), ("sequence", "head", "query")),
-    "leak_map_sum": (("layer", "leak_target"), ("head", "query", "key")),
+    "leak_map_sum": (("layer",), ("head", "query", "key")),
+    "leak_logz_sum": (("layer",), ("head", "query")),
     "leak_sst": (("layer", "leak_target", "leak_window"), ("sequence", "head")),
 }
 
@@ -45,6 +47,7 @@ class StoreView:
     arrays, not the Dataset)."""
 
     def __init__(self, ds: xr.Dataset):
+        _check_layout(ds)
         self._arrays = {
             var: ds[var].transpose(*lead, *rest).values
             for var, (lead, rest) in AXES.items()
@@ -92,6 +95,62 @@ def store_view(ds: xr.Dataset | StoreView) -> StoreView:
     return view
 
 
+#: The targets :func:`map_sum` rebuilds (``causalpos.paper2.extraction.metric.TARGETS``).
+MAP_TARGETS = ("logit", "logattn")
+
+
+def map_sum(ds: xr.Dataset | StoreView, layer, target: str) -> np.ndarray:
+    """One layer's maps of ``target`` summed over the store's sequences, (head, T, T) float64
+    (a new array), NaN where masked.
+
+    The store keeps the summed logits ``leak_map_sum`` and each query row's summed log Z
+    ``leak_logz_sum``; the summed log-attention maps are Σ_p (s_p − log Z_p) = Σ s − Σ log Z,
+    the subtraction done in float64 (bit for bit the reducer's float64 sums). ``ds``: a Dataset
+    (read directly, unless its :func:`store_view` exists) or its view."""
+    if target not in MAP_TARGETS:
+        raise ValueError(f"target {target!r} is not one of {list(MAP_TARGETS)}")
+    names = ("leak_map_sum",) if target == "logit" else ("leak_map_sum", "leak_logz_sum")
+    if not isinstance(ds, StoreView):
+        _check_layout(ds)
+        hit = _VIEWS.get(id(ds))
+        if hit is not None and hit[0]() is ds:
+            ds = hit[1]
+    if any(k not in ds for k in names):
+        raise KeyError(
+            f"the store lacks {[k for k in names if k not in ds]}: run extraction with "
+            "LeakageReducer(mean_maps=True)"
+        )
+    if isinstance(ds, StoreView):
+        parts = [ds.get(k, layer=layer) for k in names]
+    else:
+        parts = [ds[k].sel(layer=layer).transpose("head", "query", ...).values for k in names]
+    out = np.array(parts[0], dtype=np.float64)
+    if target == "logattn":
+        np.subtract(out, parts[1][..., None], out=out)
+    return out
+
+
+def map_sums(ds: xr.Dataset, target: str) -> np.ndarray:
+    """:func:`map_sum` of every layer of ``ds``, (layer, head, T, T) float64, filled layer by
+    layer."""
+    layers = ds["layer"].values
+    out = None
+    for k, layer in enumerate(layers):
+        one = map_sum(ds, layer, target)
+        if out is None:
+            out = np.empty((len(layers), *one.shape))
+        out[k] = one
+    return out
+
+
+def _check_layout(ds: xr.Dataset) -> None:
+    if "leak_map_sum" in ds and "leak_target" in ds["leak_map_sum"].dims:
+        raise ValueError(
+            "the store's leak_map_sum has a leak_target axis (the summed logit and log-attention "
+            "maps of an older layout, without leak_logz_sum): rebuild the store with this code"
+        )
+
+
 def window_pairs(
     allowed: np.ndarray, window: str, pair_subsample: int | None = None, seed: int = 0
 ) -> np.ndarray:
@@ -114,7 +173,7 @@ def store_stats(ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarra
     rows[..., :lo] = 0.0
     rows[..., hi:] = 0.0
     sel_e = dict(sel, leak_exp_window=window)
-    msum = v.get("leak_map_sum", **sel)[:, mask]  # (head, pair)
+    msum = map_sum(v, layer, target)[:, mask]  # (head, pair)
     return PromptStats(
         off=v.get("leak_offsum", **sel_e).astype(np.float64),  # (sequence, head, offset)
         rows=rows.astype(np.float64),
@@ -127,9 +186,8 @@ def store_stats(ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarra
 def store_masks(ds: xr.Dataset, window: str, target: str) -> dict:
     """Layer -> the measured pairs ((T, T) bool) of ``window`` in a leakage store: the allowed pairs
     of its summed maps ∧ the reducer's pair subsample (``leak_pair_subsample``, ``leak_seed``)."""
-    missing = [
-        k for k in ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum") if k not in ds
-    ]
+    need = ("leak_offsum", "leak_key0sum", "leak_rowsum", "leak_map_sum", "leak_logz_sum")
+    missing = [k for k in need if k not in ds]
     if missing:
         raise ValueError(
             f"the store lacks {missing}: run extraction with LeakageReducer(expected_stats=True, "
@@ -147,7 +205,7 @@ def store_masks(ds: xr.Dataset, window: str, target: str) -> dict:
     v = store_view(ds)
     kinds = layer_kind_of(ds)
     for layer in ds["layer"].values:
-        msum = v.get("leak_map_sum", layer=layer, leak_target=target)  # (head, T, T)
+        msum = map_sum(v, layer, target)  # (head, T, T)
         tri = np.tril(np.ones(msum.shape[-2:], dtype=bool))
         allowed = np.isfinite(msum).all(0) & tri
         if kinds is not None:  # the reducer measured the layer's pairs as trained
@@ -168,6 +226,20 @@ def layer_kind_of(ds: xr.Dataset) -> dict | None:
     return kinds_by_layer(ds) if LAYER_KIND in ds.coords else None
 
 
+def rounding_bound(unit: float, s2: float, r2: float, target: str) -> float:
+    """A bound on |‖C S̃‖² − ‖C S‖²| (C a centring, ‖C‖ ≤ 1) for a summed map S read as S̃ from a
+    store whose logit sums R are rounded to ``unit`` (u); ``s2`` = ‖S‖², ``r2`` = ‖R‖².
+
+    With E = S̃ − S the bound is 2‖S‖‖E‖ + ‖E‖². Logits (S = R, |E| ≤ u|R|): (2u + u²)‖S‖² ≤
+    3u‖S‖². Log-attention (S = R − log Z, the subtraction in float64, whose unit is ≤ u):
+    |E| ≤ u(1 + u)|R| + u|S| cell by cell, so ‖E‖ ≤ u((1 + u)‖R‖ + ‖S‖)."""
+    if target == "logit":
+        return 3 * unit * s2
+    s, r = np.sqrt(s2), np.sqrt(r2)
+    e = unit * ((1 + unit) * r + s)
+    return float(2 * s * e + e * e)
+
+
 def store_grams(
     ds: xr.Dataset,
     *,
@@ -178,18 +250,19 @@ def store_grams(
     plant: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], float]:
     """:func:`prompt_grams` of every layer of a leakage store (leading axes (layer, head)) and a
-    bound on the rounding of ‖C S‖² from the summed maps' precision (3u‖S‖²). ``plant`` (T,): a
-    query effect b added to every map (:func:`plant_query_effect`)."""
+    bound on the rounding of ‖C S‖² from the summed maps' precision (:func:`rounding_bound`).
+    ``plant`` (T,): a query effect b added to every map (:func:`plant_query_effect`)."""
     parse_fit(fit)
     masks = store_masks(ds, window, target)
     per_layer = []
-    unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the map sums
+    unit = np.finfo(ds["leak_map_sum"].dtype).eps / 2  # a float32 store rounds the logit sums
     rounding = 0.0
     designs: dict[bytes, Design] = {}  # layers usually share one pair mask
     v = store_view(ds)
     for layer, mask in masks.items():
-        msum = v.get("leak_map_sum", layer=layer, leak_target=target)
-        rounding += 3 * unit * float((msum[:, mask].astype(np.float64) ** 2).sum())
+        s2 = float((map_sum(v, layer, target)[:, mask] ** 2).sum())
+        r2 = s2 if target == "logit" else float((map_sum(v, layer, "logit")[:, mask] ** 2).sum())
+        rounding += rounding_bound(unit, s2, r2, target)
         key = np.packbits(mask).tobytes()
         if key not in designs:
             designs[key] = build_design(mask, fit, landmark=landmark)

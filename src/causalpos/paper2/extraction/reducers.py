@@ -48,7 +48,12 @@ class LeakageReducer:
     - ``leak_split``: (sequence, layer, head, leak_window, leak_fit, leak_term) float64, terms
       logit/logz/cross/logattn in units of SST(log-attention);
     - ``leak_floor`` (layer, leak_window, leak_fit) k/(N−1); ``leak_n_pairs`` (layer, leak_window);
-    - ``leak_map_sum`` (leak_target, layer, head, query, key) float64 and ``leak_map_count`` ();
+    - ``leak_map_sum`` (layer, head, query, key) float64, the logits summed over sequences (NaN
+      where masked), ``leak_logz_sum`` (layer, head, query) float64, each query row's log Z (the
+      logsumexp over its allowed keys) summed over sequences, and ``leak_map_count`` (); the
+      summed log-attention maps are ``leak_map_sum − leak_logz_sum`` broadcast over keys
+      (:func:`causalpos.paper2.estimator.storeview.map_sum`, bit for bit what this subtraction
+      gives in float64);
     - with ``expected_stats``, the per-prompt sufficient statistics of the expected-map estimator
       (:mod:`causalpos.paper2.estimator.expected`), sums of each map centred by its mean over all measured
       pairs, float32: ``leak_offsum`` (sequence, layer, head, leak_exp_window, leak_target,
@@ -62,7 +67,8 @@ class LeakageReducer:
         pair_subsample: if set, at most this many pairs per offset (stratified, seeded), the same
             pairs for every map.
         seed: seed of the pair subsample.
-        mean_maps: accumulate ``leak_map_sum`` (memory: 2 × layers × heads × T² float64).
+        mean_maps: accumulate ``leak_map_sum`` and ``leak_logz_sum`` (memory: layers × heads ×
+            T × (T + 1) float64).
         expected_stats: store the per-prompt sums the expected-map estimator needs, for every
             window (True) or the listed ones (a subset of ``windows``), and the summed maps its
             denominator reads (``mean_maps`` is then on). Per sequence, layer and head: 2 targets
@@ -323,14 +329,15 @@ class LeakageReducer:
             ("layer", "leak_window"),
             np.stack([self._meta[l][1] for l in layers]),
         )
-        if self.mean_maps:
-            sums = [
-                torch.stack([self._map_sum[l], self._map_sum[l] - self._lz_sum[l][..., None]])
-                for l in layers
-            ]
-            data["leak_map_sum"] = (
-                ("leak_target", "layer", "head", "query", "key"),
-                torch.stack(sums, dim=1).cpu().numpy(),
+        if self.mean_maps:  # logattn's sum is Σ s − Σ log Z: storeview.map_sum rebuilds it
+            # copied layer by layer: the device never holds a second copy of the sums
+            logits = np.empty((len(layers), n_heads, T, T))
+            for k, l in enumerate(layers):
+                logits[k] = self._map_sum[l].cpu().numpy()
+            data["leak_map_sum"] = (("layer", "head", "query", "key"), logits)
+            data["leak_logz_sum"] = (
+                ("layer", "head", "query"),
+                torch.stack([self._lz_sum[l] for l in layers]).cpu().numpy(),
             )
             counts = {self._count[l] for l in layers}
             if len(counts) != 1:

@@ -19,7 +19,7 @@ import xarray as xr
 from causalpos.models.layer_kinds import pattern
 from causalpos.models.variants import parse_variant
 from causalpos.paper2 import inference as inf
-from causalpos.paper2.estimator.storeview import layer_kind_of
+from causalpos.paper2.estimator.storeview import layer_kind_of, map_sums
 from causalpos.paper2.extraction.design import parse_fit
 from causalpos.paper2.extraction.metric import TARGETS, null_corrected
 from causalpos.paper2.labels import DEFAULT_CONDITIONS, STAT
@@ -107,7 +107,8 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
         if perm_variants is not None and v not in perm_variants:
             continue
         for ti, target in enumerate(TARGETS):
-            maps = ds["leak_map_sum"].sel(leak_target=target).values / float(ds["leak_map_count"])
+            maps = map_sums(ds, target)  # (layer, head, T, T) float64
+            maps /= float(ds["leak_map_count"])  # the prompt-mean maps
             # one test per mask pattern: layers of one kind share their pairs (a sliding and a
             # global layer at T > W do not), each measured on its pairs as trained
             for idx, mask in pattern_groups(ds, maps):
