@@ -566,6 +566,7 @@ TESTS = REPO / "tests"
 #: Test modules of the pipeline as a whole or of a tool beside the library (not of one module).
 NOT_A_MODULE = {
     "architecture": "the library's layout, import rules and limits",
+    "coverage_dependent": "benchmarks/coverage_dependent.py: the headline's interval coverage",
     "lint": "ruff, snakefmt and snakemake --lint over the repository",
     "envs": "the conda environments' pins against requirements.txt",
     "profiles": "the Snakemake profiles (profiles/)",

@@ -182,8 +182,8 @@ def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
                 for r in tested[tested_bad].itertuples()
             ]
             why = (
-                "the causal-mask share needs each condition's bidirectional run; missing for "
-                + ", ".join(missing)
+                "the causal-mask share needs each condition's run on the ring (its residual "
+                "stream); missing for " + ", ".join(missing)
             )
             rows.append(not_run(t, target, src, why))
             continue

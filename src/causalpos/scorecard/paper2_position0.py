@@ -69,15 +69,16 @@ def bos_rows(bos: pd.DataFrame | None, p0: pd.DataFrame | None, T: Mapping) -> l
         return [not_run(t, t["label"], src, "the config runs no BOS replacement", paper_value=pv)]
     rows = []
     if "measure" in bos:
-        # Table 9's C_res is the residual-stream component: the bidirectional runs' leakage (§3)
-        causal_only = bos[bos["measure"] != RESIDUAL_STREAM]
+        # Table 9's C_res is the residual-stream component: the ring runs' leakage (§3)
+        others = bos[bos["measure"] != RESIDUAL_STREAM]
         bos = bos[bos["measure"] == RESIDUAL_STREAM]
         if bos.empty:
-            col = "variant" if "variant" in causal_only else "intervention"
-            runs = ", ".join(sorted(set(causal_only[col].astype(str))))
+            col = "variant" if "variant" in others else "intervention"
+            runs = ", ".join(sorted(set(others[col].astype(str))))
             why = (
-                f"the BOS replacements were run causally only ({runs}); Table 9's residual-stream "
-                "component is the bidirectional-ablation leakage: add <replacement>+bidirectional"
+                f"no BOS replacement was run on the ring ({runs}); Table 9's residual-stream "
+                "component is the ring's leakage: add <replacement>+ring (a bidirectional run "
+                "gives paper 2's own reading, measure residual_stream_paper, in the table)"
             )
             return [not_run(t, t["label"], src, why, paper_value=pv)]
     if "status" in bos:
