@@ -318,11 +318,10 @@ def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else
     variants = default.extraction_variants("smollm2-135m", "kjv-chunks128-bos")
     assert sorted(p) == sorted(variants) and len(p) == 14
     assert variants[:2] == ["causal", "bidirectional"]
-    # position 0 is read in the forward passes of its conditions (causal, bidirectional,
-    # bos_replace_mean); bos_replace_mean is also a leakage run (Table 9 with the sinks kept)
-    p0 = {"causal", "bidirectional", "bos_replace_mean"}
+    # position 0 is read in the forward passes of its conditions (causal, bidirectional)
+    p0 = {"causal", "bidirectional"}
     assert {v for v in p if "position0" in p[v]["reducers"]} == p0
-    assert p["bos_replace_mean"]["reducers"] == ["leakage", "sink", "position0"]
+    assert p["bos_replace_mean"]["reducers"] == ["leakage", "sink"]
     assert p["bos_replace_all_gaussian"]["reducers"] == ["leakage", "sink"]
     assert {tuple(r for r in v["reducers"] if r != "position0") for k, v in p.items()} - {()} == {
         ("leakage", "sink")
@@ -338,8 +337,7 @@ def test_one_extraction_job_computes_what_its_pair_is_asked_for_and_nothing_else
     # paper 1's pairs read no position 0
     assert default.position0_conditions("smollm2-135m", "kjv-first256") == []
     assert trained.position0_inputs("trained-rope", "kjv-heldout128") == [
-        f"results/scores/trained-rope/kjv-heldout128/{c}.zarr"
-        for c in ("causal", "bidirectional", "bos_replace_mean")
+        f"results/scores/trained-rope/kjv-heldout128/{c}.zarr" for c in ("causal", "bidirectional")
     ]
     with pytest.raises(ConfigError, match="no stage asks for scores"):
         default.extraction_params("smollm2-135m", "kjv-heldout128")
@@ -375,7 +373,8 @@ def test_reducers_include_paper_2s_only_where_an_experiment_wants_them(default):
     off = lambda c: c["leakage"]["reducer"].update(expected_stats=[])  # noqa: E731
     plain = resolved("config.yaml", off)
     assert plain.leakage_reducer_kwargs("identity_rope+bidirectional")["mean_maps"] is False
-    assert plain.leakage_reducer_kwargs("bidirectional")["mean_maps"] is True
+    assert plain.leakage_reducer_kwargs("causal")["mean_maps"] is True
+    assert plain.leakage_reducer_kwargs("bidirectional")["mean_maps"] is False
     everyone = resolved(
         "config.yaml", lambda c: (off(c), c["leakage"].update(permutation_variants=None))
     )
@@ -663,7 +662,7 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
     ]
     assert pairs[("smollm2-135m", "random-chunks128-bos")] == ["causal", "ring"]
     assert pairs[("smollm2-135m", "kjv-chunks128")] == ["causal", "ring", "identity_rope+ring"]
-    assert len(pairs) == 6 and list(pairs)[:4] == [
+    assert len(pairs) == 5 and list(pairs)[:4] == [
         ("smollm2-135m", "kjv-chunks128-bos"),
         ("smollm2-135m-random", "kjv-chunks128-bos"),
         ("smollm2-135m", "random-chunks128-bos"),
@@ -687,11 +686,11 @@ def test_leakage_params(default):
         "'control_alpha': 0.05, 'control_margin_logattn': 0.002, 'control_margin_logit': 0.002, "
         "'fit': 'saturated+query', "
         "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_perm': 200, "
-        "'perm_variants': ['causal', 'bidirectional'], 'planted': 0.01, 'seed': 0, "
+        "'perm_variants': ['causal'], 'planted': 0.01, 'seed': 0, "
         "'stream_margin': 0.003, 'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
     )
     assert repr(default.position0_params()) == (
-        "{'conditions': ['causal', 'bidirectional', 'bos_replace_mean'], 'n_folds': 5, "
+        "{'conditions': ['causal', 'bidirectional'], 'n_folds': 5, "
         "'n_permutations': 100, 'ridge': 1.0, 'tau': 0.5}"
     )
 
@@ -710,7 +709,7 @@ def test_experiment_inputs_and_labels(smoke, default):
         "results/leakage/smollm2-135m/kjv-chunks128-bos.zarr",
         "results/leakage/smollm2-135m/random-chunks128-bos.zarr",
     ]
-    assert len(default.leakage_summary_stores()) == len(default.position0_stores()) == 6
+    assert len(default.leakage_summary_stores()) == len(default.position0_stores()) == 5
     assert default.leakage_pair_labels()[-1] == "gemma3-270m/kjv-chunks640-bos"
     with pytest.raises(ConfigError, match="leakage.experiments has no experiment 'ghost'"):
         default.experiment_labels("ghost")
@@ -859,7 +858,7 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 165 and len(set(targets)) == 165
+    assert len(targets) == 155 and len(set(targets)) == 155
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets

@@ -67,7 +67,7 @@ def test_the_default_configs_families_and_what_each_item_reads():
     for fig in sim.values():  # each figure reads its settings' stores, in the spec's order
         assert fig["stores"] == [f"results/sim/{s}.zarr" for s in fig["spec"]["settings"]]
     heads = r.paper2_heads_family()
-    assert len(heads) == len(r.leakage_pairs()) == 6
+    assert len(heads) == len(r.leakage_pairs()) == 5
     assert heads["smollm2-135m/kjv-chunks128-bos"] == {
         "store": "results/leakage/smollm2-135m/kjv-chunks128-bos.zarr",
         "outputs": [

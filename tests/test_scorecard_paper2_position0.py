@@ -148,7 +148,7 @@ def test_table9_scores_the_residual_stream_component_only(tmp_path):
     assert token["verdict"] == S.NOT_RUN and "'x'" in token["note"]
     causal_only = bos[bos["measure"] == "logit"]
     row = _one(_card(tmp_path, bos_effects=causal_only), "Table 9")
-    assert row["verdict"] == S.NOT_RUN and "+bidirectional" in row["note"]
+    assert row["verdict"] == S.NOT_RUN and "+ring" in row["note"]
 
 
 def test_claim7_position0_rows(tmp_path):
