@@ -436,6 +436,7 @@ def test_every_script_imports_the_library_of_its_own_checkout():
         assert Path(got) == REPO / "src", (script.name, got)
 
 
+@pytest.mark.slow
 def test_import_scan_finds_what_a_full_ast_walk_finds():
     # the scan visits statements only; every import in the package, the scripts, the tests and
     # a file with imports in each kind of block must be the ones ast.walk finds

@@ -232,6 +232,7 @@ def _leakage_with_se(groups, proj, centre) -> dict[str, tuple[float, float]]:
     return {"delta_r2": (est[0], se[0]), "delta_ss": (est[1], se[1])}
 
 
+@pytest.mark.slow
 def test_on_iid_tokens_the_bidirectional_pass_creates_position_and_the_ring_none():
     """i.i.d. tokens carry no position, so a pass that commutes with cyclic shifts (the ring)
     has an expected layer-1 map that is a function of (i - j) mod T: on the causal pairs, of the

@@ -320,6 +320,7 @@ with logged({str(log)!r}, 1, exit_when_done=True):
     assert "job failed: the disk is full" in log.read_text()
 
 
+@pytest.mark.slow
 def test_snakemake_leaves_a_symlinked_output_directory_alone_after_a_failed_job(tmp_path):
     """Snakemake's end-of-run clean-up removes an output's empty parent with os.removedirs and
     fails on one that is a symbolic link (NotADirectoryError: the control run below); the

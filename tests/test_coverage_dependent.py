@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import coverage_dependent as CD  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a simulation (≈ 5 CPU-s): the full suite runs it
+
 from causalpos.paper2.estimator import expected as X  # noqa: E402
 from causalpos.paper2.estimator import replicates as RP  # noqa: E402
 

@@ -104,6 +104,7 @@ def test_large_map_batches_agree():
     np.testing.assert_allclose(out[3], naive_normalize(m[3]), atol=2e-6)
 
 
+@pytest.mark.slow
 def test_normalized_at_is_normalize_at_the_cells_bit_for_bit_in_its_layout():
     rng = np.random.default_rng(11)
     m = rng.normal(size=(3, 4, 1100, 1100)).astype(np.float32)  # several batches, float32 in

@@ -215,6 +215,7 @@ def test_sigterm_stops_a_job_promptly_leaving_nothing_that_looks_finished(
     assert f"job stopped by {how}" in log.read_text()
 
 
+@pytest.mark.slow
 def test_sigint_to_snakemake_stops_its_running_jobs_at_once(tmp_path):
     """Snakemake 9 alone would wait for both jobs to finish (a minute here); with the workflow's
     forwarder (common.smk) they get SIGTERM and stop within seconds, leaving no output."""

@@ -26,6 +26,7 @@ def stores():
     }
 
 
+@pytest.mark.slow
 def test_fig1_annotates_the_closed_form(tmp_path):
     paths = [tmp_path / "fig1.png", tmp_path / "fig1.pdf"]
     got = F.draw_fig1(paths)
@@ -38,6 +39,7 @@ def test_fig1_annotates_the_closed_form(tmp_path):
     assert lim == (off.min(), off.max())
 
 
+@pytest.mark.slow
 def test_simulation_figure_limits_and_rows(tmp_path, stores):
     paths = [tmp_path / "sim.png"]
     got = F.draw_simulation(

@@ -277,6 +277,7 @@ def test_each_model_has_its_own_y_scale(summary, tmp_path, drawn):
     assert all(a["ylim"][0] <= 0 <= top <= a["ylim"][1] for a in quiet_axes)
 
 
+@pytest.mark.slow
 def test_grids_stay_legible_at_page_width(summary, tmp_path, drawn):
     """Eight models: at most three panels a row (two for claim 1, whose panels carry a pooled
     axes) and a figure near 10 inches wide, not one row of eight (5,537 px)."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from wfutil import REPO
 
 
+@pytest.mark.slow
 def test_snakemake_lint_is_clean():
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--lint", "-n"],

@@ -63,6 +63,7 @@ def test_both_paths_of_the_quadratic_form_equal_the_double_sum(n, b):
     assert np.abs(few - explicit[:3, 0, 0]).max() <= 1e-12 * np.abs(explicit).max()
 
 
+@pytest.mark.slow
 def test_the_plug_in_linear_part_doubles_the_degenerate_variance_at_the_null():
     # Why the percentile bootstrap over-covers: 4(n−1)² Σ ĝ1² ≈ 2 × 2n(n−1) E g2² at the null,
     # while the unbiased ζ̂1 is ≈ 0.

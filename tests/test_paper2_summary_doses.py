@@ -89,6 +89,7 @@ def _summary(runs, margin: float, free=(TWIN,)):
     return leakage_summary(runs, settings, position_free_runs=list(free))
 
 
+@pytest.mark.slow
 def test_dose_series_end_to_end_on_a_small_random_model(tiny_series):
     from causalpos.paper2.tables.assemble import paper2_tables
     from causalpos.scorecard.paper2_doses import dose_series_rows

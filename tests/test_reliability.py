@@ -474,6 +474,7 @@ with logged({log!r}, 1):
 """
 
 
+@pytest.mark.slow
 def test_an_interrupt_during_a_store_write_leaves_no_temporary(tmp_path):
     import signal
     import subprocess

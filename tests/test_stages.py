@@ -239,6 +239,7 @@ def _files(store) -> dict[str, bytes]:
     return {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_one_shard_extracted_into_final_stores_is_what_the_merge_of_its_shards_writes(tmp_path):
     """Rule ``extract_scores`` (a dataset of one shard) writes the pair's final stores itself,
     with no shard and no merge job. Every file of each store is byte for byte what
