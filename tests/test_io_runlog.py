@@ -10,34 +10,25 @@ import sys
 from pathlib import Path
 
 import pytest
+from blas_pools import POOLS
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # numpy (and its OpenBLAS) loaded with a pool of two threads before the job's block starts, as a
 # script that imports its stage first does; the pool's size read through OpenBLAS's own getter.
-_CHILD = r"""
+_CHILD = (
+    POOLS
+    + r"""
 import ctypes, json, re
 import numpy
 from causalpos.io import runlog
-
-def pools():
-    maps = open("/proc/self/maps").read()
-    out = {}
-    for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so[.\d]*)", maps))):
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                     "openblas_get_num_threads64_", "openblas_get_num_threads"):
-            get = getattr(lib, name, None)
-            if get is not None:
-                out[path] = get()
-                break
-    return out
 
 before = pools()
 with runlog.logged(None, 1):
     inside = pools()
 print(json.dumps({"before": before, "inside": inside}))
 """
+)
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="finds libraries in /proc")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from blas_pools import POOLS
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -17,22 +18,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # pool of two threads, as in a script that imports its stage before the job's block starts; each
 # pool's size read through OpenBLAS's own getter after each bound (bound_threads to 1, then
 # bound_loaded_blas back to 2).
-_CHILD = r"""
+_CHILD = (
+    POOLS
+    + r"""
 import ctypes, json, os, re
 from causalpos.io import threads
-
-def pools():
-    maps = open("/proc/self/maps").read()
-    out = {}
-    for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so[.\d]*)", maps))):
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                     "openblas_get_num_threads64_", "openblas_get_num_threads"):
-            get = getattr(lib, name, None)
-            if get is not None:
-                out[path] = get()
-                break
-    return out
 
 got = {"none_loaded": threads.bound_loaded_blas(1)}
 import numpy
@@ -44,6 +34,7 @@ got["set"] = threads.bound_loaded_blas(2)
 got["two"] = pools()
 print(json.dumps(got))
 """
+)
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="finds libraries in /proc")
