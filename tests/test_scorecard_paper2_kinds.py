@@ -80,7 +80,9 @@ def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
     short = table(
         "g4", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012), masks=False
     )
+    # a random-init twin (the tables' init_of names its model): a baseline, measured
     twin = table("gemma-random", (0.01, 0.008, 0.012), (0.0, -0.001, 0.001), (0.01, 0.008, 0.012))
+    twin["init_of"] = "gemma"
     rows = K.claim3_kind_rows(pd.concat([yes, no, maybe, short, twin]), T)
     got = {r.target.rsplit("(", 1)[1].split(",")[0]: r for r in rows}
     assert got["gemma"].verdict == REPRODUCED

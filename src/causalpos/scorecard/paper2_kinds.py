@@ -82,7 +82,7 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = (
             f"residual stream {fmt_ci(*vals)}; total {fmt_ci(r.total, r.total_lo, r.total_hi)}"
         )
-        if twin or "random" in str(r.model):
+        if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
         verdict = positive(vals[1:], thr)
@@ -113,7 +113,7 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
             why = "not applicable: window ≥ T (the sliding layers see what global ones see)"
             rows.append(target_row(t, label, measured, NOT_APPLICABLE, src, note=why))
             continue
-        if twin or "random" in str(r.model):
+        if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
         verdict = positive(vals[1:], thr)
