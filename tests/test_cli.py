@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from causalpos.cli import main
 from causalpos.io.compare_trees import compare_trees
@@ -118,3 +119,26 @@ def test_findings_fills_a_template_from_a_results_tree_and_refuses_what_does_not
     template.write_text("index 0.50\n")
     assert main(["findings", "--check", "--template", str(template)]) == 1
     assert "line 1: number '0.50' typed outside a reference" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", ["--rtol", "--atol"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "-1e-9", "x"])
+def test_diff_results_refuses_a_tolerance_that_is_not_a_finite_number_from_zero(
+    tmp_path, capsys, option, value
+):
+    a, b = _tree(tmp_path / "a"), _tree(tmp_path / "b", value=0.5)
+    with pytest.raises(SystemExit) as info:
+        main(["diff-results", str(a), str(b), f"{option}={value}"])  # "-inf": not an option
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument {option}: {value!r}" in err, err
+    said = "is not a number" if value == "x" else "a tolerance is a finite number >= 0"
+    assert said in err, err
+    with pytest.raises(ValueError, match=f"compare_trees: {option[2:]}="):
+        compare_trees(a, b, **{option[2:]: float("nan") if value == "x" else float(value)})
+
+
+def test_diff_results_takes_zero_and_finite_tolerances(tmp_path):
+    a, b = _tree(tmp_path / "a"), _tree(tmp_path / "b", value=0.25 + 1e-12)
+    assert main(["diff-results", str(a), str(b), "--atol", "0"]) == 1
+    assert main(["diff-results", str(a), str(b), "--rtol", "1e-9", "--atol", "0.0"]) == 0

@@ -10,6 +10,7 @@ causalpos findings --check                    # the template's rule: no number o
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from causalpos.paths import FINDINGS_TEMPLATE, MODELS_ROOT, RESULTS_ROOT, SCORECARD_CSV
@@ -25,6 +26,20 @@ SCORECARD_COLUMNS = ("paper", "target", "measured", "paper_value", "verdict")
 def _usage_error(message: str) -> int:
     print(f"causalpos: {message}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _tolerance(text: str) -> float:
+    """An argparse type: a finite number >= 0 (``--rtol`` / ``--atol``); NaN would make every
+    number compare different, inf or a negative one every number equal or none."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a tolerance is a finite number >= 0 (0, the default, compares exactly)"
+        )
+    return value
 
 
 def _diff_results(args: argparse.Namespace) -> int:
@@ -153,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     diff.add_argument("a")
     diff.add_argument("b")
-    diff.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default exact)")
-    diff.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default exact)")
+    for name, what in (("--rtol", "relative"), ("--atol", "absolute")):
+        diff.add_argument(
+            name, type=_tolerance, default=0.0, help=f"{what} tolerance, >= 0 (default exact)"
+        )
     verify = sub.add_parser(
         "verify",
         help="check every store of a results tree against its manifest and list stale "

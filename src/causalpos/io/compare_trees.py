@@ -8,6 +8,7 @@ ignored.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,11 @@ def _diff_text(a: Path, b: Path) -> str | None:
 def compare_trees(
     a: str | os.PathLike, b: str | os.PathLike, *, rtol: float = 0.0, atol: float = 0.0
 ) -> TreeDiff:
-    """Every table (CSV, TSV, Markdown) under ``a`` against the same path under ``b``."""
+    """Every table (CSV, TSV, Markdown) under ``a`` against the same path under ``b``;
+    ``rtol`` and ``atol`` finite and >= 0 (:class:`ValueError` otherwise)."""
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not math.isfinite(tol) or tol < 0:
+            raise ValueError(f"compare_trees: {name}={tol!r}; a tolerance is a finite number >= 0")
     a, b = Path(a), Path(b)
     for root in (a, b):
         if not root.is_dir():
