@@ -1152,6 +1152,39 @@ def test_schema_errors_are_summarized_short_and_name_the_key():
         assert f"`{key}`" in text and extra in text, text
 
 
+def test_every_seed_key_takes_exactly_what_torch_and_numpy_both_take():
+    import numpy as np
+    import torch
+
+    top = 2**64 - 1  # torch.manual_seed: -2**63 .. 2**64 - 1; numpy: no negative seed
+    torch.manual_seed(top)
+    np.random.default_rng(top)
+    with pytest.raises(ValueError):
+        torch.manual_seed(top + 1)
+    with pytest.raises(ValueError):
+        np.random.default_rng(-1)
+    torch.manual_seed(0)
+    keys = {
+        "seed": lambda c, v: c.update(seed=v),
+        "models.tiny-random.seed": lambda c, v: c["models"]["tiny-random"].update(seed=v),
+        "datasets.kjv-first24.seed": lambda c, v: c["datasets"]["kjv-first24"].update(seed=v),
+        "train.variants.rope.seed": lambda c, v: c["train"]["variants"].update(rope={"seed": v}),
+    }
+    for key, edit in keys.items():
+        for fine in (0, 2**63, top):
+            cfg = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+            edit(cfg, fine)
+            validate(cfg, SCHEMA)
+        for bad, said in ((top + 1, "is greater than the maximum of"), (-1, "is less than")):
+            cfg = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+            edit(cfg, bad)
+            with pytest.raises(Exception) as info:
+                validate(cfg, SCHEMA)
+            text = schema_error_summary(info.value, "workflow/schemas/config.schema.yaml")
+            assert text.startswith(f"invalid config at `{key}`: {bad} {said}"), text
+            assert "0 .. 2**64 - 1" in text, text
+
+
 # ---------------------------------------------------------------------------------------------
 # The Gram panels' own models and data; one document set per paper-1 dataset.
 
