@@ -78,6 +78,54 @@ def test_a_dry_run_refuses_a_config_file_with_a_key_given_twice(tmp_path):
     assert "dup.yaml: line" in proc.stdout + proc.stderr
 
 
+def test_a_config_is_read_as_snakemake_reads_it_json_first_tabs_included(tmp_path):
+    from snakemake.common.configfile import load_configfile
+
+    from causalpos.config.yamlfile import check_config_files, load_config_strict
+
+    cfg = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    path = tmp_path / "smoke.json"
+    path.write_text(json.dumps(cfg, indent="\t"))  # tabs: JSON, not YAML
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(path.read_text())
+    assert load_config_strict(path) == load_configfile(str(path)) == cfg
+    check_config_files([path])
+    # Snakemake tries JSON whatever the name: so does the strict reader
+    named_yaml = tmp_path / "smoke-json.yaml"
+    named_yaml.write_text(path.read_text())
+    assert load_config_strict(named_yaml) == cfg
+
+
+def test_a_key_given_twice_in_a_json_config_is_refused_naming_it_and_the_objects_line(tmp_path):
+    from causalpos.config.yamlfile import load_config_strict
+
+    path = tmp_path / "c.json"
+    path.write_text(
+        '{\n\t"seed": 0,\n\t"extract": {\n\t\t"batch_size": 4,\n\t\t"batch_size": 2\n\t}\n}\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config_strict(path)
+    assert str(info.value) == (
+        f"{path}: line 3: key 'batch_size' appears twice in the JSON object opened there; JSON "
+        "readers (Snakemake's among them) keep the last value silently. Fix: keep one of them"
+    )
+    path.write_text('{"seed": 0, "seed": 1}')
+    with pytest.raises(ConfigError, match=r"line 1: key 'seed' appears twice"):
+        load_config_strict(path)
+    path.write_text('{"a": {"k": 1}, "b": {"k": 2}}')  # the same key in two objects is fine
+    assert load_config_strict(path) == {"a": {"k": 1}, "b": {"k": 2}}
+
+
+def test_a_config_that_is_neither_json_nor_yaml_is_refused_saying_both(tmp_path):
+    from causalpos.config.yamlfile import load_config_strict
+
+    path = tmp_path / "c.yaml"
+    path.write_text("seed: 0\nextract:\n\tbatch_size: 4\n")  # a tab-indented YAML mapping
+    said = rf"(?s){path}: not valid JSON or YAML \(as YAML: .*\)\. Fix: indent YAML with spaces"
+    with pytest.raises(ConfigError, match=said):
+        load_config_strict(path)
+
+
 def test_a_misspelt_key_of_a_random_init_config_is_refused_before_any_job():
     def edit(c):
         c["models"]["tiny-random"]["config"]["num_hidden_layer"] = 3

@@ -1,12 +1,17 @@
 """Config files read strictly: a key given twice in one mapping is an error naming the key, the
-file and both lines (PyYAML, and Snakemake's ``configfile:``, keep the last silently:
-``extract: {batch_size: 4, batch_size: 2}`` would run with 2). The Snakefile checks every config
-file it loads (``config.yaml`` or each ``--configfile``) before the schema; ``causalpos verify``
-loads a store's config with :func:`load_config`."""
+file and both lines (PyYAML and json, and so Snakemake's ``configfile:``, keep the last silently:
+``extract: {batch_size: 4, batch_size: 2}`` would run with 2). A file is read as Snakemake reads
+it (``snakemake.common.configfile``): as JSON first, whatever its name, then as YAML, so a JSON
+config indented with tabs (not YAML) is read too. The Snakefile checks every config file it loads
+(``config.yaml`` or each ``--configfile``) before the schema; ``causalpos verify`` loads a
+store's config with :func:`load_config`."""
 
 from __future__ import annotations
 
+import json
 import os
+from json.decoder import JSONObject
+from json.scanner import py_make_scanner
 from pathlib import Path
 
 import yaml
@@ -42,28 +47,85 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
+
+
+def _yaml_strict(text: str, source: str):
+    """The YAML document ``text``; :class:`ConfigError` for a key repeated in one mapping,
+    :class:`yaml.YAMLError` if it does not parse."""
+    loader = _StrictLoader(text)
+    loader.source = source
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def load_yaml_strict(path: str | os.PathLike):
     """The YAML document in ``path``; :class:`ConfigError` for a key repeated in one mapping
     (naming it, the file and both lines) or a file that does not parse."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    loader = _StrictLoader(text)
-    loader.source = str(path)
-    try:
-        return loader.get_single_data()
+        return _yaml_strict(_read(path), str(path))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-    finally:
-        loader.dispose()
+
+
+def _json_strict(text: str, source: str):
+    """The JSON document ``text``; :class:`ConfigError` for a key repeated in one object (naming
+    it, the file and the line the object opens on); :class:`json.JSONDecodeError` if it is not
+    JSON."""
+    decoder = json.JSONDecoder()
+
+    def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):
+        s, start = s_and_end
+        pairs, end = JSONObject(s_and_end, strict, scan_once, None, list, memo)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                line = s.count("\n", 0, start) + 1
+                raise ConfigError(
+                    f"{source}: line {line}: key {key!r} appears twice in the JSON object opened "
+                    "there; JSON readers (Snakemake's among them) keep the last value silently. "
+                    "Fix: keep one of them"
+                )
+            seen.add(key)
+        return dict(pairs), end
+
+    decoder.parse_object = parse_object
+    decoder.scan_once = py_make_scanner(decoder)  # the pure-Python scanner calls parse_object
+    return decoder.decode(text)
+
+
+def load_config_strict(path: str | os.PathLike):
+    """The config document in ``path`` read as Snakemake reads a config file: as JSON where it
+    parses as JSON (whatever its name), else as YAML; :class:`ConfigError` for a key repeated in
+    one mapping or object (naming it, the file and the line), or a file that is neither."""
+    path = Path(path)
+    text = _read(path)
+    try:
+        return _json_strict(text, str(path))
+    except json.JSONDecodeError:
+        pass  # not JSON: YAML, as Snakemake tries next
+    try:
+        return _yaml_strict(text, str(path))
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON or YAML (as YAML: {exc}). Fix: indent YAML with spaces "
+            "only (tabs are not YAML); a JSON file, tabs allowed, must parse as JSON"
+        ) from None
 
 
 def check_config_files(paths: list[str | os.PathLike]) -> None:
-    """Every config file the pipeline loads, read strictly (:func:`load_yaml_strict`)."""
+    """Every config file the pipeline loads, read strictly (:func:`load_config_strict`)."""
     for path in paths:
-        load_yaml_strict(path)
+        load_config_strict(path)
 
 
 def _merge(base: dict, update: dict) -> dict:
@@ -101,7 +163,7 @@ def load_config(configfiles: list[str], *, pipeline: str | os.PathLike = ".") ->
                 f"its config file {name} is not in {pipeline.resolve()} (run causalpos verify "
                 "from the pipeline directory, or name the config with --configfile)"
             )
-        config = _merge(config, load_yaml_strict(path) or {})
+        config = _merge(config, load_config_strict(path) or {})
     try:
         validate(config, str(pipeline / SCHEMA))
     except WorkflowError as exc:
