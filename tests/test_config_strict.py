@@ -459,6 +459,55 @@ def test_n_groups_above_a_datasets_sequences_and_a_window_keeping_every_row_are_
     )
 
 
+def test_cuda_is_refused_where_torch_sees_no_gpu_and_torch_is_asked_only_for_cuda(monkeypatch):
+    import torch
+
+    from causalpos.config.strict import cuda_refusal, cuda_unavailable
+
+    def asked():
+        raise AssertionError("torch.cuda asked for a device other than cuda")
+
+    monkeypatch.setattr(torch.cuda, "is_available", asked)
+    assert cuda_unavailable("cpu") is None and cuda_unavailable("auto") is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    problem = cuda_unavailable("cuda")
+    assert problem == f"torch {torch.__version__} here sees no CUDA device"
+    said = cuda_refusal(problem, ["train_model", "extract_scores", "train_model"])
+    assert said.startswith(
+        f"device: cuda, but {problem} (jobs of this run would use it: extract_scores, "
+        "train_model): the jobs running models would fail. Fix: set `device: cpu`"
+    )
+    assert "is not checked here" in said
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cuda_unavailable("cuda") is None
+    monkeypatch.setitem(sys.modules, "torch", None)  # a Snakemake process without torch
+    assert cuda_unavailable("cuda").startswith("this Snakemake process cannot import torch")
+
+
+@pytest.mark.slow
+def test_a_local_run_on_cuda_without_a_gpu_stops_before_any_job_and_a_dry_run_names_it(tmp_path):
+    import torch
+    from wfutil import SMOKE, copy_pipeline, snakemake
+
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a CUDA device here: the run would start")
+    work = copy_pipeline(tmp_path / "pipeline")
+    args = ("--configfile", SMOKE, "--config", "device=cuda")
+    dry = snakemake(work, "-n", *args)
+    said = "causalpos: warning: device: cuda, but torch "
+    assert said in dry.stderr and "a run on this machine stops before its first job" in dry.stderr
+    # a dry run for a cluster (--jobs kept as the node count) is not checked here
+    slurm = snakemake(work, "-n", "--workflow-profile", "profiles/slurm", *args)
+    assert "device: cuda, but" not in slurm.stdout + slurm.stderr
+    run = snakemake(work, "--cores", "1", *args, check=False)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "causalpos: device: cuda, but torch " in out
+    assert "(jobs of this run would use it: extract_scores_shard, gram_panels, " in out
+    assert not (work / "results").exists() and not (work / "resources").exists()  # no job ran
+    assert "Finished job" not in out
+
+
 # --- one message each ------------------------------------------------------------------------------
 
 

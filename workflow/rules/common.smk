@@ -23,6 +23,7 @@ from causalpos.config.provenance import setup_provenance  # noqa: E402
 # (`report` at the start of a line opens Snakemake's report directive: imported under another name)
 from snakemake.io import report as report_files  # noqa: E402
 from causalpos.config.disk import cached_document_sizes  # noqa: E402
+from causalpos.config.strict import cuda_refusal, cuda_unavailable  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
 import causalpos.paths as PATHS  # noqa: E402  (the path patterns, each written once)
 
@@ -58,6 +59,51 @@ CFG = Resolved(
 if workflow.is_main_process:
     for _warning in CFG.check():
         print(f"causalpos: warning: {_warning}", file=sys.stderr)
+
+
+def device_checked_here():
+    """Whether this process's torch is the one the model jobs will use with `device: cuda`:
+    not where they run in conda or container environments (--sdm), which hold their own.
+    """
+    return (
+        config["device"] == "cuda"
+        and not workflow.deployment_settings.deployment_method
+    )
+
+
+def check_local_device():
+    """Before the first job (onstart, slurm.smk) of a run on this machine, not a cluster's:
+    `device: cuda` where torch here sees no GPU stops it, naming the jobs that would use it
+    (causalpos.config.strict.cuda_unavailable); nothing to check where no such job runs.
+    """
+    if not workflow.local_exec or workflow.touch or not device_checked_here():
+        return
+    jobs = {
+        j.rule.name
+        for j in workflow.dag.needrun_jobs()
+        if int(j.resources.get("gpu", 0) or 0) > 0
+    }
+    problem = cuda_unavailable(config["device"]) if jobs else None
+    if problem:
+        raise WorkflowError(f"causalpos: {cuda_refusal(problem, jobs)}")
+
+
+# A dry run on this machine names what the run would refuse. Snakemake keeps --jobs as the
+# node count only where jobs are submitted (--executor: cluster, cloud), so a dry run of
+# one is not checked: its nodes have their own GPUs.
+if (
+    workflow.is_main_process
+    and workflow.output_settings.dryrun
+    and workflow.resource_settings.nodes is None
+    and device_checked_here()
+):
+    _problem = cuda_unavailable(config["device"])
+    if _problem:
+        print(
+            f"causalpos: warning: {cuda_refusal(_problem)} (a run on this machine stops "
+            "before its first job)",
+            file=sys.stderr,
+        )
 
 # Provenance (causalpos.config.provenance): the record every store of this config is expected to
 # carry, in a table the jobs read (a job writing a store records its entry, one reading a store

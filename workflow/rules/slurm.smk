@@ -138,7 +138,10 @@ def report_memory_kills():
 _RUN_STARTED = time.time()
 
 
+# Before the first job: a run on this machine whose `device: cuda` torch cannot serve
+# (common.smk), a SLURM run's requests against its nodes.
 onstart:
+    check_local_device()
     check_cluster_run()
 
 

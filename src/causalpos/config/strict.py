@@ -22,12 +22,16 @@ the file.
   encoded with, and a ``random_init`` model's ``vocab_size`` at least its tokenizer's ids, where
   the tokenizer's size is known before any job (:func:`tokenizer_ids`);
 - *caps and no-op windows named* (warnings, :func:`named_caps`): ``extract.n_groups`` above a
-  dataset's sequences, a paper-2 window that keeps every query row (the same rows as ``all``).
+  dataset's sequences, a paper-2 window that keeps every query row (the same rows as ``all``);
+- *``device: cuda`` on a machine whose torch sees no GPU* (:func:`cuda_unavailable`): the
+  Snakefile refuses a run on this machine before its first job and names it in a dry run
+  (workflow/rules/common.smk); cluster runs are not checked there.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from causalpos.config.common import ConfigError
@@ -289,6 +293,34 @@ def named_caps(cfg) -> list[str]:
                     f"'all'. Use a window shorter than the sequences (e.g. early{T // 2}) or drop it"
                 )
     return out
+
+
+def cuda_unavailable(device: str) -> str | None:
+    """Why ``device: cuda`` cannot run in this process: its torch sees no CUDA device, or there
+    is no torch to ask; None where it can, or where the device is not ``cuda``. Imports torch
+    only for ``cuda`` (the rest of ``causalpos.config`` never does)."""
+    if device != "cuda":
+        return None
+    try:
+        import torch
+    except ImportError as exc:
+        return f"this Snakemake process cannot import torch ({exc})"
+    if torch.cuda.is_available():
+        return None
+    return f"torch {torch.__version__} here sees no CUDA device"
+
+
+def cuda_refusal(problem: str, jobs: Iterable[str] = ()) -> str:
+    """The message of a run on this machine with ``device: cuda`` where :func:`cuda_unavailable`
+    found ``problem`` (``jobs``: the rules of the run that would use the device)."""
+    names = sorted(set(jobs))
+    used = f" (jobs of this run would use it: {', '.join(names)})" if names else ""
+    return (
+        f"device: cuda, but {problem}{used}: the jobs running models would fail. Fix: set "
+        "`device: cpu` (or `auto`: cuda where torch sees it, else cpu), or run where torch sees a "
+        "GPU (the CUDA build of torch); a run submitted to a cluster (--executor, e.g. "
+        "--workflow-profile profiles/slurm) is not checked here"
+    )
 
 
 def check_strict(cfg) -> list[str]:
