@@ -1,5 +1,6 @@
 """Seeded sequence sampling (causalpos.sampling): the tokenizer's prefix and a fixed BOS, the draw's
-modes, seeds and strata, no padding, one document set for every tokenizer."""
+modes, seeds and strata, no padding, one document set for every tokenizer, a draw's distinct
+sequences (copies of one refused, duplicates and near-constant draws warned)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ import pytest
 from causalpos.data import CorpusError, kjv_documents, load_documents
 from causalpos.io.store import open_dataset, write_dataset
 from causalpos.sampling import (
+    MIN_DISTINCT,
+    NEAR_CONSTANT_SHARE,
     SequenceSample,
     bos_prefix,
+    check_distinct,
+    distinctness,
     documents_long_enough,
     draw_sequences,
     non_special_ids,
@@ -284,3 +289,85 @@ def test_each_sampling_default_is_written_once():
     from settings_defaults import disagreements
 
     assert disagreements(SequenceSample) == []
+
+
+#: A boilerplate header every document of :func:`_header_corpus` starts with.
+HEADER = (
+    "This text is distributed under the terms of the archive's licence; keep this notice intact "
+    "on every copy. "
+)
+
+
+def _header_corpus(tmp_path, bodies: list[str]) -> dict:
+    """A text corpus, one document per body, each starting with :data:`HEADER`."""
+    d = tmp_path / "corpus"
+    d.mkdir(parents=True)
+    for i, body in enumerate(bodies):
+        (d / f"doc{i:02d}.txt").write_text(HEADER + body)
+    return {"type": "text", "path": str(d)}
+
+
+def _draw(tok, corpus, seq_len: int, n: int, mode: str = "first"):
+    return draw_sequences(
+        tok, SequenceSample(corpus=corpus, seq_len=seq_len, n_sequences=n, mode=mode, seed=0)
+    )
+
+
+def test_distinctness_counts_rows_and_the_positions_every_row_shares():
+    tokens = np.array([[1, 5, 6, 7, 8], [1, 5, 6, 9, 8], [1, 5, 6, 7, 8]])
+    n, shared = distinctness(tokens, 1)
+    assert n == 2 and shared.tolist() == [True, True, False, True]
+    n, shared = distinctness(tokens[:1], 0)  # one row: every position is its own
+    assert n == 1 and shared.all() and shared.size == 5
+
+
+def test_a_draw_records_its_distinct_sequences(tmp_path, tokenizer_bos):
+    """mode 'first' on documents sharing a header: the attrs count the distinct sequences and
+    the positions after the BOS at which every sequence holds one token, as an independent
+    count over the token lists says."""
+    bodies = [d.text for d in kjv_documents("chapter", ["Genesis"])[:6]]
+    corpus = _header_corpus(tmp_path, bodies + bodies[:2])  # two documents twice
+    header_len = len(tokenizer_bos(HEADER, add_special_tokens=False).input_ids)
+    ds = _draw(tokenizer_bos, corpus, header_len + 12, 8)
+    rows = [tuple(r) for r in ds["tokens"].values.tolist()]
+    assert ds.attrs["n_distinct"] == len(set(rows)) == 6
+    same = [p for p in range(1, len(rows[0])) if len({r[p] for r in rows}) == 1]
+    assert ds.attrs["n_shared_positions"] == len(same) >= header_len - 1
+
+
+def test_copies_of_one_sequence_are_refused_with_the_dataset_and_the_fix(tmp_path, tokenizer_bos):
+    """A corpus whose documents agree on their first seq_len tokens (a shared header, mode
+    'first') gives one distinct sequence: refused, naming the dataset key and the fix."""
+    bodies = [d.text for d in kjv_documents("chapter", ["Genesis"])[:5]]
+    corpus = _header_corpus(tmp_path, bodies)
+    ds = _draw(tokenizer_bos, corpus, 16, 5)
+    assert ds.attrs["n_distinct"] == 1 and ds.attrs["n_shared_positions"] == 15
+    with pytest.raises(CorpusError) as err:
+        check_distinct(ds, "datasets.boiler")
+    msg = str(err.value)
+    assert msg.startswith("datasets.boiler: its 5 sequences of 16 tokens are 1 distinct")
+    assert f"at least {MIN_DISTINCT} distinct" in msg and "mode 'chunks'" in msg
+    assert "strip the shared text" in msg
+    # the same documents as chunks of the whole text: distinct, nothing to say
+    chunks = _draw(tokenizer_bos, corpus, 16, 5, mode="chunks")
+    assert chunks.attrs["n_distinct"] == 5 and check_distinct(chunks, "datasets.boiler") == []
+    # one sequence is one distinct sequence: nothing to refuse (config allows it off statistics)
+    assert check_distinct(_draw(tokenizer_bos, corpus, 16, 1), "datasets.one") == []
+
+
+def test_duplicates_and_near_constant_draws_are_warned(tmp_path, tokenizer_bos):
+    bodies = [d.text for d in kjv_documents("chapter", ["Genesis"])[:4]]
+    header_len = len(tokenizer_bos(HEADER, add_special_tokens=False).input_ids)
+    corpus = _header_corpus(tmp_path, bodies + bodies[:1])
+    ds = _draw(tokenizer_bos, corpus, header_len + 8, 5)
+    warnings = check_distinct(ds, "datasets.boiler")
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("datasets.boiler: its 5 sequences of")
+    assert "are 4 distinct ones (1 repeat another token for token)" in warnings[0]
+    shared = ds.attrs["n_shared_positions"]
+    assert shared >= NEAR_CONSTANT_SHARE * (ds.attrs["seq_len"] - 1)
+    assert f"same token at {shared} of the {ds.attrs['seq_len'] - 1} positions" in warnings[1]
+    assert "positions 1-" in warnings[1]
+    # the headers short against the sequences: distinct and not near-constant
+    long = _draw(tokenizer_bos, _header_corpus(tmp_path / "b", bodies), 4 * header_len, 4)
+    assert check_distinct(long, "datasets.boiler") == []

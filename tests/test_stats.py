@@ -86,6 +86,29 @@ def test_bootstrap_ci_of_constant_is_degenerate():
     np.testing.assert_array_equal(hi, 2.5)
 
 
+def test_ordered_interval_moves_rounding_onto_the_estimate_and_drops_the_rest():
+    e = 0.759
+    below, above = np.nextafter(e, 0.0), np.nextafter(e, 1.0)
+    # "0.759 [0.759, 0.759]": the upper bound one ulp below the estimate, the lower one above
+    lo, hi = stats.ordered_interval([e, e], [e, above], [below, e])
+    np.testing.assert_array_equal(lo, [e, e])
+    np.testing.assert_array_equal(hi, [e, e])
+    # rounding is relative to the numbers' size: 1e-7 past an estimate of 1e3 is rounding,
+    # past one of 1e-3 it is not
+    lo, hi = stats.ordered_interval([1e3, 1e-3], [1e3 + 1e-7, 1e-3 + 1e-7], [2e3, 1.0])
+    np.testing.assert_array_equal(lo, [1e3, np.nan])
+    np.testing.assert_array_equal(hi, [2e3, np.nan])
+    # an interval that does not hold its estimate, or is inverted, is no interval of it
+    lo, hi = stats.ordered_interval([0.5, 0.5, 0.5], [0.6, 0.1, 0.4], [0.9, 0.4, 0.3])
+    assert np.isnan(lo).all() and np.isnan(hi).all()
+    # an interval that holds its estimate, and NaN, are left as they are
+    lo, hi = stats.ordered_interval([0.5, np.nan, 0.5], [0.4, 0.1, np.nan], [0.6, 0.2, 0.7])
+    np.testing.assert_array_equal(lo, [0.4, 0.1, np.nan])
+    np.testing.assert_array_equal(hi, [0.6, 0.2, 0.7])
+    lo, hi = stats.ordered_interval(0.0, 0.0, 0.0)  # width 0 at 0 holds its estimate
+    assert lo == hi == 0.0 and lo.shape == ()
+
+
 def test_stratified_bootstrap_keeps_stratum_sizes():
     strata = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2])
     counts = stats.bootstrap_counts(9, 200, seed=0, strata=strata)

@@ -1,11 +1,13 @@
 """The verdict rules (causalpos.verdicts): each one reaches reproduced, differs and inconclusive
 (negative controls: passed, reads position and underpowered; positive controls: recovered and
-not recovered; checks: holds and fails)."""
+not recovered; checks: holds and fails); an interval of width 0 or with lo > hi decides no test
+or control."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from scorecard_tables import (
@@ -15,7 +17,9 @@ from scorecard_tables import (
 )
 
 from causalpos import scorecard as S
+from causalpos import stats
 from causalpos import verdicts as V
+from causalpos.paper1.diagonal import index_ci
 
 
 def test_equivalent():
@@ -181,3 +185,52 @@ def test_dose_series():
     assert set(V.POSITIVE_CONTROL) <= set(V.CONTROL) and not set(V.CONTROL) & set(V.TESTED)
     card = pd.DataFrame({"section": ["controls"], "target": ["a"], "verdict": [V.RECOVERED]})
     S.check_sections(card)
+
+
+#: "0.759 [0.759, 0.759]": the upper bound one ulp below the estimate (a sample of copies of one
+#: prompt: the estimate and its replicates are one number, summed in different orders).
+E = 0.759
+ULP_BELOW = (E, float(np.nextafter(E, 0.0)))
+
+
+def test_an_interval_of_width_0_or_inverted_decides_no_test_or_control():
+    zero, flat0 = (E, E), (0.0, 0.0)
+    assert not V.decides(zero) and not V.decides(flat0) and not V.decides(ULP_BELOW)
+    assert not V.decides((0.5, 0.4)) and not V.decides((math.nan, 1.0))
+    assert V.decides((E, E + 1e-4)) and not V.decides((E, E + 1e-6)) and V.decides((-1e-30, 1e-30))
+    for ci in (zero, ULP_BELOW):
+        # each of these read reproduced (or passed / recovered) before: a confident verdict on
+        # an interval that measured no uncertainty
+        assert V.equivalent(ci, 0.76, 0.05) == I
+        assert V.positive(ci, 0.5) == I and V.positive(ci, 0.9) == I
+        assert V.at_most(ci, 0.9) == I and V.at_most(ci, 0.5) == I
+        assert V.increasing([(0.1, 0.2), ci]) == I
+        assert V.nearly_identical([(E, *ci), (0.5, 0.4, 0.6)], 0.1, [(E, *ci)]) == I
+        assert V.negative_control((ci[0] - E, ci[1] - E), 0.01) == V.UNDERPOWERED
+        assert V.recovered(ci, E) == V.NOT_RECOVERED
+        assert V.dose_series((-0.001, 0.001), [(0.1, 0.2), ci], 0.01) == V.NOT_RECOVERED
+    # genuinely inverted: beyond rounding
+    assert V.equivalent((0.80, 0.70), 0.76, 0.1) == I and V.covers((1.2, 0.8), 1.0) == I
+    # checks of values computed exactly decide at width 0
+    assert V.exact(E, 0.76, 0.01) == R and V.exact(E, 0.80, 0.01) == D
+    assert V.covers((1.0, 1.0), 1.0) == R and V.covers((0.9, 0.9), 1.0) == D
+
+
+def test_a_sample_of_copies_of_one_prompt_reads_inconclusive():
+    """n identical prompts through the package's own intervals (paper 2's bootstrap of a
+    per-prompt mean, paper 1's noise-corrected index over groups): intervals of width 0 within
+    rounding, which the rules read as undecided where they read reproduced or differs before."""
+    rng = np.random.default_rng(0)
+    x = np.tile(rng.normal(size=(1, 6)), (37, 1))  # 37 copies of one prompt's 6 statistics
+    est, lo, hi = stats.bootstrap_ci(x, n_boot=200, seed=0)
+    np.testing.assert_allclose(lo, est, rtol=1e-14) and np.testing.assert_allclose(hi, est)
+    for e, a, b in zip(est, lo, hi):
+        assert V.equivalent((a, b), e, 0.05) == I  # was reproduced
+        assert V.positive((a, b), e - 0.5) == I and V.positive((a, b), e + 0.5) == I
+        assert V.negative_control((a - e, b - e), 0.01) == V.UNDERPOWERED  # was passed
+    maps = np.tril(rng.normal(size=(1, 2, 10, 10)))
+    maps[..., np.triu_indices(10, 1)[0], np.triu_indices(10, 1)[1]] = np.nan
+    ci = index_ci(np.repeat(maps, 8, axis=0), n_boot=200)  # 8 groups, one map
+    assert (ci.noise_floor == 0).all() and (ci.debiased > 0.5).all()
+    for lo, hi in zip(ci.lo, ci.hi):
+        assert V.positive((lo, hi), 0.1) == I and V.equivalent((lo, hi), float(lo), 0.1) == I

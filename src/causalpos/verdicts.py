@@ -5,7 +5,12 @@ Every rule can return each of ``reproduced``, ``differs`` and ``inconclusive``: 
 drives each rule to all three). Measurements come as intervals ``(lo, hi)`` — a confidence
 interval, or ``(v - err, v + err)`` for a computed value known to ``err`` — so the verdict reads
 the uncertainty, never the point estimate alone. A non-finite bound decides nothing
-(``inconclusive``).
+(``inconclusive``), and neither does an interval with ``lo > hi`` or of width 0 (within rounding,
+:data:`causalpos.stats.ROUNDING` of its bounds and of the threshold or margin it is judged
+against): an interval that measures no uncertainty — a sample of copies of one prompt, whose
+every replicate is one value — cannot tell ``reproduced`` from ``differs`` (:func:`decides`; a
+control reads ``underpowered`` / ``not recovered``). The rules of checks of values computed
+exactly (:func:`exact`, :func:`covers`) take an interval of width 0.
 
 Controls and checks are not tests of the papers and get labels of their own, so that no count of
 reproductions includes them. A *negative control* (a run built to read 0) is judged by two
@@ -19,7 +24,8 @@ exactly, a state that is identical across prompts because nothing else can reach
 construction guarantees) ``holds`` or ``fails`` (:func:`check`); a check that cannot be decided
 (a non-finite bound) has not held, and reads ``fails``.
 
-A leaf module: numbers in, strings out; the targets (margins, paper values) live in
+Numbers in, strings out (it imports only the rounding tolerance of :mod:`causalpos.stats`, a
+leaf); the targets (margins, paper values) live in
 ``causalpos/targets.yaml``, the materiality thresholds of paper 2's claims and the negative
 controls' margins in the config (``leakage.materiality``, ``leakage.controls``).
 """
@@ -28,6 +34,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+
+from causalpos.stats import ROUNDING
 
 REPRODUCED = "reproduced"
 DIFFERS = "differs"
@@ -67,17 +75,22 @@ def _finite(*xs: float) -> bool:
     return all(x is not None and math.isfinite(float(x)) for x in xs)
 
 
-def equivalent(ci: Interval, paper_value: float, margin: float) -> str:
-    """Equivalence with the paper's value within ±``margin``.
-
-    ``reproduced`` if the whole interval lies inside [paper − margin, paper + margin] (so a CI that
-    contains the paper's value and is narrower than the margin reproduces it); ``differs`` if it
-    lies entirely outside that band (hi < paper − margin or lo > paper + margin);
-    ``inconclusive`` if it straddles an edge of the band (too wide, or too close, to decide).
-    """
+def decides(ci: Interval, scale: float = 0.0) -> bool:
+    """Whether the interval ``(lo, hi)`` can decide a test: finite bounds with ``hi − lo`` more
+    than rounding (:data:`causalpos.stats.ROUNDING` of the largest magnitude among the bounds and
+    ``scale``, the size of what the rule compares them with: a threshold, a margin). An interval
+    of width 0 (``0.759 [0.759, 0.759]``, or ``[−1e-16, 2e-16]`` against a margin of 0.01: a
+    sample of copies of one prompt, whose replicates are all one value up to rounding) or with
+    ``lo > hi`` measured no uncertainty: it decides nothing."""
     lo, hi = ci
-    if not _finite(lo, hi, paper_value, margin):
-        return INCONCLUSIVE
+    if not _finite(lo, hi, scale):
+        return False
+    lo, hi = float(lo), float(hi)
+    return hi - lo > ROUNDING * max(abs(lo), abs(hi), abs(float(scale)))
+
+
+def _in_band(lo: float, hi: float, paper_value: float, margin: float) -> str:
+    """:func:`equivalent`'s band read on any ordered interval, width 0 included."""
     if lo >= paper_value - margin and hi <= paper_value + margin:
         return REPRODUCED
     if hi < paper_value - margin or lo > paper_value + margin:
@@ -85,14 +98,30 @@ def equivalent(ci: Interval, paper_value: float, margin: float) -> str:
     return INCONCLUSIVE
 
 
+def equivalent(ci: Interval, paper_value: float, margin: float) -> str:
+    """Equivalence with the paper's value within ±``margin``.
+
+    ``reproduced`` if the whole interval lies inside [paper − margin, paper + margin] (so a CI that
+    contains the paper's value and is narrower than the margin reproduces it); ``differs`` if it
+    lies entirely outside that band (hi < paper − margin or lo > paper + margin);
+    ``inconclusive`` if it straddles an edge of the band (too wide, or too close, to decide),
+    and for an interval that decides nothing (:func:`decides`).
+    """
+    lo, hi = ci
+    if not (_finite(paper_value, margin) and decides(ci, abs(paper_value) + abs(margin))):
+        return INCONCLUSIVE
+    return _in_band(float(lo), float(hi), paper_value, margin)
+
+
 def positive(ci: Interval, threshold: float = 0.0) -> str:
     """An effect larger than ``threshold`` (0: merely positive).
 
     ``reproduced`` if lo > threshold; ``differs`` if hi <= threshold (the interval rules out any
-    effect above the threshold); ``inconclusive`` otherwise (the interval straddles it).
+    effect above the threshold); ``inconclusive`` otherwise (the interval straddles it, or
+    decides nothing: :func:`decides`).
     """
     lo, hi = ci
-    if not _finite(lo, hi, threshold):
+    if not (_finite(threshold) and decides(ci, threshold)):
         return INCONCLUSIVE
     if lo > threshold:
         return REPRODUCED
@@ -106,10 +135,11 @@ def at_most(ci: Interval, threshold: float) -> str:
     null at most a margin).
 
     ``reproduced`` if hi <= threshold (the interval rules out anything larger); ``differs`` if
-    lo > threshold; ``inconclusive`` otherwise (the interval straddles it, e.g. too few prompts).
+    lo > threshold; ``inconclusive`` otherwise (the interval straddles it, e.g. too few prompts,
+    or decides nothing: :func:`decides`).
     """
     lo, hi = ci
-    if not _finite(lo, hi, threshold):
+    if not (_finite(threshold) and decides(ci, threshold)):
         return INCONCLUSIVE
     if hi <= threshold:
         return REPRODUCED
@@ -123,11 +153,12 @@ def exact(value: float, target: float, tolerance: float, err: float = 0.0) -> st
 
     ``reproduced`` if |value − target| + err <= tolerance; ``differs`` if
     |value − target| − err > tolerance; ``inconclusive`` in between (the numerical error of the
-    value is too large to tell). Equal to :func:`equivalent` on (value − err, value + err).
+    value is too large to tell). Equal to :func:`equivalent` on (value − err, value + err), and
+    decided at ``err`` 0 too (a value computed exactly, not sampled).
     """
-    if not _finite(value, err):
+    if not _finite(value, err, target, tolerance) or err < 0:
         return INCONCLUSIVE
-    return equivalent((value - err, value + err), target, tolerance)
+    return _in_band(value - err, value + err, target, tolerance)
 
 
 def fraction(n_yes: int, n_undecided: int, n: int, threshold: float) -> str:
@@ -194,10 +225,10 @@ def increasing(cis: Sequence[Interval]) -> str:
 
     ``reproduced`` if every step's CIs are separated upwards (lo[k+1] > hi[k]); ``differs`` if
     some step is separated downwards (hi[k+1] < lo[k]); ``inconclusive`` otherwise (overlapping
-    CIs somewhere), and with fewer than two items.
+    CIs somewhere), and with fewer than two items or an interval that decides nothing.
     """
     cis = list(cis)
-    if len(cis) < 2 or not all(_finite(lo, hi) for lo, hi in cis):
+    if len(cis) < 2 or not all(decides(ci) for ci in cis):
         return INCONCLUSIVE
     steps = list(zip(cis[:-1], cis[1:]))
     if any(b[1] < a[0] for a, b in steps):
@@ -230,9 +261,9 @@ def covers(ci: Interval, value: float) -> str:
     """A check that an interval contains the value a construction implies (e.g. the causal-mask
     share 1 of a run whose bidirectional twin carries no position): ``reproduced`` if
     lo <= value <= hi, ``differs`` if it lies entirely on one side, ``inconclusive`` for a
-    non-finite bound."""
+    non-finite bound or ``lo > hi`` (an interval of width 0 decides: the value may be exact)."""
     lo, hi = ci
-    if not _finite(lo, hi, value):
+    if not _finite(lo, hi, value) or lo - hi > ROUNDING * max(abs(lo), abs(hi), abs(value)):
         return INCONCLUSIVE
     return REPRODUCED if lo <= value <= hi else DIFFERS
 
@@ -246,13 +277,14 @@ def negative_control(ci: Interval, margin: float) -> str:
     control is equivalent to 0 within δ); ``reads position`` if it lies wholly beyond ±δ
     (lo > δ or hi < −δ: the estimator reads an effect larger than δ where there is none);
     ``underpowered`` otherwise (the interval reaches past an edge of the band without lying
-    beyond it: too wide to tell), and for a non-finite bound. A δ that is not a finite number
-    > 0 is a ValueError (it is a declared setting, not data).
+    beyond it: too wide to tell), and for an interval that decides nothing (:func:`decides`: a
+    non-finite bound, width 0). A δ that is not a finite number > 0 is a ValueError (it is a
+    declared setting, not data).
     """
     if not _finite(margin) or float(margin) <= 0:
         raise ValueError(f"a negative control's margin must be a number > 0, got {margin!r}")
     lo, hi = ci
-    if not _finite(lo, hi):
+    if not decides(ci, margin):
         return UNDERPOWERED
     if -margin < lo and hi < margin:
         return PASSED
@@ -265,12 +297,12 @@ def recovered(ci: Interval, truth: float) -> str:
     """A positive control: a planted effect of size ``truth`` read back with interval ``ci``.
 
     ``recovered`` if the interval covers the truth and, for a truth ≠ 0, excludes 0 (an interval
-    that reaches 0 cannot tell the plant from none); ``not recovered`` otherwise, and for a
-    non-finite bound. At truth 0 (dose 0 of a dose series) it is recovered when the interval
-    covers 0.
+    that reaches 0 cannot tell the plant from none); ``not recovered`` otherwise, and for an
+    interval that decides nothing (:func:`decides`). At truth 0 (dose 0 of a dose series) it is
+    recovered when the interval covers 0.
     """
     lo, hi = ci
-    if not _finite(lo, hi, truth):
+    if not (_finite(truth) and decides(ci, truth)):
         return NOT_RECOVERED
     covered = lo <= truth <= hi
     excludes_zero = truth == 0 or lo > 0 or hi < 0
@@ -293,10 +325,10 @@ def dose_series(zero: Interval, steps: Sequence[Interval], margin: float) -> str
     0 reads ≈ 0 (:func:`negative_control` says ``passed`` for its (1 − 2α) interval ``zero``
     against the declared ``margin``) and every step from one dose to the next rises (each paired
     difference's interval in ``steps`` lies above 0); ``not recovered`` otherwise, and with no
-    step or a non-finite bound."""
+    step or an interval that decides nothing (:func:`decides`)."""
     steps = list(steps)
     if negative_control(zero, margin) != PASSED or not steps:
         return NOT_RECOVERED
-    if all(_finite(lo, hi) and lo > 0 for lo, hi in steps):
+    if all(decides((lo, hi), margin) and lo > 0 for lo, hi in steps):
         return RECOVERED
     return NOT_RECOVERED

@@ -188,14 +188,16 @@ class ChecksSection(Section):
         """Every dataset under ``datasets:`` and the held-out draws of the models trained here
         against what their local corpora can supply (:meth:`check_capacity`); datasets that feed
         statistics have at least two sequences."""
+        from causalpos.sampling import MIN_DISTINCT  # sampling refuses fewer distinct ones
+
         stats = self.statistics_datasets()
         for name in self.config["datasets"]:
             spec = self.dataset_spec(name)
-            if name in stats and spec["n_sequences"] < 2:
+            if name in stats and spec["n_sequences"] < MIN_DISTINCT:
                 raise ConfigError(
                     f"datasets.{name}.n_sequences: {spec['n_sequences']}; the statistics over "
                     "sequences (paper 1's index and bootstrap, paper 2's fits and permutations) "
-                    "need at least 2. Fix: set n_sequences >= 2"
+                    f"need at least {MIN_DISTINCT}. Fix: set n_sequences >= {MIN_DISTINCT}"
                 )
             self.check_capacity(
                 f"datasets.{name}",

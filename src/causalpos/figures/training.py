@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from causalpos.figures.common import heatmap, quantile_limits, save
+from causalpos.stats import ROUNDING, ordered_interval
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
@@ -274,6 +275,7 @@ def plot_comparison(
     def bars(ax, col, offset, width, **kw):
         est, err = _with_err(comparison, col)
         ax.bar(x + offset, est, width, yerr=err, capsize=2, **kw)
+        _no_interval(ax, x + offset, est, err)
 
     ax = axes[0]
     has_init = "init_index_mean" in comparison and comparison["init_index_mean"].notna().any()
@@ -311,12 +313,31 @@ def plot_comparison(
 
 
 def _with_err(comparison, col: str):
-    """(estimate, yerr) of ``col`` and its ``_lo`` / ``_hi`` columns (yerr None without them)."""
+    """(estimate, yerr) of ``col`` and its ``_lo`` / ``_hi`` columns (yerr None without them),
+    the interval checked to hold the estimate (:func:`causalpos.stats.ordered_interval`): a
+    bound past the estimate by rounding (a zero-width interval) draws a bar of length 0, an
+    interval that does not hold its estimate none (NaN; :func:`_no_interval` marks it)."""
     est = comparison[col].to_numpy(float)
     if f"{col}_lo" not in comparison:
         return est, None
-    lo, hi = comparison[f"{col}_lo"].to_numpy(float), comparison[f"{col}_hi"].to_numpy(float)
+    lo, hi = ordered_interval(
+        est, comparison[f"{col}_lo"].to_numpy(float), comparison[f"{col}_hi"].to_numpy(float)
+    )
     return est, np.vstack([est - lo, hi - est])
+
+
+def _no_interval(ax, x: np.ndarray, est: np.ndarray, err: np.ndarray | None) -> None:
+    """Mark the estimates whose error bar says nothing, so that it is not read as a certain
+    value: "no CI" where the interval does not hold the estimate (NaN from :func:`_with_err`),
+    "CI width 0" where it has width 0 within rounding (a sample of copies of one prompt)."""
+    if err is None:
+        return
+    width = err.sum(axis=0)
+    zero = width <= ROUNDING * np.abs(est)
+    for xi, e, none, flat in zip(x, est, np.isnan(width), zero):
+        if np.isfinite(e) and (none or flat):
+            text = "no CI" if none else "CI width 0"
+            ax.annotate(text, (xi, e), ha="center", va="bottom", fontsize=6, color="0.4")
 
 
 def _missing(ax, what: str) -> None:
@@ -352,8 +373,10 @@ def _decomposition_panel(ax, comparison, x: np.ndarray, colors) -> None:
         )
         tot, err = _with_err(comparison, "leak_total")
         ax.errorbar(x, tot, yerr=err, fmt="_", color="k", ms=14, capsize=3, label="total (CI)")
+        _no_interval(ax, x, tot, err)
         if "init_leak_total" in comparison and comparison["init_leak_total"].notna().any():
             it, ierr = _with_err(comparison, "init_leak_total")
+            _no_interval(ax, x + 0.38, it, ierr)
             ax.errorbar(
                 x + 0.38,
                 it,

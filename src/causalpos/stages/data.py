@@ -32,10 +32,14 @@ def sample_sequences(
     documents (``also_for`` of :func:`causalpos.sampling.draw_sequences`). ``corpus_sha256``: the
     content of the corpus's local files (the rule's ``sources`` param), recorded in the store
     (attribute ``corpus_sha256``, JSON) where there are any.
+
+    The draw is judged by its distinct sequences (:func:`causalpos.sampling.check_distinct`): a
+    dataset of copies of one sequence is refused before any store is written (CorpusError
+    naming ``datasets.<name>``), duplicates or a near-constant draw are logged as warnings.
     """
     from causalpos.io.store import write_dataset
     from causalpos.models.tokenizers import tokenizer_from_dir
-    from causalpos.sampling import SequenceSample, draw_sequences
+    from causalpos.sampling import SequenceSample, check_distinct, draw_sequences
 
     tokenizer = tokenizer_from_dir(tokenizer_dir)
     extra = {}
@@ -55,14 +59,17 @@ def sample_sequences(
         key=f"datasets.{name}.prepend_bos" if name else "prepend_bos",
         **extra,
     )
+    for warning in check_distinct(ds, f"datasets.{name}" if name else "dataset"):
+        log.warning(warning)
     ds.attrs["tokenizer_dir"] = Path(tokenizer_dir).name
     if corpus_sha256:
         ds.attrs["corpus_sha256"] = json.dumps(dict(corpus_sha256), sort_keys=True)
     write_dataset(ds, out)
     log.info(
-        "sampled %d sequences x %d tokens (bos=%s, prefix %s, prepended here: %s)",
+        "sampled %d sequences x %d tokens, %d distinct (bos=%s, prefix %s, prepended here: %s)",
         ds.sizes["sequence"],
         ds.sizes["position"],
+        ds.attrs["n_distinct"],
         ds.attrs.get("bos"),
         ds.attrs.get("prefix_ids"),
         ds.attrs.get("bos_added"),
