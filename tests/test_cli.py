@@ -44,6 +44,34 @@ def test_missing_cells_in_text_columns_compare_equal(tmp_path):
     assert compare_trees(tmp_path / "a", tmp_path / "b").identical
 
 
+def test_version_is_the_installed_distributions_else_the_packages(monkeypatch, capsys):
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    import pytest
+
+    import causalpos
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"causalpos {importlib.metadata.version('causalpos')}\n"
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    monkeypatch.setattr(causalpos, "__version__", "9.8.7")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == "causalpos 9.8.7\n"
+    # the package's version is the one pyproject.toml gives the distribution
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    monkeypatch.undo()
+    assert tomllib.loads(pyproject.read_text())["project"]["version"] == causalpos.__version__
+
+
 # --- issue 34: usage errors exit 2 with a message, never a traceback or DIFFERENT's 1 -------------
 
 

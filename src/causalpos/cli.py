@@ -1,5 +1,6 @@
 """``causalpos`` command line: tools around a results tree.
 
+causalpos --version                                # the package's version
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
 causalpos verify [DIR ...] [--sizes-only] [--configfile F]  # stores and model weights checked
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
@@ -20,6 +21,19 @@ EXIT_USAGE = 2
 
 #: The columns ``causalpos summary`` reads from a scorecard.
 SCORECARD_COLUMNS = ("paper", "target", "measured", "paper_value", "verdict")
+
+
+def package_version() -> str:
+    """The installed distribution's version (``importlib.metadata``), else, where causalpos is
+    imported from a source tree it was not installed from, the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("causalpos")
+    except PackageNotFoundError:
+        from causalpos import __version__
+
+        return __version__
 
 
 def _usage_error(message: str) -> int:
@@ -145,6 +159,7 @@ def _add_findings(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="causalpos", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"causalpos {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     diff = sub.add_parser(
         "diff-results",
