@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         "verify",
         help="check every store of a results tree against its manifest and list stale "
         "temporaries; exit 1 if any store is damaged or a temporary is left, 3 if nothing is "
-        "damaged but some stores have no manifest (written by older code: unverified)",
+        "damaged but some stores have no manifest (written by older code: unverified); its "
+        "progress (stores checked of all found, the one being checked) goes to stderr",
     )
     verify.add_argument(
         "results",
@@ -225,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
             for root in roots:  # reported inside: the rebuild commands name the config files
                 # each store's settings against its config (--configfile, else the one it records)
                 expected = config_expectations(args.configfile or None)
-                report = verify_tree(root, checksums=not args.sizes_only, expected=expected)
+                report = verify_tree(
+                    root, checksums=not args.sizes_only, expected=expected, progress=sys.stderr
+                )
                 print(report.report())
                 codes.add(report.exit_code)
         except FileNotFoundError as e:
