@@ -1,4 +1,5 @@
-"""The command line: ``causalpos diff-results`` (two results trees compared table by table), ``summary`` and ``findings``."""
+"""The command line: ``causalpos diff-results`` (two results trees compared table by table, the
+jobs' benchmark tables left out), ``summary``, ``findings`` and ``--version``."""
 
 from __future__ import annotations
 
@@ -43,6 +44,53 @@ def test_missing_cells_in_text_columns_compare_equal(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "t.csv").write_text("label,value\nx,\n,1.5\n")
     assert compare_trees(tmp_path / "a", tmp_path / "b").identical
+
+
+def test_benchmark_tables_are_timings_left_out_of_the_comparison_and_counted(tmp_path, capsys):
+    a, b = _tree(tmp_path / "a"), _tree(tmp_path / "b")
+    for root, seconds in ((a, "1.5"), (b, "2.5")):  # Snakemake's benchmark: differs every run
+        table = root / "benchmarks" / "simulate" / "l2_a000.tsv"
+        table.parent.mkdir(parents=True)
+        table.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:01\t200.0\n")
+    (a / "benchmarks" / "plot_fig1.tsv").write_text("s\n1\n")  # only in A: not compared either
+    assert not compare_trees(a, b).identical
+    diff = compare_trees(a, b, exclude=("benchmarks",))
+    assert diff.identical and diff.compared == 2 and diff.skipped == {"benchmarks": 2}
+    assert main(["diff-results", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "2 tables compared",
+        "not compared: 2 tables under benchmarks/",
+        "identical",
+    ]
+
+
+def test_version_is_the_installed_distributions_else_the_packages(monkeypatch, capsys):
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    import pytest
+
+    import causalpos
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"causalpos {importlib.metadata.version('causalpos')}\n"
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    monkeypatch.setattr(causalpos, "__version__", "9.8.7")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == "causalpos 9.8.7\n"
+    # the package's version is the one pyproject.toml gives the distribution
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    monkeypatch.undo()
+    assert tomllib.loads(pyproject.read_text())["project"]["version"] == causalpos.__version__
 
 
 # --- issue 34: usage errors exit 2 with a message, never a traceback or DIFFERENT's 1 -------------

@@ -3,6 +3,7 @@ the normalization, stale temporaries, ``causalpos verify``."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import pickle
@@ -365,6 +366,39 @@ def test_verify_lists_damaged_stores_and_stale_temporaries(tmp_path, capsys):
     shutil.rmtree(stale)
     assert main(["verify", str(results)]) == 0
     assert main(["verify", str(tmp_path / "nowhere")]) == 2
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_verify_shows_its_progress_on_stderr_and_leaves_the_report_alone(tmp_path, capsys):
+    """Progress of `causalpos verify` on stderr: stores checked of all found and the one being
+    checked, plain lines when stderr is no terminal (the first and the last here), redrawn in
+    place on one; stdout holds the report, exactly as without progress."""
+    from causalpos.io.verify import verify_tree
+
+    results = tmp_path / "results"
+    stores = [
+        write_dataset(_shard(0, 4), results / "scores" / "m" / "d" / f"v{k}.zarr") for k in range(3)
+    ]
+    assert main(["verify", str(results)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == verify_tree(results).report() + "\n"
+    assert "\r" not in captured.err
+    lines = captured.err.splitlines()
+    assert len(lines) == 2 and all(line.startswith(f"verify {results}: ") for line in lines)
+    assert " 0/3 (0%) [" in lines[0]
+    assert " 3/3 (100%) [" in lines[1] and lines[1].endswith(f"store/s, {stores[-1]}]")
+
+    tty = _Terminal()
+    assert verify_tree(results, progress=tty).report() == verify_tree(results).report()
+    frames = tty.getvalue().split("\r")[1:]
+    # a frame naming each store as it is checked, then the final count
+    for k, store in enumerate(stores):
+        assert any(f"| {k}/3 [" in f and f.rstrip().endswith(f"{store}]") for f in frames), k
+    assert "| 3/3 [" in frames[-1] and frames[-1].endswith("\n")
 
 
 def test_rebuild_command_of_a_variant_store_names_the_directory_its_job_writes(monkeypatch):

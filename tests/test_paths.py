@@ -148,6 +148,49 @@ def test_the_paths_module_imports_nothing_of_the_library():
     assert imported == {"__future__"}
 
 
+_BLOCK = re.compile(r"^(?:rule (\w+)|use rule (\w+) as (\w+) with):\n(.*?)(?=^\S|\Z)", re.M | re.S)
+_LOG = re.compile(r'^    log:\n        "logs/(.+)\.log",\n', re.M)
+_BENCHMARK = re.compile(r'^    benchmark:\n        PATHS\.benchmark\("(.+)"\)\n', re.M)
+
+
+def rule_blocks() -> dict[str, tuple[str | None, str]]:
+    """Every rule of the workflow's .smk files: name -> (the rule it is declared from with ``use
+    rule``, else None; its block's text)."""
+    out = {}
+    for f in _smk_files():
+        for m in _BLOCK.finditer(f.read_text()):
+            name, parent = (m.group(1), None) if m.group(1) else (m.group(3), m.group(2))
+            out[name] = (parent, m.group(4))
+    return out
+
+
+def test_every_rule_that_runs_a_job_writes_a_benchmark_table_named_as_its_log():
+    """Each rule but ``all`` runs a script (one declared with ``use rule`` runs its parent's), so
+    each declares Snakemake's ``benchmark:``, a :func:`causalpos.paths.benchmark` path named as
+    its log (``logs/{job}.log`` -> ``results/benchmarks/{job}.tsv``, the job below the rule's
+    directory); a ``use rule`` that moves its log moves its benchmark with it."""
+    blocks = rule_blocks()
+    assert len(blocks) >= 30 and "all" in blocks
+    missing, unpaired = [], []
+    for name, (parent, body) in sorted(blocks.items()):
+        runs = re.search(r"^    (script|shell|run):", body, re.M) or parent is not None
+        if name == "all":
+            assert not runs and "benchmark:" not in body  # the targets: no job of its own
+            continue
+        assert runs, f"rule {name} runs nothing: is it an aggregation of targets, like all?"
+        log, bench = _LOG.search(body), _BENCHMARK.search(body)
+        if bench is None:
+            missing.append(name)
+        elif log is None or log.group(1) != bench.group(1):
+            unpaired.append(f"{name}: log {log and log.group(1)}, benchmark {bench.group(1)}")
+        elif bench.group(1).split("/")[0] != (parent or name):
+            unpaired.append(f"{name}: benchmark {bench.group(1)} outside its rule's directory")
+    assert not missing, f"rules without a benchmark: {missing}"
+    assert not unpaired, unpaired
+    assert P.benchmark("simulate/{setting}") == "results/benchmarks/simulate/{setting}.tsv"
+    assert P.BENCHMARKS_ROOT.startswith(P.RESULTS_ROOT + "/")
+
+
 #: What each wildcard of a pattern may be when filled in.
 FIELDS = {
     "shard": r"\d{4}",
@@ -231,6 +274,7 @@ def test_every_target_and_scorecard_input_of_a_config_is_a_pattern(name):
 
 _RULE = re.compile(r"^(?:local)?rule (\w+):\s*$")
 _OUTPUT = re.compile(r"^\s+output: (.*)$")
+_LOG_OR_BENCHMARK = re.compile(r"^\s+(log|benchmark): (.*)$")
 
 
 @pytest.mark.slow
@@ -245,13 +289,17 @@ def test_every_output_of_every_rule_is_a_pattern(tmp_path):
     (pipeline / "shards.yaml").write_text(yaml.safe_dump(cfg))
     proc = snakemake(pipeline, "-n", "--cores", "1", "--configfile", "shards.yaml")
     outputs: dict[str, list[str]] = {}
+    jobs: list[dict[str, str]] = []  # each job's rule, log and benchmark
     rule = None
     for line in (proc.stdout + proc.stderr).splitlines():
         if m := _RULE.match(line):
             rule = m.group(1)
             outputs.setdefault(rule, [])
+            jobs.append({"rule": rule})
         elif (m := _OUTPUT.match(line)) and rule:
             outputs[rule] += [p.strip() for p in m.group(1).split(",")]
+        elif (m := _LOG_OR_BENCHMARK.match(line)) and rule:
+            jobs[-1][m.group(1)] = m.group(2).strip()
     defined = {
         m.group(1)
         for f in _smk_files()
@@ -261,3 +309,12 @@ def test_every_output_of_every_rule_is_a_pattern(tmp_path):
     assert sum(map(len, outputs.values())) > 200
     bad = {r: unmatched(paths) for r, paths in outputs.items() if unmatched(paths)}
     assert not bad, bad
+    # every job but all's writes its benchmark table, named as its log
+    assert len(jobs) > 100 and [j for j in jobs if j["rule"] == "all"] == [{"rule": "all"}]
+    unpaired = [
+        j
+        for j in jobs
+        if j["rule"] != "all"
+        and j.get("benchmark") != P.benchmark(j["log"].removeprefix("logs/").removesuffix(".log"))
+    ]
+    assert not unpaired, unpaired[:5]

@@ -313,3 +313,23 @@ def test_final_stores_need_every_sequence_of_the_dataset(tmp_path):
     )
     with pytest.raises(ValueError, match=r"need every sequence .* got \[0, 4\).*merge_scores"):
         stages_extract.extract_scores(tmp_path / "no-model", data, tmp_path / "out", bounds=(0, 4), variants={"causal": {"reducers": ["moments"]}}, settings=ExtractSettings(batch_size=2, n_groups=2, seed=0), final=True)  # fmt: skip
+
+
+def test_a_stages_progress_in_a_file_is_plain_lines(tmp_path):
+    """The simulation's progress bar, its stderr a file (a job's log, ``2> file``): a line when
+    the loop starts and one with the final count, no ``\\r`` frames; the store is written."""
+    import contextlib
+
+    from causalpos.paper1.simulate import DEFAULT_CHUNK
+    from causalpos.stages.simulate import simulate
+
+    setting = {"alpha": 0.2, "n_samples": 3 * DEFAULT_CHUNK, "seq_len": 6, "dim": 8}
+    setting |= {"n_layers": 2, "n_groups": 3}
+    log = tmp_path / "job.log"
+    with open(log, "w") as fh, contextlib.redirect_stderr(fh):
+        ds = simulate(tmp_path / "s.zarr", setting, name="s", seed=0)
+    text = log.read_bytes().decode()  # as written: read_text would turn each \r into \n
+    assert "\r" not in text
+    counts = [line.split(" [")[0] for line in text.splitlines() if line.startswith("simulate:")]
+    assert counts[0] == "simulate: 0/3 (0%)" and counts[-1] == "simulate: 3/3 (100%)"
+    assert ds["score"].shape == (2, 6, 6) and (tmp_path / "s.zarr").is_dir()

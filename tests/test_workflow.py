@@ -161,6 +161,57 @@ def test_jobs_that_need_no_model_never_load_torch(pipeline):
     assert seen["extract_scores"] == seen["train_model"] == {"torch loaded"}
 
 
+#: The columns of Snakemake's benchmark table, in order (snakemake.benchmark.BenchmarkRecord).
+BENCHMARK_COLUMNS = ["s", "h:m:s", "max_rss", "max_vms", "max_uss", "max_pss"]
+BENCHMARK_COLUMNS += ["io_in", "io_out", "mean_load", "cpu_time"]
+
+
+def test_every_job_wrote_its_benchmark_table_named_as_its_log(pipeline):
+    """Each job's `benchmark:` table (causalpos.paths.benchmark of its log's name): one row of
+    Snakemake's columns timing the whole job, the block its log times included."""
+    from causalpos.io.runlog import read_job_logs
+    from causalpos.paths import BENCHMARKS_ROOT, benchmark
+
+    jobs = read_job_logs(pipeline / "logs")
+    assert len(jobs) >= 40
+    tables = {p.relative_to(pipeline).as_posix() for p in (pipeline / BENCHMARKS_ROOT).rglob("*")}
+    assert {t for t in tables if t.endswith(".tsv")} == {benchmark(j.job) for j in jobs}
+    rss: dict[str, list[float]] = {}
+    for job in jobs:
+        table = pd.read_csv(pipeline / benchmark(job.job), sep="\t")
+        assert list(table.columns) == BENCHMARK_COLUMNS and len(table) == 1, job.job
+        row = table.iloc[0]
+        # the job's processes from start to end: the log's timed block lies inside (0.05 s for
+        # the rounding of both)
+        assert row["s"] >= job.wall_s - 0.05, (job.job, row["s"], job.wall_s)
+        rss.setdefault(job.rule, []).append(float(row["max_rss"]))
+    # jobs that import torch and run for seconds are sampled with torch loaded
+    assert min(rss["train_model"]) > 100 and min(rss["extract_scores"]) > 100, rss
+
+
+def test_job_logs_hold_progress_as_lines_never_carriage_return_frames(pipeline):
+    """No job's log holds a \\r frame; the simulation's and the extraction's progress bars and
+    transformers' (its weights loaded) are lines: each bar's first and last count."""
+    from causalpos.paper1.simulate import DEFAULT_CHUNK
+
+    logs = sorted((pipeline / "logs").rglob("*.log"))
+    assert len(logs) >= 40 and [p for p in logs if b"\r" in p.read_bytes()] == []
+    cfg = yaml.safe_load((pipeline / SMOKE).read_text())
+    chunks = -(-cfg["simulate"]["n_samples"] // DEFAULT_CHUNK)
+    for name in cfg["simulate"]["settings"]:
+        lines = (pipeline / "logs" / "simulate" / f"{name}.log").read_text().splitlines()
+        counts = [line.split(" [")[0] for line in lines if line.startswith("simulate: ")]
+        assert counts == [f"simulate: 0/{chunks} (0%)", f"simulate: {chunks}/{chunks} (100%)"]
+    extract = [p for p in logs if p.parts[-4] == "extract_scores"]
+    assert extract
+    for log in extract:
+        lines = log.read_text().splitlines()
+        causal = [line.split(" [")[0] for line in lines if line.startswith("extract causal: ")]
+        assert len(causal) >= 2 and causal[0].startswith("extract causal: 0/"), log
+        assert causal[-1].endswith("(100%)"), log
+        assert any(line.startswith("Loading weights: 100%") for line in lines), log
+
+
 def test_scorecard_of_the_smoke_run_gives_the_verdicts_its_tables_imply(pipeline):
     """The smoke run's own scorecard: every row has a falsification condition and a known verdict;
     the exact layer 3-4 computation differs from the paper, and claim 1 (headline logit leakage

@@ -1,5 +1,6 @@
 """``causalpos`` command line: tools around a results tree.
 
+causalpos --version                                # the package's version
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
 causalpos verify [DIR ...] [--sizes-only] [--configfile F]  # stores and model weights checked
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
@@ -13,7 +14,13 @@ import argparse
 import math
 import sys
 
-from causalpos.paths import FINDINGS_TEMPLATE, MODELS_ROOT, RESULTS_ROOT, SCORECARD_CSV
+from causalpos.paths import (
+    BENCHMARKS_ROOT,
+    FINDINGS_TEMPLATE,
+    MODELS_ROOT,
+    RESULTS_ROOT,
+    SCORECARD_CSV,
+)
 
 #: Exit status of a usage error (a path that is not there, a file that is not what the command
 #: reads), as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
@@ -21,6 +28,19 @@ EXIT_USAGE = 2
 
 #: The columns ``causalpos summary`` reads from a scorecard.
 SCORECARD_COLUMNS = ("paper", "target", "measured", "paper_value", "verdict")
+
+
+def package_version() -> str:
+    """The installed distribution's version (``importlib.metadata``), else, where causalpos is
+    imported from a source tree it was not installed from, the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("causalpos")
+    except PackageNotFoundError:
+        from causalpos import __version__
+
+        return __version__
 
 
 def _usage_error(message: str) -> int:
@@ -53,7 +73,9 @@ def _diff_results(args: argparse.Namespace) -> int:
                 f"diff-results: {which} = {path} is not a directory; give two results trees "
                 "(e.g. OLD/results NEW/results)"
             )
-    result = compare_trees(args.a, args.b, rtol=args.rtol, atol=args.atol)
+    # the benchmark tables hold a run's timings, not its results
+    timings = BENCHMARKS_ROOT.removeprefix(RESULTS_ROOT + "/")
+    result = compare_trees(args.a, args.b, rtol=args.rtol, atol=args.atol, exclude=(timings,))
     print(result.report())
     return 0 if result.identical else 1
 
@@ -160,11 +182,13 @@ def _add_findings(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="causalpos", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"causalpos {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     diff = sub.add_parser(
         "diff-results",
-        help="compare every table (CSV, TSV, Markdown) of two results trees; exit 1 if any "
-        "differs, 2 on a usage error (a tree that is not there)",
+        help="compare every table (CSV, TSV, Markdown) of two results trees, but the jobs' "
+        f"benchmark tables ({BENCHMARKS_ROOT}/: timings); exit 1 if any differs, 2 on a usage "
+        "error (a tree that is not there)",
     )
     diff.add_argument("a")
     diff.add_argument("b")
@@ -176,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         "verify",
         help="check every store of a results tree against its manifest and list stale "
         "temporaries; exit 1 if any store is damaged or a temporary is left, 3 if nothing is "
-        "damaged but some stores have no manifest (written by older code: unverified)",
+        "damaged but some stores have no manifest (written by older code: unverified); its "
+        "progress (stores checked of all found, the one being checked) goes to stderr",
     )
     verify.add_argument(
         "results",
@@ -227,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
             for root in roots:  # reported inside: the rebuild commands name the config files
                 # each store's settings against its config (--configfile, else the one it records)
                 expected = config_expectations(args.configfile or None)
-                report = verify_tree(root, checksums=not args.sizes_only, expected=expected)
+                report = verify_tree(
+                    root, checksums=not args.sizes_only, expected=expected, progress=sys.stderr
+                )
                 print(report.report())
                 codes.add(report.exit_code)
         except FileNotFoundError as e:

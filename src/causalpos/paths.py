@@ -55,6 +55,14 @@ FINDINGS_MD = "results/report/findings.md"
 #: The findings page's template (in the repository, not under results/).
 FINDINGS_TEMPLATE = "docs/findings.template.md"
 
+#: Snakemake's ``benchmark:`` table of one job (one row: wall and CPU seconds, peak memory, I/O;
+#: docs/outputs.md), by :func:`benchmark`. ``{job}`` is the job's log path below ``logs/`` without
+#: ``.log`` (``extract_scores/{model}/{dataset}/shard-{shard}``: ``causalpos.io.runlog.JobLog``'s
+#: ``job``), so a job's table and its log pair by name. Timings, not results: ``causalpos
+#: diff-results`` leaves them out.
+BENCHMARKS_ROOT = "results/benchmarks"
+BENCHMARK = BENCHMARKS_ROOT + "/{job}.tsv"
+
 # ---------------------------------------------------------------------------------------------
 # Figures: ``FIGURE`` with one of the stems below and a configured format (``figures.formats``).
 FIGURE = "results/figures/{stem}.{fmt}"
@@ -110,6 +118,12 @@ def fill_wildcards(pattern: str, **values: str) -> str:
 def score_shard(model: str, dataset: str, k: int) -> str:
     """The directory of shard ``k`` (0-based) of (model, dataset): ``shard-0000``, ``shard-0001``..."""
     return SCORE_SHARD.format(model=model, dataset=dataset, shard=f"{k:04d}")
+
+
+def benchmark(job: str) -> str:
+    """The benchmark table of ``job`` (its log's path below ``logs/`` without ``.log``, wildcards
+    kept): ``benchmark("simulate/{setting}")`` is ``results/benchmarks/simulate/{setting}.tsv``."""
+    return BENCHMARK.format(job=job)
 
 
 def paper2_table(name: str) -> str:

@@ -8,6 +8,8 @@ rule sample_sequences:
         directory(PATHS.DATA_STORE),
     log:
         "logs/sample_sequences/{dataset}/{tokenizer}.log",
+    benchmark:
+        PATHS.benchmark("sample_sequences/{dataset}/{tokenizer}")
     priority: PRIORITY_FIRST
     conda:
         ENV_MODELS

@@ -18,6 +18,8 @@ rule extract_scores:
     # the pair's one shard: logged where a shard's job logs (benchmarks/budget.py reads them)
     log:
         "logs/extract_scores/{model}/{dataset}/shard-0000.log",
+    benchmark:
+        PATHS.benchmark("extract_scores/{model}/{dataset}/shard-0000")
     wildcard_constraints:
         dataset=CFG.shard_count_pattern(one=True),
     # One thread: paper 2's per-map fits are single-threaded and small ops scale poorly, so two
@@ -53,6 +55,8 @@ use rule extract_scores as extract_scores_shard with:
         temp(directory(PATHS.SCORE_SHARD)),
     log:
         "logs/extract_scores/{model}/{dataset}/shard-{shard}.log",
+    benchmark:
+        PATHS.benchmark("extract_scores/{model}/{dataset}/shard-{shard}")
     wildcard_constraints:
         dataset=r"[^/]+",
     params:
@@ -67,6 +71,8 @@ rule merge_scores:
         directory(PATHS.SCORE_DIR),
     log:
         "logs/merge_scores/{model}/{dataset}.log",
+    benchmark:
+        PATHS.benchmark("merge_scores/{model}/{dataset}")
     wildcard_constraints:
         dataset=CFG.shard_count_pattern(one=False),
     priority: PRIORITY_NEXT
@@ -90,6 +96,8 @@ rule diagonal_normalize:
         directory(PATHS.NORMALIZED_STORE),
     log:
         "logs/diagonal_normalize/{model}/{dataset}/{variant}.log",
+    benchmark:
+        PATHS.benchmark("diagonal_normalize/{model}/{dataset}/{variant}")
     conda:
         ENV_ANALYSIS
     threads: 1

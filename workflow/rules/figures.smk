@@ -11,6 +11,8 @@ rule plot_fig1:
         ),
     log:
         "logs/plot_fig1/plot_fig1.log",
+    benchmark:
+        PATHS.benchmark("plot_fig1/plot_fig1")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -36,6 +38,8 @@ rule plot_simulation:
         ),
     log:
         "logs/plot_simulation/plot_simulation.log",
+    benchmark:
+        PATHS.benchmark("plot_simulation/plot_simulation")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -60,6 +64,8 @@ rule plot_llm_fig5:
         ),
     log:
         "logs/plot_llm_fig5/plot_llm_fig5.log",
+    benchmark:
+        PATHS.benchmark("plot_llm_fig5/plot_llm_fig5")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -86,6 +92,8 @@ rule plot_llm_appendix:
         ),
     log:
         "logs/plot_llm_appendix/plot_llm_appendix.log",
+    benchmark:
+        PATHS.benchmark("plot_llm_appendix/plot_llm_appendix")
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -22,6 +22,8 @@ rule leakage:
         directory(PATHS.LEAKAGE_STORE),
     log:
         "logs/leakage/{model}/{dataset}.log",
+    benchmark:
+        PATHS.benchmark("leakage/{model}/{dataset}")
     priority: PRIORITY_NEXT
     conda:
         ENV_MODELS
@@ -49,6 +51,8 @@ rule position0:
         [directory(p) for p in family_paths(CFG.position0_family(), "output")],
     log:
         "logs/position0/position0.log",
+    benchmark:
+        PATHS.benchmark("position0/position0")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -186,6 +190,8 @@ rule aggregate_leakage:
         ),
     log:
         "logs/aggregate_leakage/aggregate_leakage.log",
+    benchmark:
+        PATHS.benchmark("aggregate_leakage/aggregate_leakage")
     conda:
         ENV_MODELS
     threads: 1
@@ -218,6 +224,8 @@ rule plot_paper2_layers:
         ),
     log:
         "logs/plot_paper2_layers/plot_paper2_layers.log",
+    benchmark:
+        PATHS.benchmark("plot_paper2_layers/plot_paper2_layers")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -243,6 +251,8 @@ rule plot_paper2_shares:
         ),
     log:
         "logs/plot_paper2_shares/plot_paper2_shares.log",
+    benchmark:
+        PATHS.benchmark("plot_paper2_shares/plot_paper2_shares")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -268,6 +278,8 @@ rule plot_paper2_position0:
         ),
     log:
         "logs/plot_paper2_position0/plot_paper2_position0.log",
+    benchmark:
+        PATHS.benchmark("plot_paper2_position0/plot_paper2_position0")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -293,6 +305,8 @@ rule plot_paper2_heads:
         ),
     log:
         "logs/plot_paper2_heads/plot_paper2_heads.log",
+    benchmark:
+        PATHS.benchmark("plot_paper2_heads/plot_paper2_heads")
     conda:
         ENV_ANALYSIS
     threads: 1

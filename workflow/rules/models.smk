@@ -8,6 +8,8 @@ rule prepare_model:
         directory(PATHS.MODEL_DIR),
     log:
         "logs/prepare_model/{model}.log",
+    benchmark:
+        PATHS.benchmark("prepare_model/{model}")
     wildcard_constraints:
         model=CFG.model_wildcard_pattern(),
     # One thread, so that the job can start whenever one core is free (see simulate).

@@ -24,6 +24,8 @@ rule scorecard:
         ),
     log:
         "logs/scorecard/scorecard.log",
+    benchmark:
+        PATHS.benchmark("scorecard/scorecard")
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -6,6 +6,8 @@ rule simulate:
         directory(PATHS.SIM_STORE),
     log:
         "logs/simulate/{setting}.log",
+    benchmark:
+        PATHS.benchmark("simulate/{setting}")
     conda:
         ENV_MODELS
     # One thread (one worker): the settings are independent jobs, and a 1-thread job can start
@@ -29,6 +31,8 @@ rule theory_check:
         PATHS.THEORY_TABLE,
     log:
         "logs/theory_check/theory_check.log",
+    benchmark:
+        PATHS.benchmark("theory_check/theory_check")
     conda:
         ENV_ANALYSIS
     threads: 1

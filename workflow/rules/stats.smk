@@ -13,6 +13,8 @@ rule aggregate_sim_stats:
         ),
     log:
         "logs/aggregate_sim_stats/aggregate_sim_stats.log",
+    benchmark:
+        PATHS.benchmark("aggregate_sim_stats/aggregate_sim_stats")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -38,6 +40,8 @@ rule aggregate_llm_stats:
         ),
     log:
         "logs/aggregate_llm_stats/aggregate_llm_stats.log",
+    benchmark:
+        PATHS.benchmark("aggregate_llm_stats/aggregate_llm_stats")
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -12,6 +12,8 @@ rule train_tokenizer:
         directory(PATHS.TOKENIZER_DIR),
     log:
         "logs/train_tokenizer/{tokenizer}.log",
+    benchmark:
+        PATHS.benchmark("train_tokenizer/{tokenizer}")
     wildcard_constraints:
         tokenizer=r"[A-Za-z0-9_.-]+",
     priority: PRIORITY_FIRST
@@ -39,6 +41,8 @@ rule train_model:
         directory(PATHS.TRAINED_MODEL_DIR),
     log:
         "logs/train_model/{variant}.log",
+    benchmark:
+        PATHS.benchmark("train_model/{variant}")
     wildcard_constraints:
         variant=r"[A-Za-z0-9_]+",
     # Measured: two 1-thread jobs use 2 cores better than one 2-thread job.
@@ -66,6 +70,8 @@ rule gram_panels:
         directory(PATHS.GRAM_STORE),
     log:
         "logs/gram_panels/{model}.log",
+    benchmark:
+        PATHS.benchmark("gram_panels/{model}")
     wildcard_constraints:
         model=r"[A-Za-z0-9_.-]+",
     conda:
@@ -97,6 +103,8 @@ rule gram_table:
         ),
     log:
         "logs/gram_table/gram_table.log",
+    benchmark:
+        PATHS.benchmark("gram_table/gram_table")
     conda:
         ENV_MODELS
     threads: 1
@@ -123,6 +131,8 @@ rule length_generalization:
         ),
     log:
         "logs/length_generalization/length_generalization.log",
+    benchmark:
+        PATHS.benchmark("length_generalization/length_generalization")
     conda:
         ENV_MODELS
     threads: 1
@@ -159,6 +169,8 @@ rule plot_loss_curves:
         ),
     log:
         "logs/plot_loss_curves/plot_loss_curves.log",
+    benchmark:
+        PATHS.benchmark("plot_loss_curves/plot_loss_curves")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -191,6 +203,8 @@ rule plot_gram_figures:
         ),
     log:
         "logs/plot_gram_figures/plot_gram_figures.log",
+    benchmark:
+        PATHS.benchmark("plot_gram_figures/plot_gram_figures")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -215,6 +229,8 @@ rule plot_loss_by_position:
         ),
     log:
         "logs/plot_loss_by_position/plot_loss_by_position.log",
+    benchmark:
+        PATHS.benchmark("plot_loss_by_position/plot_loss_by_position")
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -240,6 +256,8 @@ rule init_twin:
         directory(PATHS.INIT_TWIN_DIR),
     log:
         "logs/init_twin/{variant}.log",
+    benchmark:
+        PATHS.benchmark("init_twin/{variant}")
     wildcard_constraints:
         variant=r"[A-Za-z0-9_]+",
     priority: PRIORITY_LONG
@@ -271,6 +289,8 @@ rule compare_trained:
         ),
     log:
         "logs/compare_trained/compare_trained.log",
+    benchmark:
+        PATHS.benchmark("compare_trained/compare_trained")
     conda:
         ENV_MODELS
     threads: 1
@@ -310,6 +330,8 @@ rule plot_train_comparison:
         ),
     log:
         "logs/plot_train_comparison/plot_train_comparison.log",
+    benchmark:
+        PATHS.benchmark("plot_train_comparison/plot_train_comparison")
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -353,14 +353,14 @@ def _forward_batches(
     (``reducers[0]``) fed by the capture and the hidden-state ones (``reducers[1]``) by their
     hooks, with the variant's planted terms (``plants``: the query term per layer, the stream
     plant); the capture session (None without score reducers)."""
-    from tqdm import tqdm
+    from causalpos.io.progress import progress_bar
 
     on_scores, on_states = reducers
     planted, stream = plants
     n, batch_size = tokens.shape[0], run.batch_size
     n_layers = model.config.num_hidden_layers
     device = next(model.parameters()).device
-    bar = tqdm(
+    bar = progress_bar(
         total=n, desc=f"extract {v.name}", unit="seq", file=sys.stderr, disable=not run.progress
     )
     with ExitStack() as stack:

@@ -25,6 +25,8 @@ class TreeDiff:
     only_b: list[str] = field(default_factory=list)
     differing: dict[str, str] = field(default_factory=dict)  # relative path -> first difference
     compared: int = 0
+    #: tables left out (``exclude``): how many of A's and B's under each directory
+    skipped: dict[str, int] = field(default_factory=dict)
 
     @property
     def identical(self) -> bool:
@@ -32,6 +34,7 @@ class TreeDiff:
 
     def report(self) -> str:
         lines = [f"{self.compared} tables compared"]
+        lines += [f"not compared: {n} tables under {d}/" for d, n in self.skipped.items() if n]
         lines += [f"only in A: {p}" for p in self.only_a]
         lines += [f"only in B: {p}" for p in self.only_b]
         lines += [f"differs: {p}: {why}" for p, why in self.differing.items()]
@@ -86,10 +89,17 @@ def _diff_text(a: Path, b: Path) -> str | None:
 
 
 def compare_trees(
-    a: str | os.PathLike, b: str | os.PathLike, *, rtol: float = 0.0, atol: float = 0.0
+    a: str | os.PathLike,
+    b: str | os.PathLike,
+    *,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    exclude: tuple[str, ...] = (),
 ) -> TreeDiff:
-    """Every table (CSV, TSV, Markdown) under ``a`` against the same path under ``b``;
-    ``rtol`` and ``atol`` finite and >= 0 (:class:`ValueError` otherwise)."""
+    """Every table (CSV, TSV, Markdown) under ``a`` against the same path under ``b``, but those
+    under the directories ``exclude`` names (relative to the roots: tables of timings, which
+    differ from run to run), which are counted in ``skipped``; ``rtol`` and ``atol`` finite and
+    >= 0 (:class:`ValueError` otherwise)."""
     for name, tol in (("rtol", rtol), ("atol", atol)):
         if not math.isfinite(tol) or tol < 0:
             raise ValueError(f"compare_trees: {name}={tol!r}; a tolerance is a finite number >= 0")
@@ -98,7 +108,12 @@ def compare_trees(
         if not root.is_dir():
             raise FileNotFoundError(f"compare_trees: {root} is not a directory")
     ta, tb = _tables(a), _tables(b)
-    out = TreeDiff(only_a=sorted(ta - tb), only_b=sorted(tb - ta))
+    skipped = {}
+    for d in exclude:
+        held = {p for p in ta | tb if p.startswith(d.rstrip("/") + "/")}
+        skipped[d.rstrip("/")] = len(held)
+        ta, tb = ta - held, tb - held
+    out = TreeDiff(only_a=sorted(ta - tb), only_b=sorted(tb - ta), skipped=skipped)
     for rel in sorted(ta & tb):
         out.compared += 1
         if rel.endswith(".csv"):

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from causalpos.io.progress import LineFrames
 from causalpos.io.threads import bound_threads
 
 
@@ -376,7 +377,8 @@ def logged(
     exit_when_done: bool = False,
     huge_pages: bool = True,
 ):
-    """Send stdout, stderr and ``logging`` to ``log_path`` for the duration of the block; when
+    """Send stdout, stderr and ``logging`` to ``log_path`` for the duration of the block, with
+    progress bars as lines, never ``\\r`` frames (:class:`causalpos.io.progress.LineFrames`); when
     it succeeds, the log's last line records its wall time, the process's CPU time and start-up,
     its peak resident memory and whether torch was loaded (:func:`done_line`;
     :func:`read_job_logs` reads a run's).
@@ -416,7 +418,8 @@ def logged(
             exit_now()
         return
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", buffering=1) as fh, stop_on_sigterm(), job_collector():
+    with open(log_path, "w", buffering=1) as raw, stop_on_sigterm(), job_collector():
+        fh = LineFrames(raw)  # other libraries' progress bars as lines, no \r frames
         old_out, old_err = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = fh
         handler = logging.StreamHandler(fh)
@@ -430,6 +433,7 @@ def logged(
             yield
             torch_note = "torch loaded" if "torch" in sys.modules else "no torch"
             wall, cpu = time.perf_counter() - t0, process_cpu_s()
+            fh.finish()  # a frame still held: its own line, before the last one
             print(done_line(wall, cpu, cpu0, torch_note, peak_rss_mib()), file=fh)
         except (Terminated, KeyboardInterrupt) as exc:
             how = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
@@ -456,6 +460,7 @@ def logged(
                 logging.getLogger("causalpos").exception("job failed")
                 raise
         finally:
+            fh.finish()
             root.removeHandler(handler)
             sys.stdout, sys.stderr = old_out, old_err
     if explained is not None:

@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from causalpos.io.atomic import final_of, is_temporary
 from causalpos.io.integrity import (
@@ -23,6 +24,7 @@ from causalpos.io.integrity import (
     root_attributes,
     verify_model_dir,
 )
+from causalpos.io.progress import is_terminal, progress_bar
 from causalpos.io.provenance import config_words
 from causalpos.io.provenance import record_problems as provenance_check
 from causalpos.io.store import verify_store
@@ -129,8 +131,44 @@ def _is_store(path: Path) -> bool:
     return path.name.endswith(STORE_SUFFIX) or (path / "zarr.json").is_file()
 
 
+def _walk(root: Path) -> tuple[list[tuple[bool, Path]], list[Path]]:
+    """``(is_model, path)`` of every store and model directory under ``root`` (``root`` itself
+    when it is one), in the walk's order (sorted within each directory), and the stale
+    temporaries; symbolic links inside the tree are followed, each directory visited once, so a
+    link back up the tree ends the walk there."""
+    if _is_store(root):
+        return [(False, root)], []
+    if (root / MODEL_RECORD).is_file():
+        return [(True, root)], []
+    found, stale = [], []
+    seen = {root.resolve()}
+    for dirpath, dirnames, _files in os.walk(root, followlinks=True):
+        here = Path(dirpath)
+        descend = []
+        for name in sorted(dirnames):
+            path = here / name
+            real = path.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            if is_temporary(path):
+                stale.append(path)
+            elif _is_store(path):
+                found.append((False, path))
+            elif (path / MODEL_RECORD).is_file():  # a model directory: its weights' sha256
+                found.append((True, path))
+            else:
+                descend.append(name)
+        dirnames[:] = descend
+    return found, stale
+
+
 def verify_tree(
-    root: str | os.PathLike, *, checksums: bool = True, expected: Expected | None = None
+    root: str | os.PathLike,
+    *,
+    checksums: bool = True,
+    expected: Expected | None = None,
+    progress: TextIO | None = None,
 ) -> TreeReport:
     """Verify every store under ``root`` (manifest, metadata, counts; its provenance record
     against its path and, where ``expected`` gives one, the record its config expects) and every
@@ -139,6 +177,9 @@ def verify_tree(
     following symbolic links inside the tree (each directory once).
 
     ``checksums=False`` compares file sizes only (deleted and truncated files are still found).
+    ``progress``: a stream for the progress of the checks (stores and model directories checked
+    of all found, the one being checked; :func:`causalpos.io.progress.progress_bar`: redrawn on
+    a terminal, plain lines elsewhere); None: none.
     """
     root = Path(root)
     if not root.is_dir():
@@ -174,31 +215,18 @@ def verify_tree(
             out.damaged[model] = e
             out.damaged_models.append(model)
 
-    if _is_store(root):
-        check(root)
-        return out
-    if (root / MODEL_RECORD).is_file():
-        check_model(root)
-        return out
-    # Symbolic links inside the tree are followed (`results/normalized` may live on another
-    # disk); each directory is visited once, so a link back up the tree ends the walk there.
-    seen = {root.resolve()}
-    for dirpath, dirnames, _files in os.walk(root, followlinks=True):
-        here = Path(dirpath)
-        descend = []
-        for name in sorted(dirnames):
-            path = here / name
-            real = path.resolve()
-            if real in seen:
-                continue
-            seen.add(real)
-            if is_temporary(path):
-                out.stale.append(path)
-            elif _is_store(path):
-                check(path)
-            elif (path / MODEL_RECORD).is_file():  # a model directory: its weights' sha256
-                check_model(path)
-            else:
-                descend.append(name)
-        dirnames[:] = descend
+    # Symbolic links inside the tree are followed (`results/normalized` may live on another disk)
+    items, out.stale = _walk(root)
+    bar = progress_bar(
+        total=len(items),
+        desc=f"verify {display_path(root)}",
+        unit="store",
+        file=progress,
+        disable=progress is None,
+    )
+    for is_model, path in items:
+        bar.set_postfix_str(display_path(path), refresh=is_terminal(progress))
+        (check_model if is_model else check)(path)
+        bar.update(1)
+    bar.close()
     return out

@@ -187,9 +187,9 @@ def _sums(
     with _threads(1), torch.inference_mode(), ThreadPoolExecutor(max_workers=workers) as pool:
         results = pool.map(kernel, bounds) if workers > 1 else map(kernel, bounds)
         if progress:
-            from tqdm.auto import tqdm
+            from causalpos.io.progress import progress_bar
 
-            results = tqdm(results, total=len(bounds), desc="simulate", unit="chunk")
+            results = progress_bar(results, total=len(bounds), desc="simulate", unit="chunk")
         for parts in results:
             for g, part in parts:
                 sums[g] += part
