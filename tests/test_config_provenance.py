@@ -110,7 +110,8 @@ def test_every_table_records_its_rules_settings_and_what_it_was_computed_from():
     a, b = records(), records(_materiality)
     tables = {p for p, r in a.items() if r["kind"] == "table"}
     assert {THEORY, SCORECARD, "results/report/findings.md", "results/stats/paper2_tables.md",
-            "results/stats/llm_index.csv", "results/stats/train_lengthgen.csv"} <= tables  # fmt: skip
+            "results/stats/llm_index.csv", "results/stats/train_lengthgen.csv",
+            } <= tables  # fmt: skip
     assert a[SCORECARD]["params"]["settings"]["materiality"]["claim3_ntk"] == 0.1
     assert b[SCORECARD]["params"]["settings"]["materiality"]["claim3_ntk"] == 0.2
     # only the scorecard's outputs move with materiality (one job: csv, md, findings)

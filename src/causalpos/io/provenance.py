@@ -19,10 +19,11 @@ there, and Snakemake would take it as finished. So every store records, in its r
   ``.snakemake/causalpos/checkout``).
 
 A table (``results/stats/*.csv``, ``results/sim/theory.csv``, the Markdown digest, the scorecard
-and the findings page: kind ``table``, :meth:`causalpos.config.targets.TargetsSection.table_jobs`) keeps the same
-record beside it, in ``<table>.provenance.json`` (:func:`stamp_table`), with ``sha256``, the
-sha256 of the content it was written with, so that a table replaced or edited later is told from
-the one its record describes; its reader checks it (:func:`check_table`).
+and the findings page: kind ``table``, their params from
+:meth:`causalpos.config.targets.TargetsSection.table_jobs`) keeps the same record beside it, in
+``<table>.provenance.json`` (:func:`stamp_table`), with ``sha256``, the sha256 of the content it
+was written with, so that a table replaced or edited later is told from the one its record
+describes; its reader checks it (:func:`check_table`).
 
 The records the running config expects are computed once per Snakemake start (by the workflow, in
 the main process) and written to a JSON file named by :data:`TABLE_ENV`; a job writing a store
