@@ -177,3 +177,36 @@ def test_a_results_tree_shared_with_another_scorecard_setting_stops_the_run(
         snakemake(smoke_pipeline, "--forcerun", "results/report/scorecard.csv", "--configfile",
                   SMOKE, "--cores", "1")  # fmt: skip
     assert planned_jobs(smoke_pipeline, "--configfile", SMOKE) == []
+
+
+def test_a_config_override_is_recorded_and_verify_compares_with_it(smoke_pipeline):
+    """The issue's second case: stores and tables made with `--config KEY=VALUE` recorded only
+    the config file, so `causalpos verify` found them MISMATCHED and its rebuild hint dropped
+    the override."""
+    override = ("--configfile", SMOKE, "--config", "rehearsal=True")
+    assert rule_counts(planned_jobs(smoke_pipeline, *override)) == {"scorecard": 1}
+    snakemake(smoke_pipeline, *override, "--cores", "1")
+    try:
+        scorecard = smoke_pipeline / "results" / "report" / "scorecard.csv"
+        record = json.loads(scorecard.with_name("scorecard.csv.provenance.json").read_text())
+        assert record["configfiles"] == [SMOKE]
+        assert record["config_args"] == ["rehearsal=True"]
+        assert record["config_values"] == {"rehearsal": True}
+        assert record["params"]["settings"]["rehearsal"] is True
+        # compared with the config file and the override it records: what the run asked for
+        code, out = _verify(smoke_pipeline, "results")
+        assert code == 0, out
+        # compared with the config file alone: the scorecard's job is not that config's, and the
+        # rebuild command names what it is compared with
+        code, out = _verify(smoke_pipeline, "results", "--configfile", SMOKE)
+        assert code == 1, out
+        assert (
+            "MISMATCHED results/report/scorecard.csv (written by a run with --configfile "
+            f"{SMOKE} --config rehearsal=True)"
+        ) in out
+        assert "settings.rehearsal: the table has true, this config false" in out
+        # the start of a run without the override leaves the checkout's own table to Snakemake
+        assert rule_counts(planned_jobs(smoke_pipeline, "--configfile", SMOKE)) == {"scorecard": 1}
+    finally:
+        snakemake(smoke_pipeline, "--configfile", SMOKE, "--cores", "1")
+    assert planned_jobs(smoke_pipeline, "--configfile", SMOKE) == []
