@@ -42,3 +42,93 @@ def test_local_document_sizes_without_a_tokenizer(tmp_path):
     assert local_document_sizes({"type": "text", "path": str(tmp_path)}, max_bytes=5) is None
     assert local_document_sizes({"type": "hf", "dataset": "x/y"}) is None  # never touches the hub
     assert local_document_sizes({"type": "random_tokens"}) is None
+
+
+# --- a hub corpus's revision ---------------------------------------------------------------
+
+
+class _FakeHub:
+    """The dataset hub as ``huggingface_hub.HfApi().dataset_info`` and ``datasets.load_dataset``
+    see it (the hub is unreachable here): each revision's commit sha, and the rows streamed."""
+
+    def __init__(self, commits: dict | None):
+        self.commits, self.loaded = commits, []
+
+    def dataset_info(self, repo_id, revision=None, **kwargs):
+        import types
+
+        if self.commits is None:
+            raise ConnectionError("the hub is unreachable")
+        return types.SimpleNamespace(sha=self.commits[revision])
+
+    def load_dataset(self, dataset, name=None, *, split, revision, streaming):
+        self.loaded.append({"dataset": dataset, "revision": revision, "streaming": streaming})
+        return iter({"text": "In the beginning God created the heaven and the earth. " * 20}
+                    for _ in range(5))  # fmt: skip
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    import sys
+    import types
+
+    import huggingface_hub
+
+    def install(commits):
+        fake = _FakeHub(commits)
+        monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", fake.dataset_info)
+        monkeypatch.setitem(
+            sys.modules, "datasets", types.SimpleNamespace(load_dataset=fake.load_dataset)
+        )
+        return fake
+
+    return install
+
+
+def test_a_hub_corpus_is_read_at_the_commit_the_hub_resolves_and_the_store_records_it(
+    hub, tmp_path, tokenizer_dir
+):
+    """The issue's fourth case: a hub corpus (configs/paper.yaml's FineWeb-Edu) recorded no
+    resolved revision in its data store."""
+    from causalpos.io.store import open_dataset
+    from causalpos.stages.data import sample_sequences
+
+    sha = "3c1f" * 10
+    fake = hub({None: sha, "v1.0": "9" * 40})
+    corpus = {"type": "hf", "dataset": "org/edu", "max_documents": 3}
+    attrs: dict = {}
+    docs = load_documents(corpus, attrs)
+    assert len(docs) == 3 and docs[0].source == "org/edu"
+    # the stream is pinned to the commit the hub resolved, so the documents are that commit's
+    assert fake.loaded == [{"dataset": "org/edu", "revision": sha, "streaming": True}]
+    assert attrs == {
+        "corpus_revision": sha,
+        "corpus_revision_source": "the commit sha the hub resolved (its default branch)",
+    }
+    # through the job that samples it: in the data store
+    out = tmp_path / "data.zarr"
+    spec = {"corpus": {**corpus, "revision": "v1.0"}, "seq_len": 16, "n_sequences": 4}
+    sample_sequences(tokenizer_dir, {**spec, "mode": "chunks"}, out, seed=0)
+    stored = open_dataset(out).attrs
+    assert stored["corpus_revision"] == "9" * 40
+    assert stored["corpus_revision_source"] == (
+        "the commit sha the hub resolved (the config's revision 'v1.0')"
+    )
+    assert fake.loaded[-1]["revision"] == "9" * 40
+
+
+def test_a_hub_corpus_whose_commit_the_hub_does_not_report_records_why(hub):
+    fake = hub(None)
+    attrs: dict = {}
+    load_documents({"type": "hf", "dataset": "org/edu", "revision": "v1.0"}, attrs)
+    assert fake.loaded[-1]["revision"] == "v1.0"  # the config's revision, as given
+    assert attrs == {
+        "corpus_revision": "v1.0",
+        "corpus_revision_source": "the config's revision, unresolved (the hub reported no "
+        "commit: ConnectionError: the hub is unreachable)",
+    }
+    attrs = {}
+    load_documents({"type": "hf", "dataset": "org/edu"}, attrs)
+    assert attrs["corpus_revision"] == "" and attrs["corpus_revision_source"].startswith(
+        "unknown: no revision pinned and the hub reported no commit (ConnectionError"
+    )

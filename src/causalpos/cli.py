@@ -2,7 +2,7 @@
 
 causalpos --version                                # the package's version
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
-causalpos verify [DIR ...] [--sizes-only] [--configfile F]  # stores and model weights checked
+causalpos verify [DIR ...] [--sizes-only] [--configfile F] [--config K=V]  # stores, tables, weights
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
 causalpos findings [RESULTS] [--update docs/findings.md]  # the findings page from a run's tables
 causalpos findings --check                    # the template's rule: no number or verdict typed
@@ -154,6 +154,51 @@ def _findings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from causalpos.config.provenance import config_expectations
+    from causalpos.io.runconfig import CONFIG_ENV, CONFIGFILES_ENV
+    from causalpos.io.verify import EXIT_DAMAGED, EXIT_OK, EXIT_UNVERIFIED, verify_tree
+
+    explicit = bool(args.configfile or args.config)
+    values = None
+    if args.config:
+        from snakemake.cli import parse_config  # how Snakemake reads `--config KEY=VALUE`
+
+        try:
+            values = parse_config(args.config)
+        except ValueError as e:
+            return _usage_error(f"verify --config: {e} (give KEY=VALUE, as to snakemake)")
+    previous = {k: os.environ.get(k) for k in (CONFIGFILES_ENV, CONFIG_ENV)}
+    if explicit:  # named in the rebuild commands
+        os.environ[CONFIGFILES_ENV] = os.pathsep.join(args.configfile)
+        os.environ[CONFIG_ENV] = json.dumps({"args": args.config, "values": values or {}})
+    roots = args.results or [RESULTS_ROOT] + [m for m in [MODELS_ROOT] if os.path.isdir(m)]
+    try:
+        codes = set()
+        for root in roots:  # reported inside: the rebuild commands name the config files
+            # each store's and table's settings against its config (--configfile / --config,
+            # else the config files and overrides it records)
+            expected = config_expectations(args.configfile if explicit else None, values)
+            report = verify_tree(
+                root, checksums=not args.sizes_only, expected=expected, progress=sys.stderr
+            )
+            print(report.report())
+            codes.add(report.exit_code)
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
+        return 2
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return next((c for c in (EXIT_DAMAGED, EXIT_UNVERIFIED) if c in codes), EXIT_OK)
+
+
 def _add_findings(sub) -> None:
     """The ``findings`` subcommand's arguments."""
     findings = sub.add_parser(
@@ -198,10 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     verify = sub.add_parser(
         "verify",
-        help="check every store of a results tree against its manifest and list stale "
-        "temporaries; exit 1 if any store is damaged or a temporary is left, 3 if nothing is "
-        "damaged but some stores have no manifest (written by older code: unverified); its "
-        "progress (stores checked of all found, the one being checked) goes to stderr",
+        help="check every store of a results tree against its manifest, every store and table "
+        "against its provenance record (its path, its content, its config), and list stale "
+        "temporaries and the outputs Snakemake marks incomplete; exit 1 if anything is damaged, "
+        "mismatched, left or incomplete, 3 if nothing is but some stores have no manifest "
+        "(written by older code: unverified); its progress (stores checked of all found, the one "
+        "being checked) goes to stderr",
     )
     verify.add_argument(
         "results",
@@ -218,9 +265,17 @@ def main(argv: list[str] | None = None) -> int:
         "--configfile",
         action="append",
         default=[],
-        help="the config file the results were built with: every store's settings are compared "
-        "with it and it is named in the rebuild commands (default: the config file each store "
-        "records it was built with)",
+        help="the config file the results were built with: every store's and table's settings "
+        "are compared with it and it is named in the rebuild commands (default: the config file "
+        "and --config overrides each store and table records it was built with)",
+    )
+    verify.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a `snakemake --config` override the results were built with (one per --config; "
+        "with or without --configfile, which then defaults to config.yaml)",
     )
     summary = sub.add_parser(
         "summary",
@@ -237,35 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "diff-results":
         return _diff_results(args)
     if args.command == "verify":
-        import os
-
-        from causalpos.config.provenance import config_expectations
-        from causalpos.io.integrity import CONFIGFILES_ENV
-        from causalpos.io.verify import EXIT_DAMAGED, EXIT_OK, EXIT_UNVERIFIED, verify_tree
-
-        previous = os.environ.get(CONFIGFILES_ENV)
-        if args.configfile:  # named in the rebuild commands
-            os.environ[CONFIGFILES_ENV] = os.pathsep.join(args.configfile)
-        roots = args.results or [RESULTS_ROOT] + [m for m in [MODELS_ROOT] if os.path.isdir(m)]
-        try:
-            codes = set()
-            for root in roots:  # reported inside: the rebuild commands name the config files
-                # each store's settings against its config (--configfile, else the one it records)
-                expected = config_expectations(args.configfile or None)
-                report = verify_tree(
-                    root, checksums=not args.sizes_only, expected=expected, progress=sys.stderr
-                )
-                print(report.report())
-                codes.add(report.exit_code)
-        except FileNotFoundError as e:
-            print(e, file=sys.stderr)
-            return 2
-        finally:
-            if previous is None:
-                os.environ.pop(CONFIGFILES_ENV, None)
-            else:
-                os.environ[CONFIGFILES_ENV] = previous
-        return next((c for c in (EXIT_DAMAGED, EXIT_UNVERIFIED) if c in codes), EXIT_OK)
+        return _verify(args)
     if args.command == "summary":
         return _summary(args)
     return 2  # pragma: no cover - argparse rejects unknown commands

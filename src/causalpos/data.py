@@ -205,6 +205,46 @@ def jsonl_documents(
     return docs
 
 
+#: Data-store attributes of a hub corpus: the revision its documents were read at (the commit
+#: sha the hub resolved the config's ``revision`` to, else that revision), and where it came from.
+REVISION_ATTR, REVISION_SOURCE_ATTR = "corpus_revision", "corpus_revision_source"
+
+
+def hub_commit(dataset: str, revision: str | None) -> tuple[str | None, str]:
+    """``(commit sha, "")`` the dataset hub resolves ``revision`` of ``dataset`` to (None: its
+    default branch), as ``huggingface_hub`` reports it (the request ``datasets`` makes too);
+    ``(None, why)`` where the hub cannot be asked."""
+    try:
+        from huggingface_hub import HfApi
+
+        sha = HfApi().dataset_info(dataset, revision=revision).sha
+    except Exception as exc:  # offline, unknown dataset or revision, no huggingface_hub
+        return None, f"{type(exc).__name__}: {exc}"
+    return (str(sha), "") if sha else (None, "the hub reported no commit sha")
+
+
+def hub_revision_attrs(revision: str | None, commit: str | None, why: str = "") -> dict[str, str]:
+    """The data-store attributes (:data:`REVISION_ATTR`, :data:`REVISION_SOURCE_ATTR`) of a hub
+    corpus read at ``commit`` (None where the hub reported none, ``why``), the config's
+    ``revision`` pinned or not."""
+    if commit:
+        pinned = f" (the config's revision {revision!r})" if revision else " (its default branch)"
+        return {
+            REVISION_ATTR: commit,
+            REVISION_SOURCE_ATTR: "the commit sha the hub resolved" + pinned,
+        }
+    if revision:
+        return {
+            REVISION_ATTR: str(revision),
+            REVISION_SOURCE_ATTR: "the config's revision, unresolved (the hub reported no "
+            f"commit: {why})",
+        }
+    return {
+        REVISION_ATTR: "",
+        REVISION_SOURCE_ATTR: f"unknown: no revision pinned and the hub reported no commit ({why})",
+    }
+
+
 def hf_documents(
     dataset: str,
     *,
@@ -214,8 +254,12 @@ def hf_documents(
     text_field: str = "text",
     source_field: str | None = None,
     max_documents: int = 10_000,
+    attrs: dict | None = None,
 ) -> list[Document]:
-    """The first ``max_documents`` documents of a hub dataset, streamed (needs ``datasets``)."""
+    """The first ``max_documents`` documents of a hub dataset, streamed (needs ``datasets``) at
+    the commit the hub resolves ``revision`` to (:func:`hub_commit`), so that the documents are
+    that commit's; ``attrs``, where given, receives the revision read
+    (:func:`hub_revision_attrs`)."""
     hint = (
         "The dataset hub is unreachable on the offline build machines: use an offline corpus "
         "(type: kjv, or type: text / jsonl with a local copy of the data)"
@@ -226,9 +270,10 @@ def hf_documents(
         raise CorpusError(
             f"hf: corpus names dataset {dataset!r} but the `datasets` package is not installed. {hint}"
         ) from exc
+    commit, why = hub_commit(dataset, revision)
     try:
         stream = datasets.load_dataset(
-            dataset, name, split=split, revision=revision, streaming=True
+            dataset, name, split=split, revision=commit or revision, streaming=True
         )
         docs = []
         for row in stream:
@@ -241,11 +286,15 @@ def hf_documents(
             f"hf: could not read dataset {dataset!r} (config {name!r}, split {split!r}): "
             f"{type(exc).__name__}: {exc}. {hint}"
         ) from exc
+    if attrs is not None:
+        attrs.update(hub_revision_attrs(revision, commit, why))
     return docs
 
 
-def load_documents(corpus: dict) -> list[Document]:
-    """The documents of a (validated) corpus spec; ``random_tokens`` has none."""
+def load_documents(corpus: dict, attrs: dict | None = None) -> list[Document]:
+    """The documents of a (validated) corpus spec; ``random_tokens`` has none. ``attrs``, where
+    given, receives what a data store records of where they came from (a hub corpus: the
+    revision read, :func:`hub_revision_attrs`)."""
     corpus = validate_corpus(corpus)
     kind = corpus["type"]
     if kind == "kjv":
@@ -271,6 +320,7 @@ def load_documents(corpus: dict) -> list[Document]:
             text_field=corpus.get("text_field", "text"),
             source_field=corpus.get("source_field"),
             max_documents=int(corpus.get("max_documents", 10_000)),
+            attrs=attrs,
         )
     return []
 

@@ -183,9 +183,11 @@ def draw_sequences(
     position)`` int64, ``source (sequence)`` str, ``document (sequence)`` int64 (index in the
     corpus; -1 for random tokens), ``offset (sequence)`` int64 (first content token within the
     document) and attrs (corpus, corpus_type, mode, seq_len, n_sequences, seed, tokenizer,
-    tokenizer_sha256, bos, bos_id, prefix_ids, prepend_bos, bos_added, n_documents, n_candidates,
-    :func:`distinct_attrs`). ``bos``: every sequence starts with the same BOS (``bos_id``; -1:
-    none); ``prepend_bos``: the setting as JSON; ``bos_added``: prepended here (not the tokenizer).
+    tokenizer_sha256, bos, bos_id, prefix_ids, prepend_bos, bos_added, n_documents,
+    n_candidates, :func:`distinct_attrs`; hub corpora: :func:`causalpos.data.hub_revision_attrs`).
+    ``bos``: every sequence starts with one BOS (``bos_id``; -1 if none); ``prepend_bos``: the
+    setting as JSON; ``bos_added``: whether the BOS was prepended here rather than by the
+    tokenizer.
     """
     seq_len, n_sequences, mode, seed = sample.seq_len, sample.n_sequences, sample.mode, sample.seed
     prepend_bos = sample.prepend_bos
@@ -204,7 +206,7 @@ def draw_sequences(
             f"draw_sequences: seq_len {seq_len} leaves no room after the prefix {prefix}"
         )
     rng = np.random.default_rng(seed)
-    n_documents = 0
+    n_documents, n_candidates, source_attrs = 0, -1, {}  # source_attrs: the documents' origin
     if corpus["type"] == "random_tokens":
         allowed = non_special_ids(tokenizer)
         body = allowed[rng.integers(0, allowed.size, size=(n_sequences, content_len))]
@@ -214,10 +216,9 @@ def draw_sequences(
         source = np.array(["random_tokens"] * n_sequences, dtype=object)
         document = np.full(n_sequences, -1, dtype=np.int64)
         offset = np.zeros(n_sequences, dtype=np.int64)
-        n_candidates = -1
     else:
         tokens, source, document, offset, n_documents, n_candidates = _draw_from_documents(
-            tokenizer, sample, corpus, prefix, rng, also_for
+            tokenizer, sample, corpus, prefix, rng, also_for, source_attrs
         )
     _refuse_padding(tokenizer, tokens, len(prefix), corpus)
     import xarray as xr
@@ -249,6 +250,7 @@ def draw_sequences(
             "n_documents": int(n_documents),
             "n_candidates": int(n_candidates),
             **distinct_attrs(tokens, len(prefix)),
+            **source_attrs,
         },
     )
     if also_for and mode == "first":
@@ -256,13 +258,14 @@ def draw_sequences(
     return ds
 
 
-def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for):
+def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for, attrs):
     """(tokens, source, document, offset, n_documents, n_candidates) of :func:`draw_sequences`
     from the corpus's documents: the first tokens of documents long enough (mode ``first``) or
-    their consecutive chunks (``chunks``), in a seeded (or source-stratified) order."""
+    their consecutive chunks (``chunks``), in a seeded (or source-stratified) order; ``attrs``
+    receives where the documents came from (:func:`causalpos.data.load_documents`)."""
     seq_len, n_sequences, mode = sample.seq_len, sample.n_sequences, sample.mode
     content_len = seq_len - len(prefix)
-    docs = load_documents(corpus)
+    docs = load_documents(corpus, attrs)
     n_documents = len(docs)
     if not docs:
         raise CorpusError(f"draw_sequences: corpus {corpus!r} has no documents")

@@ -3,6 +3,7 @@
 # checks) lives in src/causalpos/config/ and is unit-tested there; the functions below only
 # hand a rule's wildcards to it. No science here; the library (src/causalpos) holds it.
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.io.fingerprint import code_fingerprint as _code_fingerprint  # noqa: E402
 from causalpos.io.fingerprint import use_cache as _fingerprint_cache  # noqa: E402
-from causalpos.io.integrity import CONFIGFILES_ENV  # noqa: E402
+from causalpos.io.runconfig import CONFIG_ENV, CONFIGFILES_ENV  # noqa: E402
 from causalpos.io.runlog import forward_interrupt_to_jobs  # noqa: E402
 from causalpos.io.runlog import keep_symlinked_output_dirs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
@@ -39,6 +40,17 @@ keep_symlinked_output_dirs()
 # (causalpos.io.integrity.rebuild_command); empty for the default config.yaml.
 os.environ[CONFIGFILES_ENV] = os.pathsep.join(
     map(str, workflow.config_settings.configfiles or [])
+)
+# ... and its --config KEY=VALUE overrides, as given and as Snakemake parsed them: recorded in
+# every store and table it writes (causalpos verify compares them with that config) and named in
+# the rebuild commands.
+CONFIG_ARGS = workflow.config_settings.config_args or []
+CONFIG_ARGS = (
+    [CONFIG_ARGS] if isinstance(CONFIG_ARGS, str) else list(map(str, CONFIG_ARGS))
+)
+os.environ[CONFIG_ENV] = json.dumps(
+    {"args": CONFIG_ARGS, "values": dict(workflow.config_settings.config or {})},
+    default=str,
 )
 
 # What local corpora can supply is read once per corpus version and kept between starts.
@@ -115,6 +127,7 @@ setup_provenance(
     configfiles=list(map(str, workflow.config_settings.configfiles or [])),
     main=workflow.is_main_process,
     argv=sys.argv[1:],
+    config_args=CONFIG_ARGS,
 )
 
 

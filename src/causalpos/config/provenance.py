@@ -1,13 +1,15 @@
 """What each store of a config is: the provenance record (:mod:`causalpos.io.provenance`) the
-config expects of every store it writes, and the check of the stores already on disk against it,
-run by the workflow before any job (:func:`check_existing_stores`).
+config expects of every store and table it writes, and the check of those already on disk
+against it, run by the workflow before any job (:func:`check_existing_stores`).
 
 A store's ``params`` are the resolved settings its content depends on, its inputs' included (a
 normalized store is its score store's settings; a score store its model's spec and source files,
 its data store's dataset, corpus and tokenizer, its variant's reducers, the extraction's groups,
 dtype and seed): the values the jobs on its path receive as params, code fingerprints and
 settings that never change a result (batch size, device, memory fraction) left out. Two runs whose
-records of a path agree compute the same store (on the same code).
+records of a path agree compute the same store (on the same code). A table's are ``settings``,
+its rule's params, and ``inputs``, the params sha256 of what it is computed from
+(:meth:`~causalpos.config.targets.TargetsSection.table_jobs`); it keeps its record beside it.
 
 Why a check of its own: Snakemake keeps the params a job ran with in the checkout's
 ``.snakemake/metadata``, and reruns a job whose params changed only where it has such a record. A
@@ -17,8 +19,9 @@ would take it as finished ("Nothing to be done") whatever settings made it. So e
 start reads the record of every store the config writes that exists, and refuses, before any
 job, one that lies at another store's path, or one that another checkout (or a run outside the
 pipeline) made with other settings; a store this checkout made with other settings is left to
-Snakemake, which reruns it (its params changed). Torch-free; reads only the stores' root
-metadata.
+Snakemake, which reruns it (its params changed). Tables likewise, and a table whose content
+is not the one its record was written for. Torch-free; reads only the stores' root metadata and
+the tables' records.
 """
 
 from __future__ import annotations
@@ -26,19 +29,20 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError
-from causalpos.io.integrity import MODEL_RECORD, display_path, root_attributes
+from causalpos.io.integrity import MODEL_RECORD, display_path, recorded_record
 from causalpos.io.provenance import (
-    PROVENANCE_ATTR,
+    INPUTS_KEY,
     config_words,
     make_record,
     params_sha256,
     record_problems,
 )
+from causalpos.io.runconfig import forcing as forcing  # re-exported: what a command line rebuilds
 
 #: The rules that write each kind of store (a ``--forcerun`` of one skips its stores' check).
 KIND_RULES = {
@@ -51,6 +55,8 @@ KIND_RULES = {
     "gram": ("gram_panels",),
     "lengthgen": ("length_generalization",),
 }
+#: The kind of a table's record (a table rule's outputs: ``Resolved.table_jobs``).
+TABLE_KIND = "table"
 #: Stores listed in one refusal before "and N more".
 _LISTED = 12
 
@@ -206,6 +212,12 @@ def expected_records(cfg) -> dict[str, dict]:
             "seed": seed,
             "dtype": cfg.config["dtype"],
         })  # fmt: skip
+    for rule, job in cfg.table_jobs().items():  # inputs before their readers
+        inputs = {p: (out.get(p) or {}).get("params_sha256") for p in job["inputs"]}
+        params = {"settings": job["settings"], INPUTS_KEY: inputs}
+        for path in (p for p in job["outputs"] if not p.endswith(".zarr")):
+            record = make_record(path, TABLE_KIND, {"table": Path(path).name}, params)
+            out[path] = {**record, "rule": rule, "outputs": job["outputs"]}
     return out
 
 
@@ -217,12 +229,18 @@ def table_path(directory: str | os.PathLike, config: dict, configfiles: Iterable
     return Path(directory) / f"{name[:24]}.json"
 
 
-def write_table(path: str | os.PathLike, records: dict[str, dict], configfiles: list[str]) -> Path:
+def write_table(
+    path: str | os.PathLike,
+    records: dict[str, dict],
+    configfiles: list[str],
+    config_args: list[str] = (),
+) -> Path:
     """Write the table of ``records`` (read back by :func:`causalpos.io.provenance.running_table`)."""
     from causalpos.io.atomic import replace_json
 
     path = Path(path)
-    replace_json(path, {"configfiles": list(configfiles), "records": records})
+    run = {"configfiles": list(configfiles), "config_args": list(config_args)}
+    replace_json(path, {**run, "records": records})
     return path
 
 
@@ -250,10 +268,12 @@ def checkout_id(directory: str | os.PathLike, *, create: bool) -> str:
     return token
 
 
-def _is_forced(path: str, kind: str, forced: set[str]) -> bool:
+def _is_forced(path: str, kind: str, forced: set[str], job: Iterable[str] = ()) -> bool:
+    """Whether ``--forcerun`` rebuilds ``path``: it, its rule, or (``job``) a table job's other
+    outputs or rule is forced."""
     job_output = str(Path(path).parent) if kind == "scores" else path
     rules = set(KIND_RULES.get(kind, ()))
-    return bool({path, job_output} & forced or rules & forced)
+    return bool({path, job_output, *job} & forced or rules & forced)
 
 
 def store_problems(
@@ -262,20 +282,26 @@ def store_problems(
     checkout: str,
     forced: Iterable[str] = (),
     forceall: bool = False,
-    read: Callable[[str], dict | None] = root_attributes,
+    incomplete: Iterable[str] = (),
 ) -> dict[str, tuple[list[str], dict]]:
-    """``{store: (problems, its record)}`` of the existing stores of ``records`` that are not what
-    their paths and the config say: at another store's path (always), or made with other settings
-    by another checkout (one made here is left to Snakemake's params trigger). Stores a
-    ``--forcerun`` names (or of a rule it names; ``--forceall``) are rebuilt anyway: skipped."""
+    """``{store: (problems, its record)}`` of the existing stores and tables of ``records`` that
+    are not what their paths and the config say: at another store's or table's path, or a table
+    edited after it was written (always), or made with other settings by another checkout (one
+    made here is left to Snakemake's params trigger). Those a ``--forcerun`` names (or of a rule
+    it names; ``--forceall``) are rebuilt anyway, and so are the outputs Snakemake marks
+    ``incomplete`` (a job killed while writing them): skipped."""
     if forceall:
         return {}
-    forced = {display_path(f) for f in forced}
+    forced = {display_path(f) for f in forced} | set(incomplete)
+    jobs: dict[str, set] = {}  # a table job's outputs and rule, by output
+    for r in records.values():
+        for p in r.get("outputs", ()):
+            jobs.setdefault(p, set()).update(r["outputs"], [r["rule"]])
     out = {}
     for path, expected in records.items():
-        if _is_forced(path, expected["kind"], forced) or not (Path(path) / "zarr.json").is_file():
+        if _is_forced(path, expected["kind"], forced, jobs.get(path, ())):
             continue
-        recorded = (read(path) or {}).get(PROVENANCE_ATTR)
+        recorded = recorded_record(path)  # a store's root metadata, a table's sidecar
         if not isinstance(recorded, dict):
             continue  # written by an older causalpos: no record to compare
         ours = bool(checkout) and recorded.get("checkout") == checkout
@@ -308,26 +334,38 @@ def model_dir_problems(
     return out
 
 
-def refusal(found: dict[str, tuple[list[str], dict]], run_configfiles: list[str]) -> str:
-    """The message of :func:`check_existing_stores`: each store, what it records, what is
-    expected, and one command rebuilding them all for this config."""
+def refusal(
+    found: dict[str, tuple[list[str], dict]],
+    run_configfiles: list[str],
+    run_config_args: list[str] = (),
+) -> str:
+    """The message of :func:`check_existing_stores`: each store or table, what it records, what
+    is expected, and one command rebuilding them all for this config."""
     import shlex
 
-    config = "".join(f" --configfile {shlex.quote(f)}" for f in run_configfiles)
+    from causalpos.io.integrity import config_options
+
+    run = {"configfiles": run_configfiles, "config_args": list(run_config_args)}
     lines = [
         f"causalpos: {len(found)} existing output(s) are not what their paths and this config "
-        f"({config_words({'configfiles': run_configfiles})}) say (Snakemake, which judges them "
-        "by this checkout's records, would use them as they are):"
+        f"({config_words(run)}) say (Snakemake, which judges them by this checkout's records, "
+        "would use them as they are):"
     ]
     for path, (problems, recorded) in list(found.items())[:_LISTED]:
         origin = f" (written by a run with {config_words(recorded)})" if recorded else ""
         lines.append(f"  {path}{origin}: " + "; ".join(problems))
     if len(found) > _LISTED:
         lines.append(f"  ... and {len(found) - _LISTED} more")
+
+    def target(p: str, recorded: dict) -> str:  # the job's output a --forcerun names (one per job)
+        if "/scores/" in p and p.endswith(".zarr"):
+            return str(Path(p).parent)
+        return (recorded.get("outputs") or [p])[0] if recorded.get("kind") == TABLE_KIND else p
+
     targets = " ".join(
-        shlex.quote(str(Path(p).parent) if "/scores/" in p and p.endswith(".zarr") else p)
-        for p in dict.fromkeys(found)
+        shlex.quote(t) for t in dict.fromkeys(target(p, r) for p, (_, r) in found.items())
     )
+    config = config_options(run_configfiles, list(run_config_args))
     lines.append(
         "Fix: rebuild them for this config (each is replaced), then everything built from "
         f"them: `snakemake --forcerun {targets}{config} --cores N`; or, where another checkout "
@@ -345,50 +383,44 @@ def check_existing_stores(
     forced: Iterable[str] = (),
     forceall: bool = False,
     records: dict[str, dict] | None = None,
+    run_config_args: list[str] = (),
 ) -> None:
-    """Before any job: a :class:`ConfigError` listing every existing store of the config that
-    is not what its path and the config say (:func:`store_problems`) and every prepared model
-    directory recording another model's name, with the command that rebuilds them."""
+    """Before any job: a :class:`ConfigError` listing every existing store or table of the
+    config that is not what its path and the config say (:func:`store_problems`; outputs
+    Snakemake marks incomplete aside, which it reruns) and every prepared model directory
+    recording another model's name, with the command that rebuilds them."""
+    from causalpos.io.atomic import incomplete_outputs
+
     records = expected_records(cfg) if records is None else records
-    found = store_problems(records, checkout=checkout, forced=forced, forceall=forceall)
+    found = store_problems(
+        records,
+        checkout=checkout,
+        forced=forced,
+        forceall=forceall,
+        incomplete=incomplete_outputs("."),
+    )
     if not forceall:
         found.update(model_dir_problems(cfg.configured_models(), forced))
     if found:
-        raise ConfigError(refusal(found, run_configfiles))
-
-
-def forcing(argv: Iterable[str]) -> tuple[set[str], bool]:
-    """``(forced, forceall)`` of a Snakemake command line: the files and rules ``-R/--forcerun``
-    names, the targets of ``-f/--force`` (every plain word: over-counting only skips a check of a
-    store that is rebuilt anyway or not read) and ``-F/--forceall``. Read from the command line
-    because Snakemake hands its DAG settings to the workflow only after parsing the Snakefile."""
-    argv = list(argv)
-    forceall = any(a in ("-F", "--forceall") for a in argv)
-    force = any(a in ("-f", "--force") for a in argv)
-    forced: set[str] = set()
-    taking = False
-    for a in argv:
-        if a.startswith("--forcerun="):
-            forced.update(a.split("=", 1)[1].split(","))
-            taking = False
-        elif a in ("-R", "--forcerun"):
-            taking = True
-        elif a.startswith("-"):
-            taking = False
-        elif taking or force:
-            forced.add(a)
-    return forced, forceall
+        raise ConfigError(refusal(found, run_configfiles, run_config_args))
 
 
 def setup_provenance(
-    cfg, directory: str | os.PathLike, *, configfiles: list[str], main: bool, argv=()
+    cfg,
+    directory: str | os.PathLike,
+    *,
+    configfiles: list[str],
+    main: bool,
+    argv=(),
+    config_args: list[str] = (),
 ) -> None:
     """The workflow's provenance set-up in every Snakemake process: this checkout's identity and
     the table of expected records, named in the environment the jobs inherit
     (:data:`~causalpos.io.provenance.CHECKOUT_ENV`, :data:`~causalpos.io.provenance.TABLE_ENV`);
-    in the main process (``main``), the table written and the existing stores checked
+    in the main process (``main``), the table written and the existing stores and tables checked
     (:func:`check_existing_stores`), but for those the command line ``argv`` rebuilds
-    (:func:`forcing`)."""
+    (:func:`forcing`). ``configfiles`` and ``config_args``: the run's ``--configfile`` and
+    ``--config KEY=VALUE`` arguments (named in a refusal's rebuild command)."""
     from causalpos.io.provenance import CHECKOUT_ENV, TABLE_ENV
 
     directory = Path(directory)
@@ -400,7 +432,7 @@ def setup_provenance(
     if not main:
         return
     records = expected_records(cfg)
-    write_table(table, records, configfiles)
+    write_table(table, records, configfiles, list(config_args))
     forced, forceall = forcing(argv)
     check_existing_stores(
         cfg,
@@ -409,30 +441,41 @@ def setup_provenance(
         forced=forced,
         forceall=forceall,
         records=records,
+        run_config_args=list(config_args),
     )
 
 
-def config_expectations(configfiles: list[str] | None = None, *, pipeline: str = "."):
+def config_expectations(
+    configfiles: list[str] | None = None,
+    config_values: dict | None = None,
+    *,
+    pipeline: str = ".",
+):
     """``record -> the record its config expects of its path`` for ``causalpos verify``: the
-    config ``configfiles`` names (``--configfile``), else the config files each store records it
-    was built with, read from the pipeline directory ``pipeline`` (each config loaded once;
-    its local files' sha256 from the pipeline's ``.snakemake/causalpos/content_sha256.json``).
-    :class:`LookupError` / :class:`ConfigError` where a config cannot be read."""
+    config ``configfiles`` names (``--configfile``; [] for config.yaml) with the overrides
+    ``config_values`` (``--config``, as Snakemake parses them), else the config files and
+    overrides each store or table records it was built with, read from the pipeline directory
+    ``pipeline`` (each config loaded once; its local files' sha256 from the pipeline's
+    ``.snakemake/causalpos/content_sha256.json``). :class:`LookupError` /
+    :class:`ConfigError` where a config cannot be read."""
     from causalpos.config.resolved import Resolved
     from causalpos.config.yamlfile import load_config
     from causalpos.io.fingerprint import cached_sha256
 
-    tables: dict[tuple[str, ...], dict[str, dict]] = {}
+    tables: dict[str, dict[str, dict]] = {}
 
     def expected(record) -> dict | None:
-        files = configfiles or record.get("configfiles")
+        if configfiles is not None:
+            files, values = configfiles, config_values or {}
+        else:
+            files, values = record.get("configfiles"), record.get("config_values") or {}
         if files is None:
             return None
-        key = tuple(map(str, files))
+        key = json.dumps([list(map(str, files)), values], sort_keys=True, default=str)
         if key not in tables:
             cache = Path(pipeline) / ".snakemake" / "causalpos" / "content_sha256.json"
             cfg = Resolved(
-                load_config(list(key), pipeline=pipeline),
+                load_config(list(map(str, files)), pipeline=pipeline, overrides=values),
                 content_sha256=cached_sha256(cache if cache.parent.is_dir() else None),
             )
             tables[key] = expected_records(cfg)

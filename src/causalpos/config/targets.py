@@ -1,4 +1,5 @@
-"""The targets of ``rule all`` and the tables the scorecard reads: every section's outputs, in a
+"""The targets of ``rule all``, the tables the scorecard reads, and what each rule writing tables
+is given (its provenance: :meth:`TargetsSection.table_jobs`): every section's outputs, in a
 stable order. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
@@ -63,3 +64,74 @@ class TargetsSection(Section):
         targets += self.leakage_targets()
         targets += [paths.SCORECARD_CSV, paths.SCORECARD_MD, paths.FINDINGS_MD]
         return targets
+
+    def table_jobs(self) -> dict[str, dict]:
+        """``{rule: {"outputs", "settings", "inputs"}}`` of every rule writing tables that this
+        config runs (each a single job): its outputs (the tables, CSV and Markdown, and the
+        length generalization's store, written by the same job), ``settings``, the config values
+        the rule receives as params (``workflow/rules/*.smk``: the same resolver calls, code
+        aside), and ``inputs``, the stores and tables it is computed from. What each table's
+        provenance record holds (:func:`causalpos.config.provenance.expected_records`)."""
+        seed, stats = self.config["seed"], self.config["stats"]
+        wanted = set(self.all_targets()) | set(self.scorecard_inputs().values())
+        jobs = {
+            "theory_check": (
+                [paths.THEORY_TABLE],
+                {"n_positions": self.config["theory"]["n_positions"]},
+                self.theory_stores(),
+            ),
+            "aggregate_sim_stats": (
+                [paths.SIM_INDEX_TABLE],
+                {"settings": self.sim_settings(), "stats": self.stats_params()},
+                self.sim_stores(),
+            ),
+            "aggregate_llm_stats": (
+                [paths.LLM_INDEX_TABLE],
+                {"labels": self.paper1_labels(), "stores": self.paper1_score_stores(),
+                 "stats": self.llm_stats_params()},
+                self.paper1_score_stores(),
+            ),
+            "gram_table": (
+                [paths.GRAM_NEARBY_TABLE],
+                {"models": self.gram_models(), "seed": seed},
+                [paths.GRAM_STORE.format(model=m) for m in self.gram_models()],
+            ),
+        }  # fmt: skip
+        if paths.TRAIN_LENGTHGEN_TABLE in wanted:
+            lengthgen = self.config["train"]["lengthgen"]
+            jobs["length_generalization"] = (
+                [paths.LENGTHGEN_STORE, paths.TRAIN_LENGTHGEN_TABLE],
+                {"variants": self.train_variants(), "corpus": self.train_heldout_corpus(),
+                 "length_factor": lengthgen["length_factor"],
+                 "n_sequences": lengthgen["n_sequences"], "n_bootstrap": stats["n_bootstrap"],
+                 "confidence": stats["confidence"], "seed": seed, "dtype": self.config["dtype"]},
+                [paths.LENGTHGEN_STORE],  # the table is computed from the job's store
+            )  # fmt: skip
+        if paths.TRAIN_INDEX_TABLE in wanted:
+            inputs = self.compare_inputs()
+            jobs["compare_trained"] = (
+                [paths.TRAIN_INDEX_TABLE, paths.TRAIN_COMPARISON_TABLE],
+                {"variants": self.train_variants(), "twins": self.compare_twin_variants(),
+                 "leakage": self.compare_leakage_variants(),
+                 "leakage_init": self.compare_leakage_variants("-init"),
+                 "stats": self.stats_params(),
+                 "stores": {k: inputs[k] for k in ("trained", "init")}},
+                [*inputs["trained"], *inputs["init"], *inputs["leakage"],
+                 *inputs["leakage_init"], inputs["lengthgen"]],
+            )  # fmt: skip
+        jobs["aggregate_leakage"] = (
+            self.paper2_table_paths(),
+            {"labels": self.leakage_pair_labels()},
+            [*self.leakage_summary_stores(), *self.position0_stores()],
+        )
+        tables = {**self.scorecard_inputs(), **self.findings_inputs()}
+        jobs["scorecard"] = (
+            [paths.SCORECARD_CSV, paths.SCORECARD_MD, paths.FINDINGS_MD],
+            {"rehearsal": self.config["rehearsal"], "materiality": self.leakage_materiality()},
+            list(dict.fromkeys(tables.values())),
+        )
+        return {
+            rule: {"outputs": outputs, "settings": settings, "inputs": inputs}
+            for rule, (outputs, settings, inputs) in jobs.items()
+            if wanted & set(outputs)
+        }

@@ -144,9 +144,13 @@ def _merge(base: dict, update: dict) -> dict:
 SCHEMA = "workflow/schemas/config.schema.yaml"
 
 
-def load_config(configfiles: list[str], *, pipeline: str | os.PathLike = ".") -> dict:
+def load_config(
+    configfiles: list[str], *, pipeline: str | os.PathLike = ".", overrides: dict | None = None
+) -> dict:
     """The validated config (schema defaults filled in, as the Snakefile has it) of a run given
-    ``configfiles`` ([]: the default ``config.yaml``), paths relative to ``pipeline``.
+    ``configfiles`` ([]: the default ``config.yaml``), paths relative to ``pipeline``, and the
+    values its ``--config`` arguments set (``overrides``, merged over the files as Snakemake
+    merges them, before the schema's defaults).
     :class:`LookupError` naming a file that is not there; :class:`ConfigError` for one that does
     not parse or fails the schema."""
     from snakemake.exceptions import WorkflowError
@@ -164,6 +168,7 @@ def load_config(configfiles: list[str], *, pipeline: str | os.PathLike = ".") ->
                 "from the pipeline directory, or name the config with --configfile)"
             )
         config = _merge(config, load_config_strict(path) or {})
+    config = _merge(config, dict(overrides or {}))
     try:
         validate(config, str(pipeline / SCHEMA))
     except WorkflowError as exc:

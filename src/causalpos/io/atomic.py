@@ -3,7 +3,8 @@
 Snakemake takes any existing ``directory()`` output for a finished one, so every store, model
 directory and checkpoint is written under a hidden temporary name and renamed in one step.
 A job killed mid-write leaves its temporary behind; the next write of the same path removes it
-(:func:`remove_stale_temporaries`), and ``causalpos verify`` lists any that remain.
+(:func:`remove_stale_temporaries`), and ``causalpos verify`` lists any that remain, and the
+outputs Snakemake still marks incomplete (:func:`incomplete_outputs`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,36 @@ def stale_temporaries(final: str | os.PathLike) -> list[Path]:
         return []
     pattern = f".{glob.escape(final.name)}{glob.escape(TMP_INFIX)}*"
     return sorted(final.parent.glob(pattern))
+
+
+#: Where Snakemake (its default file persistence) marks the outputs of the jobs it started and
+#: that have not finished, relative to the pipeline directory: one file per output, named by the
+#: output's path in URL-safe base64 (split into ``@``-prefixed directories where it is longer
+#: than a file name may be).
+INCOMPLETE_DIR = ".snakemake/incomplete"
+
+
+def incomplete_outputs(pipeline: str | os.PathLike = ".") -> list[str]:
+    """The outputs Snakemake marks incomplete in the pipeline directory ``pipeline`` (a job
+    started and did not finish: killed, failed before Snakemake could clean up, or running now),
+    as Snakemake names them (relative to ``pipeline``), sorted; [] where it marks none."""
+    from base64 import urlsafe_b64decode
+
+    base = Path(pipeline) / INCOMPLETE_DIR
+    out = []
+    for dirpath, _dirs, files in os.walk(base):
+        parts = Path(dirpath).relative_to(base).parts
+        if any(not d.startswith("@") for d in parts):
+            continue  # not one of Snakemake's split names
+        for name in files:
+            if name == "migration_underway":
+                continue
+            encoded = "".join(d.removeprefix("@") for d in parts) + name
+            try:
+                out.append(urlsafe_b64decode(encoded.encode()).decode())
+            except (ValueError, UnicodeDecodeError):
+                continue  # a file Snakemake did not write
+    return sorted(out)
 
 
 def remove_stale_temporaries(final: str | os.PathLike) -> list[Path]:

@@ -38,6 +38,16 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from causalpos.io.fingerprint import sha256_file
+from causalpos.io.runconfig import CONFIG_ENV as CONFIG_ENV  # re-exported
+from causalpos.io.runconfig import CONFIGFILES_ENV as CONFIGFILES_ENV  # re-exported
+from causalpos.io.runconfig import (
+    config_args,
+    config_options,
+    configfiles,
+    display_path,
+)
+from causalpos.io.runconfig import config_values as config_values  # re-exported
+from causalpos.io.runconfig import run_configfiles as run_configfiles  # re-exported
 
 #: The child group whose ``zarr.json`` attributes hold the manifest.
 MANIFEST_GROUP = "causalpos_manifest"
@@ -48,9 +58,6 @@ MANIFEST_VERSION = 1
 STORE_FORMAT_ATTR = "causalpos_store_format"
 #: The store format this causalpos writes (see the module doc for 0 and 1).
 STORE_FORMAT = 2
-#: Environment variable naming the config files of the running pipeline (set by the workflow),
-#: so a rebuild command names them; unset outside the pipeline.
-CONFIGFILES_ENV = "CAUSALPOS_CONFIGFILES"
 #: Dataset attributes recorded in the manifest as the counts a store was built from.
 COUNT_ATTRS = ("n_sequences", "n_shards", "n_samples")
 
@@ -64,88 +71,95 @@ _BLOCK = 1 << 24  # bytes read at a time while checksumming
 _SHOWN = 8  # problems spelled out in one message
 
 
-def display_path(path: str | os.PathLike) -> str:
-    """``path`` relative to the working directory where it lies below it (as Snakemake names
-    its outputs), else as given."""
-    p = Path(path)
-    if p.is_absolute():
-        try:
-            return str(p.relative_to(Path.cwd()))
-        except ValueError:
-            return str(p)
-    return str(p)
-
-
-def configfiles() -> list[str] | None:
-    """The ``--configfile`` arguments of the running pipeline ([] for the default config.yaml),
-    from :data:`CONFIGFILES_ENV`; None when unknown (not run from the pipeline)."""
-    value = os.environ.get(CONFIGFILES_ENV)
-    return None if value is None else [f for f in value.split(os.pathsep) if f]
-
-
 #: Root attribute of a store holding its provenance record (:mod:`causalpos.io.provenance`).
 PROVENANCE_ATTR = "causalpos_provenance"
+#: A table's provenance record lives beside it, in ``<table>`` + this suffix (JSON).
+SIDECAR_SUFFIX = ".provenance.json"
 
 
-def recorded_configfiles(path: str | os.PathLike) -> list[str] | None:
-    """The ``--configfile`` arguments of the run that wrote the store or model directory ``path``
-    ([] for the default config.yaml), from its provenance record (a store's root metadata, a
-    model directory's ``causalpos_source.json``); None where it records none or cannot be read."""
+def sidecar(table: str | os.PathLike) -> Path:
+    """The file holding the provenance record of the table (CSV, Markdown) at ``table``."""
+    return Path(f"{os.fspath(table)}{SIDECAR_SUFFIX}")
+
+
+def table_record(table: str | os.PathLike) -> dict | None:
+    """The provenance record beside the table at ``table``; None where it has none (written by
+    an older causalpos, or outside the pipeline); ``{"unreadable": "<why>"}`` where its sidecar
+    does not parse."""
+    try:
+        record = json.loads(sidecar(table).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        return {"unreadable": f"{type(e).__name__}: {e}"}
+    return record if isinstance(record, dict) else {"unreadable": "not a JSON object"}
+
+
+def recorded_record(path: str | os.PathLike) -> dict | None:
+    """The provenance record of the store, table or model directory ``path`` (a store's root
+    metadata, a table's sidecar, a model directory's ``causalpos_source.json``); None where it
+    records none or cannot be read."""
     p = Path(path)
     if (p / "zarr.json").is_file():
         record = (root_attributes(p) or {}).get(PROVENANCE_ATTR)
+    elif p.is_file():
+        record = table_record(p)
     else:
         try:
             record = json.loads((p / MODEL_RECORD).read_text())
         except (OSError, ValueError):
             record = None
-    files = record.get("configfiles") if isinstance(record, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def recorded_configfiles(path: str | os.PathLike) -> list[str] | None:
+    """The ``--configfile`` arguments of the run that wrote the store, table or model directory
+    ``path`` ([] for the default config.yaml), from its provenance record
+    (:func:`recorded_record`); None where it records none or cannot be read."""
+    files = (recorded_record(path) or {}).get("configfiles")
     return [str(f) for f in files] if isinstance(files, list) else None
 
 
-def _configfiles_of(path: Path) -> list[str] | None:
-    """The config files a rebuild of ``path`` names: the running pipeline's (:func:`configfiles`),
-    else the ones ``path`` records it was built with (or, for a store inside a shard or pair
-    directory, its directory's first store)."""
+def _options_of(path: Path) -> tuple[list[str], list[str]] | None:
+    """``(config files, --config arguments)`` a rebuild of ``path`` names: the running pipeline's
+    (:func:`configfiles`, :func:`config_args`), else the ones ``path`` records it was built with
+    (or, for a store inside a shard or pair directory, its directory's first store)."""
     known = configfiles()
     if known is not None:
-        return known
-    files = recorded_configfiles(path)
-    if files is None and path.is_dir() and not (path / "zarr.json").exists():
-        for store in sorted(path.glob("*.zarr")):
-            files = recorded_configfiles(store)
-            if files is not None:
-                break
-    return files
+        return known, config_args()
+    candidates = [path]
+    if path.is_dir() and not (path / "zarr.json").exists():
+        candidates += sorted(path.glob("*.zarr"))
+    for p in candidates:
+        record = recorded_record(p) or {}
+        if isinstance(record.get("configfiles"), list):
+            return [str(f) for f in record["configfiles"]], [
+                str(a) for a in record.get("config_args") or []
+            ]
+    return None
 
 
-def run_configfiles() -> list[str] | None:
-    """:func:`configfiles` relative to the pipeline directory where they lie below it (what a
-    store or model directory records of the run that wrote it); None outside the pipeline."""
-    files = configfiles()
-    return None if files is None else [display_path(f) for f in files]
-
-
-def rebuild_command(path: str | os.PathLike) -> str:
+def rebuild_command(path: str | os.PathLike, *, flag: str = "--force") -> str:
     """The Snakemake command that rebuilds the pipeline output ``path`` (run from the pipeline
-    directory): ``--force`` reruns the one job producing it, replacing what is there. A variant's
+    directory): ``--force`` reruns the one job producing it, replacing what is there (``flag``:
+    another option naming the target, e.g. ``--rerun-incomplete``). A variant's
     store inside a shard directory (``.../shard-NNNN/<variant>.zarr``) is rebuilt by the job
     that writes the whole directory, and so is a merged score store
     (``results/scores/<model>/<dataset>/<variant>.zarr``: one merge job writes every variant of
-    the pair). Names the ``--configfile`` of the running pipeline (:func:`configfiles`), else the
-    one the store records it was built with (``causalpos verify`` outside the pipeline)."""
+    the pair). Names the ``--configfile`` and ``--config`` of the running pipeline
+    (:func:`configfiles`, :func:`config_args`), else the ones the output records it was built
+    with (``causalpos verify`` outside the pipeline)."""
     p = Path(path)
-    files = _configfiles_of(p)
+    files, args = _options_of(p) or ([], [])
     if re.fullmatch(r"shard-\d{4}", p.parent.name):
         p = p.parent
     elif p.suffix == ".zarr" and p.parts[-5:-3] == ("results", "scores"):
         p = p.parent
-    config = "".join(f" --configfile {shlex.quote(display_path(f))}" for f in files or [])
-    return f"snakemake --force {shlex.quote(display_path(p))}{config} --cores 1"
+    return f"snakemake {flag} {shlex.quote(display_path(p))}{config_options(files, args)} --cores 1"
 
 
 def rebuild_hint(path: str | os.PathLike) -> str:
-    known = _configfiles_of(Path(path)) is not None
+    known = _options_of(Path(path)) is not None
     return (
         f"Rebuild it from the pipeline directory: `{rebuild_command(path)}`"
         + ("" if known else " (add the --configfile you ran with, if not the default)")

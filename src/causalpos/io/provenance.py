@@ -1,5 +1,5 @@
-"""Store provenance: what a store is (its path's fields, the settings that made it, the config file
-and the checkout of the run that wrote it), recorded in the store and checked where it is read.
+"""Provenance: what a store or table is (its path's fields, the settings that made it, the config
+and the checkout of the run that wrote it), recorded with it and checked where it is read.
 
 A store's data depends on settings Snakemake tracks per checkout (the params in
 ``.snakemake/metadata``). A store written by another checkout or config (a ``results/`` shared by
@@ -13,16 +13,25 @@ there, and Snakemake would take it as finished. So every store records, in its r
   what it was computed from; :mod:`causalpos.config.provenance` defines them per kind), and
   ``params_sha256``, their hash;
 - ``configfiles``: the ``--configfile`` arguments of the run that wrote it ([] for config.yaml);
+  ``config_args``: its ``--config KEY=VALUE`` arguments as given, ``config_values``: the values
+  they set as Snakemake parsed them;
 - ``checkout``: the identity of the checkout that wrote it (a token in
   ``.snakemake/causalpos/checkout``).
 
+A table (``results/stats/*.csv``, ``results/sim/theory.csv``, the Markdown digest, the scorecard
+and the findings page: kind ``table``, their params from
+:meth:`causalpos.config.targets.TargetsSection.table_jobs`) keeps the same record beside it, in
+``<table>.provenance.json`` (:func:`stamp_table`), with ``sha256``, the sha256 of the content it
+was written with, so that a table replaced or edited later is told from the one its record
+describes; its reader checks it (:func:`check_table`).
+
 The records the running config expects are computed once per Snakemake start (by the workflow, in
-the main process) and written to a JSON table named by :data:`TABLE_ENV`; a job writing a store
-records the table's entry for its path, a job reading one compares the store's record with the
-table's and with the store's own path (:func:`record_problems`). The workflow checks every
-existing store before any job (:func:`causalpos.config.provenance.check_existing_stores`);
+the main process) and written to a JSON file named by :data:`TABLE_ENV`; a job writing a store
+or table records that file's entry for its path, a job reading one compares its record with the
+entry and with its own path (:func:`record_problems`). The workflow checks every existing store
+and table before any job (:func:`causalpos.config.provenance.check_existing_stores`);
 ``causalpos verify`` checks path and record, and the params against a config. This module imports
-nothing else of the package but :mod:`causalpos.io.integrity`.
+nothing else of the package but the modules of :mod:`causalpos.io` it names.
 """
 
 from __future__ import annotations
@@ -34,7 +43,17 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from causalpos.io.integrity import PROVENANCE_ATTR, configfiles, display_path, run_configfiles
+from causalpos.io.atomic import replace_json
+from causalpos.io.fingerprint import sha256_file
+from causalpos.io.integrity import PROVENANCE_ATTR, SIDECAR_SUFFIX, sidecar, table_record
+from causalpos.io.runconfig import (
+    config_args,
+    config_options,
+    config_values,
+    configfiles,
+    display_path,
+    run_configfiles,
+)
 
 #: Environment variable naming the JSON table of the records the running config expects.
 TABLE_ENV = "CAUSALPOS_PROVENANCE"
@@ -42,6 +61,9 @@ TABLE_ENV = "CAUSALPOS_PROVENANCE"
 CHECKOUT_ENV = "CAUSALPOS_CHECKOUT"
 #: Differences spelled out in one message.
 _SHOWN = 6
+#: The key of a table's params holding the params sha256 of each store or table it is computed
+#: from (:meth:`causalpos.config.targets.TargetsSection.table_jobs`).
+INPUTS_KEY = "inputs"
 
 
 def params_sha256(params: Mapping) -> str:
@@ -92,36 +114,48 @@ def expected_record(store: str | os.PathLike) -> dict | None:
 
 
 def record_to_write(store: str | os.PathLike) -> dict | None:
-    """The record a job writing ``store`` gives it: the expected one, with the run's config
-    files and checkout; None where the running config expects none."""
+    """The record a job writing ``store`` (a store or a table) gives it: the expected one, with
+    the run's config files, its ``--config`` overrides (as given and as Snakemake parsed them)
+    and checkout; None where the running config expects none."""
     expected = expected_record(store)
     if expected is None:
         return None
     return {
         **expected,
         "configfiles": run_configfiles() or [],
+        "config_args": config_args(),
+        "config_values": config_values(),
         "checkout": os.environ.get(CHECKOUT_ENV, ""),
     }
 
 
 def config_words(record: Mapping) -> str:
-    """How the run that wrote a store was configured, in words: ``--configfile X`` or default."""
+    """How the run that wrote a store or table was configured, in words: ``--configfile X`` or
+    the default, and its ``--config`` overrides."""
     files = record.get("configfiles")
     if files is None:
         return "an unknown config"
-    return "--configfile " + " ".join(map(str, files)) if files else "the default config.yaml"
+    words = "--configfile " + " ".join(map(str, files)) if files else "the default config.yaml"
+    args = record.get("config_args") or []
+    return words + (" --config " + " ".join(map(shlex.quote, map(str, args))) if args else "")
 
 
 def configfile_args(record: Mapping | None) -> str:
-    """`` --configfile X Y`` of the run that wrote a store ('' for config.yaml or unknown)."""
-    files = (record or {}).get("configfiles") or []
-    return "".join(f" --configfile {shlex.quote(str(f))}" for f in files)
+    """`` --configfile X Y --config K=V`` of the run that wrote a store ('' for config.yaml
+    without overrides, or unknown)."""
+    record = record or {}
+    return config_options(record.get("configfiles") or [], record.get("config_args") or [])
+
+
+def _noun(path: str | os.PathLike) -> str:
+    """ "store" for a store (a directory), "table" for a table (a file)."""
+    return "table" if Path(path).is_file() or Path(path).suffix in (".csv", ".md") else "store"
 
 
 def path_problem(store: str | os.PathLike, recorded: Mapping) -> str | None:
-    """Why ``store`` is not where its record says it was written (another model's, dataset's,
-    variant's or setting's store copied in here), or None. The results root's own name is not
-    compared (a renamed or moved ``results/`` is the same tree)."""
+    """Why ``store`` (a store or a table) is not where its record says it was written (another
+    model's, dataset's, variant's or setting's store copied in here), or None. The results root's
+    own name is not compared (a renamed or moved ``results/`` is the same tree)."""
     written = Path(str(recorded.get("path", ""))).parts[1:]
     if not written:
         return None
@@ -129,9 +163,10 @@ def path_problem(store: str | os.PathLike, recorded: Mapping) -> str | None:
     if tuple(here) == tuple(written):
         return None
     fields = ", ".join(f"{k} {v!r}" for k, v in (recorded.get("fields") or {}).items())
+    noun = _noun(store)
     return (
         f"it records that it was written as {recorded.get('path')} ({fields}), not as the "
-        f"store at this path: another store copied or moved here"
+        f"{noun} at this path: another {noun} copied or moved here"
     )
 
 
@@ -144,8 +179,11 @@ def _flat(value, prefix: str = "") -> dict[str, object]:
     return {prefix or "(params)": value}
 
 
-def params_differences(recorded: Mapping, expected: Mapping) -> list[str]:
-    """``key: the store has A, this config B`` for every setting that differs (dotted keys)."""
+def params_differences(recorded: Mapping, expected: Mapping, noun: str = "store") -> list[str]:
+    """``key: the store has A, this config B`` for every setting that differs (dotted keys); a
+    table's inputs (``inputs``: each input's params sha256) in one item naming them."""
+    recorded, expected = dict(recorded), dict(expected)
+    inputs = (recorded.pop(INPUTS_KEY, None) or {}), (expected.pop(INPUTS_KEY, None) or {})
     a, b = _flat(recorded), _flat(expected)
     missing = object()
     out = []
@@ -154,15 +192,28 @@ def params_differences(recorded: Mapping, expected: Mapping) -> list[str]:
         if x != y:
             xs = "nothing" if x is missing else json.dumps(x, default=str)
             ys = "nothing" if y is missing else json.dumps(y, default=str)
-            out.append(f"{key}: the store has {xs}, this config {ys}")
+            out.append(f"{key}: the {noun} has {xs}, this config {ys}")
+    changed = sorted(
+        k for k in set(inputs[0]) | set(inputs[1]) if inputs[0].get(k) != inputs[1].get(k)
+    )
+    if changed:
+        shown = ", ".join(changed[:_SHOWN]) + (
+            f" and {len(changed) - _SHOWN} more" if len(changed) > _SHOWN else ""
+        )
+        out.append(
+            f"{INPUTS_KEY}: the {noun} was computed from other versions of {shown} (made with "
+            "other settings, or not inputs of it under this config)"
+        )
     return out
 
 
-def params_problem(recorded: Mapping, expected: Mapping) -> str | None:
-    """Why a store's recorded params are not the ones the config expects, or None."""
+def params_problem(recorded: Mapping, expected: Mapping, noun: str = "store") -> str | None:
+    """Why a store's or table's recorded params are not the ones the config expects, or None."""
     if recorded.get("params_sha256") == expected.get("params_sha256"):
         return None
-    diffs = params_differences(recorded.get("params") or {}, expected.get("params") or {})
+    diffs = params_differences(
+        recorded.get("params") or {}, expected.get("params") or {}, noun=noun
+    )
     shown = "; ".join(diffs[:_SHOWN]) or (
         f"params sha256 {str(recorded.get('params_sha256'))[:12]}..., this config's "
         f"{str(expected.get('params_sha256'))[:12]}..."
@@ -171,31 +222,49 @@ def params_problem(recorded: Mapping, expected: Mapping) -> str | None:
     return f"it was made with other settings than this config's ({shown}{more})"
 
 
+def content_problem(table: str | os.PathLike, recorded: Mapping) -> str | None:
+    """Why the table at ``table`` is not the file its record was written for (the sha256 of its
+    content, recorded beside it), or None."""
+    if "unreadable" in recorded:
+        side = display_path(sidecar(table))
+        return f"its provenance record {side} does not parse ({recorded['unreadable']})"
+    want = recorded.get("sha256")
+    if not want or not Path(table).is_file() or sha256_file(table) == want:
+        return None
+    return (
+        "its content is not the one its provenance record was written for (the table was edited "
+        f"or replaced after it was written, e.g. copied in without its {SIDECAR_SUFFIX})"
+    )
+
+
 def record_problems(
     store: str | os.PathLike, recorded: Mapping | None, expected: Mapping | None
 ) -> list[str]:
-    """What is wrong with the store at ``store`` given its record and the expected one: its path
-    (:func:`path_problem`) and its params (:func:`params_problem`); [] where nothing is, or where
-    it records nothing (written by an older causalpos)."""
+    """What is wrong with the store or table at ``store`` given its record and the expected one:
+    its content, for a table (:func:`content_problem`), its path (:func:`path_problem`) and its
+    params (:func:`params_problem`); [] where nothing is, or where it records nothing (written
+    by an older causalpos)."""
     if not isinstance(recorded, Mapping):
         return []
-    problems = [p for p in [path_problem(store, recorded)] if p]
+    problems = [p for p in [content_problem(store, recorded)] if p]
+    if "unreadable" in recorded:
+        return problems
+    problems += [p for p in [path_problem(store, recorded)] if p]
     if expected is not None:
-        problem = params_problem(recorded, expected)
+        problem = params_problem(recorded, expected, noun=_noun(store))
         if problem:
             problems.append(problem)
     return problems
 
 
-def fix_words(store: str | os.PathLike, *, run_configfiles: list[str] | None = None) -> str:
-    """What to do about a store that is not what its path and the config say."""
-    files = configfiles() if run_configfiles is None else run_configfiles
-    config = "".join(f" --configfile {shlex.quote(display_path(f))}" for f in files or [])
+def fix_words(store: str | os.PathLike) -> str:
+    """What to do about a store or table that is not what its path and the config say."""
     target = _job_output(store)
     return (
-        "Fix: rebuild it for this config (it replaces the store): `snakemake --forcerun "
-        f"{shlex.quote(display_path(target))}{config} --cores 1`; or, where another checkout "
-        "or config shares this results tree, give each checkout a results tree of its own"
+        f"Fix: rebuild it for this config (it replaces the {_noun(store)}): `snakemake --forcerun "
+        f"{shlex.quote(display_path(target))}{config_options(configfiles(), config_args())} "
+        "--cores 1`; or, where another checkout or config shares this results tree, give each "
+        "checkout a results tree of its own"
     )
 
 
@@ -209,9 +278,10 @@ def _job_output(store: str | os.PathLike) -> Path:
 
 
 class ProvenanceError(OSError):
-    """A store that is not what its path and the running config say it should be: another
-    store copied in under its path, or one made with other settings (another checkout or config
-    sharing the results tree). Names the store, what it records, what is expected, what to do."""
+    """A store or table that is not what its path and the running config say it should be:
+    another one copied in under its path, one made with other settings (another checkout or
+    config sharing the results tree), or a table edited after it was written. Names it, what it
+    records, what is expected, what to do."""
 
     def __init__(self, path: str | os.PathLike, problems: list[str], recorded: Mapping):
         self.path, self.problems, self.recorded = Path(path), list(problems), dict(recorded)
@@ -219,9 +289,8 @@ class ProvenanceError(OSError):
         if recorded.get("checkout") and recorded.get("checkout") != os.environ.get(CHECKOUT_ENV):
             origin += " in another checkout"
         super().__init__(
-            f"store {display_path(path)} is not what its path and the config say ({origin}): "
-            + "; ".join(self.problems)
-            + f". {fix_words(path)}"
+            f"{_noun(path)} {display_path(path)} is not what its path and the config say "
+            f"({origin}): " + "; ".join(self.problems) + f". {fix_words(path)}"
         )
 
     def __str__(self) -> str:
@@ -252,3 +321,31 @@ def check_opened(store: str | os.PathLike, attrs: dict) -> None:
     problems = record_problems(store, recorded, expected_record(store))
     if problems:
         raise ProvenanceError(store, problems, recorded)
+
+
+def stamp_table(*tables: str | os.PathLike) -> None:
+    """After a job wrote each table (CSV, Markdown) of ``tables``: the record the running config
+    expects of its path (:func:`record_to_write`) with the sha256 of its content, written beside
+    it (:func:`causalpos.io.integrity.sidecar`); a sidecar left from an earlier run removed where
+    the running config expects none (outside the pipeline)."""
+    for table in tables:
+        record = record_to_write(table)
+        side = sidecar(table)
+        if record is None:
+            side.unlink(missing_ok=True)
+            continue
+        record["sha256"] = sha256_file(table)
+        if not replace_json(side, record):
+            raise OSError(f"could not write the provenance record {display_path(side)} of {table}")
+
+
+def check_table(*tables: str | os.PathLike) -> None:
+    """Before a job reads each table of ``tables``: raise :class:`ProvenanceError` where it is
+    not what its path and the running config say (its record, beside it, against
+    :func:`expected_record`; its content against the sha256 recorded). A path without a record
+    (written by an older causalpos; a file that is not a table) passes."""
+    for table in tables:
+        recorded = table_record(table)
+        problems = record_problems(table, recorded, expected_record(table))
+        if problems:
+            raise ProvenanceError(table, problems, recorded or {})

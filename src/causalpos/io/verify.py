@@ -1,8 +1,9 @@
 """``causalpos verify``: every store of a results tree checked against its manifest.
 
 Snakemake judges a ``directory()`` output by its existence, so a store that lost a chunk after it
-was written looks finished to it; this walk finds such stores, and the temporaries that killed
-jobs left behind.
+was written looks finished to it; this walk finds such stores, the tables whose provenance record
+(``<table>.provenance.json``) contradicts their path, content or config, the temporaries that
+killed jobs left behind and the outputs Snakemake still marks incomplete.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from causalpos.io.atomic import final_of, is_temporary
+from causalpos.io.atomic import INCOMPLETE_DIR, final_of, incomplete_outputs, is_temporary
 from causalpos.io.integrity import (
     MODEL_RECORD,
     PROVENANCE_ATTR,
+    SIDECAR_SUFFIX,
     StoreError,
     display_path,
     rebuild_command,
     root_attributes,
+    table_record,
     verify_model_dir,
 )
 from causalpos.io.progress import is_terminal, progress_bar
@@ -64,11 +67,17 @@ class TreeReport:
     records: dict[Path, dict] = field(default_factory=dict)
     #: stores whose settings could not be compared with a config, and why (one line each)
     unchecked: dict[Path, str] = field(default_factory=dict)
+    #: tables with a provenance record (``<table>.provenance.json``); those at odds with it are
+    #: also in ``mismatched``
+    tables: list[Path] = field(default_factory=list)
+    #: outputs under ``root`` that Snakemake marks incomplete (``.snakemake/incomplete``)
+    incomplete: list[Path] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        """No damaged store, no stale temporary, no store at odds with its path or config."""
-        return not self.damaged and not self.stale and not self.mismatched
+        """No damaged store, no stale temporary, no store or table at odds with its path, content
+        or config, no output Snakemake marks incomplete."""
+        return not (self.damaged or self.stale or self.mismatched or self.incomplete)
 
     @property
     def exit_code(self) -> int:
@@ -81,12 +90,21 @@ class TreeReport:
     def report(self) -> str:
         bad = len(self.damaged) - len(self.damaged_models)
         n = len(self.verified) + len(self.unverified) + bad
+        tables = set(self.tables)
+        bad_tables = sum(p in tables for p in self.mismatched)
         lines = [
             f"{display_path(self.root)}: {n} stores: {len(self.verified)} verified, "
             f"{bad} damaged, {len(self.unverified)} without a manifest, "
-            f"{len(self.mismatched)} not what their path and config say; "
+            f"{len(self.mismatched) - bad_tables} not what their path and config say; "
             f"{len(self.stale)} stale temporaries"
         ]
+        if self.tables:
+            lines[0] += (
+                f"; {len(self.tables)} tables with a provenance record: {bad_tables} not what "
+                "their path, content and config say"
+            )
+        if self.incomplete:
+            lines[0] += f"; {len(self.incomplete)} outputs Snakemake marks incomplete"
         if self.models or self.damaged_models:
             lines[0] += (
                 f"; {len(self.models) + len(self.damaged_models)} model directories: "
@@ -104,6 +122,13 @@ class TreeReport:
             lines.append(f"  rebuild: {rebuild_command(path)}")
         for path, why in sorted(self.unchecked.items()):
             lines.append(f"  (settings of {display_path(path)} not compared: {why})")
+        for path in self.incomplete:
+            lines.append(f"INCOMPLETE {display_path(path)}")
+            lines.append(
+                f"  Snakemake marks it incomplete ({INCOMPLETE_DIR}): its job started and did not "
+                "finish (killed, or running now), so what is there may be partial; rerun it: "
+                f"{rebuild_command(path, flag='--rerun-incomplete')}"
+            )
         for path in self.stale:
             lines.append(f"STALE {display_path(path)}")
             lines.append(
@@ -131,19 +156,23 @@ def _is_store(path: Path) -> bool:
     return path.name.endswith(STORE_SUFFIX) or (path / "zarr.json").is_file()
 
 
-def _walk(root: Path) -> tuple[list[tuple[bool, Path]], list[Path]]:
+def _walk(
+    root: Path,
+) -> tuple[list[tuple[bool, Path]], list[Path], list[tuple[Path, list[str]]]]:
     """``(is_model, path)`` of every store and model directory under ``root`` (``root`` itself
-    when it is one), in the walk's order (sorted within each directory), and the stale
-    temporaries; symbolic links inside the tree are followed, each directory visited once, so a
-    link back up the tree ends the walk there."""
+    when it is one), in the walk's order (sorted within each directory), the stale temporaries,
+    and ``(directory, its files, sorted)`` of every other directory visited (where tables and
+    their provenance records lie); symbolic links inside the tree are followed, each directory
+    visited once, so a link back up the tree ends the walk there."""
     if _is_store(root):
-        return [(False, root)], []
+        return [(False, root)], [], []
     if (root / MODEL_RECORD).is_file():
-        return [(True, root)], []
-    found, stale = [], []
+        return [(True, root)], [], []
+    found, stale, listed = [], [], []
     seen = {root.resolve()}
-    for dirpath, dirnames, _files in os.walk(root, followlinks=True):
+    for dirpath, dirnames, files in os.walk(root, followlinks=True):
         here = Path(dirpath)
+        listed.append((here, sorted(files)))
         descend = []
         for name in sorted(dirnames):
             path = here / name
@@ -160,7 +189,20 @@ def _walk(root: Path) -> tuple[list[tuple[bool, Path]], list[Path]]:
             else:
                 descend.append(name)
         dirnames[:] = descend
-    return found, stale
+    return found, stale, listed
+
+
+def _incomplete_under(root: Path, pipelines: list[Path]) -> list[Path]:
+    """The existing outputs under ``root`` that Snakemake marks incomplete in any of the
+    pipeline directories ``pipelines`` (each once)."""
+    real_root, out = root.resolve(), {}
+    for pipeline in dict.fromkeys(p.resolve() for p in pipelines):
+        for name in incomplete_outputs(pipeline):
+            path = pipeline / name
+            real = path.resolve()
+            if (real == real_root or real_root in real.parents) and path.exists():
+                out.setdefault(real, path)
+    return sorted(out.values())
 
 
 def verify_tree(
@@ -169,12 +211,16 @@ def verify_tree(
     checksums: bool = True,
     expected: Expected | None = None,
     progress: TextIO | None = None,
+    pipelines: list[str | os.PathLike] | None = None,
 ) -> TreeReport:
     """Verify every store under ``root`` (manifest, metadata, counts; its provenance record
-    against its path and, where ``expected`` gives one, the record its config expects) and every
-    model directory (the sha256 of its weights files, as its ``causalpos_source.json`` records
-    them, and the model name it records against the directory's), and list stale temporaries,
-    following symbolic links inside the tree (each directory once).
+    against its path and, where ``expected`` gives one, the record its config expects), every
+    table with a provenance record (``<table>.provenance.json``: its content's sha256, its path
+    and its config's record, likewise) and every model directory (the sha256 of its weights
+    files, as its ``causalpos_source.json`` records them, and the model name it records against
+    the directory's), and list stale temporaries and the outputs under ``root`` that Snakemake
+    marks incomplete in the pipeline directories ``pipelines`` (default: the working directory
+    and the one above ``root``), following symbolic links inside the tree (each directory once).
 
     ``checksums=False`` compares file sizes only (deleted and truncated files are still found).
     ``progress``: a stream for the progress of the checks (stores and model directories checked
@@ -185,6 +231,21 @@ def verify_tree(
     if not root.is_dir():
         raise FileNotFoundError(f"causalpos verify: no directory {root}")
     out = TreeReport(root)
+    if pipelines is None:
+        pipelines = [Path.cwd(), Path(os.path.abspath(root)).parent]
+    out.incomplete = _incomplete_under(root, [Path(p) for p in pipelines])
+
+    def compare(path: Path, record: dict) -> None:
+        want = None
+        if expected is not None:
+            try:
+                want = expected(record)
+            except (LookupError, OSError, ValueError) as exc:  # the config cannot be read
+                out.unchecked[path] = str(exc)
+        problems = provenance_check(path, record, want)
+        if problems:
+            out.mismatched[path] = problems
+            out.records[path] = record
 
     def check(store: Path) -> None:
         try:
@@ -194,18 +255,15 @@ def verify_tree(
             return
         (out.verified if ok else out.unverified).append(store)
         record = (root_attributes(store) or {}).get(PROVENANCE_ATTR)
-        if not isinstance(record, dict):
-            return
-        want = None
-        if expected is not None:
-            try:
-                want = expected(record)
-            except (LookupError, OSError, ValueError) as exc:  # the config cannot be read
-                out.unchecked[store] = str(exc)
-        problems = provenance_check(store, record, want)
-        if problems:
-            out.mismatched[store] = problems
-            out.records[store] = record
+        if isinstance(record, dict):
+            compare(store, record)
+
+    def check_tables(directory: Path, files: list[str]) -> None:
+        for name in files:
+            table = directory / name.removesuffix(SIDECAR_SUFFIX)
+            if name.endswith(SIDECAR_SUFFIX) and table.is_file():
+                out.tables.append(table)
+                compare(table, table_record(table) or {})
 
     def check_model(model: Path) -> None:
         try:
@@ -216,7 +274,9 @@ def verify_tree(
             out.damaged_models.append(model)
 
     # Symbolic links inside the tree are followed (`results/normalized` may live on another disk)
-    items, out.stale = _walk(root)
+    items, out.stale, listed = _walk(root)
+    for directory, files in listed:
+        check_tables(directory, files)
     bar = progress_bar(
         total=len(items),
         desc=f"verify {display_path(root)}",

@@ -26,6 +26,7 @@ def compare_trained(
     ``n_boot`` and ``seed`` (the rule's ``stats`` param; default theirs)."""
     import pandas as pd
 
+    from causalpos.io.provenance import check_table, stamp_table
     from causalpos.io.store import open_dataset
 
     stores = {
@@ -34,6 +35,8 @@ def compare_trained(
     }
     summaries = {v: open_dataset(p) for v, p in (leakage or {}).items()}
     twins = {v: open_dataset(p) for v, p in (leakage_init or {}).items()}
+    if lengthgen:
+        check_table(lengthgen)  # made under this config's settings (io.provenance)
     lg = pd.read_csv(lengthgen) if lengthgen else None
     index, comparison = comparison_tables(
         stores,
@@ -44,4 +47,5 @@ def compare_trained(
     )
     index.to_csv(out_index, index=False)
     comparison.to_csv(out_comparison, index=False)
+    stamp_table(out_index, out_comparison)
     return index, comparison

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import xarray as xr
 
+from causalpos.data import REVISION_ATTR, REVISION_SOURCE_ATTR
+
 log = logging.getLogger("causalpos.stages.data")
 
 
@@ -62,6 +64,12 @@ def sample_sequences(
     for warning in check_distinct(ds, f"datasets.{name}" if name else "dataset"):
         log.warning(warning)
     ds.attrs["tokenizer_dir"] = Path(tokenizer_dir).name
+    if REVISION_ATTR in ds.attrs:  # a hub corpus: the commit its documents were read at
+        log.info(
+            "hub corpus read at revision %r: %s",
+            ds.attrs[REVISION_ATTR],
+            ds.attrs[REVISION_SOURCE_ATTR],
+        )
     if corpus_sha256:
         ds.attrs["corpus_sha256"] = json.dumps(dict(corpus_sha256), sort_keys=True)
     write_dataset(ds, out)

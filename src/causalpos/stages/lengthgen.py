@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from causalpos.io.provenance import stamp_table
 from causalpos.io.store import write_dataset
 from causalpos.sampling import SequenceSample, draw_sequences
 from causalpos.training import lengthgen, trainlog
@@ -92,6 +93,7 @@ def length_generalization(
     write_dataset(ds, out_store)
     table = lengthgen.summary_table(ds)
     table.to_csv(out_table, index=False)
+    stamp_table(out_table)
     log.info("\n%s", table.to_string())
     return ds
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from causalpos.io.provenance import stamp_table
 from causalpos.io.store import open_dataset
 from causalpos.paper2.tables.assemble import paper2_tables
 from causalpos.paper2.tables.markdown import paper2_markdown
@@ -31,6 +32,8 @@ def aggregate_leakage(
         if name in outputs:
             Path(outputs[name]).parent.mkdir(parents=True, exist_ok=True)
             df.to_csv(outputs[name], index=False)
+            stamp_table(outputs[name])
     if "markdown" in outputs:
         Path(outputs["markdown"]).write_text(paper2_markdown(tabs))
+        stamp_table(outputs["markdown"])
     return tabs

@@ -64,8 +64,10 @@ def plot_train_comparison(
     """Rule ``plot_train_comparison``: index vs twin, the comparison table, normalized maps."""
     import pandas as pd
 
+    from causalpos.io.provenance import check_table
     from causalpos.io.store import open_dataset
 
+    check_table(index_csv, comparison_csv)  # made under this config's settings (io.provenance)
     training.plot_index_vs_init(pd.read_csv(index_csv), list(outputs["index"]))
     training.plot_comparison(pd.read_csv(comparison_csv), list(outputs["comparison"]))
     opened = {v: open_dataset(x) for v, x in zip(variants, trained, strict=True)}

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from causalpos.findings.render import Tables, render
+from causalpos.io.provenance import check_table, stamp_table
 from causalpos.scorecard import build_scorecard, to_markdown
 
 log = logging.getLogger("causalpos.stages.report")
@@ -35,11 +36,14 @@ def scorecard(
     findings page: the template ``inputs["findings_template"]`` filled from the ``table_*``
     inputs and this scorecard, references this run has no value for marked
     (:func:`causalpos.findings.render.render`, not strict)."""
+    check_table(*inputs.values())  # each table made under this config's settings (io.provenance)
     card = build_scorecard(dict(inputs), materiality=materiality)
     card.to_csv(out_csv, index=False)
+    stamp_table(out_csv)
     md = to_markdown(card)
     banner = f"> **{REHEARSAL_BANNER}** (`rehearsal: true` in the config)\n\n" if rehearsal else ""
     Path(out_md).write_text(banner + md)
+    stamp_table(out_md)
     log.info("\n%s", banner + md)
     if out_findings is not None:
         template = inputs[FINDINGS_TEMPLATE_KEY]
@@ -47,4 +51,5 @@ def scorecard(
         tables = Tables({**files, "scorecard": out_csv})
         page = render(Path(template).read_text(), tables, strict=False)
         Path(out_findings).write_text(banner + page)
+        stamp_table(out_findings)
     return card

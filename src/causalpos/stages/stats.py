@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from causalpos.io.provenance import stamp_table
 from causalpos.io.store import open_dataset
 from causalpos.paper1.tables import llm_index_table, simulation_index_table
 
@@ -25,6 +26,7 @@ def aggregate_sim_stats(
         seed=seed,
     )
     table.to_csv(out, index=False)
+    stamp_table(out)
     log.info("\n%s", table.to_string())
     return table
 
@@ -51,5 +53,6 @@ def aggregate_llm_stats(
         twins=twins,
     )
     table.to_csv(out, index=False)
+    stamp_table(out)
     log.info("\n%s", table.to_string())
     return table

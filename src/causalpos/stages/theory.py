@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from causalpos.io.provenance import stamp_table
 from causalpos.io.store import open_dataset
 from causalpos.paper1.theory import theory_table
 
@@ -19,5 +20,6 @@ def theory_check(sim_stores: Sequence[str], out, *, n_positions: int):
         sims[float(ds.attrs["alpha"])] = ds
     table = theory_table(sims, n=n_positions)
     table.to_csv(out, index=False)
+    stamp_table(out)
     log.info("\n%s", table.groupby("alpha")["abs_diff"].describe())
     return table
