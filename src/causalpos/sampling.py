@@ -208,14 +208,9 @@ def draw_sequences(
     rng = np.random.default_rng(seed)
     n_documents, n_candidates, source_attrs = 0, -1, {}  # source_attrs: the documents' origin
     if corpus["type"] == "random_tokens":
-        allowed = non_special_ids(tokenizer)
-        body = allowed[rng.integers(0, allowed.size, size=(n_sequences, content_len))]
-        tokens = np.concatenate(
-            [np.tile(np.asarray(prefix, dtype=np.int64), (n_sequences, 1)), body], axis=1
+        tokens, source, document, offset = _random_tokens(
+            tokenizer, prefix, rng, n_sequences, content_len
         )
-        source = np.array(["random_tokens"] * n_sequences, dtype=object)
-        document = np.full(n_sequences, -1, dtype=np.int64)
-        offset = np.zeros(n_sequences, dtype=np.int64)
     else:
         tokens, source, document, offset, n_documents, n_candidates = _draw_from_documents(
             tokenizer, sample, corpus, prefix, rng, also_for, source_attrs
@@ -256,6 +251,20 @@ def draw_sequences(
     if also_for and mode == "first":
         ds.attrs["documents_also_for"] = [tokenizer_fingerprint(t) for t in also_for]
     return ds
+
+
+def _random_tokens(tokenizer, prefix, rng, n_sequences: int, content_len: int):
+    """(tokens, source, document, offset) of :func:`draw_sequences` for ``type: random_tokens``:
+    the prefix, then ``content_len`` ids uniform over the tokenizer's non-special ids."""
+    allowed = non_special_ids(tokenizer)
+    body = allowed[rng.integers(0, allowed.size, size=(n_sequences, content_len))]
+    tokens = np.concatenate(
+        [np.tile(np.asarray(prefix, dtype=np.int64), (n_sequences, 1)), body], axis=1
+    )
+    source = np.array(["random_tokens"] * n_sequences, dtype=object)
+    document = np.full(n_sequences, -1, dtype=np.int64)
+    offset = np.zeros(n_sequences, dtype=np.int64)
+    return tokens, source, document, offset
 
 
 def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for, attrs):
