@@ -425,6 +425,8 @@ class ChecksSection(Section):
             self.check_plant,
             self.check_plant_stream,
             self.leakage_materiality,
+            self.check_twins,
+            self.claims_warnings,  # what the scorecard will read "not run" (config/claims.py)
             lambda: check_strict(self),  # corpus keys, model configs and sources, seq_len memory
         ):
             try:
@@ -432,7 +434,7 @@ class ChecksSection(Section):
             except ConfigError as exc:
                 errors.append(str(exc))
                 continue
-            if step == self.check_contexts:
+            if step in (self.check_contexts, self.claims_warnings):
                 warnings += out
         if errors:
             raise ConfigError("\n".join(dict.fromkeys(errors)))  # each error once

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from causalpos.config.checks import ChecksSection
+from causalpos.config.claims import ClaimsSection
 from causalpos.config.datasets import DatasetsSection
 from causalpos.config.extract import ExtractSection
 from causalpos.config.families import FamiliesSection
@@ -34,6 +35,7 @@ class Resolved(
     TargetsSection,
     ResourcesSection,
     FamiliesSection,
+    ClaimsSection,
     ChecksSection,
 ):
     """The pipeline's view of one validated config (nothing is cached but the corpora's document
