@@ -143,3 +143,7 @@ def test_the_decomposition_tables_name_the_ring_run_they_read(runs):
         assert set(with_ring[name]["ring_run"]) == {"ring"}
         assert set(without[name]["ring_run"]) == {""}
         assert without[name]["residual_stream"].isna().all()
+    from causalpos.paper2.tables.markdown import paper2_markdown
+
+    md = paper2_markdown(without).split("## Headline (expected-map reading): total")[1]
+    assert "| – | – | – | not run: no 'ring' run |" in md.split("\n## ")[0]
