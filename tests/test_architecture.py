@@ -190,6 +190,8 @@ CONFIG_PURE_IMPORTS |= {"causalpos.models.footprint"}  # the requests' arithmeti
 CONFIG_PURE_IMPORTS |= {"causalpos.paths"}  # the path patterns (tests/test_paths.py)
 # the simulation settings' defaults (standard library only: test_settings_modules_import_nothing)
 CONFIG_PURE_IMPORTS |= {"causalpos.paper1.settings", "causalpos.paper2.settings"}
+# the names of paper 2's runs the summary and the tables share (its ring twins), torch-free
+CONFIG_PURE_IMPORTS |= {"causalpos.paper2.labels"}
 
 
 def test_the_config_resolver_is_read_by_the_workflow_only():

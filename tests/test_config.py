@@ -983,8 +983,10 @@ def test_tiny_random_init_context_kept_here_equals_the_librarys():
 
 
 def test_the_shipped_configs_pass_every_check_without_warnings(default, smoke, paper):
-    for cfg in (default, smoke, paper):
+    for cfg in (default, paper):
         assert cfg.check() == []
+    # the tests' run says what its scorecard cannot decide (causalpos.config.claims)
+    assert smoke.check() == smoke.claims_warnings() and len(smoke.check()) == 2
 
 
 @pytest.mark.parametrize(
@@ -1054,7 +1056,7 @@ def test_dataset_the_corpus_cannot_supply_fails_naming_the_key_and_values(smoke)
         Resolved(cfg, document_sizes=read).check()
     cfg["datasets"]["kjv-first24"].update(n_sequences=60)
     calls.clear()
-    assert Resolved(cfg, document_sizes=read).check() == []
+    assert Resolved(cfg, document_sizes=read).check() == smoke.decomposition_warnings()  # chunks
     # each corpus is read once however many checks ask for it
     assert len(calls) == len({json.dumps(c, sort_keys=True) for c in calls})
 

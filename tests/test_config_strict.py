@@ -617,3 +617,42 @@ def test_every_model_config_and_tokenizer_load_refuses_remote_code_explicitly():
                 loads.append((f"{path.relative_to(REPO)}:{node.lineno}", explicit))
     assert len(loads) >= 10, loads
     assert [where for where, explicit in loads if not explicit] == []
+
+
+# --- a random twin holding its model's weights -----------------------------------------------
+
+
+def test_a_prepared_twin_holding_its_models_weights_is_refused_before_any_job(
+    tmp_path, monkeypatch
+):
+    """A local checkpoint that was itself initialised from seed 0, and its random_init twin
+    `like:` it with seed 0: the same weights bit for bit, which no config shows. Once both
+    directories are prepared, their recorded sha256 say so, and the next start refuses the twin
+    (the scorecard had judged one and measured the other on identical numbers)."""
+    from causalpos.io.integrity import MODEL_RECORD
+
+    def edit(c):
+        c["models"]["mine"] = {"source": "hf", "id": "someone/mine"}  # not read before any job
+        c["models"]["mine-random"] = {"source": "random_init", "like": "mine", "seed": 0}
+
+    monkeypatch.chdir(tmp_path)
+    assert check(edit) == check()  # nothing prepared yet: nothing to compare
+    for name, sha in (("mine", "ab" * 32), ("mine-random", "ab" * 32)):
+        d = tmp_path / "resources" / "models" / name
+        d.mkdir(parents=True)
+        record = {"name": name, "sha256": {"model.safetensors": sha}}
+        (d / MODEL_RECORD).write_text(json.dumps(record))
+    with pytest.raises(
+        ConfigError,
+        match=r"models.mine-random: random_init like: 'mine', prepared in "
+        r"resources/models/mine-random, holds the weights of 'mine' bit for bit .*"
+        r"\['model.safetensors'\]\): 'mine' was itself initialised from seed 0 .* Fix: give "
+        r"models.mine-random another seed \(e.g. seed: 1\)",
+    ):
+        check(edit)
+    # other weights: a twin as meant
+    record = {"name": "mine-random", "sha256": {"model.safetensors": "cd" * 32}}
+    (tmp_path / "resources" / "models" / "mine-random" / MODEL_RECORD).write_text(
+        json.dumps(record)
+    )
+    assert check(edit) == check()

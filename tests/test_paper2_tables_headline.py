@@ -120,3 +120,30 @@ def test_scale_contrast_and_bos_headline_tables(runs):
     assert ab["difference_lo"] <= ab["difference"] <= ab["difference_hi"]
     assert ab["difference_lo"] > 0  # removing the residual component raises the mask's share
     assert tabs["bos_headline"].empty  # these runs replace no BOS
+
+
+def test_the_decomposition_tables_name_the_ring_run_they_read(runs):
+    """Each decomposition row says which ring run its residual-stream component is read on;
+    without one (a config running [causal, bidirectional]) its ring components are NaN and the
+    headline table's status says which run is missing, so the scorecard says "not run"."""
+    from causalpos.paper2.tables.assemble import paper2_tables
+
+    settings = LeakageSettings(n_boot=50, n_perm=0, bos_windows=("late",))
+    with_ring = paper2_tables({("m", "d"): S.leakage_summary(runs, settings)})
+    no_ring = {k: v for k, v in runs.items() if k != "ring"}
+    without = paper2_tables({("m", "d"): S.leakage_summary(no_ring, settings)})
+    dec, dec0 = with_ring["decomposition_headline"], without["decomposition_headline"]
+    assert set(dec["ring_run"]) == {"ring"} and set(dec["status"]) == {"measured"}
+    assert set(dec0["ring_run"]) == {""} and set(dec0["status"]) == {"not run: no 'ring' run"}
+    logattn = dec0[dec0["target"] == "logattn"]
+    assert logattn[["residual", "causal_mask"]].isna().all().all()
+    assert np.isfinite(logattn["total"]).all()  # the causal run's own reading is there
+    assert np.isfinite(dec[dec["target"] == "logattn"]["residual"]).all()
+    for name in ("decomposition_components", "decomposition_components_by_layer"):
+        assert set(with_ring[name]["ring_run"]) == {"ring"}
+        assert set(without[name]["ring_run"]) == {""}
+        assert without[name]["residual_stream"].isna().all()
+    from causalpos.paper2.tables.markdown import paper2_markdown
+
+    md = paper2_markdown(without).split("## Headline (expected-map reading): total")[1]
+    assert "| – | – | – | not run: no 'ring' run |" in md.split("\n## ")[0]

@@ -331,6 +331,42 @@ def test_claim2_tests_the_residual_stream_and_checks_the_causal_mask(tmp_path):
     assert _one(lower, "claim 2 (small, d)")["verdict"] == R
 
 
+def test_a_decomposition_without_its_ring_run_is_not_run_never_judged_on_nan(tmp_path):
+    """The smoke config's experiment runs [causal, bidirectional]: the table's ring components are
+    NaN (no ring run), and every claim-2 row says which run it needs instead of a verdict."""
+    nan = float("nan")
+    base = {"dataset": "d", "condition": "rope", "window": "all", "target": "logattn"}
+    ring = {"ring_run": "", "status": "not run: no 'ring' run"}
+    cols = {f"{c}{s}": nan for c in ("residual", "causal_mask") for s in ("", "_lo", "_hi")}
+    cols |= {"total": 0.2, "total_lo": 0.1, "total_hi": 0.3}
+    dec = pd.DataFrame(
+        [
+            base | cols | ring | {"model": "trained-rope", "data_mode": "chunks"},
+            base | cols | ring | {"model": "trained-rope-init", "init_of": "trained-rope"},
+            base | cols | ring | {"model": "opening", "data_mode": "first"},
+            # the ring run made, its component NaN all the same: a measurement that failed
+            base | cols | {"ring_run": "ring", "status": "measured", "model": "broken"},
+        ]
+    )
+    card = _card(tmp_path, decomposition_headline=dec)
+    for model in ("trained-rope", "trained-rope-init", "opening"):
+        for label in ("claim 2", "claim 2, causal-mask component"):
+            row = _one(card, f"{label} ({model}, d)")
+            assert row["verdict"] == S.NOT_RUN, (label, model, row["verdict"])
+            assert row["note"].startswith("no 'ring' run: "), row["note"]
+            assert "add the ring run to the experiment's variants" in row["note"]
+            assert "nan" not in row["measured"]
+    assert _one(card, "claim 2, causal-mask component (opening, d)")["section"] == "checks"
+    # both reasons where both hold
+    assert "chunks at random offsets" in _one(card, "claim 2 (opening, d)")["note"]
+    broken = _one(card, "claim 2, causal-mask component (broken, d)")
+    assert broken["verdict"] == V.FAILS and "not finite" in broken["note"]
+    # a table without the ring_run column: its status says whether the ring run was made
+    old = _card(tmp_path, decomposition_headline=dec.drop(columns="ring_run"))
+    assert _one(old, "claim 2 (trained-rope, d)")["verdict"] == S.NOT_RUN
+    assert _one(old, "claim 2, causal-mask component (broken, d)")["verdict"] == V.FAILS
+
+
 def test_claim3_ordering_on_a_common_window(tmp_path):
     def row(model, arch, res, window="full32", **kw):
         return (

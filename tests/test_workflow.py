@@ -286,11 +286,41 @@ def test_trained_vs_init_comparison_agrees_with_the_other_stages(pipeline):
 
 
 def test_report_collects_figures_and_tables_with_captions(pipeline):
-    snakemake(pipeline, "--configfile", SMOKE, "--report", "report.html")
+    """`snakemake --report` on the smoke run: every caption renders (no docutils "System
+    Message"), the build prints no warning of its own, every item is labelled with what it is,
+    its model and its dataset, each figure is one item (its PNG), and each figure of a family
+    job has a caption naming its own model."""
+    import json
+    import re
+
+    proc = snakemake(pipeline, "--configfile", SMOKE, "--report", "report.html")
     html = (pipeline / "report.html").read_text(errors="replace")
     assert len(html) > 100_000  # the figures are embedded
     for needle in ("Reproduction scorecard", "Fig. 5", "non-relativeness index"):
         assert needle in html, needle
+    assert "System Message" not in html
+    output = proc.stdout + proc.stderr
+    assert "never awaited" not in output and "(WARNING/" not in output, output[-3000:]
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    assert len(results) > 50
+    for path, item in results.items():
+        labels = item["labels"] or {}
+        assert list(labels) == ["figure", "model", "dataset"], path
+        assert all(isinstance(v, str) and v for v in labels.values()), (path, labels)
+        assert item["caption"].strip(), path
+    figures = [p for p in results if p.startswith("results/figures/")]
+    assert figures and all(p.endswith(".png") for p in figures)
+    heads = {p: results[p] for p in figures if "/paper2_heads_" in p}
+    assert len(heads) == 3  # one per (model, dataset) of the smoke experiments
+    text = {p: " ".join(re.sub(r"<[^>]+>", "", r["caption"]).split()) for p, r in results.items()}
+    for path, item in heads.items():
+        model, dataset = item["labels"]["model"], item["labels"]["dataset"]
+        assert path.endswith(f"paper2_heads_{model}_{dataset}.png")
+        assert f"of model {model} on dataset {dataset}:" in text[path], text[path][:300]
+    appendix = [p for p in figures if "/llm_appE_" in p]
+    assert appendix and all(
+        f"of model {results[p]['labels']['model']} on dataset" in text[p] for p in appendix
+    )
 
 
 def test_second_run_has_nothing_to_do(pipeline):

@@ -3,7 +3,7 @@
 causalpos --version                                # the package's version
 causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
 causalpos verify [DIR ...] [--sizes-only] [--configfile F] [--config K=V]  # stores, tables, weights
-causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's digest of a scorecard
+causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's overview and digest
 causalpos findings [RESULTS] [--update docs/findings.md]  # the findings page from a run's tables
 causalpos findings --check                    # the template's rule: no number or verdict typed
 """
@@ -86,6 +86,7 @@ def _summary(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from causalpos.scorecard import readme_summary, update_readme
+    from causalpos.scorecard.overview import readme_overview, update_overview
 
     if not Path(args.scorecard).is_file():
         return _usage_error(
@@ -104,6 +105,7 @@ def _summary(args: argparse.Namespace) -> int:
         )
     try:
         block = readme_summary(card, source=args.scorecard)
+        overview = readme_overview(card, source=args.scorecard)
     except ValueError as e:  # an older scorecard (no section column) or unknown sections
         return _usage_error(f"summary: {args.scorecard}: {e}")
     if args.update:
@@ -114,9 +116,13 @@ def _summary(args: argparse.Namespace) -> int:
             text = update_readme(path.read_text(), block)
         except ValueError as e:
             return _usage_error(f"summary --update {path}: {e}")
+        try:
+            text = update_overview(text, overview)
+        except ValueError as e:  # a README without the overview: its digest all the same
+            print(f"causalpos: summary --update {path}: digest written; {e}", file=sys.stderr)
         path.write_text(text)
     else:
-        print(block, end="")
+        print(overview + "\n" + block, end="")
     return 0
 
 
@@ -279,12 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     summary = sub.add_parser(
         "summary",
-        help="the README's 'what was reproduced' digest of a scorecard: rows that could have "
-        "failed, per paper, and every differs / inconclusive row; --update rewrites the README's "
-        "block",
+        help="the README's 'what was reproduced' from a scorecard: a plain-language overview "
+        "(per paper: how its tests came out, its main numbers, what stays undecided) and the "
+        "digest (rows that could have failed, per section, and every differs row, control not "
+        "passed and failing check); --update rewrites both of the README's blocks",
     )
     summary.add_argument("scorecard", nargs="?", default=SCORECARD_CSV, help="default: %(default)s")
-    summary.add_argument("--update", metavar="README", help="rewrite this file's summary block")
+    summary.add_argument("--update", metavar="README", help="rewrite this file's two blocks")
     _add_findings(sub)
     args = parser.parse_args(argv)
     if args.command == "findings":

@@ -20,6 +20,9 @@ from causalpos.io.runlog import keep_symlinked_output_dirs  # noqa: E402
 from causalpos.config import VARIANT_PATTERN, Resolved  # noqa: E402
 from causalpos.config import family_paths, score_dirs  # noqa: E402
 from causalpos.config.provenance import setup_provenance  # noqa: E402
+from causalpos.config.report import labels as report_labels  # noqa: E402
+from causalpos.config.report import shown as report_shown  # noqa: E402
+from causalpos.io.captions import item_caption as _item_caption  # noqa: E402
 
 # (`report` at the start of a line opens Snakemake's report directive: imported under another name)
 from snakemake.io import report as report_files  # noqa: E402
@@ -167,13 +170,57 @@ wildcard_constraints:
     shard=r"\d{4}",
 
 
-def family_reports(family, key, caption, category):
-    """A family job's outputs for `snakemake --report`: each item's files under `key`, in the
-    item's own subcategory (causalpos.config.families)."""
+# `snakemake --report`: one item per figure (its PNG; a PDF stays an output, not an item), each
+# labelled with what it is, its model and its dataset (causalpos.config.report), each figure of a
+# family job with a caption of its own naming its model (causalpos.io.captions).
+CAPTIONS = Path(".snakemake") / "causalpos" / "captions"
+
+
+def figure_reports(paths, caption, category, labels, subcategory=None):
+    """One figure's files as outputs: the one the report shows flagged for it, the others plain."""
+    show = set(report_shown(paths))
     return [
-        report_files(item[key], caption=caption, category=category, subcategory=name)
-        for name, item in family.items()
+        (
+            report_files(
+                p,
+                caption=caption,
+                category=category,
+                subcategory=subcategory,
+                labels=labels,
+            )
+            if p in show
+            else p
+        )
+        for p in paths
     ]
+
+
+def family_reports(family, key, kind, caption, category, subcategory, figure):
+    """A family job's outputs for `snakemake --report`: each item's files under `key`, in
+    `subcategory`, labelled and captioned with the item's names (its caption: the template
+    `workflow/report/<caption>.rst` rendered for it)."""
+    template = Path(workflow.basedir) / "workflow" / "report" / f"{caption}.rst"
+    out = []
+    for name, item in family.items():
+        names = CFG.report_names(kind, name, figure)
+        path = _item_caption(
+            template, names, CAPTIONS, name, write=workflow.is_main_process
+        )
+        out += figure_reports(
+            item[key], path, category, report_labels(names), subcategory
+        )
+    return out
+
+
+def table_report(path, caption, category):
+    """A table for `snakemake --report`, labelled with its file name (it holds every model and
+    dataset of the run)."""
+    return report_files(
+        path,
+        caption=f"../report/{caption}.rst",
+        category=category,
+        labels=CFG.report_labels(Path(path).name),
+    )
 
 
 # ---------------------------------------------------------------------------------------------

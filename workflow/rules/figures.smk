@@ -4,10 +4,13 @@
 
 rule plot_fig1:
     output:
-        report(
+        *figure_reports(
             CFG.figure_paths(PATHS.FIG1_FIGURE),
             caption="../report/fig1.rst",
             category="Paper 1 — theory",
+            labels=CFG.report_labels(
+                "Fig. 1", "parameter-free decoder", "closed form"
+            ),
         ),
     log:
         "logs/plot_fig1/plot_fig1.log",
@@ -33,8 +36,11 @@ rule plot_simulation:
         *family_reports(
             CFG.sim_figure_family(),
             "outputs",
-            caption="../report/sim_figure.rst",
+            "simulation",
+            caption="sim_figure",
             category="Paper 1 — simulations",
+            subcategory="Simulation figures",
+            figure="simulation",
         ),
     log:
         "logs/plot_simulation/plot_simulation.log",
@@ -57,10 +63,15 @@ rule plot_llm_fig5:
     input:
         paper1_normalized_stores,
     output:
-        report(
+        *figure_reports(
             CFG.figure_paths(PATHS.LLM_FIG5_FIGURE),
             caption="../report/llm_fig5.rst",
             category="Paper 1 — pretrained models",
+            labels=CFG.report_labels(
+                "Fig. 5",
+                config["paper1_llm"]["models"],
+                config["paper1_llm"]["datasets"],
+            ),
         ),
     log:
         "logs/plot_llm_fig5/plot_llm_fig5.log",
@@ -87,8 +98,11 @@ rule plot_llm_appendix:
         *family_reports(
             CFG.llm_appendix_family(),
             "outputs",
-            caption="../report/llm_appE.rst",
+            "llm_appendix",
+            caption="llm_appE",
             category="Paper 1 — pretrained models",
+            subcategory="App. E",
+            figure="App. E",
         ),
     log:
         "logs/plot_llm_appendix/plot_llm_appendix.log",

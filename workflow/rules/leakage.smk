@@ -73,120 +73,116 @@ rule aggregate_leakage:
         summaries=leakage_summary_stores,
         position0=position0_stores,
     output:
-        leakage_by_model=report(
+        leakage_by_model=table_report(
             PATHS.paper2_table("leakage_by_model"),
-            caption="../report/paper2_leakage_by_model.rst",
+            "paper2_leakage_by_model",
             category="Paper 2 — tables",
         ),
-        decomposition=report(
+        decomposition=table_report(
             PATHS.paper2_table("decomposition"),
-            caption="../report/paper2_decomposition.rst",
+            "paper2_decomposition",
             category="Paper 2 — tables",
         ),
-        leakage_by_layer=report(
+        leakage_by_layer=table_report(
             PATHS.paper2_table("leakage_by_layer"),
-            caption="../report/paper2_leakage_by_layer.rst",
+            "paper2_leakage_by_layer",
             category="Paper 2 — tables",
         ),
-        decomposition_by_layer=report(
+        decomposition_by_layer=table_report(
             PATHS.paper2_table("decomposition_by_layer"),
-            caption="../report/paper2_decomposition_by_layer.rst",
+            "paper2_decomposition_by_layer",
             category="Paper 2 — tables",
         ),
-        rope_controls=report(
+        rope_controls=table_report(
             PATHS.paper2_table("rope_controls"),
-            caption="../report/paper2_rope_controls.rst",
+            "paper2_rope_controls",
             category="Paper 2 — tables",
         ),
-        bos_effects=report(
+        bos_effects=table_report(
             PATHS.paper2_table("bos_effects"),
-            caption="../report/paper2_bos_effects.rst",
+            "paper2_bos_effects",
             category="Paper 2 — tables",
         ),
-        observational_split=report(
+        observational_split=table_report(
             PATHS.paper2_table("observational_split"),
-            caption="../report/paper2_observational_split.rst",
+            "paper2_observational_split",
             category="Paper 2 — tables",
         ),
-        heads=report(
-            PATHS.paper2_table("heads"),
-            caption="../report/paper2_heads.rst",
-            category="Paper 2 — tables",
+        heads=table_report(
+            PATHS.paper2_table("heads"), "paper2_heads", category="Paper 2 — tables"
         ),
-        sink_heads=report(
+        sink_heads=table_report(
             PATHS.paper2_table("sink_heads"),
-            caption="../report/paper2_sink_heads.rst",
+            "paper2_sink_heads",
             category="Paper 2 — tables",
         ),
-        position0=report(
+        position0=table_report(
             PATHS.paper2_table("position0"),
-            caption="../report/paper2_position0.rst",
+            "paper2_position0",
             category="Paper 2 — tables",
         ),
-        position0_probes=report(
+        position0_probes=table_report(
             PATHS.paper2_table("position0_probes"),
-            caption="../report/paper2_position0_probes.rst",
+            "paper2_position0_probes",
             category="Paper 2 — tables",
         ),
-        baseline_comparison=report(
+        baseline_comparison=table_report(
             PATHS.paper2_table("baseline_comparison"),
-            caption="../report/paper2_baseline_comparison.rst",
+            "paper2_baseline_comparison",
             category="Paper 2 — tables",
         ),
-        depth_trend=report(
+        depth_trend=table_report(
             PATHS.paper2_table("depth_trend"),
-            caption="../report/paper2_depth_trend.rst",
+            "paper2_depth_trend",
             category="Paper 2 — tables",
         ),
-        headline=report(
+        headline=table_report(
             PATHS.paper2_table("headline"),
-            caption="../report/paper2_headline.rst",
+            "paper2_headline",
             category="Paper 2 — tables",
         ),
-        decomposition_headline=report(
+        decomposition_headline=table_report(
             PATHS.paper2_table("decomposition_headline"),
-            caption="../report/paper2_decomposition_headline.rst",
+            "paper2_decomposition_headline",
             category="Paper 2 — tables",
         ),
-        decomposition_components=report(
+        decomposition_components=table_report(
             PATHS.paper2_table("decomposition_components"),
-            caption="../report/paper2_decomposition_components.rst",
+            "paper2_decomposition_components",
             category="Paper 2 — tables",
         ),
-        decomposition_components_by_layer=report(
+        decomposition_components_by_layer=table_report(
             PATHS.paper2_table("decomposition_components_by_layer"),
-            caption="../report/paper2_decomposition_components.rst",
+            "paper2_decomposition_components",
             category="Paper 2 — tables",
         ),
-        decomposition_components_by_kind=report(
+        decomposition_components_by_kind=table_report(
             PATHS.paper2_table("decomposition_components_by_kind"),
-            caption="../report/paper2_decomposition_components.rst",
+            "paper2_decomposition_components",
             category="Paper 2 — tables",
         ),
-        controls=report(
+        controls=table_report(
             PATHS.paper2_table("controls"),
-            caption="../report/paper2_controls.rst",
+            "paper2_controls",
             category="Paper 2 — tables",
         ),
-        plant_doses=report(
+        plant_doses=table_report(
             PATHS.paper2_table("plant_doses"),
-            caption="../report/paper2_plant_doses.rst",
+            "paper2_plant_doses",
             category="Paper 2 — tables",
         ),
-        bos_headline=report(
+        bos_headline=table_report(
             PATHS.paper2_table("bos_headline"),
-            caption="../report/paper2_bos_headline.rst",
+            "paper2_bos_headline",
             category="Paper 2 — tables",
         ),
-        scale_contrast=report(
+        scale_contrast=table_report(
             PATHS.paper2_table("scale_contrast"),
-            caption="../report/paper2_scale_contrast.rst",
+            "paper2_scale_contrast",
             category="Paper 2 — tables",
         ),
-        markdown=report(
-            PATHS.PAPER2_TABLES_MD,
-            caption="../report/paper2_tables.rst",
-            category="Paper 2 — tables",
+        markdown=table_report(
+            PATHS.PAPER2_TABLES_MD, "paper2_tables", category="Paper 2 — tables"
         ),
     log:
         "logs/aggregate_leakage/aggregate_leakage.log",
@@ -213,14 +209,20 @@ rule plot_paper2_layers:
         *family_reports(
             CFG.paper2_experiment_family("layers"),
             "outputs",
-            caption="../report/paper2_layers.rst",
+            "paper2_experiment",
+            caption="paper2_layers",
             category="Paper 2 — figures",
+            subcategory="Components by layer",
+            figure="Components by layer",
         ),
         *family_reports(
             CFG.paper2_experiment_family("layers"),
             "claim1",
-            caption="../report/paper2_claim1.rst",
+            "paper2_experiment",
+            caption="paper2_claim1",
             category="Paper 2 — figures",
+            subcategory="Claim 1 by layer",
+            figure="Claim 1 by layer",
         ),
     log:
         "logs/plot_paper2_layers/plot_paper2_layers.log",
@@ -246,8 +248,11 @@ rule plot_paper2_shares:
         *family_reports(
             CFG.paper2_experiment_family("shares"),
             "outputs",
-            caption="../report/paper2_shares.rst",
+            "paper2_experiment",
+            caption="paper2_shares",
             category="Paper 2 — figures",
+            subcategory="Causal-mask shares",
+            figure="Causal-mask shares",
         ),
     log:
         "logs/plot_paper2_shares/plot_paper2_shares.log",
@@ -273,8 +278,11 @@ rule plot_paper2_position0:
         *family_reports(
             CFG.paper2_experiment_family("position0"),
             "outputs",
-            caption="../report/paper2_position0_figure.rst",
+            "paper2_experiment",
+            caption="paper2_position0_figure",
             category="Paper 2 — figures",
+            subcategory="Position-0 std by layer",
+            figure="Position-0 std by layer",
         ),
     log:
         "logs/plot_paper2_position0/plot_paper2_position0.log",
@@ -300,8 +308,11 @@ rule plot_paper2_heads:
         *family_reports(
             CFG.paper2_heads_family(),
             "outputs",
-            caption="../report/paper2_heads_figure.rst",
+            "paper2_heads",
+            caption="paper2_heads_figure",
             category="Paper 2 — figures",
+            subcategory="Head heat maps",
+            figure="Head heat maps",
         ),
     log:
         "logs/plot_paper2_heads/plot_paper2_heads.log",

@@ -7,21 +7,9 @@ rule scorecard:
     input:
         unpack(scorecard_inputs),
     output:
-        csv=report(
-            PATHS.SCORECARD_CSV,
-            caption="../report/scorecard.rst",
-            category="Scorecard",
-        ),
-        md=report(
-            PATHS.SCORECARD_MD,
-            caption="../report/scorecard.rst",
-            category="Scorecard",
-        ),
-        findings=report(
-            PATHS.FINDINGS_MD,
-            caption="../report/findings.rst",
-            category="Scorecard",
-        ),
+        csv=table_report(PATHS.SCORECARD_CSV, "scorecard", category="Scorecard"),
+        md=table_report(PATHS.SCORECARD_MD, "scorecard", category="Scorecard"),
+        findings=table_report(PATHS.FINDINGS_MD, "findings", category="Scorecard"),
     log:
         "logs/scorecard/scorecard.log",
     benchmark:

@@ -6,10 +6,8 @@ rule aggregate_sim_stats:
     input:
         sim_stores,
     output:
-        report(
-            PATHS.SIM_INDEX_TABLE,
-            caption="../report/simulation_index.rst",
-            category="Paper 1 — simulations",
+        table_report(
+            PATHS.SIM_INDEX_TABLE, "simulation_index", category="Paper 1 — simulations"
         ),
     log:
         "logs/aggregate_sim_stats/aggregate_sim_stats.log",
@@ -33,10 +31,8 @@ rule aggregate_llm_stats:
     input:
         paper1_score_dirs,
     output:
-        report(
-            PATHS.LLM_INDEX_TABLE,
-            caption="../report/llm_index.rst",
-            category="Paper 1 — pretrained models",
+        table_report(
+            PATHS.LLM_INDEX_TABLE, "llm_index", category="Paper 1 — pretrained models"
         ),
     log:
         "logs/aggregate_llm_stats/aggregate_llm_stats.log",

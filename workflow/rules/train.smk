@@ -96,10 +96,8 @@ rule gram_table:
     input:
         stores=expand(PATHS.GRAM_STORE, model=CFG.gram_models()),
     output:
-        report(
-            PATHS.GRAM_NEARBY_TABLE,
-            caption="../report/gram_nearby.rst",
-            category="Models trained here",
+        table_report(
+            PATHS.GRAM_NEARBY_TABLE, "gram_nearby", category="Models trained here"
         ),
     log:
         "logs/gram_table/gram_table.log",
@@ -124,9 +122,9 @@ rule length_generalization:
         trained_models,
     output:
         store=directory(PATHS.LENGTHGEN_STORE),
-        table=report(
+        table=table_report(
             PATHS.TRAIN_LENGTHGEN_TABLE,
-            caption="../report/train_lengthgen.rst",
+            "train_lengthgen",
             category="Models trained here",
         ),
     log:
@@ -162,10 +160,11 @@ rule plot_loss_curves:
     input:
         trained_models,
     output:
-        report(
+        *figure_reports(
             CFG.figure_paths(PATHS.TRAIN_LOSS_CURVES_FIGURE),
             caption="../report/train_loss_curves.rst",
             category="Models trained here",
+            labels=CFG.trained_labels("training curves", "held-out books"),
         ),
     log:
         "logs/plot_loss_curves/plot_loss_curves.log",
@@ -192,14 +191,20 @@ rule plot_gram_figures:
         *family_reports(
             CFG.gram_figure_family(),
             "fig3",
-            caption="../report/train_fig3.rst",
+            "gram",
+            caption="train_fig3",
             category="Models trained here",
+            subcategory="Fig. 3",
+            figure="Fig. 3",
         ),
         *family_reports(
             CFG.gram_figure_family(),
             "fig8",
-            caption="../report/train_fig8.rst",
+            "gram",
+            caption="train_fig8",
             category="Models trained here",
+            subcategory="Fig. 8",
+            figure="Fig. 8",
         ),
     log:
         "logs/plot_gram_figures/plot_gram_figures.log",
@@ -222,10 +227,13 @@ rule plot_loss_by_position:
     input:
         PATHS.LENGTHGEN_STORE,
     output:
-        report(
+        *figure_reports(
             CFG.figure_paths(PATHS.TRAIN_LOSS_BY_POSITION_FIGURE),
             caption="../report/train_loss_by_position.rst",
             category="Models trained here",
+            labels=CFG.trained_labels(
+                "loss by position", "held-out chunks (train.lengthgen)"
+            ),
         ),
     log:
         "logs/plot_loss_by_position/plot_loss_by_position.log",
@@ -277,14 +285,12 @@ rule compare_trained:
     input:
         unpack(compare_inputs),
     output:
-        index=report(
-            PATHS.TRAIN_INDEX_TABLE,
-            caption="../report/train_index.rst",
-            category="Models trained here",
+        index=table_report(
+            PATHS.TRAIN_INDEX_TABLE, "train_index", category="Models trained here"
         ),
-        comparison=report(
+        comparison=table_report(
             PATHS.TRAIN_COMPARISON_TABLE,
-            caption="../report/train_comparison.rst",
+            "train_comparison",
             category="Models trained here",
         ),
     log:
@@ -313,20 +319,23 @@ rule plot_train_comparison:
     input:
         unpack(compare_plot_inputs),
     output:
-        index=report(
+        index=figure_reports(
             CFG.figure_paths(PATHS.TRAIN_INDEX_FIGURE),
             caption="../report/train_index_figure.rst",
             category="Models trained here",
+            labels=CFG.trained_labels("index, trained vs init"),
         ),
-        comparison=report(
+        comparison=figure_reports(
             CFG.figure_paths(PATHS.TRAIN_COMPARISON_FIGURE),
             caption="../report/train_comparison_figure.rst",
             category="Models trained here",
+            labels=CFG.trained_labels("variants side by side"),
         ),
-        maps=report(
+        maps=figure_reports(
             CFG.figure_paths(PATHS.TRAIN_MAPS_FIGURE),
             caption="../report/train_maps.rst",
             category="Models trained here",
+            labels=CFG.trained_labels("normalized maps, trained vs init"),
         ),
     log:
         "logs/plot_train_comparison/plot_train_comparison.log",

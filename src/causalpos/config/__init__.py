@@ -29,6 +29,9 @@ and ``resources``:
   each item of a family job reads and writes
 - ``resources``: the model jobs' memory and disk requests from the models' shapes (reads the
   architecture files and local models' ``config.json``)
+- ``claims``: what the scorecard cannot decide from the configured runs (warnings), and a random
+  twin identical to its model by construction (an error)
+- ``report``: what ``snakemake --report`` shows of each figure, and its items' labels and names
 - ``checks``: what local corpora can supply, sequence lengths against models' contexts (reads
   corpora and local models' ``config.json``)
 - ``resolved``: :class:`Resolved`, composed of the above

@@ -428,6 +428,8 @@ class ChecksSection(Section):
             self.check_plant,
             self.check_plant_stream,
             self.leakage_materiality,
+            self.check_twins,
+            self.claims_warnings,  # what the scorecard will read "not run" (config/claims.py)
             strict,
         ):
             try:
@@ -435,7 +437,7 @@ class ChecksSection(Section):
             except ConfigError as exc:
                 errors.append(str(exc))
                 continue
-            if step in (self.check_contexts, strict):  # the steps that warn
+            if step in (self.check_contexts, self.claims_warnings, strict):  # the steps that warn
                 warnings += out
         if errors:
             raise ConfigError("\n".join(dict.fromkeys(errors)))  # each error once

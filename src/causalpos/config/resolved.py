@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from causalpos.config.checks import ChecksSection
+from causalpos.config.claims import ClaimsSection
 from causalpos.config.datasets import DatasetsSection
 from causalpos.config.extract import ExtractSection
 from causalpos.config.families import FamiliesSection
@@ -16,6 +17,7 @@ from causalpos.config.figures import FiguresSection
 from causalpos.config.leakage import LeakageSection
 from causalpos.config.models import ModelsSection
 from causalpos.config.paper1 import Paper1Section
+from causalpos.config.report import ReportSection
 from causalpos.config.resources import ResourcesSection
 from causalpos.config.simulate import SimulateSection
 from causalpos.config.targets import TargetsSection
@@ -34,6 +36,8 @@ class Resolved(
     TargetsSection,
     ResourcesSection,
     FamiliesSection,
+    ReportSection,
+    ClaimsSection,
     ChecksSection,
 ):
     """The pipeline's view of one validated config (nothing is cached but the corpora's document

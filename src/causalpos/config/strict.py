@@ -11,6 +11,8 @@ the file.
   ``config.json``, ``*.safetensors`` weights (the pipeline loads no pickle) and a tokenizer, and
   neither its config nor its tokenizer needs remote code (``auto_map``);
 - *a local GGUF* (``gguf``): the file exists and is whole (:mod:`causalpos.models.gguf_check`);
+- *a prepared random twin holding its model's weights*: both directories on disk, every weights
+  file's recorded sha256 equal (:func:`check_prepared_twins`);
 - *sequence lengths against memory*: one layer's float64 score statistics of an extraction (or a
   Gram panel) grow with ``heads x seq_len²``; a ``seq_len`` whose statistics alone exceed this
   machine's memory (or ``CAUSALPOS_JOB_MEMORY_GB``, the memory a job of the run may use) is
@@ -323,6 +325,49 @@ def cuda_refusal(problem: str, jobs: Iterable[str] = ()) -> str:
     )
 
 
+def _weights_record(directory: Path) -> dict | None:
+    """The weights' sha256 a prepared model directory records (its ``causalpos_source.json``),
+    None where it has none."""
+    import json
+
+    from causalpos.io.integrity import MODEL_RECORD
+
+    try:
+        record = json.loads((directory / MODEL_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    sha = record.get("sha256") if isinstance(record, dict) else None
+    return sha if isinstance(sha, dict) and sha else None
+
+
+def check_prepared_twins(cfg) -> None:
+    """A ``random_init`` model ``like:`` another whose prepared directory holds that model's
+    weights bit for bit (every weights file's recorded sha256 equal), both directories on disk:
+    refused before any job reads them. The config cannot show it for a model from files (a
+    ``local`` checkpoint itself drawn from the twin's seed: the scorecard judged one and measured
+    the other on the same numbers); a twin identical by construction is refused without its
+    directories (:meth:`causalpos.config.claims.ClaimsSection.check_twins`)."""
+    errors = []
+    for name in cfg.configured_models():
+        spec = cfg.model_spec(name)
+        like = spec.get("like")
+        if spec["source"] != "random_init" or like not in cfg.config["models"]:
+            continue
+        mine = _weights_record(Path(cfg.model_dir(name)))
+        if mine is None or mine != _weights_record(Path(cfg.model_dir(like))):
+            continue
+        seed = int(spec.get("seed", 0))
+        errors.append(
+            f"models.{name}: random_init like: {like!r}, prepared in {cfg.model_dir(name)}, holds "
+            f"the weights of {like!r} bit for bit (every weights file's sha256 equal: "
+            f"{sorted(mine)}): {like!r} was itself initialised from seed {seed} of this "
+            f"architecture, so the twin is that model under another name. Fix: give "
+            f"models.{name} another seed (e.g. seed: {seed + 1}); prepare_model then rebuilds it"
+        )
+    if errors:
+        raise ConfigError("\n".join(errors))
+
+
 def check_strict(cfg) -> list[str]:
     """Every check of this module; one :class:`ConfigError` listing each one's error, else the
     warnings of :func:`named_caps`."""
@@ -334,6 +379,7 @@ def check_strict(cfg) -> list[str]:
         check_pypi_packages,
         check_token_ids,
         check_seq_len_memory,
+        check_prepared_twins,
     ):
         try:
             step(cfg)

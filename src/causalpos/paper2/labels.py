@@ -1,5 +1,5 @@
 """The names paper 2's summary writes and its tables read, torch-free: the CI axis, the
-decomposition's conditions, what a BOS intervention is measured on, the negative control's
+decomposition's conditions and each run's ring twin, what a BOS intervention is measured on, the negative control's
 threshold and the layer-local ablation's run.
 
 Apart from the summary's statistics (:mod:`.prompts`, :mod:`.headline`, :mod:`.bos`, which import
@@ -9,7 +9,7 @@ stays importable from the module that uses it in the summary.
 
 from __future__ import annotations
 
-from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
+from causalpos.models.variants import DECOMPOSITION_CONDITIONS, compose, parse_variant
 
 #: The last axis of every summary variable with a CI.
 STAT = ("estimate", "lo", "hi")
@@ -17,6 +17,14 @@ STAT = ("estimate", "lo", "hi")
 #: condition -> (causal run, bidirectional run): paper 2 §3's decomposition under standard,
 #: identity and scrambled RoPE (their Table 6); see causalpos.models.variants.
 DEFAULT_CONDITIONS: dict[str, tuple[str, str]] = dict(DECOMPOSITION_CONDITIONS)
+
+
+def ring_twin(run: str) -> str:
+    """``run`` on the ring (same rotary and position-0 input, every mask removed): the ablation
+    the decomposition reads a condition's residual-stream component on."""
+    atoms = [a for a in parse_variant(run).atoms if a not in ("bidirectional", "ring")]
+    return compose(*atoms, "ring")
+
 
 #: The two landmark readings of the headline: the key-0 column modelled in both fits
 #: (position-free runs read 0 by construction) or counted (paper 2's reconstructed fit: nothing

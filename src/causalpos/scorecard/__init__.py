@@ -22,7 +22,8 @@ Modules: :mod:`~causalpos.scorecard.rows` (a row, its labels, the targets, share
 :mod:`~causalpos.scorecard.paper2_position0` (the row families of each paper),
 :mod:`~causalpos.scorecard.materiality` (paper 2's materiality thresholds),
 :mod:`~causalpos.scorecard.card` (which family reads which table: :func:`build_scorecard`),
-:mod:`~causalpos.scorecard.markdown` (the Markdown scorecard and the README digest).
+:mod:`~causalpos.scorecard.markdown` (the Markdown scorecard and the README digest),
+:mod:`~causalpos.scorecard.overview` (the README's plain-language overview).
 """
 
 from causalpos.scorecard.card import FAMILIES, build_scorecard

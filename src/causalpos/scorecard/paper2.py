@@ -79,7 +79,10 @@ def claim10_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         return _on_headline([not_run(t10, t10["label"], src, why)])
     rows = []
     rope = dec[dec["condition"] == T["claim4_share"]["condition"]] if "condition" in dec else dec
+    unmade = []
     if "status" in rope:
+        unmade = [f"{r.model} on {r.dataset} ({r.status})" for r in rope.itertuples()]
+        unmade = [u for u, ok in zip(unmade, rope["status"] == TABLE_MEASURED) if not ok]
         rope = rope[rope["status"] == TABLE_MEASURED]
     cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
     # Content independence compares datasets whose prompts start alike: the same token-0 prefix
@@ -107,7 +110,8 @@ def claim10_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
                 t10["label"],
                 src,
                 "no model is decomposed on two datasets with the same token-0 prefix (e.g. text "
-                "and random tokens after the same BOS)",
+                "and random tokens after the same BOS)"
+                + (f"; not measured: {', '.join(unmade)}" if unmade else ""),
             )
         )
     for label, g in many:

@@ -22,6 +22,7 @@ from causalpos.scorecard.rows import (
     measured_row,
     not_run,
     paper_value_for,
+    ring_missing,
 )
 
 
@@ -54,8 +55,8 @@ def _not_made_rows(d: pd.DataFrame, T: Mapping) -> list[Row]:
     t4 = T["claim4_share"]
     src = SOURCES["decomposition_headline"]
     rope = d[d["condition"] == t4["condition"]] if "condition" in d else d
-    if "status" not in rope:
-        return []
+    if "status" not in rope or "ring_run" in rope:
+        return []  # with a ring_run column, status is the ring run's: claim 4 reads without it
     return [
         not_run(
             t4,
@@ -98,16 +99,18 @@ def _share_rows(comp: pd.DataFrame | None, T: Mapping) -> list[Row]:
             r.share_causal_mask_paper_lo,
             r.share_causal_mask_paper_hi,
         )
+        free = fmt_ci(r.share_causal_mask, r.share_causal_mask_lo, r.share_causal_mask_hi, 2)
         parts = [
             f"{fmt_ci(*est, 2)} (landmark counted, ablation log-attention)",
-            f"artefact-free {fmt_ci(r.share_causal_mask, r.share_causal_mask_lo, r.share_causal_mask_hi, 2)}",
+            f"artefact-free {'not run (no ring run)' if ring_missing(r) else free}",
         ]
         if "modelled" in by:
             m = by["modelled"]
+            free = fmt_ci(m.share_causal_mask, m.share_causal_mask_lo, m.share_causal_mask_hi, 2)
             parts.append(
                 "landmark modelled: paper reading "
                 f"{fmt_ci(m.share_causal_mask_paper, m.share_causal_mask_paper_lo, m.share_causal_mask_paper_hi, 2)}"
-                f", artefact-free {fmt_ci(m.share_causal_mask, m.share_causal_mask_lo, m.share_causal_mask_hi, 2)}"
+                + ("" if ring_missing(m) else f", artefact-free {free}")
             )
         parts.append(f"edge artefact {fmt(r.share_artefact, 2)} of the paper's residual reading")
         measured = "; ".join(parts)

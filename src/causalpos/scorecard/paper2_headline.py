@@ -30,6 +30,7 @@ from causalpos.scorecard.rows import (
     not_run,
     openings,
     own_control,
+    ring_missing,
     target_row,
     text_column,
 )
@@ -286,6 +287,14 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = "; ".join(f"{k.replace('_', ' ')} {fmt_ci(*v)}" for k, v in comps.items())
         measured += f" (window {r['window']})"
         target = f"{t['label']} ({model}, {dataset})"
+        no_ring = ring_missing(r)
+        if no_ring:  # the components' NaN is a run not made: never judged
+            if not full_window:
+                rows.append(
+                    _causal_mask_check(T, model, dataset, comps["causal_mask"], "", no_ring)
+                )
+            rows.append(not_run(t, target, src, "; ".join(filter(None, (no_ring, openings(r))))))
+            continue
         if not full_window:
             rows.append(_causal_mask_check(T, model, dataset, comps["causal_mask"], r["window"]))
         twin = str(r.get("init_of", "") or "")
@@ -317,24 +326,31 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows
 
 
-def _causal_mask_check(T: Mapping, model: str, dataset: str, cm, window: str) -> Row:
+def _causal_mask_check(
+    T: Mapping, model: str, dataset: str, cm, window: str, no_ring: str = ""
+) -> Row:
     """Claim 2's causal-mask half as a check: the causal softmax's normaliser sums over i + 1
     keys, so log-attention carries the query's position for any map and the component is > 0.
-    It holds unless the data contradict that: its CI lies at or below 0, or a bound is not
-    finite (an imprecise CI that reaches 0 is no evidence against the construction)."""
+    It holds unless the data contradict that: its CI lies at or below 0, or a bound of a
+    measured component is not finite (an imprecise CI that reaches 0 is no evidence against the
+    construction). Without the ring run (``no_ring``: why, :func:`ring_missing`) it is not run."""
     t = T["claim2_component"]
-    contradicted = not np.isfinite(cm[1:]).all() or positive(cm[1:], 0.0) == DIFFERS
-    return target_row(
-        t,
-        f"{t['label']}, causal-mask component ({model}, {dataset})",
-        f"causal mask {fmt_ci(*cm)} (window {window})",
-        FAILS if contradicted else HOLDS,
-        SOURCES["decomposition_headline"],
+    target = f"{t['label']}, causal-mask component ({model}, {dataset})"
+    kw = dict(
         claim=field_text(t, "claim_check"),
         paper_value="> 0 (by construction)",
         falsified_if=fill(t["falsified_if_check"], t),
         section=CHECKS,
     )
+    src = SOURCES["decomposition_headline"]
+    if no_ring:
+        return not_run(t, target, src, no_ring, **kw)
+    finite = np.isfinite(cm[1:]).all()
+    contradicted = not finite or positive(cm[1:], 0.0) == DIFFERS
+    note = "" if finite else "a bound of the measured component is not finite"
+    verdict = FAILS if contradicted else HOLDS
+    measured = f"causal mask {fmt_ci(*cm)} (window {window})"
+    return target_row(t, target, measured, verdict, src, note=note, **kw)
 
 
 def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -351,7 +367,8 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         return [not_run(t, t["label"], src, why)]
     d = dec[(dec["target"] == "logattn") & (dec["condition"] == "rope")]
     d = d.assign(arch_=architectures(d, T), init_=text_column(d, "init_of"))
-    d = d[d["init_"] == ""]
+    ring = pd.Series([not ring_missing(r) for _, r in d.iterrows()], index=d.index, dtype=bool)
+    d = d[(d["init_"] == "") & ring]
     rows = []
     for dataset, g in d.groupby("dataset", sort=False):
         by = {a: g[g["arch_"] == a] for a in ("ntk", "rope", "swa")}

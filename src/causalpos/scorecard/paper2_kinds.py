@@ -21,6 +21,7 @@ from causalpos.scorecard.rows import (
     fmt_ci,
     measured_row,
     not_run,
+    ring_missing,
     target_row,
     text_column,
 )
@@ -82,6 +83,9 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = (
             f"residual stream {fmt_ci(*vals)}; total {fmt_ci(r.total, r.total_lo, r.total_hi)}"
         )
+        if ring_missing(r):
+            rows.append(not_run(t, label, src, ring_missing(r)))
+            continue
         if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
@@ -112,6 +116,9 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if not bool(r.window_masks):
             why = "not applicable: window ≥ T (the sliding layers see what global ones see)"
             rows.append(target_row(t, label, measured, NOT_APPLICABLE, src, note=why))
+            continue
+        if ring_missing(r):
+            rows.append(not_run(t, label, src, ring_missing(r)))
             continue
         if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))

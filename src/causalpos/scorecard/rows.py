@@ -286,6 +286,26 @@ def openings(r) -> str:
     return OPENINGS.format(mode=mode) if mode not in ("", "chunks") else ""
 
 
+def ring_missing(r) -> str:
+    """Why a headline decomposition row has no ring components (the residual stream read on the
+    ring run's logits, the causal mask = total minus it, their shares): "" where its ring run
+    was made (a ``ring_run`` cell naming it; a table without that column: ``status`` measured
+    or absent), else the reason its rows give, naming the run (``status``: "not run: no 'ring'
+    run") and what to do. Never a verdict on its NaN."""
+    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
+    ring = get("ring_run", None)
+    status = get("status", TABLE_MEASURED)
+    status = status if isinstance(status, str) and status else TABLE_MEASURED
+    if (isinstance(ring, str) and ring) or (ring is None and status == TABLE_MEASURED):
+        return ""
+    what = status.removeprefix(f"{NOT_RUN}: ") if status != TABLE_MEASURED else "no ring run"
+    return (
+        f"{what}: the residual-stream component is read on the ring run's logits (no mask at "
+        "all) and the causal-mask component is the total minus it; add the ring run to the "
+        "experiment's variants (leakage.experiments.<name>.variants)"
+    )
+
+
 def control_note(rule: str, verdict: str) -> str:
     """The note of a test row whose own negative control reads position."""
     if rule == verdict:

@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from causalpos.models.layer_kinds import GLOBAL, kind_groups
-from causalpos.models.variants import compose, parse_variant
+from causalpos.models.variants import compose
 from causalpos.paper2.decomposition import (
     COMBINATIONS,
     COMPONENTS,
@@ -29,7 +29,7 @@ from causalpos.paper2.estimator.grams import FIT, GramCache
 from causalpos.paper2.estimator.replicates import LINEAR_PARTS, sum_parts
 from causalpos.paper2.estimator.storeview import layer_kind_of
 from causalpos.paper2.extraction.metric import TARGETS
-from causalpos.paper2.labels import LANDMARKS, STAT
+from causalpos.paper2.labels import LANDMARKS, STAT, ring_twin
 from causalpos.paper2.prompts import PromptSet
 
 #: Every name of ``exp_components*``: the components, the shares, the controls.
@@ -37,12 +37,6 @@ NAMES = tuple(COMPONENTS) + tuple(SHARES) + tuple(CONTROL_COMPONENTS)
 
 #: Components read in the one unit (divided by the causal run's D̂); the shares are not.
 _NUMERATOR_UNITS = set(COMPONENTS) | set(CONTROL_COMPONENTS)
-
-
-def ring_twin(run: str) -> str:
-    """``run`` on the ring (same rotary and position-0 input, every mask removed)."""
-    atoms = [a for a in parse_variant(run).atoms if a not in ("bidirectional", "ring")]
-    return compose(*atoms, "ring")
 
 
 def condition_runs(

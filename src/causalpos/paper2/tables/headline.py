@@ -20,7 +20,15 @@ from causalpos.models.layer_kinds import (
 )
 from causalpos.models.variants import without_plant
 from causalpos.paper2 import inference as inf
-from causalpos.paper2.labels import BOS_READING_TARGET, CONTROL_TOL, LOCAL_RUN, STAT
+from causalpos.paper2.labels import (
+    BOS_READING_TARGET,
+    CONTROL_TOL,
+    DEFAULT_CONDITIONS,
+    LOCAL_RUN,
+    MEASURED,
+    STAT,
+    ring_twin,
+)
 from causalpos.verdicts import NOT_RECOVERED, RECOVERED, negative_control, recovered
 
 #: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
@@ -345,6 +353,7 @@ def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
         df = wide_stat(summary[var], keys, "component_full").rename(columns=ren)
         df.insert(3, "reading", EXPECTED_MAP)
         df.insert(4, "target", "logattn")
+        df.insert(5, "ring_run", ring_runs(summary, df["condition"]))
         df["control_variant"] = _first_position_free(summary)
         out[name] = with_layer_kind(df, kinds) if "layer" in keys else df
     if "exp_components_kind" in summary:
@@ -377,8 +386,24 @@ def _by_kind_frame(summary: xr.Dataset, kinds: Mapping, ren: Mapping) -> pd.Data
     out = pd.concat(frames, ignore_index=True)
     out.insert(4, "reading", EXPECTED_MAP)
     out.insert(5, "target", "logattn")
+    out.insert(6, "ring_run", ring_runs(summary, out["condition"]))
     out["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
     return out
+
+
+def ring_runs(summary: xr.Dataset, conditions: Sequence[str]) -> list[str]:
+    """Each condition's ring run (the ablation its residual-stream component is read on:
+    :func:`~causalpos.paper2.labels.ring_twin` of its causal run), "" where the
+    summary has none: its ring components read NaN."""
+    runs = {str(v) for v in summary["variant"].values}
+    rings = [ring_twin(DEFAULT_CONDITIONS[str(c)][0]) for c in conditions]
+    return [r if r in runs else "" for r in rings]
+
+
+def ring_status(ring: str, condition: str) -> str:
+    """``status`` of a headline decomposition row: measured where its condition's ring run was
+    made, else which run it needs."""
+    return MEASURED if ring else f"not run: no {ring_twin(DEFAULT_CONDITIONS[condition][0])!r} run"
 
 
 def _first_position_free(summary: xr.Dataset) -> str:
@@ -401,5 +426,7 @@ def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         dec = dec.merge(d[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
     dec = dec.rename(columns={"exp_condition": "condition", "exp_window": "window"})
     dec.insert(3, "reading", EXPECTED_MAP)
+    dec.insert(4, "ring_run", ring_runs(summary, dec["condition"]))
+    dec.insert(5, "status", [ring_status(r, c) for r, c in zip(dec["ring_run"], dec["condition"])])
     dec["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
     return dec

@@ -42,6 +42,8 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
     dec = tabs.get("decomposition_headline", pd.DataFrame())
     if not dec.empty:
         d = dec[dec["target"] == "logattn"]
+        # the ring components' run, where the table says: "not run: no 'ring' run" without one
+        status = {"status": d["status"]} if "status" in d else {}
         section(
             "Headline (expected-map reading): total leakage and component shares, log-attention",
             pd.DataFrame(
@@ -56,6 +58,7 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "causal-mask share": [
                         _ci_cell(r, "share_causal_mask", True) for _, r in d.iterrows()
                     ],
+                    **status,
                 }
             ),
         )

@@ -1,0 +1,93 @@
+"""What ``snakemake --report`` shows of each figure and table: which file of a figure drawn in
+several formats it shows (:func:`shown`), and the names each item's labels and caption carry
+(:meth:`ReportSection.report_names`): what it is (``figure``), its ``model`` and ``dataset``.
+A family job (one job drawing every figure of a kind: :mod:`causalpos.config.families`) has no
+wildcards, so each of its figures' captions is rendered from these names
+(:func:`causalpos.io.captions.item_caption`). Pure: reads nothing but the config dict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from causalpos.config.common import ConfigError, Section
+
+#: The labels every report item carries, in the order the report's tables show them.
+LABELS = ("figure", "model", "dataset")
+#: The format the report shows where a figure is drawn in several (the others stay outputs).
+SHOWN_FORMAT = ".png"
+#: The model and dataset labels of an item that spans them all (a table, Fig. 5).
+EVERY_MODEL, EVERY_DATASET = "every model", "every dataset"
+
+
+def shown(paths: Sequence[str]) -> list[str]:
+    """The files of one figure the report shows: its PNG where the config draws one, else its
+    first format; the other formats (a PDF to print) stay outputs on disk, not report items."""
+    png = [p for p in paths if str(p).endswith(SHOWN_FORMAT)]
+    return png[:1] or list(paths[:1])
+
+
+def labels(names: dict[str, str]) -> dict[str, str]:
+    """The report labels of an item (:data:`LABELS`) from its :meth:`~ReportSection.report_names`."""
+    return {k: names[k] for k in LABELS}
+
+
+class ReportSection(Section):
+    """The report's labels and the names its per-item captions say."""
+
+    def report_names(self, kind: str, item: str, figure: str) -> dict[str, str]:
+        """The names of item ``item`` of the figure family ``kind`` (the family dicts' keys):
+        ``figure`` (what it shows, e.g. "App. E"), ``model``, ``dataset`` and, where they apply,
+        ``variant`` (App. E's forward pass) and ``experiment`` (paper 2's experiment figures).
+
+        Kinds: ``simulation`` (item: a figure of ``figures.simulation``), ``llm_appendix``
+        (``model/dataset/variant``), ``gram`` (a model of ``train.gram``), ``paper2_heads``
+        (``model/dataset``), ``paper2_experiment`` (an experiment of ``leakage.experiments``).
+        """
+        if kind == "simulation":
+            settings = self.config["figures"]["simulation"][item]["settings"]
+            return {
+                "figure": f"{figure} {item}",
+                "model": "parameter-free decoder",
+                "dataset": ", ".join(settings),
+            }
+        if kind == "llm_appendix":
+            model, dataset, variant = item.split("/")
+            return {"figure": figure, "model": model, "dataset": dataset, "variant": variant}
+        if kind == "gram":
+            dataset = self.gram_dataset(item) or "held-out chapters (train.gram)"
+            return {"figure": figure, "model": item, "dataset": dataset}
+        if kind == "paper2_heads":
+            model, dataset = item.split("/")
+            return {"figure": figure, "model": model, "dataset": dataset}
+        if kind == "paper2_experiment":
+            exp = self.leakage_experiments()[item]
+            return {
+                "figure": figure,
+                "model": ", ".join(exp["models"]),
+                "dataset": ", ".join(exp["datasets"]),
+                "experiment": item,
+            }
+        raise ConfigError(
+            f"report_names: no figure family {kind!r}; known: simulation, llm_appendix, gram, "
+            "paper2_heads, paper2_experiment"
+        )
+
+    def report_labels(
+        self, figure: str, model: str | Sequence[str] = "", dataset: str | Sequence[str] = ""
+    ) -> dict[str, str]:
+        """The labels of a report item that is not one of a family's (a table, a figure of
+        several models): ``figure``, and ``model`` / ``dataset`` (names, or lists of them;
+        default: every model / dataset)."""
+        model = model if isinstance(model, str) else ", ".join(model)
+        dataset = dataset if isinstance(dataset, str) else ", ".join(dataset)
+        return {
+            "figure": figure,
+            "model": model or EVERY_MODEL,
+            "dataset": dataset or EVERY_DATASET,
+        }
+
+    def trained_labels(self, figure: str, dataset: str = "") -> dict[str, str]:
+        """The labels of a figure of every model trained here, on ``dataset`` (default: the
+        comparison's, ``train.compare.dataset``)."""
+        dataset = dataset or (self.compare_section() or {}).get("dataset", "")
+        return self.report_labels(figure, "every variant trained here", dataset)
