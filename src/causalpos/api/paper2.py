@@ -164,9 +164,10 @@ def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:
     ``identity_rope``, ...), ``window``, ``target`` (``logit``, ``logattn``), ``landmark``
     (the key-0 column ``modelled`` or ``counted``), ``scope`` (``model``: pooled over layers and
     heads; ``layer``; ``layer_kind``: pooled over a kind's layers, or ``<kind> minus global``),
-    ``layer`` (0-based, where scope is ``layer``), ``layer_kind``, ``quantity`` (the table's
-    column), ``estimate``, ``lo``, ``hi`` (the interval at the summary's level) and ``verdict``
-    (a control's: passed, reads position, underpowered, recovered, not recovered, not run).
+    ``layer`` (0-based, where scope is ``layer``; a dose series' planted layer), ``layer_kind``,
+    ``quantity`` (the table's column), ``estimate``, ``lo``, ``hi`` (the interval at the
+    summary's level) and ``verdict`` (a control's: passed, reads position, underpowered,
+    recovered, not recovered, not run).
 
     ``frame.attrs``: what was not run and why (``conditions_not_run``, ``bos_not_run``,
     ``controls_note``), ``n_sequences``, ``level``, ``strata``.
