@@ -264,6 +264,7 @@ _LAST = (
     "test_workflow_edits",
     "test_workflow_shards",
     "test_workflow_provenance",
+    "test_api",
 )
 
 

@@ -20,6 +20,9 @@ CHOSEN_BY_CONFIG_YAML = {
     "leakage.permutation_variants": "the test on the decomposition's two runs only, on 2 cores",
     "leakage.position0.conditions": "the BOS-replacement run's position 0 too (claim 7)",
     "leakage.position0.n_permutations": "100 label permutations on 32 prompts, on 2 cores",
+    "leakage.reducer.fits": "no saturated+both (its cost) on 2 cores",
+    "leakage.reducer.windows": "full32: rows whose window of 32 (trained-swa) is full",
+    "leakage.reducer.expected_stats": "early32 and full32 beside all: Table 9, trained-swa",
 }
 
 MISSING = object()

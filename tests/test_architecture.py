@@ -54,10 +54,31 @@ def test_no_relative_imports():
 
 def test_science_never_imports_a_stage():
     for name, deps in GRAPH.items():
-        if name.startswith("causalpos.stages"):
-            continue
+        if name.startswith(("causalpos.stages", "causalpos.api")):
+            continue  # the notebook API sits on top, beside the scripts
         stages = sorted(d for d in deps if d.startswith("causalpos.stages"))
         assert not stages, f"{name} imports the stage module(s) {stages}"
+
+
+def test_the_notebook_api_sits_on_top_and_no_rule_runs_it():
+    """causalpos.api imports stages and science as the scripts do; no library module imports it
+    (the packages' notebook names reach it through importlib at first use), so no rule's code
+    fingerprint includes it, and it imports neither the config resolver nor a script."""
+    api = {n for n in MODULES if n == "causalpos.api" or n.startswith("causalpos.api.")}
+    assert {"causalpos.api.scores", "causalpos.api.paper1", "causalpos.api.paper2"} <= api
+    for name, deps in GRAPH.items():
+        if name not in api:
+            assert not deps & api, (name, sorted(deps & api))
+        else:
+            assert not any(d.startswith("causalpos.config") for d in deps), name
+    reached = {
+        script.stem: {_name(f) for f in import_closure(script, PACKAGE)} & api
+        for script in SCRIPTS.glob("*.py")
+    }
+    assert not {k: v for k, v in reached.items() if v}
+    assert {"causalpos.stages.extract", "causalpos.stages.leakage"} <= set().union(
+        *(GRAPH[n] for n in api)
+    )  # the rules' own stage code, no second implementation
 
 
 def test_io_is_a_leaf():

@@ -459,6 +459,37 @@ def test_moments_merge_is_exact_chan():
     assert int(merged["n_sequences"]) == 10
 
 
+def test_score_maps_keep_each_sequences_maps_and_merge_by_sequence():
+    """ScoreMaps keeps a copy of every sequence's maps of the layers it is given (the capture's
+    buffer is reused), and shards merge into the maps of one pass, ordered by sequence id."""
+    from causalpos.capture.merging import MERGES
+    from causalpos.capture.reducers import ScoreMaps, reducer_path
+    from causalpos.io.shards import merge_shards
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 3, 2, 4, 4)).astype(np.float32)  # (sequence, layer, head, q, k)
+    parts = []
+    for lo, hi in [(3, 6), (0, 3)]:  # shards in any order
+        r = ScoreMaps(layers=[2, 0])
+        buf = torch.empty(hi - lo, 2, 4, 4)
+        for layer in range(3):
+            buf.copy_(torch.from_numpy(x[lo:hi, layer]))
+            r.update(layer, buf, np.arange(lo, hi))
+        ds = r.result()
+        for var in ds.data_vars.values():
+            var.attrs["reducer"] = reducer_path(r)
+        parts.append(ds.assign_attrs(n_sequences=hi - lo))
+    assert parts[0]["score_maps"].dims == ("sequence", "map_layer", "head", "query", "key")
+    merged = merge_shards(parts, reducers=MERGES)
+    assert merged["sequence"].values.tolist() == list(range(6))
+    assert merged["map_layer"].values.tolist() == [0, 2]
+    np.testing.assert_array_equal(merged["score_maps"].values, x[:, [0, 2]])
+    with pytest.raises(ValueError, match=r"layers \[5\] were asked for"):
+        r = ScoreMaps(layers=[0, 5])
+        r.update(0, torch.from_numpy(x[:1, 0]), np.arange(1))
+        r.result()
+
+
 def test_variant_names():
     assert [parse_variant(v).name for v in VARIANTS] == list(VARIANTS)
     assert parse_variant("bos_replace_all_gaussian").per_prompt

@@ -56,3 +56,20 @@ def test_trained_index_table_names_each_layers_kind(kinds):
     for weights in ("trained", "init"):
         rows = index[index.weights == weights].sort_values("layer")
         assert list(rows["layer_kind"]) == (kinds or ["global"] * 3)
+
+
+def test_the_index_settings_are_the_tables_arguments_with_the_configs_defaults():
+    """IndexSettings' fields are llm_index_table's keyword arguments (the notebook API passes
+    them as they are), each default the schema's and the function's own."""
+    import dataclasses
+    import inspect
+
+    from settings_defaults import disagreements
+
+    from causalpos.paper1.settings import IndexSettings
+
+    assert disagreements(IndexSettings) == []
+    params = inspect.signature(P1_tables.llm_index_table).parameters
+    for f in dataclasses.fields(IndexSettings):
+        assert params[f.name].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params[f.name].default == f.default, f.name

@@ -8,14 +8,60 @@ import dataclasses
 import pytest
 from settings_defaults import disagreements
 
-from causalpos.paper2.settings import LeakageSettings, Position0Settings
+from causalpos.paper2.settings import (
+    LeakageReducerSettings,
+    LeakageSettings,
+    Position0Settings,
+    keeps_mean_maps,
+)
 
 
-@pytest.mark.parametrize("cls", [LeakageSettings, Position0Settings])
+@pytest.mark.parametrize("cls", [LeakageSettings, Position0Settings, LeakageReducerSettings])
 def test_each_default_is_written_once(cls):
     assert disagreements(cls) == []
     keys = [f.metadata["config"] for f in dataclasses.fields(cls) if f.metadata["config"]]
-    assert len(keys) >= 6, keys
+    assert len(keys) >= 5, keys
+
+
+def test_the_reducer_settings_default_to_the_reducers_own_defaults():
+    from causalpos.paper2.extraction.metric import DEFAULT_FITS, DEFAULT_WINDOWS
+
+    r = LeakageReducerSettings()
+    assert (r.fits, r.windows) == (DEFAULT_FITS, DEFAULT_WINDOWS)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "configs/smoke.yaml", "configs/paper.yaml"])
+def test_the_reducer_arguments_are_the_configs_for_every_run(name):
+    """LeakageReducerSettings.reducer_kwargs, from a pair's reducer and the summary's settings,
+    is what the config resolver hands each extraction job (the notebook API's reducers are the
+    rules'), for every run of every pair of the repository's configs."""
+    import yaml
+    from snakemake.utils import validate
+    from wfutil import REPO
+
+    from causalpos.config import Resolved
+
+    cfg = yaml.safe_load((REPO / name).read_text())
+    validate(cfg, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    res = Resolved(cfg)
+    summary = LeakageSettings.from_params(res.leakage_summary_params())
+    seen = 0
+    for (model, dataset), variants in res.leakage_pairs().items():
+        red = res.pair_reducer(model, dataset)
+        r = LeakageReducerSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in red.items()})  # fmt: skip
+        for v in variants:
+            assert r.reducer_kwargs(v, summary) == res.leakage_reducer_kwargs(v, model, dataset)
+            seen += 1
+    assert seen >= 5
+
+
+def test_mean_maps_are_summed_for_the_tested_runs_or_for_the_headline():
+    assert keeps_mean_maps(True, 100, None, (), "ring")
+    assert not keeps_mean_maps(True, 100, ["causal"], (), "ring")
+    assert keeps_mean_maps(True, 100, ["causal"], (), "causal")
+    assert not keeps_mean_maps(True, 0, None, (), "causal")  # no permutation test
+    assert not keeps_mean_maps(False, 100, None, (), "causal")
+    assert keeps_mean_maps(False, 0, ["causal"], ("all",), "ring")  # the headline's denominator
 
 
 def test_the_defaults_check_finds_a_second_default():

@@ -22,6 +22,7 @@ from causalpos.sampling import (
     draw_sequences,
     non_special_ids,
     special_affixes,
+    tokenize_texts,
 )
 
 GENESIS = {"type": "kjv", "unit": "chapter", "books": ["Genesis"]}
@@ -66,6 +67,50 @@ def test_chunks_mode_consecutive_chunks_with_prefix(tokenizer_bos):
         assert ds["tokens"].values[i].tolist() == [1] + body[off : off + 31]
     pairs = set(zip(ds["document"].values.tolist(), ds["offset"].values.tolist()))
     assert len(pairs) == 40
+
+
+@pytest.mark.parametrize("mode, seq_len", [("first", 64), ("chunks", 32)])
+@pytest.mark.parametrize("prepend_bos", [True, False])
+def test_tokenize_texts_makes_the_rows_a_dataset_draws(mode, seq_len, prepend_bos, tokenizer_nobos):
+    """The texts a draw picked, given to tokenize_texts in the draw's order, make the draw's
+    rows (a chunk: its document's chunks in order, the drawn one among them) and record
+    position 0 as the draw does; SmolLM2-style tokenizer, BOS fixed by prepend_bos."""
+    sample = SequenceSample(
+        corpus=GENESIS, seq_len=seq_len, n_sequences=8, mode=mode, seed=3, prepend_bos=prepend_bos
+    )
+    ds = draw_sequences(tokenizer_nobos, sample)
+    docs = load_documents(GENESIS)
+    texts = [docs[int(d)].text for d in ds["document"].values]
+    got = tokenize_texts(tokenizer_nobos, texts, seq_len, mode=mode, prepend_bos=prepend_bos)
+    keys = ("mode", "seq_len", "bos", "bos_id", "prefix_ids", "prepend_bos", "bos_added")
+    assert {k: got.attrs[k] for k in keys} == {k: ds.attrs[k] for k in keys}
+    assert (got["tokens"].values[:, 0] == tokenizer_nobos.bos_token_id).all() == prepend_bos
+    for i in range(8):
+        rows = got["tokens"].values[got["document"].values == i]
+        offsets = got["offset"].values[got["document"].values == i]
+        k = int(np.flatnonzero(offsets == int(ds["offset"][i]))[0])
+        assert rows[k].tolist() == ds["tokens"].values[i].tolist()
+        assert set(got["source"].values[got["document"].values == i]) == {str(i)}
+    if mode == "first":
+        assert got["tokens"].shape == (8, seq_len) and (got["offset"].values == 0).all()
+    cut = tokenize_texts(tokenizer_nobos, texts, seq_len, mode=mode, n_sequences=3)
+    assert cut.sizes["sequence"] == 3 and cut.attrs["n_sequences"] == 3
+
+
+def test_tokenize_texts_refuses_what_a_dataset_would_not_hold(tokenizer_bos, tokenizer_nobos):
+    with pytest.raises(CorpusError, match=r"text 1 gives 3 tokens, fewer than seq_len=8: give"):
+        tokenize_texts(tokenizer_bos, ["In the beginning God created", "And God"], 8)
+    with pytest.raises(CorpusError, match="no text gives a chunk of 64 tokens"):
+        tokenize_texts(tokenizer_bos, ["And God said"], 64, mode="chunks")
+    with pytest.raises(CorpusError, match="padding token id 3"):
+        tokenize_texts(tokenizer_nobos, ["And God said <pad> let there be light. " * 4], 12)
+    with pytest.raises(CorpusError, match=r"mode 'book' not in \('first', 'chunks'\)"):
+        tokenize_texts(tokenizer_bos, ["x"], 4, mode="book")
+    with pytest.raises(CorpusError, match="n_sequences must be >= 1"):
+        tokenize_texts(tokenizer_bos, ["And God said"], 2, n_sequences=0)
+    plain = tokenizer_nobos.__class__(tokenizer_object=tokenizer_nobos.backend_tokenizer)
+    with pytest.raises(CorpusError, match="defines no BOS token"):
+        tokenize_texts(plain, ["And God said"], 2, prepend_bos=True)
 
 
 def test_sampling_is_seeded_and_prefix_stable(tokenizer_nobos):

@@ -72,6 +72,20 @@ def test_shard_merge_equals_single_pass(tmp_path, setup):
     )
 
 
+def test_a_merge_keeps_each_layers_kind(tmp_path, setup):
+    """The shards' ``layer_kind`` coordinate survives the merge of reducers that rebuild their
+    datasets (maps and group means only: no per-sequence variable carries it through), so a
+    paper-1 store of a sliding-window model names its layers' masks."""
+    model, tokens, labels = setup
+    single = _extract(model, tokens, labels, 0, N)
+    assert single["layer_kind"].values.tolist() == ["sliding5", "sliding5"]
+    shards = [_extract(model, tokens, labels, lo, hi) for lo, hi in shard_bounds(N, SHARD)]
+    for parts in (shards, shards[:1]):
+        merged = merge_shards(parts, reducers=REDUCERS)
+        assert merged["layer_kind"].dims == ("layer",)
+        assert merged["layer_kind"].values.tolist() == ["sliding5", "sliding5"]
+
+
 class _Crash(RuntimeError):
     pass
 

@@ -216,9 +216,45 @@ def draw_sequences(
             tokenizer, sample, corpus, prefix, rng, also_for, source_attrs
         )
     _refuse_padding(tokenizer, tokens, len(prefix), corpus)
+    attrs = {
+        "corpus": json.dumps(corpus, sort_keys=True),
+        "corpus_type": corpus["type"],
+        "mode": mode,
+        "seq_len": int(seq_len),
+        "n_sequences": int(n_sequences),
+        "seed": int(seed),
+        **_tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, prepend_bos),
+        "n_documents": int(n_documents),
+        "n_candidates": int(n_candidates),
+        **distinct_attrs(tokens, len(prefix)),
+        **source_attrs,
+    }
+    ds = _token_dataset(tokens, source, document, offset, attrs)
+    if also_for and mode == "first":
+        ds.attrs["documents_also_for"] = [tokenizer_fingerprint(t) for t in also_for]
+    return ds
+
+
+def _tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, prepend_bos) -> dict[str, Any]:
+    """The token dataset's record of its tokenizer and of position 0 (:func:`bos_prefix`)."""
+    return {
+        "tokenizer": str(getattr(tokenizer, "name_or_path", "")),
+        "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
+        "bos": bos_id is not None,
+        "bos_id": -1 if bos_id is None else int(bos_id),
+        "prefix_ids": [int(x) for x in prefix],
+        "prepend_bos": json.dumps(
+            prepend_bos.item() if isinstance(prepend_bos, np.integer) else prepend_bos
+        ),
+        "bos_added": bool(bos_added),
+    }
+
+
+def _token_dataset(tokens, source, document, offset, attrs) -> xr.Dataset:
     import xarray as xr
 
-    ds = xr.Dataset(
+    n_sequences, seq_len = tokens.shape
+    return xr.Dataset(
         {
             "tokens": (("sequence", "position"), tokens),
             "source": (("sequence",), source),
@@ -226,31 +262,19 @@ def draw_sequences(
             "offset": (("sequence",), offset),
         },
         coords={"sequence": np.arange(n_sequences), "position": np.arange(seq_len)},
-        attrs={
-            "corpus": json.dumps(corpus, sort_keys=True),
-            "corpus_type": corpus["type"],
-            "mode": mode,
-            "seq_len": int(seq_len),
-            "n_sequences": int(n_sequences),
-            "seed": int(seed),
-            "tokenizer": str(getattr(tokenizer, "name_or_path", "")),
-            "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
-            "bos": bos_id is not None,
-            "bos_id": -1 if bos_id is None else int(bos_id),
-            "prefix_ids": [int(x) for x in prefix],
-            "prepend_bos": json.dumps(
-                prepend_bos.item() if isinstance(prepend_bos, np.integer) else prepend_bos
-            ),
-            "bos_added": bool(bos_added),
-            "n_documents": int(n_documents),
-            "n_candidates": int(n_candidates),
-            **distinct_attrs(tokens, len(prefix)),
-            **source_attrs,
-        },
+        attrs=attrs,
     )
-    if also_for and mode == "first":
-        ds.attrs["documents_also_for"] = [tokenizer_fingerprint(t) for t in also_for]
-    return ds
+
+
+def _token_rows(ids: Sequence[Sequence[int]], chosen, prefix, seq_len: int) -> np.ndarray:
+    """``(len(chosen), seq_len)`` tokens: ``prefix``, then each chosen (document, offset)'s
+    tokens of ``ids`` from its offset."""
+    content_len = seq_len - len(prefix)
+    tokens = np.empty((len(chosen), seq_len), dtype=np.int64)
+    for i, (d, off) in enumerate(chosen):
+        tokens[i, : len(prefix)] = prefix
+        tokens[i, len(prefix) :] = ids[d][off : off + content_len]
+    return tokens
 
 
 def _random_tokens(tokenizer, prefix, rng, n_sequences: int, content_len: int):
@@ -303,15 +327,90 @@ def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for, attrs
     else:
         order = rng.permutation(len(candidates))
     chosen = [candidates[i] for i in order[:n_sequences]]
-    tokens = np.empty((n_sequences, seq_len), dtype=np.int64)
-    for i, (d, off) in enumerate(chosen):
-        tokens[i, : len(prefix)] = prefix
-        tokens[i, len(prefix) :] = ids[d][off : off + content_len]
+    tokens = _token_rows(ids, chosen, prefix, seq_len)
     source = np.array([docs[d].source for d, _ in chosen], dtype=object)
     document = np.array([d for d, _ in chosen], dtype=np.int64)
     offset = np.array([off for _, off in chosen], dtype=np.int64)
     n_candidates = len(candidates)
     return tokens, source, document, offset, n_documents, n_candidates
+
+
+def tokenize_texts(
+    tokenizer: Any,
+    texts: Sequence[str],
+    seq_len: int,
+    *,
+    mode: str = "first",
+    prepend_bos: bool | str | int = False,
+    n_sequences: int | None = None,
+) -> xr.Dataset:
+    """Token sequences of ``seq_len`` tokens from your own ``texts``, made as
+    :func:`draw_sequences` makes a dataset's (the same prefix, position 0 and refusals), in the
+    texts' order and without a random draw: a token dataset for the notebook API
+    (:mod:`causalpos.api`).
+
+    - ``mode="first"``: each text's first ``seq_len`` tokens (with the tokens the tokenizer
+      prepends); a text too short is refused, naming it;
+    - ``mode="chunks"``: every consecutive, non-overlapping chunk of each text's tokens, each
+      prefixed like the first (paper 2's prompts);
+    - ``prepend_bos`` (:func:`bos_prefix`, TransformerLens' option of the same name): a fixed
+      token at position 0 where the tokenizer adds none (``True``: its BOS; a token string; an
+      id);
+    - ``n_sequences``: at most this many, the first (default all).
+
+    Returns the variables and attrs of :func:`draw_sequences` (``tokens (sequence, position)``,
+    ``source`` = the text's index as a string, ``document`` = that index, ``offset``; attrs
+    ``mode``, ``bos``, ``bos_id``, ``prefix_ids``, ``prepend_bos``, ``bos_added``, ...), corpus
+    ``{"type": "texts"}``. Padding is never added; a text holding the padding token is refused.
+    """
+    if mode not in MODES:
+        raise CorpusError(f"tokenize_texts: mode {mode!r} not in {MODES}")
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    if seq_len < 1 or not texts:
+        raise CorpusError(f"tokenize_texts: give texts and seq_len >= 1 (got {seq_len})")
+    prefix, _suffix = special_affixes(tokenizer)
+    prefix, bos_id, bos_added = bos_prefix(tokenizer, prefix, prepend_bos)
+    content_len = seq_len - len(prefix)
+    if content_len < 1:
+        raise CorpusError(f"tokenize_texts: seq_len {seq_len} leaves no room after {prefix}")
+    ids = tokenizer(texts, add_special_tokens=False, verbose=False).input_ids
+    if n_sequences is not None and n_sequences < 1:
+        raise CorpusError(f"tokenize_texts: n_sequences must be >= 1, got {n_sequences}")
+    chosen = []
+    for d, x in enumerate(ids):
+        if n_sequences is not None and len(chosen) >= n_sequences:
+            break
+        if mode == "first" and len(x) < content_len:
+            raise CorpusError(
+                f"tokenize_texts: text {d} gives {len(x) + len(prefix)} tokens, fewer than "
+                f"seq_len={seq_len}: give a shorter seq_len, a longer text, or mode 'chunks'"
+            )
+        n = 1 if mode == "first" else len(x) // content_len
+        chosen += [(d, k * content_len) for k in range(n)]
+    if not chosen:
+        raise CorpusError(
+            f"tokenize_texts: no text gives a chunk of {seq_len} tokens; give a shorter seq_len"
+        )
+    chosen = chosen[:n_sequences]
+    tokens = _token_rows(ids, chosen, prefix, seq_len)
+    corpus = {"type": "texts"}
+    _refuse_padding(tokenizer, tokens, len(prefix), corpus)
+    attrs = {
+        "corpus": json.dumps(corpus),
+        "corpus_type": corpus["type"],
+        "mode": mode,
+        "seq_len": int(seq_len),
+        "n_sequences": len(chosen),
+        **_tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, prepend_bos),
+        "n_documents": len(texts),
+    }
+    return _token_dataset(
+        tokens,
+        np.array([str(d) for d, _ in chosen], dtype=object),
+        np.array([d for d, _ in chosen], dtype=np.int64),
+        np.array([off for _, off in chosen], dtype=np.int64),
+        attrs,
+    )
 
 
 def documents_long_enough(

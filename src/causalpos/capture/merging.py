@@ -118,6 +118,11 @@ def merge_sink(parts: Sequence[xr.Dataset]) -> xr.Dataset:
     return concat_sequences(parts, "SinkReducer")
 
 
+def merge_score_maps(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    """Every sequence's score maps of the shards, by sequence id."""
+    return concat_sequences(parts, "ScoreMaps")
+
+
 def merge_position0(parts: Sequence[xr.Dataset]) -> xr.Dataset:
     """Position-0 states (and value vectors) of the shards, by sequence id."""
     return concat_sequences(parts, "Position0States")
@@ -143,6 +148,7 @@ EXPECTED_STATS = ("leak_offsum", "leak_key0sum", "leak_rowsum")
 _MODULES = {
     "ScoreMoments": ("causalpos.capture.reducers", "causalpos.capture"),
     "GroupMeans": ("causalpos.capture.reducers", "causalpos.capture"),
+    "ScoreMaps": ("causalpos.capture.reducers",),
     "LeakageReducer": (
         "causalpos.paper2.extraction.reducers",
         "causalpos.paper2.reducers",
@@ -158,6 +164,7 @@ _MODULES = {
 _FUNCTIONS = {
     "ScoreMoments": merge_moments,
     "GroupMeans": merge_group_means,
+    "ScoreMaps": merge_score_maps,
     "LeakageReducer": merge_leakage,
     "SinkReducer": merge_sink,
     "Position0States": merge_position0,

@@ -340,3 +340,54 @@ class GroupMeans:
     def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
         """Exact merge of shard results: :func:`causalpos.capture.merging.merge_group_means`."""
         return merging.merge_group_means(parts)
+
+
+class ScoreMaps:
+    """Every sequence's score maps, float32 as captured: ``score_maps (sequence, map_layer, head,
+    query, key)``, NaN where masked, the layers ``layers`` (default every layer; coordinate
+    ``map_layer``, apart from the other reducers' ``layer`` so that a subset merges beside their
+    every layer). Kept in host memory: ``n_sequences × len(layers) × heads × T²`` × 4 bytes (a
+    notebook's reading of a few prompts; extraction never runs it). :meth:`merge` concatenates
+    shards by sequence id.
+    """
+
+    name = "score_maps"
+
+    def __init__(self, layers: Sequence[int] | None = None) -> None:
+        self.layers = None if layers is None else sorted({int(x) for x in layers})
+        self._maps: dict[int, list[np.ndarray]] = {}
+        self._ids: dict[int, list[np.ndarray]] = {}
+
+    def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
+        if self.layers is not None and layer not in self.layers:
+            return
+        self._maps.setdefault(layer, []).append(scores.detach().to("cpu", copy=True).numpy())
+        self._ids.setdefault(layer, []).append(np.asarray(seq_ids, dtype=np.int64).copy())
+
+    def result(self) -> xr.Dataset:
+        if not self._maps:
+            raise RuntimeError(f"{self.name}: no scores were seen (empty shard, or no layer kept)")
+        layers = sorted(self._maps)
+        if self.layers is not None and layers != self.layers:
+            raise ValueError(
+                f"{self.name}: layers {sorted(set(self.layers) - set(layers))} were asked for "
+                f"but the model has only layers 0..{max(layers)} captured"
+            )
+        ids = np.concatenate(self._ids[layers[0]])
+        maps = np.stack([np.concatenate(self._maps.pop(la)) for la in layers], axis=1)
+        h, tq, tk = maps.shape[2:]
+        return xr.Dataset(
+            {"score_maps": (("sequence", "map_layer", "head", "query", "key"), maps)},
+            coords={
+                "sequence": ids,
+                "map_layer": np.asarray(layers),
+                "head": np.arange(h),
+                "query": np.arange(tq),
+                "key": np.arange(tk),
+            },
+        )
+
+    @classmethod
+    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
+        """Shards concatenated by sequence id: :func:`causalpos.capture.merging.merge_score_maps`."""
+        return merging.merge_score_maps(parts)

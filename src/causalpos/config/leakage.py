@@ -10,7 +10,7 @@ from itertools import product
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
-from causalpos.paper2.settings import query_window
+from causalpos.paper2.settings import keeps_mean_maps, query_window
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
@@ -165,12 +165,13 @@ class LeakageSection(Section):
         """
         sec = self.leakage_settings()
         kwargs = dict(sec["reducer"] if model is None else self.pair_reducer(model, dataset))
-        tested = sec["permutation_variants"]
-        kwargs["mean_maps"] = bool(
-            kwargs["mean_maps"]
-            and sec["n_permutations"] > 0
-            and (tested is None or variant in tested)
-        ) or bool(kwargs.get("expected_stats"))  # the headline's denominator reads the sums
+        kwargs["mean_maps"] = keeps_mean_maps(
+            kwargs["mean_maps"],
+            sec["n_permutations"],
+            sec["permutation_variants"],
+            kwargs.get("expected_stats") or (),
+            variant,
+        )
         return canonical(kwargs)
 
     def leakage_plant(self) -> dict:

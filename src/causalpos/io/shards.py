@@ -117,6 +117,11 @@ def merge_shards(
             part[name].attrs["reducer"] = path
         merged.append(part)
     out = xr.merge(merged, compat="no_conflicts", join="outer", combine_attrs="override")
+    # Coordinates of the shards beside their dimensions' (each layer's kind, layer_kind) that a
+    # reducer's merge rebuilt without: the shards of one store share them.
+    for name, coord in first.coords.items():
+        if name not in out.coords and name not in first.dims and set(coord.dims) <= set(out.dims):
+            out = out.assign_coords({name: coord.variable})
     if map_dtype is not None:
         for name, var in out.data_vars.items():
             if "query" in var.dims and "key" in var.dims and np.issubdtype(var.dtype, np.floating):

@@ -85,6 +85,18 @@ class SimulationSettings:
             raise ValueError(f"simulate: RoPE needs an even dim; got dim={self.dim}")
 
 
+@dataclass(frozen=True)
+class IndexSettings:
+    """The intervals of paper 1's non-relativeness index of a model's maps (rule
+    ``aggregate_llm_stats``: :func:`causalpos.paper1.tables.llm_index_table` takes these fields
+    as keyword arguments)."""
+
+    confidence: float = _key(0.95, "stats.confidence", "every interval's confidence level")
+    n_boot: int = _key(2000, "stats.n_bootstrap", "bootstrap replicates over groups of prompts")
+    seed: int = _key(0, "seed", "the bootstrap's seed")
+    first_keys: int = _key(4, "paper1_llm.first_keys", "keys 1..first_keys: the first-keys band")
+
+
 def _is_int(v: Any) -> bool:
     """An integer (numpy's too), not a bool."""
     return hasattr(v, "__index__") and not isinstance(v, bool)

@@ -20,4 +20,16 @@ pairs and their Markdown digest). Beside them: :mod:`~causalpos.paper2.prompts` 
 every reading resamples), :mod:`~causalpos.paper2.labels` (names the summary writes and the tables
 read), :mod:`~causalpos.paper2.settings` (what the config chooses) and
 :mod:`~causalpos.paper2.position0` (position 0's states and probes).
+
+``causalpos.paper2.leakage(model, tokens, ...)``: the headline leakage and decomposition of a
+model already in memory, one tidy frame (:func:`causalpos.api.paper2.paper2_leakage`, resolved at
+first use: importlib, so no rule's code fingerprint includes the notebook API).
 """
+
+
+def __getattr__(name: str):
+    if name != "leakage":
+        raise AttributeError(f"module 'causalpos.paper2' has no attribute {name!r}")
+    import importlib
+
+    return importlib.import_module("causalpos.api.paper2").paper2_leakage

@@ -12,7 +12,7 @@ a field without a key (``config`` None) is not a choice of the config.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -100,6 +100,65 @@ class LeakageSettings:
     def from_params(cls, params: Mapping[str, Any]) -> LeakageSettings:
         """Settings from a flat mapping (rule ``leakage``'s ``summary`` param)."""
         return _from_params(cls, params, ("perm_variants", "taus", "bos_windows"))
+
+
+@dataclass(frozen=True)
+class LeakageReducerSettings:
+    """What extraction's leakage reducer measures in each prompt's maps (config
+    ``leakage.reducer``; :class:`causalpos.paper2.extraction.reducers.LeakageReducer` takes
+    :meth:`reducer_kwargs`)."""
+
+    fits: tuple[str, ...] = _key(
+        ("saturated+query", "linear+query", "saturated+key", "saturated+both"),
+        "leakage.reducer.fits",
+        "<baseline>+<absolute> fits of the per-prompt reading",
+    )
+    windows: tuple[str, ...] = _key(
+        ("all", "early16", "early32", "early64", "late"),
+        "leakage.reducer.windows",
+        "query windows (query_window)",
+    )
+    expected_stats: tuple[str, ...] = _key(
+        ("all",),
+        "leakage.reducer.expected_stats",
+        "windows of the headline estimator's per-prompt sums (the first is the headline's; "
+        "empty: no headline reading)",
+    )
+    pair_subsample: int | None = _key(
+        None, "leakage.reducer.pair_subsample", "at most this many pairs per offset (None: all)"
+    )
+    mean_maps: bool = _key(
+        True, "leakage.reducer.mean_maps", "sum the maps over prompts (the permutation test)"
+    )
+
+    def reducer_kwargs(self, variant: str, summary: LeakageSettings) -> dict[str, Any]:
+        """The reducer's keyword arguments for ``variant``'s extraction, as the config gives
+        them (:func:`keeps_mean_maps` with the summary's permutation test)."""
+        return {
+            "expected_stats": list(self.expected_stats),
+            "fits": list(self.fits),
+            "mean_maps": keeps_mean_maps(
+                self.mean_maps, summary.n_perm, summary.perm_variants, self.expected_stats, variant
+            ),
+            "pair_subsample": self.pair_subsample,
+            "windows": list(self.windows),
+        }
+
+
+def keeps_mean_maps(
+    mean_maps: bool,
+    n_perm: int,
+    perm_variants: Sequence[str] | None,
+    expected_stats: Sequence[str],
+    variant: str,
+) -> bool:
+    """Whether ``variant``'s extraction sums its maps over prompts (2 x layers x heads x T²
+    float64, ~280 MB for SmolLM2 at T = 256): for the variants the permutation test reads
+    (``mean_maps`` on, ``n_perm`` > 0, ``variant`` among ``perm_variants``, None: all), and for
+    every variant when the headline estimator runs (``expected_stats``: its denominator reads
+    them)."""
+    tested = mean_maps and n_perm > 0 and (perm_variants is None or variant in perm_variants)
+    return bool(tested) or bool(expected_stats)
 
 
 @dataclass(frozen=True)

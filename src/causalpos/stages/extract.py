@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ log = logging.getLogger("causalpos.stages.extract")
 
 
 #: Reducer sets by name; extraction jobs list the ones they need ("position0" reads the residual
-#: stream at position 0 instead of scores: :class:`causalpos.capture.position0.Position0States`).
-REDUCER_NAMES = ("moments", "groups", "leakage", "sink", "position0")
+#: stream at position 0 instead of scores: :class:`causalpos.capture.position0.Position0States`;
+#: "maps" keeps every sequence's maps, for the notebook API only: :mod:`causalpos.api`).
+REDUCER_NAMES = ("moments", "groups", "leakage", "sink", "position0", "maps")
 
 
 def build_reducers(
@@ -39,10 +40,12 @@ def build_reducers(
     leakage: dict | None = None,
     seed: int = 0,
     position0_values: bool = False,
+    layers: Sequence[int] | None = None,
 ) -> list:
     """Reducer objects for an extraction job from their names (:data:`REDUCER_NAMES`);
-    ``position0_values``: the position-0 reader also keeps the value vectors at key 0."""
-    from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
+    ``position0_values``: the position-0 reader also keeps the value vectors at key 0;
+    ``layers``: the layers whose per-sequence maps "maps" keeps (default every layer)."""
+    from causalpos.capture.reducers import GroupMeans, ScoreMaps, ScoreMoments, group_labels
 
     unknown = set(names) - set(REDUCER_NAMES)
     if unknown:
@@ -69,6 +72,8 @@ def build_reducers(
             from causalpos.capture.position0 import Position0States
 
             out.append(Position0States(values=position0_values))
+        elif name == "maps":
+            out.append(ScoreMaps(layers))
     return out
 
 
@@ -159,8 +164,8 @@ def extract_scores(
     every variant of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer
     kwargs}}``, and ``"plant": {"layer", "scale"}`` for a planted variant:
     :func:`causalpos.capture.hook.resolve_plant`, ``"stream": {"layer", "dose", "profile"}`` for
-    a stream-planted one: :func:`causalpos.capture.stream.resolve_stream`), each through the
-    capture hook into its
+    a stream-planted one: :func:`causalpos.capture.stream.resolve_stream`; ``"layers"``: those
+    whose per-sequence maps reducer "maps" keeps), each through the capture hook into its
     reducers; writes ``out/<variant>.zarr`` per variant (``settings``:
     :class:`~causalpos.capture.settings.ExtractSettings`).
 
@@ -174,7 +179,6 @@ def extract_scores(
     (:func:`as_merged`), so no merge job runs and no shard copy is written.
     """
     from causalpos.io.store import open_dataset, write_dataset
-    from causalpos.models.context import check_model_context
     from causalpos.models.load import load_model
 
     check_variant_specs(variants)
@@ -190,19 +194,56 @@ def extract_scores(
             f"extract_scores: final stores need every sequence of {data_store}, [0, {n_total}); "
             f"got [{start}, {stop}): write shards (final=False) and merge them (merge_scores)"
         )
-    tokens = np.asarray(data["tokens"].isel(sequence=slice(start, stop)).values)
     dev = resolve_device(settings.device)
     model, _tok = load_model(model_dir, device=dev, dtype=settings.dtype)
     gc.freeze()  # imports and model live to the end: each collection scans one variant's state
-    seq_len = int(tokens.shape[1])
     what = f"extract_scores: model {model_dir}, {data_store} sequences [{start}, {stop})"
+    out = Path(out)  # created with its first store: a failure before leaves nothing
+    written: dict[str, Path] = {}
+    for variant, ds in extract_variants(
+        model, data, variants, settings, bounds=bounds, attrs=attrs, what=what
+    ):
+        if final:
+            ds = as_merged(ds, out / f"{variant}.zarr")
+        out.mkdir(parents=True, exist_ok=True)
+        written[variant] = write_dataset(ds, out / f"{variant}.zarr")
+        del ds
+        gc.collect()
+    return written
+
+
+def extract_variants(
+    model,
+    data,
+    variants: Mapping[str, Mapping],
+    settings: ExtractSettings,
+    *,
+    bounds: tuple[int, int] | None = None,
+    attrs: dict | None = None,
+    what: str = "extract_scores",
+) -> Iterator[tuple[str, Any]]:
+    """``(variant, result)`` of each variant of ``variants`` in turn (the specs of
+    :func:`extract_scores`), one variant's reducer state at a time: the sequences ``bounds``
+    (default all) of the token dataset ``data`` (a data store's ``tokens``, its attrs carried on)
+    through the capture hook of the loaded ``model`` into the variant's reducers. What rule
+    ``extract_scores`` runs once the model is loaded, and what the notebook API
+    (:mod:`causalpos.api`) runs on a model already in memory; ``what`` names the job in errors.
+
+    The model's context is checked first (refused where it cannot run ``seq_len``); the batch
+    size is ``settings.batch_size`` (refused where it cannot fit) or chosen from free memory.
+    ``settings.device`` and ``settings.dtype`` are those the model was loaded with."""
+    from causalpos.models.context import check_model_context
+
+    check_variant_specs(variants)
+    n_total = int(data.sizes["sequence"])
+    start, stop = (0, n_total) if bounds is None else bounds
+    tokens = np.asarray(data["tokens"].isel(sequence=slice(start, stop)).values)
+    seq_len = int(tokens.shape[1])
     warning = check_model_context(model.config, seq_len, what)  # raises where it cannot run
     if warning:
         log.warning(warning)
-    job = _Job(model, data, tokens, bounds, settings, what)
-    batch_size, was_auto = _batch_size(job, variants, n_total, dev)
-    out = Path(out)  # created with its first store: a failure before leaves nothing
-    written: dict[str, Path] = {}
+    job = _Job(model, data, tokens, (start, stop), settings, what)
+    batch_size, was_auto = _batch_size(job, variants, n_total, next(model.parameters()).device)
     for i, (variant, spec) in enumerate(variants.items()):
         log.info(
             "variant %d/%d: %s (reducers %s)",
@@ -211,14 +252,7 @@ def extract_scores(
             variant,
             ", ".join(spec["reducers"]),
         )
-        ds = _extract_variant(job, variant, spec, batch_size, was_auto, n_total, attrs)
-        if final:
-            ds = as_merged(ds, out / f"{variant}.zarr")
-        out.mkdir(parents=True, exist_ok=True)
-        written[variant] = write_dataset(ds, out / f"{variant}.zarr")
-        del ds
-        gc.collect()
-    return written
+        yield variant, _extract_variant(job, variant, spec, batch_size, was_auto, n_total, attrs)
 
 
 @dataclass(frozen=True)
@@ -296,6 +330,7 @@ def _extract_variant(
         leakage=dict(spec.get("leakage") or {}),
         seed=s.seed,
         position0_values=variant == POSITION0_PROBE_CONDITION,
+        layers=spec.get("layers"),
     )
     meta = {
         "dataset": data.attrs.get("corpus", ""),

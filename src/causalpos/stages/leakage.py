@@ -28,7 +28,8 @@ def leakage(
     min_stratum: int = 5,
     attrs: Mapping | None = None,
 ) -> xr.Dataset:
-    """``leakage`` rule: :func:`leakage_summary` of the merged score stores of one (model, dataset).
+    """``leakage`` rule: :func:`summarize_leakage` of the merged score stores of one (model,
+    dataset), written to ``out``.
 
     Args:
         stores: variant -> path of ``results/scores/{model}/{dataset}/{variant}.zarr``.
@@ -36,7 +37,51 @@ def leakage(
         settings: the summary's settings as the rule's ``summary`` param gives them (a flat
             mapping: :meth:`causalpos.paper2.settings.LeakageSettings.from_params`; default its
             defaults).
-        data_store: the dataset's token store (its ``source`` labels, for ``strata="source"``).
+        data_store: the dataset's token store (its ``source`` labels, for ``strata="source"``,
+            its mode and position 0).
+        strata, min_stratum, attrs: as :func:`summarize_leakage` reads them.
+    """
+    from causalpos.io.store import open_dataset, write_dataset
+
+    summary_settings = LeakageSettings.from_params(settings or {})
+    _check_strata(strata, data_store is not None)
+    # Every configured run must be there: a store of older code without the leakage reducer's
+    # output is a StoreFormatError with the rebuild command, never a run dropped in silence.
+    opened = {v: open_dataset(p, variables=LEAKAGE_VARIABLES) for v, p in stores.items()}
+    data = None if data_store is None else open_dataset(data_store)
+    ds = summarize_leakage(
+        opened, summary_settings, data=data, strata=strata, min_stratum=min_stratum, attrs=attrs
+    )
+    write_dataset(ds, out)
+    return ds
+
+
+def _check_strata(strata: str, has_data: bool) -> None:
+    if strata not in ("none", "source"):
+        raise ValueError(f"strata must be 'none' or 'source', got {strata!r}")
+    if strata == "source" and not has_data:
+        raise ValueError("strata='source' needs the dataset's store (data_store)")
+
+
+def summarize_leakage(
+    opened: Mapping[str, xr.Dataset],
+    settings: LeakageSettings,
+    *,
+    data: xr.Dataset | None = None,
+    strata: str = "none",
+    min_stratum: int = 5,
+    attrs: Mapping | None = None,
+) -> xr.Dataset:
+    """:func:`leakage_summary` of one (model, dataset)'s runs, with what the tables read beside
+    it: rule ``leakage``'s summary, and the notebook API's (:mod:`causalpos.api`).
+
+    Args:
+        opened: variant -> its merged score store (opened, or extracted in memory).
+        settings: the summary's settings.
+        data: the dataset's token store (opened): its ``source`` labels (``strata="source"``),
+            its ``mode`` (position-free runs are negative controls only on chunks at random
+            offsets) and position 0 (``bos``, ``prefix_ids``, ``prepend_bos``); None: no labels,
+            no controls, position 0 unrecorded.
         strata: ``"none"`` (plain bootstrap over prompts) or ``"source"`` (stratified by the
             prompts' source, e.g. KJV book; sources with fewer than ``min_stratum`` prompts are
             pooled into one stratum, see :func:`pool_small_strata`).
@@ -44,27 +89,16 @@ def leakage(
             ``positional`` (the model's type, e.g. ``nope``) decides which runs are
             position-free (:func:`causalpos.paper2.summary.headline.position_free`).
     """
-    from causalpos.io.store import open_dataset, write_dataset
-
-    summary_settings = LeakageSettings.from_params(settings or {})
-    if strata not in ("none", "source"):
-        raise ValueError(f"strata must be 'none' or 'source', got {strata!r}")
-    # Every configured run must be there: a store of older code without the leakage reducer's
-    # output is a StoreFormatError with the rebuild command, never a run dropped in silence.
-    opened = {v: open_dataset(p, variables=LEAKAGE_VARIABLES) for v, p in stores.items()}
+    _check_strata(strata, data is not None)
     labels = None
     if strata == "source":
-        if data_store is None:
-            raise ValueError("strata='source' needs the dataset's store (data_store)")
         first = next(iter(opened.values()))
         seqs = np.sort(first["sequence"].values)
-        labels, n_pooled = pool_small_strata(
-            open_dataset(data_store)["source"].sel(sequence=seqs).values, min_stratum
-        )
+        labels, n_pooled = pool_small_strata(data["source"].sel(sequence=seqs).values, min_stratum)
         if np.unique(labels).size < 2:
             labels = None  # one stratum: the plain bootstrap
-    free, controls_note, mode = _controls(opened, attrs, data_store)
-    ds = leakage_summary(opened, summary_settings, strata=labels, position_free_runs=free)
+    free, controls_note, mode = _controls(opened, attrs, data)
+    ds = leakage_summary(opened, settings, strata=labels, position_free_runs=free)
     ds.attrs["controls_note"] = controls_note
     ds.attrs["data_mode"] = str(mode or "")  # the tables' data_mode: claims 1-2 need "chunks"
     if strata == "source":
@@ -84,8 +118,8 @@ def leakage(
     # Position 0 of the prompts: the data store's `bos` (as fixed_bos: the summary's own `bos`
     # attr holds the BOS-replacement pairs), prefix and prepend_bos setting.
     data_attrs = {}
-    if data_store is not None:
-        d = open_dataset(data_store).attrs
+    if data is not None:
+        d = data.attrs
         data_attrs = {
             "fixed_bos": int(bool(d.get("bos", False))),
             "prefix_ids": [int(x) for x in d.get("prefix_ids", [])],
@@ -104,15 +138,12 @@ def leakage(
             **dict(attrs or {}),
         }
     )
-    write_dataset(ds, out)
     return ds
 
 
-def _controls(opened: Mapping[str, xr.Dataset], attrs, data_store) -> tuple[list[str], str, str]:
+def _controls(opened: Mapping[str, xr.Dataset], attrs, data) -> tuple[list[str], str, str]:
     """(the position-free runs that are negative controls here, a note where none can be, the
     data store's mode)."""
-    from causalpos.io.store import open_dataset
-
     positional = str((attrs or {}).get("positional", ""))
     # A planted run (plant_query) is position-free but for its planted term: a positive control,
     # never a negative one (causalpos.paper2.summary.planted).
@@ -125,7 +156,7 @@ def _controls(opened: Mapping[str, xr.Dataset], attrs, data_store) -> tuple[list
     # A position-free run is a negative control only on prompts whose content is exchangeable
     # over positions: chunks at random offsets (a fixed token 0 is modelled by the landmark).
     # Document openings (mode "first") put position into the data themselves.
-    mode = open_dataset(data_store).attrs.get("mode") if data_store is not None else None
+    mode = data.attrs.get("mode") if data is not None else None
     if free and mode != "chunks":
         note = (
             f"position-free runs {free} are not controls here: the prompts are not chunks at "
