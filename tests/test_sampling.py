@@ -10,14 +10,11 @@ import numpy as np
 import pytest
 
 from causalpos.data import CorpusError, kjv_documents, load_documents
+from causalpos.distinct import MIN_DISTINCT, NEAR_CONSTANT_SHARE, check_distinct, distinctness
 from causalpos.io.store import open_dataset, write_dataset
 from causalpos.sampling import (
-    MIN_DISTINCT,
-    NEAR_CONSTANT_SHARE,
     SequenceSample,
     bos_prefix,
-    check_distinct,
-    distinctness,
     documents_long_enough,
     draw_sequences,
     non_special_ids,

@@ -188,7 +188,7 @@ class ChecksSection(Section):
         """Every dataset under ``datasets:`` and the held-out draws of the models trained here
         against what their local corpora can supply (:meth:`check_capacity`); datasets that feed
         statistics have at least two sequences."""
-        from causalpos.sampling import MIN_DISTINCT  # sampling refuses fewer distinct ones
+        from causalpos.distinct import MIN_DISTINCT  # sampling refuses fewer distinct ones
 
         stats = self.statistics_datasets()
         for name in self.config["datasets"]:

@@ -35,13 +35,14 @@ def sample_sequences(
     content of the corpus's local files (the rule's ``sources`` param), recorded in the store
     (attribute ``corpus_sha256``, JSON) where there are any.
 
-    The draw is judged by its distinct sequences (:func:`causalpos.sampling.check_distinct`): a
+    The draw is judged by its distinct sequences (:func:`causalpos.distinct.check_distinct`): a
     dataset of copies of one sequence is refused before any store is written (CorpusError
     naming ``datasets.<name>``), duplicates or a near-constant draw are logged as warnings.
     """
+    from causalpos.distinct import check_distinct
     from causalpos.io.store import write_dataset
     from causalpos.models.tokenizers import tokenizer_from_dir
-    from causalpos.sampling import SequenceSample, check_distinct, draw_sequences
+    from causalpos.sampling import SequenceSample, draw_sequences
 
     tokenizer = tokenizer_from_dir(tokenizer_dir)
     extra = {}
