@@ -424,6 +424,7 @@ class ChecksSection(Section):
             self.check_contexts,
             self.check_plant,
             self.check_plant_stream,
+            self.check_figure_labels,
             self.leakage_materiality,
             lambda: check_strict(self),  # corpus keys, model configs and sources, seq_len memory
         ):
