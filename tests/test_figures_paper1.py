@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -34,7 +32,7 @@ def test_fig1_annotates_the_closed_form(tmp_path):
     np.testing.assert_array_equal(got["layer2_n3"], T.layer2_matrix(3, 0.0), strict=True)
     # row-major over the lower triangle: (1,1) (2,1) (2,2) (3,1) (3,2) (3,3)
     assert got["annotations"] == ["1.000", "0.154", "1.000", "0.132", "0.151", "1.000"]
-    lim = got["clims"]["layer 2, closed form, α = 0 (diagonal = 1 blank)"]
+    lim = got["clims"]["second layer, closed form, α = 0\n(diagonal = 1, blank)"]
     off = T.layer2_matrix(50, 0.0)[np.tril_indices(50, -1)]
     assert lim == (off.min(), off.max())
 
@@ -59,11 +57,14 @@ def test_simulation_figure_limits_and_rows(tmp_path, stores):
         ("rope", "raw"),
         ("rope", "normalized"),
     ]
-    assert (rows[0]["vmin"], rows[0]["vmax"]) == (0.0, 1.0)
-    assert (rows[2]["vmin"], rows[2]["vmax"]) == (
-        0.0,
-        math.sqrt(16),
-    )  # LayerNorm diag logit = sqrt(d)
+    # raw rows: the diagonal (the constant raw_limits gives) blank, the colour range the other
+    # cells' (as Fig. 1), so the off-diagonal structure is not flattened by the diagonal
+    for r, name in ((0, "l2"), (2, "ln")):
+        raw = stores[name]["score"].values
+        off = raw[:, ~np.eye(raw.shape[-1], dtype=bool)]
+        off = off[np.isfinite(off)]
+        assert (rows[r]["vmin"], rows[r]["vmax"]) == (off.min(), off.max())
+        assert rows[r]["vmax"] < 0.9 * F.raw_limits(stores[name].attrs)[1]
     for r in rows[1::2]:
         assert r["vmin"] == -r["vmax"] and r["vmax"] > 0
         assert r["layers"] == 3

@@ -64,17 +64,23 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
     got = F.leakage_by_layer({"tiny": summary}, paths, per_prompt=True)
     for p in paths:
         assert p.stat().st_size > 1000
-    assert list(got["tiny"]) == ["headline", "counted", "per_prompt"]  # per-prompt last
+    # the normaliser dwarfs the decomposition here: each reading gets a row of its own scale
+    rows = ["headline", "headline_scale", "counted", "counted_scale", "per_prompt"]
+    assert list(got["tiny"]) == rows  # per-prompt last
     w = str(summary["exp_window"].values[0])
     assert w == "all"
     comp = summary["exp_components_layer"].sel(exp_condition="rope", exp_window=w)
     for row, lm in (("headline", "modelled"), ("counted", "counted")):
-        assert set(got["tiny"][row]) == set(F.CURVES)
-        for k, arr in got["tiny"][row].items():
+        drawn = {**got["tiny"][row], **got["tiny"][f"{row}_scale"]}
+        # every curve with a number, the position-free control among them (no window edges:
+        # this model has no windows)
+        assert set(drawn) == set(F.CURVES) - {"window_edges"}
+        assert set(got["tiny"][f"{row}_scale"]) == {"normaliser"}
+        for k, arr in drawn.items():
             np.testing.assert_array_equal(
                 arr, per_layer(comp.sel(exp_landmark=lm, component_full=k))
             )
-    head = got["tiny"]["headline"]
+    head = {**got["tiny"]["headline"], **got["tiny"]["headline_scale"]}
     assert head["total"].shape == (3, 3)
     # the drawn total is the causal run's own headline per layer (one denominator per layer)
     np.testing.assert_allclose(
@@ -97,10 +103,7 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
         per_layer(summary["leakage_layer"].sel(variant="causal", target="logit")),
     )
     # by default the per-prompt reading is not drawn where the headline is
-    assert list(F.leakage_by_layer({"tiny": summary}, [tmp_path / "d.png"])["tiny"]) == [
-        "headline",
-        "counted",
-    ]
+    assert list(F.leakage_by_layer({"tiny": summary}, [tmp_path / "d.png"])["tiny"]) == rows[:-1]
 
 
 def test_leakage_by_layer_without_an_ablation_run_or_a_headline(stores, summary, tmp_path):
@@ -111,7 +114,7 @@ def test_leakage_by_layer_without_an_ablation_run_or_a_headline(stores, summary,
         {"full": summary, "causal-only": causal_only, "no-headline": no_headline},
         [tmp_path / "mixed.png"],
     )
-    assert list(got["full"]) == ["headline", "counted"]
+    assert list(got["full"]) == ["headline", "headline_scale", "counted", "counted_scale"]
     assert list(got["causal-only"]) == ["headline"]
     np.testing.assert_array_equal(
         got["causal-only"]["headline"]["total"],
@@ -293,7 +296,7 @@ def test_grids_stay_legible_at_page_width(summary, tmp_path, drawn):
     for fig in drawn:
         assert fig["size_px"][0] <= 1700, fig["size_px"]
     layer_panels = [a for a in drawn[0]["axes"] if a["visible"]]
-    assert len(layer_panels) == 16  # 8 models × (headline, counted)
+    assert len(layer_panels) == 32  # 8 models × (headline, counted, each with its own scale)
 
 
 def test_claim1_by_layer_draws_the_headline_per_layer_pooled_and_the_control(summary, tmp_path):
