@@ -142,3 +142,42 @@ def test_save_writes_savefigs_png_and_a_pdf_of_its_box(tmp_path):
     w_pt, h_pt = float(box.group(1)), float(box.group(2))
     assert w_pt == pytest.approx(w_px * 72 / common.DPI, abs=0.5)
     assert h_pt == pytest.approx(h_px * 72 / common.DPI, abs=0.5)
+
+
+def test_rows_are_labelled_by_what_they_are_not_by_their_slugs(tmp_path, stores, monkeypatch):
+    """Simulation rows by their setting's words (α, norm, scaling, PE, mask), Fig. 5's rows by
+    the models' display names (what differs between rows; the title names the rest), with the
+    index I defined in the title and layers counted from 0."""
+    import figure_inputs as FI
+
+    from causalpos.figures import common
+
+    figs = []
+    monkeypatch.setattr(F, "save", lambda fig, paths: figs.append(fig) or common.save(fig, paths))
+    F.draw_simulation(
+        [stores["l2"]],
+        ["l2_a000"],
+        [tmp_path / "s.png"],
+        normalized_row=True,
+        title="Paper 1 Fig. 4",
+    )
+    runs = ["smollm2-135m/kjv-first256/causal", "smollm2-135m-random/kjv-first256/causal"]
+    F.draw_llm_fig5(
+        [FI.normalized_store(T=32), FI.normalized_store(T=32, scale=0.1)],
+        runs,
+        [tmp_path / "f.png"],
+        names=FI.NAMES,
+    )
+    sim, fig5 = figs
+    ylabels = [ax.get_ylabel() for ax in sim.axes if ax.get_ylabel()]
+    assert ylabels[0].startswith("α = 0, L2, QKᵀ, no PE,\ncausal\nraw logits")
+    assert not any("l2_a000" in y for y in ylabels)
+    assert sim.axes[0].get_title() == "layer 0"
+    rows = [ax.get_ylabel() for ax in fig5.axes if ax.get_ylabel().endswith("query position")]
+    assert rows == [
+        "SmolLM2-135M-Instruct (Q4_1)\nquery position",
+        "SmolLM2-135M-Instruct, random init\nquery position",
+    ]
+    title = " ".join(fig5._suptitle.get_text().split())
+    assert "KJV Bible, first 256 tokens (BOS) · causal (as trained)" in title
+    assert "I: non-relativeness index" in title
