@@ -209,6 +209,8 @@ CONFIG_PURE_IMPORTS = {"__future__", "re", "math", "itertools", "typing", "colle
 CONFIG_PURE_IMPORTS |= {"causalpos.models.variants", "causalpos.training.settings"}
 CONFIG_PURE_IMPORTS |= {"causalpos.models.footprint"}  # the requests' arithmetic, torch-free
 CONFIG_PURE_IMPORTS |= {"causalpos.paths"}  # the path patterns (tests/test_paths.py)
+# the figures' label table (standard library only: tests/test_figures_labels.py)
+CONFIG_PURE_IMPORTS |= {"causalpos.figures.labels"}
 # the simulation settings' defaults (standard library only: test_settings_modules_import_nothing)
 CONFIG_PURE_IMPORTS |= {"causalpos.paper1.settings", "causalpos.paper2.settings"}
 # the names of paper 2's runs the summary and the tables share (its ring twins), torch-free

@@ -74,6 +74,11 @@ def test_the_default_configs_families_and_what_each_item_reads():
             f"results/figures/paper2_heads_smollm2-135m_kjv-chunks128-bos.{f}"
             for f in ("png", "pdf")
         ],
+        # the pair's display names (causalpos.figures.labels), its own only
+        "names": {
+            "kjv-chunks128-bos": "KJV Bible, 128-token chunks (BOS)",
+            "smollm2-135m": "SmolLM2-135M-Instruct (Q4_1)",
+        },
     }
     p0 = r.position0_family()
     assert sorted(family_paths(p0, "output")) == sorted(r.position0_stores())

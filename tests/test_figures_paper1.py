@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -34,7 +32,7 @@ def test_fig1_annotates_the_closed_form(tmp_path):
     np.testing.assert_array_equal(got["layer2_n3"], T.layer2_matrix(3, 0.0), strict=True)
     # row-major over the lower triangle: (1,1) (2,1) (2,2) (3,1) (3,2) (3,3)
     assert got["annotations"] == ["1.000", "0.154", "1.000", "0.132", "0.151", "1.000"]
-    lim = got["clims"]["layer 2, closed form, α = 0 (diagonal = 1 blank)"]
+    lim = got["clims"]["second layer, closed form, α = 0\n(diagonal = 1, blank)"]
     off = T.layer2_matrix(50, 0.0)[np.tril_indices(50, -1)]
     assert lim == (off.min(), off.max())
 
@@ -59,11 +57,14 @@ def test_simulation_figure_limits_and_rows(tmp_path, stores):
         ("rope", "raw"),
         ("rope", "normalized"),
     ]
-    assert (rows[0]["vmin"], rows[0]["vmax"]) == (0.0, 1.0)
-    assert (rows[2]["vmin"], rows[2]["vmax"]) == (
-        0.0,
-        math.sqrt(16),
-    )  # LayerNorm diag logit = sqrt(d)
+    # raw rows: the diagonal (the constant raw_limits gives) blank, the colour range the other
+    # cells' (as Fig. 1), so the off-diagonal structure is not flattened by the diagonal
+    for r, name in ((0, "l2"), (2, "ln")):
+        raw = stores[name]["score"].values
+        off = raw[:, ~np.eye(raw.shape[-1], dtype=bool)]
+        off = off[np.isfinite(off)]
+        assert (rows[r]["vmin"], rows[r]["vmax"]) == (off.min(), off.max())
+        assert rows[r]["vmax"] < 0.9 * F.raw_limits(stores[name].attrs)[1]
     for r in rows[1::2]:
         assert r["vmin"] == -r["vmax"] and r["vmax"] > 0
         assert r["layers"] == 3
@@ -141,3 +142,42 @@ def test_save_writes_savefigs_png_and_a_pdf_of_its_box(tmp_path):
     w_pt, h_pt = float(box.group(1)), float(box.group(2))
     assert w_pt == pytest.approx(w_px * 72 / common.DPI, abs=0.5)
     assert h_pt == pytest.approx(h_px * 72 / common.DPI, abs=0.5)
+
+
+def test_rows_are_labelled_by_what_they_are_not_by_their_slugs(tmp_path, stores, monkeypatch):
+    """Simulation rows by their setting's words (α, norm, scaling, PE, mask), Fig. 5's rows by
+    the models' display names (what differs between rows; the title names the rest), with the
+    index I defined in the title and layers counted from 0."""
+    import figure_inputs as FI
+
+    from causalpos.figures import common
+
+    figs = []
+    monkeypatch.setattr(F, "save", lambda fig, paths: figs.append(fig) or common.save(fig, paths))
+    F.draw_simulation(
+        [stores["l2"]],
+        ["l2_a000"],
+        [tmp_path / "s.png"],
+        normalized_row=True,
+        title="Paper 1 Fig. 4",
+    )
+    runs = ["smollm2-135m/kjv-first256/causal", "smollm2-135m-random/kjv-first256/causal"]
+    F.draw_llm_fig5(
+        [FI.normalized_store(T=32), FI.normalized_store(T=32, scale=0.1)],
+        runs,
+        [tmp_path / "f.png"],
+        names=FI.NAMES,
+    )
+    sim, fig5 = figs
+    ylabels = [ax.get_ylabel() for ax in sim.axes if ax.get_ylabel()]
+    assert ylabels[0].startswith("α = 0, L2, QKᵀ, no PE,\ncausal\nraw logits")
+    assert not any("l2_a000" in y for y in ylabels)
+    assert sim.axes[0].get_title() == "layer 0"
+    rows = [ax.get_ylabel() for ax in fig5.axes if ax.get_ylabel().endswith("query position")]
+    assert rows == [
+        "SmolLM2-135M-Instruct (Q4_1)\nquery position",
+        "SmolLM2-135M-Instruct, random init\nquery position",
+    ]
+    title = " ".join(fig5._suptitle.get_text().split())
+    assert "KJV Bible, first 256 tokens (BOS) · causal (as trained)" in title
+    assert "I: non-relativeness index" in title

@@ -64,17 +64,23 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
     got = F.leakage_by_layer({"tiny": summary}, paths, per_prompt=True)
     for p in paths:
         assert p.stat().st_size > 1000
-    assert list(got["tiny"]) == ["headline", "counted", "per_prompt"]  # per-prompt last
+    # the normaliser dwarfs the decomposition here: each reading gets a row of its own scale
+    rows = ["headline", "headline_scale", "counted", "counted_scale", "per_prompt"]
+    assert list(got["tiny"]) == rows  # per-prompt last
     w = str(summary["exp_window"].values[0])
     assert w == "all"
     comp = summary["exp_components_layer"].sel(exp_condition="rope", exp_window=w)
     for row, lm in (("headline", "modelled"), ("counted", "counted")):
-        assert set(got["tiny"][row]) == set(F.CURVES)
-        for k, arr in got["tiny"][row].items():
+        drawn = {**got["tiny"][row], **got["tiny"][f"{row}_scale"]}
+        # every curve with a number, the position-free control among them (no window edges:
+        # this model has no windows)
+        assert set(drawn) == set(F.CURVES) - {"window_edges"}
+        assert set(got["tiny"][f"{row}_scale"]) == {"normaliser"}
+        for k, arr in drawn.items():
             np.testing.assert_array_equal(
                 arr, per_layer(comp.sel(exp_landmark=lm, component_full=k))
             )
-    head = got["tiny"]["headline"]
+    head = {**got["tiny"]["headline"], **got["tiny"]["headline_scale"]}
     assert head["total"].shape == (3, 3)
     # the drawn total is the causal run's own headline per layer (one denominator per layer)
     np.testing.assert_allclose(
@@ -97,10 +103,7 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
         per_layer(summary["leakage_layer"].sel(variant="causal", target="logit")),
     )
     # by default the per-prompt reading is not drawn where the headline is
-    assert list(F.leakage_by_layer({"tiny": summary}, [tmp_path / "d.png"])["tiny"]) == [
-        "headline",
-        "counted",
-    ]
+    assert list(F.leakage_by_layer({"tiny": summary}, [tmp_path / "d.png"])["tiny"]) == rows[:-1]
 
 
 def test_leakage_by_layer_without_an_ablation_run_or_a_headline(stores, summary, tmp_path):
@@ -111,7 +114,7 @@ def test_leakage_by_layer_without_an_ablation_run_or_a_headline(stores, summary,
         {"full": summary, "causal-only": causal_only, "no-headline": no_headline},
         [tmp_path / "mixed.png"],
     )
-    assert list(got["full"]) == ["headline", "counted"]
+    assert list(got["full"]) == ["headline", "headline_scale", "counted", "counted_scale"]
     assert list(got["causal-only"]) == ["headline"]
     np.testing.assert_array_equal(
         got["causal-only"]["headline"]["total"],
@@ -225,12 +228,15 @@ def drawn(monkeypatch):
                         ],
                         "markers": [ln.get_marker() for ln in ax.lines],
                         "visible": ax.axison,
+                        "xlabel": ax.get_xlabel(),
                     }
                     for ax in fig.axes
                 ],
                 "legend": legends,
                 "size_px": tuple(fig.get_size_inches() * common.DPI),
                 "suptitle": fig._suptitle.get_text() if fig._suptitle else "",
+                "colorbars": sum(ax.get_label() == "<colorbar>" for ax in fig.axes),
+                "ylabel": fig.axes[0].get_ylabel(),
             }
         )
         common.save(fig, paths)
@@ -293,7 +299,7 @@ def test_grids_stay_legible_at_page_width(summary, tmp_path, drawn):
     for fig in drawn:
         assert fig["size_px"][0] <= 1700, fig["size_px"]
     layer_panels = [a for a in drawn[0]["axes"] if a["visible"]]
-    assert len(layer_panels) == 16  # 8 models × (headline, counted)
+    assert len(layer_panels) == 32  # 8 models × (headline, counted, each with its own scale)
 
 
 def test_claim1_by_layer_draws_the_headline_per_layer_pooled_and_the_control(summary, tmp_path):
@@ -448,3 +454,97 @@ def test_position0_conditions_colour_per_store_style_per_condition(tmp_path, dra
     np.testing.assert_array_equal(got["b · bidirectional"], tr["bidirectional"]["ratio"].values[0])
     # one legend entry per store and per condition, not one per line
     assert drawn[0]["legend"] == ["a", "b", "condition: causal", "condition: bidirectional"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures that stand alone (tests/figure_inputs.py's summaries: the numbers are chosen).
+
+GEMMA = "gemma3-270m/kjv-chunks640-bos"
+GEMMA_KINDS = ["sliding512"] * 5 + ["global"]
+
+
+def test_gemma_controls_draws_its_controls_and_paper2s_reading_on_its_own_scale(tmp_path, drawn):
+    """Gemma's figure as the default run draws it: paper 2's residual-stream reading (~3) over
+    a total near 0.1 gets a row of its own scale instead of flattening the decomposition; the
+    controls in the same unit (the position-free run, the window edges) are drawn; the counted
+    key-0 column, reading as the headline, is said rather than drawn twice; one model gets a
+    wide panel."""
+    import figure_inputs as FI
+
+    from causalpos.figures.paper2_layers import WIDE_PANEL
+
+    s = FI.summary(kinds=GEMMA_KINDS, paper_residual=3.0)
+    got = F.leakage_by_layer({GEMMA: s}, [tmp_path / "g.png"], names=FI.NAMES)[GEMMA]
+    assert list(got) == ["headline", "headline_scale"]
+    assert {"control_residual_stream", "window_edges"} <= set(got["headline"])
+    assert set(got["headline_scale"]) == {"residual_stream_paper", "artefact"}
+    (fig,) = drawn
+    head = fig["axes"][0]
+    assert head["title"].startswith("Gemma-3 270M (Q4_K_M)\n")
+    assert head["ylim"][1] - head["ylim"][0] < 0.5  # the total's scale (0.12), not 3's
+    assert "reads as the headline" in " ".join(fig["suptitle"].split())
+    assert fig["size_px"][0] >= WIDE_PANEL * 150
+    # where the counted column differs, it is drawn, on the headline's scale
+    s2 = FI.summary(kinds=GEMMA_KINDS, counted_offset=0.05)
+    rows = F.leakage_by_layer({GEMMA: s2}, [tmp_path / "g2.png"])[GEMMA]
+    assert list(rows) == ["headline", "headline_scale", "counted", "counted_scale"]
+    assert drawn[1]["axes"][0]["ylim"] == drawn[1]["axes"][2]["ylim"]
+
+
+def test_claim1_numbers_each_control_and_an_ill_conditioned_point_sets_no_scale(tmp_path, drawn):
+    """Two position-free controls get two ticks ("control 1", "control 2") and legend entries
+    naming each run; a random twin's layer 0 at −0.5 [−7.5, 11] is cut at the edge with its
+    numbers under the panel instead of stretching the scale of its 0.01–0.06 readings."""
+    import figure_inputs as FI
+
+    s = FI.summary()
+    free = s["exp_position_free"].copy()
+    free[1] = True  # the bidirectional run as a second control
+    cu = s["exp_control_units"].copy()
+    cu[1] = cu[2] * 2
+    el = s["exp_layer"].copy()
+    el.loc[dict(variant="causal", layer=0)] = [-0.5, -7.5, 11.0]
+    s = s.assign(exp_position_free=free, exp_control_units=cu, exp_layer=el)
+    got = F.claim1_by_layer({"smollm2-135m-random/kjv-first256": s}, [tmp_path / "c.png"])
+    p = got["smollm2-135m-random/kjv-first256"]
+    (fig,) = drawn
+    ticks = fig["axes"][1]["xticks"]
+    assert ticks[-2:] == ["control 1", "control 2"]
+    assert any(lab.startswith("control 2: identity RoPE + ring") for lab in fig["legend"])
+    assert p["ylim"][1] - p["ylim"][0] < 0.2  # the readings' scale, not −7.5 to 11
+    label = " ".join(fig["axes"][0]["xlabel"].split())
+    assert "cut at the edge: causal layer 0 -0.5 [-7.5, 11]" in label
+
+
+def test_head_maps_name_the_pair_on_one_colour_scale_in_one_row(tmp_path, drawn):
+    """30 layers × 9 heads: one row of the four (target, variant) panels, wider than tall (not
+    a 960 × 2357 strip), one colour bar for all of them, the model and dataset in the title."""
+    import figure_inputs as FI
+
+    s = FI.summary(n_layers=30, heads=9)
+    F.head_maps(s, [tmp_path / "h.png"], pair="smollm2-135m/kjv-first256", names=FI.NAMES)
+    (fig,) = drawn
+    w, h = fig["size_px"]
+    assert w > h
+    assert fig["colorbars"] == 1
+    title = " ".join(fig["suptitle"].split())
+    assert "SmolLM2-135M-Instruct (Q4_1) · KJV Bible, first 256 tokens (BOS)" in title
+
+
+def test_shares_band_in_the_axis_units_and_position0_names_coinciding_lines(tmp_path, drawn):
+    import figure_inputs as FI
+
+    F.component_shares({"smollm2-135m/kjv-first256": FI.summary()}, [tmp_path / "s.png"])
+    assert "0.64–0.82" in F.PAPER2_SHARE_LABEL and "%" not in F.PAPER2_SHARE_LABEL
+    assert drawn[0]["legend"][0] == F.PAPER2_SHARE_LABEL
+    assert "(fraction)" in drawn[0]["ylabel"]
+    tr = FI.trajectories()
+    stores = {"smollm2-135m/kjv-first256": tr, "smollm2-135m-random/kjv-first256": tr}
+    F.position0_conditions(stores, [tmp_path / "p.png"], names=FI.NAMES)
+    title = " ".join(drawn[1]["suptitle"].split())
+    assert (
+        "identical lines, drawn on top of each other: SmolLM2-135M-Instruct (Q4_1) · causal = "
+        "SmolLM2-135M-Instruct, random init · causal" in title
+    )
+    markers = drawn[1]["axes"][0]["markers"]
+    assert markers[:2] == ["o", "o"] and markers[2:] == ["s", "s"]  # each store its marker

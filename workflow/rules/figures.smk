@@ -86,6 +86,7 @@ rule plot_llm_fig5:
     params:
         labels=CFG.paper1_labels(),
         n_layers=config["paper1_llm"]["fig5_layers"],
+        names=CFG.paper1_display_names(),
         code=code_fingerprint("plot_llm_fig5"),
     script:
         "../scripts/plot_llm_fig5.py"
@@ -116,6 +117,7 @@ rule plot_llm_appendix:
         runtime=10,
     params:
         figures=CFG.llm_appendix_family(),
+        names=CFG.paper1_display_names(),
         code=code_fingerprint("plot_llm_appendix"),
     script:
         "../scripts/plot_llm_appendix.py"

@@ -178,6 +178,8 @@ rule plot_loss_curves:
         runtime=5,
     params:
         variants=CFG.train_variants(),
+        names=CFG.train_display_names(),
+        heldout=config["train"]["heldout"],
         code=code_fingerprint("plot_loss_curves"),
     script:
         "../scripts/plot_loss_curves.py"
@@ -247,6 +249,7 @@ rule plot_loss_by_position:
         runtime=5,
     params:
         smooth=config["train"]["lengthgen"]["smooth"],
+        names=CFG.train_display_names(),
         code=code_fingerprint("plot_loss_by_position"),
     script:
         "../scripts/plot_loss_by_position.py"
@@ -351,6 +354,8 @@ rule plot_train_comparison:
         variants=CFG.train_variants(),
         twins=CFG.compare_twin_variants(),
         map_layer=config["train"]["compare"]["map_layer"],
+        names=CFG.train_display_names(),
+        dataset=config["train"]["compare"]["dataset"],
         stores=compare_score_stores,
         code=code_fingerprint("plot_train_comparison"),
     script:

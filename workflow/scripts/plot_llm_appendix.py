@@ -9,4 +9,4 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.plot_paper1 import plot_llm_appendix  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
-    plot_llm_appendix(dict(snakemake.params.figures))
+    plot_llm_appendix(dict(snakemake.params.figures), dict(snakemake.params.names))

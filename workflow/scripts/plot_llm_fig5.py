@@ -14,4 +14,5 @@ with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
         list(snakemake.output),
         labels=list(snakemake.params.labels),
         n_layers=snakemake.params.n_layers,
+        names=dict(snakemake.params.names),
     )

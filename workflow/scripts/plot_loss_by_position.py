@@ -10,5 +10,8 @@ from causalpos.stages.plot_training import plot_loss_by_position  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     plot_loss_by_position(
-        snakemake.input[0], list(snakemake.output), smooth=snakemake.params.smooth
+        snakemake.input[0],
+        list(snakemake.output),
+        smooth=snakemake.params.smooth,
+        names=dict(snakemake.params.names),
     )

@@ -10,5 +10,9 @@ from causalpos.stages.plot_training import plot_loss_curves  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     plot_loss_curves(
-        list(snakemake.input), list(snakemake.output), variants=list(snakemake.params.variants)
+        list(snakemake.input),
+        list(snakemake.output),
+        variants=list(snakemake.params.variants),
+        names=dict(snakemake.params.names),
+        heldout=list(snakemake.params.heldout),
     )

@@ -11,12 +11,12 @@ from causalpos.stages.plot_training import plot_train_comparison  # noqa: E402
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     p = snakemake.params
     plot_train_comparison(
-        snakemake.input.index,
-        snakemake.input.comparison,
-        list(p.stores["trained"]),
-        list(p.stores["init"]),
+        {"index": snakemake.input.index, "comparison": snakemake.input.comparison},
+        {k: list(p.stores[k]) for k in ("trained", "init")},
         {k: list(v) for k, v in snakemake.output.items()},
         variants=list(p.variants),
         twins=list(p.twins),
         map_layer=p.map_layer,
+        names=dict(p.names),
+        dataset=p.dataset,
     )

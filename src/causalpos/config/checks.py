@@ -427,6 +427,7 @@ class ChecksSection(Section):
             self.check_contexts,
             self.check_plant,
             self.check_plant_stream,
+            self.check_figure_labels,
             self.leakage_materiality,
             self.check_twins,
             self.claims_warnings,  # what the scorecard will read "not run" (config/claims.py)

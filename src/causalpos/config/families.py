@@ -81,10 +81,12 @@ class FamiliesSection(Section):
         )
 
     def gram_figure_family(self) -> dict[str, dict]:
-        """Model -> its Gram-panel store and Fig. 3 / Fig. 8 files (rule ``plot_gram_figures``)."""
+        """Model -> its display name, Gram-panel store and Fig. 3 / Fig. 8 files (rule
+        ``plot_gram_figures``)."""
         return canonical(
             {
                 m: {
+                    "name": self.display_names([m])[m],
                     "store": paths.GRAM_STORE.format(model=m),
                     "fig3": self.figure_paths(paths.TRAIN_FIG3_FIGURE.format(model=m)),
                     "fig8": self.figure_paths(paths.TRAIN_FIG8_FIGURE.format(model=m)),
@@ -94,7 +96,8 @@ class FamiliesSection(Section):
         )
 
     def paper2_heads_family(self) -> dict[str, dict]:
-        """``model/dataset`` -> its summary store and head-map files (``plot_paper2_heads``)."""
+        """``model/dataset`` -> its summary store, head-map files and display names
+        (``plot_paper2_heads``)."""
         if not self.leakage_experiments():
             return {}
         return canonical(
@@ -104,16 +107,18 @@ class FamiliesSection(Section):
                     "outputs": self.figure_paths(
                         paths.PAPER2_HEADS_FIGURE.format(model=m, dataset=d)
                     ),
+                    "names": self.display_names([m], [d]),
                 }
                 for m, d in self.leakage_pairs()
             }
         )
 
     def paper2_experiment_family(self, kind: str) -> dict[str, dict]:
-        """Experiment -> its stores, labels and files of figure ``kind`` (``layers``, ``shares``
-        or ``position0``: rules ``plot_paper2_<kind>``); shares only for an experiment with a
-        decomposition (a causal and a bidirectional run of some condition). The ``layers`` job
-        also draws claim 1 by layer (key ``claim1``), from the same stores."""
+        """Experiment -> its stores, labels, display names (``names``: its models' and
+        datasets') and files of figure ``kind`` (``layers``, ``shares`` or ``position0``: rules
+        ``plot_paper2_<kind>``); shares only for an experiment with a decomposition (a causal and
+        a bidirectional run of some condition). The ``layers`` job also draws claim 1 by layer
+        (key ``claim1``), from the same stores."""
         out = {}
         for name in self.leakage_experiments():
             if kind == "shares" and not self.experiment_has_decomposition(name):
@@ -123,9 +128,11 @@ class FamiliesSection(Section):
                 if kind == "position0"
                 else self.experiment_summary_stores(name)
             )
+            pairs = self.leakage_experiment(name)
             out[name] = {
                 "stores": stores,
                 "labels": self.experiment_labels(name),
+                "names": self.display_names([m for m, _ in pairs], [d for _, d in pairs]),
                 "outputs": self.figure_paths(
                     {
                         "layers": paths.PAPER2_LAYERS_FIGURE,

@@ -1,1 +1,2 @@
-"""Figures: one module per family (``paper1``, ``paper2``, ``training``), shared helpers in ``common``."""
+"""Figures: one module per family (``paper1``, ``paper2``, ``training``, ``training_compare``),
+shared helpers and style in ``common``, the display names in ``labels``."""

@@ -1,10 +1,14 @@
-"""Shared plotting helpers: heat maps of (query, key) maps with masked cells blank; grids of
-panels legible at page width; each layer's mask kind (coordinate ``layer_kind``) in per-layer
-figures."""
+"""Shared plotting helpers: one text style (:data:`GRID_STYLE`) and one title form for every
+figure (:func:`suptitle`: what it shows, of which model and dataset); heat maps of (query, key)
+maps with masked cells blank; grids of panels legible at page width; each layer's mask kind
+(coordinate ``layer_kind``) in per-layer figures; the check that no two texts of a drawn figure
+overlap (:func:`text_overlaps`). Layers and positions are 0-indexed, as in the stores
+(:data:`causalpos.figures.labels.LAYER_AXIS`)."""
 
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,38 +46,110 @@ def heatmap(
     vmax=None,
     cmap=CMAP,
     title: str | None = None,
-    one_indexed: bool = False,
-    labels: tuple[str, str] = ("key", "query"),
+    labels: tuple[str, str] = ("key position", "query position"),
+    ticks: int = 4,
 ):
-    """Draw a (query, key) map with NaN cells blank (white). Query on rows, key on columns;
-    ``labels``: the (x, y) axis labels."""
+    """Draw a (query, key) map with NaN cells blank (white). Query on rows, key on columns, both
+    0-indexed, filling the panel (figures size their panels near square); ``labels``: the (x, y)
+    axis labels; ``ticks``: at most that many intervals between integer ticks per axis (more
+    would run together on a small panel: "120150180")."""
     xlabel, ylabel = labels
     m = np.asarray(m, dtype=np.float64)
     cm = plt.get_cmap(cmap).with_extremes(bad="white")
     n_q, n_k = m.shape
-    off = 1 if one_indexed else 0
     im = ax.imshow(
         np.ma.masked_invalid(m),
         vmin=vmin,
         vmax=vmax,
         cmap=cm,
         interpolation="nearest",
-        extent=(off - 0.5, n_k + off - 0.5, n_q + off - 0.5, off - 0.5),
-        aspect="equal",
+        extent=(-0.5, n_k - 0.5, n_q - 0.5, -0.5),
+        aspect="auto",  # the panel's box: a fixed aspect lets the layout put texts on texts
     )
+    integer_ticks(ax, ticks)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return im
+
+
+def integer_ticks(ax, n: int = 4, *, axis: str = "both") -> None:
+    """Integer ticks, at most ``n`` intervals on ``axis`` ("x", "y" or "both")."""
     from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(xlabel + (" (1-indexed)" if one_indexed else ""))
-    ax.set_ylabel(ylabel + (" (1-indexed)" if one_indexed else ""))
-    if title:
-        ax.set_title(title, fontsize=9)
-    return im
+    for a in ("x", "y") if axis == "both" else (axis,):
+        getattr(ax, f"{a}axis").set_major_locator(MaxNLocator(n, integer=True))
 
 
 #: Resolution of every saved figure (PNG pixels per inch; PDF images are embedded at it).
 DPI = 150
+
+
+def ci_text(level: float) -> str:
+    """An interval's level as every legend and label writes it: "95 % CI"."""
+    return f"{100 * float(level):g} % CI"
+
+
+def wrapped(text: str, width_in: float, fontsize: float = 10.0) -> str:
+    """``text`` with each line wrapped to fit 90 % of ``width_in`` inches at ``fontsize`` points
+    (a character taken as 0.6 em wide: a line wider than the figure would leave the layout no
+    room for the panels' own texts)."""
+    chars = max(20, int(0.9 * width_in * 72 / (0.6 * fontsize)))
+    return "\n".join(
+        "\n".join(textwrap.wrap(line, chars, break_on_hyphens=False)) or line
+        for line in text.split("\n")
+    )
+
+
+def tick_words(name: str, width: int = 18) -> str:
+    """A display name on a tick: each " · " part wrapped at ``width`` characters, one part a
+    line (rotated labels would need boxes that overlap)."""
+    return "\n".join(w for part in name.split(" · ") for w in textwrap.wrap(part, width))
+
+
+def suptitle(fig, what: str, subject: str | None = None, details: str | None = None):
+    """The figure's title: ``what`` it shows, ``subject`` (the model and dataset, or what the
+    panels hold) after a dash, then ``details`` (units, intervals, conventions) in smaller text;
+    each line wrapped to the figure's width."""
+    width = fig.get_size_inches()[0]
+    size = matplotlib.rcParams["figure.titlesize"]
+    size = 10.0 if isinstance(size, str) else float(size)
+    head = wrapped(what + (f" — {subject}" if subject else ""), width, size)
+    text = head if not details else head + "\n" + wrapped(details, width, size - 1)
+    return fig.suptitle(text, fontsize=size)
+
+
+def text_overlaps(fig, tolerance: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of texts of ``fig`` whose boxes overlap by more than ``tolerance`` pixels both ways,
+    as drawn (every visible, non-empty text a draw renders: titles, tick and axis labels,
+    annotations, legend and colour-bar texts; tick labels outside an axis' view are not drawn)."""
+    from matplotlib.text import Text
+
+    drawn: list[tuple[str, object]] = []
+    original = Text.draw
+
+    def draw(self, renderer):
+        original(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            drawn.append((self.get_text(), self.get_window_extent(renderer)))
+
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    w, h = fig.get_size_inches() * fig.dpi
+    Text.draw = draw
+    try:  # the figure's own draw on an Agg renderer: a closed (saved) figure draws too
+        fig.draw(RendererAgg(int(w), int(h), fig.dpi))
+    finally:
+        Text.draw = original
+    out = []
+    for i, (a, ba) in enumerate(drawn):
+        for b, bb in drawn[i + 1 :]:
+            w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+            h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+            if w > tolerance and h > tolerance:
+                out.append((a, b))
+    return out
 
 
 def save(fig, paths: Sequence[str | os.PathLike]) -> None:

@@ -1,23 +1,38 @@
 """Figures of paper 1 (Kim et al. 2025): the theory (Fig. 1) and the simulations (Figs. 2, 4, 6, 7, 9, 10).
 
 Every function saves to every path in ``out_paths`` and returns the numbers it drew (colour limits,
-annotated values), so tests can check a figure against its source. Layers are numbered as in the
-paper (1 = first layer; the stores' ``layer`` coordinate is 0-indexed); the theory panels use the
-paper's 1-indexed positions, the simulation panels the stores' 0-indexed positions.
+annotated values), so tests can check a figure against its source. Layers and positions count
+from 0, as in the stores (layer 0 = the first block, the paper's layer 1; position 0 = the first
+token, the paper's position 1); each figure says so. Names shown are the label table's
+(:mod:`causalpos.figures.labels`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
-from causalpos.figures.common import DIVERGING, heatmap, quantile_limits, save
+from causalpos.figures.common import (
+    DIVERGING,
+    GRID_STYLE,
+    heatmap,
+    quantile_limits,
+    save,
+    suptitle,
+)
+from causalpos.figures.labels import (
+    POSITION_AXIS,
+    common_part,
+    named,
+    setting_name,
+    variant_name,
+)
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import index_ci, non_relativeness_index, normalize
 
@@ -26,17 +41,27 @@ if TYPE_CHECKING:  # annotations only: the stores come opened
 
 __all__ = ["draw_fig1", "draw_simulation", "setting_description", "raw_limits"]
 
+#: A simulation setting's words (the label table's).
+setting_description = setting_name
+#: What the panels' "I" is (paper 1 §4): said in every figure that prints it.
+INDEX_NOTE = (
+    "I: non-relativeness index of the diagonal-normalized map (0: the map depends on the offset "
+    "query − key alone)"
+)
+#: The indexing note of the heat-map figures.
+INDEXING = "layers and positions count from 0 (layer 0 = first block, position 0 = first token)"
+
 
 def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: float) -> list[str]:
-    """Write each finite value of a small 1-indexed map into its cell; returns the texts."""
+    """Write each finite value of a small map into its cell; returns the texts."""
     texts = []
     mid = (vmin + vmax) / 2
     for (i, j), v in np.ndenumerate(m):
         if np.isfinite(v):
             txt = fmt.format(v)
             ax.text(
-                j + 1,
-                i + 1,
+                j,
+                i,
                 txt,
                 ha="center",
                 va="center",
@@ -47,24 +72,56 @@ def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: floa
     return texts
 
 
+def _fig1_profiles(ax, n: int, alphas: Sequence[float]) -> None:
+    """Fig. 1's profiles: the second layer's logit S(i, j) over keys j of the last query (and of
+    the query halfway), per α."""
+    pos = np.arange(1, n + 1)
+    for alpha in alphas:
+        (line,) = ax.plot(
+            pos[:-1] - 1,
+            T.layer2_score(n, pos[:-1], alpha),
+            label=f"α = {alpha:g}, query {n - 1}",
+        )
+        half = n // 2
+        ax.plot(
+            pos[: half - 1] - 1,
+            T.layer2_score(half, pos[: half - 1], alpha),
+            ls="--",
+            lw=1.0,
+            marker="o",
+            ms=3,
+            mfc="white",
+            markevery=3,  # where it runs on the solid line, its markers show it
+            color=line.get_color(),
+            label=f"α = {alpha:g}, query {half - 1}",
+        )
+    ax.set_xlabel("key position j < query (0 = first token)")
+    ax.set_ylabel("second layer's logit S(i, j)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    ax.set_title("increasing in j: nearby keys score higher")
+
+
 def draw_fig1(
     out_paths: Sequence[str | os.PathLike],
     *,
     alphas: Sequence[float] = (0.0, 0.2, 0.6),
     n: int = 50,
 ) -> dict:
-    """Paper 1 Fig. 1: the parameter-free layer at α = 0, n = 3, and the closed-form layer-2 maps.
+    """Paper 1 Fig. 1: the parameter-free layer at α = 0, n = 3, and the closed-form maps of the
+    second layer.
 
-    Top row (n = 3, α = 0, positions 1-indexed): layer-1 logits (cosines of the inputs), layer-1
-    attention weights, layer-2 logits from the closed form g(i)/(h(i)h(j)) (annotated: the paper
+    Top row (n = 3, α = 0): the first layer's logits (cosines of the inputs) and attention
+    weights, the second layer's logits from the closed form g(i)/(h(i)h(j)) (annotated: the paper
     prints 0.154, 0.132, 0.150; the closed form gives 0.1535, 0.1321, 0.1508), and the norms
-    h(i) = ‖x_i⁽¹⁾‖ whose decrease makes the layer-2 score increase toward the diagonal.
-    Bottom row: the closed-form layer-2 map for each α in ``alphas`` at ``n`` positions (diagonal,
-    identically 1, left blank so the off-diagonal structure gets the colour range), and the
-    profiles S(i, j) over j for the last query.
+    h(i) = ‖x_i⁽¹⁾‖ whose decrease makes the second layer's score increase toward the diagonal.
+    Bottom row: the second layer's closed-form map for each α in ``alphas`` at ``n`` positions
+    (diagonal, identically 1, left blank so the off-diagonal structure gets the colour range), and
+    the profiles S(i, j) over keys j for the last query. Positions count from 0 (the paper's
+    i = 1 is position 0).
 
-    Returns ``{"layer2_n3": (3, 3) closed-form map, "annotations": [texts of the layer-2 panel],
-    "clims": {panel title: (vmin, vmax)}}``.
+    Returns ``{"layer2_n3": (3, 3) closed-form map, "annotations": [texts of the second layer's
+    panel], "clims": {panel title: (vmin, vmax)}}``.
     """
     alpha0 = 0.0
     x = T.equicorrelated_vectors(3, alpha0)
@@ -74,85 +131,53 @@ def draw_fig1(
     attn = np.where(np.eye(3, dtype=bool), w_diag[:, None], np.where(lower, w_off[:, None], np.nan))
     s2 = T.layer2_matrix(3, alpha0)
 
-    fig, axes = plt.subplots(2, 4, figsize=(15, 7.4), layout="constrained")
-    clims: dict[str, tuple[float, float]] = {}
-    top = [
-        ("layer-1 logits  ⟨y_i, y_j⟩ (α = 0)", cos, "{:.0f}"),
-        ("layer-1 attention weights", attn, "{:.3f}"),
-        ("layer-2 logits, closed form (paper prints .154 .132 .150)", s2, "{:.3f}"),
-    ]
-    annotations: list[str] = []
-    for ax, (title, m, fmt) in zip(axes[0], top):
-        im = heatmap(ax, m, vmin=0.0, vmax=1.0, title=title, one_indexed=True)
-        texts = _annotate(ax, m, fmt, vmin=0.0, vmax=1.0)
-        if title.startswith("layer-2"):
-            annotations = texts
-        ax.set_xticks([1, 2, 3])
-        ax.set_yticks([1, 2, 3])
-        clims[title] = (0.0, 1.0)
-    fig.colorbar(im, ax=axes[0, :3].tolist(), shrink=0.8, label="value")
-    i3 = np.arange(1, 4)
-    ax = axes[0, 3]
-    hv = T.h(i3, alpha0)
-    ax.bar(i3, hv, color="0.35")
-    for i, v in zip(i3, hv):
-        ax.text(i, v + 0.03, f"{v:.3f}", ha="center", fontsize=8)
-    ax.set_xticks(i3)
-    ax.set_xlabel("position i (1-indexed)")
-    ax.set_ylabel(r"$h(i) = \|x_i^{(1)}\|$")
-    ax.set_ylim(0, 2.3)
-    ax.set_title("layer-1 output norms (decreasing)", fontsize=9)
+    with plt.rc_context(GRID_STYLE):
+        fig, axes = plt.subplots(2, 4, figsize=(15, 7.8), layout="constrained")
+        clims: dict[str, tuple[float, float]] = {}
+        top = [
+            ("first layer's logits ⟨y_i, y_j⟩ (α = 0)", cos, "{:.0f}"),
+            ("first layer's attention weights", attn, "{:.3f}"),
+            ("second layer's logits, closed form\n(paper prints .154 .132 .150)", s2, "{:.3f}"),
+        ]
+        annotations: list[str] = []
+        for ax, (title, m, fmt) in zip(axes[0], top):
+            im = heatmap(ax, m, vmin=0.0, vmax=1.0, title=title)
+            texts = _annotate(ax, m, fmt, vmin=0.0, vmax=1.0)
+            if title.startswith("second"):
+                annotations = texts
+            ax.set_xticks([0, 1, 2])
+            ax.set_yticks([0, 1, 2])
+            clims[title] = (0.0, 1.0)
+        fig.colorbar(im, ax=axes[0, :3].tolist(), shrink=0.8, label="logit or weight")
+        i3 = np.arange(1, 4)
+        ax = axes[0, 3]
+        hv = T.h(i3, alpha0)
+        ax.bar(i3 - 1, hv, color="0.35")
+        for i, v in zip(i3 - 1, hv):
+            ax.text(i, v + 0.03, f"{v:.3f}", ha="center", fontsize=8)
+        ax.set_xticks(i3 - 1)
+        ax.set_xlabel(POSITION_AXIS)
+        ax.set_ylabel(r"$h = \|x^{(1)}\|$, first layer's output norm")
+        ax.set_ylim(0, 2.3)
+        ax.set_title("first layer's output norms (decreasing)")
 
-    pos = np.arange(1, n + 1)
-    for ax, alpha in zip(axes[1, :3], alphas):
-        m = T.layer2_matrix(n, alpha)
-        off = np.where(np.eye(n, dtype=bool), np.nan, m)
-        lim = quantile_limits([off], 0.0, 1.0)
-        title = f"layer 2, closed form, α = {alpha:g} (diagonal = 1 blank)"
-        im = heatmap(ax, off, vmin=lim[0], vmax=lim[1], title=title, one_indexed=True)
-        fig.colorbar(im, ax=ax, shrink=0.8)
-        clims[title] = lim
-    ax = axes[1, 3]
-    for alpha in alphas:
-        (line,) = ax.plot(
-            pos[:-1], T.layer2_score(n, pos[:-1], alpha), label=f"α = {alpha:g}, i = {n}"
+        for ax, alpha in zip(axes[1, :3], alphas):
+            m = T.layer2_matrix(n, alpha)
+            off = np.where(np.eye(n, dtype=bool), np.nan, m)
+            lim = quantile_limits([off], 0.0, 1.0)
+            title = f"second layer, closed form, α = {alpha:g}\n(diagonal = 1, blank)"
+            im = heatmap(ax, off, vmin=lim[0], vmax=lim[1], title=title)
+            fig.colorbar(im, ax=ax, shrink=0.8, label="logit")
+            clims[title] = lim
+        _fig1_profiles(axes[1, 3], n, alphas)
+        suptitle(
+            fig,
+            "Paper 1 Fig. 1: positional information from the causal mask alone",
+            "the parameter-free causal layer (Eq. 1), closed forms of §3",
+            "inputs: n unit vectors with pairwise cosine α; " + INDEXING,
         )
-        half = n // 2
-        ax.plot(
-            pos[: half - 1],
-            T.layer2_score(half, pos[: half - 1], alpha),
-            ls="--",
-            color=line.get_color(),
-            label=f"α = {alpha:g}, i = {half}",
-        )
-    ax.set_xlabel("key j < i (1-indexed)")
-    ax.set_ylabel("layer-2 logit S(i, j)")
-    ax.set_yscale("log")
-    ax.legend(fontsize=7)
-    ax.set_title("increasing in j: nearby keys score higher", fontsize=9)
-    fig.suptitle(
-        "Paper 1 Fig. 1 — parameter-free causal layer (Eq. 1): positional information from "
-        "the causal mask alone (closed forms of §3)",
-        fontsize=11,
-    )
-    save(fig, out_paths)
+        save(fig, out_paths)
     return {"layer2_n3": s2, "annotations": annotations, "clims": clims}
-
-
-def setting_description(attrs: dict) -> str:
-    """One line naming α, norm, scaling, RoPE and mask of a simulation store's attrs."""
-    parts = [f"α = {float(attrs.get('alpha', float('nan'))):g}"]
-    norm = attrs.get("norm", "l2")
-    scaling = attrs.get("scaling", "none")
-    parts.append("L2" if norm == "l2" else "LayerNorm")
-    parts.append({"none": "QKᵀ", "sqrt_d": "QKᵀ/√d", "d": "QKᵀ/d"}.get(scaling, str(scaling)))
-    parts.append(
-        f"RoPE θ={float(attrs.get('rope_theta', 10000.0)):g}" if attrs.get("rope") else "no PE"
-    )
-    parts.append("causal" if attrs.get("causal", True) else "bidirectional")
-    if not attrs.get("residual", True):
-        parts.append("no residual")
-    return ", ".join(parts)
 
 
 def raw_limits(attrs: dict) -> tuple[float, float]:
@@ -204,11 +229,15 @@ def draw_simulation(
     """Mean pre-softmax logit maps of simulation stores: one row per setting, one column per layer.
 
     With ``normalized_row`` each setting gets a raw row and a diagonal-normalized row (Figs. 4, 9,
-    10). Raw rows use :func:`raw_limits`; normalized rows symmetric limits at the larger magnitude
-    of the 1% / 99% quantiles over the row's layers (one scale per row, so layers compare).
-    Masked cells (above the diagonal when causal) are blank. Normalized panels are titled with the
-    non-relativeness index I of the map and, when the store has ``score_group``, its Monte-Carlo
-    noise floor f (:func:`causalpos.paper1.diagonal.index_ci`; I ≈ f means no detectable non-relative part).
+    10). Each row is labelled by its setting's words (:func:`setting_name`; ``labels``, the
+    settings' names, are returned, not drawn). Raw rows leave the diagonal blank (its logit is
+    the constant :func:`raw_limits` gives, which would take the colour range, as Fig. 1 does) and
+    take their colour limits from the row's off-diagonal cells; normalized rows symmetric limits
+    at the larger magnitude of the 1% / 99% quantiles over the row's layers (one scale per row,
+    so layers compare). Masked cells (above the diagonal when causal) are blank. Normalized panels
+    are titled with the non-relativeness index I of the map and, when the store has
+    ``score_group``, its Monte-Carlo noise floor f (:func:`causalpos.paper1.diagonal.index_ci`;
+    I ≈ f means no detectable non-relative part).
 
     Returns ``{"rows": [{"label", "kind", "vmin", "vmax", "layers", "index", "noise_floor"}, ...]}``
     in drawing order (``index``/``noise_floor``: per-layer lists for normalized rows, else None).
@@ -216,72 +245,107 @@ def draw_simulation(
     stores = list(stores)
     rows = _simulation_rows(stores, list(labels), normalized_row)
     n_cols = max(int(ds.sizes["layer"]) for ds in stores)
-    fig, axes = plt.subplots(
-        len(rows),
-        n_cols,
-        figsize=(2.5 * n_cols + 1.2, 2.45 * len(rows) + 0.7),
-        squeeze=False,
-        layout="constrained",
-    )
-    out = []
-    for r, (ds, label, kind, maps) in enumerate(rows):
-        if kind == "raw":
-            vmin, vmax = raw_limits(ds.attrs)
-            cmap, cbar = "viridis", "mean logit"
-        else:
-            lo, hi = quantile_limits(list(maps))
-            vmax = max(abs(lo), abs(hi))
-            vmin, cmap, cbar = -vmax, DIVERGING, "diagonal-normalized logit"
-        index = floor = None
-        if kind == "normalized":
-            index = non_relativeness_index(maps, normalized=True)
-            if "score_group" in ds and ds.sizes.get("group", 0) >= 2:
-                groups = ds["score_group"].transpose("group", "layer", "query", "key").values
-                floor = index_ci(groups, n_boot=10, seed=0).noise_floor
-        im = None
-        for c in range(n_cols):
-            ax = axes[r, c]
-            if c >= maps.shape[0]:
-                ax.axis("off")
-                continue
-            panel = f"layer {c + 1}"
-            if index is not None:
-                panel += f"   I = {index[c]:.2g}" + (
-                    f" (noise {floor[c]:.1g})" if floor is not None else ""
-                )
-            im = heatmap(ax, maps[c], vmin=vmin, vmax=vmax, cmap=cmap, title=panel)
-            if c > 0:
-                ax.set_ylabel("")
-            if r < len(rows) - 1:  # "key" once, under the last row: above, it meets a title
-                ax.set_xlabel("")
-        axes[r, 0].set_ylabel(
-            f"{label} ({kind})\n{setting_description(ds.attrs)}\nquery", fontsize=8
+    with plt.rc_context(GRID_STYLE):
+        fig, axes = plt.subplots(
+            len(rows),
+            n_cols,
+            figsize=(2.7 * n_cols + 1.6, 2.7 * len(rows) + 1.2),
+            squeeze=False,
+            layout="constrained",
         )
-        fig.colorbar(im, ax=axes[r, :].tolist(), shrink=0.85, pad=0.01, label=cbar)
-        out.append(
-            {
-                "label": label,
-                "kind": kind,
-                "vmin": float(vmin),
-                "vmax": float(vmax),
-                "layers": int(maps.shape[0]),
-                "index": None if index is None else [float(v) for v in index],
-                "noise_floor": None if floor is None else [float(v) for v in floor],
-            }
+        out = [_simulation_row(fig, axes, r, row, n_cols) for r, row in enumerate(rows)]
+        first = stores[0].attrs
+        diag = sorted({raw_limits(ds.attrs)[1] for ds in stores})
+        details = (
+            f"batch-mean pre-softmax logits over {first.get('n_samples')} sequences of random "
+            f"inputs, d = {first.get('dim')}; raw rows: the diagonal (logit "
+            f"{', '.join(f'{d:g}' for d in diag)}) blank, colour from the other cells; "
+            + INDEXING
+            + (f"; {INDEX_NOTE}, noise: its Monte-Carlo floor" if normalized_row else "")
         )
-    first = stores[0].attrs
-    fig.suptitle(
-        f"{title}\nbatch-mean pre-softmax logits over {first.get('n_samples')} sequences, "
-        f"d = {first.get('dim')}; layers numbered as in the paper, positions 0-indexed",
-        fontsize=10,
-    )
-    save(fig, out_paths)
+        suptitle(fig, title, "parameter-free decoder (no learned weights)", details)
+        save(fig, out_paths)
     return {"rows": out}
+
+
+def _simulation_row(fig, axes, r: int, row: tuple, n_cols: int) -> dict:
+    """Row ``r`` of :func:`draw_simulation`; returns what it drew."""
+    ds, label, kind, maps = row
+    if kind == "raw":
+        off = np.where(np.eye(maps.shape[-1], dtype=bool)[None], np.nan, maps)
+        vmin, vmax = quantile_limits(list(off), 0.0, 1.0)
+        maps, cmap, cbar = off, "viridis", "mean logit"
+    else:
+        lo, hi = quantile_limits(list(maps))
+        vmax = max(abs(lo), abs(hi))
+        vmin, cmap, cbar = -vmax, DIVERGING, "diagonal-normalized logit"
+    index = floor = None
+    if kind == "normalized":
+        index = non_relativeness_index(maps, normalized=True)
+        if "score_group" in ds and ds.sizes.get("group", 0) >= 2:
+            groups = ds["score_group"].transpose("group", "layer", "query", "key").values
+            floor = index_ci(groups, n_boot=10, seed=0).noise_floor
+    im = None
+    last = r == axes.shape[0] - 1
+    for c in range(n_cols):
+        ax = axes[r, c]
+        if c >= maps.shape[0]:
+            ax.axis("off")
+            continue
+        panel = f"layer {c}"
+        if index is not None:
+            panel += f"   I = {index[c]:.2g}" + (
+                f" (noise {floor[c]:.1g})" if floor is not None else ""
+            )
+        im = heatmap(ax, maps[c], vmin=vmin, vmax=vmax, cmap=cmap, title=panel)
+        if c > 0:
+            ax.set_ylabel("")
+        if not last:  # "key position" once, under the last row: above, it meets a title
+            ax.set_xlabel("")
+    words = "raw logits" if kind == "raw" else "diagonal-normalized"
+    setting = "\n".join(textwrap.wrap(setting_name(ds.attrs), 26))  # no longer than the panel
+    axes[r, 0].set_ylabel(f"{setting}\n{words}\nquery position")
+    fig.colorbar(im, ax=axes[r, :].tolist(), shrink=0.85, pad=0.01, label=cbar)
+    return {
+        "label": label,
+        "kind": kind,
+        "vmin": float(vmin),
+        "vmax": float(vmax),
+        "layers": int(maps.shape[0]),
+        "index": None if index is None else [float(v) for v in index],
+        "noise_floor": None if floor is None else [float(v) for v in floor],
+    }
 
 
 # --------------------------------------------------------------------------------------------
 # Pretrained (or any extracted) models: Fig. 5 and App. E (paper 1 §6)
 # --------------------------------------------------------------------------------------------
+
+
+def run_names(labels: Sequence[str], names: Mapping[str, str] | None) -> dict[str, list[str]]:
+    """The display names of ``model/dataset/variant`` labels, by part: ``{"model": [...],
+    "dataset": [...], "variant": [...]}`` in the labels' order."""
+    parts = [label.split("/") for label in labels]
+    if any(len(p) != 3 for p in parts):
+        raise ValueError(f"run labels must read model/dataset/variant; got {list(labels)}")
+    return {
+        "model": [named(p[0], names) for p in parts],
+        "dataset": [named(p[1], names) for p in parts],
+        "variant": [variant_name(p[2]) for p in parts],
+    }
+
+
+def _row_names(labels: Sequence[str], names: Mapping[str, str] | None) -> tuple[list[str], str]:
+    """Each row's words (the parts in which the rows differ) and the figure's subject (every
+    model, dataset and variant once), for a figure of one row per ``model/dataset/variant``."""
+    parts = run_names(labels, names)
+    shared = {k: common_part(v) for k, v in parts.items()}
+    rows = [
+        "\n".join(parts[k][i] for k in parts if shared[k] is None) or parts["model"][i]
+        for i in range(len(labels))
+    ]
+    subject = " · ".join("; ".join(dict.fromkeys(v)) for v in parts.values())
+    return rows, subject
 
 
 def draw_llm_fig5(
@@ -291,50 +355,61 @@ def draw_llm_fig5(
     *,
     n_layers: int = 4,
     quantiles: tuple[float, float] = (0.01, 0.99),
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, list[float]]:
-    """Fig. 5 layout: one row per model, its first ``n_layers`` layers, diagonal-normalized
-    head-averaged maps (``score_normalized_mean``), colour limits at the 1 %/99 % quantiles of the
-    finite values of each row (the attention sink would otherwise flatten the map).
+    """Fig. 5 layout: one row per ``model/dataset/variant`` (``labels``), its first ``n_layers``
+    layers, diagonal-normalized head-averaged maps (``score_normalized_mean``), colour limits at
+    the 1 %/99 % quantiles of the finite values of each row (the attention sink would otherwise
+    flatten the map). Rows are labelled by the display names (``names``: model and dataset
+    names -> display names) of what differs between them; the title names what they share.
 
     Returns per label the non-relativeness index of each drawn layer.
     """
     if not stores:
         raise ValueError("draw_llm_fig5: no stores")
     n_cols = min(n_layers, min(ds.sizes["layer"] for ds in stores))
-    fig, axes = plt.subplots(
-        len(stores),
-        n_cols,
-        figsize=(2.9 * n_cols + 1.0, 2.8 * len(stores) + 0.6),
-        squeeze=False,
-        layout="constrained",
-    )
+    rows, subject = _row_names(labels, names)
     drawn: dict[str, list[float]] = {}
-    for r, (ds, label) in enumerate(zip(stores, labels)):
-        maps = np.asarray(ds["score_normalized_mean"].values[:n_cols], dtype=np.float64)
-        lo, hi = quantile_limits(list(maps), *quantiles)
-        lim = max(abs(lo), abs(hi))
-        idx = non_relativeness_index(maps, normalized=True)
-        drawn[label] = [float(x) for x in idx]
-        for c in range(n_cols):
-            im = heatmap(
-                axes[r, c],
-                maps[c],
-                vmin=-lim,
-                vmax=lim,
-                cmap=DIVERGING,
-                title=f"layer {c + 1}   I = {idx[c]:.3g}",
-            )
-            if c == 0:
-                axes[r, c].set_ylabel(f"{label}\nquery")
-        fig.colorbar(im, ax=axes[r, :].tolist(), shrink=0.85, label="diagonal-normalized logit")
-    n_seq = stores[0].attrs.get("n_sequences", "?")
-    fig.suptitle(
-        "Paper 1 Fig. 5: diagonal-normalized pre-softmax scores, mean over sequences and heads\n"
-        f"({n_seq} sequences × {stores[0].sizes['query']} tokens; colour limits at the "
-        f"{quantiles[0]:.0%}/{quantiles[1]:.0%} quantiles per row; float32 scores)",
-        fontsize=10,
-    )
-    save(fig, out_paths)
+    with plt.rc_context(GRID_STYLE):
+        fig, axes = plt.subplots(
+            len(stores),
+            n_cols,
+            figsize=(3.0 * n_cols + 1.6, 3.0 * len(stores) + 1.2),
+            squeeze=False,
+            layout="constrained",
+        )
+        for r, (ds, label) in enumerate(zip(stores, labels)):
+            maps = np.asarray(ds["score_normalized_mean"].values[:n_cols], dtype=np.float64)
+            lo, hi = quantile_limits(list(maps), *quantiles)
+            lim = max(abs(lo), abs(hi))
+            idx = non_relativeness_index(maps, normalized=True)
+            drawn[label] = [float(x) for x in idx]
+            for c in range(n_cols):
+                ax = axes[r, c]
+                im = heatmap(
+                    ax,
+                    maps[c],
+                    vmin=-lim,
+                    vmax=lim,
+                    cmap=DIVERGING,
+                    title=f"layer {c}   I = {idx[c]:.3g}",
+                )
+                if c:
+                    ax.set_ylabel("")
+                if r < len(stores) - 1:
+                    ax.set_xlabel("")
+            axes[r, 0].set_ylabel(f"{rows[r]}\nquery position")
+            fig.colorbar(im, ax=axes[r, :].tolist(), shrink=0.85, label="diagonal-normalized logit")
+        n_seq = stores[0].attrs.get("n_sequences", "?")
+        suptitle(
+            fig,
+            "Paper 1 Fig. 5: diagonal-normalized pre-softmax scores, mean over sequences and heads",
+            subject,
+            f"{n_seq} sequences × {stores[0].sizes['query']} tokens; colour limits at the "
+            f"{quantiles[0]:.0%}/{quantiles[1]:.0%} quantiles per row; float32 scores; "
+            f"{INDEX_NOTE}; {INDEXING}",
+        )
+        save(fig, out_paths)
     return drawn
 
 
@@ -345,57 +420,68 @@ def draw_llm_appendix(
     *,
     quantiles: tuple[float, float] = (0.01, 0.99),
     max_cols: int = 8,
+    names: Mapping[str, str] | None = None,
 ) -> None:
-    """App. E: every layer of one model, raw head-averaged mean scores and diagonal-normalized ones
-    (alternating rows: raw, normalized), quantile colour limits over all layers."""
+    """App. E: every layer of one ``model/dataset/variant`` (``label``; ``names``: its display
+    names), raw head-averaged mean scores and diagonal-normalized ones (alternating rows: raw,
+    normalized), quantile colour limits over all layers."""
     raw = np.asarray(normalized["score_mean_head_avg"].values, dtype=np.float64)
     nrm = np.asarray(normalized["score_normalized_mean"].values, dtype=np.float64)
     n_layers = raw.shape[0]
     n_cols = min(max_cols, n_layers)
     n_blocks = math.ceil(n_layers / n_cols)
-    fig, axes = plt.subplots(
-        2 * n_blocks,
-        n_cols,
-        figsize=(2.4 * n_cols + 1.0, 2.35 * 2 * n_blocks + 0.8),
-        squeeze=False,
-        layout="constrained",
-    )
-    rlo, rhi = quantile_limits(list(raw), *quantiles)
-    nlo, nhi = quantile_limits(list(nrm), *quantiles)
-    nlim = max(abs(nlo), abs(nhi))
-    for layer in range(n_blocks * n_cols):
-        b, c = divmod(layer, n_cols)
-        ax_r, ax_n = axes[2 * b, c], axes[2 * b + 1, c]
-        if layer >= n_layers:
-            ax_r.axis("off")
-            ax_n.axis("off")
-            continue
-        im_r = heatmap(ax_r, raw[layer], vmin=rlo, vmax=rhi, title=f"layer {layer + 1} raw")
-        im_n = heatmap(
-            ax_n,
-            nrm[layer],
-            vmin=-nlim,
-            vmax=nlim,
-            cmap=DIVERGING,
-            title=f"layer {layer + 1} normalized",
+    parts = run_names([label], names)
+    with plt.rc_context(GRID_STYLE):
+        fig, axes = plt.subplots(
+            2 * n_blocks,
+            n_cols,
+            figsize=(2.4 * n_cols + 1.6, 2.45 * 2 * n_blocks + 1.2),
+            squeeze=False,
+            layout="constrained",
         )
-        for ax in (ax_r, ax_n):
-            ax.set_xlabel("")
-            ax.set_ylabel("")
-            ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))  # legible on small panels
-    # The raw and normalized rows interleave, so their two colour bars take two sides (on one
-    # side both would span the same height and be drawn over each other).
-    fig.colorbar(im_r, ax=axes[0::2, :].ravel().tolist(), shrink=0.6, label="mean logit (raw rows)")
-    fig.colorbar(
-        im_n,
-        ax=axes[1::2, :].ravel().tolist(),
-        shrink=0.6,
-        location="left",
-        label="diagonal-normalized logit (normalized rows)",
-    )
-    fig.suptitle(
-        f"Paper 1 App. E: {label}, all layers (query on rows, key on columns; "
-        f"{normalized.attrs.get('n_sequences', '?')} sequences, mean over heads, float32)",
-        fontsize=10,
-    )
-    save(fig, out_paths)
+        rlo, rhi = quantile_limits(list(raw), *quantiles)
+        nlo, nhi = quantile_limits(list(nrm), *quantiles)
+        nlim = max(abs(nlo), abs(nhi))
+        for layer in range(n_blocks * n_cols):
+            b, c = divmod(layer, n_cols)
+            ax_r, ax_n = axes[2 * b, c], axes[2 * b + 1, c]
+            if layer >= n_layers:
+                ax_r.axis("off")
+                ax_n.axis("off")
+                continue
+            im_r = heatmap(
+                ax_r, raw[layer], vmin=rlo, vmax=rhi, title=f"layer {layer} raw", ticks=2
+            )
+            im_n = heatmap(
+                ax_n,
+                nrm[layer],
+                vmin=-nlim,
+                vmax=nlim,
+                cmap=DIVERGING,
+                title=f"layer {layer} normalized",
+                ticks=2,
+            )
+            for ax, last in ((ax_r, False), (ax_n, layer + n_cols >= n_layers)):
+                ax.set_xlabel("key position" if last else "")  # under each column's last map
+                ax.set_ylabel("query position" if c == 0 else "")
+        # The raw and normalized rows interleave, so their two colour bars take two sides (on one
+        # side both would span the same height and be drawn over each other).
+        fig.colorbar(
+            im_r, ax=axes[0::2, :].ravel().tolist(), shrink=0.6, label="mean logit (raw rows)"
+        )
+        fig.colorbar(
+            im_n,
+            ax=axes[1::2, :].ravel().tolist(),
+            shrink=0.6,
+            location="left",
+            label="diagonal-normalized logit (normalized rows)",
+        )
+        suptitle(
+            fig,
+            "Paper 1 App. E: every layer, raw and diagonal-normalized scores",
+            f"{parts['model'][0]} · {parts['dataset'][0]} · {parts['variant'][0]}",
+            "query position on rows, key position on columns; "
+            f"{normalized.attrs.get('n_sequences', '?')} sequences, mean over heads, float32; "
+            f"colour limits at the {quantiles[0]:.0%}/{quantiles[1]:.0%} quantiles; {INDEXING}",
+        )
+        save(fig, out_paths)

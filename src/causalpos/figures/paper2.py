@@ -2,8 +2,10 @@
 
 Every function draws from a :func:`causalpos.paper2.summary.assemble.leakage_summary` dataset (or a
 :func:`causalpos.paper2.position0.trajectory` dataset), saves to every path in ``paths`` and
-returns the numbers it plotted, so tests can check the figure against the summary. Layers are
-0-indexed in the stores; the figures say "layer (0-indexed)".
+returns the numbers it plotted, so tests can check the figure against the summary. Layers count
+from 0, as in the stores; the figures say so on their axes (:data:`causalpos.figures.labels.
+LAYER_AXIS`). Each title names the experiment (or the pair), its models and datasets by their
+display names (``names``).
 
 The leakage figures draw the headline reading (:mod:`causalpos.paper2.summary.headline`: the content-free
 ΔR² of the expected map, and paper 2 §3 in one unit, :mod:`causalpos.paper2.decomposition`). The
@@ -24,12 +26,16 @@ from matplotlib.ticker import MaxNLocator
 from causalpos.figures.common import (
     DIVERGING,
     GRID_STYLE,
+    ci_text,
     heatmap,
     kind_dim,
     kinds_text,
     pooled_by_kind,
     save,
+    suptitle,
+    tick_words,
 )
+from causalpos.figures.labels import DEPTH_AXIS, LAYER_AXIS, pair_name, variant_name
 from causalpos.figures.paper2_claim1 import CLAIM1_RUNS, claim1_by_layer  # noqa: F401
 from causalpos.figures.paper2_layers import (  # noqa: F401  (re-exported)
     CURVES,
@@ -38,6 +44,7 @@ from causalpos.figures.paper2_layers import (  # noqa: F401  (re-exported)
     PER_PROMPT,
     PER_PROMPT_CURVES,
     leakage_by_layer,
+    subject_of,
 )
 from causalpos.figures.paper2_layers import note as _note
 from causalpos.models.layer_kinds import layer_kinds
@@ -66,9 +73,12 @@ SHARE_READINGS = (
         "key 0 counted · residual on ablation log-attn (paper 2's reading)",
     ),
 )
-#: Paper 2's causal-mask shares (82 % at 1B, 64 % at 3B: Llama-3.2), drawn as a band.
+#: Paper 2's causal-mask shares (82 % at 1B, 64 % at 3B: Llama-3.2), drawn as a band, in the
+#: axis' units (fractions of the total).
 PAPER2_SHARE = (0.64, 0.82)
-PAPER2_SHARE_LABEL = "paper 2 (counted landmark, ablation log-attention): 64–82 %"
+PAPER2_SHARE_LABEL = (
+    "paper 2's shares, 0.64–0.82 (Llama-3.2 3B, 1B; key 0 counted, ablation log-attention)"
+)
 #: (colour, marker) of the artefact-free residual reading and of paper 2's; key 0 counted: open.
 _SHARE_STYLE = (("#1f77b4", "o"), ("#ff7f0e", "s"))
 #: y range of the shares (a share of a total near 0 is unbounded): points beyond it are drawn
@@ -77,10 +87,13 @@ SHARE_LIMITS = (-1.0, 2.0)
 
 
 def _share_groups(
-    summaries: Mapping[str, xr.Dataset], conditions: Sequence[str] | None
+    summaries: Mapping[str, xr.Dataset],
+    conditions: Sequence[str] | None,
+    panel_name: Mapping[str, str],
 ) -> dict[str, tuple[str, np.ndarray]]:
     """``"model/condition"`` (``"model/condition/kind"`` where the summary splits the pooled
-    components by layer kind) -> (tick label, ``(len(SHARE_READINGS), 3)``)."""
+    components by layer kind) -> (tick label, ``(len(SHARE_READINGS), 3)``); ``panel_name``:
+    each model's words on its tick."""
     groups: dict[str, tuple[str, np.ndarray]] = {}
     for model, s in summaries.items():
         if "exp_components" not in s:
@@ -96,8 +109,8 @@ def _share_groups(
                 key = f"{model}/{c}" + (f"/{what.split(' ')[1]}" if split else "")
                 pools = "" if len(set(kinds)) == 1 and not split else f"\n{what}"
                 tick = (
-                    model.replace("/", "\n")
-                    + f"\n{c}"
+                    tick_words(panel_name[model])
+                    + f"\ncondition {c}"
                     + pools.replace(": ", ":\n").replace(" + ", "\n+ ")
                 )
                 groups[key] = (
@@ -117,24 +130,32 @@ def component_shares(
     paths: Sequence[str | os.PathLike],
     *,
     conditions: Sequence[str] | None = None,
+    names: Mapping[str, str] | None = None,
+    experiment: str | None = None,
 ) -> dict[str, np.ndarray]:
     """The causal-mask share (Eq. 5) per (model, condition) on the headline, four readings
     side by side (:data:`SHARE_READINGS`: both landmark readings × the artefact-free residual
-    stream and paper 2's), with CIs; paper 2's 64–82 % as a band. The summary's first window.
-    The shares pool over layers: per layer kind where the summary splits them (a dim of layer
-    kinds), else, for a model that mixes kinds, the tick says what they pool.
+    stream and paper 2's), with CIs; paper 2's 0.64–0.82 as a band (the axis reads fractions of
+    the total). The summary's first window. The shares pool over layers: per layer kind where
+    the summary splits them (a dim of layer kinds), else, for a model that mixes kinds, the tick
+    says what they pool. ``names``: display names of the models and datasets (the
+    ``model/dataset`` keys); ``experiment``: named in the title.
 
     Returns:
         ``"model/condition"`` (``"model/condition/kind"`` per layer kind) -> ``(len(
         SHARE_READINGS), 3)`` (estimate, lo, hi) as plotted.
     """
-    groups = _share_groups(summaries, conditions)
+    subject, panel_name = subject_of(list(summaries), names, experiment)
+    groups = _share_groups(summaries, conditions, panel_name)
+    level = float(next(iter(summaries.values())).attrs.get("level", 0.95)) if summaries else 0.95
     with plt.rc_context(GRID_STYLE):
-        width = min(max(4.5, 1.15 * len(groups) + 1.2), 10.5)
-        fig, ax = plt.subplots(figsize=(width, 4.6), layout="constrained")
+        width = min(max(6.0, 1.3 * len(groups) + 1.6), 10.5)
+        fig, ax = plt.subplots(figsize=(width, 4.8), layout="constrained")
         ax.axhspan(*PAPER2_SHARE, color="0.85", lw=0, label=PAPER2_SHARE_LABEL)
+        title = "Paper 2 Eq. 5: the causal mask's share of the total, pooled over layers"
         if not groups:
             _note(ax, "no decomposition on the headline in these summaries\n" + NO_HEADLINE)
+            suptitle(fig, title, subject)
             save(fig, paths)
             return {}
         lo_lim, hi_lim = SHARE_LIMITS
@@ -157,8 +178,15 @@ def component_shares(
         ax.axhline(0.0, color="0.6", lw=0.8)
         ax.axhline(1.0, color="0.6", lw=0.8, ls=":")
         ax.set_xticks(np.arange(len(groups)), [t for t, _ in groups.values()], fontsize=8)
-        ax.set_ylabel("causal-mask share of the total")
-        fig.legend(loc="outside lower center", ncol=2)
+        ax.set_ylabel("causal-mask share of the total (fraction)")
+        fig.legend(loc="outside lower center", ncol=1 if width < 7.5 else 2)
+        suptitle(
+            fig,
+            title,
+            subject,
+            f"vertical bars: bootstrap {ci_text(level)}; a point beyond the axis "
+            f"({lo_lim:g} to {hi_lim:g}) is drawn at its edge with its value",
+        )
         save(fig, paths)
     return {key: g for key, (_, g) in groups.items()}
 
@@ -171,6 +199,29 @@ def _kind_abbr(kind: str) -> str:
     return "G" if kind == "global" else "S" + kind[len("sliding") :]
 
 
+def _head_panel(ax, m: Mapping[str, np.ndarray], run: tuple[str, str], lim: float, summary):
+    """One (variant, target) panel of :func:`head_maps`: the map on the shared scale, its marked
+    heads dotted, each layer's kind on its tick where they mix."""
+    v, t = run
+    im = heatmap(
+        ax,
+        m["estimate"],
+        vmin=-lim,
+        vmax=lim,
+        cmap=DIVERGING,
+        title=f"{variant_name(v)}\n{TARGET_LABELS.get(t, t)}",
+        labels=("head (0 = first)", LAYER_AXIS),
+        ticks=6,
+    )
+    li, hi_ = np.nonzero(m["marked"])
+    ax.scatter(hi_, li, s=6, c="k", marker="o")
+    kinds = np.asarray(layer_kinds(summary), dtype=object)
+    if len(set(kinds)) > 1:  # each layer's kind on its tick
+        ticks = [f"{layer} {_kind_abbr(k)}" for layer, k in zip(summary["layer"].values, kinds)]
+        ax.set_yticks(np.arange(len(kinds)), ticks, fontsize=7)
+    return im
+
+
 def head_maps(
     summary: xr.Dataset,
     paths: Sequence[str | os.PathLike],
@@ -178,11 +229,15 @@ def head_maps(
     variants: Sequence[str] = ("causal", "bidirectional"),
     targets: Sequence[str] = ("logit", "logattn"),
     alpha: float | None = None,
+    pair: str | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
     """(layer × head) maps of the headline per head (``exp_head``: each head's expected-map ΔR²,
-    the summary's first window), one row per target and one column per variant; dots mark heads
-    with BH q ≤ α (``exp_q``, sign-flip test). Colour limits are shared along a row. The title
-    names the layers' kinds; where they mix, each layer's tick carries its kind.
+    the summary's first window), one panel per (target, variant) side by side (two rows of
+    targets where there are more than four); dots mark heads with BH q ≤ α (``exp_q``,
+    sign-flip test). One colour scale for every panel (one unit: ΔR²). The title names the
+    ``pair`` (``model/dataset``, by its display names in ``names``) and the layers' kinds; where
+    they mix, each layer's tick carries its kind.
 
     A summary without the headline draws a note first, then the per-prompt reading
     (``leakage_head``, ``q_value`` of the permutation test), labelled as such.
@@ -201,11 +256,11 @@ def head_maps(
         w = summary["exp_window"].values[0]
         est = summary["exp_head"].sel(exp_window=w, stat="estimate")
         q = summary["exp_q"].sel(exp_window=w)
-        prefix, label = "", "ΔR² of the head's\nexpected map"
+        prefix, label = "", "ΔR² of the head's expected map"
     else:
         targets = ("logattn",)
         est, q = summary["leakage_head"].sel(stat="estimate"), summary["q_value"]
-        prefix, label = "per_prompt/", "ΔR² − null\n(mean over prompts)"
+        prefix, label = "per_prompt/", "ΔR² − null (mean over prompts)"
     got = {
         f"{prefix}{v}/{t}": {
             "estimate": est.sel(variant=v, target=t).transpose("layer", "head").values,
@@ -216,53 +271,62 @@ def head_maps(
     }
     nl, nh = next(iter(got.values()))["estimate"].shape
     kinds = np.asarray(layer_kinds(summary), dtype=object)
-    cols = len(variants) + (prefix != "")
-    fig, axes = plt.subplots(
-        len(targets),
-        cols,
-        figsize=(max(0.25 * nh, 2.4) * cols + 1.5, (0.2 * nl + 1.8) * len(targets)),
-        squeeze=False,
-        layout="constrained",
-    )
-    if prefix:
-        _note(axes[0][0], NO_HEADLINE + f"\n\nnext: {PER_PROMPT}")
-        axes[0][0].set_axis_off()
-    what = PER_PROMPT if prefix else "headline"
-    for i, t in enumerate(targets):
-        maps = [got[f"{prefix}{v}/{t}"] for v in variants]
-        lim = max(float(np.nanmax(np.abs(m["estimate"]), initial=0.0)) for m in maps) or 1.0
-        row = axes[i][cols - len(variants) :]
-        for ax, v, m in zip(row, variants, maps):
-            im = heatmap(
-                ax,
-                m["estimate"],
-                vmin=-lim,
-                vmax=lim,
-                cmap=DIVERGING,
-                title=f"{v} · {TARGET_LABELS.get(t, t)}",
-                labels=("head", "layer (0-indexed)"),
-            )
-            ax.set_aspect("auto")
-            li, hi_ = np.nonzero(m["marked"])
-            ax.scatter(hi_, li, s=6, c="k", marker="o")
-            if len(set(kinds)) > 1:  # each layer's kind on its tick
-                ticks = [
-                    f"{layer} {_kind_abbr(k)}" for layer, k in zip(summary["layer"].values, kinds)
-                ]
-                ax.set_yticks(np.arange(nl), ticks, fontsize=7)
-        for ax in row[1:]:
-            ax.set_ylabel("")
-        fig.colorbar(im, ax=list(row), shrink=0.9, label=label)
-    layers = kinds_text(kinds)
-    if len(set(kinds)) > 1:
-        layers = f"layers: {layers} (G: global, S<W>: sliding window of W)"
-    fig.suptitle(f"{what}; dots: BH q ≤ {alpha:g}\n{layers}", fontsize=9)
-    save(fig, paths)
+    panels = [(t, v) for t in targets for v in variants]
+    nrow = 1 if len(panels) + bool(prefix) <= 4 else len(targets)
+    ncol = -(-(len(panels) + bool(prefix)) // nrow)
+    lim = max(float(np.nanmax(np.abs(m["estimate"]), initial=0.0)) for m in got.values()) or 1.0
+    with plt.rc_context(GRID_STYLE):
+        fig, axes = plt.subplots(
+            nrow,
+            ncol,
+            figsize=(max(0.3 * nh + 0.9, 2.6) * ncol + 1.4, (0.17 * nl + 1.3) * nrow + 1.4),
+            squeeze=False,
+            layout="constrained",
+        )
+        cells = list(axes.ravel())
+        if prefix:
+            _note(cells[0], NO_HEADLINE + f"\n\nnext: {PER_PROMPT}")
+            cells[0].set_axis_off()
+            cells = cells[1:]
+        for ax in cells[len(panels) :]:
+            ax.remove()
+        for ax, (t, v) in zip(cells, panels):
+            im = _head_panel(ax, got[f"{prefix}{v}/{t}"], (v, t), lim, summary)
+            if list(axes.ravel()).index(ax) % ncol:  # the layer axis named in the first column
+                ax.set_ylabel("")
+        fig.colorbar(im, ax=cells[: len(panels)], shrink=0.9, label=label)
+        layers = kinds_text(kinds)
+        if len(set(kinds)) > 1:
+            layers = f"layers: {layers} (G: global, S<W>: sliding window of W)"
+        model, dataset = pair_name(pair, names) if pair else (None, None)
+        suptitle(
+            fig,
+            f"Paper 2 per head: the {'headline' if not prefix else PER_PROMPT}",
+            f"{model} · {dataset}" if pair else None,
+            f"dots: heads with BH q ≤ {alpha:g}; one colour scale for every panel\n{layers}",
+        )
+        save(fig, paths)
     return got
 
 
-#: Line styles of position 0's conditions, in turn (colours: the stores).
+#: Line styles of position 0's conditions, in turn (colours and markers: the stores).
 CONDITION_STYLES = ("-", "--", ":", "-.")
+#: Markers of position 0's stores, in turn, each smaller than the last so that lines that
+#: coincide all show.
+STORE_MARKERS = (("o", 7.0), ("s", 5.0), ("^", 3.5), ("D", 2.5))
+
+
+def coinciding(lines: Mapping[str, np.ndarray]) -> list[list[str]]:
+    """Groups of two or more labels whose lines are identical (NaN where NaN)."""
+    groups: list[list[str]] = []
+    for label, y in lines.items():
+        for g in groups:
+            if np.array_equal(lines[g[0]], y, equal_nan=True):
+                g.append(label)
+                break
+        else:
+            groups.append([label])
+    return [g for g in groups if len(g) > 1]
 
 
 def position0_std(
@@ -272,31 +336,36 @@ def position0_std(
     var: str = "ratio",
     styles: Mapping[str, Mapping] | None = None,
     legend: Mapping | None = None,
+    title: tuple[str, str | None] = ("Paper 2 claim 7: position 0 across prompts", None),
+    display: Mapping[str, str] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Cross-prompt spread of the position-0 residual stream by layer, one line per condition.
+    """Cross-prompt spread of the position-0 residual stream by depth (0: the embedding), one
+    line per condition.
 
     A symmetric-log y axis keeps the exact zeros of a fixed-BOS causal model visible next to the
     positive spreads of bidirectional or varying-token-0 runs. ``styles``: label -> the line's
     keyword arguments; ``legend``: label -> handle, drawn right of the axes instead of one entry
-    per line.
+    per line; ``title``: (what, subject) of the figure's title; ``display``: label -> its words
+    where lines coincide. Lines that are identical are named below the axes (they are drawn
+    on top of each other, each marker smaller than the last).
 
     Returns:
         label -> ``(layer,)`` values of ``var`` as plotted.
     """
     with plt.rc_context(GRID_STYLE):
-        fig, ax = plt.subplots(figsize=(6.8, 3.6), layout="constrained")
+        fig, ax = plt.subplots(figsize=(8.0, 4.2), layout="constrained")
         plotted = {}
         for label, tr in trajectories.items():
             y = tr[var].values
-            kw = dict(styles.get(label, {})) if styles else {}
-            ax.plot(tr["layer"].values, y, marker="o", ms=3, lw=1.2, label=label, **kw)
+            kw = {"marker": "o", "ms": 3, **(styles.get(label, {}) if styles else {})}
+            ax.plot(tr["layer"].values, y, lw=1.2, label=label, **kw)
             plotted[label] = y
-        finite = np.concatenate(
-            [v[np.isfinite(v) & (v > 0)] for v in plotted.values()] + [np.array([1e-6])]
-        )
-        ax.set_yscale("symlog", linthresh=float(finite.min()))
-        ax.set_xlabel("layer (0 = embedding)")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        positive = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in plotted.values()])
+        # linear below a tenth of the smallest positive spread: exact zeros show, and no decade
+        # below the data is drawn
+        ax.set_yscale("symlog", linthresh=float(positive.min()) / 10 if positive.size else 1e-6)
+        ax.set_xlabel(DEPTH_AXIS)
+        ax.xaxis.set_major_locator(MaxNLocator(8, integer=True))
         ax.set_ylabel(
             {"ratio": "cross-prompt std / mean norm", "std": "cross-prompt std"}.get(var, var)
         )
@@ -304,19 +373,32 @@ def position0_std(
             legend if legend is not None else dict(zip(*reversed(ax.get_legend_handles_labels())))
         )
         ax.legend(handles.values(), handles.keys(), loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        same = [" = ".join((display or {}).get(x, x) for x in g) for g in coinciding(plotted)]
+        details = "symmetric-log y axis (linear near 0); no interval (one number per depth)"
+        if same:
+            details += "; identical lines, drawn on top of each other: " + "; ".join(same)
+        suptitle(fig, title[0], title[1], details)
         save(fig, paths)
     return plotted
 
 
 def position0_conditions(
-    stores: Mapping[str, xr.Dataset], paths: Sequence[str | os.PathLike], *, var: str = "ratio"
+    stores: Mapping[str, xr.Dataset],
+    paths: Sequence[str | os.PathLike],
+    *,
+    var: str = "ratio",
+    names: Mapping[str, str] | None = None,
+    experiment: str | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`position0_std` of position-0 stores with a ``condition`` dim (one line per store and
-    condition, labelled ``"<store label> · <condition>"``): a colour per store, a line style per
-    condition (:data:`CONDITION_STYLES`), one legend entry for each."""
+    condition, labelled ``"<store label> · <condition>"``): a colour and a marker per store
+    (:data:`STORE_MARKERS`), a line style per condition (:data:`CONDITION_STYLES`), one legend
+    entry for each; the stores' ``model/dataset`` labels shown by their display names
+    (``names``)."""
     from matplotlib.lines import Line2D
 
-    lines, styles, legend = {}, {}, {}
+    lines, styles, legend, display = {}, {}, {}, {}
+    subject, panel_name = subject_of(list(stores), names, experiment)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     conds = list(
         dict.fromkeys(
@@ -328,7 +410,8 @@ def position0_conditions(
     )
     for i, (label, ds) in enumerate(stores.items()):
         colour = colours[i % len(colours)]
-        legend[label] = Line2D([], [], color=colour, marker="o", ms=3)
+        marker, ms = STORE_MARKERS[i % len(STORE_MARKERS)]
+        legend[panel_name[label]] = Line2D([], [], color=colour, marker=marker, ms=ms)
         parts = (
             [
                 (f"{label} · {c}", ds.sel(condition=c), conds.index(str(c)))
@@ -339,9 +422,19 @@ def position0_conditions(
         )
         for name, tr, k in parts:
             lines[name] = tr
-            styles[name] = {"color": colour, "ls": CONDITION_STYLES[k % len(CONDITION_STYLES)]}
+            display[name] = name.replace(label, panel_name[label], 1)
+            styles[name] = {
+                "color": colour,
+                "ls": CONDITION_STYLES[k % len(CONDITION_STYLES)],
+                "marker": marker,
+                "ms": ms,
+                "mfc": "none" if i == 0 else colour,
+            }
     for k, c in enumerate(conds):
         legend[f"condition: {c}"] = Line2D(
             [], [], color="0.3", ls=CONDITION_STYLES[k % len(CONDITION_STYLES)]
         )
-    return position0_std(lines, paths, var=var, styles=styles, legend=legend)
+    title = ("Paper 2 claim 7: position 0's residual stream across prompts", subject)
+    return position0_std(
+        lines, paths, var=var, styles=styles, legend=legend, title=title, display=display
+    )

@@ -7,12 +7,15 @@ control in the model's units (``exp_control_units``), the comparison claim 1's v
 (:func:`causalpos.scorecard.paper2_headline.claim1_rows`). Layer kinds (coordinate
 ``layer_kind``) as in :mod:`causalpos.figures.paper2_layers`: titles name them; where a model
 mixes kinds, global layers are shaded, each kind has its marker, and a pooled reading is drawn
-per kind where the summary splits it, else labelled with the kinds it pools.
+per kind where the summary splits it, else labelled with the kinds it pools. A point whose
+interval is many times wider than the panel's others (an ill-conditioned ratio) does not set the
+scale: it is cut at the edge, and its numbers are written in the panel.
 """
 
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,7 @@ from matplotlib.ticker import MaxNLocator
 
 from causalpos.figures.common import (
     GRID_STYLE,
+    ci_text,
     grid_columns,
     kind_handles,
     kind_marker,
@@ -31,7 +35,9 @@ from causalpos.figures.common import (
     pooled_by_kind,
     save,
     shade_global_layers,
+    suptitle,
 )
+from causalpos.figures.labels import LAYER_AXIS, variant_name
 from causalpos.figures.paper2_layers import (
     NO_HEADLINE,
     PANEL,
@@ -40,6 +46,7 @@ from causalpos.figures.paper2_layers import (
     note,
     panel_title,
     rows_of,
+    subject_of,
 )
 from causalpos.models.layer_kinds import GLOBAL, layer_kinds
 
@@ -60,6 +67,9 @@ WIDTHS = (3.0, 0.7)
 #: Most panels a row: a panel is wider than :mod:`~causalpos.figures.paper2_layers`' by its pooled
 #: axes, so two a row keep the figure near 9.5 inches wide.
 MAX_COLUMNS = 2
+#: A point whose interval is more than this many times the panel's median interval width is
+#: left out of the panel's scale (cut at its edge, its numbers written in the panel).
+WIDE = 4.0
 
 
 def claim1_numbers(
@@ -122,11 +132,25 @@ def _slots(p: Mapping | None) -> int:
     return len(dict.fromkeys(what for _, what in p["pooled"])) + len(p["controls"])
 
 
+def wide_points(v: np.ndarray) -> np.ndarray:
+    """Rows of ``v`` ((n, 3): estimate, lo, hi) whose interval is more than :data:`WIDE` times
+    the median interval width of the rows."""
+    width = v[:, 2] - v[:, 1]
+    finite = np.isfinite(width)
+    if finite.sum() < 3:
+        return np.zeros(len(v), bool)
+    med = float(np.median(width[finite]))
+    return finite & (width > WIDE * med) if med > 0 else np.zeros(len(v), bool)
+
+
 def ylimits(values: Sequence[np.ndarray]) -> tuple[float, float]:
     """y limits of a panel: every estimate (and 0) inside, each interval too unless it runs more
     than the estimates' span beyond them (an ill-conditioned ratio over a nearly flat map must
-    not flatten the rest); those are cut at the edge."""
+    not flatten the rest); those are cut at the edge. A point whose interval is many times wider
+    than the others' (:func:`wide_points`) sets neither: it is drawn cut at the edge."""
     v = np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1, 3) for a in values])
+    keep = ~wide_points(v)
+    v = v[keep]
     est = np.append(v[:, 0][np.isfinite(v[:, 0])], 0.0)
     lo, hi = float(est.min()), float(est.max())
     span = hi - lo or max(abs(hi), 1e-6)
@@ -137,62 +161,94 @@ def ylimits(values: Sequence[np.ndarray]) -> tuple[float, float]:
     return lim[0] - pad, lim[1] + pad
 
 
-def _points(ax, xs, arr, kinds, style: tuple[str, str | None], ylim) -> None:
+def _points(ax, xs, arr, kinds, style: tuple[str, str | None], ylim) -> list[str]:
     """Estimates with their intervals at ``xs``: each layer kind's marker, intervals cut at
-    ``ylim`` ending in an arrowhead. ``style``: (colour, legend label or None)."""
+    ``ylim`` ending in an arrowhead, an estimate beyond it drawn open at the edge. ``style``:
+    (colour, legend label or None). Returns, per point, its numbers where it was cut at an edge,
+    else ""."""
     color, label = style
     lo_lim, hi_lim = ylim
     ax.vlines(xs, np.clip(arr[:, 1], *ylim), np.clip(arr[:, 2], *ylim), color=color, lw=1.2)
+    inside = (arr[:, 0] >= lo_lim) & (arr[:, 0] <= hi_lim)
     for k in kind_order(kinds):
-        m = np.asarray(kinds) == k
+        m = (np.asarray(kinds) == k) & inside
         ax.plot(
             xs[m], arr[m, 0], ls="none", marker=kind_marker(k), color=color, ms=4.5, label=label
         )
     for cut, edge, mk in ((arr[:, 1] < lo_lim, lo_lim, "v"), (arr[:, 2] > hi_lim, hi_lim, "^")):
         if cut.any():
             ax.plot(xs[cut], np.full(cut.sum(), edge), ls="none", marker=mk, color=color, ms=6)
+    out = np.isfinite(arr[:, 0]) & ~inside
+    if out.any():
+        ax.plot(xs[out], np.clip(arr[out, 0], *ylim), ls="none", marker="D", mfc="white", mec=color)
+    edge = (arr[:, 1] < lo_lim) | (arr[:, 2] > hi_lim) | out
+    return [f"{e:.2g} [{a:.2g}, {b:.2g}]" if c else "" for (e, a, b), c in zip(arr, edge)]
+
+
+def cut_label(axis: str, cut: Sequence[str], width: int = 40) -> str:
+    """``axis`` (an x label), then the numbers of the points cut at the panel's edge, wrapped at
+    ``width`` characters (at most three; "…" for more)."""
+    if not cut:
+        return axis
+    text = "cut at the edge: " + "; ".join(cut[:3]) + (" …" if len(cut) > 3 else "")
+    return axis + "\n" + "\n".join(textwrap.wrap(text, width))
 
 
 def _offsets(n: int) -> np.ndarray:
     return np.linspace(-0.16, 0.16, n) if n > 1 else np.zeros(1)
 
 
-def _per_layer(ax, layer_ids: np.ndarray, p: Mapping, ylim) -> None:
-    """The runs' headline per layer."""
+def _per_layer(ax, layer_ids: np.ndarray, p: Mapping, ylim) -> list[str]:
+    """The runs' headline per layer; returns the numbers of the points cut at the edge."""
     runs = list(p["layers"])
     shade_global_layers(ax, layer_ids, p["kinds"])
+    cut = []
     for k, v in enumerate(runs):
         style = CLAIM1_RUNS.get(v, ("#7f7f7f", f"{v} run"))
         xs, arr = layer_ids + _offsets(len(runs))[k], p["layers"][v]
         ax.plot(xs, np.clip(arr[:, 0], *ylim), color=style[0], lw=0.8, alpha=0.6)
-        _points(ax, xs, arr, p["kinds"], (style[0], None), ylim)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        got = _points(ax, xs, arr, p["kinds"], (style[0], None), ylim)
+        cut += [f"{v} layer {ly} {t}" for ly, t in zip(layer_ids, got) if t]
+    ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
     ax.set_xlim(layer_ids.min() - 0.7, layer_ids.max() + 0.7)
     ax.axhline(0.0, color="0.6", lw=0.8)
+    return cut
 
 
-def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> None:
+def control_label(number: int, run: str, level: float) -> str:
+    """The legend entry of position-free control ``number`` (its ticks read "control <n>")."""
+    return (
+        f"control {number}: {variant_name(run)} (position-free), model's units, pooled "
+        f"({ci_text(level)})"
+    )
+
+
+def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> list[str]:
     """The runs pooled over layers, then each position-free control in the model's units with a
     dotted line at its upper limit (claim 1: the causal run's lower limit must clear it);
-    ``colours``: control run -> its colour."""
+    ``colours``: control run -> its colour, in the controls' order (numbered from 1). Returns
+    the numbers of the points cut at the edge."""
     runs, kinds = list(p["layers"]), p["kinds"]
     pools = list(dict.fromkeys(what for _, what in p["pooled"]))
-    ticks, labels = [], []
+    ticks, labels, cut = [], [], []
     for i, what in enumerate(pools):
         for k, v in enumerate(runs):
             if (v, what) in p["pooled"]:
                 style = (CLAIM1_RUNS.get(v, ("#7f7f7f",))[0], None)
                 xs = np.array([i + _offsets(len(runs))[k]])
-                _points(
+                got = _points(
                     ax, xs, p["pooled"][(v, what)][None], [_slot_kind(what, kinds)], style, ylim
                 )
+                cut += [f"{v} pooled {t}" for t in got if t]
         ticks.append(i)
         labels.append(_slot_label(what, "pooled", kinds))
+    number = {v: i + 1 for i, v in enumerate(colours)}
     for i, ((v, what), vals) in enumerate(p["controls"].items()):
         x = len(pools) + i
         color = colours[v]
-        style = (color, f"position-free control {v}: model's units, pooled ({level:.0%} CI)")
-        _points(ax, np.array([x]), vals[None], [_slot_kind(what, kinds)], style, ylim)
+        style = (color, control_label(number[v], v, level))
+        got = _points(ax, np.array([x]), vals[None], [_slot_kind(what, kinds)], style, ylim)
+        cut += [f"control {number[v]} {t}" for t in got if t]
         ax.axhline(
             vals[2],
             color=color,
@@ -201,7 +257,7 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> N
             label="a control's upper limit (dotted, its colour)",
         )
         ticks.append(x)
-        labels.append(_slot_label(what, "control", kinds))
+        labels.append(_slot_label(what, f"control {number[v]}", kinds))
     if not p["controls"]:
         ax.text(
             0.93,
@@ -218,21 +274,24 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> N
     ax.set_xlim(-0.6, max(len(ticks) - 1, 0) + 0.6)
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.tick_params(axis="y", labelleft=False)
+    return cut
 
 
 def _pair_grid(slots: Sequence[int]):
     """A panel of two axes (per layer | pooled, one y scale) per entry of ``slots`` (the pooled
-    axes' slots), at most :data:`~causalpos.figures.common.MAX_COLUMNS` a row. Returns (fig,
-    [(ax, pooled ax)])."""
+    axes' slots), at most :data:`~causalpos.figures.common.MAX_COLUMNS` a row; a panel alone
+    gets wider per-layer axes. Returns (fig, [(ax, pooled ax)])."""
     n = len(slots)
     ncol = grid_columns(n, MAX_COLUMNS)
     nrow = -(-n // ncol)
-    width = WIDTHS[0] + WIDTHS[1] * max(slots)
-    fig = plt.figure(figsize=(width * ncol + 0.9, PANEL[1] * nrow + 1.3), layout="constrained")
+    layers = WIDTHS[0] * (1.6 if ncol == 1 else 1.0)
+    width = layers + WIDTHS[1] * max(slots)
+    height = (PANEL[1] + 0.9) * nrow + 2.4  # the title's lines and the legend below
+    fig = plt.figure(figsize=(width * ncol + 0.9, height), layout="constrained")
     outer = fig.add_gridspec(nrow, ncol)
     pairs = []
     for j in range(n):
-        ratios = (WIDTHS[0] + WIDTHS[1] * (max(slots) - slots[j]), WIDTHS[1] * slots[j])
+        ratios = (layers + WIDTHS[1] * (max(slots) - slots[j]), WIDTHS[1] * slots[j])
         inner = outer[divmod(j, ncol)].subgridspec(1, 2, width_ratios=ratios, wspace=0.02)
         ax = fig.add_subplot(inner[0])
         pairs.append((ax, fig.add_subplot(inner[1], sharey=ax)))
@@ -246,6 +305,8 @@ def claim1_by_layer(
     target: str = "logit",
     runs: Sequence[str] = tuple(CLAIM1_RUNS),
     landmark: str = "modelled",
+    names: Mapping[str, str] | None = None,
+    experiment: str | None = None,
 ) -> dict[str, dict[str, object] | None]:
     """Claim 1's headline by layer with its intervals, one panel per model on its own y scale.
 
@@ -254,9 +315,12 @@ def claim1_by_layer(
     causal run is claim 1's reading; the bidirectional run shows what is left without the causal
     mask). Beside it, on the same scale: the same runs pooled over layers (``exp_model``), and
     each position-free control in the model's units (``exp_control_units``: its numerator over
-    the causal run's denominator), a dotted line at its upper limit. A position-free run's own
-    per-layer ratio (over its own, nearly flat map) is ill-conditioned and not drawn. Intervals
-    running more than the estimates' span past them are cut at the edge (arrowheads).
+    the causal run's denominator), numbered, a dotted line at its upper limit. A position-free
+    run's own per-layer ratio (over its own, nearly flat map) is ill-conditioned and not drawn.
+    Intervals running more than the estimates' span past them are cut at the edge (arrowheads),
+    and a point whose interval is many times the others' sets no scale (:func:`ylimits`); the
+    numbers of every cut point are written in its panel. ``names``: display names of the models
+    and datasets (the ``model/dataset`` keys); ``experiment``: named in the title.
 
     Returns:
         model -> :func:`claim1_numbers` plus ``ylim`` (the panel's y limits), as drawn; None for
@@ -267,24 +331,27 @@ def claim1_by_layer(
     got = {m: claim1_numbers(s, target, runs, landmark) for m, s in summaries.items()}
     controls = dict.fromkeys(v for p in got.values() if p for v, _ in p["controls"])
     colours = {v: CONTROL_COLOURS[i % len(CONTROL_COLOURS)] for i, v in enumerate(controls)}
+    subject, panel_name = subject_of(list(summaries), names, experiment)
+    level = float(next(iter(summaries.values())).attrs.get("level", 0.95))
     with plt.rc_context(GRID_STYLE):
         fig, pairs = _pair_grid([max(_slots(p), 1) for p in got.values()])
         all_kinds, ncol = [], grid_columns(len(summaries), MAX_COLUMNS)
         for j, (model, s) in enumerate(summaries.items()):
             (ax, axp), p = pairs[j], got[model]
             if p is None:
-                note(ax, f"{model}\n{NO_HEADLINE}\nor none of the runs {list(runs)}")
+                note(ax, f"{panel_name[model]}\n{NO_HEADLINE}\nor none of the runs {list(runs)}")
                 ax.set_axis_off()
                 axp.set_axis_off()
                 continue
             all_kinds += list(p["kinds"])
             every = [*p["layers"].values(), *p["pooled"].values(), *p["controls"].values()]
             p["ylim"] = ylimits(every)
-            _per_layer(ax, s["layer"].values, p, p["ylim"])
-            _pooled(axp, p, colours, float(s.attrs.get("level", 0.95)), p["ylim"])
+            cut = _per_layer(ax, s["layer"].values, p, p["ylim"])
+            cut += _pooled(axp, p, colours, level, p["ylim"])
             ax.set_ylim(*p["ylim"])
-            ax.set_title(panel_title(model, f"window {p['window']}", kinds_text(p["kinds"])))
-            ax.set_xlabel("layer (0-indexed)")
+            title = panel_title(panel_name[model], f"window {p['window']}", kinds_text(p["kinds"]))
+            ax.set_title(title)
+            ax.set_xlabel(cut_label(LAYER_AXIS, cut))
             if j % ncol == 0:
                 ax.set_ylabel(f"headline ΔR² of the run's\nexpected {target} map")
         mixed = len(set(all_kinds)) > 1 or any(
@@ -292,7 +359,7 @@ def claim1_by_layer(
         )
         drawn = dict.fromkeys(v for p in got.values() if p for v in p["layers"])
         first = {
-            CLAIM1_RUNS.get(v, ("", f"{v} run"))[1]: Line2D(
+            CLAIM1_RUNS.get(v, ("", f"{v} run"))[1] + f" ({ci_text(level)})": Line2D(
                 [], [], color=CLAIM1_RUNS.get(v, ("#7f7f7f",))[0], marker="o", ms=4.5, lw=0.8
             )
             for v in drawn
@@ -300,10 +367,13 @@ def claim1_by_layer(
         grid_legend(
             fig, fig.axes, kind_handles(all_kinds, shaded=mixed, markers=mixed), first=first
         )
-        fig.suptitle(
-            f"Claim 1 by layer: the headline (expected-map ΔR², {target}s, key 0 modelled) with "
-            "its bootstrap intervals, then pooled;\neach panel on its own y scale; an interval "
-            "cut at the panel's edge ends in an arrowhead"
+        suptitle(
+            fig,
+            "Paper 2 claim 1 by layer: the headline with its intervals, then pooled",
+            subject,
+            f"expected-map ΔR² of {target}s, key 0 modelled, bootstrap {ci_text(level)}s; each "
+            "panel on its own y scale; an interval cut at the panel's edge ends in an arrowhead, "
+            "an estimate beyond it an open diamond there (their numbers under the panel)",
         )
         save(fig, paths)
     return got

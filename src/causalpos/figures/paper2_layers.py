@@ -1,13 +1,15 @@
 """Per-layer figures of paper 2: §3's components by layer (:func:`leakage_by_layer`), and the grid
 of panels both per-layer figures use (claim 1's: :mod:`causalpos.figures.paper2_claim1`).
 
-One panel per (model, dataset) of an experiment, each on its own y scale (a random twin's 0.8
-does not flatten its trained model's 0.03), in a grid of at most
+One block of panels per (model, dataset) and decomposed condition, each model on its own y scale
+(a random twin's 0.8 does not flatten its trained model's 0.03), in a grid of at most
 :data:`~causalpos.figures.common.MAX_COLUMNS` columns with :data:`~causalpos.figures.common.
-GRID_STYLE`'s text sizes, one legend below the grid. Each layer's mask kind (the summary's
-coordinate ``layer_kind``; absent: every layer global) is named in each panel's title and, where a
-model mixes kinds, marked: its global layers on a grey background and, in the point plots, by
-marker shape. Layers are 0-indexed, as in the stores.
+GRID_STYLE`'s text sizes, one legend below the grid. A reading whose size dwarfs the
+decomposition's own curves is drawn in a row of its own, on its own scale; a reading that repeats
+another (the key-0 column counted where it reads as the headline) is said, not drawn. Each
+layer's mask kind (the summary's coordinate ``layer_kind``; absent: every layer global) is named
+in each panel's title and, where a model mixes kinds, marked: its global layers on a grey
+background and, in the point plots, by marker shape. Layers count from 0, as in the stores.
 """
 
 from __future__ import annotations
@@ -18,16 +20,20 @@ from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import MaxNLocator
+from matplotlib.patches import Patch
 
 from causalpos.figures.common import (
     GRID_STYLE,
+    ci_text,
     grid_columns,
+    integer_ticks,
     kind_handles,
     kinds_text,
     save,
     shade_global_layers,
+    suptitle,
 )
+from causalpos.figures.labels import LAYER_AXIS, common_part, pair_name
 from causalpos.models.layer_kinds import layer_kinds
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
@@ -39,7 +45,7 @@ STAT3 = ["estimate", "lo", "hi"]
 #: Curves of the headline's per-layer panels (one unit): component of ``exp_components_layer``
 #: -> (colour, line style, line width, CI band opacity (0: no band), label). Widths fall in
 #: drawing order so that curves which coincide (a random-init model: total = causal mask =
-#: normaliser) stay visible as nested lines.
+#: normaliser) stay visible as nested lines. The controls are drawn where the summary has them.
 CURVES = {
     "total": ("#222222", "-", 3.2, 0.18, "total (causal run, log-attention)"),
     "causal_mask": ("#d62728", "-", 2.2, 0.18, "causal mask (total − residual stream)"),
@@ -53,7 +59,29 @@ CURVES = {
         "paper 2's residual stream (ablation, log-attention)",
     ),
     "artefact": ("#ff7f0e", ":", 1.8, 0.0, "softmax edge artefact (relative logits; no CI)"),
+    "control_residual_stream": (
+        "#2ca02c",
+        "-.",
+        1.5,
+        0.12,
+        "position-free control (identity RoPE on the ring, logits)",
+    ),
+    "window_edges": (
+        "#8c564b",
+        (0, (5, 1, 1, 1, 1, 1)),
+        1.5,
+        0.12,
+        "window edges (identity RoPE on paper 2's ablation, logits)",
+    ),
 }
+#: The decomposition's own curves: the scale a panel is drawn on.
+CORE = ("total", "causal_mask", "residual_stream", "control_residual_stream", "window_edges")
+#: A reading whose largest estimate is more than this many times the core curves' is drawn in
+#: a row of its own (on one axis it would flatten them).
+DWARFS = 3.0
+#: The key-0 column counted is drawn only where a core curve differs from the headline's by more
+#: than this fraction of the headline's largest estimate.
+SAME = 0.05
 #: Curves of the per-prompt reading (``decomposition_layer``, ``leakage_layer``).
 PER_PROMPT_CURVES = {
     "total": ("#222222", "-", 1.5, 0.18, "per-prompt: total (causal, log-attn)"),
@@ -62,26 +90,34 @@ PER_PROMPT_CURVES = {
     "logit": ("#2ca02c", "-", 1.5, 0.18, "per-prompt: logit (causal)"),
 }
 PER_PROMPT = "per-prompt reading (reads content as position)"
-#: Rows of each model's block in :func:`leakage_by_layer`, top to bottom: the headline first.
+#: Rows of each block in :func:`leakage_by_layer`, top to bottom: the headline first; a
+#: ``*_scale`` row holds its reading's curves that dwarf the rest.
 LAYER_ROWS = {
     "headline": "headline: key-0 column modelled",
+    "headline_scale": "headline: readings on their own scale",
     "counted": "key-0 column counted (paper 2's fit)",
+    "counted_scale": "key-0 column counted: readings on their own scale",
     "per_prompt": PER_PROMPT,
 }
 #: y labels of those rows (the first column of each).
 ROW_LABELS = {
     "headline": "headline\n(key 0 modelled)",
+    "headline_scale": "headline, own scale\n(key 0 modelled)",
     "counted": "key 0 counted\n(paper 2's fit)",
+    "counted_scale": "key 0 counted,\nown scale",
     "per_prompt": "per-prompt reading\n(ΔR² − null)",
 }
 UNIT = "ΔSS / causal run's expected\nlog-attention variance (per layer)"
 NO_HEADLINE = "no headline in this summary\n(leakage.reducer.expected_stats is empty)"
 NOT_DRAWN = {
-    "counted": "not decomposed (no ablation run of the condition)",
+    "headline_scale": "every headline reading fits row 1's scale",
+    "counted": "not decomposed on the counted key-0 column",
+    "counted_scale": "every counted reading fits its row's scale",
     "per_prompt": "per-prompt reading: drawn where no headline is",
 }
-#: Panel size (inches) of the grid figures.
+#: Panel size (inches) of the grid figures; a grid of one column is drawn wider.
 PANEL = (3.0, 2.35)
+WIDE_PANEL = 5.2
 
 
 def rows_of(arr: xr.DataArray) -> np.ndarray:
@@ -93,36 +129,87 @@ def note(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8, transform=ax.transAxes)
 
 
-def _condition(s: xr.Dataset, condition: str) -> str:
+def _peak(curves: Mapping[str, np.ndarray]) -> float:
+    vals = [np.abs(a[:, 0][np.isfinite(a[:, 0])]) for a in curves.values()]
+    return float(max((v.max() for v in vals if v.size), default=0.0))
+
+
+def split_scales(curves: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
+    """(curves drawn on the decomposition's scale, curves on a scale of their own): a curve
+    outside :data:`CORE` whose largest estimate is more than :data:`DWARFS` times the core
+    curves' goes to the second; curves without a finite estimate are left out."""
+    finite = {k: a for k, a in curves.items() if np.isfinite(a[:, 0]).any()}
+    core = _peak({k: a for k, a in finite.items() if k in CORE})
+    near, far = {}, {}
+    for k, a in finite.items():
+        big = k not in CORE and core > 0 and _peak({k: a}) > DWARFS * core
+        (far if big else near)[k] = a
+    return near, far
+
+
+def _same_reading(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> float | None:
+    """The largest difference of the core curves' estimates between two readings, where it is
+    within :data:`SAME` of ``a``'s largest estimate (the readings repeat each other); else None."""
+    scale = _peak({k: v for k, v in a.items() if k in CORE}) or 1.0
+    diffs = [np.nanmax(np.abs(a[k][:, 0] - b[k][:, 0])) for k in CORE if k in a and k in b]
+    worst = max((float(d) for d in diffs if np.isfinite(d)), default=0.0)
+    return worst if worst <= SAME * scale else None
+
+
+def _conditions(s: xr.Dataset, condition: str | None) -> list[str]:
     conds = [str(c) for c in s["exp_condition"].values]
-    return condition if condition in conds else conds[0]
+    if condition is None:
+        return conds
+    return [condition] if condition in conds else conds[:1]
 
 
-def _layer_panels(
-    s: xr.Dataset, condition: str, causal_variant: str, per_prompt: bool | None
-) -> dict[str, tuple[str, dict[str, np.ndarray]]]:
-    """Row key -> (what the panel shows, curves) of one summary: the headline's components on
-    both landmark readings (``exp_components_layer``, the summary's first window); the causal
-    run's headline (``exp_layer``) where nothing is decomposed; the per-prompt reading last, when
-    asked (None: only where the summary has no headline)."""
-    panels: dict[str, tuple[str, dict[str, np.ndarray]]] = {}
+def _block_rows(s: xr.Dataset, c: str) -> tuple[dict, list[str]]:
+    """Row -> (what, curves) of one condition's decomposition, and the notes of what repeats."""
+    comp = s["exp_components_layer"].sel(exp_condition=c, exp_window=s["exp_window"].values[0])
+    read = {
+        lm: {k: rows_of(comp.sel(exp_landmark=lm, component_full=k)) for k in CURVES}
+        for lm in ("modelled", "counted")
+    }
+    panels, notes = {}, []
+    if not np.isfinite(read["modelled"]["total"][:, 0]).any():
+        return panels, notes
+    same = _same_reading(read["modelled"], read["counted"])
+    for row, lm in (("headline", "modelled"), ("counted", "counted")):
+        if row == "counted" and same is not None:
+            notes.append(f"key 0 counted (paper 2's fit) reads as the headline (within {same:.2g})")
+            continue
+        near, far = split_scales(read[lm])
+        panels[row] = (f"condition {c}", near)
+        if far:
+            panels[f"{row}_scale"] = (f"condition {c}", far)
+    return panels, notes
+
+
+def _layer_blocks(
+    s: xr.Dataset, condition: str | None, causal_variant: str, per_prompt: bool | None
+) -> dict[str, tuple[dict, list[str]]]:
+    """Block key (the condition, or "" for an undecomposed summary) -> (row -> (what the panel
+    shows, curves), notes) of one summary: the headline's components on both landmark readings
+    (``exp_components_layer``, the summary's first window) per condition; the causal run's
+    headline (``exp_layer``) where nothing is decomposed; the per-prompt reading last, when asked
+    (None: only where the summary has no headline)."""
+    blocks: dict[str, tuple[dict, list[str]]] = {}
     if "exp_components_layer" in s:
-        c = _condition(s, condition)
-        comp = s["exp_components_layer"].sel(exp_condition=c, exp_window=s["exp_window"].values[0])
-        for row, lm in (("headline", "modelled"), ("counted", "counted")):
-            x = comp.sel(exp_landmark=lm)
-            curves = {k: rows_of(x.sel(component_full=k)) for k in CURVES}
-            if np.isfinite(curves["total"][:, 0]).any():
-                panels[row] = (f"condition {c}", curves)
+        for c in _conditions(s, condition):
+            panels, notes = _block_rows(s, c)
+            if panels:
+                blocks[c] = (panels, notes)
     elif "exp_layer" in s and causal_variant in s["variant"].values:
         x = s["exp_layer"].sel(
             variant=causal_variant, exp_window=s["exp_window"].values[0], target="logattn"
         )
-        panels["headline"] = (f"{causal_variant} run only (not decomposed)", {"total": rows_of(x)})
-    if per_prompt or (per_prompt is None and not panels):
+        what = f"{causal_variant} run only (not decomposed)"
+        blocks[""] = ({"headline": (what, {"total": rows_of(x)})}, [])
+    if per_prompt or (per_prompt is None and not blocks):
         curves = {}
-        if "decomposition_layer" in s and condition in s["condition"].values:
-            dl = s["decomposition_layer"].sel(condition=condition)
+        cond = condition or "rope"
+        if "decomposition_layer" in s and cond in s["condition"].values:
+            dl = s["decomposition_layer"].sel(condition=cond)
             for k in ("total", "residual", "causal_mask"):
                 curves[k] = rows_of(dl.sel(component=k))
         if causal_variant in s["variant"].values and "leakage_layer" in s:
@@ -130,29 +217,37 @@ def _layer_panels(
                 s["leakage_layer"].sel(variant=causal_variant, target="logit")
             )
         if curves:
+            key = next(iter(blocks), "")
+            panels, notes = blocks.get(key, ({}, []))
             panels["per_prompt"] = (PER_PROMPT, curves)
-    return panels
+            blocks[key] = (panels, notes)
+    return blocks
 
 
-def _draw(ax, x, curves: Mapping[str, np.ndarray], styles: Mapping[str, tuple]) -> None:
+def _draw(ax, x, curves: Mapping[str, np.ndarray], styles: Mapping[str, tuple]) -> bool:
+    """The curves with their bands; True where a band was drawn."""
+    banded = False
     for k, arr in curves.items():
         color, ls, lw, alpha, label = styles[k]
         ax.plot(x, arr[:, 0], color=color, ls=ls, lw=lw, label=label)
         if alpha and np.isfinite(arr[:, 1:]).any():
             ax.fill_between(x, arr[:, 1], arr[:, 2], color=color, alpha=alpha, lw=0)
+            banded = True
+    return banded
 
 
 def grid_blocks(n_models: int, rows_per_model: int):
     """A grid of blocks, one per model (``rows_per_model`` panels stacked), at most
-    :data:`MAX_COLUMNS` blocks a row; unused cells removed. Returns (fig, model index -> its
-    axes, top first)."""
+    :data:`MAX_COLUMNS` blocks a row, wider panels where there is one column; unused cells
+    removed. Returns (fig, model index -> its axes, top first)."""
     ncol = grid_columns(n_models)
     nblock = -(-n_models // ncol)
     nrows = nblock * rows_per_model
+    width = WIDE_PANEL if ncol == 1 else PANEL[0]
     fig, axes = plt.subplots(
         nrows,
         ncol,
-        figsize=(PANEL[0] * ncol + 0.9, PANEL[1] * nrows + 1.3),
+        figsize=(width * ncol + 0.9, PANEL[1] * nrows + 1.8),
         squeeze=False,
         layout="constrained",
     )
@@ -174,14 +269,30 @@ def panel_title(model: str, *parts: str) -> str:
     return f"{model}\n" + (line if len(line) <= 40 else "\n".join(p for p in parts if p))
 
 
+def subject_of(labels: Sequence[str], names: Mapping[str, str] | None, experiment: str | None):
+    """(what a figure's title names: the experiment, its models and datasets; the panel title's
+    name of each ``model/dataset`` label: the model, and the dataset where they differ)."""
+    pairs = [pair_name(lab, names) for lab in labels]
+    models = list(dict.fromkeys(m for m, _ in pairs))
+    datasets = list(dict.fromkeys(d for _, d in pairs))
+    one = common_part(datasets) is not None
+    panel = {lab: m if one or not d else f"{m} · {d}" for lab, (m, d) in zip(labels, pairs)}
+    subject = (f"experiment {experiment}: " if experiment else "") + " · ".join(
+        "; ".join(x for x in part if x) for part in (models, datasets) if any(part)
+    )
+    return subject, panel
+
+
 def grid_legend(fig, axes, extra: Mapping, ncol: int = 2, first: Mapping | None = None) -> None:
     """One legend below the grid: ``first``, every labelled artist of ``axes`` once, then
-    ``extra``."""
+    ``extra``; one column where the figure is narrow."""
     handles: dict = dict(first or {})
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     handles.update(extra)
+    if fig.get_size_inches()[0] < 7.5:
+        ncol = 1
     if handles:
         fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=ncol)
 
@@ -190,75 +301,96 @@ def leakage_by_layer(
     summaries: Mapping[str, xr.Dataset],
     paths: Sequence[str | os.PathLike],
     *,
-    condition: str = "rope",
+    condition: str | None = None,
     causal_variant: str = "causal",
     per_prompt: bool | None = None,
+    names: Mapping[str, str] | None = None,
+    experiment: str | None = None,
 ) -> dict[str, dict[str, dict[str, np.ndarray]]]:
-    """Paper 2 §3 per layer on the headline, in one unit: one block of panels per model, each
-    model on its own y scale (its headline rows share it).
+    """Paper 2 §3 per layer on the headline, in one unit: one block of panels per (model,
+    condition), each model on its own y scale (the rows of its decomposition share it).
 
     A block's rows (:data:`LAYER_ROWS`): the headline's components (``exp_components_layer``,
-    key-0 column modelled, the summary's first window, condition ``condition`` or the summary's
-    first) — total, residual stream (the ablation's logits), causal mask, normaliser with CI
-    bands, and paper 2's residual-stream reading (the ablation's log-attention, dashed) beside
-    the softmax edge artefact (dotted) that explains it; then the same on the key-0 column
-    counted (paper 2's fit). A summary with no ablation run draws its causal run's headline
-    (``exp_layer``, log-attention: the same unit as the total). The per-prompt reading, when
-    drawn (``per_prompt``; None: only for a summary without a headline), is the last row, on
-    its own scale. Layer kinds: named in the titles, global layers shaded where a model mixes
-    kinds.
+    key-0 column modelled, the summary's first window, every decomposed condition, or
+    ``condition``) — total, residual stream (the ablation's logits), causal mask, normaliser with
+    CI bands, paper 2's residual-stream reading (the ablation's log-attention, dashed) beside the
+    softmax edge artefact (dotted) that explains it, and the controls in the same unit where the
+    summary has them (a position-free run's logits; identity RoPE on paper 2's ablation: window
+    edges); then the same on the key-0 column counted (paper 2's fit), unless it repeats the
+    headline (:data:`SAME`: said below the grid). A reading that dwarfs the core curves
+    (:func:`split_scales`) gets a row of its own scale. A summary with no ablation run draws its
+    causal run's headline (``exp_layer``, log-attention: the same unit as the total). The
+    per-prompt reading, when drawn (``per_prompt``; None: only for a summary without a
+    headline), is the last row, on its own scale. Layer kinds: named in the titles, global
+    layers shaded where a model mixes kinds. ``names``: display names of the models and datasets
+    (the ``model/dataset`` keys); ``experiment``: named in the title.
 
     Returns:
-        model -> row -> curve -> ``(layer, 3)`` (estimate, lo, hi) as plotted, rows in drawing
-        order (top first).
+        block -> row -> curve -> ``(layer, 3)`` (estimate, lo, hi) as plotted, rows in drawing
+        order (top first); a block is ``"model/dataset"``, with ``" · condition"`` where the
+        summary has several decomposed conditions.
     """
     if not summaries:
         raise ValueError("leakage_by_layer: no summaries to plot")
-    plotted = {
-        m: _layer_panels(s, condition, causal_variant, per_prompt) for m, s in summaries.items()
-    }
-    rows = [r for r in LAYER_ROWS if any(r in p for p in plotted.values())] or ["headline"]
-    if "headline" not in rows:
-        rows.insert(0, "headline")
+    subject, panel_name = subject_of(list(summaries), names, experiment)
+    blocks = {}
+    for m, s in summaries.items():
+        got = _layer_blocks(s, condition, causal_variant, per_prompt)
+        if not got:
+            blocks[m] = (m, "", {}, [])
+        for c, (panels, notes) in got.items():
+            key = m if len(got) == 1 else f"{m} · {c}"
+            blocks[key] = (m, c, panels, notes)
+    rows = [r for r in LAYER_ROWS if any(r in b[2] for b in blocks.values())] or ["headline"]
+    level = float(next(iter(summaries.values())).attrs.get("level", 0.95))
     with plt.rc_context(GRID_STYLE):
-        fig, cells = grid_blocks(len(summaries), len(rows))
-        shaded, all_kinds, ncol = False, [], grid_columns(len(summaries))
-        for j, (model, s) in enumerate(summaries.items()):
+        fig, cells = grid_blocks(len(blocks), len(rows))
+        shaded, banded, all_kinds, shared = False, False, [], {}
+        ncol = grid_columns(len(blocks))
+        for j, (m, _, panels, _) in enumerate(blocks.values()):
+            s = summaries[m]
             kinds = np.asarray(layer_kinds(s), dtype=object)
             all_kinds += list(kinds)
-            shared = None
             for i, (ax, row) in enumerate(zip(cells[j], rows)):
-                if row not in plotted[model]:
-                    note(ax, f"{model}\n{NO_HEADLINE if row == 'headline' else NOT_DRAWN[row]}")
+                if row not in panels:
+                    missing = NO_HEADLINE if row == "headline" else NOT_DRAWN[row]
+                    note(ax, f"{panel_name[m]}\n{missing}")
                     ax.set_axis_off()
                     continue
-                what, curves = plotted[model][row]
-                if row != "per_prompt":
-                    if shared is None:
-                        shared = ax
+                what, curves = panels[row]
+                if row in ("headline", "counted"):  # a model's decomposition rows: one scale
+                    if m in shared:
+                        ax.sharey(shared[m])
                     else:
-                        ax.sharey(shared)
+                        shared[m] = ax
                 shaded |= shade_global_layers(ax, s["layer"].values, kinds)
-                _draw(
-                    ax,
-                    s["layer"].values,
-                    curves,
-                    PER_PROMPT_CURVES if row == "per_prompt" else CURVES,
-                )
+                styles = PER_PROMPT_CURVES if row == "per_prompt" else CURVES
+                banded |= _draw(ax, s["layer"].values, curves, styles)
                 ax.axhline(0.0, color="0.6", lw=0.8)
                 ax.set_title(
-                    panel_title(model, "" if row == "per_prompt" else what, kinds_text(kinds))
+                    panel_title(
+                        panel_name[m], "" if row == "per_prompt" else what, kinds_text(kinds)
+                    )
                 )
-                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-                if i == len(rows) - 1:
-                    ax.set_xlabel("layer (0-indexed)")
+                integer_ticks(ax, 6, axis="x")
+                if i == len(rows) - 1 or rows[i + 1] not in panels:
+                    ax.set_xlabel(LAYER_AXIS)
                 if j % ncol == 0:
                     ax.set_ylabel(ROW_LABELS[row])
-        grid_legend(fig, fig.axes, kind_handles(all_kinds, shaded=shaded))
-        fig.suptitle(
-            "§3's components by layer on the headline. y: ΔSS of each component's expected map "
-            "over the causal run's expected\nlog-attention variance in that layer; each model "
-            "on its own y scale (its headline rows share it)"
+        extra = kind_handles(all_kinds, shaded=shaded)
+        if banded:
+            extra[f"shaded band: its curve's {ci_text(level)}"] = Patch(
+                facecolor="0.5", alpha=0.3, lw=0
+            )
+        grid_legend(fig, fig.axes, extra)
+        notes = [f"{panel_name[m]}: {n}" for m, _, _, ns in blocks.values() for n in ns]
+        suptitle(
+            fig,
+            "Paper 2 §3 by layer: the decomposition of the headline",
+            subject,
+            "y: ΔSS of each component's expected map over the causal run's expected "
+            "log-attention variance in that layer; each model on its own y scale"
+            + "".join(f"; {n}" for n in notes),
         )
         save(fig, paths)
-    return {m: {r: curves for r, (_, curves) in p.items()} for m, p in plotted.items()}
+    return {k: {r: curves for r, (_, curves) in b[2].items()} for k, b in blocks.items()}

@@ -29,27 +29,38 @@ def plot_simulation(figures: Mapping[str, Mapping]) -> None:
             spec["settings"],
             list(fig["outputs"]),
             normalized_row=spec["normalized_row"],
-            title=f"Paper 1 {name}: parameter-free decoder",
+            title=f"Paper 1 {name.replace('fig', 'Fig. ')}: mean pre-softmax logits by layer",
         )
 
 
 def plot_llm_fig5(
-    stores: Sequence[str], outputs: Sequence[str], *, labels: Sequence[str], n_layers: int
+    stores: Sequence[str],
+    outputs: Sequence[str],
+    *,
+    labels: Sequence[str],
+    n_layers: int,
+    names: Mapping[str, str],
 ) -> None:
-    """Rule ``plot_llm_fig5``: normalized head-averaged maps of every (model, dataset, variant)."""
+    """Rule ``plot_llm_fig5``: normalized head-averaged maps of every (model, dataset, variant);
+    ``names``: the models' and datasets' display names."""
     from causalpos.io.store import open_dataset
 
     paper1.draw_llm_fig5(
-        [open_dataset(p) for p in stores], list(labels), list(outputs), n_layers=n_layers
+        [open_dataset(p) for p in stores],
+        list(labels),
+        list(outputs),
+        n_layers=n_layers,
+        names=names,
     )
 
 
-def plot_llm_appendix(figures: Mapping[str, Mapping]) -> None:
+def plot_llm_appendix(figures: Mapping[str, Mapping], names: Mapping[str, str]) -> None:
     """Rule ``plot_llm_appendix``: every layer of each normalized store (paper 1 App. E);
-    ``figures``: ``model/dataset/variant`` -> ``{store, outputs}``."""
+    ``figures``: ``model/dataset/variant`` -> ``{store, outputs}``; ``names``: the models' and
+    datasets' display names."""
     from causalpos.io.store import open_dataset
 
     for label, fig in figures.items():
         paper1.draw_llm_appendix(
-            open_dataset(fig["store"]), label.replace("/", " / "), list(fig["outputs"])
+            open_dataset(fig["store"]), label, list(fig["outputs"]), names=names
         )

@@ -20,36 +20,47 @@ def _opened(labels: Sequence[str], stores: Sequence[str], cache: dict) -> dict:
 
 
 def plot_paper2_layers(figures: Mapping[str, Mapping]) -> None:
-    """Rule ``plot_paper2_layers``: per experiment (``{stores, labels, outputs, claim1}``), §3's
-    components by layer on the headline (``outputs``) and claim 1's headline by layer with its
-    intervals (``claim1``), one panel per (model, dataset)."""
+    """Rule ``plot_paper2_layers``: per experiment (``{stores, labels, names, outputs, claim1}``),
+    §3's components by layer on the headline (``outputs``) and claim 1's headline by layer with
+    its intervals (``claim1``), one panel per (model, dataset)."""
     cache: dict = {}
-    for fig in figures.values():
+    for name, fig in figures.items():
         summaries = _opened(fig["labels"], fig["stores"], cache)
-        paper2.leakage_by_layer(summaries, list(fig["outputs"]))
-        paper2.claim1_by_layer(summaries, list(fig["claim1"]))
+        kw = {"names": fig["names"], "experiment": name}
+        paper2.leakage_by_layer(summaries, list(fig["outputs"]), **kw)
+        paper2.claim1_by_layer(summaries, list(fig["claim1"]), **kw)
 
 
 def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_paper2_shares``: the causal-mask share on four readings of the headline, one
-    figure per experiment (``{stores, labels, outputs}``)."""
+    figure per experiment (``{stores, labels, names, outputs}``)."""
     cache: dict = {}
-    for fig in figures.values():
-        paper2.component_shares(_opened(fig["labels"], fig["stores"], cache), list(fig["outputs"]))
+    for name, fig in figures.items():
+        paper2.component_shares(
+            _opened(fig["labels"], fig["stores"], cache),
+            list(fig["outputs"]),
+            names=fig["names"],
+            experiment=name,
+        )
 
 
 def plot_paper2_position0(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_paper2_position0``: position-0 cross-prompt deviation per condition, one
-    figure per experiment (``{stores, labels, outputs}``)."""
+    figure per experiment (``{stores, labels, names, outputs}``)."""
     cache: dict = {}
-    for fig in figures.values():
+    for name, fig in figures.items():
         paper2.position0_conditions(
-            _opened(fig["labels"], fig["stores"], cache), list(fig["outputs"])
+            _opened(fig["labels"], fig["stores"], cache),
+            list(fig["outputs"]),
+            names=fig["names"],
+            experiment=name,
         )
 
 
 def plot_paper2_heads(figures: Mapping[str, Mapping]) -> None:
     """Rule ``plot_paper2_heads``: the headline per head, BH q-values marked, one figure per
-    summary store (``{store, outputs}`` per (model, dataset))."""
-    for fig in figures.values():
-        paper2.head_maps(open_dataset(fig["store"]), list(fig["outputs"]))
+    summary store (``{store, outputs, names}`` per (model, dataset))."""
+    for pair, fig in figures.items():
+        paper2.head_maps(
+            open_dataset(fig["store"]), list(fig["outputs"]), pair=pair, names=fig["names"]
+        )
