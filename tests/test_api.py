@@ -54,6 +54,7 @@ def _inputs(smoke, model):
     return loaded, data, settings
 
 
+@pytest.mark.slow  # reads the smoke run (built once per session)
 @pytest.mark.parametrize("model", MODELS)
 def test_capture_is_the_pipelines_score_store(smoke, model):
     """Every map of causalpos.capture equals the smoke run's final store of the causal run (paper
@@ -81,6 +82,7 @@ def test_capture_is_the_pipelines_score_store(smoke, model):
     assert not np.isnan(got["score_mean"].sel(variant="bidirectional").values).any()
 
 
+@pytest.mark.slow  # reads the smoke run
 def test_index_is_the_pipelines_llm_index_table(smoke):
     """causalpos.paper1.index equals every cell of results/stats/llm_index.csv for each of the
     smoke run's paper-1 models, with the run's interval settings."""
@@ -140,6 +142,7 @@ TABLES = {
 }
 
 
+@pytest.mark.slow  # reads the smoke run
 @pytest.mark.parametrize("model", MODELS)
 def test_leakage_is_the_pipelines_summary_and_tables(smoke, model):
     """causalpos.paper2.leakage on the smoke run's tokens and model: its summary equals the
