@@ -121,7 +121,7 @@ def check_reducer(s: LeakageSettings, r: LeakageReducerSettings, seq_len: int) -
     """Refuse, before the model runs, settings the summary cannot read: its fit, window and BOS
     windows among what the reducer measures, the headline's windows among the reducer's, and
     every window at least two query rows of ``seq_len``."""
-    from causalpos.paper2.settings import query_window
+    from causalpos.paper2.settings import too_short_windows
 
     if s.fit not in r.fits:
         raise ValueError(
@@ -139,14 +139,12 @@ def check_reducer(s: LeakageSettings, r: LeakageReducerSettings, seq_len: int) -
                 f"{what}: {missing} not among LeakageReducerSettings.windows {list(r.windows)}: "
                 "add them to the reducer's windows or read others"
             )
-    for w in r.windows:
-        lo, hi = query_window(w, seq_len)
-        if hi - lo < 2:
-            raise ValueError(
-                f"LeakageReducerSettings.windows: {w!r} keeps {max(0, hi - lo)} query row(s) of "
-                f"prompts of {seq_len} tokens, too few for a fit: drop it (and from the "
-                "settings' windows) or give longer prompts"
-            )
+    for w, rows in too_short_windows(r.windows, seq_len):
+        raise ValueError(
+            f"LeakageReducerSettings.windows: {w!r} keeps {rows} query row(s) of "
+            f"prompts of {seq_len} tokens, too few for a fit: drop it (and from the "
+            "settings' windows) or give longer prompts"
+        )
 
 
 def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:

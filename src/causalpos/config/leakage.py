@@ -10,7 +10,7 @@ from itertools import product
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
-from causalpos.paper2.settings import keeps_mean_maps, query_window
+from causalpos.paper2.settings import keeps_mean_maps, too_short_windows
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
@@ -103,14 +103,12 @@ class LeakageSection(Section):
             if missing:
                 raise ConfigError(f"{key}: {missing} not among {where}.windows {red['windows']}")
         T = int(self.dataset_spec(dataset)["seq_len"])
-        for w in red["windows"]:
-            lo, hi = query_window(w, T)
-            if hi - lo < 2:
-                raise ConfigError(
-                    f"{where}.windows: {w!r} keeps {max(0, hi - lo)} query row(s) of dataset "
-                    f"{dataset!r} (seq_len {T}), too few for a fit: drop it for this pair (a "
-                    "reducer of the experiment's own) or lengthen the sequences"
-                )
+        for w, rows in too_short_windows(red["windows"], T):
+            raise ConfigError(
+                f"{where}.windows: {w!r} keeps {rows} query row(s) of dataset "
+                f"{dataset!r} (seq_len {T}), too few for a fit: drop it for this pair (a "
+                "reducer of the experiment's own) or lengthen the sequences"
+            )
         return red
 
     def leakage_pairs(self) -> dict[tuple[str, str], list[str]]:

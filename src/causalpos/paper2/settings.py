@@ -210,3 +210,18 @@ def query_window(name: str, seq_len: int) -> tuple[int, int]:
         f"unknown query window {name!r}; use 'all', 'late', 'early<K>' (e.g. 'early16') or "
         "'full<W>' (rows whose sliding window W is full, e.g. 'full32')"
     )
+
+
+#: The fewest query rows a window must keep for a fit (one row has no query effect to fit).
+MIN_WINDOW_ROWS = 2
+
+
+def too_short_windows(windows, seq_len: int) -> list[tuple[str, int]]:
+    """``(window, rows it keeps)`` of each of ``windows`` that keeps fewer than
+    :data:`MIN_WINDOW_ROWS` query rows of prompts of ``seq_len`` tokens (:func:`query_window`)."""
+    out = []
+    for w in windows:
+        lo, hi = query_window(w, seq_len)
+        if hi - lo < MIN_WINDOW_ROWS:
+            out.append((w, max(0, hi - lo)))
+    return out

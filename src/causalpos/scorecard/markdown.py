@@ -204,14 +204,23 @@ def readme_summary(card: pd.DataFrame, *, source: str = SCORECARD_CSV) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update_readme(readme: str, block: str) -> str:
-    """``readme`` with the text between the summary markers (inclusive) replaced by ``block``."""
+def replace_block(
+    readme: str, block: str, markers: tuple[str, str], what: str, where: str = ""
+) -> str:
+    """``readme`` with the text between ``markers`` (begin, end; inclusive) replaced by
+    ``block``; a README without them is refused naming ``what`` block and ``where`` it goes."""
+    begin, end = markers
     try:
-        i = readme.index(SUMMARY_BEGIN)
-        j = readme.index(SUMMARY_END, i) + len(SUMMARY_END)
+        i = readme.index(begin)
+        j = readme.index(end, i) + len(end)
     except ValueError:
         raise ValueError(
-            f"the README has no summary block: put the lines {SUMMARY_BEGIN!r} and "
-            f"{SUMMARY_END!r} where it belongs"
+            f"the README has no {what} block: put the lines {begin!r} and "
+            f"{end!r} where it belongs{where}"
         ) from None
     return readme[:i] + block.rstrip("\n") + readme[j:]
+
+
+def update_readme(readme: str, block: str) -> str:
+    """``readme`` with the text between the summary markers (inclusive) replaced by ``block``."""
+    return replace_block(readme, block, (SUMMARY_BEGIN, SUMMARY_END), "summary")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from causalpos.paths import SCORECARD_CSV
-from causalpos.scorecard.markdown import _clause, _cut
+from causalpos.scorecard.markdown import _clause, _cut, replace_block
 from causalpos.scorecard.rows import PAPER1, PAPER2, load_targets
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, TESTED
 
@@ -125,12 +125,10 @@ def readme_overview(
 
 def update_overview(readme: str, block: str) -> str:
     """``readme`` with the text between the overview markers (inclusive) replaced by ``block``."""
-    try:
-        i = readme.index(OVERVIEW_BEGIN)
-        j = readme.index(OVERVIEW_END, i) + len(OVERVIEW_END)
-    except ValueError:
-        raise ValueError(
-            f"the README has no overview block: put the lines {OVERVIEW_BEGIN!r} and "
-            f"{OVERVIEW_END!r} where it belongs (the start of 'What was reproduced')"
-        ) from None
-    return readme[:i] + block.rstrip("\n") + readme[j:]
+    return replace_block(
+        readme,
+        block,
+        (OVERVIEW_BEGIN, OVERVIEW_END),
+        "overview",
+        " (the start of 'What was reproduced')",
+    )
