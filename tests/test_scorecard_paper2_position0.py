@@ -139,7 +139,13 @@ def test_table9_scores_the_residual_stream_component_only(tmp_path):
             ),
         ]
     )
-    card = _card(tmp_path, bos_effects=bos, position0=_p0("a", 0.0))
+    # the sink-head table counts heads on these passes: they keep sinks and are scored
+    sinks = [_sinkrow("a", 3, 2, 4) | {"variant": v} for v in ("bidirectional", "ring")]
+    sinks += [
+        _sinkrow("a", 3, 2, 4) | {"variant": f"bos_replace_{k}+bidirectional"}
+        for k in ("mean", "all_gaussian", "zeros")
+    ]
+    card = _card(tmp_path, bos_effects=bos, position0=_p0("a", 0.0), sink_heads=pd.DataFrame(sinks))
     assert _rule(card, "Table 9 (a, mean+bidirectional, early16)") == R  # paper 40 %
     assert _rule(card, "Table 9 (a, all_gaussian+bidirectional, early16)") == R
     assert _one(card, "Table 9 (a, zeros+bidirectional, early16)")["verdict"] == S.MEASURED
@@ -227,7 +233,9 @@ def test_table9_on_the_headline_every_replacement_and_reading_by_its_own_row(tmp
     p0 = pd.concat([_p0("a", 0.0), _p0("r", 0.0), _p0("q", 0.3, fixed=0)])
     card = _card(tmp_path, bos_headline=bos, position0=p0)
     lab = "Table 9, headline"
-    assert _one(card, f"{lab} (a, mean, residual_stream, early32)")["verdict"] == R
+    # the ring's reading: no sink-head table, so decided from the pass (no causal mask)
+    ring = _one(card, f"{lab} (a, mean, residual_stream, early32)")
+    assert ring["verdict"] == S.NOT_APPLICABLE and "from the pass" in ring["note"]
     assert _one(card, f"{lab} (a, mean, causal_total, early32)")["verdict"] == D
     sink = _one(card, f"{lab} (a, mean, sink_heads, early32)")
     assert sink["verdict"] == I and "7 sink heads" in sink["measured"]
@@ -241,3 +249,56 @@ def test_table9_on_the_headline_every_replacement_and_reading_by_its_own_row(tmp
     assert not card["target"].str.contains("early64").any()
     none = _one(_card(tmp_path, bos_headline=bos[bos.window == "late"]), lab)
     assert none["verdict"] == S.NOT_RUN
+
+
+def test_table9_rows_on_a_pass_without_sinks_are_not_applicable(tmp_path):
+    """Table 9's readings on the ring and the bidirectional pass are not applicable where that
+    pass keeps no sink head (the sink-head table at the row's tau; without the table, from the
+    pass itself: no causal mask); a pass whose heads the table counts as sinks is scored, and
+    the readings that keep the sinks (causal total, sink heads) stay scored."""
+    bos = pd.DataFrame(
+        [
+            _bh("a", "mean", "residual_stream", 0.41),  # ring: 0 sink heads measured
+            _bh("a", "mean", "residual_stream_paper", 0.41),  # bidirectional: 0 measured
+            _bh("a", "mean", "causal_total", 0.41),  # sinks kept: scored
+            _bh("a", "mean", "sink_heads", 0.41),
+            _bh("k", "mean", "residual_stream", 0.41),  # a ring that keeps 2 sink heads
+            _bh("u", "mean", "residual_stream", 0.41),  # the table does not count its runs
+        ]
+    )
+    sk = pd.DataFrame(
+        [_sinkrow("a", 0, 0, 0) | {"variant": v} for v in ("ring", "bos_replace_mean+ring")]
+        + [
+            _sinkrow("a", 0, 0, 0) | {"variant": v}
+            for v in ("bidirectional", "bos_replace_mean+bidirectional")
+        ]
+        + [_sinkrow("a", 4, 3, 5) | {"variant": "ring", "tau": 0.3}]  # another tau
+        + [_sinkrow("k", 2, 1, 3) | {"variant": v} for v in ("ring", "bos_replace_mean+ring")]
+    )
+    p0 = pd.concat([_p0(m, 0.0) for m in ("a", "k", "u")])
+    card = _card(tmp_path, bos_headline=bos, position0=p0, sink_heads=sk)
+    lab = "Table 9, headline"
+    ring = _one(card, f"{lab} (a, mean, residual_stream, early32)")
+    assert ring["verdict"] == S.NOT_APPLICABLE and ring["section"] == "paper 2"
+    assert "measured: 0 sink heads at tau 0.5 in bos_replace_mean+ring and ring" in ring["note"]
+    bidir = _one(card, f"{lab} (a, mean, residual_stream_paper, early32)")
+    assert bidir["verdict"] == S.NOT_APPLICABLE and "bidirectional" in bidir["note"]
+    assert _one(card, f"{lab} (a, mean, causal_total, early32)")["verdict"] == R
+    assert _one(card, f"{lab} (a, mean, sink_heads, early32)")["verdict"] == R
+    assert _one(card, f"{lab} (k, mean, residual_stream, early32)")["verdict"] == R
+    uncounted = _one(card, f"{lab} (u, mean, residual_stream, early32)")
+    assert uncounted["verdict"] == S.NOT_APPLICABLE
+    assert "counts no head of bos_replace_mean+ring, ring" in uncounted["note"]
+    # the per-prompt rows (the ring pair named by the table's run columns)
+    pp = pd.DataFrame(
+        [
+            _bos(m, "mean+ring", 0.41)
+            | {"variant": "bos_replace_mean+ring", "baseline": "ring"}
+            | {"replacement": "mean", "measure": "residual_stream", "status": "measured"}
+            for m in ("a", "k")
+        ]
+    )
+    card = _card(tmp_path, bos_effects=pp, position0=p0, sink_heads=sk)
+    a = _one(card, "Table 9 (a, mean+ring, early16)")
+    assert a["verdict"] == S.NOT_APPLICABLE and "0 sink heads" in a["note"]
+    assert _rule(card, "Table 9 (k, mean+ring, early16)") == R

@@ -114,6 +114,7 @@ def unscored_rows(T: Mapping) -> list[Row]:
 
 
 _P0 = "model dataset condition std"
+_SINKS = "model dataset tau variant n_sink_heads"
 POSITION0 = "position-0 states"
 INDEX = "non-relative index of the mean maps"
 
@@ -222,6 +223,7 @@ FAMILIES: tuple[Family, ...] = (
         paper2_position0.bos_rows,
         Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),
         Input("position0", _P0),
+        Input("sink_heads", _SINKS),
         reading=PER_PROMPT,
         scored=False,
     ),
@@ -229,6 +231,7 @@ FAMILIES: tuple[Family, ...] = (
         paper2_position0.bos_headline_rows,
         Input("bos_headline", "model dataset replacement bos_reading window effect effect_lo"),
         Input("position0", _P0),
+        Input("sink_heads", _SINKS),
     ),
     Family(paper2_position0.position0_rows, Input("position0", _P0), reading=POSITION0),
     Family(
