@@ -40,7 +40,7 @@ def test_the_smoke_experiment_is_warned_that_its_decomposition_has_no_ring(smoke
         "leakage.experiments.smoke: variants ['causal', 'bidirectional'] decompose trained-rope, "
         "trained-rope-init, tiny-random on kjv-first24 without the 'ring' run, the ablation "
         "paper 2's decomposition reads its residual-stream component on (no mask at all, cyclic "
-        "RoPE offsets); claim 2's components and its causal-mask check, claims 3, 4's "
+        "RoPE offsets); claim 2's components and its causal-mask row, claims 3, 4's "
         "artefact-free share, 10 and Table 6 on them will read 'not run: ring'. Fix: add 'ring' "
         "to leakage.experiments.smoke.variants"
     ]

@@ -50,7 +50,7 @@ class ClaimsSection(Section):
                     f"leakage.experiments.{name}: variants {exp['variants']} decompose "
                     f"{where} without the {ring!r} run, the ablation paper 2's "
                     "decomposition reads its residual-stream component on (no mask at all, "
-                    "cyclic RoPE offsets); claim 2's components and its causal-mask check, "
+                    "cyclic RoPE offsets); claim 2's components and its causal-mask row, "
                     "claims 3, 4's artefact-free share, 10 and Table 6 on them will read "
                     f"'not run: {ring}'. Fix: add {ring!r} to leakage.experiments.{name}.variants"
                 )
