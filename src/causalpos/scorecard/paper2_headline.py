@@ -35,6 +35,7 @@ from causalpos.scorecard.rows import (
     target_row,
     text_column,
 )
+from causalpos.scorecard.rules import rule_text, rules_text
 from causalpos.verdicts import (
     NOT_RECOVERED,
     RECOVERED,
@@ -99,7 +100,8 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         verdict = unless_control_reads(rule, ctl)
         note = control_note(rule, verdict)
         measured = f"{own}; {ctl_text}; {per_prompt}"
-        rows.append(target_row(t, target, measured, verdict, src, note=note))
+        text = _controlled_rule(float(t["threshold"]), ctl)
+        rows.append(target_row(t, target, measured, verdict, src, note=note, rule=text))
     return rows + twin_contrast_rows(sel, landmarks[sel.index] if several else None, t)
 
 
@@ -149,6 +151,13 @@ def twin_contrast_rows(sel: pd.DataFrame, landmarks: pd.Series | None, t: Mappin
         target = f"{t['label']}, trained minus init twin ({where})"
         rows.append(measured_row(t, target, measured, src, why))
     return rows
+
+
+def _controlled_rule(threshold: float, control: str) -> str:
+    """The rule text of a test against ``threshold`` read beside the model's own negative
+    control (``control``: its verdict, "" where it has none)."""
+    test = rule_text(positive, threshold=threshold)
+    return rules_text(test, rule_text(unless_control_reads) if control else "")
 
 
 def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -215,7 +224,11 @@ def _units_control_rows(r, where: str, tn: Mapping, src: str) -> list[Row]:
             f"({r.per_prompt_control})"
         )
         note = _negative_note(est, tost)
-        rows.append(target_row(tn, label, measured, verdict, src, note=note))
+        values = {"margin": float(margin)}
+        if np.isfinite(level):
+            values["alpha"] = (1.0 - float(level)) / 2.0
+        text = rule_text(negative_control, **values)
+        rows.append(target_row(tn, label, measured, verdict, src, note=note, rule=text))
     return rows
 
 
@@ -281,6 +294,7 @@ def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
             verdict,
             src,
             paper_value=f"{fmt(r.planted)} (planted)",
+            rule=rule_text(recovered, truth=float(r.planted)),
         )
     ]
 
@@ -367,7 +381,9 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         n = int(r["n_sequences"]) if "n_sequences" in r and pd.notna(r["n_sequences"]) else 0
         power = power_note(verdict, comps["residual"], float(t["threshold"]), n)
         note = f"{note}; {power}" if power else note
-        rows.append(target_row(t, target, measured, verdict, src, note=note))
+        text = rule_text(positive, threshold=float(t["threshold"]))
+        text = rules_text(text, rule_text(all_of) if full_window else "")
+        rows.append(target_row(t, target, measured, verdict, src, note=note, rule=text))
     return rows
 
 
@@ -487,7 +503,8 @@ def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         rule = positive(d[1:], float(t["threshold"]))
         verdict = unless_control_reads(rule, ctl)
         measured += f"; {ctl_text}"
-        rows.append(target_row(t, target, measured, verdict, src, note=control_note(rule, verdict)))
+        note, text = control_note(rule, verdict), _controlled_rule(float(t["threshold"]), ctl)
+        rows.append(target_row(t, target, measured, verdict, src, note=note, rule=text))
     return rows
 
 

@@ -92,6 +92,9 @@ class Row:
     source: str
     reading: str = ""
     section: str = ""
+    #: The rule that decided the row, rendered from its definition with the values it was
+    #: applied with (:mod:`causalpos.scorecard.rules`); "" for a row no rule decides.
+    rule: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -223,6 +226,7 @@ def target_row(t: Mapping, target: str, measured: str, verdict: str, source: str
         source=source,
         reading=kw.get("reading", field_text(t, "reading")),
         section=kw.get("section") or t.get("section") or t["paper"],
+        rule=kw.get("rule", ""),
     )
 
 
@@ -231,10 +235,12 @@ def equivalence_row(
 ) -> Row:
     """A row of an equivalence target: ``ci`` (lo, hi) within ±``t["margin"]`` of the paper's
     ``value``, the band named in ``falsified_if``; ``kw`` as :func:`target_row` (e.g. note)."""
+    from causalpos.scorecard.rules import rule_text
     from causalpos.verdicts import equivalent
 
     verdict = equivalent(tuple(ci), float(value), float(t["margin"]))
-    kw = dict(kw, paper_value=paper_value, falsified_if=equivalence_band(t, value))
+    rule = rule_text(equivalent, paper_value=float(value), margin=float(t["margin"]))
+    kw = dict(kw, paper_value=paper_value, falsified_if=equivalence_band(t, value), rule=rule)
     return target_row(t, target, measured, verdict, source, **kw)
 
 
