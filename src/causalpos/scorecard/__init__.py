@@ -20,6 +20,8 @@ Modules: :mod:`~causalpos.scorecard.rows` (a row, its labels, the targets, share
 :mod:`~causalpos.scorecard.paper2`,
 :mod:`~causalpos.scorecard.paper2_headline`, :mod:`~causalpos.scorecard.paper2_claim4` and
 :mod:`~causalpos.scorecard.paper2_position0` (the row families of each paper),
+:mod:`~causalpos.scorecard.paper2_twins` (claim 1 beside its init twin),
+:mod:`~causalpos.scorecard.rules` (a row's ``rule``: the text of the rule that decided it),
 :mod:`~causalpos.scorecard.materiality` (paper 2's materiality thresholds),
 :mod:`~causalpos.scorecard.card` (which family reads which table: :func:`build_scorecard`),
 :mod:`~causalpos.scorecard.markdown` (the Markdown scorecard and the README digest),
