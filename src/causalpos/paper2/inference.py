@@ -73,7 +73,6 @@ __all__ = [
     "calibrated_ratio",
     "ratio",
     "reflect",
-    "basic_interval",
     "sign_flip_pvalue",
     "interval",
     "bounds",
@@ -190,18 +189,6 @@ def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def reflect(estimate: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     """Reflected replicates 2θ̂ − θ* (B, ...): their percentile interval is the basic interval."""
     return 2.0 * np.asarray(estimate)[None] - np.asarray(replicates)
-
-
-def basic_interval(
-    estimate: np.ndarray, replicates: np.ndarray, level: float = 0.95
-) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) = θ̂ − the (1 + level)/2 and (1 − level)/2 quantiles of θ* − θ̂ (NaN-aware:
-    replicates with a NaN are left out)."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"confidence level must lie in (0, 1), got {level!r}")
-    a = (1.0 - level) / 2.0
-    lo, hi = np.nanquantile(reflect(estimate, replicates), [a, 1.0 - a], axis=0)
-    return lo, hi
 
 
 def sign_flip_pvalue(estimate: np.ndarray, null: np.ndarray) -> np.ndarray:

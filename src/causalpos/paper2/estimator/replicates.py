@@ -280,15 +280,9 @@ def u_replicates(
     }
 
 
-def _double_centre(g: np.ndarray) -> np.ndarray:
-    return (
-        g - g.mean(-1, keepdims=True) - g.mean(-2, keepdims=True) + g.mean((-2, -1), keepdims=True)
-    )
-
-
 def _centred_s2(g: np.ndarray) -> np.ndarray:
-    """S2 = Σ_{p≠q} (HGH)_pq² of the doubly centred Gram: :func:`_double_centre` and
-    :func:`_moments`' S2, the same operations in one buffer."""
+    """S2 = Σ_{p≠q} (HGH)_pq² of the doubly centred Gram HGH (H = I − 11ᵀ/n) and :func:`_moments`'
+    S2, in one buffer."""
     c = np.subtract(g, g.mean(-1, keepdims=True))
     c -= g.mean(-2, keepdims=True)
     c += g.mean((-2, -1), keepdims=True)
