@@ -271,6 +271,18 @@ def _rule_scripts() -> dict[str, str]:
     return out
 
 
+def test_the_snakefiles_table_of_contents_names_every_stage_and_is_included():
+    """The Snakefile opens with one line per stage (``#   <stage>  what it makes``), one for each
+    rule file but common.smk, and includes every rule file."""
+    text = (REPO / "Snakefile").read_text()
+    header = text[: text.index("\nimport ")]
+    listed = re.findall(r"^#   (\w+)  ", header, re.M)
+    stems = sorted(p.stem for p in (REPO / "workflow" / "rules").glob("*.smk"))
+    assert sorted(listed) == [s for s in stems if s != "common"], listed
+    included = re.findall(r'^include: "workflow/rules/(\w+)\.smk"', text, re.M)
+    assert sorted(included) == stems
+
+
 def test_every_rule_runs_the_script_of_its_name_which_calls_one_stage_function():
     rules = _rule_scripts()
     assert rules, "no rule with a script found"
