@@ -33,8 +33,8 @@ is exact in its first (low-rank) part for every pair; the residual part is known
 
 **Resampling (decision).** Headline CIs: calibrated multiplier intervals over prompts
 (:mod:`causalpos.paper2.inference`; :func:`estimate`): near 0 the U-statistic is
-degenerate and the percentile bootstrap overstates its spread. The percentile bootstrap
-(:func:`pooled_subset` under ``counts``) serves readings paired with per-prompt means. A resample with
+degenerate and the percentile bootstrap overstates its spread. The percentile bootstrap (the
+tests' oracle, ``tests/expected_oracle.py``, and the planted control): a resample with
 multiplicities m_p keeps only pairs of distinct prompts, N*(m) = Σ_{p≠q} m_p m_q y_pᵀ P_Δ y_q
 (copies of one prompt would bring the content term back). N* and the low-rank part of D* are
 exact. The residual part of D* is held at its per-pair mean, D̂_R · Σ_{p≠q} m_p m_q / (n(n−1)):
@@ -230,30 +230,19 @@ def _levels(grams: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
 def pooled_subset(
     grams: dict[str, np.ndarray],
     select: np.ndarray,
-    counts: np.ndarray | None = None,
+    multipliers: np.ndarray,
     *,
-    multipliers: np.ndarray | None = None,
     level: float = 0.95,
 ) -> tuple[float, np.ndarray]:
     """The pooled ratio Σ N̂ / Σ D̂ over the maps ``select`` ((layer, head) bool) only, and its
-    replicates: under the bootstrap ``counts`` (B, n), or calibrated and reflected under the
-    ``multipliers`` (B, n) (:func:`estimate`): the headline of a subset of heads (e.g. the sink
-    heads), paired with every other reading drawn with the same draws."""
-    if (counts is None) == (multipliers is None):
-        raise ValueError("pooled_subset: pass exactly one of counts and multipliers")
+    replicates, calibrated and reflected under the ``multipliers`` (B, n) (:func:`estimate`):
+    the headline of a subset of heads (e.g. the sink heads), paired with every other reading
+    drawn with the same draws."""
     select = np.asarray(select, dtype=bool)
-    n_b = len(counts if counts is not None else multipliers)
     if not select.any():
-        return np.nan, np.full(n_b, np.nan)
+        return np.nan, np.full(len(multipliers), np.nan)
     sub = {k: np.asarray(v)[select] for k, v in grams.items()}
     n = sub["sst"].shape[-1]
-    if multipliers is not None:
-        d_r = sub["sst_sum"] - sub["sst"].sum(-1) - quadratic_form(sub["low"], np.ones((1, n)))[0]
-        r = inf.calibrated_ratio(
-            sub["num"].sum(0), sub["low"].sum(0), multipliers, d_r.sum(), level
-        )
-        return float(r["est"]), r["boot"]
-    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
-    u = u_statistics(sub, weights)
-    r = inf.ratio(u["num"].sum(-1), u["den"].sum(-1))
-    return float(r[0]), r[1:]
+    d_r = sub["sst_sum"] - sub["sst"].sum(-1) - quadratic_form(sub["low"], np.ones((1, n)))[0]
+    r = inf.calibrated_ratio(sub["num"].sum(0), sub["low"].sum(0), multipliers, d_r.sum(), level)
+    return float(r["est"]), r["boot"]
