@@ -4,7 +4,20 @@
 #   snakemake --cores 8 --use-conda                       # the same, each rule in its conda env
 #   snakemake --workflow-profile profiles/slurm --configfile configs/paper.yaml   # the papers, on SLURM
 #
-# Stages (one .smk each): simulate; models -> data -> extract -> stats -> figures; train. See docs/outputs.md for what each output is.
+# Stages, one workflow/rules/*.smk each (docs/outputs.md: what each output is):
+#   simulate  paper 1's parameter-free decoder, one store per setting; the theory check
+#   models    model sources -> HF-format directories under resources/models/
+#   data      corpora -> token sequences, one store per (dataset, tokenizer)
+#   extract   score extraction per (model, dataset, shard), the shards' merge, normalization
+#   leakage   paper 2: the leakage summary, position 0, its tables (aggregate_leakage), figures
+#   stats     paper 1's non-relativeness index and shares, simulations and LLMs
+#   figures   paper 1's figures (Fig. 1, simulations, Fig. 5, appendix)
+#   train     the models trained here: tokenizer, training, Gram panels, length generalization,
+#             the random-init twin and the trained-vs-init comparison
+#   report    the scorecard (every target with its verdict) and the run's findings page
+#   slurm     SLURM hooks (profiles/slurm): node-capped requests, pre-submission checks,
+#             jobs killed for memory named
+# common.smk holds the config resolver and the rules' input functions, shared by every stage.
 
 import os
 import sys

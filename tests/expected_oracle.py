@@ -1,15 +1,76 @@
 """An oracle of the headline estimator for the tests: the leakage of one window and target of a
 leakage store as a Dataset of named variables, under the percentile bootstrap (what the library
 computed before the summary's calibrated intervals; the tests compare it with closed forms and
-with the summary's own readings)."""
+with the summary's own readings), and that bootstrap on a Gram (:func:`estimate_bootstrap`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import xarray as xr
 
-from causalpos.paper2.estimator.expected import estimate_bootstrap
+from causalpos.paper2 import inference as inf
+from causalpos.paper2.estimator.expected import u_statistics
+from causalpos.paper2.estimator.replicates import quadratic_form
 from causalpos.paper2.estimator.storeview import store_grams
+
+
+def sign_flip_pvalues(num_gram: np.ndarray, n_flips: int = 2000, seed: int = 0) -> np.ndarray:
+    """Per-map p-values of H0: P_Δ μ = 0 by random sign flips of the prompts' c-vectors (the
+    percentile bootstrap's own test; the calibrated intervals use
+    :func:`causalpos.paper2.inference.sign_flip_pvalue` on their multipliers). Statistic N̂ = Σ_{p≠q} c_pᵀM⁺c_q; p = (1 + #{flips with N(ε) ≥ N̂}) /
+    (1 + n_flips)."""
+    n = num_gram.shape[-1]
+    eps = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_flips, n))
+    obs = quadratic_form(num_gram, np.ones((1, n)))[0]
+    flips = quadratic_form(num_gram, eps)
+    return (1.0 + (flips >= obs - 1e-12 * np.abs(obs)).sum(0)) / (1.0 + n_flips)
+
+
+def estimate_bootstrap(
+    grams: dict[str, np.ndarray],
+    counts: np.ndarray,
+    *,
+    level: float = 0.95,
+    n_flips: int = 2000,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """:func:`causalpos.paper2.estimator.expected.estimate`'s readings under the percentile bootstrap: prompt multiplicities
+    ``counts`` (B, n) (e.g. :func:`causalpos.stats.bootstrap_counts`), each level's ratio from
+    the summed N and D of its maps, percentile intervals of the replicates, and per-head p-values
+    from ``n_flips`` sign flips of their own (seeded by ``seed`` + 1; 0 flips: p = 1). The keys
+    of :func:`causalpos.paper2.estimator.expected.estimate` but ``num_parts_layer``."""
+    n = grams["sst"].shape[-1]
+    if n < 3:
+        raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
+    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
+    u = u_statistics(grams, weights)
+    num, den = u["num"], u["den"]  # (1 + B, layer, head)
+    out = {}
+    for name, (a, b) in {
+        "head": (num, den),
+        "layer": (num.sum(-1), den.sum(-1)),
+        "pooled": (num.sum((-2, -1)), den.sum((-2, -1))),
+    }.items():
+        r = inf.ratio(a, b)
+        out[f"{name}_boot"] = r[1:]
+        pairs = u["pairs"].reshape((-1,) + (1,) * (a.ndim - 1))
+        out[f"{name}_num_boot"], out[f"{name}_den_boot"] = a[1:] / pairs[1:], b[1:] / pairs[1:]
+        out[f"{name}_num"], out[f"{name}_den"], out[name] = (
+            a[0] / (n * (n - 1)),
+            b[0] / (n * (n - 1)),
+            r[0],
+        )
+        out[f"{name}_lo"], out[f"{name}_hi"] = inf.bounds(r[1:], level)
+        a_sst, b_sst = {"head": (num, u["sst"]), "layer": (num.sum(-1), u["sst"].sum(-1))}.get(
+            name, (num.sum((-2, -1)), u["sst"].sum((-2, -1)))
+        )
+        r_sst = inf.ratio(a_sst / pairs, b_sst)
+        out[f"{name}_sst"] = r_sst[0]
+        out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = inf.bounds(r_sst[1:], level)
+    p = sign_flip_pvalues(grams["num"], n_flips, seed + 1)
+    out["p"], out["q"] = p, inf.q_values(p)
+    out["resid_share"] = u["den_resid"].sum() / den[0].sum()
+    return out
 
 
 def expected_leakage(

@@ -271,6 +271,18 @@ def _rule_scripts() -> dict[str, str]:
     return out
 
 
+def test_the_snakefiles_table_of_contents_names_every_stage_and_is_included():
+    """The Snakefile opens with one line per stage (``#   <stage>  what it makes``), one for each
+    rule file but common.smk, and includes every rule file."""
+    text = (REPO / "Snakefile").read_text()
+    header = text[: text.index("\nimport ")]
+    listed = re.findall(r"^#   (\w+)  ", header, re.M)
+    stems = sorted(p.stem for p in (REPO / "workflow" / "rules").glob("*.smk"))
+    assert sorted(listed) == [s for s in stems if s != "common"], listed
+    included = re.findall(r'^include: "workflow/rules/(\w+)\.smk"', text, re.M)
+    assert sorted(included) == stems
+
+
 def test_every_rule_runs_the_script_of_its_name_which_calls_one_stage_function():
     rules = _rule_scripts()
     assert rules, "no rule with a script found"
@@ -814,3 +826,105 @@ def test_every_link_to_a_docs_section_resolves():
             if doc is None or anchor not in slugs(doc.read_text()):
                 broken.append(f"{path.relative_to(REPO)}: {target}#{anchor}")
     assert not broken, broken
+
+
+# --------------------------------------------------------------------------------------------
+# No dead or test-only code in src/: every top-level definition is used outside the tests
+
+#: Top-level definitions that only tests use, kept on purpose (each with its reason). A name
+#: here that something outside the tests uses again fails the test too: the list stays true.
+TEST_ONLY_KEPT = {
+    "causalpos.paths.PATTERNS": "the path patterns tests/test_paths.py holds every output against",
+    "causalpos.io.fingerprint.import_closure": "the import closure the fingerprint rules check",
+    "causalpos.capture.stream.STREAM_ATTRS": "the stream plant's store attrs, cited by doses.py",
+    "causalpos.paper2.extraction.metric.to_tensor": "the per-map sums the extraction's stacked "
+    "sums (mapsums.py, windows.py, pairgrams.py) are documented against",
+    "causalpos.paper2.extraction.metric.log_z": "as to_tensor",
+    "causalpos.paper2.extraction.metric.pair_sums": "as to_tensor",
+    "causalpos.paper2.extraction.metric.split_terms": "as to_tensor",
+    # only tests use them; to move to tests/ or go with the rework of their modules (issue 48)
+    "causalpos.paper2.decomposition.NUMERATORS": "paper 2 §3's numerators, named once",
+    "causalpos.paper2.decomposition.relative_artefact": "the relative-map artefact of §3",
+    "causalpos.paper1.diagonal.normalize_dataarray": "paper 1's normalization of a DataArray",
+    "causalpos.paper1.diagonal.offset_profile": "paper 1's per-offset profile",
+    "causalpos.paper1.gram.SCORE_PANELS": "paper 1's Gram panels",
+    "causalpos.paper1.nonrelative.share_ci": "the non-relative share's interval",
+    "causalpos.paper1.rope.apply_rope": "RoPE of numpy or torch arrays (paper 1 §3)",
+}
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _top_level(tree: ast.Module):
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+        else:
+            continue
+        for name in names:
+            if not name.startswith("__"):
+                yield name, node
+
+
+def _uses(tree: ast.AST, skip: set = frozenset()) -> dict[str, int]:
+    """Identifiers ``tree`` uses: names, attributes, imported names, and strings that are one
+    identifier (a name looked up at run time)."""
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if node in skip:
+            continue
+        if isinstance(node, ast.Name):
+            word = node.id
+        elif isinstance(node, ast.Attribute):
+            word = node.attr
+        elif isinstance(node, ast.alias):
+            word = node.name.rsplit(".", 1)[-1]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            word = node.value if _IDENT.fullmatch(node.value) else None
+        else:
+            word = None
+        if word:
+            out[word] = out.get(word, 0) + 1
+    return out
+
+
+def _test_only_definitions() -> list[str]:
+    """Top-level definitions of the package (outside the notebook API, which is public) that no
+    library module, workflow script, rule file or benchmark names, other than by their own
+    definition and ``__all__``. By name: a name used anywhere counts as used."""
+    used: dict[str, int] = {}
+    found = []
+
+    def count(words):
+        for w, n in words.items():
+            used[w] = used.get(w, 0) + n
+
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        exports = [
+            n
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)
+        ]
+        count(_uses(tree, {x for n in exports for x in ast.walk(n)}))
+        if not name.startswith("causalpos.api"):
+            found += [(f"{name}.{d}", d, node) for d, node in _top_level(tree)]
+    others = [*SCRIPTS.glob("*.py"), *(REPO / "benchmarks").rglob("*.py")]
+    for path in [*others, *(REPO / "examples").rglob("*.py")]:
+        count(_uses(ast.parse(path.read_text())))
+    for path in [REPO / "Snakefile", *(REPO / "workflow" / "rules").glob("*.smk")]:
+        code = [ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("#")]
+        count({w: 1 for w in _IDENT.findall("\n".join(code))})
+    return sorted(q for q, d, node in found if used.get(d, 0) <= _uses(node).get(d, 0))
+
+
+def test_every_library_definition_is_used_outside_the_tests():
+    """Dead code and code only tests use stay out of src/: an oracle that tests need lives in
+    tests/ (e.g. tests/leakage_fit_oracle.py), a definition nothing calls is deleted."""
+    found = _test_only_definitions()
+    assert sorted(set(found) - set(TEST_ONLY_KEPT)) == []
+    assert sorted(set(TEST_ONLY_KEPT) - set(found)) == []

@@ -4,6 +4,7 @@ forward pass gives, BOS replacement, shards, refusals."""
 from __future__ import annotations
 
 import numpy as np
+import position0_oracle as O
 import pytest
 import torch
 from position0_models import (
@@ -20,7 +21,7 @@ from causalpos.paper2.extraction import reducers as P_reducers
 def test_position0_states_match_hidden_states_and_last_is_pre_norm():
     model = tiny_llama()
     ids = prompts(n=4)
-    st = C_position0.position0_states(model, ids)
+    st = O.position0_states(model, ids)
     with torch.no_grad():
         out = model(ids, output_hidden_states=True)
     for layer in range(3):
@@ -38,11 +39,11 @@ def test_padded_inputs_are_refused():
     mask = torch.ones_like(ids)
     mask[1, :2] = 0
     with pytest.raises(ValueError, match="padding"):
-        C_position0.position0_states(model, ids, attention_mask=mask)
+        O.position0_states(model, ids, attention_mask=mask)
     left = ids.clone()
     left[2, 0] = 0
     with pytest.raises(ValueError, match="left padding"):
-        C_position0.position0_states(tiny_llama(pad_token_id=0), left)
+        O.position0_states(tiny_llama(pad_token_id=0), left)
 
 
 def test_position0_values_match_v_proj_during_forward():
@@ -57,7 +58,7 @@ def test_position0_values_match_v_proj_during_forward():
         model(ids)
     for h in hooks:
         h.remove()
-    vals = C_position0.position0_values(model, C_position0.position0_states(model, ids))
+    vals = O.position0_values(model, O.position0_states(model, ids))
     assert vals.shape == (3, 3, 2, 8)
     for layer in range(3):
         np.testing.assert_allclose(
@@ -74,13 +75,12 @@ def test_position0_states_from_replaced_bos_embeddings():
     model = tiny_llama()
     ids = prompts(n=4)
     emb = bos_replaced_embeddings(model, ids, np.arange(4), "zeros", per_prompt=False, seed=0)
-    st = C_position0.position0_states(model, inputs_embeds=emb)
+    st = O.position0_states(model, inputs_embeds=emb)
     assert np.all(st[:, 0] == 0.0)
     assert np.all(P_position0.trajectory(st)["std"].values == 0.0)
     per = bos_replaced_embeddings(model, ids, np.arange(4), "gaussian", per_prompt=True, seed=0)
     assert np.all(
-        P_position0.trajectory(C_position0.position0_states(model, inputs_embeds=per))["std"].values
-        > 0
+        P_position0.trajectory(O.position0_states(model, inputs_embeds=per))["std"].values > 0
     )
 
 
@@ -98,7 +98,7 @@ def test_extraction_reads_the_same_position0_states_as_a_plain_forward(variant):
         [P_reducers.SinkReducer(), C_position0.Position0States(values=True)],
         batch_size=3,
     )
-    expect = C_position0.condition_states(model, ids, variant, batch_size=3)
+    expect = O.condition_states(model, ids, variant, batch_size=3)
     assert ds["p0_state"].dtype == np.float32 and ds["p0_state"].dims == (
         "sequence",
         "p0_layer",
@@ -106,7 +106,7 @@ def test_extraction_reads_the_same_position0_states_as_a_plain_forward(variant):
     )
     np.testing.assert_array_equal(ds["p0_state"].values.astype(np.float64), expect)
     np.testing.assert_allclose(
-        ds["p0_value"].values, C_position0.position0_values(model, expect), rtol=1e-6, atol=1e-7
+        ds["p0_value"].values, O.position0_values(model, expect), rtol=1e-6, atol=1e-7
     )
     assert ds["sink_attention"].sizes["sequence"] == 7  # the score reducers ran too
     if variant == "causal":
@@ -124,7 +124,7 @@ def test_a_variant_of_position0_only_runs_no_score_capture():
     ds = _extract(
         model, ids, "bos_replace_mean", [C_position0.Position0States()], 6, seq_ids=seq_ids
     )
-    expect = C_position0.condition_states(model, ids, "bos_replace_mean", seq_ids=seq_ids)
+    expect = O.condition_states(model, ids, "bos_replace_mean", seq_ids=seq_ids)
     np.testing.assert_array_equal(ds["p0_state"].values.astype(np.float64), expect)
     assert "p0_value" not in ds and ds.attrs["scaling"] == "none"
     assert model.config._attn_implementation != "causalpos_capture"

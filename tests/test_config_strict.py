@@ -43,12 +43,12 @@ def check(edit=None) -> list[str]:
 
 
 def test_a_key_given_twice_is_refused_naming_it_the_file_and_both_lines(tmp_path):
-    from causalpos.config.yamlfile import load_yaml_strict
+    from causalpos.config.yamlfile import load_config_strict
 
     path = tmp_path / "c.yaml"
     path.write_text("seed: 0\nextract:\n  batch_size: 4\n  shard_size: 8\n  batch_size: 2\n")
     with pytest.raises(ConfigError) as info:
-        load_yaml_strict(path)
+        load_config_strict(path)
     assert str(info.value) == (
         f"{path}: line 5: key 'batch_size' appears twice in one mapping (first at line 3); YAML "
         "would keep the last value silently. Fix: keep one of them"
@@ -56,9 +56,9 @@ def test_a_key_given_twice_is_refused_naming_it_the_file_and_both_lines(tmp_path
     # flow style, and the same key in two mappings is fine
     path.write_text("extract: {batch_size: 4, batch_size: 2}\n")
     with pytest.raises(ConfigError, match="key 'batch_size' appears twice"):
-        load_yaml_strict(path)
+        load_config_strict(path)
     path.write_text("a: {k: 1}\nb: {k: 2}\n")
-    assert load_yaml_strict(path) == {"a": {"k": 1}, "b": {"k": 2}}
+    assert load_config_strict(path) == {"a": {"k": 1}, "b": {"k": 2}}
 
 
 @pytest.mark.slow

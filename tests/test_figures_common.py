@@ -1,6 +1,6 @@
-"""causalpos.figures.common: the shared style, title and overlap check, and with them every
-figure standing alone — drawn from small synthetic inputs (tests/figure_inputs.py), each names
-its model and dataset in its title, labels its axes, and no two of its texts overlap."""
+"""causalpos.figures.common: the shared style and title, and with them every figure standing
+alone — drawn from small synthetic inputs (tests/figure_inputs.py), each names its model and
+dataset in its title, labels its axes, and no two of its texts overlap (tests/figure_checks.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import figure_inputs as FI  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from figure_checks import text_overlaps  # noqa: E402
 from figure_inputs import NAMES  # noqa: E402
 
 from causalpos.figures import (  # noqa: E402, F401  (every figure module, for `saved`)
@@ -32,16 +33,16 @@ def test_text_overlaps_finds_run_together_ticks_and_a_title_on_tick_labels():
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(2, 3))
     top.set_xlim(0, 256)
     top.set_xticks(range(0, 256, 30))
-    got = common.text_overlaps(fig)
+    got = text_overlaps(fig)
     assert ("120", "150") in got and ("210", "240") in got
     assert not any("layer 1" in pair for pair in got)
     fig.subplots_adjust(hspace=0.0)  # the bottom panel's title on the top one's tick labels
     bottom.set_title("layer 1", y=0.8)
-    assert any("layer 1" in pair for pair in common.text_overlaps(fig))
+    assert any("layer 1" in pair for pair in text_overlaps(fig))
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(2, 2))
     common.heatmap(ax, np.zeros((256, 256)))  # at most 4 intervals per axis
-    assert common.text_overlaps(fig) == []
+    assert text_overlaps(fig) == []
     assert len([t for t in ax.get_xticklabels() if 0 <= t.get_position()[0] <= 255]) <= 5
     plt.close(fig)
 
@@ -241,4 +242,4 @@ def test_every_figure_stands_alone(name, tmp_path, saved):
         assert w in flat, (w, title)
     assert "smollm2-135m/" not in flat and "kjv-first256" not in flat  # no slugs
     assert _row_and_column_labels(fig) == []
-    assert common.text_overlaps(fig) == []
+    assert text_overlaps(fig) == []

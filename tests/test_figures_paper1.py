@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from causalpos.figures import paper1 as F
+from causalpos.figures.labels import setting_name
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import non_relativeness_index
 from causalpos.paper1.settings import SimulationSettings
@@ -86,8 +87,8 @@ def test_raw_limits_follow_the_diagonal_logit(stores):
     assert F.raw_limits({"norm": "layernorm", "scaling": "none", "dim": 64}) == (0.0, 64.0)
 
 
-def test_setting_description_names_everything():
-    desc = F.setting_description(
+def test_setting_name_names_everything():
+    desc = setting_name(
         {
             "alpha": 0.5,
             "norm": "layernorm",

@@ -51,7 +51,7 @@ def test_bfloat16_capture_on_cuda_keeps_float32_scores():
 
 
 def test_position0_stream_is_bitwise_identical_across_prompts_on_cuda():
-    from causalpos.capture.position0 import condition_states
+    from position0_oracle import condition_states
 
     model, _ = tiny_pair("llama")
     model = model.to(CUDA)

@@ -24,7 +24,6 @@ from causalpos.io.shards import merge_shards
 from causalpos.io.store import (
     StoreError,
     count_problems,
-    is_complete,
     map_problems,
     open_dataset,
     write_dataset,
@@ -226,10 +225,10 @@ def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
     (tmp_path / "x.zarr").rename(stale)  # a finished-looking store under the temporary name
     other = tmp_path / ".shard-0001.zarr.tmp-0a1b2c3d"  # another store's temporary: kept
     other.mkdir()
-    assert (stale / "zarr.json").is_file() and not is_complete(final)
+    assert (stale / "zarr.json").is_file() and not (final / "zarr.json").exists()
     assert is_temporary(stale) and final_of(stale) == final and not is_temporary(final)
     write_dataset(_shard(0, 2), final)
-    assert not stale.exists() and other.is_dir() and is_complete(final)
+    assert not stale.exists() and other.is_dir() and (final / "zarr.json").is_file()
     # every atomic write does it (model directories, checkpoints)
     (tmp_path / ".model.tmp-deadbeef").mkdir()
     with atomic_dir(tmp_path / "model") as tmp:

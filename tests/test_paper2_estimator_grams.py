@@ -11,7 +11,6 @@ from paper2_headline_runs import headline_runs
 from causalpos.paper2.estimator import expected as X
 from causalpos.paper2.estimator import storeview as SV
 from causalpos.paper2.estimator.grams import GramCache
-from causalpos.paper2.estimator.replicates import quadratic_form
 from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 
@@ -49,16 +48,3 @@ def test_the_cached_estimate_is_the_estimators_and_is_memoised(two_layers):
         np.testing.assert_allclose(r[k], want[k], rtol=1e-12)
     assert cache.estimate("causal", "all", "logit") is r
     assert cache.parts("causal", "all", "logit")["null"].shape == (100, 2)
-
-
-def test_the_numerator_per_prompt_pair_and_its_bootstrap_without_multipliers(two_layers):
-    ps = two_layers
-    bare = PromptSet(**{**ps.__dict__, "multipliers": None})
-    cache = GramCache(bare)
-    gram = cache.grams("causal", "all", "logit")["num"].sum((0, 1))
-    est, reps = cache.numerator(gram)
-    n = ps.sequences.size
-    assert est == pytest.approx(quadratic_form(gram, np.ones((1, n)))[0] / (n * (n - 1)))
-    w = np.asarray(ps.counts, np.float64)
-    pairs = w.sum(-1) ** 2 - (w * w).sum(-1)
-    np.testing.assert_allclose(reps, quadratic_form(gram, w) / pairs, rtol=1e-12)

@@ -34,7 +34,8 @@ def test_quadratic_form_and_the_unbiased_linear_variance_are_exact():
     h = g[0]
     t3 = np.mean([h[p, q] * h[p, r] for p, q, r in itertools.permutations(range(n), 3)])
     t4 = np.mean([h[p, q] * h[r, s] for p, q, r, s in itertools.permutations(range(n), 4)])
-    assert RP.zeta1(h) == pytest.approx(t3 - t4, rel=1e-10)
+    zeta1 = RP.u_replicates(h, np.ones((1, n)))["zeta1"]  # ζ̂1 of the replicates' variance
+    assert zeta1 == pytest.approx(t3 - t4, rel=1e-10)
     # Var*(N*) given the data: the replicates' variance over all 2^n sign vectors
     signs = np.array(list(itertools.product([-1.0, 1.0], repeat=n)))
     u = RP.u_replicates(g, signs)
@@ -75,7 +76,7 @@ def test_the_plug_in_linear_part_doubles_the_degenerate_variance_at_the_null():
     var_n = readings(n, 0.0, pct=True)["n"].var()
     print(f"null, n = {n}: plug-in linear variance / Var N̂ = {plug.mean() / var_n:.2f}")
     assert plug.mean() / var_n == pytest.approx(2.0, rel=0.12)
-    z1 = RP.zeta1(num)
+    z1 = RP.u_replicates(num, np.ones((1, n)))["zeta1"]
     assert abs(4 * n * (n - 1) ** 2 * z1.mean()) < 0.1 * var_n
 
 

@@ -4,6 +4,7 @@ content probes, and the position0 stage against the library."""
 from __future__ import annotations
 
 import numpy as np
+import position0_oracle as O
 import pytest
 import torch
 from position0_models import (
@@ -29,7 +30,7 @@ def xr_data(ids: torch.Tensor, labels: np.ndarray):
 
 
 def test_position0_std_exactly_zero_with_fixed_bos_causal():
-    tr = P_position0.trajectory(C_position0.position0_states(tiny_llama(), prompts()))
+    tr = P_position0.trajectory(O.position0_states(tiny_llama(), prompts()))
     assert tr.sizes["layer"] == 4
     assert np.all(tr["std"].values == 0.0) and np.all(tr["max_abs_dev"].values == 0.0)  # bitwise
     assert np.all(tr["mean_norm"].values > 0)
@@ -37,12 +38,10 @@ def test_position0_std_exactly_zero_with_fixed_bos_causal():
 
 def test_position0_std_positive_bidirectional_or_varying_token0():
     ids = prompts()
-    bi = P_position0.trajectory(C_position0.position0_states(tiny_llama(is_causal=False), ids))
+    bi = P_position0.trajectory(O.position0_states(tiny_llama(is_causal=False), ids))
     assert bi["std"].values[0] == 0.0  # same embedding of the same token 0
     assert np.all(bi["std"].values[1:] > 1e-4)  # later positions flow into position 0
-    var = P_position0.trajectory(
-        C_position0.position0_states(tiny_llama(), prompts(fixed_bos=False))
-    )
+    var = P_position0.trajectory(O.position0_states(tiny_llama(), prompts(fixed_bos=False)))
     assert np.all(var["std"].values > 1e-3)
 
 
@@ -62,7 +61,7 @@ def test_probe_at_chance_for_constant_features_and_perfect_when_separable():
 
 
 def test_probe_on_fixed_bos_states_is_at_chance():
-    states = C_position0.position0_states(tiny_llama(), prompts(n=20))
+    states = O.position0_states(tiny_llama(), prompts(n=20))
     pr = P_position0.probe_by_layer(states, np.repeat([0, 1], 10), n_folds=5, n_perm=0)
     np.testing.assert_allclose(pr["accuracy"].values, 0.5)
 
@@ -99,11 +98,11 @@ def test_position0_stage_from_stores_matches_the_library_and_refuses_stores_with
         sink_store=stores["causal"],
     )
     for cond in stores:
-        states = C_position0.condition_states(model, ids, cond, batch_size=5)
+        states = O.condition_states(model, ids, cond, batch_size=5)
         np.testing.assert_array_equal(
             out["std"].sel(condition=cond).values, P_position0.trajectory(states)["std"].values
         )
-    causal = C_position0.condition_states(model, ids, "causal", batch_size=5)
+    causal = O.condition_states(model, ids, "causal", batch_size=5)
     pr = P_position0.probe_by_layer(causal, labels, n_folds=2, n_perm=5, seed=0)
     np.testing.assert_array_equal(
         out["probe_accuracy"].sel(condition="causal").values, pr["accuracy"].values

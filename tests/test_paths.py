@@ -246,13 +246,7 @@ def test_pattern_regexes_match_their_own_instances_only():
     ]
 
 
-def test_fill_wildcards_keeps_the_wildcards_it_is_not_given():
-    assert (
-        P.fill_wildcards(P.SCORE_STORE, variant="causal")
-        == "results/scores/{model}/{dataset}/causal.zarr"
-    )
-    assert P.fill_wildcards(P.SCORE_STORE) == P.SCORE_STORE
-    assert P.fill_wildcards(P.LEAKAGE_STORE, model="m", dataset="d") == "results/leakage/m/d.zarr"
+def test_figures_spell_one_pattern_per_format():
     assert P.figures(P.SIM_FIGURE, ["png", "pdf"]) == [
         "results/figures/sim_{figure}.png",
         "results/figures/sim_{figure}.pdf",

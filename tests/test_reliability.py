@@ -356,7 +356,7 @@ def test_nan_scores_reaching_the_leakage_reducer_are_named_as_the_models(tmp_pat
 
 
 def test_leakage_of_maps_with_nan_scores_names_the_model_not_the_pattern():
-    from causalpos.paper2.extraction.fit import fit_leakage
+    from leakage_fit_oracle import fit_leakage
 
     rng = np.random.default_rng(0)
     maps = rng.normal(size=(3, 8, 8))

@@ -143,17 +143,6 @@ def test_stratified_pair_mask_counts_per_offset():
     np.testing.assert_array_equal(per, expect)
 
 
-def test_stratified_sample_allocates_proportionally():
-    strata = np.repeat([0, 1, 2], [50, 30, 20])
-    idx = stats.stratified_sample(strata, 10, seed=0)
-    assert idx.size == 10 and np.unique(idx).size == 10
-    np.testing.assert_array_equal(np.bincount(strata[idx]), [5, 3, 2])
-    idx7 = stats.stratified_sample(
-        strata, 7, seed=0
-    )  # 3.5, 2.1, 1.4 -> 4, 2, 1 (largest remainders)
-    np.testing.assert_array_equal(np.bincount(strata[idx7]), [4, 2, 1])
-
-
 def test_within_strata_enumeration_helper_consistency():
     # Sanity for the leakage tests' enumeration: products of within-stratum permutations.
     strata = np.array([0, 0, 1, 1, 1])

@@ -11,8 +11,8 @@ from conftest import tiny_pair
 from causalpos.capture.hook import capture_scores
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 from causalpos.capture.settings import CaptureRun
-from causalpos.io.shards import merge_shards, shard_bounds, write_shards
-from causalpos.io.store import is_complete, open_dataset, write_dataset
+from causalpos.io.shards import merge_shards, shard_bounds
+from causalpos.io.store import open_dataset, write_dataset
 from causalpos.stages.merge import reducer_classes
 
 N, T, BATCH, SHARD = 8, 10, 2, 4
@@ -107,6 +107,16 @@ class _CrashAt:
         return xr.Dataset()
 
 
+def write_shards(paths, compute):
+    """Shard ``k`` = ``compute(k)`` written to ``paths[k]`` where that store is not complete (its
+    final name holds ``zarr.json``): a resume after an interruption, as Snakemake's shard jobs."""
+    for k, path in enumerate(paths):
+        if not (path / "zarr.json").is_file():
+            ds = compute(k)
+            ds.attrs["shard"] = k
+            write_dataset(ds, path)
+
+
 def test_interrupted_extraction_resumes_to_the_same_store(tmp_path, setup):
     model, tokens, labels = setup
     bounds = shard_bounds(N, SHARD)
@@ -121,7 +131,7 @@ def test_interrupted_extraction_resumes_to_the_same_store(tmp_path, setup):
     paths = [tmp_path / "run" / f"shard-{k}.zarr" for k in range(len(bounds))]
     with pytest.raises(_Crash):
         write_shards(paths, lambda k: compute(k, crash=True))
-    assert is_complete(paths[0]) and not paths[1].exists()  # no half-written shard
+    assert (paths[0] / "zarr.json").is_file() and not paths[1].exists()  # no half-written shard
     # A writer killed during the rename leaves only a temporary sibling, cleaned on resume.
     (paths[1].parent / f".{paths[1].name}.tmp-dead").mkdir()
     calls.clear()
@@ -159,7 +169,7 @@ def test_write_is_atomic_and_strings_are_portable(tmp_path, monkeypatch):
     )
     path = write_dataset(ds, tmp_path / "s.zarr")
     back = open_dataset(path)
-    assert back["source"].values.tolist() == ["Genesis", "Ruth"] and is_complete(path)
+    assert back["source"].values.tolist() == ["Genesis", "Ruth"] and (path / "zarr.json").is_file()
 
     def boom(*args, **kwargs):
         raise OSError("disk full")

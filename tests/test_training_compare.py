@@ -287,10 +287,6 @@ def test_comparison_refuses_different_prompts():
         C_tables.comparison_tables({"rope": (a, b)}, n_boot=50)
 
 
-def test_twin_name():
-    assert C_twin.twin_name("trained-rope") == "trained-rope-init"
-
-
 def test_share_amplification_is_scale_free():
     """Multiplying a model's maps by 3 triples the logit index but leaves the share: the paired
     share difference is 0 within its CI; adding non-relative signal raises it."""

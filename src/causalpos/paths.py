@@ -103,18 +103,6 @@ FIGURE_STEMS = (
 )
 
 
-class _KeepMissing(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
-
-
-def fill_wildcards(pattern: str, **values: str) -> str:
-    """``pattern`` with the fields named in ``values`` filled in and the others kept as
-    wildcards: ``fill_wildcards(SCORE_STORE, variant="causal")`` is
-    ``results/scores/{model}/{dataset}/causal.zarr``."""
-    return pattern.format_map(_KeepMissing(values))
-
-
 def score_shard(model: str, dataset: str, k: int) -> str:
     """The directory of shard ``k`` (0-based) of (model, dataset): ``shard-0000``, ``shard-0001``..."""
     return SCORE_SHARD.format(model=model, dataset=dataset, shard=f"{k:04d}")

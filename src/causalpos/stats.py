@@ -25,7 +25,6 @@ __all__ = [
     "fraction_significant",
     "within_strata_permutations",
     "stratified_pair_mask",
-    "stratified_sample",
 ]
 
 
@@ -290,31 +289,6 @@ def stratified_pair_mask(
             rows = np.sort(rng.choice(rows, size=per_offset, replace=False))
         mask[rows, rows - d] = True
     return mask
-
-
-def stratified_sample(strata: Sequence | np.ndarray, n: int, seed: int = 0) -> np.ndarray:
-    """Draw ``n`` item indices without replacement, allocated to strata in proportion to their size.
-
-    Allocation uses largest remainders, so every stratum gets floor or ceil of its share. Returns
-    sorted indices (``(n,)`` int64).
-    """
-    strata = np.asarray(strata)
-    total = strata.size
-    if not 0 < n <= total:
-        raise ValueError(f"cannot draw n={n} items from {total}")
-    labels, sizes = np.unique(strata, return_counts=True)
-    exact = sizes * n / total
-    alloc = np.floor(exact).astype(int)
-    short = n - alloc.sum()
-    if short:
-        alloc[np.argsort(-(exact - alloc), kind="stable")[:short]] += 1
-    rng = np.random.default_rng(seed)
-    picked = [
-        rng.choice(np.flatnonzero(strata == lab), size=a, replace=False)
-        for lab, a in zip(labels, alloc)
-        if a
-    ]
-    return np.sort(np.concatenate(picked)).astype(np.int64)
 
 
 def wilson_ci(p_hat: float, n: int, level: float = 0.95) -> tuple[float, float]:

@@ -31,21 +31,12 @@ WORK_CELLS_CUDA = footprint.WORK_CELLS_CUDA
 
 @functools.cache
 def work_cells(device: torch.device | str) -> int:
-    """Cells per chunk (:func:`batch_chunks`) on ``device``."""
+    """Score cells per chunk of a batch that the reducers work through on ``device``."""
     device = torch.device(device)
     if device.type != "cuda":
         return WORK_CELLS
     total = torch.cuda.get_device_properties(device).total_memory
     return int(max(WORK_CELLS, min(WORK_CELLS_CUDA, total // 1024)))
-
-
-def batch_chunks(scores: torch.Tensor, seq_ids: np.ndarray, cells: int | None = None):
-    """``(scores[i:j], seq_ids[i:j])`` slices of the batch holding at most ``cells`` (default
-    :func:`work_cells` of the scores' device) score cells each, at least one sequence."""
-    cells = work_cells(scores.device) if cells is None else cells
-    per = max(1, cells // max(1, scores[0].numel()))
-    for i in range(0, scores.shape[0], per):
-        yield scores[i : i + per], seq_ids[i : i + per]
 
 
 @runtime_checkable

@@ -67,16 +67,6 @@ def _yaml_strict(text: str, source: str):
         loader.dispose()
 
 
-def load_yaml_strict(path: str | os.PathLike):
-    """The YAML document in ``path``; :class:`ConfigError` for a key repeated in one mapping
-    (naming it, the file and both lines) or a file that does not parse."""
-    path = Path(path)
-    try:
-        return _yaml_strict(_read(path), str(path))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-
-
 def _json_strict(text: str, source: str):
     """The JSON document ``text``; :class:`ConfigError` for a key repeated in one object (naming
     it, the file and the line the object opens on); :class:`json.JSONDecodeError` if it is not

@@ -1,8 +1,7 @@
 """Shared plotting helpers: one text style (:data:`GRID_STYLE`) and one title form for every
 figure (:func:`suptitle`: what it shows, of which model and dataset); heat maps of (query, key)
 maps with masked cells blank; grids of panels legible at page width; each layer's mask kind
-(coordinate ``layer_kind``) in per-layer figures; the check that no two texts of a drawn figure
-overlap (:func:`text_overlaps`). Layers and positions are 0-indexed, as in the stores
+(coordinate ``layer_kind``) in per-layer figures. Layers and positions are 0-indexed, as in the stores
 (:data:`causalpos.figures.labels.LAYER_AXIS`)."""
 
 from __future__ import annotations
@@ -118,38 +117,6 @@ def suptitle(fig, what: str, subject: str | None = None, details: str | None = N
     head = wrapped(what + (f" — {subject}" if subject else ""), width, size)
     text = head if not details else head + "\n" + wrapped(details, width, size - 1)
     return fig.suptitle(text, fontsize=size)
-
-
-def text_overlaps(fig, tolerance: float = 1.0) -> list[tuple[str, str]]:
-    """Pairs of texts of ``fig`` whose boxes overlap by more than ``tolerance`` pixels both ways,
-    as drawn (every visible, non-empty text a draw renders: titles, tick and axis labels,
-    annotations, legend and colour-bar texts; tick labels outside an axis' view are not drawn)."""
-    from matplotlib.text import Text
-
-    drawn: list[tuple[str, object]] = []
-    original = Text.draw
-
-    def draw(self, renderer):
-        original(self, renderer)
-        if self.get_visible() and self.get_text().strip():
-            drawn.append((self.get_text(), self.get_window_extent(renderer)))
-
-    from matplotlib.backends.backend_agg import RendererAgg
-
-    w, h = fig.get_size_inches() * fig.dpi
-    Text.draw = draw
-    try:  # the figure's own draw on an Agg renderer: a closed (saved) figure draws too
-        fig.draw(RendererAgg(int(w), int(h), fig.dpi))
-    finally:
-        Text.draw = original
-    out = []
-    for i, (a, ba) in enumerate(drawn):
-        for b, bb in drawn[i + 1 :]:
-            w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
-            h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
-            if w > tolerance and h > tolerance:
-                out.append((a, b))
-    return out
 
 
 def save(fig, paths: Sequence[str | os.PathLike]) -> None:

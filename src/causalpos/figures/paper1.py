@@ -39,10 +39,8 @@ from causalpos.paper1.diagonal import index_ci, non_relativeness_index, normaliz
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
 
-__all__ = ["draw_fig1", "draw_simulation", "setting_description", "raw_limits"]
+__all__ = ["draw_fig1", "draw_simulation", "raw_limits"]
 
-#: A simulation setting's words (the label table's).
-setting_description = setting_name
 #: What the panels' "I" is (paper 1 §4): said in every figure that prints it.
 INDEX_NOTE = (
     "I: non-relativeness index of the diagonal-normalized map (0: the map depends on the offset "

@@ -107,7 +107,6 @@ ROW_LABELS = {
     "counted_scale": "key 0 counted,\nown scale",
     "per_prompt": "per-prompt reading\n(ΔR² − null)",
 }
-UNIT = "ΔSS / causal run's expected\nlog-attention variance (per layer)"
 NO_HEADLINE = "no headline in this summary\n(leakage.reducer.expected_stats is empty)"
 NOT_DRAWN = {
     "headline_scale": "every headline reading fits row 1's scale",

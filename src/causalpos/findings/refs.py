@@ -36,7 +36,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BARE = re.compile(r'[^\s,\]"\[]+')
 _FORMAT = re.compile(r"(?P<ci>ci)?(?P<scale>%|pp)?(?P<spec>[-+ ]?,?(?:\.\d+)?[defg]?)")
 _LITERAL = re.compile(
-    r"(?P<kind>paper|setting|term|from)(?:\s+(?P<source>[^:\s]+))?\s*:(?P<text>.*)", re.S
+    rf"(?P<kind>{'|'.join(LITERALS)})(?:\s+(?P<source>[^:\s]+))?\s*:(?P<text>.*)", re.S
 )
 
 

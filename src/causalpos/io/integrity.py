@@ -112,14 +112,6 @@ def recorded_record(path: str | os.PathLike) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def recorded_configfiles(path: str | os.PathLike) -> list[str] | None:
-    """The ``--configfile`` arguments of the run that wrote the store, table or model directory
-    ``path`` ([] for the default config.yaml), from its provenance record
-    (:func:`recorded_record`); None where it records none or cannot be read."""
-    files = (recorded_record(path) or {}).get("configfiles")
-    return [str(f) for f in files] if isinstance(files, list) else None
-
-
 def _options_of(path: Path) -> tuple[list[str], list[str]] | None:
     """``(config files, --config arguments)`` a rebuild of ``path`` names: the running pipeline's
     (:func:`configfiles`, :func:`config_args`), else the ones ``path`` records it was built with

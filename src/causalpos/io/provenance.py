@@ -140,13 +140,6 @@ def config_words(record: Mapping) -> str:
     return words + (" --config " + " ".join(map(shlex.quote, map(str, args))) if args else "")
 
 
-def configfile_args(record: Mapping | None) -> str:
-    """`` --configfile X Y --config K=V`` of the run that wrote a store ('' for config.yaml
-    without overrides, or unknown)."""
-    record = record or {}
-    return config_options(record.get("configfiles") or [], record.get("config_args") or [])
-
-
 def _noun(path: str | os.PathLike) -> str:
     """ "store" for a store (a directory), "table" for a table (a file)."""
     return "table" if Path(path).is_file() or Path(path).suffix in (".csv", ".md") else "store"

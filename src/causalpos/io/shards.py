@@ -2,7 +2,7 @@
 (:func:`shard_bounds`), each one store. Because a store exists only once complete
 (:func:`causalpos.io.store.write_dataset`), rerunning after an interruption keeps every finished
 shard and redoes the unfinished one: Snakemake does this by itself (each shard is a job whose
-output is missing), and :func:`write_shards` does it for library and CLI use.
+output is missing).
 :func:`merge_shards` then combines the shards exactly, through each reducer's ``merge``.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from causalpos.io.integrity import StoreError
-from causalpos.io.store import _open, count_problems, is_complete, write_dataset
+from causalpos.io.store import _open, count_problems
 
 #: Attributes that legitimately differ between the shards of one extraction.
 SHARD_ATTRS = ("n_sequences", "sequence_first", "sequence_last", "device", "shard")
@@ -32,27 +32,6 @@ def shard_bounds(n_sequences: int, shard_size: int) -> list[tuple[int, int]]:
             f"shard_bounds: need n_sequences >= 1 and shard_size >= 1, got {n_sequences}, {shard_size}"
         )
     return [(a, min(a + shard_size, n_sequences)) for a in range(0, n_sequences, shard_size)]
-
-
-def write_shards(
-    paths: Sequence[str | os.PathLike],
-    compute: Callable[[int], xr.Dataset],
-) -> list[Path]:
-    """Write shard ``k`` = ``compute(k)`` to ``paths[k]``, skipping shards already complete.
-
-    This is the resume: after an interruption, call it again with the same arguments; finished
-    shards are kept (not recomputed) and the rest are computed. Temporary leftovers of a killed
-    writer (``.{name}.tmp-*`` siblings) are removed by the write (:func:`atomic_dir`).
-    """
-    out = []
-    for k, path in enumerate(paths):
-        path = Path(path)
-        if not is_complete(path):
-            ds = compute(k)
-            ds.attrs["shard"] = k
-            write_dataset(ds, path)
-        out.append(path)
-    return out
 
 
 def merge_shards(

@@ -45,7 +45,6 @@ __all__ = [
     "StoreError",
     "StoreFormatError",
     "count_problems",
-    "is_complete",
     "map_problems",
     "open_dataset",
     "require",
@@ -318,16 +317,6 @@ def _jsonable(v):
     if isinstance(v, bool) or v is None or isinstance(v, (int, float, str)):
         return v
     return str(v)
-
-
-def is_complete(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a finished store (written by :func:`write_dataset`, so atomic).
-
-    Only the final name counts: a killed writer's temporary sibling (``.<name>.tmp-*``) is a
-    different path, never taken for ``path``. Says nothing about later damage
-    (:func:`open_dataset` checks that).
-    """
-    return (Path(path) / "zarr.json").is_file()
 
 
 def count_problems(ds: xr.Dataset) -> list[str]:

@@ -12,7 +12,7 @@ model has layers, the embedding (:data:`EMBEDDING`), then the output of each blo
 
 At a length T ≤ W a sliding window masks nothing the causal mask does not: its pattern equals a
 global layer's (:func:`pattern`), and a comparison of the two kinds is not applicable there
-(:func:`window_masks`).
+(:func:`masks_anything`).
 """
 
 from __future__ import annotations
@@ -116,12 +116,6 @@ def kind_groups(kinds: Sequence[str]) -> dict[str, list[int]]:
     for i, k in enumerate(kinds):
         out.setdefault(str(k), []).append(i)
     return out
-
-
-def window_masks(kinds: Sequence[str], seq_len: int) -> dict[str, bool]:
-    """Kind -> whether its window masks anything at ``seq_len`` (:func:`masks_anything`): a
-    claim about sliding layers reads "not applicable: window ≥ T" where none does."""
-    return {k: masks_anything(k, seq_len) for k in kind_groups(kinds)}
 
 
 def layer_kinds(ds, n_layers: int | None = None) -> list[str]:

@@ -2,7 +2,7 @@
 (multiplier replicates of :mod:`causalpos.paper2.estimator.replicates`, inverted with the variance at
 the hypothesised value), the basic interval of a contrast, the percentile interval of paired
 replicates (a per-prompt mean, a difference of runs, a share), the Wilson interval of a fraction,
-and the p-values: sign flips (multiplier draws or their own), Monte Carlo permutation counts,
+and the p-values: sign flips (the multiplier draws), Monte Carlo permutation counts,
 Benjamini–Hochberg q-values. The percentile and Wilson intervals, the permutation p-value and BH
 are the package's own (:mod:`causalpos.stats`, shared with paper 1); paper 2 reaches them only
 through the functions here.
@@ -65,7 +65,7 @@ import functools
 import numpy as np
 
 from causalpos import stats
-from causalpos.paper2.estimator.replicates import quadratic_form, u_replicates
+from causalpos.paper2.estimator.replicates import u_replicates
 
 __all__ = [
     "inverted",
@@ -73,14 +73,12 @@ __all__ = [
     "calibrated_ratio",
     "ratio",
     "reflect",
-    "basic_interval",
     "sign_flip_pvalue",
     "interval",
     "bounds",
     "wilson",
     "exceedance_pvalue",
     "null_pvalue",
-    "sign_flip_pvalues",
     "q_values",
     "fraction_below",
 ]
@@ -192,18 +190,6 @@ def reflect(estimate: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     return 2.0 * np.asarray(estimate)[None] - np.asarray(replicates)
 
 
-def basic_interval(
-    estimate: np.ndarray, replicates: np.ndarray, level: float = 0.95
-) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) = θ̂ − the (1 + level)/2 and (1 − level)/2 quantiles of θ* − θ̂ (NaN-aware:
-    replicates with a NaN are left out)."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"confidence level must lie in (0, 1), got {level!r}")
-    a = (1.0 - level) / 2.0
-    lo, hi = np.nanquantile(reflect(estimate, replicates), [a, 1.0 - a], axis=0)
-    return lo, hi
-
-
 def sign_flip_pvalue(estimate: np.ndarray, null: np.ndarray) -> np.ndarray:
     """One-sided p = (1 + #{T(ξ) ≥ N̂}) / (1 + B) of H0: θ = 0 from the sign-flip statistics
     ``null`` (B, ...) of :func:`u_replicates` (ties within rounding count as exceedances)."""
@@ -244,18 +230,6 @@ def null_pvalue(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
     """:func:`exceedance_pvalue` of ``observed`` among the ``null`` draws (R, ...)
     (:func:`causalpos.stats.permutation_pvalue`; NaN where the statistic is NaN)."""
     return stats.permutation_pvalue(observed, null)
-
-
-def sign_flip_pvalues(num_gram: np.ndarray, n_flips: int = 2000, seed: int = 0) -> np.ndarray:
-    """Per-map p-values of H0: P_Δ μ = 0 by random sign flips of the prompts' c-vectors (the
-    percentile bootstrap's own test; the calibrated intervals use :func:`sign_flip_pvalue` on
-    their multipliers). Statistic N̂ = Σ_{p≠q} c_pᵀM⁺c_q; p = (1 + #{flips with N(ε) ≥ N̂}) /
-    (1 + n_flips)."""
-    n = num_gram.shape[-1]
-    eps = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_flips, n))
-    obs = quadratic_form(num_gram, np.ones((1, n)))[0]
-    flips = quadratic_form(num_gram, eps)
-    return (1.0 + (flips >= obs - 1e-12 * np.abs(obs)).sum(0)) / (1.0 + n_flips)
 
 
 def q_values(p: np.ndarray) -> np.ndarray:

@@ -27,7 +27,8 @@ def trajectory(states: np.ndarray) -> xr.Dataset:
     """Cross-prompt spread of position-0 states per layer.
 
     Args:
-        states: ``(prompt, layer, dim)``, e.g. :func:`causalpos.capture.position0.position0_states`.
+        states: ``(prompt, layer, dim)``, e.g. a store's ``p0_state`` (extraction's
+            :class:`causalpos.capture.position0.Position0States`).
 
     Returns:
         Dataset over ``layer`` with ``std`` (mean over dims of the cross-prompt standard deviation,

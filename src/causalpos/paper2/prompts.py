@@ -47,7 +47,7 @@ class PromptSet:
     floor_correct: bool
     level: float
     stratified: bool
-    multipliers: np.ndarray | None = None  # (n_boot, n) Rademacher ±1, shared by every run
+    multipliers: np.ndarray  # (n_boot, n) Rademacher ±1, shared by every run
 
     @classmethod
     def from_stores(

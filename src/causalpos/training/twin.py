@@ -14,10 +14,6 @@ log = logging.getLogger("causalpos.training.twin")
 INIT_SUFFIX = "-init"
 
 
-def twin_name(model: str) -> str:
-    return f"{model}{INIT_SUFFIX}"
-
-
 def prepare_init_twin(trained_dir: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     """Write the weights ``trained_dir`` was trained *from* as an HF-format model directory.
 

@@ -33,8 +33,8 @@ is exact in its first (low-rank) part for every pair; the residual part is known
 
 **Resampling (decision).** Headline CIs: calibrated multiplier intervals over prompts
 (:mod:`causalpos.paper2.inference`; :func:`estimate`): near 0 the U-statistic is
-degenerate and the percentile bootstrap below overstates its spread. The percentile bootstrap
-(:func:`estimate_bootstrap`) stays for readings paired with per-prompt means. A resample with
+degenerate and the percentile bootstrap overstates its spread. The percentile bootstrap (the
+tests' oracle, ``tests/expected_oracle.py``, and the planted control): a resample with
 multiplicities m_p keeps only pairs of distinct prompts, N*(m) = Σ_{p≠q} m_p m_q y_pᵀ P_Δ y_q
 (copies of one prompt would bring the content term back). N* and the low-rank part of D* are
 exact. The residual part of D* is held at its per-pair mean, D̂_R · Σ_{p≠q} m_p m_q / (n(n−1)):
@@ -116,11 +116,6 @@ def u_statistics(grams: dict[str, np.ndarray], weights: np.ndarray) -> dict[str,
         "pairs": pairs,
         "sst": sst,
     }
-
-
-#: Sign flips of :func:`estimate_bootstrap`'s own per-head test (the calibrated intervals take
-#: their p-values from their multipliers).
-N_FLIPS = 2000
 
 
 def _prompts(grams: dict[str, np.ndarray]) -> int:
@@ -232,78 +227,22 @@ def _levels(grams: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
     }
 
 
-def estimate_bootstrap(
-    grams: dict[str, np.ndarray],
-    counts: np.ndarray,
-    *,
-    level: float = 0.95,
-    n_flips: int = N_FLIPS,
-    seed: int = 0,
-) -> dict[str, np.ndarray]:
-    """:func:`estimate`'s readings under the percentile bootstrap: prompt multiplicities
-    ``counts`` (B, n) (e.g. :func:`causalpos.stats.bootstrap_counts`), each level's ratio from
-    the summed N and D of its maps, percentile intervals of the replicates, and per-head p-values
-    from ``n_flips`` sign flips of their own (seeded by ``seed`` + 1; 0 flips: p = 1). The keys
-    of :func:`estimate` but ``num_parts_layer``."""
-    n = _prompts(grams)
-    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
-    u = u_statistics(grams, weights)
-    num, den = u["num"], u["den"]  # (1 + B, layer, head)
-    out = {}
-    for name, (a, b) in {
-        "head": (num, den),
-        "layer": (num.sum(-1), den.sum(-1)),
-        "pooled": (num.sum((-2, -1)), den.sum((-2, -1))),
-    }.items():
-        r = inf.ratio(a, b)
-        out[f"{name}_boot"] = r[1:]
-        pairs = u["pairs"].reshape((-1,) + (1,) * (a.ndim - 1))
-        out[f"{name}_num_boot"], out[f"{name}_den_boot"] = a[1:] / pairs[1:], b[1:] / pairs[1:]
-        out[f"{name}_num"], out[f"{name}_den"], out[name] = (
-            a[0] / (n * (n - 1)),
-            b[0] / (n * (n - 1)),
-            r[0],
-        )
-        out[f"{name}_lo"], out[f"{name}_hi"] = inf.bounds(r[1:], level)
-        a_sst, b_sst = {"head": (num, u["sst"]), "layer": (num.sum(-1), u["sst"].sum(-1))}.get(
-            name, (num.sum((-2, -1)), u["sst"].sum((-2, -1)))
-        )
-        r_sst = inf.ratio(a_sst / pairs, b_sst)
-        out[f"{name}_sst"] = r_sst[0]
-        out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = inf.bounds(r_sst[1:], level)
-    p = inf.sign_flip_pvalues(grams["num"], n_flips, seed + 1)
-    out["p"], out["q"] = p, inf.q_values(p)
-    out["resid_share"] = u["den_resid"].sum() / den[0].sum()
-    return out
-
-
 def pooled_subset(
     grams: dict[str, np.ndarray],
     select: np.ndarray,
-    counts: np.ndarray | None = None,
+    multipliers: np.ndarray,
     *,
-    multipliers: np.ndarray | None = None,
     level: float = 0.95,
 ) -> tuple[float, np.ndarray]:
     """The pooled ratio Σ N̂ / Σ D̂ over the maps ``select`` ((layer, head) bool) only, and its
-    replicates: under the bootstrap ``counts`` (B, n), or calibrated and reflected under the
-    ``multipliers`` (B, n) (:func:`estimate`): the headline of a subset of heads (e.g. the sink
-    heads), paired with every other reading drawn with the same draws."""
-    if (counts is None) == (multipliers is None):
-        raise ValueError("pooled_subset: pass exactly one of counts and multipliers")
+    replicates, calibrated and reflected under the ``multipliers`` (B, n) (:func:`estimate`):
+    the headline of a subset of heads (e.g. the sink heads), paired with every other reading
+    drawn with the same draws."""
     select = np.asarray(select, dtype=bool)
-    n_b = len(counts if counts is not None else multipliers)
     if not select.any():
-        return np.nan, np.full(n_b, np.nan)
+        return np.nan, np.full(len(multipliers), np.nan)
     sub = {k: np.asarray(v)[select] for k, v in grams.items()}
     n = sub["sst"].shape[-1]
-    if multipliers is not None:
-        d_r = sub["sst_sum"] - sub["sst"].sum(-1) - quadratic_form(sub["low"], np.ones((1, n)))[0]
-        r = inf.calibrated_ratio(
-            sub["num"].sum(0), sub["low"].sum(0), multipliers, d_r.sum(), level
-        )
-        return float(r["est"]), r["boot"]
-    weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
-    u = u_statistics(sub, weights)
-    r = inf.ratio(u["num"].sum(-1), u["den"].sum(-1))
-    return float(r[0]), r[1:]
+    d_r = sub["sst_sum"] - sub["sst"].sum(-1) - quadratic_form(sub["low"], np.ones((1, n)))[0]
+    r = inf.calibrated_ratio(sub["num"].sum(0), sub["low"].sum(0), multipliers, d_r.sum(), level)
+    return float(r["est"]), r["boot"]

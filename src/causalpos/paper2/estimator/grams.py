@@ -20,7 +20,7 @@ from causalpos.paper2.estimator.pairgrams import (
     numerator_grams,
     prompt_grams,
 )
-from causalpos.paper2.estimator.replicates import linear_parts, quadratic_form, u_replicates
+from causalpos.paper2.estimator.replicates import linear_parts, u_replicates
 from causalpos.paper2.estimator.storeview import map_sum, store_masks, store_stats
 from causalpos.paper2.extraction.design import Design, build_design, parse_fit
 from causalpos.paper2.prompts import PromptSet
@@ -60,11 +60,8 @@ class GramCache:
 
     @property
     def resampling(self) -> dict[str, np.ndarray]:
-        """The summary's draws: the calibrated multipliers (:mod:`causalpos.paper2.inference`)
-        where the prompt set has them, else its bootstrap counts."""
-        if self.ps.multipliers is not None:
-            return {"multipliers": self.ps.multipliers}
-        return {"counts": self.ps.counts}
+        """The summary's draws: the calibrated multipliers (:mod:`causalpos.paper2.inference`)."""
+        return {"multipliers": self.ps.multipliers}
 
     def data(self, run: str) -> xr.Dataset:
         if run not in self._data:
@@ -154,54 +151,37 @@ class GramCache:
         *,
         fit: str = FIT,
         landmark: bool = True,
-        flips: bool = True,
     ) -> dict[str, np.ndarray]:
         """:func:`causalpos.paper2.estimator.expected.estimate` on the summary's multipliers
-        (memoised; :func:`~causalpos.paper2.estimator.expected.estimate_bootstrap` on its counts
-        where the prompt set has no multipliers). ``flips`` (the bootstrap's own sign flips) has
-        no effect under the calibrated multipliers, whose p-values come from the same draws: one
-        estimate serves both. The estimate is ``lean`` (no per-head or per-layer ρ_SST, no
-        per-head N and D replicates: nothing here reads them); the numerator's per-layer linear
-        parts go to :meth:`parts`. Only the headline reading (``fit`` :data:`FIT`,
-        ``landmark``) is read per head: the others (the key-0 column counted, the linear
-        baseline) are estimated per layer and pooled only (``heads=False``: their linear parts
-        from the layers' Grams)."""
-        flips = flips or self.ps.multipliers is not None
-        key = (run, window, target, fit, landmark, flips)
+        (memoised). The estimate is ``lean`` (no per-head or per-layer ρ_SST, no per-head N and D
+        replicates: nothing here reads them); the numerator's per-layer linear parts go to
+        :meth:`parts`. Only the headline reading (``fit`` :data:`FIT`, ``landmark``) is read per
+        head: the others (the key-0 column counted, the linear baseline) are estimated per layer
+        and pooled only (``heads=False``: their linear parts from the layers' Grams)."""
+        key = (run, window, target, fit, landmark)
         if key not in self._est:
             g = self.grams(run, window, target, fit=fit, landmark=landmark)
-            if self.ps.multipliers is None:
-                r = X.estimate_bootstrap(
-                    g,
-                    self.ps.counts,
-                    level=self.ps.level,
-                    n_flips=X.N_FLIPS if flips else 0,
-                    seed=self.seed,
-                )
-            else:
-                r = X.estimate(
-                    g,
-                    self.ps.multipliers,
-                    level=self.ps.level,
-                    lean=True,
-                    heads=fit == FIT and landmark,
-                )
+            r = X.estimate(
+                g,
+                self.ps.multipliers,
+                level=self.ps.level,
+                lean=True,
+                heads=fit == FIT and landmark,
+            )
             parts = r.pop("num_parts_layer", None)
             if parts is not None:
-                self._parts.setdefault(key[:-1], parts)
+                self._parts.setdefault(key, parts)
             self._est[key] = r
         return self._est[key]
 
     def parts(
         self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
-    ) -> dict[str, np.ndarray] | None:
+    ) -> dict[str, np.ndarray]:
         """:func:`causalpos.paper2.estimator.replicates.linear_parts` (B, layer) of the run's numerator Gram
-        summed over heads, under the calibrated multipliers (None without them): from the
-        estimate's per-head parts where it ran, else from the layers' Grams (memoised).
-        ``target`` "logz": the Gram of :meth:`logz_gram`. A combination of Grams, or a sum over
-        layers, takes the same combination, or sum, of their parts."""
-        if self.ps.multipliers is None:
-            return None
+        summed over heads, under the calibrated multipliers: from the estimate's per-head parts
+        where it ran, else from the layers' Grams (memoised). ``target`` "logz": the Gram of
+        :meth:`logz_gram`. A combination of Grams, or a sum over layers, takes the same
+        combination, or sum, of their parts."""
         key = (run, window, target, fit, landmark)
         if key not in self._parts:
             if target == "logz":
@@ -216,29 +196,24 @@ class GramCache:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(N̂, replicates (B, ...)) per prompt pair of a numerator Gram (..., n, n) (e.g. a
         component's combination of Grams, summed to the level it is read at): the calibrated
-        interval's reflected replicates, or the bootstrap's. ``contrast``: a difference of
+        interval's reflected replicates. ``contrast``: a difference of
         positive semi-definite Grams (indefinite: N̂ may be of either sign), whose variance does
         not follow the calibrated interval's model V(N) = V2 + αN (N ≥ 0): its replicates are
         the multiplier replicates N* − N̂ with the unbiased linear variance, reflected (the basic
         interval). ``parts``: the Gram's linear parts under the multipliers, where known (the
         same combination of :meth:`parts`, summed to the same level)."""
         pairs = self.n * (self.n - 1)
-        if self.ps.multipliers is not None:
-            if contrast:
-                u = u_replicates(gram, self.ps.multipliers, parts)
-                return u["est"] / pairs, inf.reflect(u["est"], u["est"] + u["delta"]) / pairs
-            r = inf.calibrated(gram, self.ps.multipliers, self.ps.level, parts)
-            return r["est"] / pairs, r["boot"] / pairs
-        w = np.concatenate([np.ones((1, self.n)), np.asarray(self.ps.counts, np.float64)])
-        u = quadratic_form(gram, w)
-        m_pairs = (w.sum(-1) ** 2 - (w * w).sum(-1)).reshape((-1,) + (1,) * (u.ndim - 1))
-        return u[0] / pairs, u[1:] / m_pairs[1:]
+        if contrast:
+            u = u_replicates(gram, self.ps.multipliers, parts)
+            return u["est"] / pairs, inf.reflect(u["est"], u["est"] + u["delta"]) / pairs
+        r = inf.calibrated(gram, self.ps.multipliers, self.ps.level, parts)
+        return r["est"] / pairs, r["boot"] / pairs
 
     def denominator(
         self, run: str, window: str, target: str, level: str, *, landmark: bool = True
     ) -> tuple[np.ndarray, np.ndarray]:
         """(D̂, replicates) per prompt pair of the run's map at ``level`` (pooled, layer, head)."""
-        r = self.estimate(run, window, target, landmark=landmark, flips=False)
+        r = self.estimate(run, window, target, landmark=landmark)
         return r[f"{level}_den"], r[f"{level}_den_boot"]
 
     def mean_map(self, run: str, target: str, layer) -> tuple[np.ndarray, np.ndarray]:

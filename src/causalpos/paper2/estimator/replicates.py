@@ -58,7 +58,6 @@ import numpy as np
 __all__ = [
     "rademacher",
     "quadratic_form",
-    "zeta1",
     "LINEAR_PARTS",
     "linear_parts",
     "sum_parts",
@@ -152,15 +151,6 @@ def _moments(gram: np.ndarray) -> dict[str, np.ndarray]:
     s3 = (row * row).sum(-1) - s2
     s4 = est * est - 2.0 * s2 - 4.0 * s3
     return {"est": est, "row": row, "s2": s2, "s3": s3, "s4": s4}
-
-
-def zeta1(gram: np.ndarray) -> np.ndarray:
-    """Unbiased estimate of ζ1 = Var g1 = E[h12 h13] − E[h12 h34] from a Gram (..., n, n), n ≥ 4:
-    S3 / (n)_3 − S4 / (n)_4 (falling factorials; may be negative)."""
-    n = np.shape(gram)[-1]
-    if n < 4:
-        raise ValueError(f"the variance of the linear part needs at least 4 prompts, got {n}")
-    return _zeta1(_moments(gram), n)
 
 
 def _zeta1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -280,15 +270,9 @@ def u_replicates(
     }
 
 
-def _double_centre(g: np.ndarray) -> np.ndarray:
-    return (
-        g - g.mean(-1, keepdims=True) - g.mean(-2, keepdims=True) + g.mean((-2, -1), keepdims=True)
-    )
-
-
 def _centred_s2(g: np.ndarray) -> np.ndarray:
-    """S2 = Σ_{p≠q} (HGH)_pq² of the doubly centred Gram: :func:`_double_centre` and
-    :func:`_moments`' S2, the same operations in one buffer."""
+    """S2 = Σ_{p≠q} (HGH)_pq² of the doubly centred Gram HGH (H = I − 11ᵀ/n) and :func:`_moments`'
+    S2, in one buffer."""
     c = np.subtract(g, g.mean(-1, keepdims=True))
     c -= g.mean(-2, keepdims=True)
     c += g.mean((-2, -1), keepdims=True)

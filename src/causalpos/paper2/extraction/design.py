@@ -105,7 +105,17 @@ class Design:
 
     @property
     def floor(self) -> float:
-        """E[ΔR²] for pure (spherical) noise: k / (N − 1). See :func:`null_floor`."""
+        """E[ΔR²] for pure (spherical) noise: k / (N − 1), k = rank(F) − rank(B), N pairs.
+
+        Derivation: for spherical noise y, the residual of y on the intercept splits into
+        orthogonal pieces; ΔSS is the squared norm of its projection on a k-dimensional subspace
+        of the (N − 1)-dimensional centred space, so ΔR² = ΔSS/SST ~ Beta(k/2, (N − 1 − k)/2)
+        with mean k/(N − 1). On the full triangle without row 0 (N = T(T+1)/2 − 1) k = T − 2 for
+        query effects, T − 1 for key effects and 2T − 4 for both (one more null direction:
+        β_d + γ_i + κ_j is unchanged by a linear trend c·(i − j − d) = 0). The spec's
+        (T − 1)/(N − 2T + 1) is instead E[ΔSS]/E[SSR_F] with row 0 included (k = T − 1, N − p_F
+        residual degrees of freedom): a ratio to the residual, not to the total sum of squares,
+        and larger by ≈ 2/T."""
         return self.k / (self.n_pairs - 1)
 
     def tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
@@ -318,18 +328,3 @@ def build_design(
     return _build_design_cached(
         np.ascontiguousarray(mask).tobytes(), mask.shape[0], baseline, absolute, bool(landmark)
     )
-
-
-def null_floor(mask: np.ndarray, fit: str = "saturated+query") -> float:
-    """Expected in-sample ΔR² of pure noise: k / (N − 1), k = rank(F) − rank(B), N pairs.
-
-    Derivation: for spherical noise y, the residual of y on the intercept splits into orthogonal
-    pieces; ΔSS is the squared norm of its projection on a k-dimensional subspace of the
-    (N − 1)-dimensional centred space, so ΔR² = ΔSS/SST ~ Beta(k/2, (N − 1 − k)/2) with mean
-    k/(N − 1). On the full triangle without row 0 (N = T(T+1)/2 − 1) k = T − 2 for query effects,
-    T − 1 for key effects and 2T − 4 for both (one more null direction: β_d + γ_i + κ_j is
-    unchanged by a linear trend c·(i − j − d) = 0). The spec's (T − 1)/(N − 2T + 1) is instead
-    E[ΔSS]/E[SSR_F] with row 0 included (k = T − 1, N − p_F residual degrees of freedom): a ratio
-    to the residual, not to the total sum of squares, and larger by ≈ 2/T.
-    """
-    return build_design(mask, fit).floor

@@ -28,14 +28,13 @@ with μ_s, q_s the stratum means of y and y², o_s = (S_s² − Q_s)/(n_s(n_s−
 leverages of the ΔSS projector P_Δ over stratum s and C_st = 1_sᵀ P_Δ 1_t. For the saturated
 baseline C = 0 (P_Δ annihilates every offset indicator) and E_π[ΔSS] = Σ_s h_s v_s with v_s the
 unbiased within-offset variance. For pure noise, E[ΔR²] = k/(N − 1) exactly, k = rank(F) − rank(B)
-(``Design.floor``); see :func:`causalpos.paper2.extraction.design.null_floor`.
+(:attr:`causalpos.paper2.extraction.design.Design.floor`).
 
 **Observational split (§3).** One causal run's log-attention leakage split as
 ΔSS(a) = ΔSS(s) + ΔSS(ℓ) − 2⟨P_Δ s, P_Δ ℓ⟩ with a = s − ℓ, ℓ_i = log Z_i, in units of SST(a)
 (:func:`split_terms`). The decomposition into causal-mask and residual-stream components:
 :mod:`causalpos.paper2.decomposition` (the headline reading) and
-:func:`causalpos.paper2.summary.per_prompt.per_prompt_components` (the per-prompt reading). Whole
-maps in memory: :mod:`causalpos.paper2.extraction.fit`.
+:func:`causalpos.paper2.summary.per_prompt.per_prompt_components` (the per-prompt reading).
 
 Scores are float32 pre-softmax logits with NaN where the model's mask forbids the pair; every
 reduction here runs in float64. The functions that compute on tensors (extraction's reducers)
@@ -91,26 +90,6 @@ def log_z(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     fin = torch.isfinite(s)
     lse = torch.logsumexp(torch.where(fin, s, -torch.inf), dim=-1)
     return lse, fin
-
-
-def log_attention(scores):
-    """Log-attention a_ij = s_ij − log Σ_{k allowed} exp(s_ik), in float64.
-
-    The allowed keys of row i are the finite entries of ``scores[..., i, :]`` (the model's own mask:
-    causal = j ≤ i, bidirectional = all, sliding window = the window). NaN where not allowed.
-
-    Args:
-        scores: ``(..., query, key)`` numpy array or torch tensor, NaN where masked.
-
-    Returns:
-        Same type and shape as ``scores``, float64.
-    """
-    import torch
-
-    s, was_numpy = to_tensor(scores)
-    lse, fin = log_z(s)
-    a = torch.where(fin, s.to(torch.float64) - lse[..., None], torch.nan)
-    return a.numpy() if was_numpy else a
 
 
 def _skew(pad: torch.Tensor) -> torch.Tensor:
@@ -230,53 +209,14 @@ def pair_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict[str, torch
     return window_sums(target_sums(y, w, n_pairs), 0, y.shape[-1])
 
 
-def query_centred(
-    lz: torch.Tensor, w_np: np.ndarray, n_pairs: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """What :func:`query_sums` builds before it picks a window: the measured pairs ``wf`` (T, T)
-    float64, their offset indicator ``wsk`` ([i, d] = 1 where pair (i, i − d) is measured),
-    the pairs per query row ``n_i`` (T,) and ℓ centred over the measured pairs (..., T)."""
-    import torch
-
-    T = w_np.shape[0]
-    i, j = np.nonzero(w_np)
-    wsk = np.zeros((T, T))
-    wsk[i, i - j] = 1.0  # [i, d]: pair (i, i − d) measured
-    wf = torch.as_tensor(w_np, dtype=torch.float64, device=lz.device)
-    wsk = torch.as_tensor(wsk, device=lz.device)
-    n_i = wf.sum(dim=-1)
-    lz = lz.to(torch.float64)
-    lc = lz - ((lz * n_i).sum(dim=-1) / n_pairs)[..., None]
-    return wf, wsk, n_i, lc
-
-
-def query_sums(
-    lz: torch.Tensor, w_np: np.ndarray, n_pairs: int, lo: int, hi: int
-) -> dict[str, torch.Tensor]:
-    """:func:`window_sums`' dict for a query-only target ℓ_i (log Z), by (T, T) matrix products.
-
-    Args:
-        lz: ``(..., T)`` per-query values (e.g. :func:`log_z`); ℓ_ij = ℓ_i on every measured pair.
-        w_np: ``(T, T)`` bool numpy array, the measured pairs.
-        n_pairs: ``w_np.sum()``.
-        lo, hi: query rows [lo, hi) of the window.
-
-    Returns:
-        dict with ``rows``, ``cols``, ``off``, ``off2`` (..., T) and ``S``, ``Q`` (...), float64.
-    """
-    import torch
-
-    wf, wsk, n_i, lc = query_centred(lz, w_np, n_pairs)
-    lw = torch.zeros_like(lc)
-    lw[..., lo:hi] = lc[..., lo:hi]
-    return windowed_query_sums(lw, wf, wsk, n_i)
-
-
 def windowed_query_sums(
     lw: torch.Tensor, wf: torch.Tensor, wsk: torch.Tensor, n_i: torch.Tensor
 ) -> dict[str, torch.Tensor]:
-    """:func:`query_sums`' dict from the centred ℓ zeroed outside the window's rows ``lw``
-    (..., T) and :func:`query_centred`'s pairs, offset indicator and pairs per row."""
+    """:func:`window_sums`' dict for a query-only target ℓ_i (log Z), by (T, T) matrix products:
+    from ``lw`` (..., T), ℓ centred over the measured pairs and zeroed outside the window's query
+    rows, the measured pairs ``wf`` (T, T) float64, their offset indicator ``wsk`` ([i, d] = 1
+    where pair (i, i − d) is measured) and the pairs per query row ``n_i`` (T,). Returns
+    ``rows``, ``cols``, ``off``, ``off2`` (..., T) and ``S``, ``Q`` (...), float64."""
     off = lw @ wsk
     off2 = (lw * lw) @ wsk
     return {
@@ -326,7 +266,7 @@ def _quad(c1: torch.Tensor, c2: torch.Tensor, design: Design) -> torch.Tensor:
 
 
 def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.Tensor]:
-    """The fit of every map from its sums (:func:`window_sums`, :func:`query_sums`).
+    """The fit of every map from its sums (:func:`window_sums`, :func:`windowed_query_sums`).
 
     Args:
         sums: ``rows``, ``cols``, ``off``, ``off2`` (..., T) and ``S``, ``Q`` (...).
@@ -462,7 +402,7 @@ def split_terms(s_sums: dict, l_sums: dict, design: Design, a_fit: dict) -> torc
 
     Args:
         s_sums: :func:`window_sums` of the logits s.
-        l_sums: :func:`query_sums` (or :func:`window_sums`) of ℓ = log Z.
+        l_sums: :func:`windowed_query_sums` (or :func:`window_sums`) of ℓ = log Z.
         design: the :class:`~causalpos.paper2.extraction.design.Design` of the pairs and fit.
         a_fit: :func:`fit_sums` of the log-attention a on the same pairs.
 

@@ -182,9 +182,7 @@ def headline_blocks(
             "exp_planted_size": settings.planted,
             "exp_control_tol": CONTROL_TOL,
             "exp_control_alpha": settings.control_alpha,
-            "exp_counts_digest": counts_digest(
-                ps.counts if ps.multipliers is None else ps.multipliers
-            ),
+            "exp_counts_digest": counts_digest(ps.multipliers),
             "exp_linear_fit": LINEAR_FIT,
         }
     )
@@ -234,10 +232,10 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
                     f = inf.fraction_below(x, alpha)
                     arr[vi, wi, ti] = [f, *inf.wilson(f, x.size, ps.level)]
                 if wi == 0 and v in LINEAR_VARIANTS:
-                    rl = cache.estimate(v, w, t, fit=LINEAR_FIT, flips=False)
+                    rl = cache.estimate(v, w, t, fit=LINEAR_FIT)
                     lin[vi, ti] = _baseline_rows(cache, (v, w, t), r, rl)
                 if wi == 0:  # the reading with the key-0 column counted, headline window
-                    r2 = cache.estimate(v, w, t, landmark=False, flips=False)
+                    r2 = cache.estimate(v, w, t, landmark=False)
                     model_nl[vi, ti] = [r2["pooled"], r2["pooled_lo"], r2["pooled_hi"]]
     vwt = ("variant", "exp_window", "target")
     return xr.Dataset(

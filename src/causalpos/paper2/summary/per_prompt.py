@@ -159,7 +159,7 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
     Raw ΔR² carries the inflation: the within-offset permutation null of the linear fit contains
     the offset profile's own projection (for y = f(i − j) the null equals the observation), so the
     corrected linear leakage cannot show it by construction; both fits have the same pure-noise
-    floor k/(N − 1), k = T − 2 for query effects (design.null_floor), so raw values compare like
+    floor k/(N − 1), k = T − 2 for query effects (design.Design.floor), so raw values compare like
     for like.
     """
     linear = linear_counterpart(ps.fit)

@@ -1,6 +1,8 @@
-"""ΔR² and the observational split of whole maps held in memory (maps in, numbers out): the
-reference API of :mod:`causalpos.paper2.extraction.metric`'s solver, which the reducers run on the
-same sums during extraction (:class:`~causalpos.paper2.extraction.reducers.LeakageReducer`).
+"""An oracle of paper 2's metric for the tests: ΔR² and the observational split of whole maps
+held in memory (maps in, numbers out), from the solver of
+:mod:`causalpos.paper2.extraction.metric` (the one the reducers run on the same sums during
+extraction, :class:`~causalpos.paper2.extraction.reducers.LeakageReducer`), and the log-attention
+of a map of scores.
 """
 
 from __future__ import annotations
@@ -22,6 +24,26 @@ from causalpos.paper2.extraction.metric import (
     split_terms,
     to_tensor,
 )
+
+
+def log_attention(scores):
+    """Log-attention a_ij = s_ij − log Σ_{k allowed} exp(s_ik), in float64.
+
+    The allowed keys of row i are the finite entries of ``scores[..., i, :]`` (the model's own mask:
+    causal = j ≤ i, bidirectional = all, sliding window = the window). NaN where not allowed.
+
+    Args:
+        scores: ``(..., query, key)`` numpy array or torch tensor, NaN where masked.
+
+    Returns:
+        Same type and shape as ``scores``, float64.
+    """
+    import torch
+
+    s, was_numpy = to_tensor(scores)
+    lse, fin = log_z(s)
+    a = torch.where(fin, s.to(torch.float64) - lse[..., None], torch.nan)
+    return a.numpy() if was_numpy else a
 
 
 @dataclass(frozen=True)
