@@ -832,6 +832,7 @@ SMOKE_TARGETS = [
     "results/stats/paper2_decomposition_components.csv",
     "results/stats/paper2_decomposition_components_by_layer.csv",
     "results/stats/paper2_decomposition_components_by_kind.csv",
+    "results/stats/paper2_decomposition_mappings.csv",
     "results/stats/paper2_controls.csv",
     "results/stats/paper2_plant_doses.csv",
     "results/stats/paper2_bos_headline.csv",
