@@ -68,8 +68,10 @@ def test_the_mask_free_route_applies_only_with_a_fixed_token_0(attrs, fixed, sta
     else:
         assert df[gone].isna().all(axis=None)
         # the indirect route, the mechanism mapping and the aliases keep their numbers
-        assert df[["indirect_mask", "share_causal_mask_mechanism", "causal_mask"]].notna().all(
-            axis=None
+        assert (
+            df[["indirect_mask", "share_causal_mask_mechanism", "causal_mask"]]
+            .notna()
+            .all(axis=None)
         )
     if attrs.get("token0_ids") == [3, 8]:
         assert "(ids 3, 8)" in df["mask_free_status"].iloc[0]
