@@ -421,7 +421,8 @@ def _first_position_free(summary: xr.Dataset) -> str:
 def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     """Rows (condition, window, target) of the headline decomposition, with the paired
     differences of the causal-mask share to every other condition
-    (``share_causal_mask_minus_<condition>``)."""
+    (``share_causal_mask_minus_<condition>``), and whether its residual (the mask-free route)
+    applies (``token0_fixed``, ``mask_free_status``: the numbers are kept)."""
     idx = ["exp_condition", "exp_window", "target"]
     dec = wide_stat(summary["exp_decomposition"], idx, "component")
     diff = summary["exp_decomposition_difference"].sel(component="share_causal_mask")
@@ -435,4 +436,4 @@ def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     dec.insert(4, "ring_run", ring_runs(summary, dec["condition"]))
     dec.insert(5, "status", [ring_status(r, c) for r, c in zip(dec["ring_run"], dec["condition"])])
     dec["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
-    return dec
+    return mark_mask_free(dec, summary)  # its residual is the mask-free route
