@@ -131,6 +131,29 @@ def test_identity_rope_ring_is_the_unmasked_permutation_equivariant_pass():
         assert torch.allclose(a.scores(layer), b.scores(layer), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_identity_rope_on_the_ring_is_exactly_position_free(arch):
+    """The decomposition's position-free control: with no rotation and no mask (the ring removes
+    the causal mask and every window) a pass is permutation-equivariant, so any permutation of
+    the tokens permutes every layer's map in both axes, and its expected map over prompts holds
+    no absolute position. The plain ring (RoPE kept) is equivariant under cyclic shifts only."""
+    model, _ = tiny_pair(arch)
+    ids = torch.randint(3, 200, (2, T), generator=torch.Generator().manual_seed(6))
+    perm = torch.from_numpy(np.random.default_rng(7).permutation(T))
+    for variant, equivariant in (("identity_rope+ring", True), ("ring", False)):
+        a, b = _run(model, ids, variant), _run(model, ids[:, perm], variant)
+        errs = []
+        for layer in range(model.config.num_hidden_layers):
+            want = a.scores(layer)[..., perm, :][..., perm]
+            assert not torch.isnan(b.scores(layer)).any()  # no mask anywhere
+            errs.append(float((want - b.scores(layer)).abs().max()))
+        scale = float(a.scores(0).abs().max())
+        if equivariant:
+            assert max(errs) <= 1e-4 * scale, (arch, errs)
+        else:
+            assert max(errs) > 1e-3 * scale, (arch, errs)
+
+
 def test_the_ring_removes_every_mask_of_a_sliding_window_model():
     """gemma3's tiny config has a window shorter than T: the ring's maps have no NaN, the
     bidirectional pass keeps the symmetric window, the causal pass the causal window."""

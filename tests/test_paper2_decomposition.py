@@ -19,6 +19,8 @@ def masks(kind: str, w: int = 6) -> tuple[np.ndarray, np.ndarray]:
     i, j = np.indices((T, T))
     if kind == "causal":
         return j <= i, np.ones((T, T), dtype=bool)
+    if kind == "full":  # no mask at all in either pass
+        return np.ones((T, T), dtype=bool), np.ones((T, T), dtype=bool)
     if kind == "sliding_window":  # the window is kept in the ablation (paper2.md §2)
         return (j <= i) & (i - j < w), np.abs(i - j) < w
     raise ValueError(kind)
@@ -60,6 +62,10 @@ def decompose_maps(s_c, s_b, fwd, abl, *, landmark=True, window="all", s_r=None)
             PG.numerator_grams(PG.difference_stats(st["c_la"], st["c_s"]), design)
         ).sum(),
         "r_logit": per_pair(PG.numerator_grams(st["r_s"], design)).sum(),
+        # the difference map's own statistics (not the library's difference_stats)
+        "d_logit": per_pair(
+            PG.numerator_grams(PG.stats_from_maps(np.where(mask, s_c - s_r, 0.0), mask), design)
+        ).sum(),
         "b_logit": per_pair(PG.numerator_grams(st["b_s"], design)).sum(),
         "b_logattn": per_pair(PG.numerator_grams(st["b_la"], design)).sum(),
     }
@@ -221,3 +227,69 @@ def test_a_missing_run_leaves_its_components_nan_and_the_others_exact():
     for k in ("residual_stream_paper", "residual_stream_bidirectional", "edge_position"):
         assert np.isnan(c[k]), k
     assert np.isfinite(full["edge_position"])
+
+
+def relative_noise(n: int, rng, scale: float = 0.3) -> np.ndarray:
+    """(n, 2, T, T) per-prompt noise that is itself relative: a fresh random profile of the
+    offset per prompt and head."""
+    return scale * relative_maps(n, rng)
+
+
+@pytest.mark.parametrize("kind", ["causal", "sliding_window", "full"])
+@pytest.mark.parametrize("landmark", [True, False])
+def test_exactly_relative_logits_read_zero_on_the_indirect_and_mask_free_routes(kind, landmark):
+    """Causal and ring logits both exactly relative, f(i − j) + g_p(i − j) with relative noise
+    (different maps in the two runs): the indirect route, its own part and its cross term and the
+    mask-free route read 0 under every mask; the direct route is the whole total."""
+    rng = np.random.default_rng(10)
+    n = 8
+    s_c = relative_maps(1, rng).repeat(n, 0) + relative_noise(n, rng)
+    s_r = relative_maps(1, rng).repeat(n, 0) + relative_noise(n, rng)
+    fwd, abl = masks(kind)
+    c = decompose_maps(s_c, s_r, fwd, abl, landmark=landmark, s_r=s_r)
+    scale = max(c["total"], c["indirect_own"], 1e-3)
+    for k in ("indirect_mask", "indirect_own", "indirect_cross", "mask_free", "share_mask_free"):
+        assert abs(c[k]) <= 1e-10 * scale, (k, c[k])
+    assert c["direct_mask"] == pytest.approx(c["total"], rel=1e-10, abs=1e-12)
+    assert c["direct_mask"] == pytest.approx(c["normaliser"] + c["direct_cross"], abs=1e-12)
+    # every softmax here normalises row i over offsets that depend on i (a full pass: i − T + 1
+    # … i, the edge artefact), so the direct route is > 0 under every mask
+    assert c["total"] > 1e-3
+    assert c["share_causal_mask_mechanism"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_the_three_routes_and_their_cross_terms_add_up_to_the_total():
+    """Causal logits with a query term b, ring logits with part of it (c_b b, c_b < 1) and a
+    different relative profile: total = mask_free + indirect + direct exactly; each route equals
+    its own part plus its cross term; the indirect route's own part is the ΔSS of the planted
+    difference (1 − c_b) b by dense least squares; the two mappings' shares read as defined."""
+    rng = np.random.default_rng(12)
+    n = 6
+    i = np.arange(T, dtype=np.float64)
+    b = 0.8 * np.log1p(i)
+    s_c = relative_maps(n, rng) + b[None, None, :, None]
+    s_r = relative_maps(n, rng) + 0.4 * b[None, None, :, None]
+    fwd, abl = masks("causal")
+    c = decompose_maps(s_c, s_c, fwd, abl, s_r=s_r)
+    assert c["total"] == pytest.approx(c["mask_free"] + c["indirect_mask"] + c["direct_mask"])
+    assert c["direct_mask"] == pytest.approx(c["normaliser"] + c["direct_cross"])
+    assert c["indirect_mask"] == pytest.approx(c["indirect_own"] + c["indirect_cross"])
+    assert c["mask_free"] > 1e-3 * c["total"] and c["indirect_own"] > 1e-3 * c["total"]
+    # independent: the difference map's position is (1 − 0.4) b on the measured pairs, so its
+    # own part is 0.6² × the planted term's ΔSS, and the cross term 2 × 0.6 × 0.4 × it
+    mask = pair_mask(T, allowed=fwd)
+    ii, jj = np.nonzero(mask)
+    y = b[ii]
+    xb = np.concatenate([np.eye(T)[ii - jj], (jj == 0).astype(float)[:, None]], 1)
+    xf = np.concatenate([xb, np.eye(T)[ii]], 1)
+    res = lambda x: y - x @ np.linalg.lstsq(x, y, rcond=None)[0]  # noqa: E731
+    dss = 2 * float(res(xb) @ res(xb) - res(xf) @ res(xf))  # two heads
+    u = c["mask_free"] / (0.16 * dss)  # the unit: the causal run's D̂
+    assert c["indirect_own"] == pytest.approx(0.36 * dss * u, rel=1e-6)
+    assert c["indirect_cross"] == pytest.approx(2 * 0.24 * dss * u, rel=1e-6)
+    # the mappings: ablation = direct + indirect, mechanism = direct alone
+    assert c["share_causal_mask_ablation"] == pytest.approx(1 - c["share_mask_free"])
+    assert c["share_causal_mask_ablation"] == pytest.approx(c["share_causal_mask"])
+    assert c["share_causal_mask_mechanism"] == pytest.approx(c["direct_mask"] / c["total"])
+    assert c["logit"] == pytest.approx(c["indirect_mask"] + c["mask_free"])
+    assert c["causal_mask"] == pytest.approx(c["direct_mask"] + c["indirect_mask"])

@@ -17,11 +17,18 @@ from scorecard_tables import (
 from causalpos import scorecard as S
 
 
-def _comp(model, landmark, paper_share, free_share, half=0.02):
+def _comp(model, landmark, ablation, paper_share, half=0.02, mechanism=0.3, status="measured"):
+    """A components row: the ablation mapping's share (``share_causal_mask`` its alias), paper
+    2's own reading, the mechanism mapping's share, the mask-free route's status."""
     d = {"model": model, "dataset": "wiki", "condition": "rope", "landmark": landmark}
-    for name, v in (("share_causal_mask_paper", paper_share), ("share_causal_mask", free_share)):
+    for name, v in (
+        ("share_causal_mask_ablation", ablation),
+        ("share_causal_mask", ablation),
+        ("share_causal_mask_paper", paper_share),
+        ("share_causal_mask_mechanism", mechanism),
+    ):
         d.update({name: v, f"{name}_lo": v - half, f"{name}_hi": v + half})
-    return d | {"window": "all", "share_artefact": 0.9}
+    return d | {"window": "all", "share_artefact": 0.9, "mask_free_status": status}
 
 
 def test_decomposition_rows_claims_4_and_10(tmp_path):
@@ -57,13 +64,15 @@ def test_decomposition_rows_claims_4_and_10(tmp_path):
     assert _one(card, "claim 10 (smollm2)")["verdict"] == R
 
 
-def test_claim4_is_judged_on_the_counted_landmark_and_the_papers_reading(tmp_path):
-    """Claim 4 reads the components table's paper reading with the key-0 column counted (the
-    reconstructed fit); the artefact-free share and the modelled landmark are only reported.
-    A share far from the paper's comes out differs whatever the other readings say."""
+def test_claim4_is_judged_on_the_ablation_mapping_of_the_counted_landmark(tmp_path):
+    """Claim 4 reads the components table's ablation mapping (causal mask = direct + indirect
+    routes) with the key-0 column counted (the reconstructed fit); paper 2's own reading, the
+    mechanism mapping and the modelled landmark are only reported. A share far from the paper's
+    comes out differs whatever the other readings say; the mechanism mapping is a measured row
+    of its own."""
     comp = pd.DataFrame(
         [
-            _comp("llama-3.2-1b", "counted", 0.80, 0.10),
+            _comp("llama-3.2-1b", "counted", 0.80, 0.10, mechanism=0.25),
             _comp("llama-3.2-1b", "modelled", 0.20, 0.05),
             _comp("meta-llama/Llama-3.2-3B", "counted", 0.30, 0.64),
             _comp("meta-llama/Llama-3.2-3B", "modelled", 0.64, 0.64),
@@ -75,11 +84,32 @@ def test_claim4_is_judged_on_the_counted_landmark_and_the_papers_reading(tmp_pat
     card = _card(tmp_path, decomposition_headline=_h(dec), decomposition_components=comp)
     one = _one(card, "claim 4 (llama-3.2-1b, wiki)")
     assert one["verdict"] == R  # 0.80 [0.78, 0.82] within 82 % ± 10 points
-    assert "landmark counted" in one["measured"] and "artefact-free 0.1" in one["measured"]
-    assert _one(card, "claim 4 (meta-llama/Llama-3.2-3B, wiki)")["verdict"] == D  # 0.30 vs 64 %
+    assert one["measured"].startswith("landmark counted: ablation mapping 0.8 [0.78, 0.82]")
+    assert "paper 2's own reading 0.1 [0.08, 0.12]" in one["measured"]
+    assert "mechanism mapping 0.25 [0.23, 0.27]" in one["measured"]
+    mech = _one(card, "claim 4, mechanism mapping (llama-3.2-1b, wiki)")
+    assert mech["verdict"] == S.MEASURED and mech["paper_value"] == "n/a"
+    assert mech["measured"].startswith("0.25 [0.23, 0.27] (landmark counted)")
+    assert "not paper 2's mapping" in mech["note"]
+    # paper 2's own reading at 0.64 does not rescue an ablation share of 0.30
+    assert _one(card, "claim 4 (meta-llama/Llama-3.2-3B, wiki)")["verdict"] == D
     only_modelled = comp[comp["landmark"] == "modelled"]
     card = _card(tmp_path, decomposition_headline=_h(dec), decomposition_components=only_modelled)
     assert _one(card, "claim 4 (llama-3.2-1b, wiki)")["verdict"] == S.NOT_RUN
+
+
+def test_claim4_is_not_applicable_where_token_0_is_not_fixed(tmp_path):
+    """Without a fixed token 0 the mask-free route reads 0 by symmetry (the ablation share is 1
+    by construction): the row is not applicable with the table's reason, never compared, though
+    the share column holds a number that the rule would call differs."""
+    why = "not applicable: token 0 is not one fixed id across the prompts (ids 3, 7, ...)"
+    comp = pd.DataFrame([_comp("llama-3.2-1b", "counted", 0.99, 0.5, status=why)])
+    dec = pd.DataFrame([_dec("llama-3.2-1b", "wiki", 0.99)])
+    card = _card(tmp_path, decomposition_headline=_h(dec), decomposition_components=comp)
+    one = _one(card, "claim 4 (llama-3.2-1b, wiki)")
+    assert one["verdict"] == S.NOT_APPLICABLE and one["note"] == why
+    mech = _one(card, "claim 4, mechanism mapping (llama-3.2-1b, wiki)")
+    assert mech["verdict"] == S.MEASURED
 
 
 def test_claim4_scale_shift_as_a_paired_contrast(tmp_path):

@@ -502,3 +502,21 @@ def test_additivity_layer_local_vs_whole_forward_is_measured(tmp_path):
     assert "whole-forward 0.02 [0.01, 0.03]" in r["measured"]
     none = _card(tmp_path, headline=head[head.variant != "layer_bidirectional"])
     assert _one(none, "Eq. 5 additivity, layer-local vs whole-forward")["verdict"] == S.NOT_RUN
+
+
+def test_claim2_is_not_applicable_where_token_0_is_not_fixed(tmp_path):
+    """Without a fixed token 0 the residual (the mask-free route, the ring's logits) reads 0 by
+    symmetry: claim 2 is not applicable, with the table's reason, though its interval lies below
+    the threshold (the rule would say differs); the causal-mask check stays."""
+    why = "not applicable: token 0 is not one fixed id across the prompts (ids 4, 9)"
+    base = {"model": "m", "dataset": "d", "condition": "rope", "window": "all"}
+    base |= {"target": "logattn", "total": 1.0, "total_lo": 0.9, "total_hi": 1.1}
+    for k, v in (("residual", (-0.001, -0.003, 0.0005)), ("causal_mask", (0.9, 0.8, 1.0))):
+        base |= {k: v[0], f"{k}_lo": v[1], f"{k}_hi": v[2]}
+    base |= {"share_causal_mask": 0.99, "share_causal_mask_lo": 0.98, "share_causal_mask_hi": 1.0}
+    dec = pd.DataFrame([base | {"mask_free_status": why}, base | {"model": "fixed"}])
+    card = _card(tmp_path, decomposition_headline=dec)
+    row = _one(card, "claim 2 (m, d)")
+    assert row["verdict"] == S.NOT_APPLICABLE and row["note"] == why
+    assert _one(card, "claim 2 (fixed, d)")["verdict"] == D  # the same numbers, token 0 fixed
+    assert _one(card, "claim 2, causal-mask component (m, d)")["verdict"] == V.HOLDS

@@ -103,6 +103,19 @@ def test_claim2_per_kind_rows_judge_each_kind_against_the_threshold():
     assert K.claim2_kind_rows(one, T)[0].verdict == NOT_RUN
 
 
+def test_claim2_per_kind_is_not_applicable_where_token_0_is_not_fixed():
+    """The per-kind residual stream is the mask-free route: without a fixed token 0 it reads 0 by
+    symmetry, so each kind's row is not applicable with the table's reason (the global kind's
+    numbers would say differs)."""
+    why = "not applicable: token 0 is not one fixed id across the prompts (ids 2, 5)"
+    d = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
+    rows = K.claim2_kind_rows(d.assign(mask_free_status=why), T)
+    assert [r.verdict for r in rows] == [NOT_APPLICABLE, NOT_APPLICABLE]
+    assert all(r.note == why for r in rows)
+    measured = K.claim2_kind_rows(d.assign(mask_free_status="measured"), T)
+    assert [r.verdict for r in measured] == [REPRODUCED, DIFFERS]
+
+
 @pytest.mark.parametrize("col", ["residual_stream_lo", "residual_stream_hi"])
 def test_a_non_finite_bound_decides_nothing(col):
     d = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))

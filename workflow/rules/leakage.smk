@@ -161,6 +161,11 @@ rule aggregate_leakage:
             "paper2_decomposition_components",
             category="Paper 2 — tables",
         ),
+        decomposition_mappings=table_report(
+            PATHS.paper2_table("decomposition_mappings"),
+            "paper2_decomposition_components",
+            category="Paper 2 — tables",
+        ),
         controls=table_report(
             PATHS.paper2_table("controls"),
             "paper2_controls",

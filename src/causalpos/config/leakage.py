@@ -43,6 +43,7 @@ PAPER2_TABLE_NAMES = [
     "decomposition_components",
     "decomposition_components_by_layer",
     "decomposition_components_by_kind",
+    "decomposition_mappings",
     "controls",
     "plant_doses",
     "bos_headline",

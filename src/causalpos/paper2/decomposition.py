@@ -16,23 +16,41 @@ mask nor a sliding window — and RoPE offsets taken cyclically, so the pass cre
 the sequence's ends: :mod:`causalpos.capture.ring`) and paper 2's own ablation b (``bidirectional``:
 transformers' ``is_causal = False``, a sliding window kept symmetric).
 
-**Components** (:data:`COMPONENTS`):
+**Three routes** (spec §3), every one a combination of the numerators (:data:`ROUTES`):
 
-- ``total`` — ΔSS of the causal run's log-attention a = s − log Z.
-- ``residual_stream`` — ΔSS of the ring run's pre-softmax **logits**: absolute position that
-  reached q and k through the residual stream with no mask anywhere and no sequence end. A logit
-  map that depends only on the offset, f(i − j), has ΔSS exactly 0 under the saturated baseline on
-  any pair set, so no purely relative map can produce this reading; a position-free run (identity
-  RoPE) reads 0 exactly, whatever the model's windows.
-- ``causal_mask`` — ``total − residual_stream``: Eq. 5's causal-mask component (every mask the ring
-  removes: the causal mask and any sliding window).
-- ``normaliser`` — ΔSS of the causal run's −log Z_i (its log-attention minus its logits): what
-  the softmax denominator over the visible keys adds by itself, measured in the causal run.
-- ``remainder`` — ``causal_mask − normaliser``: the non-additive part, the cross term
-  −2⟨P_Δ s, P_Δ log Z⟩ plus the position the masks put into the causal run's logits beyond the
-  ring's (``total = residual_stream + normaliser + remainder`` exactly).
-- ``logit`` — ΔSS of the causal run's logits (the observational split's first term;
-  ``logit + normaliser + cross = total``), and ``cross`` its cross term.
+- ``total`` — ΔSS of the causal run's log-attention a = s − log Z:
+  ``total = mask_free + indirect_mask + direct_mask`` exactly.
+- ``direct_mask`` — the causal mask at this layer (its normaliser): N(c_logattn) − N(c_logit),
+  split explicitly into ``normaliser`` (ΔSS of the causal run's −log Z_i, its log-attention minus
+  its logits) and ``direct_cross`` (c_logattn − c_logit − c_logz: what −log Z_i adds to the
+  logits' position, 2⟨P_Δ s, P_Δ(−log Z)⟩).
+- ``indirect_mask`` — position the masks wrote into the residual stream in the layers below,
+  read by this layer's q·k: N(c_logit) − N(r_logit), split into ``indirect_own`` (the ΔSS of
+  the per-prompt difference map d = causal logits − ring logits, numerator ``d_logit``: the two
+  runs' per-prompt statistics subtracted, same prompts, same pairs) and ``indirect_cross``
+  (c_logit − r_logit − d_logit = 2⟨P_Δ d, P_Δ r⟩).
+- ``mask_free`` — ΔSS of the ring run's pre-softmax **logits**: absolute position that reached q
+  and k through the residual stream with no mask anywhere and no sequence end (the fixed token
+  0's landmark). A logit map that depends only on the offset, f(i − j), has ΔSS exactly 0 under
+  the saturated baseline on any pair set; a position-free run (identity RoPE on the ring) reads 0
+  exactly, whatever the model's windows. Without a fixed token 0 it reads 0 by symmetry: the
+  tables mark it "not applicable" there (the summary's ``token0_fixed``).
+
+**Paper 2's two components on two mappings** (:data:`MAPPINGS`): the *ablation* mapping (paper
+2's own) causal-mask = direct + indirect (``causal_mask``), residual-stream = mask-free; the
+*mechanism* mapping causal-mask = direct (``direct_mask``), residual-stream = indirect + mask-free
+(``logit``, the causal run's logits: the position q·k carry, whatever made it). Shares of the
+total: ``share_causal_mask_ablation`` (= ``share_causal_mask``), ``share_causal_mask_mechanism``,
+``share_direct_mask``, ``share_indirect_mask``, ``share_mask_free``.
+
+**Aliases** kept for the tables that read them (each the same numerator combination):
+``residual_stream`` = ``mask_free``; ``causal_mask`` = ``direct_mask + indirect_mask`` (total −
+ring); ``logit`` = ``indirect_mask + mask_free`` (the mechanism mapping's residual stream);
+``cross`` = ``direct_cross``; ``remainder`` = ``causal_mask − normaliser`` = ``direct_cross +
+indirect_mask``; ``share_causal_mask`` = ``share_causal_mask_ablation``.
+
+**Paper 2's own reading** (bidirectional ablation) and its artefacts:
+
 - ``residual_stream_bidirectional`` — ΔSS of paper 2's ablation's **logits**: the residual-stream
   reading of a pass with ends (and, in a sliding-window model, windows with edges);
   ``edge_position = residual_stream_bidirectional − residual_stream``: the position that pass
@@ -51,9 +69,9 @@ transformers' ``is_causal = False``, a sliding window kept symmetric).
   ablation in a model whose windows mask something at this length — position that only the
   windows' edges can have put there.
 
-Shares: ``share_causal_mask = causal_mask / total`` (Eq. 5), ``share_causal_mask_paper``,
-``share_normaliser = normaliser / total``, ``share_artefact = artefact / residual_stream_paper``,
-``share_edge = edge_position / residual_stream_bidirectional``.
+Other shares: ``share_causal_mask_paper`` (= causal_mask_paper / total), ``share_normaliser =
+normaliser / total``, ``share_artefact = artefact / residual_stream_paper``, ``share_edge =
+edge_position / residual_stream_bidirectional``.
 """
 
 from __future__ import annotations
@@ -70,6 +88,12 @@ UNIT = "delta SS of the expected map over the causal run's expected log-attentio
 #: Components in one unit (ΔSS over the causal run's expected log-attention variance).
 COMPONENTS = (
     "total",
+    "direct_mask",
+    "direct_cross",
+    "indirect_mask",
+    "indirect_own",
+    "indirect_cross",
+    "mask_free",
     "residual_stream",
     "causal_mask",
     "normaliser",
@@ -86,6 +110,11 @@ COMPONENTS = (
 
 #: Shares of the total (or, for the artefact, of the paper's residual reading).
 SHARES = (
+    "share_causal_mask_ablation",
+    "share_causal_mask_mechanism",
+    "share_direct_mask",
+    "share_indirect_mask",
+    "share_mask_free",
     "share_causal_mask",
     "share_causal_mask_paper",
     "share_normaliser",
@@ -95,8 +124,24 @@ SHARES = (
 
 
 #: The numerators (run role, map) every component is built from: c the causal run, r the ring
-#: run, b paper 2's bidirectional run.
-NUMERATORS = ("c_logattn", "c_logit", "c_logz", "r_logit", "b_logit", "b_logattn")
+#: run, b paper 2's bidirectional run; d_logit the per-prompt difference map causal logits − ring
+#: logits (same prompts, same pairs).
+NUMERATORS = ("c_logattn", "c_logit", "c_logz", "r_logit", "d_logit", "b_logit", "b_logattn")
+
+#: The three routes of the causal run and their explicit splits: route -> (its own part, its
+#: cross term); the mask-free route has no split.
+ROUTES = {
+    "direct_mask": ("normaliser", "direct_cross"),
+    "indirect_mask": ("indirect_own", "indirect_cross"),
+    "mask_free": (),
+}
+
+#: Paper 2's two components on each mapping: mapping -> (causal-mask component, residual-stream
+#: component, the causal-mask share).
+MAPPINGS = {
+    "ablation": ("causal_mask", "mask_free", "share_causal_mask_ablation"),
+    "mechanism": ("direct_mask", "logit", "share_causal_mask_mechanism"),
+}
 
 
 #: Components beside :data:`COMPONENTS`: the residual-stream reading of a position-free run of the
@@ -182,6 +227,12 @@ def artefact_of(rel: np.ndarray, mask: np.ndarray, design: Design) -> np.ndarray
 #: component's own Gram is the same combination of the numerators' Grams).
 COMBINATIONS: dict[str, dict[str, float]] = {
     "total": {"c_logattn": 1.0},
+    "direct_mask": {"c_logattn": 1.0, "c_logit": -1.0},
+    "direct_cross": {"c_logattn": 1.0, "c_logit": -1.0, "c_logz": -1.0},
+    "indirect_mask": {"c_logit": 1.0, "r_logit": -1.0},
+    "indirect_own": {"d_logit": 1.0},
+    "indirect_cross": {"c_logit": 1.0, "r_logit": -1.0, "d_logit": -1.0},
+    "mask_free": {"r_logit": 1.0},
     "residual_stream": {"r_logit": 1.0},
     "causal_mask": {"c_logattn": 1.0, "r_logit": -1.0},
     "normaliser": {"c_logz": 1.0},
@@ -204,6 +255,11 @@ def shares(comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """:data:`SHARES` from components (any common unit: the denominator cancels)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
+            "share_causal_mask_ablation": comp["causal_mask"] / comp["total"],
+            "share_causal_mask_mechanism": comp["direct_mask"] / comp["total"],
+            "share_direct_mask": comp["direct_mask"] / comp["total"],
+            "share_indirect_mask": comp["indirect_mask"] / comp["total"],
+            "share_mask_free": comp["mask_free"] / comp["total"],
             "share_causal_mask": comp["causal_mask"] / comp["total"],
             "share_causal_mask_paper": comp["causal_mask_paper"] / comp["total"],
             "share_normaliser": comp["normaliser"] / comp["total"],

@@ -195,7 +195,8 @@ FAMILIES: tuple[Family, ...] = (
         Input(
             "decomposition_components",
             "model dataset condition landmark window share_causal_mask_paper share_causal_mask "
-            "share_artefact",
+            "share_artefact share_causal_mask_ablation share_causal_mask_mechanism "
+            "mask_free_status",
         ),
         Input("scale_contrast", "model model_b dataset condition window target difference"),
     ),

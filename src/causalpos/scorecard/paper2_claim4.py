@@ -1,6 +1,7 @@
 """Claim 4 of paper 2, in one place: the causal-mask share of the log-attention leakage per model
-against the paper's value (on the one-unit decomposition, the reading that matches paper 2's
-reconstructed fit) and its scale shift between two models on the same prompts (a paired contrast),
+against the paper's value (on the one-unit decomposition's ablation mapping, landmark counted:
+the reading that matches paper 2's reconstructed fit; the mechanism mapping reported beside it)
+and its scale shift between two models on the same prompts (a paired contrast),
 each row's verdict from :mod:`causalpos.verdicts` (:func:`claim4_rows`).
 """
 
@@ -13,6 +14,7 @@ import pandas as pd
 from causalpos.scorecard.paper2 import headline_decomposition
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
+    NOT_APPLICABLE,
     SOURCES,
     TABLE_MEASURED,
     Row,
@@ -23,6 +25,7 @@ from causalpos.scorecard.rows import (
     not_run,
     paper_value_for,
     ring_missing,
+    target_row,
 )
 
 
@@ -73,55 +76,86 @@ def _paper_values(t: Mapping) -> str:
     return "; ".join(f"{k}: {v:.0%}" for k, v in t["values"].items())
 
 
+#: The claim-4 row of the mechanism mapping: reported beside the compared one, not judged.
+MECHANISM_NOTE = (
+    "the mechanism mapping (causal mask = the direct route, the causal run's normaliser at each "
+    "layer; residual stream = the indirect + mask-free routes, the causal run's logits) is not "
+    "paper 2's mapping: reported beside the ablation mapping's compared row, not compared"
+)
+
+
 def _share_rows(comp: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 4 on the reading that matches paper 2's reconstructed fit: the key-0 column
-    counted (F = B + query effects, nothing modelled for key 0) and the residual-stream component
-    read as paper 2 reads it (the ablation's log-attention), causal-mask share = 1 − that over
-    the total, in one unit. The artefact-free share (the ablation's logits) and the modelled
-    landmark are reported beside it in the measured text, not judged."""
+    """Claim 4 on the ablation mapping (paper 2's own: causal mask = the direct + indirect
+    routes, residual stream = the mask-free route, the ring's logits), with the key-0 column
+    counted (F = B + query effects, nothing modelled for key 0: paper 2's reconstructed fit),
+    compared with the paper's value; paper 2's own reading (the bidirectional ablation's
+    log-attention, with its edge artefact), the mechanism mapping and the modelled landmark
+    reported in the measured text. A second row per model reports the mechanism mapping's share,
+    measured (:data:`MECHANISM_NOTE`). Where token 0 is not fixed the mask-free route reads 0 by
+    symmetry and the ablation mapping's share is 1 by construction: not applicable, with the
+    table's reason."""
     t4 = T["claim4_share"]
     src = SOURCES["decomposition_components"]
     if comp is None:
-        why = "no one-unit decomposition (the config decomposes no model: no bidirectional run)"
+        why = "no one-unit decomposition (the config decomposes no model: no ring run)"
         return [not_run(t4, t4["label"], src, why, paper_value=_paper_values(t4))]
     first = comp.groupby(["model", "dataset"], sort=False)["window"].transform("first")
     d = comp[(comp["window"] == first) & (comp["condition"] == t4["condition"])]
     rows = []
     for (model, dataset), g in d.groupby(["model", "dataset"], sort=False):
         by = {r.landmark: r for r in g.itertuples()}
+        target = f"{t4['label']} ({model}, {dataset})"
         if "counted" not in by:
             why = "the table has no landmark-counted reading, the one paper 2's fit matches"
-            rows.append(not_run(t4, f"{t4['label']} ({model}, {dataset})", src, why))
+            rows.append(not_run(t4, target, src, why))
             continue
         r = by["counted"]
-        est = (
-            r.share_causal_mask_paper,
-            r.share_causal_mask_paper_lo,
-            r.share_causal_mask_paper_hi,
-        )
-        free = fmt_ci(r.share_causal_mask, r.share_causal_mask_lo, r.share_causal_mask_hi, 2)
-        parts = [
-            f"{fmt_ci(*est, 2)} (landmark counted, ablation log-attention)",
-            f"artefact-free {'not run (no ring run)' if ring_missing(r) else free}",
-        ]
-        if "modelled" in by:
-            m = by["modelled"]
-            free = fmt_ci(m.share_causal_mask, m.share_causal_mask_lo, m.share_causal_mask_hi, 2)
-            parts.append(
-                "landmark modelled: paper reading "
-                f"{fmt_ci(m.share_causal_mask_paper, m.share_causal_mask_paper_lo, m.share_causal_mask_paper_hi, 2)}"
-                + ("" if ring_missing(m) else f", artefact-free {free}")
-            )
-        parts.append(f"edge artefact {fmt(r.share_artefact, 2)} of the paper's residual reading")
-        measured = "; ".join(parts)
-        value = paper_value_for(model, t4["values"], T)
-        target = f"{t4['label']} ({model}, {dataset})"
-        if value is None:
-            why = "the paper reports no share for this model"
-            rows.append(measured_row(t4, target, measured, src, why))
+        rows.append(_ablation_row(t4, r, by.get("modelled"), target, model, src, T))
+        mech = f"{t4['label']}, mechanism mapping ({model}, {dataset})"
+        if ring_missing(r):
+            rows.append(not_run(t4, mech, src, ring_missing(r)))
             continue
-        rows.append(equivalence_row(t4, target, measured, est[1:], value, src, f"{value:.0%}"))
+        text = f"{_ci(r, 'share_causal_mask_mechanism')} (landmark counted)"
+        if "modelled" in by:
+            text += f"; landmark modelled {_ci(by['modelled'], 'share_causal_mask_mechanism')}"
+        rows.append(measured_row(t4, mech, text, src, MECHANISM_NOTE))
     return rows
+
+
+def _ci(r, name: str) -> str:
+    """A share of a components row with its interval."""
+    return fmt_ci(getattr(r, name), getattr(r, f"{name}_lo"), getattr(r, f"{name}_hi"), 2)
+
+
+def _ablation_row(t4: Mapping, r, m, target: str, model: str, src: str, T: Mapping) -> Row:
+    """Claim 4's compared row of one model: the ablation mapping's share of the counted reading
+    ``r`` (``m``: the modelled reading, reported) against the paper's value."""
+    missing = ring_missing(r)
+    status = getattr(r, "mask_free_status", TABLE_MEASURED)
+    paper = f"{_ci(r, 'share_causal_mask_paper')} (ablation log-attention)"
+    parts = [
+        "ablation mapping "
+        + ("not run (no ring run)" if missing else _ci(r, "share_causal_mask_ablation")),
+        f"paper 2's own reading {paper}, edge artefact {fmt(r.share_artefact, 2)} of its "
+        "residual reading",
+    ]
+    if not missing:
+        parts.append(f"mechanism mapping {_ci(r, 'share_causal_mask_mechanism')}")
+    if m is not None:
+        modelled = f"paper 2's own reading {_ci(m, 'share_causal_mask_paper')}"
+        if not ring_missing(m):
+            modelled = f"ablation mapping {_ci(m, 'share_causal_mask_ablation')}, " + modelled
+        parts.append(f"landmark modelled: {modelled}")
+    measured = "landmark counted: " + "; ".join(parts)
+    if missing:
+        return not_run(t4, target, src, missing, paper_value=_paper_values(t4))
+    if status != TABLE_MEASURED:
+        return target_row(t4, target, measured, NOT_APPLICABLE, src, note=status)
+    value = paper_value_for(model, t4["values"], T)
+    if value is None:
+        return measured_row(t4, target, measured, src, "the paper reports no share for this model")
+    ci = (r.share_causal_mask_ablation_lo, r.share_causal_mask_ablation_hi)
+    return equivalence_row(t4, target, measured, ci, value, src, f"{value:.0%}")
 
 
 def _scale_rows(sc: pd.DataFrame | None, T: Mapping) -> list[Row]:

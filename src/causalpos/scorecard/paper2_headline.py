@@ -22,6 +22,7 @@ from causalpos.scorecard.rows import (
     NO_TEST,
     NOT_APPLICABLE,
     SOURCES,
+    TABLE_MEASURED,
     Row,
     control_note,
     field_text,
@@ -322,6 +323,10 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             continue
         if openings(r):
             rows.append(not_run(t, target, src, openings(r)))
+            continue
+        free = r.get("mask_free_status", TABLE_MEASURED)
+        if isinstance(free, str) and free and free != TABLE_MEASURED:  # reads 0 by symmetry
+            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=free))
             continue
         tested = ("residual", "causal_mask") if full_window else ("residual",)
         verdict = all_of(positive(comps[k][1:], float(t["threshold"])) for k in tested)

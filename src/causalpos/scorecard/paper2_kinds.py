@@ -17,6 +17,7 @@ import pandas as pd
 from causalpos.scorecard.rows import (
     NOT_APPLICABLE,
     SOURCES,
+    TABLE_MEASURED,
     Row,
     fmt_ci,
     measured_row,
@@ -85,6 +86,10 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         if ring_missing(r):
             rows.append(not_run(t, label, src, ring_missing(r)))
+            continue
+        free = getattr(r, "mask_free_status", TABLE_MEASURED)
+        if isinstance(free, str) and free and free != TABLE_MEASURED:  # reads 0 by symmetry
+            rows.append(target_row(t, label, measured, NOT_APPLICABLE, src, note=free))
             continue
         if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))

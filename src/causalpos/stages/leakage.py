@@ -118,14 +118,15 @@ def summarize_leakage(
     # Position 0 of the prompts: the data store's `bos` (as fixed_bos: the summary's own `bos`
     # attr holds the BOS-replacement pairs), prefix and prepend_bos setting.
     data_attrs = {}
+    first = next(iter(opened.values()))
     if data is not None:
         d = data.attrs
         data_attrs = {
             "fixed_bos": int(bool(d.get("bos", False))),
             "prefix_ids": [int(x) for x in d.get("prefix_ids", [])],
             "prepend_bos": str(d.get("prepend_bos", "false")),
+            **token0_attrs(data, first["sequence"].values),
         }
-    first = next(iter(opened.values()))
     if LAYER_KIND in first.coords and "layer" in ds.dims:  # each layer's mask, from the capture
         ds = ds.assign_coords({LAYER_KIND: first[LAYER_KIND].sel(layer=ds["layer"])})
     ds.attrs.update(
@@ -139,6 +140,18 @@ def summarize_leakage(
         }
     )
     return ds
+
+
+def token0_attrs(data: xr.Dataset, sequences) -> dict:
+    """``token0_fixed`` (1 where token 0 is one id across the summary's prompts, else 0) and
+    ``token0_ids`` (the distinct ids, at most 5), read from the data store's tokens: the
+    mask-free route of the decomposition reads 0 by symmetry where token 0 varies
+    (:mod:`causalpos.paper2.decomposition`); {} where the store holds no tokens."""
+    if "tokens" not in data:
+        return {}
+    tok0 = np.asarray(data["tokens"].sel(sequence=np.asarray(sequences)).isel(position=0).values)
+    ids = np.unique(tok0)
+    return {"token0_fixed": int(ids.size == 1), "token0_ids": [int(x) for x in ids[:5]]}
 
 
 def _controls(opened: Mapping[str, xr.Dataset], attrs, data) -> tuple[list[str], str, str]:

@@ -105,19 +105,42 @@ class GramCache:
 
     def logz_gram(self, run: str, window: str, *, landmark: bool = True) -> np.ndarray:
         """Numerator Gram (layer, head, n, n) of the run's −log Z_i (log-attention − logits)."""
-        key = (run, window, "logz", FIT, landmark)
+        return self.difference_gram((run, "logattn"), (run, "logit"), window, landmark=landmark)
+
+    def difference_gram(
+        self, a: tuple[str, str], b: tuple[str, str], window: str, *, landmark: bool = True
+    ) -> np.ndarray:
+        """Numerator Gram (layer, head, n, n) of the per-prompt difference map a − b, each a
+        (run, target) of the same prompts, measured on the same pairs: their linear statistics
+        subtracted (:func:`~causalpos.paper2.estimator.pairgrams.difference_stats`). E.g. the
+        causal run's −log Z (its log-attention minus its logits), or the causal run's logits
+        minus the ring run's (:mod:`causalpos.paper2.decomposition`'s ``d_logit``)."""
+        key = _difference_key(a, b, window, landmark)
         if key not in self._grams:
+            self._check_same_pairs(a, b, window)
             self._grams[key] = self._by_layer_groups(
-                run,
+                a[0],
                 window,
-                "logattn",
+                a[1],
                 lambda layer: difference_stats(
-                    self.stats(run, window, "logattn", layer),
-                    self.stats(run, window, "logit", layer),
+                    self.stats(a[0], window, a[1], layer),
+                    self.stats(b[0], window, b[1], layer),
                 ),
                 lambda st, mask: {"num": numerator_grams(st, self.design(mask, FIT, landmark))},
             )
         return self._grams[key]["num"]
+
+    def _check_same_pairs(self, a: tuple[str, str], b: tuple[str, str], window: str) -> None:
+        """Refuse a difference of two maps measured on different pairs (its sums would mix
+        pair sets): every layer's mask of ``a`` must equal ``b``'s."""
+        ma, mb = self.masks(a[0], window, a[1]), self.masks(b[0], window, b[1])
+        for layer, mask in ma.items():
+            if layer not in mb or not np.array_equal(mask, mb[layer]):
+                raise ValueError(
+                    f"the difference map {a[0]}:{a[1]} - {b[0]}:{b[1]} needs both maps on the "
+                    f"same pairs, but layer {layer} of window {window!r} differs: measure both "
+                    "runs on the layer's trained pairs (the leakage reducer's layer kinds)"
+                )
 
     def _by_layer_groups(self, run, window, target, stats_of, grams_of) -> dict[str, np.ndarray]:
         """``grams_of(stats, mask)`` of every layer, leading (layer, head): one call per group of
@@ -182,12 +205,21 @@ class GramCache:
         where it ran, else from the layers' Grams (memoised). ``target`` "logz": the Gram of
         :meth:`logz_gram`. A combination of Grams, or a sum over layers, takes the same
         combination, or sum, of their parts."""
+        if target == "logz":
+            return self.difference_parts((run, "logattn"), (run, "logit"), window, landmark)
         key = (run, window, target, fit, landmark)
         if key not in self._parts:
-            if target == "logz":
-                g = self.logz_gram(run, window, landmark=landmark)
-            else:
-                g = self.grams(run, window, target, fit=fit, landmark=landmark)["num"]
+            g = self.grams(run, window, target, fit=fit, landmark=landmark)["num"]
+            self._parts[key] = linear_parts(g.sum(1), self.ps.multipliers)
+        return self._parts[key]
+
+    def difference_parts(
+        self, a: tuple[str, str], b: tuple[str, str], window: str, landmark: bool = True
+    ) -> dict[str, np.ndarray]:
+        """:meth:`parts` of :meth:`difference_gram`."""
+        key = _difference_key(a, b, window, landmark)
+        if key not in self._parts:
+            g = self.difference_gram(a, b, window, landmark=landmark)
             self._parts[key] = linear_parts(g.sum(1), self.ps.multipliers)
         return self._parts[key]
 
@@ -223,3 +255,11 @@ class GramCache:
         msum = map_sum(ds, layer, target)
         allowed = np.isfinite(msum).all(0)
         return msum / self.n, allowed
+
+
+def _difference_key(a: tuple[str, str], b: tuple[str, str], window: str, landmark: bool) -> tuple:
+    """The cache key of the difference map a − b's Gram and parts (the causal run's −log Z keeps
+    the key its own target "logz" had)."""
+    if a[0] == b[0] and (a[1], b[1]) == ("logattn", "logit"):
+        return (a[0], window, "logz", FIT, landmark)
+    return ("difference", a, b, window, FIT, landmark)

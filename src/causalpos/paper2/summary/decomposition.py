@@ -176,12 +176,19 @@ class _Reading:
             k: cache.grams(run, window, t, landmark=modelled)["num"]
             for k, (run, t) in sources.items()
         }
-        self.grams["c_logz"] = cache.logz_gram(c, window, landmark=modelled)
+        # difference maps of the same prompts on the same pairs: the causal run's −log Z and,
+        # with a ring run, the causal logits minus the ring's (the indirect route's own part)
+        diffs = {"c_logz": ((c, "logattn"), (c, "logit"))}
+        if r:
+            diffs["d_logit"] = ((c, "logit"), (r, "logit"))
+        for k, (a, b) in diffs.items():
+            self.grams[k] = cache.difference_gram(a, b, window, landmark=modelled)
         # the Grams' linear parts under the multipliers (B, layer), by the same names
         self.parts = {
             k: cache.parts(run, window, t, landmark=modelled) for k, (run, t) in sources.items()
         }
-        self.parts["c_logz"] = cache.parts(c, window, "logz", landmark=modelled)
+        for k, (a, b) in diffs.items():
+            self.parts[k] = cache.difference_parts(a, b, window, modelled)
         self.art = _artefact(cache, rel, c, window, modelled) if rel else None
         self.pooled: dict[str, dict[str, np.ndarray]] = {}
 

@@ -64,6 +64,8 @@ PAPER2_TABLES: dict[str, str] = {
     "causal-mask leakage and shares per condition, window and target, with paired CIs",
     "decomposition_components": "paper 2 section 3 in one unit (delta SS of the expected map "
     "over the causal run's expected log-attention variance), pooled over layers and heads: total, "
+    "its three routes (direct_mask = normaliser + direct_cross, indirect_mask = indirect_own + "
+    "indirect_cross, mask_free: not applicable where token 0 is not fixed) and their shares, "
     "the residual-stream component read on the ablation's logits (no purely relative map can "
     "produce it), causal mask = total - residual stream, the causal softmax's normaliser and the "
     "non-additive remainder, the observational split (logit, cross), the paper's reconstructed "
@@ -73,6 +75,10 @@ PAPER2_TABLES: dict[str, str] = {
     "decomposition_components_by_layer": "the same per layer, with each layer's layer_kind",
     "decomposition_components_by_kind": "the same pooled over the layers of each layer kind, and "
     "each kind's paired contrast to the global layers (claim 3 within one model)",
+    "decomposition_mappings": "paper 2's two components (causal mask, residual stream) and the "
+    "causal-mask share on each mapping, a row per mapping: ablation (paper 2's own: causal mask = "
+    "direct + indirect route, residual stream = mask-free route) and mechanism (causal mask = "
+    "direct route, residual stream = indirect + mask-free = the causal run's logits), pooled",
     "controls": "negative controls (every position-free run: headline in the model's units and "
     "per-prompt reading, passed / reads position / underpowered against a declared margin) and "
     "positive controls (a planted query effect of known size, recovered / not recovered)",

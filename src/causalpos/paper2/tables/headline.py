@@ -29,6 +29,7 @@ from causalpos.paper2.labels import (
     STAT,
     ring_twin,
 )
+from causalpos.paper2.tables.routes import mappings_frame, mark_mask_free
 from causalpos.verdicts import NOT_RECOVERED, RECOVERED, negative_control, recovered
 
 #: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
@@ -340,7 +341,9 @@ def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) 
 def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     """``decomposition_components`` (condition, landmark, window) and ``..._by_layer`` (+ layer,
     and each layer's ``layer_kind``): every one-unit component with its CI
-    (:mod:`causalpos.paper2.decomposition`)."""
+    (:mod:`causalpos.paper2.decomposition`), the mask-free route marked where it does not apply
+    (:func:`~causalpos.paper2.tables.routes.mark_mask_free`); ``decomposition_mappings``: paper
+    2's two components on each mapping (:func:`~causalpos.paper2.tables.routes.mappings_frame`)."""
     kinds = kinds_by_layer(summary)
     summary = summary.drop_vars(LAYER_KIND, errors="ignore")
     idx = ["exp_condition", "exp_landmark", "exp_window"]
@@ -355,9 +358,12 @@ def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
         df.insert(4, "target", "logattn")
         df.insert(5, "ring_run", ring_runs(summary, df["condition"]))
         df["control_variant"] = _first_position_free(summary)
+        df = mark_mask_free(df, summary)
         out[name] = with_layer_kind(df, kinds) if "layer" in keys else df
     if "exp_components_kind" in summary:
-        out["decomposition_components_by_kind"] = _by_kind_frame(summary, kinds, ren)
+        kind = _by_kind_frame(summary, kinds, ren)
+        out["decomposition_components_by_kind"] = mark_mask_free(kind, summary)
+    out["decomposition_mappings"] = mappings_frame(out["decomposition_components"])
     return out
 
 
@@ -415,7 +421,8 @@ def _first_position_free(summary: xr.Dataset) -> str:
 def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     """Rows (condition, window, target) of the headline decomposition, with the paired
     differences of the causal-mask share to every other condition
-    (``share_causal_mask_minus_<condition>``)."""
+    (``share_causal_mask_minus_<condition>``), and whether its residual (the mask-free route)
+    applies (``token0_fixed``, ``mask_free_status``: the numbers are kept)."""
     idx = ["exp_condition", "exp_window", "target"]
     dec = wide_stat(summary["exp_decomposition"], idx, "component")
     diff = summary["exp_decomposition_difference"].sel(component="share_causal_mask")
@@ -429,4 +436,4 @@ def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     dec.insert(4, "ring_run", ring_runs(summary, dec["condition"]))
     dec.insert(5, "status", [ring_status(r, c) for r, c in zip(dec["ring_run"], dec["condition"])])
     dec["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
-    return dec
+    return mark_mask_free(dec, summary)  # its residual is the mask-free route
