@@ -507,7 +507,7 @@ def test_additivity_layer_local_vs_whole_forward_is_measured(tmp_path):
 def test_claim2_is_not_applicable_where_token_0_is_not_fixed(tmp_path):
     """Without a fixed token 0 the residual (the mask-free route, the ring's logits) reads 0 by
     symmetry: claim 2 is not applicable, with the table's reason, though its interval lies below
-    the threshold (the rule would say differs); the causal-mask check stays."""
+    the threshold (the rule would say differs); the causal-mask measurement stays."""
     why = "not applicable: token 0 is not one fixed id across the prompts (ids 4, 9)"
     base = {"model": "m", "dataset": "d", "condition": "rope", "window": "all"}
     base |= {"target": "logattn", "total": 1.0, "total_lo": 0.9, "total_hi": 1.1}
@@ -519,4 +519,4 @@ def test_claim2_is_not_applicable_where_token_0_is_not_fixed(tmp_path):
     row = _one(card, "claim 2 (m, d)")
     assert row["verdict"] == S.NOT_APPLICABLE and row["note"] == why
     assert _one(card, "claim 2 (fixed, d)")["verdict"] == D  # the same numbers, token 0 fixed
-    assert _one(card, "claim 2, causal-mask component (m, d)")["verdict"] == V.HOLDS
+    assert _one(card, "claim 2, causal-mask component (m, d)")["verdict"] == S.MEASURED

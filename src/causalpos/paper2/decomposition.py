@@ -16,7 +16,7 @@ mask nor a sliding window — and RoPE offsets taken cyclically, so the pass cre
 the sequence's ends: :mod:`causalpos.capture.ring`) and paper 2's own ablation b (``bidirectional``:
 transformers' ``is_causal = False``, a sliding window kept symmetric).
 
-**Three routes** (spec §3), every one a combination of the numerators (:data:`ROUTES`):
+**Three routes** (spec §3), every one a combination of the numerators (:data:`COMBINATIONS`):
 
 - ``total`` — ΔSS of the causal run's log-attention a = s − log Z:
   ``total = mask_free + indirect_mask + direct_mask`` exactly.
@@ -127,14 +127,6 @@ SHARES = (
 #: run, b paper 2's bidirectional run; d_logit the per-prompt difference map causal logits − ring
 #: logits (same prompts, same pairs).
 NUMERATORS = ("c_logattn", "c_logit", "c_logz", "r_logit", "d_logit", "b_logit", "b_logattn")
-
-#: The three routes of the causal run and their explicit splits: route -> (its own part, its
-#: cross term); the mask-free route has no split.
-ROUTES = {
-    "direct_mask": ("normaliser", "direct_cross"),
-    "indirect_mask": ("indirect_own", "indirect_cross"),
-    "mask_free": (),
-}
 
 #: Paper 2's two components on each mapping: mapping -> (causal-mask component, residual-stream
 #: component, the causal-mask share).
