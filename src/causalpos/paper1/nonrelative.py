@@ -294,13 +294,13 @@ def band_values(
 ) -> np.ndarray:
     """First-keys band of (..., n, n) raw maps -> (...), logit units (module doc).
     ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the maps
-    (..., n_cells) where the caller has it; read with the sink column kept only (excluding it
-    changes the normalization)."""
+    (..., n_cells) where the caller has it, with ``key0=not exclude_sink`` (the band's cells are
+    index cells of the same normalization)."""
     gm = np.asarray(group_maps)
     n = gm.shape[-1]
     band = band_cells(n, keys, exclude_sink)
-    if index_values is not None and not exclude_sink:
-        cells = index_values[..., np.searchsorted(_index_cells(n), band)]  # band ⊂ index cells
+    if index_values is not None:  # band ⊂ index cells
+        cells = index_values[..., np.searchsorted(_index_cells(n, not exclude_sink), band)]
     else:
         cells = normalized_at(gm, band, drop_first_key=exclude_sink)
     with warnings.catch_warnings():  # no finite band cell: NaN, silently

@@ -68,6 +68,7 @@ def llm_index_table(
         vals = normalized_index_cells(g, key0=False)  # what the index and the share read
         shares[key] = share_intervals(g, level=confidence, index_values=vals, key0=False)
         ci = index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=vals)
+        band = band_ci(g, first_keys, level=confidence, index_values=vals)  # sink out, as vals
         col = key0_column(g)
         key0 = (
             index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=col),
@@ -80,7 +81,7 @@ def llm_index_table(
             ci,
             key0,
             index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=with_key0),
-            band_ci(g, first_keys, level=confidence),
+            band,
             band_ci(g, first_keys, exclude_sink=False, level=confidence, index_values=with_key0),
         )
         del g, with_key0
