@@ -63,28 +63,12 @@ def llm_index_table(
     """
     twins = dict(twins or {})
     shares, stats = {}, {}
-    for key, ds in stores.items():  # one store's maps in memory at a time, normalized once
+    for key, ds in stores.items():  # one store's maps in memory at a time, normalized twice
         g = group_maps(ds, "/".join(key))
-        vals = normalized_index_cells(g, key0=False)  # what the index and the share read
-        shares[key] = share_intervals(g, level=confidence, index_values=vals, key0=False)
-        ci = index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=vals)
-        band = band_ci(g, first_keys, level=confidence, index_values=vals)  # sink out, as vals
-        col = key0_column(g)
-        key0 = (
-            index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=col),
-            key0_share_interval(g, level=confidence, key0_values=col, index_values=vals),
-        )
-        del vals, col
-        with_key0 = normalized_index_cells(g)  # the paper's normalization: key 0 kept
-        stats[key] = (
-            layer_kinds(ds, g.shape[1]),
-            ci,
-            key0,
-            index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=with_key0),
-            band,
-            band_ci(g, first_keys, exclude_sink=False, level=confidence, index_values=with_key0),
-        )
-        del g, with_key0
+        boot = {"level": confidence, "n_boot": n_boot, "seed": seed}
+        shares[key], stats[key] = _store_stats(g, boot, first_keys)
+        stats[key] = (layer_kinds(ds, g.shape[1]), *stats[key])
+        del g
     rows = []
     for key, ds in stores.items():
         model, dataset, variant = key
@@ -136,6 +120,28 @@ def llm_index_table(
             row["n_sequences"] = int(ds.attrs.get("n_sequences", -1))
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _store_stats(g: np.ndarray, boot: dict, first_keys: int) -> tuple:
+    """(shares, (index, key-0 size, index with key 0, band, band with key 0)) of one store's
+    (group, layer, n, n) maps for :func:`llm_index_table`; ``boot``: ``index_ci``'s level,
+    n_boot and seed. Two normalizations: key 0 out (the index, the share, the band, the key-0
+    share) and key 0 kept (the paper's: the index with key 0, the band with the sink)."""
+    level = boot["level"]
+    vals = normalized_index_cells(g, key0=False)
+    shares = share_intervals(g, level=level, index_values=vals, key0=False)  # (layer, pooled)
+    ci = index_ci(g, index_values=vals, **boot)
+    band = band_ci(g, first_keys, level=level, index_values=vals)  # sink out, as vals
+    col = key0_column(g)
+    key0 = (
+        index_ci(g, index_values=col, **boot),
+        key0_share_interval(g, level=level, key0_values=col, index_values=vals),
+    )
+    del vals, col
+    with_key0 = normalized_index_cells(g)
+    kept = index_ci(g, index_values=with_key0, **boot)
+    band_kept = band_ci(g, first_keys, exclude_sink=False, level=level, index_values=with_key0)
+    return shares, (ci, key0, kept, band, band_kept)
 
 
 def _key0_columns(key0: tuple[IndexCI, Interval], with_key0: IndexCI, layer: int) -> dict:
