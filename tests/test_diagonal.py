@@ -239,3 +239,84 @@ def test_simulation_index_table_rows_match_index_ci():
     np.testing.assert_array_equal(got["noise_floor"], ci.noise_floor)
     np.testing.assert_allclose(got["index_over_floor"], ci.estimate / ci.noise_floor)
     assert (tab["causal"] == [True, True, False, False]).all() and (tab["n_samples"] == 512).all()
+
+
+# --- key 0 out of the index (paper 1 §7) ---------------------------------------------------------
+
+
+def _relative(n: int, rng) -> np.ndarray:
+    t = toeplitz(rng.normal(size=n), rng.normal(size=n))
+    return np.where(np.tril(np.ones((n, n), bool)), t, np.nan)
+
+
+def _column_index(n: int, s: float) -> float:
+    """The index (key 0 kept) of a Toeplitz map whose key-0 column is raised by s, by hand: in band
+    d (n − d cells) normalization leaves s(n − d − 1)/(n − d) at key 0 and −s/(n − d) on the
+    other n − d − 1 cells, a sum of squares s²(n − d − 1)/(n − d), over the bands 1 ≤ d ≤ n − 2."""
+    d = np.arange(1, n - 1)
+    return float(np.sqrt((s**2 * (n - d - 1) / (n - d)).sum() / (n - d).sum()))
+
+
+def test_without_key0_the_index_is_the_index_of_queries_and_keys_from_1():
+    rng = np.random.default_rng(20)
+    g = rng.normal(size=(6, 2, 12, 12))
+    g[..., ~np.tril(np.ones((12, 12), bool))] = np.nan
+    g[..., 0] += 3.0  # a sink column
+    sub = np.ascontiguousarray(g[..., 1:, 1:])
+    np.testing.assert_allclose(
+        D.normalized_index_cells(g, key0=False), D.normalized_index_cells(sub), rtol=0, atol=1e-12
+    )
+    out, ref = D.index_ci(g, n_boot=300, key0=False), D.index_ci(sub, n_boot=300)
+    for field in ("estimate", "debiased", "noise_floor", "lo", "hi"):
+        np.testing.assert_allclose(getattr(out, field), getattr(ref, field), rtol=1e-12)
+    assert not np.allclose(D.index_ci(g, n_boot=300).estimate, out.estimate)
+
+
+def test_a_relative_map_with_a_key0_column_reads_0_without_key0_and_the_column_with_it():
+    n, s = 14, 2.0
+    rng = np.random.default_rng(21)
+    m = _relative(n, rng)
+    m[1:, 0] += s  # a fixed token's column: token identity, not position
+    assert D.non_relativeness_index(m) == pytest.approx(_column_index(n, s), rel=1e-12)
+    assert D.non_relativeness_index(m[1:, 1:]) == pytest.approx(0.0, abs=1e-12)
+    # with Monte-Carlo noise: at its floor without key 0, far above it with key 0
+    groups = m[None] + 0.05 * rng.standard_normal((10, 1, n, n))
+    new, old = D.index_ci(groups, key0=False), D.index_ci(groups)
+    assert new.estimate[0] < 1.2 * new.noise_floor[0] and new.lo[0] == 0.0
+    assert old.estimate[0] > 10 * old.noise_floor[0] and old.lo[0] > 0.5 * _column_index(n, s)
+
+
+def test_non_relative_structure_off_key0_is_still_read_without_key0():
+    n, s, t = 14, 2.0, 0.5
+    rng = np.random.default_rng(22)
+    m = _relative(n, rng)
+    m[1:, 0] += s
+    m[2:, 1] += t  # key 1's column: the first key of the map without key 0
+    got = D.index_ci(m[None, None] + np.zeros((4, 1, 1, 1)), n_boot=50, key0=False)
+    assert float(got.estimate[0]) == pytest.approx(_column_index(n - 1, t), rel=1e-12)
+    absolute = np.where(np.tril(np.ones((n, n), bool)), 0.3 * np.log1p(np.indices((n, n))[0]), 0)
+    noisy = (m + absolute)[None, None] + 0.02 * rng.standard_normal((10, 1, n, n))
+    read = D.index_ci(noisy, key0=False)
+    assert read.lo[0] > 5 * read.noise_floor[0]  # a query-dependent pattern on keys >= 1
+
+
+def test_key0_column_recovers_a_planted_column():
+    n = 12
+    rng = np.random.default_rng(23)
+    m = _relative(n, rng)
+    np.testing.assert_allclose(D.key0_column(m), 0.0, atol=1e-12)  # relative: no column
+    planted = rng.normal(size=n - 2)  # c_i at queries 1..n-2
+    m[1 : n - 1, 0] += planted
+    m[n - 1, 0] += 7.0  # band n - 1 holds key 0 alone: no level to compare with
+    col = D.key0_column(m)
+    assert col.shape == (n - 2,)
+    np.testing.assert_allclose(col, planted, rtol=0, atol=1e-12)
+    t = 0.5  # a key-1 column moves the offsets' level over keys >= 1: band i by t/(n - 1 - i)
+    m[2:, 1] += t
+    i = np.arange(1, n - 1)
+    np.testing.assert_allclose(D.key0_column(m), planted - t / (n - 1 - i), atol=1e-12)
+    # its index: the column's RMS, within the noise-corrected CI over groups
+    groups = m[None, None] + 0.05 * rng.standard_normal((16, 1, n, n))
+    ci = D.index_ci(groups, index_values=D.key0_column(groups))
+    rms = float(np.sqrt(np.mean((planted - t / (n - 1 - i)) ** 2)))
+    assert ci.lo[0] <= rms <= ci.hi[0] and ci.debiased[0] == pytest.approx(rms, rel=0.05)

@@ -8,7 +8,7 @@ import pytest
 from causalpos.figures import paper1 as F
 from causalpos.figures.labels import setting_name
 from causalpos.paper1 import theory as T
-from causalpos.paper1.diagonal import non_relativeness_index
+from causalpos.paper1.diagonal import non_relativeness_index, normalize
 from causalpos.paper1.settings import SimulationSettings
 from causalpos.paper1.simulate import run_simulation
 
@@ -182,3 +182,22 @@ def test_rows_are_labelled_by_what_they_are_not_by_their_slugs(tmp_path, stores,
     title = " ".join(fig5._suptitle.get_text().split())
     assert "KJV Bible, first 256 tokens (BOS) · causal (as trained)" in title
     assert "I: non-relativeness index" in title
+
+
+def test_fig5_panels_give_the_index_without_key0(tmp_path):
+    """Fig. 5's panel titles: the index of the raw map's queries and keys >= 1 (the table's), not
+    of the drawn map, whose normalization spreads key 0 over every offset."""
+    import figure_inputs as FI
+
+    ds = FI.normalized_store(T=16)
+    raw = ds["score_mean_head_avg"].values.astype(np.float64)
+    raw[:, 1:, 0] += 5.0  # a sink column: the drawn map's index takes it, the panel's does not
+    ds["score_mean_head_avg"] = (("layer", "query", "key"), raw)
+    ds["score_normalized_mean"] = (("layer", "query", "key"), normalize(raw))
+    run = "smollm2-135m/kjv-first256/causal"
+    drawn = F.draw_llm_fig5([ds], [run], [tmp_path / "f.png"], names=FI.NAMES)[run]
+    np.testing.assert_allclose(drawn, non_relativeness_index(raw[:, 1:, 1:]), rtol=1e-12)
+    with_key0 = non_relativeness_index(normalize(raw), normalized=True)
+    assert np.all(with_key0 > np.asarray(drawn) + 0.5)
+    with pytest.raises(ValueError, match="score_mean_head_avg"):
+        F.draw_llm_fig5([ds.drop_vars("score_mean_head_avg")], [run], [tmp_path / "g.png"])

@@ -163,10 +163,12 @@ def test_shares_and_bands_from_given_index_values_are_the_same_numbers():
     for a, b in zip(NR.share_intervals(g), NR.share_intervals(g, index_values=vals)):
         for x, y in zip((a.estimate, a.lo, a.hi, a.jack), (b.estimate, b.lo, b.hi, b.jack)):
             assert np.array_equal(x, y, equal_nan=True)
-    for sink in (True, False):  # excluding the sink renormalizes: the values are not read then
+    for sink in (True, False):  # the values of the same normalization: key 0 out with the sink
         a, b = (
             NR.band_ci(g, 3, exclude_sink=sink),
-            NR.band_ci(g, 3, exclude_sink=sink, index_values=vals),
+            NR.band_ci(
+                g, 3, exclude_sink=sink, index_values=normalized_index_cells(g, key0=not sink)
+            ),
         )
         assert np.array_equal(a.estimate, b.estimate) and np.array_equal(a.jack, b.jack)
     # the band's cells of the kept-sink normalization, read from the index cells
@@ -215,3 +217,53 @@ def test_bad_input_is_refused_with_the_reason():
         NR.band_ci(np.zeros((1, 4, 4)), 2)
     with pytest.raises(ValueError, match="keys >= 1"):
         NR.band_cells(8, 0)
+
+
+# --- key 0 out of the share; the key-0 column's part (paper 1 §7) ---------------------------------
+
+
+def test_without_key0_the_share_is_the_share_of_queries_and_keys_from_1():
+    rng = np.random.default_rng(30)
+    sink = np.where(LOWER & (K == 0), 4.0, 0.0)
+    g = _groups(TOEPLITZ + NONREL + sink, 8, 0.05, rng)
+    per, pooled = NR.share_intervals(g[:, None], key0=False)
+    sub = np.ascontiguousarray(g[:, None, 1:, 1:])
+    ref, ref_pooled = NR.share_intervals(sub)
+    for a, b in ((per, ref), (pooled, ref_pooled)):
+        np.testing.assert_allclose(a.estimate, b.estimate, rtol=1e-12)
+        np.testing.assert_allclose(a.lo, b.lo, rtol=1e-12)
+        np.testing.assert_allclose(a.jack, b.jack, rtol=1e-12)
+    assert NR.share_intervals(g[:, None])[0].estimate[0] > per.estimate[0] + 0.1  # key 0 in
+
+
+def _key0_share_by_hand(s: float, t: float) -> float:
+    """‖c‖² / (‖c‖² + ‖N'‖²) of TOEPLITZ + s on key 0 + t on key 1 (queries >= 2): c_i = s −
+    t/(N − 1 − i) (key 1 raises band i's level over keys >= 1), and N' is the normalized map of
+    keys >= 1, whose first column is raised by t: ‖N'‖² = t² Σ_d (n' − d − 1)/(n' − d), n' = N − 1,
+    over its bands 1 ≤ d ≤ n' − 2."""
+    i = np.arange(1, N - 1)
+    c2 = float(((s - t / (N - 1 - i)) ** 2).sum())
+    n1, d = N - 1, np.arange(1, N - 2)
+    rest = float((t**2 * (n1 - d - 1) / (n1 - d)).sum())
+    return c2 / (c2 + rest)
+
+
+@pytest.mark.parametrize("s, t", [(2.0, 0.0), (2.0, 0.5), (0.3, 1.0)])
+def test_key0_share_is_the_planted_columns_part_of_the_non_relative_sum(s, t):
+    m = TOEPLITZ.copy()
+    m[1:, 0] += s
+    m[2:, 1] += t
+    same = np.broadcast_to(m, (4, N, N)).copy()  # noise-free groups: the debiased sums are exact
+    got = NR.key0_share_interval(same[:, None])
+    assert float(got.estimate[0]) == pytest.approx(_key0_share_by_hand(s, t), rel=1e-12)
+    if t == 0.0:
+        assert float(got.estimate[0]) == pytest.approx(1.0, rel=1e-12)
+    rng = np.random.default_rng(31)
+    noisy = _groups(m, 20, 0.05, rng)
+    ci = NR.key0_share_interval(noisy[:, None], level=0.99)
+    assert ci.lo[0] <= _key0_share_by_hand(s, t) <= ci.hi[0]
+
+
+def test_key0_share_needs_a_positive_sum():
+    zero = np.broadcast_to(TOEPLITZ, (4, N, N)).copy()  # relative: no non-relative sum at all
+    assert np.isnan(NR.key0_share_interval(zero[:, None]).estimate[0])

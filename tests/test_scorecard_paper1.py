@@ -166,6 +166,49 @@ def test_fig5_rows_score_the_layer_1_contrast(tmp_path):
     assert "2 of 3 above 0.01" in _one(card, "Fig. 5 (flat, d)")["measured"]
 
 
+def _sink_store(n_layers: int = 3, t: int = 12, n_groups: int = 8):
+    """A score store whose maps are relative plus a fixed token's key-0 column (4 logits) at every
+    layer, and from layer 2 on a query-dependent (non-relative) pattern on keys >= 1."""
+    import xarray as xr
+
+    rng = np.random.default_rng(40)
+    q, k = np.indices((t, t))
+    base = np.where(q >= k, np.exp(-(q - k) / 3.0), np.nan)
+    base[1:, 0] += 4.0
+    maps = np.stack(
+        [base + (layer > 0) * 0.3 * np.log1p(q) * (k >= 1) for layer in range(n_layers)]
+    )
+    groups = maps[None] + 2e-3 * rng.standard_normal((n_groups, *maps.shape))
+    return xr.Dataset(
+        {"score_group_mean": (("group", "layer", "query", "key"), groups.astype(np.float32))},
+        attrs={"n_sequences": 8 * n_groups},
+    )
+
+
+def test_fig5_is_judged_with_key0_out_and_prints_the_key0_column(tmp_path):
+    from causalpos.paper1.tables import llm_index_table
+
+    table = llm_index_table({("m", "d", "causal"): _sink_store()}, n_boot=200)
+    card = _card(tmp_path, llm_index=table)
+    row = _one(card, "Fig. 5 (m, d)")
+    # layer 1 is relative but for key 0: at noise without key 0 (with it, its spread column alone
+    # puts layer 1 far above the margin, which made this row differ)
+    assert row["verdict"] == R
+    assert table["index_with_key0"].iloc[0] > 0.5 and table["ci_hi"].iloc[0] < 0.01
+    assert "key 0 out of the index" in row["measured"]
+    assert (
+        "its own column (RMS of its deviation from its offsets' level) L1 4 [4, 4]"
+        in (row["measured"])
+    )
+    assert (
+        f"with key 0 in the index L1 {table['index_with_key0_debiased'].iloc[0]:.3g}"
+        in (row["measured"])
+    )
+    assert "key 0 out of the share" in _one(card, "Fig. 5 layer-1 contrast (m, d)")["measured"]
+    old = _card(tmp_path, llm_index=_llm("m", [(0.001, 0.0, 0.003), (0.3, 0.25, 0.35)]))
+    assert S.paper1.KEY0_IN in _one(old, "Fig. 5 (m, d)")["measured"]
+
+
 def test_fig5_layer1_share_contrast_rows(tmp_path):
     table = pd.concat(
         [

@@ -59,11 +59,19 @@ def test_normalize_scores_head_average_equals_normalized_head_average(causal):
 def test_llm_index_table_matches_index_ci_per_layer():
     ds = _score_store(np.random.default_rng(1))
     table = P1_tables.llm_index_table({("m", "d", "causal"): ds}, n_boot=200, seed=3)
-    ci = index_ci(np.asarray(ds["score_group_mean"].values, dtype=np.float64), n_boot=200, seed=3)
+    g = np.asarray(ds["score_group_mean"].values, dtype=np.float64)
+    # key 0 out: the index of the map of queries and keys >= 1 (paper 1 §7)
+    ci = index_ci(np.ascontiguousarray(g[..., 1:, 1:]), n_boot=200, seed=3)
     assert list(table["layer"]) == [1, 2]
     np.testing.assert_allclose(table["index"], ci.estimate)
+    np.testing.assert_allclose(table["noise_floor"], ci.noise_floor)
+    np.testing.assert_allclose(table["index_debiased"], ci.debiased)
     np.testing.assert_allclose(table["ci_lo"], ci.lo)
     np.testing.assert_allclose(table["ci_hi"], ci.hi)
+    with_key0 = index_ci(g, n_boot=200, seed=3)  # the paper's normalization, beside it
+    np.testing.assert_allclose(table["index_with_key0"], with_key0.estimate)
+    np.testing.assert_allclose(table["noise_floor_with_key0"], with_key0.noise_floor)
+    assert not np.allclose(table["index"], table["index_with_key0"])
 
 
 def test_llm_index_table_adds_share_band_and_the_twin_contrast():
@@ -77,7 +85,8 @@ def test_llm_index_table_adds_share_band_and_the_twin_contrast():
     table = P1_tables.llm_index_table(stores, n_boot=50, first_keys=2, twins={"m": "m-random"})
     g = np.asarray(ds["score_group_mean"].values, dtype=np.float64)
     gt = np.asarray(twin["score_group_mean"].values, dtype=np.float64)
-    sh, band = share_ci(g), band_ci(g, 2)
+    sub, sub_t = (np.ascontiguousarray(x[..., 1:, 1:]) for x in (g, gt))  # key 0 out
+    sh, band = share_ci(sub), band_ci(g, 2)
     m = table[table.model == "m"]
     np.testing.assert_allclose(m["share"], sh.estimate)
     np.testing.assert_allclose(m["share_lo"], sh.lo)
@@ -87,12 +96,12 @@ def test_llm_index_table_adds_share_band_and_the_twin_contrast():
     assert np.isnan(m["share_minus_l1"].iloc[0])
     assert m["share_minus_l1"].iloc[1] == pytest.approx(sh.estimate[1] - sh.estimate[0])
     assert (m["twin"] == "m-random").all()
-    pooled, pooled_twin = share_intervals(g)[1], share_intervals(gt)[1]
+    pooled, pooled_twin = share_intervals(sub)[1], share_intervals(sub_t)[1]
     np.testing.assert_allclose(m["share_pooled"], float(pooled.estimate))
     d = paired(pooled, pooled_twin)
     np.testing.assert_allclose(m["share_pooled_minus_twin"], float(d[0]))
     np.testing.assert_allclose(m["share_pooled_minus_twin_lo"], float(d[1]))
-    np.testing.assert_allclose(m["share_minus_twin_hi"], paired(sh, share_ci(gt))[2])
+    np.testing.assert_allclose(m["share_minus_twin_hi"], paired(sh, share_ci(sub_t))[2])
     assert table[table.model == "m-random"]["twin"].isna().all()
     fewer = _score_store(rng, t=9, n_groups=4)
     with pytest.raises(ValueError, match="same groups"):

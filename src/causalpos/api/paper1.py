@@ -37,9 +37,10 @@ def paper1_index(
     Returns:
         The columns of ``results/stats/llm_index.csv``
         (:func:`causalpos.paper1.tables.llm_index_table`) but ``model`` and ``dataset``:
-        ``variant``, ``layer`` (1 = first) and ``layer_kind``; ``index`` (logit units) with
-        ``ci_lo``, ``ci_hi``, ``se``, ``noise_floor``, ``index_over_floor``,
-        ``index_debiased``; the scale-free ``share`` (``share_lo``, ``share_hi``), its
+        ``variant``, ``layer`` (1 = first) and ``layer_kind``; ``index`` (logit units, key 0
+        out) with ``ci_lo``, ``ci_hi``, ``se``, ``noise_floor``, ``index_over_floor``,
+        ``index_debiased``; the key-0 column's size (``key0*``, ``key0_share*``) and the index
+        with key 0 kept (``index_with_key0*``, ``noise_floor_with_key0``); the scale-free ``share`` (``share_lo``, ``share_hi``), its
         difference from layer 1 (``share_minus_l1*``) and pooled over layers
         (``share_pooled*``); the first-keys band (``band*``, ``band_with_sink*``,
         ``band_keys``); ``n_groups``, ``n_sequences``.

@@ -346,6 +346,18 @@ def _row_names(labels: Sequence[str], names: Mapping[str, str] | None) -> tuple[
     return rows, subject
 
 
+def _fig5_index(ds: xr.Dataset, n_cols: int) -> np.ndarray:
+    """The index of a normalized store's first ``n_cols`` layers with key 0 out (paper 1 §7: the
+    index of the map of queries and keys >= 1, from the raw ``score_mean_head_avg``)."""
+    if "score_mean_head_avg" not in ds:
+        raise ValueError(
+            "draw_llm_fig5: the normalized store has no 'score_mean_head_avg' (the raw map the "
+            "index without key 0 reads); rerun rule diagonal_normalize"
+        )
+    raw = np.asarray(ds["score_mean_head_avg"].values[:n_cols], dtype=np.float64)
+    return non_relativeness_index(raw[..., 1:, 1:])
+
+
 def draw_llm_fig5(
     stores: Sequence[xr.Dataset],
     labels: Sequence[str],
@@ -361,7 +373,8 @@ def draw_llm_fig5(
     flatten the map). Rows are labelled by the display names (``names``: model and dataset
     names -> display names) of what differs between them; the title names what they share.
 
-    Returns per label the non-relativeness index of each drawn layer.
+    Returns per label the non-relativeness index of each drawn layer, key 0 out
+    (:func:`_fig5_index`), as in ``llm_index.csv``; the maps drawn keep key 0, as the paper's.
     """
     if not stores:
         raise ValueError("draw_llm_fig5: no stores")
@@ -380,7 +393,7 @@ def draw_llm_fig5(
             maps = np.asarray(ds["score_normalized_mean"].values[:n_cols], dtype=np.float64)
             lo, hi = quantile_limits(list(maps), *quantiles)
             lim = max(abs(lo), abs(hi))
-            idx = non_relativeness_index(maps, normalized=True)
+            idx = _fig5_index(ds, n_cols)
             drawn[label] = [float(x) for x in idx]
             for c in range(n_cols):
                 ax = axes[r, c]
@@ -405,7 +418,7 @@ def draw_llm_fig5(
             subject,
             f"{n_seq} sequences × {stores[0].sizes['query']} tokens; colour limits at the "
             f"{quantiles[0]:.0%}/{quantiles[1]:.0%} quantiles per row; float32 scores; "
-            f"{INDEX_NOTE}; {INDEXING}",
+            f"{INDEX_NOTE}, key 0 out; {INDEXING}",
         )
         save(fig, out_paths)
     return drawn

@@ -70,7 +70,7 @@ class PairedIndex:
 
 
 def paired_index_bootstrap(
-    maps_a, maps_b, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0
+    maps_a, maps_b, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0, key0: bool = True
 ) -> PairedIndex:
     """Per-layer index of two models' group maps with one bootstrap of the shared groups.
 
@@ -79,6 +79,8 @@ def paired_index_bootstrap(
             of sequences (e.g. ``score_group_mean`` of two models extracted on one dataset).
         level, n_boot, seed: as :func:`causalpos.paper1.diagonal.index_ci` (the same seed draws the same
             group weights, so each model's interval equals ``index_ci``'s).
+        key0: False leaves key 0 out of the index (:mod:`causalpos.paper1.diagonal`), for
+            models with a fixed token 0.
     """
     a = np.asarray(maps_a, dtype=np.float64)
     b = np.asarray(maps_b, dtype=np.float64)
@@ -103,7 +105,7 @@ def paired_index_bootstrap(
     boots = {m: np.full((n_boot, n_layers), np.nan) for m in "ab"}
     for name, maps in (("a", a), ("b", b)):
         for layer in range(n_layers):
-            rep = index_replicates(maps[:, layer], weights)
+            rep = index_replicates(maps[:, layer], weights, key0=key0)
             if rep is None:
                 continue
             est2, floor2, raw = rep

@@ -27,6 +27,16 @@ bidirectional maps so the two are comparable. Non-finite cells are skipped.
 Noise. The index of a Monte-Carlo mean map is biased upward by noise: E[I²] = I_true² + f², f² the
 mean cell variance of N(M̄). :func:`index_ci` reports f (the noise floor, from the group maps), the
 raw and the debiased index, and a noise-corrected bootstrap-over-groups CI for I_true.
+
+Key 0 (paper 1 §7). With a fixed token at position 0 (a BOS, the attention sink) the key-0 column
+is that token's identity, not position, and normalization spreads it over every band: a column
+raised by s lowers each other cell of band d by s/(n − d). ``key0=False`` leaves key 0 out of the
+index: key 0 is set to NaN before normalizing (the band means are taken over keys ≥ 1) and the
+index cells are 1 ≤ i − j ≤ n − 3 with j ≥ 1 (band n − 2 keeps a single cell), i.e. the index of
+the map of queries and keys ≥ 1, ``m[..., 1:, 1:]``. The key-0 column is then measured on its own
+(:func:`key0_column`): c_i = M[i, 0] − mean over keys ≥ 1 of band i, for 1 ≤ i ≤ n − 2, in logit
+units, 0 for a Toeplitz map, s for a column raised by s; its RMS is the index of that column
+(``index_ci(..., index_values=key0_column(m))``: with noise floor, debiased value and CI).
 """
 
 from __future__ import annotations
@@ -173,12 +183,34 @@ def normalized_at(
     return np.moveaxis(out.reshape(cells.size, *m.shape[:-2]), 0, -1)
 
 
-def normalized_index_cells(m: npt.ArrayLike) -> np.ndarray:
-    """The normalized maps at the cells of the index (1 ≤ i − j ≤ n − 2), float64, shape
-    (..., n_cells): what :func:`index_replicates` and :func:`causalpos.paper1.nonrelative.
-    share_parts` read, for a caller that gives the same maps to both."""
+def normalized_index_cells(m: npt.ArrayLike, *, key0: bool = True) -> np.ndarray:
+    """The normalized maps at the cells of the index (1 ≤ i − j ≤ n − 2; ``key0=False``: key 0 out,
+    module doc), float64, shape (..., n_cells): what :func:`index_replicates` and
+    :func:`causalpos.paper1.nonrelative.share_parts` read, for a caller that gives the same maps
+    to both (with the same ``key0``)."""
     m = _as_maps(m)
-    return normalized_at(m, _index_cells(m.shape[-1]))
+    return normalized_at(m, _index_cells(m.shape[-1], key0), drop_first_key=not key0)
+
+
+def key0_column(m: npt.ArrayLike) -> np.ndarray:
+    """The key-0 column's deviation from its offsets' level, float64, shape (..., n − 2): entry
+    i − 1 is c_i = M[i, 0] − mean(M over band i, keys ≥ 1), 1 ≤ i ≤ n − 2 (band n − 1 has no other
+    cell); NaN where M[i, 0] or every other cell of band i is not finite (module doc). Linear in
+    the map, so the column of a mean map is the mean of the groups' columns."""
+    m = _as_maps(m)
+    n = m.shape[-1]
+    flat = m.reshape(-1, n * n)
+    rows = np.arange(1, max(n - 1, 1))
+    out = np.empty((flat.shape[0], rows.size))
+    bidx = band_index(n).ravel()
+    for a, b in _batches(flat.shape[0], n * n):
+        x = flat[a:b].astype(np.float64)  # a copy
+        col = x[:, rows * n].copy()
+        x[:, ::n] = np.nan  # the band means over keys >= 1
+        mu = _profile_flat(x, bidx, 2 * n - 1)[0]
+        with np.errstate(invalid="ignore"):
+            out[a:b] = col - mu[:, rows + n - 1]
+    return out.reshape(*m.shape[:-2], rows.size)
 
 
 def normalize_dataarray(da: xr.DataArray) -> xr.DataArray:
@@ -201,10 +233,14 @@ def normalize_dataarray(da: xr.DataArray) -> xr.DataArray:
     return out
 
 
-def _index_cells(n: int) -> np.ndarray:
-    """Flat indices of the cells the index uses: 1 ≤ i − j ≤ n − 2."""
+def _index_cells(n: int, key0: bool = True) -> np.ndarray:
+    """Flat indices of the cells the index uses: 1 ≤ i − j ≤ n − 2; without key 0 (``key0``
+    False) the cells of keys ≥ 1 with 1 ≤ i − j ≤ n − 3 (module doc)."""
     k = band_index(n) - (n - 1)
-    return np.flatnonzero(((k >= 1) & (k <= n - 2)).ravel())
+    if key0:
+        return np.flatnonzero(((k >= 1) & (k <= n - 2)).ravel())
+    _, j = np.indices((n, n))
+    return np.flatnonzero(((k >= 1) & (k <= n - 3) & (j >= 1)).ravel())
 
 
 def non_relativeness_index(m: npt.ArrayLike, *, normalized: bool = False) -> np.ndarray:
@@ -257,19 +293,25 @@ def bootstrap_weights(n_groups: int, n_boot: int, seed: int = 0) -> np.ndarray:
 
 
 def index_replicates(
-    group_maps: np.ndarray, weights: np.ndarray, index_values: np.ndarray | None = None
+    group_maps: np.ndarray,
+    weights: np.ndarray,
+    index_values: np.ndarray | None = None,
+    *,
+    key0: bool = True,
 ) -> tuple[float, float, np.ndarray] | None:
     """(I(M̄)², f², bootstrap replicates of I) of one (group, n, n) stack of raw maps under
     ``weights`` (:func:`bootstrap_weights`); None when no index cell is finite in every group.
     ``index_values``: :func:`normalized_index_cells` of ``group_maps`` (group, n_cells) where the
-    caller has it, else computed here.
+    caller has it, else computed here (``key0``: as :func:`normalized_index_cells`).
 
     Deviations from the mean are inflated by sqrt(G/(G−1)) before resampling, so a replicate's cell
     variance is f², not (G−1)/G f². A replicate's sum of squares is wᵀ K w with K the (G, G) Gram
     matrix of the group maps, so the bootstrap costs O(n_boot G²) instead of O(n_boot G n²).
     """
-    n_groups, n = group_maps.shape[0], group_maps.shape[-1]
-    cells = normalized_at(group_maps, _index_cells(n)) if index_values is None else index_values
+    n_groups = group_maps.shape[0]
+    if index_values is None:
+        index_values = normalized_index_cells(group_maps, key0=key0)
+    cells = index_values
     cells = cells[:, np.all(np.isfinite(cells), axis=0)]
     n_valid = cells.shape[1]
     if n_valid == 0:
@@ -290,6 +332,7 @@ def index_ci(
     seed: int = 0,
     *,
     index_values: np.ndarray | None = None,
+    key0: bool = True,
 ) -> IndexCI:
     """Index of the grand-mean map, its noise floor, and a bootstrap CI from per-group mean maps.
 
@@ -297,7 +340,9 @@ def index_ci(
     sized groups of sequences (e.g. ``score_group`` of a simulation). Normalization is linear, so a
     bootstrap replicate's normalized mean is the weighted mean of the normalized group maps.
     Cells not finite in every group are skipped. ``index_values``: :func:`normalized_index_cells`
-    of ``group_maps`` (group, ..., n_cells) where the caller has it (not computed again).
+    of ``group_maps`` (group, ..., n_cells) where the caller has it (not computed again), or any
+    other linear cells of the maps (:func:`key0_column`). ``key0=False``: key 0 out of the index
+    (module doc), for maps with a fixed token 0.
 
     The CI is a noise-corrected percentile interval. A plain percentile interval of I(M̄*) does
     not cover I_true at all (0 of 200 repeats in the check below, at each of four signal strengths
@@ -327,7 +372,7 @@ def index_ci(
         k: np.empty(n_lead) for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")
     }
     for s in range(n_lead):  # one leading slice (layer, head) at a time: memory O(G n²)
-        rep = index_replicates(maps[:, s], weights, None if vals is None else vals[:, s])
+        rep = index_replicates(maps[:, s], weights, None if vals is None else vals[:, s], key0=key0)
         if rep is None:
             for v in fields.values():
                 v[s] = np.nan

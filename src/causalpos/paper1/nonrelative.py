@@ -48,6 +48,17 @@ alone makes the first keys look "lower". Without the sink column the band means 
 ≥ 1 only, and a band value ≠ 0 says the first keys deviate from their offsets' mean level. Cells
 whose band has a single cell (identically 0 after normalizing) are left out. The band is linear in
 the map, so the grand mean's band is the mean of the groups' bands and needs no noise correction.
+
+**Key 0** (paper 1 §7). ``key0=False`` computes the share on the cells of the index without key 0
+(:mod:`causalpos.paper1.diagonal`: key 0 removed before normalizing, keys ≥ 1 only). The key-0
+column is then its own column, c_i = M[i, 0] − (band i's mean over keys ≥ 1)
+(:func:`~causalpos.paper1.diagonal.key0_column`), on cells the index does not use, so the map's
+non-relative sum of squares splits into ‖N'‖² (keys ≥ 1) + ‖c‖² (key 0), and
+
+    key0_share = ‖c‖² / (‖c‖² + ‖N'‖²)   ∈ [0, 1]
+
+is the part of it the key-0 column carries (:func:`key0_share_interval`; both sums debiased as the
+share's, jackknife CI; NaN when the debiased sum is not positive).
 """
 
 from __future__ import annotations
@@ -58,7 +69,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from causalpos.paper1.diagonal import _index_cells, band_index, normalized_at
+from causalpos.paper1.diagonal import (
+    _index_cells,
+    band_index,
+    key0_column,
+    normalized_at,
+    normalized_index_cells,
+)
 
 
 @dataclass(frozen=True)
@@ -125,16 +142,21 @@ def _ratio(num, den):
         return np.where(np.asarray(den) > 0, np.asarray(num) / np.asarray(den), np.nan)
 
 
-def share_parts(group_maps: np.ndarray, index_values: np.ndarray | None = None) -> np.ndarray:
+def share_parts(
+    group_maps: np.ndarray, index_values: np.ndarray | None = None, *, key0: bool = True
+) -> np.ndarray:
     """The debiased sums of one (group, n, n) stack of raw maps, shape (2, 2 + G): row 0 the
     non-relative ‖N‖², row 1 the total ‖M − m̄‖²; column 0 from all groups, column 1 the noise
     term removed, column 2 + g with group g left out (module doc); NaN when no index cell is
     finite in every group. ``index_values``: :func:`~causalpos.paper1.diagonal.
-    normalized_index_cells` of ``group_maps`` (group, n_cells) where the caller has it."""
+    normalized_index_cells` of ``group_maps`` (group, n_cells) where the caller has it (with the
+    same ``key0``: False leaves key 0 out, module doc)."""
     g, n = group_maps.shape[0], group_maps.shape[-1]
-    idx = _index_cells(n)
+    idx = _index_cells(n, key0)
     raw = group_maps.reshape(g, n * n)[:, idx]
-    nrm = normalized_at(group_maps, idx) if index_values is None else index_values
+    if index_values is None:
+        index_values = normalized_at(group_maps, idx, drop_first_key=not key0)
+    nrm = index_values
     ok = np.all(np.isfinite(raw), axis=0) & np.all(np.isfinite(nrm), axis=0)
     if not ok.any():
         return np.full((2, 2 + g), np.nan)
@@ -158,7 +180,11 @@ def _share(parts: np.ndarray) -> np.ndarray:
 
 
 def share_intervals(
-    group_maps: npt.ArrayLike, level: float = 0.95, *, index_values: np.ndarray | None = None
+    group_maps: npt.ArrayLike,
+    level: float = 0.95,
+    *,
+    index_values: np.ndarray | None = None,
+    key0: bool = True,
 ) -> tuple[Interval, Interval]:
     """The share per leading slice (layer) and pooled over all of them, with jackknife CIs.
 
@@ -170,7 +196,8 @@ def share_intervals(
     defined whenever some layer's map is above noise, where a mean of per-layer shares is not
     (a layer at noise, e.g. an untrained model's first, has a share anywhere in ±∞).
     ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the group maps
-    (group, ..., n_cells) where the caller has it.
+    (group, ..., n_cells) where the caller has it (with the same ``key0``). ``key0=False``: key 0
+    out of the index's cells and normalization (module doc).
     """
     gm = _check(group_maps, level, 2)
     g, n = gm.shape[0], gm.shape[-1]
@@ -180,7 +207,7 @@ def share_intervals(
     # one leading slice (layer) at a time: memory O(G n²)
     parts = np.stack(
         [
-            share_parts(maps[:, s], None if vals is None else vals[:, s])
+            share_parts(maps[:, s], None if vals is None else vals[:, s], key0=key0)
             for s in range(maps.shape[1])
         ],
         axis=-1,
@@ -197,6 +224,48 @@ def share_intervals(
     pooled = _share(np.nansum(parts, axis=-1))  # (1 + G,)
     plo, phi = jackknife_interval(pooled[0], pooled[1:], level)
     return per, Interval(pooled[0], plo, phi, pooled[1:], level)
+
+
+def key0_share_interval(
+    group_maps: npt.ArrayLike,
+    level: float = 0.95,
+    *,
+    key0_values: np.ndarray | None = None,
+    index_values: np.ndarray | None = None,
+) -> Interval:
+    """The share of the non-relative sum of squares that the key-0 column carries, per leading
+    slice (layer), with a jackknife CI over groups (module doc: ``key0_share``).
+
+    ``group_maps``: (group, ..., query, key) raw mean maps. ``key0_values``:
+    :func:`~causalpos.paper1.diagonal.key0_column` of them (group, ..., n − 2), ``index_values``:
+    :func:`~causalpos.paper1.diagonal.normalized_index_cells` with ``key0=False``
+    (group, ..., n_cells), where the caller has them. NaN where the debiased sum of the two is not
+    positive, and a NaN interval with fewer than 3 groups. Unlike :func:`share_intervals` it is
+    not refused when the keys ≥ 1 are at noise: a key-0 column far above its floor beside them
+    reads ≈ 1, and the interval carries the noise of the rest (values above 1 come from a
+    debiased sum of keys ≥ 1 below 0).
+    """
+    gm = _check(group_maps, level, 2)
+    g = gm.shape[0]
+    lead = gm.shape[1:-2]
+    col = key0_column(gm) if key0_values is None else key0_values
+    nrm = normalized_index_cells(gm, key0=False) if index_values is None else index_values
+    col = np.asarray(col).reshape(g, -1, col.shape[-1])
+    nrm = np.asarray(nrm).reshape(g, -1, nrm.shape[-1])
+    out = np.full((1 + g, col.shape[1]), np.nan)
+    for s in range(col.shape[1]):
+        c, r = col[:, s], nrm[:, s]
+        c, r = c[:, np.all(np.isfinite(c), axis=0)], r[:, np.all(np.isfinite(r), axis=0)]
+        if not c.shape[1]:
+            continue
+        both = np.concatenate([c, r], axis=1)  # disjoint cells: the sums add
+        num, num_loo, _ = _debiased_sum_sq(c)
+        den, den_loo, _ = _debiased_sum_sq(both)
+        out[:, s] = _ratio(np.r_[num, num_loo], np.r_[den, den_loo])
+    lo, hi = jackknife_interval(out[0], out[1:], level)
+    return Interval(
+        out[0].reshape(lead), lo.reshape(lead), hi.reshape(lead), out[1:].reshape(g, *lead), level
+    )
 
 
 def share_ci(group_maps: npt.ArrayLike, level: float = 0.95) -> Interval:
@@ -225,13 +294,13 @@ def band_values(
 ) -> np.ndarray:
     """First-keys band of (..., n, n) raw maps -> (...), logit units (module doc).
     ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the maps
-    (..., n_cells) where the caller has it; read with the sink column kept only (excluding it
-    changes the normalization)."""
+    (..., n_cells) where the caller has it, with ``key0=not exclude_sink`` (the band's cells are
+    index cells of the same normalization)."""
     gm = np.asarray(group_maps)
     n = gm.shape[-1]
     band = band_cells(n, keys, exclude_sink)
-    if index_values is not None and not exclude_sink:
-        cells = index_values[..., np.searchsorted(_index_cells(n), band)]  # band ⊂ index cells
+    if index_values is not None:  # band ⊂ index cells
+        cells = index_values[..., np.searchsorted(_index_cells(n, not exclude_sink), band)]
     else:
         cells = normalized_at(gm, band, drop_first_key=exclude_sink)
     with warnings.catch_warnings():  # no finite band cell: NaN, silently

@@ -13,8 +13,15 @@ import xarray as xr
 
 from causalpos.models.layer_kinds import layer_kinds
 from causalpos.paper1.compare import group_maps
-from causalpos.paper1.diagonal import index_ci, normalized_index_cells
-from causalpos.paper1.nonrelative import band_ci, minus_first_layer, paired, share_intervals
+from causalpos.paper1.diagonal import IndexCI, index_ci, key0_column, normalized_index_cells
+from causalpos.paper1.nonrelative import (
+    Interval,
+    band_ci,
+    key0_share_interval,
+    minus_first_layer,
+    paired,
+    share_intervals,
+)
 
 
 def llm_index_table(
@@ -33,10 +40,19 @@ def llm_index_table(
     ``twins``: model -> its random-init twin (same architecture, tokenizer, prompts), both among
     the stores; the model's rows then carry the share contrast with the twin.
 
+    Key 0 is out of the index and the share (paper 1 §7: with a fixed token 0 its column is that
+    token's identity; :mod:`causalpos.paper1.diagonal`, ``key0=False``) and measured beside them:
+    ``key0`` (RMS of the key-0 column's deviation from its offsets' level over keys ≥ 1, logit
+    units, the index of that column: ``key0_debiased``, ``key0_floor``, ``key0_lo``, ``key0_hi``),
+    ``key0_share`` (``_lo``, ``_hi``: the part of the non-relative sum of squares the key-0 column
+    carries, :func:`causalpos.paper1.nonrelative.key0_share_interval`) and the index with key 0
+    kept in the normalization and the cells, as the paper's Fig. 5 normalizes
+    (``index_with_key0``, ``index_with_key0_debiased``, ``noise_floor_with_key0``).
+
     Columns: ``layer`` (1 = first) and its ``layer_kind`` (the store's record,
     :mod:`causalpos.models.layer_kinds`); the logit-unit index (bootstrap over groups, :func:`causalpos.paper1.diagonal.
     index_ci`: ``index``, ``index_debiased``, ``noise_floor``, ``index_over_floor``, ``ci_lo``,
-    ``ci_hi``, ``se``); the scale-free non-relative share with its jackknife CI (``share``,
+    ``ci_hi``, ``se``); the key-0 columns above; the scale-free non-relative share with its jackknife CI (``share``,
     ``share_lo``, ``share_hi``) and its paired difference from layer 1 (``share_minus_l1*``, NaN on
     layer 1); the share pooled over the model's layers (``share_pooled*``, the same on every row
     of the model); the first-keys band, keys 1..``first_keys`` (``band_keys``), sink column excluded
@@ -47,21 +63,16 @@ def llm_index_table(
     """
     twins = dict(twins or {})
     shares, stats = {}, {}
-    for key, ds in stores.items():  # one store's maps in memory at a time, normalized once
+    for key, ds in stores.items():  # one store's maps in memory at a time, normalized twice
         g = group_maps(ds, "/".join(key))
-        vals = normalized_index_cells(g)  # what the index, the share and the band read
-        shares[key] = share_intervals(g, level=confidence, index_values=vals)  # (layer, pooled)
-        stats[key] = (
-            layer_kinds(ds, g.shape[1]),
-            index_ci(g, level=confidence, n_boot=n_boot, seed=seed, index_values=vals),
-            band_ci(g, first_keys, level=confidence),
-            band_ci(g, first_keys, exclude_sink=False, level=confidence, index_values=vals),
-        )
-        del g, vals
+        boot = {"level": confidence, "n_boot": n_boot, "seed": seed}
+        shares[key], stats[key] = _store_stats(g, boot, first_keys)
+        stats[key] = (layer_kinds(ds, g.shape[1]), *stats[key])
+        del g
     rows = []
     for key, ds in stores.items():
         model, dataset, variant = key
-        kinds, ci, band, band_sink = stats[key]
+        kinds, ci, key0, ci_with_key0, band, band_sink = stats[key]
         sh, pooled = shares[key]
         l1 = minus_first_layer(sh)
         twin = twins.get(model)
@@ -87,6 +98,7 @@ def llm_index_table(
                 "ci_lo": float(ci.lo[layer]),
                 "ci_hi": float(ci.hi[layer]),
                 "se": float(ci.se[layer]),
+                **_key0_columns(key0, ci_with_key0, layer),
                 "share": float(sh.estimate[layer]),
                 "share_lo": float(sh.lo[layer]),
                 "share_hi": float(sh.hi[layer]),
@@ -108,6 +120,44 @@ def llm_index_table(
             row["n_sequences"] = int(ds.attrs.get("n_sequences", -1))
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _store_stats(g: np.ndarray, boot: dict, first_keys: int) -> tuple:
+    """(shares, (index, key-0 size, index with key 0, band, band with key 0)) of one store's
+    (group, layer, n, n) maps for :func:`llm_index_table`; ``boot``: ``index_ci``'s level,
+    n_boot and seed. Two normalizations: key 0 out (the index, the share, the band, the key-0
+    share) and key 0 kept (the paper's: the index with key 0, the band with the sink)."""
+    level = boot["level"]
+    vals = normalized_index_cells(g, key0=False)
+    shares = share_intervals(g, level=level, index_values=vals, key0=False)  # (layer, pooled)
+    ci = index_ci(g, index_values=vals, **boot)
+    band = band_ci(g, first_keys, level=level, index_values=vals)  # sink out, as vals
+    col = key0_column(g)
+    key0 = (
+        index_ci(g, index_values=col, **boot),
+        key0_share_interval(g, level=level, key0_values=col, index_values=vals),
+    )
+    del vals, col
+    with_key0 = normalized_index_cells(g)
+    kept = index_ci(g, index_values=with_key0, **boot)
+    band_kept = band_ci(g, first_keys, exclude_sink=False, level=level, index_values=with_key0)
+    return shares, (ci, key0, kept, band, band_kept)
+
+
+def _key0_columns(key0: tuple[IndexCI, Interval], with_key0: IndexCI, layer: int) -> dict:
+    """The key-0 column's size and the index with key 0 kept, of one layer (llm_index_table)."""
+    col, share = key0
+    return {
+        "key0": float(col.estimate[layer]),
+        "key0_debiased": float(col.debiased[layer]),
+        "key0_floor": float(col.noise_floor[layer]),
+        "key0_lo": float(col.lo[layer]),
+        "key0_hi": float(col.hi[layer]),
+        **_triple("key0_share", (share.estimate, share.lo, share.hi), layer),
+        "index_with_key0": float(with_key0.estimate[layer]),
+        "index_with_key0_debiased": float(with_key0.debiased[layer]),
+        "noise_floor_with_key0": float(with_key0.noise_floor[layer]),
+    }
 
 
 def _triple(name: str, est_lo_hi, layer: int | None, skip: bool = False) -> dict[str, float]:

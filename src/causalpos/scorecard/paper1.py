@@ -250,9 +250,35 @@ def _twins(llm: pd.DataFrame) -> dict[str, str]:
     return {str(t): str(m) for m, t in zip(pairs["model"], pairs["twin"]) if str(t)}
 
 
+#: What a row says when llm_index.csv has no key-0 columns (a table the index read with key 0).
+KEY0_IN = "key 0 in the index (llm_index.csv predates the key-0 columns: rerun aggregate_llm_stats)"
+
+
+def key0_text(g: pd.DataFrame) -> str:
+    """What the rows of one run say of key 0: out of the index, its column's size at layer 1 and
+    over the later layers (logit units, CI; the part of the non-relative sum of squares it
+    carries), and the index with key 0 kept; :data:`KEY0_IN` for a table without the columns."""
+    if "key0" not in g:
+        return KEY0_IN
+    first, later = g.iloc[0], g.iloc[1:]
+    text = (
+        "key 0 out of the index; its own column (RMS of its deviation from its offsets' level) "
+        f"L1 {fmt_ci(first['key0_debiased'], first['key0_lo'], first['key0_hi'])}"
+    )
+    if len(later):
+        share = later["key0_share"].dropna()
+        text += f", median over layers >= 2 {fmt(later['key0_debiased'].median())}" + (
+            f", {fmt(share.median(), 2)} of their non-relative sum of squares" if len(share) else ""
+        )
+    text += f"; with key 0 in the index L1 {fmt(first['index_with_key0_debiased'])}"
+    if len(later):
+        text += f", median {fmt(later['index_with_key0_debiased'].median())}"
+    return text
+
+
 def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Fig. 5 on pretrained models: layer 1 at noise, the later layers' index above the margin
-    (logit units, noise-corrected CI per layer)."""
+    (logit units, noise-corrected CI per layer), key 0 out of the index (:func:`key0_text`)."""
     src = SOURCES["llm_index"]
     t = T["llm_pattern"]
     margin, threshold = float(t["margin"]), float(t["threshold"])
@@ -271,7 +297,8 @@ def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = (
             f"L1 {fmt_ci(first[est], first['ci_lo'], first['ci_hi'])}; layers >= 2: "
             f"{n_yes} of {len(per)} above {margin:g}, {n_und} undecided, "
-            f"{len(per) - n_yes - n_und} at or below; median {fmt(med)} (logit units)"
+            f"{len(per) - n_yes - n_und} at or below; median {fmt(med)} (logit units); "
+            + key0_text(g)
         )
         note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
         target = f"{t['label']} ({model}, {dataset})"
@@ -307,7 +334,8 @@ def llm_layer1_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = (
             f"share L1 {fmt_ci(first['share'], first['share_lo'], first['share_hi'])}; layers >= 2: "
             f"{n_yes} of {len(per)} above layer 1, {n_und} undecided, "
-            f"{len(per) - n_yes - n_und} at or below; median share(L) - share(1) {fmt(med)}"
+            f"{len(per) - n_yes - n_und} at or below; median share(L) - share(1) {fmt(med)}; "
+            + ("key 0 out of the share" if "key0" in g else KEY0_IN)
         )
         note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
         rows.append(

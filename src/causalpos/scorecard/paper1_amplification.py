@@ -122,7 +122,8 @@ def llm_twin_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if "variant" in llm:
             twin = twin[twin["variant"] == t["variant"]]
         measured = (
-            f"{fmt_ci(r['share_pooled_minus_twin'], lo, hi)} (share of variance, pooled layers)"
+            f"{fmt_ci(r['share_pooled_minus_twin'], lo, hi)} (share of variance, pooled layers"
+            + (", key 0 out)" if "key0" in llm else ", key 0 in)")
         )
         if len(twin):
             tw = twin.iloc[0]

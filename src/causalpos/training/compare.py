@@ -12,6 +12,7 @@ import xarray as xr
 
 from causalpos.models.layer_kinds import layer_kinds
 from causalpos.paper1.compare import group_maps, paired_index_bootstrap
+from causalpos.paper1.diagonal import index_ci, key0_column
 from causalpos.paper1.nonrelative import paired, share_intervals
 from causalpos.training.twin import INIT_SUFFIX
 
@@ -99,10 +100,16 @@ def comparison_tables(
             g_i = group_maps(init, f"trained-{variant}{INIT_SUFFIX}")
         else:
             g_i = g_t  # no twin: the contrasts are dropped below
-        p = paired_index_bootstrap(g_t, g_i, level=confidence, n_boot=n_boot, seed=seed)
+        # key 0 (the fixed BOS of the training windows) out of the index and the share, its
+        # column measured beside them (causalpos.paper1.diagonal, paper 1 §7)
+        p = paired_index_bootstrap(g_t, g_i, level=confidence, n_boot=n_boot, seed=seed, key0=False)
         # the scale-free share next to the logit index: an init model's logits are near 0, so a
         # logit-unit difference grows with the logit scale alone (causalpos.paper1.nonrelative)
-        shares = tuple(share_intervals(x, level=confidence) for x in (g_t, g_i))
+        shares = tuple(share_intervals(x, level=confidence, key0=False) for x in (g_t, g_i))
+        key0 = tuple(
+            index_ci(x, level=confidence, n_boot=n_boot, seed=seed, index_values=key0_column(x))
+            for x in (g_t, g_i)
+        )
         n_sequences = int(trained.attrs.get("n_sequences", -1))
         twin = init is not None
         kinds = layer_kinds(trained, g_t.shape[1])
@@ -110,6 +117,7 @@ def comparison_tables(
             variant,
             p,
             shares,
+            key0,
             n_groups=g_t.shape[0],
             n_sequences=n_sequences,
             twin=twin,
@@ -137,11 +145,13 @@ def comparison_tables(
 
 
 def _index_rows(
-    variant, p, shares, *, n_groups: int, n_sequences: int, twin: bool, kinds
+    variant, p, shares, key0, *, n_groups: int, n_sequences: int, twin: bool, kinds
 ) -> list[dict]:
     """The index table's rows of one variant: per layer (with its ``layer_kind``, ``kinds``) the
-    trained model (with its contrasts to the twin) and, when there is a twin, the twin."""
+    trained model (with its contrasts to the twin) and, when there is a twin, the twin;
+    ``key0``: the key-0 column's index of each (:class:`~causalpos.paper1.diagonal.IndexCI`)."""
     (s_t, _), (s_i, _) = shares
+    k_t, k_i = key0
     diff, ratio, s_diff = p.difference(), p.ratio(), paired(s_t, s_i)
     rows = []
     for layer in range(len(p.estimate_a)):
@@ -162,6 +172,7 @@ def _index_rows(
             "share": s_t.estimate[layer],
             "share_lo": s_t.lo[layer],
             "share_hi": s_t.hi[layer],
+            **_key0_size(k_t, layer),
         }
         rows.append(row)
         if not twin:
@@ -191,9 +202,19 @@ def _index_rows(
                 "share": s_i.estimate[layer],
                 "share_lo": s_i.lo[layer],
                 "share_hi": s_i.hi[layer],
+                **_key0_size(k_i, layer),
             }
         )
     return rows
+
+
+def _key0_size(ci, layer: int) -> dict[str, float]:
+    """The key-0 column's size of one layer: its debiased index with CI (logit units)."""
+    return {
+        "key0": float(ci.debiased[layer]),
+        "key0_lo": float(ci.lo[layer]),
+        "key0_hi": float(ci.hi[layer]),
+    }
 
 
 def _comparison_row(variant, trained: xr.Dataset, p, shares, *, twin: bool) -> dict:
