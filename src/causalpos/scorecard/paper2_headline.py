@@ -99,7 +99,10 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         ctl, ctl_text = own_control(r)
         rule = positive((r.leakage_lo, r.leakage_hi), float(t["threshold"]))
         verdict = unless_control_reads(rule, ctl)
-        note = control_note(rule, verdict)
+        n = int(r.n_sequences) if "n_sequences" in sel and pd.notna(r.n_sequences) else 0
+        vals = (r.leakage, r.leakage_lo, r.leakage_hi)
+        power = power_note(rule, vals, float(t["threshold"]), n, (r.model, r.dataset))
+        note = "; ".join(filter(None, (control_note(rule, verdict), power)))
         measured = f"{own}; {ctl_text}; {per_prompt}"
         rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows
@@ -320,7 +323,7 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             else "the causal-mask component is a check (> 0 for any causal softmax)"
         )
         n = int(r["n_sequences"]) if "n_sequences" in r and pd.notna(r["n_sequences"]) else 0
-        power = power_note(verdict, comps["residual"], float(t["threshold"]), n)
+        power = power_note(verdict, comps["residual"], float(t["threshold"]), n, (model, dataset))
         note = f"{note}; {power}" if power else note
         rows.append(target_row(t, target, measured, verdict, src, note=note))
     return rows

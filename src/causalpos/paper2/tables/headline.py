@@ -102,6 +102,7 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         df = df.merge(lin, on=["variant", "target"], how="left")
         lin_cols = [c for c in df.columns if c.startswith("linear_minus_saturated")]
         df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), lin_cols] = np.nan
+    df["n_sequences"] = int(summary.attrs.get("n_sequences", 0))  # the power calculation's n
     return df.rename(columns={"exp_window": "window"})
 
 
