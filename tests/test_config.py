@@ -683,11 +683,11 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
 def test_leakage_params(default):
     assert repr(default.leakage_summary_params()) == (
         "{'alpha': 0.05, 'bos_windows': ['early16', 'early32', 'early64', 'late'], "
-        "'control_alpha': 0.05, 'control_margin_logattn': 0.002, 'control_margin_logit': 0.002, "
+        "'control_alpha': 0.05, 'control_margin_logattn': 0.001, 'control_margin_logit': 0.001, "
         "'fit': 'saturated+query', "
         "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_perm': 200, "
         "'perm_variants': ['causal'], 'planted': 0.01, 'seed': 0, "
-        "'stream_margin': 0.003, 'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
+        "'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
     )
     assert repr(default.position0_params()) == (
         "{'conditions': ['causal', 'bidirectional'], 'n_folds': 5, "

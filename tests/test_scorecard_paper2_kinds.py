@@ -141,3 +141,15 @@ def test_a_non_finite_bound_decides_nothing(col):
     d.loc[d["layer_kind"] == "sliding512 minus global", col] = np.nan
     (row,) = K.claim3_kind_rows(d, T)
     assert row.verdict == INCONCLUSIVE
+
+
+def test_a_models_own_threshold_judges_its_rows():
+    # 0.004 [0.003, 0.005]: above the section's 0.002, below gemma's own 0.006 (leakage.per_model)
+    d = table("gemma", (0.004, 0.003, 0.005), (0.004, 0.003, 0.005), (0.0, -0.001, 0.001))
+    other = table("g2", (0.004, 0.003, 0.005), (0.004, 0.003, 0.005), (0.0, -0.001, 0.001))
+    own = {k: {**t, "thresholds": {"gemma": 0.006}} for k, t in T.items()}
+    rows = K.claim2_kind_rows(pd.concat([d, other]), own)
+    verdicts = {(r.target.rsplit("(", 1)[1].split(",")[0], r.verdict) for r in rows}
+    assert verdicts == {("gemma", DIFFERS), ("g2", REPRODUCED)}
+    gemma = [r for r in rows if "(gemma," in r.target]
+    assert all("at or below 0.006" in r.falsified_if for r in gemma)

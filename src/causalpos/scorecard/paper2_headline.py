@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.paper2 import architectures
 from causalpos.scorecard.paper2_kinds import power_note
 from causalpos.scorecard.rows import (
@@ -97,14 +98,15 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
             else "no per-prompt reading"
         )
         ctl, ctl_text = own_control(r)
-        rule = positive((r.leakage_lo, r.leakage_hi), float(t["threshold"]))
+        tm = for_model(t, r.model)
+        rule = positive((r.leakage_lo, r.leakage_hi), float(tm["threshold"]))
         verdict = unless_control_reads(rule, ctl)
         n = int(r.n_sequences) if "n_sequences" in sel and pd.notna(r.n_sequences) else 0
         vals = (r.leakage, r.leakage_lo, r.leakage_hi)
-        power = power_note(rule, vals, float(t["threshold"]), n, (r.model, r.dataset))
+        power = power_note(rule, vals, float(tm["threshold"]), n, (r.model, r.dataset))
         note = "; ".join(filter(None, (control_note(rule, verdict), power)))
         measured = f"{own}; {ctl_text}; {per_prompt}"
-        rows.append(target_row(t, target, measured, verdict, src, note=note))
+        rows.append(target_row(tm, target, measured, verdict, src, note=note))
     return rows
 
 
@@ -315,7 +317,8 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(not_run(t, target, src, openings(r)))
             continue
         tested = ("residual", "causal_mask") if full_window else ("residual",)
-        verdict = all_of(positive(comps[k][1:], float(t["threshold"])) for k in tested)
+        tm = for_model(t, model)
+        verdict = all_of(positive(comps[k][1:], float(tm["threshold"])) for k in tested)
         note = (
             "a sliding window's full rows: every query sees W keys, so the causal-mask component "
             "is tested too"
@@ -323,9 +326,9 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             else "the causal-mask component is a check (> 0 for any causal softmax)"
         )
         n = int(r["n_sequences"]) if "n_sequences" in r and pd.notna(r["n_sequences"]) else 0
-        power = power_note(verdict, comps["residual"], float(t["threshold"]), n, (model, dataset))
+        power = power_note(verdict, comps["residual"], float(tm["threshold"]), n, (model, dataset))
         note = f"{note}; {power}" if power else note
-        rows.append(target_row(t, target, measured, verdict, src, note=note))
+        rows.append(target_row(tm, target, measured, verdict, src, note=note))
     return rows
 
 
@@ -391,7 +394,8 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             continue
         d1 = difference_ci(pick["rope"][1], pick["ntk"][1])
         d2 = difference_ci(pick["swa"][1], pick["rope"][1])
-        verdicts = [positive(x[1:], float(t["threshold"])) for x in (d1, d2)]
+        tm = for_model(t, *(m for m, _ in pick.values()))
+        verdicts = [positive(x[1:], float(tm["threshold"])) for x in (d1, d2)]
         verdict = all_of(verdicts)
         measured = (
             ", ".join(f"{a} {m} {fmt_ci(*v)}" for a, (m, v) in pick.items())
@@ -400,7 +404,7 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         rows.append(
             target_row(
-                t,
+                tm,
                 f"{t['label']} ({dataset})",
                 measured,
                 verdict,
@@ -448,10 +452,12 @@ def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(measured_row(t, target, measured, src, why))
             continue
         ctl, ctl_text = own_control(r)
-        rule = positive(d[1:], float(t["threshold"]))
+        tm = for_model(t, r.model)
+        rule = positive(d[1:], float(tm["threshold"]))
         verdict = unless_control_reads(rule, ctl)
         measured += f"; {ctl_text}"
-        rows.append(target_row(t, target, measured, verdict, src, note=control_note(rule, verdict)))
+        note = control_note(rule, verdict)
+        rows.append(target_row(tm, target, measured, verdict, src, note=note))
     return rows
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.rows import (
     NOT_APPLICABLE,
     SOURCES,
@@ -123,7 +124,6 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
     d = _rows_of(bykind)
     d = d[~d["layer_kind"].str.endswith(" minus global")]
     rows = []
-    thr = float(t["threshold"])
     for r, twin, n in zip(d.itertuples(), text_column(d, "init_of"), _n_prompts(d)):
         vals = (r.residual_stream, r.residual_stream_lo, r.residual_stream_hi)
         n_layers = int(r.n_layers) if pd.notna(r.n_layers) else "?"
@@ -137,9 +137,11 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
+        tm = for_model(t, r.model)
+        thr = float(tm["threshold"])
         verdict = positive(vals[1:], thr)
         note = power_note(verdict, vals, thr, n, (r.model, r.dataset))
-        rows.append(target_row(t, label, measured, verdict, src, note=note))
+        rows.append(target_row(tm, label, measured, verdict, src, note=note))
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 
 
@@ -155,7 +157,6 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
     d = _rows_of(bykind)
     d = d[d["layer_kind"].str.endswith(" minus global")]
     rows = []
-    thr = float(t["threshold"])
     for r, twin, n in zip(d.itertuples(), text_column(d, "init_of"), _n_prompts(d)):
         kind = r.layer_kind.removesuffix(" minus global")
         label = f"{t['label']} ({r.model}, {r.dataset}, {kind} vs global)"
@@ -171,17 +172,11 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
+        tm = for_model(t, r.model)
+        thr = float(tm["threshold"])
         verdict = positive(vals[1:], thr)
-        rows.append(
-            target_row(
-                t,
-                label,
-                measured,
-                verdict,
-                src,
-                note=power_note(verdict, vals, thr, n, (r.model, r.dataset)),
-            )
-        )
+        note = power_note(verdict, vals, thr, n, (r.model, r.dataset))
+        rows.append(target_row(tm, label, measured, verdict, src, note=note))
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 
 
