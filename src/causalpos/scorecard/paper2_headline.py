@@ -111,8 +111,8 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
 
 
 def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """The controls of the headline reading, one row per position-free run, target and landmark
-    reading, in the controls section (never counted as reproductions): the negative control
+    """The controls of the headline reading, one row per distinct position-free pass (a row
+    names the variants that run the same pass: ``same_pass``), target and landmark reading, in the controls section (never counted as reproductions): the negative control
     (reads 0 in the model's units: ``passed`` / ``reads position`` / ``underpowered`` against
     the margin declared before the run) and the positive controls (a planted effect
     ``recovered`` / ``not recovered``)."""
@@ -126,8 +126,9 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         return [not_run(tn, tn["label"], src, why), not_run(tp, tp["label"], src, why)]
     rows = []
-    for r in ctl.itertuples():
-        where = f"{r.model}, {r.dataset}, {r.variant}, {r.target}"
+    for r, same in zip(ctl.itertuples(), text_column(ctl, "same_pass")):
+        variant = f"{r.variant} = {same} (one pass)" if same else r.variant
+        where = f"{r.model}, {r.dataset}, {variant}, {r.target}"
         rows += _units_control_rows(r, where, tn, src)
         rows += _positive_control_rows(r, where, tp, src)
     return rows
