@@ -1355,3 +1355,39 @@ def test_a_figure_label_that_names_nothing_is_refused_naming_the_key():
     bad = resolved("configs/smoke.yaml", lambda c: c["figures"].update(labels={"rope": "R"}))
     with pytest.raises(ConfigError, match="trained-<variant>"):
         bad.check_figure_labels()
+
+
+def test_the_powered_overlay_passes_every_check_and_its_margins_are_half_its_thresholds():
+    """configs/decide.yaml over config.yaml: every config check passes without warnings, both
+    real models run at the prompts the default run's power calculation asks for (capped on
+    Gemma), and on each model every margin is at most half the smallest threshold on its
+    reading (the rule the check enforces, recomputed here from the overlay's own values)."""
+    from causalpos.config.leakage import MATERIALITY_READINGS
+
+    cfg = resolved("config.yaml", lambda c: _overlay(c, "configs/decide.yaml"))
+    assert cfg.check() == []
+    pairs = cfg.leakage_pairs()
+    assert set(pairs) == {
+        ("smollm2-135m", "kjv-decide128-bos"),
+        ("gemma3-270m", "kjv-decide640-bos"),
+    }
+    assert cfg.dataset_spec("kjv-decide128-bos")["n_sequences"] == 128
+    assert cfg.dataset_spec("kjv-decide640-bos")["n_sequences"] == 96
+    assert {"causal", "ring", "identity_rope+ring"} <= set(
+        pairs[("gemma3-270m", "kjv-decide640-bos")]
+    )
+    assert {"scrambled_rope", "scrambled_rope+ring", "identity_rope"} <= set(
+        pairs[("smollm2-135m", "kjv-decide128-bos")]
+    )
+    declared = yaml.safe_load((REPO / "configs/decide.yaml").read_text())["leakage"]["per_model"]
+    assert set(declared) == {"smollm2-135m", "gemma3-270m"}
+    for model, entry in declared.items():
+        for reading in ("logit", "logattn"):
+            smallest = min(
+                v for c, v in entry["materiality"].items() if MATERIALITY_READINGS[c] == reading
+            )
+            assert entry["margin"][reading] <= smallest / 2, (model, reading)
+        # each model's summaries read its own margins
+        params = cfg.leakage_summary_params(model)
+        assert params["control_margin_logit"] == entry["margin"]["logit"]
+    assert cfg.leakage_materiality()["per_model"]["gemma3-270m"]["claim1_logit"] == 0.001
