@@ -1142,6 +1142,12 @@ def test_schema_errors_are_summarized_short_and_name_the_key():
             "simulate.settings.l2_a000.norm",
             "'rms' is not one of",
         ),
+        # a retired key says what replaces it (one margin per control)
+        (
+            lambda c: c["leakage"]["plant_stream"].update(margin=0.003),
+            "leakage.plant_stream",
+            "`leakage.plant_stream.margin` is retired: the dose series has no margin of its own",
+        ),
         # (a misspelt variant name passes the schema, which checks only a name's shape: the
         # resolver's check names it, test_unknown_variant_in_an_experiment_names_it_...)
     ]:
