@@ -14,8 +14,8 @@ from causalpos.paper2.settings import keeps_mean_maps, too_short_windows
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
-#: (``leakage.controls.margin``) each must reach, None for claim3_ntk (share points: no control
-#: reads in that unit).
+#: (``leakage.controls.margin``) must be at most half of each, None for claim3_ntk (share points:
+#: no control reads in that unit).
 MATERIALITY_READINGS = {
     "claim1_logit": "logit",
     "claim2_component": "logattn",
@@ -372,7 +372,7 @@ class LeakageSection(Section):
                     f"{key}.{reading} = {margin[reading]} is more than half of "
                     f"{tkey}.{smallest} = {thr[smallest]}{where} (the smallest threshold judged "
                     f"on {reading}): a negative control passes while reading up to its margin, "
-                    f"so a claim at its threshold would be at most twice that. Fix: lower the "
+                    f"and a claim at its threshold must be at least twice that. Fix: lower the "
                     f"margin to at most {thr[smallest] / 2:g} or raise the threshold to at "
                     f"least {2 * margin[reading]:g}"
                     + (f" (leakage.per_model.{model} sets either for this model)" if model else "")

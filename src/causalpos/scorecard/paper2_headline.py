@@ -52,8 +52,8 @@ from causalpos.verdicts import (
 
 def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 1 on the headline reading: a trained RoPE model's causal-run logit leakage above the
-    materiality threshold declared in the config (``leakage.materiality.claim1_logit``, the same
-    for every model, at least the negative controls' logit margin):
+    materiality threshold declared in the config (``leakage.materiality.claim1_logit``, or the
+    model's own, ``leakage.per_model``; at least twice the negative controls' logit margin):
     :func:`~causalpos.verdicts.positive`. The model's own negative control in the model's units
     is shown beside it; where it *reads position*, a *reproduced* becomes *inconclusive*
     (:func:`~causalpos.verdicts.unless_control_reads`). A NoPE model is not applicable (the
@@ -419,7 +419,7 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
 def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 6 on the headline, judged by size: the linear baseline's paired inflation of the
     causal run's logit leakage above the materiality threshold declared in the config
-    (``leakage.materiality.claim6_headline``, the same for every model). By least squares the
+    (``leakage.materiality.claim6_headline``, or the model's own). By least squares the
     inflation is ≥ 0 for any offset profile (the saturated baseline nests the linear one), so
     only its size is a test (a near-linear or a small offset profile makes it differ); the
     model's own negative control reading position makes a *reproduced* inconclusive; twins:
