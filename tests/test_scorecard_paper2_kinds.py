@@ -94,14 +94,16 @@ def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
     note = K.power_note(INCONCLUSIVE, (9.98e-05, -0.00126, 0.00334), 0.002, 16, ("m", "d"))
     assert note.startswith("about 96 prompts would resolve it at 80 % power (16 here)")
     assert "would resolve differs if the estimate held" in note
-    assert "~36× this run's (Gram terms grow as n²)" in note  # (96 / 16)²
+    assert "at most ~36× this run's (Gram terms grow as n²)" in note  # (96 / 16)²
     # a pair measured in the default run: its CPU-s scaled by (n' / n0)²
     cpu, n0 = K.SUMMARY_CPU_S[("gemma3-270m", "kjv-chunks640-bos")]
     gemma = ("gemma3-270m", "kjv-chunks640-bos")
     note = K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
     need = K.prompts_needed(0.00377, 0.00131, 0.00702, 0.002, 16)
     assert "would resolve reproduced" in note
-    assert f"~{cpu * (need / n0) ** 2:,.0f} CPU-s there ({cpu} CPU-s measured at {n0}" in note
+    assert (
+        f"at most ~{cpu * (need / n0) ** 2:,.0f} CPU-s there ({cpu} CPU-s measured at {n0}" in note
+    )
     assert K.power_note(REPRODUCED, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma) == ""
 
 

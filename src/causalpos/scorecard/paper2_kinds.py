@@ -67,18 +67,19 @@ def resolves_as(est: float, threshold: float) -> str:
 
 
 def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
-    """The leakage summary's cost at ``need`` prompts: its Gram terms grow as n², so
+    """The leakage summary's cost at ``need`` prompts, at most: its Gram terms grow as n², so
     (need / n)² times this run's; in CPU-s where :data:`SUMMARY_CPU_S` holds the pair's measured
-    time (scaled from the prompts it was measured at)."""
+    time (scaled from the prompts it was measured at). An upper bound: at the default run's
+    prompts most of the summary's time does not grow with n (configs/decide.yaml: measured)."""
     factor = (need / n) ** 2
     ref = SUMMARY_CPU_S.get((model, dataset))
     if ref is None:
-        return f"its leakage summary ~{factor:.0f}× this run's (Gram terms grow as n²)"
+        return f"its leakage summary at most ~{factor:.0f}× this run's (Gram terms grow as n²)"
     cpu, n0 = ref
     est = cpu * (need / n0) ** 2
     return (
-        f"its leakage summary ~{est:,.0f} CPU-s there ({cpu} CPU-s measured at {n0} prompts "
-        "in the default run, Gram terms grow as n²)"
+        f"its leakage summary at most ~{est:,.0f} CPU-s there ({cpu} CPU-s measured at {n0} "
+        "prompts in the default run, Gram terms grow as n²)"
     )
 
 
