@@ -683,11 +683,11 @@ def test_leakage_pairs_take_the_union_of_their_experiments_variants(default, pap
 def test_leakage_params(default):
     assert repr(default.leakage_summary_params()) == (
         "{'alpha': 0.05, 'bos_windows': ['early16', 'early32', 'early64', 'late'], "
-        "'control_alpha': 0.05, 'control_margin_logattn': 0.002, 'control_margin_logit': 0.002, "
+        "'control_alpha': 0.05, 'control_margin_logattn': 0.001, 'control_margin_logit': 0.001, "
         "'fit': 'saturated+query', "
         "'floor_correct': True, 'level': 0.95, 'n_boot': 2000, 'n_perm': 200, "
         "'perm_variants': ['causal'], 'planted': 0.01, 'seed': 0, "
-        "'stream_margin': 0.003, 'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
+        "'taus': [0.3, 0.5, 0.8], 'window': 'all'}"
     )
     assert repr(default.position0_params()) == (
         "{'conditions': ['causal', 'bidirectional'], 'n_folds': 5, "
@@ -1143,6 +1143,12 @@ def test_schema_errors_are_summarized_short_and_name_the_key():
             "simulate.settings.l2_a000.norm",
             "'rms' is not one of",
         ),
+        # a retired key says what replaces it (one margin per control)
+        (
+            lambda c: c["leakage"]["plant_stream"].update(margin=0.003),
+            "leakage.plant_stream",
+            "`leakage.plant_stream.margin` is retired: the dose series has no margin of its own",
+        ),
         # (a misspelt variant name passes the schema, which checks only a name's shape: the
         # resolver's check names it, test_unknown_variant_in_an_experiment_names_it_...)
     ]:
@@ -1356,3 +1362,39 @@ def test_a_figure_label_that_names_nothing_is_refused_naming_the_key():
     bad = resolved("configs/smoke.yaml", lambda c: c["figures"].update(labels={"rope": "R"}))
     with pytest.raises(ConfigError, match="trained-<variant>"):
         bad.check_figure_labels()
+
+
+def test_the_powered_overlay_passes_every_check_and_its_margins_are_half_its_thresholds():
+    """configs/decide.yaml over config.yaml: every config check passes without warnings, both
+    real models run at the prompts the default run's power calculation asks for (capped on
+    Gemma), and on each model every margin is at most half the smallest threshold on its
+    reading (the rule the check enforces, recomputed here from the overlay's own values)."""
+    from causalpos.config.leakage import MATERIALITY_READINGS
+
+    cfg = resolved("config.yaml", lambda c: _overlay(c, "configs/decide.yaml"))
+    assert cfg.check() == []
+    pairs = cfg.leakage_pairs()
+    assert set(pairs) == {
+        ("smollm2-135m", "kjv-decide128-bos"),
+        ("gemma3-270m", "kjv-decide640-bos"),
+    }
+    assert cfg.dataset_spec("kjv-decide128-bos")["n_sequences"] == 128
+    assert cfg.dataset_spec("kjv-decide640-bos")["n_sequences"] == 96
+    assert {"causal", "ring", "identity_rope+ring"} <= set(
+        pairs[("gemma3-270m", "kjv-decide640-bos")]
+    )
+    assert {"scrambled_rope", "scrambled_rope+ring", "identity_rope"} <= set(
+        pairs[("smollm2-135m", "kjv-decide128-bos")]
+    )
+    declared = yaml.safe_load((REPO / "configs/decide.yaml").read_text())["leakage"]["per_model"]
+    assert set(declared) == {"smollm2-135m", "gemma3-270m"}
+    for model, entry in declared.items():
+        for reading in ("logit", "logattn"):
+            smallest = min(
+                v for c, v in entry["materiality"].items() if MATERIALITY_READINGS[c] == reading
+            )
+            assert entry["margin"][reading] <= smallest / 2, (model, reading)
+        # each model's summaries read its own margins
+        params = cfg.leakage_summary_params(model)
+        assert params["control_margin_logit"] == entry["margin"]["logit"]
+    assert cfg.leakage_materiality()["per_model"]["gemma3-270m"]["claim1_logit"] == 0.001

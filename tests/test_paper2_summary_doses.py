@@ -85,7 +85,9 @@ def tiny_series(tmp_path_factory):
 def _summary(runs, margin: float, free=(TWIN,)):
     from causalpos.paper2.summary.assemble import leakage_summary
 
-    settings = LeakageSettings(n_boot=400, n_perm=0, bos_windows=("all",), stream_margin=margin)
+    settings = LeakageSettings(
+        n_boot=400, n_perm=0, bos_windows=("all",), control_margin_logit=margin
+    )
     return leakage_summary(runs, settings, position_free_runs=list(free))
 
 

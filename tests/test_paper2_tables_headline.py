@@ -4,6 +4,7 @@ scale contrast and Table 9 on the headline."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from paper2_headline_runs import headline_runs
 
@@ -66,6 +67,18 @@ def test_tables_carry_the_reading_and_the_controls(runs):
             got = card[f"negative control ({where}, landmark {lm})"]
             assert got == getattr(r, f"negative_{lm}_control"), (where, lm)
         assert card[f"positive control ({where})"] == r.positive_control
+    # a second variant of the same pass (the ring with identity RoPE on a model without
+    # windows): one row, naming both, in the table and in the scorecard
+    from causalpos.paper2.tables.headline import one_row_per_pass
+
+    ring = "identity_rope+ring"
+    two = pd.concat([ctl.assign(variant=ring), ctl]).drop(columns="same_pass")
+    one = one_row_per_pass(two, summ)
+    assert list(one["variant"]) == [ring] * len(ctl)
+    assert set(one["same_pass"]) == {"identity_rope+bidirectional"}
+    rows = control_rows(one, load_targets()["targets"])
+    assert len(rows) == len(control_rows(ctl, load_targets()["targets"]))
+    assert all(f"{ring} = identity_rope+bidirectional (one pass)" in r.target for r in rows)
     # with a fixed BOS the counted reading has no control here: not run, as in the scorecard
     fixed = paper2_tables({("m", "d"): summ.assign_attrs(fixed_bos=1)})["controls"]
     assert set(fixed["negative_counted_control"]) == {"not run"}
@@ -147,3 +160,53 @@ def test_the_decomposition_tables_name_the_ring_run_they_read(runs):
 
     md = paper2_markdown(without).split("## Headline (expected-map reading): total")[1]
     assert "| – | – | – | not run: no 'ring' run |" in md.split("\n## ")[0]
+
+
+def _summary_of(kinds, T):
+    import xarray as xr
+
+    return xr.Dataset(
+        coords={"layer": range(len(kinds)), "layer_kind": ("layer", kinds)}
+    ).assign_attrs(seq_len=T)
+
+
+def test_same_pass_reads_the_variants_meaning_and_the_models_windows():
+    from causalpos.models.variants import same_pass
+
+    ring, bidir = "identity_rope+ring", "identity_rope+bidirectional"
+    assert same_pass(ring, bidir, windows_mask=False)
+    assert same_pass(bidir, ring, windows_mask=False)
+    # every other atom alike: still one pass (a BOS replacement, a stream plant)
+    assert same_pass("identity_rope+plant_stream1+ring", "identity_rope+plant_stream1+bidirectional", False)  # fmt: skip
+    # a window that masks pairs at the run's length: the bidirectional pass keeps it, the ring not
+    assert not same_pass(ring, bidir, windows_mask=True)
+    # RoPE rotates: the ring's cyclic offsets differ from the bidirectional pass's
+    assert not same_pass("ring", "bidirectional", False)
+    assert not same_pass("scrambled_rope+ring", "scrambled_rope+bidirectional", False)
+    # another part differs, or a mask is left
+    assert not same_pass("identity_rope+bos_replace_mean+ring", bidir, False)
+    assert not same_pass("identity_rope", ring, False)
+    assert not same_pass(ring, ring, False)
+
+
+def test_controls_keep_one_row_per_pass_naming_both_variants():
+    from causalpos.paper2.tables.headline import one_row_per_pass
+
+    ring, bidir = "identity_rope+ring", "identity_rope+bidirectional"
+    # different numbers on purpose: the rows are merged by meaning, never by comparing them
+    ctl = pd.DataFrame(
+        {
+            "variant": [ring, ring, bidir, bidir],
+            "target": ["logit", "logattn"] * 2,
+            "negative": [0.1, 0.2, 0.3, 0.4],
+        }
+    )
+    one = one_row_per_pass(ctl, _summary_of(["global"] * 4, 128))
+    assert list(one["variant"]) == [ring, ring] and list(one["same_pass"]) == [bidir, bidir]
+    assert list(one["negative"]) == [0.1, 0.2]
+    # a sliding window of 64 < T = 128 masks pairs: two passes, both kept
+    two = one_row_per_pass(ctl, _summary_of(["sliding64", "global"], 128))
+    assert list(two["variant"]) == [ring, ring, bidir, bidir] and set(two["same_pass"]) == {""}
+    # a window >= T masks nothing: one pass again
+    wide = one_row_per_pass(ctl, _summary_of(["sliding512", "global"], 128))
+    assert list(wide["variant"]) == [ring, ring]

@@ -520,3 +520,27 @@ def test_claim2_is_not_applicable_where_token_0_is_not_fixed(tmp_path):
     assert row["verdict"] == S.NOT_APPLICABLE and row["note"] == why
     assert _one(card, "claim 2 (fixed, d)")["verdict"] == D  # the same numbers, token 0 fixed
     assert _one(card, "claim 2, causal-mask component (m, d)")["verdict"] == S.MEASURED
+
+
+def test_claim1_inconclusive_rows_give_the_power_of_the_arm_and_each_model_its_threshold():
+    from causalpos.scorecard.materiality import Materiality
+    from causalpos.scorecard.paper2_headline import claim1_rows
+    from causalpos.scorecard.paper2_kinds import prompts_needed
+    from causalpos.scorecard.rows import load_targets
+
+    # the default run's Gemma claim 1: 0.00369 [-0.0016, 0.0132] at 16 prompts
+    vals = (0.00369, -0.0016, 0.0132)
+    head = pd.DataFrame([_lead("gemma", vals, n_sequences=16), _lead("smol", vals)])
+    params = {"per_model": {"gemma": {"claim1_logit": 0.001}}}
+    T = Materiality.from_params(params).apply(load_targets()["targets"])
+    rows = {r.target: r for r in claim1_rows(head, T)}
+    gemma, smol = rows["claim 1 (gemma, d)"], rows["claim 1 (smol, d)"]
+    assert gemma.verdict == smol.verdict == I
+    # its own threshold, 0.001: the lower arm 0.00529 must shrink below 0.00269
+    need = prompts_needed(*vals, 0.001, 16)
+    assert need == 127 and need != prompts_needed(*vals, 0.002, 16)
+    assert gemma.note.startswith(f"about {need} prompts would resolve it at 80 % power (16 here)")
+    assert "would resolve reproduced if the estimate held" in gemma.note
+    assert gemma.falsified_if.endswith("at or below 0.001")
+    assert smol.falsified_if.endswith("at or below 0.002")
+    assert smol.note == ""  # a table without n_sequences: no power calculation

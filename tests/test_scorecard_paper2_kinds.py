@@ -73,6 +73,40 @@ def test_prompts_needed_is_the_normal_sample_size_formula():
     assert K.prompts_needed(np.nan, 0.0, 0.004, 0.002, 16) is None
 
 
+def test_prompts_needed_reads_the_arm_that_must_clear_the_threshold():
+    # the default run's lopsided intervals (issue 49): SmolLM2's claim-2 residual component
+    # 0.00377 [0.00131, 0.00702] at 32 prompts lies above the threshold, so its lower arm
+    # (0.00246) must shrink below 0.00177; the symmetric half-width (0.002855) asked for 171
+    z = (K.Z_INTERVAL + K.Z_POWER) / K.Z_INTERVAL
+    up = K.prompts_needed(0.00377, 0.00131, 0.00702, 0.002, 32)
+    assert up == int(np.ceil(32 * (z * 0.00246 / 0.00177) ** 2)) == 127
+    # Gemma's sliding-layer residual 9.98e-05 [-0.00126, 0.00334] at 16 lies below it: the upper
+    # arm (0.0032402) must shrink below 0.0019002 (the symmetric half-width asked for 49)
+    down = K.prompts_needed(9.98e-05, -0.00126, 0.00334, 0.002, 16)
+    assert down == int(np.ceil(16 * (z * 0.0032402 / 0.0019002) ** 2)) == 96
+    # mirrored: the same interval read from the other side gives the other arm's n
+    assert K.prompts_needed(0.00377, 0.00052, 0.00623, 0.002, 32) != up
+    assert K.resolves_as(0.00377, 0.002) == REPRODUCED
+    assert K.resolves_as(9.98e-05, 0.002) == DIFFERS
+
+
+def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
+    note = K.power_note(INCONCLUSIVE, (9.98e-05, -0.00126, 0.00334), 0.002, 16, ("m", "d"))
+    assert note.startswith("about 96 prompts would resolve it at 80 % power (16 here)")
+    assert "would resolve differs if the estimate held" in note
+    assert "at most ~36× this run's (Gram terms grow as n²)" in note  # (96 / 16)²
+    # a pair measured in the default run: its CPU-s scaled by (n' / n0)²
+    cpu, n0 = K.SUMMARY_CPU_S[("gemma3-270m", "kjv-chunks640-bos")]
+    gemma = ("gemma3-270m", "kjv-chunks640-bos")
+    note = K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
+    need = K.prompts_needed(0.00377, 0.00131, 0.00702, 0.002, 16)
+    assert "would resolve reproduced" in note
+    assert (
+        f"at most ~{cpu * (need / n0) ** 2:,.0f} CPU-s there ({cpu} CPU-s measured at {n0}" in note
+    )
+    assert K.power_note(REPRODUCED, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma) == ""
+
+
 def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
     yes = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
     no = table("g2", (0.001, 0.0, 0.002), (0.001, 0.0, 0.002), (0.0, -0.001, 0.001))
@@ -122,3 +156,15 @@ def test_a_non_finite_bound_decides_nothing(col):
     d.loc[d["layer_kind"] == "sliding512 minus global", col] = np.nan
     (row,) = K.claim3_kind_rows(d, T)
     assert row.verdict == INCONCLUSIVE
+
+
+def test_a_models_own_threshold_judges_its_rows():
+    # 0.004 [0.003, 0.005]: above the section's 0.002, below gemma's own 0.006 (leakage.per_model)
+    d = table("gemma", (0.004, 0.003, 0.005), (0.004, 0.003, 0.005), (0.0, -0.001, 0.001))
+    other = table("g2", (0.004, 0.003, 0.005), (0.004, 0.003, 0.005), (0.0, -0.001, 0.001))
+    own = {k: {**t, "thresholds": {"gemma": 0.006}} for k, t in T.items()}
+    rows = K.claim2_kind_rows(pd.concat([d, other]), own)
+    verdicts = {(r.target.rsplit("(", 1)[1].split(",")[0], r.verdict) for r in rows}
+    assert verdicts == {("gemma", DIFFERS), ("g2", REPRODUCED)}
+    gemma = [r for r in rows if "(gemma," in r.target]
+    assert all("at or below 0.006" in r.falsified_if for r in gemma)

@@ -420,7 +420,8 @@ def leakage_variants_params(wildcards):
 
 
 def leakage_summary_params(wildcards):
-    return CFG.leakage_summary_params()
+    # the model's margins (leakage.per_model over leakage.controls): a change reruns its pairs only
+    return CFG.leakage_summary_params(wildcards.model)
 
 
 def leakage_model_attrs(wildcards):

@@ -14,8 +14,8 @@ from causalpos.paper2.settings import keeps_mean_maps, too_short_windows
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
-#: (``leakage.controls.margin``) each must reach, None for claim3_ntk (share points: no control
-#: reads in that unit).
+#: (``leakage.controls.margin``) must be at most half of each, None for claim3_ntk (share points:
+#: no control reads in that unit).
 MATERIALITY_READINGS = {
     "claim1_logit": "logit",
     "claim2_component": "logattn",
@@ -278,9 +278,13 @@ class LeakageSection(Section):
             for v in self.leakage_variants(model, dataset)
         ]
 
-    def leakage_summary_params(self) -> dict:
+    def leakage_summary_params(self, model: str | None = None) -> dict:
+        """The leakage summary's params of ``model``'s pairs (None: the section's own values):
+        the negative controls' margins δ are the model's (:meth:`control_margins`), and so is
+        the dose series' dose-0 margin (the run without a plant, read on logits: δ on logits)."""
         sec = self.leakage_settings()
         perm = sec["permutation_variants"]
+        margin = self.control_margins(model)
         return canonical(
             {
                 "fit": sec["fit"],
@@ -294,32 +298,86 @@ class LeakageSection(Section):
                 "taus": list(sec["taus"]),
                 "bos_windows": list(sec["bos_windows"]),
                 "planted": sec["planted"],
-                "stream_margin": sec["plant_stream"]["margin"],
                 "control_alpha": sec["controls"]["alpha"],
-                "control_margin_logit": sec["controls"]["margin"]["logit"],
-                "control_margin_logattn": sec["controls"]["margin"]["logattn"],
+                "control_margin_logit": margin["logit"],
+                "control_margin_logattn": margin["logattn"],
                 "seed": self.config["seed"],
             }
         )
 
+    def _per_model(self, model: str | None, key: str) -> dict:
+        """``leakage.per_model.<model>.<key>`` (empty for None or a model without one)."""
+        if model is None:
+            return {}
+        entry = (self.config["leakage"].get("per_model") or {}).get(model) or {}
+        return dict(entry.get(key) or {})
+
+    def control_margins(self, model: str | None = None) -> dict:
+        """reading -> the negative controls' margin δ on ``model``: ``leakage.controls.margin``
+        with ``leakage.per_model.<model>.margin`` over it (None: the section's own)."""
+        margin = dict(self.config["leakage"]["controls"]["margin"])
+        return canonical({**margin, **self._per_model(model, "margin")})
+
+    def materiality_of(self, model: str | None = None) -> dict:
+        """claim -> the materiality threshold on ``model``: ``leakage.materiality`` with
+        ``leakage.per_model.<model>.materiality`` over it (None: the section's own)."""
+        out = dict(self.config["leakage"]["materiality"])
+        return canonical({**out, **self._per_model(model, "materiality")})
+
+    def per_model_models(self) -> list[str]:
+        """The models named in ``leakage.per_model``, each one an experiment of
+        ``leakage.experiments`` runs; a ConfigError naming the key and the allowed models
+        otherwise."""
+        named = list(self.config["leakage"].get("per_model") or {})
+        run = sorted({m for m, _ in self.leakage_pairs()})
+        unknown = [m for m in named if m not in run]
+        if unknown:
+            raise ConfigError(
+                f"leakage.per_model names {unknown}, which no experiment of leakage.experiments "
+                f"runs; allowed: {run} (remove the entry or add the model to an experiment)"
+            )
+        return named
+
     def leakage_materiality(self) -> dict:
-        """``leakage.materiality``: the size each of paper 2's claims must reach (the scorecard
-        rule's params), each checked against the negative controls' margin on its reading
-        (``leakage.controls.margin``): a threshold below it would count as absolute position
-        what a run without any may read. A ConfigError naming both keys otherwise."""
-        sec = self.config["leakage"]
-        out = canonical(dict(sec["materiality"]))
-        margin = sec["controls"]["margin"]
-        for claim, reading in MATERIALITY_READINGS.items():
-            if reading is not None and out[claim] < margin[reading]:
-                raise ConfigError(
-                    f"leakage.materiality.{claim} = {out[claim]} is below "
-                    f"leakage.controls.margin.{reading} = {margin[reading]}: a negative control "
-                    f"passes when it reads less than the margin, so a smaller effect cannot be "
-                    f"told from a run with no position. Fix: raise {claim} to at least "
-                    f"{margin[reading]} or lower the margin"
+        """``leakage.materiality`` (the scorecard rule's params): the section's thresholds, and
+        under ``per_model`` each model's own where ``leakage.per_model`` gives any. On every
+        model (and on the section's own values) each reading's margin δ is at most half the
+        smallest threshold judged on that reading (:data:`MATERIALITY_READINGS`): a control
+        that passes may read up to δ, so an effect at the threshold stays at least twice what a
+        run without position may read. A ConfigError naming the keys and both values
+        otherwise."""
+        models = self.per_model_models()
+        for model in [None, *sorted({m for m, _ in self.leakage_pairs()})]:
+            self._check_half_threshold(model)
+        out = self.materiality_of(None)
+        by_model = {m: self.materiality_of(m) for m in models}
+        return canonical({**out, "per_model": by_model}) if by_model else out
+
+    def _check_half_threshold(self, model: str | None) -> None:
+        margin, thr = self.control_margins(model), self.materiality_of(model)
+        where = "" if model is None else f" on model {model!r}"
+        for reading in sorted({r for r in MATERIALITY_READINGS.values() if r is not None}):
+            claims = [c for c, r in MATERIALITY_READINGS.items() if r == reading]
+            smallest = min(claims, key=lambda c: thr[c])
+            if margin[reading] > thr[smallest] / 2:
+                if reading in self._per_model(model, "margin"):
+                    key = f"leakage.per_model.{model}.margin"
+                else:
+                    key = "leakage.controls.margin"
+                tkey = (
+                    f"leakage.per_model.{model}.materiality"
+                    if smallest in self._per_model(model, "materiality")
+                    else "leakage.materiality"
                 )
-        return out
+                raise ConfigError(
+                    f"{key}.{reading} = {margin[reading]} is more than half of "
+                    f"{tkey}.{smallest} = {thr[smallest]}{where} (the smallest threshold judged "
+                    f"on {reading}): a negative control passes while reading up to its margin, "
+                    f"and a claim at its threshold must be at least twice that. Fix: lower the "
+                    f"margin to at most {thr[smallest] / 2:g} or raise the threshold to at "
+                    f"least {2 * margin[reading]:g}"
+                    + (f" (leakage.per_model.{model} sets either for this model)" if model else "")
+                )
 
     def model_attrs(self, model: str) -> dict:
         """What a model is, for the leakage tables (claim 3, sink heads): ``positional`` = the

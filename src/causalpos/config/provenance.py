@@ -173,7 +173,6 @@ def expected_records(cfg) -> dict[str, dict]:
             if (m, d, v) in triples:
                 add(paths.NORMALIZED_STORE, "normalized", scores, model=m, dataset=d, variant=v)
     pairs = cfg.leakage_pairs()
-    leakage_summary = cfg.leakage_summary_params() if pairs else None
     position0_settings = cfg.position0_params() if pairs else None
     conditions = list(cfg.config["leakage"]["position0"]["conditions"]) if pairs else []
     for (m, d), leakage_variants in pairs.items():
@@ -182,7 +181,7 @@ def expected_records(cfg) -> dict[str, dict]:
         summary = {
             **shared,
             "variants": {v: variants[v] for v in leakage_variants},
-            "summary": leakage_summary,
+            "summary": cfg.leakage_summary_params(m),
             "model_attrs": cfg.model_attrs(m),
             "strata": cfg.config["leakage"]["bootstrap_strata"],
         }

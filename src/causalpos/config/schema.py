@@ -6,6 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+#: Keys the schema no longer has -> what replaces them (said where a config still gives one).
+RETIRED = {
+    "leakage.plant_stream.margin": (
+        "the dose series has no margin of its own: dose 0 is judged against the model's "
+        "negative-control margin on logits (leakage.controls.margin.logit, or "
+        "leakage.per_model.<model>.margin.logit): remove the key"
+    ),
+}
+
 
 def _key_path(path: Iterable[Any]) -> str:
     out = ""
@@ -39,6 +48,11 @@ def schema_error_summary(error: BaseException, schema_file: str = "") -> str:
         allowed = sorted(schema.get("properties", {}))
         if allowed:
             lines.append(f"  allowed keys there: {', '.join(allowed)}")
+        extra = sorted(set(instance) - set(allowed)) if isinstance(instance, dict) else []
+        for key in extra:
+            retired = RETIRED.get(f"{path}.{key}" if path else key)
+            if retired:
+                lines.append(f"  `{path}.{key}` is retired: {retired}")
     for sub in list(getattr(error, "context", None) or [])[:4]:
         lines.append(f"  - {sub.message}")
     description = " ".join(str(schema.get("description", "")).split())

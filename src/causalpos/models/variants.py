@@ -6,7 +6,7 @@ Torch-free, so config resolution can validate variant names without importing a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 
 import numpy as np
@@ -253,6 +253,21 @@ def bidirectional_twin(name: str) -> str:
 def without_plant(name: str) -> str:
     """``name`` without its planted term: the unplanted twin of a positive control."""
     return compose(*(a for a in parse_variant(name).atoms if _part(a) != "scores"))
+
+
+def same_pass(a: str, b: str, windows_mask: bool) -> bool:
+    """Whether variants ``a`` and ``b`` (different names) run the same forward pass, from their
+    meaning alone: they differ only in ``ring`` against ``bidirectional``, with identity RoPE
+    (no rotation, so the ring's cyclic offsets change nothing) on a model none of whose
+    windows masks anything at the run's length (``windows_mask`` False: with no causal mask
+    neither pass masks a pair). On a model whose sliding window masks pairs at that length
+    (``windows_mask`` True) the bidirectional pass keeps the window and the ring drops it: two
+    passes."""
+    va, vb = parse_variant(a), parse_variant(b)
+    if a == b or windows_mask or va.ring == vb.ring or "identity" != va.rope:
+        return False
+    unmasked = all(not v.causal and not v.unmasked_scores for v in (va, vb))
+    return unmasked and replace(va, name="", ring=False) == replace(vb, name="", ring=False)
 
 
 def without_stream(name: str) -> str:

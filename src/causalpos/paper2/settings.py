@@ -69,23 +69,19 @@ class LeakageSettings:
         "leakage.planted",
         "a statistics-level planted query effect's size, in the causal run's variance",
     )
-    stream_margin: float = _key(
-        0.003,
-        "leakage.plant_stream.margin",
-        "the declared margin of the stream dose series' dose-0 reading (the model's units)",
-    )
     control_alpha: float = _key(
         0.05,
         "leakage.controls.alpha",
         "each one-sided test's level of the negative controls (their 1 - 2 alpha interval)",
     )
     control_margin_logit: float = _key(
-        0.002,
+        0.001,
         "leakage.controls.margin.logit",
-        "a negative control's margin on logits, in the model's units",
+        "a negative control's margin on logits, in the model's units (and the dose series' "
+        "dose 0's)",
     )
     control_margin_logattn: float = _key(
-        0.002,
+        0.001,
         "leakage.controls.margin.logattn",
         "a negative control's margin on log-attention, in the model's units",
     )

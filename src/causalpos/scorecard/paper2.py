@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.rows import (
     CHECKS,
     EXPECTED_MAP,
@@ -295,12 +296,13 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
                         f"component {fmt_ci(std.residual, std.residual_lo, std.residual_hi)} vs "
                         f"{fmt_ci(ntk.residual, ntk.residual_lo, ntk.residual_hi)}"
                     )
+                    tm = for_model(tn, std.model, ntk.model)
                     rows.append(
                         target_row(
-                            tn,
+                            tm,
                             f"{tn['label']} ({ntk.model} vs {std.model}, {dataset})",
                             measured,
-                            positive(diff[1:], float(tn["threshold"])),
+                            positive(diff[1:], float(tm["threshold"])),
                             src,
                             note="CIs of two models combined as independent samples",
                             reading=EXPECTED_MAP,

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.paper2 import architectures
 from causalpos.scorecard.paper2_kinds import power_note
 from causalpos.scorecard.paper2_twins import twin_contrast_rows
@@ -52,8 +53,8 @@ from causalpos.verdicts import (
 
 def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 1 on the headline reading: a trained RoPE model's causal-run logit leakage above the
-    materiality threshold declared in the config (``leakage.materiality.claim1_logit``, the same
-    for every model, at least the negative controls' logit margin):
+    materiality threshold declared in the config (``leakage.materiality.claim1_logit``, or the
+    model's own, ``leakage.per_model``; at least twice the negative controls' logit margin):
     :func:`~causalpos.verdicts.positive`. The model's own negative control in the model's units
     is shown beside it; where it *reads position*, a *reproduced* becomes *inconclusive*
     (:func:`~causalpos.verdicts.unless_control_reads`). A NoPE model is not applicable (the
@@ -98,12 +99,16 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
             else "no per-prompt reading"
         )
         ctl, ctl_text = own_control(r)
-        rule = positive((r.leakage_lo, r.leakage_hi), float(t["threshold"]))
+        tm = for_model(t, r.model)
+        rule = positive((r.leakage_lo, r.leakage_hi), float(tm["threshold"]))
         verdict = unless_control_reads(rule, ctl)
-        note = control_note(rule, verdict)
+        n = int(r.n_sequences) if "n_sequences" in sel and pd.notna(r.n_sequences) else 0
+        vals = (r.leakage, r.leakage_lo, r.leakage_hi)
+        power = power_note(rule, vals, float(tm["threshold"]), n, (r.model, r.dataset))
+        note = "; ".join(filter(None, (control_note(rule, verdict), power)))
         measured = f"{own}; {ctl_text}; {per_prompt}"
-        text = _controlled_rule(float(t["threshold"]), ctl)
-        rows.append(target_row(t, target, measured, verdict, src, note=note, rule=text))
+        text = _controlled_rule(float(tm["threshold"]), ctl)
+        rows.append(target_row(tm, target, measured, verdict, src, note=note, rule=text))
     return rows + twin_contrast_rows(sel, landmarks[sel.index] if several else None, t)
 
 
@@ -115,8 +120,8 @@ def _controlled_rule(threshold: float, control: str) -> str:
 
 
 def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """The controls of the headline reading, one row per position-free run, target and landmark
-    reading, in the controls section (never counted as reproductions): the negative control
+    """The controls of the headline reading, one row per distinct position-free pass (a row
+    names the variants that run the same pass: ``same_pass``), target and landmark reading, in the controls section (never counted as reproductions): the negative control
     (reads 0 in the model's units: ``passed`` / ``reads position`` / ``underpowered`` against
     the margin declared before the run) and the positive controls (a planted effect
     ``recovered`` / ``not recovered``)."""
@@ -130,8 +135,9 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         return [not_run(tn, tn["label"], src, why), not_run(tp, tp["label"], src, why)]
     rows = []
-    for r in ctl.itertuples():
-        where = f"{r.model}, {r.dataset}, {r.variant}, {r.target}"
+    for r, same in zip(ctl.itertuples(), text_column(ctl, "same_pass")):
+        variant = f"{r.variant} = {same} (one pass)" if same else r.variant
+        where = f"{r.model}, {r.dataset}, {variant}, {r.target}"
         rows += _units_control_rows(r, where, tn, src)
         rows += _positive_control_rows(r, where, tp, src)
     return rows
@@ -329,7 +335,8 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=free))
             continue
         tested = ("residual", "causal_mask") if full_window else ("residual",)
-        verdict = all_of(positive(comps[k][1:], float(t["threshold"])) for k in tested)
+        tm = for_model(t, model)
+        verdict = all_of(positive(comps[k][1:], float(tm["threshold"])) for k in tested)
         note = (
             "a sliding window's full rows: every query sees W keys, so the causal-mask component "
             "is tested too"
@@ -337,11 +344,11 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             else "the causal-mask component (total minus ring) is measured beside it, not tested"
         )
         n = int(r["n_sequences"]) if "n_sequences" in r and pd.notna(r["n_sequences"]) else 0
-        power = power_note(verdict, comps["residual"], float(t["threshold"]), n)
+        power = power_note(verdict, comps["residual"], float(tm["threshold"]), n, (model, dataset))
         note = f"{note}; {power}" if power else note
-        text = rule_text(positive, threshold=float(t["threshold"]))
+        text = rule_text(positive, threshold=float(tm["threshold"]))
         text = rules_text(text, rule_text(all_of) if full_window else "")
-        rows.append(target_row(t, target, measured, verdict, src, note=note, rule=text))
+        rows.append(target_row(tm, target, measured, verdict, src, note=note, rule=text))
     return rows
 
 
@@ -401,7 +408,8 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             continue
         d1 = difference_ci(pick["rope"][1], pick["ntk"][1])
         d2 = difference_ci(pick["swa"][1], pick["rope"][1])
-        verdicts = [positive(x[1:], float(t["threshold"])) for x in (d1, d2)]
+        tm = for_model(t, *(m for m, _ in pick.values()))
+        verdicts = [positive(x[1:], float(tm["threshold"])) for x in (d1, d2)]
         verdict = all_of(verdicts)
         measured = (
             ", ".join(f"{a} {m} {fmt_ci(*v)}" for a, (m, v) in pick.items())
@@ -410,7 +418,7 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         rows.append(
             target_row(
-                t,
+                tm,
                 f"{t['label']} ({dataset})",
                 measured,
                 verdict,
@@ -424,7 +432,7 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
 def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 6 on the headline, judged by size: the linear baseline's paired inflation of the
     causal run's logit leakage above the materiality threshold declared in the config
-    (``leakage.materiality.claim6_headline``, the same for every model). By least squares the
+    (``leakage.materiality.claim6_headline``, or the model's own). By least squares the
     inflation is ≥ 0 for any offset profile (the saturated baseline nests the linear one), so
     only its size is a test (a near-linear or a small offset profile makes it differ); the
     model's own negative control reading position makes a *reproduced* inconclusive; twins:
@@ -458,11 +466,12 @@ def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(measured_row(t, target, measured, src, why))
             continue
         ctl, ctl_text = own_control(r)
-        rule = positive(d[1:], float(t["threshold"]))
+        tm = for_model(t, r.model)
+        rule = positive(d[1:], float(tm["threshold"]))
         verdict = unless_control_reads(rule, ctl)
         measured += f"; {ctl_text}"
-        note, text = control_note(rule, verdict), _controlled_rule(float(t["threshold"]), ctl)
-        rows.append(target_row(t, target, measured, verdict, src, note=note, rule=text))
+        note, text = control_note(rule, verdict), _controlled_rule(float(tm["threshold"]), ctl)
+        rows.append(target_row(tm, target, measured, verdict, src, note=note, rule=text))
     return rows
 
 

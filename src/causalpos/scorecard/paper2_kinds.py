@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.rows import (
     NOT_APPLICABLE,
     SOURCES,
@@ -26,30 +27,79 @@ from causalpos.scorecard.rows import (
     target_row,
     text_column,
 )
-from causalpos.verdicts import INCONCLUSIVE, positive
+from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, positive
 
 #: z of a two-sided 95 % interval and of 80 % power: the sample that would resolve an effect of
 #: the estimate's size against the threshold (:func:`prompts_needed`).
 Z_INTERVAL, Z_POWER = 1.959964, 0.841621
 
+#: The leakage summary job's CPU time (s) at the prompts of the default run, per (model, dataset):
+#: Snakemake's benchmark of the ``leakage`` rule (``results/benchmarks/leakage/<model>/<dataset>.tsv``,
+#: column ``cpu_time``) in the default run of 2026-12-01 (config.yaml at f43cbdd, 2 cores):
+#: (CPU-s, prompts). Its Gram terms grow as n², so :func:`summary_cost` scales it by (n'/n)².
+SUMMARY_CPU_S = {
+    ("gemma3-270m", "kjv-chunks640-bos"): (61.75, 16),
+    ("smollm2-135m", "kjv-chunks128-bos"): (36.52, 32),
+    ("smollm2-135m", "kjv-chunks128"): (8.95, 32),
+    ("smollm2-135m", "random-chunks128-bos"): (7.29, 16),
+}
+
 
 def prompts_needed(est: float, lo: float, hi: float, threshold: float, n: int) -> int | None:
     """Prompts a reading needs for its 95 % interval to clear ``threshold`` with 80 % power, if
-    its estimate held: n · ((z₀.₉₇₅ + z₀.₈) · SE / |est − threshold|)², SE from the interval's
-    half-width (SE ∝ 1/√n); None without a finite estimate, interval and n."""
+    its estimate held. The arm that must clear it decides: above the threshold the lower arm
+    (est − lo must shrink below est − threshold), below it the upper arm (hi − est below
+    threshold − est); SE = arm / z₀.₉₇₅ and SE ∝ 1/√n, so
+    n' = n · ((z₀.₉₇₅ + z₀.₈) · SE / |est − threshold|)². None without a finite estimate,
+    interval and n, or with the estimate on the threshold."""
     if not (np.isfinite([est, lo, hi, threshold]).all() and n and est != threshold):
         return None
-    se = (hi - lo) / (2 * Z_INTERVAL)
+    arm = est - lo if est > threshold else hi - est
+    if arm <= 0:
+        return None
+    se = arm / Z_INTERVAL
     return int(np.ceil(n * ((Z_INTERVAL + Z_POWER) * se / abs(est - threshold)) ** 2))
 
 
-def power_note(verdict: str, vals, threshold: float, n: int) -> str:
+def resolves_as(est: float, threshold: float) -> str:
+    """The verdict a reading judged by :func:`~causalpos.verdicts.positive` would reach if its
+    estimate held and its interval shrank: reproduced above the threshold, differs below."""
+    return REPRODUCED if est > threshold else DIFFERS
+
+
+def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
+    """The leakage summary's cost at ``need`` prompts, at most: its Gram terms grow as n², so
+    (need / n)² times this run's; in CPU-s where :data:`SUMMARY_CPU_S` holds the pair's measured
+    time (scaled from the prompts it was measured at). An upper bound: at the default run's
+    prompts most of the summary's time does not grow with n (configs/decide.yaml: measured)."""
+    factor = (need / n) ** 2
+    ref = SUMMARY_CPU_S.get((model, dataset))
+    if ref is None:
+        return f"its leakage summary at most ~{factor:.0f}× this run's (Gram terms grow as n²)"
+    cpu, n0 = ref
+    est = cpu * (need / n0) ** 2
+    return (
+        f"its leakage summary at most ~{est:,.0f} CPU-s there ({cpu} CPU-s measured at {n0} "
+        "prompts in the default run, Gram terms grow as n²)"
+    )
+
+
+def power_note(
+    verdict: str, vals, threshold: float, n: int, where: tuple[str, str] = ("", "")
+) -> str:
+    """An inconclusive row's power calculation (:func:`prompts_needed`): the prompts, the
+    verdict they would reach if the estimate held (:func:`resolves_as`) and the summary's cost
+    there (:func:`summary_cost`, ``where`` = (model, dataset)); empty for any other verdict."""
     if verdict != INCONCLUSIVE:
         return ""
     need = prompts_needed(*vals, threshold, n)
     if need is None:
         return ""
-    return f"about {need} prompts would resolve it at 80 % power if the estimate held ({n} here)"
+    return (
+        f"about {need} prompts would resolve it at 80 % power ({n} here): it would resolve "
+        f"{resolves_as(vals[0], threshold)} if the estimate held; "
+        f"{summary_cost(*where, n, need)}"
+    )
 
 
 def _rows_of(bykind: pd.DataFrame) -> pd.DataFrame:
@@ -76,7 +126,6 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
     d = _rows_of(bykind)
     d = d[~d["layer_kind"].str.endswith(" minus global")]
     rows = []
-    thr = float(t["threshold"])
     for r, twin, n in zip(d.itertuples(), text_column(d, "init_of"), _n_prompts(d)):
         vals = (r.residual_stream, r.residual_stream_lo, r.residual_stream_hi)
         n_layers = int(r.n_layers) if pd.notna(r.n_layers) else "?"
@@ -94,9 +143,11 @@ def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
+        tm = for_model(t, r.model)
+        thr = float(tm["threshold"])
         verdict = positive(vals[1:], thr)
-        note = power_note(verdict, vals, thr, n)
-        rows.append(target_row(t, label, measured, verdict, src, note=note))
+        note = power_note(verdict, vals, thr, n, (r.model, r.dataset))
+        rows.append(target_row(tm, label, measured, verdict, src, note=note))
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 
 
@@ -112,7 +163,6 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
     d = _rows_of(bykind)
     d = d[d["layer_kind"].str.endswith(" minus global")]
     rows = []
-    thr = float(t["threshold"])
     for r, twin, n in zip(d.itertuples(), text_column(d, "init_of"), _n_prompts(d)):
         kind = r.layer_kind.removesuffix(" minus global")
         label = f"{t['label']} ({r.model}, {r.dataset}, {kind} vs global)"
@@ -128,10 +178,11 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if twin:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
+        tm = for_model(t, r.model)
+        thr = float(tm["threshold"])
         verdict = positive(vals[1:], thr)
-        rows.append(
-            target_row(t, label, measured, verdict, src, note=power_note(verdict, vals, thr, n))
-        )
+        note = power_note(verdict, vals, thr, n, (r.model, r.dataset))
+        rows.append(target_row(tm, label, measured, verdict, src, note=note))
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 
 

@@ -19,8 +19,9 @@ across runs): each step from one dose to the next is the paired difference of th
 (a contrast Gram) over the same denominator.
 
 **The verdict** (:func:`causalpos.verdicts.dose_series`): ``recovered`` where dose 0 reads ≈ 0
-within the declared margin (``leakage.plant_stream.margin``, in the model's units, set before the
-run) and every step rises (its interval above 0); ``not recovered`` otherwise. The tables and the
+within the declared margin (the model's negative-control margin on logits,
+``leakage.controls.margin.logit`` or ``leakage.per_model.<model>.margin.logit``, in the model's
+units, set before the run: one margin per control) and every step rises (its interval above 0); ``not recovered`` otherwise. The tables and the
 scorecard apply the same rule to these numbers; where the twin is not a negative control (no
 causal run, not position-free, or document openings) the series is read but not judged.
 """

@@ -196,7 +196,7 @@ def headline_blocks(
     plant = planted_block(ps.runs, ps.counts, position_free_runs, level=ps.level)
     if plant.data_vars:
         out = out.merge(plant)
-    doses = dose_block(cache, wins, position_free_runs, margin=settings.stream_margin)
+    doses = dose_block(cache, wins, position_free_runs, margin=settings.control_margin_logit)
     if doses.data_vars:
         out = out.merge(doses)
         out.attrs.update(doses.attrs)

@@ -15,10 +15,12 @@ from causalpos.models.layer_kinds import (
     GLOBAL,
     LAYER_KIND,
     kinds_by_layer,
+    layer_kinds,
     masks_anything,
+    window_masks,
     with_layer_kind,
 )
-from causalpos.models.variants import without_plant
+from causalpos.models.variants import same_pass, without_plant
 from causalpos.paper2 import inference as inf
 from causalpos.paper2.labels import (
     BOS_READING_TARGET,
@@ -103,6 +105,7 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         df = df.merge(lin, on=["variant", "target"], how="left")
         lin_cols = [c for c in df.columns if c.startswith("linear_minus_saturated")]
         df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), lin_cols] = np.nan
+    df["n_sequences"] = int(summary.attrs.get("n_sequences", 0))  # the power calculation's n
     return df.rename(columns={"exp_window": "window"})
 
 
@@ -288,7 +291,29 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "positive_control": "not run" if not np.isfinite(pv) else recovered((lo, hi), pv),
             }
         )
-    return pd.DataFrame(rows)
+    return one_row_per_pass(pd.DataFrame(rows), summary)
+
+
+def one_row_per_pass(ctl: pd.DataFrame, summary: xr.Dataset) -> pd.DataFrame:
+    """``ctl`` (the controls of one summary) with one row per distinct forward pass: a control
+    whose variant is the same pass as an earlier one's (:func:`~causalpos.models.variants.
+    same_pass`, decided from the variants' meaning and the model's windows at the run's length,
+    never from the numbers) is dropped, and the row kept names it (``same_pass``)."""
+    if ctl.empty:
+        return ctl
+    T = int(summary.attrs.get("seq_len", summary.sizes.get("query", 0)))
+    windows_mask = any(window_masks(layer_kinds(summary), T).values())
+    kept: dict[str, list[str]] = {}
+    for v in dict.fromkeys(ctl["variant"]):
+        first = next((k for k in kept if same_pass(k, v, windows_mask)), None)
+        kept.setdefault(v, []) if first is None else kept[first].append(v)
+    out = ctl[ctl["variant"].isin(list(kept))].reset_index(drop=True)
+    out.insert(
+        out.columns.get_loc("variant") + 1,
+        "same_pass",
+        [", ".join(kept[v]) for v in out["variant"]],
+    )
+    return out
 
 
 def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> dict:
