@@ -17,7 +17,6 @@ from causalpos.models.layer_kinds import (
     kinds_by_layer,
     layer_kinds,
     masks_anything,
-    window_masks,
     with_layer_kind,
 )
 from causalpos.models.variants import same_pass, without_plant
@@ -302,7 +301,7 @@ def one_row_per_pass(ctl: pd.DataFrame, summary: xr.Dataset) -> pd.DataFrame:
     if ctl.empty:
         return ctl
     T = int(summary.attrs.get("seq_len", summary.sizes.get("query", 0)))
-    windows_mask = any(window_masks(layer_kinds(summary), T).values())
+    windows_mask = any(masks_anything(k, T) for k in set(layer_kinds(summary)))
     kept: dict[str, list[str]] = {}
     for v in dict.fromkeys(ctl["variant"]):
         first = next((k for k in kept if same_pass(k, v, windows_mask)), None)
