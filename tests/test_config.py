@@ -83,7 +83,7 @@ def test_variant_pattern_matches_exactly_the_forward_variants():
     rx = re.compile(rf"(?:{VARIANT_PATTERN})")
     assert all(rx.fullmatch(v) for v in VARIANTS)
     # compositions: one atom per part, canonical order rotary, position 0, stream, scores, mask
-    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 840
+    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 1400
     assert rx.fullmatch("identity_rope+bos_replace_zeros+bidirectional")
     assert rx.fullmatch("identity_rope+plant_stream3+bidirectional")
     for bad in (
@@ -102,7 +102,7 @@ def test_variant_pattern_matches_exactly_the_forward_variants():
         "identity_rope+bidirectional+plant_stream1",  # not canonical
     ):
         assert not rx.fullmatch(bad), bad
-    assert len(VARIANTS) == 17 and VARIANTS[:2] == ("causal", "bidirectional")
+    assert len(VARIANTS) == 19 and VARIANTS[:2] == ("causal", "bidirectional")
 
 
 def test_the_schema_and_the_resolver_allow_exactly_the_variants_the_library_parses():
@@ -1355,3 +1355,38 @@ def test_a_figure_label_that_names_nothing_is_refused_naming_the_key():
     bad = resolved("configs/smoke.yaml", lambda c: c["figures"].update(labels={"rope": "R"}))
     with pytest.raises(ConfigError, match="trained-<variant>"):
         bad.check_figure_labels()
+
+
+def test_a_factor_variant_on_a_model_without_the_factor_is_refused_before_any_job():
+    """claim 3's factors on the smoke's models: llama-like (no sliding layer) refuses both;
+    a tiny random-init Gemma-3 (sliding and global layers, two bases) runs both, its ring twin
+    too; the message names the experiment's key, the variant, the model and the fix."""
+
+    def add(variants, model="tiny-random", spec=None):
+        def edit(c):
+            if spec:
+                c["models"][model] = spec
+            c["leakage"]["experiments"]["smoke"].update(
+                models=[model], variants=["causal", *variants]
+            )
+
+        return edit
+
+    for variant in ("no_window", "global_base+ring"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"leakage.experiments.smoke.variants: '{re.escape(variant)}' on model "
+            r"'tiny-random': .* the model has none .* drop it",
+        ):
+            resolved("configs/smoke.yaml", add([variant])).check()
+    gemma = {"source": "random_init", "architecture": "gemma3", "seed": 0}
+    cfg = resolved(
+        "configs/smoke.yaml",
+        add(["no_window", "global_base", "global_base+ring"], "tiny-gemma", gemma),
+    )
+    cfg.check_factor_variants()
+    one_base = {**gemma, "config": {"rope_local_base_freq": 1000000.0}}
+    with pytest.raises(ConfigError, match=r"'global_base' on model 'tiny-gemma': .*share one base"):
+        resolved(
+            "configs/smoke.yaml", add(["global_base"], "tiny-gemma", one_base)
+        ).check_factor_variants()
