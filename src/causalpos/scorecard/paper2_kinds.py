@@ -27,6 +27,12 @@ from causalpos.scorecard.rows import (
 )
 from causalpos.verdicts import INCONCLUSIVE, positive
 
+#: What the sliding-minus-global rows cannot separate (claim 3's factor rows do).
+OBSERVATIONAL = (
+    "observational: sliding and global layers differ in the window and also in the RoPE base, "
+    "depth and role (each factor alone: the claim 3 window / RoPE base rows)"
+)
+
 #: z of a two-sided 95 % interval and of 80 % power: the sample that would resolve an effect of
 #: the estimate's size against the threshold (:func:`prompts_needed`).
 Z_INTERVAL, Z_POWER = 1.959964, 0.841621
@@ -124,9 +130,8 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
             continue
         verdict = positive(vals[1:], thr)
-        rows.append(
-            target_row(t, label, measured, verdict, src, note=power_note(verdict, vals, thr, n))
-        )
+        note = "; ".join(x for x in (OBSERVATIONAL, power_note(verdict, vals, thr, n)) if x)
+        rows.append(target_row(t, label, measured, verdict, src, note=note))
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 
 
