@@ -1358,6 +1358,8 @@ def test_a_figure_label_that_names_nothing_is_refused_naming_the_key():
 
 
 def test_a_factor_variant_on_a_model_without_the_factor_is_refused_before_any_job():
+    from causalpos.config.strict import check_factor_variants
+
     """claim 3's factors on the smoke's models: llama-like (no sliding layer) refuses both;
     a tiny random-init Gemma-3 (sliding and global layers, two bases) runs both, its ring twin
     too; the message names the experiment's key, the variant, the model and the fix."""
@@ -1384,9 +1386,9 @@ def test_a_factor_variant_on_a_model_without_the_factor_is_refused_before_any_jo
         "configs/smoke.yaml",
         add(["no_window", "global_base", "global_base+ring"], "tiny-gemma", gemma),
     )
-    cfg.check_factor_variants()
+    check_factor_variants(cfg)
     one_base = {**gemma, "config": {"rope_local_base_freq": 1000000.0}}
     with pytest.raises(ConfigError, match=r"'global_base' on model 'tiny-gemma': .*share one base"):
-        resolved(
-            "configs/smoke.yaml", add(["global_base"], "tiny-gemma", one_base)
-        ).check_factor_variants()
+        check_factor_variants(
+            resolved("configs/smoke.yaml", add(["global_base"], "tiny-gemma", one_base))
+        )

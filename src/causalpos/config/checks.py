@@ -427,7 +427,6 @@ class ChecksSection(Section):
             self.check_contexts,
             self.check_plant,
             self.check_plant_stream,
-            self.check_factor_variants,
             self.check_figure_labels,
             self.leakage_materiality,
             self.check_twins,
@@ -444,29 +443,6 @@ class ChecksSection(Section):
         if errors:
             raise ConfigError("\n".join(dict.fromkeys(errors)))  # each error once
         return warnings
-
-    def check_factor_variants(self) -> None:
-        """claim 3's factor variants (``no_window``, ``global_base``) only on models that have the
-        factor, where the model's ``config.json`` fields are known before any job
-        (:meth:`model_shape_fields`; a downloaded model is checked by its extraction job)."""
-        from causalpos.models.variants import factor_refusal
-
-        problems = []
-        for name, exp in self.leakage_experiments().items():
-            for model in exp["models"]:
-                fields = None
-                for variant in exp["variants"]:
-                    if not set(variant.split("+")) & {"no_window", "global_base"}:
-                        continue
-                    fields = self.model_shape_fields(model) if fields is None else fields
-                    why = factor_refusal(variant, fields) if fields else None
-                    if why:
-                        problems.append(
-                            f"leakage.experiments.{name}.variants: {variant!r} on model "
-                            f"{model!r}: {why} (or move the model to an experiment without it)"
-                        )
-        if problems:
-            raise ConfigError("\n".join(problems))
 
     def model_shape_fields(self, model: str) -> dict | None:
         """The ``config.json`` fields that size ``model`` (architecture file, ``like:`` chain with
