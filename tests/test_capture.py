@@ -530,9 +530,9 @@ def test_compositions_parse_into_mask_rotary_and_position0():
         with pytest.raises(ValueError, match=message):
             parse_variant(bad)
     names = variant_names()
-    assert names[: len(VARIANTS)] == list(VARIANTS) and len(names) == len(set(names)) == 840
+    assert names[: len(VARIANTS)] == list(VARIANTS) and len(names) == len(set(names)) == 1400
     assert [parse_variant(n).name for n in names] == names
-    # every (rotary, position 0, stream, scores, mask) combination exactly once: 3 x 7 x 5 x 2 x 4
+    # every (rotary, position 0, stream, scores, mask) combination exactly once: 4 x 7 x 5 x 2 x 5
     combos = {
         (
             v.causal,
@@ -543,10 +543,12 @@ def test_compositions_parse_into_mask_rotary_and_position0():
             v.per_prompt,
             v.stream,
             v.plant,
+            v.window,
+            v.global_base,
         )
         for v in map(parse_variant, names)
     }
-    assert len(combos) == 840
+    assert len(combos) == 1400
     v = parse_variant("identity_rope+bos_replace_mean+ring")
     assert not v.causal and v.ring and v.rope == "identity" and v.bos_replace == "mean"
     with pytest.raises(ValueError, match="conflicts.*mask"):

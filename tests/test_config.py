@@ -83,7 +83,7 @@ def test_variant_pattern_matches_exactly_the_forward_variants():
     rx = re.compile(rf"(?:{VARIANT_PATTERN})")
     assert all(rx.fullmatch(v) for v in VARIANTS)
     # compositions: one atom per part, canonical order rotary, position 0, stream, scores, mask
-    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 840
+    assert all(rx.fullmatch(v) for v in variant_names()) and len(variant_names()) == 1400
     assert rx.fullmatch("identity_rope+bos_replace_zeros+bidirectional")
     assert rx.fullmatch("identity_rope+plant_stream3+bidirectional")
     for bad in (
@@ -102,7 +102,7 @@ def test_variant_pattern_matches_exactly_the_forward_variants():
         "identity_rope+bidirectional+plant_stream1",  # not canonical
     ):
         assert not rx.fullmatch(bad), bad
-    assert len(VARIANTS) == 17 and VARIANTS[:2] == ("causal", "bidirectional")
+    assert len(VARIANTS) == 19 and VARIANTS[:2] == ("causal", "bidirectional")
 
 
 def test_the_schema_and_the_resolver_allow_exactly_the_variants_the_library_parses():
@@ -836,6 +836,7 @@ SMOKE_TARGETS = [
     "results/stats/paper2_controls.csv",
     "results/stats/paper2_plant_doses.csv",
     "results/stats/paper2_bos_headline.csv",
+    "results/stats/paper2_claim3_factors.csv",
     "results/stats/paper2_scale_contrast.csv",
     "results/stats/paper2_tables.md",
     "results/figures/paper2_layers_smoke.png",
@@ -912,6 +913,7 @@ def test_scorecard_inputs(smoke):
         "plant_doses": "results/stats/paper2_plant_doses.csv",
         "observational_split": "results/stats/paper2_observational_split.csv",
         "bos_headline": "results/stats/paper2_bos_headline.csv",
+        "claim3_factors": "results/stats/paper2_claim3_factors.csv",
         "scale_contrast": "results/stats/paper2_scale_contrast.csv",
     }
 
@@ -1398,3 +1400,40 @@ def test_the_powered_overlay_passes_every_check_and_its_margins_are_half_its_thr
         params = cfg.leakage_summary_params(model)
         assert params["control_margin_logit"] == entry["margin"]["logit"]
     assert cfg.leakage_materiality()["per_model"]["gemma3-270m"]["claim1_logit"] == 0.001
+
+
+def test_a_factor_variant_on_a_model_without_the_factor_is_refused_before_any_job():
+    from causalpos.config.strict import check_factor_variants
+
+    """claim 3's factors on the smoke's models: llama-like (no sliding layer) refuses both;
+    a tiny random-init Gemma-3 (sliding and global layers, two bases) runs both, its ring twin
+    too; the message names the experiment's key, the variant, the model and the fix."""
+
+    def add(variants, model="tiny-random", spec=None):
+        def edit(c):
+            if spec:
+                c["models"][model] = spec
+            c["leakage"]["experiments"]["smoke"].update(
+                models=[model], variants=["causal", *variants]
+            )
+
+        return edit
+
+    for variant in ("no_window", "global_base+ring"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"leakage.experiments.smoke.variants: '{re.escape(variant)}' on model "
+            r"'tiny-random': .* the model has none .* drop it",
+        ):
+            resolved("configs/smoke.yaml", add([variant])).check()
+    gemma = {"source": "random_init", "architecture": "gemma3", "seed": 0}
+    cfg = resolved(
+        "configs/smoke.yaml",
+        add(["no_window", "global_base", "global_base+ring"], "tiny-gemma", gemma),
+    )
+    check_factor_variants(cfg)
+    one_base = {**gemma, "config": {"rope_local_base_freq": 1000000.0}}
+    with pytest.raises(ConfigError, match=r"'global_base' on model 'tiny-gemma': .*share one base"):
+        check_factor_variants(
+            resolved("configs/smoke.yaml", add(["global_base"], "tiny-gemma", one_base))
+        )

@@ -120,6 +120,10 @@ def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
     rows = K.claim3_kind_rows(pd.concat([yes, no, maybe, short, twin]), T)
     got = {r.target.rsplit("(", 1)[1].split(",")[0]: r for r in rows}
     assert got["gemma"].verdict == REPRODUCED
+    # a contrast of layer kinds, not of the window alone: every judged row says so
+    for m in ("gemma", "g2", "g3"):
+        assert got[m].note.startswith("observational: sliding and global layers differ in the ")
+        assert "RoPE base, depth and role" in got[m].note
     assert got["g2"].verdict == DIFFERS
     assert got["g3"].verdict == INCONCLUSIVE and "prompts would resolve it" in got["g3"].note
     assert got["g4"].verdict == NOT_APPLICABLE and "window ≥ T" in got["g4"].note

@@ -145,6 +145,7 @@ SCORECARD_PAPER2_TABLES = (
     "plant_doses",
     "observational_split",
     "bos_headline",
+    "claim3_factors",
     "scale_contrast",
 )
 #: The tables the scorecard reads, by their key in ``build_scorecard``'s ``paths`` (and in

@@ -181,6 +181,11 @@ rule aggregate_leakage:
             "paper2_bos_headline",
             category="Paper 2 — tables",
         ),
+        claim3_factors=table_report(
+            PATHS.paper2_table("claim3_factors"),
+            "paper2_claim3_factors",
+            category="Paper 2 — tables",
+        ),
         scale_contrast=table_report(
             PATHS.paper2_table("scale_contrast"),
             "paper2_scale_contrast",

@@ -17,7 +17,9 @@ repeated for GQA) and the model's ``scaling``; it
    is the model's own: the captured model's logits equal the unhooked model's.
 
 The ``ring`` variant (:mod:`causalpos.capture.ring`) replaces step 1's products by the ring's
-(cyclic RoPE offsets, no mask) and computes the layer's output from them, eagerly.
+(cyclic RoPE offsets, no mask) and computes the layer's output from them, eagerly. Under
+``no_window`` every layer's mask must be the causal one (or full, under another mask atom): a
+window left in place is refused.
 
 A planted variant (``plant_query``) adds its term b_i (:func:`causalpos.models.variants.plant_term`)
 to row i of the planted layer's scores after scaling and soft-capping (the pre-softmax logits),
@@ -122,6 +124,12 @@ def _capture_attention(
         pos = kwargs.get("position_ids")
         pos = session.positions(tq, query.device) if pos is None else pos.reshape(-1, tq)
         ring_scores(scores, q, k, session.ring, module, pos)
+    if session.no_window and kind == "custom":
+        raise RuntimeError(
+            f"variant no_window: layer {layer}'s mask is neither causal nor full (a window still "
+            "hides pairs); this architecture builds its sliding masks without "
+            "config.sliding_window, so the window cannot be removed"
+        )
     recorded = allowed
     if session.unmasked:  # layer-local ablation: record every cell, attend with the mask
         recorded, nan_bias = session.full_allowed(allowed), None
@@ -232,6 +240,7 @@ def capturing(
     session = CaptureSession(reducers)
     session.unmasked = v.unmasked_scores
     session.ring = RingRotation(model) if v.ring else None
+    session.no_window = not v.window
     session.plant = {int(k): np.asarray(b, dtype=np.float64) for k, b in (plant or {}).items()}
     try:
         model.set_attn_implementation(CAPTURE_IMPLEMENTATION)

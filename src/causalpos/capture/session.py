@@ -36,6 +36,7 @@ class CaptureSession:
         #: ``layer_bidirectional``: the maps are recorded without the mask (the forward pass
         #: keeps it); the all-allowed pattern of each mask, kept alive for the batch
         self.unmasked = False
+        self.no_window = False  # variant no_window: every mask must be causal
         self._full: dict[int, torch.Tensor] = {}
         #: ``plant_query``: layer -> the planted term b (float64, (T,)) added to its query rows
         self.plant: dict[int, np.ndarray] = {}

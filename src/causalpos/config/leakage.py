@@ -47,6 +47,7 @@ PAPER2_TABLE_NAMES = [
     "controls",
     "plant_doses",
     "bos_headline",
+    "claim3_factors",
     "scale_contrast",
 ]
 

@@ -23,6 +23,9 @@ the file.
 - *token ids*: an integer ``prepend_bos`` inside the vocabulary of every tokenizer its dataset is
   encoded with, and a ``random_init`` model's ``vocab_size`` at least its tokenizer's ids, where
   the tokenizer's size is known before any job (:func:`tokenizer_ids`);
+- *claim 3's factor variants* (``no_window``, ``global_base``): only on models with sliding-window
+  layers / with two RoPE bases, where the model's config is known before any job
+  (:func:`check_factor_variants`; a downloaded model's extraction refuses it);
 - *caps and no-op windows named* (warnings, :func:`named_caps`): ``extract.n_groups`` above a
   dataset's sequences, a paper-2 window that keeps every query row (the same rows as ``all``);
 - *``device: cuda`` on a machine whose torch sees no GPU* (:func:`cuda_unavailable`): the
@@ -368,6 +371,30 @@ def check_prepared_twins(cfg) -> None:
         raise ConfigError("\n".join(errors))
 
 
+def check_factor_variants(cfg) -> None:
+    """claim 3's factor variants (``no_window``, ``global_base``) only on models that have the
+    factor, where the model's ``config.json`` fields are known before any job
+    (:meth:`ChecksSection.model_shape_fields`; a downloaded model is checked by its extraction job)."""
+    from causalpos.models.variants import FACTOR_ATOMS, factor_refusal
+
+    problems = []
+    for name, exp in cfg.leakage_experiments().items():
+        for model in exp["models"]:
+            fields = None
+            for variant in exp["variants"]:
+                if not set(variant.split("+")) & set(FACTOR_ATOMS):
+                    continue
+                fields = cfg.model_shape_fields(model) if fields is None else fields
+                why = factor_refusal(variant, fields) if fields else None
+                if why:
+                    problems.append(
+                        f"leakage.experiments.{name}.variants: {variant!r} on model "
+                        f"{model!r}: {why} (or move the model to an experiment without it)"
+                    )
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
 def check_strict(cfg) -> list[str]:
     """Every check of this module; one :class:`ConfigError` listing each one's error, else the
     warnings of :func:`named_caps`."""
@@ -380,6 +407,7 @@ def check_strict(cfg) -> list[str]:
         check_token_ids,
         check_seq_len_memory,
         check_prepared_twins,
+        check_factor_variants,
     ):
         try:
             step(cfg)

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
 import torch
 
 from causalpos.models.rotary import disable_rope
-from causalpos.models.variants import Variant, _rng, scrambled_position_ids
+from causalpos.models.variants import (
+    GLOBAL_TYPE,
+    SLIDING_TYPE,
+    Variant,
+    _rng,
+    factor_refusal,
+    scrambled_position_ids,
+)
 
 
 def _special_ids(config: Any) -> set[int]:
@@ -121,34 +128,80 @@ def variant_inputs(
 
 _MISSING = object()
 
-#: The window a ``ring`` pass gives sliding layers: longer than any sequence, so it masks nothing.
+#: The window a ``ring`` or ``no_window`` pass gives sliding layers: longer than any sequence,
+#: so it masks nothing.
 NO_WINDOW = 2**31 - 1
+
+
+def global_inv_freq(rotary: torch.nn.Module) -> torch.Tensor:
+    """The inverse frequencies of the global layers' RoPE base at the sliding layers' rotary
+    dimension: transformers' default RoPE, θ_k = base^(−2k/d), with the global layers' base
+    (``rope_theta`` of ``full_attention``) — their base, not any scaling of theirs."""
+    own = getattr(rotary, f"{SLIDING_TYPE}_inv_freq")
+    inv, _ = rotary.compute_default_rope_parameters(rotary.config, own.device, GLOBAL_TYPE)
+    if inv.shape != own.shape:
+        raise ValueError(
+            f"variant global_base: the global layers' rotary dimension ({2 * inv.shape[-1]}) "
+            f"differs from the sliding layers' ({2 * own.shape[-1]}); their bases cannot be swapped"
+        )
+    return inv.to(device=own.device, dtype=own.dtype)
+
+
+@contextmanager
+def _global_base(model: torch.nn.Module) -> Iterator[None]:
+    """The sliding layers' rotary buffers replaced by the global base's (restored on exit)."""
+    mods = [m for m in model.modules() if hasattr(m, f"{SLIDING_TYPE}_inv_freq")]
+    if len(mods) != 1 or getattr(mods[0], "rope_type", {}).get(SLIDING_TYPE) != "default":
+        raise ValueError(
+            f"variant global_base: expected one rotary module with default RoPE on its "
+            f"{SLIDING_TYPE} layers in {type(model).__name__} (Gemma 3's), found {len(mods)}"
+        )
+    rotary = mods[0]
+    names = (f"{SLIDING_TYPE}_inv_freq", f"{SLIDING_TYPE}_original_inv_freq")
+    saved = {n: getattr(rotary, n) for n in names}
+    new = global_inv_freq(rotary)
+    try:
+        for n in names:
+            setattr(rotary, n, new.clone())
+        yield
+    finally:
+        for n, value in saved.items():
+            setattr(rotary, n, value)
 
 
 @contextmanager
 def model_side(model: torch.nn.Module, variant: Variant) -> Iterator[torch.nn.Module]:
     """Apply ``variant``'s model-side changes for the block: ``config.is_causal = False`` when it
-    is bidirectional (and, for ``ring``, no sliding window), the rotation replaced by the identity
-    for ``identity_rope``. All are undone
-    on exit (an ``is_causal`` the config did not have is removed again). Input-side changes
+    is bidirectional (and, for ``ring`` and ``no_window``, no sliding window), the rotation
+    replaced by the identity for ``identity_rope``, the sliding layers' inverse frequencies by
+    the global base's for ``global_base``. All are undone on exit (an ``is_causal`` the config
+    did not have is removed again). A factor atom the model cannot run
+    (:func:`causalpos.models.variants.factor_refusal`) is a ValueError. Input-side changes
     (scrambled position ids, BOS replacement) are :func:`variant_inputs`'."""
     config = model.config
+    why = (
+        factor_refusal(variant.name, config) if variant.global_base or not variant.window else None
+    )
+    if why:
+        raise ValueError(f"variant {variant.name!r} on {type(model).__name__}: {why}")
+    unwindowed = variant.ring or not variant.window
     prev_causal = getattr(config, "is_causal", _MISSING)
     prev_window = getattr(config, "sliding_window", None)
     handles = []
     try:
         if not variant.causal:
             config.is_causal = False
-        if variant.ring and prev_window is not None:
-            # every mask removed: transformers builds its sliding masks from this value
+        if unwindowed and prev_window is not None:
+            # every window removed: transformers builds its sliding masks from this value
             config.sliding_window = NO_WINDOW
         if variant.rope == "identity":
             handles = disable_rope(model)
-        yield model
+        with _global_base(model) if variant.global_base else nullcontext():
+            yield model
     finally:
         for handle in handles:
             handle.remove()
-        if variant.ring and prev_window is not None:
+        if unwindowed and prev_window is not None:
             config.sliding_window = prev_window
         if prev_causal is _MISSING:
             if hasattr(config, "is_causal"):

@@ -6,8 +6,10 @@ Torch-free, so config resolution can validate variant names without importing a 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from itertools import product
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +33,8 @@ VARIANTS = (
     "layer_bidirectional",
     "plant_query",
     "ring",
+    "no_window",
+    "global_base",
     *STREAM_ATOMS,
 )
 
@@ -48,7 +52,7 @@ SEPARATOR = "+"
 
 
 def _part(atom: str) -> str:
-    if atom in ("identity_rope", "scrambled_rope"):
+    if atom in ("identity_rope", "scrambled_rope", "global_base"):
         return "rotary"
     if atom.startswith("bos_replace_"):
         return "position 0"
@@ -74,6 +78,8 @@ class Variant:
     stream: int = (
         0  # k of plant_stream<k>: the k-th dose of a position term in the stream (0: none)
     )
+    window: bool = True  # False (no_window): every sliding layer gets the full causal mask
+    global_base: bool = False  # sliding layers rotated with the global layers' RoPE base
 
     @property
     def atoms(self) -> tuple[str, ...]:
@@ -96,6 +102,10 @@ def _parse_atom(name: str) -> Variant:
         return Variant(name, rope="scrambled")
     if name == "plant_query":
         return Variant(name, plant="query")
+    if name == "no_window":
+        return Variant(name, window=False)
+    if name == "global_base":
+        return Variant(name, global_base=True)
     if name in STREAM_ATOMS:
         return Variant(name, stream=STREAM_ATOMS.index(name) + 1)
     for kind in ("mean", "zeros", "token", "gaussian"):
@@ -129,6 +139,16 @@ def parse_variant(name: str) -> Variant:
       A layer's scores do not depend on its own mask, only on the layers below, which stay
       causal: so one pass gives, at every layer, the run whose mask is removed at that layer
       only (paper 2's Eq. 5 additivity: layer-local vs the whole-forward ``bidirectional``);
+    - ``no_window``: the causal pass with every sliding window removed (claim 3's window factor,
+      paper2.md §3): each sliding-window layer gets the full causal mask (``sliding_window`` ≥
+      T), everything else — weights, RoPE bases, prompts — as trained. Its ring twin is the plain
+      ``ring`` (which has no window). Only for a model with sliding-window layers
+      (:func:`factor_refusal`); at T ≤ W it changes nothing;
+    - ``global_base``: the sliding-window layers rotated with the global layers' RoPE base
+      (``rope_theta`` of ``full_attention``, e.g. Gemma 3's 1M instead of its local 10k), their
+      window kept (claim 3's RoPE-base factor). Only for a model whose two layer types have two
+      bases (:func:`factor_refusal`); composes with the mask atoms (``global_base+ring``: its
+      ring twin);
     - ``identity_rope``: the rotation replaced by the identity at inference;
     - ``scrambled_rope``: position ids permuted within each sequence by a permutation seeded
       by ``(seed, sequence id)``; the causal order (the mask) stays;
@@ -209,9 +229,11 @@ def _merged(name: str, atoms: list[str]) -> Variant:
             fields["rope"] = v.rope
         if v.bos_replace is not None:
             fields.update(bos_replace=v.bos_replace, per_prompt=v.per_prompt)
-        for flag in ("unmasked_scores", "ring"):
+        for flag in ("unmasked_scores", "ring", "global_base"):
             if getattr(v, flag):
                 fields[flag] = True
+        if not v.window:
+            fields["window"] = False
         if v.plant is not None:
             fields["plant"] = v.plant
         if v.stream:
@@ -232,11 +254,11 @@ def compose(*atoms: str) -> str:
 
 def variant_names() -> list[str]:
     """Every valid variant name: the atoms (:data:`VARIANTS`, in order), then every composition."""
-    rotary = [None, "identity_rope", "scrambled_rope"]
+    rotary = [None, "identity_rope", "scrambled_rope", "global_base"]
     position0 = [None] + [v for v in VARIANTS if v.startswith("bos_replace_")]
     stream = [None, *STREAM_ATOMS]
     scores = [None, "plant_query"]
-    mask = [None, "bidirectional", "layer_bidirectional", "ring"]
+    mask = [None, "bidirectional", "layer_bidirectional", "ring", "no_window"]
     out = list(VARIANTS)
     for r, p, st, s, m in product(rotary, position0, stream, scores, mask):
         atoms = [a for a in (r, p, st, s, m) if a is not None]
@@ -333,3 +355,69 @@ def plant_layer(layer: int, n_layers: int, key: str = "leakage.plant.layer") -> 
             f"0..{n_layers - 1}, or -1..-{n_layers} counted from the last"
         )
     return int(layer) % n_layers
+
+
+#: claim 3's factor atoms (paper2.md §3): the window removed, the global RoPE base on the sliding
+#: layers. Each is the intervention of one factor; the same weights and prompts.
+FACTOR_ATOMS = ("no_window", "global_base")
+
+#: transformers' layer types of a sliding-window and of a global layer.
+SLIDING_TYPE, GLOBAL_TYPE = "sliding_attention", "full_attention"
+
+#: Gemma 3's bases where its ``config.json`` names none (transformers' Gemma3TextConfig defaults).
+_GEMMA3_BASES = {SLIDING_TYPE: 10_000.0, GLOBAL_TYPE: 1_000_000.0}
+
+
+def rope_bases(config: Any) -> dict[str, float] | None:
+    """Layer type -> its RoPE base (``rope_theta``) for a model whose sliding and global layers
+    have a base each (a transformers config or a ``config.json`` dict): transformers'
+    ``rope_parameters`` keyed by layer type, or the older ``rope_theta`` (global) and
+    ``rope_local_base_freq`` (sliding), Gemma 3's defaults where its config names neither;
+    None for a model with one base for every layer."""
+    get = config.get if isinstance(config, Mapping) else lambda k, d=None: getattr(config, k, d)
+    params = get("rope_parameters")
+    if isinstance(params, Mapping) and SLIDING_TYPE in params and GLOBAL_TYPE in params:
+        out = {t: params[t].get("rope_theta") for t in (SLIDING_TYPE, GLOBAL_TYPE)}
+        if all(isinstance(v, (int, float)) for v in out.values()):
+            return {t: float(v) for t, v in out.items()}
+        return None
+    if get("rope_local_base_freq") is not None:
+        theta = get("rope_theta", _GEMMA3_BASES[GLOBAL_TYPE])
+        return {SLIDING_TYPE: float(get("rope_local_base_freq")), GLOBAL_TYPE: float(theta)}
+    if get("model_type") in ("gemma3", "gemma3_text"):
+        return dict(_GEMMA3_BASES)
+    return None
+
+
+def factor_refusal(name: str, config: Any) -> str | None:
+    """Why variant ``name`` cannot run on a model of ``config`` (its transformers config or
+    ``config.json`` fields), or None: ``no_window`` needs sliding-window layers; ``global_base``
+    needs sliding and global layers with two different RoPE bases. Other variants: None."""
+    from causalpos.models.layer_kinds import GLOBAL, config_kinds
+
+    atoms = set(parse_variant(name).atoms) & set(FACTOR_ATOMS)
+    if not atoms:
+        return None
+    try:
+        kinds = config_kinds(config)
+    except (ValueError, TypeError, KeyError) as exc:
+        return f"its layer kinds cannot be read ({exc})"
+    if all(k == GLOBAL for k in kinds):
+        return (
+            f"{sorted(atoms)} change(s) the sliding-window layers, and the model has none (every "
+            "layer is global): run it on a model with sliding-window layers (Gemma 3) or drop it"
+        )
+    if "global_base" in atoms:
+        if GLOBAL not in kinds:
+            return (
+                "global_base gives the sliding layers the global layers' RoPE base, and the model "
+                "has no global layer: drop global_base for this model"
+            )
+        bases = rope_bases(config)
+        if bases is None or bases[SLIDING_TYPE] == bases[GLOBAL_TYPE]:
+            return (
+                "global_base gives the sliding layers the global layers' RoPE base, and the "
+                f"model's layers share one base ({bases}): there is no second base to swap in; "
+                "drop global_base for this model"
+            )
+    return None

@@ -21,6 +21,7 @@ import causalpos.scorecard.paper1_amplification as paper1_amplification
 import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
+import causalpos.scorecard.paper2_factors as paper2_factors
 import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_kinds as paper2_kinds
 import causalpos.scorecard.paper2_position0 as paper2_position0
@@ -254,6 +255,14 @@ FAMILIES: tuple[Family, ...] = (
         Input(
             "decomposition_components_by_kind",
             "model dataset condition window layer_kind residual_stream window_masks",
+        ),
+    ),
+    Family(
+        paper2_factors.claim3_factor_rows,
+        Input(
+            "claim3_factors",
+            "model dataset factor reading level layer_kind window effect effect_lo effect_hi "
+            "change change_lo change_hi window_masks",
         ),
     ),
     Family(

@@ -29,6 +29,12 @@ from causalpos.scorecard.rows import (
 )
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, positive
 
+#: What the sliding-minus-global rows cannot separate (claim 3's factor rows do).
+OBSERVATIONAL = (
+    "observational: sliding and global layers differ in the window and also in the RoPE base, "
+    "depth and role (each factor alone: the claim 3 window / RoPE base rows)"
+)
+
 #: z of a two-sided 95 % interval and of 80 % power: the sample that would resolve an effect of
 #: the estimate's size against the threshold (:func:`prompts_needed`).
 Z_INTERVAL, Z_POWER = 1.959964, 0.841621
@@ -181,7 +187,8 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
         tm = for_model(t, r.model)
         thr = float(tm["threshold"])
         verdict = positive(vals[1:], thr)
-        note = power_note(verdict, vals, thr, n, (r.model, r.dataset))
+        power = power_note(verdict, vals, thr, n, (r.model, r.dataset))
+        note = "; ".join(x for x in (OBSERVATIONAL, power) if x)
         rows.append(target_row(tm, label, measured, verdict, src, note=note))
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 

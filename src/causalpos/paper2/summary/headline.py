@@ -51,6 +51,7 @@ from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.bos import bos_headline_block, bos_plan, pooled_reading
 from causalpos.paper2.summary.decomposition import decomposition_block
 from causalpos.paper2.summary.doses import dose_block
+from causalpos.paper2.summary.factors import factor_block
 from causalpos.paper2.summary.planted import planted_block
 
 #: Columns of ``exp_planted``: the planted effect's exact size in the model's units, then the
@@ -168,7 +169,8 @@ def headline_blocks(
     (``exp_ablation``, ``exp_ablation_layer``), the BOS block (``exp_bos_*``, read on
     ``bos_target``), the positive control planted in the model (``exp_plant_model*``) and the
     dose series planted in its residual stream (``exp_dose*``:
-    :func:`~causalpos.paper2.summary.doses.dose_block`).
+    :func:`~causalpos.paper2.summary.doses.dose_block`), claim 3's factor effects
+    (``exp_factor_*``: :func:`~causalpos.paper2.summary.factors.factor_block`).
     Attribute ``exp_counts_digest`` says which resampled prompts every replicate used.
     """
     wins = [str(w) for w in stored_windows(ps)]
@@ -203,6 +205,10 @@ def headline_blocks(
     comp = decomposition_block(cache, wins, conditions, position_free_runs)
     if comp["exp_condition"].size:
         out = out.merge(comp)
+    factors = factor_block(cache, wins)
+    if factors.data_vars:
+        out = out.merge(factors)
+        out.attrs.update(factors.attrs)
     return out
 
 

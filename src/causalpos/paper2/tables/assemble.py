@@ -15,6 +15,7 @@ import xarray as xr
 
 from causalpos.models.layer_kinds import GLOBAL, LAYER_KIND, block_kinds, kinds_by_layer
 from causalpos.paper2.tables.doses import plant_doses_frame
+from causalpos.paper2.tables.factors import factors_frame
 from causalpos.paper2.tables.headline import (
     PER_PROMPT,
     bos_headline_frame,
@@ -90,6 +91,11 @@ PAPER2_TABLES: dict[str, str] = {
     "bos_headline": "Table 9 on the headline reading: every BOS replacement's effect "
     "1 - C(replaced)/C(run) on the residual-stream component (bidirectional), the causal total "
     "and the causal run's sink heads (log-attention), per window, with paired CIs",
+    "claim3_factors": "claim 3 by intervention within one model (Gemma 3): each factor's effect "
+    "(the window: causal minus no_window; the RoPE base: global_base minus causal) on the total, "
+    "the logits, the direct and indirect routes and the mask-free route, in the plain run's one "
+    "unit, per layer, per layer kind and over every layer, and its slope over the sliding layers "
+    "with the change it implies across them, paired CIs",
     "scale_contrast": "the headline causal-mask share of one model minus another's on the same "
     "prompts (claim 4's scale shift), paired through the shared bootstrap, per condition, window "
     "and target",
@@ -208,6 +214,9 @@ def paper2_tables(
         if "exp_components" in s:
             for name, df in components_frames(s).items():
                 add(name, df, model, dataset, {**_model_columns(s), **p0})
+        fac = factors_frame(s)
+        if not fac.empty:
+            add("claim3_factors", fac, model, dataset, {**_model_columns(s), **p0})
         bos_h = bos_headline_frame(s)
         if not bos_h.empty:
             add("bos_headline", bos_h, model, dataset, {**_model_columns(s), **p0})

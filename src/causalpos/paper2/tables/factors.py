@@ -1,0 +1,93 @@
+"""``claim3_factors``: claim 3's factor effects within one model
+(:mod:`causalpos.paper2.summary.factors`) as a flat table — per layer, per layer kind, over
+every layer, and the slope over the sliding layers with the change it implies across them."""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from causalpos.models.layer_kinds import kinds_by_layer
+from causalpos.paper2.summary.factors import FACTORS
+
+#: The mapping of paper 2's components each reading names (paper2.md §3), "" where it names none.
+MAPPINGS = {
+    "total": "",
+    "logit": "mechanism: residual stream (indirect + mask-free)",
+    "direct": "mechanism: causal mask",
+    "indirect": "",
+    "mask_free": "ablation: residual stream",
+}
+
+#: What each factor's effect is, in words (the sign of its difference).
+EFFECTS = {
+    "window": "window kept minus removed (causal minus no_window)",
+    "rope_base": "global base minus own base (global_base minus causal)",
+}
+
+
+def _triple(da: xr.DataArray) -> tuple[float, float, float]:
+    return tuple(float(da.sel(stat=s)) for s in ("estimate", "lo", "hi"))
+
+
+def factors_frame(summary: xr.Dataset) -> pd.DataFrame:
+    """One row per (factor, reading, window, level): ``level`` "layer" (``layer``,
+    ``layer_kind``), "kind" (``layer_kind`` a kind, or "all"), or "slope" (``effect`` the slope
+    per layer over ``sliding_layers``; ``change`` = slope × (last − first sliding layer), in the
+    effect's unit). Empty without the block."""
+    if "exp_factor_layer" not in summary:
+        return pd.DataFrame()
+    runs = ast.literal_eval(summary.attrs.get("exp_factor_runs", "{}"))
+    sliding = [int(x) for x in np.atleast_1d(summary.attrs.get("exp_factor_sliding_layers", []))]
+    span = float(max(sliding) - min(sliding)) if len(sliding) >= 2 else np.nan
+    kinds = kinds_by_layer(summary)
+    masks = bool(int(summary.attrs.get("exp_factor_window_masks", 0)))
+    n = int(summary.attrs.get("n_sequences", 0))
+    rows = []
+    for factor in summary["exp_factor"].values.tolist():
+        run, ring = runs.get(factor, [FACTORS[factor][0], None])
+        for reading in summary["factor_reading"].values.tolist():
+            for w in summary["exp_window"].values.tolist():
+                sel = dict(exp_factor=factor, factor_reading=reading, exp_window=w)
+                base = {
+                    "factor": factor,
+                    "intervention": run,
+                    "ring_twin": ring or "",
+                    "effect_of": EFFECTS[factor],
+                    "reading": reading,
+                    "mapping": MAPPINGS[reading],
+                    "window": w,
+                }
+                lay = summary["exp_factor_layer"].sel(**sel)
+                for ly in summary["layer"].values.tolist():
+                    e = _triple(lay.sel(layer=ly))
+                    rows.append(base | _vals("layer", int(ly), kinds[int(ly)], e))
+                kin = summary["exp_factor_kind"].sel(**sel)
+                for lev in summary["factor_level"].values.tolist():
+                    rows.append(
+                        base | _vals("kind", np.nan, lev, _triple(kin.sel(factor_level=lev)))
+                    )
+                s = _triple(summary["exp_factor_slope"].sel(**sel))
+                row = base | _vals("slope", np.nan, "sliding layers", s)
+                row |= {f"change{k}": v * span for k, v in zip(("", "_lo", "_hi"), s)}
+                rows.append(row)
+    out = pd.DataFrame(rows)
+    out["sliding_layers"] = " ".join(str(x) for x in sliding)
+    out["span"] = span
+    out["window_masks"] = masks
+    out["n_sequences"] = n
+    return out
+
+
+def _vals(level: str, layer, kind: str, e: tuple[float, float, float]) -> dict:
+    return {
+        "level": level,
+        "layer": layer,
+        "layer_kind": kind,
+        "effect": e[0],
+        "effect_lo": e[1],
+        "effect_hi": e[2],
+    }
