@@ -860,12 +860,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 156 and len(set(targets)) == 156
+    assert len(targets) == 157 and len(set(targets)) == 157
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 207
+    assert len(paper.all_targets()) == 208
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 

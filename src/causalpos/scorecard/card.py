@@ -19,6 +19,7 @@ import pandas as pd
 import causalpos.scorecard.paper1 as paper1
 import causalpos.scorecard.paper1_amplification as paper1_amplification
 import causalpos.scorecard.paper2 as paper2
+import causalpos.scorecard.paper2_claim3 as paper2_claim3
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
 import causalpos.scorecard.paper2_factors as paper2_factors
@@ -266,7 +267,7 @@ FAMILIES: tuple[Family, ...] = (
         ),
     ),
     Family(
-        paper2_headline.claim3_order_rows,
+        paper2_claim3.claim3_order_rows,
         Input(
             "decomposition_headline",
             "model dataset condition window target residual residual_lo residual_hi",
