@@ -411,7 +411,7 @@ def test_the_dose_series_runs_end_to_end_and_a_changed_dose_reruns_its_extractio
     """The smoke run's dose series (two doses in layer 0's stream of the position-free run):
     recorded on the stores, read in the summary, in the table and the scorecard (not judged: the
     prompts are document openings); a changed dose reruns the planted pair's extraction and what
-    reads it, a changed margin the summaries only."""
+    reads it, a changed control margin (dose 0's too) the summaries only."""
     from causalpos.io.store import open_dataset
 
     scores = pipeline / "results" / "scores" / "trained-rope" / "kjv-first24"
@@ -436,7 +436,8 @@ def test_the_dose_series_runs_end_to_end_and_a_changed_dose_reruns_its_extractio
     assert extract and all("model=trained-rope, dataset=kjv-first24" in w for w in extract)
     assert ("leakage", "model=trained-rope, dataset=kjv-first24") in jobs
     cfg["leakage"]["plant_stream"]["doses"] = [0.5, 1.0]
-    cfg["leakage"]["plant_stream"]["margin"] = 0.01
+    # the dose-0 margin is the model's negative-control margin (one margin per control)
+    cfg["leakage"].setdefault("controls", {})["margin"] = {"logit": 0.0005, "logattn": 0.0005}
     changed.write_text(yaml.safe_dump(cfg))
     counts = rule_counts(planned_jobs(pipeline, "--configfile", str(changed)))
     assert "extract_scores_shard" not in counts and counts["leakage"] >= 1, counts
