@@ -165,8 +165,10 @@ def bos_rows(
             runs = (str(r.variant), str(r.baseline))
         else:  # older tables: the run is the intervention's name after bos_replace_
             runs = (f"bos_replace_{r.intervention}", "+".join(r.intervention.split("+")[1:]))
-        sinkless = sinkless_note(counts, r.model, r.dataset, runs, tau)
-        if sinkless:
+        why = sinkless_note(counts, r.model, r.dataset, runs, tau)
+        if not why and fixed.get((r.model, r.dataset)) is False:
+            why = "token 0 varies across prompts: there is no fixed BOS to replace"
+        if why:
             rows.append(
                 target_row(
                     t,
@@ -176,21 +178,7 @@ def bos_rows(
                     src,
                     paper_value=f"{value:+.0%}",
                     falsified_if=fal,
-                    note=sinkless,
-                )
-            )
-            continue
-        if fixed.get((r.model, r.dataset)) is False:
-            rows.append(
-                target_row(
-                    t,
-                    target,
-                    measured,
-                    NOT_APPLICABLE,
-                    src,
-                    paper_value=f"{value:+.0%}",
-                    falsified_if=fal,
-                    note="token 0 varies across prompts: there is no fixed BOS to replace",
+                    note=why,
                 )
             )
             continue
