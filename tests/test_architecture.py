@@ -142,19 +142,21 @@ def test_the_scorecard_reads_tables_and_loads_no_model_or_store():
 
 
 #: What the training wing (the models trained here) may import: itself, the pretrained side it
-#: shares code with (models/: loading, device), data, io and stats. It sits beside models/.
+#: shares code with (models/: loading, device), data, io, stats and inference. It sits beside
+#: models/.
 TRAINING_MAY_IMPORT = (
     "causalpos.training",
     "causalpos.models",
     "causalpos.data",
     "causalpos.io",
     "causalpos.stats",
+    "causalpos.inference",
 )
 
 
 def test_the_training_wing_sits_beside_models():
-    """causalpos.training imports only models/, data, io and stats (its comparison tables also
-    paper 1's paired index); models/ (the pretrained side) never imports it; its settings module
+    """causalpos.training imports only models/, data, io, stats and inference (its comparison
+    tables also paper 1's paired index); models/ (the pretrained side) never imports it; its settings module
     imports nothing of the library and nothing heavy, so config derives its keys without torch."""
     training = [n for n in GRAPH if n.startswith("causalpos.training")]
     assert "causalpos.training.loop" in training and "causalpos.training.settings" in training

@@ -12,7 +12,7 @@ from paper2_leakage_maps import (
     run_reducer,
 )
 
-from causalpos import stats
+from causalpos import inference, stats
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as L_summary
 from causalpos.paper2.tables import assemble as L_tables
@@ -83,7 +83,7 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
         condition="identity_rope", condition_ref="rope", component="share_causal_mask"
     )
     (e_i, b_i), (e_r, b_r) = boot_share["identity_rope"], boot_share["rope"]
-    lo, hi = stats.percentile_ci(b_i - b_r, 0.95)
+    lo, hi = inference.bounds(b_i - b_r, 0.95)
     np.testing.assert_allclose(diff.values, [e_i - e_r, lo, hi], rtol=1e-12)
     same = summ["decomposition_difference"].sel(condition="rope", condition_ref="rope")
     assert (same.values == 0).all()

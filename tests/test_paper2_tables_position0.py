@@ -51,8 +51,8 @@ def test_probe_table_carries_the_refusal_and_wilson_ci():
     """paper2_position0_probes.csv says why a probe was refused and gives accuracy CIs."""
     import xarray as xr
 
+    from causalpos.inference import wilson as wilson_ci
     from causalpos.paper2.tables.assemble import paper2_tables
-    from causalpos.stats import wilson_ci
 
     acc = np.array([[0.2, 0.5, 0.4]])
     ds = xr.Dataset(

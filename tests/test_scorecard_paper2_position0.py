@@ -33,7 +33,7 @@ def _bos(model, intervention, effect, window="early16", half=0.05):
 
 
 def _c8probe(model, acc, n=32, null=0.2, fixed=0, note=""):
-    from causalpos.stats import wilson_ci
+    from causalpos.inference import wilson as wilson_ci
 
     lo, hi = wilson_ci(acc, n) if np.isfinite(acc) else (np.nan, np.nan)
     return {

@@ -16,8 +16,8 @@ from scorecard_tables import (
     R,
 )
 
+from causalpos import inference
 from causalpos import scorecard as S
-from causalpos import stats
 from causalpos import verdicts as V
 from causalpos.paper1.diagonal import index_ci
 
@@ -222,7 +222,7 @@ def test_a_sample_of_copies_of_one_prompt_reads_inconclusive():
     rounding, which the rules read as undecided where they read reproduced or differs before."""
     rng = np.random.default_rng(0)
     x = np.tile(rng.normal(size=(1, 6)), (37, 1))  # 37 copies of one prompt's 6 statistics
-    est, lo, hi = stats.bootstrap_ci(x, n_boot=200, seed=0)
+    est, lo, hi = inference.bootstrap_ci(x, n_boot=200, seed=0)
     np.testing.assert_allclose(lo, est, rtol=1e-14) and np.testing.assert_allclose(hi, est)
     for e, a, b in zip(est, lo, hi):
         assert V.equivalent((a, b), e, 0.05) == I  # was reproduced

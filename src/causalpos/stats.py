@@ -1,4 +1,6 @@
-"""Statistics for paper 2 (§5): bootstrap CIs, permutation p-values, Benjamini–Hochberg, sampling.
+"""Resampling and tests (paper 2 §5): bootstrap counts and means, permutation p-values,
+Benjamini–Hochberg, stratified permutations and pair samples. The intervals cut from the
+replicates are :mod:`causalpos.inference`'s.
 
 A leaf module: imports nothing from the package. Every random draw takes an explicit integer seed
 (from the config), so a rerun gives bit-identical numbers.
@@ -16,8 +18,6 @@ import numpy as np
 __all__ = [
     "bootstrap_counts",
     "bootstrap_means",
-    "percentile_ci",
-    "bootstrap_ci",
     "ROUNDING",
     "ordered_interval",
     "permutation_pvalue",
@@ -26,11 +26,6 @@ __all__ = [
     "within_strata_permutations",
     "stratified_pair_mask",
 ]
-
-
-def _check_level(level: float) -> None:
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"confidence level must lie in (0, 1), got {level!r} (e.g. 0.95)")
 
 
 #: Relative size of numerical rounding in an interval's numbers: a bound that passes its
@@ -126,35 +121,6 @@ def bootstrap_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
     flat = x.reshape(n, -1)
     out = counts @ flat / counts.sum(axis=1, keepdims=True)
     return out.reshape((counts.shape[0],) + x.shape[1:])
-
-
-def percentile_ci(
-    samples: np.ndarray, level: float = 0.95, axis: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval of ``samples`` along ``axis``: the (1−level)/2 and (1+level)/2 quantiles."""
-    _check_level(level)
-    a = (1.0 - level) / 2.0
-    lo, hi = np.quantile(np.asarray(samples, dtype=np.float64), [a, 1.0 - a], axis=axis)
-    return lo, hi
-
-
-def bootstrap_ci(
-    x: np.ndarray,
-    *,
-    n_boot: int = 2000,
-    level: float = 0.95,
-    seed: int = 0,
-    strata: Sequence | np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean over prompts of ``x`` (n, ...) with its bootstrap percentile CI.
-
-    Returns:
-        ``(estimate, lo, hi)``, each of shape ``x.shape[1:]``.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    counts = bootstrap_counts(x.shape[0], n_boot, seed, strata)
-    lo, hi = percentile_ci(bootstrap_means(x, counts), level)
-    return x.mean(axis=0), lo, hi
 
 
 def permutation_pvalue(observed: np.ndarray, null: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -289,23 +255,3 @@ def stratified_pair_mask(
             rows = np.sort(rng.choice(rows, size=per_offset, replace=False))
         mask[rows, rows - d] = True
     return mask
-
-
-def wilson_ci(p_hat: float, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``p_hat`` observed on ``n`` trials; (nan, nan) when
-    ``p_hat`` is not finite or ``n`` < 1.
-
-    Used for cross-validated probe accuracy (each prompt predicted once); the folds share
-    training data, so the trials are not quite independent and the interval is approximate.
-    """
-    from statistics import NormalDist
-
-    _check_level(level)
-    p_hat = float(p_hat)
-    if not np.isfinite(p_hat) or n < 1:
-        return float("nan"), float("nan")
-    z = NormalDist().inv_cdf(0.5 + level / 2.0)
-    den = 1.0 + z * z / n
-    mid = (p_hat + z * z / (2 * n)) / den
-    half = z * np.sqrt(p_hat * (1.0 - p_hat) / n + z * z / (4 * n * n)) / den
-    return float(max(0.0, mid - half)), float(min(1.0, mid + half))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from causalpos.inference import bounds
 from causalpos.paper1.diagonal import bootstrap_weights, index_replicates, normalize
 
 
@@ -34,10 +35,7 @@ class PairedIndex:
     level: float
 
     def _interval(self, reps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        tail = (1.0 - self.level) / 2.0
-        with np.errstate(invalid="ignore"):
-            lo, hi = np.nanquantile(reps, [tail, 1.0 - tail], axis=0)
-        return lo, hi
+        return bounds(reps, self.level, skip_nan=True)
 
     def difference(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per layer: a − b, with its paired interval."""
@@ -96,7 +94,6 @@ def paired_index_bootstrap(
     if n_groups < 2:
         raise ValueError(f"a paired bootstrap needs at least 2 groups; got {n_groups}")
     weights = bootstrap_weights(n_groups, n_boot, seed)  # one draw for both models: paired
-    tail = (1.0 - level) / 2.0
     out = {
         f"{k}_{m}": np.full(n_layers, np.nan)
         for k in ("estimate", "floor", "lo", "hi")
@@ -114,7 +111,7 @@ def paired_index_bootstrap(
             # index_ci maps each bootstrap quantile q to sqrt(max(q² − 2f², 0)): each model's own
             # interval, exactly. The map is monotone, so mapping every replicate gives the same
             # interval up to quantile interpolation and lets the contrasts share replicates.
-            q = np.quantile(raw, [tail, 1.0 - tail])
+            q = np.array(bounds(raw, level))
             out[f"lo_{name}"][layer], out[f"hi_{name}"][layer] = np.sqrt(
                 np.maximum(q**2 - 2.0 * floor2, 0.0)
             )

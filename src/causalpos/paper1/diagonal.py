@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from causalpos.inference import bounds
+
 if TYPE_CHECKING:
     import xarray as xr
 
@@ -367,7 +369,6 @@ def index_ci(
     vals = None if index_values is None else index_values.reshape(n_groups, maps.shape[1], -1)
     n_lead = maps.shape[1]
     weights = bootstrap_weights(n_groups, n_boot, seed)
-    tail = (1.0 - level) / 2.0
     fields = {
         k: np.empty(n_lead) for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")
     }
@@ -378,7 +379,7 @@ def index_ci(
                 v[s] = np.nan
             continue
         est2, floor2, boot = rep
-        q_lo, q_hi = np.quantile(boot, [tail, 1.0 - tail])
+        q_lo, q_hi = bounds(boot, level)
         fields["estimate"][s] = math.sqrt(est2)
         fields["debiased"][s] = math.sqrt(max(est2 - floor2, 0.0))
         fields["lo"][s] = math.sqrt(max(q_lo**2 - 2.0 * floor2, 0.0))

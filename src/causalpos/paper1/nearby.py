@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from causalpos.inference import bounds
+
 #: Panels whose "nearby keys score higher" index is kept per sample (Fig. 3 (f) and (i)).
 NEARBY_PANELS = ("f", "i")
 
@@ -57,7 +59,7 @@ def nearby_table(stores, *, n_boot: int = 2000, seed: int = 0, level: float = 0.
             rng = np.random.default_rng([seed, int(ds.attrs.get("seed", 0)), ord(str(panel)[0])])
             idx = rng.integers(0, x.size, (n_boot, x.size))
             boot = x[idx].mean(1)
-            lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+            lo, hi = bounds(boot, level)
             rows.append(
                 {
                     "model": model,

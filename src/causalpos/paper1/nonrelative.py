@@ -69,6 +69,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from causalpos.inference import jackknife_interval
 from causalpos.paper1.diagonal import (
     _index_cells,
     band_index,
@@ -91,23 +92,6 @@ class Interval:
     hi: np.ndarray
     jack: np.ndarray
     level: float
-
-
-def jackknife_interval(
-    estimate: npt.ArrayLike, jack: npt.ArrayLike, level: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) = estimate ∓ t_{G−1} · SE from (group, ...) leave-one-out values (NaN if any is)."""
-    jack = np.asarray(jack, dtype=np.float64)
-    g = jack.shape[0]
-    se = np.sqrt((g - 1) / g * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
-    # Student's t quantile: scipy.stats.t.ppf is this function (bit for bit, tested), without
-    # scipy.stats' 0.4 CPU-s import in the light table jobs; scipy.special (0.15 CPU-s) is imported
-    # here, by the jobs that draw an interval (aggregate_sim_stats reaches this module, draws none)
-    from scipy.special import stdtrit
-
-    half = float(stdtrit(g - 1, 0.5 + level / 2.0)) * se
-    est = np.asarray(estimate, dtype=np.float64)
-    return est - half, est + half
 
 
 def _check(group_maps: npt.ArrayLike, level: float, min_groups: int) -> np.ndarray:

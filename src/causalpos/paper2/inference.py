@@ -3,9 +3,10 @@
 the hypothesised value), the basic interval of a contrast, the percentile interval of paired
 replicates (a per-prompt mean, a difference of runs, a share), the Wilson interval of a fraction,
 and the p-values: sign flips (the multiplier draws), Monte Carlo permutation counts,
-Benjamini–Hochberg q-values. The percentile and Wilson intervals, the permutation p-value and BH
-are the package's own (:mod:`causalpos.stats`, shared with paper 1); paper 2 reaches them only
-through the functions here.
+Benjamini–Hochberg q-values. The percentile and Wilson intervals are the package's one
+interval module's (:mod:`causalpos.inference`, which paper 1 calls too: :func:`interval`,
+:func:`bounds`, :func:`wilson` here are its functions), the permutation p-value and BH
+:mod:`causalpos.stats`'; paper 2 reaches them only through the names here.
 
 **Intervals (decision): inverted with the variance at the hypothesised value.** The variance of
 N̂ grows with N (ζ1 = mᵀΣm is quadratic in m), and its estimate moves with N̂: where N̂ falls
@@ -65,6 +66,7 @@ import functools
 import numpy as np
 
 from causalpos import stats
+from causalpos.inference import bounds, interval, wilson
 from causalpos.paper2.estimator.replicates import u_replicates
 
 __all__ = [
@@ -197,27 +199,6 @@ def sign_flip_pvalue(estimate: np.ndarray, null: np.ndarray) -> np.ndarray:
     null = np.asarray(null, dtype=np.float64)
     hits = (null >= (est - 1e-12 * np.abs(est))[None]).sum(0)
     return exceedance_pvalue(hits, null.shape[0])
-
-
-def interval(replicates: np.ndarray, estimate: np.ndarray, level: float) -> np.ndarray:
-    """(..., 3) = estimate, lo, hi: the percentile interval of ``replicates`` (B, ...) at
-    ``level`` beside the estimate. Paired replicates (a per-prompt mean under the shared bootstrap
-    counts, the reflected replicates of :func:`inverted`, their differences and ratios) all take
-    their interval here."""
-    lo, hi = bounds(replicates, level)
-    return np.stack([estimate, lo, hi], axis=-1)
-
-
-def bounds(replicates: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi): the (1 − level)/2 and (1 + level)/2 quantiles of ``replicates`` over their first
-    axis (:func:`causalpos.stats.percentile_ci`)."""
-    return stats.percentile_ci(replicates, level)
-
-
-def wilson(fraction: float, n: int, level: float = 0.95) -> tuple[float, float]:
-    """(lo, hi): the Wilson interval of a fraction of ``n`` (:func:`causalpos.stats.wilson_ci`):
-    a fraction of heads significant, a probe's accuracy."""
-    return stats.wilson_ci(fraction, n, level)
 
 
 def exceedance_pvalue(exceed: np.ndarray, n_draws: int) -> np.ndarray:

@@ -20,7 +20,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from causalpos.stats import bootstrap_ci
+from causalpos.inference import bootstrap_ci
 from causalpos.training.loss import sequence_nll
 
 
@@ -66,7 +66,7 @@ def loss_by_position(
 
     Returns ``xr.Dataset`` with ``nll (sequence, position)`` float32, ``nll_mean``, ``nll_lo``,
     ``nll_hi`` ``(position)`` float64 (nats; percentile bootstrap over sequences,
-    :func:`causalpos.stats.bootstrap_ci`), ``position`` = 1 .. seq − 1; attrs ``train_context``,
+    :func:`causalpos.inference.bootstrap_ci`), ``position`` = 1 .. seq − 1; attrs ``train_context``,
     ``confidence``, ``n_bootstrap``, ``seed``, and ``mean_nll_within`` / ``mean_nll_beyond``
     (means over targets t < train_context and t ≥ train_context). When ``tokens`` reach beyond
     ``train_context`` also the paired per-sequence excess ``excess (sequence)`` = mean NLL over
