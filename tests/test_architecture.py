@@ -106,8 +106,10 @@ def test_no_import_cycles():
 
 
 #: What the scorecard may import: it judges the pipeline's tables against targets.yaml with the
-#: verdict rules, and computes paper 1's layers 3-4 exactly (a closed form, no model).
+#: verdict rules, computes paper 1's layers 3-4 exactly (a closed form, no model), and writes
+#: its Markdown through the one renderer.
 SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causalpos.paths"}
+SCORECARD_MAY_IMPORT |= {"causalpos.markdown"}
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 
 

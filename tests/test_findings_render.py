@@ -87,6 +87,19 @@ def test_references_fill_from_the_tables(results):
     )
 
 
+def test_a_text_filled_into_a_table_row_is_one_cell(results):
+    """A value with a ``|`` keeps its table row's columns (escaped there, as every table cell
+    the project writes) and prints as it is in prose."""
+    card = pd.read_csv(results / "report" / "scorecard.csv")
+    card.loc[0, "verdict"] = "a | b"
+    card.to_csv(results / "report" / "scorecard.csv", index=False)
+    ref = '{{scorecard[target="claim 1 (a, d)"].verdict}}'
+    text = f"| target | verdict |\n|---|---|\n| claim 1 | {ref} |\nIn prose: {ref}.\n"
+    assert _fill(text, results) == (
+        "| target | verdict |\n|---|---|\n| claim 1 | a \\| b |\nIn prose: a | b.\n"
+    )
+
+
 def test_a_reference_with_no_row_or_several_is_refused_naming_it(results):
     with pytest.raises(FindingsError) as e:
         _fill(

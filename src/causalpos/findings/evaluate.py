@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
+from causalpos import markdown
 from causalpos.findings.refs import EXTREMES, Condition, Format, Literal, Ref, RefError, Rows
 
 MINUS = "\u2212"
@@ -191,5 +192,5 @@ def fill_reference(
     if fmt.ci:
         lo, hi = _bounds(row, v.column)
         bounds = [number(_cell_number(row, c, str(rows)), fmt, sign=False) for c in (lo, hi)]
-        text += f" [{bounds[0]}, {bounds[1]}]"
+        text = markdown.with_interval(text, *bounds)
     return text

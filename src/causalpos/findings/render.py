@@ -8,6 +8,9 @@ The template (``docs/findings.template.md``) is Markdown whose numbers are refer
 - ``<!-- let NAME = rows -->``: an alias for a selection, usable wherever a table name is;
 - ``<!-- template: ... -->`` (may span lines): a note to the template's editors.
 
+A value filled into a row of a table of the page (a line starting with ``|``) has its ``|``
+escaped, as every table cell the project writes (:func:`causalpos.markdown.escape`).
+
 ``strict`` (``causalpos findings``): every reference must fill, else a :class:`FindingsError`
 lists each one that does not, by line, with the reason. Not strict (the ``scorecard`` rule's
 ``results/report/findings.md``, written for any config): a reference whose table, column or row
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from causalpos import paths
+from causalpos import markdown, paths
 from causalpos.findings.evaluate import fill_reference
 from causalpos.findings.refs import RefError, Rows, parse, parse_rows
 
@@ -144,7 +147,7 @@ def render(template: str, tables: Tables, *, strict: bool = True, name: str = TE
         if any(a <= m.start() < b for a, b in notes):
             return m[0]  # an example in a template note, dropped below
         try:
-            return fill_reference(parse(m[1]), tables, alias)
+            text = fill_reference(parse(m[1]), tables, alias)
         except RefError as e:
             if not strict and e.missing:
                 missing += 1
@@ -152,6 +155,9 @@ def render(template: str, tables: Tables, *, strict: bool = True, name: str = TE
             line = template.count("\n", 0, m.start()) + 1
             errors.append(f"line {line}: {{{{{' '.join(m[1].split())}}}}}: {e.reason}")
             return m[0]
+        # a value filled into a row of one of the page's tables is one cell of it
+        in_row = template.startswith("|", template.rfind("\n", 0, m.start()) + 1)
+        return markdown.escape(text) if in_row else text
 
     filled = REF.sub(one, template)
     if errors:

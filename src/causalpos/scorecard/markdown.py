@@ -8,6 +8,7 @@ import re
 
 import pandas as pd
 
+from causalpos.markdown import replace_block, table
 from causalpos.paths import SCORECARD_CSV, SCORECARD_MD
 from causalpos.scorecard.rows import CHECKS, CONTROLS, PAPER1, PAPER2, SECTIONS
 from causalpos.verdicts import (
@@ -98,14 +99,12 @@ HEAD = ["paper", "target", "claim", "paper value", "measured", "reading", "verdi
 HEAD += ["falsified if"]
 
 
-def _table(g: pd.DataFrame) -> list[str]:
-    lines = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(COLUMNS)]
-    for _, r in g.iterrows():
-        cells = ["" if c not in r or pd.isna(r[c]) else str(r[c]) for c in COLUMNS]
-        if r.get("note") and isinstance(r["note"], str):
-            cells[6] = f"{cells[6]}: {r['note']}"
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return lines
+def _cells(r: pd.Series) -> list[str]:
+    """A row's cells in :data:`COLUMNS` order, its note after its verdict."""
+    cells = ["" if c not in r or pd.isna(r[c]) else str(r[c]) for c in COLUMNS]
+    if r.get("note") and isinstance(r["note"], str):
+        cells[6] = f"{cells[6]}: {r['note']}"
+    return cells
 
 
 def to_markdown(card: pd.DataFrame) -> str:
@@ -113,7 +112,7 @@ def to_markdown(card: pd.DataFrame) -> str:
     then one table per section."""
     parts = ["# Reproduction scorecard", "\n".join(_summary(card)), LEGEND]
     for section, g in _sections(card):
-        parts += [f"## {section}", "\n".join(_table(g))]
+        parts += [f"## {section}", table(HEAD, (_cells(r) for _, r in g.iterrows()))]
     return "\n\n".join(parts) + "\n"
 
 
@@ -202,23 +201,6 @@ def readme_summary(card: pd.DataFrame, *, source: str = SCORECARD_CSV) -> str:
             lines += [short_line(r) for _, r in rows.iterrows()]
     lines.append(SUMMARY_END)
     return "\n".join(lines) + "\n"
-
-
-def replace_block(
-    readme: str, block: str, markers: tuple[str, str], what: str, where: str = ""
-) -> str:
-    """``readme`` with the text between ``markers`` (begin, end; inclusive) replaced by
-    ``block``; a README without them is refused naming ``what`` block and ``where`` it goes."""
-    begin, end = markers
-    try:
-        i = readme.index(begin)
-        j = readme.index(end, i) + len(end)
-    except ValueError:
-        raise ValueError(
-            f"the README has no {what} block: put the lines {begin!r} and "
-            f"{end!r} where it belongs{where}"
-        ) from None
-    return readme[:i] + block.rstrip("\n") + readme[j:]
 
 
 def update_readme(readme: str, block: str) -> str:

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from causalpos.markdown import replace_block
 from causalpos.paths import SCORECARD_CSV
-from causalpos.scorecard.markdown import _clause, _cut, replace_block
+from causalpos.scorecard.markdown import _clause, _cut
 from causalpos.scorecard.rows import PAPER1, PAPER2, load_targets
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, TESTED
 

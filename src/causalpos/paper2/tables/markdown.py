@@ -7,34 +7,14 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos import markdown
 from causalpos.paper2.labels import MEASURED
 
 
-def _fmt(x) -> str:
-    if isinstance(x, (float, np.floating)):
-        if not np.isfinite(x):
-            return "–"
-        return f"{x:.4g}"
-    return str(x)
-
-
 def _ci_cell(row, name: str, pct: bool = False) -> str:
+    """Column ``name`` of ``row`` with its interval (``name_lo``, ``name_hi``)."""
     est, lo, hi = (row.get(k, np.nan) for k in (name, f"{name}_lo", f"{name}_hi"))
-    if not np.isfinite(est):
-        return "–"
-    if pct:
-        return f"{100 * est:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
-    return f"{est:.4g} [{lo:.4g}, {hi:.4g}]"
-
-
-def _markdown(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "_(none)_\n"
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in df.columns) + " |")
-    return "\n".join(lines) + "\n"
+    return markdown.interval_cell(est, lo, hi, percent=pct)
 
 
 def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
@@ -185,7 +165,7 @@ def paper2_markdown(
 
     def section(name, df):
         out.append(f"\n## {name}\n\n")
-        out.append(_markdown(df))
+        out.append(markdown.frame(df))
 
     _headline_sections(tabs, section)
     _control_sections(tabs, section)
@@ -299,7 +279,7 @@ def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "variant": bm["variant"],
                     "target": bm["target"],
                     "leakage": [
-                        f"{r['estimate']:.4g} [{r['lo']:.4g}, {r['hi']:.4g}]"
+                        markdown.with_interval(*(f"{r[k]:.4g}" for k in ("estimate", "lo", "hi")))
                         for _, r in bm.iterrows()
                     ],
                     "raw ΔR²": bm["raw"],
