@@ -1,16 +1,8 @@
-"""Every interval both papers report, cut in one place: the percentile interval of replicates
-(bootstrap means, paired replicates and their contrasts, reflected replicates), the mean over
-prompts with its bootstrap interval, the jackknife t interval of leave-one-group-out values, and
-the Wilson interval of a fraction.
-
-Paper 1 (:mod:`causalpos.paper1.diagonal`, :mod:`~causalpos.paper1.compare`,
-:mod:`~causalpos.paper1.nearby`, :mod:`~causalpos.paper1.nonrelative`), the training wing's
-length generalization and paper 2 (through :mod:`causalpos.paper2.inference`, which adds the
-headline's calibrated intervals and the tests) call these functions; none cuts a quantile of its
-own. The resampling draws (bootstrap counts, permutations) and the p-values are
-:mod:`causalpos.stats`'.
-
-Conventions: replicates on axis 0; ``level`` in (0, 1); a percentile interval is the
+"""Every interval both papers report, cut in one place: the percentile interval of replicates,
+the bootstrap mean's, the jackknife t interval of leave-one-group-out values, and Wilson's.
+Paper 1, the length-generalization tables and paper 2 (through :mod:`causalpos.paper2.inference`,
+which adds the headline's calibrated intervals and the tests) call these; the resampling draws
+and p-values are :mod:`causalpos.stats`'. Replicates on axis 0; a percentile interval is the
 (1 − level)/2 and 1 − (1 − level)/2 quantiles (numpy's default, linear interpolation).
 """
 
@@ -63,9 +55,8 @@ def bootstrap_ci(
     seed: int = 0,
     strata: Sequence | np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean over prompts of ``x`` (n, ...) with the percentile interval of its bootstrap means
-    (:func:`causalpos.stats.bootstrap_counts`, seeded by ``seed``; ``strata``: resampled within
-    each). Returns ``(estimate, lo, hi)``, each of shape ``x.shape[1:]``."""
+    """(estimate, lo, hi), each ``x.shape[1:]``: the mean over prompts of ``x`` (n, ...) and the
+    percentile interval of its bootstrap means (``strata``: resampled within each)."""
     x = np.asarray(x, dtype=np.float64)
     counts = stats.bootstrap_counts(x.shape[0], n_boot, seed, strata)
     lo, hi = bounds(stats.bootstrap_means(x, counts), level)
@@ -90,12 +81,9 @@ def jackknife_interval(
 
 
 def wilson(p_hat: float, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``p_hat`` observed on ``n`` trials (a fraction of
-    heads significant, a probe's accuracy); (nan, nan) when ``p_hat`` is not finite or ``n`` < 1.
-
-    A cross-validated probe predicts each prompt once, but its folds share training data, so the
-    trials are not quite independent and the interval is approximate.
-    """
+    """Wilson score interval of a proportion ``p_hat`` of ``n`` trials (a fraction of heads, a
+    probe's accuracy: its folds share training data, so approximate); (nan, nan) when ``p_hat``
+    is not finite or ``n`` < 1."""
     from statistics import NormalDist
 
     _tail(level)

@@ -1,11 +1,6 @@
-"""Markdown as the project writes it, in one place: pipe tables, a number's cell, a value beside
-its interval, and a generated block between two marker lines.
-
-Paper 2's tables digest (:mod:`causalpos.paper2.tables.markdown`), the scorecard
-(:mod:`causalpos.scorecard.markdown`), the README's overview and digest
-(:mod:`causalpos.scorecard.overview`, ``causalpos summary --update``) and the findings page
-(:mod:`causalpos.findings`, ``causalpos findings``) render through these functions. A leaf: it
-imports nothing of the package.
+"""The one Markdown renderer: pipe tables, number cells, values beside their intervals, generated
+blocks between marker lines. Paper 2's digest, the scorecard, the README's overview and digest
+(``causalpos summary``) and the findings page (``causalpos findings``) write through it. A leaf.
 """
 
 from __future__ import annotations

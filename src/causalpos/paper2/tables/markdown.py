@@ -11,10 +11,10 @@ from causalpos import markdown
 from causalpos.paper2.labels import MEASURED
 
 
-def _ci_cell(row, name: str, pct: bool = False) -> str:
-    """Column ``name`` of ``row`` with its interval (``name_lo``, ``name_hi``)."""
-    est, lo, hi = (row.get(k, np.nan) for k in (name, f"{name}_lo", f"{name}_hi"))
-    return markdown.interval_cell(est, lo, hi, percent=pct)
+def _ci(df: pd.DataFrame, name: str, pct: bool = False) -> list[str]:
+    """Column ``name`` of each row with its interval (``name_lo``, ``name_hi``)."""
+    cols = [df[k] if k in df else np.nan for k in (name, f"{name}_lo", f"{name}_hi")]
+    return [markdown.interval_cell(*x, percent=pct) for x in zip(*np.broadcast_arrays(*cols))]
 
 
 def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
@@ -32,12 +32,10 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "dataset": d["dataset"],
                     "condition": d["condition"],
                     "window": d["window"],
-                    "total": [_ci_cell(r, "total") for _, r in d.iterrows()],
-                    "residual stream": [_ci_cell(r, "residual") for _, r in d.iterrows()],
-                    "causal mask": [_ci_cell(r, "causal_mask") for _, r in d.iterrows()],
-                    "causal-mask share": [
-                        _ci_cell(r, "share_causal_mask", True) for _, r in d.iterrows()
-                    ],
+                    "total": _ci(d, "total"),
+                    "residual stream": _ci(d, "residual"),
+                    "causal mask": _ci(d, "causal_mask"),
+                    "causal-mask share": _ci(d, "share_causal_mask", True),
                     **status,
                 }
             ),
@@ -53,8 +51,8 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "dataset": h["dataset"],
                     "variant": h["variant"],
                     "target": h["target"],
-                    "expected-map": [_ci_cell(r, "leakage") for _, r in h.iterrows()],
-                    "per-prompt": [_ci_cell(r, "per_prompt") for _, r in h.iterrows()],
+                    "expected-map": _ci(h, "leakage"),
+                    "per-prompt": _ci(h, "per_prompt"),
                     "heads p ≤ α": h["fraction_p"],
                     "heads q ≤ α": h["fraction_significant"],
                     "negative control": h["control"],
@@ -72,9 +70,9 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "replacement": bos["replacement"],
                     "reading": bos["bos_reading"],
                     "window": bos["window"],
-                    "effect": [_ci_cell(r, "effect", True) for _, r in bos.iterrows()],
-                    "C(replaced)": [_ci_cell(r, "c") for _, r in bos.iterrows()],
-                    "C(run)": [_ci_cell(r, "c_baseline") for _, r in bos.iterrows()],
+                    "effect": _ci(bos, "effect", True),
+                    "C(replaced)": _ci(bos, "c"),
+                    "C(run)": _ci(bos, "c_baseline"),
                 }
             ),
         )
@@ -92,7 +90,7 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "window": d["window"],
                     "share A": d["share_causal_mask"].map(lambda x: f"{x:.0%}"),
                     "share B": d["share_causal_mask_b"].map(lambda x: f"{x:.0%}"),
-                    "B − A": [_ci_cell(r, "difference", True) for _, r in d.iterrows()],
+                    "B − A": _ci(d, "difference", True),
                 }
             ),
         )
@@ -119,8 +117,8 @@ def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "run": doses["variant"],
                     "layer": doses["layer"],
                     "dose": doses["dose"].map(lambda x: f"{x:.3g}"),
-                    "reading": [_ci_cell(r, "leakage") for _, r in doses.iterrows()],
-                    "step": [_ci_cell(r, "step") for _, r in doses.iterrows()],
+                    "reading": _ci(doses, "leakage"),
+                    "step": _ci(doses, "step"),
                     "dose 0": doses["dose0_control"],
                     "series": doses["positive_control"],
                 }
@@ -137,16 +135,14 @@ def _controls_table(ctl: pd.DataFrame) -> pd.DataFrame:
             "dataset": ctl["dataset"],
             "run": ctl["variant"],
             "target": ctl["target"],
-            "expected-map": [_ci_cell(r, "negative") for _, r in ctl.iterrows()],
-            "model's units": [
-                _ci_cell(r, "negative_modelled_model_units") for _, r in ctl.iterrows()
-            ],
+            "expected-map": _ci(ctl, "negative"),
+            "model's units": _ci(ctl, "negative_modelled_model_units"),
             "margin": ctl.get("negative_modelled_margin", np.nan),
             "negative control": ctl["negative_control"],
-            "per-prompt": [_ci_cell(r, "per_prompt") for _, r in ctl.iterrows()],
+            "per-prompt": _ci(ctl, "per_prompt"),
             "per-prompt control": ctl["per_prompt_control"],
             "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
-            "recovered": [_ci_cell(r, "planted_estimate") for _, r in ctl.iterrows()],
+            "recovered": _ci(ctl, "planted_estimate"),
             "positive control": ctl["positive_control"],
         }
     )
@@ -187,15 +183,11 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "dataset": dec["dataset"],
                     "condition": dec["condition"],
                     "status": dec["status"] if "status" in dec else MEASURED,
-                    "total": [_ci_cell(r, "total") for _, r in dec.iterrows()],
-                    "residual stream": [_ci_cell(r, "residual") for _, r in dec.iterrows()],
-                    "causal mask": [_ci_cell(r, "causal_mask") for _, r in dec.iterrows()],
-                    "residual share": [
-                        _ci_cell(r, "share_residual", True) for _, r in dec.iterrows()
-                    ],
-                    "causal-mask share": [
-                        _ci_cell(r, "share_causal_mask", True) for _, r in dec.iterrows()
-                    ],
+                    "total": _ci(dec, "total"),
+                    "residual stream": _ci(dec, "residual"),
+                    "causal mask": _ci(dec, "causal_mask"),
+                    "residual share": _ci(dec, "share_residual", True),
+                    "causal-mask share": _ci(dec, "share_causal_mask", True),
                 }
             ),
         )
@@ -205,26 +197,16 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "model": rc["model"],
             "dataset": rc["dataset"],
             "condition": rc["condition"],
-            "total (log-attn)": [_ci_cell(r, "total") for _, r in rc.iterrows()],
-            "logit": [_ci_cell(r, "logit") for _, r in rc.iterrows()],
+            "total (log-attn)": _ci(rc, "total"),
+            "logit": _ci(rc, "logit"),
         }
         if "obs_share_logit" in rc:
-            cols["observational logit share"] = [
-                _ci_cell(r, "obs_share_logit", True) for _, r in rc.iterrows()
-            ]
-            cols["observational softmax share"] = [
-                _ci_cell(r, "obs_share_softmax", True) for _, r in rc.iterrows()
-            ]
-        cols["residual share (ablation)"] = [
-            _ci_cell(r, "share_residual", True) for _, r in rc.iterrows()
-        ]
-        cols["causal-mask share (ablation)"] = [
-            _ci_cell(r, "share_causal_mask", True) for _, r in rc.iterrows()
-        ]
+            cols["observational logit share"] = _ci(rc, "obs_share_logit", True)
+            cols["observational softmax share"] = _ci(rc, "obs_share_softmax", True)
+        cols["residual share (ablation)"] = _ci(rc, "share_residual", True)
+        cols["causal-mask share (ablation)"] = _ci(rc, "share_causal_mask", True)
         if "share_causal_mask_minus_rope" in rc:
-            cols["minus rope (paired)"] = [
-                _ci_cell(r, "share_causal_mask_minus_rope", True) for _, r in rc.iterrows()
-            ]
+            cols["minus rope (paired)"] = _ci(rc, "share_causal_mask_minus_rope", True)
         if "status" in rc:
             cols["status"] = rc["status"]
         section("Table 6 analog: causal vs identity vs scrambled RoPE", pd.DataFrame(cols))
@@ -245,9 +227,9 @@ def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "queries": bos["bos_window"],
                     "measured on": bos["measure"] if "measure" in bos else bos["target"],
                     "status": bos["status"] if "status" in bos else MEASURED,
-                    "effect": [_ci_cell(r, "effect", True) for _, r in bos.iterrows()],
-                    "C_res": [_ci_cell(r, "c_res") for _, r in bos.iterrows()],
-                    "C_res baseline": [_ci_cell(r, "c_res_baseline") for _, r in bos.iterrows()],
+                    "effect": _ci(bos, "effect", True),
+                    "C_res": _ci(bos, "c_res"),
+                    "C_res baseline": _ci(bos, "c_res_baseline"),
                 }
             ),
         )
@@ -260,11 +242,11 @@ def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "model": obs["model"],
                     "dataset": obs["dataset"],
                     "run": obs["causal_variant"],
-                    "logit": [_ci_cell(r, "logit") for _, r in obs.iterrows()],
-                    "log Z": [_ci_cell(r, "logz") for _, r in obs.iterrows()],
-                    "cross": [_ci_cell(r, "cross") for _, r in obs.iterrows()],
-                    "log-attention": [_ci_cell(r, "logattn") for _, r in obs.iterrows()],
-                    "logit share": [_ci_cell(r, "share_logit", True) for _, r in obs.iterrows()],
+                    "logit": _ci(obs, "logit"),
+                    "log Z": _ci(obs, "logz"),
+                    "cross": _ci(obs, "cross"),
+                    "log-attention": _ci(obs, "logattn"),
+                    "logit share": _ci(obs, "share_logit", True),
                 }
             ),
         )
