@@ -9,7 +9,12 @@ import numpy as np
 import xarray as xr
 
 from causalpos.inference import bounds
-from causalpos.paper1.diagonal import bootstrap_weights, index_replicates, normalize
+from causalpos.paper1.diagonal import (
+    bootstrap_weights,
+    corrected_bounds,
+    index_replicates,
+    normalize,
+)
 
 
 @dataclass(frozen=True)
@@ -108,13 +113,11 @@ def paired_index_bootstrap(
             est2, floor2, raw = rep
             out[f"estimate_{name}"][layer] = math.sqrt(max(est2 - floor2, 0.0))
             out[f"floor_{name}"][layer] = math.sqrt(floor2)
-            # index_ci maps each bootstrap quantile q to sqrt(max(q² − 2f², 0)): each model's own
-            # interval, exactly. The map is monotone, so mapping every replicate gives the same
-            # interval up to quantile interpolation and lets the contrasts share replicates.
-            q = np.array(bounds(raw, level))
-            out[f"lo_{name}"][layer], out[f"hi_{name}"][layer] = np.sqrt(
-                np.maximum(q**2 - 2.0 * floor2, 0.0)
-            )
+            # each model's own interval, exactly index_ci's; the map q -> sqrt(max(q² − 2f², 0))
+            # is monotone, so mapping every replicate gives the same interval up to quantile
+            # interpolation and lets the contrasts share replicates
+            lo_hi = corrected_bounds(raw, floor2, level)
+            out[f"lo_{name}"][layer], out[f"hi_{name}"][layer] = lo_hi
             boots[name][:, layer] = np.sqrt(np.maximum(raw**2 - 2.0 * floor2, 0.0))
     return PairedIndex(**out, boot_a=boots["a"], boot_b=boots["b"], level=float(level))
 

@@ -327,6 +327,13 @@ def index_replicates(
     return est2, floor2, boot
 
 
+def corrected_bounds(boot: np.ndarray, floor2: float, level: float) -> np.ndarray:
+    """(lo, hi) of I_true from :func:`index_replicates`' replicates of I and its f²: each
+    percentile bound q (:func:`causalpos.inference.bounds`) mapped to sqrt(max(q² − 2f², 0))
+    (:func:`index_ci`)."""
+    return np.sqrt(np.maximum(np.array(bounds(boot, level)) ** 2 - 2.0 * floor2, 0.0))
+
+
 def index_ci(
     group_maps: npt.ArrayLike,
     level: float = 0.95,
@@ -379,11 +386,9 @@ def index_ci(
                 v[s] = np.nan
             continue
         est2, floor2, boot = rep
-        q_lo, q_hi = bounds(boot, level)
         fields["estimate"][s] = math.sqrt(est2)
         fields["debiased"][s] = math.sqrt(max(est2 - floor2, 0.0))
-        fields["lo"][s] = math.sqrt(max(q_lo**2 - 2.0 * floor2, 0.0))
-        fields["hi"][s] = math.sqrt(max(q_hi**2 - 2.0 * floor2, 0.0))
+        fields["lo"][s], fields["hi"][s] = corrected_bounds(boot, floor2, level)
         fields["se"][s] = float(boot.std(ddof=1))
         fields["noise_floor"][s] = math.sqrt(floor2)
     return IndexCI(
