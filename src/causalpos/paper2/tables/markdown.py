@@ -17,6 +17,11 @@ def _ci(df: pd.DataFrame, name: str, pct: bool = False) -> list[str]:
     return [markdown.interval_cell(*x, percent=pct) for x in zip(*np.broadcast_arrays(*cols))]
 
 
+def _columns(df: pd.DataFrame, *names: str) -> dict[str, pd.Series]:
+    """Columns of ``df`` shown under their own names."""
+    return {k: df[k] for k in names}
+
+
 def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
     """The headline reading's sections: decomposition, leakage per run, controls."""
     dec = tabs.get("decomposition_headline", pd.DataFrame())
@@ -28,10 +33,7 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "Headline (expected-map reading): total leakage and component shares, log-attention",
             pd.DataFrame(
                 {
-                    "model": d["model"],
-                    "dataset": d["dataset"],
-                    "condition": d["condition"],
-                    "window": d["window"],
+                    **_columns(d, "model", "dataset", "condition", "window"),
                     "total": _ci(d, "total"),
                     "residual stream": _ci(d, "residual"),
                     "causal mask": _ci(d, "causal_mask"),
@@ -47,10 +49,7 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "Headline (expected-map reading) per run, beside the per-prompt reading",
             pd.DataFrame(
                 {
-                    "model": h["model"],
-                    "dataset": h["dataset"],
-                    "variant": h["variant"],
-                    "target": h["target"],
+                    **_columns(h, "model", "dataset", "variant", "target"),
                     "expected-map": _ci(h, "leakage"),
                     "per-prompt": _ci(h, "per_prompt"),
                     "heads p ≤ α": h["fraction_p"],
@@ -65,9 +64,7 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "Headline (expected-map reading): BOS replacement (Table 9), 1 − C(replaced)/C(run)",
             pd.DataFrame(
                 {
-                    "model": bos["model"],
-                    "dataset": bos["dataset"],
-                    "replacement": bos["replacement"],
+                    **_columns(bos, "model", "dataset", "replacement"),
                     "reading": bos["bos_reading"],
                     "window": bos["window"],
                     "effect": _ci(bos, "effect", True),
@@ -86,8 +83,7 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "dataset": d["dataset"],
                     "model A": d["model"],
                     "model B": d["model_b"],
-                    "condition": d["condition"],
-                    "window": d["window"],
+                    **_columns(d, "condition", "window"),
                     "share A": d["share_causal_mask"].map(lambda x: f"{x:.0%}"),
                     "share B": d["share_causal_mask_b"].map(lambda x: f"{x:.0%}"),
                     "B − A": _ci(d, "difference", True),
@@ -112,8 +108,7 @@ def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "(logits, the model's units, the layers from the plant up)",
             pd.DataFrame(
                 {
-                    "model": doses["model"],
-                    "dataset": doses["dataset"],
+                    **_columns(doses, "model", "dataset"),
                     "run": doses["variant"],
                     "layer": doses["layer"],
                     "dose": doses["dose"].map(lambda x: f"{x:.3g}"),
@@ -131,8 +126,7 @@ def _controls_table(ctl: pd.DataFrame) -> pd.DataFrame:
     control's verdict reads the model's units against the declared margin."""
     return pd.DataFrame(
         {
-            "model": ctl["model"],
-            "dataset": ctl["dataset"],
+            **_columns(ctl, "model", "dataset"),
             "run": ctl["variant"],
             "target": ctl["target"],
             "expected-map": _ci(ctl, "negative"),
@@ -179,9 +173,7 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "Per-prompt reading: total leakage and component shares (bidirectional ablation, Eq. 5)",
             pd.DataFrame(
                 {
-                    "model": dec["model"],
-                    "dataset": dec["dataset"],
-                    "condition": dec["condition"],
+                    **_columns(dec, "model", "dataset", "condition"),
                     "status": dec["status"] if "status" in dec else MEASURED,
                     "total": _ci(dec, "total"),
                     "residual stream": _ci(dec, "residual"),
@@ -194,9 +186,7 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
     rc = tabs["rope_controls"]
     if not rc.empty:
         cols = {
-            "model": rc["model"],
-            "dataset": rc["dataset"],
-            "condition": rc["condition"],
+            **_columns(rc, "model", "dataset", "condition"),
             "total (log-attn)": _ci(rc, "total"),
             "logit": _ci(rc, "logit"),
         }
@@ -221,9 +211,7 @@ def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "Table 9 analog: BOS-embedding replacement (effect = 1 − C_res(intervention)/C_res(baseline))",
             pd.DataFrame(
                 {
-                    "model": bos["model"],
-                    "dataset": bos["dataset"],
-                    "intervention": bos["intervention"],
+                    **_columns(bos, "model", "dataset", "intervention"),
                     "queries": bos["bos_window"],
                     "measured on": bos["measure"] if "measure" in bos else bos["target"],
                     "status": bos["status"] if "status" in bos else MEASURED,
@@ -239,8 +227,7 @@ def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "Observational split of the causal runs (units of SST(log-attention))",
             pd.DataFrame(
                 {
-                    "model": obs["model"],
-                    "dataset": obs["dataset"],
+                    **_columns(obs, "model", "dataset"),
                     "run": obs["causal_variant"],
                     "logit": _ci(obs, "logit"),
                     "log Z": _ci(obs, "logz"),
@@ -256,10 +243,7 @@ def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             "Leakage per run and fraction of significant heads (BH q < α)",
             pd.DataFrame(
                 {
-                    "model": bm["model"],
-                    "dataset": bm["dataset"],
-                    "variant": bm["variant"],
-                    "target": bm["target"],
+                    **_columns(bm, "model", "dataset", "variant", "target"),
                     "leakage": [
                         markdown.with_interval(*(f"{r[k]:.4g}" for k in ("estimate", "lo", "hi")))
                         for _, r in bm.iterrows()
