@@ -108,6 +108,7 @@ def test_no_import_cycles():
 #: What the scorecard may import: it judges the pipeline's tables against targets.yaml with the
 #: verdict rules, and computes paper 1's layers 3-4 exactly (a closed form, no model).
 SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causalpos.paths"}
+SCORECARD_MAY_IMPORT |= {"causalpos.catalogue"}  # the tables it reads, by name
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 
 
@@ -209,6 +210,7 @@ CONFIG_PURE_IMPORTS = {"__future__", "re", "math", "itertools", "typing", "colle
 CONFIG_PURE_IMPORTS |= {"causalpos.models.variants", "causalpos.training.settings"}
 CONFIG_PURE_IMPORTS |= {"causalpos.models.footprint"}  # the requests' arithmetic, torch-free
 CONFIG_PURE_IMPORTS |= {"causalpos.paths"}  # the path patterns (tests/test_paths.py)
+CONFIG_PURE_IMPORTS |= {"causalpos.catalogue"}  # the tables (paths only: tests/test_catalogue.py)
 # the figures' label table (standard library only: tests/test_figures_labels.py)
 CONFIG_PURE_IMPORTS |= {"causalpos.figures.labels"}
 # the simulation settings' defaults (standard library only: test_settings_modules_import_nothing)

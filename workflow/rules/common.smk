@@ -30,6 +30,7 @@ from causalpos.config.disk import cached_document_sizes  # noqa: E402
 from causalpos.config.strict import cuda_refusal, cuda_unavailable  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
 import causalpos.paths as PATHS  # noqa: E402  (the path patterns, each written once)
+import causalpos.catalogue as CATALOGUE  # noqa: E402  (every table, declared once)
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
 # instead of Snakemake waiting for them to finish.
@@ -221,6 +222,15 @@ def table_report(path, caption, category):
         category=category,
         labels=CFG.report_labels(Path(path).name),
     )
+
+
+def catalogue_outputs(rule):
+    """The tables `rule` writes, as the output catalogue declares them (causalpos.catalogue):
+    output name -> the table's path, for `snakemake --report` where it has a caption."""
+    return {
+        t.output: table_report(t.path, t.caption, t.category) if t.caption else t.path
+        for t in CATALOGUE.rule_tables(rule)
+    }
 
 
 # ---------------------------------------------------------------------------------------------
