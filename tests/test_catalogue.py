@@ -133,26 +133,30 @@ def test_docs_outputs_lists_every_table_as_the_catalogue_declares_it():
     text = (REPO / "docs" / "outputs.md").read_text()
     i = text.index(C.BLOCK_BEGIN)
     j = text.index(C.BLOCK_END, i) + len(C.BLOCK_END)
-    assert text[i:j] + "\n" == C.markdown_block(), (
+    assert text[i:j] + "\n" == C.tables_block(), (
         "docs/outputs.md's tables are not the catalogue's: run "
         "`causalpos catalogue --update docs/outputs.md`"
     )
-    block = C.markdown_block()
+    block = C.tables_block()
     assert block.count("\n| `") == len(C.TABLES)
     assert "| `stats/paper2_headline.csv` | `aggregate_leakage` | `leakage/{model}/" in block
 
 
-def test_catalogue_update_rewrites_the_block_and_refuses_a_file_without_it(tmp_path, capsys):
+def test_catalogue_update_rewrites_the_blocks_and_refuses_a_file_without_them(tmp_path, capsys):
+    import causalpos.catalogue_stores as S
     from causalpos.cli import main
 
     doc = tmp_path / "outputs.md"
-    doc.write_text(f"# Outputs\n\n{C.BLOCK_BEGIN}\nold\n{C.BLOCK_END}\n\nafter\n")
+    blocks = f"{C.BLOCK_BEGIN}\nold\n{C.BLOCK_END}\n\n{S.BLOCK_BEGIN}\n{S.BLOCK_END}\n"
+    doc.write_text(f"# Outputs\n\n{blocks}\nafter\n")
     assert main(["catalogue", "--update", str(doc)]) == 0
-    assert doc.read_text() == "# Outputs\n\n" + C.markdown_block() + "\nafter\n"
-    doc.write_text("# Outputs\n")
+    want = f"# Outputs\n\n{C.tables_block()}\n{S.variables_block()}\nafter\n"
+    assert doc.read_text() == want
+    doc.write_text(f"# Outputs\n\n{C.BLOCK_BEGIN}\n{C.BLOCK_END}\n")
     assert main(["catalogue", "--update", str(doc)]) == 2
     err = capsys.readouterr().err
-    assert C.BLOCK_BEGIN in err and "docs/outputs.md" in err
+    assert S.BLOCK_BEGIN in err and "docs/outputs.md" in err
+    assert doc.read_text() == f"# Outputs\n\n{C.BLOCK_BEGIN}\n{C.BLOCK_END}\n"  # unchanged
     assert main(["catalogue", "--update", str(tmp_path / "none.md")]) == 2
     assert main(["catalogue"]) == 0
-    assert capsys.readouterr().out == C.markdown_block()
+    assert capsys.readouterr().out == C.tables_block() + "\n" + S.variables_block()

@@ -6,7 +6,7 @@ Everything else that names a table comes from here: the rules' ``output:`` and `
 entries (``workflow/rules/common.smk: catalogue_outputs``), the paper-2 table names
 (:data:`PAPER2_TABLES`: what :func:`causalpos.paper2.tables.assemble.paper2_tables` builds and
 ``aggregate_leakage`` writes), the scorecard's inputs (:data:`SCORECARD_TABLES`) and the tables'
-list in ``docs/outputs.md`` (:func:`markdown_block`, ``causalpos catalogue --update``).
+list in ``docs/outputs.md`` (:func:`tables_block`, ``causalpos catalogue --update``).
 
 Adding a table: a :class:`Table` entry here and the frame in its builder (CONTRIBUTING.md,
 "Adding a table"). Pure: imports only the path patterns; reads nothing.
@@ -424,7 +424,7 @@ def _short(path: str) -> str:
     return path.removeprefix(paths.RESULTS_ROOT + "/")
 
 
-def markdown_block() -> str:
+def tables_block() -> str:
     """The tables' list of docs/outputs.md, between :data:`BLOCK_BEGIN` and :data:`BLOCK_END`:
     a row per table (file, rule, what it reads, whether the scorecard reads it, what it holds)."""
     lines = [

@@ -212,20 +212,24 @@ def _verify(args: argparse.Namespace) -> int:
 def _catalogue(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalpos.catalogue import BLOCK_BEGIN, BLOCK_END, markdown_block
+    import causalpos.catalogue as tables
+    import causalpos.catalogue_stores as stores
     from causalpos.scorecard.markdown import replace_block
 
-    block = markdown_block()
+    blocks = [
+        (tables.tables_block(), tables.BLOCK_BEGIN, tables.BLOCK_END),
+        (stores.variables_block(), stores.BLOCK_BEGIN, stores.BLOCK_END),
+    ]
     if not args.update:
-        print(block, end="")
+        print("\n".join(block for block, _, _ in blocks), end="")
         return 0
     path = Path(args.update)
     if not path.is_file():
         return _usage_error(f"catalogue: no file {path} to update (docs/outputs.md holds the list)")
+    text = path.read_text()
     try:
-        text = replace_block(
-            path.read_text(), block, (BLOCK_BEGIN, BLOCK_END), "tables", WHERE_TABLES
-        )
+        for (block, begin, end), what in zip(blocks, ("tables", "summary variables")):
+            text = replace_block(text, block, (begin, end), what, WHERE_TABLES)
     except ValueError as e:
         return _usage_error(f"catalogue: {path}: {e}")
     path.write_text(text)
