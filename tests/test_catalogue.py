@@ -44,7 +44,8 @@ def test_every_table_is_declared_once_at_a_pattern_with_a_builder_and_caption():
         assert t.holds and t.reads, t.name
         for pattern in t.reads:
             assert pattern in P.PATTERNS or pattern == P.FINDINGS_TEMPLATE, (t.name, pattern)
-    # only the theory table is written without a report entry
+    # only the theory table is written without a report entry; every other has a caption file
+    assert [t.name for t in C.TABLES if not t.report] == ["theory"]
     assert [t.name for t in C.TABLES if not t.caption] == ["theory"]
     assert C.PAPER2_TABLES[:3] == ("leakage_by_model", "decomposition", "leakage_by_layer")
     assert len(C.PAPER2_TABLES) == 24 and "paper2_tables" not in C.PAPER2_TABLES
@@ -59,7 +60,8 @@ def test_every_caption_file_of_a_table_is_the_catalogues():
     figures = set(re.findall(r'caption="(?:\.\./report/)?(\w+)(?:\.rst)?"', rules))
     tables = {t.caption for t in C.TABLES if t.caption}
     files = {p.stem for p in (REPO / "workflow" / "report").glob("*.rst")}
-    assert files - tables - figures == {"workflow"}  # the report's front page (the Snakefile)
+    # the report's front page (the Snakefile) and the caption of a table without a file of its own
+    assert files - tables - figures == {"workflow", "table"}
     assert not tables & figures
 
 
@@ -160,3 +162,17 @@ def test_catalogue_update_rewrites_the_blocks_and_refuses_a_file_without_them(tm
     assert main(["catalogue", "--update", str(tmp_path / "none.md")]) == 2
     assert main(["catalogue"]) == 0
     assert capsys.readouterr().out == C.tables_block() + "\n" + S.variables_block()
+
+
+def test_a_table_without_a_caption_file_is_captioned_with_what_it_holds():
+    """The report's caption of a table with no caption file of its own (common.smk:
+    table_caption): workflow/report/table.rst rendered with the catalogue's words."""
+    from causalpos.io.captions import render_caption
+
+    template = (REPO / "workflow" / "report" / "table.rst").read_text()
+    t = C.BY_NAME["heads"]
+    text = render_caption(template, {"holds": t.holds, "rule": t.rule})
+    assert text == (
+        "Per head: leakage with CI, p and BH q (prompt-mean map), sink attention; reading "
+        "per-prompt, layer_kind (rule ``aggregate_leakage``; every column: docs/outputs.md).\n"
+    )

@@ -37,9 +37,10 @@ class Table:
     """One table. ``name``: its key (the scorecard's input name, the paper-2 tables' short name);
     ``path``: a :mod:`causalpos.paths` pattern; ``rule`` writes it as output ``output``;
     ``builder``: ``module:function`` that makes its rows; ``caption``: the report caption's stem
-    (``workflow/report/<caption>.rst``; empty: not in the report); ``reads``: the patterns of the
-    stores and tables it is computed from; ``holds``: what a row holds (docs/outputs.md);
-    ``scorecard``: whether the scorecard reads it."""
+    (``workflow/report/<caption>.rst``; empty: ``holds`` in the template
+    ``workflow/report/table.rst``); ``reads``: the patterns of the stores and tables it is
+    computed from; ``holds``: what a row holds (docs/outputs.md); ``scorecard``: whether the
+    scorecard reads it; ``report``: whether ``snakemake --report`` shows it."""
 
     name: str
     path: str
@@ -51,6 +52,7 @@ class Table:
     reads: tuple[str, ...]
     holds: str
     scorecard: bool = False
+    report: bool = True
 
 
 def _paper2(name, builder, holds, *, reads=SUMMARY, caption="", scorecard=False) -> Table:
@@ -83,6 +85,7 @@ _PAPER1_TABLES = (
         "Fig. 1's closed form against the exact-Gram and simulated layer-2 maps, per (alpha, "
         "query, key)",
         scorecard=True,
+        report=False,
     ),
     Table(
         "sim_index",

@@ -218,17 +218,31 @@ def table_report(path, caption, category):
     dataset of the run)."""
     return report_files(
         path,
-        caption=f"../report/{caption}.rst",
+        caption=caption,
         category=category,
         labels=CFG.report_labels(Path(path).name),
     )
 
 
+def table_caption(table):
+    """A catalogue table's caption: `workflow/report/<caption>.rst`, or the template
+    `workflow/report/table.rst` rendered with what it holds (a table without one)."""
+    if table.caption:
+        return f"../report/{table.caption}.rst"
+    template = Path(workflow.basedir) / "workflow" / "report" / "table.rst"
+    names = {"holds": table.holds, "rule": table.rule}
+    return _item_caption(
+        template, names, CAPTIONS, table.name, write=workflow.is_main_process
+    )
+
+
 def catalogue_outputs(rule):
     """The tables `rule` writes, as the output catalogue declares them (causalpos.catalogue):
-    output name -> the table's path, for `snakemake --report` where it has a caption."""
+    output name -> the table's path, a report item unless the catalogue keeps it out."""
     return {
-        t.output: table_report(t.path, t.caption, t.category) if t.caption else t.path
+        t.output: (
+            table_report(t.path, table_caption(t), t.category) if t.report else t.path
+        )
         for t in CATALOGUE.rule_tables(rule)
     }
 
