@@ -81,83 +81,64 @@ def paper2_tables(
     parts: dict[str, list] = {name: [] for name in PAPER2_TABLES}
     probes = []
 
-    def add(name, df, model, dataset, extra=None):
+    def add(name, df, key, extra=None):
         df = df.copy()
         for k, v in (extra or {}).items():
             df[k] = v
-        df.insert(0, "dataset", dataset)
-        df.insert(0, "model", model)
+        df.insert(0, "dataset", key[1])
+        df.insert(0, "model", key[0])
         parts[name].append(df)
 
-    for (model, dataset), s in summaries.items():
-        flat = per_prompt_tables(s)
-        p0 = _position0_columns(s)
-        add("leakage_by_model", flat["leakage_by_model"], model, dataset, p0)
-        add("leakage_by_layer", flat["leakage_by_layer"], model, dataset)
-        add("heads", flat["heads"], model, dataset)
+    for key, s in summaries.items():
+        flat, p0, mc = per_prompt_tables(s), _position0_columns(s), _model_columns(s)
+        both = {**mc, **p0}
+        add("leakage_by_model", flat["leakage_by_model"], key, p0)
+        add("leakage_by_layer", flat["leakage_by_layer"], key)
+        add("heads", flat["heads"], key)
         dec = decomposition_frame(s)
         if not dec.empty:
-            add("decomposition", dec, model, dataset, {**p0, **_model_columns(s)})
+            add("decomposition", dec, key, {**p0, **mc})
         if "decomposition" in s:
-            dec_layer = wide_stat(
-                s["decomposition_layer"].drop_vars(LAYER_KIND, errors="ignore"),
-                ["condition", "layer"],
-                "component",
-            )
+            layer = s["decomposition_layer"].drop_vars(LAYER_KIND, errors="ignore")
+            wide = wide_stat(layer, ["condition", "layer"], "component")
             add(
                 "decomposition_by_layer",
-                per_layer_columns(dec_layer, kinds_by_layer(s), PER_PROMPT),
-                model,
-                dataset,
+                per_layer_columns(wide, kinds_by_layer(s), PER_PROMPT),
+                key,
             )
         if "observational_split" in s:
-            add(
-                "observational_split",
-                wide_stat(s["observational_split"], ["causal_variant"], "obs_term"),
-                model,
-                dataset,
-            )
-        add("rope_controls", rope_controls_frame(s), model, dataset, p0)
+            split = wide_stat(s["observational_split"], ["causal_variant"], "obs_term")
+            add("observational_split", split, key)
+        add("rope_controls", rope_controls_frame(s), key, p0)
         bos = bos_frame(s)
         if not bos.empty:
-            add("bos_effects", bos, model, dataset, p0)
-        if "sink_heads" in flat:
-            add("sink_heads", flat["sink_heads"], model, dataset, _model_columns(s))
-        if "baseline_comparison" in flat:
-            add(
-                "baseline_comparison",
-                flat["baseline_comparison"],
-                model,
-                dataset,
-                _model_columns(s),
-            )
-        if "depth_trend" in flat:
-            add("depth_trend", flat["depth_trend"], model, dataset, {**_model_columns(s), **p0})
+            add("bos_effects", bos, key, p0)
+        for name, extra in (("sink_heads", mc), ("baseline_comparison", mc), ("depth_trend", both)):
+            if name in flat:
+                add(name, flat[name], key, extra)
         head = headline_frame(s)
         if not head.empty:
-            add("headline", head, model, dataset, {**_model_columns(s), **p0})
-            ctl = controls_frame(s)
-            if not ctl.empty:
-                add("controls", ctl, model, dataset, {**_model_columns(s), **p0})
-            doses = plant_doses_frame(s)
-            if not doses.empty:
-                add("plant_doses", doses, model, dataset, {**_model_columns(s), **p0})
+            add("headline", head, key, both)
+            for name, df in (
+                ("controls", controls_frame(s)),
+                ("plant_doses", plant_doses_frame(s)),
+            ):
+                if not df.empty:
+                    add(name, df, key, both)
         if "exp_decomposition" in s:
-            dec = decomposition_headline_frame(s)
-            add("decomposition_headline", dec, model, dataset, {**_model_columns(s), **p0})
-        if "exp_components" in s:
-            for name, df in components_frames(s).items():
-                add(name, df, model, dataset, {**_model_columns(s), **p0})
-        fac = factors_frame(s)
-        if not fac.empty:
-            add("claim3_factors", fac, model, dataset, {**_model_columns(s), **p0})
-        bos_h = bos_headline_frame(s)
-        if not bos_h.empty:
-            add("bos_headline", bos_h, model, dataset, {**_model_columns(s), **p0})
-    for (model, dataset), p0 in (position0 or {}).items():
-        df, probe = position0_frames(p0, _block_kinds(p0, summaries.get((model, dataset))))
-        add("position0", df, model, dataset)
-        probes.append({"model": model, "dataset": dataset, **probe})
+            add("decomposition_headline", decomposition_headline_frame(s), key, both)
+        for name, df in (components_frames(s) if "exp_components" in s else {}).items():
+            add(name, df, key, both)
+        for name, df in (
+            ("claim3_factors", factors_frame(s)),
+            ("bos_headline", bos_headline_frame(s)),
+        ):
+            if not df.empty:
+                add(name, df, key, both)
+    for key, store in (position0 or {}).items():
+        df, probe = position0_frames(store, _block_kinds(store, summaries.get(key)))
+        add("position0", df, key)
+        probes.append({"model": key[0], "dataset": key[1], **probe})
     out = {
         name: (
             pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=["model", "dataset"])
