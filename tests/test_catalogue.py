@@ -32,7 +32,7 @@ def _regex(pattern: str) -> re.Pattern:
 
 def test_every_table_is_declared_once_at_a_pattern_with_a_builder_and_caption():
     names = [t.name for t in C.TABLES]
-    assert len(names) == len(set(names)) == len(C.BY_NAME) == 35
+    assert len(names) == len(set(names)) == len(C.BY_NAME) >= 35
     assert len({t.path for t in C.TABLES}) == len(C.TABLES)
     assert len({(t.rule, t.output) for t in C.TABLES}) == len(C.TABLES)
     for t in C.TABLES:
@@ -48,7 +48,8 @@ def test_every_table_is_declared_once_at_a_pattern_with_a_builder_and_caption():
     assert [t.name for t in C.TABLES if not t.report] == ["theory"]
     assert [t.name for t in C.TABLES if not t.caption] == ["theory"]
     assert C.PAPER2_TABLES[:3] == ("leakage_by_model", "decomposition", "leakage_by_layer")
-    assert len(C.PAPER2_TABLES) == 24 and "paper2_tables" not in C.PAPER2_TABLES
+    paper2 = [t.name for t in C.rule_tables("aggregate_leakage")]
+    assert list(C.PAPER2_TABLES) == paper2[:-1] and paper2[-1] == "paper2_tables"
     assert C.paper2_table_paths()[-1] == P.PAPER2_TABLES_MD
     assert C.paper2_table_paths()[0] == "results/stats/paper2_leakage_by_model.csv"
 
