@@ -55,16 +55,16 @@ class Table:
     report: bool = True
 
 
-def _paper2(name, builder, holds, *, reads=SUMMARY, caption="", scorecard=False) -> Table:
+def _paper2(name, builder, holds, *, reads=SUMMARY, caption=None, scorecard=False) -> Table:
     """A paper-2 table: ``results/stats/paper2_<name>.csv``, output ``name`` of
-    ``aggregate_leakage``, caption ``paper2_<name>`` unless given."""
+    ``aggregate_leakage``, caption ``paper2_<name>`` unless given (``""``: ``holds``)."""
     return Table(
         name,
         paths.paper2_table(name),
         PAPER2_RULE,
         name,
         _P2 + builder,
-        caption or f"paper2_{name}",
+        f"paper2_{name}" if caption is None else caption,
         PAPER2_CATEGORY,
         reads,
         holds,
