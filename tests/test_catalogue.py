@@ -176,3 +176,22 @@ def test_a_table_without_a_caption_file_is_captioned_with_what_it_holds():
         "Per head: leakage with CI, p and BH q (prompt-mean map), sink attention; reading "
         "per-prompt, layer_kind (rule ``aggregate_leakage``; every column: docs/outputs.md).\n"
     )
+
+
+def test_contributings_worked_example_applies_to_the_two_files_it_names():
+    """CONTRIBUTING.md's "Adding a table" diff: it edits catalogue.py and the builder only, and
+    each hunk's old side (context and removed lines) is in its file as written."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    section = text[text.index("## Adding a table") :]
+    diff = section[section.index("```diff\n") + 8 :]
+    diff = diff[: diff.index("```\n")]
+    files = re.findall(r"^\+\+\+ b/(\S+)$", diff, re.M)
+    assert files == ["src/causalpos/catalogue.py", "src/causalpos/paper2/tables/assemble.py"]
+    hunks = 0
+    for path, body in zip(files, re.split(r"^--- a/\S+\n\+\+\+ b/\S+\n", diff, flags=re.M)[1:]):
+        source = (REPO / path).read_text()
+        for hunk in re.split(r"^@@ .*\n", body, flags=re.M)[1:]:
+            old = [ln[1:] for ln in hunk.splitlines() if ln[:1] in (" ", "-") or ln == ""]
+            assert "\n".join(old) in source, (path, old)
+            hunks += 1
+    assert hunks == 3
