@@ -109,7 +109,7 @@ def test_no_import_cycles():
 #: verdict rules, computes paper 1's layers 3-4 exactly (a closed form, no model), and writes
 #: its Markdown through the one renderer.
 SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causalpos.paths"}
-SCORECARD_MAY_IMPORT |= {"causalpos.markdown"}
+SCORECARD_MAY_IMPORT |= {"causalpos.markdown", "causalpos.catalogue"}
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 
 
@@ -213,6 +213,7 @@ CONFIG_PURE_IMPORTS = {"__future__", "re", "math", "itertools", "typing", "colle
 CONFIG_PURE_IMPORTS |= {"causalpos.models.variants", "causalpos.training.settings"}
 CONFIG_PURE_IMPORTS |= {"causalpos.models.footprint"}  # the requests' arithmetic, torch-free
 CONFIG_PURE_IMPORTS |= {"causalpos.paths"}  # the path patterns (tests/test_paths.py)
+CONFIG_PURE_IMPORTS |= {"causalpos.catalogue"}  # the tables (paths only: tests/test_catalogue.py)
 # the figures' label table (standard library only: tests/test_figures_labels.py)
 CONFIG_PURE_IMPORTS |= {"causalpos.figures.labels"}
 # the simulation settings' defaults (standard library only: test_settings_modules_import_nothing)

@@ -921,7 +921,7 @@ def test_scorecard_inputs(smoke):
 def test_findings_inputs_are_every_table_the_config_writes(smoke, default):
     """The findings page's tables: every table of the config (by ``table_<file stem>``), not
     the scorecard (the same rule's output)."""
-    from causalpos.paper2.tables.assemble import PAPER2_TABLES
+    from causalpos.catalogue import PAPER2_TABLES
 
     for cfg in (smoke, default):
         inputs = cfg.findings_inputs()
@@ -963,14 +963,12 @@ def test_resolution_leaves_the_config_alone(paper):
 
 
 def test_name_lists_kept_light_here_equal_the_librarys():
-    """causalpos.config stays free of torch and pandas, so it repeats two name lists of heavier modules;
-    this test is what keeps each a single definition in effect."""
-    from causalpos.config import PAPER2_TABLE_NAMES, TRAIN_VARIANT_TYPES
-    from causalpos.paper2.tables.assemble import PAPER2_TABLES
+    """causalpos.config stays free of torch and pandas, so it repeats a name list of a heavier
+    module; this test is what keeps it a single definition in effect."""
+    from causalpos.config import TRAIN_VARIANT_TYPES
     from causalpos.training.settings import VARIANTS
 
     assert tuple(TRAIN_VARIANT_TYPES) == tuple(VARIANTS)
-    assert list(PAPER2_TABLE_NAMES) == list(PAPER2_TABLES)
 
 
 def test_tiny_random_init_context_kept_here_equals_the_librarys():

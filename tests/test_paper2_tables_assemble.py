@@ -134,3 +134,45 @@ def test_every_per_layer_table_names_its_reading_and_each_layers_kind(recorded):
         assert cols.count("layer_kind") == 1, name
     traj = tabs["position0"].sort_values("layer")
     assert list(traj["layer_kind"]) == ["embedding", *[expect[k] for k in sorted(expect)]]
+
+
+def test_the_tables_built_are_the_catalogues_and_a_table_built_undeclared_is_refused(monkeypatch):
+    """paper2_tables returns exactly causalpos.catalogue's paper-2 tables (empty frames where no
+    pair has rows); a frame built under a name the catalogue does not declare is refused."""
+    import causalpos.paper2.tables.assemble as A
+    from causalpos.catalogue import PAPER2_TABLES
+
+    assert list(A.paper2_tables({})) != [] and set(A.paper2_tables({})) == set(PAPER2_TABLES)
+    undeclared = tuple(n for n in PAPER2_TABLES if n != "scale_contrast")
+    monkeypatch.setattr(A, "PAPER2_TABLES", undeclared)
+    with pytest.raises(ValueError, match=r"built but not declared \['scale_contrast'\]"):
+        A.paper2_tables({})
+
+
+def test_every_declared_paper2_table_has_its_builder_called_and_its_name_built():
+    """Each paper-2 table of the catalogue is built: its builder function is called in this
+    module and its name is a string this module or the builder's module writes (a table declared
+    in the catalogue but built nowhere fails here; the run would write it as an empty CSV)."""
+    import ast
+    import importlib
+    import inspect
+
+    import causalpos.paper2.tables.assemble as A
+    from causalpos.catalogue import BY_NAME, PAPER2_TABLES
+
+    def strings_and_calls(module):
+        tree = ast.parse(inspect.getsource(module))
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+        calls = {
+            getattr(n.func, "id", getattr(n.func, "attr", None))
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+        }
+        return strings, calls
+
+    strings, calls = strings_and_calls(A)
+    for name in PAPER2_TABLES:
+        module, function = BY_NAME[name].builder.split(":")
+        assert function in calls, (name, function)
+        own, _ = strings_and_calls(importlib.import_module(module))
+        assert name in strings | own, name

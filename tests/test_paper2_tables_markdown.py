@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from causalpos.paper2.tables.assemble import PAPER2_TABLES
+from causalpos.catalogue import PAPER2_TABLES
 from causalpos.paper2.tables.markdown import paper2_markdown
 
 

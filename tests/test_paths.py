@@ -16,7 +16,8 @@ from snakemake.utils import validate
 from wfutil import REPO, copy_pipeline, snakemake
 
 import causalpos.paths as P
-from causalpos.config import PAPER2_TABLE_NAMES, Resolved
+from causalpos.catalogue import PAPER2_TABLES
+from causalpos.config import Resolved
 
 #: The path prefixes only causalpos.paths may spell.
 ROOTS = ("results/", "resources/")
@@ -195,7 +196,7 @@ def test_every_rule_that_runs_a_job_writes_a_benchmark_table_named_as_its_log():
 FIELDS = {
     "shard": r"\d{4}",
     "fmt": r"[a-z]+",
-    "name": "|".join(map(re.escape, PAPER2_TABLE_NAMES)),
+    "name": "|".join(map(re.escape, PAPER2_TABLES)),
 }
 
 

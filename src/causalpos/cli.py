@@ -6,6 +6,7 @@ causalpos verify [DIR ...] [--sizes-only] [--configfile F] [--config K=V]  # sto
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's overview and digest
 causalpos findings [RESULTS] [--update docs/findings.md]  # the findings page from a run's tables
 causalpos findings --check                    # the template's rule: no number or verdict typed
+causalpos catalogue [--update docs/outputs.md]  # the tables' list, from causalpos.catalogue
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from causalpos.paths import (
 #: Exit status of a usage error (a path that is not there, a file that is not what the command
 #: reads), as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
 EXIT_USAGE = 2
+
+#: Where ``causalpos catalogue --update`` puts the tables' list.
+WHERE_TABLES = ' (docs/outputs.md: under "Tables and stores")'
 
 #: The columns ``causalpos summary`` reads from a scorecard.
 SCORECARD_COLUMNS = ("paper", "target", "measured", "paper_value", "verdict")
@@ -205,6 +209,33 @@ def _verify(args: argparse.Namespace) -> int:
     return next((c for c in (EXIT_DAMAGED, EXIT_UNVERIFIED) if c in codes), EXIT_OK)
 
 
+def _catalogue(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import causalpos.catalogue as tables
+    import causalpos.catalogue_stores as stores
+    from causalpos.scorecard.markdown import replace_block
+
+    blocks = [
+        (tables.tables_block(), tables.BLOCK_BEGIN, tables.BLOCK_END),
+        (stores.variables_block(), stores.BLOCK_BEGIN, stores.BLOCK_END),
+    ]
+    if not args.update:
+        print("\n".join(block for block, _, _ in blocks), end="")
+        return 0
+    path = Path(args.update)
+    if not path.is_file():
+        return _usage_error(f"catalogue: no file {path} to update (docs/outputs.md holds the list)")
+    text = path.read_text()
+    try:
+        for (block, begin, end), what in zip(blocks, ("tables", "summary variables")):
+            text = replace_block(text, block, (begin, end), what, WHERE_TABLES)
+    except ValueError as e:
+        return _usage_error(f"catalogue: {path}: {e}")
+    path.write_text(text)
+    return 0
+
+
 def _add_findings(sub) -> None:
     """The ``findings`` subcommand's arguments."""
     findings = sub.add_parser(
@@ -293,7 +324,15 @@ def main(argv: list[str] | None = None) -> int:
     summary.add_argument("scorecard", nargs="?", default=SCORECARD_CSV, help="default: %(default)s")
     summary.add_argument("--update", metavar="README", help="rewrite this file's two blocks")
     _add_findings(sub)
+    catalogue = sub.add_parser(
+        "catalogue",
+        help="the list of every table (file, rule, what it reads, whether the scorecard reads "
+        "it, what it holds) from causalpos.catalogue; --update rewrites its block in a file",
+    )
+    catalogue.add_argument("--update", metavar="FILE", help="e.g. docs/outputs.md")
     args = parser.parse_args(argv)
+    if args.command == "catalogue":
+        return _catalogue(args)
     if args.command == "findings":
         return _findings(args)
     if args.command == "diff-results":

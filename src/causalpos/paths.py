@@ -4,9 +4,10 @@ A pattern names its parts with the workflow's wildcards (``{model}``, ``{dataset
 ``{variant}``, ...), so a rule's ``output:`` is the pattern itself (``.smk`` files import this
 module as ``PATHS``) and a config resolver fills it in (``SCORE_STORE.format(model=..., ...)``).
 A figure is ``FIGURE`` with a stem (one of the ``*_FIGURE`` stems, wildcards kept) and a format.
-The scorecard cites :data:`SCORECARD_TABLES` as its rows' sources. ``tests/test_paths.py`` fails
-on a results or resources path spelled anywhere else in ``src/`` or ``workflow/``, and on a rule
-output that is none of :data:`PATTERNS`. Pure: imports nothing, reads nothing.
+What each table is (its rule, builder, caption, what it reads) is declared in
+:mod:`causalpos.catalogue`. ``tests/test_paths.py`` fails on a results or resources path spelled
+anywhere else in ``src/`` or ``workflow/``, and on a rule output that is none of
+:data:`PATTERNS`. Pure: imports nothing, reads nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ GRAM_NEARBY_TABLE = "results/stats/gram_nearby.csv"
 TRAIN_LENGTHGEN_TABLE = "results/stats/train_lengthgen.csv"
 TRAIN_INDEX_TABLE = "results/stats/train_index.csv"
 TRAIN_COMPARISON_TABLE = "results/stats/train_comparison.csv"
-#: One table of paper 2 (``{name}``: a name of causalpos.paper2.tables.assemble.PAPER2_TABLES).
+#: One table of paper 2 (``{name}``: a name of :data:`causalpos.catalogue.PAPER2_TABLES`).
 PAPER2_TABLE = "results/stats/paper2_{name}.csv"
 PAPER2_TABLES_MD = "results/stats/paper2_tables.md"
 SCORECARD_CSV = "results/report/scorecard.csv"
@@ -128,36 +129,6 @@ def figures(stem: str, formats: list[str] | tuple[str, ...]) -> list[str]:
     """Figure ``stem`` in every format of ``formats``, in that order."""
     return [figure(stem, fmt) for fmt in formats]
 
-
-#: The paper-2 tables the scorecard reads (``aggregate_leakage`` writes them), in input order.
-SCORECARD_PAPER2_TABLES = (
-    "bos_effects",
-    "position0",
-    "position0_probes",
-    "sink_heads",
-    "baseline_comparison",
-    "depth_trend",
-    "headline",
-    "decomposition_headline",
-    "decomposition_components",
-    "decomposition_components_by_kind",
-    "controls",
-    "plant_doses",
-    "observational_split",
-    "bos_headline",
-    "claim3_factors",
-    "scale_contrast",
-)
-#: The tables the scorecard reads, by their key in ``build_scorecard``'s ``paths`` (and in
-#: ``Resolved.scorecard_inputs``): the path a row built from one names as its source.
-SCORECARD_TABLES = {
-    "theory": THEORY_TABLE,
-    "sim_index": SIM_INDEX_TABLE,
-    "llm_index": LLM_INDEX_TABLE,
-    "train_comparison": TRAIN_COMPARISON_TABLE,
-    "gram_nearby": GRAM_NEARBY_TABLE,
-    **{name: paper2_table(name) for name in SCORECARD_PAPER2_TABLES},
-}
 
 #: Every pattern a rule may write (figures: with ``{fmt}`` for the format).
 PATTERNS = (

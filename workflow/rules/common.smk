@@ -30,6 +30,7 @@ from causalpos.config.disk import cached_document_sizes  # noqa: E402
 from causalpos.config.strict import cuda_refusal, cuda_unavailable  # noqa: E402
 from causalpos.io.fingerprint import cached_sha256  # noqa: E402
 import causalpos.paths as PATHS  # noqa: E402  (the path patterns, each written once)
+import causalpos.catalogue as CATALOGUE  # noqa: E402  (every table, declared once)
 
 # Ctrl-C / SIGINT to Snakemake stops the running jobs at once (SIGTERM to each; causalpos.io.runlog)
 # instead of Snakemake waiting for them to finish.
@@ -217,10 +218,33 @@ def table_report(path, caption, category):
     dataset of the run)."""
     return report_files(
         path,
-        caption=f"../report/{caption}.rst",
+        caption=caption,
         category=category,
         labels=CFG.report_labels(Path(path).name),
     )
+
+
+def table_caption(table):
+    """A catalogue table's caption: `workflow/report/<caption>.rst`, or the template
+    `workflow/report/table.rst` rendered with what it holds (a table without one)."""
+    if table.caption:
+        return f"../report/{table.caption}.rst"
+    template = Path(workflow.basedir) / "workflow" / "report" / "table.rst"
+    names = {"holds": table.holds, "rule": table.rule}
+    return _item_caption(
+        template, names, CAPTIONS, table.name, write=workflow.is_main_process
+    )
+
+
+def catalogue_outputs(rule):
+    """The tables `rule` writes, as the output catalogue declares them (causalpos.catalogue):
+    output name -> the table's path, a report item unless the catalogue keeps it out."""
+    return {
+        t.output: (
+            table_report(t.path, table_caption(t), t.category) if t.report else t.path
+        )
+        for t in CATALOGUE.rule_tables(rule)
+    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,9 +7,7 @@ rule scorecard:
     input:
         unpack(scorecard_inputs),
     output:
-        csv=table_report(PATHS.SCORECARD_CSV, "scorecard", category="Scorecard"),
-        md=table_report(PATHS.SCORECARD_MD, "scorecard", category="Scorecard"),
-        findings=table_report(PATHS.FINDINGS_MD, "findings", category="Scorecard"),
+        **catalogue_outputs("scorecard"),
     log:
         "logs/scorecard/scorecard.log",
     benchmark:

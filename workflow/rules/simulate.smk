@@ -28,7 +28,7 @@ rule theory_check:
     input:
         theory_stores,
     output:
-        PATHS.THEORY_TABLE,
+        **catalogue_outputs("theory_check"),
     log:
         "logs/theory_check/theory_check.log",
     benchmark:

@@ -6,9 +6,7 @@ rule aggregate_sim_stats:
     input:
         sim_stores,
     output:
-        table_report(
-            PATHS.SIM_INDEX_TABLE, "simulation_index", category="Paper 1 — simulations"
-        ),
+        **catalogue_outputs("aggregate_sim_stats"),
     log:
         "logs/aggregate_sim_stats/aggregate_sim_stats.log",
     benchmark:
@@ -31,9 +29,7 @@ rule aggregate_llm_stats:
     input:
         paper1_score_dirs,
     output:
-        table_report(
-            PATHS.LLM_INDEX_TABLE, "llm_index", category="Paper 1 — pretrained models"
-        ),
+        **catalogue_outputs("aggregate_llm_stats"),
     log:
         "logs/aggregate_llm_stats/aggregate_llm_stats.log",
     benchmark:

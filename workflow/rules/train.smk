@@ -96,9 +96,7 @@ rule gram_table:
     input:
         stores=expand(PATHS.GRAM_STORE, model=CFG.gram_models()),
     output:
-        table_report(
-            PATHS.GRAM_NEARBY_TABLE, "gram_nearby", category="Models trained here"
-        ),
+        **catalogue_outputs("gram_table"),
     log:
         "logs/gram_table/gram_table.log",
     benchmark:
@@ -121,12 +119,8 @@ rule length_generalization:
     input:
         trained_models,
     output:
+        **catalogue_outputs("length_generalization"),
         store=directory(PATHS.LENGTHGEN_STORE),
-        table=table_report(
-            PATHS.TRAIN_LENGTHGEN_TABLE,
-            "train_lengthgen",
-            category="Models trained here",
-        ),
     log:
         "logs/length_generalization/length_generalization.log",
     benchmark:
@@ -288,14 +282,7 @@ rule compare_trained:
     input:
         unpack(compare_inputs),
     output:
-        index=table_report(
-            PATHS.TRAIN_INDEX_TABLE, "train_index", category="Models trained here"
-        ),
-        comparison=table_report(
-            PATHS.TRAIN_COMPARISON_TABLE,
-            "train_comparison",
-            category="Models trained here",
-        ),
+        **catalogue_outputs("compare_trained"),
     log:
         "logs/compare_trained/compare_trained.log",
     benchmark:

@@ -48,7 +48,7 @@ from causalpos.config.common import (
 )
 from causalpos.config.disk import MAX_PREFIX_TOKENS, capacity_bound
 from causalpos.config.families import family_paths, score_dirs
-from causalpos.config.leakage import LEAKAGE_DEFAULT_VARIANTS, PAPER2_TABLE_NAMES
+from causalpos.config.leakage import LEAKAGE_DEFAULT_VARIANTS
 from causalpos.config.resolved import Resolved
 from causalpos.config.schema import schema_error_summary
 from causalpos.config.simulate import SIM_KEYS, SIM_SETTING_DEFAULTS
@@ -57,7 +57,6 @@ from causalpos.config.train import TRAIN_KEYS, TRAIN_TYPE_KEYS, TRAIN_VARIANT_TY
 __all__ = [
     "LEAKAGE_DEFAULT_VARIANTS",
     "MAX_PREFIX_TOKENS",
-    "PAPER2_TABLE_NAMES",
     "SIM_KEYS",
     "SIM_SETTING_DEFAULTS",
     "TINY_MAX_POSITIONS",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from itertools import product
 
+import causalpos.catalogue as catalogue
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
@@ -23,33 +24,6 @@ MATERIALITY_READINGS = {
     "claim3_order": "logattn",
     "claim6_headline": "logit",
 }
-# The tables aggregate_leakage writes (the library's PAPER2_TABLES), as causalpos.paths.PAPER2_TABLE.
-PAPER2_TABLE_NAMES = [
-    "leakage_by_model",
-    "decomposition",
-    "leakage_by_layer",
-    "decomposition_by_layer",
-    "rope_controls",
-    "bos_effects",
-    "observational_split",
-    "heads",
-    "sink_heads",
-    "position0",
-    "position0_probes",
-    "baseline_comparison",
-    "depth_trend",
-    "headline",
-    "decomposition_headline",
-    "decomposition_components",
-    "decomposition_components_by_layer",
-    "decomposition_components_by_kind",
-    "decomposition_mappings",
-    "controls",
-    "plant_doses",
-    "bos_headline",
-    "claim3_factors",
-    "scale_contrast",
-]
 
 
 class LeakageSection(Section):
@@ -472,10 +446,6 @@ class LeakageSection(Section):
     def leakage_dataset_pattern(self) -> str:
         return names_pattern(sorted({d for _, d in self.leakage_pairs()}))
 
-    @staticmethod
-    def paper2_table_paths() -> list[str]:
-        return [paths.paper2_table(n) for n in PAPER2_TABLE_NAMES] + [paths.PAPER2_TABLES_MD]
-
     def leakage_targets(self) -> list[str]:
         """Everything paper 2 builds for the configured experiments (nothing when there are none)."""
         exps = self.leakage_experiments()
@@ -489,7 +459,7 @@ class LeakageSection(Section):
                 paths.POSITION0_STORE.format(model=m, dataset=d),
             ]
             targets += self.figure_paths(paths.PAPER2_HEADS_FIGURE.format(model=m, dataset=d))
-        targets += self.paper2_table_paths()
+        targets += catalogue.paper2_table_paths()
         for name in exps:
             targets += self.figure_paths(paths.PAPER2_LAYERS_FIGURE.format(experiment=name))
             targets += self.figure_paths(paths.PAPER2_CLAIM1_FIGURE.format(experiment=name))

@@ -4,6 +4,7 @@ stable order. Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
+import causalpos.catalogue as catalogue
 import causalpos.paths as paths
 from causalpos.config.common import Section
 
@@ -25,8 +26,8 @@ class TargetsSection(Section):
         if self.gram_models():
             keys.append("gram_nearby")
         if self.leakage_targets():
-            keys += paths.SCORECARD_PAPER2_TABLES
-        return {key: paths.SCORECARD_TABLES[key] for key in keys}
+            keys += catalogue.SCORECARD_PAPER2_TABLES
+        return {key: catalogue.SCORECARD_TABLES[key] for key in keys}
 
     def findings_inputs(self) -> dict[str, str]:
         """The tables the findings page may cite, by input name ``table_<file stem>``: every
@@ -120,7 +121,7 @@ class TargetsSection(Section):
                  *inputs["leakage_init"], inputs["lengthgen"]],
             )  # fmt: skip
         jobs["aggregate_leakage"] = (
-            self.paper2_table_paths(),
+            catalogue.paper2_table_paths(),
             {"labels": self.leakage_pair_labels()},
             [*self.leakage_summary_stores(), *self.position0_stores()],
         )

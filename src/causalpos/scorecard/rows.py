@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from causalpos.paths import SCORECARD_TABLES
+from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.verdicts import CHECK, CONTROL, TESTED, negative_control
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).

@@ -1,5 +1,5 @@
 """Every paper-2 table across (model, dataset) pairs (:func:`paper2_tables`, the names of
-:data:`PAPER2_TABLES`): the headline reading's frames (:mod:`causalpos.paper2.tables.headline`, the dose series': :mod:`causalpos.paper2.tables.doses`),
+:data:`causalpos.catalogue.PAPER2_TABLES`, where each table is declared): the headline reading's frames (:mod:`causalpos.paper2.tables.headline`, the dose series': :mod:`causalpos.paper2.tables.doses`),
 the per-prompt reading's (:mod:`causalpos.paper2.tables.per_prompt`) and position 0's
 (:mod:`causalpos.paper2.tables.position0`), each row tagged with its model and dataset; their
 Markdown digest: :mod:`causalpos.paper2.tables.markdown`."""
@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from causalpos.catalogue import PAPER2_TABLES
 from causalpos.models.layer_kinds import GLOBAL, LAYER_KIND, block_kinds, kinds_by_layer
 from causalpos.paper2.tables.doses import plant_doses_frame
 from causalpos.paper2.tables.factors import factors_frame
@@ -34,72 +35,6 @@ from causalpos.paper2.tables.per_prompt import (
     rope_controls_frame,
 )
 from causalpos.paper2.tables.position0 import position0_frames
-
-#: Tables written by :func:`aggregate_leakage` (file stem -> what it holds).
-PAPER2_TABLES: dict[str, str] = {
-    "leakage_by_model": "leakage per (model, dataset, variant, target), mean over layers and heads, with CI, "
-    "raw dR2, null floor and the fraction of heads significant after BH",
-    "decomposition": "total / residual-stream / causal-mask leakage and shares per condition, with CIs",
-    "leakage_by_layer": "leakage per layer (variant, target) with CIs; reading per-prompt, each "
-    "layer's mask (layer_kind)",
-    "decomposition_by_layer": "decomposition per layer with CIs; reading per-prompt, layer_kind",
-    "rope_controls": "Table 6 analog: causal vs identity vs scrambled RoPE",
-    "bos_effects": "Table 9 analog: BOS-replacement effects at early and late queries",
-    "observational_split": "logit vs softmax (log Z) parts of one causal run's log-attention leakage",
-    "heads": "per head: leakage with CI, p and BH q (prompt-mean map), sink attention; reading "
-    "per-prompt, layer_kind",
-    "sink_heads": "number / fraction of sink-reading heads at each tau",
-    "position0": "position-0 residual stream: cross-prompt std per layer and condition, probes; "
-    "layer_kind of the block each row follows (embedding for row 0)",
-    "position0_probes": "content probes: best layer of the position-0 probe, sink-head value probe, "
-    "accuracy CIs (Wilson) and the reason when a probe was refused",
-    "baseline_comparison": "claim 6: leakage under the saturated and the linear-in-offset baseline "
-    "and their paired difference, raw and null-corrected, with CIs",
-    "depth_trend": "claim 3: slope over layers and last minus first layer of every run's leakage, "
-    "with CIs",
-    "headline": "the headline (expected-map) leakage per (model, dataset, variant, window, target) "
-    "with CI, its companion rho_SST, the no-landmark reading, the per-prompt reading beside it, "
-    "the sign-flip test's fractions of significant heads, and each position-free run's negative "
-    "control",
-    "decomposition_headline": "paper 2 section 3 on the headline reading: total / residual / "
-    "causal-mask leakage and shares per condition, window and target, with paired CIs",
-    "decomposition_components": "paper 2 section 3 in one unit (delta SS of the expected map "
-    "over the causal run's expected log-attention variance), pooled over layers and heads: total, "
-    "its three routes (direct_mask = normaliser + direct_cross, indirect_mask = indirect_own + "
-    "indirect_cross, mask_free: not applicable where token 0 is not fixed) and their shares, "
-    "the residual-stream component read on the ablation's logits (no purely relative map can "
-    "produce it), causal mask = total - residual stream, the causal softmax's normaliser and the "
-    "non-additive remainder, the observational split (logit, cross), the paper's reconstructed "
-    "reading (ablation log-attention) with the edge artefact of its softmax measured beside it, "
-    "a position-free run's residual-stream reading as the negative control; both landmark "
-    "readings (key-0 column modelled, counted)",
-    "decomposition_components_by_layer": "the same per layer, with each layer's layer_kind",
-    "decomposition_components_by_kind": "the same pooled over the layers of each layer kind, and "
-    "each kind's paired contrast to the global layers (claim 3 within one model)",
-    "decomposition_mappings": "paper 2's two components (causal mask, residual stream) and the "
-    "causal-mask share on each mapping, a row per mapping: ablation (paper 2's own: causal mask = "
-    "direct + indirect route, residual stream = mask-free route) and mechanism (causal mask = "
-    "direct route, residual stream = indirect + mask-free = the causal run's logits), pooled",
-    "controls": "negative controls (every position-free run: headline in the model's units and "
-    "per-prompt reading, passed / reads position / underpowered against a declared margin) and "
-    "positive controls (a planted query effect of known size, recovered / not recovered)",
-    "plant_doses": "the positive control that propagates: a position term planted as a dose "
-    "series in a lower layer's residual stream of a position-free run (dose 0 = the unplanted "
-    "run), its headline reading on logits in the model's units over the layers from the plant "
-    "up, the paired step from the previous dose, dose 0 against the declared margin and the "
-    "series' verdict (recovered: dose 0 within the margin and every step above 0)",
-    "bos_headline": "Table 9 on the headline reading: every BOS replacement's effect "
-    "1 - C(replaced)/C(run) on the residual-stream component (bidirectional), the causal total "
-    "and the causal run's sink heads (log-attention), per window, with paired CIs",
-    "claim3_factors": "claim 3 by intervention within one model (Gemma 3): each factor's effect "
-    "(the window: causal minus no_window; the RoPE base: global_base minus causal) on the total, "
-    "the logits, the direct and indirect routes and the mask-free route, in the plain run's one "
-    "unit, per layer, per layer kind and over every layer, and its slope over the sliding layers "
-    "with the change it implies across them, paired CIs",
-    "scale_contrast": "the headline causal-mask share of one model minus another's on the same "
-    "prompts (claim 4's scale shift), paired through the shared bootstrap, per condition, window "
-    "and target",
-}
 
 
 def _position0_columns(summary: xr.Dataset) -> dict:
@@ -139,91 +74,71 @@ def paper2_tables(
     summaries: Mapping[tuple[str, str], xr.Dataset],
     position0: Mapping[tuple[str, str], xr.Dataset] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Every paper-2 table over (model, dataset) pairs: :data:`PAPER2_TABLES` names -> DataFrame.
-
+    """Every paper-2 table over (model, dataset) pairs: the catalogue's names
+    (:data:`~causalpos.catalogue.PAPER2_TABLES`, no other: :func:`check_declared`) -> DataFrame.
     Each frame starts with ``model`` and ``dataset`` columns; values are copied from the summaries
-    (no recomputation), so a table cell equals the store's number.
-    """
+    (no recomputation), so a table cell equals the store's number."""
     parts: dict[str, list] = {name: [] for name in PAPER2_TABLES}
     probes = []
 
-    def add(name, df, model, dataset, extra=None):
+    def add(name, df, key, extra=None):
         df = df.copy()
         for k, v in (extra or {}).items():
             df[k] = v
-        df.insert(0, "dataset", dataset)
-        df.insert(0, "model", model)
+        df.insert(0, "dataset", key[1])
+        df.insert(0, "model", key[0])
         parts[name].append(df)
 
-    for (model, dataset), s in summaries.items():
-        flat = per_prompt_tables(s)
-        p0 = _position0_columns(s)
-        add("leakage_by_model", flat["leakage_by_model"], model, dataset, p0)
-        add("leakage_by_layer", flat["leakage_by_layer"], model, dataset)
-        add("heads", flat["heads"], model, dataset)
+    for key, s in summaries.items():
+        flat, p0, mc = per_prompt_tables(s), _position0_columns(s), _model_columns(s)
+        both = {**mc, **p0}
+        add("leakage_by_model", flat["leakage_by_model"], key, p0)
+        add("leakage_by_layer", flat["leakage_by_layer"], key)
+        add("heads", flat["heads"], key)
         dec = decomposition_frame(s)
         if not dec.empty:
-            add("decomposition", dec, model, dataset, {**p0, **_model_columns(s)})
+            add("decomposition", dec, key, {**p0, **mc})
         if "decomposition" in s:
-            dec_layer = wide_stat(
-                s["decomposition_layer"].drop_vars(LAYER_KIND, errors="ignore"),
-                ["condition", "layer"],
-                "component",
-            )
+            layer = s["decomposition_layer"].drop_vars(LAYER_KIND, errors="ignore")
+            wide = wide_stat(layer, ["condition", "layer"], "component")
             add(
                 "decomposition_by_layer",
-                per_layer_columns(dec_layer, kinds_by_layer(s), PER_PROMPT),
-                model,
-                dataset,
+                per_layer_columns(wide, kinds_by_layer(s), PER_PROMPT),
+                key,
             )
         if "observational_split" in s:
-            add(
-                "observational_split",
-                wide_stat(s["observational_split"], ["causal_variant"], "obs_term"),
-                model,
-                dataset,
-            )
-        add("rope_controls", rope_controls_frame(s), model, dataset, p0)
+            split = wide_stat(s["observational_split"], ["causal_variant"], "obs_term")
+            add("observational_split", split, key)
+        add("rope_controls", rope_controls_frame(s), key, p0)
         bos = bos_frame(s)
         if not bos.empty:
-            add("bos_effects", bos, model, dataset, p0)
-        if "sink_heads" in flat:
-            add("sink_heads", flat["sink_heads"], model, dataset, _model_columns(s))
-        if "baseline_comparison" in flat:
-            add(
-                "baseline_comparison",
-                flat["baseline_comparison"],
-                model,
-                dataset,
-                _model_columns(s),
-            )
-        if "depth_trend" in flat:
-            add("depth_trend", flat["depth_trend"], model, dataset, {**_model_columns(s), **p0})
+            add("bos_effects", bos, key, p0)
+        for name, extra in (("sink_heads", mc), ("baseline_comparison", mc), ("depth_trend", both)):
+            if name in flat:
+                add(name, flat[name], key, extra)
         head = headline_frame(s)
         if not head.empty:
-            add("headline", head, model, dataset, {**_model_columns(s), **p0})
-            ctl = controls_frame(s)
-            if not ctl.empty:
-                add("controls", ctl, model, dataset, {**_model_columns(s), **p0})
-            doses = plant_doses_frame(s)
-            if not doses.empty:
-                add("plant_doses", doses, model, dataset, {**_model_columns(s), **p0})
+            add("headline", head, key, both)
+            for name, df in (
+                ("controls", controls_frame(s)),
+                ("plant_doses", plant_doses_frame(s)),
+            ):
+                if not df.empty:
+                    add(name, df, key, both)
         if "exp_decomposition" in s:
-            dec = decomposition_headline_frame(s)
-            add("decomposition_headline", dec, model, dataset, {**_model_columns(s), **p0})
-        if "exp_components" in s:
-            for name, df in components_frames(s).items():
-                add(name, df, model, dataset, {**_model_columns(s), **p0})
-        fac = factors_frame(s)
-        if not fac.empty:
-            add("claim3_factors", fac, model, dataset, {**_model_columns(s), **p0})
-        bos_h = bos_headline_frame(s)
-        if not bos_h.empty:
-            add("bos_headline", bos_h, model, dataset, {**_model_columns(s), **p0})
-    for (model, dataset), p0 in (position0 or {}).items():
-        df, probe = position0_frames(p0, _block_kinds(p0, summaries.get((model, dataset))))
-        add("position0", df, model, dataset)
-        probes.append({"model": model, "dataset": dataset, **probe})
+            add("decomposition_headline", decomposition_headline_frame(s), key, both)
+        for name, df in (components_frames(s) if "exp_components" in s else {}).items():
+            add(name, df, key, both)
+        for name, df in (
+            ("claim3_factors", factors_frame(s)),
+            ("bos_headline", bos_headline_frame(s)),
+        ):
+            if not df.empty:
+                add(name, df, key, both)
+    for key, store in (position0 or {}).items():
+        df, probe = position0_frames(store, _block_kinds(store, summaries.get(key)))
+        add("position0", df, key)
+        probes.append({"model": key[0], "dataset": key[1], **probe})
     out = {
         name: (
             pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=["model", "dataset"])
@@ -234,4 +149,18 @@ def paper2_tables(
     out["position0_probes"] = (
         pd.DataFrame(probes) if probes else pd.DataFrame(columns=["model", "dataset"])
     )
+    check_declared(out)
     return out
+
+
+def check_declared(tables: Mapping[str, pd.DataFrame]) -> None:
+    """Refuse ``tables`` unless their names are exactly the catalogue's paper-2 tables, naming
+    the names to declare (in :mod:`causalpos.catalogue`) or to build (here)."""
+    built, declared = set(tables), set(PAPER2_TABLES)
+    if built != declared:
+        raise ValueError(
+            "the paper-2 tables built are not the ones causalpos.catalogue declares: "
+            f"built but not declared {sorted(built - declared)} (add a Table entry to "
+            f"causalpos/catalogue.py), declared but not built {sorted(declared - built)} (build "
+            "it in causalpos.paper2.tables.assemble.paper2_tables, or remove its entry)"
+        )
