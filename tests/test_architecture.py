@@ -108,6 +108,7 @@ def test_no_import_cycles():
 #: What the scorecard may import: it judges the pipeline's tables against targets.yaml with the
 #: verdict rules, and computes paper 1's layers 3-4 exactly (a closed form, no model).
 SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causalpos.paths"}
+SCORECARD_MAY_IMPORT |= {"causalpos.settings"}  # the settings fields' builder (standard library)
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 
 
@@ -149,6 +150,7 @@ TRAINING_MAY_IMPORT = (
     "causalpos.data",
     "causalpos.io",
     "causalpos.stats",
+    "causalpos.settings",
 )
 
 
@@ -174,11 +176,13 @@ def test_the_training_wing_sits_beside_models():
             top.add(node.module.split(".")[0])
         elif isinstance(node, ast.Import):
             top.update(a.name.split(".")[0] for a in node.names)
-    assert top <= {"__future__", "collections", "dataclasses", "typing"}, sorted(top)
+    assert top <= {"__future__", "collections", "dataclasses", "typing", "causalpos"}, sorted(top)
 
 
-#: The settings modules: frozen dataclasses of what the config chooses, built once by the stages.
+#: The settings modules: frozen dataclasses of what the config chooses, built once by the stages
+#: (their fields and builders: causalpos.settings, the one they may import).
 SETTINGS_MODULES = (
+    "causalpos.settings",
     "causalpos.training.settings",
     "causalpos.paper1.settings",
     "causalpos.paper2.settings",
@@ -191,6 +195,7 @@ def test_settings_modules_import_nothing():
     library, nothing heavy): the config reads defaults from them without torch, and a settings
     object travels to any job."""
     allowed = {"__future__", "collections", "collections.abc", "dataclasses", "re", "typing"}
+    allowed |= {"types", "causalpos.settings"}
     for name in SETTINGS_MODULES:
         tree = ast.parse(MODULES[name].read_text())
         mods = set()
@@ -213,6 +218,7 @@ CONFIG_PURE_IMPORTS |= {"causalpos.paths"}  # the path patterns (tests/test_path
 CONFIG_PURE_IMPORTS |= {"causalpos.figures.labels"}
 # the simulation settings' defaults (standard library only: test_settings_modules_import_nothing)
 CONFIG_PURE_IMPORTS |= {"causalpos.paper1.settings", "causalpos.paper2.settings"}
+CONFIG_PURE_IMPORTS |= {"causalpos.settings", "causalpos.capture.settings"}
 # the names of paper 2's runs the summary and the tables share (its ring twins), torch-free
 CONFIG_PURE_IMPORTS |= {"causalpos.paper2.labels"}
 
