@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from causalpos.models.variants import parse_variant, variant_names
+from causalpos.settings import Scheduling, config_params, from_config, untracked
 
 
 class ConfigError(ValueError):
@@ -71,3 +72,14 @@ class Section:
     would."""
 
     config: dict
+
+    def settings(self, cls, **given: Any) -> dict:
+        """A rule's params of settings dataclass ``cls``: each field the config sets, read from
+        its key (:func:`causalpos.settings.from_config`), and ``given`` over them; the script
+        rebuilds ``cls`` with :func:`causalpos.settings.from_params`."""
+        return config_params(from_config(cls, self.config, **given), *given)
+
+    def run_options(self):
+        """The :class:`~causalpos.settings.Scheduling` keys as a rule's untracked ``run``
+        param: where and how its job runs, which changes no number and reruns nothing."""
+        return untracked(from_config(Scheduling, self.config))

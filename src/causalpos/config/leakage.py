@@ -10,7 +10,12 @@ from itertools import product
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, parse_variant
-from causalpos.paper2.settings import keeps_mean_maps, too_short_windows
+from causalpos.paper2.settings import (
+    LeakageSettings,
+    Position0Settings,
+    keeps_mean_maps,
+    too_short_windows,
+)
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
@@ -283,27 +288,12 @@ class LeakageSection(Section):
         """The leakage summary's params of ``model``'s pairs (None: the section's own values):
         the negative controls' margins δ are the model's (:meth:`control_margins`), and so is
         the dose series' dose-0 margin (the run without a plant, read on logits: δ on logits)."""
-        sec = self.leakage_settings()
-        perm = sec["permutation_variants"]
+        self.leakage_settings()
         margin = self.control_margins(model)
-        return canonical(
-            {
-                "fit": sec["fit"],
-                "window": sec["window"],
-                "floor_correct": sec["floor_correct"],
-                "n_boot": self.config["stats"]["n_bootstrap"],
-                "level": self.config["stats"]["confidence"],
-                "n_perm": sec["n_permutations"],
-                "perm_variants": None if perm is None else list(perm),
-                "alpha": sec["alpha"],
-                "taus": list(sec["taus"]),
-                "bos_windows": list(sec["bos_windows"]),
-                "planted": sec["planted"],
-                "control_alpha": sec["controls"]["alpha"],
-                "control_margin_logit": margin["logit"],
-                "control_margin_logattn": margin["logattn"],
-                "seed": self.config["seed"],
-            }
+        return self.settings(
+            LeakageSettings,
+            control_margin_logit=margin["logit"],
+            control_margin_logattn=margin["logattn"],
         )
 
     def _per_model(self, model: str | None, key: str) -> dict:
@@ -412,10 +402,10 @@ class LeakageSection(Section):
         ]
 
     def position0_params(self) -> dict:
-        sec = self.config["leakage"]["position0"]
-        for c in sec["conditions"]:
+        """Rule ``position0``'s :class:`~causalpos.paper2.settings.Position0Settings`."""
+        for c in self.config["leakage"]["position0"]["conditions"]:
             check_variant("leakage.position0.conditions", c)
-        return canonical(dict(sec))
+        return self.settings(Position0Settings)
 
     @staticmethod
     def leakage_label(pair: tuple[str, str]) -> str:
