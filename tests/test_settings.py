@@ -15,12 +15,12 @@ from wfutil import REPO
 from causalpos.paper2.settings import LeakageSettings, Position0Settings
 from causalpos.settings import (
     Scheduling,
+    canonical,
     check_keys,
     config_params,
     config_value,
     from_config,
     from_params,
-    plain,
     setting,
     untracked,
 )
@@ -78,7 +78,10 @@ def test_config_params_are_the_config_fields_as_plain_sorted_values_and_rebuild_
     assert repr(config_params(toy)) == "{'name': 'a', 'sizes': [5, 6], 'words': None}"
     assert config_params(toy, "chunk")["chunk"] == 8
     assert from_params(Toy, config_params(toy)) == Toy(name="a", sizes=(5, 6))
-    assert plain({"b": (1, {"d": 2, "c": 3}), "a": None}) == {"a": None, "b": [1, {"c": 3, "d": 2}]}
+    assert canonical({"b": (1, {"d": 2, "c": 3}), "a": None}) == {
+        "a": None,
+        "b": [1, {"c": 3, "d": 2}],
+    }
     s = LeakageSettings(taus=(0.1,), perm_variants=("causal",), control_margin_logit=0.5)
     assert LeakageSettings.from_params(config_params(s)) == s
     assert "perm_chunk" not in config_params(s)  # not a choice of the config

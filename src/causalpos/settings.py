@@ -55,6 +55,10 @@ def from_params(cls, params: Mapping[str, Any]):
     )
 
 
+#: A key the config does not hold (:func:`config_value`'s default in :func:`from_config`).
+ABSENT = object()
+
+
 def config_value(config: Mapping[str, Any], key: str, default: Any = MISSING) -> Any:
     """The value of dotted ``key`` in ``config`` (``default`` where a level is absent; KeyError
     where there is none)."""
@@ -76,25 +80,17 @@ def config_fields(cls) -> list[dataclasses.Field]:
 def from_config(cls, config: Mapping[str, Any], **given: Any):
     """``cls`` with each field the config sets read from its key (the field's default where the
     config has none), and ``given`` over them."""
-    kw = {}
-    for f in config_fields(cls):
-        value = config_value(config, f.metadata["config"], MISSING_VALUE)
-        if value is not MISSING_VALUE:
-            kw[f.name] = value
-    return from_params(cls, {**kw, **given})
+    read = {f.name: config_value(config, f.metadata["config"], ABSENT) for f in config_fields(cls)}
+    return from_params(cls, {**{k: v for k, v in read.items() if v is not ABSENT}, **given})
 
 
-#: A key the config does not hold (:func:`config_value`'s default in :func:`from_config`).
-MISSING_VALUE = object()
-
-
-def plain(value: Any) -> Any:
-    """``value`` as params hold it: tuples as lists, mappings with their keys sorted (params are
-    compared by their text)."""
+def canonical(value: Any) -> Any:
+    """``value`` as params hold it: every dict's keys sorted at every depth, tuples as lists
+    (params are compared by their text: the order of a YAML file's keys must rerun nothing)."""
     if isinstance(value, Mapping):
-        return {k: plain(value[k]) for k in sorted(value)}
+        return {k: canonical(value[k]) for k in sorted(value)}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [canonical(v) for v in value]
     return value
 
 
@@ -103,7 +99,7 @@ def config_params(obj, *also: str) -> dict[str, Any]:
     rule's params (sorted by name, tuples as lists): :func:`from_params` rebuilds ``obj`` from
     them with the other fields at their defaults."""
     names = {f.name for f in config_fields(type(obj))} | set(also)
-    return {n: plain(getattr(obj, n)) for n in sorted(names)}
+    return {n: canonical(getattr(obj, n)) for n in sorted(names)}
 
 
 def untracked(obj) -> SimpleNamespace:

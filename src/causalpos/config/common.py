@@ -10,20 +10,11 @@ from typing import Any
 
 from causalpos.models.variants import parse_variant, variant_names
 from causalpos.settings import Scheduling, config_params, from_config, untracked
+from causalpos.settings import canonical as canonical  # the resolver's params, as settings'
 
 
 class ConfigError(ValueError):
     """A config value that the schema allows but the pipeline cannot use (names the key)."""
-
-
-def canonical(value: Any) -> Any:
-    """``value`` with every dict's keys sorted: params are compared by their text, so the order in
-    which a YAML file lists keys must not make Snakemake think a param changed."""
-    if isinstance(value, dict):
-        return {k: canonical(value[k]) for k in sorted(value)}
-    if isinstance(value, (list, tuple)):
-        return [canonical(v) for v in value]
-    return value
 
 
 def names_pattern(names: Iterable[str]) -> str:
