@@ -691,7 +691,7 @@ def test_leakage_params(default):
     )
     assert repr(default.position0_params()) == (
         "{'conditions': ['causal', 'bidirectional'], 'n_folds': 5, "
-        "'n_permutations': 100, 'ridge': 1.0, 'seed': 0, 'tau': 0.5}"
+        "'n_permutations': 100, 'ridge': 1.0, 'tau': 0.5}"
     )
 
 

@@ -62,6 +62,7 @@ rule position0:
     params:
         pairs=CFG.position0_family(),
         settings=position0_params,
+        seed=config["seed"],
         code=code_fingerprint("position0"),
     script:
         "../scripts/position0.py"

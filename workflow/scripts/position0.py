@@ -10,4 +10,4 @@ from causalpos.stages.position0 import position0  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
     p = snakemake.params
-    position0(dict(p.pairs), dict(p.settings), code_fingerprint=p.code)
+    position0(dict(p.pairs), {**dict(p.settings), "seed": p.seed}, code_fingerprint=p.code)

@@ -303,10 +303,11 @@ class LeakageSection(Section):
         ]
 
     def position0_params(self) -> dict:
-        """Rule ``position0``'s :class:`~causalpos.paper2.settings.Position0Settings`."""
+        """Rule ``position0``'s :class:`~causalpos.paper2.settings.Position0Settings` but the
+        seed (the rule's ``seed``, which its stores record with the extraction's)."""
         for c in self.config["leakage"]["position0"]["conditions"]:
             check_variant("leakage.position0.conditions", c)
-        return self.settings(Position0Settings)
+        return {k: v for k, v in self.settings(Position0Settings).items() if k != "seed"}
 
     @staticmethod
     def leakage_label(pair: tuple[str, str]) -> str:

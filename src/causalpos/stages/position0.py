@@ -47,7 +47,7 @@ def position0(
 
     ``pairs``: label -> ``{model, dataset, conditions, stores, sink, data, output}``
     (:meth:`causalpos.config.Resolved.position0_family`); ``settings``: the rule's ``settings``
-    param: :class:`~causalpos.paper2.settings.Position0Settings`'s fields, the seed among them."""
+    param with the config's ``seed`` (:meth:`causalpos.paper2.settings.Position0Settings.from_params`)."""
     s = Position0Settings.from_params(settings)
     for pair in pairs.values():
         position0_pair(
