@@ -109,7 +109,7 @@ def test_no_import_cycles():
 #: verdict rules, computes paper 1's layers 3-4 exactly (a closed form, no model), and writes
 #: its Markdown through the one renderer.
 SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causalpos.paths"}
-SCORECARD_MAY_IMPORT |= {"causalpos.markdown", "causalpos.catalogue"}
+SCORECARD_MAY_IMPORT |= {"causalpos.markdown", "causalpos.catalogue", "causalpos.settings"}
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 
 
@@ -153,6 +153,7 @@ TRAINING_MAY_IMPORT = (
     "causalpos.io",
     "causalpos.stats",
     "causalpos.inference",
+    "causalpos.settings",
 )
 
 
@@ -178,11 +179,13 @@ def test_the_training_wing_sits_beside_models():
             top.add(node.module.split(".")[0])
         elif isinstance(node, ast.Import):
             top.update(a.name.split(".")[0] for a in node.names)
-    assert top <= {"__future__", "collections", "dataclasses", "typing"}, sorted(top)
+    assert top <= {"__future__", "collections", "dataclasses", "typing", "causalpos"}, sorted(top)
 
 
-#: The settings modules: frozen dataclasses of what the config chooses, built once by the stages.
+#: The settings modules: frozen dataclasses of what the config chooses, built once by the stages
+#: (their fields and builders: causalpos.settings, the one they may import).
 SETTINGS_MODULES = (
+    "causalpos.settings",
     "causalpos.training.settings",
     "causalpos.paper1.settings",
     "causalpos.paper2.settings",
@@ -195,6 +198,7 @@ def test_settings_modules_import_nothing():
     library, nothing heavy): the config reads defaults from them without torch, and a settings
     object travels to any job."""
     allowed = {"__future__", "collections", "collections.abc", "dataclasses", "re", "typing"}
+    allowed |= {"types", "causalpos.settings"}
     for name in SETTINGS_MODULES:
         tree = ast.parse(MODULES[name].read_text())
         mods = set()
@@ -218,6 +222,7 @@ CONFIG_PURE_IMPORTS |= {"causalpos.catalogue"}  # the tables (paths only: tests/
 CONFIG_PURE_IMPORTS |= {"causalpos.figures.labels"}
 # the simulation settings' defaults (standard library only: test_settings_modules_import_nothing)
 CONFIG_PURE_IMPORTS |= {"causalpos.paper1.settings", "causalpos.paper2.settings"}
+CONFIG_PURE_IMPORTS |= {"causalpos.settings", "causalpos.capture.settings"}
 # the names of paper 2's runs the summary and the tables share (its ring twins), torch-free
 CONFIG_PURE_IMPORTS |= {"causalpos.paper2.labels"}
 

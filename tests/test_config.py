@@ -695,6 +695,23 @@ def test_leakage_params(default):
     )
 
 
+def test_extraction_settings_are_the_dataclass_fields_but_the_device(default, smoke, paper):
+    """Rule ``extract_scores``' settings: ExtractSettings' config fields, the model's own dtype,
+    the memory share only where it sizes the batch (``auto``), and never the device (the
+    untracked ``run``)."""
+    assert repr(default.extract_settings("gemma3-270m")) == (
+        "{'batch_size': 16, 'dtype': 'bfloat16', 'memory_fraction': None, 'n_groups': 16, "
+        "'seed': 0}"
+    )
+    assert default.extract_settings("smollm2-135m")["dtype"] == "float32"
+    auto = resolved("config.yaml", lambda c: c["extract"].update(batch_size="auto"))
+    assert auto.extract_settings("smollm2-135m")["memory_fraction"] == 0.8
+    assert auto.run_options().device == "cpu"
+    cuda = resolved("configs/smoke.yaml", lambda c: c.update(device="cuda"))
+    assert "device" not in cuda.extract_settings(cuda.configured_models()[0])
+    assert cuda.run_options().device == "cuda"
+
+
 def test_experiment_inputs_and_labels(smoke, default):
     assert smoke.experiment_labels("smoke") == [
         "trained-rope/kjv-first24",

@@ -291,8 +291,8 @@ def prepare_dtype_params(wildcards):
     return CFG.prepare_dtype(wildcards.model)
 
 
-def model_dtype_params(wildcards):
-    return CFG.model_dtype(wildcards.model)
+def extract_settings_params(wildcards):
+    return CFG.extract_settings(wildcards.model)
 
 
 def prepare_tokenizer_dir_params(wildcards):

@@ -38,12 +38,10 @@ rule extract_scores:
         bounds=one_shard_bounds_params,
         final=True,
         variants=extraction_params,
-        batch_size=config["extract"]["batch_size"],
-        # where the model runs is not a param (results cannot change); the dtype is
-        memory_fraction=CFG.extract_memory_fraction(),
-        n_groups=config["extract"]["n_groups"],
-        dtype=model_dtype_params,
-        seed=config["seed"],
+        # ExtractSettings but the device: where the model runs is the untracked `run` (results
+        # cannot change); the dtype is a setting
+        settings=extract_settings_params,
+        run=CFG.run_options(),
         code=code_fingerprint("extract_scores"),
     script:
         "../scripts/extract_scores.py"

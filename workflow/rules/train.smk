@@ -58,6 +58,8 @@ rule train_model:
         settings=train_variant_params,
         corpus=CFG.train_corpus(),
         heldout=config["train"]["heldout"],
+        # where it runs and how often it checkpoints change no number: untracked
+        run=CFG.run_options(),
         code=code_fingerprint("train_model"),
     script:
         "../scripts/train_model.py"
@@ -87,6 +89,7 @@ rule gram_panels:
         n_sequences=gram_n_sequences,
         seed=config["seed"],
         dtype=config["dtype"],
+        run=CFG.run_options(),
         code=code_fingerprint("gram_panels"),
     script:
         "../scripts/gram_panels.py"
@@ -135,12 +138,9 @@ rule length_generalization:
     params:
         variants=CFG.train_variants(),
         corpus=train_heldout_params,
-        length_factor=config["train"]["lengthgen"]["length_factor"],
-        n_sequences=config["train"]["lengthgen"]["n_sequences"],
-        n_bootstrap=config["stats"]["n_bootstrap"],
-        confidence=config["stats"]["confidence"],
-        seed=config["seed"],
+        settings=CFG.lengthgen_settings(),
         dtype=config["dtype"],
+        run=CFG.run_options(),
         code=code_fingerprint("length_generalization"),
     script:
         "../scripts/length_generalization.py"

@@ -16,15 +16,7 @@ with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
         snakemake.output[0],
         bounds=tuple(p.bounds),
         variants={v: dict(spec) for v, spec in dict(p.variants).items()},
-        settings=ExtractSettings(
-            batch_size=p.batch_size,
-            memory_fraction=p.memory_fraction,
-            n_groups=p.n_groups,
-            dtype=p.dtype,
-            seed=p.seed,
-            # where the model runs changes no number: not a param (the rule does not rerun)
-            device=snakemake.config["device"],
-        ),
+        settings=ExtractSettings.from_params({**p.settings, "device": p.run.device}),
         final=p.final,
         attrs={
             "model_name": snakemake.wildcards.model,

@@ -15,16 +15,9 @@ with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
         snakemake.output.store,
         snakemake.output.table,
         p.corpus,
-        LengthGenSettings(
-            length_factor=p.length_factor,
-            n_sequences=p.n_sequences,
-            # sequences per forward pass change no number: not a param (the rule does not rerun)
-            batch_size=snakemake.config["train"]["lengthgen"]["batch_size"],
-            n_bootstrap=p.n_bootstrap,
-            confidence=p.confidence,
-            seed=p.seed,
-        ),
-        device=snakemake.config["device"],
+        # sequences per forward pass change no number: the untracked `run` param
+        LengthGenSettings.from_params({**p.settings, "batch_size": p.run.lengthgen_batch_size}),
+        device=p.run.device,
         dtype=p.dtype,
         attrs={"code_fingerprint": p.code},
     )

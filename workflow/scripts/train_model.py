@@ -9,8 +9,8 @@ from causalpos.io.runlog import logged  # noqa: E402
 from causalpos.stages.train import train_model  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
-    # Where it runs and how often it checkpoints do not change the result: read from the config,
-    # not params, so changing them reruns nothing. Checkpoints live beside the output (Snakemake
+    # Where it runs and how often it checkpoints do not change the result: the untracked `run`
+    # param, so changing them reruns nothing. Checkpoints live beside the output (Snakemake
     # deletes a failed job's directory()); a rerun with other settings or code starts over.
     train_model(
         snakemake.params.settings,
@@ -18,8 +18,8 @@ with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):
         heldout_sources=snakemake.params.heldout,
         tokenizer_dir=snakemake.input.tokenizer,
         out_dir=snakemake.output[0],
-        device=snakemake.config["device"],
-        checkpoint_every=snakemake.config["train"]["checkpoint_every"],
+        device=snakemake.params.run.device,
+        checkpoint_every=snakemake.params.run.checkpoint_every,
         on_mismatch="restart",
         provenance={"code": snakemake.params.code},
         keep_final_checkpoint=False,

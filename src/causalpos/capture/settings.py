@@ -11,12 +11,10 @@ default in ``workflow/schemas/config.schema.yaml`` is the field's (``tests/test_
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any
 
-
-def _key(default: Any, config: str | None, doc: str) -> Any:
-    return field(default=default, metadata={"config": config, "doc": doc})
+from causalpos.settings import from_params, setting
 
 
 @dataclass(frozen=True)
@@ -24,30 +22,21 @@ class ExtractSettings:
     """What one extraction job (rule ``extract_scores``) reads from the config beside its
     variants and shard."""
 
-    batch_size: int | str = _key(
+    batch_size: int | str = setting(
         16, "extract.batch_size", 'sequences per forward pass, or "auto" (free memory)'
     )
-    memory_fraction: float | None = _key(
+    memory_fraction: float | None = setting(
         0.8,
         "extract.memory_fraction",
         'the share of free memory "auto" plans for (None: the batch size is given)',
     )
-    n_groups: int = _key(16, "extract.n_groups", "head-averaged maps per group of sequences")
-    dtype: str = _key("float32", "dtype", "the model's weights and activations")
-    seed: int = _key(0, "seed", "randomised variants' draws")
-    device: str = _key("cpu", "device", "where the model runs (changes no number)")
+    n_groups: int = setting(16, "extract.n_groups", "head-averaged maps per group of sequences")
+    dtype: str = setting("float32", "dtype", "the model's weights and activations")
+    seed: int = setting(0, "seed", "randomised variants' draws")
+    # where the model runs changes no number: the rule's untracked ``run`` (Scheduling.device)
+    device: str = setting("cpu", None, "where the model runs (changes no number)")
 
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> ExtractSettings:
-        """Settings from a flat mapping of the fields; a key that is no field raises."""
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - names)
-        if unknown:
-            raise ValueError(
-                f"extraction settings have no key(s) {unknown}; allowed: {sorted(names)} "
-                "(causalpos.capture.settings)"
-            )
-        return cls(**params)
+    from_params = classmethod(from_params)
 
 
 @dataclass(frozen=True)

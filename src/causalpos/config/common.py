@@ -9,20 +9,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from causalpos.models.variants import parse_variant, variant_names
+from causalpos.settings import Scheduling, config_params, from_config, untracked
+from causalpos.settings import canonical as canonical  # the resolver's params, as settings'
 
 
 class ConfigError(ValueError):
     """A config value that the schema allows but the pipeline cannot use (names the key)."""
-
-
-def canonical(value: Any) -> Any:
-    """``value`` with every dict's keys sorted: params are compared by their text, so the order in
-    which a YAML file lists keys must not make Snakemake think a param changed."""
-    if isinstance(value, dict):
-        return {k: canonical(value[k]) for k in sorted(value)}
-    if isinstance(value, (list, tuple)):
-        return [canonical(v) for v in value]
-    return value
 
 
 def names_pattern(names: Iterable[str]) -> str:
@@ -71,3 +63,14 @@ class Section:
     would."""
 
     config: dict
+
+    def settings(self, cls, **given: Any) -> dict:
+        """A rule's params of settings dataclass ``cls``: each field the config sets, read from
+        its key (:func:`causalpos.settings.from_config`), and ``given`` over them; the script
+        rebuilds ``cls`` with :func:`causalpos.settings.from_params`."""
+        return config_params(from_config(cls, self.config, **given), *given)
+
+    def run_options(self):
+        """The :class:`~causalpos.settings.Scheduling` keys as a rule's untracked ``run``
+        param: where and how its job runs, which changes no number and reruns nothing."""
+        return untracked(from_config(Scheduling, self.config))

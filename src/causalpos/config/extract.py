@@ -8,6 +8,7 @@ import math
 import re
 
 import causalpos.paths as paths
+from causalpos.capture.settings import ExtractSettings
 from causalpos.config.common import ConfigError, Section, canonical
 from causalpos.models.variants import parse_variant
 
@@ -108,11 +109,15 @@ class ExtractSection(Section):
             return self.leakage_reducer_kwargs(variant, model, dataset)
         return {}
 
-    def extract_memory_fraction(self) -> float | None:
-        """``extract.memory_fraction`` where it sizes the batch (``batch_size: auto``), else None:
-        a param only where it is used (the batch size never changes the scores' values)."""
-        sec = self.config["extract"]
-        return sec["memory_fraction"] if sec["batch_size"] == "auto" else None
+    def extract_settings(self, model: str) -> dict:
+        """Rule ``extract_scores``' :class:`~causalpos.capture.settings.ExtractSettings`: the
+        model's dtype, and ``extract.memory_fraction`` only where it sizes the batch
+        (``batch_size: auto``; else None: the batch size never changes the scores' values)."""
+        auto = self.config["extract"]["batch_size"] == "auto"
+        fraction = self.config["extract"]["memory_fraction"] if auto else None
+        return self.settings(
+            ExtractSettings, dtype=self.model_dtype(model), memory_fraction=fraction
+        )
 
     def gpu_count(self) -> int:
         """GPUs an extraction job holds."""

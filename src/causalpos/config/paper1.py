@@ -1,8 +1,6 @@
 """The ``paper1_llm:`` and ``stats:`` sections: paper 1 §6's (model, dataset, variant) triples,
-their stores, labels and random-init twins, and the params of the statistics jobs (config keys
-renamed to the stage functions' arguments here, as paper 2's are in
-:meth:`causalpos.config.leakage.LeakageSection.leakage_summary_params`). Pure: reads nothing but
-the config dict."""
+their stores, labels and random-init twins, and the params of the statistics jobs (their settings
+dataclasses, :mod:`causalpos.paper1.settings`). Pure: reads nothing but the config dict."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from itertools import product
 
 import causalpos.paths as paths
 from causalpos.config.common import Section, canonical, check_variant
+from causalpos.paper1.settings import BootstrapSettings, IndexSettings
 
 
 class Paper1Section(Section):
@@ -61,24 +60,11 @@ class Paper1Section(Section):
 
     def stats_params(self) -> dict:
         """The bootstrap settings of paper 1's statistics jobs (``aggregate_sim_stats``,
-        ``compare_trained``), keyed by the stage functions' argument names: ``stats.confidence``,
-        ``stats.n_bootstrap`` as ``n_boot``, and the run's ``seed``."""
-        stats = self.config["stats"]
-        return canonical(
-            {
-                "confidence": stats["confidence"],
-                "n_boot": stats["n_bootstrap"],
-                "seed": self.config["seed"],
-            }
-        )
+        ``compare_trained``): :class:`~causalpos.paper1.settings.BootstrapSettings`."""
+        return self.settings(BootstrapSettings)
 
     def llm_stats_params(self) -> dict:
-        """Keyword arguments of ``aggregate_llm_stats``: :meth:`stats_params`, the first-keys band
-        (``paper1_llm.first_keys``) and the random-init twins (:meth:`paper1_twins`)."""
-        return canonical(
-            {
-                **self.stats_params(),
-                "first_keys": self.config["paper1_llm"]["first_keys"],
-                "twins": self.paper1_twins(),
-            }
-        )
+        """Keyword arguments of ``aggregate_llm_stats``:
+        :class:`~causalpos.paper1.settings.IndexSettings` and the random-init twins
+        (:meth:`paper1_twins`)."""
+        return canonical({**self.settings(IndexSettings), "twins": self.paper1_twins()})

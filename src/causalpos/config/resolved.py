@@ -17,6 +17,7 @@ from causalpos.config.figures import FiguresSection
 from causalpos.config.leakage import LeakageSection
 from causalpos.config.models import ModelsSection
 from causalpos.config.paper1 import Paper1Section
+from causalpos.config.plants import PlantSection
 from causalpos.config.report import ReportSection
 from causalpos.config.resources import ResourcesSection
 from causalpos.config.simulate import SimulateSection
@@ -33,6 +34,7 @@ class Resolved(
     Paper1Section,
     TrainSection,
     LeakageSection,
+    PlantSection,
     TargetsSection,
     ResourcesSection,
     FamiliesSection,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
+from causalpos.training.settings import LengthGenSettings
 from causalpos.training.settings import config_keys as train_config_keys
 
 # Positional types of the models trained here, in the canonical order of train_variants().
@@ -91,6 +92,11 @@ class TrainSection(Section):
     def train_corpus(self) -> dict:
         """The training corpus spec (params: key order canonical)."""
         return canonical(self.config["train"]["corpus"])
+
+    def lengthgen_settings(self) -> dict:
+        """Rule ``length_generalization``'s
+        :class:`~causalpos.training.settings.LengthGenSettings` (the batch: its untracked ``run``)."""
+        return self.settings(LengthGenSettings)
 
     def train_heldout_corpus(self) -> dict:
         """The held-out side of the training corpus, as a causalpos.data corpus spec."""

@@ -12,50 +12,39 @@ both agree), and the config's setting defaults (:data:`SETTING_KEYS`) are read f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
+
+from causalpos.settings import from_params, setting
 
 #: Layer normalisations and logit scalings of the parameter-free decoder.
 NORMS = ("l2", "layernorm")
 SCALINGS = ("none", "sqrt_d", "d")
 
 
-def _key(default: Any, config: str | None, doc: str) -> Any:
-    return field(default=default, metadata={"config": config, "doc": doc})
-
-
 @dataclass(frozen=True)
 class SimulationSettings:
     """One setting of the parameter-free decoder simulation (paper 1 §2, §4)."""
 
-    alpha: float = field(metadata={"config": "simulate.settings.*.alpha", "doc": "input mix α"})
-    norm: str = _key("l2", "simulate.settings.*.norm", f"layer norm: one of {', '.join(NORMS)}")
-    scaling: str = _key(
+    alpha: float = setting(key="simulate.settings.*.alpha", doc="input mix α")
+    norm: str = setting("l2", "simulate.settings.*.norm", f"layer norm: one of {', '.join(NORMS)}")
+    scaling: str = setting(
         "none", "simulate.settings.*.scaling", f"logit scale: one of {', '.join(SCALINGS)}"
     )
-    rope: bool = _key(False, "simulate.settings.*.rope", "rotary position on queries and keys")
-    causal: bool = _key(True, "simulate.settings.*.causal", "the causal mask (False: an encoder)")
-    residual: bool = _key(True, "simulate.settings.*.residual", "X <- P Y + X (False: P Y)")
-    n_samples: int = _key(100000, "simulate.n_samples", "independent sequences")
-    seq_len: int = _key(50, "simulate.seq_len", "positions per sequence")
-    dim: int = _key(64, "simulate.dim", "vector dimension (even with RoPE)")
-    n_layers: int = _key(4, "simulate.n_layers", "layers")
-    n_groups: int = _key(20, "simulate.n_groups", "disjoint groups of sequences (CIs)")
-    rope_theta: float = _key(10000.0, "simulate.rope_theta", "rotary base θ")
-    seed: int = _key(0, "seed", "the inputs' seed")
+    rope: bool = setting(False, "simulate.settings.*.rope", "rotary position on queries and keys")
+    causal: bool = setting(
+        True, "simulate.settings.*.causal", "the causal mask (False: an encoder)"
+    )
+    residual: bool = setting(True, "simulate.settings.*.residual", "X <- P Y + X (False: P Y)")
+    n_samples: int = setting(100000, "simulate.n_samples", "independent sequences")
+    seq_len: int = setting(50, "simulate.seq_len", "positions per sequence")
+    dim: int = setting(64, "simulate.dim", "vector dimension (even with RoPE)")
+    n_layers: int = setting(4, "simulate.n_layers", "layers")
+    n_groups: int = setting(20, "simulate.n_groups", "disjoint groups of sequences (CIs)")
+    rope_theta: float = setting(10000.0, "simulate.rope_theta", "rotary base θ")
+    seed: int = setting(0, "seed", "the inputs' seed")
 
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> SimulationSettings:
-        """Settings from a flat mapping of the fields; a key that is no field raises."""
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - names)
-        if unknown:
-            raise ValueError(
-                f"simulation settings have no key(s) {unknown}; allowed: {sorted(names)} "
-                "(causalpos.paper1.settings)"
-            )
-        return cls(**params)
+    from_params = classmethod(from_params)
 
     def check(self) -> None:
         """Raise on a value no simulation can use (the message names the key and what to do)."""
@@ -86,15 +75,22 @@ class SimulationSettings:
 
 
 @dataclass(frozen=True)
-class IndexSettings:
+class BootstrapSettings:
+    """The bootstrap of paper 1's statistics jobs (rules ``aggregate_sim_stats``,
+    ``compare_trained``: the stage functions take these fields as keyword arguments)."""
+
+    confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
+    n_boot: int = setting(2000, "stats.n_bootstrap", "bootstrap replicates over groups")
+    seed: int = setting(0, "seed", "the bootstrap's seed")
+
+
+@dataclass(frozen=True)
+class IndexSettings(BootstrapSettings):
     """The intervals of paper 1's non-relativeness index of a model's maps (rule
     ``aggregate_llm_stats``: :func:`causalpos.paper1.tables.llm_index_table` takes these fields
     as keyword arguments)."""
 
-    confidence: float = _key(0.95, "stats.confidence", "every interval's confidence level")
-    n_boot: int = _key(2000, "stats.n_bootstrap", "bootstrap replicates over groups of prompts")
-    seed: int = _key(0, "seed", "the bootstrap's seed")
-    first_keys: int = _key(4, "paper1_llm.first_keys", "keys 1..first_keys: the first-keys band")
+    first_keys: int = setting(4, "paper1_llm.first_keys", "keys 1..first_keys: the first-keys band")
 
 
 def _is_int(v: Any) -> bool:

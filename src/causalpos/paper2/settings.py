@@ -12,29 +12,11 @@ a field without a key (``config`` None) is not a choice of the config.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-
-def _key(default: Any, config: str | None, doc: str) -> Any:
-    """A setting: its default, the config key it is read from (None: not set by the config) and
-    its meaning."""
-    return field(default=default, metadata={"config": config, "doc": doc})
-
-
-def _from_params(cls, params: Mapping[str, Any], tuples: tuple[str, ...]):
-    """``cls`` from a flat mapping of its fields (lists as tuples where ``tuples`` says); a key
-    that is no field raises, naming the allowed ones."""
-    names = {f.name for f in fields(cls)}
-    unknown = sorted(set(params) - names)
-    if unknown:
-        raise ValueError(
-            f"{cls.__name__} has no key(s) {unknown}; allowed: {sorted(names)} "
-            "(causalpos.paper2.settings)"
-        )
-    kw = {k: tuple(v) if k in tuples and v is not None else v for k, v in params.items()}
-    return cls(**kw)
+from causalpos.settings import from_params, setting
 
 
 @dataclass(frozen=True)
@@ -42,60 +24,57 @@ class LeakageSettings:
     """What one (model, dataset)'s leakage summary computes, beyond its stores: the per-prompt
     reading's fit, window and null correction, the resampling, the tests and the controls."""
 
-    fit: str = _key("saturated+query", "leakage.fit", "the per-prompt reading's fit")
-    window: str = _key("all", "leakage.window", "the per-prompt reading's query window")
-    floor_correct: bool = _key(
+    fit: str = setting("saturated+query", "leakage.fit", "the per-prompt reading's fit")
+    window: str = setting("all", "leakage.window", "the per-prompt reading's query window")
+    floor_correct: bool = setting(
         True, "leakage.floor_correct", "per-prompt ΔR² minus its permutation-null mean (§2)"
     )
-    n_boot: int = _key(2000, "stats.n_bootstrap", "replicates over prompts (every interval)")
-    level: float = _key(0.95, "stats.confidence", "every interval's confidence level")
-    n_perm: int = _key(
+    n_boot: int = setting(2000, "stats.n_bootstrap", "replicates over prompts (every interval)")
+    level: float = setting(0.95, "stats.confidence", "every interval's confidence level")
+    n_perm: int = setting(
         1000, "leakage.n_permutations", "within-offset permutations per head (0: no test)"
     )
-    perm_variants: tuple[str, ...] | None = _key(
+    perm_variants: tuple[str, ...] | None = setting(
         None, "leakage.permutation_variants", "the runs the permutation test reads (None: all)"
     )
-    alpha: float = _key(0.05, "leakage.alpha", "the q-value below which a head is significant")
-    taus: tuple[float, ...] = _key(
+    alpha: float = setting(0.05, "leakage.alpha", "the q-value below which a head is significant")
+    taus: tuple[float, ...] = setting(
         (0.3, 0.5, 0.8), "leakage.taus", "sink-head thresholds on mean attention to key 0"
     )
-    bos_windows: tuple[str, ...] = _key(
+    bos_windows: tuple[str, ...] = setting(
         ("early16", "early32", "early64", "late"),
         "leakage.bos_windows",
         "query windows of the per-prompt BOS-replacement effects",
     )
-    planted: float = _key(
+    planted: float = setting(
         0.01,
         "leakage.planted",
         "a statistics-level planted query effect's size, in the causal run's variance",
     )
-    control_alpha: float = _key(
+    control_alpha: float = setting(
         0.05,
         "leakage.controls.alpha",
         "each one-sided test's level of the negative controls (their 1 - 2 alpha interval)",
     )
-    control_margin_logit: float = _key(
+    control_margin_logit: float = setting(
         0.001,
         "leakage.controls.margin.logit",
         "a negative control's margin on logits, in the model's units (and the dose series' "
         "dose 0's)",
     )
-    control_margin_logattn: float = _key(
+    control_margin_logattn: float = setting(
         0.001,
         "leakage.controls.margin.logattn",
         "a negative control's margin on log-attention, in the model's units",
     )
-    seed: int = _key(0, "seed", "the bootstrap counts' and multipliers' seed")
-    perm_chunk: int = _key(16, None, "permutations per sparse product (memory, not numbers)")
+    seed: int = setting(0, "seed", "the bootstrap counts' and multipliers' seed")
+    perm_chunk: int = setting(16, None, "permutations per sparse product (memory, not numbers)")
 
     def control_margins(self) -> dict[str, float]:
         """target -> the negative controls' margin δ on that reading (model's units)."""
         return {"logit": self.control_margin_logit, "logattn": self.control_margin_logattn}
 
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> LeakageSettings:
-        """Settings from a flat mapping (rule ``leakage``'s ``summary`` param)."""
-        return _from_params(cls, params, ("perm_variants", "taus", "bos_windows"))
+    from_params = classmethod(from_params)
 
 
 @dataclass(frozen=True)
@@ -104,26 +83,26 @@ class LeakageReducerSettings:
     ``leakage.reducer``; :class:`causalpos.paper2.extraction.reducers.LeakageReducer` takes
     :meth:`reducer_kwargs`)."""
 
-    fits: tuple[str, ...] = _key(
+    fits: tuple[str, ...] = setting(
         ("saturated+query", "linear+query", "saturated+key", "saturated+both"),
         "leakage.reducer.fits",
         "<baseline>+<absolute> fits of the per-prompt reading",
     )
-    windows: tuple[str, ...] = _key(
+    windows: tuple[str, ...] = setting(
         ("all", "early16", "early32", "early64", "late"),
         "leakage.reducer.windows",
         "query windows (query_window)",
     )
-    expected_stats: tuple[str, ...] = _key(
+    expected_stats: tuple[str, ...] = setting(
         ("all",),
         "leakage.reducer.expected_stats",
         "windows of the headline estimator's per-prompt sums (the first is the headline's; "
         "empty: no headline reading)",
     )
-    pair_subsample: int | None = _key(
+    pair_subsample: int | None = setting(
         None, "leakage.reducer.pair_subsample", "at most this many pairs per offset (None: all)"
     )
-    mean_maps: bool = _key(
+    mean_maps: bool = setting(
         True, "leakage.reducer.mean_maps", "sum the maps over prompts (the permutation test)"
     )
 
@@ -161,24 +140,21 @@ def keeps_mean_maps(
 class Position0Settings:
     """The position-0 analysis of rule ``position0``: the sink threshold and the probes."""
 
-    conditions: tuple[str, ...] = _key(
+    conditions: tuple[str, ...] = setting(
         ("causal", "bidirectional"),
         "leakage.position0.conditions",
         "forward passes whose position-0 states extraction reads",
     )
-    tau: float = _key(0.5, "leakage.position0.tau", "sink heads: mean attention to key 0 >= tau")
-    n_folds: int = _key(5, "leakage.position0.n_folds", "cross-validation folds of each probe")
-    ridge: float = _key(1.0, "leakage.position0.ridge", "the probes' ridge penalty")
-    n_permutations: int = _key(
+    tau: float = setting(0.5, "leakage.position0.tau", "sink heads: mean attention to key 0 >= tau")
+    n_folds: int = setting(5, "leakage.position0.n_folds", "cross-validation folds of each probe")
+    ridge: float = setting(1.0, "leakage.position0.ridge", "the probes' ridge penalty")
+    n_permutations: int = setting(
         200, "leakage.position0.n_permutations", "label permutations of each probe's p-value"
     )
-    seed: int = _key(0, "seed", "the folds' and permutations' seed")
-    label_var: str = _key("source", None, "the data store's per-prompt labels the probes read")
+    seed: int = setting(0, "seed", "the folds' and permutations' seed")
+    label_var: str = setting("source", None, "the data store's per-prompt labels the probes read")
 
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> Position0Settings:
-        """Settings from a flat mapping (rule ``position0``'s ``settings`` param and ``seed``)."""
-        return _from_params(cls, params, ("conditions",))
+    from_params = classmethod(from_params)
 
 
 def query_window(name: str, seq_len: int) -> tuple[int, int]:

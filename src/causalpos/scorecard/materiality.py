@@ -17,37 +17,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-
-def _key(default: float, config: str, doc: str) -> Any:
-    """A threshold: its default, the config key it is read from and its meaning."""
-    return field(default=default, metadata={"config": config, "doc": doc})
+from causalpos.settings import check_keys, setting
 
 
 @dataclass(frozen=True)
 class Materiality:
     """The materiality threshold of each of paper 2's claims, in the units of the row it judges."""
 
-    claim1_logit: float = _key(
+    claim1_logit: float = setting(
         0.002,
         "leakage.materiality.claim1_logit",
         "claim 1: headline logit leakage, share of the expected logit map's variance",
     )
-    claim2_component: float = _key(
+    claim2_component: float = setting(
         0.002,
         "leakage.materiality.claim2_component",
         "claim 2: a decomposition component, share of the causal log-attention variance",
     )
-    claim3_ntk: float = _key(
+    claim3_ntk: float = setting(
         0.10,
         "leakage.materiality.claim3_ntk",
         "claim 3: standard minus NTK residual-stream share, in share points",
     )
-    claim3_order: float = _key(
+    claim3_order: float = setting(
         0.002,
         "leakage.materiality.claim3_order",
         "claim 3's ordering: a difference of residual-stream components",
     )
-    claim6_headline: float = _key(
+    claim6_headline: float = setting(
         0.002,
         "leakage.materiality.claim6_headline",
         "claim 6: linear minus saturated headline logit leakage",
@@ -69,12 +66,7 @@ class Materiality:
         for where, p in [("leakage.materiality", params)] + [
             (f"leakage.per_model.{m}.materiality", p) for m, p in per_model.items()
         ]:
-            unknown = sorted(set(p) - names)
-            if unknown:
-                raise ValueError(
-                    f"{where} has no key(s) {unknown}; allowed: {sorted(names)} "
-                    "(causalpos.scorecard.materiality)"
-                )
+            check_keys(cls, p, names, where)
         base = cls(**{k: float(v) for k, v in params.items()})
         models = {
             m: replace(base, **{k: float(v) for k, v in p.items()}) for m, p in per_model.items()

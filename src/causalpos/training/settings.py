@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from causalpos.settings import check_keys, from_params, setting
+
 #: Positional variants, in the canonical order: what differs between them (everything else —
 #: tokenizer, data order, initial weights, optimiser — is equal):
 #: ``rope`` standard rotary embedding; ``nope`` no positional encoding (identity rotation);
@@ -22,23 +24,27 @@ from typing import Any
 VARIANTS: tuple[str, ...] = ("rope", "nope", "ntk", "swa")
 
 
-def _hp(default: Any, doc: str, *, only: str | None = None, config: bool = True) -> Any:
-    """A hyper-parameter: ``doc`` its meaning; ``only`` the positional type that reads it;
-    ``config=False`` for one the config's ``train:`` section does not set."""
-    return field(default=default, metadata={"doc": doc, "only": only, "config": config})
+def _hp(key: str | None, default: Any, doc: str, *, only: str | None = None) -> Any:
+    """A hyper-parameter: its config key (None: not a choice of the config), default and meaning
+    (``doc``); ``only`` the positional type that reads it."""
+    return setting(default, key, doc, only=only)
 
 
 @dataclass(frozen=True)
 class ModelShape:
     """Size of the decoder (the same for every variant)."""
 
-    hidden: int = _hp(128, "residual width (hidden_size)")
-    layers: int = _hp(4, "decoder layers")
-    heads: int = _hp(4, "query heads; hidden / heads must be even (rotary pairs)")
-    kv_heads: int = _hp(2, "key/value heads (grouped-query attention); divides heads")
-    intermediate: int = _hp(384, "MLP width (SwiGLU intermediate_size)")
-    rope_theta: float = _hp(10000.0, "rotary base θ (rope and ntk; nope keeps it in config.json)")
-    tie_embeddings: bool = _hp(True, "lm_head shares the input embedding")
+    hidden: int = _hp("train.hidden", 128, "residual width (hidden_size)")
+    layers: int = _hp("train.layers", 4, "decoder layers")
+    heads: int = _hp("train.heads", 4, "query heads; hidden / heads must be even (rotary pairs)")
+    kv_heads: int = _hp(
+        "train.kv_heads", 2, "key/value heads (grouped-query attention); divides heads"
+    )
+    intermediate: int = _hp("train.intermediate", 384, "MLP width (SwiGLU intermediate_size)")
+    rope_theta: float = _hp(
+        "train.rope_theta", 10000.0, "rotary base θ (rope and ntk; nope keeps it in config.json)"
+    )
+    tie_embeddings: bool = _hp("train.tie_embeddings", True, "lm_head shares the input embedding")
 
 
 # The field order is the order of the ``settings`` record in checkpoints and training.json.
@@ -47,27 +53,42 @@ class TrainSettings:
     """Everything that determines a trained model's weights (checked on resume, so a checkpoint
     is never continued with other settings)."""
 
-    variant: str = _hp("rope", f"positional variant: one of {', '.join(VARIANTS)}", config=False)
+    variant: str = _hp(None, "rope", f"positional variant: one of {', '.join(VARIANTS)}")
     shape: ModelShape = field(default_factory=ModelShape, metadata={"doc": "decoder size"})
-    context: int = _hp(128, "training window in tokens, BOS at position 0 included")
-    steps: int = _hp(500, "optimiser updates")
-    batch: int = _hp(16, "windows per update (also the evaluation batch)")
-    lr: float = _hp(3e-3, "peak learning rate (AdamW, β = 0.9, 0.95)")
-    warmup: int = _hp(50, "updates of linear warmup, in [0, steps]")
-    min_lr_ratio: float = _hp(0.1, "final lr / peak lr (cosine decay after the warmup)")
-    weight_decay: float = _hp(0.1, "AdamW weight decay, on matrices only")
-    grad_clip: float = _hp(1.0, "gradient-norm clip (0: none)")
-    seed: int = _hp(0, "initial weights and data order (the config's top-level seed)", config=False)
+    context: int = _hp(
+        "train.context", 128, "training window in tokens, BOS at position 0 included"
+    )
+    steps: int = _hp("train.steps", 500, "optimiser updates")
+    batch: int = _hp("train.batch", 16, "windows per update (also the evaluation batch)")
+    lr: float = _hp("train.lr", 3e-3, "peak learning rate (AdamW, β = 0.9, 0.95)")
+    warmup: int = _hp("train.warmup", 50, "updates of linear warmup, in [0, steps]")
+    min_lr_ratio: float = _hp(
+        "train.min_lr_ratio", 0.1, "final lr / peak lr (cosine decay after the warmup)"
+    )
+    weight_decay: float = _hp("train.weight_decay", 0.1, "AdamW weight decay, on matrices only")
+    grad_clip: float = _hp("train.grad_clip", 1.0, "gradient-norm clip (0: none)")
+    seed: int = _hp("seed", 0, "initial weights and data order (the config's top-level seed)")
     window: int | None = _hp(
-        None, "sliding window in tokens, in [1, context); default context // 4", only="swa"
+        "train.window",
+        None,
+        "sliding window in tokens, in [1, context); default context // 4",
+        only="swa",
     )
-    ntk_factor: float = _hp(8.0, "llama3 scaling factor of the RoPE frequencies", only="ntk")
+    ntk_factor: float = _hp(
+        "train.ntk_factor", 8.0, "llama3 scaling factor of the RoPE frequencies", only="ntk"
+    )
     ntk_original_context: int | None = _hp(
-        None, "llama3 original_max_position_embeddings; default context", config=False
+        None, None, "llama3 original_max_position_embeddings; default context"
     )
-    eval_every: int = _hp(50, "updates between held-out evaluations (also at step 0 and the end)")
-    n_eval: int = _hp(64, "held-out windows in each evaluation (the first n non-overlapping)")
-    dtype: str = _hp("float32", "float32, or a half type trained under autocast (fp32 master)")
+    eval_every: int = _hp(
+        "train.eval_every", 50, "updates between held-out evaluations (also at step 0 and the end)"
+    )
+    n_eval: int = _hp(
+        "train.n_eval", 64, "held-out windows in each evaluation (the first n non-overlapping)"
+    )
+    dtype: str = _hp(
+        "train.dtype", "float32", "float32, or a half type trained under autocast (fp32 master)"
+    )
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> TrainSettings:
@@ -76,12 +97,7 @@ class TrainSettings:
         the checkpoints record them as the config wrote them)."""
         shape_keys = {f.name for f in fields(ModelShape)}
         own = {f.name for f in fields(cls)} - {"shape"}
-        unknown = sorted(set(params) - shape_keys - own)
-        if unknown:
-            raise ValueError(
-                f"training settings have no key(s) {unknown}; allowed: "
-                f"{sorted(shape_keys | own)} (causalpos.training.settings)"
-            )
+        check_keys(cls, params, shape_keys | own)
         shape = ModelShape(**{k: v for k, v in params.items() if k in shape_keys})
         return cls(shape=shape, **{k: v for k, v in params.items() if k in own})
 
@@ -151,7 +167,9 @@ def config_keys() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
     Every field of :class:`ModelShape` and :class:`TrainSettings` the config sets (``variant``
     comes from ``positional``, ``seed`` from the top-level ``seed``)."""
     hp = [f for f in fields(ModelShape)]
-    hp += [f for f in fields(TrainSettings) if f.name != "shape" and f.metadata["config"]]
+    hp += [
+        f for f in fields(TrainSettings) if (f.metadata.get("config") or "").startswith("train.")
+    ]
     shared = tuple(f.name for f in hp if f.metadata["only"] is None)
     own: dict[str, tuple[str, ...]] = {}
     for f in hp:
@@ -167,11 +185,14 @@ class LengthGenSettings:
     ``n_sequences`` of them in ``mode``), the forward passes' batch, the bootstrap and the seed.
     Each field's metadata names its config key (``config``; None: not set by the config)."""
 
-    length_factor: float = field(default=2.0, metadata={"config": "train.lengthgen.length_factor"})
-    n_sequences: int = field(default=128, metadata={"config": "train.lengthgen.n_sequences"})
-    batch_size: int = field(default=16, metadata={"config": "train.lengthgen.batch_size"})
-    n_bootstrap: int = field(default=2000, metadata={"config": "stats.n_bootstrap"})
-    confidence: float = field(default=0.95, metadata={"config": "stats.confidence"})
-    seed: int = field(default=0, metadata={"config": "seed"})
-    seq_len: int | None = field(default=None, metadata={"config": None})
-    mode: str = field(default="chunks", metadata={"config": None})
+    length_factor: float = setting(2.0, "train.lengthgen.length_factor", "× the longest context")
+    n_sequences: int = setting(128, "train.lengthgen.n_sequences", "held-out sequences")
+    # sequences per forward pass change no number: the rule's untracked ``run``
+    batch_size: int = setting(16, None, "sequences per forward pass (Scheduling)")
+    n_bootstrap: int = setting(2000, "stats.n_bootstrap", "bootstrap replicates")
+    confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
+    seed: int = setting(0, "seed", "the sequences' and the bootstrap's seed")
+    seq_len: int | None = setting(None, None, "tokens per sequence (None: length_factor's)")
+    mode: str = setting("chunks", None, "how sequences are drawn (causalpos.sampling)")
+
+    from_params = classmethod(from_params)

@@ -1,0 +1,122 @@
+"""causalpos.settings: the settings fields, the builders from the config and from a rule's params,
+the scheduling keys a rule hands its job untracked, and the rule that no script reads the config
+itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+import pytest
+from settings_defaults import disagreements
+from wfutil import REPO
+
+from causalpos.paper2.settings import LeakageSettings, Position0Settings
+from causalpos.settings import (
+    Scheduling,
+    canonical,
+    check_keys,
+    config_params,
+    config_value,
+    from_config,
+    from_params,
+    setting,
+    untracked,
+)
+
+
+@dataclass(frozen=True)
+class Toy:
+    name: str = setting(key="toy.name", doc="required, from the config")
+    sizes: tuple[int, ...] = setting((1, 2), "toy.sizes", "a tuple field")
+    words: list | None = setting(None, "toy.words", "a list field")
+    chunk: int = setting(4, None, "not a choice of the config")
+    each: float = setting(0.5, "toy.items.*.each", "a per-entry key")
+
+
+def test_a_setting_carries_its_key_default_and_meaning():
+    f = {f.name: f for f in dataclasses.fields(Toy)}
+    assert f["sizes"].default == (1, 2) and f["sizes"].metadata["config"] == "toy.sizes"
+    assert f["sizes"].metadata["doc"] == "a tuple field"
+    assert f["name"].default is dataclasses.MISSING
+    assert f["chunk"].metadata["config"] is None
+    assert setting(1, "a.b", "d", only="swa").metadata == {
+        "config": "a.b",
+        "doc": "d",
+        "only": "swa",
+    }
+
+
+def test_from_params_refuses_an_unknown_key_and_makes_tuples_of_tuple_fields_only():
+    toy = from_params(Toy, {"name": "x", "sizes": [3], "words": ["a"]})
+    assert toy == Toy(name="x", sizes=(3,), words=["a"])
+    with pytest.raises(ValueError, match=r"Toy has no key\(s\) \['nope'\]; allowed: \['chunk', "):
+        from_params(Toy, {"name": "x", "nope": 1})
+    with pytest.raises(ValueError, match=r"^here has no key\(s\) \['b'\]; allowed: \['a'\] "):
+        check_keys(Toy, {"a": 1, "b": 2}, {"a"}, "here")
+    # the settings classes share the builder
+    assert Position0Settings.from_params({"conditions": ["causal"]}).conditions == ("causal",)
+    with pytest.raises(ValueError, match=r"Position0Settings has no key\(s\) \['x'\]"):
+        Position0Settings.from_params({"x": 1})
+
+
+def test_from_config_reads_each_key_keeps_defaults_where_absent_and_takes_given_over_them():
+    cfg = {"toy": {"name": "a", "sizes": [5, 6], "items": {"p": {"each": 9.0}}}, "other": 1}
+    assert from_config(Toy, cfg) == Toy(name="a", sizes=(5, 6))  # words absent, * not read
+    assert from_config(Toy, cfg, sizes=(7,), chunk=8) == Toy(name="a", sizes=(7,), chunk=8)
+    assert config_value(cfg, "toy.items.p.each") == 9.0
+    assert config_value(cfg, "toy.missing", 3) == 3
+    with pytest.raises(KeyError, match="the config has no key toy.missing"):
+        config_value(cfg, "toy.missing")
+    with pytest.raises(ValueError, match=r"Toy has no key\(s\) \['bad'\]"):
+        from_config(Toy, cfg, bad=1)
+
+
+def test_config_params_are_the_config_fields_as_plain_sorted_values_and_rebuild_the_settings():
+    toy = Toy(name="a", sizes=(5, 6), chunk=8)
+    assert repr(config_params(toy)) == "{'name': 'a', 'sizes': [5, 6], 'words': None}"
+    assert config_params(toy, "chunk")["chunk"] == 8
+    assert from_params(Toy, config_params(toy)) == Toy(name="a", sizes=(5, 6))
+    assert canonical({"b": (1, {"d": 2, "c": 3}), "a": None}) == {
+        "a": None,
+        "b": [1, {"c": 3, "d": 2}],
+    }
+    s = LeakageSettings(taus=(0.1,), perm_variants=("causal",), control_margin_logit=0.5)
+    assert LeakageSettings.from_params(config_params(s)) == s
+    assert "perm_chunk" not in config_params(s)  # not a choice of the config
+
+
+def test_untracked_run_options_are_left_out_of_the_params_snakemake_compares():
+    """A rule's ``run`` param is a SimpleNamespace: Snakemake's params trigger records the
+    built-in types only, so a scheduling key reruns nothing while a settings dict does."""
+    from snakemake.persistence import UNREPRESENTABLE, PersistenceBase
+
+    run = untracked(Scheduling(device="cuda", checkpoint_every=3))
+    assert (run.device, run.checkpoint_every, run.gram_batch_size) == ("cuda", 3, 16)
+    serialize = PersistenceBase._serialize_param_builtin
+    assert serialize(None, run) is UNREPRESENTABLE
+    assert serialize(None, config_params(Scheduling())) != UNREPRESENTABLE
+
+
+def test_the_scheduling_keys_defaults_are_the_schemas():
+    assert disagreements(Scheduling) == []
+    keys = {f.metadata["config"] for f in dataclasses.fields(Scheduling)}
+    assert keys == {
+        "device",
+        "train.checkpoint_every",
+        "train.gram.batch_size",
+        "train.lengthgen.batch_size",
+    }
+
+
+def test_no_script_reads_the_config_and_no_module_builds_settings_of_its_own():
+    """Scripts read their settings from the rule's params, never from ``snakemake.config``; the
+    settings modules declare fields with :func:`setting` and build with :func:`from_params`."""
+    scripts = sorted((REPO / "workflow" / "scripts").glob("*.py"))
+    assert len(scripts) > 20
+    assert [p.name for p in scripts if "snakemake.config" in p.read_text()] == []
+    own = re.compile(r"^def (_key|_from_params)\(|has no key\(s\)", re.M)
+    src = REPO / "src" / "causalpos"
+    found = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if own.search(p.read_text()))
+    assert found == ["settings.py"]
