@@ -372,52 +372,6 @@ def _causal_mask_check(
     return target_row(t, target, measured, MEASURED, src, falsified_if=NO_TEST, note=why, **kw)
 
 
-def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 6 on the headline, judged by size: the linear baseline's paired inflation of the
-    causal run's logit leakage above the materiality threshold declared in the config
-    (``leakage.materiality.claim6_headline``, or the model's own). By least squares the
-    inflation is ≥ 0 for any offset profile (the saturated baseline nests the linear one), so
-    only its size is a test (a near-linear or a small offset profile makes it differ); the
-    model's own negative control reading position makes a *reproduced* inconclusive; twins:
-    measured."""
-    src = SOURCES["headline"]
-    t = T["claim6_headline"]
-    col = "linear_minus_saturated"
-    if head is None or col not in head:
-        why = "no headline leakage under the linear baseline (a summary made without it)"
-        return [not_run(t, t["label"], src, why)]
-    first = head.groupby(["model", "dataset"], sort=False)["window"].transform("first")
-    sel = head[
-        (head["window"] == first)
-        & (head["variant"] == t["variant"])
-        & (head["target"] == t["target"])
-        & np.isfinite(head[col])
-    ]
-    if sel.empty:
-        why = f"no {t['target']} leakage of a {t['variant']} run under both baselines"
-        return [not_run(t, t["label"], src, why)]
-    rows = []
-    landmarks = text_column(sel, "landmark")
-    several = landmarks.nunique() > 1
-    for r, twin, lm in zip(sel.itertuples(), text_column(sel, "init_of"), landmarks):
-        d = (getattr(r, col), getattr(r, f"{col}_lo"), getattr(r, f"{col}_hi"))
-        measured = f"linear - saturated {fmt_ci(*d)}; saturated {fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)}"
-        where = f"{r.model}, {r.dataset}" + (f", landmark {lm}" if several else "")
-        target = f"{t['label']} ({where})"
-        if twin:
-            why = f"init weights of {twin}: no learned offset profile for a baseline to underfit"
-            rows.append(measured_row(t, target, measured, src, why))
-            continue
-        ctl, ctl_text = own_control(r)
-        tm = for_model(t, r.model)
-        rule = positive(d[1:], float(tm["threshold"]))
-        verdict = unless_control_reads(rule, ctl)
-        measured += f"; {ctl_text}"
-        note, text = control_note(rule, verdict), _controlled_rule(float(tm["threshold"]), ctl)
-        rows.append(target_row(tm, target, measured, verdict, src, note=note, rule=text))
-    return rows
-
-
 def additivity_ablation_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Eq. 5's additivity on the headline: layer-local minus whole-forward ablation of the
     residual-stream component (log-attention, the headline window), measured."""

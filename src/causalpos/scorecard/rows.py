@@ -123,14 +123,19 @@ def check_sections(card: pd.DataFrame) -> None:
 
 def load_targets(source: PathLike | Mapping = None) -> dict:
     """The targets: a mapping as given, the YAML file at ``source``, or the packaged
-    ``causalpos/targets.yaml``."""
+    ``causalpos/targets.yaml``; a rule :mod:`causalpos.verdicts` does not define, or a
+    declarative target without a field the engine needs, is a ValueError naming the target
+    (:func:`causalpos.scorecard.engine.check_targets`)."""
+    from causalpos.scorecard.engine import check_targets
+
     if isinstance(source, Mapping):
-        return dict(source)
-    if source is None:
-        text = resources.files("causalpos").joinpath("targets.yaml").read_text()
+        spec = dict(source)
+    elif source is None:
+        spec = yaml.safe_load(resources.files("causalpos").joinpath("targets.yaml").read_text())
     else:
-        text = Path(source).read_text()
-    return yaml.safe_load(text)
+        spec = yaml.safe_load(Path(source).read_text())
+    check_targets(spec)
+    return spec
 
 
 def paper_model_id(name: str, targets: Mapping) -> str | None:

@@ -1,0 +1,237 @@
+"""The declarative scorecard: a target of ``causalpos/targets.yaml`` that names its table, the rows
+it selects, its estimate and interval columns and its rule is judged by this one engine; Python
+row builders remain only for composite claims.
+
+Every target's ``rule`` is machine-read: the name of a rule of :mod:`causalpos.verdicts`
+(:data:`RULES`), a list of them for a composite claim, or ``measured`` (a row reported without a
+test). :func:`check_targets` refuses, when the targets are loaded, a rule no module defines and a
+declarative target that lacks a field the engine needs, naming the target.
+
+A declarative target (one with a ``table`` field) declares:
+
+``table``
+    the scorecard input it reads (a key of :data:`causalpos.paths.SCORECARD_TABLES`);
+``select``
+    ``{column: value}``: the table's rows it judges (a list of values: any of them);
+``first``
+    optionally a column (``window``) of which each (model, dataset) keeps its first value (the
+    headline's: the config's first);
+``estimate``, ``lo``, ``hi``
+    the columns of the estimate and its interval, which the rule judges;
+``rule``
+    one interval rule of :data:`PARAMS`, applied with the target's fields it names (e.g.
+    ``threshold``: the materiality threshold of the row's model, ``leakage.materiality``);
+``own_control``
+    true: the row's own negative control (columns ``control_tost_lo``, ``control_tost_hi``, ``control_margin``)
+    is read beside it (where the table has them) and a ``reproduced`` becomes ``inconclusive`` where it reads position
+    (:func:`causalpos.verdicts.unless_control_reads`);
+``measured``
+    the row's ``measured`` text: ``{column}`` a cell, ``{column:ci}`` the column's estimate and
+    interval (``column``, ``column_lo``, ``column_hi``);
+``twin``
+    the note of a random-init / init twin's row (``init_of`` names the trained model; measured,
+    not judged);
+``not_run``, ``empty``
+    why there is no row: the table is absent or lacks a column (``not_run``), or no row is
+    selected (``empty``).
+
+Each selected row becomes one scorecard row, labelled ``<label> (<model>, <dataset>)`` (and
+``, landmark <name>`` where the selection holds several landmark readings).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from causalpos import verdicts as V
+from causalpos.paths import SCORECARD_TABLES
+from causalpos.scorecard.materiality import for_model
+from causalpos.scorecard.rows import (
+    Row,
+    control_note,
+    fill,
+    fmt,
+    fmt_ci,
+    measured_row,
+    not_run,
+    own_control,
+    target_row,
+    text_column,
+)
+from causalpos.scorecard.rules import rule_text, rules_text
+
+#: The rules a target may name: the verdict rules of :mod:`causalpos.verdicts`.
+RULES: dict[str, Callable] = {
+    f.__name__: f
+    for f in (
+        V.equivalent,
+        V.positive,
+        V.negative,
+        V.at_most,
+        V.exact,
+        V.fraction,
+        V.nearly_identical,
+        V.increasing,
+        V.covers,
+        V.negative_control,
+        V.recovered,
+        V.dose_series,
+    )
+}
+#: The ``rule`` of a target whose rows are measurements, not tests.
+MEASURED_RULE = "measured"
+
+#: The interval rules the engine dispatches, each with the target fields it is applied with.
+PARAMS: dict[str, tuple[str, ...]] = {
+    "positive": ("threshold",),
+    "negative": ("threshold",),
+    "at_most": ("threshold",),
+    "equivalent": ("paper_value", "margin"),
+    "negative_control": ("margin",),
+    "covers": ("value",),
+    "recovered": ("truth",),
+}
+
+#: The fields a declarative target must have.
+REQUIRED = ("table", "estimate", "lo", "hi", "measured", "not_run")
+
+
+def rule_names(t: Mapping) -> list[str]:
+    """The rules target ``t`` names (its ``rule``: one name or a list)."""
+    rule = t.get("rule")
+    return [str(r) for r in rule] if isinstance(rule, list) else [str(rule)]
+
+
+def check_target(name: str, t: Mapping) -> None:
+    """Raise ValueError, naming target ``name``, for a rule :data:`RULES` does not hold and for a
+    declarative target (one with a ``table``) missing a field of :data:`REQUIRED`, naming an
+    unknown table or a rule the engine cannot dispatch (:data:`PARAMS`) or lacking its
+    parameters."""
+    where = f"targets.yaml: target {name!r}"
+    bad = [r for r in rule_names(t) if r not in RULES and r != MEASURED_RULE]
+    if "rule" not in t or bad:
+        raise ValueError(
+            f"{where} has rule {t.get('rule')!r}: {', '.join(bad) or 'none'} is not a rule of "
+            f"causalpos.verdicts; set rule: to one of {', '.join(RULES)} or {MEASURED_RULE} (a "
+            "list for a composite claim)"
+        )
+    if "table" not in t:
+        return
+    missing = [k for k in REQUIRED if k not in t]
+    if missing:
+        raise ValueError(
+            f"{where} reads a table (table: {t['table']!r}) but lacks {', '.join(missing)}: a "
+            f"declarative target names {', '.join(REQUIRED)} (causalpos.scorecard.engine)"
+        )
+    if t["table"] not in SCORECARD_TABLES:
+        raise ValueError(
+            f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
+            f"{', '.join(SCORECARD_TABLES)}"
+        )
+    rules = rule_names(t)
+    if len(rules) != 1 or rules[0] not in PARAMS:
+        raise ValueError(
+            f"{where} reads a table with rule {t['rule']!r}; the engine dispatches one of "
+            f"{', '.join(PARAMS)} (a composite claim needs a row builder)"
+        )
+    absent = [p for p in PARAMS[rules[0]] if p not in t and not t.get("materiality")]
+    if absent:
+        raise ValueError(f"{where}: rule {rules[0]} needs {', '.join(absent)}; declare it")
+
+
+def check_targets(spec: Mapping) -> None:
+    """:func:`check_target` for every target of a targets file's ``targets`` (``unscored``, a
+    list of claims no table measures, has no rule)."""
+    for name, t in (spec.get("targets") or {}).items():
+        if isinstance(t, Mapping):
+            check_target(name, t)
+
+
+class _Text(string.Formatter):
+    """A target's ``measured`` template on one table row: ``{c}`` the cell, ``{c:ci}`` the
+    estimate and interval of column ``c``."""
+
+    def __init__(self, row: pd.Series):
+        super().__init__()
+        self.row = row
+
+    def get_value(self, key, args, kwargs):
+        return key
+
+    def format_field(self, value, format_spec):
+        r = self.row
+        if format_spec == "ci":
+            return fmt_ci(r[value], r[f"{value}_lo"], r[f"{value}_hi"])
+        return fmt(r[value]) if isinstance(r[value], float) else str(r[value])
+
+
+def template_columns(template: str) -> set[str]:
+    """The columns a ``measured`` template reads."""
+    out = set()
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name:
+            out |= {name, f"{name}_lo", f"{name}_hi"} if spec == "ci" else {name}
+    return out
+
+
+def columns(t: Mapping) -> str:
+    """The columns target ``t`` needs of its table, space-separated (a table without one of them
+    reaches the engine as None, and its row reads ``not_run``; a table without the control's
+    columns reads "no negative control")."""
+    need = {"model", "dataset", t["estimate"], t["lo"], t["hi"], *(t.get("select") or {})}
+    need |= template_columns(t["measured"]) | ({t["first"]} if t.get("first") else set())
+    return " ".join(sorted(need))
+
+
+def select(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
+    """The rows of ``table`` target ``t`` judges (``first``, ``select``, a finite estimate)."""
+    keep = np.isfinite(table[t["estimate"]].astype(float))
+    if t.get("first"):
+        first = table.groupby(["model", "dataset"], sort=False)[t["first"]].transform("first")
+        keep &= table[t["first"]] == first
+    for col, value in (t.get("select") or {}).items():
+        keep &= table[col].isin(value if isinstance(value, list) else [value])
+    return table[keep]
+
+
+def judge(t: Mapping, ci: tuple[float, float]) -> tuple[str, str]:
+    """(verdict, rule text) of target ``t``'s rule on the interval ``ci``."""
+    (name,) = rule_names(t)
+    values = {p: float(t[p]) for p in PARAMS[name]}
+    return RULES[name](ci, *values.values()), rule_text(RULES[name], **values)
+
+
+def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
+    """The rows of declarative target ``t`` on its table (None: absent, empty or without a
+    column :func:`columns` names)."""
+    src = SCORECARD_TABLES[t["table"]]
+    if table is None:
+        return [not_run(t, t["label"], src, fill(t["not_run"], t))]
+    sel = select(table, t)
+    if sel.empty:
+        return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
+    landmarks = text_column(sel, "landmark")
+    several = landmarks.nunique() > 1
+    rows = []
+    for (_, r), twin, lm in zip(sel.iterrows(), text_column(sel, "init_of"), landmarks):
+        where = f"{r['model']}, {r['dataset']}" + (f", landmark {lm}" if several else "")
+        label = f"{t['label']} ({where})"
+        measured = _Text(r).format(t["measured"])
+        if twin:
+            rows.append(measured_row(t, label, measured, src, fill(t["twin"], t, init_of=twin)))
+            continue
+        tm = for_model(t, r["model"])
+        verdict, text = judge(tm, (float(r[t["lo"]]), float(r[t["hi"]])))
+        note = ""
+        if t.get("own_control"):
+            ctl, ctl_text = own_control(r)
+            tested, verdict = verdict, V.unless_control_reads(verdict, ctl)
+            measured += f"; {ctl_text}"
+            note = control_note(tested, verdict)
+            text = rules_text(text, rule_text(V.unless_control_reads) if ctl else "")
+        rows.append(target_row(tm, label, measured, verdict, src, note=note, rule=text))
+    return rows
