@@ -174,10 +174,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("llm_index", "model dataset layer band band_lo band_hi"),
         reading=INDEX,
     ),
-    Family(
-        paper1.nearby_rows,
-        Input("gram_nearby", "model panel nearby nearby_lo nearby_hi n_samples rope_identity"),
-    ),
+    Declared("fig3_nearby"),
     Family(
         paper1_amplification.trained_share_rows,
         Input(
@@ -234,11 +231,7 @@ FAMILIES: tuple[Family, ...] = (
         paper2.headline_controls_rows,
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
-    Family(
-        paper2_headline.additivity_rows,
-        Input("observational_split", "model dataset causal_variant cross cross_lo cross_hi logz"),
-        reading=PER_PROMPT,
-    ),
+    Declared("additivity"),
     Family(
         paper2_headline.additivity_ablation_rows,
         Input("headline", "model dataset variant window target leakage local_minus_whole"),

@@ -26,17 +26,27 @@ A declarative target (one with a ``table`` field) declares:
     is read beside it (where the table has them) and a ``reproduced`` becomes ``inconclusive`` where it reads position
     (:func:`causalpos.verdicts.unless_control_reads`);
 ``measured``
-    the row's ``measured`` text: ``{column}`` a cell, ``{column:ci}`` the column's estimate and
-    interval (``column``, ``column_lo``, ``column_hi``);
+    the row's ``measured`` text: ``{column}`` a cell (``{column:d}`` as an integer),
+    ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
+    ``column_hi``);
+``where``
+    the row's label after the target's ``label``, in parentheses (default
+    ``{model}, {dataset}``); ``by_landmark``: true adds ``, landmark <name>`` where the
+    selection holds several landmark readings;
 ``twin``
     the note of a random-init / init twin's row (``init_of`` names the trained model; measured,
     not judged);
+``measured_if``, ``measured_why``
+    ``{column: value}``: the rows that are measured, not judged (e.g. a RoPE model's panels of
+    a claim about NoPE), and why (a target whose ``rule`` is ``measured``: every row, and why);
+``note``
+    the note of a judged row;
+``rule_column``
+    true: the row states its rule in the scorecard's ``rule`` column
+    (:func:`causalpos.scorecard.rules.rule_text`);
 ``not_run``, ``empty``
     why there is no row: the table is absent or lacks a column (``not_run``), or no row is
     selected (``empty``).
-
-Each selected row becomes one scorecard row, labelled ``<label> (<model>, <dataset>)`` (and
-``, landmark <name>`` where the selection holds several landmark readings).
 """
 
 from __future__ import annotations
@@ -96,8 +106,9 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "recovered": ("truth",),
 }
 
-#: The fields a declarative target must have.
+#: The fields a declarative target must have: one judged by a rule, one that is measured.
 REQUIRED = ("table", "estimate", "lo", "hi", "measured", "not_run")
+REQUIRED_MEASURED = ("table", "measured", "not_run", "measured_why")
 
 
 def rule_names(t: Mapping) -> list[str]:
@@ -121,18 +132,22 @@ def check_target(name: str, t: Mapping) -> None:
         )
     if "table" not in t:
         return
-    missing = [k for k in REQUIRED if k not in t]
+    rules = rule_names(t)
+    required = REQUIRED_MEASURED if rules == [MEASURED_RULE] else REQUIRED
+    missing = [k for k in required if k not in t]
     if missing:
         raise ValueError(
             f"{where} reads a table (table: {t['table']!r}) but lacks {', '.join(missing)}: a "
-            f"declarative target names {', '.join(REQUIRED)} (causalpos.scorecard.engine)"
+            f"declarative target with rule {t['rule']} names {', '.join(required)} "
+            "(causalpos.scorecard.engine)"
         )
     if t["table"] not in SCORECARD_TABLES:
         raise ValueError(
             f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
             f"{', '.join(SCORECARD_TABLES)}"
         )
-    rules = rule_names(t)
+    if rules == [MEASURED_RULE]:
+        return
     if len(rules) != 1 or rules[0] not in PARAMS:
         raise ValueError(
             f"{where} reads a table with rule {t['rule']!r}; the engine dispatches one of "
@@ -166,6 +181,8 @@ class _Text(string.Formatter):
         r = self.row
         if format_spec == "ci":
             return fmt_ci(r[value], r[f"{value}_lo"], r[f"{value}_hi"])
+        if format_spec == "d":
+            return str(int(r[value]))
         return fmt(r[value]) if isinstance(r[value], float) else str(r[value])
 
 
@@ -182,14 +199,18 @@ def columns(t: Mapping) -> str:
     """The columns target ``t`` needs of its table, space-separated (a table without one of them
     reaches the engine as None, and its row reads ``not_run``; a table without the control's
     columns reads "no negative control")."""
-    need = {"model", "dataset", t["estimate"], t["lo"], t["hi"], *(t.get("select") or {})}
-    need |= template_columns(t["measured"]) | ({t["first"]} if t.get("first") else set())
+    need = {"model", *(t[k] for k in ("estimate", "lo", "hi") if k in t)}
+    need |= {*(t.get("select") or {}), *(t.get("measured_if") or {})}
+    need |= template_columns(t["measured"]) | template_columns(t.get("where", "{dataset}"))
+    need |= {t["first"]} if t.get("first") else set()
     return " ".join(sorted(need))
 
 
 def select(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
     """The rows of ``table`` target ``t`` judges (``first``, ``select``, a finite estimate)."""
-    keep = np.isfinite(table[t["estimate"]].astype(float))
+    keep = pd.Series(True, index=table.index)
+    if "estimate" in t:
+        keep &= np.isfinite(table[t["estimate"]].astype(float))
     if t.get("first"):
         first = table.groupby(["model", "dataset"], sort=False)[t["first"]].transform("first")
         keep &= table[t["first"]] == first
@@ -218,20 +239,37 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
     several = landmarks.nunique() > 1
     rows = []
     for (_, r), twin, lm in zip(sel.iterrows(), text_column(sel, "init_of"), landmarks):
-        where = f"{r['model']}, {r['dataset']}" + (f", landmark {lm}" if several else "")
-        label = f"{t['label']} ({where})"
+        where = _Text(r).format(t.get("where", "{model}, {dataset}"))
+        by_landmark = several and t.get("by_landmark")
+        label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
         measured = _Text(r).format(t["measured"])
         if twin:
             rows.append(measured_row(t, label, measured, src, fill(t["twin"], t, init_of=twin)))
-            continue
-        tm = for_model(t, r["model"])
-        verdict, text = judge(tm, (float(r[t["lo"]]), float(r[t["hi"]])))
-        note = ""
-        if t.get("own_control"):
-            ctl, ctl_text = own_control(r)
-            tested, verdict = verdict, V.unless_control_reads(verdict, ctl)
-            measured += f"; {ctl_text}"
-            note = control_note(tested, verdict)
-            text = rules_text(text, rule_text(V.unless_control_reads) if ctl else "")
-        rows.append(target_row(tm, label, measured, verdict, src, note=note, rule=text))
+        elif rule_names(t) == [MEASURED_RULE] or _measured_only(r, t):
+            rows.append(measured_row(t, label, measured, src, fill(t["measured_why"], t)))
+        else:
+            rows.append(_judged(t, r, label, measured, src))
     return rows
+
+
+def _measured_only(r: pd.Series, t: Mapping) -> bool:
+    """Whether row ``r`` is one of target ``t``'s ``measured_if`` rows."""
+    cond = t.get("measured_if") or {}
+    return bool(cond) and all(
+        bool(r[c]) == v if isinstance(v, bool) else r[c] == v for c, v in cond.items()
+    )
+
+
+def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Row:
+    """The row of target ``t`` on table row ``r``, judged by its rule (and its own control)."""
+    tm = for_model(t, r["model"])
+    verdict, text = judge(tm, (float(r[t["lo"]]), float(r[t["hi"]])))
+    note = " ".join(str(t.get("note", "")).split())
+    if t.get("own_control"):
+        ctl, ctl_text = own_control(r)
+        tested, verdict = verdict, V.unless_control_reads(verdict, ctl)
+        measured += f"; {ctl_text}"
+        note = "; ".join(filter(None, (note, control_note(tested, verdict))))
+        text = rules_text(text, rule_text(V.unless_control_reads) if ctl else "")
+    text = text if t.get("rule_column") else ""
+    return target_row(tm, label, measured, verdict, src, note=note, rule=text)

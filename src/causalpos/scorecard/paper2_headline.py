@@ -258,29 +258,6 @@ def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
     ]
 
 
-def additivity_rows(obs: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Eq. 5's additivity, measured: the observational cross term of every causal run (the
-    per-prompt reading's split, units of SST(log-attention))."""
-    src = SOURCES["observational_split"]
-    t = T["additivity"]
-    if obs is None:
-        return [not_run(t, t["label"], src, "no observational split (no causal leakage run)")]
-    rows = []
-    for r in obs.itertuples():
-        measured = (
-            f"cross {fmt_ci(r.cross, r.cross_lo, r.cross_hi)}; logit "
-            f"{fmt_ci(r.logit, r.logit_lo, r.logit_hi)}, log Z {fmt_ci(r.logz, r.logz_lo, r.logz_hi)}, "
-            f"log-attention {fmt_ci(r.logattn, r.logattn_lo, r.logattn_hi)}"
-        )
-        target = f"{t['label']} ({r.model}, {r.dataset}, {r.causal_variant})"
-        why = (
-            "a measurement: the paper assumes the cross term away; the layer-local vs "
-            "whole-forward ablation is its own row (runs with layer_bidirectional)"
-        )
-        rows.append(measured_row(t, target, measured, src, why))
-    return rows
-
-
 def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 2 on the headline decomposition, per trained model (twins: measured), RoPE
     condition, log-attention: the test is the residual-stream component above the materiality
