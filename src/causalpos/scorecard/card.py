@@ -202,7 +202,7 @@ FAMILIES: tuple[Family, ...] = (
         Input(
             "plant_doses",
             "model dataset series variant dose layer target leakage_lo leakage_hi step_lo step_hi "
-            "margin positive_control",
+            "margin dose0_is_control",
         ),
     ),
     Family(

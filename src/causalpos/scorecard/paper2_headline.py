@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.controls import with_verdicts
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.paper2 import architectures
 from causalpos.scorecard.paper2_kinds import power_note
@@ -134,6 +135,7 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         return [not_run(tn, tn["label"], src, why), not_run(tp, tp["label"], src, why)]
     rows = []
+    ctl = with_verdicts("controls", ctl)  # the per-prompt reading's, quoted beside
     for r, same in zip(ctl.itertuples(), text_column(ctl, "same_pass")):
         variant = f"{r.variant} = {same} (one pass)" if same else r.variant
         where = f"{r.model}, {r.dataset}, {variant}, {r.target}"

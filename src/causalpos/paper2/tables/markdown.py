@@ -77,7 +77,6 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "per-prompt": [_ci_cell(r, "per_prompt") for _, r in h.iterrows()],
                     "heads p ≤ α": h["fraction_p"],
                     "heads q ≤ α": h["fraction_significant"],
-                    "negative control": h["control"],
                 }
             ),
         )
@@ -141,16 +140,14 @@ def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     "dose": doses["dose"].map(lambda x: f"{x:.3g}"),
                     "reading": [_ci_cell(r, "leakage") for _, r in doses.iterrows()],
                     "step": [_ci_cell(r, "step") for _, r in doses.iterrows()],
-                    "dose 0": doses["dose0_control"],
-                    "series": doses["positive_control"],
                 }
             ),
         )
 
 
 def _controls_table(ctl: pd.DataFrame) -> pd.DataFrame:
-    """The controls' rows: each reading with its CI and the words of its verdict; the negative
-    control's verdict reads the model's units against the declared margin."""
+    """The controls' rows: each reading with its CI, the negative control's in the model's units
+    beside the margin declared for it (the verdicts are the scorecard's)."""
     return pd.DataFrame(
         {
             "model": ctl["model"],
@@ -162,12 +159,9 @@ def _controls_table(ctl: pd.DataFrame) -> pd.DataFrame:
                 _ci_cell(r, "negative_modelled_model_units") for _, r in ctl.iterrows()
             ],
             "margin": ctl.get("negative_modelled_margin", np.nan),
-            "negative control": ctl["negative_control"],
             "per-prompt": [_ci_cell(r, "per_prompt") for _, r in ctl.iterrows()],
-            "per-prompt control": ctl["per_prompt_control"],
             "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
             "recovered": [_ci_cell(r, "planted_estimate") for _, r in ctl.iterrows()],
-            "positive control": ctl["positive_control"],
         }
     )
 
