@@ -12,7 +12,7 @@ import xarray as xr
 
 from causalpos import verdicts as V
 from causalpos.paper2.tables.doses import plant_doses_frame
-from causalpos.scorecard.controls import dose_series, with_verdicts
+from causalpos.scorecard.controls import dose_verdicts, with_verdicts
 
 TWIN = "identity_rope+bidirectional"
 RUNS = [TWIN] + [f"identity_rope+plant_stream{k}+bidirectional" for k in (1, 2, 3)]
@@ -82,7 +82,7 @@ def test_the_scorecard_judges_the_tables_numbers():
                     "margin": margin,
                 }
             )
-            got = dose_series(rows)
+            got = dose_verdicts(rows)
             steps = list(zip(lows, [0.01, 0.01], strict=True))
             assert got == (
                 V.negative_control(zero, margin),

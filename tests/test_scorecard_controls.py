@@ -46,7 +46,7 @@ def test_absent_numbers_and_a_fixed_bos_read_not_run():
     out = C.with_verdicts("controls", bare)
     assert out["negative_control"][0] == C.NOT_RUN  # no interval in the model's units
     assert out["per_prompt_control"][0] == C.NOT_RUN and out["positive_control"][0] == C.NOT_RUN
-    assert C.negative(np.nan, 0.001, 0.003) == C.NOT_RUN
+    assert C.negative_verdict(np.nan, 0.001, 0.003) == C.NOT_RUN
 
 
 def test_the_plant_in_the_model_needs_its_exact_checks_too():

@@ -6,12 +6,12 @@ rules of :mod:`causalpos.verdicts`, for the scorecard's rows, the findings page 
 API (:func:`with_verdicts` adds the verdict columns a reader quotes):
 
 - a negative control, by :func:`causalpos.verdicts.negative_control` on its (1 − 2α) interval
-  against the margin declared for its reading (:func:`negative`);
+  against the margin declared for its reading (:func:`negative_verdict`);
 - the per-prompt reading of a position-free run, the same rule against its tolerance
   (``per_prompt_margin``);
-- the statistics-level plant, by :func:`causalpos.verdicts.recovered` (:func:`positive`);
+- the statistics-level plant, by :func:`causalpos.verdicts.recovered` (:func:`positive_verdict`);
 - a dose series, dose 0 as a negative control and the series by
-  :func:`causalpos.verdicts.dose_series` (:func:`dose_series`), where dose 0 is a negative control
+  :func:`causalpos.verdicts.dose_series` (:func:`dose_verdicts`), where dose 0 is a negative control
   (``dose0_is_control``).
 
 ``not run`` where the numbers are absent (no causal run, a bound that is not finite) or where the
@@ -38,7 +38,7 @@ def _finite(*xs) -> bool:
         return False
 
 
-def negative(lo, hi, margin) -> str:
+def negative_verdict(lo, hi, margin) -> str:
     """A negative control's verdict on its (1 − 2α) interval (``lo``, ``hi``) against the declared
     ``margin``; ``not run`` where a bound or the margin is not a finite number."""
     if not _finite(lo, hi, margin):
@@ -46,7 +46,7 @@ def negative(lo, hi, margin) -> str:
     return negative_control((float(lo), float(hi)), float(margin))
 
 
-def positive(lo, hi, truth) -> str:
+def positive_verdict(lo, hi, truth) -> str:
     """A planted effect of size ``truth`` read back with interval (``lo``, ``hi``); ``not run``
     where no truth could be set."""
     if not _finite(truth):
@@ -54,7 +54,7 @@ def positive(lo, hi, truth) -> str:
     return recovered((float(lo), float(hi)), float(truth))
 
 
-def dose_series(g: pd.DataFrame) -> tuple[str, str]:
+def dose_verdicts(g: pd.DataFrame) -> tuple[str, str]:
     """(dose 0's verdict, the series') of one dose series' rows (dose 0 first; columns
     ``leakage_lo``, ``leakage_hi``, ``step_lo``, ``step_hi``, ``margin``): dose 0 by
     :func:`causalpos.verdicts.negative_control` on its 95 % interval (two one-sided tests at 2.5 % each: stricter than the
@@ -79,7 +79,7 @@ def _controls(df: pd.DataFrame, fixed_bos: bool | None) -> pd.DataFrame:
         if f"{pre}margin" not in df:
             continue
         cols = [_num(df, f"{pre}{k}") for k in ("tost_lo", "tost_hi", "margin")]
-        words = [negative(*x) for x in zip(*cols, strict=True)]
+        words = [negative_verdict(*x) for x in zip(*cols, strict=True)]
         if lm == "counted":  # a fixed BOS: its identity is a key-0 column of any run
             words = [NOT_RUN if b else w for w, b in zip(words, bos, strict=True)]
         out[f"{pre}control"] = words
@@ -89,10 +89,10 @@ def _controls(df: pd.DataFrame, fixed_bos: bool | None) -> pd.DataFrame:
         negative_control((lo, hi), m) if _finite(m) else NOT_RUN for lo, hi, m in zip(*pp)
     ]
     planted = [_num(df, k) for k in ("planted_estimate_lo", "planted_estimate_hi", "planted")]
-    out["positive_control"] = [positive(*x) for x in zip(*planted, strict=True)]
+    out["positive_control"] = [positive_verdict(*x) for x in zip(*planted, strict=True)]
     if "planted_model_truth" in df:
         lo, hi, truth = (_num(df, f"planted_model_{k}") for k in ("lo", "hi", "truth"))
-        ok = [positive(*x) == RECOVERED for x in zip(lo, hi, truth, strict=True)]
+        ok = [positive_verdict(*x) == RECOVERED for x in zip(lo, hi, truth, strict=True)]
         ok = [a and c == 1 for a, c in zip(ok, _num(df, "planted_model_check"), strict=True)]
         named = df["planted_model_variant"].fillna("").astype(str) != ""
         out["planted_model_control"] = [
@@ -107,7 +107,7 @@ def _doses(df: pd.DataFrame) -> pd.DataFrame:
     judged = _num(df, "dose0_is_control") == 1
     for _, g in df.groupby([c for c in ("model", "dataset", "series") if c in df], sort=False):
         g = g.assign(**{c: _num(g, c) for c in ("leakage_lo", "leakage_hi", "step_lo", "step_hi")})
-        z, s = dose_series(g.assign(margin=_num(g, "margin")))
+        z, s = dose_verdicts(g.assign(margin=_num(g, "margin")))
         zero += [(i, z if j == 0 else "") for j, i in enumerate(g.index)]
         series += [(i, s if judged[i] else NOT_RUN) for i in g.index]
     out["dose0_control"] = pd.Series(dict(zero))
@@ -119,7 +119,7 @@ def _headline(df: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     cols = [_num(df, k) for k in ("control_tost_lo", "control_tost_hi", "control_margin")]
     named = df.get("control_variant", pd.Series("", df.index)).fillna("").astype(str) != ""
-    words = [negative(*x) for x in zip(*cols, strict=True)]
+    words = [negative_verdict(*x) for x in zip(*cols, strict=True)]
     out["control_verdict"] = [w if n else "" for w, n in zip(words, named, strict=True)]
     return out
 

@@ -1,7 +1,7 @@
 """Paper 2's positive control that propagates, in the scorecard's controls section: one row per
 dose series of the ``plant_doses`` table (:mod:`causalpos.paper2.tables.doses`), judged by
 :func:`causalpos.verdicts.dose_series` on the table's intervals and declared margin
-(:func:`causalpos.scorecard.controls.dose_series`): ``recovered`` / ``not recovered``, ``not run``
+(:func:`causalpos.scorecard.controls.dose_verdicts`): ``recovered`` / ``not recovered``, ``not run``
 where dose 0 is not a negative control (the table's ``dose0_is_control``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from causalpos.scorecard.controls import dose_series
+from causalpos.scorecard.controls import dose_verdicts
 from causalpos.scorecard.rows import (
     NOT_RUN,
     SOURCES,
@@ -37,7 +37,7 @@ def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
     for (model, dataset, series), g in doses.groupby(["model", "dataset", "series"], sort=False):
         g = g.sort_values("dose")
         margin = float(g["margin"].iloc[0])
-        zero, verdict = dose_series(g)
+        zero, verdict = dose_verdicts(g)
         label = f"{t['label']} ({model}, {dataset}, {series}, layer {int(g['layer'].iloc[0])})"
         readings = "; ".join(
             f"dose {fmt(r.dose)}: {fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)}"

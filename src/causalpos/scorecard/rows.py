@@ -32,6 +32,7 @@ import pandas as pd
 import yaml
 
 from causalpos.paths import SCORECARD_TABLES
+from causalpos.scorecard.targets import check_targets
 from causalpos.verdicts import CHECK, CONTROL, TESTED, negative_control
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
@@ -125,9 +126,7 @@ def load_targets(source: PathLike | Mapping = None) -> dict:
     """The targets: a mapping as given, the YAML file at ``source``, or the packaged
     ``causalpos/targets.yaml``; a rule :mod:`causalpos.verdicts` does not define, or a
     declarative target without a field the engine needs, is a ValueError naming the target
-    (:func:`causalpos.scorecard.engine.check_targets`)."""
-    from causalpos.scorecard.engine import check_targets
-
+    (:func:`causalpos.scorecard.targets.check_targets`)."""
     if isinstance(source, Mapping):
         spec = dict(source)
     elif source is None:

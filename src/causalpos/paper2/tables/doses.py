@@ -2,7 +2,7 @@
 stream (:mod:`causalpos.paper2.summary.doses`), one row per run of each series (dose 0 first),
 its reading in the model's units, the paired step from the previous dose, the declared margin and
 whether dose 0 is a negative control here (``dose0_is_control``); the scorecard judges the series
-(:func:`causalpos.scorecard.controls.dose_series`)."""
+(:func:`causalpos.scorecard.controls.dose_verdicts`)."""
 
 from __future__ import annotations
 
