@@ -32,8 +32,9 @@ import pandas as pd
 import yaml
 
 from causalpos.paths import SCORECARD_TABLES
+from causalpos.scorecard.controls import negative_verdict
 from causalpos.scorecard.targets import check_targets
-from causalpos.verdicts import CHECK, CONTROL, TESTED, negative_control
+from causalpos.verdicts import CHECK, CONTROL, TESTED
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
 TABLE_MEASURED = "measured"
@@ -268,14 +269,14 @@ def own_control(r) -> tuple[str, str]:
     """(verdict, text) of the negative control a headline row of a causal run carries (``r``: a
     table row as a namedtuple or Series; columns :data:`CONTROL_MODEL_UNITS` and
     :data:`CONTROL_TOST`): its estimate and CI in the model's units and its verdict against the
-    declared margin (:func:`~causalpos.verdicts.negative_control`); ("", "no negative control
+    declared margin (:func:`~causalpos.scorecard.controls.negative_verdict`); ("", "no negative control
     ...") where the table has none for this model or a bound is not finite."""
     get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
     c = [float(get(k, np.nan)) for k in CONTROL_MODEL_UNITS]
     lo, hi, margin = (float(get(k, np.nan)) for k in CONTROL_TOST)
     if not np.isfinite([*c[1:], lo, hi, margin]).all():
         return "", "no negative control of this model on these prompts"
-    verdict = negative_control((lo, hi), margin)
+    verdict = negative_verdict(lo, hi, margin)
     text = f"negative control in the model's units {fmt_ci(*c)} ({verdict}, margin {fmt(margin)})"
     return verdict, text
 
