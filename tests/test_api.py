@@ -19,6 +19,7 @@ import yaml
 from wfutil import REPO, SMOKE
 
 import causalpos.paths as P
+from causalpos.scorecard.controls import with_verdicts
 
 DATASET = "kjv-first24"
 #: The smoke run's tiny models: a random-init Llama (runs causal, bidirectional) and the model
@@ -219,7 +220,10 @@ def test_leakage_is_the_pipelines_summary_and_tables(smoke, model):
     headline = headline[headline["model"] == model]
     rows = frame[(frame["part"] == "leakage") & (frame["quantity"] == "leakage")]
     rows = rows[rows["scope"] == "model"]
-    assert sorted(rows["verdict"]) == sorted(headline["control"])
+    assert set(rows["verdict"]) == {""}  # a run's headline row: a number, no verdict
+    units = frame[(frame["part"] == "leakage") & (frame["quantity"] == "control_model_units")]
+    judged = with_verdicts("headline", headline)
+    assert sorted(units["verdict"]) == sorted(judged["control_verdict"])
 
 
 def test_the_notebook_names_resolve_without_importing_anything_heavy():

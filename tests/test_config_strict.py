@@ -661,3 +661,16 @@ def test_a_prepared_twin_holding_its_models_weights_is_refused_before_any_job(
         json.dumps(record)
     )
     assert check(edit) == check()
+
+
+def test_the_scorecards_targets_load_at_the_dry_run_or_it_stops_naming_the_target(tmp_path):
+    from causalpos.config.strict import check_scorecard_targets
+    from causalpos.scorecard.rows import load_targets
+
+    assert check_scorecard_targets() is None  # the packaged targets.yaml
+    spec = load_targets()
+    spec["targets"]["sink_heads"]["rule"] = "greater"
+    path = tmp_path / "targets.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"target 'sink_heads' has rule 'greater'.*set rule: to"):
+        check_scorecard_targets(source=path)

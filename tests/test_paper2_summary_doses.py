@@ -94,6 +94,7 @@ def _summary(runs, margin: float, free=(TWIN,)):
 @pytest.mark.slow
 def test_dose_series_end_to_end_on_a_small_random_model(tiny_series):
     from causalpos.paper2.tables.assemble import paper2_tables
+    from causalpos.scorecard.controls import with_verdicts
     from causalpos.scorecard.paper2_doses import dose_series_rows
     from causalpos.scorecard.rows import load_targets
 
@@ -122,19 +123,22 @@ def test_dose_series_end_to_end_on_a_small_random_model(tiny_series):
     T_ = load_targets()["targets"]
     tab = paper2_tables({("tiny", "iid"): summ})["plant_doses"]
     assert list(tab["variant"]) == [TWIN, *PLANTED] and list(tab["dose_index"]) == [0, 1, 2, 3]
-    assert set(tab["positive_control"]) == {"recovered"} and tab["dose0_control"][0] == "passed"
+    judged = with_verdicts("plant_doses", tab)
+    assert set(judged["positive_control"]) == {"recovered"}
+    assert judged["dose0_control"][0] == "passed"
     card = dose_series_rows(tab, T_)
     assert [r.verdict for r in card] == ["recovered"]
     assert "layer 0" in card[0].target and "dose 1: " in card[0].measured
     # a margin dose 0 cannot meet: not recovered, in the table and the scorecard alike
     strict = paper2_tables({("tiny", "iid"): _summary(runs, margin=1e-6)})["plant_doses"]
-    assert set(strict["positive_control"]) == {"not recovered"}
-    assert strict["dose0_control"][0] == "underpowered"
+    judged = with_verdicts("plant_doses", strict)
+    assert set(judged["positive_control"]) == {"not recovered"}
+    assert judged["dose0_control"][0] == "underpowered"
     assert [r.verdict for r in dose_series_rows(strict, T_)] == ["not recovered"]
     # dose 0 not a negative control here (e.g. document openings): read, not judged
     loose = paper2_tables({("tiny", "iid"): _summary(runs, margin=1.0, free=())})["plant_doses"]
     np.testing.assert_allclose(loose["leakage"], tab["leakage"])
-    assert set(loose["positive_control"]) == {"not run"}
+    assert set(with_verdicts("plant_doses", loose)["positive_control"]) == {"not run"}
     assert [r.verdict for r in dose_series_rows(loose, T_)] == ["not run"]
     # a planted run is never a negative control, and without a causal run there is no unit
     assert int(summ["exp_position_free"].sel(variant=PLANTED[0])) == 0

@@ -11,6 +11,7 @@ from paper2_headline_runs import headline_runs
 from causalpos import verdicts as V
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as S
+from causalpos.scorecard.controls import with_verdicts
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,14 @@ def test_tables_carry_the_reading_and_the_controls(runs):
     )
     ctl = tabs["controls"]
     assert list(ctl["variant"].unique()) == ["identity_rope+bidirectional"]
-    # the table's words are the verdict rules' on the summary's numbers: the modelled reading
-    # passes its declared margin, the counted one reads the fixed BOS's key-0 column
+    # the table carries the numbers, the scorecard decides (causalpos.scorecard.controls)
+    words = {"negative_control", "per_prompt_control", "positive_control", "control"}
+    words |= {"negative_modelled_control", "negative_counted_control", "control_verdict"}
+    assert not words & (set(ctl.columns) | set(head.columns))
+    assert set(ctl["per_prompt_margin"]) == {0.01}
+    ctl = with_verdicts("controls", ctl)
+    # the verdict rules on the table's numbers: the modelled reading passes its declared
+    # margin, the counted one reads the fixed BOS's key-0 column
     assert set(ctl["negative_control"]) == {"passed"}
     assert set(ctl["negative_modelled_control"]) == {"passed"}
     assert set(ctl["negative_modelled_margin"]) == {0.05}
@@ -81,13 +88,14 @@ def test_tables_carry_the_reading_and_the_controls(runs):
     assert all(f"{ring} = identity_rope+bidirectional (one pass)" in r.target for r in rows)
     # with a fixed BOS the counted reading has no control here: not run, as in the scorecard
     fixed = paper2_tables({("m", "d"): summ.assign_attrs(fixed_bos=1)})["controls"]
+    fixed = with_verdicts("controls", fixed)
     assert set(fixed["negative_counted_control"]) == {"not run"}
     assert set(fixed["negative_modelled_control"]) == {"passed"}
     assert set(ctl[ctl.target == "logit"]["per_prompt_control"]) == {"reads position"}
     assert set(ctl["positive_control"]) == {"recovered"}
     assert set(ctl["positive_control"]) <= set(V.POSITIVE_CONTROL)
     # the causal run's rows carry its first position-free run's control, the same words
-    causal = head[head.variant == "causal"]
+    causal = with_verdicts("headline", head[head.variant == "causal"])
     assert set(causal["control_verdict"]) <= set(V.NEGATIVE_CONTROL)
     assert (causal["control_margin"] == 0.05).all()
     dec = tabs["decomposition_headline"]

@@ -70,13 +70,12 @@ def test_the_dose_series_has_its_section_with_each_runs_reading_and_step():
         "step": [np.nan, 0.002],
         "step_lo": [np.nan, 0.0016],
         "step_hi": [np.nan, 0.0024],
-        "dose0_control": ["passed", ""],
-        "positive_control": ["recovered", "recovered"],
     }
     md = paper2_markdown(_tables(plant_doses=doses))
     assert [line for line in md.splitlines() if line.startswith("## ")] == [
         "## Positive control that propagates: a dose series planted in the residual stream "
         "(logits, the model's units, the layers from the plant up)"
     ]
-    assert "| m | d | identity_rope+bidirectional | 2 | 0 | 0.0003 [-0.0012, 0.0022] | – | passed | recovered |" in md  # fmt: skip
-    assert "| 0.175 | 0.0023 [0.0008, 0.0042] | 0.002 [0.0016, 0.0024] |  | recovered |" in md
+    assert "| m | d | identity_rope+bidirectional | 2 | 0 | 0.0003 [-0.0012, 0.0022] | – |" in md
+    assert "| 0.175 | 0.0023 [0.0008, 0.0042] | 0.002 [0.0016, 0.0024] |" in md
+    assert "recovered" not in md  # the verdicts are the scorecard's

@@ -35,7 +35,7 @@ def _table(zero=(0.0003, -0.0012, 0.0022), steps_lo=(0.0016, 0.0065, 0.022), jud
                 "step_lo": lo,
                 "step_hi": np.nan if k == 0 else lo + 0.001,
                 "margin": 0.003,
-                "positive_control": "recovered" if judged else "not run",
+                "dose0_is_control": int(judged),
                 "note": "" if judged else "dose 0 is not a negative control here",
             }
         )

@@ -66,7 +66,7 @@ def _ctl(variant, neg, planted=0.1, rec=(0.1, 0.08, 0.12), pp=(0.4, 0.3, 0.5), u
         "per_prompt": pp[0],
         "per_prompt_lo": pp[1],
         "per_prompt_hi": pp[2],
-        "per_prompt_control": "reads position",
+        "per_prompt_margin": 0.01,  # the per-prompt reading's interval reads position
         "planted": planted,
         "planted_estimate": rec[0],
         "planted_estimate_lo": rec[1],

@@ -72,7 +72,7 @@ def test_a_negative_controls_rule_text_states_its_declared_margin_and_alpha(tmp_
     row = {"model": "m", "dataset": "d", "variant": "identity_rope+ring", "target": "logit"}
     row |= {"negative": 0.0, "negative_lo": -0.1, "negative_hi": 0.1, "planted": 0.01}
     row |= {"per_prompt": 0.4, "per_prompt_lo": 0.3, "per_prompt_hi": 0.5}
-    row |= {"per_prompt_control": "reads position", "negative_tost_level": 0.8}
+    row |= {"per_prompt_margin": 0.01, "negative_tost_level": 0.8}
     row |= {"planted_estimate": 0.01, "planted_estimate_lo": 0.008, "planted_estimate_hi": 0.012}
     p = "negative_modelled_"
     row |= {f"{p}model_units": 0.0, f"{p}model_units_lo": -0.001, f"{p}model_units_hi": 0.001}

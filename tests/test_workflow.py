@@ -423,7 +423,7 @@ def test_the_dose_series_runs_end_to_end_and_a_changed_dose_reruns_its_extractio
     tab = pd.read_csv(pipeline / "results" / "stats" / "paper2_plant_doses.csv")
     assert list(tab["dose"]) == [0.0, 0.5, 1.0] and set(tab["model"]) == {"trained-rope"}
     assert np.isfinite(tab[["leakage", "leakage_lo", "leakage_hi"]].to_numpy()).all()
-    assert set(tab["positive_control"]) == {"not run"}
+    assert set(tab["dose0_is_control"]) == {0}  # the scorecard reads it "not run"
     card = pd.read_csv(pipeline / "results" / "report" / "scorecard.csv", keep_default_na=False)
     rows = card[card["target"].str.startswith("positive control, dose series")]
     assert list(rows["verdict"]) == ["not run"] and set(rows["section"]) == {"controls"}

@@ -130,6 +130,13 @@ def positive(ci: Interval, threshold: float = 0.0) -> str:
     return INCONCLUSIVE
 
 
+def negative(ci: Interval, threshold: float = 0.0) -> str:
+    """An effect below −``threshold``: :func:`positive` of the negated interval (``reproduced``
+    if hi < −threshold; ``differs`` if lo >= −threshold; ``inconclusive`` otherwise)."""
+    lo, hi = ci
+    return positive((-hi, -lo), threshold)
+
+
 def at_most(ci: Interval, threshold: float) -> str:
     """An effect no larger than ``threshold`` (e.g. "no decodable content": accuracy above the
     null at most a margin).

@@ -165,7 +165,8 @@ def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:
     ``layer`` (0-based, where scope is ``layer``; a dose series' planted layer), ``layer_kind``,
     ``quantity`` (the table's column), ``estimate``, ``lo``, ``hi`` (the interval at the
     summary's level) and ``verdict`` (a control's: passed, reads position, underpowered,
-    recovered, not recovered, not run).
+    recovered, not recovered, not run; decided from the numbers by the scorecard's rules,
+    :func:`causalpos.scorecard.controls.with_verdicts`).
 
     ``frame.attrs``: what was not run and why (``conditions_not_run``, ``bos_not_run``,
     ``controls_note``), ``n_sequences``, ``level``, ``strata``.
@@ -180,15 +181,18 @@ def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:
         decomposition_headline_frame,
         headline_frame,
     )
+    from causalpos.scorecard.controls import with_verdicts
 
     parts = []
-    head = headline_frame(summary)
+    head = with_verdicts("headline", headline_frame(summary))
     if not head.empty:
-        verdicts = {"leakage": "control", "control_model_units": "control_verdict"}
+        verdicts = {"control_model_units": "control_verdict"}
         parts.append(_long(head, "leakage", "variant", "model", verdicts))
         parts.append(_headline_by_layer(summary, kinds_by_layer(summary)))
-        parts.append(_long(controls_frame(summary), "controls", "variant", "model", CONTROLS))
-        doses = plant_doses_frame(summary)
+        fixed_bos = int(summary.attrs.get("fixed_bos", 0) or 0) == 1
+        ctl = with_verdicts("controls", controls_frame(summary), fixed_bos=fixed_bos)
+        parts.append(_long(ctl, "controls", "variant", "model", CONTROLS))
+        doses = with_verdicts("plant_doses", plant_doses_frame(summary))
         parts.append(_long(doses, "doses", "variant", "model", DOSES, layer=True))
     if "exp_decomposition" in summary:
         dec = decomposition_headline_frame(summary)
@@ -213,7 +217,8 @@ def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:
     return out
 
 
-#: The verdict each control's number carries (quantity -> the table's verdict column).
+#: The verdict each control's number carries (quantity -> its verdict column, decided by
+#: :func:`causalpos.scorecard.controls.with_verdicts` from the table's numbers).
 CONTROLS = {
     "negative": "negative_control",
     "negative_modelled_model_units": "negative_modelled_control",

@@ -395,6 +395,21 @@ def check_factor_variants(cfg) -> None:
         raise ConfigError("\n".join(problems))
 
 
+def check_scorecard_targets(cfg=None, source=None) -> None:
+    """The scorecard's targets (``source``, default the packaged ``causalpos/targets.yaml``)
+    load: every target's rule is a rule of :mod:`causalpos.verdicts` and every declarative
+    target names the fields the engine reads (:func:`causalpos.scorecard.targets.check_targets`);
+    else a ConfigError at the dry run, naming the target and the fix. ``cfg``: unused (every
+    config reads the same targets)."""
+    from causalpos.scorecard.rows import load_targets
+
+    try:
+        load_targets(source)
+    except ValueError as exc:
+        where = source or "src/causalpos/targets.yaml"
+        raise ConfigError(f"{exc} (the scorecard's targets, {where})") from None
+
+
 def check_strict(cfg) -> list[str]:
     """Every check of this module; one :class:`ConfigError` listing each one's error, else the
     warnings of :func:`named_caps`."""
@@ -408,6 +423,7 @@ def check_strict(cfg) -> list[str]:
         check_seq_len_memory,
         check_prepared_twins,
         check_factor_variants,
+        check_scorecard_targets,
     ):
         try:
             step(cfg)

@@ -29,6 +29,7 @@ import pandas as pd
 from causalpos import markdown, paths
 from causalpos.findings.evaluate import fill_reference
 from causalpos.findings.refs import RefError, Rows, parse, parse_rows
+from causalpos.scorecard.controls import with_verdicts
 
 #: The template, relative to the repository's root.
 TEMPLATE = paths.FINDINGS_TEMPLATE
@@ -101,7 +102,11 @@ class Tables:
             path = table_pattern(name)
             if name not in self.files:
                 raise RefError(f"this run has no table {name} ({path})", missing=True)
-            self._cache[name] = pd.read_csv(self.files[name], dtype=str, keep_default_na=False)
+            df = pd.read_csv(self.files[name], dtype=str, keep_default_na=False)
+            # the controls' verdicts: the scorecard's, from the table's numbers
+            if name.startswith(PAPER2_PREFIX):
+                df = with_verdicts(name.removeprefix(PAPER2_PREFIX), df)
+            self._cache[name] = df
         return self._cache[name]
 
 

@@ -26,6 +26,7 @@ import causalpos.scorecard.paper2_factors as paper2_factors
 import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_kinds as paper2_kinds
 import causalpos.scorecard.paper2_position0 as paper2_position0
+from causalpos.scorecard.engine import columns, declared_rows
 from causalpos.scorecard.materiality import Materiality
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
@@ -92,8 +93,28 @@ class Family:
                 r.verdict = MEASURED
         return out
 
+    def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
+        """The tables the family reads (under the targets ``T``)."""
+        return self.inputs
+
     def __repr__(self) -> str:
         return f"Family({self.build.__name__}, {', '.join(i.key for i in self.inputs)})"
+
+
+class Declared(Family):
+    """The rows of a declarative target (:mod:`causalpos.scorecard.engine`): its table, columns
+    and rule come from its entry in the targets."""
+
+    def __init__(self, name: str):
+        super().__init__(lambda table, T: declared_rows(table, T[name]))
+        self.name = name
+
+    def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
+        t = T[self.name]
+        return (Input(t["table"], columns(t)),)
+
+    def __repr__(self) -> str:
+        return f"Declared({self.name})"
 
 
 def unscored_rows(T: Mapping) -> list[Row]:
@@ -153,10 +174,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("llm_index", "model dataset layer band band_lo band_hi"),
         reading=INDEX,
     ),
-    Family(
-        paper1.nearby_rows,
-        Input("gram_nearby", "model panel nearby nearby_lo nearby_hi n_samples rope_identity"),
-    ),
+    Declared("fig3_nearby"),
     Family(
         paper1_amplification.trained_share_rows,
         Input(
@@ -184,7 +202,7 @@ FAMILIES: tuple[Family, ...] = (
         Input(
             "plant_doses",
             "model dataset series variant dose layer target leakage_lo leakage_hi step_lo step_hi "
-            "margin positive_control",
+            "margin dose0_is_control",
         ),
     ),
     Family(
@@ -213,11 +231,7 @@ FAMILIES: tuple[Family, ...] = (
         paper2.headline_controls_rows,
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
-    Family(
-        paper2_headline.additivity_rows,
-        Input("observational_split", "model dataset causal_variant cross cross_lo cross_hi logz"),
-        reading=PER_PROMPT,
-    ),
+    Declared("additivity"),
     Family(
         paper2_headline.additivity_ablation_rows,
         Input("headline", "model dataset variant window target leakage local_minus_whole"),
@@ -273,10 +287,7 @@ FAMILIES: tuple[Family, ...] = (
             "model dataset condition window target residual residual_lo residual_hi",
         ),
     ),
-    Family(
-        paper2_headline.claim6_headline_rows,
-        Input("headline", "model dataset variant window target leakage linear_minus_saturated"),
-    ),
+    Declared("claim6_headline"),
     Family(
         paper2.claim6_rows,
         Input("baseline_comparison", "model dataset baseline"),
@@ -335,11 +346,12 @@ def build_scorecard(
         materiality = Materiality.from_params(materiality)
     T = materiality.apply(dict(spec["targets"]))
     T["paper_models"] = spec.get("paper_models", {})
-    keys = {i.key for f in FAMILIES for i in f.inputs}
+    keys = {i.key for f in FAMILIES for i in f.inputs_for(T)}
     tables = {key: read_table(paths.get(key)) for key in sorted(keys)}
     rows: list[Row] = []
     for family in FAMILIES:
-        rows += family.rows([with_columns(tables[i.key], i.columns) for i in family.inputs], T)
+        inputs = family.inputs_for(T)
+        rows += family.rows([with_columns(tables[i.key], i.columns) for i in inputs], T)
     if extra is not None:
         rows += extra(paths)
     for r in rows:

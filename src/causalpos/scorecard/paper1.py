@@ -415,28 +415,3 @@ def llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
             )
         )
     return rows
-
-
-def nearby_rows(g: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Fig. 3 (f)/(i): "nearby keys score higher" in a NoPE model's Gram panels (positive
-    index); a RoPE model's panels are measured (the claim is about the NoPE model)."""
-    src = SOURCES["gram_nearby"]
-    t = T["fig3_nearby"]
-    if g is None or g.empty:
-        why = (
-            "no Gram panels with the per-sample index (train.gram.models, or stores made before it)"
-        )
-        return [not_run(t, t["label"], src, why)]
-    rows = []
-    for r in g.itertuples():
-        target = f"{t['label']} ({r.model}, panel {r.panel})"
-        measured = (
-            f"{fmt_ci(r.nearby, r.nearby_lo, r.nearby_hi, 3)} over {int(r.n_samples)} samples"
-        )
-        if not bool(r.rope_identity):
-            why = "a RoPE model: the claim is about the NoPE model's panels"
-            rows.append(measured_row(t, target, measured, src, why))
-            continue
-        verdict = positive((r.nearby_lo, r.nearby_hi), float(t["threshold"]))
-        rows.append(target_row(t, target, measured, verdict, src, note=field_text(t, "note")))
-    return rows

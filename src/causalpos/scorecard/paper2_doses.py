@@ -1,8 +1,8 @@
 """Paper 2's positive control that propagates, in the scorecard's controls section: one row per
 dose series of the ``plant_doses`` table (:mod:`causalpos.paper2.tables.doses`), judged by
-:func:`causalpos.verdicts.dose_series` on the table's intervals and declared margin (the rule the
-table's ``positive_control`` column states): ``recovered`` / ``not recovered``, ``not run`` where
-dose 0 is not a negative control."""
+:func:`causalpos.verdicts.dose_series` on the table's intervals and declared margin
+(:func:`causalpos.scorecard.controls.dose_verdicts`): ``recovered`` / ``not recovered``, ``not run``
+where dose 0 is not a negative control (the table's ``dose0_is_control``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from causalpos.scorecard.controls import dose_verdicts
 from causalpos.scorecard.rows import (
     NOT_RUN,
     SOURCES,
@@ -20,7 +21,6 @@ from causalpos.scorecard.rows import (
     not_run,
     target_row,
 )
-from causalpos.verdicts import dose_series, negative_control
 
 
 def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -37,10 +37,7 @@ def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
     for (model, dataset, series), g in doses.groupby(["model", "dataset", "series"], sort=False):
         g = g.sort_values("dose")
         margin = float(g["margin"].iloc[0])
-        zero_ci = (float(g["leakage_lo"].iloc[0]), float(g["leakage_hi"].iloc[0]))
-        steps = list(zip(g["step_lo"].iloc[1:], g["step_hi"].iloc[1:], strict=True))
-        zero = negative_control(zero_ci, margin)
-        verdict = dose_series(zero_ci, steps, margin)
+        zero, verdict = dose_verdicts(g)
         label = f"{t['label']} ({model}, {dataset}, {series}, layer {int(g['layer'].iloc[0])})"
         readings = "; ".join(
             f"dose {fmt(r.dose)}: {fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)}"
@@ -50,7 +47,7 @@ def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = f"{readings} (model's units, {g['target'].iloc[0]}); dose 0 {zero}"
         falsified = fill(t["falsified_if"], t, margin=fmt(margin))
         note = str(g["note"].iloc[0]) if "note" in g else ""
-        if g["positive_control"].iloc[0] == NOT_RUN:  # read, not judged: the numbers stay
+        if g["dose0_is_control"].iloc[0] != 1:  # read, not judged: the numbers stay
             rows.append(target_row(t, label, measured, NOT_RUN, src, note=note, falsified_if=falsified))  # fmt: skip
             continue
         rows.append(

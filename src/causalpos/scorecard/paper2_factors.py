@@ -25,7 +25,7 @@ from causalpos.scorecard.rows import (
     target_row,
     text_column,
 )
-from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, positive
+from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, negative, positive
 
 #: The reading each row decides on, and the one it reports beside it.
 DECIDING, BESIDE = "logit", "mask_free"
@@ -46,13 +46,6 @@ def _pick(fac: pd.DataFrame, factor: str, reading: str, level: str, kind: str | 
 
 def _vals(r, col: str = "effect") -> tuple[float, float, float]:
     return tuple(float(getattr(r, f"{col}{s}")) for s in ("", "_lo", "_hi"))
-
-
-def negative(ci: tuple[float, float], threshold: float) -> str:
-    """An effect below −``threshold``: :func:`causalpos.verdicts.positive` of the negated
-    interval (reproduced if hi < −threshold; differs if lo ≥ −threshold)."""
-    lo, hi = ci
-    return positive((-hi, -lo), threshold)
 
 
 def _windows(fac: pd.DataFrame) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.controls import with_verdicts
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.paper2 import architectures
 from causalpos.scorecard.paper2_kinds import power_note
@@ -134,6 +135,7 @@ def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
         )
         return [not_run(tn, tn["label"], src, why), not_run(tp, tp["label"], src, why)]
     rows = []
+    ctl = with_verdicts("controls", ctl)  # the per-prompt reading's, quoted beside
     for r, same in zip(ctl.itertuples(), text_column(ctl, "same_pass")):
         variant = f"{r.variant} = {same} (one pass)" if same else r.variant
         where = f"{r.model}, {r.dataset}, {variant}, {r.target}"
@@ -258,29 +260,6 @@ def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
     ]
 
 
-def additivity_rows(obs: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Eq. 5's additivity, measured: the observational cross term of every causal run (the
-    per-prompt reading's split, units of SST(log-attention))."""
-    src = SOURCES["observational_split"]
-    t = T["additivity"]
-    if obs is None:
-        return [not_run(t, t["label"], src, "no observational split (no causal leakage run)")]
-    rows = []
-    for r in obs.itertuples():
-        measured = (
-            f"cross {fmt_ci(r.cross, r.cross_lo, r.cross_hi)}; logit "
-            f"{fmt_ci(r.logit, r.logit_lo, r.logit_hi)}, log Z {fmt_ci(r.logz, r.logz_lo, r.logz_hi)}, "
-            f"log-attention {fmt_ci(r.logattn, r.logattn_lo, r.logattn_hi)}"
-        )
-        target = f"{t['label']} ({r.model}, {r.dataset}, {r.causal_variant})"
-        why = (
-            "a measurement: the paper assumes the cross term away; the layer-local vs "
-            "whole-forward ablation is its own row (runs with layer_bidirectional)"
-        )
-        rows.append(measured_row(t, target, measured, src, why))
-    return rows
-
-
 def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 2 on the headline decomposition, per trained model (twins: measured), RoPE
     condition, log-attention: the test is the residual-stream component above the materiality
@@ -370,52 +349,6 @@ def _causal_mask_check(
     if not np.isfinite(cm[1:]).all():
         why += "; a bound of the measured component is not finite"
     return target_row(t, target, measured, MEASURED, src, falsified_if=NO_TEST, note=why, **kw)
-
-
-def claim6_headline_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 6 on the headline, judged by size: the linear baseline's paired inflation of the
-    causal run's logit leakage above the materiality threshold declared in the config
-    (``leakage.materiality.claim6_headline``, or the model's own). By least squares the
-    inflation is ≥ 0 for any offset profile (the saturated baseline nests the linear one), so
-    only its size is a test (a near-linear or a small offset profile makes it differ); the
-    model's own negative control reading position makes a *reproduced* inconclusive; twins:
-    measured."""
-    src = SOURCES["headline"]
-    t = T["claim6_headline"]
-    col = "linear_minus_saturated"
-    if head is None or col not in head:
-        why = "no headline leakage under the linear baseline (a summary made without it)"
-        return [not_run(t, t["label"], src, why)]
-    first = head.groupby(["model", "dataset"], sort=False)["window"].transform("first")
-    sel = head[
-        (head["window"] == first)
-        & (head["variant"] == t["variant"])
-        & (head["target"] == t["target"])
-        & np.isfinite(head[col])
-    ]
-    if sel.empty:
-        why = f"no {t['target']} leakage of a {t['variant']} run under both baselines"
-        return [not_run(t, t["label"], src, why)]
-    rows = []
-    landmarks = text_column(sel, "landmark")
-    several = landmarks.nunique() > 1
-    for r, twin, lm in zip(sel.itertuples(), text_column(sel, "init_of"), landmarks):
-        d = (getattr(r, col), getattr(r, f"{col}_lo"), getattr(r, f"{col}_hi"))
-        measured = f"linear - saturated {fmt_ci(*d)}; saturated {fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)}"
-        where = f"{r.model}, {r.dataset}" + (f", landmark {lm}" if several else "")
-        target = f"{t['label']} ({where})"
-        if twin:
-            why = f"init weights of {twin}: no learned offset profile for a baseline to underfit"
-            rows.append(measured_row(t, target, measured, src, why))
-            continue
-        ctl, ctl_text = own_control(r)
-        tm = for_model(t, r.model)
-        rule = positive(d[1:], float(tm["threshold"]))
-        verdict = unless_control_reads(rule, ctl)
-        measured += f"; {ctl_text}"
-        note, text = control_note(rule, verdict), _controlled_rule(float(tm["threshold"]), ctl)
-        rows.append(target_row(tm, target, measured, verdict, src, note=note, rule=text))
-    return rows
 
 
 def additivity_ablation_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:

@@ -32,7 +32,9 @@ import pandas as pd
 import yaml
 
 from causalpos.catalogue import SCORECARD_TABLES
-from causalpos.verdicts import CHECK, CONTROL, TESTED, negative_control
+from causalpos.scorecard.controls import negative_verdict
+from causalpos.scorecard.targets import check_targets
+from causalpos.verdicts import CHECK, CONTROL, TESTED
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
 TABLE_MEASURED = "measured"
@@ -123,14 +125,17 @@ def check_sections(card: pd.DataFrame) -> None:
 
 def load_targets(source: PathLike | Mapping = None) -> dict:
     """The targets: a mapping as given, the YAML file at ``source``, or the packaged
-    ``causalpos/targets.yaml``."""
+    ``causalpos/targets.yaml``; a rule :mod:`causalpos.verdicts` does not define, or a
+    declarative target without a field the engine needs, is a ValueError naming the target
+    (:func:`causalpos.scorecard.targets.check_targets`)."""
     if isinstance(source, Mapping):
-        return dict(source)
-    if source is None:
-        text = resources.files("causalpos").joinpath("targets.yaml").read_text()
+        spec = dict(source)
+    elif source is None:
+        spec = yaml.safe_load(resources.files("causalpos").joinpath("targets.yaml").read_text())
     else:
-        text = Path(source).read_text()
-    return yaml.safe_load(text)
+        spec = yaml.safe_load(Path(source).read_text())
+    check_targets(spec)
+    return spec
 
 
 def paper_model_id(name: str, targets: Mapping) -> str | None:
@@ -264,14 +269,14 @@ def own_control(r) -> tuple[str, str]:
     """(verdict, text) of the negative control a headline row of a causal run carries (``r``: a
     table row as a namedtuple or Series; columns :data:`CONTROL_MODEL_UNITS` and
     :data:`CONTROL_TOST`): its estimate and CI in the model's units and its verdict against the
-    declared margin (:func:`~causalpos.verdicts.negative_control`); ("", "no negative control
+    declared margin (:func:`~causalpos.scorecard.controls.negative_verdict`); ("", "no negative control
     ...") where the table has none for this model or a bound is not finite."""
     get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
     c = [float(get(k, np.nan)) for k in CONTROL_MODEL_UNITS]
     lo, hi, margin = (float(get(k, np.nan)) for k in CONTROL_TOST)
     if not np.isfinite([*c[1:], lo, hi, margin]).all():
         return "", "no negative control of this model on these prompts"
-    verdict = negative_control((lo, hi), margin)
+    verdict = negative_verdict(lo, hi, margin)
     text = f"negative control in the model's units {fmt_ci(*c)} ({verdict}, margin {fmt(margin)})"
     return verdict, text
 

@@ -31,7 +31,6 @@ from causalpos.paper2.labels import (
     ring_twin,
 )
 from causalpos.paper2.tables.routes import mappings_frame, mark_mask_free
-from causalpos.verdicts import NOT_RECOVERED, RECOVERED, negative_control, recovered
 
 #: ``reading`` column of the headline tables; the per-prompt tables carry ``PER_PROMPT``.
 EXPECTED_MAP = "expected-map"
@@ -81,10 +80,6 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     df["per_prompt_window"] = str(summary.attrs.get("window", ""))
     free = summary["exp_position_free"].to_series()
     df["position_free"] = df["variant"].map(free).astype(bool)
-    df["control"] = [
-        _control_word(summary, r.variant, r.exp_window, r.target, "modelled") if r.free else ""
-        for r in df.assign(free=df["position_free"]).itertuples()
-    ]
     df = df.merge(_control_units(summary, cols), on=idx, how="left")
     if "exp_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
         ab = cols(summary["exp_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole")
@@ -108,32 +103,15 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     return df.rename(columns={"exp_window": "window"})
 
 
-def _control_word(summary: xr.Dataset, variant: str, window: str, target: str, lm: str) -> str:
-    """A position-free run's negative-control verdict on one reading
-    (:func:`causalpos.verdicts.negative_control`: its (1 − 2α) interval in the model's units
-    against the declared margin); "not run" where the summary has no interval (no causal run)
-    and for the counted reading on prompts with a fixed BOS (its identity is a key-0 column of
-    any run: that reading's control needs prompts whose token 0 varies)."""
-    fixed_bos = int(summary.attrs.get("fixed_bos", 0) or 0) == 1
-    if "exp_control_tost" not in summary or (lm == "counted" and fixed_bos):
-        return "not run"
-    sel = dict(variant=variant, exp_landmark=lm, exp_window=window, target=target)
-    lo, hi = (float(summary["exp_control_tost"].sel(**sel, stat=k)) for k in ("lo", "hi"))
-    if not np.isfinite([lo, hi]).all():
-        return "not run"
-    return negative_control((lo, hi), float(summary["exp_control_margin"].sel(target=target)))
-
-
 def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
     """Rows of the causal run: the first position-free run of the summary (``control_variant``)
     read in the causal run's units (``control_model_units`` with its CI), its (1 − 2α)
     interval (``control_tost_lo``, ``control_tost_hi``), the margin declared for the reading
-    (``control_margin``) and its verdict (``control``: passed / reads position /
-    underpowered), headline reading (key-0 column modelled)."""
+    (``control_margin``), headline reading (key-0 column modelled): the numbers the scorecard
+    judges it by (:mod:`causalpos.scorecard.controls`)."""
     idx = ["variant", "exp_window", "target"]
     names = ["control_variant", "control_model_units", "control_model_units_lo"]
     names += ["control_model_units_hi", "control_tost_lo", "control_tost_hi", "control_margin"]
-    names += ["control_verdict"]
     empty = pd.DataFrame(columns=idx + names)
     if "exp_control_units" not in summary or "causal" not in summary["variant"].values:
         return empty
@@ -145,9 +123,6 @@ def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
     tost = cols(summary["exp_control_tost"].sel(**sel, drop=True), "control_tost")
     cu = cu.merge(tost[idx[1:] + ["control_tost_lo", "control_tost_hi"]], on=idx[1:])
     cu["control_margin"] = cu["target"].map(summary["exp_control_margin"].to_series())
-    cu["control_verdict"] = [
-        _control_word(summary, free, r.exp_window, r.target, "modelled") for r in cu.itertuples()
-    ]
     cu["variant"] = "causal"
     cu["control_variant"] = free
     return cu[idx + names]
@@ -273,21 +248,17 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "negative": r.leakage,
                 "negative_lo": r.leakage_lo,
                 "negative_hi": r.leakage_hi,
-                "negative_control": r.control,
                 **_units_columns(summary, r.variant, r.window, r.target),
                 **_planted_model_columns(summary, r.variant, r.target),
                 "per_prompt": r.per_prompt,
                 "per_prompt_lo": r.per_prompt_lo,
                 "per_prompt_hi": r.per_prompt_hi,
-                # the per-prompt reading, in its own units, against its tolerance, on its CI
-                "per_prompt_control": negative_control(
-                    (r.per_prompt_lo, r.per_prompt_hi), CONTROL_TOL
-                ),
+                # the per-prompt reading, in its own units, judged against its tolerance
+                "per_prompt_margin": CONTROL_TOL,
                 "planted": pv,
                 "planted_estimate": est,
                 "planted_estimate_lo": lo,
                 "planted_estimate_hi": hi,
-                "positive_control": "not run" if not np.isfinite(pv) else recovered((lo, hi), pv),
             }
         )
     return one_row_per_pass(pd.DataFrame(rows), summary)
@@ -328,8 +299,6 @@ def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> di
         for k in st["plant_stat"].values:
             out[f"planted_model_{k}"] = float(st.sel(plant_stat=k))
         out["planted_model_check"] = int(summary["exp_plant_model_check"].sel(plant_variant=pv))
-        passed = int(summary["exp_plant_model_passed"].sel(plant_variant=pv))
-        out["planted_model_control"] = RECOVERED if passed else NOT_RECOVERED
         return out
     return {}
 
@@ -337,8 +306,8 @@ def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> di
 def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) -> dict:
     """A position-free run's headline in the causal run's units, per landmark reading
     (``negative_<landmark>_*``): the estimate with its CI, its (1 − 2α) interval
-    (``_tost_lo``, ``_tost_hi``), the margin declared for the reading (``_margin``) and the
-    verdict (``_control``: passed / reads position / underpowered, or not run)."""
+    (``_tost_lo``, ``_tost_hi``) and the margin declared for the reading (``_margin``): the
+    numbers the scorecard judges it by (:mod:`causalpos.scorecard.controls`)."""
     out = {}
     if "exp_control_units" not in summary:
         return out
@@ -356,7 +325,6 @@ def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) 
                 f"negative_{lm}_tost_lo": tlo,
                 f"negative_{lm}_tost_hi": thi,
                 f"negative_{lm}_margin": margin,
-                f"negative_{lm}_control": _control_word(summary, variant, window, target, lm),
             }
         )
     return out

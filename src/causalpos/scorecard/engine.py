@@ -1,0 +1,185 @@
+"""The declarative scorecard: a target of ``causalpos/targets.yaml`` that names its table, the rows
+it selects, its estimate and interval columns and its rule is judged by this one engine; Python
+row builders remain only for composite claims.
+
+Every target's ``rule`` is machine-read: the name of a rule of :mod:`causalpos.verdicts`
+(:data:`RULES`), a list of them for a composite claim, or ``measured`` (a row reported without a
+test). :func:`check_targets` refuses, when the targets are loaded, a rule no module defines and a
+declarative target that lacks a field the engine needs, naming the target.
+
+A declarative target (one with a ``table`` field) declares:
+
+``table``
+    the scorecard input it reads (a key of :data:`causalpos.catalogue.SCORECARD_TABLES`);
+``select``
+    ``{column: value}``: the table's rows it judges (a list of values: any of them);
+``first``
+    optionally a column (``window``) of which each (model, dataset) keeps its first value (the
+    headline's: the config's first);
+``estimate``, ``lo``, ``hi``
+    the columns of the estimate and its interval, which the rule judges;
+``rule``
+    one interval rule of :data:`PARAMS`, applied with the target's fields it names (e.g.
+    ``threshold``: the materiality threshold of the row's model, ``leakage.materiality``);
+``own_control``
+    true: the row's own negative control (columns ``control_tost_lo``, ``control_tost_hi``, ``control_margin``)
+    is read beside it (where the table has them) and a ``reproduced`` becomes ``inconclusive`` where it reads position
+    (:func:`causalpos.verdicts.unless_control_reads`);
+``measured``
+    the row's ``measured`` text: ``{column}`` a cell (``{column:d}`` as an integer),
+    ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
+    ``column_hi``);
+``where``
+    the row's label after the target's ``label``, in parentheses (default
+    ``{model}, {dataset}``); ``by_landmark``: true adds ``, landmark <name>`` where the
+    selection holds several landmark readings;
+``twin``
+    the note of a random-init / init twin's row (``init_of`` names the trained model; measured,
+    not judged);
+``measured_if``, ``measured_why``
+    ``{column: value}``: the rows that are measured, not judged (e.g. a RoPE model's panels of
+    a claim about NoPE), and why (a target whose ``rule`` is ``measured``: every row, and why);
+``note``
+    the note of a judged row;
+``rule_column``
+    true: the row states its rule in the scorecard's ``rule`` column
+    (:func:`causalpos.scorecard.rules.rule_text`);
+``not_run``, ``empty``
+    why there is no row: the table is absent or lacks a column (``not_run``), or no row is
+    selected (``empty``).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from causalpos import verdicts as V
+from causalpos.catalogue import SCORECARD_TABLES
+from causalpos.scorecard.materiality import for_model
+from causalpos.scorecard.rows import (
+    Row,
+    control_note,
+    fill,
+    fmt,
+    fmt_ci,
+    measured_row,
+    not_run,
+    own_control,
+    target_row,
+    text_column,
+)
+from causalpos.scorecard.rules import rule_text, rules_text
+from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_names
+
+
+class _Text(string.Formatter):
+    """A target's ``measured`` template on one table row: ``{c}`` the cell, ``{c:ci}`` the
+    estimate and interval of column ``c``."""
+
+    def __init__(self, row: pd.Series):
+        super().__init__()
+        self.row = row
+
+    def get_value(self, key, args, kwargs):
+        return key
+
+    def format_field(self, value, format_spec):
+        r = self.row
+        if format_spec == "ci":
+            return fmt_ci(r[value], r[f"{value}_lo"], r[f"{value}_hi"])
+        if format_spec == "d":
+            return str(int(r[value]))
+        return fmt(r[value]) if isinstance(r[value], float) else str(r[value])
+
+
+def template_columns(template: str) -> set[str]:
+    """The columns a ``measured`` template reads."""
+    out = set()
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name:
+            out |= {name, f"{name}_lo", f"{name}_hi"} if spec == "ci" else {name}
+    return out
+
+
+def columns(t: Mapping) -> str:
+    """The columns target ``t`` needs of its table, space-separated (a table without one of them
+    reaches the engine as None, and its row reads ``not_run``; a table without the control's
+    columns reads "no negative control")."""
+    need = {"model", *(t[k] for k in ("estimate", "lo", "hi") if k in t)}
+    need |= {*(t.get("select") or {}), *(t.get("measured_if") or {})}
+    need |= template_columns(t["measured"]) | template_columns(t.get("where", "{dataset}"))
+    need |= {t["first"]} if t.get("first") else set()
+    return " ".join(sorted(need))
+
+
+def select_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
+    """The rows of ``table`` target ``t`` judges (``first``, ``select``, a finite estimate)."""
+    keep = pd.Series(True, index=table.index)
+    if "estimate" in t:
+        keep &= np.isfinite(table[t["estimate"]].astype(float))
+    if t.get("first"):
+        first = table.groupby(["model", "dataset"], sort=False)[t["first"]].transform("first")
+        keep &= table[t["first"]] == first
+    for col, value in (t.get("select") or {}).items():
+        keep &= table[col].isin(value if isinstance(value, list) else [value])
+    return table[keep]
+
+
+def judge(t: Mapping, ci: tuple[float, float]) -> tuple[str, str]:
+    """(verdict, rule text) of target ``t``'s rule on the interval ``ci``."""
+    (name,) = rule_names(t)
+    values = {p: float(t[p]) for p in PARAMS[name]}
+    return RULES[name](ci, *values.values()), rule_text(RULES[name], **values)
+
+
+def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
+    """The rows of declarative target ``t`` on its table (None: absent, empty or without a
+    column :func:`columns` names)."""
+    src = SCORECARD_TABLES[t["table"]]
+    if table is None:
+        return [not_run(t, t["label"], src, fill(t["not_run"], t))]
+    sel = select_rows(table, t)
+    if sel.empty:
+        return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
+    landmarks = text_column(sel, "landmark")
+    several = landmarks.nunique() > 1
+    rows = []
+    for (_, r), twin, lm in zip(sel.iterrows(), text_column(sel, "init_of"), landmarks):
+        where = _Text(r).format(t.get("where", "{model}, {dataset}"))
+        by_landmark = several and t.get("by_landmark")
+        label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
+        measured = _Text(r).format(t["measured"])
+        if twin:
+            rows.append(measured_row(t, label, measured, src, fill(t["twin"], t, init_of=twin)))
+        elif rule_names(t) == [MEASURED_RULE] or _measured_only(r, t):
+            rows.append(measured_row(t, label, measured, src, fill(t["measured_why"], t)))
+        else:
+            rows.append(_judged(t, r, label, measured, src))
+    return rows
+
+
+def _measured_only(r: pd.Series, t: Mapping) -> bool:
+    """Whether row ``r`` is one of target ``t``'s ``measured_if`` rows."""
+    cond = t.get("measured_if") or {}
+    return bool(cond) and all(
+        bool(r[c]) == v if isinstance(v, bool) else r[c] == v for c, v in cond.items()
+    )
+
+
+def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Row:
+    """The row of target ``t`` on table row ``r``, judged by its rule (and its own control)."""
+    tm = for_model(t, r["model"])
+    verdict, text = judge(tm, (float(r[t["lo"]]), float(r[t["hi"]])))
+    note = " ".join(str(t.get("note", "")).split())
+    if t.get("own_control"):
+        ctl, ctl_text = own_control(r)
+        tested, verdict = verdict, V.unless_control_reads(verdict, ctl)
+        measured += f"; {ctl_text}"
+        note = "; ".join(filter(None, (note, control_note(tested, verdict))))
+        text = rules_text(text, rule_text(V.unless_control_reads) if ctl else "")
+    text = text if t.get("rule_column") else ""
+    return target_row(tm, label, measured, verdict, src, note=note, rule=text)

@@ -1,0 +1,103 @@
+"""The targets' rules, checked when ``causalpos/targets.yaml`` loads: every target's ``rule`` is
+the name of a rule of :mod:`causalpos.verdicts` (:data:`RULES`), a list of them for a composite
+claim, or ``measured``; a declarative target (one with a ``table``, judged by
+:mod:`causalpos.scorecard.engine`) names every field the engine needs. :func:`check_targets`
+refuses anything else, naming the target, the allowed values and the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from causalpos import verdicts as V
+from causalpos.catalogue import SCORECARD_TABLES
+
+#: The rules a target may name: the verdict rules of :mod:`causalpos.verdicts`.
+RULES: dict[str, Callable] = {
+    f.__name__: f
+    for f in (
+        V.equivalent,
+        V.positive,
+        V.negative,
+        V.at_most,
+        V.exact,
+        V.fraction,
+        V.nearly_identical,
+        V.increasing,
+        V.covers,
+        V.negative_control,
+        V.recovered,
+        V.dose_series,
+    )
+}
+#: The ``rule`` of a target whose rows are measurements, not tests.
+MEASURED_RULE = "measured"
+
+#: The interval rules the engine dispatches, each with the target fields it is applied with.
+PARAMS: dict[str, tuple[str, ...]] = {
+    "positive": ("threshold",),
+    "negative": ("threshold",),
+    "at_most": ("threshold",),
+    "equivalent": ("paper_value", "margin"),
+    "negative_control": ("margin",),
+    "covers": ("value",),
+    "recovered": ("truth",),
+}
+
+#: The fields a declarative target must have: one judged by a rule, one that is measured.
+REQUIRED = ("table", "estimate", "lo", "hi", "measured", "not_run")
+REQUIRED_MEASURED = ("table", "measured", "not_run", "measured_why")
+
+
+def rule_names(t: Mapping) -> list[str]:
+    """The rules target ``t`` names (its ``rule``: one name or a list)."""
+    rule = t.get("rule")
+    return [str(r) for r in rule] if isinstance(rule, list) else [str(rule)]
+
+
+def check_target(name: str, t: Mapping) -> None:
+    """Raise ValueError, naming target ``name``, for a rule :data:`RULES` does not hold and for a
+    declarative target (one with a ``table``) missing a field of :data:`REQUIRED`, naming an
+    unknown table or a rule the engine cannot dispatch (:data:`PARAMS`) or lacking its
+    parameters."""
+    where = f"targets.yaml: target {name!r}"
+    bad = [r for r in rule_names(t) if r not in RULES and r != MEASURED_RULE]
+    if "rule" not in t or bad:
+        raise ValueError(
+            f"{where} has rule {t.get('rule')!r}: {', '.join(bad) or 'none'} is not a rule of "
+            f"causalpos.verdicts; set rule: to one of {', '.join(RULES)} or {MEASURED_RULE} (a "
+            "list for a composite claim)"
+        )
+    if "table" not in t:
+        return
+    rules = rule_names(t)
+    required = REQUIRED_MEASURED if rules == [MEASURED_RULE] else REQUIRED
+    missing = [k for k in required if k not in t]
+    if missing:
+        raise ValueError(
+            f"{where} reads a table (table: {t['table']!r}) but lacks {', '.join(missing)}: a "
+            f"declarative target with rule {t['rule']} names {', '.join(required)} "
+            "(causalpos.scorecard.engine)"
+        )
+    if t["table"] not in SCORECARD_TABLES:
+        raise ValueError(
+            f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
+            f"{', '.join(SCORECARD_TABLES)}"
+        )
+    if rules == [MEASURED_RULE]:
+        return
+    if len(rules) != 1 or rules[0] not in PARAMS:
+        raise ValueError(
+            f"{where} reads a table with rule {t['rule']!r}; the engine dispatches one of "
+            f"{', '.join(PARAMS)} (a composite claim needs a row builder)"
+        )
+    absent = [p for p in PARAMS[rules[0]] if p not in t and not t.get("materiality")]
+    if absent:
+        raise ValueError(f"{where}: rule {rules[0]} needs {', '.join(absent)}; declare it")
+
+
+def check_targets(spec: Mapping) -> None:
+    """:func:`check_target` for every target of a targets file's ``targets`` (``unscored``, a
+    list of claims no table measures, has no rule)."""
+    for name, t in (spec.get("targets") or {}).items():
+        if isinstance(t, Mapping):
+            check_target(name, t)
