@@ -118,9 +118,10 @@ def test_the_scorecard_reads_the_catalogues_scorecard_tables():
     """The scorecard's row families read exactly the tables the catalogue marks (its sources are
     their paths), and a config that runs paper 2 gives it every paper-2 one."""
     from causalpos.scorecard.card import FAMILIES
-    from causalpos.scorecard.rows import SOURCES
+    from causalpos.scorecard.rows import SOURCES, load_targets
 
-    read = {i.key for f in FAMILIES for i in f.inputs}
+    T = load_targets(None)["targets"]
+    read = {i.key for f in FAMILIES for i in f.inputs_for(T)}
     assert read == set(C.SCORECARD_TABLES) == {t.name for t in C.TABLES if t.scorecard}
     assert SOURCES == C.SCORECARD_TABLES
     assert SOURCES["headline"] == "results/stats/paper2_headline.csv"
