@@ -229,7 +229,7 @@ def routes_by_layer(
         ncol = grid_columns(len(got))
         shaded, all_kinds = False, []
         for j, (m, g) in enumerate(got.items()):
-            shaded |= _block(cells[j], m, g, panel_name[m], j % ncol == 0)
+            shaded |= _block(cells[j], m, g, panel_name[m].replace(" · ", "\n"), j % ncol == 0)
             if g is not None:
                 all_kinds += list(g["kinds"])
         extra = kind_handles(all_kinds, shaded=shaded)
