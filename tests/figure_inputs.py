@@ -15,7 +15,18 @@ STAT = ["estimate", "lo", "hi"]
 RUNS = ["causal", "bidirectional", "identity_rope+ring"]
 TARGETS = ["logit", "logattn"]
 LANDMARKS = ["modelled", "counted"]
-COMPONENTS = [*CURVES, "share_causal_mask", "share_causal_mask_paper"]
+#: §3's three routes (the causal mask split into its direct and indirect parts; the mask-free
+#: route is the residual stream) and their shares, after the layer figure's curves.
+ROUTES = ["direct_mask", "indirect_mask", "mask_free"]
+ROUTE_SHARES = ["share_direct_mask", "share_indirect_mask", "share_mask_free"]
+COMPONENTS = [
+    *CURVES,
+    "share_causal_mask",
+    "share_causal_mask_paper",
+    *ROUTES,
+    *ROUTE_SHARES,
+    "share_causal_mask_ablation",
+]
 
 #: Display names of the synthetic models and dataset, as the config hands them to the figures.
 NAMES = {
@@ -46,7 +57,8 @@ def summary(
     (1 + layer), the residual stream a third of it, the causal mask the rest, the normaliser a
     tenth, the position-free control 0.001 and window edges 0.002 (half-widths 0.004); paper
     2's residual-stream reading ``paper_residual`` and the edge artefact 0.9 of it (Gemma's:
-    ~3 over a total near 0.1). The counted key-0 column reads the modelled one plus
+    ~3 over a total near 0.1). §3's routes: direct 0.4 of the total, indirect the causal mask's
+    rest, mask-free the residual stream; their shares those fractions. The counted key-0 column reads the modelled one plus
     ``counted_offset``. Claim 1: the causal run 0.01 × (1 + layer), the bidirectional run half
     of it, the position-free run's control 0.0005 [−0.001, 0.002]."""
     rng = np.random.default_rng(seed)
@@ -65,7 +77,11 @@ def summary(
     per_layer = np.stack([_with_ci(comp[k], 0.004) for k in CURVES], axis=1)  # layer, comp, 3
     per_layer[:, list(CURVES).index("artefact"), 1:] = np.nan  # no CI, as the summary's
     shares = np.stack([_with_ci(0.66, 0.05), _with_ci(0.7, 0.05)])[None].repeat(n_layers, 0)
-    per_layer = np.concatenate([per_layer, shares], axis=1)
+    routes = np.stack([_with_ci(total * f, 0.004) for f in (0.4, 2 / 3 - 0.4, 1 / 3)], axis=1)
+    route_shares = np.stack(
+        [_with_ci(np.full(n_layers, f), 0.05) for f in (0.4, 2 / 3 - 0.4, 1 / 3, 2 / 3)], axis=1
+    )
+    per_layer = np.concatenate([per_layer, shares, routes, route_shares], axis=1)
     by_landmark = np.stack([per_layer, per_layer + counted_offset])  # landmark, layer, comp, 3
     pooled = by_landmark.mean(axis=1)
     claim = 0.01 * (1 + layers)
@@ -117,7 +133,7 @@ def summary(
             "target": TARGETS,
             "head": np.arange(heads),
         },
-        attrs={"level": 0.95, "alpha": 0.05},
+        attrs={"level": 0.95, "alpha": 0.05, "token0_fixed": 1, "token0_ids": [1]},
     )
     if kinds is not None:
         ds = ds.assign_coords(layer_kind=("layer", list(kinds)))

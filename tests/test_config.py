@@ -860,10 +860,12 @@ SMOKE_TARGETS = [
     "results/figures/paper2_claim1_smoke.png",
     "results/figures/paper2_position0_smoke.png",
     "results/figures/paper2_shares_smoke.png",
+    "results/figures/paper2_routes_smoke.png",
     "results/figures/paper2_layers_controls.png",
     "results/figures/paper2_claim1_controls.png",
     "results/figures/paper2_position0_controls.png",
     "results/figures/paper2_shares_controls.png",
+    "results/figures/paper2_routes_controls.png",
     "results/report/scorecard.csv",
     "results/report/scorecard.md",
     "results/report/findings.md",
@@ -877,12 +879,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 157 and len(set(targets)) == 157
+    assert len(targets) == 165 and len(set(targets)) == 165
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 208
+    assert len(paper.all_targets()) == 214
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 

@@ -35,10 +35,16 @@ def _families(r: Resolved) -> dict[str, tuple[dict, tuple[str, ...], str]]:
             ("outputs", "claim1"),
             ("paper2_layers_", "paper2_claim1_"),
         ),
-        **{
-            f"plot_paper2_{k}": (r.paper2_experiment_family(k), ("outputs",), f"paper2_{k}_")
-            for k in ("shares", "position0")
-        },
+        "plot_paper2_shares": (
+            r.paper2_experiment_family("shares"),
+            ("outputs", "routes"),
+            ("paper2_shares_", "paper2_routes_"),
+        ),
+        "plot_paper2_position0": (
+            r.paper2_experiment_family("position0"),
+            ("outputs",),
+            "paper2_position0_",
+        ),
     }
 
 

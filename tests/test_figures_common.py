@@ -21,6 +21,7 @@ from causalpos.figures import (  # noqa: E402, F401  (every figure module, for `
     paper2,
     paper2_claim1,
     paper2_layers,
+    paper2_routes,
     training,
     training_compare,
 )
@@ -121,6 +122,9 @@ def draw(name: str, path):
     if name == "paper2_shares":
         paper2.component_shares(_two_models(), out, names=NAMES, experiment="smollm2")
         return ["Eq. 5", *BOTH]
+    if name == "paper2_routes":
+        paper2_routes.routes_by_layer(_two_models(), out, names=NAMES, experiment="smollm2")
+        return ["§3 by layer", "three routes", *BOTH]
     if name == "paper2_heads":
         s = FI.summary(n_layers=30, heads=9)
         paper2.head_maps(s, out, pair="smollm2-135m/kjv-first256", names=NAMES)
@@ -170,6 +174,7 @@ FIGURES = [
     "paper2_layers_two",
     "paper2_claim1",
     "paper2_shares",
+    "paper2_routes",
     "paper2_heads",
     "paper2_position0",
     "train_loss_curves",

@@ -52,7 +52,8 @@ def summarise(stores: dict[str, xr.Dataset]) -> xr.Dataset:
 
 @pytest.fixture(scope="module")
 def summary(stores) -> xr.Dataset:
-    return summarise(stores)
+    """The summary, token 0 one fixed id (a BOS): the mask-free route applies."""
+    return summarise(stores).assign_attrs(token0_fixed=1, token0_ids=[1])
 
 
 def per_layer(arr: xr.DataArray) -> np.ndarray:
@@ -157,6 +158,26 @@ def test_component_shares_four_readings_with_the_paper_band(summary, tmp_path):
     bare = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
     assert F.component_shares({"bare": bare}, [tmp_path / "none.png"]) == {}
     assert (tmp_path / "none.png").stat().st_size > 1000
+
+
+def test_without_a_fixed_token_0_the_mask_free_readings_are_not_drawn(summary, tmp_path):
+    """The ring's logits (the residual stream on the ablation mapping, the mask-free route) read
+    0 by symmetry where token 0 varies: the tables mark them not applicable, and so do the
+    figures — left out of the layers figure (said below it), NaN in the shares figure — while
+    the readings that do not rest on it keep their numbers."""
+    varying = summary.assign_attrs(token0_fixed=0, token0_ids=[3, 4])
+    comp = varying["exp_components"].sel(exp_condition="rope", exp_window="all")
+    assert np.isfinite(comp.sel(component_full="share_causal_mask").values).all()
+    got = F.leakage_by_layer({"tiny": varying}, [tmp_path / "layers.png"])["tiny"]
+    drawn = {**got["headline"], **got.get("headline_scale", {})}
+    assert "residual_stream" not in drawn and "causal_mask" in drawn
+    shares = F.component_shares({"tiny": varying}, [tmp_path / "shares.png"])["tiny/rope"]
+    for k, (lm, name, _) in enumerate(F.SHARE_READINGS):
+        want = comp.sel(exp_landmark=lm, component_full=name, stat=["estimate", "lo", "hi"])
+        if name == "share_causal_mask":
+            assert np.isnan(shares[k]).all()
+        else:
+            np.testing.assert_array_equal(shares[k], want.values)
 
 
 def test_head_maps_draw_the_headline_and_mark_bh_heads(summary, tmp_path):

@@ -12,8 +12,9 @@ from causalpos.findings.lint import check_template
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_the_repositorys_template_keeps_the_rule():
-    template = (REPO / "docs" / "findings.template.md").read_text()
+@pytest.mark.parametrize("name", ["findings", "decide"])
+def test_the_repositorys_template_keeps_the_rule(name):
+    template = (REPO / "docs" / f"{name}.template.md").read_text()
     assert check_template(template, root=REPO) == []
 
 

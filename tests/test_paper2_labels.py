@@ -31,3 +31,19 @@ def test_every_condition_is_a_causal_run_and_its_bidirectional_twin():
     for causal, bidirectional in L.DEFAULT_CONDITIONS.values():
         assert parse_variant(causal).causal and not parse_variant(bidirectional).causal
     assert L.STAT == ("estimate", "lo", "hi") and L.LANDMARKS == ("modelled", "counted")
+
+
+def test_the_mask_free_route_applies_only_with_a_fixed_token_0():
+    import math
+
+    import numpy as np
+
+    assert L.token0_status({"token0_fixed": 1, "token0_ids": [2]}) == (1.0, L.MEASURED)
+    fixed, why = L.token0_status({"token0_fixed": np.int64(0), "token0_ids": np.array([7, 9])})
+    assert fixed == 0.0 and why == L.NOT_FIXED.format(ids="7, 9")
+    # five ids or more: the summary keeps the first five, the text says there are more
+    _, why = L.token0_status({"token0_fixed": 0, "token0_ids": [28, 30, 75, 284, 288]})
+    assert "(ids 28, 30, 75, 284, 288, ...)" in why
+    assert L.token0_status({"token0_fixed": 0, "token0_ids": 5})[1] == L.NOT_FIXED.format(ids="5")
+    fixed, why = L.token0_status({})
+    assert math.isnan(fixed) and why == L.UNRECORDED

@@ -74,6 +74,7 @@ LLM_APPENDIX_FIGURE = "llm_appE_{model}_{dataset}_{variant}"
 PAPER2_LAYERS_FIGURE = "paper2_layers_{experiment}"
 PAPER2_CLAIM1_FIGURE = "paper2_claim1_{experiment}"
 PAPER2_SHARES_FIGURE = "paper2_shares_{experiment}"
+PAPER2_ROUTES_FIGURE = "paper2_routes_{experiment}"
 PAPER2_POSITION0_FIGURE = "paper2_position0_{experiment}"
 PAPER2_HEADS_FIGURE = "paper2_heads_{model}_{dataset}"
 TRAIN_LOSS_CURVES_FIGURE = "train_loss_curves"
@@ -92,6 +93,7 @@ FIGURE_STEMS = (
     PAPER2_LAYERS_FIGURE,
     PAPER2_CLAIM1_FIGURE,
     PAPER2_SHARES_FIGURE,
+    PAPER2_ROUTES_FIGURE,
     PAPER2_POSITION0_FIGURE,
     PAPER2_HEADS_FIGURE,
     TRAIN_LOSS_CURVES_FIGURE,

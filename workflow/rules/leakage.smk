@@ -144,6 +144,15 @@ rule plot_paper2_shares:
             subcategory="Causal-mask shares",
             figure="Causal-mask shares",
         ),
+        *family_reports(
+            CFG.paper2_experiment_family("shares"),
+            "routes",
+            "paper2_experiment",
+            caption="paper2_routes",
+            category="Paper 2 — figures",
+            subcategory="Three routes by layer",
+            figure="Three routes by layer",
+        ),
     log:
         "logs/plot_paper2_shares/plot_paper2_shares.log",
     benchmark:

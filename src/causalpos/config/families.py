@@ -118,7 +118,8 @@ class FamiliesSection(Section):
         datasets') and files of figure ``kind`` (``layers``, ``shares`` or ``position0``: rules
         ``plot_paper2_<kind>``); shares only for an experiment with a decomposition (a causal and
         a bidirectional run of some condition). The ``layers`` job also draws claim 1 by layer
-        (key ``claim1``), from the same stores."""
+        (key ``claim1``), the ``shares`` job §3's three routes by layer (key ``routes``), from
+        the same stores."""
         out = {}
         for name in self.leakage_experiments():
             if kind == "shares" and not self.experiment_has_decomposition(name):
@@ -144,6 +145,10 @@ class FamiliesSection(Section):
             if kind == "layers":
                 out[name]["claim1"] = self.figure_paths(
                     paths.PAPER2_CLAIM1_FIGURE.format(experiment=name)
+                )
+            if kind == "shares":
+                out[name]["routes"] = self.figure_paths(
+                    paths.PAPER2_ROUTES_FIGURE.format(experiment=name)
                 )
         return canonical(out)
 

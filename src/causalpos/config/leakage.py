@@ -358,4 +358,5 @@ class LeakageSection(Section):
             targets += self.figure_paths(paths.PAPER2_POSITION0_FIGURE.format(experiment=name))
             if self.experiment_has_decomposition(name):
                 targets += self.figure_paths(paths.PAPER2_SHARES_FIGURE.format(experiment=name))
+                targets += self.figure_paths(paths.PAPER2_ROUTES_FIGURE.format(experiment=name))
         return targets

@@ -48,6 +48,7 @@ from causalpos.figures.paper2_layers import (  # noqa: F401  (re-exported)
 )
 from causalpos.figures.paper2_layers import note as _note
 from causalpos.models.layer_kinds import layer_kinds
+from causalpos.paper2.labels import MEASURED, token0_status
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
@@ -105,6 +106,7 @@ def _share_groups(
                 continue
             x = comp.sel(exp_condition=c, stat=["estimate", "lo", "hi"])
             split = kind_dim(x) is not None
+            na = token0_status(s.attrs)[1] != MEASURED  # the ring's logits read 0 by symmetry
             for what, xk in pooled_by_kind(x, kinds).items():
                 key = f"{model}/{c}" + (f"/{what.split(' ')[1]}" if split else "")
                 pools = "" if len(set(kinds)) == 1 and not split else f"\n{what}"
@@ -112,16 +114,16 @@ def _share_groups(
                     tick_words(panel_name[model])
                     + f"\ncondition {c}"
                     + pools.replace(": ", ":\n").replace(" + ", "\n+ ")
+                    + ("\nablation logits: n/a\n(token 0 not fixed)" if na else "")
                 )
-                groups[key] = (
-                    tick,
-                    np.stack(
-                        [
-                            xk.sel(exp_landmark=lm, component_full=k).values
-                            for lm, k, _ in SHARE_READINGS
-                        ]
-                    ),
+                v = np.stack(
+                    [
+                        xk.sel(exp_landmark=lm, component_full=k).values
+                        for lm, k, _ in SHARE_READINGS
+                    ]
                 )
+                v[[na and k == "share_causal_mask" for _, k, _ in SHARE_READINGS]] = np.nan
+                groups[key] = (tick, v)
     return groups
 
 
@@ -138,7 +140,8 @@ def component_shares(
     stream and paper 2's), with CIs; paper 2's 0.64–0.82 as a band (the axis reads fractions of
     the total). The summary's first window. The shares pool over layers: per layer kind where
     the summary splits them (a dim of layer kinds), else, for a model that mixes kinds, the tick
-    says what they pool. ``names``: display names of the models and datasets (the
+    says what they pool. Where token 0 is not fixed the readings on the ablation's logits (the
+    mask-free route) are not applicable: NaN, not drawn, said on the tick. ``names``: display names of the models and datasets (the
     ``model/dataset`` keys); ``experiment``: named in the title.
 
     Returns:

@@ -35,6 +35,7 @@ from causalpos.figures.common import (
 )
 from causalpos.figures.labels import LAYER_AXIS, common_part, pair_name
 from causalpos.models.layer_kinds import layer_kinds
+from causalpos.paper2.labels import MEASURED, token0_status
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
@@ -48,9 +49,9 @@ STAT3 = ["estimate", "lo", "hi"]
 #: normaliser) stay visible as nested lines. The controls are drawn where the summary has them.
 CURVES = {
     "total": ("#222222", "-", 3.2, 0.18, "total (causal run, log-attention)"),
-    "causal_mask": ("#d62728", "-", 2.2, 0.18, "causal mask (total − residual stream)"),
+    "causal_mask": ("#d62728", "-", 2.2, 0.18, "causal mask (total − ring: direct + indirect)"),
     "normaliser": ("#9467bd", "-", 1.2, 0.18, "normaliser (causal run, −log Z)"),
-    "residual_stream": ("#1f77b4", "-", 1.5, 0.18, "residual stream (ablation, logits)"),
+    "residual_stream": ("#1f77b4", "-", 1.5, 0.18, "residual stream (ring logits: mask-free)"),
     "residual_stream_paper": (
         "#1f77b4",
         "--",
@@ -172,6 +173,10 @@ def _block_rows(s: xr.Dataset, c: str) -> tuple[dict, list[str]]:
     panels, notes = {}, []
     if not np.isfinite(read["modelled"]["total"][:, 0]).any():
         return panels, notes
+    if token0_status(s.attrs)[1] != MEASURED:  # the ring's logits read 0 by symmetry
+        for curves in read.values():
+            curves.pop("residual_stream")
+        notes.append("residual stream (the mask-free route) not applicable: token 0 not fixed")
     same = _same_reading(read["modelled"], read["counted"])
     for row, lm in (("headline", "modelled"), ("counted", "counted")):
         if row == "counted" and same is not None:

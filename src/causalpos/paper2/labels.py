@@ -1,6 +1,6 @@
 """The names paper 2's summary writes and its tables read, torch-free: the CI axis, the
 decomposition's conditions and each run's ring twin, what a BOS intervention is measured on, the negative control's
-threshold and the layer-local ablation's run.
+threshold, the layer-local ablation's run and where the mask-free route applies (a fixed token 0).
 
 Apart from the summary's statistics (:mod:`.prompts`, :mod:`.headline`, :mod:`.bos`, which import
 torch) so that the table rule (``aggregate_leakage``) reads them without loading torch; each name
@@ -8,6 +8,9 @@ stays importable from the module that uses it in the summary.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Mapping
 
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS, compose, parse_variant
 
@@ -69,6 +72,36 @@ def bos_replacement(variant: str) -> str:
 
 #: ``status`` of a table row whose runs were all made.
 MEASURED = "measured"
+
+#: ``mask_free_status`` where token 0 varies across the prompts, and where the summary does not
+#: record it.
+NOT_FIXED = (
+    "not applicable: token 0 is not one fixed id across the prompts (ids {ids}), so the ring's "
+    "logits read 0 by symmetry; give the dataset prepend_bos, or a tokenizer that adds a BOS"
+)
+UNRECORDED = (
+    "not applicable: the summary does not record token 0 (made without the dataset's token "
+    "store); summarize with the data store (rule leakage does)"
+)
+
+
+def token0_status(attrs: Mapping) -> tuple[float, str]:
+    """(``token0_fixed``: 1, 0 or NaN where unrecorded, ``mask_free_status``: measured or why
+    the mask-free route is not applicable) of a summary, from its attrs (``token0_fixed``,
+    ``token0_ids``, read from the data store's tokens by
+    :func:`causalpos.stages.leakage.token0_attrs`): the tables and the figures say it alike."""
+    fixed = attrs.get("token0_fixed")
+    if fixed is None:
+        return math.nan, UNRECORDED
+    if int(fixed) == 1:
+        return 1.0, MEASURED
+    raw = attrs.get("token0_ids", [])
+    try:
+        ids = [int(x) for x in raw]
+    except TypeError:  # one id
+        ids = [int(raw)]
+    text = ", ".join(str(x) for x in ids)
+    return 0.0, NOT_FIXED.format(ids=text + (", ..." if len(ids) >= 5 else ""))
 
 
 #: Readings of a BOS replacement's effect (Table 9) on the headline, 1 − C(replaced) / C(run):

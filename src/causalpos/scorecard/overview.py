@@ -13,7 +13,7 @@ import pandas as pd
 from causalpos.markdown import replace_block
 from causalpos.paths import SCORECARD_CSV
 from causalpos.scorecard.markdown import _clause, _cut
-from causalpos.scorecard.rows import PAPER1, PAPER2, load_targets
+from causalpos.scorecard.rows import MEASURED, PAPER1, PAPER2, load_targets
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, TESTED
 
 #: Markers of the README block :func:`readme_overview` writes.
@@ -34,8 +34,26 @@ MAIN = {
     PAPER1: ("llm_pattern", "llm_first_keys"),
     PAPER2: ("claim1_logit", "claim2_component", "claim4_share"),
 }
+#: How a main number reads on §3's routes (spec §3: the direct causal mask, the indirect causal
+#: mask, the mask-free position): claim 2's residual-stream component is the mask-free route on
+#: the ablation mapping (paper 2's own); claim 4's share is the causal mask on the ablation mapping
+#: (direct + indirect routes), its row on the mechanism mapping (the direct route) beside it.
+READING = {
+    "claim2_component": "the mask-free route, ablation mapping",
+    "claim4_share": "causal mask = direct + indirect routes",
+}
+#: Main targets reported where they are measured but not judged (claim 4: the paper gives no
+#: share at these models' scale), beside the tested ones.
+REPORTED = ("claim4_share",)
+#: The row beside a main number's, on the other mapping (its target: label, this, where).
+OTHER_MAPPING = {"claim4_share": ", mechanism mapping"}
 #: A verdict in plain words.
-WORDS = {REPRODUCED: "as the paper says", DIFFERS: "differs", INCONCLUSIVE: "undecided"}
+WORDS = {
+    REPRODUCED: "as the paper says",
+    DIFFERS: "differs",
+    INCONCLUSIVE: "undecided",
+    MEASURED: "measured, not judged",
+}
 #: The longest measured value a main number keeps (its first clause, cut after an interval).
 NUMBER = 70
 
@@ -65,15 +83,31 @@ def _where(target: str, label: str) -> str:
 
 
 def _main_numbers(g: pd.DataFrame, keys, T: Mapping, labels: list[str]) -> list[str]:
-    """``label (where): number (verdict in words)`` of every test row of the ``keys`` targets."""
+    """``label (where; reading): number (verdict in words)`` of every test row of the ``keys``
+    targets (and every measured row of the :data:`REPORTED` ones but a random-init twin's,
+    whose claim 1 is measured, not judged), the route reading of
+    :data:`READING` beside its where, the other mapping's number after its own
+    (:data:`OTHER_MAPPING`)."""
     out = []
+    # a random-init twin's claim 1 is measured, not judged: its reported rows are left out too
+    claim1 = g[(g["label_"] == T["claim1_logit"]["label"]) & (g["verdict"] == MEASURED)]
+    twins = {_where(t, T["claim1_logit"]["label"]) for t in claim1["target"]}
     for key in keys:
         label = T[key]["label"]
-        rows = g[(g["label_"] == label) & g["verdict"].isin(TESTED)]
+        shown = (*TESTED, MEASURED) if key in REPORTED else TESTED
+        rows = g[(g["label_"] == label) & g["verdict"].isin(shown)]
+        rows = rows[rows["target"].str.startswith(label + " (")]
         for r in rows.itertuples():
             number = _cut(_clause(r.measured), NUMBER)
             where = _where(r.target, label)
-            out.append(f"{label} ({where}): {number} ({WORDS[r.verdict]})")
+            if r.verdict == MEASURED and where in twins:
+                continue
+            other = g[g["target"] == f"{label}{OTHER_MAPPING.get(key)} ({where})"]
+            if key in OTHER_MAPPING and not other.empty:
+                mapping = OTHER_MAPPING[key].lstrip(", ")
+                number += f", {mapping} {_cut(_clause(other['measured'].iloc[0]), NUMBER)}"
+            reading = f"; {READING[key]}" if key in READING else ""
+            out.append(f"{label} ({where}{reading}): {number} ({WORDS[r.verdict]})")
     return out
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from causalpos.figures import paper2
+from causalpos.figures.paper2_routes import routes_by_layer
 from causalpos.io.store import open_dataset
 
 
@@ -32,16 +33,15 @@ def plot_paper2_layers(figures: Mapping[str, Mapping]) -> None:
 
 
 def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
-    """Rule ``plot_paper2_shares``: the causal-mask share on four readings of the headline, one
-    figure per experiment (``{stores, labels, names, outputs}``)."""
+    """Rule ``plot_paper2_shares``: per experiment (``{stores, labels, names, outputs,
+    routes}``), the causal-mask share on four readings of the headline (``outputs``) and §3's
+    three routes by layer with their pooled shares (``routes``)."""
     cache: dict = {}
     for name, fig in figures.items():
-        paper2.component_shares(
-            _opened(fig["labels"], fig["stores"], cache),
-            list(fig["outputs"]),
-            names=fig["names"],
-            experiment=name,
-        )
+        summaries = _opened(fig["labels"], fig["stores"], cache)
+        kw = {"names": fig["names"], "experiment": name}
+        paper2.component_shares(summaries, list(fig["outputs"]), **kw)
+        routes_by_layer(summaries, list(fig["routes"]), **kw)
 
 
 def plot_paper2_position0(figures: Mapping[str, Mapping]) -> None:

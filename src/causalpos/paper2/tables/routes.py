@@ -10,42 +10,18 @@ import pandas as pd
 import xarray as xr
 
 from causalpos.paper2.decomposition import MAPPINGS
-from causalpos.paper2.labels import MEASURED
+from causalpos.paper2.labels import MEASURED, token0_status
 
 #: The components that read the mask-free route (the ring run's logits alone) and the shares
 #: made of it; "not applicable" (NaN) where token 0 is not fixed. The indirect route (causal
 #: minus ring logits) and the aliases keep their numbers.
 MASK_FREE_COLUMNS = ("mask_free", "share_mask_free", "share_causal_mask_ablation")
 
-#: ``mask_free_status`` where token 0 varies across the prompts, and where the summary does not
-#: record it.
-NOT_FIXED = (
-    "not applicable: token 0 is not one fixed id across the prompts (ids {ids}), so the ring's "
-    "logits read 0 by symmetry; give the dataset prepend_bos, or a tokenizer that adds a BOS"
-)
-UNRECORDED = (
-    "not applicable: the summary does not record token 0 (made without the dataset's token "
-    "store); summarize with the data store (rule leakage does)"
-)
-
-
-def token0_status(summary: xr.Dataset) -> tuple[float, str]:
-    """(``token0_fixed``: 1, 0 or NaN where unrecorded, ``mask_free_status``: measured or why
-    the mask-free route is not applicable) of a summary (its ``token0_fixed`` attr, read from
-    the data store's tokens by :func:`causalpos.stages.leakage.token0_attrs`)."""
-    fixed = summary.attrs.get("token0_fixed")
-    if fixed is None:
-        return np.nan, UNRECORDED
-    if int(fixed) == 1:
-        return 1.0, MEASURED
-    ids = ", ".join(str(int(x)) for x in np.atleast_1d(summary.attrs.get("token0_ids", [])))
-    return 0.0, NOT_FIXED.format(ids=ids + (", ..." if ids.count(",") >= 4 else ""))
-
 
 def mark_mask_free(df: pd.DataFrame, summary: xr.Dataset) -> pd.DataFrame:
     """``df`` (a components table) with ``token0_fixed`` and ``mask_free_status`` columns, and
     :data:`MASK_FREE_COLUMNS` (estimate and interval) NaN where the route is not applicable."""
-    fixed, status = token0_status(summary)
+    fixed, status = token0_status(summary.attrs)
     out = df.copy()
     out["token0_fixed"] = fixed
     out["mask_free_status"] = status
