@@ -1393,20 +1393,29 @@ def test_the_powered_overlay_passes_every_check_and_its_margins_are_half_its_thr
     cfg = resolved("config.yaml", lambda c: _overlay(c, "configs/decide.yaml"))
     assert cfg.check() == []
     pairs = cfg.leakage_pairs()
+    trained = ("trained-rope", "trained-ntk", "trained-swa")
     assert set(pairs) == {
         ("smollm2-135m", "kjv-decide128-bos"),
         ("gemma3-270m", "kjv-decide640-bos"),
-    }
+    } | {(m, "kjv-decide128-heldout") for m in trained}
     assert cfg.dataset_spec("kjv-decide128-bos")["n_sequences"] == 128
     assert cfg.dataset_spec("kjv-decide640-bos")["n_sequences"] == 96
-    assert {"causal", "ring", "identity_rope+ring"} <= set(
-        pairs[("gemma3-270m", "kjv-decide640-bos")]
-    )
-    assert {"scrambled_rope", "scrambled_rope+ring", "identity_rope"} <= set(
-        pairs[("smollm2-135m", "kjv-decide128-bos")]
-    )
+    # the trained models on their own held-out books (not the decide datasets' training text)
+    held = cfg.dataset_spec("kjv-decide128-heldout")
+    assert held["corpus"]["books"] == cfg.config["train"]["heldout"]
+    assert held["n_sequences"] == 400
+    # Table 6 on both real models: each RoPE condition causal, on the ring and bidirectionally
+    table6 = {
+        f"{c}{s}"
+        for c in ("identity_rope", "scrambled_rope")
+        for s in ("", "+ring", "+bidirectional")
+    }
+    for pair in (("gemma3-270m", "kjv-decide640-bos"), ("smollm2-135m", "kjv-decide128-bos")):
+        assert {"causal", "ring", "bidirectional"} | table6 <= set(pairs[pair]), pair
+    for m in trained:
+        assert set(pairs[(m, "kjv-decide128-heldout")]) == {"causal", "ring", "bidirectional"}
     declared = yaml.safe_load((REPO / "configs/decide.yaml").read_text())["leakage"]["per_model"]
-    assert set(declared) == {"smollm2-135m", "gemma3-270m"}
+    assert set(declared) == {"smollm2-135m", "gemma3-270m", *trained}
     for model, entry in declared.items():
         for reading in ("logit", "logattn"):
             smallest = min(

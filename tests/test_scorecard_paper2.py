@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 from scorecard_tables import (
     D,
@@ -267,3 +269,25 @@ def test_claim6_linear_baseline_rows(tmp_path):
     assert _one(card, "claim 6 (twin, d)")["verdict"] == S.MEASURED
     assert "linear - saturated" in _one(card, "claim 6 (up, d)")["measured"]
     assert _one(_card(tmp_path), "claim 6")["verdict"] == S.NOT_RUN
+
+
+def test_claim3_ntk_row_gives_the_prompts_its_decision_needs(tmp_path):
+    # standard 0.40 ± 0.05, NTK 0.25 ± 0.05: difference 0.15, half-width √2 × 0.05, so the lower
+    # arm 0.0707 straddles the threshold 0.10 at 64 prompts: inconclusive. The arm that must
+    # clear it shrinks as 1/√n: n' = 64 · ((z₀.₉₇₅ + z₀.₈) / z₀.₉₇₅ · 0.0707 / (0.15 − 0.10))²
+    n = {"n_sequences": 64}
+    dec = [
+        _c3dec("trained-rope", 0.40, 0.05, "rope") | n,
+        _c3dec("trained-ntk", 0.25, 0.05, "ntk") | n,
+    ]
+    card = _card(tmp_path, decomposition_headline=_h(pd.DataFrame(dec)))
+    row = _one(card, "claim 3 (NTK) (trained-ntk vs trained-rope, d)")
+    need = math.ceil(64 * ((1.959964 + 0.841621) / 1.959964 * math.sqrt(2) * 0.05 / 0.05) ** 2)
+    assert row["verdict"] == I and need == 262
+    assert f"about {need} prompts would resolve it at 80 % power (64 here)" in row["note"]
+    assert "would resolve reproduced if the estimate held" in row["note"]
+    # a decided row carries no power note
+    dec[1] = _c3dec("trained-ntk", 0.10, 0.05, "ntk") | n
+    card = _card(tmp_path, decomposition_headline=_h(pd.DataFrame(dec)))
+    row = _one(card, "claim 3 (NTK) (trained-ntk vs trained-rope, d)")
+    assert row["verdict"] == R and "prompts would resolve" not in row["note"]

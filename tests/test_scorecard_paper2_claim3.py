@@ -4,6 +4,8 @@ step above its materiality threshold."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 from scorecard_tables import D, I, R, _card, _one
 
@@ -53,3 +55,37 @@ def test_claim3_ordering_on_a_common_window(tmp_path):
     # a twin does not count; without all three architectures: not run
     twin_only = [row("n", "ntk", lo), row("r", "rope", mid), row("s", "swa", hi, init_of="x")]
     assert _one(card(twin_only), "claim 3 (ordering)")["verdict"] == S.NOT_RUN
+
+
+def test_claim3_ordering_names_the_prompts_each_undecided_step_needs(tmp_path):
+    # NTK 0.010 ± 0.005, standard 0.020 ± 0.005, sliding window 0.050 ± 0.005 at 100 prompts,
+    # threshold 0.002: standard - NTK 0.010 [0.0029, 0.0171] and sliding - standard 0.030
+    # [0.0229, 0.0371] are reproduced; with NTK at 0.016 the first step, 0.004 [-0.0031,
+    # 0.0111], straddles 0.002: the lower arm √2 × 0.005 must shrink below 0.004 - 0.002, so
+    # n' = 100 · ((z₀.₉₇₅ + z₀.₈) / z₀.₉₇₅ · √2 · 0.005 / 0.002)²
+    def row(model, arch, est):
+        return {"model": model, "dataset": "d", "condition": "rope", "window": "all"} | {
+            "target": "logattn",
+            "positional": arch,
+            "residual": est,
+            "residual_lo": est - 0.005,
+            "residual_hi": est + 0.005,
+            "n_sequences": 100,
+        }
+
+    def card(ntk):
+        rows = [row("n", "ntk", ntk), row("r", "rope", 0.020), row("s", "swa", 0.050)]
+        return _one(
+            _card(tmp_path, decomposition_headline=pd.DataFrame(rows)), "claim 3 (ordering) (d)"
+        )
+
+    decided = card(0.010)
+    assert decided["verdict"] == R and "prompts would resolve" not in decided["note"]
+    open_ = card(0.016)
+    need = math.ceil(100 * ((1.959964 + 0.841621) / 1.959964 * math.sqrt(2) * 0.005 / 0.002) ** 2)
+    assert open_["verdict"] == I and need == 2555
+    assert (
+        f"standard - NTK: about {need} prompts would resolve it at 80 % power (100 here)"
+        in (open_["note"])
+    )
+    assert "sliding window - standard: about" not in open_["note"]  # that step is decided

@@ -5,6 +5,7 @@ exists."""
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 
@@ -47,3 +48,31 @@ def test_the_store_records_distinct_sequences_and_duplicates_are_logged(
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and warned[0].startswith("datasets.dups: its 6 sequences of 24")
     assert "are 4 distinct ones (2 repeat another token for token)" in warned[0]
+
+
+def test_a_corpus_too_small_for_n_sequences_is_refused_naming_the_key_and_the_count(
+    tmp_path, tokenizer_dir
+):
+    """The tokenized corpus gives fewer chunks than asked: the refusal names the dataset's
+    n_sequences key, the count the corpus gives (the largest n_sequences that samples) and the
+    fix; that count samples."""
+    texts = [d.text for d in kjv_documents("chapter", ["Ruth"])]
+    spec = {
+        "corpus": _corpus(tmp_path, texts),
+        "seq_len": 64,
+        "mode": "chunks",
+        "n_sequences": 10**4,
+    }
+    out = tmp_path / "data.zarr"
+    with pytest.raises(CorpusError) as info:
+        sample_sequences(tokenizer_dir, spec, out, seed=0, name="held")
+    msg = str(info.value)
+    m = re.match(
+        r"datasets\.held\.n_sequences = 10000: tokenized by \S+, the corpus gives only (\d+) ", msg
+    )
+    assert m and f"Fix: set datasets.held.n_sequences to at most {m.group(1)}" in msg
+    assert not out.exists()
+    ds = sample_sequences(
+        tokenizer_dir, dict(spec, n_sequences=int(m.group(1))), out, seed=0, name="held"
+    )
+    assert ds.sizes["sequence"] == int(m.group(1)) > 0

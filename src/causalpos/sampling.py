@@ -284,6 +284,15 @@ def _random_tokens(tokenizer, prefix, rng, n_sequences: int, content_len: int):
     return tokens, source, document, offset
 
 
+class TooFewSequences(CorpusError):
+    """The corpus, tokenized, gives fewer sequences than ``n_sequences``; ``available``: how
+    many it gives (the largest ``n_sequences`` that samples)."""
+
+    def __init__(self, message: str, *, available: int):
+        super().__init__(message)
+        self.available = available
+
+
 def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for, attrs):
     """(tokens, source, document, offset, n_documents, n_candidates) of :func:`draw_sequences`
     from the corpus's documents: the first tokens of documents long enough (mode ``first``) or
@@ -311,9 +320,10 @@ def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for, attrs
             if mode == "first"
             else "use a shorter seq_len or a larger corpus"
         )
-        raise CorpusError(
+        raise TooFewSequences(
             f"draw_sequences: corpus {corpus!r} gives {len(candidates)} {mode!r} sequences of "
-            f"{seq_len} tokens, fewer than n_sequences={n_sequences}; {hint}"
+            f"{seq_len} tokens, fewer than n_sequences={n_sequences}; {hint}",
+            available=len(candidates),
         )
     if corpus.get("stratify", False):
         order = _stratified_order([docs[d].source for d, _ in candidates], rng)

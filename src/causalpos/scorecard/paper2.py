@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.scorecard.materiality import for_model
+from causalpos.scorecard.paper2_kinds import power_note, prompts_of
 from causalpos.scorecard.rows import (
     CHECKS,
     EXPECTED_MAP,
@@ -297,14 +298,22 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
                         f"{fmt_ci(ntk.residual, ntk.residual_lo, ntk.residual_hi)}"
                     )
                     tm = for_model(tn, std.model, ntk.model)
+                    thr = float(tm["threshold"])
+                    verdict = positive(diff[1:], thr)
+                    power = power_note(
+                        verdict, diff, thr, prompts_of(std, ntk), (std.model, dataset)
+                    )
+                    note = "; ".join(
+                        x for x in ("CIs of two models combined as independent samples", power) if x
+                    )
                     rows.append(
                         target_row(
                             tm,
                             f"{tn['label']} ({ntk.model} vs {std.model}, {dataset})",
                             measured,
-                            positive(diff[1:], float(tm["threshold"])),
+                            verdict,
                             src,
-                            note="CIs of two models combined as independent samples",
+                            note=note,
                             reading=EXPECTED_MAP,
                         )
                     )

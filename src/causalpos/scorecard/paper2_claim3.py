@@ -11,6 +11,7 @@ import pandas as pd
 
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.paper2 import architectures
+from causalpos.scorecard.paper2_kinds import power_note, prompts_of
 from causalpos.scorecard.rows import (
     SOURCES,
     Row,
@@ -20,7 +21,7 @@ from causalpos.scorecard.rows import (
     target_row,
     text_column,
 )
-from causalpos.verdicts import all_of, difference_ci, positive
+from causalpos.verdicts import INCONCLUSIVE, all_of, difference_ci, positive
 
 
 def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -47,20 +48,34 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         windows = [str(w) for w in dict.fromkeys(g["window"])]
         full = [w for w in windows if w.startswith("full")]
         window = full[0] if full else windows[0]
-        pick = {}
+        pick, n_of = {}, {}
         for a, x in by.items():
             x = x[x["window"] == window]
             if x.empty:
                 break
             r = x.iloc[0]
             pick[a] = (r["model"], (r["residual"], r["residual_lo"], r["residual_hi"]))
+            n_of[a] = r
         if len(pick) < 3:
             continue
         d1 = difference_ci(pick["rope"][1], pick["ntk"][1])
         d2 = difference_ci(pick["swa"][1], pick["rope"][1])
         tm = for_model(t, *(m for m, _ in pick.values()))
-        verdicts = [positive(x[1:], float(tm["threshold"])) for x in (d1, d2)]
+        thr = float(tm["threshold"])
+        verdicts = [positive(x[1:], thr) for x in (d1, d2)]
         verdict = all_of(verdicts)
+        n = prompts_of(*n_of.values())
+        power = [
+            f"{name}: {note}"
+            for name, d, v in (
+                ("standard - NTK", d1, verdicts[0]),
+                ("sliding window - standard", d2, verdicts[1]),
+            )
+            if (note := power_note(v, d, thr, n, (pick["rope"][0], str(dataset))))
+        ]
+        notes = ["CIs of two models combined as independent samples"]
+        if verdict == INCONCLUSIVE:
+            notes += power
         measured = (
             ", ".join(f"{a} {m} {fmt_ci(*v)}" for a, (m, v) in pick.items())
             + f"; standard - NTK {fmt_ci(*d1)}, sliding window - standard {fmt_ci(*d2)} "
@@ -73,7 +88,7 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
                 measured,
                 verdict,
                 src,
-                note="CIs of two models combined as independent samples",
+                note="; ".join(notes),
             )
         )
     return rows or [not_run(t, t["label"], src, why)]

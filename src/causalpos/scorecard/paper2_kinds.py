@@ -193,6 +193,19 @@ def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 
 
+def prompts_of(*rows) -> int:
+    """The prompts behind a comparison of table rows (their ``n_sequences``; the fewest where
+    they differ, 0 where a row has none): the n that :func:`power_note` scales from."""
+    ns = []
+    for r in rows:
+        try:
+            x = float(getattr(r, "n_sequences", "nan"))
+        except (TypeError, ValueError):
+            x = float("nan")
+        ns.append(int(x) if np.isfinite(x) else 0)
+    return min(ns) if ns else 0
+
+
 def _n_prompts(d: pd.DataFrame) -> list[int]:
     """Each row's number of prompts (the tables' ``n_sequences`` column; 0 where absent)."""
     if "n_sequences" not in d:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import xarray as xr
 
-from causalpos.data import REVISION_ATTR, REVISION_SOURCE_ATTR
+from causalpos.data import REVISION_ATTR, REVISION_SOURCE_ATTR, CorpusError
 
 log = logging.getLogger("causalpos.stages.data")
 
@@ -42,7 +42,7 @@ def sample_sequences(
     from causalpos.distinct import check_distinct
     from causalpos.io.store import write_dataset
     from causalpos.models.tokenizers import tokenizer_from_dir
-    from causalpos.sampling import SequenceSample, draw_sequences
+    from causalpos.sampling import SequenceSample, TooFewSequences, draw_sequences
 
     tokenizer = tokenizer_from_dir(tokenizer_dir)
     extra = {}
@@ -56,12 +56,20 @@ def sample_sequences(
         seed=int(spec.get("seed", seed)),
         prepend_bos=spec.get("prepend_bos", False),
     )
-    ds = draw_sequences(
-        tokenizer,
-        sample,
-        key=f"datasets.{name}.prepend_bos" if name else "prepend_bos",
-        **extra,
-    )
+    try:
+        ds = draw_sequences(
+            tokenizer,
+            sample,
+            key=f"datasets.{name}.prepend_bos" if name else "prepend_bos",
+            **extra,
+        )
+    except TooFewSequences as exc:
+        key = f"datasets.{name}.n_sequences" if name else "n_sequences"
+        raise CorpusError(
+            f"{key} = {sample.n_sequences}: tokenized by {Path(tokenizer_dir).name}, the corpus "
+            f"gives only {exc.available} sequences of {sample.seq_len} tokens ({exc}). Fix: set "
+            f"{key} to at most {exc.available}, or give the dataset more text"
+        ) from None
     for warning in check_distinct(ds, f"datasets.{name}" if name else "dataset"):
         log.warning(warning)
     ds.attrs["tokenizer_dir"] = Path(tokenizer_dir).name
