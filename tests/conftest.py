@@ -37,6 +37,32 @@ def pytest_configure(config):
 
     torch.set_num_threads(int(os.environ.get("CAUSALPOS_TEST_THREADS", "1")))
     keep_freed_memory()
+    _parse_each_schema_once()
+
+
+def _parse_each_schema_once() -> None:
+    """``snakemake.utils.validate`` (the Snakefile's check, called by a few hundred tests)
+    parses the 35 kB schema with pure-Python YAML on every call: ≈ 0.1 CPU-s, two thirds of a
+    typical config test. Here each schema file is parsed once per content (its bytes are the
+    key: a test that edits a schema gets its edit) and every call gets a fresh deep copy
+    (``validate`` writes into the schema it loads); configs and file objects pass through."""
+    import snakemake.utils
+
+    load = snakemake.utils._load_configfile
+    parsed: dict[tuple[str, bytes], object] = {}
+
+    def load_schema_once(source, filetype="Config"):
+        if filetype != "Schema" or not isinstance(source, str | os.PathLike):
+            return load(source, filetype=filetype)
+        path = Path(source)
+        if not path.is_file():
+            return load(source, filetype=filetype)  # its own error
+        key = (str(path.resolve()), path.read_bytes())
+        if key not in parsed:
+            parsed[key] = load(source, filetype=filetype)
+        return copy.deepcopy(parsed[key])
+
+    snakemake.utils._load_configfile = load_schema_once
 
 
 #: Tiny test configs: every feature the capture must get right is switched on somewhere —

@@ -52,8 +52,9 @@ def _families(r: Resolved) -> dict[str, tuple[dict, tuple[str, ...], str]]:
 def test_each_figure_target_is_written_by_exactly_one_family_job(name):
     r = _resolved(name)
     targets = [t for t in r.all_targets() if t.startswith("results/figures/")]
+    families = _families(r)  # built once: each family resolves every experiment of the config
     written: list[str] = []
-    for rule, (family, keys, prefix) in _families(r).items():
+    for rule, (family, keys, prefix) in families.items():
         outputs = family_paths(family, *keys)
         assert all(Path(o).name.startswith(prefix) for o in outputs), (rule, outputs)
         assert set(outputs) <= set(targets), (rule, sorted(set(outputs) - set(targets)))
@@ -61,7 +62,7 @@ def test_each_figure_target_is_written_by_exactly_one_family_job(name):
     # no file of two families; every per-item figure of the config has its family
     assert len(written) == len(set(written))
     per_item = [
-        t for t in targets if any(Path(t).name.startswith(p) for *_, p in _families(r).values())
+        t for t in targets if any(Path(t).name.startswith(p) for *_, p in families.values())
     ]
     assert sorted(per_item) == sorted(written), name
 

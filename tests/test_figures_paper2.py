@@ -222,8 +222,14 @@ def test_position0_std(tmp_path):
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """Figures as saved: every ``save`` of the paper-2 figure modules records the figure's axes
-    (y limits, titles, x tick labels, legend labels, shaded spans) before saving."""
+    """Figures as drawn: every ``save`` of the paper-2 figure modules lays the figure out (a
+    draw without rendering: every artist drawn, the layout engine run) and records its axes (y
+    limits, titles, x tick labels, legend labels, shaded spans), then closes it unwritten — the
+    recorded values are those of the laid-out figure, and the files (a raster draw each, half of
+    such a test's time) are checked by the tests without this fixture and by
+    tests/test_figures_common.py, which saves every figure."""
+    import matplotlib.pyplot as plt
+
     from causalpos.figures import common, paper2_claim1, paper2_layers
 
     figs: list[dict] = []
@@ -260,7 +266,7 @@ def drawn(monkeypatch):
                 "ylabel": fig.axes[0].get_ylabel(),
             }
         )
-        common.save(fig, paths)
+        plt.close(fig)
 
     for mod in (paper2_layers, paper2_claim1, F):
         monkeypatch.setattr(mod, "save", capture)

@@ -9,14 +9,23 @@ import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from causalpos.figures import common
 from causalpos.figures import training_compare as F
 
 
 @pytest.fixture
 def saved(monkeypatch):
+    """The figures as laid out (every artist drawn, no file written: the file is
+    test_plot_comparison_writes_the_figure's)."""
+    import matplotlib.pyplot as plt
+
     figs = []
-    monkeypatch.setattr(F, "save", lambda fig, paths: figs.append(fig) or common.save(fig, paths))
+
+    def lay_out(fig, paths):
+        fig.draw_without_rendering()
+        figs.append(fig)
+        plt.close(fig)
+
+    monkeypatch.setattr(F, "save", lay_out)
     return figs
 
 
