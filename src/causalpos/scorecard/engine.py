@@ -89,7 +89,6 @@ from causalpos.scorecard.rows import (
 from causalpos.scorecard.rules import rule_text, rules_text
 from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_names
 
-
 #: A row's label after the target's, by default.
 WHERE = "{model}, {dataset}"
 
