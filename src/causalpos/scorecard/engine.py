@@ -130,7 +130,7 @@ def columns(t: Mapping) -> str:
     need |= {"model"} if t.get("materiality") else set()
     need |= {*(t.get("select") or {}), *(t.get("measured_if") or {}), *(t.get("judged_if") or {})}
     need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
-    need |= {t["first"]} if t.get("first") else set()
+    need |= {t["first"], "model", "dataset"} if t.get("first") else set()
     return " ".join(sorted(need))
 
 
