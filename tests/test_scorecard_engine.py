@@ -137,3 +137,70 @@ def test_a_table_without_a_declared_column_gives_not_run_in_the_scorecard(tmp_pa
     card = S.build_scorecard({"gram_nearby": path}, targets=spec)
     row = card[card["target"].str.startswith("Fig. 3")].iloc[0]
     assert row["verdict"] == S.NOT_RUN and "no Gram panels" in row["note"]
+
+
+#: A target on a table without a model column (train_comparison: one row per variant).
+VARIANTS = {
+    **{k: TARGET[k] for k in ("paper", "label", "claim", "paper_value", "falsified_if")},
+    "rule": "positive",
+    "threshold": 0.0,
+    "table": "train_comparison",
+    "where": "trained-{variant}",
+    "estimate": "d",
+    "lo": "d_lo",
+    "hi": "d_hi",
+    "measured": "d {d:ci}",
+    "not_run": "no table",
+}
+BY_VARIANT = pd.DataFrame(
+    {
+        "variant": ["nope", "rope", "nope-nan"],
+        "d": [0.2, 0.2, float("nan")],
+        "d_lo": [0.1, 0.1, float("nan")],
+        "d_hi": [0.3, 0.3, float("nan")],
+        "ratio": [4.0, float("nan"), 2.0],
+    }
+)
+
+
+def test_a_table_without_a_model_column_is_judged_and_a_nan_estimate_kept_where_declared():
+    assert "model" not in E.columns(VARIANTS).split()
+    rows = E.declared_rows(BY_VARIANT, VARIANTS)
+    assert [(r.target, r.verdict) for r in rows] == [
+        ("effect (trained-nope)", V.REPRODUCED),
+        ("effect (trained-rope)", V.REPRODUCED),
+    ]
+    rows = E.declared_rows(BY_VARIANT, VARIANTS | {"finite": False})
+    assert (rows[2].target, rows[2].verdict) == ("effect (trained-nope-nan)", V.INCONCLUSIVE)
+    assert rows[2].measured == "d nan [nan, nan]"
+
+
+def test_measured_extra_is_appended_where_the_table_has_its_columns_and_a_finite_value():
+    extra = VARIANTS | {"measured_extra": ["; ratio x{ratio}", "; no such {column}"]}
+    rows = E.declared_rows(BY_VARIANT, extra)
+    assert [r.measured for r in rows] == ["d 0.2 [0.1, 0.3]; ratio x4", "d 0.2 [0.1, 0.3]"]
+    # the optional columns are not required: a table without them is still judged
+    assert "ratio" not in E.columns(extra).split()
+
+
+def test_judged_if_measures_the_rows_it_does_not_match_by_glob():
+    t = VARIANTS | {"judged_if": {"variant": "*nope*"}, "measured_why": "a RoPE model"}
+    rows = E.declared_rows(BY_VARIANT, t | {"finite": False})
+    got = [(r.target, r.verdict, r.note) for r in rows]
+    assert got == [
+        ("effect (trained-nope)", V.REPRODUCED, ""),
+        ("effect (trained-rope)", S.MEASURED, "a RoPE model"),
+        ("effect (trained-nope-nan)", V.INCONCLUSIVE, ""),
+    ]
+    assert rows[1].paper_value == "n/a" and rows[1].falsified_if.startswith("none")
+
+
+def test_not_a_test_reads_measured_and_keeps_its_rules_verdict_in_the_note():
+    t = VARIANTS | {"not_a_test": True, "note": "logit units"}
+    rows = E.declared_rows(BY_VARIANT.assign(d_lo=[0.1, -0.1, 0.0]), t)
+    assert [(r.verdict, r.note) for r in rows] == [
+        (S.MEASURED, "logit units; its rule says reproduced"),
+        (S.MEASURED, "logit units; its rule says inconclusive"),
+    ]
+    # a measurement keeps the target's paper value and falsified_if (why it cannot falsify)
+    assert rows[0].paper_value == "> 0.01" and rows[0].falsified_if == "the CI lies at or below 0.0"

@@ -21,6 +21,16 @@ def test_every_packaged_target_names_a_rule_of_verdicts():
     assert all(callable(getattr(V, name)) for name in T.RULES)
     declared = [n for n, t in spec["targets"].items() if isinstance(t, dict) and "table" in t]
     assert {"claim6_headline", "fig3_nearby", "additivity"} <= set(declared)
+    assert {"trained_vs_init", "trained_vs_init_share"} <= set(declared)
+
+
+def test_every_declarative_target_has_one_declared_family_and_no_row_builder_reads_it():
+    from causalpos.scorecard.card import FAMILIES, Declared
+
+    spec = S.load_targets()
+    declared = sorted(n for n, t in spec["targets"].items() if isinstance(t, dict) and "table" in t)
+    families = sorted(f.name for f in FAMILIES if isinstance(f, Declared))
+    assert families == declared
 
 
 def _spec(**fields):

@@ -155,11 +155,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("llm_index", "model dataset layer index ci_lo ci_hi"),
         reading=INDEX,
     ),
-    Family(
-        paper1_amplification.trained_rows,
-        Input("train_comparison", "variant minus_init minus_init_lo minus_init_hi"),
-        reading=INDEX,
-    ),
+    Declared("trained_vs_init"),
     Family(
         paper1.llm_layer1_share_rows,
         Input(
@@ -175,14 +171,7 @@ FAMILIES: tuple[Family, ...] = (
         reading=INDEX,
     ),
     Declared("fig3_nearby"),
-    Family(
-        paper1_amplification.trained_share_rows,
-        Input(
-            "train_comparison",
-            "variant share_pooled_minus_init share_pooled_minus_init_lo share_pooled_minus_init_hi",
-        ),
-        reading=INDEX,
-    ),
+    Declared("trained_vs_init_share"),
     Family(
         paper1_amplification.llm_twin_share_rows,
         Input("llm_index", "model dataset layer share"),

@@ -13,6 +13,9 @@ A declarative target (one with a ``table`` field) declares:
     the scorecard input it reads (a key of :data:`causalpos.catalogue.SCORECARD_TABLES`);
 ``select``
     ``{column: value}``: the table's rows it judges (a list of values: any of them);
+``finite``
+    false: the rows whose estimate is not finite are judged too (their rule decides nothing:
+    ``inconclusive``); default true, they are left out;
 ``first``
     optionally a column (``window``) of which each (model, dataset) keeps its first value (the
     headline's: the config's first);
@@ -29,6 +32,9 @@ A declarative target (one with a ``table`` field) declares:
     the row's ``measured`` text: ``{column}`` a cell (``{column:d}`` as an integer),
     ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
     ``column_hi``);
+``measured_extra``
+    templates appended to ``measured`` where the table has the columns one reads and the
+    row's cell of its first field is finite (e.g. a ratio some tables lack);
 ``where``
     the row's label after the target's ``label``, in parentheses (default
     ``{model}, {dataset}``); ``by_landmark``: true adds ``, landmark <name>`` where the
@@ -39,6 +45,11 @@ A declarative target (one with a ``table`` field) declares:
 ``measured_if``, ``measured_why``
     ``{column: value}``: the rows that are measured, not judged (e.g. a RoPE model's panels of
     a claim about NoPE), and why (a target whose ``rule`` is ``measured``: every row, and why);
+    ``judged_if`` the converse: the rows it does not match are measured (a text value with
+    ``*`` matches as a glob: ``"*nope*"``);
+``not_a_test``
+    true: every row reads ``measured``, its rule's verdict kept in the note ("its rule says
+    ..."): a quantity the rule cannot falsify (e.g. logit units against an init twin's);
 ``note``
     the note of a judged row;
 ``rule_column``
@@ -51,6 +62,7 @@ A declarative target (one with a ``table`` field) declares:
 
 from __future__ import annotations
 
+import fnmatch
 import string
 from collections.abc import Mapping
 
@@ -61,8 +73,10 @@ from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.rows import (
+    MEASURED,
     Row,
     control_note,
+    field_text,
     fill,
     fmt,
     fmt_ci,
@@ -74,6 +88,9 @@ from causalpos.scorecard.rows import (
 )
 from causalpos.scorecard.rules import rule_text, rules_text
 from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_names
+
+#: A row's label after the target's, by default.
+WHERE = "{model}, {dataset}"
 
 
 class _Text(string.Formatter):
@@ -109,17 +126,18 @@ def columns(t: Mapping) -> str:
     """The columns target ``t`` needs of its table, space-separated (a table without one of them
     reaches the engine as None, and its row reads ``not_run``; a table without the control's
     columns reads "no negative control")."""
-    need = {"model", *(t[k] for k in ("estimate", "lo", "hi") if k in t)}
-    need |= {*(t.get("select") or {}), *(t.get("measured_if") or {})}
-    need |= template_columns(t["measured"]) | template_columns(t.get("where", "{dataset}"))
-    need |= {t["first"]} if t.get("first") else set()
+    need = {*(t[k] for k in ("estimate", "lo", "hi") if k in t)}
+    need |= {"model"} if t.get("materiality") else set()
+    need |= {*(t.get("select") or {}), *(t.get("measured_if") or {}), *(t.get("judged_if") or {})}
+    need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
+    need |= {t["first"], "model", "dataset"} if t.get("first") else set()
     return " ".join(sorted(need))
 
 
 def select_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
     """The rows of ``table`` target ``t`` judges (``first``, ``select``, a finite estimate)."""
     keep = pd.Series(True, index=table.index)
-    if "estimate" in t:
+    if "estimate" in t and t.get("finite", True):
         keep &= np.isfinite(table[t["estimate"]].astype(float))
     if t.get("first"):
         first = table.groupby(["model", "dataset"], sort=False)[t["first"]].transform("first")
@@ -149,10 +167,10 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
     several = landmarks.nunique() > 1
     rows = []
     for (_, r), twin, lm in zip(sel.iterrows(), text_column(sel, "init_of"), landmarks):
-        where = _Text(r).format(t.get("where", "{model}, {dataset}"))
+        where = _Text(r).format(t.get("where", WHERE))
         by_landmark = several and t.get("by_landmark")
         label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
-        measured = _Text(r).format(t["measured"])
+        measured = _Text(r).format(t["measured"]) + _extra(r, t)
         if twin:
             rows.append(measured_row(t, label, measured, src, fill(t["twin"], t, init_of=twin)))
         elif rule_names(t) == [MEASURED_RULE] or _measured_only(r, t):
@@ -162,24 +180,49 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
     return rows
 
 
+def _extra(r: pd.Series, t: Mapping) -> str:
+    """Target ``t``'s ``measured_extra`` templates whose columns row ``r`` has, its first field
+    finite."""
+    out = ""
+    for template in t.get("measured_extra") or ():
+        first = next(name for _, name, _, _ in string.Formatter().parse(template) if name)
+        if template_columns(template) <= set(r.index) and np.isfinite(float(r[first])):
+            out += _Text(r).format(template)
+    return out
+
+
+def _matches(r: pd.Series, cond: Mapping) -> bool:
+    """Whether row ``r`` has every ``{column: value}`` of ``cond`` (a text with ``*``: a glob)."""
+
+    def one(have, want) -> bool:
+        if isinstance(want, bool):
+            return bool(have) == want
+        if isinstance(want, str) and "*" in want:
+            return fnmatch.fnmatchcase(str(have), want)
+        return have == want
+
+    return all(one(r[c], v) for c, v in cond.items())
+
+
 def _measured_only(r: pd.Series, t: Mapping) -> bool:
-    """Whether row ``r`` is one of target ``t``'s ``measured_if`` rows."""
-    cond = t.get("measured_if") or {}
-    return bool(cond) and all(
-        bool(r[c]) == v if isinstance(v, bool) else r[c] == v for c, v in cond.items()
-    )
+    """Whether row ``r`` is one of target ``t``'s ``measured_if`` rows (or not one of its
+    ``judged_if`` rows)."""
+    cond, judged = t.get("measured_if"), t.get("judged_if")
+    return bool(cond) and _matches(r, cond) or bool(judged) and not _matches(r, judged)
 
 
 def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Row:
     """The row of target ``t`` on table row ``r``, judged by its rule (and its own control)."""
-    tm = for_model(t, r["model"])
+    tm = for_model(t, r["model"]) if "model" in r.index else dict(t)
     verdict, text = judge(tm, (float(r[t["lo"]]), float(r[t["hi"]])))
-    note = " ".join(str(t.get("note", "")).split())
+    note = field_text(t, "note")
     if t.get("own_control"):
         ctl, ctl_text = own_control(r)
         tested, verdict = verdict, V.unless_control_reads(verdict, ctl)
         measured += f"; {ctl_text}"
         note = "; ".join(filter(None, (note, control_note(tested, verdict))))
         text = rules_text(text, rule_text(V.unless_control_reads) if ctl else "")
+    if t.get("not_a_test"):
+        note, verdict = f"{note}; its rule says {verdict}", MEASURED
     text = text if t.get("rule_column") else ""
     return target_row(tm, label, measured, verdict, src, note=note, rule=text)
