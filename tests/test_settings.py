@@ -13,6 +13,7 @@ from settings_defaults import disagreements
 from wfutil import REPO
 
 from causalpos.paper2.settings import LeakageSettings, Position0Settings
+from causalpos.training.settings import LengthGenSettings
 from causalpos.settings import (
     Scheduling,
     canonical,
@@ -120,3 +121,37 @@ def test_no_script_reads_the_config_and_no_module_builds_settings_of_its_own():
     src = REPO / "src" / "causalpos"
     found = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if own.search(p.read_text()))
     assert found == ["settings.py"]
+
+
+#: The files of src/ that may spell the literal "float32": the declaration of FULL_PRECISION
+#: (the models' default dtype), the tables of dtypes (bytes, torch types) and the score maps' own
+#: dtype (io.shards, capture.hook), which no config key chooses.
+FLOAT32_SPELLED = {
+    "causalpos/settings.py": 1,
+    "causalpos/models/footprint.py": 1,
+    "causalpos/models/device.py": 1,
+    "causalpos/capture/hook.py": 1,
+    "causalpos/io/shards.py": 2,
+}
+
+
+def test_the_default_dtype_is_written_once():
+    found = {}
+    for path in sorted((REPO / "src").rglob("*.py")):
+        n = len(re.findall(r"""["']float32["']""", path.read_text()))
+        if n:
+            found[path.relative_to(REPO / "src").as_posix()] = n
+    assert found == FLOAT32_SPELLED, (
+        "the models' default dtype is causalpos.settings.FULL_PRECISION: use it instead of "
+        f"the literal (found {found})"
+    )
+
+
+def test_common_keys_are_read_through_one_dataclass():
+    from causalpos.config import Resolved
+    from causalpos.settings import FULL_PRECISION, Common, default
+
+    assert Resolved({"seed": 3, "dtype": "bfloat16"}).values(Common) == Common(3, "bfloat16")
+    assert Resolved({}).values(Common, seed=5) == Common(5, FULL_PRECISION)
+    assert default(Common, "dtype") == FULL_PRECISION == "float32"
+    assert default(LengthGenSettings, "batch_size") == default(Scheduling, "lengthgen_batch_size")

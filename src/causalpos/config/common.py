@@ -64,13 +64,18 @@ class Section:
 
     config: dict
 
+    def values(self, cls, **given: Any):
+        """Settings dataclass ``cls`` with each field the config sets read from its key
+        (:func:`causalpos.settings.from_config`), and ``given`` over them: a rule reads a setting
+        as ``CFG.values(Common).seed``."""
+        return from_config(cls, self.config, **given)
+
     def settings(self, cls, **given: Any) -> dict:
-        """A rule's params of settings dataclass ``cls``: each field the config sets, read from
-        its key (:func:`causalpos.settings.from_config`), and ``given`` over them; the script
-        rebuilds ``cls`` with :func:`causalpos.settings.from_params`."""
-        return config_params(from_config(cls, self.config, **given), *given)
+        """A rule's params of settings dataclass ``cls`` (:meth:`values` as a flat mapping); the
+        script rebuilds ``cls`` with :func:`causalpos.settings.from_params`."""
+        return config_params(self.values(cls, **given), *given)
 
     def run_options(self):
         """The :class:`~causalpos.settings.Scheduling` keys as a rule's untracked ``run``
         param: where and how its job runs, which changes no number and reruns nothing."""
-        return untracked(from_config(Scheduling, self.config))
+        return untracked(self.values(Scheduling))

@@ -9,6 +9,7 @@ requests below."""
 from __future__ import annotations
 
 from causalpos.config.common import Section
+from causalpos.settings import FULL_PRECISION
 from causalpos.models.footprint import (
     ExtractJob,
     Shape,
@@ -48,7 +49,7 @@ class ResourcesSection(Section):
         except ValueError:
             return None
         if model.startswith("trained-"):
-            dtype = "float32"
+            dtype = FULL_PRECISION
         elif self.model_spec(model)["source"] == "random_init":
             dtype = self.model_dtype(model)
         else:

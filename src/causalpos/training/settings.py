@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from causalpos.settings import check_keys, from_params, setting
+from causalpos.settings import (
+    FULL_PRECISION,
+    Scheduling,
+    check_keys,
+    default,
+    from_params,
+    setting,
+)
 
 #: Positional variants, in the canonical order: what differs between them (everything else —
 #: tokenizer, data order, initial weights, optimiser — is equal):
@@ -87,7 +94,7 @@ class TrainSettings:
         "train.n_eval", 64, "held-out windows in each evaluation (the first n non-overlapping)"
     )
     dtype: str = _hp(
-        "train.dtype", "float32", "float32, or a half type trained under autocast (fp32 master)"
+        "train.dtype", FULL_PRECISION, "float32, or a half type trained under autocast (fp32 master)"
     )
 
     @classmethod
@@ -188,7 +195,9 @@ class LengthGenSettings:
     length_factor: float = setting(2.0, "train.lengthgen.length_factor", "× the longest context")
     n_sequences: int = setting(128, "train.lengthgen.n_sequences", "held-out sequences")
     # sequences per forward pass change no number: the rule's untracked ``run``
-    batch_size: int = setting(16, None, "sequences per forward pass (Scheduling)")
+    batch_size: int = setting(
+        default(Scheduling, "lengthgen_batch_size"), None, "sequences per forward pass (Scheduling)"
+    )
     n_bootstrap: int = setting(2000, "stats.n_bootstrap", "bootstrap replicates")
     confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
     seed: int = setting(0, "seed", "the sequences' and the bootstrap's seed")
