@@ -13,7 +13,6 @@ from settings_defaults import disagreements
 from wfutil import REPO
 
 from causalpos.paper2.settings import LeakageSettings, Position0Settings
-from causalpos.training.settings import LengthGenSettings
 from causalpos.settings import (
     Scheduling,
     canonical,
@@ -25,6 +24,7 @@ from causalpos.settings import (
     setting,
     untracked,
 )
+from causalpos.training.settings import LengthGenSettings
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,32 @@ def test_no_script_reads_the_config_and_no_module_builds_settings_of_its_own():
     src = REPO / "src" / "causalpos"
     found = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if own.search(p.read_text()))
     assert found == ["settings.py"]
+
+
+def test_no_rule_reads_the_config_dict():
+    """The Snakefile and its rules read a setting through the resolver (``CFG.values(Common)``,
+    ``CFG.settings(cls)``, ``CFG.value(key)``), never as ``config[...]``: one path from the
+    config to a job, which canonicalizes what it returns."""
+    files = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+    raw = re.compile(r"\bconfig(\[|\.get\()")
+    found = [
+        f"{p.name}:{n}: {line.strip()}"
+        for p in files
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if raw.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert found == []
+
+
+def test_a_config_value_is_read_as_params_hold_it():
+    from causalpos.config import Resolved
+
+    cfg = Resolved({"train": {"corpus": {"type": "kjv", "books": ("Ruth",)}, "heldout": ["Mark"]}})
+    assert repr(cfg.value("train.corpus")) == "{'books': ['Ruth'], 'type': 'kjv'}"
+    assert cfg.value("train.heldout") == ["Mark"]
+    assert cfg.value("figures.labels", None) is None
+    with pytest.raises(KeyError, match="train.tokenizer"):
+        cfg.value("train.tokenizer.name")
 
 
 #: The files of src/ that may spell the literal "float32": the declaration of FULL_PRECISION

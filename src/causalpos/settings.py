@@ -143,3 +143,9 @@ class Scheduling:
     lengthgen_batch_size: int = setting(
         16, "train.lengthgen.batch_size", "sequences per forward pass of the loss by position"
     )
+
+    @property
+    def gpu(self) -> int:
+        """GPUs a model job holds: 1 where models run on one (``cuda``, ``auto``), so the
+        scheduler never puts two such jobs on one card; 0 on ``cpu``."""
+        return 0 if self.device == "cpu" else 1

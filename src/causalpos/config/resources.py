@@ -9,7 +9,6 @@ requests below."""
 from __future__ import annotations
 
 from causalpos.config.common import Section
-from causalpos.settings import FULL_PRECISION
 from causalpos.models.footprint import (
     ExtractJob,
     Shape,
@@ -22,6 +21,7 @@ from causalpos.models.footprint import (
     shape_of,
     variant_store_bytes,
 )
+from causalpos.settings import FULL_PRECISION
 
 #: The dtype a hub checkpoint's safetensors hold (every model of the papers: bf16).
 HUB_DTYPE = "bfloat16"

@@ -94,7 +94,9 @@ class TrainSettings:
         "train.n_eval", 64, "held-out windows in each evaluation (the first n non-overlapping)"
     )
     dtype: str = _hp(
-        "train.dtype", FULL_PRECISION, "float32, or a half type trained under autocast (fp32 master)"
+        "train.dtype",
+        FULL_PRECISION,
+        "float32, or a half type trained under autocast (fp32 master)",
     )
 
     @classmethod
