@@ -173,6 +173,36 @@ def test_the_default_dtype_is_written_once():
     )
 
 
+def _declared_defaults() -> dict[str, list[str]]:
+    """config key -> the modules whose ``setting(default, key)`` (or training's ``_hp(key,
+    default)``) spells a default for it; ``shared(key)`` takes :class:`Common`'s."""
+    import ast
+
+    out: dict[str, list[str]] = {}
+    for path in sorted((REPO / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            args = {"setting": node.args[1:2], "_hp": node.args[:1]}.get(node.func.id)
+            keys = [k.value for k in node.keywords if k.arg == "key"] if args is not None else []
+            for arg in [*(args or []), *keys]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    out.setdefault(arg.value, []).append(path.name)
+                elif isinstance(arg, str):
+                    out.setdefault(arg, []).append(path.name)
+    return out
+
+
+def test_each_config_keys_default_is_written_once():
+    declared = _declared_defaults()
+    assert declared["seed"] == ["settings.py"] and len(declared) > 60
+    twice = {k: v for k, v in declared.items() if len(v) > 1}
+    assert twice == {}, (
+        "a key read by several settings dataclasses declares its default once (in "
+        "causalpos.settings.Common) and the others read it with shared(key)"
+    )
+
+
 def test_common_keys_are_read_through_one_dataclass():
     from causalpos.config import Resolved
     from causalpos.settings import FULL_PRECISION, Common, default
@@ -181,3 +211,4 @@ def test_common_keys_are_read_through_one_dataclass():
     assert Resolved({}).values(Common, seed=5) == Common(5, FULL_PRECISION)
     assert default(Common, "dtype") == FULL_PRECISION == "float32"
     assert default(LengthGenSettings, "batch_size") == default(Scheduling, "lengthgen_batch_size")
+    assert disagreements(Common) == []

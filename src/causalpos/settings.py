@@ -126,6 +126,15 @@ class Common:
 
     seed: int = setting(0, "seed", "every random draw's seed")
     dtype: str = setting(FULL_PRECISION, "dtype", "the models' weights and activations")
+    n_bootstrap: int = setting(2000, "stats.n_bootstrap", "every bootstrap's replicates")
+    confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
+
+
+def shared(key: str, doc: str = "", **meta: Any) -> Any:
+    """A settings field reading a key that :class:`Common` declares, with Common's default (a
+    key's default is written once: ``tests/test_settings.py``)."""
+    (field,) = [f for f in fields(Common) if f.metadata["config"] == key]
+    return setting(field.default, key, doc, **meta)
 
 
 @dataclass(frozen=True)

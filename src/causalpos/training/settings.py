@@ -22,6 +22,7 @@ from causalpos.settings import (
     default,
     from_params,
     setting,
+    shared,
 )
 
 #: Positional variants, in the canonical order: what differs between them (everything else —
@@ -74,7 +75,9 @@ class TrainSettings:
     )
     weight_decay: float = _hp("train.weight_decay", 0.1, "AdamW weight decay, on matrices only")
     grad_clip: float = _hp("train.grad_clip", 1.0, "gradient-norm clip (0: none)")
-    seed: int = _hp("seed", 0, "initial weights and data order (the config's top-level seed)")
+    seed: int = shared(
+        "seed", "initial weights and data order (the config's top-level seed)", only=None
+    )
     window: int | None = _hp(
         "train.window",
         None,
@@ -200,9 +203,9 @@ class LengthGenSettings:
     batch_size: int = setting(
         default(Scheduling, "lengthgen_batch_size"), None, "sequences per forward pass (Scheduling)"
     )
-    n_bootstrap: int = setting(2000, "stats.n_bootstrap", "bootstrap replicates")
-    confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
-    seed: int = setting(0, "seed", "the sequences' and the bootstrap's seed")
+    n_bootstrap: int = shared("stats.n_bootstrap", "bootstrap replicates")
+    confidence: float = shared("stats.confidence", "every interval's confidence level")
+    seed: int = shared("seed", "the sequences' and the bootstrap's seed")
     seq_len: int | None = setting(None, None, "tokens per sequence (None: length_factor's)")
     mode: str = setting("chunks", None, "how sequences are drawn (causalpos.sampling)")
 
