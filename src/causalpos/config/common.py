@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import MISSING
 from typing import Any
 
 from causalpos.models.variants import parse_variant, variant_names
-from causalpos.settings import Scheduling, config_params, config_value, from_config, untracked
+from causalpos.settings import (
+    MISSING,
+    Scheduling,
+    config_params,
+    config_value,
+    from_config,
+    untracked,
+)
 from causalpos.settings import canonical as canonical  # the resolver's params, as settings'
 
 
