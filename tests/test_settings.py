@@ -205,10 +205,10 @@ def test_each_config_keys_default_is_written_once():
 
 def test_common_keys_are_read_through_one_dataclass():
     from causalpos.config import Resolved
-    from causalpos.settings import FULL_PRECISION, Common, default
+    from causalpos.settings import FULL_PRECISION, Common
 
     assert Resolved({"seed": 3, "dtype": "bfloat16"}).values(Common) == Common(3, "bfloat16")
     assert Resolved({}).values(Common, seed=5) == Common(5, FULL_PRECISION)
-    assert default(Common, "dtype") == FULL_PRECISION == "float32"
-    assert default(LengthGenSettings, "batch_size") == default(Scheduling, "lengthgen_batch_size")
+    assert Common.dtype == FULL_PRECISION == "float32"
+    assert LengthGenSettings.batch_size == Scheduling.lengthgen_batch_size
     assert disagreements(Common) == []

@@ -109,12 +109,6 @@ def untracked(obj) -> SimpleNamespace:
     return SimpleNamespace(**{f.name: getattr(obj, f.name) for f in fields(obj)})
 
 
-def default(cls, name: str) -> Any:
-    """The default of ``cls``' field ``name``, declared once in its :func:`setting`."""
-    (field,) = [f for f in fields(cls) if f.name == name]
-    return field.default
-
-
 #: Full precision: the config's default ``dtype`` (:class:`Common`), a model trained here's master
 #: weights, and the dtype a random stand-in is built in where none is given.
 FULL_PRECISION = "float32"

@@ -9,14 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from causalpos.models.variants import parse_variant, variant_names
-from causalpos.settings import (
-    MISSING,
-    Scheduling,
-    config_params,
-    config_value,
-    from_config,
-    untracked,
-)
+from causalpos.settings import Scheduling, config_params, config_value, from_config, untracked
 from causalpos.settings import canonical as canonical  # the resolver's params, as settings'
 
 
@@ -71,10 +64,10 @@ class Section:
 
     config: dict
 
-    def value(self, key: str, default: Any = MISSING) -> Any:
+    def value(self, key: str, *default: Any) -> Any:
         """The value of dotted config ``key`` as params hold it (:func:`canonical`; ``default``
         where a level is absent, else a KeyError naming the key)."""
-        return canonical(config_value(self.config, key, default))
+        return canonical(config_value(self.config, key, *default))
 
     def values(self, cls, **given: Any):
         """Settings dataclass ``cls`` with each field the config sets read from its key

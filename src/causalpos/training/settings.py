@@ -15,15 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from causalpos.settings import (
-    FULL_PRECISION,
-    Scheduling,
-    check_keys,
-    default,
-    from_params,
-    setting,
-    shared,
-)
+from causalpos.settings import FULL_PRECISION, Scheduling, check_keys, from_params, setting, shared
 
 #: Positional variants, in the canonical order: what differs between them (everything else —
 #: tokenizer, data order, initial weights, optimiser — is equal):
@@ -97,9 +89,7 @@ class TrainSettings:
         "train.n_eval", 64, "held-out windows in each evaluation (the first n non-overlapping)"
     )
     dtype: str = _hp(
-        "train.dtype",
-        FULL_PRECISION,
-        "float32, or a half type trained under autocast (fp32 master)",
+        "train.dtype", FULL_PRECISION, "float32, or a half type under autocast (fp32 master)"
     )
 
     @classmethod
@@ -201,7 +191,7 @@ class LengthGenSettings:
     n_sequences: int = setting(128, "train.lengthgen.n_sequences", "held-out sequences")
     # sequences per forward pass change no number: the rule's untracked ``run``
     batch_size: int = setting(
-        default(Scheduling, "lengthgen_batch_size"), None, "sequences per forward pass (Scheduling)"
+        Scheduling.lengthgen_batch_size, None, "sequences per forward pass (Scheduling)"
     )
     n_bootstrap: int = shared("stats.n_bootstrap", "bootstrap replicates")
     confidence: float = shared("stats.confidence", "every interval's confidence level")
