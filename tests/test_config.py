@@ -27,6 +27,7 @@ from causalpos.config import (
     schema_error_summary,
 )
 from causalpos.models.variants import VARIANTS, parse_variant, variant_names
+from causalpos.paper1.settings import BootstrapSettings
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
@@ -390,10 +391,12 @@ def test_reducers_include_paper_2s_only_where_an_experiment_wants_them(default):
 
 
 def test_gpus_follow_the_device(default, paper):
-    assert (default.gpu_count(), default.train_gpu()) == (0, 0)
-    assert (paper.gpu_count(), paper.train_gpu()) == (1, 1)
+    from causalpos.settings import Scheduling
+
+    assert default.values(Scheduling).gpu == 0
+    assert paper.values(Scheduling).gpu == 1
     auto = resolved("config.yaml", lambda c: c.update(device="auto"))
-    assert (auto.gpu_count(), auto.train_gpu()) == (1, 1)
+    assert auto.values(Scheduling).gpu == 1
 
 
 def test_wildcard_patterns(default, paper):
@@ -433,12 +436,14 @@ def test_paper1_stats_params_are_the_stage_functions_keyword_arguments(default, 
         "{'confidence': 0.95, 'first_keys': 4, 'n_boot': 2000, 'seed': 0, "
         "'twins': {'gemma3-270m': 'gemma3-270m-random', 'smollm2-135m': 'smollm2-135m-random'}}"
     )
-    assert repr(smoke.stats_params()) == "{'confidence': 0.95, 'n_boot': 200, 'seed': 0}"
+    assert (
+        repr(smoke.settings(BootstrapSettings)) == "{'confidence': 0.95, 'n_boot': 200, 'seed': 0}"
+    )
     edited = resolved(
         "configs/smoke.yaml",
         lambda c: c.update(seed=7, stats={"confidence": 0.9, "n_bootstrap": 50}),
     )
-    assert edited.stats_params() == {"confidence": 0.9, "n_boot": 50, "seed": 7}
+    assert edited.settings(BootstrapSettings) == {"confidence": 0.9, "n_boot": 50, "seed": 7}
     # every key is a keyword argument of the function the script hands them to (compare_trained
     # passes its `stats` on to comparison_tables)
     import inspect
@@ -447,9 +452,9 @@ def test_paper1_stats_params_are_the_stage_functions_keyword_arguments(default, 
     from causalpos.training.compare import comparison_tables
 
     for params, stage in (
-        (default.stats_params(), aggregate_sim_stats),
+        (default.settings(BootstrapSettings), aggregate_sim_stats),
         (default.llm_stats_params(), aggregate_llm_stats),
-        (default.stats_params(), comparison_tables),
+        (default.settings(BootstrapSettings), comparison_tables),
     ):
         kwonly = {
             name
@@ -545,7 +550,7 @@ def test_a_variant_gets_only_the_keys_its_type_reads(default):
 def test_training_corpus_and_heldout(smoke, default):
     assert repr(smoke.train_heldout_corpus()) == "{'books': ['Ruth', 'Mark'], 'type': 'kjv'}"
     assert (
-        repr(smoke.train_corpus())
+        repr(smoke.value("train.corpus"))
         == "{'books': ['Genesis', 'Exodus', 'Ruth', 'Mark'], 'type': 'kjv'}"
     )
     assert default.train_tokenizer_dir() == "resources/tokenizers/kjv-bpe"

@@ -24,6 +24,7 @@ from causalpos.settings import (
     setting,
     untracked,
 )
+from causalpos.training.settings import LengthGenSettings
 
 
 @dataclass(frozen=True)
@@ -120,3 +121,94 @@ def test_no_script_reads_the_config_and_no_module_builds_settings_of_its_own():
     src = REPO / "src" / "causalpos"
     found = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if own.search(p.read_text()))
     assert found == ["settings.py"]
+
+
+def test_no_rule_reads_the_config_dict():
+    """The Snakefile and its rules read a setting through the resolver (``CFG.values(Common)``,
+    ``CFG.settings(cls)``, ``CFG.value(key)``), never as ``config[...]``: one path from the
+    config to a job, which canonicalizes what it returns."""
+    files = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+    raw = re.compile(r"\bconfig(\[|\.get\()")
+    found = [
+        f"{p.name}:{n}: {line.strip()}"
+        for p in files
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if raw.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert found == []
+
+
+def test_a_config_value_is_read_as_params_hold_it():
+    from causalpos.config import Resolved
+
+    cfg = Resolved({"train": {"corpus": {"type": "kjv", "books": ("Ruth",)}, "heldout": ["Mark"]}})
+    assert repr(cfg.value("train.corpus")) == "{'books': ['Ruth'], 'type': 'kjv'}"
+    assert cfg.value("train.heldout") == ["Mark"]
+    assert cfg.value("figures.labels", None) is None
+    with pytest.raises(KeyError, match="train.tokenizer"):
+        cfg.value("train.tokenizer.name")
+
+
+#: The files of src/ that may spell the literal "float32": the declaration of FULL_PRECISION
+#: (the models' default dtype), the tables of dtypes (bytes, torch types) and the score maps' own
+#: dtype (io.shards, capture.hook), which no config key chooses.
+FLOAT32_SPELLED = {
+    "causalpos/settings.py": 1,
+    "causalpos/models/footprint.py": 1,
+    "causalpos/models/device.py": 1,
+    "causalpos/capture/hook.py": 1,
+    "causalpos/io/shards.py": 2,
+}
+
+
+def test_the_default_dtype_is_written_once():
+    found = {}
+    for path in sorted((REPO / "src").rglob("*.py")):
+        n = len(re.findall(r"""["']float32["']""", path.read_text()))
+        if n:
+            found[path.relative_to(REPO / "src").as_posix()] = n
+    assert found == FLOAT32_SPELLED, (
+        "the models' default dtype is causalpos.settings.FULL_PRECISION: use it instead of "
+        f"the literal (found {found})"
+    )
+
+
+def _declared_defaults() -> dict[str, list[str]]:
+    """config key -> the modules whose ``setting(default, key)`` (or training's ``_hp(key,
+    default)``) spells a default for it; ``shared(key)`` takes :class:`Common`'s."""
+    import ast
+
+    out: dict[str, list[str]] = {}
+    for path in sorted((REPO / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            args = {"setting": node.args[1:2], "_hp": node.args[:1]}.get(node.func.id)
+            keys = [k.value for k in node.keywords if k.arg == "key"] if args is not None else []
+            for arg in [*(args or []), *keys]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    out.setdefault(arg.value, []).append(path.name)
+                elif isinstance(arg, str):
+                    out.setdefault(arg, []).append(path.name)
+    return out
+
+
+def test_each_config_keys_default_is_written_once():
+    declared = _declared_defaults()
+    assert declared["seed"] == ["settings.py"] and len(declared) > 60
+    twice = {k: v for k, v in declared.items() if len(v) > 1}
+    assert twice == {}, (
+        "a key read by several settings dataclasses declares its default once (in "
+        "causalpos.settings.Common) and the others read it with shared(key)"
+    )
+
+
+def test_common_keys_are_read_through_one_dataclass():
+    from causalpos.config import Resolved
+    from causalpos.settings import FULL_PRECISION, Common
+
+    assert Resolved({"seed": 3, "dtype": "bfloat16"}).values(Common) == Common(3, "bfloat16")
+    assert Resolved({}).values(Common, seed=5) == Common(5, FULL_PRECISION)
+    assert Common.dtype == FULL_PRECISION == "float32"
+    assert LengthGenSettings.batch_size == Scheduling.lengthgen_batch_size
+    assert disagreements(Common) == []

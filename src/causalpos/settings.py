@@ -109,6 +109,28 @@ def untracked(obj) -> SimpleNamespace:
     return SimpleNamespace(**{f.name: getattr(obj, f.name) for f in fields(obj)})
 
 
+#: Full precision: the config's default ``dtype`` (:class:`Common`), a model trained here's master
+#: weights, and the dtype a random stand-in is built in where none is given.
+FULL_PRECISION = "float32"
+
+
+@dataclass(frozen=True)
+class Common:
+    """The top-level config keys that several stages read (a rule passes the one it needs)."""
+
+    seed: int = setting(0, "seed", "every random draw's seed")
+    dtype: str = setting(FULL_PRECISION, "dtype", "the models' weights and activations")
+    n_bootstrap: int = setting(2000, "stats.n_bootstrap", "every bootstrap's replicates")
+    confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
+
+
+def shared(key: str, doc: str = "", **meta: Any) -> Any:
+    """A settings field reading a key that :class:`Common` declares, with Common's default (a
+    key's default is written once: ``tests/test_settings.py``)."""
+    (field,) = [f for f in fields(Common) if f.metadata["config"] == key]
+    return setting(field.default, key, doc, **meta)
+
+
 @dataclass(frozen=True)
 class Scheduling:
     """The config keys that choose how and where jobs run, never what they compute
@@ -124,3 +146,9 @@ class Scheduling:
     lengthgen_batch_size: int = setting(
         16, "train.lengthgen.batch_size", "sequences per forward pass of the loss by position"
     )
+
+    @property
+    def gpu(self) -> int:
+        """GPUs a model job holds: 1 where models run on one (``cuda``, ``auto``), so the
+        scheduler never puts two such jobs on one card; 0 on ``cpu``."""
+        return 0 if self.device == "cpu" else 1

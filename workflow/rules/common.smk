@@ -23,6 +23,9 @@ from causalpos.config.provenance import setup_provenance  # noqa: E402
 from causalpos.config.report import labels as report_labels  # noqa: E402
 from causalpos.config.report import shown as report_shown  # noqa: E402
 from causalpos.io.captions import item_caption as _item_caption  # noqa: E402
+from causalpos.paper1.settings import BootstrapSettings  # noqa: E402
+from causalpos.settings import Common, Scheduling  # noqa: E402
+from causalpos.training.settings import LengthGenSettings  # noqa: E402
 
 # (`report` at the start of a line opens Snakemake's report directive: imported under another name)
 from snakemake.io import report as report_files  # noqa: E402
@@ -70,6 +73,10 @@ CFG = Resolved(
     ),
 )
 
+# The top-level keys several rules read (seed, dtype) and where jobs run (device, GPUs held).
+COMMON = CFG.values(Common)
+SCHEDULING = CFG.values(Scheduling)
+
 # Config-time checks (targets, variant names, what local corpora can supply, sequence lengths vs
 # model contexts): errors stop the run before any job starts; once, in the main process.
 if workflow.is_main_process:
@@ -82,7 +89,7 @@ def device_checked_here():
     not where they run in conda or container environments (--sdm), which hold their own.
     """
     return (
-        config["device"] == "cuda"
+        SCHEDULING.device == "cuda"
         and not workflow.deployment_settings.deployment_method
     )
 
@@ -99,7 +106,7 @@ def check_local_device():
         for j in workflow.dag.needrun_jobs()
         if int(j.resources.get("gpu", 0) or 0) > 0
     }
-    problem = cuda_unavailable(config["device"]) if jobs else None
+    problem = cuda_unavailable(SCHEDULING.device) if jobs else None
     if problem:
         raise WorkflowError(f"causalpos: {cuda_refusal(problem, jobs)}")
 
@@ -113,7 +120,7 @@ if (
     and workflow.resource_settings.nodes is None
     and device_checked_here()
 ):
-    _problem = cuda_unavailable(config["device"])
+    _problem = cuda_unavailable(SCHEDULING.device)
     if _problem:
         print(
             f"causalpos: warning: {cuda_refusal(_problem)} (a run on this machine stops "
@@ -342,10 +349,6 @@ def score_dir(wildcards):
 
 def extraction_params(wildcards):
     return CFG.extraction_params(wildcards.model, wildcards.dataset)
-
-
-def gpu_count(wildcards):
-    return CFG.gpu_count()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ rule sample_sequences:
         runtime=30,
     params:
         spec=dataset_spec_params,
-        seed=config["seed"],
+        seed=COMMON.seed,
         sources=corpus_sha256,
         code=code_fingerprint("sample_sequences"),
     script:

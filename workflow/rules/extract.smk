@@ -33,7 +33,7 @@ rule extract_scores:
     resources:
         mem_mb=extract_mem_mb,
         runtime=120,
-        gpu=gpu_count,
+        gpu=SCHEDULING.gpu,
     params:
         bounds=one_shard_bounds_params,
         final=True,

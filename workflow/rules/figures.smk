@@ -69,8 +69,8 @@ rule plot_llm_fig5:
             category="Paper 1 — pretrained models",
             labels=CFG.report_labels(
                 "Fig. 5",
-                config["paper1_llm"]["models"],
-                config["paper1_llm"]["datasets"],
+                CFG.value("paper1_llm.models"),
+                CFG.value("paper1_llm.datasets"),
             ),
         ),
     log:
@@ -85,7 +85,7 @@ rule plot_llm_fig5:
         runtime=10,
     params:
         labels=CFG.paper1_labels(),
-        n_layers=config["paper1_llm"]["fig5_layers"],
+        n_layers=CFG.value("paper1_llm.fig5_layers"),
         names=CFG.paper1_display_names(),
         code=code_fingerprint("plot_llm_fig5"),
     script:

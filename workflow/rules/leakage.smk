@@ -35,7 +35,7 @@ rule leakage:
         variants=leakage_variants_params,
         summary=leakage_summary_params,
         model_attrs=leakage_model_attrs,
-        strata=config["leakage"]["bootstrap_strata"],
+        strata=CFG.value("leakage.bootstrap_strata"),
         code=code_fingerprint("leakage"),
     script:
         "../scripts/leakage.py"
@@ -62,7 +62,7 @@ rule position0:
     params:
         pairs=CFG.position0_family(),
         settings=position0_params,
-        seed=config["seed"],
+        seed=COMMON.seed,
         code=code_fingerprint("position0"),
     script:
         "../scripts/position0.py"

@@ -19,7 +19,7 @@ rule scorecard:
         mem_mb=1000,
         runtime=5,
     params:
-        rehearsal=config["rehearsal"],
+        rehearsal=CFG.value("rehearsal"),
         # paper 2's materiality thresholds (leakage.materiality): a change reruns the scorecard
         materiality=CFG.leakage_materiality(),
         code=code_fingerprint("scorecard"),

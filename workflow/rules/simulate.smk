@@ -18,7 +18,7 @@ rule simulate:
         runtime=30,
     params:
         setting=sim_setting_params,
-        seed=config["seed"],
+        seed=COMMON.seed,
         code=code_fingerprint("simulate"),
     script:
         "../scripts/simulate.py"
@@ -40,7 +40,7 @@ rule theory_check:
         mem_mb=1000,
         runtime=10,
     params:
-        n_positions=config["theory"]["n_positions"],
+        n_positions=CFG.value("theory.n_positions"),
         code=code_fingerprint("theory_check"),
     script:
         "../scripts/theory_check.py"

@@ -19,7 +19,7 @@ rule aggregate_sim_stats:
         runtime=10,
     params:
         settings=CFG.sim_settings(),
-        stats=CFG.stats_params(),
+        stats=CFG.settings(BootstrapSettings),
         code=code_fingerprint("aggregate_sim_stats"),
     script:
         "../scripts/aggregate_sim_stats.py"

@@ -24,11 +24,11 @@ rule train_tokenizer:
         mem_mb=4000,
         runtime=30,
     params:
-        corpus=CFG.train_corpus(),
-        heldout=config["train"]["heldout"],
-        vocab_size=config["train"]["tokenizer"]["vocab_size"],
-        min_frequency=config["train"]["tokenizer"]["min_frequency"],
-        seed=config["seed"],
+        corpus=CFG.value("train.corpus"),
+        heldout=CFG.value("train.heldout"),
+        vocab_size=CFG.value("train.tokenizer.vocab_size"),
+        min_frequency=CFG.value("train.tokenizer.min_frequency"),
+        seed=COMMON.seed,
         code=code_fingerprint("train_tokenizer"),
     script:
         "../scripts/train_tokenizer.py"
@@ -53,11 +53,11 @@ rule train_model:
     resources:
         mem_mb=4000,
         runtime=240,
-        gpu=CFG.train_gpu(),
+        gpu=SCHEDULING.gpu,
     params:
         settings=train_variant_params,
-        corpus=CFG.train_corpus(),
-        heldout=config["train"]["heldout"],
+        corpus=CFG.value("train.corpus"),
+        heldout=CFG.value("train.heldout"),
         # where it runs and how often it checkpoints change no number: untracked
         run=CFG.run_options(),
         code=code_fingerprint("train_model"),
@@ -82,13 +82,13 @@ rule gram_panels:
     resources:
         mem_mb=4000,
         runtime=60,
-        gpu=CFG.train_gpu(),
+        gpu=SCHEDULING.gpu,
     params:
         corpus=gram_corpus_params,
         seq_len=gram_seq_len,
         n_sequences=gram_n_sequences,
-        seed=config["seed"],
-        dtype=config["dtype"],
+        seed=COMMON.seed,
+        dtype=COMMON.dtype,
         run=CFG.run_options(),
         code=code_fingerprint("gram_panels"),
     script:
@@ -112,7 +112,7 @@ rule gram_table:
         runtime=10,
     params:
         models=CFG.gram_models(),
-        seed=config["seed"],
+        seed=COMMON.seed,
         code=code_fingerprint("gram_table"),
     script:
         "../scripts/gram_table.py"
@@ -134,12 +134,12 @@ rule length_generalization:
     resources:
         mem_mb=4000,
         runtime=60,
-        gpu=CFG.train_gpu(),
+        gpu=SCHEDULING.gpu,
     params:
         variants=CFG.train_variants(),
         corpus=train_heldout_params,
-        settings=CFG.lengthgen_settings(),
-        dtype=config["dtype"],
+        settings=CFG.settings(LengthGenSettings),
+        dtype=COMMON.dtype,
         run=CFG.run_options(),
         code=code_fingerprint("length_generalization"),
     script:
@@ -173,7 +173,7 @@ rule plot_loss_curves:
     params:
         variants=CFG.train_variants(),
         names=CFG.train_display_names(),
-        heldout=config["train"]["heldout"],
+        heldout=CFG.value("train.heldout"),
         code=code_fingerprint("plot_loss_curves"),
     script:
         "../scripts/plot_loss_curves.py"
@@ -242,7 +242,7 @@ rule plot_loss_by_position:
         mem_mb=1000,
         runtime=5,
     params:
-        smooth=config["train"]["lengthgen"]["smooth"],
+        smooth=CFG.value("train.lengthgen.smooth"),
         names=CFG.train_display_names(),
         code=code_fingerprint("plot_loss_by_position"),
     script:
@@ -298,7 +298,7 @@ rule compare_trained:
         twins=CFG.compare_twin_variants(),
         leakage=CFG.compare_leakage_variants(),
         leakage_init=CFG.compare_leakage_variants("-init"),
-        stats=CFG.stats_params(),
+        stats=CFG.settings(BootstrapSettings),
         stores=compare_score_stores,
         code=code_fingerprint("compare_trained"),
     script:
@@ -340,9 +340,9 @@ rule plot_train_comparison:
     params:
         variants=CFG.train_variants(),
         twins=CFG.compare_twin_variants(),
-        map_layer=config["train"]["compare"]["map_layer"],
+        map_layer=CFG.value("train.compare.map_layer"),
         names=CFG.train_display_names(),
-        dataset=config["train"]["compare"]["dataset"],
+        dataset=CFG.value("train.compare.dataset"),
         stores=compare_score_stores,
         code=code_fingerprint("plot_train_comparison"),
     script:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from causalpos.settings import from_params, setting
+from causalpos.settings import Scheduling, from_params, setting, shared
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,10 @@ class ExtractSettings:
         'the share of free memory "auto" plans for (None: the batch size is given)',
     )
     n_groups: int = setting(16, "extract.n_groups", "head-averaged maps per group of sequences")
-    dtype: str = setting("float32", "dtype", "the model's weights and activations")
-    seed: int = setting(0, "seed", "randomised variants' draws")
+    dtype: str = shared("dtype", "the model's weights and activations")
+    seed: int = shared("seed", "randomised variants' draws")
     # where the model runs changes no number: the rule's untracked ``run`` (Scheduling.device)
-    device: str = setting("cpu", None, "where the model runs (changes no number)")
+    device: str = setting(Scheduling.device, None, "where the model runs (changes no number)")
 
     from_params = classmethod(from_params)
 

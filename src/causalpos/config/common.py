@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from causalpos.models.variants import parse_variant, variant_names
-from causalpos.settings import Scheduling, config_params, from_config, untracked
+from causalpos.settings import Scheduling, config_params, config_value, from_config, untracked
 from causalpos.settings import canonical as canonical  # the resolver's params, as settings'
 
 
@@ -64,13 +64,23 @@ class Section:
 
     config: dict
 
+    def value(self, key: str, *default: Any) -> Any:
+        """The value of dotted config ``key`` as params hold it (:func:`canonical`; ``default``
+        where a level is absent, else a KeyError naming the key)."""
+        return canonical(config_value(self.config, key, *default))
+
+    def values(self, cls, **given: Any):
+        """Settings dataclass ``cls`` with each field the config sets read from its key
+        (:func:`causalpos.settings.from_config`), and ``given`` over them: a rule reads a setting
+        as ``CFG.values(Common).seed``."""
+        return from_config(cls, self.config, **given)
+
     def settings(self, cls, **given: Any) -> dict:
-        """A rule's params of settings dataclass ``cls``: each field the config sets, read from
-        its key (:func:`causalpos.settings.from_config`), and ``given`` over them; the script
-        rebuilds ``cls`` with :func:`causalpos.settings.from_params`."""
-        return config_params(from_config(cls, self.config, **given), *given)
+        """A rule's params of settings dataclass ``cls`` (:meth:`values` as a flat mapping); the
+        script rebuilds ``cls`` with :func:`causalpos.settings.from_params`."""
+        return config_params(self.values(cls, **given), *given)
 
     def run_options(self):
         """The :class:`~causalpos.settings.Scheduling` keys as a rule's untracked ``run``
         param: where and how its job runs, which changes no number and reruns nothing."""
-        return untracked(from_config(Scheduling, self.config))
+        return untracked(self.values(Scheduling))

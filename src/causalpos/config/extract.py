@@ -118,7 +118,3 @@ class ExtractSection(Section):
         return self.settings(
             ExtractSettings, dtype=self.model_dtype(model), memory_fraction=fraction
         )
-
-    def gpu_count(self) -> int:
-        """GPUs an extraction job holds."""
-        return 1 if self.config["device"] in ("cuda", "auto") else 0

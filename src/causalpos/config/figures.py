@@ -30,10 +30,6 @@ class FiguresSection(Section):
     def sim_figure_stores(self, name: str) -> list[str]:
         return [paths.SIM_STORE.format(setting=s) for s in self.sim_figure(name)["settings"]]
 
-    def figure_labels(self) -> dict[str, str]:
-        """``figures.labels``: a model's or dataset's name -> the name its figures show."""
-        return dict(self.config["figures"].get("labels") or {})
-
     def display_names(
         self, models: Iterable[str] = (), datasets: Iterable[str] = ()
     ) -> dict[str, str]:
@@ -41,7 +37,7 @@ class FiguresSection(Section):
         that a model added elsewhere reruns none of its figures): ``figures.labels``, else the
         label table's (a ``random_init`` model ``like:`` another is that model's "random init"; a
         model trained here is named by its positional type), else the name itself."""
-        labels = self.figure_labels()
+        labels = self.value("figures.labels", None) or {}
         out = {}
         for m in dict.fromkeys(models):
             like = positional = None
@@ -78,7 +74,7 @@ class FiguresSection(Section):
         trained = set(self.config["train"].get("variants") or {})
         bad = [
             n
-            for n in self.figure_labels()
+            for n in (self.value("figures.labels", None) or {})
             if n not in known
             and not (
                 n.startswith("trained-")

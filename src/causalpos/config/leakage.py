@@ -111,8 +111,9 @@ class LeakageSection(Section):
             )
         return pairs[(model, dataset)]
 
-    def leakage_settings(self) -> dict:
-        """The summary's settings, cross-checked against the reducer's fits and windows."""
+    def check_leakage(self) -> None:
+        """The summary's settings cross-checked against the reducer's fits and windows: a
+        ConfigError naming the key and the allowed values otherwise."""
         sec = self.config["leakage"]
         red = sec["reducer"]
         for v in sec["permutation_variants"] or ():
@@ -131,7 +132,6 @@ class LeakageSection(Section):
                 raise ConfigError(
                     f"leakage.{key}: {missing} not among leakage.reducer.windows {red['windows']}"
                 )
-        return sec
 
     def leakage_reducer_kwargs(
         self, variant: str, model: str | None = None, dataset: str | None = None
@@ -142,7 +142,8 @@ class LeakageSection(Section):
         are summed for the variants the permutation test reads, and for every variant when the
         headline estimator runs (``reducer.expected_stats``: its denominator reads them).
         """
-        sec = self.leakage_settings()
+        self.check_leakage()
+        sec = self.config["leakage"]
         kwargs = dict(sec["reducer"] if model is None else self.pair_reducer(model, dataset))
         kwargs["mean_maps"] = keeps_mean_maps(
             kwargs["mean_maps"],
@@ -163,7 +164,7 @@ class LeakageSection(Section):
         """The leakage summary's params of ``model``'s pairs (None: the section's own values):
         the negative controls' margins δ are the model's (:meth:`control_margins`), and so is
         the dose series' dose-0 margin (the run without a plant, read on logits: δ on logits)."""
-        self.leakage_settings()
+        self.check_leakage()
         margin = self.control_margins(model)
         return self.settings(
             LeakageSettings,
@@ -343,7 +344,7 @@ class LeakageSection(Section):
         exps = self.leakage_experiments()
         if not exps:
             return []
-        self.leakage_settings()
+        self.check_leakage()
         targets = []
         for m, d in self.leakage_pairs():
             targets += [

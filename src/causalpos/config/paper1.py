@@ -8,7 +8,7 @@ from itertools import product
 
 import causalpos.paths as paths
 from causalpos.config.common import Section, canonical, check_variant
-from causalpos.paper1.settings import BootstrapSettings, IndexSettings
+from causalpos.paper1.settings import IndexSettings
 
 
 class Paper1Section(Section):
@@ -57,11 +57,6 @@ class Paper1Section(Section):
     def paper1_enabled(self) -> bool:
         sec = self.config["paper1_llm"]
         return bool(sec["models"] and sec["datasets"])
-
-    def stats_params(self) -> dict:
-        """The bootstrap settings of paper 1's statistics jobs (``aggregate_sim_stats``,
-        ``compare_trained``): :class:`~causalpos.paper1.settings.BootstrapSettings`."""
-        return self.settings(BootstrapSettings)
 
     def llm_stats_params(self) -> dict:
         """Keyword arguments of ``aggregate_llm_stats``:

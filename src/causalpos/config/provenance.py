@@ -75,7 +75,7 @@ class _Identities:
             tok = cfg.config["train"]["tokenizer"]
             return {
                 "trained_tokenizer": {k: tok[k] for k in ("vocab_size", "min_frequency")},
-                "corpus": cfg.train_corpus(),
+                "corpus": cfg.value("train.corpus"),
                 "heldout": list(cfg.config["train"]["heldout"]),
                 "seed": self.seed,
             }
@@ -92,7 +92,7 @@ class _Identities:
             variant = name.removeprefix("trained-").removesuffix("-init")
             trained = {
                 "trained": cfg.train_variant_params(variant),
-                "corpus": cfg.train_corpus(),
+                "corpus": cfg.value("train.corpus"),
                 "heldout": list(cfg.config["train"]["heldout"]),
                 "tokenizer": self.tokenizer(cfg.train_tokenizer_key()),
             }

@@ -21,6 +21,7 @@ from causalpos.models.footprint import (
     shape_of,
     variant_store_bytes,
 )
+from causalpos.settings import FULL_PRECISION
 
 #: The dtype a hub checkpoint's safetensors hold (every model of the papers: bf16).
 HUB_DTYPE = "bfloat16"
@@ -48,7 +49,7 @@ class ResourcesSection(Section):
         except ValueError:
             return None
         if model.startswith("trained-"):
-            dtype = "float32"
+            dtype = FULL_PRECISION
         elif self.model_spec(model)["source"] == "random_init":
             dtype = self.model_dtype(model)
         else:

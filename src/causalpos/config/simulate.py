@@ -1,6 +1,6 @@
 """The ``simulate:`` section (paper 1 §2, §4): simulation settings with the section's defaults,
 the settings theory applies to and their stores (the statistics job's params:
-:meth:`causalpos.config.paper1.Paper1Section.stats_params`). Pure: reads nothing but the config
+:class:`causalpos.paper1.settings.BootstrapSettings`). Pure: reads nothing but the config
 dict."""
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from __future__ import annotations
 import causalpos.catalogue as catalogue
 import causalpos.paths as paths
 from causalpos.config.common import Section
+from causalpos.paper1.settings import BootstrapSettings
 
 
 class TargetsSection(Section):
@@ -83,7 +84,7 @@ class TargetsSection(Section):
             ),
             "aggregate_sim_stats": (
                 [paths.SIM_INDEX_TABLE],
-                {"settings": self.sim_settings(), "stats": self.stats_params()},
+                {"settings": self.sim_settings(), "stats": self.settings(BootstrapSettings)},
                 self.sim_stores(),
             ),
             "aggregate_llm_stats": (
@@ -115,7 +116,7 @@ class TargetsSection(Section):
                 {"variants": self.train_variants(), "twins": self.compare_twin_variants(),
                  "leakage": self.compare_leakage_variants(),
                  "leakage_init": self.compare_leakage_variants("-init"),
-                 "stats": self.stats_params(),
+                 "stats": self.settings(BootstrapSettings),
                  "stores": {k: inputs[k] for k in ("trained", "init")}},
                 [*inputs["trained"], *inputs["init"], *inputs["leakage"],
                  *inputs["leakage_init"], inputs["lengthgen"]],

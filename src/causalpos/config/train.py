@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
-from causalpos.training.settings import LengthGenSettings
 from causalpos.training.settings import config_keys as train_config_keys
 
 # Positional types of the models trained here, in the canonical order of train_variants().
@@ -89,15 +88,6 @@ class TrainSection(Section):
         name = check_path_name("train.tokenizer.name", self.config["train"]["tokenizer"]["name"])
         return paths.TOKENIZER_DIR.format(tokenizer=name)
 
-    def train_corpus(self) -> dict:
-        """The training corpus spec (params: key order canonical)."""
-        return canonical(self.config["train"]["corpus"])
-
-    def lengthgen_settings(self) -> dict:
-        """Rule ``length_generalization``'s
-        :class:`~causalpos.training.settings.LengthGenSettings` (the batch: its untracked ``run``)."""
-        return self.settings(LengthGenSettings)
-
     def train_heldout_corpus(self) -> dict:
         """The held-out side of the training corpus, as a causalpos.data corpus spec."""
         corpus = dict(self.config["train"]["corpus"])
@@ -173,10 +163,6 @@ class TrainSection(Section):
             targets += self.figure_paths(paths.TRAIN_FIG3_FIGURE.format(model=model))
             targets += self.figure_paths(paths.TRAIN_FIG8_FIGURE.format(model=model))
         return targets
-
-    def train_gpu(self) -> int:
-        """1 when models run on a GPU, so the scheduler never puts two such jobs on one card."""
-        return 0 if self.config["device"] == "cpu" else 1
 
     def compare_section(self) -> dict | None:
         """``train.compare`` checked: the dataset exists and the trained models are configured."""

@@ -65,6 +65,7 @@ from causalpos.models.weights import (
     verify_weights,
     weights_stat,
 )
+from causalpos.settings import FULL_PRECISION
 
 SOURCE_FILE = "causalpos_source.json"
 
@@ -206,7 +207,7 @@ def build_model_dir(
     spec: dict | None,
     out_dir: str | os.PathLike,
     *,
-    dtype: str = "float32",
+    dtype: str = FULL_PRECISION,
     tokenizer_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Resolve model ``spec`` into the HF-format directory ``out_dir`` and return it.
@@ -320,7 +321,7 @@ def _prepare_random_init(
     tmp: Path,
     models_dir: Path,
     *,
-    dtype: str = "float32",
+    dtype: str = FULL_PRECISION,
     tokenizer_dir: str | os.PathLike | None = None,
 ) -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -447,7 +448,7 @@ def read_source(path: str | os.PathLike) -> dict:
 
 
 def load_model(
-    path: str | os.PathLike, *, device: str = "cpu", dtype: str = "float32"
+    path: str | os.PathLike, *, device: str = "cpu", dtype: str = FULL_PRECISION
 ) -> tuple[torch.nn.Module, Any]:
     """Load a prepared (or any HF-format) directory: ``(model, tokenizer)``, model in eval mode.
 

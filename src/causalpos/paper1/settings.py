@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from causalpos.settings import from_params, setting
+from causalpos.settings import from_params, setting, shared
 
 #: Layer normalisations and logit scalings of the parameter-free decoder.
 NORMS = ("l2", "layernorm")
@@ -42,7 +42,7 @@ class SimulationSettings:
     n_layers: int = setting(4, "simulate.n_layers", "layers")
     n_groups: int = setting(20, "simulate.n_groups", "disjoint groups of sequences (CIs)")
     rope_theta: float = setting(10000.0, "simulate.rope_theta", "rotary base θ")
-    seed: int = setting(0, "seed", "the inputs' seed")
+    seed: int = shared("seed", "the inputs' seed")
 
     from_params = classmethod(from_params)
 
@@ -79,9 +79,9 @@ class BootstrapSettings:
     """The bootstrap of paper 1's statistics jobs (rules ``aggregate_sim_stats``,
     ``compare_trained``: the stage functions take these fields as keyword arguments)."""
 
-    confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
-    n_boot: int = setting(2000, "stats.n_bootstrap", "bootstrap replicates over groups")
-    seed: int = setting(0, "seed", "the bootstrap's seed")
+    confidence: float = shared("stats.confidence", "every interval's confidence level")
+    n_boot: int = shared("stats.n_bootstrap", "bootstrap replicates over groups")
+    seed: int = shared("seed", "the bootstrap's seed")
 
 
 @dataclass(frozen=True)

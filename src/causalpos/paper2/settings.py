@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from causalpos.settings import from_params, setting
+from causalpos.settings import from_params, setting, shared
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class LeakageSettings:
     floor_correct: bool = setting(
         True, "leakage.floor_correct", "per-prompt ΔR² minus its permutation-null mean (§2)"
     )
-    n_boot: int = setting(2000, "stats.n_bootstrap", "replicates over prompts (every interval)")
-    level: float = setting(0.95, "stats.confidence", "every interval's confidence level")
+    n_boot: int = shared("stats.n_bootstrap", "replicates over prompts (every interval)")
+    level: float = shared("stats.confidence", "every interval's confidence level")
     n_perm: int = setting(
         1000, "leakage.n_permutations", "within-offset permutations per head (0: no test)"
     )
@@ -67,7 +67,7 @@ class LeakageSettings:
         "leakage.controls.margin.logattn",
         "a negative control's margin on log-attention, in the model's units",
     )
-    seed: int = setting(0, "seed", "the bootstrap counts' and multipliers' seed")
+    seed: int = shared("seed", "the bootstrap counts' and multipliers' seed")
     perm_chunk: int = setting(16, None, "permutations per sparse product (memory, not numbers)")
 
     def control_margins(self) -> dict[str, float]:
@@ -151,7 +151,7 @@ class Position0Settings:
     n_permutations: int = setting(
         200, "leakage.position0.n_permutations", "label permutations of each probe's p-value"
     )
-    seed: int = setting(0, "seed", "the folds' and permutations' seed")
+    seed: int = shared("seed", "the folds' and permutations' seed")
     label_var: str = setting("source", None, "the data store's per-prompt labels the probes read")
 
     from_params = classmethod(from_params)

@@ -13,6 +13,7 @@ from causalpos.io.store import NAN_FROM_MODEL, map_problems, write_dataset
 from causalpos.models.context import check_model_context
 from causalpos.paper1.gram import gram_store
 from causalpos.sampling import SequenceSample
+from causalpos.settings import FULL_PRECISION
 
 log = logging.getLogger("causalpos.stages.gram")
 
@@ -24,7 +25,7 @@ def gram_panels(
     *,
     batch_size: int = 32,
     device: str = "cpu",
-    dtype: str = "float32",
+    dtype: str = FULL_PRECISION,
     attrs: dict | None = None,
     data_store: str | os.PathLike | None = None,
 ) -> xr.Dataset:

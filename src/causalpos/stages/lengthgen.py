@@ -12,6 +12,7 @@ import xarray as xr
 from causalpos.io.provenance import stamp_table
 from causalpos.io.store import write_dataset
 from causalpos.sampling import SequenceSample, draw_sequences
+from causalpos.settings import FULL_PRECISION
 from causalpos.training import lengthgen, trainlog
 from causalpos.training.settings import LengthGenSettings
 
@@ -26,7 +27,7 @@ def length_generalization(
     settings: LengthGenSettings,
     *,
     device: str = "cpu",
-    dtype: str = "float32",
+    dtype: str = FULL_PRECISION,
     attrs: dict | None = None,
 ) -> xr.Dataset:
     """Rule ``length_generalization``: :func:`causalpos.training.lengthgen.measure_length_generalization` of

@@ -25,6 +25,7 @@ from torch import nn
 
 from causalpos.io.atomic import atomic_dir
 from causalpos.models.device import DTYPES, resolve_device
+from causalpos.settings import FULL_PRECISION
 from causalpos.training.architecture import build_config, build_model, count_parameters
 from causalpos.training.batches import batch_at, heldout_windows, token_stream, unigram_baselines
 from causalpos.training.checkpoints import (
@@ -205,7 +206,7 @@ def _job(
         ),
         provenance=json.loads(json.dumps(dict(run.provenance or {}))),
         device=torch.device(resolve_device(run.device)),
-        autocast_dtype=None if settings.dtype == "float32" else DTYPES[settings.dtype],
+        autocast_dtype=None if settings.dtype == FULL_PRECISION else DTYPES[settings.dtype],
         t_start=t_start,
         cpu_start=cpu_start,
     )

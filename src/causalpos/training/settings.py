@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from causalpos.settings import check_keys, from_params, setting
+from causalpos.settings import FULL_PRECISION, Scheduling, check_keys, from_params, setting, shared
 
 #: Positional variants, in the canonical order: what differs between them (everything else —
 #: tokenizer, data order, initial weights, optimiser — is equal):
@@ -67,7 +67,9 @@ class TrainSettings:
     )
     weight_decay: float = _hp("train.weight_decay", 0.1, "AdamW weight decay, on matrices only")
     grad_clip: float = _hp("train.grad_clip", 1.0, "gradient-norm clip (0: none)")
-    seed: int = _hp("seed", 0, "initial weights and data order (the config's top-level seed)")
+    seed: int = shared(
+        "seed", "initial weights and data order (the config's top-level seed)", only=None
+    )
     window: int | None = _hp(
         "train.window",
         None,
@@ -87,7 +89,7 @@ class TrainSettings:
         "train.n_eval", 64, "held-out windows in each evaluation (the first n non-overlapping)"
     )
     dtype: str = _hp(
-        "train.dtype", "float32", "float32, or a half type trained under autocast (fp32 master)"
+        "train.dtype", FULL_PRECISION, "float32, or a half type under autocast (fp32 master)"
     )
 
     @classmethod
@@ -188,10 +190,12 @@ class LengthGenSettings:
     length_factor: float = setting(2.0, "train.lengthgen.length_factor", "× the longest context")
     n_sequences: int = setting(128, "train.lengthgen.n_sequences", "held-out sequences")
     # sequences per forward pass change no number: the rule's untracked ``run``
-    batch_size: int = setting(16, None, "sequences per forward pass (Scheduling)")
-    n_bootstrap: int = setting(2000, "stats.n_bootstrap", "bootstrap replicates")
-    confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
-    seed: int = setting(0, "seed", "the sequences' and the bootstrap's seed")
+    batch_size: int = setting(
+        Scheduling.lengthgen_batch_size, None, "sequences per forward pass (Scheduling)"
+    )
+    n_bootstrap: int = shared("stats.n_bootstrap", "bootstrap replicates")
+    confidence: float = shared("stats.confidence", "every interval's confidence level")
+    seed: int = shared("seed", "the sequences' and the bootstrap's seed")
     seq_len: int | None = setting(None, None, "tokens per sequence (None: length_factor's)")
     mode: str = setting("chunks", None, "how sequences are drawn (causalpos.sampling)")
 
