@@ -11,7 +11,7 @@
 # --reference RESULTS: a finished CPU run's results/ of the same config (e.g. carried from the
 #   build machine); without it the CPU reference runs here, beside the GPU run, on half the cores.
 # --dry-run: no GPU needed: every pipeline step as `snakemake -n` (configs, targets and DAGs
-#   checked), the rest skipped; the report is written from what ran (tests/test_gpu_rehearsal.py).
+#   checked), the rest skipped; the report is written from what ran (tests/benchmarks/test_gpu_rehearsal.py).
 # --budget: the wall seconds the whole script may take (default 540 = 9 min); each step gets a
 #   `timeout` from what is left, so the report is always written.
 # Wheels: where .whl/ holds wheels (docs/performance.md), they are installed to /tmp/site first.

@@ -9,7 +9,7 @@
     python benchmarks/lock.py            # rewrite them from the lock
     python benchmarks/lock.py --check    # exit 1 when one is not its derivation
 
-tests/test_envs.py and tests/test_gpu_rehearsal.py check each file equals its derivation, so a
+tests/test_envs.py and tests/benchmarks/test_gpu_rehearsal.py check each file equals its derivation, so a
 regenerated lock (CONTRIBUTING.md, "The lock") fails the tests until this is rerun.
 """
 

@@ -260,8 +260,7 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
     under a lock; the others wait for it."""
     from filelock import FileLock
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from wfutil import SMOKE, copy_pipeline, snakemake
+    from tests.wfutil import SMOKE, copy_pipeline, snakemake
 
     shared = tmp_path_factory.getbasetemp()
     if worker_id != "master":

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from paper2_maps import content_maps
 
 from causalpos.models.layer_kinds import pattern
 from causalpos.paper2.extraction import reducers as R
 from causalpos.paper2.settings import LeakageSettings
+from tests.paper2_maps import content_maps
 
 T, HEADS, N = 12, 2, 24
 KINDS = ["sliding4"] * 4 + ["global"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from paper2_maps import content_maps
 
 from causalpos.paper2.extraction import reducers as R
+from tests.paper2_maps import content_maps
 
 T, HEADS, N = 12, 3, 24
 

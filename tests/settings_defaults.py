@@ -8,7 +8,8 @@ import dataclasses
 from collections.abc import Mapping
 
 import yaml
-from wfutil import REPO
+
+from tests.wfutil import REPO
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())

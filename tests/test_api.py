@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 import yaml
-from wfutil import REPO, SMOKE
 
 import causalpos.paths as P
 from causalpos.scorecard.controls import with_verdicts
+from tests.wfutil import REPO, SMOKE
 
 DATASET = "kjv-first24"
 #: The smoke run's tiny models: a random-init Llama (runs causal, bidirectional) and the model

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
-from wfutil import REPO
 
 from causalpos.io.fingerprint import code_fingerprint, import_closure
+from tests.wfutil import REPO
 
 PACKAGE = REPO / "src" / "causalpos"
 SCRIPTS = REPO / "workflow" / "scripts"
@@ -218,7 +218,7 @@ CONFIG_PURE_IMPORTS |= {"causalpos.models.variants", "causalpos.training.setting
 CONFIG_PURE_IMPORTS |= {"causalpos.models.footprint"}  # the requests' arithmetic, torch-free
 CONFIG_PURE_IMPORTS |= {"causalpos.paths"}  # the path patterns (tests/test_paths.py)
 CONFIG_PURE_IMPORTS |= {"causalpos.catalogue"}  # the tables (paths only: tests/test_catalogue.py)
-# the figures' label table (standard library only: tests/test_figures_labels.py)
+# the figures' label table (standard library only: tests/figures/test_labels.py)
 CONFIG_PURE_IMPORTS |= {"causalpos.figures.labels"}
 # the simulation settings' defaults (standard library only: test_settings_modules_import_nothing)
 CONFIG_PURE_IMPORTS |= {"causalpos.paper1.settings", "causalpos.paper2.settings"}

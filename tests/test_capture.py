@@ -7,7 +7,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import ARCHS, SEQ_LEN, CollectScores, tiny_pair
 
 from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
@@ -24,6 +23,7 @@ from causalpos.models.variants import (
     variant_names,
     without_bos_replacement,
 )
+from tests.conftest import ARCHS, SEQ_LEN, CollectScores, tiny_pair
 
 N_SEQ = 3
 
@@ -600,9 +600,8 @@ def test_variant_pattern_matches_exactly_the_variant_names():
 
 
 def test_each_extraction_default_is_written_once():
-    from settings_defaults import disagreements
-
     from causalpos.capture.settings import ExtractSettings
+    from tests.settings_defaults import disagreements
 
     assert disagreements(ExtractSettings) == []
     s = ExtractSettings.from_params({"batch_size": "auto", "memory_fraction": 0.5})

@@ -9,11 +9,11 @@ import re
 import pytest
 import yaml
 from snakemake.utils import validate
-from wfutil import REPO, copy_pipeline, snakemake
 
 import causalpos.catalogue as C
 import causalpos.paths as P
 from causalpos.config import Resolved
+from tests.wfutil import REPO, copy_pipeline, snakemake
 
 SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
 

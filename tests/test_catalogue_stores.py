@@ -4,12 +4,12 @@ summary writes is declared, with the dims it is written with."""
 from __future__ import annotations
 
 import pytest
-from paper2_headline_runs import headline_runs
-from paper2_leakage_maps import make_batches, run_reducer
 
 import causalpos.catalogue_stores as C
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.assemble import leakage_summary
+from tests.paper2_headline_runs import headline_runs
+from tests.paper2_leakage_maps import make_batches, run_reducer
 
 
 def _bos_summary():
@@ -71,7 +71,7 @@ def test_each_variable_is_declared_once_with_a_reading_and_units():
 
 
 def test_docs_outputs_lists_every_summary_variable():
-    from wfutil import REPO
+    from tests.wfutil import REPO
 
     text = (REPO / "docs" / "outputs.md").read_text()
     i = text.index(C.BLOCK_BEGIN)

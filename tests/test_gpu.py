@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_pair
-from test_capture import _assert_softmax_matches, _capture, _eager, _ids
 
 from causalpos.capture.settings import CaptureRun, ExtractSettings
+from tests.conftest import tiny_pair
+from tests.test_capture import _assert_softmax_matches, _capture, _eager, _ids
 
 pytestmark = [
     pytest.mark.gpu,
@@ -51,7 +51,7 @@ def test_bfloat16_capture_on_cuda_keeps_float32_scores():
 
 
 def test_position0_stream_is_bitwise_identical_across_prompts_on_cuda():
-    from position0_oracle import condition_states
+    from tests.position0_oracle import condition_states
 
     model, _ = tiny_pair("llama")
     model = model.to(CUDA)
@@ -101,10 +101,9 @@ def test_extraction_stage_on_cuda_matches_the_cpu_stores(tmp_path, dtype):
     reducer, stores on disk) on CUDA against the same stage on CPU in float32: every stored
     variable float32/float64, NaN exactly where the CPU store has NaN, values within the
     dtype's rounding."""
-    from test_errors import _data_store, _tiny_model
-
     from causalpos.io.store import open_dataset
     from causalpos.stages.extract import extract_scores
+    from tests.workflow.test_errors import _data_store, _tiny_model
 
     model_dir = _tiny_model(tmp_path)
     data = _data_store(tmp_path, 8, 12)

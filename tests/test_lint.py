@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from wfutil import REPO
+
+from tests.wfutil import REPO
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import ARCHS, CollectScores
 
 from causalpos.capture.hook import capture_scores, capturing
 from causalpos.capture.reducers import ScoreMoments
@@ -22,6 +21,7 @@ from causalpos.models.load import (
 )
 from causalpos.models.tokenizers import DIRECT_MODEL_TYPES, direct_load_applies, tokenizer_from_dir
 from causalpos.sampling import SequenceSample, draw_sequences, tokenizer_fingerprint
+from tests.conftest import ARCHS, CollectScores
 
 
 def _state(model) -> dict[str, torch.Tensor]:

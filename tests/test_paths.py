@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 from snakemake.utils import validate
-from wfutil import REPO, copy_pipeline, snakemake
 
 import causalpos.paths as P
 from causalpos.catalogue import PAPER2_TABLES
 from causalpos.config import Resolved
+from tests.wfutil import REPO, copy_pipeline, snakemake
 
 #: The path prefixes only causalpos.paths may spell.
 ROOTS = ("results/", "resources/")

@@ -328,7 +328,7 @@ def test_first_mode_draws_the_same_documents_for_every_tokenizer(tokenizer_bos, 
 
 
 def test_each_sampling_default_is_written_once():
-    from settings_defaults import disagreements
+    from tests.settings_defaults import disagreements
 
     assert disagreements(SequenceSample) == []
 

@@ -9,8 +9,6 @@ import re
 from dataclasses import dataclass
 
 import pytest
-from settings_defaults import disagreements
-from wfutil import REPO
 
 from causalpos.paper2.settings import LeakageSettings, Position0Settings
 from causalpos.settings import (
@@ -25,6 +23,8 @@ from causalpos.settings import (
     untracked,
 )
 from causalpos.training.settings import LengthGenSettings
+from tests.settings_defaults import disagreements
+from tests.wfutil import REPO
 
 
 @dataclass(frozen=True)

@@ -649,7 +649,7 @@ def test_each_training_default_is_written_once():
     """The hyper-parameters' defaults are the schema's ``train:`` defaults (config.yaml
     agreeing), but ``window``: None in the library means context // 4, which the schema writes
     out for the default context (32 of 128)."""
-    from settings_defaults import disagreements, schema_node
+    from tests.settings_defaults import disagreements, schema_node
 
     assert disagreements(settings.LengthGenSettings) == []
     assert disagreements(settings.ModelShape) == []

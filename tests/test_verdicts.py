@@ -10,16 +10,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scorecard_tables import (
-    D,
-    I,
-    R,
-)
 
 from causalpos import inference
 from causalpos import scorecard as S
 from causalpos import verdicts as V
 from causalpos.paper1.diagonal import index_ci
+from tests.scorecard_tables import D, I, R
 
 
 def test_equivalent():

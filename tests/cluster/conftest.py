@@ -5,12 +5,10 @@ where SLURM is not installed or the tests do not run as root."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from slurm import SlurmCluster, skip_reason  # noqa: E402
+from tests.cluster.slurm import SlurmCluster, skip_reason
 
 
 @pytest.fixture(scope="session")

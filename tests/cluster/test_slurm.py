@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from wfutil import SMOKE, planned_jobs, rule_counts, snakemake
 
 from causalpos.cli import main as causalpos_main
 from causalpos.io.store import open_dataset
+from tests.wfutil import SMOKE, planned_jobs, rule_counts, snakemake
 
 pytestmark = pytest.mark.slow
 

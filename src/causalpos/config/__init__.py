@@ -6,7 +6,7 @@ bounds, reducer lists, the experiments of paper 1, of the models trained here an
 the statistics jobs' params, input-path lists, wildcard patterns and the targets of ``rule all``.
 No Snakemake, no globals, no science and nothing heavy at import (no torch, transformers, xarray
 or pandas), so every rule's inputs and params can be unit-tested on a config dict
-(tests/test_config.py).
+(tests/config/test_resolved.py).
 
 ``Resolved(config)`` takes the config *after* ``snakemake.utils.validate`` filled in the
 schema's defaults (workflow/schemas/config.schema.yaml). Its methods return strings, lists and

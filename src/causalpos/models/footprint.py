@@ -115,7 +115,7 @@ def shape_of(cfg: Mapping) -> Shape:
 def parameter_count(shape: Shape) -> int:
     """Parameters of a decoder of ``shape``: embedding, per layer attention (q, k, v, o and
     their biases / norms), gated MLP (three matrices) and norms, the final norm and, untied, the
-    output head. Equal to transformers' count on the meta device (tests/test_footprint.py)."""
+    output head. Equal to transformers' count on the meta device (tests/models/test_footprint.py)."""
     h, hd = shape.hidden, shape.head_dim
     q, kv = shape.heads * hd, shape.kv_heads * hd
     attn = h * q + 2 * h * kv + q * h

@@ -6,7 +6,7 @@ flat mapping of these fields (``simulate``'s ``setting`` param and the config's 
 :func:`causalpos.paper1.simulate.run_simulation` takes the frozen dataclass. Each field's metadata
 names the config key it comes from: the ``simulate:`` section's shared keys, or a setting's own
 (``simulate.settings.<name>.<key>``, written ``simulate.settings.*.<key>``); its default is that
-key's default in ``workflow/schemas/config.schema.yaml`` (``tests/test_paper1_simulate.py`` checks
+key's default in ``workflow/schemas/config.schema.yaml`` (``tests/paper1/test_simulate.py`` checks
 both agree), and the config's setting defaults (:data:`SETTING_KEYS`) are read from here.
 """
 

@@ -48,7 +48,7 @@ contrast of heads) is itself a U-statistic with the combined Gram; :func:`u_repl
 Gram calibrates it exactly, while combining two runs' replicates shares ξ but scales their linear
 parts separately.
 
-**Measured** (``tests/test_paper2_inference.py``: token-content maps on T = 12, 2,000 prompt sets per
+**Measured** (``tests/paper2/test_inference.py``: token-content maps on T = 12, 2,000 prompt sets per
 setting). Null: the 95 % interval covers 0 in 95.1 % (n = 32) and 94.8 % (n = 64) of sets, the
 test at α = 0.05 rejects 4.5 % and 4.8 %. True ratio covered in 93.5 % / 94.1 % of sets at a 3-SD
 effect, 93.9 % / 94.3 % at 60 SD (n = 32 / 64). Power at 3 SD (n = 32): the interval excludes 0 in

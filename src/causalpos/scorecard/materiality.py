@@ -6,7 +6,7 @@ threshold with ``materiality: <field>`` (:meth:`Materiality.apply`), and a row o
 that model's (:func:`for_model`).
 
 Each field's metadata names its config key: its default is the key's default in
-``workflow/schemas/config.schema.yaml`` (``tests/test_scorecard_materiality.py`` checks both
+``workflow/schemas/config.schema.yaml`` (``tests/scorecard/test_materiality.py`` checks both
 agree), where each key's description gives the paper's number it comes from, or says the paper
 gives none.
 """

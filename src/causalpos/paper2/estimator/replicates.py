@@ -17,7 +17,7 @@ degenerate part is left.
 e_pᵀē_{−p} + …, and e_pᵀē_{−p} has variance E g2² / (n − 1). So 4(n − 1)² Σ_p ĝ1(p)² ≈
 4n(n − 1)²ζ1 + 4n(n − 1)E g2², twice the degenerate part's true contribution, and the resampled
 U-statistic adds that contribution once more: at the null the replicates' variance is ≈ 3 × Var N̂
-(SD ratio √3; measured in ``tests/test_paper2_estimator_replicates.py`` at n = 32: plug-in linear variance
+(SD ratio √3; measured in ``tests/paper2/estimator/test_replicates.py`` at n = 32: plug-in linear variance
 1.81 × Var N̂, percentile-bootstrap SD 1.57 × the estimate's SD, 99.5 % coverage of 0).
 
 **Replicates (decision).** Shared per-prompt Rademacher multipliers ξ (B, n) (:func:`rademacher`)
@@ -47,7 +47,7 @@ are scalars per Gram from O(n²) sums. The headline computes the three parts onc
 (B × n² work per map) and takes a layer's, the pooled reading's and every combination of Grams'
 (a component of the decomposition, a contrast) as their sums; the scalars come from the summed
 Gram itself. The replicates equal those computed from the summed Gram up to rounding
-(``tests/test_paper2_estimator_replicates.py``).
+(``tests/paper2/estimator/test_replicates.py``).
 
 """
 
@@ -82,7 +82,7 @@ def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     products (B, n(n − 1)/2) with every Gram's S (cached per weights: the draws every Gram of
     a prompt set shares); otherwise a triangular matrix product per Gram (BLAS ``trmm``, half a
     general product's work). Equal to the explicit double sum up to rounding
-    (``tests/test_paper2_estimator_replicates.py``). A few weight vectors (B ≤ 8, e.g. N̂ itself): wᵀGw minus the
+    (``tests/paper2/estimator/test_replicates.py``). A few weight vectors (B ≤ 8, e.g. N̂ itself): wᵀGw minus the
     diagonal's terms, one product."""
     g = np.asarray(gram, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
@@ -171,7 +171,7 @@ def linear_parts(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
     no multipliers), so the replicates of a sum of Grams (a layer's heads, all maps, a
     combination of runs' Grams) take these parts as the sums of its terms' parts: the B × n²
     products are done once per map, at the finest level, and every coarser level is B × (maps)
-    additions. Equal to the parts of the summed Gram up to rounding (``tests/test_paper2_estimator_replicates.py``).
+    additions. Equal to the parts of the summed Gram up to rounding (``tests/paper2/estimator/test_replicates.py``).
     """
     g = np.asarray(gram, dtype=np.float64)
     xi = np.asarray(xi, dtype=np.float64)
