@@ -283,18 +283,26 @@ def smoke_pipeline(tmp_path_factory, worker_id) -> Path:
 #: the worker that finishes its first module first (waiting for the smoke run's build if that is
 #: the paper-shape worker); then the paper-2 pipeline, SmolLM2, the rest; the other readers of
 #: the smoke run last, so that the worker that did not build it reaches them after the build.
-_FIRST = ("test_workflow", "test_paper_shape", "test_slurm", "test_workflow_leakage", "test_models")
+#: Modules are named by their path under tests/ (two packages may hold a test module of one name).
+_FIRST = (
+    "workflow/test_smoke",
+    "workflow/test_paper_shape",
+    "cluster/test_slurm",
+    "workflow/test_leakage",
+    "test_models",
+)
 _LAST = (
-    "test_workflow_train",
-    "test_workflow_edits",
-    "test_workflow_shards",
-    "test_workflow_provenance",
+    "workflow/test_train",
+    "workflow/test_edits",
+    "workflow/test_shards",
+    "workflow/test_provenance",
     "test_api",
 )
 
 
 def _module(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    """``tests/a/test_b.py::test_c[x]`` -> ``a/test_b``: the test module, by its path."""
+    return nodeid.split("::", 1)[0].removeprefix("tests/").removesuffix(".py")
 
 
 @pytest.hookimpl(optionalhook=True)

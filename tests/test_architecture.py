@@ -5,7 +5,6 @@ function of the same name, and code fingerprints that follow the import graph.""
 from __future__ import annotations
 
 import ast
-import itertools
 import re
 from pathlib import Path
 
@@ -595,6 +594,27 @@ def test_modules_and_functions_keep_contributings_limits():
     assert not too_long, too_long
 
 
+#: The module limit goes to 450 lines (issue 48): the modules still above it, each in a rework
+#: of its own. A module that grows past 450 fails the test below, and so does one of these that
+#: shrinks under it (take it out: once the set is empty, MODULE_LINES becomes 450).
+NEXT_MODULE_LINES = 450
+ABOVE_NEXT_LIMIT = {
+    "causalpos.config.checks",
+    "causalpos.config.leakage",
+    "causalpos.paper2.tables.headline",
+    "causalpos.scorecard.paper2_headline",
+}
+
+
+def test_only_the_known_modules_are_above_the_next_limit():
+    above = {
+        name
+        for name, path in MODULES.items()
+        if len(path.read_text().splitlines()) > NEXT_MODULE_LINES
+    }
+    assert sorted(above) == sorted(ABOVE_NEXT_LIMIT)
+
+
 def test_the_limits_check_finds_a_long_function_and_a_long_parameter_list():
     body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES))
     assert _over_limits("m", f"def f():\n{body}\n") == [f"m.f: {FUNCTION_LINES + 1} lines"]
@@ -606,81 +626,113 @@ def test_the_limits_check_finds_a_long_function_and_a_long_parameter_list():
 
 
 # --------------------------------------------------------------------------------------------
-# Tests mirror the library: a test module is named after the module it tests
+# Tests mirror the library: tests/<package>/test_<module>.py tests causalpos.<package>.<module>
 
 TESTS = REPO / "tests"
 
-#: Test modules of the pipeline as a whole or of a tool beside the library (not of one module).
+#: Test modules of the pipeline as a whole or of a tool beside the library (not of one module),
+#: by their path under tests/: the repository's checks at the top, the pipeline's (Snakefile,
+#: workflow/) in workflow/, benchmarks/' in benchmarks/, the SLURM profile's in cluster/.
 NOT_A_MODULE = {
-    "architecture": "the library's layout, import rules and limits",
-    "coverage_dependent": "benchmarks/coverage_dependent.py: the headline's interval coverage",
-    "lint": "ruff, snakefmt and snakemake --lint over the repository",
-    "envs": "the conda environments' pins against requirements.txt",
-    "profiles": "the Snakemake profiles (profiles/)",
-    "startup": "what each light rule's job imports",
-    "errors": "the messages of failures across stages",
-    "reliability": "what a failed or interrupted run leaves behind",
-    "reliability_inputs": "inputs that changed or vanished between runs",
-    "workflow": "configs/smoke.yaml end to end",
-    "workflow_edits": "what an edit reruns",
-    "workflow_leakage": "paper 2's rules end to end",
-    "workflow_shards": "extraction over several shards",
-    "workflow_train": "the training rules end to end",
-    "workflow_provenance": "stores refused by their path and config, end to end",
-    "paper_shape": "configs/paper-shape.yaml's DAG",
-    "report_categories": "snakemake --report's categories",
-    "gpu": "the CUDA checks (marker gpu)",
-    "gpu_rehearsal": "benchmarks/gpu_rehearsal.sh",
-    "benchmarks": "benchmarks/",
-    "budget": "benchmarks/budget.py",
-    "slurm": "profiles/slurm on a one-node SLURM cluster (tests/cluster)",
+    "test_architecture.py": "the library's layout, import rules and limits",
+    "test_lint.py": "ruff, snakefmt and snakemake --lint over the repository",
+    "test_envs.py": "the conda environments' pins against requirements.txt",
+    "test_gpu.py": "the CUDA checks (marker gpu)",
+    "workflow/test_smoke.py": "configs/smoke.yaml end to end",
+    "workflow/test_edits.py": "what an edit reruns",
+    "workflow/test_leakage.py": "paper 2's rules end to end",
+    "workflow/test_shards.py": "extraction over several shards",
+    "workflow/test_train.py": "the training rules end to end",
+    "workflow/test_provenance.py": "stores refused by their path and config, end to end",
+    "workflow/test_reliability.py": "what a failed or interrupted run leaves behind",
+    "workflow/test_reliability_inputs.py": "inputs that changed or vanished between runs",
+    "workflow/test_paper_shape.py": "configs/paper-shape.yaml's DAG",
+    "workflow/test_report_categories.py": "snakemake --report's categories",
+    "workflow/test_profiles.py": "the Snakemake profiles (profiles/)",
+    "workflow/test_startup.py": "what each light rule's job imports",
+    "workflow/test_errors.py": "the messages of failures across stages",
+    "benchmarks/test_benchmarks.py": "benchmarks/",
+    "benchmarks/test_budget.py": "benchmarks/budget.py",
+    "benchmarks/test_coverage_dependent.py": "benchmarks/coverage_dependent.py: the headline's "
+    "interval coverage",
+    "benchmarks/test_gpu_rehearsal.py": "benchmarks/gpu_rehearsal.sh",
+    "cluster/test_slurm.py": "profiles/slurm on a one-node SLURM cluster (tests/cluster)",
 }
 
-#: Packages whose every module has a test module of its full dotted name (``test_a_b_c.py`` for
-#: ``causalpos.a.b.c``).
+#: Packages whose every module has its test module.
 MIRRORED = ("causalpos.paper2", "causalpos.scorecard")
 
 
-def _tested_module(stem: str) -> str | None:
-    """The library module ``test_<stem>.py`` is named after: ``a_b_c`` -> ``causalpos.a.b.c`` (any
-    split of the underscores into package separators), else the one module whose last name is
-    the stem; None where neither names exactly one module."""
-    words = stem.split("_")
-    for cuts in itertools.product((".", "_"), repeat=len(words) - 1):
-        name = "causalpos." + words[0] + "".join(c + w for c, w in zip(cuts, words[1:]))
-        if name in MODULES:
-            return name
-    by_last = [m for m in MODULES if m.rsplit(".", 1)[-1] == stem]
-    return by_last[0] if len(by_last) == 1 else None
+def _tested_module(rel: str) -> str | None:
+    """The library module the test module ``tests/<rel>`` is named after: ``a/b/test_c.py`` ->
+    ``causalpos.a.b.c`` (a module, or a package, whose test module sits in its parent
+    package's directory); None where that names no module."""
+    parts = Path(rel).with_suffix("").parts
+    if not parts[-1].startswith("test_"):
+        return None
+    name = ".".join(["causalpos", *parts[:-1], parts[-1].removeprefix("test_")])
+    return name if name in MODULES else None
 
 
-def test_every_test_module_is_named_after_the_module_it_tests():
-    stems = [p.stem.removeprefix("test_") for p in TESTS.rglob("test_*.py")]
-    unnamed = [s for s in stems if s not in NOT_A_MODULE and _tested_module(s) is None]
-    assert not unnamed, unnamed
-    assert not set(NOT_A_MODULE) - set(stems), sorted(set(NOT_A_MODULE) - set(stems))
+def _test_modules() -> list[str]:
+    return sorted(
+        p.relative_to(TESTS).as_posix()
+        for p in TESTS.rglob("test_*.py")
+        if "__pycache__" not in p.parts
+    )
+
+
+def test_every_test_module_is_named_after_a_module_of_its_package():
+    rels = _test_modules()
+    unnamed = [r for r in rels if r not in NOT_A_MODULE and _tested_module(r) is None]
+    assert not unnamed, f"move them to tests/<package>/test_<module>.py or list them: {unnamed}"
+    assert not set(NOT_A_MODULE) - set(rels), sorted(set(NOT_A_MODULE) - set(rels))
+
+
+def test_every_test_directory_is_a_package():
+    """Each directory of tests/ has an ``__init__.py``: test modules are imported by their
+    dotted path (``tests.config.test_provenance`` beside ``tests.io.test_provenance``) and
+    helpers as ``tests.<path>``, never as top-level modules."""
+    dirs = {p.parent for p in TESTS.rglob("*.py") if "__pycache__" not in p.parts}
+    missing = sorted(str(d.relative_to(REPO)) for d in dirs if not (d / "__init__.py").exists())
+    assert not missing, missing
+
+
+def test_no_test_file_imports_a_helper_as_a_top_level_module():
+    own = {p.stem for p in TESTS.rglob("*.py")} - {"__init__"}
+    bad = []
+    for path in TESTS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            bad += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] in own]
+    assert not bad, bad
 
 
 def test_paper2_and_the_scorecard_have_a_test_module_per_module():
-    stems = {p.stem.removeprefix("test_") for p in TESTS.glob("test_*.py")}
+    have = {_tested_module(r) for r in _test_modules()}
     want = {
-        m.removeprefix("causalpos.").replace(".", "_")
-        for m, path in MODULES.items()
-        if m.startswith(MIRRORED) and path.name != "__init__.py"
+        m for m, path in MODULES.items() if m.startswith(MIRRORED) and path.name != "__init__.py"
     }
-    assert not want - stems, sorted(want - stems)
-    for stem in stems:
-        if stem.startswith(tuple(p.removeprefix("causalpos.") for p in MIRRORED)):
-            assert _tested_module(stem) is not None, stem
+    assert not want - have, sorted(want - have)
 
 
-def test_the_mirror_rule_resolves_full_and_short_names():
-    assert _tested_module("paper2_estimator_expected") == "causalpos.paper2.estimator.expected"
-    assert _tested_module("scorecard_paper2_claim4") == "causalpos.scorecard.paper2_claim4"
-    assert _tested_module("footprint") == "causalpos.models.footprint"
-    assert _tested_module("paper2") is not None  # the package
-    assert _tested_module("lengthgen") is None  # training.lengthgen or stages.lengthgen
-    assert _tested_module("paper2_estimator_nothing") is None
+def test_the_mirror_rule_maps_a_test_modules_path_to_its_module():
+    assert _tested_module("paper2/estimator/test_expected.py") == (
+        "causalpos.paper2.estimator.expected"
+    )
+    assert _tested_module("scorecard/test_paper2_claim4.py") == "causalpos.scorecard.paper2_claim4"
+    assert _tested_module("models/test_footprint.py") == "causalpos.models.footprint"
+    assert _tested_module("test_paper2.py") == "causalpos.paper2"  # the package
+    assert _tested_module("test_stats.py") == "causalpos.stats"
+    assert _tested_module("test_footprint.py") is None  # outside its package's directory
+    assert _tested_module("test_paper2_estimator_expected.py") is None  # the flat name
+    assert _tested_module("paper2/estimator/test_nothing.py") is None
+    assert _tested_module("paper2/maps.py") is None  # a helper
 
 
 # --------------------------------------------------------------------------------------------
