@@ -2,7 +2,7 @@
 arithmetic, and the goals of docs/performance.md.
 
 For each stage, the CPU seconds its jobs spent (each job's log ends with its process's CPU time,
-start-up included: ``causalpos.io.runlog.done_line``), scaled to the reference speed by the
+start-up included: ``causalpos.io.joblog.done_line``), scaled to the reference speed by the
 yardstick, against the stage's arithmetic: the matmul FLOPs of the work it does
 (``causalpos.models.footprint``: forward passes, training steps; the simulations' products) over
 the reference single-thread sgemm rate. The ratio is what the stage spends beyond the
@@ -51,11 +51,11 @@ MODEL_RULES = ("prepare_model", "init_twin", "gram_panels", "length_generalizati
 
 def read_jobs(run_dir: Path) -> list:
     """Every job of ``run_dir/logs`` with its CPU time (the last ``done in`` line of its log:
-    ``causalpos.io.runlog.read_job_logs``).
+    ``causalpos.io.joblog.read_job_logs``).
 
     Raises ValueError naming a log without one (a failed job, or a log written before the CPU
     was recorded): a budget from part of the jobs would read low."""
-    from causalpos.io.runlog import read_job_logs
+    from causalpos.io.joblog import read_job_logs
 
     jobs = read_job_logs(run_dir / "logs")
     missing = [str(j.log.relative_to(run_dir)) for j in jobs if j.cpu_s is None]

@@ -10,7 +10,7 @@ Reads, in OUTDIR (every file optional: a step that did not run is reported "not 
   nounits`` sampled through the run (peak MiB per step, from the samples inside its window);
 - ``bench-8b.json``: ``bench_extract_gpu.py --json`` (tokens/s of each mode, ×forward);
 - ``logs-8b/<rule>/.../*.log``: the 8B stand-in's job logs (wall time and peak RSS from each
-  one's last line: ``causalpos.io.runlog.read_job_logs``);
+  one's last line: ``causalpos.io.joblog.read_job_logs``);
 - ``diff.txt``: ``causalpos diff-results`` of the GPU run's tables against the CPU run's;
 - ``env.txt``: versions and the device name.
 """
@@ -119,7 +119,7 @@ def build_report(out: Path, *, commit: str, date: str) -> str:
                 f"| {mode} | {_fmt(r.get('tokens_per_s'))} | {_fmt(r.get('x_forward_min'), 2)} "
                 f"| {_fmt(r.get('peak_extra_mb'))} |"
             )
-    from causalpos.io.runlog import read_job_logs
+    from causalpos.io.joblog import read_job_logs
 
     jobs = read_job_logs(out / "logs-8b")
     if jobs:

@@ -123,10 +123,10 @@ def run(cmd: list[str], **kw) -> tuple[str, float]:
 
 def rule_breakdown(workdir: Path) -> str:
     """Markdown table of the per-job figures each job's log ends with
-    (``causalpos.io.runlog.read_job_logs`` on ``workdir/logs``): per rule, jobs, summed and
+    (``causalpos.io.joblog.read_job_logs`` on ``workdir/logs``): per rule, jobs, summed and
     longest wall time (of the logged block: the interpreter's start before it is not counted),
     summed CPU time (the whole process), largest peak RSS; most wall time first."""
-    from causalpos.io.runlog import read_job_logs
+    from causalpos.io.joblog import read_job_logs
 
     stats: dict[str, list] = {}
     for job in read_job_logs(workdir / "logs"):

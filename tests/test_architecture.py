@@ -238,8 +238,8 @@ def test_the_config_resolver_is_read_by_the_workflow_only():
 def test_config_sections_are_pure_and_only_checks_reads_the_disk():
     """Each section module of causalpos.config imports only the package's shared helpers and pure
     standard-library modules, and opens nothing; causalpos.config.checks (with disk and strict)
-    reads corpora and local models' files, provenance the existing stores' root metadata,
-    yamlfile the config files."""
+    reads corpora and local models' files, provenance and existing the existing stores' root
+    metadata, yamlfile the config files."""
     sections = [n for n in MODULES if n.startswith("causalpos.config.")]
     assert "causalpos.config.checks" in sections and len(sections) >= 10, sections
     for name in sections:
@@ -248,6 +248,7 @@ def test_config_sections_are_pure_and_only_checks_reads_the_disk():
             "causalpos.config.disk",
             "causalpos.config.strict",
             "causalpos.config.provenance",
+            "causalpos.config.existing",
             "causalpos.config.yamlfile",
             "causalpos.config.resolved",
         ):

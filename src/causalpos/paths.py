@@ -58,7 +58,7 @@ FINDINGS_TEMPLATE = "docs/findings.template.md"
 
 #: Snakemake's ``benchmark:`` table of one job (one row: wall and CPU seconds, peak memory, I/O;
 #: docs/outputs.md), by :func:`benchmark`. ``{job}`` is the job's log path below ``logs/`` without
-#: ``.log`` (``extract_scores/{model}/{dataset}/shard-{shard}``: ``causalpos.io.runlog.JobLog``'s
+#: ``.log`` (``extract_scores/{model}/{dataset}/shard-{shard}``: ``causalpos.io.joblog.JobLog``'s
 #: ``job``), so a job's table and its log pair by name. Timings, not results: ``causalpos
 #: diff-results`` leaves them out.
 BENCHMARKS_ROOT = "results/benchmarks"

@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import budget as B  # noqa: E402
 
 from causalpos.config import Resolved  # noqa: E402
-from causalpos.io.runlog import done_line, parse_done_line, read_job_logs  # noqa: E402
+from causalpos.io.joblog import done_line, parse_done_line, read_job_logs  # noqa: E402
 from causalpos.models import footprint as F  # noqa: E402
 
 TINY = {
@@ -100,7 +100,8 @@ def test_job_logs_of_a_run_are_read_with_their_rule_and_figures(tmp_path):
 PEAK_JOB = """
 import subprocess, sys
 sys.path.insert(0, {src!r})
-from causalpos.io.runlog import logged, parse_done_line
+from causalpos.io.runlog import logged
+from causalpos.io.joblog import parse_done_line
 JOB = (
     "import sys; sys.path.insert(0, {src!r}); from causalpos.io.runlog import logged\\n"
     "with logged({log!r}, 1, exit_when_done=True):\\n"

@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import gpu_rehearsal_config as C  # noqa: E402
 import gpu_report as R  # noqa: E402
 
-from causalpos.io.runlog import done_line  # noqa: E402
+from causalpos.io.joblog import done_line  # noqa: E402
 
 
 def _smi_line(t: float, mib: float) -> str:

@@ -16,6 +16,7 @@ import tests.figures.figure_inputs as FI  # noqa: E402
 from causalpos.figures import (  # noqa: E402, F401  (every figure module, for `saved`)
     common,
     paper1,
+    paper1_llm,
     paper2,
     paper2_claim1,
     paper2_layers,
@@ -105,10 +106,12 @@ def draw(name: str, path):
         return ["Paper 1 Fig. 4", "parameter-free decoder"]
     if name == "llm_fig5":
         stores = [FI.normalized_store(), FI.normalized_store(scale=0.01)]
-        paper1.draw_llm_fig5(stores, runs, out, names=NAMES)
+        paper1_llm.draw_llm_fig5(stores, runs, out, names=NAMES)
         return ["Paper 1 Fig. 5", *BOTH, "I: non-relativeness index"]
     if name == "llm_appendix":
-        paper1.draw_llm_appendix(FI.normalized_store(n_layers=10, T=64), runs[0], out, names=NAMES)
+        paper1_llm.draw_llm_appendix(
+            FI.normalized_store(n_layers=10, T=64), runs[0], out, names=NAMES
+        )
         return ["Paper 1 App. E", *SMOLLM2]
     if name == "paper2_layers":
         paper2.leakage_by_layer(_p2(), out, names=NAMES, experiment="smollm2")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from causalpos.figures import paper1 as F
+from causalpos.figures import paper1_llm as FL
 from causalpos.figures.labels import setting_name
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import non_relativeness_index, normalize
@@ -153,7 +154,13 @@ def test_rows_are_labelled_by_what_they_are_not_by_their_slugs(tmp_path, stores,
     from causalpos.figures import common
 
     figs = []
-    monkeypatch.setattr(F, "save", lambda fig, paths: figs.append(fig) or common.save(fig, paths))
+
+    def save(fig, paths):
+        figs.append(fig)
+        common.save(fig, paths)
+
+    monkeypatch.setattr(F, "save", save)
+    monkeypatch.setattr(FL, "save", save)
     F.draw_simulation(
         [stores["l2"]],
         ["l2_a000"],
@@ -162,7 +169,7 @@ def test_rows_are_labelled_by_what_they_are_not_by_their_slugs(tmp_path, stores,
         title="Paper 1 Fig. 4",
     )
     runs = ["smollm2-135m/kjv-first256/causal", "smollm2-135m-random/kjv-first256/causal"]
-    F.draw_llm_fig5(
+    FL.draw_llm_fig5(
         [FI.normalized_store(T=32), FI.normalized_store(T=32, scale=0.1)],
         runs,
         [tmp_path / "f.png"],
@@ -194,9 +201,9 @@ def test_fig5_panels_give_the_index_without_key0(tmp_path):
     ds["score_mean_head_avg"] = (("layer", "query", "key"), raw)
     ds["score_normalized_mean"] = (("layer", "query", "key"), normalize(raw))
     run = "smollm2-135m/kjv-first256/causal"
-    drawn = F.draw_llm_fig5([ds], [run], [tmp_path / "f.png"], names=FI.NAMES)[run]
+    drawn = FL.draw_llm_fig5([ds], [run], [tmp_path / "f.png"], names=FI.NAMES)[run]
     np.testing.assert_allclose(drawn, non_relativeness_index(raw[:, 1:, 1:]), rtol=1e-12)
     with_key0 = non_relativeness_index(normalize(raw), normalized=True)
     assert np.all(with_key0 > np.asarray(drawn) + 0.5)
     with pytest.raises(ValueError, match="score_mean_head_avg"):
-        F.draw_llm_fig5([ds.drop_vars("score_mean_head_avg")], [run], [tmp_path / "g.png"])
+        FL.draw_llm_fig5([ds.drop_vars("score_mean_head_avg")], [run], [tmp_path / "g.png"])

@@ -51,8 +51,9 @@ def test_a_jobs_log_holds_progress_as_lines_and_ends_with_its_done_line(tmp_path
     the last line is still the job's done line."""
     from tqdm import tqdm
 
+    from causalpos.io.joblog import parse_done_line
     from causalpos.io.progress import progress_bar
-    from causalpos.io.runlog import logged, parse_done_line
+    from causalpos.io.runlog import logged
 
     log = tmp_path / "job.log"
     with logged(log):

@@ -400,7 +400,7 @@ def check_scaled_run(pipeline: Path, cfg: dict) -> None:
 def test_every_model_rule_records_its_wall_time_and_peak_memory():
     """Each rule that loads, builds or writes a model or its maps — every rule with a script —
     has a log under ``logs/<rule>/`` and its script runs under ``logged``, whose last line records
-    the job's wall seconds and peak RSS (causalpos.io.runlog.done_line): what a cluster user
+    the job's wall seconds and peak RSS (causalpos.io.joblog.done_line): what a cluster user
     compares with the job's request (``read_job_logs`` sorts the logs by rule)."""
     import re
 

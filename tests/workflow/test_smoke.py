@@ -170,7 +170,7 @@ BENCHMARK_COLUMNS += ["io_in", "io_out", "mean_load", "cpu_time"]
 def test_every_job_wrote_its_benchmark_table_named_as_its_log(pipeline):
     """Each job's `benchmark:` table (causalpos.paths.benchmark of its log's name): one row of
     Snakemake's columns timing the whole job, the block its log times included."""
-    from causalpos.io.runlog import read_job_logs
+    from causalpos.io.joblog import read_job_logs
     from causalpos.paths import BENCHMARKS_ROOT, benchmark
 
     jobs = read_job_logs(pipeline / "logs")

@@ -34,31 +34,19 @@ from pathlib import Path
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError
-from causalpos.io.integrity import MODEL_RECORD, display_path, recorded_record
+from causalpos.config.existing import (
+    TABLE_KIND,
+    model_dir_problems,
+    refusal,
+    store_problems,
+)
+from causalpos.io.integrity import display_path
 from causalpos.io.provenance import (
     INPUTS_KEY,
-    config_words,
     make_record,
     params_sha256,
-    record_problems,
 )
 from causalpos.io.runconfig import forcing as forcing  # re-exported: what a command line rebuilds
-
-#: The rules that write each kind of store (a ``--forcerun`` of one skips its stores' check).
-KIND_RULES = {
-    "sim": ("simulate",),
-    "data": ("sample_sequences",),
-    "scores": ("extract_scores", "merge_scores", "extract_scores_shard"),
-    "normalized": ("diagonal_normalize",),
-    "leakage": ("leakage",),
-    "position0": ("position0",),
-    "gram": ("gram_panels",),
-    "lengthgen": ("length_generalization",),
-}
-#: The kind of a table's record (a table rule's outputs: ``Resolved.table_jobs``).
-TABLE_KIND = "table"
-#: Stores listed in one refusal before "and N more".
-_LISTED = 12
 
 
 class _Identities:
@@ -265,113 +253,6 @@ def checkout_id(directory: str | os.PathLike, *, create: bool) -> str:
     except OSError:
         return ""
     return token
-
-
-def _is_forced(path: str, kind: str, forced: set[str], job: Iterable[str] = ()) -> bool:
-    """Whether ``--forcerun`` rebuilds ``path``: it, its rule, or (``job``) a table job's other
-    outputs or rule is forced."""
-    job_output = str(Path(path).parent) if kind == "scores" else path
-    rules = set(KIND_RULES.get(kind, ()))
-    return bool({path, job_output, *job} & forced or rules & forced)
-
-
-def store_problems(
-    records: dict[str, dict],
-    *,
-    checkout: str,
-    forced: Iterable[str] = (),
-    forceall: bool = False,
-    incomplete: Iterable[str] = (),
-) -> dict[str, tuple[list[str], dict]]:
-    """``{store: (problems, its record)}`` of the existing stores and tables of ``records`` that
-    are not what their paths and the config say: at another store's or table's path, or a table
-    edited after it was written (always), or made with other settings by another checkout (one
-    made here is left to Snakemake's params trigger). Those a ``--forcerun`` names (or of a rule
-    it names; ``--forceall``) are rebuilt anyway, and so are the outputs Snakemake marks
-    ``incomplete`` (a job killed while writing them): skipped."""
-    if forceall:
-        return {}
-    forced = {display_path(f) for f in forced} | set(incomplete)
-    jobs: dict[str, set] = {}  # a table job's outputs and rule, by output
-    for r in records.values():
-        for p in r.get("outputs", ()):
-            jobs.setdefault(p, set()).update(r["outputs"], [r["rule"]])
-    out = {}
-    for path, expected in records.items():
-        if _is_forced(path, expected["kind"], forced, jobs.get(path, ())):
-            continue
-        recorded = recorded_record(path)  # a store's root metadata, a table's sidecar
-        if not isinstance(recorded, dict):
-            continue  # written by an older causalpos: no record to compare
-        ours = bool(checkout) and recorded.get("checkout") == checkout
-        problems = record_problems(path, recorded, None if ours else expected)
-        if problems:
-            out[path] = (problems, recorded)
-    return out
-
-
-def model_dir_problems(
-    model_names: Iterable[str], forced: Iterable[str] = ()
-) -> dict[str, tuple[list[str], dict]]:
-    """Prepared model directories whose record names another model (copied under this name)."""
-    forced = {display_path(f) for f in forced}
-    out = {}
-    for name in model_names:
-        d = Path(paths.MODEL_DIR.format(model=name))
-        if str(d) in forced or "prepare_model" in forced:
-            continue
-        try:
-            record = json.loads((d / MODEL_RECORD).read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("name") not in (None, name):
-            out[str(d)] = (
-                [f"its {MODEL_RECORD} records model {record.get('name')!r}: another model's "
-                 "directory copied or moved here"],
-                {},
-            )  # fmt: skip
-    return out
-
-
-def refusal(
-    found: dict[str, tuple[list[str], dict]],
-    run_configfiles: list[str],
-    run_config_args: list[str] = (),
-) -> str:
-    """The message of :func:`check_existing_stores`: each store or table, what it records, what
-    is expected, and one command rebuilding them all for this config."""
-    import shlex
-
-    from causalpos.io.integrity import config_options
-
-    run = {"configfiles": run_configfiles, "config_args": list(run_config_args)}
-    lines = [
-        f"causalpos: {len(found)} existing output(s) are not what their paths and this config "
-        f"({config_words(run)}) say (Snakemake, which judges them by this checkout's records, "
-        "would use them as they are):"
-    ]
-    for path, (problems, recorded) in list(found.items())[:_LISTED]:
-        origin = f" (written by a run with {config_words(recorded)})" if recorded else ""
-        lines.append(f"  {path}{origin}: " + "; ".join(problems))
-    if len(found) > _LISTED:
-        lines.append(f"  ... and {len(found) - _LISTED} more")
-
-    def target(p: str, recorded: dict) -> str:  # the job's output a --forcerun names (one per job)
-        if "/scores/" in p and p.endswith(".zarr"):
-            return str(Path(p).parent)
-        return (recorded.get("outputs") or [p])[0] if recorded.get("kind") == TABLE_KIND else p
-
-    targets = " ".join(
-        shlex.quote(t) for t in dict.fromkeys(target(p, r) for p, (_, r) in found.items())
-    )
-    config = config_options(run_configfiles, list(run_config_args))
-    lines.append(
-        "Fix: rebuild them for this config (each is replaced), then everything built from "
-        f"them: `snakemake --forcerun {targets}{config} --cores N`; or, where another checkout "
-        "or config shares this results tree, give each checkout a results tree of its own (and a "
-        "models directory of its own, for model directories)"
-    )
-    return "\n".join(lines)
 
 
 def check_existing_stores(

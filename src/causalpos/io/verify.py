@@ -25,8 +25,8 @@ from causalpos.io.integrity import (
     rebuild_command,
     root_attributes,
     table_record,
-    verify_model_dir,
 )
+from causalpos.io.modeldir import verify_model_dir
 from causalpos.io.progress import is_terminal, progress_bar
 from causalpos.io.provenance import config_words
 from causalpos.io.provenance import record_problems as provenance_check

@@ -10,7 +10,8 @@ from pathlib import Path
 import torch
 
 from causalpos.io.fingerprint import sha256_file
-from causalpos.io.integrity import display_path, model_files_problems, rebuild_hint
+from causalpos.io.integrity import display_path, rebuild_hint
+from causalpos.io.modeldir import model_files_problems
 
 __all__ = ["sha256_file"]  # here for its older importers (models.load, tests)
 
@@ -26,7 +27,7 @@ class ModelIntegrityError(RuntimeError):
 
 def verify_weights(path: Path, source: dict) -> None:
     """The weights files of prepared directory ``path`` are those its ``causalpos_source.json``
-    records (``sha256``; :func:`causalpos.io.integrity.model_files_problems`)."""
+    records (``sha256``; :func:`causalpos.io.modeldir.model_files_problems`)."""
     for name, why in model_files_problems(path, source)[:1]:
         raise ModelIntegrityError(
             f"load_model: {display_path(path)}/{name} {why}. The prepared model no longer matches "
@@ -101,3 +102,13 @@ def check_vocabulary(model: torch.nn.Module, tokenizer, path: Path) -> None:
             "(the tokenizer files of its own repository), or a config `vocab_size` of at least "
             f"{len(tokenizer)} for a random_init model"
         )
+
+
+def weights_manifest(directory: Path) -> dict[str, str]:
+    """``{file: sha256}`` of the weights files (``.safetensors``, ``.bin``, ``.gguf``) in
+    ``directory``: what a model directory's record names and :func:`verify_weights` checks."""
+    return {
+        p.name: sha256_file(p)
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.suffix in (".safetensors", ".bin", ".gguf")
+    }

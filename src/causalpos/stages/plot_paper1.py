@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from causalpos.figures import paper1
+from causalpos.figures import paper1, paper1_llm
 
 
 def plot_fig1(outputs: Sequence[str]) -> None:
@@ -45,7 +45,7 @@ def plot_llm_fig5(
     ``names``: the models' and datasets' display names."""
     from causalpos.io.store import open_dataset
 
-    paper1.draw_llm_fig5(
+    paper1_llm.draw_llm_fig5(
         [open_dataset(p) for p in stores],
         list(labels),
         list(outputs),
@@ -61,6 +61,6 @@ def plot_llm_appendix(figures: Mapping[str, Mapping], names: Mapping[str, str]) 
     from causalpos.io.store import open_dataset
 
     for label, fig in figures.items():
-        paper1.draw_llm_appendix(
+        paper1_llm.draw_llm_appendix(
             open_dataset(fig["store"]), label, list(fig["outputs"]), names=names
         )
