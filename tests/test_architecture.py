@@ -714,6 +714,18 @@ def test_no_test_file_imports_a_helper_as_a_top_level_module():
     assert not bad, bad
 
 
+def test_the_modules_the_scheduler_hands_out_first_and_last_exist():
+    """tests/conftest.py orders modules by their path under tests/ (longest first for
+    pytest-xdist): a module it names that is not there (moved, renamed) would silently lose
+    its place."""
+    from tests import conftest
+
+    named = [*conftest._FIRST, *conftest._LAST]
+    assert [m for m in named if not (TESTS / f"{m}.py").is_file()] == []
+    assert conftest._module("tests/workflow/test_smoke.py::test_a[x/y.py]") == "workflow/test_smoke"
+    assert conftest._module("tests/test_models.py::test_b") == "test_models"
+
+
 def test_paper2_and_the_scorecard_have_a_test_module_per_module():
     have = {_tested_module(r) for r in _test_modules()}
     want = {
