@@ -151,12 +151,12 @@ def test_a_config_value_is_read_as_params_hold_it():
 
 #: The files of src/ that may spell the literal "float32": the declaration of FULL_PRECISION
 #: (the models' default dtype), the tables of dtypes (bytes, torch types) and the score maps' own
-#: dtype (io.shards, capture.hook), which no config key chooses.
+#: dtype (io.shards, capture.attrs), which no config key chooses.
 FLOAT32_SPELLED = {
     "causalpos/settings.py": 1,
     "causalpos/models/footprint.py": 1,
     "causalpos/models/device.py": 1,
-    "causalpos/capture/hook.py": 1,
+    "causalpos/capture/attrs.py": 1,
     "causalpos/io/shards.py": 2,
 }
 

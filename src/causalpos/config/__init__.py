@@ -37,7 +37,6 @@ and ``resources``:
 - ``resolved``: :class:`Resolved`, composed of the above
 """
 
-from causalpos.config.checks import TINY_MAX_POSITIONS
 from causalpos.config.common import (
     VARIANT_PATTERN,
     ConfigError,
@@ -51,6 +50,7 @@ from causalpos.config.families import family_paths, score_dirs
 from causalpos.config.leakage import LEAKAGE_DEFAULT_VARIANTS
 from causalpos.config.resolved import Resolved
 from causalpos.config.schema import schema_error_summary
+from causalpos.config.shapes import TINY_MAX_POSITIONS
 from causalpos.config.simulate import SIM_KEYS, SIM_SETTING_DEFAULTS
 from causalpos.config.train import TRAIN_KEYS, TRAIN_TYPE_KEYS, TRAIN_VARIANT_TYPES
 

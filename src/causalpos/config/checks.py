@@ -13,7 +13,6 @@ from pathlib import Path
 
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.config.disk import (
-    HUB_ARCHITECTURES,
     MAX_PREFIX_TOKENS,
     _files_of,
     _local_model_config,
@@ -23,10 +22,6 @@ from causalpos.config.disk import (
 )
 from causalpos.config.strict import check_strict
 from causalpos.models.context import ContextError, check_seq_len
-
-#: ``max_position_embeddings`` of a ``random_init`` model of ``size: tiny``
-#: (causalpos.models.architectures.tiny_config_kwargs; tests check they agree).
-TINY_MAX_POSITIONS = 4096
 
 
 class ChecksSection(Section):
@@ -290,86 +285,6 @@ class ChecksSection(Section):
                     "of its own repository)"
                 )
 
-    def model_context(self, model: str) -> tuple[int | None, str] | None:
-        """``(context, kind)`` of a model where its config is known before any job runs
-        (causalpos.models.context.position_limit): the models trained here, ``random_init``
-        models of ``size: tiny`` (or with ``max_position_embeddings`` in ``config:``), ``like:``
-        such a model, and local HF directories. ``None`` for the others (checked when loaded)."""
-        if model.startswith("trained-"):
-            variant = model.removeprefix("trained-").removesuffix("-init")
-            if variant not in self.train_variants():
-                return None
-            settings = self.train_variant(variant)
-            return settings["context"], "none" if settings["variant"] == "nope" else "rope"
-        spec = self.model_spec(model)
-        kind = "none" if spec.get("rope") == "none" else None
-        if spec["source"] == "random_init":
-            overrides = spec.get("config") or {}
-            if spec.get("like"):
-                base = self.model_context(spec["like"])
-                if base is None and "max_position_embeddings" not in overrides:
-                    return None
-                context = overrides.get("max_position_embeddings", base and base[0])
-                return context, kind or (base[1] if base else "rope")
-            if spec.get("config_file"):
-                context = self._architecture_file_context(model, spec)
-                return (context, kind or "rope") if context else None
-            default = TINY_MAX_POSITIONS if spec.get("size", "tiny") == "tiny" else None
-            context = overrides.get("max_position_embeddings", default)
-            return (context, kind or "rope") if context else None
-        cfg = _local_model_config(spec)
-        if cfg is None:
-            return None
-        from causalpos.models.context import position_limit
-
-        context, found = position_limit(cfg)
-        return context, kind if kind and found != "absolute" else found
-
-    def model_layers(self, model: str) -> int | None:
-        """A model's number of layers where its config is known before any job (the models
-        trained here, ``random_init`` models and those ``like:`` them, local HF directories);
-        ``None`` for the others (checked when loaded)."""
-        if model.startswith("trained-"):
-            variant = model.removeprefix("trained-").removesuffix("-init")
-            if variant not in self.train_variants():
-                return None
-            return int(self.train_variant(variant)["layers"])
-        spec = self.model_spec(model)
-        if spec["source"] == "random_init":
-            overrides = spec.get("config") or {}
-            if "num_hidden_layers" in overrides:
-                return int(overrides["num_hidden_layers"])
-            if spec.get("like"):
-                return self.model_layers(spec["like"])
-            if spec.get("config_file"):
-                from causalpos.models.architectures import ModelSpecError, read_architecture_file
-
-                try:
-                    n = read_architecture_file(spec["config_file"]).get("num_hidden_layers")
-                except ModelSpecError as exc:
-                    raise ConfigError(f"models.{model}.config_file: {exc}") from None
-                return None if n is None else int(n)
-            if spec.get("size", "tiny") != "tiny":
-                return None
-            from causalpos.models.architectures import tiny_config_kwargs
-
-            return int(tiny_config_kwargs(spec.get("architecture", "llama"))["num_hidden_layers"])
-        cfg = _local_model_config(spec)
-        n = None if cfg is None else cfg.get("num_hidden_layers")
-        return None if n is None else int(n)
-
-    def _architecture_file_context(self, model: str, spec: dict) -> int | None:
-        """The context of a random_init model built from ``config_file:`` (read now, so that a
-        missing or invalid file stops the run before any job, naming the key)."""
-        from causalpos.models.architectures import ModelSpecError, read_architecture_file
-
-        try:
-            kw = read_architecture_file(spec["config_file"])
-        except ModelSpecError as exc:
-            raise ConfigError(f"models.{model}.config_file: {exc}") from None
-        kw.update(spec.get("config") or {})
-        return kw.get("max_position_embeddings")
-
     def model_seq_lens(self) -> list[tuple[str, str, int]]:
         """``(model, what, seq_len)`` of every sequence length a configured job runs a model at
         (lengthgen excluded: it runs past the context on purpose)."""
@@ -443,57 +358,3 @@ class ChecksSection(Section):
         if errors:
             raise ConfigError("\n".join(dict.fromkeys(errors)))  # each error once
         return warnings
-
-    def model_shape_fields(self, model: str) -> dict | None:
-        """The ``config.json`` fields that size ``model`` (architecture file, ``like:`` chain with
-        ``config:`` overrides, tiny preset, local directory, the training settings), or None."""
-        from causalpos.models.architectures import read_architecture_file, tiny_config_kwargs
-
-        if model.startswith("trained-"):
-            variant = model.removeprefix("trained-").removesuffix("-init")
-            if variant not in self.train_variants():
-                return None
-            s = self.train_variant(variant)
-            return {
-                "model_type": "llama",
-                "vocab_size": self.config["train"]["tokenizer"]["vocab_size"],
-                "hidden_size": s["hidden"],
-                "intermediate_size": s["intermediate"],
-                "num_hidden_layers": s["layers"],
-                "num_attention_heads": s["heads"],
-                "num_key_value_heads": s["kv_heads"],
-                "tie_word_embeddings": s.get("tie_embeddings", True),
-            }
-        spec = self.model_spec(model)
-        overrides = spec.get("config") or {}
-        if spec["source"] == "random_init":
-            if spec.get("like"):
-                base = self.model_shape_fields(spec["like"])
-            elif spec.get("config_file"):
-                base = _read_fields(spec["config_file"], read_architecture_file)
-            elif spec.get("size", "tiny") == "tiny":
-                from causalpos.models.architectures import ARCHITECTURES
-
-                arch = spec.get("architecture")
-                if arch not in ARCHITECTURES:
-                    return None
-                base = {"model_type": ARCHITECTURES[arch], **tiny_config_kwargs(arch)}
-            else:
-                return None
-            return None if base is None else {**base, **overrides}
-        if spec["source"] == "hf" and spec.get("id") in HUB_ARCHITECTURES:
-            return _read_fields(HUB_ARCHITECTURES[spec["id"]], read_architecture_file)
-        if spec["source"] in ("hf", "local"):
-            path = spec.get("path") if spec["source"] == "local" else spec.get("id")
-            try:
-                return json.loads((Path(path).expanduser() / "config.json").read_text())
-            except (OSError, ValueError, TypeError):
-                return None
-        return None
-
-
-def _read_fields(path: str, reader) -> dict | None:
-    try:
-        return reader(path)
-    except ValueError:  # ModelSpecError: the config-time checks name the key
-        return None

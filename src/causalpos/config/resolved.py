@@ -20,6 +20,7 @@ from causalpos.config.paper1 import Paper1Section
 from causalpos.config.plants import PlantSection
 from causalpos.config.report import ReportSection
 from causalpos.config.resources import ResourcesSection
+from causalpos.config.shapes import ShapesSection
 from causalpos.config.simulate import SimulateSection
 from causalpos.config.targets import TargetsSection
 from causalpos.config.train import TrainSection
@@ -41,6 +42,7 @@ class Resolved(
     ReportSection,
     ClaimsSection,
     ChecksSection,
+    ShapesSection,
 ):
     """The pipeline's view of one validated config (nothing is cached but the corpora's document
     sizes: the dict is read on each call, as Snakemake's input functions would)."""

@@ -1,7 +1,7 @@
 """What the model jobs ask of a node: the ``mem_mb`` and ``disk_mb`` of ``prepare_model``,
 ``extract_scores``, ``merge_scores``, ``diagonal_normalize`` and ``leakage``, from each model's
 shape (its ``config.json`` fields, read without building the model by
-:meth:`~causalpos.config.checks.ChecksSection.model_shape_fields`; the arithmetic is
+:meth:`~causalpos.config.shapes.ShapesSection.model_shape_fields`; the arithmetic is
 :mod:`causalpos.models.footprint`). Pure but for that method; a model whose shape cannot be known
 before it is prepared (a hub id without an architecture file, a gguf file) gets the fallback
 requests below."""
