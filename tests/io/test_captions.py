@@ -22,6 +22,9 @@ NAMES = {
     "dataset": "kjv-first24",
     "variant": "identity_rope+bidirectional",
     "experiment": "smoke_2.b",
+    # a table's (workflow/report/table.rst: causalpos.catalogue's generated caption)
+    "holds": "Leakage per run, with its interval",
+    "rule": "aggregate_leakage",
 }
 
 

@@ -293,6 +293,7 @@ def test_planted_control_end_to_end_through_extraction(tmp_path):
     # interval
     from causalpos.paper2.summary.assemble import leakage_summary
     from causalpos.paper2.tables.assemble import paper2_tables
+    from causalpos.scorecard.controls import with_verdicts
     from causalpos.scorecard.paper2_headline import control_rows
     from causalpos.scorecard.rows import load_targets
 
@@ -302,7 +303,10 @@ def test_planted_control_end_to_end_through_extraction(tmp_path):
     assert int(summ["exp_plant_model_passed"].sel(plant_variant=PLANTED)) == 1
     ctl = paper2_tables({("m", "d"): summ})["controls"]
     row = ctl[(ctl["variant"] == TWIN) & (ctl["target"] == "logit")].iloc[0]
-    assert row["planted_model_control"] == "recovered"
+    assert (
+        with_verdicts("controls", ctl.loc[[row.name]])["planted_model_control"].item()
+        == "recovered"
+    )
     T_ = load_targets()["targets"]
     card = [c for c in control_rows(ctl, T_) if "planted in the model" in c.target]
     assert [c.verdict for c in card] == ["recovered"]

@@ -79,3 +79,14 @@ def test_the_dose_series_has_its_section_with_each_runs_reading_and_step():
     assert "| m | d | identity_rope+bidirectional | 2 | 0 | 0.0003 [-0.0012, 0.0022] | – |" in md
     assert "| 0.175 | 0.0023 [0.0008, 0.0042] | 0.002 [0.0016, 0.0024] |" in md
     assert "recovered" not in md  # the verdicts are the scorecard's
+
+
+def test_an_interval_column_a_table_lacks_is_one_empty_cell_per_row():
+    """A reading whose columns a table does not carry (a run without it) gives each row an empty
+    cell, as many as the table has rows, not an error (all three columns broadcast as scalars)."""
+    from causalpos.paper2.tables.markdown import _ci
+
+    df = pd.DataFrame({"effect": [0.5, 0.25], "effect_lo": [0.4, 0.2], "effect_hi": [0.6, 0.3]})
+    assert _ci(df, "c_res") == ["–", "–"]
+    assert _ci(df.iloc[:0], "c_res") == []
+    assert len(_ci(df, "effect")) == 2 and _ci(df, "effect")[0] != "–"

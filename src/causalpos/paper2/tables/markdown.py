@@ -13,8 +13,11 @@ from causalpos.paper2.labels import MEASURED
 
 def _ci(df: pd.DataFrame, name: str, pct: bool = False) -> list[str]:
     """Column ``name`` of each row with its interval (``name_lo``, ``name_hi``)."""
-    cols = [df[k] if k in df else np.nan for k in (name, f"{name}_lo", f"{name}_hi")]
-    return [markdown.interval_cell(*x, percent=pct) for x in zip(*np.broadcast_arrays(*cols))]
+    cols = [
+        np.broadcast_to(df[k] if k in df else np.nan, len(df))
+        for k in (name, f"{name}_lo", f"{name}_hi")
+    ]
+    return [markdown.interval_cell(*x, percent=pct) for x in zip(*cols)]
 
 
 def _columns(df: pd.DataFrame, *names: str) -> dict[str, pd.Series]:
