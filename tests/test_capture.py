@@ -378,7 +378,7 @@ def test_extract_scores_statistics_match_numpy():
     model, _ = tiny_pair("qwen2")
     tokens = _ids(n=7).numpy()
     col = CollectScores()
-    labels = group_labels(7, scheme="contiguous", n_groups=3)
+    labels = group_labels(7, n_groups=3)
     ds = capture_scores(
         model,
         tokens,

@@ -23,7 +23,7 @@ SHARDS = [(0, 4), (4, 8)]  # the config's shards of 8 sequences by 4 (Resolved.s
 def setup():
     model, _ = tiny_pair("mistral")
     tokens = torch.randint(3, 256, (N, T), generator=torch.Generator().manual_seed(0)).numpy()
-    labels = group_labels(N, scheme="modulo", n_groups=3)
+    labels = group_labels(N, n_groups=3)
     return model, tokens, labels
 
 
