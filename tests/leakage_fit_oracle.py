@@ -14,16 +14,80 @@ import numpy as np
 from causalpos.paper2.extraction.design import build_design
 from causalpos.paper2.extraction.metric import (
     SPLIT_TERMS,
+    c_vector,
     delta_r2,
     fit_sums,
-    log_z,
     measured_mask,
     null_corrected,
-    pair_sums,
     r2_terms,
-    split_terms,
-    to_tensor,
 )
+
+
+def to_tensor(x):
+    """(``x`` as a tensor, whether it was a numpy array): numpy input wrapped without a copy."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x, False
+    return torch.from_numpy(np.asarray(x)), True
+
+
+def log_z(s):
+    """(log Z (..., T) float64: the logsumexp over each row's finite keys of scores ``s``
+    (..., T, T), the finite pattern of ``s``)."""
+    import torch
+
+    s = s.to(torch.float64)
+    fin = torch.isfinite(s)
+    return torch.logsumexp(torch.where(fin, s, -torch.inf), dim=-1), fin
+
+
+def window_sums(y, w, n_pairs: int, lo: int, hi: int) -> dict:
+    """Per-offset/query/key sums of y (..., T, T), centred by its mean over the pairs ``w``
+    ((T, T) bool, in the lower triangle) and 0 off them, over the query rows [lo, hi): the sums
+    :func:`~causalpos.paper2.extraction.metric.fit_sums` reads (loops over the offsets: the
+    reference the reducers' stacked windows are tested against)."""
+    import torch
+
+    y = torch.as_tensor(y).to(torch.float64)
+    w = torch.as_tensor(w)
+    T = y.shape[-1]
+    mean = torch.where(w, y, 0.0).sum(dim=(-2, -1)) / n_pairs
+    yz = torch.where(w, y - mean[..., None, None], 0.0)
+    yz[..., :lo, :] = 0.0
+    yz[..., hi:, :] = 0.0
+    diag = [torch.diagonal(yz, offset=-d, dim1=-2, dim2=-1) for d in range(T)]
+    out = {
+        "rows": yz.sum(dim=-1),
+        "cols": yz.sum(dim=-2),
+        "off": torch.stack([x.sum(dim=-1) for x in diag], dim=-1),
+        "off2": torch.stack([(x * x).sum(dim=-1) for x in diag], dim=-1),
+    }
+    out["S"], out["Q"] = out["off"].sum(dim=-1), out["off2"].sum(dim=-1)
+    return out
+
+
+def pair_sums(y, w, n_pairs: int) -> dict:
+    """:func:`window_sums` over every query row."""
+    return window_sums(y, w, n_pairs, 0, y.shape[-1])
+
+
+def _quad(c1, c2, design):
+    """⟨P_Δ y₁, P_Δ y₂⟩ = c₁ᵀ M⁺ c₂ (the ΔSS bilinear form)."""
+    return ((c1 @ design.tensors(c1.device)["m_pinv"]) * c2).sum(dim=-1)
+
+
+def split_terms(s_sums: dict, l_sums: dict, design, a_fit: dict):
+    """Observational split of ΔSS(a), a = s − ℓ (ℓ = log Z), from the sums of the logits and of
+    ℓ and the fit of a: (..., 4) logit, logz, cross, logattn (``SPLIT_TERMS``) in units of
+    SST(a), the first three summing to the fourth (what the reducers' stacked windows compute)."""
+    import torch
+
+    c_s, _ = c_vector(s_sums, design)
+    c_l, _ = c_vector(l_sums, design)
+    quads = [_quad(c_s, c_s, design), _quad(c_l, c_l, design), -2.0 * _quad(c_s, c_l, design)]
+    terms = torch.stack([*quads, a_fit["dss"]], dim=-1)
+    return delta_r2(terms, a_fit["sst"][..., None])
 
 
 def log_attention(scores):

@@ -775,7 +775,7 @@ def test_every_causalpos_reference_in_docs_and_docstrings_resolves():
 
 
 def test_the_reference_check_refuses_a_missing_module_or_attribute():
-    assert resolves("causalpos.paper2.decomposition.components")
+    assert resolves("causalpos.paper2.decomposition.combine")
     assert resolves("causalpos.paper2")
     assert not resolves("causalpos.leakage.leakage_summary")  # no such module
     assert not resolves("causalpos.paper2.extraction.metric.query_window")  # no such attribute
@@ -891,19 +891,6 @@ TEST_ONLY_KEPT = {
     "causalpos.paths.PATTERNS": "the path patterns tests/test_paths.py holds every output against",
     "causalpos.io.fingerprint.import_closure": "the import closure the fingerprint rules check",
     "causalpos.capture.stream.STREAM_ATTRS": "the stream plant's store attrs, cited by doses.py",
-    "causalpos.paper2.extraction.metric.to_tensor": "the per-map sums the extraction's stacked "
-    "sums (mapsums.py, windows.py, pairgrams.py) are documented against",
-    "causalpos.paper2.extraction.metric.log_z": "as to_tensor",
-    "causalpos.paper2.extraction.metric.pair_sums": "as to_tensor",
-    "causalpos.paper2.extraction.metric.split_terms": "as to_tensor",
-    # only tests use them; to move to tests/ or go with the rework of their modules (issue 48)
-    "causalpos.paper2.decomposition.NUMERATORS": "paper 2 §3's numerators, named once",
-    "causalpos.paper2.decomposition.relative_artefact": "the relative-map artefact of §3",
-    "causalpos.paper1.diagonal.normalize_dataarray": "paper 1's normalization of a DataArray",
-    "causalpos.paper1.diagonal.offset_profile": "paper 1's per-offset profile",
-    "causalpos.paper1.gram.SCORE_PANELS": "paper 1's Gram panels",
-    "causalpos.paper1.nonrelative.share_ci": "the non-relative share's interval",
-    "causalpos.paper1.rope.apply_rope": "RoPE of numpy or torch arrays (paper 1 §3)",
 }
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")

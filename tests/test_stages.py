@@ -75,7 +75,7 @@ def test_llm_index_table_matches_index_ci_per_layer():
 
 
 def test_llm_index_table_adds_share_band_and_the_twin_contrast():
-    from causalpos.paper1.nonrelative import band_ci, paired, share_ci, share_intervals
+    from causalpos.paper1.nonrelative import band_ci, paired, share_intervals
 
     rng = np.random.default_rng(2)
     ds, twin = _score_store(rng, t=9, n_groups=5), _score_store(rng, t=9, n_groups=5)
@@ -86,7 +86,7 @@ def test_llm_index_table_adds_share_band_and_the_twin_contrast():
     g = np.asarray(ds["score_group_mean"].values, dtype=np.float64)
     gt = np.asarray(twin["score_group_mean"].values, dtype=np.float64)
     sub, sub_t = (np.ascontiguousarray(x[..., 1:, 1:]) for x in (g, gt))  # key 0 out
-    sh, band = share_ci(sub), band_ci(g, 2)
+    sh, band = share_intervals(sub)[0], band_ci(g, 2)
     m = table[table.model == "m"]
     np.testing.assert_allclose(m["share"], sh.estimate)
     np.testing.assert_allclose(m["share_lo"], sh.lo)
@@ -101,7 +101,7 @@ def test_llm_index_table_adds_share_band_and_the_twin_contrast():
     d = paired(pooled, pooled_twin)
     np.testing.assert_allclose(m["share_pooled_minus_twin"], float(d[0]))
     np.testing.assert_allclose(m["share_pooled_minus_twin_lo"], float(d[1]))
-    np.testing.assert_allclose(m["share_minus_twin_hi"], paired(sh, share_ci(sub_t))[2])
+    np.testing.assert_allclose(m["share_minus_twin_hi"], paired(sh, share_intervals(sub_t)[0])[2])
     assert table[table.model == "m-random"]["twin"].isna().all()
     fewer = _score_store(rng, t=9, n_groups=4)
     with pytest.raises(ValueError, match="same groups"):

@@ -225,10 +225,9 @@ def within_strata_permutations(
         done += c
 
 
-def stratified_pair_mask(
-    seq_len: int, per_offset: int, seed: int = 0, *, exclude_first_row: bool = True
-) -> np.ndarray:
-    """Subsample causal pairs (i, j), j ≤ i, within offset strata d = i − j.
+def stratified_pair_mask(seq_len: int, per_offset: int, seed: int = 0) -> np.ndarray:
+    """Subsample causal pairs (i, j), j ≤ i, i ≥ 1 (query row 0 has a single key; the leakage
+    fits exclude it), within offset strata d = i − j.
 
     At most ``per_offset`` pairs are drawn without replacement from every offset band, so long
     offsets (few pairs) stay represented while short ones (many pairs) are thinned. Paper 2 §5.
@@ -237,7 +236,6 @@ def stratified_pair_mask(
         seq_len: T.
         per_offset: cap on pairs per offset (bands with fewer pairs are kept whole).
         seed: seed of ``numpy.random.default_rng``.
-        exclude_first_row: drop query row 0 (a single key; excluded from the leakage fits).
 
     Returns:
         ``(T, T)`` bool mask (query rows, key columns), False above the diagonal.
@@ -246,9 +244,8 @@ def stratified_pair_mask(
         raise ValueError(f"need seq_len >= 2 and per_offset >= 1, got {seq_len}, {per_offset}")
     rng = np.random.default_rng(seed)
     mask = np.zeros((seq_len, seq_len), dtype=bool)
-    first = 1 if exclude_first_row else 0
     for d in range(seq_len):
-        rows = np.arange(max(d, first), seq_len)
+        rows = np.arange(max(d, 1), seq_len)
         if rows.size == 0:
             continue
         if rows.size > per_offset:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
+import causalpos.paths as paths
 from causalpos.config import Resolved, family_paths, score_dirs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +106,9 @@ def test_the_default_configs_families_and_what_each_item_reads():
 def test_one_merge_per_pair_writes_every_store_a_stage_reads(name):
     r = _resolved(name)
     read = r.paper1_score_stores() + [
-        s for m, d in r.leakage_pairs() for s in r.leakage_score_stores(m, d)
+        paths.SCORE_STORE.format(model=m, dataset=d, variant=v)
+        for (m, d), variants in r.leakage_pairs().items()
+        for v in variants
     ]
     read += [s for m, d in r.leakage_pairs() for s in r.position0_inputs(m, d)]
     if r.compare_section():

@@ -10,19 +10,20 @@ import xarray as xr
 from causalpos.capture.hook import capture_scores
 from causalpos.capture.reducers import GroupMeans, ScoreMoments, group_labels
 from causalpos.capture.settings import CaptureRun
-from causalpos.io.shards import merge_shards, shard_bounds
+from causalpos.io.shards import merge_shards
 from causalpos.io.store import open_dataset, write_dataset
 from causalpos.stages.merge import reducer_classes
 from tests.conftest import tiny_pair
 
-N, T, BATCH, SHARD = 8, 10, 2, 4
+N, T, BATCH = 8, 10, 2
+SHARDS = [(0, 4), (4, 8)]  # the config's shards of 8 sequences by 4 (Resolved.shard_bounds)
 
 
 @pytest.fixture(scope="module")
 def setup():
     model, _ = tiny_pair("mistral")
     tokens = torch.randint(3, 256, (N, T), generator=torch.Generator().manual_seed(0)).numpy()
-    labels = group_labels(N, scheme="modulo", n_groups=3)
+    labels = group_labels(N, n_groups=3)
     return model, tokens, labels
 
 
@@ -44,7 +45,7 @@ def test_shard_merge_equals_single_pass(tmp_path, setup):
     model, tokens, labels = setup
     single = _extract(model, tokens, labels, 0, N)
     paths = []
-    for k, (lo, hi) in enumerate(shard_bounds(N, SHARD)):
+    for k, (lo, hi) in enumerate(SHARDS):
         paths.append(
             write_dataset(_extract(model, tokens, labels, lo, hi), tmp_path / f"shard-{k}.zarr")
         )
@@ -79,7 +80,7 @@ def test_a_merge_keeps_each_layers_kind(tmp_path, setup):
     model, tokens, labels = setup
     single = _extract(model, tokens, labels, 0, N)
     assert single["layer_kind"].values.tolist() == ["sliding5", "sliding5"]
-    shards = [_extract(model, tokens, labels, lo, hi) for lo, hi in shard_bounds(N, SHARD)]
+    shards = [_extract(model, tokens, labels, lo, hi) for lo, hi in SHARDS]
     for parts in (shards, shards[:1]):
         merged = merge_shards(parts, reducers=REDUCERS)
         assert merged["layer_kind"].dims == ("layer",)
@@ -119,7 +120,7 @@ def write_shards(paths, compute):
 
 def test_interrupted_extraction_resumes_to_the_same_store(tmp_path, setup):
     model, tokens, labels = setup
-    bounds = shard_bounds(N, SHARD)
+    bounds = SHARDS
     calls: list[int] = []
 
     def compute(k, crash=False):
@@ -178,13 +179,6 @@ def test_write_is_atomic_and_strings_are_portable(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         write_dataset(ds, tmp_path / "t.zarr")
     assert not (tmp_path / "t.zarr").exists() and not list(tmp_path.glob(".t.zarr.tmp-*"))
-
-
-def test_shard_bounds():
-    assert shard_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert shard_bounds(12, 4)[:3] == shard_bounds(10, 4)[:2] + [(8, 12)]
-    with pytest.raises(ValueError):
-        shard_bounds(0, 4)
 
 
 def test_merge_uses_only_known_reducer_classes(tmp_path):

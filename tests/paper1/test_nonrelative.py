@@ -52,7 +52,7 @@ def test_debiased_sum_of_squares_is_the_u_statistic_and_its_leave_one_out_values
 
 def test_toeplitz_map_has_zero_share_and_zero_band():
     g = np.repeat(TOEPLITZ[None], 6, axis=0)  # noise-free: every group is the Toeplitz map
-    sh = NR.share_ci(g)
+    sh = NR.share_intervals(g)[0]
     assert abs(float(sh.estimate)) < 1e-12
     for sink in (True, False):
         assert abs(float(NR.band_ci(g, 4, exclude_sink=sink).estimate)) < 1e-12
@@ -61,7 +61,7 @@ def test_toeplitz_map_has_zero_share_and_zero_band():
 def test_share_of_a_noise_free_map_is_the_variance_fraction_and_the_parts_are_orthogonal():
     m = TOEPLITZ + NONREL
     g = np.repeat(m[None], 5, axis=0)
-    assert float(NR.share_ci(g).estimate) == pytest.approx(_true_share(m), rel=1e-10)
+    assert float(NR.share_intervals(g)[0].estimate) == pytest.approx(_true_share(m), rel=1e-10)
     cells = _index_cells(N)
     raw, nrm = m.ravel()[cells], normalize(m).ravel()[cells]
     rel = raw - nrm  # the band (Toeplitz) means on the cells
@@ -72,7 +72,7 @@ def test_share_of_a_noise_free_map_is_the_variance_fraction_and_the_parts_are_or
 
 def test_share_is_unchanged_by_scaling_and_shifting_the_maps():
     g = _groups(TOEPLITZ + NONREL, 8, 0.3, np.random.default_rng(1))
-    a, b = NR.share_ci(g), NR.share_ci(50.0 * g - 7.0)
+    a, b = NR.share_intervals(g)[0], NR.share_intervals(50.0 * g - 7.0)[0]
     for f in ("estimate", "lo", "hi"):
         np.testing.assert_allclose(getattr(b, f), getattr(a, f), rtol=1e-9)
     # the logit-unit band scales with the map (it is not scale-free), its sign does not change
@@ -84,7 +84,7 @@ def test_relative_map_plus_noise_gives_a_share_interval_around_zero():
     rng = np.random.default_rng(2)
     hits, ests = 0, []
     for _ in range(60):
-        sh = NR.share_ci(_groups(TOEPLITZ, 12, 0.3, rng))
+        sh = NR.share_intervals(_groups(TOEPLITZ, 12, 0.3, rng))[0]
         hits += bool(sh.lo <= 0.0 <= sh.hi)
         ests.append(float(sh.estimate))
     assert hits >= 56  # 95 % nominal (the jackknife is conservative)
@@ -95,7 +95,7 @@ def test_share_interval_covers_a_planted_share():
     m = TOEPLITZ + 0.5 * NONREL
     true = _true_share(m)
     rng = np.random.default_rng(3)
-    out = [NR.share_ci(_groups(m, 16, 0.3, rng)) for _ in range(80)]
+    out = [NR.share_intervals(_groups(m, 16, 0.3, rng))[0] for _ in range(80)]
     cover = np.mean([s.lo <= true <= s.hi for s in out])
     assert cover >= 0.9
     assert np.mean([float(s.estimate) for s in out]) == pytest.approx(true, abs=0.02)
@@ -122,7 +122,7 @@ def test_no_share_where_the_map_is_not_above_its_noise():
 
 
 def test_two_groups_give_a_share_but_no_interval():
-    sh = NR.share_ci(_groups(TOEPLITZ + NONREL, 2, 0.1, np.random.default_rng(4)))
+    sh = NR.share_intervals(_groups(TOEPLITZ + NONREL, 2, 0.1, np.random.default_rng(4)))[0]
     assert np.isfinite(sh.estimate) and np.isnan(sh.lo) and np.isnan(sh.hi)
 
 
@@ -194,7 +194,7 @@ def test_paired_contrasts_and_layer_means():
     rng = np.random.default_rng(6)
     layers = np.stack([TOEPLITZ + a * NONREL for a in (0.0, 0.5, 1.0)])
     g = _groups(layers, 10, 0.2, rng)
-    sh = NR.share_ci(g)
+    sh = NR.share_intervals(g)[0]
     d, lo, hi = NR.paired(sh, sh)
     assert np.all(d == 0) and np.all(lo == 0) and np.all(hi == 0)
     d, lo, hi = NR.minus_first_layer(sh)
@@ -207,12 +207,12 @@ def test_paired_contrasts_and_layer_means():
     assert pooled.lo < pooled.estimate < pooled.hi and float(other_pooled.estimate) < 0.05
     assert NR.paired(pooled, other_pooled)[1] > 0
     with pytest.raises(ValueError, match="same groups"):
-        NR.paired(sh, NR.share_ci(g[:5]))
+        NR.paired(sh, NR.share_intervals(g[:5])[0])
 
 
 def test_bad_input_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="shape"):
-        NR.share_ci(np.zeros((3, 4, 5)))
+        NR.share_intervals(np.zeros((3, 4, 5)))
     with pytest.raises(ValueError, match="at least 2 groups"):
         NR.band_ci(np.zeros((1, 4, 4)), 2)
     with pytest.raises(ValueError, match="keys >= 1"):

@@ -38,6 +38,24 @@ def relative_maps(n: int, rng, same: bool = False) -> np.ndarray:
     return prof[..., d]
 
 
+def components(nums: dict, den, artefact=None) -> dict:
+    """Every component and share from the numerators N (per-pair U-statistics of each map, any
+    common shape) and the causal run's per-pair D̂: the summary's combination
+    (``DC.COMBINATIONS``, ``DC.shares``) on plain numbers; a component whose numerators are
+    missing is NaN."""
+    d = np.asarray(den, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = {
+            name: DC.combine(nums, co) / d
+            if all(k in nums for k in co)
+            else np.full(d.shape, np.nan)
+            for name, co in DC.COMBINATIONS.items()
+        }
+        art = np.full(d.shape, np.nan) if artefact is None else np.asarray(artefact) / d
+    out["artefact"] = np.broadcast_to(art, out["total"].shape).copy()
+    return out | DC.shares(out)
+
+
 def per_pair(g: np.ndarray) -> np.ndarray:
     """Σ_{p≠q} G_pq / (n(n − 1)) of Grams (..., n, n)."""
     n = g.shape[-1]
@@ -73,8 +91,8 @@ def decompose_maps(s_c, s_b, fwd, abl, *, landmark=True, window="all", s_r=None)
     n = s_c.shape[0]
     u = X.u_statistics(g, np.ones((1, n)))
     den = float(u["den"][0].sum()) / (n * (n - 1))
-    art = DC.relative_artefact(s_b.mean(0), abl, mask, design).sum()
-    return DC.components(nums, np.float64(den), art)
+    art = DC.artefact_of(DC.relative_logattn(s_b.mean(0), abl), mask, design).sum()
+    return components(nums, np.float64(den), art)
 
 
 def test_log_softmax_rows_is_torchs_over_the_allowed_keys():
@@ -222,7 +240,7 @@ def test_a_missing_run_leaves_its_components_nan_and_the_others_exact():
     fwd, abl = masks("causal")
     full = decompose_maps(s, s, fwd, abl)
     nums = {"c_logattn": 1.0, "c_logit": 0.2, "c_logz": 0.7, "r_logit": 0.1}
-    c = DC.components(nums, np.float64(2.0))
+    c = components(nums, np.float64(2.0))
     assert c["total"] == 0.5 and c["residual_stream"] == 0.05 and c["causal_mask"] == 0.45
     for k in ("residual_stream_paper", "residual_stream_bidirectional", "edge_position"):
         assert np.isnan(c[k]), k

@@ -222,31 +222,10 @@ class ScoreMoments:
         return merging.merge_moments(parts)
 
 
-def group_labels(
-    n_sequences: int,
-    *,
-    scheme: str = "modulo",
-    n_groups: int = 10,
-    documents: np.ndarray | None = None,
-) -> np.ndarray:
-    """Group label of every sequence, ``(sequence,)`` int64, for :class:`GroupMeans`.
-
-    ``scheme``: "modulo" (``i % n_groups``), "contiguous" (``n_groups`` consecutive blocks of
-    near-equal size), or "document" (the sequence's ``document`` id, so resampling keeps chunks
-    of one document together).
-    """
-    idx = np.arange(n_sequences)
-    if scheme == "modulo":
-        return (idx % n_groups).astype(np.int64)
-    if scheme == "contiguous":
-        return (idx * n_groups // max(n_sequences, 1)).astype(np.int64)
-    if scheme == "document":
-        if documents is None or len(documents) != n_sequences:
-            raise ValueError(
-                "group_labels: scheme 'document' needs `documents` (one id per sequence)"
-            )
-        return np.asarray(documents, dtype=np.int64)
-    raise ValueError(f"group_labels: scheme {scheme!r} not in ('modulo', 'contiguous', 'document')")
+def group_labels(n_sequences: int, *, n_groups: int = 10) -> np.ndarray:
+    """Group label of every sequence, ``(sequence,)`` int64, for :class:`GroupMeans`: sequence i
+    in group ``i % n_groups`` (each group a spread of the draw, not a block of it)."""
+    return (np.arange(n_sequences) % n_groups).astype(np.int64)
 
 
 class GroupMeans:

@@ -9,7 +9,7 @@ from itertools import product
 
 import causalpos.catalogue as catalogue
 import causalpos.paths as paths
-from causalpos.config.common import ConfigError, Section, canonical, check_variant, names_pattern
+from causalpos.config.common import ConfigError, Section, canonical, check_variant
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS
 from causalpos.paper2.settings import (
     LeakageSettings,
@@ -153,12 +153,6 @@ class LeakageSection(Section):
             variant,
         )
         return canonical(kwargs)
-
-    def leakage_score_stores(self, model: str, dataset: str) -> list[str]:
-        return [
-            paths.SCORE_STORE.format(model=model, dataset=dataset, variant=v)
-            for v in self.leakage_variants(model, dataset)
-        ]
 
     def leakage_summary_params(self, model: str | None = None) -> dict:
         """The leakage summary's params of ``model``'s pairs (None: the section's own values):
@@ -329,15 +323,6 @@ class LeakageSection(Section):
             for p in self.leakage_experiment(name)
             for runs in DECOMPOSITION_CONDITIONS.values()
         )
-
-    def leakage_experiment_pattern(self) -> str:
-        return names_pattern(sorted(set(self.config.get("leakage", {}).get("experiments", {}))))
-
-    def leakage_model_pattern(self) -> str:
-        return names_pattern(sorted({m for m, _ in self.leakage_pairs()}))
-
-    def leakage_dataset_pattern(self) -> str:
-        return names_pattern(sorted({d for _, d in self.leakage_pairs()}))
 
     def leakage_targets(self) -> list[str]:
         """Everything paper 2 builds for the configured experiments (nothing when there are none)."""

@@ -1,8 +1,8 @@
 """Shards of a store: an extraction split into shards of consecutive sequences
-(:func:`shard_bounds`), each one store. Because a store exists only once complete
-(:func:`causalpos.io.store.write_dataset`), rerunning after an interruption keeps every finished
-shard and redoes the unfinished one: Snakemake does this by itself (each shard is a job whose
-output is missing).
+(``extract.shard_size``: :meth:`causalpos.config.Resolved.shard_bounds`), each one store.
+Because a store exists only once complete (:func:`causalpos.io.store.write_dataset`), rerunning
+after an interruption keeps every finished shard and redoes the unfinished one: Snakemake does
+this by itself (each shard is a job whose output is missing).
 :func:`merge_shards` then combines the shards exactly, through each reducer's ``merge``.
 """
 
@@ -20,18 +20,6 @@ from causalpos.io.store import _open, count_problems
 
 #: Attributes that legitimately differ between the shards of one extraction.
 SHARD_ATTRS = ("n_sequences", "sequence_first", "sequence_last", "device", "shard")
-
-
-def shard_bounds(n_sequences: int, shard_size: int) -> list[tuple[int, int]]:
-    """``[(start, stop), ...]`` covering ``range(n_sequences)`` in blocks of ``shard_size``.
-
-    Adding sequences appends shards and leaves the existing ones unchanged.
-    """
-    if n_sequences < 1 or shard_size < 1:
-        raise ValueError(
-            f"shard_bounds: need n_sequences >= 1 and shard_size >= 1, got {n_sequences}, {shard_size}"
-        )
-    return [(a, min(a + shard_size, n_sequences)) for a in range(0, n_sequences, shard_size)]
 
 
 def merge_shards(

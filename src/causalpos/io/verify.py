@@ -211,7 +211,6 @@ def verify_tree(
     checksums: bool = True,
     expected: Expected | None = None,
     progress: TextIO | None = None,
-    pipelines: list[str | os.PathLike] | None = None,
 ) -> TreeReport:
     """Verify every store under ``root`` (manifest, metadata, counts; its provenance record
     against its path and, where ``expected`` gives one, the record its config expects), every
@@ -219,8 +218,8 @@ def verify_tree(
     and its config's record, likewise) and every model directory (the sha256 of its weights
     files, as its ``causalpos_source.json`` records them, and the model name it records against
     the directory's), and list stale temporaries and the outputs under ``root`` that Snakemake
-    marks incomplete in the pipeline directories ``pipelines`` (default: the working directory
-    and the one above ``root``), following symbolic links inside the tree (each directory once).
+    marks incomplete in the pipeline directories (the working directory and the one above
+    ``root``), following symbolic links inside the tree (each directory once).
 
     ``checksums=False`` compares file sizes only (deleted and truncated files are still found).
     ``progress``: a stream for the progress of the checks (stores and model directories checked
@@ -231,9 +230,7 @@ def verify_tree(
     if not root.is_dir():
         raise FileNotFoundError(f"causalpos verify: no directory {root}")
     out = TreeReport(root)
-    if pipelines is None:
-        pipelines = [Path.cwd(), Path(os.path.abspath(root)).parent]
-    out.incomplete = _incomplete_under(root, [Path(p) for p in pipelines])
+    out.incomplete = _incomplete_under(root, [Path.cwd(), Path(os.path.abspath(root)).parent])
 
     def compare(path: Path, record: dict) -> None:
         want = None

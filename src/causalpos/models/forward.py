@@ -45,13 +45,12 @@ def bos_replaced_embeddings(
     *,
     per_prompt: bool,
     seed: int,
-    token_id: int | None = None,
 ) -> torch.Tensor:
     """``inputs_embeds (batch, position, hidden)`` with only row 0 replaced.
 
     Embeddings come from the model's own input-embedding module (so models that scale
     embeddings inside it, like Gemma, stay correct). ``kind``: "mean" (mean embedding over the
-    vocabulary), "zeros", "token" (embedding of ``token_id``, or of a token drawn from the
+    vocabulary), "zeros", "token" (embedding of a token drawn from the
     non-special ids with the seed), "gaussian" (standard normal, rescaled to the norm of the
     original row 0). ``per_prompt``: draw the token / Gaussian per sequence, seeded by
     ``(seed, sequence id)``; otherwise one draw seeded by ``seed`` for all.
@@ -73,12 +72,7 @@ def bos_replaced_embeddings(
         if per_prompt:
             toks = [_draw_token(vocab, exclude, _rng(seed, s, 2)) for s in seq_ids]
         else:
-            tok = (
-                token_id
-                if token_id is not None
-                else _draw_token(vocab, exclude, _rng(seed, None, 2))
-            )
-            toks = [tok] * b
+            toks = [_draw_token(vocab, exclude, _rng(seed, None, 2))] * b
         repl = emb(torch.tensor(toks, device=input_ids.device)).float()
     elif kind == "gaussian":
         keys = list(seq_ids) if per_prompt else [None] * b
@@ -99,7 +93,6 @@ def variant_inputs(
     variant: Variant,
     *,
     seed: int,
-    replace_token_id: int | None = None,
 ) -> dict[str, torch.Tensor]:
     """Keyword arguments of the forward call for ``variant`` (``input_ids (batch, position)``)."""
     b, t = input_ids.shape
@@ -119,7 +112,6 @@ def variant_inputs(
             variant.bos_replace,
             per_prompt=variant.per_prompt,
             seed=seed,
-            token_id=replace_token_id,
         )
     else:
         kwargs["input_ids"] = input_ids

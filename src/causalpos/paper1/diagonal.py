@@ -43,16 +43,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from causalpos.inference import bounds
-
-if TYPE_CHECKING:
-    import xarray as xr
-
 
 # Leading slices are processed in batches of at most this many matrix cells, so memory stays
 # bounded for (layer, head, 1024, 1024) maps while (layer, 50, 50) maps go in one batch.
@@ -70,11 +65,6 @@ def band_index(n: int) -> np.ndarray:
     """Band of each cell, k + n − 1 with k = i − j, shape (n, n), values in [0, 2n − 2]."""
     i = np.arange(n)
     return i[:, None] - i[None, :] + (n - 1)
-
-
-def offsets(n: int) -> np.ndarray:
-    """The offsets k = i − j, −(n − 1) … n − 1, matching the last axis of :func:`offset_profile`."""
-    return np.arange(-(n - 1), n)
 
 
 def _batches(n_lead: int, cells: int) -> list[tuple[int, int]]:
@@ -114,22 +104,6 @@ def _profile_flat(
         mu = mu1 + _band_sums(resid, ids, n_bands) / counts
     mu[counts == 0] = np.nan
     return mu, finite
-
-
-def offset_profile(m: npt.ArrayLike) -> np.ndarray:
-    """Mean of the finite entries of each band, float64, shape (..., 2n − 1).
-
-    ``m``: (..., query, key). Entry [..., k + n − 1] is the mean over D_k (k = i − j, see
-    :func:`offsets`); NaN where a band has no finite entry (the upper bands of a causal map).
-    """
-    m = _as_maps(m)
-    n = m.shape[-1]
-    flat = m.reshape(-1, n * n)
-    bidx = band_index(n).ravel()
-    out = np.empty((flat.shape[0], 2 * n - 1))
-    for a, b in _batches(flat.shape[0], n * n):
-        out[a:b] = _profile_flat(flat[a:b].astype(np.float64), bidx, 2 * n - 1)[0]
-    return out.reshape(*m.shape[:-2], 2 * n - 1)
 
 
 def normalize(m: npt.ArrayLike) -> np.ndarray:
@@ -213,26 +187,6 @@ def key0_column(m: npt.ArrayLike) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             out[a:b] = col - mu[:, rows + n - 1]
     return out.reshape(*m.shape[:-2], rows.size)
-
-
-def normalize_dataarray(da: xr.DataArray) -> xr.DataArray:
-    """:func:`normalize` over the dims ``query`` and ``key`` of an xarray DataArray (any other dims).
-
-    Returns a DataArray with the same dims, coords and order; attrs gain ``normalization``.
-    """
-    missing = {"query", "key"} - set(da.dims)
-    if missing:
-        raise ValueError(
-            f"normalize_dataarray needs dims 'query' and 'key'; {da.name!r} has dims {da.dims}"
-        )
-    order = [d for d in da.dims if d not in ("query", "key")] + ["query", "key"]
-    t = da.transpose(*order)
-    out = t.copy(data=normalize(t.values)).transpose(*da.dims)
-    out.attrs = {
-        **da.attrs,
-        "normalization": "diagonal (paper 1 §5): minus the mean of each offset band",
-    }
-    return out
 
 
 def _index_cells(n: int, key0: bool = True) -> np.ndarray:

@@ -53,9 +53,6 @@ PANELS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-SCORE_PANELS = ("b", "i")
-
-
 def _linear(mod: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return F.linear(x, mod.weight.float(), None if mod.bias is None else mod.bias.float())
 

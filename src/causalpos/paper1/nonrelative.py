@@ -252,12 +252,6 @@ def key0_share_interval(
     )
 
 
-def share_ci(group_maps: npt.ArrayLike, level: float = 0.95) -> Interval:
-    """Noise-debiased non-relative share of the grand-mean map per leading slice, with a jackknife
-    CI over groups (the first of :func:`share_intervals`)."""
-    return share_intervals(group_maps, level)[0]
-
-
 def band_cells(n: int, keys: int, exclude_sink: bool = True) -> np.ndarray:
     """Flat indices of the first-keys band: i > j, 1 ≤ j ≤ ``keys``, without the offset whose band
     holds a single cell (n − 1, or n − 2 once the sink column is removed)."""

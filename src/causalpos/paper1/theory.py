@@ -217,8 +217,8 @@ def exact_gram_scores(n: int, alpha: float, n_layers: int, *, residual: bool = T
     return eq1_scores(equicorrelated_vectors(n, alpha), n_layers, residual=residual)
 
 
-def monotonicity_violations(scores: np.ndarray, *, tol: float = 0.0) -> np.ndarray:
-    """Where "the score strictly increases in j ≤ i" fails: S(i, j+1) − S(i, j) <= tol.
+def monotonicity_violations(scores: np.ndarray) -> np.ndarray:
+    """Where "the score strictly increases in j ≤ i" fails: S(i, j+1) − S(i, j) <= 0.
 
     ``scores``: (..., query, key) with NaN above the diagonal. Returns a boolean array
     (..., query, key − 1) whose entry [..., i, j] flags the step from key j to j + 1 (both ≤ i,
@@ -227,7 +227,7 @@ def monotonicity_violations(scores: np.ndarray, *, tol: float = 0.0) -> np.ndarr
     s = np.asarray(scores, dtype=np.float64)
     step = np.diff(s, axis=-1)
     with np.errstate(invalid="ignore"):
-        return np.isfinite(step) & (step <= tol)
+        return np.isfinite(step) & (step <= 0.0)
 
 
 def theory_table(

@@ -61,7 +61,7 @@ indirect_mask``; ``share_causal_mask`` = ``share_causal_mask_ablation``.
   (``artefact``) besides ``edge_position``. ``causal_mask_paper = total − residual_stream_paper``.
 - ``artefact`` — the softmax's edge artefact measured: each head's expected ablation logits made
   exactly relative (the mean over each offset's allowed pairs, a Toeplitz map), passed through
-  the ablation's own softmax (its allowed keys), and read as ΔSS (:func:`relative_artefact`). It
+  the ablation's own softmax (its allowed keys), and read as ΔSS (:func:`relative_logattn`, :func:`artefact_of`). It
   is a plug-in on the estimated expected map (no CI).
 - Controls in the same unit (:data:`CONTROL_COMPONENTS`): ``control_residual_stream``, the logit
   reading of a position-free run (identity RoPE on the ring: exactly position-free), and
@@ -123,11 +123,6 @@ SHARES = (
 )
 
 
-#: The numerators (run role, map) every component is built from: c the causal run, r the ring
-#: run, b paper 2's bidirectional run; d_logit the per-prompt difference map causal logits − ring
-#: logits (same prompts, same pairs).
-NUMERATORS = ("c_logattn", "c_logit", "c_logz", "r_logit", "d_logit", "b_logit", "b_logattn")
-
 #: Paper 2's two components on each mapping: mapping -> (causal-mask component, residual-stream
 #: component, the causal-mask share).
 MAPPINGS = {
@@ -183,27 +178,9 @@ def log_softmax_rows(s: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return np.where(allowed, out, np.nan)
 
 
-def relative_artefact(
-    mu: np.ndarray, allowed: np.ndarray, mask: np.ndarray, design: Design
-) -> np.ndarray:
-    """ΔSS that exactly relative logits would show on log-attention under a pass's own softmax.
-
-    Args:
-        mu: ``(..., T, T)`` expected pre-softmax logits of the pass (e.g. each head's mean map).
-        allowed: ``(T, T)`` bool, the keys the pass's softmax normalises over (all of them in a
-            bidirectional pass, a band in a sliding-window one, the lower triangle when causal).
-        mask: ``(T, T)`` bool, the measured pairs (the design's).
-        design: the fit's :class:`~causalpos.paper2.extraction.design.Design` on ``mask``.
-
-    Returns:
-        ``(...)`` ‖P_Δ log_softmax(toeplitz(mu))‖² on the measured pairs, the unit of N̂ per pair.
-    """
-    return artefact_of(relative_logattn(mu, allowed), mask, design)
-
-
 def relative_logattn(mu: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """The log-attention (..., T, T) that exactly relative logits (:func:`toeplitz` of ``mu``)
-    give under a softmax over the ``allowed`` keys: what :func:`relative_artefact` reads."""
+    give under a softmax over the ``allowed`` keys: what :func:`artefact_of` reads."""
     return log_softmax_rows(toeplitz(mu, allowed), allowed)
 
 
@@ -258,30 +235,3 @@ def shares(comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "share_artefact": comp["artefact"] / comp["residual_stream_paper"],
             "share_edge": comp["edge_position"] / comp["residual_stream_bidirectional"],
         }
-
-
-def components(
-    nums: dict[str, np.ndarray], den: np.ndarray, artefact: np.ndarray | None = None
-) -> dict[str, np.ndarray]:
-    """Every component of :data:`COMPONENTS` and :data:`SHARES` from the numerators.
-
-    Args:
-        nums: :data:`NUMERATORS` -> N (any shape, the same for all: e.g. replicates × layer):
-            per-pair U-statistics N̂ / (n(n − 1)) of each map (or their replicates); a component
-            whose numerators are missing (a run not made) is NaN.
-        den: the causal run's per-pair D̂ (same shape): the one denominator.
-        artefact: :func:`relative_artefact` summed as the numerators are (same unit); NaN if None.
-
-    Returns:
-        name -> array of the inputs' shape.
-    """
-    d = np.asarray(den, dtype=np.float64)
-    nan = np.full(d.shape, np.nan)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = {
-            name: combine(nums, co) / d if all(k in nums for k in co) else nan.copy()
-            for name, co in COMBINATIONS.items()
-        }
-        art = np.full(d.shape, np.nan) if artefact is None else np.asarray(artefact) / d
-    out["artefact"] = np.broadcast_to(art, out["total"].shape).copy()
-    return out | shares(out)

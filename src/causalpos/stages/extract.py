@@ -55,11 +55,7 @@ def build_reducers(
         if name == "moments":
             out.append(ScoreMoments())
         elif name == "groups":
-            out.append(
-                GroupMeans(
-                    group_labels(n_sequences, scheme="modulo", n_groups=min(n_groups, n_sequences))
-                )
-            )
+            out.append(GroupMeans(group_labels(n_sequences, n_groups=min(n_groups, n_sequences))))
         elif name == "leakage":
             from causalpos.paper2.extraction.reducers import LeakageReducer
 

@@ -10,8 +10,6 @@ sees the same data in the same order, and a resumed run sees what an uninterrupt
 from __future__ import annotations
 
 import hashlib
-import os
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -74,17 +72,9 @@ def unigram_baselines(
     }
 
 
-def token_stream(
-    tokenizer_dir: str | os.PathLike, ids: np.ndarray | None, texts: Sequence[str] | None, name: str
-) -> np.ndarray:
-    """``ids`` (a 1-D integer token stream) or ``texts`` encoded with the tokenizer: exactly one;
-    ``name`` (train | heldout) names the argument in the error."""
-    if (ids is None) == (texts is None):
-        raise ValueError(f"pass exactly one of {name}_ids or {name}_texts")
-    if ids is None:
-        from causalpos.training.tokenizer import encode_documents
-
-        ids = encode_documents(tokenizer_dir, texts)
+def token_stream(ids: np.ndarray, name: str) -> np.ndarray:
+    """``ids``, a 1-D integer token stream, as int64; ``name`` (train | heldout) names the
+    argument in the error."""
     ids = np.asarray(ids)
     if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer) or ids.size == 0:
         raise ValueError(

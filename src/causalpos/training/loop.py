@@ -14,7 +14,6 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,16 +107,14 @@ def run_training(
     *,
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
-    train_ids: np.ndarray | None = None,
-    heldout_ids: np.ndarray | None = None,
-    train_texts: Sequence[str] | None = None,
-    heldout_texts: Sequence[str] | None = None,
+    train_ids: np.ndarray,
+    heldout_ids: np.ndarray,
     run: RunOptions | None = None,
 ) -> dict[str, Any]:
     """Train one model from scratch (resuming from the last checkpoint) and save it in HF format.
 
-    Data: either token streams ``train_ids`` / ``heldout_ids`` ``(n_tokens,)`` (as made by
-    :func:`causalpos.training.tokenizer.encode_documents`) or the texts (encoded here). Training
+    Data: token streams ``train_ids`` / ``heldout_ids`` ``(n_tokens,)`` (as made by
+    :func:`causalpos.training.tokenizer.encode_documents`). Training
     windows are :func:`causalpos.training.batches.batch_at`; the held-out loss is the mean NLL on
     the first ``n_eval`` non-overlapping held-out windows, measured at step 0, every
     ``eval_every`` updates and at the end.
@@ -141,8 +138,8 @@ def run_training(
         run,
         tokenizer_dir,
         out_dir,
-        (train_ids, train_texts),
-        (heldout_ids, heldout_texts),
+        train_ids,
+        heldout_ids,
     )
     state = _resume(job)
     end = job.settings.steps if run.stop_after is None else min(job.settings.steps, run.stop_after)
@@ -160,8 +157,8 @@ def _job(
     run: RunOptions,
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
-    train: tuple[np.ndarray | None, Sequence[str] | None],
-    heldout: tuple[np.ndarray | None, Sequence[str] | None],
+    train: np.ndarray,
+    heldout: np.ndarray,
 ) -> _Job:
     """Check the settings, read the tokenizer and the data, resolve the device."""
     t_start, cpu_start = time.perf_counter(), time.process_time()
@@ -171,8 +168,7 @@ def _job(
         raise ValueError(f"dtype={settings.dtype!r} not supported; allowed: {', '.join(DTYPES)}")
     tokenizer_dir, out_dir = Path(tokenizer_dir), Path(out_dir)
     tok = load_tokenizer(tokenizer_dir)
-    train_ids = token_stream(tokenizer_dir, *train, "train")
-    heldout_ids = token_stream(tokenizer_dir, *heldout, "heldout")
+    train_ids, heldout_ids = token_stream(train, "train"), token_stream(heldout, "heldout")
     vocab_size = len(tok)
     if int(max(train_ids.max(), heldout_ids.max())) >= vocab_size:
         raise ValueError(

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+import tests.leakage_fit_oracle as L_fit
 from causalpos.paper2.estimator import pairgrams as PG
 from causalpos.paper2.estimator import storeview as SV
 from causalpos.paper2.extraction import design as D
-from causalpos.paper2.extraction import metric as M
 from causalpos.paper2.extraction.design import build_design
 from tests.paper2_headline_runs import T
 from tests.paper2_maps import content_maps
@@ -19,15 +19,15 @@ from tests.paper2_maps import content_maps
 
 @pytest.mark.parametrize("window", ["all", "early6", "late"])
 def test_prompt_stats_are_the_metric_pair_sums(window):
-    # stats_from_maps sums in numpy what metric.pair_sums sums in torch (the reducer's function)
+    # stats_from_maps sums in numpy what the oracle sums in torch, offset by offset
     rng = np.random.default_rng(4)
     T, n = 13, 5
     mask = D.pair_mask(T, window=window) & (rng.random((T, T)) < 0.9)
     y = rng.normal(size=(n, 2, T, T)) + 3.0
     st = PG.stats_from_maps(y, mask)
     w = torch.as_tensor(mask)
-    ref = M.pair_sums(torch.as_tensor(y), w, int(mask.sum()))
-    tot = M.pair_sums(torch.as_tensor(y.sum(0)), w, int(mask.sum()))
+    ref = L_fit.pair_sums(torch.as_tensor(y), w, int(mask.sum()))
+    tot = L_fit.pair_sums(torch.as_tensor(y.sum(0)), w, int(mask.sum()))
     want = {
         "off": ref["off"],
         "rows": ref["rows"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+import tests.leakage_fit_oracle as L_fit
 from causalpos.paper2.extraction import design as L_design
 from causalpos.paper2.extraction import metric as L_metric
 from tests.paper2_leakage_maps import REDUCER_KW, synthetic_scores
@@ -20,8 +21,8 @@ def test_stacked_designs_solve_each_window_as_its_own_design():
     names = ("all", "early6", "late")
     for fit in REDUCER_KW["fits"]:
         plan = L_windows.plan_windows(base, names, (fit,))
-        ts = L_metric.target_sums(s, torch.as_tensor(base), int(base.sum()), first_row=1)
-        per = [L_metric.window_sums(ts, *plan.bounds[k]) for k in plan.valid]
+        n = int(base.sum())
+        per = [L_fit.window_sums(s, base, n, *plan.bounds[k]) for k in plan.valid]
         stacked = {
             key: torch.stack([p[key] for p in per]).reshape(len(per), 4, -1) for key in per[0]
         }

@@ -103,10 +103,6 @@ class GramCache:
             )
         return self._grams[key]
 
-    def logz_gram(self, run: str, window: str, *, landmark: bool = True) -> np.ndarray:
-        """Numerator Gram (layer, head, n, n) of the run's −log Z_i (log-attention − logits)."""
-        return self.difference_gram((run, "logattn"), (run, "logit"), window, landmark=landmark)
-
     def difference_gram(
         self, a: tuple[str, str], b: tuple[str, str], window: str, *, landmark: bool = True
     ) -> np.ndarray:
@@ -203,7 +199,7 @@ class GramCache:
         """:func:`causalpos.paper2.estimator.replicates.linear_parts` (B, layer) of the run's numerator Gram
         summed over heads, under the calibrated multipliers: from the estimate's per-head parts
         where it ran, else from the layers' Grams (memoised). ``target`` "logz": the Gram of
-        :meth:`logz_gram`. A combination of Grams, or a sum over layers, takes the same
+        the run's −log Z_i (log-attention − logits, :meth:`difference_gram`). A combination of Grams, or a sum over layers, takes the same
         combination, or sum, of their parts."""
         if target == "logz":
             return self.difference_parts((run, "logattn"), (run, "logit"), window, landmark)

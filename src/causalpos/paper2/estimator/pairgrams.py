@@ -37,7 +37,9 @@ class PromptStats:
 
 def stats_from_maps(y, mask: np.ndarray) -> PromptStats:
     """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool):
-    the sums of :func:`causalpos.paper2.extraction.metric.pair_sums`, in numpy (:func:`_pair_sums`)."""
+    the per-offset/query/key sums
+    :func:`causalpos.paper2.extraction.metric.fit_sums` reads, over every row, in numpy
+    (:func:`_pair_sums`)."""
     y = np.asarray(y, dtype=np.float64)
     w = np.asarray(mask, dtype=bool)
     n_pairs = int(w.sum())
@@ -55,8 +57,10 @@ def stats_from_maps(y, mask: np.ndarray) -> PromptStats:
 def _pair_sums(y: np.ndarray, w: np.ndarray, n_pairs: int) -> dict[str, np.ndarray]:
     """Per-offset sums of maps ``y`` (..., T, T) centred by their mean over the pairs ``w`` and of
     their squares (``off``, ``off2``), per-row sums (``rows``), the key-0 column's sum
-    (``key0``) and the totals ``S``, ``Q``: :func:`causalpos.paper2.extraction.metric.window_sums` over
-    every row, with the same diagonals-as-columns view (:func:`causalpos.paper2.extraction.metric._skew`)."""
+    (``key0``) and the totals ``S``, ``Q``: the sums
+    :func:`causalpos.paper2.extraction.metric.fit_sums` reads, over every row, by a
+    diagonals-as-columns view (the maps padded to (T, 2T), a strided view whose rows are
+    their diagonals; flat index i·2T + T + i − d stays inside row i)."""
     T = y.shape[-1]
     lead = y.shape[:-2]
     flat = y.reshape(-1, T, T)

@@ -8,15 +8,13 @@ accumulates in float64.
 
 **log Z** (:func:`row_log_z`): log Σ_j exp(s_ij) over each row's finite keys, shifted by the row's
 largest finite score: the same arithmetic as ``torch.logsumexp`` over the float64 scores with
-masked keys at −inf (:func:`causalpos.paper2.extraction.metric.log_z`), in three passes (the
-float64 copy shifted, its exponentials, their NaN-skipping sum) and without the finite pattern.
+masked keys at −inf, in three passes (the float64 copy shifted, its exponentials, their
+NaN-skipping sum) and without the finite pattern.
 One batch's log Z serves every reducer fed the same score tensor (:func:`shared_log_z`).
 
 **Sums** (:func:`tile_sums`). For the logits s on the measured pairs w: x = s on w, 0 elsewhere,
-centred by its mean over w (float64, as :func:`~causalpos.paper2.extraction.metric.target_sums`
-centres); the query rows are cut into blocks at every window bound, and per block it sums x's
-columns, its offsets (its diagonals as columns, V,
-:func:`~causalpos.paper2.extraction.metric._diagonals`) and their squares; a window sums its blocks.
+centred by its mean over w (float64); the query rows are cut into blocks at every window bound, and per block it sums x's
+columns, its offsets (its diagonals as columns, V, :func:`_diagonals`) and their squares; a window sums its blocks.
 The log-attention a = s − ℓ_i is never formed: centred, a − ā = (s − s̄) − u_i with u = ℓ − ℓ̄ (ℓ̄
 the mean of ℓ over the pairs), so its sums are the logits' less those of u on the same pairs
 (:func:`~causalpos.paper2.extraction.metric.windowed_query_sums`, which the split reads anyway),
@@ -198,7 +196,12 @@ def pair_kit(base: np.ndarray, bounds: Sequence[tuple[int, int]], device: torch.
 
 def _diagonals(x: torch.Tensor) -> torch.Tensor:
     """x's diagonals as columns for the rows i ≥ 1 (x (m, T, T) contiguous, 0 above the diagonal
-    and on row 0): :func:`causalpos.paper2.extraction.metric._diagonals`."""
+    and on row 0), without a gather: a strided view V (m, T − 1, T) with
+    V[m, i − 1, e] = x[m, i, i − (T−1−e)], and 0 where that key is < 0.
+
+    Flat index i·T + i − d = i(T+1) − (T−1) + e: where i − d < 0 it reads row i − 1 at column
+    T + i − d > i − 1, above the diagonal, hence 0; from row 1 on it never reads before the map's
+    first element nor past its last (i = e = T − 1 reads element T² − 1)."""
     m, t, _ = x.shape
     return x.as_strided((m, t - 1, t), (t * t, t + 1, 1), x.storage_offset() + 2)
 

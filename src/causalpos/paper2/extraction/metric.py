@@ -32,7 +32,8 @@ unbiased within-offset variance. For pure noise, E[ΔR²] = k/(N − 1) exactly,
 
 **Observational split (§3).** One causal run's log-attention leakage split as
 ΔSS(a) = ΔSS(s) + ΔSS(ℓ) − 2⟨P_Δ s, P_Δ ℓ⟩ with a = s − ℓ, ℓ_i = log Z_i, in units of SST(a)
-(:func:`split_terms`). The decomposition into causal-mask and residual-stream components:
+(:data:`SPLIT_TERMS`, computed by the stacked windows of
+:mod:`causalpos.paper2.extraction.windows`). The decomposition into causal-mask and residual-stream components:
 :mod:`causalpos.paper2.decomposition` (the headline reading) and
 :func:`causalpos.paper2.summary.per_prompt.per_prompt_components` (the per-prompt reading).
 
@@ -44,9 +45,7 @@ import torch themselves; the module does not, so the summaries, which pass numpy
 
 from __future__ import annotations
 
-import math
 import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,151 +67,10 @@ TARGETS = ("logit", "logattn")
 SPLIT_TERMS = ("logit", "logz", "cross", "logattn")
 
 
-def to_tensor(x) -> tuple[torch.Tensor, bool]:
-    """(``x`` as a tensor, whether it was a numpy array): numpy input is wrapped without a copy,
-    a tensor is returned as is (same dtype, shape and device)."""
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x, False
-    return torch.from_numpy(np.asarray(x)), True
-
-
-def log_z(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log partition function of every query row of scores ``s`` (..., T, T), NaN where masked.
-
-    Returns ``(log Z, finite)``: log Z (..., T) float64, the logsumexp over the finite keys of
-    each row; ``finite`` (..., T, T) bool, the finite pattern of ``s`` (the allowed pairs).
-    """
-    import torch
-
-    s = s.to(torch.float64)
-    fin = torch.isfinite(s)
-    lse = torch.logsumexp(torch.where(fin, s, -torch.inf), dim=-1)
-    return lse, fin
-
-
-def _skew(pad: torch.Tensor) -> torch.Tensor:
-    """Diagonals as columns without a gather: ``pad`` (M, T, 2T), zeros in columns < T and the
-    map in columns ≥ T -> strided view V (M, T, T) with V[m, i, e] = map[m, i, i − (T−1−e)]
-    (0 where that key is < 0). Summing V over rows and flipping the last axis gives offset sums.
-
-    Flat index i·2T + T + i − d = i(2T+1) + 1 + e stays inside row i for every (i, e), so the
-    view never reads another row or map.
-    """
-    m, t, _ = pad.shape
-    return pad.as_strided((m, t, t), (2 * t * t, 2 * t + 1, 1), pad.storage_offset() + 1)
-
-
-def target_sums(
-    y: torch.Tensor | Sequence[torch.Tensor], w: torch.Tensor, n_pairs: int, first_row: int = 0
-) -> dict:
-    """Row-resolved partial sums of y over the pairs ``w``, reusable by every query window.
-
-    Args:
-        y: ``(..., T, T)`` target maps, or a sequence of such tensors of one shape (stacked
-            along a new leading axis, each centred and summed exactly as on its own); centred by
-            their mean over ``w`` first (R² is invariant to it and it avoids cancellation in
-            Σy² − (Σy)²/N).
-        w: ``(T, T)`` bool tensor, the measured pairs.
-        n_pairs: ``w.sum()``.
-        first_row: the first query row any window will sum (:func:`window_sums`' ``lo``); from
-            1 on, and where ``w`` lies in the lower triangle without row 0, the diagonals are
-            read from the centred maps themselves (:func:`_diagonals`) instead of a padded copy.
-
-    Returns:
-        dict for :func:`window_sums`: ``yz`` (M, T, T) the centred maps, 0 off ``w`` (M = prod
-        of the leading shape), ``V`` / ``V2`` (M, T − r0, T) their diagonals (and of squares)
-        as columns for the query rows r0..T−1 (:func:`_skew`; :func:`_diagonals` where ``w``
-        lies in the lower triangle without row 0, r0 = 1), ``r0``, ``lead`` the leading shape.
-    """
-    import torch
-
-    ys = list(y) if isinstance(y, (list, tuple)) else [y]
-    T = ys[0].shape[-1]
-    lead = ((len(ys),) if isinstance(y, (list, tuple)) else ()) + tuple(ys[0].shape[:-2])
-    m = math.prod(ys[0].shape[:-2])
-    causal = first_row >= 1 and _causal_rows(w)
-    if causal:
-        yz = torch.empty((len(ys) * m, T, T), dtype=torch.float64, device=ys[0].device)
-        dest = yz
-    else:
-        pad = torch.zeros((len(ys) * m, T, 2 * T), dtype=torch.float64, device=ys[0].device)
-        dest = pad[..., T:]
-    off_w = ~w
-    for k, yk in enumerate(ys):
-        if tuple(yk.shape) != tuple(ys[0].shape):
-            raise ValueError(f"target_sums: targets of shapes {[tuple(t.shape) for t in ys]}")
-        yk = yk.reshape(-1, T, T).to(torch.float64)
-        mean = torch.where(w, yk, 0.0).sum(dim=(-2, -1)) / n_pairs
-        part = dest[k * m : (k + 1) * m]
-        torch.sub(yk, mean[:, None, None], out=part)
-        part.masked_fill_(off_w, 0.0)  # = torch.where(w, yk − mean, 0), in place
-    if causal:
-        return {"yz": yz, "V": _diagonals(yz), "V2": _diagonals(yz * yz), "r0": 1, "lead": lead}
-    pad2 = pad * pad
-    return {"yz": pad[..., T:], "V": _skew(pad), "V2": _skew(pad2), "r0": 0, "lead": lead}
-
-
-def _causal_rows(w: torch.Tensor) -> bool:
-    """Whether the pairs ``w`` (T, T) lie in the lower triangle (j ≤ i) and outside row 0."""
-    import torch
-
-    T = w.shape[-1]
-    upper = torch.ones(T, T, dtype=torch.bool, device=w.device).triu(diagonal=1)
-    return not bool(w[0].any()) and not bool((w & upper).any())
-
-
-def _diagonals(yz: torch.Tensor) -> torch.Tensor:
-    """:func:`_skew` without the padding, for maps ``yz`` (M, T, T) that are 0 above the diagonal
-    and on row 0: a strided view V (M, T − 1, T) with V[m, i − 1, e] = yz[m, i, i − (T−1−e)]
-    for the rows i ≥ 1, and 0 where that key is < 0.
-
-    Flat index i·T + i − d = i(T+1) − (T−1) + e: where i − d < 0 it reads row i − 1 at column
-    T + i − d > i − 1, above the diagonal, hence 0 as the padding of :func:`_skew` gives; from
-    row 1 on it never reads before the map's first element nor past its last (i = e = T − 1
-    reads element T² − 1).
-    """
-    m, t, _ = yz.shape
-    return yz.as_strided((m, t - 1, t), (t * t, t + 1, 1), yz.storage_offset() + 2)
-
-
-def window_sums(ts: dict, lo: int, hi: int) -> dict[str, torch.Tensor]:
-    """Per-offset/query/key sums of one :func:`target_sums` result over query rows [lo, hi).
-
-    Returns:
-        dict of float64 tensors with the maps' leading shape ``(...)`` first: ``rows`` (..., T)
-        per-query sums (0 outside [lo, hi)), ``cols`` (..., T) per-key sums, ``off`` / ``off2``
-        (..., T) per-offset sums of y and y², ``S`` / ``Q`` (...) the totals — the input of
-        :func:`fit_sums`.
-    """
-    yz = ts["yz"]
-    T = yz.shape[-1]
-    if lo < ts["r0"]:
-        raise ValueError(f"window_sums: query rows from {lo}, but the sums start at row {ts['r0']}")
-    rows = yz.new_zeros(yz.shape[0], T)
-    if "row_sums" in ts:  # every row's sum, taken once for all windows (the same per-row sums)
-        rows[:, lo:hi] = ts["row_sums"][:, lo:hi]
-    else:
-        rows[:, lo:hi] = yz[:, lo:hi].sum(dim=-1)
-    v = slice(lo - ts["r0"], hi - ts["r0"])
-    off = ts["V"][:, v].sum(dim=-2).flip(-1)
-    off2 = ts["V2"][:, v].sum(dim=-2).flip(-1)
-    out = {"rows": rows, "cols": yz[:, lo:hi].sum(dim=-2), "off": off, "off2": off2}
-    out = {k: v.reshape(ts["lead"] + (T,)) for k, v in out.items()}
-    out["S"], out["Q"] = out["off"].sum(dim=-1), out["off2"].sum(dim=-1)
-    return out
-
-
-def pair_sums(y: torch.Tensor, w: torch.Tensor, n_pairs: int) -> dict[str, torch.Tensor]:
-    """Per-offset/query/key sums of y (..., T, T) over the pairs ``w`` for every leading index."""
-    return window_sums(target_sums(y, w, n_pairs), 0, y.shape[-1])
-
-
 def windowed_query_sums(
     lw: torch.Tensor, wf: torch.Tensor, wsk: torch.Tensor, n_i: torch.Tensor
 ) -> dict[str, torch.Tensor]:
-    """:func:`window_sums`' dict for a query-only target ℓ_i (log Z), by (T, T) matrix products:
+    """:func:`fit_sums`' sums for a query-only target ℓ_i (log Z), by (T, T) matrix products:
     from ``lw`` (..., T), ℓ centred over the measured pairs and zeroed outside the window's query
     rows, the measured pairs ``wf`` (T, T) float64, their offset indicator ``wsk`` ([i, d] = 1
     where pair (i, i − d) is measured) and the pairs per query row ``n_i`` (T,). Returns
@@ -260,23 +118,21 @@ def c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tenso
     return v - u @ t["b"].mT, u
 
 
-def _quad(c1: torch.Tensor, c2: torch.Tensor, design: Design) -> torch.Tensor:
-    """⟨P_Δ y₁, P_Δ y₂⟩ = c₁ᵀ M⁺ c₂ (the ΔSS bilinear form)."""
-    return ((c1 @ design.tensors(c1.device)["m_pinv"]) * c2).sum(dim=-1)
-
-
 def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.Tensor]:
-    """The fit of every map from its sums (:func:`window_sums`, :func:`windowed_query_sums`).
+    """The fit of every map from its sums (the stacked windows'
+    :mod:`causalpos.paper2.extraction.windows`, :func:`windowed_query_sums`).
 
     Args:
-        sums: ``rows``, ``cols``, ``off``, ``off2`` (..., T) and ``S``, ``Q`` (...).
+        sums: of the map y centred by its mean over the measured pairs (a window's query rows
+            only): ``rows`` / ``cols`` (..., T) per-query / per-key sums, ``off`` / ``off2``
+            (..., T) per-offset d = i − j sums of y and y², ``S`` / ``Q`` (...) the totals.
         design: the :class:`~causalpos.paper2.extraction.design.Design` of the same pairs and fit.
 
     Returns:
         dict of float64 tensors of the leading shape (...): ``sst`` (total SS about the pair
         mean), ``ss_base`` (baseline SS beyond the mean), ``dss`` (ΔSS), ``null`` (exact
         E_π ΔSS under the within-offset permutation null); ``c`` (..., q), the residualized
-        absolute-effect vector (for :func:`split_terms`), and ``cm`` = c M⁺.
+        absolute-effect vector (for the observational split), and ``cm`` = c M⁺.
     """
     import torch
 
@@ -395,32 +251,3 @@ def measured_mask(
                 "drop those pairs from the mask or fix the target"
             )
     return pair_mask(T, window=window, allowed=allowed, subsample=mask)
-
-
-def split_terms(s_sums: dict, l_sums: dict, design: Design, a_fit: dict) -> torch.Tensor:
-    """Observational split of ΔSS(a), a = s − ℓ, from the sums of the logits and of log Z.
-
-    Args:
-        s_sums: :func:`window_sums` of the logits s.
-        l_sums: :func:`windowed_query_sums` (or :func:`window_sums`) of ℓ = log Z.
-        design: the :class:`~causalpos.paper2.extraction.design.Design` of the pairs and fit.
-        a_fit: :func:`fit_sums` of the log-attention a on the same pairs.
-
-    Returns:
-        ``(..., 4)`` float64 tensor: logit, logz, cross, logattn (:data:`SPLIT_TERMS`), in units
-        of SST(a); the first three sum to the fourth.
-    """
-    import torch
-
-    c_s, _ = c_vector(s_sums, design)
-    c_l, _ = c_vector(l_sums, design)
-    terms = torch.stack(
-        [
-            _quad(c_s, c_s, design),
-            _quad(c_l, c_l, design),
-            -2.0 * _quad(c_s, c_l, design),
-            a_fit["dss"],
-        ],
-        dim=-1,
-    )
-    return delta_r2(terms, a_fit["sst"][..., None])

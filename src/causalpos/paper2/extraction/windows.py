@@ -4,7 +4,7 @@ arithmetic, :class:`causalpos.paper2.extraction.reducers.LeakageReducer`).
 The windows' designs of one fit are stacked (:class:`DesignStack`), so each fit is solved for all
 windows and both targets (logit, log-attention) by a few batched tensor operations instead of one
 small solve per window × fit × target. The sums are :func:`causalpos.paper2.extraction.mapsums.tile_sums`'
-(those of :func:`~causalpos.paper2.extraction.metric.window_sums`, by blocks of query rows); the
+(the sums :func:`~causalpos.paper2.extraction.metric.fit_sums` reads, by blocks of query rows); the
 fits and the split are those of :mod:`causalpos.paper2.extraction.metric`
 (:func:`~causalpos.paper2.extraction.metric.fit_sums`,
 :func:`~causalpos.paper2.extraction.metric.r2_terms`), term for term.
@@ -38,8 +38,8 @@ _VECTORS = ("h", "c_diag", "n_off", "null_q", "null_o")
 class DesignStack:
     """The designs of one fit on several pair sets (the query windows), stacked on a leading
     axis: quacks like a :class:`~causalpos.paper2.extraction.design.Design` for
-    :func:`~causalpos.paper2.extraction.metric.c_vector`, :func:`~causalpos.paper2.extraction.metric.fit_sums` and
-    :func:`~causalpos.paper2.extraction.metric._quad` on sums shaped (window, target, map, T)."""
+    :func:`~causalpos.paper2.extraction.metric.c_vector` and
+    :func:`~causalpos.paper2.extraction.metric.fit_sums` on sums shaped (window, target, map, T)."""
 
     def __init__(self, designs: Sequence[Design]) -> None:
         if not designs:
@@ -186,7 +186,7 @@ def window_leakage(
             terms = torch.stack(
                 [
                     f["dss"][:, 0],
-                    (cm_l * c_l).sum(dim=-1),  # _quad(c_l, c_l), _quad(c_s, c_l) with c_s M⁺
+                    (cm_l * c_l).sum(dim=-1),  # c_lᵀ M⁺ c_l; c_sᵀ M⁺ c_l below
                     -2.0 * (f["cm"][:, 0] * c_l).sum(dim=-1),
                     f["dss"][:, 1],
                 ],
