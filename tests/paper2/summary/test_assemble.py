@@ -55,8 +55,9 @@ def test_a_summary_of_an_older_format_is_refused_with_the_command_that_rebuilds_
     assert float(
         got["leakage_model"].sel(variant="causal", target="logit", stat="estimate")[0]
     ) == (float(summ["leakage_model"].sel(variant="causal", target="logit", stat="estimate")[0]))
-    # format 1 (no format attr): the headline was exp_*, the per-prompt reading plain
-    old = summ.rename({"leakage_model": "exp_model", "per_prompt_leakage_model": "leakage_model"})
+    # no format attr: the headline was exp_*, the per-prompt reading plain
+    format1 = {"leakage_model": "exp_model"}  # (format 1)
+    old = summ.rename({**format1, "per_prompt_leakage_model": "leakage_model"})
     old.attrs = {k: v for k, v in summ.attrs.items() if k != SUMMARY_FORMAT_ATTR}
     write_dataset(old, store)
     with pytest.raises(StoreFormatError) as e:
