@@ -281,7 +281,8 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         r = (full if swa and len(full) else g).iloc[0]
         full_window = swa and str(r["window"]).startswith("full")
         comps = {k: (r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("residual_stream", "causal_mask")}
-        measured = "; ".join(f"{k.replace('_', ' ')} {fmt_ci(*v)}" for k, v in comps.items())
+        labels = {"residual_stream": "residual", "causal_mask": "causal mask"}
+        measured = "; ".join(f"{labels[k]} {fmt_ci(*v)}" for k, v in comps.items())
         measured += f" (window {r['window']})"
         target = f"{t['label']} ({model}, {dataset})"
         no_ring = ring_missing(r)

@@ -2,7 +2,8 @@
 output block of both readings merged into one dataset (:func:`leakage_summary`).
 
 The blocks: the headline reading (:func:`causalpos.paper2.summary.headline.headline_blocks`:
-``exp_*``), the per-prompt reading (:mod:`causalpos.paper2.summary.per_prompt`), the BOS
+the plain names), the per-prompt reading (:mod:`causalpos.paper2.summary.per_prompt`:
+``per_prompt_*``), the BOS
 replacement (:func:`causalpos.paper2.summary.bos.bos_effects`) and the sink heads. A new block is
 one more function of a prompt set and one more entry in :func:`leakage_summary`'s list.
 """
@@ -46,7 +47,7 @@ def leakage_summary(
     """Paper-2 leakage stage for one (model, dataset): the output blocks of one :class:`PromptSet`.
 
     Output variables (``stat`` = estimate, lo, hi), by block: the headline reading,
-    :func:`~causalpos.paper2.summary.headline.headline_blocks` (``exp_*``: the leakage of the
+    :func:`~causalpos.paper2.summary.headline.headline_blocks` (the plain names: the leakage of the
     expected map, its decomposition, the negative and positive controls), where the stores hold
     its statistics; the per-prompt reading: :func:`~.per_prompt.per_prompt_leakage`
     (``per_prompt_leakage_head``, ``per_prompt_leakage_layer``, ``per_prompt_leakage_model``, ``per_prompt_leakage_raw``, ``per_prompt_null_floor``),
@@ -138,8 +139,8 @@ def open_summary(path: str | os.PathLike) -> xr.Dataset:
 
 #: What the summary's variables are, in its attrs.
 NOTE = (
-    "exp_* (headline): dR2 of the expected map, U-statistics over prompt pairs, "
-    "key-0 column modelled, pooled sum/sum; leakage_* (per-prompt reading): "
+    "plain names (headline): dR2 of the expected map, U-statistics over prompt pairs, "
+    "key-0 column modelled, pooled sum/sum; per_prompt_* (per-prompt reading): "
     "leakage = mean over prompts of per-prompt dR2 (minus exact within-offset "
     "permutation-null mean when floor_correct); shares = ratios of prompt means; p/q: "
     "within-offset permutation test on prompt-mean maps, BH over (layer, head) per "
