@@ -259,7 +259,7 @@ def comparison_table(*, decomposition: bool = False) -> pd.DataFrame:
         "excess_beyond_context_lo": [0.2, 0.4, 0.0, 0.1],
         "excess_beyond_context_hi": [0.4, 0.6, 0.2, 0.3],
         "leak_total": np.full(n, np.nan),
-        "leak_residual": np.full(n, np.nan),
+        "leak_residual_stream": np.full(n, np.nan),
         "leak_causal_mask": np.full(n, np.nan),
         "confidence": np.full(n, 0.95),
     }
@@ -268,7 +268,7 @@ def comparison_table(*, decomposition: bool = False) -> pd.DataFrame:
             leak_total=np.full(n, 0.03),
             leak_total_lo=np.full(n, 0.02),
             leak_total_hi=np.full(n, 0.04),
-            leak_residual=np.full(n, 0.01),
+            leak_residual_stream=np.full(n, 0.01),
             leak_causal_mask=np.full(n, 0.02),
         )
     return pd.DataFrame(cols)
