@@ -7,12 +7,26 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from causalpos.catalogue_stores import LEAKAGE_SUMMARY, PER_PROMPT
 from causalpos.figures import paper2 as F
 from causalpos.paper2 import position0 as P_position0
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as L_summary
 from tests.paper2_headline_runs import HEADS, N, T, store
 from tests.paper2_maps import content_maps
+
+#: The headline's variables (every summary variable but the per-prompt reading's and the sink
+#: heads'; the planted model's positive control is the headline's too).
+HEADLINE = {
+    v.name for v in LEAKAGE_SUMMARY if v.reading != PER_PROMPT and not v.name.startswith("sink_")
+}
+
+
+def without_headline(summary):
+    """``summary`` as a run without the headline's statistics writes it."""
+    drop = [v for v in summary.data_vars if v in HEADLINE or v.startswith("plant_model")]
+    return summary.drop_vars(drop)
+
 
 FREE = "identity_rope+bidirectional"
 
@@ -108,7 +122,7 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
 def test_leakage_by_layer_without_an_ablation_run_or_a_headline(stores, summary, tmp_path):
     causal_only = summarise({"causal": stores["causal"]})
     assert "components_layer" not in causal_only
-    no_headline = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    no_headline = without_headline(summary)
     got = F.leakage_by_layer(
         {"full": summary, "causal-only": causal_only, "no-headline": no_headline},
         [tmp_path / "mixed.png"],
@@ -153,7 +167,7 @@ def test_component_shares_four_readings_with_the_paper_band(summary, tmp_path):
         assert got["tiny/rope"][k, 0] == pytest.approx(want, rel=1e-9)
     assert F.PAPER2_SHARE == (0.64, 0.82)
     # no decomposition on the headline: a note, nothing plotted
-    bare = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    bare = without_headline(summary)
     assert F.component_shares({"bare": bare}, [tmp_path / "none.png"]) == {}
     assert (tmp_path / "none.png").stat().st_size > 1000
 
@@ -193,7 +207,7 @@ def test_head_maps_draw_the_headline_and_mark_bh_heads(summary, tmp_path):
     # the leaky causal run's heads are marked, the position-free run's are not
     assert got["causal/logattn"]["marked"].all()
     assert not got[f"{FREE}/logattn"]["marked"].any()
-    bare = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    bare = without_headline(summary)
     per_prompt = F.head_maps(bare, [tmp_path / "bare.png"], alpha=0.5)
     assert list(per_prompt) == ["per_prompt/causal/logattn", "per_prompt/bidirectional/logattn"]
     np.testing.assert_array_equal(
@@ -356,7 +370,7 @@ def test_claim1_by_layer_draws_the_headline_per_layer_pooled_and_the_control(sum
         e = np.asarray(arr).reshape(-1, 3)[:, 0]
         assert np.all((lo <= e) & (e <= hi))
     # no headline: None, with a note in its panel; no summaries: refused
-    bare = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    bare = without_headline(summary)
     assert F.claim1_by_layer({"bare": bare}, [tmp_path / "bare.png"]) == {"bare": None}
     with pytest.raises(ValueError, match="no summaries"):
         F.claim1_by_layer({}, [tmp_path / "x.png"])
@@ -528,7 +542,7 @@ def test_claim1_numbers_each_control_and_an_ill_conditioned_point_sets_no_scale(
     cu[1] = cu[2] * 2
     el = s["leakage_layer"].copy()
     el.loc[dict(variant="causal", layer=0)] = [-0.5, -7.5, 11.0]
-    s = s.assign(exp_position_free=free, exp_control_units=cu, exp_layer=el)
+    s = s.assign(position_free=free, control_units=cu, leakage_layer=el)
     got = F.claim1_by_layer({"smollm2-135m-random/kjv-first256": s}, [tmp_path / "c.png"])
     p = got["smollm2-135m-random/kjv-first256"]
     (fig,) = drawn
