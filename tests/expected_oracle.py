@@ -92,8 +92,8 @@ def expected_leakage(
     mean_maps=True)``), and its attrs
     ``leak_pair_subsample``, ``leak_seed`` for the measured pairs.
 
-    Returns ``exp_delta``/``exp_lo``/``exp_hi``/``exp_num``/``exp_den``/``exp_p``/``exp_q``/
-    ``exp_significant`` (layer, head); ``exp_layer*`` (layer); ``exp_pooled*`` (); and
+    Returns ``exp_delta``/``exp_lo``/``exp_hi``/``exp_num``/``exp_den``/``p_value``/``q_value``/
+    ``exp_significant`` (layer, head); ``leakage_layer*`` (layer); ``exp_pooled*`` (); and
     ``exp_resid_share`` (), the share of D̂ whose resampling is held at its mean;
     ``exp_den_rounding`` (), a bound on the relative error of the pooled D̂ from the precision of
     ``leak_map_sum`` (the final store keeps the summed logits in float32: ‖C S‖² is then good to
@@ -113,7 +113,7 @@ def expected_leakage(
     data["exp_delta"] = (lh, r["head"])
     data.update({f"exp_{k}": (lh, r[k]) for k in ("p", "q")})
     data["exp_significant"] = (lh, r["q"] <= alpha)
-    data["exp_layer"] = (lay, r["layer"])
+    data["leakage_layer"] = (lay, r["layer"])
     keys = ("lo", "hi", "num", "den", "sst", "sst_lo", "sst_hi")
     data.update({f"exp_layer_{k}": (lay, r[f"layer_{k}"]) for k in keys})
     data["exp_pooled"] = ((), r["pooled"])
@@ -125,10 +125,10 @@ def expected_leakage(
         data,
         coords={"layer": ds["layer"].values, "head": ds["head"].values},
         attrs={
-            "exp_window": window,
+            "window": window,
             "exp_target": target,
-            "exp_fit": fit,
-            "exp_landmark": int(landmark),
+            "fit": fit,
+            "landmark": int(landmark),
             "exp_n_prompts": int(ds.sizes["sequence"]),
             "exp_n_boot": n_boot,
             "exp_level": level,
@@ -144,7 +144,7 @@ def expected_table(
     ds: xr.Dataset, *, windows=None, targets=("logit", "logattn"), **kw
 ) -> xr.Dataset:
     """:func:`expected_leakage` for every window (default: the store's) and target, stacked on
-    ``exp_window`` and ``exp_target`` (keyword arguments pass through)."""
+    ``window`` and ``exp_target`` (keyword arguments pass through)."""
     windows = list(ds["leak_exp_window"].values) if windows is None else list(windows)
     rows = [
         xr.concat(
@@ -152,7 +152,7 @@ def expected_table(
         )
         for w in windows
     ]
-    out = xr.concat(rows, dim="exp_window", combine_attrs="drop_conflicts")
-    for k in ("exp_window", "exp_target"):
+    out = xr.concat(rows, dim="window", combine_attrs="drop_conflicts")
+    for k in ("window", "exp_target"):
         out.attrs.pop(k, None)
-    return out.assign_coords(exp_window=windows, exp_target=list(targets))
+    return out.assign_coords(window=windows, exp_target=list(targets))

@@ -210,10 +210,10 @@ def test_leakage_is_the_pipelines_summary_and_tables(smoke, model):
                 err_msg=f"{table}: {r}",
             )
     by_layer = frame[(frame["part"] == "leakage") & (frame["scope"] == "layer")]
-    exp = store["exp_layer"]
+    exp = store["leakage_layer"]
     assert len(by_layer) == exp.size // 3
     for r in by_layer.itertuples():
-        sel = dict(variant=r.run, exp_window=r.window, target=r.target, layer=r.layer)
+        sel = dict(variant=r.run, window=r.window, target=r.target, layer=r.layer)
         assert [r.estimate, r.lo, r.hi] == exp.sel(**sel).values.tolist()
         assert r.layer_kind == str(store["layer_kind"].sel(layer=r.layer).values)
     headline = pd.read_csv(root / P.paper2_table("headline"), keep_default_na=False)

@@ -46,7 +46,11 @@ def test_every_table_is_declared_once_at_a_pattern_with_a_builder_and_caption():
             assert pattern in P.PATTERNS or pattern == P.FINDINGS_TEMPLATE, (t.name, pattern)
     # only the theory table is written without a report entry
     assert [t.name for t in C.TABLES if not t.report] == ["theory"]
-    assert C.PAPER2_TABLES[:3] == ("leakage_by_model", "decomposition", "leakage_by_layer")
+    assert C.PAPER2_TABLES[:3] == (
+        "leakage_by_model",
+        "per_prompt_decomposition",
+        "leakage_by_layer",
+    )
     paper2 = [t.name for t in C.rule_tables("aggregate_leakage")]
     assert list(C.PAPER2_TABLES) == paper2[:-1] and paper2[-1] == "paper2_tables"
     assert C.paper2_table_paths()[-1] == P.PAPER2_TABLES_MD

@@ -51,7 +51,12 @@ def test_every_variable_the_summary_writes_is_declared_with_its_dims(summaries):
     wrong = {n: (d, DECLARED[n].dims) for n, d in written.items() if d != DECLARED[n].dims}
     assert not wrong, wrong
     # both readings, the controls and the BOS block are among them
-    assert {"exp_model", "leakage_model", "exp_control_tost", "bos_effect"} <= set(written)
+    assert {
+        "leakage_model",
+        "per_prompt_leakage_model",
+        "control_tost",
+        "per_prompt_bos_effect",
+    } <= set(written)
     assert len(written) >= 39  # of the 56: no sink, factor, dose or ablation runs here
 
 
@@ -61,11 +66,13 @@ def test_each_variable_is_declared_once_with_a_reading_and_units():
     readings = {C.EXPECTED_MAP, C.PER_PROMPT, C.KEY0, C.RUNS}
     for v in C.LEAKAGE_SUMMARY:
         assert v.reading in readings and v.units and v.holds and v.dims, v.name
-        # the headline's variables are exp_*; the per-prompt reading's are not
+        # one vocabulary: the per-prompt reading's variables and dims are per_prompt_*, the
+        # headline's plain; no name is the old exp_*
+        assert not any(n.startswith("exp_") for n in (v.name, *v.dims)), v.name
         if v.reading == C.PER_PROMPT:
-            assert not v.name.startswith("exp_"), v.name
-        if v.reading == C.EXPECTED_MAP:
-            assert v.name.startswith("exp_"), v.name
+            assert v.name.startswith("per_prompt_"), v.name
+        else:
+            assert not any(n.startswith("per_prompt_") for n in (v.name, *v.dims)), v.name
         if "stat" in v.dims:
             assert v.dims[-1] == "stat", v.name
 
@@ -80,5 +87,5 @@ def test_docs_outputs_lists_every_summary_variable():
         "run `causalpos catalogue --update docs/outputs.md`"
     )
     assert (
-        "| `exp_model` | variant, exp_window, target, stat | expected-map |" in C.variables_block()
+        "| `leakage_model` | variant, window, target, stat | expected-map |" in C.variables_block()
     )

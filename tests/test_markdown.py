@@ -106,7 +106,7 @@ def test_paper2s_digest_renders_its_tables_through_the_renderer():
         }
     )
     empty = pd.DataFrame()
-    names = ["decomposition", "rope_controls", "bos_effects", "observational_split"]
+    names = ["per_prompt_decomposition", "rope_controls", "bos_effects", "observational_split"]
     names += ["sink_heads", "position0", "position0_probes"]
     tabs = {k: empty for k in names} | {"leakage_by_model": leak}
     out = paper2_markdown(tabs, title="T")

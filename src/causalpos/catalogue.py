@@ -169,7 +169,7 @@ _PAPER2_TABLES = (
         "raw dR2, null floor and the fraction of heads significant after BH",
     ),
     _paper2(
-        "decomposition",
+        "per_prompt_decomposition",
         "per_prompt:decomposition_frame",
         "total / residual-stream / causal-mask leakage and shares per condition, with CIs",
     ),
@@ -180,7 +180,7 @@ _PAPER2_TABLES = (
         "(layer_kind)",
     ),
     _paper2(
-        "decomposition_by_layer",
+        "per_prompt_decomposition_by_layer",
         "per_prompt:per_layer_columns",
         "decomposition per layer with CIs; reading per-prompt, layer_kind",
     ),

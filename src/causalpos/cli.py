@@ -1,7 +1,7 @@
 """``causalpos`` command line: tools around a results tree.
 
 causalpos --version                                # the package's version
-causalpos diff-results A B [--rtol R] [--atol A]   # every table of two results trees
+causalpos diff-results A B [--rtol R] [--atol A] [--renames F]  # every table of two trees
 causalpos verify [DIR ...] [--sizes-only] [--configfile F] [--config K=V]  # stores, tables, weights
 causalpos summary [SCORECARD_CSV] [--update README.md]  # the README's overview and digest
 causalpos findings [RESULTS] [--update docs/findings.md]  # the findings page from a run's tables
@@ -77,9 +77,19 @@ def _diff_results(args: argparse.Namespace) -> int:
                 f"diff-results: {which} = {path} is not a directory; give two results trees "
                 "(e.g. OLD/results NEW/results)"
             )
+    renames = None
+    if args.renames is not None:
+        from causalpos.io.renames import read_renames
+
+        try:
+            renames = read_renames(args.renames)
+        except (OSError, ValueError) as e:
+            return _usage_error(f"diff-results: --renames {args.renames}: {e}")
     # the benchmark tables hold a run's timings, not its results
     timings = BENCHMARKS_ROOT.removeprefix(RESULTS_ROOT + "/")
-    result = compare_trees(args.a, args.b, rtol=args.rtol, atol=args.atol, exclude=(timings,))
+    result = compare_trees(
+        args.a, args.b, rtol=args.rtol, atol=args.atol, exclude=(timings,), renames=renames
+    )
     print(result.report())
     return 0 if result.identical else 1
 
@@ -278,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         diff.add_argument(
             name, type=_tolerance, default=0.0, help=f"{what} tolerance, >= 0 (default exact)"
         )
+    diff.add_argument(
+        "--renames",
+        metavar="FILE",
+        help="compare A (the older tree) under the renames FILE lists (a Markdown table; "
+        "docs/outputs.md's: table files, columns, names), so that only an unlisted rename differs",
+    )
     verify = sub.add_parser(
         "verify",
         help="check every store of a results tree against its manifest, every store and table "

@@ -92,40 +92,40 @@ def summary(
     head_est[0] += 0.05
     ds = xr.Dataset(
         {
-            "exp_components_layer": (
-                ("exp_condition", "exp_landmark", "exp_window", "layer", "component_full", "stat"),
+            "components_layer": (
+                ("condition", "landmark", "window", "layer", "component_full", "stat"),
                 by_landmark[None, :, None],
             ),
-            "exp_components": (
-                ("exp_condition", "exp_landmark", "exp_window", "component_full", "stat"),
+            "components": (
+                ("condition", "landmark", "window", "component_full", "stat"),
                 pooled[None, :, None],
             ),
-            "exp_layer": (
-                ("variant", "exp_window", "target", "layer", "stat"),
+            "leakage_layer": (
+                ("variant", "window", "target", "layer", "stat"),
                 runs[:, None, None].repeat(2, 2),
             ),
-            "exp_model": (
-                ("variant", "exp_window", "target", "stat"),
+            "leakage_model": (
+                ("variant", "window", "target", "stat"),
                 runs.mean(axis=1)[:, None, None].repeat(2, 2),
             ),
-            "exp_control_units": (
-                ("variant", "exp_landmark", "exp_window", "target", "stat"),
+            "control_units": (
+                ("variant", "landmark", "window", "target", "stat"),
                 control[:, :, None, None].repeat(2, 3),
             ),
-            "exp_position_free": (("variant",), [False, False, True]),
-            "exp_head": (
-                ("variant", "exp_window", "target", "layer", "head", "stat"),
+            "position_free": (("variant",), [False, False, True]),
+            "leakage_head": (
+                ("variant", "window", "target", "layer", "head", "stat"),
                 _with_ci(head_est, 0.01)[:, None],
             ),
-            "exp_q": (
-                ("variant", "exp_window", "target", "layer", "head"),
+            "q_value": (
+                ("variant", "window", "target", "layer", "head"),
                 np.where(head_est > 0.03, 0.01, 0.5)[:, None],
             ),
         },
         coords={
-            "exp_condition": ["rope"],
-            "exp_landmark": LANDMARKS,
-            "exp_window": ["all"],
+            "condition": ["rope"],
+            "landmark": LANDMARKS,
+            "window": ["all"],
             "layer": layers,
             "component_full": COMPONENTS,
             "stat": STAT,
@@ -243,7 +243,7 @@ def index_table(n_layers: int = 4) -> pd.DataFrame:
 
 def comparison_table(*, decomposition: bool = False) -> pd.DataFrame:
     """The comparison table: the index 85 × its twin's, the loss excess, and paper 2's
-    decomposition only where ``decomposition`` (the default run has none)."""
+    decomposition only where ``per_prompt_decomposition`` (the default run has none)."""
     n = len(VARIANTS)
     est = np.array([0.7, 0.5, 0.6, 0.4])
     cols = {
@@ -259,7 +259,7 @@ def comparison_table(*, decomposition: bool = False) -> pd.DataFrame:
         "excess_beyond_context_lo": [0.2, 0.4, 0.0, 0.1],
         "excess_beyond_context_hi": [0.4, 0.6, 0.2, 0.3],
         "leak_total": np.full(n, np.nan),
-        "leak_residual": np.full(n, np.nan),
+        "leak_residual_stream": np.full(n, np.nan),
         "leak_causal_mask": np.full(n, np.nan),
         "confidence": np.full(n, 0.95),
     }
@@ -268,7 +268,7 @@ def comparison_table(*, decomposition: bool = False) -> pd.DataFrame:
             leak_total=np.full(n, 0.03),
             leak_total_lo=np.full(n, 0.02),
             leak_total_hi=np.full(n, 0.04),
-            leak_residual=np.full(n, 0.01),
+            leak_residual_stream=np.full(n, 0.01),
             leak_causal_mask=np.full(n, 0.02),
         )
     return pd.DataFrame(cols)

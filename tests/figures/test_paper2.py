@@ -7,12 +7,26 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from causalpos.catalogue_stores import LEAKAGE_SUMMARY, PER_PROMPT
 from causalpos.figures import paper2 as F
 from causalpos.paper2 import position0 as P_position0
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as L_summary
 from tests.paper2_headline_runs import HEADS, N, T, store
 from tests.paper2_maps import content_maps
+
+#: The headline's variables (every summary variable but the per-prompt reading's and the sink
+#: heads'; the planted model's positive control is the headline's too).
+HEADLINE = {
+    v.name for v in LEAKAGE_SUMMARY if v.reading != PER_PROMPT and not v.name.startswith("sink_")
+}
+
+
+def without_headline(summary):
+    """``summary`` as a run without the headline's statistics writes it."""
+    drop = [v for v in summary.data_vars if v in HEADLINE or v.startswith("plant_model")]
+    return summary.drop_vars(drop)
+
 
 FREE = "identity_rope+bidirectional"
 
@@ -68,9 +82,9 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
     # the normaliser dwarfs the decomposition here: each reading gets a row of its own scale
     rows = ["headline", "headline_scale", "counted", "counted_scale", "per_prompt"]
     assert list(got["tiny"]) == rows  # per-prompt last
-    w = str(summary["exp_window"].values[0])
+    w = str(summary["window"].values[0])
     assert w == "all"
-    comp = summary["exp_components_layer"].sel(exp_condition="rope", exp_window=w)
+    comp = summary["components_layer"].sel(condition="rope", window=w)
     for row, lm in (("headline", "modelled"), ("counted", "counted")):
         drawn = {**got["tiny"][row], **got["tiny"][f"{row}_scale"]}
         # every curve with a number, the position-free control among them (no window edges:
@@ -78,15 +92,13 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
         assert set(drawn) == set(F.CURVES) - {"window_edges"}
         assert set(got["tiny"][f"{row}_scale"]) == {"normaliser"}
         for k, arr in drawn.items():
-            np.testing.assert_array_equal(
-                arr, per_layer(comp.sel(exp_landmark=lm, component_full=k))
-            )
+            np.testing.assert_array_equal(arr, per_layer(comp.sel(landmark=lm, component_full=k)))
     head = {**got["tiny"]["headline"], **got["tiny"]["headline_scale"]}
     assert head["total"].shape == (3, 3)
     # the drawn total is the causal run's own headline per layer (one denominator per layer)
     np.testing.assert_allclose(
         head["total"],
-        per_layer(summary["exp_layer"].sel(variant="causal", exp_window=w, target="logattn")),
+        per_layer(summary["leakage_layer"].sel(variant="causal", window=w, target="logattn")),
         rtol=1e-12,
     )
     # the components add in the drawn unit; the planted effect grows with depth
@@ -95,13 +107,13 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
     )
     assert np.all(np.diff(head["total"][:, 0]) > 0)
     assert np.isnan(head["artefact"][:, 1:]).all() and np.isfinite(head["artefact"][:, 0]).all()
-    dl = summary["decomposition_layer"].sel(condition="rope")
+    dl = summary["per_prompt_decomposition_layer"].sel(per_prompt_condition="rope")
     np.testing.assert_array_equal(
         got["tiny"]["per_prompt"]["total"], per_layer(dl.sel(component="total"))
     )
     np.testing.assert_array_equal(
         got["tiny"]["per_prompt"]["logit"],
-        per_layer(summary["leakage_layer"].sel(variant="causal", target="logit")),
+        per_layer(summary["per_prompt_leakage_layer"].sel(variant="causal", target="logit")),
     )
     # by default the per-prompt reading is not drawn where the headline is
     assert list(F.leakage_by_layer({"tiny": summary}, [tmp_path / "d.png"])["tiny"]) == rows[:-1]
@@ -109,8 +121,8 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
 
 def test_leakage_by_layer_without_an_ablation_run_or_a_headline(stores, summary, tmp_path):
     causal_only = summarise({"causal": stores["causal"]})
-    assert "exp_components_layer" not in causal_only
-    no_headline = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    assert "components_layer" not in causal_only
+    no_headline = without_headline(summary)
     got = F.leakage_by_layer(
         {"full": summary, "causal-only": causal_only, "no-headline": no_headline},
         [tmp_path / "mixed.png"],
@@ -120,7 +132,7 @@ def test_leakage_by_layer_without_an_ablation_run_or_a_headline(stores, summary,
     np.testing.assert_array_equal(
         got["causal-only"]["headline"]["total"],
         per_layer(
-            causal_only["exp_layer"].sel(variant="causal", exp_window="all", target="logattn")
+            causal_only["leakage_layer"].sel(variant="causal", window="all", target="logattn")
         ),
     )
     # the same causal run, the same prompts: the same headline total as the decomposed summary
@@ -137,12 +149,12 @@ def test_component_shares_four_readings_with_the_paper_band(summary, tmp_path):
     got = F.component_shares({"tiny": summary, "tiny-again": summary}, [tmp_path / "shares.png"])
     assert (tmp_path / "shares.png").stat().st_size > 1000
     assert list(got) == ["tiny/rope", "tiny-again/rope"]
-    comp = summary["exp_components"].sel(exp_condition="rope", exp_window="all")
+    comp = summary["components"].sel(condition="rope", window="all")
     assert got["tiny/rope"].shape == (4, 3)
     for k, (lm, name, _) in enumerate(F.SHARE_READINGS):
         np.testing.assert_array_equal(
             got["tiny/rope"][k],
-            comp.sel(exp_landmark=lm, component_full=name, stat=["estimate", "lo", "hi"]).values,
+            comp.sel(landmark=lm, component_full=name, stat=["estimate", "lo", "hi"]).values,
         )
     # paper 2's reading (key 0 counted, the ablation's log-attention) is the last, and each
     # plotted share is 1 − residual / total of its own reading
@@ -150,12 +162,12 @@ def test_component_shares_four_readings_with_the_paper_band(summary, tmp_path):
     e = comp.sel(stat="estimate")
     for k, (lm, name, _) in enumerate(F.SHARE_READINGS):
         res = "residual_stream_paper" if name.endswith("_paper") else "residual_stream"
-        x = e.sel(exp_landmark=lm)
+        x = e.sel(landmark=lm)
         want = 1 - float(x.sel(component_full=res)) / float(x.sel(component_full="total"))
         assert got["tiny/rope"][k, 0] == pytest.approx(want, rel=1e-9)
     assert F.PAPER2_SHARE == (0.64, 0.82)
     # no decomposition on the headline: a note, nothing plotted
-    bare = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    bare = without_headline(summary)
     assert F.component_shares({"bare": bare}, [tmp_path / "none.png"]) == {}
     assert (tmp_path / "none.png").stat().st_size > 1000
 
@@ -166,14 +178,14 @@ def test_without_a_fixed_token_0_the_mask_free_readings_are_not_drawn(summary, t
     figures — left out of the layers figure (said below it), NaN in the shares figure — while
     the readings that do not rest on it keep their numbers."""
     varying = summary.assign_attrs(token0_fixed=0, token0_ids=[3, 4])
-    comp = varying["exp_components"].sel(exp_condition="rope", exp_window="all")
+    comp = varying["components"].sel(condition="rope", window="all")
     assert np.isfinite(comp.sel(component_full="share_causal_mask").values).all()
     got = F.leakage_by_layer({"tiny": varying}, [tmp_path / "layers.png"])["tiny"]
     drawn = {**got["headline"], **got.get("headline_scale", {})}
     assert "residual_stream" not in drawn and "causal_mask" in drawn
     shares = F.component_shares({"tiny": varying}, [tmp_path / "shares.png"])["tiny/rope"]
     for k, (lm, name, _) in enumerate(F.SHARE_READINGS):
-        want = comp.sel(exp_landmark=lm, component_full=name, stat=["estimate", "lo", "hi"])
+        want = comp.sel(landmark=lm, component_full=name, stat=["estimate", "lo", "hi"])
         if name == "share_causal_mask":
             assert np.isnan(shares[k]).all()
         else:
@@ -186,21 +198,21 @@ def test_head_maps_draw_the_headline_and_mark_bh_heads(summary, tmp_path):
     assert list(got) == [f"{v}/{t}" for t in ("logit", "logattn") for v in ("causal", FREE)]
     for key, m in got.items():
         v, t = key.split("/")
-        sel = dict(variant=v, exp_window="all", target=t)
+        sel = dict(variant=v, window="all", target=t)
         np.testing.assert_array_equal(
-            m["estimate"], summary["exp_head"].sel(**sel, stat="estimate").values
+            m["estimate"], summary["leakage_head"].sel(**sel, stat="estimate").values
         )
-        np.testing.assert_array_equal(m["marked"], summary["exp_q"].sel(**sel).values <= 0.05)
+        np.testing.assert_array_equal(m["marked"], summary["q_value"].sel(**sel).values <= 0.05)
         assert m["estimate"].shape == (3, HEADS)
     # the leaky causal run's heads are marked, the position-free run's are not
     assert got["causal/logattn"]["marked"].all()
     assert not got[f"{FREE}/logattn"]["marked"].any()
-    bare = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    bare = without_headline(summary)
     per_prompt = F.head_maps(bare, [tmp_path / "bare.png"], alpha=0.5)
     assert list(per_prompt) == ["per_prompt/causal/logattn", "per_prompt/bidirectional/logattn"]
     np.testing.assert_array_equal(
         per_prompt["per_prompt/causal/logattn"]["estimate"],
-        summary["leakage_head"].sel(variant="causal", target="logattn", stat="estimate"),
+        summary["per_prompt_leakage_head"].sel(variant="causal", target="logattn", stat="estimate"),
     )
     with pytest.raises(ValueError, match="none of the variants"):
         F.head_maps(summary, [tmp_path / "x.png"], variants=("nope",))
@@ -277,7 +289,7 @@ def scaled(summary: xr.Dataset, factor: float) -> xr.Dataset:
     """The summary with every headline number (``exp_*`` per layer and pooled) times ``factor``:
     a model whose effects are ``factor`` times as large."""
     out = summary.copy()
-    for v in ("exp_components_layer", "exp_layer", "exp_model", "exp_control_units"):
+    for v in ("components_layer", "leakage_layer", "leakage_model", "control_units"):
         out[v] = summary[v] * factor
     return out
 
@@ -292,8 +304,8 @@ def test_each_model_has_its_own_y_scale(summary, tmp_path, drawn):
     F.leakage_by_layer(models, [tmp_path / "layers.png"])
     F.claim1_by_layer(models, [tmp_path / "claim1.png"])
     layers, claim1 = drawn
-    quiet_total = summary["exp_components_layer"].sel(
-        exp_condition="rope", exp_window="all", exp_landmark="modelled", component_full="total"
+    quiet_total = summary["components_layer"].sel(
+        condition="rope", window="all", landmark="modelled", component_full="total"
     )
     for fig in (layers, claim1):
         span = {m: [] for m in models}
@@ -337,17 +349,17 @@ def test_claim1_by_layer_draws_the_headline_per_layer_pooled_and_the_control(sum
     assert list(p["layers"]) == ["causal", "bidirectional"]
     for v, arr in p["layers"].items():
         np.testing.assert_array_equal(
-            arr, per_layer(summary["exp_layer"].sel(variant=v, exp_window="all", target="logit"))
+            arr, per_layer(summary["leakage_layer"].sel(variant=v, window="all", target="logit"))
         )
         np.testing.assert_array_equal(
             p["pooled"][(v, "all layers: 3 layers, all global")],
-            summary["exp_model"].sel(variant=v, exp_window="all", target="logit").values,
+            summary["leakage_model"].sel(variant=v, window="all", target="logit").values,
         )
     # the position-free control, in the model's units, on the modelled landmark
     (key,) = p["controls"]
     assert key[0] == FREE
-    want = summary["exp_control_units"].sel(
-        variant=FREE, exp_landmark="modelled", exp_window="all", target="logit"
+    want = summary["control_units"].sel(
+        variant=FREE, landmark="modelled", window="all", target="logit"
     )
     np.testing.assert_array_equal(p["controls"][key], want.values)
     # the planted causal run clears the control: its pooled lower limit above the control's upper
@@ -358,7 +370,7 @@ def test_claim1_by_layer_draws_the_headline_per_layer_pooled_and_the_control(sum
         e = np.asarray(arr).reshape(-1, 3)[:, 0]
         assert np.all((lo <= e) & (e <= hi))
     # no headline: None, with a note in its panel; no summaries: refused
-    bare = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_")])
+    bare = without_headline(summary)
     assert F.claim1_by_layer({"bare": bare}, [tmp_path / "bare.png"]) == {"bare": None}
     with pytest.raises(ValueError, match="no summaries"):
         F.claim1_by_layer({}, [tmp_path / "x.png"])
@@ -368,11 +380,11 @@ def test_claim1_cuts_an_ill_conditioned_interval_at_the_edge(summary, tmp_path, 
     """One layer's interval ±100 (a ratio over a nearly flat map) must not set the scale: it is
     cut at the panel's edge, marked by arrowheads, and every estimate stays inside."""
     wide = summary.copy()
-    el = summary["exp_layer"].copy()
-    sel = dict(variant="bidirectional", exp_window="all", target="logit", layer=0)
+    el = summary["leakage_layer"].copy()
+    sel = dict(variant="bidirectional", window="all", target="logit", layer=0)
     el.loc[dict(**sel, stat="lo")] = -100.0
     el.loc[dict(**sel, stat="hi")] = 100.0
-    wide["exp_layer"] = el
+    wide["leakage_layer"] = el
     got = F.claim1_by_layer({"wide": wide}, [tmp_path / "wide.png"])["wide"]
     lo, hi = got["ylim"]
     est = np.concatenate([a[:, 0] for a in got["layers"].values()])
@@ -409,12 +421,12 @@ def test_layer_kinds_read_from_the_store_or_all_global(summary):
     )
     with pytest.raises(ValueError, match=r"\['window4'\] are not layer kinds.*sliding<W>"):
         layer_kinds(with_kinds(summary, ["window4", "global", "global"]))
-    pooled = summary["exp_model"].sel(variant="causal", exp_window="all", target="logit")
-    assert kind_dim(pooled) is None and kind_dim(summary["exp_layer"]) is None
+    pooled = summary["leakage_model"].sel(variant="causal", window="all", target="logit")
+    assert kind_dim(pooled) is None and kind_dim(summary["leakage_layer"]) is None
     assert list(pooled_by_kind(pooled, KINDS)) == ["all layers: 2 sliding4 + 1 global"]
-    split = split_by_kind(summary, "exp_model")["exp_model"]
+    split = split_by_kind(summary, "leakage_model")["leakage_model"]
     assert kind_dim(split) == "pool_kind"
-    got = pooled_by_kind(split.sel(variant="causal", exp_window="all", target="logit"), KINDS)
+    got = pooled_by_kind(split.sel(variant="causal", window="all", target="logit"), KINDS)
     assert list(got) == ["2 sliding4 layers", "1 global layer"]
     np.testing.assert_allclose(got["2 sliding4 layers"].values, 2 * pooled.values)
 
@@ -423,7 +435,7 @@ def test_per_layer_figures_mark_layer_kinds(summary, tmp_path, drawn):
     """Mixed kinds: titles name them, the global layer (2) is shaded, the legend says so, claim 1
     marks each kind by its marker and pools per kind where the store splits the pooled reading.
     One kind (no coordinate): titles say "all global", nothing shaded."""
-    mixed = split_by_kind(with_kinds(summary), "exp_model")
+    mixed = split_by_kind(with_kinds(summary), "leakage_model")
     F.leakage_by_layer({"mixed": mixed, "plain": summary}, [tmp_path / "layers.png"])
     got = F.claim1_by_layer({"mixed": mixed, "plain": summary}, [tmp_path / "claim1.png"])
     layers, claim1 = drawn
@@ -442,7 +454,7 @@ def test_per_layer_figures_mark_layer_kinds(summary, tmp_path, drawn):
     assert "^" in mixed_axes["markers"] and "o" in mixed_axes["markers"]
     m = got["mixed"]
     assert list(m["kinds"]) == KINDS
-    base = summary["exp_model"].sel(variant="causal", exp_window="all", target="logit").values
+    base = summary["leakage_model"].sel(variant="causal", window="all", target="logit").values
     np.testing.assert_allclose(m["pooled"][("causal", "2 sliding4 layers")], 2 * base)
     np.testing.assert_allclose(m["pooled"][("causal", "1 global layer")], base)
     assert claim1["axes"][1]["xticks"][:2] == ["pooled\nsliding4", "pooled\nglobal"]
@@ -457,7 +469,7 @@ def test_shares_and_head_maps_name_layer_kinds(summary, tmp_path, drawn):
     assert list(got) == ["mixed/rope"]
     assert "all layers:\n2 sliding4\n+ 1 global" in drawn[0]["axes"][0]["xticks"][0]
     split = F.component_shares(
-        {"split": split_by_kind(mixed, "exp_components")}, [tmp_path / "split.png"]
+        {"split": split_by_kind(mixed, "components")}, [tmp_path / "split.png"]
     )
     assert list(split) == ["split/rope/sliding4", "split/rope/global"]
     np.testing.assert_allclose(split["split/rope/global"], got["mixed/rope"])
@@ -524,13 +536,13 @@ def test_claim1_numbers_each_control_and_an_ill_conditioned_point_sets_no_scale(
     import tests.figures.figure_inputs as FI
 
     s = FI.summary()
-    free = s["exp_position_free"].copy()
+    free = s["position_free"].copy()
     free[1] = True  # the bidirectional run as a second control
-    cu = s["exp_control_units"].copy()
+    cu = s["control_units"].copy()
     cu[1] = cu[2] * 2
-    el = s["exp_layer"].copy()
+    el = s["leakage_layer"].copy()
     el.loc[dict(variant="causal", layer=0)] = [-0.5, -7.5, 11.0]
-    s = s.assign(exp_position_free=free, exp_control_units=cu, exp_layer=el)
+    s = s.assign(position_free=free, control_units=cu, leakage_layer=el)
     got = F.claim1_by_layer({"smollm2-135m-random/kjv-first256": s}, [tmp_path / "c.png"])
     p = got["smollm2-135m-random/kjv-first256"]
     (fig,) = drawn

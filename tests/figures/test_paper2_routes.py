@@ -47,10 +47,8 @@ def summary() -> xr.Dataset:
 
 
 def _summary_rows(s: xr.Dataset, lm: str, component: str) -> np.ndarray:
-    comp = s["exp_components_layer"].sel(
-        exp_condition="rope", exp_window=str(s["exp_window"].values[0])
-    )
-    x = comp.sel(exp_landmark=lm, component_full=component, stat=["estimate", "lo", "hi"])
+    comp = s["components_layer"].sel(condition="rope", window=str(s["window"].values[0]))
+    x = comp.sel(landmark=lm, component_full=component, stat=["estimate", "lo", "hi"])
     return x.transpose("layer", "stat").values
 
 
@@ -81,12 +79,12 @@ def test_the_routes_by_layer_are_the_summarys_numbers_and_add_up(summary, tmp_pa
     assert np.all(got["modelled"]["mask_free"][1:, 0] > 0.01)
     # one pool (every layer is global here) per landmark, each share as the pooled table has it
     assert list(got["pooled"]) == ["all layers\nkey 0 modelled", "all layers\nkey 0 counted"]
-    pooled = summary["exp_components"].sel(exp_condition="rope", exp_window="all")
+    pooled = summary["components"].sel(condition="rope", window="all")
     for label, shares in got["pooled"].items():
         lm = label.split()[-1]
         assert list(shares) == list(F.SHARES)
         for k, v in shares.items():
-            want = pooled.sel(exp_landmark=lm, component_full=k, stat=["estimate", "lo", "hi"])
+            want = pooled.sel(landmark=lm, component_full=k, stat=["estimate", "lo", "hi"])
             np.testing.assert_array_equal(v, want.values)
             np.testing.assert_array_equal(v, _table(summary, "decomposition_components", lm, k)[0])
         ablation = shares["share_direct_mask"][0] + shares["share_indirect_mask"][0]
@@ -113,7 +111,7 @@ def test_a_mask_free_route_without_a_fixed_token_0_is_not_drawn(summary, tmp_pat
 
 
 def test_a_summary_without_a_ring_run_is_said_not_drawn(summary, tmp_path):
-    undecomposed = summary.drop_vars([v for v in summary.data_vars if v.startswith("exp_comp")])
+    undecomposed = summary.drop_vars([v for v in summary.data_vars if v.startswith("components")])
     got = F.routes_by_layer({"a/d": summary, "b/d": undecomposed}, [tmp_path / "mixed.png"])
     assert got["b/d"] is None and got["a/d"]["status"] == "measured"
     assert (tmp_path / "mixed.png").stat().st_size > 1000

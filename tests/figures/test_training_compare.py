@@ -79,7 +79,7 @@ def _comparison() -> pd.DataFrame:
             "leak_total": [E, 0.02, 0.03],
             "leak_total_lo": [E, 0.01, 0.02],
             "leak_total_hi": [BELOW, 0.03, 0.04],
-            "leak_residual": [0.5, 0.01, 0.01],
+            "leak_residual_stream": [0.5, 0.01, 0.01],
             "leak_causal_mask": [0.259, 0.01, 0.02],
             "excess_beyond_context": [0.1, 0.2, 0.3],
             "excess_beyond_context_lo": [0.05, 0.1, 0.2],
@@ -95,7 +95,7 @@ def test_error_bars_hold_their_estimates():
     np.testing.assert_array_equal(err[:, 0], [0.0, 0.0])  # rounding: onto the estimate
     assert np.isnan(err[:, 1]).all()  # [0.6, 0.9] does not hold 0.5: no bar
     np.testing.assert_allclose(err[:, 2], [0.1, 0.1])
-    assert F._with_err(_comparison(), "leak_residual")[1] is None  # no interval columns
+    assert F._with_err(_comparison(), "leak_residual_stream")[1] is None  # no interval columns
 
 
 def test_plot_comparison_draws_a_zero_width_interval_and_marks_what_it_cannot(

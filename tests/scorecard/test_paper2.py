@@ -51,12 +51,12 @@ def _c3dec(model, share, half, positional="", init_of="", dataset="d"):
         "status": "measured",
         "positional": positional,
         "init_of": init_of,
-        "share_residual": share,
-        "share_residual_lo": share - half,
-        "share_residual_hi": share + half,
-        "residual": 0.01,
-        "residual_lo": 0.005,
-        "residual_hi": 0.015,
+        "share_residual_stream": share,
+        "share_residual_stream_lo": share - half,
+        "share_residual_stream_hi": share + half,
+        "residual_stream": 0.01,
+        "residual_stream_lo": 0.005,
+        "residual_stream_hi": 0.015,
     }
 
 

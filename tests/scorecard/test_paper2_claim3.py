@@ -19,9 +19,9 @@ def test_claim3_ordering_on_a_common_window(tmp_path):
             | {
                 "target": "logattn",
                 "positional": arch,
-                "residual": res[0],
-                "residual_lo": res[1],
-                "residual_hi": res[2],
+                "residual_stream": res[0],
+                "residual_stream_lo": res[1],
+                "residual_stream_hi": res[2],
             }
             | kw
         )
@@ -67,9 +67,9 @@ def test_claim3_ordering_names_the_prompts_each_undecided_step_needs(tmp_path):
         return {"model": model, "dataset": "d", "condition": "rope", "window": "all"} | {
             "target": "logattn",
             "positional": arch,
-            "residual": est,
-            "residual_lo": est - 0.005,
-            "residual_hi": est + 0.005,
+            "residual_stream": est,
+            "residual_stream_lo": est - 0.005,
+            "residual_stream_hi": est + 0.005,
             "n_sequences": 100,
         }
 

@@ -261,9 +261,9 @@ def test_claim2_tests_the_residual_stream_and_measures_the_causal_mask(tmp_path)
             {"model": model, "dataset": "d", "condition": "rope", "window": window}
             | {
                 "target": "logattn",
-                "residual": res[0],
-                "residual_lo": res[1],
-                "residual_hi": res[2],
+                "residual_stream": res[0],
+                "residual_stream_lo": res[1],
+                "residual_stream_hi": res[2],
                 "causal_mask": cm[0],
                 "causal_mask_lo": cm[1],
                 "causal_mask_hi": cm[2],
@@ -334,7 +334,7 @@ def test_a_decomposition_without_its_ring_run_is_not_run_never_judged_on_nan(tmp
     nan = float("nan")
     base = {"dataset": "d", "condition": "rope", "window": "all", "target": "logattn"}
     ring = {"ring_run": "", "status": "not run: no 'ring' run"}
-    cols = {f"{c}{s}": nan for c in ("residual", "causal_mask") for s in ("", "_lo", "_hi")}
+    cols = {f"{c}{s}": nan for c in ("residual_stream", "causal_mask") for s in ("", "_lo", "_hi")}
     cols |= {"total": 0.2, "total_lo": 0.1, "total_hi": 0.3}
     dec = pd.DataFrame(
         [
@@ -460,7 +460,7 @@ def test_claim2_is_not_applicable_where_token_0_is_not_fixed(tmp_path):
     why = "not applicable: token 0 is not one fixed id across the prompts (ids 4, 9)"
     base = {"model": "m", "dataset": "d", "condition": "rope", "window": "all"}
     base |= {"target": "logattn", "total": 1.0, "total_lo": 0.9, "total_hi": 1.1}
-    for k, v in (("residual", (-0.001, -0.003, 0.0005)), ("causal_mask", (0.9, 0.8, 1.0))):
+    for k, v in (("residual_stream", (-0.001, -0.003, 0.0005)), ("causal_mask", (0.9, 0.8, 1.0))):
         base |= {k: v[0], f"{k}_lo": v[1], f"{k}_hi": v[2]}
     base |= {"share_causal_mask": 0.99, "share_causal_mask_lo": 0.98, "share_causal_mask_hi": 1.0}
     dec = pd.DataFrame([base | {"mask_free_status": why}, base | {"model": "fixed"}])

@@ -203,7 +203,13 @@ def test_comparison_tables_join_index_leakage_and_lengthgen():
         ),
         "nope": (_store(_groups(s, 8, 0.1, rng), "trained-nope"), None),
     }
-    comps = ["total", "residual", "causal_mask", "share_residual", "share_causal_mask"]
+    comps = [
+        "total",
+        "residual_stream",
+        "causal_mask",
+        "share_residual_stream",
+        "share_causal_mask",
+    ]
     vals = np.array(
         [
             [0.1, 0.08, 0.12],
@@ -214,8 +220,12 @@ def test_comparison_tables_join_index_leakage_and_lengthgen():
         ]
     )
     summ = xr.Dataset(
-        {"decomposition": (("condition", "component", "stat"), vals[None])},
-        coords={"condition": ["rope"], "component": comps, "stat": ["estimate", "lo", "hi"]},
+        {"per_prompt_decomposition": (("per_prompt_condition", "component", "stat"), vals[None])},
+        coords={
+            "per_prompt_condition": ["rope"],
+            "component": comps,
+            "stat": ["estimate", "lo", "hi"],
+        },
     )
     lg = pd.DataFrame(
         {
@@ -228,7 +238,7 @@ def test_comparison_tables_join_index_leakage_and_lengthgen():
         }
     )
     twin = summ.copy(deep=True)
-    twin["decomposition"] = twin["decomposition"] * 2
+    twin["per_prompt_decomposition"] = twin["per_prompt_decomposition"] * 2
     index, cmp = C_tables.comparison_tables(
         stores, leakage={"rope": summ}, leakage_init={"rope": twin}, lengthgen=lg, n_boot=300
     )

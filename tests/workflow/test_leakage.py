@@ -91,7 +91,13 @@ def _config(model_dir: Path) -> dict:
 
 
 def _targets() -> list[str]:
-    tables = ["decomposition", "rope_controls", "bos_effects", "position0", "leakage_by_model"]
+    tables = [
+        "per_prompt_decomposition",
+        "rope_controls",
+        "bos_effects",
+        "position0",
+        "leakage_by_model",
+    ]
     out = ["results/stats/paper2_tables.md"] + [f"results/stats/paper2_{t}.csv" for t in tables]
     out += [f"results/figures/paper2_{f}_main.png" for f in ("layers", "shares", "position0")]
     out.append(f"results/figures/paper2_heads_{MODEL}_{DATASET}.png")
@@ -161,18 +167,20 @@ def test_decomposition_is_exact_and_equals_the_score_stores(pipeline):
     s = _open(pipeline / "results" / "leakage" / MODEL / f"{DATASET}.zarr")
     # the pair is summarized over the union of both experiments' variants
     assert list(s["variant"].values) == UNION and list(s.attrs["variants"]) == UNION
-    dec = s["decomposition"].sel(condition="rope", stat="estimate")
-    total, res, mask = (float(dec.sel(component=c)) for c in ("total", "residual", "causal_mask"))
+    dec = s["per_prompt_decomposition"].sel(per_prompt_condition="rope", stat="estimate")
+    total, res, mask = (
+        float(dec.sel(component=c)) for c in ("total", "residual_stream", "causal_mask")
+    )
     # Eq. 5: causal-mask = total - residual, so they add back up to float64 rounding
     assert total == pytest.approx(res + mask, rel=1e-12, abs=1e-15)
-    shares = float(dec.sel(component="share_residual")) + float(
+    shares = float(dec.sel(component="share_residual_stream")) + float(
         dec.sel(component="share_causal_mask")
     )
     assert shares == pytest.approx(1.0, abs=1e-12)
-    layer = s["decomposition_layer"].sel(condition="rope", stat="estimate")
+    layer = s["per_prompt_decomposition_layer"].sel(per_prompt_condition="rope", stat="estimate")
     np.testing.assert_allclose(
         layer.sel(component="total"),
-        layer.sel(component="residual") + layer.sel(component="causal_mask"),
+        layer.sel(component="residual_stream") + layer.sel(component="causal_mask"),
         rtol=1e-12,
         atol=1e-15,
     )
@@ -184,32 +192,38 @@ def test_decomposition_is_exact_and_equals_the_score_stores(pipeline):
         direct = float((sc["leak_delta"].sel(**sel) - sc["leak_null"].sel(**sel)).mean())
         assert value == pytest.approx(direct, rel=1e-12)
         assert (
-            float(s["leakage_model"].sel(variant=variant, target="logattn", stat="estimate"))
+            float(
+                s["per_prompt_leakage_model"].sel(
+                    variant=variant, target="logattn", stat="estimate"
+                )
+            )
             == value
         )
         assert sc["leak_delta"].attrs["leak_fits"] == ["saturated+query", "linear+query"]
         assert "sink_attention" in sc  # the sink reducer ran beside the leakage reducer
-    ci = s["decomposition"].sel(condition="rope", component="total")
+    ci = s["per_prompt_decomposition"].sel(per_prompt_condition="rope", component="total")
     assert float(ci.sel(stat="lo")) <= total <= float(ci.sel(stat="hi"))
     # the probe-less controls still have their observational split and the Table 9 effects
     assert set(s["causal_variant"].values) == {"causal", "scrambled_rope", "bos_replace_mean"}
     assert list(s["intervention"].values) == ["mean", "mean+bidirectional"]
     assert list(s["bos_window"].values) == ["early8", "late"]
     # the decomposition under scrambled RoPE: its causal run and its bidirectional composition
-    assert list(s["condition"].values) == ["rope", "scrambled_rope"]
-    scr = s["decomposition"].sel(condition="scrambled_rope", stat="estimate")
+    assert list(s["per_prompt_condition"].values) == ["rope", "scrambled_rope"]
+    scr = s["per_prompt_decomposition"].sel(per_prompt_condition="scrambled_rope", stat="estimate")
     for variant, comp in (
         ("scrambled_rope", "total"),
-        ("scrambled_rope+bidirectional", "residual"),
+        ("scrambled_rope+bidirectional", "residual_stream"),
     ):
         assert float(scr.sel(component=comp)) == float(
-            s["leakage_model"].sel(variant=variant, target="logattn", stat="estimate")
+            s["per_prompt_leakage_model"].sel(variant=variant, target="logattn", stat="estimate")
         )
     assert float(scr.sel(component="causal_mask")) == float(
-        scr.sel(component="total") - scr.sel(component="residual")
+        scr.sel(component="total") - scr.sel(component="residual_stream")
     )
-    diff = s["decomposition_difference"].sel(
-        condition="scrambled_rope", condition_ref="rope", component="share_causal_mask"
+    diff = s["per_prompt_decomposition_difference"].sel(
+        per_prompt_condition="scrambled_rope",
+        per_prompt_condition_ref="rope",
+        component="share_causal_mask",
     )
     assert float(diff.sel(stat="estimate")) == pytest.approx(
         float(scr.sel(component="share_causal_mask"))
@@ -222,31 +236,41 @@ def test_decomposition_is_exact_and_equals_the_score_stores(pipeline):
 def test_tables_equal_the_stores(pipeline):
     s = _open(pipeline / "results" / "leakage" / MODEL / f"{DATASET}.zarr")
     stats = pipeline / "results" / "stats"
-    dec = pd.read_csv(stats / "paper2_decomposition.csv")
+    dec = pd.read_csv(stats / "paper2_per_prompt_decomposition.csv")
     row = dec[(dec["model"] == MODEL) & (dec["condition"] == "rope")].iloc[0]
-    for comp in ("total", "residual", "causal_mask", "share_residual", "share_causal_mask"):
+    for comp in (
+        "total",
+        "residual_stream",
+        "causal_mask",
+        "share_residual_stream",
+        "share_causal_mask",
+    ):
         for col, stat in ((comp, "estimate"), (f"{comp}_lo", "lo"), (f"{comp}_hi", "hi")):
             assert row[col] == float(
-                s["decomposition"].sel(condition="rope", component=comp, stat=stat)
+                s["per_prompt_decomposition"].sel(
+                    per_prompt_condition="rope", component=comp, stat=stat
+                )
             )
     rc = pd.read_csv(stats / "paper2_rope_controls.csv")
     assert list(rc["condition"]) == ["rope", "scrambled_rope"]  # identity_rope was not configured
     assert set(rc["status"]) == {"measured"} and (rc["fixed_bos"] == 1).all()
     scr = rc[rc["condition"] == "scrambled_rope"].iloc[0]
     assert scr["total"] == float(
-        s["leakage_model"].sel(variant="scrambled_rope", target="logattn", stat="estimate")
+        s["per_prompt_leakage_model"].sel(
+            variant="scrambled_rope", target="logattn", stat="estimate"
+        )
     )
     assert scr["bidirectional_variant"] == "scrambled_rope+bidirectional"
     for col, stat in (("share_causal_mask", "estimate"), ("share_causal_mask_lo", "lo")):
         assert scr[col] == float(
-            s["decomposition"].sel(
-                condition="scrambled_rope", component="share_causal_mask", stat=stat
+            s["per_prompt_decomposition"].sel(
+                per_prompt_condition="scrambled_rope", component="share_causal_mask", stat=stat
             )
         )
     assert scr["share_causal_mask_minus_rope_hi"] == float(
-        s["decomposition_difference"].sel(
-            condition="scrambled_rope",
-            condition_ref="rope",
+        s["per_prompt_decomposition_difference"].sel(
+            per_prompt_condition="scrambled_rope",
+            per_prompt_condition_ref="rope",
             component="share_causal_mask",
             stat="hi",
         )
@@ -255,7 +279,7 @@ def test_tables_equal_the_stores(pipeline):
     for name, measure in (("mean", "logit"), ("mean+bidirectional", "residual_stream_paper")):
         early = bos[(bos["bos_window"] == "early8") & (bos["intervention"] == name)].iloc[0]
         assert early["effect"] == float(
-            s["bos_effect"].sel(intervention=name, bos_window="early8", stat="estimate")
+            s["per_prompt_bos_effect"].sel(intervention=name, bos_window="early8", stat="estimate")
         )
         assert early["effect"] == pytest.approx(
             1 - early["c_res"] / early["c_res_baseline"], rel=1e-12

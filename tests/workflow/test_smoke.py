@@ -268,12 +268,12 @@ def test_trained_vs_init_comparison_agrees_with_the_other_stages(pipeline):
         rtol=1e-12,
     )
     # paper 2 decomposes trained-rope on this dataset (smoke experiment), not trained-nope
-    dec = pd.read_csv(stats / "paper2_decomposition.csv")
+    dec = pd.read_csv(stats / "paper2_per_prompt_decomposition.csv")
     dec = dec[(dec["model"] == "trained-rope") & (dec["condition"] == "rope")].iloc[0]
-    for comp in ("total", "residual", "causal_mask"):
+    for comp in ("total", "residual_stream", "causal_mask"):
         assert cmp.loc["rope", f"leak_{comp}"] == dec[comp]
     assert np.isnan(cmp.loc["nope", "leak_total"])
-    twin = pd.read_csv(stats / "paper2_decomposition.csv")
+    twin = pd.read_csv(stats / "paper2_per_prompt_decomposition.csv")
     twin = twin[(twin["model"] == "trained-rope-init") & (twin["condition"] == "rope")].iloc[0]
     assert cmp.loc["rope", "init_leak_total"] == twin["total"]
     assert cmp.loc["rope", "init_leak_causal_mask_lo"] == twin["causal_mask_lo"]

@@ -194,10 +194,10 @@ def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:
         parts.append(_long(ctl, "controls", "variant", "model", CONTROLS))
         doses = with_verdicts("plant_doses", plant_doses_frame(summary))
         parts.append(_long(doses, "doses", "variant", "model", DOSES, layer=True))
-    if "exp_decomposition" in summary:
+    if "decomposition" in summary:
         dec = decomposition_headline_frame(summary)
         parts.append(_long(dec, "decomposition", "condition", "model", {}))
-    if "exp_components" in summary:
+    if "components" in summary:
         frames = components_frames(summary)
         for name, scope in (
             ("decomposition_components", "model"),
@@ -298,16 +298,16 @@ def _column(df: pd.DataFrame, name: str, default):
 
 
 def _headline_by_layer(summary: xr.Dataset, kinds: Mapping[int, str]) -> pd.DataFrame:
-    """Each run's headline per layer (``exp_layer``), rows of :data:`COLUMNS`."""
+    """Each run's headline per layer (``leakage_layer``), rows of :data:`COLUMNS`."""
     import pandas as pd
 
-    da = summary["exp_layer"]
+    da = summary["leakage_layer"]
     df = da.to_dataset(dim="stat").to_dataframe().reset_index()
     return pd.DataFrame(
         {
             "part": "leakage",
             "run": df["variant"].astype(str),
-            "window": df["exp_window"].astype(str),
+            "window": df["window"].astype(str),
             "target": df["target"].astype(str),
             "landmark": "modelled",
             "scope": "layer",

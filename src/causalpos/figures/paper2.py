@@ -62,7 +62,7 @@ __all__ = [
     "position0_conditions",
 ]
 
-#: The causal-mask share's readings: (landmark, component of ``exp_components``, label). The
+#: The causal-mask share's readings: (landmark, component of ``components``, label). The
 #: last is paper 2's reconstructed reading, the one its 64–82 % is compared with.
 SHARE_READINGS = (
     ("modelled", "share_causal_mask", "key 0 modelled · residual on ablation logits (headline)"),
@@ -97,14 +97,14 @@ def _share_groups(
     each model's words on its tick."""
     groups: dict[str, tuple[str, np.ndarray]] = {}
     for model, s in summaries.items():
-        if "exp_components" not in s:
+        if "components" not in s:
             continue
         kinds = np.asarray(layer_kinds(s), dtype=object)
-        comp = s["exp_components"].sel(exp_window=s["exp_window"].values[0])
-        for c in comp["exp_condition"].values:
+        comp = s["components"].sel(window=s["window"].values[0])
+        for c in comp["condition"].values:
             if conditions is not None and c not in conditions:
                 continue
-            x = comp.sel(exp_condition=c, stat=["estimate", "lo", "hi"])
+            x = comp.sel(condition=c, stat=["estimate", "lo", "hi"])
             split = kind_dim(x) is not None
             na = token0_status(s.attrs)[1] != MEASURED  # the ring's logits read 0 by symmetry
             for what, xk in pooled_by_kind(x, kinds).items():
@@ -117,10 +117,7 @@ def _share_groups(
                     + ("\nablation logits: n/a\n(token 0 not fixed)" if na else "")
                 )
                 v = np.stack(
-                    [
-                        xk.sel(exp_landmark=lm, component_full=k).values
-                        for lm, k, _ in SHARE_READINGS
-                    ]
+                    [xk.sel(landmark=lm, component_full=k).values for lm, k, _ in SHARE_READINGS]
                 )
                 v[[na and k == "share_causal_mask" for _, k, _ in SHARE_READINGS]] = np.nan
                 groups[key] = (tick, v)
@@ -235,15 +232,15 @@ def head_maps(
     pair: str | None = None,
     names: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
-    """(layer × head) maps of the headline per head (``exp_head``: each head's expected-map ΔR²,
+    """(layer × head) maps of the headline per head (``leakage_head``: each head's expected-map ΔR²,
     the summary's first window), one panel per (target, variant) side by side (two rows of
-    targets where there are more than four); dots mark heads with BH q ≤ α (``exp_q``,
+    targets where there are more than four); dots mark heads with BH q ≤ α (``q_value``,
     sign-flip test). One colour scale for every panel (one unit: ΔR²). The title names the
     ``pair`` (``model/dataset``, by its display names in ``names``) and the layers' kinds; where
     they mix, each layer's tick carries its kind.
 
     A summary without the headline draws a note first, then the per-prompt reading
-    (``leakage_head``, ``q_value`` of the permutation test), labelled as such.
+    (``per_prompt_leakage_head``, ``per_prompt_q_value`` of the permutation test), labelled as such.
 
     Returns:
         ``"variant/target"`` (``"per_prompt/variant/target"`` for the per-prompt reading) ->
@@ -255,14 +252,17 @@ def head_maps(
         raise ValueError(
             f"head_maps: none of the variants are in the summary ({list(summary['variant'].values)})"
         )
-    if "exp_head" in summary:
-        w = summary["exp_window"].values[0]
-        est = summary["exp_head"].sel(exp_window=w, stat="estimate")
-        q = summary["exp_q"].sel(exp_window=w)
+    if "leakage_head" in summary:
+        w = summary["window"].values[0]
+        est = summary["leakage_head"].sel(window=w, stat="estimate")
+        q = summary["q_value"].sel(window=w)
         prefix, label = "", "ΔR² of the head's expected map"
     else:
         targets = ("logattn",)
-        est, q = summary["leakage_head"].sel(stat="estimate"), summary["q_value"]
+        est, q = (
+            summary["per_prompt_leakage_head"].sel(stat="estimate"),
+            summary["per_prompt_q_value"],
+        )
         prefix, label = "per_prompt/", "ΔR² − null (mean over prompts)"
     got = {
         f"{prefix}{v}/{t}": {

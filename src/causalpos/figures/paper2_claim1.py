@@ -1,9 +1,9 @@
 """Claim 1's headline by layer with its intervals (paper 2: RoPE-trained decoders distinguish
 absolute position in their attention patterns), one panel per (model, dataset) of an experiment.
 
-Each panel pairs two axes on one y scale, its own: the runs' headline per layer (``exp_layer``)
-and, right of it, the same runs pooled over layers (``exp_model``) beside each position-free
-control in the model's units (``exp_control_units``), the comparison claim 1's verdict makes
+Each panel pairs two axes on one y scale, its own: the runs' headline per layer (``leakage_layer``)
+and, right of it, the same runs pooled over layers (``leakage_model``) beside each position-free
+control in the model's units (``control_units``), the comparison claim 1's verdict makes
 (:func:`causalpos.scorecard.paper2_headline.claim1_rows`). Layer kinds (coordinate
 ``layer_kind``) as in :mod:`causalpos.figures.paper2_layers`: titles name them; where a model
 mixes kinds, global layers are shaded, each kind has its marker, and a pooled reading is drawn
@@ -76,31 +76,31 @@ def claim1_numbers(
     s: xr.Dataset, target: str, runs: Sequence[str], landmark: str
 ) -> dict[str, object] | None:
     """What :func:`claim1_by_layer` draws of one summary (None: no headline, or none of
-    ``runs``): ``layers`` run -> ``(layer, 3)`` (``exp_layer``); ``pooled`` ``(run, what it
-    pools)`` -> ``(3,)`` (``exp_model``, per layer kind where the summary splits it);
+    ``runs``): ``layers`` run -> ``(layer, 3)`` (``leakage_layer``); ``pooled`` ``(run, what it
+    pools)`` -> ``(3,)`` (``leakage_model``, per layer kind where the summary splits it);
     ``controls`` ``(position-free run, what it pools)`` -> ``(3,)`` in the model's units
-    (``exp_control_units``, landmark ``landmark``; a control without a finite estimate is left
+    (``control_units``, landmark ``landmark``; a control without a finite estimate is left
     out); ``kinds``; ``window``."""
-    if "exp_layer" not in s:
+    if "leakage_layer" not in s:
         return None
-    w = str(s["exp_window"].values[0])
+    w = str(s["window"].values[0])
     kinds = np.asarray(layer_kinds(s), dtype=object)
-    per_layer = s["exp_layer"].sel(exp_window=w, target=target)
+    per_layer = s["leakage_layer"].sel(window=w, target=target)
     variants = [str(v) for v in s["variant"].values]
     layers = {v: rows_of(per_layer.sel(variant=v)) for v in runs if v in variants}
     if not layers:
         return None
     pooled, controls = {}, {}
-    if "exp_model" in s:
+    if "leakage_model" in s:
         for v in layers:
-            arr = s["exp_model"].sel(variant=v, exp_window=w, target=target)
+            arr = s["leakage_model"].sel(variant=v, window=w, target=target)
             for what, x in pooled_by_kind(arr, kinds).items():
                 pooled[(v, what)] = x.sel(stat=STAT3).values
-    if "exp_control_units" in s and "exp_position_free" in s:
-        cu = s["exp_control_units"].sel(exp_window=w, target=target)
-        if "exp_landmark" in cu.dims:
-            cu = cu.sel(exp_landmark=landmark)
-        free = [v for v, f in zip(variants, s["exp_position_free"].values) if bool(f)]
+    if "control_units" in s and "position_free" in s:
+        cu = s["control_units"].sel(window=w, target=target)
+        if "landmark" in cu.dims:
+            cu = cu.sel(landmark=landmark)
+        free = [v for v, f in zip(variants, s["position_free"].values) if bool(f)]
         for v in free:
             for what, x in pooled_by_kind(cu.sel(variant=v), kinds).items():
                 vals = x.sel(stat=STAT3).values
@@ -310,11 +310,11 @@ def claim1_by_layer(
 ) -> dict[str, dict[str, object] | None]:
     """Claim 1's headline by layer with its intervals, one panel per model on its own y scale.
 
-    Per layer: each run's headline (``exp_layer``: ΔR² of its expected ``target`` map, key-0
+    Per layer: each run's headline (``leakage_layer``: ΔR² of its expected ``target`` map, key-0
     column modelled, the summary's first window) with its bootstrap interval, for ``runs`` (the
     causal run is claim 1's reading; the bidirectional run shows what is left without the causal
-    mask). Beside it, on the same scale: the same runs pooled over layers (``exp_model``), and
-    each position-free control in the model's units (``exp_control_units``: its numerator over
+    mask). Beside it, on the same scale: the same runs pooled over layers (``leakage_model``), and
+    each position-free control in the model's units (``control_units``: its numerator over
     the causal run's denominator), numbered, a dotted line at its upper limit. A position-free
     run's own per-layer ratio (over its own, nearly flat map) is ill-conditioned and not drawn.
     Intervals running more than the estimates' span past them are cut at the edge (arrowheads),

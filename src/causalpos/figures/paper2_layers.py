@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # annotations only: the stores come opened
 __all__ = ["leakage_by_layer"]
 
 STAT3 = ["estimate", "lo", "hi"]
-#: Curves of the headline's per-layer panels (one unit): component of ``exp_components_layer``
+#: Curves of the headline's per-layer panels (one unit): component of ``components_layer``
 #: -> (colour, line style, line width, CI band opacity (0: no band), label). Widths fall in
 #: drawing order so that curves which coincide (a random-init model: total = causal mask =
 #: normaliser) stay visible as nested lines. The controls are drawn where the summary has them.
@@ -83,10 +83,16 @@ DWARFS = 3.0
 #: The key-0 column counted is drawn only where a core curve differs from the headline's by more
 #: than this fraction of the headline's largest estimate.
 SAME = 0.05
-#: Curves of the per-prompt reading (``decomposition_layer``, ``leakage_layer``).
+#: Curves of the per-prompt reading (``per_prompt_decomposition_layer``, ``per_prompt_leakage_layer``).
 PER_PROMPT_CURVES = {
     "total": ("#222222", "-", 1.5, 0.18, "per-prompt: total (causal, log-attn)"),
-    "residual": ("#1f77b4", "-", 1.5, 0.18, "per-prompt: residual (bidirectional, log-attn)"),
+    "residual_stream": (
+        "#1f77b4",
+        "-",
+        1.5,
+        0.18,
+        "per-prompt: residual (bidirectional, log-attn)",
+    ),
     "causal_mask": ("#d62728", "-", 1.5, 0.18, "per-prompt: causal mask (total − residual)"),
     "logit": ("#2ca02c", "-", 1.5, 0.18, "per-prompt: logit (causal)"),
 }
@@ -157,7 +163,7 @@ def _same_reading(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> f
 
 
 def _conditions(s: xr.Dataset, condition: str | None) -> list[str]:
-    conds = [str(c) for c in s["exp_condition"].values]
+    conds = [str(c) for c in s["condition"].values]
     if condition is None:
         return conds
     return [condition] if condition in conds else conds[:1]
@@ -165,9 +171,9 @@ def _conditions(s: xr.Dataset, condition: str | None) -> list[str]:
 
 def _block_rows(s: xr.Dataset, c: str) -> tuple[dict, list[str]]:
     """Row -> (what, curves) of one condition's decomposition, and the notes of what repeats."""
-    comp = s["exp_components_layer"].sel(exp_condition=c, exp_window=s["exp_window"].values[0])
+    comp = s["components_layer"].sel(condition=c, window=s["window"].values[0])
     read = {
-        lm: {k: rows_of(comp.sel(exp_landmark=lm, component_full=k)) for k in CURVES}
+        lm: {k: rows_of(comp.sel(landmark=lm, component_full=k)) for k in CURVES}
         for lm in ("modelled", "counted")
     }
     panels, notes = {}, []
@@ -194,31 +200,31 @@ def _layer_blocks(
 ) -> dict[str, tuple[dict, list[str]]]:
     """Block key (the condition, or "" for an undecomposed summary) -> (row -> (what the panel
     shows, curves), notes) of one summary: the headline's components on both landmark readings
-    (``exp_components_layer``, the summary's first window) per condition; the causal run's
-    headline (``exp_layer``) where nothing is decomposed; the per-prompt reading last, when asked
+    (``components_layer``, the summary's first window) per condition; the causal run's
+    headline (``leakage_layer``) where nothing is decomposed; the per-prompt reading last, when asked
     (None: only where the summary has no headline)."""
     blocks: dict[str, tuple[dict, list[str]]] = {}
-    if "exp_components_layer" in s:
+    if "components_layer" in s:
         for c in _conditions(s, condition):
             panels, notes = _block_rows(s, c)
             if panels:
                 blocks[c] = (panels, notes)
-    elif "exp_layer" in s and causal_variant in s["variant"].values:
-        x = s["exp_layer"].sel(
-            variant=causal_variant, exp_window=s["exp_window"].values[0], target="logattn"
+    elif "leakage_layer" in s and causal_variant in s["variant"].values:
+        x = s["leakage_layer"].sel(
+            variant=causal_variant, window=s["window"].values[0], target="logattn"
         )
         what = f"{causal_variant} run only (not decomposed)"
         blocks[""] = ({"headline": (what, {"total": rows_of(x)})}, [])
     if per_prompt or (per_prompt is None and not blocks):
         curves = {}
         cond = condition or "rope"
-        if "decomposition_layer" in s and cond in s["condition"].values:
-            dl = s["decomposition_layer"].sel(condition=cond)
-            for k in ("total", "residual", "causal_mask"):
+        if "per_prompt_decomposition_layer" in s and cond in s["per_prompt_condition"].values:
+            dl = s["per_prompt_decomposition_layer"].sel(per_prompt_condition=cond)
+            for k in ("total", "residual_stream", "causal_mask"):
                 curves[k] = rows_of(dl.sel(component=k))
-        if causal_variant in s["variant"].values and "leakage_layer" in s:
+        if causal_variant in s["variant"].values and "per_prompt_leakage_layer" in s:
             curves["logit"] = rows_of(
-                s["leakage_layer"].sel(variant=causal_variant, target="logit")
+                s["per_prompt_leakage_layer"].sel(variant=causal_variant, target="logit")
             )
         if curves:
             key = next(iter(blocks), "")
@@ -314,7 +320,7 @@ def leakage_by_layer(
     """Paper 2 §3 per layer on the headline, in one unit: one block of panels per (model,
     condition), each model on its own y scale (the rows of its decomposition share it).
 
-    A block's rows (:data:`LAYER_ROWS`): the headline's components (``exp_components_layer``,
+    A block's rows (:data:`LAYER_ROWS`): the headline's components (``components_layer``,
     key-0 column modelled, the summary's first window, every decomposed condition, or
     ``condition``) — total, residual stream (the ablation's logits), causal mask, normaliser with
     CI bands, paper 2's residual-stream reading (the ablation's log-attention, dashed) beside the
@@ -323,7 +329,7 @@ def leakage_by_layer(
     edges); then the same on the key-0 column counted (paper 2's fit), unless it repeats the
     headline (:data:`SAME`: said below the grid). A reading that dwarfs the core curves
     (:func:`split_scales`) gets a row of its own scale. A summary with no ablation run draws its
-    causal run's headline (``exp_layer``, log-attention: the same unit as the total). The
+    causal run's headline (``leakage_layer``, log-attention: the same unit as the total). The
     per-prompt reading, when drawn (``per_prompt``; None: only for a summary without a
     headline), is the last row, on its own scale. Layer kinds: named in the titles, global
     layers shaded where a model mixes kinds. ``names``: display names of the models and datasets

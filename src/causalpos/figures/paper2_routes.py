@@ -98,7 +98,7 @@ def _stat3(arr: xr.DataArray) -> np.ndarray:
 
 
 def _condition(s: xr.Dataset) -> str:
-    conds = [str(c) for c in s["exp_condition"].values]
+    conds = [str(c) for c in s["condition"].values]
     return "rope" if "rope" in conds else conds[0]
 
 
@@ -109,33 +109,31 @@ def route_rows(summary: xr.Dataset) -> dict | None:
     (estimate, lo, hi; the cells of ``decomposition_components_by_layer``, ``..._by_kind`` and
     ``decomposition_components``); a route or share that is not applicable is left out. None
     where the summary has no decomposition (no ring run)."""
-    if "exp_components_layer" not in summary:
+    if "components_layer" not in summary:
         return None
     cond = _condition(summary)
-    at = {"exp_condition": cond, "exp_window": str(summary["exp_window"].values[0])}
+    at = {"condition": cond, "window": str(summary["window"].values[0])}
     _, status = token0_status(summary.attrs)
     skip = () if status == MEASURED else MASK_FREE
     kinds = np.asarray(layer_kinds(summary), dtype=object)
     out: dict = {"condition": cond, "status": status, "kinds": kinds}
     out["layers"] = summary["layer"].values.astype(int)
     layer = (
-        summary["exp_components_layer"]
-        .sel(at)
-        .transpose("exp_landmark", "layer", "component_full", "stat")
+        summary["components_layer"].sel(at).transpose("landmark", "layer", "component_full", "stat")
     )
     for lm in LANDMARK_ROWS:
         out[lm] = {
-            k: _stat3(layer.sel(exp_landmark=lm, component_full=k)) for k in ROUTES if k not in skip
+            k: _stat3(layer.sel(landmark=lm, component_full=k)) for k in ROUTES if k not in skip
         }
-    pools = {"all layers": summary["exp_components"].sel(at)}
+    pools = {"all layers": summary["components"].sel(at)}
     order = kind_order(kinds)
-    if len(order) > 1 and "exp_components_kind" in summary:
+    if len(order) > 1 and "components_kind" in summary:
         for k in order:
-            by_kind = summary["exp_components_kind"].sel(at)
+            by_kind = summary["components_kind"].sel(at)
             pools[f"{int((kinds == k).sum())} {k}"] = by_kind.sel(layer_kind_name=k)
     out["pooled"] = {
         f"{pool}\nkey 0 {lm}": {
-            k: _stat3(x.sel(exp_landmark=lm, component_full=k)) for k in SHARES if k not in skip
+            k: _stat3(x.sel(landmark=lm, component_full=k)) for k in SHARES if k not in skip
         }
         for lm in LANDMARK_ROWS
         for pool, x in pools.items()

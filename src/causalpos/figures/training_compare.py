@@ -269,7 +269,7 @@ def _index_panel(ax, comparison, x: np.ndarray, colors) -> None:
 
 def _decomposition_panel(ax, comparison, x: np.ndarray, colors) -> None:
     """Paper 2's decomposition of each variant's leakage, the init twin's total beside it."""
-    res = comparison["leak_residual"].to_numpy(float)
+    res = comparison["leak_residual_stream"].to_numpy(float)
     mask = comparison["leak_causal_mask"].to_numpy(float)
     ax.bar(x, res, 0.6, color=colors, alpha=0.55, label="residual stream")
     ax.bar(

@@ -3,7 +3,9 @@
 Used to show that a change to the code left every number as it was: CSV tables are compared
 cell by cell (numbers exactly, or within ``rtol``/``atol`` when given), Markdown and other text
 tables line by line. Columns or lines that record the code itself (a code fingerprint) are
-ignored.
+ignored. With :class:`~causalpos.io.renames.Renames`, the first tree's tables are compared under
+the new names (their file names, columns, cells and lines renamed), so that a listed rename is
+not a difference and an unlisted one is.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from causalpos.io.renames import Renames
 
 TABLE_SUFFIXES = (".csv", ".md", ".tsv")
 IGNORED_COLUMNS = ("code_fingerprint",)
@@ -50,11 +54,31 @@ def _tables(root: Path) -> set[str]:
     }
 
 
-def _diff_csv(a: Path, b: Path, rtol: float, atol: float) -> str | None:
+def _renamed(df, renames: Renames, rel: str):
+    """``df`` (the first tree's table ``rel``) with its columns and text cells renamed."""
+    import pandas as pd
+
+    cols = renames.columns_of(rel)
+    df = df.rename(columns=cols)
+
+    def cell(v):
+        return renames.text(cols.get(v, v)) if isinstance(v, str) else v
+
+    for col in df.columns:
+        if not pd.api.types.is_numeric_dtype(df[col]):
+            df[col] = df[col].map(cell)
+    return df
+
+
+def _diff_csv(
+    a: Path, b: Path, rtol: float, atol: float, renames: Renames | None = None, rel: str = ""
+) -> str | None:
     import numpy as np
     import pandas as pd
 
     da, db = pd.read_csv(a), pd.read_csv(b)
+    if renames is not None:
+        da = _renamed(da, renames, rel)
     da = da.drop(columns=[c for c in IGNORED_COLUMNS if c in da], errors="ignore")
     db = db.drop(columns=[c for c in IGNORED_COLUMNS if c in db], errors="ignore")
     if list(da.columns) != list(db.columns):
@@ -77,8 +101,10 @@ def _diff_csv(a: Path, b: Path, rtol: float, atol: float) -> str | None:
     return None
 
 
-def _diff_text(a: Path, b: Path) -> str | None:
+def _diff_text(a: Path, b: Path, renames: Renames | None = None) -> str | None:
     la = [ln for ln in a.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
+    if renames is not None:
+        la = [renames.text(ln) for ln in la]
     lb = [ln for ln in b.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
     for i, (x, y) in enumerate(zip(la, lb, strict=False)):
         if x != y:
@@ -95,11 +121,13 @@ def compare_trees(
     rtol: float = 0.0,
     atol: float = 0.0,
     exclude: tuple[str, ...] = (),
+    renames: Renames | None = None,
 ) -> TreeDiff:
     """Every table (CSV, TSV, Markdown) under ``a`` against the same path under ``b``, but those
     under the directories ``exclude`` names (relative to the roots: tables of timings, which
     differ from run to run), which are counted in ``skipped``; ``rtol`` and ``atol`` finite and
-    >= 0 (:class:`ValueError` otherwise)."""
+    >= 0 (:class:`ValueError` otherwise). ``renames``: ``a``'s tables are compared under their new
+    names (``only_a`` / ``differing`` name them by their path in ``a``)."""
     for name, tol in (("rtol", rtol), ("atol", atol)):
         if not math.isfinite(tol) or tol < 0:
             raise ValueError(f"compare_trees: {name}={tol!r}; a tolerance is a finite number >= 0")
@@ -113,13 +141,19 @@ def compare_trees(
         held = {p for p in ta | tb if p.startswith(d.rstrip("/") + "/")}
         skipped[d.rstrip("/")] = len(held)
         ta, tb = ta - held, tb - held
-    out = TreeDiff(only_a=sorted(ta - tb), only_b=sorted(tb - ta), skipped=skipped)
-    for rel in sorted(ta & tb):
+    new = {rel: renames.file(rel) if renames else rel for rel in ta}
+    out = TreeDiff(
+        only_a=sorted(rel for rel in ta if new[rel] not in tb),
+        only_b=sorted(tb - set(new.values())),
+        skipped=skipped,
+    )
+    for rel in sorted(rel for rel in ta if new[rel] in tb):
         out.compared += 1
         if rel.endswith(".csv"):
-            why = _diff_csv(a / rel, b / rel, rtol, atol)
+            why = _diff_csv(a / rel, b / new[rel], rtol, atol, renames, rel)
         else:
-            why = _diff_text(a / rel, b / rel)
+            why = _diff_text(a / rel, b / new[rel], renames)
         if why:
-            out.differing[rel] = why
+            shown = rel if new[rel] == rel else f"{rel} (as {new[rel]})"
+            out.differing[shown] = why
     return out

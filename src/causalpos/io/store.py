@@ -233,6 +233,22 @@ def require(
     return ds
 
 
+def require_format(
+    ds: xr.Dataset, path: str | os.PathLike, attr: str, version: int, what: str
+) -> xr.Dataset:
+    """``ds`` (opened from the store ``path``, a ``what``) if its attr ``attr`` is ``version``
+    (absent: 1); else :class:`StoreFormatError` naming the format it has, the one this causalpos
+    reads and the command that rebuilds it."""
+    found = ds.attrs.get(attr, 1)
+    if found != version:
+        raise StoreFormatError(
+            path,
+            [f"{what} format {version} (attribute {attr!r}; it has {found!r})"],
+            store_format(path),
+        )
+    return ds
+
+
 def verify_store(path: str | os.PathLike, *, checksums: bool = True) -> bool:
     """Check the store ``path`` as :func:`open_dataset` does, without the warning for a store
     without a manifest; True if a manifest was verified, False if there is none (written by an

@@ -213,7 +213,7 @@ FAMILIES: tuple[Family, ...] = (
         paper2_headline.claim2_rows,
         Input(
             "decomposition_headline",
-            "model dataset condition window target residual_lo causal_mask_lo",
+            "model dataset condition window target residual_stream_lo causal_mask_lo",
         ),
     ),
     Family(
@@ -273,7 +273,7 @@ FAMILIES: tuple[Family, ...] = (
         paper2_claim3.claim3_order_rows,
         Input(
             "decomposition_headline",
-            "model dataset condition window target residual residual_lo residual_hi",
+            "model dataset condition window target residual_stream residual_stream_lo residual_stream_hi",
         ),
     ),
     Declared("claim6_headline"),

@@ -250,8 +250,8 @@ def _table6_checks(
             continue
         ci = (r.share_causal_mask_lo, r.share_causal_mask_hi)
         measured = f"share {fmt_ci(r.share_causal_mask, *ci, 2)}"
-        if {"residual", "residual_lo", "residual_hi"} <= set(g.columns):
-            measured += f"; residual {fmt_ci(r.residual, r.residual_lo, r.residual_hi)}"
+        if {"residual_stream", "residual_stream_lo", "residual_stream_hi"} <= set(g.columns):
+            measured += f"; residual {fmt_ci(r.residual_stream, r.residual_stream_lo, r.residual_stream_hi)}"
         rows.append(target_row(t, target, measured, check(covers(ci, 1.0)), src, **kw))
     return rows
 
@@ -294,8 +294,8 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
                     measured = (
                         f"{std.model} minus {ntk.model}: {fmt_ci(*diff, 2)}; "
                         f"{col} {std.model} {fmt_ci(*a, 2)}, {ntk.model} {fmt_ci(*b, 2)}; residual "
-                        f"component {fmt_ci(std.residual, std.residual_lo, std.residual_hi)} vs "
-                        f"{fmt_ci(ntk.residual, ntk.residual_lo, ntk.residual_hi)}"
+                        f"component {fmt_ci(std.residual_stream, std.residual_stream_lo, std.residual_stream_hi)} vs "
+                        f"{fmt_ci(ntk.residual_stream, ntk.residual_stream_lo, ntk.residual_stream_hi)}"
                     )
                     tm = for_model(tn, std.model, ntk.model)
                     thr = float(tm["threshold"])

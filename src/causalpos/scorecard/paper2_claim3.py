@@ -54,7 +54,10 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             if x.empty:
                 break
             r = x.iloc[0]
-            pick[a] = (r["model"], (r["residual"], r["residual_lo"], r["residual_hi"]))
+            pick[a] = (
+                r["model"],
+                (r["residual_stream"], r["residual_stream_lo"], r["residual_stream_hi"]),
+            )
             n_of[a] = r
         if len(pick) < 3:
             continue

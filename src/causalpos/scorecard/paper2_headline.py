@@ -280,8 +280,9 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         swa = (text_column(g, "positional") == "swa").any()
         r = (full if swa and len(full) else g).iloc[0]
         full_window = swa and str(r["window"]).startswith("full")
-        comps = {k: (r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("residual", "causal_mask")}
-        measured = "; ".join(f"{k.replace('_', ' ')} {fmt_ci(*v)}" for k, v in comps.items())
+        comps = {k: (r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("residual_stream", "causal_mask")}
+        labels = {"residual_stream": "residual", "causal_mask": "causal mask"}
+        measured = "; ".join(f"{labels[k]} {fmt_ci(*v)}" for k, v in comps.items())
         measured += f" (window {r['window']})"
         target = f"{t['label']} ({model}, {dataset})"
         no_ring = ring_missing(r)
@@ -312,7 +313,7 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if isinstance(free, str) and free and free != TABLE_MEASURED:  # reads 0 by symmetry
             rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=free))
             continue
-        tested = ("residual", "causal_mask") if full_window else ("residual",)
+        tested = ("residual_stream", "causal_mask") if full_window else ("residual_stream",)
         tm = for_model(t, model)
         verdict = all_of(positive(comps[k][1:], float(tm["threshold"])) for k in tested)
         note = (
@@ -322,7 +323,9 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             else "the causal-mask component (total minus ring) is measured beside it, not tested"
         )
         n = int(r["n_sequences"]) if "n_sequences" in r and pd.notna(r["n_sequences"]) else 0
-        power = power_note(verdict, comps["residual"], float(tm["threshold"]), n, (model, dataset))
+        power = power_note(
+            verdict, comps["residual_stream"], float(tm["threshold"]), n, (model, dataset)
+        )
         note = f"{note}; {power}" if power else note
         text = rule_text(positive, threshold=float(tm["threshold"]))
         text = rules_text(text, rule_text(all_of) if full_window else "")

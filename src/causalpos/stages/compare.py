@@ -28,13 +28,14 @@ def compare_trained(
 
     from causalpos.io.provenance import check_table, stamp_table
     from causalpos.io.store import open_dataset
+    from causalpos.paper2.summary.assemble import open_summary
 
     stores = {
         v: (open_dataset(p), open_dataset(init[v]) if v in init else None)
         for v, p in trained.items()
     }
-    summaries = {v: open_dataset(p) for v, p in (leakage or {}).items()}
-    twins = {v: open_dataset(p) for v, p in (leakage_init or {}).items()}
+    summaries = {v: open_summary(p) for v, p in (leakage or {}).items()}
+    twins = {v: open_summary(p) for v, p in (leakage_init or {}).items()}
     if lengthgen:
         check_table(lengthgen)  # made under this config's settings (io.provenance)
     lg = pd.read_csv(lengthgen) if lengthgen else None

@@ -14,6 +14,7 @@ import pandas as pd
 from causalpos.catalogue import PAPER2_RULE, rule_tables
 from causalpos.io.provenance import stamp_table
 from causalpos.io.store import open_dataset
+from causalpos.paper2.summary.assemble import open_summary
 from causalpos.paper2.tables.assemble import paper2_tables
 from causalpos.paper2.tables.markdown import paper2_markdown
 
@@ -36,7 +37,7 @@ def aggregate_leakage(
             '**catalogue_outputs("aggregate_leakage") (workflow/rules/common.smk)'
         )
     tabs = paper2_tables(
-        {k: open_dataset(p) for k, p in summaries.items()},
+        {k: open_summary(p) for k, p in summaries.items()},
         {k: open_dataset(p) for k, p in position0.items()},
     )
     for name, df in tabs.items():

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from causalpos.figures import paper2
 from causalpos.figures.paper2_routes import routes_by_layer
 from causalpos.io.store import open_dataset
+from causalpos.paper2.summary.assemble import open_summary
 
 
 def _opened(labels: Sequence[str], stores: Sequence[str], cache: dict) -> dict:
@@ -26,10 +27,18 @@ def plot_paper2_layers(figures: Mapping[str, Mapping]) -> None:
     its intervals (``claim1``), one panel per (model, dataset)."""
     cache: dict = {}
     for name, fig in figures.items():
-        summaries = _opened(fig["labels"], fig["stores"], cache)
+        summaries = _summaries(fig["labels"], fig["stores"], cache)
         kw = {"names": fig["names"], "experiment": name}
         paper2.leakage_by_layer(summaries, list(fig["outputs"]), **kw)
         paper2.claim1_by_layer(summaries, list(fig["claim1"]), **kw)
+
+
+def _summaries(labels: Sequence[str], stores: Sequence[str], cache: dict) -> dict:
+    """:func:`_opened` for leakage summary stores (refused where of an older format)."""
+    for p in stores:
+        if p not in cache:
+            cache[p] = open_summary(p)
+    return _opened(labels, stores, cache)
 
 
 def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
@@ -38,7 +47,7 @@ def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
     three routes by layer with their pooled shares (``routes``)."""
     cache: dict = {}
     for name, fig in figures.items():
-        summaries = _opened(fig["labels"], fig["stores"], cache)
+        summaries = _summaries(fig["labels"], fig["stores"], cache)
         kw = {"names": fig["names"], "experiment": name}
         paper2.component_shares(summaries, list(fig["outputs"]), **kw)
         routes_by_layer(summaries, list(fig["routes"]), **kw)
@@ -62,5 +71,5 @@ def plot_paper2_heads(figures: Mapping[str, Mapping]) -> None:
     summary store (``{store, outputs, names}`` per (model, dataset))."""
     for pair, fig in figures.items():
         paper2.head_maps(
-            open_dataset(fig["store"]), list(fig["outputs"]), pair=pair, names=fig["names"]
+            open_summary(fig["store"]), list(fig["outputs"]), pair=pair, names=fig["names"]
         )

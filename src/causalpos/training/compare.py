@@ -36,15 +36,15 @@ def _decomposition(summary: xr.Dataset) -> dict[str, float]:
     """Paper 2's total / residual / causal-mask leakage (with CIs) of the model's own positional
     encoding: the causal vs bidirectional pair, condition ``rope`` in the summary (Table 6 names
     the conditions by their rotation; a NoPE model's pair carries the same name)."""
-    if "decomposition" not in summary:
+    if "per_prompt_decomposition" not in summary:
         return {}
-    conds = [str(c) for c in summary["condition"].values]
+    conds = [str(c) for c in summary["per_prompt_condition"].values]
     cond = next((c for c in ("rope", "causal") if c in conds), None)
     if cond is None:
         return {}
-    dec = summary["decomposition"].sel(condition=cond)
+    dec = summary["per_prompt_decomposition"].sel(per_prompt_condition=cond)
     out = {}
-    for comp in ("total", "residual", "causal_mask", "share_causal_mask"):
+    for comp in ("total", "residual_stream", "causal_mask", "share_causal_mask"):
         est, lo, hi = (float(dec.sel(component=comp, stat=s)) for s in ("estimate", "lo", "hi"))
         out[f"leak_{comp}"], out[f"leak_{comp}_lo"], out[f"leak_{comp}_hi"] = est, lo, hi
     return out

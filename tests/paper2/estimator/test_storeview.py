@@ -64,9 +64,9 @@ def test_store_estimate_through_the_reducer_equals_the_maps_and_merges_exactly()
     # All windows and targets at once; a float32 map sum (the final store's dtype) moves the
     # headline by less than its stated rounding bound.
     table = expected_table(merged, n_boot=50)
-    assert table["exp_pooled"].dims == ("exp_window", "exp_target")
+    assert table["exp_pooled"].dims == ("window", "exp_target")
     again = expected_leakage(merged, window="early6", target="logattn", n_boot=50)
-    assert float(table["exp_pooled"].sel(exp_window="early6", exp_target="logattn")) == float(
+    assert float(table["exp_pooled"].sel(window="early6", exp_target="logattn")) == float(
         again["exp_pooled"]
     )
     f32 = expected_table(merged.assign(leak_map_sum=merged["leak_map_sum"].astype("float32")))

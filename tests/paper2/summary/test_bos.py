@@ -47,8 +47,8 @@ def test_bos_effects_on_the_headline_keep_the_sinks():
 
     summ = S.leakage_summary(runs, LeakageSettings(n_boot=300, n_perm=0, bos_windows=("late",)))
     # each reading on its own target: the ring's residual stream on logits
-    assert "'residual_stream': 'logit'" in summ.attrs["exp_bos_target"]
-    eff = summ["exp_bos_effect"].sel(exp_window="all")
+    assert "'residual_stream': 'logit'" in summ.attrs["bos_target"]
+    eff = summ["bos_effect"].sel(window="all")
     for reading in ("causal_total", "sink_heads"):  # nothing changed: 0 exactly
         same = eff.sel(bos_replacement="all_gaussian", bos_reading=reading)
         np.testing.assert_array_equal(same.values, [0.0, 0.0, 0.0])
@@ -65,7 +65,7 @@ def test_bos_effects_on_the_headline_keep_the_sinks():
     blk = H.headline_blocks(
         ps, LeakageSettings(), conditions={}, bos_pairs=pairs, bos_target="logit"
     )
-    eff = blk["exp_bos_effect"].sel(exp_window="all")
+    eff = blk["bos_effect"].sel(window="all")
     for reading in ("causal_total", "sink_heads", "residual_stream", "residual_stream_paper"):
         e = eff.sel(bos_replacement="mean", bos_reading=reading)
         assert float(e.sel(stat="lo")) <= 1.0 <= float(e.sel(stat="hi")) + 0.02, (reading, e.values)
@@ -80,6 +80,6 @@ def test_bos_effects_on_the_headline_keep_the_sinks():
         c[v] = float(u["num"].sum() / u["den"].sum())
     e = eff.sel(bos_replacement="mean", bos_reading="sink_heads", stat="estimate")
     assert float(e) == pytest.approx(1.0 - c["bos_replace_mean"] / c["causal"])
-    assert int(blk["exp_bos_sink_heads"].sel(bos_replacement="mean")) == 2
-    full = blk["exp_model"].sel(variant="causal", exp_window="all", target="logit")[0]
+    assert int(blk["bos_sink_heads"].sel(bos_replacement="mean")) == 2
+    full = blk["leakage_model"].sel(variant="causal", window="all", target="logit")[0]
     assert c["causal"] != pytest.approx(float(full))  # a subset, not all heads

@@ -70,16 +70,16 @@ def test_every_run_is_measured_on_its_layers_trained_pairs(runs):
 
 def test_kinds_pool_their_layers_and_contrast_with_the_global_ones(runs):
     summ = S.leakage_summary(runs, LeakageSettings(n_boot=200, n_perm=0, bos_windows=("all",)))
-    sel = dict(exp_condition="rope", exp_landmark="modelled", exp_window="all")
-    kind = summ["exp_components_kind"].sel(**sel)
-    layer = summ["exp_components_layer"].sel(**sel)
+    sel = dict(condition="rope", landmark="modelled", window="all")
+    kind = summ["components_kind"].sel(**sel)
+    layer = summ["components_layer"].sel(**sel)
     assert list(kind["layer_kind_name"].values) == KINDS
     # one layer per kind: the kind's reading is its layer's, interval included
     for k, name in enumerate(KINDS):
         np.testing.assert_allclose(
             kind.sel(layer_kind_name=name).values, layer.sel(layer=k).values, rtol=1e-12
         )
-    con = summ["exp_components_kind_contrast"].sel(**sel)
+    con = summ["components_kind_contrast"].sel(**sel)
     assert con.sel(layer_kind_name="global").isnull().all()
     e = kind.sel(stat="estimate")
     np.testing.assert_allclose(
@@ -91,7 +91,7 @@ def test_kinds_pool_their_layers_and_contrast_with_the_global_ones(runs):
     g = kind.sel(layer_kind_name="global", component_full="residual_stream")
     assert float(g.sel(stat="lo")) <= 0 <= float(g.sel(stat="hi"))
     # no bidirectional run: paper 2's reading and the edge position are not made (NaN)
-    pooled = summ["exp_components"].sel(**sel, stat="estimate")
+    pooled = summ["components"].sel(**sel, stat="estimate")
     for name in ("residual_stream_paper", "edge_position", "artefact"):
         assert np.isnan(float(pooled.sel(component_full=name))), name
     assert np.isfinite(float(pooled.sel(component_full="residual_stream")))
@@ -112,7 +112,7 @@ def test_the_permutation_test_runs_per_mask_pattern(runs):
     summ = S.leakage_summary(
         runs, LeakageSettings(n_boot=50, n_perm=19, bos_windows=("all",), seed=1)
     )
-    p = summ["p_value"].sel(variant="causal", target="logit")
+    p = summ["per_prompt_p_value"].sel(variant="causal", target="logit")
     assert np.isfinite(p.values).all() and p.shape == (2, HEADS)
     maps = runs["ring"]["leak_map_sum"].values  # the summed logits (layer, head, T, T)
     groups = pattern_groups(runs["ring"], maps)
@@ -123,8 +123,8 @@ def test_the_permutation_test_runs_per_mask_pattern(runs):
 
 def _routes(summ, landmark: str = "modelled"):
     """(layer, component_full, stat) of the rope condition's components per layer."""
-    sel = dict(exp_condition="rope", exp_landmark=landmark, exp_window="all")
-    return summ["exp_components_layer"].sel(**sel)
+    sel = dict(condition="rope", landmark=landmark, window="all")
+    return summ["components_layer"].sel(**sel)
 
 
 @pytest.mark.parametrize("landmark", ["modelled", "counted"])

@@ -103,13 +103,13 @@ def test_dose_series_end_to_end_on_a_small_random_model(tiny_series):
     summ = _summary(runs, margin=1.0)
     assert list(summ["dose_run"].values) == [TWIN, *PLANTED]
     np.testing.assert_array_equal(summ["dose_size"].values, [0.0, *DOSES])
-    reading = summ["exp_dose"].to_pandas()
-    step = summ["exp_dose_step"].to_pandas()
+    reading = summ["dose_leakage"].to_pandas()
+    step = summ["dose_step"].to_pandas()
     # dose 0: the position-free run reads ≈ 0; with the plant at layer 0 its reading is the
     # negative control in the model's units, number for number
     assert reading.loc[TWIN, "lo"] <= 0 <= reading.loc[TWIN, "hi"]
-    units = summ["exp_control_units"].sel(
-        variant=TWIN, exp_landmark="modelled", exp_window="all", target="logit"
+    units = summ["control_units"].sel(
+        variant=TWIN, landmark="modelled", window="all", target="logit"
     )
     np.testing.assert_allclose(reading.loc[TWIN].values, units.values, rtol=1e-12)
     # rising with the dose: every paired step above 0, each the difference of the readings
@@ -141,6 +141,6 @@ def test_dose_series_end_to_end_on_a_small_random_model(tiny_series):
     assert set(with_verdicts("plant_doses", loose)["positive_control"]) == {"not run"}
     assert [r.verdict for r in dose_series_rows(loose, T_)] == ["not run"]
     # a planted run is never a negative control, and without a causal run there is no unit
-    assert int(summ["exp_position_free"].sel(variant=PLANTED[0])) == 0
+    assert int(summ["position_free"].sel(variant=PLANTED[0])) == 0
     alone = _summary({k: v for k, v in runs.items() if k != "causal"}, margin=1.0)
-    assert "exp_dose" not in alone
+    assert "dose_leakage" not in alone

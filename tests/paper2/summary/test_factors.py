@@ -47,21 +47,21 @@ def test_slope_is_least_squares():
 
 
 def test_a_planted_slope_is_found_and_the_readings_add_up(planted):
-    sel = dict(exp_window="all")
-    layer = planted["exp_factor_layer"].sel(**sel)
+    sel = dict(window="all")
+    layer = planted["factor_layer"].sel(**sel)
     est = layer.sel(stat="estimate")
     # the window's effect on the logits grows with depth over the sliding layers
-    w = est.sel(exp_factor="window", factor_reading="logit").values
+    w = est.sel(factor="window", factor_reading="logit").values
     assert w[0] == pytest.approx(0.0, abs=2e-3) and (np.diff(w[:4]) > 0).all()
-    s = planted["exp_factor_slope"].sel(exp_factor="window", factor_reading="logit", **sel)
+    s = planted["factor_slope"].sel(factor="window", factor_reading="logit", **sel)
     want = np.polyfit(np.arange(4.0), w[:4], 1)[0]
     assert float(s.sel(stat="estimate")) == pytest.approx(want, rel=1e-9)
     assert float(s.sel(stat="lo")) > 0
-    assert planted.attrs["exp_factor_sliding_layers"] == [0, 1, 2, 3]
-    assert planted.attrs["exp_factor_window_masks"] == 1
+    assert planted.attrs["factor_sliding_layers"] == [0, 1, 2, 3]
+    assert planted.attrs["factor_window_masks"] == 1
     # a query term cancels in the softmax: no effect on log-attention, so direct = −logit
     for f in ("window", "rope_base"):
-        e = est.sel(exp_factor=f)
+        e = est.sel(factor=f)
         np.testing.assert_allclose(
             e.sel(factor_reading="direct"),
             e.sel(factor_reading="total") - e.sel(factor_reading="logit"),
@@ -80,9 +80,9 @@ def test_a_planted_slope_is_found_and_the_readings_add_up(planted):
             atol=1e-12,
         )
     # the window's ring twin is the plain ring: its mask-free reading is exactly 0
-    assert (layer.sel(exp_factor="window", factor_reading="mask_free") == 0).all()
+    assert (layer.sel(factor="window", factor_reading="mask_free") == 0).all()
     # the global base adds a query term on the sliding layers only: positive there, 0 on global
-    kind = planted["exp_factor_kind"].sel(exp_factor="rope_base", factor_reading="logit", **sel)
+    kind = planted["factor_kind"].sel(factor="rope_base", factor_reading="logit", **sel)
     assert float(kind.sel(factor_level="sliding4", stat="lo")) > 0
     assert abs(float(kind.sel(factor_level="global", stat="estimate"))) < 2e-3
     assert list(planted["factor_level"].values) == ["sliding4", "global", "all"]
@@ -90,16 +90,16 @@ def test_a_planted_slope_is_found_and_the_readings_add_up(planted):
 
 def test_a_pooled_level_is_the_ratio_of_sums_in_the_plain_runs_unit(planted):
     """One layer's kind reads its layer's value; the denominator is the plain causal run's."""
-    sel = dict(exp_window="all", exp_factor="window", factor_reading="logit")
-    g = planted["exp_factor_kind"].sel(factor_level="global", **sel)
-    np.testing.assert_allclose(g, planted["exp_factor_layer"].sel(layer=4, **sel), rtol=1e-12)
+    sel = dict(window="all", factor="window", factor_reading="logit")
+    g = planted["factor_kind"].sel(factor_level="global", **sel)
+    np.testing.assert_allclose(g, planted["factor_layer"].sel(layer=4, **sel), rtol=1e-12)
 
 
 def test_a_null_reads_no_slope(null):
-    s = null["exp_factor_slope"].sel(exp_factor="window", factor_reading="logit", exp_window="all")
+    s = null["factor_slope"].sel(factor="window", factor_reading="logit", window="all")
     lo, hi = float(s.sel(stat="lo")), float(s.sel(stat="hi"))
     assert lo < 0.002 and abs(float(s.sel(stat="estimate"))) < 0.002
-    est = null["exp_factor_layer"].sel(exp_factor="window", factor_reading="logit", stat="estimate")
+    est = null["factor_layer"].sel(factor="window", factor_reading="logit", stat="estimate")
     assert np.abs(est.values).max() < 5e-3
     assert hi > lo
 
@@ -107,4 +107,4 @@ def test_a_null_reads_no_slope(null):
 def test_no_factor_runs_no_block():
     runs = factor_runs(0.0)
     summ = S.leakage_summary({v: runs[v] for v in ("causal", "ring")}, SETTINGS)
-    assert "exp_factor_layer" not in summ
+    assert "factor_layer" not in summ

@@ -66,14 +66,14 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
     for v, ds in runs.items():
         g, _ = SV.store_grams(ds.sortby("sequence"), window="all", target="logit")
         r = X.estimate(g, xi)
-        got = summ["exp_model"].sel(variant=v, exp_window="all", target="logit")
+        got = summ["leakage_model"].sel(variant=v, window="all", target="logit")
         np.testing.assert_allclose(got.values, [r["pooled"], r["pooled_lo"], r["pooled_hi"]])
         np.testing.assert_allclose(
-            summ["exp_p"].sel(variant=v, exp_window="all", target="logit").values, r["p"]
+            summ["p_value"].sel(variant=v, window="all", target="logit").values, r["p"]
         )
     # the decomposition on the headline, in one unit (the causal run's expected log-attention
     # variance): the residual-stream component is the ablation's logit ΔSS over that denominator
-    dec = summ["exp_decomposition"].sel(exp_condition="rope", exp_window="all", target="logattn")
+    dec = summ["decomposition"].sel(condition="rope", window="all", target="logattn")
     e = dec.sel(stat="estimate")
     est = {}
     for v, t in (
@@ -86,11 +86,11 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
         est[v, t] = X.estimate(g, xi)
     den = est["causal", "logattn"]["pooled_den"].sum()
     assert float(e.sel(component="total")) == pytest.approx(est["causal", "logattn"]["pooled"])
-    assert float(e.sel(component="residual")) == pytest.approx(
+    assert float(e.sel(component="residual_stream")) == pytest.approx(
         est["ring", "logit"]["pooled_num"].sum() / den
     )
-    full = summ["exp_components"].sel(
-        exp_condition="rope", exp_landmark="modelled", exp_window="all", stat="estimate"
+    full = summ["components"].sel(
+        condition="rope", landmark="modelled", window="all", stat="estimate"
     )
     assert float(full.sel(component_full="residual_stream_paper")) == pytest.approx(
         est["bidirectional", "logattn"]["pooled_num"].sum() / den
@@ -102,30 +102,33 @@ def test_summary_headline_equals_the_estimator_and_the_controls_hold(runs):
     assert c["total"] == pytest.approx(c["logit"] + c["normaliser"] + c["cross"])
     # the position-free run's residual-stream reading, in the same unit, is ~0 and below the
     # leaky model's
-    ctl = summ["exp_components"].sel(
-        exp_condition="rope", exp_landmark="modelled", exp_window="all"
-    )
+    ctl = summ["components"].sel(condition="rope", landmark="modelled", window="all")
     lo, hi = ctl.sel(component_full="control_residual_stream", stat=["lo", "hi"]).values
     assert lo <= 0 <= hi
     assert float(ctl.sel(component_full="residual_minus_control", stat="lo")) > 0
     assert float(e.sel(component="share_causal_mask")) == pytest.approx(
-        float((e.sel(component="total") - e.sel(component="residual")) / e.sel(component="total"))
+        float(
+            (e.sel(component="total") - e.sel(component="residual_stream"))
+            / e.sel(component="total")
+        )
     )
     # negative control: the position-free run reads ~0 on the headline, and passes; the
     # per-prompt reading of the same run is far from 0 (content read as position)
-    free = summ["exp_model"].sel(variant="identity_rope+bidirectional", target="logit")
+    free = summ["leakage_model"].sel(variant="identity_rope+bidirectional", target="logit")
     assert (free.sel(stat="lo") <= 0).all() or (np.abs(free.sel(stat="estimate")) <= 0.01).all()
     _controls_reach_their_outcomes(summ)
-    per_prompt = summ["leakage_model"].sel(variant="identity_rope+bidirectional", target="logit")
+    per_prompt = summ["per_prompt_leakage_model"].sel(
+        variant="identity_rope+bidirectional", target="logit"
+    )
     assert float(per_prompt.sel(stat="lo")) > 0.05
     # the leaky causal run is far from 0 on the headline
     assert (
-        float(summ["exp_model"].sel(variant="causal", exp_window="all", target="logit", stat="lo"))
+        float(summ["leakage_model"].sel(variant="causal", window="all", target="logit", stat="lo"))
         > 0.1
     )
     # positive control: the planted size, in the model's units (the causal run's D̂), is
     # recovered within the CI, which excludes 0
-    pl = summ["exp_planted"].sel(variant="identity_rope+bidirectional")
+    pl = summ["leakage_planted"].sel(variant="identity_rope+bidirectional")
     for t in ("logit", "logattn"):
         planted, est, lo, hi = pl.sel(target=t).values
         assert planted == 0.2
@@ -172,23 +175,23 @@ def _controls_reach_their_outcomes(summ):
     why the counted reading needs prompts whose token 0 varies) or is underpowered (logits, late
     queries); the causal run is no control (NaN)."""
     free = dict(variant="identity_rope+bidirectional")
-    tost, units = summ["exp_control_tost"].sel(**free), summ["exp_control_units"].sel(**free)
+    tost, units = summ["control_tost"].sel(**free), summ["control_units"].sel(**free)
     np.testing.assert_array_equal(tost.sel(stat="estimate"), units.sel(stat="estimate"))
     assert (tost.sel(stat="lo") >= units.sel(stat="lo")).all()
     assert (tost.sel(stat="hi") <= units.sel(stat="hi")).all()
-    assert summ.attrs["exp_control_alpha"] == 0.05
-    assert summ["exp_control_margin"].to_series().to_dict() == {"logit": 0.05, "logattn": 0.05}
+    assert summ.attrs["control_alpha"] == 0.05
+    assert summ["control_margin"].to_series().to_dict() == {"logit": 0.05, "logattn": 0.05}
 
     def verdict(lm, w, t):
-        lo, hi = tost.sel(exp_landmark=lm, exp_window=w, target=t, stat=["lo", "hi"]).values
-        return V.negative_control((lo, hi), float(summ["exp_control_margin"].sel(target=t)))
+        lo, hi = tost.sel(landmark=lm, window=w, target=t, stat=["lo", "hi"]).values
+        return V.negative_control((lo, hi), float(summ["control_margin"].sel(target=t)))
 
     for w in ("all", "late"):
         for t in ("logit", "logattn"):
             assert verdict("modelled", w, t) == V.PASSED, (w, t)
     assert verdict("counted", "all", "logattn") == V.READS_POSITION
     assert verdict("counted", "late", "logit") == V.UNDERPOWERED
-    assert summ["exp_control_tost"].sel(variant="causal").isnull().all()
+    assert summ["control_tost"].sel(variant="causal").isnull().all()
 
 
 def test_planted_profile_and_size_checked(runs):
@@ -215,20 +218,20 @@ def test_linear_baseline_inflation_on_the_headline_control_and_planted():
             {"causal": _noise_store(prof, rng)},
             LeakageSettings(n_boot=300, n_perm=0, bos_windows=("late",)),
         )
-        b = summ["exp_baseline"].sel(variant="causal", target="logit")
+        b = summ["baseline_leakage"].sel(variant="causal", target="logit")
         got[name] = b
         exact = exact_rho(prof, mask, "linear+query")[1] - exact_rho(prof, mask)[1]
-        d = b.sel(exp_fit="linear_minus_saturated")
+        d = b.sel(fit="linear_minus_saturated")
         assert float(d.sel(stat="lo")) <= exact <= float(d.sel(stat="hi")), (name, exact, d.values)
         # the companion columns are the two readings and their paired difference
-        sat, lin = (float(b.sel(exp_fit=k, stat="estimate")) for k in ("saturated", "linear"))
+        sat, lin = (float(b.sel(fit=k, stat="estimate")) for k in ("saturated", "linear"))
         assert float(d.sel(stat="estimate")) == pytest.approx(lin - sat)
         assert sat == pytest.approx(
-            float(summ["exp_model"].sel(variant="causal", exp_window="all", target="logit")[0])
+            float(summ["leakage_model"].sel(variant="causal", window="all", target="logit")[0])
         )
-    straight = got["straight"].sel(exp_fit="linear_minus_saturated")
+    straight = got["straight"].sel(fit="linear_minus_saturated")
     assert abs(float(straight.sel(stat="estimate"))) < 0.01
-    curved = got["curved"].sel(exp_fit="linear_minus_saturated")
+    curved = got["curved"].sel(fit="linear_minus_saturated")
     assert float(curved.sel(stat="lo")) > H.CONTROL_TOL  # claim 6's size threshold
 
 
@@ -237,10 +240,10 @@ def test_share_replicates_pair_models_on_the_same_prompts(runs):
     b = S.leakage_summary(
         runs, LeakageSettings(n_boot=200, n_perm=0, bos_windows=("late",), seed=1)
     )
-    assert a.attrs["exp_counts_digest"] != b.attrs["exp_counts_digest"]
-    boot = a["exp_share_boot"].sel(exp_condition="rope", exp_window="all", target="logattn")
-    dec = a["exp_decomposition"].sel(
-        exp_condition="rope", exp_window="all", target="logattn", component="share_causal_mask"
+    assert a.attrs["counts_digest"] != b.attrs["counts_digest"]
+    boot = a["share_boot"].sel(condition="rope", window="all", target="logattn")
+    dec = a["decomposition"].sel(
+        condition="rope", window="all", target="logattn", component="share_causal_mask"
     )
     lo, hi = np.quantile(boot.values.astype(float), [0.025, 0.975])
     assert lo == pytest.approx(float(dec.sel(stat="lo")), abs=1e-6)
@@ -255,19 +258,19 @@ def test_layer_local_vs_whole_forward_ablation_on_the_headline(runs):
     same = S.leakage_summary(
         dict(runs, layer_bidirectional=runs["bidirectional"]), LeakageSettings(**kw)
     )
-    d = same["exp_ablation"].sel(exp_window="all", target="logit", ablation="local_minus_whole")
+    d = same["leakage_ablation"].sel(window="all", target="logit", ablation="local_minus_whole")
     np.testing.assert_array_equal(d.values, [0.0, 0.0, 0.0])
     causal = runs["causal"]
     leaky = S.leakage_summary(dict(runs, layer_bidirectional=causal), LeakageSettings(**kw))
     # its maps are read without the mask: no observational split of a causal-mask map
     assert list(leaky["causal_variant"].values) == ["causal"]
-    ab = leaky["exp_ablation"].sel(exp_window="all", target="logit")
-    m = leaky["exp_model"].sel(exp_window="all", target="logit", stat="estimate")
+    ab = leaky["leakage_ablation"].sel(window="all", target="logit")
+    m = leaky["leakage_model"].sel(window="all", target="logit", stat="estimate")
     want = float(m.sel(variant="layer_bidirectional") - m.sel(variant="bidirectional"))
     got = ab.sel(ablation="local_minus_whole")
     assert float(got.sel(stat="estimate")) == pytest.approx(want)
     assert float(got.sel(stat="lo")) > 0
-    per = leaky["exp_ablation_layer"].sel(exp_window="all", target="logit", layer=0)
+    per = leaky["leakage_ablation_layer"].sel(window="all", target="logit", layer=0)
     assert float(per.sel(ablation="local_minus_whole", stat="estimate")) == pytest.approx(
         want
     )  # one layer: the layer is the pool

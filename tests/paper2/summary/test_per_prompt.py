@@ -53,8 +53,8 @@ def test_decomposition_recovers_planted_shares():
         L_fit.fit_leakage(y_c).delta, L_fit.fit_leakage(y_b).delta
     )
     assert float(dec["total"]) == pytest.approx(rho_tot, abs=1e-10)
-    assert float(dec["residual"]) == pytest.approx(rho_res, abs=1e-10)
-    assert float(dec["share_residual"]) == pytest.approx(0.36, abs=1e-9)
+    assert float(dec["residual_stream"]) == pytest.approx(rho_res, abs=1e-10)
+    assert float(dec["share_residual_stream"]) == pytest.approx(0.36, abs=1e-9)
     assert float(dec["share_causal_mask"]) == pytest.approx(0.64, abs=1e-9)
 
 
@@ -120,4 +120,4 @@ def test_baseline_comparison_depth_trend_and_sink_count_tables():
     agg = L_tables.paper2_tables({("trained-swa", "d"): summ})
     assert set(agg["depth_trend"]["positional"]) == {"swa"}
     assert set(agg["sink_heads"]["init_of"]) == {""}
-    assert set(agg["decomposition"]["positional"]) == {"swa"}
+    assert set(agg["per_prompt_decomposition"]["positional"]) == {"swa"}

@@ -298,9 +298,9 @@ def test_planted_control_end_to_end_through_extraction(tmp_path):
     from causalpos.scorecard.rows import load_targets
 
     summ = leakage_summary({TWIN: twin, PLANTED: planted}, LeakageSettings(n_boot=400, n_perm=0, bos_windows=("all",)), position_free_runs=[TWIN])  # fmt: skip
-    st = summ["exp_plant_model"].sel(plant_variant=PLANTED)
+    st = summ["plant_model"].sel(plant_variant=PLANTED)
     assert float(st.sel(plant_stat="truth")) == pytest.approx(truth, rel=1e-12)
-    assert int(summ["exp_plant_model_passed"].sel(plant_variant=PLANTED)) == 1
+    assert int(summ["plant_model_passed"].sel(plant_variant=PLANTED)) == 1
     ctl = paper2_tables({("m", "d"): summ})["controls"]
     row = ctl[(ctl["variant"] == TWIN) & (ctl["target"] == "logit")].iloc[0]
     assert (

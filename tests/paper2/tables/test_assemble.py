@@ -35,20 +35,20 @@ def test_leakage_summary_and_tables():
     exc = (c["leak_delta"] - c["leak_null"]).sel(leak_target="logattn").values
     b = stores["bidirectional"].sel(leak_fit="saturated+query", leak_window="all")
     exb = (b["leak_delta"] - b["leak_null"]).sel(leak_target="logattn").values
-    dec = summ["decomposition"].sel(condition="rope", stat="estimate")
+    dec = summ["per_prompt_decomposition"].sel(per_prompt_condition="rope", stat="estimate")
     assert float(dec.sel(component="total")) == pytest.approx(exc.mean(), rel=1e-12)
-    assert float(dec.sel(component="residual")) == pytest.approx(exb.mean(), rel=1e-12)
+    assert float(dec.sel(component="residual_stream")) == pytest.approx(exb.mean(), rel=1e-12)
     assert float(
-        dec.sel(component="share_residual") + dec.sel(component="share_causal_mask")
+        dec.sel(component="share_residual_stream") + dec.sel(component="share_causal_mask")
     ) == pytest.approx(1.0)
-    lm = summ["leakage_model"].sel(variant="causal", target="logattn")
+    lm = summ["per_prompt_leakage_model"].sel(variant="causal", target="logattn")
     assert float(lm.sel(stat="lo")) <= float(lm.sel(stat="estimate")) <= float(lm.sel(stat="hi"))
-    p = summ["p_value"].sel(variant="causal", target="logit").values
+    p = summ["per_prompt_p_value"].sel(variant="causal", target="logit").values
     np.testing.assert_allclose(
-        summ["q_value"].sel(variant="causal", target="logit").values.ravel(),
+        summ["per_prompt_q_value"].sel(variant="causal", target="logit").values.ravel(),
         scipy.stats.false_discovery_control(p.ravel()),
     )
-    obs = summ["observational_split"].sel(causal_variant="causal", stat="estimate")
+    obs = summ["per_prompt_observational_split"].sel(causal_variant="causal", stat="estimate")
     assert float(obs.sel(obs_term="softmax")) == pytest.approx(
         float(obs.sel(obs_term="logattn") - obs.sel(obs_term="logit"))
     )
@@ -56,12 +56,14 @@ def test_leakage_summary_and_tables():
     raw = L_summary.leakage_summary(
         stores, LeakageSettings(n_boot=50, n_perm=0, floor_correct=False)
     )
-    ro = raw["observational_split"].sel(causal_variant="causal", stat="estimate")
+    ro = raw["per_prompt_observational_split"].sel(causal_variant="causal", stat="estimate")
     assert float(
         ro.sel(obs_term="logit") + ro.sel(obs_term="logz") + ro.sel(obs_term="cross")
     ) == pytest.approx(float(ro.sel(obs_term="logattn")), rel=1e-10)
-    assert np.isnan(raw["p_value"].values).all()
-    eff = summ["bos_effect"].sel(intervention="zeros", bos_window="late", stat="estimate")
+    assert np.isnan(raw["per_prompt_p_value"].values).all()
+    eff = summ["per_prompt_bos_effect"].sel(
+        intervention="zeros", bos_window="late", stat="estimate"
+    )
     cz = stores["bos_replace_zeros"].sel(
         leak_fit="saturated+query", leak_window="late", leak_target="logit"
     )
@@ -77,12 +79,12 @@ def test_leakage_summary_and_tables():
         "leakage_by_model",
         "leakage_by_layer",
         "heads",
-        "decomposition",
+        "per_prompt_decomposition",
         "observational_split",
         "bos_effects",
     }
     assert len(tabs["heads"]) == 3 * 2 * 2 * 2  # variants x targets x layers x heads
-    row = tabs["decomposition"].query("condition == 'rope' and component == 'total'")
+    row = tabs["per_prompt_decomposition"].query("condition == 'rope' and component == 'total'")
     assert float(row["estimate"].iloc[0]) == pytest.approx(exc.mean(), rel=1e-12)
 
 
@@ -90,7 +92,7 @@ def test_leakage_summary_and_tables():
 PER_LAYER = {
     "leakage_by_layer": "per-prompt",
     "heads": "per-prompt",
-    "decomposition_by_layer": "per-prompt",
+    "per_prompt_decomposition_by_layer": "per-prompt",
     "decomposition_components_by_layer": "expected-map",
 }
 

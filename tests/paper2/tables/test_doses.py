@@ -25,9 +25,9 @@ def _summary(zero=(0.0, -0.001, 0.001), steps_lo=(0.001, 0.002, 0.003), control=
         steps[k] = (lo + 0.001, lo, lo + 0.002)
     return xr.Dataset(
         {
-            "exp_dose": (("dose_run", "stat"), est),
-            "exp_dose_step": (("dose_run", "stat"), steps),
-            "exp_dose_control": (("dose_series",), [control]),
+            "dose_leakage": (("dose_run", "stat"), est),
+            "dose_step": (("dose_run", "stat"), steps),
+            "dose_control": (("dose_series",), [control]),
         },
         coords={
             "dose_run": RUNS,
@@ -37,7 +37,7 @@ def _summary(zero=(0.0, -0.001, 0.001), steps_lo=(0.001, 0.002, 0.003), control=
             "dose_series": [TWIN],
             "stat": ["estimate", "lo", "hi"],
         },
-        attrs={"exp_dose_margin": 0.003, "exp_dose_target": "logit", "exp_dose_window": "all"},
+        attrs={"dose_margin": 0.003, "dose_target": "logit", "dose_window": "all"},
     )
 
 

@@ -24,9 +24,9 @@ def test_the_table_copies_the_block(summary):
     n_layers, n_levels = summary.sizes["layer"], summary.sizes["factor_level"]
     assert len(df) == 2 * 5 * 1 * (n_layers + n_levels + 1)
     r = df[(df.factor == "window") & (df.reading == "logit") & (df.level == "layer")]
-    want = summary["exp_factor_layer"].sel(exp_factor="window", factor_reading="logit")
-    np.testing.assert_array_equal(r["effect"], want.sel(exp_window="all", stat="estimate"))
-    np.testing.assert_array_equal(r["effect_hi"], want.sel(exp_window="all", stat="hi"))
+    want = summary["factor_layer"].sel(factor="window", factor_reading="logit")
+    np.testing.assert_array_equal(r["effect"], want.sel(window="all", stat="estimate"))
+    np.testing.assert_array_equal(r["effect_hi"], want.sel(window="all", stat="hi"))
     assert r["layer_kind"].tolist() == ["sliding4"] * 4 + ["global"]
     s = df[(df.factor == "window") & (df.reading == "logit") & (df.level == "slope")].iloc[0]
     assert s.span == 3.0 and s.sliding_layers == "0 1 2 3"
@@ -40,7 +40,7 @@ def test_the_table_copies_the_block(summary):
 
 
 def test_no_block_no_rows_and_the_table_through_paper2_tables(summary):
-    assert factors_frame(summary.drop_vars(["exp_factor_layer"])).empty
+    assert factors_frame(summary.drop_vars(["factor_layer"])).empty
     tabs = paper2_tables({("m", "d"): summary})
     assert len(tabs["claim3_factors"]) == len(factors_frame(summary))
     assert tabs["claim3_factors"][["model", "dataset"]].drop_duplicates().values.tolist() == [

@@ -37,10 +37,10 @@ def test_tables_carry_the_reading_and_the_controls(runs):
     assert len(head) == 4 * 2 * 2  # variant x window x target
     row = head[(head.variant == "causal") & (head.window == "all") & (head.target == "logit")]
     assert float(row["leakage"].iloc[0]) == float(
-        summ["exp_model"].sel(variant="causal", exp_window="all", target="logit", stat="estimate")
+        summ["leakage_model"].sel(variant="causal", window="all", target="logit", stat="estimate")
     )
     assert float(row["per_prompt"].iloc[0]) == float(
-        summ["leakage_model"].sel(variant="causal", target="logit", stat="estimate")
+        summ["per_prompt_leakage_model"].sel(variant="causal", target="logit", stat="estimate")
     )
     ctl = tabs["controls"]
     assert list(ctl["variant"].unique()) == ["identity_rope+bidirectional"]
@@ -129,9 +129,9 @@ def test_scale_contrast_and_bos_headline_tables(runs):
     assert same["difference"] == 0 and same["difference_lo"] == 0 == same["difference_hi"]
     ab = sc[sel & (sc.model == "a") & (sc.model_b == "b")].iloc[0]
     share = lambda s: float(  # noqa: E731
-        s["exp_decomposition"].sel(
-            exp_condition="rope",
-            exp_window="all",
+        s["decomposition"].sel(
+            condition="rope",
+            window="all",
             target="logattn",
             component="share_causal_mask",
             stat="estimate",
@@ -157,9 +157,9 @@ def test_the_decomposition_tables_name_the_ring_run_they_read(runs):
     assert set(dec["ring_run"]) == {"ring"} and set(dec["status"]) == {"measured"}
     assert set(dec0["ring_run"]) == {""} and set(dec0["status"]) == {"not run: no 'ring' run"}
     logattn = dec0[dec0["target"] == "logattn"]
-    assert logattn[["residual", "causal_mask"]].isna().all().all()
+    assert logattn[["residual_stream", "causal_mask"]].isna().all().all()
     assert np.isfinite(logattn["total"]).all()  # the causal run's own reading is there
-    assert np.isfinite(dec[dec["target"] == "logattn"]["residual"]).all()
+    assert np.isfinite(dec[dec["target"] == "logattn"]["residual_stream"]).all()
     for name in ("decomposition_components", "decomposition_components_by_layer"):
         assert set(with_ring[name]["ring_run"]) == {"ring"}
         assert set(without[name]["ring_run"]) == {""}

@@ -26,7 +26,7 @@ def test_sections_hold_the_tables_rows_with_their_intervals():
     }
     for k, (est, lo, hi) in {
         "total": (0.25, 0.2, 0.3),
-        "residual": (np.nan, np.nan, np.nan),
+        "residual_stream": (np.nan, np.nan, np.nan),
         "causal_mask": (0.2, 0.15, 0.25),
         "share_causal_mask": (0.8, 0.7, 0.9),
     }.items():

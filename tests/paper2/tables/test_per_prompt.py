@@ -50,7 +50,7 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
     summ = L_summary.leakage_summary(
         stores, LeakageSettings(n_boot=n_boot, n_perm=0, seed=seed, bos_windows=("early6", "late"))
     )
-    assert list(summ["condition"].values) == ["rope", "identity_rope"]
+    assert list(summ["per_prompt_condition"].values) == ["rope", "identity_rope"]
     assert json.loads(summ.attrs["conditions_not_run"]) == {
         "scrambled_rope": ["scrambled_rope+bidirectional"]
     }
@@ -61,28 +61,34 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
         ("identity_rope", ("identity_rope", "identity_rope+bidirectional")),
     ):
         tot, res = _excess(stores[cv]), _excess(stores[bv])
-        dec = summ["decomposition"].sel(condition=cond, stat="estimate")
+        dec = summ["per_prompt_decomposition"].sel(per_prompt_condition=cond, stat="estimate")
         assert float(dec.sel(component="total")) == pytest.approx(tot.mean(), rel=1e-12)
-        assert float(dec.sel(component="residual")) == pytest.approx(res.mean(), rel=1e-12)
+        assert float(dec.sel(component="residual_stream")) == pytest.approx(res.mean(), rel=1e-12)
         # Eq. 5 under every control: causal mask = total - residual, exactly
         assert float(dec.sel(component="causal_mask")) == float(
-            dec.sel(component="total") - dec.sel(component="residual")
+            dec.sel(component="total") - dec.sel(component="residual_stream")
         )
-        layer = summ["decomposition_layer"].sel(condition=cond, stat="estimate")
+        layer = summ["per_prompt_decomposition_layer"].sel(
+            per_prompt_condition=cond, stat="estimate"
+        )
         np.testing.assert_array_equal(
             layer.sel(component="causal_mask"),
-            layer.sel(component="total") - layer.sel(component="residual"),
+            layer.sel(component="total") - layer.sel(component="residual_stream"),
         )
         bt, br = stats.bootstrap_means(tot, counts), stats.bootstrap_means(res, counts)
         boot_share[cond] = ((tot.mean() - res.mean()) / tot.mean(), (bt - br) / bt)
     # the paired difference: replicate-by-replicate on the same resampled prompts
-    diff = summ["decomposition_difference"].sel(
-        condition="identity_rope", condition_ref="rope", component="share_causal_mask"
+    diff = summ["per_prompt_decomposition_difference"].sel(
+        per_prompt_condition="identity_rope",
+        per_prompt_condition_ref="rope",
+        component="share_causal_mask",
     )
     (e_i, b_i), (e_r, b_r) = boot_share["identity_rope"], boot_share["rope"]
     lo, hi = inference.bounds(b_i - b_r, 0.95)
     np.testing.assert_allclose(diff.values, [e_i - e_r, lo, hi], rtol=1e-12)
-    same = summ["decomposition_difference"].sel(condition="rope", condition_ref="rope")
+    same = summ["per_prompt_decomposition_difference"].sel(
+        per_prompt_condition="rope", per_prompt_condition_ref="rope"
+    )
     assert (same.values == 0).all()
 
     # BOS interventions: each against the same run without the replacement
@@ -105,7 +111,7 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
         _excess(stores["bos_replace_mean+bidirectional"], window="early6"),
         _excess(stores["bidirectional"], window="early6"),
     )
-    eff = summ["bos_effect"].sel(intervention="mean+bidirectional", bos_window="early6")
+    eff = summ["per_prompt_bos_effect"].sel(intervention="mean+bidirectional", bos_window="early6")
     assert float(eff.sel(stat="estimate")) == pytest.approx(1 - ci_.mean() / cb_.mean(), rel=1e-12)
     # the causal runs' observational split excludes every bidirectional composition
     assert list(summ["causal_variant"].values) == [
@@ -123,8 +129,8 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
     assert rc.loc["scrambled_rope", "status"] == "not run: no 'scrambled_rope+bidirectional' run"
     assert np.isnan(rc.loc["scrambled_rope", "share_causal_mask"])
     assert rc.loc["identity_rope", "share_causal_mask"] == float(
-        summ["decomposition"].sel(
-            condition="identity_rope", component="share_causal_mask", stat="estimate"
+        summ["per_prompt_decomposition"].sel(
+            per_prompt_condition="identity_rope", component="share_causal_mask", stat="estimate"
         )
     )
     assert rc.loc["identity_rope", "share_causal_mask_minus_rope"] == pytest.approx(
@@ -134,7 +140,7 @@ def test_decomposition_under_each_rope_control_and_missing_runs_reported():
         lo, rel=1e-12
     )
     assert (rc["fixed_bos"] == 1).all() and (rc["prefix_ids"] == "[1]").all()
-    dec = tabs["decomposition"].set_index("condition")
+    dec = tabs["per_prompt_decomposition"].set_index("condition")
     assert dec.loc["scrambled_rope", "status"].startswith("not run") and np.isnan(
         dec.loc["scrambled_rope", "total"]
     )

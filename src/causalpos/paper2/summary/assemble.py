@@ -2,7 +2,8 @@
 output block of both readings merged into one dataset (:func:`leakage_summary`).
 
 The blocks: the headline reading (:func:`causalpos.paper2.summary.headline.headline_blocks`:
-``exp_*``), the per-prompt reading (:mod:`causalpos.paper2.summary.per_prompt`), the BOS
+the plain names), the per-prompt reading (:mod:`causalpos.paper2.summary.per_prompt`:
+``per_prompt_*``), the BOS
 replacement (:func:`causalpos.paper2.summary.bos.bos_effects`) and the sink heads. A new block is
 one more function of a prompt set and one more entry in :func:`leakage_summary`'s list.
 """
@@ -10,11 +11,13 @@ one more function of a prompt set and one more entry in :func:`leakage_summary`'
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
 
+from causalpos.catalogue_stores import SUMMARY_FORMAT, SUMMARY_FORMAT_ATTR
 from causalpos.paper2.labels import DEFAULT_CONDITIONS
 from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
@@ -44,18 +47,18 @@ def leakage_summary(
     """Paper-2 leakage stage for one (model, dataset): the output blocks of one :class:`PromptSet`.
 
     Output variables (``stat`` = estimate, lo, hi), by block: the headline reading,
-    :func:`~causalpos.paper2.summary.headline.headline_blocks` (``exp_*``: the leakage of the
+    :func:`~causalpos.paper2.summary.headline.headline_blocks` (the plain names: the leakage of the
     expected map, its decomposition, the negative and positive controls), where the stores hold
     its statistics; the per-prompt reading: :func:`~.per_prompt.per_prompt_leakage`
-    (``leakage_head``, ``leakage_layer``, ``leakage_model``, ``leakage_raw``, ``null_floor``),
-    :func:`~.per_prompt.head_tests` (``p_value``, ``q_value``, ``perm_null_mean``,
-    ``leakage_mean_map``, ``fraction_significant``), :func:`~.per_prompt.baseline_comparison`
-    (``baseline_leakage``, claim 6; when the stores hold the linear fit),
-    :func:`~.per_prompt.depth_trend` (``leakage_depth_trend``, claim 3),
-    :func:`~.per_prompt.per_prompt_decomposition` (``decomposition``, ``decomposition_layer``,
-    ``decomposition_difference``), :func:`~.per_prompt.causal_run_split`
-    (``observational_split``); :func:`~causalpos.paper2.summary.bos.bos_effects` (``bos_effect``,
-    ``bos_c_res``, ``bos_c_res_baseline``); :func:`~.per_prompt.sink_head_counts`
+    (``per_prompt_leakage_head``, ``per_prompt_leakage_layer``, ``per_prompt_leakage_model``, ``per_prompt_leakage_raw``, ``per_prompt_null_floor``),
+    :func:`~.per_prompt.head_tests` (``per_prompt_p_value``, ``per_prompt_q_value``, ``per_prompt_perm_null_mean``,
+    ``per_prompt_leakage_mean_map``, ``per_prompt_fraction_significant``), :func:`~.per_prompt.baseline_comparison`
+    (``per_prompt_baseline_leakage``, claim 6; when the stores hold the linear fit),
+    :func:`~.per_prompt.depth_trend` (``per_prompt_leakage_depth_trend``, claim 3),
+    :func:`~.per_prompt.per_prompt_decomposition` (``per_prompt_decomposition``, ``per_prompt_decomposition_layer``,
+    ``per_prompt_decomposition_difference``), :func:`~.per_prompt.causal_run_split`
+    (``per_prompt_observational_split``); :func:`~causalpos.paper2.summary.bos.bos_effects` (``per_prompt_bos_effect``,
+    ``per_prompt_bos_c_res``, ``per_prompt_bos_c_res_baseline``); :func:`~.per_prompt.sink_head_counts`
     (``sink_attention``, ``sink_head``, ``sink_head_count``).
 
     Args:
@@ -117,15 +120,27 @@ def leakage_summary(
             ),
             "position_free_runs": [v for v in ps.variants if v in position_free_runs],
             "note": NOTE,
+            SUMMARY_FORMAT_ATTR: SUMMARY_FORMAT,
         }
     )
     return out
 
 
+def open_summary(path: str | os.PathLike) -> xr.Dataset:
+    """The leakage summary store ``path``, opened and checked as every store is
+    (:func:`causalpos.io.store.open_dataset`), refused unless it is of this causalpos' summary
+    format (:data:`causalpos.catalogue_stores.SUMMARY_FORMAT`: an older summary names its
+    variables otherwise) with the command that rebuilds it."""
+    from causalpos.io.store import open_dataset, require_format
+
+    ds = open_dataset(path)
+    return require_format(ds, path, SUMMARY_FORMAT_ATTR, SUMMARY_FORMAT, "leakage summary")
+
+
 #: What the summary's variables are, in its attrs.
 NOTE = (
-    "exp_* (headline): dR2 of the expected map, U-statistics over prompt pairs, "
-    "key-0 column modelled, pooled sum/sum; leakage_* (per-prompt reading): "
+    "plain names (headline): dR2 of the expected map, U-statistics over prompt pairs, "
+    "key-0 column modelled, pooled sum/sum; per_prompt_* (per-prompt reading): "
     "leakage = mean over prompts of per-prompt dR2 (minus exact within-offset "
     "permutation-null mean when floor_correct); shares = ratios of prompt means; p/q: "
     "within-offset permutation test on prompt-mean maps, BH over (layer, head) per "

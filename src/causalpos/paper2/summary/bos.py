@@ -1,5 +1,5 @@
 """Paper 2 §4's BOS replacement in the summary: which runs pair up (an intervention and the same
-run without it), what each effect is measured on, and the ``bos_effect`` block of a
+run without it), what each effect is measured on, and the ``per_prompt_bos_effect`` block of a
 :class:`~causalpos.paper2.prompts.PromptSet`."""
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def bos_effects(
     bos_windows: Sequence[str] = ("early16", "early32", "early64", "late"),
 ) -> xr.Dataset:
     """BOS replacement (§4) per intervention and query window the stores hold: effect =
-    1 − C_res(intervention)/C_res(baseline) (``bos_effect``) and both C_res (``bos_c_res``,
-    ``bos_c_res_baseline``), prompts resampled jointly. Empty without an intervention."""
+    1 − C_res(intervention)/C_res(baseline) (``per_prompt_bos_effect``) and both C_res (``per_prompt_bos_c_res``,
+    ``per_prompt_bos_c_res_baseline``), prompts resampled jointly. Empty without an intervention."""
     if not pairs:
         return xr.Dataset()
     wins = [w for w in bos_windows if w in ps.windows]
@@ -86,9 +86,9 @@ def bos_effects(
     dims = ("intervention", "bos_window", "stat")
     return xr.Dataset(
         {
-            "bos_effect": (dims, eff),
-            "bos_c_res": (dims, c_int),
-            "bos_c_res_baseline": (dims, c_base),
+            "per_prompt_bos_effect": (dims, eff),
+            "per_prompt_bos_c_res": (dims, c_int),
+            "per_prompt_bos_c_res_baseline": (dims, c_base),
         },
         coords={"stat": list(STAT), "intervention": list(pairs), "bos_window": wins},
     )
@@ -162,22 +162,22 @@ def bos_headline_block(
                 eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
             c_int[a, k, wi] = ps.ci(ib, ie)
             c_base[a, k, wi] = ps.ci(bb, be)
-    dims = ("bos_replacement", "bos_reading", "exp_window", "stat")
+    dims = ("bos_replacement", "bos_reading", "window", "stat")
     return xr.Dataset(
         {
-            "exp_bos_effect": (dims, eff),
-            "exp_bos_c": (dims, c_int),
-            "exp_bos_c_baseline": (dims, c_base),
-            "exp_bos_sink_heads": (("bos_replacement",), n_sink),
+            "bos_effect": (dims, eff),
+            "bos_c": (dims, c_int),
+            "bos_c_baseline": (dims, c_base),
+            "bos_sink_heads": (("bos_replacement",), n_sink),
         },
         coords={
             "bos_replacement": reps,
             "bos_reading": list(BOS_READINGS),
-            "exp_window": list(wins),
+            "window": list(wins),
             "stat": list(STAT),
         },
         attrs={
-            "exp_bos_sink_tau": sink_tau,
-            "exp_bos_target": target or repr(BOS_READING_TARGET),
+            "bos_sink_tau": sink_tau,
+            "bos_target": target or repr(BOS_READING_TARGET),
         },
     )

@@ -32,7 +32,7 @@ from causalpos.paper2.extraction.metric import TARGETS
 from causalpos.paper2.labels import LANDMARKS, STAT, ring_twin
 from causalpos.paper2.prompts import PromptSet
 
-#: Every name of ``exp_components*``: the components, the shares, the controls.
+#: Every name of ``components*``: the components, the shares, the controls.
 NAMES = tuple(COMPONENTS) + tuple(SHARES) + tuple(CONTROL_COMPONENTS)
 
 #: Components read in the one unit (divided by the causal run's D̂); the shares are not.
@@ -76,17 +76,17 @@ def decomposition_block(
     """Paper 2 §3 in one unit for every condition (:func:`condition_runs`), both landmark
     readings and every window.
 
-    ``exp_components`` (exp_condition, exp_landmark, exp_window, component_full, stat),
-    ``exp_components_layer`` (..., layer, component_full, stat) and ``exp_components_kind``
+    ``components`` (condition, landmark, window, component_full, stat),
+    ``components_layer`` (..., layer, component_full, stat) and ``components_kind``
     (..., layer_kind, component_full, stat; each kind's layers pooled): :data:`NAMES`. Each
     component's interval is calibrated on its own Gram (the same combination of the numerators'
-    Grams), its denominator's replicates shared. ``exp_components_kind_contrast`` (same dims):
+    Grams), its denominator's replicates shared. ``components_kind_contrast`` (same dims):
     each kind's reading minus the global layers' (paired replicates; NaN for ``global`` and where
-    the model has no global layer). ``exp_decomposition`` (exp_condition, exp_window, target,
+    the model has no global layer). ``decomposition`` (condition, window, target,
     component, stat): the headline decomposition (landmark modelled) under the names total,
     residual, causal_mask, share_residual, share_causal_mask (log-attention, its one unit; the
-    logit coordinate NaN); ``exp_decomposition_difference`` paired differences between
-    conditions; ``exp_share_boot`` the share's replicates."""
+    logit coordinate NaN); ``decomposition_difference`` paired differences between
+    conditions; ``share_boot`` the share's replicates."""
     ps = cache.ps
     runs = condition_runs(ps, conds)
     controls = control_runs(ps, position_free_runs)
@@ -119,30 +119,30 @@ def decomposition_block(
                         "share_causal_mask"
                     ]
     coords = {
-        "exp_condition": list(runs),
-        "exp_landmark": list(LANDMARKS),
-        "exp_window": list(wins),
+        "condition": list(runs),
+        "landmark": list(LANDMARKS),
+        "window": list(wins),
         "layer": ps.layers,
         "layer_kind_name": list(groups),
         "component_full": list(NAMES),
         "target": list(TARGETS),
         "stat": list(STAT),
     }
-    lead = ("exp_condition", "exp_landmark", "exp_window")
+    lead = ("condition", "landmark", "window")
     tail = ("component_full", "stat")
     data = xr.Dataset(
         {
-            "exp_components": (lead + tail, out["pooled"]),
-            "exp_components_layer": (lead + ("layer",) + tail, out["layer"]),
-            "exp_components_kind": (lead + ("layer_kind_name",) + tail, out["kind"]),
-            "exp_components_kind_contrast": (lead + ("layer_kind_name",) + tail, out["contrast"]),
-            "exp_share_boot": (("exp_condition", "exp_window", "target", "replicate"), share_boot),
+            "components": (lead + tail, out["pooled"]),
+            "components_layer": (lead + ("layer",) + tail, out["layer"]),
+            "components_kind": (lead + ("layer_kind_name",) + tail, out["kind"]),
+            "components_kind_contrast": (lead + ("layer_kind_name",) + tail, out["contrast"]),
+            "share_boot": (("condition", "window", "target", "replicate"), share_boot),
         },
         coords=coords,
         attrs={
-            "exp_components_unit": UNIT,
-            "exp_condition_runs": repr({c: list(r) for c, r in runs.items()}),
-            "exp_control_runs": repr(controls),
+            "components_unit": UNIT,
+            "condition_runs": repr({c: list(r) for c, r in runs.items()}),
+            "control_runs": repr(controls),
         },
     )
     return data.merge(_eq5_block(ps, list(runs), wins, boots))
@@ -299,13 +299,13 @@ def _artefact(cache: GramCache, rel: Mapping, c: str, w: str, modelled: bool) ->
 def _eq5_block(
     ps: PromptSet, conds: Sequence[str], wins: Sequence[str], boots: Mapping
 ) -> xr.Dataset:
-    """``exp_decomposition`` and its paired differences between conditions from the one-unit
+    """``decomposition`` and its paired differences between conditions from the one-unit
     components (landmark modelled, log-attention)."""
     names = {
         "total": "total",
-        "residual": "residual_stream",
+        "residual_stream": "residual_stream",
         "causal_mask": "causal_mask",
-        "share_residual": None,
+        "share_residual_stream": None,
         "share_causal_mask": "share_causal_mask",
     }
     nc, nw, nt = len(conds), len(wins), len(TARGETS)
@@ -330,19 +330,19 @@ def _eq5_block(
                 )
     return xr.Dataset(
         {
-            "exp_decomposition": (
-                ("exp_condition", "exp_window", "target", "component", "stat"),
+            "decomposition": (
+                ("condition", "window", "target", "component", "stat"),
                 dec,
             ),
-            "exp_decomposition_difference": (
-                ("exp_condition", "exp_condition_ref", "exp_window", "target", "component", "stat"),
+            "decomposition_difference": (
+                ("condition", "condition_ref", "window", "target", "component", "stat"),
                 diff,
             ),
         },
         coords={
-            "exp_condition": list(conds),
-            "exp_condition_ref": list(conds),
-            "exp_window": list(wins),
+            "condition": list(conds),
+            "condition_ref": list(conds),
+            "window": list(wins),
             "target": list(TARGETS),
             "component": list(names),
             "stat": list(STAT),

@@ -126,11 +126,11 @@ def dose_block(
 
     Variables over ``dose_run`` (every run of every series, dose 0 first; coordinates
     ``dose_twin``: its series, ``dose_size``: its dose, ``dose_layer``: the planted layer):
-    ``exp_dose`` (dose_run, stat) the reading, ``exp_dose_step`` (dose_run, stat) the paired step
+    ``dose_leakage`` (dose_run, stat) the reading, ``dose_step`` (dose_run, stat) the paired step
     from the previous dose (NaN at dose 0); over ``dose_series`` (the twins):
-    ``exp_dose_control`` 1 where the twin is a negative control here (position-free on prompts
-    exchangeable over positions), else 0 (read, not judged). Attrs: ``exp_dose_margin`` (the
-    declared margin of dose 0), ``exp_dose_target``, ``exp_dose_window``."""
+    ``dose_control`` 1 where the twin is a negative control here (position-free on prompts
+    exchangeable over positions), else 0 (read, not judged). Attrs: ``dose_margin`` (the
+    declared margin of dose 0), ``dose_target``, ``dose_window``."""
     ps = cache.ps
     if MODEL_RUN not in ps.runs:
         return xr.Dataset()
@@ -151,9 +151,9 @@ def dose_block(
     control = [float(t in position_free_runs) for t in names]
     return xr.Dataset(
         {
-            "exp_dose": (("dose_run", "stat"), np.asarray(rows)),
-            "exp_dose_step": (("dose_run", "stat"), np.asarray(steps)),
-            "exp_dose_control": (("dose_series",), np.asarray(control)),
+            "dose_leakage": (("dose_run", "stat"), np.asarray(rows)),
+            "dose_step": (("dose_run", "stat"), np.asarray(steps)),
+            "dose_control": (("dose_series",), np.asarray(control)),
         },
         coords={
             "dose_run": runs,
@@ -164,8 +164,8 @@ def dose_block(
             "stat": list(STAT),
         },
         attrs={
-            "exp_dose_margin": float(margin),
-            "exp_dose_target": DOSE_TARGET,
-            "exp_dose_window": str(wins[0]),
+            "dose_margin": float(margin),
+            "dose_target": DOSE_TARGET,
+            "dose_window": str(wins[0]),
         },
     )

@@ -2,7 +2,7 @@
 effect on the headline decomposition, the same weights and prompts, paired replicates.
 
 Gemma-3's sliding and global layers differ in the window *and* the RoPE base (10k vs 1M), depth
-and role, so their contrast (``exp_components_kind_contrast``) is observational. Each factor is
+and role, so their contrast (``components_kind_contrast``) is observational. Each factor is
 isolated by a forward-pass variant (:data:`causalpos.models.variants.FACTOR_ATOMS`):
 
 - ``window``: the window's effect, the plain causal run minus ``no_window`` (every sliding layer
@@ -20,7 +20,7 @@ run's logits: the position q·k carry, paper 2's residual stream on the mechanis
 (causal logits minus ring logits) and ``mask_free`` (the ring's logits: the residual stream on
 the ablation mapping). Per layer, pooled per layer kind and over every layer, and as the
 least-squares slope of the per-layer effect on the layer index across the sliding layers
-(``exp_factor_slope``), every interval from the same replicates.
+(``factor_slope``), every interval from the same replicates.
 """
 
 from __future__ import annotations
@@ -122,12 +122,12 @@ class _Effect:
 def factor_block(cache: GramCache, wins: Sequence[str]) -> xr.Dataset:
     """claim 3's factor effects (module doc) for every factor the summary holds the runs of.
 
-    ``exp_factor_layer`` (exp_factor, factor_reading, exp_window, layer, stat),
-    ``exp_factor_kind`` (..., factor_level, stat: each layer kind's layers pooled, then
-    :data:`ALL_LAYERS`), ``exp_factor_slope`` (exp_factor, factor_reading, exp_window, stat: the
+    ``factor_layer`` (factor, factor_reading, window, layer, stat),
+    ``factor_kind`` (..., factor_level, stat: each layer kind's layers pooled, then
+    :data:`ALL_LAYERS`), ``factor_slope`` (factor, factor_reading, window, stat: the
     per-layer effect's least-squares slope on the layer index across the sliding layers, per
-    layer). NaN where a reading's ring twin is missing. Attrs: ``exp_factor_runs``,
-    ``exp_factor_sliding_layers`` (the slope's layers), ``exp_factor_window_masks`` (whether a
+    layer). NaN where a reading's ring twin is missing. Attrs: ``factor_runs``,
+    ``factor_sliding_layers`` (the slope's layers), ``factor_window_masks`` (whether a
     sliding window masks anything at this length: where it does not, the window factor changes
     nothing and reads 0 exactly)."""
     ps = cache.ps
@@ -163,24 +163,24 @@ def factor_block(cache: GramCache, wins: Sequence[str]) -> xr.Dataset:
                 if len(sliding) >= 2:
                     slopes[fi, ri, wi] = ps.ci(slope(x, rep[:, sliding]), slope(x, est[sliding]))
     window_masks = T is not None and any(masks_anything(k, T) for k in kind_list)
-    lead = ("exp_factor", "factor_reading", "exp_window")
+    lead = ("factor", "factor_reading", "window")
     return xr.Dataset(
         {
-            "exp_factor_layer": (lead + ("layer", "stat"), layer),
-            "exp_factor_kind": (lead + ("factor_level", "stat"), kind),
-            "exp_factor_slope": (lead + ("stat",), slopes),
+            "factor_layer": (lead + ("layer", "stat"), layer),
+            "factor_kind": (lead + ("factor_level", "stat"), kind),
+            "factor_slope": (lead + ("stat",), slopes),
         },
         coords={
-            "exp_factor": list(runs),
+            "factor": list(runs),
             "factor_reading": list(READINGS),
-            "exp_window": list(wins),
+            "window": list(wins),
             "layer": ps.layers,
             "factor_level": list(groups),
             "stat": list(STAT),
         },
         attrs={
-            "exp_factor_runs": repr({f: [r, g] for f, (r, g) in runs.items()}),
-            "exp_factor_sliding_layers": [int(ps.layers[i]) for i in sliding],
-            "exp_factor_window_masks": int(window_masks),
+            "factor_runs": repr({f: [r, g] for f, (r, g) in runs.items()}),
+            "factor_sliding_layers": [int(ps.layers[i]) for i in sliding],
+            "factor_window_masks": int(window_masks),
         },
     )

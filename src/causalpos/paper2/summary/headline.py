@@ -17,9 +17,9 @@ bidirectional pass (no causal mask) with identity RoPE or a NoPE model, and no s
 (chunks at random offsets; the stage decides from the data store's ``mode``): document openings
 carry position in their content, and a position-free run reads it. Its expected map carries no
 absolute position beyond the key-0 level the landmark column models, so its headline must read
-≈ 0 in the model's units: ``exp_control_tost`` is its (1 − 2α) interval there, which
+≈ 0 in the model's units: ``control_tost`` is its (1 − 2α) interval there, which
 :func:`causalpos.verdicts.negative_control` judges against the margin δ declared before the
-run (``exp_control_margin``, config ``leakage.controls``). On each position-free run the summary
+run (``control_margin``, config ``leakage.controls``). On each position-free run the summary
 also plants a query effect of known size in the model's units (:func:`planted_control`:
 ``leakage.planted`` of the causal run's expected-map variance, the size of the model's own
 effect) and reads it back: the positive control in the statistics. The positive controls
@@ -54,12 +54,12 @@ from causalpos.paper2.summary.doses import dose_block
 from causalpos.paper2.summary.factors import factor_block
 from causalpos.paper2.summary.planted import planted_block
 
-#: Columns of ``exp_planted``: the planted effect's exact size in the model's units, then the
+#: Columns of ``leakage_planted``: the planted effect's exact size in the model's units, then the
 #: estimate with its CI.
 PLANTED = ("planted", "estimate", "lo", "hi")
 
 
-#: ``exp_baseline``: the headline under the saturated and the linear-in-offset baseline (both
+#: ``baseline_leakage``: the headline under the saturated and the linear-in-offset baseline (both
 #: with query effects) and their paired difference (claim 6: how much the linear baseline
 #: inflates the absolute part). Both share one denominator (the expected map's variance), so
 #: the difference is itself a share of that variance; a ratio to the saturated reading is not
@@ -120,7 +120,7 @@ def planted_control(cache: GramCache, run: str, window: str, target: str, size: 
     added to every map of ``run`` (in its statistics), a chosen so that the effect's exact
     numerator Σ‖P_Δ b‖² is ``size`` × the causal run's D̂ (pooled), then read back as the run's
     N̂ over that D̂ with paired replicates (the negative control's reading,
-    ``exp_control_units``). Returns (planted, estimate, lo, hi), ``planted`` = ``size`` (the
+    ``control_units``). Returns (planted, estimate, lo, hi), ``planted`` = ``size`` (the
     truth, given P_Δ μ = 0 on a position-free run); NaN without a causal run or where the
     profile has no ΔSS on the measured pairs."""
     if not 0 < size < 1:
@@ -158,20 +158,20 @@ def headline_blocks(
     (``settings``: ``alpha``, ``planted``, the controls' ``control_alpha`` and margins,
     ``seed``).
 
-    Variables (``stat`` = estimate, lo, hi): :func:`leakage_block` (``exp_model``,
-    ``exp_model_sst``, ``exp_model_nolandmark``, ``exp_layer``, ``exp_head``, ``exp_p``,
-    ``exp_q``, ``exp_fraction_significant``, ``exp_fraction_p``, ``exp_baseline``);
-    :func:`control_block` (``exp_position_free``, ``exp_control_units``,
-    ``exp_control_tost``, ``exp_control_margin``, ``exp_planted``);
-    :func:`~causalpos.paper2.summary.decomposition.decomposition_block` (``exp_components``,
-    ``exp_components_layer``, ``exp_components_kind``, ``exp_decomposition``,
-    ``exp_decomposition_difference``, ``exp_share_boot``); the ablation block
-    (``exp_ablation``, ``exp_ablation_layer``), the BOS block (``exp_bos_*``, read on
-    ``bos_target``), the positive control planted in the model (``exp_plant_model*``) and the
-    dose series planted in its residual stream (``exp_dose*``:
+    Variables (``stat`` = estimate, lo, hi): :func:`leakage_block` (``leakage_model``,
+    ``leakage_model_sst``, ``leakage_model_nolandmark``, ``leakage_layer``, ``leakage_head``, ``p_value``,
+    ``q_value``, ``fraction_significant``, ``fraction_p``, ``baseline_leakage``);
+    :func:`control_block` (``position_free``, ``control_units``,
+    ``control_tost``, ``control_margin``, ``leakage_planted``);
+    :func:`~causalpos.paper2.summary.decomposition.decomposition_block` (``components``,
+    ``components_layer``, ``components_kind``, ``decomposition``,
+    ``decomposition_difference``, ``share_boot``); the ablation block
+    (``leakage_ablation``, ``leakage_ablation_layer``), the BOS block (``exp_bos_*``, read on
+    ``bos_target``), the positive control planted in the model (``plant_model*``) and the
+    dose series planted in its residual stream (``dose_leakage*``:
     :func:`~causalpos.paper2.summary.doses.dose_block`), claim 3's factor effects
     (``exp_factor_*``: :func:`~causalpos.paper2.summary.factors.factor_block`).
-    Attribute ``exp_counts_digest`` says which resampled prompts every replicate used.
+    Attribute ``counts_digest`` says which resampled prompts every replicate used.
     """
     wins = [str(w) for w in stored_windows(ps)]
     if not wins:
@@ -181,11 +181,11 @@ def headline_blocks(
     out = out.merge(control_block(cache, wins, position_free_runs, settings))
     out.attrs.update(
         {
-            "exp_planted_size": settings.planted,
-            "exp_control_tol": CONTROL_TOL,
-            "exp_control_alpha": settings.control_alpha,
-            "exp_counts_digest": counts_digest(ps.multipliers),
-            "exp_linear_fit": LINEAR_FIT,
+            "planted_size": settings.planted,
+            "control_tol": CONTROL_TOL,
+            "control_alpha": settings.control_alpha,
+            "counts_digest": counts_digest(ps.multipliers),
+            "linear_fit": LINEAR_FIT,
         }
     )
     if LOCAL_RUN in ps.runs and WHOLE_RUN in ps.runs:
@@ -203,7 +203,7 @@ def headline_blocks(
         out = out.merge(doses)
         out.attrs.update(doses.attrs)
     comp = decomposition_block(cache, wins, conditions, position_free_runs)
-    if comp["exp_condition"].size:
+    if comp["condition"].size:
         out = out.merge(comp)
     factors = factor_block(cache, wins)
     if factors.data_vars:
@@ -243,28 +243,28 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
                 if wi == 0:  # the reading with the key-0 column counted, headline window
                     r2 = cache.estimate(v, w, t, landmark=False)
                     model_nl[vi, ti] = [r2["pooled"], r2["pooled_lo"], r2["pooled_hi"]]
-    vwt = ("variant", "exp_window", "target")
+    vwt = ("variant", "window", "target")
     return xr.Dataset(
         {
-            "exp_model": (vwt + ("stat",), model),
-            "exp_model_sst": (vwt + ("stat",), model_sst),
-            "exp_model_nolandmark": (("variant", "target", "stat"), model_nl),
-            "exp_layer": (vwt + ("layer", "stat"), layer),
-            "exp_head": (vwt + ("layer", "head", "stat"), head),
-            "exp_p": (vwt + ("layer", "head"), pval),
-            "exp_q": (vwt + ("layer", "head"), qval),
-            "exp_fraction_significant": (vwt + ("stat",), frac),
-            "exp_fraction_p": (vwt + ("stat",), frac_p),
-            "exp_baseline": (("variant", "target", "exp_fit", "stat"), lin),
+            "leakage_model": (vwt + ("stat",), model),
+            "leakage_model_sst": (vwt + ("stat",), model_sst),
+            "leakage_model_nolandmark": (("variant", "target", "stat"), model_nl),
+            "leakage_layer": (vwt + ("layer", "stat"), layer),
+            "leakage_head": (vwt + ("layer", "head", "stat"), head),
+            "p_value": (vwt + ("layer", "head"), pval),
+            "q_value": (vwt + ("layer", "head"), qval),
+            "fraction_significant": (vwt + ("stat",), frac),
+            "fraction_p": (vwt + ("stat",), frac_p),
+            "baseline_leakage": (("variant", "target", "fit", "stat"), lin),
         },
         coords={
             "variant": ps.variants,
-            "exp_window": list(wins),
+            "window": list(wins),
             "target": list(TARGETS),
             "layer": ps.layers,
             "head": ps.heads,
             "stat": list(STAT),
-            "exp_fit": list(BASELINES),
+            "fit": list(BASELINES),
         },
     )
 
@@ -277,15 +277,15 @@ def control_block(
 ) -> xr.Dataset:
     """Negative controls in the model's units and the statistics-level positive control.
 
-    ``exp_control_units`` (variant, exp_landmark, exp_window, target, stat): a position-free
+    ``control_units`` (variant, landmark, window, target, stat): a position-free
     run's N̂ over the *causal* run's D̂ (the model's units: a ratio over the control's own,
     nearly flat map is ill-conditioned), paired replicates, at the summary's level;
-    ``exp_control_tost`` (...): the same estimate's (1 − 2α) interval from the same replicates
+    ``control_tost`` (...): the same estimate's (1 − 2α) interval from the same replicates
     (α = ``settings.control_alpha``, each one-sided test's level), the interval
     :func:`causalpos.verdicts.negative_control` judges; NaN where the run is not position-free
-    or there is no causal run to compare with. ``exp_control_margin`` (target): the margin δ
+    or there is no causal run to compare with. ``control_margin`` (target): the margin δ
     declared before the run (``settings.control_margins``), never a function of the model's own
-    estimate. ``exp_planted`` (variant, target, planted): the planted query effect on each
+    estimate. ``leakage_planted`` (variant, target, planted): the planted query effect on each
     position-free run, sized and read back in the model's units (:func:`planted_control`)."""
     ps = cache.ps
     nv, nw, nt = len(ps.variants), len(wins), len(TARGETS)
@@ -312,20 +312,20 @@ def control_block(
     for vi in np.flatnonzero(free):
         for ti, t in enumerate(TARGETS):
             plant[vi, ti] = planted_control(cache, ps.variants[vi], wins[0], t, settings.planted)
-    dims = ("variant", "exp_landmark", "exp_window", "target")
+    dims = ("variant", "landmark", "window", "target")
     margins = settings.control_margins()
     return xr.Dataset(
         {
-            "exp_position_free": (("variant",), free),
-            "exp_control_units": (dims + ("stat",), units),
-            "exp_control_tost": (dims + ("stat",), tost),
-            "exp_control_margin": (("target",), [float(margins[t]) for t in TARGETS]),
-            "exp_planted": (("variant", "target", "planted"), plant),
+            "position_free": (("variant",), free),
+            "control_units": (dims + ("stat",), units),
+            "control_tost": (dims + ("stat",), tost),
+            "control_margin": (("target",), [float(margins[t]) for t in TARGETS]),
+            "leakage_planted": (("variant", "target", "planted"), plant),
         },
         coords={
             "variant": ps.variants,
-            "exp_landmark": list(LANDMARKS),
-            "exp_window": list(wins),
+            "landmark": list(LANDMARKS),
+            "window": list(wins),
             "target": list(TARGETS),
             "stat": list(STAT),
             "planted": list(PLANTED),
@@ -376,14 +376,14 @@ def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
             )
     return xr.Dataset(
         {
-            "exp_ablation": (("exp_window", "target", "ablation", "stat"), pooled),
-            "exp_ablation_layer": (
-                ("exp_window", "target", "layer", "ablation", "stat"),
+            "leakage_ablation": (("window", "target", "ablation", "stat"), pooled),
+            "leakage_ablation_layer": (
+                ("window", "target", "layer", "ablation", "stat"),
                 per_layer,
             ),
         },
         coords={
-            "exp_window": list(wins),
+            "window": list(wins),
             "target": list(TARGETS),
             "layer": ps.layers,
             "ablation": list(ABLATIONS),

@@ -27,18 +27,24 @@ from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.permutation import permutation_test
 
-#: Rows of ``baseline_leakage`` (claim 6): the headline fit, its linear-in-offset counterpart, and
+#: Rows of ``per_prompt_baseline_leakage`` (claim 6): the headline fit, its linear-in-offset counterpart, and
 #: the paired difference linear minus saturated.
 BASELINE_ROWS = ("saturated", "linear", "linear_minus_saturated")
 
 
-#: Depth trends of ``leakage_depth_trend`` (claim 3): least-squares slope per layer, last − first.
+#: Depth trends of ``per_prompt_leakage_depth_trend`` (claim 3): least-squares slope per layer, last − first.
 DEPTH_TRENDS = ("slope", "last_minus_first")
 
 
 #: Components of the per-prompt reading's decomposition (§3, Eq. 5): leakages, then shares of
 #: the total. The headline's one-unit components: :data:`causalpos.paper2.decomposition.COMPONENTS`.
-PER_PROMPT_COMPONENTS = ("total", "residual", "causal_mask", "share_residual", "share_causal_mask")
+PER_PROMPT_COMPONENTS = (
+    "total",
+    "residual_stream",
+    "causal_mask",
+    "share_residual_stream",
+    "share_causal_mask",
+)
 
 
 #: Terms of the observational split (§3), in units of SST(log-attention), then shares.
@@ -53,9 +59,9 @@ def linear_counterpart(fit: str) -> str | None:
 
 
 def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
-    """The per-prompt reading of every run and target per head, layer and model with CIs (``leakage_head``,
-    ``leakage_layer``, ``leakage_model``), and the prompt means of raw ΔR² (``leakage_raw``) and of
-    its exact permutation-null mean (``null_floor``) per head."""
+    """The per-prompt reading of every run and target per head, layer and model with CIs (``per_prompt_leakage_head``,
+    ``per_prompt_leakage_layer``, ``per_prompt_leakage_model``), and the prompt means of raw ΔR² (``per_prompt_leakage_raw``) and of
+    its exact permutation-null mean (``per_prompt_null_floor``) per head."""
     nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
     head_ci = np.full((nv, 2, nl, nh, 3), np.nan)
     layer_ci = np.full((nv, 2, nl, 3), np.nan)
@@ -73,11 +79,11 @@ def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
             floor[vi, ti] = ds["leak_null"].sel(leak_target=target).values.mean(0)
     return xr.Dataset(
         {
-            "leakage_head": (("variant", "target", "layer", "head", "stat"), head_ci),
-            "leakage_layer": (("variant", "target", "layer", "stat"), layer_ci),
-            "leakage_model": (("variant", "target", "stat"), model_ci),
-            "leakage_raw": (("variant", "target", "layer", "head"), raw),
-            "null_floor": (("variant", "target", "layer", "head"), floor),
+            "per_prompt_leakage_head": (("variant", "target", "layer", "head", "stat"), head_ci),
+            "per_prompt_leakage_layer": (("variant", "target", "layer", "stat"), layer_ci),
+            "per_prompt_leakage_model": (("variant", "target", "stat"), model_ci),
+            "per_prompt_leakage_raw": (("variant", "target", "layer", "head"), raw),
+            "per_prompt_null_floor": (("variant", "target", "layer", "head"), floor),
         },
         coords={
             "variant": ps.variants,
@@ -90,9 +96,9 @@ def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
 
 
 def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
-    """Within-offset permutation test of every head's prompt-mean map (§5): ``p_value``,
-    ``q_value`` (BH over (layer, head) per run and target), ``perm_null_mean``,
-    ``leakage_mean_map`` and ``fraction_significant`` (q < ``alpha``); NaN for the runs not in
+    """Within-offset permutation test of every head's prompt-mean map (§5): ``per_prompt_p_value``,
+    ``per_prompt_q_value`` (BH over (layer, head) per run and target), ``per_prompt_perm_null_mean``,
+    ``per_prompt_leakage_mean_map`` and ``per_prompt_fraction_significant`` (q < ``alpha``); NaN for the runs not in
     ``perm_variants``, for every run when ``n_perm`` is 0 or the stores hold no maps
     (``settings``: ``n_perm``, ``perm_variants``, ``alpha``, ``seed``, ``perm_chunk``)."""
     n_perm, perm_variants = settings.n_perm, settings.perm_variants
@@ -135,11 +141,11 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
     per_head = ("variant", "target", "layer", "head")
     return xr.Dataset(
         {
-            "p_value": (per_head, p_val),
-            "q_value": (per_head, q_val),
-            "perm_null_mean": (per_head, mc_null),
-            "leakage_mean_map": (per_head, mean_map),
-            "fraction_significant": (("variant", "target"), frac),
+            "per_prompt_p_value": (per_head, p_val),
+            "per_prompt_q_value": (per_head, q_val),
+            "per_prompt_perm_null_mean": (per_head, mc_null),
+            "per_prompt_leakage_mean_map": (per_head, mean_map),
+            "per_prompt_fraction_significant": (("variant", "target"), frac),
         },
         coords={
             "variant": ps.variants,
@@ -153,7 +159,7 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
 def baseline_comparison(ps: PromptSet) -> xr.Dataset:
     """Claim 6: every run's model-level leakage under the headline fit and its linear-in-offset
     counterpart, and their paired difference (prompts resampled jointly), raw and null-corrected
-    (``baseline_leakage``; attr ``linear_fit``). Empty when the headline fit is already linear or
+    (``per_prompt_baseline_leakage``; attr ``per_prompt_linear_fit``). Empty when the headline fit is already linear or
     a store lacks the linear fit.
 
     Raw ΔR² carries the inflation: the within-offset permutation null of the linear fit contains
@@ -180,7 +186,12 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
                 for bi, x in enumerate(per_fit):
                     base[vi, ti, bi, mi] = ps.ci(ps.boot(x), x.mean())
     out = xr.Dataset(
-        {"baseline_leakage": (("variant", "target", "baseline", "measure", "stat"), base)},
+        {
+            "per_prompt_baseline_leakage": (
+                ("variant", "target", "baseline", "measure", "stat"),
+                base,
+            )
+        },
         coords={
             "variant": ps.variants,
             "target": list(TARGETS),
@@ -189,13 +200,13 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
             "measure": ["raw", "corrected"],
         },
     )
-    out.attrs["linear_fit"] = linear
+    out.attrs["per_prompt_linear_fit"] = linear
     return out
 
 
 def depth_trend(ps: PromptSet) -> xr.Dataset:
     """Claim 3: every run's layer leakage's least-squares slope over the layer index (per layer)
-    and last minus first layer (``leakage_depth_trend``); empty with one layer. Both are linear in
+    and last minus first layer (``per_prompt_leakage_depth_trend``); empty with one layer. Both are linear in
     the per-prompt layer means, so a bootstrap of per-prompt trends is the trend of the bootstrap
     means."""
     nl = len(ps.layers)
@@ -210,7 +221,7 @@ def depth_trend(ps: PromptSet) -> xr.Dataset:
             for ki, tr in enumerate((xl @ w, xl[:, -1] - xl[:, 0])):
                 trend[vi, ti, ki] = ps.ci(ps.boot(tr), tr.mean())
     return xr.Dataset(
-        {"leakage_depth_trend": (("variant", "target", "trend", "stat"), trend)},
+        {"per_prompt_leakage_depth_trend": (("variant", "target", "trend", "stat"), trend)},
         coords={
             "variant": ps.variants,
             "target": list(TARGETS),
@@ -270,9 +281,9 @@ def per_prompt_components(total: np.ndarray, residual: np.ndarray) -> dict[str, 
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
             "total": total,
-            "residual": residual,
+            "residual_stream": residual,
             "causal_mask": mask_part,
-            "share_residual": residual / total,
+            "share_residual_stream": residual / total,
             "share_causal_mask": mask_part / total,
         }
 
@@ -281,9 +292,9 @@ def per_prompt_decomposition(
     ps: PromptSet, conditions: Mapping[str, tuple[str, str]]
 ) -> xr.Dataset:
     """Paper 2 §3 on the per-prompt reading per condition (causal run, bidirectional run), model
-    level (``decomposition``)
-    and per layer (``decomposition_layer``), shares as ratios of prompt means; with two or more
-    conditions the paired differences between conditions (``decomposition_difference``, condition
+    level (``per_prompt_decomposition``)
+    and per layer (``per_prompt_decomposition_layer``), shares as ratios of prompt means; with two or more
+    conditions the paired differences between conditions (``per_prompt_decomposition_difference``, condition
     minus condition_ref, prompts resampled jointly). Empty without a condition."""
     conds = dict(conditions)
     if not conds:
@@ -304,13 +315,16 @@ def per_prompt_decomposition(
                 model_level[c] = (est, boot)
     out = xr.Dataset(
         {
-            "decomposition": (("condition", "component", "stat"), dec_m),
-            "decomposition_layer": (("condition", "component", "layer", "stat"), dec_l),
+            "per_prompt_decomposition": (("per_prompt_condition", "component", "stat"), dec_m),
+            "per_prompt_decomposition_layer": (
+                ("per_prompt_condition", "component", "layer", "stat"),
+                dec_l,
+            ),
         },
         coords={
             "layer": ps.layers,
             "stat": list(STAT),
-            "condition": list(conds),
+            "per_prompt_condition": list(conds),
             "component": list(PER_PROMPT_COMPONENTS),
         },
     )
@@ -323,17 +337,17 @@ def per_prompt_decomposition(
                 (ec, bc), (er, br) = model_level[c], model_level[r]
                 for k, comp in enumerate(PER_PROMPT_COMPONENTS):
                     diff[i, j, k] = ps.ci(bc[comp] - br[comp], ec[comp] - er[comp])
-        out["decomposition_difference"] = (
-            ("condition", "condition_ref", "component", "stat"),
+        out["per_prompt_decomposition_difference"] = (
+            ("per_prompt_condition", "per_prompt_condition_ref", "component", "stat"),
             diff,
         )
-        out = out.assign_coords(condition_ref=list(conds))
+        out = out.assign_coords(per_prompt_condition_ref=list(conds))
     return out
 
 
 def causal_run_split(ps: PromptSet) -> xr.Dataset:
     """Observational split (§3) of every causal-mask run (the controls too, which have no
-    bidirectional twin), in units of SST(log-attention) (``observational_split``; empty without a
+    bidirectional twin), in units of SST(log-attention) (``per_prompt_observational_split``; empty without a
     causal run). Raw terms satisfy logit + logz + cross = logattn exactly; with floor_correct the
     logit and logattn terms lose their permutation-null means (logit's rescaled by SST(s)/SST(a)),
     and softmax = logattn − logit."""
@@ -371,7 +385,7 @@ def causal_run_split(ps: PromptSet) -> xr.Dataset:
         for k, term in enumerate(OBS_TERMS):
             obs[ci, k] = ps.ci(boot[term], est[term])
     return xr.Dataset(
-        {"observational_split": (("causal_variant", "obs_term", "stat"), obs)},
+        {"per_prompt_observational_split": (("causal_variant", "obs_term", "stat"), obs)},
         coords={"stat": list(STAT), "causal_variant": causal_runs, "obs_term": list(OBS_TERMS)},
     )
 

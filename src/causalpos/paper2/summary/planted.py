@@ -340,7 +340,7 @@ def planted_recovery(
     return xr.Dataset(data, coords={"layer": planted["layer"].values}, attrs=attrs)
 
 
-#: ``exp_plant_model``'s last axis: the planted layer's truth, N̂ with its CI, recovered/truth.
+#: ``plant_model``'s last axis: the planted layer's truth, N̂ with its CI, recovered/truth.
 PLANT_STATS = ("truth", "estimate", "lo", "hi", "ratio", "ratio_lo", "ratio_hi")
 
 
@@ -350,10 +350,10 @@ def planted_block(runs, counts: np.ndarray, position_free_runs, *, level: float)
     plant meets the data's own position and the run is no control).
 
     ``runs``: variant -> store (the summary's prompts, sorted); ``counts``: the summary's shared
-    bootstrap draws. Returns ``exp_plant_model`` (plant_variant, plant_stat =
-    :data:`PLANT_STATS`) on the planted layer, ``exp_plant_model_check`` (plant_variant) 1 where
+    bootstrap draws. Returns ``plant_model`` (plant_variant, plant_stat =
+    :data:`PLANT_STATS`) on the planted layer, ``plant_model_check`` (plant_variant) 1 where
     the exact checks hold (the twin's maps elsewhere, log-attention unchanged), and
-    ``exp_plant_model_passed`` (plant_variant) 1 where the control passes (interval excludes 0,
+    ``plant_model_passed`` (plant_variant) 1 where the control passes (interval excludes 0,
     contains the truth, checks hold); empty when no planted run qualifies."""
     planted = [
         v
@@ -376,9 +376,9 @@ def planted_block(runs, counts: np.ndarray, position_free_runs, *, level: float)
         passed[k] = float(bool(r["plant_passed"]) and bool(r["check_passed"]))
     return xr.Dataset(
         {
-            "exp_plant_model": (("plant_variant", "plant_stat"), stat),
-            "exp_plant_model_check": (("plant_variant",), check),
-            "exp_plant_model_passed": (("plant_variant",), passed),
+            "plant_model": (("plant_variant", "plant_stat"), stat),
+            "plant_model_check": (("plant_variant",), check),
+            "plant_model_passed": (("plant_variant",), passed),
         },
         coords={"plant_variant": planted, "plant_stat": list(PLANT_STATS)},
     )

@@ -97,17 +97,18 @@ def paper2_tables(
         add("heads", flat["heads"], key)
         dec = decomposition_frame(s)
         if not dec.empty:
-            add("decomposition", dec, key, {**p0, **mc})
-        if "decomposition" in s:
-            layer = s["decomposition_layer"].drop_vars(LAYER_KIND, errors="ignore")
-            wide = wide_stat(layer, ["condition", "layer"], "component")
+            add("per_prompt_decomposition", dec, key, {**p0, **mc})
+        if "per_prompt_decomposition" in s:
+            layer = s["per_prompt_decomposition_layer"].drop_vars(LAYER_KIND, errors="ignore")
+            wide = wide_stat(layer, ["per_prompt_condition", "layer"], "component")
+            wide = wide.rename(columns={"per_prompt_condition": "condition"})
             add(
-                "decomposition_by_layer",
+                "per_prompt_decomposition_by_layer",
                 per_layer_columns(wide, kinds_by_layer(s), PER_PROMPT),
                 key,
             )
-        if "observational_split" in s:
-            split = wide_stat(s["observational_split"], ["causal_variant"], "obs_term")
+        if "per_prompt_observational_split" in s:
+            split = wide_stat(s["per_prompt_observational_split"], ["causal_variant"], "obs_term")
             add("observational_split", split, key)
         add("rope_controls", rope_controls_frame(s), key, p0)
         bos = bos_frame(s)
@@ -125,9 +126,9 @@ def paper2_tables(
             ):
                 if not df.empty:
                     add(name, df, key, both)
-        if "exp_decomposition" in s:
+        if "decomposition" in s:
             add("decomposition_headline", decomposition_headline_frame(s), key, both)
-        for name, df in (components_frames(s) if "exp_components" in s else {}).items():
+        for name, df in (components_frames(s) if "components" in s else {}).items():
             add(name, df, key, both)
         for name, df in (
             ("claim3_factors", factors_frame(s)),

@@ -24,21 +24,21 @@ NOT_JUDGED = (
 
 def plant_doses_frame(summary: xr.Dataset) -> pd.DataFrame:
     """The ``plant_doses`` rows of one summary (empty without a dose series)."""
-    if "exp_dose" not in summary:
+    if "dose_leakage" not in summary:
         return pd.DataFrame()
-    margin = float(summary.attrs["exp_dose_margin"])
+    margin = float(summary.attrs["dose_margin"])
     rows = []
     for i, run in enumerate(summary["dose_run"].values):
-        est, lo, hi = (float(x) for x in summary["exp_dose"].values[i])
-        s, s_lo, s_hi = (float(x) for x in summary["exp_dose_step"].values[i])
+        est, lo, hi = (float(x) for x in summary["dose_leakage"].values[i])
+        s, s_lo, s_hi = (float(x) for x in summary["dose_step"].values[i])
         rows.append(
             {
                 "variant": str(run),
                 "series": str(summary["dose_twin"].values[i]),
                 "dose": float(summary["dose_size"].values[i]),
                 "layer": int(summary["dose_layer"].values[i]),
-                "target": str(summary.attrs["exp_dose_target"]),
-                "window": str(summary.attrs["exp_dose_window"]),
+                "target": str(summary.attrs["dose_target"]),
+                "window": str(summary.attrs["dose_window"]),
                 "reading": EXPECTED_MAP,
                 "units": UNITS,
                 "leakage": est,
@@ -52,7 +52,7 @@ def plant_doses_frame(summary: xr.Dataset) -> pd.DataFrame:
         )
     df = pd.DataFrame(rows)
     df.insert(3, "dose_index", df.groupby("series", sort=False).cumcount())
-    control = summary["exp_dose_control"]
+    control = summary["dose_control"]
     judged = {str(k): bool(float(control.sel(dose_series=k)) == 1) for k in set(df["series"])}
     df["dose0_is_control"] = df["series"].map(judged).astype(int)
     df["note"] = ["" if judged[k] else NOT_JUDGED for k in df["series"]]

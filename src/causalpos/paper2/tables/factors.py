@@ -38,20 +38,20 @@ def factors_frame(summary: xr.Dataset) -> pd.DataFrame:
     ``layer_kind``), "kind" (``layer_kind`` a kind, or "all"), or "slope" (``effect`` the slope
     per layer over ``sliding_layers``; ``change`` = slope × (last − first sliding layer), in the
     effect's unit). Empty without the block."""
-    if "exp_factor_layer" not in summary:
+    if "factor_layer" not in summary:
         return pd.DataFrame()
-    runs = ast.literal_eval(summary.attrs.get("exp_factor_runs", "{}"))
-    sliding = [int(x) for x in np.atleast_1d(summary.attrs.get("exp_factor_sliding_layers", []))]
+    runs = ast.literal_eval(summary.attrs.get("factor_runs", "{}"))
+    sliding = [int(x) for x in np.atleast_1d(summary.attrs.get("factor_sliding_layers", []))]
     span = float(max(sliding) - min(sliding)) if len(sliding) >= 2 else np.nan
     kinds = kinds_by_layer(summary)
-    masks = bool(int(summary.attrs.get("exp_factor_window_masks", 0)))
+    masks = bool(int(summary.attrs.get("factor_window_masks", 0)))
     n = int(summary.attrs.get("n_sequences", 0))
     rows = []
-    for factor in summary["exp_factor"].values.tolist():
+    for factor in summary["factor"].values.tolist():
         run, ring = runs.get(factor, [FACTORS[factor][0], None])
         for reading in summary["factor_reading"].values.tolist():
-            for w in summary["exp_window"].values.tolist():
-                sel = dict(exp_factor=factor, factor_reading=reading, exp_window=w)
+            for w in summary["window"].values.tolist():
+                sel = dict(factor=factor, factor_reading=reading, window=w)
                 base = {
                     "factor": factor,
                     "intervention": run,
@@ -61,16 +61,16 @@ def factors_frame(summary: xr.Dataset) -> pd.DataFrame:
                     "mapping": MAPPINGS[reading],
                     "window": w,
                 }
-                lay = summary["exp_factor_layer"].sel(**sel)
+                lay = summary["factor_layer"].sel(**sel)
                 for ly in summary["layer"].values.tolist():
                     e = _triple(lay.sel(layer=ly))
                     rows.append(base | _vals("layer", int(ly), kinds[int(ly)], e))
-                kin = summary["exp_factor_kind"].sel(**sel)
+                kin = summary["factor_kind"].sel(**sel)
                 for lev in summary["factor_level"].values.tolist():
                     rows.append(
                         base | _vals("kind", np.nan, lev, _triple(kin.sel(factor_level=lev)))
                     )
-                s = _triple(summary["exp_factor_slope"].sel(**sel))
+                s = _triple(summary["factor_slope"].sel(**sel))
                 row = base | _vals("slope", np.nan, "sliding layers", s)
                 row |= {f"change{k}": v * span for k, v in zip(("", "_lo", "_hi"), s)}
                 rows.append(row)

@@ -52,40 +52,42 @@ def wide_stat(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFr
 
 def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     """The ``headline`` table of one summary (empty without the headline reading)."""
-    if "exp_model" not in summary:
+    if "leakage_model" not in summary:
         return pd.DataFrame()
-    idx = ["variant", "exp_window", "target"]
+    idx = ["variant", "window", "target"]
 
     def cols(da, name):
         d = da.to_dataset(dim="stat").to_dataframe().reset_index()
         return d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
 
-    df = cols(summary["exp_model"], "leakage")
-    df.insert(df.columns.get_loc("exp_window") + 2, "reading", EXPECTED_MAP)
+    df = cols(summary["leakage_model"], "leakage")
+    df.insert(df.columns.get_loc("window") + 2, "reading", EXPECTED_MAP)
     for da, name in (
-        (summary["exp_model_sst"], "rho_sst"),
-        (summary["exp_fraction_significant"], "fraction_significant"),
-        (summary["exp_fraction_p"], "fraction_p"),
+        (summary["leakage_model_sst"], "rho_sst"),
+        (summary["fraction_significant"], "fraction_significant"),
+        (summary["fraction_p"], "fraction_p"),
     ):
         df = df.merge(cols(da, name)[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
-    nl = cols(summary["exp_model_nolandmark"], "no_landmark")
+    nl = cols(summary["leakage_model_nolandmark"], "no_landmark")
     df = df.merge(nl[["variant", "target", "no_landmark"]], on=["variant", "target"], how="left")
-    df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), "no_landmark"] = np.nan
-    pp = cols(summary["leakage_model"], "per_prompt")
+    df.loc[df["window"] != str(summary["window"].values[0]), "no_landmark"] = np.nan
+    pp = cols(summary["per_prompt_leakage_model"], "per_prompt")
     df = df.merge(
         pp[["variant", "target", "per_prompt", "per_prompt_lo", "per_prompt_hi"]],
         on=["variant", "target"],
         how="left",
     )
     df["per_prompt_window"] = str(summary.attrs.get("window", ""))
-    free = summary["exp_position_free"].to_series()
+    free = summary["position_free"].to_series()
     df["position_free"] = df["variant"].map(free).astype(bool)
     df = df.merge(_control_units(summary, cols), on=idx, how="left")
-    if "exp_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
-        ab = cols(summary["exp_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole")
+    if "leakage_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
+        ab = cols(
+            summary["leakage_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole"
+        )
         ab = ab[
             [
-                "exp_window",
+                "window",
                 "target",
                 "local_minus_whole",
                 "local_minus_whole_lo",
@@ -93,14 +95,14 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
             ]
         ].assign(variant=LOCAL_RUN)
         df = df.merge(ab, on=idx, how="left")
-    if "exp_baseline" in summary:  # claim 6 on the headline window: linear minus saturated
-        lin = summary["exp_baseline"].sel(exp_fit="linear_minus_saturated")
-        lin = cols(lin.drop_vars("exp_fit"), "linear_minus_saturated")
+    if "baseline_leakage" in summary:  # claim 6 on the headline window: linear minus saturated
+        lin = summary["baseline_leakage"].sel(fit="linear_minus_saturated")
+        lin = cols(lin.drop_vars("fit"), "linear_minus_saturated")
         df = df.merge(lin, on=["variant", "target"], how="left")
         lin_cols = [c for c in df.columns if c.startswith("linear_minus_saturated")]
-        df.loc[df["exp_window"] != str(summary["exp_window"].values[0]), lin_cols] = np.nan
+        df.loc[df["window"] != str(summary["window"].values[0]), lin_cols] = np.nan
     df["n_sequences"] = int(summary.attrs.get("n_sequences", 0))  # the power calculation's n
-    return df.rename(columns={"exp_window": "window"})
+    return df
 
 
 def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
@@ -109,20 +111,20 @@ def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
     interval (``control_tost_lo``, ``control_tost_hi``), the margin declared for the reading
     (``control_margin``), headline reading (key-0 column modelled): the numbers the scorecard
     judges it by (:mod:`causalpos.scorecard.controls`)."""
-    idx = ["variant", "exp_window", "target"]
+    idx = ["variant", "window", "target"]
     names = ["control_variant", "control_model_units", "control_model_units_lo"]
     names += ["control_model_units_hi", "control_tost_lo", "control_tost_hi", "control_margin"]
     empty = pd.DataFrame(columns=idx + names)
-    if "exp_control_units" not in summary or "causal" not in summary["variant"].values:
+    if "control_units" not in summary or "causal" not in summary["variant"].values:
         return empty
     free = _first_position_free(summary)
     if not free:
         return empty
-    sel = dict(variant=free, exp_landmark="modelled")
-    cu = cols(summary["exp_control_units"].sel(**sel, drop=True), "control_model_units")
-    tost = cols(summary["exp_control_tost"].sel(**sel, drop=True), "control_tost")
+    sel = dict(variant=free, landmark="modelled")
+    cu = cols(summary["control_units"].sel(**sel, drop=True), "control_model_units")
+    tost = cols(summary["control_tost"].sel(**sel, drop=True), "control_tost")
     cu = cu.merge(tost[idx[1:] + ["control_tost_lo", "control_tost_hi"]], on=idx[1:])
-    cu["control_margin"] = cu["target"].map(summary["exp_control_margin"].to_series())
+    cu["control_margin"] = cu["target"].map(summary["control_margin"].to_series())
     cu["variant"] = "causal"
     cu["control_variant"] = free
     return cu[idx + names]
@@ -130,14 +132,14 @@ def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
 
 def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     """Table 9 on the headline: a row per (replacement, reading, window) that was run."""
-    if "exp_bos_effect" not in summary:
+    if "bos_effect" not in summary:
         return pd.DataFrame()
-    idx = ["bos_replacement", "bos_reading", "exp_window"]
+    idx = ["bos_replacement", "bos_reading", "window"]
     out = None
     for var, name in (
-        ("exp_bos_effect", "effect"),
-        ("exp_bos_c", "c"),
-        ("exp_bos_c_baseline", "c_baseline"),
+        ("bos_effect", "effect"),
+        ("bos_c", "c"),
+        ("bos_c_baseline", "c_baseline"),
     ):
         d = summary[var].to_dataset(dim="stat").to_dataframe().reset_index()
         d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
@@ -146,50 +148,46 @@ def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     out = out[np.isfinite(out["c_baseline"])].copy()
     out.insert(3, "reading", EXPECTED_MAP)
     out.insert(4, "target", out["bos_reading"].map(BOS_READING_TARGET))
-    sinks = summary["exp_bos_sink_heads"].to_series()
+    sinks = summary["bos_sink_heads"].to_series()
     out["n_sink_heads"] = np.where(
         out["bos_reading"] == "sink_heads", out["bos_replacement"].map(sinks), np.nan
     )
-    out["sink_tau"] = summary.attrs.get("exp_bos_sink_tau", np.nan)
-    return out.rename(
-        columns={"bos_replacement": "replacement", "exp_window": "window"}
-    ).reset_index(drop=True)
+    out["sink_tau"] = summary.attrs.get("bos_sink_tau", np.nan)
+    return out.rename(columns={"bos_replacement": "replacement"}).reset_index(drop=True)
 
 
 def scale_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.DataFrame:
     """Claim 4's scale shift as paired contrasts: for every dataset and every two models whose
-    summaries resampled the same prompt indices (``exp_counts_digest``), the headline causal-mask
+    summaries resampled the same prompt indices (``counts_digest``), the headline causal-mask
     share of the second minus the first, per condition, window and target, with the percentile
     CI of the replicates' differences. Models sharing a tokenizer read the same token sequences
     (a paired difference); across tokenizers the prompts were drawn per tokenizer, independently,
     and the same draws give the CI of independent samples."""
     by_data: dict[str, list[tuple[str, xr.Dataset]]] = {}
     for (model, dataset), s in summaries.items():
-        if "exp_share_boot" in s:
+        if "share_boot" in s:
             by_data.setdefault(dataset, []).append((model, s))
     rows = []
     for dataset, runs in by_data.items():
         for a in range(len(runs)):
             for b in range(a + 1, len(runs)):
                 (ma, sa), (mb, sb) = runs[a], runs[b]
-                if sa.attrs.get("exp_counts_digest") != sb.attrs.get("exp_counts_digest"):
+                if sa.attrs.get("counts_digest") != sb.attrs.get("counts_digest"):
                     continue  # different resampled prompts: the replicates do not pair
                 level = float(sa.attrs.get("level", 0.95))
-                for cond in sorted(
-                    set(sa["exp_condition"].values) & set(sb["exp_condition"].values)
-                ):
-                    for w in sa["exp_window"].values:
-                        if w not in sb["exp_window"].values:
+                for cond in sorted(set(sa["condition"].values) & set(sb["condition"].values)):
+                    for w in sa["window"].values:
+                        if w not in sb["window"].values:
                             continue
                         for t in sa["target"].values:
-                            sel = dict(exp_condition=cond, exp_window=w, target=t)
+                            sel = dict(condition=cond, window=w, target=t)
                             dec = dict(sel, component="share_causal_mask", stat="estimate")
-                            ea = float(sa["exp_decomposition"].sel(**dec))
-                            eb = float(sb["exp_decomposition"].sel(**dec))
+                            ea = float(sa["decomposition"].sel(**dec))
+                            eb = float(sb["decomposition"].sel(**dec))
                             if not (np.isfinite(ea) and np.isfinite(eb)):
                                 continue  # a target the decomposition is not read on
-                            d = sb["exp_share_boot"].sel(**sel).values.astype(np.float64)
-                            d = d - sa["exp_share_boot"].sel(**sel).values
+                            d = sb["share_boot"].sel(**sel).values.astype(np.float64)
+                            d = d - sa["share_boot"].sel(**sel).values
                             d = d[np.isfinite(d)]
                             lo, hi = inf.bounds(d, level) if d.size else (np.nan, np.nan)
                             rows.append(
@@ -233,11 +231,11 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
     head = headline_frame(summary)
     if head.empty or not head["position_free"].any():
         return pd.DataFrame()
-    first = str(summary["exp_window"].values[0])
+    first = str(summary["window"].values[0])
     neg = head[head["position_free"] & (head["window"] == first)]
     rows = []
     for r in neg.itertuples(index=False):
-        planted = summary["exp_planted"].sel(variant=r.variant, target=r.target)
+        planted = summary["leakage_planted"].sel(variant=r.variant, target=r.target)
         pv, est, lo, hi = (float(planted.sel(planted=k)) for k in planted["planted"].values)
         rows.append(
             {
@@ -289,16 +287,16 @@ def one_row_per_pass(ctl: pd.DataFrame, summary: xr.Dataset) -> pd.DataFrame:
 def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> dict:
     """The positive control planted in the model whose unplanted twin is ``variant`` (logits:
     a pure query term cancels in the softmax, so log-attention rows carry none)."""
-    if "exp_plant_model" not in summary or target != "logit":
+    if "plant_model" not in summary or target != "logit":
         return {}
     for pv in summary["plant_variant"].values:
         if without_plant(str(pv)) != variant:
             continue
-        st = summary["exp_plant_model"].sel(plant_variant=pv)
+        st = summary["plant_model"].sel(plant_variant=pv)
         out = {"planted_model_variant": str(pv)}
         for k in st["plant_stat"].values:
             out[f"planted_model_{k}"] = float(st.sel(plant_stat=k))
-        out["planted_model_check"] = int(summary["exp_plant_model_check"].sel(plant_variant=pv))
+        out["planted_model_check"] = int(summary["plant_model_check"].sel(plant_variant=pv))
         return out
     return {}
 
@@ -309,14 +307,14 @@ def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) 
     (``_tost_lo``, ``_tost_hi``) and the margin declared for the reading (``_margin``): the
     numbers the scorecard judges it by (:mod:`causalpos.scorecard.controls`)."""
     out = {}
-    if "exp_control_units" not in summary:
+    if "control_units" not in summary:
         return out
-    margin = float(summary["exp_control_margin"].sel(target=target))
-    out["negative_tost_level"] = 1.0 - 2.0 * float(summary.attrs["exp_control_alpha"])
-    for lm in summary["exp_landmark"].values:
-        sel = dict(variant=variant, exp_landmark=lm, exp_window=window, target=target)
-        est, lo, hi = (float(x) for x in summary["exp_control_units"].sel(**sel).values)
-        _, tlo, thi = (float(x) for x in summary["exp_control_tost"].sel(**sel).values)
+    margin = float(summary["control_margin"].sel(target=target))
+    out["negative_tost_level"] = 1.0 - 2.0 * float(summary.attrs["control_alpha"])
+    for lm in summary["landmark"].values:
+        sel = dict(variant=variant, landmark=lm, window=window, target=target)
+        est, lo, hi = (float(x) for x in summary["control_units"].sel(**sel).values)
+        _, tlo, thi = (float(x) for x in summary["control_tost"].sel(**sel).values)
         out.update(
             {
                 f"negative_{lm}_model_units": est,
@@ -338,42 +336,41 @@ def components_frames(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     2's two components on each mapping (:func:`~causalpos.paper2.tables.routes.mappings_frame`)."""
     kinds = kinds_by_layer(summary)
     summary = summary.drop_vars(LAYER_KIND, errors="ignore")
-    idx = ["exp_condition", "exp_landmark", "exp_window"]
-    ren = {"exp_condition": "condition", "exp_landmark": "landmark", "exp_window": "window"}
+    idx = ["condition", "landmark", "window"]
     out = {}
     for var, name, keys in (
-        ("exp_components", "decomposition_components", idx),
-        ("exp_components_layer", "decomposition_components_by_layer", idx + ["layer"]),
+        ("components", "decomposition_components", idx),
+        ("components_layer", "decomposition_components_by_layer", idx + ["layer"]),
     ):
-        df = wide_stat(summary[var], keys, "component_full").rename(columns=ren)
+        df = wide_stat(summary[var], keys, "component_full")
         df.insert(3, "reading", EXPECTED_MAP)
         df.insert(4, "target", "logattn")
         df.insert(5, "ring_run", ring_runs(summary, df["condition"]))
         df["control_variant"] = _first_position_free(summary)
         df = mark_mask_free(df, summary)
         out[name] = with_layer_kind(df, kinds) if "layer" in keys else df
-    if "exp_components_kind" in summary:
-        kind = _by_kind_frame(summary, kinds, ren)
+    if "components_kind" in summary:
+        kind = _by_kind_frame(summary, kinds)
         out["decomposition_components_by_kind"] = mark_mask_free(kind, summary)
     out["decomposition_mappings"] = mappings_frame(out["decomposition_components"])
     return out
 
 
-def _by_kind_frame(summary: xr.Dataset, kinds: Mapping, ren: Mapping) -> pd.DataFrame:
+def _by_kind_frame(summary: xr.Dataset, kinds: Mapping) -> pd.DataFrame:
     """``decomposition_components_by_kind``: every component pooled over the layers of each kind
     (``layer_kind``, ``n_layers``), then each kind's paired contrast to the global layers
     (``layer_kind`` "<kind> minus global"); ``window_masks``: whether the kind's window masks
     anything at the sequence's length (a contrast of kinds whose windows mask nothing compares
     layers the causal pass treats alike)."""
-    idx = ["exp_condition", "exp_landmark", "exp_window", "layer_kind_name"]
+    idx = ["condition", "landmark", "window", "layer_kind_name"]
     counts = pd.Series(list(kinds.values())).value_counts()
     T = int(summary.attrs.get("seq_len", summary.sizes.get("query", 0)))
     frames = []
     for var, suffix in (
-        ("exp_components_kind", ""),
-        ("exp_components_kind_contrast", " minus global"),
+        ("components_kind", ""),
+        ("components_kind_contrast", " minus global"),
     ):
-        df = wide_stat(summary[var], idx, "component_full").rename(columns=ren)
+        df = wide_stat(summary[var], idx, "component_full")
         df = df.rename(columns={"layer_kind_name": "layer_kind"})
         if suffix:
             df = df[df["layer_kind"] != GLOBAL]
@@ -405,7 +402,7 @@ def ring_status(ring: str, condition: str) -> str:
 
 
 def _first_position_free(summary: xr.Dataset) -> str:
-    free = summary["exp_position_free"]
+    free = summary["position_free"]
     names = [str(v) for v in free["variant"].values if bool(free.sel(variant=v))]
     return names[0] if names else ""
 
@@ -415,15 +412,14 @@ def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     differences of the causal-mask share to every other condition
     (``share_causal_mask_minus_<condition>``), and whether its residual (the mask-free route)
     applies (``token0_fixed``, ``mask_free_status``: the numbers are kept)."""
-    idx = ["exp_condition", "exp_window", "target"]
-    dec = wide_stat(summary["exp_decomposition"], idx, "component")
-    diff = summary["exp_decomposition_difference"].sel(component="share_causal_mask")
-    for ref in diff["exp_condition_ref"].values:
+    idx = ["condition", "window", "target"]
+    dec = wide_stat(summary["decomposition"], idx, "component")
+    diff = summary["decomposition_difference"].sel(component="share_causal_mask")
+    for ref in diff["condition_ref"].values:
         name = f"share_causal_mask_minus_{ref}"
-        d = diff.sel(exp_condition_ref=ref).to_dataset(dim="stat").to_dataframe().reset_index()
+        d = diff.sel(condition_ref=ref).to_dataset(dim="stat").to_dataframe().reset_index()
         d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
         dec = dec.merge(d[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
-    dec = dec.rename(columns={"exp_condition": "condition", "exp_window": "window"})
     dec.insert(3, "reading", EXPECTED_MAP)
     dec.insert(4, "ring_run", ring_runs(summary, dec["condition"]))
     dec.insert(5, "status", [ring_status(r, c) for r, c in zip(dec["ring_run"], dec["condition"])])

@@ -38,7 +38,7 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                 {
                     **_columns(d, "model", "dataset", "condition", "window"),
                     "total": _ci(d, "total"),
-                    "residual stream": _ci(d, "residual"),
+                    "residual stream": _ci(d, "residual_stream"),
                     "causal mask": _ci(d, "causal_mask"),
                     "causal-mask share": _ci(d, "share_causal_mask", True),
                     **status,
@@ -164,7 +164,7 @@ def paper2_markdown(
 def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
     """The per-prompt reading's sections: decomposition, Table 6, Table 9, the observational
     split, leakage per run."""
-    dec = tabs["decomposition"]
+    dec = tabs["per_prompt_decomposition"]
     if not dec.empty:
         section(
             "Per-prompt reading: total leakage and component shares (bidirectional ablation, Eq. 5)",
@@ -173,9 +173,9 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                     **_columns(dec, "model", "dataset", "condition"),
                     "status": dec["status"] if "status" in dec else MEASURED,
                     "total": _ci(dec, "total"),
-                    "residual stream": _ci(dec, "residual"),
+                    "residual stream": _ci(dec, "residual_stream"),
                     "causal mask": _ci(dec, "causal_mask"),
-                    "residual share": _ci(dec, "share_residual", True),
+                    "residual share": _ci(dec, "share_residual_stream", True),
                     "causal-mask share": _ci(dec, "share_causal_mask", True),
                 }
             ),
@@ -190,7 +190,7 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
         if "obs_share_logit" in rc:
             cols["observational logit share"] = _ci(rc, "obs_share_logit", True)
             cols["observational softmax share"] = _ci(rc, "obs_share_softmax", True)
-        cols["residual share (ablation)"] = _ci(rc, "share_residual", True)
+        cols["residual share (ablation)"] = _ci(rc, "share_residual_stream", True)
         cols["causal-mask share (ablation)"] = _ci(rc, "share_causal_mask", True)
         if "share_causal_mask_minus_rope" in rc:
             cols["minus rope (paired)"] = _ci(rc, "share_causal_mask_minus_rope", True)

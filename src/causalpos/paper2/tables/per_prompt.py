@@ -36,7 +36,11 @@ def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
     condition (``share_causal_mask_minus_<condition>``, prompts resampled jointly)."""
     rows = []
     variants = list(summary["variant"].values)
-    measured = list(summary["condition"].values) if "decomposition" in summary else []
+    measured = (
+        list(summary["per_prompt_condition"].values)
+        if "per_prompt_decomposition" in summary
+        else []
+    )
     not_run = json.loads(summary.attrs.get("conditions_not_run", "{}"))
     pairs = json.loads(summary.attrs.get("conditions", "{}"))
     for cond, cv in ROPE_CONDITIONS.items():
@@ -58,29 +62,42 @@ def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
         }
         for tgt, name in (("logattn", "total"), ("logit", "logit")):
             est, lo, hi = (
-                summary["leakage_model"].sel(variant=cv, target=tgt).values
+                summary["per_prompt_leakage_model"].sel(variant=cv, target=tgt).values
                 if cv in variants
                 else (np.nan, np.nan, np.nan)
             )
             row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
-        if "observational_split" in summary and cv in summary["causal_variant"].values:
+        if "per_prompt_observational_split" in summary and cv in summary["causal_variant"].values:
             for term in ("share_logit", "share_softmax"):
                 est, lo, hi = (
-                    summary["observational_split"].sel(causal_variant=cv, obs_term=term).values
+                    summary["per_prompt_observational_split"]
+                    .sel(causal_variant=cv, obs_term=term)
+                    .values
                 )
                 row.update({f"obs_{term}": est, f"obs_{term}_lo": lo, f"obs_{term}_hi": hi})
-        for comp in ("residual", "causal_mask", "share_residual", "share_causal_mask"):
+        for comp in (
+            "residual_stream",
+            "causal_mask",
+            "share_residual_stream",
+            "share_causal_mask",
+        ):
             est, lo, hi = (
-                summary["decomposition"].sel(condition=cond, component=comp).values
+                summary["per_prompt_decomposition"]
+                .sel(per_prompt_condition=cond, component=comp)
+                .values
                 if cond in measured
                 else (np.nan, np.nan, np.nan)
             )
             row.update({comp: est, f"{comp}_lo": lo, f"{comp}_hi": hi})
-        has_diff = "decomposition_difference" in summary
+        has_diff = "per_prompt_decomposition_difference" in summary
         for ref in ROPE_CONDITIONS:
             est, lo, hi = (
-                summary["decomposition_difference"]
-                .sel(condition=cond, condition_ref=ref, component="share_causal_mask")
+                summary["per_prompt_decomposition_difference"]
+                .sel(
+                    per_prompt_condition=cond,
+                    per_prompt_condition_ref=ref,
+                    component="share_causal_mask",
+                )
                 .values
                 if has_diff and cond in measured and ref in measured
                 else (np.nan, np.nan, np.nan)
@@ -95,8 +112,9 @@ def decomposition_frame(summary: xr.Dataset) -> pd.DataFrame:
     """Decomposition per condition (wide), with a ``status`` column; conditions with a missing
     run get a row of NaN saying which run is missing."""
     parts = []
-    if "decomposition" in summary:
-        df = wide_stat(summary["decomposition"], ["condition"], "component")
+    if "per_prompt_decomposition" in summary:
+        df = wide_stat(summary["per_prompt_decomposition"], ["per_prompt_condition"], "component")
+        df = df.rename(columns={"per_prompt_condition": "condition"})
         df.insert(1, "status", MEASURED)
         parts.append(df)
     not_run = json.loads(summary.attrs.get("conditions_not_run", "{}"))
@@ -116,7 +134,7 @@ def bos_frame(summary: xr.Dataset) -> pd.DataFrame:
     a missing run get one row saying which."""
     pairs = json.loads(summary.attrs.get("bos", "{}"))
     rows = []
-    names = summary["intervention"].values if "bos_effect" in summary else []
+    names = summary["intervention"].values if "per_prompt_bos_effect" in summary else []
     for name in names:
         iv, bv, target = pairs.get(str(name), ("", "", ""))
         for win in summary["bos_window"].values:
@@ -131,9 +149,9 @@ def bos_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "bos_window": str(win),
             }
             for var, pre in (
-                ("bos_effect", "effect"),
-                ("bos_c_res", "c_res"),
-                ("bos_c_res_baseline", "c_res_baseline"),
+                ("per_prompt_bos_effect", "effect"),
+                ("per_prompt_bos_c_res", "c_res"),
+                ("per_prompt_bos_c_res_baseline", "c_res_baseline"),
             ):
                 est, lo, hi = summary[var].sel(intervention=name, bos_window=win).values
                 row.update({pre: est, f"{pre}_lo": lo, f"{pre}_hi": hi})
@@ -168,36 +186,36 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     """Flat tables of one :func:`causalpos.paper2.summary.assemble.leakage_summary` result (one DataFrame
     per name).
 
-    Names: ``leakage_by_model``, ``leakage_by_layer``, ``heads``, plus ``decomposition``,
-    ``decomposition_by_layer``, ``observational_split`` (Table 6 style), ``bos_effects``
+    Names: ``leakage_by_model``, ``leakage_by_layer``, ``heads``, plus ``per_prompt_decomposition``,
+    ``per_prompt_decomposition_by_layer``, ``observational_split`` (Table 6 style), ``bos_effects``
     (Table 9 style), ``sink_heads``, ``baseline_comparison`` (claim 6) and ``depth_trend``
     (claim 3) when the summary has them. The per-layer ones (``leakage_by_layer``, ``heads``,
-    ``decomposition_by_layer``) name their reading (``reading`` = per-prompt, before ``layer``)
+    ``per_prompt_decomposition_by_layer``) name their reading (``reading`` = per-prompt, before ``layer``)
     and each layer's mask (``layer_kind``, after it; :mod:`causalpos.models.layer_kinds`).
     """
     kinds = kinds_by_layer(summary)
     summary = summary.drop_vars(LAYER_KIND, errors="ignore")  # added back per layer below
 
     def wide(da: xr.DataArray) -> pd.DataFrame:
-        return da.to_dataset(dim="stat").to_dataframe().reset_index()
+        df = da.to_dataset(dim="stat").to_dataframe().reset_index()
+        return df.rename(columns={"per_prompt_condition": "condition"})
 
     def per_layer(df: pd.DataFrame) -> pd.DataFrame:
         return per_layer_columns(df, kinds, PER_PROMPT)
 
     out: dict[str, pd.DataFrame] = {}
-    m = wide(summary["leakage_model"])
-    m["fraction_significant"] = (
-        summary["fraction_significant"].to_dataframe().reset_index()["fraction_significant"]
-    )
-    m["raw"] = (
-        summary["leakage_raw"].mean(("layer", "head")).to_dataframe().reset_index()["leakage_raw"]
-    )
-    m["null_floor"] = (
-        summary["null_floor"].mean(("layer", "head")).to_dataframe().reset_index()["null_floor"]
-    )
+    m = wide(summary["per_prompt_leakage_model"])
+
+    def pooled(name: str, mean: bool = True) -> np.ndarray:
+        da = summary[name].mean(("layer", "head")) if mean else summary[name]
+        return da.to_dataframe().reset_index()[name].values
+
+    m["fraction_significant"] = pooled("per_prompt_fraction_significant", mean=False)
+    m["raw"] = pooled("per_prompt_leakage_raw")
+    m["null_floor"] = pooled("per_prompt_null_floor")
     out["leakage_by_model"] = m
-    out["leakage_by_layer"] = per_layer(wide(summary["leakage_layer"]))
-    h = wide(summary["leakage_head"])
+    out["leakage_by_layer"] = per_layer(wide(summary["per_prompt_leakage_layer"]))
+    h = wide(summary["per_prompt_leakage_head"])
     for k in (
         "leakage_raw",
         "null_floor",
@@ -206,18 +224,20 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
         "p_value",
         "q_value",
     ):
-        h[k] = summary[k].to_dataframe().reset_index()[k].values
+        h[k] = summary[f"per_prompt_{k}"].to_dataframe().reset_index()[f"per_prompt_{k}"].values
     if "sink_attention" in summary:
         sink = summary["sink_attention"].to_dataframe().reset_index()
         h = h.merge(sink, on=["variant", "layer", "head"], how="left")
     out["heads"] = per_layer(h)
-    if "decomposition" in summary:
-        out["decomposition"] = wide(summary["decomposition"])
-        out["decomposition_by_layer"] = per_layer(wide(summary["decomposition_layer"]))
-    if "observational_split" in summary:
-        out["observational_split"] = wide(summary["observational_split"])
-    if "bos_effect" in summary:
-        out["bos_effects"] = wide(summary["bos_effect"])
+    if "per_prompt_decomposition" in summary:
+        out["per_prompt_decomposition"] = wide(summary["per_prompt_decomposition"])
+        out["per_prompt_decomposition_by_layer"] = per_layer(
+            wide(summary["per_prompt_decomposition_layer"])
+        )
+    if "per_prompt_observational_split" in summary:
+        out["observational_split"] = wide(summary["per_prompt_observational_split"])
+    if "per_prompt_bos_effect" in summary:
+        out["bos_effects"] = wide(summary["per_prompt_bos_effect"])
     if "sink_head" in summary:
         n = summary["sink_head"].sum(("layer", "head"))
         df = n.rename("n_sink_heads").to_dataframe().reset_index()
@@ -228,10 +248,15 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
             for col, st in (("n_sink_heads_lo", "lo"), ("n_sink_heads_hi", "hi")):
                 df[col] = cnt.sel(stat=st).to_dataframe(name=col).reset_index()[col].values
         out["sink_heads"] = df
-    if "baseline_leakage" in summary:
-        b = summary["baseline_leakage"].to_dataset(dim="stat").to_dataframe().reset_index()
-        b["linear_fit"] = summary.attrs.get("linear_fit", "")
+    if "per_prompt_baseline_leakage" in summary:
+        b = (
+            summary["per_prompt_baseline_leakage"]
+            .to_dataset(dim="stat")
+            .to_dataframe()
+            .reset_index()
+        )
+        b["linear_fit"] = summary.attrs.get("per_prompt_linear_fit", "")
         out["baseline_comparison"] = b
-    if "leakage_depth_trend" in summary:
-        out["depth_trend"] = wide(summary["leakage_depth_trend"])
+    if "per_prompt_leakage_depth_trend" in summary:
+        out["depth_trend"] = wide(summary["per_prompt_leakage_depth_trend"])
     return out
