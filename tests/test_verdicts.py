@@ -32,7 +32,9 @@ def test_within_range():
     the overlay's SmolLM2 (0.87–0.93) straddles its upper edge, Gemma (0.93–0.99) lies above it."""
     assert V.within_range((0.80, 0.84), 0.64, 0.82, 0.10) == R
     assert V.within_range((0.55, 0.91), 0.64, 0.82, 0.10) == R  # wider than either paper value's
-    assert V.equivalent((0.55, 0.91), 0.82, 0.10) == I and V.equivalent((0.55, 0.91), 0.64, 0.1) == I
+    assert (
+        V.equivalent((0.55, 0.91), 0.82, 0.10) == I and V.equivalent((0.55, 0.91), 0.64, 0.1) == I
+    )
     assert V.within_range((0.87, 0.93), 0.64, 0.82, 0.10) == I
     assert V.within_range((0.93, 0.99), 0.64, 0.82, 0.10) == D
     assert V.within_range((0.30, 0.50), 0.64, 0.82, 0.10) == D
