@@ -62,7 +62,7 @@ def test_every_variable_the_summary_writes_is_declared_with_its_dims(summaries):
 
 def test_each_variable_is_declared_once_with_a_reading_and_units():
     names = [v.name for v in C.LEAKAGE_SUMMARY]
-    assert len(names) == len(set(names)) == len(DECLARED) == 56
+    assert len(names) == len(set(names)) == len(DECLARED) == 57
     readings = {C.EXPECTED_MAP, C.PER_PROMPT, C.KEY0, C.RUNS}
     for v in C.LEAKAGE_SUMMARY:
         assert v.reading in readings and v.units and v.holds and v.dims, v.name

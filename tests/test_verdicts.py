@@ -27,6 +27,24 @@ def test_equivalent():
     assert V.equivalent((math.nan, 0.8), 0.82, 0.10) == I
 
 
+def test_within_range():
+    """The paper's range 0.64–0.82 ± 0.10, i.e. [0.54, 0.92], for a model the paper did not run:
+    the overlay's SmolLM2 (0.87–0.93) straddles its upper edge, Gemma (0.93–0.99) lies above it."""
+    assert V.within_range((0.80, 0.84), 0.64, 0.82, 0.10) == R
+    assert V.within_range((0.55, 0.91), 0.64, 0.82, 0.10) == R  # wider than either paper value's
+    assert (
+        V.equivalent((0.55, 0.91), 0.82, 0.10) == I and V.equivalent((0.55, 0.91), 0.64, 0.1) == I
+    )
+    assert V.within_range((0.87, 0.93), 0.64, 0.82, 0.10) == I
+    assert V.within_range((0.93, 0.99), 0.64, 0.82, 0.10) == D
+    assert V.within_range((0.30, 0.50), 0.64, 0.82, 0.10) == D
+    assert V.within_range((0.50, 0.60), 0.64, 0.82, 0.10) == I
+    assert V.within_range((0.80, 0.84), 0.82, 0.82, 0.10) == V.equivalent((0.80, 0.84), 0.82, 0.1)
+    assert V.within_range((0.7, 0.7), 0.64, 0.82, 0.10) == I  # width 0 decides nothing
+    assert V.within_range((0.7, 0.8), 0.82, 0.64, 0.10) == I  # an empty range
+    assert V.within_range((math.nan, 0.8), 0.64, 0.82, 0.10) == I
+
+
 def test_positive():
     assert V.positive((0.02, 0.05), 0.01) == R
     assert V.positive((-0.01, 0.005), 0.01) == D

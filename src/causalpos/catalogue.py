@@ -335,6 +335,13 @@ _PAPER2_TABLES = (
         scorecard=True,
     ),
     _paper2(
+        "twin_contrast",
+        "twins:twin_contrast_frame",
+        "claim 1's headline logit leakage, trained model minus its twin, paired where prompts match",
+        caption="",
+        scorecard=True,
+    ),
+    _paper2(
         "scale_contrast",
         "headline:scale_contrast_frame",
         "the headline causal-mask share of one model minus another's on the same prompts "

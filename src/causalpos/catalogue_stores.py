@@ -172,6 +172,13 @@ LEAKAGE_SUMMARY: tuple[Variable, ...] = (
     _v("sink_head_count", "tau variant stat", KEY0, COUNT, "sink heads at each tau"),
     # the headline, expected-map reading (causalpos.paper2.summary.headline, .decomposition)
     _v("leakage_model", f"{_VWT} stat", EXPECTED_MAP, EXP, "pooled over layers and heads"),
+    _v(
+        "leakage_model_boot",
+        "variant replicate",
+        EXPECTED_MAP,
+        EXP,
+        "the headline logit leakage's replicates (first window; float32)",
+    ),
     _v("leakage_model_sst", f"{_VWT} stat", EXPECTED_MAP, "rho_SST", "the headline's companion"),
     _v("leakage_model_nolandmark", "variant target stat", EXPECTED_MAP, EXP, "key 0 not modelled"),
     _v("leakage_layer", f"{_VWT} layer stat", EXPECTED_MAP, EXP, "per layer"),

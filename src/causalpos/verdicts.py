@@ -113,6 +113,27 @@ def equivalent(ci: Interval, paper_value: float, margin: float) -> str:
     return _in_band(float(lo), float(hi), paper_value, margin)
 
 
+def within_range(ci: Interval, low: float, high: float, margin: float) -> str:
+    """Equivalence with a range of the paper's values (several models' values, none of them the
+    measured model's own) within ±``margin``.
+
+    ``reproduced`` if the whole interval lies inside [``low`` − margin, ``high`` + margin];
+    ``differs`` if it lies entirely outside that band (hi < low − margin or
+    lo > high + margin); ``inconclusive`` if it straddles an edge of the band, and for an
+    interval that decides nothing (:func:`decides`). :func:`equivalent` at ``low`` = ``high``.
+    """
+    lo, hi = ci
+    scale = max(abs(low), abs(high)) + abs(margin) if _finite(low, high, margin) else math.nan
+    if not (_finite(low, high, margin) and low <= high and decides(ci, scale)):
+        return INCONCLUSIVE
+    lo, hi = float(lo), float(hi)
+    if lo >= low - margin and hi <= high + margin:
+        return REPRODUCED
+    if hi < low - margin or lo > high + margin:
+        return DIFFERS
+    return INCONCLUSIVE
+
+
 def positive(ci: Interval, threshold: float = 0.0) -> str:
     """An effect larger than ``threshold`` (0: merely positive).
 

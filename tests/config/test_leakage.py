@@ -194,7 +194,12 @@ def test_the_powered_overlay_passes_every_check_and_its_margins_are_half_its_thr
     for pair in (("gemma3-270m", "kjv-decide640-bos"), ("smollm2-135m", "kjv-decide128-bos")):
         assert {"causal", "ring", "bidirectional"} | table6 <= set(pairs[pair]), pair
     for m in trained:
-        assert set(pairs[(m, "kjv-decide128-heldout")]) == {"causal", "ring", "bidirectional"}
+        # claim 3's window by intervention on the sliding-window model only (no_window is
+        # refused on a model without a window)
+        extra = {"no_window"} if m == "trained-swa" else set()
+        assert (
+            set(pairs[(m, "kjv-decide128-heldout")]) == {"causal", "ring", "bidirectional"} | extra
+        )
     declared = yaml.safe_load((REPO / "configs/decide.yaml").read_text())["leakage"]["per_model"]
     assert set(declared) == {"smollm2-135m", "gemma3-270m", *trained}
     for model, entry in declared.items():

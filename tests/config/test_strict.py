@@ -708,6 +708,30 @@ def test_a_factor_variant_on_a_model_without_the_factor_is_refused_before_any_jo
         add(["no_window", "global_base", "global_base+ring"], "tiny-gemma", gemma),
     )
     check_factor_variants(cfg)
+
+    # the models trained here: the sliding-window one (Mistral, window on every layer) runs the
+    # window's factor, not the base's (no global layer); standard RoPE has no window
+    def trained(model, variant):
+        def edit(c):
+            c["leakage"]["experiments"]["t"] = {
+                "models": [model],
+                "datasets": ["kjv-heldout128"],
+                "variants": ["causal", variant],
+            }
+
+        return resolved("config.yaml", edit)
+
+    assert (
+        trained("trained-swa", "no_window").model_shape_fields("trained-swa")["sliding_window"]
+        == 32
+    )
+    check_factor_variants(trained("trained-swa", "no_window"))
+    for model, variant, why in (
+        ("trained-rope", "no_window", "the model has none"),
+        ("trained-swa", "global_base", "no global layer"),
+    ):
+        with pytest.raises(ConfigError, match=rf"'{variant}' on model '{model}': .*{why}"):
+            check_factor_variants(trained(model, variant))
     one_base = {**gemma, "config": {"rope_local_base_freq": 1000000.0}}
     with pytest.raises(ConfigError, match=r"'global_base' on model 'tiny-gemma': .*share one base"):
         check_factor_variants(

@@ -74,6 +74,7 @@ SMOKE_TARGETS = [
     "results/stats/paper2_plant_doses.csv",
     "results/stats/paper2_bos_headline.csv",
     "results/stats/paper2_claim3_factors.csv",
+    "results/stats/paper2_twin_contrast.csv",
     "results/stats/paper2_scale_contrast.csv",
     "results/stats/paper2_tables.md",
     "results/figures/paper2_layers_smoke.png",
@@ -99,12 +100,12 @@ def test_smoke_targets_are_exactly_the_pipelines(smoke):
 
 def test_default_and_paper_target_counts(default, paper):
     targets = default.all_targets()
-    assert len(targets) == 165 and len(set(targets)) == 165
+    assert len(targets) == 166 and len(set(targets)) == 166
     assert targets[:2] == ["results/sim/l2_a000.zarr", "results/sim/l2_a020.zarr"]
     assert "results/figures/paper2_shares_controls.pdf" in targets
     assert "results/figures/train_fig8_trained-rope.pdf" in targets
     # + the Gram panels of paper 1's NoPE checkpoint (store, Fig. 3 and Fig. 8 in two formats)
-    assert len(paper.all_targets()) == 214
+    assert len(paper.all_targets()) == 215
     assert "results/gram/nope-1.5b.zarr" in paper.all_targets()
 
 
@@ -154,6 +155,7 @@ def test_scorecard_inputs(smoke):
         "bos_headline": "results/stats/paper2_bos_headline.csv",
         "claim3_factors": "results/stats/paper2_claim3_factors.csv",
         "scale_contrast": "results/stats/paper2_scale_contrast.csv",
+        "twin_contrast": "results/stats/paper2_twin_contrast.csv",
     }
 
 

@@ -3,7 +3,10 @@ reading, the runs not made, the scale shift as a paired contrast."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
+from scipy.stats import norm
 
 from causalpos import scorecard as S
 from tests.scorecard_tables import D, I, R, _card, _dec, _h, _one
@@ -49,8 +52,8 @@ def test_decomposition_rows_claims_4_and_10(tmp_path):
     assert _one(card, "claim 4 (llama-3.2-1b, wiki)")["verdict"] == R  # 82 % in the paper
     assert _one(card, "claim 4 (meta-llama/Llama-3.2-3B, wiki)")["verdict"] == R  # 64 %
     assert _one(card, "claim 4 (llama-3.1-8b, wiki)")["verdict"] == I
-    smol = _one(card, "claim 4 (smollm2, wiki)")
-    assert smol["verdict"] == S.MEASURED and smol["paper_value"] == "n/a"
+    smol = _one(card, "claim 4 (smollm2, wiki)")  # no value of its own: the paper's range
+    assert smol["verdict"] == D and smol["paper_value"].startswith("64%-82% (the paper's range")
     assert "[0.72, 0.92]" in _one(card, "claim 4 (llama-3.2-1b, wiki)")["falsified_if"]
     assert _one(card, "claim 10 (llama-3.2-1b)")["verdict"] == D  # 0.80 vs 0.50
     assert _one(card, "claim 10 (smollm2)")["verdict"] == R
@@ -88,6 +91,64 @@ def test_claim4_is_judged_on_the_ablation_mapping_of_the_counted_landmark(tmp_pa
     only_modelled = comp[comp["landmark"] == "modelled"]
     card = _card(tmp_path, decomposition_headline=_h(dec), decomposition_components=only_modelled)
     assert _one(card, "claim 4 (llama-3.2-1b, wiki)")["verdict"] == S.NOT_RUN
+
+
+def _needed(est, lo, hi, edge, n):
+    """Prompts for the arm of (est, lo, hi) facing ``edge`` to clear it at 80 % power (95 %
+    interval): n · ((z₀.₉₇₅ + z₀.₈) · (arm / z₀.₉₇₅) / |est − edge|)², computed here from scipy."""
+    z, zp = norm.ppf(0.975), norm.ppf(0.8)
+    arm = est - lo if est > edge else hi - est
+    return math.ceil(n * ((z + zp) * (arm / z) / abs(est - edge)) ** 2)
+
+
+def test_claim4_decides_a_model_the_paper_did_not_run_against_the_paper_range(tmp_path):
+    """A pretrained model the paper did not run is judged against 64–82 % ± 10 points,
+    [0.54, 0.92]: reproduced inside, differs entirely outside (the overlay's Gemma, 0.97
+    [0.93, 0.99]), inconclusive across an edge (the overlay's SmolLM2, 0.90 [0.87, 0.93]) with
+    the prompts the arm that must clear needs and the direction it would resolve in. Models
+    trained here and random-init twins stay measured; the rule column states the rule."""
+
+    def comp(model, share, lo, hi, **extra):
+        row = _comp(model, "counted", share, 0.1) | extra
+        row |= {"share_causal_mask_ablation_lo": lo, "share_causal_mask_ablation_hi": hi}
+        return row
+
+    rows = [
+        comp("smollm2", 0.90, 0.87, 0.93),
+        comp("gemma", 0.97, 0.93, 0.99),
+        comp("qwen-0.5b", 0.70, 0.60, 0.80),
+        comp("olmo", 0.50, 0.45, 0.56),
+        comp("trained-rope", 0.99, 0.98, 0.995, positional="rope"),
+        comp("smollm2-random", 0.30, 0.20, 0.40, init_of="smollm2"),
+    ]
+    dec = pd.DataFrame([_dec(r["model"], "wiki", 0.5) | {"n_sequences": 64} for r in rows])
+    card = _card(
+        tmp_path, decomposition_headline=_h(dec), decomposition_components=pd.DataFrame(rows)
+    )
+    smol, gemma = _one(card, "claim 4 (smollm2, wiki)"), _one(card, "claim 4 (gemma, wiki)")
+    assert smol["verdict"] == I and gemma["verdict"] == D
+    assert _one(card, "claim 4 (qwen-0.5b, wiki)")["verdict"] == R
+    olmo = _one(card, "claim 4 (olmo, wiki)")  # below the band's lower edge, reaching past it
+    assert olmo["verdict"] == I
+    for name in ("trained-rope", "smollm2-random"):
+        row = _one(card, f"claim 4 ({name}, wiki)")
+        assert row["verdict"] == S.MEASURED and row["paper_value"] == "n/a"
+    assert "trained here (positional: rope)" in _one(card, "claim 4 (trained-rope, wiki)")["note"]
+    assert "[0.54, 0.92]" in gemma["falsified_if"] and "64%-82% +- 0.1" in gemma["falsified_if"]
+    assert gemma["rule"].startswith("`within_range` (low = 0.64, high = 0.82, margin = 0.1)")
+    assert gemma["note"] == ""  # decided: no power note
+    # SmolLM2: inside the band, the upper arm (0.03) must clear 0.92 (0.02 away): reproduced
+    need = _needed(0.90, 0.87, 0.93, 0.92, 64)
+    assert need > _needed(0.90, 0.87, 0.93, 0.54, 64)
+    assert smol["note"].startswith(
+        f"about {need} prompts would resolve it at 80 % power (64 here; its upper arm must "
+        "clear 0.92): it would resolve reproduced if the estimate held"
+    )
+    need = _needed(0.50, 0.45, 0.56, 0.54, 64)  # outside: the upper arm must clear 0.54
+    assert olmo["note"].startswith(
+        f"about {need} prompts would resolve it at 80 % power (64 here; its upper arm must "
+        "clear 0.54): it would resolve differs"
+    )
 
 
 def test_claim4_is_not_applicable_where_token_0_is_not_fixed(tmp_path):

@@ -5,6 +5,7 @@ T ≤ W; "not run" naming the variants a factor needs."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from causalpos.paper2.summary import assemble as S
@@ -44,6 +45,20 @@ def test_a_planted_slope_and_a_suppressing_base_are_reproduced(planted):
     assert "mask-free route (ring twins) 0 [0, 0]" in b.measured
     assert "at or below 0.002" in w.falsified_if and "at or above -0.002" in b.falsified_if
     assert "mechanism mapping" in w.measured
+
+
+def test_each_model_is_judged_against_its_own_threshold(planted):
+    """A model's own claim3_order threshold (leakage.per_model) decides its factor rows: the
+    planted slope, reproduced at the config's 0.002, differs against a threshold above its
+    whole interval; another model keeps the config's."""
+    own = Materiality.from_params({"per_model": {"m": {"claim3_order": 10.0}}})
+    T_own = own.apply(dict(load_targets()["targets"]))
+    both = pd.concat([planted, planted.assign(model="other")])
+    got = {r.target: r for r in F.claim3_factor_rows(both, T_own)}
+    m, other = (got[f"claim 3, window (within one model) ({k}, d)"] for k in ("m", "other"))
+    assert m.verdict == DIFFERS and "at or below 10" in m.falsified_if
+    assert "(threshold 10, mechanism mapping)" in m.measured
+    assert other.verdict == REPRODUCED and "at or below 0.002" in other.falsified_if
 
 
 def test_a_null_is_not_reproduced_and_the_opposite_sign_differs():

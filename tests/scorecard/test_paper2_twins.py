@@ -58,3 +58,47 @@ def test_claim1_beside_its_init_twin_is_a_measured_contrast(tmp_path):
     for lm in ("modelled", "counted"):
         target = f"claim 1, trained minus init twin (m - m-random, d, landmark {lm})"
         assert _one(card, target)["verdict"] == S.MEASURED
+
+
+def test_claim1_twin_contrast_is_paired_where_the_twin_table_pairs_them(tmp_path):
+    """With the twin table (causalpos.paper2.tables.twins), a pair on the same resampled prompts
+    takes the table's paired interval of the replicates' differences; a pair whose prompts'
+    digests differ falls back to the independent combination and says so in its note."""
+    from causalpos.verdicts import difference_ci
+
+    trained, twin = (0.009, 0.006, 0.0123), (0.139, 0.123, 0.157)
+    head = pd.DataFrame(
+        [
+            _lead("m", trained),
+            _lead("m-random", twin, init_of="m"),
+            _lead("g", trained),
+            _lead("g-random", twin, init_of="g"),
+        ]
+    )
+    base = {"dataset": "d", "window": "all", "target": "logit", "reading": "expected-map"}
+    base |= {"leakage": 0.009, "leakage_twin": 0.139, "difference": -0.13}
+    other = "independent: the two summaries resampled different prompts (counts_digest a vs b)"
+    pairs = pd.DataFrame(
+        [
+            base
+            | {"model": "m", "twin": "m-random", "difference_lo": -0.1395}
+            | {"difference_hi": -0.1205, "paired": True}
+            | {"pairing": "paired: the same resampled prompts (counts_digest a)"},
+            base
+            | {"model": "g", "twin": "g-random", "difference_lo": float("nan")}
+            | {"difference_hi": float("nan"), "paired": False, "pairing": other},
+        ]
+    )
+    card = _card(tmp_path, headline=head, twin_contrast=pairs)
+    m = _one(card, "claim 1, trained minus init twin (m - m-random, d)")
+    assert m["verdict"] == S.MEASURED
+    assert m["measured"].startswith("-0.13 [-0.14, -0.12]; m 0.009 [0.006, 0.0123]")
+    assert "Same prompts, paired: the same resampled prompts (counts_digest a)" in m["note"]
+    assert "independent" not in m["note"]
+    g = _one(card, "claim 1, trained minus init twin (g - g-random, d)")
+    d, lo, hi = difference_ci(trained, twin)
+    assert g["measured"].startswith(f"{d:.3g} [{lo:.3g}, {hi:.3g}]")
+    assert (
+        f"intervals combined as independent samples, which overstates the width ({other})"
+        in (g["note"])
+    )

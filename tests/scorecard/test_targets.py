@@ -46,6 +46,11 @@ def test_an_unknown_rule_is_refused_at_load_naming_the_target():
         spec = copy.deepcopy(S.load_targets())
         spec["targets"]["claim1_logit"]["rule"] = "positive, against the materiality threshold"
         S.load_targets(spec)
+    spec = copy.deepcopy(S.load_targets())
+    assert spec["targets"]["claim4_share"]["range"]["rule"] == "within_range"
+    spec["targets"]["claim4_share"]["range"]["rule"] = "inside"
+    with pytest.raises(ValueError, match=r"target 'claim4_share' has range rule 'inside'"):
+        S.load_targets(spec)
 
 
 def test_a_declarative_target_without_a_field_or_with_an_unknown_table_is_refused_at_load():

@@ -110,8 +110,10 @@ class ShapesSection(Section):
             if variant not in self.train_variants():
                 return None
             s = self.train_variant(variant)
-            return {
-                "model_type": "llama",
+            # swa is the Mistral architecture: Llama plus its sliding window (every layer)
+            window = {"sliding_window": int(s["window"])} if s["variant"] == "swa" else {}
+            return window | {
+                "model_type": "mistral" if window else "llama",
                 "vocab_size": self.config["train"]["tokenizer"]["vocab_size"],
                 "hidden_size": s["hidden"],
                 "intermediate_size": s["intermediate"],

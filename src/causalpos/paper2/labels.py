@@ -119,3 +119,8 @@ BOS_READING_TARGET = {
     "causal_total": "logattn",
     "sink_heads": "logattn",
 }
+
+#: ``leakage_model_boot``: the target whose headline replicates (first window, every run) are kept,
+#: claim 1's (the logit leakage), so that two summaries on the same resampled prompts pair (a
+#: trained model minus its random-init twin: causalpos.paper2.tables.twins).
+HEADLINE_BOOT_TARGET = "logit"

@@ -181,6 +181,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         paper2_headline.claim1_rows,
         Input("headline", "model dataset variant window target leakage leakage_lo position_free"),
+        Input("twin_contrast", "model dataset twin difference difference_lo paired pairing"),
     ),
     Family(
         paper2_headline.control_rows,

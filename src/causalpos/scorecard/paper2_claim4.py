@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 
 from causalpos.scorecard.paper2 import headline_decomposition
+from causalpos.scorecard.paper2_kinds import band_power_note
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
     NOT_APPLICABLE,
@@ -27,6 +29,8 @@ from causalpos.scorecard.rows import (
     ring_missing,
     target_row,
 )
+from causalpos.scorecard.rules import rule_text
+from causalpos.verdicts import within_range
 
 
 def claim4_rows(
@@ -46,7 +50,8 @@ def claim4_rows(
     else:
         rows = _not_made_rows(d, T)
     # the comp table's own "not run" row is left out where the decomposition's rows say why
-    rows += [r for r in _share_rows(comp, T) if not (rows and r.target == t4["label"])]
+    n = _prompts(d)
+    rows += [r for r in _share_rows(comp, T, n) if not (rows and r.target == t4["label"])]
     for r in rows:
         r.reading = EXPECTED_MAP
     return rows + _scale_rows(sc, T)
@@ -72,6 +77,15 @@ def _not_made_rows(d: pd.DataFrame, T: Mapping) -> list[Row]:
     ]
 
 
+def _prompts(d: pd.DataFrame | None) -> dict[tuple[str, str], int]:
+    """The prompts of each (model, dataset) of the headline decomposition (``n_sequences``; none
+    where the table lacks the column): the n a claim-4 row's power note scales from."""
+    if d is None or "n_sequences" not in d:
+        return {}
+    n = d.groupby(["model", "dataset"], sort=False)["n_sequences"].min()
+    return {k: int(v) for k, v in n.items() if np.isfinite(v)}
+
+
 def _paper_values(t: Mapping) -> str:
     return "; ".join(f"{k}: {v:.0%}" for k, v in t["values"].items())
 
@@ -84,7 +98,9 @@ MECHANISM_NOTE = (
 )
 
 
-def _share_rows(comp: pd.DataFrame | None, T: Mapping) -> list[Row]:
+def _share_rows(
+    comp: pd.DataFrame | None, T: Mapping, n: Mapping[tuple[str, str], int] | None = None
+) -> list[Row]:
     """Claim 4 on the ablation mapping (paper 2's own: causal mask = the direct + indirect
     routes, residual stream = the mask-free route, the ring's logits), with the key-0 column
     counted (F = B + query effects, nothing modelled for key 0: paper 2's reconstructed fit),
@@ -93,9 +109,11 @@ def _share_rows(comp: pd.DataFrame | None, T: Mapping) -> list[Row]:
     reported in the measured text. A second row per model reports the mechanism mapping's share,
     measured (:data:`MECHANISM_NOTE`). Where token 0 is not fixed the mask-free route reads 0 by
     symmetry and the ablation mapping's share is 1 by construction: not applicable, with the
-    table's reason."""
+    table's reason. ``n``: the prompts per (model, dataset), for the power note of an
+    inconclusive row."""
     t4 = T["claim4_share"]
     src = SOURCES["decomposition_components"]
+    n = n or {}
     if comp is None:
         why = "no one-unit decomposition (the config decomposes no model: no ring run)"
         return [not_run(t4, t4["label"], src, why, paper_value=_paper_values(t4))]
@@ -110,7 +128,8 @@ def _share_rows(comp: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(not_run(t4, target, src, why))
             continue
         r = by["counted"]
-        rows.append(_ablation_row(t4, r, by.get("modelled"), target, model, src, T))
+        n_ = n.get((model, dataset), 0)
+        rows.append(_ablation_row(t4, r, by.get("modelled"), target, n_, src, T))
         mech = f"{t4['label']}, mechanism mapping ({model}, {dataset})"
         if ring_missing(r):
             rows.append(not_run(t4, mech, src, ring_missing(r)))
@@ -127,9 +146,12 @@ def _ci(r, name: str) -> str:
     return fmt_ci(getattr(r, name), getattr(r, f"{name}_lo"), getattr(r, f"{name}_hi"), 2)
 
 
-def _ablation_row(t4: Mapping, r, m, target: str, model: str, src: str, T: Mapping) -> Row:
+def _ablation_row(t4: Mapping, r, m, target: str, n: int, src: str, T: Mapping) -> Row:
     """Claim 4's compared row of one model: the ablation mapping's share of the counted reading
-    ``r`` (``m``: the modelled reading, reported) against the paper's value."""
+    ``r`` (``m``: the modelled reading, reported) against the paper's value, or for a pretrained
+    model the paper did not run against the paper's range (:func:`_range_row`); an
+    inconclusive row says what its decision needs (``n``: its prompts)."""
+    model = r.model
     missing = ring_missing(r)
     status = getattr(r, "mask_free_status", TABLE_MEASURED)
     paper = f"{_ci(r, 'share_causal_mask_paper')} (ablation log-attention)"
@@ -152,10 +174,50 @@ def _ablation_row(t4: Mapping, r, m, target: str, model: str, src: str, T: Mappi
     if status != TABLE_MEASURED:
         return target_row(t4, target, measured, NOT_APPLICABLE, src, note=status)
     value = paper_value_for(model, t4["values"], T)
+    vals = tuple(float(getattr(r, f"share_causal_mask_ablation{s}")) for s in ("", "_lo", "_hi"))
+    where = (str(model), str(r.dataset))
     if value is None:
-        return measured_row(t4, target, measured, src, "the paper reports no share for this model")
-    ci = (r.share_causal_mask_ablation_lo, r.share_causal_mask_ablation_hi)
-    return equivalence_row(t4, target, measured, ci, value, src, f"{value:.0%}")
+        return _range_row(t4, r, target, measured, vals, src, (n, where))
+    margin = float(t4["margin"])
+    row = equivalence_row(t4, target, measured, vals[1:], value, src, f"{value:.0%}")
+    row.note = band_power_note(row.verdict, vals, (value - margin, value + margin), n, where)
+    return row
+
+
+#: Why a model with no value of its own is not compared with the paper's range.
+NOT_COMPARED = {
+    "init_of": "a random-init / init twin ({}): the paper reports no share for this model, and "
+    "claim 4 is about trained models",
+    "positional": "a model trained here (positional: {}): the paper reports no share for this "
+    "model, and claim 4's range is of pretrained models at the paper's scales",
+}
+
+
+def _range_row(t4: Mapping, r, target: str, measured: str, vals, src: str, power) -> Row:
+    """Claim 4 on a model the paper did not run: the ablation share's CI (``vals``: estimate,
+    lo, hi) against the range of the paper's values widened by the margin
+    (:func:`~causalpos.verdicts.within_range`, ``t4["range"]``), with the power note of an
+    inconclusive row (``power`` = (prompts, (model, dataset))); a twin or a model trained here
+    is measured (:data:`NOT_COMPARED`)."""
+    for column, why in NOT_COMPARED.items():
+        if (value := getattr(r, column, "")) and isinstance(value, str):
+            return measured_row(t4, target, measured, src, why.format(value))
+    rng, margin = t4["range"], float(t4["margin"])
+    low, high = min(t4["values"].values()), max(t4["values"].values())
+    band = (low - margin, high + margin)
+    verdict = within_range(vals[1:], low, high, margin)
+    fields = {"low": low, "high": high, "margin": margin, "band_lo": band[0], "band_hi": band[1]}
+    return target_row(
+        t4,
+        target,
+        measured,
+        verdict,
+        src,
+        paper_value=f"{low:.0%}-{high:.0%} (the paper's range; no value for this model)",
+        falsified_if=" ".join(str(rng["falsified_if"]).format(**fields).split()),
+        note=band_power_note(verdict, vals, band, *power),
+        rule=rule_text(within_range, low=low, high=high, margin=margin),
+    )
 
 
 def _scale_rows(sc: pd.DataFrame | None, T: Mapping) -> list[Row]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.paper2_kinds import power_note
 from causalpos.scorecard.rows import (
     NOT_APPLICABLE,
@@ -57,7 +58,8 @@ def _windows(fac: pd.DataFrame) -> pd.DataFrame:
 def claim3_factor_rows(fac: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """One row per (model, dataset) and factor: ``claim3_window`` (the window's effect on the
     logits, slope × span across the sliding layers, above the threshold) and ``claim3_base``
-    (the global base's effect on the sliding layers' logits, below −threshold); "not run" for a
+    (the global base's effect on the sliding layers' logits, below −threshold), each against
+    its model's own threshold (``leakage.per_model``, else the config's); "not run" for a
     factor no summary holds; random-init twins measured."""
     src = SOURCES["claim3_factors"]
     out = []
@@ -69,7 +71,8 @@ def claim3_factor_rows(fac: pd.DataFrame | None, T: Mapping) -> list[Row]:
             out.append(not_run(t, t["label"], src, f"needs {RUN_WHAT[factor]}"))
             continue
         for (model, dataset), g in rows.groupby(["model", "dataset"], sort=False):
-            out.append(_row(factor, t, g, f"{t['label']} ({model}, {dataset})", src))
+            tm = for_model(t, model)  # the model's own threshold (leakage.per_model)
+            out.append(_row(factor, tm, g, f"{t['label']} ({model}, {dataset})", src))
     return out
 
 

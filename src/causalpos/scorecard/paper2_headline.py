@@ -51,7 +51,7 @@ from causalpos.verdicts import (
 )
 
 
-def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
+def claim1_rows(head: pd.DataFrame | None, twins: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 1 on the headline reading: a trained RoPE model's causal-run logit leakage above the
     materiality threshold declared in the config (``leakage.materiality.claim1_logit``, or the
     model's own, ``leakage.per_model``; at least twice the negative controls' logit margin):
@@ -59,7 +59,8 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
     is shown beside it; where it *reads position*, a *reproduced* becomes *inconclusive*
     (:func:`~causalpos.verdicts.unless_control_reads`). A NoPE model is not applicable (the
     claim is about RoPE decoders); init / random twins are measured baselines. With a
-    ``landmark`` column, one row per landmark reading."""
+    ``landmark`` column, one row per landmark reading. ``twins``: the trained-minus-twin
+    contrasts (:func:`~causalpos.scorecard.paper2_twins.twin_contrast_rows`)."""
     src = SOURCES["headline"]
     t = T["claim1_logit"]
     if head is None:
@@ -109,7 +110,7 @@ def claim1_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
         measured = f"{own}; {ctl_text}; {per_prompt}"
         text = _controlled_rule(float(tm["threshold"]), ctl)
         rows.append(target_row(tm, target, measured, verdict, src, note=note, rule=text))
-    return rows + twin_contrast_rows(sel, landmarks[sel.index] if several else None, t)
+    return rows + twin_contrast_rows(sel, landmarks[sel.index] if several else None, t, twins)
 
 
 def _controlled_rule(threshold: float, control: str) -> str:

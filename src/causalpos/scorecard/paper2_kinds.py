@@ -101,11 +101,42 @@ def power_note(
     need = prompts_needed(*vals, threshold, n)
     if need is None:
         return ""
+    return _power_text(need, n, resolves_as(vals[0], threshold), where)
+
+
+def _power_text(need: int, n: int, direction: str, where: tuple[str, str], arm: str = "") -> str:
     return (
-        f"about {need} prompts would resolve it at 80 % power ({n} here): it would resolve "
-        f"{resolves_as(vals[0], threshold)} if the estimate held; "
-        f"{summary_cost(*where, n, need)}"
+        f"about {need} prompts would resolve it at 80 % power ({n} here{arm}): it would resolve "
+        f"{direction} if the estimate held; {summary_cost(*where, n, need)}"
     )
+
+
+def band_power_note(
+    verdict: str, vals, band: tuple[float, float], n: int, where: tuple[str, str] = ("", "")
+) -> str:
+    """An inconclusive equivalence row's power calculation (a CI judged against the band
+    ``band`` = (low edge, high edge): :func:`~causalpos.verdicts.within_range`,
+    :func:`~causalpos.verdicts.equivalent`), from the arm that must clear an edge
+    (:func:`prompts_needed` against that edge): with the estimate inside the band both arms must
+    clear theirs (the larger count; it would resolve reproduced), outside it the arm towards the
+    band must clear the nearer edge (it would resolve differs); the summary's cost there
+    (:func:`summary_cost`). Empty for any other verdict or an estimate on an edge."""
+    if verdict != INCONCLUSIVE or not np.isfinite(vals[0]):
+        return ""
+    est, (a, b) = float(vals[0]), band
+    if a < est < b:
+        arms = [
+            ("lower", a, prompts_needed(*vals, a, n)),
+            ("upper", b, prompts_needed(*vals, b, n)),
+        ]
+        direction = REPRODUCED
+    else:
+        edge, arm = (a, "upper") if est < a else (b, "lower")
+        arms, direction = [(arm, edge, prompts_needed(*vals, edge, n))], DIFFERS
+    if any(need is None for *_, need in arms):
+        return ""
+    arm, edge, need = max(arms, key=lambda x: x[2])
+    return _power_text(need, n, direction, where, f"; its {arm} arm must clear {edge:.2f}")
 
 
 def _rows_of(bykind: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """Paper 2's rows of a trained model beside its random-init / init twin on the same prompts:
-claim 1's trained-minus-twin contrast (:func:`twin_contrast_rows`), a measurement (paper 2 claims
-nothing about the untrained architecture; a difference of measured quantities is a test or a
-measurement, never a check)."""
+claim 1's trained-minus-twin contrast (:func:`twin_contrast_rows`), paired where both summaries
+resampled the same prompts, a measurement (paper 2 claims nothing about the untrained
+architecture; a difference of measured quantities is a test or a measurement, never a check)."""
 
 from __future__ import annotations
 
@@ -22,28 +22,48 @@ TWIN_DIRECTION = {
 }
 
 
-def twin_contrast_rows(sel: pd.DataFrame, landmarks: pd.Series | None, t: Mapping) -> list[Row]:
+#: Why a contrast's intervals are combined as independent samples where the table has no row.
+NO_TABLE = "no paired contrast of the two on the twin table (paper2_twin_contrast.csv)"
+
+
+def twin_contrast_rows(
+    sel: pd.DataFrame, landmarks: pd.Series | None, t: Mapping, twins: pd.DataFrame | None = None
+) -> list[Row]:
     """Claim 1 beside its random-init / init twin: the trained model's headline logit leakage
     minus its twin's on the same dataset (and landmark reading), one measured row per pair.
-    The headline table keeps no replicates, so the two intervals are combined as independent
-    samples (:func:`~causalpos.verdicts.difference_ci`); the twin ran on the same prompts, and
-    for positively correlated estimates that overstates the width. A measurement, not a test:
-    paper 2 claims nothing about the untrained architecture (a difference of measured
-    quantities is never a check)."""
+    Paired where the twin table (``twins``: causalpos.paper2.tables.twins) holds the two on the
+    same resampled prompts (its ``paired`` row: the percentile interval of the replicates'
+    differences, key 0 modelled); otherwise the two intervals are combined as independent samples
+    (:func:`~causalpos.verdicts.difference_ci`), which for the positively correlated estimates of
+    one prompt set overstates the width, and the note says why they did not pair. A
+    measurement, not a test: paper 2 claims nothing about the untrained architecture (a
+    difference of measured quantities is never a check)."""
     src = SOURCES["headline"]
     lms = landmarks if landmarks is not None else pd.Series("", index=sel.index)
-    twins = text_column(sel, "init_of")
+    paired = _paired(twins)
     est = {
         (r.model, r.dataset, lm): (float(r.leakage), float(r.leakage_lo), float(r.leakage_hi))
         for r, lm in zip(sel.itertuples(), lms)
     }
     rows = []
-    for r, twin, lm in zip(sel.itertuples(), twins, lms):
+    for r, twin, lm in zip(sel.itertuples(), text_column(sel, "init_of"), lms):
         trained = est.get((twin, r.dataset, lm)) if twin else None
         if trained is None:
             continue
         b = est[(r.model, r.dataset, lm)]
-        d = difference_ci(trained, b)
+        pair = paired.get((twin, r.model, r.dataset)) if lm in ("", "modelled") else None
+        if pair is not None and bool(pair.paired):
+            d = (float(pair.difference), float(pair.difference_lo), float(pair.difference_hi))
+            how = f"same prompts, {pair.pairing}: the replicates' differences"
+        else:
+            d = difference_ci(trained, b)
+            why = str(pair.pairing) if pair is not None else NO_TABLE
+            if lm not in ("", "modelled"):
+                why = "the paired replicates are of the headline reading (key 0 modelled)"
+            how = (
+                "same prompts, intervals combined as independent samples, which overstates the "
+                f"width ({why})"
+            )
         where = f"{twin} - {r.model}, {r.dataset}" + (f", landmark {lm}" if lm else "")
         ratio = b[0] / trained[0] if trained[0] else np.nan
         measured = (
@@ -53,9 +73,15 @@ def twin_contrast_rows(sel: pd.DataFrame, landmarks: pd.Series | None, t: Mappin
         side = "below" if d[2] < 0 else "above" if d[1] > 0 else "covers"
         why = (
             f"{TWIN_DIRECTION[side]}; a measurement: paper 2 claims nothing about the untrained "
-            "architecture. Same prompts, intervals combined as independent samples (the headline "
-            "table keeps no paired replicates), which overstates the width"
+            f"architecture. {how[0].upper()}{how[1:]}"
         )
         target = f"{t['label']}, trained minus init twin ({where})"
         rows.append(measured_row(t, target, measured, src, why))
     return rows
+
+
+def _paired(twins: pd.DataFrame | None) -> dict[tuple[str, str, str], object]:
+    """The twin table's rows by (trained model, twin, dataset)."""
+    if twins is None or twins.empty:
+        return {}
+    return {(r.model, r.twin, r.dataset): r for r in twins.itertuples()}

@@ -16,6 +16,7 @@ RULES: dict[str, Callable] = {
     f.__name__: f
     for f in (
         V.equivalent,
+        V.within_range,
         V.positive,
         V.negative,
         V.at_most,
@@ -66,6 +67,12 @@ def check_target(name: str, t: Mapping) -> None:
             f"{where} has rule {t.get('rule')!r}: {', '.join(bad) or 'none'} is not a rule of "
             f"causalpos.verdicts; set rule: to one of {', '.join(RULES)} or {MEASURED_RULE} (a "
             "list for a composite claim)"
+        )
+    sub = t.get("range")
+    if isinstance(sub, Mapping) and str(sub.get("rule")) not in RULES:
+        raise ValueError(
+            f"{where} has range rule {sub.get('rule')!r}, which is not a rule of "
+            f"causalpos.verdicts; set range.rule: to one of {', '.join(RULES)}"
         )
     if "table" not in t:
         return

@@ -250,6 +250,22 @@ def test_share_replicates_pair_models_on_the_same_prompts(runs):
     assert hi == pytest.approx(float(dec.sel(stat="hi")), abs=1e-6)
 
 
+def test_headline_replicates_are_the_headline_interval_and_float32(runs):
+    """``leakage_model_boot``: the headline logit leakage's replicates on the first window, every
+    run, float32: their percentile interval is the headline's own interval (to float32), so two
+    summaries on the same resampled prompts pair (causalpos.paper2.tables.twins)."""
+    a = S.leakage_summary(runs, LeakageSettings(n_boot=200, n_perm=0, bos_windows=("late",)))
+    boot = a["leakage_model_boot"]
+    assert boot.dims == ("variant", "replicate") and boot.dtype == np.float32
+    assert boot.sizes["replicate"] == 200
+    for v in a["variant"].values:
+        first = str(a["window"].values[0])
+        head = a["leakage_model"].sel(variant=v, window=first, target="logit")
+        lo, hi = np.quantile(boot.sel(variant=v).values.astype(float), [0.025, 0.975])
+        assert lo == pytest.approx(float(head.sel(stat="lo")), rel=1e-5, abs=1e-7)
+        assert hi == pytest.approx(float(head.sel(stat="hi")), rel=1e-5, abs=1e-7)
+
+
 def test_layer_local_vs_whole_forward_ablation_on_the_headline(runs):
     """Eq. 5's additivity: a layer-local run identical to the whole-forward one reads 0 exactly
     (negative control); one that keeps all of the causal run's position reads the difference of

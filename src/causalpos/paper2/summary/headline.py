@@ -45,7 +45,14 @@ from causalpos.paper2.estimator.replicates import LINEAR_PARTS, sum_parts
 from causalpos.paper2.estimator.storeview import store_grams, store_masks
 from causalpos.paper2.extraction.design import build_design
 from causalpos.paper2.extraction.metric import TARGETS
-from causalpos.paper2.labels import CONTROL_TOL, LANDMARKS, LOCAL_RUN, STAT, WHOLE_RUN
+from causalpos.paper2.labels import (
+    CONTROL_TOL,
+    HEADLINE_BOOT_TARGET,
+    LANDMARKS,
+    LOCAL_RUN,
+    STAT,
+    WHOLE_RUN,
+)
 from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.bos import bos_headline_block, bos_plan, pooled_reading
@@ -160,7 +167,8 @@ def headline_blocks(
 
     Variables (``stat`` = estimate, lo, hi): :func:`leakage_block` (``leakage_model``,
     ``leakage_model_sst``, ``leakage_model_nolandmark``, ``leakage_layer``, ``leakage_head``, ``p_value``,
-    ``q_value``, ``fraction_significant``, ``fraction_p``, ``baseline_leakage``);
+    ``q_value``, ``fraction_significant``, ``fraction_p``, ``baseline_leakage``,
+    ``leakage_model_boot``);
     :func:`control_block` (``position_free``, ``control_units``,
     ``control_tost``, ``control_margin``, ``leakage_planted``);
     :func:`~causalpos.paper2.summary.decomposition.decomposition_block` (``components``,
@@ -215,7 +223,9 @@ def headline_blocks(
 def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dataset:
     """The leakage of every run, window and target: pooled, per layer, per head (sign-flip p,
     BH q, the fractions of heads below ``alpha``), the companion ρ_SST, the reading without the
-    key-0 column (headline window), and claim 6's baselines for :data:`LINEAR_VARIANTS`."""
+    key-0 column (headline window), claim 6's baselines for :data:`LINEAR_VARIANTS`, and the
+    pooled replicates of :data:`HEADLINE_BOOT_TARGET` on the first window (``leakage_model_boot``,
+    float32)."""
     ps = cache.ps
     nv, nw, nt = len(ps.variants), len(wins), len(TARGETS)
     nl, nh = len(ps.layers), len(ps.heads)
@@ -225,6 +235,8 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
     head = np.full((nv, nw, nt, nl, nh, 3), np.nan)
     pval, qval = (np.full((nv, nw, nt, nl, nh), np.nan) for _ in range(2))
     lin = np.full((nv, nt, len(BASELINES), 3), np.nan)
+    n_rep = len(ps.multipliers if ps.multipliers is not None else ps.counts)
+    boot = np.full((nv, n_rep), np.nan, dtype=np.float32)
     for vi, v in enumerate(ps.variants):
         for wi, w in enumerate(wins):
             for ti, t in enumerate(TARGETS):
@@ -240,6 +252,8 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
                 if wi == 0 and v in LINEAR_VARIANTS:
                     rl = cache.estimate(v, w, t, fit=LINEAR_FIT)
                     lin[vi, ti] = _baseline_rows(cache, (v, w, t), r, rl)
+                if wi == 0 and t == HEADLINE_BOOT_TARGET:  # claim 1's paired contrasts
+                    boot[vi] = r["pooled_boot"]
                 if wi == 0:  # the reading with the key-0 column counted, headline window
                     r2 = cache.estimate(v, w, t, landmark=False)
                     model_nl[vi, ti] = [r2["pooled"], r2["pooled_lo"], r2["pooled_hi"]]
@@ -247,6 +261,7 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
     return xr.Dataset(
         {
             "leakage_model": (vwt + ("stat",), model),
+            "leakage_model_boot": (("variant", "replicate"), boot),
             "leakage_model_sst": (vwt + ("stat",), model_sst),
             "leakage_model_nolandmark": (("variant", "target", "stat"), model_nl),
             "leakage_layer": (vwt + ("layer", "stat"), layer),

@@ -35,6 +35,7 @@ from causalpos.paper2.tables.per_prompt import (
     rope_controls_frame,
 )
 from causalpos.paper2.tables.position0 import position0_frames
+from causalpos.paper2.tables.twins import twin_contrast_frame
 
 
 def _position0_columns(summary: xr.Dataset) -> dict:
@@ -147,6 +148,7 @@ def paper2_tables(
         for name, dfs in parts.items()
     }
     out["scale_contrast"] = scale_contrast_frame(summaries)
+    out["twin_contrast"] = twin_contrast_frame(summaries)
     out["position0_probes"] = (
         pd.DataFrame(probes) if probes else pd.DataFrame(columns=["model", "dataset"])
     )
