@@ -19,6 +19,14 @@ import pytest
 
 from causalpos.io.runlog import keep_freed_memory
 
+#: Bytecode is written (Python's default) even where the environment sets
+#: PYTHONDONTWRITEBYTECODE: pytest otherwise rewrites the assertions of every test module in each
+#: worker on every run (≈ 8 CPU-s a worker), and each Snakemake job and forked dry run of the
+#: workflow tests compiles the pipeline copy's src/ again. Set here, before any test module is
+#: collected; the environment's copy is dropped for the processes the tests start.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 if TYPE_CHECKING:  # imported where used: pytest-xdist's controller never needs them
     import torch
     import xarray as xr
