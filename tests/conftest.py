@@ -313,17 +313,33 @@ def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0].removeprefix("tests/").removesuffix(".py")
 
 
+#: Modules that read one cached computation of a helper run on one worker, as one scope:
+#: tests/paper2/replicates_world.py's simulated prompt sets and their readings (≈ 3.5 CPU-s,
+#: ``functools.lru_cache``, per process) are computed once rather than on both workers.
+SHARED_SCOPES = {
+    "paper2/test_inference": "paper2/replicates_world",
+    "paper2/estimator/test_replicates": "paper2/replicates_world",
+    "paper2/estimator/test_expected": "paper2/replicates_world",
+}
+
+
+def _scope(nodeid: str) -> str:
+    """The scope a test is handed out in: its module, or the name its module shares."""
+    module = _module(nodeid)
+    return SHARED_SCOPES.get(module, module)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """One worker per test module, so module and session fixtures are built once per module.
-    pytest-xdist's own ``loadgroup`` marks do not group under pytest 9 (it renames
+    """One worker per test module (or per :data:`SHARED_SCOPES` group), so module and session
+    fixtures are built once per module. pytest-xdist's own ``loadgroup`` marks do not group under pytest 9 (it renames
     ``item._nodeid``, which pytest 9 no longer reads: every test went to any worker, and the smoke
     run was built on both workers at once), so scopes are modules here, in collection order."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return _module(nodeid)
+            return _scope(nodeid)
 
     return ModuleScopes(config, log)
 
