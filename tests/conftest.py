@@ -19,6 +19,14 @@ import pytest
 
 from causalpos.io.runlog import keep_freed_memory
 
+#: Bytecode is written (Python's default) even where the environment sets
+#: PYTHONDONTWRITEBYTECODE: pytest otherwise rewrites the assertions of every test module in each
+#: worker on every run (≈ 8 CPU-s a worker), and each Snakemake job and forked dry run of the
+#: workflow tests compiles the pipeline copy's src/ again. Set here, before any test module is
+#: collected; the environment's copy is dropped for the processes the tests start.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 if TYPE_CHECKING:  # imported where used: pytest-xdist's controller never needs them
     import torch
     import xarray as xr
@@ -305,17 +313,33 @@ def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0].removeprefix("tests/").removesuffix(".py")
 
 
+#: Modules that read one cached computation of a helper run on one worker, as one scope:
+#: tests/paper2/replicates_world.py's simulated prompt sets and their readings (≈ 3.5 CPU-s,
+#: ``functools.lru_cache``, per process) are computed once rather than on both workers.
+SHARED_SCOPES = {
+    "paper2/test_inference": "paper2/replicates_world",
+    "paper2/estimator/test_replicates": "paper2/replicates_world",
+    "paper2/estimator/test_expected": "paper2/replicates_world",
+}
+
+
+def _scope(nodeid: str) -> str:
+    """The scope a test is handed out in: its module, or the name its module shares."""
+    module = _module(nodeid)
+    return SHARED_SCOPES.get(module, module)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """One worker per test module, so module and session fixtures are built once per module.
-    pytest-xdist's own ``loadgroup`` marks do not group under pytest 9 (it renames
+    """One worker per test module (or per :data:`SHARED_SCOPES` group), so module and session
+    fixtures are built once per module. pytest-xdist's own ``loadgroup`` marks do not group under pytest 9 (it renames
     ``item._nodeid``, which pytest 9 no longer reads: every test went to any worker, and the smoke
     run was built on both workers at once), so scopes are modules here, in collection order."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return _module(nodeid)
+            return _scope(nodeid)
 
     return ModuleScopes(config, log)
 

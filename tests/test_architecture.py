@@ -700,8 +700,15 @@ def test_the_modules_the_scheduler_hands_out_first_and_last_exist():
     its place."""
     from tests import conftest
 
-    named = [*conftest._FIRST, *conftest._LAST]
+    named = [
+        *conftest._FIRST,
+        *conftest._LAST,
+        *conftest.SHARED_SCOPES,
+        *conftest.SHARED_SCOPES.values(),
+    ]
     assert [m for m in named if not (TESTS / f"{m}.py").is_file()] == []
+    assert conftest._scope("tests/paper2/test_inference.py::t") == "paper2/replicates_world"
+    assert conftest._scope("tests/paper2/test_prompts.py::t") == "paper2/test_prompts"
     assert conftest._module("tests/workflow/test_smoke.py::test_a[x/y.py]") == "workflow/test_smoke"
     assert conftest._module("tests/test_models.py::test_b") == "test_models"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -242,3 +243,18 @@ def test_rules_reading_no_store_or_table_start_without_pandas_in_a_fresh_interpr
     stages = sorted({_stage(s) for s in scripts})
     assert {s.stem for s in scripts} >= {"plot_fig1", "plot_loss_curves", "train_tokenizer"}
     assert _loaded_in_a_fresh_interpreter(stages, [*HEAVY, *STORE, "scipy"]) == [], stages
+
+
+def test_the_tests_and_the_processes_they_start_write_bytecode():
+    """The suite's own start-up (tests/conftest.py): its processes cache bytecode whatever
+    PYTHONDONTWRITEBYTECODE says, so pytest rewrites a test module's assertions once, not in
+    each worker on every run, and a job's interpreter reads its imports compiled."""
+    assert sys.dont_write_bytecode is False
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; print(sys.dont_write_bytecode)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"
