@@ -10,7 +10,12 @@ a planted stream, ...), each with the dims declared here. The tables declared in
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 #: The readings of paper 2's leakage (causalpos.paper2.summary.headline): the headline, the
 #: per-prompt one; and what is neither: a run's attention to key 0, a property of the runs.
@@ -314,3 +319,15 @@ def variables_block() -> str:
     for v in LEAKAGE_SUMMARY:
         lines.append(f"| `{v.name}` | {', '.join(v.dims)} | {v.reading} | {v.units} | {v.holds} |")
     return "\n".join([*lines, "", BLOCK_END]) + "\n"
+
+
+def open_summary(path: str | os.PathLike) -> xr.Dataset:
+    """The leakage summary store ``path``, opened and checked as every store is
+    (:func:`causalpos.io.store.open_dataset`), refused unless it is of this causalpos' summary format
+    (:data:`SUMMARY_FORMAT`: an older summary names its variables
+    otherwise) with the command that rebuilds it. Here, not in the summary package, so that the
+    light stages that read a summary never import the estimator (torch)."""
+    from causalpos.io.store import open_dataset, require_format
+
+    ds = open_dataset(path)
+    return require_format(ds, path, SUMMARY_FORMAT_ATTR, SUMMARY_FORMAT, "leakage summary")

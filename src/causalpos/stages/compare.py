@@ -26,9 +26,9 @@ def compare_trained(
     ``n_boot`` and ``seed`` (the rule's ``stats`` param; default theirs)."""
     import pandas as pd
 
+    from causalpos.catalogue_stores import open_summary
     from causalpos.io.provenance import check_table, stamp_table
     from causalpos.io.store import open_dataset
-    from causalpos.paper2.summary.assemble import open_summary
 
     stores = {
         v: (open_dataset(p), open_dataset(init[v]) if v in init else None)

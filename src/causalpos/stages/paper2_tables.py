@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 
 from causalpos.catalogue import PAPER2_RULE, rule_tables
+from causalpos.catalogue_stores import open_summary
 from causalpos.io.provenance import stamp_table
 from causalpos.io.store import open_dataset
-from causalpos.paper2.summary.assemble import open_summary
 from causalpos.paper2.tables.assemble import paper2_tables
 from causalpos.paper2.tables.markdown import paper2_markdown
 

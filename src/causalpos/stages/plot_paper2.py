@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from causalpos.catalogue_stores import open_summary
 from causalpos.figures import paper2
 from causalpos.figures.paper2_routes import routes_by_layer
 from causalpos.io.store import open_dataset
-from causalpos.paper2.summary.assemble import open_summary
 
 
 def _opened(labels: Sequence[str], stores: Sequence[str], cache: dict) -> dict:

@@ -12,6 +12,7 @@ from causalpos.catalogue_stores import (
     LEAKAGE_SUMMARY,
     SUMMARY_FORMAT,
     SUMMARY_FORMAT_ATTR,
+    open_summary,
 )
 from causalpos.io.integrity import StoreFormatError
 from causalpos.io.store import write_dataset
@@ -51,7 +52,7 @@ def test_a_summary_of_an_older_format_is_refused_with_the_command_that_rebuilds_
     summ = S.leakage_summary(runs, LeakageSettings(n_boot=20, n_perm=0, bos_windows=("late",)))
     assert summ.attrs[SUMMARY_FORMAT_ATTR] == SUMMARY_FORMAT == 2
     store = tmp_path / "results" / "leakage" / "m" / "d.zarr"
-    got = S.open_summary(write_dataset(summ, store))
+    got = open_summary(write_dataset(summ, store))
     assert float(
         got["leakage_model"].sel(variant="causal", target="logit", stat="estimate")[0]
     ) == (float(summ["leakage_model"].sel(variant="causal", target="logit", stat="estimate")[0]))
@@ -61,14 +62,14 @@ def test_a_summary_of_an_older_format_is_refused_with_the_command_that_rebuilds_
     old.attrs = {k: v for k, v in summ.attrs.items() if k != SUMMARY_FORMAT_ATTR}
     write_dataset(old, store)
     with pytest.raises(StoreFormatError) as e:
-        S.open_summary(store)
+        open_summary(store)
     msg = str(e.value)
     assert "leakage summary format 2" in msg and f"{SUMMARY_FORMAT_ATTR!r}; it has 1" in msg
     assert "Rebuild it" in msg and "d.zarr" in msg
     old.attrs[SUMMARY_FORMAT_ATTR] = 3  # a newer one too
     write_dataset(old, store)
     with pytest.raises(StoreFormatError, match="it has 3"):
-        S.open_summary(store)
+        open_summary(store)
 
 
 @pytest.mark.parametrize("mode", ["chunks", "first"])

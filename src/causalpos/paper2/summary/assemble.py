@@ -11,7 +11,6 @@ one more function of a prompt set and one more entry in :func:`leakage_summary`'
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -124,17 +123,6 @@ def leakage_summary(
         }
     )
     return out
-
-
-def open_summary(path: str | os.PathLike) -> xr.Dataset:
-    """The leakage summary store ``path``, opened and checked as every store is
-    (:func:`causalpos.io.store.open_dataset`), refused unless it is of this causalpos' summary
-    format (:data:`causalpos.catalogue_stores.SUMMARY_FORMAT`: an older summary names its
-    variables otherwise) with the command that rebuilds it."""
-    from causalpos.io.store import open_dataset, require_format
-
-    ds = open_dataset(path)
-    return require_format(ds, path, SUMMARY_FORMAT_ATTR, SUMMARY_FORMAT, "leakage summary")
 
 
 #: What the summary's variables are, in its attrs.
