@@ -58,6 +58,10 @@ A declarative target (one with a ``table`` field) declares:
 ``not_run``, ``empty``
     why there is no row: the table is absent or lacks a column (``not_run``), or no row is
     selected (``empty``).
+
+A target with ``each`` is judged over groups of rows (one row per model's layers, say):
+``group``, ``order``, ``each`` (the items' interval rule, counted by ``rule: fraction``),
+``column_text`` and ``no_items`` (:mod:`causalpos.scorecard.engine_groups`).
 """
 
 from __future__ import annotations

@@ -316,41 +316,6 @@ _NO_NEW_COLUMNS = (
 )
 
 
-def llm_layer1_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Fig. 5's "except at layer 1" on the scale-free share: share(L) − share(1), paired CI."""
-    src = SOURCES["llm_index"]
-    t = T["llm_layer1_share"]
-    if llm is None:
-        return [not_run(t, t["label"], src, _NO_NEW_COLUMNS.format(what="share"))]
-    margin, threshold = float(t["margin"]), float(t["threshold"])
-    rows = []
-    for model, dataset, g in paper1_runs(llm, t):
-        first, later = g.iloc[0], g.iloc[1:]
-        per = [
-            positive((r.share_minus_l1_lo, r.share_minus_l1_hi), margin) for r in later.itertuples()
-        ]
-        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
-        med = float(later["share_minus_l1"].median()) if len(later) else math.nan
-        measured = (
-            f"share L1 {fmt_ci(first['share'], first['share_lo'], first['share_hi'])}; layers >= 2: "
-            f"{n_yes} of {len(per)} above layer 1, {n_und} undecided, "
-            f"{len(per) - n_yes - n_und} at or below; median share(L) - share(1) {fmt(med)}; "
-            + ("key 0 out of the share" if "key0" in g else KEY0_IN)
-        )
-        note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
-        rows.append(
-            target_row(
-                t,
-                f"{t['label']} ({model}, {dataset})",
-                measured,
-                fraction(n_yes, n_und, len(per), threshold),
-                src,
-                note=note,
-            )
-        )
-    return rows
-
-
 def llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Fig. 5's first keys: the sign of the first-keys band at the scored layers (with CI)."""
     src = SOURCES["llm_index"]

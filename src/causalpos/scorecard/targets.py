@@ -76,6 +76,8 @@ def check_target(name: str, t: Mapping) -> None:
         )
     if "table" not in t:
         return
+    if "each" in t:
+        return check_each(where, t)
     rules = rule_names(t)
     required = REQUIRED_MEASURED if rules == [MEASURED_RULE] else REQUIRED
     missing = [k for k in required if k not in t]
@@ -100,6 +102,50 @@ def check_target(name: str, t: Mapping) -> None:
     absent = [p for p in PARAMS[rules[0]] if p not in t and not t.get("materiality")]
     if absent:
         raise ValueError(f"{where}: rule {rules[0]} needs {', '.join(absent)}; declare it")
+
+
+#: The fields a target judged over groups of rows must have (causalpos.scorecard.engine_groups).
+REQUIRED_EACH = ("table", "order", "measured", "not_run", "threshold")
+
+
+def check_each(where: str, t: Mapping) -> None:
+    """Raise ValueError, naming the target (``where``), for a target judged over groups of rows
+    (its ``each``) that lacks a field of :data:`REQUIRED_EACH`, reads an unknown table, has a
+    ``rule`` other than ``fraction``, an ``each`` without an interval rule of :data:`PARAMS`,
+    its ``lo`` / ``hi`` or its parameters, or a ``column_text`` entry other than [with, without]."""
+    missing = [k for k in REQUIRED_EACH if k not in t]
+    each = t["each"]
+    if isinstance(each, Mapping):
+        missing += [f"each.{k}" for k in ("rule", "lo", "hi") if k not in each]
+    if missing or not isinstance(each, Mapping):
+        raise ValueError(
+            f"{where} is judged over groups of rows (each: ...) but lacks "
+            f"{', '.join(missing) or 'each as a mapping'}: it names {', '.join(REQUIRED_EACH)} "
+            "and each: {rule, lo, hi, the rule's parameters} (causalpos.scorecard.engine_groups)"
+        )
+    if t["table"] not in SCORECARD_TABLES:
+        raise ValueError(
+            f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
+            f"{', '.join(SCORECARD_TABLES)}"
+        )
+    if rule_names(t) != ["fraction"] or str(each["rule"]) not in PARAMS:
+        raise ValueError(
+            f"{where} has rule {t['rule']!r} and each.rule {each['rule']!r}: a target judged over "
+            f"groups of rows has rule: fraction and each.rule one of {', '.join(PARAMS)}"
+        )
+    for p in PARAMS[str(each["rule"])]:
+        value = each.get(p)
+        if not isinstance(value, int | float) and (not isinstance(value, str) or value not in t):
+            raise ValueError(
+                f"{where}: each.rule {each['rule']} needs {p}: a number, or the name of a field "
+                f"of the target that holds it (e.g. {p}: margin); it has {value!r}"
+            )
+    for col, texts in (t.get("column_text") or {}).items():
+        if not isinstance(texts, list) or len(texts) != 2:
+            raise ValueError(
+                f"{where}: column_text.{col} is {texts!r}; give [text where the table has the "
+                "column, text where it has not]"
+            )
 
 
 def check_targets(spec: Mapping) -> None:
