@@ -17,7 +17,6 @@ from pathlib import Path
 import pandas as pd
 
 import causalpos.scorecard.paper1 as paper1
-import causalpos.scorecard.paper1_amplification as paper1_amplification
 import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_claim3 as paper2_claim3
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
@@ -171,11 +170,7 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Declared("fig3_nearby"),
     Declared("trained_vs_init_share"),
-    Family(
-        paper1_amplification.llm_twin_share_rows,
-        Input("llm_index", "model dataset layer share"),
-        reading=INDEX,
-    ),
+    Declared("llm_vs_random_share"),
     # paper 2: the headline (expected-map) reading, its controls, the per-prompt rows
     Family(
         paper2_headline.claim1_rows,

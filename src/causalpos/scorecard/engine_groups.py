@@ -26,8 +26,7 @@ Fields, beside the engine's ``table``, ``select``, ``where``, ``measured``, ``no
     ``{n_yes}`` (reproduced), ``{n_undecided}`` (inconclusive), ``{n_no}`` (the rest) and
     ``{column:median}``: the median of the column over the items (``nan`` for none);
 ``column_text``
-    ``{column: [with, without]}``: text appended to ``measured`` where the table has the
-    column, and where it has not (a table made before it);
+    as the engine's (:mod:`causalpos.scorecard.engine_partner`);
 ``no_items``
     the note of a group without any item (its rule decides nothing: ``inconclusive``).
 """
@@ -40,6 +39,7 @@ import pandas as pd
 
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.engine import WHERE, _Text, select_rows, template_columns
+from causalpos.scorecard.engine_partner import column_texts
 from causalpos.scorecard.rows import Row, field_text, fill, fmt, not_run, target_row
 from causalpos.scorecard.targets import PARAMS, RULES
 from causalpos.verdicts import INCONCLUSIVE, REPRODUCED, fraction
@@ -116,8 +116,7 @@ def grouped_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
         counts["n_no"] = len(per) - n_yes - n_und
         first = g.iloc[0]
         measured = _GroupText(first, its, counts).format(t["measured"])
-        for col, (with_, without) in (t.get("column_text") or {}).items():
-            measured += with_ if col in table else without
+        measured += column_texts(table, t)
         label = f"{t['label']} ({_Text(first).format(t.get('where', WHERE))})"
         verdict = fraction(n_yes, n_und, len(per), float(t["threshold"]))
         note = field_text(t, "note") if len(per) else fill(t.get("no_items", ""), t)

@@ -1,7 +1,9 @@
 """Rows of paper 1 (Kim et al., 2025): the closed form and monotonicity of the parameter-free
 decoder (Fig. 1, theory.csv), the simulations' causal-mask pattern (Figs. 2-10,
 simulation_index.csv), the pretrained models' index, share and first keys (Fig. 5, Appendix E,
-llm_index.csv). §3's amplification by learned parameters: :mod:`causalpos.scorecard.paper1_amplification`.
+llm_index.csv). The declared targets of paper 1 (Fig. 5's layer-1 contrast, Fig. 3's nearby keys,
+§3's amplification by learned parameters) live in ``causalpos/targets.yaml``, judged by
+:mod:`causalpos.scorecard.engine`.
 
 Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
 targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.

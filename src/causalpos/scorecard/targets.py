@@ -76,6 +76,7 @@ def check_target(name: str, t: Mapping) -> None:
         )
     if "table" not in t:
         return
+    check_partner(where, t)
     if "each" in t:
         return check_each(where, t)
     rules = rule_names(t)
@@ -140,6 +141,25 @@ def check_each(where: str, t: Mapping) -> None:
                 f"{where}: each.rule {each['rule']} needs {p}: a number, or the name of a field "
                 f"of the target that holds it (e.g. {p}: margin); it has {value!r}"
             )
+
+
+#: The fields of a target's ``partner`` (causalpos.scorecard.engine_partner).
+PARTNER = ("column", "prefix", "measured")
+
+
+def check_partner(where: str, t: Mapping) -> None:
+    """Raise ValueError, naming the target (``where``), for a ``partner`` without a field of
+    :data:`PARTNER`, a ``required`` that is no list of columns, or a ``column_text`` entry other
+    than [with, without] (:mod:`causalpos.scorecard.engine_partner`)."""
+    p = t.get("partner")
+    if p is not None and (not isinstance(p, Mapping) or any(k not in p for k in PARTNER)):
+        raise ValueError(
+            f"{where} has partner {p!r}: give partner: {{column, prefix, measured}} (and "
+            "optionally key, default model, and on, default [dataset]): the column naming each "
+            "row's partner, the prefix its cells are read with, the text they add"
+        )
+    if not isinstance(t.get("required", []), list):
+        raise ValueError(f"{where} has required {t['required']!r}; give a list of columns")
     for col, texts in (t.get("column_text") or {}).items():
         if not isinstance(texts, list) or len(texts) != 2:
             raise ValueError(
