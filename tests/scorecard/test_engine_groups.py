@@ -166,3 +166,64 @@ def test_a_malformed_grouped_target_is_refused_at_load_naming_the_target():
         S.load_targets(_spec(table="llm"))
     with pytest.raises(ValueError, match=r"'llm_layer1_share': column_text.key0 is 'out'"):
         S.load_targets(_spec(column_text={"key0": "out"}))
+
+
+#: The grouped target with its texts: each item's text, a tally about 0, optional pieces, the
+#: note where items differ, and twins measured.
+TEXTS = TARGET | {
+    "each": {**TARGET["each"], "text": "L{layer:d} {d:ci}"},
+    "tally": {"columns": ["d_lo", "d_hi"], "at": 0, "skip_first": True},
+    "measured": "{keys}{each}; {tally_below} below 0, {tally_above} above, {tally_between} "
+    "around of {tally_n}{extra}",
+    "pieces": {"keys": "k{k:d}: ", "extra": "; first item L{first_item.layer:d} {first_item.s:ci}"},
+    "differs_note": "at or below at layer(s) {differs}",
+    "twin_column": "twin",
+    "twin": "twin of {init_of}",
+    "column_text": {},
+}
+
+
+def test_each_items_text_a_tally_and_pieces_where_their_columns_are():
+    rows = {r.target: r for r in G.grouped_rows(TABLE, TEXTS)}
+    flat = rows["contrast (flat, d)"]
+    # no `k` column: no keys piece; FLAT's interval reaches both sides of 0
+    assert flat.measured == (
+        "L2 0.2 [0.1, 0.3]; L3 0 [-0.01, 0.005]; L4 0.2 [0.1, 0.3]; 0 below 0, 2 above, 1 around"
+        " of 3; first item L2 0.1 [0.05, 0.15]"
+    )
+    assert flat.note == "at or below at layer(s) 3"
+    one = rows["contrast (one, d)"]  # no item: no first-item piece
+    assert one.measured == "; 0 below 0, 0 above, 0 around of 0" and one.note == "only one layer"
+    keyed = G.grouped_rows(TABLE.assign(k=4), TEXTS)[0]
+    assert keyed.measured.startswith("k4: L2 0.2 [0.1, 0.3]; L3")
+    assert set(G.group_columns(TEXTS).split()) == {
+        *("model", "dataset", "variant", "layer", "d", "d_lo", "d_hi"),
+    }
+
+
+def test_a_model_another_row_names_in_twin_column_is_measured_with_the_twin_note():
+    table = pd.concat([TABLE.assign(twin=None), _run("good-random", [FLAT]).assign(twin=None)])
+    table.loc[table["model"] == "good", "twin"] = "good-random"
+    rows = {r.target: r for r in G.grouped_rows(table, TEXTS)}
+    twin = rows["contrast (good-random, d)"]
+    assert (twin.verdict, twin.note, twin.paper_value) == (S.MEASURED, "twin of good", "n/a")
+    assert rows["contrast (good, d)"].verdict == V.REPRODUCED
+    # without a twin column every group is judged
+    assert G.grouped_rows(table.drop(columns="twin"), TEXTS)[-1].verdict == V.DIFFERS
+
+
+def test_malformed_grouped_texts_are_refused_at_load_naming_the_target():
+    with pytest.raises(ValueError, match=r"'llm_first_keys' has tally .*columns: \[lo, hi\]"):
+        S.load_targets(_first_keys(tally={"columns": ["band_lo"], "at": 0}))
+    with pytest.raises(ValueError, match=r"'llm_first_keys': pieces.keys is 'keys'"):
+        S.load_targets(_first_keys(pieces={"keys": "keys"}))
+    spec = _first_keys()
+    del spec["targets"]["llm_first_keys"]["twin"]
+    with pytest.raises(ValueError, match=r"'llm_first_keys' has twin_column 'twin' but no twin"):
+        S.load_targets(spec)
+
+
+def _first_keys(**fields):
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["llm_first_keys"] |= fields
+    return spec

@@ -233,9 +233,11 @@ def test_fig5_first_keys_rows_score_the_sign_at_layers_2_to_4(tmp_path):
     assert "at or above 0" in bright["falsified_if"] and "2, 3, 4" in bright["falsified_if"]
     assert _one(card, "Fig. 5 first keys (zero, d)")["verdict"] == I
     assert _one(card, "Fig. 5 first keys (short, d)")["verdict"] == I
-    # the paper's sign is data (targets.yaml): the other sign turns the verdicts around
+    # the paper's sign is data (targets.yaml: each's rule): the other sign turns the verdicts
+    # around, and falsified_if states its side
     spec = S.load_targets()
-    spec["targets"]["llm_first_keys"]["sign"] = "positive"
+    t = spec["targets"]["llm_first_keys"]
+    t["each"]["rule"], t["other"] = "positive", "at or below"
     paths = {"llm_index": tmp_path / "llm_index.csv"}
     flipped = S.build_scorecard(paths, targets=spec)
     assert _one(flipped, "Fig. 5 first keys (lower, d)")["verdict"] == D

@@ -163,11 +163,7 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Declared("trained_vs_init"),
     Declared("llm_layer1_share"),
-    Family(
-        paper1.llm_first_keys_rows,
-        Input("llm_index", "model dataset layer band band_lo band_hi"),
-        reading=INDEX,
-    ),
+    Declared("llm_first_keys"),
     Declared("fig3_nearby"),
     Declared("trained_vs_init_share"),
     Declared("llm_vs_random_share"),

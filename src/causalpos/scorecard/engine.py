@@ -66,7 +66,8 @@ A declarative target (one with a ``table`` field) declares:
 
 A target with ``each`` is judged over groups of rows (one row per model's layers, say):
 ``group``, ``order``, ``each`` (the items' interval rule, counted by ``rule: fraction``),
-``column_text`` and ``no_items`` (:mod:`causalpos.scorecard.engine_groups`).
+``tally``, ``pieces``, ``twin_column``, ``no_items`` and ``differs_note``
+(:mod:`causalpos.scorecard.engine_groups`).
 """
 
 from __future__ import annotations

@@ -141,6 +141,34 @@ def check_each(where: str, t: Mapping) -> None:
                 f"{where}: each.rule {each['rule']} needs {p}: a number, or the name of a field "
                 f"of the target that holds it (e.g. {p}: margin); it has {value!r}"
             )
+    check_group_texts(where, t)
+
+
+def check_group_texts(where: str, t: Mapping) -> None:
+    """Raise ValueError, naming the target, for a grouped target's ``tally`` without two
+    ``columns`` and a number ``at``, ``pieces`` that are not texts each reading a field, or a
+    ``twin_column`` without the ``twin`` note (:mod:`causalpos.scorecard.engine_groups`)."""
+    tally = t.get("tally")
+    if tally is not None and not (
+        isinstance(tally, Mapping)
+        and len(tally.get("columns") or ()) == 2
+        and isinstance(tally.get("at"), int | float)
+    ):
+        raise ValueError(
+            f"{where} has tally {tally!r}; give tally: {{columns: [lo, hi], at: <number>}} "
+            "(optionally skip_first, select)"
+        )
+    for name, text in (t.get("pieces") or {}).items():
+        if not isinstance(text, str) or "{" not in text:
+            raise ValueError(
+                f"{where}: pieces.{name} is {text!r}; give a template that reads a column "
+                "(shown where the table has its columns and its first field is finite)"
+            )
+    if t.get("twin_column") and "twin" not in t:
+        raise ValueError(
+            f"{where} has twin_column {t['twin_column']!r} but no twin: give the note of a "
+            "twin's row (twin: ..., {init_of} the model that names it)"
+        )
 
 
 #: The fields of a target's ``partner`` (causalpos.scorecard.engine_partner).
