@@ -7,6 +7,10 @@ llm_index.csv). The declared targets of paper 1 (Fig. 5's layer-1 contrast, Fig.
 
 Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
 targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
+They are composite claims: Fig. 1 and §3's checks apply several rules to lookups, a maximum and
+the steps of one table, and an exact computation no table holds; each simulation setting is
+judged by its figure's rule (several) and followed by its depth row (another target, ``increasing``);
+Fig. 5's row joins layer 1's equivalence to the later layers' fraction and reports key 0's column.
 """
 
 from __future__ import annotations
@@ -237,13 +241,6 @@ def paper1_runs(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd.Da
         yield model, dataset, g.sort_values("layer")
 
 
-#: Note of a logit-unit row on a random-init twin (measured, not judged).
-TWIN_LOGIT_UNITS = (
-    "random-init twin of {of}: its logits are near 0, so a margin in logit units cannot judge "
-    "it; the scale-free rows (Fig. 5 layer-1 contrast, §3 amplification share) do"
-)
-
-
 def _twins(llm: pd.DataFrame) -> dict[str, str]:
     """Random-init twin -> the model it is the twin of (the table's ``twin`` column)."""
     if "twin" not in llm:
@@ -280,7 +277,8 @@ def key0_text(g: pd.DataFrame) -> str:
 
 def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Fig. 5 on pretrained models: layer 1 at noise, the later layers' index above the margin
-    (logit units, noise-corrected CI per layer), key 0 out of the index (:func:`key0_text`)."""
+    (logit units, noise-corrected CI per layer), key 0 out of the index (:func:`key0_text`); a
+    random-init twin's row is measured, its note the target's ``twin``."""
     src = SOURCES["llm_index"]
     t = T["llm_pattern"]
     margin, threshold = float(t["margin"]), float(t["threshold"])
@@ -305,7 +303,7 @@ def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
         target = f"{t['label']} ({model}, {dataset})"
         if model in twins:
-            why = TWIN_LOGIT_UNITS.format(of=twins[model])
+            why = fill(t["twin"], t, init_of=twins[model])
             rows.append(measured_row(t, target, measured, src, why))
             continue
         rows.append(target_row(t, target, measured, verdict, src, note=note))
