@@ -16,7 +16,7 @@ does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper giv
 compare with).
 
 Modules: :mod:`~causalpos.scorecard.rows` (a row, its labels, the targets, shared formatting),
-:mod:`~causalpos.scorecard.paper1`, :mod:`~causalpos.scorecard.paper1_amplification`,
+:mod:`~causalpos.scorecard.paper1`,
 :mod:`~causalpos.scorecard.paper2`,
 :mod:`~causalpos.scorecard.paper2_headline`, :mod:`~causalpos.scorecard.paper2_claim4` and
 :mod:`~causalpos.scorecard.paper2_position0` (the row families of each paper),

@@ -17,7 +17,6 @@ from pathlib import Path
 import pandas as pd
 
 import causalpos.scorecard.paper1 as paper1
-import causalpos.scorecard.paper1_amplification as paper1_amplification
 import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_claim3 as paper2_claim3
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
@@ -27,6 +26,7 @@ import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_kinds as paper2_kinds
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.engine import columns, declared_rows
+from causalpos.scorecard.engine_groups import group_columns, grouped_rows, is_grouped
 from causalpos.scorecard.materiality import Materiality
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
@@ -106,15 +106,21 @@ class Declared(Family):
     and rule come from its entry in the targets."""
 
     def __init__(self, name: str):
-        super().__init__(lambda table, T: declared_rows(table, T[name]))
+        super().__init__(lambda table, T: _engine(T[name])(table, T[name]))
         self.name = name
 
     def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
         t = T[self.name]
-        return (Input(t["table"], columns(t)),)
+        return (Input(t["table"], group_columns(t) if is_grouped(t) else columns(t)),)
 
     def __repr__(self) -> str:
         return f"Declared({self.name})"
+
+
+def _engine(t: Mapping) -> Callable[..., list[Row]]:
+    """The engine that judges declarative target ``t``: over groups of rows (``each``) or row by
+    row."""
+    return grouped_rows if is_grouped(t) else declared_rows
 
 
 def unscored_rows(T: Mapping) -> list[Row]:
@@ -156,27 +162,11 @@ FAMILIES: tuple[Family, ...] = (
         reading=INDEX,
     ),
     Declared("trained_vs_init"),
-    Family(
-        paper1.llm_layer1_share_rows,
-        Input(
-            "llm_index",
-            "model dataset layer share share_lo share_hi "
-            "share_minus_l1 share_minus_l1_lo share_minus_l1_hi",
-        ),
-        reading=INDEX,
-    ),
-    Family(
-        paper1.llm_first_keys_rows,
-        Input("llm_index", "model dataset layer band band_lo band_hi"),
-        reading=INDEX,
-    ),
+    Declared("llm_layer1_share"),
+    Declared("llm_first_keys"),
     Declared("fig3_nearby"),
     Declared("trained_vs_init_share"),
-    Family(
-        paper1_amplification.llm_twin_share_rows,
-        Input("llm_index", "model dataset layer share"),
-        reading=INDEX,
-    ),
+    Declared("llm_vs_random_share"),
     # paper 2: the headline (expected-map) reading, its controls, the per-prompt rows
     Family(
         paper2_headline.claim1_rows,

@@ -58,6 +58,16 @@ A declarative target (one with a ``table`` field) declares:
 ``not_run``, ``empty``
     why there is no row: the table is absent or lacks a column (``not_run``), or no row is
     selected (``empty``).
+
+``required``, ``partner``, ``column_text``
+    the rows with non-empty cells of some columns, each row's partner in the table (e.g. a model's
+    random-init twin) and text by whether the table has a column
+    (:mod:`causalpos.scorecard.engine_partner`).
+
+A target with ``each`` is judged over groups of rows (one row per model's layers, say):
+``group``, ``order``, ``each`` (the items' interval rule, counted by ``rule: fraction``),
+``tally``, ``pieces``, ``twin_column``, ``no_items`` and ``differs_note``
+(:mod:`causalpos.scorecard.engine_groups`).
 """
 
 from __future__ import annotations
@@ -71,6 +81,13 @@ import pandas as pd
 
 from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
+from causalpos.scorecard.engine_partner import (
+    column_texts,
+    has_partner,
+    partner_needs,
+    required_rows,
+    with_partner,
+)
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.rows import (
     MEASURED,
@@ -131,7 +148,8 @@ def columns(t: Mapping) -> str:
     need |= {*(t.get("select") or {}), *(t.get("measured_if") or {}), *(t.get("judged_if") or {})}
     need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
     need |= {t["first"], "model", "dataset"} if t.get("first") else set()
-    return " ".join(sorted(need))
+    need |= template_columns((t.get("partner") or {}).get("measured", ""))
+    return " ".join(sorted(partner_needs(t, need)))
 
 
 def select_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
@@ -160,9 +178,10 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
     src = SCORECARD_TABLES[t["table"]]
     if table is None:
         return [not_run(t, t["label"], src, fill(t["not_run"], t))]
-    sel = select_rows(table, t)
+    sel = required_rows(select_rows(table, t), t)
     if sel.empty:
         return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
+    sel = with_partner(sel, table, t)
     landmarks = text_column(sel, "landmark")
     several = landmarks.nunique() > 1
     rows = []
@@ -170,7 +189,8 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
         where = _Text(r).format(t.get("where", WHERE))
         by_landmark = several and t.get("by_landmark")
         label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
-        measured = _Text(r).format(t["measured"]) + _extra(r, t)
+        measured = _Text(r).format(t["measured"]) + _extra(r, t) + column_texts(table, t)
+        measured += _partner(r, t)
         if twin:
             rows.append(measured_row(t, label, measured, src, fill(t["twin"], t, init_of=twin)))
         elif rule_names(t) == [MEASURED_RULE] or _measured_only(r, t):
@@ -189,6 +209,11 @@ def _extra(r: pd.Series, t: Mapping) -> str:
         if template_columns(template) <= set(r.index) and np.isfinite(float(r[first])):
             out += _Text(r).format(template)
     return out
+
+
+def _partner(r: pd.Series, t: Mapping) -> str:
+    """Target ``t``'s ``partner.measured`` on row ``r`` where it has a partner, else ""."""
+    return _Text(r).format(t["partner"]["measured"]) if has_partner(r) else ""
 
 
 def _matches(r: pd.Series, cond: Mapping) -> bool:

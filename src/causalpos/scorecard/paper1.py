@@ -1,10 +1,16 @@
 """Rows of paper 1 (Kim et al., 2025): the closed form and monotonicity of the parameter-free
 decoder (Fig. 1, theory.csv), the simulations' causal-mask pattern (Figs. 2-10,
 simulation_index.csv), the pretrained models' index, share and first keys (Fig. 5, Appendix E,
-llm_index.csv). §3's amplification by learned parameters: :mod:`causalpos.scorecard.paper1_amplification`.
+llm_index.csv). The declared targets of paper 1 (Fig. 5's layer-1 contrast, Fig. 3's nearby keys,
+§3's amplification by learned parameters) live in ``causalpos/targets.yaml``, judged by
+:mod:`causalpos.scorecard.engine`.
 
 Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
 targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
+They are composite claims: Fig. 1 and §3's checks apply several rules to lookups, a maximum and
+the steps of one table, and an exact computation no table holds; each simulation setting is
+judged by its figure's rule (several) and followed by its depth row (another target, ``increasing``);
+Fig. 5's row joins layer 1's equivalence to the later layers' fraction and reports key 0's column.
 """
 
 from __future__ import annotations
@@ -235,13 +241,6 @@ def paper1_runs(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd.Da
         yield model, dataset, g.sort_values("layer")
 
 
-#: Note of a logit-unit row on a random-init twin (measured, not judged).
-TWIN_LOGIT_UNITS = (
-    "random-init twin of {of}: its logits are near 0, so a margin in logit units cannot judge "
-    "it; the scale-free rows (Fig. 5 layer-1 contrast, §3 amplification share) do"
-)
-
-
 def _twins(llm: pd.DataFrame) -> dict[str, str]:
     """Random-init twin -> the model it is the twin of (the table's ``twin`` column)."""
     if "twin" not in llm:
@@ -278,7 +277,8 @@ def key0_text(g: pd.DataFrame) -> str:
 
 def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Fig. 5 on pretrained models: layer 1 at noise, the later layers' index above the margin
-    (logit units, noise-corrected CI per layer), key 0 out of the index (:func:`key0_text`)."""
+    (logit units, noise-corrected CI per layer), key 0 out of the index (:func:`key0_text`); a
+    random-init twin's row is measured, its note the target's ``twin``."""
     src = SOURCES["llm_index"]
     t = T["llm_pattern"]
     margin, threshold = float(t["margin"]), float(t["threshold"])
@@ -303,115 +303,8 @@ def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
         note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
         target = f"{t['label']} ({model}, {dataset})"
         if model in twins:
-            why = TWIN_LOGIT_UNITS.format(of=twins[model])
+            why = fill(t["twin"], t, init_of=twins[model])
             rows.append(measured_row(t, target, measured, src, why))
             continue
         rows.append(target_row(t, target, measured, verdict, src, note=note))
-    return rows
-
-
-_NO_NEW_COLUMNS = (
-    "the config has no paper1_llm models, or llm_index.csv predates the {what} columns "
-    "(rerun aggregate_llm_stats)"
-)
-
-
-def llm_layer1_share_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Fig. 5's "except at layer 1" on the scale-free share: share(L) − share(1), paired CI."""
-    src = SOURCES["llm_index"]
-    t = T["llm_layer1_share"]
-    if llm is None:
-        return [not_run(t, t["label"], src, _NO_NEW_COLUMNS.format(what="share"))]
-    margin, threshold = float(t["margin"]), float(t["threshold"])
-    rows = []
-    for model, dataset, g in paper1_runs(llm, t):
-        first, later = g.iloc[0], g.iloc[1:]
-        per = [
-            positive((r.share_minus_l1_lo, r.share_minus_l1_hi), margin) for r in later.itertuples()
-        ]
-        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
-        med = float(later["share_minus_l1"].median()) if len(later) else math.nan
-        measured = (
-            f"share L1 {fmt_ci(first['share'], first['share_lo'], first['share_hi'])}; layers >= 2: "
-            f"{n_yes} of {len(per)} above layer 1, {n_und} undecided, "
-            f"{len(per) - n_yes - n_und} at or below; median share(L) - share(1) {fmt(med)}; "
-            + ("key 0 out of the share" if "key0" in g else KEY0_IN)
-        )
-        note = "" if len(per) else "only one layer: nothing to compare layer 1 with"
-        rows.append(
-            target_row(
-                t,
-                f"{t['label']} ({model}, {dataset})",
-                measured,
-                fraction(n_yes, n_und, len(per), threshold),
-                src,
-                note=note,
-            )
-        )
-    return rows
-
-
-def llm_first_keys_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Fig. 5's first keys: the sign of the first-keys band at the scored layers (with CI)."""
-    src = SOURCES["llm_index"]
-    t = T["llm_first_keys"]
-    sign = {"negative": -1.0, "positive": 1.0}[str(t["sign"])]
-    layers = [int(x) for x in t["layers"]]
-    t = {
-        **t,
-        "layers_str": ", ".join(str(x) for x in layers),
-        "other": "at or above" if sign < 0 else "at or below",
-    }
-    if llm is None:
-        return [not_run(t, t["label"], src, _NO_NEW_COLUMNS.format(what="first-keys band"))]
-    margin, threshold = float(t["margin"]), float(t["threshold"])
-    word = {1.0: "above", -1.0: "below"}
-
-    def side(lo: float, hi: float) -> str:
-        """reproduced: beyond the margin on the paper's side; differs: the CI rules that out."""
-        return positive((lo, hi) if sign > 0 else (-hi, -lo), margin)
-
-    rows = []
-    twins = _twins(llm)
-    for model, dataset, g in paper1_runs(llm, t):
-        scored = g[g["layer"].isin(layers)]
-        per = [side(r.band_lo, r.band_hi) for r in scored.itertuples()]
-        n_yes, n_und = per.count(REPRODUCED), per.count(INCONCLUSIVE)
-        later = g[g["layer"] > g["layer"].min()]
-        below = int((later["band_hi"] < 0).sum())
-        above = int((later["band_lo"] > 0).sum())
-        keys = int(g["band_keys"].iloc[0]) if "band_keys" in g else None
-        measured = (
-            (f"keys 1..{keys}: " if keys else "")
-            + "; ".join(
-                f"L{int(r.layer)} {fmt_ci(r.band, r.band_lo, r.band_hi)}"
-                for r in scored.itertuples()
-            )
-            + f" (logit units); all {len(later)} layers >= 2: {below} below 0, {above} above, "
-            f"{len(later) - below - above} undecided"
-        )
-        if "band_with_sink" in g and len(scored):
-            r = scored.iloc[0]
-            measured += (
-                f"; with key 0 kept in the normalization L{int(r['layer'])} "
-                f"{fmt_ci(r['band_with_sink'], r['band_with_sink_lo'], r['band_with_sink_hi'])}"
-            )
-        note = (
-            "" if len(scored) else f"the table has none of layers {t['layers_str']} for this model"
-        )
-        other = [int(r.layer) for r, v in zip(scored.itertuples(), per) if v == DIFFERS]
-        if other:
-            note = f"the first keys are not {word[sign]} their offsets' level at layer(s) " + (
-                ", ".join(map(str, other))
-            )
-        target = f"{t['label']} ({model}, {dataset})"
-        if model in twins:
-            why = TWIN_LOGIT_UNITS.format(of=twins[model])
-            rows.append(measured_row(t, target, measured, src, why))
-            continue
-        rows.append(
-            target_row(
-                t, target, measured, fraction(n_yes, n_und, len(per), threshold), src, note=note
-            )
-        )
     return rows
