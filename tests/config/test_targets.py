@@ -5,6 +5,7 @@ loaded and completed with the schema's defaults as the Snakefile does (tests/con
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 from tests.config.configs import resolved
 
@@ -162,7 +163,7 @@ def test_scorecard_inputs(smoke):
 def test_findings_inputs_are_every_table_the_config_writes(smoke, default):
     """The findings page's tables: every table of the config (by ``table_<file stem>``), not
     the scorecard (the same rule's output)."""
-    from causalpos.catalogue import PAPER2_TABLES
+    from causalpos.catalogue import BY_NAME, PAPER2_TABLES
 
     for cfg in (smoke, default):
         inputs = cfg.findings_inputs()
@@ -172,7 +173,8 @@ def test_findings_inputs_are_every_table_the_config_writes(smoke, default):
             k == "table_" + v.rsplit("/", 1)[1].removesuffix(".csv") for k, v in inputs.items()
         )
     inputs = default.findings_inputs()
-    assert {f"table_paper2_{n}" for n in PAPER2_TABLES} <= set(inputs)
+    assert {"table_" + Path(BY_NAME[n].path).stem for n in PAPER2_TABLES} <= set(inputs)
+    assert "table_paper2_per_prompt_leakage_by_model" in inputs
     assert {"table_train_index", "table_train_lengthgen", "table_llm_index", "table_theory"} <= set(
         inputs
     )
