@@ -14,7 +14,7 @@ the bidirectional pass, keeps only each half's *mean* maps, and forms the cross-
 with P_Δ = P_F − P_B from explicit dense design matrices (offsets, key-0 column; + query rows) and
 orthonormal bases by eigendecomposition in float64. E⟨P m_A, P m_B⟩ = ‖P μ‖² (independent halves),
 so ρ_split has no content term, like the headline; it uses half of the prompt pairs, so it is
-noisier. Printed: the headline (from ``RESULTS/stats/paper2_decomposition_headline.csv``) and the
+noisier. Printed: the headline (from ``RESULTS/stats/paper2_decomposition.csv``) and the
 split-half values of total (causal), residual (bidirectional), causal-mask component and share, on
 log-attention and logits.
 """
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     T = tokens.shape[1]
     mask = np.tril(np.ones((T, T), bool))
     mask[0] = False
-    dec = pd.read_csv(a.results / "stats" / "paper2_decomposition_headline.csv")
+    dec = pd.read_csv(a.results / "stats" / "paper2_decomposition.csv")
     dec = dec[(dec.model == a.model) & (dec.dataset == a.dataset) & (dec.condition == "rope")]
     print(
         f"{a.model} on {a.dataset}: {tokens.shape[0]} prompts, T = {T}; halves of "

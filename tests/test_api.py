@@ -18,6 +18,7 @@ import xarray as xr
 import yaml
 
 import causalpos.paths as P
+from causalpos.catalogue import BY_NAME
 from causalpos.scorecard.controls import with_verdicts
 from tests.wfutil import REPO, SMOKE
 
@@ -180,7 +181,7 @@ def test_leakage_is_the_pipelines_summary_and_tables(smoke, model):
     assert tuple(frame.columns) == COLUMNS and frame["layer"].dtype == "Int64"
     assert frame.attrs["controls_note"] == store.attrs["controls_note"]
     for (part, scope), (table, keys) in TABLES.items():
-        csv = pd.read_csv(root / P.paper2_table(table), keep_default_na=False, na_values=[""])
+        csv = pd.read_csv(root / BY_NAME[table].path, keep_default_na=False, na_values=[""])
         csv = csv[csv["model"] == model]
         rows = frame[(frame["part"] == part) & (frame["scope"] == scope)]
         if table == "plant_doses" and model == "tiny-random":

@@ -54,7 +54,7 @@ def test_every_table_is_declared_once_at_a_pattern_with_a_builder_and_caption():
     paper2 = [t.name for t in C.rule_tables("aggregate_leakage")]
     assert list(C.PAPER2_TABLES) == paper2[:-1] and paper2[-1] == "paper2_tables"
     assert C.paper2_table_paths()[-1] == P.PAPER2_TABLES_MD
-    assert C.paper2_table_paths()[0] == "results/stats/paper2_leakage_by_model.csv"
+    assert C.paper2_table_paths()[0] == "results/stats/paper2_per_prompt_leakage_by_model.csv"
 
 
 def test_every_caption_file_of_a_table_is_the_catalogues():

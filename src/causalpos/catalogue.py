@@ -34,10 +34,10 @@ _P2 = "causalpos.paper2.tables."
 
 @dataclass(frozen=True)
 class Table:
-    """One table. ``name``: its key (the scorecard's input name, the paper-2 tables' short name);
-    ``path``: a :mod:`causalpos.paths` pattern; ``rule`` writes it as output ``output``;
-    ``builder``: ``module:function`` that makes its rows; ``caption``: the report caption's stem
-    (``workflow/report/<caption>.rst``; empty: ``holds`` in the template
+    """One table. ``name``: its key (the scorecard's input name, a paper-2 table's output name;
+    not always its file's stem); ``path``: a :mod:`causalpos.paths` pattern; ``rule`` writes it
+    as output ``output``; ``builder``: ``module:function`` that makes its rows; ``caption``: the
+    report caption's stem (``workflow/report/<caption>.rst``; empty: ``holds`` in the template
     ``workflow/report/table.rst``); ``reads``: the patterns of the stores and tables it is
     computed from; ``holds``: what a row holds (docs/outputs.md); ``scorecard``: whether the
     scorecard reads it; ``report``: whether ``snakemake --report`` shows it."""
@@ -55,12 +55,12 @@ class Table:
     report: bool = True
 
 
-def _paper2(name, builder, holds, *, reads=SUMMARY, caption=None, scorecard=False) -> Table:
-    """A paper-2 table: ``results/stats/paper2_<name>.csv``, output ``name`` of
+def _paper2(name, builder, holds, *, reads=SUMMARY, caption=None, scorecard=False, file=None):
+    """A paper-2 table: ``results/stats/paper2_<file or name>.csv``, output ``name`` of
     ``aggregate_leakage``, caption ``paper2_<name>`` unless given (``""``: ``holds``)."""
     return Table(
         name,
-        paths.paper2_table(name),
+        paths.paper2_table(file or name),
         PAPER2_RULE,
         name,
         _P2 + builder,
@@ -70,6 +70,11 @@ def _paper2(name, builder, holds, *, reads=SUMMARY, caption=None, scorecard=Fals
         holds,
         scorecard,
     )
+
+
+def _per_prompt(name, builder, holds, **kw) -> Table:
+    """A paper-2 table whose every row is the per-prompt reading: ``paper2_per_prompt_<name>``."""
+    return _paper2(name, builder, holds, file="per_prompt_" + name, **kw)
 
 
 _PAPER1_TABLES = (
@@ -162,7 +167,7 @@ _PAPER1_TABLES = (
 )
 
 _PAPER2_TABLES = (
-    _paper2(
+    _per_prompt(
         "leakage_by_model",
         "per_prompt:per_prompt_tables",
         "leakage per (model, dataset, variant, target), mean over layers and heads, with CI, "
@@ -173,7 +178,7 @@ _PAPER2_TABLES = (
         "per_prompt:decomposition_frame",
         "total / residual-stream / causal-mask leakage and shares per condition, with CIs",
     ),
-    _paper2(
+    _per_prompt(
         "leakage_by_layer",
         "per_prompt:per_prompt_tables",
         "leakage per layer (variant, target) with CIs; reading per-prompt, each layer's mask "
@@ -184,24 +189,24 @@ _PAPER2_TABLES = (
         "per_prompt:per_layer_columns",
         "decomposition per layer with CIs; reading per-prompt, layer_kind",
     ),
-    _paper2(
+    _per_prompt(
         "rope_controls",
         "per_prompt:rope_controls_frame",
         "Table 6 analog: causal vs identity vs scrambled RoPE",
     ),
-    _paper2(
+    _per_prompt(
         "bos_effects",
         "per_prompt:bos_frame",
         "Table 9 analog: BOS-replacement effects at early and late queries",
         scorecard=True,
     ),
-    _paper2(
+    _per_prompt(
         "observational_split",
         "headline:wide_stat",
         "logit vs softmax (log Z) parts of one causal run's log-attention leakage",
         scorecard=True,
     ),
-    _paper2(
+    _per_prompt(
         "heads",
         "per_prompt:per_prompt_tables",
         "per head: leakage with CI, p and BH q (prompt-mean map), sink attention; reading "
@@ -229,14 +234,14 @@ _PAPER2_TABLES = (
         reads=(paths.POSITION0_STORE,),
         scorecard=True,
     ),
-    _paper2(
+    _per_prompt(
         "baseline_comparison",
         "per_prompt:per_prompt_tables",
         "claim 6: leakage under the saturated and the linear-in-offset baseline and their "
         "paired difference, raw and null-corrected, with CIs",
         scorecard=True,
     ),
-    _paper2(
+    _per_prompt(
         "depth_trend",
         "per_prompt:per_prompt_tables",
         "claim 3: slope over layers and last minus first layer of every run's leakage, with CIs",
@@ -257,6 +262,7 @@ _PAPER2_TABLES = (
         "paper 2 section 3 on the headline reading: total / residual / causal-mask leakage and "
         "shares per condition, window and target, with paired CIs",
         scorecard=True,
+        file="decomposition",
     ),
     _paper2(
         "decomposition_components",
@@ -403,7 +409,7 @@ _REPORT_TABLES = (
 TABLES: tuple[Table, ...] = _PAPER1_TABLES + _PAPER2_TABLES + _REPORT_TABLES
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
-#: The CSV tables of paper 2 (short names: ``results/stats/paper2_<name>.csv``), in output order.
+#: The CSV tables of paper 2 by key (each ``results/stats/paper2_<file>.csv``), in output order.
 PAPER2_TABLES: tuple[str, ...] = tuple(
     t.name for t in TABLES if t.rule == PAPER2_RULE and t.path.endswith(".csv")
 )
@@ -429,22 +435,14 @@ BLOCK_BEGIN = "<!-- tables: generated by `causalpos catalogue` -->"
 BLOCK_END = "<!-- /tables -->"
 
 
-def _short(path: str) -> str:
-    """``path`` below ``results/`` (a path elsewhere, e.g. the findings template, as it is)."""
-    return path.removeprefix(paths.RESULTS_ROOT + "/")
-
-
 def tables_block() -> str:
     """The tables' list of docs/outputs.md, between :data:`BLOCK_BEGIN` and :data:`BLOCK_END`:
     a row per table (file, rule, what it reads, whether the scorecard reads it, what it holds)."""
-    lines = [
-        BLOCK_BEGIN,
-        "",
-        "| table | rule | reads | scorecard | what it holds |",
-        "|---|---|---|---|---|",
-    ]
+    head = "| table | rule | reads | scorecard | what it holds |"
+    lines = [BLOCK_BEGIN, "", head, "|---|---|---|---|---|"]
+    short = lambda p: p.removeprefix(paths.RESULTS_ROOT + "/")  # noqa: E731 (below results/)
     for t in TABLES:
-        reads = ", ".join(f"`{_short(r)}`" for r in t.reads)
+        reads = ", ".join(f"`{short(r)}`" for r in t.reads)
         card = "yes" if t.scorecard else ""
-        lines.append(f"| `{_short(t.path)}` | `{t.rule}` | {reads} | {card} | {t.holds} |")
+        lines.append(f"| `{short(t.path)}` | `{t.rule}` | {reads} | {card} | {t.holds} |")
     return "\n".join([*lines, "", BLOCK_END]) + "\n"

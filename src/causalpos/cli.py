@@ -292,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         "--renames",
         metavar="FILE",
         help="compare A (the older tree) under the renames FILE lists (a Markdown table; "
-        "docs/outputs.md's: table files, columns, names), so that only an unlisted rename differs",
+        "docs/outputs.md's: table files, columns, names, removed and added columns), so that "
+        "only an unlisted rename or removal differs",
     )
     verify = sub.add_parser(
         "verify",

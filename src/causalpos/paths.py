@@ -46,7 +46,8 @@ GRAM_NEARBY_TABLE = "results/stats/gram_nearby.csv"
 TRAIN_LENGTHGEN_TABLE = "results/stats/train_lengthgen.csv"
 TRAIN_INDEX_TABLE = "results/stats/train_index.csv"
 TRAIN_COMPARISON_TABLE = "results/stats/train_comparison.csv"
-#: One table of paper 2 (``{name}``: a name of :data:`causalpos.catalogue.PAPER2_TABLES`).
+#: One table of paper 2 (``{name}``: its file stem after ``paper2_``; the catalogue names each
+#: table's, :data:`causalpos.catalogue.PAPER2_TABLES`).
 PAPER2_TABLE = "results/stats/paper2_{name}.csv"
 PAPER2_TABLES_MD = "results/stats/paper2_tables.md"
 SCORECARD_CSV = "results/report/scorecard.csv"
@@ -118,7 +119,7 @@ def benchmark(job: str) -> str:
 
 
 def paper2_table(name: str) -> str:
-    """The CSV of paper-2 table ``name``."""
+    """The CSV of the paper-2 table whose file stem is ``paper2_<name>``."""
     return PAPER2_TABLE.format(name=name)
 
 

@@ -5,6 +5,7 @@ loaded and completed with the schema's defaults as the Snakefile does (tests/con
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 from tests.config.configs import resolved
 
@@ -51,21 +52,21 @@ SMOKE_TARGETS = [
     "results/leakage/tiny-random/kjv-first24.zarr",
     "results/position0/tiny-random/kjv-first24.zarr",
     "results/figures/paper2_heads_tiny-random_kjv-first24.png",
-    "results/stats/paper2_leakage_by_model.csv",
+    "results/stats/paper2_per_prompt_leakage_by_model.csv",
     "results/stats/paper2_per_prompt_decomposition.csv",
-    "results/stats/paper2_leakage_by_layer.csv",
+    "results/stats/paper2_per_prompt_leakage_by_layer.csv",
     "results/stats/paper2_per_prompt_decomposition_by_layer.csv",
-    "results/stats/paper2_rope_controls.csv",
-    "results/stats/paper2_bos_effects.csv",
-    "results/stats/paper2_observational_split.csv",
-    "results/stats/paper2_heads.csv",
+    "results/stats/paper2_per_prompt_rope_controls.csv",
+    "results/stats/paper2_per_prompt_bos_effects.csv",
+    "results/stats/paper2_per_prompt_observational_split.csv",
+    "results/stats/paper2_per_prompt_heads.csv",
     "results/stats/paper2_sink_heads.csv",
     "results/stats/paper2_position0.csv",
     "results/stats/paper2_position0_probes.csv",
-    "results/stats/paper2_baseline_comparison.csv",
-    "results/stats/paper2_depth_trend.csv",
+    "results/stats/paper2_per_prompt_baseline_comparison.csv",
+    "results/stats/paper2_per_prompt_depth_trend.csv",
     "results/stats/paper2_headline.csv",
-    "results/stats/paper2_decomposition_headline.csv",
+    "results/stats/paper2_decomposition.csv",
     "results/stats/paper2_decomposition_components.csv",
     "results/stats/paper2_decomposition_components_by_layer.csv",
     "results/stats/paper2_decomposition_components_by_kind.csv",
@@ -137,21 +138,21 @@ def test_scorecard_inputs(smoke):
         "llm_index": "results/stats/llm_index.csv",
         "train_comparison": "results/stats/train_comparison.csv",
         "gram_nearby": "results/stats/gram_nearby.csv",
-        "bos_effects": "results/stats/paper2_bos_effects.csv",
+        "bos_effects": "results/stats/paper2_per_prompt_bos_effects.csv",
         "position0": "results/stats/paper2_position0.csv",
         "position0_probes": "results/stats/paper2_position0_probes.csv",
         "sink_heads": "results/stats/paper2_sink_heads.csv",
-        "baseline_comparison": "results/stats/paper2_baseline_comparison.csv",
-        "depth_trend": "results/stats/paper2_depth_trend.csv",
+        "baseline_comparison": "results/stats/paper2_per_prompt_baseline_comparison.csv",
+        "depth_trend": "results/stats/paper2_per_prompt_depth_trend.csv",
         "headline": "results/stats/paper2_headline.csv",
-        "decomposition_headline": "results/stats/paper2_decomposition_headline.csv",
+        "decomposition_headline": "results/stats/paper2_decomposition.csv",
         "decomposition_components": "results/stats/paper2_decomposition_components.csv",
         "decomposition_components_by_kind": (
             "results/stats/paper2_decomposition_components_by_kind.csv"
         ),
         "controls": "results/stats/paper2_controls.csv",
         "plant_doses": "results/stats/paper2_plant_doses.csv",
-        "observational_split": "results/stats/paper2_observational_split.csv",
+        "observational_split": "results/stats/paper2_per_prompt_observational_split.csv",
         "bos_headline": "results/stats/paper2_bos_headline.csv",
         "claim3_factors": "results/stats/paper2_claim3_factors.csv",
         "scale_contrast": "results/stats/paper2_scale_contrast.csv",
@@ -162,7 +163,7 @@ def test_scorecard_inputs(smoke):
 def test_findings_inputs_are_every_table_the_config_writes(smoke, default):
     """The findings page's tables: every table of the config (by ``table_<file stem>``), not
     the scorecard (the same rule's output)."""
-    from causalpos.catalogue import PAPER2_TABLES
+    from causalpos.catalogue import BY_NAME, PAPER2_TABLES
 
     for cfg in (smoke, default):
         inputs = cfg.findings_inputs()
@@ -172,7 +173,8 @@ def test_findings_inputs_are_every_table_the_config_writes(smoke, default):
             k == "table_" + v.rsplit("/", 1)[1].removesuffix(".csv") for k, v in inputs.items()
         )
     inputs = default.findings_inputs()
-    assert {f"table_paper2_{n}" for n in PAPER2_TABLES} <= set(inputs)
+    assert {"table_" + Path(BY_NAME[n].path).stem for n in PAPER2_TABLES} <= set(inputs)
+    assert "table_paper2_per_prompt_leakage_by_model" in inputs
     assert {"table_train_index", "table_train_lengthgen", "table_llm_index", "table_theory"} <= set(
         inputs
     )

@@ -157,7 +157,7 @@ def test_every_table_the_pipeline_writes_has_a_name():
 
     for p in (paths.LLM_INDEX_TABLE, paths.SCORECARD_CSV, paths.THEORY_TABLE):
         assert table_pattern(Path(p).stem) == p
-    assert table_pattern("paper2_heads") == paths.paper2_table("heads")
+    assert table_pattern("paper2_per_prompt_heads") == paths.paper2_table("per_prompt_heads")
     with pytest.raises(RefError, match="tables: theory, simulation_index"):
         table_pattern("heads")
 

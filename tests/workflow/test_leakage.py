@@ -93,10 +93,10 @@ def _config(model_dir: Path) -> dict:
 def _targets() -> list[str]:
     tables = [
         "per_prompt_decomposition",
-        "rope_controls",
-        "bos_effects",
+        "per_prompt_rope_controls",
+        "per_prompt_bos_effects",
         "position0",
-        "leakage_by_model",
+        "per_prompt_leakage_by_model",
     ]
     out = ["results/stats/paper2_tables.md"] + [f"results/stats/paper2_{t}.csv" for t in tables]
     out += [f"results/figures/paper2_{f}_main.png" for f in ("layers", "shares", "position0")]
@@ -251,7 +251,7 @@ def test_tables_equal_the_stores(pipeline):
                     per_prompt_condition="rope", component=comp, stat=stat
                 )
             )
-    rc = pd.read_csv(stats / "paper2_rope_controls.csv")
+    rc = pd.read_csv(stats / "paper2_per_prompt_rope_controls.csv")
     assert list(rc["condition"]) == ["rope", "scrambled_rope"]  # identity_rope was not configured
     assert set(rc["status"]) == {"measured"} and (rc["fixed_bos"] == 1).all()
     scr = rc[rc["condition"] == "scrambled_rope"].iloc[0]
@@ -275,7 +275,7 @@ def test_tables_equal_the_stores(pipeline):
             stat="hi",
         )
     )
-    bos = pd.read_csv(stats / "paper2_bos_effects.csv")
+    bos = pd.read_csv(stats / "paper2_per_prompt_bos_effects.csv")
     for name, measure in (("mean", "logit"), ("mean+bidirectional", "residual_stream_paper")):
         early = bos[(bos["bos_window"] == "early8") & (bos["intervention"] == name)].iloc[0]
         assert early["effect"] == float(
@@ -292,10 +292,11 @@ def test_tables_equal_the_stores(pipeline):
     assert float(early["c_res_baseline"].iloc[0]) == pytest.approx(
         float((sc["leak_delta"].sel(**sel) - sc["leak_null"].sel(**sel)).mean()), rel=1e-12
     )
+    from causalpos.catalogue import BY_NAME
     from causalpos.scorecard import build_scorecard
 
     names = ("bos_effects", "position0", "decomposition_headline")
-    card = build_scorecard({k: stats / f"paper2_{k}.csv" for k in names})
+    card = build_scorecard({k: stats / Path(BY_NAME[k].path).name for k in names})
     # the per-prompt rows: this config replaces the BOS bidirectionally only, so Table 9's
     # residual-stream component (the ring's) is not run, and the row says what to add
     t9 = card[card["target"].str.startswith("Table 9")]

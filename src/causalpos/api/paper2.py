@@ -150,7 +150,7 @@ def check_reducer(s: LeakageSettings, r: LeakageReducerSettings, seq_len: int) -
 def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:
     """A leakage summary (:func:`paper2_summary`, or a pipeline's ``results/leakage/`` store) as
     one tidy frame, a row per number with its interval: the cells of the pipeline's tables
-    ``paper2_headline``, ``paper2_decomposition_headline``, ``paper2_decomposition_components``
+    ``paper2_headline``, ``paper2_decomposition``, ``paper2_decomposition_components``
     (pooled, ``_by_layer``, ``_by_kind``), ``paper2_controls`` and ``paper2_plant_doses``
     (:mod:`causalpos.paper2.tables.headline`), and the headline per layer.
 

@@ -4,8 +4,9 @@ Used to show that a change to the code left every number as it was: CSV tables a
 cell by cell (numbers exactly, or within ``rtol``/``atol`` when given), Markdown and other text
 tables line by line. Columns or lines that record the code itself (a code fingerprint) are
 ignored. With :class:`~causalpos.io.renames.Renames`, the first tree's tables are compared under
-the new names (their file names, columns, cells and lines renamed), so that a listed rename is
-not a difference and an unlisted one is.
+the new names (their file names, columns, cells and lines renamed; a listed removed column left
+out of the first tree's table, a listed added one out of the second's), so that a listed rename
+is not a difference and an unlisted one is.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def _diff_csv(
     da, db = pd.read_csv(a), pd.read_csv(b)
     if renames is not None:
         da = _renamed(da, renames, rel)
+        da = da.drop(columns=[c for c in da.columns if c in renames.removed_of(rel)])
+        db = db.drop(columns=[c for c in db.columns if c in renames.added_of(rel)])
     da = da.drop(columns=[c for c in IGNORED_COLUMNS if c in da], errors="ignore")
     db = db.drop(columns=[c for c in IGNORED_COLUMNS if c in db], errors="ignore")
     if list(da.columns) != list(db.columns):
@@ -101,11 +104,27 @@ def _diff_csv(
     return None
 
 
-def _diff_text(a: Path, b: Path, renames: Renames | None = None) -> str | None:
+def _without_columns(lines: list[str], names: set[str]) -> list[str]:
+    """Markdown ``lines`` with each table's columns headed by one of ``names`` left out."""
+    out, drop = [], None
+    for ln in lines:
+        if not ln.startswith("|"):
+            drop = None  # not a table line: the next table line is a header
+        else:
+            cells = ln.split("|")
+            if drop is None:
+                drop = {i for i, c in enumerate(cells) if c.strip() in names}
+            ln = "|".join(c for i, c in enumerate(cells) if i not in drop)
+        out.append(ln)
+    return out
+
+
+def _diff_text(a: Path, b: Path, renames: Renames | None = None, rel: str = "") -> str | None:
     la = [ln for ln in a.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
-    if renames is not None:
-        la = [renames.text(ln) for ln in la]
     lb = [ln for ln in b.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
+    if renames is not None:
+        la = [renames.text(ln) for ln in _without_columns(la, renames.removed_of(rel))]
+        lb = _without_columns(lb, renames.added_of(rel))
     for i, (x, y) in enumerate(zip(la, lb, strict=False)):
         if x != y:
             return f"line {i + 1}: {x!r} vs {y!r}"
@@ -152,7 +171,7 @@ def compare_trees(
         if rel.endswith(".csv"):
             why = _diff_csv(a / rel, b / new[rel], rtol, atol, renames, rel)
         else:
-            why = _diff_text(a / rel, b / new[rel], renames)
+            why = _diff_text(a / rel, b / new[rel], renames, rel)
         if why:
             shown = rel if new[rel] == rel else f"{rel} (as {new[rel]})"
             out.differing[shown] = why

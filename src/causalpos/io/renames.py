@@ -7,7 +7,13 @@ one row per rename: ``| `old` | `new` | kind |``. What a kind renames in a tree'
 - ``table file``: the table's file name (``old`` and ``new`` are file names, e.g.
   ``paper2_decomposition.csv``) and its stem where a cell or a Markdown line names it;
 - ``column in T1, T2``: a CSV column of that name in the tables ``T1``, ``T2`` (file stems, old
-  or new), and there a cell that is exactly ``old`` (``column`` alone: in every table);
+  or new: a stem that is a renamed table's old name names that table), and there a cell that is
+  exactly ``old`` (``column`` alone: in every table);
+- ``removed column in T1, T2`` (new name ``—``): a column the old tree's tables ``T1``, ``T2``
+  have and the new tree's no longer write, left out of the old tree's table (a CSV column, or a
+  Markdown table's column of that heading); ``added column in T1, T2`` (old name ``—``): one
+  the new tree's tables have and the old tree's did not, left out of the new tree's table. A
+  removed column the new tree still writes, or an added one the old tree had, is a difference;
 - every other kind (a store variable, coordinate, coordinate value or attr: not a table's
   column): ``old`` where a Markdown line or a text cell names it in backticks.
 
@@ -27,6 +33,10 @@ BEGIN = "<!-- renames: old name -> new name -->"
 END = "<!-- /renames -->"
 TABLE_FILE = "table file"
 COLUMN = "column"
+REMOVED_COLUMN = "removed column"
+ADDED_COLUMN = "added column"
+#: The other name of a removed or an added column's row.
+NO_NAME = "—"
 
 _ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|\s*([^|]+?)\s*\|\s*$")
 
@@ -35,12 +45,15 @@ _ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|\s*([^|]+?)\s*\|\s*$")
 class Renames:
     """``files``: old table file name -> new; ``words``: old table stem -> new, as a whole cell or
     a word; ``columns``: table stem (None: every table) -> old column -> new; ``ticked``: old
-    name -> new where written in backticks."""
+    name -> new where written in backticks; ``removed`` / ``added``: table stem (None: every
+    table) -> the columns only the old / only the new tree's table has."""
 
     files: dict[str, str] = field(default_factory=dict)
     words: dict[str, str] = field(default_factory=dict)
     columns: dict[str | None, dict[str, str]] = field(default_factory=dict)
     ticked: dict[str, str] = field(default_factory=dict)
+    removed: dict[str | None, set[str]] = field(default_factory=dict)
+    added: dict[str | None, set[str]] = field(default_factory=dict)
 
     def file(self, rel: str) -> str:
         """The relative path ``rel`` of an old tree's table under its new name."""
@@ -48,13 +61,26 @@ class Renames:
         new = self.files.get(name, name)
         return f"{head}/{new}" if head else new
 
+    def _stems(self, rel: str) -> list[str]:
+        """The stems a scope names the old tree's table ``rel`` by: its old stem, and its new
+        one unless that is another renamed table's old stem (the renames may permute names)."""
+        old, new = Path(rel).stem, Path(self.file(rel)).stem
+        return [old] if new == old or new in self.words else [old, new]
+
     def columns_of(self, rel: str) -> dict[str, str]:
         """Old column -> new of the old tree's table ``rel``."""
-        stems = {Path(rel).stem, Path(self.file(rel)).stem}
         out = dict(self.columns.get(None, {}))
-        for stem in stems:
+        for stem in self._stems(rel):
             out.update(self.columns.get(stem, {}))
         return out
+
+    def removed_of(self, rel: str) -> set[str]:
+        """The columns the old tree's table ``rel`` has and its new table no longer has."""
+        return set().union(*(self.removed.get(s, set()) for s in [None, *self._stems(rel)]))
+
+    def added_of(self, rel: str) -> set[str]:
+        """The columns the new tree's table of the old tree's ``rel`` has and ``rel`` had not."""
+        return set().union(*(self.added.get(s, set()) for s in [None, *self._stems(rel)]))
 
     def text(self, line: str) -> str:
         """``line`` (a Markdown line or a text cell) with the renamed names in it."""
@@ -82,10 +108,17 @@ def _tick_re(names: tuple[str, ...]) -> re.Pattern:
     return re.compile(rf"`({_alternation(names)})`")
 
 
+def _scope(kind: str) -> list[str | None]:
+    """The table stems a kind ``... in T1, T2`` names; ``[None]`` (every table) for none."""
+    scope = kind.partition(" in ")[2]
+    return [Path(t.strip().strip("`")).stem for t in scope.split(",")] if scope else [None]
+
+
 def read_renames(path: str | os.PathLike) -> Renames:
     """The renames listed in the Markdown file ``path`` (between :data:`BEGIN` and :data:`END`);
     :class:`ValueError` naming the file and the line if the block is missing, a row is not
-    ``| `old` | `new` | kind |``, or an old name is listed twice."""
+    ``| `old` | `new` | kind |``, a removed (added) column's new (old) name is not ``—``, or a
+    name is listed twice."""
     text = Path(path).read_text()
     if BEGIN not in text or END not in text:
         raise ValueError(
@@ -95,10 +128,7 @@ def read_renames(path: str | os.PathLike) -> Renames:
     start = text.index(BEGIN)
     first = text[:start].count("\n") + 1
     block = text[start : text.index(END, start)].splitlines()[1:]
-    files: dict[str, str] = {}
-    words: dict[str, str] = {}
-    columns: dict[str | None, dict[str, str]] = {}
-    ticked: dict[str, str] = {}
+    out = Renames()
     seen: set[tuple[str, str]] = set()
     for i, line in enumerate(block, start=first + 1):
         line = line.strip()
@@ -109,17 +139,25 @@ def read_renames(path: str | os.PathLike) -> Renames:
             raise ValueError(f"{path}:{i}: {line!r} is not a rename row | `old` | `new` | kind |")
         old, new, kind = m.groups()
         where = TABLE_FILE if kind.startswith(TABLE_FILE) else kind
-        if (old, where) in seen:
-            raise ValueError(f"{path}:{i}: {old!r} is listed twice as a {where}")
-        seen.add((old, where))
+        gone, other = kind.startswith(REMOVED_COLUMN), kind.startswith(ADDED_COLUMN)
+        name = new if other else old
+        if (gone or other) and (new if gone else old) != NO_NAME:
+            raise ValueError(
+                f"{path}:{i}: {line!r}: a {where} has no {'new' if gone else 'old'} name: "
+                f"write `{NO_NAME}` there"
+            )
+        if (name, where) in seen:
+            raise ValueError(f"{path}:{i}: {name!r} is listed twice as a {where}")
+        seen.add((name, where))
         if kind.startswith(TABLE_FILE):
-            files[old] = new
-            words[Path(old).stem] = Path(new).stem
+            out.files[old] = new
+            out.words[Path(old).stem] = Path(new).stem
+        elif gone or other:
+            for t in _scope(kind):
+                (out.removed if gone else out.added).setdefault(t, set()).add(name)
         elif kind.split()[0] == COLUMN:
-            scope = kind.partition(" in ")[2]
-            tables = [t.strip().strip("`") for t in scope.split(",")] if scope else [None]
-            for t in tables:
-                columns.setdefault(t and Path(t).stem, {})[old] = new
+            for t in _scope(kind):
+                out.columns.setdefault(t, {})[old] = new
         else:
-            ticked[old] = new
-    return Renames(files, words, columns, ticked)
+            out.ticked[old] = new
+    return out

@@ -326,7 +326,7 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
             rows.append(not_run(tn, tn["label"], src, why))
     src = SOURCES["depth_trend"]
     if trend is None:
-        why = "no depth-trend table (aggregate_leakage's paper2_depth_trend.csv)"
+        why = "no depth-trend table (aggregate_leakage's paper2_per_prompt_depth_trend.csv)"
         return rows + [not_run(ts, ts["label"], src, why, reading=PER_PROMPT)]
     sel = trend[
         (trend["variant"] == "bidirectional")
