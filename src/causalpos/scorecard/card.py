@@ -103,10 +103,11 @@ class Family:
 
 class Declared(Family):
     """The rows of a declarative target (:mod:`causalpos.scorecard.engine`): its table, columns
-    and rule come from its entry in the targets."""
+    and rule come from its entry in the targets; ``kw`` as :class:`Family` (``reading``,
+    ``scored``)."""
 
-    def __init__(self, name: str):
-        super().__init__(lambda table, T: declared_rows(table, T[name]))
+    def __init__(self, name: str, **kw):
+        super().__init__(lambda table, T: declared_rows(table, T[name]), **kw)
         self.name = name
 
     def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
@@ -278,12 +279,7 @@ FAMILIES: tuple[Family, ...] = (
         ),
     ),
     Declared("claim6_headline"),
-    Family(
-        paper2.claim6_rows,
-        Input("baseline_comparison", "model dataset baseline"),
-        reading=PER_PROMPT,
-        scored=False,
-    ),
+    Declared("claim6_linear", reading=PER_PROMPT, scored=False),
     Family(
         paper2_position0.claim8_rows, Input("position0_probes", "model dataset"), reading=POSITION0
     ),

@@ -52,6 +52,12 @@ A declarative target (one with a ``table`` field) declares:
     ..."): a quantity the rule cannot falsify (e.g. logit units against an init twin's);
 ``note``
     the note of a judged row;
+``wide``
+    ``{columns: [...], values: [...], by: [...]}``: a long table (one row per reading) made one row
+    per ``by`` group (default ``[model, dataset]``) after ``select``, each reading's values under
+    its ``columns`` cells joined by ``_`` (values ``[estimate, lo, hi]``: ``<name>``,
+    ``<name>_lo``, ``<name>_hi``; :func:`causalpos.scorecard.reshape.widen`), which ``estimate``,
+    ``lo``, ``hi`` and the templates then name;
 ``rule_column``
     true: the row states its rule in the scorecard's ``rule`` column
     (:func:`causalpos.scorecard.rules.rule_text`);
@@ -72,6 +78,7 @@ import pandas as pd
 from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.materiality import for_model
+from causalpos.scorecard.reshape import wide_columns, widen
 from causalpos.scorecard.rows import (
     MEASURED,
     Row,
@@ -131,6 +138,13 @@ def columns(t: Mapping) -> str:
     need |= {*(t.get("select") or {}), *(t.get("measured_if") or {}), *(t.get("judged_if") or {})}
     need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
     need |= {t["first"], "model", "dataset"} if t.get("first") else set()
+    if t.get("wide"):  # the long table's columns; the templates name the wide one's
+        need = {
+            *(t.get("select") or {}),
+            *(t.get("measured_if") or {}),
+            *(t.get("judged_if") or {}),
+        }
+        need |= wide_columns(t["wide"]) | ({"model"} if t.get("materiality") else set())
     return " ".join(sorted(need))
 
 
@@ -160,7 +174,7 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
     src = SCORECARD_TABLES[t["table"]]
     if table is None:
         return [not_run(t, t["label"], src, fill(t["not_run"], t))]
-    sel = select_rows(table, t)
+    sel = reshaped_rows(table, t)
     if sel.empty:
         return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
     landmarks = text_column(sel, "landmark")
@@ -226,3 +240,15 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
         note, verdict = f"{note}; its rule says {verdict}", MEASURED
     text = text if t.get("rule_column") else ""
     return target_row(tm, label, measured, verdict, src, note=note, rule=text)
+
+
+def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
+    """The rows target ``t`` judges (:func:`select_rows`), after its reshape: ``wide`` selects
+    the long table's rows, widens them (:func:`causalpos.scorecard.reshape.widen`) and keeps
+    those with a finite estimate."""
+    if not t.get("wide"):
+        return select_rows(table, t)
+    long = select_rows(table, {"select": t.get("select")})
+    if long.empty:
+        return long
+    return select_rows(widen(long, t["wide"]), {k: t[k] for k in ("estimate", "finite") if k in t})

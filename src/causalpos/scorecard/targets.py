@@ -90,6 +90,7 @@ def check_target(name: str, t: Mapping) -> None:
             f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
             f"{', '.join(SCORECARD_TABLES)}"
         )
+    check_reshape(where, t)
     if rules == [MEASURED_RULE]:
         return
     if len(rules) != 1 or rules[0] not in PARAMS:
@@ -100,6 +101,56 @@ def check_target(name: str, t: Mapping) -> None:
     absent = [p for p in PARAMS[rules[0]] if p not in t and not t.get("materiality")]
     if absent:
         raise ValueError(f"{where}: rule {rules[0]} needs {', '.join(absent)}; declare it")
+
+
+def _columns(v) -> bool:
+    """Whether ``v`` is a non-empty list of column names."""
+    return isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) and x for x in v)
+
+
+#: A reshape field's keys (:mod:`causalpos.scorecard.reshape`): each key's check and what it
+#: must be, and the keys it must name.
+RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
+    "wide": (
+        {
+            "columns": (_columns, "[column, ...]"),
+            "values": (_columns, "[column, ...]"),
+            "by": (_columns, "[column, ...]"),
+        },
+        ("columns", "values"),
+    ),
+}
+
+
+def check_reshape(where: str, t: Mapping) -> None:
+    """Raise ValueError for a reshape field of target ``t`` (:data:`RESHAPES`) that is not a
+    mapping, lacks a key it must name, names an unknown key or a malformed value."""
+    for field, (keys, required) in RESHAPES.items():
+        if field not in t:
+            continue
+        w = t[field]
+        if not isinstance(w, Mapping):
+            problem = "it is not a mapping"
+        else:
+            missing = [k for k in required if k not in w]
+            unknown = sorted(set(w) - set(keys))
+            bad = [k for k in w if k in keys and not keys[k][0](w[k])]
+            problem = "; ".join(
+                filter(
+                    None,
+                    (
+                        f"it lacks {', '.join(missing)}" if missing else "",
+                        f"{', '.join(unknown)} is no key of it" if unknown else "",
+                        ", ".join(f"{k} must be {keys[k][1]}" for k in bad),
+                    ),
+                )
+            )
+        if problem:
+            shape = ", ".join(f"{k}: {keys[k][1]}" for k in keys)
+            raise ValueError(
+                f"{where} has {field}: {w!r}: {problem}; declare {field}: {{{shape}}} "
+                f"({', '.join(required)} required; causalpos.scorecard.engine)"
+            )
 
 
 def check_targets(spec: Mapping) -> None:
