@@ -91,7 +91,9 @@ def test_a_wide_target_judges_one_row_per_model_on_the_widened_columns():
         "linear - saturated 0.03 [0.02, 0.04] (raw); saturated 0.05 [0.04, 0.06], linear "
         "0.08 [0.07, 0.09]; null-corrected difference 0.03 [0.02, 0.04]"
     )
-    assert rows[3].note == "init weights of up: no learned offset profile for a baseline to underfit"
+    assert (
+        rows[3].note == "init weights of up: no learned offset profile for a baseline to underfit"
+    )
     # the columns the long table needs: not the widened names the templates read
     assert E.columns(t).split() == sorted(
         {"baseline", "measure", "estimate", "lo", "hi", "model", "dataset", "variant", "target"}
@@ -100,9 +102,7 @@ def test_a_wide_target_judges_one_row_per_model_on_the_widened_columns():
     nan = long.assign(lo=np.where(long["model"] == "up", np.nan, long["lo"]))
     assert E.declared_rows(nan, t)[0].verdict == V.INCONCLUSIVE
     empty = E.declared_rows(long.assign(variant="bidirectional"), t)
-    assert [(r.verdict, r.note) for r in empty] == [
-        (S.NOT_RUN, "no logit leakage of a causal run")
-    ]
+    assert [(r.verdict, r.note) for r in empty] == [(S.NOT_RUN, "no logit leakage of a causal run")]
 
 
 @pytest.mark.parametrize(
@@ -119,4 +119,109 @@ def test_a_malformed_wide_is_refused_at_load_naming_the_target(wide, problem):
     spec = copy.deepcopy(S.load_targets())
     spec["targets"]["claim6_linear"]["wide"] = wide
     with pytest.raises(ValueError, match=rf"target 'claim6_linear' has wide: .*{problem}; declare"):
+        S.load_targets(spec)
+
+
+def _sink(model, n, lo, hi, init_of="", tau=0.5, dataset="d", variant="causal"):
+    return {
+        "model": model,
+        "dataset": dataset,
+        "tau": tau,
+        "variant": variant,
+        "n_sink_heads": n,
+        "n_sink_heads_lo": lo,
+        "n_sink_heads_hi": hi,
+        "n_heads": 100,
+        "init_of": init_of,
+    }
+
+
+def test_join_reads_each_rows_first_match_beside_it_and_marks_the_rows_without_one():
+    table = pd.DataFrame(
+        [
+            _sink("a", 12, 10, 14),
+            _sink("a-random", 0, 0, 0, "a"),
+            _sink("a-init", 3, 2, 4, "a"),  # a second match: the first one is read
+            _sink("a-random", 9, 9, 9, "a", dataset="e"),  # another dataset
+            _sink("b", 5, 4, 6),
+        ]
+    )
+    table["init_of"] = table["init_of"].replace("", np.nan)  # as a csv reads it
+    j = {"match": {"model": "init_of", "dataset": "dataset"}, "prefix": "twin_"}
+    trained = table[table["init_of"].isna()]
+    out = X.join(trained, table, j, {})
+    assert list(out["model"]) == ["a", "b"]
+    assert list(out["twin_model"].fillna("")) == ["a-random", ""]
+    assert list(out[X.JOINED]) == [True, False]
+    assert out["twin_n_sink_heads"].iloc[0] == 0 and np.isnan(out["twin_n_sink_heads"].iloc[1])
+    # a list matches the same columns; select chooses the rows a match may be
+    same = X.join(
+        trained, table, {"match": ["dataset"], "prefix": "o_", "select": {"model": "b"}}, {}
+    )
+    assert list(out.columns[: len(trained.columns)]) == list(trained.columns)
+    assert list(same["o_model"]) == ["b", "b"]
+
+
+def test_difference_combines_the_two_cis_as_independent_samples():
+    d = pd.DataFrame([{"a": 1.0, "a_lo": 0.7, "a_hi": 1.4, "b": 0.5, "b_lo": 0.1, "b_hi": 0.8}])
+    out = X.difference(d, {"name": "a_minus_b", "of": "a", "minus": "b"})
+    lo, hi = 0.5 - np.hypot(0.3, 0.3), 0.5 + np.hypot(0.4, 0.4)
+    assert out[["a_minus_b", "a_minus_b_lo", "a_minus_b_hi"]].iloc[0].tolist() == pytest.approx(
+        [0.5, lo, hi]
+    )
+
+
+def test_a_twin_difference_target_judges_trained_minus_twin_at_its_own_tau():
+    t = copy.deepcopy(S.load_targets()["targets"]["sink_heads"])
+    table = pd.DataFrame(
+        [
+            _sink("a", 12, 10, 14),
+            _sink("a-random", 0, 0, 0, "a"),
+            _sink("a", 1, 0, 2, tau=0.8),  # another tau: not the target's
+            _sink("a-random", 50, 48, 52, "a", tau=0.8),  # nor its twin
+            _sink("a", 40, 40, 40, variant="ring"),  # another run
+            _sink("b", 0, 0, 0),
+            _sink("b-random", 1, 0, 2, "b"),  # no more than the twin: differs
+            _sink("lonely", 5, 4, 6),
+        ]
+    )
+    rows = E.declared_rows(table, t)
+    assert [(r.target, r.verdict) for r in rows] == [
+        ("sink-reading heads (a, d, tau 0.5)", V.REPRODUCED),
+        ("sink-reading heads (b, d, tau 0.5)", V.DIFFERS),
+        ("sink-reading heads (lonely, d, tau 0.5)", S.NOT_RUN),
+    ]
+    assert rows[0].measured == "12 [10, 14] heads; a 12 [10, 14] of 100, a-random 0 [0, 0]"
+    assert rows[2].note == "no random-init / init twin of lonely on d in the table"
+    # the target's own tau selects: at tau 0.8 a's twin has more heads than a
+    rows = E.declared_rows(table, t | {"tau": 0.8})
+    assert [(r.target, r.verdict) for r in rows] == [
+        ("sink-reading heads (a, d, tau 0.8)", V.DIFFERS)
+    ]
+    # the columns the table needs are the unprefixed, undifferenced ones
+    assert E.columns(t).split() == sorted(
+        {"dataset", "init_of", "model", "n_heads", "n_sink_heads", "n_sink_heads_lo"}
+        | {"n_sink_heads_hi", "tau", "variant"}
+    )
+    only_twins = table[table["init_of"] != ""]
+    assert [r.note for r in E.declared_rows(only_twins, t)] == ["no causal run of a trained model"]
+
+
+@pytest.mark.parametrize(
+    "fields, problem",
+    [
+        ({"join": {"prefix": "twin_"}}, "has join: .*it lacks match; declare join"),
+        ({"join": {"match": {"model": 3}, "prefix": "t_"}}, "has join: .*: match must be"),
+        ({"difference": {"name": "d", "of": "x"}}, "has difference: .*it lacks minus"),
+        ({"trained_only": "yes"}, "has trained_only: 'yes'; set it to true or false"),
+        (
+            {"select": {"tau": "{tau2}"}},
+            "selects tau: '{tau2}', but the target has no field 'tau2'",
+        ),
+    ],
+)
+def test_a_malformed_join_difference_or_own_field_is_refused_at_load(fields, problem):
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["sink_heads"] |= fields
+    with pytest.raises(ValueError, match=rf"target 'sink_heads' {problem}"):
         S.load_targets(spec)

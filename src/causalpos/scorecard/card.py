@@ -283,11 +283,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         paper2_position0.claim8_rows, Input("position0_probes", "model dataset"), reading=POSITION0
     ),
-    Family(
-        paper2_position0.sink_rows,
-        Input("sink_heads", "model dataset tau variant"),
-        reading="attention to key 0",
-    ),
+    Declared("sink_heads", reading="attention to key 0"),
     # both papers: the claims no table measures
     Family(unscored_rows),
 )

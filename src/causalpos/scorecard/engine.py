@@ -58,6 +58,22 @@ A declarative target (one with a ``table`` field) declares:
     its ``columns`` cells joined by ``_`` (values ``[estimate, lo, hi]``: ``<name>``,
     ``<name>_lo``, ``<name>_hi``; :func:`causalpos.scorecard.reshape.widen`), which ``estimate``,
     ``lo``, ``hi`` and the templates then name;
+``trained_only``
+    true: the rows of random-init / init twins (an ``init_of``) are left out (e.g. read beside
+    their trained model by ``join``);
+``join``
+    ``{match: ..., prefix: ..., select: {...}, missing: ...}``: each row's first match in the
+    table (its rows of ``select``, equal on ``match``: a list of columns, or ``{this row's
+    column: the match's column}``, e.g. ``{model: init_of}``: the row's twin) read beside it,
+    its columns named ``prefix`` + their names (:func:`causalpos.scorecard.reshape.join`); a
+    row without a match reads ``not_run`` with the ``missing`` template where declared (else
+    its joined cells are NaN);
+``difference``
+    ``{name: ..., of: ..., minus: ...}``: columns ``name``, ``name_lo``, ``name_hi``: estimate
+    ``of`` minus estimate ``minus`` (each with ``_lo``, ``_hi``), CIs combined as independent
+    samples (:func:`causalpos.verdicts.difference_ci`), e.g. a trained model minus its twin;
+    a ``select`` value ``"{name}"`` (the target's or its join's) is the target's own field
+    ``name`` (e.g. ``tau: "{tau}"``);
 ``rule_column``
     true: the row states its rule in the scorecard's ``rule`` column
     (:func:`causalpos.scorecard.rules.rule_text`);
@@ -78,7 +94,7 @@ import pandas as pd
 from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.materiality import for_model
-from causalpos.scorecard.reshape import wide_columns, widen
+from causalpos.scorecard.reshape import JOINED, difference, join, own_fields, raw_columns, widen
 from causalpos.scorecard.rows import (
     MEASURED,
     Row,
@@ -138,13 +154,7 @@ def columns(t: Mapping) -> str:
     need |= {*(t.get("select") or {}), *(t.get("measured_if") or {}), *(t.get("judged_if") or {})}
     need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
     need |= {t["first"], "model", "dataset"} if t.get("first") else set()
-    if t.get("wide"):  # the long table's columns; the templates name the wide one's
-        need = {
-            *(t.get("select") or {}),
-            *(t.get("measured_if") or {}),
-            *(t.get("judged_if") or {}),
-        }
-        need |= wide_columns(t["wide"]) | ({"model"} if t.get("materiality") else set())
+    need = raw_columns(t, need)  # a reshape's inputs for the columns it makes
     return " ".join(sorted(need))
 
 
@@ -185,7 +195,9 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
         by_landmark = several and t.get("by_landmark")
         label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
         measured = _Text(r).format(t["measured"]) + _extra(r, t)
-        if twin:
+        if not r.get(JOINED, True) and t["join"].get("missing"):
+            rows.append(not_run(t, label, src, _Text(r).format(t["join"]["missing"])))
+        elif twin:
             rows.append(measured_row(t, label, measured, src, fill(t["twin"], t, init_of=twin)))
         elif rule_names(t) == [MEASURED_RULE] or _measured_only(r, t):
             rows.append(measured_row(t, label, measured, src, fill(t["measured_why"], t)))
@@ -243,12 +255,24 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
 
 
 def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
-    """The rows target ``t`` judges (:func:`select_rows`), after its reshape: ``wide`` selects
-    the long table's rows, widens them (:func:`causalpos.scorecard.reshape.widen`) and keeps
-    those with a finite estimate."""
-    if not t.get("wide"):
+    """The rows target ``t`` judges (:func:`select_rows`; a ``select`` value ``"{name}"`` is the
+    target's field ``name``), after its reshapes (:mod:`causalpos.scorecard.reshape`): ``wide``
+    selects the long table's rows and widens them; ``trained_only`` leaves out the rows of
+    random-init / init twins; ``join`` reads each row's match beside it; ``difference`` adds an
+    estimate minus another. The estimate's finiteness is read after them."""
+    t = {**t, "select": own_fields(t.get("select"), t)}
+    reshaped = any(t.get(k) for k in ("wide", "join", "difference", "trained_only"))
+    if not reshaped:
         return select_rows(table, t)
-    long = select_rows(table, {"select": t.get("select")})
-    if long.empty:
-        return long
-    return select_rows(widen(long, t["wide"]), {k: t[k] for k in ("estimate", "finite") if k in t})
+    sel = select_rows(table, {k: t[k] for k in ("select", "first") if k in t})
+    if t.get("wide") and not sel.empty:
+        sel = widen(sel, t["wide"])
+    if t.get("trained_only"):
+        sel = sel[text_column(sel, "init_of") == ""]
+    if t.get("join"):
+        sel = join(sel, table, t["join"], t)
+    if t.get("difference"):
+        sel = difference(sel, t["difference"])
+    if sel.empty:
+        return sel
+    return select_rows(sel, {k: t[k] for k in ("estimate", "finite") if k in t})

@@ -35,9 +35,7 @@ from causalpos.scorecard.rows import (
 from causalpos.verdicts import (
     at_most,
     check,
-    difference_ci,
     exact,
-    positive,
 )
 
 
@@ -366,37 +364,3 @@ def claim8_rows(pr: pd.DataFrame | None, T: Mapping) -> list[Row]:
             lo, hi = r["sink_probe_accuracy_lo"] - null, r["sink_probe_accuracy_hi"] - null
             rows.append(target_row(t, target, measured, at_most((lo, hi), margin), src))
     return rows
-
-
-def sink_rows(sk: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Sink-reading heads exist: trained model minus its random-init / init twin, number of heads
-    at tau (bootstrap CIs over prompts)."""
-    src = SOURCES["sink_heads"]
-    t = T["sink_heads"]
-    if sk is None:
-        return [not_run(t, t["label"], src, "no sink-head table (no SinkReducer output)")]
-    if not {"n_sink_heads_lo", "n_sink_heads_hi", "init_of"} <= set(sk.columns):
-        why = "the sink-head table has no CI / init_of columns (rerun aggregate_leakage)"
-        return [not_run(t, t["label"], src, why)]
-    tau = float(t["tau"])
-    sel = sk[(sk["variant"] == t["variant"]) & np.isclose(sk["tau"].astype(float), tau)]
-    sel = sel.assign(init_=text_column(sel, "init_of"))
-    rows = []
-    cols = ("n_sink_heads", "n_sink_heads_lo", "n_sink_heads_hi")
-    for r in sel[sel["init_"] == ""].itertuples():
-        target = f"{t['label']} ({r.model}, {r.dataset}, tau {tau:g})"
-        twin = sel[(sel["init_"] == r.model) & (sel["dataset"] == r.dataset)]
-        a = tuple(float(getattr(r, c)) for c in cols)
-        if twin.empty:
-            why = f"no random-init / init twin of {r.model} on {r.dataset} in the table"
-            rows.append(not_run(t, target, src, why))
-            continue
-        w = twin.iloc[0]
-        b = tuple(float(w[c]) for c in cols)
-        diff = difference_ci(a, b)
-        measured = (
-            f"{fmt_ci(*diff)} heads; {r.model} {fmt_ci(*a)} of {int(getattr(r, 'n_heads', 0)) or '?'}, "
-            f"{w['model']} {fmt_ci(*b)}"
-        )
-        rows.append(target_row(t, target, measured, positive(diff[1:], float(t["threshold"])), src))
-    return rows or [not_run(t, t["label"], src, f"no {t['variant']} run of a trained model")]

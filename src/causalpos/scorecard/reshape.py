@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
+
+from causalpos.scorecard.rows import text_column
+from causalpos.verdicts import difference_ci
 
 #: The rows a ``wide`` target makes one of, by default.
 WIDE_BY = ("model", "dataset")
@@ -38,3 +42,81 @@ def widen(table: pd.DataFrame, w: Mapping) -> pd.DataFrame:
 def wide_columns(w: Mapping) -> set[str]:
     """The columns of the long table ``widen`` reads."""
     return {*w["columns"], *w["values"], *w.get("by", WIDE_BY)}
+
+
+#: The column :func:`join` marks the rows that found their match in.
+JOINED = "_joined"
+
+
+def own_fields(select: Mapping | None, t: Mapping) -> dict:
+    """``select`` with each ``"{name}"`` value replaced by target ``t``'s field ``name`` (e.g.
+    ``tau: "{tau}"``: the rows at the target's own tau)."""
+    out = {}
+    for col, value in (select or {}).items():
+        if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
+            value = t[value[1:-1]]
+        out[col] = value
+    return out
+
+
+def join_pairs(j: Mapping) -> list[tuple[str, str]]:
+    """(this row's column, the matching row's column) of a ``join``'s ``match`` (a list: the
+    same column on both sides)."""
+    on = j["match"]
+    return list(on.items()) if isinstance(on, Mapping) else [(c, c) for c in on]
+
+
+def join(sel: pd.DataFrame, table: pd.DataFrame, j: Mapping, t: Mapping) -> pd.DataFrame:
+    """``sel`` with the columns of each row's first match in ``table`` (the rows of ``j``'s
+    ``select``, equal on ``j["match"]``; a mapping ``{this: other}`` matches this row's cell of
+    ``this`` with the other's of ``other``), each named ``j["prefix"]`` + its name; cells are
+    compared as text. Rows without a match keep NaN there; :data:`JOINED` says which found one."""
+    pairs = join_pairs(j)
+    other = table[_matches(table, own_fields(j.get("select"), t))]
+    keys = [f"_key{i}" for i in range(len(pairs))]
+    left = sel.assign(**{k: text_column(sel, a) for k, (a, _) in zip(keys, pairs)})
+    right = other.assign(**{k: text_column(other, b) for k, (_, b) in zip(keys, pairs)})
+    right = right.drop_duplicates(keys, keep="first")
+    right = right.rename(columns={c: j["prefix"] + c for c in other.columns})
+    merged = left.reset_index(drop=True).merge(right.assign(**{JOINED: True}), how="left", on=keys)
+    return merged.drop(columns=keys).assign(**{JOINED: lambda d: d[JOINED].eq(True)})
+
+
+def _matches(table: pd.DataFrame, select: Mapping) -> pd.Series:
+    keep = pd.Series(True, index=table.index)
+    for col, value in select.items():
+        keep &= table[col].isin(value if isinstance(value, list) else [value])
+    return keep
+
+
+def difference(sel: pd.DataFrame, d: Mapping) -> pd.DataFrame:
+    """``sel`` with ``d["name"]`` (and ``_lo``, ``_hi``): each row's ``d["of"]`` minus its
+    ``d["minus"]`` (each an estimate with ``_lo``, ``_hi`` columns), CIs combined as independent
+    samples (:func:`causalpos.verdicts.difference_ci`)."""
+    triple = lambda r, c: (r[c], r[f"{c}_lo"], r[f"{c}_hi"])  # noqa: E731
+    diffs = [difference_ci(triple(r, d["of"]), triple(r, d["minus"])) for _, r in sel.iterrows()]
+    values = np.array(diffs, dtype=float).reshape(len(sel), 3)
+    name = d["name"]
+    return sel.assign(
+        **{name: values[:, 0], f"{name}_lo": values[:, 1], f"{name}_hi": values[:, 2]}
+    )
+
+
+def raw_columns(t: Mapping, need: set[str]) -> set[str]:
+    """The columns of its table target ``t`` needs, from those its templates and rule name
+    (``need``): a ``wide`` target's long table's; a ``difference``'s inputs for its result; a
+    ``join``ed column's own name, and the columns it selects and matches on."""
+    if t.get("wide"):
+        keys = (
+            *(t.get("select") or {}),
+            *(t.get("measured_if") or {}),
+            *(t.get("judged_if") or {}),
+        )
+        return {*keys, *wide_columns(t["wide"])} | ({"model"} if t.get("materiality") else set())
+    if d := t.get("difference"):
+        need = need - {d["name"], f"{d['name']}_lo", f"{d['name']}_hi"}
+        need |= {c + s for c in (d["of"], d["minus"]) for s in ("", "_lo", "_hi")}
+    if j := t.get("join"):
+        need = {c.removeprefix(j["prefix"]) for c in need}
+        need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})
+    return need | ({"init_of"} if t.get("trained_only") else set())

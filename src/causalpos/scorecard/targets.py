@@ -91,6 +91,7 @@ def check_target(name: str, t: Mapping) -> None:
             f"{', '.join(SCORECARD_TABLES)}"
         )
     check_reshape(where, t)
+    check_own_fields(where, t)
     if rules == [MEASURED_RULE]:
         return
     if len(rules) != 1 or rules[0] not in PARAMS:
@@ -108,6 +109,18 @@ def _columns(v) -> bool:
     return isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) and x for x in v)
 
 
+def _text(v) -> bool:
+    """Whether ``v`` is a non-empty text."""
+    return isinstance(v, str) and bool(v)
+
+
+def _match(v) -> bool:
+    """Whether ``v`` is a list of column names or a mapping of column names to column names."""
+    if isinstance(v, Mapping):
+        return len(v) > 0 and all(_text(k) and _text(x) for k, x in v.items())
+    return _columns(v)
+
+
 #: A reshape field's keys (:mod:`causalpos.scorecard.reshape`): each key's check and what it
 #: must be, and the keys it must name.
 RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
@@ -118,6 +131,19 @@ RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
             "by": (_columns, "[column, ...]"),
         },
         ("columns", "values"),
+    ),
+    "join": (
+        {
+            "match": (_match, "[column, ...] or {column: its column, ...}"),
+            "prefix": (_text, "a text"),
+            "select": (lambda v: isinstance(v, Mapping), "{column: value, ...}"),
+            "missing": (_text, "a text"),
+        },
+        ("match", "prefix"),
+    ),
+    "difference": (
+        {"name": (_text, "a column"), "of": (_text, "a column"), "minus": (_text, "a column")},
+        ("name", "of", "minus"),
     ),
 }
 
@@ -146,11 +172,28 @@ def check_reshape(where: str, t: Mapping) -> None:
                 )
             )
         if problem:
-            shape = ", ".join(f"{k}: {keys[k][1]}" for k in keys)
+            shape = "; ".join(f"{k}: {keys[k][1]}" for k in keys)
             raise ValueError(
                 f"{where} has {field}: {w!r}: {problem}; declare {field}: {{{shape}}} "
                 f"({', '.join(required)} required; causalpos.scorecard.engine)"
             )
+
+
+def check_own_fields(where: str, t: Mapping) -> None:
+    """Raise ValueError for ``trained_only`` that is not true / false, and for a ``select``
+    value ``"{name}"`` (its own ``select`` or its ``join``'s) naming no field of target ``t``."""
+    if "trained_only" in t and not isinstance(t["trained_only"], bool):
+        raise ValueError(
+            f"{where} has trained_only: {t['trained_only']!r}; set it to true or false"
+        )
+    join = t.get("join") if isinstance(t.get("join"), Mapping) else {}
+    for sel in (t.get("select"), join.get("select")):
+        for col, v in (sel or {}).items() if isinstance(sel, Mapping) else ():
+            if isinstance(v, str) and v.startswith("{") and v.endswith("}") and v[1:-1] not in t:
+                raise ValueError(
+                    f"{where} selects {col}: {v!r}, but the target has no field {v[1:-1]!r}; "
+                    f"declare {v[1:-1]}: <value> (a select value {{name}} reads the target's field)"
+                )
 
 
 def check_targets(spec: Mapping) -> None:
