@@ -225,3 +225,17 @@ def test_a_malformed_join_difference_or_own_field_is_refused_at_load(fields, pro
     spec["targets"]["sink_heads"] |= fields
     with pytest.raises(ValueError, match=rf"target 'sink_heads' {problem}"):
         S.load_targets(spec)
+
+
+def test_a_point_difference_shifts_the_interval_by_a_number_without_one():
+    d = pd.DataFrame([{"acc": 0.5, "acc_lo": 0.4, "acc_hi": 0.7, "null": 0.2}])
+    out = X.difference(d, {"name": "gain", "of": "acc", "minus": "null", "point": True})
+    assert out[["gain", "gain_lo", "gain_hi"]].iloc[0].tolist() == pytest.approx([0.3, 0.2, 0.5])
+    t = {"difference": {"name": "gain", "of": "acc", "minus": "null", "point": True}}
+    assert X.raw_columns(t, {"gain", "gain_lo", "gain_hi", "model"}) == {
+        "acc",
+        "acc_lo",
+        "acc_hi",
+        "null",
+        "model",
+    }

@@ -280,9 +280,7 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Declared("claim6_headline"),
     Declared("claim6_linear", reading=PER_PROMPT, scored=False),
-    Family(
-        paper2_position0.claim8_rows, Input("position0_probes", "model dataset"), reading=POSITION0
-    ),
+    Declared("claim8_content", reading=POSITION0),
     Declared("sink_heads", reading="attention to key 0"),
     # both papers: the claims no table measures
     Family(unscored_rows),

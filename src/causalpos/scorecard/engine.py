@@ -31,7 +31,17 @@ A declarative target (one with a ``table`` field) declares:
 ``measured``
     the row's ``measured`` text: ``{column}`` a cell (``{column:d}`` as an integer),
     ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
-    ``column_hi``);
+    ``column_hi``); ``{column:ci<n>}`` / ``{column:<n>}`` at ``n`` significant digits,
+    ``{column:text}`` a text cell ("" where empty), another spec Python's (``{column:.2e}``);
+    a list: parts joined by ``"; "``, each a template kept where the table has its columns and
+    its first field's cell is finite, or ``{text: template, when: column}`` kept where that
+    column's is (no ``when``: always);
+``premises``
+    a list of ``{if: {column: value}, verdict: not run | not applicable, why: template}``: the
+    first whose ``if`` a row matches (``null``: an empty cell or a column the table lacks; a
+    number, bool or ``*`` glob as ``measured_if``) decides it, its note ``why`` filled from the
+    row; the measured text kept on a not-applicable row (``measured: true | false`` to say)
+    (:mod:`causalpos.scorecard.premises`);
 ``measured_extra``
     templates appended to ``measured`` where the table has the columns one reads and the
     row's cell of its first field is finite (e.g. a ratio some tables lack);
@@ -72,6 +82,7 @@ A declarative target (one with a ``table`` field) declares:
     ``{name: ..., of: ..., minus: ...}``: columns ``name``, ``name_lo``, ``name_hi``: estimate
     ``of`` minus estimate ``minus`` (each with ``_lo``, ``_hi``), CIs combined as independent
     samples (:func:`causalpos.verdicts.difference_ci`), e.g. a trained model minus its twin;
+    ``point: true``: ``minus`` is a number without an interval (e.g. a null's mean);
     a ``select`` value ``"{name}"`` (the target's or its join's) is the target's own field
     ``name`` (e.g. ``tau: "{tau}"``);
 ``rule_column``
@@ -94,9 +105,11 @@ import pandas as pd
 from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.materiality import for_model
+from causalpos.scorecard.premises import is_null, premise, spec_text
 from causalpos.scorecard.reshape import JOINED, difference, join, own_fields, raw_columns, widen
 from causalpos.scorecard.rows import (
     MEASURED,
+    NOT_APPLICABLE,
     Row,
     control_note,
     field_text,
@@ -133,15 +146,19 @@ class _Text(string.Formatter):
             return fmt_ci(r[value], r[f"{value}_lo"], r[f"{value}_hi"])
         if format_spec == "d":
             return str(int(r[value]))
+        if format_spec:  # ci<n>, <n>, text, a number's format
+            return spec_text(r, value, format_spec)
         return fmt(r[value]) if isinstance(r[value], float) else str(r[value])
 
 
 def template_columns(template: str) -> set[str]:
     """The columns a ``measured`` template reads."""
     out = set()
+    if not isinstance(template, str):  # a list of parts: each read where the table has it
+        return out
     for _, name, spec, _ in string.Formatter().parse(template):
         if name:
-            out |= {name, f"{name}_lo", f"{name}_hi"} if spec == "ci" else {name}
+            out |= {name, f"{name}_lo", f"{name}_hi"} if spec.startswith("ci") else {name}
     return out
 
 
@@ -194,9 +211,11 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
         where = _Text(r).format(t.get("where", WHERE))
         by_landmark = several and t.get("by_landmark")
         label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
-        measured = _Text(r).format(t["measured"]) + _extra(r, t)
+        measured = measured_text(r, t) + _extra(r, t)
         if not r.get(JOINED, True) and t["join"].get("missing"):
             rows.append(not_run(t, label, src, _Text(r).format(t["join"]["missing"])))
+        elif p := premise(r, t):
+            rows.append(premise_row(t, r, p, label, measured, src))
         elif twin:
             rows.append(measured_row(t, label, measured, src, fill(t["twin"], t, init_of=twin)))
         elif rule_names(t) == [MEASURED_RULE] or _measured_only(r, t):
@@ -276,3 +295,30 @@ def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
     if sel.empty:
         return sel
     return select_rows(sel, {k: t[k] for k in ("estimate", "finite") if k in t})
+
+
+def measured_text(r: pd.Series, t: Mapping) -> str:
+    """Target ``t``'s ``measured`` on row ``r``: a template, or a list of parts joined by
+    ``"; "``, each a template kept where the table has its columns and the cell of its first
+    field is finite, or ``{text: template, when: column}`` kept where that column's is."""
+    if isinstance(t["measured"], str):
+        return _Text(r).format(t["measured"])
+    out = []
+    for part in t["measured"]:
+        text = part["text"] if isinstance(part, Mapping) else part
+        names = [name for _, name, _, _ in string.Formatter().parse(text) if name]
+        when = part.get("when") if isinstance(part, Mapping) else (names[0] if names else None)
+        if not template_columns(text) <= set(r.index):
+            continue
+        if when is None or not is_null(r.get(when)):
+            out.append(_Text(r).format(text))
+    return "; ".join(out)
+
+
+def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str, src: str) -> Row:
+    """The row of a premise of target ``t`` (:func:`causalpos.scorecard.premises.premise`) on
+    row ``r``: its verdict (not run / not applicable) and ``why`` (a template of the row's
+    cells); the measured text kept where ``measured`` is true (default: a not-applicable row)."""
+    why = " ".join(_Text(r).format(p["why"]).split())
+    keep = p.get("measured", p["verdict"] == NOT_APPLICABLE)
+    return target_row(t, label, measured if keep else "", p["verdict"], src, note=why)

@@ -33,7 +33,6 @@ from causalpos.scorecard.rows import (
     text_column,
 )
 from causalpos.verdicts import (
-    at_most,
     check,
     exact,
 )
@@ -297,70 +296,4 @@ def position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
         else:
             verdict = check(exact(std, 0.0, tol))
             rows.append(target_row(t, target, measured, verdict, src, section=CHECKS))
-    return rows
-
-
-def claim8_rows(pr: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 8: the sink heads' values at key 0 decode no prompt content. Scored where token 0
-    varies; with a fixed token 0 the probe is at chance by construction (not applicable)."""
-    src = SOURCES["position0_probes"]
-    t = T["claim8_content"]
-    if pr is None:
-        return [not_run(t, t["label"], src, "the config has no position-0 experiment")]
-    need = {"token0_fixed", "sink_probe_accuracy_lo", "sink_probe_accuracy_hi"}
-    if not need <= set(pr.columns):
-        why = (
-            "the probe table has no token0_fixed / accuracy CI columns (made before claim 8 was "
-            "scored; rerun aggregate_leakage)"
-        )
-        return [not_run(t, t["label"], src, why)]
-    margin = float(t["margin"])
-    rows = []
-    for r in pr.to_dict("records"):
-        target = f"{t['label']} ({r['model']}, {r['dataset']})"
-        acc, null = r.get("sink_probe_accuracy", math.nan), r.get("sink_probe_null_mean", math.nan)
-        parts = []
-        if np.isfinite(acc):
-            parts.append(
-                f"sink-value probe {fmt_ci(acc, r['sink_probe_accuracy_lo'], r['sink_probe_accuracy_hi'], 2)}"
-                f" vs null mean {fmt(null, 2)} (p = {fmt(r.get('sink_probe_p_value'), 2)}, "
-                f"chance {fmt(r.get('sink_probe_chance'), 2)}; {fmt(r.get('n_sink_heads'))} heads)"
-            )
-        for pre, name in (
-            ("best_layer", "position 0 best layer"),
-            ("embedding", "token-0 embedding"),
-        ):
-            if np.isfinite(r.get(f"{pre}_accuracy", math.nan)):
-                where = f" L{int(r['best_layer'])}" if pre == "best_layer" else ""
-                parts.append(
-                    f"{name}{where} {fmt(r[f'{pre}_accuracy'], 2)} "
-                    f"(p = {fmt(r.get(f'{pre}_p_value'), 2)})"
-                )
-        parts.append(
-            f"{fmt(r.get('probe_n_prompts'))} prompts, {fmt(r.get('probe_n_classes'))} classes"
-        )
-        measured = "; ".join(parts)
-        fixed = r.get("token0_fixed")
-        if fixed is None or not np.isfinite(float(fixed)):
-            rows.append(not_run(t, target, src, "the table does not say whether token 0 is fixed"))
-        elif int(fixed) == 1:
-            why = (
-                "token 0 is a fixed BOS: the position-0 state is identical across prompts, so the "
-                "probe is at chance by construction and cannot fail"
-            )
-            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
-        elif not np.isfinite(acc):
-            why = " ".join(
-                x
-                for x in (
-                    str(r.get("sink_probe_note") or ""),
-                    str(r.get("probe_note") or ""),
-                    f"({fmt(r.get('n_sink_heads'))} sink heads)",
-                )
-                if x and x != "nan"
-            )
-            rows.append(not_run(t, target, src, f"no sink-value probe: {why}"))
-        else:
-            lo, hi = r["sink_probe_accuracy_lo"] - null, r["sink_probe_accuracy_hi"] - null
-            rows.append(target_row(t, target, measured, at_most((lo, hi), margin), src))
     return rows

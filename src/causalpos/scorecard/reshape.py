@@ -92,10 +92,18 @@ def _matches(table: pd.DataFrame, select: Mapping) -> pd.Series:
 def difference(sel: pd.DataFrame, d: Mapping) -> pd.DataFrame:
     """``sel`` with ``d["name"]`` (and ``_lo``, ``_hi``): each row's ``d["of"]`` minus its
     ``d["minus"]`` (each an estimate with ``_lo``, ``_hi`` columns), CIs combined as independent
-    samples (:func:`causalpos.verdicts.difference_ci`)."""
+    samples (:func:`causalpos.verdicts.difference_ci`); ``point``: true, ``minus`` is a number
+    without an interval (e.g. a permutation null's mean), by which ``of``'s interval shifts."""
     triple = lambda r, c: (r[c], r[f"{c}_lo"], r[f"{c}_hi"])  # noqa: E731
-    diffs = [difference_ci(triple(r, d["of"]), triple(r, d["minus"])) for _, r in sel.iterrows()]
-    values = np.array(diffs, dtype=float).reshape(len(sel), 3)
+    if d.get("point"):  # a number without an interval: the interval shifts by it
+        m = sel[d["minus"]].astype(float).to_numpy()
+        of = sel[[d["of"], f"{d['of']}_lo", f"{d['of']}_hi"]].astype(float).to_numpy()
+        values = of - m[:, None]
+    else:
+        diffs = [
+            difference_ci(triple(r, d["of"]), triple(r, d["minus"])) for _, r in sel.iterrows()
+        ]
+        values = np.array(diffs, dtype=float).reshape(len(sel), 3)
     name = d["name"]
     return sel.assign(
         **{name: values[:, 0], f"{name}_lo": values[:, 1], f"{name}_hi": values[:, 2]}
@@ -115,7 +123,8 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
         return {*keys, *wide_columns(t["wide"])} | ({"model"} if t.get("materiality") else set())
     if d := t.get("difference"):
         need = need - {d["name"], f"{d['name']}_lo", f"{d['name']}_hi"}
-        need |= {c + s for c in (d["of"], d["minus"]) for s in ("", "_lo", "_hi")}
+        need |= {d["of"] + s for s in ("", "_lo", "_hi")}
+        need |= {d["minus"]} if d.get("point") else {d["minus"] + s for s in ("", "_lo", "_hi")}
     if j := t.get("join"):
         need = {c.removeprefix(j["prefix"]) for c in need}
         need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})

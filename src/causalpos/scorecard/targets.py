@@ -92,6 +92,7 @@ def check_target(name: str, t: Mapping) -> None:
         )
     check_reshape(where, t)
     check_own_fields(where, t)
+    check_texts(where, t)
     if rules == [MEASURED_RULE]:
         return
     if len(rules) != 1 or rules[0] not in PARAMS:
@@ -142,7 +143,12 @@ RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
         ("match", "prefix"),
     ),
     "difference": (
-        {"name": (_text, "a column"), "of": (_text, "a column"), "minus": (_text, "a column")},
+        {
+            "name": (_text, "a column"),
+            "of": (_text, "a column"),
+            "minus": (_text, "a column"),
+            "point": (lambda v: isinstance(v, bool), "true or false"),
+        },
         ("name", "of", "minus"),
     ),
 }
@@ -194,6 +200,49 @@ def check_own_fields(where: str, t: Mapping) -> None:
                     f"{where} selects {col}: {v!r}, but the target has no field {v[1:-1]!r}; "
                     f"declare {v[1:-1]}: <value> (a select value {{name}} reads the target's field)"
                 )
+
+
+#: The verdicts a premise may give (:mod:`causalpos.scorecard.premises`).
+PREMISE_VERDICTS = ("not run", "not applicable")
+
+
+def check_texts(where: str, t: Mapping) -> None:
+    """Raise ValueError for a ``measured`` that is neither a template nor a list of parts (a
+    template or ``{text: template, when: column}``), and for ``premises`` that are not a list of
+    ``{if: {column: value}, verdict: not run | not applicable, why: template}`` (optionally
+    ``measured: true | false``)."""
+    parts = t["measured"] if isinstance(t.get("measured"), list) else []
+    for part in parts:
+        ok = _text(part) or (
+            isinstance(part, Mapping)
+            and _text(part.get("text"))
+            and set(part) <= {"text", "when"}
+            and (part.get("when") is None or _text(part.get("when")))
+        )
+        if not ok:
+            raise ValueError(
+                f"{where} has measured part {part!r}; a part is a template or "
+                "{text: template, when: column} (kept where that column's cell is finite)"
+            )
+    premises = t.get("premises")
+    if premises is None:
+        return
+    for p in premises if isinstance(premises, list) else [premises]:
+        ok = (
+            isinstance(p, Mapping)
+            and isinstance(p.get("if"), Mapping)
+            and len(p["if"]) > 0
+            and p.get("verdict") in PREMISE_VERDICTS
+            and _text(p.get("why"))
+            and isinstance(p.get("measured", False), bool)
+            and set(p) <= {"if", "verdict", "why", "measured"}
+        )
+        if not ok or not isinstance(premises, list):
+            raise ValueError(
+                f"{where} has premise {p!r}; premises is a list of {{if: {{column: value}}, "
+                f"verdict: {' | '.join(PREMISE_VERDICTS)}, why: template}} (optionally "
+                "measured: true | false)"
+            )
 
 
 def check_targets(spec: Mapping) -> None:

@@ -1,0 +1,129 @@
+"""A declarative target's premises and cell formats (causalpos.scorecard.premises), alone and
+through the engine (causalpos.scorecard.engine.declared_rows)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from causalpos import scorecard as S
+from causalpos import verdicts as V
+from causalpos.scorecard import engine as E
+from causalpos.scorecard import premises as P
+
+
+def test_a_null_premise_matches_an_absent_nan_or_empty_cell_and_nothing_else():
+    assert all(P.is_null(v) for v in (None, np.nan, "", "nan", float("inf")))
+    assert not any(P.is_null(v) for v in (0, 0.0, "x", False))
+    assert P.cell_matches(np.nan, None) and not P.cell_matches(0.0, None)
+    assert P.cell_matches(1.0, 1) and not P.cell_matches(0.0, 1) and not P.cell_matches(np.nan, 1)
+    assert P.cell_matches(1, True) and not P.cell_matches(np.nan, False)  # empty: neither
+    assert P.cell_matches("trained-swa", "*swa") and not P.cell_matches("swa-x", "*swa")
+    assert P.cell_matches("measured", "measured") and not P.cell_matches("skipped", "measured")
+
+
+def test_the_first_matching_premise_decides_and_a_missing_column_reads_empty():
+    t = {"premises": [{"if": {"a": None}, "why": "first"}, {"if": {"a": 1}, "why": "second"}]}
+    assert P.premise(pd.Series({"b": 1}), t)["why"] == "first"
+    assert P.premise(pd.Series({"a": np.nan}), t)["why"] == "first"
+    assert P.premise(pd.Series({"a": 1.0}), t)["why"] == "second"
+    assert P.premise(pd.Series({"a": 0.0}), t) is None
+
+
+def test_format_specs_give_digits_texts_and_pythons_number_formats():
+    r = pd.Series({"x": 0.123456, "x_lo": 0.1, "x_hi": 0.15, "note": np.nan, "n": 89.0})
+    assert P.spec_text(r, "x", "ci2") == "0.12 [0.1, 0.15]"
+    assert P.spec_text(r, "x", "2") == "0.12"
+    assert P.spec_text(r, "n", "3") == "89"
+    assert P.spec_text(r, "note", "text") == ""
+    assert P.spec_text(pd.Series({"note": "why"}), "note", "text") == "why"
+    assert P.spec_text(r, "x", ".2e") == "1.23e-01"
+
+
+def _probe(model, acc, lo, hi, null=0.2, fixed=0, **kw):
+    return {
+        "model": model,
+        "dataset": "d",
+        "token0_fixed": fixed,
+        "probe_n_prompts": 32,
+        "probe_n_classes": 5,
+        "probe_note": "",
+        "best_layer": 2,
+        "best_layer_accuracy": 0.3,
+        "best_layer_p_value": 0.2,
+        "embedding_accuracy": 0.3,
+        "embedding_p_value": 0.2,
+        "n_sink_heads": 3,
+        "sink_probe_accuracy": acc,
+        "sink_probe_chance": 0.2,
+        "sink_probe_null_mean": null,
+        "sink_probe_p_value": 0.5,
+        "sink_probe_accuracy_lo": lo,
+        "sink_probe_accuracy_hi": hi,
+        "sink_probe_note": "",
+    } | kw
+
+
+def test_premises_decide_the_rows_they_match_and_the_rest_are_judged_on_the_shifted_interval():
+    t = copy.deepcopy(S.load_targets()["targets"]["claim8_content"])
+    table = pd.DataFrame(
+        [
+            _probe("null-level", 0.2, 0.18, 0.25),  # minus null: [-0.02, 0.05] <= 0.1
+            _probe("decodes", 0.7, 0.52, 0.83),  # [0.32, 0.63] > 0.1: differs
+            _probe("few", 0.2, 0.09, 0.37),  # [-0.11, 0.17]: inconclusive
+            _probe("bos", 0.2, 0.09, 0.37, fixed=1),
+            _probe("unsaid", 0.2, 0.09, 0.37, fixed=np.nan),
+            _probe(
+                "refused",
+                np.nan,
+                np.nan,
+                np.nan,
+                probe_note="1 label class",
+                best_layer_accuracy=np.nan,
+            ),
+        ]
+    )
+    rows = {r.target.split("(")[1].split(",")[0]: r for r in E.declared_rows(table, t)}
+    verdicts = {k: r.verdict for k, r in rows.items()}
+    assert verdicts == {
+        "null-level": V.REPRODUCED,
+        "decodes": V.DIFFERS,
+        "few": V.INCONCLUSIVE,
+        "bos": S.NOT_APPLICABLE,
+        "unsaid": S.NOT_RUN,
+        "refused": S.NOT_RUN,
+    }
+    assert rows["decodes"].measured == (
+        "sink-value probe 0.7 [0.52, 0.83] vs null mean 0.2 (p = 0.5, chance 0.2; 3 heads); "
+        "position 0 best layer L2 0.3 (p = 0.2); token-0 embedding 0.3 (p = 0.2); "
+        "32 prompts, 5 classes"
+    )
+    assert "by construction" in rows["bos"].note and rows["bos"].measured  # kept
+    assert rows["unsaid"].note == "the table does not say whether token 0 is fixed"
+    # a part whose cell is not finite is left out; a not-run row shows no measurement
+    refused = rows["refused"]
+    assert (refused.note, refused.measured) == (
+        "no sink-value probe: 1 label class (3 sink heads)",
+        "",
+    )
+    parts = E.measured_text(table.iloc[5], t)
+    assert parts == "token-0 embedding 0.3 (p = 0.2); 32 prompts, 5 classes"
+
+
+@pytest.mark.parametrize(
+    "fields, problem",
+    [
+        ({"premises": [{"if": {"a": 1}, "verdict": "skipped", "why": "x"}]}, "has premise"),
+        ({"premises": [{"if": {}, "verdict": "not run", "why": "x"}]}, "has premise"),
+        ({"premises": {"if": {"a": 1}, "verdict": "not run", "why": "x"}}, "has premise"),
+        ({"measured": ["a {x}", {"text": "b", "if": "x"}]}, "has measured part"),
+    ],
+)
+def test_a_malformed_premise_or_measured_part_is_refused_at_load(fields, problem):
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["claim8_content"] |= fields
+    with pytest.raises(ValueError, match=rf"target 'claim8_content' {problem}"):
+        S.load_targets(spec)
