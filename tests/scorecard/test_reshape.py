@@ -239,3 +239,67 @@ def test_a_point_difference_shifts_the_interval_by_a_number_without_one():
         "null",
         "model",
     }
+
+
+def _layers(model, stds, fixed=1.0, condition="causal", dev=True):
+    rows = [
+        {"model": model, "dataset": "d", "condition": condition, "layer": i, "std": s}
+        | ({"max_abs_dev": 10 * s} if dev else {})
+        | ({"token0_fixed": fixed} if fixed is not None else {})
+        for i, s in enumerate(stds)
+    ]
+    return rows
+
+
+def test_reduce_aggregates_each_group_and_leaves_out_the_columns_the_table_lacks():
+    table = pd.DataFrame(_layers("a", [0.0, 3e-4, 1e-5]) + _layers("b", [0.0, 0.0], fixed=np.nan))
+    table.loc[3, "token0_fixed"] = 0.0  # b's first non-empty cell
+    out = X.reduce(
+        table, {"by": ["model", "dataset"], "max": ["std", "absent"], "first": ["token0_fixed"]}
+    )
+    assert list(out.columns) == ["model", "dataset", "std", "token0_fixed"]
+    assert out["std"].tolist() == [3e-4, 0.0] and out["token0_fixed"].tolist() == [1.0, 0.0]
+
+
+def test_a_point_rule_check_target_holds_or_fails_and_its_premises_decide_the_rest():
+    t = copy.deepcopy(S.load_targets()["targets"]["claim7_position0"])
+    table = pd.DataFrame(
+        _layers("fixed", [0.0, 0.0, 1e-6])
+        + _layers("leaky", [0.0, 0.3])
+        + _layers("leaky", [9.0], condition="bos_replace_mean")  # another run: not read
+        + _layers("varies", [0.3, 0.2], fixed=0.0)
+    )
+    rows = {r.target: r for r in E.declared_rows(table, t)}
+    fixed, leaky, varies = (rows[f"claim 7 ({m}, d)"] for m in ("fixed", "leaky", "varies"))
+    assert (fixed.verdict, fixed.section) == (V.HOLDS, "checks")  # 1e-6 <= 5e-5
+    assert (leaky.verdict, leaky.section) == (V.FAILS, "checks")
+    assert leaky.measured == "max std over layers 3.00e-01; max |deviation| 3.00e+00"
+    assert (varies.verdict, varies.section) == (S.NOT_APPLICABLE, "paper 2")
+    assert E.columns(t).split() == ["condition", "dataset", "model", "std"]
+    old = pd.DataFrame(_layers("old", [0.0], fixed=None, dev=False))
+    (row,) = E.declared_rows(old, t)
+    assert (row.verdict, row.measured) == (S.NOT_RUN, "max std over layers 0.00e+00")
+    assert "token0_fixed" in row.note
+
+
+@pytest.mark.parametrize(
+    "fields, problem",
+    [
+        ({"reduce": {"max": ["std"]}}, "has reduce: .*it lacks by"),
+        ({"reduce": {"by": ["model"], "median": ["std"]}}, "has reduce: .*median is no key of it"),
+        ({"check": "yes"}, "has check: 'yes'; set it to true or false"),
+    ],
+)
+def test_a_malformed_reduce_or_check_is_refused_at_load(fields, problem):
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["claim7_position0"] |= fields
+    with pytest.raises(ValueError, match=rf"target 'claim7_position0' {problem}"):
+        S.load_targets(spec)
+
+
+def test_a_point_rule_needs_its_parameters_and_no_interval():
+    spec = copy.deepcopy(S.load_targets())
+    assert not {"lo", "hi"} & set(spec["targets"]["claim7_position0"])  # loads without them
+    del spec["targets"]["claim7_position0"]["value"]
+    with pytest.raises(ValueError, match="target 'claim7_position0': rule exact needs value"):
+        S.load_targets(spec)

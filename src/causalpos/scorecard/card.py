@@ -241,7 +241,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("position0", _P0),
         Input("sink_heads", _SINKS),
     ),
-    Family(paper2_position0.position0_rows, Input("position0", _P0), reading=POSITION0),
+    Declared("claim7_position0", reading=POSITION0),
     Family(
         paper2.claim3_rows,
         Input("decomposition_headline", "model dataset condition window target"),

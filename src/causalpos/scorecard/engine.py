@@ -20,7 +20,12 @@ A declarative target (one with a ``table`` field) declares:
     optionally a column (``window``) of which each (model, dataset) keeps its first value (the
     headline's: the config's first);
 ``estimate``, ``lo``, ``hi``
-    the columns of the estimate and its interval, which the rule judges;
+    the columns of the estimate and its interval, which the rule judges (a rule of a value,
+    :data:`causalpos.scorecard.targets.POINT_RULES` such as ``exact``, judges the estimate's
+    cell: no ``lo`` / ``hi``);
+``check``
+    true: a judged row is a check (``holds`` / ``fails``, :func:`causalpos.verdicts.check`),
+    counted in the ``checks`` section; its other rows stay in the target's;
 ``rule``
     one interval rule of :data:`PARAMS`, applied with the target's fields it names (e.g.
     ``threshold``: the materiality threshold of the row's model, ``leakage.materiality``);
@@ -68,6 +73,11 @@ A declarative target (one with a ``table`` field) declares:
     its ``columns`` cells joined by ``_`` (values ``[estimate, lo, hi]``: ``<name>``,
     ``<name>_lo``, ``<name>_hi``; :func:`causalpos.scorecard.reshape.widen`), which ``estimate``,
     ``lo``, ``hi`` and the templates then name;
+``reduce``
+    ``{by: [...], max: [...], first: [...], ...}``: one row per ``by`` group after ``select``,
+    the columns each aggregation lists aggregated so (``max``, ``min``, ``mean``, ``sum``,
+    ``first``: the first non-empty cell, ``last``; a listed column the table lacks is left
+    out), e.g. a per-layer table's largest value over layers;
 ``trained_only``
     true: the rows of random-init / init twins (an ``init_of``) are left out (e.g. read beside
     their trained model by ``join``);
@@ -106,8 +116,17 @@ from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.premises import is_null, premise, spec_text
-from causalpos.scorecard.reshape import JOINED, difference, join, own_fields, raw_columns, widen
+from causalpos.scorecard.reshape import (
+    JOINED,
+    difference,
+    join,
+    own_fields,
+    raw_columns,
+    reduce,
+    widen,
+)
 from causalpos.scorecard.rows import (
+    CHECKS,
     MEASURED,
     NOT_APPLICABLE,
     Row,
@@ -123,7 +142,7 @@ from causalpos.scorecard.rows import (
     text_column,
 )
 from causalpos.scorecard.rules import rule_text, rules_text
-from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_names
+from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, POINT_RULES, RULES, rule_names
 
 #: A row's label after the target's, by default.
 WHERE = "{model}, {dataset}"
@@ -259,7 +278,7 @@ def _measured_only(r: pd.Series, t: Mapping) -> bool:
 def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Row:
     """The row of target ``t`` on table row ``r``, judged by its rule (and its own control)."""
     tm = for_model(t, r["model"]) if "model" in r.index else dict(t)
-    verdict, text = judge(tm, (float(r[t["lo"]]), float(r[t["hi"]])))
+    verdict, text = judge(tm, rule_input(t, r))
     note = field_text(t, "note")
     if t.get("own_control"):
         ctl, ctl_text = own_control(r)
@@ -270,6 +289,9 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
     if t.get("not_a_test"):
         note, verdict = f"{note}; its rule says {verdict}", MEASURED
     text = text if t.get("rule_column") else ""
+    if t.get("check"):  # holds / fails, counted with the checks
+        verdict = V.check(verdict)
+        return target_row(tm, label, measured, verdict, src, note=note, rule=text, section=CHECKS)
     return target_row(tm, label, measured, verdict, src, note=note, rule=text)
 
 
@@ -280,12 +302,14 @@ def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
     random-init / init twins; ``join`` reads each row's match beside it; ``difference`` adds an
     estimate minus another. The estimate's finiteness is read after them."""
     t = {**t, "select": own_fields(t.get("select"), t)}
-    reshaped = any(t.get(k) for k in ("wide", "join", "difference", "trained_only"))
+    reshaped = any(t.get(k) for k in ("wide", "reduce", "join", "difference", "trained_only"))
     if not reshaped:
         return select_rows(table, t)
     sel = select_rows(table, {k: t[k] for k in ("select", "first") if k in t})
     if t.get("wide") and not sel.empty:
         sel = widen(sel, t["wide"])
+    if t.get("reduce"):
+        sel = reduce(sel, t["reduce"])
     if t.get("trained_only"):
         sel = sel[text_column(sel, "init_of") == ""]
     if t.get("join"):
@@ -322,3 +346,11 @@ def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str,
     why = " ".join(_Text(r).format(p["why"]).split())
     keep = p.get("measured", p["verdict"] == NOT_APPLICABLE)
     return target_row(t, label, measured if keep else "", p["verdict"], src, note=why)
+
+
+def rule_input(t: Mapping, r: pd.Series):
+    """What target ``t``'s rule judges on row ``r``: the estimate's cell for a rule of a value
+    (:data:`causalpos.scorecard.targets.POINT_RULES`, e.g. ``exact``), else the interval."""
+    if rule_names(t)[0] in POINT_RULES:
+        return float(r[t["estimate"]])
+    return (float(r[t["lo"]]), float(r[t["hi"]]))

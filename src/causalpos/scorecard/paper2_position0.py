@@ -1,7 +1,8 @@
-"""Rows of paper 2 (Ruscio et al., 2026) on position 0: the BOS replacements (Table 9), the
+"""Rows of paper 2 (Ruscio et al., 2026) on position 0: the BOS replacements (Table 9), on the
+per-prompt reading and on the headline, each from its ``results/stats/paper2_*.csv`` table. The
 position-0 state's spread across prompts (claim 7), what the sink heads' values at key 0 decode
-(claim 8) and the sink-reading heads themselves, each from its ``results/stats/paper2_*.csv``
-table.
+(claim 8) and the sink-reading heads are declarative targets (``claim7_position0``,
+``claim8_content``, ``sink_heads`` in ``causalpos/targets.yaml``).
 
 Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
 targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
@@ -16,9 +17,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.scorecard.rows import (
-    CHECKS,
     NOT_APPLICABLE,
-    NOT_RUN,
     RESIDUAL_STREAM,
     SOURCES,
     TABLE_MEASURED,
@@ -31,10 +30,6 @@ from causalpos.scorecard.rows import (
     not_run,
     target_row,
     text_column,
-)
-from causalpos.verdicts import (
-    check,
-    exact,
 )
 
 
@@ -261,39 +256,4 @@ def bos_headline_rows(
             continue
         ci = (r.effect_lo, r.effect_hi)
         rows.append(equivalence_row(t, target, measured, ci, value, src, f"{value:+.0%}", note=how))
-    return rows
-
-
-def position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 7: with a fixed token 0 the position-0 residual stream is identical across prompts
-    (max cross-prompt std over layers, causal run). Under the causal mask it is so by
-    construction, so with a fixed token 0 the row is a check (``holds`` / ``fails``: a failure
-    is an extraction that lets other positions reach position 0); where token 0 varies, or the
-    table does not say, the row stays with paper 2 (not applicable / not run)."""
-    src = SOURCES["position0"]
-    t = T["claim7_position0"]
-    if p0 is None:
-        return [not_run(t, t["label"], src, "the config has no position-0 experiment")]
-    rows = []
-    tol = float(t["tolerance"])
-    for (model, dataset), g in p0[p0["condition"] == "causal"].groupby(
-        ["model", "dataset"], sort=False
-    ):
-        target = f"{t['label']} ({model}, {dataset})"
-        std = float(g["std"].max())
-        measured = f"max std over layers {std:.2e}" + (
-            f"; max |deviation| {float(g['max_abs_dev'].max()):.2e}" if "max_abs_dev" in g else ""
-        )
-        if "token0_fixed" not in g or g["token0_fixed"].isna().all():
-            why = (
-                "the position-0 table has no token0_fixed column (made before it was added; "
-                "rerun aggregate_leakage): whether token 0 is fixed decides the claim"
-            )
-            rows.append(target_row(t, target, measured, NOT_RUN, src, note=why))
-        elif not bool(g["token0_fixed"].dropna().iloc[0]):
-            why = "token 0 varies across prompts (no fixed BOS): the claim's premise does not hold"
-            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
-        else:
-            verdict = check(exact(std, 0.0, tol))
-            rows.append(target_row(t, target, measured, verdict, src, section=CHECKS))
     return rows

@@ -114,6 +114,9 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
     """The columns of its table target ``t`` needs, from those its templates and rule name
     (``need``): a ``wide`` target's long table's; a ``difference``'s inputs for its result; a
     ``join``ed column's own name, and the columns it selects and matches on."""
+    if rd := t.get("reduce"):  # the columns it aggregates are read where the table has them
+        need = (need - {c for op in REDUCTIONS for c in rd.get(op) or ()}) | set(rd["by"])
+        need |= {t["estimate"]} if "estimate" in t else set()
     if t.get("wide"):
         keys = (
             *(t.get("select") or {}),
@@ -129,3 +132,17 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
         need = {c.removeprefix(j["prefix"]) for c in need}
         need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})
     return need | ({"init_of"} if t.get("trained_only") else set())
+
+
+#: The aggregations ``reduce`` may name.
+REDUCTIONS = ("max", "min", "mean", "sum", "first", "last")
+
+
+def reduce(sel: pd.DataFrame, r: Mapping) -> pd.DataFrame:
+    """One row per ``r["by"]`` group (first-seen order): its ``by`` cells and, for each of
+    :data:`REDUCTIONS` that ``r`` names, the columns it lists aggregated so (pandas'; NaN
+    skipped, e.g. ``first``: the first non-empty cell); a listed column the table lacks is left
+    out (a template part that reads it is then left out too)."""
+    by = list(r["by"])
+    how = {c: op for op in REDUCTIONS for c in r.get(op) or () if c in sel.columns}
+    return sel.groupby(by, sort=False, dropna=False).agg(how).reset_index()

@@ -42,7 +42,12 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "negative_control": ("margin",),
     "covers": ("value",),
     "recovered": ("truth",),
+    "exact": ("value", "tolerance"),
 }
+#: The rules the engine applies to the estimate's cell (a value computed exactly), not to an
+#: interval: a target with one names no ``lo`` / ``hi``.
+POINT_RULES = ("exact",)
+REQUIRED_POINT = ("table", "estimate", "measured", "not_run")
 
 #: The fields a declarative target must have: one judged by a rule, one that is measured.
 REQUIRED = ("table", "estimate", "lo", "hi", "measured", "not_run")
@@ -78,6 +83,7 @@ def check_target(name: str, t: Mapping) -> None:
         return
     rules = rule_names(t)
     required = REQUIRED_MEASURED if rules == [MEASURED_RULE] else REQUIRED
+    required = REQUIRED_POINT if rules[0] in POINT_RULES else required
     missing = [k for k in required if k not in t]
     if missing:
         raise ValueError(
@@ -133,6 +139,14 @@ RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
         },
         ("columns", "values"),
     ),
+    "reduce": (
+        {
+            "by": (_columns, "[column, ...]"),
+            **{op: (_columns, "[column, ...]") for op in ("max", "min", "mean", "sum", "first")},
+            "last": (_columns, "[column, ...]"),
+        },
+        ("by",),
+    ),
     "join": (
         {
             "match": (_match, "[column, ...] or {column: its column, ...}"),
@@ -186,12 +200,11 @@ def check_reshape(where: str, t: Mapping) -> None:
 
 
 def check_own_fields(where: str, t: Mapping) -> None:
-    """Raise ValueError for ``trained_only`` that is not true / false, and for a ``select``
+    """Raise ValueError for ``trained_only`` or ``check`` that is not true / false, and for a ``select``
     value ``"{name}"`` (its own ``select`` or its ``join``'s) naming no field of target ``t``."""
-    if "trained_only" in t and not isinstance(t["trained_only"], bool):
-        raise ValueError(
-            f"{where} has trained_only: {t['trained_only']!r}; set it to true or false"
-        )
+    for flag in ("trained_only", "check"):
+        if flag in t and not isinstance(t[flag], bool):
+            raise ValueError(f"{where} has {flag}: {t[flag]!r}; set it to true or false")
     join = t.get("join") if isinstance(t.get("join"), Mapping) else {}
     for sel in (t.get("select"), join.get("select")):
         for col, v in (sel or {}).items() if isinstance(sel, Mapping) else ():
