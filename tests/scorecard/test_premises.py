@@ -127,3 +127,52 @@ def test_a_malformed_premise_or_measured_part_is_refused_at_load(fields, problem
     spec["targets"]["claim8_content"] |= fields
     with pytest.raises(ValueError, match=rf"target 'claim8_content' {problem}"):
         S.load_targets(spec)
+
+
+def _head(variant, x, d=np.nan, model="m", window="all"):
+    return {
+        "model": model,
+        "dataset": "d",
+        "variant": variant,
+        "window": window,
+        "target": "logattn",
+        "leakage": x,
+        "leakage_lo": x - 0.01,
+        "leakage_hi": x + 0.01,
+        "local_minus_whole": d,
+        "local_minus_whole_lo": d - 0.005,
+        "local_minus_whole_hi": d + 0.005,
+        "init_of": "",
+    }
+
+
+def test_measured_parts_join_with_measured_sep_and_a_joined_part_needs_its_match():
+    t = copy.deepcopy(S.load_targets()["targets"]["additivity_ablation"])
+    head = pd.DataFrame(
+        [
+            _head("bidirectional", 0.02),
+            _head("bidirectional", 0.9, window="w16"),  # another window: not the match
+            _head("layer_bidirectional", 0.05, 0.03),
+            _head("layer_bidirectional", 0.04, 0.01, model="alone"),  # no whole-forward run
+        ]
+    )
+    rows = E.declared_rows(head, t)
+    assert [(r.target, r.verdict, r.measured) for r in rows] == [
+        (
+            "Eq. 5 additivity, layer-local vs whole-forward (m, d)",
+            S.MEASURED,
+            "layer-local - whole-forward 0.03 [0.025, 0.035]; layer-local 0.05 [0.04, 0.06], "
+            "whole-forward 0.02 [0.01, 0.03] (window all)",
+        ),
+        (
+            "Eq. 5 additivity, layer-local vs whole-forward (alone, d)",
+            S.MEASURED,
+            "layer-local - whole-forward 0.01 [0.005, 0.015]; layer-local 0.04 [0.03, 0.05] "
+            "(window all)",
+        ),
+    ]
+    assert rows[0].note == "a measurement: the paper assumes 0"
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["additivity_ablation"]["measured_sep"] = 0
+    with pytest.raises(ValueError, match="target 'additivity_ablation' has measured_sep: 0"):
+        S.load_targets(spec)

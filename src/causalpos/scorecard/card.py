@@ -223,10 +223,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
     Declared("additivity"),
-    Family(
-        paper2_headline.additivity_ablation_rows,
-        Input("headline", "model dataset variant window target leakage local_minus_whole"),
-    ),
+    Declared("additivity_ablation"),
     Family(
         paper2_position0.bos_rows,
         Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),

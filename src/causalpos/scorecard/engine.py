@@ -40,7 +40,8 @@ A declarative target (one with a ``table`` field) declares:
     ``{column:text}`` a text cell ("" where empty), another spec Python's (``{column:.2e}``);
     a list: parts joined by ``"; "``, each a template kept where the table has its columns and
     its first field's cell is finite, or ``{text: template, when: column}`` kept where that
-    column's is (no ``when``: always);
+    column's is (no ``when``: always); ``measured_sep`` the text between parts (default
+    ``"; "``);
 ``premises``
     a list of ``{if: {column: value}, verdict: not run | not applicable, why: template}``: the
     first whose ``if`` a row matches (``null``: an empty cell or a column the table lacks; a
@@ -323,7 +324,7 @@ def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
 
 def measured_text(r: pd.Series, t: Mapping) -> str:
     """Target ``t``'s ``measured`` on row ``r``: a template, or a list of parts joined by
-    ``"; "``, each a template kept where the table has its columns and the cell of its first
+    ``measured_sep`` (default ``"; "``), each a template kept where the table has its columns and the cell of its first
     field is finite, or ``{text: template, when: column}`` kept where that column's is."""
     if isinstance(t["measured"], str):
         return _Text(r).format(t["measured"])
@@ -336,7 +337,7 @@ def measured_text(r: pd.Series, t: Mapping) -> str:
             continue
         if when is None or not is_null(r.get(when)):
             out.append(_Text(r).format(text))
-    return "; ".join(out)
+    return str(t.get("measured_sep", "; ")).join(out)
 
 
 def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str, src: str) -> Row:

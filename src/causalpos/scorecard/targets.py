@@ -237,6 +237,11 @@ def check_texts(where: str, t: Mapping) -> None:
                 f"{where} has measured part {part!r}; a part is a template or "
                 "{text: template, when: column} (kept where that column's cell is finite)"
             )
+    if "measured_sep" in t and not isinstance(t["measured_sep"], str):
+        raise ValueError(
+            f"{where} has measured_sep: {t['measured_sep']!r}; set it to the text between the "
+            'measured parts (e.g. "; ")'
+        )
     premises = t.get("premises")
     if premises is None:
         return
