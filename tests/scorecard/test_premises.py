@@ -12,6 +12,7 @@ import pytest
 from causalpos import scorecard as S
 from causalpos import verdicts as V
 from causalpos.scorecard import engine as E
+from causalpos.scorecard import paper2_kinds as K
 from causalpos.scorecard import premises as P
 
 
@@ -175,4 +176,88 @@ def test_measured_parts_join_with_measured_sep_and_a_joined_part_needs_its_match
     spec = copy.deepcopy(S.load_targets())
     spec["targets"]["additivity_ablation"]["measured_sep"] = 0
     with pytest.raises(ValueError, match="target 'additivity_ablation' has measured_sep: 0"):
+        S.load_targets(spec)
+
+
+def test_a_reason_premise_decides_with_its_text_and_unless_spares_the_rows_it_matches():
+    t = {
+        "premises": [
+            {"reason": "ring_missing", "verdict": S.NOT_RUN},
+            {"if": {"free": "*"}, "unless": {"free": "measured"}, "verdict": "x", "why": "{free}"},
+        ]
+    }
+    no_ring = pd.Series({"ring_run": "", "status": "not run: no 'ring' run", "free": "measured"})
+    p = P.premise(no_ring, t)
+    assert p["verdict"] == S.NOT_RUN and p["why_text"].startswith("no 'ring' run: the residual")
+    assert P.premise(pd.Series({"ring_run": "rope+ring", "free": "measured"}), t) is None
+    assert (
+        P.premise(pd.Series({"ring_run": "rope+ring", "free": "by symmetry"}), t)["why"] == "{free}"
+    )
+    assert P.premise(pd.Series({"ring_run": "rope+ring", "free": np.nan}), t) is None
+    assert P.matches(pd.Series({"k": "global"}), {"k": ["sliding", "global"]})
+
+
+def _kind(model, kind, e, n=16, **kw):
+    return {
+        "model": model,
+        "dataset": "d",
+        "condition": "rope",
+        "landmark": "modelled",
+        "window": "all",
+        "layer_kind": kind,
+        "residual_stream": e,
+        "residual_stream_lo": e - 0.004,
+        "residual_stream_hi": e + 0.004,
+        "total": 0.02,
+        "total_lo": 0.01,
+        "total_hi": 0.03,
+        "n_layers": 3,
+        "init_of": "",
+        "n_sequences": n,
+        "ring_run": "rope+ring",
+        "mask_free_status": "measured",
+    } | kw
+
+
+def test_exclude_several_and_power_select_the_kinds_and_say_what_would_decide():
+    t = copy.deepcopy(S.load_targets()["targets"]["claim2_kinds"]) | {"threshold": 0.002}
+    table = pd.DataFrame(
+        [
+            _kind("gemma", "sliding512", 0.003),  # [-0.001, 0.007]: inconclusive
+            _kind("gemma", "global", 0.01),  # reproduced
+            _kind("gemma", "sliding512 minus global", -0.007),  # excluded: not a kind
+            _kind("gemma", "global", 0.5, landmark="counted"),  # not selected
+            _kind("smol", "global", 0.01),  # one kind only (its contrast excluded)
+            _kind("smol", "global minus global", 0.0),
+            _kind("ringless", "sliding512", 0.01, ring_run=""),
+            _kind("ringless", "global", 0.01, mask_free_status="reads 0 by symmetry"),
+        ]
+    )
+    rows = E.declared_rows(table, t)
+    got = [(r.target, r.verdict) for r in rows]
+    assert got == [
+        ("claim 2 (per layer kind) (gemma, d, sliding512: 3 layers)", V.INCONCLUSIVE),
+        ("claim 2 (per layer kind) (gemma, d, global: 3 layers)", V.REPRODUCED),
+        ("claim 2 (per layer kind) (ringless, d, sliding512: 3 layers)", S.NOT_RUN),
+        ("claim 2 (per layer kind) (ringless, d, global: 3 layers)", S.NOT_APPLICABLE),
+    ]
+    need = K.prompts_needed(0.003, -0.001, 0.007, 0.002, 16)
+    assert rows[0].note.startswith(f"about {need} prompts would resolve it at 80 % power (16 here)")
+    assert rows[1].note == "" and rows[3].note == "reads 0 by symmetry"
+    assert "ring run's logits" in rows[2].note
+
+
+@pytest.mark.parametrize(
+    "fields, problem",
+    [
+        ({"premises": [{"reason": "no_reason", "verdict": "not run"}]}, "has premise"),
+        ({"several": {"by": ["model"]}}, "has several: .*it lacks of"),
+        ({"exclude": ["layer_kind"]}, "has exclude: .*set it to"),
+        ({"power": 1}, "has power: 1; set it to true or false"),
+    ],
+)
+def test_a_malformed_reason_several_exclude_or_power_is_refused_at_load(fields, problem):
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["claim2_kinds"] |= fields
+    with pytest.raises(ValueError, match=rf"target 'claim2_kinds' {problem}"):
         S.load_targets(spec)

@@ -246,13 +246,7 @@ FAMILIES: tuple[Family, ...] = (
         reading=EXPECTED_MAP,
         scored=False,  # its sliding-window rows (per-prompt depth trend)
     ),
-    Family(
-        paper2_kinds.claim2_kind_rows,
-        Input(
-            "decomposition_components_by_kind",
-            "model dataset condition window layer_kind residual_stream residual_stream_lo",
-        ),
-    ),
+    Declared("claim2_kinds"),
     Family(
         paper2_kinds.claim3_kind_rows,
         Input(

@@ -44,10 +44,15 @@ A declarative target (one with a ``table`` field) declares:
     ``"; "``);
 ``premises``
     a list of ``{if: {column: value}, verdict: not run | not applicable, why: template}``: the
-    first whose ``if`` a row matches (``null``: an empty cell or a column the table lacks; a
-    number, bool or ``*`` glob as ``measured_if``) decides it, its note ``why`` filled from the
-    row; the measured text kept on a not-applicable row (``measured: true | false`` to say)
+    first whose ``if`` a row matches and ``unless`` (optional) it does not (``null``: an empty
+    cell or a column the table lacks; a number, bool or ``*`` glob as ``measured_if``) decides
+    it, its note ``why`` filled from the row; or ``{reason: ring_missing | openings, verdict}``:
+    decided where that shared reason of :mod:`causalpos.scorecard.rows` gives a text, its note;
+    the measured text kept on a not-applicable row (``measured: true | false`` to say)
     (:mod:`causalpos.scorecard.premises`);
+``power``
+    true: an inconclusive row's note says how many prompts (``n_sequences``) would decide it
+    against the threshold (:func:`causalpos.scorecard.paper2_kinds.power_note`);
 ``measured_extra``
     templates appended to ``measured`` where the table has the columns one reads and the
     row's cell of its first field is finite (e.g. a ratio some tables lack);
@@ -79,6 +84,12 @@ A declarative target (one with a ``table`` field) declares:
     the columns each aggregation lists aggregated so (``max``, ``min``, ``mean``, ``sum``,
     ``first``: the first non-empty cell, ``last``; a listed column the table lacks is left
     out), e.g. a per-layer table's largest value over layers;
+``exclude``
+    ``{column: value}``: the selected rows matching every one are left out (a text with ``*``
+    a glob, e.g. ``"* minus global"``);
+``several``
+    ``{of: column, by: [...]}``: only the rows of ``by`` groups (default ``[model, dataset]``)
+    holding more than one value of ``of`` (e.g. a model with several layer kinds);
 ``trained_only``
     true: the rows of random-init / init twins (an ``init_of``) are left out (e.g. read beside
     their trained model by ``join``);
@@ -116,7 +127,8 @@ import pandas as pd
 from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.materiality import for_model
-from causalpos.scorecard.premises import is_null, premise, spec_text
+from causalpos.scorecard.paper2_kinds import power_note
+from causalpos.scorecard.premises import is_null, matches, premise, spec_text
 from causalpos.scorecard.reshape import (
     JOINED,
     difference,
@@ -124,6 +136,7 @@ from causalpos.scorecard.reshape import (
     own_fields,
     raw_columns,
     reduce,
+    several,
     widen,
 )
 from causalpos.scorecard.rows import (
@@ -281,6 +294,8 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
     tm = for_model(t, r["model"]) if "model" in r.index else dict(t)
     verdict, text = judge(tm, rule_input(t, r))
     note = field_text(t, "note")
+    if t.get("power"):  # an inconclusive row's prompts to decide it
+        note = "; ".join(filter(None, (note, power(tm, r, verdict))))
     if t.get("own_control"):
         ctl, ctl_text = own_control(r)
         tested, verdict = verdict, V.unless_control_reads(verdict, ctl)
@@ -303,7 +318,8 @@ def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
     random-init / init twins; ``join`` reads each row's match beside it; ``difference`` adds an
     estimate minus another. The estimate's finiteness is read after them."""
     t = {**t, "select": own_fields(t.get("select"), t)}
-    reshaped = any(t.get(k) for k in ("wide", "reduce", "join", "difference", "trained_only"))
+    reshaped = ("wide", "reduce", "join", "difference", "trained_only", "exclude", "several")
+    reshaped = any(t.get(k) for k in reshaped)
     if not reshaped:
         return select_rows(table, t)
     sel = select_rows(table, {k: t[k] for k in ("select", "first") if k in t})
@@ -311,6 +327,10 @@ def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
         sel = widen(sel, t["wide"])
     if t.get("reduce"):
         sel = reduce(sel, t["reduce"])
+    if t.get("exclude"):
+        sel = sel[[not matches(r, t["exclude"]) for _, r in sel.iterrows()]]
+    if t.get("several"):
+        sel = several(sel, t["several"])
     if t.get("trained_only"):
         sel = sel[text_column(sel, "init_of") == ""]
     if t.get("join"):
@@ -344,7 +364,7 @@ def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str,
     """The row of a premise of target ``t`` (:func:`causalpos.scorecard.premises.premise`) on
     row ``r``: its verdict (not run / not applicable) and ``why`` (a template of the row's
     cells); the measured text kept where ``measured`` is true (default: a not-applicable row)."""
-    why = " ".join(_Text(r).format(p["why"]).split())
+    why = " ".join((p.get("why_text") or _Text(r).format(p["why"])).split())
     keep = p.get("measured", p["verdict"] == NOT_APPLICABLE)
     return target_row(t, label, measured if keep else "", p["verdict"], src, note=why)
 
@@ -355,3 +375,13 @@ def rule_input(t: Mapping, r: pd.Series):
     if rule_names(t)[0] in POINT_RULES:
         return float(r[t["estimate"]])
     return (float(r[t["lo"]]), float(r[t["hi"]]))
+
+
+def power(t: Mapping, r: pd.Series, verdict: str) -> str:
+    """An inconclusive row's power note (:func:`causalpos.scorecard.paper2_kinds.power_note`):
+    the prompts (of ``n_sequences``) its estimate's interval would need to clear target ``t``'s
+    threshold; "" for a decided row."""
+    n = float(r.get("n_sequences", np.nan))
+    vals = (float(r[t["estimate"]]), float(r[t["lo"]]), float(r[t["hi"]]))
+    where = (str(r.get("model", "")), str(r.get("dataset", "")))
+    return power_note(verdict, vals, float(t["threshold"]), int(n) if np.isfinite(n) else 0, where)

@@ -1,7 +1,7 @@
 """A declarative target's row premises and cell formats (:mod:`causalpos.scorecard.engine`):
 ``premises``, the rows a target does not judge because a column says the claim's premise does
-not hold (``not applicable``) or is not known (``not run``), and the format specs of its
-templates beyond ``ci`` and ``d``."""
+not hold (``not applicable``) or is not known (``not run``), or a shared reason says so
+(:data:`REASONS`), and the format specs of its templates beyond ``ci`` and ``d``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+import causalpos.scorecard.rows as rows
 from causalpos.scorecard.rows import fmt, fmt_ci
+from causalpos.scorecard.targets import PREMISE_REASONS
+
+#: The reasons a premise may name (``reason``): functions of :mod:`causalpos.scorecard.rows`,
+#: each saying why a row cannot be judged ("" where it can), shared with the row builders that
+#: read the same tables.
+REASONS = {name: getattr(rows, name) for name in PREMISE_REASONS}
 
 
 def is_null(v) -> bool:
@@ -42,11 +49,31 @@ def cell_matches(have, want) -> bool:
     return str(have) == str(want)
 
 
+def matches(r: pd.Series, cond: Mapping) -> bool:
+    """Whether row ``r`` matches every ``{column: value}`` of ``cond`` (:func:`cell_matches`; a
+    list of values: any of them; a column the row lacks reads as empty)."""
+
+    def one(have, want) -> bool:
+        return (
+            any(cell_matches(have, w) for w in want)
+            if isinstance(want, list)
+            else (cell_matches(have, want))
+        )
+
+    return all(one(r.get(c), v) for c, v in cond.items())
+
+
 def premise(r: pd.Series, t: Mapping) -> Mapping | None:
-    """The first of target ``t``'s ``premises`` whose ``if`` row ``r`` matches (a column the
-    table lacks reads as empty), or None."""
+    """The first of target ``t``'s ``premises`` that decides row ``r``: one whose ``reason``
+    (:data:`REASONS`) gives a text (then its ``why``), or whose ``if`` the row matches and
+    ``unless`` it does not (:func:`matches`); None where none does."""
     for p in t.get("premises") or ():
-        if all(cell_matches(r.get(c), v) for c, v in p["if"].items()):
+        if "reason" in p:
+            why = REASONS[p["reason"]](r)
+            if why:
+                return {**p, "why_text": why}
+            continue
+        if matches(r, p["if"]) and not (p.get("unless") and matches(r, p["unless"])):
             return p
     return None
 

@@ -131,6 +131,7 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
     if j := t.get("join"):
         need = {c.removeprefix(j["prefix"]) for c in need}
         need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})
+    need |= {s["of"], *s.get("by", WIDE_BY)} if (s := t.get("several")) else set()
     return need | ({"init_of"} if t.get("trained_only") else set())
 
 
@@ -146,3 +147,11 @@ def reduce(sel: pd.DataFrame, r: Mapping) -> pd.DataFrame:
     by = list(r["by"])
     how = {c: op for op in REDUCTIONS for c in r.get(op) or () if c in sel.columns}
     return sel.groupby(by, sort=False, dropna=False).agg(how).reset_index()
+
+
+def several(sel: pd.DataFrame, s: Mapping) -> pd.DataFrame:
+    """The rows of ``sel`` whose ``s["by"]`` group (default model, dataset) holds more than one
+    value of column ``s["of"]`` (e.g. a model with several layer kinds)."""
+    by = list(s.get("by", WIDE_BY))
+    n = sel.groupby(by, sort=False, dropna=False)[s["of"]].transform("nunique")
+    return sel[n > 1]

@@ -156,6 +156,7 @@ RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
         },
         ("match", "prefix"),
     ),
+    "several": ({"of": (_text, "a column"), "by": (_columns, "[column, ...]")}, ("of",)),
     "difference": (
         {
             "name": (_text, "a column"),
@@ -200,9 +201,15 @@ def check_reshape(where: str, t: Mapping) -> None:
 
 
 def check_own_fields(where: str, t: Mapping) -> None:
-    """Raise ValueError for ``trained_only`` or ``check`` that is not true / false, and for a ``select``
+    """Raise ValueError for ``trained_only``, ``check`` or ``power`` that is not true / false,
+    an ``exclude`` that is not a mapping, and for a ``select``
     value ``"{name}"`` (its own ``select`` or its ``join``'s) naming no field of target ``t``."""
-    for flag in ("trained_only", "check"):
+    if "exclude" in t and not (isinstance(t["exclude"], Mapping) and t["exclude"]):
+        raise ValueError(
+            f"{where} has exclude: {t['exclude']!r}; set it to {{column: value}} (the rows "
+            "matching every one are left out; a text with * is a glob)"
+        )
+    for flag in ("trained_only", "check", "power"):
         if flag in t and not isinstance(t[flag], bool):
             raise ValueError(f"{where} has {flag}: {t[flag]!r}; set it to true or false")
     join = t.get("join") if isinstance(t.get("join"), Mapping) else {}
@@ -217,13 +224,16 @@ def check_own_fields(where: str, t: Mapping) -> None:
 
 #: The verdicts a premise may give (:mod:`causalpos.scorecard.premises`).
 PREMISE_VERDICTS = ("not run", "not applicable")
+#: The shared reasons a premise may name: functions of :mod:`causalpos.scorecard.rows`
+#: (:data:`causalpos.scorecard.premises.REASONS`).
+PREMISE_REASONS = ("ring_missing", "openings")
 
 
 def check_texts(where: str, t: Mapping) -> None:
     """Raise ValueError for a ``measured`` that is neither a template nor a list of parts (a
     template or ``{text: template, when: column}``), and for ``premises`` that are not a list of
     ``{if: {column: value}, verdict: not run | not applicable, why: template}`` (optionally
-    ``measured: true | false``)."""
+    ``unless``, ``measured: true | false``) or ``{reason: <a name of PREMISE_REASONS>, verdict}``."""
     parts = t["measured"] if isinstance(t.get("measured"), list) else []
     for part in parts:
         ok = _text(part) or (
@@ -248,18 +258,25 @@ def check_texts(where: str, t: Mapping) -> None:
     for p in premises if isinstance(premises, list) else [premises]:
         ok = (
             isinstance(p, Mapping)
-            and isinstance(p.get("if"), Mapping)
-            and len(p["if"]) > 0
             and p.get("verdict") in PREMISE_VERDICTS
-            and _text(p.get("why"))
             and isinstance(p.get("measured", False), bool)
-            and set(p) <= {"if", "verdict", "why", "measured"}
+            and (
+                (p.get("reason") in PREMISE_REASONS and set(p) <= {"reason", "verdict", "measured"})
+                or (
+                    isinstance(p.get("if"), Mapping)
+                    and len(p["if"]) > 0
+                    and isinstance(p.get("unless", {}), Mapping)
+                    and _text(p.get("why"))
+                    and set(p) <= {"if", "unless", "verdict", "why", "measured"}
+                )
+            )
         )
         if not ok or not isinstance(premises, list):
             raise ValueError(
                 f"{where} has premise {p!r}; premises is a list of {{if: {{column: value}}, "
-                f"verdict: {' | '.join(PREMISE_VERDICTS)}, why: template}} (optionally "
-                "measured: true | false)"
+                f"verdict: {' | '.join(PREMISE_VERDICTS)}, why: template}} (optionally unless: "
+                "{column: value}, measured: true | false), or of {reason: "
+                f"{' | '.join(PREMISE_REASONS)}, verdict: ...}}"
             )
 
 
