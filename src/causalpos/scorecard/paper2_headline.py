@@ -1,9 +1,10 @@
 """Paper 2's rows on the headline reading (causalpos.paper2.summary.headline): claim 1, the
 controls (negative: passed / reads position / underpowered against a declared margin; positive:
-recovered / not recovered), claim 2 (the residual-stream component; the causal-mask one
-measured beside it), claim 3's ordering, claim 6 (the linear baseline's inflation, by size) and Eq. 5's additivity
-(measured). Claims 1, 2, 3 and 6 are judged against the materiality thresholds of the config
-(``leakage.materiality``). The decomposition rows that share paper 2's other families
+recovered / not recovered) and claim 2 (the residual-stream component; the causal-mask one
+measured beside it). Claims 1 and 2 are judged against the materiality thresholds of the config
+(``leakage.materiality``). Claim 3's ordering: :mod:`causalpos.scorecard.paper2_claim3`; claim
+6 on the headline and Eq. 5's additivity (both readings) are declarative targets
+(``claim6_headline``, ``additivity``, ``additivity_ablation`` in ``causalpos/targets.yaml``). The decomposition rows that share paper 2's other families
 (claims 4 and 10, Table 6) are in :mod:`causalpos.scorecard.paper2`.
 """
 
