@@ -261,3 +261,27 @@ def test_a_malformed_reason_several_exclude_or_power_is_refused_at_load(fields, 
     spec["targets"]["claim2_kinds"] |= fields
     with pytest.raises(ValueError, match=rf"target 'claim2_kinds' {problem}"):
         S.load_targets(spec)
+
+
+def test_a_table_without_a_required_column_says_so_apart_from_an_absent_table(tmp_path):
+    from tests.scorecard_tables import _card, _one
+
+    pr = pd.DataFrame([_probe("a", 0.2, 0.18, 0.25)])
+    absent = _one(_card(tmp_path), "claim 8")
+    assert (absent["verdict"], absent["note"]) == (
+        S.NOT_RUN,
+        "the config has no position-0 experiment",
+    )
+    # requires: token0_fixed (a premise's column) must be in the table
+    old = _one(_card(tmp_path, position0_probes=pr.drop(columns="token0_fixed")), "claim 8")
+    assert old["verdict"] == S.NOT_RUN and old["note"].startswith(
+        "the probe table has no token0_fixed"
+    )
+    t = S.load_targets()["targets"]["claim8_content"]
+    assert "token0_fixed" in E.columns(t).split()
+    assert E.declared_rows(None, t, raw=pr)[0].note.startswith("the probe table has no")
+    assert E.declared_rows(None, t)[0].note == "the config has no position-0 experiment"
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["claim8_content"]["requires"] = "token0_fixed"
+    with pytest.raises(ValueError, match="target 'claim8_content' has requires: 'token0_fixed'"):
+        S.load_targets(spec)

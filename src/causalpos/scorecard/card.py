@@ -107,12 +107,14 @@ class Declared(Family):
     ``scored``)."""
 
     def __init__(self, name: str, **kw):
-        super().__init__(lambda table, T: declared_rows(table, T[name]), **kw)
+        super().__init__(lambda table, raw, T: declared_rows(table, T[name], raw), **kw)
         self.name = name
 
     def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
+        """Its table with the columns it needs, and as read (which says whether a table that
+        reaches it as None is absent or lacks a column)."""
         t = T[self.name]
-        return (Input(t["table"], columns(t)),)
+        return (Input(t["table"], columns(t)), Input(t["table"]))
 
     def __repr__(self) -> str:
         return f"Declared({self.name})"

@@ -38,10 +38,10 @@ A declarative target (one with a ``table`` field) declares:
     ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
     ``column_hi``); ``{column:ci<n>}`` / ``{column:<n>}`` at ``n`` significant digits,
     ``{column:text}`` a text cell ("" where empty), another spec Python's (``{column:.2e}``);
-    a list: parts joined by ``"; "``, each a template kept where the table has its columns and
-    its first field's cell is finite, or ``{text: template, when: column}`` kept where that
-    column's is (no ``when``: always); ``measured_sep`` the text between parts (default
-    ``"; "``);
+    a list: parts joined by ``"; "``, each a template kept where its first field's cell is
+    finite, or ``{text: template, when: column}`` kept where that column's is (no ``when``:
+    always; a column the table lacks reads as empty); ``measured_sep`` the text between parts
+    (default ``"; "``);
 ``premises``
     a list of ``{if: {column: value}, verdict: not run | not applicable, why: template}``: the
     first whose ``if`` a row matches and ``unless`` (optional) it does not (``null``: an empty
@@ -110,9 +110,13 @@ A declarative target (one with a ``table`` field) declares:
 ``rule_column``
     true: the row states its rule in the scorecard's ``rule`` column
     (:func:`causalpos.scorecard.rules.rule_text`);
+``requires``
+    ``[column, ...]``: columns the table must have beyond those the other fields name (e.g. a
+    premise's); a table without one reads ``not_run`` / ``not_run_columns``;
 ``not_run``, ``empty``
     why there is no row: the table is absent or lacks a column (``not_run``), or no row is
-    selected (``empty``).
+    selected (``empty``); ``not_run_columns`` where the table is there but lacks a column the
+    target needs (e.g. one made before it: what to rerun).
 """
 
 from __future__ import annotations
@@ -228,12 +232,15 @@ def judge(t: Mapping, ci: tuple[float, float]) -> tuple[str, str]:
     return RULES[name](ci, *values.values()), rule_text(RULES[name], **values)
 
 
-def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
+def declared_rows(
+    table: pd.DataFrame | None, t: Mapping, raw: pd.DataFrame | None = None
+) -> list[Row]:
     """The rows of declarative target ``t`` on its table (None: absent, empty or without a
-    column :func:`columns` names)."""
+    column :func:`columns` names; ``raw``: the table as read, where it says which)."""
     src = SCORECARD_TABLES[t["table"]]
     if table is None:
-        return [not_run(t, t["label"], src, fill(t["not_run"], t))]
+        why = t["not_run_columns"] if raw is not None and "not_run_columns" in t else t["not_run"]
+        return [not_run(t, t["label"], src, fill(why, t))]
     sel = reshaped_rows(table, t)
     if sel.empty:
         return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
@@ -344,8 +351,9 @@ def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
 
 def measured_text(r: pd.Series, t: Mapping) -> str:
     """Target ``t``'s ``measured`` on row ``r``: a template, or a list of parts joined by
-    ``measured_sep`` (default ``"; "``), each a template kept where the table has its columns and the cell of its first
-    field is finite, or ``{text: template, when: column}`` kept where that column's is."""
+    ``measured_sep`` (default ``"; "``), each a template kept where the cell of its first field
+    is finite, or ``{text: template, when: column}`` kept where that column's is (a column the
+    table lacks reads as empty: "nan" in a kept part)."""
     if isinstance(t["measured"], str):
         return _Text(r).format(t["measured"])
     out = []
@@ -353,10 +361,9 @@ def measured_text(r: pd.Series, t: Mapping) -> str:
         text = part["text"] if isinstance(part, Mapping) else part
         names = [name for _, name, _, _ in string.Formatter().parse(text) if name]
         when = part.get("when") if isinstance(part, Mapping) else (names[0] if names else None)
-        if not template_columns(text) <= set(r.index):
-            continue
-        if when is None or not is_null(r.get(when)):
-            out.append(_Text(r).format(text))
+        cells = r.reindex(r.index.union(sorted(template_columns(text) - set(r.index))))
+        if when is None or not is_null(cells.get(when)):
+            out.append(_Text(cells).format(text))
     return str(t.get("measured_sep", "; ")).join(out)
 
 

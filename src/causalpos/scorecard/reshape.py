@@ -29,7 +29,7 @@ def widen(table: pd.DataFrame, w: Mapping) -> pd.DataFrame:
     keys, values = list(w["columns"]), list(w["values"])
     by = list(w.get("by", WIDE_BY))
     out = []
-    for _, g in table.groupby(by, sort=False, dropna=False):
+    for _, g in table.groupby(by, sort=False):
         row = g.iloc[0].drop(keys + values).to_dict()
         for _, r in g.iterrows():
             name = "_".join(str(r[k]) for k in keys)
@@ -113,7 +113,8 @@ def difference(sel: pd.DataFrame, d: Mapping) -> pd.DataFrame:
 def raw_columns(t: Mapping, need: set[str]) -> set[str]:
     """The columns of its table target ``t`` needs, from those its templates and rule name
     (``need``): a ``wide`` target's long table's; a ``difference``'s inputs for its result; a
-    ``join``ed column's own name, and the columns it selects and matches on."""
+    ``join``ed column's own name, and the columns it selects and matches on; those it
+    ``requires``."""
     if rd := t.get("reduce"):  # the columns it aggregates are read where the table has them
         need = (need - {c for op in REDUCTIONS for c in rd.get(op) or ()}) | set(rd["by"])
         need |= {t["estimate"]} if "estimate" in t else set()
@@ -132,6 +133,7 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
         need = {c.removeprefix(j["prefix"]) for c in need}
         need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})
     need |= {s["of"], *s.get("by", WIDE_BY)} if (s := t.get("several")) else set()
+    need |= set(t.get("requires") or ())
     return need | ({"init_of"} if t.get("trained_only") else set())
 
 
@@ -146,12 +148,12 @@ def reduce(sel: pd.DataFrame, r: Mapping) -> pd.DataFrame:
     out (a template part that reads it is then left out too)."""
     by = list(r["by"])
     how = {c: op for op in REDUCTIONS for c in r.get(op) or () if c in sel.columns}
-    return sel.groupby(by, sort=False, dropna=False).agg(how).reset_index()
+    return sel.groupby(by, sort=False).agg(how).reset_index()
 
 
 def several(sel: pd.DataFrame, s: Mapping) -> pd.DataFrame:
     """The rows of ``sel`` whose ``s["by"]`` group (default model, dataset) holds more than one
     value of column ``s["of"]`` (e.g. a model with several layer kinds)."""
     by = list(s.get("by", WIDE_BY))
-    n = sel.groupby(by, sort=False, dropna=False)[s["of"]].transform("nunique")
+    n = sel.groupby(by, sort=False)[s["of"]].transform("nunique")
     return sel[n > 1]

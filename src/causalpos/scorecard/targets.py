@@ -202,12 +202,17 @@ def check_reshape(where: str, t: Mapping) -> None:
 
 def check_own_fields(where: str, t: Mapping) -> None:
     """Raise ValueError for ``trained_only``, ``check`` or ``power`` that is not true / false,
-    an ``exclude`` that is not a mapping, and for a ``select``
+    an ``exclude`` that is not a mapping, a ``requires`` that is no list of columns, and for a ``select``
     value ``"{name}"`` (its own ``select`` or its ``join``'s) naming no field of target ``t``."""
     if "exclude" in t and not (isinstance(t["exclude"], Mapping) and t["exclude"]):
         raise ValueError(
             f"{where} has exclude: {t['exclude']!r}; set it to {{column: value}} (the rows "
             "matching every one are left out; a text with * is a glob)"
+        )
+    if "requires" in t and not _columns(t["requires"]):
+        raise ValueError(
+            f"{where} has requires: {t['requires']!r}; set it to [column, ...] (the columns its "
+            "table must have beyond those its fields name)"
         )
     for flag in ("trained_only", "check", "power"):
         if flag in t and not isinstance(t[flag], bool):
