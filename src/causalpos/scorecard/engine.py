@@ -12,7 +12,8 @@ A declarative target (one with a ``table`` field) declares:
 ``table``
     the scorecard input it reads (a key of :data:`causalpos.catalogue.SCORECARD_TABLES`);
 ``select``
-    ``{column: value}``: the table's rows it judges (a list of values: any of them);
+    ``{column: value}``: the table's rows it judges (a list of values: any of them; a value
+    ``"{name}"``, here or in a ``join``'s, is the target's own field, e.g. ``tau: "{tau}"``);
 ``finite``
     false: the rows whose estimate is not finite are judged too (their rule decides nothing:
     ``inconclusive``); default true, they are left out;
@@ -38,10 +39,10 @@ A declarative target (one with a ``table`` field) declares:
     ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
     ``column_hi``); ``{column:ci<n>}`` / ``{column:<n>}`` at ``n`` significant digits,
     ``{column:text}`` a text cell ("" where empty), another spec Python's (``{column:.2e}``);
-    a list: parts joined by ``"; "``, each a template kept where its first field's cell is
-    finite, or ``{text: template, when: column}`` kept where that column's is (no ``when``:
-    always; a column the table lacks reads as empty); ``measured_sep`` the text between parts
-    (default ``"; "``);
+    a list: parts joined by ``"; "``, each a template kept where its first field's cell is not
+    empty (NaN, ""), or ``{text: template, when: column}`` kept where that column's is not (no
+    ``when``: always; a column the table lacks reads as empty); ``measured_sep`` the text
+    between parts (default ``"; "``);
 ``premises``
     a list of ``{if: {column: value}, verdict: not run | not applicable, why: template}``: the
     first whose ``if`` a row matches and ``unless`` (optional) it does not (``null``: an empty
@@ -105,8 +106,6 @@ A declarative target (one with a ``table`` field) declares:
     ``of`` minus estimate ``minus`` (each with ``_lo``, ``_hi``), CIs combined as independent
     samples (:func:`causalpos.verdicts.difference_ci`), e.g. a trained model minus its twin;
     ``point: true``: ``minus`` is a number without an interval (e.g. a null's mean);
-    a ``select`` value ``"{name}"`` (the target's or its join's) is the target's own field
-    ``name`` (e.g. ``tau: "{tau}"``);
 ``rule_column``
     true: the row states its rule in the scorecard's ``rule`` column
     (:func:`causalpos.scorecard.rules.rule_text`);
@@ -131,18 +130,8 @@ import pandas as pd
 from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.materiality import for_model
-from causalpos.scorecard.paper2_kinds import power_note
-from causalpos.scorecard.premises import is_null, matches, premise, spec_text
-from causalpos.scorecard.reshape import (
-    JOINED,
-    difference,
-    join,
-    own_fields,
-    raw_columns,
-    reduce,
-    several,
-    widen,
-)
+from causalpos.scorecard.premises import is_null, power, premise, spec_text
+from causalpos.scorecard.reshape import JOINED, raw_columns, reshaped
 from causalpos.scorecard.rows import (
     CHECKS,
     MEASURED,
@@ -160,7 +149,7 @@ from causalpos.scorecard.rows import (
     text_column,
 )
 from causalpos.scorecard.rules import rule_text, rules_text
-from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, POINT_RULES, RULES, rule_names
+from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_input, rule_names
 
 #: A row's label after the target's, by default.
 WHERE = "{model}, {dataset}"
@@ -241,7 +230,7 @@ def declared_rows(
     if table is None:
         why = t["not_run_columns"] if raw is not None and "not_run_columns" in t else t["not_run"]
         return [not_run(t, t["label"], src, fill(why, t))]
-    sel = reshaped_rows(table, t)
+    sel = reshaped(table, t, select_rows)
     if sel.empty:
         return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
     landmarks = text_column(sel, "landmark")
@@ -318,42 +307,11 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
     return target_row(tm, label, measured, verdict, src, note=note, rule=text)
 
 
-def reshaped_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
-    """The rows target ``t`` judges (:func:`select_rows`; a ``select`` value ``"{name}"`` is the
-    target's field ``name``), after its reshapes (:mod:`causalpos.scorecard.reshape`): ``wide``
-    selects the long table's rows and widens them; ``trained_only`` leaves out the rows of
-    random-init / init twins; ``join`` reads each row's match beside it; ``difference`` adds an
-    estimate minus another. The estimate's finiteness is read after them."""
-    t = {**t, "select": own_fields(t.get("select"), t)}
-    reshaped = ("wide", "reduce", "join", "difference", "trained_only", "exclude", "several")
-    reshaped = any(t.get(k) for k in reshaped)
-    if not reshaped:
-        return select_rows(table, t)
-    sel = select_rows(table, {k: t[k] for k in ("select", "first") if k in t})
-    if t.get("wide") and not sel.empty:
-        sel = widen(sel, t["wide"])
-    if t.get("reduce"):
-        sel = reduce(sel, t["reduce"])
-    if t.get("exclude"):
-        sel = sel[[not matches(r, t["exclude"]) for _, r in sel.iterrows()]]
-    if t.get("several"):
-        sel = several(sel, t["several"])
-    if t.get("trained_only"):
-        sel = sel[text_column(sel, "init_of") == ""]
-    if t.get("join"):
-        sel = join(sel, table, t["join"], t)
-    if t.get("difference"):
-        sel = difference(sel, t["difference"])
-    if sel.empty:
-        return sel
-    return select_rows(sel, {k: t[k] for k in ("estimate", "finite") if k in t})
-
-
 def measured_text(r: pd.Series, t: Mapping) -> str:
     """Target ``t``'s ``measured`` on row ``r``: a template, or a list of parts joined by
     ``measured_sep`` (default ``"; "``), each a template kept where the cell of its first field
-    is finite, or ``{text: template, when: column}`` kept where that column's is (a column the
-    table lacks reads as empty: "nan" in a kept part)."""
+    is not empty, or ``{text: template, when: column}`` kept where that column's is not (a
+    column the table lacks reads as empty: "nan" in a kept part)."""
     if isinstance(t["measured"], str):
         return _Text(r).format(t["measured"])
     out = []
@@ -374,21 +332,3 @@ def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str,
     why = " ".join((p.get("why_text") or _Text(r).format(p["why"])).split())
     keep = p.get("measured", p["verdict"] == NOT_APPLICABLE)
     return target_row(t, label, measured if keep else "", p["verdict"], src, note=why)
-
-
-def rule_input(t: Mapping, r: pd.Series):
-    """What target ``t``'s rule judges on row ``r``: the estimate's cell for a rule of a value
-    (:data:`causalpos.scorecard.targets.POINT_RULES`, e.g. ``exact``), else the interval."""
-    if rule_names(t)[0] in POINT_RULES:
-        return float(r[t["estimate"]])
-    return (float(r[t["lo"]]), float(r[t["hi"]]))
-
-
-def power(t: Mapping, r: pd.Series, verdict: str) -> str:
-    """An inconclusive row's power note (:func:`causalpos.scorecard.paper2_kinds.power_note`):
-    the prompts (of ``n_sequences``) its estimate's interval would need to clear target ``t``'s
-    threshold; "" for a decided row."""
-    n = float(r.get("n_sequences", np.nan))
-    vals = (float(r[t["estimate"]]), float(r[t["lo"]]), float(r[t["hi"]]))
-    where = (str(r.get("model", "")), str(r.get("dataset", "")))
-    return power_note(verdict, vals, float(t["threshold"]), int(n) if np.isfinite(n) else 0, where)

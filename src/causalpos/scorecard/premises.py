@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 import causalpos.scorecard.rows as rows
+from causalpos.scorecard.paper2_kinds import power_note
 from causalpos.scorecard.rows import fmt, fmt_ci
 from causalpos.scorecard.targets import PREMISE_REASONS
 
@@ -90,3 +91,13 @@ def spec_text(r: pd.Series, column: str, spec: str) -> str:
     if spec == "text":
         return "" if is_null(v) else str(v)
     return format(float(v), spec)
+
+
+def power(t: Mapping, r: pd.Series, verdict: str) -> str:
+    """An inconclusive row's power note (:func:`causalpos.scorecard.paper2_kinds.power_note`):
+    the prompts (of ``n_sequences``) its estimate's interval would need to clear target ``t``'s
+    threshold; "" for a decided row."""
+    n = float(r.get("n_sequences", np.nan))
+    vals = (float(r[t["estimate"]]), float(r[t["lo"]]), float(r[t["hi"]]))
+    where = (str(r.get("model", "")), str(r.get("dataset", "")))
+    return power_note(verdict, vals, float(t["threshold"]), int(n) if np.isfinite(n) else 0, where)

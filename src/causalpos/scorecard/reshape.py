@@ -8,11 +8,12 @@ the target's templates and rule read."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.premises import matches
 from causalpos.scorecard.rows import text_column
 from causalpos.verdicts import difference_ci
 
@@ -157,3 +158,34 @@ def several(sel: pd.DataFrame, s: Mapping) -> pd.DataFrame:
     by = list(s.get("by", WIDE_BY))
     n = sel.groupby(by, sort=False)[s["of"]].transform("nunique")
     return sel[n > 1]
+
+
+def reshaped(table: pd.DataFrame, t: Mapping, select_rows: Callable) -> pd.DataFrame:
+    """The rows target ``t`` judges (``select_rows``: :func:`causalpos.scorecard.engine.select_rows`;
+    a ``select`` value ``"{name}"`` is the target's field ``name``), after its reshapes: ``wide``
+    selects the long table's rows and widens them; ``trained_only`` leaves out the rows of
+    random-init / init twins; ``reduce``, ``exclude``, ``several`` as their functions; ``join`` reads each row's match beside it; ``difference`` adds an
+    estimate minus another. The estimate's finiteness is read after them."""
+    t = {**t, "select": own_fields(t.get("select"), t)}
+    reshaped = ("wide", "reduce", "join", "difference", "trained_only", "exclude", "several")
+    reshaped = any(t.get(k) for k in reshaped)
+    if not reshaped:
+        return select_rows(table, t)
+    sel = select_rows(table, {k: t[k] for k in ("select", "first") if k in t})
+    if t.get("wide") and not sel.empty:
+        sel = widen(sel, t["wide"])
+    if t.get("reduce"):
+        sel = reduce(sel, t["reduce"])
+    if t.get("exclude"):
+        sel = sel[[not matches(r, t["exclude"]) for _, r in sel.iterrows()]]
+    if t.get("several"):
+        sel = several(sel, t["several"])
+    if t.get("trained_only"):
+        sel = sel[text_column(sel, "init_of") == ""]
+    if t.get("join"):
+        sel = join(sel, table, t["join"], t)
+    if t.get("difference"):
+        sel = difference(sel, t["difference"])
+    if sel.empty:
+        return sel
+    return select_rows(sel, {k: t[k] for k in ("estimate", "finite") if k in t})

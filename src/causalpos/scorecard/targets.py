@@ -60,6 +60,14 @@ def rule_names(t: Mapping) -> list[str]:
     return [str(r) for r in rule] if isinstance(rule, list) else [str(rule)]
 
 
+def rule_input(t: Mapping, r: Mapping):
+    """What target ``t``'s rule judges on row ``r``: the estimate's cell for a rule of a value
+    (:data:`POINT_RULES`, e.g. ``exact``), else the interval."""
+    if rule_names(t)[0] in POINT_RULES:
+        return float(r[t["estimate"]])
+    return (float(r[t["lo"]]), float(r[t["hi"]]))
+
+
 def check_target(name: str, t: Mapping) -> None:
     """Raise ValueError, naming target ``name``, for a rule :data:`RULES` does not hold and for a
     declarative target (one with a ``table``) missing a field of :data:`REQUIRED`, naming an
