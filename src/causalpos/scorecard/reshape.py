@@ -1,7 +1,9 @@
 """The table reshapes a declarative target declares (:mod:`causalpos.scorecard.engine`) before its
-rows are judged: ``wide`` (a long table's readings of one (model, dataset) made one row),
-``join`` (a row's matching row of the same table read beside it, e.g. its random-init twin) and
-``difference`` (an estimate minus another, CIs combined as independent samples).
+rows are judged (:func:`reshaped`): ``wide`` (a long table's readings of one (model, dataset)
+made one row), ``reduce`` (a group's rows aggregated), ``exclude`` / ``several`` /
+``trained_only`` (rows left out), ``join`` (a row's matching row of the same table read beside
+it, e.g. its random-init twin) and ``difference`` (an estimate minus another, CIs combined as
+independent samples).
 
 Each function takes the target's table and the target's field, and returns a table whose columns
 the target's templates and rule read."""
