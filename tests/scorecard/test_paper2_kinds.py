@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causalpos import scorecard as S
 from causalpos.scorecard import paper2_kinds as K
+from causalpos.scorecard.engine import declared_rows
 from causalpos.scorecard.rows import MEASURED, NOT_APPLICABLE, NOT_RUN
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
 
@@ -30,6 +32,12 @@ T = {
         "threshold": 0.002,
     },
 }
+
+
+def _claim2_rows(d, T):
+    """Claim 2's per-kind rows, the declarative target ``claim2_kinds`` (the packaged one with
+    this module's fields) judged by the engine."""
+    return declared_rows(d, S.load_targets()["targets"]["claim2_kinds"] | T["claim2_kinds"])
 
 
 def table(model, sliding, glob, contrast, *, masks=True, n=16):
@@ -133,12 +141,12 @@ def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
 
 def test_claim2_per_kind_rows_judge_each_kind_against_the_threshold():
     d = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
-    rows = K.claim2_kind_rows(d, T)
+    rows = _claim2_rows(d, T)
     assert [r.verdict for r in rows] == [REPRODUCED, DIFFERS]
     assert "sliding512: 15 layers" in rows[0].target and "global: 3 layers" in rows[1].target
     # one kind only (a model whose layers all mask alike): nothing to split by kind
     one = d[d["layer_kind"] == "global"]
-    assert K.claim2_kind_rows(one, T)[0].verdict == NOT_RUN
+    assert _claim2_rows(one, T)[0].verdict == NOT_RUN
 
 
 def test_claim2_per_kind_is_not_applicable_where_token_0_is_not_fixed():
@@ -147,10 +155,10 @@ def test_claim2_per_kind_is_not_applicable_where_token_0_is_not_fixed():
     numbers would say differs)."""
     why = "not applicable: token 0 is not one fixed id across the prompts (ids 2, 5)"
     d = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
-    rows = K.claim2_kind_rows(d.assign(mask_free_status=why), T)
+    rows = _claim2_rows(d.assign(mask_free_status=why), T)
     assert [r.verdict for r in rows] == [NOT_APPLICABLE, NOT_APPLICABLE]
     assert all(r.note == why for r in rows)
-    measured = K.claim2_kind_rows(d.assign(mask_free_status="measured"), T)
+    measured = _claim2_rows(d.assign(mask_free_status="measured"), T)
     assert [r.verdict for r in measured] == [REPRODUCED, DIFFERS]
 
 
@@ -167,7 +175,7 @@ def test_a_models_own_threshold_judges_its_rows():
     d = table("gemma", (0.004, 0.003, 0.005), (0.004, 0.003, 0.005), (0.0, -0.001, 0.001))
     other = table("g2", (0.004, 0.003, 0.005), (0.004, 0.003, 0.005), (0.0, -0.001, 0.001))
     own = {k: {**t, "thresholds": {"gemma": 0.006}} for k, t in T.items()}
-    rows = K.claim2_kind_rows(pd.concat([d, other]), own)
+    rows = _claim2_rows(pd.concat([d, other]), own)
     verdicts = {(r.target.rsplit("(", 1)[1].split(",")[0], r.verdict) for r in rows}
     assert verdicts == {("gemma", DIFFERS), ("g2", REPRODUCED)}
     gemma = [r for r in rows if "(gemma," in r.target]

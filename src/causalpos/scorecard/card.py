@@ -103,24 +103,30 @@ class Family:
 
 class Declared(Family):
     """The rows of a declarative target (:mod:`causalpos.scorecard.engine`): its table, columns
-    and rule come from its entry in the targets."""
+    and rule come from its entry in the targets; ``kw`` as :class:`Family` (``reading``,
+    ``scored``)."""
 
-    def __init__(self, name: str):
-        super().__init__(lambda table, T: _engine(T[name])(table, T[name]))
+    def __init__(self, name: str, **kw):
+        super().__init__(lambda table, raw, T: _engine(T[name])(table, T[name], raw), **kw)
         self.name = name
 
     def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
+        """Its table with the columns it needs, and as read (which says whether a table that
+        reaches it as None is absent or lacks a column)."""
         t = T[self.name]
-        return (Input(t["table"], group_columns(t) if is_grouped(t) else columns(t)),)
+        need = group_columns(t) if is_grouped(t) else columns(t)
+        return (Input(t["table"], need), Input(t["table"]))
 
     def __repr__(self) -> str:
         return f"Declared({self.name})"
 
 
 def _engine(t: Mapping) -> Callable[..., list[Row]]:
-    """The engine that judges declarative target ``t``: over groups of rows (``each``) or row by
-    row."""
-    return grouped_rows if is_grouped(t) else declared_rows
+    """The engine that judges declarative target ``t``: over groups of rows (``each``; the table
+    as read is not needed) or row by row."""
+    if is_grouped(t):
+        return lambda table, t, raw=None: grouped_rows(table, t)
+    return declared_rows
 
 
 def unscored_rows(T: Mapping) -> list[Row]:
@@ -212,10 +218,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
     ),
     Declared("additivity"),
-    Family(
-        paper2_headline.additivity_ablation_rows,
-        Input("headline", "model dataset variant window target leakage local_minus_whole"),
-    ),
+    Declared("additivity_ablation"),
     Family(
         paper2_position0.bos_rows,
         Input("bos_effects", "model dataset intervention bos_window effect effect_lo"),
@@ -230,7 +233,7 @@ FAMILIES: tuple[Family, ...] = (
         Input("position0", _P0),
         Input("sink_heads", _SINKS),
     ),
-    Family(paper2_position0.position0_rows, Input("position0", _P0), reading=POSITION0),
+    Declared("claim7_position0", reading=POSITION0),
     Family(
         paper2.claim3_rows,
         Input("decomposition_headline", "model dataset condition window target"),
@@ -238,13 +241,7 @@ FAMILIES: tuple[Family, ...] = (
         reading=EXPECTED_MAP,
         scored=False,  # its sliding-window rows (per-prompt depth trend)
     ),
-    Family(
-        paper2_kinds.claim2_kind_rows,
-        Input(
-            "decomposition_components_by_kind",
-            "model dataset condition window layer_kind residual_stream residual_stream_lo",
-        ),
-    ),
+    Declared("claim2_kinds"),
     Family(
         paper2_kinds.claim3_kind_rows,
         Input(
@@ -268,20 +265,9 @@ FAMILIES: tuple[Family, ...] = (
         ),
     ),
     Declared("claim6_headline"),
-    Family(
-        paper2.claim6_rows,
-        Input("baseline_comparison", "model dataset baseline"),
-        reading=PER_PROMPT,
-        scored=False,
-    ),
-    Family(
-        paper2_position0.claim8_rows, Input("position0_probes", "model dataset"), reading=POSITION0
-    ),
-    Family(
-        paper2_position0.sink_rows,
-        Input("sink_heads", "model dataset tau variant"),
-        reading="attention to key 0",
-    ),
+    Declared("claim6_linear", reading=PER_PROMPT, scored=False),
+    Declared("claim8_content", reading=POSITION0),
+    Declared("sink_heads", reading="attention to key 0"),
     # both papers: the claims no table measures
     Family(unscored_rows),
 )

@@ -12,7 +12,8 @@ A declarative target (one with a ``table`` field) declares:
 ``table``
     the scorecard input it reads (a key of :data:`causalpos.catalogue.SCORECARD_TABLES`);
 ``select``
-    ``{column: value}``: the table's rows it judges (a list of values: any of them);
+    ``{column: value}``: the table's rows it judges (a list of values: any of them; a value
+    ``"{name}"``, here or in a ``join``'s, is the target's own field, e.g. ``tau: "{tau}"``);
 ``finite``
     false: the rows whose estimate is not finite are judged too (their rule decides nothing:
     ``inconclusive``); default true, they are left out;
@@ -20,7 +21,12 @@ A declarative target (one with a ``table`` field) declares:
     optionally a column (``window``) of which each (model, dataset) keeps its first value (the
     headline's: the config's first);
 ``estimate``, ``lo``, ``hi``
-    the columns of the estimate and its interval, which the rule judges;
+    the columns of the estimate and its interval, which the rule judges (a rule of a value,
+    :data:`causalpos.scorecard.targets.POINT_RULES` such as ``exact``, judges the estimate's
+    cell: no ``lo`` / ``hi``);
+``check``
+    true: a judged row is a check (``holds`` / ``fails``, :func:`causalpos.verdicts.check`),
+    counted in the ``checks`` section; its other rows stay in the target's;
 ``rule``
     one interval rule of :data:`PARAMS`, applied with the target's fields it names (e.g.
     ``threshold``: the materiality threshold of the row's model, ``leakage.materiality``);
@@ -31,7 +37,23 @@ A declarative target (one with a ``table`` field) declares:
 ``measured``
     the row's ``measured`` text: ``{column}`` a cell (``{column:d}`` as an integer),
     ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
-    ``column_hi``);
+    ``column_hi``); ``{column:ci<n>}`` / ``{column:<n>}`` at ``n`` significant digits,
+    ``{column:text}`` a text cell ("" where empty), another spec Python's (``{column:.2e}``);
+    a list: parts joined by ``"; "``, each a template kept where its first field's cell is not
+    empty (NaN, ""), or ``{text: template, when: column}`` kept where that column's is not (no
+    ``when``: always; a column the table lacks reads as empty); ``measured_sep`` the text
+    between parts (default ``"; "``);
+``premises``
+    a list of ``{if: {column: value}, verdict: not run | not applicable, why: template}``: the
+    first whose ``if`` a row matches and ``unless`` (optional) it does not (``null``: an empty
+    cell or a column the table lacks; a number, bool or ``*`` glob as ``measured_if``) decides
+    it, its note ``why`` filled from the row; or ``{reason: ring_missing | openings, verdict}``:
+    decided where that shared reason of :mod:`causalpos.scorecard.rows` gives a text, its note;
+    the measured text kept on a not-applicable row (``measured: true | false`` to say)
+    (:mod:`causalpos.scorecard.premises`);
+``power``
+    true: an inconclusive row's note says how many prompts (``n_sequences``) would decide it
+    against the threshold (:func:`causalpos.scorecard.paper2_kinds.power_note`);
 ``measured_extra``
     templates appended to ``measured`` where the table has the columns one reads and the
     row's cell of its first field is finite (e.g. a ratio some tables lack);
@@ -52,12 +74,48 @@ A declarative target (one with a ``table`` field) declares:
     ..."): a quantity the rule cannot falsify (e.g. logit units against an init twin's);
 ``note``
     the note of a judged row;
+``wide``
+    ``{columns: [...], values: [...], by: [...]}``: a long table (one row per reading) made one row
+    per ``by`` group (default ``[model, dataset]``) after ``select``, each reading's values under
+    its ``columns`` cells joined by ``_`` (values ``[estimate, lo, hi]``: ``<name>``,
+    ``<name>_lo``, ``<name>_hi``; :func:`causalpos.scorecard.reshape.widen`), which ``estimate``,
+    ``lo``, ``hi`` and the templates then name;
+``reduce``
+    ``{by: [...], max: [...], first: [...], ...}``: one row per ``by`` group after ``select``,
+    the columns each aggregation lists aggregated so (``max``, ``min``, ``mean``, ``sum``,
+    ``first``: the first non-empty cell, ``last``; a listed column the table lacks is left
+    out), e.g. a per-layer table's largest value over layers;
+``exclude``
+    ``{column: value}``: the selected rows matching every one are left out (a text with ``*``
+    a glob, e.g. ``"* minus global"``);
+``several``
+    ``{of: column, by: [...]}``: only the rows of ``by`` groups (default ``[model, dataset]``)
+    holding more than one value of ``of`` (e.g. a model with several layer kinds);
+``trained_only``
+    true: the rows of random-init / init twins (an ``init_of``) are left out (e.g. read beside
+    their trained model by ``join``);
+``join``
+    ``{match: ..., prefix: ..., select: {...}, missing: ...}``: each row's first match in the
+    table (its rows of ``select``, equal on ``match``: a list of columns, or ``{this row's
+    column: the match's column}``, e.g. ``{model: init_of}``: the row's twin) read beside it,
+    its columns named ``prefix`` + their names (:func:`causalpos.scorecard.reshape.join`); a
+    row without a match reads ``not_run`` with the ``missing`` template where declared (else
+    its joined cells are NaN);
+``difference``
+    ``{name: ..., of: ..., minus: ...}``: columns ``name``, ``name_lo``, ``name_hi``: estimate
+    ``of`` minus estimate ``minus`` (each with ``_lo``, ``_hi``), CIs combined as independent
+    samples (:func:`causalpos.verdicts.difference_ci`), e.g. a trained model minus its twin;
+    ``point: true``: ``minus`` is a number without an interval (e.g. a null's mean);
 ``rule_column``
     true: the row states its rule in the scorecard's ``rule`` column
     (:func:`causalpos.scorecard.rules.rule_text`);
+``requires``
+    ``[column, ...]``: columns the table must have beyond those the other fields name (e.g. a
+    premise's); a table without one reads ``not_run`` / ``not_run_columns``;
 ``not_run``, ``empty``
     why there is no row: the table is absent or lacks a column (``not_run``), or no row is
-    selected (``empty``).
+    selected (``empty``); ``not_run_columns`` where the table is there but lacks a column the
+    target needs (e.g. one made before it: what to rerun).
 
 ``required``, ``partner``, ``column_text``
     the rows with non-empty cells of some columns, each row's partner in the table (e.g. a model's
@@ -89,8 +147,12 @@ from causalpos.scorecard.engine_partner import (
     with_partner,
 )
 from causalpos.scorecard.materiality import for_model
+from causalpos.scorecard.premises import is_null, power, premise, spec_text
+from causalpos.scorecard.reshape import JOINED, raw_columns, reshaped
 from causalpos.scorecard.rows import (
+    CHECKS,
     MEASURED,
+    NOT_APPLICABLE,
     Row,
     control_note,
     field_text,
@@ -104,7 +166,7 @@ from causalpos.scorecard.rows import (
     text_column,
 )
 from causalpos.scorecard.rules import rule_text, rules_text
-from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_names
+from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_input, rule_names
 
 #: A row's label after the target's, by default.
 WHERE = "{model}, {dataset}"
@@ -127,15 +189,19 @@ class _Text(string.Formatter):
             return fmt_ci(r[value], r[f"{value}_lo"], r[f"{value}_hi"])
         if format_spec == "d":
             return str(int(r[value]))
+        if format_spec:  # ci<n>, <n>, text, a number's format
+            return spec_text(r, value, format_spec)
         return fmt(r[value]) if isinstance(r[value], float) else str(r[value])
 
 
 def template_columns(template: str) -> set[str]:
     """The columns a ``measured`` template reads."""
     out = set()
+    if not isinstance(template, str):  # a list of parts: each read where the table has it
+        return out
     for _, name, spec, _ in string.Formatter().parse(template):
         if name:
-            out |= {name, f"{name}_lo", f"{name}_hi"} if spec == "ci" else {name}
+            out |= {name, f"{name}_lo", f"{name}_hi"} if spec.startswith("ci") else {name}
     return out
 
 
@@ -149,6 +215,7 @@ def columns(t: Mapping) -> str:
     need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
     need |= {t["first"], "model", "dataset"} if t.get("first") else set()
     need |= template_columns((t.get("partner") or {}).get("measured", ""))
+    need = raw_columns(t, need)  # a reshape's inputs for the columns it makes
     return " ".join(sorted(partner_needs(t, need)))
 
 
@@ -172,13 +239,16 @@ def judge(t: Mapping, ci: tuple[float, float]) -> tuple[str, str]:
     return RULES[name](ci, *values.values()), rule_text(RULES[name], **values)
 
 
-def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
+def declared_rows(
+    table: pd.DataFrame | None, t: Mapping, raw: pd.DataFrame | None = None
+) -> list[Row]:
     """The rows of declarative target ``t`` on its table (None: absent, empty or without a
-    column :func:`columns` names)."""
+    column :func:`columns` names; ``raw``: the table as read, where it says which)."""
     src = SCORECARD_TABLES[t["table"]]
     if table is None:
-        return [not_run(t, t["label"], src, fill(t["not_run"], t))]
-    sel = required_rows(select_rows(table, t), t)
+        why = t["not_run_columns"] if raw is not None and "not_run_columns" in t else t["not_run"]
+        return [not_run(t, t["label"], src, fill(why, t))]
+    sel = required_rows(reshaped(table, t, select_rows), t)
     if sel.empty:
         return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
     sel = with_partner(sel, table, t)
@@ -189,9 +259,13 @@ def declared_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
         where = _Text(r).format(t.get("where", WHERE))
         by_landmark = several and t.get("by_landmark")
         label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
-        measured = _Text(r).format(t["measured"]) + _extra(r, t) + column_texts(table, t)
+        measured = measured_text(r, t) + _extra(r, t) + column_texts(table, t)
         measured += _partner(r, t)
-        if twin:
+        if not r.get(JOINED, True) and t["join"].get("missing"):
+            rows.append(not_run(t, label, src, _Text(r).format(t["join"]["missing"])))
+        elif p := premise(r, t):
+            rows.append(premise_row(t, r, p, label, measured, src))
+        elif twin:
             rows.append(measured_row(t, label, measured, src, fill(t["twin"], t, init_of=twin)))
         elif rule_names(t) == [MEASURED_RULE] or _measured_only(r, t):
             rows.append(measured_row(t, label, measured, src, fill(t["measured_why"], t)))
@@ -239,8 +313,10 @@ def _measured_only(r: pd.Series, t: Mapping) -> bool:
 def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Row:
     """The row of target ``t`` on table row ``r``, judged by its rule (and its own control)."""
     tm = for_model(t, r["model"]) if "model" in r.index else dict(t)
-    verdict, text = judge(tm, (float(r[t["lo"]]), float(r[t["hi"]])))
+    verdict, text = judge(tm, rule_input(t, r))
     note = field_text(t, "note")
+    if t.get("power"):  # an inconclusive row's prompts to decide it
+        note = "; ".join(filter(None, (note, power(tm, r, verdict))))
     if t.get("own_control"):
         ctl, ctl_text = own_control(r)
         tested, verdict = verdict, V.unless_control_reads(verdict, ctl)
@@ -250,4 +326,34 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
     if t.get("not_a_test"):
         note, verdict = f"{note}; its rule says {verdict}", MEASURED
     text = text if t.get("rule_column") else ""
+    if t.get("check"):  # holds / fails, counted with the checks
+        verdict = V.check(verdict)
+        return target_row(tm, label, measured, verdict, src, note=note, rule=text, section=CHECKS)
     return target_row(tm, label, measured, verdict, src, note=note, rule=text)
+
+
+def measured_text(r: pd.Series, t: Mapping) -> str:
+    """Target ``t``'s ``measured`` on row ``r``: a template, or a list of parts joined by
+    ``measured_sep`` (default ``"; "``), each a template kept where the cell of its first field
+    is not empty, or ``{text: template, when: column}`` kept where that column's is not (a
+    column the table lacks reads as empty: "nan" in a kept part)."""
+    if isinstance(t["measured"], str):
+        return _Text(r).format(t["measured"])
+    out = []
+    for part in t["measured"]:
+        text = part["text"] if isinstance(part, Mapping) else part
+        names = [name for _, name, _, _ in string.Formatter().parse(text) if name]
+        when = part.get("when") if isinstance(part, Mapping) else (names[0] if names else None)
+        cells = r.reindex(r.index.union(sorted(template_columns(text) - set(r.index))))
+        if when is None or not is_null(cells.get(when)):
+            out.append(_Text(cells).format(text))
+    return str(t.get("measured_sep", "; ")).join(out)
+
+
+def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str, src: str) -> Row:
+    """The row of a premise of target ``t`` (:func:`causalpos.scorecard.premises.premise`) on
+    row ``r``: its verdict (not run / not applicable) and ``why`` (a template of the row's
+    cells); the measured text kept where ``measured`` is true (default: a not-applicable row)."""
+    why = " ".join((p.get("why_text") or _Text(r).format(p["why"])).split())
+    keep = p.get("measured", p["verdict"] == NOT_APPLICABLE)
+    return target_row(t, label, measured if keep else "", p["verdict"], src, note=why)

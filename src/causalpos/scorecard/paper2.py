@@ -1,7 +1,8 @@
 """Rows of paper 2 (Ruscio et al., 2026) on leakage: the decomposition into causal-mask and
 residual-stream shares on the headline reading (claim 10, Table 6's RoPE controls), the
-architectures of claim 3 (NTK scaling, sliding windows) and the linear baseline of claim 6, each
-from its ``results/stats/paper2_*.csv`` table. Claim 4: :mod:`causalpos.scorecard.paper2_claim4`.
+architectures of claim 3 (NTK scaling, sliding windows), each from its
+``results/stats/paper2_*.csv`` table (claim 6's linear baseline: the declarative target
+``claim6_linear``). Claim 4: :mod:`causalpos.scorecard.paper2_claim4`.
 Claim 1, the controls, claim 2, claim 3's ordering and the additivity row:
 :mod:`causalpos.scorecard.paper2_headline`. Position 0, the BOS and the sink heads:
 :mod:`causalpos.scorecard.paper2_position0`.
@@ -30,7 +31,6 @@ from causalpos.scorecard.rows import (
     field_text,
     fill,
     fmt_ci,
-    measured_row,
     not_run,
     paper_model_id,
     target_row,
@@ -364,41 +364,4 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
                 reading=PER_PROMPT,
             )
         )
-    return rows
-
-
-def claim6_rows(base: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 6: the linear-in-offset baseline's leakage above the saturated one's (paired)."""
-    src = SOURCES["baseline_comparison"]
-    t = T["claim6_linear"]
-    if base is None:
-        why = "no baseline-comparison table (the reducer fits no linear+query, or no leakage)"
-        return [not_run(t, t["label"], src, why)]
-    sel = base[(base["variant"] == t["variant"]) & (base["target"] == t["target"])]
-    if sel.empty:
-        return [not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
-    rows = []
-    init = text_column(sel, "init_of")
-    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
-        g = g.set_index(["baseline", "measure"])
-
-        def ci(b, m, g=g):
-            r = g.loc[(b, m)]
-            return fmt_ci(r["estimate"], r["lo"], r["hi"])
-
-        d = g.loc[("linear_minus_saturated", t["measure"])]
-        measured = (
-            f"linear - saturated {ci('linear_minus_saturated', t['measure'])} "
-            f"({t['measure']}); saturated {ci('saturated', t['measure'])}, linear "
-            f"{ci('linear', t['measure'])}; null-corrected difference "
-            f"{ci('linear_minus_saturated', 'corrected')}"
-        )
-        target = f"{t['label']} ({model}, {dataset})"
-        twin = init[(sel["model"] == model) & (sel["dataset"] == dataset)].iloc[0]
-        if twin:
-            why = f"init weights of {twin}: no learned offset profile for a baseline to underfit"
-            rows.append(measured_row(t, target, measured, src, why))
-            continue
-        verdict = positive((d["lo"], d["hi"]), float(t["threshold"]))
-        rows.append(target_row(t, target, measured, verdict, src))
     return rows

@@ -1,9 +1,10 @@
 """Paper 2's rows on the headline reading (causalpos.paper2.summary.headline): claim 1, the
 controls (negative: passed / reads position / underpowered against a declared margin; positive:
-recovered / not recovered), claim 2 (the residual-stream component; the causal-mask one
-measured beside it), claim 3's ordering, claim 6 (the linear baseline's inflation, by size) and Eq. 5's additivity
-(measured). Claims 1, 2, 3 and 6 are judged against the materiality thresholds of the config
-(``leakage.materiality``). The decomposition rows that share paper 2's other families
+recovered / not recovered) and claim 2 (the residual-stream component; the causal-mask one
+measured beside it). Claims 1 and 2 are judged against the materiality thresholds of the config
+(``leakage.materiality``). Claim 3's ordering: :mod:`causalpos.scorecard.paper2_claim3`; claim
+6 on the headline and Eq. 5's additivity (both readings) are declarative targets
+(``claim6_headline``, ``additivity``, ``additivity_ablation`` in ``causalpos/targets.yaml``). The decomposition rows that share paper 2's other families
 (claims 4 and 10, Table 6) are in :mod:`causalpos.scorecard.paper2`.
 """
 
@@ -353,41 +354,3 @@ def _causal_mask_check(
     if not np.isfinite(cm[1:]).all():
         why += "; a bound of the measured component is not finite"
     return target_row(t, target, measured, MEASURED, src, falsified_if=NO_TEST, note=why, **kw)
-
-
-def additivity_ablation_rows(head: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Eq. 5's additivity on the headline: layer-local minus whole-forward ablation of the
-    residual-stream component (log-attention, the headline window), measured."""
-    src = SOURCES["headline"]
-    t = T["additivity_ablation"]
-    col = "local_minus_whole"
-    why = "no layer_bidirectional run next to a bidirectional one (add it to an experiment)"
-    if head is None or col not in head:
-        return [not_run(t, t["label"], src, why)]
-    first = head.groupby(["model", "dataset"], sort=False)["window"].transform("first")
-    sel = head[
-        (head["window"] == first)
-        & (head["target"] == "logattn")
-        & (head["variant"] == "layer_bidirectional")
-        & np.isfinite(head[col])
-    ]
-    rows = []
-    for r in sel.itertuples():
-        whole = head[
-            (head["model"] == r.model)
-            & (head["dataset"] == r.dataset)
-            & (head["window"] == r.window)
-            & (head["target"] == "logattn")
-            & (head["variant"] == "bidirectional")
-        ]
-        measured = (
-            f"layer-local - whole-forward {fmt_ci(getattr(r, col), getattr(r, f'{col}_lo'), getattr(r, f'{col}_hi'))}; "
-            f"layer-local {fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)}"
-        )
-        if len(whole):
-            w = whole.iloc[0]
-            measured += f", whole-forward {fmt_ci(w['leakage'], w['leakage_lo'], w['leakage_hi'])}"
-        measured += f" (window {r.window})"
-        target = f"{t['label']} ({r.model}, {r.dataset})"
-        rows.append(measured_row(t, target, measured, src, "a measurement: the paper assumes 0"))
-    return rows or [not_run(t, t["label"], src, why)]

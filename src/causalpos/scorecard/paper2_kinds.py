@@ -1,11 +1,13 @@
 """Paper 2's rows per layer kind (a model whose layers mask differently: sliding-window and global
-layers, e.g. Gemma 3): claim 2's residual-stream component on each kind's layers, and claim 3
-within one model — the sliding-window layers' residual-stream component against the global
-layers', the same weights and prompts (paired replicates). A kind whose window masks nothing at
-the run's length is *not applicable* there ("window ≥ T": its layers see what global ones see).
+layers, e.g. Gemma 3): claim 3 within one model — the sliding-window layers' residual-stream
+component against the global layers', the same weights and prompts (paired replicates). A kind
+whose window masks nothing at the run's length is *not applicable* there ("window ≥ T": its
+layers see what global ones see). Claim 2 on each kind's layers is the declarative target
+``claim2_kinds`` (``causalpos/targets.yaml``).
 
-Both are judged against the materiality thresholds of the config (``leakage.materiality``); an
-inconclusive row says how many prompts would make it conclusive (:func:`prompts_needed`)."""
+Judged against the materiality thresholds of the config (``leakage.materiality``); an
+inconclusive row says how many prompts would make it conclusive (:func:`prompts_needed`,
+:func:`power_note`, which the engine's ``power`` field reads too)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.rows import (
     NOT_APPLICABLE,
     SOURCES,
-    TABLE_MEASURED,
     Row,
     fmt_ci,
     measured_row,
@@ -149,43 +150,6 @@ def _rows_of(bykind: pd.DataFrame) -> pd.DataFrame:
     several = kinds.groupby(["model", "dataset"])["layer_kind"].transform("nunique") > 1
     keep = kinds[several][["model", "dataset"]].drop_duplicates()
     return d.merge(keep, on=["model", "dataset"])
-
-
-def claim2_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 2's residual-stream component on each layer kind's layers (the ring's logits over
-    the causal run's expected log-attention variance, the kind's layers pooled) against the
-    materiality threshold; random-init twins are measured."""
-    t = T["claim2_kinds"]
-    src = SOURCES["decomposition_components_by_kind"]
-    if bykind is None or bykind.empty:
-        why = "no model with sliding-window and global layers decomposed on the ring"
-        return [not_run(t, t["label"], src, why)]
-    d = _rows_of(bykind)
-    d = d[~d["layer_kind"].str.endswith(" minus global")]
-    rows = []
-    for r, twin, n in zip(d.itertuples(), text_column(d, "init_of"), _n_prompts(d)):
-        vals = (r.residual_stream, r.residual_stream_lo, r.residual_stream_hi)
-        n_layers = int(r.n_layers) if pd.notna(r.n_layers) else "?"
-        label = f"{t['label']} ({r.model}, {r.dataset}, {r.layer_kind}: {n_layers} layers)"
-        measured = (
-            f"residual stream {fmt_ci(*vals)}; total {fmt_ci(r.total, r.total_lo, r.total_hi)}"
-        )
-        if ring_missing(r):
-            rows.append(not_run(t, label, src, ring_missing(r)))
-            continue
-        free = getattr(r, "mask_free_status", TABLE_MEASURED)
-        if isinstance(free, str) and free and free != TABLE_MEASURED:  # reads 0 by symmetry
-            rows.append(target_row(t, label, measured, NOT_APPLICABLE, src, note=free))
-            continue
-        if twin:
-            rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
-            continue
-        tm = for_model(t, r.model)
-        thr = float(tm["threshold"])
-        verdict = positive(vals[1:], thr)
-        note = power_note(verdict, vals, thr, n, (r.model, r.dataset))
-        rows.append(target_row(tm, label, measured, verdict, src, note=note))
-    return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
 
 
 def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:

@@ -1,7 +1,8 @@
-"""Rows of paper 2 (Ruscio et al., 2026) on position 0: the BOS replacements (Table 9), the
+"""Rows of paper 2 (Ruscio et al., 2026) on position 0: the BOS replacements (Table 9), on the
+per-prompt reading and on the headline, each from its ``results/stats/paper2_*.csv`` table. The
 position-0 state's spread across prompts (claim 7), what the sink heads' values at key 0 decode
-(claim 8) and the sink-reading heads themselves, each from its ``results/stats/paper2_*.csv``
-table.
+(claim 8) and the sink-reading heads are declarative targets (``claim7_position0``,
+``claim8_content``, ``sink_heads`` in ``causalpos/targets.yaml``).
 
 Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
 targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
@@ -16,9 +17,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.scorecard.rows import (
-    CHECKS,
     NOT_APPLICABLE,
-    NOT_RUN,
     RESIDUAL_STREAM,
     SOURCES,
     TABLE_MEASURED,
@@ -31,13 +30,6 @@ from causalpos.scorecard.rows import (
     not_run,
     target_row,
     text_column,
-)
-from causalpos.verdicts import (
-    at_most,
-    check,
-    difference_ci,
-    exact,
-    positive,
 )
 
 
@@ -265,138 +257,3 @@ def bos_headline_rows(
         ci = (r.effect_lo, r.effect_hi)
         rows.append(equivalence_row(t, target, measured, ci, value, src, f"{value:+.0%}", note=how))
     return rows
-
-
-def position0_rows(p0: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 7: with a fixed token 0 the position-0 residual stream is identical across prompts
-    (max cross-prompt std over layers, causal run). Under the causal mask it is so by
-    construction, so with a fixed token 0 the row is a check (``holds`` / ``fails``: a failure
-    is an extraction that lets other positions reach position 0); where token 0 varies, or the
-    table does not say, the row stays with paper 2 (not applicable / not run)."""
-    src = SOURCES["position0"]
-    t = T["claim7_position0"]
-    if p0 is None:
-        return [not_run(t, t["label"], src, "the config has no position-0 experiment")]
-    rows = []
-    tol = float(t["tolerance"])
-    for (model, dataset), g in p0[p0["condition"] == "causal"].groupby(
-        ["model", "dataset"], sort=False
-    ):
-        target = f"{t['label']} ({model}, {dataset})"
-        std = float(g["std"].max())
-        measured = f"max std over layers {std:.2e}" + (
-            f"; max |deviation| {float(g['max_abs_dev'].max()):.2e}" if "max_abs_dev" in g else ""
-        )
-        if "token0_fixed" not in g or g["token0_fixed"].isna().all():
-            why = (
-                "the position-0 table has no token0_fixed column (made before it was added; "
-                "rerun aggregate_leakage): whether token 0 is fixed decides the claim"
-            )
-            rows.append(target_row(t, target, measured, NOT_RUN, src, note=why))
-        elif not bool(g["token0_fixed"].dropna().iloc[0]):
-            why = "token 0 varies across prompts (no fixed BOS): the claim's premise does not hold"
-            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
-        else:
-            verdict = check(exact(std, 0.0, tol))
-            rows.append(target_row(t, target, measured, verdict, src, section=CHECKS))
-    return rows
-
-
-def claim8_rows(pr: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 8: the sink heads' values at key 0 decode no prompt content. Scored where token 0
-    varies; with a fixed token 0 the probe is at chance by construction (not applicable)."""
-    src = SOURCES["position0_probes"]
-    t = T["claim8_content"]
-    if pr is None:
-        return [not_run(t, t["label"], src, "the config has no position-0 experiment")]
-    need = {"token0_fixed", "sink_probe_accuracy_lo", "sink_probe_accuracy_hi"}
-    if not need <= set(pr.columns):
-        why = (
-            "the probe table has no token0_fixed / accuracy CI columns (made before claim 8 was "
-            "scored; rerun aggregate_leakage)"
-        )
-        return [not_run(t, t["label"], src, why)]
-    margin = float(t["margin"])
-    rows = []
-    for r in pr.to_dict("records"):
-        target = f"{t['label']} ({r['model']}, {r['dataset']})"
-        acc, null = r.get("sink_probe_accuracy", math.nan), r.get("sink_probe_null_mean", math.nan)
-        parts = []
-        if np.isfinite(acc):
-            parts.append(
-                f"sink-value probe {fmt_ci(acc, r['sink_probe_accuracy_lo'], r['sink_probe_accuracy_hi'], 2)}"
-                f" vs null mean {fmt(null, 2)} (p = {fmt(r.get('sink_probe_p_value'), 2)}, "
-                f"chance {fmt(r.get('sink_probe_chance'), 2)}; {fmt(r.get('n_sink_heads'))} heads)"
-            )
-        for pre, name in (
-            ("best_layer", "position 0 best layer"),
-            ("embedding", "token-0 embedding"),
-        ):
-            if np.isfinite(r.get(f"{pre}_accuracy", math.nan)):
-                where = f" L{int(r['best_layer'])}" if pre == "best_layer" else ""
-                parts.append(
-                    f"{name}{where} {fmt(r[f'{pre}_accuracy'], 2)} "
-                    f"(p = {fmt(r.get(f'{pre}_p_value'), 2)})"
-                )
-        parts.append(
-            f"{fmt(r.get('probe_n_prompts'))} prompts, {fmt(r.get('probe_n_classes'))} classes"
-        )
-        measured = "; ".join(parts)
-        fixed = r.get("token0_fixed")
-        if fixed is None or not np.isfinite(float(fixed)):
-            rows.append(not_run(t, target, src, "the table does not say whether token 0 is fixed"))
-        elif int(fixed) == 1:
-            why = (
-                "token 0 is a fixed BOS: the position-0 state is identical across prompts, so the "
-                "probe is at chance by construction and cannot fail"
-            )
-            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why))
-        elif not np.isfinite(acc):
-            why = " ".join(
-                x
-                for x in (
-                    str(r.get("sink_probe_note") or ""),
-                    str(r.get("probe_note") or ""),
-                    f"({fmt(r.get('n_sink_heads'))} sink heads)",
-                )
-                if x and x != "nan"
-            )
-            rows.append(not_run(t, target, src, f"no sink-value probe: {why}"))
-        else:
-            lo, hi = r["sink_probe_accuracy_lo"] - null, r["sink_probe_accuracy_hi"] - null
-            rows.append(target_row(t, target, measured, at_most((lo, hi), margin), src))
-    return rows
-
-
-def sink_rows(sk: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Sink-reading heads exist: trained model minus its random-init / init twin, number of heads
-    at tau (bootstrap CIs over prompts)."""
-    src = SOURCES["sink_heads"]
-    t = T["sink_heads"]
-    if sk is None:
-        return [not_run(t, t["label"], src, "no sink-head table (no SinkReducer output)")]
-    if not {"n_sink_heads_lo", "n_sink_heads_hi", "init_of"} <= set(sk.columns):
-        why = "the sink-head table has no CI / init_of columns (rerun aggregate_leakage)"
-        return [not_run(t, t["label"], src, why)]
-    tau = float(t["tau"])
-    sel = sk[(sk["variant"] == t["variant"]) & np.isclose(sk["tau"].astype(float), tau)]
-    sel = sel.assign(init_=text_column(sel, "init_of"))
-    rows = []
-    cols = ("n_sink_heads", "n_sink_heads_lo", "n_sink_heads_hi")
-    for r in sel[sel["init_"] == ""].itertuples():
-        target = f"{t['label']} ({r.model}, {r.dataset}, tau {tau:g})"
-        twin = sel[(sel["init_"] == r.model) & (sel["dataset"] == r.dataset)]
-        a = tuple(float(getattr(r, c)) for c in cols)
-        if twin.empty:
-            why = f"no random-init / init twin of {r.model} on {r.dataset} in the table"
-            rows.append(not_run(t, target, src, why))
-            continue
-        w = twin.iloc[0]
-        b = tuple(float(w[c]) for c in cols)
-        diff = difference_ci(a, b)
-        measured = (
-            f"{fmt_ci(*diff)} heads; {r.model} {fmt_ci(*a)} of {int(getattr(r, 'n_heads', 0)) or '?'}, "
-            f"{w['model']} {fmt_ci(*b)}"
-        )
-        rows.append(target_row(t, target, measured, positive(diff[1:], float(t["threshold"])), src))
-    return rows or [not_run(t, t["label"], src, f"no {t['variant']} run of a trained model")]

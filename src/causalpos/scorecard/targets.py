@@ -42,7 +42,12 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "negative_control": ("margin",),
     "covers": ("value",),
     "recovered": ("truth",),
+    "exact": ("value", "tolerance"),
 }
+#: The rules the engine applies to the estimate's cell (a value computed exactly), not to an
+#: interval: a target with one names no ``lo`` / ``hi``.
+POINT_RULES = ("exact",)
+REQUIRED_POINT = ("table", "estimate", "measured", "not_run")
 
 #: The fields a declarative target must have: one judged by a rule, one that is measured.
 REQUIRED = ("table", "estimate", "lo", "hi", "measured", "not_run")
@@ -53,6 +58,14 @@ def rule_names(t: Mapping) -> list[str]:
     """The rules target ``t`` names (its ``rule``: one name or a list)."""
     rule = t.get("rule")
     return [str(r) for r in rule] if isinstance(rule, list) else [str(rule)]
+
+
+def rule_input(t: Mapping, r: Mapping):
+    """What target ``t``'s rule judges on row ``r``: the estimate's cell for a rule of a value
+    (:data:`POINT_RULES`, e.g. ``exact``), else the interval."""
+    if rule_names(t)[0] in POINT_RULES:
+        return float(r[t["estimate"]])
+    return (float(r[t["lo"]]), float(r[t["hi"]]))
 
 
 def check_target(name: str, t: Mapping) -> None:
@@ -81,6 +94,7 @@ def check_target(name: str, t: Mapping) -> None:
         return check_each(where, t)
     rules = rule_names(t)
     required = REQUIRED_MEASURED if rules == [MEASURED_RULE] else REQUIRED
+    required = REQUIRED_POINT if rules[0] in POINT_RULES else required
     missing = [k for k in required if k not in t]
     if missing:
         raise ValueError(
@@ -93,6 +107,9 @@ def check_target(name: str, t: Mapping) -> None:
             f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
             f"{', '.join(SCORECARD_TABLES)}"
         )
+    check_reshape(where, t)
+    check_own_fields(where, t)
+    check_texts(where, t)
     if rules == [MEASURED_RULE]:
         return
     if len(rules) != 1 or rules[0] not in PARAMS:
@@ -193,6 +210,180 @@ def check_partner(where: str, t: Mapping) -> None:
             raise ValueError(
                 f"{where}: column_text.{col} is {texts!r}; give [text where the table has the "
                 "column, text where it has not]"
+            )
+
+
+def _columns(v) -> bool:
+    """Whether ``v`` is a non-empty list of column names."""
+    return isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) and x for x in v)
+
+
+def _text(v) -> bool:
+    """Whether ``v`` is a non-empty text."""
+    return isinstance(v, str) and bool(v)
+
+
+def _match(v) -> bool:
+    """Whether ``v`` is a list of column names or a mapping of column names to column names."""
+    if isinstance(v, Mapping):
+        return len(v) > 0 and all(_text(k) and _text(x) for k, x in v.items())
+    return _columns(v)
+
+
+#: A reshape field's keys (:mod:`causalpos.scorecard.reshape`): each key's check and what it
+#: must be, and the keys it must name.
+RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
+    "wide": (
+        {
+            "columns": (_columns, "[column, ...]"),
+            "values": (_columns, "[column, ...]"),
+            "by": (_columns, "[column, ...]"),
+        },
+        ("columns", "values"),
+    ),
+    "reduce": (
+        {
+            "by": (_columns, "[column, ...]"),
+            **{op: (_columns, "[column, ...]") for op in ("max", "min", "mean", "sum", "first")},
+            "last": (_columns, "[column, ...]"),
+        },
+        ("by",),
+    ),
+    "join": (
+        {
+            "match": (_match, "[column, ...] or {column: its column, ...}"),
+            "prefix": (_text, "a text"),
+            "select": (lambda v: isinstance(v, Mapping), "{column: value, ...}"),
+            "missing": (_text, "a text"),
+        },
+        ("match", "prefix"),
+    ),
+    "several": ({"of": (_text, "a column"), "by": (_columns, "[column, ...]")}, ("of",)),
+    "difference": (
+        {
+            "name": (_text, "a column"),
+            "of": (_text, "a column"),
+            "minus": (_text, "a column"),
+            "point": (lambda v: isinstance(v, bool), "true or false"),
+        },
+        ("name", "of", "minus"),
+    ),
+}
+
+
+def check_reshape(where: str, t: Mapping) -> None:
+    """Raise ValueError for a reshape field of target ``t`` (:data:`RESHAPES`) that is not a
+    mapping, lacks a key it must name, names an unknown key or a malformed value."""
+    for field, (keys, required) in RESHAPES.items():
+        if field not in t:
+            continue
+        w = t[field]
+        if not isinstance(w, Mapping):
+            problem = "it is not a mapping"
+        else:
+            missing = [k for k in required if k not in w]
+            unknown = sorted(set(w) - set(keys))
+            bad = [k for k in w if k in keys and not keys[k][0](w[k])]
+            problem = "; ".join(
+                filter(
+                    None,
+                    (
+                        f"it lacks {', '.join(missing)}" if missing else "",
+                        f"{', '.join(unknown)} is no key of it" if unknown else "",
+                        ", ".join(f"{k} must be {keys[k][1]}" for k in bad),
+                    ),
+                )
+            )
+        if problem:
+            shape = "; ".join(f"{k}: {keys[k][1]}" for k in keys)
+            raise ValueError(
+                f"{where} has {field}: {w!r}: {problem}; declare {field}: {{{shape}}} "
+                f"({', '.join(required)} required; causalpos.scorecard.engine)"
+            )
+
+
+def check_own_fields(where: str, t: Mapping) -> None:
+    """Raise ValueError for ``trained_only``, ``check`` or ``power`` that is not true / false,
+    an ``exclude`` that is not a mapping, a ``requires`` that is no list of columns, and for a ``select``
+    value ``"{name}"`` (its own ``select`` or its ``join``'s) naming no field of target ``t``."""
+    if "exclude" in t and not (isinstance(t["exclude"], Mapping) and t["exclude"]):
+        raise ValueError(
+            f"{where} has exclude: {t['exclude']!r}; set it to {{column: value}} (the rows "
+            "matching every one are left out; a text with * is a glob)"
+        )
+    if "requires" in t and not _columns(t["requires"]):
+        raise ValueError(
+            f"{where} has requires: {t['requires']!r}; set it to [column, ...] (the columns its "
+            "table must have beyond those its fields name)"
+        )
+    for flag in ("trained_only", "check", "power"):
+        if flag in t and not isinstance(t[flag], bool):
+            raise ValueError(f"{where} has {flag}: {t[flag]!r}; set it to true or false")
+    join = t.get("join") if isinstance(t.get("join"), Mapping) else {}
+    for sel in (t.get("select"), join.get("select")):
+        for col, v in (sel or {}).items() if isinstance(sel, Mapping) else ():
+            if isinstance(v, str) and v.startswith("{") and v.endswith("}") and v[1:-1] not in t:
+                raise ValueError(
+                    f"{where} selects {col}: {v!r}, but the target has no field {v[1:-1]!r}; "
+                    f"declare {v[1:-1]}: <value> (a select value {{name}} reads the target's field)"
+                )
+
+
+#: The verdicts a premise may give (:mod:`causalpos.scorecard.premises`).
+PREMISE_VERDICTS = ("not run", "not applicable")
+#: The shared reasons a premise may name: functions of :mod:`causalpos.scorecard.rows`
+#: (:data:`causalpos.scorecard.premises.REASONS`).
+PREMISE_REASONS = ("ring_missing", "openings")
+
+
+def check_texts(where: str, t: Mapping) -> None:
+    """Raise ValueError for a ``measured`` that is neither a template nor a list of parts (a
+    template or ``{text: template, when: column}``), and for ``premises`` that are not a list of
+    ``{if: {column: value}, verdict: not run | not applicable, why: template}`` (optionally
+    ``unless``, ``measured: true | false``) or ``{reason: <a name of PREMISE_REASONS>, verdict}``."""
+    parts = t["measured"] if isinstance(t.get("measured"), list) else []
+    for part in parts:
+        ok = _text(part) or (
+            isinstance(part, Mapping)
+            and _text(part.get("text"))
+            and set(part) <= {"text", "when"}
+            and (part.get("when") is None or _text(part.get("when")))
+        )
+        if not ok:
+            raise ValueError(
+                f"{where} has measured part {part!r}; a part is a template or "
+                "{text: template, when: column} (kept where that column's cell is finite)"
+            )
+    if "measured_sep" in t and not isinstance(t["measured_sep"], str):
+        raise ValueError(
+            f"{where} has measured_sep: {t['measured_sep']!r}; set it to the text between the "
+            'measured parts (e.g. "; ")'
+        )
+    premises = t.get("premises")
+    if premises is None:
+        return
+    for p in premises if isinstance(premises, list) else [premises]:
+        ok = (
+            isinstance(p, Mapping)
+            and p.get("verdict") in PREMISE_VERDICTS
+            and isinstance(p.get("measured", False), bool)
+            and (
+                (p.get("reason") in PREMISE_REASONS and set(p) <= {"reason", "verdict", "measured"})
+                or (
+                    isinstance(p.get("if"), Mapping)
+                    and len(p["if"]) > 0
+                    and isinstance(p.get("unless", {}), Mapping)
+                    and _text(p.get("why"))
+                    and set(p) <= {"if", "unless", "verdict", "why", "measured"}
+                )
+            )
+        )
+        if not ok or not isinstance(premises, list):
+            raise ValueError(
+                f"{where} has premise {p!r}; premises is a list of {{if: {{column: value}}, "
+                f"verdict: {' | '.join(PREMISE_VERDICTS)}, why: template}} (optionally unless: "
+                "{column: value}, measured: true | false), or of {reason: "
+                f"{' | '.join(PREMISE_REASONS)}, verdict: ...}}"
             )
 
 

@@ -1,0 +1,193 @@
+"""The table reshapes a declarative target declares (:mod:`causalpos.scorecard.engine`) before its
+rows are judged (:func:`reshaped`): ``wide`` (a long table's readings of one (model, dataset)
+made one row), ``reduce`` (a group's rows aggregated), ``exclude`` / ``several`` /
+``trained_only`` (rows left out), ``join`` (a row's matching row of the same table read beside
+it, e.g. its random-init twin) and ``difference`` (an estimate minus another, CIs combined as
+independent samples).
+
+Each function takes the target's table and the target's field, and returns a table whose columns
+the target's templates and rule read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from causalpos.scorecard.premises import matches
+from causalpos.scorecard.rows import text_column
+from causalpos.verdicts import difference_ci
+
+#: The rows a ``wide`` target makes one of, by default.
+WIDE_BY = ("model", "dataset")
+
+
+def widen(table: pd.DataFrame, w: Mapping) -> pd.DataFrame:
+    """One row per ``w["by"]`` group (default model, dataset; first-seen order) of a long table:
+    each row of the group gives columns named by its ``w["columns"]`` cells joined by ``_``: the
+    first of ``w["values"]`` under that name, the others with ``_<value>`` appended (values
+    ``[estimate, lo, hi]``: ``<name>``, ``<name>_lo``, ``<name>_hi``, a ``{<name>:ci}``). The
+    group's other columns keep its first row's cells."""
+    keys, values = list(w["columns"]), list(w["values"])
+    by = list(w.get("by", WIDE_BY))
+    out = []
+    for _, g in table.groupby(by, sort=False):
+        row = g.iloc[0].drop(keys + values).to_dict()
+        for _, r in g.iterrows():
+            name = "_".join(str(r[k]) for k in keys)
+            for i, v in enumerate(values):
+                row[name + ("" if i == 0 else f"_{v}")] = r[v]
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def wide_columns(w: Mapping) -> set[str]:
+    """The columns of the long table ``widen`` reads."""
+    return {*w["columns"], *w["values"], *w.get("by", WIDE_BY)}
+
+
+#: The column :func:`join` marks the rows that found their match in.
+JOINED = "_joined"
+
+
+def own_fields(select: Mapping | None, t: Mapping) -> dict:
+    """``select`` with each ``"{name}"`` value replaced by target ``t``'s field ``name`` (e.g.
+    ``tau: "{tau}"``: the rows at the target's own tau)."""
+    out = {}
+    for col, value in (select or {}).items():
+        if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
+            value = t[value[1:-1]]
+        out[col] = value
+    return out
+
+
+def join_pairs(j: Mapping) -> list[tuple[str, str]]:
+    """(this row's column, the matching row's column) of a ``join``'s ``match`` (a list: the
+    same column on both sides)."""
+    on = j["match"]
+    return list(on.items()) if isinstance(on, Mapping) else [(c, c) for c in on]
+
+
+def join(sel: pd.DataFrame, table: pd.DataFrame, j: Mapping, t: Mapping) -> pd.DataFrame:
+    """``sel`` with the columns of each row's first match in ``table`` (the rows of ``j``'s
+    ``select``, equal on ``j["match"]``; a mapping ``{this: other}`` matches this row's cell of
+    ``this`` with the other's of ``other``), each named ``j["prefix"]`` + its name; cells are
+    compared as text. Rows without a match keep NaN there; :data:`JOINED` says which found one."""
+    pairs = join_pairs(j)
+    other = table[_matches(table, own_fields(j.get("select"), t))]
+    keys = [f"_key{i}" for i in range(len(pairs))]
+    left = sel.assign(**{k: text_column(sel, a) for k, (a, _) in zip(keys, pairs)})
+    right = other.assign(**{k: text_column(other, b) for k, (_, b) in zip(keys, pairs)})
+    right = right.drop_duplicates(keys, keep="first")
+    right = right.rename(columns={c: j["prefix"] + c for c in other.columns})
+    merged = left.reset_index(drop=True).merge(right.assign(**{JOINED: True}), how="left", on=keys)
+    return merged.drop(columns=keys).assign(**{JOINED: lambda d: d[JOINED].eq(True)})
+
+
+def _matches(table: pd.DataFrame, select: Mapping) -> pd.Series:
+    keep = pd.Series(True, index=table.index)
+    for col, value in select.items():
+        keep &= table[col].isin(value if isinstance(value, list) else [value])
+    return keep
+
+
+def difference(sel: pd.DataFrame, d: Mapping) -> pd.DataFrame:
+    """``sel`` with ``d["name"]`` (and ``_lo``, ``_hi``): each row's ``d["of"]`` minus its
+    ``d["minus"]`` (each an estimate with ``_lo``, ``_hi`` columns), CIs combined as independent
+    samples (:func:`causalpos.verdicts.difference_ci`); ``point``: true, ``minus`` is a number
+    without an interval (e.g. a permutation null's mean), by which ``of``'s interval shifts."""
+    triple = lambda r, c: (r[c], r[f"{c}_lo"], r[f"{c}_hi"])  # noqa: E731
+    if d.get("point"):  # a number without an interval: the interval shifts by it
+        m = sel[d["minus"]].astype(float).to_numpy()
+        of = sel[[d["of"], f"{d['of']}_lo", f"{d['of']}_hi"]].astype(float).to_numpy()
+        values = of - m[:, None]
+    else:
+        diffs = [
+            difference_ci(triple(r, d["of"]), triple(r, d["minus"])) for _, r in sel.iterrows()
+        ]
+        values = np.array(diffs, dtype=float).reshape(len(sel), 3)
+    name = d["name"]
+    return sel.assign(
+        **{name: values[:, 0], f"{name}_lo": values[:, 1], f"{name}_hi": values[:, 2]}
+    )
+
+
+def raw_columns(t: Mapping, need: set[str]) -> set[str]:
+    """The columns of its table target ``t`` needs, from those its templates and rule name
+    (``need``): a ``wide`` target's long table's; a ``difference``'s inputs for its result; a
+    ``join``ed column's own name, and the columns it selects and matches on; those it
+    ``requires``."""
+    if rd := t.get("reduce"):  # the columns it aggregates are read where the table has them
+        need = (need - {c for op in REDUCTIONS for c in rd.get(op) or ()}) | set(rd["by"])
+        need |= {t["estimate"]} if "estimate" in t else set()
+    if t.get("wide"):
+        keys = (
+            *(t.get("select") or {}),
+            *(t.get("measured_if") or {}),
+            *(t.get("judged_if") or {}),
+        )
+        return {*keys, *wide_columns(t["wide"])} | ({"model"} if t.get("materiality") else set())
+    if d := t.get("difference"):
+        need = need - {d["name"], f"{d['name']}_lo", f"{d['name']}_hi"}
+        need |= {d["of"] + s for s in ("", "_lo", "_hi")}
+        need |= {d["minus"]} if d.get("point") else {d["minus"] + s for s in ("", "_lo", "_hi")}
+    if j := t.get("join"):
+        need = {c.removeprefix(j["prefix"]) for c in need}
+        need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})
+    need |= {s["of"], *s.get("by", WIDE_BY)} if (s := t.get("several")) else set()
+    need |= set(t.get("requires") or ())
+    return need | ({"init_of"} if t.get("trained_only") else set())
+
+
+#: The aggregations ``reduce`` may name.
+REDUCTIONS = ("max", "min", "mean", "sum", "first", "last")
+
+
+def reduce(sel: pd.DataFrame, r: Mapping) -> pd.DataFrame:
+    """One row per ``r["by"]`` group (first-seen order): its ``by`` cells and, for each of
+    :data:`REDUCTIONS` that ``r`` names, the columns it lists aggregated so (pandas'; NaN
+    skipped, e.g. ``first``: the first non-empty cell); a listed column the table lacks is left
+    out (a template part that reads it is then left out too)."""
+    by = list(r["by"])
+    how = {c: op for op in REDUCTIONS for c in r.get(op) or () if c in sel.columns}
+    return sel.groupby(by, sort=False).agg(how).reset_index()
+
+
+def several(sel: pd.DataFrame, s: Mapping) -> pd.DataFrame:
+    """The rows of ``sel`` whose ``s["by"]`` group (default model, dataset) holds more than one
+    value of column ``s["of"]`` (e.g. a model with several layer kinds)."""
+    by = list(s.get("by", WIDE_BY))
+    n = sel.groupby(by, sort=False)[s["of"]].transform("nunique")
+    return sel[n > 1]
+
+
+def reshaped(table: pd.DataFrame, t: Mapping, select_rows: Callable) -> pd.DataFrame:
+    """The rows target ``t`` judges (``select_rows``: :func:`causalpos.scorecard.engine.select_rows`;
+    a ``select`` value ``"{name}"`` is the target's field ``name``), after its reshapes: ``wide``
+    selects the long table's rows and widens them; ``trained_only`` leaves out the rows of
+    random-init / init twins; ``reduce``, ``exclude``, ``several`` as their functions; ``join`` reads each row's match beside it; ``difference`` adds an
+    estimate minus another. The estimate's finiteness is read after them."""
+    t = {**t, "select": own_fields(t.get("select"), t)}
+    reshaped = ("wide", "reduce", "join", "difference", "trained_only", "exclude", "several")
+    reshaped = any(t.get(k) for k in reshaped)
+    if not reshaped:
+        return select_rows(table, t)
+    sel = select_rows(table, {k: t[k] for k in ("select", "first") if k in t})
+    if t.get("wide") and not sel.empty:
+        sel = widen(sel, t["wide"])
+    if t.get("reduce"):
+        sel = reduce(sel, t["reduce"])
+    if t.get("exclude"):
+        sel = sel[[not matches(r, t["exclude"]) for _, r in sel.iterrows()]]
+    if t.get("several"):
+        sel = several(sel, t["several"])
+    if t.get("trained_only"):
+        sel = sel[text_column(sel, "init_of") == ""]
+    if t.get("join"):
+        sel = join(sel, table, t["join"], t)
+    if t.get("difference"):
+        sel = difference(sel, t["difference"])
+    if sel.empty:
+        return sel
+    return select_rows(sel, {k: t[k] for k in ("estimate", "finite") if k in t})
