@@ -1,6 +1,7 @@
-"""Paper 2's rows per layer kind (causalpos.scorecard.paper2_kinds): claim 2 on each kind's
-layers, claim 3 within one model (sliding vs global layers), not applicable where the window masks
-nothing at the run's length, and the sample an inconclusive row would need."""
+"""Paper 2's rows per layer kind (the declarative targets claim2_kinds and claim3_kinds): claim 2
+on each kind's layers, claim 3 within one model (sliding vs global layers), not applicable where
+the window masks nothing at the run's length, and the sample an inconclusive row would need
+(causalpos.scorecard.paper2_kinds)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ def _claim2_rows(d, T):
     return declared_rows(d, S.load_targets()["targets"]["claim2_kinds"] | T["claim2_kinds"])
 
 
+def _claim3_rows(d, T):
+    """Claim 3's sliding-vs-global rows, the declarative target ``claim3_kinds`` (the packaged
+    one with this module's fields) judged by the engine."""
+    return declared_rows(d, S.load_targets()["targets"]["claim3_kinds"] | T["claim3_kinds"])
+
+
 def table(model, sliding, glob, contrast, *, masks=True, n=16):
     """A by-kind table of one model: (est, lo, hi) of the residual-stream component on its
     sliding and global layers and of their contrast."""
@@ -68,6 +75,7 @@ def table(model, sliding, glob, contrast, *, masks=True, n=16):
                 "window_masks": masks if kind != "global" else False,
                 "init_of": "",
                 "n_sequences": n,
+                "ring_run": "rope+ring",
             }
         )
     return pd.DataFrame(rows)
@@ -125,8 +133,21 @@ def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
     # a random-init twin (the tables' init_of names its model): a baseline, measured
     twin = table("gemma-random", (0.01, 0.008, 0.012), (0.0, -0.001, 0.001), (0.01, 0.008, 0.012))
     twin["init_of"] = "gemma"
-    rows = K.claim3_kind_rows(pd.concat([yes, no, maybe, short, twin]), T)
+    # every layer sliding (trained-swa): a contrast row but one kind, so no comparison in-model
+    swa = table("swa", (0.01, 0.008, 0.012), (0.0, 0.0, 0.0), (0.01, 0.008, 0.012))
+    swa = swa[swa["layer_kind"] != "global"]
+    ringless = table("g5", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
+    ringless = ringless.assign(ring_run="", status="not run: no 'ring' run")
+    rows = _claim3_rows(pd.concat([yes, no, maybe, short, twin, swa, ringless]), T)
     got = {r.target.rsplit("(", 1)[1].split(",")[0]: r for r in rows}
+    assert list(got) == ["gemma", "g2", "g3", "g4", "gemma-random", "g5"]
+    assert (
+        got["gemma"].target == "claim 3 (sliding vs global layers) (gemma, d, sliding512 vs global)"
+    )
+    assert got["gemma"].measured == (
+        "sliding512 minus global 0.009 [0.006, 0.012] (residual-stream component)"
+    )
+    assert got["g5"].verdict == NOT_RUN and got["g5"].note.startswith("no 'ring' run: the resid")
     assert got["gemma"].verdict == REPRODUCED
     # a contrast of layer kinds, not of the window alone: every judged row says so
     for m in ("gemma", "g2", "g3"):
@@ -136,7 +157,9 @@ def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
     assert got["g3"].verdict == INCONCLUSIVE and "prompts would resolve it" in got["g3"].note
     assert got["g4"].verdict == NOT_APPLICABLE and "window ≥ T" in got["g4"].note
     assert got["gemma-random"].verdict == MEASURED
-    assert K.claim3_kind_rows(None, T)[0].verdict == NOT_RUN
+    assert _claim3_rows(None, T)[0].verdict == NOT_RUN
+    (one,) = _claim3_rows(yes[yes["layer_kind"] != "global"], T)
+    assert (one.verdict, one.note) == (NOT_RUN, "no model with several layer kinds")
 
 
 def test_claim2_per_kind_rows_judge_each_kind_against_the_threshold():
@@ -166,7 +189,7 @@ def test_claim2_per_kind_is_not_applicable_where_token_0_is_not_fixed():
 def test_a_non_finite_bound_decides_nothing(col):
     d = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
     d.loc[d["layer_kind"] == "sliding512 minus global", col] = np.nan
-    (row,) = K.claim3_kind_rows(d, T)
+    (row,) = _claim3_rows(d, T)
     assert row.verdict == INCONCLUSIVE
 
 

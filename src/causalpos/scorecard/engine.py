@@ -38,7 +38,8 @@ A declarative target (one with a ``table`` field) declares:
     the row's ``measured`` text: ``{column}`` a cell (``{column:d}`` as an integer),
     ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
     ``column_hi``); ``{column:ci<n>}`` / ``{column:<n>}`` at ``n`` significant digits,
-    ``{column:text}`` a text cell ("" where empty), another spec Python's (``{column:.2e}``);
+    ``{column:text}`` a text cell ("" where empty), ``{column:word}`` its first word, another
+    spec Python's (``{column:.2e}``);
     a list: parts joined by ``"; "``, each a template kept where its first field's cell is not
     empty (NaN, ""), or ``{text: template, when: column}`` kept where that column's is not (no
     ``when``: always; a column the table lacks reads as empty); ``measured_sep`` the text
@@ -89,8 +90,12 @@ A declarative target (one with a ``table`` field) declares:
     ``{column: value}``: the selected rows matching every one are left out (a text with ``*``
     a glob, e.g. ``"* minus global"``);
 ``several``
-    ``{of: column, by: [...]}``: only the rows of ``by`` groups (default ``[model, dataset]``)
-    holding more than one value of ``of`` (e.g. a model with several layer kinds);
+    ``{of: column, by: [...], ignore: {...}}``: only the rows of ``by`` groups (default
+    ``[model, dataset]``) holding more than one value of ``of`` (e.g. a model with several layer
+    kinds), counted over the rows not matching ``ignore`` (optional, as ``exclude``);
+``keep``
+    ``{column: value}``: after ``several``, only the rows matching every one are kept (as
+    ``exclude``: e.g. ``"* minus global"``, the kinds' contrast rows);
 ``trained_only``
     true: the rows of random-init / init twins (an ``init_of``) are left out (e.g. read beside
     their trained model by ``join``);

@@ -83,7 +83,8 @@ def premise(r: pd.Series, t: Mapping) -> Mapping | None:
 def spec_text(r: pd.Series, column: str, spec: str) -> str:
     """Cell ``column`` of row ``r`` under a template's format ``spec``: ``ci<n>`` its estimate
     and interval at ``n`` significant digits, ``<n>`` the cell at ``n``, ``text`` a text cell
-    ("" where empty), any other spec Python's format of the number (e.g. ``.2e``)."""
+    ("" where empty), ``word`` a text cell's first word (e.g. the kind of ``sliding512 minus
+    global``), any other spec Python's format of the number (e.g. ``.2e``)."""
     v = r[column]
     if spec.startswith("ci") and spec[2:].isdigit():
         return fmt_ci(v, r[f"{column}_lo"], r[f"{column}_hi"], int(spec[2:]))
@@ -91,6 +92,8 @@ def spec_text(r: pd.Series, column: str, spec: str) -> str:
         return fmt(v, int(spec))
     if spec == "text":
         return "" if is_null(v) else str(v)
+    if spec == "word":
+        return str(v).split()[0]
     return format(float(v), spec)
 
 
