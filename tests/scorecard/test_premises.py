@@ -255,6 +255,8 @@ def test_exclude_several_and_power_select_the_kinds_and_say_what_would_decide():
         ({"several": {"by": ["model"]}}, "has several: .*it lacks of"),
         ({"exclude": ["layer_kind"]}, "has exclude: .*set it to"),
         ({"keep": "* minus global"}, "has keep: .*set it to {column: value}"),
+        ({"decided_note": "prompts"}, "has decided_note: 'prompts'; set it to a template"),
+        ({"measured": [{"text": "{total}", "when": "total", "else": 1}]}, "has measured part"),
         ({"several": {"of": "layer_kind", "ignore": []}}, "has several: .*ignore must be"),
         ({"power": 1}, "has power: 1; set it to true or false"),
     ],

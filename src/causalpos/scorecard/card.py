@@ -21,7 +21,6 @@ import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_claim3 as paper2_claim3
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
-import causalpos.scorecard.paper2_factors as paper2_factors
 import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.engine import columns, declared_rows
@@ -242,14 +241,8 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Declared("claim2_kinds"),
     Declared("claim3_kinds"),
-    Family(
-        paper2_factors.claim3_factor_rows,
-        Input(
-            "claim3_factors",
-            "model dataset factor reading level layer_kind window effect effect_lo effect_hi "
-            "change change_lo change_hi window_masks",
-        ),
-    ),
+    Declared("claim3_window"),
+    Declared("claim3_base"),
     Family(
         paper2_claim3.claim3_order_rows,
         Input(

@@ -100,8 +100,10 @@ def spec_text(r: pd.Series, column: str, spec: str) -> str:
 def power(t: Mapping, r: pd.Series, verdict: str) -> str:
     """An inconclusive row's power note (:func:`causalpos.scorecard.paper2_kinds.power_note`):
     the prompts (of ``n_sequences``) its estimate's interval would need to clear target ``t``'s
-    threshold; "" for a decided row."""
+    threshold (a ``negative`` rule's: the negated interval's above it); "" for a decided row."""
     n = float(r.get("n_sequences", np.nan))
     vals = (float(r[t["estimate"]]), float(r[t["lo"]]), float(r[t["hi"]]))
+    if t.get("rule") == "negative":  # below -threshold: the negated interval above it
+        vals = (-vals[0], -vals[2], -vals[1])
     where = (str(r.get("model", "")), str(r.get("dataset", "")))
     return power_note(verdict, vals, float(t["threshold"]), int(n) if np.isfinite(n) else 0, where)

@@ -354,14 +354,21 @@ def check_texts(where: str, t: Mapping) -> None:
         ok = _text(part) or (
             isinstance(part, Mapping)
             and _text(part.get("text"))
-            and set(part) <= {"text", "when"}
+            and set(part) <= {"text", "when", "else"}
             and (part.get("when") is None or _text(part.get("when")))
+            and (part.get("else") is None or _text(part.get("else")))
         )
         if not ok:
             raise ValueError(
                 f"{where} has measured part {part!r}; a part is a template or "
-                "{text: template, when: column} (kept where that column's cell is finite)"
+                "{text: template, when: column, else: template} (kept where that column's cell "
+                "is finite, else the else template where given)"
             )
+    if "decided_note" in t and not (_text(t["decided_note"]) and "{" in t["decided_note"]):
+        raise ValueError(
+            f"{where} has decided_note: {t['decided_note']!r}; set it to a template of the "
+            'row\'s cells (e.g. "{n_sequences:d} prompts, paired replicates")'
+        )
     if "measured_sep" in t and not isinstance(t["measured_sep"], str):
         raise ValueError(
             f"{where} has measured_sep: {t['measured_sep']!r}; set it to the text between the "
