@@ -195,6 +195,23 @@ def test_judged_if_measures_the_rows_it_does_not_match_by_glob():
     assert rows[1].paper_value == "n/a" and rows[1].falsified_if.startswith("none")
 
 
+def test_a_select_glob_picks_its_rows_and_threshold_reads_each_models_own():
+    """``select`` with ``*`` matches as a glob (beside exact values); ``{threshold}`` in a
+    template reads the row's model's threshold, which the table need not have."""
+    t = TARGET | {
+        "select": {"variant": ["caus*", "bidirectional"]},
+        "measured": "e {e:ci} (threshold {threshold:3})",
+        "thresholds": {"straddles": 0.5},
+    }
+    assert "threshold" not in E.columns(t).split()
+    rows = {r.target: r for r in E.declared_rows(TABLE, t)}
+    assert "effect (bidirectional, d)" in rows  # the exact value still selects
+    assert rows["effect (above, d)"].measured == "e 0.05 [0.03, 0.07] (threshold 0.01)"
+    straddles = rows["effect (straddles, d)"]
+    assert straddles.measured.endswith("(threshold 0.5)") and straddles.verdict == V.DIFFERS
+    assert len(E.declared_rows(TABLE, TARGET | {"select": {"variant": "bi*"}})) == 1
+
+
 def test_not_a_test_reads_measured_and_keeps_its_rules_verdict_in_the_note():
     t = VARIANTS | {"not_a_test": True, "note": "logit units"}
     rows = E.declared_rows(BY_VARIANT.assign(d_lo=[0.1, -0.1, 0.0]), t)

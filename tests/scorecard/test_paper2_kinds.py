@@ -1,6 +1,10 @@
-"""Paper 2's rows per layer kind (causalpos.scorecard.paper2_kinds): claim 2 on each kind's
-layers, claim 3 within one model (sliding vs global layers), not applicable where the window masks
-nothing at the run's length, and the sample an inconclusive row would need."""
+"""Paper 2's rows within one model (the declarative targets claim2_kinds, claim3_kinds,
+claim3_window and claim3_base): claim 2 on each kind's layers, claim 3 between its layer kinds
+(sliding vs global layers) and by intervention (the window's slope over the sliding layers, the
+global base's effect: a planted effect reads reproduced, a null does not, the opposite sign
+differs), not applicable where the window masks nothing at the run's length, "not run" naming the
+variants a factor needs, and the sample an inconclusive row would need
+(causalpos.scorecard.paper2_kinds)."""
 
 from __future__ import annotations
 
@@ -9,10 +13,14 @@ import pandas as pd
 import pytest
 
 from causalpos import scorecard as S
+from causalpos.paper2.summary import assemble as A
+from causalpos.paper2.tables.factors import factors_frame
 from causalpos.scorecard import paper2_kinds as K
 from causalpos.scorecard.engine import declared_rows
-from causalpos.scorecard.rows import MEASURED, NOT_APPLICABLE, NOT_RUN
-from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
+from causalpos.scorecard.materiality import Materiality
+from causalpos.scorecard.rows import MEASURED, NOT_APPLICABLE, NOT_RUN, load_targets
+from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, negative
+from tests.paper2_factor_runs import SETTINGS, factor_runs
 
 T = {
     "claim2_kinds": {
@@ -38,6 +46,12 @@ def _claim2_rows(d, T):
     """Claim 2's per-kind rows, the declarative target ``claim2_kinds`` (the packaged one with
     this module's fields) judged by the engine."""
     return declared_rows(d, S.load_targets()["targets"]["claim2_kinds"] | T["claim2_kinds"])
+
+
+def _claim3_rows(d, T):
+    """Claim 3's sliding-vs-global rows, the declarative target ``claim3_kinds`` (the packaged
+    one with this module's fields) judged by the engine."""
+    return declared_rows(d, S.load_targets()["targets"]["claim3_kinds"] | T["claim3_kinds"])
 
 
 def table(model, sliding, glob, contrast, *, masks=True, n=16):
@@ -68,6 +82,7 @@ def table(model, sliding, glob, contrast, *, masks=True, n=16):
                 "window_masks": masks if kind != "global" else False,
                 "init_of": "",
                 "n_sequences": n,
+                "ring_run": "rope+ring",
             }
         )
     return pd.DataFrame(rows)
@@ -125,8 +140,21 @@ def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
     # a random-init twin (the tables' init_of names its model): a baseline, measured
     twin = table("gemma-random", (0.01, 0.008, 0.012), (0.0, -0.001, 0.001), (0.01, 0.008, 0.012))
     twin["init_of"] = "gemma"
-    rows = K.claim3_kind_rows(pd.concat([yes, no, maybe, short, twin]), T)
+    # every layer sliding (trained-swa): a contrast row but one kind, so no comparison in-model
+    swa = table("swa", (0.01, 0.008, 0.012), (0.0, 0.0, 0.0), (0.01, 0.008, 0.012))
+    swa = swa[swa["layer_kind"] != "global"]
+    ringless = table("g5", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
+    ringless = ringless.assign(ring_run="", status="not run: no 'ring' run")
+    rows = _claim3_rows(pd.concat([yes, no, maybe, short, twin, swa, ringless]), T)
     got = {r.target.rsplit("(", 1)[1].split(",")[0]: r for r in rows}
+    assert list(got) == ["gemma", "g2", "g3", "g4", "gemma-random", "g5"]
+    assert (
+        got["gemma"].target == "claim 3 (sliding vs global layers) (gemma, d, sliding512 vs global)"
+    )
+    assert got["gemma"].measured == (
+        "sliding512 minus global 0.009 [0.006, 0.012] (residual-stream component)"
+    )
+    assert got["g5"].verdict == NOT_RUN and got["g5"].note.startswith("no 'ring' run: the resid")
     assert got["gemma"].verdict == REPRODUCED
     # a contrast of layer kinds, not of the window alone: every judged row says so
     for m in ("gemma", "g2", "g3"):
@@ -136,7 +164,9 @@ def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
     assert got["g3"].verdict == INCONCLUSIVE and "prompts would resolve it" in got["g3"].note
     assert got["g4"].verdict == NOT_APPLICABLE and "window ≥ T" in got["g4"].note
     assert got["gemma-random"].verdict == MEASURED
-    assert K.claim3_kind_rows(None, T)[0].verdict == NOT_RUN
+    assert _claim3_rows(None, T)[0].verdict == NOT_RUN
+    (one,) = _claim3_rows(yes[yes["layer_kind"] != "global"], T)
+    assert (one.verdict, one.note) == (NOT_RUN, "no model with several layer kinds")
 
 
 def test_claim2_per_kind_rows_judge_each_kind_against_the_threshold():
@@ -166,7 +196,7 @@ def test_claim2_per_kind_is_not_applicable_where_token_0_is_not_fixed():
 def test_a_non_finite_bound_decides_nothing(col):
     d = table("gemma", (0.01, 0.008, 0.012), (0.001, 0.0, 0.002), (0.009, 0.006, 0.012))
     d.loc[d["layer_kind"] == "sliding512 minus global", col] = np.nan
-    (row,) = K.claim3_kind_rows(d, T)
+    (row,) = _claim3_rows(d, T)
     assert row.verdict == INCONCLUSIVE
 
 
@@ -180,3 +210,115 @@ def test_a_models_own_threshold_judges_its_rows():
     assert verdicts == {("gemma", DIFFERS), ("g2", REPRODUCED)}
     gemma = [r for r in rows if "(gemma," in r.target]
     assert all("at or below 0.006" in r.falsified_if for r in gemma)
+
+
+# claim 3 by intervention within one model: the declarative targets claim3_window and
+# claim3_base on the claim3_factors table of synthetic summaries
+TF = Materiality().apply(dict(load_targets()["targets"]))
+FACTORS = ("claim3_window", "claim3_base")
+
+
+def factor_rows(df, T):
+    """claim 3's factor rows: the declarative targets claim3_window and claim3_base (the
+    packaged ones under the thresholds ``T``) judged by the engine."""
+    return [r for key in FACTORS for r in declared_rows(df, T[key])]
+
+
+def factor_frame(slope_size, base_scale=1.0, seed=5):
+    df = factors_frame(A.leakage_summary(factor_runs(slope_size, seed, base_scale), SETTINGS))
+    df.insert(0, "dataset", "d")
+    df.insert(0, "model", "m")
+    df["init_of"] = ""
+    return df
+
+
+def factor_verdicts(df):
+    return {r.target.split(" (")[0]: r for r in factor_rows(df, TF)}
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return factor_frame(0.4, base_scale=0.3)
+
+
+def test_a_planted_slope_and_a_suppressing_base_are_reproduced(planted):
+    got = factor_verdicts(planted)
+    w, b = got["claim 3, window"], got["claim 3, RoPE base"]
+    assert w.verdict == REPRODUCED and b.verdict == REPRODUCED
+    assert w.target == "claim 3, window (within one model) (m, d)"
+    assert "slope" in w.measured and "change across them" in w.measured
+    assert "mask-free route (ring twins) 0 [0, 0]" in b.measured
+    assert "at or below 0.002" in w.falsified_if and "at or above -0.002" in b.falsified_if
+    assert "mechanism mapping" in w.measured
+    n = int(planted["n_sequences"].iloc[0])
+    assert w.note == b.note == f"{n} prompts, paired replicates"
+
+
+def test_an_inconclusive_base_row_says_the_prompts_its_negated_interval_needs(planted):
+    """claim3_base's rule is negative (below -threshold): its power note is the negated
+    interval's against the threshold (-0.001 [-0.005, 0.003] reads 0.001 [-0.003, 0.005])."""
+    d = planted.copy()
+    row = (d["factor"] == "rope_base") & (d["reading"] == "logit") & (d["level"] == "kind")
+    row &= d["layer_kind"].str.startswith("sliding")
+    d.loc[row, ["effect", "effect_lo", "effect_hi"]] = (-0.001, -0.005, 0.003)
+    b = factor_verdicts(d)["claim 3, RoPE base"]
+    n = int(d["n_sequences"].iloc[0])
+    assert b.verdict == INCONCLUSIVE
+    assert b.note == K.power_note(INCONCLUSIVE, (0.001, -0.003, 0.005), 0.002, n, ("m", "d"))
+    assert b.note.startswith("about ") and "would resolve differs" in b.note
+    # the mask-free route's row missing: the measured text says what it needs
+    no_ring = d[~((d["factor"] == "rope_base") & (d["reading"] == "mask_free"))]
+    assert "; mask-free route not run (needs ring and global_base+ring) (threshold 0.002" in (
+        factor_verdicts(no_ring)["claim 3, RoPE base"].measured
+    )
+
+
+def test_each_model_is_judged_against_its_own_threshold(planted):
+    """A model's own claim3_order threshold (leakage.per_model) decides its factor rows: the
+    planted slope, reproduced at the config's 0.002, differs against a threshold above its
+    whole interval; another model keeps the config's."""
+    own = Materiality.from_params({"per_model": {"m": {"claim3_order": 10.0}}})
+    T_own = own.apply(dict(load_targets()["targets"]))
+    both = pd.concat([planted, planted.assign(model="other")])
+    got = {r.target: r for r in factor_rows(both, T_own)}
+    m, other = (got[f"claim 3, window (within one model) ({k}, d)"] for k in ("m", "other"))
+    assert m.verdict == DIFFERS and "at or below 10" in m.falsified_if
+    assert "(threshold 10, mechanism mapping)" in m.measured
+    assert other.verdict == REPRODUCED and "at or below 0.002" in other.falsified_if
+
+
+def test_a_null_is_not_reproduced_and_the_opposite_sign_differs():
+    null = factor_verdicts(factor_frame(0.0, base_scale=1.0, seed=7))
+    # no slope planted: the window's change across depth reads no material increase
+    assert null["claim 3, window"].verdict in (INCONCLUSIVE, DIFFERS)
+    # base_scale 1 adds a query term on the sliding layers: the base raises the component
+    assert null["claim 3, RoPE base"].verdict == DIFFERS
+
+
+def test_the_verdict_flips_with_the_sign_of_the_planted_slope(planted):
+    flipped = planted.copy()
+    sel = flipped["factor"] == "window"
+    for c in ("effect", "change"):
+        lo, hi = flipped.loc[sel, f"{c}_lo"].copy(), flipped.loc[sel, f"{c}_hi"].copy()
+        flipped.loc[sel, c] *= -1
+        flipped.loc[sel, f"{c}_lo"], flipped.loc[sel, f"{c}_hi"] = -hi, -lo
+    assert factor_verdicts(flipped)["claim 3, window"].verdict == DIFFERS
+
+
+def test_window_at_most_t_is_not_applicable_and_missing_factors_are_not_run(planted):
+    wide = planted.assign(window_masks=False)
+    assert factor_verdicts(wide)["claim 3, window"].verdict == NOT_APPLICABLE
+    only_window = planted[planted["factor"] == "window"]
+    base = factor_verdicts(only_window)["claim 3, RoPE base"]
+    assert base.verdict == NOT_RUN and "global_base+ring" in base.note
+    none = {r.target: r for r in factor_rows(None, TF)}
+    assert {r.verdict for r in none.values()} == {NOT_RUN}
+    assert "no_window" in none["claim 3, window (within one model)"].note
+    twin = factor_verdicts(planted.assign(init_of="m0"))
+    assert twin["claim 3, window"].verdict == "measured"
+
+
+def test_negative_is_positive_of_the_negated_interval():
+    assert negative((-0.01, -0.003), 0.002) == REPRODUCED
+    assert negative((-0.001, 0.004), 0.002) == DIFFERS
+    assert negative((-0.01, 0.0), 0.002) == INCONCLUSIVE

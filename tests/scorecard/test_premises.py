@@ -42,6 +42,7 @@ def test_format_specs_give_digits_texts_and_pythons_number_formats():
     assert P.spec_text(r, "note", "text") == ""
     assert P.spec_text(pd.Series({"note": "why"}), "note", "text") == "why"
     assert P.spec_text(r, "x", ".2e") == "1.23e-01"
+    assert P.spec_text(pd.Series({"k": "sliding512 minus global"}), "k", "word") == "sliding512"
 
 
 def _probe(model, acc, lo, hi, null=0.2, fixed=0, **kw):
@@ -253,10 +254,14 @@ def test_exclude_several_and_power_select_the_kinds_and_say_what_would_decide():
         ({"premises": [{"reason": "no_reason", "verdict": "not run"}]}, "has premise"),
         ({"several": {"by": ["model"]}}, "has several: .*it lacks of"),
         ({"exclude": ["layer_kind"]}, "has exclude: .*set it to"),
+        ({"keep": "* minus global"}, "has keep: .*set it to {column: value}"),
+        ({"decided_note": "prompts"}, "has decided_note: 'prompts'; set it to a template"),
+        ({"measured": [{"text": "{total}", "when": "total", "else": 1}]}, "has measured part"),
+        ({"several": {"of": "layer_kind", "ignore": []}}, "has several: .*ignore must be"),
         ({"power": 1}, "has power: 1; set it to true or false"),
     ],
 )
-def test_a_malformed_reason_several_exclude_or_power_is_refused_at_load(fields, problem):
+def test_a_malformed_reason_several_exclude_keep_or_power_is_refused_at_load(fields, problem):
     spec = copy.deepcopy(S.load_targets())
     spec["targets"]["claim2_kinds"] |= fields
     with pytest.raises(ValueError, match=rf"target 'claim2_kinds' {problem}"):

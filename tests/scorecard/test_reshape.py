@@ -261,6 +261,25 @@ def test_reduce_aggregates_each_group_and_leaves_out_the_columns_the_table_lacks
     assert out["std"].tolist() == [3e-4, 0.0] and out["token0_fixed"].tolist() == [1.0, 0.0]
 
 
+def test_several_counts_the_rows_ignore_spares_and_keep_then_keeps_the_matching_rows():
+    kinds = {
+        "gemma": ["sliding512", "global", "sliding512 minus global"],
+        "swa": ["sliding32", "sliding32 minus global"],  # one kind and its contrast
+        "smol": ["global"],
+    }
+    table = pd.DataFrame(
+        [{"model": m, "dataset": "d", "layer_kind": k} for m, ks in kinds.items() for k in ks]
+    )
+    contrast = {"layer_kind": "* minus global"}
+    counted = X.several(table, {"of": "layer_kind", "ignore": contrast})
+    assert counted["model"].unique().tolist() == ["gemma"]
+    # without ignore the contrast row counts as a kind: swa would read as two
+    assert X.several(table, {"of": "layer_kind"})["model"].unique().tolist() == ["gemma", "swa"]
+    t = {"several": {"of": "layer_kind", "ignore": contrast}, "keep": contrast}
+    out = X.reshaped(table, t, E.select_rows)
+    assert out[["model", "layer_kind"]].values.tolist() == [["gemma", "sliding512 minus global"]]
+
+
 def test_a_point_rule_check_target_holds_or_fails_and_its_premises_decide_the_rest():
     t = copy.deepcopy(S.load_targets()["targets"]["claim7_position0"])
     table = pd.DataFrame(

@@ -21,9 +21,7 @@ import causalpos.scorecard.paper2 as paper2
 import causalpos.scorecard.paper2_claim3 as paper2_claim3
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
-import causalpos.scorecard.paper2_factors as paper2_factors
 import causalpos.scorecard.paper2_headline as paper2_headline
-import causalpos.scorecard.paper2_kinds as paper2_kinds
 import causalpos.scorecard.paper2_position0 as paper2_position0
 from causalpos.scorecard.engine import columns, declared_rows
 from causalpos.scorecard.engine_groups import group_columns, grouped_rows, is_grouped
@@ -242,21 +240,9 @@ FAMILIES: tuple[Family, ...] = (
         scored=False,  # its sliding-window rows (per-prompt depth trend)
     ),
     Declared("claim2_kinds"),
-    Family(
-        paper2_kinds.claim3_kind_rows,
-        Input(
-            "decomposition_components_by_kind",
-            "model dataset condition window layer_kind residual_stream window_masks",
-        ),
-    ),
-    Family(
-        paper2_factors.claim3_factor_rows,
-        Input(
-            "claim3_factors",
-            "model dataset factor reading level layer_kind window effect effect_lo effect_hi "
-            "change change_lo change_hi window_masks",
-        ),
-    ),
+    Declared("claim3_kinds"),
+    Declared("claim3_window"),
+    Declared("claim3_base"),
     Family(
         paper2_claim3.claim3_order_rows,
         Input(

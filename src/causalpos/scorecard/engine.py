@@ -12,8 +12,9 @@ A declarative target (one with a ``table`` field) declares:
 ``table``
     the scorecard input it reads (a key of :data:`causalpos.catalogue.SCORECARD_TABLES`);
 ``select``
-    ``{column: value}``: the table's rows it judges (a list of values: any of them; a value
-    ``"{name}"``, here or in a ``join``'s, is the target's own field, e.g. ``tau: "{tau}"``);
+    ``{column: value}``: the table's rows it judges (a list of values: any of them; a text with
+    ``*`` a glob, e.g. ``"sliding*"``; a value ``"{name}"``, here or in a ``join``'s, is the
+    target's own field, e.g. ``tau: "{tau}"``);
 ``finite``
     false: the rows whose estimate is not finite are judged too (their rule decides nothing:
     ``inconclusive``); default true, they are left out;
@@ -38,11 +39,13 @@ A declarative target (one with a ``table`` field) declares:
     the row's ``measured`` text: ``{column}`` a cell (``{column:d}`` as an integer),
     ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
     ``column_hi``); ``{column:ci<n>}`` / ``{column:<n>}`` at ``n`` significant digits,
-    ``{column:text}`` a text cell ("" where empty), another spec Python's (``{column:.2e}``);
+    ``{column:text}`` a text cell ("" where empty), ``{column:word}`` its first word, another
+    spec Python's (``{column:.2e}``);
     a list: parts joined by ``"; "``, each a template kept where its first field's cell is not
     empty (NaN, ""), or ``{text: template, when: column}`` kept where that column's is not (no
-    ``when``: always; a column the table lacks reads as empty); ``measured_sep`` the text
-    between parts (default ``"; "``);
+    ``when``: always; a column the table lacks reads as empty; ``else``: the template shown
+    instead); ``measured_sep`` the text between parts (default ``"; "``); ``{threshold}`` reads
+    the row's model's threshold (a target with one);
 ``premises``
     a list of ``{if: {column: value}, verdict: not run | not applicable, why: template}``: the
     first whose ``if`` a row matches and ``unless`` (optional) it does not (``null``: an empty
@@ -53,7 +56,11 @@ A declarative target (one with a ``table`` field) declares:
     (:mod:`causalpos.scorecard.premises`);
 ``power``
     true: an inconclusive row's note says how many prompts (``n_sequences``) would decide it
-    against the threshold (:func:`causalpos.scorecard.paper2_kinds.power_note`);
+    against the threshold (:func:`causalpos.scorecard.paper2_kinds.power_note`; a ``negative``
+    rule's interval negated);
+``decided_note``
+    a template added to the note of a row its rule decides (reproduced, differs), kept where
+    its first field's cell is not empty (e.g. ``"{n_sequences:d} prompts, paired replicates"``);
 ``measured_extra``
     templates appended to ``measured`` where the table has the columns one reads and the
     row's cell of its first field is finite (e.g. a ratio some tables lack);
@@ -89,8 +96,12 @@ A declarative target (one with a ``table`` field) declares:
     ``{column: value}``: the selected rows matching every one are left out (a text with ``*``
     a glob, e.g. ``"* minus global"``);
 ``several``
-    ``{of: column, by: [...]}``: only the rows of ``by`` groups (default ``[model, dataset]``)
-    holding more than one value of ``of`` (e.g. a model with several layer kinds);
+    ``{of: column, by: [...], ignore: {...}}``: only the rows of ``by`` groups (default
+    ``[model, dataset]``) holding more than one value of ``of`` (e.g. a model with several layer
+    kinds), counted over the rows not matching ``ignore`` (optional, as ``exclude``);
+``keep``
+    ``{column: value}``: after ``several``, only the rows matching every one are kept (as
+    ``exclude``: e.g. ``"* minus global"``, the kinds' contrast rows);
 ``trained_only``
     true: the rows of random-init / init twins (an ``init_of``) are left out (e.g. read beside
     their trained model by ``join``);
@@ -215,7 +226,7 @@ def columns(t: Mapping) -> str:
     need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
     need |= {t["first"], "model", "dataset"} if t.get("first") else set()
     need |= template_columns((t.get("partner") or {}).get("measured", ""))
-    need = raw_columns(t, need)  # a reshape's inputs for the columns it makes
+    need = raw_columns(t, need) - {"threshold"}  # a reshape's inputs; the target's threshold
     return " ".join(sorted(partner_needs(t, need)))
 
 
@@ -228,7 +239,11 @@ def select_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
         first = table.groupby(["model", "dataset"], sort=False)[t["first"]].transform("first")
         keep &= table[t["first"]] == first
     for col, value in (t.get("select") or {}).items():
-        keep &= table[col].isin(value if isinstance(value, list) else [value])
+        values = value if isinstance(value, list) else [value]
+        hit = table[col].isin(values)
+        for g in (v for v in values if isinstance(v, str) and "*" in v):  # a glob
+            hit |= np.array([fnmatch.fnmatchcase(c, g) for c in table[col].astype(str)], bool)
+        keep &= hit
     return table[keep]
 
 
@@ -251,7 +266,7 @@ def declared_rows(
     sel = required_rows(reshaped(table, t, select_rows), t)
     if sel.empty:
         return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
-    sel = with_partner(sel, table, t)
+    sel = with_partner(with_threshold(sel, t), table, t)
     landmarks = text_column(sel, "landmark")
     several = landmarks.nunique() > 1
     rows = []
@@ -272,6 +287,16 @@ def declared_rows(
         else:
             rows.append(_judged(t, r, label, measured, src))
     return rows
+
+
+def with_threshold(sel: pd.DataFrame, t: Mapping) -> pd.DataFrame:
+    """``sel`` with column ``threshold``, each row's model's (:func:`for_model`), where target
+    ``t`` has a threshold and the table no such column (what ``{threshold}`` reads)."""
+    if "threshold" not in t or "threshold" in sel:
+        return sel
+    models = sel["model"] if "model" in sel else [None] * len(sel)
+    own = [float(for_model(t, m)["threshold"] if m is not None else t["threshold"]) for m in models]
+    return sel.copy().assign(threshold=own)  # copy: one block, not a fragmented frame
 
 
 def _extra(r: pd.Series, t: Mapping) -> str:
@@ -317,6 +342,8 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
     note = field_text(t, "note")
     if t.get("power"):  # an inconclusive row's prompts to decide it
         note = "; ".join(filter(None, (note, power(tm, r, verdict))))
+    if t.get("decided_note") and verdict in (V.REPRODUCED, V.DIFFERS):
+        note = "; ".join(filter(None, (note, measured_text(r, {"measured": [t["decided_note"]]}))))
     if t.get("own_control"):
         ctl, ctl_text = own_control(r)
         tested, verdict = verdict, V.unless_control_reads(verdict, ctl)
@@ -335,8 +362,9 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
 def measured_text(r: pd.Series, t: Mapping) -> str:
     """Target ``t``'s ``measured`` on row ``r``: a template, or a list of parts joined by
     ``measured_sep`` (default ``"; "``), each a template kept where the cell of its first field
-    is not empty, or ``{text: template, when: column}`` kept where that column's is not (a
-    column the table lacks reads as empty: "nan" in a kept part)."""
+    is not empty, or ``{text: template, when: column, else: template}`` kept where that column's
+    is not (else its ``else``, where declared; a column the table lacks reads as empty: "nan"
+    in a kept part)."""
     if isinstance(t["measured"], str):
         return _Text(r).format(t["measured"])
     out = []
@@ -347,6 +375,8 @@ def measured_text(r: pd.Series, t: Mapping) -> str:
         cells = r.reindex(r.index.union(sorted(template_columns(text) - set(r.index))))
         if when is None or not is_null(cells.get(when)):
             out.append(_Text(cells).format(text))
+        elif isinstance(part, Mapping) and "else" in part:
+            out.append(_Text(cells).format(part["else"]))
     return str(t.get("measured_sep", "; ")).join(out)
 
 

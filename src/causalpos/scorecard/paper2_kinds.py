@@ -1,40 +1,15 @@
-"""Paper 2's rows per layer kind (a model whose layers mask differently: sliding-window and global
-layers, e.g. Gemma 3): claim 3 within one model — the sliding-window layers' residual-stream
-component against the global layers', the same weights and prompts (paired replicates). A kind
-whose window masks nothing at the run's length is *not applicable* there ("window ≥ T": its
-layers see what global ones see). Claim 2 on each kind's layers is the declarative target
-``claim2_kinds`` (``causalpos/targets.yaml``).
-
-Judged against the materiality thresholds of the config (``leakage.materiality``); an
-inconclusive row says how many prompts would make it conclusive (:func:`prompts_needed`,
-:func:`power_note`, which the engine's ``power`` field reads too)."""
+"""Paper 2's power calculations: how many prompts an inconclusive row would need to be decided
+against its materiality threshold (``leakage.materiality``; :func:`prompts_needed`,
+:func:`power_note`, :func:`band_power_note`), read by the engine's ``power`` field and the row
+builders. The rows per layer kind (claim 2 on each kind's layers, claim 3 within one model: the
+sliding-window layers against the global ones) are the declarative targets ``claim2_kinds`` and
+``claim3_kinds`` (``causalpos/targets.yaml``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
-import pandas as pd
 
-from causalpos.scorecard.materiality import for_model
-from causalpos.scorecard.rows import (
-    NOT_APPLICABLE,
-    SOURCES,
-    Row,
-    fmt_ci,
-    measured_row,
-    not_run,
-    ring_missing,
-    target_row,
-    text_column,
-)
-from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, positive
-
-#: What the sliding-minus-global rows cannot separate (claim 3's factor rows do).
-OBSERVATIONAL = (
-    "observational: sliding and global layers differ in the window and also in the RoPE base, "
-    "depth and role (each factor alone: the claim 3 window / RoPE base rows)"
-)
+from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
 
 #: z of a two-sided 95 % interval and of 80 % power: the sample that would resolve an effect of
 #: the estimate's size against the threshold (:func:`prompts_needed`).
@@ -140,54 +115,6 @@ def band_power_note(
     return _power_text(need, n, direction, where, f"; its {arm} arm must clear {edge:.2f}")
 
 
-def _rows_of(bykind: pd.DataFrame) -> pd.DataFrame:
-    """The headline decomposition's per-kind rows (condition rope, key 0 modelled, the first
-    window) of models with more than one kind."""
-    d = bykind[(bykind["condition"] == "rope") & (text_column(bykind, "landmark") == "modelled")]
-    first = d.groupby(["model", "dataset"], sort=False)["window"].transform("first")
-    d = d[d["window"] == first]
-    kinds = d[~d["layer_kind"].str.endswith(" minus global")]
-    several = kinds.groupby(["model", "dataset"])["layer_kind"].transform("nunique") > 1
-    keep = kinds[several][["model", "dataset"]].drop_duplicates()
-    return d.merge(keep, on=["model", "dataset"])
-
-
-def claim3_kind_rows(bykind: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 3 within one model: the sliding-window layers' residual-stream component minus the
-    global layers' (paired: the same weights and prompts) above the materiality threshold;
-    *not applicable* where the window masks nothing at the run's length."""
-    t = T["claim3_kinds"]
-    src = SOURCES["decomposition_components_by_kind"]
-    if bykind is None or bykind.empty:
-        why = "no model with sliding-window and global layers decomposed on the ring"
-        return [not_run(t, t["label"], src, why)]
-    d = _rows_of(bykind)
-    d = d[d["layer_kind"].str.endswith(" minus global")]
-    rows = []
-    for r, twin, n in zip(d.itertuples(), text_column(d, "init_of"), _n_prompts(d)):
-        kind = r.layer_kind.removesuffix(" minus global")
-        label = f"{t['label']} ({r.model}, {r.dataset}, {kind} vs global)"
-        vals = (r.residual_stream, r.residual_stream_lo, r.residual_stream_hi)
-        measured = f"{kind} minus global {fmt_ci(*vals)} (residual-stream component)"
-        if not bool(r.window_masks):
-            why = "not applicable: window ≥ T (the sliding layers see what global ones see)"
-            rows.append(target_row(t, label, measured, NOT_APPLICABLE, src, note=why))
-            continue
-        if ring_missing(r):
-            rows.append(not_run(t, label, src, ring_missing(r)))
-            continue
-        if twin:
-            rows.append(measured_row(t, label, measured, src, "a random-init twin: the baseline"))
-            continue
-        tm = for_model(t, r.model)
-        thr = float(tm["threshold"])
-        verdict = positive(vals[1:], thr)
-        power = power_note(verdict, vals, thr, n, (r.model, r.dataset))
-        note = "; ".join(x for x in (OBSERVATIONAL, power) if x)
-        rows.append(target_row(tm, label, measured, verdict, src, note=note))
-    return rows or [not_run(t, t["label"], src, "no model with several layer kinds")]
-
-
 def prompts_of(*rows) -> int:
     """The prompts behind a comparison of table rows (their ``n_sequences``; the fewest where
     they differ, 0 where a row has none): the n that :func:`power_note` scales from."""
@@ -199,10 +126,3 @@ def prompts_of(*rows) -> int:
             x = float("nan")
         ns.append(int(x) if np.isfinite(x) else 0)
     return min(ns) if ns else 0
-
-
-def _n_prompts(d: pd.DataFrame) -> list[int]:
-    """Each row's number of prompts (the tables' ``n_sequences`` column; 0 where absent)."""
-    if "n_sequences" not in d:
-        return [0] * len(d)
-    return [int(x) if np.isfinite(x) else 0 for x in d["n_sequences"].astype(float)]

@@ -83,7 +83,8 @@ def premise(r: pd.Series, t: Mapping) -> Mapping | None:
 def spec_text(r: pd.Series, column: str, spec: str) -> str:
     """Cell ``column`` of row ``r`` under a template's format ``spec``: ``ci<n>`` its estimate
     and interval at ``n`` significant digits, ``<n>`` the cell at ``n``, ``text`` a text cell
-    ("" where empty), any other spec Python's format of the number (e.g. ``.2e``)."""
+    ("" where empty), ``word`` a text cell's first word (e.g. the kind of ``sliding512 minus
+    global``), any other spec Python's format of the number (e.g. ``.2e``)."""
     v = r[column]
     if spec.startswith("ci") and spec[2:].isdigit():
         return fmt_ci(v, r[f"{column}_lo"], r[f"{column}_hi"], int(spec[2:]))
@@ -91,14 +92,18 @@ def spec_text(r: pd.Series, column: str, spec: str) -> str:
         return fmt(v, int(spec))
     if spec == "text":
         return "" if is_null(v) else str(v)
+    if spec == "word":
+        return str(v).split()[0]
     return format(float(v), spec)
 
 
 def power(t: Mapping, r: pd.Series, verdict: str) -> str:
     """An inconclusive row's power note (:func:`causalpos.scorecard.paper2_kinds.power_note`):
     the prompts (of ``n_sequences``) its estimate's interval would need to clear target ``t``'s
-    threshold; "" for a decided row."""
+    threshold (a ``negative`` rule's: the negated interval's above it); "" for a decided row."""
     n = float(r.get("n_sequences", np.nan))
     vals = (float(r[t["estimate"]]), float(r[t["lo"]]), float(r[t["hi"]]))
+    if t.get("rule") == "negative":  # below -threshold: the negated interval above it
+        vals = (-vals[0], -vals[2], -vals[1])
     where = (str(r.get("model", "")), str(r.get("dataset", "")))
     return power_note(verdict, vals, float(t["threshold"]), int(n) if np.isfinite(n) else 0, where)

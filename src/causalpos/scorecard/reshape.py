@@ -1,9 +1,9 @@
 """The table reshapes a declarative target declares (:mod:`causalpos.scorecard.engine`) before its
 rows are judged (:func:`reshaped`): ``wide`` (a long table's readings of one (model, dataset)
-made one row), ``reduce`` (a group's rows aggregated), ``exclude`` / ``several`` /
-``trained_only`` (rows left out), ``join`` (a row's matching row of the same table read beside
-it, e.g. its random-init twin) and ``difference`` (an estimate minus another, CIs combined as
-independent samples).
+made one row), ``reduce`` (a group's rows aggregated), ``exclude`` / ``several`` / ``keep`` /
+``trained_only`` (rows left out or kept), ``join`` (a row's matching row of the same table read
+beside it, e.g. its random-init twin) and ``difference`` (an estimate minus another, CIs combined
+as independent samples).
 
 Each function takes the target's table and the target's field, and returns a table whose columns
 the target's templates and rule read."""
@@ -135,7 +135,12 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
     if j := t.get("join"):
         need = {c.removeprefix(j["prefix"]) for c in need}
         need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})
-    need |= {s["of"], *s.get("by", WIDE_BY)} if (s := t.get("several")) else set()
+    need |= (
+        {s["of"], *s.get("by", WIDE_BY), *(s.get("ignore") or {})}
+        if (s := t.get("several"))
+        else set()
+    )
+    need |= set(t.get("keep") or {})
     need |= set(t.get("requires") or ())
     return need | ({"init_of"} if t.get("trained_only") else set())
 
@@ -156,21 +161,30 @@ def reduce(sel: pd.DataFrame, r: Mapping) -> pd.DataFrame:
 
 def several(sel: pd.DataFrame, s: Mapping) -> pd.DataFrame:
     """The rows of ``sel`` whose ``s["by"]`` group (default model, dataset) holds more than one
-    value of column ``s["of"]`` (e.g. a model with several layer kinds)."""
+    value of column ``s["of"]`` (e.g. a model with several layer kinds), counted over its rows
+    that do not match ``s["ignore"]`` (optional ``{column: value}``, e.g. a kind's contrast
+    rows ``"* minus global"``)."""
     by = list(s.get("by", WIDE_BY))
-    n = sel.groupby(by, sort=False)[s["of"]].transform("nunique")
-    return sel[n > 1]
+    counted = (
+        sel[[not matches(r, s["ignore"]) for _, r in sel.iterrows()]] if s.get("ignore") else sel
+    )
+    n = counted.groupby(by, sort=False)[s["of"]].nunique().rename("_n")
+    return sel[sel.join(n, on=by)["_n"].fillna(0).to_numpy() > 1]
+
+
+#: The fields that reshape a target's table (:func:`reshaped`).
+FIELDS = ("wide", "reduce", "join", "difference", "trained_only", "exclude", "several", "keep")
 
 
 def reshaped(table: pd.DataFrame, t: Mapping, select_rows: Callable) -> pd.DataFrame:
     """The rows target ``t`` judges (``select_rows``: :func:`causalpos.scorecard.engine.select_rows`;
     a ``select`` value ``"{name}"`` is the target's field ``name``), after its reshapes: ``wide``
     selects the long table's rows and widens them; ``trained_only`` leaves out the rows of
-    random-init / init twins; ``reduce``, ``exclude``, ``several`` as their functions; ``join`` reads each row's match beside it; ``difference`` adds an
-    estimate minus another. The estimate's finiteness is read after them."""
+    random-init / init twins; ``reduce``, ``exclude``, ``several`` as their functions, then
+    ``keep`` keeps the rows matching it; ``join`` reads each row's match beside it;
+    ``difference`` adds an estimate minus another. The estimate's finiteness is read after them."""
     t = {**t, "select": own_fields(t.get("select"), t)}
-    reshaped = ("wide", "reduce", "join", "difference", "trained_only", "exclude", "several")
-    reshaped = any(t.get(k) for k in reshaped)
+    reshaped = any(t.get(k) for k in FIELDS)
     if not reshaped:
         return select_rows(table, t)
     sel = select_rows(table, {k: t[k] for k in ("select", "first") if k in t})
@@ -182,6 +196,8 @@ def reshaped(table: pd.DataFrame, t: Mapping, select_rows: Callable) -> pd.DataF
         sel = sel[[not matches(r, t["exclude"]) for _, r in sel.iterrows()]]
     if t.get("several"):
         sel = several(sel, t["several"])
+    if t.get("keep"):
+        sel = sel[[matches(r, t["keep"]) for _, r in sel.iterrows()]]
     if t.get("trained_only"):
         sel = sel[text_column(sel, "init_of") == ""]
     if t.get("join"):

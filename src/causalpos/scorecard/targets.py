@@ -258,7 +258,14 @@ RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
         },
         ("match", "prefix"),
     ),
-    "several": ({"of": (_text, "a column"), "by": (_columns, "[column, ...]")}, ("of",)),
+    "several": (
+        {
+            "of": (_text, "a column"),
+            "by": (_columns, "[column, ...]"),
+            "ignore": (lambda v: isinstance(v, Mapping) and len(v) > 0, "{column: value, ...}"),
+        },
+        ("of",),
+    ),
     "difference": (
         {
             "name": (_text, "a column"),
@@ -304,13 +311,14 @@ def check_reshape(where: str, t: Mapping) -> None:
 
 def check_own_fields(where: str, t: Mapping) -> None:
     """Raise ValueError for ``trained_only``, ``check`` or ``power`` that is not true / false,
-    an ``exclude`` that is not a mapping, a ``requires`` that is no list of columns, and for a ``select``
+    an ``exclude`` or ``keep`` that is not a mapping, a ``requires`` that is no list of columns, and for a ``select``
     value ``"{name}"`` (its own ``select`` or its ``join``'s) naming no field of target ``t``."""
-    if "exclude" in t and not (isinstance(t["exclude"], Mapping) and t["exclude"]):
-        raise ValueError(
-            f"{where} has exclude: {t['exclude']!r}; set it to {{column: value}} (the rows "
-            "matching every one are left out; a text with * is a glob)"
-        )
+    for field, what in (("exclude", "left out"), ("keep", "kept")):
+        if field in t and not (isinstance(t[field], Mapping) and t[field]):
+            raise ValueError(
+                f"{where} has {field}: {t[field]!r}; set it to {{column: value}} (the rows "
+                f"matching every one are {what}; a text with * is a glob)"
+            )
     if "requires" in t and not _columns(t["requires"]):
         raise ValueError(
             f"{where} has requires: {t['requires']!r}; set it to [column, ...] (the columns its "
@@ -346,14 +354,21 @@ def check_texts(where: str, t: Mapping) -> None:
         ok = _text(part) or (
             isinstance(part, Mapping)
             and _text(part.get("text"))
-            and set(part) <= {"text", "when"}
+            and set(part) <= {"text", "when", "else"}
             and (part.get("when") is None or _text(part.get("when")))
+            and (part.get("else") is None or _text(part.get("else")))
         )
         if not ok:
             raise ValueError(
                 f"{where} has measured part {part!r}; a part is a template or "
-                "{text: template, when: column} (kept where that column's cell is finite)"
+                "{text: template, when: column, else: template} (kept where that column's cell "
+                "is finite, else the else template where given)"
             )
+    if "decided_note" in t and not (_text(t["decided_note"]) and "{" in t["decided_note"]):
+        raise ValueError(
+            f"{where} has decided_note: {t['decided_note']!r}; set it to a template of the "
+            'row\'s cells (e.g. "{n_sequences:d} prompts, paired replicates")'
+        )
     if "measured_sep" in t and not isinstance(t["measured_sep"], str):
         raise ValueError(
             f"{where} has measured_sep: {t['measured_sep']!r}; set it to the text between the "
