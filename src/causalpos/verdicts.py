@@ -13,16 +13,11 @@ control reads ``underpowered`` / ``not recovered``). The rules of checks of valu
 exactly (:func:`exact`, :func:`covers`) take an interval of width 0.
 
 Controls and checks are not tests of the papers and get labels of their own, so that no count of
-reproductions includes them. A *negative control* (a run built to read 0) is judged by two
-one-sided tests against a margin δ declared before the run (:func:`negative_control`):
-``passed`` (equivalent to 0 within ±δ), ``reads position`` (its interval lies wholly beyond
-±δ) or ``underpowered`` (neither: too wide to tell). A *positive control* (a planted effect of
-known size) is ``recovered`` or ``not recovered`` (:func:`recovered`; a dose series planted in
-the forward pass: :func:`dose_series`). A *check* (an identity the
-computation must satisfy by construction: a closed form against itself, a theorem computed
-exactly, a state that is identical across prompts because nothing else can reach it, a sign a
-construction guarantees) ``holds`` or ``fails`` (:func:`check`); a check that cannot be decided
-(a non-finite bound) has not held, and reads ``fails``.
+reproductions includes them: a negative control (:func:`negative_control`: ``passed``, ``reads
+position``, ``underpowered``), a positive control (:func:`recovered`, :func:`dose_series`:
+``recovered``, ``not recovered``), a check (:func:`check`: ``holds``, ``fails``; one that cannot
+be decided reads ``fails``). What each rule decides, in words: docs/findings.md ("How the
+scorecard decides").
 
 Numbers in, strings out (it imports only the rounding tolerance of :mod:`causalpos.stats`, a
 leaf); the targets (margins, paper values) live in
