@@ -52,12 +52,6 @@ POSITIVE_CONTROL = (RECOVERED, NOT_RECOVERED)
 #: The verdicts of a control (negative or positive): never "reproduced".
 CONTROL = NEGATIVE_CONTROL + POSITIVE_CONTROL
 
-RECOVERED = "recovered"
-NOT_RECOVERED = "not recovered"
-#: The verdicts of a positive control read as a dose series (:func:`dose_series`): never
-#: "reproduced".
-POSITIVE_CONTROL = (RECOVERED, NOT_RECOVERED)
-
 HOLDS = "holds"
 FAILS = "fails"
 #: The verdicts of a check (an identity that holds by construction): never "reproduced".
@@ -84,11 +78,12 @@ def decides(ci: Interval, scale: float = 0.0) -> bool:
     return hi - lo > ROUNDING * max(abs(lo), abs(hi), abs(float(scale)))
 
 
-def _in_band(lo: float, hi: float, paper_value: float, margin: float) -> str:
-    """:func:`equivalent`'s band read on any ordered interval, width 0 included."""
-    if lo >= paper_value - margin and hi <= paper_value + margin:
+def _in_band(lo: float, hi: float, low: float, high: float, margin: float) -> str:
+    """The band [``low`` − margin, ``high`` + margin] read on any ordered interval, width 0
+    included: inside it ``reproduced``, wholly outside ``differs``, else ``inconclusive``."""
+    if lo >= low - margin and hi <= high + margin:
         return REPRODUCED
-    if hi < paper_value - margin or lo > paper_value + margin:
+    if hi < low - margin or lo > high + margin:
         return DIFFERS
     return INCONCLUSIVE
 
@@ -105,7 +100,7 @@ def equivalent(ci: Interval, paper_value: float, margin: float) -> str:
     lo, hi = ci
     if not (_finite(paper_value, margin) and decides(ci, abs(paper_value) + abs(margin))):
         return INCONCLUSIVE
-    return _in_band(float(lo), float(hi), paper_value, margin)
+    return _in_band(float(lo), float(hi), paper_value, paper_value, margin)
 
 
 def within_range(ci: Interval, low: float, high: float, margin: float) -> str:
@@ -121,12 +116,7 @@ def within_range(ci: Interval, low: float, high: float, margin: float) -> str:
     scale = max(abs(low), abs(high)) + abs(margin) if _finite(low, high, margin) else math.nan
     if not (_finite(low, high, margin) and low <= high and decides(ci, scale)):
         return INCONCLUSIVE
-    lo, hi = float(lo), float(hi)
-    if lo >= low - margin and hi <= high + margin:
-        return REPRODUCED
-    if hi < low - margin or lo > high + margin:
-        return DIFFERS
-    return INCONCLUSIVE
+    return _in_band(float(lo), float(hi), low, high, margin)
 
 
 def positive(ci: Interval, threshold: float = 0.0) -> str:
@@ -181,7 +171,7 @@ def exact(value: float, target: float, tolerance: float, err: float = 0.0) -> st
     """
     if not _finite(value, err, target, tolerance) or err < 0:
         return INCONCLUSIVE
-    return _in_band(value - err, value + err, target, tolerance)
+    return _in_band(value - err, value + err, target, target, tolerance)
 
 
 def fraction(n_yes: int, n_undecided: int, n: int, threshold: float) -> str:
