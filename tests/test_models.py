@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -74,8 +75,11 @@ def test_random_init_with_tokenizer_and_like(tmp_path, tokenizer_dir, tokenizer_
     m2, tok2 = load_model(like)
     assert m2.config.num_hidden_layers == 1 and m2.config.hidden_size == model.config.hidden_size
     assert tok2.get_vocab() == tok.get_vocab()
-    with pytest.raises(ModelSpecError, match="missing-model"):
+    with pytest.raises(ModelSpecError, match="tokenizer of 'missing-model'.*Prepare that model"):
         build_model_dir("x", {"source": "random_init", "like": "missing-model"}, tmp_path / "x")
+    shutil.copytree(tokenizer_dir, tmp_path / "tokenizer-only")  # a tokenizer, no config.json
+    with pytest.raises(ModelSpecError, match="config of 'tokenizer-only'.*Prepare that model"):
+        build_model_dir("y", {"source": "random_init", "like": "tokenizer-only"}, tmp_path / "y")
 
 
 def test_rope_none_is_identity_rope(tmp_path):

@@ -5,9 +5,8 @@ The science of two studies, importable and unit-tested:
 - Kim et al. (2025), *Behind RoPE: How Does Causal Mask Encode Positional Information?*
 - Ruscio et al. (2026), *Where does Absolute Position come from in decoder-only Transformers?*
 
-Modules depend downward only: ``theory`` <- ``simulate``; ``rope``; ``diagonal``;
-``data``; ``models`` <- ``capture`` <- ``store``; ``training`` (beside ``models``); ``leakage``;
-``stats`` (leaf); ``figures``; ``cli``.
+Imports go one way, science <- ``stages`` <- the workflow's scripts and :mod:`causalpos.api`
+(CONTRIBUTING.md, "Architecture rules"; tests/test_architecture.py enforces them).
 
 From a notebook (:mod:`causalpos.api`, ``docs/api.md``): ``causalpos.tokenize_texts``,
 ``causalpos.capture(model, tokens)``, ``causalpos.paper1.index(model, tokens)``,

@@ -13,16 +13,11 @@ control reads ``underpowered`` / ``not recovered``). The rules of checks of valu
 exactly (:func:`exact`, :func:`covers`) take an interval of width 0.
 
 Controls and checks are not tests of the papers and get labels of their own, so that no count of
-reproductions includes them. A *negative control* (a run built to read 0) is judged by two
-one-sided tests against a margin δ declared before the run (:func:`negative_control`):
-``passed`` (equivalent to 0 within ±δ), ``reads position`` (its interval lies wholly beyond
-±δ) or ``underpowered`` (neither: too wide to tell). A *positive control* (a planted effect of
-known size) is ``recovered`` or ``not recovered`` (:func:`recovered`; a dose series planted in
-the forward pass: :func:`dose_series`). A *check* (an identity the
-computation must satisfy by construction: a closed form against itself, a theorem computed
-exactly, a state that is identical across prompts because nothing else can reach it, a sign a
-construction guarantees) ``holds`` or ``fails`` (:func:`check`); a check that cannot be decided
-(a non-finite bound) has not held, and reads ``fails``.
+reproductions includes them: a negative control (:func:`negative_control`: ``passed``, ``reads
+position``, ``underpowered``), a positive control (:func:`recovered`, :func:`dose_series`:
+``recovered``, ``not recovered``), a check (:func:`check`: ``holds``, ``fails``; one that cannot
+be decided reads ``fails``). What each rule decides, in words: docs/findings.md ("How the
+scorecard decides").
 
 Numbers in, strings out (it imports only the rounding tolerance of :mod:`causalpos.stats`, a
 leaf); the targets (margins, paper values) live in
@@ -57,12 +52,6 @@ POSITIVE_CONTROL = (RECOVERED, NOT_RECOVERED)
 #: The verdicts of a control (negative or positive): never "reproduced".
 CONTROL = NEGATIVE_CONTROL + POSITIVE_CONTROL
 
-RECOVERED = "recovered"
-NOT_RECOVERED = "not recovered"
-#: The verdicts of a positive control read as a dose series (:func:`dose_series`): never
-#: "reproduced".
-POSITIVE_CONTROL = (RECOVERED, NOT_RECOVERED)
-
 HOLDS = "holds"
 FAILS = "fails"
 #: The verdicts of a check (an identity that holds by construction): never "reproduced".
@@ -89,11 +78,12 @@ def decides(ci: Interval, scale: float = 0.0) -> bool:
     return hi - lo > ROUNDING * max(abs(lo), abs(hi), abs(float(scale)))
 
 
-def _in_band(lo: float, hi: float, paper_value: float, margin: float) -> str:
-    """:func:`equivalent`'s band read on any ordered interval, width 0 included."""
-    if lo >= paper_value - margin and hi <= paper_value + margin:
+def _in_band(lo: float, hi: float, low: float, high: float, margin: float) -> str:
+    """The band [``low`` − margin, ``high`` + margin] read on any ordered interval, width 0
+    included: inside it ``reproduced``, wholly outside ``differs``, else ``inconclusive``."""
+    if lo >= low - margin and hi <= high + margin:
         return REPRODUCED
-    if hi < paper_value - margin or lo > paper_value + margin:
+    if hi < low - margin or lo > high + margin:
         return DIFFERS
     return INCONCLUSIVE
 
@@ -110,7 +100,7 @@ def equivalent(ci: Interval, paper_value: float, margin: float) -> str:
     lo, hi = ci
     if not (_finite(paper_value, margin) and decides(ci, abs(paper_value) + abs(margin))):
         return INCONCLUSIVE
-    return _in_band(float(lo), float(hi), paper_value, margin)
+    return _in_band(float(lo), float(hi), paper_value, paper_value, margin)
 
 
 def within_range(ci: Interval, low: float, high: float, margin: float) -> str:
@@ -126,12 +116,7 @@ def within_range(ci: Interval, low: float, high: float, margin: float) -> str:
     scale = max(abs(low), abs(high)) + abs(margin) if _finite(low, high, margin) else math.nan
     if not (_finite(low, high, margin) and low <= high and decides(ci, scale)):
         return INCONCLUSIVE
-    lo, hi = float(lo), float(hi)
-    if lo >= low - margin and hi <= high + margin:
-        return REPRODUCED
-    if hi < low - margin or lo > high + margin:
-        return DIFFERS
-    return INCONCLUSIVE
+    return _in_band(float(lo), float(hi), low, high, margin)
 
 
 def positive(ci: Interval, threshold: float = 0.0) -> str:
@@ -186,7 +171,7 @@ def exact(value: float, target: float, tolerance: float, err: float = 0.0) -> st
     """
     if not _finite(value, err, target, tolerance) or err < 0:
         return INCONCLUSIVE
-    return _in_band(value - err, value + err, target, tolerance)
+    return _in_band(value - err, value + err, target, target, tolerance)
 
 
 def fraction(n_yes: int, n_undecided: int, n: int, threshold: float) -> str:

@@ -4,8 +4,7 @@
 (or ``"auto"`` with its memory fraction), the groups of sequences, the model's dtype, the seed and
 the device; :class:`CaptureRun` is how one forward-pass variant runs through the capture hook
 (:func:`causalpos.capture.hook.capture_scores`). A rule hands its job a flat mapping of
-:class:`ExtractSettings`' fields; each field's metadata names the config key it comes from, whose
-default in ``workflow/schemas/config.schema.yaml`` is the field's (``tests/test_capture.py``).
+:class:`ExtractSettings`' fields; each field's config key and default: :mod:`causalpos.settings`.
 """
 
 from __future__ import annotations

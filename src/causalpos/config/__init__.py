@@ -14,27 +14,9 @@ dicts; the ``*_params`` ones are the exact values of rule params, which Snakemak
 text: their structure and key order are part of the pipeline's behaviour (see :func:`canonical`).
 A value the schema allows but the pipeline cannot use raises :class:`ConfigError` naming the key.
 
-One module per config section, each a class ``Resolved`` inherits from; all of them pure (they
-read nothing but the config dict) except ``checks``, the config-time checks against the disk,
-and ``resources``:
-
-- ``common``: :class:`ConfigError`, :func:`canonical`, name patterns, the variant check
-- ``schema``: :func:`schema_error_summary` (a config failing the JSON schema, in a few lines)
-- ``simulate``, ``figures``, ``models``, ``datasets``, ``extract``: those sections
-- ``paper1``: ``paper1_llm:`` and the params of the statistics jobs (``stats:``)
-- ``train``: ``train:`` (the models trained here, the Gram panels, the comparison)
-- ``leakage``: ``leakage:`` (paper 2)
-- ``targets``: ``rule all`` and the scorecard's inputs
-- ``families``: one job per family of light jobs (figures, position 0, a pair's merge): what
-  each item of a family job reads and writes
-- ``resources``: the model jobs' memory and disk requests from the models' shapes (reads the
-  architecture files and local models' ``config.json``)
-- ``claims``: what the scorecard cannot decide from the configured runs (warnings), and a random
-  twin identical to its model by construction (an error)
-- ``report``: what ``snakemake --report`` shows of each figure, and its items' labels and names
-- ``checks``: what local corpora can supply, sequence lengths against models' contexts (reads
-  corpora and local models' ``config.json``)
-- ``resolved``: :class:`Resolved`, composed of the above
+One module per config section, each a class ``Resolved`` inherits from (the list: CONTRIBUTING.md's
+layout); all of them pure (they read nothing but the config dict) except ``checks``, the
+config-time checks against the disk, and ``resources``.
 """
 
 from causalpos.config.common import (

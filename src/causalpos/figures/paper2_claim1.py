@@ -310,15 +310,10 @@ def claim1_by_layer(
 ) -> dict[str, dict[str, object] | None]:
     """Claim 1's headline by layer with its intervals, one panel per model on its own y scale.
 
-    Per layer: each run's headline (``leakage_layer``: ΔR² of its expected ``target`` map, key-0
-    column modelled, the summary's first window) with its bootstrap interval, for ``runs`` (the
-    causal run is claim 1's reading; the bidirectional run shows what is left without the causal
-    mask). Beside it, on the same scale: the same runs pooled over layers (``leakage_model``), and
-    each position-free control in the model's units (``control_units``: its numerator over
-    the causal run's denominator), numbered, a dotted line at its upper limit. A position-free
-    run's own per-layer ratio (over its own, nearly flat map) is ill-conditioned and not drawn.
-    Intervals running more than the estimates' span past them are cut at the edge (arrowheads),
-    and a point whose interval is many times the others' sets no scale (:func:`ylimits`); the
+    Per layer: each run's headline (``leakage_layer``) for ``runs``; beside it the same runs
+    pooled over layers (``leakage_model``) and each position-free control in the model's units
+    (``control_units``); what each element shows: the caption, workflow/report/paper2_claim1.rst.
+    A point whose interval is many times the others' sets no scale (:func:`ylimits`); the
     numbers of every cut point are written in its panel. ``names``: display names of the models
     and datasets (the ``model/dataset`` keys); ``experiment``: named in the title.
 

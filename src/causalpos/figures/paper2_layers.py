@@ -320,20 +320,14 @@ def leakage_by_layer(
     """Paper 2 §3 per layer on the headline, in one unit: one block of panels per (model,
     condition), each model on its own y scale (the rows of its decomposition share it).
 
-    A block's rows (:data:`LAYER_ROWS`): the headline's components (``components_layer``,
-    key-0 column modelled, the summary's first window, every decomposed condition, or
-    ``condition``) — total, residual stream (the ablation's logits), causal mask, normaliser with
-    CI bands, paper 2's residual-stream reading (the ablation's log-attention, dashed) beside the
-    softmax edge artefact (dotted) that explains it, and the controls in the same unit where the
-    summary has them (a position-free run's logits; identity RoPE on paper 2's ablation: window
-    edges); then the same on the key-0 column counted (paper 2's fit), unless it repeats the
-    headline (:data:`SAME`: said below the grid). A reading that dwarfs the core curves
-    (:func:`split_scales`) gets a row of its own scale. A summary with no ablation run draws its
-    causal run's headline (``leakage_layer``, log-attention: the same unit as the total). The
-    per-prompt reading, when drawn (``per_prompt``; None: only for a summary without a
-    headline), is the last row, on its own scale. Layer kinds: named in the titles, global
-    layers shaded where a model mixes kinds. ``names``: display names of the models and datasets
-    (the ``model/dataset`` keys); ``experiment``: named in the title.
+    A block's rows (:data:`LAYER_ROWS`; what each draws: the caption,
+    workflow/report/paper2_layers.rst): the headline's components (``components_layer``), then the
+    same on the key-0 column counted unless it repeats the headline (:data:`SAME`); a reading that
+    dwarfs the core curves (:func:`split_scales`) gets a row of its own scale; a summary with no
+    ablation run draws its causal run's ``leakage_layer``. The per-prompt reading, when drawn
+    (``per_prompt``; None: only for a summary without a headline), is the last row, on its own
+    scale. ``names``: display names of the models and datasets (the ``model/dataset`` keys);
+    ``experiment``: named in the title.
 
     Returns:
         block -> row -> curve -> ``(layer, 3)`` (estimate, lo, hi) as plotted, rows in drawing

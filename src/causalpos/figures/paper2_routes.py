@@ -4,13 +4,10 @@ mask-free position (the ring's logits), which add up to the total (each route ho
 terms; :mod:`causalpos.paper2.decomposition`).
 
 What is drawn is the summary's cells the tables print (``decomposition_components_by_layer``,
-``..._by_kind`` and ``decomposition_components``), and a route the tables mark "not applicable"
-(the mask-free route where token 0 is not one fixed id: it reads 0 by symmetry;
-:func:`causalpos.paper2.labels.token0_status`) is said in its panel, not drawn as 0. One block of panels per (model, dataset), condition ``rope`` (the claims' condition; else
-the summary's first), the summary's first window: the routes per layer with the key-0 column
-modelled (claim 2's reading) and counted (claim 4's, paper 2's fit), then each route's share of
-the total pooled over all layers and over each layer kind, beside the ablation mapping's
-causal-mask share (direct + indirect: claim 4's, compared with paper 2's 0.64–0.82).
+``..._by_kind`` and ``decomposition_components``); a route the tables mark "not applicable"
+(:func:`causalpos.paper2.labels.token0_status`) is said in its panel, not drawn as 0. Condition
+``rope`` (else the summary's first), the summary's first window; the panels: the caption,
+workflow/report/paper2_routes.rst.
 """
 
 from __future__ import annotations

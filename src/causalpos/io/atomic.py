@@ -184,7 +184,7 @@ def replace_json(path: str | os.PathLike, obj) -> bool:
             Path(tmp).unlink(missing_ok=True)
 
 
-def _free_bytes(path: Path) -> int | None:
+def free_bytes(path: Path) -> int | None:
     """Free bytes of the filesystem holding ``path`` (its nearest existing ancestor)."""
     for p in (path, *path.parents):
         try:
@@ -243,4 +243,4 @@ def disk_full_named(path: str | os.PathLike, what: str) -> Iterator[None]:
         if not _is_disk_full(exc):
             raise
         cause = f"{type(exc).__name__}: {exc}"
-        raise DiskFullError(path, what, cause, _free_bytes(Path(path))) from None
+        raise DiskFullError(path, what, cause, free_bytes(Path(path))) from None

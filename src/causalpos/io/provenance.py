@@ -4,26 +4,18 @@ and the checkout of the run that wrote it), recorded with it and checked where i
 A store's data depends on settings Snakemake tracks per checkout (the params in
 ``.snakemake/metadata``). A store written by another checkout or config (a ``results/`` shared by
 two clones, a copy, an ``rsync``), or copied in under another model's path, carries no record
-there, and Snakemake would take it as finished. So every store records, in its root attributes
-(:data:`PROVENANCE_ATTR`), the record the running config expects of its path:
+there, and Snakemake would take it as finished. So every store records, in its root attributes (:data:`PROVENANCE_ATTR`), the record the
+running config expects of its path: ``path`` and its ``fields`` (model, dataset, variant,
+setting, tokenizer), ``kind``, ``params`` (the resolved settings that determine its content,
+defined per kind by :mod:`causalpos.config.provenance`) and ``params_sha256``, ``configfiles``,
+``config_args`` and ``config_values`` (the run's ``--configfile`` and ``--config`` arguments),
+and ``checkout`` (a token in ``.snakemake/causalpos/checkout``); what each holds:
+docs/troubleshooting.md.
 
-- ``path``: the path it was written to (``results/scores/<model>/<dataset>/<variant>.zarr``) and
-  ``fields``: that path's parts (model, dataset, variant, setting, tokenizer);
-- ``kind`` and ``params``: the resolved settings that determine its content (its own and those of
-  what it was computed from; :mod:`causalpos.config.provenance` defines them per kind), and
-  ``params_sha256``, their hash;
-- ``configfiles``: the ``--configfile`` arguments of the run that wrote it ([] for config.yaml);
-  ``config_args``: its ``--config KEY=VALUE`` arguments as given, ``config_values``: the values
-  they set as Snakemake parsed them;
-- ``checkout``: the identity of the checkout that wrote it (a token in
-  ``.snakemake/causalpos/checkout``).
-
-A table (``results/stats/*.csv``, ``results/sim/theory.csv``, the Markdown digest, the scorecard
-and the findings page: kind ``table``, their params from
+A table (kind ``table``, its params from
 :meth:`causalpos.config.targets.TargetsSection.table_jobs`) keeps the same record beside it, in
-``<table>.provenance.json`` (:func:`stamp_table`), with ``sha256``, the sha256 of the content it
-was written with, so that a table replaced or edited later is told from the one its record
-describes; its reader checks it (:func:`check_table`).
+``<table>.provenance.json`` (:func:`stamp_table`), with ``sha256`` of the content it was written
+with, checked by its reader (:func:`check_table`).
 
 The records the running config expects are computed once per Snakemake start (by the workflow, in
 the main process) and written to a JSON file named by :data:`TABLE_ENV`; a job writing a store

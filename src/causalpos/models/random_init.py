@@ -23,6 +23,21 @@ from causalpos.models.weights import sha256_file, weights_manifest
 from causalpos.settings import FULL_PRECISION
 
 
+def _from_sibling(auto, directory: Path, name: str, spec: dict, what: str):
+    """``auto.from_pretrained(directory)`` (a tokenizer or config of another prepared model),
+    an unreadable one refused as :func:`spec_error` naming ``what``."""
+    try:
+        return auto.from_pretrained(directory, trust_remote_code=False)
+    except Exception as exc:
+        raise spec_error(
+            name,
+            spec,
+            what,
+            f"{type(exc).__name__}: {exc}",
+            "Prepare that model first (its directory must be a sibling of this one)",
+        ) from exc
+
+
 def _sibling(models_dir: Path, ref: str) -> Path:
     path = Path(ref).expanduser()
     return path if path.is_dir() else models_dir / ref
@@ -55,29 +70,13 @@ def prepare_random_init(
     tokenizer = None
     if tok_ref is not None:
         tok_dir = Path(tokenizer_dir) if tokenizer_dir else _sibling(models_dir, tok_ref)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(tok_dir, trust_remote_code=False)
-        except Exception as exc:
-            raise spec_error(
-                name,
-                spec,
-                f"tokenizer of {tok_ref!r} at {tok_dir}",
-                f"{type(exc).__name__}: {exc}",
-                "Prepare that model first (its directory must be a sibling of this one)",
-            ) from exc
+        what = f"tokenizer of {tok_ref!r} at {tok_dir}"
+        tokenizer = _from_sibling(AutoTokenizer, tok_dir, name, spec, what)
     file_record = {}
     if "like" in spec:
         like_dir = _sibling(models_dir, spec["like"])
-        try:
-            config = AutoConfig.from_pretrained(like_dir, trust_remote_code=False)
-        except Exception as exc:
-            raise spec_error(
-                name,
-                spec,
-                f"config of {spec['like']!r} at {like_dir}",
-                f"{type(exc).__name__}: {exc}",
-                "Prepare that model first (its directory must be a sibling of this one)",
-            ) from exc
+        what = f"config of {spec['like']!r} at {like_dir}"
+        config = _from_sibling(AutoConfig, like_dir, name, spec, what)
         check_config_overrides(config.model_type, overrides)  # transformers keeps unknown keys
         for key, value in overrides.items():
             setattr(config, key, value)

@@ -120,67 +120,24 @@ def _parse_atom(name: str) -> Variant:
 def parse_variant(name: str) -> Variant:
     """Parse a variant name: an atom of :data:`VARIANTS` or a composition of atoms.
 
-    Atoms:
-
-    - ``causal``: the model as trained;
-    - ``bidirectional``: ``config.is_causal = False`` (same weights, no causal mask; sliding
-      windows become symmetric, transformers' ``|i - j| <= window``): paper 2's ablation as
-      transformers runs it. Its own edges create position: a row near either end of the
-      sequence, or of a window, sees fewer offsets on one side;
-    - ``ring``: the ablation whose own edges create no position (the decomposition's, §3): no
-      mask at all (neither the causal mask nor any sliding window), and every RoPE offset taken
-      cyclically, c(i, j) = ((i − j + ⌊T/2⌋) mod T) − ⌊T/2⌋ — each query sees the same T offsets,
-      so the pass is equivariant under cyclic shifts of its input and reads no position from the
-      sequence's ends; the only landmark left is a fixed token 0. With identity RoPE it is the
-      unmasked permutation-equivariant pass (:mod:`causalpos.capture.ring`);
-    - ``layer_bidirectional``: the *layer-local* ablation of the causal mask, every layer at
-      once: the forward pass is the causal one, and each layer's maps are read as if that layer
-      alone had no mask (its scores over every key, log-attention normalised over every key).
-      A layer's scores do not depend on its own mask, only on the layers below, which stay
-      causal: so one pass gives, at every layer, the run whose mask is removed at that layer
-      only (paper 2's Eq. 5 additivity: layer-local vs the whole-forward ``bidirectional``);
-    - ``no_window``: the causal pass with every sliding window removed (claim 3's window factor,
-      paper2.md §3): each sliding-window layer gets the full causal mask (``sliding_window`` ≥
-      T), everything else — weights, RoPE bases, prompts — as trained. Its ring twin is the plain
-      ``ring`` (which has no window). Only for a model with sliding-window layers
-      (:func:`factor_refusal`); at T ≤ W it changes nothing;
-    - ``global_base``: the sliding-window layers rotated with the global layers' RoPE base
-      (``rope_theta`` of ``full_attention``, e.g. Gemma 3's 1M instead of its local 10k), their
-      window kept (claim 3's RoPE-base factor). Only for a model whose two layer types have two
-      bases (:func:`factor_refusal`); composes with the mask atoms (``global_base+ring``: its
-      ring twin);
-    - ``identity_rope``: the rotation replaced by the identity at inference;
-    - ``scrambled_rope``: position ids permuted within each sequence by a permutation seeded
-      by ``(seed, sequence id)``; the causal order (the mask) stays;
-    - ``bos_replace_{mean,zeros,token,gaussian}``: the model called with ``inputs_embeds``
-      whose row 0 is replaced by the mean embedding, zeros, another token's embedding, or a
-      Gaussian vector norm-matched to the original row 0 — the same replacement for every
-      prompt;
-    - ``bos_replace_all_{token,gaussian}``: "replace all" (paper2.md §4): a different
-      replacement per prompt, seeded by ``(seed, sequence id)``;
-    - ``plant_query``: the positive control planted in the model (paper2.md §2, Controls): a
-      known query-position term b_i = a·log(1 + i) (:func:`plant_term`) added to the
-      pre-softmax scores of one layer, every head — to the captured scores and to the scores
-      the layer's own attention normalises. Its layer and scale a are not in the name: they
-      come from the config (``leakage.plant``), travel in the extraction job's params (a changed
-      plant reruns the extraction) and are recorded on the score store (``plant_*`` attrs);
-    - ``plant_stream1`` .. ``plant_stream4``: the positive control that propagates (paper2.md §2,
-      Controls): the k-th dose of ``leakage.plant_stream.doses`` times a position profile g(i)
-      along a seeded unit direction u, added to the residual stream at the input of one lower
-      layer (:mod:`causalpos.capture.stream`); the layers above read it through their
-      own norms, projections and attention. Dose 0 is the run without the atom. Its layer, dose,
-      profile and seed travel in the extraction job's params and are recorded on the score
-      store (``plant_stream_*`` attrs).
+    What each atom does to the forward pass is in docs/configuration.md (the paper-2 experiments'
+    variants) and in the modules that apply it (:mod:`causalpos.capture.ring`,
+    :mod:`causalpos.capture.stream`, :func:`plant_term`); ``no_window`` and ``global_base`` only
+    for a model they change (:func:`factor_refusal`). The plants' layer, scale and doses are not
+    in the name: they come from the config (``leakage.plant``, ``leakage.plant_stream``), travel
+    in the extraction job's params and are recorded on the score store (``plant_*`` attrs).
+    ``scrambled_rope`` permutes the position ids within each sequence, seeded by ``(seed,
+    sequence id)``, the mask kept; ``bos_replace_{mean,zeros,token,gaussian}`` replace row 0 of
+    ``inputs_embeds`` by the mean embedding, zeros, another token's embedding or a Gaussian
+    vector norm-matched to it, the same for every prompt; ``bos_replace_all_{token,gaussian}``
+    draw a replacement per prompt, seeded by ``(seed, sequence id)``.
 
     Compositions join at most one atom per part of the forward pass with ``+``, in the canonical
     order of :data:`PARTS` — rotary, position 0, stream, scores, mask — e.g.
-    ``scrambled_rope+bidirectional``, ``bos_replace_mean+bidirectional``,
-    ``identity_rope+bos_replace_zeros+bidirectional``, ``identity_rope+plant_query+bidirectional``
-    (the last layer's planted query term), ``identity_rope+plant_stream2+bidirectional`` (the
-    second dose of the stream plant, in a position-free run). One
-    spelling per run (the name is a file name): another order, a repeated atom, two atoms of one
-    part (``identity_rope+scrambled_rope``) or ``causal`` inside a composition (it is the
-    absence of every change) is a ``ValueError`` that says what to write.
+    ``identity_rope+plant_stream2+bidirectional``. One spelling per run (the name is a file
+    name): another order, a repeated atom, two atoms of one part (``identity_rope+scrambled_rope``)
+    or ``causal`` inside a composition (it is the absence of every change) is a ``ValueError``
+    that says what to write.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"variant name must be a non-empty string, got {name!r}")

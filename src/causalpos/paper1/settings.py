@@ -3,11 +3,10 @@
 :class:`SimulationSettings` is everything that determines one simulation's numbers: the input mix,
 the layer (norm, scaling, RoPE, mask, residual), the sizes and the seed. A rule hands its job a
 flat mapping of these fields (``simulate``'s ``setting`` param and the config's ``seed``);
-:func:`causalpos.paper1.simulate.run_simulation` takes the frozen dataclass. Each field's metadata
-names the config key it comes from: the ``simulate:`` section's shared keys, or a setting's own
-(``simulate.settings.<name>.<key>``, written ``simulate.settings.*.<key>``); its default is that
-key's default in ``workflow/schemas/config.schema.yaml`` (``tests/paper1/test_simulate.py`` checks
-both agree), and the config's setting defaults (:data:`SETTING_KEYS`) are read from here.
+:func:`causalpos.paper1.simulate.run_simulation` takes the frozen dataclass. Each field names its
+config key (a setting's own written ``simulate.settings.*.<key>``) and takes its default from the
+schema, as :mod:`causalpos.settings` describes; the config's setting defaults
+(:data:`SETTING_KEYS`) are read from here.
 """
 
 from __future__ import annotations

@@ -10,16 +10,8 @@ Where each quantity is computed:
 - every interval and test: :mod:`causalpos.paper2.inference`;
 - claim 4's verdict: :mod:`causalpos.scorecard.paper2_claim4` (the scorecard reads the tables).
 
-Sub-packages, in the order the data flows: ``extraction/`` (per-sequence statistics captured
-during extraction: the design of a fit, ΔR² and its solver, query windows, the reducers),
-``estimator/`` (the expected-map estimator: per-prompt sufficient statistics, their Grams, the
-multiplier replicates, the store views and the summary's shared Gram cache), ``summary/`` (the
-blocks of one (model, dataset)'s summary: the headline reading, the per-prompt reading, BOS
-replacement, the planted controls, the permutation test), ``tables/`` (the flat tables across
-pairs and their Markdown digest). Beside them: :mod:`~causalpos.paper2.prompts` (the prompt set
-every reading resamples), :mod:`~causalpos.paper2.labels` (names the summary writes and the tables
-read), :mod:`~causalpos.paper2.settings` (what the config chooses) and
-:mod:`~causalpos.paper2.position0` (position 0's states and probes).
+Sub-packages, in the order the data flows: ``extraction/``, ``estimator/``, ``summary/``,
+``tables/`` (what each holds: CONTRIBUTING.md's layout).
 
 ``causalpos.paper2.leakage(model, tokens, ...)``: the headline leakage and decomposition of a
 model already in memory, one tidy frame (:func:`causalpos.api.paper2.paper2_leakage`, resolved at

@@ -42,7 +42,8 @@ the plug-in terms scaled by s_N s_D: exact where both are far from 0 or where N'
 pair) and, for the residual part, only the diagonal and the total
 (:func:`causalpos.paper2.estimator.expected.u_statistics`): the residual part is held at its estimate in
 every replicate, so D*'s spread omits the residual part's own variance (its share of D̂ is
-reported as ``exp_resid_share``; the tests measure coverage with a realistic residual part).
+reported as ``resid_share`` by :func:`causalpos.paper2.estimator.expected.estimate`; the tests
+measure coverage with a realistic residual part).
 A linear combination of statistics of one prompt set (a difference of two runs' N, a
 contrast of heads) is itself a U-statistic with the combined Gram; :func:`u_replicates` of that
 Gram calibrates it exactly, while combining two runs' replicates shares ξ but scales their linear

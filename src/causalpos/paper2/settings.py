@@ -3,10 +3,8 @@
 resolved config.
 
 A rule hands its job a flat mapping of these fields (its ``params``); the stage builds the frozen
-dataclass once (:meth:`LeakageSettings.from_params`) and passes it down. Each field's metadata
-names the config key it comes from (``config``): its default is the key's default in
-``workflow/schemas/config.schema.yaml`` (``tests/paper2/test_settings.py`` checks both agree), and
-a field without a key (``config`` None) is not a choice of the config.
+dataclass once (:meth:`LeakageSettings.from_params`) and passes it down. Each field's config key
+and default: :mod:`causalpos.settings`.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from causalpos.io.atomic import atomic_dir
+from causalpos.io.atomic import atomic_dir, free_bytes
 from causalpos.training.batches import data_hash
 from causalpos.training.settings import TrainSettings
 from causalpos.training.tokenizer import load_tokenizer
@@ -125,15 +125,6 @@ def load_checkpoint_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
         raise _unreadable(checkpoint, "model.safetensors", exc) from exc
 
 
-def _free_bytes(path: Path) -> int | None:
-    for p in (path, *path.parents):
-        try:
-            return shutil.disk_usage(p).free
-        except OSError:
-            continue
-    return None
-
-
 @contextlib.contextmanager
 def disk_write(path: Path, what: str, *, need: int) -> Iterator[None]:
     """Writes of ``what`` at ``path`` (``need`` bytes, about): an error from a full disk becomes a
@@ -142,7 +133,7 @@ def disk_write(path: Path, what: str, *, need: int) -> Iterator[None]:
     try:
         yield
     except (OSError, RuntimeError) as exc:
-        free = _free_bytes(path)
+        free = free_bytes(path)
         full = getattr(exc, "errno", None) == errno.ENOSPC or (free is not None and free < need)
         if not full:
             raise

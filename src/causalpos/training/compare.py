@@ -162,18 +162,9 @@ def _index_rows(
             "n_groups": n_groups,
             "n_sequences": n_sequences,
         }
-        row = {
-            **base,
-            "weights": "trained",
-            "index": p.estimate_a[layer],
-            "ci_lo": p.lo_a[layer],
-            "ci_hi": p.hi_a[layer],
-            "noise_floor": p.floor_a[layer],
-            "share": s_t.estimate[layer],
-            "share_lo": s_t.lo[layer],
-            "share_hi": s_t.hi[layer],
-            **_key0_size(k_t, layer),
-        }
+        row = _weights_row(
+            base, "trained", (p.estimate_a, p.lo_a, p.hi_a, p.floor_a), s_t, k_t, layer
+        )
         rows.append(row)
         if not twin:
             continue
@@ -192,28 +183,29 @@ def _index_rows(
             }
         )
         rows.append(
-            {
-                **base,
-                "weights": "init",
-                "index": p.estimate_b[layer],
-                "ci_lo": p.lo_b[layer],
-                "ci_hi": p.hi_b[layer],
-                "noise_floor": p.floor_b[layer],
-                "share": s_i.estimate[layer],
-                "share_lo": s_i.lo[layer],
-                "share_hi": s_i.hi[layer],
-                **_key0_size(k_i, layer),
-            }
+            _weights_row(base, "init", (p.estimate_b, p.lo_b, p.hi_b, p.floor_b), s_i, k_i, layer)
         )
     return rows
 
 
-def _key0_size(ci, layer: int) -> dict[str, float]:
-    """The key-0 column's size of one layer: its debiased index with CI (logit units)."""
+def _weights_row(base: dict, weights: str, index, share, key0, layer: int) -> dict:
+    """One layer's row of one model (``weights``: trained or init): ``index`` its (estimate, lo,
+    hi, noise floor) per layer, ``share`` its non-relative share with CI, ``key0`` the key-0
+    column's debiased index with CI (logit units)."""
+    estimate, lo, hi, floor = index
     return {
-        "key0": float(ci.debiased[layer]),
-        "key0_lo": float(ci.lo[layer]),
-        "key0_hi": float(ci.hi[layer]),
+        **base,
+        "weights": weights,
+        "index": estimate[layer],
+        "ci_lo": lo[layer],
+        "ci_hi": hi[layer],
+        "noise_floor": floor[layer],
+        "share": share.estimate[layer],
+        "share_lo": share.lo[layer],
+        "share_hi": share.hi[layer],
+        "key0": float(key0.debiased[layer]),
+        "key0_lo": float(key0.lo[layer]),
+        "key0_hi": float(key0.hi[layer]),
     }
 
 

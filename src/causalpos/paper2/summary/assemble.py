@@ -45,20 +45,12 @@ def leakage_summary(
 ) -> xr.Dataset:
     """Paper-2 leakage stage for one (model, dataset): the output blocks of one :class:`PromptSet`.
 
-    Output variables (``stat`` = estimate, lo, hi), by block: the headline reading,
-    :func:`~causalpos.paper2.summary.headline.headline_blocks` (the plain names: the leakage of the
-    expected map, its decomposition, the negative and positive controls), where the stores hold
-    its statistics; the per-prompt reading: :func:`~.per_prompt.per_prompt_leakage`
-    (``per_prompt_leakage_head``, ``per_prompt_leakage_layer``, ``per_prompt_leakage_model``, ``per_prompt_leakage_raw``, ``per_prompt_null_floor``),
-    :func:`~.per_prompt.head_tests` (``per_prompt_p_value``, ``per_prompt_q_value``, ``per_prompt_perm_null_mean``,
-    ``per_prompt_leakage_mean_map``, ``per_prompt_fraction_significant``), :func:`~.per_prompt.baseline_comparison`
-    (``per_prompt_baseline_leakage``, claim 6; when the stores hold the linear fit),
-    :func:`~.per_prompt.depth_trend` (``per_prompt_leakage_depth_trend``, claim 3),
-    :func:`~.per_prompt.per_prompt_decomposition` (``per_prompt_decomposition``, ``per_prompt_decomposition_layer``,
-    ``per_prompt_decomposition_difference``), :func:`~.per_prompt.causal_run_split`
-    (``per_prompt_observational_split``); :func:`~causalpos.paper2.summary.bos.bos_effects` (``per_prompt_bos_effect``,
-    ``per_prompt_bos_c_res``, ``per_prompt_bos_c_res_baseline``); :func:`~.per_prompt.sink_head_counts`
-    (``sink_attention``, ``sink_head``, ``sink_head_count``).
+    Output variables (``stat`` = estimate, lo, hi), by block: the headline reading
+    (:func:`~causalpos.paper2.summary.headline.headline_blocks`, the plain names), where the stores
+    hold its statistics; the per-prompt reading (:mod:`causalpos.paper2.summary.per_prompt`, the
+    ``per_prompt_*`` names, and the sink heads, ``sink_*``); BOS replacement
+    (:func:`~causalpos.paper2.summary.bos.bos_effects`). Every variable's dims, reading and units:
+    :mod:`causalpos.catalogue_stores`.
 
     Args:
         stores: variant name -> merged score store holding

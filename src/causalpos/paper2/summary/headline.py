@@ -165,20 +165,12 @@ def headline_blocks(
     (``settings``: ``alpha``, ``planted``, the controls' ``control_alpha`` and margins,
     ``seed``).
 
-    Variables (``stat`` = estimate, lo, hi): :func:`leakage_block` (``leakage_model``,
-    ``leakage_model_sst``, ``leakage_model_nolandmark``, ``leakage_layer``, ``leakage_head``, ``p_value``,
-    ``q_value``, ``fraction_significant``, ``fraction_p``, ``baseline_leakage``,
-    ``leakage_model_boot``);
-    :func:`control_block` (``position_free``, ``control_units``,
-    ``control_tost``, ``control_margin``, ``leakage_planted``);
-    :func:`~causalpos.paper2.summary.decomposition.decomposition_block` (``components``,
-    ``components_layer``, ``components_kind``, ``decomposition``,
-    ``decomposition_difference``, ``share_boot``); the ablation block
-    (``leakage_ablation``, ``leakage_ablation_layer``), the BOS block (``exp_bos_*``, read on
-    ``bos_target``), the positive control planted in the model (``plant_model*``) and the
-    dose series planted in its residual stream (``dose_leakage*``:
-    :func:`~causalpos.paper2.summary.doses.dose_block`), claim 3's factor effects
-    (``exp_factor_*``: :func:`~causalpos.paper2.summary.factors.factor_block`).
+    Variables (``stat`` = estimate, lo, hi), by block: :func:`leakage_block`,
+    :func:`control_block`, :func:`~causalpos.paper2.summary.decomposition.decomposition_block`,
+    the ablation, BOS replacement (read on ``bos_target``), the plant in the model
+    (``plant_model*``), :func:`~causalpos.paper2.summary.doses.dose_block` and
+    :func:`~causalpos.paper2.summary.factors.factor_block`; each variable's dims, reading and
+    units: :mod:`causalpos.catalogue_stores`.
     Attribute ``counts_digest`` says which resampled prompts every replicate used.
     """
     wins = [str(w) for w in stored_windows(ps)]

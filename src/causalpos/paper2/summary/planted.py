@@ -34,7 +34,7 @@ log-attention what the plant must leave alone: its statistics equal the twin's (
 **Pass rule (decision).** The control passes where the percentile-bootstrap interval of the
 planted layer's N̂ (per prompt pair, summed over heads) excludes 0 and contains the truth. The
 truth is a fixed number, so this is the same as the ratio recovered / truth covering 1; the N̂
-interval is reported because it is the estimator's own unit (``exp_layer_num``). Far from 0 the
+interval is reported because it is the estimator's own unit. Far from 0 the
 U-statistic is not degenerate and the percentile bootstrap is consistent (its over-wide
 intervals near 0 concern negative controls).
 
@@ -161,7 +161,7 @@ def _interval(name: str, reps: np.ndarray, level: float) -> dict[str, np.ndarray
 
 def layer_num_replicates(grams: dict[str, np.ndarray], weights: np.ndarray) -> np.ndarray:
     """N̂ per prompt pair, summed over heads, (1 + B, layer) for prompt multiplicities
-    ``weights`` (row 0 all ones): the estimator's numerator (``exp_layer_num``) and its
+    ``weights`` (row 0 all ones): the estimator's numerator and its
     bootstrap replicates."""
     u = u_statistics(grams, weights)
     return _per_pair(u["num"].sum(-1), u["pairs"])
@@ -282,7 +282,7 @@ def planted_recovery(
         counts: bootstrap prompt multiplicities (B, n), e.g. the summary's shared draws; default
             :data:`N_BOOT` multinomial draws seeded by 0.
 
-    Returns a Dataset over ``layer`` (and pooled, ``*_pooled``), N̂ in ``exp_num`` units (per
+    Returns a Dataset over ``layer`` (and pooled, ``*_pooled``), N̂ in the estimator's units (per
     prompt pair, summed over the layer's heads):
 
     - ``plant_truth``: n_heads · ‖P_Δ b‖² on the planted layer, 0 on every other;
