@@ -111,7 +111,10 @@ A declarative target (one with a ``table`` field) declares:
     column: the match's column}``, e.g. ``{model: init_of}``: the row's twin) read beside it,
     its columns named ``prefix`` + their names (:func:`causalpos.scorecard.reshape.join`); a
     row without a match reads ``not_run`` with the ``missing`` template where declared (else
-    its joined cells are NaN);
+    its joined cells are NaN); ``table``: the match is read in that other scorecard input
+    instead (e.g. ``{table: position0, match: [model, dataset], prefix: p0_}``), read beside
+    the target's own with the columns the ``prefix``-named templates, ``match`` and ``select``
+    name (:func:`join_columns`; an absent table, or one without them: no row has a match);
 ``difference``
     ``{name: ..., of: ..., minus: ...}``: columns ``name``, ``name_lo``, ``name_hi``: estimate
     ``of`` minus estimate ``minus`` (each with ``_lo``, ``_hi``), CIs combined as independent
@@ -159,7 +162,7 @@ from causalpos.scorecard.engine_partner import (
 )
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.premises import is_null, power, premise, spec_text
-from causalpos.scorecard.reshape import JOINED, raw_columns, reshaped
+from causalpos.scorecard.reshape import JOINED, joined_columns, raw_columns, reshaped
 from causalpos.scorecard.rows import (
     CHECKS,
     MEASURED,
@@ -220,14 +223,26 @@ def columns(t: Mapping) -> str:
     """The columns target ``t`` needs of its table, space-separated (a table without one of them
     reaches the engine as None, and its row reads ``not_run``; a table without the control's
     columns reads "no negative control")."""
+    need = raw_columns(t, _named(t)) - {"threshold"}  # a reshape's inputs; the target's threshold
+    return " ".join(sorted(partner_needs(t, need)))
+
+
+def join_columns(t: Mapping) -> str:
+    """The columns target ``t``'s ``join`` needs of the other table its ``table`` names,
+    space-separated (a table without one of them reaches the engine as None: no row finds its
+    match)."""
+    return " ".join(sorted(joined_columns(t, _named(t))))
+
+
+def _named(t: Mapping) -> set[str]:
+    """The columns target ``t``'s estimate, interval, selections and templates name."""
     need = {*(t[k] for k in ("estimate", "lo", "hi") if k in t)}
     need |= {"model"} if t.get("materiality") else set()
     need |= {*(t.get("select") or {}), *(t.get("measured_if") or {}), *(t.get("judged_if") or {})}
     need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
     need |= {t["first"], "model", "dataset"} if t.get("first") else set()
     need |= template_columns((t.get("partner") or {}).get("measured", ""))
-    need = raw_columns(t, need) - {"threshold"}  # a reshape's inputs; the target's threshold
-    return " ".join(sorted(partner_needs(t, need)))
+    return need
 
 
 def select_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
@@ -255,15 +270,21 @@ def judge(t: Mapping, ci: tuple[float, float]) -> tuple[str, str]:
 
 
 def declared_rows(
-    table: pd.DataFrame | None, t: Mapping, raw: pd.DataFrame | None = None
+    table: pd.DataFrame | None,
+    t: Mapping,
+    raw: pd.DataFrame | None = None,
+    other: pd.DataFrame | None = None,
 ) -> list[Row]:
     """The rows of declarative target ``t`` on its table (None: absent, empty or without a
-    column :func:`columns` names; ``raw``: the table as read, where it says which)."""
+    column :func:`columns` names; ``raw``: the table as read, where it says which); ``other``:
+    the table its ``join``'s ``table`` names (None: absent or without a column
+    :func:`join_columns` names, and no row finds its match)."""
     src = SCORECARD_TABLES[t["table"]]
     if table is None:
         why = t["not_run_columns"] if raw is not None and "not_run_columns" in t else t["not_run"]
         return [not_run(t, t["label"], src, fill(why, t))]
-    sel = required_rows(reshaped(table, t, select_rows), t)
+    joined = set(join_columns(t).split()) if (t.get("join") or {}).get("table") else set()
+    sel = required_rows(reshaped(table, t, select_rows, other, joined), t)
     if sel.empty:
         return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
     sel = with_partner(with_threshold(sel, t), table, t)

@@ -255,6 +255,7 @@ RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
             "prefix": (_text, "a text"),
             "select": (lambda v: isinstance(v, Mapping), "{column: value, ...}"),
             "missing": (_text, "a text"),
+            "table": (lambda v: v in SCORECARD_TABLES, "a scorecard input (catalogue)"),
         },
         ("match", "prefix"),
     ),
