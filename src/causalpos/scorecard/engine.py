@@ -52,7 +52,9 @@ A declarative target (one with a ``table`` field) declares:
     cell or a column the table lacks; a number, bool or ``*`` glob as ``measured_if``) decides
     it, its note ``why`` filled from the row; or ``{reason: ring_missing | openings, verdict}``:
     decided where that shared reason of :mod:`causalpos.scorecard.rows` gives a text, its note;
-    the measured text kept on a not-applicable row (``measured: true | false`` to say)
+    the measured text kept on a not-applicable row (``measured: true | false`` to say),
+    ``falsified_if`` the row's own (e.g. "none: not applicable ..."); ``unless`` leaves out
+    the rows it matches, for either kind (e.g. ``{init_of: "?*"}``: a twin)
     (:mod:`causalpos.scorecard.premises`);
 ``power``
     true: an inconclusive row's note says how many prompts (``n_sequences``) would decide it
@@ -64,6 +66,10 @@ A declarative target (one with a ``table`` field) declares:
 ``measured_extra``
     templates appended to ``measured`` where the table has the columns one reads and the
     row's cell of its first field is finite (e.g. a ratio some tables lack);
+``measured_judged``
+    measured parts (as ``measured``'s list) appended to a judged row's text after its own
+    control's (``own_control``), e.g. a reading shown beside the judged one; a twin's, a
+    premise's or a measured row shows ``measured`` alone;
 ``where``
     the row's label after the target's ``label``, in parentheses (default
     ``{model}, {dataset}``); ``by_landmark``: true adds ``, landmark <name>`` where the
@@ -371,6 +377,8 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
         measured += f"; {ctl_text}"
         note = "; ".join(filter(None, (note, control_note(tested, verdict))))
         text = rules_text(text, rule_text(V.unless_control_reads) if ctl else "")
+    if t.get("measured_judged"):
+        measured += "; " + measured_text(r, {**t, "measured": t["measured_judged"]})
     if t.get("not_a_test"):
         note, verdict = f"{note}; its rule says {verdict}", MEASURED
     text = text if t.get("rule_column") else ""
@@ -407,4 +415,5 @@ def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str,
     cells); the measured text kept where ``measured`` is true (default: a not-applicable row)."""
     why = " ".join((p.get("why_text") or _Text(r).format(p["why"])).split())
     keep = p.get("measured", p["verdict"] == NOT_APPLICABLE)
-    return target_row(t, label, measured if keep else "", p["verdict"], src, note=why)
+    own = {"falsified_if": " ".join(p["falsified_if"].split())} if p.get("falsified_if") else {}
+    return target_row(t, label, measured if keep else "", p["verdict"], src, note=why, **own)
