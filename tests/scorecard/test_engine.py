@@ -221,3 +221,73 @@ def test_not_a_test_reads_measured_and_keeps_its_rules_verdict_in_the_note():
     ]
     # a measurement keeps the target's paper value and falsified_if (why it cannot falsify)
     assert rows[0].paper_value == "> 0.01" and rows[0].falsified_if == "the CI lies at or below 0.0"
+
+
+#: A target that reads a second table beside its own: each row's model's sink-head count.
+JOINED = TARGET | {
+    "join": {
+        "table": "sink_heads",
+        "match": ["model", "dataset"],
+        "prefix": "sk_",
+        "select": {"variant": "causal"},
+    },
+    "measured": "e {e:ci}; {sk_n_sink_heads} sink heads",
+}
+SINKS = pd.DataFrame(
+    {
+        "model": ["above", "above", "below", "twin"],
+        "dataset": ["d", "d", "d", "e"],
+        "variant": ["ring", "causal", "causal", "causal"],
+        "n_sink_heads": [0, 7, 3, 9],
+    }
+)
+
+
+def test_a_join_with_a_table_reads_each_rows_match_in_that_other_table():
+    rows = E.declared_rows(TABLE, JOINED, TABLE, SINKS)
+    by = {r.target: r for r in rows}
+    assert by["effect (above, d)"].measured == "e 0.05 [0.03, 0.07]; 7 sink heads"  # causal
+    assert by["effect (below, d)"].measured == "e 0 [-0.01, 0.005]; 3 sink heads"
+    assert by["effect (above, d)"].verdict == V.REPRODUCED
+    # its own table's columns are the unprefixed ones; the other's the prefixed, match, select
+    assert set(E.columns(JOINED).split()) == {"model", "dataset", "e", "e_lo", "e_hi"} | {
+        "variant",
+        "nope",
+        "window",
+    }
+    assert E.join_columns(JOINED).split() == ["dataset", "model", "n_sink_heads", "variant"]
+    # a row without a match reads its missing template; an absent table: no row has one
+    missing = JOINED | {"join": JOINED["join"] | {"missing": "no sink count of {model}"}}
+    rows = {r.target: r for r in E.declared_rows(TABLE, missing, TABLE, SINKS)}
+    assert (rows["effect (straddles, d)"].verdict, rows["effect (straddles, d)"].note) == (
+        S.NOT_RUN,
+        "no sink count of straddles",
+    )
+    absent = E.declared_rows(TABLE, missing, TABLE, None)
+    assert {r.verdict for r in absent} == {S.NOT_RUN}
+    assert [r.note for r in absent][:2] == ["no sink count of above", "no sink count of below"]
+
+
+def test_a_declared_family_with_a_join_table_reads_that_table_as_an_input(tmp_path):
+    from causalpos.scorecard.card import Declared
+
+    spec = copy.deepcopy(S.load_targets())
+    fig3 = spec["targets"]["fig3_nearby"]
+    fig3["join"] = {"table": "llm_index", "match": ["model"], "prefix": "llm_"}
+    fig3["measured"] = "{nearby:ci}; layer {llm_layer} index {llm_index}"
+    T = S.load_targets(spec)["targets"]
+    inputs = Declared("fig3_nearby").inputs_for(T)
+    assert [(i.key, i.columns) for i in inputs[2:]] == [("llm_index", "index layer model")]
+    nearby, index = tmp_path / "gram_nearby.csv", tmp_path / "llm_index.csv"
+    pd.DataFrame(
+        {"model": ["nope"], "panel": ["f"], "nearby": [0.4], "nearby_lo": [0.3]}
+        | {"nearby_hi": [0.5], "n_samples": [8], "rope_identity": [True]}
+    ).to_csv(nearby, index=False)
+    pd.DataFrame({"model": ["nope"], "layer": [2], "index": [0.25]}).to_csv(index, index=False)
+    card = S.build_scorecard({"gram_nearby": nearby, "llm_index": index}, targets=spec)
+    row = card[card["target"].str.startswith("Fig. 3")].iloc[0]
+    assert (row["measured"], row["verdict"]) == ("0.4 [0.3, 0.5]; layer 2 index 0.25", V.REPRODUCED)
+    # the other table absent: the joined cells are empty and the row is still judged
+    card = S.build_scorecard({"gram_nearby": nearby}, targets=spec)
+    row = card[card["target"].str.startswith("Fig. 3")].iloc[0]
+    assert row["verdict"] == V.REPRODUCED and row["measured"].endswith("index nan")

@@ -472,8 +472,8 @@ def test_claim2_is_not_applicable_where_token_0_is_not_fixed(tmp_path):
 
 
 def test_claim1_inconclusive_rows_give_the_power_of_the_arm_and_each_model_its_threshold():
+    from causalpos.scorecard.engine import declared_rows
     from causalpos.scorecard.materiality import Materiality
-    from causalpos.scorecard.paper2_headline import claim1_rows
     from causalpos.scorecard.paper2_kinds import prompts_needed
     from causalpos.scorecard.rows import load_targets
 
@@ -482,7 +482,7 @@ def test_claim1_inconclusive_rows_give_the_power_of_the_arm_and_each_model_its_t
     head = pd.DataFrame([_lead("gemma", vals, n_sequences=16), _lead("smol", vals)])
     params = {"per_model": {"gemma": {"claim1_logit": 0.001}}}
     T = Materiality.from_params(params).apply(load_targets()["targets"])
-    rows = {r.target: r for r in claim1_rows(head, None, T)}
+    rows = {r.target: r for r in declared_rows(head, T["claim1_logit"])}
     gemma, smol = rows["claim 1 (gemma, d)"], rows["claim 1 (smol, d)"]
     assert gemma.verdict == smol.verdict == I
     # its own threshold, 0.001: the lower arm 0.00529 must shrink below 0.00269

@@ -322,3 +322,18 @@ def test_negative_is_positive_of_the_negated_interval():
     assert negative((-0.01, -0.003), 0.002) == REPRODUCED
     assert negative((-0.001, 0.004), 0.002) == DIFFERS
     assert negative((-0.01, 0.0), 0.002) == INCONCLUSIVE
+
+
+def test_a_summary_beyond_one_machines_reach_is_given_in_cpu_years():
+    gemma = ("gemma3-270m", "kjv-chunks640-bos")
+    cpu, n0 = K.SUMMARY_CPU_S[gemma]
+    # the default run's claim 4 on Gemma: 45,778 prompts, ~505 million CPU-s at most
+    far = K.summary_cost(*gemma, 16, 45_778)
+    assert cpu * (45_778 / n0) ** 2 > K.REACH_CPU_S
+    assert far == (
+        "its leakage summary not within reach of one machine there (16 cores for 30 days): at "
+        f"most ~16 CPU-years ({cpu} CPU-s measured at {n0} prompts in the default run, Gram "
+        "terms grow as n²)"
+    )
+    # within reach: CPU-s, as before
+    assert K.summary_cost(*gemma, 16, 96).startswith("its leakage summary at most ~2,223 CPU-s")

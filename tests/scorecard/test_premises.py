@@ -290,3 +290,61 @@ def test_a_table_without_a_required_column_says_so_apart_from_an_absent_table(tm
     spec["targets"]["claim8_content"]["requires"] = "token0_fixed"
     with pytest.raises(ValueError, match="target 'claim8_content' has requires: 'token0_fixed'"):
         S.load_targets(spec)
+
+
+def test_a_reason_premises_unless_spares_its_rows_and_a_premise_states_its_own_falsified_if():
+    t = copy.deepcopy(S.load_targets()["targets"]["claim1_logit"]) | {"threshold": 0.002}
+    base = {"dataset": "d", "variant": "causal", "window": "all", "target": "logit"}
+    leak = {"leakage": 0.01, "leakage_lo": 0.005, "leakage_hi": 0.015, "init_of": ""}
+    head = pd.DataFrame(
+        [
+            base | leak | {"model": "nope", "positional": "nope"},
+            base | leak | {"model": "open", "data_mode": "first"},
+            base | leak | {"model": "twin", "data_mode": "first", "init_of": "open"},
+            base
+            | leak
+            | {"model": "rope", "per_prompt": 0.2}
+            | {"per_prompt_lo": 0.1, "per_prompt_hi": 0.3},
+        ]
+    )
+    rows = {r.target: r for r in E.declared_rows(head, t)}
+    nope = rows["claim 1 (nope, d)"]
+    assert (nope.verdict, nope.measured) == (S.NOT_APPLICABLE, "0.01 [0.005, 0.015]")
+    assert nope.falsified_if == (
+        "none: not applicable (the claim's premise, a RoPE decoder, does not hold)"
+    )
+    assert nope.note.startswith("a NoPE model: the claim is about RoPE-trained decoders")
+    opened = rows["claim 1 (open, d)"]
+    assert opened.verdict == S.NOT_RUN and opened.note.startswith("the prompts are document")
+    assert opened.falsified_if == "the CI of the model's logit leakage lies at or below 0.002"
+    # unless: a twin is measured, whatever its prompts (the reason premise spares it)
+    twin = rows["claim 1 (twin, d)"]
+    assert (twin.verdict, twin.note) == (
+        S.MEASURED,
+        "init weights of open: a baseline, not a trained model",
+    )
+    # measured_judged: after the own control's text on a judged row, absent from the others
+    assert rows["claim 1 (rope, d)"].measured == (
+        "0.01 [0.005, 0.015]; no negative control of this model on these prompts; "
+        "per-prompt reading 0.2 [0.1, 0.3]"
+    )
+    assert twin.measured == "0.01 [0.005, 0.015]"
+    no_pp = E.declared_rows(head.drop(columns=["per_prompt"]), t)[-1]
+    assert no_pp.measured.endswith("; no per-prompt reading")
+
+
+@pytest.mark.parametrize(
+    "fields, problem",
+    [
+        ({"measured_judged": "a {x}"}, "has measured_judged: 'a {x}'; set it to a list"),
+        (
+            {"premises": [{"reason": "openings", "verdict": "not run", "why": "x"}]},
+            "has premise",
+        ),
+    ],
+)
+def test_a_malformed_measured_judged_or_reason_premise_is_refused_at_load(fields, problem):
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["claim1_logit"] |= fields
+    with pytest.raises(ValueError, match=rf"target 'claim1_logit' {problem}"):
+        S.load_targets(spec)

@@ -322,3 +322,14 @@ def test_a_point_rule_needs_its_parameters_and_no_interval():
     del spec["targets"]["claim7_position0"]["value"]
     with pytest.raises(ValueError, match="target 'claim7_position0': rule exact needs value"):
         S.load_targets(spec)
+
+
+def test_a_join_naming_no_scorecard_input_is_refused_at_load_naming_the_target():
+    spec = copy.deepcopy(S.load_targets())
+    spec["targets"]["sink_heads"]["join"] = spec["targets"]["sink_heads"]["join"] | {
+        "table": "sinks"
+    }
+    with pytest.raises(ValueError, match=r"target 'sink_heads' has join: .*table must be a score"):
+        S.load_targets(spec)
+    spec["targets"]["sink_heads"]["join"]["table"] = "position0"  # a scorecard input: loads
+    assert S.load_targets(spec)["targets"]["sink_heads"]["join"]["table"] == "position0"

@@ -4,7 +4,7 @@ absolute position in their attention patterns), one panel per (model, dataset) o
 Each panel pairs two axes on one y scale, its own: the runs' headline per layer (``leakage_layer``)
 and, right of it, the same runs pooled over layers (``leakage_model``) beside each position-free
 control in the model's units (``control_units``), the comparison claim 1's verdict makes
-(:func:`causalpos.scorecard.paper2_headline.claim1_rows`). Layer kinds (coordinate
+(the scorecard target ``claim1_logit``, ``causalpos/targets.yaml``). Layer kinds (coordinate
 ``layer_kind``) as in :mod:`causalpos.figures.paper2_layers`: titles name them; where a model
 mixes kinds, global layers are shaded, each kind has its marker, and a pooled reading is drawn
 per kind where the summary splits it, else labelled with the kinds it pools. A point whose

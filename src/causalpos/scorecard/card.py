@@ -23,7 +23,8 @@ import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
 import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_position0 as paper2_position0
-from causalpos.scorecard.engine import columns, declared_rows
+import causalpos.scorecard.paper2_twins as paper2_twins
+from causalpos.scorecard.engine import columns, declared_rows, join_columns
 from causalpos.scorecard.engine_groups import group_columns, grouped_rows, is_grouped
 from causalpos.scorecard.materiality import Materiality
 from causalpos.scorecard.rows import (
@@ -105,26 +106,31 @@ class Declared(Family):
     ``scored``)."""
 
     def __init__(self, name: str, **kw):
-        super().__init__(lambda table, raw, T: _engine(T[name])(table, T[name], raw), **kw)
+        super().__init__(lambda *a: _engine(a[-1][name])(a[-1][name], *a[:-1]), **kw)
         self.name = name
 
     def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
         """Its table with the columns it needs, and as read (which says whether a table that
-        reaches it as None is absent or lacks a column)."""
+        reaches it as None is absent or lacks a column); a ``join`` with a ``table``: that
+        table with the columns the join reads."""
         t = T[self.name]
         need = group_columns(t) if is_grouped(t) else columns(t)
-        return (Input(t["table"], need), Input(t["table"]))
+        own = (Input(t["table"], need), Input(t["table"]))
+        if other := (t.get("join") or {}).get("table"):
+            return (*own, Input(other, join_columns(t)))
+        return own
 
     def __repr__(self) -> str:
         return f"Declared({self.name})"
 
 
 def _engine(t: Mapping) -> Callable[..., list[Row]]:
-    """The engine that judges declarative target ``t``: over groups of rows (``each``; the table
-    as read is not needed) or row by row."""
+    """The engine that judges declarative target ``t`` (called with ``t``, its table, the table
+    as read and a join's other table): over groups of rows (``each``; the table as read is not
+    needed) or row by row."""
     if is_grouped(t):
-        return lambda table, t, raw=None: grouped_rows(table, t)
-    return declared_rows
+        return lambda t, table, raw: grouped_rows(table, t)
+    return lambda t, table, raw, *other: declared_rows(table, t, raw, *other)
 
 
 def unscored_rows(T: Mapping) -> list[Row]:
@@ -172,8 +178,9 @@ FAMILIES: tuple[Family, ...] = (
     Declared("trained_vs_init_share"),
     Declared("llm_vs_random_share"),
     # paper 2: the headline (expected-map) reading, its controls, the per-prompt rows
+    Declared("claim1_logit"),
     Family(
-        paper2_headline.claim1_rows,
+        paper2_twins.claim1_twin_rows,
         Input("headline", "model dataset variant window target leakage leakage_lo position_free"),
         Input("twin_contrast", "model dataset twin difference difference_lo paired pairing"),
     ),

@@ -52,7 +52,9 @@ A declarative target (one with a ``table`` field) declares:
     cell or a column the table lacks; a number, bool or ``*`` glob as ``measured_if``) decides
     it, its note ``why`` filled from the row; or ``{reason: ring_missing | openings, verdict}``:
     decided where that shared reason of :mod:`causalpos.scorecard.rows` gives a text, its note;
-    the measured text kept on a not-applicable row (``measured: true | false`` to say)
+    the measured text kept on a not-applicable row (``measured: true | false`` to say),
+    ``falsified_if`` the row's own (e.g. "none: not applicable ..."); ``unless`` leaves out
+    the rows it matches, for either kind (e.g. ``{init_of: "?*"}``: a twin)
     (:mod:`causalpos.scorecard.premises`);
 ``power``
     true: an inconclusive row's note says how many prompts (``n_sequences``) would decide it
@@ -64,6 +66,10 @@ A declarative target (one with a ``table`` field) declares:
 ``measured_extra``
     templates appended to ``measured`` where the table has the columns one reads and the
     row's cell of its first field is finite (e.g. a ratio some tables lack);
+``measured_judged``
+    measured parts (as ``measured``'s list) appended to a judged row's text after its own
+    control's (``own_control``), e.g. a reading shown beside the judged one; a twin's, a
+    premise's or a measured row shows ``measured`` alone;
 ``where``
     the row's label after the target's ``label``, in parentheses (default
     ``{model}, {dataset}``); ``by_landmark``: true adds ``, landmark <name>`` where the
@@ -111,7 +117,10 @@ A declarative target (one with a ``table`` field) declares:
     column: the match's column}``, e.g. ``{model: init_of}``: the row's twin) read beside it,
     its columns named ``prefix`` + their names (:func:`causalpos.scorecard.reshape.join`); a
     row without a match reads ``not_run`` with the ``missing`` template where declared (else
-    its joined cells are NaN);
+    its joined cells are NaN); ``table``: the match is read in that other scorecard input
+    instead (e.g. ``{table: position0, match: [model, dataset], prefix: p0_}``), read beside
+    the target's own with the columns the ``prefix``-named templates, ``match`` and ``select``
+    name (:func:`join_columns`; an absent table, or one without them: no row has a match);
 ``difference``
     ``{name: ..., of: ..., minus: ...}``: columns ``name``, ``name_lo``, ``name_hi``: estimate
     ``of`` minus estimate ``minus`` (each with ``_lo``, ``_hi``), CIs combined as independent
@@ -159,7 +168,7 @@ from causalpos.scorecard.engine_partner import (
 )
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.premises import is_null, power, premise, spec_text
-from causalpos.scorecard.reshape import JOINED, raw_columns, reshaped
+from causalpos.scorecard.reshape import JOINED, joined_columns, raw_columns, reshaped
 from causalpos.scorecard.rows import (
     CHECKS,
     MEASURED,
@@ -220,14 +229,26 @@ def columns(t: Mapping) -> str:
     """The columns target ``t`` needs of its table, space-separated (a table without one of them
     reaches the engine as None, and its row reads ``not_run``; a table without the control's
     columns reads "no negative control")."""
+    need = raw_columns(t, _named(t)) - {"threshold"}  # a reshape's inputs; the target's threshold
+    return " ".join(sorted(partner_needs(t, need)))
+
+
+def join_columns(t: Mapping) -> str:
+    """The columns target ``t``'s ``join`` needs of the other table its ``table`` names,
+    space-separated (a table without one of them reaches the engine as None: no row finds its
+    match)."""
+    return " ".join(sorted(joined_columns(t, _named(t))))
+
+
+def _named(t: Mapping) -> set[str]:
+    """The columns target ``t``'s estimate, interval, selections and templates name."""
     need = {*(t[k] for k in ("estimate", "lo", "hi") if k in t)}
     need |= {"model"} if t.get("materiality") else set()
     need |= {*(t.get("select") or {}), *(t.get("measured_if") or {}), *(t.get("judged_if") or {})}
     need |= template_columns(t["measured"]) | template_columns(t.get("where", WHERE))
     need |= {t["first"], "model", "dataset"} if t.get("first") else set()
     need |= template_columns((t.get("partner") or {}).get("measured", ""))
-    need = raw_columns(t, need) - {"threshold"}  # a reshape's inputs; the target's threshold
-    return " ".join(sorted(partner_needs(t, need)))
+    return need
 
 
 def select_rows(table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
@@ -255,15 +276,21 @@ def judge(t: Mapping, ci: tuple[float, float]) -> tuple[str, str]:
 
 
 def declared_rows(
-    table: pd.DataFrame | None, t: Mapping, raw: pd.DataFrame | None = None
+    table: pd.DataFrame | None,
+    t: Mapping,
+    raw: pd.DataFrame | None = None,
+    other: pd.DataFrame | None = None,
 ) -> list[Row]:
     """The rows of declarative target ``t`` on its table (None: absent, empty or without a
-    column :func:`columns` names; ``raw``: the table as read, where it says which)."""
+    column :func:`columns` names; ``raw``: the table as read, where it says which); ``other``:
+    the table its ``join``'s ``table`` names (None: absent or without a column
+    :func:`join_columns` names, and no row finds its match)."""
     src = SCORECARD_TABLES[t["table"]]
     if table is None:
         why = t["not_run_columns"] if raw is not None and "not_run_columns" in t else t["not_run"]
         return [not_run(t, t["label"], src, fill(why, t))]
-    sel = required_rows(reshaped(table, t, select_rows), t)
+    joined = set(join_columns(t).split()) if (t.get("join") or {}).get("table") else set()
+    sel = required_rows(reshaped(table, t, select_rows, other, joined), t)
     if sel.empty:
         return [not_run(t, t["label"], src, fill(t.get("empty", t["not_run"]), t))]
     sel = with_partner(with_threshold(sel, t), table, t)
@@ -350,6 +377,8 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
         measured += f"; {ctl_text}"
         note = "; ".join(filter(None, (note, control_note(tested, verdict))))
         text = rules_text(text, rule_text(V.unless_control_reads) if ctl else "")
+    if t.get("measured_judged"):
+        measured += "; " + measured_text(r, {**t, "measured": t["measured_judged"]})
     if t.get("not_a_test"):
         note, verdict = f"{note}; its rule says {verdict}", MEASURED
     text = text if t.get("rule_column") else ""
@@ -386,4 +415,5 @@ def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str,
     cells); the measured text kept where ``measured`` is true (default: a not-applicable row)."""
     why = " ".join((p.get("why_text") or _Text(r).format(p["why"])).split())
     keep = p.get("measured", p["verdict"] == NOT_APPLICABLE)
-    return target_row(t, label, measured if keep else "", p["verdict"], src, note=why)
+    own = {"falsified_if": " ".join(p["falsified_if"].split())} if p.get("falsified_if") else {}
+    return target_row(t, label, measured if keep else "", p["verdict"], src, note=why, **own)

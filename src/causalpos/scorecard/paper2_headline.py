@@ -1,10 +1,11 @@
-"""Paper 2's rows on the headline reading (causalpos.paper2.summary.headline): claim 1, the
-controls (negative: passed / reads position / underpowered against a declared margin; positive:
+"""Paper 2's rows on the headline reading (causalpos.paper2.summary.headline): the controls
+(negative: passed / reads position / underpowered against a declared margin; positive:
 recovered / not recovered) and claim 2 (the residual-stream component; the causal-mask one
-measured beside it). Claims 1 and 2 are judged against the materiality thresholds of the config
+measured beside it), judged against the materiality thresholds of the config
 (``leakage.materiality``). Claim 3's ordering: :mod:`causalpos.scorecard.paper2_claim3`; claim
-6 on the headline and Eq. 5's additivity (both readings) are declarative targets
-(``claim6_headline``, ``additivity``, ``additivity_ablation`` in ``causalpos/targets.yaml``). The decomposition rows that share paper 2's other families
+1 (its twin contrasts: :mod:`causalpos.scorecard.paper2_twins`), claim 6 on the headline and
+Eq. 5's additivity (both readings) are declarative targets (``claim1_logit``,
+``claim6_headline``, ``additivity``, ``additivity_ablation`` in ``causalpos/targets.yaml``). The decomposition rows that share paper 2's other families
 (claims 4 and 10, Table 6) are in :mod:`causalpos.scorecard.paper2`.
 """
 
@@ -17,9 +18,7 @@ import pandas as pd
 
 from causalpos.scorecard.controls import with_verdicts
 from causalpos.scorecard.materiality import for_model
-from causalpos.scorecard.paper2 import architectures
 from causalpos.scorecard.paper2_kinds import power_note
-from causalpos.scorecard.paper2_twins import twin_contrast_rows
 from causalpos.scorecard.rows import (
     MEASURED,
     NO_TEST,
@@ -27,7 +26,6 @@ from causalpos.scorecard.rows import (
     SOURCES,
     TABLE_MEASURED,
     Row,
-    control_note,
     field_text,
     fill,
     fmt,
@@ -35,7 +33,6 @@ from causalpos.scorecard.rows import (
     measured_row,
     not_run,
     openings,
-    own_control,
     ring_missing,
     target_row,
     text_column,
@@ -48,77 +45,7 @@ from causalpos.verdicts import (
     negative_control,
     positive,
     recovered,
-    unless_control_reads,
 )
-
-
-def claim1_rows(head: pd.DataFrame | None, twins: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """Claim 1 on the headline reading: a trained RoPE model's causal-run logit leakage above the
-    materiality threshold declared in the config (``leakage.materiality.claim1_logit``, or the
-    model's own, ``leakage.per_model``; at least twice the negative controls' logit margin):
-    :func:`~causalpos.verdicts.positive`. The model's own negative control in the model's units
-    is shown beside it; where it *reads position*, a *reproduced* becomes *inconclusive*
-    (:func:`~causalpos.verdicts.unless_control_reads`). A NoPE model is not applicable (the
-    claim is about RoPE decoders); init / random twins are measured baselines. With a
-    ``landmark`` column, one row per landmark reading. ``twins``: the trained-minus-twin
-    contrasts (:func:`~causalpos.scorecard.paper2_twins.twin_contrast_rows`)."""
-    src = SOURCES["headline"]
-    t = T["claim1_logit"]
-    if head is None:
-        return [not_run(t, t["label"], src, "the config runs no headline leakage")]
-    first = head.groupby(["model", "dataset"], sort=False)["window"].transform("first")
-    head = head[(head["window"] == first) & (head["target"] == t["target"])]
-    sel = head[head["variant"] == t["variant"]]
-    if sel.empty:
-        return [not_run(t, t["label"], src, f"no {t['target']} leakage of a {t['variant']} run")]
-    landmarks = text_column(head, "landmark")
-    several = landmarks.nunique() > 1
-    rows = []
-    for r, twin, arch, lm in zip(
-        sel.itertuples(),
-        text_column(sel, "init_of"),
-        architectures(sel, T),
-        landmarks[sel.index],
-    ):
-        where = f"{r.model}, {r.dataset}" + (f", landmark {lm}" if several else "")
-        target = f"{t['label']} ({where})"
-        own = fmt_ci(r.leakage, r.leakage_lo, r.leakage_hi)
-        if twin:
-            why = f"init weights of {twin}: a baseline, not a trained model"
-            rows.append(measured_row(t, target, own, src, why))
-            continue
-        if arch == "nope":
-            why = f"a NoPE model: {field_text(t, 'premise')}"
-            fal = "none: not applicable (the claim's premise, a RoPE decoder, does not hold)"
-            rows.append(target_row(t, target, own, NOT_APPLICABLE, src, note=why, falsified_if=fal))
-            continue
-        if openings(r):
-            rows.append(not_run(t, target, src, openings(r)))
-            continue
-        per_prompt = (
-            f"per-prompt reading {fmt_ci(r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)}"
-            if "per_prompt" in sel
-            else "no per-prompt reading"
-        )
-        ctl, ctl_text = own_control(r)
-        tm = for_model(t, r.model)
-        rule = positive((r.leakage_lo, r.leakage_hi), float(tm["threshold"]))
-        verdict = unless_control_reads(rule, ctl)
-        n = int(r.n_sequences) if "n_sequences" in sel and pd.notna(r.n_sequences) else 0
-        vals = (r.leakage, r.leakage_lo, r.leakage_hi)
-        power = power_note(rule, vals, float(tm["threshold"]), n, (r.model, r.dataset))
-        note = "; ".join(filter(None, (control_note(rule, verdict), power)))
-        measured = f"{own}; {ctl_text}; {per_prompt}"
-        text = _controlled_rule(float(tm["threshold"]), ctl)
-        rows.append(target_row(tm, target, measured, verdict, src, note=note, rule=text))
-    return rows + twin_contrast_rows(sel, landmarks[sel.index] if several else None, t, twins)
-
-
-def _controlled_rule(threshold: float, control: str) -> str:
-    """The rule text of a test against ``threshold`` read beside the model's own negative
-    control (``control``: its verdict, "" where it has none)."""
-    test = rule_text(positive, threshold=threshold)
-    return rules_text(test, rule_text(unless_control_reads) if control else "")
 
 
 def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:

@@ -49,17 +49,31 @@ def resolves_as(est: float, threshold: float) -> str:
     return REPRODUCED if est > threshold else DIFFERS
 
 
+#: What one machine reaches: 16 cores (the GPU node of docs/cluster.md) for 30 days, in CPU-s;
+#: a summary bound beyond it is given in CPU-years (:func:`summary_cost`).
+REACH_CPU_S = 16 * 30 * 86_400
+#: CPU-s in a year of one core.
+CPU_YEAR_S = 365.25 * 86_400
+
+
 def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
     """The leakage summary's cost at ``need`` prompts, at most: its Gram terms grow as n², so
     (need / n)² times this run's; in CPU-s where :data:`SUMMARY_CPU_S` holds the pair's measured
     time (scaled from the prompts it was measured at). An upper bound: at the default run's
-    prompts most of the summary's time does not grow with n (configs/decide.yaml: measured)."""
+    prompts most of the summary's time does not grow with n (configs/decide.yaml: measured).
+    A bound beyond :data:`REACH_CPU_S` says so, in CPU-years."""
     factor = (need / n) ** 2
     ref = SUMMARY_CPU_S.get((model, dataset))
     if ref is None:
         return f"its leakage summary at most ~{factor:.0f}× this run's (Gram terms grow as n²)"
     cpu, n0 = ref
     est = cpu * (need / n0) ** 2
+    if est > REACH_CPU_S:
+        return (
+            f"its leakage summary not within reach of one machine there (16 cores for 30 days): "
+            f"at most ~{est / CPU_YEAR_S:,.0f} CPU-years ({cpu} CPU-s measured at {n0} prompts "
+            "in the default run, Gram terms grow as n²)"
+        )
     return (
         f"its leakage summary at most ~{est:,.0f} CPU-s there ({cpu} CPU-s measured at {n0} "
         "prompts in the default run, Gram terms grow as n²)"

@@ -1,5 +1,7 @@
 """Paper 2's rows of a trained model beside its random-init / init twin on the same prompts:
-claim 1's trained-minus-twin contrast (:func:`twin_contrast_rows`), paired where both summaries
+claim 1's trained-minus-twin contrast (:func:`claim1_twin_rows` on the headline and the twin
+table, :func:`twin_contrast_rows`; claim 1's own rows are the declarative target
+``claim1_logit``), paired where both summaries
 resampled the same prompts, a measurement (paper 2 claims nothing about the untrained
 architecture; a difference of measured quantities is a test or a measurement, never a check)."""
 
@@ -24,6 +26,24 @@ TWIN_DIRECTION = {
 
 #: Why a contrast's intervals are combined as independent samples where the table has no row.
 NO_TABLE = "no paired contrast of the two on the twin table (paper2_twin_contrast.csv)"
+
+
+def claim1_twin_rows(
+    head: pd.DataFrame | None, twins: pd.DataFrame | None, T: Mapping
+) -> list[Row]:
+    """Claim 1's trained-minus-twin contrasts (:func:`twin_contrast_rows`) on the headline
+    table ``head``'s rows claim 1 reads (each (model, dataset)'s first window, target and
+    variant ``claim1_logit``'s), one per landmark reading where it holds several; none where
+    ``head`` is None (claim 1's row says why)."""
+    t = T["claim1_logit"]
+    if head is None:
+        return []
+    first = head.groupby(["model", "dataset"], sort=False)["window"].transform("first")
+    head = head[(head["window"] == first) & (head["target"] == t["target"])]
+    sel = head[head["variant"] == t["variant"]]
+    landmarks = text_column(head, "landmark")
+    several = landmarks.nunique() > 1
+    return twin_contrast_rows(sel, landmarks[sel.index] if several else None, t, twins)
 
 
 def twin_contrast_rows(

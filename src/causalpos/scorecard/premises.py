@@ -67,9 +67,12 @@ def matches(r: pd.Series, cond: Mapping) -> bool:
 
 def premise(r: pd.Series, t: Mapping) -> Mapping | None:
     """The first of target ``t``'s ``premises`` that decides row ``r``: one whose ``reason``
-    (:data:`REASONS`) gives a text (then its ``why``), or whose ``if`` the row matches and
-    ``unless`` it does not (:func:`matches`); None where none does."""
+    (:data:`REASONS`) gives a text (then its ``why``), or whose ``if`` the row matches, and
+    whose ``unless`` (optional, either kind) it does not (:func:`matches`); None where none
+    does."""
     for p in t.get("premises") or ():
+        if "reason" in p and p.get("unless") and matches(r, p["unless"]):
+            continue
         if "reason" in p:
             why = REASONS[p["reason"]](r)
             if why:

@@ -1,8 +1,8 @@
 """The table reshapes a declarative target declares (:mod:`causalpos.scorecard.engine`) before its
 rows are judged (:func:`reshaped`): ``wide`` (a long table's readings of one (model, dataset)
 made one row), ``reduce`` (a group's rows aggregated), ``exclude`` / ``several`` / ``keep`` /
-``trained_only`` (rows left out or kept), ``join`` (a row's matching row of the same table read
-beside it, e.g. its random-init twin) and ``difference`` (an estimate minus another, CIs combined
+``trained_only`` (rows left out or kept), ``join`` (a row's matching row of the same table, e.g.
+its random-init twin, or of another scorecard input, its ``table``, read beside it) and ``difference`` (an estimate minus another, CIs combined
 as independent samples).
 
 Each function takes the target's table and the target's field, and returns a table whose columns
@@ -132,7 +132,10 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
         need = need - {d["name"], f"{d['name']}_lo", f"{d['name']}_hi"}
         need |= {d["of"] + s for s in ("", "_lo", "_hi")}
         need |= {d["minus"]} if d.get("point") else {d["minus"] + s for s in ("", "_lo", "_hi")}
-    if j := t.get("join"):
+    if (j := t.get("join")) and j.get("table"):  # the joined columns are the other table's
+        need = {c for c in need if not c.startswith(j["prefix"])}
+        need |= {a for a, _ in join_pairs(j)}
+    elif j:
         need = {c.removeprefix(j["prefix"]) for c in need}
         need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})
     need |= (
@@ -143,6 +146,15 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
     need |= set(t.get("keep") or {})
     need |= set(t.get("requires") or ())
     return need | ({"init_of"} if t.get("trained_only") else set())
+
+
+def joined_columns(t: Mapping, need: set[str]) -> set[str]:
+    """The columns of the other table a ``join`` with a ``table`` reads, from those target
+    ``t``'s templates and rule name (``need``): each one named with the join's ``prefix``,
+    without it, and the columns it matches on and selects."""
+    j = t["join"]
+    own = {c.removeprefix(j["prefix"]) for c in need if c.startswith(j["prefix"])}
+    return own | {b for _, b in join_pairs(j)} | set(j.get("select") or {})
 
 
 #: The aggregations ``reduce`` may name.
@@ -176,12 +188,20 @@ def several(sel: pd.DataFrame, s: Mapping) -> pd.DataFrame:
 FIELDS = ("wide", "reduce", "join", "difference", "trained_only", "exclude", "several", "keep")
 
 
-def reshaped(table: pd.DataFrame, t: Mapping, select_rows: Callable) -> pd.DataFrame:
+def reshaped(
+    table: pd.DataFrame,
+    t: Mapping,
+    select_rows: Callable,
+    other: pd.DataFrame | None = None,
+    other_columns: set[str] = frozenset(),
+) -> pd.DataFrame:
     """The rows target ``t`` judges (``select_rows``: :func:`causalpos.scorecard.engine.select_rows`;
     a ``select`` value ``"{name}"`` is the target's field ``name``), after its reshapes: ``wide``
     selects the long table's rows and widens them; ``trained_only`` leaves out the rows of
     random-init / init twins; ``reduce``, ``exclude``, ``several`` as their functions, then
-    ``keep`` keeps the rows matching it; ``join`` reads each row's match beside it;
+    ``keep`` keeps the rows matching it; ``join`` reads each row's match beside it (in
+    ``other``, the table a join's ``table`` names; None where it is absent or lacks one of
+    ``other_columns``: no row finds a match, its columns NaN);
     ``difference`` adds an estimate minus another. The estimate's finiteness is read after them."""
     t = {**t, "select": own_fields(t.get("select"), t)}
     reshaped = any(t.get(k) for k in FIELDS)
@@ -200,7 +220,10 @@ def reshaped(table: pd.DataFrame, t: Mapping, select_rows: Callable) -> pd.DataF
         sel = sel[[matches(r, t["keep"]) for _, r in sel.iterrows()]]
     if t.get("trained_only"):
         sel = sel[text_column(sel, "init_of") == ""]
-    if t.get("join"):
+    if t.get("join") and t["join"].get("table"):
+        none = pd.DataFrame(columns=sorted(other_columns))  # absent: no row has a match
+        sel = join(sel, other if other is not None else none, t["join"], t)
+    elif t.get("join"):
         sel = join(sel, table, t["join"], t)
     if t.get("difference"):
         sel = difference(sel, t["difference"])

@@ -255,6 +255,7 @@ RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
             "prefix": (_text, "a text"),
             "select": (lambda v: isinstance(v, Mapping), "{column: value, ...}"),
             "missing": (_text, "a text"),
+            "table": (lambda v: v in SCORECARD_TABLES, "a scorecard input (catalogue)"),
         },
         ("match", "prefix"),
     ),
@@ -348,7 +349,9 @@ def check_texts(where: str, t: Mapping) -> None:
     """Raise ValueError for a ``measured`` that is neither a template nor a list of parts (a
     template or ``{text: template, when: column}``), and for ``premises`` that are not a list of
     ``{if: {column: value}, verdict: not run | not applicable, why: template}`` (optionally
-    ``unless``, ``measured: true | false``) or ``{reason: <a name of PREMISE_REASONS>, verdict}``."""
+    ``unless``, ``measured: true | false``, ``falsified_if``) or ``{reason: <a name of
+    PREMISE_REASONS>, verdict}`` (optionally ``unless``, ``measured``, ``falsified_if``), and a
+    ``measured_judged`` that is no list of parts."""
     parts = t["measured"] if isinstance(t.get("measured"), list) else []
     for part in parts:
         ok = _text(part) or (
@@ -374,6 +377,12 @@ def check_texts(where: str, t: Mapping) -> None:
             f"{where} has measured_sep: {t['measured_sep']!r}; set it to the text between the "
             'measured parts (e.g. "; ")'
         )
+    judged = t.get("measured_judged", [])
+    if not isinstance(judged, list) or not all(_text(p) or isinstance(p, Mapping) for p in judged):
+        raise ValueError(
+            f"{where} has measured_judged: {judged!r}; set it to a list of measured parts (a "
+            "template or {text, when, else}), shown after the own control's text on a judged row"
+        )
     premises = t.get("premises")
     if premises is None:
         return
@@ -383,13 +392,17 @@ def check_texts(where: str, t: Mapping) -> None:
             and p.get("verdict") in PREMISE_VERDICTS
             and isinstance(p.get("measured", False), bool)
             and (
-                (p.get("reason") in PREMISE_REASONS and set(p) <= {"reason", "verdict", "measured"})
+                (
+                    p.get("reason") in PREMISE_REASONS
+                    and set(p) <= {"reason", "unless", "verdict", "measured", "falsified_if"}
+                    and isinstance(p.get("unless", {}), Mapping)
+                )
                 or (
                     isinstance(p.get("if"), Mapping)
                     and len(p["if"]) > 0
                     and isinstance(p.get("unless", {}), Mapping)
                     and _text(p.get("why"))
-                    and set(p) <= {"if", "unless", "verdict", "why", "measured"}
+                    and set(p) <= {"if", "unless", "verdict", "why", "measured", "falsified_if"}
                 )
             )
         )
@@ -397,8 +410,9 @@ def check_texts(where: str, t: Mapping) -> None:
             raise ValueError(
                 f"{where} has premise {p!r}; premises is a list of {{if: {{column: value}}, "
                 f"verdict: {' | '.join(PREMISE_VERDICTS)}, why: template}} (optionally unless: "
-                "{column: value}, measured: true | false), or of {reason: "
-                f"{' | '.join(PREMISE_REASONS)}, verdict: ...}}"
+                "{column: value}, measured: true | false, falsified_if: text), or of {reason: "
+                f"{' | '.join(PREMISE_REASONS)}, verdict: ...}} (optionally unless, measured, "
+                "falsified_if)"
             )
 
 
