@@ -26,14 +26,18 @@ class _PlainArrays:
 
     The reader slices the file once per value (~10^6 times for a 262k-token vocabulary); each
     slice and view of an ``np.memmap`` runs its Python-level ``__getitem__`` and
-    ``__array_finalize__`` (~9 of the reader's 15 CPU-s for Gemma-3's file, measured), those of
-    a plain view run in C. The bytes, dtypes and shapes read are the same."""
+    ``__array_finalize__`` (most of the reader's time for Gemma-3's file, profiled), those of a
+    plain view run in C. The bytes, dtypes and shapes read are the same. With
+    :func:`_parse_value_fast`: Gemma-3 270M's ``prepare_model`` 33-37 CPU-s -> 23.5-30
+    (docs/performance.md)."""
 
     def __init__(self, numpy):
         self._np = numpy
 
-    def __getattr__(self, name):
-        return getattr(self._np, name)
+    def __getattr__(self, name):  # once per name: then found in the instance's own dict
+        value = getattr(self._np, name)
+        setattr(self, name, value)
+        return value
 
     def memmap(self, path, mode="r"):
         return self._np.memmap(path, mode=mode).view(self._np.ndarray)
@@ -45,7 +49,7 @@ def _parse_value_fast(original):
 
     ``value.tobytes().decode()`` is ``array("B", list(value)).tobytes().decode()`` for a 1-D
     uint8 array (the same bytes, the same UTF-8 decoding and error), without a Python int per
-    byte (~5 CPU-s per metadata parse of a 262k-token vocabulary); every other value goes to
+    byte (a 262k-token vocabulary's strings in each metadata parse); every other value goes to
     ``original``. The loader parses every field of the one reader's (:func:`gguf_parsed_once`)
     three times, the same read-only arrays each time: a value's result (an int, float, bool or
     str: immutable) is kept with the array it came from and returned for that array again."""
