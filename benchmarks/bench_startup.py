@@ -2,7 +2,8 @@
 
 For each ``workflow/scripts/<rule>.py``, a fresh interpreter runs what the job runs before
 ``causalpos.io.runlog.logged`` starts its clock: Snakemake's script preamble imports
-(``snakemake.logging``, ``snakemake.iocontainers``), ``causalpos.io.runlog`` and the rule's stage
+(``snakemake.logging``, ``snakemake.iocontainers``), ``causalpos.io.runlog``, the call that holds
+the cyclic collector off where the script makes it (:func:`collector_of`) and the rule's stage
 function; user + system CPU of the process at that point (the ``start-up`` of the job's ``done``
 line, less the unpickling of the job's parameters), the median of ``--repeats`` runs. Beside it:
 the same plus ``causalpos.io.store`` (xarray), what a job that opens a store pays in all before
@@ -39,9 +40,11 @@ def cpu():
 from snakemake.logging import logger
 from snakemake.iocontainers import Snakemake
 from causalpos.io.runlog import logged
+{collector}
 from {module} import {function}
 startup = cpu()
 loaded = [m for m in {libraries!r} if m in sys.modules]
+import gc; gc.enable()  # as logged() turns it back on
 import causalpos.io.store
 print(json.dumps([startup, cpu(), loaded]))
 """
@@ -55,11 +58,26 @@ def stage_of(script: Path) -> tuple[str, str]:
     return m[1], m[2]
 
 
+#: What a script calls before it imports its stage: the collector held off until its block.
+COLLECTOR_CALL = "collector_off_until_logged()"
+
+
+def collector_of(script: Path) -> str:
+    """The statement ``script`` runs between the job glue's import and its stage's: the call that
+    holds the cyclic collector off (:func:`causalpos.io.runlog.collector_off_until_logged`) where
+    the script makes it (an older checkout's do not), else nothing."""
+    if re.search(rf"^{re.escape(COLLECTOR_CALL)}", script.read_text(), re.M):
+        return f"from causalpos.io.runlog import collector_off_until_logged\n{COLLECTOR_CALL}"
+    return ""
+
+
 def measure(repo: Path, script: Path, repeats: int) -> dict:
     """Median start-up CPU-s of ``script``'s job over ``repeats`` fresh interpreters, with and
     without the store reader, and the libraries its start-up loads."""
     module, function = stage_of(script)
-    code = _CODE.format(module=module, function=function, libraries=LIBRARIES)
+    code = _CODE.format(
+        module=module, function=function, libraries=LIBRARIES, collector=collector_of(script)
+    )
     startup, with_reader, loaded = [], [], []
     for _ in range(repeats):
         out = subprocess.run(

@@ -221,6 +221,47 @@ def test_gguf_parsed_once_reuses_reader_and_name_map(tmp_path):
     assert gguf.get_tensor_name_map(llama, 2) is not gguf.get_tensor_name_map(llama, 2)
 
 
+def test_gguf_parsed_once_reads_plain_arrays_and_parses_as_transformers(tmp_path):
+    import gguf
+    import transformers.modeling_gguf_pytorch_utils as hf_gguf
+
+    from causalpos.models.gguf import gguf_parsed_once
+
+    path = tmp_path / "m.gguf"
+    tokens = ["<s>", "a", "\u2581the", "\u00e9t\u00e9", "\U0001f600"]
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0, -1.5, -2.25, 3.0, 0.5])
+    writer.add_tensor("token_embd.weight", np.arange(40, dtype=np.float32).reshape(5, 8))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    fresh, original = gguf.GGUFReader(path), hf_gguf._gguf_parse_value
+
+    def parsed(reader, parse):
+        return {k: [parse(f.parts[i], f.types) for i in f.data] for k, f in reader.fields.items()}
+
+    with gguf_parsed_once():
+        plain = gguf.GGUFReader(path)
+        fast = hf_gguf._gguf_parse_value
+        assert fast is not original and type(plain.data) is np.ndarray  # no np.memmap
+        assert type(fresh.data) is np.memmap
+        once, twice = parsed(plain, fast), parsed(plain, fast)  # the second from what was kept
+        for bad in (original, fast):  # invalid UTF-8: the same error either way
+            with pytest.raises(UnicodeDecodeError):
+                bad(np.frombuffer(b"a\xff", np.uint8).copy(), [8])
+    assert once == twice == parsed(fresh, original)
+    assert once["tokenizer.ggml.tokens"] == tokens
+    assert once["tokenizer.ggml.scores"] == [0.0, -1.5, -2.25, 3.0, 0.5]
+    assert bytes(plain.data) == bytes(fresh.data) == path.read_bytes()
+    assert [(t.name, t.data.tolist()) for t in plain.tensors] == [
+        (t.name, t.data.tolist()) for t in fresh.tensors
+    ]
+    assert hf_gguf._gguf_parse_value is original and gguf.gguf_reader.np is np  # restored
+
+
 def test_pypi_gguf_without_the_gguf_says_what_to_do(tmp_path):
     import zipfile
 

@@ -49,7 +49,7 @@ def test_benchmark_runs_every_mode_and_reports_them(tmp_path):
     assert all(r["tokens_per_s"] > 0 for r in out["modes"].values())
 
 
-def test_startup_benchmark_reports_what_a_jobs_start_up_loads():
+def test_startup_benchmark_reports_what_a_jobs_start_up_loads(tmp_path):
     import bench_startup as S
 
     repo = Path(__file__).resolve().parents[2]
@@ -61,6 +61,15 @@ def test_startup_benchmark_reports_what_a_jobs_start_up_loads():
         "causalpos.stages.report",
         "scorecard",
     )
+    # each job's start-up as its script runs it: the collector held off before the stage's
+    # imports, where the script says so (an older checkout's scripts do not)
+    assert S.collector_of(repo / "workflow" / "scripts" / "scorecard.py").endswith(
+        "\ncollector_off_until_logged()"
+    )
+    older = repo / "workflow" / "scripts" / "plot_fig1.py"
+    text = older.read_text().replace("\ncollector_off_until_logged()", "\n")
+    (tmp_path / "plot_fig1.py").write_text(text)
+    assert S.collector_of(tmp_path / "plot_fig1.py") == ""
 
 
 def test_yardstick_scales_wall_time_to_the_reference_speed():

@@ -73,3 +73,35 @@ def test_a_jobs_log_holds_progress_as_lines_and_ends_with_its_done_line(tmp_path
     assert lines[4].startswith("Loading weights: 100%") and " 3/3 " in lines[4]
     assert lines[5].startswith("unfinished:   0%") and lines[6].startswith("unfinished:  50%")
     assert len(lines) == 8 and parse_done_line(lines[7]) is not None
+
+
+# A job's script as the workflow's are: the collector held off from before the stage's imports
+# until the job's block starts; the collector's state printed at each step.
+_START_UP = r"""
+import gc, json
+from causalpos.io import runlog
+
+runs = []
+gc.callbacks.append(lambda phase, info: runs.append(phase) if phase == "start" else None)
+seen = [gc.isenabled()]
+runlog.collector_off_until_logged()
+seen.append(gc.isenabled())
+kept = [[] for _ in range(5_000)]  # a stage's imports: objects enough for 7 collections
+seen.append(runs == [])
+with runlog.logged(None, 1):
+    seen.append([gc.isenabled(), list(gc.get_threshold()) == list(runlog.JOB_GC_THRESHOLDS)])
+seen.append(gc.isenabled())
+gc.disable()  # a collector the caller turned off stays off
+runlog.collector_off_until_logged()
+with runlog.logged(None, 1):
+    seen.append(gc.isenabled())
+print(json.dumps(seen))
+"""
+
+
+def test_the_collector_is_off_from_a_scripts_start_up_until_its_block():
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run(
+        [sys.executable, "-c", _START_UP], env=env, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == [True, False, True, [True, True], True, False]

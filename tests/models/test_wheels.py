@@ -260,6 +260,19 @@ def _default_spec(name: str) -> dict:
     return yaml.safe_load((root / "config.yaml").read_text())["models"][name]
 
 
+#: sha256 of the files of Gemma-3 270M as main's code prepared them at 38d9429 (transformers
+#: 5.23.0, gguf 0.19.0, torch 2.13.0, as requirements.txt pins them), before the GGUF's reader
+#: read a plain view of the file and its metadata strings were decoded at once
+#: (:func:`causalpos.models.gguf.gguf_parsed_once`). Every Gemma score depends on these bytes.
+GEMMA3_SHA256 = {
+    "config.json": "4e560a40fe99121daa784dbcd068824ef0b0703cc116d39d170941b333b5a849",
+    "generation_config.json": "3d5c55ed7ddb72446e4561f748149c6c87778ea659f30331252871632386fef9",
+    "model.safetensors": "cf4e538230192cf987f7ff033d906fd151bbfef797688e662d8214ea3115bf04",
+    "tokenizer.json": "3c01ed742c180439796d05b781d1cc02ce30801903444b53a73c57fe9d798a84",
+    "tokenizer_config.json": "843ecb0be620ce31f124b43c4ac6e0c10a80b2e3fc301525dd63bc6e0c8710e7",
+}
+
+
 @pytest.mark.slow
 def test_gemma3_270m_from_its_wheels(gemma3_dir):
     import gguf
@@ -269,6 +282,10 @@ def test_gemma3_270m_from_its_wheels(gemma3_dir):
     from causalpos.models.load import load_model
 
     rec = read_source(gemma3_dir)
+    files = {p.name: sha256_file(p) for p in gemma3_dir.iterdir() if p.name != SOURCE_FILE}
+    assert files == GEMMA3_SHA256 and rec["sha256"] == {
+        "model.safetensors": GEMMA3_SHA256["model.safetensors"]
+    }
     spec = _default_spec("gemma3-270m")
     assert rec["file_sha256"] == spec["sha256"]
     assert [p["package"] for p in rec["parts"]] == [p["package"] for p in spec["parts"]]

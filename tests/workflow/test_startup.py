@@ -258,3 +258,14 @@ def test_the_tests_and_the_processes_they_start_write_bytecode():
         check=True,
     )
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_every_script_holds_the_collector_off_while_it_imports_its_stage(script):
+    # the cyclic collector's passes over the libraries' objects while they are imported are ~10 %
+    # of a job's start-up (causalpos.io.runlog.collector_off_until_logged)
+    lines = script.read_text().splitlines()
+    call = lines.index("collector_off_until_logged()  # the stage's imports without collections")
+    stage = next(i for i, line in enumerate(lines) if line.startswith("from causalpos.stages."))
+    glue = next(i for i, line in enumerate(lines) if line.startswith("from causalpos.io.runlog"))
+    assert glue < call < stage, (script.name, glue, call, stage)

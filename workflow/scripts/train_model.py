@@ -5,7 +5,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 
-from causalpos.io.runlog import logged  # noqa: E402
+from causalpos.io.runlog import collector_off_until_logged, logged  # noqa: E402
+
+collector_off_until_logged()  # the stage's imports without collections
 from causalpos.stages.train import train_model  # noqa: E402
 
 with logged(snakemake.log[0], snakemake.threads, exit_when_done=True):

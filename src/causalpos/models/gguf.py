@@ -20,10 +20,72 @@ from causalpos.models.weights import sha256_file
 from causalpos.models.wheels import assemble_parts, check_requirement, check_sha256, obtain_wheels
 
 
+class _PlainArrays:
+    """numpy as ``gguf.gguf_reader`` sees it while a reader is built: ``memmap`` gives the mapped
+    file as a plain ``ndarray`` view of the same read-only pages (everything else is numpy's).
+
+    The reader slices the file once per value (~10^6 times for a 262k-token vocabulary); each
+    slice and view of an ``np.memmap`` runs its Python-level ``__getitem__`` and
+    ``__array_finalize__`` (most of the reader's time for Gemma-3's file, profiled), those of a
+    plain view run in C. The bytes, dtypes and shapes read are the same. With
+    :func:`_parse_value_fast`: Gemma-3 270M's ``prepare_model`` 33-37 CPU-s -> 23.5-30
+    (docs/performance.md)."""
+
+    def __init__(self, numpy):
+        self._np = numpy
+
+    def __getattr__(self, name):  # once per name: then found in the instance's own dict
+        value = getattr(self._np, name)
+        setattr(self, name, value)
+        return value
+
+    def memmap(self, path, mode="r"):
+        return self._np.memmap(path, mode=mode).view(self._np.ndarray)
+
+
+def _parse_value_fast(original):
+    """transformers' ``_gguf_parse_value`` with its strings decoded from the array's bytes at
+    once, and each value parsed once.
+
+    ``value.tobytes().decode()`` is ``array("B", list(value)).tobytes().decode()`` for a 1-D
+    uint8 array (the same bytes, the same UTF-8 decoding and error), without a Python int per
+    byte (a 262k-token vocabulary's strings in each metadata parse); every other value goes to
+    ``original``. The loader parses every field of the one reader's (:func:`gguf_parsed_once`)
+    three times, the same read-only arrays each time: a value's result (an int, float, bool or
+    str: immutable) is kept with the array it came from and returned for that array again."""
+    import numpy as np
+
+    done: dict[int, tuple] = {}
+
+    def parse(value, data_type):
+        kept = done.get(id(value))
+        if kept is not None and kept[0] is value and kept[1] == data_type:
+            return kept[2]
+        if (
+            data_type in (8, [8], [9, 8])
+            and isinstance(value, np.ndarray)
+            and value.dtype == np.uint8
+            and value.ndim == 1
+        ):
+            result = value.tobytes().decode()
+        else:
+            result = original(value, data_type)
+        done[id(value)] = (
+            value,
+            list(data_type) if isinstance(data_type, list) else data_type,
+            result,
+        )
+        return result
+
+    return parse
+
+
 @contextlib.contextmanager
 def gguf_parsed_once():
     """Within the block, ``gguf.GGUFReader`` of one file returns one reader, and
-    ``gguf.get_tensor_name_map`` one map per (architecture, block count).
+    ``gguf.get_tensor_name_map`` one map per (architecture, block count); the reader reads the
+    file through a plain view of its memory map (:class:`_PlainArrays`), and transformers'
+    metadata parser decodes strings from their bytes at once (:func:`_parse_value_fast`).
 
     transformers' GGUF loader (architectures outside its packed-kernel path, Llama among them)
     parses the whole file with a new ``GGUFReader`` for the tokenizer's config, for the model's
@@ -31,25 +93,35 @@ def gguf_parsed_once():
     gguf's tensor-name map once per module of the model (~200 for SmolLM2: ~4.5 CPU-s). Both
     are pure functions of their arguments (the reader maps the file read-only), so reusing the
     first result gives the same tensors, config and tokenizer, byte for byte. Both names are
-    looked up in the ``gguf`` module at each call (imports inside transformers' functions); the
-    originals are restored on exit.
+    looked up in the ``gguf`` module at each call (imports inside transformers' functions),
+    the parser in ``transformers.modeling_gguf_pytorch_utils``; the originals are restored on
+    exit.
     """
     import gguf
+    import gguf.gguf_reader as gguf_reader
+    import transformers.modeling_gguf_pytorch_utils as hf_gguf
 
     reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    numpy, parse_value = gguf_reader.np, hf_gguf._gguf_parse_value
     readers: dict[tuple[str, str], object] = {}
 
     def reader(path, mode="r"):
         key = (os.fspath(path), mode)
         if key not in readers:
-            readers[key] = reader_cls(path, mode)
+            gguf_reader.np = _PlainArrays(numpy)
+            try:
+                readers[key] = reader_cls(path, mode)
+            finally:
+                gguf_reader.np = numpy
         return readers[key]
 
     gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(None)(name_map)
+    hf_gguf._gguf_parse_value = _parse_value_fast(parse_value)
     try:
         yield
     finally:
         gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
+        hf_gguf._gguf_parse_value = parse_value
 
 
 def convert_gguf(gguf_path: Path, tmp: Path) -> None:
