@@ -13,7 +13,6 @@ settings it fingerprints (:func:`untracked`), so changing one reruns nothing.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
@@ -23,12 +22,12 @@ from typing import Any
 
 def setting(default: Any = MISSING, key: str | None = None, doc: str = "", **meta: Any) -> Any:
     """A settings field: its default (none: a required field; a dict is copied for each
-    instance), the config key it is read from (None: not a choice of the config), its meaning,
+    instance, as :func:`canonical` writes it), the config key it is read from (None: not a choice of the config), its meaning,
     and any further metadata (``only``: the positional type that reads a training
     hyper-parameter)."""
     metadata = {"config": key, "doc": doc, **meta}
     if isinstance(default, dict):
-        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+        return dataclasses.field(default_factory=lambda: canonical(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 
