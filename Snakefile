@@ -90,15 +90,10 @@ include: "workflow/rules/report.smk"
 
 # Cluster runs: the light rules (config `local_rules`: figures, tables, the scorecard) run in the
 # submitting Snakemake process rather than as cluster jobs; on one machine every rule is local.
-_unknown_local = sorted(
-    set(CFG.value("local_rules")) - {r.name for r in workflow.rules}
-)
-if _unknown_local:
-    raise WorkflowError(
-        f"causalpos: local_rules names no rule of this workflow: {', '.join(_unknown_local)} "
-        f"(rules: {', '.join(sorted(r.name for r in workflow.rules))})"
-    )
-workflow.localrules(*CFG.value("local_rules"))
+try:
+    workflow.localrules(*CFG.local_rules(r.name for r in workflow.rules))
+except ValueError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
 rule all:

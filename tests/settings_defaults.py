@@ -24,6 +24,7 @@ CHOSEN_BY_CONFIG_YAML = {
     "leakage.reducer.fits": "no saturated+both (its cost) on 2 cores",
     "leakage.reducer.windows": "full32: rows whose window of 32 (trained-swa) is full",
     "leakage.reducer.expected_stats": "early32 and full32 beside all: Table 9, trained-swa",
+    "train.compare.dataset": "the trained-vs-init comparison on kjv-heldout128 (default: none)",
 }
 
 MISSING = object()

@@ -49,6 +49,21 @@ def test_a_setting_carries_its_key_default_and_meaning():
     }
 
 
+def test_a_dict_default_is_copied_for_each_instance_and_checked_against_the_schema():
+    @dataclass(frozen=True)
+    class Spec:
+        corpus: dict = setting({"type": "kjv"}, "train.corpus", "a mapping")
+
+    a, b = Spec(), Spec()
+    assert a.corpus == {"type": "kjv"} and a.corpus is not b.corpus
+    a.corpus["books"] = ["Ruth"]
+    assert Spec().corpus == {"type": "kjv"}
+    assert disagreements(Spec) == []
+    assert from_config(Spec, {"train": {"corpus": {"type": "kjv", "books": ["Mark"]}}}) == Spec(
+        {"type": "kjv", "books": ["Mark"]}
+    )
+
+
 def test_from_params_refuses_an_unknown_key_and_makes_tuples_of_tuple_fields_only():
     toy = from_params(Toy, {"name": "x", "sizes": [3], "words": ["a"]})
     assert toy == Toy(name="x", sizes=(3,), words=["a"])
@@ -136,6 +151,85 @@ def test_no_rule_reads_the_config_dict():
         if raw.search(line) and not line.lstrip().startswith("#")
     ]
     assert found == []
+
+
+#: A field whose default the schema writes otherwise, with its reason.
+SCHEMA_WRITES_OUT = {"TrainSettings.window = None, schema train.window = 32": "context // 4"}
+
+
+def _settings_classes() -> list[type]:
+    """Every dataclass of the settings modules (``causalpos/**/settings.py``) with a field the
+    config sets."""
+    import importlib
+
+    src = REPO / "src"
+    modules = sorted(p.relative_to(src).with_suffix("") for p in src.rglob("settings.py"))
+    out = []
+    for name in (".".join(m.parts) for m in modules):
+        module = importlib.import_module(name)
+        for obj in vars(module).values():
+            if (
+                dataclasses.is_dataclass(obj)
+                and isinstance(obj, type)
+                and obj.__module__ == name
+                and any(f.metadata.get("config") for f in dataclasses.fields(obj))
+            ):
+                out.append(obj)
+    return out
+
+
+def test_every_settings_class_has_the_schemas_defaults():
+    """Each field's default is its key's default in the schema, config.yaml agreeing; the keys
+    the rules hand their jobs are among them."""
+    classes = _settings_classes()
+    found = [d for cls in classes for d in disagreements(cls) if d not in SCHEMA_WRITES_OUT]
+    assert found == []
+    keys = {f.metadata.get("config") for cls in classes for f in dataclasses.fields(cls)}
+    assert {
+        "train.corpus",
+        "train.heldout",
+        "train.tokenizer.vocab_size",
+        "train.tokenizer.min_frequency",
+        "train.lengthgen.smooth",
+        "train.compare.dataset",
+        "train.compare.map_layer",
+        "theory.n_positions",
+        "paper1_llm.fig5_layers",
+        "leakage.bootstrap_strata",
+        "rehearsal",
+    } <= keys
+    assert len(classes) >= 20, [c.__name__ for c in classes]
+
+
+def _reads(read: str, key: str) -> bool:
+    """Whether reading config key ``read`` reads declared key ``key`` (``*``: any name), or a
+    section holding it."""
+    import fnmatch
+
+    return fnmatch.fnmatchcase(read, key) or key.startswith(read + ".")
+
+
+def test_no_rule_reads_a_key_that_a_settings_class_declares():
+    """A rule passes a setting as ``CFG.settings(cls)`` (or ``CFG.values(cls).field``), never
+    as ``CFG.value("<key>")`` of a key a settings dataclass declares (its default and meaning
+    are the field's); ``CFG.value`` reads only keys no dataclass holds."""
+    declared = set(_declared_defaults())
+    files = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+    read = re.compile(r"""\bCFG\.value\(\s*(?:["']([^"']+)["'])?""")
+    found = []
+    for p in files:
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            for m in read.finditer(line):
+                key = m.group(1)
+                if key is None or any(_reads(key, k) for k in declared):
+                    found.append(f"{p.name}:{n}: {key or line.strip()}")
+    assert found == [], (
+        "pass these settings as **CFG.settings(cls) of the dataclass that declares them "
+        "(a key no dataclass holds: a literal CFG.value key)"
+    )
+    assert _reads("train.lengthgen", "train.lengthgen.smooth")
+    assert _reads("simulate.settings.l2.alpha", "simulate.settings.*.alpha")
+    assert not _reads("train.heldout_extra", "train.heldout")
 
 
 def test_a_config_value_is_read_as_params_hold_it():

@@ -21,10 +21,14 @@ from typing import Any
 
 
 def setting(default: Any = MISSING, key: str | None = None, doc: str = "", **meta: Any) -> Any:
-    """A settings field: its default (none: a required field), the config key it is read from
-    (None: not a choice of the config), its meaning, and any further metadata (``only``: the
-    positional type that reads a training hyper-parameter)."""
-    return dataclasses.field(default=default, metadata={"config": key, "doc": doc, **meta})
+    """A settings field: its default (none: a required field; a dict is copied for each
+    instance, as :func:`canonical` writes it), the config key it is read from (None: not a choice of the config), its meaning,
+    and any further metadata (``only``: the positional type that reads a training
+    hyper-parameter)."""
+    metadata = {"config": key, "doc": doc, **meta}
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=lambda: canonical(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def _is_tuple(f: dataclasses.Field) -> bool:
@@ -122,6 +126,18 @@ class Common:
     dtype: str = setting(FULL_PRECISION, "dtype", "the models' weights and activations")
     n_bootstrap: int = setting(2000, "stats.n_bootstrap", "every bootstrap's replicates")
     confidence: float = setting(0.95, "stats.confidence", "every interval's confidence level")
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """What the scorecard says of the run as a whole (rule ``scorecard``)."""
+
+    rehearsal: bool = setting(
+        False,
+        "rehearsal",
+        "a rehearsal on random-weight stand-ins: the scorecard carries a banner saying its "
+        "numbers mean nothing",
+    )
 
 
 def shared(key: str, doc: str = "", **meta: Any) -> Any:

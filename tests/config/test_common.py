@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
-from causalpos.config import VARIANT_PATTERN, canonical, names_pattern
+import pytest
+
+from causalpos.config import VARIANT_PATTERN, ConfigError, Resolved, canonical, names_pattern
 from causalpos.models.variants import VARIANTS, variant_names
 from causalpos.paper1.settings import BootstrapSettings
 from tests.config.configs import resolved
@@ -91,3 +93,15 @@ def test_paper1_stats_params_are_the_stage_functions_keyword_arguments(default, 
             if par.kind is par.KEYWORD_ONLY
         }
         assert set(params) <= kwonly, (stage.__name__, sorted(set(params) - kwonly))
+
+
+def test_the_local_rules_are_the_configs_and_an_unknown_one_is_named():
+    cfg = Resolved({"local_rules": ["scorecard", "gram_table"]})
+    assert cfg.local_rules({"gram_table", "scorecard", "all"}) == ["scorecard", "gram_table"]
+    assert Resolved({"local_rules": []}).local_rules(["all"]) == []
+    with pytest.raises(ConfigError) as info:
+        cfg.local_rules(r for r in ("all", "scorecard", "leakage"))
+    assert str(info.value) == (
+        "causalpos: local_rules names no rule of this workflow: gram_table "
+        "(rules: all, leakage, scorecard). Fix: remove it from local_rules"
+    )

@@ -64,5 +64,13 @@ def test_items_of_several_models_name_them_all():
         "dataset": "every dataset",
     }
     assert cfg.trained_labels("maps")["dataset"] == "kjv-first24"  # train.compare.dataset
+    # paper1_llm.models and .datasets
+    assert cfg.paper1_report_labels("Fig. 5") == {
+        "figure": "Fig. 5",
+        "model": "trained-rope, tiny-random",
+        "dataset": "kjv-first24",
+    }
+    off = Resolved(load("configs/smoke.yaml", lambda c: c["paper1_llm"].update(models=[])))
+    assert off.paper1_report_labels("Fig. 5")["model"] == "every model"
     with pytest.raises(ConfigError, match="no figure family 'heads'; known: simulation"):
         cfg.report_names("heads", "m/d", "F")

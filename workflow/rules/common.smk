@@ -24,8 +24,13 @@ from causalpos.config.report import labels as report_labels  # noqa: E402
 from causalpos.config.report import shown as report_shown  # noqa: E402
 from causalpos.io.captions import item_caption as _item_caption  # noqa: E402
 from causalpos.paper1.settings import BootstrapSettings  # noqa: E402
-from causalpos.settings import Common, Scheduling  # noqa: E402
+from causalpos.paper1.settings import Fig5Settings, TheorySettings  # noqa: E402
+from causalpos.paper2.settings import StrataSettings  # noqa: E402
+from causalpos.settings import Common, ReportSettings, Scheduling  # noqa: E402
+from causalpos.training.settings import ComparisonFigureSettings  # noqa: E402
 from causalpos.training.settings import LengthGenSettings  # noqa: E402
+from causalpos.training.settings import LossByPositionSettings  # noqa: E402
+from causalpos.training.settings import TokenizerSettings, TrainCorpus  # noqa: E402
 
 # (`report` at the start of a line opens Snakemake's report directive: imported under another name)
 from snakemake.io import report as report_files  # noqa: E402

@@ -67,11 +67,7 @@ rule plot_llm_fig5:
             CFG.figure_paths(PATHS.LLM_FIG5_FIGURE),
             caption="../report/llm_fig5.rst",
             category="Paper 1 — pretrained models",
-            labels=CFG.report_labels(
-                "Fig. 5",
-                CFG.value("paper1_llm.models"),
-                CFG.value("paper1_llm.datasets"),
-            ),
+            labels=CFG.paper1_report_labels("Fig. 5"),
         ),
     log:
         "logs/plot_llm_fig5/plot_llm_fig5.log",
@@ -84,8 +80,8 @@ rule plot_llm_fig5:
         mem_mb=4000,
         runtime=10,
     params:
+        **CFG.settings(Fig5Settings),
         labels=CFG.paper1_labels(),
-        n_layers=CFG.value("paper1_llm.fig5_layers"),
         names=CFG.paper1_display_names(),
         code=code_fingerprint("plot_llm_fig5"),
     script:

@@ -32,10 +32,10 @@ rule leakage:
         mem_mb=leakage_mem_mb,
         runtime=60,
     params:
+        **CFG.settings(StrataSettings),
         variants=leakage_variants_params,
         summary=leakage_summary_params,
         model_attrs=leakage_model_attrs,
-        strata=CFG.value("leakage.bootstrap_strata"),
         code=code_fingerprint("leakage"),
     script:
         "../scripts/leakage.py"

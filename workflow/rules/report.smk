@@ -19,7 +19,7 @@ rule scorecard:
         mem_mb=1000,
         runtime=5,
     params:
-        rehearsal=CFG.value("rehearsal"),
+        **CFG.settings(ReportSettings),
         # paper 2's materiality thresholds (leakage.materiality): a change reruns the scorecard
         materiality=CFG.leakage_materiality(),
         code=code_fingerprint("scorecard"),

@@ -40,7 +40,7 @@ rule theory_check:
         mem_mb=1000,
         runtime=10,
     params:
-        n_positions=CFG.value("theory.n_positions"),
+        **CFG.settings(TheorySettings),
         code=code_fingerprint("theory_check"),
     script:
         "../scripts/theory_check.py"

@@ -24,11 +24,8 @@ rule train_tokenizer:
         mem_mb=4000,
         runtime=30,
     params:
-        corpus=CFG.value("train.corpus"),
-        heldout=CFG.value("train.heldout"),
-        vocab_size=CFG.value("train.tokenizer.vocab_size"),
-        min_frequency=CFG.value("train.tokenizer.min_frequency"),
-        seed=COMMON.seed,
+        **CFG.settings(TrainCorpus),
+        **CFG.settings(TokenizerSettings),
         code=code_fingerprint("train_tokenizer"),
     script:
         "../scripts/train_tokenizer.py"
@@ -55,9 +52,8 @@ rule train_model:
         runtime=240,
         gpu=SCHEDULING.gpu,
     params:
+        **CFG.settings(TrainCorpus),
         settings=train_variant_params,
-        corpus=CFG.value("train.corpus"),
-        heldout=CFG.value("train.heldout"),
         # where it runs and how often it checkpoints change no number: untracked
         run=CFG.run_options(),
         code=code_fingerprint("train_model"),
@@ -173,7 +169,7 @@ rule plot_loss_curves:
     params:
         variants=CFG.train_variants(),
         names=CFG.train_display_names(),
-        heldout=CFG.value("train.heldout"),
+        heldout=CFG.settings(TrainCorpus)["heldout"],
         code=code_fingerprint("plot_loss_curves"),
     script:
         "../scripts/plot_loss_curves.py"
@@ -242,7 +238,7 @@ rule plot_loss_by_position:
         mem_mb=1000,
         runtime=5,
     params:
-        smooth=CFG.value("train.lengthgen.smooth"),
+        **CFG.settings(LossByPositionSettings),
         names=CFG.train_display_names(),
         code=code_fingerprint("plot_loss_by_position"),
     script:
@@ -338,11 +334,10 @@ rule plot_train_comparison:
         mem_mb=2000,
         runtime=5,
     params:
+        **CFG.settings(ComparisonFigureSettings),
         variants=CFG.train_variants(),
         twins=CFG.compare_twin_variants(),
-        map_layer=CFG.value("train.compare.map_layer"),
         names=CFG.train_display_names(),
-        dataset=CFG.value("train.compare.dataset"),
         stores=compare_score_stores,
         code=code_fingerprint("plot_train_comparison"),
     script:

@@ -84,3 +84,16 @@ class Section:
         """The :class:`~causalpos.settings.Scheduling` keys as a rule's untracked ``run``
         param: where and how its job runs, which changes no number and reruns nothing."""
         return untracked(self.values(Scheduling))
+
+    def local_rules(self, rules: Iterable[str]) -> list[str]:
+        """The rules that a cluster run's submitting Snakemake process runs itself (config
+        ``local_rules``); a name that is none of ``rules`` (the workflow's) raises, naming
+        them."""
+        names, known = self.value("local_rules"), sorted(rules)
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise ConfigError(
+                f"causalpos: local_rules names no rule of this workflow: {', '.join(unknown)} "
+                f"(rules: {', '.join(known)}). Fix: remove it from local_rules"
+            )
+        return names

@@ -86,6 +86,12 @@ class ReportSection(Section):
             "dataset": dataset or EVERY_DATASET,
         }
 
+    def paper1_report_labels(self, figure: str) -> dict[str, str]:
+        """The labels of a figure of paper 1's models on its datasets (``paper1_llm.models``,
+        ``paper1_llm.datasets``)."""
+        sec = self.config["paper1_llm"]
+        return self.report_labels(figure, sec["models"], sec["datasets"])
+
     def trained_labels(self, figure: str, dataset: str = "") -> dict[str, str]:
         """The labels of a figure of every model trained here, on ``dataset`` (default: the
         comparison's, ``train.compare.dataset``)."""

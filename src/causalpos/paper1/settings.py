@@ -92,6 +92,20 @@ class IndexSettings(BootstrapSettings):
     first_keys: int = setting(4, "paper1_llm.first_keys", "keys 1..first_keys: the first-keys band")
 
 
+@dataclass(frozen=True)
+class TheorySettings:
+    """The closed forms' check against the simulations (rule ``theory_check``)."""
+
+    n_positions: int = setting(50, "theory.n_positions", "positions of the closed-form table")
+
+
+@dataclass(frozen=True)
+class Fig5Settings:
+    """Fig. 5 of the pretrained models (rule ``plot_llm_fig5``)."""
+
+    n_layers: int = setting(4, "paper1_llm.fig5_layers", "layers drawn per row (the first ones)")
+
+
 def _is_int(v: Any) -> bool:
     """An integer (numpy's too), not a bool."""
     return hasattr(v, "__index__") and not isinstance(v, bool)

@@ -76,6 +76,18 @@ class LeakageSettings:
 
 
 @dataclass(frozen=True)
+class StrataSettings:
+    """How the leakage summary's bootstrap resamples prompts (rule ``leakage``'s ``strata``,
+    beside its ``summary``)."""
+
+    strata: str = setting(
+        "source",
+        "leakage.bootstrap_strata",
+        "source: prompts resampled within their source (e.g. KJV book); none: plain",
+    )
+
+
+@dataclass(frozen=True)
 class LeakageReducerSettings:
     """What extraction's leakage reducer measures in each prompt's maps (config
     ``leakage.reducer``; :class:`causalpos.paper2.extraction.reducers.LeakageReducer` takes

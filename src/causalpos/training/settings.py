@@ -200,3 +200,52 @@ class LengthGenSettings:
     mode: str = setting("chunks", None, "how sequences are drawn (causalpos.sampling)")
 
     from_params = classmethod(from_params)
+
+
+@dataclass(frozen=True)
+class TrainCorpus:
+    """The text the models trained here learn from (rules ``train_tokenizer``, ``train_model``)
+    and the sources held out of it (rule ``plot_loss_curves`` names them)."""
+
+    corpus: dict = setting(
+        {"type": "kjv"}, "train.corpus", "causalpos.data corpus spec, split by source"
+    )
+    heldout: tuple[str, ...] = setting(
+        ("Ruth", "Ecclesiastes", "Hosea", "Mark", "Romans"),
+        "train.heldout",
+        "sources (KJV book titles) held out of the tokenizer's and the models' training",
+    )
+
+
+@dataclass(frozen=True)
+class TokenizerSettings:
+    """The BPE tokenizer the variants share (rule ``train_tokenizer``; its name is the output's
+    path, ``train.tokenizer.name``)."""
+
+    vocab_size: int = setting(
+        2048, "train.tokenizer.vocab_size", "byte-level BPE: 256 bytes + 3 specials + merges"
+    )
+    min_frequency: int = setting(2, "train.tokenizer.min_frequency", "a merge's minimum count")
+    seed: int = shared("seed", "the tokenizer trainer's seed")
+
+
+@dataclass(frozen=True)
+class LossByPositionSettings:
+    """The loss-by-position figure (rule ``plot_loss_by_position``)."""
+
+    smooth: int = setting(
+        1, "train.lengthgen.smooth", "moving average of the curve over this many positions"
+    )
+
+
+@dataclass(frozen=True)
+class ComparisonFigureSettings:
+    """The figures of the trained variants beside their init twins (rule
+    ``plot_train_comparison``)."""
+
+    dataset: str = setting(
+        "", "train.compare.dataset", "the comparison's held-out dataset (the figures' prompts)"
+    )
+    map_layer: int = setting(
+        -1, "train.compare.map_layer", "layer of the map figure (0-indexed, -1: the last)"
+    )
