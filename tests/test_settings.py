@@ -5,6 +5,7 @@ itself."""
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import re
 from dataclasses import dataclass
 
@@ -204,7 +205,6 @@ def test_every_settings_class_has_the_schemas_defaults():
 def _reads(read: str, key: str) -> bool:
     """Whether reading config key ``read`` reads declared key ``key`` (``*``: any name), or a
     section holding it."""
-    import fnmatch
 
     return fnmatch.fnmatchcase(read, key) or key.startswith(read + ".")
 
@@ -306,3 +306,21 @@ def test_common_keys_are_read_through_one_dataclass():
     assert Common.dtype == FULL_PRECISION == "float32"
     assert LengthGenSettings.batch_size == Scheduling.lengthgen_batch_size
     assert disagreements(Common) == []
+
+
+def test_the_resolver_reads_no_declared_key_raw():
+    """The resolver (``causalpos/config/``) reads a key a settings dataclass declares through
+    ``values(cls)`` / ``settings(cls)``, never as ``config["a"]["b"]``: the field's default and
+    meaning hold there too. A section read (``config["leakage"]``, whose keys are not all
+    declared: experiments, per-model tables) is not such a read."""
+    declared = set(_declared_defaults())
+    chain = re.compile(r"""\bconfig((?:\[\s*["'][^"']+["']\s*\])+)""")
+    part = re.compile(r"""["']([^"']+)["']""")
+    found = [
+        f"{p.name}:{n}: {key}"
+        for p in sorted((REPO / "src" / "causalpos" / "config").glob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        for key in (".".join(part.findall(m.group(1))) for m in chain.finditer(line))
+        if any(fnmatch.fnmatchcase(key, k) for k in declared)
+    ]
+    assert found == []

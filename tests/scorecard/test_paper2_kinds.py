@@ -118,16 +118,34 @@ def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
     assert note.startswith("about 96 prompts would resolve it at 80 % power (16 here)")
     assert "would resolve differs if the estimate held" in note
     assert "at most ~36× this run's (Gram terms grow as n²)" in note  # (96 / 16)²
-    # a pair measured in the default run: its CPU-s scaled by (n' / n0)²
-    cpu, n0 = K.SUMMARY_CPU_S[("gemma3-270m", "kjv-chunks640-bos")]
+    # a pair measured in this run (at the row's 16 prompts): its CPU-s scaled by (n' / 16)²
     gemma = ("gemma3-270m", "kjv-chunks640-bos")
-    note = K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
     need = K.prompts_needed(0.00377, 0.00131, 0.00702, 0.002, 16)
+    with K.measured_summaries({gemma: 61.75}):
+        note = K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
+        assert K.power_note(REPRODUCED, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma) == ""
     assert "would resolve reproduced" in note
     assert (
-        f"at most ~{cpu * (need / n0) ** 2:,.0f} CPU-s there ({cpu} CPU-s measured at {n0}" in note
+        f"at most ~{61.75 * (need / 16) ** 2:,.0f} CPU-s there (61.8 CPU-s measured at 16 "
+        "prompts in this run" in note
     )
-    assert K.power_note(REPRODUCED, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma) == ""
+    # outside the block no measurement is set: the factor alone
+    assert "at most ~" in K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
+    assert "CPU-s there" not in K.power_note(
+        INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma
+    )
+
+
+def test_the_summary_cpu_is_read_from_the_leakage_jobs_benchmark_tables(tmp_path):
+    head = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    good = tmp_path / "good.tsv"
+    good.write_text(head + "70.1\t0:01:10\t3479\t1\t1\t1\t0\t0\t95.0\t66.62\n")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("s\th:m:s\n70.1\t0:01:10\n")
+    inputs = {"summary_cpu/gemma3-270m/kjv-chunks640-bos": str(good), "headline": "x.csv"}
+    assert K.read_summary_cpu(inputs) == {("gemma3-270m", "kjv-chunks640-bos"): 66.62}
+    with pytest.raises(ValueError, match="bad.tsv: not a Snakemake benchmark table"):
+        K.read_summary_cpu({"summary_cpu/m/d": str(bad)})
 
 
 def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
@@ -326,14 +344,37 @@ def test_negative_is_positive_of_the_negated_interval():
 
 def test_a_summary_beyond_one_machines_reach_is_given_in_cpu_years():
     gemma = ("gemma3-270m", "kjv-chunks640-bos")
-    cpu, n0 = K.SUMMARY_CPU_S[gemma]
-    # the default run's claim 4 on Gemma: 45,778 prompts, ~505 million CPU-s at most
-    far = K.summary_cost(*gemma, 16, 45_778)
-    assert cpu * (45_778 / n0) ** 2 > K.REACH_CPU_S
+    with K.measured_summaries({gemma: 61.75}):
+        # claim 4 on Gemma at 16 prompts: 45,778 needed, ~505 million CPU-s at most
+        far = K.summary_cost(*gemma, 16, 45_778)
+        near = K.summary_cost(*gemma, 16, 96)
+    assert 61.75 * (45_778 / 16) ** 2 > K.REACH_CPU_S
     assert far == (
         "its leakage summary not within reach of one machine there (16 cores for 30 days): at "
-        f"most ~16 CPU-years ({cpu} CPU-s measured at {n0} prompts in the default run, Gram "
-        "terms grow as n²)"
+        "most ~16 CPU-years (61.8 CPU-s measured at 16 prompts in this run, Gram terms grow "
+        "as n²)"
     )
-    # within reach: CPU-s, as before
-    assert K.summary_cost(*gemma, 16, 96).startswith("its leakage summary at most ~2,223 CPU-s")
+    # within reach: CPU-s, (96 / 16)² = 36 × 61.75
+    assert near.startswith("its leakage summary at most ~2,223 CPU-s there")
+
+
+def test_the_scorecard_stage_prices_its_power_notes_from_the_benchmarks_it_is_given(
+    tmp_path, monkeypatch
+):
+    import causalpos.stages.report as stage
+
+    bench = tmp_path / "leakage.tsv"
+    bench.write_text("s\th:m:s\tcpu_time\n70.1\t0:01:10\t12.5\n")
+    seen = {}
+
+    def build(inputs, materiality=None):
+        seen["inputs"], seen["cpu"] = dict(inputs), dict(K.MEASURED_CPU_S.get())
+        return pd.DataFrame({"section": ["p"], "paper": ["p"], "verdict": ["measured"]})
+
+    monkeypatch.setattr(stage, "build_scorecard", build)
+    monkeypatch.setattr(stage, "to_markdown", lambda card: "")
+    monkeypatch.setattr(stage, "stamp_table", lambda *a: None)
+    key = "summary_cpu/smollm2-135m/kjv-chunks128-bos"
+    stage.scorecard({key: str(bench)}, tmp_path / "c.csv", tmp_path / "c.md")
+    assert seen == {"inputs": {}, "cpu": {("smollm2-135m", "kjv-chunks128-bos"): 12.5}}
+    assert K.MEASURED_CPU_S.get() is None  # set for that build only

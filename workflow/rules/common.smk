@@ -512,4 +512,6 @@ def scorecard_inputs(wildcards):
         "targets": SCORECARD_TARGETS,
         **CFG.findings_inputs(),
         "findings_template": FINDINGS_TEMPLATE,
+        # the leakage jobs' benchmarks: their CPU time prices the power notes
+        **(CFG.leakage_summary_benchmarks() if CFG.leakage_targets() else {}),
     }

@@ -22,6 +22,11 @@ from causalpos.config.disk import (
 )
 from causalpos.config.strict import check_strict
 from causalpos.models.context import ContextError, check_seq_len
+from causalpos.training.settings import (
+    ComparisonFigureSettings,
+    LengthGenSettings,
+    LossByPositionSettings,
+)
 
 
 class ChecksSection(Section):
@@ -213,13 +218,13 @@ class ChecksSection(Section):
                 n_sequences=gram["n_sequences"],
                 mode="first",
             )
-        lengthgen = self.config["train"]["lengthgen"]
+        lengthgen = self.values(LengthGenSettings)
         context = max(self.train_variant(v)["context"] for v in self.train_variants())
         self.check_capacity(
             "train.lengthgen",
             heldout,
-            seq_len=int(round(lengthgen["length_factor"] * context)),
-            n_sequences=lengthgen["n_sequences"],
+            seq_len=int(round(lengthgen.length_factor * context)),
+            n_sequences=lengthgen.n_sequences,
             mode="chunks",
         )
 
@@ -228,12 +233,11 @@ class ChecksSection(Section):
         ``train.compare.map_layer`` against the trained models' layers, ``train.lengthgen.smooth``
         against the positions of its curve, ``leakage.position0.n_folds`` against the prompts of
         every dataset the probes run on."""
-        train = self.config.get("train") or {}
         variants = self.train_variants()
         compare = self.compare_section()
         if compare and variants:
             layers = min(self.train_variant(v)["layers"] for v in variants)
-            layer = compare["map_layer"]
+            layer = self.values(ComparisonFigureSettings).map_layer
             if not -layers <= layer < layers:
                 raise ConfigError(
                     f"train.compare.map_layer: {layer}; the models trained here have {layers} "
@@ -241,13 +245,14 @@ class ChecksSection(Section):
                     "last). Fix: set map_layer in that range"
                 )
         if variants:
-            lengthgen = train["lengthgen"]
+            factor = self.values(LengthGenSettings).length_factor
+            smooth = self.values(LossByPositionSettings).smooth
             context = max(self.train_variant(v)["context"] for v in variants)
-            positions = int(round(lengthgen["length_factor"] * context)) - 1
-            if lengthgen["smooth"] > positions:
+            positions = int(round(factor * context)) - 1
+            if smooth > positions:
                 raise ConfigError(
-                    f"train.lengthgen.smooth: {lengthgen['smooth']}; the loss-by-position curve "
-                    f"has {positions} positions (length_factor {lengthgen['length_factor']} x "
+                    f"train.lengthgen.smooth: {smooth}; the loss-by-position curve "
+                    f"has {positions} positions (length_factor {factor} x "
                     f"context {context}, less the first token), so a moving average can span at "
                     f"most {positions}. Fix: set smooth between 1 and {positions}"
                 )

@@ -7,6 +7,7 @@ from typing import Any
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.settings import Common
 
 
 class DatasetsSection(Section):
@@ -23,7 +24,7 @@ class DatasetsSection(Section):
             # sampled before the option existed stay up to date (id 0 is not "off")
             spec.pop("prepend_bos", None)
         spec.setdefault("mode", "first")
-        spec.setdefault("seed", self.config["seed"])
+        spec.setdefault("seed", self.values(Common).seed)
         return spec
 
     def dataset_spec_params(self, name: str) -> dict:

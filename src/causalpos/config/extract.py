@@ -113,8 +113,8 @@ class ExtractSection(Section):
         """Rule ``extract_scores``' :class:`~causalpos.capture.settings.ExtractSettings`: the
         model's dtype, and ``extract.memory_fraction`` only where it sizes the batch
         (``batch_size: auto``; else None: the batch size never changes the scores' values)."""
-        auto = self.config["extract"]["batch_size"] == "auto"
-        fraction = self.config["extract"]["memory_fraction"] if auto else None
+        extract = self.values(ExtractSettings)
+        fraction = extract.memory_fraction if extract.batch_size == "auto" else None
         return self.settings(
             ExtractSettings, dtype=self.model_dtype(model), memory_fraction=fraction
         )

@@ -262,7 +262,7 @@ class LeakageSection(Section):
         ``leakage.position0`` conditions of every pair a paper-2 experiment names."""
         if (model, dataset) not in self.leakage_pairs():
             return []
-        return list(self.config["leakage"]["position0"]["conditions"])
+        return list(self.values(Position0Settings).conditions)
 
     def position0_inputs(self, model: str, dataset: str) -> list[str]:
         """The merged stores, one per position-0 condition, that rule ``position0`` reads."""
@@ -274,7 +274,7 @@ class LeakageSection(Section):
     def position0_params(self) -> dict:
         """Rule ``position0``'s :class:`~causalpos.paper2.settings.Position0Settings` but the
         seed (the rule's ``seed``, which its stores record with the extraction's)."""
-        for c in self.config["leakage"]["position0"]["conditions"]:
+        for c in self.values(Position0Settings).conditions:
             check_variant("leakage.position0.conditions", c)
         return {k: v for k, v in self.settings(Position0Settings).items() if k != "seed"}
 
@@ -284,6 +284,15 @@ class LeakageSection(Section):
 
     def leakage_summary_stores(self) -> list[str]:
         return [paths.LEAKAGE_STORE.format(model=m, dataset=d) for m, d in self.leakage_pairs()]
+
+    def leakage_summary_benchmarks(self) -> dict[str, str]:
+        """``{summary_cpu/<model>/<dataset>: benchmark table}`` of every leakage summary job:
+        the scorecard's power notes price a larger summary from its measured CPU time
+        (:func:`causalpos.scorecard.paper2_kinds.read_summary_cpu`)."""
+        return {
+            f"summary_cpu/{m}/{d}": paths.benchmark(f"leakage/{m}/{d}")
+            for m, d in self.leakage_pairs()
+        }
 
     def position0_stores(self) -> list[str]:
         return [paths.POSITION0_STORE.format(model=m, dataset=d) for m, d in self.leakage_pairs()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, names_pattern
+from causalpos.settings import Common
 
 
 class ModelsSection(Section):
@@ -64,8 +65,8 @@ class ModelsSection(Section):
         """The dtype ``name`` runs in: its spec's ``dtype`` where it has one, else the config's
         (models trained here: the config's)."""
         if name.startswith("trained-"):
-            return self.config["dtype"]
-        return self.model_spec(name).get("dtype") or self.config["dtype"]
+            return self.values(Common).dtype
+        return self.model_spec(name).get("dtype") or self.values(Common).dtype
 
     def prepare_dtype(self, name: str) -> str | None:
         """The dtype ``prepare_model`` builds a random_init model in: the one it runs in

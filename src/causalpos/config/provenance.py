@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import causalpos.paths as paths
+from causalpos.capture.settings import ExtractSettings
 from causalpos.config.common import ConfigError
 from causalpos.config.existing import (
     TABLE_KIND,
@@ -43,24 +44,30 @@ from causalpos.io.provenance import (
     params_sha256,
 )
 from causalpos.io.runconfig import forcing as forcing  # re-exported: what a command line rebuilds
+from causalpos.paper2.settings import Position0Settings, StrataSettings
+from causalpos.settings import Common
+from causalpos.training.settings import LengthGenSettings, TokenizerSettings, TrainCorpus
 
 
 class _Identities:
     """The settings a model, tokenizer or data store is made from, computed once per name."""
 
     def __init__(self, cfg):
-        self.cfg, self.seed = cfg, cfg.config["seed"]
+        self.cfg, self.seed = cfg, cfg.values(Common).seed
         self._models: dict[str, dict] = {}
         self._data: dict[tuple[str, str], dict] = {}
 
     def tokenizer(self, key: str) -> dict:
         cfg = self.cfg
         if key == cfg.train_tokenizer_key():
-            tok = cfg.config["train"]["tokenizer"]
+            tok = cfg.values(TokenizerSettings)
             return {
-                "trained_tokenizer": {k: tok[k] for k in ("vocab_size", "min_frequency")},
+                "trained_tokenizer": {
+                    "vocab_size": tok.vocab_size,
+                    "min_frequency": tok.min_frequency,
+                },
                 "corpus": cfg.value("train.corpus"),
-                "heldout": list(cfg.config["train"]["heldout"]),
+                "heldout": list(cfg.values(TrainCorpus).heldout),
                 "seed": self.seed,
             }
         return self.model(key)
@@ -77,7 +84,7 @@ class _Identities:
             trained = {
                 "trained": cfg.train_variant_params(variant),
                 "corpus": cfg.value("train.corpus"),
-                "heldout": list(cfg.config["train"]["heldout"]),
+                "heldout": list(cfg.values(TrainCorpus).heldout),
                 "tokenizer": self.tokenizer(cfg.train_tokenizer_key()),
             }
             return {"init_twin_of": trained} if name.endswith("-init") else trained
@@ -117,7 +124,7 @@ class _Identities:
             "model": self.model(model),
             "data": self.data(dataset, tokenizer),
             "extract": {
-                "n_groups": cfg.config["extract"]["n_groups"],
+                "n_groups": cfg.values(ExtractSettings).n_groups,
                 "dtype": cfg.model_dtype(model),
                 "seed": self.seed,
             },
@@ -135,7 +142,8 @@ def expected_records(cfg) -> dict[str, dict]:
     simulations, the data stores, every variant's score store and its normalized store, the
     paper-2 summaries and position-0 stores, the Gram panels and the length generalization."""
     ids = _Identities(cfg)
-    seed = cfg.config["seed"]
+    common = cfg.values(Common)
+    seed = common.seed
     out: dict[str, dict] = {}
 
     def add(pattern: str, kind: str, params: dict, **fields: str) -> None:
@@ -158,7 +166,7 @@ def expected_records(cfg) -> dict[str, dict]:
                 add(paths.NORMALIZED_STORE, "normalized", scores, model=m, dataset=d, variant=v)
     pairs = cfg.leakage_pairs()
     position0_settings = cfg.position0_params() if pairs else None
-    conditions = list(cfg.config["leakage"]["position0"]["conditions"]) if pairs else []
+    conditions = list(cfg.values(Position0Settings).conditions) if pairs else []
     for (m, d), leakage_variants in pairs.items():
         shared = ids.extraction(m, d)
         variants = extraction[(m, d)]
@@ -167,7 +175,7 @@ def expected_records(cfg) -> dict[str, dict]:
             "variants": {v: variants[v] for v in leakage_variants},
             "summary": cfg.leakage_summary_params(m),
             "model_attrs": cfg.model_attrs(m),
-            "strata": cfg.config["leakage"]["bootstrap_strata"],
+            "strata": cfg.values(StrataSettings).strata,
         }
         add(paths.LEAKAGE_STORE, "leakage", summary, model=m, dataset=d)
         position0 = {
@@ -178,22 +186,23 @@ def expected_records(cfg) -> dict[str, dict]:
         add(paths.POSITION0_STORE, "position0", position0, model=m, dataset=d)
     for m in cfg.gram_models():
         draw = cfg.gram_draw(m)
-        gram = {"model": ids.model(m), "draw": draw, "seed": seed, "dtype": cfg.config["dtype"]}
+        gram = {"model": ids.model(m), "draw": draw, "seed": seed, "dtype": common.dtype}
         dataset = cfg.gram_dataset(m)
         if dataset:
             tokenizer = cfg.tokenizer_of(m)
             gram["data"] = ids.data(dataset, tokenizer)
             add(paths.DATA_STORE, "data", gram["data"], dataset=dataset, tokenizer=tokenizer)
         add(paths.GRAM_STORE, "gram", gram, model=m)
-    if cfg.config["train"]["enabled"] and cfg.train_variants():
-        lengthgen = cfg.config["train"]["lengthgen"]
+    if cfg.train_variants():  # none where train.enabled is false
+        lengthgen = cfg.values(LengthGenSettings)
         add(paths.LENGTHGEN_STORE, "lengthgen", {
             "models": {v: ids.model(f"trained-{v}") for v in cfg.train_variants()},
             "corpus": cfg.train_heldout_corpus(),
-            "lengthgen": {k: lengthgen[k] for k in ("length_factor", "n_sequences")},
-            "stats": {k: cfg.config["stats"][k] for k in ("n_bootstrap", "confidence")},
+            "lengthgen": {"length_factor": lengthgen.length_factor,
+                          "n_sequences": lengthgen.n_sequences},
+            "stats": {"n_bootstrap": common.n_bootstrap, "confidence": common.confidence},
             "seed": seed,
-            "dtype": cfg.config["dtype"],
+            "dtype": common.dtype,
         })  # fmt: skip
     for rule, job in cfg.table_jobs().items():  # inputs before their readers
         inputs = {p: (out.get(p) or {}).get("params_sha256") for p in job["inputs"]}

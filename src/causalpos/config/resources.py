@@ -8,6 +8,7 @@ requests below."""
 
 from __future__ import annotations
 
+from causalpos.capture.settings import ExtractSettings
 from causalpos.config.common import Section
 from causalpos.models.footprint import (
     ExtractJob,
@@ -21,7 +22,7 @@ from causalpos.models.footprint import (
     shape_of,
     variant_store_bytes,
 )
-from causalpos.settings import FULL_PRECISION
+from causalpos.settings import FULL_PRECISION, Scheduling
 
 #: The dtype a hub checkpoint's safetensors hold (every model of the papers: bf16).
 HUB_DTYPE = "bfloat16"
@@ -79,7 +80,9 @@ class ResourcesSection(Section):
         params = self.extraction_params(model, dataset)
         variants = {v: p["reducers"] for v, p in params.items()}
         mean_maps = all(p["leakage"].get("mean_maps", True) for p in params.values())
-        devices = {"cpu": ["cpu"], "cuda": ["cuda"]}.get(self.config["device"], ["cpu", "cuda"])
+        extract = self.values(ExtractSettings)
+        device = self.values(Scheduling).device
+        devices = {"cpu": ["cpu"], "cuda": ["cuda"]}.get(device, ["cpu", "cuda"])
         requests = [
             extract_request(
                 shape,
@@ -88,9 +91,9 @@ class ResourcesSection(Section):
                 ExtractJob(
                     ds["seq_len"],
                     variants,
-                    n_groups=min(self.config["extract"]["n_groups"], ds["n_sequences"]),
+                    n_groups=min(extract.n_groups, ds["n_sequences"]),
                     n_sequences=min(self.config["extract"]["shard_size"], ds["n_sequences"]),
-                    batch_size=self.config["extract"]["batch_size"],
+                    batch_size=extract.batch_size,
                     device=device,
                     mean_maps=mean_maps,
                     merges=self.n_shards(dataset) == 1,
@@ -109,7 +112,7 @@ class ResourcesSection(Section):
             return {"mem_mb": FALLBACK_STORE_MB}
         ds = self.dataset_spec(dataset)
         names = self.reducers_for(model, dataset, variant)
-        groups = min(self.config["extract"]["n_groups"], ds["n_sequences"])
+        groups = min(self.values(ExtractSettings).n_groups, ds["n_sequences"])
         return merge_request(variant_store_bytes(found[0], ds["seq_len"], names, n_groups=groups))
 
     def normalize_resources(self, model: str, dataset: str) -> dict[str, int]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from causalpos.config.common import ConfigError, Section
 from causalpos.config.disk import HUB_ARCHITECTURES, _local_model_config
+from causalpos.training.settings import TokenizerSettings
 
 #: ``max_position_embeddings`` of a ``random_init`` model of ``size: tiny``
 #: (causalpos.models.architectures.tiny_config_kwargs; tests check they agree).
@@ -114,7 +115,7 @@ class ShapesSection(Section):
             window = {"sliding_window": int(s["window"])} if s["variant"] == "swa" else {}
             return window | {
                 "model_type": "mistral" if window else "llama",
-                "vocab_size": self.config["train"]["tokenizer"]["vocab_size"],
+                "vocab_size": self.values(TokenizerSettings).vocab_size,
                 "hidden_size": s["hidden"],
                 "intermediate_size": s["intermediate"],
                 "num_hidden_layers": s["layers"],

@@ -20,7 +20,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from causalpos.capture.settings import ExtractSettings
 from causalpos.config.common import ConfigError
+from causalpos.training.settings import TokenizerSettings, TrainCorpus
 
 #: Environment variable: the memory (GB) one job may use, where the jobs run on other machines
 #: than the one starting Snakemake (a cluster); default: this machine's physical memory.
@@ -38,7 +40,7 @@ def check_corpora(cfg) -> None:
         f"datasets.{d}.corpus": cfg.dataset_spec(d)["corpus"] for d in cfg.config["datasets"]
     }
     if cfg.config["train"]["enabled"]:
-        corpora["train.corpus"] = cfg.config["train"]["corpus"]
+        corpora["train.corpus"] = cfg.values(TrainCorpus).corpus
     for key, corpus in corpora.items():
         try:
             validate_corpus(dict(corpus))
@@ -183,7 +185,7 @@ def tokenizer_ids(cfg, model: str) -> tuple[int, str] | None:
 
     tok = cfg.tokenizer_of(model)
     if tok == cfg.train_tokenizer_key():
-        n = int(cfg.config["train"]["tokenizer"]["vocab_size"])
+        n = int(cfg.values(TokenizerSettings).vocab_size)
         return n, f"the tokenizer trained here (train.tokenizer.vocab_size: {n})"
     spec = cfg.model_spec(tok)
     user = {"local": spec.get("path"), "hf": spec.get("id")}.get(spec["source"])
@@ -254,7 +256,7 @@ def named_caps(cfg) -> list[str]:
     from causalpos.paper2.settings import query_window
 
     out = []
-    n_groups = cfg.config["extract"]["n_groups"]
+    n_groups = cfg.values(ExtractSettings).n_groups
     for dataset in sorted({d for _, d, _ in cfg.map_triples()}):
         n = cfg.dataset_spec(dataset)["n_sequences"]
         if n_groups > n:

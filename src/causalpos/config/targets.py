@@ -7,7 +7,9 @@ from __future__ import annotations
 import causalpos.catalogue as catalogue
 import causalpos.paths as paths
 from causalpos.config.common import Section
-from causalpos.paper1.settings import BootstrapSettings
+from causalpos.paper1.settings import BootstrapSettings, TheorySettings
+from causalpos.settings import Common, ReportSettings
+from causalpos.training.settings import LengthGenSettings
 
 
 class TargetsSection(Section):
@@ -74,12 +76,12 @@ class TargetsSection(Section):
         the rule receives as params (``workflow/rules/*.smk``: the same resolver calls, code
         aside), and ``inputs``, the stores and tables it is computed from. What each table's
         provenance record holds (:func:`causalpos.config.provenance.expected_records`)."""
-        seed, stats = self.config["seed"], self.config["stats"]
+        common = self.values(Common)
         wanted = set(self.all_targets()) | set(self.scorecard_inputs().values())
         jobs = {
             "theory_check": (
                 [paths.THEORY_TABLE],
-                {"n_positions": self.config["theory"]["n_positions"]},
+                self.settings(TheorySettings),
                 self.theory_stores(),
             ),
             "aggregate_sim_stats": (
@@ -95,18 +97,15 @@ class TargetsSection(Section):
             ),
             "gram_table": (
                 [paths.GRAM_NEARBY_TABLE],
-                {"models": self.gram_models(), "seed": seed},
+                {"models": self.gram_models(), "seed": common.seed},
                 [paths.GRAM_STORE.format(model=m) for m in self.gram_models()],
             ),
         }  # fmt: skip
         if paths.TRAIN_LENGTHGEN_TABLE in wanted:
-            lengthgen = self.config["train"]["lengthgen"]
             jobs["length_generalization"] = (
                 [paths.LENGTHGEN_STORE, paths.TRAIN_LENGTHGEN_TABLE],
                 {"variants": self.train_variants(), "corpus": self.train_heldout_corpus(),
-                 "length_factor": lengthgen["length_factor"],
-                 "n_sequences": lengthgen["n_sequences"], "n_bootstrap": stats["n_bootstrap"],
-                 "confidence": stats["confidence"], "seed": seed, "dtype": self.config["dtype"]},
+                 **self.settings(LengthGenSettings), "dtype": common.dtype},
                 [paths.LENGTHGEN_STORE],  # the table is computed from the job's store
             )  # fmt: skip
         if paths.TRAIN_INDEX_TABLE in wanted:
@@ -129,7 +128,7 @@ class TargetsSection(Section):
         tables = {**self.scorecard_inputs(), **self.findings_inputs()}
         jobs["scorecard"] = (
             [paths.SCORECARD_CSV, paths.SCORECARD_MD, paths.FINDINGS_MD],
-            {"rehearsal": self.config["rehearsal"], "materiality": self.leakage_materiality()},
+            {**self.settings(ReportSettings), "materiality": self.leakage_materiality()},
             list(dict.fromkeys(tables.values())),
         )
         return {

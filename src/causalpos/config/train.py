@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
+from causalpos.settings import Common
+from causalpos.training.settings import TrainCorpus
 from causalpos.training.settings import config_keys as train_config_keys
 
 # Positional types of the models trained here, in the canonical order of train_variants().
@@ -56,7 +58,7 @@ class TrainSection(Section):
             )
         keys = TRAIN_KEYS + TRAIN_TYPE_KEYS.get(positional, ())
         settings = {k: section[k] for k in keys}
-        settings["seed"] = self.config["seed"]
+        settings["seed"] = self.values(Common).seed
         for key, value in spec.items():
             if key not in keys + ("seed",):
                 raise ConfigError(
@@ -90,13 +92,13 @@ class TrainSection(Section):
 
     def train_heldout_corpus(self) -> dict:
         """The held-out side of the training corpus, as a causalpos.data corpus spec."""
-        corpus = dict(self.config["train"]["corpus"])
+        corpus = dict(self.values(TrainCorpus).corpus)
         if corpus.get("type") != "kjv":
             raise ConfigError(
                 f"train.corpus: type {corpus.get('type')!r} is not supported yet; the analyses of "
                 "trained models read the held-out books back as {type: kjv, books: [...]}"
             )
-        corpus["books"] = list(self.config["train"]["heldout"])
+        corpus["books"] = list(self.values(TrainCorpus).heldout)
         return canonical(corpus)
 
     def gram_models(self) -> list[str]:

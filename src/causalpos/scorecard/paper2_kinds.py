@@ -7,6 +7,11 @@ sliding-window layers against the global ones) are the declarative targets ``cla
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import numpy as np
 
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
@@ -15,16 +20,49 @@ from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
 #: the estimate's size against the threshold (:func:`prompts_needed`).
 Z_INTERVAL, Z_POWER = 1.959964, 0.841621
 
-#: The leakage summary job's CPU time (s) at the prompts of the default run, per (model, dataset):
-#: Snakemake's benchmark of the ``leakage`` rule (``results/benchmarks/leakage/<model>/<dataset>.tsv``,
-#: column ``cpu_time``) in the default run of 2026-12-01 (config.yaml at f43cbdd, 2 cores):
-#: (CPU-s, prompts). Its Gram terms grow as n², so :func:`summary_cost` scales it by (n'/n)².
-SUMMARY_CPU_S = {
-    ("gemma3-270m", "kjv-chunks640-bos"): (61.75, 16),
-    ("smollm2-135m", "kjv-chunks128-bos"): (36.52, 32),
-    ("smollm2-135m", "kjv-chunks128"): (8.95, 32),
-    ("smollm2-135m", "random-chunks128-bos"): (7.29, 16),
-}
+#: The leakage summary jobs' CPU time (s) measured in the run being scored, per (model, dataset):
+#: read from Snakemake's benchmark of each ``leakage`` job (its ``cpu_time``,
+#: ``results/benchmarks/leakage/<model>/<dataset>.tsv``, the scorecard rule's declared inputs
+#: ``summary_cpu/<model>/<dataset>``: :func:`read_summary_cpu`) and set for one scorecard build by
+#: :func:`measured_summaries`. Its Gram terms grow as n², so :func:`summary_cost` scales it by
+#: (n'/n)², n the prompts the row was read at (the summary's).
+MEASURED_CPU_S: ContextVar[Mapping[tuple[str, str], float] | None] = ContextVar(
+    "summary_cpu_s", default=None
+)
+#: The scorecard input key of a leakage job's benchmark table (:func:`read_summary_cpu`).
+SUMMARY_CPU_KEY = "summary_cpu/"
+
+
+def read_summary_cpu(inputs: Mapping[str, str]) -> dict[tuple[str, str], float]:
+    """``{(model, dataset): CPU-s}`` from the inputs keyed ``summary_cpu/<model>/<dataset>``: the
+    ``cpu_time`` column of each Snakemake benchmark table (its last row: the job's latest run). A
+    table without that column or a number in it is a ValueError naming the file."""
+    out = {}
+    for key, path in inputs.items():
+        if not key.startswith(SUMMARY_CPU_KEY):
+            continue
+        model, dataset = key.removeprefix(SUMMARY_CPU_KEY).split("/", 1)
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh, delimiter="\t"))
+        try:
+            out[(model, dataset)] = float(rows[-1]["cpu_time"])
+        except (IndexError, KeyError, TypeError, ValueError):
+            raise ValueError(
+                f"{path}: not a Snakemake benchmark table with a cpu_time (the leakage job's "
+                f"benchmark of {model} on {dataset}). Fix: rerun that job (snakemake -R leakage)"
+            ) from None
+    return out
+
+
+@contextmanager
+def measured_summaries(cpu_s: Mapping[tuple[str, str], float]):
+    """Within the block, :func:`summary_cost` reads the leakage summaries' measured CPU time
+    ``cpu_s`` (:func:`read_summary_cpu`)."""
+    token = MEASURED_CPU_S.set(dict(cpu_s))
+    try:
+        yield
+    finally:
+        MEASURED_CPU_S.reset(token)
 
 
 def prompts_needed(est: float, lo: float, hi: float, threshold: float, n: int) -> int | None:
@@ -58,26 +96,22 @@ CPU_YEAR_S = 365.25 * 86_400
 
 def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
     """The leakage summary's cost at ``need`` prompts, at most: its Gram terms grow as n², so
-    (need / n)² times this run's; in CPU-s where :data:`SUMMARY_CPU_S` holds the pair's measured
-    time (scaled from the prompts it was measured at). An upper bound: at the default run's
-    prompts most of the summary's time does not grow with n (configs/decide.yaml: measured).
-    A bound beyond :data:`REACH_CPU_S` says so, in CPU-years."""
+    (need / n)² times this run's; in CPU-s where :data:`MEASURED_CPU_S` holds the pair's
+    measured time (its summary read at ``n`` prompts). An upper bound: at a few dozen prompts
+    most of the summary's time does not grow with n (configs/decide.yaml: measured). A bound
+    beyond :data:`REACH_CPU_S` says so, in CPU-years."""
     factor = (need / n) ** 2
-    ref = SUMMARY_CPU_S.get((model, dataset))
-    if ref is None:
+    cpu = (MEASURED_CPU_S.get() or {}).get((model, dataset))
+    if cpu is None:
         return f"its leakage summary at most ~{factor:.0f}× this run's (Gram terms grow as n²)"
-    cpu, n0 = ref
-    est = cpu * (need / n0) ** 2
+    est = cpu * factor
+    measured = f"{cpu:,.1f} CPU-s measured at {n} prompts in this run, Gram terms grow as n²"
     if est > REACH_CPU_S:
         return (
             f"its leakage summary not within reach of one machine there (16 cores for 30 days): "
-            f"at most ~{est / CPU_YEAR_S:,.0f} CPU-years ({cpu} CPU-s measured at {n0} prompts "
-            "in the default run, Gram terms grow as n²)"
+            f"at most ~{est / CPU_YEAR_S:,.0f} CPU-years ({measured})"
         )
-    return (
-        f"its leakage summary at most ~{est:,.0f} CPU-s there ({cpu} CPU-s measured at {n0} "
-        "prompts in the default run, Gram terms grow as n²)"
-    )
+    return f"its leakage summary at most ~{est:,.0f} CPU-s there ({measured})"
 
 
 def power_note(
