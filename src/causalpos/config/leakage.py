@@ -12,6 +12,7 @@ import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_variant
 from causalpos.models.variants import DECOMPOSITION_CONDITIONS
 from causalpos.paper2.settings import (
+    LeakageReducerSettings,
     LeakageSettings,
     Position0Settings,
     keeps_mean_maps,
@@ -58,8 +59,8 @@ class LeakageSection(Section):
         """``leakage.reducer`` for one (model, dataset): updated by the ``reducer`` of the
         experiments naming the pair (they must agree), its fit, window and expected-map windows
         checked against its own fits and windows."""
-        sec = self.config["leakage"]
-        red, by = dict(sec["reducer"]), {}
+        sec = self.values(LeakageSettings)
+        red, by = dict(self.settings(LeakageReducerSettings)), {}
         for name, exp in self.leakage_experiments().items():
             if model not in exp["models"] or dataset not in exp["datasets"] or not exp["reducer"]:
                 continue
@@ -77,9 +78,9 @@ class LeakageSection(Section):
             if not by
             else f"the reducer of ({model}, {dataset}) (leakage.experiments.*.reducer)"
         )
-        if sec["fit"] not in red["fits"]:
-            raise ConfigError(f"leakage.fit {sec['fit']!r} is not among {where}.fits {red['fits']}")
-        for key, wins in (("window", [sec["window"]]), ("expected_stats", red["expected_stats"])):
+        if sec.fit not in red["fits"]:
+            raise ConfigError(f"leakage.fit {sec.fit!r} is not among {where}.fits {red['fits']}")
+        for key, wins in (("window", [sec.window]), ("expected_stats", red["expected_stats"])):
             missing = [w for w in wins if w not in red["windows"]]
             if missing:
                 raise ConfigError(f"{key}: {missing} not among {where}.windows {red['windows']}")
@@ -114,18 +115,18 @@ class LeakageSection(Section):
     def check_leakage(self) -> None:
         """The summary's settings cross-checked against the reducer's fits and windows: a
         ConfigError naming the key and the allowed values otherwise."""
-        sec = self.config["leakage"]
-        red = sec["reducer"]
-        for v in sec["permutation_variants"] or ():
+        sec = self.values(LeakageSettings)
+        red = self.settings(LeakageReducerSettings)
+        for v in sec.perm_variants or ():
             check_variant("leakage.permutation_variants", v)
-        if sec["fit"] not in red["fits"]:
+        if sec.fit not in red["fits"]:
             raise ConfigError(
-                f"leakage.fit {sec['fit']!r} is not among leakage.reducer.fits {red['fits']}"
+                f"leakage.fit {sec.fit!r} is not among leakage.reducer.fits {red['fits']}"
             )
         for key, wins in (
-            ("window", [sec["window"]]),
-            ("bos_windows", sec["bos_windows"]),
-            ("reducer.expected_stats", red.get("expected_stats", [])),
+            ("window", [sec.window]),
+            ("bos_windows", list(sec.bos_windows)),
+            ("reducer.expected_stats", red["expected_stats"]),
         ):
             missing = [w for w in wins if w not in red["windows"]]
             if missing:
@@ -143,12 +144,13 @@ class LeakageSection(Section):
         headline estimator runs (``reducer.expected_stats``: its denominator reads them).
         """
         self.check_leakage()
-        sec = self.config["leakage"]
-        kwargs = dict(sec["reducer"] if model is None else self.pair_reducer(model, dataset))
+        sec = self.values(LeakageSettings)
+        own = self.settings(LeakageReducerSettings)
+        kwargs = dict(own if model is None else self.pair_reducer(model, dataset))
         kwargs["mean_maps"] = keeps_mean_maps(
             kwargs["mean_maps"],
-            sec["n_permutations"],
-            sec["permutation_variants"],
+            sec.n_perm,
+            sec.perm_variants,
             kwargs.get("expected_stats") or (),
             variant,
         )
@@ -176,13 +178,13 @@ class LeakageSection(Section):
     def control_margins(self, model: str | None = None) -> dict:
         """reading -> the negative controls' margin δ on ``model``: ``leakage.controls.margin``
         with ``leakage.per_model.<model>.margin`` over it (None: the section's own)."""
-        margin = dict(self.config["leakage"]["controls"]["margin"])
+        margin = self.values(LeakageSettings).control_margins()
         return canonical({**margin, **self._per_model(model, "margin")})
 
     def materiality_of(self, model: str | None = None) -> dict:
         """claim -> the materiality threshold on ``model``: ``leakage.materiality`` with
         ``leakage.per_model.<model>.materiality`` over it (None: the section's own)."""
-        out = dict(self.config["leakage"]["materiality"])
+        out = dict(self.config["leakage"]["materiality"])  # Materiality's (scorecard, not pure)
         return canonical({**out, **self._per_model(model, "materiality")})
 
     def per_model_models(self) -> list[str]:
