@@ -71,3 +71,52 @@ def _p0(model, std, fixed=1, layers=3):
             "token0_fixed": fixed,
         }
     )
+
+
+def probe_row(model, acc, lo, hi, *, n=32, null=0.2, fixed=0, note="", **kw) -> dict:
+    """A position-0 table's row of one model: the probes of claim 8 (accuracy ``acc`` with its
+    interval ``lo``, ``hi`` over ``n`` prompts, the null's mean ``null``), token 0 fixed or not."""
+    return {
+        "model": model,
+        "dataset": "d",
+        "token0_fixed": fixed,
+        "probe_n_prompts": n,
+        "probe_n_classes": 5,
+        "probe_note": note,
+        "best_layer": 2,
+        "best_layer_accuracy": 0.3,
+        "best_layer_p_value": 0.2,
+        "embedding_accuracy": 0.3,
+        "embedding_p_value": 0.2,
+        "n_sink_heads": 3,
+        "sink_probe_accuracy": acc,
+        "sink_probe_chance": 0.2,
+        "sink_probe_null_mean": null,
+        "sink_probe_p_value": 0.5,
+        "sink_probe_accuracy_lo": lo,
+        "sink_probe_accuracy_hi": hi,
+        "sink_probe_note": "",
+    } | kw
+
+
+def baseline_rows(model, diff, half, init_of="", dataset="d") -> list[dict]:
+    """A baseline-comparison table's readings of one (model, dataset): saturated, linear and
+    their difference ``diff`` (each ± ``half``), raw and corrected."""
+    rows = []
+    for b, est in (("saturated", 0.05), ("linear", 0.05 + diff), ("linear_minus_saturated", diff)):
+        for m in ("raw", "corrected"):
+            rows.append(
+                {
+                    "model": model,
+                    "dataset": dataset,
+                    "variant": "causal",
+                    "target": "logit",
+                    "baseline": b,
+                    "measure": m,
+                    "estimate": est,
+                    "lo": est - half,
+                    "hi": est + half,
+                    "init_of": init_of,
+                }
+            )
+    return rows

@@ -9,7 +9,7 @@ import pandas as pd
 
 from causalpos import scorecard as S
 from causalpos import verdicts as V
-from tests.scorecard_tables import D, I, R, _card, _dec, _h, _one, _rule
+from tests.scorecard_tables import D, I, R, _card, _dec, _h, _one, _rule, baseline_rows
 
 
 def _card_with(tmp_path, targets, **tables) -> pd.DataFrame:
@@ -76,24 +76,7 @@ def _c3trend(model, slope, half, positional="", init_of="", variant="bidirection
 
 
 def _c6base(model, diff, half, init_of=""):
-    rows = []
-    for b, est in (("saturated", 0.05), ("linear", 0.05 + diff), ("linear_minus_saturated", diff)):
-        for m in ("raw", "corrected"):
-            rows.append(
-                {
-                    "model": model,
-                    "dataset": "d",
-                    "variant": "causal",
-                    "target": "logit",
-                    "baseline": b,
-                    "measure": m,
-                    "estimate": est,
-                    "lo": est - half,
-                    "hi": est + half,
-                    "init_of": init_of,
-                }
-            )
-    return rows
+    return baseline_rows(model, diff, half, init_of)
 
 
 def test_table6_position_free_conditions_are_checks_and_the_forced_comparison_is_not_a_test(

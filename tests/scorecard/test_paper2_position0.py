@@ -8,7 +8,7 @@ import pandas as pd
 
 from causalpos import scorecard as S
 from causalpos import verdicts as V
-from tests.scorecard_tables import D, I, R, _card, _one, _p0, _rule
+from tests.scorecard_tables import D, I, R, _card, _one, _p0, _rule, probe_row
 
 
 def _bos(model, intervention, effect, window="early16", half=0.05):
@@ -28,27 +28,7 @@ def _c8probe(model, acc, n=32, null=0.2, fixed=0, note=""):
     from causalpos.inference import wilson as wilson_ci
 
     lo, hi = wilson_ci(acc, n) if np.isfinite(acc) else (np.nan, np.nan)
-    return {
-        "model": model,
-        "dataset": "d",
-        "token0_fixed": fixed,
-        "probe_n_prompts": n,
-        "probe_n_classes": 5,
-        "probe_note": note,
-        "best_layer": 2,
-        "best_layer_accuracy": 0.3,
-        "best_layer_p_value": 0.2,
-        "embedding_accuracy": 0.3,
-        "embedding_p_value": 0.2,
-        "n_sink_heads": 3,
-        "sink_probe_accuracy": acc,
-        "sink_probe_chance": 0.2,
-        "sink_probe_null_mean": null,
-        "sink_probe_p_value": 0.5,
-        "sink_probe_accuracy_lo": lo,
-        "sink_probe_accuracy_hi": hi,
-        "sink_probe_note": "",
-    }
+    return probe_row(model, acc, lo, hi, n=n, null=null, fixed=fixed, note=note)
 
 
 def _sinkrow(model, n, lo, hi, init_of="", tau=0.5):

@@ -14,6 +14,7 @@ from causalpos import verdicts as V
 from causalpos.scorecard import engine as E
 from causalpos.scorecard import paper2_kinds as K
 from causalpos.scorecard import premises as P
+from tests.scorecard_tables import probe_row
 
 
 def test_a_null_premise_matches_an_absent_nan_or_empty_cell_and_nothing_else():
@@ -46,27 +47,7 @@ def test_format_specs_give_digits_texts_and_pythons_number_formats():
 
 
 def _probe(model, acc, lo, hi, null=0.2, fixed=0, **kw):
-    return {
-        "model": model,
-        "dataset": "d",
-        "token0_fixed": fixed,
-        "probe_n_prompts": 32,
-        "probe_n_classes": 5,
-        "probe_note": "",
-        "best_layer": 2,
-        "best_layer_accuracy": 0.3,
-        "best_layer_p_value": 0.2,
-        "embedding_accuracy": 0.3,
-        "embedding_p_value": 0.2,
-        "n_sink_heads": 3,
-        "sink_probe_accuracy": acc,
-        "sink_probe_chance": 0.2,
-        "sink_probe_null_mean": null,
-        "sink_probe_p_value": 0.5,
-        "sink_probe_accuracy_lo": lo,
-        "sink_probe_accuracy_hi": hi,
-        "sink_probe_note": "",
-    } | kw
+    return probe_row(model, acc, lo, hi, null=null, fixed=fixed, **kw)
 
 
 def test_premises_decide_the_rows_they_match_and_the_rest_are_judged_on_the_shifted_interval():

@@ -13,29 +13,12 @@ from causalpos import scorecard as S
 from causalpos import verdicts as V
 from causalpos.scorecard import engine as E
 from causalpos.scorecard import reshape as X
+from tests.scorecard_tables import baseline_rows
 
 
 def _long(model, diff, half, init_of="", dataset="d"):
-    """A baseline-comparison table's readings of one (model, dataset): saturated, linear and
-    their difference, raw and corrected."""
-    rows = []
-    for b, est in (("saturated", 0.05), ("linear", 0.05 + diff), ("linear_minus_saturated", diff)):
-        for m in ("raw", "corrected"):
-            rows.append(
-                {
-                    "model": model,
-                    "dataset": dataset,
-                    "variant": "causal",
-                    "target": "logit",
-                    "baseline": b,
-                    "measure": m,
-                    "estimate": est,
-                    "lo": est - half,
-                    "hi": est + half,
-                    "init_of": init_of,
-                }
-            )
-    return rows
+    """A baseline-comparison table's readings of one (model, dataset)."""
+    return baseline_rows(model, diff, half, init_of, dataset)
 
 
 WIDE = {"columns": ["baseline", "measure"], "values": ["estimate", "lo", "hi"]}
