@@ -1,4 +1,4 @@
-"""Coverage of paper 2's headline interval on dependent text with a fixed BOS (issue 43).
+"""Coverage of paper 2's headline interval on dependent text with a fixed BOS.
 
     nice -n 19 python benchmarks/coverage_dependent.py [--sets 500] [--n-boot 2000]
         [--n 16 32] [--k-sd 0 3] [--worlds iid sticky-additive sticky sticky-bos]

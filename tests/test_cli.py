@@ -93,7 +93,7 @@ def test_version_is_the_installed_distributions_else_the_packages(monkeypatch, c
     assert tomllib.loads(pyproject.read_text())["project"]["version"] == causalpos.__version__
 
 
-# --- issue 34: usage errors exit 2 with a message, never a traceback or DIFFERENT's 1 -------------
+# --- usage errors exit 2 with a message, never a traceback or DIFFERENT's 1 -------------
 
 
 def test_diff_results_of_a_missing_tree_is_a_usage_error(tmp_path, capsys):

@@ -571,7 +571,7 @@ def test_the_final_held_out_loss_is_never_the_step_0_loss(corpus, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 34: trained weights recorded and checked; checkpoints that cannot be read or written
+# Trained weights recorded and checked; checkpoints that cannot be read or written
 
 
 def test_a_trained_model_records_its_weights_and_an_edit_refuses_the_load(

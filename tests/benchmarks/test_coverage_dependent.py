@@ -1,4 +1,4 @@
-"""The dependent-text coverage simulation of ``benchmarks/coverage_dependent.py`` (issue 43): its
+"""The dependent-text coverage simulation of ``benchmarks/coverage_dependent.py``: its
 closed-form expected map against simulated means, its true ρ against an independent least-squares
 fit and against the estimator's expectation on simulated prompts (the key-0 column's bias on
 dependent text), and that the intervals it measures are the headline's own. The measured table:

@@ -315,7 +315,7 @@ def test_a_seq_len_whose_statistics_no_machine_holds_is_refused_naming_the_key(m
     check(lambda c: c["datasets"]["kjv-first24"].update(seq_len=200000))
 
 
-# --- refused or named before any job: packages, token ids, caps, the device (issue 47) -------------
+# --- refused or named before any job: packages, token ids, caps, the device -------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Issue 13, nothing silently lost: store manifests verified on read, self-checks of the merge and
+"""Nothing silently lost: store manifests verified on read, self-checks of the merge and
 the normalization, stale temporaries, ``causalpos verify``."""
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def test_prompts_needed_is_the_normal_sample_size_formula():
 
 
 def test_prompts_needed_reads_the_arm_that_must_clear_the_threshold():
-    # the default run's lopsided intervals (issue 49): SmolLM2's claim-2 residual component
+    # the default run's lopsided intervals: SmolLM2's claim-2 residual component
     # 0.00377 [0.00131, 0.00702] at 32 prompts lies above the threshold, so its lower arm
     # (0.00246) must shrink below 0.00177; the symmetric half-width (0.002855) asked for 171
     z = (K.Z_INTERVAL + K.Z_POWER) / K.Z_INTERVAL

@@ -1,4 +1,4 @@
-"""Bad inputs are refused early with a useful message (issue 13): memory advice, corpus files,
+"""Bad inputs are refused early with a useful message: memory advice, corpus files,
 safe loading, and jobs that stop promptly on SIGTERM / SIGINT."""
 
 from __future__ import annotations
@@ -396,7 +396,7 @@ def test_jobs_collect_less_and_leave_the_exit_collection_out():
 
 
 def test_one_sequence_too_long_for_memory_says_seq_len_not_batch_size():
-    """Issue 34: seq_len 100000 on a 16-head model: one sequence's scores of one layer alone
+    """seq_len 100000 on a 16-head model: one sequence's scores of one layer alone
     need 16 x 1e10 x 4 bytes = 596.05 GiB; lowering the batch size cannot help."""
     from transformers import LlamaConfig
 

@@ -1,5 +1,5 @@
-"""Shards of a finished smoke run: a damaged one (issue 13) found, refused by the merge, rebuilt;
-the same run with one shard per dataset (issue 33) extracts into the final stores, no merge.
+"""Shards of a finished smoke run: a damaged one found, refused by the merge, rebuilt;
+the same run with one shard per dataset extracts into the final stores, no merge.
 
 In the worker's own copy of the session's smoke run (tests/conftest.py), copied again here so the
 copy the other workflow tests read stays as it is. A module of its own so it can run on another
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 def test_a_chunk_lost_from_a_finished_shard_fails_the_merge_naming_the_shard(
     smoke_pipeline, tmp_path, capsys
 ):
-    """Issue 13. Snakemake cannot see inside a finished directory() output: a chunk deleted from
+    """Snakemake cannot see inside a finished directory() output: a chunk deleted from
     a shard store used to merge into all-NaN maps and a blank figure, every job exiting 0. Now
     `causalpos verify` lists the store, a forced merge fails naming the shard, and the rebuild
     command the error prints restores it. In a copy of the finished run, so the shared one stays
@@ -71,7 +71,7 @@ def test_a_chunk_lost_from_a_finished_shard_fails_the_merge_naming_the_shard(
 
 
 def test_one_shard_per_dataset_writes_the_final_stores_without_a_merge(smoke_pipeline, tmp_path):
-    """Issue 33. With ``extract.shard_size`` holding a whole dataset, one ``extract_scores`` job per
+    """With ``extract.shard_size`` holding a whole dataset, one ``extract_scores`` job per
     pair writes the pair's final stores: the DAG has no shard job and no merge job. Changing the
     smoke run's shard count (two shards per dataset -> one) reruns every pair's extraction as
     that job, and what reads its stores, nothing upstream; the store it writes holds exactly

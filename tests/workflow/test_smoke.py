@@ -121,7 +121,7 @@ def test_extraction_stores_from_the_smoke_run(pipeline):
     assert "⟨not in this run: " in findings
 
 
-#: Rules that need no model: their jobs never load torch (1.3 s of CPU each; issue 12).
+#: Rules that need no model: their jobs never load torch (1.3 s of CPU each).
 NO_TORCH = {
     "merge_scores",
     "diagonal_normalize",
@@ -239,7 +239,8 @@ def test_scorecard_of_the_smoke_run_gives_the_verdicts_its_tables_imply(pipeline
 
 
 def test_trained_vs_init_comparison_agrees_with_the_other_stages(pipeline):
-    """Issue 4's comparison: its numbers are the llm_index and paper-2 tables' own, recomputed."""
+    """The trained-model comparison: its numbers are the llm_index and paper-2 tables' own,
+    recomputed."""
     from causalpos.models.load import read_source
 
     stats = pipeline / "results" / "stats"

@@ -1,4 +1,4 @@
-# Models trained here (issue 4): one tokenizer, one-factor variants (rope / nope / ntk / swa),
+# Models trained here: one tokenizer, one-factor variants (rope / nope / ntk / swa),
 # paper 1 Figs. 3 and 8 on held-out text, loss by position beyond the training length.
 #
 # Variants differ in exactly one positional factor: same tokenizer, data order, initial weights

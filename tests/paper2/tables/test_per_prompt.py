@@ -26,7 +26,7 @@ def _excess(ds, target="logattn", window="all"):
 def test_decomposition_under_each_rope_control_and_missing_runs_reported():
     """Table 6: the decomposition under each RoPE condition (causal run and its bidirectional
     composition), the paired CI of the share differences, and conditions / BOS interventions
-    whose runs are missing reported as not run (issue 11: `identity_rope_bidirectional` used
+    whose runs are missing reported as not run (`identity_rope_bidirectional` used
     to be silently dropped)."""
     from causalpos.paper2.tables.markdown import paper2_markdown
 

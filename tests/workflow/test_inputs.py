@@ -1,5 +1,5 @@
-"""Issue 24, the config and training half: names that become paths cannot escape their parent,
-datasets feeding statistics have two sequences, a BOS-less tokenizer cannot prepend its BOS,
+"""Inputs that changed or vanished between runs, and the config's: names that become paths
+cannot escape their parent, datasets feeding statistics have two sequences, a BOS-less tokenizer cannot prepend its BOS,
 model and corpus files named by path are rule inputs, prepared models are copies whose sha256 is
 checked when loaded, extraction params hold only what changes results, and training stops where
 its loss stops being finite."""
@@ -221,7 +221,7 @@ def test_prepend_bos_on_a_tokenizer_without_a_bos_is_a_config_error(tmp_path, bo
         cfg.check()
 
 
-# --- issue 34: weights load exactly or not at all -------------------------------------------------
+# --- weights load exactly or not at all -------------------------------------------------
 
 
 def _edit_config(directory: Path, **changes) -> None:
@@ -288,7 +288,7 @@ def test_a_tokenizer_with_more_ids_than_the_embedding_has_rows_refuses_the_load(
         load_model(tmp_path / "m")
 
 
-# --- issue 34: content decides for files named by path --------------------------------------------
+# --- content decides for files named by path --------------------------------------------
 
 
 def _replace_keeping_mtime(path: Path, data: bytes) -> None:
@@ -409,7 +409,7 @@ def test_a_source_replaced_with_an_older_mtime_reruns_its_jobs(tmp_path):
     )
 
 
-# --- issue 34: out-of-range settings and a tokenizer past the embedding, at config time -----------
+# --- out-of-range settings and a tokenizer past the embedding, at config time -----------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Issue 24, the store, capture and clean-up half: a store that lost its manifest folder is damage,
+"""What a failed or interrupted run leaves behind: a store that lost its manifest folder is damage,
 ``causalpos verify`` does not pass unverified stores, names cannot escape their parent, NaN scores
 are named where they start, an interrupt leaves no temporary, messages with advice."""
 
@@ -426,7 +426,7 @@ def test_gram_panels_refuses_to_write_maps_of_a_model_that_produced_nan(
     from causalpos.stages.gram import gram_panels
     from tests.conftest import tiny_pair
 
-    # load_model refuses NaN weights itself (tests/workflow/test_reliability_inputs.py); let them through
+    # load_model refuses NaN weights itself (tests/workflow/test_inputs.py); let them through
     # to check the stage's own guard against NaN computed from finite-looking inputs
     monkeypatch.setattr(load, "check_finite_parameters", lambda model, path: None)
 
@@ -533,7 +533,7 @@ def test_the_rebuild_command_names_a_config_file_relative_to_the_pipeline(tmp_pa
     )
 
 
-# --- issue 34: verify follows symbolic links; OS litter is not damage -----------------------------
+# --- verify follows symbolic links; OS litter is not damage -----------------------------
 
 
 def test_verify_follows_a_symlinked_directory_and_finds_its_deleted_chunk(tmp_path, capsys):
@@ -592,7 +592,7 @@ def test_verify_checks_the_weights_of_model_directories_against_their_sha256(
 
 
 def test_a_configured_run_whose_store_lacks_leak_delta_stops_the_leakage_stage(tmp_path):
-    """Issue 34: a store of older code without the leakage reducer's output is a store format
+    """A store of older code without the leakage reducer's output is a store format
     error naming it and its rebuild command, never a run dropped from the summary."""
     from causalpos.io.integrity import StoreFormatError
     from causalpos.stages.leakage import leakage
