@@ -33,13 +33,12 @@ from causalpos.config.leakage import LEAKAGE_DEFAULT_VARIANTS
 from causalpos.config.resolved import Resolved
 from causalpos.config.schema import schema_error_summary
 from causalpos.config.shapes import TINY_MAX_POSITIONS
-from causalpos.config.simulate import SIM_KEYS, SIM_SETTING_DEFAULTS
+from causalpos.config.simulate import SIM_SETTING_DEFAULTS
 from causalpos.config.train import TRAIN_KEYS, TRAIN_TYPE_KEYS, TRAIN_VARIANT_TYPES
 
 __all__ = [
     "LEAKAGE_DEFAULT_VARIANTS",
     "MAX_PREFIX_TOKENS",
-    "SIM_KEYS",
     "SIM_SETTING_DEFAULTS",
     "TINY_MAX_POSITIONS",
     "TRAIN_KEYS",

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical
-from causalpos.paper1.settings import SETTING_KEYS
+from causalpos.paper1.settings import SETTING_KEYS, SimulationSettings
 
 # Simulation settings: each setting's own keys over the section's defaults (the setting keys'
 # defaults are causalpos.paper1.settings.SimulationSettings', declared there once).
-SIM_KEYS = ("n_samples", "seq_len", "dim", "n_layers")
+SECTION_KEYS = ("n_samples", "seq_len", "dim", "n_layers", "n_groups", "rope_theta")
 SIM_SETTING_DEFAULTS = dict(SETTING_KEYS)
 
 
@@ -28,10 +28,9 @@ class SimulateSection(Section):
             raise ConfigError(
                 f"simulate.settings has no setting {name!r}; defined: {sorted(section['settings'])}"
             )
+        shared = self.values(SimulationSettings, alpha=0.0)  # the section's keys (alpha: each's)
         params = dict(SIM_SETTING_DEFAULTS)
-        params.update({k: section[k] for k in SIM_KEYS})
-        params["n_groups"] = section["n_groups"]
-        params["rope_theta"] = section["rope_theta"]
+        params.update({k: getattr(shared, k) for k in SECTION_KEYS})
         params.update(section["settings"][name])
         if params["rope"] and params["dim"] % 2:
             raise ConfigError(
