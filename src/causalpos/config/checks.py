@@ -22,6 +22,7 @@ from causalpos.config.disk import (
 )
 from causalpos.config.strict import check_strict
 from causalpos.models.context import ContextError, check_seq_len
+from causalpos.paper2.settings import Position0Settings
 from causalpos.training.settings import (
     ComparisonFigureSettings,
     LengthGenSettings,
@@ -256,10 +257,7 @@ class ChecksSection(Section):
                     f"context {context}, less the first token), so a moving average can span at "
                     f"most {positions}. Fix: set smooth between 1 and {positions}"
                 )
-        p0 = (self.config.get("leakage") or {}).get("position0") or {}
-        n_folds = p0.get("n_folds")
-        if n_folds is None:
-            return
+        n_folds = self.values(Position0Settings).n_folds
         for dataset in sorted({d for _, d in self.leakage_pairs()}):
             n = self.dataset_spec(dataset)["n_sequences"]
             if n_folds > n:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import causalpos.paths as paths
 from causalpos.config.common import ConfigError, Section, canonical, check_path_name
 from causalpos.settings import Common
-from causalpos.training.settings import TrainCorpus
+from causalpos.training.settings import ModelShape, TrainCorpus, TrainSettings
 from causalpos.training.settings import config_keys as train_config_keys
 
 # Positional types of the models trained here, in the canonical order of train_variants().
@@ -57,7 +57,8 @@ class TrainSection(Section):
                 f"`positional:` one of {list(TRAIN_VARIANT_TYPES)}"
             )
         keys = TRAIN_KEYS + TRAIN_TYPE_KEYS.get(positional, ())
-        settings = {k: section[k] for k in keys}
+        shape, hp = self.values(ModelShape), self.values(TrainSettings)
+        settings = {k: getattr(shape if hasattr(shape, k) else hp, k) for k in keys}
         settings["seed"] = self.values(Common).seed
         for key, value in spec.items():
             if key not in keys + ("seed",):
