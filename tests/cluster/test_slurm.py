@@ -16,8 +16,10 @@ submission.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -115,7 +117,8 @@ def _cancel_after_checkpoint(cluster, work: Path, stop: threading.Event, out: li
 
     Its job id is looked up while it starts (torch, tokenization: seconds), so that only the
     ``scancel`` is left once the checkpoint appears: the smoke model's remaining ten steps and
-    its save take a few tenths of a second, after which the checkpoints are deleted."""
+    its save take a few tenths of a second, after which the checkpoints are deleted, so the job's
+    processes are stopped (SIGSTOP) before the ``scancel``."""
     ckpts = work / "resources" / "models" / f"trained-{KILLED_WILDCARDS}.checkpoints"
     comment = f"rule_{KILLED_RULE}_wildcards_{KILLED_WILDCARDS}"
     jobid = None
@@ -127,10 +130,31 @@ def _cancel_after_checkpoint(cluster, work: Path, stop: threading.Event, out: li
         time.sleep(0.1)
     while not stop.is_set():
         if any(ckpts.glob("step-*/trainer_state.pt")):
+            # stopped at once (scancel's round trip can outlast the job's last steps and its
+            # clean-up); scancel then continues and ends them (SIGCONT, SIGTERM)
+            for pid in _job_processes(jobid):
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
             subprocess.run(["scancel", jobid], env=cluster.env(), check=True)
             out.append(jobid)
             return
         time.sleep(0.005)
+
+
+def _job_processes(jobid: str) -> list[int]:
+    """The processes of SLURM job ``jobid`` on this one-node cluster: those whose environment
+    holds its ``SLURM_JOB_ID`` (the batch script and what it starts; not Slurm's daemons)."""
+    want = f"SLURM_JOB_ID={jobid}".encode()
+    pids = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if want in env.read_bytes().split(b"\0"):
+                pids.append(int(env.parent.name))
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return pids
 
 
 @pytest.fixture(scope="module")
