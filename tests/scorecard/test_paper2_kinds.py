@@ -146,6 +146,14 @@ def test_the_summary_cpu_is_read_from_the_leakage_jobs_benchmark_tables(tmp_path
     assert K.read_summary_cpu(inputs) == {("gemma3-270m", "kjv-chunks640-bos"): 66.62}
     with pytest.raises(ValueError, match="bad.tsv: not a Snakemake benchmark table"):
         K.read_summary_cpu({"summary_cpu/m/d": str(bad)})
+    # a job shorter than Snakemake's first sample: NA, no measurement (the factor alone)
+    short = tmp_path / "short.tsv"
+    short.write_text(head + "0.4\t0:00:00\t" + "\t".join(["NA"] * 8) + "\n")
+    assert K.read_summary_cpu({"summary_cpu/m/d": str(short)}) == {}
+    garbled = tmp_path / "garbled.tsv"
+    garbled.write_text(head + "0.4\t0:00:00\t" + "\t".join(["x"] * 8) + "\n")
+    with pytest.raises(ValueError, match="garbled.tsv"):
+        K.read_summary_cpu({"summary_cpu/m/d": str(garbled)})
 
 
 def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():

@@ -35,8 +35,10 @@ SUMMARY_CPU_KEY = "summary_cpu/"
 
 def read_summary_cpu(inputs: Mapping[str, str]) -> dict[tuple[str, str], float]:
     """``{(model, dataset): CPU-s}`` from the inputs keyed ``summary_cpu/<model>/<dataset>``: the
-    ``cpu_time`` column of each Snakemake benchmark table (its last row: the job's latest run). A
-    table without that column or a number in it is a ValueError naming the file."""
+    ``cpu_time`` column of each Snakemake benchmark table (its last row: the job's latest run).
+    ``NA`` (a job that ended before Snakemake's first sample) is no measurement: the pair is left
+    out, and its notes give the factor alone. A table without that column, or with anything else
+    in it, is a ValueError naming the file."""
     out = {}
     for key, path in inputs.items():
         if not key.startswith(SUMMARY_CPU_KEY):
@@ -45,7 +47,9 @@ def read_summary_cpu(inputs: Mapping[str, str]) -> dict[tuple[str, str], float]:
         with open(path, newline="") as fh:
             rows = list(csv.DictReader(fh, delimiter="\t"))
         try:
-            out[(model, dataset)] = float(rows[-1]["cpu_time"])
+            cell = rows[-1]["cpu_time"]
+            if cell != "NA":
+                out[(model, dataset)] = float(cell)
         except (IndexError, KeyError, TypeError, ValueError):
             raise ValueError(
                 f"{path}: not a Snakemake benchmark table with a cpu_time (the leakage job's "
