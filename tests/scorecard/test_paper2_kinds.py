@@ -121,13 +121,20 @@ def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
     # a pair measured in this run (at the row's 16 prompts): its CPU-s scaled by (n' / 16)²
     gemma = ("gemma3-270m", "kjv-chunks640-bos")
     need = K.prompts_needed(0.00377, 0.00131, 0.00702, 0.002, 16)
-    with K.measured_summaries({gemma: 61.75}):
+    with K.measured_summaries({gemma: K.Measured(61.75)}):
         note = K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
         assert K.power_note(REPRODUCED, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma) == ""
     assert "would resolve reproduced" in note
     assert (
         f"at most ~{61.75 * (need / 16) ** 2:,.0f} CPU-s there (61.8 CPU-s measured at 16 "
         "prompts in this run" in note
+    )
+    # with its peak memory (2,816 MiB = 2.75 GiB) the same (need / 16)² prices the memory
+    with K.measured_summaries({gemma: K.Measured(61.75, 2816.0)}):
+        note = K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
+    assert (
+        f"at most ~{61.75 * (need / 16) ** 2:,.0f} CPU-s and ~{2.75 * (need / 16) ** 2:,.0f} GiB "
+        "of memory there (61.8 CPU-s and 2.8 GiB measured at 16 prompts in this run" in note
     )
     # outside the block no measurement is set: the factor alone
     assert "at most ~" in K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
@@ -136,24 +143,34 @@ def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
     )
 
 
-def test_the_summary_cpu_is_read_from_the_leakage_jobs_benchmark_tables(tmp_path):
+def test_the_summary_cost_is_read_from_the_leakage_jobs_benchmark_tables(tmp_path):
     head = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
     good = tmp_path / "good.tsv"
     good.write_text(head + "70.1\t0:01:10\t3479\t1\t1\t1\t0\t0\t95.0\t66.62\n")
     bad = tmp_path / "bad.tsv"
     bad.write_text("s\th:m:s\n70.1\t0:01:10\n")
-    inputs = {"summary_cpu/gemma3-270m/kjv-chunks640-bos": str(good), "headline": "x.csv"}
-    assert K.read_summary_cpu(inputs) == {("gemma3-270m", "kjv-chunks640-bos"): 66.62}
+    inputs = {"summary_benchmark/gemma3-270m/kjv-chunks640-bos": str(good), "headline": "x.csv"}
+    assert K.read_summary_benchmarks(inputs) == {
+        ("gemma3-270m", "kjv-chunks640-bos"): K.Measured(66.62, 3479.0)
+    }
     with pytest.raises(ValueError, match="bad.tsv: not a Snakemake benchmark table"):
-        K.read_summary_cpu({"summary_cpu/m/d": str(bad)})
+        K.read_summary_benchmarks({"summary_benchmark/m/d": str(bad)})
+    # a table without max_rss, or NA there: the CPU time alone
+    cpu_only = tmp_path / "cpu_only.tsv"
+    cpu_only.write_text("s\th:m:s\tcpu_time\n70.1\t0:01:10\t12.5\n")
+    no_rss = tmp_path / "no_rss.tsv"
+    no_rss.write_text(head + "70.1\t0:01:10\tNA\t1\t1\t1\t0\t0\t95.0\t12.5\n")
+    for path in (cpu_only, no_rss):
+        got = K.read_summary_benchmarks({"summary_benchmark/m/d": str(path)})
+        assert got == {("m", "d"): K.Measured(12.5, None)}
     # a job shorter than Snakemake's first sample: NA, no measurement (the factor alone)
     short = tmp_path / "short.tsv"
     short.write_text(head + "0.4\t0:00:00\t" + "\t".join(["NA"] * 8) + "\n")
-    assert K.read_summary_cpu({"summary_cpu/m/d": str(short)}) == {}
+    assert K.read_summary_benchmarks({"summary_benchmark/m/d": str(short)}) == {}
     garbled = tmp_path / "garbled.tsv"
     garbled.write_text(head + "0.4\t0:00:00\t" + "\t".join(["x"] * 8) + "\n")
     with pytest.raises(ValueError, match="garbled.tsv"):
-        K.read_summary_cpu({"summary_cpu/m/d": str(garbled)})
+        K.read_summary_benchmarks({"summary_benchmark/m/d": str(garbled)})
 
 
 def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
@@ -352,7 +369,7 @@ def test_negative_is_positive_of_the_negated_interval():
 
 def test_a_summary_beyond_one_machines_reach_is_given_in_cpu_years():
     gemma = ("gemma3-270m", "kjv-chunks640-bos")
-    with K.measured_summaries({gemma: 61.75}):
+    with K.measured_summaries({gemma: K.Measured(61.75)}):
         # claim 4 on Gemma at 16 prompts: 45,778 needed, ~505 million CPU-s at most
         far = K.summary_cost(*gemma, 16, 45_778)
         near = K.summary_cost(*gemma, 16, 96)
@@ -372,17 +389,20 @@ def test_the_scorecard_stage_prices_its_power_notes_from_the_benchmarks_it_is_gi
     import causalpos.stages.report as stage
 
     bench = tmp_path / "leakage.tsv"
-    bench.write_text("s\th:m:s\tcpu_time\n70.1\t0:01:10\t12.5\n")
+    bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n70.1\t0:01:10\t3523.4\t12.5\n")
     seen = {}
 
     def build(inputs, materiality=None):
-        seen["inputs"], seen["cpu"] = dict(inputs), dict(K.MEASURED_CPU_S.get())
+        seen["inputs"], seen["measured"] = dict(inputs), dict(K.MEASURED.get())
         return pd.DataFrame({"section": ["p"], "paper": ["p"], "verdict": ["measured"]})
 
     monkeypatch.setattr(stage, "build_scorecard", build)
     monkeypatch.setattr(stage, "to_markdown", lambda card: "")
     monkeypatch.setattr(stage, "stamp_table", lambda *a: None)
-    key = "summary_cpu/smollm2-135m/kjv-chunks128-bos"
+    key = "summary_benchmark/smollm2-135m/kjv-chunks128-bos"
     stage.scorecard({key: str(bench)}, tmp_path / "c.csv", tmp_path / "c.md")
-    assert seen == {"inputs": {}, "cpu": {("smollm2-135m", "kjv-chunks128-bos"): 12.5}}
-    assert K.MEASURED_CPU_S.get() is None  # set for that build only
+    assert seen == {
+        "inputs": {},
+        "measured": {("smollm2-135m", "kjv-chunks128-bos"): K.Measured(12.5, 3523.4)},
+    }
+    assert K.MEASURED.get() is None  # set for that build only

@@ -288,11 +288,11 @@ class LeakageSection(Section):
         return [paths.LEAKAGE_STORE.format(model=m, dataset=d) for m, d in self.leakage_pairs()]
 
     def leakage_summary_benchmarks(self) -> dict[str, str]:
-        """``{summary_cpu/<model>/<dataset>: benchmark table}`` of every leakage summary job:
-        the scorecard's power notes price a larger summary from its measured CPU time
-        (:func:`causalpos.scorecard.paper2_kinds.read_summary_cpu`)."""
+        """``{summary_benchmark/<model>/<dataset>: benchmark table}`` of every leakage summary
+        job: the scorecard's power notes price a larger summary from its measured CPU time and
+        peak memory (:func:`causalpos.scorecard.paper2_kinds.read_summary_benchmarks`)."""
         return {
-            f"summary_cpu/{m}/{d}": paths.benchmark(f"leakage/{m}/{d}")
+            f"summary_benchmark/{m}/{d}": paths.benchmark(f"leakage/{m}/{d}")
             for m, d in self.leakage_pairs()
         }
 

@@ -11,6 +11,7 @@ import csv
 from collections.abc import Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,53 +21,69 @@ from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
 #: the estimate's size against the threshold (:func:`prompts_needed`).
 Z_INTERVAL, Z_POWER = 1.959964, 0.841621
 
-#: The leakage summary jobs' CPU time (s) measured in the run being scored, per (model, dataset):
-#: read from Snakemake's benchmark of each ``leakage`` job (its ``cpu_time``,
+
+class Measured(NamedTuple):
+    """One leakage summary job's cost as Snakemake's benchmark measured it: CPU-s and peak
+    resident memory (MiB; None where the table has ``NA`` there)."""
+
+    cpu_s: float
+    rss_mib: float | None = None
+
+
+#: The leakage summary jobs' costs measured in the run being scored, per (model, dataset): read
+#: from Snakemake's benchmark of each ``leakage`` job (its ``cpu_time`` and ``max_rss``,
 #: ``results/benchmarks/leakage/<model>/<dataset>.tsv``, the scorecard rule's declared inputs
-#: ``summary_cpu/<model>/<dataset>``: :func:`read_summary_cpu`) and set for one scorecard build by
-#: :func:`measured_summaries`. Its Gram terms grow as n², so :func:`summary_cost` scales it by
-#: (n'/n)², n the prompts the row was read at (the summary's).
-MEASURED_CPU_S: ContextVar[Mapping[tuple[str, str], float] | None] = ContextVar(
-    "summary_cpu_s", default=None
+#: ``summary_benchmark/<model>/<dataset>``: :func:`read_summary_benchmarks`) and set for one
+#: scorecard build by :func:`measured_summaries`. Its Gram terms grow as n², so
+#: :func:`summary_cost` scales both by (n'/n)², n the prompts the row was read at (the summary's).
+MEASURED: ContextVar[Mapping[tuple[str, str], Measured] | None] = ContextVar(
+    "measured_summaries", default=None
 )
-#: The scorecard input key of a leakage job's benchmark table (:func:`read_summary_cpu`).
-SUMMARY_CPU_KEY = "summary_cpu/"
+#: The scorecard input key of a leakage job's benchmark table (:func:`read_summary_benchmarks`).
+SUMMARY_BENCHMARK_KEY = "summary_benchmark/"
 
 
-def read_summary_cpu(inputs: Mapping[str, str]) -> dict[tuple[str, str], float]:
-    """``{(model, dataset): CPU-s}`` from the inputs keyed ``summary_cpu/<model>/<dataset>``: the
-    ``cpu_time`` column of each Snakemake benchmark table (its last row: the job's latest run).
-    ``NA`` (a job that ended before Snakemake's first sample) is no measurement: the pair is left
-    out, and its notes give the factor alone. A table without that column, or with anything else
-    in it, is a ValueError naming the file."""
+def _number(cell: str) -> float | None:
+    """A benchmark cell: a float, or None for ``NA`` (anything else is a ValueError)."""
+    return None if cell == "NA" else float(cell)
+
+
+def read_summary_benchmarks(inputs: Mapping[str, str]) -> dict[tuple[str, str], Measured]:
+    """``{(model, dataset): Measured}`` from the inputs keyed ``summary_benchmark/<model>/<dataset>``:
+    the ``cpu_time`` and ``max_rss`` columns of each Snakemake benchmark table (its last row:
+    the job's latest run). A ``cpu_time`` of ``NA`` (a job that ended before Snakemake's first
+    sample) is no measurement: the pair is left out, and its notes give the factor alone. A
+    table without ``cpu_time``, or with anything but a number or ``NA`` in either column, is a
+    ValueError naming the file."""
     out = {}
     for key, path in inputs.items():
-        if not key.startswith(SUMMARY_CPU_KEY):
+        if not key.startswith(SUMMARY_BENCHMARK_KEY):
             continue
-        model, dataset = key.removeprefix(SUMMARY_CPU_KEY).split("/", 1)
+        model, dataset = key.removeprefix(SUMMARY_BENCHMARK_KEY).split("/", 1)
         with open(path, newline="") as fh:
             rows = list(csv.DictReader(fh, delimiter="\t"))
         try:
-            cell = rows[-1]["cpu_time"]
-            if cell != "NA":
-                out[(model, dataset)] = float(cell)
+            cpu = _number(rows[-1]["cpu_time"])
+            rss = _number(rows[-1].get("max_rss", "NA"))
         except (IndexError, KeyError, TypeError, ValueError):
             raise ValueError(
                 f"{path}: not a Snakemake benchmark table with a cpu_time (the leakage job's "
                 f"benchmark of {model} on {dataset}). Fix: rerun that job (snakemake -R leakage)"
             ) from None
+        if cpu is not None:
+            out[(model, dataset)] = Measured(cpu, rss)
     return out
 
 
 @contextmanager
-def measured_summaries(cpu_s: Mapping[tuple[str, str], float]):
-    """Within the block, :func:`summary_cost` reads the leakage summaries' measured CPU time
-    ``cpu_s`` (:func:`read_summary_cpu`)."""
-    token = MEASURED_CPU_S.set(dict(cpu_s))
+def measured_summaries(measured: Mapping[tuple[str, str], Measured]):
+    """Within the block, :func:`summary_cost` reads the leakage summaries' measured costs
+    ``measured`` (:func:`read_summary_benchmarks`)."""
+    token = MEASURED.set(dict(measured))
     try:
         yield
     finally:
-        MEASURED_CPU_S.reset(token)
+        MEASURED.reset(token)
 
 
 def prompts_needed(est: float, lo: float, hi: float, threshold: float, n: int) -> int | None:
@@ -100,22 +117,27 @@ CPU_YEAR_S = 365.25 * 86_400
 
 def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
     """The leakage summary's cost at ``need`` prompts, at most: its Gram terms grow as n², so
-    (need / n)² times this run's; in CPU-s where :data:`MEASURED_CPU_S` holds the pair's
-    measured time (its summary read at ``n`` prompts). An upper bound: at a few dozen prompts
-    most of the summary's time does not grow with n (configs/decide.yaml: measured). A bound
-    beyond :data:`REACH_CPU_S` says so, in CPU-years."""
+    (need / n)² times this run's; in CPU-s and GiB of peak memory where :data:`MEASURED` holds
+    the pair's measurement (its summary read at ``n`` prompts). An upper bound: at a few dozen
+    prompts most of the summary's time does not grow with n (configs/decide.yaml: measured). A
+    CPU bound beyond :data:`REACH_CPU_S` says so, in CPU-years."""
     factor = (need / n) ** 2
-    cpu = (MEASURED_CPU_S.get() or {}).get((model, dataset))
-    if cpu is None:
+    m = (MEASURED.get() or {}).get((model, dataset))
+    if m is None:
         return f"its leakage summary at most ~{factor:.0f}× this run's (Gram terms grow as n²)"
-    est = cpu * factor
-    measured = f"{cpu:,.1f} CPU-s measured at {n} prompts in this run, Gram terms grow as n²"
+    est = m.cpu_s * factor
+    if m.rss_mib is None:
+        measured, memory = f"{m.cpu_s:,.1f} CPU-s", ""
+    else:
+        measured = f"{m.cpu_s:,.1f} CPU-s and {m.rss_mib / 1024:,.1f} GiB"
+        memory = f" and ~{m.rss_mib / 1024 * factor:,.0f} GiB of memory"
+    measured += f" measured at {n} prompts in this run, Gram terms grow as n²"
     if est > REACH_CPU_S:
         return (
             f"its leakage summary not within reach of one machine there (16 cores for 30 days): "
-            f"at most ~{est / CPU_YEAR_S:,.0f} CPU-years ({measured})"
+            f"at most ~{est / CPU_YEAR_S:,.0f} CPU-years{memory} ({measured})"
         )
-    return f"its leakage summary at most ~{est:,.0f} CPU-s there ({measured})"
+    return f"its leakage summary at most ~{est:,.0f} CPU-s{memory} there ({measured})"
 
 
 def power_note(

@@ -10,7 +10,11 @@ from pathlib import Path
 from causalpos.findings.render import Tables, render
 from causalpos.io.provenance import check_table, stamp_table
 from causalpos.scorecard import build_scorecard, to_markdown
-from causalpos.scorecard.paper2_kinds import SUMMARY_CPU_KEY, measured_summaries, read_summary_cpu
+from causalpos.scorecard.paper2_kinds import (
+    SUMMARY_BENCHMARK_KEY,
+    measured_summaries,
+    read_summary_benchmarks,
+)
 
 log = logging.getLogger("causalpos.stages.report")
 
@@ -37,12 +41,13 @@ def scorecard(
     findings page: the template ``inputs["findings_template"]`` filled from the ``table_*``
     inputs and this scorecard, references this run has no value for marked
     (:func:`causalpos.findings.render.render`, not strict). The inputs keyed
-    ``summary_cpu/<model>/<dataset>`` are the leakage jobs' benchmark tables: their measured CPU
-    time prices the power notes (:func:`causalpos.scorecard.paper2_kinds.read_summary_cpu`)."""
-    cpu = read_summary_cpu(inputs)
-    inputs = {k: v for k, v in inputs.items() if not k.startswith(SUMMARY_CPU_KEY)}
+    ``summary_benchmark/<model>/<dataset>`` are the leakage jobs' benchmark tables: their measured
+    CPU time and peak memory price the power notes
+    (:func:`causalpos.scorecard.paper2_kinds.read_summary_benchmarks`)."""
+    measured = read_summary_benchmarks(inputs)
+    inputs = {k: v for k, v in inputs.items() if not k.startswith(SUMMARY_BENCHMARK_KEY)}
     check_table(*inputs.values())  # each table made under this config's settings (io.provenance)
-    with measured_summaries(cpu):
+    with measured_summaries(measured):
         card = build_scorecard(dict(inputs), materiality=materiality)
     card.to_csv(out_csv, index=False)
     stamp_table(out_csv)
