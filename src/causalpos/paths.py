@@ -112,6 +112,16 @@ def score_shard(model: str, dataset: str, k: int) -> str:
     return SCORE_SHARD.format(model=model, dataset=dataset, shard=f"{k:04d}")
 
 
+#: A job's log (its last line: wall time, CPU time and peak memory, ``causalpos.io.joblog``).
+JOB_LOG = "logs/{job}.log"
+
+
+def job_log(job: str) -> str:
+    """The log of ``job`` (wildcards kept): ``job_log("leakage/{model}/{dataset}")`` is
+    ``logs/leakage/{model}/{dataset}.log``."""
+    return JOB_LOG.format(job=job)
+
+
 def benchmark(job: str) -> str:
     """The benchmark table of ``job`` (its log's path below ``logs/`` without ``.log``, wildcards
     kept): ``benchmark("simulate/{setting}")`` is ``results/benchmarks/simulate/{setting}.tsv``."""

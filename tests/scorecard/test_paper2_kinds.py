@@ -133,8 +133,9 @@ def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
     with K.measured_summaries({gemma: K.Measured(61.75, 2816.0)}):
         note = K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
     assert (
-        f"at most ~{61.75 * (need / 16) ** 2:,.0f} CPU-s and ~{2.75 * (need / 16) ** 2:,.0f} GiB "
-        "of memory there (61.8 CPU-s and 2.8 GiB measured at 16 prompts in this run" in note
+        f"at most ~{61.75 * (need / 16) ** 2:,.0f} CPU-s and ~{2.75 * need / 16:,.0f}–"
+        f"{2.75 * (need / 16) ** 2:,.0f} GiB of memory there (61.8 CPU-s and 2.8 GiB measured "
+        "at 16 prompts in this run, Gram terms grow as n², the runs' statistics as n)" in note
     )
     # outside the block no measurement is set: the factor alone
     assert "at most ~" in K.power_note(INCONCLUSIVE, (0.00377, 0.00131, 0.00702), 0.002, 16, gemma)
@@ -143,34 +144,27 @@ def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
     )
 
 
-def test_the_summary_cost_is_read_from_the_leakage_jobs_benchmark_tables(tmp_path):
-    head = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-    good = tmp_path / "good.tsv"
-    good.write_text(head + "70.1\t0:01:10\t3479\t1\t1\t1\t0\t0\t95.0\t66.62\n")
-    bad = tmp_path / "bad.tsv"
-    bad.write_text("s\th:m:s\n70.1\t0:01:10\n")
-    inputs = {"summary_benchmark/gemma3-270m/kjv-chunks640-bos": str(good), "headline": "x.csv"}
-    assert K.read_summary_benchmarks(inputs) == {
-        ("gemma3-270m", "kjv-chunks640-bos"): K.Measured(66.62, 3479.0)
+def test_the_summary_cost_is_read_from_the_leakage_jobs_logs(tmp_path):
+    from causalpos.io.joblog import done_line
+
+    good = tmp_path / "good.log"
+    good.write_text("INFO summary\n" + done_line(32.2, 30.66, 0.53, "no torch", 1669.1) + "\n")
+    inputs = {"summary_log/gemma3-270m/kjv-chunks640-bos": str(good), "headline": "x.csv"}
+    assert K.read_summary_logs(inputs) == {
+        ("gemma3-270m", "kjv-chunks640-bos"): K.Measured(30.66, 1669.0)
     }
-    with pytest.raises(ValueError, match="bad.tsv: not a Snakemake benchmark table"):
-        K.read_summary_benchmarks({"summary_benchmark/m/d": str(bad)})
-    # a table without max_rss, or NA there: the CPU time alone
-    cpu_only = tmp_path / "cpu_only.tsv"
-    cpu_only.write_text("s\th:m:s\tcpu_time\n70.1\t0:01:10\t12.5\n")
-    no_rss = tmp_path / "no_rss.tsv"
-    no_rss.write_text(head + "70.1\t0:01:10\tNA\t1\t1\t1\t0\t0\t95.0\t12.5\n")
-    for path in (cpu_only, no_rss):
-        got = K.read_summary_benchmarks({"summary_benchmark/m/d": str(path)})
-        assert got == {("m", "d"): K.Measured(12.5, None)}
-    # a job shorter than Snakemake's first sample: NA, no measurement (the factor alone)
-    short = tmp_path / "short.tsv"
-    short.write_text(head + "0.4\t0:00:00\t" + "\t".join(["NA"] * 8) + "\n")
-    assert K.read_summary_benchmarks({"summary_benchmark/m/d": str(short)}) == {}
-    garbled = tmp_path / "garbled.tsv"
-    garbled.write_text(head + "0.4\t0:00:00\t" + "\t".join(["x"] * 8) + "\n")
-    with pytest.raises(ValueError, match="garbled.tsv"):
-        K.read_summary_benchmarks({"summary_benchmark/m/d": str(garbled)})
+    # a log without the peak memory: the CPU time alone
+    old = tmp_path / "old.log"
+    old.write_text("done in 5.2 s; CPU 5.10 s, start-up 0.50 s (no torch)\n")
+    assert K.read_summary_logs({"summary_log/m/d": str(old)}) == {("m", "d"): K.Measured(5.1, None)}
+    # a failed job's log (no done line), or one without the CPU time: refused, naming the file
+    failed = tmp_path / "failed.log"
+    failed.write_text("Traceback (most recent call last):\nMemoryError\n")
+    no_cpu = tmp_path / "no_cpu.log"
+    no_cpu.write_text("done in 5.2 s (no torch)\n")
+    for path in (failed, no_cpu):
+        with pytest.raises(ValueError, match=f"{path.name}: the log of the leakage job of m on d"):
+            K.read_summary_logs({"summary_log/m/d": str(path)})
 
 
 def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
@@ -383,13 +377,14 @@ def test_a_summary_beyond_one_machines_reach_is_given_in_cpu_years():
     assert near.startswith("its leakage summary at most ~2,223 CPU-s there")
 
 
-def test_the_scorecard_stage_prices_its_power_notes_from_the_benchmarks_it_is_given(
+def test_the_scorecard_stage_prices_its_power_notes_from_the_logs_it_is_given(
     tmp_path, monkeypatch
 ):
     import causalpos.stages.report as stage
+    from causalpos.io.joblog import done_line
 
-    bench = tmp_path / "leakage.tsv"
-    bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n70.1\t0:01:10\t3523.4\t12.5\n")
+    log = tmp_path / "leakage.log"
+    log.write_text(done_line(13.1, 12.5, 0.5, "no torch", 3523.4) + "\n")
     seen = {}
 
     def build(inputs, materiality=None):
@@ -399,10 +394,10 @@ def test_the_scorecard_stage_prices_its_power_notes_from_the_benchmarks_it_is_gi
     monkeypatch.setattr(stage, "build_scorecard", build)
     monkeypatch.setattr(stage, "to_markdown", lambda card: "")
     monkeypatch.setattr(stage, "stamp_table", lambda *a: None)
-    key = "summary_benchmark/smollm2-135m/kjv-chunks128-bos"
-    stage.scorecard({key: str(bench)}, tmp_path / "c.csv", tmp_path / "c.md")
+    key = "summary_log/smollm2-135m/kjv-chunks128-bos"
+    stage.scorecard({key: str(log)}, tmp_path / "c.csv", tmp_path / "c.md")
     assert seen == {
         "inputs": {},
-        "measured": {("smollm2-135m", "kjv-chunks128-bos"): K.Measured(12.5, 3523.4)},
+        "measured": {("smollm2-135m", "kjv-chunks128-bos"): K.Measured(12.5, 3523.0)},
     }
     assert K.MEASURED.get() is None  # set for that build only

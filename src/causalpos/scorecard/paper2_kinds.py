@@ -7,7 +7,6 @@ sliding-window layers against the global ones) are the declarative targets ``cla
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -15,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from causalpos.io.joblog import parse_done_line
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
 
 #: z of a two-sided 95 % interval and of 80 % power: the sample that would resolve an effect of
@@ -23,62 +23,54 @@ Z_INTERVAL, Z_POWER = 1.959964, 0.841621
 
 
 class Measured(NamedTuple):
-    """One leakage summary job's cost as Snakemake's benchmark measured it: CPU-s and peak
-    resident memory (MiB; None where the table has ``NA`` there)."""
+    """One leakage summary job's cost as its log records it (:mod:`causalpos.io.joblog`): CPU-s
+    and peak resident memory (MiB; None in a log without it)."""
 
     cpu_s: float
     rss_mib: float | None = None
 
 
-#: The leakage summary jobs' costs measured in the run being scored, per (model, dataset): read
-#: from Snakemake's benchmark of each ``leakage`` job (its ``cpu_time`` and ``max_rss``,
-#: ``results/benchmarks/leakage/<model>/<dataset>.tsv``, the scorecard rule's declared inputs
-#: ``summary_benchmark/<model>/<dataset>``: :func:`read_summary_benchmarks`) and set for one
-#: scorecard build by :func:`measured_summaries`. Its Gram terms grow as n², so
-#: :func:`summary_cost` scales both by (n'/n)², n the prompts the row was read at (the summary's).
+#: The leakage summary jobs' costs measured in the run being scored, per (model, dataset): the
+#: last line of each ``leakage`` job's log (``logs/leakage/<model>/<dataset>.log``, the scorecard
+#: rule's declared inputs ``summary_log/<model>/<dataset>``: :func:`read_summary_logs`), set for
+#: one scorecard build by :func:`measured_summaries`. Not Snakemake's benchmark table: it samples
+#: every 0.5 s for its first 30 samples and every 30 s after, so a job of 15-45 s reads the CPU
+#: of its first ~15 s (measured: 14.6 CPU-s for a job whose log records 30.7). Its Gram terms
+#: grow as n², so :func:`summary_cost` scales it by (n'/n)², n the prompts the row was read at.
 MEASURED: ContextVar[Mapping[tuple[str, str], Measured] | None] = ContextVar(
     "measured_summaries", default=None
 )
-#: The scorecard input key of a leakage job's benchmark table (:func:`read_summary_benchmarks`).
-SUMMARY_BENCHMARK_KEY = "summary_benchmark/"
+#: The scorecard input key of a leakage job's log (:func:`read_summary_logs`).
+SUMMARY_LOG_KEY = "summary_log/"
 
 
-def _number(cell: str) -> float | None:
-    """A benchmark cell: a float, or None for ``NA`` (anything else is a ValueError)."""
-    return None if cell == "NA" else float(cell)
-
-
-def read_summary_benchmarks(inputs: Mapping[str, str]) -> dict[tuple[str, str], Measured]:
-    """``{(model, dataset): Measured}`` from the inputs keyed ``summary_benchmark/<model>/<dataset>``:
-    the ``cpu_time`` and ``max_rss`` columns of each Snakemake benchmark table (its last row:
-    the job's latest run). A ``cpu_time`` of ``NA`` (a job that ended before Snakemake's first
-    sample) is no measurement: the pair is left out, and its notes give the factor alone. A
-    table without ``cpu_time``, or with anything but a number or ``NA`` in either column, is a
-    ValueError naming the file."""
+def read_summary_logs(inputs: Mapping[str, str]) -> dict[tuple[str, str], Measured]:
+    """``{(model, dataset): Measured}`` from the inputs keyed ``summary_log/<model>/<dataset>``:
+    the CPU time and peak RSS of the last ``done in`` line of each leakage job's log
+    (:func:`causalpos.io.joblog.parse_done_line`). A log without that line (a failed job), or
+    whose line has no CPU time (older code), is a ValueError naming the file and the rerun."""
     out = {}
     for key, path in inputs.items():
-        if not key.startswith(SUMMARY_BENCHMARK_KEY):
+        if not key.startswith(SUMMARY_LOG_KEY):
             continue
-        model, dataset = key.removeprefix(SUMMARY_BENCHMARK_KEY).split("/", 1)
-        with open(path, newline="") as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t"))
-        try:
-            cpu = _number(rows[-1]["cpu_time"])
-            rss = _number(rows[-1].get("max_rss", "NA"))
-        except (IndexError, KeyError, TypeError, ValueError):
+        model, dataset = key.removeprefix(SUMMARY_LOG_KEY).split("/", 1)
+        with open(path, errors="replace") as fh:
+            lines = fh.read().splitlines()
+        done = next((d for d in map(parse_done_line, reversed(lines)) if d is not None), None)
+        if done is None or done["cpu_s"] is None:
             raise ValueError(
-                f"{path}: not a Snakemake benchmark table with a cpu_time (the leakage job's "
-                f"benchmark of {model} on {dataset}). Fix: rerun that job (snakemake -R leakage)"
-            ) from None
-        if cpu is not None:
-            out[(model, dataset)] = Measured(cpu, rss)
+                f"{path}: the log of the leakage job of {model} on {dataset} records no CPU time "
+                "(the job failed, or older code wrote it). Fix: rerun that job "
+                "(snakemake -R leakage)"
+            )
+        out[(model, dataset)] = Measured(done["cpu_s"], done["peak_rss_mib"])
     return out
 
 
 @contextmanager
 def measured_summaries(measured: Mapping[tuple[str, str], Measured]):
     """Within the block, :func:`summary_cost` reads the leakage summaries' measured costs
-    ``measured`` (:func:`read_summary_benchmarks`)."""
+    ``measured`` (:func:`read_summary_logs`)."""
     token = MEASURED.set(dict(measured))
     try:
         yield
@@ -117,10 +109,12 @@ CPU_YEAR_S = 365.25 * 86_400
 
 def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
     """The leakage summary's cost at ``need`` prompts, at most: its Gram terms grow as n², so
-    (need / n)² times this run's; in CPU-s and GiB of peak memory where :data:`MEASURED` holds
-    the pair's measurement (its summary read at ``n`` prompts). An upper bound: at a few dozen
-    prompts most of the summary's time does not grow with n (configs/decide.yaml: measured). A
-    CPU bound beyond :data:`REACH_CPU_S` says so, in CPU-years."""
+    (need / n)² times this run's; in CPU-s where :data:`MEASURED` holds the pair's measurement
+    (its summary read at ``n`` prompts). An upper bound: at a few dozen prompts most of the
+    summary's time does not grow with n (configs/decide.yaml: measured). Its peak memory, where
+    measured, as a range: need / n times this run's (the runs' per-prompt statistics it holds,
+    as measured from 16 to 128 prompts: benchmarks/bench_leakage_summary.py) to (need / n)² (its
+    Grams). A CPU bound beyond :data:`REACH_CPU_S` says so, in CPU-years."""
     factor = (need / n) ** 2
     m = (MEASURED.get() or {}).get((model, dataset))
     if m is None:
@@ -128,10 +122,12 @@ def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
     est = m.cpu_s * factor
     if m.rss_mib is None:
         measured, memory = f"{m.cpu_s:,.1f} CPU-s", ""
+        measured += f" measured at {n} prompts in this run, Gram terms grow as n²"
     else:
-        measured = f"{m.cpu_s:,.1f} CPU-s and {m.rss_mib / 1024:,.1f} GiB"
-        memory = f" and ~{m.rss_mib / 1024 * factor:,.0f} GiB of memory"
-    measured += f" measured at {n} prompts in this run, Gram terms grow as n²"
+        gib = m.rss_mib / 1024
+        measured = f"{m.cpu_s:,.1f} CPU-s and {gib:,.1f} GiB measured at {n} prompts in this run"
+        measured += ", Gram terms grow as n², the runs' statistics as n"
+        memory = f" and ~{gib * need / n:,.0f}–{gib * factor:,.0f} GiB of memory"
     if est > REACH_CPU_S:
         return (
             f"its leakage summary not within reach of one machine there (16 cores for 30 days): "
