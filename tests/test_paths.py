@@ -190,9 +190,9 @@ def test_every_rule_that_runs_a_job_writes_a_benchmark_table_named_as_its_log():
     assert not unpaired, unpaired
     assert P.benchmark("simulate/{setting}") == "results/benchmarks/simulate/{setting}.tsv"
     assert P.BENCHMARKS_ROOT.startswith(P.RESULTS_ROOT + "/")
-    # the scorecard reads the leakage jobs' logs by this path (Resolved.leakage_summary_logs)
-    log = _LOG.search(blocks["leakage"][1])
-    assert P.job_log(log.group(1)) == "logs/leakage/{model}/{dataset}.log"
+    # the leakage jobs' cost records sit beside their benchmark tables (the scorecard reads them)
+    assert P.LEAKAGE_COST == P.benchmark("leakage/{model}/{dataset}").replace(".tsv", ".cost.json")
+    assert "cost=PATHS.LEAKAGE_COST" in blocks["leakage"][1]
 
 
 #: What each wildcard of a pattern may be when filled in.

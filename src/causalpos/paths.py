@@ -112,14 +112,10 @@ def score_shard(model: str, dataset: str, k: int) -> str:
     return SCORE_SHARD.format(model=model, dataset=dataset, shard=f"{k:04d}")
 
 
-#: A job's log (its last line: wall time, CPU time and peak memory, ``causalpos.io.joblog``).
-JOB_LOG = "logs/{job}.log"
-
-
-def job_log(job: str) -> str:
-    """The log of ``job`` (wildcards kept): ``job_log("leakage/{model}/{dataset}")`` is
-    ``logs/leakage/{model}/{dataset}.log``."""
-    return JOB_LOG.format(job=job)
+#: A leakage summary job's own measure of its cost, beside its benchmark table (CPU-s and peak
+#: memory of its process at its end: ``causalpos.io.joblog.write_job_cost``): the scorecard's
+#: power notes price a larger summary from it.
+LEAKAGE_COST = BENCHMARKS_ROOT + "/leakage/{model}/{dataset}.cost.json"
 
 
 def benchmark(job: str) -> str:
@@ -156,6 +152,7 @@ PATTERNS = (
     SCORE_STORE,
     NORMALIZED_STORE,
     LEAKAGE_STORE,
+    LEAKAGE_COST,
     POSITION0_STORE,
     GRAM_STORE,
     LENGTHGEN_STORE,

@@ -144,27 +144,30 @@ def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
     )
 
 
-def test_the_summary_cost_is_read_from_the_leakage_jobs_logs(tmp_path):
-    from causalpos.io.joblog import done_line
+def test_the_summary_cost_is_read_from_the_leakage_jobs_cost_records(tmp_path):
+    from causalpos.io.joblog import process_cpu_s, write_job_cost
 
-    good = tmp_path / "good.log"
-    good.write_text("INFO summary\n" + done_line(32.2, 30.66, 0.53, "no torch", 1669.1) + "\n")
-    inputs = {"summary_log/gemma3-270m/kjv-chunks640-bos": str(good), "headline": "x.csv"}
-    assert K.read_summary_logs(inputs) == {
-        ("gemma3-270m", "kjv-chunks640-bos"): K.Measured(30.66, 1669.0)
+    good = tmp_path / "good.cost.json"
+    cpu_before = process_cpu_s()
+    record = write_job_cost(good)
+    # this process's CPU so far and its peak memory, read back as written
+    assert cpu_before - 0.001 <= record["cpu_s"] <= process_cpu_s() + 0.001
+    assert record["peak_rss_mib"] > 10
+    inputs = {"summary_cost/gemma3-270m/kjv-chunks640-bos": str(good), "headline": "x.csv"}
+    assert K.read_summary_costs(inputs) == {
+        ("gemma3-270m", "kjv-chunks640-bos"): K.Measured(record["cpu_s"], record["peak_rss_mib"])
     }
-    # a log without the peak memory: the CPU time alone
-    old = tmp_path / "old.log"
-    old.write_text("done in 5.2 s; CPU 5.10 s, start-up 0.50 s (no torch)\n")
-    assert K.read_summary_logs({"summary_log/m/d": str(old)}) == {("m", "d"): K.Measured(5.1, None)}
-    # a failed job's log (no done line), or one without the CPU time: refused, naming the file
-    failed = tmp_path / "failed.log"
-    failed.write_text("Traceback (most recent call last):\nMemoryError\n")
-    no_cpu = tmp_path / "no_cpu.log"
-    no_cpu.write_text("done in 5.2 s (no torch)\n")
-    for path in (failed, no_cpu):
-        with pytest.raises(ValueError, match=f"{path.name}: the log of the leakage job of m on d"):
-            K.read_summary_logs({"summary_log/m/d": str(path)})
+    # a record without the peak memory: the CPU time alone
+    cpu_only = tmp_path / "cpu_only.cost.json"
+    cpu_only.write_text('{"cpu_s": 5.1}')
+    got = K.read_summary_costs({"summary_cost/m/d": str(cpu_only)})
+    assert got == {("m", "d"): K.Measured(5.1, None)}
+    # anything else is refused, naming the file and the rerun
+    for text in ("", "{}", '{"cpu_s": "x"}', "Traceback"):
+        bad = tmp_path / "bad.cost.json"
+        bad.write_text(text)
+        with pytest.raises(ValueError, match="bad.cost.json: not a job cost record.*rerun"):
+            K.read_summary_costs({"summary_cost/m/d": str(bad)})
 
 
 def test_claim3_within_a_model_reads_each_outcome_and_says_what_would_decide():
@@ -377,14 +380,13 @@ def test_a_summary_beyond_one_machines_reach_is_given_in_cpu_years():
     assert near.startswith("its leakage summary at most ~2,223 CPU-s there")
 
 
-def test_the_scorecard_stage_prices_its_power_notes_from_the_logs_it_is_given(
+def test_the_scorecard_stage_prices_its_power_notes_from_the_costs_it_is_given(
     tmp_path, monkeypatch
 ):
     import causalpos.stages.report as stage
-    from causalpos.io.joblog import done_line
 
-    log = tmp_path / "leakage.log"
-    log.write_text(done_line(13.1, 12.5, 0.5, "no torch", 3523.4) + "\n")
+    cost = tmp_path / "leakage.cost.json"
+    cost.write_text('{"cpu_s": 12.5, "peak_rss_mib": 3523.4}')
     seen = {}
 
     def build(inputs, materiality=None):
@@ -394,10 +396,10 @@ def test_the_scorecard_stage_prices_its_power_notes_from_the_logs_it_is_given(
     monkeypatch.setattr(stage, "build_scorecard", build)
     monkeypatch.setattr(stage, "to_markdown", lambda card: "")
     monkeypatch.setattr(stage, "stamp_table", lambda *a: None)
-    key = "summary_log/smollm2-135m/kjv-chunks128-bos"
-    stage.scorecard({key: str(log)}, tmp_path / "c.csv", tmp_path / "c.md")
+    key = "summary_cost/smollm2-135m/kjv-chunks128-bos"
+    stage.scorecard({key: str(cost)}, tmp_path / "c.csv", tmp_path / "c.md")
     assert seen == {
         "inputs": {},
-        "measured": {("smollm2-135m", "kjv-chunks128-bos"): K.Measured(12.5, 3523.0)},
+        "measured": {("smollm2-135m", "kjv-chunks128-bos"): K.Measured(12.5, 3523.4)},
     }
     assert K.MEASURED.get() is None  # set for that build only

@@ -513,5 +513,5 @@ def scorecard_inputs(wildcards):
         **CFG.findings_inputs(),
         "findings_template": FINDINGS_TEMPLATE,
         # the leakage jobs' benchmarks: their CPU time prices the power notes
-        **(CFG.leakage_summary_logs() if CFG.leakage_targets() else {}),
+        **(CFG.leakage_summary_costs() if CFG.leakage_targets() else {}),
     }

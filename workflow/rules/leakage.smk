@@ -19,7 +19,10 @@ rule leakage:
         scores=score_dir,
         data=data_store,
     output:
-        directory(PATHS.LEAKAGE_STORE),
+        store=directory(PATHS.LEAKAGE_STORE),
+        # the job's CPU time and peak memory: the scorecard's power notes price a larger
+        # summary from them (a benchmark table samples a 15-45 s job at about 15 s)
+        cost=PATHS.LEAKAGE_COST,
     log:
         "logs/leakage/{model}/{dataset}.log",
     benchmark:

@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from causalpos.io.runlog import collector_off_until_logged, logged  # noqa: E402
 
 collector_off_until_logged()  # the stage's imports without collections
+from causalpos.io.joblog import write_job_cost  # noqa: E402
 from causalpos.stages.leakage import leakage  # noqa: E402
 
 # numpy's large arrays (the Grams and their replicates) on small pages: io.runlog.numpy_small_pages
@@ -16,7 +17,7 @@ with logged(snakemake.log[0], snakemake.threads, huge_pages=False, exit_when_don
     leakage(
         # the pair's score directory (extract_scores, or merge_scores over shards): one store a variant
         {v: f"{snakemake.input.scores}/{v}.zarr" for v in p.variants},
-        snakemake.output[0],
+        snakemake.output.store,
         settings=dict(p.summary),
         data_store=snakemake.input.data,
         strata=p.strata,
@@ -27,3 +28,4 @@ with logged(snakemake.log[0], snakemake.threads, huge_pages=False, exit_when_don
             **dict(p.model_attrs),
         },
     )
+    write_job_cost(snakemake.output.cost)  # last: the summary written, its cost complete

@@ -287,12 +287,12 @@ class LeakageSection(Section):
     def leakage_summary_stores(self) -> list[str]:
         return [paths.LEAKAGE_STORE.format(model=m, dataset=d) for m, d in self.leakage_pairs()]
 
-    def leakage_summary_logs(self) -> dict[str, str]:
-        """``{summary_log/<model>/<dataset>: job log}`` of every leakage summary job: the
+    def leakage_summary_costs(self) -> dict[str, str]:
+        """``{summary_cost/<model>/<dataset>: cost record}`` of every leakage summary job: the
         scorecard's power notes price a larger summary from its CPU time and peak memory, as
-        the job's log records them (:func:`causalpos.scorecard.paper2_kinds.read_summary_logs`)."""
+        the job recorded them (:func:`causalpos.scorecard.paper2_kinds.read_summary_costs`)."""
         return {
-            f"summary_log/{m}/{d}": paths.job_log(f"leakage/{m}/{d}")
+            f"summary_cost/{m}/{d}": paths.LEAKAGE_COST.format(model=m, dataset=d)
             for m, d in self.leakage_pairs()
         }
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from causalpos.io.joblog import parse_done_line
+from causalpos.io.joblog import read_job_cost
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
 
 #: z of a two-sided 95 % interval and of 80 % power: the sample that would resolve an effect of
@@ -23,54 +23,51 @@ Z_INTERVAL, Z_POWER = 1.959964, 0.841621
 
 
 class Measured(NamedTuple):
-    """One leakage summary job's cost as its log records it (:mod:`causalpos.io.joblog`): CPU-s
-    and peak resident memory (MiB; None in a log without it)."""
+    """One leakage summary job's cost as the job recorded it (:mod:`causalpos.io.joblog`):
+    CPU-s and peak resident memory (MiB; None in a record without it)."""
 
     cpu_s: float
     rss_mib: float | None = None
 
 
-#: The leakage summary jobs' costs measured in the run being scored, per (model, dataset): the
-#: last line of each ``leakage`` job's log (``logs/leakage/<model>/<dataset>.log``, the scorecard
-#: rule's declared inputs ``summary_log/<model>/<dataset>``: :func:`read_summary_logs`), set for
-#: one scorecard build by :func:`measured_summaries`. Not Snakemake's benchmark table: it samples
-#: every 0.5 s for its first 30 samples and every 30 s after, so a job of 15-45 s reads the CPU
-#: of its first ~15 s (measured: 14.6 CPU-s for a job whose log records 30.7). Its Gram terms
-#: grow as n², so :func:`summary_cost` scales it by (n'/n)², n the prompts the row was read at.
+#: The leakage summary jobs' costs measured in the run being scored, per (model, dataset): each
+#: ``leakage`` job's cost record (``results/benchmarks/leakage/<model>/<dataset>.cost.json``, the
+#: scorecard rule's declared inputs ``summary_cost/<model>/<dataset>``:
+#: :func:`read_summary_costs`), set for one scorecard build by :func:`measured_summaries`. Not
+#: Snakemake's benchmark table: it samples every 0.5 s for its first 30 samples and every 30 s
+#: after, so a job of 15-45 s reads the CPU of its first ~15 s (measured: 14.6 CPU-s for a job
+#: whose log records 30.7). Its Gram terms grow as n², so :func:`summary_cost` scales it by
+#: (n'/n)², n the prompts the row was read at.
 MEASURED: ContextVar[Mapping[tuple[str, str], Measured] | None] = ContextVar(
     "measured_summaries", default=None
 )
-#: The scorecard input key of a leakage job's log (:func:`read_summary_logs`).
-SUMMARY_LOG_KEY = "summary_log/"
+#: The scorecard input key of a leakage job's cost record (:func:`read_summary_costs`).
+SUMMARY_COST_KEY = "summary_cost/"
 
 
-def read_summary_logs(inputs: Mapping[str, str]) -> dict[tuple[str, str], Measured]:
-    """``{(model, dataset): Measured}`` from the inputs keyed ``summary_log/<model>/<dataset>``:
-    the CPU time and peak RSS of the last ``done in`` line of each leakage job's log
-    (:func:`causalpos.io.joblog.parse_done_line`). A log without that line (a failed job), or
-    whose line has no CPU time (older code), is a ValueError naming the file and the rerun."""
+def read_summary_costs(inputs: Mapping[str, str]) -> dict[tuple[str, str], Measured]:
+    """``{(model, dataset): Measured}`` from the inputs keyed ``summary_cost/<model>/<dataset>``:
+    each leakage job's CPU time and peak memory (:func:`causalpos.io.joblog.read_job_cost`). A
+    file that is not a cost record is a ValueError naming it and the rerun."""
     out = {}
     for key, path in inputs.items():
-        if not key.startswith(SUMMARY_LOG_KEY):
+        if not key.startswith(SUMMARY_COST_KEY):
             continue
-        model, dataset = key.removeprefix(SUMMARY_LOG_KEY).split("/", 1)
-        with open(path, errors="replace") as fh:
-            lines = fh.read().splitlines()
-        done = next((d for d in map(parse_done_line, reversed(lines)) if d is not None), None)
-        if done is None or done["cpu_s"] is None:
+        model, dataset = key.removeprefix(SUMMARY_COST_KEY).split("/", 1)
+        try:
+            out[(model, dataset)] = Measured(*read_job_cost(path))
+        except ValueError as e:
             raise ValueError(
-                f"{path}: the log of the leakage job of {model} on {dataset} records no CPU time "
-                "(the job failed, or older code wrote it). Fix: rerun that job "
+                f"{e}: the cost of the leakage job of {model} on {dataset}. Fix: rerun that job "
                 "(snakemake -R leakage)"
-            )
-        out[(model, dataset)] = Measured(done["cpu_s"], done["peak_rss_mib"])
+            ) from None
     return out
 
 
 @contextmanager
 def measured_summaries(measured: Mapping[tuple[str, str], Measured]):
     """Within the block, :func:`summary_cost` reads the leakage summaries' measured costs
-    ``measured`` (:func:`read_summary_logs`)."""
+    ``measured`` (:func:`read_summary_costs`)."""
     token = MEASURED.set(dict(measured))
     try:
         yield

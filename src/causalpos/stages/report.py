@@ -11,9 +11,9 @@ from causalpos.findings.render import Tables, render
 from causalpos.io.provenance import check_table, stamp_table
 from causalpos.scorecard import build_scorecard, to_markdown
 from causalpos.scorecard.paper2_kinds import (
-    SUMMARY_LOG_KEY,
+    SUMMARY_COST_KEY,
     measured_summaries,
-    read_summary_logs,
+    read_summary_costs,
 )
 
 log = logging.getLogger("causalpos.stages.report")
@@ -41,11 +41,11 @@ def scorecard(
     findings page: the template ``inputs["findings_template"]`` filled from the ``table_*``
     inputs and this scorecard, references this run has no value for marked
     (:func:`causalpos.findings.render.render`, not strict). The inputs keyed
-    ``summary_log/<model>/<dataset>`` are the leakage jobs' logs: the CPU time and peak memory
-    they record price the power notes
-    (:func:`causalpos.scorecard.paper2_kinds.read_summary_logs`)."""
-    measured = read_summary_logs(inputs)
-    inputs = {k: v for k, v in inputs.items() if not k.startswith(SUMMARY_LOG_KEY)}
+    ``summary_cost/<model>/<dataset>`` are the leakage jobs' cost records: the CPU time and
+    peak memory they hold price the power notes
+    (:func:`causalpos.scorecard.paper2_kinds.read_summary_costs`)."""
+    measured = read_summary_costs(inputs)
+    inputs = {k: v for k, v in inputs.items() if not k.startswith(SUMMARY_COST_KEY)}
     check_table(*inputs.values())  # each table made under this config's settings (io.provenance)
     with measured_summaries(measured):
         card = build_scorecard(dict(inputs), materiality=materiality)

@@ -48,7 +48,6 @@ class GramCache:
         self.seed = seed
         self._data: dict[str, xr.Dataset] = {}
         self._masks: dict[tuple, dict] = {}
-        self._stats: dict[tuple, PromptStats] = {}
         self._designs: dict[tuple, Design] = {}
         self._grams: dict[tuple, dict[str, np.ndarray]] = {}
         self._est: dict[tuple, dict[str, np.ndarray]] = {}
@@ -75,11 +74,12 @@ class GramCache:
         return self._masks[key]
 
     def stats(self, run: str, window: str, target: str, layer) -> PromptStats:
-        key = (run, window, target, layer)
-        if key not in self._stats:
-            mask = self.masks(run, window, target)[layer]
-            self._stats[key] = store_stats(self.data(run), layer, window, target, mask)
-        return self._stats[key]
+        """The layer's per-prompt statistics, computed again at each call (not kept): they are
+        read only to build the Grams, which are kept, and holding them for every run, window,
+        target and layer grew the summary's memory as n (1.9 GiB of its 5.4 at 64 prompts of
+        SmolLM2's 9 runs) for a few seconds of CPU (benchmarks/bench_leakage_summary.py)."""
+        mask = self.masks(run, window, target)[layer]
+        return store_stats(self.data(run), layer, window, target, mask)
 
     def design(self, mask: np.ndarray, fit: str, landmark: bool) -> Design:
         key = (np.packbits(mask).tobytes(), mask.shape, fit, landmark)
