@@ -8,7 +8,6 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from causalpos.io.runlog import collector_off_until_logged, logged  # noqa: E402
 
 collector_off_until_logged()  # the stage's imports without collections
-from causalpos.io.joblog import write_job_cost  # noqa: E402
 from causalpos.stages.leakage import leakage  # noqa: E402
 
 # numpy's large arrays (the Grams and their replicates) on small pages: io.runlog.numpy_small_pages
@@ -18,6 +17,7 @@ with logged(snakemake.log[0], snakemake.threads, huge_pages=False, exit_when_don
         # the pair's score directory (extract_scores, or merge_scores over shards): one store a variant
         {v: f"{snakemake.input.scores}/{v}.zarr" for v in p.variants},
         snakemake.output.store,
+        cost=snakemake.output.cost,
         settings=dict(p.summary),
         data_store=snakemake.input.data,
         strata=p.strata,
@@ -28,4 +28,3 @@ with logged(snakemake.log[0], snakemake.threads, huge_pages=False, exit_when_don
             **dict(p.model_attrs),
         },
     )
-    write_job_cost(snakemake.output.cost)  # last: the summary written, its cost complete

@@ -27,6 +27,7 @@ def leakage(
     strata: str = "none",
     min_stratum: int = 5,
     attrs: Mapping | None = None,
+    cost=None,
 ) -> xr.Dataset:
     """``leakage`` rule: :func:`summarize_leakage` of the merged score stores of one (model,
     dataset), written to ``out``.
@@ -40,7 +41,10 @@ def leakage(
         data_store: the dataset's token store (its ``source`` labels, for ``strata="source"``,
             its mode and position 0).
         strata, min_stratum, attrs: as :func:`summarize_leakage` reads them.
+        cost: where to write the job's CPU time and peak memory once the summary is written
+        (:func:`causalpos.io.joblog.write_job_cost`: the scorecard's power notes read them).
     """
+    from causalpos.io.joblog import write_job_cost
     from causalpos.io.store import open_dataset, write_dataset
 
     summary_settings = LeakageSettings.from_params(settings or {})
@@ -53,6 +57,8 @@ def leakage(
         opened, summary_settings, data=data, strata=strata, min_stratum=min_stratum, attrs=attrs
     )
     write_dataset(ds, out)
+    if cost is not None:  # last: the summary written, its cost complete
+        write_job_cost(cost)
     return ds
 
 
