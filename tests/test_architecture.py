@@ -109,8 +109,8 @@ def test_no_import_cycles():
 #: its Markdown through the one renderer.
 SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causalpos.paths"}
 SCORECARD_MAY_IMPORT |= {"causalpos.markdown", "causalpos.catalogue", "causalpos.settings"}
-# the leakage jobs' logs, whose last line prices the power notes (a leaf of the standard library)
-SCORECARD_MAY_IMPORT |= {"causalpos.io.joblog"}
+# the leakage jobs' cost records, which price the power notes (a leaf of the standard library)
+SCORECARD_MAY_IMPORT |= {"causalpos.io.jobcost"}
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 
 

@@ -113,7 +113,7 @@ def score_shard(model: str, dataset: str, k: int) -> str:
 
 
 #: A leakage summary job's own measure of its cost, beside its benchmark table (CPU-s and peak
-#: memory of its process at its end: ``causalpos.io.joblog.write_job_cost``): the scorecard's
+#: memory of its process at its end: ``causalpos.io.jobcost.write_job_cost``): the scorecard's
 #: power notes price a larger summary from it.
 LEAKAGE_COST = BENCHMARKS_ROOT + "/leakage/{model}/{dataset}.cost.json"
 

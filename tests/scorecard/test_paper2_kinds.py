@@ -145,7 +145,8 @@ def test_power_note_says_the_direction_and_the_summary_cost_at_that_n():
 
 
 def test_the_summary_cost_is_read_from_the_leakage_jobs_cost_records(tmp_path):
-    from causalpos.io.joblog import process_cpu_s, write_job_cost
+    from causalpos.io.jobcost import write_job_cost
+    from causalpos.io.joblog import process_cpu_s
 
     good = tmp_path / "good.cost.json"
     cpu_before = process_cpu_s()

@@ -5,11 +5,9 @@ CPU and its peak resident memory; :func:`read_job_logs` reads them for every job
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -43,34 +41,6 @@ def peak_rss_mib() -> float:
 
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024
-
-
-def write_job_cost(path: str | os.PathLike) -> dict:
-    """Write this process's cost so far to ``path`` (JSON, renamed into place): ``cpu_s``
-    (:func:`process_cpu_s`, its start-up included, as :func:`done_line`'s CPU) and
-    ``peak_rss_mib`` (:func:`peak_rss_mib`). Called by a job as its last step; returns the record."""
-    record = {"cpu_s": round(process_cpu_s(), 3), "peak_rss_mib": round(peak_rss_mib(), 1)}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return record
-
-
-def read_job_cost(path: str | os.PathLike) -> tuple[float, float | None]:
-    """``(cpu_s, peak_rss_mib)`` of a :func:`write_job_cost` record; ValueError naming the file
-    for one that is not (a missing peak reads None)."""
-    import json
-
-    try:
-        record = json.loads(Path(path).read_text())
-        cpu, rss = float(record["cpu_s"]), record.get("peak_rss_mib")
-        return cpu, None if rss is None else float(rss)
-    except (OSError, ValueError, TypeError, KeyError) as e:
-        raise ValueError(f"{path}: not a job cost record ({type(e).__name__}: {e})") from None
 
 
 def done_line(

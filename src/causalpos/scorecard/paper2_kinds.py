@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from causalpos.io.joblog import read_job_cost
+from causalpos.io.jobcost import read_job_cost
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED
 
 #: z of a two-sided 95 % interval and of 80 % power: the sample that would resolve an effect of
@@ -23,7 +23,7 @@ Z_INTERVAL, Z_POWER = 1.959964, 0.841621
 
 
 class Measured(NamedTuple):
-    """One leakage summary job's cost as the job recorded it (:mod:`causalpos.io.joblog`):
+    """One leakage summary job's cost as the job recorded it (:mod:`causalpos.io.jobcost`):
     CPU-s and peak resident memory (MiB; None in a record without it)."""
 
     cpu_s: float
@@ -47,7 +47,7 @@ SUMMARY_COST_KEY = "summary_cost/"
 
 def read_summary_costs(inputs: Mapping[str, str]) -> dict[tuple[str, str], Measured]:
     """``{(model, dataset): Measured}`` from the inputs keyed ``summary_cost/<model>/<dataset>``:
-    each leakage job's CPU time and peak memory (:func:`causalpos.io.joblog.read_job_cost`). A
+    each leakage job's CPU time and peak memory (:func:`causalpos.io.jobcost.read_job_cost`). A
     file that is not a cost record is a ValueError naming it and the rerun."""
     out = {}
     for key, path in inputs.items():

@@ -42,9 +42,9 @@ def leakage(
             its mode and position 0).
         strata, min_stratum, attrs: as :func:`summarize_leakage` reads them.
         cost: where to write the job's CPU time and peak memory once the summary is written
-        (:func:`causalpos.io.joblog.write_job_cost`: the scorecard's power notes read them).
+        (:func:`causalpos.io.jobcost.write_job_cost`: the scorecard's power notes read them).
     """
-    from causalpos.io.joblog import write_job_cost
+    from causalpos.io.jobcost import write_job_cost
     from causalpos.io.store import open_dataset, write_dataset
 
     summary_settings = LeakageSettings.from_params(settings or {})
