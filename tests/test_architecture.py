@@ -109,7 +109,7 @@ def test_no_import_cycles():
 #: its Markdown through the one renderer.
 SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causalpos.paths"}
 SCORECARD_MAY_IMPORT |= {"causalpos.markdown", "causalpos.catalogue", "causalpos.settings"}
-# the leakage jobs' cost records, which price the power notes (a leaf of the standard library)
+# the leakage jobs' cost records, which price the power notes (standard library only)
 SCORECARD_MAY_IMPORT |= {"causalpos.io.jobcost"}
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 

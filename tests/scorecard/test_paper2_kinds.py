@@ -158,6 +158,10 @@ def test_the_summary_cost_is_read_from_the_leakage_jobs_cost_records(tmp_path):
     assert K.read_summary_costs(inputs) == {
         ("gemma3-270m", "kjv-chunks640-bos"): K.Measured(record["cpu_s"], record["peak_rss_mib"])
     }
+    # a record that cannot be written is an error of the job, not a silent skip
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(OSError, match="cannot write the job's cost record"):
+        write_job_cost(tmp_path / "a_file" / "x.cost.json")
     # a record without the peak memory: the CPU time alone
     cpu_only = tmp_path / "cpu_only.cost.json"
     cpu_only.write_text('{"cpu_s": 5.1}')

@@ -1,40 +1,33 @@
 """A job's own record of its cost, for another rule to read: CPU time and peak memory of the
 job's process at its end (:func:`write_job_cost`), read back by :func:`read_job_cost`. The leakage
 summaries write one (``causalpos.paths.LEAKAGE_COST``), which prices the scorecard's power notes:
-Snakemake's benchmark table samples a 15-45 s job's CPU at about 15 s. A leaf of the standard
-library and :mod:`causalpos.io.joblog`.
+Snakemake's benchmark table samples a 15-45 s job's CPU at about 15 s. Imports the standard
+library, :mod:`causalpos.io.atomic` and :mod:`causalpos.io.joblog` only.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from causalpos.io.atomic import replace_json
 from causalpos.io.joblog import peak_rss_mib, process_cpu_s
 
 
 def write_job_cost(path: str | os.PathLike) -> dict:
     """Write this process's cost so far to ``path`` (JSON, renamed into place): ``cpu_s``
-    (:func:`process_cpu_s`, its start-up included, as :func:`done_line`'s CPU) and
+    (its start-up included, as :func:`causalpos.io.joblog.done_line`'s CPU) and
     ``peak_rss_mib`` (:func:`peak_rss_mib`). Called by a job as its last step; returns the record."""
     record = {"cpu_s": round(process_cpu_s(), 3), "peak_rss_mib": round(peak_rss_mib(), 1)}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    if not replace_json(path, record):
+        raise OSError(f"cannot write the job's cost record {path}")
     return record
 
 
 def read_job_cost(path: str | os.PathLike) -> tuple[float, float | None]:
     """``(cpu_s, peak_rss_mib)`` of a :func:`write_job_cost` record; ValueError naming the file
     for one that is not (a missing peak reads None)."""
-    import json
-
     try:
         record = json.loads(Path(path).read_text())
         cpu, rss = float(record["cpu_s"]), record.get("peak_rss_mib")
