@@ -18,7 +18,8 @@ from causalpos.io.joblog import peak_rss_mib, process_cpu_s
 def write_job_cost(path: str | os.PathLike) -> dict:
     """Write this process's cost so far to ``path`` (JSON, renamed into place): ``cpu_s``
     (its start-up included, as :func:`causalpos.io.joblog.done_line`'s CPU) and
-    ``peak_rss_mib`` (:func:`peak_rss_mib`). Called by a job as its last step; returns the record."""
+    ``peak_rss_mib`` (:func:`peak_rss_mib`). Called by a job as its last step; returns the
+    record."""
     record = {"cpu_s": round(process_cpu_s(), 3), "peak_rss_mib": round(peak_rss_mib(), 1)}
     if not replace_json(path, record):
         raise OSError(f"cannot write the job's cost record {path}")

@@ -75,9 +75,10 @@ class GramCache:
 
     def stats(self, run: str, window: str, target: str, layer) -> PromptStats:
         """The layer's per-prompt statistics, computed again at each call (not kept): they are
-        read only to build the Grams, which are kept, and holding them for every run, window,
-        target and layer grew the summary's memory as n (1.9 GiB of its 5.4 at 64 prompts of
-        SmolLM2's 9 runs) for a few seconds of CPU (benchmarks/bench_leakage_summary.py)."""
+        read only to build the Grams, which are kept. Holding them for every run, window, target
+        and layer grew the summary's memory as n (1.9 GB of its 5.6 GB peak at 64 prompts of
+        SmolLM2's 9 runs), and recomputing them costs no measurable CPU
+        (benchmarks/bench_leakage_summary.py; docs/performance.md)."""
         mask = self.masks(run, window, target)[layer]
         return store_stats(self.data(run), layer, window, target, mask)
 
