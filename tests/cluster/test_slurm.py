@@ -128,11 +128,16 @@ def _cancel_after_checkpoint(cluster, work: Path, stop: threading.Event, out: li
             if com == comment and state == "RUNNING":
                 jobid = job
         time.sleep(0.1)
+    # the job's processes, found while it starts: scanning /proc takes tens of milliseconds on
+    # a loaded machine, as long as the job's last steps after its first checkpoint
+    pids: list[int] = []
+    next_scan = 0.0
     while not stop.is_set():
         if any(ckpts.glob("step-*/trainer_state.pt")):
             # stopped at once (scancel's round trip can outlast the job's last steps and its
-            # clean-up); scancel then continues and ends them (SIGCONT, SIGTERM)
-            for pid in _job_processes(jobid):
+            # clean-up), those known first, then any the last scan missed; scancel then
+            # continues and ends them (SIGCONT, SIGTERM)
+            for pid in pids + _job_processes(jobid):
                 try:
                     os.kill(pid, signal.SIGSTOP)
                 except ProcessLookupError:
@@ -140,6 +145,8 @@ def _cancel_after_checkpoint(cluster, work: Path, stop: threading.Event, out: li
             subprocess.run(["scancel", jobid], env=cluster.env(), check=True)
             out.append(jobid)
             return
+        if time.monotonic() >= next_scan:
+            pids, next_scan = _job_processes(jobid), time.monotonic() + 0.2
         time.sleep(0.005)
 
 
