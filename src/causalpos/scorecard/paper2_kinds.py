@@ -109,8 +109,8 @@ def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
     (need / n)² times this run's; in CPU-s where :data:`MEASURED` holds the pair's measurement
     (its summary read at ``n`` prompts). An upper bound: at a few dozen prompts most of the
     summary's time does not grow with n (configs/decide.yaml: measured). Its peak memory, where
-    measured, as a range: need / n times this run's (the runs' per-prompt statistics it holds,
-    as measured from 16 to 128 prompts: benchmarks/bench_leakage_summary.py) to (need / n)² (its
+    measured, as a range: need / n times this run's (the runs' per-prompt statistics it loads:
+    near linear from 16 to 128 prompts, benchmarks/bench_leakage_summary.py) to (need / n)² (its
     Grams). A CPU bound beyond :data:`REACH_CPU_S` says so, in CPU-years."""
     factor = (need / n) ** 2
     m = (MEASURED.get() or {}).get((model, dataset))
