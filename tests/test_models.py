@@ -20,7 +20,11 @@ from causalpos.models.load import (
     read_source,
     sha256_file,
 )
-from causalpos.models.tokenizers import DIRECT_MODEL_TYPES, direct_load_applies, tokenizer_from_dir
+from causalpos.models.tokenizers import (
+    DIRECT_CLASSES,
+    direct_class,
+    tokenizer_from_dir,
+)
 from causalpos.sampling import SequenceSample, draw_sequences, tokenizer_fingerprint
 from tests.conftest import ARCHS, CollectScores
 
@@ -150,42 +154,74 @@ def _same_tokenizer(a, b, tmp_path) -> None:
         ).read_bytes()
 
 
-@pytest.mark.parametrize("arch", [None, "llama", "mistral", "qwen2"])
-def test_load_tokenizer_is_autotokenizers_choice(tmp_path, tokenizer_dir, arch):
+@pytest.mark.parametrize(
+    "arch, named, direct",
+    [
+        (None, None, "TokenizersBackend"),
+        ("llama", None, "TokenizersBackend"),
+        ("mistral", None, None),
+        ("qwen2", None, None),
+        ("gemma3", None, None),  # a Gemma config naming TokenizersBackend: AutoTokenizer decides
+        ("gemma3", "GemmaTokenizer", "GemmaTokenizer"),  # Gemma-3 270M's own two files
+        ("qwen2", "GemmaTokenizer", None),  # the class outside the model types it is kept for
+    ],
+)
+def test_load_tokenizer_is_autotokenizers_choice(tmp_path, tokenizer_dir, arch, named, direct):
     from transformers import AutoTokenizer
 
     directory = tokenizer_dir  # the tokenizer alone: no config.json
     if arch is not None:
         spec = {"source": "random_init", "architecture": arch, "tokenizer": str(tokenizer_dir)}
         directory = build_model_dir("m", spec, tmp_path / "m")
-    assert direct_load_applies(directory) == (arch in DIRECT_MODEL_TYPES)
-    _same_tokenizer(
-        tokenizer_from_dir(directory), AutoTokenizer.from_pretrained(directory), tmp_path
-    )
+    if named is not None:
+        cfg_path = directory / "tokenizer_config.json"
+        cfg = json.loads(cfg_path.read_text())
+        cfg_path.write_text(json.dumps({**cfg, "tokenizer_class": named}))
+    assert direct_class(directory) == direct
+    tok = tokenizer_from_dir(directory)
+    _same_tokenizer(tok, AutoTokenizer.from_pretrained(directory), tmp_path)
+    assert direct is None or type(tok).__name__ == direct
 
 
 def test_direct_tokenizer_types_are_those_autotokenizer_keeps():
     """AutoTokenizer keeps the class a tokenizer_config.json names, except for the model types it
     knows to name a wrong one and for Mistral's own backend: none of them is loaded directly."""
+    import importlib
+
     from transformers.models.auto import tokenization_auto as auto
 
-    for model_type in DIRECT_MODEL_TYPES - {None}:
+    for model_type in set().union(*(types for _, types in DIRECT_CLASSES.values())) - {None}:
         assert model_type not in auto.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS
         assert "Mistral" not in str(auto.TOKENIZER_MAPPING_NAMES.get(model_type))
+    for name, (module, types) in DIRECT_CLASSES.items():
+        cls = getattr(importlib.import_module(module), name)
+        assert auto.tokenizer_class_from_name(name) is cls
+        if name != "TokenizersBackend":  # the class AutoTokenizer registers for each of its types
+            assert {auto.TOKENIZER_MAPPING_NAMES.get(t) for t in types} == {name}
 
 
-def test_direct_tokenizer_load_imports_no_torch(tokenizer_dir):
+@pytest.mark.parametrize("named", [None, "GemmaTokenizer"])
+def test_direct_tokenizer_load_imports_no_torch(tokenizer_dir, tmp_path, named):
     import subprocess
     import sys
 
+    directory = tokenizer_dir
+    if named is not None:  # Gemma-3's two files: its config's model type, its tokenizer's class
+        directory = tmp_path / "gemma"
+        shutil.copytree(tokenizer_dir, directory)
+        cfg = json.loads((directory / "tokenizer_config.json").read_text())
+        (directory / "tokenizer_config.json").write_text(
+            json.dumps({**cfg, "tokenizer_class": named})
+        )
+        (directory / "config.json").write_text(json.dumps({"model_type": "gemma3_text"}))
     code = (
         "import sys; from causalpos.models.tokenizers import tokenizer_from_dir; "
-        f"t = tokenizer_from_dir({str(tokenizer_dir)!r}); "
+        f"t = tokenizer_from_dir({str(directory)!r}); "
         "assert 'torch' not in sys.modules, 'torch imported'; print(type(t).__name__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "TokenizersBackend"
+    assert out.stdout.strip() == (named or "TokenizersBackend")
 
 
 def test_gguf_parsed_once_reuses_reader_and_name_map(tmp_path):
@@ -324,7 +360,7 @@ def test_smollm2_conversion_is_transformers_own(smollm2_dir, tmp_path):
     assert read_source(smollm2_dir)["sha256"] == {
         "model.safetensors": SMOLLM2_SHA256["model.safetensors"]
     }
-    assert direct_load_applies(smollm2_dir)
+    assert direct_class(smollm2_dir) == "TokenizersBackend"
     _same_tokenizer(
         tokenizer_from_dir(smollm2_dir), AutoTokenizer.from_pretrained(smollm2_dir), tmp_path
     )

@@ -166,11 +166,15 @@ ENV_MODELS = "../../envs/models.yaml"
 
 # Scheduling on a few cores: the jobs that start the long chains first, then the long jobs
 # themselves (training, extraction: a long job started last is the run's tail), then what
-# follows them; the short independent jobs (simulations, figures) fill the cores in between.
-# Priorities order the ready jobs only: what a job computes does not depend on them.
+# follows them; the short jobs fill the cores in between: first the scorecard's chain (the
+# simulations and every table it reads, then the scorecard), and last the figures, which no job
+# reads: the run ends on figures beside the scorecard, two at a time, not on the scorecard alone
+# after the last simulation. Priorities order the ready jobs only: what a job computes does not
+# depend on them.
 PRIORITY_FIRST = 30  # prepare_model, sample_sequences, train_tokenizer
 PRIORITY_LONG = 20  # train_model, init_twin, extract_scores(_shard)
 PRIORITY_NEXT = 10  # merge_scores, leakage
+PRIORITY_TABLES = 5  # simulate, the scorecard's tables and what they read, scorecard
 
 
 wildcard_constraints:

@@ -96,6 +96,7 @@ rule diagonal_normalize:
         "logs/diagonal_normalize/{model}/{dataset}/{variant}.log",
     benchmark:
         PATHS.benchmark("diagonal_normalize/{model}/{dataset}/{variant}")
+    priority: PRIORITY_TABLES
     conda:
         ENV_ANALYSIS
     threads: 1

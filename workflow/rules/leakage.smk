@@ -56,6 +56,7 @@ rule position0:
         "logs/position0/position0.log",
     benchmark:
         PATHS.benchmark("position0/position0")
+    priority: PRIORITY_TABLES
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -81,6 +82,7 @@ rule aggregate_leakage:
         "logs/aggregate_leakage/aggregate_leakage.log",
     benchmark:
         PATHS.benchmark("aggregate_leakage/aggregate_leakage")
+    priority: PRIORITY_TABLES
     conda:
         ENV_MODELS
     threads: 1

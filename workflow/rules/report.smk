@@ -12,6 +12,7 @@ rule scorecard:
         "logs/scorecard/scorecard.log",
     benchmark:
         PATHS.benchmark("scorecard/scorecard")
+    priority: PRIORITY_TABLES
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -8,6 +8,7 @@ rule simulate:
         "logs/simulate/{setting}.log",
     benchmark:
         PATHS.benchmark("simulate/{setting}")
+    priority: PRIORITY_TABLES
     conda:
         ENV_MODELS
     # One thread (one worker): the settings are independent jobs, and a 1-thread job can start
@@ -33,6 +34,7 @@ rule theory_check:
         "logs/theory_check/theory_check.log",
     benchmark:
         PATHS.benchmark("theory_check/theory_check")
+    priority: PRIORITY_TABLES
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -11,6 +11,7 @@ rule aggregate_sim_stats:
         "logs/aggregate_sim_stats/aggregate_sim_stats.log",
     benchmark:
         PATHS.benchmark("aggregate_sim_stats/aggregate_sim_stats")
+    priority: PRIORITY_TABLES
     conda:
         ENV_ANALYSIS
     threads: 1
@@ -34,6 +35,7 @@ rule aggregate_llm_stats:
         "logs/aggregate_llm_stats/aggregate_llm_stats.log",
     benchmark:
         PATHS.benchmark("aggregate_llm_stats/aggregate_llm_stats")
+    priority: PRIORITY_TABLES
     conda:
         ENV_ANALYSIS
     threads: 1

@@ -72,6 +72,7 @@ rule gram_panels:
         PATHS.benchmark("gram_panels/{model}")
     wildcard_constraints:
         model=r"[A-Za-z0-9_.-]+",
+    priority: PRIORITY_TABLES
     conda:
         ENV_MODELS
     threads: 1
@@ -100,6 +101,7 @@ rule gram_table:
         "logs/gram_table/gram_table.log",
     benchmark:
         PATHS.benchmark("gram_table/gram_table")
+    priority: PRIORITY_TABLES
     conda:
         ENV_MODELS
     threads: 1
@@ -283,6 +285,7 @@ rule compare_trained:
         "logs/compare_trained/compare_trained.log",
     benchmark:
         PATHS.benchmark("compare_trained/compare_trained")
+    priority: PRIORITY_TABLES
     conda:
         ENV_MODELS
     threads: 1

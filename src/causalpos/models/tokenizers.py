@@ -3,10 +3,11 @@
 ``AutoTokenizer.from_pretrained(dir)`` always reads the directory's ``config.json`` into its model
 config class first, to pick the tokenizer class; for a Llama config that import pulls in torch,
 ``torch._dynamo`` and ``torch.distributed`` (about 2.5 CPU-s), though the choice it makes for a
-directory whose ``tokenizer_config.json`` names ``TokenizersBackend`` is that class itself.
-:func:`tokenizer_from_dir` makes that choice from the two JSON files where it is known to be
-AutoTokenizer's (:data:`DIRECT_MODEL_TYPES`; ``tests/test_models.py`` checks the class and the
-encodings against AutoTokenizer's) and hands every other directory to AutoTokenizer.
+directory whose ``tokenizer_config.json`` names ``TokenizersBackend`` (SmolLM2) or
+``GemmaTokenizer`` (Gemma-3) is that class itself. :func:`tokenizer_from_dir` makes that choice
+from the two JSON files where it is known to be AutoTokenizer's (:data:`DIRECT_CLASSES`;
+``tests/test_models.py`` checks the class and the encodings against AutoTokenizer's) and hands
+every other directory to AutoTokenizer.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: The class a ``tokenizer_config.json`` must name for the direct load.
-DIRECT_CLASS = "TokenizersBackend"
-
-#: ``model_type`` values of ``config.json`` for which AutoTokenizer keeps the class the tokenizer
-#: config names (transformers' ``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS`` and Mistral's own
-#: backend are the exceptions it makes); ``None``: a tokenizer directory without ``config.json``
-#: (the tokenizer trained here).
-DIRECT_MODEL_TYPES = frozenset({None, "llama"})
+#: The classes loaded directly: the name a ``tokenizer_config.json`` gives -> the module that
+#: defines it and the ``model_type`` values of ``config.json`` for which AutoTokenizer keeps that
+#: class (transformers' ``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS`` and Mistral's own backend are
+#: the exceptions it makes); ``None``: a tokenizer directory without ``config.json`` (the tokenizer
+#: trained here). Gemma-3's ``GemmaTokenizer`` is the class AutoTokenizer registers for its model
+#: types, so it keeps the class the directory names.
+DIRECT_CLASSES: dict[str, tuple[str, frozenset]] = {
+    "TokenizersBackend": ("transformers.tokenization_utils_tokenizers", frozenset({None, "llama"})),
+    "GemmaTokenizer": ("transformers.models.gemma.tokenization_gemma", frozenset({"gemma3_text"})),
+}
 
 
 def _json(path: Path) -> dict | None:
@@ -33,29 +36,35 @@ def _json(path: Path) -> dict | None:
         return None
 
 
-def direct_load_applies(path: str | os.PathLike) -> bool:
-    """Whether :func:`tokenizer_from_dir` loads ``path`` without AutoTokenizer: a ``tokenizer.json``,
-    a ``tokenizer_config.json`` naming :data:`DIRECT_CLASS` with no ``auto_map`` (remote code),
-    and no ``config.json`` or one whose ``model_type`` is in :data:`DIRECT_MODEL_TYPES`."""
+def direct_class(path: str | os.PathLike) -> str | None:
+    """The class of :data:`DIRECT_CLASSES` that :func:`tokenizer_from_dir` loads ``path`` as without
+    AutoTokenizer, or None: a ``tokenizer.json``, a ``tokenizer_config.json`` naming that class with
+    no ``auto_map`` (remote code), and no ``config.json`` or one whose ``model_type`` is among the
+    class's."""
     path = Path(path)
     if not path.is_dir() or not (path / "tokenizer.json").is_file():
-        return False
+        return None
     tok_cfg = _json(path / "tokenizer_config.json")
-    if not tok_cfg or tok_cfg.get("tokenizer_class") != DIRECT_CLASS or "auto_map" in tok_cfg:
-        return False
+    if not tok_cfg or "auto_map" in tok_cfg or tok_cfg.get("tokenizer_class") not in DIRECT_CLASSES:
+        return None
+    name = tok_cfg["tokenizer_class"]
+    types = DIRECT_CLASSES[name][1]
     if not (path / "config.json").exists():
-        return True
+        return name if None in types else None
     model_cfg = _json(path / "config.json")
-    return model_cfg is not None and model_cfg.get("model_type") in DIRECT_MODEL_TYPES - {None}
+    model_type = None if model_cfg is None else model_cfg.get("model_type")
+    return name if model_type is not None and model_type in types else None
 
 
 def tokenizer_from_dir(path: str | os.PathLike) -> Any:
-    """``AutoTokenizer.from_pretrained(path)``'s tokenizer (a local directory); directly as
-    :data:`DIRECT_CLASS` where :func:`direct_load_applies`, without importing torch."""
-    if direct_load_applies(path):
-        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    """``AutoTokenizer.from_pretrained(path)``'s tokenizer (a local directory); directly as its
+    class of :data:`DIRECT_CLASSES` where :func:`direct_class` names one, without importing torch."""
+    name = direct_class(path)
+    if name is not None:
+        import importlib
 
-        return TokenizersBackend.from_pretrained(path, trust_remote_code=False)
+        cls = getattr(importlib.import_module(DIRECT_CLASSES[name][0]), name)
+        return cls.from_pretrained(path, trust_remote_code=False)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
