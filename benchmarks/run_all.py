@@ -109,7 +109,11 @@ def hardware() -> str:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     mem = psutil.virtual_memory().total / 2**30
-    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB, {gpu}; torch {torch.__version__}"
+    kind = torch.backends.cpu.get_cpu_capability()  # the yardstick's kind (yardstick.py)
+    return (
+        f"{cpu} ({kind} kernels), {os.cpu_count()} cores, {mem:.0f} GiB, {gpu}; "
+        f"torch {torch.__version__}"
+    )
 
 
 def run(cmd: list[str], **kw) -> tuple[str, float]:

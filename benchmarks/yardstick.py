@@ -9,10 +9,17 @@ not the noise of the moment), in GFLOP/s.
 A wall time ``t`` measured at yardstick ``r`` is reported also **at the reference speed**
 ``REFERENCE_GFLOPS`` (95 GFLOP/s, the rate of these build machines on a good day) as
 ``t * r / REFERENCE_GFLOPS``: what the same work would take on the reference machine, assuming the
-time scales with the sgemm rate (true of CPU-bound work; the pipeline's jobs are).
+time scales with the sgemm rate. That holds between machines of one kind (the same vector
+instructions): the pipeline's jobs are CPU-bound. It does not hold across kinds: a machine whose
+torch runs AVX-512 kernels reads about 1.6-1.9 times an AVX2 machine's sgemm rate, while the
+pipeline's Python, sparse and memory-bound work (its paper-2 summaries, light jobs, scheduling) is
+no faster there (docs/performance.md). The yardstick prints the kernels torch chose
+(``torch.backends.cpu.get_cpu_capability()``); a time at the reference speed is stated for a
+machine of the reference's kind only.
 
     python benchmarks/yardstick.py            # prints the rate
-    python benchmarks/yardstick.py --json     # {"sgemm_gflops": ..., "reference_gflops": 95.0}
+    python benchmarks/yardstick.py --json     # {"sgemm_gflops": ..., "reference_gflops": 95.0,
+                                              #  "cpu_capability": "AVX2"}
 """
 
 from __future__ import annotations
@@ -24,6 +31,14 @@ import time
 #: Single-thread sgemm rate of the build machines on a good day (GFLOP/s): the speed at which the
 #: performance goals (default run <= 15 min, test suite <= 6 min) are stated.
 REFERENCE_GFLOPS = 95.0
+
+
+def cpu_capability() -> str:
+    """The vector instructions of torch's CPU kernels on this machine ("AVX2", "AVX512", ...):
+    the machine's kind, within which a sgemm rate compares machines."""
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability())
 
 
 def sgemm_gflops(n: int = 1024, repeats: int = 20, threads: int = 1) -> float:
@@ -67,8 +82,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     rate = sgemm_gflops(args.n, args.repeats)
+    kind = cpu_capability()
     out = {"sgemm_gflops": round(rate, 1), "reference_gflops": REFERENCE_GFLOPS}
-    print(json.dumps(out) if args.json else f"single-thread sgemm: {rate:.1f} GFLOP/s")
+    out["cpu_capability"] = kind
+    print(json.dumps(out) if args.json else f"single-thread sgemm: {rate:.1f} GFLOP/s ({kind})")
     return out
 
 

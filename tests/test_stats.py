@@ -150,6 +150,27 @@ def test_within_strata_enumeration_helper_consistency():
     assert sampled == perms and len(perms) == 12
 
 
+def test_tied_keys_take_the_stable_order_whatever_the_unstable_sort_gave():
+    # Random doubles rarely tie; where they do, the per-block sort must order the tied items by
+    # position, as the stable lexsort on (stratum, key) does. Keys with many ties, and a sort
+    # that puts every tie in reverse, are repaired to exactly the stable argsort.
+    rng = np.random.default_rng(1)
+    blocks = [(0, 5), (5, 6), (6, 30), (30, 42)]
+    keys = rng.integers(0, 4, size=(7, 42)).astype(np.float64) / 4  # ties in every block
+    stable = np.empty((7, 42), dtype=np.int64)
+    reversed_ties = np.empty_like(stable)
+    for lo, hi in blocks:
+        stable[:, lo:hi] = lo + np.argsort(keys[:, lo:hi], axis=-1, kind="stable")
+        # sort by (key, -position): each run of equal keys in reverse position order
+        flip = np.argsort(keys[:, lo:hi][:, ::-1], axis=-1, kind="stable")
+        reversed_ties[:, lo:hi] = hi - 1 - flip
+    assert (reversed_ties != stable).any()
+    inner = np.ones(41, dtype=bool)
+    inner[[4, 5, 29]] = False  # each block's last position
+    stats._stable_ties(keys, reversed_ties, inner, blocks)
+    np.testing.assert_array_equal(reversed_ties, stable)
+
+
 def test_within_strata_permutations_are_the_lexsort_by_stratum_and_key():
     # The stream is fixed by the seed: sorting each stratum's block by its random keys is the
     # lexsort on (stratum, key) the permutations are defined by, permutation for permutation.

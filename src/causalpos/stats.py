@@ -210,19 +210,40 @@ def within_strata_permutations(
     # its keys (stable: ties by item index, as a lexsort on (stratum, key) breaks them)
     cuts = np.flatnonzero(np.diff(strata[base])) + 1
     blocks = list(zip(np.r_[0, cuts], np.r_[cuts, n]))
+    # a key's neighbour in sorted order is in another block at each block's last position
+    inner = np.ones(max(n - 1, 0), dtype=bool)
+    inner[cuts - 1] = False
     rng = np.random.default_rng(seed)
     done = 0
     while done < n_perm:
         c = min(chunk, n_perm - done)
         keys = rng.random((c, n))[:, base]
         # Sorting by (stratum, random key) gives, within each stratum block, a uniform shuffle.
-        order = np.empty((c, n), dtype=np.int64)
+        pos = np.empty((c, n), dtype=np.int64)  # positions in ``base`` order, sorted per block
         for lo, hi in blocks:
-            order[:, lo:hi] = base[lo:hi][np.argsort(keys[:, lo:hi], axis=-1, kind="stable")]
+            # the unstable sort (several times faster), repaired below where keys tie
+            pos[:, lo:hi] = lo + np.argsort(keys[:, lo:hi], axis=-1)
+        _stable_ties(keys, pos, inner, blocks)
         sigma = np.empty((c, n), dtype=np.int64)
-        sigma[:, base] = order
+        sigma[:, base] = base[pos]
         yield sigma
         done += c
+
+
+def _stable_ties(
+    keys: np.ndarray, pos: np.ndarray, inner: np.ndarray, blocks: list[tuple[int, int]]
+) -> None:
+    """Make ``pos`` (an unstable per-block argsort of ``keys``) the stable one: the blocks in
+    which two equal keys sit next to each other in sorted order are sorted again, stably (ties
+    by position). Keys are random doubles, so ties are rare; their order is then what a stable
+    sort gives, and the permutations are exactly the lexsort on (stratum, key)."""
+    ranked = np.empty_like(keys)
+    for r in range(keys.shape[0]):  # row by row: half the time of take_along_axis
+        np.take(keys[r], pos[r], out=ranked[r])
+    tie = (ranked[:, 1:] == ranked[:, :-1]) & inner
+    for r, at in zip(*np.nonzero(tie)):
+        lo, hi = next(b for b in blocks if b[0] <= at < b[1])
+        pos[r, lo:hi] = lo + np.argsort(keys[r, lo:hi], kind="stable")
 
 
 def stratified_pair_mask(seq_len: int, per_offset: int, seed: int = 0) -> np.ndarray:

@@ -85,6 +85,10 @@ def test_yardstick_scales_wall_time_to_the_reference_speed():
     before = torch.get_num_threads()
     Y.sgemm_gflops(n=64, repeats=1, threads=1)
     assert torch.get_num_threads() == before
+    # the machine's kind beside its rate: the kernels torch dispatches to here
+    out = Y.main(["--n", "64", "--repeats", "1", "--json"])
+    assert out["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert out["sgemm_gflops"] > 0 and out["reference_gflops"] == Y.REFERENCE_GFLOPS
 
 
 def test_run_all_reports_timings_with_the_yardstick(monkeypatch):

@@ -86,10 +86,12 @@ def permutation_test(
     for sigma in stats.within_strata_permutations(d, n_perm, seed, chunk):
         c = sigma.shape[0]
         # Row (r, level of position m) collects the value moved into position m: y[sigma[r, m]].
-        rows = np.concatenate(
-            [(np.arange(c)[:, None] * q + lev[None, :]).ravel() for lev in levels]
-        )
-        cols = np.concatenate([sigma.ravel()] * len(levels))
+        # Entries listed column by column (k = sigma[r, m], m = sigma⁻¹[r, k]), so each row's
+        # columns arrive sorted: the matrix is canonical without a sort of its indices.
+        inv = np.empty_like(sigma)
+        np.put_along_axis(inv, sigma, np.arange(n)[None, :], axis=-1)
+        rows = np.concatenate([(np.arange(c)[:, None] * q + lev[inv]).ravel() for lev in levels])
+        cols = np.tile(np.arange(n), c * len(levels))
         s_mat = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(c * q, n))
         v = (s_mat @ y_t).reshape(c, q, -1).transpose(0, 2, 1)  # (c, M, q)
         with np.errstate(divide="ignore", invalid="ignore"):
