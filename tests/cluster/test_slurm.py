@@ -49,6 +49,8 @@ SLURM = (
 )
 #: The job cancelled during the run: trained-nope's training, once it has a checkpoint.
 KILLED_RULE, KILLED_WILDCARDS = "train_model", "nope"
+#: What the command line of that job's training process holds (its rule's script).
+KILLED_SCRIPT = b"train_model.py"
 
 #: Forced (``-f``) in one SLURM invocation: one job of every rule of the smoke run but the
 #: three below and the two roots, with what re-running them re-runs (the model tiny-random's
@@ -113,12 +115,17 @@ class SlurmRun:
 
 
 def _cancel_after_checkpoint(cluster, work: Path, stop: threading.Event, out: list) -> None:
-    """scancel the training job of trained-nope as soon as its first checkpoint is complete.
+    """scancel the training job of trained-nope once its first checkpoint is complete, with the
+    job frozen at the moment the checkpoint is seen.
 
-    Its job id is looked up while it starts (torch, tokenization: seconds), so that only the
-    ``scancel`` is left once the checkpoint appears: the smoke model's remaining ten steps and
-    its save take a few tenths of a second, after which the checkpoints are deleted, so the job's
-    processes are stopped (SIGSTOP) before the ``scancel``."""
+    Its job id is looked up while it starts, then its training process (the one that writes the
+    checkpoints and, once trained, deletes them; found by its script's name) while it imports
+    torch and tokenizes (seconds). From then on, every millisecond, that process is stopped
+    (SIGSTOP) before the checkpoint directory is looked at, and continued (SIGCONT) if no
+    checkpoint is there yet. A checkpoint seen is seen by a stopped process: it cannot go on to
+    its last steps, its save and the deletion of its checkpoints (a few tenths of a second on
+    the smoke model, less than ``scancel``'s round trip on a fast machine). The job's other
+    processes are stopped too, then ``scancel`` ends them (SIGCONT, SIGTERM)."""
     ckpts = work / "resources" / "models" / f"trained-{KILLED_WILDCARDS}.checkpoints"
     comment = f"rule_{KILLED_RULE}_wildcards_{KILLED_WILDCARDS}"
     jobid = None
@@ -128,26 +135,34 @@ def _cancel_after_checkpoint(cluster, work: Path, stop: threading.Event, out: li
             if com == comment and state == "RUNNING":
                 jobid = job
         time.sleep(0.1)
-    # the job's processes, found while it starts: scanning /proc takes tens of milliseconds on
-    # a loaded machine, as long as the job's last steps after its first checkpoint
-    pids: list[int] = []
-    next_scan = 0.0
+    trainer = []
+    while not trainer and not stop.is_set():
+        trainer = [pid for pid in _job_processes(jobid) if KILLED_SCRIPT in _cmdline(pid)]
+        time.sleep(0.05)
     while not stop.is_set():
+        _signal(trainer, signal.SIGSTOP)
         if any(ckpts.glob("step-*/trainer_state.pt")):
-            # stopped at once (scancel's round trip can outlast the job's last steps and its
-            # clean-up), those known first, then any the last scan missed; scancel then
-            # continues and ends them (SIGCONT, SIGTERM)
-            for pid in pids + _job_processes(jobid):
-                try:
-                    os.kill(pid, signal.SIGSTOP)
-                except ProcessLookupError:
-                    pass
+            _signal(_job_processes(jobid), signal.SIGSTOP)
             subprocess.run(["scancel", jobid], env=cluster.env(), check=True)
             out.append(jobid)
             return
-        if time.monotonic() >= next_scan:
-            pids, next_scan = _job_processes(jobid), time.monotonic() + 0.2
-        time.sleep(0.005)
+        _signal(trainer, signal.SIGCONT)
+        time.sleep(0.001)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # ended meanwhile
+        return b""
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:  # ended meanwhile
+            pass
 
 
 def _job_processes(jobid: str) -> list[int]:

@@ -5,6 +5,7 @@ nothing but the config dict."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from itertools import product
 
 import causalpos.catalogue as catalogue
@@ -14,6 +15,7 @@ from causalpos.models.variants import DECOMPOSITION_CONDITIONS
 from causalpos.paper2.settings import (
     LeakageReducerSettings,
     LeakageSettings,
+    MaterialitySettings,
     Position0Settings,
     keeps_mean_maps,
     too_short_windows,
@@ -184,7 +186,7 @@ class LeakageSection(Section):
     def materiality_of(self, model: str | None = None) -> dict:
         """claim -> the materiality threshold on ``model``: ``leakage.materiality`` with
         ``leakage.per_model.<model>.materiality`` over it (None: the section's own)."""
-        out = dict(self.config["leakage"]["materiality"])  # Materiality's (scorecard, not pure)
+        out = asdict(self.values(MaterialitySettings))
         return canonical({**out, **self._per_model(model, "materiality")})
 
     def per_model_models(self) -> list[str]:

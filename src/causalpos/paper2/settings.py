@@ -76,6 +76,39 @@ class LeakageSettings:
 
 
 @dataclass(frozen=True)
+class MaterialitySettings:
+    """The materiality threshold of each of paper 2's claims, in the units of the row it judges
+    (``leakage.materiality``; the scorecard's :class:`~causalpos.scorecard.materiality.Materiality`
+    adds each model's own)."""
+
+    claim1_logit: float = setting(
+        0.002,
+        "leakage.materiality.claim1_logit",
+        "claim 1: headline logit leakage, share of the expected logit map's variance",
+    )
+    claim2_component: float = setting(
+        0.002,
+        "leakage.materiality.claim2_component",
+        "claim 2: a decomposition component, share of the causal log-attention variance",
+    )
+    claim3_ntk: float = setting(
+        0.10,
+        "leakage.materiality.claim3_ntk",
+        "claim 3: standard minus NTK residual-stream share, in share points",
+    )
+    claim3_order: float = setting(
+        0.002,
+        "leakage.materiality.claim3_order",
+        "claim 3's ordering: a difference of residual-stream components",
+    )
+    claim6_headline: float = setting(
+        0.002,
+        "leakage.materiality.claim6_headline",
+        "claim 6: linear minus saturated headline logit leakage",
+    )
+
+
+@dataclass(frozen=True)
 class StrataSettings:
     """How the leakage summary's bootstrap resamples prompts (rule ``leakage``'s ``strata``,
     beside its ``summary``)."""

@@ -5,7 +5,8 @@ per claim in the config (``leakage.materiality``), on every model without its ow
 threshold with ``materiality: <field>`` (:meth:`Materiality.apply`), and a row on one model reads
 that model's (:func:`for_model`).
 
-Each field's metadata names its config key: its default is the key's default in
+Each field (:class:`causalpos.paper2.settings.MaterialitySettings`, which the config resolver
+reads too) names its config key: its default is the key's default in
 ``workflow/schemas/config.schema.yaml`` (``tests/scorecard/test_materiality.py`` checks both
 agree), where each key's description gives the paper's number it comes from, or says the paper
 gives none.
@@ -17,38 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from causalpos.settings import check_keys, setting
+from causalpos.paper2.settings import MaterialitySettings
+from causalpos.settings import check_keys
 
 
 @dataclass(frozen=True)
-class Materiality:
-    """The materiality threshold of each of paper 2's claims, in the units of the row it judges."""
-
-    claim1_logit: float = setting(
-        0.002,
-        "leakage.materiality.claim1_logit",
-        "claim 1: headline logit leakage, share of the expected logit map's variance",
-    )
-    claim2_component: float = setting(
-        0.002,
-        "leakage.materiality.claim2_component",
-        "claim 2: a decomposition component, share of the causal log-attention variance",
-    )
-    claim3_ntk: float = setting(
-        0.10,
-        "leakage.materiality.claim3_ntk",
-        "claim 3: standard minus NTK residual-stream share, in share points",
-    )
-    claim3_order: float = setting(
-        0.002,
-        "leakage.materiality.claim3_order",
-        "claim 3's ordering: a difference of residual-stream components",
-    )
-    claim6_headline: float = setting(
-        0.002,
-        "leakage.materiality.claim6_headline",
-        "claim 6: linear minus saturated headline logit leakage",
-    )
+class Materiality(MaterialitySettings):
+    """The materiality threshold of each of paper 2's claims (:class:`MaterialitySettings`), with
+    each model's own."""
 
     #: model -> its own thresholds (``leakage.per_model.<model>.materiality`` over these).
     per_model: Mapping[str, Materiality] = field(default_factory=dict, metadata={"config": None})
