@@ -99,19 +99,24 @@ def hardware() -> str:
     import psutil
     import torch
 
-    cpu = platform.processor() or platform.machine()
+    cpu, flags = "", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not cpu:
+                cpu = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
     except OSError:
         pass
+    cpu = cpu or platform.processor() or platform.machine()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     mem = psutil.virtual_memory().total / 2**30
     kind = torch.backends.cpu.get_cpu_capability()  # the yardstick's kind (yardstick.py)
+    # native bfloat16 matmuls or emulated ones (~5x slower: Gemma-3's extraction runs in bf16)
+    bf16 = "native" if flags & {"avx512_bf16", "amx_bf16"} else "emulated" if flags else "?"
     return (
-        f"{cpu} ({kind} kernels), {os.cpu_count()} cores, {mem:.0f} GiB, {gpu}; "
+        f"{cpu} ({kind} kernels, bfloat16 {bf16}), {os.cpu_count()} cores, {mem:.0f} GiB, {gpu}; "
         f"torch {torch.__version__}"
     )
 

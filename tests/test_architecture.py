@@ -111,6 +111,8 @@ SCORECARD_MAY_IMPORT = {"causalpos.verdicts", "causalpos.paper1.theory", "causal
 SCORECARD_MAY_IMPORT |= {"causalpos.markdown", "causalpos.catalogue", "causalpos.settings"}
 # the leakage jobs' cost records, which price the power notes (standard library only)
 SCORECARD_MAY_IMPORT |= {"causalpos.io.jobcost"}
+# paper 2's materiality thresholds, a settings dataclass (standard library only)
+SCORECARD_MAY_IMPORT |= {"causalpos.paper2.settings"}
 HEAVY = {"torch", "transformers", "xarray", "zarr", "matplotlib"}
 
 

@@ -89,6 +89,10 @@ def test_yardstick_scales_wall_time_to_the_reference_speed():
     out = Y.main(["--n", "64", "--repeats", "1", "--json"])
     assert out["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert out["sgemm_gflops"] > 0 and out["reference_gflops"] == Y.REFERENCE_GFLOPS
+    # the bfloat16 rate beside it (native or emulated bf16 tells the kinds apart)
+    assert 0.01 < out["bf16_gflops"] < 10_000
+    with pytest.raises(ValueError, match="float32 or bfloat16"):
+        Y.sgemm_gflops(n=8, repeats=1, dtype="float16")
 
 
 def test_run_all_reports_timings_with_the_yardstick(monkeypatch):

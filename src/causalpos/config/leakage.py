@@ -5,7 +5,6 @@ nothing but the config dict."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from itertools import product
 
 import causalpos.catalogue as catalogue
@@ -20,6 +19,7 @@ from causalpos.paper2.settings import (
     keeps_mean_maps,
     too_short_windows,
 )
+from causalpos.settings import config_params
 
 LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
@@ -186,7 +186,7 @@ class LeakageSection(Section):
     def materiality_of(self, model: str | None = None) -> dict:
         """claim -> the materiality threshold on ``model``: ``leakage.materiality`` with
         ``leakage.per_model.<model>.materiality`` over it (None: the section's own)."""
-        out = asdict(self.values(MaterialitySettings))
+        out = config_params(self.values(MaterialitySettings))
         return canonical({**out, **self._per_model(model, "materiality")})
 
     def per_model_models(self) -> list[str]:
