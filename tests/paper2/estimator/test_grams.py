@@ -48,3 +48,26 @@ def test_the_cached_estimate_is_the_estimators_and_is_memoised(two_layers):
         np.testing.assert_allclose(r[k], want[k], rtol=1e-12)
     assert cache.estimate("causal", "all", "logit") is r
     assert cache.parts("causal", "all", "logit")["null"].shape == (100, 2)
+
+
+def test_statistics_read_again_reuse_the_summed_maps_pass_bit_for_bit(two_layers, monkeypatch):
+    """Each call's statistics equal a fresh ``store_stats`` exactly, and the pass over the summed
+    maps (``map_sum``: most of a call's cost) runs once per run, window, target and layer."""
+    calls = []
+    real = SV.map_sum
+    monkeypatch.setattr(SV, "map_sum", lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
+    cache = GramCache(two_layers)
+    windows, layers = ("all", "late"), (0, 1)
+    masks = {w: cache.masks("causal", w, "logattn") for w in windows}  # reads the maps too
+    calls.clear()
+    got = {
+        (w, layer, i): cache.stats("causal", w, "logattn", layer)
+        for i in range(3)
+        for w in windows
+        for layer in layers
+    }
+    assert len(calls) == len(windows) * len(layers)  # 3 × as many without the kept sst_sum
+    for (w, layer, _), st in got.items():
+        want = SV.store_stats(cache.data("causal"), layer, w, "logattn", masks[w][layer])
+        for f in ("off", "rows", "key0", "sst", "sst_sum"):
+            assert np.array_equal(getattr(st, f), getattr(want, f)), f

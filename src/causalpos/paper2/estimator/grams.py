@@ -52,6 +52,7 @@ class GramCache:
         self._grams: dict[tuple, dict[str, np.ndarray]] = {}
         self._est: dict[tuple, dict[str, np.ndarray]] = {}
         self._parts: dict[tuple, dict[str, np.ndarray]] = {}
+        self._sst_sum: dict[tuple, np.ndarray] = {}  # (run, window, target, layer) -> (head,)
 
     @property
     def n(self) -> int:
@@ -77,10 +78,13 @@ class GramCache:
         """The layer's per-prompt statistics, computed again at each call (not kept): they are
         read only to build the Grams, which are kept. Holding them for every run, window, target
         and layer grew the summary's memory as n (1.9 GB of its 5.6 GB peak at 64 prompts of
-        SmolLM2's 9 runs), and recomputing them costs no measurable CPU
-        (benchmarks/bench_leakage_summary.py; docs/performance.md)."""
+        SmolLM2's 9 runs). Only their ``sst_sum`` is kept (a number a head, independent of n):
+        it is a pass over the summed maps, most of a call's cost."""
         mask = self.masks(run, window, target)[layer]
-        return store_stats(self.data(run), layer, window, target, mask)
+        key = (run, window, target, layer)
+        st = store_stats(self.data(run), layer, window, target, mask, self._sst_sum.get(key))
+        self._sst_sum.setdefault(key, st.sst_sum)
+        return st
 
     def design(self, mask: np.ndarray, fit: str, landmark: bool) -> Design:
         key = (np.packbits(mask).tobytes(), mask.shape, fit, landmark)

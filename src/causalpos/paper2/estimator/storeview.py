@@ -163,9 +163,13 @@ def window_pairs(
     return pair_mask(T, window=window, allowed=allowed, subsample=sub)
 
 
-def store_stats(ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarray) -> PromptStats:
+def store_stats(
+    ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarray, sst_sum=None
+) -> PromptStats:
     """:class:`PromptStats` of one layer (maps: heads) from a leakage store's variables
-    (``ds`` a Dataset or its :func:`~causalpos.paper2.estimator.storeview.store_view`)."""
+    (``ds`` a Dataset or its :func:`~causalpos.paper2.estimator.storeview.store_view`).
+    ``sst_sum``: this layer's, window's and target's ‖C S‖² as an earlier call returned it (the
+    summed maps' pass, most of the call's cost), else computed."""
     v = store_view(ds)
     sel = dict(layer=layer, leak_target=target)
     lo, hi = query_window(window, mask.shape[0])
@@ -173,13 +177,15 @@ def store_stats(ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarra
     rows[..., :lo] = 0.0
     rows[..., hi:] = 0.0
     sel_e = dict(sel, leak_exp_window=window)
-    msum = map_sum(v, layer, target)[:, mask]  # (head, pair)
+    if sst_sum is None:
+        msum = map_sum(v, layer, target)[:, mask]  # (head, pair)
+        sst_sum = ((msum - msum.mean(-1, keepdims=True)) ** 2).sum(-1)
     return PromptStats(
         off=v.get("leak_offsum", **sel_e).astype(np.float64),  # (sequence, head, offset)
         rows=rows.astype(np.float64),
         key0=v.get("leak_key0sum", **sel_e).astype(np.float64),  # (sequence, head)
         sst=v.get("leak_sst", **sel, leak_window=window).astype(np.float64),
-        sst_sum=((msum - msum.mean(-1, keepdims=True)) ** 2).sum(-1),
+        sst_sum=sst_sum,
     )
 
 
