@@ -18,10 +18,11 @@ no faster there (docs/performance.md). The yardstick prints the kernels torch ch
 machine of the reference's kind only.
 
 Beside it, the same matmul in bfloat16 (``bf16_gflops``), the dtype Gemma-3 runs in on the CPU
-in the default run: with native bfloat16 instructions (AVX512-BF16, AMX) it reads about the sgemm
-rate or more; without them it is emulated, at about a fifth of it (seen here: 30 against 147
-GFLOP/s on an AVX-512 CPU without AVX512-BF16, where Gemma's extraction took 3x its time
-elsewhere). A kind is the kernels and this ratio together.
+in the default run: with native bfloat16 instructions (AVX512-BF16, AMX) its matmuls run in
+hardware (there Gemma-3 measured faster in bfloat16 than in float32: config.yaml); without them
+they are emulated, at about a fifth of the sgemm rate (seen here: 31 against 170 GFLOP/s on an
+AVX-512 CPU without AVX512-BF16, where Gemma's extraction took 3x its time elsewhere). A kind is
+the kernels and this ratio together.
 
     python benchmarks/yardstick.py            # prints the rates
     python benchmarks/yardstick.py --json     # {"sgemm_gflops": ..., "reference_gflops": 95.0,

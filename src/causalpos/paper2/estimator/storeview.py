@@ -164,7 +164,12 @@ def window_pairs(
 
 
 def store_stats(
-    ds: xr.Dataset, layer, window: str, target: str, mask: np.ndarray, sst_sum=None
+    ds: xr.Dataset,
+    layer,
+    window: str,
+    target: str,
+    mask: np.ndarray,
+    sst_sum: np.ndarray | None = None,
 ) -> PromptStats:
     """:class:`PromptStats` of one layer (maps: heads) from a leakage store's variables
     (``ds`` a Dataset or its :func:`~causalpos.paper2.estimator.storeview.store_view`).
