@@ -1,28 +1,12 @@
 """Verdict rules of the scorecard: small pure functions from a measurement to a verdict.
 
-Every rule can return each of ``reproduced``, ``differs`` and ``inconclusive``: none returns
-``reproduced`` on an input that could not have come out ``differs`` (tests/test_verdicts.py
-drives each rule to all three). Measurements come as intervals ``(lo, hi)`` — a confidence
-interval, or ``(v - err, v + err)`` for a computed value known to ``err`` — so the verdict reads
-the uncertainty, never the point estimate alone. A non-finite bound decides nothing
-(``inconclusive``), and neither does an interval with ``lo > hi`` or of width 0 (within rounding,
-:data:`causalpos.stats.ROUNDING` of its bounds and of the threshold or margin it is judged
-against): an interval that measures no uncertainty — a sample of copies of one prompt, whose
-every replicate is one value — cannot tell ``reproduced`` from ``differs`` (:func:`decides`; a
-control reads ``underpowered`` / ``not recovered``). The rules of checks of values computed
-exactly (:func:`exact`, :func:`covers`) take an interval of width 0.
-
-Controls and checks are not tests of the papers and get labels of their own, so that no count of
-reproductions includes them: a negative control (:func:`negative_control`: ``passed``, ``reads
-position``, ``underpowered``), a positive control (:func:`recovered`, :func:`dose_series`:
-``recovered``, ``not recovered``), a check (:func:`check`: ``holds``, ``fails``; one that cannot
-be decided reads ``fails``). What each rule decides, in words: docs/findings.md ("How the
-scorecard decides").
-
-Numbers in, strings out (it imports only the rounding tolerance of :mod:`causalpos.stats`, a
-leaf); the targets (margins, paper values) live in
-``causalpos/targets.yaml``, the materiality thresholds of paper 2's claims and the negative
-controls' margins in the config (``leakage.materiality``, ``leakage.controls``).
+Every rule can return each of ``reproduced``, ``differs`` and ``inconclusive`` (tests drive each
+to all three). Measurements come as intervals ``(lo, hi)`` (a CI, or ``(v - err, v + err)``), so
+the verdict reads the uncertainty, never the point estimate alone; an interval that measures no
+uncertainty decides nothing (:func:`decides`). Controls and checks get labels of their own so
+that no count of reproductions includes them. A rule's docstring is the text the scorecard's
+``rule`` column quotes (:mod:`causalpos.scorecard.rules`): edit it as output. What each rule
+decides, in words: docs/findings.md ("How the scorecard decides").
 """
 
 from __future__ import annotations
@@ -49,7 +33,7 @@ NOT_RECOVERED = "not recovered"
 #: The verdicts of a positive control (a planted effect of known size read back).
 POSITIVE_CONTROL = (RECOVERED, NOT_RECOVERED)
 
-#: The verdicts of a control (negative or positive): never "reproduced".
+#: The verdicts of a control: never "reproduced".
 CONTROL = NEGATIVE_CONTROL + POSITIVE_CONTROL
 
 HOLDS = "holds"
@@ -97,10 +81,7 @@ def equivalent(ci: Interval, paper_value: float, margin: float) -> str:
     ``inconclusive`` if it straddles an edge of the band (too wide, or too close, to decide),
     and for an interval that decides nothing (:func:`decides`).
     """
-    lo, hi = ci
-    if not (_finite(paper_value, margin) and decides(ci, abs(paper_value) + abs(margin))):
-        return INCONCLUSIVE
-    return _in_band(float(lo), float(hi), paper_value, paper_value, margin)
+    return within_range(ci, paper_value, paper_value, margin)
 
 
 def within_range(ci: Interval, low: float, high: float, margin: float) -> str:
@@ -151,14 +132,8 @@ def at_most(ci: Interval, threshold: float) -> str:
     lo > threshold; ``inconclusive`` otherwise (the interval straddles it, e.g. too few prompts,
     or decides nothing: :func:`decides`).
     """
-    lo, hi = ci
-    if not (_finite(threshold) and decides(ci, threshold)):
-        return INCONCLUSIVE
-    if hi <= threshold:
-        return REPRODUCED
-    if lo > threshold:
-        return DIFFERS
-    return INCONCLUSIVE
+    verdict = positive(ci, threshold)  # its converse: the same interval, the verdicts swapped
+    return {REPRODUCED: DIFFERS, DIFFERS: REPRODUCED}.get(verdict, verdict)
 
 
 def exact(value: float, target: float, tolerance: float, err: float = 0.0) -> str:

@@ -1,12 +1,7 @@
 """The reproduction scorecard: every row family of both papers, in order, over the pipeline's
-tables. Each input table is read once; a family whose table is absent, empty (e.g. a config with
-no BOS experiment) or lacks one of the family's required columns gets None for it, and its rows
-read "not run" with the reason.
-
-The targets (claim text, paper values, margins) live in ``causalpos/targets.yaml``, paper 2's
-materiality thresholds in the config (:class:`~causalpos.scorecard.materiality.Materiality`);
-the verdicts come from the rules of :mod:`causalpos.verdicts`.
-"""
+tables (:func:`build_scorecard`). Each input table is read once; a family whose table is absent,
+empty or lacks one of the family's required columns gets None for it, and its rows read "not
+run" with the reason."""
 
 from __future__ import annotations
 
@@ -106,8 +101,13 @@ class Declared(Family):
     ``scored``)."""
 
     def __init__(self, name: str, **kw):
-        super().__init__(lambda *a: _engine(a[-1][name])(a[-1][name], *a[:-1]), **kw)
+        super().__init__(self._rows, **kw)
         self.name = name
+
+    def _rows(self, table, raw, *rest) -> list[Row]:
+        """Over groups of rows (``each``) or row by row; ``rest``: a join's table, the targets."""
+        t = rest[-1][self.name]
+        return grouped_rows(table, t) if is_grouped(t) else declared_rows(table, t, raw, *rest[:-1])
 
     def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
         """Its table with the columns it needs, and as read (which says whether a table that
@@ -122,15 +122,6 @@ class Declared(Family):
 
     def __repr__(self) -> str:
         return f"Declared({self.name})"
-
-
-def _engine(t: Mapping) -> Callable[..., list[Row]]:
-    """The engine that judges declarative target ``t`` (called with ``t``, its table, the table
-    as read and a join's other table): over groups of rows (``each``; the table as read is not
-    needed) or row by row."""
-    if is_grouped(t):
-        return lambda t, table, raw: grouped_rows(table, t)
-    return lambda t, table, raw, *other: declared_rows(table, t, raw, *other)
 
 
 def unscored_rows(T: Mapping) -> list[Row]:
@@ -153,6 +144,7 @@ def unscored_rows(T: Mapping) -> list[Row]:
 
 
 _P0 = "model dataset condition std"
+_SHARE = "model dataset condition window target share_causal_mask"
 _SINKS = "model dataset tau variant n_sink_heads"
 POSITION0 = "position-0 states"
 INDEX = "non-relative index of the mean maps"
@@ -198,11 +190,11 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         paper2.claim10_rows,
-        Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
+        Input("decomposition_headline", _SHARE),
     ),
     Family(
         paper2_claim4.claim4_rows,
-        Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
+        Input("decomposition_headline", _SHARE),
         Input(
             "decomposition_components",
             "model dataset condition landmark window share_causal_mask_paper share_causal_mask "
@@ -220,7 +212,7 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         paper2.headline_controls_rows,
-        Input("decomposition_headline", "model dataset condition window target share_causal_mask"),
+        Input("decomposition_headline", _SHARE),
     ),
     Declared("additivity"),
     Declared("additivity_ablation"),

@@ -1,22 +1,8 @@
-"""The controls' verdicts, decided from the numbers paper 2's tables carry.
-
-The tables (``paper2_controls``, ``paper2_plant_doses``, ``paper2_headline``) hold each control's
-estimate, interval and declared margin, never its verdict; this module decides them with the
-rules of :mod:`causalpos.verdicts`, for the scorecard's rows, the findings page and the notebook
-API (:func:`with_verdicts` adds the verdict columns a reader quotes):
-
-- a negative control, by :func:`causalpos.verdicts.negative_control` on its (1 − 2α) interval
-  against the margin declared for its reading (:func:`negative_verdict`);
-- the per-prompt reading of a position-free run, the same rule against its tolerance
-  (``per_prompt_margin``);
-- the statistics-level plant, by :func:`causalpos.verdicts.recovered` (:func:`positive_verdict`);
-- a dose series, dose 0 as a negative control and the series by
-  :func:`causalpos.verdicts.dose_series` (:func:`dose_verdicts`), where dose 0 is a negative control
-  (``dose0_is_control``).
-
-``not run`` where the numbers are absent (no causal run, a bound that is not finite) or where the
-prompts cannot control the reading (the counted key-0 reading on prompts with a fixed BOS).
-"""
+"""The controls' verdicts, decided from the numbers paper 2's tables carry (``paper2_controls``,
+``paper2_plant_doses``, ``paper2_headline``: each control's estimate, interval and declared
+margin, never its verdict), for the scorecard's rows, the findings page and the notebook API
+(:func:`with_verdicts`). ``not run`` where the numbers are absent or where the prompts cannot
+control the reading (the counted key-0 reading on prompts with a fixed BOS)."""
 
 from __future__ import annotations
 

@@ -1,151 +1,81 @@
-"""The declarative scorecard: a target of ``causalpos/targets.yaml`` that names its table, the rows
-it selects, its estimate and interval columns and its rule is judged by this one engine; Python
-row builders remain only for composite claims.
+"""The declarative scorecard: a target of ``causalpos/targets.yaml`` with a ``table`` field is
+judged by this engine; Python row builders remain only for composite claims. Its ``rule`` is
+the name of a rule of :mod:`causalpos.verdicts`, a list of them (composite) or ``measured``;
+:func:`~causalpos.scorecard.targets.check_targets` refuses a malformed target at load.
 
-Every target's ``rule`` is machine-read: the name of a rule of :mod:`causalpos.verdicts`
-(:data:`RULES`), a list of them for a composite claim, or ``measured`` (a row reported without a
-test). :func:`check_targets` refuses, when the targets are loaded, a rule no module defines and a
-declarative target that lacks a field the engine needs, naming the target.
-
-A declarative target (one with a ``table`` field) declares:
+The fields of a declarative target (a value ``"{name}"`` in a selection reads the target's own
+field; a text with ``*`` is a glob):
 
 ``table``
-    the scorecard input it reads (a key of :data:`causalpos.catalogue.SCORECARD_TABLES`);
+    its scorecard input (a key of :data:`causalpos.catalogue.SCORECARD_TABLES`);
 ``select``
-    ``{column: value}``: the table's rows it judges (a list of values: any of them; a text with
-    ``*`` a glob, e.g. ``"sliding*"``; a value ``"{name}"``, here or in a ``join``'s, is the
-    target's own field, e.g. ``tau: "{tau}"``);
+    ``{column: value}`` (a list: any of them): the rows it judges;
 ``finite``
-    false: the rows whose estimate is not finite are judged too (their rule decides nothing:
-    ``inconclusive``); default true, they are left out;
+    false: rows whose estimate is not finite are judged too (``inconclusive``); default true;
 ``first``
-    optionally a column (``window``) of which each (model, dataset) keeps its first value (the
-    headline's: the config's first);
+    a column (``window``) of which each (model, dataset) keeps its first value;
 ``estimate``, ``lo``, ``hi``
-    the columns of the estimate and its interval, which the rule judges (a rule of a value,
-    :data:`causalpos.scorecard.targets.POINT_RULES` such as ``exact``, judges the estimate's
-    cell: no ``lo`` / ``hi``);
+    the columns the rule judges (a rule of a value, ``POINT_RULES`` such as ``exact``: the
+    estimate's cell alone);
 ``check``
-    true: a judged row is a check (``holds`` / ``fails``, :func:`causalpos.verdicts.check`),
-    counted in the ``checks`` section; its other rows stay in the target's;
+    true: a judged row is a check (``holds`` / ``fails``), in the ``checks`` section;
 ``rule``
-    one interval rule of :data:`PARAMS`, applied with the target's fields it names (e.g.
-    ``threshold``: the materiality threshold of the row's model, ``leakage.materiality``);
+    one interval rule of ``PARAMS``, applied with the target's fields it names (``threshold``:
+    the row's model's materiality threshold, ``leakage.materiality``);
 ``own_control``
-    true: the row's own negative control (columns ``control_tost_lo``, ``control_tost_hi``, ``control_margin``)
-    is read beside it (where the table has them) and a ``reproduced`` becomes ``inconclusive`` where it reads position
-    (:func:`causalpos.verdicts.unless_control_reads`);
+    true: the row's own negative control (``control_tost_lo``, ``control_tost_hi``,
+    ``control_margin``) is read beside it and a ``reproduced`` becomes ``inconclusive`` where it
+    reads position (:func:`causalpos.verdicts.unless_control_reads`);
 ``measured``
-    the row's ``measured`` text: ``{column}`` a cell (``{column:d}`` as an integer),
-    ``{column:ci}`` the column's estimate and interval (``column``, ``column_lo``,
-    ``column_hi``); ``{column:ci<n>}`` / ``{column:<n>}`` at ``n`` significant digits,
-    ``{column:text}`` a text cell ("" where empty), ``{column:word}`` its first word, another
-    spec Python's (``{column:.2e}``);
-    a list: parts joined by ``"; "``, each a template kept where its first field's cell is not
-    empty (NaN, ""), or ``{text: template, when: column}`` kept where that column's is not (no
-    ``when``: always; a column the table lacks reads as empty; ``else``: the template shown
-    instead); ``measured_sep`` the text between parts (default ``"; "``); ``{threshold}`` reads
-    the row's model's threshold (a target with one);
+    the row's text: ``{column}`` a cell, ``{column:d}`` an integer, ``{column:ci}`` estimate and
+    interval (``column``, ``column_lo``, ``column_hi``), ``{column:ci<n>}`` / ``{column:<n>}`` at
+    ``n`` significant digits, ``{column:text}`` ("" where empty), ``{column:word}`` its first
+    word, another spec Python's; or a list of parts joined by ``measured_sep`` (default
+    ``"; "``), each kept where its first field's cell is not empty, or ``{text, when: column,
+    else}`` kept where that column's is not (else ``else``); ``{threshold}`` the row's model's;
 ``premises``
-    a list of ``{if: {column: value}, verdict: not run | not applicable, why: template}``: the
-    first whose ``if`` a row matches and ``unless`` (optional) it does not (``null``: an empty
-    cell or a column the table lacks; a number, bool or ``*`` glob as ``measured_if``) decides
-    it, its note ``why`` filled from the row; or ``{reason: ring_missing | openings, verdict}``:
-    decided where that shared reason of :mod:`causalpos.scorecard.rows` gives a text, its note;
-    the measured text kept on a not-applicable row (``measured: true | false`` to say),
-    ``falsified_if`` the row's own (e.g. "none: not applicable ..."); ``unless`` leaves out
-    the rows it matches, for either kind (e.g. ``{init_of: "?*"}``: a twin)
-    (:mod:`causalpos.scorecard.premises`);
+    ``{if: {column: value}, verdict: not run | not applicable, why: template}`` (``null``: an
+    empty cell; optional ``unless``) or ``{reason: ring_missing | openings, verdict}``: the
+    first that matches decides the row (:mod:`causalpos.scorecard.premises`); ``measured``
+    keeps its text (default: on a not-applicable row), ``falsified_if`` the row's own;
 ``power``
-    true: an inconclusive row's note says how many prompts (``n_sequences``) would decide it
-    against the threshold (:func:`causalpos.scorecard.paper2_kinds.power_note`; a ``negative``
-    rule's interval negated);
+    true: an inconclusive row's note says how many prompts would decide it
+    (:func:`causalpos.scorecard.paper2_kinds.power_note`; a ``negative`` rule's interval negated);
 ``decided_note``
-    a template added to the note of a row its rule decides (reproduced, differs), kept where
-    its first field's cell is not empty (e.g. ``"{n_sequences:d} prompts, paired replicates"``);
+    a template added to the note of a row its rule decides (reproduced, differs);
 ``measured_extra``
-    templates appended to ``measured`` where the table has the columns one reads and the
-    row's cell of its first field is finite (e.g. a ratio some tables lack);
+    templates appended where the table has their columns and the first field's cell is finite;
 ``measured_judged``
-    measured parts (as ``measured``'s list) appended to a judged row's text after its own
-    control's (``own_control``), e.g. a reading shown beside the judged one; a twin's, a
-    premise's or a measured row shows ``measured`` alone;
+    parts (as ``measured``'s) appended to a judged row's text after its own control's;
 ``where``
-    the row's label after the target's ``label``, in parentheses (default
-    ``{model}, {dataset}``); ``by_landmark``: true adds ``, landmark <name>`` where the
-    selection holds several landmark readings;
+    the label's parenthesis (default ``{model}, {dataset}``); ``by_landmark``: true adds
+    ``, landmark <name>`` where the selection holds several landmark readings;
 ``twin``
-    the note of a random-init / init twin's row (``init_of`` names the trained model; measured,
-    not judged);
+    the note of a random-init / init twin's row (``init_of``; measured, not judged);
 ``measured_if``, ``measured_why``
-    ``{column: value}``: the rows that are measured, not judged (e.g. a RoPE model's panels of
-    a claim about NoPE), and why (a target whose ``rule`` is ``measured``: every row, and why);
-    ``judged_if`` the converse: the rows it does not match are measured (a text value with
-    ``*`` matches as a glob: ``"*nope*"``);
+    the rows that are measured, not judged, and why (rule ``measured``: every row);
+    ``judged_if`` the converse;
 ``not_a_test``
-    true: every row reads ``measured``, its rule's verdict kept in the note ("its rule says
-    ..."): a quantity the rule cannot falsify (e.g. logit units against an init twin's);
+    true: every row reads ``measured``, its rule's verdict kept in the note;
 ``note``
     the note of a judged row;
-``wide``
-    ``{columns: [...], values: [...], by: [...]}``: a long table (one row per reading) made one row
-    per ``by`` group (default ``[model, dataset]``) after ``select``, each reading's values under
-    its ``columns`` cells joined by ``_`` (values ``[estimate, lo, hi]``: ``<name>``,
-    ``<name>_lo``, ``<name>_hi``; :func:`causalpos.scorecard.reshape.widen`), which ``estimate``,
-    ``lo``, ``hi`` and the templates then name;
-``reduce``
-    ``{by: [...], max: [...], first: [...], ...}``: one row per ``by`` group after ``select``,
-    the columns each aggregation lists aggregated so (``max``, ``min``, ``mean``, ``sum``,
-    ``first``: the first non-empty cell, ``last``; a listed column the table lacks is left
-    out), e.g. a per-layer table's largest value over layers;
-``exclude``
-    ``{column: value}``: the selected rows matching every one are left out (a text with ``*``
-    a glob, e.g. ``"* minus global"``);
-``several``
-    ``{of: column, by: [...], ignore: {...}}``: only the rows of ``by`` groups (default
-    ``[model, dataset]``) holding more than one value of ``of`` (e.g. a model with several layer
-    kinds), counted over the rows not matching ``ignore`` (optional, as ``exclude``);
-``keep``
-    ``{column: value}``: after ``several``, only the rows matching every one are kept (as
-    ``exclude``: e.g. ``"* minus global"``, the kinds' contrast rows);
-``trained_only``
-    true: the rows of random-init / init twins (an ``init_of``) are left out (e.g. read beside
-    their trained model by ``join``);
-``join``
-    ``{match: ..., prefix: ..., select: {...}, missing: ...}``: each row's first match in the
-    table (its rows of ``select``, equal on ``match``: a list of columns, or ``{this row's
-    column: the match's column}``, e.g. ``{model: init_of}``: the row's twin) read beside it,
-    its columns named ``prefix`` + their names (:func:`causalpos.scorecard.reshape.join`); a
-    row without a match reads ``not_run`` with the ``missing`` template where declared (else
-    its joined cells are NaN); ``table``: the match is read in that other scorecard input
-    instead (e.g. ``{table: position0, match: [model, dataset], prefix: p0_}``), read beside
-    the target's own with the columns the ``prefix``-named templates, ``match`` and ``select``
-    name (:func:`join_columns`; an absent table, or one without them: no row has a match);
-``difference``
-    ``{name: ..., of: ..., minus: ...}``: columns ``name``, ``name_lo``, ``name_hi``: estimate
-    ``of`` minus estimate ``minus`` (each with ``_lo``, ``_hi``), CIs combined as independent
-    samples (:func:`causalpos.verdicts.difference_ci`), e.g. a trained model minus its twin;
-    ``point: true``: ``minus`` is a number without an interval (e.g. a null's mean);
+``wide``, ``reduce``, ``exclude``, ``several``, ``keep``, ``trained_only``, ``join``, ``difference``
+    reshapes of the table before its rows are judged (:mod:`causalpos.scorecard.reshape`): a
+    long table widened to one row per ``by`` group, groups aggregated, rows left out or kept,
+    each row's match read beside it (in this table or the ``join``'s ``table``; ``missing``: the
+    text of a row without one), an estimate minus another;
 ``rule_column``
-    true: the row states its rule in the scorecard's ``rule`` column
-    (:func:`causalpos.scorecard.rules.rule_text`);
+    true: the row states its rule in the ``rule`` column (:func:`~.rules.rule_text`);
 ``requires``
-    ``[column, ...]``: columns the table must have beyond those the other fields name (e.g. a
-    premise's); a table without one reads ``not_run`` / ``not_run_columns``;
-``not_run``, ``empty``
-    why there is no row: the table is absent or lacks a column (``not_run``), or no row is
-    selected (``empty``); ``not_run_columns`` where the table is there but lacks a column the
-    target needs (e.g. one made before it: what to rerun).
-
+    columns the table must have beyond those the other fields name;
+``not_run``, ``empty``, ``not_run_columns``
+    why there is no row: the table is absent or lacks a column, no row is selected, the table
+    lacks a column the target needs (e.g. made before it: what to rerun);
 ``required``, ``partner``, ``column_text``
-    the rows with non-empty cells of some columns, each row's partner in the table (e.g. a model's
-    random-init twin) and text by whether the table has a column
-    (:mod:`causalpos.scorecard.engine_partner`).
-
-A target with ``each`` is judged over groups of rows (one row per model's layers, say):
-``group``, ``order``, ``each`` (the items' interval rule, counted by ``rule: fraction``),
-``tally``, ``pieces``, ``twin_column``, ``no_items`` and ``differs_note``
-(:mod:`causalpos.scorecard.engine_groups`).
+    :mod:`causalpos.scorecard.engine_partner`;
+``group``, ``order``, ``each``, ``tally``, ``pieces``, ``twin_column``, ``no_items``,
+``differs_note``
+    a target judged over groups of rows (:mod:`causalpos.scorecard.engine_groups`).
 """
 
 from __future__ import annotations

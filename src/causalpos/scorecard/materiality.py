@@ -1,16 +1,9 @@
-"""Paper 2's materiality thresholds: the size each claim must reach to be reproduced, declared once
-per claim in the config (``leakage.materiality``), on every model without its own
-(``leakage.per_model.<model>.materiality``). The scorecard rule hands them over as its params
-(changing one reruns the scorecard only); a target of ``causalpos/targets.yaml`` names its
-threshold with ``materiality: <field>`` (:meth:`Materiality.apply`), and a row on one model reads
-that model's (:func:`for_model`).
-
-Each field (:class:`causalpos.paper2.settings.MaterialitySettings`, which the config resolver
-reads too) names its config key: its default is the key's default in
-``workflow/schemas/config.schema.yaml`` (``tests/scorecard/test_materiality.py`` checks both
-agree), where each key's description gives the paper's number it comes from, or says the paper
-gives none.
-"""
+"""Paper 2's materiality thresholds: the size each claim must reach to be reproduced, declared
+once per claim in the config (``leakage.materiality``, per model under
+``leakage.per_model.<model>.materiality``) and handed over as the scorecard rule's params. A
+target names its threshold with ``materiality: <field>`` (:meth:`Materiality.apply`); a row on
+one model reads that model's (:func:`for_model`). The defaults are the config schema's
+(``tests/scorecard/test_materiality.py`` checks both agree)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The README's plain-language opening of "What was reproduced" (``causalpos summary --update
-README.md``), between :data:`OVERVIEW_BEGIN` and :data:`OVERVIEW_END`: for each paper, what came
-out of its tests in words, on which models, the main numbers with their intervals, and what stays
-undecided. Generated from a run's scorecard, so each number in it is a cell of that scorecard;
-the digest below it (:func:`causalpos.scorecard.markdown.readme_summary`) counts every row."""
+README.md``), between :data:`OVERVIEW_BEGIN` and :data:`OVERVIEW_END`: per paper, how its tests
+came out, its main numbers with their intervals and what stays undecided; each number a cell of
+the run's scorecard."""
 
 from __future__ import annotations
 

@@ -1,26 +1,19 @@
-"""Rows of paper 1 (Kim et al., 2025): the closed form and monotonicity of the parameter-free
-decoder (Fig. 1, theory.csv), the simulations' causal-mask pattern (Figs. 2-10,
-simulation_index.csv), the pretrained models' index, share and first keys (Fig. 5, Appendix E,
-llm_index.csv). The declared targets of paper 1 (Fig. 5's layer-1 contrast, Fig. 3's nearby keys,
-§3's amplification by learned parameters) live in ``causalpos/targets.yaml``, judged by
-:mod:`causalpos.scorecard.engine`.
-
-Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
-targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
-They are composite claims: Fig. 1 and §3's checks apply several rules to lookups, a maximum and
-the steps of one table, and an exact computation no table holds; each simulation setting is
-judged by its figure's rule (several) and followed by its depth row (another target, ``increasing``);
-Fig. 5's row joins layer 1's equivalence to the later layers' fraction and reports key 0's column.
-"""
+"""Rows of paper 1 (Kim et al., 2025) that are composite claims: Fig. 1's closed form and
+monotonicity (theory.csv: several rules on lookups, a maximum, the steps of one table, and an
+exact computation no table holds), the simulations' pattern per setting and its depth trend
+(Figs. 2-10, simulation_index.csv) and Fig. 5 on pretrained models (llm_index.csv: layer 1's
+equivalence joined to the later layers' fraction, key 0's column reported). Paper 1's other
+targets are declarative (``causalpos/targets.yaml``). A table given as None reads "not run"."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
+from causalpos.scorecard.engine_groups import twins_of
 from causalpos.scorecard.rows import (
     MEASURED,
     NO_TEST,
@@ -234,21 +227,6 @@ def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
     return rows
 
 
-def paper1_runs(llm: pd.DataFrame, t: Mapping) -> Iterator[tuple[str, str, pd.DataFrame]]:
-    """(model, dataset, rows sorted by layer) of the table's runs of the target's variant."""
-    sel = llm[llm["variant"] == t["variant"]] if "variant" in llm else llm
-    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
-        yield model, dataset, g.sort_values("layer")
-
-
-def _twins(llm: pd.DataFrame) -> dict[str, str]:
-    """Random-init twin -> the model it is the twin of (the table's ``twin`` column)."""
-    if "twin" not in llm:
-        return {}
-    pairs = llm[llm["twin"].notna()][["model", "twin"]].drop_duplicates()
-    return {str(t): str(m) for m, t in zip(pairs["model"], pairs["twin"]) if str(t)}
-
-
 #: What a row says when llm_index.csv has no key-0 columns (a table the index read with key 0).
 KEY0_IN = "key 0 in the index (llm_index.csv predates the key-0 columns: rerun aggregate_llm_stats)"
 
@@ -285,8 +263,10 @@ def llm_rows(llm: pd.DataFrame | None, T: Mapping) -> list[Row]:
     if llm is None:
         return [not_run(t, t["label"], src, "the config has no paper1_llm models")]
     rows = []
-    twins = _twins(llm)
-    for model, dataset, g in paper1_runs(llm, t):
+    twins = twins_of(llm, {"twin_column": "twin"})
+    sel = llm[llm["variant"] == t["variant"]] if "variant" in llm else llm
+    for (model, dataset), g in sel.groupby(["model", "dataset"], sort=False):
+        g = g.sort_values("layer")
         first, later = g.iloc[0], g.iloc[1:]
         l1 = equivalent((first["ci_lo"], first["ci_hi"]), 0.0, margin)
         per = [positive((r.ci_lo, r.ci_hi), margin) for r in later.itertuples()]

@@ -1,15 +1,7 @@
-"""Rows of paper 2 (Ruscio et al., 2026) on leakage: the decomposition into causal-mask and
-residual-stream shares on the headline reading (claim 10, Table 6's RoPE controls), the
-architectures of claim 3 (NTK scaling, sliding windows), each from its
-``results/stats/paper2_*.csv`` table (claim 6's linear baseline: the declarative target
-``claim6_linear``). Claim 4: :mod:`causalpos.scorecard.paper2_claim4`.
-Claim 1, the controls, claim 2, claim 3's ordering and the additivity row:
-:mod:`causalpos.scorecard.paper2_headline`. Position 0, the BOS and the sink heads:
-:mod:`causalpos.scorecard.paper2_position0`.
-
-Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
-targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
-"""
+"""Rows of paper 2 (Ruscio et al., 2026) on the headline decomposition into causal-mask and
+residual-stream shares: claim 10, Table 6's RoPE controls and claim 3's architectures (NTK
+scaling, sliding windows). Each ``*_rows`` function takes its table(s) (None when absent: its
+rows read "not run") and the targets; :mod:`causalpos.scorecard.card` says which it reads."""
 
 from __future__ import annotations
 

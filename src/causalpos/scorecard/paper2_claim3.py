@@ -1,7 +1,6 @@
-"""Claim 3's ordering across models trained here (or the papers' models) on the headline
-decomposition: the residual-stream component NTK < standard RoPE < sliding window, each
-difference above the materiality threshold. Claim 3 within one model (Gemma's layer kinds and
-its factor interventions) is :mod:`causalpos.scorecard.paper2_kinds`."""
+"""Claim 3's ordering across models on the headline decomposition: the residual-stream
+component NTK < standard RoPE < sliding window, each difference above the materiality
+threshold."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Paper 2's positive control that propagates, in the scorecard's controls section: one row per
-dose series of the ``plant_doses`` table (:mod:`causalpos.paper2.tables.doses`), judged by
-:func:`causalpos.verdicts.dose_series` on the table's intervals and declared margin
-(:func:`causalpos.scorecard.controls.dose_verdicts`): ``recovered`` / ``not recovered``, ``not run``
-where dose 0 is not a negative control (the table's ``dose0_is_control``)."""
+"""Paper 2's positive control that propagates: one controls row per dose series of the
+``plant_doses`` table (:func:`causalpos.scorecard.controls.dose_verdicts`), ``not run`` where
+dose 0 is not a negative control (the table's ``dose0_is_control``)."""
 
 from __future__ import annotations
 

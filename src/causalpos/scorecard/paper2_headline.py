@@ -1,13 +1,7 @@
 """Paper 2's rows on the headline reading (causalpos.paper2.summary.headline): the controls
 (negative: passed / reads position / underpowered against a declared margin; positive:
-recovered / not recovered) and claim 2 (the residual-stream component; the causal-mask one
-measured beside it), judged against the materiality thresholds of the config
-(``leakage.materiality``). Claim 3's ordering: :mod:`causalpos.scorecard.paper2_claim3`; claim
-1 (its twin contrasts: :mod:`causalpos.scorecard.paper2_twins`), claim 6 on the headline and
-Eq. 5's additivity (both readings) are declarative targets (``claim1_logit``,
-``claim6_headline``, ``additivity``, ``additivity_ablation`` in ``causalpos/targets.yaml``). The decomposition rows that share paper 2's other families
-(claims 4 and 10, Table 6) are in :mod:`causalpos.scorecard.paper2`.
-"""
+recovered / not recovered) and claim 2 (the residual-stream component, the causal-mask one
+measured beside it), judged against the config's materiality thresholds."""
 
 from __future__ import annotations
 

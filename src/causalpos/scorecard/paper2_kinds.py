@@ -1,9 +1,6 @@
 """Paper 2's power calculations: how many prompts an inconclusive row would need to be decided
-against its materiality threshold (``leakage.materiality``; :func:`prompts_needed`,
-:func:`power_note`, :func:`band_power_note`), read by the engine's ``power`` field and the row
-builders. The rows per layer kind (claim 2 on each kind's layers, claim 3 within one model: the
-sliding-window layers against the global ones) are the declarative targets ``claim2_kinds`` and
-``claim3_kinds`` (``causalpos/targets.yaml``)."""
+against its materiality threshold (:func:`power_note`, :func:`band_power_note`), and what the
+leakage summary would cost there (:func:`summary_cost`)."""
 
 from __future__ import annotations
 

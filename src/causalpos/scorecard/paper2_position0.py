@@ -1,12 +1,6 @@
-"""Rows of paper 2 (Ruscio et al., 2026) on position 0: the BOS replacements (Table 9), on the
-per-prompt reading and on the headline, each from its ``results/stats/paper2_*.csv`` table. The
-position-0 state's spread across prompts (claim 7), what the sink heads' values at key 0 decode
-(claim 8) and the sink-reading heads are declarative targets (``claim7_position0``,
-``claim8_content``, ``sink_heads`` in ``causalpos/targets.yaml``).
-
-Each ``*_rows`` function takes its table(s) (None when absent: its rows read "not run") and the
-targets, and returns its rows; :mod:`causalpos.scorecard.card` says which table each one reads.
-"""
+"""Rows of paper 2 (Ruscio et al., 2026) on position 0: the BOS replacements of Table 9, on the
+per-prompt reading (:func:`bos_rows`) and on the headline (:func:`bos_headline_rows`); a
+table given as None reads "not run"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Paper 2's rows of a trained model beside its random-init / init twin on the same prompts:
-claim 1's trained-minus-twin contrast (:func:`claim1_twin_rows` on the headline and the twin
-table, :func:`twin_contrast_rows`; claim 1's own rows are the declarative target
-``claim1_logit``), paired where both summaries
-resampled the same prompts, a measurement (paper 2 claims nothing about the untrained
-architecture; a difference of measured quantities is a test or a measurement, never a check)."""
+"""Claim 1 of paper 2 beside a trained model's random-init / init twin on the same prompts: the
+trained-minus-twin contrast, paired where both summaries resampled the same prompts. A
+measurement: paper 2 claims nothing about the untrained architecture."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""A declarative target's row premises and cell formats (:mod:`causalpos.scorecard.engine`):
-``premises``, the rows a target does not judge because a column says the claim's premise does
-not hold (``not applicable``) or is not known (``not run``), or a shared reason says so
-(:data:`REASONS`), the format specs of its templates beyond ``ci`` and ``d``, and an
-inconclusive row's power note (``power``)."""
+"""A declarative target's row premises (``premises``: the rows it does not judge because a
+column or a shared reason, :data:`REASONS`, says the claim's premise does not hold or is not
+known), its templates' format specs beyond ``ci`` and ``d``, and an inconclusive row's power
+note (``power``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The table reshapes a declarative target declares (:mod:`causalpos.scorecard.engine`) before its
-rows are judged (:func:`reshaped`): ``wide`` (a long table's readings of one (model, dataset)
-made one row), ``reduce`` (a group's rows aggregated), ``exclude`` / ``several`` / ``keep`` /
-``trained_only`` (rows left out or kept), ``join`` (a row's matching row of the same table, e.g.
-its random-init twin, or of another scorecard input, its ``table``, read beside it) and ``difference`` (an estimate minus another, CIs combined
-as independent samples).
-
-Each function takes the target's table and the target's field, and returns a table whose columns
-the target's templates and rule read."""
+"""The table reshapes a declarative target declares (:mod:`causalpos.scorecard.engine`), applied
+before its rows are judged (:func:`reshaped`): ``wide``, ``reduce``, ``exclude`` / ``several`` /
+``keep`` / ``trained_only``, ``join`` and ``difference``."""
 
 from __future__ import annotations
 

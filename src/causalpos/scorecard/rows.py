@@ -1,22 +1,15 @@
-"""A scorecard row and what every row family shares: the verdict labels of rows that are not
-tests, the paths rows cite as their source, the targets (``causalpos/targets.yaml``), and the
-formatting of values and CIs.
-
-A row holds the claim, the paper's value, the value this run measured (with its CI), a verdict
-and the measurement that would have made it ``differs`` (``falsified_if``). Rows that are not
-tests say why: ``not run`` (the config or the tables do not measure it), ``not applicable`` (the
-claim's premise does not hold for this model, e.g. no fixed BOS) and ``measured`` (the paper gives
-no value to compare with).
+"""A scorecard row and what every row family shares: the labels of rows that are not tests,
+the paths rows cite as their source, the targets (``causalpos/targets.yaml``) and the formatting
+of values and CIs.
 
 Every row sits in one ``section`` (:data:`SECTIONS`): ``paper 1`` and ``paper 2`` hold the tests
-of the papers' claims (``reproduced`` / ``differs`` / ``inconclusive``, rows that could have come
-out *differs* on a plausible input) and the rows of those claims that are not tests;
-``controls`` the negative controls (``passed`` / ``reads position`` / ``underpowered``) and the
-positive controls (``recovered`` / ``not recovered``, a dose series planted in the forward pass
-too); ``checks`` the identities and signs that hold by construction (``holds`` / ``fails``). A
-row's section comes from its
-target's ``section`` field (default: its ``paper``) unless its builder names one
-(claim 7's rows are checks only where token 0 is fixed).
+of the papers' claims (``reproduced`` / ``differs`` / ``inconclusive``) and the rows of those
+claims that are not tests, which say why: ``not run`` (the config or the tables do not measure
+it), ``not applicable`` (the claim's premise does not hold for this model, e.g. no fixed BOS),
+``measured`` (the paper gives no value to compare with); ``controls`` the negative (``passed`` /
+``reads position`` / ``underpowered``) and positive controls (``recovered`` / ``not
+recovered``); ``checks`` the identities that hold by construction (``holds`` / ``fails``). A
+row's section is its target's ``section`` (default: its ``paper``) unless its builder names one.
 """
 
 from __future__ import annotations
@@ -33,8 +26,9 @@ import yaml
 
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.controls import negative_verdict
+from causalpos.scorecard.rules import rule_text
 from causalpos.scorecard.targets import check_targets
-from causalpos.verdicts import CHECK, CONTROL, TESTED
+from causalpos.verdicts import CHECK, CONTROL, TESTED, equivalent
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
 TABLE_MEASURED = "measured"
@@ -61,22 +55,17 @@ NO_TEST = "none: a measurement, not a test"
 
 PathLike = str | os.PathLike | None
 
-#: The scorecard's input tables: their key in ``build_scorecard``'s ``paths`` (the names of
-#: ``Resolved.scorecard_inputs``) -> the path a row built from them names as its source.
+#: Input key in ``build_scorecard``'s ``paths`` -> the path a row built from it names as source.
 SOURCES = SCORECARD_TABLES
 
-#: The negative control in the model's units (the control's numerator over the model's
-#: denominator: what the estimator reads in that model's units where there is no position):
-#: estimate and CI columns of the headline table on a causal run's rows, per (model, dataset,
-#: target[, landmark]), where the model has a position-free run on the same prompts.
+#: The headline table's negative control in the model's units (the control's numerator over the
+#: model's denominator), on a causal run's rows where the model has a position-free run.
 CONTROL_MODEL_UNITS = ("control_model_units", "control_model_units_lo", "control_model_units_hi")
 #: The same control's (1 − 2α) interval and the margin declared for its reading
 #: (``leakage.controls``): what :func:`causalpos.verdicts.negative_control` judges.
 CONTROL_TOST = ("control_tost_lo", "control_tost_hi", "control_margin")
 
-#: ``reading`` of a row: the quantity its verdict uses. Paper 2's leakage has two readings
-#: (causalpos.paper2.summary.headline): the expected-map headline and the per-prompt one; rows on other
-#: quantities (paper 1's index, position 0, sink heads) name theirs.
+#: ``reading`` of a row: the quantity its verdict uses (paper 2's leakage: these two).
 EXPECTED_MAP = "expected-map"
 PER_PROMPT = "per-prompt"
 
@@ -119,15 +108,9 @@ def check_sections(card: pd.DataFrame) -> None:
         )
 
 
-# --------------------------------------------------------------------------------------------
-# Targets
-
-
 def load_targets(source: PathLike | Mapping = None) -> dict:
     """The targets: a mapping as given, the YAML file at ``source``, or the packaged
-    ``causalpos/targets.yaml``; a rule :mod:`causalpos.verdicts` does not define, or a
-    declarative target without a field the engine needs, is a ValueError naming the target
-    (:func:`causalpos.scorecard.targets.check_targets`)."""
+    ``causalpos/targets.yaml``, checked (:func:`causalpos.scorecard.targets.check_targets`)."""
     if isinstance(source, Mapping):
         spec = dict(source)
     elif source is None:
@@ -161,10 +144,6 @@ def paper_value_for(name: str, values: Mapping, targets: Mapping) -> float | Non
         if low in (key.lower(), key.split("/")[-1].lower()):
             return float(v)
     return None
-
-
-# --------------------------------------------------------------------------------------------
-# Text of values, CIs and targets
 
 
 def fmt(x, digits: int = 3) -> str:
@@ -213,10 +192,6 @@ def text_column(df: pd.DataFrame, name: str) -> pd.Series:
     return df[name].fillna("").astype(str)
 
 
-# --------------------------------------------------------------------------------------------
-# Rows of a target
-
-
 def target_row(t: Mapping, target: str, measured: str, verdict: str, source: str, **kw) -> Row:
     """A row of target ``t``; ``kw`` overrides claim, paper_value, falsified_if, note."""
     return Row(
@@ -240,9 +215,6 @@ def equivalence_row(
 ) -> Row:
     """A row of an equivalence target: ``ci`` (lo, hi) within ±``t["margin"]`` of the paper's
     ``value``, the band named in ``falsified_if``; ``kw`` as :func:`target_row` (e.g. note)."""
-    from causalpos.scorecard.rules import rule_text
-    from causalpos.verdicts import equivalent
-
     verdict = equivalent(tuple(ci), float(value), float(t["margin"]))
     rule = rule_text(equivalent, paper_value=float(value), margin=float(t["margin"]))
     kw = dict(kw, paper_value=paper_value, falsified_if=equivalence_band(t, value), rule=rule)
@@ -261,17 +233,17 @@ def measured_row(t: Mapping, target: str, measured: str, source: str, why: str) 
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Paper 2's headline rows: the model's own negative control, the prompts a claim needs
+def _getter(r):
+    """``r.get`` of a table row given as a Series or a namedtuple."""
+    return r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
 
 
 def own_control(r) -> tuple[str, str]:
-    """(verdict, text) of the negative control a headline row of a causal run carries (``r``: a
-    table row as a namedtuple or Series; columns :data:`CONTROL_MODEL_UNITS` and
-    :data:`CONTROL_TOST`): its estimate and CI in the model's units and its verdict against the
-    declared margin (:func:`~causalpos.scorecard.controls.negative_verdict`); ("", "no negative control
-    ...") where the table has none for this model or a bound is not finite."""
-    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
+    """(verdict, text) of the negative control a causal run's headline row ``r`` (a namedtuple or
+    Series) carries: its estimate and CI in the model's units and its verdict against the
+    declared margin; ("", "no negative control ...") where there is none or a bound is not
+    finite."""
+    get = _getter(r)
     c = [float(get(k, np.nan)) for k in CONTROL_MODEL_UNITS]
     lo, hi, margin = (float(get(k, np.nan)) for k in CONTROL_TOST)
     if not np.isfinite([*c[1:], lo, hi, margin]).all():
@@ -291,19 +263,18 @@ OPENINGS = (
 def openings(r) -> str:
     """The reason a row's prompts cannot carry claims 1 and 2 ("" where they can, or where the
     table does not say how they were drawn)."""
-    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
+    get = _getter(r)
     mode = get("data_mode", "")
     mode = "" if not isinstance(mode, str) else mode
     return OPENINGS.format(mode=mode) if mode not in ("", "chunks") else ""
 
 
 def ring_missing(r) -> str:
-    """Why a headline decomposition row has no ring components (the residual stream read on the
-    ring run's logits, the causal mask = total minus it, their shares): "" where its ring run
-    was made (a ``ring_run`` cell naming it; a table without that column: ``status`` measured
-    or absent), else the reason its rows give, naming the run (``status``: "not run: no 'ring'
-    run") and what to do. Never a verdict on its NaN."""
-    get = r.get if isinstance(r, pd.Series) else lambda k, d=None: getattr(r, k, d)
+    """Why a headline decomposition row has no ring components (residual stream, causal mask =
+    total minus it, their shares): "" where its ring run was made (a ``ring_run`` cell; without
+    that column: ``status`` measured or absent), else the reason, naming the run and the fix.
+    Never a verdict on its NaN."""
+    get = _getter(r)
     ring = get("ring_run", None)
     status = get("status", TABLE_MEASURED)
     status = status if isinstance(status, str) and status else TABLE_MEASURED

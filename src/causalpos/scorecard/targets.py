@@ -1,8 +1,7 @@
-"""The targets' rules, checked when ``causalpos/targets.yaml`` loads: every target's ``rule`` is
-the name of a rule of :mod:`causalpos.verdicts` (:data:`RULES`), a list of them for a composite
-claim, or ``measured``; a declarative target (one with a ``table``, judged by
-:mod:`causalpos.scorecard.engine`) names every field the engine needs. :func:`check_targets`
-refuses anything else, naming the target, the allowed values and the fix."""
+"""The targets' rules, checked when ``causalpos/targets.yaml`` loads (:func:`check_targets`):
+every ``rule`` names rules of :mod:`causalpos.verdicts` (:data:`RULES`) or is ``measured``, and
+a declarative target names every field the engine needs; anything else is refused, naming the
+target, the allowed values and the fix."""
 
 from __future__ import annotations
 
@@ -102,11 +101,7 @@ def check_target(name: str, t: Mapping) -> None:
             f"declarative target with rule {t['rule']} names {', '.join(required)} "
             "(causalpos.scorecard.engine)"
         )
-    if t["table"] not in SCORECARD_TABLES:
-        raise ValueError(
-            f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
-            f"{', '.join(SCORECARD_TABLES)}"
-        )
+    _check_table(where, t)
     check_reshape(where, t)
     check_own_fields(where, t)
     check_texts(where, t)
@@ -120,6 +115,15 @@ def check_target(name: str, t: Mapping) -> None:
     absent = [p for p in PARAMS[rules[0]] if p not in t and not t.get("materiality")]
     if absent:
         raise ValueError(f"{where}: rule {rules[0]} needs {', '.join(absent)}; declare it")
+
+
+def _check_table(where: str, t: Mapping) -> None:
+    """Raise ValueError for a target whose ``table`` is no scorecard input."""
+    if t["table"] not in SCORECARD_TABLES:
+        raise ValueError(
+            f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
+            f"{', '.join(SCORECARD_TABLES)}"
+        )
 
 
 #: The fields a target judged over groups of rows must have (causalpos.scorecard.engine_groups).
@@ -141,11 +145,7 @@ def check_each(where: str, t: Mapping) -> None:
             f"{', '.join(missing) or 'each as a mapping'}: it names {', '.join(REQUIRED_EACH)} "
             "and each: {rule, lo, hi, the rule's parameters} (causalpos.scorecard.engine_groups)"
         )
-    if t["table"] not in SCORECARD_TABLES:
-        raise ValueError(
-            f"{where} reads table {t['table']!r}, which is no scorecard input; use one of "
-            f"{', '.join(SCORECARD_TABLES)}"
-        )
+    _check_table(where, t)
     if rule_names(t) != ["fraction"] or str(each["rule"]) not in PARAMS:
         raise ValueError(
             f"{where} has rule {t['rule']!r} and each.rule {each['rule']!r}: a target judged over "
@@ -234,18 +234,13 @@ def _match(v) -> bool:
 #: must be, and the keys it must name.
 RESHAPES: dict[str, tuple[dict[str, tuple[Callable, str]], tuple[str, ...]]] = {
     "wide": (
-        {
-            "columns": (_columns, "[column, ...]"),
-            "values": (_columns, "[column, ...]"),
-            "by": (_columns, "[column, ...]"),
-        },
+        {k: (_columns, "[column, ...]") for k in ("columns", "values", "by")},
         ("columns", "values"),
     ),
     "reduce": (
         {
-            "by": (_columns, "[column, ...]"),
-            **{op: (_columns, "[column, ...]") for op in ("max", "min", "mean", "sum", "first")},
-            "last": (_columns, "[column, ...]"),
+            k: (_columns, "[column, ...]")
+            for k in ("by", "max", "min", "mean", "sum", "first", "last")
         },
         ("by",),
     ),
