@@ -43,8 +43,9 @@ def positive_verdict(lo, hi, truth) -> str:
 def dose_verdicts(g: pd.DataFrame) -> tuple[str, str]:
     """(dose 0's verdict, the series') of one dose series' rows (dose 0 first; columns
     ``leakage_lo``, ``leakage_hi``, ``step_lo``, ``step_hi``, ``margin``): dose 0 by
-    :func:`causalpos.verdicts.negative_control` on its 95 % interval (two one-sided tests at 2.5 % each: stricter than the
-    controls' 5 %), the series by :func:`causalpos.verdicts.dose_series`."""
+    :func:`~causalpos.verdicts.negative_control` on its 95 % interval (two one-sided tests at
+    2.5 % each: stricter than the controls' 5 %), the series by
+    :func:`~causalpos.verdicts.dose_series`."""
     margin = float(g["margin"].iloc[0])
     zero = (float(g["leakage_lo"].iloc[0]), float(g["leakage_hi"].iloc[0]))
     steps = list(zip(g["step_lo"].iloc[1:], g["step_hi"].iloc[1:], strict=True))

@@ -157,16 +157,14 @@ def template_columns(template: str) -> set[str]:
 
 def columns(t: Mapping) -> str:
     """The columns target ``t`` needs of its table, space-separated (a table without one of them
-    reaches the engine as None, and its row reads ``not_run``; a table without the control's
-    columns reads "no negative control")."""
+    reaches the engine as None: ``not_run``)."""
     need = raw_columns(t, _named(t)) - {"threshold"}  # a reshape's inputs; the target's threshold
     return " ".join(sorted(partner_needs(t, need)))
 
 
 def join_columns(t: Mapping) -> str:
-    """The columns target ``t``'s ``join`` needs of the other table its ``table`` names,
-    space-separated (a table without one of them reaches the engine as None: no row finds its
-    match)."""
+    """The columns target ``t``'s ``join`` needs of its other ``table``, space-separated (a table
+    without one of them reaches the engine as None: no row finds its match)."""
     return " ".join(sorted(joined_columns(t, _named(t))))
 
 
@@ -212,9 +210,8 @@ def declared_rows(
     other: pd.DataFrame | None = None,
 ) -> list[Row]:
     """The rows of declarative target ``t`` on its table (None: absent, empty or without a
-    column :func:`columns` names; ``raw``: the table as read, where it says which); ``other``:
-    the table its ``join``'s ``table`` names (None: absent or without a column
-    :func:`join_columns` names, and no row finds its match)."""
+    column :func:`columns` names; ``raw``: the table as read, which says which); ``other``: its
+    ``join``'s ``table`` (None: absent or without a column :func:`join_columns` names)."""
     src = SCORECARD_TABLES[t["table"]]
     if table is None:
         why = t["not_run_columns"] if raw is not None and "not_run_columns" in t else t["not_run"]
@@ -232,7 +229,7 @@ def declared_rows(
         by_landmark = several and t.get("by_landmark")
         label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
         measured = measured_text(r, t) + _extra(r, t) + column_texts(table, t)
-        measured += _partner(r, t)
+        measured += _Text(r).format(t["partner"]["measured"]) if has_partner(r) else ""
         if not r.get(JOINED, True) and t["join"].get("missing"):
             rows.append(not_run(t, label, src, _Text(r).format(t["join"]["missing"])))
         elif p := premise(r, t):
@@ -247,8 +244,8 @@ def declared_rows(
 
 
 def with_threshold(sel: pd.DataFrame, t: Mapping) -> pd.DataFrame:
-    """``sel`` with column ``threshold``, each row's model's (:func:`for_model`), where target
-    ``t`` has a threshold and the table no such column (what ``{threshold}`` reads)."""
+    """``sel`` with each row's model's ``threshold`` (what ``{threshold}`` reads), where target
+    ``t`` has a threshold and the table no such column."""
     if "threshold" not in t or "threshold" in sel:
         return sel
     models = sel["model"] if "model" in sel else [None] * len(sel)
@@ -265,11 +262,6 @@ def _extra(r: pd.Series, t: Mapping) -> str:
         if template_columns(template) <= set(r.index) and np.isfinite(float(r[first])):
             out += _Text(r).format(template)
     return out
-
-
-def _partner(r: pd.Series, t: Mapping) -> str:
-    """Target ``t``'s ``partner.measured`` on row ``r`` where it has a partner, else ""."""
-    return _Text(r).format(t["partner"]["measured"]) if has_partner(r) else ""
 
 
 def _matches(r: pd.Series, cond: Mapping) -> bool:
@@ -319,11 +311,8 @@ def _judged(t: Mapping, r: pd.Series, label: str, measured: str, src: str) -> Ro
 
 
 def measured_text(r: pd.Series, t: Mapping) -> str:
-    """Target ``t``'s ``measured`` on row ``r``: a template, or a list of parts joined by
-    ``measured_sep`` (default ``"; "``), each a template kept where the cell of its first field
-    is not empty, or ``{text: template, when: column, else: template}`` kept where that column's
-    is not (else its ``else``, where declared; a column the table lacks reads as empty: "nan"
-    in a kept part)."""
+    """Target ``t``'s ``measured`` on row ``r`` (a template or a list of parts, as the module
+    says; a column the table lacks reads as empty: "nan" in a kept part)."""
     if isinstance(t["measured"], str):
         return _Text(r).format(t["measured"])
     out = []
@@ -340,9 +329,8 @@ def measured_text(r: pd.Series, t: Mapping) -> str:
 
 
 def premise_row(t: Mapping, r: pd.Series, p: Mapping, label: str, measured: str, src: str) -> Row:
-    """The row of a premise of target ``t`` (:func:`causalpos.scorecard.premises.premise`) on
-    row ``r``: its verdict (not run / not applicable) and ``why`` (a template of the row's
-    cells); the measured text kept where ``measured`` is true (default: a not-applicable row)."""
+    """The row of premise ``p`` of target ``t`` on row ``r``: its verdict and ``why`` (a template
+    of the row's cells); the measured text kept where ``measured`` (default: not applicable)."""
     why = " ".join((p.get("why_text") or _Text(r).format(p["why"])).split())
     keep = p.get("measured", p["verdict"] == NOT_APPLICABLE)
     own = {"falsified_if": " ".join(p["falsified_if"].split())} if p.get("falsified_if") else {}

@@ -1,50 +1,37 @@
-"""Declarative targets judged over a group of a table's rows (e.g. one model's layers): the engine
-of :mod:`causalpos.scorecard.engine` for a target with an ``each`` field. One scorecard row per
-group; each of the group's items (some of its rows) is judged by one interval rule, and the
-target's ``rule`` (``fraction``) counts them.
-
-Fields, beside the engine's ``table``, ``select``, ``where``, ``measured``, ``note``,
-``not_run`` and ``empty``:
+"""Declarative targets judged over groups of a table's rows (a target with ``each``, e.g. one
+model's layers): one scorecard row per group, each of its items judged by one interval rule and
+counted by the target's ``rule: fraction``. Fields beside the engine's ``table``, ``select``,
+``where``, ``measured``, ``note``, ``not_run``, ``empty`` and ``column_text``:
 
 ``group``
-    the columns whose values make a group (default ``[model, dataset]``), in the order the
-    table first shows them;
+    the columns whose values make a group (default ``[model, dataset]``), in first-seen order;
 ``order``
-    the column the group's rows are sorted by (``layer``); the group's first row in that order
-    is the one ``where`` and the ``measured`` cells read;
+    the column the group's rows are sorted by (``layer``); ``where`` and ``measured`` read the
+    group's first row in that order;
 ``each``
-    the items and their rule: ``rule`` (one interval rule of
-    :data:`~causalpos.scorecard.targets.PARAMS`), ``lo`` and ``hi`` (the interval's columns),
-    the rule's parameters (a number, or the name of the target's field that holds it:
-    ``threshold: margin``), and which of the group's rows are items: ``skip_first: true``
-    leaves out its first row, ``select: {column: value}`` keeps the rows with those values;
-    ``text``: a template of one item, the items' texts joined by "; " as ``{each}``;
-``rule``
-    ``fraction``, with ``threshold``: at least that fraction of the items reproduced
-    (:func:`causalpos.verdicts.fraction`; an undecided item counts as either);
+    ``rule`` (an interval rule of :data:`~causalpos.scorecard.targets.PARAMS`), ``lo``, ``hi``,
+    the rule's parameters (a number, or the name of the target's field holding it), which rows
+    are items (``skip_first: true``, ``select: {column: value}``) and ``text``, a template of
+    one item (the items' texts joined by "; " as ``{each}``);
+``rule``, ``threshold``
+    ``fraction``: at least ``threshold`` of the items reproduced (an undecided item counts as
+    either, :func:`causalpos.verdicts.fraction`);
 ``measured``
-    as the engine's, on the group's first row, and with the counts ``{n_items}``,
-    ``{n_yes}`` (reproduced), ``{n_undecided}`` (inconclusive), ``{n_no}`` (the rest) and
-    ``{column:median}``: the median of the column over the items (``nan`` for none), and
-    ``{first_item.column}``: a cell of the group's first item;
+    as the engine's, with the counts ``{n_items}``, ``{n_yes}``, ``{n_undecided}``, ``{n_no}``,
+    ``{column:median}`` over the items and ``{first_item.column}``;
 ``tally``
-    ``{columns: [lo, hi], at}`` (and ``skip_first``, ``select`` as ``each``'s): how many of the
-    group's intervals lie below ``at`` (hi < at), above it (lo > at) and around it, as
-    ``{tally_below}``, ``{tally_above}``, ``{tally_between}`` of ``{tally_n}`` (a reading
-    beside the test, not the test);
+    ``{columns: [lo, hi], at}`` (``skip_first``, ``select`` as ``each``'s): the group's
+    intervals below / above / around ``at`` as ``{tally_below}``, ``{tally_above}``,
+    ``{tally_between}`` of ``{tally_n}`` (a reading beside the test);
 ``pieces``
-    ``{name: template}``: texts read as ``{name}`` in ``measured``, each "" unless the table has
-    the columns it reads and the cell of its first field is finite (a ``first_item`` field: the
-    group has an item);
+    ``{name: template}`` read as ``{name}``, "" unless the table has its columns and its first
+    field's cell is finite;
 ``twin_column``, ``twin``
-    a column in which a model names its twin: a group whose model some row names there is
-    measured, not judged, its note ``twin`` (``{init_of}``: the model that names it);
-``differs_note``
-    the note of a group some of whose items differ (``{differs}``: their ``order`` values);
-``column_text``
-    as the engine's (:mod:`causalpos.scorecard.engine_partner`);
-``no_items``
-    the note of a group without any item (its rule decides nothing: ``inconclusive``).
+    a group whose model some row names in that column is measured, its note ``twin``
+    (``{init_of}``: the model naming it);
+``differs_note``, ``no_items``
+    the note of a group some of whose items differ (``{differs}``: their ``order`` values), and
+    of one without items (``inconclusive``).
 """
 
 from __future__ import annotations

@@ -28,13 +28,9 @@ class Measured(NamedTuple):
 
 
 #: The leakage summary jobs' costs measured in the run being scored, per (model, dataset): each
-#: ``leakage`` job's cost record (``results/benchmarks/leakage/<model>/<dataset>.cost.json``, the
-#: scorecard rule's declared inputs ``summary_cost/<model>/<dataset>``:
-#: :func:`read_summary_costs`), set for one scorecard build by :func:`measured_summaries`. Not
-#: Snakemake's benchmark table: it samples every 0.5 s for its first 30 samples and every 30 s
-#: after, so a job of 15-45 s reads the CPU of its first ~15 s (measured: 14.6 CPU-s for a job
-#: whose log records 30.7). Its Gram terms grow as n², so :func:`summary_cost` scales it by
-#: (n'/n)², n the prompts the row was read at.
+#: job's own cost record (:func:`read_summary_costs`), set for one scorecard build by
+#: :func:`measured_summaries`. Not Snakemake's benchmark table: it samples every 0.5 s for its
+#: first 30 samples and every 30 s after, so a job of 15-45 s reads the CPU of its first ~15 s.
 MEASURED: ContextVar[Mapping[tuple[str, str], Measured] | None] = ContextVar(
     "measured_summaries", default=None
 )
@@ -74,9 +70,8 @@ def measured_summaries(measured: Mapping[tuple[str, str], Measured]):
 
 def prompts_needed(est: float, lo: float, hi: float, threshold: float, n: int) -> int | None:
     """Prompts a reading needs for its 95 % interval to clear ``threshold`` with 80 % power, if
-    its estimate held. The arm that must clear it decides: above the threshold the lower arm
-    (est − lo must shrink below est − threshold), below it the upper arm (hi − est below
-    threshold − est); SE = arm / z₀.₉₇₅ and SE ∝ 1/√n, so
+    its estimate held: the arm towards the threshold decides (above it the lower arm, below it
+    the upper); SE = arm / z₀.₉₇₅ and SE ∝ 1/√n, so
     n' = n · ((z₀.₉₇₅ + z₀.₈) · SE / |est − threshold|)². None without a finite estimate,
     interval and n, or with the estimate on the threshold."""
     if not (np.isfinite([est, lo, hi, threshold]).all() and n and est != threshold):
@@ -104,11 +99,9 @@ CPU_YEAR_S = 365.25 * 86_400
 def summary_cost(model: str, dataset: str, n: int, need: int) -> str:
     """The leakage summary's cost at ``need`` prompts, at most: its Gram terms grow as n², so
     (need / n)² times this run's; in CPU-s where :data:`MEASURED` holds the pair's measurement
-    (its summary read at ``n`` prompts). An upper bound: at a few dozen prompts most of the
-    summary's time does not grow with n (configs/decide.yaml: measured). Its peak memory, where
-    measured, as a range: need / n times this run's (the runs' per-prompt statistics it loads:
-    near linear from 16 to 128 prompts, benchmarks/bench_leakage_summary.py) to (need / n)² (its
-    Grams). A CPU bound beyond :data:`REACH_CPU_S` says so, in CPU-years."""
+    at ``n`` prompts (an upper bound: at a few dozen prompts most of its time does not grow with
+    n). Its peak memory, where measured, from need / n times this run's (the per-prompt
+    statistics it loads) to (need / n)² (its Grams). Beyond :data:`REACH_CPU_S`: CPU-years."""
     factor = (need / n) ** 2
     m = (MEASURED.get() or {}).get((model, dataset))
     if m is None:
@@ -154,13 +147,10 @@ def _power_text(need: int, n: int, direction: str, where: tuple[str, str], arm: 
 def band_power_note(
     verdict: str, vals, band: tuple[float, float], n: int, where: tuple[str, str] = ("", "")
 ) -> str:
-    """An inconclusive equivalence row's power calculation (a CI judged against the band
-    ``band`` = (low edge, high edge): :func:`~causalpos.verdicts.within_range`,
-    :func:`~causalpos.verdicts.equivalent`), from the arm that must clear an edge
-    (:func:`prompts_needed` against that edge): with the estimate inside the band both arms must
-    clear theirs (the larger count; it would resolve reproduced), outside it the arm towards the
-    band must clear the nearer edge (it would resolve differs); the summary's cost there
-    (:func:`summary_cost`). Empty for any other verdict or an estimate on an edge."""
+    """An inconclusive equivalence row's power calculation against ``band`` = (low edge, high
+    edge): with the estimate inside the band both arms must clear their edge (the larger count;
+    it would resolve reproduced), outside it the arm towards the band the nearer edge (it would
+    resolve differs). Empty for any other verdict or an estimate on an edge."""
     if verdict != INCONCLUSIVE or not np.isfinite(vals[0]):
         return ""
     est, (a, b) = float(vals[0]), band
