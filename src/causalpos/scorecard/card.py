@@ -20,14 +20,13 @@ import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_position0 as paper2_position0
 import causalpos.scorecard.paper2_twins as paper2_twins
 from causalpos.scorecard.engine import columns, declared_rows, join_columns
-from causalpos.scorecard.engine_groups import group_columns, grouped_rows, is_grouped
+from causalpos.scorecard.engine_groups import group_columns, grouped_rows
 from causalpos.scorecard.materiality import Materiality
 from causalpos.scorecard.rows import (
     EXPECTED_MAP,
     MEASURED,
     NOT_RUN,
     PER_PROMPT,
-    SOURCES,
     PathLike,
     Row,
     check_sections,
@@ -39,16 +38,11 @@ from causalpos.verdicts import TESTED
 
 @dataclass(frozen=True)
 class Input:
-    """A table a row family reads: its key in ``paths`` (:data:`rows.SOURCES` names its csv) and
-    the columns the family needs, space-separated (a table without them reaches it as None)."""
+    """A table a row family reads: its key in ``paths`` (a key of :data:`rows.SOURCES`) and the
+    columns the family needs, space-separated (a table without them reaches it as None)."""
 
     key: str
     columns: str = ""
-
-    @property
-    def source(self) -> str:
-        """The path the rows built from this table name as their source."""
-        return SOURCES[self.key]
 
 
 #: Note of a row whose quantity fails its own negative control: measured, not scored.
@@ -107,14 +101,14 @@ class Declared(Family):
     def _rows(self, table, raw, *rest) -> list[Row]:
         """Over groups of rows (``each``) or row by row; ``rest``: a join's table, the targets."""
         t = rest[-1][self.name]
-        return grouped_rows(table, t) if is_grouped(t) else declared_rows(table, t, raw, *rest[:-1])
+        return grouped_rows(table, t) if "each" in t else declared_rows(table, t, raw, *rest[:-1])
 
     def inputs_for(self, T: Mapping) -> tuple[Input, ...]:
         """Its table with the columns it needs, and as read (which says whether a table that
         reaches it as None is absent or lacks a column); a ``join`` with a ``table``: that
         table with the columns the join reads."""
         t = T[self.name]
-        need = group_columns(t) if is_grouped(t) else columns(t)
+        need = group_columns(t) if "each" in t else columns(t)
         own = (Input(t["table"], need), Input(t["table"]))
         if other := (t.get("join") or {}).get("table"):
             return (*own, Input(other, join_columns(t)))

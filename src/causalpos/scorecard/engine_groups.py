@@ -106,11 +106,6 @@ def group_columns(t: Mapping) -> str:
     return " ".join(sorted(need - {*COUNTS, *TALLY, "each", *(t.get("pieces") or {})}))
 
 
-def _param(t: Mapping, value) -> float:
-    """A rule parameter of ``each``: a number, or the name of the target's field holding it."""
-    return float(t[value]) if isinstance(value, str) else float(value)
-
-
 def items(g: pd.DataFrame, each: Mapping) -> pd.DataFrame:
     """The items of one group (its rows sorted by ``order``): ``skip_first``, ``select``."""
     out = g.iloc[1:] if each.get("skip_first") else g
@@ -123,7 +118,7 @@ def item_verdicts(t: Mapping, sel: pd.DataFrame) -> list[str]:
     """The verdict of ``each``'s rule on every item of ``sel``, in order."""
     each = t["each"]
     name = str(each["rule"])
-    params = [_param(t, each[p]) for p in PARAMS[name]]
+    params = [float(t[v] if isinstance(v, str) else v) for v in (each[p] for p in PARAMS[name])]
     return [RULES[name]((lo, hi), *params) for lo, hi in zip(sel[each["lo"]], sel[each["hi"]])]
 
 
@@ -208,8 +203,3 @@ def grouped_rows(table: pd.DataFrame | None, t: Mapping) -> list[Row]:
         verdict = fraction(n_yes, n_und, len(per), float(t["threshold"]))
         rows.append(target_row(t, label, measured, verdict, src, note=_note(t, g, per)))
     return rows
-
-
-def is_grouped(t: Mapping) -> bool:
-    """Whether target ``t`` is judged over groups of rows (it has ``each``)."""
-    return "each" in t

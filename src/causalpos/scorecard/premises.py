@@ -54,14 +54,10 @@ def matches(r: pd.Series, cond: Mapping) -> bool:
     """Whether row ``r`` matches every ``{column: value}`` of ``cond`` (:func:`cell_matches`; a
     list of values: any of them; a column the row lacks reads as empty)."""
 
-    def one(have, want) -> bool:
-        return (
-            any(cell_matches(have, w) for w in want)
-            if isinstance(want, list)
-            else (cell_matches(have, want))
-        )
-
-    return all(one(r.get(c), v) for c, v in cond.items())
+    return all(
+        any(cell_matches(r.get(c), w) for w in (v if isinstance(v, list) else [v]))
+        for c, v in cond.items()
+    )
 
 
 def premise(r: pd.Series, t: Mapping) -> Mapping | None:
@@ -70,15 +66,12 @@ def premise(r: pd.Series, t: Mapping) -> Mapping | None:
     whose ``unless`` (optional, either kind) it does not (:func:`matches`); None where none
     does."""
     for p in t.get("premises") or ():
-        if "reason" in p and p.get("unless") and matches(r, p["unless"]):
+        if p.get("unless") and matches(r, p["unless"]):
             continue
-        if "reason" in p:
-            why = REASONS[p["reason"]](r)
-            if why:
-                return {**p, "why_text": why}
-            continue
-        if matches(r, p["if"]) and not (p.get("unless") and matches(r, p["unless"])):
+        if "reason" not in p and matches(r, p["if"]):
             return p
+        if "reason" in p and (why := REASONS[p["reason"]](r)):
+            return {**p, "why_text": why}
     return None
 
 

@@ -132,11 +132,8 @@ def raw_columns(t: Mapping, need: set[str]) -> set[str]:
     elif j:
         need = {c.removeprefix(j["prefix"]) for c in need}
         need |= {c for pair in join_pairs(j) for c in pair} | set(j.get("select") or {})
-    need |= (
-        {s["of"], *s.get("by", WIDE_BY), *(s.get("ignore") or {})}
-        if (s := t.get("several"))
-        else set()
-    )
+    if s := t.get("several"):
+        need |= {s["of"], *s.get("by", WIDE_BY), *(s.get("ignore") or {})}
     need |= set(t.get("keep") or {})
     need |= set(t.get("requires") or ())
     return need | ({"init_of"} if t.get("trained_only") else set())
@@ -198,8 +195,7 @@ def reshaped(
     ``other_columns``: no row finds a match, its columns NaN);
     ``difference`` adds an estimate minus another. The estimate's finiteness is read after them."""
     t = {**t, "select": own_fields(t.get("select"), t)}
-    reshaped = any(t.get(k) for k in FIELDS)
-    if not reshaped:
+    if not any(t.get(k) for k in FIELDS):
         return select_rows(table, t)
     sel = select_rows(table, {k: t[k] for k in ("select", "first") if k in t})
     if t.get("wide") and not sel.empty:
