@@ -277,14 +277,11 @@ def build_scorecard(
 ) -> pd.DataFrame:
     """The scorecard from the pipeline's tables.
 
-    ``paths`` keys: the inputs of :data:`FAMILIES` (:data:`rows.SOURCES`: ``theory``,
-    ``sim_index``, ``llm_index``, ``train_comparison`` and paper 2's ``headline``,
-    ``decomposition``, ...), and optionally ``targets`` (the targets YAML; overridden by the
-    ``targets`` argument, default the packaged file). Missing or ``None`` paths make their rows
-    "not run". ``extra`` adds rows built from ``paths``. ``materiality``: paper 2's materiality
-    thresholds (config ``leakage.materiality``, the scorecard rule's params; None: their
-    defaults), given to the targets that name one. The first column is the row's section
-    (:data:`rows.SECTIONS`); a verdict its section does not allow is a ValueError.
+    ``paths``: the inputs of :data:`FAMILIES` (keys of :data:`rows.SOURCES`; missing or None:
+    their rows read "not run") and optionally ``targets`` (the targets YAML, overridden by
+    ``targets``; default the packaged file). ``extra`` adds rows built from ``paths``.
+    ``materiality``: paper 2's thresholds (config ``leakage.materiality``; None: the defaults).
+    The first column is the row's section; a verdict its section does not allow is a ValueError.
     """
     spec = load_targets(targets if targets is not None else paths.get("targets"))
     if not isinstance(materiality, Materiality):

@@ -112,13 +112,11 @@ def _headline(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_verdicts(name: str, df: pd.DataFrame, fixed_bos: bool | None = None) -> pd.DataFrame:
-    """Table ``name`` (``controls``, ``plant_doses``, ``headline``; others are returned as
-    given) with its controls' verdict columns: ``negative_control``,
-    ``negative_<landmark>_control``, ``per_prompt_control``, ``positive_control`` and
-    ``planted_model_control`` (controls), ``dose0_control`` and ``positive_control`` (dose
-    series), ``control_verdict`` (a causal run's row of the headline: its position-free run's
-    control). ``fixed_bos``: whether token 0 is a fixed BOS (None: the table's ``fixed_bos``
-    column says)."""
+    """Table ``name`` with its controls' verdict columns: ``negative_control``,
+    ``negative_<landmark>_control``, ``per_prompt_control``, ``positive_control``,
+    ``planted_model_control`` (``controls``), ``dose0_control``, ``positive_control``
+    (``plant_doses``), ``control_verdict`` (``headline``: its position-free run's control); any
+    other table as given. ``fixed_bos``: whether token 0 is a fixed BOS (None: its column says)."""
     if df is None or df.empty:
         return df
     build = {"controls": lambda d: _controls(d, fixed_bos), "plant_doses": _doses}

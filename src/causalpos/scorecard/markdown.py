@@ -163,12 +163,9 @@ def short_line(row) -> str:
 
 def readme_summary(card: pd.DataFrame, *, source: str = SCORECARD_CSV) -> str:
     """The README's "what was reproduced" digest of a scorecard, between :data:`SUMMARY_BEGIN` /
-    :data:`SUMMARY_END`: the counts (tests of the papers' claims: reproduced / differs /
-    inconclusive; controls: passed / reads position / underpowered / recovered / not recovered;
-    checks: holds / fails), per section, the links to the scorecard and ``docs/findings.md``,
-    then one short line (:func:`short_line`) per *differs* test, control that did not pass
-    (reads position, underpowered; its outcome after its target) or plant not recovered, and
-    failing check."""
+    :data:`SUMMARY_END`: the counts of tests, controls and checks, per section, the links to the
+    scorecard and ``docs/findings.md``, then one short line (:func:`short_line`) per *differs*
+    test, control not passed (its outcome after its target) and failing check."""
     sections = dict(_sections(card))
     papers = card[card["section"].isin([PAPER1, PAPER2])]
     tested = papers["verdict"].isin(TESTED)

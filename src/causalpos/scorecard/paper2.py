@@ -28,13 +28,10 @@ from causalpos.scorecard.rows import (
     target_row,
     text_column,
 )
-from causalpos.verdicts import (
-    check,
-    covers,
-    difference_ci,
-    nearly_identical,
-    positive,
-)
+from causalpos.verdicts import check, covers, difference_ci, nearly_identical, positive
+
+#: The causal-mask share's estimate and interval columns.
+SHARE = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
 
 
 def headline_decomposition(dec: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -73,12 +70,9 @@ def claim10_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
         return _on_headline([not_run(t10, t10["label"], src, why)])
     rows = []
     rope = dec[dec["condition"] == T["claim4_share"]["condition"]] if "condition" in dec else dec
-    unmade = []
-    if "status" in rope:
-        unmade = [f"{r.model} on {r.dataset} ({r.status})" for r in rope.itertuples()]
-        unmade = [u for u, ok in zip(unmade, rope["status"] == TABLE_MEASURED) if not ok]
-        rope = rope[rope["status"] == TABLE_MEASURED]
-    cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
+    made = rope["status"] == TABLE_MEASURED  # headline_decomposition gives every row a status
+    unmade = [f"{r.model} on {r.dataset} ({r.status})" for r in rope[~made].itertuples()]
+    rope = rope[made]
     # Content independence compares datasets whose prompts start alike: the same token-0 prefix
     # (a fixed BOS, or none) where the table says which, so a BOS / no-BOS contrast is not read
     # as a content effect.
@@ -109,7 +103,7 @@ def claim10_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             )
         )
     for label, g in many:
-        est = [tuple(getattr(r, c) for c in cols) for r in g.itertuples()]
+        est = [tuple(getattr(r, c) for c in SHARE) for r in g.itertuples()]
         diffs = [
             difference_ci(est[i], est[j]) for i in range(len(est)) for j in range(i + 1, len(est))
         ]
@@ -161,14 +155,13 @@ def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
     if ctl is None:
         return [not_run(t, t["label"], src, "the config has no leakage section")]
     rows = []
-    cols = ("share_causal_mask", "share_causal_mask_lo", "share_causal_mask_hi")
     free_conditions = set(t.get("position_free_conditions") or ())
     arch = architectures(ctl, T)
     for (model, dataset), g in ctl.groupby(["model", "dataset"], sort=False):
         target = f"{t['label']} ({model}, {dataset})"
         if len(g) < 2:
             continue
-        bad = g[list(cols)].isna().any(axis=1)
+        bad = g[list(SHARE)].isna().any(axis=1)
         if "status" in g:
             bad |= g["status"] != TABLE_MEASURED
         free = g["condition"].isin(free_conditions) | (arch[g.index] == "nope")
@@ -186,7 +179,7 @@ def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
             rows.append(not_run(t, target, src, why))
             continue
         good = g[~bad]
-        est = [tuple(getattr(r, c) for c in cols) for r in good.itertuples()]
+        est = [tuple(getattr(r, c) for c in SHARE) for r in good.itertuples()]
         measured = ", ".join(f"{c}: {fmt_ci(*e, 2)}" for c, e in zip(good["condition"], est))
         paired = _paired_differences(good)
         if paired is not None and len(paired):
@@ -199,7 +192,7 @@ def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
                 target_row(t, target, measured, NOT_APPLICABLE, src, note=why, falsified_if=fal)
             )
             continue
-        est = [tuple(getattr(r, c) for c in cols) for r in tested.itertuples()]
+        est = [tuple(getattr(r, c) for c in SHARE) for r in tested.itertuples()]
         paired = _paired_differences(tested)
         rows.append(
             target_row(
@@ -272,8 +265,7 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
         rows.append(not_run(tn, tn["label"], src, why))
     else:
         d = dec[dec["condition"] == "rope"] if "condition" in dec else dec
-        if "status" in d:
-            d = d[d["status"] == TABLE_MEASURED]
+        d = d[d["status"] == TABLE_MEASURED]
         d = d.assign(arch_=architectures(d, T), init_=text_column(d, "init_of"))
         d = d[d["init_"] == ""]
         n_pairs = 0

@@ -36,11 +36,9 @@ from causalpos.verdicts import within_range
 def claim4_rows(
     dec: pd.DataFrame | None, comp: pd.DataFrame | None, sc: pd.DataFrame | None, T: Mapping
 ) -> list[Row]:
-    """Every claim-4 row, built once: the causal-mask share per model against the paper's value
-    (:func:`_share_rows`, from the one-unit components ``comp``), a "not run" row for each model
-    whose decomposition lacks a run (from the headline decomposition ``dec``), and the scale
-    shift between two models on the same prompts (:func:`_scale_rows`, from ``sc``). The share
-    rows are on the headline reading; the scale rows name the reading of their table."""
+    """Every claim-4 row: the causal-mask share per model against the paper's value (from the
+    one-unit components ``comp``), "not run" for each model whose headline decomposition ``dec``
+    lacks a run, and the scale shift between two models on the same prompts (``sc``)."""
     t4 = T["claim4_share"]
     src = SOURCES["decomposition_headline"]
     d = headline_decomposition(dec)
@@ -102,15 +100,11 @@ def _share_rows(
     comp: pd.DataFrame | None, T: Mapping, n: Mapping[tuple[str, str], int] | None = None
 ) -> list[Row]:
     """Claim 4 on the ablation mapping (paper 2's own: causal mask = the direct + indirect
-    routes, residual stream = the mask-free route, the ring's logits), with the key-0 column
-    counted (F = B + query effects, nothing modelled for key 0: paper 2's reconstructed fit),
-    compared with the paper's value; paper 2's own reading (the bidirectional ablation's
-    log-attention, with its edge artefact), the mechanism mapping and the modelled landmark
-    reported in the measured text. A second row per model reports the mechanism mapping's share,
-    measured (:data:`MECHANISM_NOTE`). Where token 0 is not fixed the mask-free route reads 0 by
-    symmetry and the ablation mapping's share is 1 by construction: not applicable, with the
-    table's reason. ``n``: the prompts per (model, dataset), for the power note of an
-    inconclusive row."""
+    routes, residual stream = the mask-free route), the key-0 column counted (paper 2's
+    reconstructed fit), against the paper's value; paper 2's own reading, the mechanism mapping
+    and the modelled landmark in the measured text, and a second, measured row per model with
+    the mechanism mapping's share. Where token 0 is not fixed the ablation share is 1 by
+    construction: not applicable. ``n``: the prompts per (model, dataset), for the power note."""
     t4 = T["claim4_share"]
     src = SOURCES["decomposition_components"]
     n = n or {}

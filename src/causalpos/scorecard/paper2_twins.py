@@ -46,15 +46,10 @@ def claim1_twin_rows(
 def twin_contrast_rows(
     sel: pd.DataFrame, landmarks: pd.Series | None, t: Mapping, twins: pd.DataFrame | None = None
 ) -> list[Row]:
-    """Claim 1 beside its random-init / init twin: the trained model's headline logit leakage
-    minus its twin's on the same dataset (and landmark reading), one measured row per pair.
-    Paired where the twin table (``twins``: causalpos.paper2.tables.twins) holds the two on the
-    same resampled prompts (its ``paired`` row: the percentile interval of the replicates'
-    differences, key 0 modelled); otherwise the two intervals are combined as independent samples
-    (:func:`~causalpos.verdicts.difference_ci`), which for the positively correlated estimates of
-    one prompt set overstates the width, and the note says why they did not pair. A
-    measurement, not a test: paper 2 claims nothing about the untrained architecture (a
-    difference of measured quantities is never a check)."""
+    """The trained model's headline logit leakage minus its twin's on the same dataset (and
+    landmark reading), one measured row per pair: paired where the twin table ``twins`` holds
+    the two on the same resampled prompts (key 0 modelled), else the intervals combined as
+    independent samples (which overstates the width), the note saying why they did not pair."""
     src = SOURCES["headline"]
     lms = landmarks if landmarks is not None else pd.Series("", index=sel.index)
     paired = _paired(twins)

@@ -186,14 +186,9 @@ def reshaped(
     other: pd.DataFrame | None = None,
     other_columns: set[str] = frozenset(),
 ) -> pd.DataFrame:
-    """The rows target ``t`` judges (``select_rows``: :func:`causalpos.scorecard.engine.select_rows`;
-    a ``select`` value ``"{name}"`` is the target's field ``name``), after its reshapes: ``wide``
-    selects the long table's rows and widens them; ``trained_only`` leaves out the rows of
-    random-init / init twins; ``reduce``, ``exclude``, ``several`` as their functions, then
-    ``keep`` keeps the rows matching it; ``join`` reads each row's match beside it (in
-    ``other``, the table a join's ``table`` names; None where it is absent or lacks one of
-    ``other_columns``: no row finds a match, its columns NaN);
-    ``difference`` adds an estimate minus another. The estimate's finiteness is read after them."""
+    """The rows target ``t`` judges (``select_rows``: the engine's), after its reshapes in the
+    order below; ``other``: the table a join's ``table`` names (None where it is absent or lacks
+    one of ``other_columns``: no row finds a match). The estimate's finiteness is read last."""
     t = {**t, "select": own_fields(t.get("select"), t)}
     if not any(t.get(k) for k in FIELDS):
         return select_rows(table, t)
