@@ -146,7 +146,7 @@ def bos_rows(
             why = "the paper reports no value for this intervention"
             rows.append(measured_row(t, target, measured, src, why))
             continue
-        fal = equivalence_band(t, value)
+        kw = dict(paper_value=f"{value:+.0%}", falsified_if=equivalence_band(t, value))
         if "variant" in bos and "baseline" in bos:
             runs = (str(r.variant), str(r.baseline))
         else:  # older tables: the run is the intervention's name after bos_replace_
@@ -155,18 +155,7 @@ def bos_rows(
         if not why and fixed.get((r.model, r.dataset)) is False:
             why = "token 0 varies across prompts: there is no fixed BOS to replace"
         if why:
-            rows.append(
-                target_row(
-                    t,
-                    target,
-                    measured,
-                    NOT_APPLICABLE,
-                    src,
-                    paper_value=f"{value:+.0%}",
-                    falsified_if=fal,
-                    note=why,
-                )
-            )
+            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why, **kw))
             continue
         ci = (r.effect_lo, r.effect_hi)
         rows.append(equivalence_row(t, target, measured, ci, value, src, f"{value:+.0%}"))
@@ -221,15 +210,8 @@ def bos_headline_rows(
             measured += f"; {fmt(r.n_sink_heads)} sink heads"
         value = t["values"].get(r.replacement)
         if value is None:
-            rows.append(
-                measured_row(
-                    t,
-                    target,
-                    measured,
-                    src,
-                    f"{how}; the paper reports no value for this replacement",
-                )
-            )
+            why = f"{how}; the paper reports no value for this replacement"
+            rows.append(measured_row(t, target, measured, src, why))
             continue
         if twin:
             rows.append(measured_row(t, target, measured, src, f"{how}; init weights of {twin}"))
@@ -239,14 +221,13 @@ def bos_headline_rows(
         tau = float(tau) if np.isfinite(tau) else float(T["sink_heads"]["tau"])
         mask_free = SINK_FREE_READINGS.get(r.bos_reading, "")
         runs = (f"bos_replace_{r.replacement}+{mask_free}", mask_free) if mask_free else ()
-        sinkless = sinkless_note(counts, r.model, r.dataset, runs, tau)
-        if sinkless:
-            why = f"{how}; {sinkless}"
-            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why, **kw))
-            continue
-        if fixed.get((r.model, r.dataset)) is False:
-            why = f"{how}; token 0 varies across prompts: there is no fixed BOS to replace"
-            rows.append(target_row(t, target, measured, NOT_APPLICABLE, src, note=why, **kw))
+        why = sinkless_note(counts, r.model, r.dataset, runs, tau)
+        if not why and fixed.get((r.model, r.dataset)) is False:
+            why = "token 0 varies across prompts: there is no fixed BOS to replace"
+        if why:
+            rows.append(
+                target_row(t, target, measured, NOT_APPLICABLE, src, note=f"{how}; {why}", **kw)
+            )
             continue
         ci = (r.effect_lo, r.effect_hi)
         rows.append(equivalence_row(t, target, measured, ci, value, src, f"{value:+.0%}", note=how))
