@@ -6,7 +6,7 @@ run" with the reason."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -298,7 +298,7 @@ def build_scorecard(
         rows += extra(paths)
     for r in rows:
         r.section = r.section or r.paper
-    card = pd.DataFrame([r.as_dict() for r in rows])
+    card = pd.DataFrame([asdict(r) for r in rows])
     card = card[["section", *(c for c in card.columns if c != "section")]]
     check_sections(card)
     return card

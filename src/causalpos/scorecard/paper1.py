@@ -57,12 +57,8 @@ def theory_rows(theory: pd.DataFrame | None, T: Mapping) -> list[Row]:
     pv_fig1 = ", ".join(f"S({v['query']},{v['key']}) = {v['value']:.3f}" for v in fig1["values"])
     if theory is None:
         why = "the config has no theory section (rule theory_check)"
-        return [
-            not_run(fig1, fig1["label"], src, why, paper_value=pv_fig1),
-            not_run(closed, closed["label"], src, why),
-            not_run(mono2, mono2["label"], src, why),
-            not_run(deep, deep["label"], src, why),
-        ]
+        rows = [not_run(fig1, fig1["label"], src, why, paper_value=pv_fig1)]
+        return rows + [not_run(x, x["label"], src, why) for x in (closed, mono2, deep)]
     rows = []
     for v in fig1["values"]:
         q, k, pv = int(v["query"]), int(v["key"]), float(v["value"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -86,9 +86,6 @@ class Row:
     #: The rule that decided the row, rendered from its definition with the values it was
     #: applied with (:mod:`causalpos.scorecard.rules`); "" for a row no rule decides.
     rule: str = ""
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def check_sections(card: pd.DataFrame) -> None:
