@@ -71,8 +71,15 @@ field; a text with ``*`` is a glob):
 ``not_run``, ``empty``, ``not_run_columns``
     why there is no row: the table is absent or lacks a column, no row is selected, the table
     lacks a column the target needs (e.g. made before it: what to rerun);
-``required``, ``partner``, ``column_text``
-    :mod:`causalpos.scorecard.engine_partner`;
+``required``
+    columns whose cells must be non-empty (not NaN, not ""): the rows without are not judged;
+``partner``
+    ``{column, key, on, prefix, measured}``: each row's partner is the table's first row whose
+    ``key`` column (default ``model``) equals the row's ``column`` cell and whose ``on`` columns
+    (default ``[dataset]``) equal the row's; its cells read as ``{<prefix><column>}``, and
+    ``measured`` is appended where the row has one (e.g. a model beside its random-init twin);
+``column_text``
+    ``{column: [with, without]}``: text appended where the table has the column, and where not;
 ``group``, ``order``, ``each``, ``tally``, ``pieces``, ``twin_column``, ``no_items``,
 ``differs_note``
     a target judged over groups of rows (:mod:`causalpos.scorecard.engine_groups`).
@@ -89,13 +96,6 @@ import pandas as pd
 
 from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
-from causalpos.scorecard.engine_partner import (
-    column_texts,
-    has_partner,
-    partner_needs,
-    required_rows,
-    with_partner,
-)
 from causalpos.scorecard.materiality import for_model
 from causalpos.scorecard.premises import is_null, power, premise, spec_text
 from causalpos.scorecard.reshape import JOINED, joined_columns, raw_columns, reshaped
@@ -120,6 +120,63 @@ from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_input
 
 #: A row's label after the target's, by default.
 WHERE = "{model}, {dataset}"
+
+#: The defaults of a ``partner``: the column its key is matched in, the columns it shares.
+PARTNER_KEY, PARTNER_ON = "model", ("dataset",)
+
+
+def required_rows(sel: pd.DataFrame, t: Mapping) -> pd.DataFrame:
+    """The rows of ``sel`` whose cells of target ``t``'s ``required`` columns are non-empty."""
+    for col in t.get("required") or ():
+        sel = sel[sel[col].notna() & (sel[col].astype(str) != "")]
+    return sel
+
+
+def partner_columns(t: Mapping) -> set[str]:
+    """The columns target ``t``'s ``partner`` reads of its table (none without one)."""
+    p = t.get("partner")
+    if not p:
+        return set()
+    return {p["column"], p.get("key", PARTNER_KEY), *p.get("on", PARTNER_ON)}
+
+
+def with_partner(sel: pd.DataFrame, table: pd.DataFrame, t: Mapping) -> pd.DataFrame:
+    """``sel`` with its rows' partners' cells as ``<prefix><column>`` (NaN without a partner)
+    and ``_has_partner``; ``sel`` itself for a target without ``partner``."""
+    p = t.get("partner")
+    if not p:
+        return sel
+    key, on = p.get("key", PARTNER_KEY), list(p.get("on", PARTNER_ON))
+    first = table.drop_duplicates([key, *on])
+    partners = first.add_prefix(p["prefix"]).assign(_has_partner=True)
+    right_on = [p["prefix"] + c for c in (key, *on)]
+    out = sel.merge(partners, how="left", left_on=[p["column"], *on], right_on=right_on)
+    out.index = sel.index  # one partner at most per row: the rows keep their order
+    out["_has_partner"] = out["_has_partner"].eq(True)
+    return out
+
+
+def partner_needs(t: Mapping, need: set[str]) -> set[str]:
+    """The columns target ``t`` needs of its table, from ``need`` (its templates' columns): its
+    ``partner``'s and ``required`` columns added, the partner's own (``<prefix>...``, which the
+    engine adds) taken out."""
+    p = t.get("partner")
+    need = need | partner_columns(t) | {*(t.get("required") or ())}
+    return {c for c in need if not (p and c.startswith(p["prefix"]))}
+
+
+def has_partner(r: pd.Series) -> bool:
+    """Whether table row ``r`` (of :func:`with_partner`) has a partner."""
+    return bool(r.get("_has_partner", False))
+
+
+def column_texts(columns, t: Mapping) -> str:
+    """Target ``t``'s ``column_text``: per column, its text where ``columns`` hold it, else the
+    other."""
+    return "".join(
+        with_ if col in columns else without
+        for col, (with_, without) in (t.get("column_text") or {}).items()
+    )
 
 
 class _Text(string.Formatter):

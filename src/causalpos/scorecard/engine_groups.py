@@ -43,8 +43,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.catalogue import SCORECARD_TABLES
-from causalpos.scorecard.engine import WHERE, _Text, select_rows, template_columns
-from causalpos.scorecard.engine_partner import column_texts
+from causalpos.scorecard.engine import WHERE, _Text, column_texts, select_rows, template_columns
 from causalpos.scorecard.rows import (
     Row,
     field_text,

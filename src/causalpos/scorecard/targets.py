@@ -188,14 +188,14 @@ def check_group_texts(where: str, t: Mapping) -> None:
         )
 
 
-#: The fields of a target's ``partner`` (causalpos.scorecard.engine_partner).
+#: The fields of a target's ``partner`` (causalpos.scorecard.engine).
 PARTNER = ("column", "prefix", "measured")
 
 
 def check_partner(where: str, t: Mapping) -> None:
     """Raise ValueError, naming the target (``where``), for a ``partner`` without a field of
     :data:`PARTNER`, a ``required`` that is no list of columns, or a ``column_text`` entry other
-    than [with, without] (:mod:`causalpos.scorecard.engine_partner`)."""
+    than [with, without] (:mod:`causalpos.scorecard.engine`)."""
     p = t.get("partner")
     if p is not None and (not isinstance(p, Mapping) or any(k not in p for k in PARTNER)):
         raise ValueError(
