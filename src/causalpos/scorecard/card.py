@@ -13,7 +13,6 @@ import pandas as pd
 
 import causalpos.scorecard.paper1 as paper1
 import causalpos.scorecard.paper2 as paper2
-import causalpos.scorecard.paper2_claim3 as paper2_claim3
 import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
 import causalpos.scorecard.paper2_headline as paper2_headline
@@ -237,7 +236,7 @@ FAMILIES: tuple[Family, ...] = (
     Declared("claim3_window"),
     Declared("claim3_base"),
     Family(
-        paper2_claim3.claim3_order_rows,
+        paper2.claim3_order_rows,
         Input(
             "decomposition_headline",
             "model dataset condition window target residual_stream residual_stream_lo residual_stream_hi",
