@@ -17,7 +17,6 @@ import causalpos.scorecard.paper2_claim4 as paper2_claim4
 import causalpos.scorecard.paper2_doses as paper2_doses
 import causalpos.scorecard.paper2_headline as paper2_headline
 import causalpos.scorecard.paper2_position0 as paper2_position0
-import causalpos.scorecard.paper2_twins as paper2_twins
 from causalpos.scorecard.engine import columns, declared_rows, join_columns
 from causalpos.scorecard.engine_groups import group_columns, grouped_rows
 from causalpos.scorecard.materiality import Materiality
@@ -165,7 +164,7 @@ FAMILIES: tuple[Family, ...] = (
     # paper 2: the headline (expected-map) reading, its controls, the per-prompt rows
     Declared("claim1_logit"),
     Family(
-        paper2_twins.claim1_twin_rows,
+        paper2_headline.claim1_twin_rows,
         Input("headline", "model dataset variant window target leakage leakage_lo position_free"),
         Input("twin_contrast", "model dataset twin difference difference_lo paired pairing"),
     ),
