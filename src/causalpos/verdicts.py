@@ -5,7 +5,7 @@ to all three). Measurements come as intervals ``(lo, hi)`` (a CI, or ``(v - err,
 the verdict reads the uncertainty, never the point estimate alone; an interval that measures no
 uncertainty decides nothing (:func:`decides`). Controls and checks get labels of their own so
 that no count of reproductions includes them. A rule's docstring is the text the scorecard's
-``rule`` column quotes (:mod:`causalpos.scorecard.rules`): edit it as output. What each rule
+``rule`` column quotes (:func:`causalpos.scorecard.rows.rule_text`): edit it as output. What each rule
 decides, in words: docs/findings.md ("How the scorecard decides").
 """
 

@@ -112,10 +112,11 @@ from causalpos.scorecard.rows import (
     measured_row,
     not_run,
     own_control,
+    rule_text,
+    rules_text,
     target_row,
     text_column,
 )
-from causalpos.scorecard.rules import rule_text, rules_text
 from causalpos.scorecard.targets import MEASURED_RULE, PARAMS, RULES, rule_input, rule_names
 
 #: A row's label after the target's, by default.

@@ -27,9 +27,9 @@ from causalpos.scorecard.rows import (
     not_run,
     paper_value_for,
     ring_missing,
+    rule_text,
     target_row,
 )
-from causalpos.scorecard.rules import rule_text
 from causalpos.verdicts import within_range
 
 

@@ -30,10 +30,11 @@ from causalpos.scorecard.rows import (
     not_run,
     openings,
     ring_missing,
+    rule_text,
+    rules_text,
     target_row,
     text_column,
 )
-from causalpos.scorecard.rules import rule_text, rules_text
 from causalpos.verdicts import (
     NOT_RECOVERED,
     RECOVERED,

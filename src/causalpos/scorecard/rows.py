@@ -1,6 +1,6 @@
 """A scorecard row and what every row family shares: the labels of rows that are not tests,
-the paths rows cite as their source, the targets (``causalpos/targets.yaml``) and the formatting
-of values and CIs.
+the paths rows cite as their source, the targets (``causalpos/targets.yaml``), the formatting
+of values and CIs and the text of the rule that decided a row (:func:`rule_text`).
 
 Every row sits in one ``section`` (:data:`SECTIONS`): ``paper 1`` and ``paper 2`` hold the tests
 of the papers' claims (``reproduced`` / ``differs`` / ``inconclusive``) and the rows of those
@@ -14,8 +14,10 @@ row's section is its target's ``section`` (default: its ``paper``) unless its bu
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -26,7 +28,6 @@ import yaml
 
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.controls import negative_verdict
-from causalpos.scorecard.rules import rule_text
 from causalpos.scorecard.targets import check_targets
 from causalpos.verdicts import CHECK, CONTROL, TESTED, equivalent
 
@@ -84,7 +85,7 @@ class Row:
     reading: str = ""
     section: str = ""
     #: The rule that decided the row, rendered from its definition with the values it was
-    #: applied with (:mod:`causalpos.scorecard.rules`); "" for a row no rule decides.
+    #: applied with (:func:`rule_text`); "" for a row no rule decides.
     rule: str = ""
 
 
@@ -187,6 +188,45 @@ def text_column(df: pd.DataFrame, name: str) -> pd.Series:
     if name not in df:
         return pd.Series([""] * len(df), index=df.index)
     return df[name].fillna("").astype(str)
+
+
+# The text of the rule that decided a row, rendered from the rule itself (its docstring in
+# causalpos.verdicts and the values the row judged it with), so the scorecard's ``rule`` column
+# and the findings page that quotes it cannot drift from the rule.
+
+#: A Sphinx role (``:func:`~causalpos.verdicts.decides```): rendered as its last name, in code.
+ROLE = re.compile(r":(?:func|data|class|meth|mod|attr):`~?([^`]+)`")
+
+
+def docstring_text(rule: Callable) -> str:
+    """``rule``'s docstring on one line, as Markdown: roles and ````literals```` as inline
+    code."""
+    doc = inspect.getdoc(rule) or ""
+    doc = ROLE.sub(lambda m: f"`{m[1].rsplit('.', 1)[-1]}`", doc)
+    doc = re.sub(r"``([^`]+)``", r"`\1`", doc)
+    return " ".join(doc.split())
+
+
+def value_text(x) -> str:
+    """A rule's value as the text states it: a number to four significant digits."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return str(x)
+    return f"{float(x):.4g}"
+
+
+def rule_text(rule: Callable, **values) -> str:
+    """The rule ``rule`` (a function of :mod:`causalpos.verdicts`) as a row states it: its name,
+    the values it was applied with (``name = value``, in the order given) and its docstring.
+    ``rule_text(positive, threshold=0.002)`` -> "`positive` (threshold = 0.002): An effect
+    larger than `threshold` ..."."""
+    given = ", ".join(f"{k} = {value_text(v)}" for k, v in values.items())
+    head = f"`{rule.__name__}`" + (f" ({given})" if given else "")
+    return f"{head}: {docstring_text(rule)}"
+
+
+def rules_text(*rules: str) -> str:
+    """Several rules applied in turn (a test's rule, then its control's), as one text."""
+    return " Then ".join(r for r in rules if r)
 
 
 def target_row(t: Mapping, target: str, measured: str, verdict: str, source: str, **kw) -> Row:
