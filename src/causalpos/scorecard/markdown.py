@@ -22,12 +22,7 @@ from causalpos.verdicts import (
 )
 
 #: The verdicts of each section's judged rows (the rest are not tests and say why).
-JUDGED = {
-    PAPER1: TESTED,
-    PAPER2: TESTED,
-    CONTROLS: CONTROL,
-    CHECKS: CHECK,
-}
+JUDGED = {PAPER1: TESTED, PAPER2: TESTED, CONTROLS: CONTROL, CHECKS: CHECK}
 #: What a section's judged rows are, in its count line.
 KIND = {
     PAPER1: "tests of the paper's claims",

@@ -26,17 +26,13 @@ CLAIMS = {
     PAPER2: "RoPE decoders carry absolute position, through the causal mask and the residual "
     "stream",
 }
-#: The targets (targets.yaml keys) whose rows give each paper's main numbers, in order: paper 1's
-#: pattern on a pretrained model (Fig. 5) and its first keys; paper 2's claim 1 (position in the
-#: logits), claim 2 (the residual-stream component) and claim 4 (the causal-mask share).
+#: The targets whose rows give each paper's main numbers, in order.
 MAIN = {
     PAPER1: ("llm_pattern", "llm_first_keys"),
     PAPER2: ("claim1_logit", "claim2_component", "claim4_share"),
 }
-#: How a main number reads on §3's routes (spec §3: the direct causal mask, the indirect causal
-#: mask, the mask-free position): claim 2's residual-stream component is the mask-free route on
-#: the ablation mapping (paper 2's own); claim 4's share is the causal mask on the ablation mapping
-#: (direct + indirect routes), its row on the mechanism mapping (the direct route) beside it.
+#: How a main number reads on §3's routes (the direct causal mask, the indirect causal mask, the
+#: mask-free position), on the ablation mapping (paper 2's own).
 READING = {
     "claim2_component": "the mask-free route, ablation mapping",
     "claim4_share": "causal mask = direct + indirect routes",

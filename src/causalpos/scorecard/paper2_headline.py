@@ -47,11 +47,10 @@ from causalpos.verdicts import (
 
 
 def control_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
-    """The controls of the headline reading, one row per distinct position-free pass (a row
-    names the variants that run the same pass: ``same_pass``), target and landmark reading, in the controls section (never counted as reproductions): the negative control
-    (reads 0 in the model's units: ``passed`` / ``reads position`` / ``underpowered`` against
-    the margin declared before the run) and the positive controls (a planted effect
-    ``recovered`` / ``not recovered``)."""
+    """The controls of the headline reading, one row per distinct position-free pass (naming
+    the variants that run it: ``same_pass``), target and landmark reading: the negative control
+    (reads 0 in the model's units, against the margin declared before the run) and the positive
+    controls (a planted effect recovered or not)."""
     src = SOURCES["controls"]
     tn, tp = T["control_negative"], T["control_positive"]
     if ctl is None:
@@ -189,12 +188,10 @@ def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
 
 def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
     """Claim 2 on the headline decomposition, per trained model (twins: measured), RoPE
-    condition, log-attention: the test is the residual-stream component above the materiality
-    threshold (``leakage.materiality.claim2_component``). The causal-mask component (total
-    minus ring) is a difference of measured quantities, reported beside it as a measurement
-    (:func:`_causal_mask_check`) — except on a sliding-window model's ``full<W>`` rows (read
-    there where the table has them), where every query sees W keys and the normaliser carries
-    no position: there both components are tested."""
+    condition, log-attention: the residual-stream component above the materiality threshold,
+    the causal-mask component (total minus ring) measured beside it (:func:`_causal_mask_check`)
+    — except on a sliding-window model's ``full<W>`` rows, where every query sees W keys and the
+    normaliser carries no position: there both components are tested."""
     src = SOURCES["decomposition_headline"]
     t = T["claim2_component"]
     if dec is None:
@@ -263,11 +260,9 @@ def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
 def _causal_mask_check(
     T: Mapping, model: str, dataset: str, cm, window: str, no_ring: str = ""
 ) -> Row:
-    """Claim 2's causal-mask component beside the test, measured: it is the total minus the
-    ring's leakage, a difference of two measured quantities (every effect of the mask, direct
-    and through the layers below), not an identity, so it is reported with its interval and no
-    verdict (never a check). Without the ring run (``no_ring``: why, :func:`ring_missing`) it
-    is not run."""
+    """Claim 2's causal-mask component beside the test: the total minus the ring's leakage, a
+    difference of two measured quantities (not an identity), so measured with no verdict (never
+    a check); not run without the ring run (``no_ring``: why)."""
     t = T["claim2_component"]
     target = f"{t['label']}, causal-mask component ({model}, {dataset})"
     kw = dict(claim=field_text(t, "claim_check"), paper_value="> 0 (Llama, Qwen, Mistral)")

@@ -66,11 +66,9 @@ def _mask_free(run: str) -> str:
 
 def sinkless_note(counts: Mapping, model: str, dataset: str, runs: tuple[str, ...], tau) -> str:
     """Why a Table 9 row read on ``runs`` (the replaced run and its baseline) is not applicable:
-    they are a pass without the causal mask that keeps no sink head. Decided from the sink-head
-    table (``counts``, :func:`_sink_counts`) where it counts every run at ``tau`` (0 heads: not
-    applicable; a head in either run: the pass keeps sinks, "" and the row is scored), else from
-    the pass (no causal mask), the note naming the runs the table does not count. "" for a
-    causal pass."""
+    a pass without the causal mask that keeps no sink head, by the sink-head table ``counts``
+    where it counts every run at ``tau`` (a head in either run: "", scored), else by the pass
+    itself, naming the runs the table does not count. "" for a causal pass."""
     name = next((p for p in map(_mask_free, runs) if p), "")
     if not name:
         return ""
