@@ -157,20 +157,6 @@ def with_partner(sel: pd.DataFrame, table: pd.DataFrame, t: Mapping) -> pd.DataF
     return out
 
 
-def partner_needs(t: Mapping, need: set[str]) -> set[str]:
-    """The columns target ``t`` needs of its table, from ``need`` (its templates' columns): its
-    ``partner``'s and ``required`` columns added, the partner's own (``<prefix>...``, which the
-    engine adds) taken out."""
-    p = t.get("partner")
-    need = need | partner_columns(t) | {*(t.get("required") or ())}
-    return {c for c in need if not (p and c.startswith(p["prefix"]))}
-
-
-def has_partner(r: pd.Series) -> bool:
-    """Whether table row ``r`` (of :func:`with_partner`) has a partner."""
-    return bool(r.get("_has_partner", False))
-
-
 def column_texts(columns, t: Mapping) -> str:
     """Target ``t``'s ``column_text``: per column, its text where ``columns`` hold it, else the
     other."""
@@ -215,9 +201,12 @@ def template_columns(template: str) -> set[str]:
 
 def columns(t: Mapping) -> str:
     """The columns target ``t`` needs of its table, space-separated (a table without one of them
-    reaches the engine as None: ``not_run``)."""
+    reaches the engine as None: ``not_run``): its partner's and ``required`` columns among them,
+    not the partner's own (``<prefix>...``, which the engine adds)."""
     need = raw_columns(t, _named(t)) - {"threshold"}  # a reshape's inputs; the target's threshold
-    return " ".join(sorted(partner_needs(t, need)))
+    need |= partner_columns(t) | {*(t.get("required") or ())}
+    p = t.get("partner")
+    return " ".join(sorted(c for c in need if not (p and c.startswith(p["prefix"]))))
 
 
 def join_columns(t: Mapping) -> str:
@@ -287,7 +276,9 @@ def declared_rows(
         by_landmark = several and t.get("by_landmark")
         label = f"{t['label']} ({where}" + (f", landmark {lm})" if by_landmark else ")")
         measured = measured_text(r, t) + _extra(r, t) + column_texts(table, t)
-        measured += _Text(r).format(t["partner"]["measured"]) if has_partner(r) else ""
+        measured += (
+            _Text(r).format(t["partner"]["measured"]) if r.get("_has_partner", False) else ""
+        )
         if not r.get(JOINED, True) and t["join"].get("missing"):
             rows.append(not_run(t, label, src, _Text(r).format(t["join"]["missing"])))
         elif p := premise(r, t):
