@@ -68,10 +68,8 @@ def rule_input(t: Mapping, r: Mapping):
 
 
 def check_target(name: str, t: Mapping) -> None:
-    """Raise ValueError, naming target ``name``, for a rule :data:`RULES` does not hold and for a
-    declarative target (one with a ``table``) missing a field of :data:`REQUIRED`, naming an
-    unknown table or a rule the engine cannot dispatch (:data:`PARAMS`) or lacking its
-    parameters."""
+    """Raise ValueError, naming target ``name``, for a rule no module defines and for a
+    declarative target (one with a ``table``) the engine cannot judge."""
     where = f"targets.yaml: target {name!r}"
     bad = [r for r in rule_names(t) if r not in RULES and r != MEASURED_RULE]
     if "rule" not in t or bad:
@@ -131,10 +129,8 @@ REQUIRED_EACH = ("table", "order", "measured", "not_run", "threshold")
 
 
 def check_each(where: str, t: Mapping) -> None:
-    """Raise ValueError, naming the target (``where``), for a target judged over groups of rows
-    (its ``each``) that lacks a field of :data:`REQUIRED_EACH`, reads an unknown table, has a
-    ``rule`` other than ``fraction``, an ``each`` without an interval rule of :data:`PARAMS`,
-    its ``lo`` / ``hi`` or its parameters, or a ``column_text`` entry other than [with, without]."""
+    """Raise ValueError, naming the target (``where``), for a malformed target judged over
+    groups of rows (its ``each``: :mod:`causalpos.scorecard.engine_groups`)."""
     missing = [k for k in REQUIRED_EACH if k not in t]
     each = t["each"]
     if isinstance(each, Mapping):
@@ -341,12 +337,8 @@ PREMISE_REASONS = ("ring_missing", "openings")
 
 
 def check_texts(where: str, t: Mapping) -> None:
-    """Raise ValueError for a ``measured`` that is neither a template nor a list of parts (a
-    template or ``{text: template, when: column}``), and for ``premises`` that are not a list of
-    ``{if: {column: value}, verdict: not run | not applicable, why: template}`` (optionally
-    ``unless``, ``measured: true | false``, ``falsified_if``) or ``{reason: <a name of
-    PREMISE_REASONS>, verdict}`` (optionally ``unless``, ``measured``, ``falsified_if``), and a
-    ``measured_judged`` that is no list of parts."""
+    """Raise ValueError for a malformed ``measured``, ``decided_note``, ``measured_sep``,
+    ``measured_judged`` or ``premises`` (each as :mod:`causalpos.scorecard.engine` reads it)."""
     parts = t["measured"] if isinstance(t.get("measured"), list) else []
     for part in parts:
         ok = _text(part) or (
