@@ -36,7 +36,7 @@ field; a text with ``*`` is a glob):
 ``premises``
     ``{if: {column: value}, verdict: not run | not applicable, why: template}`` (``null``: an
     empty cell; optional ``unless``) or ``{reason: ring_missing | openings, verdict}``: the
-    first that matches decides the row (:mod:`causalpos.scorecard.premises`); ``measured``
+    first that matches decides the row (:func:`causalpos.scorecard.reshape.premise`); ``measured``
     keeps its text (default: on a not-applicable row), ``falsified_if`` the row's own;
 ``power``
     true: an inconclusive row's note says how many prompts would decide it
@@ -97,8 +97,16 @@ import pandas as pd
 from causalpos import verdicts as V
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.materiality import for_model
-from causalpos.scorecard.premises import is_null, power, premise, spec_text
-from causalpos.scorecard.reshape import JOINED, joined_columns, raw_columns, reshaped
+from causalpos.scorecard.reshape import (
+    JOINED,
+    is_null,
+    joined_columns,
+    power,
+    premise,
+    raw_columns,
+    reshaped,
+    spec_text,
+)
 from causalpos.scorecard.rows import (
     CHECKS,
     MEASURED,

@@ -329,10 +329,10 @@ def check_own_fields(where: str, t: Mapping) -> None:
                 )
 
 
-#: The verdicts a premise may give (:mod:`causalpos.scorecard.premises`).
+#: The verdicts a premise may give (:func:`causalpos.scorecard.reshape.premise`).
 PREMISE_VERDICTS = ("not run", "not applicable")
 #: The shared reasons a premise may name: functions of :mod:`causalpos.scorecard.rows`
-#: (:data:`causalpos.scorecard.premises.REASONS`).
+#: (:data:`causalpos.scorecard.reshape.REASONS`).
 PREMISE_REASONS = ("ring_missing", "openings")
 
 
