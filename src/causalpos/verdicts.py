@@ -2,11 +2,13 @@
 
 Every rule can return each of ``reproduced``, ``differs`` and ``inconclusive`` (tests drive each
 to all three). Measurements come as intervals ``(lo, hi)`` (a CI, or ``(v - err, v + err)``), so
-the verdict reads the uncertainty, never the point estimate alone; an interval that measures no
-uncertainty decides nothing (:func:`decides`). Controls and checks get labels of their own so
-that no count of reproductions includes them. A rule's docstring is the text the scorecard's
-``rule`` column quotes (:func:`causalpos.scorecard.rows.rule_text`): edit it as output. What each rule
-decides, in words: docs/findings.md ("How the scorecard decides").
+the verdict reads the uncertainty, never the point estimate alone. An interval that measures no
+uncertainty (width 0 within rounding, e.g. a sample of copies of one prompt) decides nothing
+(:func:`decides`); the checks of values computed exactly (:func:`exact`, :func:`covers`) take
+one. Controls and checks get labels of their own so that no count of reproductions includes
+them; a check that cannot be decided reads ``fails``. A rule's docstring is the text the
+scorecard's ``rule`` column quotes (:func:`causalpos.scorecard.rows.rule_text`): edit it as
+output. What each rule decides, in words: docs/findings.md ("How the scorecard decides").
 """
 
 from __future__ import annotations

@@ -180,10 +180,7 @@ FAMILIES: tuple[Family, ...] = (
             "margin dose0_is_control",
         ),
     ),
-    Family(
-        paper2.claim10_rows,
-        Input("decomposition_headline", _SHARE),
-    ),
+    Family(paper2.claim10_rows, Input("decomposition_headline", _SHARE)),
     Family(
         paper2_claim4.claim4_rows,
         Input("decomposition_headline", _SHARE),
@@ -202,10 +199,7 @@ FAMILIES: tuple[Family, ...] = (
             "model dataset condition window target residual_stream_lo causal_mask_lo",
         ),
     ),
-    Family(
-        paper2.headline_controls_rows,
-        Input("decomposition_headline", _SHARE),
-    ),
+    Family(paper2.headline_controls_rows, Input("decomposition_headline", _SHARE)),
     Declared("additivity"),
     Declared("additivity_ablation"),
     Family(

@@ -1,7 +1,8 @@
 """Rows of paper 2 (Ruscio et al., 2026) on the headline decomposition into causal-mask and
-residual-stream shares: claim 10, Table 6's RoPE controls and claim 3's architectures (NTK
-scaling, sliding windows) and their ordering. Each ``*_rows`` function takes its table(s) (None when absent: its
-rows read "not run") and the targets; :mod:`causalpos.scorecard.card` says which it reads."""
+residual-stream shares: claim 10, Table 6's RoPE controls, claim 3's architectures (NTK
+scaling, sliding windows) and their ordering. Each ``*_rows`` function takes its table(s) (None
+when absent: its rows read "not run") and the targets; :mod:`causalpos.scorecard.card` says
+which it reads."""
 
 from __future__ import annotations
 
