@@ -172,43 +172,25 @@ def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
         fig = next((f for f in t["figures"] if _matches(g.iloc[0], f["select"])), None)
         cis = list(zip(g["ci_lo"], g["ci_hi"]))
         measured = layer_cis(g)
-        if fig is None or fig["expect"] == "unscored":
-            why = "no figure of paper 1 has this setting" if fig is None else field_text(fig, "why")
-            label = f"simulation ({setting})" if fig is None else f"{fig['label']} ({setting})"
-            rows.append(
-                Row(
-                    t["paper"],
-                    label,
-                    field_text(fig, "claim") if fig else "",
-                    field_text(t, "paper_value_none") if fig else "",
-                    measured,
-                    NOT_APPLICABLE if fig is None else MEASURED,
-                    NO_TEST,
-                    why,
-                    src,
-                )
-            )
+        if fig is None:
+            label, why = f"simulation ({setting})", "no figure of paper 1 has this setting"
+            rows.append(Row(t["paper"], label, "", "", measured, NOT_APPLICABLE, NO_TEST, why, src))
             continue
-        kind = fig["expect"]
+        label, kind = f"{fig['label']} ({setting})", fig["expect"]
+        if kind == "unscored":
+            claim, pv = field_text(fig, "claim"), field_text(t, "paper_value_none")
+            why = field_text(fig, "why")
+            rows.append(Row(t["paper"], label, claim, pv, measured, MEASURED, NO_TEST, why, src))
+            continue
         if kind == "none":
             verdict = all_of(equivalent(ci, 0.0, margin) for ci in cis)
         else:
             verdict = all_of(
                 [equivalent(cis[0], 0.0, margin)] + [positive(ci, margin) for ci in cis[1:]]
             )
-        rows.append(
-            Row(
-                t["paper"],
-                f"{fig['label']} ({setting})",
-                field_text(t, f"claim_{kind}"),
-                field_text(t, f"paper_value_{kind}"),
-                measured,
-                verdict,
-                fill(t[f"falsified_if_{kind}"], t),
-                "",
-                src,
-            )
-        )
+        claim, pv = field_text(t, f"claim_{kind}"), field_text(t, f"paper_value_{kind}")
+        falsified = fill(t[f"falsified_if_{kind}"], t)
+        rows.append(Row(t["paper"], label, claim, pv, measured, verdict, falsified, "", src))
         if _matches(g.iloc[0], depth["select"]):
             later = g[g["layer"] > g["layer"].min()]
             rows.append(
