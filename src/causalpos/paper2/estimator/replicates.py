@@ -41,28 +41,15 @@ the Gram cannot remove the e_pᵀē_{−p} term's bias: it is a positive quadrat
 the centring is over all prompts, so differences between the strata's means count as variance
 (conservative where the strata differ).
 
-**Computation.** Of a replicate, only T(ξ), Σ ξ_pξ_q ĝ2_pq and Σ ξ_p ĝ1(p) involve the
-multipliers, and all three are linear in the Gram (:func:`linear_parts`); N̂, ζ̂1, s, V2 and α
-are scalars per Gram from O(n²) sums. The headline computes the three parts once per head
-(B × n² work per map) and takes a layer's, the pooled reading's and every combination of Grams'
-(a component of the decomposition, a contrast) as their sums; the scalars come from the summed
-Gram itself. The replicates equal those computed from the summed Gram up to rounding
-(``tests/paper2/estimator/test_replicates.py``).
-
+**Computation.** Of a replicate, only the three parts of :func:`linear_parts` involve the
+multipliers, and they are linear in the Gram: the headline computes them once per head (B × n²
+work per map) and takes every sum or combination of Grams' parts as the sum or combination of
+theirs; N̂, ζ̂1, s, V2 and α are scalars per Gram from O(n²) sums of the summed Gram itself.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = [
-    "rademacher",
-    "quadratic_form",
-    "LINEAR_PARTS",
-    "linear_parts",
-    "sum_parts",
-    "u_replicates",
-]
 
 
 def rademacher(n: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
@@ -77,13 +64,11 @@ def rademacher(n: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
 def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Σ_{p≠q} w_p w_q G_pq for weights (B, n) and Grams (..., n, n) -> (B, ...).
 
-    Computed as wᵀSw with S the strictly upper triangle of G + Gᵀ (so only pairs p < q enter,
-    for any G, symmetric or not): for few prompts as one matrix product of the weights' pair
-    products (B, n(n − 1)/2) with every Gram's S (cached per weights: the draws every Gram of
-    a prompt set shares); otherwise a triangular matrix product per Gram (BLAS ``trmm``, half a
-    general product's work). Equal to the explicit double sum up to rounding
-    (``tests/paper2/estimator/test_replicates.py``). A few weight vectors (B ≤ 8, e.g. N̂ itself): wᵀGw minus the
-    diagonal's terms, one product."""
+    Computed as wᵀSw with S the strictly upper triangle of G + Gᵀ (only pairs p < q enter, for
+    any G): for few prompts as one matrix product of the weights' pair products (B, n(n − 1)/2),
+    cached per weights, with every Gram's S; otherwise a triangular matrix product per Gram
+    (BLAS ``trmm``, half a general product's work); for B ≤ 8 (e.g. N̂ itself) wᵀGw minus the
+    diagonal's terms. Equal to the explicit double sum up to rounding."""
     g = np.asarray(gram, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     lead, n = g.shape[:-2], g.shape[-1]
@@ -93,7 +78,7 @@ def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     b, k = w.shape[0], flat.shape[0]
     if n < 2 or k == 0 or b == 0:
         return np.zeros((b,) + lead)
-    if b <= 8:  # a few weight vectors (N̂ itself): wᵀGw − Σ w_p² G_pp, one product
+    if b <= 8:
         gw = flat @ w.T  # (K, n, b)
         diag = np.diagonal(flat, axis1=-2, axis2=-1)
         out = np.einsum("kpb,bp->bk", gw, w) - (w * w) @ diag.T
@@ -153,11 +138,6 @@ def _moments(gram: np.ndarray) -> dict[str, np.ndarray]:
     return {"est": est, "row": row, "s2": s2, "s3": s3, "s4": s4}
 
 
-def _zeta1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
-    n3 = n * (n - 1.0) * (n - 2.0)
-    return m["s3"] / n3 - m["s4"] / (n3 * (n - 3.0))
-
-
 #: The keys of :func:`linear_parts`.
 LINEAR_PARTS = ("null", "centred", "lin")
 
@@ -165,24 +145,14 @@ LINEAR_PARTS = ("null", "centred", "lin")
 def linear_parts(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
     """The parts of :func:`u_replicates`' replicates that are linear in the Gram (..., n, n), for
     multipliers ``xi`` (B, n), each (B, ...): ``null`` T(ξ) = Σ_{p≠q} ξ_pξ_q G_pq, ``centred``
-    Σ_{p≠q} ξ_pξ_q (HGH)_pq and ``lin`` Σ_p ξ_p ĝ1(p).
-
-    Every other ingredient of a replicate is a scalar per Gram (N̂, ζ̂1, s, V2, α: O(n²) work,
-    no multipliers), so the replicates of a sum of Grams (a layer's heads, all maps, a
-    combination of runs' Grams) take these parts as the sums of its terms' parts: the B × n²
-    products are done once per map, at the finest level, and every coarser level is B × (maps)
-    additions. Equal to the parts of the summed Gram up to rounding (``tests/paper2/estimator/test_replicates.py``).
+    Σ_{p≠q} ξ_pξ_q (HGH)_pq and ``lin`` Σ_p ξ_p ĝ1(p). The parts of a sum of Grams are the sums
+    of its terms' parts, up to rounding (module docstring).
     """
     g = np.asarray(gram, dtype=np.float64)
     xi = np.asarray(xi, dtype=np.float64)
     n = g.shape[-1]
     if xi.ndim != 2 or xi.shape[1] != n:
         raise ValueError(f"multipliers must have shape (B, {n}) to match the Gram, got {xi.shape}")
-    return _linear_parts(g, xi, _rows(g))
-
-
-def _linear_parts(g: np.ndarray, xi: np.ndarray, m: dict[str, np.ndarray]) -> dict:
-    n = g.shape[-1]
     null = quadratic_form(g, xi)
     # Σ_{p≠q} ξ_pξ_q (HGH)_pq from T(ξ) and terms linear in the row means (module docstring)
     gbar_p = g.mean(-1)  # (..., n) c̄ᵀc_p for an inner-product kernel
@@ -194,7 +164,7 @@ def _linear_parts(g: np.ndarray, xi: np.ndarray, m: dict[str, np.ndarray]) -> di
     xg = (xi @ flat.T).reshape((-1,) + g.shape[:-2])
     x2g = ((xi * xi) @ flat.T).reshape((-1,) + g.shape[:-2])
     centred = null - 2.0 * (xg * s_xi - x2g) + gbar * (s_xi * s_xi - s_xi2)
-    g1 = _g1(m, n)
+    g1 = _g1(_rows(g), n)
     lin = (xi @ g1.reshape(-1, n).T).reshape((-1,) + g.shape[:-2])
     return {"null": null, "centred": centred, "lin": lin}
 
@@ -242,13 +212,14 @@ def u_replicates(
     if n < 4:
         raise ValueError(f"the variance of the linear part needs at least 4 prompts, got {n}")
     m = _moments(g)
-    z1 = _zeta1(m, n)
+    n3 = n * (n - 1.0) * (n - 2.0)
+    z1 = m["s3"] / n3 - m["s4"] / (n3 * (n - 3.0))
     g1 = _g1(m, n)
     ss = (g1 * g1).sum(-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(ss > 0, np.sqrt(n * np.maximum(z1, 0.0) / np.where(ss > 0, ss, 1.0)), 0.0)
     if parts is None:
-        parts = _linear_parts(g, xi, m)
+        parts = linear_parts(g, xi)
     delta = 2.0 * (n - 1.0) * scale * parts["lin"] + n / (n - 1.0) * parts["centred"]
     c2 = _centred_s2(g)
     v2 = 2.0 * (n / (n - 1.0)) ** 2 * c2

@@ -150,9 +150,7 @@ def bos_headline_block(
                 if iv not in sink_sel or bv not in sink_sel:
                     continue
                 (ie, ib), (be, bb) = (
-                    pooled_subset(
-                        cache.grams(r, w, t), sink_sel[r], level=ps.level, **cache.resampling
-                    )
+                    pooled_subset(cache.grams(r, w, t), sink_sel[r], ps.multipliers, level=ps.level)
                     for r in (iv, bv)
                 )
                 n_sink[a] = int(sink_sel[bv].sum())

@@ -176,7 +176,7 @@ def headline_blocks(
     wins = [str(w) for w in stored_windows(ps)]
     if not wins:
         return xr.Dataset()
-    cache = GramCache(ps, seed=settings.seed)
+    cache = GramCache(ps)
     out = leakage_block(cache, wins, settings.alpha)
     out = out.merge(control_block(cache, wins, position_free_runs, settings))
     out.attrs.update(
