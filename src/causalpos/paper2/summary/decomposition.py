@@ -31,6 +31,7 @@ from causalpos.paper2.estimator.storeview import layer_kind_of
 from causalpos.paper2.extraction.metric import TARGETS
 from causalpos.paper2.labels import LANDMARKS, STAT, ring_twin
 from causalpos.paper2.prompts import PromptSet
+from causalpos.paper2.summary.per_prompt import PER_PROMPT_COMPONENTS
 
 #: Every name of ``components*``: the components, the shares, the controls.
 NAMES = tuple(COMPONENTS) + tuple(SHARES) + tuple(CONTROL_COMPONENTS)
@@ -196,6 +197,7 @@ class _Reading:
         """(estimates, replicates) of every name, summed over ``layers`` (indices; None: every
         layer, one value per layer when ``level`` is "layer")."""
         cache = self.cache
+        d0, db = cache.denominator(self.c, self.w, "logattn", "layer", landmark=self.modelled)
         if level == "layer":
             grams = {k: g.sum(1) for k, g in self.grams.items()}
             parts = self.parts
@@ -208,11 +210,8 @@ class _Reading:
                 for k, p in self.parts.items()
             }
             art = None if self.art is None else self.art[sel].sum()
-        est, rep = _level_components(cache, grams, art, parts)
-        d0, db = cache.denominator(self.c, self.w, "logattn", "layer", landmark=self.modelled)
-        if level != "layer":
-            sel = slice(None) if layers is None else layers
             d0, db = d0[sel].sum(), db[:, sel].sum(-1)
+        est, rep = _level_components(cache, grams, art, parts)
         est = {k: v / d0 if k in _NUMERATOR_UNITS else v for k, v in est.items()}
         rep = {k: v / db if k in _NUMERATOR_UNITS else v for k, v in rep.items()}
         return est, rep
@@ -259,12 +258,9 @@ def _level_components(
     (:data:`COMBINATIONS`), calibrated; shares as ratios of the components' replicates (the
     denominator cancels). ``parts``: the Grams' linear parts under the multipliers at this level
     (a component's are the same combination)."""
-    combos = dict(COMBINATIONS) | {
-        k: co for k, co in CONTROL_COMBINATIONS.items() if all(x in grams for x in co)
-    }
     est, rep = {}, {}
     shape = None
-    for name, co in combos.items():
+    for name, co in (COMBINATIONS | CONTROL_COMBINATIONS).items():
         if not all(k in grams for k in co):
             continue
         contrast = any(c < 0 for c in co.values())
@@ -276,10 +272,8 @@ def _level_components(
     for name in COMBINATIONS:
         if name not in est:
             est[name], rep[name] = np.full(shape[0], np.nan), np.full(shape[1], np.nan)
-    if artefact is None:
-        est["artefact"] = np.full(shape[0], np.nan)
-    else:
-        est["artefact"] = np.asarray(artefact, dtype=np.float64)
+    art = np.full(shape[0], np.nan) if artefact is None else np.asarray(artefact, np.float64)
+    est["artefact"] = art
     rep["artefact"] = np.full(shape[1], np.nan)
     return est | shares(est), rep | shares(rep)
 
@@ -288,12 +282,10 @@ def _artefact(cache: GramCache, rel: Mapping, c: str, w: str, modelled: bool) ->
     """(layer, head) the edge artefact of run b's softmax on its relative expected logits
     (``rel``: layer -> :func:`relative_logattn` of b's expected logits), read on the pairs
     and design of the causal run's log-attention (per prompt pair)."""
-    out = []
     masks = cache.masks(c, w, "logattn")
-    for layer, mask in masks.items():
-        design = cache.design(mask, FIT, modelled)
-        out.append(artefact_of(rel[layer], mask, design))
-    return np.stack(out)
+    return np.stack(
+        [artefact_of(rel[ly], m, cache.design(m, FIT, modelled)) for ly, m in masks.items()]
+    )
 
 
 def _eq5_block(
@@ -301,20 +293,14 @@ def _eq5_block(
 ) -> xr.Dataset:
     """``decomposition`` and its paired differences between conditions from the one-unit
     components (landmark modelled, log-attention)."""
-    names = {
-        "total": "total",
-        "residual_stream": "residual_stream",
-        "causal_mask": "causal_mask",
-        "share_residual_stream": None,
-        "share_causal_mask": "share_causal_mask",
-    }
+    names = PER_PROMPT_COMPONENTS  # Eq. 5's names, as the per-prompt reading's
     nc, nw, nt = len(conds), len(wins), len(TARGETS)
     ti = TARGETS.index("logattn")
     dec = np.full((nc, nw, nt, len(names), 3), np.nan)
     diff = np.full((nc, nc, nw, nt, len(names), 3), np.nan)
 
     def get(x, k):
-        return 1.0 - x["share_causal_mask"] if names[k] is None else x[names[k]]
+        return 1.0 - x["share_causal_mask"] if k == "share_residual_stream" else x[k]
 
     for (ci, wi), e in boots.items():
         for k, comp in enumerate(names):

@@ -1,32 +1,20 @@
 """Paper 2's headline reading in the summary: the leakage of every run (ΔR² of its expected map,
-estimated by :mod:`causalpos.paper2.estimator.expected`), its decomposition
-(:func:`causalpos.paper2.summary.decomposition.decomposition_block`), and the controls built into every
-(model, dataset); :func:`headline_blocks` merges them.
+:mod:`causalpos.paper2.estimator.expected`), its decomposition, and the controls built into every
+(model, dataset); :func:`headline_blocks` merges them. Its CIs come from the summary's shared
+multipliers, so differences between runs are paired. The per-prompt reading
+(:mod:`causalpos.paper2.summary.per_prompt`) is kept as a second column: it reads token content
+as position.
 
-Readings. ``expected-map`` (the headline): the ΔR² of the prompt-mean map, by U-statistics over
-prompt pairs, key-0 column modelled (``landmark``), pooled Σ ΔSS / Σ SST over heads; CIs from the
-summary's own prompt bootstrap (the same resampled prompts as every other block, so differences
-between runs are paired). ``per-prompt``: the mean over prompts of each prompt's ΔR² minus its
-permutation-null mean (:func:`causalpos.paper2.summary.per_prompt.per_prompt_leakage`), kept as a second column:
-it reads token content as position (module docstring of
-:mod:`causalpos.paper2.estimator.expected`).
-
-Controls. A run is *position-free* when its forward pass has no positional input at all: a
-bidirectional pass (no causal mask) with identity RoPE or a NoPE model, and no sliding window
-(:func:`position_free`). It is a control only where the prompts are exchangeable over positions
-(chunks at random offsets; the stage decides from the data store's ``mode``): document openings
-carry position in their content, and a position-free run reads it. Its expected map carries no
+Controls. A run is *position-free* (:func:`position_free`) when its forward pass has no positional
+input at all; it is a control only where the prompts are exchangeable over positions (chunks at
+random offsets; document openings carry position in their content). Its expected map carries no
 absolute position beyond the key-0 level the landmark column models, so its headline must read
-≈ 0 in the model's units: ``control_tost`` is its (1 − 2α) interval there, which
-:func:`causalpos.verdicts.negative_control` judges against the margin δ declared before the
-run (``control_margin``, config ``leakage.controls``). On each position-free run the summary
-also plants a query effect of known size in the model's units (:func:`planted_control`:
-``leakage.planted`` of the causal run's expected-map variance, the size of the model's own
-effect) and reads it back: the positive control in the statistics. The positive controls
-planted in the forward pass: :mod:`causalpos.paper2.summary.planted` (the last layer's query
-term) and :mod:`causalpos.paper2.summary.doses` (the dose series in a lower layer's residual
-stream).
-
+≈ 0 in the model's units: ``control_tost`` is its (1 − 2α) interval, which
+:func:`causalpos.verdicts.negative_control` judges against the margin declared before the run
+(``control_margin``, config ``leakage.controls``). On each position-free run a query effect of
+known size is planted in the statistics and read back (:func:`planted_control`); the positive
+controls planted in the forward pass are :mod:`causalpos.paper2.summary.planted` and
+:mod:`causalpos.paper2.summary.doses`.
 """
 
 from __future__ import annotations
@@ -64,34 +52,25 @@ from causalpos.paper2.summary.planted import planted_block
 #: Columns of ``leakage_planted``: the planted effect's exact size in the model's units, then the
 #: estimate with its CI.
 PLANTED = ("planted", "estimate", "lo", "hi")
-
-
 #: ``baseline_leakage``: the headline under the saturated and the linear-in-offset baseline (both
 #: with query effects) and their paired difference (claim 6: how much the linear baseline
 #: inflates the absolute part). Both share one denominator (the expected map's variance), so
 #: the difference is itself a share of that variance; a ratio to the saturated reading is not
 #: reported: it is unbounded where the saturated reading is ~0 (a purely relative map).
 BASELINES = ("saturated", "linear", "linear_minus_saturated")
-
-
 LINEAR_FIT = "linear+query"
-
-
 #: Eq. 5's additivity on the headline: the residual-stream component under the layer-local
 #: ablation (``layer_bidirectional``: the causal pass, each layer read without its own mask)
 #: and under the whole-forward one (``bidirectional``), and their paired difference: how much
 #: of the position the bidirectional ablation calls "residual stream" depends on the masks of
 #: the layers below (0 when the two components add).
 ABLATIONS = ("layer_local", "whole_forward", "local_minus_whole")
-
-
 #: The runs whose headline is also read under the linear-in-offset baseline (claim 6).
 LINEAR_VARIANTS = ("causal",)
 
 #: Table 9 on the headline: a causal run's sink heads are those with prompt-mean attention to
 #: key 0 at or above this; the replacements' effects are read on this target.
 SINK_TAU = 0.5
-BOS_TARGET = None  # each reading on its own target (summary.bos.BOS_READING_TARGET)
 
 
 def position_free(variant: str, positional: str = "", windowed: bool = False) -> bool:
@@ -158,16 +137,15 @@ def headline_blocks(
     conditions: Mapping[str, tuple[str, str]],
     position_free_runs: Sequence[str] = (),
     bos_pairs: Mapping[str, tuple[str, str, str]] | None = None,
-    bos_target: str | None = BOS_TARGET,
+    bos_target: str | None = None,
 ) -> xr.Dataset:
     """The headline reading of every run (empty when a run lacks the expected-map statistics):
     named blocks over one shared :class:`~causalpos.paper2.estimator.grams.GramCache`
-    (``settings``: ``alpha``, ``planted``, the controls' ``control_alpha`` and margins,
-    ``seed``).
+    (``settings``: ``alpha``, ``planted``, the controls' ``control_alpha`` and margins).
 
     Variables (``stat`` = estimate, lo, hi), by block: :func:`leakage_block`,
     :func:`control_block`, :func:`~causalpos.paper2.summary.decomposition.decomposition_block`,
-    the ablation, BOS replacement (read on ``bos_target``), the plant in the model
+    the ablation, BOS replacement (read on ``bos_target``, default each reading's own), the plant in the model
     (``plant_model*``), :func:`~causalpos.paper2.summary.doses.dose_block` and
     :func:`~causalpos.paper2.summary.factors.factor_block`; each variable's dims, reading and
     units: :mod:`causalpos.catalogue_stores`.
@@ -373,14 +351,12 @@ def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
     per_layer = np.full((nw, nt, nl, len(ABLATIONS), 3), np.nan)
     for wi, w in enumerate(wins):
         for ti, t in enumerate(TARGETS):
-            (le, lb), (we, wb) = (pooled_reading(cache, r, w, t) for r in (LOCAL_RUN, WHOLE_RUN))
-            pooled[wi, ti] = [ps.ci(lb, le), ps.ci(wb, we), ps.ci(lb - wb, le - we)]
-            (lle, llb), (wle, wlb) = (
-                pooled_reading(cache, r, w, t, "layer") for r in (LOCAL_RUN, WHOLE_RUN)
-            )
-            per_layer[wi, ti] = np.stack(
-                [ps.ci(llb, lle), ps.ci(wlb, wle), ps.ci(llb - wlb, lle - wle)], axis=-2
-            )
+            for dest, key in ((pooled, "pooled"), (per_layer, "layer")):
+                (le, lb), (we, wb) = (
+                    pooled_reading(cache, r, w, t, key) for r in (LOCAL_RUN, WHOLE_RUN)
+                )
+                cis = [ps.ci(lb, le), ps.ci(wb, we), ps.ci(lb - wb, le - we)]
+                dest[wi, ti] = np.stack(cis, axis=-2)
     return xr.Dataset(
         {
             "leakage_ablation": (("window", "target", "ablation", "stat"), pooled),
