@@ -12,12 +12,11 @@ import xarray as xr
 from causalpos.models.variants import parse_variant, without_bos_replacement
 from causalpos.paper2.estimator.expected import pooled_subset
 from causalpos.paper2.estimator.grams import GramCache
-from causalpos.paper2.labels import (  # noqa: F401 (re-exported)
+from causalpos.paper2.labels import (  # noqa: F401 (RESIDUAL_STREAM re-exported)
     BOS_READING_TARGET,
     BOS_READINGS,
     RESIDUAL_STREAM,
     STAT,
-    bos_measure,
     bos_replacement,
 )
 from causalpos.paper2.prompts import PromptSet
@@ -31,8 +30,7 @@ def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
     ``bos_replace_mean+ring`` against ``ring``) is measured on logits: the residual-stream
     component of §3 itself, Table 9's C_res on the ablation that creates no position; a
     bidirectional one (``bos_replace_mean+bidirectional``) on log-attention, paper 2's own
-    reading of C_res. A causal one
-    (``bos_replace_mean`` against ``causal``) on logits: the observational residual-stream
+    reading of C_res. A causal one (``bos_replace_mean`` against ``causal``) on logits: the observational residual-stream
     component (absolute position that reached q, k). The intervention's name is the run's name
     without ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
     """
@@ -117,7 +115,7 @@ def bos_plan(
             runs[rep, "residual_stream"] = (iv, bv)
         elif not vi.causal and not vb.causal:
             runs[rep, "residual_stream_paper"] = (iv, bv)
-        elif parse_variant(iv).causal and parse_variant(bv).causal:
+        elif vi.causal and vb.causal:
             runs[rep, "causal_total"] = (iv, bv)
             runs[rep, "sink_heads"] = (iv, bv)
             if "sink_attention" in ps.runs[bv]:

@@ -1,12 +1,8 @@
-"""Paper 2's per-prompt reading in the summary (the mean over prompts of each prompt's ΔR² minus
-its permutation-null mean, :meth:`causalpos.paper2.prompts.PromptSet.per_prompt_leakage`), one
-function per output block of a :class:`~causalpos.paper2.prompts.PromptSet`: the leakage per head,
-layer and model (:func:`per_prompt_leakage`), the per-head permutation tests (:func:`head_tests`),
-claim 6's baselines (:func:`baseline_comparison`), claim 3's depth trend (:func:`depth_trend`), the
-decomposition (:func:`per_prompt_decomposition`), the observational split (:func:`causal_run_split`)
-and the sink heads (:func:`sink_head_counts`). It reads token content as position (its negative
-control fails), so the scorecard judges nothing on it; the headline reading is
-:mod:`causalpos.paper2.summary.headline`.
+"""Paper 2's per-prompt reading in the summary, one function per output block of a
+:class:`~causalpos.paper2.prompts.PromptSet`: the mean over prompts of each prompt's ΔR² minus its
+permutation-null mean (:meth:`causalpos.paper2.prompts.PromptSet.per_prompt_leakage`). It reads
+token content as position (its negative control fails), so the scorecard judges nothing on it;
+the headline reading is :mod:`causalpos.paper2.summary.headline`.
 """
 
 from __future__ import annotations
@@ -27,15 +23,6 @@ from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.permutation import permutation_test
 
-#: Rows of ``per_prompt_baseline_leakage`` (claim 6): the headline fit, its linear-in-offset counterpart, and
-#: the paired difference linear minus saturated.
-BASELINE_ROWS = ("saturated", "linear", "linear_minus_saturated")
-
-
-#: Depth trends of ``per_prompt_leakage_depth_trend`` (claim 3): least-squares slope per layer, last − first.
-DEPTH_TRENDS = ("slope", "last_minus_first")
-
-
 #: Components of the per-prompt reading's decomposition (§3, Eq. 5): leakages, then shares of
 #: the total. The headline's one-unit components: :data:`causalpos.paper2.decomposition.COMPONENTS`.
 PER_PROMPT_COMPONENTS = (
@@ -45,17 +32,8 @@ PER_PROMPT_COMPONENTS = (
     "share_residual_stream",
     "share_causal_mask",
 )
-
-
 #: Terms of the observational split (§3), in units of SST(log-attention), then shares.
 OBS_TERMS = ("logit", "logz", "cross", "logattn", "softmax", "share_logit", "share_softmax")
-
-
-def linear_counterpart(fit: str) -> str | None:
-    """``"saturated+query"`` -> ``"linear+query"``: the same absolute effects over the
-    linear-in-offset baseline (claim 6); None when ``fit`` is already linear."""
-    baseline, absolute = parse_fit(fit)
-    return None if baseline == "linear" else f"linear+{absolute}"
 
 
 def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
@@ -158,9 +136,10 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
 
 def baseline_comparison(ps: PromptSet) -> xr.Dataset:
     """Claim 6: every run's model-level leakage under the headline fit and its linear-in-offset
-    counterpart, and their paired difference (prompts resampled jointly), raw and null-corrected
-    (``per_prompt_baseline_leakage``; attr ``per_prompt_linear_fit``). Empty when the headline fit is already linear or
-    a store lacks the linear fit.
+    counterpart (the same absolute effects), and their paired difference linear minus saturated
+    (prompts resampled jointly), raw and null-corrected (``per_prompt_baseline_leakage``; attr
+    ``per_prompt_linear_fit``). Empty when the headline fit is already linear or a store lacks
+    the linear fit.
 
     Raw ΔR² carries the inflation: the within-offset permutation null of the linear fit contains
     the offset profile's own projection (for y = f(i − j) the null equals the observation), so the
@@ -168,7 +147,8 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
     floor k/(N − 1), k = T − 2 for query effects (design.Design.floor), so raw values compare like
     for like.
     """
-    linear = linear_counterpart(ps.fit)
+    baseline, absolute = parse_fit(ps.fit)
+    linear = None if baseline == "linear" else f"linear+{absolute}"
     if linear is None or not all(linear in ds["leak_fit"].values for ds in ps.runs.values()):
         return xr.Dataset()
     base = np.full((len(ps.variants), 2, 3, 2, 3), np.nan)
@@ -196,7 +176,7 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
             "variant": ps.variants,
             "target": list(TARGETS),
             "stat": list(STAT),
-            "baseline": list(BASELINE_ROWS),
+            "baseline": ["saturated", "linear", "linear_minus_saturated"],
             "measure": ["raw", "corrected"],
         },
     )
@@ -205,8 +185,8 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
 
 
 def depth_trend(ps: PromptSet) -> xr.Dataset:
-    """Claim 3: every run's layer leakage's least-squares slope over the layer index (per layer)
-    and last minus first layer (``per_prompt_leakage_depth_trend``); empty with one layer. Both are linear in
+    """Claim 3: every run's layer leakage's least-squares slope over the layer index (per layer,
+    ``slope``) and last minus first layer (``last_minus_first``) (``per_prompt_leakage_depth_trend``); empty with one layer. Both are linear in
     the per-prompt layer means, so a bootstrap of per-prompt trends is the trend of the bootstrap
     means."""
     nl = len(ps.layers)
@@ -226,7 +206,7 @@ def depth_trend(ps: PromptSet) -> xr.Dataset:
             "variant": ps.variants,
             "target": list(TARGETS),
             "stat": list(STAT),
-            "trend": list(DEPTH_TRENDS),
+            "trend": ["slope", "last_minus_first"],
         },
     )
 
@@ -237,12 +217,13 @@ def pattern_groups(ds: xr.Dataset, maps: np.ndarray) -> list[tuple[np.ndarray, n
     finite patterns (None: the test reads them)."""
     kinds = layer_kind_of(ds)
     T = maps.shape[-1]
+    tri = np.tril(np.ones((T, T), dtype=bool))
     groups: dict[bytes, tuple[list[int], np.ndarray | None]] = {}
     for li, layer in enumerate(ds["layer"].values.tolist()):
         if kinds is not None:
-            mask = pattern(kinds[layer], T) & np.tril(np.ones((T, T), dtype=bool))
+            mask = pattern(kinds[layer], T) & tri
         else:
-            mask = np.isfinite(maps[li]).all(0) & np.tril(np.ones((T, T), dtype=bool))
+            mask = np.isfinite(maps[li]).all(0) & tri
         key = np.packbits(mask).tobytes()
         groups.setdefault(key, ([], mask if kinds is not None else None))[0].append(li)
     return [(np.asarray(idx), mask) for idx, mask in groups.values()]
