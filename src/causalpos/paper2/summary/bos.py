@@ -69,18 +69,13 @@ def bos_effects(
     if not pairs:
         return xr.Dataset()
     wins = [w for w in bos_windows if w in ps.windows]
-    eff = np.full((len(pairs), len(wins), 3), np.nan)
-    c_int = np.full((len(pairs), len(wins), 3), np.nan)
-    c_base = np.full((len(pairs), len(wins), 3), np.nan)
-    for bi, (_name, (iv, bv, target)) in enumerate(pairs.items()):
+    eff, c_int, c_base = (np.full((len(pairs), len(wins), 3), np.nan) for _ in range(3))
+    for bi, (iv, bv, target) in enumerate(pairs.values()):
         for wi, win in enumerate(wins):
             ci_ = ps.per_prompt_leakage(iv, target, win).mean((1, 2))
             cb_ = ps.per_prompt_leakage(bv, target, win).mean((1, 2))
-            bi_s, bb_s = ps.boot(ci_), ps.boot(cb_)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                eff[bi, wi] = ps.ci(1.0 - bi_s / bb_s, 1.0 - ci_.mean() / cb_.mean())
-            c_int[bi, wi] = ps.ci(bi_s, ci_.mean())
-            c_base[bi, wi] = ps.ci(bb_s, cb_.mean())
+            rows = _effect(ps, (ci_.mean(), ps.boot(ci_)), (cb_.mean(), ps.boot(cb_)))
+            eff[bi, wi], c_int[bi, wi], c_base[bi, wi] = rows
     dims = ("intervention", "bos_window", "stat")
     return xr.Dataset(
         {
@@ -90,6 +85,15 @@ def bos_effects(
         },
         coords={"stat": list(STAT), "intervention": list(pairs), "bos_window": wins},
     )
+
+
+def _effect(ps: PromptSet, iv: tuple, bv: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(effect 1 − C(iv)/C(bv), C(iv), C(bv)), each (estimate, lo, hi), from the intervention's
+    and the baseline's (estimate, replicates) of C."""
+    (ie, ib), (be, bb) = iv, bv
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
+    return eff, ps.ci(ib, ie), ps.ci(bb, be)
 
 
 def pooled_reading(cache: GramCache, run: str, w: str, t: str, key: str = "pooled"):
@@ -147,17 +151,14 @@ def bos_headline_block(
             if reading == "sink_heads":
                 if iv not in sink_sel or bv not in sink_sel:
                     continue
-                (ie, ib), (be, bb) = (
+                reads = [
                     pooled_subset(cache.grams(r, w, t), sink_sel[r], ps.multipliers, level=ps.level)
                     for r in (iv, bv)
-                )
+                ]
                 n_sink[a] = int(sink_sel[bv].sum())
             else:
-                (ie, ib), (be, bb) = (pooled_reading(cache, r, w, t) for r in (iv, bv))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
-            c_int[a, k, wi] = ps.ci(ib, ie)
-            c_base[a, k, wi] = ps.ci(bb, be)
+                reads = [pooled_reading(cache, r, w, t) for r in (iv, bv)]
+            eff[a, k, wi], c_int[a, k, wi], c_base[a, k, wi] = _effect(ps, *reads)
     dims = ("bos_replacement", "bos_reading", "window", "stat")
     return xr.Dataset(
         {

@@ -38,7 +38,6 @@ from causalpos.paper2.labels import (
     HEADLINE_BOOT_TARGET,
     LANDMARKS,
     LOCAL_RUN,
-    STAT,
     WHOLE_RUN,
 )
 from causalpos.paper2.prompts import PromptSet
@@ -47,6 +46,7 @@ from causalpos.paper2.summary.bos import bos_headline_block, bos_plan, pooled_re
 from causalpos.paper2.summary.decomposition import decomposition_block
 from causalpos.paper2.summary.doses import dose_block
 from causalpos.paper2.summary.factors import factor_block
+from causalpos.paper2.summary.per_prompt import block_coords
 from causalpos.paper2.summary.planted import planted_block
 
 #: Columns of ``leakage_planted``: the planted effect's exact size in the model's units, then the
@@ -242,15 +242,9 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
             "fraction_p": (vwt + ("stat",), frac_p),
             "baseline_leakage": (("variant", "target", "fit", "stat"), lin),
         },
-        coords={
-            "variant": ps.variants,
-            "window": list(wins),
-            "target": list(TARGETS),
-            "layer": ps.layers,
-            "head": ps.heads,
-            "stat": list(STAT),
-            "fit": list(BASELINES),
-        },
+        coords=block_coords(
+            ps, "variant window target layer head stat fit", window=list(wins), fit=list(BASELINES)
+        ),
     )
 
 
@@ -307,14 +301,12 @@ def control_block(
             "control_margin": (("target",), [float(margins[t]) for t in TARGETS]),
             "leakage_planted": (("variant", "target", "planted"), plant),
         },
-        coords={
-            "variant": ps.variants,
-            "landmark": list(LANDMARKS),
-            "window": list(wins),
-            "target": list(TARGETS),
-            "stat": list(STAT),
-            "planted": list(PLANTED),
-        },
+        coords=block_coords(
+            ps,
+            "variant landmark window target stat planted",
+            window=list(wins),
+            planted=list(PLANTED),
+        ),
     )
 
 
@@ -365,11 +357,7 @@ def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
                 per_layer,
             ),
         },
-        coords={
-            "window": list(wins),
-            "target": list(TARGETS),
-            "layer": ps.layers,
-            "ablation": list(ABLATIONS),
-            "stat": list(STAT),
-        },
+        coords=block_coords(
+            ps, "window target layer ablation stat", window=list(wins), ablation=list(ABLATIONS)
+        ),
     )

@@ -18,7 +18,7 @@ from causalpos.paper2 import inference as inf
 from causalpos.paper2.estimator.storeview import layer_kind_of, map_sums
 from causalpos.paper2.extraction.design import parse_fit
 from causalpos.paper2.extraction.metric import TARGETS, null_corrected
-from causalpos.paper2.labels import DEFAULT_CONDITIONS, STAT
+from causalpos.paper2.labels import DEFAULT_CONDITIONS, LANDMARKS, STAT
 from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.permutation import permutation_test
@@ -34,6 +34,20 @@ PER_PROMPT_COMPONENTS = (
 )
 #: Terms of the observational split (§3), in units of SST(log-attention), then shares.
 OBS_TERMS = ("logit", "logz", "cross", "logattn", "softmax", "share_logit", "share_softmax")
+
+
+def block_coords(ps: PromptSet, dims: str, **given) -> dict:
+    """A summary block's coordinates ``dims`` (space-separated, in order): each from ``given``,
+    else the prompt set's variants, layers and heads, or the target, stat and landmark labels."""
+    known = {
+        "variant": ps.variants,
+        "target": list(TARGETS),
+        "layer": ps.layers,
+        "head": ps.heads,
+        "stat": list(STAT),
+        "landmark": list(LANDMARKS),
+    }
+    return {d: given[d] if d in given else known[d] for d in dims.split()}
 
 
 def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
@@ -63,13 +77,7 @@ def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
             "per_prompt_leakage_raw": (("variant", "target", "layer", "head"), raw),
             "per_prompt_null_floor": (("variant", "target", "layer", "head"), floor),
         },
-        coords={
-            "variant": ps.variants,
-            "target": list(TARGETS),
-            "layer": ps.layers,
-            "head": ps.heads,
-            "stat": list(STAT),
-        },
+        coords=block_coords(ps, "variant target layer head stat"),
     )
 
 
@@ -125,12 +133,7 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
             "per_prompt_leakage_mean_map": (per_head, mean_map),
             "per_prompt_fraction_significant": (("variant", "target"), frac),
         },
-        coords={
-            "variant": ps.variants,
-            "target": list(TARGETS),
-            "layer": ps.layers,
-            "head": ps.heads,
-        },
+        coords=block_coords(ps, "variant target layer head"),
     )
 
 
@@ -172,13 +175,12 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
                 base,
             )
         },
-        coords={
-            "variant": ps.variants,
-            "target": list(TARGETS),
-            "stat": list(STAT),
-            "baseline": ["saturated", "linear", "linear_minus_saturated"],
-            "measure": ["raw", "corrected"],
-        },
+        coords=block_coords(
+            ps,
+            "variant target stat baseline measure",
+            baseline=["saturated", "linear", "linear_minus_saturated"],
+            measure=["raw", "corrected"],
+        ),
     )
     out.attrs["per_prompt_linear_fit"] = linear
     return out
@@ -202,12 +204,7 @@ def depth_trend(ps: PromptSet) -> xr.Dataset:
                 trend[vi, ti, ki] = ps.ci(ps.boot(tr), tr.mean())
     return xr.Dataset(
         {"per_prompt_leakage_depth_trend": (("variant", "target", "trend", "stat"), trend)},
-        coords={
-            "variant": ps.variants,
-            "target": list(TARGETS),
-            "stat": list(STAT),
-            "trend": ["slope", "last_minus_first"],
-        },
+        coords=block_coords(ps, "variant target stat trend", trend=["slope", "last_minus_first"]),
     )
 
 
@@ -302,12 +299,12 @@ def per_prompt_decomposition(
                 dec_l,
             ),
         },
-        coords={
-            "layer": ps.layers,
-            "stat": list(STAT),
-            "per_prompt_condition": list(conds),
-            "component": list(PER_PROMPT_COMPONENTS),
-        },
+        coords=block_coords(
+            ps,
+            "layer stat per_prompt_condition component",
+            per_prompt_condition=list(conds),
+            component=list(PER_PROMPT_COMPONENTS),
+        ),
     )
     if len(conds) >= 2:
         # Every condition's replicates use the same resampled prompts, so the CI of a difference
@@ -400,11 +397,5 @@ def sink_head_counts(ps: PromptSet, taus: Sequence[float] = (0.3, 0.5, 0.8)) -> 
             ),
             "sink_head_count": (("tau", "variant", "stat"), n_ci),
         },
-        coords={
-            "variant": ps.variants,
-            "layer": ps.layers,
-            "head": ps.heads,
-            "stat": list(STAT),
-            "tau": taus_a,
-        },
+        coords=block_coords(ps, "variant layer head stat tau", tau=taus_a),
     )
