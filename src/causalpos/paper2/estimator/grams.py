@@ -231,10 +231,8 @@ class GramCache:
     def mean_map(self, run: str, target: str, layer) -> tuple[np.ndarray, np.ndarray]:
         """The run's expected map (head, T, T) of one layer and the keys its softmax allowed
         ((T, T) bool: finite in every head's summed map)."""
-        ds = self.data(run)
-        msum = map_sum(ds, layer, target)
-        allowed = np.isfinite(msum).all(0)
-        return msum / self.n, allowed
+        msum = map_sum(self.data(run), layer, target)
+        return msum / self.n, np.isfinite(msum).all(0)
 
 
 def _difference_key(a: tuple[str, str], b: tuple[str, str], window: str, landmark: bool) -> tuple:

@@ -1,12 +1,8 @@
-"""The headline estimator's inputs (:mod:`causalpos.paper2.estimator.expected`): every prompt's sufficient
-statistics of a map (:class:`PromptStats`: per-offset, per-row and key-0 sums, SST; those of maps
-with a query effect added, :func:`plant_query_effect`) and the pair-resolved Grams of the
-U-statistics built from them (:func:`prompt_grams`), in numpy.
-
-The Grams are the design's quadratic forms of every prompt's c-vector (y_pᵀ P_Δ y_q = c_pᵀ M⁺ c_q,
-:func:`causalpos.paper2.extraction.metric.c_vector`) and of its baseline sums; they are computed on the
-design's :func:`support` (the query rows and offsets that hold pairs), with one matrix product
-over every prompt and map before one (n, k) × (k, n) product per map.
+"""The headline estimator's inputs (:mod:`causalpos.paper2.estimator.expected`), in numpy: every
+prompt's sufficient statistics of a map (:class:`PromptStats`) and the pair-resolved Grams of the
+U-statistics built from them (:func:`prompt_grams`): the design's quadratic forms of every
+prompt's c-vector (y_pᵀ P_Δ y_q = c_pᵀ M⁺ c_q, :func:`causalpos.paper2.extraction.metric.c_vector`)
+and of its baseline sums, on the design's :func:`support`.
 """
 
 from __future__ import annotations
@@ -36,10 +32,7 @@ class PromptStats:
 
 
 def stats_from_maps(y, mask: np.ndarray) -> PromptStats:
-    """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool):
-    the per-offset/query/key sums
-    :func:`causalpos.paper2.extraction.metric.fit_sums` reads, over every row, in numpy
-    (:func:`_pair_sums`)."""
+    """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool)."""
     y = np.asarray(y, dtype=np.float64)
     w = np.asarray(mask, dtype=bool)
     n_pairs = int(w.sum())
@@ -113,8 +106,8 @@ def _c_vectors(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Design]:
     """(c, u, S, support) of every prompt's map, prompt axis first: the residualized
     absolute-effect vectors (n, ..., q') and the baseline sums (n, ..., p') of
-    :func:`causalpos.paper2.extraction.metric.c_vector` on the design's :func:`support` (one matrix
-    product over every prompt and map), the pair sums S (n, ...), and that support."""
+    :func:`~causalpos.paper2.extraction.metric.c_vector` on the design's :func:`support`, the
+    pair sums S (n, ...), and that support."""
     if design.absolute != "query":
         raise ValueError(
             f"the expected-map estimator supports query-effect fits ('saturated+query', "

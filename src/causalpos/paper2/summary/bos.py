@@ -25,14 +25,13 @@ from causalpos.paper2.prompts import PromptSet
 def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
     """Every run with a position-0 replacement -> (intervention, baseline, target).
 
-    The baseline is the same run without the replacement (same mask and rotary embedding;
-    :func:`causalpos.models.variants.without_bos_replacement`). A ring intervention (e.g.
-    ``bos_replace_mean+ring`` against ``ring``) is measured on logits: the residual-stream
-    component of §3 itself, Table 9's C_res on the ablation that creates no position; a
-    bidirectional one (``bos_replace_mean+bidirectional``) on log-attention, paper 2's own
-    reading of C_res. A causal one (``bos_replace_mean`` against ``causal``) on logits: the observational residual-stream
-    component (absolute position that reached q, k). The intervention's name is the run's name
-    without ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
+    The baseline is the same run without the replacement
+    (:func:`causalpos.models.variants.without_bos_replacement`). A ring intervention (e.g.
+    ``bos_replace_mean+ring`` against ``ring``) is measured on logits (§3's residual-stream
+    component, Table 9's C_res on the ablation that creates no position), a bidirectional one on
+    log-attention (paper 2's own reading of C_res), a causal one on logits (the observational
+    residual-stream component). The intervention's name is the run's name without
+    ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
     """
     out = {}
     for v in variants:
@@ -64,8 +63,8 @@ def bos_effects(
     bos_windows: Sequence[str] = ("early16", "early32", "early64", "late"),
 ) -> xr.Dataset:
     """BOS replacement (§4) per intervention and query window the stores hold: effect =
-    1 − C_res(intervention)/C_res(baseline) (``per_prompt_bos_effect``) and both C_res (``per_prompt_bos_c_res``,
-    ``per_prompt_bos_c_res_baseline``), prompts resampled jointly. Empty without an intervention."""
+    1 − C_res(intervention)/C_res(baseline) (``per_prompt_bos_effect``) and both C_res
+    (``per_prompt_bos_c_res``, ``per_prompt_bos_c_res_baseline``). Empty without an intervention."""
     if not pairs:
         return xr.Dataset()
     wins = [w for w in bos_windows if w in ps.windows]

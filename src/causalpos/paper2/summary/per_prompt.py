@@ -51,9 +51,9 @@ def block_coords(ps: PromptSet, dims: str, **given) -> dict:
 
 
 def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
-    """The per-prompt reading of every run and target per head, layer and model with CIs (``per_prompt_leakage_head``,
-    ``per_prompt_leakage_layer``, ``per_prompt_leakage_model``), and the prompt means of raw ΔR² (``per_prompt_leakage_raw``) and of
-    its exact permutation-null mean (``per_prompt_null_floor``) per head."""
+    """The per-prompt reading of every run and target with CIs, per head, layer and model
+    (``per_prompt_leakage_{head,layer,model}``), and the prompt means of raw ΔR²
+    (``per_prompt_leakage_raw``) and of its permutation-null mean (``per_prompt_null_floor``)."""
     nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
     head_ci = np.full((nv, 2, nl, nh, 3), np.nan)
     layer_ci = np.full((nv, 2, nl, 3), np.nan)
@@ -84,9 +84,9 @@ def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
 def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
     """Within-offset permutation test of every head's prompt-mean map (§5): ``per_prompt_p_value``,
     ``per_prompt_q_value`` (BH over (layer, head) per run and target), ``per_prompt_perm_null_mean``,
-    ``per_prompt_leakage_mean_map`` and ``per_prompt_fraction_significant`` (q < ``alpha``); NaN for the runs not in
-    ``perm_variants``, for every run when ``n_perm`` is 0 or the stores hold no maps
-    (``settings``: ``n_perm``, ``perm_variants``, ``alpha``, ``seed``, ``perm_chunk``)."""
+    ``per_prompt_leakage_mean_map`` and ``per_prompt_fraction_significant`` (q < ``alpha``); NaN
+    for the runs not in ``perm_variants``, for every run when ``n_perm`` is 0 or the stores hold
+    no maps."""
     n_perm, perm_variants = settings.n_perm, settings.perm_variants
     nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
     p_val = np.full((nv, 2, nl, nh), np.nan)
@@ -187,10 +187,9 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
 
 
 def depth_trend(ps: PromptSet) -> xr.Dataset:
-    """Claim 3: every run's layer leakage's least-squares slope over the layer index (per layer,
-    ``slope``) and last minus first layer (``last_minus_first``) (``per_prompt_leakage_depth_trend``); empty with one layer. Both are linear in
-    the per-prompt layer means, so a bootstrap of per-prompt trends is the trend of the bootstrap
-    means."""
+    """Claim 3 (``per_prompt_leakage_depth_trend``; empty with one layer): every run's layer
+    leakage's least-squares slope over the layer index (per layer) and last minus first layer.
+    Both are linear in the per-prompt layer means: the trend of the bootstrap means."""
     nl = len(ps.layers)
     if nl < 2:
         return xr.Dataset()
@@ -270,10 +269,10 @@ def per_prompt_decomposition(
     ps: PromptSet, conditions: Mapping[str, tuple[str, str]]
 ) -> xr.Dataset:
     """Paper 2 §3 on the per-prompt reading per condition (causal run, bidirectional run), model
-    level (``per_prompt_decomposition``)
-    and per layer (``per_prompt_decomposition_layer``), shares as ratios of prompt means; with two or more
-    conditions the paired differences between conditions (``per_prompt_decomposition_difference``, condition
-    minus condition_ref, prompts resampled jointly). Empty without a condition."""
+    level (``per_prompt_decomposition``) and per layer (``per_prompt_decomposition_layer``),
+    shares as ratios of prompt means; with two or more conditions their paired differences
+    (``per_prompt_decomposition_difference``, condition minus condition_ref). Empty without a
+    condition."""
     conds = dict(conditions)
     if not conds:
         return xr.Dataset()
@@ -324,9 +323,8 @@ def per_prompt_decomposition(
 
 
 def causal_run_split(ps: PromptSet) -> xr.Dataset:
-    """Observational split (§3) of every causal-mask run (the controls too, which have no
-    bidirectional twin), in units of SST(log-attention) (``per_prompt_observational_split``; empty without a
-    causal run). Raw terms satisfy logit + logz + cross = logattn exactly; with floor_correct the
+    """Observational split (§3) of every causal-mask run (the controls too), in units of
+    SST(log-attention) (``per_prompt_observational_split``; empty without a causal run). Raw terms satisfy logit + logz + cross = logattn exactly; with floor_correct the
     logit and logattn terms lose their permutation-null means (logit's rescaled by SST(s)/SST(a)),
     and softmax = logattn − logit."""
     # a layer_bidirectional run's maps are read without the mask: not a causal-mask map
