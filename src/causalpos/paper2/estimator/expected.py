@@ -105,20 +105,18 @@ def estimate(
     """The leakage (ΔR² of the expected map) of ``grams`` with leading (layer, head): per head,
     per layer (Σ over heads) and pooled (Σ over all), each with its calibrated interval over
     prompts (:mod:`causalpos.paper2.inference`) under the ``multipliers`` (B, n)
-    (:func:`causalpos.paper2.estimator.replicates.rademacher`, shared by every run of the prompt
+    (:func:`~causalpos.paper2.estimator.replicates.rademacher`, shared by every run of the prompt
     set), and per-head sign-flip p-values from the same draws with BH q-values across (layer,
     head). Each level's N and D come from its own summed Grams (the variance calibration is not
     additive over maps), the residual part of D̂ held fixed.
 
-    ``*_sst`` keys: the companion ρ_SST (module docstring), with the same draws. ``*_boot``
-    (B, ...): the ratio's reflected replicates (their percentile interval is the calibrated one);
-    ``*_num_boot``, ``*_den_boot``: N and D per prompt pair; ``num_parts_layer``: the numerator
-    Grams' linear parts per layer (:func:`causalpos.paper2.estimator.replicates.linear_parts`,
-    (B, layer) each: what a combination of Grams reuses). ``lean``: ρ_SST pooled only, and no
-    per-head ``*_boot``, ``*_num_boot``, ``*_den_boot`` (what
-    :class:`causalpos.paper2.estimator.grams.GramCache`'s readers never take). ``heads`` False:
-    no per-head reading (no ``head*``, ``p``, ``q``), and the linear parts of each layer come
-    from the layer's own Gram."""
+    ``*_sst``: the companion ρ_SST (module docstring). ``*_boot`` (B, ...): the ratio's reflected
+    replicates (their percentile interval is the calibrated one); ``*_num_boot``, ``*_den_boot``:
+    N and D per prompt pair; ``num_parts_layer``: the numerator Grams' linear parts per layer
+    (:func:`~causalpos.paper2.estimator.replicates.linear_parts`, (B, layer) each). ``lean``:
+    ρ_SST pooled only, and no per-head ``*_boot``, ``*_num_boot``, ``*_den_boot``. ``heads``
+    False: no per-head reading (no ``head*``, ``p``, ``q``), each layer's linear parts from the
+    layer's own Gram."""
     n = grams["sst"].shape[-1]
     if n < 3:  # the estimator needs distinct pairs
         raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
@@ -128,9 +126,8 @@ def estimate(
     pairs = float(n * (n - 1))
     out = {}
     levels = _levels(grams)
-    # The replicates' products with the multipliers once, per head; a layer's and the pooled
-    # Gram's are their sums (replicates.linear_parts). Without the per-head reading, once per
-    # layer (the layer's Gram: a B × n² product per layer instead of per head)
+    # The products with the multipliers once per head (or, without the per-head reading, per
+    # layer); a coarser level's parts are their sums
     if heads:
         head = {k: linear_parts(grams[k], xi) for k in ("num", "low")}
         parts = {
@@ -154,10 +151,8 @@ def estimate(
         if lean and name == "head":
             del out["head_boot"]  # its interval is what a lean reader takes
             continue
-        out[f"{name}_num_boot"], out[f"{name}_den_boot"] = (
-            r["num_boot"] / pairs,
-            r["den_boot"] / pairs,
-        )
+        out[f"{name}_num_boot"] = r["num_boot"] / pairs
+        out[f"{name}_den_boot"] = r["den_boot"] / pairs
         if lean and name != "pooled":
             continue
         # ρ_SST: N per pair over the mean SST_p (a mean: its multiplier replicates, reflected)

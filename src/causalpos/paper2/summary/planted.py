@@ -175,6 +175,7 @@ def _gram_deviation(got: dict, want: dict) -> np.ndarray:
 def _exact_checks(
     planted: xr.Dataset,
     twin: xr.Dataset,
+    layer: int,
     *,
     window: str,
     fit: str,
@@ -185,7 +186,6 @@ def _exact_checks(
     """Logit: the planted Grams vs the twin's with b planted in its statistics on the planted
     layer; log-attention: the planted Grams vs the twin's. Per layer, relative
     (:func:`_gram_deviation`)."""
-    layer = plant_of(planted)[0]
     want = []
     for li, (lay, mask) in enumerate(store_masks(twin, window, "logit").items()):
         st = store_stats(twin, lay, window, "logit", mask)
@@ -201,15 +201,6 @@ def _exact_checks(
         "check_logit": _gram_deviation(g_plant, want_logit),
         "check_logattn": _gram_deviation(la_p, la_t),
     }
-
-
-def _check_same_prompts(planted: xr.Dataset, twin: xr.Dataset) -> None:
-    a, b = planted["sequence"].values, twin["sequence"].values
-    if a.shape != b.shape or not (a == b).all() or planted.sizes["query"] != twin.sizes["query"]:
-        raise ValueError(
-            "the planted run and its twin must be read on the same prompts (sequence ids and "
-            "length): pass the unplanted run of the same (model, dataset)"
-        )
 
 
 def planted_recovery(
@@ -275,7 +266,12 @@ def planted_recovery(
         "prompt pair, summed over heads, logits) excludes 0 and contains n_heads * ||P_D b||^2",
     }
     if twin is not None:
-        _check_same_prompts(planted, twin)
+        a, t = planted["sequence"].values, twin["sequence"].values
+        if a.shape != t.shape or (a != t).any() or planted.sizes["query"] != twin.sizes["query"]:
+            raise ValueError(
+                "the planted run and its twin must be read on the same prompts (sequence ids and "
+                "length): pass the unplanted run of the same (model, dataset)"
+            )
         weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
         num = []  # N̂ per prompt pair summed over heads (1 + B, layer), planted then twin
         for x in (g, store_grams(twin, target="logit", **read)[0]):
@@ -283,7 +279,7 @@ def planted_recovery(
             num.append(u["num"].sum(-1) / u["pairs"][:, None])
         out.update(_interval("twin_num", num[1], level))
         out.update(_interval("plant_diff", num[0] - num[1], level))
-        out.update(_exact_checks(planted, twin, b=b, g_plant=g, **read))
+        out.update(_exact_checks(planted, twin, layer, b=b, g_plant=g, **read))
         out["check_tol"] = CHECK_TOL_UNITS * int(planted.sizes["query"]) * 2.0**-24
         out["check_passed"] = np.bool_(
             (out["check_logit"] <= out["check_tol"]).all()
