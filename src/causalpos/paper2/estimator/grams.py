@@ -124,8 +124,7 @@ class GramCache:
                 window,
                 a[1],
                 lambda layer: difference_stats(
-                    self.stats(a[0], window, a[1], layer),
-                    self.stats(b[0], window, b[1], layer),
+                    self.stats(a[0], window, a[1], layer), self.stats(b[0], window, b[1], layer)
                 ),
                 lambda st, mask: {"num": numerator_grams(st, self.design(mask, FIT, landmark))},
             )

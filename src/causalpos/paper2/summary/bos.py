@@ -172,8 +172,5 @@ def bos_headline_block(
             "window": list(wins),
             "stat": list(STAT),
         },
-        attrs={
-            "bos_sink_tau": sink_tau,
-            "bos_target": target or repr(BOS_READING_TARGET),
-        },
+        attrs={"bos_sink_tau": sink_tau, "bos_target": target or repr(BOS_READING_TARGET)},
     )

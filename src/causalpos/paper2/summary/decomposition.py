@@ -316,10 +316,7 @@ def _eq5_block(
                 )
     return xr.Dataset(
         {
-            "decomposition": (
-                ("condition", "window", "target", "component", "stat"),
-                dec,
-            ),
+            "decomposition": (("condition", "window", "target", "component", "stat"), dec),
             "decomposition_difference": (
                 ("condition", "condition_ref", "window", "target", "component", "stat"),
                 diff,
