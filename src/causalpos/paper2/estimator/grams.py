@@ -171,9 +171,7 @@ class GramCache:
                 lean=True,
                 heads=fit == FIT and landmark,
             )
-            parts = r.pop("num_parts_layer", None)
-            if parts is not None:
-                self._parts.setdefault(key, parts)
+            self._parts.setdefault(key, r.pop("num_parts_layer"))
             self._est[key] = r
         return self._est[key]
 

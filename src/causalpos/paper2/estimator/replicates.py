@@ -175,11 +175,9 @@ def _g1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
     return m["row"] / (n - 1.0) - theta[..., None]
 
 
-def sum_parts(parts: dict[str, np.ndarray] | None, axis) -> dict[str, np.ndarray] | None:
+def sum_parts(parts: dict[str, np.ndarray], axis) -> dict[str, np.ndarray]:
     """:func:`linear_parts` of the Gram summed over its leading ``axis`` (of the Gram, not
-    counting the replicates' axis): the parts summed over that axis (None stays None)."""
-    if parts is None:
-        return None
+    counting the replicates' axis): the parts summed over that axis."""
     return {k: _sum_axes(v, axis) for k, v in parts.items()}
 
 

@@ -101,7 +101,7 @@ def decomposition_block(
         "kind": np.full(shape + (nk, len(NAMES), 3), np.nan),
         "contrast": np.full(shape + (nk, len(NAMES), 3), np.nan),
     }
-    n_rep = len(ps.multipliers if ps.multipliers is not None else ps.counts)
+    n_rep = len(ps.multipliers)
     share_boot = np.full((nc, nw, len(TARGETS), n_rep), np.nan, dtype=np.float32)
     boots: dict[tuple[int, int], dict[str, np.ndarray]] = {}
     for ci, roles in enumerate(runs.values()):
@@ -206,8 +206,7 @@ class _Reading:
             sel = slice(None) if layers is None else layers
             grams = {k: g[sel].sum((0, 1)) for k, g in self.grams.items()}
             parts = {
-                k: None if p is None else sum_parts({x: v[:, sel] for x, v in p.items()}, 0)
-                for k, p in self.parts.items()
+                k: sum_parts({x: v[:, sel] for x, v in p.items()}, 0) for k, p in self.parts.items()
             }
             art = None if self.art is None else self.art[sel].sum()
             d0, db = d0[sel].sum(), db[:, sel].sum(-1)
@@ -251,7 +250,7 @@ def _level_components(
     cache: GramCache,
     grams: Mapping[str, np.ndarray],
     artefact: np.ndarray | None,
-    parts: Mapping[str, Mapping[str, np.ndarray] | None] | None = None,
+    parts: Mapping[str, Mapping[str, np.ndarray]],
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(estimates, replicates) per prompt pair of every component at one level whose numerators
     are at hand (the others NaN): each from its own combination of the numerators' Grams
@@ -264,9 +263,7 @@ def _level_components(
         if not all(k in grams for k in co):
             continue
         contrast = any(c < 0 for c in co.values())
-        p = None
-        if parts is not None and all(parts.get(k) is not None for k in co):
-            p = {x: combine({k: parts[k][x] for k in co}, co) for x in LINEAR_PARTS}
+        p = {x: combine({k: parts[k][x] for k in co}, co) for x in LINEAR_PARTS}
         est[name], rep[name] = cache.numerator(combine(grams, co), contrast=contrast, parts=p)
         shape = shape or (est[name].shape, rep[name].shape)
     for name in COMBINATIONS:

@@ -93,14 +93,12 @@ def series_readings(
     for k, (run, _, _) in enumerate(series):
         # the run's numerator Gram and linear parts summed over the layers above and heads
         gram = cache.grams(run, window, DOSE_TARGET)["num"][above].sum((0, 1))
-        parts = cache.parts(run, window, DOSE_TARGET)
-        if parts is not None:
-            parts = {x: v[:, above].sum(1) for x, v in parts.items()}
+        parts = {x: v[:, above].sum(1) for x, v in cache.parts(run, window, DOSE_TARGET).items()}
         n0, nb = cache.numerator(gram, parts=parts)
         readings[k] = ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0))
         if prev is not None:
             diff = gram - prev[0]
-            dparts = None if parts is None else {x: parts[x] - prev[1][x] for x in parts}
+            dparts = {x: parts[x] - prev[1][x] for x in parts}
             s0, sb = cache.numerator(diff, contrast=True, parts=dparts)
             steps[k] = ps.ci(inf.ratio(sb, db), inf.ratio(s0, d0))
         prev = (gram, parts)

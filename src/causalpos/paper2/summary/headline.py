@@ -205,7 +205,7 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
     head = np.full((nv, nw, nt, nl, nh, 3), np.nan)
     pval, qval = (np.full((nv, nw, nt, nl, nh), np.nan) for _ in range(2))
     lin = np.full((nv, nt, len(BASELINES), 3), np.nan)
-    n_rep = len(ps.multipliers if ps.multipliers is not None else ps.counts)
+    n_rep = len(ps.multipliers)
     boot = np.full((nv, n_rep), np.nan, dtype=np.float32)
     for vi, v in enumerate(ps.variants):
         for wi, w in enumerate(wins):
@@ -325,9 +325,7 @@ def _baseline_rows(cache: GramCache, key: tuple[str, str, str], sat: Mapping, li
     run, w, t = key
     g = cache.grams(run, w, t, fit=LINEAR_FIT)["num"] - cache.grams(run, w, t)["num"]
     lin_p, sat_p = cache.parts(run, w, t, fit=LINEAR_FIT), cache.parts(run, w, t)
-    parts = None
-    if lin_p is not None:
-        parts = sum_parts({x: lin_p[x] - sat_p[x] for x in LINEAR_PARTS}, 0)
+    parts = sum_parts({x: lin_p[x] - sat_p[x] for x in LINEAR_PARTS}, 0)
     n0, nb = cache.numerator(g.sum((0, 1)), contrast=True, parts=parts)
     d0, db = cache.denominator(run, w, t, "pooled")
     rows = [ps.ci(np.asarray(x["pooled_boot"]), float(x["pooled"])) for x in (sat, lin)]
