@@ -87,8 +87,7 @@ def series_readings(
     layer = series[0][2]
     above = np.arange(len(ps.layers)) >= layer
     d0, db = cache.denominator(MODEL_RUN, window, DOSE_TARGET, "pooled")
-    readings = np.full((len(series), 3), np.nan)
-    steps = np.full((len(series), 3), np.nan)
+    readings, steps = (np.full((len(series), 3), np.nan) for _ in range(2))
     prev = None
     for k, (run, _, _) in enumerate(series):
         # the run's numerator Gram and linear parts summed over the layers above and heads

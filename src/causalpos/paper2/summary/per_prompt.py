@@ -380,9 +380,8 @@ def sink_head_counts(ps: PromptSet, taus: Sequence[float] = (0.3, 0.5, 0.8)) -> 
     n_ci = np.full((len(taus_a), nv, 3), np.nan)
     for v in sink_vars:
         vi = ps.variants.index(v)
-        per = ps.runs[v]["sink_attention"].values  # (sequence, layer, head)
         sink[vi] = ps.runs[v]["sink_attention"].mean("sequence").values
-        boot = ps.boot(per)  # (B, layer, head)
+        boot = ps.boot(ps.runs[v]["sink_attention"].values)  # (B, layer, head)
         for k, tau in enumerate(taus_a):
             n_boot_heads = (boot >= tau).sum((1, 2)).astype(np.float64)
             n_ci[k, vi] = ps.ci(n_boot_heads, float((sink[vi] >= tau).sum()))
