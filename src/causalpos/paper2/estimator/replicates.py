@@ -1,45 +1,43 @@
 """The multiplier bootstrap of U-statistics over prompts: replicates that keep the spread of N̂
-both at the null and away from it (the interval they give is cut in :mod:`causalpos.paper2.inference`).
+both at the null and away from it (their interval: :mod:`causalpos.paper2.inference`).
 
 **Setting.** Prompts p = 1..n are iid; a Gram G_pq = h(c_p, c_q) (e.g. c_pᵀM⁺c_q,
-:func:`causalpos.paper2.estimator.pairgrams.prompt_grams`) gives the U-statistic N̂ = Σ_{p≠q} G_pq with
+:func:`causalpos.paper2.estimator.pairgrams.prompt_grams`) gives N̂ = Σ_{p≠q} G_pq with
 E N̂ = n(n − 1)θ. Hoeffding's decomposition h = θ + g1(c_p) + g1(c_q) + g2(c_p, c_q) (g2
 degenerate) gives
 
     N̂ − n(n − 1)θ = 2(n − 1) Σ_p g1(c_p) + Σ_{p≠q} g2(c_p, c_q),
     Var N̂ = 4n(n − 1)² ζ1 + 2n(n − 1) E g2²,        ζ1 = Var g1.
 
-For c_p = m + e_p and h = c_pᵀc_q: g1(c) = mᵀe, g2 = e_pᵀe_q. At the null (m = 0) only the
+For c_p = m + e_p and h = c_pᵀc_q: g1(c) = mᵀe, g2 = e_pᵀe_q; at the null (m = 0) only the
 degenerate part is left.
 
 **Why the percentile bootstrap over-covers near 0.** The plug-in linear term
-ĝ1(p) = Σ_{q≠p} G_pq / (n − 1) − θ̂ carries the degenerate part's noise: ĝ1(p) = mᵀe_p +
-e_pᵀē_{−p} + …, and e_pᵀē_{−p} has variance E g2² / (n − 1). So 4(n − 1)² Σ_p ĝ1(p)² ≈
-4n(n − 1)²ζ1 + 4n(n − 1)E g2², twice the degenerate part's true contribution, and the resampled
-U-statistic adds that contribution once more: at the null the replicates' variance is ≈ 3 × Var N̂
-(SD ratio √3; measured in ``tests/paper2/estimator/test_replicates.py`` at n = 32: plug-in linear variance
-1.81 × Var N̂, percentile-bootstrap SD 1.57 × the estimate's SD, 99.5 % coverage of 0).
+ĝ1(p) = Σ_{q≠p} G_pq / (n − 1) − θ̂ = mᵀe_p + e_pᵀē_{−p} + … carries the degenerate part's noise
+(e_pᵀē_{−p} has variance E g2² / (n − 1)), so 4(n − 1)² Σ_p ĝ1(p)² ≈ 4n(n − 1)²ζ1 +
+4n(n − 1)E g2², twice the degenerate part's contribution, and the resampled U-statistic adds it
+once more: at the null the replicates' variance is ≈ 3 × Var N̂ (measured in
+``tests/paper2/estimator/test_replicates.py`` at n = 32: plug-in linear variance 1.81 × Var N̂,
+percentile-bootstrap SD 1.57 × the estimate's SD, 99.5 % coverage of 0).
 
 **Replicates (decision).** Shared per-prompt Rademacher multipliers ξ (B, n) (:func:`rademacher`)
 and, per Gram,
 
     N*(ξ) − N̂ = 2(n − 1) s Σ_p ξ_p ĝ1(p) + n/(n − 1) Σ_{p≠q} ξ_p ξ_q ĝ2_pq,
 
-with ĝ2 = HGH the doubly centred Gram (H = I − 11ᵀ/n: ĝ2_pq = (c_p − c̄)ᵀ(c_q − c̄) for an inner
-product kernel, free of m) and the scale s chosen so that the linear part's variance
-4(n − 1)² s² Σ_p ĝ1(p)² equals 4n(n − 1)² ζ̂1⁺, where ζ̂1 is the *unbiased* U-statistic estimate of
-ζ1 = E h12 h13 − E h12 h34 (sums over distinct triples and quadruples of prompts, from the Gram in
-O(n²)), clipped at 0. Rademacher multipliers have odd moments 0 and E ξ_p²ξ_q² = 1, so the two parts
-are uncorrelated and Var*(N*) = 4n(n − 1)² ζ̂1⁺ + 2 (n/(n − 1))² Σ_{p≠q} ĝ2_pq² ≈ Var N̂ (the
-centring's factor (1 − 1/n)² is undone by (n/(n − 1))²). At the null ζ̂1 is within its noise of 0
-and N* − N̂ is the sign-flip distribution of the centred Gram; far from it the linear part
-dominates and the replicates are the wild bootstrap of a mean. The only adaptive step is s; it
-is what keeps Var* unbiased at every effect size (a replicate variance Σ_p a_p² with a_p linear in
-the Gram cannot remove the e_pᵀē_{−p} term's bias: it is a positive quadratic form).
+with ĝ2 = HGH the doubly centred Gram (H = I − 11ᵀ/n; free of m for an inner product kernel)
+and the scale s chosen so that the linear part's variance 4(n − 1)² s² Σ_p ĝ1(p)² equals
+4n(n − 1)² ζ̂1⁺, ζ̂1 the *unbiased* U-statistic estimate of ζ1 = E h12 h13 − E h12 h34 (from the
+Gram in O(n²)), clipped at 0. Rademacher multipliers have odd moments 0 and E ξ_p²ξ_q² = 1, so
+the parts are uncorrelated and Var*(N*) = 4n(n − 1)² ζ̂1⁺ + 2 (n/(n − 1))² Σ_{p≠q} ĝ2_pq² ≈ Var N̂
+((n/(n − 1))² undoes the centring's (1 − 1/n)²). At the null N* − N̂ is the sign-flip distribution of the centred Gram; far from it the replicates
+are the wild bootstrap of a mean. The only adaptive step, s, keeps Var* unbiased at every effect
+size (a replicate variance Σ_p a_p² with a_p linear in the Gram cannot remove the e_pᵀē_{−p}
+term's bias: it is a positive quadratic form).
 
 **Strata.** The multipliers are iid over prompts whether or not the prompts were drawn by source;
 the centring is over all prompts, so differences between the strata's means count as variance
-(conservative where the strata differ).
+(conservative).
 
 **Computation.** Of a replicate, only the three parts of :func:`linear_parts` involve the
 multipliers, and they are linear in the Gram: the headline computes them once per head (B × n²
