@@ -145,8 +145,8 @@ def headline_blocks(
 
     Variables (``stat`` = estimate, lo, hi), by block: :func:`leakage_block`,
     :func:`control_block`, :func:`~causalpos.paper2.summary.decomposition.decomposition_block`,
-    the ablation, BOS replacement (read on ``bos_target``, default each reading's own), the plant in the model
-    (``plant_model*``), :func:`~causalpos.paper2.summary.doses.dose_block` and
+    the ablation, BOS replacement (read on ``bos_target``, default each reading's own), the
+    plant in the model (``plant_model*``), :func:`~causalpos.paper2.summary.doses.dose_block` and
     :func:`~causalpos.paper2.summary.factors.factor_block`; each variable's dims, reading and
     units: :mod:`causalpos.catalogue_stores`.
     Attribute ``counts_digest`` says which resampled prompts every replicate used.
