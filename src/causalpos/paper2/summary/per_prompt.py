@@ -58,8 +58,7 @@ def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
     head_ci = np.full((nv, 2, nl, nh, 3), np.nan)
     layer_ci = np.full((nv, 2, nl, 3), np.nan)
     model_ci = np.full((nv, 2, 3), np.nan)
-    raw = np.full((nv, 2, nl, nh), np.nan)
-    floor = np.full((nv, 2, nl, nh), np.nan)
+    raw, floor = (np.full((nv, 2, nl, nh), np.nan) for _ in range(2))
     for vi, v in enumerate(ps.variants):
         ds = ps.at(v)
         for ti, target in enumerate(TARGETS):
@@ -89,9 +88,7 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
     no maps."""
     n_perm, perm_variants = settings.n_perm, settings.perm_variants
     nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
-    p_val = np.full((nv, 2, nl, nh), np.nan)
-    mc_null = np.full((nv, 2, nl, nh), np.nan)
-    mean_map = np.full((nv, 2, nl, nh), np.nan)
+    p_val, mc_null, mean_map = (np.full((nv, 2, nl, nh), np.nan) for _ in range(3))
     for vi, v in enumerate(ps.variants):
         ds = ps.at(v)
         if n_perm <= 0 or "leak_map_sum" not in ds:

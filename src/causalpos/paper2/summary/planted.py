@@ -312,8 +312,7 @@ def planted_block(runs, counts: np.ndarray, position_free_runs, *, level: float)
     if not planted:
         return xr.Dataset()
     stat = np.full((len(planted), len(PLANT_STATS)), np.nan)
-    check = np.zeros(len(planted))
-    passed = np.zeros(len(planted))
+    check, passed = np.zeros(len(planted)), np.zeros(len(planted))
     for k, v in enumerate(planted):
         r = planted_recovery(runs[v], runs[without_plant(v)], counts=counts, level=level)
         layer = int(r.attrs["plant_layer"])
