@@ -276,9 +276,8 @@ def store_grams(
         key = np.packbits(mask).tobytes()
         if key not in designs:
             designs[key] = build_design(mask, fit, landmark=landmark)
-        design = designs[key]
         st = store_stats(v, layer, window, target, mask)
         if plant is not None:
             st = plant_query_effect(st, mask, plant)
-        per_layer.append(prompt_grams(st, design))
+        per_layer.append(prompt_grams(st, designs[key]))
     return {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}, rounding

@@ -95,12 +95,8 @@ def decomposition_block(
     groups = kind_groups([kinds[ly] for ly in ps.layers])
     nc, nlm, nw, nl, nk = len(runs), len(LANDMARKS), len(wins), len(ps.layers), len(groups)
     shape = (nc, nlm, nw)
-    out = {
-        "pooled": np.full(shape + (len(NAMES), 3), np.nan),
-        "layer": np.full(shape + (nl, len(NAMES), 3), np.nan),
-        "kind": np.full(shape + (nk, len(NAMES), 3), np.nan),
-        "contrast": np.full(shape + (nk, len(NAMES), 3), np.nan),
-    }
+    level_axes = {"pooled": (), "layer": (nl,), "kind": (nk,), "contrast": (nk,)}
+    out = {k: np.full(shape + ax + (len(NAMES), 3), np.nan) for k, ax in level_axes.items()}
     n_rep = len(ps.multipliers)
     share_boot = np.full((nc, nw, len(TARGETS), n_rep), np.nan, dtype=np.float32)
     boots: dict[tuple[int, int], dict[str, np.ndarray]] = {}
