@@ -29,9 +29,9 @@ from causalpos.paper2.estimator.grams import FIT, GramCache
 from causalpos.paper2.estimator.replicates import LINEAR_PARTS, sum_parts
 from causalpos.paper2.estimator.storeview import layer_kind_of
 from causalpos.paper2.extraction.metric import TARGETS
-from causalpos.paper2.labels import LANDMARKS, STAT, ring_twin
+from causalpos.paper2.labels import LANDMARKS, ring_twin
 from causalpos.paper2.prompts import PromptSet
-from causalpos.paper2.summary.per_prompt import PER_PROMPT_COMPONENTS
+from causalpos.paper2.summary.per_prompt import PER_PROMPT_COMPONENTS, block_coords
 
 #: Every name of ``components*``: the components, the shares, the controls.
 NAMES = tuple(COMPONENTS) + tuple(SHARES) + tuple(CONTROL_COMPONENTS)
@@ -115,16 +115,14 @@ def decomposition_block(
                     share_boot[ci, wi, TARGETS.index("logattn")] = read.pooled["boot"][
                         "share_causal_mask"
                     ]
-    coords = {
-        "condition": list(runs),
-        "landmark": list(LANDMARKS),
-        "window": list(wins),
-        "layer": ps.layers,
-        "layer_kind_name": list(groups),
-        "component_full": list(NAMES),
-        "target": list(TARGETS),
-        "stat": list(STAT),
-    }
+    coords = block_coords(
+        ps,
+        "condition landmark window layer layer_kind_name component_full target stat",
+        condition=list(runs),
+        window=list(wins),
+        layer_kind_name=list(groups),
+        component_full=list(NAMES),
+    )
     lead = ("condition", "landmark", "window")
     tail = ("component_full", "stat")
     data = xr.Dataset(
@@ -178,13 +176,12 @@ class _Reading:
         diffs = {"c_logz": ((c, "logattn"), (c, "logit"))}
         if r:
             diffs["d_logit"] = ((c, "logit"), (r, "logit"))
-        for k, (a, b) in diffs.items():
-            self.grams[k] = cache.difference_gram(a, b, window, landmark=modelled)
         # the Grams' linear parts under the multipliers (B, layer), by the same names
         self.parts = {
             k: cache.parts(run, window, t, landmark=modelled) for k, (run, t) in sources.items()
         }
         for k, (a, b) in diffs.items():
+            self.grams[k] = cache.difference_gram(a, b, window, landmark=modelled)
             self.parts[k] = cache.difference_parts(a, b, window, modelled)
         self.art = _artefact(cache, rel, c, window, modelled) if rel else None
         self.pooled: dict[str, dict[str, np.ndarray]] = {}
@@ -214,22 +211,15 @@ class _Reading:
     def levels(self, out: dict, at: tuple, groups: Mapping[str, list[int]]) -> None:
         """Fill ``out``'s pooled, layer, kind and contrast entries at index ``at``."""
         ps = self.cache.ps
-        by_kind = {}
-        for level in ("pooled", "layer"):
-            est, rep = self._level(None, level)
-            _fill(out[level][at], est, rep, ps)
-            if level == "pooled":
-                self.pooled = {"est": est, "boot": rep}
-        for ki, (kind, idx) in enumerate(groups.items()):
-            est, rep = self._level(np.asarray(idx), "kind")
+        est, rep = self._level(None, "pooled")
+        self.pooled = {"est": est, "boot": rep}
+        _fill(out["pooled"][at], est, rep, ps)
+        _fill(out["layer"][at], *self._level(None, "layer"), ps)
+        by_kind = {kind: self._level(np.asarray(idx), "kind") for kind, idx in groups.items()}
+        for ki, (kind, (est, rep)) in enumerate(by_kind.items()):
             _fill(out["kind"][at][ki], est, rep, ps)
-            by_kind[kind] = (est, rep)
-        if GLOBAL in by_kind:
-            g_est, g_rep = by_kind[GLOBAL]
-            for ki, kind in enumerate(groups):
-                if kind == GLOBAL:
-                    continue
-                est, rep = by_kind[kind]
+            if GLOBAL in by_kind and kind != GLOBAL:
+                g_est, g_rep = by_kind[GLOBAL]
                 diff_e = {k: est[k] - g_est[k] for k in est}
                 diff_r = {k: rep[k] - g_rep[k] for k in rep}
                 _fill(out["contrast"][at][ki], diff_e, diff_r, ps)
@@ -295,14 +285,11 @@ def _eq5_block(
     def get(x, k):
         return 1.0 - x["share_causal_mask"] if k == "share_residual_stream" else x[k]
 
-    for (ci, wi), e in boots.items():
+    for (ci, wi), e in boots.items():  # every (condition, window) is read
         for k, comp in enumerate(names):
             dec[ci, wi, ti, k] = ps.ci(get(e["boot"], comp), get(e["est"], comp))
-        for cj in range(nc):
-            if (cj, wi) not in boots:
-                continue
-            r = boots[cj, wi]
-            for k, comp in enumerate(names):
+            for cj in range(nc):
+                r = boots[cj, wi]
                 diff[ci, cj, wi, ti, k] = ps.ci(
                     get(e["boot"], comp) - get(r["boot"], comp),
                     get(e["est"], comp) - get(r["est"], comp),
@@ -315,12 +302,12 @@ def _eq5_block(
                 diff,
             ),
         },
-        coords={
-            "condition": list(conds),
-            "condition_ref": list(conds),
-            "window": list(wins),
-            "target": list(TARGETS),
-            "component": list(names),
-            "stat": list(STAT),
-        },
+        coords=block_coords(
+            ps,
+            "condition condition_ref window target component stat",
+            condition=list(conds),
+            condition_ref=list(conds),
+            window=list(wins),
+            component=list(names),
+        ),
     )
