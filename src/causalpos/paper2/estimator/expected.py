@@ -125,7 +125,13 @@ def estimate(
         raise ValueError(f"multipliers must have shape (n_boot, {n}), got {xi.shape}")
     pairs = float(n * (n - 1))
     out = {}
-    levels = _levels(grams)
+    # the Grams and the residual part of D̂ per head, per layer (Σ heads) and pooled (Σ all)
+    per_head = {k: np.asarray(grams[k]) for k in ("num", "low", "sst")} | {"d_r": _resid(grams)}
+    levels = {
+        "head": per_head,
+        "layer": {k: v.sum(1) for k, v in per_head.items()},
+        "pooled": {k: v.sum((0, 1)) for k, v in per_head.items()},
+    }
     # The products with the multipliers once per head (or, without the per-head reading, per
     # layer); a coarser level's parts are their sums
     if heads:
@@ -167,16 +173,6 @@ def estimate(
     u = u_statistics(grams, np.ones((1, n)))
     out["resid_share"] = float(u["den_resid"].sum() / u["den"][0].sum())
     return out
-
-
-def _levels(grams: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
-    """The Grams and the residual part of D̂ per head, per layer (Σ heads) and pooled (Σ all)."""
-    head = {k: np.asarray(grams[k]) for k in ("num", "low", "sst")} | {"d_r": _resid(grams)}
-    return {
-        "head": head,
-        "layer": {k: v.sum(1) for k, v in head.items()},
-        "pooled": {k: v.sum((0, 1)) for k, v in head.items()},
-    }
 
 
 def pooled_subset(

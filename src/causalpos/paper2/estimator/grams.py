@@ -108,7 +108,7 @@ class GramCache:
         (run, target) of the same prompts on the same pairs (their linear statistics subtracted,
         :func:`~causalpos.paper2.estimator.pairgrams.difference_stats`): e.g. the causal run's
         −log Z, or its logits minus the ring run's (``d_logit``)."""
-        key = _difference_key(a, b, window, landmark)
+        key = ("difference", a, b, window, landmark)
         if key not in self._grams:
             # a difference of maps on different pairs would mix pair sets in its sums
             ma, mb = self.masks(a[0], window, a[1]), self.masks(b[0], window, b[1])
@@ -180,25 +180,22 @@ class GramCache:
     ) -> dict[str, np.ndarray]:
         """:func:`~causalpos.paper2.estimator.replicates.linear_parts` (B, layer) of the run's
         numerator Gram summed over heads, under the multipliers: the estimate's where it ran, else
-        from the layers' Grams (memoised). ``target`` "logz": the run's −log Z_i (log-attention −
-        logits, :meth:`difference_gram`). A combination or sum of Grams takes the same of their
+        from the layers' Grams (memoised). A combination or sum of Grams takes the same of their
         parts."""
-        if target == "logz":
-            return self.difference_parts((run, "logattn"), (run, "logit"), window, landmark)
         key = (run, window, target, fit, landmark)
-        if key not in self._parts:
-            g = self.grams(run, window, target, fit=fit, landmark=landmark)["num"]
-            self._parts[key] = linear_parts(g.sum(1), self.ps.multipliers)
-        return self._parts[key]
+        return self._parts_of(key, lambda: self.grams(*key[:3], fit=fit, landmark=landmark)["num"])
 
     def difference_parts(
         self, a: tuple[str, str], b: tuple[str, str], window: str, landmark: bool = True
     ) -> dict[str, np.ndarray]:
         """:meth:`parts` of :meth:`difference_gram`."""
-        key = _difference_key(a, b, window, landmark)
+        key = ("difference", a, b, window, landmark)
+        return self._parts_of(key, lambda: self.difference_gram(a, b, window, landmark=landmark))
+
+    def _parts_of(self, key: tuple, num) -> dict[str, np.ndarray]:
+        """The memoised linear parts of the Gram ``num()`` (layer, head, n, n) summed over heads."""
         if key not in self._parts:
-            g = self.difference_gram(a, b, window, landmark=landmark)
-            self._parts[key] = linear_parts(g.sum(1), self.ps.multipliers)
+            self._parts[key] = linear_parts(num().sum(1), self.ps.multipliers)
         return self._parts[key]
 
     def numerator(
@@ -230,11 +227,3 @@ class GramCache:
         ((T, T) bool: finite in every head's summed map)."""
         msum = map_sum(self.data(run), layer, target)
         return msum / self.n, np.isfinite(msum).all(0)
-
-
-def _difference_key(a: tuple[str, str], b: tuple[str, str], window: str, landmark: bool) -> tuple:
-    """The cache key of the difference map a − b's Gram and parts (the causal run's −log Z keeps
-    the key its own target "logz" had)."""
-    if a[0] == b[0] and (a[1], b[1]) == ("logattn", "logit"):
-        return (a[0], window, "logz", FIT, landmark)
-    return ("difference", a, b, window, FIT, landmark)

@@ -175,19 +175,17 @@ def _g1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
 
 def sum_parts(parts: dict[str, np.ndarray], axis) -> dict[str, np.ndarray]:
     """:func:`linear_parts` of the Gram summed over its leading ``axis`` (of the Gram, not
-    counting the replicates' axis): the parts summed over that axis."""
-    return {k: _sum_axes(v, axis) for k, v in parts.items()}
-
-
-def _sum_axes(v: np.ndarray, axis) -> np.ndarray:
-    """``v`` (B, ...) summed over the Gram's leading ``axis`` (one product with a vector of ones:
-    a BLAS reduction, several times faster than ``sum`` over a short last axis)."""
-    lead = v.ndim - 1
-    axes = sorted({a % lead for a in ((axis,) if np.isscalar(axis) else axis)})
-    keep = [a + 1 for a in range(lead) if a not in axes]
-    moved = np.moveaxis(v, [a + 1 for a in axes], range(v.ndim - len(axes), v.ndim))
-    flat = moved.reshape(moved.shape[: 1 + len(keep)] + (-1,))
-    return flat @ np.ones(flat.shape[-1])
+    counting the replicates' axis): each part (B, ...) summed over that axis, as one product with
+    a vector of ones (a BLAS reduction, several times faster than ``sum`` over a short last axis)."""
+    out = {}
+    for k, v in parts.items():
+        lead = v.ndim - 1
+        axes = sorted({a % lead for a in ((axis,) if np.isscalar(axis) else axis)})
+        keep = [a + 1 for a in range(lead) if a not in axes]
+        moved = np.moveaxis(v, [a + 1 for a in axes], range(v.ndim - len(axes), v.ndim))
+        flat = moved.reshape(moved.shape[: 1 + len(keep)] + (-1,))
+        out[k] = flat @ np.ones(flat.shape[-1])
+    return out
 
 
 def u_replicates(

@@ -96,10 +96,6 @@ def store_view(ds: xr.Dataset | StoreView) -> StoreView:
     return view
 
 
-#: The targets :func:`map_sum` rebuilds (``causalpos.paper2.extraction.metric.TARGETS``).
-MAP_TARGETS = ("logit", "logattn")
-
-
 def map_sum(ds: xr.Dataset | StoreView, layer, target: str) -> np.ndarray:
     """One layer's maps of ``target`` summed over the store's sequences, (head, T, T) float64
     (a new array), NaN where masked.
@@ -108,8 +104,8 @@ def map_sum(ds: xr.Dataset | StoreView, layer, target: str) -> np.ndarray:
     ``leak_logz_sum``; the summed log-attention maps are Σ_p (s_p − log Z_p) = Σ s − Σ log Z,
     the subtraction done in float64 (bit for bit the reducer's float64 sums). ``ds``: a Dataset
     (read directly, unless its :func:`store_view` exists) or its view."""
-    if target not in MAP_TARGETS:
-        raise ValueError(f"target {target!r} is not one of {list(MAP_TARGETS)}")
+    if target not in ("logit", "logattn"):
+        raise ValueError(f"target {target!r} is not one of {['logit', 'logattn']}")
     names = ("leak_map_sum",) if target == "logit" else ("leak_map_sum", "leak_logz_sum")
     if not isinstance(ds, StoreView):
         _check_layout(ds)

@@ -183,7 +183,14 @@ class _Reading:
         for k, (a, b) in diffs.items():
             self.grams[k] = cache.difference_gram(a, b, window, landmark=modelled)
             self.parts[k] = cache.difference_parts(a, b, window, modelled)
-        self.art = _artefact(cache, rel, c, window, modelled) if rel else None
+        # (layer, head) the edge artefact of b's softmax on its relative expected logits (``rel``:
+        # layer -> relative_logattn), read on the pairs and design of c's log-attention
+        self.art = None
+        if rel:
+            masks = cache.masks(c, window, "logattn")
+            self.art = np.stack(
+                [artefact_of(rel[ly], m, cache.design(m, FIT, modelled)) for ly, m in masks.items()]
+            )
         self.pooled: dict[str, dict[str, np.ndarray]] = {}
 
     def _level(self, layers: np.ndarray | None, level: str):
@@ -259,16 +266,6 @@ def _level_components(
     est["artefact"] = art
     rep["artefact"] = np.full(shape[1], np.nan)
     return est | shares(est), rep | shares(rep)
-
-
-def _artefact(cache: GramCache, rel: Mapping, c: str, w: str, modelled: bool) -> np.ndarray:
-    """(layer, head) the edge artefact of run b's softmax on its relative expected logits
-    (``rel``: layer -> :func:`relative_logattn` of b's expected logits), read on the pairs
-    and design of the causal run's log-attention (per prompt pair)."""
-    masks = cache.masks(c, w, "logattn")
-    return np.stack(
-        [artefact_of(rel[ly], m, cache.design(m, FIT, modelled)) for ly, m in masks.items()]
-    )
 
 
 def _eq5_block(

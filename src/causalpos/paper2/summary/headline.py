@@ -86,14 +86,6 @@ def position_free(variant: str, positional: str = "", windowed: bool = False) ->
     return v.rope == "identity" or positional == "nope"
 
 
-def stored_windows(ps: PromptSet) -> list[str]:
-    """The expected-map windows every run of ``ps`` stores (empty: the estimator is not run)."""
-    sets = [
-        list(ds["leak_exp_window"].values) if "leak_offsum" in ds else [] for ds in ps.runs.values()
-    ]
-    return [w for w in sets[0] if all(w in s for s in sets[1:])] if sets else []
-
-
 def planted_profile(T: int) -> np.ndarray:
     """The planted query effect's shape: log(i) for i ≥ 1 (0 at row 0), the decay with position
     absolute-position effects show; scaled by :func:`planted_control`."""
@@ -151,7 +143,11 @@ def headline_blocks(
     units: :mod:`causalpos.catalogue_stores`.
     Attribute ``counts_digest`` says which resampled prompts every replicate used.
     """
-    wins = [str(w) for w in stored_windows(ps)]
+    # the expected-map windows every run stores (none: the estimator is not run)
+    sets = [
+        list(ds["leak_exp_window"].values) if "leak_offsum" in ds else [] for ds in ps.runs.values()
+    ]
+    wins = [str(w) for w in sets[0] if all(w in s for s in sets[1:])] if sets else []
     if not wins:
         return xr.Dataset()
     cache = GramCache(ps)
