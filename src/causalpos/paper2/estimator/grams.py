@@ -20,20 +20,12 @@ from causalpos.paper2.estimator.pairgrams import (
     prompt_grams,
 )
 from causalpos.paper2.estimator.replicates import linear_parts, u_replicates
-from causalpos.paper2.estimator.storeview import map_sum, store_masks, store_stats
+from causalpos.paper2.estimator.storeview import AXES, map_sum, store_masks, store_stats
 from causalpos.paper2.extraction.design import Design, build_design, parse_fit
 from causalpos.paper2.prompts import PromptSet
 
-#: The store variables the headline reads.
-NEEDED = (
-    "leak_offsum",
-    "leak_key0sum",
-    "leak_rowsum",
-    "leak_map_sum",
-    "leak_logz_sum",
-    "leak_sst",
-    "leak_delta",
-)
+#: The store variables the headline reads: the view's and ``leak_delta`` (the pair subsample).
+NEEDED = (*AXES, "leak_delta")
 FIT = "saturated+query"
 #: The per-prompt statistics (prompt axis first) a group of layers stacks after the prompts'.
 _STAT_FIELDS = ("off", "rows", "key0", "sst")

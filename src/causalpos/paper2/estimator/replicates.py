@@ -215,8 +215,7 @@ def u_replicates(
     if parts is None:
         parts = linear_parts(g, xi)
     delta = 2.0 * (n - 1.0) * scale * parts["lin"] + n / (n - 1.0) * parts["centred"]
-    c2 = _centred_s2(g)
-    v2 = 2.0 * (n / (n - 1.0)) ** 2 * c2
+    v2 = 2.0 * (n / (n - 1.0)) ** 2 * _centred_s2(g)
     var = 4.0 * (n - 1.0) ** 2 * scale**2 * ss + v2
     gbar_p = g.mean(-1)
     gbar = gbar_p.mean(-1)

@@ -21,6 +21,10 @@ from causalpos.paper2.labels import (  # noqa: F401 (RESIDUAL_STREAM re-exported
 )
 from causalpos.paper2.prompts import PromptSet
 
+#: Table 9 on the headline: a causal run's sink heads are those with prompt-mean attention to
+#: key 0 at or above this; the replacements' effects are read on this target.
+SINK_TAU = 0.5
+
 
 def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
     """Every run with a position-0 replacement -> (intervention, baseline, target).
@@ -102,11 +106,11 @@ def pooled_reading(cache: GramCache, run: str, w: str, t: str, key: str = "poole
 
 
 def bos_plan(
-    ps: PromptSet, bos_pairs: Mapping[str, tuple[str, str, str]], sink_tau: float
+    ps: PromptSet, bos_pairs: Mapping[str, tuple[str, str, str]]
 ) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[str, np.ndarray]]:
     """(replacement, reading) -> (run, baseline run) for every BOS pair of ``ps``; and, for every
     causal run of such a pair, its baseline's sink heads ((layer, head) bool: prompt-mean
-    attention to key 0 ≥ ``sink_tau``; none when the baseline stores no ``sink_attention``)."""
+    attention to key 0 ≥ :data:`SINK_TAU`; none when the baseline stores no ``sink_attention``)."""
     runs: dict[tuple[str, str], tuple[str, str]] = {}
     sinks: dict[str, np.ndarray] = {}
     for iv, bv, _target in bos_pairs.values():
@@ -123,22 +127,21 @@ def bos_plan(
             runs[rep, "sink_heads"] = (iv, bv)
             if "sink_attention" in ps.runs[bv]:
                 att = ps.runs[bv]["sink_attention"].mean("sequence").transpose("layer", "head")
-                sel = np.asarray(att.values) >= sink_tau
+                sel = np.asarray(att.values) >= SINK_TAU
                 sinks[iv] = sinks[bv] = sel
     return runs, sinks
 
 
 def bos_headline_block(
-    ps: PromptSet,
+    cache: GramCache,
     runs: Mapping[tuple[str, str], tuple[str, str]],
     wins: Sequence[str],
-    cache: GramCache,
     sink_sel: Mapping[str, np.ndarray],
-    sink_tau: float,
     target: str | None = None,
 ) -> xr.Dataset:
     """Table 9 on the headline (:data:`BOS_READINGS`, each on its :data:`BOS_READING_TARGET`
     unless ``target`` is given), replicates paired through the counts."""
+    ps = cache.ps
     reps = sorted({rep for rep, _ in runs})
     shape = (len(reps), len(BOS_READINGS), len(wins), 3)
     eff, c_int, c_base = (np.full(shape, np.nan) for _ in range(3))
@@ -172,5 +175,5 @@ def bos_headline_block(
             "window": list(wins),
             "stat": list(STAT),
         },
-        attrs={"bos_sink_tau": sink_tau, "bos_target": target or repr(BOS_READING_TARGET)},
+        attrs={"bos_sink_tau": SINK_TAU, "bos_target": target or repr(BOS_READING_TARGET)},
     )

@@ -68,10 +68,6 @@ ABLATIONS = ("layer_local", "whole_forward", "local_minus_whole")
 #: The runs whose headline is also read under the linear-in-offset baseline (claim 6).
 LINEAR_VARIANTS = ("causal",)
 
-#: Table 9 on the headline: a causal run's sink heads are those with prompt-mean attention to
-#: key 0 at or above this; the replacements' effects are read on this target.
-SINK_TAU = 0.5
-
 
 def position_free(variant: str, positional: str = "", windowed: bool = False) -> bool:
     """Whether a run has no positional input: no causal mask, no sliding window that masks
@@ -163,10 +159,10 @@ def headline_blocks(
         }
     )
     if LOCAL_RUN in ps.runs and WHOLE_RUN in ps.runs:
-        out = out.merge(_ablation_block(ps, wins, cache))
-    bos_runs, sink_sel = bos_plan(ps, bos_pairs or {}, SINK_TAU)
+        out = out.merge(_ablation_block(cache, wins))
+    bos_runs, sink_sel = bos_plan(ps, bos_pairs or {})
     if bos_runs:
-        bos = bos_headline_block(ps, bos_runs, wins, cache, sink_sel, SINK_TAU, bos_target)
+        bos = bos_headline_block(cache, bos_runs, wins, sink_sel, bos_target)
         out = out.merge(bos)
         out.attrs.update(bos.attrs)
     plant = planted_block(ps.runs, ps.counts, position_free_runs, level=ps.level)
@@ -250,18 +246,14 @@ def control_block(
     position_free_runs: Sequence[str],
     settings: LeakageSettings,
 ) -> xr.Dataset:
-    """Negative controls in the model's units and the statistics-level positive control.
-
-    ``control_units`` (variant, landmark, window, target, stat): a position-free
-    run's N̂ over the *causal* run's D̂ (the model's units: a ratio over the control's own,
-    nearly flat map is ill-conditioned), paired replicates, at the summary's level;
-    ``control_tost`` (...): the same estimate's (1 − 2α) interval from the same replicates
-    (α = ``settings.control_alpha``, each one-sided test's level), the interval
-    :func:`causalpos.verdicts.negative_control` judges; NaN where the run is not position-free
-    or there is no causal run to compare with. ``control_margin`` (target): the margin δ
-    declared before the run (``settings.control_margins``), never a function of the model's own
-    estimate. ``leakage_planted`` (variant, target, planted): the planted query effect on each
-    position-free run, sized and read back in the model's units (:func:`planted_control`)."""
+    """Negative controls in the model's units and the statistics-level positive control (module
+    docstring): ``control_units`` (variant, landmark, window, target, stat) a position-free run's
+    N̂ over the *causal* run's D̂ (a ratio over the control's own, nearly flat map is
+    ill-conditioned), paired replicates, at the summary's level; ``control_tost`` (...) its
+    (1 − 2α) interval (α = ``settings.control_alpha``, each one-sided test's level), NaN where
+    the run is not position-free or there is no causal run; ``control_margin`` (target) the
+    declared margin δ (``settings.control_margins``); ``leakage_planted`` (variant, target,
+    planted) :func:`planted_control` on each position-free run."""
     ps = cache.ps
     nv, nw, nt = len(ps.variants), len(wins), len(TARGETS)
     free = np.array([v in position_free_runs for v in ps.variants])
@@ -329,9 +321,10 @@ def _baseline_rows(cache: GramCache, key: tuple[str, str, str], sat: Mapping, li
     return np.stack(rows)
 
 
-def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
+def _ablation_block(cache: GramCache, wins: Sequence[str]):
     """Layer-local vs whole-forward ablation (:data:`ABLATIONS`), pooled and per layer, the two
     runs' replicates paired through the shared counts."""
+    ps = cache.ps
     nw, nt, nl = len(wins), len(TARGETS), len(ps.layers)
     pooled = np.full((nw, nt, len(ABLATIONS), 3), np.nan)
     per_layer = np.full((nw, nt, nl, len(ABLATIONS), 3), np.nan)

@@ -226,17 +226,12 @@ def planted_recovery(
             2000 multinomial draws seeded by 0.
 
     Returns a Dataset over ``layer`` (and pooled, ``*_pooled``), N̂ in the estimator's units (per
-    prompt pair, summed over the layer's heads):
-
-    - ``plant_truth``: n_heads · ‖P_Δ b‖² on the planted layer, 0 on every other;
-    - ``plant_num``, ``plant_num_lo``, ``plant_num_hi``: the planted run's N̂ and its CI;
-    - ``plant_ratio``, ``plant_ratio_lo``, ``plant_ratio_hi``: N̂ / truth (NaN where truth = 0);
-    - ``plant_share``: truth / D̂ of the planted run (the planted share of the expected-map
-      variance, for sizing the plant);
-    - ``plant_passed`` (): the planted layer's interval excludes 0 and contains the truth;
-    - with ``twin``: ``twin_num*`` (its N̂, ≈ 0 on a position-free run), ``plant_diff*``
-      (planted − twin, paired), ``check_logit`` / ``check_logattn`` (per layer, relative
-      deviation of the exact checks), ``check_tol`` and ``check_passed`` ().
+    prompt pair, summed over the layer's heads): :func:`recover`'s variables, ``plant_truth``
+    n_heads · ‖P_Δ b‖² on the planted layer (0 on every other), ``plant_share`` the planted share
+    of the expected-map variance (for sizing the plant); with ``twin``: ``twin_num*`` (its N̂, ≈ 0
+    on a position-free run), ``plant_diff*`` (planted − twin, paired), ``check_logit`` /
+    ``check_logattn`` (per layer, relative deviation of the exact checks), ``check_tol`` and
+    ``check_passed`` ().
 
     Attrs: ``plant_layer``, ``plant_scale``, ``plant_profile``, the reading and the rule.
     """
