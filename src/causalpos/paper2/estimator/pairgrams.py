@@ -204,11 +204,10 @@ def plant_query_effect(st: PromptStats, mask: np.ndarray, b: np.ndarray) -> Prom
 def difference_stats(a: PromptStats, b: PromptStats) -> PromptStats:
     """The linear statistics of the maps a − b (same prompts, same pairs): offset, row and key-0
     sums subtract; the SSTs are not linear and are left NaN (a numerator needs none)."""
-    nan = np.full_like(np.asarray(a.sst, dtype=np.float64), np.nan)
     return PromptStats(
         off=a.off - b.off,
         rows=a.rows - b.rows,
         key0=a.key0 - b.key0,
-        sst=nan,
+        sst=np.full_like(np.asarray(a.sst, dtype=np.float64), np.nan),
         sst_sum=np.full_like(np.asarray(a.sst_sum, dtype=np.float64), np.nan),
     )

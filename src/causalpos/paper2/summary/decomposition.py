@@ -91,7 +91,9 @@ def decomposition_block(
     ps = cache.ps
     runs = condition_runs(ps, conds)
     controls = control_runs(ps, position_free_runs)
-    kinds = _kinds(cache, runs)
+    # layer -> its kind, from the causal runs' stores (every layer global without the coordinate)
+    found = [layer_kind_of(ps.runs[c]) for c, _, _ in runs.values()]
+    kinds = next((k for k in found if k is not None), {ly: GLOBAL for ly in ps.layers})
     groups = kind_groups([kinds[ly] for ly in ps.layers])
     nc, nlm, nw, nl, nk = len(runs), len(LANDMARKS), len(wins), len(ps.layers), len(groups)
     shape = (nc, nlm, nw)
@@ -141,17 +143,6 @@ def decomposition_block(
         },
     )
     return data.merge(_eq5_block(ps, list(runs), wins, boots))
-
-
-def _kinds(cache: GramCache, runs: Mapping) -> dict:
-    """Layer -> its kind, from the causal runs' stores (every layer ``global`` without the
-    coordinate)."""
-    ps = cache.ps
-    for c, _, _ in runs.values():
-        kinds = layer_kind_of(ps.runs[c])
-        if kinds is not None:
-            return kinds
-    return {ly: GLOBAL for ly in ps.layers}
 
 
 class _Reading:

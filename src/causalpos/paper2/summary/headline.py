@@ -212,8 +212,7 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
                     f = inf.fraction_below(x, alpha)
                     arr[vi, wi, ti] = [f, *inf.wilson(f, x.size, ps.level)]
                 if wi == 0 and v in LINEAR_VARIANTS:
-                    rl = cache.estimate(v, w, t, fit=LINEAR_FIT)
-                    lin[vi, ti] = _baseline_rows(cache, (v, w, t), r, rl)
+                    lin[vi, ti] = _baseline_rows(cache, v, w, t)
                 if wi == 0 and t == HEADLINE_BOOT_TARGET:  # claim 1's paired contrasts
                     boot[vi] = r["pooled_boot"]
                 if wi == 0:  # the reading with the key-0 column counted, headline window
@@ -305,18 +304,18 @@ def counts_digest(counts: np.ndarray) -> str:
     return hashlib.sha256(c.tobytes() + str(c.shape).encode()).hexdigest()[:16]
 
 
-def _baseline_rows(cache: GramCache, key: tuple[str, str, str], sat: Mapping, lin: Mapping):
+def _baseline_rows(cache: GramCache, run: str, w: str, t: str):
     """:data:`BASELINES` × (estimate, lo, hi): the saturated and linear readings, and their
     difference calibrated on its own Gram (linear minus saturated numerators) over the expected
     map's variance, which both readings share."""
     ps = cache.ps
-    run, w, t = key
+    readings = (cache.estimate(run, w, t), cache.estimate(run, w, t, fit=LINEAR_FIT))
     g = cache.grams(run, w, t, fit=LINEAR_FIT)["num"] - cache.grams(run, w, t)["num"]
     lin_p, sat_p = cache.parts(run, w, t, fit=LINEAR_FIT), cache.parts(run, w, t)
     parts = sum_parts({x: lin_p[x] - sat_p[x] for x in LINEAR_PARTS}, 0)
     n0, nb = cache.numerator(g.sum((0, 1)), contrast=True, parts=parts)
     d0, db = cache.denominator(run, w, t, "pooled")
-    rows = [ps.ci(np.asarray(x["pooled_boot"]), float(x["pooled"])) for x in (sat, lin)]
+    rows = [ps.ci(np.asarray(x["pooled_boot"]), float(x["pooled"])) for x in readings]
     rows.append(ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0)))
     return np.stack(rows)
 
