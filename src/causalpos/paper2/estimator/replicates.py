@@ -30,8 +30,8 @@ and the scale s chosen so that the linear part's variance 4(n − 1)² s² Σ_p 
 4n(n − 1)² ζ̂1⁺, ζ̂1 the *unbiased* U-statistic estimate of ζ1 = E h12 h13 − E h12 h34 (from the
 Gram in O(n²)), clipped at 0. Rademacher multipliers have odd moments 0 and E ξ_p²ξ_q² = 1, so
 the parts are uncorrelated and Var*(N*) = 4n(n − 1)² ζ̂1⁺ + 2 (n/(n − 1))² Σ_{p≠q} ĝ2_pq² ≈ Var N̂
-((n/(n − 1))² undoes the centring's (1 − 1/n)²). At the null N* − N̂ is the sign-flip distribution of the centred Gram; far from it the replicates
-are the wild bootstrap of a mean. The only adaptive step, s, keeps Var* unbiased at every effect
+((n/(n − 1))² undoes the centring's (1 − 1/n)²). At the null N* − N̂ is the sign-flip
+distribution of the centred Gram; far from it the replicates are the wild bootstrap of a mean. The only adaptive step, s, keeps Var* unbiased at every effect
 size (a replicate variance Σ_p a_p² with a_p linear in the Gram cannot remove the e_pᵀē_{−p}
 term's bias: it is a positive quadratic form).
 
@@ -175,8 +175,9 @@ def _g1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
 
 def sum_parts(parts: dict[str, np.ndarray], axis) -> dict[str, np.ndarray]:
     """:func:`linear_parts` of the Gram summed over its leading ``axis`` (of the Gram, not
-    counting the replicates' axis): each part (B, ...) summed over that axis, as one product with
-    a vector of ones (a BLAS reduction, several times faster than ``sum`` over a short last axis)."""
+    counting the replicates' axis): each part (B, ...) summed over that axis, as one product
+    with a vector of ones (a BLAS reduction, several times faster than ``sum`` over a short last
+    axis)."""
     out = {}
     for k, v in parts.items():
         lead = v.ndim - 1

@@ -91,9 +91,8 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
     p_val, mc_null, mean_map = (np.full((nv, 2, nl, nh), np.nan) for _ in range(3))
     for vi, v in enumerate(ps.variants):
         ds = ps.at(v)
-        if n_perm <= 0 or "leak_map_sum" not in ds:
-            continue
-        if perm_variants is not None and v not in perm_variants:
+        not_asked = perm_variants is not None and v not in perm_variants
+        if n_perm <= 0 or "leak_map_sum" not in ds or not_asked:
             continue
         for ti, target in enumerate(TARGETS):
             maps = map_sums(ds, target)  # (layer, head, T, T) float64
@@ -148,8 +147,8 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
     for like.
     """
     baseline, absolute = parse_fit(ps.fit)
-    linear = None if baseline == "linear" else f"linear+{absolute}"
-    if linear is None or not all(linear in ds["leak_fit"].values for ds in ps.runs.values()):
+    linear = f"linear+{absolute}"
+    if baseline == "linear" or not all(linear in ds["leak_fit"].values for ds in ps.runs.values()):
         return xr.Dataset()
     base = np.full((len(ps.variants), 2, 3, 2, 3), np.nan)
     for vi, v in enumerate(ps.variants):
@@ -165,7 +164,7 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
                 per_fit.append(per_fit[1] - per_fit[0])
                 for bi, x in enumerate(per_fit):
                     base[vi, ti, bi, mi] = ps.ci(ps.boot(x), x.mean())
-    out = xr.Dataset(
+    return xr.Dataset(
         {
             "per_prompt_baseline_leakage": (
                 ("variant", "target", "baseline", "measure", "stat"),
@@ -178,9 +177,8 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
             baseline=["saturated", "linear", "linear_minus_saturated"],
             measure=["raw", "corrected"],
         ),
+        attrs={"per_prompt_linear_fit": linear},
     )
-    out.attrs["per_prompt_linear_fit"] = linear
-    return out
 
 
 def depth_trend(ps: PromptSet) -> xr.Dataset:
@@ -321,9 +319,10 @@ def per_prompt_decomposition(
 
 def causal_run_split(ps: PromptSet) -> xr.Dataset:
     """Observational split (§3) of every causal-mask run (the controls too), in units of
-    SST(log-attention) (``per_prompt_observational_split``; empty without a causal run). Raw terms satisfy logit + logz + cross = logattn exactly; with floor_correct the
-    logit and logattn terms lose their permutation-null means (logit's rescaled by SST(s)/SST(a)),
-    and softmax = logattn − logit."""
+    SST(log-attention) (``per_prompt_observational_split``; empty without a causal run). Raw
+    terms satisfy logit + logz + cross = logattn exactly; with floor_correct the logit and
+    logattn terms lose their permutation-null means (logit's rescaled by SST(s)/SST(a)), and
+    softmax = logattn − logit."""
     # a layer_bidirectional run's maps are read without the mask: not a causal-mask map
     causal_runs = [
         v for v in ps.variants if parse_variant(v).causal and not parse_variant(v).unmasked_scores
@@ -334,19 +333,13 @@ def causal_run_split(ps: PromptSet) -> xr.Dataset:
     for ci, cv in enumerate(causal_runs):
         ds = ps.at(cv)
         split, sst = ds["leak_split"], ds["leak_sst"]
-        lg = split.sel(leak_term="logit").values
-        la = split.sel(leak_term="logattn").values
+        parts = {k: split.sel(leak_term=k).values for k in ("logit", "logz", "cross", "logattn")}
         if ps.floor_correct:
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = sst.sel(leak_target="logit").values / sst.sel(leak_target="logattn").values
-            lg = null_corrected(lg, ds["leak_null"].sel(leak_target="logit").values * ratio)
-            la = null_corrected(la, ds["leak_null"].sel(leak_target="logattn").values)
-        parts = {
-            "logit": lg,
-            "logz": split.sel(leak_term="logz").values,
-            "cross": split.sel(leak_term="cross").values,
-            "logattn": la,
-        }
+            for k, scale in (("logit", ratio), ("logattn", 1.0)):
+                null = ds["leak_null"].sel(leak_target=k).values
+                parts[k] = null_corrected(parts[k], null * scale)
         per = {k: v_.mean((1, 2)) for k, v_ in parts.items()}  # (seq,)
         per["softmax"] = per["logattn"] - per["logit"]
         est = {k: v_.mean(0) for k, v_ in per.items()}
