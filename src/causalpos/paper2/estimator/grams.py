@@ -156,13 +156,8 @@ class GramCache:
         key = (run, window, target, fit, landmark)
         if key not in self._est:
             g = self.grams(run, window, target, fit=fit, landmark=landmark)
-            r = X.estimate(
-                g,
-                self.ps.multipliers,
-                level=self.ps.level,
-                lean=True,
-                heads=fit == FIT and landmark,
-            )
+            heads = fit == FIT and landmark
+            r = X.estimate(g, self.ps.multipliers, level=self.ps.level, lean=True, heads=heads)
             self._parts.setdefault(key, r.pop("num_parts_layer"))
             self._est[key] = r
         return self._est[key]

@@ -75,9 +75,8 @@ def bos_effects(
     eff, c_int, c_base = (np.full((len(pairs), len(wins), 3), np.nan) for _ in range(3))
     for bi, (iv, bv, target) in enumerate(pairs.values()):
         for wi, win in enumerate(wins):
-            ci_ = ps.per_prompt_leakage(iv, target, win).mean((1, 2))
-            cb_ = ps.per_prompt_leakage(bv, target, win).mean((1, 2))
-            rows = _effect(ps, (ci_.mean(), ps.boot(ci_)), (cb_.mean(), ps.boot(cb_)))
+            reads = [ps.per_prompt_leakage(r, target, win).mean((1, 2)) for r in (iv, bv)]
+            rows = _effect(ps, *((x.mean(), ps.boot(x)) for x in reads))
             eff[bi, wi], c_int[bi, wi], c_base[bi, wi] = rows
     dims = ("intervention", "bos_window", "stat")
     return xr.Dataset(

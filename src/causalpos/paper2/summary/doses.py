@@ -118,9 +118,7 @@ def dose_block(
     exchangeable over positions), else 0 (read, not judged). Attrs: ``dose_margin`` (the
     declared margin of dose 0), ``dose_target``, ``dose_window``."""
     ps = cache.ps
-    if MODEL_RUN not in ps.runs:
-        return xr.Dataset()
-    series = find_dose_series(ps.runs)
+    series = find_dose_series(ps.runs) if MODEL_RUN in ps.runs else {}
     if not series:
         return xr.Dataset()
     read = [

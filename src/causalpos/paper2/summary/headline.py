@@ -259,8 +259,7 @@ def control_block(
     units = np.full((nv, len(LANDMARKS), nw, nt, 3), np.nan)
     tost = np.full_like(units, np.nan)
     tost_level = 1.0 - 2.0 * settings.control_alpha
-    ref = "causal" if "causal" in ps.runs else None
-    for vi in np.flatnonzero(free) if ref else []:
+    for vi in np.flatnonzero(free) if "causal" in ps.runs else []:
         v = ps.variants[vi]
         for li, lm in enumerate(LANDMARKS):
             for wi, w in enumerate(wins):
@@ -270,7 +269,7 @@ def control_block(
                     n0, nb = cache.numerator(
                         g, parts=sum_parts(cache.parts(v, w, t, landmark=modelled), 0)
                     )
-                    d0, db = cache.denominator(ref, w, t, "pooled", landmark=modelled)
+                    d0, db = cache.denominator("causal", w, t, "pooled", landmark=modelled)
                     boot, est = inf.ratio(nb, db), inf.ratio(n0, d0)
                     units[vi, li, wi, ti] = ps.ci(boot, est)
                     tost[vi, li, wi, ti] = ps.ci(boot, est, tost_level)

@@ -173,30 +173,20 @@ def _gram_deviation(got: dict, want: dict) -> np.ndarray:
 
 
 def _exact_checks(
-    planted: xr.Dataset,
-    twin: xr.Dataset,
-    layer: int,
-    *,
-    window: str,
-    fit: str,
-    landmark: bool,
-    b: np.ndarray,
-    g_plant: dict[str, np.ndarray],
+    planted: xr.Dataset, twin: xr.Dataset, layer: int, b: np.ndarray, g_plant: dict, read: dict
 ) -> dict[str, np.ndarray]:
-    """Logit: the planted Grams vs the twin's with b planted in its statistics on the planted
-    layer; log-attention: the planted Grams vs the twin's. Per layer, relative
-    (:func:`_gram_deviation`)."""
+    """Logit: the planted Grams ``g_plant`` vs the twin's with b planted in its statistics on the
+    planted layer; log-attention: the planted Grams vs the twin's. Per layer, relative
+    (:func:`_gram_deviation`); ``read``: the reading's window, fit and landmark."""
     want = []
-    for li, (lay, mask) in enumerate(store_masks(twin, window, "logit").items()):
-        st = store_stats(twin, lay, window, "logit", mask)
+    w = read["window"]
+    for li, (lay, mask) in enumerate(store_masks(twin, w, "logit").items()):
+        st = store_stats(twin, lay, w, "logit", mask)
         if li == layer:
             st = plant_query_effect(st, mask, b)
-        want.append(prompt_grams(st, build_design(mask, fit, landmark=landmark)))
-    want_logit = {k: np.stack([w[k] for w in want]) for k in ("num", "low", "sst")}
-    la_p, la_t = (
-        store_grams(ds, window=window, target="logattn", fit=fit, landmark=landmark)[0]
-        for ds in (planted, twin)
-    )
+        want.append(prompt_grams(st, build_design(mask, read["fit"], landmark=read["landmark"])))
+    want_logit = {k: np.stack([x[k] for x in want]) for k in ("num", "low", "sst")}
+    la_p, la_t = (store_grams(ds, target="logattn", **read)[0] for ds in (planted, twin))
     return {
         "check_logit": _gram_deviation(g_plant, want_logit),
         "check_logattn": _gram_deviation(la_p, la_t),
@@ -274,7 +264,7 @@ def planted_recovery(
             num.append(u["num"].sum(-1) / u["pairs"][:, None])
         out.update(_interval("twin_num", num[1], level))
         out.update(_interval("plant_diff", num[0] - num[1], level))
-        out.update(_exact_checks(planted, twin, layer, b=b, g_plant=g, **read))
+        out.update(_exact_checks(planted, twin, layer, b, g, read))
         out["check_tol"] = CHECK_TOL_UNITS * int(planted.sizes["query"]) * 2.0**-24
         out["check_passed"] = np.bool_(
             (out["check_logit"] <= out["check_tol"]).all()
