@@ -211,10 +211,7 @@ def pattern_groups(ds: xr.Dataset, maps: np.ndarray) -> list[tuple[np.ndarray, n
     tri = np.tril(np.ones((T, T), dtype=bool))
     groups: dict[bytes, tuple[list[int], np.ndarray | None]] = {}
     for li, layer in enumerate(ds["layer"].values.tolist()):
-        if kinds is not None:
-            mask = pattern(kinds[layer], T) & tri
-        else:
-            mask = np.isfinite(maps[li]).all(0) & tri
+        mask = (pattern(kinds[layer], T) if kinds else np.isfinite(maps[li]).all(0)) & tri
         key = np.packbits(mask).tobytes()
         groups.setdefault(key, ([], mask if kinds is not None else None))[0].append(li)
     return [(np.asarray(idx), mask) for idx, mask in groups.values()]
