@@ -261,14 +261,12 @@ def control_block(
     tost_level = 1.0 - 2.0 * settings.control_alpha
     for vi in np.flatnonzero(free) if "causal" in ps.runs else []:
         v = ps.variants[vi]
-        for li, lm in enumerate(LANDMARKS):
+        for li, modelled in enumerate(lm == "modelled" for lm in LANDMARKS):
             for wi, w in enumerate(wins):
                 for ti, t in enumerate(TARGETS):
-                    modelled = lm == "modelled"
                     g = cache.grams(v, w, t, landmark=modelled)["num"].sum((0, 1))
-                    n0, nb = cache.numerator(
-                        g, parts=sum_parts(cache.parts(v, w, t, landmark=modelled), 0)
-                    )
+                    parts = sum_parts(cache.parts(v, w, t, landmark=modelled), 0)
+                    n0, nb = cache.numerator(g, parts=parts)
                     d0, db = cache.denominator("causal", w, t, "pooled", landmark=modelled)
                     boot, est = inf.ratio(nb, db), inf.ratio(n0, d0)
                     units[vi, li, wi, ti] = ps.ci(boot, est)
