@@ -1,88 +1,61 @@
 """Content-free leakage: the ΔR² of the expected (prompt-mean) map, by U-statistics over prompts.
 
-**Quantity.** Prompts p = 1..n are iid draws; a map is y_p = μ + ε_p over the measured pairs of
-one (layer, head, window, target), with μ the expected map and ε_p the prompt's content. With C
-the centring projector on the measured pairs and P_Δ = P_F − P_B the extra projector of the fit
-(:mod:`causalpos.paper2.extraction.metric`), the headline is ρ = ‖P_Δ μ‖² / ‖C μ‖², the ΔR² of μ.
+**Quantity.** Prompts p = 1..n are iid; a map is y_p = μ + ε_p over the measured pairs of one
+(layer, head, window, target), μ the expected map, ε_p the prompt's content. With C the centring
+projector on the measured pairs and P_Δ = P_F − P_B the fit's extra projector
+(:mod:`causalpos.paper2.extraction.metric`), the headline is ρ = ‖P_Δ μ‖² / ‖C μ‖².
 
-**Estimator (decision).** For any fixed A, E[y_pᵀ A y_q] = μᵀ A μ when p ≠ q (independence),
-while E[y_pᵀ A y_p] = μᵀ A μ + tr(A Σ). The per-prompt reading carries tr(P_Δ Σ) / tr(C Σ): a row
-i shares its query token, so the content covariance Σ has row blocks that the query effects
-absorb, and the per-prompt ΔR² is large for a model with no positional input at all. The
-U-statistics over distinct prompt pairs
+**Estimator (decision).** E[y_pᵀ A y_q] = μᵀ A μ for p ≠ q, but μᵀ A μ + tr(A Σ) for p = q: a row
+shares its query token, so Σ has row blocks the query effects absorb, and the per-prompt ΔR² is
+large for a model with no positional input at all. The U-statistics over distinct prompt pairs
 
     N̂ = Σ_{p≠q} y_pᵀ P_Δ y_q = ‖P_Δ S‖² − Σ_p ‖P_Δ y_p‖²,
     D̂ = Σ_{p≠q} y_pᵀ C y_q  = ‖C S‖²  − Σ_p ‖C y_p‖²        (S = Σ_p y_p)
 
-are unbiased for n(n−1)‖P_Δ μ‖² and n(n−1)‖C μ‖²; the headline ρ̂ = N̂ / D̂ is consistent with
-bias O(1/n) (delta method; no content term at any n). Pooled over heads (per layer, or over
-all layers and heads) the estimate is Σ N̂ / Σ D̂, the share of the expected maps' summed variance
-that absolute position explains — never a mean of per-head ratios, which explode where a head's
-expected map is nearly constant (D̂ → 0). A cross-fitted split-half estimate has the same
-expectation but uses only n²/2 of the n(n − 1) pairs.
+are unbiased for n(n−1)‖P_Δ μ‖² and n(n−1)‖C μ‖²; ρ̂ = N̂ / D̂ has bias O(1/n) and no content
+term. Pooled over heads (or layers) it is Σ N̂ / Σ D̂, never a mean of per-head ratios (they
+explode where D̂ → 0). A cross-fitted split half uses only n²/2 of the n(n − 1) pairs.
 
 **Per-prompt sufficient statistics.** By FWL, y_pᵀ P_Δ y_q = c_pᵀ M⁺ c_q with c_p = Zᵀy_p −
-G_ZX G_X⁺ Xᵀy_p, and ⟨P_B y_p, P_B y_q⟩ = u_pᵀ G_X⁺ u_q with u_p = Xᵀy_p. For the query fits
-both come from the map's per-offset, per-query-row and key-0 sums (the reducer's
-``leak_offsum``, ``leak_rowsum``, ``leak_key0sum``: O(T) per map). The Gram
-
-    ⟨C y_p, C y_q⟩ = ⟨C P_F y_p, C P_F y_q⟩ + ⟨R y_p, R y_q⟩,   R = I − P_F
-
-is exact in its first (low-rank) part for every pair; the residual part is known on the diagonal
-(‖C y_p‖² = SST_p, ``leak_sst``) and in total (‖C S‖², the SST of ``leak_map_sum``), not per pair.
+G_ZX G_X⁺ Xᵀy_p, and ⟨P_B y_p, P_B y_q⟩ = u_pᵀ G_X⁺ u_q with u_p = Xᵀy_p; for the query fits both
+come from the per-offset, per-row and key-0 sums (``leak_offsum``, ``leak_rowsum``,
+``leak_key0sum``: O(T) per map). In ⟨C y_p, C y_q⟩ = ⟨C P_F y_p, C P_F y_q⟩ + ⟨R y_p, R y_q⟩
+(R = I − P_F) the low-rank part is exact per pair; the residual part is known on the diagonal
+(SST_p, ``leak_sst``) and in total (‖C S‖², from ``leak_map_sum``), not per pair.
 
 **Resampling (decision).** Headline CIs: calibrated multiplier intervals over prompts
-(:mod:`causalpos.paper2.inference`; :func:`estimate`): near 0 the U-statistic is
-degenerate and the percentile bootstrap overstates its spread. The percentile bootstrap (the
-tests' oracle, ``tests/expected_oracle.py``, and the planted control): a resample with
-multiplicities m_p keeps only pairs of distinct prompts, N*(m) = Σ_{p≠q} m_p m_q y_pᵀ P_Δ y_q
-(copies of one prompt would bring the content term back). N* and the low-rank part of D* are
-exact. The residual part of D* is held at its per-pair mean, D̂_R · Σ_{p≠q} m_p m_q / (n(n−1)):
-its pair-resolved terms need ⟨y_p, S⟩, which no one-pass statistic of O(T) per prompt gives
-(S is known only after the last prompt; K group-sum maps would cost K × 71 MB at the default
-scale). What this drops is the variance of ⟨R ε_p, R μ⟩, the prompts' covariance with the part
-of the expected map the two-way model leaves; :func:`estimate` reports D̂_R / D̂
-(``resid_share``) and the tests measure the CI against one with the exact residual Gram.
-Where N̂ ≈ 0 (the negative control) the denominator's spread enters only at second order.
+(:mod:`causalpos.paper2.inference`): near 0 the U-statistic is degenerate and the percentile
+bootstrap overstates its spread. The percentile bootstrap (the tests' oracle,
+``tests/expected_oracle.py``, and the planted control) keeps only pairs of distinct prompts,
+N*(m) = Σ_{p≠q} m_p m_q y_pᵀ P_Δ y_q. The residual part of D* is held at its per-pair mean
+D̂_R · Σ_{p≠q} m_p m_q / (n(n−1)): its pair terms need ⟨y_p, S⟩, which no one-pass O(T) statistic
+gives. This drops the variance of ⟨R ε_p, R μ⟩; :func:`estimate` reports D̂_R / D̂
+(``resid_share``), and near N̂ ≈ 0 the denominator's spread enters only at second order.
 
-**Conditioning (companion).** ρ is a ratio of the expected map's variances; where the expected map
-is nearly flat (a random-weight model without positional input) D̂ is within its noise of 0 and ρ̂
-with its CI is uninformative (a CI covering 0 then says nothing). The companion
-ρ_SST = ‖P_Δ μ‖² / E‖C y_p‖² — the expected map's absolute-position variance in units of one
-prompt map's variance, N̂/(n(n − 1)) over the mean SST_p — has an exactly resampled, well
-conditioned denominator, and is ≤ ρ·‖Cμ‖²/E‖Cy_p‖². Report both; judge "≈ 0" on ρ_SST where D̂'s
-CI reaches 0.
+**Conditioning (companion).** Where the expected map is nearly flat D̂ is within its noise of 0
+and ρ̂ is uninformative. The companion ρ_SST = ‖P_Δ μ‖² / E‖C y_p‖² (N̂/(n(n − 1)) over the mean
+SST_p) has an exactly resampled, well conditioned denominator and is ≤ ρ·‖Cμ‖²/E‖Cy_p‖². Report
+both; judge "≈ 0" on ρ_SST where D̂'s CI reaches 0.
 
-**Landmark (decision).** With a fixed token 0 (BOS) and a model without positional input
-(permutation-equivariant forward pass, iid tokens at positions 1..T−1), exchangeability of those
-positions gives E y_ij = b (i ≠ j ≥ 1), E y_ii = c, E y_i0 = a: μ = b + (c − b)[i = j] +
-(a − b)[j = 0]. The first two terms are offset levels; the key-0 column is not in the span of
-offsets and query effects, so such a run reads ρ > 0 (0.15 measured on SmolLM2). The headline
-therefore models the key-0 column in both B and F (``landmark=True``: one indicator column,
-:func:`causalpos.paper2.extraction.design.build_design`), which puts μ of every position-free run in the span
-of B: ρ = 0 by construction, with or without a fixed token 0. It removes only a key-0 level
-shared by all queries; attention to key 0 that varies with the query position (sinks read
-differently by position) stays in ΔSS. In a causal run that shared key-0 level has two sources,
-the fixed token and position 0's closed causal dynamics (the residual-stream route): with the
-landmark the headline counts neither, i.e. it measures query-position structure only, and the
-key-0 level is the sink readings' business. Without it (``landmark=False``) a constant key-0 level
-leaks into the query effects only through the design's non-orthogonality (pair (i, 0) sits at
-offset i), which is why that reading is kept as a second column, not the headline. Prompts
-without a fixed token 0 carry no landmark at all
-(μ = b + (c − b)[i = j]), a second negative control that reads 0 with ``landmark=False`` too.
+**Landmark (decision).** With a fixed token 0 (BOS) and a permutation-equivariant forward pass,
+exchangeability of positions 1..T−1 gives μ = b + (c − b)[i = j] + (a − b)[j = 0]; the key-0
+column is not in the span of offsets and query effects, so such a run reads ρ > 0 (0.15 on
+SmolLM2). The headline models the key-0 column in both B and F (``landmark=True``,
+:func:`causalpos.paper2.extraction.design.build_design`): ρ = 0 by construction for every
+position-free run. It removes only a key-0 level shared by all queries (in a causal run, the
+fixed token's and position 0's closed dynamics alike: the sink readings' business); attention to
+key 0 that varies with the query stays in ΔSS. Without it (``landmark=False``, kept as a second
+column) a key-0 level leaks through the design's non-orthogonality (pair (i, 0) sits at offset
+i). Prompts without a fixed token 0 read 0 with ``landmark=False`` too.
 
-**Sliding window (decision).** A bidirectional pass keeps a symmetric window, so the visible-key
-count depends on i near both ends and a uniform map already has query effects on log-attention.
-Windowed models are read on the query window ``"full<W>"`` (rows W ≤ i < T − W,
-:func:`causalpos.paper2.extraction.design.query_window`), whose rows all see a full window in the causal and
-the bidirectional pass; normalising by the count would instead keep a row-dependent pair set.
+**Sliding window (decision).** A bidirectional window's visible-key count depends on i near both
+ends, so windowed models are read on the query window ``"full<W>"`` (rows W ≤ i < T − W,
+:func:`causalpos.paper2.extraction.design.query_window`), whose rows all see a full window.
 
-**Per-head test (decision).** Under H0: P_Δ μ = 0 the per-prompt vectors c_p have mean 0. The
-sign-flip test (with ``multipliers``: the same draws as the intervals) compares N̂ = 1ᵀG1 − tr G (G_pq = c_pᵀ M⁺ c_q) with εᵀGε − tr G over random signs ε:
-exact when the c_p are symmetric about 0, asymptotically valid for mean-zero iid c_p. Resampling
-prompts, not cells, keeps the row-shared content inside each unit. Benjamini–Hochberg runs across
-(layer, head).
-
+**Per-head test (decision).** Under H0: P_Δ μ = 0 the c_p have mean 0; the sign-flip test (the
+intervals' ``multipliers``) compares N̂ = 1ᵀG1 − tr G with εᵀGε − tr G over random signs ε: exact
+for c_p symmetric about 0, asymptotically valid for mean-zero iid c_p. Benjamini–Hochberg runs
+across (layer, head).
 """
 
 from __future__ import annotations
@@ -101,10 +74,7 @@ def u_statistics(grams: dict[str, np.ndarray], weights: np.ndarray) -> dict[str,
     """
     m = np.asarray(weights, dtype=np.float64)
     n = m.shape[-1]
-    ones = np.ones((1, n))
-    d_full = grams["sst_sum"] - grams["sst"].sum(-1)
-    d_low1 = quadratic_form(grams["low"], ones)[0]
-    d_r = d_full - d_low1
+    d_r = _resid(grams)
     pairs = m.sum(-1) ** 2 - (m * m).sum(-1)  # (B,)
     extra = (1,) * d_r.ndim
     den = quadratic_form(grams["low"], m) + d_r * (pairs / (n * (n - 1))).reshape((-1,) + extra)
@@ -118,12 +88,10 @@ def u_statistics(grams: dict[str, np.ndarray], weights: np.ndarray) -> dict[str,
     }
 
 
-def _prompts(grams: dict[str, np.ndarray]) -> int:
-    """The number of prompts of ``grams`` (at least 3: the estimator needs distinct pairs)."""
-    n = grams["sst"].shape[-1]
-    if n < 3:
-        raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
-    return n
+def _resid(grams: dict[str, np.ndarray]) -> np.ndarray:
+    """D̂_R (...): the residual part of D̂, D̂ = ‖C S‖² − Σ_p SST_p less its low-rank part."""
+    ones = np.ones((1, grams["sst"].shape[-1]))
+    return grams["sst_sum"] - grams["sst"].sum(-1) - quadratic_form(grams["low"], ones)[0]
 
 
 def estimate(
@@ -137,30 +105,35 @@ def estimate(
     """The leakage (ΔR² of the expected map) of ``grams`` with leading (layer, head): per head,
     per layer (Σ over heads) and pooled (Σ over all), each with its calibrated interval over
     prompts (:mod:`causalpos.paper2.inference`) under the ``multipliers`` (B, n)
-    (:func:`causalpos.paper2.estimator.replicates.rademacher`, shared by every run of the prompt
+    (:func:`~causalpos.paper2.estimator.replicates.rademacher`, shared by every run of the prompt
     set), and per-head sign-flip p-values from the same draws with BH q-values across (layer,
     head). Each level's N and D come from its own summed Grams (the variance calibration is not
     additive over maps), the residual part of D̂ held fixed.
 
-    ``*_sst`` keys: the companion ρ_SST (module docstring), with the same draws. ``*_boot``
-    (B, ...): the ratio's reflected replicates (their percentile interval is the calibrated one);
-    ``*_num_boot``, ``*_den_boot``: N and D per prompt pair; ``num_parts_layer``: the numerator
-    Grams' linear parts per layer (:func:`causalpos.paper2.estimator.replicates.linear_parts`,
-    (B, layer) each: what a combination of Grams reuses). ``lean``: ρ_SST pooled only, and no
-    per-head ``*_boot``, ``*_num_boot``, ``*_den_boot`` (what
-    :class:`causalpos.paper2.estimator.grams.GramCache`'s readers never take). ``heads`` False:
-    no per-head reading (no ``head*``, ``p``, ``q``), and the linear parts of each layer come
-    from the layer's own Gram."""
-    n = _prompts(grams)
+    ``*_sst``: the companion ρ_SST (module docstring). ``*_boot`` (B, ...): the ratio's reflected
+    replicates (their percentile interval is the calibrated one); ``*_num_boot``, ``*_den_boot``:
+    N and D per prompt pair; ``num_parts_layer``: the numerator Grams' linear parts per layer
+    (:func:`~causalpos.paper2.estimator.replicates.linear_parts`, (B, layer) each). ``lean``:
+    ρ_SST pooled only, and no per-head ``*_boot``, ``*_num_boot``, ``*_den_boot``. ``heads``
+    False: no per-head reading (no ``head*``, ``p``, ``q``), each layer's linear parts from the
+    layer's own Gram."""
+    n = grams["sst"].shape[-1]
+    if n < 3:  # the estimator needs distinct pairs
+        raise ValueError(f"the expected-map estimator needs at least 3 prompts, got {n}")
     xi = np.asarray(multipliers, dtype=np.float64)
     if xi.ndim != 2 or xi.shape[1] != n:
         raise ValueError(f"multipliers must have shape (n_boot, {n}), got {xi.shape}")
     pairs = float(n * (n - 1))
     out = {}
-    levels = _levels(grams)
-    # The replicates' products with the multipliers once, per head; a layer's and the pooled
-    # Gram's are their sums (replicates.linear_parts). Without the per-head reading, once per
-    # layer (the layer's Gram: a B × n² product per layer instead of per head)
+    # the Grams and the residual part of D̂ per head, per layer (Σ heads) and pooled (Σ all)
+    per_head = {k: np.asarray(grams[k]) for k in ("num", "low", "sst")} | {"d_r": _resid(grams)}
+    levels = {
+        "head": per_head,
+        "layer": {k: v.sum(1) for k, v in per_head.items()},
+        "pooled": {k: v.sum((0, 1)) for k, v in per_head.items()},
+    }
+    # The products with the multipliers once per head (or, without the per-head reading, per
+    # layer); a coarser level's parts are their sums
     if heads:
         head = {k: linear_parts(grams[k], xi) for k in ("num", "low")}
         parts = {
@@ -184,10 +157,8 @@ def estimate(
         if lean and name == "head":
             del out["head_boot"]  # its interval is what a lean reader takes
             continue
-        out[f"{name}_num_boot"], out[f"{name}_den_boot"] = (
-            r["num_boot"] / pairs,
-            r["den_boot"] / pairs,
-        )
+        out[f"{name}_num_boot"] = r["num_boot"] / pairs
+        out[f"{name}_den_boot"] = r["den_boot"] / pairs
         if lean and name != "pooled":
             continue
         # ρ_SST: N per pair over the mean SST_p (a mean: its multiplier replicates, reflected)
@@ -199,32 +170,9 @@ def estimate(
         out[f"{name}_sst_lo"], out[f"{name}_sst_hi"] = inf.bounds(r_sst, level)
     if heads:
         out["q"] = inf.q_values(out["p"])
-    out["resid_share"] = _levels_resid_share(grams)
+    u = u_statistics(grams, np.ones((1, n)))
+    out["resid_share"] = float(u["den_resid"].sum() / u["den"][0].sum())
     return out
-
-
-def _levels_resid_share(grams: dict[str, np.ndarray]) -> float:
-    u = u_statistics(grams, np.ones((1, grams["sst"].shape[-1])))
-    return float(u["den_resid"].sum() / u["den"][0].sum())
-
-
-def _levels(grams: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
-    """The Grams and the residual part of D̂ per head, per layer (Σ heads) and pooled (Σ all)."""
-    n = grams["sst"].shape[-1]
-    d_full = grams["sst_sum"] - grams["sst"].sum(-1)
-    d_r = d_full - quadratic_form(grams["low"], np.ones((1, n)))[0]
-    num, low = np.asarray(grams["num"]), np.asarray(grams["low"])
-    sst = np.asarray(grams["sst"])
-    return {
-        "head": {"num": num, "low": low, "d_r": d_r, "sst": sst},
-        "layer": {"num": num.sum(1), "low": low.sum(1), "d_r": d_r.sum(-1), "sst": sst.sum(1)},
-        "pooled": {
-            "num": num.sum((0, 1)),
-            "low": low.sum((0, 1)),
-            "d_r": d_r.sum((-2, -1)),
-            "sst": sst.sum((0, 1)),
-        },
-    }
 
 
 def pooled_subset(
@@ -242,7 +190,6 @@ def pooled_subset(
     if not select.any():
         return np.nan, np.full(len(multipliers), np.nan)
     sub = {k: np.asarray(v)[select] for k, v in grams.items()}
-    n = sub["sst"].shape[-1]
-    d_r = sub["sst_sum"] - sub["sst"].sum(-1) - quadratic_form(sub["low"], np.ones((1, n)))[0]
-    r = inf.calibrated_ratio(sub["num"].sum(0), sub["low"].sum(0), multipliers, d_r.sum(), level)
+    d_r = _resid(sub).sum()
+    r = inf.calibrated_ratio(sub["num"].sum(0), sub["low"].sum(0), multipliers, d_r, level)
     return float(r["est"]), r["boot"]

@@ -1,10 +1,9 @@
 """One shared cache of the headline estimator's Grams for every run of a :class:`PromptSet`.
 
-Every block of the headline summary (:mod:`causalpos.paper2.summary.headline`) reads the same per-prompt
-statistics through the same designs: a run's store is loaded once, each layer's pair mask and
-:class:`~causalpos.paper2.estimator.pairgrams.PromptStats` are built once per (run, window, target), each
-design once per (mask, fit, landmark), each Gram once per (run, window, target, fit, landmark),
-and each estimate once per Gram and resampling.
+Every block of the headline summary reads the same statistics through the same designs: a run's
+store is loaded once, each layer's pair mask built once per (run, window, target), each design
+once per (mask, fit, landmark), each Gram and estimate once per (run, window, target, fit,
+landmark).
 """
 
 from __future__ import annotations
@@ -21,20 +20,12 @@ from causalpos.paper2.estimator.pairgrams import (
     prompt_grams,
 )
 from causalpos.paper2.estimator.replicates import linear_parts, u_replicates
-from causalpos.paper2.estimator.storeview import map_sum, store_masks, store_stats
+from causalpos.paper2.estimator.storeview import AXES, map_sum, store_masks, store_stats
 from causalpos.paper2.extraction.design import Design, build_design, parse_fit
 from causalpos.paper2.prompts import PromptSet
 
-#: The store variables the headline reads.
-NEEDED = (
-    "leak_offsum",
-    "leak_key0sum",
-    "leak_rowsum",
-    "leak_map_sum",
-    "leak_logz_sum",
-    "leak_sst",
-    "leak_delta",
-)
+#: The store variables the headline reads: the view's and ``leak_delta`` (the pair subsample).
+NEEDED = (*AXES, "leak_delta")
 FIT = "saturated+query"
 #: The per-prompt statistics (prompt axis first) a group of layers stacks after the prompts'.
 _STAT_FIELDS = ("off", "rows", "key0", "sst")
@@ -43,9 +34,8 @@ _STAT_FIELDS = ("off", "rows", "key0", "sst")
 class GramCache:
     """Lazily computed, memoised statistics, Grams and estimates of the runs of ``ps``."""
 
-    def __init__(self, ps: PromptSet, *, seed: int = 0):
+    def __init__(self, ps: PromptSet):
         self.ps = ps
-        self.seed = seed
         self._data: dict[str, xr.Dataset] = {}
         self._masks: dict[tuple, dict] = {}
         self._designs: dict[tuple, Design] = {}
@@ -57,11 +47,6 @@ class GramCache:
     @property
     def n(self) -> int:
         return int(self.ps.sequences.size)
-
-    @property
-    def resampling(self) -> dict[str, np.ndarray]:
-        """The summary's draws: the calibrated multipliers (:mod:`causalpos.paper2.inference`)."""
-        return {"multipliers": self.ps.multipliers}
 
     def data(self, run: str) -> xr.Dataset:
         if run not in self._data:
@@ -75,11 +60,10 @@ class GramCache:
         return self._masks[key]
 
     def stats(self, run: str, window: str, target: str, layer) -> PromptStats:
-        """The layer's per-prompt statistics, computed again at each call (not kept): they are
-        read only to build the Grams, which are kept. Holding them for every run, window, target
-        and layer grew the summary's memory as n (1.9 GB of its 5.6 GB peak at 64 prompts of
-        SmolLM2's 9 runs). Only their ``sst_sum`` is kept (a number a head, independent of n):
-        it is a pass over the summed maps, most of a call's cost."""
+        """The layer's per-prompt statistics, computed again at each call: only the Grams built
+        from them are kept (holding them grew the summary's memory as n: 1.9 GB of its 5.6 GB
+        peak at 64 prompts of SmolLM2's 9 runs). Their ``sst_sum`` (a number a head) is kept: it
+        is a pass over the summed maps, most of a call's cost."""
         mask = self.masks(run, window, target)[layer]
         key = (run, window, target, layer)
         st = store_stats(self.data(run), layer, window, target, mask, self._sst_sum.get(key))
@@ -95,7 +79,8 @@ class GramCache:
     def grams(
         self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
     ) -> dict[str, np.ndarray]:
-        """:func:`causalpos.paper2.estimator.pairgrams.prompt_grams` of every layer, leading (layer, head)."""
+        """:func:`~causalpos.paper2.estimator.pairgrams.prompt_grams` of every layer, leading
+        (layer, head)."""
         key = (run, window, target, fit, landmark)
         if key not in self._grams:
             parse_fit(fit)
@@ -112,36 +97,30 @@ class GramCache:
         self, a: tuple[str, str], b: tuple[str, str], window: str, *, landmark: bool = True
     ) -> np.ndarray:
         """Numerator Gram (layer, head, n, n) of the per-prompt difference map a − b, each a
-        (run, target) of the same prompts, measured on the same pairs: their linear statistics
-        subtracted (:func:`~causalpos.paper2.estimator.pairgrams.difference_stats`). E.g. the
-        causal run's −log Z (its log-attention minus its logits), or the causal run's logits
-        minus the ring run's (:mod:`causalpos.paper2.decomposition`'s ``d_logit``)."""
-        key = _difference_key(a, b, window, landmark)
+        (run, target) of the same prompts on the same pairs (their linear statistics subtracted,
+        :func:`~causalpos.paper2.estimator.pairgrams.difference_stats`): e.g. the causal run's
+        −log Z, or its logits minus the ring run's (``d_logit``)."""
+        key = ("difference", a, b, window, landmark)
         if key not in self._grams:
-            self._check_same_pairs(a, b, window)
+            # a difference of maps on different pairs would mix pair sets in its sums
+            ma, mb = self.masks(a[0], window, a[1]), self.masks(b[0], window, b[1])
+            for layer, mask in ma.items():
+                if layer not in mb or not np.array_equal(mask, mb[layer]):
+                    raise ValueError(
+                        f"the difference map {a[0]}:{a[1]} - {b[0]}:{b[1]} needs both maps on the "
+                        f"same pairs, but layer {layer} of window {window!r} differs: measure both "
+                        "runs on the layer's trained pairs (the leakage reducer's layer kinds)"
+                    )
             self._grams[key] = self._by_layer_groups(
                 a[0],
                 window,
                 a[1],
                 lambda layer: difference_stats(
-                    self.stats(a[0], window, a[1], layer),
-                    self.stats(b[0], window, b[1], layer),
+                    self.stats(a[0], window, a[1], layer), self.stats(b[0], window, b[1], layer)
                 ),
                 lambda st, mask: {"num": numerator_grams(st, self.design(mask, FIT, landmark))},
             )
         return self._grams[key]["num"]
-
-    def _check_same_pairs(self, a: tuple[str, str], b: tuple[str, str], window: str) -> None:
-        """Refuse a difference of two maps measured on different pairs (its sums would mix
-        pair sets): every layer's mask of ``a`` must equal ``b``'s."""
-        ma, mb = self.masks(a[0], window, a[1]), self.masks(b[0], window, b[1])
-        for layer, mask in ma.items():
-            if layer not in mb or not np.array_equal(mask, mb[layer]):
-                raise ValueError(
-                    f"the difference map {a[0]}:{a[1]} - {b[0]}:{b[1]} needs both maps on the "
-                    f"same pairs, but layer {layer} of window {window!r} differs: measure both "
-                    "runs on the layer's trained pairs (the leakage reducer's layer kinds)"
-                )
 
     def _by_layer_groups(self, run, window, target, stats_of, grams_of) -> dict[str, np.ndarray]:
         """``grams_of(stats, mask)`` of every layer, leading (layer, head): one call per group of
@@ -168,73 +147,54 @@ class GramCache:
         return out
 
     def estimate(
-        self,
-        run: str,
-        window: str,
-        target: str,
-        *,
-        fit: str = FIT,
-        landmark: bool = True,
+        self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
     ) -> dict[str, np.ndarray]:
-        """:func:`causalpos.paper2.estimator.expected.estimate` on the summary's multipliers
-        (memoised). The estimate is ``lean`` (no per-head or per-layer ρ_SST, no per-head N and D
-        replicates: nothing here reads them); the numerator's per-layer linear parts go to
-        :meth:`parts`. Only the headline reading (``fit`` :data:`FIT`, ``landmark``) is read per
-        head: the others (the key-0 column counted, the linear baseline) are estimated per layer
-        and pooled only (``heads=False``: their linear parts from the layers' Grams)."""
+        """:func:`causalpos.paper2.estimator.expected.estimate` on the summary's multipliers,
+        ``lean`` (memoised); the numerator's per-layer linear parts go to :meth:`parts`. Only the
+        headline reading (``fit`` :data:`FIT`, ``landmark``) is read per head: the others (the
+        key-0 column counted, the linear baseline) per layer and pooled only (``heads=False``)."""
         key = (run, window, target, fit, landmark)
         if key not in self._est:
             g = self.grams(run, window, target, fit=fit, landmark=landmark)
-            r = X.estimate(
-                g,
-                self.ps.multipliers,
-                level=self.ps.level,
-                lean=True,
-                heads=fit == FIT and landmark,
-            )
-            parts = r.pop("num_parts_layer", None)
-            if parts is not None:
-                self._parts.setdefault(key, parts)
+            heads = fit == FIT and landmark
+            r = X.estimate(g, self.ps.multipliers, level=self.ps.level, lean=True, heads=heads)
+            self._parts.setdefault(key, r.pop("num_parts_layer"))
             self._est[key] = r
         return self._est[key]
 
     def parts(
         self, run: str, window: str, target: str, *, fit: str = FIT, landmark: bool = True
     ) -> dict[str, np.ndarray]:
-        """:func:`causalpos.paper2.estimator.replicates.linear_parts` (B, layer) of the run's numerator Gram
-        summed over heads, under the calibrated multipliers: from the estimate's per-head parts
-        where it ran, else from the layers' Grams (memoised). ``target`` "logz": the Gram of
-        the run's −log Z_i (log-attention − logits, :meth:`difference_gram`). A combination of Grams, or a sum over layers, takes the same
-        combination, or sum, of their parts."""
-        if target == "logz":
-            return self.difference_parts((run, "logattn"), (run, "logit"), window, landmark)
+        """:func:`~causalpos.paper2.estimator.replicates.linear_parts` (B, layer) of the run's
+        numerator Gram summed over heads, under the multipliers: the estimate's where it ran, else
+        from the layers' Grams (memoised). A combination or sum of Grams takes the same of their
+        parts."""
         key = (run, window, target, fit, landmark)
-        if key not in self._parts:
-            g = self.grams(run, window, target, fit=fit, landmark=landmark)["num"]
-            self._parts[key] = linear_parts(g.sum(1), self.ps.multipliers)
-        return self._parts[key]
+        return self._parts_of(key, lambda: self.grams(*key[:3], fit=fit, landmark=landmark)["num"])
 
     def difference_parts(
         self, a: tuple[str, str], b: tuple[str, str], window: str, landmark: bool = True
     ) -> dict[str, np.ndarray]:
         """:meth:`parts` of :meth:`difference_gram`."""
-        key = _difference_key(a, b, window, landmark)
+        key = ("difference", a, b, window, landmark)
+        return self._parts_of(key, lambda: self.difference_gram(a, b, window, landmark=landmark))
+
+    def _parts_of(self, key: tuple, num) -> dict[str, np.ndarray]:
+        """The memoised linear parts of the Gram ``num()`` (layer, head, n, n) summed over heads."""
         if key not in self._parts:
-            g = self.difference_gram(a, b, window, landmark=landmark)
-            self._parts[key] = linear_parts(g.sum(1), self.ps.multipliers)
+            self._parts[key] = linear_parts(num().sum(1), self.ps.multipliers)
         return self._parts[key]
 
     def numerator(
         self, gram: np.ndarray, *, contrast: bool = False, parts: dict | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(N̂, replicates (B, ...)) per prompt pair of a numerator Gram (..., n, n) (e.g. a
-        component's combination of Grams, summed to the level it is read at): the calibrated
-        interval's reflected replicates. ``contrast``: a difference of
-        positive semi-definite Grams (indefinite: N̂ may be of either sign), whose variance does
-        not follow the calibrated interval's model V(N) = V2 + αN (N ≥ 0): its replicates are
-        the multiplier replicates N* − N̂ with the unbiased linear variance, reflected (the basic
-        interval). ``parts``: the Gram's linear parts under the multipliers, where known (the
-        same combination of :meth:`parts`, summed to the same level)."""
+        component's combination of Grams): the calibrated interval's reflected replicates.
+        ``contrast``: a difference of positive semi-definite Grams (N̂ of either sign), whose
+        variance does not follow the calibrated model V(N) = V2 + αN (N ≥ 0): its replicates are
+        N* − N̂ with the unbiased linear variance, reflected (the basic interval). ``parts``: the
+        Gram's linear parts under the multipliers, where known (the same combination of
+        :meth:`parts`)."""
         pairs = self.n * (self.n - 1)
         if contrast:
             u = u_replicates(gram, self.ps.multipliers, parts)
@@ -252,15 +212,5 @@ class GramCache:
     def mean_map(self, run: str, target: str, layer) -> tuple[np.ndarray, np.ndarray]:
         """The run's expected map (head, T, T) of one layer and the keys its softmax allowed
         ((T, T) bool: finite in every head's summed map)."""
-        ds = self.data(run)
-        msum = map_sum(ds, layer, target)
-        allowed = np.isfinite(msum).all(0)
-        return msum / self.n, allowed
-
-
-def _difference_key(a: tuple[str, str], b: tuple[str, str], window: str, landmark: bool) -> tuple:
-    """The cache key of the difference map a − b's Gram and parts (the causal run's −log Z keeps
-    the key its own target "logz" had)."""
-    if a[0] == b[0] and (a[1], b[1]) == ("logattn", "logit"):
-        return (a[0], window, "logz", FIT, landmark)
-    return ("difference", a, b, window, FIT, landmark)
+        msum = map_sum(self.data(run), layer, target)
+        return msum / self.n, np.isfinite(msum).all(0)

@@ -1,12 +1,8 @@
-"""The headline estimator's inputs (:mod:`causalpos.paper2.estimator.expected`): every prompt's sufficient
-statistics of a map (:class:`PromptStats`: per-offset, per-row and key-0 sums, SST; those of maps
-with a query effect added, :func:`plant_query_effect`) and the pair-resolved Grams of the
-U-statistics built from them (:func:`prompt_grams`), in numpy.
-
-The Grams are the design's quadratic forms of every prompt's c-vector (y_pᵀ P_Δ y_q = c_pᵀ M⁺ c_q,
-:func:`causalpos.paper2.extraction.metric.c_vector`) and of its baseline sums; they are computed on the
-design's :func:`support` (the query rows and offsets that hold pairs), with one matrix product
-over every prompt and map before one (n, k) × (k, n) product per map.
+"""The headline estimator's inputs (:mod:`causalpos.paper2.estimator.expected`), in numpy: every
+prompt's sufficient statistics of a map (:class:`PromptStats`) and the pair-resolved Grams of the
+U-statistics built from them (:func:`prompt_grams`): the design's quadratic forms of every
+prompt's c-vector (y_pᵀ P_Δ y_q = c_pᵀ M⁺ c_q, :func:`causalpos.paper2.extraction.metric.c_vector`)
+and of its baseline sums, on the design's :func:`support`.
 """
 
 from __future__ import annotations
@@ -36,10 +32,7 @@ class PromptStats:
 
 
 def stats_from_maps(y, mask: np.ndarray) -> PromptStats:
-    """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool):
-    the per-offset/query/key sums
-    :func:`causalpos.paper2.extraction.metric.fit_sums` reads, over every row, in numpy
-    (:func:`_pair_sums`)."""
+    """:class:`PromptStats` of maps ``y`` (n, ..., T, T) on the pairs ``mask`` ((T, T) bool)."""
     y = np.asarray(y, dtype=np.float64)
     w = np.asarray(mask, dtype=bool)
     n_pairs = int(w.sum())
@@ -113,8 +106,8 @@ def _c_vectors(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Design]:
     """(c, u, S, support) of every prompt's map, prompt axis first: the residualized
     absolute-effect vectors (n, ..., q') and the baseline sums (n, ..., p') of
-    :func:`causalpos.paper2.extraction.metric.c_vector` on the design's :func:`support` (one matrix
-    product over every prompt and map), the pair sums S (n, ...), and that support."""
+    :func:`~causalpos.paper2.extraction.metric.c_vector` on the design's :func:`support`, the
+    pair sums S (n, ...), and that support."""
     if design.absolute != "query":
         raise ValueError(
             f"the expected-map estimator supports query-effect fits ('saturated+query', "
@@ -211,11 +204,10 @@ def plant_query_effect(st: PromptStats, mask: np.ndarray, b: np.ndarray) -> Prom
 def difference_stats(a: PromptStats, b: PromptStats) -> PromptStats:
     """The linear statistics of the maps a − b (same prompts, same pairs): offset, row and key-0
     sums subtract; the SSTs are not linear and are left NaN (a numerator needs none)."""
-    nan = np.full_like(np.asarray(a.sst, dtype=np.float64), np.nan)
     return PromptStats(
         off=a.off - b.off,
         rows=a.rows - b.rows,
         key0=a.key0 - b.key0,
-        sst=nan,
+        sst=np.full_like(np.asarray(a.sst, dtype=np.float64), np.nan),
         sst_sum=np.full_like(np.asarray(a.sst_sum, dtype=np.float64), np.nan),
     )

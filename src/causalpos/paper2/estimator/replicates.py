@@ -1,68 +1,53 @@
 """The multiplier bootstrap of U-statistics over prompts: replicates that keep the spread of N̂
-both at the null and away from it (the interval they give is cut in :mod:`causalpos.paper2.inference`).
+both at the null and away from it (their interval: :mod:`causalpos.paper2.inference`).
 
 **Setting.** Prompts p = 1..n are iid; a Gram G_pq = h(c_p, c_q) (e.g. c_pᵀM⁺c_q,
-:func:`causalpos.paper2.estimator.pairgrams.prompt_grams`) gives the U-statistic N̂ = Σ_{p≠q} G_pq with
+:func:`causalpos.paper2.estimator.pairgrams.prompt_grams`) gives N̂ = Σ_{p≠q} G_pq with
 E N̂ = n(n − 1)θ. Hoeffding's decomposition h = θ + g1(c_p) + g1(c_q) + g2(c_p, c_q) (g2
 degenerate) gives
 
     N̂ − n(n − 1)θ = 2(n − 1) Σ_p g1(c_p) + Σ_{p≠q} g2(c_p, c_q),
     Var N̂ = 4n(n − 1)² ζ1 + 2n(n − 1) E g2²,        ζ1 = Var g1.
 
-For c_p = m + e_p and h = c_pᵀc_q: g1(c) = mᵀe, g2 = e_pᵀe_q. At the null (m = 0) only the
+For c_p = m + e_p and h = c_pᵀc_q: g1(c) = mᵀe, g2 = e_pᵀe_q; at the null (m = 0) only the
 degenerate part is left.
 
 **Why the percentile bootstrap over-covers near 0.** The plug-in linear term
-ĝ1(p) = Σ_{q≠p} G_pq / (n − 1) − θ̂ carries the degenerate part's noise: ĝ1(p) = mᵀe_p +
-e_pᵀē_{−p} + …, and e_pᵀē_{−p} has variance E g2² / (n − 1). So 4(n − 1)² Σ_p ĝ1(p)² ≈
-4n(n − 1)²ζ1 + 4n(n − 1)E g2², twice the degenerate part's true contribution, and the resampled
-U-statistic adds that contribution once more: at the null the replicates' variance is ≈ 3 × Var N̂
-(SD ratio √3; measured in ``tests/paper2/estimator/test_replicates.py`` at n = 32: plug-in linear variance
-1.81 × Var N̂, percentile-bootstrap SD 1.57 × the estimate's SD, 99.5 % coverage of 0).
+ĝ1(p) = Σ_{q≠p} G_pq / (n − 1) − θ̂ = mᵀe_p + e_pᵀē_{−p} + … carries the degenerate part's noise
+(e_pᵀē_{−p} has variance E g2² / (n − 1)), so 4(n − 1)² Σ_p ĝ1(p)² ≈ 4n(n − 1)²ζ1 +
+4n(n − 1)E g2², twice the degenerate part's contribution, and the resampled U-statistic adds it
+once more: at the null the replicates' variance is ≈ 3 × Var N̂ (measured in
+``tests/paper2/estimator/test_replicates.py`` at n = 32: plug-in linear variance 1.81 × Var N̂,
+percentile-bootstrap SD 1.57 × the estimate's SD, 99.5 % coverage of 0).
 
 **Replicates (decision).** Shared per-prompt Rademacher multipliers ξ (B, n) (:func:`rademacher`)
 and, per Gram,
 
     N*(ξ) − N̂ = 2(n − 1) s Σ_p ξ_p ĝ1(p) + n/(n − 1) Σ_{p≠q} ξ_p ξ_q ĝ2_pq,
 
-with ĝ2 = HGH the doubly centred Gram (H = I − 11ᵀ/n: ĝ2_pq = (c_p − c̄)ᵀ(c_q − c̄) for an inner
-product kernel, free of m) and the scale s chosen so that the linear part's variance
-4(n − 1)² s² Σ_p ĝ1(p)² equals 4n(n − 1)² ζ̂1⁺, where ζ̂1 is the *unbiased* U-statistic estimate of
-ζ1 = E h12 h13 − E h12 h34 (sums over distinct triples and quadruples of prompts, from the Gram in
-O(n²)), clipped at 0. Rademacher multipliers have odd moments 0 and E ξ_p²ξ_q² = 1, so the two parts
-are uncorrelated and Var*(N*) = 4n(n − 1)² ζ̂1⁺ + 2 (n/(n − 1))² Σ_{p≠q} ĝ2_pq² ≈ Var N̂ (the
-centring's factor (1 − 1/n)² is undone by (n/(n − 1))²). At the null ζ̂1 is within its noise of 0
-and N* − N̂ is the sign-flip distribution of the centred Gram; far from it the linear part
-dominates and the replicates are the wild bootstrap of a mean. The only adaptive step is s; it
-is what keeps Var* unbiased at every effect size (a replicate variance Σ_p a_p² with a_p linear in
-the Gram cannot remove the e_pᵀē_{−p} term's bias: it is a positive quadratic form).
+with ĝ2 = HGH the doubly centred Gram (H = I − 11ᵀ/n; free of m for an inner product kernel)
+and the scale s chosen so that the linear part's variance 4(n − 1)² s² Σ_p ĝ1(p)² equals
+4n(n − 1)² ζ̂1⁺, ζ̂1 the *unbiased* U-statistic estimate of ζ1 = E h12 h13 − E h12 h34 (from the
+Gram in O(n²)), clipped at 0. Rademacher multipliers have odd moments 0 and E ξ_p²ξ_q² = 1, so
+the parts are uncorrelated and Var*(N*) = 4n(n − 1)² ζ̂1⁺ + 2 (n/(n − 1))² Σ_{p≠q} ĝ2_pq² ≈ Var N̂
+((n/(n − 1))² undoes the centring's (1 − 1/n)²). At the null N* − N̂ is the sign-flip
+distribution of the centred Gram; far from it the replicates are the wild bootstrap of a mean. The only adaptive step, s, keeps Var* unbiased at every effect
+size (a replicate variance Σ_p a_p² with a_p linear in the Gram cannot remove the e_pᵀē_{−p}
+term's bias: it is a positive quadratic form).
 
 **Strata.** The multipliers are iid over prompts whether or not the prompts were drawn by source;
 the centring is over all prompts, so differences between the strata's means count as variance
-(conservative where the strata differ).
+(conservative).
 
-**Computation.** Of a replicate, only T(ξ), Σ ξ_pξ_q ĝ2_pq and Σ ξ_p ĝ1(p) involve the
-multipliers, and all three are linear in the Gram (:func:`linear_parts`); N̂, ζ̂1, s, V2 and α
-are scalars per Gram from O(n²) sums. The headline computes the three parts once per head
-(B × n² work per map) and takes a layer's, the pooled reading's and every combination of Grams'
-(a component of the decomposition, a contrast) as their sums; the scalars come from the summed
-Gram itself. The replicates equal those computed from the summed Gram up to rounding
-(``tests/paper2/estimator/test_replicates.py``).
-
+**Computation.** Of a replicate, only the three parts of :func:`linear_parts` involve the
+multipliers, and they are linear in the Gram: the headline computes them once per head (B × n²
+work per map) and takes every sum or combination of Grams' parts as the sum or combination of
+theirs; N̂, ζ̂1, s, V2 and α are scalars per Gram from O(n²) sums of the summed Gram itself.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = [
-    "rademacher",
-    "quadratic_form",
-    "LINEAR_PARTS",
-    "linear_parts",
-    "sum_parts",
-    "u_replicates",
-]
 
 
 def rademacher(n: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
@@ -77,13 +62,11 @@ def rademacher(n: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
 def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Σ_{p≠q} w_p w_q G_pq for weights (B, n) and Grams (..., n, n) -> (B, ...).
 
-    Computed as wᵀSw with S the strictly upper triangle of G + Gᵀ (so only pairs p < q enter,
-    for any G, symmetric or not): for few prompts as one matrix product of the weights' pair
-    products (B, n(n − 1)/2) with every Gram's S (cached per weights: the draws every Gram of
-    a prompt set shares); otherwise a triangular matrix product per Gram (BLAS ``trmm``, half a
-    general product's work). Equal to the explicit double sum up to rounding
-    (``tests/paper2/estimator/test_replicates.py``). A few weight vectors (B ≤ 8, e.g. N̂ itself): wᵀGw minus the
-    diagonal's terms, one product."""
+    Computed as wᵀSw with S the strictly upper triangle of G + Gᵀ (only pairs p < q enter, for
+    any G): for few prompts as one matrix product of the weights' pair products (B, n(n − 1)/2),
+    cached per weights, with every Gram's S; otherwise a triangular matrix product per Gram
+    (BLAS ``trmm``, half a general product's work); for B ≤ 8 (e.g. N̂ itself) wᵀGw minus the
+    diagonal's terms. Equal to the explicit double sum up to rounding."""
     g = np.asarray(gram, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     lead, n = g.shape[:-2], g.shape[-1]
@@ -93,7 +76,7 @@ def quadratic_form(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     b, k = w.shape[0], flat.shape[0]
     if n < 2 or k == 0 or b == 0:
         return np.zeros((b,) + lead)
-    if b <= 8:  # a few weight vectors (N̂ itself): wᵀGw − Σ w_p² G_pp, one product
+    if b <= 8:
         gw = flat @ w.T  # (K, n, b)
         diag = np.diagonal(flat, axis1=-2, axis2=-1)
         out = np.einsum("kpb,bp->bk", gw, w) - (w * w) @ diag.T
@@ -153,11 +136,6 @@ def _moments(gram: np.ndarray) -> dict[str, np.ndarray]:
     return {"est": est, "row": row, "s2": s2, "s3": s3, "s4": s4}
 
 
-def _zeta1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
-    n3 = n * (n - 1.0) * (n - 2.0)
-    return m["s3"] / n3 - m["s4"] / (n3 * (n - 3.0))
-
-
 #: The keys of :func:`linear_parts`.
 LINEAR_PARTS = ("null", "centred", "lin")
 
@@ -165,24 +143,14 @@ LINEAR_PARTS = ("null", "centred", "lin")
 def linear_parts(gram: np.ndarray, xi: np.ndarray) -> dict[str, np.ndarray]:
     """The parts of :func:`u_replicates`' replicates that are linear in the Gram (..., n, n), for
     multipliers ``xi`` (B, n), each (B, ...): ``null`` T(ξ) = Σ_{p≠q} ξ_pξ_q G_pq, ``centred``
-    Σ_{p≠q} ξ_pξ_q (HGH)_pq and ``lin`` Σ_p ξ_p ĝ1(p).
-
-    Every other ingredient of a replicate is a scalar per Gram (N̂, ζ̂1, s, V2, α: O(n²) work,
-    no multipliers), so the replicates of a sum of Grams (a layer's heads, all maps, a
-    combination of runs' Grams) take these parts as the sums of its terms' parts: the B × n²
-    products are done once per map, at the finest level, and every coarser level is B × (maps)
-    additions. Equal to the parts of the summed Gram up to rounding (``tests/paper2/estimator/test_replicates.py``).
+    Σ_{p≠q} ξ_pξ_q (HGH)_pq and ``lin`` Σ_p ξ_p ĝ1(p). The parts of a sum of Grams are the sums
+    of its terms' parts, up to rounding (module docstring).
     """
     g = np.asarray(gram, dtype=np.float64)
     xi = np.asarray(xi, dtype=np.float64)
     n = g.shape[-1]
     if xi.ndim != 2 or xi.shape[1] != n:
         raise ValueError(f"multipliers must have shape (B, {n}) to match the Gram, got {xi.shape}")
-    return _linear_parts(g, xi, _rows(g))
-
-
-def _linear_parts(g: np.ndarray, xi: np.ndarray, m: dict[str, np.ndarray]) -> dict:
-    n = g.shape[-1]
     null = quadratic_form(g, xi)
     # Σ_{p≠q} ξ_pξ_q (HGH)_pq from T(ξ) and terms linear in the row means (module docstring)
     gbar_p = g.mean(-1)  # (..., n) c̄ᵀc_p for an inner-product kernel
@@ -194,7 +162,7 @@ def _linear_parts(g: np.ndarray, xi: np.ndarray, m: dict[str, np.ndarray]) -> di
     xg = (xi @ flat.T).reshape((-1,) + g.shape[:-2])
     x2g = ((xi * xi) @ flat.T).reshape((-1,) + g.shape[:-2])
     centred = null - 2.0 * (xg * s_xi - x2g) + gbar * (s_xi * s_xi - s_xi2)
-    g1 = _g1(m, n)
+    g1 = _g1(_rows(g), n)
     lin = (xi @ g1.reshape(-1, n).T).reshape((-1,) + g.shape[:-2])
     return {"null": null, "centred": centred, "lin": lin}
 
@@ -205,23 +173,20 @@ def _g1(m: dict[str, np.ndarray], n: int) -> np.ndarray:
     return m["row"] / (n - 1.0) - theta[..., None]
 
 
-def sum_parts(parts: dict[str, np.ndarray] | None, axis) -> dict[str, np.ndarray] | None:
+def sum_parts(parts: dict[str, np.ndarray], axis) -> dict[str, np.ndarray]:
     """:func:`linear_parts` of the Gram summed over its leading ``axis`` (of the Gram, not
-    counting the replicates' axis): the parts summed over that axis (None stays None)."""
-    if parts is None:
-        return None
-    return {k: _sum_axes(v, axis) for k, v in parts.items()}
-
-
-def _sum_axes(v: np.ndarray, axis) -> np.ndarray:
-    """``v`` (B, ...) summed over the Gram's leading ``axis`` (one product with a vector of ones:
-    a BLAS reduction, several times faster than ``sum`` over a short last axis)."""
-    lead = v.ndim - 1
-    axes = sorted({a % lead for a in ((axis,) if np.isscalar(axis) else axis)})
-    keep = [a + 1 for a in range(lead) if a not in axes]
-    moved = np.moveaxis(v, [a + 1 for a in axes], range(v.ndim - len(axes), v.ndim))
-    flat = moved.reshape(moved.shape[: 1 + len(keep)] + (-1,))
-    return flat @ np.ones(flat.shape[-1])
+    counting the replicates' axis): each part (B, ...) summed over that axis, as one product
+    with a vector of ones (a BLAS reduction, several times faster than ``sum`` over a short last
+    axis)."""
+    out = {}
+    for k, v in parts.items():
+        lead = v.ndim - 1
+        axes = sorted({a % lead for a in ((axis,) if np.isscalar(axis) else axis)})
+        keep = [a + 1 for a in range(lead) if a not in axes]
+        moved = np.moveaxis(v, [a + 1 for a in axes], range(v.ndim - len(axes), v.ndim))
+        flat = moved.reshape(moved.shape[: 1 + len(keep)] + (-1,))
+        out[k] = flat @ np.ones(flat.shape[-1])
+    return out
 
 
 def u_replicates(
@@ -242,16 +207,16 @@ def u_replicates(
     if n < 4:
         raise ValueError(f"the variance of the linear part needs at least 4 prompts, got {n}")
     m = _moments(g)
-    z1 = _zeta1(m, n)
+    n3 = n * (n - 1.0) * (n - 2.0)
+    z1 = m["s3"] / n3 - m["s4"] / (n3 * (n - 3.0))
     g1 = _g1(m, n)
     ss = (g1 * g1).sum(-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(ss > 0, np.sqrt(n * np.maximum(z1, 0.0) / np.where(ss > 0, ss, 1.0)), 0.0)
     if parts is None:
-        parts = _linear_parts(g, xi, m)
+        parts = linear_parts(g, xi)
     delta = 2.0 * (n - 1.0) * scale * parts["lin"] + n / (n - 1.0) * parts["centred"]
-    c2 = _centred_s2(g)
-    v2 = 2.0 * (n / (n - 1.0)) ** 2 * c2
+    v2 = 2.0 * (n / (n - 1.0)) ** 2 * _centred_s2(g)
     var = 4.0 * (n - 1.0) ** 2 * scale**2 * ss + v2
     gbar_p = g.mean(-1)
     gbar = gbar_p.mean(-1)

@@ -1,13 +1,10 @@
 """A leakage store's expected-map statistics as the estimator reads them: label-indexed numpy views
-(:func:`store_view`), each layer's summed maps (:func:`map_sum`), its measured pairs
-(:func:`store_masks`), its per-prompt statistics (:func:`store_stats`) and Grams
-(:func:`store_grams`).
+(:func:`store_view`), each layer's summed maps, measured pairs, per-prompt statistics and Grams.
 
-The headline estimator reads one (layer, target, window) slice of six variables per layer and
-run, thousands of times in a summary; xarray's ``.sel`` costs ~1 ms a call, a numpy index
-microseconds. :func:`store_view` transposes each variable once (label axes first, a view of a
-loaded store) and keeps the view for as long as the Dataset lives; a slice of it holds the same
-values ``ds[var].sel(...).transpose(...)`` returns.
+The headline reads one (layer, target, window) slice of six variables per layer and run,
+thousands of times in a summary: xarray's ``.sel`` costs ~1 ms a call, a numpy index
+microseconds. :func:`store_view` transposes each variable once (label axes first) and keeps the
+view while the Dataset lives; a slice holds the values ``ds[var].sel(...).transpose(...)`` does.
 """
 
 from __future__ import annotations
@@ -81,22 +78,22 @@ class StoreView:
 _VIEWS: dict[int, tuple[weakref.ref, StoreView]] = {}
 
 
+def _view_of(ds: xr.Dataset) -> StoreView | None:
+    """The :class:`StoreView` already built of ``ds``, if any."""
+    hit = _VIEWS.get(id(ds))
+    return hit[1] if hit is not None and hit[0]() is ds else None
+
+
 def store_view(ds: xr.Dataset | StoreView) -> StoreView:
     """The :class:`StoreView` of ``ds``, built once per Dataset object (kept while it lives)."""
     if isinstance(ds, StoreView):
         return ds
-    key = id(ds)
-    hit = _VIEWS.get(key)
-    if hit is not None and hit[0]() is ds:
-        return hit[1]
-    view = StoreView(ds)
-    _VIEWS[key] = (weakref.ref(ds), view)
-    weakref.finalize(ds, _VIEWS.pop, key, None)
+    view = _view_of(ds)
+    if view is None:
+        view = StoreView(ds)
+        _VIEWS[id(ds)] = (weakref.ref(ds), view)
+        weakref.finalize(ds, _VIEWS.pop, id(ds), None)
     return view
-
-
-#: The targets :func:`map_sum` rebuilds (``causalpos.paper2.extraction.metric.TARGETS``).
-MAP_TARGETS = ("logit", "logattn")
 
 
 def map_sum(ds: xr.Dataset | StoreView, layer, target: str) -> np.ndarray:
@@ -107,14 +104,12 @@ def map_sum(ds: xr.Dataset | StoreView, layer, target: str) -> np.ndarray:
     ``leak_logz_sum``; the summed log-attention maps are Σ_p (s_p − log Z_p) = Σ s − Σ log Z,
     the subtraction done in float64 (bit for bit the reducer's float64 sums). ``ds``: a Dataset
     (read directly, unless its :func:`store_view` exists) or its view."""
-    if target not in MAP_TARGETS:
-        raise ValueError(f"target {target!r} is not one of {list(MAP_TARGETS)}")
+    if target not in ("logit", "logattn"):
+        raise ValueError(f"target {target!r} is not one of {['logit', 'logattn']}")
     names = ("leak_map_sum",) if target == "logit" else ("leak_map_sum", "leak_logz_sum")
     if not isinstance(ds, StoreView):
         _check_layout(ds)
-        hit = _VIEWS.get(id(ds))
-        if hit is not None and hit[0]() is ds:
-            ds = hit[1]
+        ds = _view_of(ds) or ds
     if any(k not in ds for k in names):
         raise KeyError(
             f"the store lacks {[k for k in names if k not in ds]}: run extraction with "
@@ -277,9 +272,8 @@ def store_grams(
         key = np.packbits(mask).tobytes()
         if key not in designs:
             designs[key] = build_design(mask, fit, landmark=landmark)
-        design = designs[key]
         st = store_stats(v, layer, window, target, mask)
         if plant is not None:
             st = plant_query_effect(st, mask, plant)
-        per_layer.append(prompt_grams(st, design))
+        per_layer.append(prompt_grams(st, designs[key]))
     return {k: np.stack([g[k] for g in per_layer]) for k in per_layer[0]}, rounding

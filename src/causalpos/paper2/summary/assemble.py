@@ -1,11 +1,6 @@
 """Paper 2's per-(model, dataset) summary: one :class:`~causalpos.paper2.prompts.PromptSet`, every
-output block of both readings merged into one dataset (:func:`leakage_summary`).
-
-The blocks: the headline reading (:func:`causalpos.paper2.summary.headline.headline_blocks`:
-the plain names), the per-prompt reading (:mod:`causalpos.paper2.summary.per_prompt`:
-``per_prompt_*``), the BOS
-replacement (:func:`causalpos.paper2.summary.bos.bos_effects`) and the sink heads. A new block is
-one more function of a prompt set and one more entry in :func:`leakage_summary`'s list.
+output block of both readings merged into one dataset (:func:`leakage_summary`). A new block is
+one more function of a prompt set and one more entry in its list.
 """
 
 from __future__ import annotations
@@ -102,7 +97,19 @@ def leakage_summary(
     out.attrs.update({k: v for b in blocks for k, v in b.attrs.items()})
     out.attrs.update(
         {
-            **_settings_attrs(s, ps),
+            "fit": s.fit,
+            "window": s.window,
+            "floor_correct": int(s.floor_correct),
+            "n_boot": s.n_boot,
+            "n_perm": s.n_perm,
+            "level": s.level,
+            "alpha": s.alpha,
+            "seed": s.seed,
+            "n_sequences": int(ps.sequences.size),
+            "perm_variants": [
+                v for v in ps.variants if s.perm_variants is None or v in s.perm_variants
+            ],
+            "stratified_bootstrap": int(ps.stratified),
             "conditions": json.dumps(conds),
             "conditions_not_run": json.dumps(conds_not_run),
             "bos": json.dumps(bos_pairs),
@@ -126,22 +133,3 @@ NOTE = (
     "within-offset permutation test on prompt-mean maps, BH over (layer, head) per "
     "variant and target"
 )
-
-
-def _settings_attrs(s: LeakageSettings, ps: PromptSet) -> dict:
-    """The summary's settings and resampling, as its attrs."""
-    return {
-        "fit": s.fit,
-        "window": s.window,
-        "floor_correct": int(s.floor_correct),
-        "n_boot": s.n_boot,
-        "n_perm": s.n_perm,
-        "level": s.level,
-        "alpha": s.alpha,
-        "seed": s.seed,
-        "n_sequences": int(ps.sequences.size),
-        "perm_variants": [
-            v for v in ps.variants if s.perm_variants is None or v in s.perm_variants
-        ],
-        "stratified_bootstrap": int(ps.stratified),
-    }

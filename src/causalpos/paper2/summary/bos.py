@@ -12,29 +12,30 @@ import xarray as xr
 from causalpos.models.variants import parse_variant, without_bos_replacement
 from causalpos.paper2.estimator.expected import pooled_subset
 from causalpos.paper2.estimator.grams import GramCache
-from causalpos.paper2.labels import (  # noqa: F401 (re-exported)
+from causalpos.paper2.labels import (  # noqa: F401 (RESIDUAL_STREAM re-exported)
     BOS_READING_TARGET,
     BOS_READINGS,
     RESIDUAL_STREAM,
     STAT,
-    bos_measure,
     bos_replacement,
 )
 from causalpos.paper2.prompts import PromptSet
+
+#: Table 9 on the headline: a causal run's sink heads are those with prompt-mean attention to
+#: key 0 at or above this; the replacements' effects are read on this target.
+SINK_TAU = 0.5
 
 
 def _default_bos(variants: Iterable[str]) -> dict[str, tuple[str, str, str]]:
     """Every run with a position-0 replacement -> (intervention, baseline, target).
 
-    The baseline is the same run without the replacement (same mask and rotary embedding;
-    :func:`causalpos.models.variants.without_bos_replacement`). A ring intervention (e.g.
-    ``bos_replace_mean+ring`` against ``ring``) is measured on logits: the residual-stream
-    component of §3 itself, Table 9's C_res on the ablation that creates no position; a
-    bidirectional one (``bos_replace_mean+bidirectional``) on log-attention, paper 2's own
-    reading of C_res. A causal one
-    (``bos_replace_mean`` against ``causal``) on logits: the observational residual-stream
-    component (absolute position that reached q, k). The intervention's name is the run's name
-    without ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
+    The baseline is the same run without the replacement
+    (:func:`causalpos.models.variants.without_bos_replacement`). A ring intervention (e.g.
+    ``bos_replace_mean+ring`` against ``ring``) is measured on logits (§3's residual-stream
+    component, Table 9's C_res on the ablation that creates no position), a bidirectional one on
+    log-attention (paper 2's own reading of C_res), a causal one on logits (the observational
+    residual-stream component). The intervention's name is the run's name without
+    ``bos_replace_`` (``mean+bidirectional``, ``all_gaussian``).
     """
     out = {}
     for v in variants:
@@ -66,23 +67,17 @@ def bos_effects(
     bos_windows: Sequence[str] = ("early16", "early32", "early64", "late"),
 ) -> xr.Dataset:
     """BOS replacement (§4) per intervention and query window the stores hold: effect =
-    1 − C_res(intervention)/C_res(baseline) (``per_prompt_bos_effect``) and both C_res (``per_prompt_bos_c_res``,
-    ``per_prompt_bos_c_res_baseline``), prompts resampled jointly. Empty without an intervention."""
+    1 − C_res(intervention)/C_res(baseline) (``per_prompt_bos_effect``) and both C_res
+    (``per_prompt_bos_c_res``, ``per_prompt_bos_c_res_baseline``). Empty without an intervention."""
     if not pairs:
         return xr.Dataset()
     wins = [w for w in bos_windows if w in ps.windows]
-    eff = np.full((len(pairs), len(wins), 3), np.nan)
-    c_int = np.full((len(pairs), len(wins), 3), np.nan)
-    c_base = np.full((len(pairs), len(wins), 3), np.nan)
-    for bi, (_name, (iv, bv, target)) in enumerate(pairs.items()):
+    eff, c_int, c_base = (np.full((len(pairs), len(wins), 3), np.nan) for _ in range(3))
+    for bi, (iv, bv, target) in enumerate(pairs.values()):
         for wi, win in enumerate(wins):
-            ci_ = ps.per_prompt_leakage(iv, target, win).mean((1, 2))
-            cb_ = ps.per_prompt_leakage(bv, target, win).mean((1, 2))
-            bi_s, bb_s = ps.boot(ci_), ps.boot(cb_)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                eff[bi, wi] = ps.ci(1.0 - bi_s / bb_s, 1.0 - ci_.mean() / cb_.mean())
-            c_int[bi, wi] = ps.ci(bi_s, ci_.mean())
-            c_base[bi, wi] = ps.ci(bb_s, cb_.mean())
+            reads = [ps.per_prompt_leakage(r, target, win).mean((1, 2)) for r in (iv, bv)]
+            rows = _effect(ps, *((x.mean(), ps.boot(x)) for x in reads))
+            eff[bi, wi], c_int[bi, wi], c_base[bi, wi] = rows
     dims = ("intervention", "bos_window", "stat")
     return xr.Dataset(
         {
@@ -94,6 +89,15 @@ def bos_effects(
     )
 
 
+def _effect(ps: PromptSet, iv: tuple, bv: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(effect 1 − C(iv)/C(bv), C(iv), C(bv)), each (estimate, lo, hi), from the intervention's
+    and the baseline's (estimate, replicates) of C."""
+    (ie, ib), (be, bb) = iv, bv
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
+    return eff, ps.ci(ib, ie), ps.ci(bb, be)
+
+
 def pooled_reading(cache: GramCache, run: str, w: str, t: str, key: str = "pooled"):
     """(estimate, replicates) of a run's headline, pooled (or ``key="layer"``)."""
     r = cache.estimate(run, w, t)
@@ -101,11 +105,11 @@ def pooled_reading(cache: GramCache, run: str, w: str, t: str, key: str = "poole
 
 
 def bos_plan(
-    ps: PromptSet, bos_pairs: Mapping[str, tuple[str, str, str]], sink_tau: float
+    ps: PromptSet, bos_pairs: Mapping[str, tuple[str, str, str]]
 ) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[str, np.ndarray]]:
     """(replacement, reading) -> (run, baseline run) for every BOS pair of ``ps``; and, for every
     causal run of such a pair, its baseline's sink heads ((layer, head) bool: prompt-mean
-    attention to key 0 ≥ ``sink_tau``; none when the baseline stores no ``sink_attention``)."""
+    attention to key 0 ≥ :data:`SINK_TAU`; none when the baseline stores no ``sink_attention``)."""
     runs: dict[tuple[str, str], tuple[str, str]] = {}
     sinks: dict[str, np.ndarray] = {}
     for iv, bv, _target in bos_pairs.values():
@@ -117,27 +121,26 @@ def bos_plan(
             runs[rep, "residual_stream"] = (iv, bv)
         elif not vi.causal and not vb.causal:
             runs[rep, "residual_stream_paper"] = (iv, bv)
-        elif parse_variant(iv).causal and parse_variant(bv).causal:
+        elif vi.causal and vb.causal:
             runs[rep, "causal_total"] = (iv, bv)
             runs[rep, "sink_heads"] = (iv, bv)
             if "sink_attention" in ps.runs[bv]:
                 att = ps.runs[bv]["sink_attention"].mean("sequence").transpose("layer", "head")
-                sel = np.asarray(att.values) >= sink_tau
+                sel = np.asarray(att.values) >= SINK_TAU
                 sinks[iv] = sinks[bv] = sel
     return runs, sinks
 
 
 def bos_headline_block(
-    ps: PromptSet,
+    cache: GramCache,
     runs: Mapping[tuple[str, str], tuple[str, str]],
     wins: Sequence[str],
-    cache: GramCache,
     sink_sel: Mapping[str, np.ndarray],
-    sink_tau: float,
     target: str | None = None,
 ) -> xr.Dataset:
     """Table 9 on the headline (:data:`BOS_READINGS`, each on its :data:`BOS_READING_TARGET`
     unless ``target`` is given), replicates paired through the counts."""
+    ps = cache.ps
     reps = sorted({rep for rep, _ in runs})
     shape = (len(reps), len(BOS_READINGS), len(wins), 3)
     eff, c_int, c_base = (np.full(shape, np.nan) for _ in range(3))
@@ -149,19 +152,14 @@ def bos_headline_block(
             if reading == "sink_heads":
                 if iv not in sink_sel or bv not in sink_sel:
                     continue
-                (ie, ib), (be, bb) = (
-                    pooled_subset(
-                        cache.grams(r, w, t), sink_sel[r], level=ps.level, **cache.resampling
-                    )
+                reads = [
+                    pooled_subset(cache.grams(r, w, t), sink_sel[r], ps.multipliers, level=ps.level)
                     for r in (iv, bv)
-                )
+                ]
                 n_sink[a] = int(sink_sel[bv].sum())
             else:
-                (ie, ib), (be, bb) = (pooled_reading(cache, r, w, t) for r in (iv, bv))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                eff[a, k, wi] = ps.ci(1.0 - ib / bb, 1.0 - ie / be)
-            c_int[a, k, wi] = ps.ci(ib, ie)
-            c_base[a, k, wi] = ps.ci(bb, be)
+                reads = [pooled_reading(cache, r, w, t) for r in (iv, bv)]
+            eff[a, k, wi], c_int[a, k, wi], c_base[a, k, wi] = _effect(ps, *reads)
     dims = ("bos_replacement", "bos_reading", "window", "stat")
     return xr.Dataset(
         {
@@ -176,8 +174,5 @@ def bos_headline_block(
             "window": list(wins),
             "stat": list(STAT),
         },
-        attrs={
-            "bos_sink_tau": sink_tau,
-            "bos_target": target or repr(BOS_READING_TARGET),
-        },
+        attrs={"bos_sink_tau": SINK_TAU, "bos_target": target or repr(BOS_READING_TARGET)},
     )

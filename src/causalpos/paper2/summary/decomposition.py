@@ -29,8 +29,9 @@ from causalpos.paper2.estimator.grams import FIT, GramCache
 from causalpos.paper2.estimator.replicates import LINEAR_PARTS, sum_parts
 from causalpos.paper2.estimator.storeview import layer_kind_of
 from causalpos.paper2.extraction.metric import TARGETS
-from causalpos.paper2.labels import LANDMARKS, STAT, ring_twin
+from causalpos.paper2.labels import LANDMARKS, ring_twin
 from causalpos.paper2.prompts import PromptSet
+from causalpos.paper2.summary.per_prompt import PER_PROMPT_COMPONENTS, block_coords
 
 #: Every name of ``components*``: the components, the shares, the controls.
 NAMES = tuple(COMPONENTS) + tuple(SHARES) + tuple(CONTROL_COMPONENTS)
@@ -90,17 +91,15 @@ def decomposition_block(
     ps = cache.ps
     runs = condition_runs(ps, conds)
     controls = control_runs(ps, position_free_runs)
-    kinds = _kinds(cache, runs)
+    # layer -> its kind, from the causal runs' stores (every layer global without the coordinate)
+    found = [layer_kind_of(ps.runs[c]) for c, _, _ in runs.values()]
+    kinds = next((k for k in found if k is not None), {ly: GLOBAL for ly in ps.layers})
     groups = kind_groups([kinds[ly] for ly in ps.layers])
     nc, nlm, nw, nl, nk = len(runs), len(LANDMARKS), len(wins), len(ps.layers), len(groups)
     shape = (nc, nlm, nw)
-    out = {
-        "pooled": np.full(shape + (len(NAMES), 3), np.nan),
-        "layer": np.full(shape + (nl, len(NAMES), 3), np.nan),
-        "kind": np.full(shape + (nk, len(NAMES), 3), np.nan),
-        "contrast": np.full(shape + (nk, len(NAMES), 3), np.nan),
-    }
-    n_rep = len(ps.multipliers if ps.multipliers is not None else ps.counts)
+    level_axes = {"pooled": (), "layer": (nl,), "kind": (nk,), "contrast": (nk,)}
+    out = {k: np.full(shape + ax + (len(NAMES), 3), np.nan) for k, ax in level_axes.items()}
+    n_rep = len(ps.multipliers)
     share_boot = np.full((nc, nw, len(TARGETS), n_rep), np.nan, dtype=np.float32)
     boots: dict[tuple[int, int], dict[str, np.ndarray]] = {}
     for ci, roles in enumerate(runs.values()):
@@ -118,16 +117,14 @@ def decomposition_block(
                     share_boot[ci, wi, TARGETS.index("logattn")] = read.pooled["boot"][
                         "share_causal_mask"
                     ]
-    coords = {
-        "condition": list(runs),
-        "landmark": list(LANDMARKS),
-        "window": list(wins),
-        "layer": ps.layers,
-        "layer_kind_name": list(groups),
-        "component_full": list(NAMES),
-        "target": list(TARGETS),
-        "stat": list(STAT),
-    }
+    coords = block_coords(
+        ps,
+        "condition landmark window layer layer_kind_name component_full target stat",
+        condition=list(runs),
+        window=list(wins),
+        layer_kind_name=list(groups),
+        component_full=list(NAMES),
+    )
     lead = ("condition", "landmark", "window")
     tail = ("component_full", "stat")
     data = xr.Dataset(
@@ -146,17 +143,6 @@ def decomposition_block(
         },
     )
     return data.merge(_eq5_block(ps, list(runs), wins, boots))
-
-
-def _kinds(cache: GramCache, runs: Mapping) -> dict:
-    """Layer -> its kind, from the causal runs' stores (every layer ``global`` without the
-    coordinate)."""
-    ps = cache.ps
-    for c, _, _ in runs.values():
-        kinds = layer_kind_of(ps.runs[c])
-        if kinds is not None:
-            return kinds
-    return {ly: GLOBAL for ly in ps.layers}
 
 
 class _Reading:
@@ -181,21 +167,28 @@ class _Reading:
         diffs = {"c_logz": ((c, "logattn"), (c, "logit"))}
         if r:
             diffs["d_logit"] = ((c, "logit"), (r, "logit"))
-        for k, (a, b) in diffs.items():
-            self.grams[k] = cache.difference_gram(a, b, window, landmark=modelled)
         # the Grams' linear parts under the multipliers (B, layer), by the same names
         self.parts = {
             k: cache.parts(run, window, t, landmark=modelled) for k, (run, t) in sources.items()
         }
         for k, (a, b) in diffs.items():
+            self.grams[k] = cache.difference_gram(a, b, window, landmark=modelled)
             self.parts[k] = cache.difference_parts(a, b, window, modelled)
-        self.art = _artefact(cache, rel, c, window, modelled) if rel else None
+        # (layer, head) the edge artefact of b's softmax on its relative expected logits (``rel``:
+        # layer -> relative_logattn), read on the pairs and design of c's log-attention
+        self.art = None
+        if rel:
+            masks = cache.masks(c, window, "logattn")
+            self.art = np.stack(
+                [artefact_of(rel[ly], m, cache.design(m, FIT, modelled)) for ly, m in masks.items()]
+            )
         self.pooled: dict[str, dict[str, np.ndarray]] = {}
 
     def _level(self, layers: np.ndarray | None, level: str):
         """(estimates, replicates) of every name, summed over ``layers`` (indices; None: every
         layer, one value per layer when ``level`` is "layer")."""
         cache = self.cache
+        d0, db = cache.denominator(self.c, self.w, "logattn", "layer", landmark=self.modelled)
         if level == "layer":
             grams = {k: g.sum(1) for k, g in self.grams.items()}
             parts = self.parts
@@ -204,15 +197,11 @@ class _Reading:
             sel = slice(None) if layers is None else layers
             grams = {k: g[sel].sum((0, 1)) for k, g in self.grams.items()}
             parts = {
-                k: None if p is None else sum_parts({x: v[:, sel] for x, v in p.items()}, 0)
-                for k, p in self.parts.items()
+                k: sum_parts({x: v[:, sel] for x, v in p.items()}, 0) for k, p in self.parts.items()
             }
             art = None if self.art is None else self.art[sel].sum()
-        est, rep = _level_components(cache, grams, art, parts)
-        d0, db = cache.denominator(self.c, self.w, "logattn", "layer", landmark=self.modelled)
-        if level != "layer":
-            sel = slice(None) if layers is None else layers
             d0, db = d0[sel].sum(), db[:, sel].sum(-1)
+        est, rep = _level_components(cache, grams, art, parts)
         est = {k: v / d0 if k in _NUMERATOR_UNITS else v for k, v in est.items()}
         rep = {k: v / db if k in _NUMERATOR_UNITS else v for k, v in rep.items()}
         return est, rep
@@ -220,22 +209,15 @@ class _Reading:
     def levels(self, out: dict, at: tuple, groups: Mapping[str, list[int]]) -> None:
         """Fill ``out``'s pooled, layer, kind and contrast entries at index ``at``."""
         ps = self.cache.ps
-        by_kind = {}
-        for level in ("pooled", "layer"):
-            est, rep = self._level(None, level)
-            _fill(out[level][at], est, rep, ps)
-            if level == "pooled":
-                self.pooled = {"est": est, "boot": rep}
-        for ki, (kind, idx) in enumerate(groups.items()):
-            est, rep = self._level(np.asarray(idx), "kind")
+        est, rep = self._level(None, "pooled")
+        self.pooled = {"est": est, "boot": rep}
+        _fill(out["pooled"][at], est, rep, ps)
+        _fill(out["layer"][at], *self._level(None, "layer"), ps)
+        by_kind = {kind: self._level(np.asarray(idx), "kind") for kind, idx in groups.items()}
+        for ki, (kind, (est, rep)) in enumerate(by_kind.items()):
             _fill(out["kind"][at][ki], est, rep, ps)
-            by_kind[kind] = (est, rep)
-        if GLOBAL in by_kind:
-            g_est, g_rep = by_kind[GLOBAL]
-            for ki, kind in enumerate(groups):
-                if kind == GLOBAL:
-                    continue
-                est, rep = by_kind[kind]
+            if GLOBAL in by_kind and kind != GLOBAL:
+                g_est, g_rep = by_kind[GLOBAL]
                 diff_e = {k: est[k] - g_est[k] for k in est}
                 diff_r = {k: rep[k] - g_rep[k] for k in rep}
                 _fill(out["contrast"][at][ki], diff_e, diff_r, ps)
@@ -252,48 +234,29 @@ def _level_components(
     cache: GramCache,
     grams: Mapping[str, np.ndarray],
     artefact: np.ndarray | None,
-    parts: Mapping[str, Mapping[str, np.ndarray] | None] | None = None,
+    parts: Mapping[str, Mapping[str, np.ndarray]],
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(estimates, replicates) per prompt pair of every component at one level whose numerators
     are at hand (the others NaN): each from its own combination of the numerators' Grams
     (:data:`COMBINATIONS`), calibrated; shares as ratios of the components' replicates (the
     denominator cancels). ``parts``: the Grams' linear parts under the multipliers at this level
     (a component's are the same combination)."""
-    combos = dict(COMBINATIONS) | {
-        k: co for k, co in CONTROL_COMBINATIONS.items() if all(x in grams for x in co)
-    }
     est, rep = {}, {}
     shape = None
-    for name, co in combos.items():
+    for name, co in (COMBINATIONS | CONTROL_COMBINATIONS).items():
         if not all(k in grams for k in co):
             continue
         contrast = any(c < 0 for c in co.values())
-        p = None
-        if parts is not None and all(parts.get(k) is not None for k in co):
-            p = {x: combine({k: parts[k][x] for k in co}, co) for x in LINEAR_PARTS}
+        p = {x: combine({k: parts[k][x] for k in co}, co) for x in LINEAR_PARTS}
         est[name], rep[name] = cache.numerator(combine(grams, co), contrast=contrast, parts=p)
         shape = shape or (est[name].shape, rep[name].shape)
     for name in COMBINATIONS:
         if name not in est:
             est[name], rep[name] = np.full(shape[0], np.nan), np.full(shape[1], np.nan)
-    if artefact is None:
-        est["artefact"] = np.full(shape[0], np.nan)
-    else:
-        est["artefact"] = np.asarray(artefact, dtype=np.float64)
+    art = np.full(shape[0], np.nan) if artefact is None else np.asarray(artefact, np.float64)
+    est["artefact"] = art
     rep["artefact"] = np.full(shape[1], np.nan)
     return est | shares(est), rep | shares(rep)
-
-
-def _artefact(cache: GramCache, rel: Mapping, c: str, w: str, modelled: bool) -> np.ndarray:
-    """(layer, head) the edge artefact of run b's softmax on its relative expected logits
-    (``rel``: layer -> :func:`relative_logattn` of b's expected logits), read on the pairs
-    and design of the causal run's log-attention (per prompt pair)."""
-    out = []
-    masks = cache.masks(c, w, "logattn")
-    for layer, mask in masks.items():
-        design = cache.design(mask, FIT, modelled)
-        out.append(artefact_of(rel[layer], mask, design))
-    return np.stack(out)
 
 
 def _eq5_block(
@@ -301,50 +264,38 @@ def _eq5_block(
 ) -> xr.Dataset:
     """``decomposition`` and its paired differences between conditions from the one-unit
     components (landmark modelled, log-attention)."""
-    names = {
-        "total": "total",
-        "residual_stream": "residual_stream",
-        "causal_mask": "causal_mask",
-        "share_residual_stream": None,
-        "share_causal_mask": "share_causal_mask",
-    }
+    names = PER_PROMPT_COMPONENTS  # Eq. 5's names, as the per-prompt reading's
     nc, nw, nt = len(conds), len(wins), len(TARGETS)
     ti = TARGETS.index("logattn")
     dec = np.full((nc, nw, nt, len(names), 3), np.nan)
     diff = np.full((nc, nc, nw, nt, len(names), 3), np.nan)
 
     def get(x, k):
-        return 1.0 - x["share_causal_mask"] if names[k] is None else x[names[k]]
+        return 1.0 - x["share_causal_mask"] if k == "share_residual_stream" else x[k]
 
-    for (ci, wi), e in boots.items():
+    for (ci, wi), e in boots.items():  # every (condition, window) is read
         for k, comp in enumerate(names):
             dec[ci, wi, ti, k] = ps.ci(get(e["boot"], comp), get(e["est"], comp))
-        for cj in range(nc):
-            if (cj, wi) not in boots:
-                continue
-            r = boots[cj, wi]
-            for k, comp in enumerate(names):
+            for cj in range(nc):
+                r = boots[cj, wi]
                 diff[ci, cj, wi, ti, k] = ps.ci(
                     get(e["boot"], comp) - get(r["boot"], comp),
                     get(e["est"], comp) - get(r["est"], comp),
                 )
     return xr.Dataset(
         {
-            "decomposition": (
-                ("condition", "window", "target", "component", "stat"),
-                dec,
-            ),
+            "decomposition": (("condition", "window", "target", "component", "stat"), dec),
             "decomposition_difference": (
                 ("condition", "condition_ref", "window", "target", "component", "stat"),
                 diff,
             ),
         },
-        coords={
-            "condition": list(conds),
-            "condition_ref": list(conds),
-            "window": list(wins),
-            "target": list(TARGETS),
-            "component": list(names),
-            "stat": list(STAT),
-        },
+        coords=block_coords(
+            ps,
+            "condition condition_ref window target component stat",
+            condition=list(conds),
+            condition_ref=list(conds),
+            window=list(wins),
+            component=list(names),
+        ),
     )

@@ -3,27 +3,21 @@ planted in the residual stream of one lower layer (variants ``plant_stream<k>``,
 :mod:`causalpos.capture.stream`), read on the headline (paper2.md §2, Controls).
 
 **The series.** The runs ``<twin>`` (dose 0) and ``<twin with plant_stream<k>>`` (the k-th dose of
-``leakage.plant_stream.doses``) of one (model, dataset), on the same prompts; the dose of each
-planted run and its layer ℓ come from its score store's ``plant_stream_*`` attrs. As a control the
-twin must be position-free (identity RoPE, no mask: a permutation-equivariant forward pass) on
-prompts exchangeable over positions (chunks at random offsets): then the plant's is the only
-absolute position in the forward pass.
+``leakage.plant_stream.doses``) on the same prompts; each planted run's dose and layer ℓ come from
+its store's ``plant_stream_*`` attrs. As a control the twin must be position-free on prompts
+exchangeable over positions: then the plant's is the only absolute position in the forward pass.
 
-**The reading.** The headline leakage (expected-map ΔR², key-0 column modelled, headline window)
-of each run on logits, in the *model's* units: the run's N̂ summed over the layers from the plant
-up (ℓ and above; the layers below read the twin's forward pass bit for bit) and their heads,
-over the causal run's D̂ pooled over every layer and head — the unit of the model's own headline,
-so a dose reads as a share of the model's expected logit-map variance, comparable to the model's
-total and to its residual-stream component. Replicates are the summary's shared ones (paired
-across runs): each step from one dose to the next is the paired difference of the two numerators
-(a contrast Gram) over the same denominator.
+**The reading.** Each run's headline leakage on logits in the *model's* units: its N̂ summed over
+the layers from ℓ up (those below read the twin's forward pass bit for bit) and their heads, over
+the causal run's D̂ pooled over every layer and head, so a dose reads as a share of the model's
+expected logit-map variance. Each step from one dose to the next is the paired difference of the
+two numerators (a contrast Gram) over the same denominator.
 
 **The verdict** (:func:`causalpos.verdicts.dose_series`): ``recovered`` where dose 0 reads ≈ 0
 within the declared margin (the model's negative-control margin on logits,
-``leakage.controls.margin.logit`` or ``leakage.per_model.<model>.margin.logit``, in the model's
-units, set before the run: one margin per control) and every step rises (its interval above 0); ``not recovered`` otherwise. The tables and the
-scorecard apply the same rule to these numbers; where the twin is not a negative control (no
-causal run, not position-free, or document openings) the series is read but not judged.
+``leakage.controls.margin.logit`` or ``leakage.per_model.<model>.margin.logit``, set before the
+run) and every step rises (its interval above 0); ``not recovered`` otherwise. Where the twin is
+not a negative control the series is read but not judged.
 """
 
 from __future__ import annotations
@@ -83,15 +77,6 @@ def find_dose_series(runs: Mapping[str, xr.Dataset]) -> dict[str, list[tuple[str
     return out
 
 
-def _numerator(cache: GramCache, run: str, window: str, above: np.ndarray):
-    """The run's numerator Gram and linear parts summed over the layers ``above`` and heads."""
-    gram = cache.grams(run, window, DOSE_TARGET)["num"][above].sum((0, 1))
-    parts = cache.parts(run, window, DOSE_TARGET)
-    if parts is not None:
-        parts = {k: v[:, above].sum(1) for k, v in parts.items()}
-    return gram, parts
-
-
 def series_readings(
     cache: GramCache, window: str, series: Sequence[tuple[str, float, int]]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -102,16 +87,17 @@ def series_readings(
     layer = series[0][2]
     above = np.arange(len(ps.layers)) >= layer
     d0, db = cache.denominator(MODEL_RUN, window, DOSE_TARGET, "pooled")
-    readings = np.full((len(series), 3), np.nan)
-    steps = np.full((len(series), 3), np.nan)
+    readings, steps = (np.full((len(series), 3), np.nan) for _ in range(2))
     prev = None
     for k, (run, _, _) in enumerate(series):
-        gram, parts = _numerator(cache, run, window, above)
+        # the run's numerator Gram and linear parts summed over the layers above and heads
+        gram = cache.grams(run, window, DOSE_TARGET)["num"][above].sum((0, 1))
+        parts = {x: v[:, above].sum(1) for x, v in cache.parts(run, window, DOSE_TARGET).items()}
         n0, nb = cache.numerator(gram, parts=parts)
         readings[k] = ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0))
         if prev is not None:
             diff = gram - prev[0]
-            dparts = None if parts is None else {x: parts[x] - prev[1][x] for x in parts}
+            dparts = {x: parts[x] - prev[1][x] for x in parts}
             s0, sb = cache.numerator(diff, contrast=True, parts=dparts)
             steps[k] = ps.ci(inf.ratio(sb, db), inf.ratio(s0, d0))
         prev = (gram, parts)
@@ -132,21 +118,15 @@ def dose_block(
     exchangeable over positions), else 0 (read, not judged). Attrs: ``dose_margin`` (the
     declared margin of dose 0), ``dose_target``, ``dose_window``."""
     ps = cache.ps
-    if MODEL_RUN not in ps.runs:
-        return xr.Dataset()
-    series = find_dose_series(ps.runs)
+    series = find_dose_series(ps.runs) if MODEL_RUN in ps.runs else {}
     if not series:
         return xr.Dataset()
-    runs, twins, sizes, layers, rows, steps = [], [], [], [], [], []
-    for twin, s in series.items():
-        r, st = series_readings(cache, wins[0], s)
-        for (run, dose, layer), a, b in zip(s, r, st, strict=True):
-            runs.append(run)
-            twins.append(twin)
-            sizes.append(dose)
-            layers.append(layer)
-            rows.append(a)
-            steps.append(b)
+    read = [
+        (run, twin, dose, layer, a, b)
+        for twin, s in series.items()
+        for (run, dose, layer), a, b in zip(s, *series_readings(cache, wins[0], s), strict=True)
+    ]
+    runs, twins, sizes, layers, rows, steps = (list(x) for x in zip(*read, strict=True))
     names = list(series)
     control = [float(t in position_free_runs) for t in names]
     return xr.Dataset(

@@ -100,11 +100,9 @@ class _Effect:
         for (run, target), co in terms.items():
             p = cache.parts(run, window, target)
             grams.append(co * cache.grams(run, window, target)["num"].sum(1))
-            parts.append(None if p is None else {k: co * v for k, v in p.items()})
-        self.gram = sum(grams) if grams else None
-        self.parts = None
-        if parts and all(p is not None for p in parts):
-            self.parts = {k: sum(p[k] for p in parts) for k in LINEAR_PARTS}
+            parts.append({k: co * v for k, v in p.items()})
+        self.gram = sum(grams)
+        self.parts = {k: sum(p[k] for p in parts) for k in LINEAR_PARTS}
         self.d0, self.db = cache.denominator(PLAIN, window, "logattn", "layer")
 
     def at(self, layers: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -112,9 +110,7 @@ class _Effect:
         if layers is None:
             est, rep = self.cache.numerator(self.gram, contrast=True, parts=self.parts)
             return est / self.d0, rep / self.db
-        parts = None
-        if self.parts is not None:
-            parts = sum_parts({k: v[:, layers] for k, v in self.parts.items()}, 0)
+        parts = sum_parts({k: v[:, layers] for k, v in self.parts.items()}, 0)
         est, rep = self.cache.numerator(self.gram[layers].sum(0), contrast=True, parts=parts)
         return est / self.d0[layers].sum(), rep / self.db[:, layers].sum(-1)
 

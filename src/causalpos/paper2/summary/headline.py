@@ -1,32 +1,20 @@
 """Paper 2's headline reading in the summary: the leakage of every run (ΔR² of its expected map,
-estimated by :mod:`causalpos.paper2.estimator.expected`), its decomposition
-(:func:`causalpos.paper2.summary.decomposition.decomposition_block`), and the controls built into every
-(model, dataset); :func:`headline_blocks` merges them.
+:mod:`causalpos.paper2.estimator.expected`), its decomposition, and the controls built into every
+(model, dataset); :func:`headline_blocks` merges them. Its CIs come from the summary's shared
+multipliers, so differences between runs are paired. The per-prompt reading
+(:mod:`causalpos.paper2.summary.per_prompt`) is kept as a second column: it reads token content
+as position.
 
-Readings. ``expected-map`` (the headline): the ΔR² of the prompt-mean map, by U-statistics over
-prompt pairs, key-0 column modelled (``landmark``), pooled Σ ΔSS / Σ SST over heads; CIs from the
-summary's own prompt bootstrap (the same resampled prompts as every other block, so differences
-between runs are paired). ``per-prompt``: the mean over prompts of each prompt's ΔR² minus its
-permutation-null mean (:func:`causalpos.paper2.summary.per_prompt.per_prompt_leakage`), kept as a second column:
-it reads token content as position (module docstring of
-:mod:`causalpos.paper2.estimator.expected`).
-
-Controls. A run is *position-free* when its forward pass has no positional input at all: a
-bidirectional pass (no causal mask) with identity RoPE or a NoPE model, and no sliding window
-(:func:`position_free`). It is a control only where the prompts are exchangeable over positions
-(chunks at random offsets; the stage decides from the data store's ``mode``): document openings
-carry position in their content, and a position-free run reads it. Its expected map carries no
+Controls. A run is *position-free* (:func:`position_free`) when its forward pass has no positional
+input at all; it is a control only where the prompts are exchangeable over positions (chunks at
+random offsets; document openings carry position in their content). Its expected map carries no
 absolute position beyond the key-0 level the landmark column models, so its headline must read
-≈ 0 in the model's units: ``control_tost`` is its (1 − 2α) interval there, which
-:func:`causalpos.verdicts.negative_control` judges against the margin δ declared before the
-run (``control_margin``, config ``leakage.controls``). On each position-free run the summary
-also plants a query effect of known size in the model's units (:func:`planted_control`:
-``leakage.planted`` of the causal run's expected-map variance, the size of the model's own
-effect) and reads it back: the positive control in the statistics. The positive controls
-planted in the forward pass: :mod:`causalpos.paper2.summary.planted` (the last layer's query
-term) and :mod:`causalpos.paper2.summary.doses` (the dose series in a lower layer's residual
-stream).
-
+≈ 0 in the model's units: ``control_tost`` is its (1 − 2α) interval, which
+:func:`causalpos.verdicts.negative_control` judges against the margin declared before the run
+(``control_margin``, config ``leakage.controls``). On each position-free run a query effect of
+known size is planted in the statistics and read back (:func:`planted_control`); the positive
+controls planted in the forward pass are :mod:`causalpos.paper2.summary.planted` and
+:mod:`causalpos.paper2.summary.doses`.
 """
 
 from __future__ import annotations
@@ -50,7 +38,6 @@ from causalpos.paper2.labels import (
     HEADLINE_BOOT_TARGET,
     LANDMARKS,
     LOCAL_RUN,
-    STAT,
     WHOLE_RUN,
 )
 from causalpos.paper2.prompts import PromptSet
@@ -59,39 +46,27 @@ from causalpos.paper2.summary.bos import bos_headline_block, bos_plan, pooled_re
 from causalpos.paper2.summary.decomposition import decomposition_block
 from causalpos.paper2.summary.doses import dose_block
 from causalpos.paper2.summary.factors import factor_block
+from causalpos.paper2.summary.per_prompt import block_coords
 from causalpos.paper2.summary.planted import planted_block
 
 #: Columns of ``leakage_planted``: the planted effect's exact size in the model's units, then the
 #: estimate with its CI.
 PLANTED = ("planted", "estimate", "lo", "hi")
-
-
 #: ``baseline_leakage``: the headline under the saturated and the linear-in-offset baseline (both
 #: with query effects) and their paired difference (claim 6: how much the linear baseline
 #: inflates the absolute part). Both share one denominator (the expected map's variance), so
 #: the difference is itself a share of that variance; a ratio to the saturated reading is not
 #: reported: it is unbounded where the saturated reading is ~0 (a purely relative map).
 BASELINES = ("saturated", "linear", "linear_minus_saturated")
-
-
 LINEAR_FIT = "linear+query"
-
-
 #: Eq. 5's additivity on the headline: the residual-stream component under the layer-local
 #: ablation (``layer_bidirectional``: the causal pass, each layer read without its own mask)
 #: and under the whole-forward one (``bidirectional``), and their paired difference: how much
 #: of the position the bidirectional ablation calls "residual stream" depends on the masks of
 #: the layers below (0 when the two components add).
 ABLATIONS = ("layer_local", "whole_forward", "local_minus_whole")
-
-
 #: The runs whose headline is also read under the linear-in-offset baseline (claim 6).
 LINEAR_VARIANTS = ("causal",)
-
-#: Table 9 on the headline: a causal run's sink heads are those with prompt-mean attention to
-#: key 0 at or above this; the replacements' effects are read on this target.
-SINK_TAU = 0.5
-BOS_TARGET = None  # each reading on its own target (summary.bos.BOS_READING_TARGET)
 
 
 def position_free(variant: str, positional: str = "", windowed: bool = False) -> bool:
@@ -105,14 +80,6 @@ def position_free(variant: str, positional: str = "", windowed: bool = False) ->
     if (windowed or positional == "swa") and not v.ring:
         return False  # a window's edges give each row near an end its own key count
     return v.rope == "identity" or positional == "nope"
-
-
-def stored_windows(ps: PromptSet) -> list[str]:
-    """The expected-map windows every run of ``ps`` stores (empty: the estimator is not run)."""
-    sets = [
-        list(ds["leak_exp_window"].values) if "leak_offsum" in ds else [] for ds in ps.runs.values()
-    ]
-    return [w for w in sets[0] if all(w in s for s in sets[1:])] if sets else []
 
 
 def planted_profile(T: int) -> np.ndarray:
@@ -158,25 +125,28 @@ def headline_blocks(
     conditions: Mapping[str, tuple[str, str]],
     position_free_runs: Sequence[str] = (),
     bos_pairs: Mapping[str, tuple[str, str, str]] | None = None,
-    bos_target: str | None = BOS_TARGET,
+    bos_target: str | None = None,
 ) -> xr.Dataset:
     """The headline reading of every run (empty when a run lacks the expected-map statistics):
     named blocks over one shared :class:`~causalpos.paper2.estimator.grams.GramCache`
-    (``settings``: ``alpha``, ``planted``, the controls' ``control_alpha`` and margins,
-    ``seed``).
+    (``settings``: ``alpha``, ``planted``, the controls' ``control_alpha`` and margins).
 
     Variables (``stat`` = estimate, lo, hi), by block: :func:`leakage_block`,
     :func:`control_block`, :func:`~causalpos.paper2.summary.decomposition.decomposition_block`,
-    the ablation, BOS replacement (read on ``bos_target``), the plant in the model
-    (``plant_model*``), :func:`~causalpos.paper2.summary.doses.dose_block` and
+    the ablation, BOS replacement (read on ``bos_target``, default each reading's own), the
+    plant in the model (``plant_model*``), :func:`~causalpos.paper2.summary.doses.dose_block` and
     :func:`~causalpos.paper2.summary.factors.factor_block`; each variable's dims, reading and
     units: :mod:`causalpos.catalogue_stores`.
     Attribute ``counts_digest`` says which resampled prompts every replicate used.
     """
-    wins = [str(w) for w in stored_windows(ps)]
+    # the expected-map windows every run stores (none: the estimator is not run)
+    sets = [
+        list(ds["leak_exp_window"].values) if "leak_offsum" in ds else [] for ds in ps.runs.values()
+    ]
+    wins = [str(w) for w in sets[0] if all(w in s for s in sets[1:])] if sets else []
     if not wins:
         return xr.Dataset()
-    cache = GramCache(ps, seed=settings.seed)
+    cache = GramCache(ps)
     out = leakage_block(cache, wins, settings.alpha)
     out = out.merge(control_block(cache, wins, position_free_runs, settings))
     out.attrs.update(
@@ -189,10 +159,10 @@ def headline_blocks(
         }
     )
     if LOCAL_RUN in ps.runs and WHOLE_RUN in ps.runs:
-        out = out.merge(_ablation_block(ps, wins, cache))
-    bos_runs, sink_sel = bos_plan(ps, bos_pairs or {}, SINK_TAU)
+        out = out.merge(_ablation_block(cache, wins))
+    bos_runs, sink_sel = bos_plan(ps, bos_pairs or {})
     if bos_runs:
-        bos = bos_headline_block(ps, bos_runs, wins, cache, sink_sel, SINK_TAU, bos_target)
+        bos = bos_headline_block(cache, bos_runs, wins, sink_sel, bos_target)
         out = out.merge(bos)
         out.attrs.update(bos.attrs)
     plant = planted_block(ps.runs, ps.counts, position_free_runs, level=ps.level)
@@ -227,7 +197,7 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
     head = np.full((nv, nw, nt, nl, nh, 3), np.nan)
     pval, qval = (np.full((nv, nw, nt, nl, nh), np.nan) for _ in range(2))
     lin = np.full((nv, nt, len(BASELINES), 3), np.nan)
-    n_rep = len(ps.multipliers if ps.multipliers is not None else ps.counts)
+    n_rep = len(ps.multipliers)
     boot = np.full((nv, n_rep), np.nan, dtype=np.float32)
     for vi, v in enumerate(ps.variants):
         for wi, w in enumerate(wins):
@@ -242,8 +212,7 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
                     f = inf.fraction_below(x, alpha)
                     arr[vi, wi, ti] = [f, *inf.wilson(f, x.size, ps.level)]
                 if wi == 0 and v in LINEAR_VARIANTS:
-                    rl = cache.estimate(v, w, t, fit=LINEAR_FIT)
-                    lin[vi, ti] = _baseline_rows(cache, (v, w, t), r, rl)
+                    lin[vi, ti] = _baseline_rows(cache, v, w, t)
                 if wi == 0 and t == HEADLINE_BOOT_TARGET:  # claim 1's paired contrasts
                     boot[vi] = r["pooled_boot"]
                 if wi == 0:  # the reading with the key-0 column counted, headline window
@@ -264,15 +233,9 @@ def leakage_block(cache: GramCache, wins: Sequence[str], alpha: float) -> xr.Dat
             "fraction_p": (vwt + ("stat",), frac_p),
             "baseline_leakage": (("variant", "target", "fit", "stat"), lin),
         },
-        coords={
-            "variant": ps.variants,
-            "window": list(wins),
-            "target": list(TARGETS),
-            "layer": ps.layers,
-            "head": ps.heads,
-            "stat": list(STAT),
-            "fit": list(BASELINES),
-        },
+        coords=block_coords(
+            ps, "variant window target layer head stat fit", window=list(wins), fit=list(BASELINES)
+        ),
     )
 
 
@@ -282,36 +245,29 @@ def control_block(
     position_free_runs: Sequence[str],
     settings: LeakageSettings,
 ) -> xr.Dataset:
-    """Negative controls in the model's units and the statistics-level positive control.
-
-    ``control_units`` (variant, landmark, window, target, stat): a position-free
-    run's N̂ over the *causal* run's D̂ (the model's units: a ratio over the control's own,
-    nearly flat map is ill-conditioned), paired replicates, at the summary's level;
-    ``control_tost`` (...): the same estimate's (1 − 2α) interval from the same replicates
-    (α = ``settings.control_alpha``, each one-sided test's level), the interval
-    :func:`causalpos.verdicts.negative_control` judges; NaN where the run is not position-free
-    or there is no causal run to compare with. ``control_margin`` (target): the margin δ
-    declared before the run (``settings.control_margins``), never a function of the model's own
-    estimate. ``leakage_planted`` (variant, target, planted): the planted query effect on each
-    position-free run, sized and read back in the model's units (:func:`planted_control`)."""
+    """Negative controls in the model's units and the statistics-level positive control (module
+    docstring): ``control_units`` (variant, landmark, window, target, stat) a position-free run's
+    N̂ over the *causal* run's D̂ (a ratio over the control's own, nearly flat map is
+    ill-conditioned), paired replicates, at the summary's level; ``control_tost`` (...) its
+    (1 − 2α) interval (α = ``settings.control_alpha``, each one-sided test's level), NaN where
+    the run is not position-free or there is no causal run; ``control_margin`` (target) the
+    declared margin δ (``settings.control_margins``); ``leakage_planted`` (variant, target,
+    planted) :func:`planted_control` on each position-free run."""
     ps = cache.ps
     nv, nw, nt = len(ps.variants), len(wins), len(TARGETS)
     free = np.array([v in position_free_runs for v in ps.variants])
     units = np.full((nv, len(LANDMARKS), nw, nt, 3), np.nan)
     tost = np.full_like(units, np.nan)
     tost_level = 1.0 - 2.0 * settings.control_alpha
-    ref = "causal" if "causal" in ps.runs else None
-    for vi in np.flatnonzero(free) if ref else []:
+    for vi in np.flatnonzero(free) if "causal" in ps.runs else []:
         v = ps.variants[vi]
-        for li, lm in enumerate(LANDMARKS):
+        for li, modelled in enumerate(lm == "modelled" for lm in LANDMARKS):
             for wi, w in enumerate(wins):
                 for ti, t in enumerate(TARGETS):
-                    modelled = lm == "modelled"
                     g = cache.grams(v, w, t, landmark=modelled)["num"].sum((0, 1))
-                    n0, nb = cache.numerator(
-                        g, parts=sum_parts(cache.parts(v, w, t, landmark=modelled), 0)
-                    )
-                    d0, db = cache.denominator(ref, w, t, "pooled", landmark=modelled)
+                    parts = sum_parts(cache.parts(v, w, t, landmark=modelled), 0)
+                    n0, nb = cache.numerator(g, parts=parts)
+                    d0, db = cache.denominator("causal", w, t, "pooled", landmark=modelled)
                     boot, est = inf.ratio(nb, db), inf.ratio(n0, d0)
                     units[vi, li, wi, ti] = ps.ci(boot, est)
                     tost[vi, li, wi, ti] = ps.ci(boot, est, tost_level)
@@ -329,14 +285,12 @@ def control_block(
             "control_margin": (("target",), [float(margins[t]) for t in TARGETS]),
             "leakage_planted": (("variant", "target", "planted"), plant),
         },
-        coords={
-            "variant": ps.variants,
-            "landmark": list(LANDMARKS),
-            "window": list(wins),
-            "target": list(TARGETS),
-            "stat": list(STAT),
-            "planted": list(PLANTED),
-        },
+        coords=block_coords(
+            ps,
+            "variant landmark window target stat planted",
+            window=list(wins),
+            planted=list(PLANTED),
+        ),
     )
 
 
@@ -347,40 +301,37 @@ def counts_digest(counts: np.ndarray) -> str:
     return hashlib.sha256(c.tobytes() + str(c.shape).encode()).hexdigest()[:16]
 
 
-def _baseline_rows(cache: GramCache, key: tuple[str, str, str], sat: Mapping, lin: Mapping):
+def _baseline_rows(cache: GramCache, run: str, w: str, t: str):
     """:data:`BASELINES` × (estimate, lo, hi): the saturated and linear readings, and their
     difference calibrated on its own Gram (linear minus saturated numerators) over the expected
     map's variance, which both readings share."""
     ps = cache.ps
-    run, w, t = key
+    readings = (cache.estimate(run, w, t), cache.estimate(run, w, t, fit=LINEAR_FIT))
     g = cache.grams(run, w, t, fit=LINEAR_FIT)["num"] - cache.grams(run, w, t)["num"]
     lin_p, sat_p = cache.parts(run, w, t, fit=LINEAR_FIT), cache.parts(run, w, t)
-    parts = None
-    if lin_p is not None:
-        parts = sum_parts({x: lin_p[x] - sat_p[x] for x in LINEAR_PARTS}, 0)
+    parts = sum_parts({x: lin_p[x] - sat_p[x] for x in LINEAR_PARTS}, 0)
     n0, nb = cache.numerator(g.sum((0, 1)), contrast=True, parts=parts)
     d0, db = cache.denominator(run, w, t, "pooled")
-    rows = [ps.ci(np.asarray(x["pooled_boot"]), float(x["pooled"])) for x in (sat, lin)]
+    rows = [ps.ci(np.asarray(x["pooled_boot"]), float(x["pooled"])) for x in readings]
     rows.append(ps.ci(inf.ratio(nb, db), inf.ratio(n0, d0)))
     return np.stack(rows)
 
 
-def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
+def _ablation_block(cache: GramCache, wins: Sequence[str]):
     """Layer-local vs whole-forward ablation (:data:`ABLATIONS`), pooled and per layer, the two
     runs' replicates paired through the shared counts."""
+    ps = cache.ps
     nw, nt, nl = len(wins), len(TARGETS), len(ps.layers)
     pooled = np.full((nw, nt, len(ABLATIONS), 3), np.nan)
     per_layer = np.full((nw, nt, nl, len(ABLATIONS), 3), np.nan)
     for wi, w in enumerate(wins):
         for ti, t in enumerate(TARGETS):
-            (le, lb), (we, wb) = (pooled_reading(cache, r, w, t) for r in (LOCAL_RUN, WHOLE_RUN))
-            pooled[wi, ti] = [ps.ci(lb, le), ps.ci(wb, we), ps.ci(lb - wb, le - we)]
-            (lle, llb), (wle, wlb) = (
-                pooled_reading(cache, r, w, t, "layer") for r in (LOCAL_RUN, WHOLE_RUN)
-            )
-            per_layer[wi, ti] = np.stack(
-                [ps.ci(llb, lle), ps.ci(wlb, wle), ps.ci(llb - wlb, lle - wle)], axis=-2
-            )
+            for dest, key in ((pooled, "pooled"), (per_layer, "layer")):
+                (le, lb), (we, wb) = (
+                    pooled_reading(cache, r, w, t, key) for r in (LOCAL_RUN, WHOLE_RUN)
+                )
+                cis = [ps.ci(lb, le), ps.ci(wb, we), ps.ci(lb - wb, le - we)]
+                dest[wi, ti] = np.stack(cis, axis=-2)
     return xr.Dataset(
         {
             "leakage_ablation": (("window", "target", "ablation", "stat"), pooled),
@@ -389,11 +340,7 @@ def _ablation_block(ps: PromptSet, wins: Sequence[str], cache: GramCache):
                 per_layer,
             ),
         },
-        coords={
-            "window": list(wins),
-            "target": list(TARGETS),
-            "layer": ps.layers,
-            "ablation": list(ABLATIONS),
-            "stat": list(STAT),
-        },
+        coords=block_coords(
+            ps, "window target layer ablation stat", window=list(wins), ablation=list(ABLATIONS)
+        ),
     )

@@ -1,12 +1,8 @@
-"""Paper 2's per-prompt reading in the summary (the mean over prompts of each prompt's ΔR² minus
-its permutation-null mean, :meth:`causalpos.paper2.prompts.PromptSet.per_prompt_leakage`), one
-function per output block of a :class:`~causalpos.paper2.prompts.PromptSet`: the leakage per head,
-layer and model (:func:`per_prompt_leakage`), the per-head permutation tests (:func:`head_tests`),
-claim 6's baselines (:func:`baseline_comparison`), claim 3's depth trend (:func:`depth_trend`), the
-decomposition (:func:`per_prompt_decomposition`), the observational split (:func:`causal_run_split`)
-and the sink heads (:func:`sink_head_counts`). It reads token content as position (its negative
-control fails), so the scorecard judges nothing on it; the headline reading is
-:mod:`causalpos.paper2.summary.headline`.
+"""Paper 2's per-prompt reading in the summary, one function per output block of a
+:class:`~causalpos.paper2.prompts.PromptSet`: the mean over prompts of each prompt's ΔR² minus its
+permutation-null mean (:meth:`causalpos.paper2.prompts.PromptSet.per_prompt_leakage`). It reads
+token content as position (its negative control fails), so the scorecard judges nothing on it;
+the headline reading is :mod:`causalpos.paper2.summary.headline`.
 """
 
 from __future__ import annotations
@@ -22,19 +18,10 @@ from causalpos.paper2 import inference as inf
 from causalpos.paper2.estimator.storeview import layer_kind_of, map_sums
 from causalpos.paper2.extraction.design import parse_fit
 from causalpos.paper2.extraction.metric import TARGETS, null_corrected
-from causalpos.paper2.labels import DEFAULT_CONDITIONS, STAT
+from causalpos.paper2.labels import DEFAULT_CONDITIONS, LANDMARKS, STAT
 from causalpos.paper2.prompts import PromptSet
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary.permutation import permutation_test
-
-#: Rows of ``per_prompt_baseline_leakage`` (claim 6): the headline fit, its linear-in-offset counterpart, and
-#: the paired difference linear minus saturated.
-BASELINE_ROWS = ("saturated", "linear", "linear_minus_saturated")
-
-
-#: Depth trends of ``per_prompt_leakage_depth_trend`` (claim 3): least-squares slope per layer, last − first.
-DEPTH_TRENDS = ("slope", "last_minus_first")
-
 
 #: Components of the per-prompt reading's decomposition (§3, Eq. 5): leakages, then shares of
 #: the total. The headline's one-unit components: :data:`causalpos.paper2.decomposition.COMPONENTS`.
@@ -45,29 +32,33 @@ PER_PROMPT_COMPONENTS = (
     "share_residual_stream",
     "share_causal_mask",
 )
-
-
 #: Terms of the observational split (§3), in units of SST(log-attention), then shares.
 OBS_TERMS = ("logit", "logz", "cross", "logattn", "softmax", "share_logit", "share_softmax")
 
 
-def linear_counterpart(fit: str) -> str | None:
-    """``"saturated+query"`` -> ``"linear+query"``: the same absolute effects over the
-    linear-in-offset baseline (claim 6); None when ``fit`` is already linear."""
-    baseline, absolute = parse_fit(fit)
-    return None if baseline == "linear" else f"linear+{absolute}"
+def block_coords(ps: PromptSet, dims: str, **given) -> dict:
+    """A summary block's coordinates ``dims`` (space-separated, in order): each from ``given``,
+    else the prompt set's variants, layers and heads, or the target, stat and landmark labels."""
+    known = {
+        "variant": ps.variants,
+        "target": list(TARGETS),
+        "layer": ps.layers,
+        "head": ps.heads,
+        "stat": list(STAT),
+        "landmark": list(LANDMARKS),
+    }
+    return {d: given[d] if d in given else known[d] for d in dims.split()}
 
 
 def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
-    """The per-prompt reading of every run and target per head, layer and model with CIs (``per_prompt_leakage_head``,
-    ``per_prompt_leakage_layer``, ``per_prompt_leakage_model``), and the prompt means of raw ΔR² (``per_prompt_leakage_raw``) and of
-    its exact permutation-null mean (``per_prompt_null_floor``) per head."""
+    """The per-prompt reading of every run and target with CIs, per head, layer and model
+    (``per_prompt_leakage_{head,layer,model}``), and the prompt means of raw ΔR²
+    (``per_prompt_leakage_raw``) and of its permutation-null mean (``per_prompt_null_floor``)."""
     nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
     head_ci = np.full((nv, 2, nl, nh, 3), np.nan)
     layer_ci = np.full((nv, 2, nl, 3), np.nan)
     model_ci = np.full((nv, 2, 3), np.nan)
-    raw = np.full((nv, 2, nl, nh), np.nan)
-    floor = np.full((nv, 2, nl, nh), np.nan)
+    raw, floor = (np.full((nv, 2, nl, nh), np.nan) for _ in range(2))
     for vi, v in enumerate(ps.variants):
         ds = ps.at(v)
         for ti, target in enumerate(TARGETS):
@@ -85,32 +76,23 @@ def per_prompt_leakage(ps: PromptSet) -> xr.Dataset:
             "per_prompt_leakage_raw": (("variant", "target", "layer", "head"), raw),
             "per_prompt_null_floor": (("variant", "target", "layer", "head"), floor),
         },
-        coords={
-            "variant": ps.variants,
-            "target": list(TARGETS),
-            "layer": ps.layers,
-            "head": ps.heads,
-            "stat": list(STAT),
-        },
+        coords=block_coords(ps, "variant target layer head stat"),
     )
 
 
 def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
     """Within-offset permutation test of every head's prompt-mean map (§5): ``per_prompt_p_value``,
     ``per_prompt_q_value`` (BH over (layer, head) per run and target), ``per_prompt_perm_null_mean``,
-    ``per_prompt_leakage_mean_map`` and ``per_prompt_fraction_significant`` (q < ``alpha``); NaN for the runs not in
-    ``perm_variants``, for every run when ``n_perm`` is 0 or the stores hold no maps
-    (``settings``: ``n_perm``, ``perm_variants``, ``alpha``, ``seed``, ``perm_chunk``)."""
+    ``per_prompt_leakage_mean_map`` and ``per_prompt_fraction_significant`` (q < ``alpha``); NaN
+    for the runs not in ``perm_variants``, for every run when ``n_perm`` is 0 or the stores hold
+    no maps."""
     n_perm, perm_variants = settings.n_perm, settings.perm_variants
     nv, nl, nh = len(ps.variants), len(ps.layers), len(ps.heads)
-    p_val = np.full((nv, 2, nl, nh), np.nan)
-    mc_null = np.full((nv, 2, nl, nh), np.nan)
-    mean_map = np.full((nv, 2, nl, nh), np.nan)
+    p_val, mc_null, mean_map = (np.full((nv, 2, nl, nh), np.nan) for _ in range(3))
     for vi, v in enumerate(ps.variants):
         ds = ps.at(v)
-        if n_perm <= 0 or "leak_map_sum" not in ds:
-            continue
-        if perm_variants is not None and v not in perm_variants:
+        not_asked = perm_variants is not None and v not in perm_variants
+        if n_perm <= 0 or "leak_map_sum" not in ds or not_asked:
             continue
         for ti, target in enumerate(TARGETS):
             maps = map_sums(ds, target)  # (layer, head, T, T) float64
@@ -147,20 +129,16 @@ def head_tests(ps: PromptSet, settings: LeakageSettings) -> xr.Dataset:
             "per_prompt_leakage_mean_map": (per_head, mean_map),
             "per_prompt_fraction_significant": (("variant", "target"), frac),
         },
-        coords={
-            "variant": ps.variants,
-            "target": list(TARGETS),
-            "layer": ps.layers,
-            "head": ps.heads,
-        },
+        coords=block_coords(ps, "variant target layer head"),
     )
 
 
 def baseline_comparison(ps: PromptSet) -> xr.Dataset:
     """Claim 6: every run's model-level leakage under the headline fit and its linear-in-offset
-    counterpart, and their paired difference (prompts resampled jointly), raw and null-corrected
-    (``per_prompt_baseline_leakage``; attr ``per_prompt_linear_fit``). Empty when the headline fit is already linear or
-    a store lacks the linear fit.
+    counterpart (the same absolute effects), and their paired difference linear minus saturated
+    (prompts resampled jointly), raw and null-corrected (``per_prompt_baseline_leakage``; attr
+    ``per_prompt_linear_fit``). Empty when the headline fit is already linear or a store lacks
+    the linear fit.
 
     Raw ΔR² carries the inflation: the within-offset permutation null of the linear fit contains
     the offset profile's own projection (for y = f(i − j) the null equals the observation), so the
@@ -168,8 +146,9 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
     floor k/(N − 1), k = T − 2 for query effects (design.Design.floor), so raw values compare like
     for like.
     """
-    linear = linear_counterpart(ps.fit)
-    if linear is None or not all(linear in ds["leak_fit"].values for ds in ps.runs.values()):
+    baseline, absolute = parse_fit(ps.fit)
+    linear = f"linear+{absolute}"
+    if baseline == "linear" or not all(linear in ds["leak_fit"].values for ds in ps.runs.values()):
         return xr.Dataset()
     base = np.full((len(ps.variants), 2, 3, 2, 3), np.nan)
     for vi, v in enumerate(ps.variants):
@@ -185,30 +164,27 @@ def baseline_comparison(ps: PromptSet) -> xr.Dataset:
                 per_fit.append(per_fit[1] - per_fit[0])
                 for bi, x in enumerate(per_fit):
                     base[vi, ti, bi, mi] = ps.ci(ps.boot(x), x.mean())
-    out = xr.Dataset(
+    return xr.Dataset(
         {
             "per_prompt_baseline_leakage": (
                 ("variant", "target", "baseline", "measure", "stat"),
                 base,
             )
         },
-        coords={
-            "variant": ps.variants,
-            "target": list(TARGETS),
-            "stat": list(STAT),
-            "baseline": list(BASELINE_ROWS),
-            "measure": ["raw", "corrected"],
-        },
+        coords=block_coords(
+            ps,
+            "variant target stat baseline measure",
+            baseline=["saturated", "linear", "linear_minus_saturated"],
+            measure=["raw", "corrected"],
+        ),
+        attrs={"per_prompt_linear_fit": linear},
     )
-    out.attrs["per_prompt_linear_fit"] = linear
-    return out
 
 
 def depth_trend(ps: PromptSet) -> xr.Dataset:
-    """Claim 3: every run's layer leakage's least-squares slope over the layer index (per layer)
-    and last minus first layer (``per_prompt_leakage_depth_trend``); empty with one layer. Both are linear in
-    the per-prompt layer means, so a bootstrap of per-prompt trends is the trend of the bootstrap
-    means."""
+    """Claim 3 (``per_prompt_leakage_depth_trend``; empty with one layer): every run's layer
+    leakage's least-squares slope over the layer index (per layer) and last minus first layer.
+    Both are linear in the per-prompt layer means: the trend of the bootstrap means."""
     nl = len(ps.layers)
     if nl < 2:
         return xr.Dataset()
@@ -222,12 +198,7 @@ def depth_trend(ps: PromptSet) -> xr.Dataset:
                 trend[vi, ti, ki] = ps.ci(ps.boot(tr), tr.mean())
     return xr.Dataset(
         {"per_prompt_leakage_depth_trend": (("variant", "target", "trend", "stat"), trend)},
-        coords={
-            "variant": ps.variants,
-            "target": list(TARGETS),
-            "stat": list(STAT),
-            "trend": list(DEPTH_TRENDS),
-        },
+        coords=block_coords(ps, "variant target stat trend", trend=["slope", "last_minus_first"]),
     )
 
 
@@ -237,12 +208,10 @@ def pattern_groups(ds: xr.Dataset, maps: np.ndarray) -> list[tuple[np.ndarray, n
     finite patterns (None: the test reads them)."""
     kinds = layer_kind_of(ds)
     T = maps.shape[-1]
+    tri = np.tril(np.ones((T, T), dtype=bool))
     groups: dict[bytes, tuple[list[int], np.ndarray | None]] = {}
     for li, layer in enumerate(ds["layer"].values.tolist()):
-        if kinds is not None:
-            mask = pattern(kinds[layer], T) & np.tril(np.ones((T, T), dtype=bool))
-        else:
-            mask = np.isfinite(maps[li]).all(0) & np.tril(np.ones((T, T), dtype=bool))
+        mask = (pattern(kinds[layer], T) if kinds else np.isfinite(maps[li]).all(0)) & tri
         key = np.packbits(mask).tobytes()
         groups.setdefault(key, ([], mask if kinds is not None else None))[0].append(li)
     return [(np.asarray(idx), mask) for idx, mask in groups.values()]
@@ -292,10 +261,10 @@ def per_prompt_decomposition(
     ps: PromptSet, conditions: Mapping[str, tuple[str, str]]
 ) -> xr.Dataset:
     """Paper 2 §3 on the per-prompt reading per condition (causal run, bidirectional run), model
-    level (``per_prompt_decomposition``)
-    and per layer (``per_prompt_decomposition_layer``), shares as ratios of prompt means; with two or more
-    conditions the paired differences between conditions (``per_prompt_decomposition_difference``, condition
-    minus condition_ref, prompts resampled jointly). Empty without a condition."""
+    level (``per_prompt_decomposition``) and per layer (``per_prompt_decomposition_layer``),
+    shares as ratios of prompt means; with two or more conditions their paired differences
+    (``per_prompt_decomposition_difference``, condition minus condition_ref). Empty without a
+    condition."""
     conds = dict(conditions)
     if not conds:
         return xr.Dataset()
@@ -321,12 +290,12 @@ def per_prompt_decomposition(
                 dec_l,
             ),
         },
-        coords={
-            "layer": ps.layers,
-            "stat": list(STAT),
-            "per_prompt_condition": list(conds),
-            "component": list(PER_PROMPT_COMPONENTS),
-        },
+        coords=block_coords(
+            ps,
+            "layer stat per_prompt_condition component",
+            per_prompt_condition=list(conds),
+            component=list(PER_PROMPT_COMPONENTS),
+        ),
     )
     if len(conds) >= 2:
         # Every condition's replicates use the same resampled prompts, so the CI of a difference
@@ -346,11 +315,11 @@ def per_prompt_decomposition(
 
 
 def causal_run_split(ps: PromptSet) -> xr.Dataset:
-    """Observational split (§3) of every causal-mask run (the controls too, which have no
-    bidirectional twin), in units of SST(log-attention) (``per_prompt_observational_split``; empty without a
-    causal run). Raw terms satisfy logit + logz + cross = logattn exactly; with floor_correct the
-    logit and logattn terms lose their permutation-null means (logit's rescaled by SST(s)/SST(a)),
-    and softmax = logattn − logit."""
+    """Observational split (§3) of every causal-mask run (the controls too), in units of
+    SST(log-attention) (``per_prompt_observational_split``; empty without a causal run). Raw
+    terms satisfy logit + logz + cross = logattn exactly; with floor_correct the logit and
+    logattn terms lose their permutation-null means (logit's rescaled by SST(s)/SST(a)), and
+    softmax = logattn − logit."""
     # a layer_bidirectional run's maps are read without the mask: not a causal-mask map
     causal_runs = [
         v for v in ps.variants if parse_variant(v).causal and not parse_variant(v).unmasked_scores
@@ -361,19 +330,13 @@ def causal_run_split(ps: PromptSet) -> xr.Dataset:
     for ci, cv in enumerate(causal_runs):
         ds = ps.at(cv)
         split, sst = ds["leak_split"], ds["leak_sst"]
-        lg = split.sel(leak_term="logit").values
-        la = split.sel(leak_term="logattn").values
+        parts = {k: split.sel(leak_term=k).values for k in ("logit", "logz", "cross", "logattn")}
         if ps.floor_correct:
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = sst.sel(leak_target="logit").values / sst.sel(leak_target="logattn").values
-            lg = null_corrected(lg, ds["leak_null"].sel(leak_target="logit").values * ratio)
-            la = null_corrected(la, ds["leak_null"].sel(leak_target="logattn").values)
-        parts = {
-            "logit": lg,
-            "logz": split.sel(leak_term="logz").values,
-            "cross": split.sel(leak_term="cross").values,
-            "logattn": la,
-        }
+            for k, scale in (("logit", ratio), ("logattn", 1.0)):
+                null = ds["leak_null"].sel(leak_target=k).values
+                parts[k] = null_corrected(parts[k], null * scale)
         per = {k: v_.mean((1, 2)) for k, v_ in parts.items()}  # (seq,)
         per["softmax"] = per["logattn"] - per["logit"]
         est = {k: v_.mean(0) for k, v_ in per.items()}
@@ -404,9 +367,8 @@ def sink_head_counts(ps: PromptSet, taus: Sequence[float] = (0.3, 0.5, 0.8)) -> 
     n_ci = np.full((len(taus_a), nv, 3), np.nan)
     for v in sink_vars:
         vi = ps.variants.index(v)
-        per = ps.runs[v]["sink_attention"].values  # (sequence, layer, head)
         sink[vi] = ps.runs[v]["sink_attention"].mean("sequence").values
-        boot = ps.boot(per)  # (B, layer, head)
+        boot = ps.boot(ps.runs[v]["sink_attention"].values)  # (B, layer, head)
         for k, tau in enumerate(taus_a):
             n_boot_heads = (boot >= tau).sum((1, 2)).astype(np.float64)
             n_ci[k, vi] = ps.ci(n_boot_heads, float((sink[vi] >= tau).sum()))
@@ -419,11 +381,5 @@ def sink_head_counts(ps: PromptSet, taus: Sequence[float] = (0.3, 0.5, 0.8)) -> 
             ),
             "sink_head_count": (("tau", "variant", "stat"), n_ci),
         },
-        coords={
-            "variant": ps.variants,
-            "layer": ps.layers,
-            "head": ps.heads,
-            "stat": list(STAT),
-            "tau": taus_a,
-        },
+        coords=block_coords(ps, "variant layer head stat tau", tau=taus_a),
     )

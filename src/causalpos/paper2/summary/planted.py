@@ -3,53 +3,31 @@ logits (variant ``plant_query``), read back end to end through extraction and th
 estimator (:mod:`causalpos.paper2.estimator.expected`), against a truth computed from the term alone.
 
 **The plant.** Extraction adds b_i = a·log(1 + i) (:func:`causalpos.models.variants.plant_term`)
-to every score of query row i of one layer, every head, before the softmax; the layer attends
-with it (:mod:`causalpos.capture.hook`). The score store records ``plant_term``,
-``plant_layer`` (0-based), ``plant_scale`` (a) and ``plant_profile``, from which the truth is
-computed here; nothing is taken from the planted statistics.
+to every score of query row i of one layer, every head, before the softmax; the score store
+records ``plant_term``, ``plant_layer`` (0-based), ``plant_scale`` (a) and ``plant_profile``.
 
-**What each reading can see.** Log-attention: a_ij = s_ij + b_i − log Σ_k exp(s_ik + b_i) = s_ij −
-log Z_i — a pure query term cancels in the softmax, exactly, so the planted run's log-attention
-maps equal the unplanted run's (and so do every later layer's scores: the layer's output is
-unchanged). Logits: the planted layer's maps are y_p + b exactly. On a *position-free* run
-(identity RoPE or NoPE, bidirectional: a permutation-equivariant forward pass) on prompts
-exchangeable over positions, the expected logit map μ lies in the span of the baseline with the
-key-0 column modelled (:mod:`causalpos.paper2.estimator.expected`, Landmark), so P_Δ μ = 0 and
+**What each reading can see.** A pure query term cancels in the softmax exactly, so the planted
+run's log-attention maps (and every later layer's) equal the unplanted run's; the planted layer's
+logit maps are y_p + b exactly. On a *position-free* run on prompts exchangeable over positions
+μ lies in the span of the baseline with the key-0 column modelled, so P_Δ μ = 0 and
 
-    E[N̂(y + b)] / (n(n − 1)) = ‖P_Δ (μ + b)‖² = ‖P_Δ b‖²     per head of the planted layer,
+    E[N̂(y + b)] / (n(n − 1)) = ‖P_Δ (μ + b)‖² = ‖P_Δ b‖² = ‖(I − P_B) b‖²   per head,
 
-the cross terms 2 bᵀP_Δ ȳ having mean 2 bᵀP_Δ μ = 0. Since b is a query effect, P_F b = b and
-‖P_Δ b‖² = ‖(I − P_B) b‖², the residual sum of squares of b on the baseline alone: computed here
-by its own closed form (:func:`planted_truth`), torch-free, from b and the measured pairs.
+the residual sum of squares of b on the baseline alone (P_F b = b), computed by its own closed
+form (:func:`planted_truth`). No term planted in the logits has a log-attention effect computable
+from the term alone (it depends on the model's own attention), so on log-attention the planted
+run only checks that its statistics equal the twin's; the statistics-level positive control is
+:func:`causalpos.paper2.estimator.pairgrams.plant_query_effect`.
 
-**Log-attention (decision).** No term planted in the logits has a log-attention effect whose size
-is computable from the term alone: a term d_ij changes log-attention by d_ij − log Σ_k A_ik e^{d_ik},
-whose second part depends on the model's own attention A (a key-position term c_j gives a
-row-dependent −log E_A[e^c], a query effect of model-dependent size, which P_Δ does not remove);
-a bound from max c − min c is far too loose to test recovery against. The log-attention
-positive control therefore stays the statistics-level one
-(:func:`causalpos.paper2.estimator.pairgrams.plant_query_effect`), and the planted run checks on
-log-attention what the plant must leave alone: its statistics equal the twin's (an exact check).
+**Pass rule (decision).** The percentile-bootstrap interval of the planted layer's N̂ (per
+prompt pair, summed over heads) excludes 0 and contains the truth (far from 0 the percentile
+bootstrap is consistent). Judge it only where the run is a negative control too (the stage's
+``mode == "chunks"``): elsewhere N̂ carries 2 bᵀP_Δ μ, 1 % of the truth on document openings.
 
-**Pass rule (decision).** The control passes where the percentile-bootstrap interval of the
-planted layer's N̂ (per prompt pair, summed over heads) excludes 0 and contains the truth. The
-truth is a fixed number, so this is the same as the ratio recovered / truth covering 1; the N̂
-interval is reported because it is the estimator's own unit. Far from 0 the
-U-statistic is not degenerate and the percentile bootstrap is consistent (its over-wide
-intervals near 0 concern negative controls).
-
-**Where it is a control.** The truth assumes P_Δ μ = 0, as the negative control does: a
-position-free run on prompts exchangeable over positions (chunks at random offsets). Elsewhere
-the recovered N̂ carries 2 bᵀP_Δ μ besides ‖P_Δ b‖², a bias first-order in the run's own
-absolute-position structure and amplified by b: on document openings (the smoke config) it is
-1 % of the truth, more than an interval narrowed by a nearly noise-free map allows. Judge the
-planted control only where the run is a negative control too (the stage's ``mode == "chunks"``).
-
-**Twin (optional).** The unplanted run of the same weights and prompts adds: its own N̂ (the
-assumption P_Δ μ = 0, read: ≈ 0), the paired difference planted − twin (same bootstrap draws),
-and two exact checks of the plumbing: the planted run's logit statistics equal the twin's with b
-added to them (:func:`~causalpos.paper2.estimator.pairgrams.plant_query_effect`), and its log-attention
-statistics equal the twin's, each within float32 rounding (:data:`CHECK_TOL`).
+**Twin (optional).** The unplanted run of the same weights and prompts adds its own N̂ (≈ 0), the
+paired difference planted − twin, and two exact checks of the plumbing: the planted logit
+statistics equal the twin's with b added (:func:`plant_query_effect`), its log-attention
+statistics equal the twin's, each within float32 rounding (:data:`CHECK_TOL_UNITS`).
 """
 
 from __future__ import annotations
@@ -72,9 +50,6 @@ PLANT_ATTRS = ("plant_term", "plant_layer", "plant_scale", "plant_profile")
 #: checks compare Grams of such statistics (quadratic: 2T·u) and allow a factor 8 for the
 #: rounding of the float32 scores themselves (s + b rounds where s does not): 16·T·u.
 CHECK_TOL_UNITS = 16.0
-
-#: Bootstrap draws of :func:`planted_recovery` when it is given none.
-N_BOOT = 2000
 
 
 def plant_of(ds: xr.Dataset) -> tuple[int, np.ndarray]:
@@ -145,10 +120,6 @@ def planted_truth(
     return float(r @ r)
 
 
-def _per_pair(num: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    return num / pairs.reshape((-1,) + (1,) * (num.ndim - 1))
-
-
 def _interval(name: str, reps: np.ndarray, level: float) -> dict[str, np.ndarray]:
     """``name`` (per layer), ``name_pooled`` and their percentile intervals from replicates
     (1 + B, layer), row 0 the estimate."""
@@ -157,14 +128,6 @@ def _interval(name: str, reps: np.ndarray, level: float) -> dict[str, np.ndarray
         out[key] = r[0]
         out[f"{key}_lo"], out[f"{key}_hi"] = inf.bounds(r[1:], level)
     return out
-
-
-def layer_num_replicates(grams: dict[str, np.ndarray], weights: np.ndarray) -> np.ndarray:
-    """N̂ per prompt pair, summed over heads, (1 + B, layer) for prompt multiplicities
-    ``weights`` (row 0 all ones): the estimator's numerator and its
-    bootstrap replicates."""
-    u = u_statistics(grams, weights)
-    return _per_pair(u["num"].sum(-1), u["pairs"])
 
 
 def recover(
@@ -183,8 +146,7 @@ def recover(
     n = grams["sst"].shape[-1]
     weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
     u = u_statistics(grams, weights)
-    num = _per_pair(u["num"].sum(-1), u["pairs"])
-    out = _interval("plant_num", num, level)
+    out = _interval("plant_num", u["num"].sum(-1) / u["pairs"][:, None], level)
     out["plant_truth"], out["plant_truth_pooled"] = truth, truth.sum()
     with np.errstate(divide="ignore", invalid="ignore"):
         for s in ("", "_lo", "_hi"):
@@ -201,63 +163,34 @@ def _gram_deviation(got: dict, want: dict) -> np.ndarray:
     """Per layer: the largest difference between two layers' Grams (``num``, ``low``, ``sst``)
     relative to the scale of the expected ones (max |low| for the Grams, max sst for sst)."""
     out = []
-    for layer in range(want["low"].shape[0]):
-        scale = float(np.abs(want["low"][layer]).max())
-        dev = max(
-            float(np.abs(got[k][layer] - want[k][layer]).max()) / scale for k in ("num", "low")
-        )
-        sst = float(np.abs(want["sst"][layer]).max())
-        dev = max(dev, float(np.abs(got["sst"][layer] - want["sst"][layer]).max()) / sst)
-        out.append(dev)
+    for ly in range(want["low"].shape[0]):
+        devs = [
+            float(np.abs(got[k][ly] - want[k][ly]).max()) / float(np.abs(want[s][ly]).max())
+            for k, s in (("num", "low"), ("low", "low"), ("sst", "sst"))
+        ]
+        out.append(max(devs))
     return np.asarray(out)
 
 
-def planted_grams(
-    ds: xr.Dataset, *, window: str, target: str, fit: str, landmark: bool
-) -> dict[str, np.ndarray]:
-    """:func:`causalpos.paper2.estimator.storeview.store_grams` of one store (the rounding bound dropped)."""
-    return store_grams(ds, window=window, target=target, fit=fit, landmark=landmark)[0]
-
-
 def _exact_checks(
-    planted: xr.Dataset,
-    twin: xr.Dataset,
-    *,
-    window: str,
-    fit: str,
-    landmark: bool,
-    b: np.ndarray,
-    g_plant: dict[str, np.ndarray],
+    planted: xr.Dataset, twin: xr.Dataset, layer: int, b: np.ndarray, g_plant: dict, read: dict
 ) -> dict[str, np.ndarray]:
-    """Logit: the planted Grams vs the twin's with b planted in its statistics on the planted
-    layer; log-attention: the planted Grams vs the twin's. Per layer, relative
-    (:func:`_gram_deviation`)."""
-    layer = plant_of(planted)[0]
-    masks = store_masks(twin, window, "logit")
-    layers = list(masks)
+    """Logit: the planted Grams ``g_plant`` vs the twin's with b planted in its statistics on the
+    planted layer; log-attention: the planted Grams vs the twin's. Per layer, relative
+    (:func:`_gram_deviation`); ``read``: the reading's window, fit and landmark."""
     want = []
-    for li, lay in enumerate(layers):
-        mask = masks[lay]
-        st = store_stats(twin, lay, window, "logit", mask)
+    w = read["window"]
+    for li, (lay, mask) in enumerate(store_masks(twin, w, "logit").items()):
+        st = store_stats(twin, lay, w, "logit", mask)
         if li == layer:
             st = plant_query_effect(st, mask, b)
-        want.append(prompt_grams(st, build_design(mask, fit, landmark=landmark)))
-    want_logit = {k: np.stack([w[k] for w in want]) for k in ("num", "low", "sst")}
-    la_p = planted_grams(planted, window=window, target="logattn", fit=fit, landmark=landmark)
-    la_t = planted_grams(twin, window=window, target="logattn", fit=fit, landmark=landmark)
+        want.append(prompt_grams(st, build_design(mask, read["fit"], landmark=read["landmark"])))
+    want_logit = {k: np.stack([x[k] for x in want]) for k in ("num", "low", "sst")}
+    la_p, la_t = (store_grams(ds, target="logattn", **read)[0] for ds in (planted, twin))
     return {
         "check_logit": _gram_deviation(g_plant, want_logit),
         "check_logattn": _gram_deviation(la_p, la_t),
     }
-
-
-def _check_same_prompts(planted: xr.Dataset, twin: xr.Dataset) -> None:
-    a, b = planted["sequence"].values, twin["sequence"].values
-    if a.shape != b.shape or not (a == b).all() or planted.sizes["query"] != twin.sizes["query"]:
-        raise ValueError(
-            "the planted run and its twin must be read on the same prompts (sequence ids and "
-            "length): pass the unplanted run of the same (model, dataset)"
-        )
 
 
 def planted_recovery(
@@ -280,20 +213,15 @@ def planted_recovery(
         window, fit, landmark: the headline reading (the planted layer's truth is computed on
             its measured pairs and fit).
         counts: bootstrap prompt multiplicities (B, n), e.g. the summary's shared draws; default
-            :data:`N_BOOT` multinomial draws seeded by 0.
+            2000 multinomial draws seeded by 0.
 
     Returns a Dataset over ``layer`` (and pooled, ``*_pooled``), N̂ in the estimator's units (per
-    prompt pair, summed over the layer's heads):
-
-    - ``plant_truth``: n_heads · ‖P_Δ b‖² on the planted layer, 0 on every other;
-    - ``plant_num``, ``plant_num_lo``, ``plant_num_hi``: the planted run's N̂ and its CI;
-    - ``plant_ratio``, ``plant_ratio_lo``, ``plant_ratio_hi``: N̂ / truth (NaN where truth = 0);
-    - ``plant_share``: truth / D̂ of the planted run (the planted share of the expected-map
-      variance, for sizing the plant);
-    - ``plant_passed`` (): the planted layer's interval excludes 0 and contains the truth;
-    - with ``twin``: ``twin_num*`` (its N̂, ≈ 0 on a position-free run), ``plant_diff*``
-      (planted − twin, paired), ``check_logit`` / ``check_logattn`` (per layer, relative
-      deviation of the exact checks), ``check_tol`` and ``check_passed`` ().
+    prompt pair, summed over the layer's heads): :func:`recover`'s variables, ``plant_truth``
+    n_heads · ‖P_Δ b‖² on the planted layer (0 on every other), ``plant_share`` the planted share
+    of the expected-map variance (for sizing the plant); with ``twin``: ``twin_num*`` (its N̂, ≈ 0
+    on a position-free run), ``plant_diff*`` (planted − twin, paired), ``check_logit`` /
+    ``check_logattn`` (per layer, relative deviation of the exact checks), ``check_tol`` and
+    ``check_passed`` ().
 
     Attrs: ``plant_layer``, ``plant_scale``, ``plant_profile``, the reading and the rule.
     """
@@ -301,13 +229,14 @@ def planted_recovery(
     n = int(planted.sizes["sequence"])
     if n < 3:
         raise ValueError(f"the planted control needs at least 3 prompts, got {n}")
-    g = planted_grams(planted, window=window, target="logit", fit=fit, landmark=landmark)
+    read = dict(window=window, fit=fit, landmark=landmark)
+    g = store_grams(planted, target="logit", **read)[0]
     n_layers, n_heads = g["num"].shape[:2]
     masks = store_masks(planted, window, "logit")
     truth = np.zeros(n_layers)
     truth[layer] = n_heads * planted_truth(b, list(masks.values())[layer], fit, landmark=landmark)
     if counts is None:
-        counts = np.random.default_rng(0).multinomial(n, np.full(n, 1.0 / n), size=N_BOOT)
+        counts = np.random.default_rng(0).multinomial(n, np.full(n, 1.0 / n), size=2000)
     out = recover(g, truth, counts, level=level)
     attrs = {
         "plant_layer": layer,
@@ -322,15 +251,20 @@ def planted_recovery(
         "prompt pair, summed over heads, logits) excludes 0 and contains n_heads * ||P_D b||^2",
     }
     if twin is not None:
-        _check_same_prompts(planted, twin)
-        gt = planted_grams(twin, window=window, target="logit", fit=fit, landmark=landmark)
+        a, t = planted["sequence"].values, twin["sequence"].values
+        if a.shape != t.shape or (a != t).any() or planted.sizes["query"] != twin.sizes["query"]:
+            raise ValueError(
+                "the planted run and its twin must be read on the same prompts (sequence ids and "
+                "length): pass the unplanted run of the same (model, dataset)"
+            )
         weights = np.concatenate([np.ones((1, n)), np.asarray(counts, dtype=np.float64)])
-        num_p, num_t = layer_num_replicates(g, weights), layer_num_replicates(gt, weights)
-        out.update(_interval("twin_num", num_t, level))
-        out.update(_interval("plant_diff", num_p - num_t, level))
-        out.update(
-            _exact_checks(planted, twin, window=window, fit=fit, landmark=landmark, b=b, g_plant=g)
-        )
+        num = []  # N̂ per prompt pair summed over heads (1 + B, layer), planted then twin
+        for x in (g, store_grams(twin, target="logit", **read)[0]):
+            u = u_statistics(x, weights)
+            num.append(u["num"].sum(-1) / u["pairs"][:, None])
+        out.update(_interval("twin_num", num[1], level))
+        out.update(_interval("plant_diff", num[0] - num[1], level))
+        out.update(_exact_checks(planted, twin, layer, b, g, read))
         out["check_tol"] = CHECK_TOL_UNITS * int(planted.sizes["query"]) * 2.0**-24
         out["check_passed"] = np.bool_(
             (out["check_logit"] <= out["check_tol"]).all()
@@ -363,15 +297,13 @@ def planted_block(runs, counts: np.ndarray, position_free_runs, *, level: float)
     if not planted:
         return xr.Dataset()
     stat = np.full((len(planted), len(PLANT_STATS)), np.nan)
-    check = np.zeros(len(planted))
-    passed = np.zeros(len(planted))
+    check, passed = np.zeros(len(planted)), np.zeros(len(planted))
     for k, v in enumerate(planted):
         r = planted_recovery(runs[v], runs[without_plant(v)], counts=counts, level=level)
         layer = int(r.attrs["plant_layer"])
         sel = r.isel(layer=layer)
-        stat[k] = [float(sel[f"plant_{x}"]) for x in ("truth", "num", "num_lo", "num_hi")] + [
-            float(sel[f"plant_{x}"]) for x in ("ratio", "ratio_lo", "ratio_hi")
-        ]
+        keys = ("truth", "num", "num_lo", "num_hi", "ratio", "ratio_lo", "ratio_hi")
+        stat[k] = [float(sel[f"plant_{x}"]) for x in keys]
         check[k] = float(bool(r["check_passed"]))
         passed[k] = float(bool(r["plant_passed"]) and bool(r["check_passed"]))
     return xr.Dataset(
