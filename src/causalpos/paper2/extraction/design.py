@@ -14,14 +14,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from causalpos.paper2.settings import query_window  # noqa: F401  (re-exported)
+from causalpos.paper2.settings import query_window
 
 if TYPE_CHECKING:
     import torch
 
 BASELINES = ("saturated", "linear")
-
-
 ABSOLUTES = ("query", "key", "both")
 
 

@@ -251,17 +251,3 @@ def tile_sums(
     for k in ("off", "cross", "off2"):
         sums[k] = sums[k].flip(-1)  # diagonal e = T − 1 − d -> offset d
     return sums, u
-
-
-__all__ = [
-    "TILE_CELLS",
-    "PairKit",
-    "batch_log_z",
-    "cached_log_z",
-    "key0_attention",
-    "map_tiles",
-    "pair_kit",
-    "row_log_z",
-    "shared_log_z",
-    "tile_sums",
-]

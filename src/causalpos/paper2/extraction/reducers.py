@@ -32,6 +32,16 @@ from causalpos.paper2.extraction.metric import (
 )
 from causalpos.paper2.extraction.windows import WindowPlan, plan_windows, window_leakage
 
+#: Each per-sequence variable's dims after (sequence, layer, head); ``leak_delta``'s: the others'.
+_DIMS = {
+    "leak_delta": ("leak_window", "leak_fit", "leak_target"),
+    "leak_sst": ("leak_window", "leak_target"),
+    "leak_split": ("leak_window", "leak_fit", "leak_term"),
+    "leak_offsum": ("leak_exp_window", "leak_target", "leak_offset"),
+    "leak_key0sum": ("leak_exp_window", "leak_target"),
+    "leak_rowsum": ("leak_target", "query"),
+}
+
 
 class LeakageReducer:
     """Per-(sequence, layer, head) leakage during extraction; implements capture's Reducer protocol.
@@ -295,7 +305,6 @@ class LeakageReducer:
                     "every sequence must be added for every layer"
                 )
         n_heads, T = self._shape
-        dims_t = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_target")
         data = {}
         for k in self._PER_SEQ:
             arr = np.stack(
@@ -305,19 +314,7 @@ class LeakageReducer:
                 ],
                 axis=1,
             )  # (sequence, layer, ...)
-            if k == "leak_sst":
-                dims = ("sequence", "layer", "head", "leak_window", "leak_target")
-            elif k == "leak_split":
-                dims = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_term")
-            elif k == "leak_offsum":
-                dims = ("sequence", "layer", "head", "leak_exp_window", "leak_target")
-                dims += ("leak_offset",)
-            elif k == "leak_key0sum":
-                dims = ("sequence", "layer", "head", "leak_exp_window", "leak_target")
-            elif k == "leak_rowsum":
-                dims = ("sequence", "layer", "head", "leak_target", "query")
-            else:
-                dims = dims_t
+            dims = ("sequence", "layer", "head") + _DIMS.get(k, _DIMS["leak_delta"])
             if k in merging.EXPECTED_STATS:
                 arr = arr.astype(np.float32)  # centred sums; the estimator works in float64
             data[k] = (dims, arr)

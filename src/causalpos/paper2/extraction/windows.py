@@ -21,7 +21,6 @@ import torch
 from causalpos.paper2.extraction.design import Design, build_design, query_window
 from causalpos.paper2.extraction.mapsums import PairKit
 from causalpos.paper2.extraction.metric import (
-    TARGETS,
     c_vector,
     delta_r2,
     fit_sums,
@@ -44,15 +43,9 @@ class DesignStack:
     def __init__(self, designs: Sequence[Design]) -> None:
         if not designs:
             raise ValueError("DesignStack: no designs")
+        if len({(d.baseline, d.absolute, d.landmark, d.seq_len) for d in designs}) > 1:
+            raise ValueError("DesignStack: the designs of one stack must be of one fit and T")
         d0 = designs[0]
-        for d in designs:
-            if (d.baseline, d.absolute, d.landmark, d.seq_len) != (
-                d0.baseline,
-                d0.absolute,
-                d0.landmark,
-                d0.seq_len,
-            ):
-                raise ValueError("DesignStack: the designs of one stack must be of one fit and T")
         self.designs = tuple(designs)
         self.baseline, self.absolute, self.landmark = d0.baseline, d0.absolute, d0.landmark
         self.c_zero = all(d.c_zero for d in designs)
@@ -197,6 +190,3 @@ def window_leakage(
     for k, v in out.items():
         res[k] = v.movedim(-1, 0).reshape((b, h) + tuple(v.shape[:-1]))
     return res
-
-
-__all__ = ["TARGETS", "DesignStack", "WindowPlan", "plan_windows", "window_leakage"]

@@ -50,54 +50,43 @@ def wide_stat(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFr
     return pd.DataFrame(cols).reset_index()
 
 
+def stat_columns(da: xr.DataArray, name: str, keys: Sequence[str] | None = None) -> pd.DataFrame:
+    """(…, stat) -> a row per coordinate with ``name``, ``name_lo``, ``name_hi`` (only the
+    ``keys`` columns beside them, where given)."""
+    d = da.to_dataset(dim="stat").to_dataframe().reset_index()
+    d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
+    return d if keys is None else d[[*keys, name, f"{name}_lo", f"{name}_hi"]]
+
+
 def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     """The ``headline`` table of one summary (empty without the headline reading)."""
     if "leakage_model" not in summary:
         return pd.DataFrame()
     idx = ["variant", "window", "target"]
-
-    def cols(da, name):
-        d = da.to_dataset(dim="stat").to_dataframe().reset_index()
-        return d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
-
-    df = cols(summary["leakage_model"], "leakage")
+    df = stat_columns(summary["leakage_model"], "leakage")
     df.insert(df.columns.get_loc("window") + 2, "reading", EXPECTED_MAP)
     for da, name in (
         (summary["leakage_model_sst"], "rho_sst"),
         (summary["fraction_significant"], "fraction_significant"),
         (summary["fraction_p"], "fraction_p"),
     ):
-        df = df.merge(cols(da, name)[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
-    nl = cols(summary["leakage_model_nolandmark"], "no_landmark")
+        df = df.merge(stat_columns(da, name, idx), on=idx)
+    nl = stat_columns(summary["leakage_model_nolandmark"], "no_landmark")
     df = df.merge(nl[["variant", "target", "no_landmark"]], on=["variant", "target"], how="left")
     df.loc[df["window"] != str(summary["window"].values[0]), "no_landmark"] = np.nan
-    pp = cols(summary["per_prompt_leakage_model"], "per_prompt")
-    df = df.merge(
-        pp[["variant", "target", "per_prompt", "per_prompt_lo", "per_prompt_hi"]],
-        on=["variant", "target"],
-        how="left",
-    )
+    pp = stat_columns(summary["per_prompt_leakage_model"], "per_prompt", ["variant", "target"])
+    df = df.merge(pp, on=["variant", "target"], how="left")
     df["per_prompt_window"] = str(summary.attrs.get("window", ""))
     free = summary["position_free"].to_series()
     df["position_free"] = df["variant"].map(free).astype(bool)
-    df = df.merge(_control_units(summary, cols), on=idx, how="left")
+    df = df.merge(_control_units(summary), on=idx, how="left")
     if "leakage_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
-        ab = cols(
-            summary["leakage_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole"
-        )
-        ab = ab[
-            [
-                "window",
-                "target",
-                "local_minus_whole",
-                "local_minus_whole_lo",
-                "local_minus_whole_hi",
-            ]
-        ].assign(variant=LOCAL_RUN)
+        ab = summary["leakage_ablation"].sel(ablation="local_minus_whole")
+        ab = stat_columns(ab, "local_minus_whole", idx[1:]).assign(variant=LOCAL_RUN)
         df = df.merge(ab, on=idx, how="left")
     if "baseline_leakage" in summary:  # claim 6 on the headline window: linear minus saturated
         lin = summary["baseline_leakage"].sel(fit="linear_minus_saturated")
-        lin = cols(lin.drop_vars("fit"), "linear_minus_saturated")
+        lin = stat_columns(lin.drop_vars("fit"), "linear_minus_saturated")
         df = df.merge(lin, on=["variant", "target"], how="left")
         lin_cols = [c for c in df.columns if c.startswith("linear_minus_saturated")]
         df.loc[df["window"] != str(summary["window"].values[0]), lin_cols] = np.nan
@@ -105,7 +94,7 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     return df
 
 
-def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
+def _control_units(summary: xr.Dataset) -> pd.DataFrame:
     """Rows of the causal run: the first position-free run of the summary (``control_variant``)
     read in the causal run's units (``control_model_units`` with its CI), its (1 − 2α)
     interval (``control_tost_lo``, ``control_tost_hi``), the margin declared for the reading
@@ -121,8 +110,8 @@ def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
     if not free:
         return empty
     sel = dict(variant=free, landmark="modelled")
-    cu = cols(summary["control_units"].sel(**sel, drop=True), "control_model_units")
-    tost = cols(summary["control_tost"].sel(**sel, drop=True), "control_tost")
+    cu = stat_columns(summary["control_units"].sel(**sel, drop=True), "control_model_units")
+    tost = stat_columns(summary["control_tost"].sel(**sel, drop=True), "control_tost")
     cu = cu.merge(tost[idx[1:] + ["control_tost_lo", "control_tost_hi"]], on=idx[1:])
     cu["control_margin"] = cu["target"].map(summary["control_margin"].to_series())
     cu["variant"] = "causal"
@@ -141,9 +130,7 @@ def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         ("bos_c", "c"),
         ("bos_c_baseline", "c_baseline"),
     ):
-        d = summary[var].to_dataset(dim="stat").to_dataframe().reset_index()
-        d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
-        d = d[idx + [name, f"{name}_lo", f"{name}_hi"]]
+        d = stat_columns(summary[var], name, idx)
         out = d if out is None else out.merge(d, on=idx)
     out = out[np.isfinite(out["c_baseline"])].copy()
     out.insert(3, "reading", EXPECTED_MAP)
@@ -417,9 +404,7 @@ def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     diff = summary["decomposition_difference"].sel(component="share_causal_mask")
     for ref in diff["condition_ref"].values:
         name = f"share_causal_mask_minus_{ref}"
-        d = diff.sel(condition_ref=ref).to_dataset(dim="stat").to_dataframe().reset_index()
-        d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
-        dec = dec.merge(d[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
+        dec = dec.merge(stat_columns(diff.sel(condition_ref=ref), name, idx), on=idx)
     dec.insert(3, "reading", EXPECTED_MAP)
     dec.insert(4, "ring_run", ring_runs(summary, dec["condition"]))
     dec.insert(5, "status", [ring_status(r, c) for r, c in zip(dec["ring_run"], dec["condition"])])

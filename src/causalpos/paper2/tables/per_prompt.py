@@ -22,10 +22,18 @@ from causalpos.paper2.tables.headline import PER_PROMPT, wide_stat
 
 #: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
 ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
+#: The decomposition's columns of that table.
+ROPE_COMPONENTS = ("residual_stream", "causal_mask", "share_residual_stream", "share_causal_mask")
 
 
 def _not_run(missing: Sequence[str]) -> str:
     return "not run: no " + ", ".join(f"{v!r}" for v in missing) + " run"
+
+
+def _cells(name: str, da: xr.DataArray | None, ok: bool, **sel) -> dict:
+    """``name`` with its interval (``_lo``, ``_hi``): ``da`` at ``sel`` where ``ok``, else NaN."""
+    est, lo, hi = da.sel(**sel).values if ok else (np.nan, np.nan, np.nan)
+    return {name: est, f"{name}_lo": lo, f"{name}_hi": hi}
 
 
 def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
@@ -60,50 +68,22 @@ def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
             "bidirectional_variant": bv,
             "status": status,
         }
+        model = summary.get("per_prompt_leakage_model")
         for tgt, name in (("logattn", "total"), ("logit", "logit")):
-            est, lo, hi = (
-                summary["per_prompt_leakage_model"].sel(variant=cv, target=tgt).values
-                if cv in variants
-                else (np.nan, np.nan, np.nan)
-            )
-            row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+            row |= _cells(name, model, cv in variants, variant=cv, target=tgt)
         if "per_prompt_observational_split" in summary and cv in summary["causal_variant"].values:
+            split = summary["per_prompt_observational_split"]
             for term in ("share_logit", "share_softmax"):
-                est, lo, hi = (
-                    summary["per_prompt_observational_split"]
-                    .sel(causal_variant=cv, obs_term=term)
-                    .values
-                )
-                row.update({f"obs_{term}": est, f"obs_{term}_lo": lo, f"obs_{term}_hi": hi})
-        for comp in (
-            "residual_stream",
-            "causal_mask",
-            "share_residual_stream",
-            "share_causal_mask",
-        ):
-            est, lo, hi = (
-                summary["per_prompt_decomposition"]
-                .sel(per_prompt_condition=cond, component=comp)
-                .values
-                if cond in measured
-                else (np.nan, np.nan, np.nan)
-            )
-            row.update({comp: est, f"{comp}_lo": lo, f"{comp}_hi": hi})
-        has_diff = "per_prompt_decomposition_difference" in summary
+                row |= _cells(f"obs_{term}", split, True, causal_variant=cv, obs_term=term)
+        dec = summary.get("per_prompt_decomposition")
+        for comp in ROPE_COMPONENTS:
+            row |= _cells(comp, dec, cond in measured, per_prompt_condition=cond, component=comp)
+        diff = summary.get("per_prompt_decomposition_difference")
         for ref in ROPE_CONDITIONS:
-            est, lo, hi = (
-                summary["per_prompt_decomposition_difference"]
-                .sel(
-                    per_prompt_condition=cond,
-                    per_prompt_condition_ref=ref,
-                    component="share_causal_mask",
-                )
-                .values
-                if has_diff and cond in measured and ref in measured
-                else (np.nan, np.nan, np.nan)
-            )
+            sel = dict(per_prompt_condition_ref=ref, component="share_causal_mask")
+            ok = diff is not None and cond in measured and ref in measured
             name = f"share_causal_mask_minus_{ref}"
-            row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+            row |= _cells(name, diff, ok, per_prompt_condition=cond, **sel)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -127,6 +107,22 @@ def decomposition_frame(summary: xr.Dataset) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+def _bos_row(name: str, runs, status: str, window: str) -> dict:
+    """A ``bos_effects`` row's labels: the intervention, its runs (intervention, baseline,
+    target), what it replaces and what its effect is measured on."""
+    iv, bv, target = runs
+    return {
+        "intervention": name,
+        "variant": iv,
+        "baseline": bv,
+        "target": target,
+        "replacement": bos_replacement(iv) if iv else "",
+        "measure": bos_measure(iv, bv, target) if iv else target,
+        "status": status,
+        "bos_window": window,
+    }
+
+
 def bos_frame(summary: xr.Dataset) -> pd.DataFrame:
     """Table 9 analog: every BOS intervention at every window, ``measure`` saying what its
     effect is on (``residual_stream``: the bidirectional runs' log-attention leakage, Table 9's
@@ -136,40 +132,18 @@ def bos_frame(summary: xr.Dataset) -> pd.DataFrame:
     rows = []
     names = summary["intervention"].values if "per_prompt_bos_effect" in summary else []
     for name in names:
-        iv, bv, target = pairs.get(str(name), ("", "", ""))
+        runs = pairs.get(str(name), ("", "", ""))
         for win in summary["bos_window"].values:
-            row = {
-                "intervention": str(name),
-                "variant": iv,
-                "baseline": bv,
-                "target": target,
-                "replacement": bos_replacement(iv) if iv else "",
-                "measure": bos_measure(iv, bv, target) if iv else target,
-                "status": MEASURED,
-                "bos_window": str(win),
-            }
+            row = _bos_row(str(name), runs, MEASURED, str(win))
             for var, pre in (
                 ("per_prompt_bos_effect", "effect"),
                 ("per_prompt_bos_c_res", "c_res"),
                 ("per_prompt_bos_c_res_baseline", "c_res_baseline"),
             ):
-                est, lo, hi = summary[var].sel(intervention=name, bos_window=win).values
-                row.update({pre: est, f"{pre}_lo": lo, f"{pre}_hi": hi})
+                row |= _cells(pre, summary[var], True, intervention=name, bos_window=win)
             rows.append(row)
     for name, info in json.loads(summary.attrs.get("bos_not_run", "{}")).items():
-        iv, bv, target = info["runs"]
-        rows.append(
-            {
-                "intervention": name,
-                "variant": iv,
-                "baseline": bv,
-                "target": target,
-                "replacement": bos_replacement(iv),
-                "measure": bos_measure(iv, bv, target),
-                "status": _not_run(info["missing"]),
-                "bos_window": "",
-            }
-        )
+        rows.append(_bos_row(name, info["runs"], _not_run(info["missing"]), ""))
     return pd.DataFrame(rows)
 
 
