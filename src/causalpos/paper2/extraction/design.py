@@ -41,18 +41,10 @@ def pair_mask(
     allowed: np.ndarray | None = None,
     subsample: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Measured pairs: lower triangle (j ≤ i), query rows of ``window``, ∧ ``allowed`` ∧ ``subsample``.
-
-    Args:
-        seq_len: T.
-        window: query window name (:func:`query_window`).
-        allowed: ``(T, T)`` bool, pairs the model's own mask lets through (e.g. finite scores; a
-            sliding window removes long offsets).
-        subsample: ``(T, T)`` bool pair subsample (e.g. :func:`causalpos.stats.stratified_pair_mask`).
-
-    Returns:
-        ``(T, T)`` bool mask, query rows × key columns.
-    """
+    """Measured pairs ``(T, T)`` bool (query rows × key columns): the lower triangle (j ≤ i) on
+    the query rows of ``window`` (:func:`query_window`), ∧ ``allowed`` (the pairs the model's own
+    mask lets through, e.g. finite scores) ∧ ``subsample`` (e.g.
+    :func:`causalpos.stats.stratified_pair_mask`), each ``(T, T)`` bool."""
     lo, hi = query_window(window, seq_len)
     mask = np.tril(np.ones((seq_len, seq_len), dtype=bool))
     rows = np.arange(seq_len)
@@ -249,7 +241,6 @@ def _build_design_cached(
             [[n, (n_off * offsets).sum()], [(n_off * offsets).sum(), (n_off * offsets**2).sum()]]
         )
         x_s = np.stack([np.ones(T), offsets])  # (2, T)
-    gx_pinv, rank_base = _pinv_sym(gx)
 
     # Absolute columns: the level(s) each pair belongs to.
     levels = {"query": [i], "key": [j], "both": [i, T + j]}[absolute]
@@ -267,7 +258,7 @@ def _build_design_cached(
         zk_cols[0] = k0.sum()
         zk = {"query": k0, "key": zk_cols, "both": np.concatenate([k0, zk_cols])}[absolute]
         gzx = np.concatenate([gzx, zk[:, None]], axis=1)  # Zᵀk0: query level s holds pair (s, 0)
-        gx_pinv, rank_base = _pinv_sym(gx)
+    gx_pinv, rank_base = _pinv_sym(gx)
     # The levels and baseline columns with pairs; every other row of G_ZX (and of B, M, M⁺)
     # and column of G_ZX is 0, so the products run over these alone.
     act = lv.active

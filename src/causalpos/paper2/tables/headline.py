@@ -5,6 +5,7 @@ per-prompt reading's tables and the tables across (model, dataset) pairs:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -156,61 +157,46 @@ def scale_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.
             by_data.setdefault(dataset, []).append((model, s))
     rows = []
     for dataset, runs in by_data.items():
-        for a in range(len(runs)):
-            for b in range(a + 1, len(runs)):
-                (ma, sa), (mb, sb) = runs[a], runs[b]
-                if sa.attrs.get("counts_digest") != sb.attrs.get("counts_digest"):
-                    continue  # different resampled prompts: the replicates do not pair
-                level = float(sa.attrs.get("level", 0.95))
-                for cond in sorted(set(sa["condition"].values) & set(sb["condition"].values)):
-                    for w in sa["window"].values:
-                        if w not in sb["window"].values:
-                            continue
-                        for t in sa["target"].values:
-                            sel = dict(condition=cond, window=w, target=t)
-                            dec = dict(sel, component="share_causal_mask", stat="estimate")
-                            ea = float(sa["decomposition"].sel(**dec))
-                            eb = float(sb["decomposition"].sel(**dec))
-                            if not (np.isfinite(ea) and np.isfinite(eb)):
-                                continue  # a target the decomposition is not read on
-                            d = sb["share_boot"].sel(**sel).values.astype(np.float64)
-                            d = d - sa["share_boot"].sel(**sel).values
-                            d = d[np.isfinite(d)]
-                            lo, hi = inf.bounds(d, level) if d.size else (np.nan, np.nan)
-                            rows.append(
-                                {
-                                    "dataset": dataset,
-                                    "model": ma,
-                                    "model_b": mb,
-                                    "condition": str(cond),
-                                    "window": str(w),
-                                    "target": str(t),
-                                    "reading": EXPECTED_MAP,
-                                    "share_causal_mask": ea,
-                                    "share_causal_mask_b": eb,
-                                    "difference": eb - ea,
-                                    "difference_lo": lo,
-                                    "difference_hi": hi,
-                                    "paired": True,
-                                    "init_of": str(sa.attrs.get("init_of", "")),
-                                    "init_of_b": str(sb.attrs.get("init_of", "")),
-                                }
-                            )
+        for (ma, sa), (mb, sb) in itertools.combinations(runs, 2):
+            if sa.attrs.get("counts_digest") != sb.attrs.get("counts_digest"):
+                continue  # different resampled prompts: the replicates do not pair
+            level = float(sa.attrs.get("level", 0.95))
+            conds = sorted(set(sa["condition"].values) & set(sb["condition"].values))
+            windows = [w for w in sa["window"].values if w in sb["window"].values]
+            for cond, w, t in itertools.product(conds, windows, sa["target"].values):
+                sel = dict(condition=cond, window=w, target=t)
+                dec = dict(sel, component="share_causal_mask", stat="estimate")
+                ea = float(sa["decomposition"].sel(**dec))
+                eb = float(sb["decomposition"].sel(**dec))
+                if not (np.isfinite(ea) and np.isfinite(eb)):
+                    continue  # a target the decomposition is not read on
+                d = sb["share_boot"].sel(**sel).values.astype(np.float64)
+                d = d - sa["share_boot"].sel(**sel).values
+                d = d[np.isfinite(d)]
+                lo, hi = inf.bounds(d, level) if d.size else (np.nan, np.nan)
+                rows.append(
+                    {
+                        "dataset": dataset,
+                        "model": ma,
+                        "model_b": mb,
+                        "condition": str(cond),
+                        "window": str(w),
+                        "target": str(t),
+                        "reading": EXPECTED_MAP,
+                        "share_causal_mask": ea,
+                        "share_causal_mask_b": eb,
+                        "difference": eb - ea,
+                        "difference_lo": lo,
+                        "difference_hi": hi,
+                        "paired": True,
+                        "init_of": str(sa.attrs.get("init_of", "")),
+                        "init_of_b": str(sb.attrs.get("init_of", "")),
+                    }
+                )
     cols = ["model", "dataset", "model_b", "condition", "window", "target", "reading"]
-    return pd.DataFrame(
-        rows,
-        columns=cols
-        + [
-            "share_causal_mask",
-            "share_causal_mask_b",
-            "difference",
-            "difference_lo",
-            "difference_hi",
-            "paired",
-            "init_of",
-            "init_of_b",
-        ],
-    )
+    cols += ["share_causal_mask", "share_causal_mask_b", "difference", "difference_lo"]
+    cols += ["difference_hi", "paired", "init_of", "init_of_b"]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def controls_frame(summary: xr.Dataset) -> pd.DataFrame:

@@ -30,21 +30,8 @@ OTHER_PROMPTS = (
     "independent: the two summaries resampled different prompts (counts_digest {a} vs {b})"
 )
 
-COLUMNS = [
-    "model",
-    "dataset",
-    "twin",
-    "window",
-    "target",
-    "reading",
-    "leakage",
-    "leakage_twin",
-    "difference",
-    "difference_lo",
-    "difference_hi",
-    "paired",
-    "pairing",
-]
+COLUMNS = ["model", "dataset", "twin", "window", "target", "reading", "leakage", "leakage_twin"]
+COLUMNS += ["difference", "difference_lo", "difference_hi", "paired", "pairing"]
 
 
 def twin_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.DataFrame:
