@@ -1,21 +1,16 @@
 """The findings page rendered from its template and a run's tables (:func:`render`).
 
 The template (``docs/findings.template.md``) is Markdown whose numbers are references,
-``{{ ... }}`` (:mod:`causalpos.findings.refs`), filled from the tables of one results tree
-(:class:`Tables`: a table is named by its file stem, ``llm_index``, ``paper2_headline``,
-``scorecard``, ...). Directives, each a line of its own, are dropped from the output:
+``{{ ... }}`` (:mod:`causalpos.findings.refs`), filled from one results tree's tables
+(:class:`Tables`, each named by its file stem). Directives, each a line of its own, are dropped:
+``<!-- let NAME = rows -->`` (an alias for a selection, usable wherever a table name is) and
+``<!-- template: ... -->`` (a note to the template's editors, may span lines). A value filled
+into a table row of the page has its ``|`` escaped (:func:`causalpos.markdown.escape`).
 
-- ``<!-- let NAME = rows -->``: an alias for a selection, usable wherever a table name is;
-- ``<!-- template: ... -->`` (may span lines): a note to the template's editors.
-
-A value filled into a row of a table of the page (a line starting with ``|``) has its ``|``
-escaped, as every table cell the project writes (:func:`causalpos.markdown.escape`).
-
-``strict`` (``causalpos findings``): every reference must fill, else a :class:`FindingsError`
-lists each one that does not, by line, with the reason. Not strict (the ``scorecard`` rule's
-``results/report/findings.md``, written for any config): a reference whose table, column or row
-this run does not have prints as a marker saying so, and a line at the top counts them; a
-reference that is malformed or names an unknown table is an error either way.
+``strict`` (``causalpos findings``): a reference that does not fill is a :class:`FindingsError`.
+Not strict (the ``scorecard`` rule's ``results/report/findings.md``, for any config): one whose
+table, column or row this run lacks prints as a marker, counted at the top; a malformed one or an
+unknown table is an error either way.
 """
 
 from __future__ import annotations

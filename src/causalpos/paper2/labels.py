@@ -1,10 +1,7 @@
-"""The names paper 2's summary writes and its tables read, torch-free: the CI axis, the
-decomposition's conditions and each run's ring twin, what a BOS intervention is measured on, the negative control's
-threshold, the layer-local ablation's run and where the mask-free route applies (a fixed token 0).
-
-Apart from the summary's statistics (:mod:`.prompts`, :mod:`.headline`, :mod:`.bos`, which import
-torch) so that the table rule (``aggregate_leakage``) reads them without loading torch; each name
-stays importable from the module that uses it in the summary.
+"""The names paper 2's summary writes and its tables read: the CI axis, the decomposition's
+conditions and each run's ring twin, what a BOS intervention is measured on, the negative
+control's threshold, the layer-local ablation's run and where the mask-free route applies (a fixed
+token 0). Torch-free, so that the table rule (``aggregate_leakage``) reads them without torch.
 """
 
 from __future__ import annotations

@@ -46,50 +46,38 @@ _DIMS = {
 class LeakageReducer:
     """Per-(sequence, layer, head) leakage during extraction; implements capture's Reducer protocol.
 
-    For every map it stores, per query window × fit × target (``logit``, ``logattn``): R²(B),
-    R²(F), ΔR², the exact permutation-null mean of ΔR² and SST; the observational split of the
-    log-attention ΔSS; and, optionally, float64 sums of the target maps over sequences (for the
-    prompt-mean-map permutation test).
+    Result variables (prefixed ``leak_`` so they merge into the score store without clashes;
+    per-sequence dims: :data:`_DIMS`, float64 unless stated):
 
-    Result variables (all prefixed ``leak_`` so they merge into the score store without clashes):
-
-    - ``leak_r2_base``, ``leak_r2_full``, ``leak_delta``, ``leak_null``, ``leak_sst``:
-      (sequence, layer, head, leak_window, leak_fit, leak_target) float64 (sst has no leak_fit);
-    - ``leak_split``: (sequence, layer, head, leak_window, leak_fit, leak_term) float64, terms
+    - per query window × fit × target (``logit``, ``logattn``): ``leak_r2_base``, ``leak_r2_full``,
+      ``leak_delta`` (ΔR²), ``leak_null`` (its exact permutation-null mean), ``leak_sst`` (no fit);
+    - ``leak_split``: the observational split of the log-attention ΔSS, terms
       logit/logz/cross/logattn in units of SST(log-attention);
     - ``leak_floor`` (layer, leak_window, leak_fit) k/(N−1); ``leak_n_pairs`` (layer, leak_window);
-    - ``leak_map_sum`` (layer, head, query, key) float64, the logits summed over sequences (NaN
-      where masked), ``leak_logz_sum`` (layer, head, query) float64, each query row's log Z (the
-      logsumexp over its allowed keys) summed over sequences, and ``leak_map_count`` (); the
-      summed log-attention maps are ``leak_map_sum − leak_logz_sum`` broadcast over keys
-      (:func:`causalpos.paper2.estimator.storeview.map_sum`, bit for bit what this subtraction
-      gives in float64);
-    - with ``expected_stats``, the per-prompt sufficient statistics of the expected-map estimator
-      (:mod:`causalpos.paper2.estimator.expected`), sums of each map centred by its mean over all measured
-      pairs, float32: ``leak_offsum`` (sequence, layer, head, leak_exp_window, leak_target,
-      leak_offset) over the window's pairs of each offset; ``leak_key0sum`` (sequence, layer, head,
-      leak_exp_window, leak_target) over its key-0 pairs; ``leak_rowsum`` (sequence, layer, head, leak_target,
-      query) over each query row (a window's row sums are these on its rows).
+    - with ``mean_maps``: ``leak_map_sum`` (layer, head, query, key), the logits summed over
+      sequences (NaN where masked), ``leak_logz_sum`` (layer, head, query), each row's log Z
+      summed, and ``leak_map_count`` (); the summed log-attention maps are ``leak_map_sum −
+      leak_logz_sum`` broadcast over keys (:func:`causalpos.paper2.estimator.storeview.map_sum`);
+    - with ``expected_stats``, the expected-map estimator's per-prompt sums
+      (:mod:`causalpos.paper2.estimator.expected`) of each map centred by its mean over all
+      measured pairs, float32: ``leak_offsum`` over each offset's pairs of the window,
+      ``leak_key0sum`` over its key-0 pairs, ``leak_rowsum`` over each query row.
 
     Args:
-        fits: fit names (``"<baseline>+<absolute>"``).
-        windows: query windows (:func:`query_window`).
-        pair_subsample: if set, at most this many pairs per offset (stratified, seeded), the same
+        fits: fit names (``"<baseline>+<absolute>"``); windows: query windows
+            (:func:`query_window`).
+        pair_subsample: at most this many pairs per offset (stratified, ``seed``), the same
             pairs for every map.
-        seed: seed of the pair subsample.
-        mean_maps: accumulate ``leak_map_sum`` and ``leak_logz_sum`` (memory: layers × heads ×
-            T × (T + 1) float64).
-        expected_stats: store the per-prompt sums the expected-map estimator needs, for every
-            window (True) or the listed ones (a subset of ``windows``), and the summed maps its
-            denominator reads (``mean_maps`` is then on). Per sequence, layer and head: 2 targets
-            × ((E + 1) × T + E) float32 for E windows; 17.8 MB for 32 prompts, 30 layers × 9
-            heads, T = 128 and E = 1.
+        mean_maps: accumulate the summed maps (memory: layers × heads × T × (T + 1) float64).
+        expected_stats: the estimator's sums for every window (True) or the listed ones, and the
+            summed maps its denominator reads (``mean_maps`` is then on): 2 targets ×
+            ((E + 1) × T + E) float32 per sequence, layer and head for E windows (17.8 MB for
+            32 prompts, 30 layers × 9 heads, T = 128, E = 1).
 
-    Cost: per (layer, batch) a few float64 passes over the (batch, head, T, T) scores, tile by
-    tile, and matrix products with the windows' row blocks (:mod:`causalpos.paper2.extraction.mapsums`;
-    each row's log Z is shared with the :class:`SinkReducer`), plus one T-sized quadratic form
-    per map, window, fit and target; designs (pinv of ≤ 2T × 2T count matrices) are built once
-    per pair mask and cached. ``*+both`` fits are the most expensive.
+    Cost: per (layer, batch) a few float64 passes over the scores, tile by tile, and matrix
+    products with the windows' row blocks (:mod:`causalpos.paper2.extraction.mapsums`; log Z
+    shared with the :class:`SinkReducer`), plus one T-sized quadratic form per map, window, fit
+    and target; designs are built once per pair mask and cached. ``*+both`` fits cost the most.
     """
 
     name = "leakage"

@@ -1,13 +1,8 @@
-"""The leakage of a batch of maps in every query window and fit at once (the extraction reducer's
-arithmetic, :class:`causalpos.paper2.extraction.reducers.LeakageReducer`).
-
-The windows' designs of one fit are stacked (:class:`DesignStack`), so each fit is solved for all
-windows and both targets (logit, log-attention) by a few batched tensor operations instead of one
-small solve per window × fit × target. The sums are :func:`causalpos.paper2.extraction.mapsums.tile_sums`'
-(the sums :func:`~causalpos.paper2.extraction.metric.fit_sums` reads, by blocks of query rows); the
-fits and the split are those of :mod:`causalpos.paper2.extraction.metric`
-(:func:`~causalpos.paper2.extraction.metric.fit_sums`,
-:func:`~causalpos.paper2.extraction.metric.r2_terms`), term for term.
+"""The leakage of a batch of maps in every query window and fit at once (the arithmetic of
+:class:`~causalpos.paper2.extraction.reducers.LeakageReducer`): the windows' designs of one fit are
+stacked (:class:`DesignStack`), so each fit is solved for all windows and both targets by a few
+batched tensor operations, from :func:`~causalpos.paper2.extraction.mapsums.tile_sums`' sums and
+term for term as :mod:`causalpos.paper2.extraction.metric` fits one map.
 """
 
 from __future__ import annotations
