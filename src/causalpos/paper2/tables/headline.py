@@ -43,11 +43,7 @@ def wide_stat(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFr
     df = da.to_dataset(dim="stat").to_dataframe().reset_index()
     wide = df.pivot(index=list(index), columns=columns, values=list(STAT))
     order = list(dict.fromkeys(da[columns].values.tolist()))
-    cols = {}
-    for c in order:
-        cols[c] = wide[("estimate", c)]
-        cols[f"{c}_lo"] = wide[("lo", c)]
-        cols[f"{c}_hi"] = wide[("hi", c)]
+    cols = {c + s: wide[(st, c)] for c in order for st, s in zip(STAT, ("", "_lo", "_hi"))}
     return pd.DataFrame(cols).reset_index()
 
 

@@ -95,13 +95,26 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
 
 
 def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
-    """The controls' sections: the position-free runs and the statistics-level plant, and the
-    dose series planted in the residual stream."""
+    """The controls' sections: the position-free runs and the statistics-level plant (each
+    reading with its CI, the negative control's in the model's units beside its declared margin;
+    the verdicts are the scorecard's), and the dose series planted in the residual stream."""
     ctl = tabs.get("controls", pd.DataFrame())
     if not ctl.empty:
         section(
             "Controls: position-free runs (negative) and a planted query effect (positive)",
-            _controls_table(ctl),
+            pd.DataFrame(
+                {
+                    **_columns(ctl, "model", "dataset"),
+                    "run": ctl["variant"],
+                    "target": ctl["target"],
+                    "expected-map": _ci(ctl, "negative"),
+                    "model's units": _ci(ctl, "negative_modelled_model_units"),
+                    "margin": ctl.get("negative_modelled_margin", np.nan),
+                    "per-prompt": _ci(ctl, "per_prompt"),
+                    "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
+                    "recovered": _ci(ctl, "planted_estimate"),
+                }
+            ),
         )
     doses = tabs.get("plant_doses", pd.DataFrame())
     if not doses.empty:
@@ -119,24 +132,6 @@ def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
                 }
             ),
         )
-
-
-def _controls_table(ctl: pd.DataFrame) -> pd.DataFrame:
-    """The controls' rows: each reading with its CI, the negative control's in the model's units
-    beside the margin declared for it (the verdicts are the scorecard's)."""
-    return pd.DataFrame(
-        {
-            **_columns(ctl, "model", "dataset"),
-            "run": ctl["variant"],
-            "target": ctl["target"],
-            "expected-map": _ci(ctl, "negative"),
-            "model's units": _ci(ctl, "negative_modelled_model_units"),
-            "margin": ctl.get("negative_modelled_margin", np.nan),
-            "per-prompt": _ci(ctl, "per_prompt"),
-            "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
-            "recovered": _ci(ctl, "planted_estimate"),
-        }
-    )
 
 
 def paper2_markdown(

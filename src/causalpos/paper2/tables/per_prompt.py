@@ -223,12 +223,7 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
                 df[col] = cnt.sel(stat=st).to_dataframe(name=col).reset_index()[col].values
         out["sink_heads"] = df
     if "per_prompt_baseline_leakage" in summary:
-        b = (
-            summary["per_prompt_baseline_leakage"]
-            .to_dataset(dim="stat")
-            .to_dataframe()
-            .reset_index()
-        )
+        b = wide(summary["per_prompt_baseline_leakage"])
         b["linear_fit"] = summary.attrs.get("per_prompt_linear_fit", "")
         out["baseline_comparison"] = b
     if "per_prompt_leakage_depth_trend" in summary:
