@@ -100,20 +100,15 @@ def c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tenso
 
 
 def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.Tensor]:
-    """The fit of every map from its sums (the stacked windows'
-    :mod:`causalpos.paper2.extraction.windows`, :func:`windowed_query_sums`).
+    """The fit of every map from its ``sums`` on the pairs and fit of ``design``: those of the map
+    y centred by its mean over the measured pairs (a window's query rows only), ``rows`` /
+    ``cols`` (..., T) per-query / per-key, ``off`` / ``off2`` (..., T) per-offset d = i − j sums of
+    y and y², ``S`` / ``Q`` (...) the totals.
 
-    Args:
-        sums: of the map y centred by its mean over the measured pairs (a window's query rows
-            only): ``rows`` / ``cols`` (..., T) per-query / per-key sums, ``off`` / ``off2``
-            (..., T) per-offset d = i − j sums of y and y², ``S`` / ``Q`` (...) the totals.
-        design: the :class:`~causalpos.paper2.extraction.design.Design` of the same pairs and fit.
-
-    Returns:
-        dict of float64 tensors of the leading shape (...): ``sst`` (total SS about the pair
-        mean), ``ss_base`` (baseline SS beyond the mean), ``dss`` (ΔSS), ``null`` (exact
-        E_π ΔSS under the within-offset permutation null); ``c`` (..., q), the residualized
-        absolute-effect vector (for the observational split), and ``cm`` = c M⁺.
+    Returns float64 tensors (...): ``sst`` (total SS about the pair mean), ``ss_base`` (baseline
+    SS beyond the mean), ``dss`` (ΔSS), ``null`` (exact E_π ΔSS under the within-offset
+    permutation null); ``c`` (..., q), the residualized absolute-effect vector (for the
+    observational split), and ``cm`` = c M⁺.
     """
     import torch
 
@@ -201,16 +196,10 @@ def allowed_pattern(finite) -> np.ndarray:
 def measured_mask(
     finite, mask: np.ndarray | None, window: str, allowed: np.ndarray | None = None
 ) -> np.ndarray:
-    """``(T, T)`` bool numpy pair mask: lower triangle ∧ query ``window`` ∧ finite ∧ ``mask``.
-
-    Args:
-        finite: ``(..., T, T)`` bool tensor or numpy array, the same pattern for every leading
-            index (one design per call).
-        mask: optional ``(T, T)`` bool pair subsample; a pair it selects where the target is not
-            finite raises.
-        window: query window (:func:`~causalpos.paper2.extraction.design.query_window`).
-        allowed: :func:`allowed_pattern` of ``finite`` when already computed.
-    """
+    """``(T, T)`` bool numpy pair mask: lower triangle ∧ query ``window`` ∧ ``finite`` ((..., T, T)
+    bool tensor or array, one pattern for every map; its :func:`allowed_pattern` ``allowed`` where
+    already computed) ∧ ``mask`` (an optional (T, T) pair subsample, refused where it selects a
+    pair that is not finite)."""
     T = finite.shape[-1]
     if allowed is None:
         allowed = allowed_pattern(finite)

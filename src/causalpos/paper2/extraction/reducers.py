@@ -193,13 +193,6 @@ class LeakageReducer:
             self._base_mask(torch.isfinite(scores[:1, :1]), layer)  # raises, naming the pair
         return base
 
-    def _measured(self, scores: torch.Tensor, layer: int) -> np.ndarray:
-        """This batch's measured pairs (:meth:`_base_mask`; from the layer's kind without the
-        finite pattern of every map where the kind is known)."""
-        if getattr(self, "_kinds", None) is not None:
-            return self._kind_base(scores, layer)
-        return self._base_mask(torch.isfinite(scores), layer)
-
     @torch.no_grad()
     def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
         """Add one layer of one batch: ``scores`` (batch, head, query, key) float32, NaN where masked."""
@@ -225,7 +218,10 @@ class LeakageReducer:
         if len(set(ids)) != len(ids) or not seen.isdisjoint(ids):
             dup = [s for k, s in enumerate(ids) if s in seen or s in ids[:k]]
             raise ValueError(f"sequence ids {dup[:5]} already added for layer {layer}")
-        base = self._measured(scores, layer)
+        if getattr(self, "_kinds", None) is not None:  # its kind decides, not each map
+            base = self._kind_base(scores, layer)
+        else:
+            base = self._base_mask(torch.isfinite(scores), layer)
         seen.update(ids)
         self._rows.setdefault(layer, [])
         self._add(layer, scores, seq_ids, base)
@@ -306,14 +302,9 @@ class LeakageReducer:
             if k in merging.EXPECTED_STATS:
                 arr = arr.astype(np.float32)  # centred sums; the estimator works in float64
             data[k] = (dims, arr)
-        data["leak_floor"] = (
-            ("layer", "leak_window", "leak_fit"),
-            np.stack([self._meta[l][0] for l in layers]),
-        )
-        data["leak_n_pairs"] = (
-            ("layer", "leak_window"),
-            np.stack([self._meta[l][1] for l in layers]),
-        )
+        floors, n_pairs = zip(*(self._meta[l] for l in layers), strict=True)
+        data["leak_floor"] = (("layer", "leak_window", "leak_fit"), np.stack(floors))
+        data["leak_n_pairs"] = (("layer", "leak_window"), np.stack(n_pairs))
         if self.mean_maps:  # logattn's sum is Σ s − Σ log Z: storeview.map_sum rebuilds it
             # copied layer by layer: the device never holds a second copy of the sums
             logits = np.empty((len(layers), n_heads, T, T))
