@@ -118,11 +118,7 @@ class PromptSet:
         """The per-prompt reading (sequence, layer, head) of one run and target under its fit:
         each prompt's ΔR² minus its exact permutation-null mean when ``floor_correct`` (§2), else
         raw ΔR²."""
-        ds = self.runs[variant].sel(
-            leak_fit=self.fit,
-            leak_window=self.window if window is None else window,
-            leak_target=target,
-        )
+        ds = self.at(variant, window).sel(leak_target=target)
         x = ds["leak_delta"].values
         return null_corrected(x, ds["leak_null"].values) if self.floor_correct else x
 
