@@ -92,12 +92,8 @@ def _number_problems(line: str) -> list[str]:
     line = re.sub(r"^\s*\d+\.\s", "   ", line)  # an ordered list's item number
     for pattern in (DOC_LABELS, LAYER_LABELS):
         line = pattern.sub(lambda m: re.sub(r"\d", "#", m[0]), line)
-    out = []
-    for m in NUMBER.finditer(line):
-        if m[0] in ("0", "1") or _is_name(line, m):
-            continue
-        out.append(m[0])
-    return out
+    numbers = NUMBER.finditer(line)
+    return [m[0] for m in numbers if m[0] not in ("0", "1") and not _is_name(line, m)]
 
 
 def check_template(template: str, root: str | Path | None = None) -> list[str]:
