@@ -12,18 +12,15 @@ import pandas as pd
 import xarray as xr
 
 from causalpos.models.layer_kinds import LAYER_KIND, kinds_by_layer, with_layer_kind
-from causalpos.paper2.labels import (
-    DEFAULT_CONDITIONS,
-    MEASURED,
-    bos_measure,
-    bos_replacement,
-)
+from causalpos.paper2.labels import DEFAULT_CONDITIONS, MEASURED, bos_measure, bos_replacement
 from causalpos.paper2.tables.headline import PER_PROMPT, wide_stat
 
 #: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
 ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
 #: The decomposition's columns of that table.
 ROPE_COMPONENTS = ("residual_stream", "causal_mask", "share_residual_stream", "share_causal_mask")
+#: The per-head columns of the ``heads`` table beside its leakage.
+PER_HEAD = ("leakage_raw", "null_floor", "leakage_mean_map", "perm_null_mean", "p_value", "q_value")
 
 
 def _not_run(missing: Sequence[str]) -> str:
@@ -157,16 +154,11 @@ def per_layer_columns(df: pd.DataFrame, kinds, reading: str) -> pd.DataFrame:
 
 
 def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
-    """Flat tables of one :func:`causalpos.paper2.summary.assemble.leakage_summary` result (one DataFrame
-    per name).
-
-    Names: ``leakage_by_model``, ``leakage_by_layer``, ``heads``, plus ``per_prompt_decomposition``,
-    ``per_prompt_decomposition_by_layer``, ``observational_split`` (Table 6 style), ``bos_effects``
-    (Table 9 style), ``sink_heads``, ``baseline_comparison`` (claim 6) and ``depth_trend``
-    (claim 3) when the summary has them. The per-layer ones (``leakage_by_layer``, ``heads``,
-    ``per_prompt_decomposition_by_layer``) name their reading (``reading`` = per-prompt, before ``layer``)
-    and each layer's mask (``layer_kind``, after it; :mod:`causalpos.models.layer_kinds`).
-    """
+    """Flat tables of one summary (:func:`causalpos.paper2.summary.assemble.leakage_summary`):
+    ``leakage_by_model``, ``leakage_by_layer``, ``heads``, and those of the blocks the summary has
+    (the per-prompt decomposition, ``observational_split``, ``bos_effects``, ``sink_heads``,
+    ``baseline_comparison``, ``depth_trend``); the per-layer ones name their reading and each
+    layer's mask (:func:`per_layer_columns`)."""
     kinds = kinds_by_layer(summary)
     summary = summary.drop_vars(LAYER_KIND, errors="ignore")  # added back per layer below
 
@@ -190,15 +182,8 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     out["leakage_by_model"] = m
     out["leakage_by_layer"] = per_layer(wide(summary["per_prompt_leakage_layer"]))
     h = wide(summary["per_prompt_leakage_head"])
-    for k in (
-        "leakage_raw",
-        "null_floor",
-        "leakage_mean_map",
-        "perm_null_mean",
-        "p_value",
-        "q_value",
-    ):
-        h[k] = summary[f"per_prompt_{k}"].to_dataframe().reset_index()[f"per_prompt_{k}"].values
+    for k in PER_HEAD:
+        h[k] = pooled(f"per_prompt_{k}", mean=False)
     if "sink_attention" in summary:
         sink = summary["sink_attention"].to_dataframe().reset_index()
         h = h.merge(sink, on=["variant", "layer", "head"], how="left")
