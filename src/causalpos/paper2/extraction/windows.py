@@ -91,9 +91,7 @@ def plan_windows(base: np.ndarray, windows: Sequence[str], fits: Sequence[str]) 
         valid.append(wi)
         designs.append([build_design(w_np, fit) for fit in fits])
         floors[wi] = [d.floor for d in designs[-1]]
-    stacks = (
-        tuple(DesignStack([d[fi] for d in designs]) for fi in range(len(fits))) if valid else ()
-    )
+    stacks = tuple(DesignStack(per_fit) for per_fit in zip(*designs, strict=True))
     return WindowPlan(
         tuple(bounds), np.asarray(counts, dtype=np.int64), tuple(valid), floors, stacks
     )

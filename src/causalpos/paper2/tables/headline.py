@@ -245,11 +245,8 @@ def one_row_per_pass(ctl: pd.DataFrame, summary: xr.Dataset) -> pd.DataFrame:
         first = next((k for k in kept if same_pass(k, v, windows_mask)), None)
         kept.setdefault(v, []) if first is None else kept[first].append(v)
     out = ctl[ctl["variant"].isin(list(kept))].reset_index(drop=True)
-    out.insert(
-        out.columns.get_loc("variant") + 1,
-        "same_pass",
-        [", ".join(kept[v]) for v in out["variant"]],
-    )
+    same = [", ".join(kept[v]) for v in out["variant"]]
+    out.insert(out.columns.get_loc("variant") + 1, "same_pass", same)
     return out
 
 
