@@ -2,8 +2,8 @@
 (multiplier replicates of :mod:`causalpos.paper2.estimator.replicates`, inverted with the variance
 at the hypothesised value), the basic interval of a contrast, the percentile and Wilson intervals
 (:func:`interval`, :func:`bounds`, :func:`wilson`: :mod:`causalpos.inference`'s) and the p-values
-(sign flips, Monte Carlo permutation counts, Benjamini–Hochberg: :mod:`causalpos.stats`'); paper 2
-reaches them only through the names here.
+(sign flips, Monte Carlo permutation counts, Benjamini–Hochberg: :mod:`causalpos.stats`'), under
+the names paper 2's summary reads.
 
 **Intervals (decision): inverted with the variance at the hypothesised value.** The variance of
 N̂ grows with N (ζ1 = mᵀΣm is quadratic in m) and its estimate moves with N̂, so an interval
@@ -168,12 +168,6 @@ def exceedance_pvalue(exceed: np.ndarray, n_draws: int) -> np.ndarray:
     """One-sided Monte Carlo p = (1 + #{draws ≥ observed}) / (1 + draws): the observed statistic
     counted as one draw of the null, so p is never 0 (``exceed``: the counts)."""
     return (1.0 + exceed) / (1.0 + n_draws)
-
-
-def null_pvalue(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
-    """:func:`exceedance_pvalue` of ``observed`` among the ``null`` draws (R, ...)
-    (:func:`causalpos.stats.permutation_pvalue`; NaN where the statistic is NaN)."""
-    return stats.permutation_pvalue(observed, null)
 
 
 def q_values(p: np.ndarray) -> np.ndarray:

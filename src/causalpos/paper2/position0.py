@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from causalpos.paper2 import inference as inf
+from causalpos import stats
 
 
 def trajectory(states: np.ndarray) -> xr.Dataset:
@@ -132,7 +132,7 @@ def probe_cv(
         "accuracy": acc,
         "chance": float(counts.max() / y.size),
         "null_mean": float(null.mean()) if n_perm else float("nan"),
-        "p_value": float(inf.null_pvalue(np.float64(acc), null)) if n_perm else float("nan"),
+        "p_value": float(stats.permutation_pvalue(np.float64(acc), null)) if n_perm else np.nan,
     }
 
 
