@@ -122,11 +122,7 @@ def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         return pd.DataFrame()
     idx = ["bos_replacement", "bos_reading", "window"]
     out = None
-    for var, name in (
-        ("bos_effect", "effect"),
-        ("bos_c", "c"),
-        ("bos_c_baseline", "c_baseline"),
-    ):
+    for var, name in (("bos_effect", "effect"), ("bos_c", "c"), ("bos_c_baseline", "c_baseline")):
         d = stat_columns(summary[var], name, idx)
         out = d if out is None else out.merge(d, on=idx)
     out = out[np.isfinite(out["c_baseline"])].copy()
@@ -332,10 +328,7 @@ def _by_kind_frame(summary: xr.Dataset, kinds: Mapping) -> pd.DataFrame:
     counts = pd.Series(list(kinds.values())).value_counts()
     T = int(summary.attrs.get("seq_len", summary.sizes.get("query", 0)))
     frames = []
-    for var, suffix in (
-        ("components_kind", ""),
-        ("components_kind_contrast", " minus global"),
-    ):
+    for var, suffix in (("components_kind", ""), ("components_kind_contrast", " minus global")):
         df = wide_stat(summary[var], idx, "component_full")
         df = df.rename(columns={"layer_kind_name": "layer_kind"})
         if suffix:
