@@ -105,21 +105,17 @@ MAPPINGS = {
     "mechanism": ("direct_mask", "logit", "share_causal_mask_mechanism"),
 }
 
-
-#: Components beside :data:`COMPONENTS`: the residual-stream reading of a position-free run of the
-#: same summary, in the same unit, the paired difference of the condition's residual-stream
-#: component to it, and the logit reading of identity RoPE on paper 2's ablation where the
-#: model's windows mask something (their edges' position).
-CONTROL_COMPONENTS = ("control_residual_stream", "residual_minus_control", "window_edges")
-
-
-#: Each control component as a combination of the numerators and the controls' own ("ctrl": a
-#: position-free run's logits; "win": identity RoPE on paper 2's ablation).
+#: The controls' components in the same unit, each a combination of the numerators and the
+#: controls' own ("ctrl": a position-free run's logits; "win": identity RoPE on paper 2's
+#: ablation): the residual-stream reading of a position-free run of the same summary, the paired
+#: difference of the condition's residual-stream component to it, and the logit reading of
+#: identity RoPE on paper 2's ablation where the model's windows mask something (their edges').
 CONTROL_COMBINATIONS: dict[str, dict[str, float]] = {
     "control_residual_stream": {"ctrl": 1.0},
     "residual_minus_control": {"r_logit": 1.0, "ctrl": -1.0},
     "window_edges": {"win": 1.0},
 }
+CONTROL_COMPONENTS = tuple(CONTROL_COMBINATIONS)
 
 
 def toeplitz(mu: np.ndarray, allowed: np.ndarray) -> np.ndarray:

@@ -1,9 +1,6 @@
-"""Claim 1 beside its random-init / init twin: the trained model's headline logit leakage minus
-its twin's on the same dataset (:func:`twin_contrast_frame`), paired where both summaries
-resampled the same prompts (their ``counts_digest`` match and both keep the headline's
-replicates, ``leakage_model_boot``): the percentile interval of the replicates' differences. Where
-they do not pair, the row says why and carries no interval; the scorecard then combines the
-two headline intervals as independent samples."""
+"""Claim 1 beside its random-init / init twin (:func:`twin_contrast_frame`): the trained model's
+headline logit leakage minus its twin's on the same dataset; where the two do not pair, the
+scorecard combines the two headline intervals as independent samples."""
 
 from __future__ import annotations
 
