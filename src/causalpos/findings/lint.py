@@ -66,11 +66,9 @@ def _spans(template: str, root: Path | None) -> tuple[str, list[str]]:
             problems.append(f"line {line}: {{{{{m[1].strip()}}}}}: {e.reason}")
             return _blank(m)
         body = ref.body
-        if isinstance(body, Literal) and body.kind == "from" and root is not None:
-            if not (root / body.source).exists():
-                problems.append(
-                    f"line {line}: 'from {body.source}': no such file in the repository"
-                )
+        is_from = isinstance(body, Literal) and body.kind == "from" and root is not None
+        if is_from and not (root / body.source).exists():
+            problems.append(f"line {line}: 'from {body.source}': no such file in the repository")
         return _blank(m)
 
     text = TEMPLATE_NOTE.sub(_blank, template)
