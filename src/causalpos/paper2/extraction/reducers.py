@@ -291,13 +291,8 @@ class LeakageReducer:
         n_heads, T = self._shape
         data = {}
         for k in self._PER_SEQ:
-            arr = np.stack(
-                [
-                    np.concatenate([part[k] for _, part in self._rows[lay]])[order[lay]]
-                    for lay in layers
-                ],
-                axis=1,
-            )  # (sequence, layer, ...)
+            per_layer = [np.concatenate([p[k] for _, p in self._rows[l]])[order[l]] for l in layers]
+            arr = np.stack(per_layer, axis=1)  # (sequence, layer, ...)
             dims = ("sequence", "layer", "head") + _DIMS.get(k, _DIMS["leak_delta"])
             if k in merging.EXPECTED_STATS:
                 arr = arr.astype(np.float32)  # centred sums; the estimator works in float64
