@@ -265,9 +265,7 @@ class LeakageReducer:
             len(self.fits),
             [self.windows.index(w) for w in self.expected_windows],
         )
-        self._rows[layer].append(
-            (np.asarray(seq_ids, dtype=np.int64), {k: v.cpu().numpy() for k, v in out.items()})
-        )
+        self._rows[layer].append((seq_ids, {k: v.cpu().numpy() for k, v in out.items()}))
         if self.mean_maps:
             self._lz_sum[layer] += lz.sum(dim=0)
             self._count[layer] = self._count.get(layer, 0) + len(seq_ids)
