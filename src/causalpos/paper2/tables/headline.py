@@ -268,11 +268,10 @@ def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) 
     (``negative_<landmark>_*``): the estimate with its CI, its (1 − 2α) interval
     (``_tost_lo``, ``_tost_hi``) and the margin declared for the reading (``_margin``): the
     numbers the scorecard judges it by (:mod:`causalpos.scorecard.controls`)."""
-    out = {}
     if "control_units" not in summary:
-        return out
+        return {}
     margin = float(summary["control_margin"].sel(target=target))
-    out["negative_tost_level"] = 1.0 - 2.0 * float(summary.attrs["control_alpha"])
+    out = {"negative_tost_level": 1.0 - 2.0 * float(summary.attrs["control_alpha"])}
     for lm in summary["landmark"].values:
         sel = dict(variant=variant, landmark=lm, window=window, target=target)
         est, lo, hi = (float(x) for x in summary["control_units"].sel(**sel).values)
