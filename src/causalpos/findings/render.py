@@ -82,11 +82,10 @@ class Tables:
     def of_results(cls, results: str | Path) -> Tables:
         """Every table present under the results tree ``results`` (``results/`` of a run)."""
         root = Path(results)
-        found = {}
-        for pattern in FIXED_TABLES:
-            p = root / Path(pattern).relative_to(paths.RESULTS_ROOT)
-            if p.is_file():
-                found[table_name(pattern)] = p
+        fixed = {
+            table_name(t): root / Path(t).relative_to(paths.RESULTS_ROOT) for t in FIXED_TABLES
+        }
+        found = {name: p for name, p in fixed.items() if p.is_file()}
         stats = root / Path(paths.PAPER2_TABLE).parent.relative_to(paths.RESULTS_ROOT)
         for p in sorted(stats.glob(Path(paths.PAPER2_TABLE.format(name="*")).name)):
             found[p.stem] = p
