@@ -5,8 +5,7 @@ Scores are float32 pre-softmax logits, NaN where the run's mask hides a key. Eve
 pass runs in float64 on a tile of maps small enough for its temporaries to stay in the cache
 (:data:`TILE_CELLS`; on a GPU the reducers' chunk); every reduction accumulates in float64.
 
-**log Z** (:func:`row_log_z`): ``torch.logsumexp``'s arithmetic over the float64 scores with
-masked keys at −inf, shifted by the row's largest finite score, without the finite pattern; one
+**log Z** (:func:`row_log_z`, ``torch.logsumexp``'s arithmetic without the finite pattern): one
 batch's log Z serves every reducer fed the same score tensor (:func:`shared_log_z`).
 
 **Sums** (:func:`tile_sums`): x = the logits on the measured pairs (0 elsewhere), centred by
