@@ -166,24 +166,10 @@ def scale_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.
                 d = d - sa["share_boot"].sel(**sel).values
                 d = d[np.isfinite(d)]
                 lo, hi = inf.bounds(d, level) if d.size else (np.nan, np.nan)
+                init_a, init_b = (str(run.attrs.get("init_of", "")) for run in (sa, sb))
                 rows.append(
-                    {
-                        "dataset": dataset,
-                        "model": ma,
-                        "model_b": mb,
-                        "condition": str(cond),
-                        "window": str(w),
-                        "target": str(t),
-                        "reading": EXPECTED_MAP,
-                        "share_causal_mask": ea,
-                        "share_causal_mask_b": eb,
-                        "difference": eb - ea,
-                        "difference_lo": lo,
-                        "difference_hi": hi,
-                        "paired": True,
-                        "init_of": str(sa.attrs.get("init_of", "")),
-                        "init_of_b": str(sb.attrs.get("init_of", "")),
-                    }
+                    (ma, dataset, mb, str(cond), str(w), str(t), EXPECTED_MAP, ea, eb, eb - ea)
+                    + (lo, hi, True, init_a, init_b)
                 )
     cols = ["model", "dataset", "model_b", "condition", "window", "target", "reading"]
     cols += ["share_causal_mask", "share_causal_mask_b", "difference", "difference_lo"]
@@ -353,12 +339,6 @@ def ring_runs(summary: xr.Dataset, conditions: Sequence[str]) -> list[str]:
     return [r if r in runs else "" for r in rings]
 
 
-def ring_status(ring: str, condition: str) -> str:
-    """``status`` of a headline decomposition row: measured where its condition's ring run was
-    made, else which run it needs."""
-    return MEASURED if ring else f"not run: no {ring_twin(DEFAULT_CONDITIONS[condition][0])!r} run"
-
-
 def _first_position_free(summary: xr.Dataset) -> str:
     free = summary["position_free"]
     names = [str(v) for v in free["variant"].values if bool(free.sel(variant=v))]
@@ -378,6 +358,8 @@ def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         dec = dec.merge(stat_columns(diff.sel(condition_ref=ref), name, idx), on=idx)
     dec.insert(3, "reading", EXPECTED_MAP)
     dec.insert(4, "ring_run", ring_runs(summary, dec["condition"]))
-    dec.insert(5, "status", [ring_status(r, c) for r, c in zip(dec["ring_run"], dec["condition"])])
+    rings = [ring_twin(DEFAULT_CONDITIONS[c][0]) for c in dec["condition"]]
+    status = [MEASURED if r else f"not run: no {n!r} run" for r, n in zip(dec["ring_run"], rings)]
+    dec.insert(5, "status", status)
     dec["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
     return mark_mask_free(dec, summary)  # its residual is the mask-free route

@@ -59,12 +59,7 @@ def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
             status = _not_run(missing)
         else:
             status = "not decomposed: the summary was not asked for this condition"
-        row = {
-            "condition": cond,
-            "causal_variant": cv,
-            "bidirectional_variant": bv,
-            "status": status,
-        }
+        row = dict(condition=cond, causal_variant=cv, bidirectional_variant=bv, status=status)
         model = summary.get("per_prompt_leakage_model")
         for tgt, name in (("logattn", "total"), ("logit", "logit")):
             row |= _cells(name, model, cv in variants, variant=cv, target=tgt)
