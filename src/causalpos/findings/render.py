@@ -129,10 +129,6 @@ def strip_directives(template: str) -> str:
     return re.sub(LET.pattern + r"\n?", "", text, flags=re.M)
 
 
-def _marker(body: str, reason: str) -> str:
-    return f"⟨not in this run: {' '.join(body.split())} — {reason}⟩"
-
-
 def render(template: str, tables: Tables, *, strict: bool = True, name: str = TEMPLATE) -> str:
     """The page ``template`` stands for on ``tables``, under a banner naming the template
     (``name``). Errors name the template's own line numbers."""
@@ -150,7 +146,7 @@ def render(template: str, tables: Tables, *, strict: bool = True, name: str = TE
         except RefError as e:
             if not strict and e.missing:
                 missing += 1
-                return _marker(m[1], e.reason)
+                return f"⟨not in this run: {' '.join(m[1].split())} — {e.reason}⟩"
             line = template.count("\n", 0, m.start()) + 1
             errors.append(f"line {line}: {{{{{' '.join(m[1].split())}}}}}: {e.reason}")
             return m[0]

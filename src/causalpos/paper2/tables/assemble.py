@@ -51,13 +51,6 @@ def _position0_columns(summary: xr.Dataset) -> dict:
     }
 
 
-def _model_columns(summary: xr.Dataset) -> dict:
-    """What the model is (from the config, via the summary's attrs): ``positional`` (rope, ntk,
-    swa, nope for the models trained here; empty otherwise) and ``init_of`` (the model whose
-    random-init / init twin this is; empty for a trained model)."""
-    return {k: str(summary.attrs.get(k, "")) for k in ("positional", "init_of")}
-
-
 def _block_kinds(p0: xr.Dataset, summary: xr.Dataset | None) -> list[str]:
     """The kind of each row of position 0's trajectory (embedding, then each block's attention):
     from the position-0 store where it records them, else from the pair's summary, else
@@ -94,7 +87,10 @@ def paper2_tables(
             add(name, df, key, extra)
 
     for key, s in summaries.items():
-        flat, p0, mc = per_prompt_tables(s), _position0_columns(s), _model_columns(s)
+        flat, p0 = per_prompt_tables(s), _position0_columns(s)
+        # what the model is: positional (rope, ntk, swa, nope for the models trained here; empty
+        # otherwise), init_of (the model whose random-init twin this is; empty if trained)
+        mc = {k: str(s.attrs.get(k, "")) for k in ("positional", "init_of")}
         both = {**mc, **p0}
         add("leakage_by_model", flat["leakage_by_model"], key, p0)
         add("leakage_by_layer", flat["leakage_by_layer"], key)
