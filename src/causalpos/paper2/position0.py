@@ -55,17 +55,14 @@ def sink_heads(sink_attention: xr.DataArray, tau: float = 0.5) -> xr.DataArray:
     return m >= tau
 
 
-def _stratified_folds(labels: np.ndarray, n_folds: int, rng: np.random.Generator) -> np.ndarray:
-    fold = np.empty(labels.size, dtype=np.int64)
-    for lab in np.unique(labels):
-        idx = np.flatnonzero(labels == lab)
-        fold[rng.permutation(idx)] = np.arange(idx.size) % n_folds
-    return fold
-
-
 def _ridge_cv_accuracy(
-    x: np.ndarray, y: np.ndarray, classes: np.ndarray, folds: np.ndarray, n_folds: int, ridge: float
+    x: np.ndarray, y: np.ndarray, classes: np.ndarray, n_folds: int, ridge: float, rng
 ) -> float:
+    """Accuracy of the ridge probe over ``n_folds`` folds stratified by class, drawn from ``rng``."""
+    folds = np.empty(y.size, dtype=np.int64)
+    for lab in classes:
+        idx = np.flatnonzero(y == lab)
+        folds[rng.permutation(idx)] = np.arange(idx.size) % n_folds
     correct = 0
     for k in range(n_folds):
         te, tr = folds == k, folds != k
@@ -121,13 +118,9 @@ def probe_cv(
             f"smallest class has {counts.min()}"
         )
     rng = np.random.default_rng(seed)
-    acc = _ridge_cv_accuracy(x, y, classes, _stratified_folds(y, n_folds, rng), n_folds, ridge)
-    null = np.array(
-        [
-            _ridge_cv_accuracy(x, yp, classes, _stratified_folds(yp, n_folds, rng), n_folds, ridge)
-            for yp in (rng.permutation(y) for _ in range(n_perm))
-        ]
-    )
+    acc = _ridge_cv_accuracy(x, y, classes, n_folds, ridge, rng)
+    perms = (rng.permutation(y) for _ in range(n_perm))
+    null = np.array([_ridge_cv_accuracy(x, yp, classes, n_folds, ridge, rng) for yp in perms])
     return {
         "accuracy": acc,
         "chance": float(counts.max() / y.size),
