@@ -92,11 +92,8 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
 
 
 def _control_units(summary: xr.Dataset) -> pd.DataFrame:
-    """Rows of the causal run: the first position-free run of the summary (``control_variant``)
-    read in the causal run's units (``control_model_units`` with its CI), its (1 − 2α)
-    interval (``control_tost_lo``, ``control_tost_hi``), the margin declared for the reading
-    (``control_margin``), headline reading (key-0 column modelled): the numbers the scorecard
-    judges it by (:mod:`causalpos.scorecard.controls`)."""
+    """Rows of the causal run: the :func:`_units_columns` of the summary's first position-free
+    run (``control_variant``) with the key-0 column modelled, as ``control_*`` columns."""
     idx = ["variant", "window", "target"]
     names = ["control_variant", "control_model_units", "control_model_units_lo"]
     names += ["control_model_units_hi", "control_tost_lo", "control_tost_hi", "control_margin"]

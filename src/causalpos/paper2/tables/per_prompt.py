@@ -151,18 +151,14 @@ def per_layer_columns(df: pd.DataFrame, kinds, reading: str) -> pd.DataFrame:
 def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     """Flat tables of one summary (:func:`causalpos.paper2.summary.assemble.leakage_summary`):
     ``leakage_by_model``, ``leakage_by_layer``, ``heads``, and those of the blocks the summary has
-    (the per-prompt decomposition, ``observational_split``, ``bos_effects``, ``sink_heads``,
-    ``baseline_comparison``, ``depth_trend``); the per-layer ones name their reading and each
-    layer's mask (:func:`per_layer_columns`)."""
+    (``sink_heads``, ``baseline_comparison``, ``depth_trend``); the per-layer ones name their
+    reading and each layer's mask (:func:`per_layer_columns`). The per-prompt decomposition, the
+    observational split and the BOS effects: :mod:`causalpos.paper2.tables.assemble`."""
     kinds = kinds_by_layer(summary)
     summary = summary.drop_vars(LAYER_KIND, errors="ignore")  # added back per layer below
 
     def wide(da: xr.DataArray) -> pd.DataFrame:
-        df = da.to_dataset(dim="stat").to_dataframe().reset_index()
-        return df.rename(columns={"per_prompt_condition": "condition"})
-
-    def per_layer(df: pd.DataFrame) -> pd.DataFrame:
-        return per_layer_columns(df, kinds, PER_PROMPT)
+        return da.to_dataset(dim="stat").to_dataframe().reset_index()
 
     out: dict[str, pd.DataFrame] = {}
     m = wide(summary["per_prompt_leakage_model"])
@@ -175,23 +171,15 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     m["raw"] = pooled("per_prompt_leakage_raw")
     m["null_floor"] = pooled("per_prompt_null_floor")
     out["leakage_by_model"] = m
-    out["leakage_by_layer"] = per_layer(wide(summary["per_prompt_leakage_layer"]))
+    layer = wide(summary["per_prompt_leakage_layer"])
+    out["leakage_by_layer"] = per_layer_columns(layer, kinds, PER_PROMPT)
     h = wide(summary["per_prompt_leakage_head"])
     for k in PER_HEAD:
         h[k] = pooled(f"per_prompt_{k}", mean=False)
     if "sink_attention" in summary:
         sink = summary["sink_attention"].to_dataframe().reset_index()
         h = h.merge(sink, on=["variant", "layer", "head"], how="left")
-    out["heads"] = per_layer(h)
-    if "per_prompt_decomposition" in summary:
-        out["per_prompt_decomposition"] = wide(summary["per_prompt_decomposition"])
-        out["per_prompt_decomposition_by_layer"] = per_layer(
-            wide(summary["per_prompt_decomposition_layer"])
-        )
-    if "per_prompt_observational_split" in summary:
-        out["observational_split"] = wide(summary["per_prompt_observational_split"])
-    if "per_prompt_bos_effect" in summary:
-        out["bos_effects"] = wide(summary["per_prompt_bos_effect"])
+    out["heads"] = per_layer_columns(h, kinds, PER_PROMPT)
     if "sink_head" in summary:
         n = summary["sink_head"].sum(("layer", "head"))
         df = n.rename("n_sink_heads").to_dataframe().reset_index()
