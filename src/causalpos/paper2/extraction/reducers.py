@@ -11,7 +11,7 @@ import xarray as xr
 from causalpos import stats
 from causalpos.capture import merging
 from causalpos.models.layer_kinds import pattern
-from causalpos.paper2.extraction.design import pair_mask, parse_fit, query_window
+from causalpos.paper2.extraction.design import parse_fit, query_window
 from causalpos.paper2.extraction.mapsums import (
     PairKit,
     cached_log_z,
@@ -138,7 +138,7 @@ class LeakageReducer:
         pairs; set by :func:`causalpos.capture.hook.capture_scores` before the first batch."""
         self._kinds = [str(k) for k in kinds]
 
-    def _base_mask(self, finite: torch.Tensor, layer: int) -> np.ndarray:
+    def _base_mask(self, finite: torch.Tensor | np.ndarray, layer: int) -> np.ndarray:
         """Measured pairs over all query rows (windows restrict rows of this mask): the layer's
         pattern as trained where its kind is known (every one of them finite in this run), else
         the run's own finite pattern."""
@@ -183,11 +183,8 @@ class LeakageReducer:
         key = (kind, T)
         if key not in self._kind_bases:
             ref = pattern(kind, T) & np.tril(np.ones((T, T), dtype=bool))
-            sub = None
-            if self.pair_subsample is not None:
-                sub = stats.stratified_pair_mask(T, self.pair_subsample, self.seed) & ref
-            base = pair_mask(T, window="all", allowed=ref, subsample=sub)
-            self._kind_bases[key] = (base, torch.as_tensor(ref))
+            # the pairs of a run in which every trained pair is finite
+            self._kind_bases[key] = (self._base_mask(ref, layer), torch.as_tensor(ref))
         base, ref = self._kind_bases[key]
         if bool((ref.to(scores.device) & ~torch.isfinite(scores[0, 0])).any()):
             self._base_mask(torch.isfinite(scores[:1, :1]), layer)  # raises, naming the pair
