@@ -75,12 +75,5 @@ def factors_frame(summary: xr.Dataset) -> pd.DataFrame:
 
 def _vals(level: str, layer, kind: str, da: xr.DataArray) -> dict:
     """A row's level and its effect with its interval, read from ``da`` (stat)."""
-    e = [float(da.sel(stat=s)) for s in ("estimate", "lo", "hi")]
-    return {
-        "level": level,
-        "layer": layer,
-        "layer_kind": kind,
-        "effect": e[0],
-        "effect_lo": e[1],
-        "effect_hi": e[2],
-    }
+    est, lo, hi = (float(da.sel(stat=s)) for s in ("estimate", "lo", "hi"))
+    return dict(level=level, layer=layer, layer_kind=kind, effect=est, effect_lo=lo, effect_hi=hi)
