@@ -75,9 +75,7 @@ def paper2_tables(
     probes = []
 
     def add(name, df, key, extra=None):
-        df = df.copy()
-        for k, v in (extra or {}).items():
-            df[k] = v
+        df = df.assign(**(extra or {}))
         df.insert(0, "dataset", key[1])
         df.insert(0, "model", key[0])
         parts[name].append(df)

@@ -41,11 +41,9 @@ def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
     condition (``share_causal_mask_minus_<condition>``, prompts resampled jointly)."""
     rows = []
     variants = list(summary["variant"].values)
-    measured = (
-        list(summary["per_prompt_condition"].values)
-        if "per_prompt_decomposition" in summary
-        else []
-    )
+    measured = []
+    if "per_prompt_decomposition" in summary:
+        measured = list(summary["per_prompt_condition"].values)
     not_run = json.loads(summary.attrs.get("conditions_not_run", "{}"))
     pairs = json.loads(summary.attrs.get("conditions", "{}"))
     for cond, cv in ROPE_CONDITIONS.items():
