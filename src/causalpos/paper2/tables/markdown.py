@@ -178,11 +178,6 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
         if "status" in rc:
             cols["status"] = rc["status"]
         section("Table 6 analog: causal vs identity vs scrambled RoPE", cols)
-    _bos_and_split_sections(tabs, section)
-
-
-def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
-    """The per-prompt reading's Table 9, observational split and leakage per run."""
     bos = tabs["bos_effects"]
     if not bos.empty:
         section(
