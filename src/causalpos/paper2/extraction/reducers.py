@@ -122,7 +122,7 @@ class LeakageReducer:
         self._rows: dict[int, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
         self._seen: dict[int, set[int]] = {}  # layer -> the sequence ids added
         #: measured pairs -> their windows' designs and the pair kit of each device
-        self._plans: dict[bytes, tuple[np.ndarray, WindowPlan, dict[str, PairKit]]] = {}
+        self._plans: dict[bytes, tuple[WindowPlan, dict[str, PairKit]]] = {}
         #: (layer kind, T) -> (measured pairs, the kind's trained pattern as a bool tensor)
         self._kind_bases: dict[tuple[str, int], tuple[np.ndarray, torch.Tensor]] = {}
         self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
@@ -162,17 +162,6 @@ class LeakageReducer:
         if sub is not None:
             sub = sub & allowed  # a sliding window may forbid sampled pairs: measure what exists
         return measured_mask(finite, sub, "all", allowed)
-
-    def _plan(self, base: np.ndarray, device: torch.device) -> tuple[WindowPlan, PairKit]:
-        """The windows' designs of the measured pairs ``base`` and their pair kit on ``device``
-        (both cached)."""
-        key = base.tobytes()
-        if key not in self._plans:
-            self._plans[key] = (base, plan_windows(base, self.windows, self.fits), {})
-        _, plan, kits = self._plans[key]
-        if str(device) not in kits:
-            kits[str(device)] = pair_kit(base, plan.bounds, device)
-        return plan, kits[str(device)]
 
     def _kind_base(self, scores: torch.Tensor, layer: int) -> np.ndarray:
         """The measured pairs of a layer of known kind (cached per kind and T), after checking
@@ -224,7 +213,13 @@ class LeakageReducer:
         self._add(layer, scores, seq_ids, base)
 
     def _add(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray, base: np.ndarray) -> None:
-        plan, kit = self._plan(base, scores.device)
+        key, device = base.tobytes(), str(scores.device)  # designs and kits built once
+        if key not in self._plans:
+            self._plans[key] = (plan_windows(base, self.windows, self.fits), {})
+        plan, kits = self._plans[key]
+        if device not in kits:
+            kits[device] = pair_kit(base, plan.bounds, scores.device)
+        kit = kits[device]
         if layer in self._meta and not np.array_equal(self._meta[layer][1], plan.n_pairs):
             raise ValueError(
                 f"layer {layer}: the measured pair set changed between batches "
