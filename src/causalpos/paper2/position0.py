@@ -1,16 +1,9 @@
 """Paper 2 §4 on the states extraction read (:mod:`causalpos.capture.position0`: the residual
-stream at position 0, the value vectors at key 0); torch-free.
-
-- **Trajectory.** Under causal attention position 0 attends only to itself, so with a fixed token 0
-  its cross-prompt standard deviation is exactly 0 at every layer; > 0 when token 0 varies or
-  attention is bidirectional.
-- **Sink-reading heads.** Mean attention to key 0 over queries i ≥ 1 and prompts ≥ τ.
-- **Probes.** Cross-validated ridge classifiers from position-0 states (per layer) or sink heads'
-  values at key 0 to a prompt-level label, against chance and a label-permutation null.
-
-BOS replacement's effect, 1 − C_res(intervention) / C_res(baseline), is read in the summary
-(:func:`causalpos.paper2.summary.bos.bos_effects`).
-"""
+stream at position 0, the value vectors at key 0), torch-free: the trajectory (under causal
+attention position 0 attends only to itself, so with a fixed token 0 its cross-prompt spread is
+exactly 0 at every layer), sink-reading heads and content probes against chance and a
+label-permutation null. BOS replacement's effect is read in the summary
+(:func:`causalpos.paper2.summary.bos.bos_effects`)."""
 
 from __future__ import annotations
 
