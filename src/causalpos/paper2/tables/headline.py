@@ -97,12 +97,9 @@ def _control_units(summary: xr.Dataset) -> pd.DataFrame:
     idx = ["variant", "window", "target"]
     names = ["control_variant", "control_model_units", "control_model_units_lo"]
     names += ["control_model_units_hi", "control_tost_lo", "control_tost_hi", "control_margin"]
-    empty = pd.DataFrame(columns=idx + names)
-    if "control_units" not in summary or "causal" not in summary["variant"].values:
-        return empty
     free = _first_position_free(summary)
-    if not free:
-        return empty
+    if "control_units" not in summary or "causal" not in summary["variant"].values or not free:
+        return pd.DataFrame(columns=idx + names)
     sel = dict(variant=free, landmark="modelled")
     cu = stat_columns(summary["control_units"].sel(**sel, drop=True), "control_model_units")
     tost = stat_columns(summary["control_tost"].sel(**sel, drop=True), "control_tost")
@@ -338,8 +335,7 @@ def ring_runs(summary: xr.Dataset, conditions: Sequence[str]) -> list[str]:
 
 def _first_position_free(summary: xr.Dataset) -> str:
     free = summary["position_free"]
-    names = [str(v) for v in free["variant"].values if bool(free.sel(variant=v))]
-    return names[0] if names else ""
+    return next((str(v) for v in free["variant"].values if bool(free.sel(variant=v))), "")
 
 
 def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
