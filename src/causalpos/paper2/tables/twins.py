@@ -63,23 +63,8 @@ def twin_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.D
             lo, hi = inf.bounds(d, float(sm.attrs.get("level", 0.95)), skip_nan=True)
             pairing = PAIRED.format(digest=da)
             paired = True
-        rows.append(
-            {
-                "model": model,
-                "dataset": dataset,
-                "twin": twin,
-                "window": window,
-                "target": HEADLINE_BOOT_TARGET,
-                "reading": EXPECTED_MAP,
-                "leakage": a,
-                "leakage_twin": b,
-                "difference": a - b,
-                "difference_lo": float(lo),
-                "difference_hi": float(hi),
-                "paired": paired,
-                "pairing": pairing,
-            }
-        )
+        labels = (model, dataset, twin, window, HEADLINE_BOOT_TARGET, EXPECTED_MAP)
+        rows.append(labels + (a, b, a - b, float(lo), float(hi), paired, pairing))  # COLUMNS
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
