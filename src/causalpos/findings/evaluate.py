@@ -149,18 +149,15 @@ def _unit(fmt: Format) -> str:
     return " %" if fmt.scale == "%" else ""
 
 
-def _listed(items: list[str]) -> str:
-    if not items:
-        return "none"
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _aggregate(df: pd.DataFrame, agg: str, column: str | None, rows: Rows, fmt: Format) -> str:
     if agg == "count":
         return number(float(len(df)), fmt)
     _need_column(df, column, rows.name)
-    if agg == "list":
-        return _listed([number(_cell_number(r, column, str(rows)), fmt) for _, r in df.iterrows()])
+    if agg == "list":  # "a, b and c"
+        items = [number(_cell_number(r, column, str(rows)), fmt) for _, r in df.iterrows()]
+        if len(items) < 2:
+            return items[0] if items else "none"
+        return ", ".join(items[:-1]) + " and " + items[-1]
     vals = pd.to_numeric(df[column], errors="coerce").dropna()
     if vals.empty:
         raise RefError(f"{rows}.{column}: no numeric value to take the {agg} of", missing=True)

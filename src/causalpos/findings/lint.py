@@ -66,11 +66,9 @@ def _spans(template: str, root: Path | None) -> tuple[str, list[str]]:
             problems.append(f"line {line}: {{{{{m[1].strip()}}}}}: {e.reason}")
             return _blank(m)
         body = ref.body
-        if isinstance(body, Literal) and body.kind == "from" and root is not None:
-            if not (root / body.source).exists():
-                problems.append(
-                    f"line {line}: 'from {body.source}': no such file in the repository"
-                )
+        is_from = isinstance(body, Literal) and body.kind == "from" and root is not None
+        if is_from and not (root / body.source).exists():
+            problems.append(f"line {line}: 'from {body.source}': no such file in the repository")
         return _blank(m)
 
     text = TEMPLATE_NOTE.sub(_blank, template)
@@ -92,12 +90,8 @@ def _number_problems(line: str) -> list[str]:
     line = re.sub(r"^\s*\d+\.\s", "   ", line)  # an ordered list's item number
     for pattern in (DOC_LABELS, LAYER_LABELS):
         line = pattern.sub(lambda m: re.sub(r"\d", "#", m[0]), line)
-    out = []
-    for m in NUMBER.finditer(line):
-        if m[0] in ("0", "1") or _is_name(line, m):
-            continue
-        out.append(m[0])
-    return out
+    numbers = NUMBER.finditer(line)
+    return [m[0] for m in numbers if m[0] not in ("0", "1") and not _is_name(line, m)]
 
 
 def check_template(template: str, root: str | Path | None = None) -> list[str]:

@@ -123,15 +123,13 @@ class _Scanner:
         while self.i < len(self.text) and self.text[self.i].isspace():
             self.i += 1
 
-    def peek(self, s: str) -> bool:
-        self.skip()
-        return self.text.startswith(s, self.i)
-
     def take(self, s: str) -> bool:
-        if self.peek(s):
-            self.i += len(s)
-            return True
-        return False
+        """Whether the text continues with ``s`` (after blanks), consumed if so."""
+        self.skip()
+        if not self.text.startswith(s, self.i):
+            return False
+        self.i += len(s)
+        return True
 
     def expect(self, s: str, what: str) -> None:
         if not self.take(s):

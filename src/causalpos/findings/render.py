@@ -1,21 +1,16 @@
 """The findings page rendered from its template and a run's tables (:func:`render`).
 
 The template (``docs/findings.template.md``) is Markdown whose numbers are references,
-``{{ ... }}`` (:mod:`causalpos.findings.refs`), filled from the tables of one results tree
-(:class:`Tables`: a table is named by its file stem, ``llm_index``, ``paper2_headline``,
-``scorecard``, ...). Directives, each a line of its own, are dropped from the output:
+``{{ ... }}`` (:mod:`causalpos.findings.refs`), filled from one results tree's tables
+(:class:`Tables`, each named by its file stem). Directives, each a line of its own, are dropped:
+``<!-- let NAME = rows -->`` (an alias for a selection, usable wherever a table name is) and
+``<!-- template: ... -->`` (a note to the template's editors, may span lines). A value filled
+into a table row of the page has its ``|`` escaped (:func:`causalpos.markdown.escape`).
 
-- ``<!-- let NAME = rows -->``: an alias for a selection, usable wherever a table name is;
-- ``<!-- template: ... -->`` (may span lines): a note to the template's editors.
-
-A value filled into a row of a table of the page (a line starting with ``|``) has its ``|``
-escaped, as every table cell the project writes (:func:`causalpos.markdown.escape`).
-
-``strict`` (``causalpos findings``): every reference must fill, else a :class:`FindingsError`
-lists each one that does not, by line, with the reason. Not strict (the ``scorecard`` rule's
-``results/report/findings.md``, written for any config): a reference whose table, column or row
-this run does not have prints as a marker saying so, and a line at the top counts them; a
-reference that is malformed or names an unknown table is an error either way.
+``strict`` (``causalpos findings``): a reference that does not fill is a :class:`FindingsError`.
+Not strict (the ``scorecard`` rule's ``results/report/findings.md``, for any config): one whose
+table, column or row this run lacks prints as a marker, counted at the top; a malformed one or an
+unknown table is an error either way.
 """
 
 from __future__ import annotations
@@ -87,11 +82,10 @@ class Tables:
     def of_results(cls, results: str | Path) -> Tables:
         """Every table present under the results tree ``results`` (``results/`` of a run)."""
         root = Path(results)
-        found = {}
-        for pattern in FIXED_TABLES:
-            p = root / Path(pattern).relative_to(paths.RESULTS_ROOT)
-            if p.is_file():
-                found[table_name(pattern)] = p
+        fixed = {
+            table_name(t): root / Path(t).relative_to(paths.RESULTS_ROOT) for t in FIXED_TABLES
+        }
+        found = {name: p for name, p in fixed.items() if p.is_file()}
         stats = root / Path(paths.PAPER2_TABLE).parent.relative_to(paths.RESULTS_ROOT)
         for p in sorted(stats.glob(Path(paths.PAPER2_TABLE.format(name="*")).name)):
             found[p.stem] = p
@@ -135,10 +129,6 @@ def strip_directives(template: str) -> str:
     return re.sub(LET.pattern + r"\n?", "", text, flags=re.M)
 
 
-def _marker(body: str, reason: str) -> str:
-    return f"⟨not in this run: {' '.join(body.split())} — {reason}⟩"
-
-
 def render(template: str, tables: Tables, *, strict: bool = True, name: str = TEMPLATE) -> str:
     """The page ``template`` stands for on ``tables``, under a banner naming the template
     (``name``). Errors name the template's own line numbers."""
@@ -156,7 +146,7 @@ def render(template: str, tables: Tables, *, strict: bool = True, name: str = TE
         except RefError as e:
             if not strict and e.missing:
                 missing += 1
-                return _marker(m[1], e.reason)
+                return f"⟨not in this run: {' '.join(m[1].split())} — {e.reason}⟩"
             line = template.count("\n", 0, m.start()) + 1
             errors.append(f"line {line}: {{{{{' '.join(m[1].split())}}}}}: {e.reason}")
             return m[0]

@@ -1,77 +1,49 @@
 """Paper 2's decomposition (§3) on the headline reading, in one unit, by an ablation whose own
-edges create no position: the components (:data:`COMPONENTS`), how each is combined from the runs'
-numerator Grams (:data:`COMBINATIONS`), and the softmax's edge artefact. The summary block that
-reads them with intervals per condition, landmark reading, window, layer and layer kind is
+edges create no position: the components (:data:`COMPONENTS`), each a combination of the runs'
+numerator Grams (:data:`COMBINATIONS`), and the softmax's edge artefact. The summary block:
 :func:`causalpos.paper2.summary.decomposition.decomposition_block`.
 
-**One unit.** Every component is a ΔSS of an expected map, ‖P_Δ μ‖² (estimated without the content
-term by the U-statistic N̂ / (n(n − 1)) of :mod:`causalpos.paper2.estimator.expected`), divided by *one*
-denominator: the causal run's expected log-attention variance ‖C μ_a‖² (D̂ / (n(n − 1))), on the
-pairs each layer attends to as trained (its layer kind). So the components add exactly;
-subtracting two ΔR² with their own denominators (each run's variance) can flip a component's sign.
+**One unit.** Every component is a ΔSS of an expected map, ‖P_Δ μ‖² (the U-statistic
+N̂ / (n(n − 1)) of :mod:`causalpos.paper2.estimator.expected`), over *one* denominator: the causal
+run's expected log-attention variance ‖C μ_a‖² (D̂ / (n(n − 1))) on the pairs each layer attends
+to as trained. So the components add exactly; subtracting two ΔR² with their own denominators
+can flip a component's sign.
 
 **The runs** of a condition (:data:`causalpos.models.variants.DECOMPOSITION_CONDITIONS`): the causal
-run c (the model as trained), the ring run r (variant ``ring``: no mask at all — neither the causal
-mask nor a sliding window — and RoPE offsets taken cyclically, so the pass creates no position at
-the sequence's ends: :mod:`causalpos.capture.ring`) and paper 2's own ablation b (``bidirectional``:
-transformers' ``is_causal = False``, a sliding window kept symmetric).
+run c (as trained), the ring run r (``ring``: no mask at all and RoPE offsets taken cyclically, so
+the pass creates no position at the sequence's ends: :mod:`causalpos.capture.ring`) and paper 2's
+ablation b (``bidirectional``: ``is_causal = False``, a sliding window kept symmetric).
 
-**Three routes** (spec §3), every one a combination of the numerators (:data:`COMBINATIONS`):
+**Three routes** (spec §3), ``total`` (ΔSS of the causal log-attention a = s − log Z) =
+``mask_free + indirect_mask + direct_mask`` exactly:
 
-- ``total`` — ΔSS of the causal run's log-attention a = s − log Z:
-  ``total = mask_free + indirect_mask + direct_mask`` exactly.
-- ``direct_mask`` — the causal mask at this layer (its normaliser): N(c_logattn) − N(c_logit),
-  split explicitly into ``normaliser`` (ΔSS of the causal run's −log Z_i, its log-attention minus
-  its logits) and ``direct_cross`` (c_logattn − c_logit − c_logz: what −log Z_i adds to the
-  logits' position, 2⟨P_Δ s, P_Δ(−log Z)⟩).
-- ``indirect_mask`` — position the masks wrote into the residual stream in the layers below,
-  read by this layer's q·k: N(c_logit) − N(r_logit), split into ``indirect_own`` (the ΔSS of
-  the per-prompt difference map d = causal logits − ring logits, numerator ``d_logit``: the two
-  runs' per-prompt statistics subtracted, same prompts, same pairs) and ``indirect_cross``
-  (c_logit − r_logit − d_logit = 2⟨P_Δ d, P_Δ r⟩).
-- ``mask_free`` — ΔSS of the ring run's pre-softmax **logits**: absolute position that reached q
-  and k through the residual stream with no mask anywhere and no sequence end (the fixed token
-  0's landmark). A logit map that depends only on the offset, f(i − j), has ΔSS exactly 0 under
-  the saturated baseline on any pair set; a position-free run (identity RoPE on the ring) reads 0
-  exactly, whatever the model's windows. Without a fixed token 0 it reads 0 by symmetry: the
-  tables mark it "not applicable" there (the summary's ``token0_fixed``).
+- ``direct_mask`` — the causal mask at this layer (its normaliser), N(c_logattn) − N(c_logit):
+  ``normaliser`` (ΔSS of −log Z_i) plus ``direct_cross`` (2⟨P_Δ s, P_Δ(−log Z)⟩).
+- ``indirect_mask`` — position the masks wrote into the residual stream below, read by this
+  layer's q·k: N(c_logit) − N(r_logit) = ``indirect_own`` (ΔSS of the per-prompt difference map
+  d = causal − ring logits, same prompts and pairs) + ``indirect_cross`` (2⟨P_Δ d, P_Δ r⟩).
+- ``mask_free`` — ΔSS of the ring run's logits: absolute position that reached q and k with no
+  mask and no sequence end (the fixed token 0's landmark). A logit map f(i − j) has ΔSS exactly 0
+  under the saturated baseline on any pair set; without a fixed token 0 it reads 0 by symmetry
+  and the tables mark it "not applicable" (the summary's ``token0_fixed``).
 
 **Paper 2's two components on two mappings** (:data:`MAPPINGS`): the *ablation* mapping (paper
-2's own) causal-mask = direct + indirect (``causal_mask``), residual-stream = mask-free; the
-*mechanism* mapping causal-mask = direct (``direct_mask``), residual-stream = indirect + mask-free
-(``logit``, the causal run's logits: the position q·k carry, whatever made it). Shares of the
-total: ``share_causal_mask_ablation`` (= ``share_causal_mask``), ``share_causal_mask_mechanism``,
-``share_direct_mask``, ``share_indirect_mask``, ``share_mask_free``.
+2's own) causal-mask = direct + indirect, residual-stream = mask-free; the *mechanism* mapping
+causal-mask = direct, residual-stream = indirect + mask-free (``logit``: the position q·k carry).
+Aliases (same combinations): ``residual_stream`` = ``mask_free``, ``cross`` = ``direct_cross``,
+``remainder`` = ``causal_mask − normaliser``, ``share_causal_mask`` = its ablation mapping's.
 
-**Aliases** kept for the tables that read them (each the same numerator combination):
-``residual_stream`` = ``mask_free``; ``causal_mask`` = ``direct_mask + indirect_mask`` (total −
-ring); ``logit`` = ``indirect_mask + mask_free`` (the mechanism mapping's residual stream);
-``cross`` = ``direct_cross``; ``remainder`` = ``causal_mask − normaliser`` = ``direct_cross +
-indirect_mask``; ``share_causal_mask`` = ``share_causal_mask_ablation``.
+**Paper 2's own reading** (bidirectional ablation): ``residual_stream_bidirectional``, its logits'
+ΔSS, and ``edge_position`` (minus the ring's: the position that pass creates at the sequence's
+ends and its windows' edges); ``residual_stream_paper``, its log-attention's ΔSS: a bidirectional
+softmax normalises row i over offsets i − T + 1 … i, so log Z_i depends on i even for exactly
+relative logits. That edge ``artefact`` is measured by making each head's expected ablation
+logits exactly relative (a Toeplitz map), passing them through the ablation's own softmax and
+reading ΔSS (:func:`relative_logattn`, :func:`artefact_of`): a plug-in, no CI.
 
-**Paper 2's own reading** (bidirectional ablation) and its artefacts:
-
-- ``residual_stream_bidirectional`` — ΔSS of paper 2's ablation's **logits**: the residual-stream
-  reading of a pass with ends (and, in a sliding-window model, windows with edges);
-  ``edge_position = residual_stream_bidirectional − residual_stream``: the position that pass
-  creates by itself at the sequence's ends and its windows' edges (paired: same prompts).
-- ``residual_stream_paper`` — ΔSS of paper 2's ablation's **log-attention**: paper 2's own
-  (reconstructed) reading. A bidirectional softmax normalises row i over offsets i − T + 1 … i, so
-  log Z_i depends on i even for exactly relative logits: this reading carries that edge artefact
-  (``artefact``) besides ``edge_position``. ``causal_mask_paper = total − residual_stream_paper``.
-- ``artefact`` — the softmax's edge artefact measured: each head's expected ablation logits made
-  exactly relative (the mean over each offset's allowed pairs, a Toeplitz map), passed through
-  the ablation's own softmax (its allowed keys), and read as ΔSS (:func:`relative_logattn`, :func:`artefact_of`). It
-  is a plug-in on the estimated expected map (no CI).
-- Controls in the same unit (:data:`CONTROL_COMPONENTS`): ``control_residual_stream``, the logit
-  reading of a position-free run (identity RoPE on the ring: exactly position-free), and
-  ``residual_minus_control``; ``window_edges``, the logit reading of identity RoPE on paper 2's
-  ablation in a model whose windows mask something at this length — position that only the
-  windows' edges can have put there.
-
-Other shares: ``share_causal_mask_paper`` (= causal_mask_paper / total), ``share_normaliser =
-normaliser / total``, ``share_artefact = artefact / residual_stream_paper``, ``share_edge =
-edge_position / residual_stream_bidirectional``.
+Controls in the same unit (:data:`CONTROL_COMPONENTS`): a position-free run's logit reading
+(identity RoPE on the ring), ``residual_minus_control``, and ``window_edges`` (identity RoPE on
+paper 2's ablation where the windows mask something: position only their edges can put there).
 """
 
 from __future__ import annotations
@@ -84,43 +56,46 @@ from causalpos.paper2.extraction.design import Design
 #: The one unit every component is expressed in.
 UNIT = "delta SS of the expected map over the causal run's expected log-attention variance"
 
+#: Each component but the artefact as a combination of the numerators (ΔSS is linear in the
+#: Gram, so a component's own Gram is the same combination of the numerators' Grams).
+COMBINATIONS: dict[str, dict[str, float]] = {
+    "total": {"c_logattn": 1.0},
+    "direct_mask": {"c_logattn": 1.0, "c_logit": -1.0},
+    "direct_cross": {"c_logattn": 1.0, "c_logit": -1.0, "c_logz": -1.0},
+    "indirect_mask": {"c_logit": 1.0, "r_logit": -1.0},
+    "indirect_own": {"d_logit": 1.0},
+    "indirect_cross": {"c_logit": 1.0, "r_logit": -1.0, "d_logit": -1.0},
+    "mask_free": {"r_logit": 1.0},
+    "residual_stream": {"r_logit": 1.0},
+    "causal_mask": {"c_logattn": 1.0, "r_logit": -1.0},
+    "normaliser": {"c_logz": 1.0},
+    "remainder": {"c_logattn": 1.0, "r_logit": -1.0, "c_logz": -1.0},
+    "logit": {"c_logit": 1.0},
+    "cross": {"c_logattn": 1.0, "c_logit": -1.0, "c_logz": -1.0},
+    "residual_stream_bidirectional": {"b_logit": 1.0},
+    "edge_position": {"b_logit": 1.0, "r_logit": -1.0},
+    "residual_stream_paper": {"b_logattn": 1.0},
+    "causal_mask_paper": {"c_logattn": 1.0, "b_logattn": -1.0},
+}
 
 #: Components in one unit (ΔSS over the causal run's expected log-attention variance).
-COMPONENTS = (
-    "total",
-    "direct_mask",
-    "direct_cross",
-    "indirect_mask",
-    "indirect_own",
-    "indirect_cross",
-    "mask_free",
-    "residual_stream",
-    "causal_mask",
-    "normaliser",
-    "remainder",
-    "logit",
-    "cross",
-    "residual_stream_bidirectional",
-    "edge_position",
-    "residual_stream_paper",
-    "causal_mask_paper",
-    "artefact",
-)
+COMPONENTS = (*COMBINATIONS, "artefact")
 
-
-#: Shares of the total (or, for the artefact, of the paper's residual reading).
-SHARES = (
-    "share_causal_mask_ablation",
-    "share_causal_mask_mechanism",
-    "share_direct_mask",
-    "share_indirect_mask",
-    "share_mask_free",
-    "share_causal_mask",
-    "share_causal_mask_paper",
-    "share_normaliser",
-    "share_artefact",
-    "share_edge",
-)
+#: Each share -> (its component, the component it is a share of): of the total, or for the
+#: artefact and the edge of the paper's residual readings.
+SHARE_OF = {
+    "share_causal_mask_ablation": ("causal_mask", "total"),
+    "share_causal_mask_mechanism": ("direct_mask", "total"),
+    "share_direct_mask": ("direct_mask", "total"),
+    "share_indirect_mask": ("indirect_mask", "total"),
+    "share_mask_free": ("mask_free", "total"),
+    "share_causal_mask": ("causal_mask", "total"),
+    "share_causal_mask_paper": ("causal_mask_paper", "total"),
+    "share_normaliser": ("normaliser", "total"),
+    "share_artefact": ("artefact", "residual_stream_paper"),
+    "share_edge": ("edge_position", "residual_stream_bidirectional"),
+}
+SHARES = tuple(SHARE_OF)
 
 
 #: Paper 2's two components on each mapping: mapping -> (causal-mask component, residual-stream
@@ -130,21 +105,17 @@ MAPPINGS = {
     "mechanism": ("direct_mask", "logit", "share_causal_mask_mechanism"),
 }
 
-
-#: Components beside :data:`COMPONENTS`: the residual-stream reading of a position-free run of the
-#: same summary, in the same unit, the paired difference of the condition's residual-stream
-#: component to it, and the logit reading of identity RoPE on paper 2's ablation where the
-#: model's windows mask something (their edges' position).
-CONTROL_COMPONENTS = ("control_residual_stream", "residual_minus_control", "window_edges")
-
-
-#: Each control component as a combination of the numerators and the controls' own ("ctrl": a
-#: position-free run's logits; "win": identity RoPE on paper 2's ablation).
+#: The controls' components in the same unit, each a combination of the numerators and the
+#: controls' own ("ctrl": a position-free run's logits; "win": identity RoPE on paper 2's
+#: ablation): the residual-stream reading of a position-free run of the same summary, the paired
+#: difference of the condition's residual-stream component to it, and the logit reading of
+#: identity RoPE on paper 2's ablation where the model's windows mask something (their edges').
 CONTROL_COMBINATIONS: dict[str, dict[str, float]] = {
     "control_residual_stream": {"ctrl": 1.0},
     "residual_minus_control": {"r_logit": 1.0, "ctrl": -1.0},
     "window_edges": {"win": 1.0},
 }
+CONTROL_COMPONENTS = tuple(CONTROL_COMBINATIONS)
 
 
 def toeplitz(mu: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -192,29 +163,6 @@ def artefact_of(rel: np.ndarray, mask: np.ndarray, design: Design) -> np.ndarray
     return np.diagonal(g[0]).reshape(lead).copy()
 
 
-#: Each component as a combination of the numerators (ΔSS is linear in the Gram, so a
-#: component's own Gram is the same combination of the numerators' Grams).
-COMBINATIONS: dict[str, dict[str, float]] = {
-    "total": {"c_logattn": 1.0},
-    "direct_mask": {"c_logattn": 1.0, "c_logit": -1.0},
-    "direct_cross": {"c_logattn": 1.0, "c_logit": -1.0, "c_logz": -1.0},
-    "indirect_mask": {"c_logit": 1.0, "r_logit": -1.0},
-    "indirect_own": {"d_logit": 1.0},
-    "indirect_cross": {"c_logit": 1.0, "r_logit": -1.0, "d_logit": -1.0},
-    "mask_free": {"r_logit": 1.0},
-    "residual_stream": {"r_logit": 1.0},
-    "causal_mask": {"c_logattn": 1.0, "r_logit": -1.0},
-    "normaliser": {"c_logz": 1.0},
-    "remainder": {"c_logattn": 1.0, "r_logit": -1.0, "c_logz": -1.0},
-    "logit": {"c_logit": 1.0},
-    "cross": {"c_logattn": 1.0, "c_logit": -1.0, "c_logz": -1.0},
-    "residual_stream_bidirectional": {"b_logit": 1.0},
-    "edge_position": {"b_logit": 1.0, "r_logit": -1.0},
-    "residual_stream_paper": {"b_logattn": 1.0},
-    "causal_mask_paper": {"c_logattn": 1.0, "b_logattn": -1.0},
-}
-
-
 def combine(parts: dict[str, np.ndarray], coefficients: dict[str, float]) -> np.ndarray:
     """Σ coefficient × part (arrays of one shape: numerators, or their Grams)."""
     return sum(c * np.asarray(parts[k], dtype=np.float64) for k, c in coefficients.items())
@@ -223,15 +171,4 @@ def combine(parts: dict[str, np.ndarray], coefficients: dict[str, float]) -> np.
 def shares(comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """:data:`SHARES` from components (any common unit: the denominator cancels)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return {
-            "share_causal_mask_ablation": comp["causal_mask"] / comp["total"],
-            "share_causal_mask_mechanism": comp["direct_mask"] / comp["total"],
-            "share_direct_mask": comp["direct_mask"] / comp["total"],
-            "share_indirect_mask": comp["indirect_mask"] / comp["total"],
-            "share_mask_free": comp["mask_free"] / comp["total"],
-            "share_causal_mask": comp["causal_mask"] / comp["total"],
-            "share_causal_mask_paper": comp["causal_mask_paper"] / comp["total"],
-            "share_normaliser": comp["normaliser"] / comp["total"],
-            "share_artefact": comp["artefact"] / comp["residual_stream_paper"],
-            "share_edge": comp["edge_position"] / comp["residual_stream_bidirectional"],
-        }
+        return {k: comp[num] / comp[den] for k, (num, den) in SHARE_OF.items()}

@@ -1,63 +1,41 @@
 """Every interval and every test of paper 2, cut in one place: the headline's calibrated intervals
-(multiplier replicates of :mod:`causalpos.paper2.estimator.replicates`, inverted with the variance at
-the hypothesised value), the basic interval of a contrast, the percentile interval of paired
-replicates (a per-prompt mean, a difference of runs, a share), the Wilson interval of a fraction,
-and the p-values: sign flips (the multiplier draws), Monte Carlo permutation counts,
-Benjamini–Hochberg q-values. The percentile and Wilson intervals are the package's one
-interval module's (:mod:`causalpos.inference`, which paper 1 calls too: :func:`interval`,
-:func:`bounds`, :func:`wilson` here are its functions), the permutation p-value and BH
-:mod:`causalpos.stats`'; paper 2 reaches them only through the names here.
+(multiplier replicates of :mod:`causalpos.paper2.estimator.replicates`, inverted with the variance
+at the hypothesised value), the basic interval of a contrast, the percentile and Wilson intervals
+(:func:`interval`, :func:`bounds`, :func:`wilson`: :mod:`causalpos.inference`'s) and the p-values
+(sign flips, Monte Carlo permutation counts, Benjamini–Hochberg: :mod:`causalpos.stats`'), under
+the names paper 2's summary reads.
 
 **Intervals (decision): inverted with the variance at the hypothesised value.** The variance of
-N̂ grows with N (ζ1 = mᵀΣm is quadratic in m), and its estimate moves with N̂: where N̂ falls
-below N by chance, ζ̂1 falls too, and an interval N̂ ∓ (replicate quantiles) misses N from
-above (measured: a basic interval covers 85–89 % at effects of 1–2 SD). The interval therefore
-inverts the standardised pivot z = (N̂ − N) / √V(N) with the variance model
+N̂ grows with N (ζ1 = mᵀΣm is quadratic in m) and its estimate moves with N̂, so an interval
+N̂ ∓ (replicate quantiles) misses N from above (measured: a basic interval covers 85–89 % at
+effects of 1–2 SD). The interval inverts the pivot z = (N̂ − N) / √V(N) with
 
     V(N) = V2 + α · max(N, 0),   V2 = 2 (n/(n − 1))² Σ_{p≠q} ĝ2_pq²,   α = 4(n − 1) κ̂,
 
-κ̂ = c̄ᵀΣ̂c̄ / ‖c̄‖² (the plug-in Rayleigh quotient of the prompts' covariance at the mean,
-mean_p h_p² / ḡ in Gram terms, h_p = mean_q G_pq − ḡ, ḡ = mean G: for N = n(n − 1)‖m‖² along
-the estimated direction, 4n(n − 1)² mᵀΣm = α N). z's law is that of the standardised
-replicates z* = (N* − N̂) / √Var*(N*), widened by t_{n−1}/z at the interval's level (the
-linear part's variance is estimated from n prompts). Each z*_b is mapped to the N_b solving
-N̂ − N_b = z*_b √V(N_b) (closed form: a quadratic for N_b > 0, linear below; decreasing in
-z*_b): these are the *reflected replicates*, whose percentile interval is the inverted interval.
-So code that takes percentile intervals of replicates (and of differences or ratios of
-paired replicates) gets this interval without change, and every run's reflected replicates are
-one decreasing map of the same ξ, paired. At N = 0 the variance is V2 alone (no linear part,
-whatever ζ̂1): the interval covers 0 iff the centred sign-flip statistic, standardised, lies
-within its quantiles — the two-sided version of the test below up to the centring. Far from 0
-the map is the square-root (variance-stabilising) transform of the linear regime. A
-bootstrap-t over the multipliers would need each replicate's own variance (a degree-4
-statistic of the resampled prompts); the variance model captures the part of it that moves
-with N̂, which is what the coverage checks need.
+κ̂ = c̄ᵀΣ̂c̄ / ‖c̄‖² (the plug-in Rayleigh quotient at the mean, mean_p h_p² / ḡ in Gram terms,
+h_p = mean_q G_pq − ḡ, ḡ = mean G). z's law is that of the standardised replicates
+z* = (N* − N̂) / √Var*(N*), widened by t_{n−1}/z (the linear part's variance is estimated from
+n prompts). Each z*_b maps to the N_b solving N̂ − N_b = z*_b √V(N_b) (a quadratic for N_b > 0,
+linear below; decreasing in z*_b): the *reflected replicates*, whose percentile interval is the
+inverted interval, so percentile intervals of replicates (and of their paired differences or
+ratios) need no change. At N = 0 the variance is V2 alone: the interval covers 0 iff the centred
+sign-flip statistic, standardised, lies within its quantiles.
 
-**Ratios.** ρ = N/D (ΔR² of the expected map): D* is built the same way from the denominator's
-Gram, with the same ξ, and inverted the same way (D is a quadratic functional of the expected
-map too); the ratio's reflected replicates are N_b / D_b, a first-order inversion of the ratio's
-pivot. The two linear parts share ξ, each scaled by its own s, so their covariance is that of
-the plug-in terms scaled by s_N s_D: exact where both are far from 0 or where N's linear part is
-0, an approximation in between. What the estimator knows of D's Gram is its low-rank part (every
-pair) and, for the residual part, only the diagonal and the total
-(:func:`causalpos.paper2.estimator.expected.u_statistics`): the residual part is held at its estimate in
-every replicate, so D*'s spread omits the residual part's own variance (its share of D̂ is
-reported as ``resid_share`` by :func:`causalpos.paper2.estimator.expected.estimate`; the tests
-measure coverage with a realistic residual part).
-A linear combination of statistics of one prompt set (a difference of two runs' N, a
-contrast of heads) is itself a U-statistic with the combined Gram; :func:`u_replicates` of that
-Gram calibrates it exactly, while combining two runs' replicates shares ξ but scales their linear
-parts separately.
+**Ratios.** ρ = N/D: D* is built the same way from the denominator's Gram with the same ξ; the
+ratio's reflected replicates N_b / D_b are a first-order inversion of its pivot. D's residual
+part (known only in diagonal and total, :func:`causalpos.paper2.estimator.expected.u_statistics`)
+is held at its estimate, so D*'s spread omits its variance (reported as ``resid_share``). A
+linear combination of statistics of one prompt set is a U-statistic with the combined Gram:
+:func:`u_replicates` of that Gram calibrates it exactly.
 
-**Measured** (``tests/paper2/test_inference.py``: token-content maps on T = 12, 2,000 prompt sets per
-setting). Null: the 95 % interval covers 0 in 95.1 % (n = 32) and 94.8 % (n = 64) of sets, the
-test at α = 0.05 rejects 4.5 % and 4.8 %. True ratio covered in 93.5 % / 94.1 % of sets at a 3-SD
-effect, 93.9 % / 94.3 % at 60 SD (n = 32 / 64). Power at 3 SD (n = 32): the interval excludes 0 in
-64.6 % of sets, the one-sided test rejects in 75.0 %; the percentile bootstrap's interval: 34.0 %.
+**Measured** (``tests/paper2/test_inference.py``: token-content maps on T = 12, 2,000 prompt sets
+per setting). Null: the 95 % interval covers 0 in 95.1 % (n = 32) and 94.8 % (n = 64), the test
+at α = 0.05 rejects 4.5 % and 4.8 %. True ratio covered in 93.5 % / 94.1 % at a 3-SD effect,
+93.9 % / 94.3 % at 60 SD. Power at 3 SD (n = 32): the interval excludes 0 in 64.6 %, the
+one-sided test rejects in 75.0 %; the percentile bootstrap's interval: 34.0 %.
 
-**Test.** H0: θ = 0 (P_Δ μ = 0: the c_p have mean 0). The one-sided sign-flip test compares N̂ with
-T(ξ) = Σ_{p≠q} ξ_pξ_q G_pq over the same multipliers (the replicates restricted to H0: no linear
-part, no centring): p = (1 + #{T ≥ N̂}) / (1 + B), exact when the c_p are symmetric about 0.
+**Test.** H0: θ = 0. The one-sided sign-flip test compares N̂ with T(ξ) = Σ_{p≠q} ξ_pξ_q G_pq
+over the same multipliers: p = (1 + #{T ≥ N̂}) / (1 + B), exact when the c_p are symmetric about 0.
 """
 
 from __future__ import annotations
@@ -67,24 +45,8 @@ import functools
 import numpy as np
 
 from causalpos import stats
-from causalpos.inference import bounds, interval, wilson
+from causalpos.inference import bounds, interval, wilson  # noqa: F401  (paper 2's names)
 from causalpos.paper2.estimator.replicates import u_replicates
-
-__all__ = [
-    "inverted",
-    "calibrated",
-    "calibrated_ratio",
-    "ratio",
-    "reflect",
-    "sign_flip_pvalue",
-    "interval",
-    "bounds",
-    "wilson",
-    "exceedance_pvalue",
-    "null_pvalue",
-    "q_values",
-    "fraction_below",
-]
 
 
 @functools.lru_cache(maxsize=64)
@@ -206,12 +168,6 @@ def exceedance_pvalue(exceed: np.ndarray, n_draws: int) -> np.ndarray:
     """One-sided Monte Carlo p = (1 + #{draws ≥ observed}) / (1 + draws): the observed statistic
     counted as one draw of the null, so p is never 0 (``exceed``: the counts)."""
     return (1.0 + exceed) / (1.0 + n_draws)
-
-
-def null_pvalue(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
-    """:func:`exceedance_pvalue` of ``observed`` among the ``null`` draws (R, ...)
-    (:func:`causalpos.stats.permutation_pvalue`; NaN where the statistic is NaN)."""
-    return stats.permutation_pvalue(observed, null)
 
 
 def q_values(p: np.ndarray) -> np.ndarray:

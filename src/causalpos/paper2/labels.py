@@ -1,10 +1,7 @@
-"""The names paper 2's summary writes and its tables read, torch-free: the CI axis, the
-decomposition's conditions and each run's ring twin, what a BOS intervention is measured on, the negative control's
-threshold, the layer-local ablation's run and where the mask-free route applies (a fixed token 0).
-
-Apart from the summary's statistics (:mod:`.prompts`, :mod:`.headline`, :mod:`.bos`, which import
-torch) so that the table rule (``aggregate_leakage``) reads them without loading torch; each name
-stays importable from the module that uses it in the summary.
+"""The names paper 2's summary writes and its tables read: the CI axis, the decomposition's
+conditions and each run's ring twin, what a BOS intervention is measured on, the negative
+control's threshold, the layer-local ablation's run and where the mask-free route applies (a fixed
+token 0). Torch-free, so that the table rule (``aggregate_leakage``) reads them without torch.
 """
 
 from __future__ import annotations
@@ -109,16 +106,15 @@ def token0_status(attrs: Mapping) -> tuple[float, str]:
 #: no position; an unmasked pass keeps no attention sink); ``residual_stream_paper`` the
 #: bidirectional pair's log-attention leakage (paper 2's own C_res); ``causal_total`` the causal
 #: pair's log-attention leakage (sinks kept); ``sink_heads`` the same pooled over the causal
-#: run's sink heads only (prompt-mean attention to key 0 ≥ ``sink_tau``).
-BOS_READINGS = ("residual_stream", "residual_stream_paper", "causal_total", "sink_heads")
-
-#: The target each reading is read on (a ring's residual stream on its logits).
+#: run's sink heads only (prompt-mean attention to key 0 ≥ ``sink_tau``); each -> the target it
+#: is read on (a ring's residual stream on its logits).
 BOS_READING_TARGET = {
     "residual_stream": "logit",
     "residual_stream_paper": "logattn",
     "causal_total": "logattn",
     "sink_heads": "logattn",
 }
+BOS_READINGS = tuple(BOS_READING_TARGET)
 
 #: ``leakage_model_boot``: the target whose headline replicates (first window, every run) are kept,
 #: claim 1's (the logit leakage), so that two summaries on the same resampled prompts pair (a

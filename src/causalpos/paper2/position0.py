@@ -1,42 +1,24 @@
-"""Paper 2 §4: the position-0 trajectory, sink-reading heads, content probes, BOS replacement.
-
-Analyses of states that extraction read (:mod:`causalpos.capture.position0`: the residual
-stream at position 0 and the value vectors at key 0); torch-free.
-
-- **Trajectory.** Under causal attention position 0 attends only to itself, so its residual stream
-  evolves as a closed system from the embedding of token 0: with a fixed token 0 the cross-prompt
-  standard deviation is exactly 0 at every layer. It is > 0 when token 0 varies or attention is
-  bidirectional.
-- **Sink-reading heads.** Mean attention to key 0 over queries i ≥ 1 and prompts ≥ τ.
-- **Probes.** Cross-validated ridge classifier from position-0 states (per layer) or from sink heads'
-  value vectors at key 0 to a prompt-level label, against chance and a label-permutation null.
-- **BOS replacement.** Effect = 1 − C_res(intervention) / C_res(baseline), read in the summary
-  (:func:`causalpos.paper2.summary.bos.bos_effects`); the replaced embeddings are
-  :func:`causalpos.models.forward.bos_replaced_embeddings`.
-"""
+"""Paper 2 §4 on the states extraction read (:mod:`causalpos.capture.position0`: the residual
+stream at position 0, the value vectors at key 0), torch-free: the trajectory (under causal
+attention position 0 attends only to itself, so with a fixed token 0 its cross-prompt spread is
+exactly 0 at every layer), sink-reading heads and content probes against chance and a
+label-permutation null. BOS replacement's effect is read in the summary
+(:func:`causalpos.paper2.summary.bos.bos_effects`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import xarray as xr
 
-from causalpos.paper2 import inference as inf
+from causalpos import stats
 
 
 def trajectory(states: np.ndarray) -> xr.Dataset:
-    """Cross-prompt spread of position-0 states per layer.
-
-    Args:
-        states: ``(prompt, layer, dim)``, e.g. a store's ``p0_state`` (extraction's
-            :class:`causalpos.capture.position0.Position0States`).
-
-    Returns:
-        Dataset over ``layer`` with ``std`` (mean over dims of the cross-prompt standard deviation,
-        ddof 0), ``mean_norm`` (mean over prompts of ‖h‖), ``ratio`` = std / mean_norm and
-        ``max_abs_dev`` (max |h − h_prompt0|). Deviations are taken from prompt 0 before the std
-        (the std is shift-invariant), so identical states give exactly 0, not a rounding residue
-        of the mean.
-    """
+    """Cross-prompt spread per layer of position-0 ``states`` (prompt, layer, dim), e.g. a
+    store's ``p0_state``: ``std`` (mean over dims of the cross-prompt standard deviation, ddof 0),
+    ``mean_norm`` (mean over prompts of ‖h‖), ``ratio`` = std / mean_norm and ``max_abs_dev``
+    (max |h − h_prompt0|). Deviations are taken from prompt 0 before the std (shift-invariant), so
+    identical states give exactly 0, not a rounding residue of the mean."""
     x = np.asarray(states, dtype=np.float64)
     if x.ndim != 3 or x.shape[0] < 2:
         raise ValueError(f"states must be (prompt>=2, layer, dim), got shape {x.shape}")
@@ -66,17 +48,14 @@ def sink_heads(sink_attention: xr.DataArray, tau: float = 0.5) -> xr.DataArray:
     return m >= tau
 
 
-def _stratified_folds(labels: np.ndarray, n_folds: int, rng: np.random.Generator) -> np.ndarray:
-    fold = np.empty(labels.size, dtype=np.int64)
-    for lab in np.unique(labels):
-        idx = np.flatnonzero(labels == lab)
-        fold[rng.permutation(idx)] = np.arange(idx.size) % n_folds
-    return fold
-
-
 def _ridge_cv_accuracy(
-    x: np.ndarray, y: np.ndarray, classes: np.ndarray, folds: np.ndarray, n_folds: int, ridge: float
+    x: np.ndarray, y: np.ndarray, classes: np.ndarray, n_folds: int, ridge: float, rng
 ) -> float:
+    """Accuracy of the ridge probe over ``n_folds`` folds stratified by class, drawn from ``rng``."""
+    folds = np.empty(y.size, dtype=np.int64)
+    for lab in classes:
+        idx = np.flatnonzero(y == lab)
+        folds[rng.permutation(idx)] = np.arange(idx.size) % n_folds
     correct = 0
     for k in range(n_folds):
         te, tr = folds == k, folds != k
@@ -110,18 +89,12 @@ def probe_cv(
     n_perm: int = 200,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Cross-validated ridge classifier (one-vs-rest least squares, argmax) on standardized features.
+    """Cross-validated ridge classifier (one-vs-rest least squares, argmax) of ``labels``
+    (prompt,) from standardized ``features`` (prompt, feature): ``n_folds`` stratified folds,
+    L2 penalty ``ridge``, ``n_perm`` label permutations for the null (0: none;
+    p = (#{null ≥ acc} + 1)/(R + 1)), folds and permutations seeded by ``seed``.
 
-    Args:
-        features: ``(prompt, feature)``.
-        labels: ``(prompt,)`` prompt-level labels (e.g. source text).
-        n_folds: stratified folds (seeded).
-        ridge: L2 penalty on standardized features.
-        n_perm: label permutations for the null (0 = skip); p = (#{null ≥ acc}+1)/(R+1).
-        seed: folds and permutations.
-
-    Returns:
-        ``accuracy``, ``chance`` (majority-class rate), ``null_mean``, ``p_value``.
+    Returns ``accuracy``, ``chance`` (majority-class rate), ``null_mean``, ``p_value``.
     """
     x = np.asarray(features, dtype=np.float64)
     y = np.asarray(labels)
@@ -138,18 +111,14 @@ def probe_cv(
             f"smallest class has {counts.min()}"
         )
     rng = np.random.default_rng(seed)
-    acc = _ridge_cv_accuracy(x, y, classes, _stratified_folds(y, n_folds, rng), n_folds, ridge)
-    null = np.array(
-        [
-            _ridge_cv_accuracy(x, yp, classes, _stratified_folds(yp, n_folds, rng), n_folds, ridge)
-            for yp in (rng.permutation(y) for _ in range(n_perm))
-        ]
-    )
+    acc = _ridge_cv_accuracy(x, y, classes, n_folds, ridge, rng)
+    perms = (rng.permutation(y) for _ in range(n_perm))
+    null = np.array([_ridge_cv_accuracy(x, yp, classes, n_folds, ridge, rng) for yp in perms])
     return {
         "accuracy": acc,
         "chance": float(counts.max() / y.size),
         "null_mean": float(null.mean()) if n_perm else float("nan"),
-        "p_value": float(inf.null_pvalue(np.float64(acc), null)) if n_perm else float("nan"),
+        "p_value": float(stats.permutation_pvalue(np.float64(acc), null)) if n_perm else np.nan,
     }
 
 

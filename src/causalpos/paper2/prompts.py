@@ -1,11 +1,6 @@
-"""The prompts of one (model, dataset) for paper 2's summary: sorted once, every run aligned.
-
-:class:`PromptSet` is what every output block of the summary
-(:mod:`causalpos.paper2.summary`) takes: the runs' stores sorted by sequence id, the draws over the
-prompts both readings resample (bootstrap counts, stratified or not, and the headline's
-multipliers), and the per-prompt reading's fit, window and floor correction;
-:func:`pool_small_strata` prepares the strata.
-"""
+"""The prompts of one (model, dataset) for paper 2's summary (:class:`PromptSet`): sorted once,
+every run aligned, with the draws over them that every output block of
+:mod:`causalpos.paper2.summary` resamples; :func:`pool_small_strata` prepares the strata."""
 
 from __future__ import annotations
 
@@ -27,15 +22,11 @@ from causalpos.paper2.settings import LeakageSettings
 class PromptSet:
     """The prompts of one (model, dataset), sorted once, with every run's store aligned to them.
 
-    Every output block of :func:`~causalpos.paper2.summary.assemble.leakage_summary` takes one: the per-prompt arrays of each run come
-    from ``runs`` (stores sorted by sequence id, so row k of every array is prompt
-    ``sequences[k]`` in every run), and the bootstrap replicates of any per-prompt quantity use
-    the same resampled prompts (``counts``), which pairs every difference across runs. The
-    headline's calibrated intervals (:func:`causalpos.paper2.estimator.expected.estimate`) use the shared
-    Rademacher ``multipliers`` (n_boot, n) the same way (iid over prompts, strata or not: the
-    multiplier bootstrap treats prompts as independent units;
-    :mod:`causalpos.paper2.estimator.replicates`).
-
+    Row k of every run's per-prompt arrays is prompt ``sequences[k]``, and the bootstrap
+    replicates of any per-prompt quantity use the same resampled prompts (``counts``), which pairs
+    every difference across runs. The headline's calibrated intervals
+    (:func:`causalpos.paper2.estimator.expected.estimate`) share the Rademacher ``multipliers``
+    the same way (iid over prompts, strata or not: :mod:`causalpos.paper2.estimator.replicates`).
     Build it with :meth:`from_stores`.
     """
 
@@ -127,11 +118,7 @@ class PromptSet:
         """The per-prompt reading (sequence, layer, head) of one run and target under its fit:
         each prompt's ΔR² minus its exact permutation-null mean when ``floor_correct`` (§2), else
         raw ΔR²."""
-        ds = self.runs[variant].sel(
-            leak_fit=self.fit,
-            leak_window=self.window if window is None else window,
-            leak_target=target,
-        )
+        ds = self.at(variant, window).sel(leak_target=target)
         x = ds["leak_delta"].values
         return null_corrected(x, ds["leak_null"].values) if self.floor_correct else x
 

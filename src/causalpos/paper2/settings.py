@@ -227,16 +227,8 @@ def query_window(name: str, seq_len: int) -> tuple[int, int]:
     )
 
 
-#: The fewest query rows a window must keep for a fit (one row has no query effect to fit).
-MIN_WINDOW_ROWS = 2
-
-
 def too_short_windows(windows, seq_len: int) -> list[tuple[str, int]]:
-    """``(window, rows it keeps)`` of each of ``windows`` that keeps fewer than
-    :data:`MIN_WINDOW_ROWS` query rows of prompts of ``seq_len`` tokens (:func:`query_window`)."""
-    out = []
-    for w in windows:
-        lo, hi = query_window(w, seq_len)
-        if hi - lo < MIN_WINDOW_ROWS:
-            out.append((w, max(0, hi - lo)))
-    return out
+    """``(window, rows it keeps)`` of each of ``windows`` that keeps fewer than 2 query rows of
+    prompts of ``seq_len`` tokens (:func:`query_window`): one row has no query effect to fit."""
+    spans = [(w, *query_window(w, seq_len)) for w in windows]
+    return [(w, max(0, hi - lo)) for w, lo, hi in spans if hi - lo < 2]

@@ -9,7 +9,7 @@ import scipy.stats
 
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as L_summary
-from causalpos.paper2.tables.per_prompt import per_prompt_tables
+from causalpos.paper2.tables.per_prompt import decomposition_frame, per_prompt_tables
 from tests.paper2_leakage_maps import make_batches, run_reducer
 
 
@@ -75,17 +75,10 @@ def test_leakage_summary_and_tables():
     )
     assert float(eff) == pytest.approx(expect, rel=1e-12)
     tabs = per_prompt_tables(summ)
-    assert set(tabs) >= {
-        "leakage_by_model",
-        "leakage_by_layer",
-        "heads",
-        "per_prompt_decomposition",
-        "observational_split",
-        "bos_effects",
-    }
+    assert set(tabs) >= {"leakage_by_model", "leakage_by_layer", "heads"}
     assert len(tabs["heads"]) == 3 * 2 * 2 * 2  # variants x targets x layers x heads
-    row = tabs["per_prompt_decomposition"].query("condition == 'rope' and component == 'total'")
-    assert float(row["estimate"].iloc[0]) == pytest.approx(exc.mean(), rel=1e-12)
+    row = decomposition_frame(summ).set_index("condition").loc["rope"]
+    assert float(row["total"]) == pytest.approx(exc.mean(), rel=1e-12)
 
 
 #: The per-layer tables of paper 2 (the reading each states where it is not a column already).

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from causalpos.paper2.settings import query_window  # noqa: F401  (re-exported)
+from causalpos.paper2.settings import query_window
 
 if TYPE_CHECKING:
     import torch
 
 BASELINES = ("saturated", "linear")
-
-
 ABSOLUTES = ("query", "key", "both")
 
 
@@ -43,18 +41,10 @@ def pair_mask(
     allowed: np.ndarray | None = None,
     subsample: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Measured pairs: lower triangle (j ≤ i), query rows of ``window``, ∧ ``allowed`` ∧ ``subsample``.
-
-    Args:
-        seq_len: T.
-        window: query window name (:func:`query_window`).
-        allowed: ``(T, T)`` bool, pairs the model's own mask lets through (e.g. finite scores; a
-            sliding window removes long offsets).
-        subsample: ``(T, T)`` bool pair subsample (e.g. :func:`causalpos.stats.stratified_pair_mask`).
-
-    Returns:
-        ``(T, T)`` bool mask, query rows × key columns.
-    """
+    """Measured pairs ``(T, T)`` bool (query rows × key columns): the lower triangle (j ≤ i) on
+    the query rows of ``window`` (:func:`query_window`), ∧ ``allowed`` (the pairs the model's own
+    mask lets through, e.g. finite scores) ∧ ``subsample`` (e.g.
+    :func:`causalpos.stats.stratified_pair_mask`), each ``(T, T)`` bool."""
     lo, hi = query_window(window, seq_len)
     mask = np.tril(np.ones((seq_len, seq_len), dtype=bool))
     rows = np.arange(seq_len)
@@ -183,46 +173,23 @@ def _pinv_sym(m: np.ndarray, size: int | None = None) -> tuple[np.ndarray, int]:
     return inv, int(keep.sum())
 
 
-class _Levels(NamedTuple):
-    """The absolute levels of a pair set: each pair's level(s) (``of_pairs``: [i] for query
-    effects, [j] for key effects, [i, T + j] for both), Zᵀ1_s (``n_zs`` (q, T): the pairs of
-    level z in stratum s), G_Z = ZᵀZ (``gz`` (q, q)), both exact integer counts as float64, and
-    the levels with pairs (``active``)."""
-
-    of_pairs: list[np.ndarray]
-    n_zs: np.ndarray
-    gz: np.ndarray
-    active: np.ndarray
-
-
-def _level_counts(levels: list[np.ndarray], d: np.ndarray, q: int, T: int) -> _Levels:
-    """The :class:`_Levels` of pairs of level(s) ``levels`` and offsets ``d``: q levels, T strata."""
-    n_zs = sum(np.bincount(lev * T + d, minlength=q * T) for lev in levels).reshape(q, T)
-    gz = sum(np.bincount(a * q + b_, minlength=q * q) for a in levels for b_ in levels).reshape(
-        q, q
-    )
-    return _Levels(
-        levels, n_zs.astype(np.float64), gz.astype(np.float64), np.flatnonzero(n_zs.any(axis=1))
-    )
-
-
-def _null_strata(lv: _Levels, i, j, n_off, b, x_s, m_pinv):
+def _null_strata(levels, d, n_zs, act, n_off, b, x_s, m_pinv):
     """(h (T,), C (T, T)): the stratum-aggregated leverages and cross terms of P_Δ = Z̃ M⁺ Z̃ᵀ
-    (Z̃ = Z residualized on X), for the exact permutation-null mean, from the pairs (i, j) and
-    their levels ``lv``; computed on the levels with pairs and the strata with pairs (every other
-    row of Z̃ᵀ1_s and of M⁺ is 0)."""
-    T, act, d = n_off.shape[0], lv.active, i - j
+    (Z̃ = Z residualized on X), for the exact permutation-null mean, from each pair's level(s)
+    ``levels`` and offset ``d``; computed on the levels with pairs (``act``) and the strata with
+    pairs (every other row of Z̃ᵀ1_s (``n_zs``: Zᵀ1_s) and of M⁺ is 0)."""
+    T = n_off.shape[0]
     st = np.flatnonzero(n_off > 0)
     saturated = x_s.shape[0] == T and b.shape[1] == T
     w = b[act][:, st] if saturated else b[act] @ x_s[:, st]  # G_ZX G_X⁺ x_s (x_s = e_s: b)
-    nz = lv.n_zs[act][:, st]
+    nz = n_zs[act][:, st]
     mp = m_pinv[np.ix_(act, act)]
     k_strata = nz - w * n_off[None, st]  # Z̃ᵀ1_s
     c_strata = np.zeros((T, T))
     c_strata[np.ix_(st, st)] = k_strata.T @ mp @ k_strata
-    zz = sum(m_pinv[a, a] for a in lv.of_pairs)
-    if len(lv.of_pairs) == 2:  # query and key levels ("both")
-        zz = zz + 2.0 * m_pinv[i, T + j]
+    zz = sum(m_pinv[a, a] for a in levels)
+    if len(levels) == 2:  # query and key levels ("both"): i and T + j
+        zz = zz + 2.0 * m_pinv[levels[0], levels[1]]
     h = np.bincount(d, weights=zz, minlength=T)
     h[st] += -2.0 * (w * (mp @ nz)).sum(axis=0) + n_off[st] * (w * (mp @ w)).sum(axis=0)
     return h, c_strata
@@ -251,13 +218,15 @@ def _build_design_cached(
             [[n, (n_off * offsets).sum()], [(n_off * offsets).sum(), (n_off * offsets**2).sum()]]
         )
         x_s = np.stack([np.ones(T), offsets])  # (2, T)
-    gx_pinv, rank_base = _pinv_sym(gx)
 
-    # Absolute columns: the level(s) each pair belongs to.
+    # Absolute columns: the level(s) each pair belongs to; Zᵀ1_s (q, T), the pairs of level z in
+    # stratum s, and G_Z = ZᵀZ (q, q), exact integer counts as float64; the levels with pairs.
     levels = {"query": [i], "key": [j], "both": [i, T + j]}[absolute]
     q = T * len(levels)
-    lv = _level_counts(levels, d, q, T)
-    n_zs = lv.n_zs  # Zᵀ1_s
+    n_zs = sum(np.bincount(lev * T + d, minlength=q * T) for lev in levels).reshape(q, T)
+    gz = sum(np.bincount(a * q + b_, minlength=q * q) for a in levels for b_ in levels)
+    act = np.flatnonzero(n_zs.any(axis=1))
+    n_zs, gz = n_zs.astype(np.float64), gz.reshape(q, q).astype(np.float64)
     # Σ_s Zᵀ1_s x_sᵀ (q, p); x_s = e_s for a saturated baseline
     gzx = n_zs if baseline == "saturated" else n_zs @ x_s.T
     if landmark:
@@ -269,17 +238,16 @@ def _build_design_cached(
         zk_cols[0] = k0.sum()
         zk = {"query": k0, "key": zk_cols, "both": np.concatenate([k0, zk_cols])}[absolute]
         gzx = np.concatenate([gzx, zk[:, None]], axis=1)  # Zᵀk0: query level s holds pair (s, 0)
-        gx_pinv, rank_base = _pinv_sym(gx)
+    gx_pinv, rank_base = _pinv_sym(gx)
     # The levels and baseline columns with pairs; every other row of G_ZX (and of B, M, M⁺)
     # and column of G_ZX is 0, so the products run over these alone.
-    act = lv.active
     cols = np.flatnonzero(gzx.any(axis=0))
     b = np.zeros((q, gzx.shape[1]))
     if baseline == "saturated" and not landmark:  # G_X⁺ diagonal: a column scaling
         b[act] = gzx[act] * np.diag(gx_pinv)[None, :]
     else:
         b[act] = gzx[np.ix_(act, cols)] @ gx_pinv[cols]
-    m_act = lv.gz[np.ix_(act, act)] - b[np.ix_(act, cols)] @ gzx[np.ix_(act, cols)].T
+    m_act = gz[np.ix_(act, act)] - b[np.ix_(act, cols)] @ gzx[np.ix_(act, cols)].T
     m_act, k = _pinv_sym(m_act, size=q)
     m_pinv = np.zeros((q, q))
     m_pinv[np.ix_(act, act)] = m_act
@@ -287,7 +255,7 @@ def _build_design_cached(
     if landmark:  # the within-offset null below assumes stratum-constant baseline columns
         h, c_strata = np.full(T, np.nan), np.full((T, T), np.nan)
     else:
-        h, c_strata = _null_strata(lv, i, j, n_off, b, x_s, m_pinv)
+        h, c_strata = _null_strata(levels, d, n_zs, act, n_off, b, x_s, m_pinv)
     return Design(
         mask=mask,
         baseline=baseline,

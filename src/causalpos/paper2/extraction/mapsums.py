@@ -2,27 +2,20 @@
 and the sums the leakage fits read, from one batch of score maps, tile by tile.
 
 Scores are float32 pre-softmax logits, NaN where the run's mask hides a key. Every elementwise
-pass runs in float64 on a tile of maps small enough for its temporaries to stay in the
-processor's cache (:data:`TILE_CELLS`; on a GPU the reducers' chunk), and every reduction
-accumulates in float64.
+pass runs in float64 on a tile of maps small enough for its temporaries to stay in the cache
+(:data:`TILE_CELLS`; on a GPU the reducers' chunk); every reduction accumulates in float64.
 
-**log Z** (:func:`row_log_z`): log Σ_j exp(s_ij) over each row's finite keys, shifted by the row's
-largest finite score: the same arithmetic as ``torch.logsumexp`` over the float64 scores with
-masked keys at −inf, in three passes (the float64 copy shifted, its exponentials, their
-NaN-skipping sum) and without the finite pattern.
-One batch's log Z serves every reducer fed the same score tensor (:func:`shared_log_z`).
+**log Z** (:func:`row_log_z`, ``torch.logsumexp``'s arithmetic without the finite pattern): one
+batch's log Z serves every reducer fed the same score tensor (:func:`shared_log_z`).
 
-**Sums** (:func:`tile_sums`). For the logits s on the measured pairs w: x = s on w, 0 elsewhere,
-centred by its mean over w (float64); the query rows are cut into blocks at every window bound, and per block it sums x's
-columns, its offsets (its diagonals as columns, V, :func:`_diagonals`) and their squares; a window sums its blocks.
-The log-attention a = s − ℓ_i is never formed: centred, a − ā = (s − s̄) − u_i with u = ℓ − ℓ̄ (ℓ̄
-the mean of ℓ over the pairs), so its sums are the logits' less those of u on the same pairs
-(:func:`~causalpos.paper2.extraction.metric.windowed_query_sums`, which the split reads anyway),
-and for the squares Σ (x − u_i)² = Σ x² − 2 Σ u_i x + Σ u_i², the one more pass being the
-cross sum Σ_i u_i V[i, ·] of each block.
-
-A measured pair that is not finite makes its map's sum non-finite: :func:`tile_sums` then
-returns None, and the caller names the pair (:class:`~causalpos.paper2.extraction.reducers.LeakageReducer`).
+**Sums** (:func:`tile_sums`): x = the logits on the measured pairs (0 elsewhere), centred by
+their mean there; the query rows are cut into blocks at every window bound, and per block the
+sums of x's columns, of its offsets (its diagonals as columns, :func:`_diagonals`) and of their
+squares (a window sums its blocks). The log-attention a = s − ℓ_i is never formed: centred,
+a − ā = (s − s̄) − u_i (u = ℓ − ℓ̄), so its sums are the logits' less those of u
+(:func:`~causalpos.paper2.extraction.metric.windowed_query_sums`), and Σ (x − u_i)² =
+Σ x² − 2 Σ u_i x + Σ u_i² needs one more pass, each block's cross sum Σ_i u_i V[i, ·].
+A measured pair that is not finite makes :func:`tile_sums` return None (the caller names it).
 """
 
 from __future__ import annotations
@@ -251,17 +244,3 @@ def tile_sums(
     for k in ("off", "cross", "off2"):
         sums[k] = sums[k].flip(-1)  # diagonal e = T − 1 − d -> offset d
     return sums, u
-
-
-__all__ = [
-    "TILE_CELLS",
-    "PairKit",
-    "batch_log_z",
-    "cached_log_z",
-    "key0_attention",
-    "map_tiles",
-    "pair_kit",
-    "row_log_z",
-    "shared_log_z",
-    "tile_sums",
-]

@@ -1,46 +1,33 @@
 """Paper 2 (Ruscio et al. 2026): ΔR², the absolute-position leakage of an attention map, defined once.
 
-**Metric (paper2.md §2).** For one map (one prompt, layer, head) and a target y over the measured
-causal pairs 0 ≤ j ≤ i < T (row i = 0 excluded; optionally a window of query rows and a subsample
-of pairs), leakage is ΔR² = R²(F) − R²(B) where
+**Metric (paper2.md §2).** For one map (prompt, layer, head) and a target y over the measured
+causal pairs 0 ≤ j ≤ i < T (row 0 excluded; optionally a window of query rows and a pair
+subsample), ΔR² = R²(F) − R²(B): B a relative baseline (``saturated``, one level per offset
+d = i − j, or ``linear``, b₀ + b₁ d), F = B + absolute effects (``query`` γ_i, ``key`` κ_j or
+``both``); the fit grammar: :mod:`causalpos.paper2.extraction.design`.
 
-- B is a relative baseline: ``saturated`` (one level β_d per offset d = i − j) or ``linear``
-  (b₀ + b₁ d);
-- F = B + absolute effects: ``query`` (γ_i, the default), ``key`` (κ_j) or ``both``.
-
-A fit is named ``"<baseline>+<absolute>"`` (``"saturated+query"`` is the paper's).
-
-**Solver.** Frisch–Waugh–Lovell on the two-way design (offset × query/key): with X the baseline
-columns and Z the absolute columns, the extra explained sum of squares is
+**Solver.** Frisch–Waugh–Lovell with X the baseline columns and Z the absolute columns:
 
     ΔSS = cᵀ M⁺ c,   c = Zᵀy − G_ZX G_X⁺ Xᵀy,   M = ZᵀZ − G_ZX G_X⁺ G_XZ
 
-where every Gram matrix is a pair count that depends only on the mask, not on the data. M (at most
-2T × 2T) is pseudo-inverted once per mask; a map then needs only its per-offset / per-query / per-key
-sums (O(T²)) and one T-sized quadratic form. No (pairs × parameters) design matrix is ever formed.
+where every Gram matrix is a pair count of the mask alone: M (at most 2T × 2T) is pseudo-inverted
+once per mask, and a map needs only its per-offset / per-query / per-key sums (O(T²)) and one
+T-sized quadratic form. No (pairs × parameters) design matrix is ever formed.
 
-**Null.** The within-offset permutation null (§5) permutes y within offset strata. Its mean has a
-closed form used as the per-map noise floor (``null_mean``):
+**Null.** The within-offset permutation null (§5) has the closed-form mean (``null_mean``)
 
     E_π[ΔSS] = Σ_s q_s h_s + Σ_s o_s (C_ss − h_s) + Σ_{s≠t} μ_s μ_t C_st
 
 with μ_s, q_s the stratum means of y and y², o_s = (S_s² − Q_s)/(n_s(n_s−1)), h_s the summed
-leverages of the ΔSS projector P_Δ over stratum s and C_st = 1_sᵀ P_Δ 1_t. For the saturated
-baseline C = 0 (P_Δ annihilates every offset indicator) and E_π[ΔSS] = Σ_s h_s v_s with v_s the
-unbiased within-offset variance. For pure noise, E[ΔR²] = k/(N − 1) exactly, k = rank(F) − rank(B)
-(:attr:`causalpos.paper2.extraction.design.Design.floor`).
+leverages of the ΔSS projector P_Δ over stratum s and C_st = 1_sᵀ P_Δ 1_t (0 for the saturated
+baseline). For pure noise E[ΔR²] = k/(N − 1) (:attr:`~causalpos.paper2.extraction.design.Design.floor`).
 
-**Observational split (§3).** One causal run's log-attention leakage split as
-ΔSS(a) = ΔSS(s) + ΔSS(ℓ) − 2⟨P_Δ s, P_Δ ℓ⟩ with a = s − ℓ, ℓ_i = log Z_i, in units of SST(a)
-(:data:`SPLIT_TERMS`, computed by the stacked windows of
-:mod:`causalpos.paper2.extraction.windows`). The decomposition into causal-mask and residual-stream components:
-:mod:`causalpos.paper2.decomposition` (the headline reading) and
-:func:`causalpos.paper2.summary.per_prompt.per_prompt_components` (the per-prompt reading).
+**Observational split (§3).** ΔSS(a) = ΔSS(s) + ΔSS(ℓ) − 2⟨P_Δ s, P_Δ ℓ⟩ with a = s − ℓ,
+ℓ_i = log Z_i, in units of SST(a) (:data:`SPLIT_TERMS`; :mod:`causalpos.paper2.extraction.windows`).
 
-Scores are float32 pre-softmax logits with NaN where the model's mask forbids the pair; every
-reduction here runs in float64. The functions that compute on tensors (extraction's reducers)
-import torch themselves; the module does not, so the summaries, which pass numpy arrays
-(:func:`c_vector`, :func:`delta_r2`, :func:`measured_mask`), run without loading it.
+Scores are float32 pre-softmax logits, NaN where the model's mask forbids the pair; every
+reduction runs in float64. The module does not import torch, so the summaries, which pass numpy
+arrays (:func:`c_vector`, :func:`delta_r2`, :func:`measured_mask`), run without loading it.
 """
 
 from __future__ import annotations
@@ -56,14 +43,8 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_FITS = ("saturated+query", "linear+query", "saturated+key", "saturated+both")
-
-
 DEFAULT_WINDOWS = ("all", "early16", "early32", "early64", "late")
-
-
 TARGETS = ("logit", "logattn")
-
-
 SPLIT_TERMS = ("logit", "logz", "cross", "logattn")
 
 
@@ -119,20 +100,15 @@ def c_vector(sums: dict[str, torch.Tensor], design: Design) -> tuple[torch.Tenso
 
 
 def fit_sums(sums: dict[str, torch.Tensor], design: Design) -> dict[str, torch.Tensor]:
-    """The fit of every map from its sums (the stacked windows'
-    :mod:`causalpos.paper2.extraction.windows`, :func:`windowed_query_sums`).
+    """The fit of every map from its ``sums`` on the pairs and fit of ``design``: those of the map
+    y centred by its mean over the measured pairs (a window's query rows only), ``rows`` /
+    ``cols`` (..., T) per-query / per-key, ``off`` / ``off2`` (..., T) per-offset d = i − j sums of
+    y and y², ``S`` / ``Q`` (...) the totals.
 
-    Args:
-        sums: of the map y centred by its mean over the measured pairs (a window's query rows
-            only): ``rows`` / ``cols`` (..., T) per-query / per-key sums, ``off`` / ``off2``
-            (..., T) per-offset d = i − j sums of y and y², ``S`` / ``Q`` (...) the totals.
-        design: the :class:`~causalpos.paper2.extraction.design.Design` of the same pairs and fit.
-
-    Returns:
-        dict of float64 tensors of the leading shape (...): ``sst`` (total SS about the pair
-        mean), ``ss_base`` (baseline SS beyond the mean), ``dss`` (ΔSS), ``null`` (exact
-        E_π ΔSS under the within-offset permutation null); ``c`` (..., q), the residualized
-        absolute-effect vector (for the observational split), and ``cm`` = c M⁺.
+    Returns float64 tensors (...): ``sst`` (total SS about the pair mean), ``ss_base`` (baseline
+    SS beyond the mean), ``dss`` (ΔSS), ``null`` (exact E_π ΔSS under the within-offset
+    permutation null); ``c`` (..., q), the residualized absolute-effect vector (for the
+    observational split), and ``cm`` = c M⁺.
     """
     import torch
 
@@ -165,21 +141,13 @@ def delta_r2(ss, sst):
     R²(B) = SS_B/SST, and the permutation-null mean in the same units. numpy arrays or torch
     tensors, broadcast together.
     """
-    if _is_tensor(ss):
-        import torch
-
+    torch = sys.modules.get("torch")  # never imported: nothing is a tensor
+    if torch is not None and isinstance(ss, torch.Tensor):
         ok = sst > 0
         return torch.where(ok, ss / torch.where(ok, sst, 1.0), torch.nan)
     ss, sst = np.asarray(ss, dtype=np.float64), np.asarray(sst, dtype=np.float64)
     ok = sst > 0
     return np.where(ok, ss / np.where(ok, sst, 1.0), np.nan)
-
-
-def _is_tensor(x) -> bool:
-    """Whether ``x`` is a torch tensor, without importing torch (where torch was never imported,
-    nothing is one)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def null_corrected(delta, null_mean):
@@ -228,16 +196,10 @@ def allowed_pattern(finite) -> np.ndarray:
 def measured_mask(
     finite, mask: np.ndarray | None, window: str, allowed: np.ndarray | None = None
 ) -> np.ndarray:
-    """``(T, T)`` bool numpy pair mask: lower triangle ∧ query ``window`` ∧ finite ∧ ``mask``.
-
-    Args:
-        finite: ``(..., T, T)`` bool tensor or numpy array, the same pattern for every leading
-            index (one design per call).
-        mask: optional ``(T, T)`` bool pair subsample; a pair it selects where the target is not
-            finite raises.
-        window: query window (:func:`~causalpos.paper2.extraction.design.query_window`).
-        allowed: :func:`allowed_pattern` of ``finite`` when already computed.
-    """
+    """``(T, T)`` bool numpy pair mask: lower triangle ∧ query ``window`` ∧ ``finite`` ((..., T, T)
+    bool tensor or array, one pattern for every map; its :func:`allowed_pattern` ``allowed`` where
+    already computed) ∧ ``mask`` (an optional (T, T) pair subsample, refused where it selects a
+    pair that is not finite)."""
     T = finite.shape[-1]
     if allowed is None:
         allowed = allowed_pattern(finite)

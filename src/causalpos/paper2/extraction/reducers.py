@@ -11,7 +11,7 @@ import xarray as xr
 from causalpos import stats
 from causalpos.capture import merging
 from causalpos.models.layer_kinds import pattern
-from causalpos.paper2.extraction.design import pair_mask, parse_fit, query_window
+from causalpos.paper2.extraction.design import parse_fit, query_window
 from causalpos.paper2.extraction.mapsums import (
     PairKit,
     cached_log_z,
@@ -32,54 +32,52 @@ from causalpos.paper2.extraction.metric import (
 )
 from causalpos.paper2.extraction.windows import WindowPlan, plan_windows, window_leakage
 
+#: Each per-sequence variable's dims after (sequence, layer, head); ``leak_delta``'s: the others'.
+_DIMS = {
+    "leak_delta": ("leak_window", "leak_fit", "leak_target"),
+    "leak_sst": ("leak_window", "leak_target"),
+    "leak_split": ("leak_window", "leak_fit", "leak_term"),
+    "leak_offsum": ("leak_exp_window", "leak_target", "leak_offset"),
+    "leak_key0sum": ("leak_exp_window", "leak_target"),
+    "leak_rowsum": ("leak_target", "query"),
+}
+
 
 class LeakageReducer:
     """Per-(sequence, layer, head) leakage during extraction; implements capture's Reducer protocol.
 
-    For every map it stores, per query window × fit × target (``logit``, ``logattn``): R²(B),
-    R²(F), ΔR², the exact permutation-null mean of ΔR² and SST; the observational split of the
-    log-attention ΔSS; and, optionally, float64 sums of the target maps over sequences (for the
-    prompt-mean-map permutation test).
+    Result variables (prefixed ``leak_`` so they merge into the score store without clashes;
+    per-sequence dims: :data:`_DIMS`, float64 unless stated):
 
-    Result variables (all prefixed ``leak_`` so they merge into the score store without clashes):
-
-    - ``leak_r2_base``, ``leak_r2_full``, ``leak_delta``, ``leak_null``, ``leak_sst``:
-      (sequence, layer, head, leak_window, leak_fit, leak_target) float64 (sst has no leak_fit);
-    - ``leak_split``: (sequence, layer, head, leak_window, leak_fit, leak_term) float64, terms
+    - per query window × fit × target (``logit``, ``logattn``): ``leak_r2_base``, ``leak_r2_full``,
+      ``leak_delta`` (ΔR²), ``leak_null`` (its exact permutation-null mean), ``leak_sst`` (no fit);
+    - ``leak_split``: the observational split of the log-attention ΔSS, terms
       logit/logz/cross/logattn in units of SST(log-attention);
     - ``leak_floor`` (layer, leak_window, leak_fit) k/(N−1); ``leak_n_pairs`` (layer, leak_window);
-    - ``leak_map_sum`` (layer, head, query, key) float64, the logits summed over sequences (NaN
-      where masked), ``leak_logz_sum`` (layer, head, query) float64, each query row's log Z (the
-      logsumexp over its allowed keys) summed over sequences, and ``leak_map_count`` (); the
-      summed log-attention maps are ``leak_map_sum − leak_logz_sum`` broadcast over keys
-      (:func:`causalpos.paper2.estimator.storeview.map_sum`, bit for bit what this subtraction
-      gives in float64);
-    - with ``expected_stats``, the per-prompt sufficient statistics of the expected-map estimator
-      (:mod:`causalpos.paper2.estimator.expected`), sums of each map centred by its mean over all measured
-      pairs, float32: ``leak_offsum`` (sequence, layer, head, leak_exp_window, leak_target,
-      leak_offset) over the window's pairs of each offset; ``leak_key0sum`` (sequence, layer, head,
-      leak_exp_window, leak_target) over its key-0 pairs; ``leak_rowsum`` (sequence, layer, head, leak_target,
-      query) over each query row (a window's row sums are these on its rows).
+    - with ``mean_maps``: ``leak_map_sum`` (layer, head, query, key), the logits summed over
+      sequences (NaN where masked), ``leak_logz_sum`` (layer, head, query), each row's log Z
+      summed, and ``leak_map_count`` (); the summed log-attention maps are ``leak_map_sum −
+      leak_logz_sum`` broadcast over keys (:func:`causalpos.paper2.estimator.storeview.map_sum`);
+    - with ``expected_stats``, the expected-map estimator's per-prompt sums
+      (:mod:`causalpos.paper2.estimator.expected`) of each map centred by its mean over all
+      measured pairs, float32: ``leak_offsum`` over each offset's pairs of the window,
+      ``leak_key0sum`` over its key-0 pairs, ``leak_rowsum`` over each query row.
 
     Args:
-        fits: fit names (``"<baseline>+<absolute>"``).
-        windows: query windows (:func:`query_window`).
-        pair_subsample: if set, at most this many pairs per offset (stratified, seeded), the same
+        fits: fit names (``"<baseline>+<absolute>"``); windows: query windows
+            (:func:`query_window`).
+        pair_subsample: at most this many pairs per offset (stratified, ``seed``), the same
             pairs for every map.
-        seed: seed of the pair subsample.
-        mean_maps: accumulate ``leak_map_sum`` and ``leak_logz_sum`` (memory: layers × heads ×
-            T × (T + 1) float64).
-        expected_stats: store the per-prompt sums the expected-map estimator needs, for every
-            window (True) or the listed ones (a subset of ``windows``), and the summed maps its
-            denominator reads (``mean_maps`` is then on). Per sequence, layer and head: 2 targets
-            × ((E + 1) × T + E) float32 for E windows; 17.8 MB for 32 prompts, 30 layers × 9
-            heads, T = 128 and E = 1.
+        mean_maps: accumulate the summed maps (memory: layers × heads × T × (T + 1) float64).
+        expected_stats: the estimator's sums for every window (True) or the listed ones, and the
+            summed maps its denominator reads (``mean_maps`` is then on): 2 targets ×
+            ((E + 1) × T + E) float32 per sequence, layer and head for E windows (17.8 MB for
+            32 prompts, 30 layers × 9 heads, T = 128, E = 1).
 
-    Cost: per (layer, batch) a few float64 passes over the (batch, head, T, T) scores, tile by
-    tile, and matrix products with the windows' row blocks (:mod:`causalpos.paper2.extraction.mapsums`;
-    each row's log Z is shared with the :class:`SinkReducer`), plus one T-sized quadratic form
-    per map, window, fit and target; designs (pinv of ≤ 2T × 2T count matrices) are built once
-    per pair mask and cached. ``*+both`` fits are the most expensive.
+    Cost: per (layer, batch) a few float64 passes over the scores, tile by tile, and matrix
+    products with the windows' row blocks (:mod:`causalpos.paper2.extraction.mapsums`; log Z
+    shared with the :class:`SinkReducer`), plus one T-sized quadratic form per map, window, fit
+    and target; designs are built once per pair mask and cached. ``*+both`` fits cost the most.
     """
 
     name = "leakage"
@@ -124,7 +122,7 @@ class LeakageReducer:
         self._rows: dict[int, list[tuple[np.ndarray, dict[str, np.ndarray]]]] = {}
         self._seen: dict[int, set[int]] = {}  # layer -> the sequence ids added
         #: measured pairs -> their windows' designs and the pair kit of each device
-        self._plans: dict[bytes, tuple[np.ndarray, WindowPlan, dict[str, PairKit]]] = {}
+        self._plans: dict[bytes, tuple[WindowPlan, dict[str, PairKit]]] = {}
         #: (layer kind, T) -> (measured pairs, the kind's trained pattern as a bool tensor)
         self._kind_bases: dict[tuple[str, int], tuple[np.ndarray, torch.Tensor]] = {}
         self._meta: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> (floor, n_pairs)
@@ -140,7 +138,7 @@ class LeakageReducer:
         pairs; set by :func:`causalpos.capture.hook.capture_scores` before the first batch."""
         self._kinds = [str(k) for k in kinds]
 
-    def _base_mask(self, finite: torch.Tensor, layer: int) -> np.ndarray:
+    def _base_mask(self, finite: torch.Tensor | np.ndarray, layer: int) -> np.ndarray:
         """Measured pairs over all query rows (windows restrict rows of this mask): the layer's
         pattern as trained where its kind is known (every one of them finite in this run), else
         the run's own finite pattern."""
@@ -165,17 +163,6 @@ class LeakageReducer:
             sub = sub & allowed  # a sliding window may forbid sampled pairs: measure what exists
         return measured_mask(finite, sub, "all", allowed)
 
-    def _plan(self, base: np.ndarray, device: torch.device) -> tuple[WindowPlan, PairKit]:
-        """The windows' designs of the measured pairs ``base`` and their pair kit on ``device``
-        (both cached)."""
-        key = base.tobytes()
-        if key not in self._plans:
-            self._plans[key] = (base, plan_windows(base, self.windows, self.fits), {})
-        _, plan, kits = self._plans[key]
-        if str(device) not in kits:
-            kits[str(device)] = pair_kit(base, plan.bounds, device)
-        return plan, kits[str(device)]
-
     def _kind_base(self, scores: torch.Tensor, layer: int) -> np.ndarray:
         """The measured pairs of a layer of known kind (cached per kind and T), after checking
         that the batch's first map hides none of the layer's trained pairs (the other maps'
@@ -185,22 +172,12 @@ class LeakageReducer:
         key = (kind, T)
         if key not in self._kind_bases:
             ref = pattern(kind, T) & np.tril(np.ones((T, T), dtype=bool))
-            sub = None
-            if self.pair_subsample is not None:
-                sub = stats.stratified_pair_mask(T, self.pair_subsample, self.seed) & ref
-            base = pair_mask(T, window="all", allowed=ref, subsample=sub)
-            self._kind_bases[key] = (base, torch.as_tensor(ref))
+            # the pairs of a run in which every trained pair is finite
+            self._kind_bases[key] = (self._base_mask(ref, layer), torch.as_tensor(ref))
         base, ref = self._kind_bases[key]
         if bool((ref.to(scores.device) & ~torch.isfinite(scores[0, 0])).any()):
             self._base_mask(torch.isfinite(scores[:1, :1]), layer)  # raises, naming the pair
         return base
-
-    def _measured(self, scores: torch.Tensor, layer: int) -> np.ndarray:
-        """This batch's measured pairs (:meth:`_base_mask`; from the layer's kind without the
-        finite pattern of every map where the kind is known)."""
-        if getattr(self, "_kinds", None) is not None:
-            return self._kind_base(scores, layer)
-        return self._base_mask(torch.isfinite(scores), layer)
 
     @torch.no_grad()
     def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
@@ -227,13 +204,22 @@ class LeakageReducer:
         if len(set(ids)) != len(ids) or not seen.isdisjoint(ids):
             dup = [s for k, s in enumerate(ids) if s in seen or s in ids[:k]]
             raise ValueError(f"sequence ids {dup[:5]} already added for layer {layer}")
-        base = self._measured(scores, layer)
+        if getattr(self, "_kinds", None) is not None:  # its kind decides, not each map
+            base = self._kind_base(scores, layer)
+        else:
+            base = self._base_mask(torch.isfinite(scores), layer)
         seen.update(ids)
         self._rows.setdefault(layer, [])
         self._add(layer, scores, seq_ids, base)
 
     def _add(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray, base: np.ndarray) -> None:
-        plan, kit = self._plan(base, scores.device)
+        key, device = base.tobytes(), str(scores.device)  # designs and kits built once
+        if key not in self._plans:
+            self._plans[key] = (plan_windows(base, self.windows, self.fits), {})
+        plan, kits = self._plans[key]
+        if device not in kits:
+            kits[device] = pair_kit(base, plan.bounds, scores.device)
+        kit = kits[device]
         if layer in self._meta and not np.array_equal(self._meta[layer][1], plan.n_pairs):
             raise ValueError(
                 f"layer {layer}: the measured pair set changed between batches "
@@ -271,9 +257,7 @@ class LeakageReducer:
             len(self.fits),
             [self.windows.index(w) for w in self.expected_windows],
         )
-        self._rows[layer].append(
-            (np.asarray(seq_ids, dtype=np.int64), {k: v.cpu().numpy() for k, v in out.items()})
-        )
+        self._rows[layer].append((seq_ids, {k: v.cpu().numpy() for k, v in out.items()}))
         if self.mean_maps:
             self._lz_sum[layer] += lz.sum(dim=0)
             self._count[layer] = self._count.get(layer, 0) + len(seq_ids)
@@ -295,40 +279,17 @@ class LeakageReducer:
                     "every sequence must be added for every layer"
                 )
         n_heads, T = self._shape
-        dims_t = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_target")
         data = {}
         for k in self._PER_SEQ:
-            arr = np.stack(
-                [
-                    np.concatenate([part[k] for _, part in self._rows[lay]])[order[lay]]
-                    for lay in layers
-                ],
-                axis=1,
-            )  # (sequence, layer, ...)
-            if k == "leak_sst":
-                dims = ("sequence", "layer", "head", "leak_window", "leak_target")
-            elif k == "leak_split":
-                dims = ("sequence", "layer", "head", "leak_window", "leak_fit", "leak_term")
-            elif k == "leak_offsum":
-                dims = ("sequence", "layer", "head", "leak_exp_window", "leak_target")
-                dims += ("leak_offset",)
-            elif k == "leak_key0sum":
-                dims = ("sequence", "layer", "head", "leak_exp_window", "leak_target")
-            elif k == "leak_rowsum":
-                dims = ("sequence", "layer", "head", "leak_target", "query")
-            else:
-                dims = dims_t
+            per_layer = [np.concatenate([p[k] for _, p in self._rows[l]])[order[l]] for l in layers]
+            arr = np.stack(per_layer, axis=1)  # (sequence, layer, ...)
+            dims = ("sequence", "layer", "head") + _DIMS.get(k, _DIMS["leak_delta"])
             if k in merging.EXPECTED_STATS:
                 arr = arr.astype(np.float32)  # centred sums; the estimator works in float64
             data[k] = (dims, arr)
-        data["leak_floor"] = (
-            ("layer", "leak_window", "leak_fit"),
-            np.stack([self._meta[l][0] for l in layers]),
-        )
-        data["leak_n_pairs"] = (
-            ("layer", "leak_window"),
-            np.stack([self._meta[l][1] for l in layers]),
-        )
+        floors, n_pairs = zip(*(self._meta[l] for l in layers), strict=True)
+        data["leak_floor"] = (("layer", "leak_window", "leak_fit"), np.stack(floors))
+        data["leak_n_pairs"] = (("layer", "leak_window"), np.stack(n_pairs))
         if self.mean_maps:  # logattn's sum is Σ s − Σ log Z: storeview.map_sum rebuilds it
             # copied layer by layer: the device never holds a second copy of the sums
             logits = np.empty((len(layers), n_heads, T, T))

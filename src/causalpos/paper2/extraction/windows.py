@@ -1,13 +1,8 @@
-"""The leakage of a batch of maps in every query window and fit at once (the extraction reducer's
-arithmetic, :class:`causalpos.paper2.extraction.reducers.LeakageReducer`).
-
-The windows' designs of one fit are stacked (:class:`DesignStack`), so each fit is solved for all
-windows and both targets (logit, log-attention) by a few batched tensor operations instead of one
-small solve per window × fit × target. The sums are :func:`causalpos.paper2.extraction.mapsums.tile_sums`'
-(the sums :func:`~causalpos.paper2.extraction.metric.fit_sums` reads, by blocks of query rows); the
-fits and the split are those of :mod:`causalpos.paper2.extraction.metric`
-(:func:`~causalpos.paper2.extraction.metric.fit_sums`,
-:func:`~causalpos.paper2.extraction.metric.r2_terms`), term for term.
+"""The leakage of a batch of maps in every query window and fit at once (the arithmetic of
+:class:`~causalpos.paper2.extraction.reducers.LeakageReducer`): the windows' designs of one fit are
+stacked (:class:`DesignStack`), so each fit is solved for all windows and both targets by a few
+batched tensor operations, from :func:`~causalpos.paper2.extraction.mapsums.tile_sums`' sums and
+term for term as :mod:`causalpos.paper2.extraction.metric` fits one map.
 """
 
 from __future__ import annotations
@@ -21,7 +16,6 @@ import torch
 from causalpos.paper2.extraction.design import Design, build_design, query_window
 from causalpos.paper2.extraction.mapsums import PairKit
 from causalpos.paper2.extraction.metric import (
-    TARGETS,
     c_vector,
     delta_r2,
     fit_sums,
@@ -44,15 +38,9 @@ class DesignStack:
     def __init__(self, designs: Sequence[Design]) -> None:
         if not designs:
             raise ValueError("DesignStack: no designs")
+        if len({(d.baseline, d.absolute, d.landmark, d.seq_len) for d in designs}) > 1:
+            raise ValueError("DesignStack: the designs of one stack must be of one fit and T")
         d0 = designs[0]
-        for d in designs:
-            if (d.baseline, d.absolute, d.landmark, d.seq_len) != (
-                d0.baseline,
-                d0.absolute,
-                d0.landmark,
-                d0.seq_len,
-            ):
-                raise ValueError("DesignStack: the designs of one stack must be of one fit and T")
         self.designs = tuple(designs)
         self.baseline, self.absolute, self.landmark = d0.baseline, d0.absolute, d0.landmark
         self.c_zero = all(d.c_zero for d in designs)
@@ -103,9 +91,7 @@ def plan_windows(base: np.ndarray, windows: Sequence[str], fits: Sequence[str]) 
         valid.append(wi)
         designs.append([build_design(w_np, fit) for fit in fits])
         floors[wi] = [d.floor for d in designs[-1]]
-    stacks = (
-        tuple(DesignStack([d[fi] for d in designs]) for fi in range(len(fits))) if valid else ()
-    )
+    stacks = tuple(DesignStack(per_fit) for per_fit in zip(*designs, strict=True))
     return WindowPlan(
         tuple(bounds), np.asarray(counts, dtype=np.int64), tuple(valid), floors, stacks
     )
@@ -197,6 +183,3 @@ def window_leakage(
     for k, v in out.items():
         res[k] = v.movedim(-1, 0).reshape((b, h) + tuple(v.shape[:-1]))
     return res
-
-
-__all__ = ["TARGETS", "DesignStack", "WindowPlan", "plan_windows", "window_leakage"]

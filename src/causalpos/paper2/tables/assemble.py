@@ -1,8 +1,7 @@
-"""Every paper-2 table across (model, dataset) pairs (:func:`paper2_tables`, the names of
-:data:`causalpos.catalogue.PAPER2_TABLES`, where each table is declared): the headline reading's frames (:mod:`causalpos.paper2.tables.headline`, the dose series': :mod:`causalpos.paper2.tables.doses`),
-the per-prompt reading's (:mod:`causalpos.paper2.tables.per_prompt`) and position 0's
-(:mod:`causalpos.paper2.tables.position0`), each row tagged with its model and dataset; their
-Markdown digest: :mod:`causalpos.paper2.tables.markdown`."""
+"""Every paper-2 table across (model, dataset) pairs (:func:`paper2_tables`; each table is
+declared in :data:`causalpos.catalogue.PAPER2_TABLES`), each row tagged with its model and
+dataset, from the frames of :mod:`.headline`, :mod:`.per_prompt`, :mod:`.position0` and their
+neighbours; their Markdown digest: :mod:`causalpos.paper2.tables.markdown`."""
 
 from __future__ import annotations
 
@@ -52,13 +51,6 @@ def _position0_columns(summary: xr.Dataset) -> dict:
     }
 
 
-def _model_columns(summary: xr.Dataset) -> dict:
-    """What the model is (from the config, via the summary's attrs): ``positional`` (rope, ntk,
-    swa, nope for the models trained here; empty otherwise) and ``init_of`` (the model whose
-    random-init / init twin this is; empty for a trained model)."""
-    return {k: str(summary.attrs.get(k, "")) for k in ("positional", "init_of")}
-
-
 def _block_kinds(p0: xr.Dataset, summary: xr.Dataset | None) -> list[str]:
     """The kind of each row of position 0's trajectory (embedding, then each block's attention):
     from the position-0 store where it records them, else from the pair's summary, else
@@ -83,22 +75,25 @@ def paper2_tables(
     probes = []
 
     def add(name, df, key, extra=None):
-        df = df.copy()
-        for k, v in (extra or {}).items():
-            df[k] = v
+        df = df.assign(**(extra or {}))
         df.insert(0, "dataset", key[1])
         df.insert(0, "model", key[0])
         parts[name].append(df)
 
+    def add_rows(name, df, key, extra=None):  # a table that has rows for this pair
+        if not df.empty:
+            add(name, df, key, extra)
+
     for key, s in summaries.items():
-        flat, p0, mc = per_prompt_tables(s), _position0_columns(s), _model_columns(s)
+        flat, p0 = per_prompt_tables(s), _position0_columns(s)
+        # what the model is: positional (rope, ntk, swa, nope for the models trained here; empty
+        # otherwise), init_of (the model whose random-init twin this is; empty if trained)
+        mc = {k: str(s.attrs.get(k, "")) for k in ("positional", "init_of")}
         both = {**mc, **p0}
         add("leakage_by_model", flat["leakage_by_model"], key, p0)
         add("leakage_by_layer", flat["leakage_by_layer"], key)
         add("heads", flat["heads"], key)
-        dec = decomposition_frame(s)
-        if not dec.empty:
-            add("per_prompt_decomposition", dec, key, {**p0, **mc})
+        add_rows("per_prompt_decomposition", decomposition_frame(s), key, {**p0, **mc})
         if "per_prompt_decomposition" in s:
             layer = s["per_prompt_decomposition_layer"].drop_vars(LAYER_KIND, errors="ignore")
             wide = wide_stat(layer, ["per_prompt_condition", "layer"], "component")
@@ -112,31 +107,21 @@ def paper2_tables(
             split = wide_stat(s["per_prompt_observational_split"], ["causal_variant"], "obs_term")
             add("observational_split", split, key)
         add("rope_controls", rope_controls_frame(s), key, p0)
-        bos = bos_frame(s)
-        if not bos.empty:
-            add("bos_effects", bos, key, p0)
+        add_rows("bos_effects", bos_frame(s), key, p0)
         for name, extra in (("sink_heads", mc), ("baseline_comparison", mc), ("depth_trend", both)):
             if name in flat:
                 add(name, flat[name], key, extra)
         head = headline_frame(s)
         if not head.empty:
             add("headline", head, key, both)
-            for name, df in (
-                ("controls", controls_frame(s)),
-                ("plant_doses", plant_doses_frame(s)),
-            ):
-                if not df.empty:
-                    add(name, df, key, both)
+            add_rows("controls", controls_frame(s), key, both)
+            add_rows("plant_doses", plant_doses_frame(s), key, both)
         if "decomposition" in s:
             add("decomposition_headline", decomposition_headline_frame(s), key, both)
         for name, df in (components_frames(s) if "components" in s else {}).items():
             add(name, df, key, both)
-        for name, df in (
-            ("claim3_factors", factors_frame(s)),
-            ("bos_headline", bos_headline_frame(s)),
-        ):
-            if not df.empty:
-                add(name, df, key, both)
+        add_rows("claim3_factors", factors_frame(s), key, both)
+        add_rows("bos_headline", bos_headline_frame(s), key, both)
     for key, store in (position0 or {}).items():
         df, probe = position0_frames(store, _block_kinds(store, summaries.get(key)))
         add("position0", df, key)

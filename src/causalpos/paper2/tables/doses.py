@@ -1,7 +1,7 @@
 """The ``plant_doses`` table: the positive control planted as a dose series in the residual
-stream (:mod:`causalpos.paper2.summary.doses`), one row per run of each series (dose 0 first),
+stream (:mod:`causalpos.paper2.summary.doses`), a row per run of each series (dose 0 first) with
 its reading in the model's units, the paired step from the previous dose, the declared margin and
-whether dose 0 is a negative control here (``dose0_is_control``); the scorecard judges the series
+whether dose 0 is a negative control here; the scorecard judges the series
 (:func:`causalpos.scorecard.controls.dose_verdicts`)."""
 
 from __future__ import annotations

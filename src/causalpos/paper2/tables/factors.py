@@ -29,10 +29,6 @@ EFFECTS = {
 }
 
 
-def _triple(da: xr.DataArray) -> tuple[float, float, float]:
-    return tuple(float(da.sel(stat=s)) for s in ("estimate", "lo", "hi"))
-
-
 def factors_frame(summary: xr.Dataset) -> pd.DataFrame:
     """One row per (factor, reading, window, level): ``level`` "layer" (``layer``,
     ``layer_kind``), "kind" (``layer_kind`` a kind, or "all"), or "slope" (``effect`` the slope
@@ -44,8 +40,6 @@ def factors_frame(summary: xr.Dataset) -> pd.DataFrame:
     sliding = [int(x) for x in np.atleast_1d(summary.attrs.get("factor_sliding_layers", []))]
     span = float(max(sliding) - min(sliding)) if len(sliding) >= 2 else np.nan
     kinds = kinds_by_layer(summary)
-    masks = bool(int(summary.attrs.get("factor_window_masks", 0)))
-    n = int(summary.attrs.get("n_sequences", 0))
     rows = []
     for factor in summary["factor"].values.tolist():
         run, ring = runs.get(factor, [FACTORS[factor][0], None])
@@ -63,31 +57,23 @@ def factors_frame(summary: xr.Dataset) -> pd.DataFrame:
                 }
                 lay = summary["factor_layer"].sel(**sel)
                 for ly in summary["layer"].values.tolist():
-                    e = _triple(lay.sel(layer=ly))
-                    rows.append(base | _vals("layer", int(ly), kinds[int(ly)], e))
+                    rows.append(base | _vals("layer", int(ly), kinds[int(ly)], lay.sel(layer=ly)))
                 kin = summary["factor_kind"].sel(**sel)
                 for lev in summary["factor_level"].values.tolist():
-                    rows.append(
-                        base | _vals("kind", np.nan, lev, _triple(kin.sel(factor_level=lev)))
-                    )
-                s = _triple(summary["factor_slope"].sel(**sel))
-                row = base | _vals("slope", np.nan, "sliding layers", s)
-                row |= {f"change{k}": v * span for k, v in zip(("", "_lo", "_hi"), s)}
+                    rows.append(base | _vals("kind", np.nan, lev, kin.sel(factor_level=lev)))
+                slope = summary["factor_slope"].sel(**sel)
+                row = base | _vals("slope", np.nan, "sliding layers", slope)
+                row |= {f"change{k}": row[f"effect{k}"] * span for k in ("", "_lo", "_hi")}
                 rows.append(row)
     out = pd.DataFrame(rows)
     out["sliding_layers"] = " ".join(str(x) for x in sliding)
     out["span"] = span
-    out["window_masks"] = masks
-    out["n_sequences"] = n
+    out["window_masks"] = bool(int(summary.attrs.get("factor_window_masks", 0)))
+    out["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
     return out
 
 
-def _vals(level: str, layer, kind: str, e: tuple[float, float, float]) -> dict:
-    return {
-        "level": level,
-        "layer": layer,
-        "layer_kind": kind,
-        "effect": e[0],
-        "effect_lo": e[1],
-        "effect_hi": e[2],
-    }
+def _vals(level: str, layer, kind: str, da: xr.DataArray) -> dict:
+    """A row's level and its effect with its interval, read from ``da`` (stat)."""
+    est, lo, hi = (float(da.sel(stat=s)) for s in ("estimate", "lo", "hi"))
+    return dict(level=level, layer=layer, layer_kind=kind, effect=est, effect_lo=lo, effect_hi=hi)

@@ -5,6 +5,7 @@ per-prompt reading's tables and the tables across (model, dataset) pairs:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -42,12 +43,16 @@ def wide_stat(da: xr.DataArray, index: Sequence[str], columns: str) -> pd.DataFr
     df = da.to_dataset(dim="stat").to_dataframe().reset_index()
     wide = df.pivot(index=list(index), columns=columns, values=list(STAT))
     order = list(dict.fromkeys(da[columns].values.tolist()))
-    cols = {}
-    for c in order:
-        cols[c] = wide[("estimate", c)]
-        cols[f"{c}_lo"] = wide[("lo", c)]
-        cols[f"{c}_hi"] = wide[("hi", c)]
+    cols = {c + s: wide[(st, c)] for c in order for st, s in zip(STAT, ("", "_lo", "_hi"))}
     return pd.DataFrame(cols).reset_index()
+
+
+def stat_columns(da: xr.DataArray, name: str, keys: Sequence[str] | None = None) -> pd.DataFrame:
+    """(…, stat) -> a row per coordinate with ``name``, ``name_lo``, ``name_hi`` (only the
+    ``keys`` columns beside them, where given)."""
+    d = da.to_dataset(dim="stat").to_dataframe().reset_index()
+    d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
+    return d if keys is None else d[[*keys, name, f"{name}_lo", f"{name}_hi"]]
 
 
 def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
@@ -55,49 +60,30 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     if "leakage_model" not in summary:
         return pd.DataFrame()
     idx = ["variant", "window", "target"]
-
-    def cols(da, name):
-        d = da.to_dataset(dim="stat").to_dataframe().reset_index()
-        return d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
-
-    df = cols(summary["leakage_model"], "leakage")
+    df = stat_columns(summary["leakage_model"], "leakage")
     df.insert(df.columns.get_loc("window") + 2, "reading", EXPECTED_MAP)
     for da, name in (
         (summary["leakage_model_sst"], "rho_sst"),
         (summary["fraction_significant"], "fraction_significant"),
         (summary["fraction_p"], "fraction_p"),
     ):
-        df = df.merge(cols(da, name)[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
-    nl = cols(summary["leakage_model_nolandmark"], "no_landmark")
+        df = df.merge(stat_columns(da, name, idx), on=idx)
+    nl = stat_columns(summary["leakage_model_nolandmark"], "no_landmark")
     df = df.merge(nl[["variant", "target", "no_landmark"]], on=["variant", "target"], how="left")
     df.loc[df["window"] != str(summary["window"].values[0]), "no_landmark"] = np.nan
-    pp = cols(summary["per_prompt_leakage_model"], "per_prompt")
-    df = df.merge(
-        pp[["variant", "target", "per_prompt", "per_prompt_lo", "per_prompt_hi"]],
-        on=["variant", "target"],
-        how="left",
-    )
+    pp = stat_columns(summary["per_prompt_leakage_model"], "per_prompt", ["variant", "target"])
+    df = df.merge(pp, on=["variant", "target"], how="left")
     df["per_prompt_window"] = str(summary.attrs.get("window", ""))
     free = summary["position_free"].to_series()
     df["position_free"] = df["variant"].map(free).astype(bool)
-    df = df.merge(_control_units(summary, cols), on=idx, how="left")
+    df = df.merge(_control_units(summary), on=idx, how="left")
     if "leakage_ablation" in summary:  # Eq. 5: layer-local minus whole-forward ablation (paired)
-        ab = cols(
-            summary["leakage_ablation"].sel(ablation="local_minus_whole"), "local_minus_whole"
-        )
-        ab = ab[
-            [
-                "window",
-                "target",
-                "local_minus_whole",
-                "local_minus_whole_lo",
-                "local_minus_whole_hi",
-            ]
-        ].assign(variant=LOCAL_RUN)
+        ab = summary["leakage_ablation"].sel(ablation="local_minus_whole")
+        ab = stat_columns(ab, "local_minus_whole", idx[1:]).assign(variant=LOCAL_RUN)
         df = df.merge(ab, on=idx, how="left")
     if "baseline_leakage" in summary:  # claim 6 on the headline window: linear minus saturated
         lin = summary["baseline_leakage"].sel(fit="linear_minus_saturated")
-        lin = cols(lin.drop_vars("fit"), "linear_minus_saturated")
+        lin = stat_columns(lin.drop_vars("fit"), "linear_minus_saturated")
         df = df.merge(lin, on=["variant", "target"], how="left")
         lin_cols = [c for c in df.columns if c.startswith("linear_minus_saturated")]
         df.loc[df["window"] != str(summary["window"].values[0]), lin_cols] = np.nan
@@ -105,24 +91,18 @@ def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     return df
 
 
-def _control_units(summary: xr.Dataset, cols) -> pd.DataFrame:
-    """Rows of the causal run: the first position-free run of the summary (``control_variant``)
-    read in the causal run's units (``control_model_units`` with its CI), its (1 − 2α)
-    interval (``control_tost_lo``, ``control_tost_hi``), the margin declared for the reading
-    (``control_margin``), headline reading (key-0 column modelled): the numbers the scorecard
-    judges it by (:mod:`causalpos.scorecard.controls`)."""
+def _control_units(summary: xr.Dataset) -> pd.DataFrame:
+    """Rows of the causal run: the :func:`_units_columns` of the summary's first position-free
+    run (``control_variant``) with the key-0 column modelled, as ``control_*`` columns."""
     idx = ["variant", "window", "target"]
     names = ["control_variant", "control_model_units", "control_model_units_lo"]
     names += ["control_model_units_hi", "control_tost_lo", "control_tost_hi", "control_margin"]
-    empty = pd.DataFrame(columns=idx + names)
-    if "control_units" not in summary or "causal" not in summary["variant"].values:
-        return empty
     free = _first_position_free(summary)
-    if not free:
-        return empty
+    if "control_units" not in summary or "causal" not in summary["variant"].values or not free:
+        return pd.DataFrame(columns=idx + names)
     sel = dict(variant=free, landmark="modelled")
-    cu = cols(summary["control_units"].sel(**sel, drop=True), "control_model_units")
-    tost = cols(summary["control_tost"].sel(**sel, drop=True), "control_tost")
+    cu = stat_columns(summary["control_units"].sel(**sel, drop=True), "control_model_units")
+    tost = stat_columns(summary["control_tost"].sel(**sel, drop=True), "control_tost")
     cu = cu.merge(tost[idx[1:] + ["control_tost_lo", "control_tost_hi"]], on=idx[1:])
     cu["control_margin"] = cu["target"].map(summary["control_margin"].to_series())
     cu["variant"] = "causal"
@@ -136,14 +116,8 @@ def bos_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
         return pd.DataFrame()
     idx = ["bos_replacement", "bos_reading", "window"]
     out = None
-    for var, name in (
-        ("bos_effect", "effect"),
-        ("bos_c", "c"),
-        ("bos_c_baseline", "c_baseline"),
-    ):
-        d = summary[var].to_dataset(dim="stat").to_dataframe().reset_index()
-        d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
-        d = d[idx + [name, f"{name}_lo", f"{name}_hi"]]
+    for var, name in (("bos_effect", "effect"), ("bos_c", "c"), ("bos_c_baseline", "c_baseline")):
+        d = stat_columns(summary[var], name, idx)
         out = d if out is None else out.merge(d, on=idx)
     out = out[np.isfinite(out["c_baseline"])].copy()
     out.insert(3, "reading", EXPECTED_MAP)
@@ -169,61 +143,32 @@ def scale_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.
             by_data.setdefault(dataset, []).append((model, s))
     rows = []
     for dataset, runs in by_data.items():
-        for a in range(len(runs)):
-            for b in range(a + 1, len(runs)):
-                (ma, sa), (mb, sb) = runs[a], runs[b]
-                if sa.attrs.get("counts_digest") != sb.attrs.get("counts_digest"):
-                    continue  # different resampled prompts: the replicates do not pair
-                level = float(sa.attrs.get("level", 0.95))
-                for cond in sorted(set(sa["condition"].values) & set(sb["condition"].values)):
-                    for w in sa["window"].values:
-                        if w not in sb["window"].values:
-                            continue
-                        for t in sa["target"].values:
-                            sel = dict(condition=cond, window=w, target=t)
-                            dec = dict(sel, component="share_causal_mask", stat="estimate")
-                            ea = float(sa["decomposition"].sel(**dec))
-                            eb = float(sb["decomposition"].sel(**dec))
-                            if not (np.isfinite(ea) and np.isfinite(eb)):
-                                continue  # a target the decomposition is not read on
-                            d = sb["share_boot"].sel(**sel).values.astype(np.float64)
-                            d = d - sa["share_boot"].sel(**sel).values
-                            d = d[np.isfinite(d)]
-                            lo, hi = inf.bounds(d, level) if d.size else (np.nan, np.nan)
-                            rows.append(
-                                {
-                                    "dataset": dataset,
-                                    "model": ma,
-                                    "model_b": mb,
-                                    "condition": str(cond),
-                                    "window": str(w),
-                                    "target": str(t),
-                                    "reading": EXPECTED_MAP,
-                                    "share_causal_mask": ea,
-                                    "share_causal_mask_b": eb,
-                                    "difference": eb - ea,
-                                    "difference_lo": lo,
-                                    "difference_hi": hi,
-                                    "paired": True,
-                                    "init_of": str(sa.attrs.get("init_of", "")),
-                                    "init_of_b": str(sb.attrs.get("init_of", "")),
-                                }
-                            )
+        for (ma, sa), (mb, sb) in itertools.combinations(runs, 2):
+            if sa.attrs.get("counts_digest") != sb.attrs.get("counts_digest"):
+                continue  # different resampled prompts: the replicates do not pair
+            level = float(sa.attrs.get("level", 0.95))
+            conds = sorted(set(sa["condition"].values) & set(sb["condition"].values))
+            windows = [w for w in sa["window"].values if w in sb["window"].values]
+            for cond, w, t in itertools.product(conds, windows, sa["target"].values):
+                sel = dict(condition=cond, window=w, target=t)
+                dec = dict(sel, component="share_causal_mask", stat="estimate")
+                ea = float(sa["decomposition"].sel(**dec))
+                eb = float(sb["decomposition"].sel(**dec))
+                if not (np.isfinite(ea) and np.isfinite(eb)):
+                    continue  # a target the decomposition is not read on
+                d = sb["share_boot"].sel(**sel).values.astype(np.float64)
+                d = d - sa["share_boot"].sel(**sel).values
+                d = d[np.isfinite(d)]
+                lo, hi = inf.bounds(d, level) if d.size else (np.nan, np.nan)
+                init_a, init_b = (str(run.attrs.get("init_of", "")) for run in (sa, sb))
+                rows.append(
+                    (ma, dataset, mb, str(cond), str(w), str(t), EXPECTED_MAP, ea, eb, eb - ea)
+                    + (lo, hi, True, init_a, init_b)
+                )
     cols = ["model", "dataset", "model_b", "condition", "window", "target", "reading"]
-    return pd.DataFrame(
-        rows,
-        columns=cols
-        + [
-            "share_causal_mask",
-            "share_causal_mask_b",
-            "difference",
-            "difference_lo",
-            "difference_hi",
-            "paired",
-            "init_of",
-            "init_of_b",
-        ],
-    )
+    cols += ["share_causal_mask", "share_causal_mask_b", "difference", "difference_lo"]
+    cols += ["difference_hi", "paired", "init_of", "init_of_b"]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
@@ -276,11 +221,8 @@ def one_row_per_pass(ctl: pd.DataFrame, summary: xr.Dataset) -> pd.DataFrame:
         first = next((k for k in kept if same_pass(k, v, windows_mask)), None)
         kept.setdefault(v, []) if first is None else kept[first].append(v)
     out = ctl[ctl["variant"].isin(list(kept))].reset_index(drop=True)
-    out.insert(
-        out.columns.get_loc("variant") + 1,
-        "same_pass",
-        [", ".join(kept[v]) for v in out["variant"]],
-    )
+    same = [", ".join(kept[v]) for v in out["variant"]]
+    out.insert(out.columns.get_loc("variant") + 1, "same_pass", same)
     return out
 
 
@@ -306,11 +248,10 @@ def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) 
     (``negative_<landmark>_*``): the estimate with its CI, its (1 − 2α) interval
     (``_tost_lo``, ``_tost_hi``) and the margin declared for the reading (``_margin``): the
     numbers the scorecard judges it by (:mod:`causalpos.scorecard.controls`)."""
-    out = {}
     if "control_units" not in summary:
-        return out
+        return {}
     margin = float(summary["control_margin"].sel(target=target))
-    out["negative_tost_level"] = 1.0 - 2.0 * float(summary.attrs["control_alpha"])
+    out = {"negative_tost_level": 1.0 - 2.0 * float(summary.attrs["control_alpha"])}
     for lm in summary["landmark"].values:
         sel = dict(variant=variant, landmark=lm, window=window, target=target)
         est, lo, hi = (float(x) for x in summary["control_units"].sel(**sel).values)
@@ -366,10 +307,7 @@ def _by_kind_frame(summary: xr.Dataset, kinds: Mapping) -> pd.DataFrame:
     counts = pd.Series(list(kinds.values())).value_counts()
     T = int(summary.attrs.get("seq_len", summary.sizes.get("query", 0)))
     frames = []
-    for var, suffix in (
-        ("components_kind", ""),
-        ("components_kind_contrast", " minus global"),
-    ):
+    for var, suffix in (("components_kind", ""), ("components_kind_contrast", " minus global")):
         df = wide_stat(summary[var], idx, "component_full")
         df = df.rename(columns={"layer_kind_name": "layer_kind"})
         if suffix:
@@ -395,16 +333,9 @@ def ring_runs(summary: xr.Dataset, conditions: Sequence[str]) -> list[str]:
     return [r if r in runs else "" for r in rings]
 
 
-def ring_status(ring: str, condition: str) -> str:
-    """``status`` of a headline decomposition row: measured where its condition's ring run was
-    made, else which run it needs."""
-    return MEASURED if ring else f"not run: no {ring_twin(DEFAULT_CONDITIONS[condition][0])!r} run"
-
-
 def _first_position_free(summary: xr.Dataset) -> str:
     free = summary["position_free"]
-    names = [str(v) for v in free["variant"].values if bool(free.sel(variant=v))]
-    return names[0] if names else ""
+    return next((str(v) for v in free["variant"].values if bool(free.sel(variant=v))), "")
 
 
 def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
@@ -417,11 +348,11 @@ def decomposition_headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     diff = summary["decomposition_difference"].sel(component="share_causal_mask")
     for ref in diff["condition_ref"].values:
         name = f"share_causal_mask_minus_{ref}"
-        d = diff.sel(condition_ref=ref).to_dataset(dim="stat").to_dataframe().reset_index()
-        d = d.rename(columns={"estimate": name, "lo": f"{name}_lo", "hi": f"{name}_hi"})
-        dec = dec.merge(d[idx + [name, f"{name}_lo", f"{name}_hi"]], on=idx)
+        dec = dec.merge(stat_columns(diff.sel(condition_ref=ref), name, idx), on=idx)
     dec.insert(3, "reading", EXPECTED_MAP)
     dec.insert(4, "ring_run", ring_runs(summary, dec["condition"]))
-    dec.insert(5, "status", [ring_status(r, c) for r, c in zip(dec["ring_run"], dec["condition"])])
+    rings = [ring_twin(DEFAULT_CONDITIONS[c][0]) for c in dec["condition"]]
+    status = [MEASURED if r else f"not run: no {n!r} run" for r, n in zip(dec["ring_run"], rings)]
+    dec.insert(5, "status", status)
     dec["n_sequences"] = int(summary.attrs.get("n_sequences", 0))
     return mark_mask_free(dec, summary)  # its residual is the mask-free route

@@ -34,109 +34,92 @@ def _headline_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
         status = {"status": d["status"]} if "status" in d else {}
         section(
             "Headline (expected-map reading): total leakage and component shares, log-attention",
-            pd.DataFrame(
-                {
-                    **_columns(d, "model", "dataset", "condition", "window"),
-                    "total": _ci(d, "total"),
-                    "residual stream": _ci(d, "residual_stream"),
-                    "causal mask": _ci(d, "causal_mask"),
-                    "causal-mask share": _ci(d, "share_causal_mask", True),
-                    **status,
-                }
-            ),
+            {
+                **_columns(d, "model", "dataset", "condition", "window"),
+                "total": _ci(d, "total"),
+                "residual stream": _ci(d, "residual_stream"),
+                "causal mask": _ci(d, "causal_mask"),
+                "causal-mask share": _ci(d, "share_causal_mask", True),
+                **status,
+            },
         )
     head = tabs.get("headline", pd.DataFrame())
     if not head.empty:
         h = head[head["window"] == head["window"].iloc[0]]
         section(
             "Headline (expected-map reading) per run, beside the per-prompt reading",
-            pd.DataFrame(
-                {
-                    **_columns(h, "model", "dataset", "variant", "target"),
-                    "expected-map": _ci(h, "leakage"),
-                    "per-prompt": _ci(h, "per_prompt"),
-                    "heads p ≤ α": h["fraction_p"],
-                    "heads q ≤ α": h["fraction_significant"],
-                }
-            ),
+            {
+                **_columns(h, "model", "dataset", "variant", "target"),
+                "expected-map": _ci(h, "leakage"),
+                "per-prompt": _ci(h, "per_prompt"),
+                "heads p ≤ α": h["fraction_p"],
+                "heads q ≤ α": h["fraction_significant"],
+            },
         )
     bos = tabs.get("bos_headline", pd.DataFrame())
     if not bos.empty:
         section(
             "Headline (expected-map reading): BOS replacement (Table 9), 1 − C(replaced)/C(run)",
-            pd.DataFrame(
-                {
-                    **_columns(bos, "model", "dataset", "replacement"),
-                    "reading": bos["bos_reading"],
-                    "window": bos["window"],
-                    "effect": _ci(bos, "effect", True),
-                    "C(replaced)": _ci(bos, "c"),
-                    "C(run)": _ci(bos, "c_baseline"),
-                }
-            ),
+            {
+                **_columns(bos, "model", "dataset", "replacement"),
+                "reading": bos["bos_reading"],
+                "window": bos["window"],
+                "effect": _ci(bos, "effect", True),
+                "C(replaced)": _ci(bos, "c"),
+                "C(run)": _ci(bos, "c_baseline"),
+            },
         )
     sc = tabs.get("scale_contrast", pd.DataFrame())
     if not sc.empty:
         d = sc[(sc["target"] == "logattn") & (sc["window"] == sc["window"].iloc[0])]
         section(
             "Headline (expected-map reading): causal-mask share, model B minus model A (paired)",
-            pd.DataFrame(
-                {
-                    "dataset": d["dataset"],
-                    "model A": d["model"],
-                    "model B": d["model_b"],
-                    **_columns(d, "condition", "window"),
-                    "share A": d["share_causal_mask"].map(lambda x: f"{x:.0%}"),
-                    "share B": d["share_causal_mask_b"].map(lambda x: f"{x:.0%}"),
-                    "B − A": _ci(d, "difference", True),
-                }
-            ),
+            {
+                "dataset": d["dataset"],
+                "model A": d["model"],
+                "model B": d["model_b"],
+                **_columns(d, "condition", "window"),
+                "share A": d["share_causal_mask"].map(lambda x: f"{x:.0%}"),
+                "share B": d["share_causal_mask_b"].map(lambda x: f"{x:.0%}"),
+                "B − A": _ci(d, "difference", True),
+            },
         )
 
 
 def _control_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
-    """The controls' sections: the position-free runs and the statistics-level plant, and the
-    dose series planted in the residual stream."""
+    """The controls' sections: the position-free runs and the statistics-level plant (each
+    reading with its CI, the negative control's in the model's units beside its declared margin;
+    the verdicts are the scorecard's), and the dose series planted in the residual stream."""
     ctl = tabs.get("controls", pd.DataFrame())
     if not ctl.empty:
         section(
             "Controls: position-free runs (negative) and a planted query effect (positive)",
-            _controls_table(ctl),
+            {
+                **_columns(ctl, "model", "dataset"),
+                "run": ctl["variant"],
+                "target": ctl["target"],
+                "expected-map": _ci(ctl, "negative"),
+                "model's units": _ci(ctl, "negative_modelled_model_units"),
+                "margin": ctl.get("negative_modelled_margin", np.nan),
+                "per-prompt": _ci(ctl, "per_prompt"),
+                "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
+                "recovered": _ci(ctl, "planted_estimate"),
+            },
         )
     doses = tabs.get("plant_doses", pd.DataFrame())
     if not doses.empty:
         section(
             "Positive control that propagates: a dose series planted in the residual stream "
             "(logits, the model's units, the layers from the plant up)",
-            pd.DataFrame(
-                {
-                    **_columns(doses, "model", "dataset"),
-                    "run": doses["variant"],
-                    "layer": doses["layer"],
-                    "dose": doses["dose"].map(lambda x: f"{x:.3g}"),
-                    "reading": _ci(doses, "leakage"),
-                    "step": _ci(doses, "step"),
-                }
-            ),
+            {
+                **_columns(doses, "model", "dataset"),
+                "run": doses["variant"],
+                "layer": doses["layer"],
+                "dose": doses["dose"].map(lambda x: f"{x:.3g}"),
+                "reading": _ci(doses, "leakage"),
+                "step": _ci(doses, "step"),
+            },
         )
-
-
-def _controls_table(ctl: pd.DataFrame) -> pd.DataFrame:
-    """The controls' rows: each reading with its CI, the negative control's in the model's units
-    beside the margin declared for it (the verdicts are the scorecard's)."""
-    return pd.DataFrame(
-        {
-            **_columns(ctl, "model", "dataset"),
-            "run": ctl["variant"],
-            "target": ctl["target"],
-            "expected-map": _ci(ctl, "negative"),
-            "model's units": _ci(ctl, "negative_modelled_model_units"),
-            "margin": ctl.get("negative_modelled_margin", np.nan),
-            "per-prompt": _ci(ctl, "per_prompt"),
-            "planted": ctl["planted"].map(lambda x: f"{x:.3g}"),
-            "recovered": _ci(ctl, "planted_estimate"),
-        }
-    )
 
 
 def paper2_markdown(
@@ -150,9 +133,9 @@ def paper2_markdown(
         "bootstrap over prompts. Full precision in the CSV files beside this one.\n",
     ]
 
-    def section(name, df):
+    def section(name, table):  # a DataFrame, or its columns
         out.append(f"\n## {name}\n\n")
-        out.append(markdown.frame(df))
+        out.append(markdown.frame(pd.DataFrame(table)))
 
     _headline_sections(tabs, section)
     _control_sections(tabs, section)
@@ -168,17 +151,15 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
     if not dec.empty:
         section(
             "Per-prompt reading: total leakage and component shares (bidirectional ablation, Eq. 5)",
-            pd.DataFrame(
-                {
-                    **_columns(dec, "model", "dataset", "condition"),
-                    "status": dec["status"] if "status" in dec else MEASURED,
-                    "total": _ci(dec, "total"),
-                    "residual stream": _ci(dec, "residual_stream"),
-                    "causal mask": _ci(dec, "causal_mask"),
-                    "residual share": _ci(dec, "share_residual_stream", True),
-                    "causal-mask share": _ci(dec, "share_causal_mask", True),
-                }
-            ),
+            {
+                **_columns(dec, "model", "dataset", "condition"),
+                "status": dec["status"] if "status" in dec else MEASURED,
+                "total": _ci(dec, "total"),
+                "residual stream": _ci(dec, "residual_stream"),
+                "causal mask": _ci(dec, "causal_mask"),
+                "residual share": _ci(dec, "share_residual_stream", True),
+                "causal-mask share": _ci(dec, "share_causal_mask", True),
+            },
         )
     rc = tabs["rope_controls"]
     if not rc.empty:
@@ -196,60 +177,49 @@ def _per_prompt_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
             cols["minus rope (paired)"] = _ci(rc, "share_causal_mask_minus_rope", True)
         if "status" in rc:
             cols["status"] = rc["status"]
-        section("Table 6 analog: causal vs identity vs scrambled RoPE", pd.DataFrame(cols))
-    _bos_and_split_sections(tabs, section)
-
-
-def _bos_and_split_sections(tabs: Mapping[str, pd.DataFrame], section) -> None:
-    """The per-prompt reading's Table 9, observational split and leakage per run."""
+        section("Table 6 analog: causal vs identity vs scrambled RoPE", cols)
     bos = tabs["bos_effects"]
     if not bos.empty:
         section(
             "Table 9 analog: BOS-embedding replacement (effect = 1 − C_res(intervention)/C_res(baseline))",
-            pd.DataFrame(
-                {
-                    **_columns(bos, "model", "dataset", "intervention"),
-                    "queries": bos["bos_window"],
-                    "measured on": bos["measure"] if "measure" in bos else bos["target"],
-                    "status": bos["status"] if "status" in bos else MEASURED,
-                    "effect": _ci(bos, "effect", True),
-                    "C_res": _ci(bos, "c_res"),
-                    "C_res baseline": _ci(bos, "c_res_baseline"),
-                }
-            ),
+            {
+                **_columns(bos, "model", "dataset", "intervention"),
+                "queries": bos["bos_window"],
+                "measured on": bos["measure"] if "measure" in bos else bos["target"],
+                "status": bos["status"] if "status" in bos else MEASURED,
+                "effect": _ci(bos, "effect", True),
+                "C_res": _ci(bos, "c_res"),
+                "C_res baseline": _ci(bos, "c_res_baseline"),
+            },
         )
     obs = tabs["observational_split"]
     if not obs.empty:
         section(
             "Observational split of the causal runs (units of SST(log-attention))",
-            pd.DataFrame(
-                {
-                    **_columns(obs, "model", "dataset"),
-                    "run": obs["causal_variant"],
-                    "logit": _ci(obs, "logit"),
-                    "log Z": _ci(obs, "logz"),
-                    "cross": _ci(obs, "cross"),
-                    "log-attention": _ci(obs, "logattn"),
-                    "logit share": _ci(obs, "share_logit", True),
-                }
-            ),
+            {
+                **_columns(obs, "model", "dataset"),
+                "run": obs["causal_variant"],
+                "logit": _ci(obs, "logit"),
+                "log Z": _ci(obs, "logz"),
+                "cross": _ci(obs, "cross"),
+                "log-attention": _ci(obs, "logattn"),
+                "logit share": _ci(obs, "share_logit", True),
+            },
         )
     bm = tabs["leakage_by_model"]
     if not bm.empty:
         section(
             "Leakage per run and fraction of significant heads (BH q < α)",
-            pd.DataFrame(
-                {
-                    **_columns(bm, "model", "dataset", "variant", "target"),
-                    "leakage": [
-                        markdown.with_interval(*(f"{r[k]:.4g}" for k in ("estimate", "lo", "hi")))
-                        for _, r in bm.iterrows()
-                    ],
-                    "raw ΔR²": bm["raw"],
-                    "null floor": bm["null_floor"],
-                    "significant heads": bm["fraction_significant"],
-                }
-            ),
+            {
+                **_columns(bm, "model", "dataset", "variant", "target"),
+                "leakage": [
+                    markdown.with_interval(*(f"{r[k]:.4g}" for k in ("estimate", "lo", "hi")))
+                    for _, r in bm.iterrows()
+                ],
+                "raw ΔR²": bm["raw"],
+                "null floor": bm["null_floor"],
+                "significant heads": bm["fraction_significant"],
+            },
         )
 
 

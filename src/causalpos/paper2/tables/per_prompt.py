@@ -12,20 +12,25 @@ import pandas as pd
 import xarray as xr
 
 from causalpos.models.layer_kinds import LAYER_KIND, kinds_by_layer, with_layer_kind
-from causalpos.paper2.labels import (
-    DEFAULT_CONDITIONS,
-    MEASURED,
-    bos_measure,
-    bos_replacement,
-)
+from causalpos.paper2.labels import DEFAULT_CONDITIONS, MEASURED, bos_measure, bos_replacement
 from causalpos.paper2.tables.headline import PER_PROMPT, wide_stat
 
 #: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
 ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
+#: The decomposition's columns of that table.
+ROPE_COMPONENTS = ("residual_stream", "causal_mask", "share_residual_stream", "share_causal_mask")
+#: The per-head columns of the ``heads`` table beside its leakage.
+PER_HEAD = ("leakage_raw", "null_floor", "leakage_mean_map", "perm_null_mean", "p_value", "q_value")
 
 
 def _not_run(missing: Sequence[str]) -> str:
     return "not run: no " + ", ".join(f"{v!r}" for v in missing) + " run"
+
+
+def _cells(name: str, da: xr.DataArray | None, ok: bool, **sel) -> dict:
+    """``name`` with its interval (``_lo``, ``_hi``): ``da`` at ``sel`` where ``ok``, else NaN."""
+    est, lo, hi = da.sel(**sel).values if ok else (np.nan, np.nan, np.nan)
+    return {name: est, f"{name}_lo": lo, f"{name}_hi": hi}
 
 
 def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
@@ -36,11 +41,9 @@ def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
     condition (``share_causal_mask_minus_<condition>``, prompts resampled jointly)."""
     rows = []
     variants = list(summary["variant"].values)
-    measured = (
-        list(summary["per_prompt_condition"].values)
-        if "per_prompt_decomposition" in summary
-        else []
-    )
+    measured = []
+    if "per_prompt_decomposition" in summary:
+        measured = list(summary["per_prompt_condition"].values)
     not_run = json.loads(summary.attrs.get("conditions_not_run", "{}"))
     pairs = json.loads(summary.attrs.get("conditions", "{}"))
     for cond, cv in ROPE_CONDITIONS.items():
@@ -54,56 +57,23 @@ def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
             status = _not_run(missing)
         else:
             status = "not decomposed: the summary was not asked for this condition"
-        row = {
-            "condition": cond,
-            "causal_variant": cv,
-            "bidirectional_variant": bv,
-            "status": status,
-        }
+        row = dict(condition=cond, causal_variant=cv, bidirectional_variant=bv, status=status)
+        model = summary.get("per_prompt_leakage_model")
         for tgt, name in (("logattn", "total"), ("logit", "logit")):
-            est, lo, hi = (
-                summary["per_prompt_leakage_model"].sel(variant=cv, target=tgt).values
-                if cv in variants
-                else (np.nan, np.nan, np.nan)
-            )
-            row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+            row |= _cells(name, model, cv in variants, variant=cv, target=tgt)
         if "per_prompt_observational_split" in summary and cv in summary["causal_variant"].values:
+            split = summary["per_prompt_observational_split"]
             for term in ("share_logit", "share_softmax"):
-                est, lo, hi = (
-                    summary["per_prompt_observational_split"]
-                    .sel(causal_variant=cv, obs_term=term)
-                    .values
-                )
-                row.update({f"obs_{term}": est, f"obs_{term}_lo": lo, f"obs_{term}_hi": hi})
-        for comp in (
-            "residual_stream",
-            "causal_mask",
-            "share_residual_stream",
-            "share_causal_mask",
-        ):
-            est, lo, hi = (
-                summary["per_prompt_decomposition"]
-                .sel(per_prompt_condition=cond, component=comp)
-                .values
-                if cond in measured
-                else (np.nan, np.nan, np.nan)
-            )
-            row.update({comp: est, f"{comp}_lo": lo, f"{comp}_hi": hi})
-        has_diff = "per_prompt_decomposition_difference" in summary
+                row |= _cells(f"obs_{term}", split, True, causal_variant=cv, obs_term=term)
+        dec = summary.get("per_prompt_decomposition")
+        for comp in ROPE_COMPONENTS:
+            row |= _cells(comp, dec, cond in measured, per_prompt_condition=cond, component=comp)
+        diff = summary.get("per_prompt_decomposition_difference")
         for ref in ROPE_CONDITIONS:
-            est, lo, hi = (
-                summary["per_prompt_decomposition_difference"]
-                .sel(
-                    per_prompt_condition=cond,
-                    per_prompt_condition_ref=ref,
-                    component="share_causal_mask",
-                )
-                .values
-                if has_diff and cond in measured and ref in measured
-                else (np.nan, np.nan, np.nan)
-            )
+            sel = dict(per_prompt_condition_ref=ref, component="share_causal_mask")
+            ok = diff is not None and cond in measured and ref in measured
             name = f"share_causal_mask_minus_{ref}"
-            row.update({name: est, f"{name}_lo": lo, f"{name}_hi": hi})
+            row |= _cells(name, diff, ok, per_prompt_condition=cond, **sel)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -127,6 +97,22 @@ def decomposition_frame(summary: xr.Dataset) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+def _bos_row(name: str, runs, status: str, window: str) -> dict:
+    """A ``bos_effects`` row's labels: the intervention, its runs (intervention, baseline,
+    target), what it replaces and what its effect is measured on."""
+    iv, bv, target = runs
+    return {
+        "intervention": name,
+        "variant": iv,
+        "baseline": bv,
+        "target": target,
+        "replacement": bos_replacement(iv) if iv else "",
+        "measure": bos_measure(iv, bv, target) if iv else target,
+        "status": status,
+        "bos_window": window,
+    }
+
+
 def bos_frame(summary: xr.Dataset) -> pd.DataFrame:
     """Table 9 analog: every BOS intervention at every window, ``measure`` saying what its
     effect is on (``residual_stream``: the bidirectional runs' log-attention leakage, Table 9's
@@ -136,40 +122,18 @@ def bos_frame(summary: xr.Dataset) -> pd.DataFrame:
     rows = []
     names = summary["intervention"].values if "per_prompt_bos_effect" in summary else []
     for name in names:
-        iv, bv, target = pairs.get(str(name), ("", "", ""))
+        runs = pairs.get(str(name), ("", "", ""))
         for win in summary["bos_window"].values:
-            row = {
-                "intervention": str(name),
-                "variant": iv,
-                "baseline": bv,
-                "target": target,
-                "replacement": bos_replacement(iv) if iv else "",
-                "measure": bos_measure(iv, bv, target) if iv else target,
-                "status": MEASURED,
-                "bos_window": str(win),
-            }
+            row = _bos_row(str(name), runs, MEASURED, str(win))
             for var, pre in (
                 ("per_prompt_bos_effect", "effect"),
                 ("per_prompt_bos_c_res", "c_res"),
                 ("per_prompt_bos_c_res_baseline", "c_res_baseline"),
             ):
-                est, lo, hi = summary[var].sel(intervention=name, bos_window=win).values
-                row.update({pre: est, f"{pre}_lo": lo, f"{pre}_hi": hi})
+                row |= _cells(pre, summary[var], True, intervention=name, bos_window=win)
             rows.append(row)
     for name, info in json.loads(summary.attrs.get("bos_not_run", "{}")).items():
-        iv, bv, target = info["runs"]
-        rows.append(
-            {
-                "intervention": name,
-                "variant": iv,
-                "baseline": bv,
-                "target": target,
-                "replacement": bos_replacement(iv),
-                "measure": bos_measure(iv, bv, target),
-                "status": _not_run(info["missing"]),
-                "bos_window": "",
-            }
-        )
+        rows.append(_bos_row(name, info["runs"], _not_run(info["missing"]), ""))
     return pd.DataFrame(rows)
 
 
@@ -183,25 +147,16 @@ def per_layer_columns(df: pd.DataFrame, kinds, reading: str) -> pd.DataFrame:
 
 
 def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
-    """Flat tables of one :func:`causalpos.paper2.summary.assemble.leakage_summary` result (one DataFrame
-    per name).
-
-    Names: ``leakage_by_model``, ``leakage_by_layer``, ``heads``, plus ``per_prompt_decomposition``,
-    ``per_prompt_decomposition_by_layer``, ``observational_split`` (Table 6 style), ``bos_effects``
-    (Table 9 style), ``sink_heads``, ``baseline_comparison`` (claim 6) and ``depth_trend``
-    (claim 3) when the summary has them. The per-layer ones (``leakage_by_layer``, ``heads``,
-    ``per_prompt_decomposition_by_layer``) name their reading (``reading`` = per-prompt, before ``layer``)
-    and each layer's mask (``layer_kind``, after it; :mod:`causalpos.models.layer_kinds`).
-    """
+    """Flat tables of one summary (:func:`causalpos.paper2.summary.assemble.leakage_summary`):
+    ``leakage_by_model``, ``leakage_by_layer``, ``heads``, and those of the blocks the summary has
+    (``sink_heads``, ``baseline_comparison``, ``depth_trend``); the per-layer ones name their
+    reading and each layer's mask (:func:`per_layer_columns`). The per-prompt decomposition, the
+    observational split and the BOS effects: :mod:`causalpos.paper2.tables.assemble`."""
     kinds = kinds_by_layer(summary)
     summary = summary.drop_vars(LAYER_KIND, errors="ignore")  # added back per layer below
 
     def wide(da: xr.DataArray) -> pd.DataFrame:
-        df = da.to_dataset(dim="stat").to_dataframe().reset_index()
-        return df.rename(columns={"per_prompt_condition": "condition"})
-
-    def per_layer(df: pd.DataFrame) -> pd.DataFrame:
-        return per_layer_columns(df, kinds, PER_PROMPT)
+        return da.to_dataset(dim="stat").to_dataframe().reset_index()
 
     out: dict[str, pd.DataFrame] = {}
     m = wide(summary["per_prompt_leakage_model"])
@@ -214,30 +169,15 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
     m["raw"] = pooled("per_prompt_leakage_raw")
     m["null_floor"] = pooled("per_prompt_null_floor")
     out["leakage_by_model"] = m
-    out["leakage_by_layer"] = per_layer(wide(summary["per_prompt_leakage_layer"]))
+    layer = wide(summary["per_prompt_leakage_layer"])
+    out["leakage_by_layer"] = per_layer_columns(layer, kinds, PER_PROMPT)
     h = wide(summary["per_prompt_leakage_head"])
-    for k in (
-        "leakage_raw",
-        "null_floor",
-        "leakage_mean_map",
-        "perm_null_mean",
-        "p_value",
-        "q_value",
-    ):
-        h[k] = summary[f"per_prompt_{k}"].to_dataframe().reset_index()[f"per_prompt_{k}"].values
+    for k in PER_HEAD:
+        h[k] = pooled(f"per_prompt_{k}", mean=False)
     if "sink_attention" in summary:
         sink = summary["sink_attention"].to_dataframe().reset_index()
         h = h.merge(sink, on=["variant", "layer", "head"], how="left")
-    out["heads"] = per_layer(h)
-    if "per_prompt_decomposition" in summary:
-        out["per_prompt_decomposition"] = wide(summary["per_prompt_decomposition"])
-        out["per_prompt_decomposition_by_layer"] = per_layer(
-            wide(summary["per_prompt_decomposition_layer"])
-        )
-    if "per_prompt_observational_split" in summary:
-        out["observational_split"] = wide(summary["per_prompt_observational_split"])
-    if "per_prompt_bos_effect" in summary:
-        out["bos_effects"] = wide(summary["per_prompt_bos_effect"])
+    out["heads"] = per_layer_columns(h, kinds, PER_PROMPT)
     if "sink_head" in summary:
         n = summary["sink_head"].sum(("layer", "head"))
         df = n.rename("n_sink_heads").to_dataframe().reset_index()
@@ -249,12 +189,7 @@ def per_prompt_tables(summary: xr.Dataset) -> dict[str, pd.DataFrame]:
                 df[col] = cnt.sel(stat=st).to_dataframe(name=col).reset_index()[col].values
         out["sink_heads"] = df
     if "per_prompt_baseline_leakage" in summary:
-        b = (
-            summary["per_prompt_baseline_leakage"]
-            .to_dataset(dim="stat")
-            .to_dataframe()
-            .reset_index()
-        )
+        b = wide(summary["per_prompt_baseline_leakage"])
         b["linear_fit"] = summary.attrs.get("per_prompt_linear_fit", "")
         out["baseline_comparison"] = b
     if "per_prompt_leakage_depth_trend" in summary:

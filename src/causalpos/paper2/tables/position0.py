@@ -23,7 +23,8 @@ def position0_frames(p0: xr.Dataset, kinds=None) -> tuple[pd.DataFrame, dict]:
         kinds = block_kinds([GLOBAL] * (int(p0.sizes["layer"]) - 1))
     df = with_layer_kind(df, list(kinds))
     # whether token 0 is the same in every prompt: claim 7 (std exactly 0) presupposes it
-    df["token0_fixed"] = int(p0.attrs["token0_fixed"]) if "token0_fixed" in p0.attrs else np.nan
+    fixed = int(p0.attrs["token0_fixed"]) if "token0_fixed" in p0.attrs else np.nan
+    df["token0_fixed"] = fixed
     n_prompts = int(p0.attrs.get("probe_n_prompts", 0))
     probe = {
         "probe_labels": p0.attrs.get("probe_labels", ""),
@@ -33,14 +34,15 @@ def position0_frames(p0: xr.Dataset, kinds=None) -> tuple[pd.DataFrame, dict]:
         "probe_n_permutations": p0.attrs.get("n_perm", np.nan),
         # why a probe was refused or which classes were dropped (fewer prompts than folds)
         "probe_note": str(p0.attrs.get("probe_note", "")),
-        "token0_fixed": int(p0.attrs["token0_fixed"]) if "token0_fixed" in p0.attrs else np.nan,
+        "token0_fixed": fixed,
     }
+    cond = p0.attrs.get("probe_condition", "causal")
     if "probe_accuracy" in p0:
-        acc = p0["probe_accuracy"].sel(condition=p0.attrs.get("probe_condition", "causal"))
+        acc = p0["probe_accuracy"].sel(condition=cond)
         if np.isfinite(acc.values).any():
             best = int(np.nanargmax(acc.values))
             for k in ("accuracy", "chance", "null_mean", "p_value"):
-                v = p0[f"probe_{k}"].sel(condition=p0.attrs.get("probe_condition", "causal")).values
+                v = p0[f"probe_{k}"].sel(condition=cond).values
                 probe[f"best_layer_{k}"] = float(v[best])
                 # layer 0 = the embedding of token 0: what token 0 alone tells about the label
                 probe[f"embedding_{k}"] = float(v[0])
@@ -48,13 +50,7 @@ def position0_frames(p0: xr.Dataset, kinds=None) -> tuple[pd.DataFrame, dict]:
             for pre in ("best_layer", "embedding"):
                 lo, hi = inf.wilson(probe[f"{pre}_accuracy"], n_prompts)
                 probe[f"{pre}_accuracy_lo"], probe[f"{pre}_accuracy_hi"] = lo, hi
-            probe["min_p_value"] = float(
-                np.nanmin(
-                    p0["probe_p_value"]
-                    .sel(condition=p0.attrs.get("probe_condition", "causal"))
-                    .values
-                )
-            )
+            probe["min_p_value"] = float(np.nanmin(p0["probe_p_value"].sel(condition=cond).values))
     probe["n_sink_heads"] = p0.attrs.get("n_sink_heads", 0)
     for k in ("accuracy", "chance", "null_mean", "p_value"):
         probe[f"sink_probe_{k}"] = p0.attrs.get(f"sink_probe_{k}", np.nan)

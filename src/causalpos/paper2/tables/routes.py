@@ -52,10 +52,8 @@ def mappings_frame(comp: pd.DataFrame) -> pd.DataFrame:
         d["total"] = comp["total"].to_numpy()
         d["causal_mask_is"] = _IS[mask]
         d["residual_stream_is"] = _IS[resid]
-        if mapping == "ablation" and "mask_free_status" in comp:
-            d["status"] = comp["mask_free_status"].to_numpy()
-        else:
-            d["status"] = MEASURED
+        marked = mapping == "ablation" and "mask_free_status" in comp  # reads the mask-free route
+        d["status"] = comp["mask_free_status"].to_numpy() if marked else MEASURED
         parts.append(d)
     return pd.concat(parts, ignore_index=True)
 

@@ -1,9 +1,6 @@
-"""Claim 1 beside its random-init / init twin: the trained model's headline logit leakage minus
-its twin's on the same dataset (:func:`twin_contrast_frame`), paired where both summaries
-resampled the same prompts (their ``counts_digest`` match and both keep the headline's
-replicates, ``leakage_model_boot``): the percentile interval of the replicates' differences. Where
-they do not pair, the row says why and carries no interval; the scorecard then combines the
-two headline intervals as independent samples."""
+"""Claim 1 beside its random-init / init twin (:func:`twin_contrast_frame`): the trained model's
+headline logit leakage minus its twin's on the same dataset; where the two do not pair, the
+scorecard combines the two headline intervals as independent samples."""
 
 from __future__ import annotations
 
@@ -30,21 +27,8 @@ OTHER_PROMPTS = (
     "independent: the two summaries resampled different prompts (counts_digest {a} vs {b})"
 )
 
-COLUMNS = [
-    "model",
-    "dataset",
-    "twin",
-    "window",
-    "target",
-    "reading",
-    "leakage",
-    "leakage_twin",
-    "difference",
-    "difference_lo",
-    "difference_hi",
-    "paired",
-    "pairing",
-]
+COLUMNS = ["model", "dataset", "twin", "window", "target", "reading", "leakage", "leakage_twin"]
+COLUMNS += ["difference", "difference_lo", "difference_hi", "paired", "pairing"]
 
 
 def twin_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.DataFrame:
@@ -79,23 +63,8 @@ def twin_contrast_frame(summaries: Mapping[tuple[str, str], xr.Dataset]) -> pd.D
             lo, hi = inf.bounds(d, float(sm.attrs.get("level", 0.95)), skip_nan=True)
             pairing = PAIRED.format(digest=da)
             paired = True
-        rows.append(
-            {
-                "model": model,
-                "dataset": dataset,
-                "twin": twin,
-                "window": window,
-                "target": HEADLINE_BOOT_TARGET,
-                "reading": EXPECTED_MAP,
-                "leakage": a,
-                "leakage_twin": b,
-                "difference": a - b,
-                "difference_lo": float(lo),
-                "difference_hi": float(hi),
-                "paired": paired,
-                "pairing": pairing,
-            }
-        )
+        labels = (model, dataset, twin, window, HEADLINE_BOOT_TARGET, EXPECTED_MAP)
+        rows.append(labels + (a, b, a - b, float(lo), float(hi), paired, pairing))  # COLUMNS
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
