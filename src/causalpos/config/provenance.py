@@ -1,22 +1,13 @@
 """What each store of a config is: the provenance record (:mod:`causalpos.io.provenance`) the
-config expects of every store and table it writes, and the check of those already on disk
-against it, run by the workflow before any job (:func:`check_existing_stores`).
+config expects of every store and table it writes, and the check of those on disk against it before
+any job (:func:`check_existing_stores`).
 
-A store's ``params`` are the resolved settings its content depends on, its inputs' included (a
-normalized store is its score store's settings; a score store its model's spec and source files,
-its data store's dataset, corpus and tokenizer, its variant's reducers, the extraction's groups,
-dtype and seed): the values the jobs on its path receive as params, code fingerprints and
-settings that never change a result (batch size, device, memory fraction) left out. Two runs whose
-records of a path agree compute the same store (on the same code). A table's are ``settings``,
-its rule's params, and ``inputs``, the params sha256 of what it is computed from
-(:meth:`~causalpos.config.targets.TargetsSection.table_jobs`); it keeps its record beside it.
-
-Why a check of its own (Snakemake reruns on changed params only where this checkout has a
-record of them): docs/troubleshooting.md. Every Snakemake start reads the record of every store
-the config writes that exists, and refuses, before any job, one that lies at another store's
-path, or one that another checkout (or a run outside the pipeline) made with other settings; a
-store this checkout made with other settings is left to Snakemake, which reruns it (its params
-changed). Tables likewise, and a table whose content is not the one its record was written for.
+A store's ``params`` are the resolved settings its content depends on, its inputs' included, the
+values its jobs receive as params less code fingerprints and settings that never change a result
+(batch size, device, memory fraction): two runs whose records of a path agree compute the same
+store. A table's are its rule's params (``settings``) and the params sha256 of its ``inputs``
+(:meth:`~causalpos.config.targets.TargetsSection.table_jobs`). Why a check of its own (Snakemake
+reruns on changed params only where this checkout has a record of them): docs/troubleshooting.md.
 Torch-free; reads only the stores' root metadata and the tables' records.
 """
 
@@ -131,12 +122,6 @@ class _Identities:
         }
 
 
-def _pairs(cfg) -> list[tuple[str, str]]:
-    """Every (model, dataset) whose scores the config extracts."""
-    pairs = {(m, d) for m, d, _ in cfg.map_triples()} | set(cfg.leakage_pairs())
-    return sorted(pairs)
-
-
 def expected_records(cfg) -> dict[str, dict]:
     """``{store path: record}`` of every store the config ``cfg`` (a Resolved) writes: the
     simulations, the data stores, every variant's score store and its normalized store, the
@@ -154,7 +139,8 @@ def expected_records(cfg) -> dict[str, dict]:
         add(paths.SIM_STORE, "sim", {"setting": cfg.sim_setting_params(setting), "seed": seed},
             setting=setting)  # fmt: skip
     triples = cfg.map_triples()
-    extraction = {(m, d): cfg.extraction_params(m, d) for m, d in _pairs(cfg)}
+    extracted = sorted({(m, d) for m, d, _ in triples} | set(cfg.leakage_pairs()))
+    extraction = {(m, d): cfg.extraction_params(m, d) for m, d in extracted}
     for (m, d), variants in extraction.items():
         tokenizer = cfg.tokenizer_of(m)
         add(paths.DATA_STORE, "data", ids.data(d, tokenizer), dataset=d, tokenizer=tokenizer)
@@ -211,29 +197,6 @@ def expected_records(cfg) -> dict[str, dict]:
             record = make_record(path, TABLE_KIND, {"table": Path(path).name}, params)
             out[path] = {**record, "rule": rule, "outputs": job["outputs"]}
     return out
-
-
-def table_path(directory: str | os.PathLike, config: dict, configfiles: Iterable[str]) -> Path:
-    """Where a run's table of expected records lives: named by its config and config files, so
-    that every Snakemake process of one run (a cluster job's included) finds it and a second
-    run with another config (a dry run beside a running one) writes its own."""
-    name = params_sha256({"config": config, "configfiles": list(map(str, configfiles))})
-    return Path(directory) / f"{name[:24]}.json"
-
-
-def write_table(
-    path: str | os.PathLike,
-    records: dict[str, dict],
-    configfiles: list[str],
-    config_args: list[str] = (),
-) -> Path:
-    """Write the table of ``records`` (read back by :func:`causalpos.io.provenance.running_table`)."""
-    from causalpos.io.atomic import replace_json
-
-    path = Path(path)
-    run = {"configfiles": list(configfiles), "config_args": list(config_args)}
-    replace_json(path, {**run, "records": records})
-    return path
 
 
 def checkout_id(directory: str | os.PathLike, *, create: bool) -> str:
@@ -306,18 +269,24 @@ def setup_provenance(
     (:func:`check_existing_stores`), but for those the command line ``argv`` rebuilds
     (:func:`forcing`). ``configfiles`` and ``config_args``: the run's ``--configfile`` and
     ``--config KEY=VALUE`` arguments (named in a refusal's rebuild command)."""
+    from causalpos.io.atomic import replace_json
     from causalpos.io.provenance import CHECKOUT_ENV, TABLE_ENV
 
     directory = Path(directory)
     configfiles = [display_path(f) for f in configfiles]
     checkout = checkout_id(directory, create=main)
     os.environ[CHECKOUT_ENV] = checkout
-    table = table_path(directory / "provenance", cfg.config, configfiles)
+    # named by the config and its files: every Snakemake process of one run (a cluster job's
+    # included) finds it, and a run with another config (a dry run beside it) writes its own
+    name = params_sha256({"config": cfg.config, "configfiles": list(map(str, configfiles))})
+    table = directory / "provenance" / f"{name[:24]}.json"
     os.environ[TABLE_ENV] = os.path.abspath(table)
     if not main:
         return
     records = expected_records(cfg)
-    write_table(table, records, configfiles, list(config_args))
+    # read back by causalpos.io.provenance.running_table
+    run = {"configfiles": list(configfiles), "config_args": list(config_args)}
+    replace_json(table, {**run, "records": records})
     forced, forceall = forcing(argv)
     check_existing_stores(
         cfg,

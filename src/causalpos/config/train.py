@@ -80,12 +80,8 @@ class TrainSection(Section):
     def train_variant_params(self, name: str) -> dict:
         return canonical(self.train_variant(name))
 
-    @staticmethod
-    def trained_model(name: str) -> str:
-        return paths.TRAINED_MODEL_DIR.format(variant=name)
-
     def trained_models(self) -> list[str]:
-        return [self.trained_model(v) for v in self.train_variants()]
+        return [paths.TRAINED_MODEL_DIR.format(variant=v) for v in self.train_variants()]
 
     def train_tokenizer_dir(self) -> str:
         name = check_path_name("train.tokenizer.name", self.config["train"]["tokenizer"]["name"])
@@ -137,19 +133,9 @@ class TrainSection(Section):
     def gram_draw(self, model: str) -> dict:
         """Corpus, ``seq_len`` and ``n_sequences`` of ``model``'s Fig. 3/8 sequences (rule params)."""
         dataset = self.gram_dataset(model)
-        if dataset:
-            spec = self.dataset_spec(dataset)
-            return {
-                "corpus": canonical(spec["corpus"]),
-                "seq_len": spec["seq_len"],
-                "n_sequences": spec["n_sequences"],
-            }
-        gram = self.config["train"]["gram"]
-        return {
-            "corpus": self.train_heldout_corpus(),
-            "seq_len": gram["seq_len"],
-            "n_sequences": gram["n_sequences"],
-        }
+        spec = self.dataset_spec(dataset) if dataset else self.config["train"]["gram"]
+        corpus = canonical(spec["corpus"]) if dataset else self.train_heldout_corpus()
+        return {"corpus": corpus, "seq_len": spec["seq_len"], "n_sequences": spec["n_sequences"]}
 
     def gram_inputs(self, model: str) -> dict[str, str]:
         """The model directory, and the data store where the model's panels read a dataset."""
@@ -163,18 +149,14 @@ class TrainSection(Section):
         targets = []
         for model in self.gram_models():
             targets.append(paths.GRAM_STORE.format(model=model))
-            targets += self.figure_paths(paths.TRAIN_FIG3_FIGURE.format(model=model))
-            targets += self.figure_paths(paths.TRAIN_FIG8_FIGURE.format(model=model))
+            for stem in (paths.TRAIN_FIG3_FIGURE, paths.TRAIN_FIG8_FIGURE):
+                targets += self.figure_paths(stem.format(model=model))
         return targets
 
     def compare_section(self) -> dict | None:
         """``train.compare`` checked: the dataset exists and the trained models are configured."""
         sec = self.config["train"].get("compare") or {}
-        if (
-            not sec.get("dataset")
-            or not self.config["train"]["enabled"]
-            or not self.train_variants()
-        ):
+        if not sec.get("dataset") or not self.train_variants():  # none where train is disabled
             return None
         self.dataset_spec(sec["dataset"])  # raises a ConfigError naming the dataset
         return sec
@@ -243,7 +225,7 @@ class TrainSection(Section):
         return targets
 
     def train_targets(self) -> list[str]:
-        if not self.config["train"]["enabled"] or not self.train_variants():
+        if not self.train_variants():  # none where train is disabled
             return self.gram_targets()  # only models configured under models:
         for name in self.train_variants():
             self.train_variant(name)  # raises a ConfigError naming the key
