@@ -1,16 +1,10 @@
-"""The output catalogue: one declaration per table (:class:`Table`: its path, the rule writing it
-and its output name there, the function building it, its report caption and category, the stores
-and tables it reads, what it holds, whether the scorecard reads it).
+"""The output catalogue: one :class:`Table` per table (its path, the rule and output writing it,
+its builder, report caption and category, what it reads and holds, whether the scorecard reads it).
 
 Everything else that names a table comes from here: the rules' ``output:`` and ``report()``
-entries (``workflow/rules/common.smk: catalogue_outputs``), the paper-2 table names
-(:data:`PAPER2_TABLES`: what :func:`causalpos.paper2.tables.assemble.paper2_tables` builds and
-``aggregate_leakage`` writes), the scorecard's inputs (:data:`SCORECARD_TABLES`) and the tables'
-list in ``docs/outputs.md`` (:func:`tables_block`, ``causalpos catalogue --update``).
-
-Adding a table: a :class:`Table` entry here and the frame in its builder (CONTRIBUTING.md,
-"Adding a table"). Pure: imports only the path patterns; reads nothing.
-"""
+entries, the paper-2 table names (:data:`PAPER2_TABLES`), the scorecard's inputs
+(:data:`SCORECARD_TABLES`) and the list in ``docs/outputs.md`` (:func:`tables_block`). Adding a
+table: CONTRIBUTING.md, "Adding a table". Pure: imports only the path patterns."""
 
 from __future__ import annotations
 
@@ -35,12 +29,9 @@ _P2 = "causalpos.paper2.tables."
 @dataclass(frozen=True)
 class Table:
     """One table. ``name``: its key (the scorecard's input name, a paper-2 table's output name;
-    not always its file's stem); ``path``: a :mod:`causalpos.paths` pattern; ``rule`` writes it
-    as output ``output``; ``builder``: ``module:function`` that makes its rows; ``caption``: the
-    report caption's stem (``workflow/report/<caption>.rst``; empty: ``holds`` in the template
-    ``workflow/report/table.rst``); ``reads``: the patterns of the stores and tables it is
-    computed from; ``holds``: what a row holds (docs/outputs.md); ``scorecard``: whether the
-    scorecard reads it; ``report``: whether ``snakemake --report`` shows it."""
+    not always its file's stem); ``builder``: ``module:function`` making its rows; ``caption``:
+    the stem of ``workflow/report/<caption>.rst`` (empty: ``holds`` in ``table.rst``); ``reads``:
+    the patterns it is computed from; ``report``: whether ``snakemake --report`` shows it."""
 
     name: str
     path: str

@@ -1,12 +1,8 @@
-"""The output catalogue's store variables: one declaration per variable of the leakage summary
-store ``results/leakage/{model}/{dataset}.zarr`` (:class:`Variable`: name, dims, reading,
-units, what it holds; listed in docs/outputs.md by ``causalpos catalogue --update``), which
-``tests/test_catalogue_stores.py`` holds against what
-:func:`causalpos.paper2.summary.assemble.leakage_summary` writes. A summary holds the
-variables its runs make (a BOS block only with a BOS replacement run, the dose series only with
-a planted stream, ...), each with the dims declared here. The tables declared in
-:mod:`causalpos.catalogue` read them. Pure: imports nothing of the library.
-"""
+"""The output catalogue's store variables: one :class:`Variable` (name, dims, reading, units, what
+it holds) per variable of the leakage summary store ``results/leakage/{model}/{dataset}.zarr``,
+listed in docs/outputs.md by ``causalpos catalogue --update`` and held by
+``tests/test_catalogue_stores.py`` against what :func:`causalpos.paper2.summary.assemble.leakage_summary`
+writes (a summary holds those its runs make). Pure: imports nothing of the library."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """Every path the pipeline writes under ``results/`` and ``resources/``, each pattern once.
 
-A pattern names its parts with the workflow's wildcards (``{model}``, ``{dataset}``,
-``{variant}``, ...), so a rule's ``output:`` is the pattern itself (``.smk`` files import this
-module as ``PATHS``) and a config resolver fills it in (``SCORE_STORE.format(model=..., ...)``).
-A figure is ``FIGURE`` with a stem (one of the ``*_FIGURE`` stems, wildcards kept) and a format.
-What each table is (its rule, builder, caption, what it reads) is declared in
-:mod:`causalpos.catalogue`. ``tests/test_paths.py`` fails on a results or resources path spelled
-anywhere else in ``src/`` or ``workflow/``, and on a rule output that is none of
-:data:`PATTERNS`. Pure: imports nothing, reads nothing.
-"""
+A pattern names its parts with the workflow's wildcards (``{model}``, ``{dataset}``, ...), so a
+rule's ``output:`` is the pattern itself (``.smk`` files import this module as ``PATHS``) and a
+resolver fills it in. A figure is ``FIGURE`` with one of the ``*_FIGURE`` stems and a format.
+``tests/test_paths.py`` fails on a results or resources path spelled anywhere else in ``src/`` or
+``workflow/``, and on a rule output that is none of :data:`PATTERNS`. Pure: imports nothing."""
 
 from __future__ import annotations
 

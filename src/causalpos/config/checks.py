@@ -1,9 +1,7 @@
-"""Config-time checks (the Snakefile runs :meth:`ChecksSection.check` before any job starts): the
-target lists, what local corpora can supply and sequence lengths against the models' contexts.
-The one module of the package that reads the disk: corpora (through
-:func:`causalpos.data.local_document_sizes`, or the reader ``Resolved`` is given; the Snakefile
-gives :func:`causalpos.config.disk.cached_document_sizes`, which keeps the answers in a JSON file) and the
-``config.json`` of local model directories."""
+"""Config-time checks (the Snakefile runs :meth:`ChecksSection.check` before any job): the target
+lists, what local corpora can supply and sequence lengths against the models' contexts. Reads the
+disk: corpora (through the reader ``Resolved`` is given, else
+:func:`causalpos.data.local_document_sizes`) and local model directories' ``config.json``."""
 
 from __future__ import annotations
 
@@ -100,10 +98,8 @@ class ChecksSection(Section):
 
     def content_sha256(self, key: str, files: list[str]) -> dict[str, str]:
         """``{file: sha256}`` of the user's files a job reads (a rule param: a changed content
-        reruns the job whatever the file's mtime, e.g. a backup restored with ``cp -p``). The
-        hashes come from the reader ``Resolved`` is given (the Snakefile's keeps them in a JSON
-        file keyed by path, size, mtime, ctime and inode:
-        :func:`causalpos.io.fingerprint.cached_sha256`), else are computed."""
+        reruns the job whatever the file's mtime), from the reader ``Resolved`` is given, else
+        :func:`causalpos.io.fingerprint.cached_sha256` uncached."""
         if not files:
             return {}
         if self._content_sha256 is None:
@@ -326,12 +322,8 @@ class ChecksSection(Section):
         return warnings
 
     def check(self) -> list[str]:
-        """Every config-time check; returns warnings, raises one ConfigError listing every error.
-
-        The target lists (each resolver method checks what it reads), the variant names, what
-        local corpora can supply (:meth:`check_datasets`), sequence lengths against the
-        models' contexts where known (:meth:`check_contexts`) and :func:`check_strict`'s.
-        """
+        """Every config-time check (the target lists: each resolver method checks what it reads);
+        returns warnings, raises one ConfigError listing every error."""
         errors: list[str] = []
         warnings: list[str] = []
         strict = lambda: check_strict(self)  # corpus keys, models, token ids, seq_len memory

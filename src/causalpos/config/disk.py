@@ -1,7 +1,6 @@
-"""What the config-time checks (:mod:`causalpos.config.checks`) read from the disk: the document
-sizes of local corpora (cached in a JSON file between Snakemake starts), local model directories'
-``config.json`` and tokenizer, and the published shapes of hub architectures. With the checks
-module, the only part of ``causalpos.config`` that opens files."""
+"""What the config-time checks read from the disk: the document sizes of local corpora (cached in a
+JSON file between Snakemake starts), local model directories' ``config.json`` and tokenizer, and
+the published shapes of hub architectures."""
 
 from __future__ import annotations
 
@@ -18,9 +17,9 @@ MAX_PREFIX_TOKENS = 2
 
 
 def _size_sources(corpus: dict) -> list[list] | None:
-    """``[path, size, mtime_ns, ctime_ns, inode]`` (:func:`file_identity`) of every file :func:`causalpos.data.local_document_sizes`
-    reads for ``corpus`` (``kjv``: the module holding the bible; none for hub and random
-    corpora), or None where they cannot be listed (the reader then says why)."""
+    """:func:`file_identity` of every file :func:`causalpos.data.local_document_sizes` reads for
+    ``corpus`` (``kjv``: the module holding the bible; none for hub and random corpora), or None
+    where they cannot be listed (the reader then says why)."""
     import importlib.util
 
     kind = corpus.get("type")
@@ -43,13 +42,10 @@ def _size_sources(corpus: dict) -> list[list] | None:
 
 def cached_document_sizes(cache: str | os.PathLike) -> Callable[[dict], list[int] | None]:
     """:func:`causalpos.data.local_document_sizes` with its answers kept in ``cache`` (JSON)
-    across processes: every Snakemake start checks what the config's local corpora can supply,
-    and reading the KJV alone costs ~0.5 s (``pythonbible`` compiles its reference parser on
-    import). An answer is keyed by the corpus spec and the path, size, mtime, ctime and inode of
-    every file it was read from, so an edited or replaced file (even one given an old mtime by
-    ``cp -p``) is read again (and the spec's
-    older answer dropped); a spec whose files cannot be listed, and every error, goes to the
-    reader uncached. The file is replaced atomically; a read-only one is left as it is."""
+    across processes (every Snakemake start checks the corpora; reading the KJV alone costs
+    ~0.5 s). An answer is keyed by the corpus spec and the identity of every file it was read
+    from (path, size, mtime, ctime, inode), so an edited file, even one given an old mtime by
+    ``cp -p``, is read again; a spec whose files cannot be listed goes to the reader uncached."""
     cache = Path(cache)
 
     def uncached(corpus: dict) -> list[int] | None:

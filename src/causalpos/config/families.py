@@ -1,13 +1,9 @@
 """Jobs that serve a whole family: what one job of each light rule reads and writes.
 
-A light rule (a figure, the position-0 analysis, the merge of a pair's shards) costs a job's
-start-up (Python, Snakemake's preamble, the imports: 1-3 CPU-s) for under a second of work per
-item, so it runs once per family rather than once per item: one job draws every simulation
-figure, one every paper-2 head map, one merge writes every variant store of a (model, dataset).
-Each family is a dict, item -> what that item reads and writes; the rule's inputs and outputs
-are the union over items (:func:`family_paths`) and its params the dict itself, so a figure
-option reruns the figure jobs alone and a changed input reruns the family that reads it. Pure:
-reads nothing but the config dict."""
+A light rule (a figure, the position-0 analysis) costs a job's start-up (1-3 CPU-s) for under a
+second of work per item, so it runs once per family. Each family is a dict, item -> what that item
+reads and writes; the rule's inputs and outputs are the union over items (:func:`family_paths`)
+and its params the dict itself, so a figure option reruns the figure jobs alone. Pure."""
 
 from __future__ import annotations
 
@@ -114,12 +110,10 @@ class FamiliesSection(Section):
         )
 
     def paper2_experiment_family(self, kind: str) -> dict[str, dict]:
-        """Experiment -> its stores, labels, display names (``names``: its models' and
-        datasets') and files of figure ``kind`` (``layers``, ``shares`` or ``position0``: rules
-        ``plot_paper2_<kind>``); shares only for an experiment with a decomposition (a causal and
-        a bidirectional run of some condition). The ``layers`` job also draws claim 1 by layer
-        (key ``claim1``), the ``shares`` job §3's three routes by layer (key ``routes``), from
-        the same stores."""
+        """Experiment -> its stores, labels, display names and files of figure ``kind`` (``layers``,
+        ``shares``: only with a decomposition, or ``position0``; rules ``plot_paper2_<kind>``).
+        The ``layers`` job also draws claim 1 by layer (``claim1``), the ``shares`` job §3's
+        three routes by layer (``routes``)."""
         out = {}
         for name in self.leakage_experiments():
             if kind == "shares" and not self.experiment_has_decomposition(name):

@@ -1,7 +1,6 @@
-"""The ``leakage:`` section (paper 2): experiments and their (model, dataset) pairs, the summary's
-and the reducers' settings, position 0, the tables and figures. A (model, dataset) pair is
-extracted and summarized once, over the union of the variants its experiments list. Pure: reads
-nothing but the config dict."""
+"""The ``leakage:`` section (paper 2): experiments and their (model, dataset) pairs, each extracted
+and summarized once over the union of its experiments' variants; the summary's and reducers'
+settings, position 0, the tables and figures. Pure."""
 
 from __future__ import annotations
 
@@ -205,12 +204,9 @@ class LeakageSection(Section):
 
     def leakage_materiality(self) -> dict:
         """``leakage.materiality`` (the scorecard rule's params): the section's thresholds, and
-        under ``per_model`` each model's own where ``leakage.per_model`` gives any. On every
-        model (and on the section's own values) each reading's margin δ is at most half the
-        smallest threshold judged on that reading (:data:`MATERIALITY_READINGS`): a control
-        that passes may read up to δ, so an effect at the threshold stays at least twice what a
-        run without position may read. A ConfigError naming the keys and both values
-        otherwise."""
+        under ``per_model`` each model's own. On every model each reading's margin δ must be at
+        most half the smallest threshold judged on that reading (:data:`MATERIALITY_READINGS`): a
+        passing control may read up to δ, so an effect at the threshold stays at least twice it."""
         models = self.per_model_models()
         for model in [None, *sorted({m for m, _ in self.leakage_pairs()})]:
             self._check_half_threshold(model)
@@ -245,11 +241,9 @@ class LeakageSection(Section):
                 )
 
     def model_attrs(self, model: str) -> dict:
-        """What a model is, for the leakage tables (claim 3, sink heads): ``positional`` = the
-        ``train.variants`` type (rope, ntk, swa, nope) of a model trained here or of its init
-        twin, empty otherwise; ``init_of`` = the model whose weights an init twin
-        (``trained-<v>-init``) or a ``random_init`` model ``like:`` another would have been
-        trained into, empty for a trained or pretrained model."""
+        """What a model is, for the leakage tables: ``positional``, the ``train.variants`` type of a
+        model trained here or its init twin (else empty); ``init_of``, the model an init twin or a
+        ``random_init`` model ``like:`` another would have been trained into (else empty)."""
         if model.startswith("trained-"):
             variant = model.removeprefix("trained-").removesuffix("-init")
             positional = (

@@ -1,6 +1,5 @@
-"""The ``paper1_llm:`` and ``stats:`` sections: paper 1 §6's (model, dataset, variant) triples,
-their stores, labels and random-init twins, and the params of the statistics jobs (their settings
-dataclasses, :mod:`causalpos.paper1.settings`). Pure: reads nothing but the config dict."""
+"""The ``paper1_llm:`` and ``stats:`` sections: paper 1 §6's (model, dataset, variant) triples, their
+stores, labels and random-init twins, and the statistics jobs' params. Pure."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The ``leakage.plant`` and ``leakage.plant_stream`` keys: the known terms that planted variants
-add to one layer's scores or to the residual stream, and their checks against the models' layers.
-Pure: reads nothing but the config dict."""
+"""The ``leakage.plant`` and ``leakage.plant_stream`` keys: the known terms planted variants add to
+one layer's scores or to the residual stream, checked against the models' layers. Pure."""
 
 from __future__ import annotations
 

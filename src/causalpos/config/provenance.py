@@ -263,12 +263,10 @@ def setup_provenance(
     config_args: list[str] = (),
 ) -> None:
     """The workflow's provenance set-up in every Snakemake process: this checkout's identity and
-    the table of expected records, named in the environment the jobs inherit
-    (:data:`~causalpos.io.provenance.CHECKOUT_ENV`, :data:`~causalpos.io.provenance.TABLE_ENV`);
-    in the main process (``main``), the table written and the existing stores and tables checked
-    (:func:`check_existing_stores`), but for those the command line ``argv`` rebuilds
-    (:func:`forcing`). ``configfiles`` and ``config_args``: the run's ``--configfile`` and
-    ``--config KEY=VALUE`` arguments (named in a refusal's rebuild command)."""
+    the table of expected records, named in the environment the jobs inherit; in the main
+    process (``main``), the table written and the existing stores and tables checked but for
+    those the command line ``argv`` rebuilds. ``configfiles``, ``config_args``: the run's
+    ``--configfile`` and ``--config KEY=VALUE`` arguments (named in a refusal's command)."""
     from causalpos.io.atomic import replace_json
     from causalpos.io.provenance import CHECKOUT_ENV, TABLE_ENV
 
@@ -306,12 +304,9 @@ def config_expectations(
     pipeline: str = ".",
 ):
     """``record -> the record its config expects of its path`` for ``causalpos verify``: the
-    config ``configfiles`` names (``--configfile``; [] for config.yaml) with the overrides
-    ``config_values`` (``--config``, as Snakemake parses them), else the config files and
-    overrides each store or table records it was built with, read from the pipeline directory
-    ``pipeline`` (each config loaded once; its local files' sha256 from the pipeline's
-    ``.snakemake/causalpos/content_sha256.json``). :class:`LookupError` /
-    :class:`ConfigError` where a config cannot be read."""
+    config of ``configfiles`` ([]: config.yaml) and ``config_values`` (``--config``), else the
+    config files and overrides each record names, read from directory ``pipeline`` (each config
+    loaded once). :class:`LookupError` / :class:`ConfigError` where a config cannot be read."""
     from causalpos.config.resolved import Resolved
     from causalpos.config.yamlfile import load_config
     from causalpos.io.fingerprint import cached_sha256

@@ -1,9 +1,7 @@
 """What ``snakemake --report`` shows of each figure and table: which file of a figure drawn in
-several formats it shows (:func:`shown`), and the names each item's labels and caption carry
-(:meth:`ReportSection.report_names`): what it is (``figure``), its ``model`` and ``dataset``.
-A family job (one job drawing every figure of a kind: :mod:`causalpos.config.families`) has no
-wildcards, so each of its figures' captions is rendered from these names
-(:func:`causalpos.io.captions.item_caption`). Pure: reads nothing but the config dict."""
+several formats (:func:`shown`), and the names each item's labels and caption carry
+(:meth:`ReportSection.report_names`). A family job has no wildcards, so its figures' captions are
+rendered from these names (:func:`causalpos.io.captions.item_caption`). Pure."""
 
 from __future__ import annotations
 
@@ -35,14 +33,9 @@ class ReportSection(Section):
     """The report's labels and the names its per-item captions say."""
 
     def report_names(self, kind: str, item: str, figure: str) -> dict[str, str]:
-        """The names of item ``item`` of the figure family ``kind`` (the family dicts' keys):
-        ``figure`` (what it shows, e.g. "App. E"), ``model``, ``dataset`` and, where they apply,
-        ``variant`` (App. E's forward pass) and ``experiment`` (paper 2's experiment figures).
-
-        Kinds: ``simulation`` (item: a figure of ``figures.simulation``), ``llm_appendix``
-        (``model/dataset/variant``), ``gram`` (a model of ``train.gram``), ``paper2_heads``
-        (``model/dataset``), ``paper2_experiment`` (an experiment of ``leakage.experiments``).
-        """
+        """The names of item ``item`` (a family dict's key) of figure family ``kind``: ``figure``
+        (what it shows, e.g. "App. E"), ``model``, ``dataset`` and, where they apply, ``variant``
+        and ``experiment``."""
         if kind == "simulation":
             settings = self.config["figures"]["simulation"][item]["settings"]
             return {

@@ -1,8 +1,5 @@
 """:class:`Resolved`, the pipeline's view of one validated config: one class composed of the
-per-section resolvers of this package. Pure but for :class:`~causalpos.config.checks.ChecksSection`
-(the config-time checks, which read corpora and local models' ``config.json``) and
-:class:`~causalpos.config.resources.ResourcesSection` (the model jobs' requests, from the
-architecture files)."""
+per-section resolvers of this package."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""What the config knows of a model's shape before any job runs: its context, its number of
-layers and the ``config.json`` fields that size it, from the training settings, a ``random_init``
-spec (tiny preset, ``like:`` chain, architecture file, ``config:`` overrides) or a local
-directory's ``config.json`` (read here: with :mod:`causalpos.config.checks`, the modules of the
-package that read the disk). ``None`` where the shape is known only once the model is loaded."""
+"""What the config knows of a model's shape before any job: its context, its layers and the
+``config.json`` fields that size it, from the training settings, a ``random_init`` spec (tiny
+preset, ``like:`` chain, architecture file, ``config:`` overrides) or a local directory's
+``config.json`` (read here). ``None`` where the shape is known only once the model is loaded."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The targets of ``rule all``, the tables the scorecard reads, and what each rule writing tables
-is given (its provenance: :meth:`TargetsSection.table_jobs`): every section's outputs, in a
-stable order. Pure: reads nothing but the config dict."""
+"""The targets of ``rule all``, the tables the scorecard reads, and what each rule writing tables is
+given (its provenance: :meth:`TargetsSection.table_jobs`), in a stable order. Pure."""
 
 from __future__ import annotations
 

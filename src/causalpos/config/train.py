@@ -1,6 +1,5 @@
 """The ``train:`` section: the models trained here (variants and their hyperparameters), the
-tokenizer, the held-out corpus, the Gram panels (Fig. 3/8) and the trained-vs-init comparison.
-Pure: reads nothing but the config dict."""
+tokenizer, the held-out corpus, the Gram panels (Fig. 3/8) and the trained-vs-init comparison."""
 
 from __future__ import annotations
 
