@@ -11,14 +11,11 @@ per config section (CONTRIBUTING.md's layout), all pure but ``checks``, ``strict
 from causalpos.config.common import (
     VARIANT_PATTERN,
     ConfigError,
-    Section,
     canonical,
-    check_variant,
     names_pattern,
 )
-from causalpos.config.disk import MAX_PREFIX_TOKENS, capacity_bound
+from causalpos.config.disk import capacity_bound
 from causalpos.config.families import family_paths, score_dirs
-from causalpos.config.leakage import LEAKAGE_DEFAULT_VARIANTS
 from causalpos.config.resolved import Resolved
 from causalpos.config.schema import schema_error_summary
 from causalpos.config.shapes import TINY_MAX_POSITIONS
@@ -26,8 +23,6 @@ from causalpos.config.simulate import SIM_SETTING_DEFAULTS
 from causalpos.config.train import TRAIN_KEYS, TRAIN_TYPE_KEYS, TRAIN_VARIANT_TYPES
 
 __all__ = [
-    "LEAKAGE_DEFAULT_VARIANTS",
-    "MAX_PREFIX_TOKENS",
     "SIM_SETTING_DEFAULTS",
     "TINY_MAX_POSITIONS",
     "TRAIN_KEYS",
@@ -36,11 +31,9 @@ __all__ = [
     "VARIANT_PATTERN",
     "ConfigError",
     "Resolved",
-    "Section",
     "canonical",
     "family_paths",
     "capacity_bound",
-    "check_variant",
     "names_pattern",
     "schema_error_summary",
     "score_dirs",

@@ -287,16 +287,14 @@ class ChecksSection(Section):
     def model_seq_lens(self) -> list[tuple[str, str, int]]:
         """``(model, what, seq_len)`` of every sequence length a configured job runs a model at
         (lengthgen excluded: it runs past the context on purpose)."""
-        pairs: set[tuple[str, str]] = set()
-        pairs.update((m, d) for m, d, _ in self.paper1_triples())
-        pairs.update(self.leakage_pairs())
-        sec = self.compare_section()
-        if sec:
-            for v in self.train_variants():
-                pairs.add((f"trained-{v}", sec["dataset"]))
-            for v in self.compare_twin_variants():
-                pairs.add((f"trained-{v}-init", sec["dataset"]))
+        pairs = {(m, d) for m, d, _ in self.paper1_triples()} | set(self.leakage_pairs())
+        pairs |= {(m, d) for m, d, _ in self.map_triples()}  # and the comparison's
         out = [(m, f"datasets.{d}", self.dataset_spec(d)["seq_len"]) for m, d in sorted(pairs)]
+        return out + self.gram_seq_lens()
+
+    def gram_seq_lens(self) -> list[tuple[str, str, int]]:
+        """``(model, key, seq_len)`` of every Gram-panel draw: its dataset's or ``train.gram``'s."""
+        out = []
         for m in self.gram_models():
             d = self.gram_dataset(m)
             if d:

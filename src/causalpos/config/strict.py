@@ -127,10 +127,7 @@ def check_seq_len_memory(cfg) -> None:
         return
     runs = [(m, f"datasets.{d}", cfg.dataset_spec(d)["seq_len"]) for m, d in cfg.leakage_pairs()]
     runs += [(m, f"datasets.{d}", cfg.dataset_spec(d)["seq_len"]) for m, d, _ in cfg.map_triples()]
-    for m in cfg.gram_models():
-        d = cfg.gram_dataset(m)
-        key = f"datasets.{d}" if d else "train.gram"
-        runs.append((m, key, cfg.dataset_spec(d)["seq_len"] if d else cfg.config["train"]["gram"]["seq_len"]))  # fmt: skip
+    runs += cfg.gram_seq_lens()
     for model, key, seq_len in sorted(set(runs), key=lambda r: (-r[2], r)):
         fields = cfg.model_shape_fields(model) or {}
         heads = int(fields.get("num_attention_heads") or 1)

@@ -16,17 +16,14 @@ class TargetsSection(Section):
 
     def scorecard_inputs(self) -> dict[str, str]:
         """Named tables the scorecard reads; absent ones make their rows "not run"."""
-        keys = []
-        if self.theory_settings():
-            keys.append("theory")
-        if self.sim_settings():
-            keys.append("sim_index")
-        if self.paper1_enabled():
-            keys.append("llm_index")
-        if self.compare_targets():
-            keys.append("train_comparison")
-        if self.gram_models():
-            keys.append("gram_nearby")
+        runs = {
+            "theory": self.theory_settings(),
+            "sim_index": self.sim_settings(),
+            "llm_index": self.paper1_enabled(),
+            "train_comparison": self.compare_targets(),
+            "gram_nearby": self.gram_models(),
+        }
+        keys = [key for key, run in runs.items() if run]
         if self.leakage_targets():
             keys += catalogue.SCORECARD_PAPER2_TABLES
         return {key: catalogue.SCORECARD_TABLES[key] for key in keys}
