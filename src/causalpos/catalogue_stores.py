@@ -208,11 +208,9 @@ LEAKAGE_SUMMARY: tuple[Variable, ...] = (
 )
 
 
-#: The summary store's own format, in its attr :data:`SUMMARY_FORMAT_ATTR` (a summary without it
-#: is format 1). 1: the headline's variables, coordinates and attrs named ``exp_*`` and the
-#: per-prompt reading's plain; 2: the headline's plain, the per-prompt reading's ``per_prompt_*``
-#: (the renames: docs/outputs.md). A summary of another format is refused with the command that
-#: rebuilds it (:func:`causalpos.io.store.require_format`).
+#: The summary store's format, in its attr :data:`SUMMARY_FORMAT_ATTR` (none: format 1, whose
+#: headline names were ``exp_*`` and per-prompt ones plain; 2: the headline's plain, the
+#: per-prompt reading's ``per_prompt_*``; the renames: docs/outputs.md).
 SUMMARY_FORMAT_ATTR = "leakage_summary_format"
 SUMMARY_FORMAT = 2
 

@@ -53,11 +53,9 @@ FINDINGS_MD = "results/report/findings.md"
 #: The findings page's template (in the repository, not under results/).
 FINDINGS_TEMPLATE = "docs/findings.template.md"
 
-#: Snakemake's ``benchmark:`` table of one job (one row: wall and CPU seconds, peak memory, I/O;
-#: docs/outputs.md), by :func:`benchmark`. ``{job}`` is the job's log path below ``logs/`` without
-#: ``.log`` (``extract_scores/{model}/{dataset}/shard-{shard}``: ``causalpos.io.joblog.JobLog``'s
-#: ``job``), so a job's table and its log pair by name. Timings, not results: ``causalpos
-#: diff-results`` leaves them out.
+#: Snakemake's ``benchmark:`` table of one job (wall and CPU seconds, peak memory, I/O), by
+#: :func:`benchmark`: ``{job}`` is the job's log path below ``logs/`` without ``.log``, so a job's
+#: table and its log pair by name. Timings, not results: ``causalpos diff-results`` skips them.
 BENCHMARKS_ROOT = "results/benchmarks"
 BENCHMARK = BENCHMARKS_ROOT + "/{job}.tsv"
 

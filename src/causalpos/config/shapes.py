@@ -5,9 +5,6 @@ preset, ``like:`` chain, architecture file, ``config:`` overrides) or a local di
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from causalpos.config.common import ConfigError, Section
 from causalpos.config.disk import HUB_ARCHITECTURES, _local_model_config
 from causalpos.training.settings import TokenizerSettings
@@ -136,13 +133,7 @@ class ShapesSection(Section):
             return None if base is None else {**base, **overrides}
         if spec["source"] == "hf" and spec.get("id") in HUB_ARCHITECTURES:
             return _read_fields(HUB_ARCHITECTURES[spec["id"]], read_architecture_file)
-        if spec["source"] in ("hf", "local"):
-            path = spec.get("path") if spec["source"] == "local" else spec.get("id")
-            try:
-                return json.loads((Path(path).expanduser() / "config.json").read_text())
-            except (OSError, ValueError, TypeError):
-                return None
-        return None
+        return _local_model_config(spec)
 
 
 def _read_fields(path: str, reader) -> dict | None:
