@@ -18,10 +18,9 @@ from typing import Any
 
 
 def setting(default: Any = MISSING, key: str | None = None, doc: str = "", **meta: Any) -> Any:
-    """A settings field: its default (none: a required field; a dict is copied for each
-    instance, as :func:`canonical` writes it), the config key it is read from (None: not a choice of the config), its meaning,
-    and any further metadata (``only``: the positional type that reads a training
-    hyper-parameter)."""
+    """A settings field: its default (none: required; a dict is copied per instance, canonical),
+    its config key (None: not a choice of the config), its meaning, and further metadata
+    (``only``: the positional type that reads a training hyper-parameter)."""
     metadata = {"config": key, "doc": doc, **meta}
     if isinstance(default, dict):
         return dataclasses.field(default_factory=lambda: canonical(default), metadata=metadata)

@@ -189,9 +189,8 @@ class LeakageSection(Section):
         return canonical({**out, **self._per_model(model, "materiality")})
 
     def per_model_models(self) -> list[str]:
-        """The models named in ``leakage.per_model``, each one an experiment of
-        ``leakage.experiments`` runs; a ConfigError naming the key and the allowed models
-        otherwise."""
+        """The models named in ``leakage.per_model``, each one an experiment runs (else a
+        ConfigError)."""
         named = list(self.config["leakage"].get("per_model") or {})
         run = sorted({m for m, _ in self.leakage_pairs()})
         unknown = [m for m in named if m not in run]

@@ -13,9 +13,7 @@ class PlantSection(Section):
     def leakage_plant(self) -> dict:
         """``leakage.plant`` ({layer, scale}): the term a planted variant (``plant_query``) adds to
         one layer's scores, b_i = scale · log(1 + i) (:func:`causalpos.models.variants.plant_term`);
-        layer negative counts from the last. Checked against the layers of every model whose
-        experiment runs a planted variant where its layer count is known before any job
-        (:meth:`check_plant`); extraction checks it against the loaded model in any case."""
+        layer negative counts from the last."""
         sec = self.config["leakage"].get("plant") or {}
         layer, scale = sec.get("layer", -1), sec.get("scale")
         if isinstance(layer, bool) or not isinstance(layer, int):

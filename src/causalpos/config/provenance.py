@@ -123,9 +123,7 @@ class _Identities:
 
 
 def expected_records(cfg) -> dict[str, dict]:
-    """``{store path: record}`` of every store the config ``cfg`` (a Resolved) writes: the
-    simulations, the data stores, every variant's score store and its normalized store, the
-    paper-2 summaries and position-0 stores, the Gram panels and the length generalization."""
+    """``{path: record}`` of every store and table the config ``cfg`` (a Resolved) writes."""
     ids = _Identities(cfg)
     common = cfg.values(Common)
     seed = common.seed
@@ -233,10 +231,9 @@ def check_existing_stores(
     records: dict[str, dict] | None = None,
     run_config_args: list[str] = (),
 ) -> None:
-    """Before any job: a :class:`ConfigError` listing every existing store or table of the
-    config that is not what its path and the config say (:func:`store_problems`; outputs
-    Snakemake marks incomplete aside, which it reruns) and every prepared model directory
-    recording another model's name, with the command that rebuilds them."""
+    """Before any job: a :class:`ConfigError` listing every existing output that is not what its
+    path and the config say (:func:`store_problems`, :func:`model_dir_problems`), with the
+    command that rebuilds them."""
     from causalpos.io.atomic import incomplete_outputs
 
     records = expected_records(cfg) if records is None else records

@@ -67,11 +67,8 @@ class TargetsSection(Section):
 
     def table_jobs(self) -> dict[str, dict]:
         """``{rule: {"outputs", "settings", "inputs"}}`` of every rule writing tables that this
-        config runs (each a single job): its outputs (the tables, CSV and Markdown, and the
-        length generalization's store, written by the same job), ``settings``, the config values
-        the rule receives as params (``workflow/rules/*.smk``: the same resolver calls, code
-        aside), and ``inputs``, the stores and tables it is computed from. What each table's
-        provenance record holds (:func:`causalpos.config.provenance.expected_records`)."""
+        config runs (one job each): ``settings`` are the params its ``.smk`` rule receives (the
+        same resolver calls), ``inputs`` what it is computed from; its tables' provenance."""
         common = self.values(Common)
         wanted = set(self.all_targets()) | set(self.scorecard_inputs().values())
         jobs = {

@@ -25,8 +25,7 @@ class TrainSection(Section):
 
     def train_variants(self) -> list[str]:
         """Variant names in a canonical order (rope, nope, ntk, swa types, then by name), not the
-        YAML file's: params are compared by text, and reordering the config must rerun nothing.
-        """
+        YAML file's: params are compared by text, and reordering the config must rerun nothing."""
         section = self.config["train"]
         if not section["enabled"]:
             return []

@@ -128,11 +128,9 @@ def load_config(
     configfiles: list[str], *, pipeline: str | os.PathLike = ".", overrides: dict | None = None
 ) -> dict:
     """The validated config (schema defaults filled in, as the Snakefile has it) of a run given
-    ``configfiles`` ([]: the default ``config.yaml``), paths relative to ``pipeline``, and the
-    values its ``--config`` arguments set (``overrides``, merged over the files as Snakemake
-    merges them, before the schema's defaults).
-    :class:`LookupError` naming a file that is not there; :class:`ConfigError` for one that does
-    not parse or fails the schema."""
+    ``configfiles`` ([]: ``config.yaml``) relative to ``pipeline`` and its ``--config`` values
+    (``overrides``, merged over the files as Snakemake merges them). :class:`LookupError` naming
+    a file that is not there; :class:`ConfigError` for one that does not parse or validate."""
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
