@@ -8,33 +8,21 @@ schema allows but the pipeline cannot use raises :class:`ConfigError` naming the
 per config section (CONTRIBUTING.md's layout), all pure but ``checks``, ``strict``, ``disk`` and
 ``resources``; nothing heavy at import (no torch, xarray or pandas)."""
 
-from causalpos.config.common import (
-    VARIANT_PATTERN,
-    ConfigError,
-    canonical,
-    names_pattern,
-)
-from causalpos.config.disk import capacity_bound
+from causalpos.config.common import VARIANT_PATTERN, ConfigError
 from causalpos.config.families import family_paths, score_dirs
 from causalpos.config.resolved import Resolved
 from causalpos.config.schema import schema_error_summary
-from causalpos.config.shapes import TINY_MAX_POSITIONS
 from causalpos.config.simulate import SIM_SETTING_DEFAULTS
-from causalpos.config.train import TRAIN_KEYS, TRAIN_TYPE_KEYS, TRAIN_VARIANT_TYPES
+from causalpos.config.train import TRAIN_KEYS, TRAIN_TYPE_KEYS
 
 __all__ = [
     "SIM_SETTING_DEFAULTS",
-    "TINY_MAX_POSITIONS",
     "TRAIN_KEYS",
     "TRAIN_TYPE_KEYS",
-    "TRAIN_VARIANT_TYPES",
     "VARIANT_PATTERN",
     "ConfigError",
     "Resolved",
-    "canonical",
     "family_paths",
-    "capacity_bound",
-    "names_pattern",
     "schema_error_summary",
     "score_dirs",
 ]
