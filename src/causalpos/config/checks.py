@@ -48,11 +48,14 @@ class ChecksSection(Section):
             self._sizes[key] = reader(dict(corpus))
         return self._sizes[key]
 
-    def check_capacity(
-        self, key: str, corpus: dict, *, seq_len: int, n_sequences: int, mode: str
-    ) -> None:
-        """ConfigError (naming ``key``) when a local corpus cannot give ``n_sequences`` sequences of
-        ``seq_len`` tokens with any tokenizer (:func:`capacity_bound`); hub corpora are skipped."""
+    def check_capacity(self, key: str, draw: dict) -> None:
+        """ConfigError (naming ``key``) when the local corpus of ``draw`` (a dataset spec's
+        ``corpus``, ``seq_len``, ``n_sequences`` and ``mode``) cannot give ``n_sequences``
+        sequences of ``seq_len`` tokens with any tokenizer (:func:`capacity_bound`); hub corpora
+        are skipped."""
+        corpus, seq_len, n_sequences, mode = (
+            draw[k] for k in ("corpus", "seq_len", "n_sequences", "mode")
+        )
         if corpus.get("type") == "random_tokens":
             return
         try:
@@ -196,34 +199,18 @@ class ChecksSection(Section):
                     "sequences (paper 1's index and bootstrap, paper 2's fits and permutations) "
                     f"need at least {MIN_DISTINCT}. Fix: set n_sequences >= {MIN_DISTINCT}"
                 )
-            self.check_capacity(
-                f"datasets.{name}",
-                spec["corpus"],
-                seq_len=spec["seq_len"],
-                n_sequences=spec["n_sequences"],
-                mode=spec["mode"],
-            )
+            self.check_capacity(f"datasets.{name}", spec)
         if not self.train_variants():
             return
         heldout = self.train_heldout_corpus()
         gram = self.config["train"]["gram"]
         if any(not self.gram_dataset(m) for m in self.gram_models()):
-            self.check_capacity(
-                "train.gram",
-                heldout,
-                seq_len=gram["seq_len"],
-                n_sequences=gram["n_sequences"],
-                mode="first",
-            )
+            self.check_capacity("train.gram", {**gram, "corpus": heldout, "mode": "first"})
         lengthgen = self.values(LengthGenSettings)
         context = max(self.train_variant(v)["context"] for v in self.train_variants())
-        self.check_capacity(
-            "train.lengthgen",
-            heldout,
-            seq_len=int(round(lengthgen.length_factor * context)),
-            n_sequences=lengthgen.n_sequences,
-            mode="chunks",
-        )
+        seq_len = int(round(lengthgen.length_factor * context))
+        draw = {"seq_len": seq_len, "n_sequences": lengthgen.n_sequences, "mode": "chunks"}
+        self.check_capacity("train.lengthgen", {**draw, "corpus": heldout})
 
     def check_ranges(self) -> None:
         """Settings whose valid range depends on other settings (the schema checks each alone):

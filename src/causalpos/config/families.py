@@ -30,6 +30,14 @@ def score_dirs(stores: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(s.rsplit("/", 1)[0] for s in stores))
 
 
+#: Figure kind -> the files its ``plot_paper2_<kind>`` job draws per experiment, by output key.
+EXPERIMENT_FIGURES = {
+    "layers": {"outputs": paths.PAPER2_LAYERS_FIGURE, "claim1": paths.PAPER2_CLAIM1_FIGURE},
+    "shares": {"outputs": paths.PAPER2_SHARES_FIGURE, "routes": paths.PAPER2_ROUTES_FIGURE},
+    "position0": {"outputs": paths.PAPER2_POSITION0_FIGURE},
+}
+
+
 class FamiliesSection(Section):
     """One job per family of light jobs."""
 
@@ -128,22 +136,11 @@ class FamiliesSection(Section):
                 "stores": stores,
                 "labels": self.experiment_labels(name),
                 "names": self.display_names([m for m, _ in pairs], [d for _, d in pairs]),
-                "outputs": self.figure_paths(
-                    {
-                        "layers": paths.PAPER2_LAYERS_FIGURE,
-                        "shares": paths.PAPER2_SHARES_FIGURE,
-                        "position0": paths.PAPER2_POSITION0_FIGURE,
-                    }[kind].format(experiment=name)
-                ),
+                **{
+                    key: self.figure_paths(stem.format(experiment=name))
+                    for key, stem in EXPERIMENT_FIGURES[kind].items()
+                },
             }
-            if kind == "layers":
-                out[name]["claim1"] = self.figure_paths(
-                    paths.PAPER2_CLAIM1_FIGURE.format(experiment=name)
-                )
-            if kind == "shares":
-                out[name]["routes"] = self.figure_paths(
-                    paths.PAPER2_ROUTES_FIGURE.format(experiment=name)
-                )
         return canonical(out)
 
     def position0_family(self) -> dict[str, dict]:

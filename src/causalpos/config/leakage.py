@@ -33,6 +33,17 @@ MATERIALITY_READINGS = {
 }
 
 
+def _check_reducer(fit: str, red: dict, where: str, windows) -> None:
+    """``fit`` among the fits of reducer ``red`` (named ``where``) and each ``(key, windows)``'s
+    windows among its windows, else a ConfigError naming the key."""
+    if fit not in red["fits"]:
+        raise ConfigError(f"leakage.fit {fit!r} is not among {where}.fits {red['fits']}")
+    for key, wins in windows:
+        missing = [w for w in wins if w not in red["windows"]]
+        if missing:
+            raise ConfigError(f"{key}: {missing} not among {where}.windows {red['windows']}")
+
+
 class LeakageSection(Section):
     """Paper 2's experiments, settings, stores and targets."""
 
@@ -79,12 +90,8 @@ class LeakageSection(Section):
             if not by
             else f"the reducer of ({model}, {dataset}) (leakage.experiments.*.reducer)"
         )
-        if sec.fit not in red["fits"]:
-            raise ConfigError(f"leakage.fit {sec.fit!r} is not among {where}.fits {red['fits']}")
-        for key, wins in (("window", [sec.window]), ("expected_stats", red["expected_stats"])):
-            missing = [w for w in wins if w not in red["windows"]]
-            if missing:
-                raise ConfigError(f"{key}: {missing} not among {where}.windows {red['windows']}")
+        windows = (("window", [sec.window]), ("expected_stats", red["expected_stats"]))
+        _check_reducer(sec.fit, red, where, windows)
         T = int(self.dataset_spec(dataset)["seq_len"])
         for w, rows in too_short_windows(red["windows"], T):
             raise ConfigError(
@@ -120,20 +127,12 @@ class LeakageSection(Section):
         red = self.settings(LeakageReducerSettings)
         for v in sec.perm_variants or ():
             check_variant("leakage.permutation_variants", v)
-        if sec.fit not in red["fits"]:
-            raise ConfigError(
-                f"leakage.fit {sec.fit!r} is not among leakage.reducer.fits {red['fits']}"
-            )
-        for key, wins in (
-            ("window", [sec.window]),
-            ("bos_windows", list(sec.bos_windows)),
-            ("reducer.expected_stats", red["expected_stats"]),
-        ):
-            missing = [w for w in wins if w not in red["windows"]]
-            if missing:
-                raise ConfigError(
-                    f"leakage.{key}: {missing} not among leakage.reducer.windows {red['windows']}"
-                )
+        windows = (
+            ("leakage.window", [sec.window]),
+            ("leakage.bos_windows", list(sec.bos_windows)),
+            ("leakage.reducer.expected_stats", red["expected_stats"]),
+        )
+        _check_reducer(sec.fit, red, "leakage.reducer", windows)
 
     def leakage_reducer_kwargs(
         self, variant: str, model: str | None = None, dataset: str | None = None
