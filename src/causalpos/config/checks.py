@@ -14,6 +14,7 @@ from causalpos.config.disk import (
     MAX_PREFIX_TOKENS,
     _files_of,
     _local_model_config,
+    _model_path,
     _tokenizer_bos,
     _tokenizer_size,
     capacity_bound,
@@ -92,9 +93,7 @@ class ChecksSection(Section):
         ``gguf`` file, or every file of a ``local`` / ``hf`` local directory. Snakemake's mtime
         check reruns a newer file; :meth:`model_source_sha256` (a param) any other content."""
         spec = self.model_spec(name)
-        path = {"local": spec.get("path"), "gguf": spec.get("path"), "hf": spec.get("id")}.get(
-            spec["source"]
-        )
+        path = spec.get("path") if spec["source"] == "gguf" else _model_path(spec)
         if not path or (spec["source"] == "hf" and not Path(path).expanduser().is_dir()):
             return []
         return _files_of(Path(path).expanduser())
@@ -146,9 +145,8 @@ class ChecksSection(Section):
                 dirs = [Path(self.tokenizer_dir(model))]
                 tok = self.tokenizer_of(model)
                 if tok != self.train_tokenizer_key():  # the trained one has a BOS
-                    spec = self.model_spec(tok)
-                    user = spec.get("path") if spec["source"] == "local" else spec.get("id")
-                    if spec["source"] in ("local", "hf") and user:
+                    user = _model_path(self.model_spec(tok))
+                    if user:
                         dirs.append(Path(user).expanduser())
                 for d in dirs:
                     known, bos = _tokenizer_bos(d)
@@ -260,7 +258,7 @@ class ChecksSection(Section):
             cfg = _local_model_config(spec)
             if cfg is None or not isinstance(cfg.get("vocab_size"), int):
                 continue
-            path = spec.get("path") if spec["source"] == "local" else spec.get("id")
+            path = _model_path(spec)
             ids = _tokenizer_size(Path(path).expanduser())
             if ids is not None and ids > cfg["vocab_size"]:
                 raise ConfigError(

@@ -97,10 +97,15 @@ def capacity_bound(sizes: Iterable[int], seq_len: int, mode: str) -> int | None:
     return sum((b + 1) // need for b in sizes)
 
 
+def _model_path(spec: dict) -> str | None:
+    """A ``local`` spec's ``path`` or an ``hf`` spec's ``id`` (a local directory where one is
+    there), None for the other sources."""
+    return {"local": spec.get("path"), "hf": spec.get("id")}.get(spec.get("source"))
+
+
 def _local_model_config(spec: dict) -> dict | None:
     """The ``config.json`` of a model whose spec names a local HF directory, if readable now."""
-    source = spec.get("source")
-    path = spec.get("path") if source == "local" else spec.get("id") if source == "hf" else None
+    path = _model_path(spec)
     if not path:
         return None
     cfg = Path(path).expanduser() / "config.json"

@@ -22,18 +22,9 @@ from pathlib import Path
 import causalpos.paths as paths
 from causalpos.capture.settings import ExtractSettings
 from causalpos.config.common import ConfigError
-from causalpos.config.existing import (
-    TABLE_KIND,
-    model_dir_problems,
-    refusal,
-    store_problems,
-)
+from causalpos.config.existing import TABLE_KIND, model_dir_problems, refusal, store_problems
 from causalpos.io.integrity import display_path
-from causalpos.io.provenance import (
-    INPUTS_KEY,
-    make_record,
-    params_sha256,
-)
+from causalpos.io.provenance import INPUTS_KEY, make_record, params_sha256
 from causalpos.io.runconfig import forcing as forcing  # re-exported: what a command line rebuilds
 from causalpos.paper2.settings import Position0Settings, StrataSettings
 from causalpos.settings import Common
@@ -52,16 +43,14 @@ class _Identities:
         cfg = self.cfg
         if key == cfg.train_tokenizer_key():
             tok = cfg.values(TokenizerSettings)
-            return {
-                "trained_tokenizer": {
-                    "vocab_size": tok.vocab_size,
-                    "min_frequency": tok.min_frequency,
-                },
-                "corpus": cfg.value("train.corpus"),
-                "heldout": list(cfg.values(TrainCorpus).heldout),
-                "seed": self.seed,
-            }
+            trained = {"vocab_size": tok.vocab_size, "min_frequency": tok.min_frequency}
+            return {"trained_tokenizer": trained, **self.train_corpus(), "seed": self.seed}
         return self.model(key)
+
+    def train_corpus(self) -> dict:
+        """The training corpus and its held-out books (the trained tokenizer's and models')."""
+        heldout = list(self.cfg.values(TrainCorpus).heldout)
+        return {"corpus": self.cfg.value("train.corpus"), "heldout": heldout}
 
     def model(self, name: str) -> dict:
         if name not in self._models:
@@ -74,8 +63,7 @@ class _Identities:
             variant = name.removeprefix("trained-").removesuffix("-init")
             trained = {
                 "trained": cfg.train_variant_params(variant),
-                "corpus": cfg.value("train.corpus"),
-                "heldout": list(cfg.values(TrainCorpus).heldout),
+                **self.train_corpus(),
                 "tokenizer": self.tokenizer(cfg.train_tokenizer_key()),
             }
             return {"init_twin_of": trained} if name.endswith("-init") else trained
@@ -85,10 +73,9 @@ class _Identities:
             out["dtype"] = cfg.prepare_dtype(name)
             if spec.get("like"):  # its config (and tokenizer) come from that model
                 out["like"] = self.model(spec["like"])
-            if spec.get("tokenizer") in cfg.configured_models() or str(
-                spec.get("tokenizer")
-            ).startswith("trained-"):
-                out["tokenizer"] = self.tokenizer(cfg.tokenizer_of(spec["tokenizer"]))
+            ref = spec.get("tokenizer")
+            if ref in cfg.configured_models() or str(ref).startswith("trained-"):
+                out["tokenizer"] = self.tokenizer(cfg.tokenizer_of(ref))
         return out
 
     def data(self, dataset: str, tokenizer: str) -> dict:

@@ -168,14 +168,13 @@ def tokenizer_ids(cfg, model: str) -> tuple[int, str] | None:
     where that comes from: a local directory's ``tokenizer.json`` (the spec's own, then the
     prepared copy), or the size the tokenizer trained here is trained to (at most). None: not
     known before the job."""
-    from causalpos.config.disk import _tokenizer_size
+    from causalpos.config.disk import _model_path, _tokenizer_size
 
     tok = cfg.tokenizer_of(model)
     if tok == cfg.train_tokenizer_key():
         n = int(cfg.values(TokenizerSettings).vocab_size)
         return n, f"the tokenizer trained here (train.tokenizer.vocab_size: {n})"
-    spec = cfg.model_spec(tok)
-    user = {"local": spec.get("path"), "hf": spec.get("id")}.get(spec["source"])
+    user = _model_path(cfg.model_spec(tok))
     dirs = [Path(user).expanduser()] if user else []
     for d in dirs + [Path(cfg.model_dir(tok))]:
         n = _tokenizer_size(d)
