@@ -22,6 +22,7 @@ from causalpos.config.disk import (
 from causalpos.config.strict import check_strict
 from causalpos.models.context import ContextError, check_seq_len
 from causalpos.paper2.settings import Position0Settings
+from causalpos.settings import config_value
 from causalpos.training.settings import (
     ComparisonFigureSettings,
     LengthGenSettings,
@@ -161,18 +162,12 @@ class ChecksSection(Section):
 
     def check_names(self) -> None:
         """Every config name that becomes a path component is a plain name (:func:`check_path_name`)."""
-        cfg = self.config
-        for section, key in (("simulate", "settings"), ("models", None), ("datasets", None)):
-            names = (cfg.get(section) or {}).get(key) if key else cfg.get(section)
-            where = f"{section}.{key}" if key else section
-            for name in names or {}:
-                check_path_name(f"{where}: name {name!r}", name)
-        train = cfg.get("train") or {}
-        for name in train.get("variants") or {}:
-            check_path_name(f"train.variants: name {name!r}", name)
-        if train.get("tokenizer"):
+        for key in ("simulate.settings", "models", "datasets", "train.variants"):
+            for name in config_value(self.config, key, None) or {}:
+                check_path_name(f"{key}: name {name!r}", name)
+        if config_value(self.config, "train.tokenizer", None):
             self.train_tokenizer_dir()
-        for name in ((cfg.get("leakage") or {}).get("experiments")) or {}:
+        for name in config_value(self.config, "leakage.experiments", None) or {}:
             check_path_name(f"leakage.experiments: name {name!r}", name)
 
     def statistics_datasets(self) -> set[str]:

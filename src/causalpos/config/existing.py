@@ -29,14 +29,6 @@ TABLE_KIND = "table"
 _LISTED = 12
 
 
-def _is_forced(path: str, kind: str, forced: set[str], job: Iterable[str] = ()) -> bool:
-    """Whether ``--forcerun`` rebuilds ``path``: it, its rule, or (``job``) a table job's other
-    outputs or rule is forced."""
-    job_output = str(Path(path).parent) if kind == "scores" else path
-    rules = set(KIND_RULES.get(kind, ()))
-    return bool({path, job_output, *job} & forced or rules & forced)
-
-
 def store_problems(
     records: dict[str, dict],
     *,
@@ -58,7 +50,10 @@ def store_problems(
             jobs.setdefault(p, set()).update(r["outputs"], [r["rule"]])
     out = {}
     for path, expected in records.items():
-        if _is_forced(path, expected["kind"], forced, jobs.get(path, ())):
+        # --forcerun rebuilds it: it, its job's output, its rule or a table job's others is forced
+        kind = expected["kind"]
+        job_output = str(Path(path).parent) if kind == "scores" else path
+        if {path, job_output, *jobs.get(path, ()), *KIND_RULES.get(kind, ())} & forced:
             continue
         recorded = recorded_record(path)  # a store's root metadata, a table's sidecar
         if not isinstance(recorded, dict):

@@ -179,27 +179,20 @@ class TrainSection(Section):
         ]
 
     def compare_inputs(self) -> dict:
-        sec = self.compare_section()
-        d = sec["dataset"]
-        return {
-            "trained": [
-                paths.SCORE_STORE.format(model=f"trained-{v}", dataset=d, variant="causal")
-                for v in self.train_variants()
-            ],
-            "init": [
-                paths.SCORE_STORE.format(model=f"trained-{v}-init", dataset=d, variant="causal")
-                for v in self.compare_twin_variants()
-            ],
-            "leakage": [
-                paths.LEAKAGE_STORE.format(model=f"trained-{v}", dataset=d)
-                for v in self.compare_leakage_variants()
-            ],
-            "leakage_init": [
-                paths.LEAKAGE_STORE.format(model=f"trained-{v}-init", dataset=d)
-                for v in self.compare_leakage_variants("-init")
-            ],
-            "lengthgen": paths.TRAIN_LENGTHGEN_TABLE,
+        """The causal score stores of the trained models and their init twins, the leakage
+        summaries of those paper 2 decomposes, on the comparison's dataset; the lengthgen table."""
+        d = self.compare_section()["dataset"]
+        kinds = {  # key -> (pattern, variants, model suffix)
+            "trained": (paths.SCORE_STORE, self.train_variants(), ""),
+            "init": (paths.SCORE_STORE, self.compare_twin_variants(), "-init"),
+            "leakage": (paths.LEAKAGE_STORE, self.compare_leakage_variants(), ""),
+            "leakage_init": (paths.LEAKAGE_STORE, self.compare_leakage_variants("-init"), "-init"),
         }
+        out = {
+            key: [p.format(model=f"trained-{v}{s}", dataset=d, variant="causal") for v in vs]
+            for key, (p, vs, s) in kinds.items()
+        }
+        return {**out, "lengthgen": paths.TRAIN_LENGTHGEN_TABLE}
 
     def compare_plot_inputs(self) -> dict:
         inputs = self.compare_inputs()
