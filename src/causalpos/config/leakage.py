@@ -20,7 +20,6 @@ from causalpos.paper2.settings import (
 )
 from causalpos.settings import config_params
 
-LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
 #: (``leakage.controls.margin``) must be at most half of each, None for claim3_ntk (share points:
 #: no control reads in that unit).
@@ -51,7 +50,7 @@ class LeakageSection(Section):
         """Experiment name -> {models, datasets, variants}, every name checked against the config."""
         out = {}
         for name, exp in self.config.get("leakage", {}).get("experiments", {}).items():
-            variants = list(exp.get("variants") or LEAKAGE_DEFAULT_VARIANTS)
+            variants = list(exp.get("variants") or ["causal", "bidirectional"])
             for v in variants:
                 check_variant(f"leakage.experiments.{name}.variants", v)
             if "causal" not in variants:

@@ -11,16 +11,12 @@ from causalpos.config.common import ConfigError, Section
 
 #: The labels every report item carries, in the order the report's tables show them.
 LABELS = ("figure", "model", "dataset")
-#: The format the report shows where a figure is drawn in several (the others stay outputs).
-SHOWN_FORMAT = ".png"
-#: The model and dataset labels of an item that spans them all (a table, Fig. 5).
-EVERY_MODEL, EVERY_DATASET = "every model", "every dataset"
 
 
 def shown(paths: Sequence[str]) -> list[str]:
     """The files of one figure the report shows: its PNG where the config draws one, else its
     first format; the other formats (a PDF to print) stay outputs on disk, not report items."""
-    png = [p for p in paths if str(p).endswith(SHOWN_FORMAT)]
+    png = [p for p in paths if str(p).endswith(".png")]
     return png[:1] or list(paths[:1])
 
 
@@ -75,8 +71,8 @@ class ReportSection(Section):
         dataset = dataset if isinstance(dataset, str) else ", ".join(dataset)
         return {
             "figure": figure,
-            "model": model or EVERY_MODEL,
-            "dataset": dataset or EVERY_DATASET,
+            "model": model or "every model",
+            "dataset": dataset or "every dataset",
         }
 
     def paper1_report_labels(self, figure: str) -> dict[str, str]:
