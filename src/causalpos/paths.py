@@ -80,25 +80,8 @@ TRAIN_INDEX_FIGURE = "train_index"
 TRAIN_COMPARISON_FIGURE = "train_comparison"
 TRAIN_MAPS_FIGURE = "train_maps"
 
-FIGURE_STEMS = (
-    FIG1_FIGURE,
-    SIM_FIGURE,
-    LLM_FIG5_FIGURE,
-    LLM_APPENDIX_FIGURE,
-    PAPER2_LAYERS_FIGURE,
-    PAPER2_CLAIM1_FIGURE,
-    PAPER2_SHARES_FIGURE,
-    PAPER2_ROUTES_FIGURE,
-    PAPER2_POSITION0_FIGURE,
-    PAPER2_HEADS_FIGURE,
-    TRAIN_LOSS_CURVES_FIGURE,
-    TRAIN_FIG3_FIGURE,
-    TRAIN_FIG8_FIGURE,
-    TRAIN_LOSS_BY_POSITION_FIGURE,
-    TRAIN_INDEX_FIGURE,
-    TRAIN_COMPARISON_FIGURE,
-    TRAIN_MAPS_FIGURE,
-)
+#: Every figure stem above (the ``*_FIGURE`` names), in their order.
+FIGURE_STEMS = tuple(v for k, v in dict(globals()).items() if k.endswith("_FIGURE"))
 
 
 def score_shard(model: str, dataset: str, k: int) -> str:
