@@ -29,14 +29,11 @@ class TrainSection(Section):
         section = self.config["train"]
         if not section["enabled"]:
             return []
+        order = {t: i for i, t in enumerate(TRAIN_VARIANT_TYPES)}
 
         def key(name):
-            spec = section["variants"][name] or {}
-            positional = spec.get("positional", name)
-            order = (
-                TRAIN_VARIANT_TYPES.index(positional) if positional in TRAIN_VARIANT_TYPES else 99
-            )
-            return (order, name)
+            positional = (section["variants"][name] or {}).get("positional", name)
+            return order.get(positional, 99), name
 
         return sorted(section["variants"], key=key)
 
@@ -101,9 +98,8 @@ class TrainSection(Section):
         trained here), or models the `models:` section prepares (e.g. paper 1's NoPE checkpoint)."""
         gram = self.config["train"]["gram"]
         trained = {f"trained-{v}" for v in self.train_variants()}
-        configured = set(self.config.get("models") or {})
         names = [n for n in gram["models"] if trained or not n.startswith("trained-")]
-        known = trained | configured
+        known = trained | set(self.config.get("models") or {})
         for name in names:
             if name not in known:
                 raise ConfigError(
