@@ -214,21 +214,19 @@ class LeakageSection(Section):
     def _check_half_threshold(self, model: str | None) -> None:
         margin, thr = self.control_margins(model), self.materiality_of(model)
         where = "" if model is None else f" on model {model!r}"
+
+        def key(entry: str, name: str, section: str) -> str:  # the key setting it on this model
+            own = name in self._per_model(model, entry)
+            return f"leakage.per_model.{model}.{entry}" if own else section
+
         for reading in sorted({r for r in MATERIALITY_READINGS.values() if r is not None}):
             claims = [c for c, r in MATERIALITY_READINGS.items() if r == reading]
             smallest = min(claims, key=lambda c: thr[c])
             if margin[reading] > thr[smallest] / 2:
-                if reading in self._per_model(model, "margin"):
-                    key = f"leakage.per_model.{model}.margin"
-                else:
-                    key = "leakage.controls.margin"
-                tkey = (
-                    f"leakage.per_model.{model}.materiality"
-                    if smallest in self._per_model(model, "materiality")
-                    else "leakage.materiality"
-                )
+                mkey = key("margin", reading, "leakage.controls.margin")
+                tkey = key("materiality", smallest, "leakage.materiality")
                 raise ConfigError(
-                    f"{key}.{reading} = {margin[reading]} is more than half of "
+                    f"{mkey}.{reading} = {margin[reading]} is more than half of "
                     f"{tkey}.{smallest} = {thr[smallest]}{where} (the smallest threshold judged "
                     f"on {reading}): a negative control passes while reading up to its margin, "
                     f"and a claim at its threshold must be at least twice that. Fix: lower the "
