@@ -1,15 +1,12 @@
-"""What each store of a config is: the provenance record (:mod:`causalpos.io.provenance`) the
-config expects of every store and table it writes, and the check of those on disk against it before
-any job (:func:`check_existing_stores`).
+"""The provenance record (:mod:`causalpos.io.provenance`) the config expects of every store and
+table it writes, and their check on disk before any job (:func:`check_existing_stores`: Snakemake
+reruns on changed params only where this checkout has a record of them; docs/troubleshooting.md).
 
-A store's ``params`` are the resolved settings its content depends on, its inputs' included, the
-values its jobs receive as params less code fingerprints and settings that never change a result
-(batch size, device, memory fraction): two runs whose records of a path agree compute the same
-store. A table's are its rule's params (``settings``) and the params sha256 of its ``inputs``
-(:meth:`~causalpos.config.targets.TargetsSection.table_jobs`). Why a check of its own (Snakemake
-reruns on changed params only where this checkout has a record of them): docs/troubleshooting.md.
-Torch-free; reads only the stores' root metadata and the tables' records.
-"""
+A store's ``params`` are the resolved settings its content depends on, its inputs' included, less
+code fingerprints and settings that never change a result (batch size, device, memory fraction):
+two runs whose records of a path agree compute the same store. A table's are its rule's params
+(``settings``) and the params sha256 of its ``inputs`` (``TargetsSection.table_jobs``). Torch-free;
+reads only the stores' root metadata and the tables' records."""
 
 from __future__ import annotations
 
