@@ -33,8 +33,8 @@ from causalpos.training.settings import (
 class ChecksSection(Section):
     """Checks of the config against corpora and model contexts."""
 
-    # Set by Resolved.__init__: the corpus reader (None: causalpos.data.local_document_sizes) and
-    # the document sizes read so far, per corpus spec.
+    # Set by Resolved.__init__: the corpus reader (document sizes in UTF-8 bytes, None where not
+    # cheap to know; None: causalpos.data.local_document_sizes) and the sizes read, per spec.
     _document_sizes: Callable[[dict], list[int] | None] | None
     _sizes: dict[str, list[int] | None]
     # Set by Resolved.__init__: files -> {file: sha256} (None: computed, uncached).

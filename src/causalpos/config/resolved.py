@@ -52,9 +52,7 @@ class Resolved(
         content_sha256: Callable[[list[str]], dict[str, str]] | None = None,
     ) -> None:
         self.config = config
-        # Corpus reader of the config-time checks (tests pass their own): document sizes in
-        # UTF-8 bytes, or None where they are not cheap to know (causalpos.data.local_document_sizes).
+        # the config-time checks' readers (ChecksSection; tests pass their own)
         self._document_sizes = document_sizes
-        self._sizes: dict[str, list[int] | None] = {}
-        # files -> {file: sha256} of the user's files jobs read (causalpos.io.fingerprint.cached_sha256)
+        self._sizes = {}
         self._content_sha256 = content_sha256
