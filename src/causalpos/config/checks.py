@@ -51,10 +51,9 @@ class ChecksSection(Section):
         return self._sizes[key]
 
     def check_capacity(self, key: str, draw: dict) -> None:
-        """ConfigError (naming ``key``) when the local corpus of ``draw`` (a dataset spec's
-        ``corpus``, ``seq_len``, ``n_sequences`` and ``mode``) cannot give ``n_sequences``
-        sequences of ``seq_len`` tokens with any tokenizer (:func:`capacity_bound`); hub corpora
-        are skipped."""
+        """ConfigError (naming ``key``) when the local corpus of ``draw`` (a dataset spec's keys)
+        cannot give its ``n_sequences`` of ``seq_len`` tokens with any tokenizer
+        (:func:`capacity_bound`); hub corpora are skipped."""
         corpus, seq_len, n_sequences, mode = (
             draw[k] for k in ("corpus", "seq_len", "n_sequences", "mode")
         )

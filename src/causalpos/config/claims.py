@@ -74,8 +74,7 @@ class ClaimsSection(Section):
         ]
 
     def claims_warnings(self) -> list[str]:
-        """Every warning of this section (:meth:`decomposition_warnings`,
-        :meth:`openings_warnings`)."""
+        """Every warning of this section: the decompositions' and the openings'."""
         return self.decomposition_warnings() + self.openings_warnings()
 
     def same_weights_as(self, name: str) -> str | None:

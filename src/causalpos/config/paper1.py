@@ -58,7 +58,6 @@ class Paper1Section(Section):
         return bool(sec["models"] and sec["datasets"])
 
     def llm_stats_params(self) -> dict:
-        """Keyword arguments of ``aggregate_llm_stats``:
-        :class:`~causalpos.paper1.settings.IndexSettings` and the random-init twins
-        (:meth:`paper1_twins`)."""
+        """Keyword arguments of ``aggregate_llm_stats``: the index settings and the random-init
+        twins."""
         return canonical({**self.settings(IndexSettings), "twins": self.paper1_twins()})

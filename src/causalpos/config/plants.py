@@ -88,9 +88,8 @@ class PlantSection(Section):
         self._check_layer("leakage.plant_stream", layer, models, "plant_stream variants", hint)
 
     def _check_layer(self, key: str, layer: int, models: list[str], what: str, hint: str) -> None:
-        """``<key>.layer`` within the layers of each of ``models`` whose layer count is known at
-        config time (:meth:`model_layers`), else a ConfigError ending in ``hint`` (``{n}``: the
-        layers)."""
+        """``<key>.layer`` within the layers of each of ``models`` where known at config time, else
+        a ConfigError ending in ``hint`` (``{n}``: the layers)."""
         for m in models:
             n = self.model_layers(m)
             if n is not None and not -n <= layer < n:
