@@ -1,16 +1,10 @@
-"""The output catalogue: one declaration per table (:class:`Table`: its path, the rule writing it
-and its output name there, the function building it, its report caption and category, the stores
-and tables it reads, what it holds, whether the scorecard reads it).
+"""The output catalogue: one :class:`Table` per table (its path, the rule and output writing it,
+its builder, report caption and category, what it reads and holds, whether the scorecard reads it).
 
 Everything else that names a table comes from here: the rules' ``output:`` and ``report()``
-entries (``workflow/rules/common.smk: catalogue_outputs``), the paper-2 table names
-(:data:`PAPER2_TABLES`: what :func:`causalpos.paper2.tables.assemble.paper2_tables` builds and
-``aggregate_leakage`` writes), the scorecard's inputs (:data:`SCORECARD_TABLES`) and the tables'
-list in ``docs/outputs.md`` (:func:`tables_block`, ``causalpos catalogue --update``).
-
-Adding a table: a :class:`Table` entry here and the frame in its builder (CONTRIBUTING.md,
-"Adding a table"). Pure: imports only the path patterns; reads nothing.
-"""
+entries, the paper-2 table names (:data:`PAPER2_TABLES`), the scorecard's inputs
+(:data:`SCORECARD_TABLES`) and the list in ``docs/outputs.md`` (:func:`tables_block`). Adding a
+table: CONTRIBUTING.md, "Adding a table". Pure: imports only the path patterns."""
 
 from __future__ import annotations
 
@@ -35,12 +29,9 @@ _P2 = "causalpos.paper2.tables."
 @dataclass(frozen=True)
 class Table:
     """One table. ``name``: its key (the scorecard's input name, a paper-2 table's output name;
-    not always its file's stem); ``path``: a :mod:`causalpos.paths` pattern; ``rule`` writes it
-    as output ``output``; ``builder``: ``module:function`` that makes its rows; ``caption``: the
-    report caption's stem (``workflow/report/<caption>.rst``; empty: ``holds`` in the template
-    ``workflow/report/table.rst``); ``reads``: the patterns of the stores and tables it is
-    computed from; ``holds``: what a row holds (docs/outputs.md); ``scorecard``: whether the
-    scorecard reads it; ``report``: whether ``snakemake --report`` shows it."""
+    not always its file's stem); ``builder``: ``module:function`` making its rows; ``caption``:
+    the stem of ``workflow/report/<caption>.rst`` (empty: ``holds`` in ``table.rst``); ``reads``:
+    the patterns it is computed from; ``report``: whether ``snakemake --report`` shows it."""
 
     name: str
     path: str
@@ -77,91 +68,88 @@ def _per_prompt(name, builder, holds, **kw) -> Table:
     return _paper2(name, builder, holds, file="per_prompt_" + name, **kw)
 
 
+def _table(name, path, rule, builder, category, reads, holds, **kw) -> Table:
+    """A table written as output ``table`` (else ``output=``), captioned ``name`` (else
+    ``caption=``)."""
+    output, caption = kw.pop("output", "table"), kw.pop("caption", name)
+    return Table(name, path, rule, output, builder, caption, category, reads, holds, **kw)
+
+
 _PAPER1_TABLES = (
-    Table(
+    _table(
         "theory",
         paths.THEORY_TABLE,
         "theory_check",
-        "table",
         "causalpos.paper1.theory:theory_table",
-        "",
         PAPER1_SIMULATIONS,
         (paths.SIM_STORE,),
         "Fig. 1's closed form against the exact-Gram and simulated layer-2 maps, per (alpha, "
         "query, key)",
+        caption="",
         scorecard=True,
         report=False,
     ),
-    Table(
+    _table(
         "sim_index",
         paths.SIM_INDEX_TABLE,
         "aggregate_sim_stats",
-        "table",
         "causalpos.paper1.tables:simulation_index_table",
-        "simulation_index",
         PAPER1_SIMULATIONS,
         (paths.SIM_STORE,),
         "the non-relativeness index per (setting, layer) with its noise floor and CI",
+        caption="simulation_index",
         scorecard=True,
     ),
-    Table(
+    _table(
         "llm_index",
         paths.LLM_INDEX_TABLE,
         "aggregate_llm_stats",
-        "table",
         "causalpos.paper1.tables:llm_index_table",
-        "llm_index",
         PAPER1_PRETRAINED,
         (paths.SCORE_STORE,),
         "the non-relativeness index, non-relative share and first-keys band per (model, "
         "dataset, variant, layer), with CIs",
         scorecard=True,
     ),
-    Table(
+    _table(
         "gram_nearby",
         paths.GRAM_NEARBY_TABLE,
         "gram_table",
-        "table",
         "causalpos.paper1.nearby:nearby_table",
-        "gram_nearby",
         TRAINED_HERE,
         (paths.GRAM_STORE,),
         "Fig. 3's nearby index of the hidden states' Gram maps per (model, panel), with CIs",
         scorecard=True,
     ),
-    Table(
+    _table(
         "train_lengthgen",
         paths.TRAIN_LENGTHGEN_TABLE,
         "length_generalization",
-        "table",
         "causalpos.training.lengthgen:summary_table",
-        "train_lengthgen",
         TRAINED_HERE,
         (paths.LENGTHGEN_STORE,),
         "each trained model's held-out loss inside and beyond its training length",
     ),
-    Table(
+    _table(
         "train_index",
         paths.TRAIN_INDEX_TABLE,
         "compare_trained",
-        "index",
         "causalpos.training.compare:comparison_tables",
-        "train_index",
         TRAINED_HERE,
         (paths.SCORE_STORE, paths.LEAKAGE_STORE, paths.TRAIN_LENGTHGEN_TABLE),
         "the non-relativeness index per layer of each trained model and its init twin",
+        output="index",
     ),
-    Table(
+    _table(
         "train_comparison",
         paths.TRAIN_COMPARISON_TABLE,
         "compare_trained",
-        "comparison",
         "causalpos.training.compare:comparison_tables",
-        "train_comparison",
         TRAINED_HERE,
         (paths.SCORE_STORE, paths.LEAKAGE_STORE, paths.TRAIN_LENGTHGEN_TABLE),
         "each trained model against its init twin: index, share and leakage differences with "
         "paired CIs, length generalization",
+        output="comparison",
         scorecard=True,
     ),
 )
@@ -369,39 +357,37 @@ _PAPER2_TABLES = (
 )
 
 _REPORT_TABLES = (
-    Table(
+    _table(
         "scorecard",
         paths.SCORECARD_CSV,
         "scorecard",
-        "csv",
         "causalpos.scorecard.card:build_scorecard",
-        "scorecard",
         SCORECARD_CATEGORY,
         tuple(t.path for t in _PAPER1_TABLES if t.scorecard) + (paths.PAPER2_TABLE,),
         "every reproduction target: the claim, the paper's value, the measured value with its "
         "interval, the verdict and what would have falsified it",
+        output="csv",
     ),
-    Table(
+    _table(
         "scorecard_md",
         paths.SCORECARD_MD,
         "scorecard",
-        "md",
         "causalpos.scorecard.markdown:to_markdown",
-        "scorecard",
         SCORECARD_CATEGORY,
         (paths.SCORECARD_CSV,),
         "the scorecard as Markdown, per section",
+        output="md",
+        caption="scorecard",
     ),
-    Table(
+    _table(
         "findings",
         paths.FINDINGS_MD,
         "scorecard",
-        "findings",
         "causalpos.findings.render:render",
-        "findings",
         SCORECARD_CATEGORY,
         (paths.FINDINGS_TEMPLATE, *(t.path for t in _PAPER1_TABLES), paths.PAPER2_TABLE),
         "the findings page: docs/findings.template.md filled from this run's tables",
+        output="findings",
     ),
 )
 

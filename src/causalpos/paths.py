@@ -1,14 +1,10 @@
 """Every path the pipeline writes under ``results/`` and ``resources/``, each pattern once.
 
-A pattern names its parts with the workflow's wildcards (``{model}``, ``{dataset}``,
-``{variant}``, ...), so a rule's ``output:`` is the pattern itself (``.smk`` files import this
-module as ``PATHS``) and a config resolver fills it in (``SCORE_STORE.format(model=..., ...)``).
-A figure is ``FIGURE`` with a stem (one of the ``*_FIGURE`` stems, wildcards kept) and a format.
-What each table is (its rule, builder, caption, what it reads) is declared in
-:mod:`causalpos.catalogue`. ``tests/test_paths.py`` fails on a results or resources path spelled
-anywhere else in ``src/`` or ``workflow/``, and on a rule output that is none of
-:data:`PATTERNS`. Pure: imports nothing, reads nothing.
-"""
+A pattern names its parts with the workflow's wildcards (``{model}``, ``{dataset}``, ...), so a
+rule's ``output:`` is the pattern itself (``.smk`` files import this module as ``PATHS``) and a
+resolver fills it in. A figure is ``FIGURE`` with one of the ``*_FIGURE`` stems and a format.
+``tests/test_paths.py`` fails on a results or resources path spelled anywhere else in ``src/`` or
+``workflow/``, and on a rule output that is none of :data:`PATTERNS`. Pure: imports nothing."""
 
 from __future__ import annotations
 
@@ -57,11 +53,9 @@ FINDINGS_MD = "results/report/findings.md"
 #: The findings page's template (in the repository, not under results/).
 FINDINGS_TEMPLATE = "docs/findings.template.md"
 
-#: Snakemake's ``benchmark:`` table of one job (one row: wall and CPU seconds, peak memory, I/O;
-#: docs/outputs.md), by :func:`benchmark`. ``{job}`` is the job's log path below ``logs/`` without
-#: ``.log`` (``extract_scores/{model}/{dataset}/shard-{shard}``: ``causalpos.io.joblog.JobLog``'s
-#: ``job``), so a job's table and its log pair by name. Timings, not results: ``causalpos
-#: diff-results`` leaves them out.
+#: Snakemake's ``benchmark:`` table of one job (wall and CPU seconds, peak memory, I/O), by
+#: :func:`benchmark`: ``{job}`` is the job's log path below ``logs/`` without ``.log``, so a job's
+#: table and its log pair by name. Timings, not results: ``causalpos diff-results`` skips them.
 BENCHMARKS_ROOT = "results/benchmarks"
 BENCHMARK = BENCHMARKS_ROOT + "/{job}.tsv"
 
@@ -86,25 +80,8 @@ TRAIN_INDEX_FIGURE = "train_index"
 TRAIN_COMPARISON_FIGURE = "train_comparison"
 TRAIN_MAPS_FIGURE = "train_maps"
 
-FIGURE_STEMS = (
-    FIG1_FIGURE,
-    SIM_FIGURE,
-    LLM_FIG5_FIGURE,
-    LLM_APPENDIX_FIGURE,
-    PAPER2_LAYERS_FIGURE,
-    PAPER2_CLAIM1_FIGURE,
-    PAPER2_SHARES_FIGURE,
-    PAPER2_ROUTES_FIGURE,
-    PAPER2_POSITION0_FIGURE,
-    PAPER2_HEADS_FIGURE,
-    TRAIN_LOSS_CURVES_FIGURE,
-    TRAIN_FIG3_FIGURE,
-    TRAIN_FIG8_FIGURE,
-    TRAIN_LOSS_BY_POSITION_FIGURE,
-    TRAIN_INDEX_FIGURE,
-    TRAIN_COMPARISON_FIGURE,
-    TRAIN_MAPS_FIGURE,
-)
+#: Every figure stem above (the ``*_FIGURE`` names), in their order.
+FIGURE_STEMS = tuple(v for k, v in dict(globals()).items() if k.endswith("_FIGURE"))
 
 
 def score_shard(model: str, dataset: str, k: int) -> str:

@@ -1,15 +1,12 @@
 """Settings declared once (standard library only): each setting a field of a frozen dataclass that
-carries its config key, its default and its meaning (:func:`setting`); one builder from the
-resolved config (:func:`from_config`) and one from a rule's params (:func:`from_params`).
+carries its config key, its default and its meaning (:func:`setting`), built from the resolved
+config (:func:`from_config`) or from a rule's params (:func:`from_params`).
 
-A field's ``config`` metadata is its dotted config key (``leakage.controls.alpha``; ``*`` stands
-for any name of a mapping, ``simulate.settings.*.alpha``, which the caller supplies), or None where
-the config does not choose it. Its default is the key's default in
-``workflow/schemas/config.schema.yaml`` (``tests/settings_defaults.py`` checks each settings
-dataclass against the schema and ``config.yaml``). :class:`Scheduling` holds the keys that choose
-how and where jobs run, never what they compute: a rule hands them to its script outside the
-settings it fingerprints (:func:`untracked`), so changing one reruns nothing.
-"""
+A field's ``config`` metadata is its dotted config key (``*`` stands for any name of a mapping,
+``simulate.settings.*.alpha``, which the caller supplies), or None where the config does not choose
+it; its default is the key's default in ``workflow/schemas/config.schema.yaml``
+(``tests/settings_defaults.py`` checks them). :class:`Scheduling`'s keys choose how and where jobs
+run, never what they compute: rules pass them untracked (:func:`untracked`), so they rerun nothing."""
 
 from __future__ import annotations
 
@@ -21,10 +18,9 @@ from typing import Any
 
 
 def setting(default: Any = MISSING, key: str | None = None, doc: str = "", **meta: Any) -> Any:
-    """A settings field: its default (none: a required field; a dict is copied for each
-    instance, as :func:`canonical` writes it), the config key it is read from (None: not a choice of the config), its meaning,
-    and any further metadata (``only``: the positional type that reads a training
-    hyper-parameter)."""
+    """A settings field: its default (none: required; a dict is copied per instance, canonical),
+    its config key (None: not a choice of the config), its meaning, and further metadata
+    (``only``: the positional type that reads a training hyper-parameter)."""
     metadata = {"config": key, "doc": doc, **meta}
     if isinstance(default, dict):
         return dataclasses.field(default_factory=lambda: canonical(default), metadata=metadata)

@@ -25,7 +25,7 @@ def _fake_sizes(sizes):
 
 
 def test_tiny_random_init_context_kept_here_equals_the_librarys():
-    from causalpos.config import TINY_MAX_POSITIONS
+    from causalpos.config.shapes import TINY_MAX_POSITIONS
     from causalpos.models.architectures import ARCHITECTURES, tiny_config_kwargs
 
     for arch in ARCHITECTURES:

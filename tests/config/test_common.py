@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from causalpos.config import VARIANT_PATTERN, ConfigError, Resolved, canonical, names_pattern
+from causalpos.config import VARIANT_PATTERN, ConfigError, Resolved
+from causalpos.config.common import canonical, names_pattern
 from causalpos.models.variants import VARIANTS, variant_names
 from causalpos.paper1.settings import BootstrapSettings
 from tests.config.configs import resolved

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from causalpos.config import capacity_bound
+from causalpos.config.disk import capacity_bound
 
 
 def test_capacity_bound_holds_for_any_tokenizer():

@@ -133,7 +133,7 @@ def test_heldout_needs_a_kjv_corpus(smoke):
 def test_name_lists_kept_light_here_equal_the_librarys():
     """causalpos.config stays free of torch and pandas, so it repeats a name list of a heavier
     module; this test is what keeps it a single definition in effect."""
-    from causalpos.config import TRAIN_VARIANT_TYPES
+    from causalpos.config.train import TRAIN_VARIANT_TYPES
     from causalpos.training.settings import VARIANTS
 
     assert tuple(TRAIN_VARIANT_TYPES) == tuple(VARIANTS)

@@ -1,9 +1,7 @@
-"""Config-time checks (the Snakefile runs :meth:`ChecksSection.check` before any job starts): the
-target lists, what local corpora can supply and sequence lengths against the models' contexts.
-The one module of the package that reads the disk: corpora (through
-:func:`causalpos.data.local_document_sizes`, or the reader ``Resolved`` is given; the Snakefile
-gives :func:`causalpos.config.disk.cached_document_sizes`, which keeps the answers in a JSON file) and the
-``config.json`` of local model directories."""
+"""Config-time checks (the Snakefile runs :meth:`ChecksSection.check` before any job): the target
+lists, what local corpora can supply and sequence lengths against the models' contexts. Reads the
+disk: corpora (through the reader ``Resolved`` is given, else
+:func:`causalpos.data.local_document_sizes`) and local model directories' ``config.json``."""
 
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ from causalpos.config.disk import (
     MAX_PREFIX_TOKENS,
     _files_of,
     _local_model_config,
+    _model_path,
     _tokenizer_bos,
     _tokenizer_size,
     capacity_bound,
@@ -23,6 +22,7 @@ from causalpos.config.disk import (
 from causalpos.config.strict import check_strict
 from causalpos.models.context import ContextError, check_seq_len
 from causalpos.paper2.settings import Position0Settings
+from causalpos.settings import config_value
 from causalpos.training.settings import (
     ComparisonFigureSettings,
     LengthGenSettings,
@@ -33,8 +33,8 @@ from causalpos.training.settings import (
 class ChecksSection(Section):
     """Checks of the config against corpora and model contexts."""
 
-    # Set by Resolved.__init__: the corpus reader (None: causalpos.data.local_document_sizes) and
-    # the document sizes read so far, per corpus spec.
+    # Set by Resolved.__init__: the corpus reader (document sizes in UTF-8 bytes, None where not
+    # cheap to know; None: causalpos.data.local_document_sizes) and the sizes read, per spec.
     _document_sizes: Callable[[dict], list[int] | None] | None
     _sizes: dict[str, list[int] | None]
     # Set by Resolved.__init__: files -> {file: sha256} (None: computed, uncached).
@@ -50,11 +50,13 @@ class ChecksSection(Section):
             self._sizes[key] = reader(dict(corpus))
         return self._sizes[key]
 
-    def check_capacity(
-        self, key: str, corpus: dict, *, seq_len: int, n_sequences: int, mode: str
-    ) -> None:
-        """ConfigError (naming ``key``) when a local corpus cannot give ``n_sequences`` sequences of
-        ``seq_len`` tokens with any tokenizer (:func:`capacity_bound`); hub corpora are skipped."""
+    def check_capacity(self, key: str, draw: dict) -> None:
+        """ConfigError (naming ``key``) when the local corpus of ``draw`` (a dataset spec's keys)
+        cannot give its ``n_sequences`` of ``seq_len`` tokens with any tokenizer
+        (:func:`capacity_bound`); hub corpora are skipped."""
+        corpus, seq_len, n_sequences, mode = (
+            draw[k] for k in ("corpus", "seq_len", "n_sequences", "mode")
+        )
         if corpus.get("type") == "random_tokens":
             return
         try:
@@ -91,19 +93,15 @@ class ChecksSection(Section):
         ``gguf`` file, or every file of a ``local`` / ``hf`` local directory. Snakemake's mtime
         check reruns a newer file; :meth:`model_source_sha256` (a param) any other content."""
         spec = self.model_spec(name)
-        path = {"local": spec.get("path"), "gguf": spec.get("path"), "hf": spec.get("id")}.get(
-            spec["source"]
-        )
+        path = spec.get("path") if spec["source"] == "gguf" else _model_path(spec)
         if not path or (spec["source"] == "hf" and not Path(path).expanduser().is_dir()):
             return []
         return _files_of(Path(path).expanduser())
 
     def content_sha256(self, key: str, files: list[str]) -> dict[str, str]:
         """``{file: sha256}`` of the user's files a job reads (a rule param: a changed content
-        reruns the job whatever the file's mtime, e.g. a backup restored with ``cp -p``). The
-        hashes come from the reader ``Resolved`` is given (the Snakefile's keeps them in a JSON
-        file keyed by path, size, mtime, ctime and inode:
-        :func:`causalpos.io.fingerprint.cached_sha256`), else are computed."""
+        reruns the job whatever the file's mtime), from the reader ``Resolved`` is given, else
+        :func:`causalpos.io.fingerprint.cached_sha256` uncached."""
         if not files:
             return {}
         if self._content_sha256 is None:
@@ -147,9 +145,8 @@ class ChecksSection(Section):
                 dirs = [Path(self.tokenizer_dir(model))]
                 tok = self.tokenizer_of(model)
                 if tok != self.train_tokenizer_key():  # the trained one has a BOS
-                    spec = self.model_spec(tok)
-                    user = spec.get("path") if spec["source"] == "local" else spec.get("id")
-                    if spec["source"] in ("local", "hf") and user:
+                    user = _model_path(self.model_spec(tok))
+                    if user:
                         dirs.append(Path(user).expanduser())
                 for d in dirs:
                     known, bos = _tokenizer_bos(d)
@@ -164,18 +161,12 @@ class ChecksSection(Section):
 
     def check_names(self) -> None:
         """Every config name that becomes a path component is a plain name (:func:`check_path_name`)."""
-        cfg = self.config
-        for section, key in (("simulate", "settings"), ("models", None), ("datasets", None)):
-            names = (cfg.get(section) or {}).get(key) if key else cfg.get(section)
-            where = f"{section}.{key}" if key else section
-            for name in names or {}:
-                check_path_name(f"{where}: name {name!r}", name)
-        train = cfg.get("train") or {}
-        for name in train.get("variants") or {}:
-            check_path_name(f"train.variants: name {name!r}", name)
-        if train.get("tokenizer"):
+        for key in ("simulate.settings", "models", "datasets", "train.variants"):
+            for name in config_value(self.config, key, None) or {}:
+                check_path_name(f"{key}: name {name!r}", name)
+        if config_value(self.config, "train.tokenizer", None):
             self.train_tokenizer_dir()
-        for name in ((cfg.get("leakage") or {}).get("experiments")) or {}:
+        for name in config_value(self.config, "leakage.experiments", None) or {}:
             check_path_name(f"leakage.experiments: name {name!r}", name)
 
     def statistics_datasets(self) -> set[str]:
@@ -200,34 +191,18 @@ class ChecksSection(Section):
                     "sequences (paper 1's index and bootstrap, paper 2's fits and permutations) "
                     f"need at least {MIN_DISTINCT}. Fix: set n_sequences >= {MIN_DISTINCT}"
                 )
-            self.check_capacity(
-                f"datasets.{name}",
-                spec["corpus"],
-                seq_len=spec["seq_len"],
-                n_sequences=spec["n_sequences"],
-                mode=spec["mode"],
-            )
+            self.check_capacity(f"datasets.{name}", spec)
         if not self.train_variants():
             return
         heldout = self.train_heldout_corpus()
         gram = self.config["train"]["gram"]
         if any(not self.gram_dataset(m) for m in self.gram_models()):
-            self.check_capacity(
-                "train.gram",
-                heldout,
-                seq_len=gram["seq_len"],
-                n_sequences=gram["n_sequences"],
-                mode="first",
-            )
+            self.check_capacity("train.gram", {**gram, "corpus": heldout, "mode": "first"})
         lengthgen = self.values(LengthGenSettings)
         context = max(self.train_variant(v)["context"] for v in self.train_variants())
-        self.check_capacity(
-            "train.lengthgen",
-            heldout,
-            seq_len=int(round(lengthgen.length_factor * context)),
-            n_sequences=lengthgen.n_sequences,
-            mode="chunks",
-        )
+        seq_len = int(round(lengthgen.length_factor * context))
+        draw = {"seq_len": seq_len, "n_sequences": lengthgen.n_sequences, "mode": "chunks"}
+        self.check_capacity("train.lengthgen", {**draw, "corpus": heldout})
 
     def check_ranges(self) -> None:
         """Settings whose valid range depends on other settings (the schema checks each alone):
@@ -277,7 +252,7 @@ class ChecksSection(Section):
             cfg = _local_model_config(spec)
             if cfg is None or not isinstance(cfg.get("vocab_size"), int):
                 continue
-            path = spec.get("path") if spec["source"] == "local" else spec.get("id")
+            path = _model_path(spec)
             ids = _tokenizer_size(Path(path).expanduser())
             if ids is not None and ids > cfg["vocab_size"]:
                 raise ConfigError(
@@ -291,16 +266,14 @@ class ChecksSection(Section):
     def model_seq_lens(self) -> list[tuple[str, str, int]]:
         """``(model, what, seq_len)`` of every sequence length a configured job runs a model at
         (lengthgen excluded: it runs past the context on purpose)."""
-        pairs: set[tuple[str, str]] = set()
-        pairs.update((m, d) for m, d, _ in self.paper1_triples())
-        pairs.update(self.leakage_pairs())
-        sec = self.compare_section()
-        if sec:
-            for v in self.train_variants():
-                pairs.add((f"trained-{v}", sec["dataset"]))
-            for v in self.compare_twin_variants():
-                pairs.add((f"trained-{v}-init", sec["dataset"]))
+        pairs = {(m, d) for m, d, _ in self.paper1_triples()} | set(self.leakage_pairs())
+        pairs |= {(m, d) for m, d, _ in self.map_triples()}  # and the comparison's
         out = [(m, f"datasets.{d}", self.dataset_spec(d)["seq_len"]) for m, d in sorted(pairs)]
+        return out + self.gram_seq_lens()
+
+    def gram_seq_lens(self) -> list[tuple[str, str, int]]:
+        """``(model, key, seq_len)`` of every Gram-panel draw: its dataset's or ``train.gram``'s."""
+        out = []
         for m in self.gram_models():
             d = self.gram_dataset(m)
             if d:
@@ -326,12 +299,8 @@ class ChecksSection(Section):
         return warnings
 
     def check(self) -> list[str]:
-        """Every config-time check; returns warnings, raises one ConfigError listing every error.
-
-        The target lists (each resolver method checks what it reads), the variant names, what
-        local corpora can supply (:meth:`check_datasets`), sequence lengths against the
-        models' contexts where known (:meth:`check_contexts`) and :func:`check_strict`'s.
-        """
+        """Every config-time check (the target lists: each resolver method checks what it reads);
+        returns warnings, raises one ConfigError listing every error."""
         errors: list[str] = []
         warnings: list[str] = []
         strict = lambda: check_strict(self)  # corpus keys, models, token ids, seq_len memory

@@ -1,8 +1,6 @@
-"""What the config's runs let the scorecard decide, said before any job: a decomposition without
-the ring run (its residual-stream and causal-mask components read "not run: ring"), paper 2 on
-document openings (claims 1 and 2 and the negative controls read "not run"), and a random-init
-twin whose weights are its model's by construction (refused: the scorecard would judge one model
-twice under two names). Pure: reads nothing but the config dict."""
+"""What the config's runs let the scorecard decide, said before any job: a decomposition without the
+ring run, paper 2 on document openings (both: warnings of rows that will read "not run"), and a
+random-init twin whose weights are its model's by construction (refused). Pure."""
 
 from __future__ import annotations
 
@@ -76,17 +74,14 @@ class ClaimsSection(Section):
         ]
 
     def claims_warnings(self) -> list[str]:
-        """Every warning of this section (:meth:`decomposition_warnings`,
-        :meth:`openings_warnings`)."""
+        """Every warning of this section: the decompositions' and the openings'."""
         return self.decomposition_warnings() + self.openings_warnings()
 
     def same_weights_as(self, name: str) -> str | None:
         """The model whose weights ``name``'s are by construction, or None: a ``random_init``
         model ``like:`` another ``random_init`` model with the same seed, dtype, rope and
-        tokenizer, whose ``config:`` changes none of that model's config (its values known at
-        config time: :meth:`model_shape_fields`) — the same architecture drawn from the same
-        seed, bit for bit. (A ``like:`` of a model from files cannot be known here: rule
-        ``prepare_model`` refuses a twin whose weights equal its model's.)"""
+        tokenizer, whose ``config:`` changes none of that model's config (:meth:`model_shape_fields`).
+        A ``like:`` of a model from files cannot be known here (``prepare_model`` refuses it)."""
         spec = self.model_spec(name)
         like = spec.get("like")
         if spec["source"] != "random_init" or not like or like.startswith("trained-"):

@@ -56,11 +56,9 @@ def check_variant(key: str, name: str) -> str:
 
 
 class Section:
-    """Base of the per-section resolvers (``SimulateSection``, ``TrainSection`` ...):
-    :class:`causalpos.config.Resolved` inherits from all of them, so a section's methods call the
-    others' through ``self`` (a dataset's models come from paper 1, paper 2 and training alike).
-    Nothing is cached: ``self.config`` is read on each call, as Snakemake's input functions
-    would."""
+    """Base of the per-section resolvers: :class:`causalpos.config.Resolved` inherits from all of
+    them, so a section's methods call the others' through ``self``. Nothing is cached:
+    ``self.config`` is read on each call, as Snakemake's input functions would."""
 
     config: dict
 

@@ -59,11 +59,9 @@ class DatasetsSection(Section):
         """Inputs of ``sample_sequences``: the tokenizer's model, the other tokenizers whose
         documents the draw must fit (:meth:`document_peers`) and the corpus's local files
         (:meth:`corpus_source_files`), where there are any."""
-        inputs: dict[str, Any] = {"tokenizer": self.tokenizer_dir(tokenizer)}
-        peers = self.document_peers(dataset, tokenizer)
-        if peers:
-            inputs["peers"] = peers
-        corpus = self.corpus_source_files(dataset)
-        if corpus:
-            inputs["corpus"] = corpus
-        return inputs
+        inputs = {
+            "tokenizer": self.tokenizer_dir(tokenizer),
+            "peers": self.document_peers(dataset, tokenizer),
+            "corpus": self.corpus_source_files(dataset),
+        }
+        return {k: v for k, v in inputs.items() if v}

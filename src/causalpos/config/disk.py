@@ -1,7 +1,6 @@
-"""What the config-time checks (:mod:`causalpos.config.checks`) read from the disk: the document
-sizes of local corpora (cached in a JSON file between Snakemake starts), local model directories'
-``config.json`` and tokenizer, and the published shapes of hub architectures. With the checks
-module, the only part of ``causalpos.config`` that opens files."""
+"""What the config-time checks read from the disk: the document sizes of local corpora (cached in a
+JSON file between Snakemake starts), local model directories' ``config.json`` and tokenizer, and
+the published shapes of hub architectures."""
 
 from __future__ import annotations
 
@@ -18,9 +17,9 @@ MAX_PREFIX_TOKENS = 2
 
 
 def _size_sources(corpus: dict) -> list[list] | None:
-    """``[path, size, mtime_ns, ctime_ns, inode]`` (:func:`file_identity`) of every file :func:`causalpos.data.local_document_sizes`
-    reads for ``corpus`` (``kjv``: the module holding the bible; none for hub and random
-    corpora), or None where they cannot be listed (the reader then says why)."""
+    """:func:`file_identity` of every file :func:`causalpos.data.local_document_sizes` reads for
+    ``corpus`` (``kjv``: the module holding the bible; none for hub and random corpora), or None
+    where they cannot be listed (the reader then says why)."""
     import importlib.util
 
     kind = corpus.get("type")
@@ -43,13 +42,10 @@ def _size_sources(corpus: dict) -> list[list] | None:
 
 def cached_document_sizes(cache: str | os.PathLike) -> Callable[[dict], list[int] | None]:
     """:func:`causalpos.data.local_document_sizes` with its answers kept in ``cache`` (JSON)
-    across processes: every Snakemake start checks what the config's local corpora can supply,
-    and reading the KJV alone costs ~0.5 s (``pythonbible`` compiles its reference parser on
-    import). An answer is keyed by the corpus spec and the path, size, mtime, ctime and inode of
-    every file it was read from, so an edited or replaced file (even one given an old mtime by
-    ``cp -p``) is read again (and the spec's
-    older answer dropped); a spec whose files cannot be listed, and every error, goes to the
-    reader uncached. The file is replaced atomically; a read-only one is left as it is."""
+    across processes (every Snakemake start checks the corpora; reading the KJV alone costs
+    ~0.5 s). An answer is keyed by the corpus spec and the identity of every file it was read
+    from (path, size, mtime, ctime, inode), so an edited file, even one given an old mtime by
+    ``cp -p``, is read again; a spec whose files cannot be listed goes to the reader uncached."""
     cache = Path(cache)
 
     def uncached(corpus: dict) -> list[int] | None:
@@ -101,10 +97,15 @@ def capacity_bound(sizes: Iterable[int], seq_len: int, mode: str) -> int | None:
     return sum((b + 1) // need for b in sizes)
 
 
+def _model_path(spec: dict) -> str | None:
+    """A ``local`` spec's ``path`` or an ``hf`` spec's ``id`` (a local directory where one is
+    there), None for the other sources."""
+    return {"local": spec.get("path"), "hf": spec.get("id")}.get(spec.get("source"))
+
+
 def _local_model_config(spec: dict) -> dict | None:
     """The ``config.json`` of a model whose spec names a local HF directory, if readable now."""
-    source = spec.get("source")
-    path = spec.get("path") if source == "local" else spec.get("id") if source == "hf" else None
+    path = _model_path(spec)
     if not path:
         return None
     cfg = Path(path).expanduser() / "config.json"

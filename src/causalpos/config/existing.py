@@ -1,9 +1,6 @@
-"""The stores and tables already on disk checked against the provenance records the config
-expects of their paths (:func:`causalpos.config.provenance.expected_records`): what lies at
-another store's path or was made elsewhere with other settings, and the refusal that names them
-with the command that rebuilds them. Torch-free; reads only the stores' root metadata, the
-tables' records and the model directories' records.
-"""
+"""The stores and tables on disk checked against the provenance records the config expects of their
+paths (:func:`causalpos.config.provenance.expected_records`), and the refusal naming those that
+differ with the command that rebuilds them. Torch-free; reads only records and root metadata."""
 
 from __future__ import annotations
 
@@ -32,14 +29,6 @@ TABLE_KIND = "table"
 _LISTED = 12
 
 
-def _is_forced(path: str, kind: str, forced: set[str], job: Iterable[str] = ()) -> bool:
-    """Whether ``--forcerun`` rebuilds ``path``: it, its rule, or (``job``) a table job's other
-    outputs or rule is forced."""
-    job_output = str(Path(path).parent) if kind == "scores" else path
-    rules = set(KIND_RULES.get(kind, ()))
-    return bool({path, job_output, *job} & forced or rules & forced)
-
-
 def store_problems(
     records: dict[str, dict],
     *,
@@ -49,11 +38,9 @@ def store_problems(
     incomplete: Iterable[str] = (),
 ) -> dict[str, tuple[list[str], dict]]:
     """``{store: (problems, its record)}`` of the existing stores and tables of ``records`` that
-    are not what their paths and the config say: at another store's or table's path, or a table
-    edited after it was written (always), or made with other settings by another checkout (one
-    made here is left to Snakemake's params trigger). Those a ``--forcerun`` names (or of a rule
-    it names; ``--forceall``) are rebuilt anyway, and so are the outputs Snakemake marks
-    ``incomplete`` (a job killed while writing them): skipped."""
+    are not what their paths and the config say: at another's path, a table edited after it was
+    written, or made with other settings by another checkout (one made here is left to
+    Snakemake's params trigger). Skipped: those the command line rebuilds, and ``incomplete``."""
     if forceall:
         return {}
     forced = {display_path(f) for f in forced} | set(incomplete)
@@ -63,7 +50,10 @@ def store_problems(
             jobs.setdefault(p, set()).update(r["outputs"], [r["rule"]])
     out = {}
     for path, expected in records.items():
-        if _is_forced(path, expected["kind"], forced, jobs.get(path, ())):
+        # --forcerun rebuilds it: it, its job's output, its rule or a table job's others is forced
+        kind = expected["kind"]
+        job_output = str(Path(path).parent) if kind == "scores" else path
+        if {path, job_output, *jobs.get(path, ()), *KIND_RULES.get(kind, ())} & forced:
             continue
         recorded = recorded_record(path)  # a store's root metadata, a table's sidecar
         if not isinstance(recorded, dict):

@@ -1,15 +1,13 @@
 """The ``extract:`` section: shards, and what one extraction job computes (variants, reducers and
-their kwargs), the union of what paper 1, paper 2 and the comparison read. Pure: reads nothing
-but the config dict."""
+their kwargs), the union of what paper 1, paper 2 and the comparison read. Pure."""
 
 from __future__ import annotations
 
 import math
-import re
 
 import causalpos.paths as paths
 from causalpos.capture.settings import ExtractSettings
-from causalpos.config.common import ConfigError, Section, canonical
+from causalpos.config.common import ConfigError, Section, canonical, names_pattern
 from causalpos.models.variants import parse_variant
 
 
@@ -31,12 +29,11 @@ class ExtractSection(Section):
 
     def shard_count_pattern(self, *, one: bool) -> str:
         """The ``{dataset}`` wildcard constraint of the datasets of one shard (``one``: rule
-        ``extract_scores`` writes their final stores, no merge) or of several (rule
-        ``merge_scores`` merges their shards): their names as one regular expression, one that
-        matches nothing where there is none. A changed ``extract.shard_size`` moves a dataset
-        from one rule to the other; Snakemake reruns its stores (their inputs changed)."""
-        names = [d for d in self.config["datasets"] if (self.n_shards(d) == 1) == one]
-        return "|".join(map(re.escape, sorted(names))) or "(?!)"
+        ``extract_scores`` writes their final stores) or of several (``merge_scores`` merges
+        their shards)."""
+        return names_pattern(
+            sorted(d for d in self.config["datasets"] if (self.n_shards(d) == 1) == one)
+        )
 
     def score_shards(self, model: str, dataset: str) -> list[str]:
         """Shard directories rule ``merge_scores`` reads for (model, dataset) of several shards:

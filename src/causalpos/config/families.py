@@ -1,13 +1,9 @@
 """Jobs that serve a whole family: what one job of each light rule reads and writes.
 
-A light rule (a figure, the position-0 analysis, the merge of a pair's shards) costs a job's
-start-up (Python, Snakemake's preamble, the imports: 1-3 CPU-s) for under a second of work per
-item, so it runs once per family rather than once per item: one job draws every simulation
-figure, one every paper-2 head map, one merge writes every variant store of a (model, dataset).
-Each family is a dict, item -> what that item reads and writes; the rule's inputs and outputs
-are the union over items (:func:`family_paths`) and its params the dict itself, so a figure
-option reruns the figure jobs alone and a changed input reruns the family that reads it. Pure:
-reads nothing but the config dict."""
+A light rule (a figure, the position-0 analysis) costs a job's start-up (1-3 CPU-s) for under a
+second of work per item, so it runs once per family. Each family is a dict, item -> what that item
+reads and writes; the rule's inputs and outputs are the union over items (:func:`family_paths`)
+and its params the dict itself, so a figure option reruns the figure jobs alone. Pure."""
 
 from __future__ import annotations
 
@@ -32,6 +28,14 @@ def score_dirs(stores: Iterable[str]) -> list[str]:
     """The directories ``results/scores/{model}/{dataset}`` (rule ``extract_scores``' or
     ``merge_scores``' outputs) holding the variant stores ``stores``, each once, in order."""
     return list(dict.fromkeys(s.rsplit("/", 1)[0] for s in stores))
+
+
+#: Figure kind -> the files its ``plot_paper2_<kind>`` job draws per experiment, by output key.
+EXPERIMENT_FIGURES = {
+    "layers": {"outputs": paths.PAPER2_LAYERS_FIGURE, "claim1": paths.PAPER2_CLAIM1_FIGURE},
+    "shares": {"outputs": paths.PAPER2_SHARES_FIGURE, "routes": paths.PAPER2_ROUTES_FIGURE},
+    "position0": {"outputs": paths.PAPER2_POSITION0_FIGURE},
+}
 
 
 class FamiliesSection(Section):
@@ -114,12 +118,10 @@ class FamiliesSection(Section):
         )
 
     def paper2_experiment_family(self, kind: str) -> dict[str, dict]:
-        """Experiment -> its stores, labels, display names (``names``: its models' and
-        datasets') and files of figure ``kind`` (``layers``, ``shares`` or ``position0``: rules
-        ``plot_paper2_<kind>``); shares only for an experiment with a decomposition (a causal and
-        a bidirectional run of some condition). The ``layers`` job also draws claim 1 by layer
-        (key ``claim1``), the ``shares`` job §3's three routes by layer (key ``routes``), from
-        the same stores."""
+        """Experiment -> its stores, labels, display names and files of figure ``kind`` (``layers``,
+        ``shares``: only with a decomposition, or ``position0``; rules ``plot_paper2_<kind>``).
+        The ``layers`` job also draws claim 1 by layer (``claim1``), the ``shares`` job §3's
+        three routes by layer (``routes``)."""
         out = {}
         for name in self.leakage_experiments():
             if kind == "shares" and not self.experiment_has_decomposition(name):
@@ -134,22 +136,11 @@ class FamiliesSection(Section):
                 "stores": stores,
                 "labels": self.experiment_labels(name),
                 "names": self.display_names([m for m, _ in pairs], [d for _, d in pairs]),
-                "outputs": self.figure_paths(
-                    {
-                        "layers": paths.PAPER2_LAYERS_FIGURE,
-                        "shares": paths.PAPER2_SHARES_FIGURE,
-                        "position0": paths.PAPER2_POSITION0_FIGURE,
-                    }[kind].format(experiment=name)
-                ),
+                **{
+                    key: self.figure_paths(stem.format(experiment=name))
+                    for key, stem in EXPERIMENT_FIGURES[kind].items()
+                },
             }
-            if kind == "layers":
-                out[name]["claim1"] = self.figure_paths(
-                    paths.PAPER2_CLAIM1_FIGURE.format(experiment=name)
-                )
-            if kind == "shares":
-                out[name]["routes"] = self.figure_paths(
-                    paths.PAPER2_ROUTES_FIGURE.format(experiment=name)
-                )
         return canonical(out)
 
     def position0_family(self) -> dict[str, dict]:

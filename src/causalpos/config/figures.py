@@ -1,6 +1,6 @@
 """The ``figures:`` section: the simulation figures, every figure's paths (one per configured
-format) and the display names each figure rule is given (:mod:`causalpos.figures.labels`, with
-``figures.labels`` overriding them). Pure: reads nothing but the config dict."""
+format) and the display names each figure rule is given (``figures.labels`` over
+:mod:`causalpos.figures.labels`). Pure."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The ``leakage:`` section (paper 2): experiments and their (model, dataset) pairs, the summary's
-and the reducers' settings, position 0, the tables and figures. A (model, dataset) pair is
-extracted and summarized once, over the union of the variants its experiments list. Pure: reads
-nothing but the config dict."""
+"""The ``leakage:`` section (paper 2): experiments and their (model, dataset) pairs, each extracted
+and summarized once over the union of its experiments' variants; the summary's and reducers'
+settings, position 0, the tables and figures. Pure."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ from causalpos.paper2.settings import (
 )
 from causalpos.settings import config_params
 
-LEAKAGE_DEFAULT_VARIANTS = ["causal", "bidirectional"]
 #: ``leakage.materiality`` thresholds -> the reading of the negative controls whose margin
 #: (``leakage.controls.margin``) must be at most half of each, None for claim3_ntk (share points:
 #: no control reads in that unit).
@@ -34,6 +32,17 @@ MATERIALITY_READINGS = {
 }
 
 
+def _check_reducer(fit: str, red: dict, where: str, windows) -> None:
+    """``fit`` among the fits of reducer ``red`` (named ``where``) and each ``(key, windows)``'s
+    windows among its windows, else a ConfigError naming the key."""
+    if fit not in red["fits"]:
+        raise ConfigError(f"leakage.fit {fit!r} is not among {where}.fits {red['fits']}")
+    for key, wins in windows:
+        missing = [w for w in wins if w not in red["windows"]]
+        if missing:
+            raise ConfigError(f"{key}: {missing} not among {where}.windows {red['windows']}")
+
+
 class LeakageSection(Section):
     """Paper 2's experiments, settings, stores and targets."""
 
@@ -41,7 +50,7 @@ class LeakageSection(Section):
         """Experiment name -> {models, datasets, variants}, every name checked against the config."""
         out = {}
         for name, exp in self.config.get("leakage", {}).get("experiments", {}).items():
-            variants = list(exp.get("variants") or LEAKAGE_DEFAULT_VARIANTS)
+            variants = list(exp.get("variants") or ["causal", "bidirectional"])
             for v in variants:
                 check_variant(f"leakage.experiments.{name}.variants", v)
             if "causal" not in variants:
@@ -80,12 +89,8 @@ class LeakageSection(Section):
             if not by
             else f"the reducer of ({model}, {dataset}) (leakage.experiments.*.reducer)"
         )
-        if sec.fit not in red["fits"]:
-            raise ConfigError(f"leakage.fit {sec.fit!r} is not among {where}.fits {red['fits']}")
-        for key, wins in (("window", [sec.window]), ("expected_stats", red["expected_stats"])):
-            missing = [w for w in wins if w not in red["windows"]]
-            if missing:
-                raise ConfigError(f"{key}: {missing} not among {where}.windows {red['windows']}")
+        windows = (("window", [sec.window]), ("expected_stats", red["expected_stats"]))
+        _check_reducer(sec.fit, red, where, windows)
         T = int(self.dataset_spec(dataset)["seq_len"])
         for w, rows in too_short_windows(red["windows"], T):
             raise ConfigError(
@@ -121,20 +126,12 @@ class LeakageSection(Section):
         red = self.settings(LeakageReducerSettings)
         for v in sec.perm_variants or ():
             check_variant("leakage.permutation_variants", v)
-        if sec.fit not in red["fits"]:
-            raise ConfigError(
-                f"leakage.fit {sec.fit!r} is not among leakage.reducer.fits {red['fits']}"
-            )
-        for key, wins in (
-            ("window", [sec.window]),
-            ("bos_windows", list(sec.bos_windows)),
-            ("reducer.expected_stats", red["expected_stats"]),
-        ):
-            missing = [w for w in wins if w not in red["windows"]]
-            if missing:
-                raise ConfigError(
-                    f"leakage.{key}: {missing} not among leakage.reducer.windows {red['windows']}"
-                )
+        windows = (
+            ("leakage.window", [sec.window]),
+            ("leakage.bos_windows", list(sec.bos_windows)),
+            ("leakage.reducer.expected_stats", red["expected_stats"]),
+        )
+        _check_reducer(sec.fit, red, "leakage.reducer", windows)
 
     def leakage_reducer_kwargs(
         self, variant: str, model: str | None = None, dataset: str | None = None
@@ -190,9 +187,8 @@ class LeakageSection(Section):
         return canonical({**out, **self._per_model(model, "materiality")})
 
     def per_model_models(self) -> list[str]:
-        """The models named in ``leakage.per_model``, each one an experiment of
-        ``leakage.experiments`` runs; a ConfigError naming the key and the allowed models
-        otherwise."""
+        """The models named in ``leakage.per_model``, each one an experiment runs (else a
+        ConfigError)."""
         named = list(self.config["leakage"].get("per_model") or {})
         run = sorted({m for m, _ in self.leakage_pairs()})
         unknown = [m for m in named if m not in run]
@@ -205,12 +201,9 @@ class LeakageSection(Section):
 
     def leakage_materiality(self) -> dict:
         """``leakage.materiality`` (the scorecard rule's params): the section's thresholds, and
-        under ``per_model`` each model's own where ``leakage.per_model`` gives any. On every
-        model (and on the section's own values) each reading's margin δ is at most half the
-        smallest threshold judged on that reading (:data:`MATERIALITY_READINGS`): a control
-        that passes may read up to δ, so an effect at the threshold stays at least twice what a
-        run without position may read. A ConfigError naming the keys and both values
-        otherwise."""
+        under ``per_model`` each model's own. On every model each reading's margin δ must be at
+        most half the smallest threshold judged on that reading (:data:`MATERIALITY_READINGS`): a
+        passing control may read up to δ, so an effect at the threshold stays at least twice it."""
         models = self.per_model_models()
         for model in [None, *sorted({m for m, _ in self.leakage_pairs()})]:
             self._check_half_threshold(model)
@@ -221,21 +214,19 @@ class LeakageSection(Section):
     def _check_half_threshold(self, model: str | None) -> None:
         margin, thr = self.control_margins(model), self.materiality_of(model)
         where = "" if model is None else f" on model {model!r}"
+
+        def key(entry: str, name: str, section: str) -> str:  # the key setting it on this model
+            own = name in self._per_model(model, entry)
+            return f"leakage.per_model.{model}.{entry}" if own else section
+
         for reading in sorted({r for r in MATERIALITY_READINGS.values() if r is not None}):
             claims = [c for c, r in MATERIALITY_READINGS.items() if r == reading]
             smallest = min(claims, key=lambda c: thr[c])
             if margin[reading] > thr[smallest] / 2:
-                if reading in self._per_model(model, "margin"):
-                    key = f"leakage.per_model.{model}.margin"
-                else:
-                    key = "leakage.controls.margin"
-                tkey = (
-                    f"leakage.per_model.{model}.materiality"
-                    if smallest in self._per_model(model, "materiality")
-                    else "leakage.materiality"
-                )
+                mkey = key("margin", reading, "leakage.controls.margin")
+                tkey = key("materiality", smallest, "leakage.materiality")
                 raise ConfigError(
-                    f"{key}.{reading} = {margin[reading]} is more than half of "
+                    f"{mkey}.{reading} = {margin[reading]} is more than half of "
                     f"{tkey}.{smallest} = {thr[smallest]}{where} (the smallest threshold judged "
                     f"on {reading}): a negative control passes while reading up to its margin, "
                     f"and a claim at its threshold must be at least twice that. Fix: lower the "
@@ -245,11 +236,9 @@ class LeakageSection(Section):
                 )
 
     def model_attrs(self, model: str) -> dict:
-        """What a model is, for the leakage tables (claim 3, sink heads): ``positional`` = the
-        ``train.variants`` type (rope, ntk, swa, nope) of a model trained here or of its init
-        twin, empty otherwise; ``init_of`` = the model whose weights an init twin
-        (``trained-<v>-init``) or a ``random_init`` model ``like:`` another would have been
-        trained into, empty for a trained or pretrained model."""
+        """What a model is, for the leakage tables: ``positional``, the ``train.variants`` type of a
+        model trained here or its init twin (else empty); ``init_of``, the model an init twin or a
+        ``random_init`` model ``like:`` another would have been trained into (else empty)."""
         if model.startswith("trained-"):
             variant = model.removeprefix("trained-").removesuffix("-init")
             positional = (

@@ -25,9 +25,8 @@ class ModelsSection(Section):
 
     def check_model(self, name: str) -> str:
         """A model an analysis names must be configured, or be one the pipeline trains."""
-        if name.startswith("trained-"):
-            return name
-        self.model_spec(name)
+        if not name.startswith("trained-"):
+            self.model_spec(name)
         return name
 
     def model_spec_params(self, name: str) -> dict:

@@ -1,6 +1,5 @@
-"""The ``paper1_llm:`` and ``stats:`` sections: paper 1 §6's (model, dataset, variant) triples,
-their stores, labels and random-init twins, and the params of the statistics jobs (their settings
-dataclasses, :mod:`causalpos.paper1.settings`). Pure: reads nothing but the config dict."""
+"""The ``paper1_llm:`` and ``stats:`` sections: paper 1 §6's (model, dataset, variant) triples, their
+stores, labels and random-init twins, and the statistics jobs' params. Pure."""
 
 from __future__ import annotations
 
@@ -59,7 +58,6 @@ class Paper1Section(Section):
         return bool(sec["models"] and sec["datasets"])
 
     def llm_stats_params(self) -> dict:
-        """Keyword arguments of ``aggregate_llm_stats``:
-        :class:`~causalpos.paper1.settings.IndexSettings` and the random-init twins
-        (:meth:`paper1_twins`)."""
+        """Keyword arguments of ``aggregate_llm_stats``: the index settings and the random-init
+        twins."""
         return canonical({**self.settings(IndexSettings), "twins": self.paper1_twins()})

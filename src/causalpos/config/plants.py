@@ -1,6 +1,5 @@
-"""The ``leakage.plant`` and ``leakage.plant_stream`` keys: the known terms that planted variants
-add to one layer's scores or to the residual stream, and their checks against the models' layers.
-Pure: reads nothing but the config dict."""
+"""The ``leakage.plant`` and ``leakage.plant_stream`` keys: the known terms planted variants add to
+one layer's scores or to the residual stream, checked against the models' layers. Pure."""
 
 from __future__ import annotations
 
@@ -14,19 +13,15 @@ class PlantSection(Section):
     def leakage_plant(self) -> dict:
         """``leakage.plant`` ({layer, scale}): the term a planted variant (``plant_query``) adds to
         one layer's scores, b_i = scale · log(1 + i) (:func:`causalpos.models.variants.plant_term`);
-        layer negative counts from the last. Checked against the layers of every model whose
-        experiment runs a planted variant where its layer count is known before any job
-        (:meth:`check_plant`); extraction checks it against the loaded model in any case."""
+        layer negative counts from the last."""
         sec = self.config["leakage"].get("plant") or {}
-        layer, scale = sec.get("layer", -1), sec.get("scale")
-        if isinstance(layer, bool) or not isinstance(layer, int):
-            raise ConfigError(f"leakage.plant.layer must be an integer, got {layer!r}")
+        layer, scale = _integer("leakage.plant.layer", sec.get("layer", -1)), sec.get("scale")
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
             raise ConfigError(
                 f"leakage.plant.scale must be a number > 0 (the planted term's size in logit "
                 f"units), got {scale!r}"
             )
-        return {"layer": int(layer), "scale": float(scale)}
+        return {"layer": layer, "scale": float(scale)}
 
     def planted_models(self) -> list[str]:
         """Models some experiment runs a planted variant on."""
@@ -45,34 +40,22 @@ class PlantSection(Section):
         if not models:
             return
         layer = self.leakage_plant()["layer"]
-        for m in models:
-            n = self.model_layers(m)
-            if n is not None and not -n <= layer < n:
-                raise ConfigError(
-                    f"leakage.plant.layer = {layer} is outside the {n} layers of model {m!r} "
-                    f"(planted variants in leakage.experiments): give a layer in 0..{n - 1}, "
-                    f"or -1..-{n} counted from the last"
-                )
+        hint = ", or -1..-{n} counted from the last"
+        self._check_layer("leakage.plant", layer, models, "planted variants", hint)
 
     def leakage_plant_stream(self) -> dict:
         """``leakage.plant_stream`` ({layer, doses, profile, margin}): the dose series planted in
         the residual stream (``plant_stream<k>`` runs the k-th dose:
         :mod:`causalpos.capture.stream`); layer negative counts from the last."""
         sec = self.config["leakage"]["plant_stream"]
-        layer, doses = sec["layer"], list(sec["doses"])
-        if isinstance(layer, bool) or not isinstance(layer, int):
-            raise ConfigError(f"leakage.plant_stream.layer must be an integer, got {layer!r}")
+        layer, doses = _integer("leakage.plant_stream.layer", sec["layer"]), list(sec["doses"])
         bad = [d for d in doses if isinstance(d, bool) or not isinstance(d, (int, float)) or d <= 0]
         if bad or not doses or sorted(doses) != doses or len(set(doses)) != len(doses):
             raise ConfigError(
                 f"leakage.plant_stream.doses must be increasing numbers > 0 (dose 0 is the run "
                 f"without a plant_stream atom), got {doses!r}"
             )
-        return {
-            "layer": int(layer),
-            "doses": [float(d) for d in doses],
-            "profile": str(sec["profile"]),
-        }
+        return {"layer": layer, "doses": [float(d) for d in doses], "profile": str(sec["profile"])}
 
     def stream_dose_spec(self, variant: str) -> dict:
         """The extraction params of a ``plant_stream<k>`` variant: {layer, dose, profile}."""
@@ -100,12 +83,24 @@ class PlantSection(Section):
             return
         for _, v in sorted(planted):
             self.stream_dose_spec(v)
-        layer = self.leakage_plant_stream()["layer"]
-        for m in sorted({m for m, _ in planted}):
+        layer, models = self.leakage_plant_stream()["layer"], sorted({m for m, _ in planted})
+        hint = " (a lower one, so that the term propagates)"
+        self._check_layer("leakage.plant_stream", layer, models, "plant_stream variants", hint)
+
+    def _check_layer(self, key: str, layer: int, models: list[str], what: str, hint: str) -> None:
+        """``<key>.layer`` within the layers of each of ``models`` where known at config time, else
+        a ConfigError ending in ``hint`` (``{n}``: the layers)."""
+        for m in models:
             n = self.model_layers(m)
             if n is not None and not -n <= layer < n:
                 raise ConfigError(
-                    f"leakage.plant_stream.layer = {layer} is outside the {n} layers of model "
-                    f"{m!r} (plant_stream variants in leakage.experiments): give a layer in "
-                    f"0..{n - 1} (a lower one, so that the term propagates)"
+                    f"{key}.layer = {layer} is outside the {n} layers of model {m!r} ({what} in "
+                    f"leakage.experiments): give a layer in 0..{n - 1}" + hint.format(n=n)
                 )
+
+
+def _integer(key: str, value):
+    """``value`` if it is an integer (not a bool), else a ConfigError naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    return value

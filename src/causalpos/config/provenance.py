@@ -1,24 +1,12 @@
-"""What each store of a config is: the provenance record (:mod:`causalpos.io.provenance`) the
-config expects of every store and table it writes, and the check of those already on disk
-against it, run by the workflow before any job (:func:`check_existing_stores`).
+"""The provenance record (:mod:`causalpos.io.provenance`) the config expects of every store and
+table it writes, and their check on disk before any job (:func:`check_existing_stores`: Snakemake
+reruns on changed params only where this checkout has a record of them; docs/troubleshooting.md).
 
-A store's ``params`` are the resolved settings its content depends on, its inputs' included (a
-normalized store is its score store's settings; a score store its model's spec and source files,
-its data store's dataset, corpus and tokenizer, its variant's reducers, the extraction's groups,
-dtype and seed): the values the jobs on its path receive as params, code fingerprints and
-settings that never change a result (batch size, device, memory fraction) left out. Two runs whose
-records of a path agree compute the same store (on the same code). A table's are ``settings``,
-its rule's params, and ``inputs``, the params sha256 of what it is computed from
-(:meth:`~causalpos.config.targets.TargetsSection.table_jobs`); it keeps its record beside it.
-
-Why a check of its own (Snakemake reruns on changed params only where this checkout has a
-record of them): docs/troubleshooting.md. Every Snakemake start reads the record of every store
-the config writes that exists, and refuses, before any job, one that lies at another store's
-path, or one that another checkout (or a run outside the pipeline) made with other settings; a
-store this checkout made with other settings is left to Snakemake, which reruns it (its params
-changed). Tables likewise, and a table whose content is not the one its record was written for.
-Torch-free; reads only the stores' root metadata and the tables' records.
-"""
+A store's ``params`` are the resolved settings its content depends on, its inputs' included, less
+code fingerprints and settings that never change a result (batch size, device, memory fraction):
+two runs whose records of a path agree compute the same store. A table's are its rule's params
+(``settings``) and the params sha256 of its ``inputs`` (``TargetsSection.table_jobs``). Torch-free;
+reads only the stores' root metadata and the tables' records."""
 
 from __future__ import annotations
 
@@ -31,18 +19,9 @@ from pathlib import Path
 import causalpos.paths as paths
 from causalpos.capture.settings import ExtractSettings
 from causalpos.config.common import ConfigError
-from causalpos.config.existing import (
-    TABLE_KIND,
-    model_dir_problems,
-    refusal,
-    store_problems,
-)
+from causalpos.config.existing import TABLE_KIND, model_dir_problems, refusal, store_problems
 from causalpos.io.integrity import display_path
-from causalpos.io.provenance import (
-    INPUTS_KEY,
-    make_record,
-    params_sha256,
-)
+from causalpos.io.provenance import INPUTS_KEY, make_record, params_sha256
 from causalpos.io.runconfig import forcing as forcing  # re-exported: what a command line rebuilds
 from causalpos.paper2.settings import Position0Settings, StrataSettings
 from causalpos.settings import Common
@@ -61,16 +40,14 @@ class _Identities:
         cfg = self.cfg
         if key == cfg.train_tokenizer_key():
             tok = cfg.values(TokenizerSettings)
-            return {
-                "trained_tokenizer": {
-                    "vocab_size": tok.vocab_size,
-                    "min_frequency": tok.min_frequency,
-                },
-                "corpus": cfg.value("train.corpus"),
-                "heldout": list(cfg.values(TrainCorpus).heldout),
-                "seed": self.seed,
-            }
+            trained = {"vocab_size": tok.vocab_size, "min_frequency": tok.min_frequency}
+            return {"trained_tokenizer": trained, **self.train_corpus(), "seed": self.seed}
         return self.model(key)
+
+    def train_corpus(self) -> dict:
+        """The training corpus and its held-out books (the trained tokenizer's and models')."""
+        heldout = list(self.cfg.values(TrainCorpus).heldout)
+        return {"corpus": self.cfg.value("train.corpus"), "heldout": heldout}
 
     def model(self, name: str) -> dict:
         if name not in self._models:
@@ -83,8 +60,7 @@ class _Identities:
             variant = name.removeprefix("trained-").removesuffix("-init")
             trained = {
                 "trained": cfg.train_variant_params(variant),
-                "corpus": cfg.value("train.corpus"),
-                "heldout": list(cfg.values(TrainCorpus).heldout),
+                **self.train_corpus(),
                 "tokenizer": self.tokenizer(cfg.train_tokenizer_key()),
             }
             return {"init_twin_of": trained} if name.endswith("-init") else trained
@@ -94,10 +70,9 @@ class _Identities:
             out["dtype"] = cfg.prepare_dtype(name)
             if spec.get("like"):  # its config (and tokenizer) come from that model
                 out["like"] = self.model(spec["like"])
-            if spec.get("tokenizer") in cfg.configured_models() or str(
-                spec.get("tokenizer")
-            ).startswith("trained-"):
-                out["tokenizer"] = self.tokenizer(cfg.tokenizer_of(spec["tokenizer"]))
+            ref = spec.get("tokenizer")
+            if ref in cfg.configured_models() or str(ref).startswith("trained-"):
+                out["tokenizer"] = self.tokenizer(cfg.tokenizer_of(ref))
         return out
 
     def data(self, dataset: str, tokenizer: str) -> dict:
@@ -131,16 +106,8 @@ class _Identities:
         }
 
 
-def _pairs(cfg) -> list[tuple[str, str]]:
-    """Every (model, dataset) whose scores the config extracts."""
-    pairs = {(m, d) for m, d, _ in cfg.map_triples()} | set(cfg.leakage_pairs())
-    return sorted(pairs)
-
-
 def expected_records(cfg) -> dict[str, dict]:
-    """``{store path: record}`` of every store the config ``cfg`` (a Resolved) writes: the
-    simulations, the data stores, every variant's score store and its normalized store, the
-    paper-2 summaries and position-0 stores, the Gram panels and the length generalization."""
+    """``{path: record}`` of every store and table the config ``cfg`` (a Resolved) writes."""
     ids = _Identities(cfg)
     common = cfg.values(Common)
     seed = common.seed
@@ -154,7 +121,8 @@ def expected_records(cfg) -> dict[str, dict]:
         add(paths.SIM_STORE, "sim", {"setting": cfg.sim_setting_params(setting), "seed": seed},
             setting=setting)  # fmt: skip
     triples = cfg.map_triples()
-    extraction = {(m, d): cfg.extraction_params(m, d) for m, d in _pairs(cfg)}
+    extracted = sorted({(m, d) for m, d, _ in triples} | set(cfg.leakage_pairs()))
+    extraction = {(m, d): cfg.extraction_params(m, d) for m, d in extracted}
     for (m, d), variants in extraction.items():
         tokenizer = cfg.tokenizer_of(m)
         add(paths.DATA_STORE, "data", ids.data(d, tokenizer), dataset=d, tokenizer=tokenizer)
@@ -213,29 +181,6 @@ def expected_records(cfg) -> dict[str, dict]:
     return out
 
 
-def table_path(directory: str | os.PathLike, config: dict, configfiles: Iterable[str]) -> Path:
-    """Where a run's table of expected records lives: named by its config and config files, so
-    that every Snakemake process of one run (a cluster job's included) finds it and a second
-    run with another config (a dry run beside a running one) writes its own."""
-    name = params_sha256({"config": config, "configfiles": list(map(str, configfiles))})
-    return Path(directory) / f"{name[:24]}.json"
-
-
-def write_table(
-    path: str | os.PathLike,
-    records: dict[str, dict],
-    configfiles: list[str],
-    config_args: list[str] = (),
-) -> Path:
-    """Write the table of ``records`` (read back by :func:`causalpos.io.provenance.running_table`)."""
-    from causalpos.io.atomic import replace_json
-
-    path = Path(path)
-    run = {"configfiles": list(configfiles), "config_args": list(config_args)}
-    replace_json(path, {**run, "records": records})
-    return path
-
-
 def checkout_id(directory: str | os.PathLike, *, create: bool) -> str:
     """This checkout's identity: a random token kept in ``directory`` (``.snakemake/causalpos``),
     created on the first start (``create``: the main Snakemake process); '' where none is kept
@@ -270,10 +215,9 @@ def check_existing_stores(
     records: dict[str, dict] | None = None,
     run_config_args: list[str] = (),
 ) -> None:
-    """Before any job: a :class:`ConfigError` listing every existing store or table of the
-    config that is not what its path and the config say (:func:`store_problems`; outputs
-    Snakemake marks incomplete aside, which it reruns) and every prepared model directory
-    recording another model's name, with the command that rebuilds them."""
+    """Before any job: a :class:`ConfigError` listing every existing output that is not what its
+    path and the config say (:func:`store_problems`, :func:`model_dir_problems`), with the
+    command that rebuilds them."""
     from causalpos.io.atomic import incomplete_outputs
 
     records = expected_records(cfg) if records is None else records
@@ -300,24 +244,28 @@ def setup_provenance(
     config_args: list[str] = (),
 ) -> None:
     """The workflow's provenance set-up in every Snakemake process: this checkout's identity and
-    the table of expected records, named in the environment the jobs inherit
-    (:data:`~causalpos.io.provenance.CHECKOUT_ENV`, :data:`~causalpos.io.provenance.TABLE_ENV`);
-    in the main process (``main``), the table written and the existing stores and tables checked
-    (:func:`check_existing_stores`), but for those the command line ``argv`` rebuilds
-    (:func:`forcing`). ``configfiles`` and ``config_args``: the run's ``--configfile`` and
-    ``--config KEY=VALUE`` arguments (named in a refusal's rebuild command)."""
+    the table of expected records, named in the environment the jobs inherit; in the main
+    process (``main``), the table written and the existing stores and tables checked but for
+    those the command line ``argv`` rebuilds. ``configfiles``, ``config_args``: the run's
+    ``--configfile`` and ``--config KEY=VALUE`` arguments (named in a refusal's command)."""
+    from causalpos.io.atomic import replace_json
     from causalpos.io.provenance import CHECKOUT_ENV, TABLE_ENV
 
     directory = Path(directory)
     configfiles = [display_path(f) for f in configfiles]
     checkout = checkout_id(directory, create=main)
     os.environ[CHECKOUT_ENV] = checkout
-    table = table_path(directory / "provenance", cfg.config, configfiles)
+    # named by the config and its files: every Snakemake process of one run (a cluster job's
+    # included) finds it, and a run with another config (a dry run beside it) writes its own
+    name = params_sha256({"config": cfg.config, "configfiles": list(map(str, configfiles))})
+    table = directory / "provenance" / f"{name[:24]}.json"
     os.environ[TABLE_ENV] = os.path.abspath(table)
     if not main:
         return
     records = expected_records(cfg)
-    write_table(table, records, configfiles, list(config_args))
+    # read back by causalpos.io.provenance.running_table
+    run = {"configfiles": list(configfiles), "config_args": list(config_args)}
+    replace_json(table, {**run, "records": records})
     forced, forceall = forcing(argv)
     check_existing_stores(
         cfg,
@@ -337,12 +285,9 @@ def config_expectations(
     pipeline: str = ".",
 ):
     """``record -> the record its config expects of its path`` for ``causalpos verify``: the
-    config ``configfiles`` names (``--configfile``; [] for config.yaml) with the overrides
-    ``config_values`` (``--config``, as Snakemake parses them), else the config files and
-    overrides each store or table records it was built with, read from the pipeline directory
-    ``pipeline`` (each config loaded once; its local files' sha256 from the pipeline's
-    ``.snakemake/causalpos/content_sha256.json``). :class:`LookupError` /
-    :class:`ConfigError` where a config cannot be read."""
+    config of ``configfiles`` ([]: config.yaml) and ``config_values`` (``--config``), else the
+    config files and overrides each record names, read from directory ``pipeline`` (each config
+    loaded once). :class:`LookupError` / :class:`ConfigError` where a config cannot be read."""
     from causalpos.config.resolved import Resolved
     from causalpos.config.yamlfile import load_config
     from causalpos.io.fingerprint import cached_sha256

@@ -1,9 +1,7 @@
 """What ``snakemake --report`` shows of each figure and table: which file of a figure drawn in
-several formats it shows (:func:`shown`), and the names each item's labels and caption carry
-(:meth:`ReportSection.report_names`): what it is (``figure``), its ``model`` and ``dataset``.
-A family job (one job drawing every figure of a kind: :mod:`causalpos.config.families`) has no
-wildcards, so each of its figures' captions is rendered from these names
-(:func:`causalpos.io.captions.item_caption`). Pure: reads nothing but the config dict."""
+several formats (:func:`shown`), and the names each item's labels and caption carry
+(:meth:`ReportSection.report_names`). A family job has no wildcards, so its figures' captions are
+rendered from these names (:func:`causalpos.io.captions.item_caption`). Pure."""
 
 from __future__ import annotations
 
@@ -13,16 +11,12 @@ from causalpos.config.common import ConfigError, Section
 
 #: The labels every report item carries, in the order the report's tables show them.
 LABELS = ("figure", "model", "dataset")
-#: The format the report shows where a figure is drawn in several (the others stay outputs).
-SHOWN_FORMAT = ".png"
-#: The model and dataset labels of an item that spans them all (a table, Fig. 5).
-EVERY_MODEL, EVERY_DATASET = "every model", "every dataset"
 
 
 def shown(paths: Sequence[str]) -> list[str]:
     """The files of one figure the report shows: its PNG where the config draws one, else its
     first format; the other formats (a PDF to print) stay outputs on disk, not report items."""
-    png = [p for p in paths if str(p).endswith(SHOWN_FORMAT)]
+    png = [p for p in paths if str(p).endswith(".png")]
     return png[:1] or list(paths[:1])
 
 
@@ -35,14 +29,9 @@ class ReportSection(Section):
     """The report's labels and the names its per-item captions say."""
 
     def report_names(self, kind: str, item: str, figure: str) -> dict[str, str]:
-        """The names of item ``item`` of the figure family ``kind`` (the family dicts' keys):
-        ``figure`` (what it shows, e.g. "App. E"), ``model``, ``dataset`` and, where they apply,
-        ``variant`` (App. E's forward pass) and ``experiment`` (paper 2's experiment figures).
-
-        Kinds: ``simulation`` (item: a figure of ``figures.simulation``), ``llm_appendix``
-        (``model/dataset/variant``), ``gram`` (a model of ``train.gram``), ``paper2_heads``
-        (``model/dataset``), ``paper2_experiment`` (an experiment of ``leakage.experiments``).
-        """
+        """The names of item ``item`` (a family dict's key) of figure family ``kind``: ``figure``
+        (what it shows, e.g. "App. E"), ``model``, ``dataset`` and, where they apply, ``variant``
+        and ``experiment``."""
         if kind == "simulation":
             settings = self.config["figures"]["simulation"][item]["settings"]
             return {
@@ -82,8 +71,8 @@ class ReportSection(Section):
         dataset = dataset if isinstance(dataset, str) else ", ".join(dataset)
         return {
             "figure": figure,
-            "model": model or EVERY_MODEL,
-            "dataset": dataset or EVERY_DATASET,
+            "model": model or "every model",
+            "dataset": dataset or "every dataset",
         }
 
     def paper1_report_labels(self, figure: str) -> dict[str, str]:

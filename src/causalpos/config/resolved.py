@@ -1,8 +1,5 @@
 """:class:`Resolved`, the pipeline's view of one validated config: one class composed of the
-per-section resolvers of this package. Pure but for :class:`~causalpos.config.checks.ChecksSection`
-(the config-time checks, which read corpora and local models' ``config.json``) and
-:class:`~causalpos.config.resources.ResourcesSection` (the model jobs' requests, from the
-architecture files)."""
+per-section resolvers of this package."""
 
 from __future__ import annotations
 
@@ -55,9 +52,7 @@ class Resolved(
         content_sha256: Callable[[list[str]], dict[str, str]] | None = None,
     ) -> None:
         self.config = config
-        # Corpus reader of the config-time checks (tests pass their own): document sizes in
-        # UTF-8 bytes, or None where they are not cheap to know (causalpos.data.local_document_sizes).
+        # the config-time checks' readers (ChecksSection; tests pass their own)
         self._document_sizes = document_sizes
-        self._sizes: dict[str, list[int] | None] = {}
-        # files -> {file: sha256} of the user's files jobs read (causalpos.io.fingerprint.cached_sha256)
+        self._sizes = {}
         self._content_sha256 = content_sha256

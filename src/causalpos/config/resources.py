@@ -1,10 +1,8 @@
-"""What the model jobs ask of a node: the ``mem_mb`` and ``disk_mb`` of ``prepare_model``,
+"""What the model jobs ask of a node: ``mem_mb``, ``disk_mb`` (and ``gpu_mb``) of ``prepare_model``,
 ``extract_scores``, ``merge_scores``, ``diagonal_normalize`` and ``leakage``, from each model's
-shape (its ``config.json`` fields, read without building the model by
-:meth:`~causalpos.config.shapes.ShapesSection.model_shape_fields`; the arithmetic is
-:mod:`causalpos.models.footprint`). Pure but for that method; a model whose shape cannot be known
-before it is prepared (a hub id without an architecture file, a gguf file) gets the fallback
-requests below."""
+shape (:meth:`~causalpos.config.shapes.ShapesSection.model_shape_fields`; the arithmetic:
+:mod:`causalpos.models.footprint`). A model whose shape is unknown before it is prepared (a hub id
+without an architecture file, a gguf file) gets the fallback requests below."""
 
 from __future__ import annotations
 

@@ -24,12 +24,9 @@ def _key_path(path: Iterable[Any]) -> str:
 
 
 def schema_error_summary(error: BaseException, schema_file: str = "") -> str:
-    """A few lines on a config that fails the JSON schema: the key path, the value, what is wrong
-    (and, for an unknown key, the keys allowed there) — never the schema itself.
-
-    ``error`` is a ``jsonschema.ValidationError`` or the ``WorkflowError`` that
-    ``snakemake.utils.validate`` wraps it in.
-    """
+    """A few lines on a config that fails the JSON schema (``error``: a ``ValidationError`` or
+    the ``WorkflowError`` wrapping it): the key path, the value, what is wrong (for an unknown
+    key, the keys allowed there), never the schema itself."""
     # snakemake's WorkflowError keeps only the text; the ValidationError is its context
     for inner in (error, error.__cause__, error.__context__, *getattr(error, "args", ())):
         if hasattr(inner, "absolute_path") and hasattr(inner, "validator"):

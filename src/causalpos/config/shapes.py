@@ -1,13 +1,9 @@
-"""What the config knows of a model's shape before any job runs: its context, its number of
-layers and the ``config.json`` fields that size it, from the training settings, a ``random_init``
-spec (tiny preset, ``like:`` chain, architecture file, ``config:`` overrides) or a local
-directory's ``config.json`` (read here: with :mod:`causalpos.config.checks`, the modules of the
-package that read the disk). ``None`` where the shape is known only once the model is loaded."""
+"""What the config knows of a model's shape before any job: its context, its layers and the
+``config.json`` fields that size it, from the training settings, a ``random_init`` spec (tiny
+preset, ``like:`` chain, architecture file, ``config:`` overrides) or a local directory's
+``config.json`` (read here). ``None`` where the shape is known only once the model is loaded."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 from causalpos.config.common import ConfigError, Section
 from causalpos.config.disk import HUB_ARCHITECTURES, _local_model_config
@@ -43,7 +39,8 @@ class ShapesSection(Section):
                 context = overrides.get("max_position_embeddings", base and base[0])
                 return context, kind or (base[1] if base else "rope")
             if spec.get("config_file"):
-                context = self._architecture_file_context(model, spec)
+                kw = {**self._architecture_file(model, spec), **overrides}
+                context = kw.get("max_position_embeddings")
                 return (context, kind or "rope") if context else None
             default = TINY_MAX_POSITIONS if spec.get("size", "tiny") == "tiny" else None
             context = overrides.get("max_position_embeddings", default)
@@ -73,12 +70,7 @@ class ShapesSection(Section):
             if spec.get("like"):
                 return self.model_layers(spec["like"])
             if spec.get("config_file"):
-                from causalpos.models.architectures import ModelSpecError, read_architecture_file
-
-                try:
-                    n = read_architecture_file(spec["config_file"]).get("num_hidden_layers")
-                except ModelSpecError as exc:
-                    raise ConfigError(f"models.{model}.config_file: {exc}") from None
+                n = self._architecture_file(model, spec).get("num_hidden_layers")
                 return None if n is None else int(n)
             if spec.get("size", "tiny") != "tiny":
                 return None
@@ -89,17 +81,16 @@ class ShapesSection(Section):
         n = None if cfg is None else cfg.get("num_hidden_layers")
         return None if n is None else int(n)
 
-    def _architecture_file_context(self, model: str, spec: dict) -> int | None:
-        """The context of a random_init model built from ``config_file:`` (read now, so that a
-        missing or invalid file stops the run before any job, naming the key)."""
+    @staticmethod
+    def _architecture_file(model: str, spec: dict) -> dict:
+        """The fields of a random_init model's ``config_file:`` (read now, so that a missing or
+        invalid file stops the run before any job, naming the key)."""
         from causalpos.models.architectures import ModelSpecError, read_architecture_file
 
         try:
-            kw = read_architecture_file(spec["config_file"])
+            return read_architecture_file(spec["config_file"])
         except ModelSpecError as exc:
             raise ConfigError(f"models.{model}.config_file: {exc}") from None
-        kw.update(spec.get("config") or {})
-        return kw.get("max_position_embeddings")
 
     def model_shape_fields(self, model: str) -> dict | None:
         """The ``config.json`` fields that size ``model`` (architecture file, ``like:`` chain with
@@ -142,13 +133,7 @@ class ShapesSection(Section):
             return None if base is None else {**base, **overrides}
         if spec["source"] == "hf" and spec.get("id") in HUB_ARCHITECTURES:
             return _read_fields(HUB_ARCHITECTURES[spec["id"]], read_architecture_file)
-        if spec["source"] in ("hf", "local"):
-            path = spec.get("path") if spec["source"] == "local" else spec.get("id")
-            try:
-                return json.loads((Path(path).expanduser() / "config.json").read_text())
-            except (OSError, ValueError, TypeError):
-                return None
-        return None
+        return _local_model_config(spec)
 
 
 def _read_fields(path: str, reader) -> dict | None:

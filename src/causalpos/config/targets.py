@@ -1,6 +1,5 @@
-"""The targets of ``rule all``, the tables the scorecard reads, and what each rule writing tables
-is given (its provenance: :meth:`TargetsSection.table_jobs`): every section's outputs, in a
-stable order. Pure: reads nothing but the config dict."""
+"""The targets of ``rule all``, the tables the scorecard reads, and what each rule writing tables is
+given (its provenance: :meth:`TargetsSection.table_jobs`), in a stable order. Pure."""
 
 from __future__ import annotations
 
@@ -17,17 +16,14 @@ class TargetsSection(Section):
 
     def scorecard_inputs(self) -> dict[str, str]:
         """Named tables the scorecard reads; absent ones make their rows "not run"."""
-        keys = []
-        if self.theory_settings():
-            keys.append("theory")
-        if self.sim_settings():
-            keys.append("sim_index")
-        if self.paper1_enabled():
-            keys.append("llm_index")
-        if self.compare_targets():
-            keys.append("train_comparison")
-        if self.gram_models():
-            keys.append("gram_nearby")
+        runs = {
+            "theory": self.theory_settings(),
+            "sim_index": self.sim_settings(),
+            "llm_index": self.paper1_enabled(),
+            "train_comparison": self.compare_targets(),
+            "gram_nearby": self.gram_models(),
+        }
+        keys = [key for key, run in runs.items() if run]
         if self.leakage_targets():
             keys += catalogue.SCORECARD_PAPER2_TABLES
         return {key: catalogue.SCORECARD_TABLES[key] for key in keys}
@@ -71,11 +67,8 @@ class TargetsSection(Section):
 
     def table_jobs(self) -> dict[str, dict]:
         """``{rule: {"outputs", "settings", "inputs"}}`` of every rule writing tables that this
-        config runs (each a single job): its outputs (the tables, CSV and Markdown, and the
-        length generalization's store, written by the same job), ``settings``, the config values
-        the rule receives as params (``workflow/rules/*.smk``: the same resolver calls, code
-        aside), and ``inputs``, the stores and tables it is computed from. What each table's
-        provenance record holds (:func:`causalpos.config.provenance.expected_records`)."""
+        config runs (one job each): ``settings`` are the params its ``.smk`` rule receives (the
+        same resolver calls), ``inputs`` what it is computed from; its tables' provenance."""
         common = self.values(Common)
         wanted = set(self.all_targets()) | set(self.scorecard_inputs().values())
         jobs = {

@@ -1,6 +1,5 @@
 """The ``train:`` section: the models trained here (variants and their hyperparameters), the
-tokenizer, the held-out corpus, the Gram panels (Fig. 3/8) and the trained-vs-init comparison.
-Pure: reads nothing but the config dict."""
+tokenizer, the held-out corpus, the Gram panels (Fig. 3/8) and the trained-vs-init comparison."""
 
 from __future__ import annotations
 
@@ -26,19 +25,15 @@ class TrainSection(Section):
 
     def train_variants(self) -> list[str]:
         """Variant names in a canonical order (rope, nope, ntk, swa types, then by name), not the
-        YAML file's: params are compared by text, and reordering the config must rerun nothing.
-        """
+        YAML file's: params are compared by text, and reordering the config must rerun nothing."""
         section = self.config["train"]
         if not section["enabled"]:
             return []
+        order = {t: i for i, t in enumerate(TRAIN_VARIANT_TYPES)}
 
         def key(name):
-            spec = section["variants"][name] or {}
-            positional = spec.get("positional", name)
-            order = (
-                TRAIN_VARIANT_TYPES.index(positional) if positional in TRAIN_VARIANT_TYPES else 99
-            )
-            return (order, name)
+            positional = (section["variants"][name] or {}).get("positional", name)
+            return order.get(positional, 99), name
 
         return sorted(section["variants"], key=key)
 
@@ -80,12 +75,8 @@ class TrainSection(Section):
     def train_variant_params(self, name: str) -> dict:
         return canonical(self.train_variant(name))
 
-    @staticmethod
-    def trained_model(name: str) -> str:
-        return paths.TRAINED_MODEL_DIR.format(variant=name)
-
     def trained_models(self) -> list[str]:
-        return [self.trained_model(v) for v in self.train_variants()]
+        return [paths.TRAINED_MODEL_DIR.format(variant=v) for v in self.train_variants()]
 
     def train_tokenizer_dir(self) -> str:
         name = check_path_name("train.tokenizer.name", self.config["train"]["tokenizer"]["name"])
@@ -107,9 +98,8 @@ class TrainSection(Section):
         trained here), or models the `models:` section prepares (e.g. paper 1's NoPE checkpoint)."""
         gram = self.config["train"]["gram"]
         trained = {f"trained-{v}" for v in self.train_variants()}
-        configured = set(self.config.get("models") or {})
         names = [n for n in gram["models"] if trained or not n.startswith("trained-")]
-        known = trained | configured
+        known = trained | set(self.config.get("models") or {})
         for name in names:
             if name not in known:
                 raise ConfigError(
@@ -137,19 +127,9 @@ class TrainSection(Section):
     def gram_draw(self, model: str) -> dict:
         """Corpus, ``seq_len`` and ``n_sequences`` of ``model``'s Fig. 3/8 sequences (rule params)."""
         dataset = self.gram_dataset(model)
-        if dataset:
-            spec = self.dataset_spec(dataset)
-            return {
-                "corpus": canonical(spec["corpus"]),
-                "seq_len": spec["seq_len"],
-                "n_sequences": spec["n_sequences"],
-            }
-        gram = self.config["train"]["gram"]
-        return {
-            "corpus": self.train_heldout_corpus(),
-            "seq_len": gram["seq_len"],
-            "n_sequences": gram["n_sequences"],
-        }
+        spec = self.dataset_spec(dataset) if dataset else self.config["train"]["gram"]
+        corpus = canonical(spec["corpus"]) if dataset else self.train_heldout_corpus()
+        return {"corpus": corpus, "seq_len": spec["seq_len"], "n_sequences": spec["n_sequences"]}
 
     def gram_inputs(self, model: str) -> dict[str, str]:
         """The model directory, and the data store where the model's panels read a dataset."""
@@ -163,18 +143,14 @@ class TrainSection(Section):
         targets = []
         for model in self.gram_models():
             targets.append(paths.GRAM_STORE.format(model=model))
-            targets += self.figure_paths(paths.TRAIN_FIG3_FIGURE.format(model=model))
-            targets += self.figure_paths(paths.TRAIN_FIG8_FIGURE.format(model=model))
+            for stem in (paths.TRAIN_FIG3_FIGURE, paths.TRAIN_FIG8_FIGURE):
+                targets += self.figure_paths(stem.format(model=model))
         return targets
 
     def compare_section(self) -> dict | None:
         """``train.compare`` checked: the dataset exists and the trained models are configured."""
         sec = self.config["train"].get("compare") or {}
-        if (
-            not sec.get("dataset")
-            or not self.config["train"]["enabled"]
-            or not self.train_variants()
-        ):
+        if not sec.get("dataset") or not self.train_variants():  # none where train is disabled
             return None
         self.dataset_spec(sec["dataset"])  # raises a ConfigError naming the dataset
         return sec
@@ -199,27 +175,20 @@ class TrainSection(Section):
         ]
 
     def compare_inputs(self) -> dict:
-        sec = self.compare_section()
-        d = sec["dataset"]
-        return {
-            "trained": [
-                paths.SCORE_STORE.format(model=f"trained-{v}", dataset=d, variant="causal")
-                for v in self.train_variants()
-            ],
-            "init": [
-                paths.SCORE_STORE.format(model=f"trained-{v}-init", dataset=d, variant="causal")
-                for v in self.compare_twin_variants()
-            ],
-            "leakage": [
-                paths.LEAKAGE_STORE.format(model=f"trained-{v}", dataset=d)
-                for v in self.compare_leakage_variants()
-            ],
-            "leakage_init": [
-                paths.LEAKAGE_STORE.format(model=f"trained-{v}-init", dataset=d)
-                for v in self.compare_leakage_variants("-init")
-            ],
-            "lengthgen": paths.TRAIN_LENGTHGEN_TABLE,
+        """The causal score stores of the trained models and their init twins, the leakage
+        summaries of those paper 2 decomposes, on the comparison's dataset; the lengthgen table."""
+        d = self.compare_section()["dataset"]
+        kinds = {  # key -> (pattern, variants, model suffix)
+            "trained": (paths.SCORE_STORE, self.train_variants(), ""),
+            "init": (paths.SCORE_STORE, self.compare_twin_variants(), "-init"),
+            "leakage": (paths.LEAKAGE_STORE, self.compare_leakage_variants(), ""),
+            "leakage_init": (paths.LEAKAGE_STORE, self.compare_leakage_variants("-init"), "-init"),
         }
+        out = {
+            key: [p.format(model=f"trained-{v}{s}", dataset=d, variant="causal") for v in vs]
+            for key, (p, vs, s) in kinds.items()
+        }
+        return {**out, "lengthgen": paths.TRAIN_LENGTHGEN_TABLE}
 
     def compare_plot_inputs(self) -> dict:
         inputs = self.compare_inputs()
@@ -243,7 +212,7 @@ class TrainSection(Section):
         return targets
 
     def train_targets(self) -> list[str]:
-        if not self.config["train"]["enabled"] or not self.train_variants():
+        if not self.train_variants():  # none where train is disabled
             return self.gram_targets()  # only models configured under models:
         for name in self.train_variants():
             self.train_variant(name)  # raises a ConfigError naming the key

@@ -47,26 +47,6 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
-        ) from None
-
-
-def _yaml_strict(text: str, source: str):
-    """The YAML document ``text``; :class:`ConfigError` for a key repeated in one mapping,
-    :class:`yaml.YAMLError` if it does not parse."""
-    loader = _StrictLoader(text)
-    loader.source = source
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
 def _json_strict(text: str, source: str):
     """The JSON document ``text``; :class:`ConfigError` for a key repeated in one object (naming
     it, the file and the line the object opens on); :class:`json.JSONDecodeError` if it is not
@@ -98,13 +78,23 @@ def load_config_strict(path: str | os.PathLike):
     parses as JSON (whatever its name), else as YAML; :class:`ConfigError` for a key repeated in
     one mapping or object (naming it, the file and the line), or a file that is neither."""
     path = Path(path)
-    text = _read(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     try:
         return _json_strict(text, str(path))
     except json.JSONDecodeError:
         pass  # not JSON: YAML, as Snakemake tries next
     try:
-        return _yaml_strict(text, str(path))
+        loader = _StrictLoader(text)  # its reader may refuse the text already
+        loader.source = str(path)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise ConfigError(
             f"{path}: not valid JSON or YAML (as YAML: {exc}). Fix: indent YAML with spaces "
@@ -138,11 +128,9 @@ def load_config(
     configfiles: list[str], *, pipeline: str | os.PathLike = ".", overrides: dict | None = None
 ) -> dict:
     """The validated config (schema defaults filled in, as the Snakefile has it) of a run given
-    ``configfiles`` ([]: the default ``config.yaml``), paths relative to ``pipeline``, and the
-    values its ``--config`` arguments set (``overrides``, merged over the files as Snakemake
-    merges them, before the schema's defaults).
-    :class:`LookupError` naming a file that is not there; :class:`ConfigError` for one that does
-    not parse or fails the schema."""
+    ``configfiles`` ([]: ``config.yaml``) relative to ``pipeline`` and its ``--config`` values
+    (``overrides``, merged over the files as Snakemake merges them). :class:`LookupError` naming
+    a file that is not there; :class:`ConfigError` for one that does not parse or validate."""
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
