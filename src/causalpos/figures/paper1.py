@@ -1,10 +1,9 @@
-"""Figures of paper 1 (Kim et al. 2025): the theory (Fig. 1) and the simulations (Figs. 2, 4, 6, 7, 9, 10).
+"""Figures of paper 1 (Kim et al. 2025): the theory (Fig. 1) and the simulations (Figs. 2, 4, 6,
+7, 9, 10).
 
-Every function saves to every path in ``out_paths`` and returns the numbers it drew (colour limits,
-annotated values), so tests can check a figure against its source. Layers and positions count
-from 0, as in the stores (layer 0 = the first block, the paper's layer 1; position 0 = the first
-token, the paper's position 1); each figure says so. Names shown are the label table's
-(:mod:`causalpos.figures.labels`).
+Every function saves to every path in ``out_paths`` and returns the numbers it drew (colour
+limits, annotated values). Layers and positions count from 0, as in the stores (layer 0 = the
+paper's layer 1; position 0 = its position 1); each figure says so.
 """
 
 from __future__ import annotations
@@ -18,33 +17,19 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 
-from causalpos.figures.common import (
-    DIVERGING,
-    GRID_STYLE,
-    heatmap,
-    quantile_limits,
-    save,
-    suptitle,
-)
-from causalpos.figures.labels import (
-    POSITION_AXIS,
-    setting_name,
-)
+from causalpos.figures.common import DIVERGING, GRID_STYLE, heatmap, quantile_limits, save, suptitle
+from causalpos.figures.labels import INDEXING, POSITION_AXIS, setting_name
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import index_ci, non_relativeness_index, normalize
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
 
-__all__ = ["draw_fig1", "draw_simulation", "raw_limits"]
-
 #: What the panels' "I" is (paper 1 §4): said in every figure that prints it.
 INDEX_NOTE = (
     "I: non-relativeness index of the diagonal-normalized map (0: the map depends on the offset "
     "query − key alone)"
 )
-#: The indexing note of the heat-map figures.
-INDEXING = "layers and positions count from 0 (layer 0 = first block, position 0 = first token)"
 
 
 def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: float) -> list[str]:
@@ -120,9 +105,9 @@ def draw_fig1(
     """
     alpha0 = 0.0
     x = T.equicorrelated_vectors(3, alpha0)
-    cos = np.where(np.tril(np.ones((3, 3), bool)), x @ x.T, np.nan)
-    w_diag, w_off = T.layer1_weights(np.arange(1, 4), alpha0)
     lower = np.tril(np.ones((3, 3), bool))
+    cos = np.where(lower, x @ x.T, np.nan)
+    w_diag, w_off = T.layer1_weights(np.arange(1, 4), alpha0)
     attn = np.where(np.eye(3, dtype=bool), w_diag[:, None], np.where(lower, w_off[:, None], np.nan))
     s2 = T.layer2_matrix(3, alpha0)
 

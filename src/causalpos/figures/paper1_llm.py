@@ -1,8 +1,6 @@
 """Figures of paper 1 (Kim et al. 2025) for pretrained (or any extracted) models: Fig. 5 and
-App. E (paper 1 §6), one row per ``model/dataset/variant`` run.
-
-As :mod:`causalpos.figures.paper1`: every function saves to every path in ``out_paths`` and
-returns the numbers it drew; layers and positions count from 0 (each figure says so).
+App. E (paper 1 §6), one row per ``model/dataset/variant`` run; conventions as
+:mod:`causalpos.figures.paper1`'s.
 """
 
 from __future__ import annotations
@@ -15,26 +13,13 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 
-from causalpos.figures.common import (
-    DIVERGING,
-    GRID_STYLE,
-    heatmap,
-    quantile_limits,
-    save,
-    suptitle,
-)
-from causalpos.figures.labels import (
-    common_part,
-    named,
-    variant_name,
-)
-from causalpos.figures.paper1 import INDEX_NOTE, INDEXING
+from causalpos.figures.common import DIVERGING, GRID_STYLE, heatmap, quantile_limits, save, suptitle
+from causalpos.figures.labels import INDEXING, common_part, named, variant_name
+from causalpos.figures.paper1 import INDEX_NOTE
 from causalpos.paper1.diagonal import non_relativeness_index
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
-
-__all__ = ["draw_llm_appendix", "draw_llm_fig5", "run_names"]
 
 
 def run_names(labels: Sequence[str], names: Mapping[str, str] | None) -> dict[str, list[str]]:

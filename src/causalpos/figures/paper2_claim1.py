@@ -1,15 +1,10 @@
 """Claim 1's headline by layer with its intervals (paper 2: RoPE-trained decoders distinguish
 absolute position in their attention patterns), one panel per (model, dataset) of an experiment.
 
-Each panel pairs two axes on one y scale, its own: the runs' headline per layer (``leakage_layer``)
-and, right of it, the same runs pooled over layers (``leakage_model``) beside each position-free
-control in the model's units (``control_units``), the comparison claim 1's verdict makes
-(the scorecard target ``claim1_logit``, ``causalpos/targets.yaml``). Layer kinds (coordinate
-``layer_kind``) as in :mod:`causalpos.figures.paper2_layers`: titles name them; where a model
-mixes kinds, global layers are shaded, each kind has its marker, and a pooled reading is drawn
-per kind where the summary splits it, else labelled with the kinds it pools. A point whose
-interval is many times wider than the panel's others (an ill-conditioned ratio) does not set the
-scale: it is cut at the edge, and its numbers are written in the panel.
+Each panel pairs two axes on its own y scale: the runs' headline per layer (``leakage_layer``)
+and the same runs pooled over layers (``leakage_model``) beside each position-free control in the
+model's units (``control_units``): the comparison of claim 1's verdict (scorecard target
+``claim1_logit``). Where a model mixes layer kinds, each kind has its marker.
 """
 
 from __future__ import annotations
@@ -52,8 +47,6 @@ from causalpos.models.layer_kinds import GLOBAL, layer_kinds
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
-
-__all__ = ["claim1_by_layer"]
 
 #: Runs of :func:`claim1_by_layer` -> (colour, legend label); claim 1 is the causal run's.
 CLAIM1_RUNS = {
@@ -279,7 +272,7 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
 
 def _pair_grid(slots: Sequence[int]):
     """A panel of two axes (per layer | pooled, one y scale) per entry of ``slots`` (the pooled
-    axes' slots), at most :data:`~causalpos.figures.common.MAX_COLUMNS` a row; a panel alone
+    axes' slots), at most :data:`MAX_COLUMNS` a row; a panel alone
     gets wider per-layer axes. Returns (fig, [(ax, pooled ax)])."""
     n = len(slots)
     ncol = grid_columns(n, MAX_COLUMNS)
@@ -308,18 +301,14 @@ def claim1_by_layer(
     names: Mapping[str, str] | None = None,
     experiment: str | None = None,
 ) -> dict[str, dict[str, object] | None]:
-    """Claim 1's headline by layer with its intervals, one panel per model on its own y scale.
+    """Claim 1's headline of ``runs`` by layer with its intervals, then pooled beside the
+    position-free controls, one panel per model on its own y scale (the caption:
+    workflow/report/paper2_claim1.rst). A point whose interval is many times the others' sets no
+    scale (:func:`ylimits`); every cut point's numbers are written under its panel. ``names``:
+    display names of the ``model/dataset`` keys; ``experiment``: named in the title.
 
-    Per layer: each run's headline (``leakage_layer``) for ``runs``; beside it the same runs
-    pooled over layers (``leakage_model``) and each position-free control in the model's units
-    (``control_units``); what each element shows: the caption, workflow/report/paper2_claim1.rst.
-    A point whose interval is many times the others' sets no scale (:func:`ylimits`); the
-    numbers of every cut point are written in its panel. ``names``: display names of the models
-    and datasets (the ``model/dataset`` keys); ``experiment``: named in the title.
-
-    Returns:
-        model -> :func:`claim1_numbers` plus ``ylim`` (the panel's y limits), as drawn; None for
-        a model without the headline or any of ``runs``.
+    Returns model -> :func:`claim1_numbers` plus ``ylim`` as drawn; None for a model without the
+    headline or any of ``runs``.
     """
     if not summaries:
         raise ValueError("claim1_by_layer: no summaries to plot")

@@ -19,22 +19,13 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 
-from causalpos.figures.common import (
-    GRID_STYLE,
-    ci_text,
-    heatmap,
-    quantile_limits,
-    save,
-    suptitle,
-)
-from causalpos.figures.labels import TRAINED_PREFIX, model_name, named
+from causalpos.figures.common import GRID_STYLE, ci_text, heatmap, quantile_limits, save, suptitle
+from causalpos.figures.labels import INDEXING, TRAINED_PREFIX, model_name, named
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
 
 _COLORS = {"rope": "C0", "nope": "C3", "ntk": "C2", "swa": "C1"}
-#: The indexing note of the training figures.
-INDEXING = "layers and positions count from 0 (layer 0 = first block, position 0 = first token)"
 
 
 def variant_color(name: str, i: int) -> str:

@@ -27,8 +27,8 @@ from causalpos.figures.common import (
     suptitle,
     tick_words,
 )
-from causalpos.figures.labels import LAYER_AXIS
-from causalpos.figures.training import INDEXING, variant_color, variant_label
+from causalpos.figures.labels import INDEXING, LAYER_AXIS
+from causalpos.figures.training import variant_color, variant_label
 from causalpos.stats import ROUNDING, ordered_interval
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
