@@ -250,16 +250,12 @@ def _long(
     if df.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     cols = set(df.columns)
-    triples = []
-    for c in df.columns:
-        base = c.removesuffix("_lo")
-        if c == base or f"{base}_hi" not in cols:
-            continue
-        est = base if base in cols else f"{base}_estimate" if f"{base}_estimate" in cols else None
-        if est is not None:
-            triples.append((base, est))
     frames = []
-    for quantity, est in triples:
+    for c in df.columns:
+        quantity = c.removesuffix("_lo")
+        est = quantity if quantity in cols else f"{quantity}_estimate"
+        if c == quantity or f"{quantity}_hi" not in cols or est not in cols:
+            continue
         verdict = verdicts.get(quantity)
         frames.append(
             pd.DataFrame(

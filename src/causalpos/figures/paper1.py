@@ -92,13 +92,11 @@ def draw_fig1(
     second layer.
 
     Top row (n = 3, α = 0): the first layer's logits (cosines of the inputs) and attention
-    weights, the second layer's logits from the closed form g(i)/(h(i)h(j)) (annotated: the paper
-    prints 0.154, 0.132, 0.150; the closed form gives 0.1535, 0.1321, 0.1508), and the norms
-    h(i) = ‖x_i⁽¹⁾‖ whose decrease makes the second layer's score increase toward the diagonal.
-    Bottom row: the second layer's closed-form map for each α in ``alphas`` at ``n`` positions
-    (diagonal, identically 1, left blank so the off-diagonal structure gets the colour range), and
-    the profiles S(i, j) over keys j for the last query. Positions count from 0 (the paper's
-    i = 1 is position 0).
+    weights, the second layer's logits from the closed form g(i)/(h(i)h(j)) (the paper prints
+    0.154, 0.132, 0.150; the closed form gives 0.1535, 0.1321, 0.1508), and the norms h(i) =
+    ‖x_i⁽¹⁾‖ whose decrease makes the second layer's score increase toward the diagonal. Bottom
+    row: the second layer's map for each α in ``alphas`` at ``n`` positions (the diagonal,
+    identically 1, blank), and the profiles S(i, j) over keys j for the last query.
 
     Returns ``{"layer2_n3": (3, 3) closed-form map, "annotations": [texts of the second layer's
     panel], "clims": {panel title: (vmin, vmax)}}``.
@@ -209,15 +207,13 @@ def draw_simulation(
     """Mean pre-softmax logit maps of simulation stores: one row per setting, one column per layer.
 
     With ``normalized_row`` each setting gets a raw row and a diagonal-normalized row (Figs. 4, 9,
-    10). Each row is labelled by its setting's words (:func:`setting_name`; ``labels``, the
-    settings' names, are returned, not drawn). Raw rows leave the diagonal blank (its logit is
-    the constant :func:`raw_limits` gives, which would take the colour range, as Fig. 1 does) and
-    take their colour limits from the row's off-diagonal cells; normalized rows symmetric limits
-    at the larger magnitude of the 1% / 99% quantiles over the row's layers (one scale per row,
-    so layers compare). Masked cells (above the diagonal when causal) are blank. Normalized panels
-    are titled with the non-relativeness index I of the map and, when the store has
-    ``score_group``, its Monte-Carlo noise floor f (:func:`causalpos.paper1.diagonal.index_ci`;
-    I ≈ f means no detectable non-relative part).
+    10). Rows are labelled by their setting's words (:func:`setting_name`; ``labels`` are
+    returned, not drawn). Raw rows leave the diagonal blank (its constant logit,
+    :func:`raw_limits`, would take the colour range) and take their limits from the row's other
+    cells; normalized rows symmetric limits at the larger magnitude of the 1 % / 99 % quantiles
+    over the row's layers (one scale per row, so layers compare). Normalized panels are titled
+    with the index I and, when the store has ``score_group``, its Monte-Carlo noise floor
+    (:func:`causalpos.paper1.diagonal.index_ci`; I ≈ floor: no detectable non-relative part).
 
     Returns ``{"rows": [{"label", "kind", "vmin", "vmax", "layers", "index", "noise_floor"}, ...]}``
     in drawing order (``index``/``noise_floor``: per-layer lists for normalized rows, else None).
@@ -251,6 +247,7 @@ def draw_simulation(
 def _simulation_row(fig, axes, r: int, row: tuple, n_cols: int) -> dict:
     """Row ``r`` of :func:`draw_simulation`; returns what it drew."""
     ds, label, kind, maps = row
+    index = floor = None
     if kind == "raw":
         off = np.where(np.eye(maps.shape[-1], dtype=bool)[None], np.nan, maps)
         vmin, vmax = quantile_limits(list(off), 0.0, 1.0)
@@ -259,8 +256,6 @@ def _simulation_row(fig, axes, r: int, row: tuple, n_cols: int) -> dict:
         lo, hi = quantile_limits(list(maps))
         vmax = max(abs(lo), abs(hi))
         vmin, cmap, cbar = -vmax, DIVERGING, "diagonal-normalized logit"
-    index = floor = None
-    if kind == "normalized":
         index = non_relativeness_index(maps, normalized=True)
         if "score_group" in ds and ds.sizes.get("group", 0) >= 2:
             groups = ds["score_group"].transpose("group", "layer", "query", "key").values

@@ -70,13 +70,12 @@ def draw_llm_fig5(
     names: Mapping[str, str] | None = None,
 ) -> dict[str, list[float]]:
     """Fig. 5 layout: one row per ``model/dataset/variant`` (``labels``), its first ``n_layers``
-    layers, diagonal-normalized head-averaged maps (``score_normalized_mean``), colour limits at
-    the 1 %/99 % quantiles of the finite values of each row (the attention sink would otherwise
-    flatten the map). Rows are labelled by the display names (``names``: model and dataset
-    names -> display names) of what differs between them; the title names what they share.
+    layers' diagonal-normalized head-averaged maps (``score_normalized_mean``), colour limits at
+    each row's 1 %/99 % quantiles (the attention sink would otherwise flatten the map). Rows are
+    labelled by the display names (``names``) of what differs between them.
 
-    Returns per label the non-relativeness index of each drawn layer, key 0 out
-    (:func:`_fig5_index`), as in ``llm_index.csv``; the maps drawn keep key 0, as the paper's.
+    Returns per label each drawn layer's index with key 0 out (:func:`_fig5_index`), as in
+    ``llm_index.csv``; the maps drawn keep key 0, as the paper's.
     """
     if not stores:
         raise ValueError("draw_llm_fig5: no stores")

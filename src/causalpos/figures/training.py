@@ -1,12 +1,9 @@
 """Figures of the models trained here: loss curves, paper 1 Figs. 3 and 8, loss by position
-(the controlled comparisons with the init twins: :mod:`causalpos.figures.training_compare`).
+(the comparisons with the init twins: :mod:`causalpos.figures.training_compare`).
 
-Functions take the library's data (``causalpos.training.trainlog.read_loss_curve`` output, the
-``gram`` and ``score`` datasets of :mod:`causalpos.paper1.gram`, the dataset of
-:func:`causalpos.training.lengthgen.measure_length_generalization`) and write every path given
-(format from the suffix). Positions and layers count from 0 on the axes and in the titles.
-Variants are named by their positional type (:data:`causalpos.figures.labels.TRAINED`) unless
-``names`` (``trained-<variant>`` -> display name) says otherwise.
+Each writes every path given. Positions and layers count from 0. Variants are named by their
+positional type (:data:`causalpos.figures.labels.TRAINED`) unless ``names`` (``trained-<variant>``
+-> display name) says otherwise.
 """
 
 from __future__ import annotations

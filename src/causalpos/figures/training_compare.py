@@ -2,9 +2,8 @@
 :mod:`causalpos.training.compare`): each variant's index against its init twin's by layer, the
 variants side by side, and their diagonal-normalized maps.
 
-Layers count from 0 on the axes (the index table's ``layer`` column counts from 1: the figure
-draws ``layer − 1``). A panel whose data the config did not compute is left out, and the figure's
-title says what was not run.
+Layers count from 0 on the axes (the index table's ``layer`` counts from 1). A panel whose data
+the config did not compute is left out, and the title says what was not run.
 """
 
 from __future__ import annotations
@@ -238,10 +237,9 @@ def _index_panel(ax, comparison, x: np.ndarray, colors) -> None:
     has_init = _has(comparison, "init_index_mean")
     w = 0.38 if has_init else 0.6
     est, err = _with_err(comparison, "index_mean")
-    ax.bar(
-        x - (w / 2 if has_init else 0.0), est, w, yerr=err, capsize=2, color=colors, label="trained"
-    )
-    _no_interval(ax, x - (w / 2 if has_init else 0.0), est, err)
+    xt = x - (w / 2 if has_init else 0.0)
+    ax.bar(xt, est, w, yerr=err, capsize=2, color=colors, label="trained")
+    _no_interval(ax, xt, est, err)
     if has_init:
         init, ierr = _with_err(comparison, "init_index_mean")
         ax.bar(x + w / 2, init, w, yerr=ierr, capsize=2, color="0.7", label="init twin")
