@@ -102,20 +102,15 @@ def claim1_numbers(
     return {"window": w, "kinds": kinds, "layers": layers, "pooled": pooled, "controls": controls}
 
 
-def _slot_kind(what: str, kinds) -> str:
-    """The layer kind a pooled slot holds (its marker): its kind, or for all layers their one
-    kind ("global" where they mix)."""
-    if what.startswith("all layers"):
-        return str(kinds[0]) if len(set(kinds)) == 1 else GLOBAL
-    return what.split(" ")[1]
-
-
-def _slot_label(what: str, prefix: str, kinds) -> str:
-    """A pooled slot's tick label: ``prefix``, and which layers it pools where the title does not
-    say (per kind; all layers of mixed kinds)."""
+def _slot(what: str, prefix: str, kinds) -> tuple[str, str]:
+    """A pooled slot's layer kind (its marker: for all layers their one kind, "global" where they
+    mix) and tick label (``prefix``, and which layers it pools where the title does not say)."""
     if not what.startswith("all layers"):
-        return f"{prefix}\n{what.split(' ')[1]}"
-    return prefix if len(set(kinds)) == 1 else f"{prefix}\nall kinds"
+        kind = what.split(" ")[1]
+        return kind, f"{prefix}\n{kind}"
+    if len(set(kinds)) == 1:
+        return str(kinds[0]), prefix
+    return GLOBAL, f"{prefix}\nall kinds"
 
 
 def _slots(p: Mapping | None) -> int:
@@ -208,14 +203,6 @@ def _per_layer(ax, layer_ids: np.ndarray, p: Mapping, ylim) -> list[str]:
     return cut
 
 
-def control_label(number: int, run: str, level: float) -> str:
-    """The legend entry of position-free control ``number`` (its ticks read "control <n>")."""
-    return (
-        f"control {number}: {variant_name(run)} (position-free), model's units, pooled "
-        f"({ci_text(level)})"
-    )
-
-
 def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> list[str]:
     """The runs pooled over layers, then each position-free control in the model's units with a
     dotted line at its upper limit (claim 1: the causal run's lower limit must clear it);
@@ -225,22 +212,25 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
     pools = list(dict.fromkeys(what for _, what in p["pooled"]))
     ticks, labels, cut = [], [], []
     for i, what in enumerate(pools):
+        kind, label = _slot(what, "pooled", kinds)
         for k, v in enumerate(runs):
             if (v, what) in p["pooled"]:
                 style = (CLAIM1_RUNS.get(v, ("#7f7f7f",))[0], None)
                 xs = np.array([i + _offsets(len(runs))[k]])
-                got = _points(
-                    ax, xs, p["pooled"][(v, what)][None], [_slot_kind(what, kinds)], style, ylim
-                )
+                got = _points(ax, xs, p["pooled"][(v, what)][None], [kind], style, ylim)
                 cut += [f"{v} pooled {t}" for t in got if t]
         ticks.append(i)
-        labels.append(_slot_label(what, "pooled", kinds))
+        labels.append(label)
     number = {v: i + 1 for i, v in enumerate(colours)}
     for i, ((v, what), vals) in enumerate(p["controls"].items()):
         x = len(pools) + i
         color = colours[v]
-        style = (color, control_label(number[v], v, level))
-        got = _points(ax, np.array([x]), vals[None], [_slot_kind(what, kinds)], style, ylim)
+        kind, label = _slot(what, f"control {number[v]}", kinds)
+        legend = (  # the ticks read "control <n>"
+            f"control {number[v]}: {variant_name(v)} (position-free), model's units, pooled "
+            f"({ci_text(level)})"
+        )
+        got = _points(ax, np.array([x]), vals[None], [kind], (color, legend), ylim)
         cut += [f"control {number[v]} {t}" for t in got if t]
         ax.axhline(
             vals[2],
@@ -250,7 +240,7 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
             label="a control's upper limit (dotted, its colour)",
         )
         ticks.append(x)
-        labels.append(_slot_label(what, f"control {number[v]}", kinds))
+        labels.append(label)
     if not p["controls"]:
         ax.text(
             0.93,

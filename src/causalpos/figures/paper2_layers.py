@@ -148,13 +148,6 @@ def _same_reading(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> f
     return worst if worst <= SAME * scale else None
 
 
-def _conditions(s: xr.Dataset, condition: str | None) -> list[str]:
-    conds = [str(c) for c in s["condition"].values]
-    if condition is None:
-        return conds
-    return [condition] if condition in conds else conds[:1]
-
-
 def _block_rows(s: xr.Dataset, c: str) -> tuple[dict, list[str]]:
     """Row -> (what, curves) of one condition's decomposition, and the notes of what repeats."""
     comp = s["components_layer"].sel(condition=c, window=s["window"].values[0])
@@ -190,7 +183,10 @@ def _layer_blocks(
     reading last, when asked (None: only where the summary has no headline)."""
     blocks: dict[str, tuple[dict, list[str]]] = {}
     if "components_layer" in s:
-        for c in _conditions(s, condition):
+        conds = [str(c) for c in s["condition"].values]
+        if condition is not None:
+            conds = [condition] if condition in conds else conds[:1]
+        for c in conds:
             panels, notes = _block_rows(s, c)
             if panels:
                 blocks[c] = (panels, notes)
@@ -322,17 +318,17 @@ def leakage_by_layer(
     for m, s in summaries.items():
         got = _layer_blocks(s, condition, causal_variant, per_prompt)
         if not got:
-            blocks[m] = (m, "", {}, [])
+            blocks[m] = (m, {}, [])
         for c, (panels, notes) in got.items():
             key = m if len(got) == 1 else f"{m} · {c}"
-            blocks[key] = (m, c, panels, notes)
-    rows = [r for r in ROW_LABELS if any(r in b[2] for b in blocks.values())] or ["headline"]
+            blocks[key] = (m, panels, notes)
+    rows = [r for r in ROW_LABELS if any(r in b[1] for b in blocks.values())] or ["headline"]
     level = float(next(iter(summaries.values())).attrs.get("level", 0.95))
     with plt.rc_context(GRID_STYLE):
         fig, cells = grid_blocks(len(blocks), len(rows))
         shaded, banded, all_kinds, shared = False, False, [], {}
         ncol = grid_columns(len(blocks))
-        for j, (m, _, panels, _) in enumerate(blocks.values()):
+        for j, (m, panels, _) in enumerate(blocks.values()):
             s = summaries[m]
             kinds = np.asarray(layer_kinds(s), dtype=object)
             all_kinds += list(kinds)
@@ -368,7 +364,7 @@ def leakage_by_layer(
                 facecolor="0.5", alpha=0.3, lw=0
             )
         grid_legend(fig, fig.axes, extra)
-        notes = [f"{panel_name[m]}: {n}" for m, _, _, ns in blocks.values() for n in ns]
+        notes = [f"{panel_name[m]}: {n}" for m, _, ns in blocks.values() for n in ns]
         suptitle(
             fig,
             "Paper 2 §3 by layer: the decomposition of the headline",
@@ -378,4 +374,4 @@ def leakage_by_layer(
             + "".join(f"; {n}" for n in notes),
         )
         save(fig, paths)
-    return {k: {r: curves for r, (_, curves) in b[2].items()} for k, b in blocks.items()}
+    return {k: {r: curves for r, (_, curves) in b[1].items()} for k, b in blocks.items()}
