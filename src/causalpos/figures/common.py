@@ -1,8 +1,7 @@
-"""Shared plotting helpers: one text style (:data:`GRID_STYLE`) and one title form for every
-figure (:func:`suptitle`: what it shows, of which model and dataset); heat maps of (query, key)
-maps with masked cells blank; grids of panels legible at page width; each layer's mask kind
-(coordinate ``layer_kind``) in per-layer figures. Layers and positions are 0-indexed, as in the stores
-(:data:`causalpos.figures.labels.LAYER_AXIS`)."""
+"""Shared plotting helpers: one text style (:data:`GRID_STYLE`) and one title form
+(:func:`suptitle`: what it shows, of which model and dataset) for every figure; heat maps of
+(query, key) maps with masked cells blank; grids of panels legible at page width; each layer's
+mask kind (coordinate ``layer_kind``) in per-layer figures. Layers and positions count from 0."""
 
 from __future__ import annotations
 
@@ -211,13 +210,12 @@ def kind_handles(kinds, *, shaded: bool, markers: bool = False) -> dict:
     from matplotlib.patches import Patch
 
     handles = {}
-    order = kind_order(kinds)
     if shaded:
         handles["global layer (grey background)"] = Patch(
             facecolor=GLOBAL_SHADE["color"], edgecolor="0.6"
         )
     if markers:
-        for k in order:
+        for k in kind_order(kinds):
             label = f"{k} layer" if k == GLOBAL else f"{k} layer (window {k[len('sliding') :]})"
             handles[label] = Line2D(
                 [], [], ls="none", marker=kind_marker(k), color="0.3", mfc="white", ms=6

@@ -143,15 +143,14 @@ def common_part(values: Iterable[str]) -> str | None:
 def setting_name(attrs: Mapping) -> str:
     """A simulation setting's words from its store's attrs: α, norm, scaling, RoPE and mask
     ("α = 0.5, LayerNorm, QKᵀ/√d, RoPE θ=10000, bidirectional")."""
-    parts = [f"α = {float(attrs.get('alpha', float('nan'))):g}"]
-    norm = attrs.get("norm", "l2")
     scaling = attrs.get("scaling", "none")
-    parts.append("L2" if norm == "l2" else "LayerNorm")
-    parts.append({"none": "QKᵀ", "sqrt_d": "QKᵀ/√d", "d": "QKᵀ/d"}.get(scaling, str(scaling)))
-    parts.append(
-        f"RoPE θ={float(attrs.get('rope_theta', 10000.0)):g}" if attrs.get("rope") else "no PE"
-    )
-    parts.append("causal" if attrs.get("causal", True) else "bidirectional")
+    parts = [
+        f"α = {float(attrs.get('alpha', float('nan'))):g}",
+        "L2" if attrs.get("norm", "l2") == "l2" else "LayerNorm",
+        {"none": "QKᵀ", "sqrt_d": "QKᵀ/√d", "d": "QKᵀ/d"}.get(scaling, str(scaling)),
+        f"RoPE θ={float(attrs.get('rope_theta', 10000.0)):g}" if attrs.get("rope") else "no PE",
+        "causal" if attrs.get("causal", True) else "bidirectional",
+    ]
     if not attrs.get("residual", True):
         parts.append("no residual")
     return ", ".join(parts)

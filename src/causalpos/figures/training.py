@@ -70,11 +70,9 @@ def draw_loss_curves(
             ax.plot(step[ok], train[ok], color=color, alpha=0.45, lw=0.8, label="train (batch)")
             ok = ~np.isnan(held)
             ax.plot(step[ok], held[ok], color=color, marker="o", ms=3, lw=1.5, label="held-out")
-            base = (
-                unigram_entropy.get(name)
-                if isinstance(unigram_entropy, Mapping)
-                else unigram_entropy
-            )
+            base = unigram_entropy
+            if isinstance(base, Mapping):
+                base = base.get(name)
             if base is not None:
                 ax.axhline(base, color="0.3", ls="--", lw=1, label="unigram entropy (held-out)")
             ax.set_title(variant_label(name, names))
