@@ -134,11 +134,8 @@ def plot_layer_scores(
     model: str | None = None,
 ) -> None:
     """Paper 1 Fig. 8: raw mean pre-softmax scores (``score (layer, query, key)``) of every layer
-    in a grid.
-
-    Each layer gets its own colour limits (1 %/99 % quantiles) unless ``shared_limits``; masked
-    cells are blank. Layers are titled from 0 (the stores' index). ``model``: its display name.
-    """
+    in a grid, each layer on its own colour limits (1 %/99 % quantiles) unless ``shared_limits``.
+    ``model``: its display name."""
     s = ds["score"]
     n_layers = s.sizes["layer"]
     cols = min(6, n_layers)
@@ -198,9 +195,8 @@ def draw_loss_by_position(
 
     ``ds``: output of :func:`causalpos.training.lengthgen.measure_length_generalization`
     (``nll_mean``, ``nll_lo``, ``nll_hi`` over ``(variant, position)``, ``train_context
-    (variant)``). A dotted vertical line marks each variant's training length (targets beyond it
-    are extrapolation). ``smooth`` > 1 averages the curves over that many consecutive positions
-    (display only).
+    (variant)``). A dotted line marks each training length; ``smooth`` > 1 averages the curves
+    over that many consecutive positions (display only).
     """
     conf = ds.attrs.get("confidence", 0.95)
     pos = ds["position"].values

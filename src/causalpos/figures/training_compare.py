@@ -310,8 +310,7 @@ def plot_variant_maps(
 
     ``trained`` / ``init``: variant -> score store with ``score_group_mean``. Each row has its own
     symmetric colour scale (1–99 % quantiles of its panels): the twins' maps are orders of
-    magnitude weaker (their logits are near 0), so a shared scale would show them blank. NaN
-    (masked) cells are blank.
+    magnitude weaker (their logits are near 0), so a shared scale would show them blank.
     """
     from causalpos.paper1.compare import mean_normalized_map
 
