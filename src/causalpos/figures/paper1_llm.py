@@ -48,18 +48,6 @@ def _row_names(labels: Sequence[str], names: Mapping[str, str] | None) -> tuple[
     return rows, subject
 
 
-def _fig5_index(ds: xr.Dataset, n_cols: int) -> np.ndarray:
-    """The index of a normalized store's first ``n_cols`` layers with key 0 out (paper 1 §7: the
-    index of the map of queries and keys >= 1, from the raw ``score_mean_head_avg``)."""
-    if "score_mean_head_avg" not in ds:
-        raise ValueError(
-            "draw_llm_fig5: the normalized store has no 'score_mean_head_avg' (the raw map the "
-            "index without key 0 reads); rerun rule diagonal_normalize"
-        )
-    raw = np.asarray(ds["score_mean_head_avg"].values[:n_cols], dtype=np.float64)
-    return non_relativeness_index(raw[..., 1:, 1:])
-
-
 def draw_llm_fig5(
     stores: Sequence[xr.Dataset],
     labels: Sequence[str],
@@ -74,11 +62,17 @@ def draw_llm_fig5(
     each row's 1 %/99 % quantiles (the attention sink would otherwise flatten the map). Rows are
     labelled by the display names (``names``) of what differs between them.
 
-    Returns per label each drawn layer's index with key 0 out (:func:`_fig5_index`), as in
-    ``llm_index.csv``; the maps drawn keep key 0, as the paper's.
+    Returns per label each drawn layer's index with key 0 out (paper 1 §7: the map of queries
+    and keys >= 1 of the raw ``score_mean_head_avg``), as in ``llm_index.csv``; the maps drawn
+    keep key 0, as the paper's.
     """
     if not stores:
         raise ValueError("draw_llm_fig5: no stores")
+    if any("score_mean_head_avg" not in ds for ds in stores):
+        raise ValueError(
+            "draw_llm_fig5: the normalized store has no 'score_mean_head_avg' (the raw map the "
+            "index without key 0 reads); rerun rule diagonal_normalize"
+        )
     n_cols = min(n_layers, min(ds.sizes["layer"] for ds in stores))
     rows, subject = _row_names(labels, names)
     drawn: dict[str, list[float]] = {}
@@ -94,7 +88,8 @@ def draw_llm_fig5(
             maps = np.asarray(ds["score_normalized_mean"].values[:n_cols], dtype=np.float64)
             lo, hi = quantile_limits(list(maps), *quantiles)
             lim = max(abs(lo), abs(hi))
-            idx = _fig5_index(ds, n_cols)
+            raw = np.asarray(ds["score_mean_head_avg"].values[:n_cols], dtype=np.float64)
+            idx = non_relativeness_index(raw[..., 1:, 1:])
             drawn[label] = [float(x) for x in idx]
             for c in range(n_cols):
                 ax = axes[r, c]

@@ -158,18 +158,6 @@ COMPARISON_PANELS = {
 }
 
 
-def comparison_panels(comparison) -> tuple[list[str], list[str]]:
-    """(the panels :func:`plot_comparison` draws, in order; what it leaves out, with the key that
-    would run it)."""
-    drawn, missing = ["index"], []
-    for name, (col, what, key) in COMPARISON_PANELS.items():
-        if _has(comparison, col):
-            drawn.append(name)
-        else:
-            missing.append(f"{what} ({key})")
-    return drawn, missing
-
-
 def plot_comparison(
     comparison,
     paths: Sequence[str | os.PathLike],
@@ -183,14 +171,19 @@ def plot_comparison(
     columns are empty (the config did not run it) is left out and named in the title.
 
     ``comparison``: the comparison table of :func:`causalpos.training.compare.comparison_tables`.
-    Returns the panels drawn, in order (:func:`comparison_panels`).
+    Returns the panels drawn, in order.
     """
     if comparison.empty:
         raise ValueError("plot_comparison: the comparison table is empty")
     variants = list(comparison["variant"])
     x = np.arange(len(variants))
     colors = [variant_color(v, i) for i, v in enumerate(variants)]
-    drawn, missing = comparison_panels(comparison)
+    drawn = ["index"] + [k for k, (col, _, _) in COMPARISON_PANELS.items() if _has(comparison, col)]
+    missing = [  # with the key that would run it
+        f"{what} ({key})"
+        for col, what, key in COMPARISON_PANELS.values()
+        if not _has(comparison, col)
+    ]
     conf = float(comparison["confidence"].iloc[0]) if "confidence" in comparison else 0.95
     with plt.rc_context(GRID_STYLE):
         fig, axes = plt.subplots(
