@@ -375,14 +375,12 @@ def position0_conditions(
         colour = colours[i % len(colours)]
         marker, ms = STORE_MARKERS[i % len(STORE_MARKERS)]
         legend[panel_name[label]] = Line2D([], [], color=colour, marker=marker, ms=ms)
-        parts = (
-            [
+        parts = [(label, ds, 0)]
+        if "condition" in ds.dims:
+            parts = [
                 (f"{label} · {c}", ds.sel(condition=c), conds.index(str(c)))
                 for c in ds["condition"].values
             ]
-            if "condition" in ds.dims
-            else [(label, ds, 0)]
-        )
         for name, tr, k in parts:
             lines[name] = tr
             display[name] = name.replace(label, panel_name[label], 1)
