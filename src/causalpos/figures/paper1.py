@@ -39,15 +39,8 @@ def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: floa
     for (i, j), v in np.ndenumerate(m):
         if np.isfinite(v):
             txt = fmt.format(v)
-            ax.text(
-                j,
-                i,
-                txt,
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="black" if v > mid else "white",
-            )
+            ink = "black" if v > mid else "white"  # legible on the colour map's light / dark end
+            ax.text(j, i, txt, ha="center", va="center", fontsize=8, color=ink)
             texts.append(txt)
     return texts
 
