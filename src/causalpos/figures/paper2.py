@@ -222,10 +222,8 @@ def head_maps(
         prefix, label = "", "ΔR² of the head's expected map"
     else:
         targets = ("logattn",)
-        est, q = (
-            summary["per_prompt_leakage_head"].sel(stat="estimate"),
-            summary["per_prompt_q_value"],
-        )
+        est = summary["per_prompt_leakage_head"].sel(stat="estimate")
+        q = summary["per_prompt_q_value"]
         prefix, label = "per_prompt/", "ΔR² − null (mean over prompts)"
     got = {
         f"{prefix}{v}/{t}": {
@@ -268,11 +266,10 @@ def head_maps(
         layers = kinds_text(kinds)
         if len(set(kinds)) > 1:
             layers = f"layers: {layers} (G: global, S<W>: sliding window of W)"
-        model, dataset = pair_name(pair, names) if pair else (None, None)
         suptitle(
             fig,
             f"Paper 2 per head: the {'headline' if not prefix else PER_PROMPT}",
-            f"{model} · {dataset}" if pair else None,
+            " · ".join(pair_name(pair, names)) if pair else None,
             f"dots: heads with BH q ≤ {alpha:g}; one colour scale for every panel\n{layers}",
         )
         save(fig, paths)
