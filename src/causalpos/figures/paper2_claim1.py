@@ -328,9 +328,7 @@ def claim1_by_layer(
             ax.set_xlabel(cut_label(LAYER_AXIS, cut))
             if j % ncol == 0:
                 ax.set_ylabel(f"headline ΔR² of the run's\nexpected {target} map")
-        mixed = len(set(all_kinds)) > 1 or any(
-            len(set(p["kinds"])) > 1 for p in got.values() if p is not None
-        )
+        mixed = len(set(all_kinds)) > 1
         drawn = dict.fromkeys(v for p in got.values() if p for v in p["layers"])
         first = {
             CLAIM1_RUNS.get(v, ("", f"{v} run"))[1] + f" ({ci_text(level)})": Line2D(
