@@ -9,6 +9,7 @@ import xarray as xr
 
 from causalpos.catalogue_stores import LEAKAGE_SUMMARY, PER_PROMPT
 from causalpos.figures import paper2 as F
+from causalpos.figures.paper2_layers import CURVES
 from causalpos.paper2 import position0 as P_position0
 from causalpos.paper2.settings import LeakageSettings
 from causalpos.paper2.summary import assemble as L_summary
@@ -89,7 +90,7 @@ def test_leakage_by_layer_draws_the_headline_first_in_one_unit(summary, tmp_path
         drawn = {**got["tiny"][row], **got["tiny"][f"{row}_scale"]}
         # every curve with a number, the position-free control among them (no window edges:
         # this model has no windows)
-        assert set(drawn) == set(F.CURVES) - {"window_edges"}
+        assert set(drawn) == set(CURVES) - {"window_edges"}
         assert set(got["tiny"][f"{row}_scale"]) == {"normaliser"}
         for k, arr in drawn.items():
             np.testing.assert_array_equal(arr, per_layer(comp.sel(landmark=lm, component_full=k)))

@@ -14,19 +14,17 @@ What you call (each resolves on first use, so ``import causalpos`` stays light):
   headline leakage and its decomposition pooled, per layer and per layer kind, with intervals
   and the controls' verdicts, one tidy frame (:func:`causalpos.api.paper2.paper2_leakage`).
 
-Each runs the stage code of the rules (:func:`causalpos.stages.extract.extract_variants`, the
-final stores' :func:`causalpos.stages.extract.as_merged`,
-:func:`causalpos.stages.leakage.summarize_leakage`) and the table builders the rules call, so a
-number is the number the pipeline writes for the same model, prompts and settings. The settings
-are the pipeline's, as frozen dataclasses whose defaults are the config schema's:
+Each runs the rules' stage code (:func:`causalpos.stages.extract.extract_variants`,
+:func:`causalpos.stages.extract.as_merged`, :func:`causalpos.stages.leakage.summarize_leakage`)
+and table builders, so a number is the one the pipeline writes for the same model, prompts and
+settings. The settings are the pipeline's frozen dataclasses, defaults the config schema's:
 :class:`~causalpos.capture.settings.ExtractSettings`,
 :class:`~causalpos.paper1.settings.IndexSettings`,
 :class:`~causalpos.paper2.settings.LeakageSettings`,
 :class:`~causalpos.paper2.settings.LeakageReducerSettings`.
 
-This package sits on top, beside the workflow's scripts: it imports stages and science, and no
-library module imports it (the packages' names above reach it by ``importlib`` at first use, so
-no rule's code fingerprint includes it: no job runs it). Guide: ``docs/api.md``.
+No library module imports this package (the names above reach it by ``importlib`` at first use),
+so no rule's code fingerprint includes it. Guide: ``docs/api.md``.
 """
 
 #: The modules of the API reference (docs/api.md: ``python -m pdoc -d google -o docs/reference``

@@ -250,16 +250,12 @@ def _long(
     if df.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     cols = set(df.columns)
-    triples = []
-    for c in df.columns:
-        base = c.removesuffix("_lo")
-        if c == base or f"{base}_hi" not in cols:
-            continue
-        est = base if base in cols else f"{base}_estimate" if f"{base}_estimate" in cols else None
-        if est is not None:
-            triples.append((base, est))
     frames = []
-    for quantity, est in triples:
+    for c in df.columns:
+        quantity = c.removesuffix("_lo")
+        est = quantity if quantity in cols else f"{quantity}_estimate"
+        if c == quantity or f"{quantity}_hi" not in cols or est not in cols:
+            continue
         verdict = verdicts.get(quantity)
         frames.append(
             pd.DataFrame(
@@ -299,24 +295,7 @@ def _column(df: pd.DataFrame, name: str, default):
 
 def _headline_by_layer(summary: xr.Dataset, kinds: Mapping[int, str]) -> pd.DataFrame:
     """Each run's headline per layer (``leakage_layer``), rows of :data:`COLUMNS`."""
-    import pandas as pd
-
-    da = summary["leakage_layer"]
-    df = da.to_dataset(dim="stat").to_dataframe().reset_index()
-    return pd.DataFrame(
-        {
-            "part": "leakage",
-            "run": df["variant"].astype(str),
-            "window": df["window"].astype(str),
-            "target": df["target"].astype(str),
-            "landmark": "modelled",
-            "scope": "layer",
-            "layer": df["layer"].astype(int),
-            "layer_kind": df["layer"].map(kinds).fillna("").astype(str),
-            "quantity": "leakage",
-            "estimate": df["estimate"].astype(float),
-            "lo": df["lo"].astype(float),
-            "hi": df["hi"].astype(float),
-            "verdict": "",
-        }
-    )[list(COLUMNS)]
+    df = summary["leakage_layer"].to_dataset(dim="stat").to_dataframe().reset_index()
+    df = df.rename(columns={"estimate": "leakage", "lo": "leakage_lo", "hi": "leakage_hi"})
+    df["layer_kind"] = df["layer"].map(kinds).fillna("").astype(str)
+    return _long(df, "leakage", "variant", "layer", {})

@@ -1,8 +1,7 @@
-"""Shared plotting helpers: one text style (:data:`GRID_STYLE`) and one title form for every
-figure (:func:`suptitle`: what it shows, of which model and dataset); heat maps of (query, key)
-maps with masked cells blank; grids of panels legible at page width; each layer's mask kind
-(coordinate ``layer_kind``) in per-layer figures. Layers and positions are 0-indexed, as in the stores
-(:data:`causalpos.figures.labels.LAYER_AXIS`)."""
+"""Shared plotting helpers: one text style (:data:`GRID_STYLE`) and one title form
+(:func:`suptitle`: what it shows, of which model and dataset) for every figure; heat maps of
+(query, key) maps with masked cells blank; grids of panels legible at page width; each layer's
+mask kind (coordinate ``layer_kind``) in per-layer figures. Layers and positions count from 0."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ import numpy as np  # noqa: E402
 
 from causalpos.models.layer_kinds import GLOBAL, is_kind  # noqa: E402
 
-CMAP = "viridis"
 DIVERGING = "RdBu_r"
 
 
@@ -43,7 +41,7 @@ def heatmap(
     *,
     vmin=None,
     vmax=None,
-    cmap=CMAP,
+    cmap="viridis",
     title: str | None = None,
     labels: tuple[str, str] = ("key position", "query position"),
     ticks: int = 4,
@@ -123,11 +121,10 @@ def save(fig, paths: Sequence[str | os.PathLike]) -> None:
     """Save ``fig`` to every path (format from the suffix), cropped to its tight bounding box
     (padded by ``savefig.pad_inches``), creating parents, then close it.
 
-    The layout (a constrained layout, where the figure has one) and the bounding box are computed
-    once, with the Agg renderer at :data:`DPI` (what ``savefig(png, bbox_inches="tight")`` does
-    before drawing), then frozen: each file costs one draw, not a layout, a second draw and a
-    bounding box per format. A PNG is the same file as ``savefig(png, dpi=DPI,
-    bbox_inches="tight")``; a PDF places its artists where the PNG does."""
+    The layout and the bounding box are computed once, with the Agg renderer at :data:`DPI`, then
+    frozen: each file costs one draw, not a layout, a second draw and a bounding box per format.
+    A PNG is the same file as ``savefig(png, dpi=DPI, bbox_inches="tight")``; a PDF places its
+    artists where the PNG does."""
     fig.set_dpi(DPI)
     fig.draw_without_rendering()  # runs the layout engine, at the PNG's dpi and text metrics
     bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(
@@ -168,16 +165,13 @@ def grid_columns(n: int, max_columns: int = MAX_COLUMNS) -> int:
     return -(-n // rows)
 
 
-#: The mask kind of a layer attending to every earlier key (coordinate ``layer_kind``).
-#: Marker of a layer kind in per-layer point plots: a global layer's, and every window's.
-KIND_MARKERS = {GLOBAL: "o", "sliding": "^"}
 #: Background of the global layers where a model mixes kinds.
 GLOBAL_SHADE = {"color": "0.88", "lw": 0, "zorder": 0}
 
 
 def kind_marker(kind: str) -> str:
-    """The marker of a layer kind (:data:`KIND_MARKERS`)."""
-    return KIND_MARKERS[GLOBAL if kind == GLOBAL else "sliding"]
+    """The marker of a layer kind in per-layer point plots: a global layer's, every window's."""
+    return "o" if kind == GLOBAL else "^"
 
 
 def kind_order(kinds) -> list[str]:
@@ -190,7 +184,7 @@ def kind_order(kinds) -> list[str]:
 def kinds_text(kinds) -> str:
     """What a set of layers holds: "30 layers, all global", "15 sliding512 + 3 global"."""
     kinds = list(kinds)
-    counts = [(k, sum(1 for x in kinds if x == k)) for k in kind_order(kinds)]
+    counts = [(k, kinds.count(k)) for k in kind_order(kinds)]
     if len(counts) == 1:
         k, c = counts[0]
         return f"{c} layer{'s' if c != 1 else ''}, all {k}"
@@ -216,13 +210,12 @@ def kind_handles(kinds, *, shaded: bool, markers: bool = False) -> dict:
     from matplotlib.patches import Patch
 
     handles = {}
-    order = kind_order(kinds)
     if shaded:
         handles["global layer (grey background)"] = Patch(
             facecolor=GLOBAL_SHADE["color"], edgecolor="0.6"
         )
     if markers:
-        for k in order:
+        for k in kind_order(kinds):
             label = f"{k} layer" if k == GLOBAL else f"{k} layer (window {k[len('sliding') :]})"
             handles[label] = Line2D(
                 [], [], ls="none", marker=kind_marker(k), color="0.3", mfc="white", ms=6
@@ -252,6 +245,6 @@ def pooled_by_kind(arr, kinds) -> dict:
         return {f"all layers: {kinds_text(kinds)}": arr}
     out = {}
     for k in kind_order(str(v) for v in arr[d].values):
-        n = sum(1 for x in kinds if x == k)
+        n = kinds.count(k)
         out[f"{n} {k} layer{'s' if n != 1 else ''}"] = arr.sel({d: k})
     return out

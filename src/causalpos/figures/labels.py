@@ -1,10 +1,9 @@
-"""What a figure calls the config's names: one table from model, dataset, forward-pass variant and
-simulation-setting names to the words a reader sees, and the figures' indexing convention.
+"""What a figure calls the config's names: model, dataset, forward-pass variant and simulation
+setting names -> the words a reader sees, and the figures' indexing convention.
 
-Standard library only: the config resolver reads it (``Resolved.display_names``: every figure
-rule gets the display names of the models and datasets it draws, ``figures.labels`` overriding
-them), and the figure modules read it. A name the table does not know is shown as it is (a
-user's own model: give it a display name under ``figures.labels``).
+Standard library only: the config resolver reads it (every figure rule gets the display names of
+what it draws, ``figures.labels`` overriding them). A name the table does not know is shown as it
+is (a user's own model: give it a display name under ``figures.labels``).
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ MODELS: dict[str, tuple[str, str | None]] = {
     "qwen2.5-7b": ("Qwen2.5-7B", None),
     "mistral-7b": ("Mistral-7B-v0.1", None),
 }
-#: What a random-init twin's name adds to its model's.
-RANDOM_INIT = "random init"
 #: Positional types of the models trained here (``train.variants``' ``positional``).
 TRAINED = {
     "rope": "RoPE",
@@ -69,6 +66,7 @@ VARIANT_ATOMS = {
     "ring": "ring (no mask, cyclic offsets)",
 }
 #: The figures' indexing convention (the stores'): layers and positions count from 0.
+INDEXING = "layers and positions count from 0 (layer 0 = first block, position 0 = first token)"
 LAYER_AXIS = "layer (0 = first block)"
 POSITION_AXIS = "position (0 = first token)"
 #: Position 0's residual stream by depth: 0 is the embedding, l the output of l blocks.
@@ -91,7 +89,7 @@ def model_name(
         return labels[slug]
     if like is not None:
         base = labels.get(like) or MODELS.get(like, (like, None))[0]
-        return f"{base}, {RANDOM_INIT}"
+        return f"{base}, random init"
     if slug.startswith("trained-"):
         variant = slug.removeprefix("trained-")
         init = variant.endswith("-init")
@@ -145,15 +143,14 @@ def common_part(values: Iterable[str]) -> str | None:
 def setting_name(attrs: Mapping) -> str:
     """A simulation setting's words from its store's attrs: α, norm, scaling, RoPE and mask
     ("α = 0.5, LayerNorm, QKᵀ/√d, RoPE θ=10000, bidirectional")."""
-    parts = [f"α = {float(attrs.get('alpha', float('nan'))):g}"]
-    norm = attrs.get("norm", "l2")
     scaling = attrs.get("scaling", "none")
-    parts.append("L2" if norm == "l2" else "LayerNorm")
-    parts.append({"none": "QKᵀ", "sqrt_d": "QKᵀ/√d", "d": "QKᵀ/d"}.get(scaling, str(scaling)))
-    parts.append(
-        f"RoPE θ={float(attrs.get('rope_theta', 10000.0)):g}" if attrs.get("rope") else "no PE"
-    )
-    parts.append("causal" if attrs.get("causal", True) else "bidirectional")
+    parts = [
+        f"α = {float(attrs.get('alpha', float('nan'))):g}",
+        "L2" if attrs.get("norm", "l2") == "l2" else "LayerNorm",
+        {"none": "QKᵀ", "sqrt_d": "QKᵀ/√d", "d": "QKᵀ/d"}.get(scaling, str(scaling)),
+        f"RoPE θ={float(attrs.get('rope_theta', 10000.0)):g}" if attrs.get("rope") else "no PE",
+        "causal" if attrs.get("causal", True) else "bidirectional",
+    ]
     if not attrs.get("residual", True):
         parts.append("no residual")
     return ", ".join(parts)

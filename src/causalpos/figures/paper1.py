@@ -1,10 +1,9 @@
-"""Figures of paper 1 (Kim et al. 2025): the theory (Fig. 1) and the simulations (Figs. 2, 4, 6, 7, 9, 10).
+"""Figures of paper 1 (Kim et al. 2025): the theory (Fig. 1) and the simulations (Figs. 2, 4, 6,
+7, 9, 10).
 
-Every function saves to every path in ``out_paths`` and returns the numbers it drew (colour limits,
-annotated values), so tests can check a figure against its source. Layers and positions count
-from 0, as in the stores (layer 0 = the first block, the paper's layer 1; position 0 = the first
-token, the paper's position 1); each figure says so. Names shown are the label table's
-(:mod:`causalpos.figures.labels`).
+Every function saves to every path in ``out_paths`` and returns the numbers it drew (colour
+limits, annotated values). Layers and positions count from 0, as in the stores (layer 0 = the
+paper's layer 1; position 0 = its position 1); each figure says so.
 """
 
 from __future__ import annotations
@@ -18,33 +17,19 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 
-from causalpos.figures.common import (
-    DIVERGING,
-    GRID_STYLE,
-    heatmap,
-    quantile_limits,
-    save,
-    suptitle,
-)
-from causalpos.figures.labels import (
-    POSITION_AXIS,
-    setting_name,
-)
+from causalpos.figures.common import DIVERGING, GRID_STYLE, heatmap, quantile_limits, save, suptitle
+from causalpos.figures.labels import INDEXING, POSITION_AXIS, setting_name
 from causalpos.paper1 import theory as T
 from causalpos.paper1.diagonal import index_ci, non_relativeness_index, normalize
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
 
-__all__ = ["draw_fig1", "draw_simulation", "raw_limits"]
-
 #: What the panels' "I" is (paper 1 §4): said in every figure that prints it.
 INDEX_NOTE = (
     "I: non-relativeness index of the diagonal-normalized map (0: the map depends on the offset "
     "query − key alone)"
 )
-#: The indexing note of the heat-map figures.
-INDEXING = "layers and positions count from 0 (layer 0 = first block, position 0 = first token)"
 
 
 def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: float) -> list[str]:
@@ -54,15 +39,8 @@ def _annotate(ax, m: np.ndarray, fmt: str = "{:.3f}", *, vmin: float, vmax: floa
     for (i, j), v in np.ndenumerate(m):
         if np.isfinite(v):
             txt = fmt.format(v)
-            ax.text(
-                j,
-                i,
-                txt,
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="black" if v > mid else "white",
-            )
+            ink = "black" if v > mid else "white"  # legible on the colour map's light / dark end
+            ax.text(j, i, txt, ha="center", va="center", fontsize=8, color=ink)
             texts.append(txt)
     return texts
 
@@ -107,22 +85,20 @@ def draw_fig1(
     second layer.
 
     Top row (n = 3, α = 0): the first layer's logits (cosines of the inputs) and attention
-    weights, the second layer's logits from the closed form g(i)/(h(i)h(j)) (annotated: the paper
-    prints 0.154, 0.132, 0.150; the closed form gives 0.1535, 0.1321, 0.1508), and the norms
-    h(i) = ‖x_i⁽¹⁾‖ whose decrease makes the second layer's score increase toward the diagonal.
-    Bottom row: the second layer's closed-form map for each α in ``alphas`` at ``n`` positions
-    (diagonal, identically 1, left blank so the off-diagonal structure gets the colour range), and
-    the profiles S(i, j) over keys j for the last query. Positions count from 0 (the paper's
-    i = 1 is position 0).
+    weights, the second layer's logits from the closed form g(i)/(h(i)h(j)) (the paper prints
+    0.154, 0.132, 0.150; the closed form gives 0.1535, 0.1321, 0.1508), and the norms h(i) =
+    ‖x_i⁽¹⁾‖ whose decrease makes the second layer's score increase toward the diagonal. Bottom
+    row: the second layer's map for each α in ``alphas`` at ``n`` positions (the diagonal,
+    identically 1, blank), and the profiles S(i, j) over keys j for the last query.
 
     Returns ``{"layer2_n3": (3, 3) closed-form map, "annotations": [texts of the second layer's
     panel], "clims": {panel title: (vmin, vmax)}}``.
     """
     alpha0 = 0.0
     x = T.equicorrelated_vectors(3, alpha0)
-    cos = np.where(np.tril(np.ones((3, 3), bool)), x @ x.T, np.nan)
-    w_diag, w_off = T.layer1_weights(np.arange(1, 4), alpha0)
     lower = np.tril(np.ones((3, 3), bool))
+    cos = np.where(lower, x @ x.T, np.nan)
+    w_diag, w_off = T.layer1_weights(np.arange(1, 4), alpha0)
     attn = np.where(np.eye(3, dtype=bool), w_diag[:, None], np.where(lower, w_off[:, None], np.nan))
     s2 = T.layer2_matrix(3, alpha0)
 
@@ -224,15 +200,13 @@ def draw_simulation(
     """Mean pre-softmax logit maps of simulation stores: one row per setting, one column per layer.
 
     With ``normalized_row`` each setting gets a raw row and a diagonal-normalized row (Figs. 4, 9,
-    10). Each row is labelled by its setting's words (:func:`setting_name`; ``labels``, the
-    settings' names, are returned, not drawn). Raw rows leave the diagonal blank (its logit is
-    the constant :func:`raw_limits` gives, which would take the colour range, as Fig. 1 does) and
-    take their colour limits from the row's off-diagonal cells; normalized rows symmetric limits
-    at the larger magnitude of the 1% / 99% quantiles over the row's layers (one scale per row,
-    so layers compare). Masked cells (above the diagonal when causal) are blank. Normalized panels
-    are titled with the non-relativeness index I of the map and, when the store has
-    ``score_group``, its Monte-Carlo noise floor f (:func:`causalpos.paper1.diagonal.index_ci`;
-    I ≈ f means no detectable non-relative part).
+    10). Rows are labelled by their setting's words (:func:`setting_name`; ``labels`` are
+    returned, not drawn). Raw rows leave the diagonal blank (its constant logit,
+    :func:`raw_limits`, would take the colour range) and take their limits from the row's other
+    cells; normalized rows symmetric limits at the larger magnitude of the 1 % / 99 % quantiles
+    over the row's layers (one scale per row, so layers compare). Normalized panels are titled
+    with the index I and, when the store has ``score_group``, its Monte-Carlo noise floor
+    (:func:`causalpos.paper1.diagonal.index_ci`; I ≈ floor: no detectable non-relative part).
 
     Returns ``{"rows": [{"label", "kind", "vmin", "vmax", "layers", "index", "noise_floor"}, ...]}``
     in drawing order (``index``/``noise_floor``: per-layer lists for normalized rows, else None).
@@ -266,6 +240,7 @@ def draw_simulation(
 def _simulation_row(fig, axes, r: int, row: tuple, n_cols: int) -> dict:
     """Row ``r`` of :func:`draw_simulation`; returns what it drew."""
     ds, label, kind, maps = row
+    index = floor = None
     if kind == "raw":
         off = np.where(np.eye(maps.shape[-1], dtype=bool)[None], np.nan, maps)
         vmin, vmax = quantile_limits(list(off), 0.0, 1.0)
@@ -274,8 +249,6 @@ def _simulation_row(fig, axes, r: int, row: tuple, n_cols: int) -> dict:
         lo, hi = quantile_limits(list(maps))
         vmax = max(abs(lo), abs(hi))
         vmin, cmap, cbar = -vmax, DIVERGING, "diagonal-normalized logit"
-    index = floor = None
-    if kind == "normalized":
         index = non_relativeness_index(maps, normalized=True)
         if "score_group" in ds and ds.sizes.get("group", 0) >= 2:
             groups = ds["score_group"].transpose("group", "layer", "query", "key").values

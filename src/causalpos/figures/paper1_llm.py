@@ -1,8 +1,6 @@
 """Figures of paper 1 (Kim et al. 2025) for pretrained (or any extracted) models: Fig. 5 and
-App. E (paper 1 §6), one row per ``model/dataset/variant`` run.
-
-As :mod:`causalpos.figures.paper1`: every function saves to every path in ``out_paths`` and
-returns the numbers it drew; layers and positions count from 0 (each figure says so).
+App. E (paper 1 §6), one row per ``model/dataset/variant`` run; conventions as
+:mod:`causalpos.figures.paper1`'s.
 """
 
 from __future__ import annotations
@@ -15,26 +13,13 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 
-from causalpos.figures.common import (
-    DIVERGING,
-    GRID_STYLE,
-    heatmap,
-    quantile_limits,
-    save,
-    suptitle,
-)
-from causalpos.figures.labels import (
-    common_part,
-    named,
-    variant_name,
-)
-from causalpos.figures.paper1 import INDEX_NOTE, INDEXING
+from causalpos.figures.common import DIVERGING, GRID_STYLE, heatmap, quantile_limits, save, suptitle
+from causalpos.figures.labels import INDEXING, common_part, named, variant_name
+from causalpos.figures.paper1 import INDEX_NOTE
 from causalpos.paper1.diagonal import non_relativeness_index
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
-
-__all__ = ["draw_llm_appendix", "draw_llm_fig5", "run_names"]
 
 
 def run_names(labels: Sequence[str], names: Mapping[str, str] | None) -> dict[str, list[str]]:
@@ -63,18 +48,6 @@ def _row_names(labels: Sequence[str], names: Mapping[str, str] | None) -> tuple[
     return rows, subject
 
 
-def _fig5_index(ds: xr.Dataset, n_cols: int) -> np.ndarray:
-    """The index of a normalized store's first ``n_cols`` layers with key 0 out (paper 1 §7: the
-    index of the map of queries and keys >= 1, from the raw ``score_mean_head_avg``)."""
-    if "score_mean_head_avg" not in ds:
-        raise ValueError(
-            "draw_llm_fig5: the normalized store has no 'score_mean_head_avg' (the raw map the "
-            "index without key 0 reads); rerun rule diagonal_normalize"
-        )
-    raw = np.asarray(ds["score_mean_head_avg"].values[:n_cols], dtype=np.float64)
-    return non_relativeness_index(raw[..., 1:, 1:])
-
-
 def draw_llm_fig5(
     stores: Sequence[xr.Dataset],
     labels: Sequence[str],
@@ -85,16 +58,21 @@ def draw_llm_fig5(
     names: Mapping[str, str] | None = None,
 ) -> dict[str, list[float]]:
     """Fig. 5 layout: one row per ``model/dataset/variant`` (``labels``), its first ``n_layers``
-    layers, diagonal-normalized head-averaged maps (``score_normalized_mean``), colour limits at
-    the 1 %/99 % quantiles of the finite values of each row (the attention sink would otherwise
-    flatten the map). Rows are labelled by the display names (``names``: model and dataset
-    names -> display names) of what differs between them; the title names what they share.
+    layers' diagonal-normalized head-averaged maps (``score_normalized_mean``), colour limits at
+    each row's 1 %/99 % quantiles (the attention sink would otherwise flatten the map). Rows are
+    labelled by the display names (``names``) of what differs between them.
 
-    Returns per label the non-relativeness index of each drawn layer, key 0 out
-    (:func:`_fig5_index`), as in ``llm_index.csv``; the maps drawn keep key 0, as the paper's.
+    Returns per label each drawn layer's index with key 0 out (paper 1 §7: the map of queries
+    and keys >= 1 of the raw ``score_mean_head_avg``), as in ``llm_index.csv``; the maps drawn
+    keep key 0, as the paper's.
     """
     if not stores:
         raise ValueError("draw_llm_fig5: no stores")
+    if any("score_mean_head_avg" not in ds for ds in stores):
+        raise ValueError(
+            "draw_llm_fig5: the normalized store has no 'score_mean_head_avg' (the raw map the "
+            "index without key 0 reads); rerun rule diagonal_normalize"
+        )
     n_cols = min(n_layers, min(ds.sizes["layer"] for ds in stores))
     rows, subject = _row_names(labels, names)
     drawn: dict[str, list[float]] = {}
@@ -110,7 +88,8 @@ def draw_llm_fig5(
             maps = np.asarray(ds["score_normalized_mean"].values[:n_cols], dtype=np.float64)
             lo, hi = quantile_limits(list(maps), *quantiles)
             lim = max(abs(lo), abs(hi))
-            idx = _fig5_index(ds, n_cols)
+            raw = np.asarray(ds["score_mean_head_avg"].values[:n_cols], dtype=np.float64)
+            idx = non_relativeness_index(raw[..., 1:, 1:])
             drawn[label] = [float(x) for x in idx]
             for c in range(n_cols):
                 ax = axes[r, c]

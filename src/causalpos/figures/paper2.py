@@ -1,16 +1,10 @@
-"""Figures of paper 2 (Ruscio et al. 2026): leakage by layer, component shares, head maps, position 0.
+"""Figures of paper 2 (Ruscio et al. 2026): component shares, head maps, position 0 (the
+per-layer figures: :mod:`causalpos.figures.paper2_layers`, :mod:`causalpos.figures.paper2_claim1`).
 
-Every function draws from a :func:`causalpos.paper2.summary.assemble.leakage_summary` dataset (or a
-:func:`causalpos.paper2.position0.trajectory` dataset), saves to every path in ``paths`` and
-returns the numbers it plotted, so tests can check the figure against the summary. Layers count
-from 0, as in the stores; the figures say so on their axes (:data:`causalpos.figures.labels.
-LAYER_AXIS`). Each title names the experiment (or the pair), its models and datasets by their
-display names (``names``).
-
-The leakage figures draw the headline reading (:mod:`causalpos.paper2.summary.headline`: the content-free
-ΔR² of the expected map, and paper 2 §3 in one unit, :mod:`causalpos.paper2.decomposition`). The
-per-prompt reading reads token content as position and fails its negative control; where it is
-drawn at all it comes last and says so (:data:`PER_PROMPT`).
+Each draws from a :func:`causalpos.paper2.summary.assemble.leakage_summary` dataset (or a
+:func:`causalpos.paper2.position0.trajectory` one), saves to every path in ``paths`` and returns
+what it plotted. Layers count from 0. The headline reading comes first; the per-prompt reading
+reads token content as position, so where drawn at all it comes last and says so.
 """
 
 from __future__ import annotations
@@ -36,31 +30,19 @@ from causalpos.figures.common import (
     tick_words,
 )
 from causalpos.figures.labels import DEPTH_AXIS, LAYER_AXIS, pair_name, variant_name
-from causalpos.figures.paper2_claim1 import CLAIM1_RUNS, claim1_by_layer  # noqa: F401
-from causalpos.figures.paper2_layers import (  # noqa: F401  (re-exported)
-    CURVES,
-    LAYER_ROWS,
+from causalpos.figures.paper2_claim1 import claim1_by_layer  # noqa: F401  (rule plot_paper2)
+from causalpos.figures.paper2_layers import (
     NO_HEADLINE,
     PER_PROMPT,
-    PER_PROMPT_CURVES,
-    leakage_by_layer,
+    leakage_by_layer,  # noqa: F401  (rule plot_paper2)
+    note,
     subject_of,
 )
-from causalpos.figures.paper2_layers import note as _note
-from causalpos.models.layer_kinds import layer_kinds
+from causalpos.models.layer_kinds import GLOBAL, layer_kinds
 from causalpos.paper2.labels import MEASURED, token0_status
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
-
-__all__ = [
-    "leakage_by_layer",
-    "claim1_by_layer",
-    "component_shares",
-    "head_maps",
-    "position0_std",
-    "position0_conditions",
-]
 
 #: The causal-mask share's readings: (landmark, component of ``components``, label). The
 #: last is paper 2's reconstructed reading, the one its 64–82 % is compared with.
@@ -132,18 +114,14 @@ def component_shares(
     names: Mapping[str, str] | None = None,
     experiment: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """The causal-mask share (Eq. 5) per (model, condition) on the headline, four readings
-    side by side (:data:`SHARE_READINGS`: both landmark readings × the artefact-free residual
-    stream and paper 2's), with CIs; paper 2's 0.64–0.82 as a band (the axis reads fractions of
-    the total). The summary's first window. The shares pool over layers: per layer kind where
-    the summary splits them (a dim of layer kinds), else, for a model that mixes kinds, the tick
-    says what they pool. Where token 0 is not fixed the readings on the ablation's logits (the
-    mask-free route) are not applicable: NaN, not drawn, said on the tick. ``names``: display names of the models and datasets (the
-    ``model/dataset`` keys); ``experiment``: named in the title.
+    """The causal-mask share (Eq. 5) per (model, condition) on the headline, the four
+    :data:`SHARE_READINGS` side by side with CIs, paper 2's 0.64–0.82 as a band; the summary's
+    first window, pooled over layers (per layer kind where the summary splits them). Where token
+    0 is not fixed the readings on the ablation's logits are not applicable: NaN, said on the
+    tick. ``names``: display names of the ``model/dataset`` keys; ``experiment``: in the title.
 
-    Returns:
-        ``"model/condition"`` (``"model/condition/kind"`` per layer kind) -> ``(len(
-        SHARE_READINGS), 3)`` (estimate, lo, hi) as plotted.
+    Returns ``"model/condition"`` (``"model/condition/kind"`` per layer kind) -> ``(len(
+    SHARE_READINGS), 3)`` (estimate, lo, hi) as plotted.
     """
     subject, panel_name = subject_of(list(summaries), names, experiment)
     groups = _share_groups(summaries, conditions, panel_name)
@@ -154,7 +132,7 @@ def component_shares(
         ax.axhspan(*PAPER2_SHARE, color="0.85", lw=0, label=PAPER2_SHARE_LABEL)
         title = "Paper 2 Eq. 5: the causal mask's share of the total, pooled over layers"
         if not groups:
-            _note(ax, "no decomposition on the headline in these summaries\n" + NO_HEADLINE)
+            note(ax, "no decomposition on the headline in these summaries\n" + NO_HEADLINE)
             suptitle(fig, title, subject)
             save(fig, paths)
             return {}
@@ -165,9 +143,7 @@ def component_shares(
             face = color if lm == "modelled" else "white"
             x = np.arange(len(groups)) + offsets[k]
             v = np.array([g[k] for _, g in groups.values()])
-            ax.vlines(
-                x, np.clip(v[:, 1], lo_lim, hi_lim), np.clip(v[:, 2], lo_lim, hi_lim), color=color
-            )
+            ax.vlines(x, *np.clip(v[:, 1:].T, lo_lim, hi_lim), color=color)
             est = np.clip(v[:, 0], lo_lim, hi_lim)
             ax.plot(x, est, ls="none", marker=marker, mfc=face, mec=color, ms=6, label=label)
             for xi, e in zip(x, v[:, 0]):
@@ -191,34 +167,25 @@ def component_shares(
     return {key: g for key, (_, g) in groups.items()}
 
 
-TARGET_LABELS = {"logit": "logits", "logattn": "log-attention"}
-
-
-def _kind_abbr(kind: str) -> str:
-    """A layer kind on a tick: "G" (global), "S512" (sliding window of 512)."""
-    return "G" if kind == "global" else "S" + kind[len("sliding") :]
-
-
-def _head_panel(ax, m: Mapping[str, np.ndarray], run: tuple[str, str], lim: float, summary):
+def _head_panel(ax, m: Mapping[str, np.ndarray], run: tuple[str, str], lim: float, ticks):
     """One (variant, target) panel of :func:`head_maps`: the map on the shared scale, its marked
-    heads dotted, each layer's kind on its tick where they mix."""
+    heads dotted; ``ticks``: each layer's tick with its kind (None: the plain layer ticks)."""
     v, t = run
+    target = {"logit": "logits", "logattn": "log-attention"}.get(t, t)
     im = heatmap(
         ax,
         m["estimate"],
         vmin=-lim,
         vmax=lim,
         cmap=DIVERGING,
-        title=f"{variant_name(v)}\n{TARGET_LABELS.get(t, t)}",
+        title=f"{variant_name(v)}\n{target}",
         labels=("head (0 = first)", LAYER_AXIS),
         ticks=6,
     )
     li, hi_ = np.nonzero(m["marked"])
     ax.scatter(hi_, li, s=6, c="k", marker="o")
-    kinds = np.asarray(layer_kinds(summary), dtype=object)
-    if len(set(kinds)) > 1:  # each layer's kind on its tick
-        ticks = [f"{layer} {_kind_abbr(k)}" for layer, k in zip(summary["layer"].values, kinds)]
-        ax.set_yticks(np.arange(len(kinds)), ticks, fontsize=7)
+    if ticks is not None:
+        ax.set_yticks(np.arange(len(ticks)), ticks, fontsize=7)
     return im
 
 
@@ -232,19 +199,15 @@ def head_maps(
     pair: str | None = None,
     names: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
-    """(layer × head) maps of the headline per head (``leakage_head``: each head's expected-map ΔR²,
-    the summary's first window), one panel per (target, variant) side by side (two rows of
-    targets where there are more than four); dots mark heads with BH q ≤ α (``q_value``,
-    sign-flip test). One colour scale for every panel (one unit: ΔR²). The title names the
-    ``pair`` (``model/dataset``, by its display names in ``names``) and the layers' kinds; where
-    they mix, each layer's tick carries its kind.
+    """(layer × head) maps of the headline per head (``leakage_head``, expected-map ΔR², the
+    summary's first window), one panel per (target, variant), two rows of targets beyond four
+    panels, one colour scale; dots mark heads with BH q ≤ α (``q_value``, sign-flip test). The
+    title names ``pair`` (``model/dataset``, display names ``names``) and the layers' kinds.
+    Without the headline: a note, then the per-prompt reading (``per_prompt_leakage_head``,
+    ``per_prompt_q_value`` of the permutation test).
 
-    A summary without the headline draws a note first, then the per-prompt reading
-    (``per_prompt_leakage_head``, ``per_prompt_q_value`` of the permutation test), labelled as such.
-
-    Returns:
-        ``"variant/target"`` (``"per_prompt/variant/target"`` for the per-prompt reading) ->
-        ``{"estimate": (layer, head), "marked": (layer, head) bool}`` as drawn.
+    Returns ``"variant/target"`` (``"per_prompt/variant/target"``) -> ``{"estimate": (layer,
+    head), "marked": (layer, head) bool}`` as drawn.
     """
     alpha = float(summary.attrs.get("alpha", 0.05)) if alpha is None else alpha
     variants = [v for v in variants if v in summary["variant"].values]
@@ -259,10 +222,8 @@ def head_maps(
         prefix, label = "", "ΔR² of the head's expected map"
     else:
         targets = ("logattn",)
-        est, q = (
-            summary["per_prompt_leakage_head"].sel(stat="estimate"),
-            summary["per_prompt_q_value"],
-        )
+        est = summary["per_prompt_leakage_head"].sel(stat="estimate")
+        q = summary["per_prompt_q_value"]
         prefix, label = "per_prompt/", "ΔR² − null (mean over prompts)"
     got = {
         f"{prefix}{v}/{t}": {
@@ -274,6 +235,10 @@ def head_maps(
     }
     nl, nh = next(iter(got.values()))["estimate"].shape
     kinds = np.asarray(layer_kinds(summary), dtype=object)
+    ticks = None
+    if len(set(kinds)) > 1:  # each layer's kind on its tick: "3 G" (global), "4 S512" (window)
+        abbr = ["G" if k == GLOBAL else "S" + k[len("sliding") :] for k in kinds]
+        ticks = [f"{layer} {a}" for layer, a in zip(summary["layer"].values, abbr)]
     panels = [(t, v) for t in targets for v in variants]
     nrow = 1 if len(panels) + bool(prefix) <= 4 else len(targets)
     ncol = -(-(len(panels) + bool(prefix)) // nrow)
@@ -288,24 +253,23 @@ def head_maps(
         )
         cells = list(axes.ravel())
         if prefix:
-            _note(cells[0], NO_HEADLINE + f"\n\nnext: {PER_PROMPT}")
+            note(cells[0], NO_HEADLINE + f"\n\nnext: {PER_PROMPT}")
             cells[0].set_axis_off()
             cells = cells[1:]
         for ax in cells[len(panels) :]:
             ax.remove()
         for ax, (t, v) in zip(cells, panels):
-            im = _head_panel(ax, got[f"{prefix}{v}/{t}"], (v, t), lim, summary)
+            im = _head_panel(ax, got[f"{prefix}{v}/{t}"], (v, t), lim, ticks)
             if list(axes.ravel()).index(ax) % ncol:  # the layer axis named in the first column
                 ax.set_ylabel("")
         fig.colorbar(im, ax=cells[: len(panels)], shrink=0.9, label=label)
         layers = kinds_text(kinds)
         if len(set(kinds)) > 1:
             layers = f"layers: {layers} (G: global, S<W>: sliding window of W)"
-        model, dataset = pair_name(pair, names) if pair else (None, None)
         suptitle(
             fig,
             f"Paper 2 per head: the {'headline' if not prefix else PER_PROMPT}",
-            f"{model} · {dataset}" if pair else None,
+            " · ".join(pair_name(pair, names)) if pair else None,
             f"dots: heads with BH q ≤ {alpha:g}; one colour scale for every panel\n{layers}",
         )
         save(fig, paths)
@@ -343,17 +307,12 @@ def position0_std(
     display: Mapping[str, str] | None = None,
 ) -> dict[str, np.ndarray]:
     """Cross-prompt spread of the position-0 residual stream by depth (0: the embedding), one
-    line per condition.
+    line per condition, on a symmetric-log y axis (a fixed-BOS causal model's exact zeros show
+    beside positive spreads). ``styles``: label -> the line's keyword arguments; ``legend``:
+    label -> handle (instead of one entry per line); ``title``: (what, subject); ``display``:
+    label -> its words where identical lines are named in the title.
 
-    A symmetric-log y axis keeps the exact zeros of a fixed-BOS causal model visible next to the
-    positive spreads of bidirectional or varying-token-0 runs. ``styles``: label -> the line's
-    keyword arguments; ``legend``: label -> handle, drawn right of the axes instead of one entry
-    per line; ``title``: (what, subject) of the figure's title; ``display``: label -> its words
-    where lines coincide. Lines that are identical are named below the axes (they are drawn
-    on top of each other, each marker smaller than the last).
-
-    Returns:
-        label -> ``(layer,)`` values of ``var`` as plotted.
+    Returns label -> ``(layer,)`` values of ``var`` as plotted.
     """
     with plt.rc_context(GRID_STYLE):
         fig, ax = plt.subplots(figsize=(8.0, 4.2), layout="constrained")
@@ -393,11 +352,9 @@ def position0_conditions(
     names: Mapping[str, str] | None = None,
     experiment: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """:func:`position0_std` of position-0 stores with a ``condition`` dim (one line per store and
-    condition, labelled ``"<store label> · <condition>"``): a colour and a marker per store
-    (:data:`STORE_MARKERS`), a line style per condition (:data:`CONDITION_STYLES`), one legend
-    entry for each; the stores' ``model/dataset`` labels shown by their display names
-    (``names``)."""
+    """:func:`position0_std` of position-0 stores with a ``condition`` dim, a line per store and
+    condition (``"<store label> · <condition>"``): a colour and marker per store, a line style per
+    condition, one legend entry each; ``names``: display names of the ``model/dataset`` labels."""
     from matplotlib.lines import Line2D
 
     lines, styles, legend, display = {}, {}, {}, {}
@@ -415,14 +372,12 @@ def position0_conditions(
         colour = colours[i % len(colours)]
         marker, ms = STORE_MARKERS[i % len(STORE_MARKERS)]
         legend[panel_name[label]] = Line2D([], [], color=colour, marker=marker, ms=ms)
-        parts = (
-            [
+        parts = [(label, ds, 0)]
+        if "condition" in ds.dims:
+            parts = [
                 (f"{label} · {c}", ds.sel(condition=c), conds.index(str(c)))
                 for c in ds["condition"].values
             ]
-            if "condition" in ds.dims
-            else [(label, ds, 0)]
-        )
         for name, tr, k in parts:
             lines[name] = tr
             display[name] = name.replace(label, panel_name[label], 1)

@@ -1,15 +1,10 @@
 """Claim 1's headline by layer with its intervals (paper 2: RoPE-trained decoders distinguish
 absolute position in their attention patterns), one panel per (model, dataset) of an experiment.
 
-Each panel pairs two axes on one y scale, its own: the runs' headline per layer (``leakage_layer``)
-and, right of it, the same runs pooled over layers (``leakage_model``) beside each position-free
-control in the model's units (``control_units``), the comparison claim 1's verdict makes
-(the scorecard target ``claim1_logit``, ``causalpos/targets.yaml``). Layer kinds (coordinate
-``layer_kind``) as in :mod:`causalpos.figures.paper2_layers`: titles name them; where a model
-mixes kinds, global layers are shaded, each kind has its marker, and a pooled reading is drawn
-per kind where the summary splits it, else labelled with the kinds it pools. A point whose
-interval is many times wider than the panel's others (an ill-conditioned ratio) does not set the
-scale: it is cut at the edge, and its numbers are written in the panel.
+Each panel pairs two axes on its own y scale: the runs' headline per layer (``leakage_layer``)
+and the same runs pooled over layers (``leakage_model``) beside each position-free control in the
+model's units (``control_units``): the comparison of claim 1's verdict (scorecard target
+``claim1_logit``). Where a model mixes layer kinds, each kind has its marker.
 """
 
 from __future__ import annotations
@@ -52,8 +47,6 @@ from causalpos.models.layer_kinds import GLOBAL, layer_kinds
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
-
-__all__ = ["claim1_by_layer"]
 
 #: Runs of :func:`claim1_by_layer` -> (colour, legend label); claim 1 is the causal run's.
 CLAIM1_RUNS = {
@@ -109,20 +102,15 @@ def claim1_numbers(
     return {"window": w, "kinds": kinds, "layers": layers, "pooled": pooled, "controls": controls}
 
 
-def _slot_kind(what: str, kinds) -> str:
-    """The layer kind a pooled slot holds (its marker): its kind, or for all layers their one
-    kind ("global" where they mix)."""
-    if what.startswith("all layers"):
-        return str(kinds[0]) if len(set(kinds)) == 1 else GLOBAL
-    return what.split(" ")[1]
-
-
-def _slot_label(what: str, prefix: str, kinds) -> str:
-    """A pooled slot's tick label: ``prefix``, and which layers it pools where the title does not
-    say (per kind; all layers of mixed kinds)."""
+def _slot(what: str, prefix: str, kinds) -> tuple[str, str]:
+    """A pooled slot's layer kind (its marker: for all layers their one kind, "global" where they
+    mix) and tick label (``prefix``, and which layers it pools where the title does not say)."""
     if not what.startswith("all layers"):
-        return f"{prefix}\n{what.split(' ')[1]}"
-    return prefix if len(set(kinds)) == 1 else f"{prefix}\nall kinds"
+        kind = what.split(" ")[1]
+        return kind, f"{prefix}\n{kind}"
+    if len(set(kinds)) == 1:
+        return str(kinds[0]), prefix
+    return GLOBAL, f"{prefix}\nall kinds"
 
 
 def _slots(p: Mapping | None) -> int:
@@ -215,14 +203,6 @@ def _per_layer(ax, layer_ids: np.ndarray, p: Mapping, ylim) -> list[str]:
     return cut
 
 
-def control_label(number: int, run: str, level: float) -> str:
-    """The legend entry of position-free control ``number`` (its ticks read "control <n>")."""
-    return (
-        f"control {number}: {variant_name(run)} (position-free), model's units, pooled "
-        f"({ci_text(level)})"
-    )
-
-
 def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> list[str]:
     """The runs pooled over layers, then each position-free control in the model's units with a
     dotted line at its upper limit (claim 1: the causal run's lower limit must clear it);
@@ -232,22 +212,25 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
     pools = list(dict.fromkeys(what for _, what in p["pooled"]))
     ticks, labels, cut = [], [], []
     for i, what in enumerate(pools):
+        kind, label = _slot(what, "pooled", kinds)
         for k, v in enumerate(runs):
             if (v, what) in p["pooled"]:
                 style = (CLAIM1_RUNS.get(v, ("#7f7f7f",))[0], None)
                 xs = np.array([i + _offsets(len(runs))[k]])
-                got = _points(
-                    ax, xs, p["pooled"][(v, what)][None], [_slot_kind(what, kinds)], style, ylim
-                )
+                got = _points(ax, xs, p["pooled"][(v, what)][None], [kind], style, ylim)
                 cut += [f"{v} pooled {t}" for t in got if t]
         ticks.append(i)
-        labels.append(_slot_label(what, "pooled", kinds))
+        labels.append(label)
     number = {v: i + 1 for i, v in enumerate(colours)}
     for i, ((v, what), vals) in enumerate(p["controls"].items()):
         x = len(pools) + i
         color = colours[v]
-        style = (color, control_label(number[v], v, level))
-        got = _points(ax, np.array([x]), vals[None], [_slot_kind(what, kinds)], style, ylim)
+        kind, label = _slot(what, f"control {number[v]}", kinds)
+        legend = (  # the ticks read "control <n>"
+            f"control {number[v]}: {variant_name(v)} (position-free), model's units, pooled "
+            f"({ci_text(level)})"
+        )
+        got = _points(ax, np.array([x]), vals[None], [kind], (color, legend), ylim)
         cut += [f"control {number[v]} {t}" for t in got if t]
         ax.axhline(
             vals[2],
@@ -257,7 +240,7 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
             label="a control's upper limit (dotted, its colour)",
         )
         ticks.append(x)
-        labels.append(_slot_label(what, f"control {number[v]}", kinds))
+        labels.append(label)
     if not p["controls"]:
         ax.text(
             0.93,
@@ -279,7 +262,7 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
 
 def _pair_grid(slots: Sequence[int]):
     """A panel of two axes (per layer | pooled, one y scale) per entry of ``slots`` (the pooled
-    axes' slots), at most :data:`~causalpos.figures.common.MAX_COLUMNS` a row; a panel alone
+    axes' slots), at most :data:`MAX_COLUMNS` a row; a panel alone
     gets wider per-layer axes. Returns (fig, [(ax, pooled ax)])."""
     n = len(slots)
     ncol = grid_columns(n, MAX_COLUMNS)
@@ -308,18 +291,14 @@ def claim1_by_layer(
     names: Mapping[str, str] | None = None,
     experiment: str | None = None,
 ) -> dict[str, dict[str, object] | None]:
-    """Claim 1's headline by layer with its intervals, one panel per model on its own y scale.
+    """Claim 1's headline of ``runs`` by layer with its intervals, then pooled beside the
+    position-free controls, one panel per model on its own y scale (the caption:
+    workflow/report/paper2_claim1.rst). A point whose interval is many times the others' sets no
+    scale (:func:`ylimits`); every cut point's numbers are written under its panel. ``names``:
+    display names of the ``model/dataset`` keys; ``experiment``: named in the title.
 
-    Per layer: each run's headline (``leakage_layer``) for ``runs``; beside it the same runs
-    pooled over layers (``leakage_model``) and each position-free control in the model's units
-    (``control_units``); what each element shows: the caption, workflow/report/paper2_claim1.rst.
-    A point whose interval is many times the others' sets no scale (:func:`ylimits`); the
-    numbers of every cut point are written in its panel. ``names``: display names of the models
-    and datasets (the ``model/dataset`` keys); ``experiment``: named in the title.
-
-    Returns:
-        model -> :func:`claim1_numbers` plus ``ylim`` (the panel's y limits), as drawn; None for
-        a model without the headline or any of ``runs``.
+    Returns model -> :func:`claim1_numbers` plus ``ylim`` as drawn; None for a model without the
+    headline or any of ``runs``.
     """
     if not summaries:
         raise ValueError("claim1_by_layer: no summaries to plot")
@@ -349,9 +328,7 @@ def claim1_by_layer(
             ax.set_xlabel(cut_label(LAYER_AXIS, cut))
             if j % ncol == 0:
                 ax.set_ylabel(f"headline ΔR² of the run's\nexpected {target} map")
-        mixed = len(set(all_kinds)) > 1 or any(
-            len(set(p["kinds"])) > 1 for p in got.values() if p is not None
-        )
+        mixed = len(set(all_kinds)) > 1
         drawn = dict.fromkeys(v for p in got.values() if p for v in p["layers"])
         first = {
             CLAIM1_RUNS.get(v, ("", f"{v} run"))[1] + f" ({ci_text(level)})": Line2D(

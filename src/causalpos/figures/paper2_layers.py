@@ -1,15 +1,11 @@
 """Per-layer figures of paper 2: §3's components by layer (:func:`leakage_by_layer`), and the grid
-of panels both per-layer figures use (claim 1's: :mod:`causalpos.figures.paper2_claim1`).
+of panels the per-layer figures share (claim 1's: :mod:`causalpos.figures.paper2_claim1`).
 
 One block of panels per (model, dataset) and decomposed condition, each model on its own y scale
-(a random twin's 0.8 does not flatten its trained model's 0.03), in a grid of at most
-:data:`~causalpos.figures.common.MAX_COLUMNS` columns with :data:`~causalpos.figures.common.
-GRID_STYLE`'s text sizes, one legend below the grid. A reading whose size dwarfs the
-decomposition's own curves is drawn in a row of its own, on its own scale; a reading that repeats
-another (the key-0 column counted where it reads as the headline) is said, not drawn. Each
-layer's mask kind (the summary's coordinate ``layer_kind``; absent: every layer global) is named
-in each panel's title and, where a model mixes kinds, marked: its global layers on a grey
-background and, in the point plots, by marker shape. Layers count from 0, as in the stores.
+(a random twin's 0.8 does not flatten its trained model's 0.03). A reading that dwarfs the
+decomposition's own curves gets a row on its own scale; one that repeats another (key 0 counted
+reading as the headline) is said, not drawn. Where a model mixes layer kinds, its global layers
+are shaded.
 """
 
 from __future__ import annotations
@@ -39,8 +35,6 @@ from causalpos.paper2.labels import MEASURED, token0_status
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
-
-__all__ = ["leakage_by_layer"]
 
 STAT3 = ["estimate", "lo", "hi"]
 #: Curves of the headline's per-layer panels (one unit): component of ``components_layer``
@@ -97,16 +91,8 @@ PER_PROMPT_CURVES = {
     "logit": ("#2ca02c", "-", 1.5, 0.18, "per-prompt: logit (causal)"),
 }
 PER_PROMPT = "per-prompt reading (reads content as position)"
-#: Rows of each block in :func:`leakage_by_layer`, top to bottom: the headline first; a
-#: ``*_scale`` row holds its reading's curves that dwarf the rest.
-LAYER_ROWS = {
-    "headline": "headline: key-0 column modelled",
-    "headline_scale": "headline: readings on their own scale",
-    "counted": "key-0 column counted (paper 2's fit)",
-    "counted_scale": "key-0 column counted: readings on their own scale",
-    "per_prompt": PER_PROMPT,
-}
-#: y labels of those rows (the first column of each).
+#: Rows of each block in :func:`leakage_by_layer`, top to bottom, and their y labels (the first
+#: column's): a ``*_scale`` row holds its reading's curves that dwarf the rest.
 ROW_LABELS = {
     "headline": "headline\n(key 0 modelled)",
     "headline_scale": "headline, own scale\n(key 0 modelled)",
@@ -127,8 +113,8 @@ WIDE_PANEL = 5.2
 
 
 def rows_of(arr: xr.DataArray) -> np.ndarray:
-    """``(layer, 3)`` estimate, lo, hi of a per-layer variable."""
-    return arr.transpose("layer", "stat").sel(stat=STAT3).values
+    """``(..., 3)`` estimate, lo, hi of a variable with a ``stat`` dim (``(layer, 3)`` per layer)."""
+    return arr.transpose(..., "stat").sel(stat=STAT3).values
 
 
 def note(ax, text: str) -> None:
@@ -162,13 +148,6 @@ def _same_reading(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> f
     return worst if worst <= SAME * scale else None
 
 
-def _conditions(s: xr.Dataset, condition: str | None) -> list[str]:
-    conds = [str(c) for c in s["condition"].values]
-    if condition is None:
-        return conds
-    return [condition] if condition in conds else conds[:1]
-
-
 def _block_rows(s: xr.Dataset, c: str) -> tuple[dict, list[str]]:
     """Row -> (what, curves) of one condition's decomposition, and the notes of what repeats."""
     comp = s["components_layer"].sel(condition=c, window=s["window"].values[0])
@@ -198,14 +177,16 @@ def _block_rows(s: xr.Dataset, c: str) -> tuple[dict, list[str]]:
 def _layer_blocks(
     s: xr.Dataset, condition: str | None, causal_variant: str, per_prompt: bool | None
 ) -> dict[str, tuple[dict, list[str]]]:
-    """Block key (the condition, or "" for an undecomposed summary) -> (row -> (what the panel
-    shows, curves), notes) of one summary: the headline's components on both landmark readings
-    (``components_layer``, the summary's first window) per condition; the causal run's
-    headline (``leakage_layer``) where nothing is decomposed; the per-prompt reading last, when asked
-    (None: only where the summary has no headline)."""
+    """Block key (the condition, "" undecomposed) -> (row -> (what the panel shows, curves),
+    notes) of one summary: per condition the headline's components (``components_layer``, first
+    window); where nothing is decomposed the causal run's ``leakage_layer``; the per-prompt
+    reading last, when asked (None: only where the summary has no headline)."""
     blocks: dict[str, tuple[dict, list[str]]] = {}
     if "components_layer" in s:
-        for c in _conditions(s, condition):
+        conds = [str(c) for c in s["condition"].values]
+        if condition is not None:
+            conds = [condition] if condition in conds else conds[:1]
+        for c in conds:
             panels, notes = _block_rows(s, c)
             if panels:
                 blocks[c] = (panels, notes)
@@ -234,7 +215,7 @@ def _layer_blocks(
     return blocks
 
 
-def _draw(ax, x, curves: Mapping[str, np.ndarray], styles: Mapping[str, tuple]) -> bool:
+def draw_curves(ax, x, curves: Mapping[str, np.ndarray], styles: Mapping[str, tuple]) -> bool:
     """The curves with their bands; True where a band was drawn."""
     banded = False
     for k, arr in curves.items():
@@ -317,22 +298,18 @@ def leakage_by_layer(
     names: Mapping[str, str] | None = None,
     experiment: str | None = None,
 ) -> dict[str, dict[str, dict[str, np.ndarray]]]:
-    """Paper 2 §3 per layer on the headline, in one unit: one block of panels per (model,
-    condition), each model on its own y scale (the rows of its decomposition share it).
+    """Paper 2 §3 per layer on the headline, in one unit: a block of panels per (model,
+    condition), each model on its own y scale (its decomposition's rows share it).
 
-    A block's rows (:data:`LAYER_ROWS`; what each draws: the caption,
-    workflow/report/paper2_layers.rst): the headline's components (``components_layer``), then the
-    same on the key-0 column counted unless it repeats the headline (:data:`SAME`); a reading that
-    dwarfs the core curves (:func:`split_scales`) gets a row of its own scale; a summary with no
-    ablation run draws its causal run's ``leakage_layer``. The per-prompt reading, when drawn
-    (``per_prompt``; None: only for a summary without a headline), is the last row, on its own
-    scale. ``names``: display names of the models and datasets (the ``model/dataset`` keys);
-    ``experiment``: named in the title.
+    Rows (:data:`ROW_LABELS`; the caption: workflow/report/paper2_layers.rst): the headline's
+    components (``components_layer``), the same on key 0 counted unless it repeats the headline
+    (:data:`SAME`), a row on its own scale for a reading that dwarfs the core curves
+    (:func:`split_scales`); without an ablation run, the causal run's ``leakage_layer``; the
+    per-prompt reading last (``per_prompt``; None: only without a headline). ``names``: display
+    names of the ``model/dataset`` keys; ``experiment``: named in the title.
 
-    Returns:
-        block -> row -> curve -> ``(layer, 3)`` (estimate, lo, hi) as plotted, rows in drawing
-        order (top first); a block is ``"model/dataset"``, with ``" · condition"`` where the
-        summary has several decomposed conditions.
+    Returns block (``"model/dataset"``, ``" · condition"`` where several are decomposed) -> row
+    -> curve -> ``(layer, 3)`` (estimate, lo, hi) as plotted, rows top first.
     """
     if not summaries:
         raise ValueError("leakage_by_layer: no summaries to plot")
@@ -341,17 +318,17 @@ def leakage_by_layer(
     for m, s in summaries.items():
         got = _layer_blocks(s, condition, causal_variant, per_prompt)
         if not got:
-            blocks[m] = (m, "", {}, [])
+            blocks[m] = (m, {}, [])
         for c, (panels, notes) in got.items():
             key = m if len(got) == 1 else f"{m} · {c}"
-            blocks[key] = (m, c, panels, notes)
-    rows = [r for r in LAYER_ROWS if any(r in b[2] for b in blocks.values())] or ["headline"]
+            blocks[key] = (m, panels, notes)
+    rows = [r for r in ROW_LABELS if any(r in b[1] for b in blocks.values())] or ["headline"]
     level = float(next(iter(summaries.values())).attrs.get("level", 0.95))
     with plt.rc_context(GRID_STYLE):
         fig, cells = grid_blocks(len(blocks), len(rows))
         shaded, banded, all_kinds, shared = False, False, [], {}
         ncol = grid_columns(len(blocks))
-        for j, (m, _, panels, _) in enumerate(blocks.values()):
+        for j, (m, panels, _) in enumerate(blocks.values()):
             s = summaries[m]
             kinds = np.asarray(layer_kinds(s), dtype=object)
             all_kinds += list(kinds)
@@ -369,7 +346,7 @@ def leakage_by_layer(
                         shared[m] = ax
                 shaded |= shade_global_layers(ax, s["layer"].values, kinds)
                 styles = PER_PROMPT_CURVES if row == "per_prompt" else CURVES
-                banded |= _draw(ax, s["layer"].values, curves, styles)
+                banded |= draw_curves(ax, s["layer"].values, curves, styles)
                 ax.axhline(0.0, color="0.6", lw=0.8)
                 ax.set_title(
                     panel_title(
@@ -387,7 +364,7 @@ def leakage_by_layer(
                 facecolor="0.5", alpha=0.3, lw=0
             )
         grid_legend(fig, fig.axes, extra)
-        notes = [f"{panel_name[m]}: {n}" for m, _, _, ns in blocks.values() for n in ns]
+        notes = [f"{panel_name[m]}: {n}" for m, _, ns in blocks.values() for n in ns]
         suptitle(
             fig,
             "Paper 2 §3 by layer: the decomposition of the headline",
@@ -397,4 +374,4 @@ def leakage_by_layer(
             + "".join(f"; {n}" for n in notes),
         )
         save(fig, paths)
-    return {k: {r: curves for r, (_, curves) in b[2].items()} for k, b in blocks.items()}
+    return {k: {r: curves for r, (_, curves) in b[1].items()} for k, b in blocks.items()}

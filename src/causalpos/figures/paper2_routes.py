@@ -1,13 +1,12 @@
 """Paper 2 §3's three routes by layer (:func:`routes_by_layer`): the direct causal mask (the causal
 run's normaliser with its cross term), the indirect causal mask (causal minus ring logits) and the
-mask-free position (the ring's logits), which add up to the total (each route holds its cross
-terms; :mod:`causalpos.paper2.decomposition`).
+mask-free position (the ring's logits), which add up to the total
+(:mod:`causalpos.paper2.decomposition`).
 
-What is drawn is the summary's cells the tables print (``decomposition_components_by_layer``,
-``..._by_kind`` and ``decomposition_components``); a route the tables mark "not applicable"
-(:func:`causalpos.paper2.labels.token0_status`) is said in its panel, not drawn as 0. Condition
-``rope`` (else the summary's first), the summary's first window; the panels: the caption,
-workflow/report/paper2_routes.rst.
+It draws the cells the tables print (``decomposition_components_by_layer``, ``..._by_kind``,
+``decomposition_components``) of condition ``rope`` (else the first) and the first window; a
+route the tables mark "not applicable" (:func:`causalpos.paper2.labels.token0_status`) is said,
+not drawn as 0. The panels: the caption, workflow/report/paper2_routes.rst.
 """
 
 from __future__ import annotations
@@ -33,11 +32,14 @@ from causalpos.figures.common import (
     suptitle,
 )
 from causalpos.figures.labels import LAYER_AXIS
+from causalpos.figures.paper2 import PAPER2_SHARE, SHARE_LIMITS
 from causalpos.figures.paper2_layers import (
+    draw_curves,
     grid_blocks,
     grid_legend,
     note,
     panel_title,
+    rows_of,
     subject_of,
 )
 from causalpos.models.layer_kinds import layer_kinds
@@ -45,8 +47,6 @@ from causalpos.paper2.labels import MEASURED, token0_status
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
-
-__all__ = ["routes_by_layer"]
 
 #: The curves of the per-layer rows: column of the components tables -> (colour, line style,
 #: line width, CI band opacity, label).
@@ -79,72 +79,45 @@ ROW_LABELS = {
     "counted": "ΔSS, key 0 counted",
     "pooled": "share of the total",
 }
-#: Paper 2's causal-mask shares (Llama-3.2 3B, 1B), a band on the pooled row.
-PAPER2_SHARE = (0.64, 0.82)
+#: The band of paper 2's causal-mask shares (:data:`causalpos.figures.paper2.PAPER2_SHARE`).
 PAPER2_BAND = "#fdd9a0"
-#: y range of the pooled shares (a share of a total near 0 is unbounded): points beyond it are
-#: drawn at its edge, with their value.
-SHARE_LIMITS = (-1.0, 2.0)
-STAT3 = ("estimate", "lo", "hi")
 NOT_DECOMPOSED = "no ring run in this summary:\nthe routes are not decomposed"
-
-
-def _stat3(arr: xr.DataArray) -> np.ndarray:
-    """``(..., 3)`` estimate, lo, hi."""
-    return np.moveaxis(arr.sel(stat=list(STAT3)).values, arr.dims.index("stat"), -1)
-
-
-def _condition(s: xr.Dataset) -> str:
-    conds = [str(c) for c in s["condition"].values]
-    return "rope" if "rope" in conds else conds[0]
 
 
 def route_rows(summary: xr.Dataset) -> dict | None:
     """What :func:`routes_by_layer` draws of one summary: ``{"condition", "status" (the mask-free
-    route's, as the tables say it: measured, or why not applicable), "layers", "kinds",
-    "modelled" / "counted": route -> (layer, 3), "pooled": pool label -> share column -> (3,)}``
-    (estimate, lo, hi; the cells of ``decomposition_components_by_layer``, ``..._by_kind`` and
-    ``decomposition_components``); a route or share that is not applicable is left out. None
-    where the summary has no decomposition (no ring run)."""
+    route's, as the tables say it), "layers", "kinds", "modelled" / "counted": route -> (layer,
+    3), "pooled": pool label -> share column -> (3,)}`` (estimate, lo, hi), a route or share not
+    applicable left out; None without a decomposition (no ring run)."""
     if "components_layer" not in summary:
         return None
-    cond = _condition(summary)
+    conds = [str(c) for c in summary["condition"].values]
+    cond = "rope" if "rope" in conds else conds[0]
     at = {"condition": cond, "window": str(summary["window"].values[0])}
     _, status = token0_status(summary.attrs)
     skip = () if status == MEASURED else MASK_FREE
     kinds = np.asarray(layer_kinds(summary), dtype=object)
     out: dict = {"condition": cond, "status": status, "kinds": kinds}
     out["layers"] = summary["layer"].values.astype(int)
-    layer = (
-        summary["components_layer"].sel(at).transpose("landmark", "layer", "component_full", "stat")
-    )
+    layer = summary["components_layer"].sel(at)
     for lm in LANDMARK_ROWS:
         out[lm] = {
-            k: _stat3(layer.sel(landmark=lm, component_full=k)) for k in ROUTES if k not in skip
+            k: rows_of(layer.sel(landmark=lm, component_full=k)) for k in ROUTES if k not in skip
         }
     pools = {"all layers": summary["components"].sel(at)}
     order = kind_order(kinds)
     if len(order) > 1 and "components_kind" in summary:
+        by_kind = summary["components_kind"].sel(at)
         for k in order:
-            by_kind = summary["components_kind"].sel(at)
             pools[f"{int((kinds == k).sum())} {k}"] = by_kind.sel(layer_kind_name=k)
     out["pooled"] = {
         f"{pool}\nkey 0 {lm}": {
-            k: _stat3(x.sel(landmark=lm, component_full=k)) for k in SHARES if k not in skip
+            k: rows_of(x.sel(landmark=lm, component_full=k)) for k in SHARES if k not in skip
         }
         for lm in LANDMARK_ROWS
         for pool, x in pools.items()
     }
     return out
-
-
-def _draw_layers(ax, layers, curves: Mapping[str, np.ndarray]) -> None:
-    for k, arr in curves.items():
-        color, ls, lw, alpha, label = ROUTES[k]
-        ax.plot(layers, arr[:, 0], color=color, ls=ls, lw=lw, label=label)
-        if np.isfinite(arr[:, 1:]).any():
-            ax.fill_between(layers, arr[:, 1], arr[:, 2], color=color, alpha=alpha, lw=0)
-    ax.axhline(0.0, color="0.6", lw=0.8)
 
 
 def _draw_pooled(ax, pooled: Mapping[str, Mapping[str, np.ndarray]]) -> None:
@@ -171,7 +144,7 @@ def _draw_pooled(ax, pooled: Mapping[str, Mapping[str, np.ndarray]]) -> None:
     ax.set_ylim(lo_lim - 0.1, hi_lim + 0.1)
 
 
-def _block(cells, m: str, got: dict | None, name: str, first_column: bool) -> bool:
+def _block(cells, got: dict | None, name: str, first_column: bool) -> bool:
     """One block's panels; True where it shaded global layers."""
     if got is None:
         for ax in cells:
@@ -180,14 +153,12 @@ def _block(cells, m: str, got: dict | None, name: str, first_column: bool) -> bo
         return False
     shaded = False
     na = "" if got["status"] == MEASURED else "mask-free route: n/a (token 0 not fixed)"
-    shared = None
     for ax, lm in zip(cells, LANDMARK_ROWS):
         shaded |= shade_global_layers(ax, got["layers"], got["kinds"])
-        _draw_layers(ax, got["layers"], got[lm])
-        if shared is None:
-            shared = ax
-        else:
-            ax.sharey(shared)
+        draw_curves(ax, got["layers"], got[lm], ROUTES)
+        ax.axhline(0.0, color="0.6", lw=0.8)
+        if ax is not cells[0]:
+            ax.sharey(cells[0])
         parts = (LANDMARK_ROWS[lm], kinds_text(got["kinds"])) + ((na,) if na else ())
         ax.set_title(panel_title(name, *parts))
         integer_ticks(ax, 6, axis="x")
@@ -195,8 +166,8 @@ def _block(cells, m: str, got: dict | None, name: str, first_column: bool) -> bo
     _draw_pooled(cells[2], got["pooled"])
     cells[2].set_title(panel_title(name, f"pooled, condition {got['condition']}"))
     if first_column:
-        for ax, row in zip(cells, ROW_LABELS):
-            ax.set_ylabel(ROW_LABELS[row])
+        for ax, label in zip(cells, ROW_LABELS.values()):
+            ax.set_ylabel(label)
     return shaded
 
 
@@ -207,13 +178,9 @@ def routes_by_layer(
     names: Mapping[str, str] | None = None,
     experiment: str | None = None,
 ) -> dict[str, dict | None]:
-    """The three routes of §3 per layer and their pooled shares, one block of three panels per
-    summary (``"model/dataset"`` keys; ``names``: their display names; ``experiment``: named in
-    the title); a summary without a ring run is said, not drawn.
-
-    Returns:
-        ``"model/dataset"`` -> :func:`route_rows` (what was drawn), None where not decomposed.
-    """
+    """The three routes of §3 per layer and their pooled shares, a block of three panels per
+    summary (``"model/dataset"`` keys; ``names``: their display names; ``experiment``: in the
+    title); a summary without a ring run is said, not drawn. Returns key -> :func:`route_rows`."""
     if not summaries:
         raise ValueError("routes_by_layer: no summaries to plot")
     subject, panel_name = subject_of(list(summaries), names, experiment)
@@ -224,7 +191,7 @@ def routes_by_layer(
         ncol = grid_columns(len(got))
         shaded, all_kinds = False, []
         for j, (m, g) in enumerate(got.items()):
-            shaded |= _block(cells[j], m, g, panel_name[m].replace(" · ", "\n"), j % ncol == 0)
+            shaded |= _block(cells[j], g, panel_name[m].replace(" · ", "\n"), j % ncol == 0)
             if g is not None:
                 all_kinds += list(g["kinds"])
         extra = kind_handles(all_kinds, shaded=shaded)

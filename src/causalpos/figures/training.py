@@ -1,12 +1,9 @@
 """Figures of the models trained here: loss curves, paper 1 Figs. 3 and 8, loss by position
-(the controlled comparisons with the init twins: :mod:`causalpos.figures.training_compare`).
+(the comparisons with the init twins: :mod:`causalpos.figures.training_compare`).
 
-Functions take the library's data (``causalpos.training.trainlog.read_loss_curve`` output, the
-``gram`` and ``score`` datasets of :mod:`causalpos.paper1.gram`, the dataset of
-:func:`causalpos.training.lengthgen.measure_length_generalization`) and write every path given
-(format from the suffix). Positions and layers count from 0 on the axes and in the titles.
-Variants are named by their positional type (:data:`causalpos.figures.labels.TRAINED`) unless
-``names`` (``trained-<variant>`` -> display name) says otherwise.
+Each writes every path given. Positions and layers count from 0. Variants are named by their
+positional type (:data:`causalpos.figures.labels.TRAINED`) unless ``names`` (``trained-<variant>``
+-> display name) says otherwise.
 """
 
 from __future__ import annotations
@@ -19,22 +16,13 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 
-from causalpos.figures.common import (
-    GRID_STYLE,
-    ci_text,
-    heatmap,
-    quantile_limits,
-    save,
-    suptitle,
-)
-from causalpos.figures.labels import TRAINED_PREFIX, model_name, named
+from causalpos.figures.common import GRID_STYLE, ci_text, heatmap, quantile_limits, save, suptitle
+from causalpos.figures.labels import INDEXING, TRAINED_PREFIX, model_name, named
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
     import xarray as xr
 
 _COLORS = {"rope": "C0", "nope": "C3", "ntk": "C2", "swa": "C1"}
-#: The indexing note of the training figures.
-INDEXING = "layers and positions count from 0 (layer 0 = first block, position 0 = first token)"
 
 
 def variant_color(name: str, i: int) -> str:
@@ -82,11 +70,9 @@ def draw_loss_curves(
             ax.plot(step[ok], train[ok], color=color, alpha=0.45, lw=0.8, label="train (batch)")
             ok = ~np.isnan(held)
             ax.plot(step[ok], held[ok], color=color, marker="o", ms=3, lw=1.5, label="held-out")
-            base = (
-                unigram_entropy.get(name)
-                if isinstance(unigram_entropy, Mapping)
-                else unigram_entropy
-            )
+            base = unigram_entropy
+            if isinstance(base, Mapping):
+                base = base.get(name)
             if base is not None:
                 ax.axhline(base, color="0.3", ls="--", lw=1, label="unigram entropy (held-out)")
             ax.set_title(variant_label(name, names))
@@ -148,11 +134,8 @@ def plot_layer_scores(
     model: str | None = None,
 ) -> None:
     """Paper 1 Fig. 8: raw mean pre-softmax scores (``score (layer, query, key)``) of every layer
-    in a grid.
-
-    Each layer gets its own colour limits (1 %/99 % quantiles) unless ``shared_limits``; masked
-    cells are blank. Layers are titled from 0 (the stores' index). ``model``: its display name.
-    """
+    in a grid, each layer on its own colour limits (1 %/99 % quantiles) unless ``shared_limits``.
+    ``model``: its display name."""
     s = ds["score"]
     n_layers = s.sizes["layer"]
     cols = min(6, n_layers)
@@ -212,9 +195,8 @@ def draw_loss_by_position(
 
     ``ds``: output of :func:`causalpos.training.lengthgen.measure_length_generalization`
     (``nll_mean``, ``nll_lo``, ``nll_hi`` over ``(variant, position)``, ``train_context
-    (variant)``). A dotted vertical line marks each variant's training length (targets beyond it
-    are extrapolation). ``smooth`` > 1 averages the curves over that many consecutive positions
-    (display only).
+    (variant)``). A dotted line marks each training length; ``smooth`` > 1 averages the curves
+    over that many consecutive positions (display only).
     """
     conf = ds.attrs.get("confidence", 0.95)
     pos = ds["position"].values

@@ -2,9 +2,8 @@
 :mod:`causalpos.training.compare`): each variant's index against its init twin's by layer, the
 variants side by side, and their diagonal-normalized maps.
 
-Layers count from 0 on the axes (the index table's ``layer`` column counts from 1: the figure
-draws ``layer − 1``). A panel whose data the config did not compute is left out, and the figure's
-title says what was not run.
+Layers count from 0 on the axes (the index table's ``layer`` counts from 1). A panel whose data
+the config did not compute is left out, and the title says what was not run.
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ from causalpos.figures.common import (
     suptitle,
     tick_words,
 )
-from causalpos.figures.labels import LAYER_AXIS
-from causalpos.figures.training import INDEXING, variant_color, variant_label
+from causalpos.figures.labels import INDEXING, LAYER_AXIS
+from causalpos.figures.training import variant_color, variant_label
 from causalpos.stats import ROUNDING, ordered_interval
 
 if TYPE_CHECKING:  # annotations only: the stores come opened
@@ -159,18 +158,6 @@ COMPARISON_PANELS = {
 }
 
 
-def comparison_panels(comparison) -> tuple[list[str], list[str]]:
-    """(the panels :func:`plot_comparison` draws, in order; what it leaves out, with the key that
-    would run it)."""
-    drawn, missing = ["index"], []
-    for name, (col, what, key) in COMPARISON_PANELS.items():
-        if _has(comparison, col):
-            drawn.append(name)
-        else:
-            missing.append(f"{what} ({key})")
-    return drawn, missing
-
-
 def plot_comparison(
     comparison,
     paths: Sequence[str | os.PathLike],
@@ -184,14 +171,19 @@ def plot_comparison(
     columns are empty (the config did not run it) is left out and named in the title.
 
     ``comparison``: the comparison table of :func:`causalpos.training.compare.comparison_tables`.
-    Returns the panels drawn, in order (:func:`comparison_panels`).
+    Returns the panels drawn, in order.
     """
     if comparison.empty:
         raise ValueError("plot_comparison: the comparison table is empty")
     variants = list(comparison["variant"])
     x = np.arange(len(variants))
     colors = [variant_color(v, i) for i, v in enumerate(variants)]
-    drawn, missing = comparison_panels(comparison)
+    drawn = ["index"] + [k for k, (col, _, _) in COMPARISON_PANELS.items() if _has(comparison, col)]
+    missing = [  # with the key that would run it
+        f"{what} ({key})"
+        for col, what, key in COMPARISON_PANELS.values()
+        if not _has(comparison, col)
+    ]
     conf = float(comparison["confidence"].iloc[0]) if "confidence" in comparison else 0.95
     with plt.rc_context(GRID_STYLE):
         fig, axes = plt.subplots(
@@ -238,10 +230,9 @@ def _index_panel(ax, comparison, x: np.ndarray, colors) -> None:
     has_init = _has(comparison, "init_index_mean")
     w = 0.38 if has_init else 0.6
     est, err = _with_err(comparison, "index_mean")
-    ax.bar(
-        x - (w / 2 if has_init else 0.0), est, w, yerr=err, capsize=2, color=colors, label="trained"
-    )
-    _no_interval(ax, x - (w / 2 if has_init else 0.0), est, err)
+    xt = x - (w / 2 if has_init else 0.0)
+    ax.bar(xt, est, w, yerr=err, capsize=2, color=colors, label="trained")
+    _no_interval(ax, xt, est, err)
     if has_init:
         init, ierr = _with_err(comparison, "init_index_mean")
         ax.bar(x + w / 2, init, w, yerr=ierr, capsize=2, color="0.7", label="init twin")
@@ -312,8 +303,7 @@ def plot_variant_maps(
 
     ``trained`` / ``init``: variant -> score store with ``score_group_mean``. Each row has its own
     symmetric colour scale (1–99 % quantiles of its panels): the twins' maps are orders of
-    magnitude weaker (their logits are near 0), so a shared scale would show them blank. NaN
-    (masked) cells are blank.
+    magnitude weaker (their logits are near 0), so a shared scale would show them blank.
     """
     from causalpos.paper1.compare import mean_normalized_map
 
