@@ -1,40 +1,28 @@
 """Pre-softmax attention scores, captured inside the model's own forward pass.
 
-How: a custom function is registered in transformers' ``AttentionInterface`` *and* a mask
-function in ``AttentionMaskInterface`` under the same name (:data:`CAPTURE_IMPLEMENTATION`).
-Without the mask registration transformers decides the implementation needs no mask and the
-model silently runs unmasked (design.md, offline facts). The attention function receives the
-post-RoPE ``query (batch, head, query, dim)`` and ``key (batch, kv_head, key, dim)`` (not yet
-repeated for GQA) and the model's ``scaling``; it
+A custom function is registered in transformers' ``AttentionInterface`` *and* a mask function in
+``AttentionMaskInterface`` under one name (:data:`CAPTURE_IMPLEMENTATION`): without the mask
+registration transformers decides the implementation needs no mask and the model silently runs
+unmasked (design.md, offline facts). The attention function receives post-RoPE ``query (batch,
+head, query, dim)`` and ``key (batch, kv_head, key, dim)`` (not repeated for GQA) and
 
 1. computes ``scores = (q · kᵀ) · scaling`` in float32 whatever the model dtype (then tanh
-   soft-capping where the layer passes ``softcap``); for GQA the query heads sharing a key
-   head are folded into the rows of one matmul, so the keys are never copied;
-2. sets masked cells to NaN using the mask the model built for this layer (causal, sliding
-   window, bidirectional...): stores hold NaN, never ±inf or dtype-min values;
+   soft-capping where the layer passes ``softcap``); GQA's query heads sharing a key head are
+   folded into the rows of one matmul, so the keys are never copied;
+2. sets masked cells to NaN using the mask the model built for this layer: stores hold NaN,
+   never ±inf or dtype-min values;
 3. hands ``scores (batch, head, query, key)`` to every reducer;
-4. computes the layer's real output with ``sdpa`` (the model's fast path), so the forward pass
-   is the model's own: the captured model's logits equal the unhooked model's.
+4. computes the layer's real output with ``sdpa`` (the model's fast path): the captured model's
+   logits equal the unhooked model's.
 
-The ``ring`` variant (:mod:`causalpos.capture.ring`) replaces step 1's products by the ring's
-(cyclic RoPE offsets, no mask) and computes the layer's output from them, eagerly. Under
-``no_window`` every layer's mask must be the causal one (or full, under another mask atom): a
-window left in place is refused.
-
-A planted variant (``plant_query``) adds its term b_i (:func:`causalpos.models.variants.plant_term`)
-to row i of the planted layer's scores after scaling and soft-capping (the pre-softmax logits),
-and that layer's output is computed from those scores (softmax and value product, eagerly), so the
-model attends with the plant it is read with. A query term cancels in the softmax: the layer's
-attention, and every later layer, equal the unplanted run's within float rounding.
-
-A stream-planted variant (``plant_stream<k>``) adds its position term to the residual stream at
-the input of one decoder layer by a forward pre-hook (:mod:`causalpos.capture.stream`); the
-capture reads the layers above as they attend with it.
-
-Memory is bounded by one batch × one layer of scores (one reusable float32 buffer) plus the
-reducers' state; reducers stream statistics in float64.
-
-Forward-pass variants (the ``{variant}`` wildcard): see :mod:`causalpos.models.variants`.
+``ring`` (:mod:`causalpos.capture.ring`) replaces step 1's products by the ring's and, like a
+soft-capped layer and ``plant_query`` (its term b_i, :func:`causalpos.models.variants.plant_term`,
+added to row i after scaling and capping), computes the layer's output from the captured scores,
+eagerly: the model attends with what it is read with (a query term cancels in the softmax, so
+later layers equal the unplanted run's within rounding). Under ``no_window`` every mask must be
+causal or full. ``plant_stream<k>`` adds its term to the residual stream by a forward pre-hook
+(:mod:`causalpos.capture.stream`). Memory: one batch × one layer of scores (one reusable float32
+buffer) plus the reducers' state (float64).
 """
 
 from __future__ import annotations
@@ -56,11 +44,9 @@ from causalpos.capture.settings import CaptureRun
 from causalpos.capture.stream import StreamPlant, planted_stream, resolve_stream
 from causalpos.models.forward import model_side, variant_inputs
 from causalpos.models.layer_kinds import config_kinds
-from causalpos.models.variants import Variant, parse_variant
+from causalpos.models.variants import PLANT_PROFILE, Variant, parse_variant, plant_layer, plant_term
 
 _ACTIVE: CaptureSession | None = None
-
-
 _REGISTERED = False
 
 
@@ -189,8 +175,6 @@ def resolve_plant(
     ``plant``: ``{"layer": int (negative counts from the last), "scale": a}`` (config
     ``leakage.plant``), required by a planted variant and refused by any other.
     """
-    from causalpos.models.variants import PLANT_PROFILE, plant_layer, plant_term
-
     if variant.plant is None:
         if plant:
             raise ValueError(
@@ -261,21 +245,14 @@ def capture_scores(
     attrs: dict[str, Any] | None = None,
 ) -> xr.Dataset:
     """Run ``tokens (sequence, position)`` through ``model`` under ``run.variant``; reduce the
-    scores (``run``: :class:`~causalpos.capture.settings.CaptureRun`).
+    scores.
 
-    Returns the reducers' :meth:`~Reducer.result` datasets merged into one, each variable's
+    Returns the reducers' :meth:`~Reducer.result` datasets merged, each variable's
     ``attrs["reducer"]`` naming its reducer class (for :func:`causalpos.io.shards.merge_shards`),
-    with attrs: model, model_spec, model_revision, architecture, dtype, device, seq_len,
-    n_sequences, variant, seed, scaling, softcap, bos, n_layers, n_heads, n_kv_heads, versions.
+    with the attrs of :func:`causalpos.capture.attrs.run_attrs`, a planted variant's ``plant_*``
+    (:func:`resolve_plant`) or ``plant_stream_*`` (:func:`causalpos.capture.stream.resolve_stream`)
+    and ``attrs`` (extra ones, e.g. dataset name or code fingerprint; they take precedence).
     ``seq_ids``: global sequence indices of the rows (default ``0..n-1``; pass them for shards).
-    ``attrs``: extra attributes (e.g. dataset name, bos, code fingerprint) — they take
-    precedence. ``bos`` defaults to "every sequence starts with ``config.bos_token_id``".
-    ``run.plant``: ``{"layer", "scale"}`` of a planted variant (:func:`resolve_plant`); the store
-    then records ``plant_term``, ``plant_layer`` (resolved, 0-based), ``plant_scale`` and
-    ``plant_profile``. ``run.stream``: ``{"layer", "dose", "profile"}`` of a stream-planted
-    variant (:func:`causalpos.capture.stream.resolve_stream`); the store then records the
-    ``plant_stream_*`` attrs. A progress bar goes to stderr (the job log) unless ``run.progress``
-    is False.
     """
     tokens, seq_ids = _checked_inputs(tokens, run, reducers, seq_ids)
     v = parse_variant(run.variant)
@@ -398,12 +375,13 @@ def _forward_batches(
                 if session is not None:
                     session.check_nan()  # a reducer failing on NaN scores: name their source
                 raise
-            if session is not None and sorted(session.calls) != list(range(n_layers)):
-                raise RuntimeError(
-                    f"capture: {n_layers} layers but the capture saw layer calls {session.calls}; "
-                    "some attention layers bypass transformers' AttentionInterface"
-                )
             if session is not None:
+                if sorted(session.calls) != list(range(n_layers)):
+                    raise RuntimeError(
+                        f"capture: {n_layers} layers but the capture saw layer calls "
+                        f"{session.calls}; some attention layers bypass transformers' "
+                        "AttentionInterface"
+                    )
                 session.check_nan()
             for r in on_states:
                 r.end_batch()

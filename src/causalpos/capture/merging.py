@@ -1,14 +1,11 @@
-"""Exact merges of the extraction reducers' shard results, free of torch.
-
-The reducers (:mod:`causalpos.capture.reducers`, :mod:`causalpos.paper2.extraction.reducers`) stream scores
-with torch during extraction; combining their finished shard results is array arithmetic on
-xarray datasets, so the merge job (``merge_scores``) needs neither torch nor a model. Each
-reducer's ``merge`` classmethod is the function here; :data:`MERGES` maps the reducer names a
-store records (``attrs["reducer"]``) to them.
+"""Exact merges of the extraction reducers' shard results, free of torch (so the merge job,
+``merge_scores``, needs neither torch nor a model). Each reducer's ``merge`` is the function
+here; :data:`MERGES` maps the reducer names a store records (``attrs["reducer"]``) to them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -114,18 +111,9 @@ def concat_sequences(parts: Sequence[xr.Dataset], who: str) -> xr.Dataset:
     return xr.concat(parts, dim="sequence").sortby("sequence")
 
 
-def merge_sink(parts: Sequence[xr.Dataset]) -> xr.Dataset:
-    return concat_sequences(parts, "SinkReducer")
-
-
-def merge_score_maps(parts: Sequence[xr.Dataset]) -> xr.Dataset:
-    """Every sequence's score maps of the shards, by sequence id."""
-    return concat_sequences(parts, "ScoreMaps")
-
-
-def merge_position0(parts: Sequence[xr.Dataset]) -> xr.Dataset:
-    """Position-0 states (and value vectors) of the shards, by sequence id."""
-    return concat_sequences(parts, "Position0States")
+merge_sink = functools.partial(concat_sequences, who="SinkReducer")
+merge_score_maps = functools.partial(concat_sequences, who="ScoreMaps")
+merge_position0 = functools.partial(concat_sequences, who="Position0States")
 
 
 #: Per-sequence variables of the leakage reducer (concatenated over shards).
@@ -171,10 +159,8 @@ _FUNCTIONS = {
 }
 
 #: Reducer name a store may record (``module:Class``) -> its merge. Only these merge: nothing is
-#: imported from a store's attributes. The paths of stores written before the library moved into
-#: packages (``causalpos.capture:...``, ``causalpos.leakage:...``, ``causalpos.position0:...``)
-#: and before paper 2's reducers moved into ``paper2.extraction`` (``causalpos.paper2.reducers:...``)
-#: stay valid, so those shards still merge.
+#: imported from a store's attributes. The older module paths of :data:`_MODULES` keep the shards
+#: of stores written before the library's moves mergeable.
 MERGES: dict[str, Callable[[Sequence[xr.Dataset]], xr.Dataset]] = {
     f"{module}:{cls}": _FUNCTIONS[cls] for cls, modules in _MODULES.items() for module in modules
 }

@@ -16,7 +16,7 @@ sequences of equal length without padding.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -164,6 +164,4 @@ class Position0States:
             ds["p0_state"].attrs["values_note"] = self.values_note
         return ds
 
-    @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        return merging.merge_position0(parts)
+    merge = staticmethod(merging.merge_position0)

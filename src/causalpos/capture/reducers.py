@@ -23,10 +23,8 @@ from causalpos.models import footprint
 #: Score elements per float64 chunk on CPU (bounds the float64 temporaries of the reducers).
 _CPU_TILE = 1 << 18
 
-#: Score cells per chunk of a batch for reducers that work on whole maps in float64, on CPU and
-#: at most on a GPU (defined with the memory arithmetic that sizes the jobs' requests).
-WORK_CELLS = footprint.WORK_CELLS
-WORK_CELLS_CUDA = footprint.WORK_CELLS_CUDA
+#: Score cells per chunk of a batch for float64 whole-map reducers, on CPU and at most on a GPU.
+WORK_CELLS, WORK_CELLS_CUDA = footprint.WORK_CELLS, footprint.WORK_CELLS_CUDA
 
 
 @functools.cache
@@ -216,10 +214,7 @@ class ScoreMoments:
             coords=_coords(*shape),
         )
 
-    @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_moments`."""
-        return merging.merge_moments(parts)
+    merge = staticmethod(merging.merge_moments)  # exact
 
 
 def group_labels(n_sequences: int, *, n_groups: int = 10) -> np.ndarray:
@@ -306,10 +301,7 @@ class GroupMeans:
             coords={"group": self.groups[seen], **_coords(len(layers), None, tq, tk)},
         )
 
-    @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_group_means`."""
-        return merging.merge_group_means(parts)
+    merge = staticmethod(merging.merge_group_means)  # exact
 
 
 class ScoreMaps:
@@ -357,7 +349,4 @@ class ScoreMaps:
             },
         )
 
-    @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Shards concatenated by sequence id: :func:`causalpos.capture.merging.merge_score_maps`."""
-        return merging.merge_score_maps(parts)
+    merge = staticmethod(merging.merge_score_maps)  # exact

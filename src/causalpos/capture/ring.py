@@ -32,11 +32,6 @@ import torch
 RING_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3", "gemma3_text")
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
-
-
 def cyclic_regions(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(forward, backward)`` bool masks ``(b or 1, 1, T, T)`` of the pairs whose cyclic offset
     is p_i − p_j − T (the key moved forward by T) and p_i − p_j + T (moved back by T), for
@@ -90,7 +85,10 @@ class RingRotation:
         layer_type = getattr(module, "layer_type", None) if self._typed else None
         cos, sin = self._cos_sin(layer_type, shift, key.device)
         r = cos.shape[-1]
-        rot = key[..., :r] * cos + _rotate_half(key[..., :r]) * sin
+        k = key[..., :r]
+        rot = (
+            k * cos + torch.cat((-k[..., r // 2 :], k[..., : r // 2]), dim=-1) * sin
+        )  # rotate_half
         return rot if r == key.shape[-1] else torch.cat((rot, key[..., r:]), dim=-1)
 
 

@@ -19,9 +19,7 @@ _FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 class CaptureSession:
-    """The state of one capture: the reducers, the batch's sequence ids, each layer's scaling,
-    soft-capping and calls, the reusable score buffer, the masks' NaN patterns, the NaN counts the
-    batch is checked against, and the planted term of a ``plant_query`` variant."""
+    """The state of one capture (module docstring)."""
 
     def __init__(self, reducers: Sequence[Reducer]) -> None:
         self.reducers = list(reducers)
@@ -166,5 +164,4 @@ class CaptureSession:
                 bias = torch.zeros(shared.shape, dtype=torch.float32, device=mask.device)
                 bias.masked_fill_(~shared, float("nan"))
             self._masks[key] = (mask, bias, kind)
-        allowed, bias, kind = self._masks[key]
-        return allowed, bias, kind
+        return self._masks[key]
