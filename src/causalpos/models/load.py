@@ -30,7 +30,7 @@ from causalpos.io.integrity import display_path, run_configfiles
 from causalpos.models.architectures import ModelSpecError, spec_error
 from causalpos.models.architectures import architecture_config as architecture_config  # re-exported
 from causalpos.models.device import DTYPES
-from causalpos.models.dir_checks import remote_code_problem, safetensors_problem
+from causalpos.models.dir_checks import TOKENIZER_CORE, remote_code_problem, safetensors_problem
 from causalpos.models.gguf import prepare_gguf, prepare_pypi_gguf
 from causalpos.models.random_init import prepare_random_init
 from causalpos.models.rotary import ROPE_CONFIG_KEY, apply_rope_setting
@@ -60,8 +60,6 @@ DEFAULT_SPECS: dict[str, dict[str, Any]] = {
 
 
 _COMMON_KEYS = {"source", "rope", "description", "dtype"}
-
-
 _SOURCE_KEYS: dict[str, set[str]] = {
     "hf": {"id", "revision"},
     "gguf": {"path"},
@@ -70,18 +68,9 @@ _SOURCE_KEYS: dict[str, set[str]] = {
     "local": {"path"},
 }
 
-
-# Files that make up an HF-format model directory (what we copy or download; never optimizer
-# states or original framework checkpoints).
-_MODEL_FILE_PATTERNS = (
-    "*.json",
-    "*.safetensors",
-    "*.model",
-    "*.txt",
-    "*.tiktoken",
-    "*.jinja",
-)
-
+#: Files that make up an HF-format model directory (what we copy or download; never optimizer
+#: states or original framework checkpoints).
+_MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja")
 
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -93,14 +82,15 @@ _TOKENIZER_FILES = (
     "chat_template.jinja",
 )
 
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    """A copy, never a hard link: an in-place edit of the user's file must not change the
-    prepared model under its recorded sha256 (the edit reruns prepare_model instead)."""
-    shutil.copy2(src, dst)
+#: Any one of these makes a tokenizer transformers can load (with its companions).
+_TOKENIZER_CORE = (*TOKENIZER_CORE, "*.tiktoken")
 
 
-def _copy_model_files(src: Path, dst: Path) -> list[str]:
+def _copy_dir(name: str, spec: dict, src: Path, tmp: Path, where: str, no_config: str) -> dict:
+    """The model files of directory ``src`` copied into ``tmp`` (copies, never hard links: an
+    in-place edit of the user's file must not change the prepared model under its recorded
+    sha256), refused without a config.json (``no_config``), a tokenizer (a directory model reads
+    its prompts with its own) or safetensors weights; the record."""
     import fnmatch
 
     copied = []
@@ -108,30 +98,22 @@ def _copy_model_files(src: Path, dst: Path) -> list[str]:
         if p.is_file() and any(fnmatch.fnmatch(p.name, pat) for pat in _MODEL_FILE_PATTERNS):
             if p.name == SOURCE_FILE:
                 continue
-            _link_or_copy(p, dst / p.name)
+            shutil.copy2(p, tmp / p.name)
             copied.append(p.name)
-    return copied
-
-
-#: Any one of these makes a tokenizer transformers can load (with its companions).
-_TOKENIZER_CORE = ("tokenizer.json", "tokenizer.model", "vocab.json", "*.tiktoken")
-
-
-def _require_tokenizer(name: str, spec: dict, src: Path, copied: list[str]) -> None:
-    """A directory model reads its prompts with its own tokenizer: refuse one without."""
-    import fnmatch
-
-    if any(fnmatch.fnmatch(f, pat) for f in copied for pat in _TOKENIZER_CORE):
-        return
-    raise spec_error(
-        name,
-        spec,
-        f"directory {src}",
-        f"no tokenizer there (none of {list(_TOKENIZER_CORE)})",
-        "The prompts are tokenized with the model's own tokenizer: copy its tokenizer files "
-        "into the directory (from the model's hub repository: `huggingface-cli download <id> "
-        "--include 'tokenizer*' --local-dir DIR`; or `tokenizer.save_pretrained(DIR)`)",
-    )
+    if not (tmp / "config.json").exists():
+        raise spec_error(name, spec, where, no_config)
+    if not any(fnmatch.fnmatch(f, pat) for f in copied for pat in _TOKENIZER_CORE):
+        raise spec_error(
+            name,
+            spec,
+            f"directory {src}",
+            f"no tokenizer there (none of {list(_TOKENIZER_CORE)})",
+            "The prompts are tokenized with the model's own tokenizer: copy its tokenizer files "
+            "into the directory (from the model's hub repository: `huggingface-cli download <id> "
+            "--include 'tokenizer*' --local-dir DIR`; or `tokenizer.save_pretrained(DIR)`)",
+        )
+    _refuse(name, spec, where, safetensors_problem(src))
+    return {"path": display_path(src.resolve()), "files": copied, "sha256": weights_manifest(tmp)}
 
 
 def _refuse(name: str, spec: dict, tried: str, problem: str | None) -> None:
@@ -240,16 +222,8 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         raise spec_error(name, spec, "nothing", "`id` (hub id or local directory) is required")
     local = Path(ident).expanduser()
     if local.is_dir():
-        copied = _copy_model_files(local, tmp)
-        if not (tmp / "config.json").exists():
-            raise spec_error(name, spec, f"local directory {local}", "no config.json there")
-        _require_tokenizer(name, spec, local, copied)
-        _refuse(name, spec, f"local directory {local}", safetensors_problem(local))
-        return {
-            "path": display_path(local.resolve()),
-            "files": copied,
-            "sha256": weights_manifest(tmp),
-        }
+        where = f"local directory {local}"
+        return _copy_dir(name, spec, local, tmp, where, "no config.json there")
     revision = spec.get("revision", "main")
     try:
         from huggingface_hub import HfApi, snapshot_download
@@ -285,14 +259,8 @@ def _prepare_local(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     if not path or not Path(path).is_dir():
         raise spec_error(name, spec, f"directory {path!r}", "not an existing directory")
     src = Path(path).resolve()
-    copied = _copy_model_files(src, tmp)
-    if not (tmp / "config.json").exists():
-        raise spec_error(
-            name, spec, f"directory {src}", "no config.json there (not an HF-format model)"
-        )
-    _require_tokenizer(name, spec, src, copied)
-    _refuse(name, spec, f"directory {src}", safetensors_problem(src))
-    return {"path": display_path(src), "files": copied, "sha256": weights_manifest(tmp)}
+    no_config = "no config.json there (not an HF-format model)"
+    return _copy_dir(name, spec, src, tmp, f"directory {src}", no_config)
 
 
 _PREPARERS = {

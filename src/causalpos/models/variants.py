@@ -19,24 +19,25 @@ import numpy as np
 MAX_STREAM_DOSES = 4
 STREAM_ATOMS = tuple(f"plant_stream{k}" for k in range(1, MAX_STREAM_DOSES + 1))
 
-VARIANTS = (
-    "causal",
-    "bidirectional",
-    "identity_rope",
-    "scrambled_rope",
-    "bos_replace_mean",
-    "bos_replace_zeros",
-    "bos_replace_token",
-    "bos_replace_gaussian",
-    "bos_replace_all_token",
-    "bos_replace_all_gaussian",
-    "layer_bidirectional",
-    "plant_query",
-    "ring",
-    "no_window",
-    "global_base",
-    *STREAM_ATOMS,
-)
+#: Each atom -> the fields of :class:`Variant` it sets (the rest keep their defaults).
+_ATOMS: dict[str, dict[str, Any]] = {
+    "causal": {},
+    "bidirectional": {"causal": False},
+    "identity_rope": {"rope": "identity"},
+    "scrambled_rope": {"rope": "scrambled"},
+    **{f"bos_replace_{k}": {"bos_replace": k} for k in ("mean", "zeros", "token", "gaussian")},
+    **{
+        f"bos_replace_all_{k}": {"bos_replace": k, "per_prompt": True}
+        for k in ("token", "gaussian")
+    },
+    "layer_bidirectional": {"unmasked_scores": True},
+    "plant_query": {"plant": "query"},
+    "ring": {"causal": False, "ring": True},
+    "no_window": {"window": False},
+    "global_base": {"global_base": True},
+    **{atom: {"stream": k} for k, atom in enumerate(STREAM_ATOMS, 1)},
+}
+VARIANTS = tuple(_ATOMS)
 
 #: The forward pass whose position-0 states, and value vectors at key 0, paper 2's content
 #: probes read (extraction keeps the value vectors for it alone; rule ``position0`` probes it).
@@ -75,9 +76,8 @@ class Variant:
     unmasked_scores: bool = False  # causal forward pass; each layer's maps read without its mask
     plant: str | None = None  # "query": a known query-position term added to one layer's scores
     ring: bool = False  # no mask at all, RoPE offsets taken cyclically (i − j mod T)
-    stream: int = (
-        0  # k of plant_stream<k>: the k-th dose of a position term in the stream (0: none)
-    )
+    # k of plant_stream<k>: the k-th dose of a position term in the stream (0: none)
+    stream: int = 0
     window: bool = True  # False (no_window): every sliding layer gets the full causal mask
     global_base: bool = False  # sliding layers rotated with the global layers' RoPE base
 
@@ -85,36 +85,6 @@ class Variant:
     def atoms(self) -> tuple[str, ...]:
         """The atoms (names in :data:`VARIANTS`) the variant composes, in canonical order."""
         return tuple(self.name.split(SEPARATOR))
-
-
-def _parse_atom(name: str) -> Variant:
-    if name == "causal":
-        return Variant(name)
-    if name == "bidirectional":
-        return Variant(name, causal=False)
-    if name == "ring":
-        return Variant(name, causal=False, ring=True)
-    if name == "layer_bidirectional":
-        return Variant(name, unmasked_scores=True)
-    if name == "identity_rope":
-        return Variant(name, rope="identity")
-    if name == "scrambled_rope":
-        return Variant(name, rope="scrambled")
-    if name == "plant_query":
-        return Variant(name, plant="query")
-    if name == "no_window":
-        return Variant(name, window=False)
-    if name == "global_base":
-        return Variant(name, global_base=True)
-    if name in STREAM_ATOMS:
-        return Variant(name, stream=STREAM_ATOMS.index(name) + 1)
-    for kind in ("mean", "zeros", "token", "gaussian"):
-        if name == f"bos_replace_{kind}":
-            return Variant(name, bos_replace=kind)
-    for kind in ("token", "gaussian"):
-        if name == f"bos_replace_all_{kind}":
-            return Variant(name, bos_replace=kind, per_prompt=True)
-    raise ValueError(f"variant {name!r} unknown; allowed: {list(VARIANTS)}")
 
 
 def parse_variant(name: str) -> Variant:
@@ -143,7 +113,9 @@ def parse_variant(name: str) -> Variant:
         raise ValueError(f"variant name must be a non-empty string, got {name!r}")
     atoms = name.split(SEPARATOR)
     if len(atoms) == 1:
-        return _parse_atom(name)
+        if name not in _ATOMS:
+            raise ValueError(f"variant {name!r} unknown; allowed: {list(VARIANTS)}")
+        return Variant(name, **_ATOMS[name])
     for atom in atoms:
         if atom not in VARIANTS:
             raise ValueError(
@@ -172,30 +144,8 @@ def parse_variant(name: str) -> Variant:
             f"variant {name!r}: write compositions in the canonical order {', '.join(PARTS)}: "
             f"{SEPARATOR.join(canonical)!r}"
         )
-    return _merged(name, atoms)
-
-
-def _merged(name: str, atoms: list[str]) -> Variant:
-    """The variant ``name`` whose (checked, canonical) ``atoms`` each change one part."""
-    fields: dict = {}
-    for atom in atoms:
-        v = _parse_atom(atom)
-        if not v.causal:
-            fields["causal"] = False
-        if v.rope != "rope":
-            fields["rope"] = v.rope
-        if v.bos_replace is not None:
-            fields.update(bos_replace=v.bos_replace, per_prompt=v.per_prompt)
-        for flag in ("unmasked_scores", "ring", "global_base"):
-            if getattr(v, flag):
-                fields[flag] = True
-        if not v.window:
-            fields["window"] = False
-        if v.plant is not None:
-            fields["plant"] = v.plant
-        if v.stream:
-            fields["stream"] = v.stream
-    return Variant(name, **fields)
+    # each atom changes one part, so their fields never collide
+    return Variant(name, **{k: v for atom in atoms for k, v in _ATOMS[atom].items()})
 
 
 def compose(*atoms: str) -> str:

@@ -13,8 +13,6 @@ from causalpos.io.fingerprint import sha256_file
 from causalpos.io.integrity import display_path, rebuild_hint
 from causalpos.io.modeldir import model_files_problems
 
-__all__ = ["sha256_file"]  # here for its older importers (models.load, tests)
-
 
 def weights_stat(directory: Path, names: Iterable[str]) -> dict[str, list[int]]:
     """``[size, mtime_ns]`` of each weights file: the cheap check of :func:`verify_weights`."""
