@@ -44,23 +44,15 @@ class Reducer(Protocol):
     name: str
 
     def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
-        """Fold in one layer of one batch.
+        """Fold in one layer of one batch: ``scores (batch, head, query, key)`` float32
+        pre-softmax logits (post-RoPE, model scaling, GQA keys repeated), NaN where masked;
+        read-only (shared, and the buffer is reused for the next layer: copy what you keep).
+        ``seq_ids (batch,)``: the global sequence indices of the rows."""
 
-        ``scores (batch, head, query, key)`` float32 pre-softmax logits (post-RoPE, model
-        scaling, GQA keys repeated), NaN where masked; read-only (shared with other reducers,
-        and the buffer is reused for the next layer: copy what you keep). ``seq_ids (batch,)``
-        are the global sequence indices of the rows.
-        """
-        ...
-
-    def result(self) -> xr.Dataset:
-        """This shard's contribution."""
-        ...
+    def result(self) -> xr.Dataset: ...  # this shard's contribution
 
     @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Exact merge of shards' :meth:`result` datasets (same variables)."""
-        ...
+    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset: ...  # exact merge of results
 
 
 def reducer_path(reducer: Reducer | type) -> str:
@@ -206,11 +198,7 @@ class ScoreMoments:
         self._buf = None
         dims = ("layer", "head", "query", "key")
         return xr.Dataset(
-            {
-                "score_mean": (dims, mean),
-                "score_m2": (dims, m2),
-                "n_sequences": ((), np.int64(n)),
-            },
+            {"score_mean": (dims, mean), "score_m2": (dims, m2), "n_sequences": ((), np.int64(n))},
             coords=_coords(*shape),
         )
 

@@ -1,24 +1,19 @@
 """The ring ablation's scores (variant ``ring``, :mod:`causalpos.models.variants`).
 
-Why a ring. Any unmasked pass over a finite sequence with RoPE creates absolute position of its
-own: a query near either end sees offsets on one side only, so its attention output, and every
-later layer's q and k, carry its distance to the ends (measured on SmolLM2 and Gemma-3 270M with
-i.i.d. tokens: docs/findings.md). On a ring every query sees the same offsets: the score of query
-i and key j is taken at the cyclic offset
+Why a ring: any unmasked pass over a finite sequence with RoPE creates absolute position of its
+own (a query near either end sees offsets on one side only; measured on SmolLM2 and Gemma-3 270M:
+docs/findings.md). On a ring every query sees the same offsets: query i and key j score at
 
     c(i, j) = ((i − j + ⌊T/2⌋) mod T) − ⌊T/2⌋  ∈ [−⌊T/2⌋, T − ⌊T/2⌋),
 
-so the pass commutes with cyclic shifts of its input (with no mask and no absolute position
-embedding): for i.i.d. tokens the expected map is circulant, a function of i − j on the lower
-triangle, and reads no position. Only a fixed token 0 stays a landmark.
+so the pass commutes with cyclic shifts of its input (no mask, no absolute position embedding):
+for i.i.d. tokens the expected map is circulant and reads no position; only a fixed token 0
+stays a landmark.
 
-How. RoPE rotates a query at position p_i and a key at p_j so that their product depends on
-p_i − p_j. The capture receives post-RoPE q and k; a key moved by ±T positions is R(±T) k (a
-rotation that does not depend on j), so the ring's score is one of three products: q·k
-(|c| unchanged), q·R(T)k where c = p_i − p_j − T, q·R(−T)k where c = p_i − p_j + T. The
-rotation is the model's own rotary module evaluated at position T (per layer type, e.g. Gemma
-3's local and global bases), divided by its attention scaling; with identity RoPE it is the
-identity. Positions are the batch's position ids (scrambled RoPE permutes them per sequence).
+How: a post-RoPE key moved by ±T positions is R(±T) k, so the ring's score is q·k, q·R(T)k
+(c = p_i − p_j − T) or q·R(−T)k (c = p_i − p_j + T). R is the model's own rotary module at
+position T (per layer type, e.g. Gemma 3's local and global bases) divided by its attention
+scaling; positions are the batch's position ids (scrambled RoPE permutes them per sequence).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The state of one score capture (:mod:`causalpos.capture.hook`): the reducers fed, the batch's
-sequence ids, each layer's scaling and soft-capping, the reusable float32 score buffer, the NaN
-pattern of each layer's mask, the NaN counts each batch is checked against (a model producing NaN
-where its mask allows a value fails with what to do), and a planted variant's term."""
+sequence ids, each layer's scaling and soft-capping, the reusable float32 score buffer, the masks'
+NaN patterns and the NaN counts each batch is checked against, and a variant's planted term."""
 
 from __future__ import annotations
 

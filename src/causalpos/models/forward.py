@@ -106,12 +106,7 @@ def variant_inputs(
         kwargs["position_ids"] = torch.from_numpy(pos).to(input_ids.device)
     if variant.bos_replace is not None:
         kwargs["inputs_embeds"] = bos_replaced_embeddings(
-            model,
-            input_ids,
-            seq_ids,
-            variant.bos_replace,
-            per_prompt=variant.per_prompt,
-            seed=seed,
+            model, input_ids, seq_ids, variant.bos_replace, per_prompt=variant.per_prompt, seed=seed
         )
     else:
         kwargs["input_ids"] = input_ids

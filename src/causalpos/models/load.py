@@ -231,10 +231,7 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         info = HfApi().model_info(ident, revision=revision, timeout=20)
         commit = info.sha
         snapshot_download(
-            repo_id=ident,
-            revision=commit,
-            local_dir=tmp,
-            allow_patterns=list(_MODEL_FILE_PATTERNS),
+            repo_id=ident, revision=commit, local_dir=tmp, allow_patterns=list(_MODEL_FILE_PATTERNS)
         )
     except Exception as exc:
         raise spec_error(
