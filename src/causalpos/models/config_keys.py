@@ -74,11 +74,6 @@ def _fields(tree: ast.Module) -> dict[str, tuple[set[str], list[str], str | None
     return out
 
 
-def _module_files(root: Path, model_type: str) -> list[Path]:
-    names = [model_type, model_type.removesuffix("_text")]
-    return [root / "models" / n / f"configuration_{n}.py" for n in dict.fromkeys(names)]
-
-
 @functools.cache
 def config_class_keys(model_type: str) -> frozenset[str] | None:
     """Every key a transformers config of ``model_type`` takes (see the module doc); None where
@@ -91,7 +86,8 @@ def config_class_keys(model_type: str) -> frozenset[str] | None:
     except (OSError, SyntaxError):
         return None
     common = base.get("PreTrainedConfig", (set(), [], None))[0]
-    for path in _module_files(root, model_type):
+    for n in dict.fromkeys([model_type, model_type.removesuffix("_text")]):
+        path = root / "models" / n / f"configuration_{n}.py"
         try:
             classes = _fields(ast.parse(path.read_text()))
         except (OSError, SyntaxError):

