@@ -1,8 +1,8 @@
 """capture: every layer's pre-softmax scores, read inside a model's own forward pass.
 
-The package is callable: ``causalpos.capture(model, tokens, variants=("causal", "ring"),
-layers=None, ...)`` is :func:`causalpos.api.scores.capture` (resolved at first call: importlib,
-so no rule's code fingerprint includes the notebook API).
+The package is callable: ``causalpos.capture(model, tokens, ...)`` is
+:func:`causalpos.api.scores.capture` (imported at the call, so no rule's code fingerprint
+includes the notebook API).
 """
 
 import sys

@@ -1,16 +1,12 @@
 """The keys a transformers model config takes, read from transformers' source without importing it.
 
-A ``random_init`` model's ``config:`` overrides go to ``AutoConfig.for_model`` (or ``setattr`` on a
-``like:`` model's config), and transformers keeps a key its config class does not know as a plain
-attribute: ``num_hidden_layer: 3`` (for ``num_hidden_layers``) builds the default depth without a
-word. :func:`unknown_config_keys` names such keys. The config classes of transformers 5 declare
-their fields as annotated class attributes (a dataclass), so the keys are read from the source of
-the class's module (found with :func:`importlib.util.find_spec`, which imports nothing of
-transformers: importing a config class pulls in torch, ~2-6 CPU-s, too much for every Snakemake
-start): the class's annotated fields, those of its bases in the same module and of
-``PreTrainedConfig``, its ``attribute_map`` aliases, and the legacy keywords the base class still
-converts (:data:`LEGACY_KEYS`). ``tests/test_models.py`` checks the keys against the classes'
-own ``to_dict()``.
+transformers keeps a key its config class does not know as a plain attribute (a ``random_init``
+override ``num_hidden_layer: 3`` builds the default depth without a word):
+:func:`unknown_config_keys` names such keys. transformers 5's config classes declare their fields
+as annotated class attributes, so the keys are read from the source of the class's module
+(importing it pulls in torch, ~2-6 CPU-s, too much for every Snakemake start): its annotated
+fields, those of its bases in the module and of ``PreTrainedConfig``, its ``attribute_map``
+aliases and :data:`LEGACY_KEYS` (tests/test_models.py checks them against ``to_dict()``).
 """
 
 from __future__ import annotations

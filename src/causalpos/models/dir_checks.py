@@ -1,15 +1,8 @@
 """What a model directory must hold for the pipeline to prepare and load it, checked without
-loading it: by the config-time checks for a ``local`` (or ``hf`` local) directory before any job
-(:mod:`causalpos.config.strict`), and by ``prepare_model`` for every source.
-
-- ``config.json`` (an HF-format directory);
-- ``*.safetensors`` weights: the pipeline never loads a pickle (``pytorch_model.bin``,
-  ``*.pt``), which can run code when loaded; a directory with only those is refused, never
-  prepared into a model without weights;
-- a tokenizer;
-- no ``auto_map`` in ``config.json`` or ``tokenizer_config.json``: those classes are code from
-  the model's repository, and every load passes ``trust_remote_code=False`` (transformers would
-  otherwise ask at a terminal, or fail with its own error deep in a job).
+loading it (by :mod:`causalpos.config.strict` before any job, and by ``prepare_model``): a
+``config.json``, ``*.safetensors`` weights (never a pickle, which can run code when loaded), a
+tokenizer, and no ``auto_map`` (code from the model's repository: every load passes
+``trust_remote_code=False``, where transformers would ask at a terminal or fail deep in a job).
 """
 
 from __future__ import annotations

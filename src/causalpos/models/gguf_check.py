@@ -1,13 +1,10 @@
-"""Whether a GGUF file is whole: its header read and its declared tensor data measured against
-the file's size, without loading it.
+"""Whether a GGUF file is whole, without loading it (torch-free).
 
-A GGUF cut short (a download or copy interrupted) fails deep inside the reader with
-``struct.error: unpack_from requires a buffer of at least 32 bytes`` or a NumPy error, and only
-once ``prepare_model`` runs. :func:`gguf_problem` reads the header (magic, version, the key-value
-metadata, the tensor table: a few MB at most), computes where the tensor data must end (the data
-section starts at the next multiple of ``general.alignment`` after the table; each tensor takes
-``elements / block size * bytes per block`` of its ggml type) and says "truncated" with the
-expected and actual sizes. Torch-free; the block sizes come from the ``gguf`` package.
+A GGUF cut short fails deep inside the reader (``struct.error: unpack_from requires a buffer
+...``). :func:`gguf_problem` reads the header (magic, version, metadata, tensor table: a few MB),
+computes where the tensor data must end (the data section starts at the next multiple of
+``general.alignment`` after the table; each tensor takes ``elements / block size * bytes per
+block`` of its ggml type, from the ``gguf`` package) and says "truncated" with the sizes.
 """
 
 from __future__ import annotations
