@@ -22,19 +22,14 @@ class CaptureSession:
 
     def __init__(self, reducers: Sequence[Reducer]) -> None:
         self.reducers = list(reducers)
-        self.seq_ids: np.ndarray = np.zeros(0, dtype=np.int64)
         self.scaling: dict[int, float] = {}
         self.softcap: dict[int, float | None] = {}
-        self.calls: list[int] = []
         self._buffer: torch.Tensor | None = None
-        self._masks: dict[int, tuple[torch.Tensor, torch.Tensor | None, str]] = {}
-        self._masked: dict[tuple[int, int, int], int] = {}
-        self._nan: list[tuple[int, torch.Tensor, int]] = []
+        self.begin_batch(np.zeros(0, dtype=np.int64))
         #: ``layer_bidirectional``: the maps are recorded without the mask (the forward pass
-        #: keeps it); the all-allowed pattern of each mask, kept alive for the batch
+        #: keeps it)
         self.unmasked = False
         self.no_window = False  # variant no_window: every mask must be causal
-        self._full: dict[int, torch.Tensor] = {}
         #: ``plant_query``: layer -> the planted term b (float64, (T,)) added to its query rows
         self.plant: dict[int, np.ndarray] = {}
         self._plant_t: dict[tuple[int, int, torch.device], torch.Tensor] = {}
@@ -73,11 +68,11 @@ class CaptureSession:
 
     def begin_batch(self, seq_ids: np.ndarray) -> None:
         self.seq_ids = np.asarray(seq_ids, dtype=np.int64)
-        self.calls = []
-        self._masks = {}
-        self._masked = {}
-        self._nan = []
-        self._full = {}
+        self.calls: list[int] = []
+        self._masks: dict[int, tuple[torch.Tensor, torch.Tensor | None, str]] = {}
+        self._masked: dict[tuple[int, int, int], int] = {}
+        self._nan: list[tuple[int, torch.Tensor, int]] = []
+        self._full: dict[int, torch.Tensor] = {}  # the all-allowed pattern of each mask
 
     def count_nan(
         self,

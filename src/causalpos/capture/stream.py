@@ -91,10 +91,10 @@ class StreamPlant:
     direction: np.ndarray
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def term(self, device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def term(self, device: torch.device) -> torch.Tensor:
         """dose · g(i) · u as a float32 (T, d) tensor on ``device`` (cached), to be scaled by
         each sequence's s_p."""
-        key = (str(device), dtype)
+        key = str(device)
         if key not in self._cache:
             gu = self.dose * np.outer(self.profile, self.direction)
             self._cache[key] = torch.as_tensor(gu, dtype=torch.float32, device=device)

@@ -39,14 +39,10 @@ def bytes_per_sequence(config: Any, seq_len: int, dtype_bytes: int) -> int:
 def auto_batch_size(
     model: Any, seq_len: int, *, fraction: float = 0.8, cap: int = 256, reserved: int = 0
 ) -> tuple[int, dict]:
-    """Batch size from the memory left beside the model: ``(batch, estimate)``.
-
-    On CUDA the free memory is ``torch.cuda.mem_get_info`` after the model is loaded; on CPU the
-    available memory (psutil). ``reserved`` bytes are set aside first: what the reducers will
-    hold whatever the batch (their float64 state, allocated at the first batch, and their
-    chunked working memory; ``causalpos.stages.extract.reducer_memory``). Raises a
-    :class:`BatchMemoryError` when not even one sequence fits beside them. ``estimate`` records
-    the numbers for the job log.
+    """Batch size from the memory left beside the model (CUDA's free memory after loading, or the
+    host's available memory) less ``reserved`` bytes (the reducers' state and working memory:
+    ``causalpos.stages.extract.reducer_memory``): ``(batch, estimate)``, the estimate's numbers
+    for the job log. :class:`BatchMemoryError` when not even one sequence fits.
     """
     import psutil
 
@@ -160,10 +156,8 @@ def refuse_batch_that_cannot_fit(
     reserved: int = 0,
 ) -> None:
     """Raise a :class:`BatchMemoryError` before the forward pass when the batch clearly cannot fit:
-    its float32 (head, T, T) scores of one layer alone — the least the capture holds, a quarter of
-    the :func:`bytes_per_sequence` estimate's score term — plus the ``reserved`` bytes the
-    reducers hold whatever the batch exceed the ``available`` bytes (the device's free memory:
-    :func:`available_memory`)."""
+    its float32 (head, T, T) scores of one layer (the least the capture holds) plus the
+    ``reserved`` bytes of the reducers exceed the ``available`` bytes (:func:`available_memory`)."""
     one = int(config.num_attention_heads) * seq_len * seq_len * 4
     least = one * batch_size + int(reserved)
     free = available

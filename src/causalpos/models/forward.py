@@ -49,11 +49,10 @@ def bos_replaced_embeddings(
     """``inputs_embeds (batch, position, hidden)`` with only row 0 replaced.
 
     Embeddings come from the model's own input-embedding module (so models that scale
-    embeddings inside it, like Gemma, stay correct). ``kind``: "mean" (mean embedding over the
-    vocabulary), "zeros", "token" (embedding of a token drawn from the
-    non-special ids with the seed), "gaussian" (standard normal, rescaled to the norm of the
-    original row 0). ``per_prompt``: draw the token / Gaussian per sequence, seeded by
-    ``(seed, sequence id)``; otherwise one draw seeded by ``seed`` for all.
+    embeddings inside it, like Gemma, stay correct). ``kind``: "mean" (over the vocabulary),
+    "zeros", "token" (a non-special token drawn with the seed), "gaussian" (standard normal,
+    rescaled to the norm of the original row 0). ``per_prompt``: one draw per sequence, seeded by
+    ``(seed, sequence id)``; otherwise one draw for all.
     """
     emb = model.get_input_embeddings()
     embeds = emb(input_ids)
@@ -158,13 +157,12 @@ def _global_base(model: torch.nn.Module) -> Iterator[None]:
 
 @contextmanager
 def model_side(model: torch.nn.Module, variant: Variant) -> Iterator[torch.nn.Module]:
-    """Apply ``variant``'s model-side changes for the block: ``config.is_causal = False`` when it
-    is bidirectional (and, for ``ring`` and ``no_window``, no sliding window), the rotation
-    replaced by the identity for ``identity_rope``, the sliding layers' inverse frequencies by
-    the global base's for ``global_base``. All are undone on exit (an ``is_causal`` the config
-    did not have is removed again). A factor atom the model cannot run
-    (:func:`causalpos.models.variants.factor_refusal`) is a ValueError. Input-side changes
-    (scrambled position ids, BOS replacement) are :func:`variant_inputs`'."""
+    """Apply ``variant``'s model-side changes for the block, undone on exit: ``config.is_causal =
+    False`` when bidirectional, no sliding window for ``ring`` and ``no_window``, the identity
+    rotation for ``identity_rope``, the global base's inverse frequencies on the sliding layers
+    for ``global_base`` (a factor atom the model cannot run,
+    :func:`causalpos.models.variants.factor_refusal`, is a ValueError). Input-side changes:
+    :func:`variant_inputs`."""
     config = model.config
     why = (
         factor_refusal(variant.name, config) if variant.global_base or not variant.window else None
