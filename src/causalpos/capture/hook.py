@@ -55,8 +55,7 @@ def _capture_mask(*args: Any, **kwargs: Any) -> torch.Tensor:
     # attention function needs the exact pattern — causal, sliding window or bidirectional.
     from transformers.masking_utils import sdpa_mask
 
-    kwargs["allow_is_causal_skip"] = False
-    kwargs["allow_is_bidirectional_skip"] = False
+    kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
     return sdpa_mask(*args, **kwargs)
 
 
@@ -206,13 +205,10 @@ def capturing(
     variant: str | Variant = "causal",
     plant: Mapping[int, np.ndarray] | None = None,
 ) -> Iterator[CaptureSession]:
-    """Run ``model`` with score capture (and the variant's mask/RoPE changes) inside the block.
-
-    Restores the attention implementation, ``config.is_causal`` and the rotary embedding on
-    exit. Set the batch's global sequence ids with ``session.begin_batch(seq_ids)`` before each
-    forward call. Input-side changes (scrambled position ids, BOS replacement) are made by
-    :func:`variant_inputs`. ``plant``: layer -> the term b (T,) added to that layer's query rows
-    (:func:`resolve_plant`).
+    """Run ``model`` with score capture (and the variant's model-side changes, undone on exit)
+    inside the block; call ``session.begin_batch(seq_ids)`` before each forward call. Input-side
+    changes are :func:`variant_inputs`'. ``plant``: layer -> the term b (T,) added to that
+    layer's query rows (:func:`resolve_plant`).
     """
     global _ACTIVE
     v = parse_variant(variant) if isinstance(variant, str) else variant

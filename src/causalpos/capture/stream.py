@@ -43,13 +43,8 @@ from causalpos.models.variants import Variant, _rng, plant_layer
 STREAM_PROFILES = ("log", "linear")
 
 #: Store attrs of a stream-planted run (written by :func:`resolve_stream`).
-STREAM_ATTRS = (
-    "plant_stream_layer",
-    "plant_stream_dose",
-    "plant_stream_index",
-    "plant_stream_profile",
-    "plant_stream_seed",
-    "plant_stream_norm",
+STREAM_ATTRS = tuple(
+    f"plant_stream_{k}" for k in ("layer", "dose", "index", "profile", "seed", "norm")
 )
 
 #: ``plant_stream_norm``: what s_p is.

@@ -198,9 +198,7 @@ def build_model_dir(
         record["weights_stat"] = weights_stat(tmp, record["sha256"])
         (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         try:
-            from transformers import AutoConfig
-
-            AutoConfig.from_pretrained(tmp, trust_remote_code=False)
+            transformers.AutoConfig.from_pretrained(tmp, trust_remote_code=False)
         except Exception as exc:  # the directory must at least hold a readable config
             raise spec_error(
                 name, spec, str(tmp), f"prepared directory has no usable config: {exc}"

@@ -56,11 +56,10 @@ def _keys(keys: Iterable[str]) -> str:
 
 def check_exact_load(info: dict, path: Path) -> None:
     """ModelIntegrityError unless every tensor of the model came from the weights files and every
-    tensor there went into the model: ``info`` is what ``from_pretrained(...,
-    output_loading_info=True)`` reports. transformers initialises a missing tensor at random
-    (differently at every load, so two shard jobs of one store would run two models), drops an
-    unexpected one, and re-initialises one whose shape differs: each means that ``config.json``
-    and the weights describe different models."""
+    tensor there went into the model (``info``: what ``from_pretrained(...,
+    output_loading_info=True)`` reports). transformers initialises a missing tensor at random
+    (differently at every load: two shard jobs of one store would run two models), drops an
+    unexpected one and re-initialises one whose shape differs."""
     problems = []
     missing = set(info.get("missing_keys") or ())
     unexpected = set(info.get("unexpected_keys") or ())
