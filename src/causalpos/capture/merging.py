@@ -116,6 +116,10 @@ merge_score_maps = functools.partial(concat_sequences, who="ScoreMaps")
 merge_position0 = functools.partial(concat_sequences, who="Position0States")
 
 
+#: The per-sequence sums of the expected-map estimator (:mod:`causalpos.paper2.estimator.expected`); a
+#: reducer built with ``expected_stats=False`` omits them.
+EXPECTED_STATS = ("leak_offsum", "leak_key0sum", "leak_rowsum")
+
 #: Per-sequence variables of the leakage reducer (concatenated over shards).
 LEAKAGE_PER_SEQ = (
     "leak_r2_base",
@@ -124,43 +128,32 @@ LEAKAGE_PER_SEQ = (
     "leak_null",
     "leak_sst",
     "leak_split",
-    "leak_offsum",
-    "leak_key0sum",
-    "leak_rowsum",
+    *EXPECTED_STATS,
 )
 
-#: The per-sequence sums of the expected-map estimator (:mod:`causalpos.paper2.estimator.expected`); a
-#: reducer built with ``expected_stats=False`` omits them.
-EXPECTED_STATS = ("leak_offsum", "leak_key0sum", "leak_rowsum")
-
-_MODULES = {
-    "ScoreMoments": ("causalpos.capture.reducers", "causalpos.capture"),
-    "GroupMeans": ("causalpos.capture.reducers", "causalpos.capture"),
-    "ScoreMaps": ("causalpos.capture.reducers",),
+#: Reducer class -> its merge and the module paths a store may record for it (the older paths keep
+#: the shards of stores written before the library's moves mergeable).
+_MERGE_OF = {
+    "ScoreMoments": (merge_moments, "causalpos.capture.reducers", "causalpos.capture"),
+    "GroupMeans": (merge_group_means, "causalpos.capture.reducers", "causalpos.capture"),
+    "ScoreMaps": (merge_score_maps, "causalpos.capture.reducers"),
     "LeakageReducer": (
+        merge_leakage,
         "causalpos.paper2.extraction.reducers",
         "causalpos.paper2.reducers",
         "causalpos.leakage",
     ),
     "SinkReducer": (
+        merge_sink,
         "causalpos.paper2.extraction.reducers",
         "causalpos.paper2.reducers",
         "causalpos.position0",
     ),
-    "Position0States": ("causalpos.capture.position0",),
-}
-_FUNCTIONS = {
-    "ScoreMoments": merge_moments,
-    "GroupMeans": merge_group_means,
-    "ScoreMaps": merge_score_maps,
-    "LeakageReducer": merge_leakage,
-    "SinkReducer": merge_sink,
-    "Position0States": merge_position0,
+    "Position0States": (merge_position0, "causalpos.capture.position0"),
 }
 
 #: Reducer name a store may record (``module:Class``) -> its merge. Only these merge: nothing is
-#: imported from a store's attributes. The older module paths of :data:`_MODULES` keep the shards
-#: of stores written before the library's moves mergeable.
+#: imported from a store's attributes.
 MERGES: dict[str, Callable[[Sequence[xr.Dataset]], xr.Dataset]] = {
-    f"{module}:{cls}": _FUNCTIONS[cls] for cls, modules in _MODULES.items() for module in modules
+    f"{module}:{cls}": merge for cls, (merge, *modules) in _MERGE_OF.items() for module in modules
 }
