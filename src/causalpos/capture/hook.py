@@ -267,22 +267,17 @@ def capture_scores(
     for reducer in reducers:
         if hasattr(reducer, "set_layer_kinds"):
             reducer.set_layer_kinds(kinds)
+    shape = (tokens.shape[1], int(model.config.hidden_size))
     stream, stream_attrs = resolve_stream(
-        v,
-        run.stream,
-        n_layers=n_layers,
-        shape=(tokens.shape[1], int(model.config.hidden_size)),
-        seed=run.seed,
+        v, run.stream, n_layers=n_layers, shape=shape, seed=run.seed
     )
     session = _forward_batches(
         model, tokens, seq_ids, v, run, (on_scores, on_states), (planted, stream)
     )
-    parts = []
-    for reducer in reducers:
-        part = reducer.result()
+    parts = [reducer.result() for reducer in reducers]
+    for reducer, part in zip(reducers, parts, strict=True):
         for var in part.data_vars.values():
             var.attrs["reducer"] = reducer_path(reducer)
-        parts.append(part)
     ds = xr.merge(parts, compat="no_conflicts", join="exact", combine_attrs="override")
     if "layer" in ds.dims:
         ds = ds.assign_coords(layer_kind=("layer", np.asarray(kinds, dtype=str)))
