@@ -89,9 +89,8 @@ def _copy_dir(name: str, spec: dict, src: Path, tmp: Path, where: str, no_config
 
     copied = []
     for p in sorted(src.iterdir()):
-        if p.is_file() and any(fnmatch.fnmatch(p.name, pat) for pat in _MODEL_FILE_PATTERNS):
-            if p.name == SOURCE_FILE:
-                continue
+        matched = any(fnmatch.fnmatch(p.name, pat) for pat in _MODEL_FILE_PATTERNS)
+        if p.is_file() and matched and p.name != SOURCE_FILE:
             shutil.copy2(p, tmp / p.name)
             copied.append(p.name)
     if not (tmp / "config.json").exists():

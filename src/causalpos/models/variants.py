@@ -154,14 +154,10 @@ def compose(*atoms: str) -> str:
 
 def variant_names() -> list[str]:
     """Every valid variant name: the atoms (:data:`VARIANTS`, in order), then every composition."""
-    rotary = [None, "identity_rope", "scrambled_rope", "global_base"]
-    position0 = [None] + [v for v in VARIANTS if v.startswith("bos_replace_")]
-    stream = [None, *STREAM_ATOMS]
-    scores = [None, "plant_query"]
-    mask = [None, "bidirectional", "layer_bidirectional", "ring", "no_window"]
+    per_part = [[None, *(a for a in VARIANTS if a != "causal" and _part(a) == p)] for p in PARTS]
     out = list(VARIANTS)
-    for r, p, st, s, m in product(rotary, position0, stream, scores, mask):
-        atoms = [a for a in (r, p, st, s, m) if a is not None]
+    for choice in product(*per_part):
+        atoms = [a for a in choice if a is not None]
         if len(atoms) >= 2:
             out.append(SEPARATOR.join(atoms))
     return out
