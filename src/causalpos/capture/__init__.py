@@ -5,6 +5,7 @@ The package is callable: ``causalpos.capture(model, tokens, ...)`` is
 includes the notebook API).
 """
 
+import importlib
 import sys
 import types
 
@@ -13,8 +14,6 @@ class _CallablePackage(types.ModuleType):
     """This package, callable as :func:`causalpos.api.scores.capture`."""
 
     def __call__(self, model, tokens, *args, **kwargs):
-        import importlib
-
         return importlib.import_module("causalpos.api.scores").capture(
             model, tokens, *args, **kwargs
         )
