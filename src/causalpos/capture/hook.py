@@ -27,6 +27,7 @@ buffer) plus the reducers' state (float64).
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -47,7 +48,6 @@ from causalpos.models.layer_kinds import config_kinds
 from causalpos.models.variants import PLANT_PROFILE, Variant, parse_variant, plant_layer, plant_term
 
 _ACTIVE: CaptureSession | None = None
-_REGISTERED = False
 
 
 def _capture_mask(*args: Any, **kwargs: Any) -> torch.Tensor:
@@ -153,17 +153,14 @@ def _capture_attention(
     )
 
 
+@functools.cache
 def register_capture() -> None:
-    """Register the capture attention and mask functions (idempotent)."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
+    """Register the capture attention and mask functions (once)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
     AttentionInterface.register(CAPTURE_IMPLEMENTATION, _capture_attention)
     AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, _capture_mask)
-    _REGISTERED = True
 
 
 def resolve_plant(
