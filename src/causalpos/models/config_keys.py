@@ -36,13 +36,6 @@ LEGACY_KEYS = frozenset(
 )
 
 
-def _transformers_dir() -> Path | None:
-    spec = importlib.util.find_spec("transformers")  # a top-level package: nothing is imported
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def _fields(tree: ast.Module) -> dict[str, tuple[set[str], list[str], str | None]]:
     """Class name -> (its annotated non-ClassVar fields and attribute_map keys, its bases'
     names, its ``model_type``) for every class of a module."""
@@ -74,9 +67,10 @@ def _fields(tree: ast.Module) -> dict[str, tuple[set[str], list[str], str | None
 def config_class_keys(model_type: str) -> frozenset[str] | None:
     """Every key a transformers config of ``model_type`` takes (see the module doc); None where
     its source cannot be found (then nothing is checked)."""
-    root = _transformers_dir()
-    if root is None:
+    spec = importlib.util.find_spec("transformers")  # a top-level package: nothing is imported
+    if spec is None or not spec.submodule_search_locations:
         return None
+    root = Path(list(spec.submodule_search_locations)[0])
     try:
         base = _fields(ast.parse((root / "configuration_utils.py").read_text()))
     except (OSError, SyntaxError):

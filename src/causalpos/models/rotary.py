@@ -12,10 +12,6 @@ from causalpos.models.architectures import ModelSpecError
 ROPE_CONFIG_KEY = "causalpos_rope"
 
 
-def _rotary_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    return [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
-
-
 def disable_rope(model: torch.nn.Module) -> list[torch.utils.hooks.RemovableHandle]:
     """Make every rotary embedding of ``model`` the identity; returns the hook handles.
 
@@ -25,7 +21,7 @@ def disable_rope(model: torch.nn.Module) -> list[torch.utils.hooks.RemovableHand
     exactly ``s·q``: the identity, bit for bit, when ``s == 1``. Remove the hooks with
     ``handle.remove()``.
     """
-    modules = _rotary_modules(model)
+    modules = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
     if not modules:
         raise ModelSpecError(
             f"cannot disable RoPE in {type(model).__name__}: no *RotaryEmbedding module found "
