@@ -24,12 +24,9 @@ class ModelSpecError(ValueError):
 
 
 def tiny_config_kwargs(architecture: str) -> dict[str, Any]:
-    """Config kwargs of a tiny (2-layer, 4-head, 2-KV-head GQA) model of ``architecture``.
-
-    Small enough to run a forward pass in milliseconds on a CPU, with every feature the capture
-    has to handle switched on where the architecture has it (GQA everywhere; q/k norms in
-    qwen3 and gemma3; sliding-window layers in gemma3).
-    """
+    """Config kwargs of a tiny (2-layer, 4-head, 2-KV-head GQA) model of ``architecture``: a
+    forward pass in milliseconds on a CPU, with every feature the capture has to handle where
+    the architecture has it (GQA; q/k norms in qwen3 and gemma3; sliding windows in gemma3)."""
     if architecture not in ARCHITECTURES:
         raise ModelSpecError(
             f"random_init: unknown architecture {architecture!r}; allowed: {sorted(ARCHITECTURES)}"
@@ -60,11 +57,8 @@ def tiny_config_kwargs(architecture: str) -> dict[str, Any]:
 
 
 def architecture_config(architecture: str, size: str = "tiny", overrides: dict | None = None):
-    """A transformers config of ``architecture`` ("tiny", or "full": transformers' defaults).
-
-    ``overrides`` are applied last (any config key; e.g. ``num_hidden_layers``,
-    ``sliding_window``, ``rope_parameters``).
-    """
+    """A transformers config of ``architecture`` ("tiny", or "full": transformers' defaults),
+    ``overrides`` (any config key) applied last."""
     from transformers import AutoConfig
 
     if architecture not in ARCHITECTURES:
