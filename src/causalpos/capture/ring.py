@@ -68,10 +68,7 @@ class RingRotation:
             if layer_type is not None and hasattr(self.rotary, f"{layer_type}_attention_scaling"):
                 scale = getattr(self.rotary, f"{layer_type}_attention_scaling")
             scale = 1.0 if scale is None else float(scale)
-            self._cache[key] = (
-                cos.reshape(-1).to(torch.float32) / scale,
-                sin.reshape(-1).to(torch.float32) / scale,
-            )
+            self._cache[key] = tuple(t.reshape(-1).to(torch.float32) / scale for t in (cos, sin))
         return self._cache[key]
 
     def shifted(self, module: torch.nn.Module, key: torch.Tensor, shift: int) -> torch.Tensor:

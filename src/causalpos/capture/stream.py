@@ -175,8 +175,7 @@ def planted_stream(model: torch.nn.Module, plant: StreamPlant | None) -> Iterato
     def hook(_mod, args, kwargs):
         if args:
             return (plant.add(args[0]), *args[1:]), kwargs
-        kwargs = dict(kwargs, hidden_states=plant.add(kwargs["hidden_states"]))
-        return args, kwargs
+        return args, dict(kwargs, hidden_states=plant.add(kwargs["hidden_states"]))
 
     handle = layers[plant.layer].register_forward_pre_hook(hook, with_kwargs=True)
     try:
