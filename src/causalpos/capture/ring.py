@@ -77,10 +77,8 @@ class RingRotation:
         layer_type = getattr(module, "layer_type", None) if self._typed else None
         cos, sin = self._cos_sin(layer_type, shift, key.device)
         r = cos.shape[-1]
-        k = key[..., :r]
-        rot = (
-            k * cos + torch.cat((-k[..., r // 2 :], k[..., : r // 2]), dim=-1) * sin
-        )  # rotate_half
+        k = key[..., :r]  # rotated in transformers' rotate_half form
+        rot = k * cos + torch.cat((-k[..., r // 2 :], k[..., : r // 2]), dim=-1) * sin
         return rot if r == key.shape[-1] else torch.cat((rot, key[..., r:]), dim=-1)
 
 

@@ -164,11 +164,9 @@ def model_side(model: torch.nn.Module, variant: Variant) -> Iterator[torch.nn.Mo
     :func:`causalpos.models.variants.factor_refusal`, is a ValueError). Input-side changes:
     :func:`variant_inputs`."""
     config = model.config
-    why = (
-        factor_refusal(variant.name, config) if variant.global_base or not variant.window else None
-    )
-    if why:
-        raise ValueError(f"variant {variant.name!r} on {type(model).__name__}: {why}")
+    if variant.global_base or not variant.window:
+        if why := factor_refusal(variant.name, config):
+            raise ValueError(f"variant {variant.name!r} on {type(model).__name__}: {why}")
     unwindowed = variant.ring or not variant.window
     prev_causal = getattr(config, "is_causal", _MISSING)
     prev_window = getattr(config, "sliding_window", None)
