@@ -160,16 +160,15 @@ def refuse_batch_that_cannot_fit(
     ``reserved`` bytes of the reducers exceed the ``available`` bytes (:func:`available_memory`)."""
     one = int(config.num_attention_heads) * seq_len * seq_len * 4
     least = one * batch_size + int(reserved)
-    free = available
-    if one > free:  # not even one sequence, whatever else: no batch size helps
+    if one > available:  # not even one sequence, whatever else: no batch size helps
         raise BatchMemoryError(
             f"{what}: one sequence of {seq_len} tokens alone needs {one / 2**30:.2f} GiB for one "
             f"layer's float32 attention scores ({config.num_attention_heads} heads x {seq_len}"
-            f" x {seq_len}); {free / 2**30:.2f} GiB available. No batch size fits (`{key}` is not the "
-            "problem): shorten the dataset's `seq_len` (datasets.<name>.seq_len), or use a "
+            f" x {seq_len}); {available / 2**30:.2f} GiB available. No batch size fits (`{key}` "
+            "is not the problem): shorten the dataset's `seq_len` (datasets.<name>.seq_len), or use a "
             "device with more memory"
         )
-    if least > free:
+    if least > available:
         raise BatchMemoryError(
             memory_advice(
                 what=what,
@@ -180,5 +179,5 @@ def refuse_batch_that_cannot_fit(
             )
             + " [refused before the forward pass: one layer's scores"
             + (f" and the reducers' {reserved / 2**30:.2f} GiB" if reserved else " alone")
-            + f" need {least / 2**30:.2f} GiB, {free / 2**30:.2f} GiB available]"
+            + f" need {least / 2**30:.2f} GiB, {available / 2**30:.2f} GiB available]"
         )
