@@ -205,13 +205,10 @@ def leakage_sums_bytes(layers: int, heads: int, seq_len: int, map_bytes: int) ->
 def sequence_bytes(
     heads: int, hidden: int, intermediate: int, seq_len: int, dtype_size: int
 ) -> int:
-    """Estimated peak bytes one sequence adds to an extraction forward pass.
-
-    The capture holds one float32 (head, T, T) score buffer per sequence and the attention
-    kernel and reducers a few more of the same size (softmax, float64 accumulators work per
-    sequence); activations are (T, hidden) and (T, intermediate) per layer in the model dtype.
-    The factor 4 on the scores and 6 on the activations are deliberately generous.
-    """
+    """Estimated peak bytes one sequence adds to an extraction forward pass: the capture's float32
+    (head, T, T) score buffer and a few more of its size (softmax, the reducers' float64 work),
+    and (T, hidden) and (T, intermediate) activations in the model dtype; the factors 4 and 6 are
+    deliberately generous."""
     scores = 4 * heads * seq_len * seq_len * 4
     acts = 6 * seq_len * (hidden + intermediate) * dtype_size
     return scores + acts
