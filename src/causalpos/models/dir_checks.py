@@ -14,7 +14,8 @@ from pathlib import Path
 TOKENIZER_CORE = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 
-def _json(path: Path) -> dict | None:
+def json_object(path: Path) -> dict | None:
+    """The JSON object in file ``path``, or None (unreadable, not JSON, or not an object)."""
     try:
         value = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -28,7 +29,7 @@ def local_dir_problem(path: Path) -> str | None:
         return f"{path} is not a directory"
     if not (path / "config.json").is_file():
         return f"{path} has no config.json (not an HF-format model directory)"
-    config = _json(path / "config.json")
+    config = json_object(path / "config.json")
     if config is None:
         return f"{path}/config.json is not a JSON object"
     problem = safetensors_problem(path)
@@ -58,7 +59,7 @@ def remote_code_problem(path: Path) -> str | None:
     """Why the model or tokenizer in directory ``path`` needs remote code (``auto_map`` in its
     ``config.json`` or ``tokenizer_config.json``), or None."""
     for name in ("config.json", "tokenizer_config.json"):
-        cfg = _json(Path(path) / name)
+        cfg = json_object(Path(path) / name)
         if cfg and cfg.get("auto_map"):
             return (
                 f"{Path(path) / name} has `auto_map` ({json.dumps(cfg['auto_map'])[:120]}): its "

@@ -10,10 +10,11 @@ checks it) and hands every other directory to AutoTokenizer.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
+
+from causalpos.models.dir_checks import json_object
 
 #: The classes loaded directly: the name a ``tokenizer_config.json`` gives -> the module that
 #: defines it and the ``model_type`` values of ``config.json`` for which AutoTokenizer keeps that
@@ -25,13 +26,6 @@ DIRECT_CLASSES: dict[str, tuple[str, frozenset]] = {
 }
 
 
-def _json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def direct_class(path: str | os.PathLike) -> str | None:
     """The class of :data:`DIRECT_CLASSES` that :func:`tokenizer_from_dir` loads ``path`` as without
     AutoTokenizer, or None: a ``tokenizer.json``, a ``tokenizer_config.json`` naming that class with
@@ -40,14 +34,14 @@ def direct_class(path: str | os.PathLike) -> str | None:
     path = Path(path)
     if not path.is_dir() or not (path / "tokenizer.json").is_file():
         return None
-    tok_cfg = _json(path / "tokenizer_config.json")
+    tok_cfg = json_object(path / "tokenizer_config.json")
     if not tok_cfg or "auto_map" in tok_cfg or tok_cfg.get("tokenizer_class") not in DIRECT_CLASSES:
         return None
     name = tok_cfg["tokenizer_class"]
     types = DIRECT_CLASSES[name][1]
     if not (path / "config.json").exists():
         return name if None in types else None
-    model_cfg = _json(path / "config.json")
+    model_cfg = json_object(path / "config.json")
     model_type = None if model_cfg is None else model_cfg.get("model_type")
     return name if model_type is not None and model_type in types else None
 
