@@ -113,15 +113,19 @@ def parameter_count(shape: Shape) -> int:
     their biases / norms), gated MLP (three matrices) and norms, the final norm and, untied, the
     output head. Equal to transformers' count on the meta device (tests/models/test_footprint.py)."""
     h, hd = shape.hidden, shape.head_dim
-    q, kv = shape.heads * hd, shape.kv_heads * hd
-    attn = h * q + 2 * h * kv + q * h
+    layer = _matrix_weights(shape) + shape.norms_per_layer * h
     if shape.qkv_bias:
-        attn += q + 2 * kv
+        layer += (shape.heads + 2 * shape.kv_heads) * hd
     if shape.qk_norm:
-        attn += 2 * hd
-    layer = attn + 3 * h * shape.intermediate + shape.norms_per_layer * h
+        layer += 2 * hd
     embed = shape.vocab * h
     return embed * (1 if shape.tied else 2) + shape.layers * layer + h
+
+
+def _matrix_weights(shape: Shape) -> int:
+    """Weights of one layer's matrices: q, k, v, o and the gated MLP's three."""
+    h, q, kv = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    return h * q + 2 * h * kv + q * h + 3 * h * shape.intermediate
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -351,14 +355,6 @@ def leakage_request(shape: Shape, seq_len: int, n_variants: int) -> dict[str, in
 # (benchmarks/budget.py sets a stage's CPU time against its FLOPs over the machine's sgemm rate).
 
 
-def linear_flops_per_token(shape: Shape) -> int:
-    """FLOPs of one token through a decoder's layers' matrices: q, k, v, o and the gated MLP's
-    three (2 per multiply-add; biases, norms and activations are not counted)."""
-    h, hd = shape.hidden, shape.head_dim
-    q, kv = shape.heads * hd, shape.kv_heads * hd
-    return 2 * shape.layers * (h * q + 2 * h * kv + q * h + 3 * h * shape.intermediate)
-
-
 def attention_flops(shape: Shape, seq_len: int) -> int:
     """FLOPs of one sequence's attention products, QKᵀ and PV, over the whole (T, T) map (what
     eager and SDPA attention compute on a CPU, masked cells included)."""
@@ -366,11 +362,12 @@ def attention_flops(shape: Shape, seq_len: int) -> int:
 
 
 def forward_flops(shape: Shape, seq_len: int, *, logits_positions: int = 1) -> int:
-    """Matmul FLOPs of one sequence's forward pass: the layers' matrices for every token, the
-    attention products, and the vocabulary projection at ``logits_positions`` positions
-    (extraction keeps one: ``logits_to_keep=1``; a loss needs every position)."""
+    """Matmul FLOPs of one sequence's forward pass: the layers' matrices for every token (2 per
+    multiply-add; biases, norms and activations are not counted), the attention products, and the
+    vocabulary projection at ``logits_positions`` positions (extraction keeps one:
+    ``logits_to_keep=1``; a loss needs every position)."""
     return (
-        seq_len * linear_flops_per_token(shape)
+        seq_len * (2 * shape.layers * _matrix_weights(shape))
         + attention_flops(shape, seq_len)
         + 2 * logits_positions * shape.hidden * shape.vocab
     )
