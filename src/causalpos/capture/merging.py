@@ -90,11 +90,8 @@ def merge_leakage(parts: Sequence[xr.Dataset]) -> xr.Dataset:
     merged = xr.concat([p[per_seq] for p in parts], dim="sequence").sortby("sequence")
     out = merged.assign(leak_floor=first["leak_floor"], leak_n_pairs=first["leak_n_pairs"])
     if "leak_map_sum" in first:
-        for k in ("leak_map_sum", "leak_logz_sum"):
+        for k in ("leak_map_sum", "leak_logz_sum", "leak_map_count"):
             out[k] = sum((p[k] for p in parts[1:]), first[k])
-        out["leak_map_count"] = sum(
-            (p["leak_map_count"] for p in parts[1:]), first["leak_map_count"]
-        )
     out.attrs = dict(first.attrs)
     return out
 

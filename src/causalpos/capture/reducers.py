@@ -325,16 +325,11 @@ class ScoreMaps:
             )
         ids = np.concatenate(self._ids[layers[0]])
         maps = np.stack([np.concatenate(self._maps.pop(la)) for la in layers], axis=1)
-        h, tq, tk = maps.shape[2:]
+        dims = ("sequence", "map_layer", "head", "query", "key")
+        cells = {d: np.arange(n) for d, n in zip(dims[2:], maps.shape[2:], strict=True)}
         return xr.Dataset(
-            {"score_maps": (("sequence", "map_layer", "head", "query", "key"), maps)},
-            coords={
-                "sequence": ids,
-                "map_layer": np.asarray(layers),
-                "head": np.arange(h),
-                "query": np.arange(tq),
-                "key": np.arange(tk),
-            },
+            {"score_maps": (dims, maps)},
+            coords={"sequence": ids, "map_layer": np.asarray(layers), **cells},
         )
 
     merge = staticmethod(merging.merge_score_maps)  # exact
