@@ -8,13 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: Architectures ``random_init`` can build: name -> transformers ``model_type``.
+#: Architectures ``random_init`` can build: name -> transformers ``model_type`` (the name itself
+#: but for gemma3's).
 ARCHITECTURES: dict[str, str] = {
-    "llama": "llama",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "phi3": "phi3",
-    "mistral": "mistral",
+    **{name: name for name in ("llama", "qwen2", "qwen3", "phi3", "mistral")},
     "gemma3": "gemma3_text",
 }
 

@@ -7,11 +7,10 @@ from typing import Any
 
 import torch
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
+from causalpos.models.footprint import DTYPE_BYTES, sequence_bytes
+
+#: The dtypes a config can name (``dtype:``) as torch's.
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_BYTES}
 
 
 def resolve_device(device: str) -> str:
@@ -29,8 +28,6 @@ def resolve_device(device: str) -> str:
 def bytes_per_sequence(config: Any, seq_len: int, dtype_bytes: int) -> int:
     """Estimated peak bytes one sequence adds to an extraction forward pass of the model of
     transformers ``config`` (:func:`causalpos.models.footprint.sequence_bytes`)."""
-    from causalpos.models.footprint import sequence_bytes
-
     hidden = int(config.hidden_size)
     inter = int(getattr(config, "intermediate_size", 4 * hidden) or 4 * hidden)
     return sequence_bytes(int(config.num_attention_heads), hidden, inter, seq_len, dtype_bytes)

@@ -15,20 +15,9 @@ import struct
 from pathlib import Path
 
 GGUF_MAGIC = b"GGUF"
-#: Scalar value types of GGUF metadata: type id -> struct format.
-_SCALARS = {
-    0: "B",
-    1: "b",
-    2: "H",
-    3: "h",
-    4: "I",
-    5: "i",
-    6: "f",
-    7: "?",
-    10: "Q",
-    11: "q",
-    12: "d",
-}
+#: Scalar value types of GGUF metadata: type id -> struct format (u8, i8, u16, i16, u32, i32, f32,
+#: bool; u64, i64, f64).
+_SCALARS = dict(zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), "BbHhIif?Qqd", strict=True))
 _STRING, _ARRAY = 8, 9
 DEFAULT_ALIGNMENT = 32
 
