@@ -3,26 +3,17 @@
 A custom function is registered in transformers' ``AttentionInterface`` *and* a mask function in
 ``AttentionMaskInterface`` under one name (:data:`CAPTURE_IMPLEMENTATION`): without the mask
 registration transformers decides the implementation needs no mask and the model silently runs
-unmasked (design.md, offline facts). The attention function receives post-RoPE ``query (batch,
-head, query, dim)`` and ``key (batch, kv_head, key, dim)`` (not repeated for GQA) and
-
-1. computes ``scores = (q · kᵀ) · scaling`` in float32 whatever the model dtype (then tanh
-   soft-capping where the layer passes ``softcap``); GQA's query heads sharing a key head are
-   folded into the rows of one matmul, so the keys are never copied;
-2. sets masked cells to NaN using the mask the model built for this layer: stores hold NaN,
-   never ±inf or dtype-min values;
-3. hands ``scores (batch, head, query, key)`` to every reducer;
-4. computes the layer's real output with ``sdpa`` (the model's fast path): the captured model's
-   logits equal the unhooked model's.
-
-``ring`` (:mod:`causalpos.capture.ring`) replaces step 1's products by the ring's and, like a
-soft-capped layer and ``plant_query`` (its term b_i, :func:`causalpos.models.variants.plant_term`,
-added to row i after scaling and capping), computes the layer's output from the captured scores,
-eagerly: the model attends with what it is read with (a query term cancels in the softmax, so
-later layers equal the unplanted run's within rounding). Under ``no_window`` every mask must be
-causal or full. ``plant_stream<k>`` adds its term to the residual stream by a forward pre-hook
-(:mod:`causalpos.capture.stream`). Memory: one batch × one layer of scores (one reusable float32
-buffer) plus the reducers' state (float64).
+unmasked (design.md, offline facts). The attention function takes post-RoPE ``query (batch, head,
+query, dim)`` and ``key (batch, kv_head, key, dim)`` (GQA's query heads sharing a key head folded
+into the rows of one matmul: the keys are never copied), computes ``scores = (q · kᵀ) · scaling``
+in float32 whatever the model dtype (then tanh soft-capping where the layer passes ``softcap``),
+NaN where the layer's mask hides a cell (never ±inf or dtype-min values), hands ``scores (batch,
+head, query, key)`` to every reducer and computes the layer's output with ``sdpa``: the captured
+model's logits equal the unhooked model's. ``ring`` (:mod:`causalpos.capture.ring`), a
+soft-capped layer and ``plant_query`` (b_i of :func:`causalpos.models.variants.plant_term` added
+to row i after scaling and capping) compute the output from the captured scores, eagerly: the
+model attends with what it is read with (a query term cancels in the softmax). Memory: one batch
+× one layer of scores (one reusable float32 buffer) plus the reducers' state (float64).
 """
 
 from __future__ import annotations
