@@ -58,6 +58,8 @@ def bos_replaced_embeddings(
     embeds = emb(input_ids)
     b, _, hidden = embeds.shape
     original = embeds[:, 0].float()
+    # a draw per prompt, or one for all (a generator seeded alike draws alike)
+    keys = list(seq_ids) if per_prompt else [None] * b
     if kind == "zeros":
         repl = torch.zeros_like(original)
     elif kind == "mean":
@@ -68,13 +70,9 @@ def bos_replaced_embeddings(
     elif kind == "token":
         exclude = _special_ids(model.config)
         vocab = emb.weight.shape[0]
-        if per_prompt:
-            toks = [_draw_token(vocab, exclude, _rng(seed, s, 2)) for s in seq_ids]
-        else:
-            toks = [_draw_token(vocab, exclude, _rng(seed, None, 2))] * b
+        toks = [_draw_token(vocab, exclude, _rng(seed, s, 2)) for s in keys]
         repl = emb(torch.tensor(toks, device=input_ids.device)).float()
     elif kind == "gaussian":
-        keys = list(seq_ids) if per_prompt else [None] * b
         g = np.stack([_rng(seed, s, 3).standard_normal(hidden) for s in keys])
         g = torch.from_numpy(g).to(device=embeds.device, dtype=torch.float32)
         repl = g / g.norm(dim=-1, keepdim=True) * original.norm(dim=-1, keepdim=True)
