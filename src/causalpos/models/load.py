@@ -306,10 +306,9 @@ def load_model(
     if any((path / f).is_file() for f in _TOKENIZER_FILES):
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
         check_vocabulary(model, tokenizer, path)
-    source = source or {
+    model.causalpos_source = source or {
         "name": path.name,
         "source": "unprepared",
         "path": display_path(path.resolve()),  # relative to the pipeline directory
     }
-    model.causalpos_source = source
     return model, tokenizer

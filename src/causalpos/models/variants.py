@@ -93,14 +93,10 @@ def parse_variant(name: str) -> Variant:
     What each atom does: docs/configuration.md and the modules that apply it
     (:mod:`causalpos.capture.ring`, :mod:`causalpos.capture.stream`, :func:`plant_term`,
     :mod:`causalpos.models.forward`); the plants' layer, scale and doses come from the config
-    (``leakage.plant``, ``leakage.plant_stream``), not the name. ``scrambled_rope`` permutes the
-    position ids per sequence, seeded by ``(seed, sequence id)``; ``bos_replace_*`` replace row 0
-    of ``inputs_embeds`` (``_all_``: a draw per prompt).
-
-    Compositions join at most one atom per part of the forward pass with ``+``, in the canonical
-    order of :data:`PARTS`, e.g. ``identity_rope+plant_stream2+bidirectional``. One spelling per
-    run (the name is a file name): another order, a repeated atom, two atoms of one part or
-    ``causal`` inside a composition is a ``ValueError`` that says what to write.
+    (``leakage.plant``, ``leakage.plant_stream``), not the name. Compositions join at most one
+    atom per part with ``+`` in the canonical order of :data:`PARTS`, e.g.
+    ``identity_rope+plant_stream2+bidirectional``: one spelling per run (the name is a file
+    name), any other a ``ValueError`` that says what to write.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"variant name must be a non-empty string, got {name!r}")
