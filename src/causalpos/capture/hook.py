@@ -289,9 +289,7 @@ def _checked_inputs(
             f"capture_scores: tokens must be a non-empty (sequence, position) integer array, got {tokens.shape} {tokens.dtype}"
         )
     n = tokens.shape[0]
-    seq_ids = (
-        np.arange(n, dtype=np.int64) if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)
-    )
+    seq_ids = np.asarray(np.arange(n) if seq_ids is None else seq_ids, dtype=np.int64)
     if seq_ids.shape != (n,):
         raise ValueError(f"capture_scores: seq_ids shape {seq_ids.shape} != ({n},)")
     if run.batch_size < 1:
@@ -340,13 +338,12 @@ def _forward_batches(
         for start in range(0, n, batch_size):
             ids = torch.from_numpy(tokens[start : start + batch_size].astype(np.int64)).to(device)
             sids = seq_ids[start : start + batch_size]
-            if session is not None:
-                session.begin_batch(sids)
-            for r in on_states:
-                r.begin_batch(sids)
             inputs = variant_inputs(model, ids, sids, v, seed=run.seed)
             if session is not None:
+                session.begin_batch(sids)
                 session.position_ids = inputs.get("position_ids")
+            for r in on_states:
+                r.begin_batch(sids)
             # logits_to_keep=1: the vocabulary projection of every position is not needed.
             try:
                 model(**inputs, use_cache=False, logits_to_keep=1)
