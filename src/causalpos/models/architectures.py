@@ -125,8 +125,7 @@ def check_config_overrides(model_type: str, overrides: dict) -> None:
     it as a plain attribute and build the model without it."""
     from causalpos.models.config_keys import unknown_config_keys
 
-    problems = unknown_config_keys(model_type, set(overrides) - {"model_type"})
-    if problems:
+    if problems := unknown_config_keys(model_type, set(overrides) - {"model_type"}):
         raise ModelSpecError(
             f"random_init: `config`: {'; '.join(problems)}; transformers would keep such a key "
             "as a plain attribute and build the model without it. Use the config class's own "
@@ -136,6 +135,4 @@ def check_config_overrides(model_type: str, overrides: dict) -> None:
 
 def spec_error(name: str, spec: dict, tried: str, reason: str, todo: str = "") -> ModelSpecError:
     msg = f"model {name!r} (spec {spec!r}): source {spec.get('source')!r} tried {tried}: {reason}"
-    if todo:
-        msg += f". {todo}"
-    return ModelSpecError(msg)
+    return ModelSpecError(msg + (f". {todo}" if todo else ""))

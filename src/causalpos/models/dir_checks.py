@@ -29,11 +29,9 @@ def local_dir_problem(path: Path) -> str | None:
         return f"{path} is not a directory"
     if not (path / "config.json").is_file():
         return f"{path} has no config.json (not an HF-format model directory)"
-    config = json_object(path / "config.json")
-    if config is None:
+    if json_object(path / "config.json") is None:
         return f"{path}/config.json is not a JSON object"
-    problem = safetensors_problem(path)
-    if problem:
+    if problem := safetensors_problem(path):
         return problem
     if not any((path / f).is_file() for f in TOKENIZER_CORE) and not any(path.glob("*.tiktoken")):
         return f"{path} holds no tokenizer (none of {list(TOKENIZER_CORE)} or *.tiktoken)"

@@ -88,8 +88,7 @@ def shape_of(cfg: Mapping) -> Shape:
         )
     bias, qk_norm, norms, tied = _TYPE_DEFAULTS[mtype]
     need = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers")
-    missing = [k for k in (*need, "num_attention_heads") if cfg.get(k) is None]
-    if missing:
+    if missing := [k for k in (*need, "num_attention_heads") if cfg.get(k) is None]:
         raise ValueError(f"footprint: config of model_type {mtype!r} lacks {missing}")
     heads = int(cfg["num_attention_heads"])
     hidden = int(cfg["hidden_size"])

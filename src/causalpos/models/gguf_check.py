@@ -125,6 +125,5 @@ def gguf_problem(path: str | os.PathLike) -> str | None:
 
 def check_gguf_complete(path: str | os.PathLike) -> None:
     """:class:`ValueError` where :func:`gguf_problem` finds one."""
-    problem = gguf_problem(path)
-    if problem:
+    if problem := gguf_problem(path):
         raise ValueError(problem)

@@ -126,8 +126,7 @@ def layer_kinds(ds, n_layers: int | None = None) -> list[str]:
             "causalpos (rerun the rule that wrote it)"
         )
     kinds = [str(k) for k in da.values]
-    bad = sorted({k for k in kinds if not _KIND.fullmatch(k)})
-    if bad:
+    if bad := sorted({k for k in kinds if not _KIND.fullmatch(k)}):
         raise ValueError(
             f"{LAYER_KIND}: {bad} are not layer kinds; each layer's kind is 'global' or "
             "'sliding<W>' with W the window in tokens (e.g. 'sliding512')"
@@ -154,8 +153,7 @@ def with_layer_kind(df, kinds: Mapping[int, str] | Sequence[str], *, layer: str 
     is a ValueError naming it."""
     out = df.drop(columns=[LAYER_KIND], errors="ignore")
     lookup = dict(kinds) if isinstance(kinds, Mapping) else dict(enumerate(kinds))
-    missing = sorted({int(v) for v in out[layer]} - set(lookup))
-    if missing:
+    if missing := sorted({int(v) for v in out[layer]} - set(lookup)):
         raise ValueError(f"no layer kind for layer(s) {missing} (kinds known: {sorted(lookup)})")
     values = [lookup[int(v)] for v in out[layer]]
     out.insert(out.columns.get_loc(layer) + 1, LAYER_KIND, values)

@@ -129,8 +129,7 @@ def _resolve_spec(name: str, spec: dict | None) -> dict:
         raise ModelSpecError(
             f"model {name!r}: `source` is {source!r}; allowed: {list(SOURCES)} (spec {spec!r})"
         )
-    unknown = set(spec) - _COMMON_KEYS - _SOURCE_KEYS[source]
-    if unknown:
+    if unknown := set(spec) - _COMMON_KEYS - _SOURCE_KEYS[source]:
         raise ModelSpecError(
             f"model {name!r}: unknown key(s) {sorted(unknown)} for source {source!r}; allowed: "
             f"{sorted(_COMMON_KEYS | _SOURCE_KEYS[source])}"

@@ -117,8 +117,7 @@ def parse_variant(name: str) -> Variant:
             f"variant {name!r}: 'causal' (the model as trained) composes with nothing; "
             f"write {rest!r}"
         )
-    dup = sorted({a for a in atoms if atoms.count(a) > 1})
-    if dup:
+    if dup := sorted({a for a in atoms if atoms.count(a) > 1}):
         raise ValueError(f"variant {name!r} repeats {dup}")
     for part in PARTS:
         same = [a for a in atoms if _part(a) == part]

