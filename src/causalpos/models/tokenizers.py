@@ -41,8 +41,7 @@ def direct_class(path: str | os.PathLike) -> str | None:
     types = DIRECT_CLASSES[name][1]
     if not (path / "config.json").exists():
         return name if None in types else None
-    model_cfg = json_object(path / "config.json")
-    model_type = None if model_cfg is None else model_cfg.get("model_type")
+    model_type = (json_object(path / "config.json") or {}).get("model_type")
     return name if model_type is not None and model_type in types else None
 
 
