@@ -64,17 +64,12 @@ class _Reader:
         raise ValueError(f"unknown GGUF metadata value type {kind} at byte {self.pos}")
 
 
-def _tensor_bytes(ggml_type: int, dims: list[int]) -> int:
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
-    return math.prod(dims) // block * type_size
-
-
 def expected_size(path: str | os.PathLike) -> tuple[int, int]:
     """``(bytes the header declares, bytes on disk)`` of the GGUF at ``path``; :class:`ValueError`
     for a file that is not a GGUF (v2 or v3) and, through :class:`_Truncated`, one whose header
     itself is cut short."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
     path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as fh:
@@ -96,7 +91,8 @@ def expected_size(path: str | os.PathLike) -> tuple[int, int]:
             r.string()
             dims = [r.unpack("Q") for _ in range(r.unpack("I"))]
             ggml_type, offset = r.unpack("I"), r.unpack("Q")
-            end = max(end, offset + _tensor_bytes(ggml_type, dims))
+            block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
+            end = max(end, offset + math.prod(dims) // block * type_size)
         start = -(-r.pos // alignment) * alignment
     return start + end, size
 

@@ -105,14 +105,9 @@ def _copy_dir(name: str, spec: dict, src: Path, tmp: Path, where: str, no_config
             "into the directory (from the model's hub repository: `huggingface-cli download <id> "
             "--include 'tokenizer*' --local-dir DIR`; or `tokenizer.save_pretrained(DIR)`)",
         )
-    _refuse(name, spec, where, safetensors_problem(src))
+    if problem := safetensors_problem(src):
+        raise spec_error(name, spec, where, problem)
     return {"path": display_path(src.resolve()), "files": copied, "sha256": weights_manifest(tmp)}
-
-
-def _refuse(name: str, spec: dict, tried: str, problem: str | None) -> None:
-    """A :func:`spec_error` where a check of :mod:`causalpos.models.dir_checks` found ``problem``."""
-    if problem:
-        raise spec_error(name, spec, tried, problem)
 
 
 def _resolve_spec(name: str, spec: dict | None) -> dict:
@@ -172,7 +167,8 @@ def build_model_dir(
         preparer = functools.partial(preparer, dtype=dtype, tokenizer_dir=tokenizer_dir)
     with atomic_dir(out_dir) as tmp:
         record = preparer(name, spec, tmp, out_dir.parent)
-        _refuse(name, spec, f"the files of {out_dir.name}", remote_code_problem(tmp))
+        if problem := remote_code_problem(tmp):
+            raise spec_error(name, spec, f"the files of {out_dir.name}", problem)
         if spec.get("rope", "rope") == "none":
             cfg_path = tmp / "config.json"
             cfg = json.loads(cfg_path.read_text())
