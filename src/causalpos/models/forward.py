@@ -21,13 +21,11 @@ from causalpos.models.variants import (
 
 
 def _special_ids(config: Any) -> set[int]:
-    ids: set[int] = set()
-    for key in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
-        v = getattr(config, key, None)
-        for x in v if isinstance(v, (list, tuple)) else [v]:
-            if x is not None:
-                ids.add(int(x))
-    return ids
+    keys = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id")
+    ids = [getattr(config, k, None) for k in keys]  # an id, a list of ids, or None
+    return {
+        int(x) for v in ids for x in (v if isinstance(v, (list, tuple)) else [v]) if x is not None
+    }
 
 
 def _draw_token(vocab: int, exclude: set[int], rng: np.random.Generator) -> int:
