@@ -77,21 +77,16 @@ def _state_zeros(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     except (OSError, MemoryError, torch.OutOfMemoryError) as exc:
         if isinstance(exc, OSError) and exc.errno != errno.ENOMEM:
             raise
-        raise MemoryError(state_memory_advice(shape, nbytes, device)) from exc
+        raise MemoryError(
+            f"capture: the reducer state of one layer, float64 {tuple(shape)} "
+            f"({nbytes / 2**30:.2f} GiB), does not fit in the memory of {device}. It grows with "
+            "seq_len² × heads (per layer, two such arrays for the score moments, one per group "
+            "for the group means), not with the batch: lower datasets.<name>.seq_len, or "
+            "extract.n_groups (group means), or run on a device with more memory (the config's "
+            "`device`); extract.batch_size and extract.shard_size do not change it"
+        ) from exc
     return torch.from_numpy(
         np.frombuffer(buf, dtype=np.float64, count=math.prod(shape)).reshape(shape)
-    )
-
-
-def state_memory_advice(shape: tuple[int, ...], nbytes: int, device: torch.device) -> str:
-    """Why one layer's reducer state of ``shape`` (float64) does not fit, and what to lower."""
-    return (
-        f"capture: the reducer state of one layer, float64 {tuple(shape)} ({nbytes / 2**30:.2f} "
-        f"GiB), does not fit in the memory of {device}. It grows with seq_len² × heads (per "
-        "layer, two such arrays for the score moments, one per group for the group means), "
-        "not with the batch: lower datasets.<name>.seq_len, or extract.n_groups (group means), "
-        "or run on a device with more memory (the config's `device`); "
-        "extract.batch_size and extract.shard_size do not change it"
     )
 
 
