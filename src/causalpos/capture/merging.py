@@ -112,7 +112,6 @@ merge_sink = functools.partial(concat_sequences, who="SinkReducer")
 merge_score_maps = functools.partial(concat_sequences, who="ScoreMaps")
 merge_position0 = functools.partial(concat_sequences, who="Position0States")
 
-
 #: The per-sequence sums of the expected-map estimator (:mod:`causalpos.paper2.estimator.expected`); a
 #: reducer built with ``expected_stats=False`` omits them.
 EXPECTED_STATS = ("leak_offsum", "leak_key0sum", "leak_rowsum")

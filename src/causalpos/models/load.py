@@ -52,7 +52,6 @@ DEFAULT_SPECS: dict[str, dict[str, Any]] = {
     },
 }
 
-
 _COMMON_KEYS = {"source", "rope", "description", "dtype"}
 _SOURCE_KEYS: dict[str, set[str]] = {
     "hf": {"id", "revision"},

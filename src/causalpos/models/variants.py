@@ -43,7 +43,6 @@ VARIANTS = tuple(_ATOMS)
 #: probes read (extraction keeps the value vectors for it alone; rule ``position0`` probes it).
 POSITION0_PROBE_CONDITION = "causal"
 
-
 #: The parts of the forward pass a variant changes, in the canonical order of a composition:
 #: rotary embedding, position-0 input, residual stream (a planted position term), attention
 #: scores (a planted term), attention mask. ``causal`` is the model as trained (no part changed)
