@@ -9,6 +9,7 @@ becomes a pad): extraction's prompts are sequences of equal length without paddi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -94,19 +95,16 @@ class Position0States:
             )
         n = len(layers)
 
-        def before(i: int):
-            def hook(_mod, args, kwargs):
-                h = args[0] if args else kwargs["hidden_states"]
-                self._rows[i] = h[:, 0].to(torch.float32, copy=True)
-
-            return hook
+        def before(i: int, _mod, args, kwargs):
+            h = args[0] if args else kwargs["hidden_states"]
+            self._rows[i] = h[:, 0].to(torch.float32, copy=True)
 
         def after(_mod, _args, out):
             h = out[0] if isinstance(out, tuple) else out
             self._rows[n] = h[:, 0].to(torch.float32, copy=True)
 
         handles = [
-            layer.register_forward_pre_hook(before(i), with_kwargs=True)
+            layer.register_forward_pre_hook(functools.partial(before, i), with_kwargs=True)
             for i, layer in enumerate(layers)
         ]
         handles.append(layers[-1].register_forward_hook(after))
