@@ -1,10 +1,11 @@
 """capture: every layer's pre-softmax scores, read inside a model's own forward pass.
 
-The package is callable: ``causalpos.capture(model, tokens, variants=("causal", "ring"),
-layers=None, ...)`` is :func:`causalpos.api.scores.capture` (resolved at first call: importlib,
-so no rule's code fingerprint includes the notebook API).
+The package is callable: ``causalpos.capture(model, tokens, ...)`` is
+:func:`causalpos.api.scores.capture` (imported at the call, so no rule's code fingerprint
+includes the notebook API).
 """
 
+import importlib
 import sys
 import types
 
@@ -13,8 +14,6 @@ class _CallablePackage(types.ModuleType):
     """This package, callable as :func:`causalpos.api.scores.capture`."""
 
     def __call__(self, model, tokens, *args, **kwargs):
-        import importlib
-
         return importlib.import_module("causalpos.api.scores").capture(
             model, tokens, *args, **kwargs
         )

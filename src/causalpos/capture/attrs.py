@@ -5,6 +5,7 @@ from, the variant, the shapes, the scaling and soft-capping its layers used, the
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,7 @@ def run_attrs(
     seed: int,
     session: CaptureSession | None,
 ) -> dict[str, Any]:
-    """The store attrs of one :func:`~causalpos.capture.hook.capture_scores` run: the model, the variant, the shapes,
-    the scaling and soft-capping the layers used, the versions."""
+    """The store attrs of one :func:`~causalpos.capture.hook.capture_scores` run (module doc)."""
     config = model.config
     n, t = tokens.shape
     source = getattr(model, "causalpos_source", {}) or {}
@@ -58,12 +58,6 @@ def run_attrs(
         "sequence_first": int(seq_ids.min()),
         "sequence_last": int(seq_ids.max()),
         "causalpos_version": __version__,
-        "transformers_version": _version("transformers"),
+        "transformers_version": version("transformers"),
         "torch_version": torch.__version__,
     }
-
-
-def _version(pkg: str) -> str:
-    from importlib.metadata import version
-
-    return version(pkg)

@@ -1,44 +1,24 @@
 """Pre-softmax attention scores, captured inside the model's own forward pass.
 
-How: a custom function is registered in transformers' ``AttentionInterface`` *and* a mask
-function in ``AttentionMaskInterface`` under the same name (:data:`CAPTURE_IMPLEMENTATION`).
-Without the mask registration transformers decides the implementation needs no mask and the
-model silently runs unmasked (design.md, offline facts). The attention function receives the
-post-RoPE ``query (batch, head, query, dim)`` and ``key (batch, kv_head, key, dim)`` (not yet
-repeated for GQA) and the model's ``scaling``; it
-
-1. computes ``scores = (q · kᵀ) · scaling`` in float32 whatever the model dtype (then tanh
-   soft-capping where the layer passes ``softcap``); for GQA the query heads sharing a key
-   head are folded into the rows of one matmul, so the keys are never copied;
-2. sets masked cells to NaN using the mask the model built for this layer (causal, sliding
-   window, bidirectional...): stores hold NaN, never ±inf or dtype-min values;
-3. hands ``scores (batch, head, query, key)`` to every reducer;
-4. computes the layer's real output with ``sdpa`` (the model's fast path), so the forward pass
-   is the model's own: the captured model's logits equal the unhooked model's.
-
-The ``ring`` variant (:mod:`causalpos.capture.ring`) replaces step 1's products by the ring's
-(cyclic RoPE offsets, no mask) and computes the layer's output from them, eagerly. Under
-``no_window`` every layer's mask must be the causal one (or full, under another mask atom): a
-window left in place is refused.
-
-A planted variant (``plant_query``) adds its term b_i (:func:`causalpos.models.variants.plant_term`)
-to row i of the planted layer's scores after scaling and soft-capping (the pre-softmax logits),
-and that layer's output is computed from those scores (softmax and value product, eagerly), so the
-model attends with the plant it is read with. A query term cancels in the softmax: the layer's
-attention, and every later layer, equal the unplanted run's within float rounding.
-
-A stream-planted variant (``plant_stream<k>``) adds its position term to the residual stream at
-the input of one decoder layer by a forward pre-hook (:mod:`causalpos.capture.stream`); the
-capture reads the layers above as they attend with it.
-
-Memory is bounded by one batch × one layer of scores (one reusable float32 buffer) plus the
-reducers' state; reducers stream statistics in float64.
-
-Forward-pass variants (the ``{variant}`` wildcard): see :mod:`causalpos.models.variants`.
+A custom function is registered in transformers' ``AttentionInterface`` *and* a mask function in
+``AttentionMaskInterface`` under one name (:data:`CAPTURE_IMPLEMENTATION`): without the mask
+registration transformers decides the implementation needs no mask and the model silently runs
+unmasked (design.md, offline facts). The attention function takes post-RoPE ``query (batch, head,
+query, dim)`` and ``key (batch, kv_head, key, dim)`` (GQA's query heads sharing a key head folded
+into the rows of one matmul: the keys are never copied), computes ``scores = (q · kᵀ) · scaling``
+in float32 whatever the model dtype (then tanh soft-capping where the layer passes ``softcap``),
+NaN where the layer's mask hides a cell (never ±inf or dtype-min values), hands ``scores (batch,
+head, query, key)`` to every reducer and computes the layer's output with ``sdpa``: the captured
+model's logits equal the unhooked model's. ``ring`` (:mod:`causalpos.capture.ring`), a
+soft-capped layer and ``plant_query`` (b_i of :func:`causalpos.models.variants.plant_term` added
+to row i after scaling and capping) compute the output from the captured scores, eagerly: the
+model attends with what it is read with (a query term cancels in the softmax). Memory: one batch
+× one layer of scores (one reusable float32 buffer) plus the reducers' state (float64).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -56,12 +36,9 @@ from causalpos.capture.settings import CaptureRun
 from causalpos.capture.stream import StreamPlant, planted_stream, resolve_stream
 from causalpos.models.forward import model_side, variant_inputs
 from causalpos.models.layer_kinds import config_kinds
-from causalpos.models.variants import Variant, parse_variant
+from causalpos.models.variants import PLANT_PROFILE, Variant, parse_variant, plant_layer, plant_term
 
 _ACTIVE: CaptureSession | None = None
-
-
-_REGISTERED = False
 
 
 def _capture_mask(*args: Any, **kwargs: Any) -> torch.Tensor:
@@ -69,8 +46,7 @@ def _capture_mask(*args: Any, **kwargs: Any) -> torch.Tensor:
     # attention function needs the exact pattern — causal, sliding window or bidirectional.
     from transformers.masking_utils import sdpa_mask
 
-    kwargs["allow_is_causal_skip"] = False
-    kwargs["allow_is_bidirectional_skip"] = False
+    kwargs.update(allow_is_causal_skip=False, allow_is_bidirectional_skip=False)
     return sdpa_mask(*args, **kwargs)
 
 
@@ -168,17 +144,14 @@ def _capture_attention(
     )
 
 
+@functools.cache
 def register_capture() -> None:
-    """Register the capture attention and mask functions (idempotent)."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
+    """Register the capture attention and mask functions (once)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
     AttentionInterface.register(CAPTURE_IMPLEMENTATION, _capture_attention)
     AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, _capture_mask)
-    _REGISTERED = True
 
 
 def resolve_plant(
@@ -189,8 +162,6 @@ def resolve_plant(
     ``plant``: ``{"layer": int (negative counts from the last), "scale": a}`` (config
     ``leakage.plant``), required by a planted variant and refused by any other.
     """
-    from causalpos.models.variants import PLANT_PROFILE, plant_layer, plant_term
-
     if variant.plant is None:
         if plant:
             raise ValueError(
@@ -222,13 +193,10 @@ def capturing(
     variant: str | Variant = "causal",
     plant: Mapping[int, np.ndarray] | None = None,
 ) -> Iterator[CaptureSession]:
-    """Run ``model`` with score capture (and the variant's mask/RoPE changes) inside the block.
-
-    Restores the attention implementation, ``config.is_causal`` and the rotary embedding on
-    exit. Set the batch's global sequence ids with ``session.begin_batch(seq_ids)`` before each
-    forward call. Input-side changes (scrambled position ids, BOS replacement) are made by
-    :func:`variant_inputs`. ``plant``: layer -> the term b (T,) added to that layer's query rows
-    (:func:`resolve_plant`).
+    """Run ``model`` with score capture (and the variant's model-side changes, undone on exit)
+    inside the block; call ``session.begin_batch(seq_ids)`` before each forward call. Input-side
+    changes are :func:`variant_inputs`'. ``plant``: layer -> the term b (T,) added to that
+    layer's query rows (:func:`resolve_plant`).
     """
     global _ACTIVE
     v = parse_variant(variant) if isinstance(variant, str) else variant
@@ -261,21 +229,14 @@ def capture_scores(
     attrs: dict[str, Any] | None = None,
 ) -> xr.Dataset:
     """Run ``tokens (sequence, position)`` through ``model`` under ``run.variant``; reduce the
-    scores (``run``: :class:`~causalpos.capture.settings.CaptureRun`).
+    scores.
 
-    Returns the reducers' :meth:`~Reducer.result` datasets merged into one, each variable's
+    Returns the reducers' :meth:`~Reducer.result` datasets merged, each variable's
     ``attrs["reducer"]`` naming its reducer class (for :func:`causalpos.io.shards.merge_shards`),
-    with attrs: model, model_spec, model_revision, architecture, dtype, device, seq_len,
-    n_sequences, variant, seed, scaling, softcap, bos, n_layers, n_heads, n_kv_heads, versions.
+    with the attrs of :func:`causalpos.capture.attrs.run_attrs`, a planted variant's ``plant_*``
+    (:func:`resolve_plant`) or ``plant_stream_*`` (:func:`causalpos.capture.stream.resolve_stream`)
+    and ``attrs`` (extra ones, e.g. dataset name or code fingerprint; they take precedence).
     ``seq_ids``: global sequence indices of the rows (default ``0..n-1``; pass them for shards).
-    ``attrs``: extra attributes (e.g. dataset name, bos, code fingerprint) — they take
-    precedence. ``bos`` defaults to "every sequence starts with ``config.bos_token_id``".
-    ``run.plant``: ``{"layer", "scale"}`` of a planted variant (:func:`resolve_plant`); the store
-    then records ``plant_term``, ``plant_layer`` (resolved, 0-based), ``plant_scale`` and
-    ``plant_profile``. ``run.stream``: ``{"layer", "dose", "profile"}`` of a stream-planted
-    variant (:func:`causalpos.capture.stream.resolve_stream`); the store then records the
-    ``plant_stream_*`` attrs. A progress bar goes to stderr (the job log) unless ``run.progress``
-    is False.
     """
     tokens, seq_ids = _checked_inputs(tokens, run, reducers, seq_ids)
     v = parse_variant(run.variant)
@@ -294,22 +255,17 @@ def capture_scores(
     for reducer in reducers:
         if hasattr(reducer, "set_layer_kinds"):
             reducer.set_layer_kinds(kinds)
+    shape = (tokens.shape[1], int(model.config.hidden_size))
     stream, stream_attrs = resolve_stream(
-        v,
-        run.stream,
-        n_layers=n_layers,
-        shape=(tokens.shape[1], int(model.config.hidden_size)),
-        seed=run.seed,
+        v, run.stream, n_layers=n_layers, shape=shape, seed=run.seed
     )
     session = _forward_batches(
         model, tokens, seq_ids, v, run, (on_scores, on_states), (planted, stream)
     )
-    parts = []
-    for reducer in reducers:
-        part = reducer.result()
+    parts = [reducer.result() for reducer in reducers]
+    for reducer, part in zip(reducers, parts, strict=True):
         for var in part.data_vars.values():
             var.attrs["reducer"] = reducer_path(reducer)
-        parts.append(part)
     ds = xr.merge(parts, compat="no_conflicts", join="exact", combine_attrs="override")
     if "layer" in ds.dims:
         ds = ds.assign_coords(layer_kind=("layer", np.asarray(kinds, dtype=str)))
@@ -333,9 +289,7 @@ def _checked_inputs(
             f"capture_scores: tokens must be a non-empty (sequence, position) integer array, got {tokens.shape} {tokens.dtype}"
         )
     n = tokens.shape[0]
-    seq_ids = (
-        np.arange(n, dtype=np.int64) if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)
-    )
+    seq_ids = np.asarray(np.arange(n) if seq_ids is None else seq_ids, dtype=np.int64)
     if seq_ids.shape != (n,):
         raise ValueError(f"capture_scores: seq_ids shape {seq_ids.shape} != ({n},)")
     if run.batch_size < 1:
@@ -384,13 +338,12 @@ def _forward_batches(
         for start in range(0, n, batch_size):
             ids = torch.from_numpy(tokens[start : start + batch_size].astype(np.int64)).to(device)
             sids = seq_ids[start : start + batch_size]
-            if session is not None:
-                session.begin_batch(sids)
-            for r in on_states:
-                r.begin_batch(sids)
             inputs = variant_inputs(model, ids, sids, v, seed=run.seed)
             if session is not None:
+                session.begin_batch(sids)
                 session.position_ids = inputs.get("position_ids")
+            for r in on_states:
+                r.begin_batch(sids)
             # logits_to_keep=1: the vocabulary projection of every position is not needed.
             try:
                 model(**inputs, use_cache=False, logits_to_keep=1)
@@ -398,12 +351,13 @@ def _forward_batches(
                 if session is not None:
                     session.check_nan()  # a reducer failing on NaN scores: name their source
                 raise
-            if session is not None and sorted(session.calls) != list(range(n_layers)):
-                raise RuntimeError(
-                    f"capture: {n_layers} layers but the capture saw layer calls {session.calls}; "
-                    "some attention layers bypass transformers' AttentionInterface"
-                )
             if session is not None:
+                if sorted(session.calls) != list(range(n_layers)):
+                    raise RuntimeError(
+                        f"capture: {n_layers} layers but the capture saw layer calls "
+                        f"{session.calls}; some attention layers bypass transformers' "
+                        "AttentionInterface"
+                    )
                 session.check_nan()
             for r in on_states:
                 r.end_batch()

@@ -1,14 +1,11 @@
-"""Exact merges of the extraction reducers' shard results, free of torch.
-
-The reducers (:mod:`causalpos.capture.reducers`, :mod:`causalpos.paper2.extraction.reducers`) stream scores
-with torch during extraction; combining their finished shard results is array arithmetic on
-xarray datasets, so the merge job (``merge_scores``) needs neither torch nor a model. Each
-reducer's ``merge`` classmethod is the function here; :data:`MERGES` maps the reducer names a
-store records (``attrs["reducer"]``) to them.
+"""Exact merges of the extraction reducers' shard results, free of torch (so the merge job,
+``merge_scores``, needs neither torch nor a model). Each reducer's ``merge`` is the function
+here; :data:`MERGES` maps the reducer names a store records (``attrs["reducer"]``) to them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -93,11 +90,8 @@ def merge_leakage(parts: Sequence[xr.Dataset]) -> xr.Dataset:
     merged = xr.concat([p[per_seq] for p in parts], dim="sequence").sortby("sequence")
     out = merged.assign(leak_floor=first["leak_floor"], leak_n_pairs=first["leak_n_pairs"])
     if "leak_map_sum" in first:
-        for k in ("leak_map_sum", "leak_logz_sum"):
+        for k in ("leak_map_sum", "leak_logz_sum", "leak_map_count"):
             out[k] = sum((p[k] for p in parts[1:]), first[k])
-        out["leak_map_count"] = sum(
-            (p["leak_map_count"] for p in parts[1:]), first["leak_map_count"]
-        )
     out.attrs = dict(first.attrs)
     return out
 
@@ -114,19 +108,13 @@ def concat_sequences(parts: Sequence[xr.Dataset], who: str) -> xr.Dataset:
     return xr.concat(parts, dim="sequence").sortby("sequence")
 
 
-def merge_sink(parts: Sequence[xr.Dataset]) -> xr.Dataset:
-    return concat_sequences(parts, "SinkReducer")
+merge_sink = functools.partial(concat_sequences, who="SinkReducer")
+merge_score_maps = functools.partial(concat_sequences, who="ScoreMaps")
+merge_position0 = functools.partial(concat_sequences, who="Position0States")
 
-
-def merge_score_maps(parts: Sequence[xr.Dataset]) -> xr.Dataset:
-    """Every sequence's score maps of the shards, by sequence id."""
-    return concat_sequences(parts, "ScoreMaps")
-
-
-def merge_position0(parts: Sequence[xr.Dataset]) -> xr.Dataset:
-    """Position-0 states (and value vectors) of the shards, by sequence id."""
-    return concat_sequences(parts, "Position0States")
-
+#: The per-sequence sums of the expected-map estimator (:mod:`causalpos.paper2.estimator.expected`); a
+#: reducer built with ``expected_stats=False`` omits them.
+EXPECTED_STATS = ("leak_offsum", "leak_key0sum", "leak_rowsum")
 
 #: Per-sequence variables of the leakage reducer (concatenated over shards).
 LEAKAGE_PER_SEQ = (
@@ -136,45 +124,32 @@ LEAKAGE_PER_SEQ = (
     "leak_null",
     "leak_sst",
     "leak_split",
-    "leak_offsum",
-    "leak_key0sum",
-    "leak_rowsum",
+    *EXPECTED_STATS,
 )
 
-#: The per-sequence sums of the expected-map estimator (:mod:`causalpos.paper2.estimator.expected`); a
-#: reducer built with ``expected_stats=False`` omits them.
-EXPECTED_STATS = ("leak_offsum", "leak_key0sum", "leak_rowsum")
-
-_MODULES = {
-    "ScoreMoments": ("causalpos.capture.reducers", "causalpos.capture"),
-    "GroupMeans": ("causalpos.capture.reducers", "causalpos.capture"),
-    "ScoreMaps": ("causalpos.capture.reducers",),
+#: Reducer class -> its merge and the module paths a store may record for it (the older paths keep
+#: the shards of stores written before the library's moves mergeable).
+_MERGE_OF = {
+    "ScoreMoments": (merge_moments, "causalpos.capture.reducers", "causalpos.capture"),
+    "GroupMeans": (merge_group_means, "causalpos.capture.reducers", "causalpos.capture"),
+    "ScoreMaps": (merge_score_maps, "causalpos.capture.reducers"),
     "LeakageReducer": (
+        merge_leakage,
         "causalpos.paper2.extraction.reducers",
         "causalpos.paper2.reducers",
         "causalpos.leakage",
     ),
     "SinkReducer": (
+        merge_sink,
         "causalpos.paper2.extraction.reducers",
         "causalpos.paper2.reducers",
         "causalpos.position0",
     ),
-    "Position0States": ("causalpos.capture.position0",),
-}
-_FUNCTIONS = {
-    "ScoreMoments": merge_moments,
-    "GroupMeans": merge_group_means,
-    "ScoreMaps": merge_score_maps,
-    "LeakageReducer": merge_leakage,
-    "SinkReducer": merge_sink,
-    "Position0States": merge_position0,
+    "Position0States": (merge_position0, "causalpos.capture.position0"),
 }
 
 #: Reducer name a store may record (``module:Class``) -> its merge. Only these merge: nothing is
-#: imported from a store's attributes. The paths of stores written before the library moved into
-#: packages (``causalpos.capture:...``, ``causalpos.leakage:...``, ``causalpos.position0:...``)
-#: and before paper 2's reducers moved into ``paper2.extraction`` (``causalpos.paper2.reducers:...``)
-#: stay valid, so those shards still merge.
+#: imported from a store's attributes.
 MERGES: dict[str, Callable[[Sequence[xr.Dataset]], xr.Dataset]] = {
-    f"{module}:{cls}": _FUNCTIONS[cls] for cls, modules in _MODULES.items() for module in modules
+    f"{module}:{cls}": merge for cls, (merge, *modules) in _MERGE_OF.items() for module in modules
 }

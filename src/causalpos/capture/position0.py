@@ -2,21 +2,15 @@
 
 Under causal attention position 0 attends only to itself, so its residual stream evolves as a
 closed system from the embedding of token 0 (:mod:`causalpos.paper2.position0` analyses it).
-This module reads it:
-
-- :class:`Position0States` is an extraction reducer that reads no scores: forward hooks copy
-  row 0 of every decoder block's input and of the last block's output (before the final norm),
-  and, where asked, the value vectors at key 0 of every block, v_proj(input_layernorm(h_ℓ[0])).
-  Extraction runs it next to the score reducers of a variant, so the position-0 conditions
-  cost no forward pass of their own (one model load, one pass over the prompts, per job).
-
-Left padding would break the premise (position 0 becomes a pad): extraction's prompts are
-sequences of equal length without padding.
+Extraction runs :class:`Position0States` next to a variant's score reducers, so the position-0
+conditions cost no forward pass of their own. Left padding would break the premise (position 0
+becomes a pad): extraction's prompts are sequences of equal length without padding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -61,13 +55,14 @@ def _values(model, states: torch.Tensor) -> torch.Tensor:
 
 
 class Position0States:
-    """Extraction reducer reading position 0's residual stream instead of scores.
+    """Extraction reducer reading position 0's residual stream instead of scores: forward hooks
+    copy row 0 of every decoder block's input and of the last block's output (before the final
+    norm), and with ``values`` the value vectors at key 0 of every block,
+    v_proj(input_layernorm(h_ℓ[0])) (the sink probe's features: extraction asks for them under
+    :data:`causalpos.models.variants.POSITION0_PROBE_CONDITION` only).
 
-    ``reads_scores = False``: the capture hands it no scores; :func:`causalpos.capture.hook.
-    extract_scores` attaches it to the model (:meth:`attached`) and calls :meth:`begin_batch` /
-    :meth:`end_batch` around each forward pass. ``values``: also keep the value vectors at key 0
-    (the sink probe's features; :data:`causalpos.models.variants.POSITION0_PROBE_CONDITION`
-    only, by the extraction stage).
+    ``reads_scores = False``: the capture hands it no scores; it is attached to the model
+    (:meth:`attached`) and :meth:`begin_batch` / :meth:`end_batch` run around each forward pass.
 
     Result: ``p0_state (sequence, p0_layer, hidden)`` and ``p0_value (sequence, layer, kv_head,
     head_dim)``, float32 — the model's own numbers (float32, or bfloat16 widened exactly), so
@@ -100,19 +95,16 @@ class Position0States:
             )
         n = len(layers)
 
-        def before(i: int):
-            def hook(_mod, args, kwargs):
-                h = args[0] if args else kwargs["hidden_states"]
-                self._rows[i] = h[:, 0].to(torch.float32, copy=True)
-
-            return hook
+        def before(i: int, _mod, args, kwargs):
+            h = args[0] if args else kwargs["hidden_states"]
+            self._rows[i] = h[:, 0].to(torch.float32, copy=True)
 
         def after(_mod, _args, out):
             h = out[0] if isinstance(out, tuple) else out
             self._rows[n] = h[:, 0].to(torch.float32, copy=True)
 
         handles = [
-            layer.register_forward_pre_hook(before(i), with_kwargs=True)
+            layer.register_forward_pre_hook(functools.partial(before, i), with_kwargs=True)
             for i, layer in enumerate(layers)
         ]
         handles.append(layers[-1].register_forward_hook(after))
@@ -164,6 +156,4 @@ class Position0States:
             ds["p0_state"].attrs["values_note"] = self.values_note
         return ds
 
-    @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        return merging.merge_position0(parts)
+    merge = staticmethod(merging.merge_position0)

@@ -23,10 +23,8 @@ from causalpos.models import footprint
 #: Score elements per float64 chunk on CPU (bounds the float64 temporaries of the reducers).
 _CPU_TILE = 1 << 18
 
-#: Score cells per chunk of a batch for reducers that work on whole maps in float64, on CPU and
-#: at most on a GPU (defined with the memory arithmetic that sizes the jobs' requests).
-WORK_CELLS = footprint.WORK_CELLS
-WORK_CELLS_CUDA = footprint.WORK_CELLS_CUDA
+#: Score cells per chunk of a batch for float64 whole-map reducers, on CPU and at most on a GPU.
+WORK_CELLS, WORK_CELLS_CUDA = footprint.WORK_CELLS, footprint.WORK_CELLS_CUDA
 
 
 @functools.cache
@@ -46,23 +44,15 @@ class Reducer(Protocol):
     name: str
 
     def update(self, layer: int, scores: torch.Tensor, seq_ids: np.ndarray) -> None:
-        """Fold in one layer of one batch.
+        """Fold in one layer of one batch: ``scores (batch, head, query, key)`` float32
+        pre-softmax logits (post-RoPE, model scaling, GQA keys repeated), NaN where masked;
+        read-only (shared, and the buffer is reused for the next layer: copy what you keep).
+        ``seq_ids (batch,)``: the global sequence indices of the rows."""
 
-        ``scores (batch, head, query, key)`` float32 pre-softmax logits (post-RoPE, model
-        scaling, GQA keys repeated), NaN where masked; read-only (shared with other reducers,
-        and the buffer is reused for the next layer: copy what you keep). ``seq_ids (batch,)``
-        are the global sequence indices of the rows.
-        """
-        ...
-
-    def result(self) -> xr.Dataset:
-        """This shard's contribution."""
-        ...
+    def result(self) -> xr.Dataset: ...  # this shard's contribution
 
     @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Exact merge of shards' :meth:`result` datasets (same variables)."""
-        ...
+    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset: ...  # exact merge of results
 
 
 def reducer_path(reducer: Reducer | type) -> str:
@@ -87,21 +77,16 @@ def _state_zeros(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     except (OSError, MemoryError, torch.OutOfMemoryError) as exc:
         if isinstance(exc, OSError) and exc.errno != errno.ENOMEM:
             raise
-        raise MemoryError(state_memory_advice(shape, nbytes, device)) from exc
+        raise MemoryError(
+            f"capture: the reducer state of one layer, float64 {tuple(shape)} "
+            f"({nbytes / 2**30:.2f} GiB), does not fit in the memory of {device}. It grows with "
+            "seq_len² × heads (per layer, two such arrays for the score moments, one per group "
+            "for the group means), not with the batch: lower datasets.<name>.seq_len, or "
+            "extract.n_groups (group means), or run on a device with more memory (the config's "
+            "`device`); extract.batch_size and extract.shard_size do not change it"
+        ) from exc
     return torch.from_numpy(
         np.frombuffer(buf, dtype=np.float64, count=math.prod(shape)).reshape(shape)
-    )
-
-
-def state_memory_advice(shape: tuple[int, ...], nbytes: int, device: torch.device) -> str:
-    """Why one layer's reducer state of ``shape`` (float64) does not fit, and what to lower."""
-    return (
-        f"capture: the reducer state of one layer, float64 {tuple(shape)} ({nbytes / 2**30:.2f} "
-        f"GiB), does not fit in the memory of {device}. It grows with seq_len² × heads (per "
-        "layer, two such arrays for the score moments, one per group for the group means), "
-        "not with the batch: lower datasets.<name>.seq_len, or extract.n_groups (group means), "
-        "or run on a device with more memory (the config's `device`); "
-        "extract.batch_size and extract.shard_size do not change it"
     )
 
 
@@ -208,18 +193,11 @@ class ScoreMoments:
         self._buf = None
         dims = ("layer", "head", "query", "key")
         return xr.Dataset(
-            {
-                "score_mean": (dims, mean),
-                "score_m2": (dims, m2),
-                "n_sequences": ((), np.int64(n)),
-            },
+            {"score_mean": (dims, mean), "score_m2": (dims, m2), "n_sequences": ((), np.int64(n))},
             coords=_coords(*shape),
         )
 
-    @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_moments`."""
-        return merging.merge_moments(parts)
+    merge = staticmethod(merging.merge_moments)  # exact
 
 
 def group_labels(n_sequences: int, *, n_groups: int = 10) -> np.ndarray:
@@ -306,10 +284,7 @@ class GroupMeans:
             coords={"group": self.groups[seen], **_coords(len(layers), None, tq, tk)},
         )
 
-    @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Exact merge of shard results: :func:`causalpos.capture.merging.merge_group_means`."""
-        return merging.merge_group_means(parts)
+    merge = staticmethod(merging.merge_group_means)  # exact
 
 
 class ScoreMaps:
@@ -345,19 +320,11 @@ class ScoreMaps:
             )
         ids = np.concatenate(self._ids[layers[0]])
         maps = np.stack([np.concatenate(self._maps.pop(la)) for la in layers], axis=1)
-        h, tq, tk = maps.shape[2:]
+        dims = ("sequence", "map_layer", "head", "query", "key")
+        cells = {d: np.arange(n) for d, n in zip(dims[2:], maps.shape[2:], strict=True)}
         return xr.Dataset(
-            {"score_maps": (("sequence", "map_layer", "head", "query", "key"), maps)},
-            coords={
-                "sequence": ids,
-                "map_layer": np.asarray(layers),
-                "head": np.arange(h),
-                "query": np.arange(tq),
-                "key": np.arange(tk),
-            },
+            {"score_maps": (dims, maps)},
+            coords={"sequence": ids, "map_layer": np.asarray(layers), **cells},
         )
 
-    @classmethod
-    def merge(cls, parts: Sequence[xr.Dataset]) -> xr.Dataset:
-        """Shards concatenated by sequence id: :func:`causalpos.capture.merging.merge_score_maps`."""
-        return merging.merge_score_maps(parts)
+    merge = staticmethod(merging.merge_score_maps)  # exact

@@ -1,24 +1,19 @@
 """The ring ablation's scores (variant ``ring``, :mod:`causalpos.models.variants`).
 
-Why a ring. Any unmasked pass over a finite sequence with RoPE creates absolute position of its
-own: a query near either end sees offsets on one side only, so its attention output, and every
-later layer's q and k, carry its distance to the ends (measured on SmolLM2 and Gemma-3 270M with
-i.i.d. tokens: docs/findings.md). On a ring every query sees the same offsets: the score of query
-i and key j is taken at the cyclic offset
+Why a ring: any unmasked pass over a finite sequence with RoPE creates absolute position of its
+own (a query near either end sees offsets on one side only; measured on SmolLM2 and Gemma-3 270M:
+docs/findings.md). On a ring every query sees the same offsets: query i and key j score at
 
     c(i, j) = ((i − j + ⌊T/2⌋) mod T) − ⌊T/2⌋  ∈ [−⌊T/2⌋, T − ⌊T/2⌋),
 
-so the pass commutes with cyclic shifts of its input (with no mask and no absolute position
-embedding): for i.i.d. tokens the expected map is circulant, a function of i − j on the lower
-triangle, and reads no position. Only a fixed token 0 stays a landmark.
+so the pass commutes with cyclic shifts of its input (no mask, no absolute position embedding):
+for i.i.d. tokens the expected map is circulant and reads no position; only a fixed token 0
+stays a landmark.
 
-How. RoPE rotates a query at position p_i and a key at p_j so that their product depends on
-p_i − p_j. The capture receives post-RoPE q and k; a key moved by ±T positions is R(±T) k (a
-rotation that does not depend on j), so the ring's score is one of three products: q·k
-(|c| unchanged), q·R(T)k where c = p_i − p_j − T, q·R(−T)k where c = p_i − p_j + T. The
-rotation is the model's own rotary module evaluated at position T (per layer type, e.g. Gemma
-3's local and global bases), divided by its attention scaling; with identity RoPE it is the
-identity. Positions are the batch's position ids (scrambled RoPE permutes them per sequence).
+How: a post-RoPE key moved by ±T positions is R(±T) k, so the ring's score is q·k, q·R(T)k
+(c = p_i − p_j − T) or q·R(−T)k (c = p_i − p_j + T). R is the model's own rotary module at
+position T (per layer type, e.g. Gemma 3's local and global bases) divided by its attention
+scaling; positions are the batch's position ids (scrambled RoPE permutes them per sequence).
 """
 
 from __future__ import annotations
@@ -30,11 +25,6 @@ import torch
 #: Architectures whose rotation is transformers' ``rotate_half`` form on the first
 #: ``cos.shape[-1]`` dimensions of each head (the ring's key rotation reproduces it).
 RING_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3", "gemma3_text")
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
 
 
 def cyclic_regions(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,10 +68,7 @@ class RingRotation:
             if layer_type is not None and hasattr(self.rotary, f"{layer_type}_attention_scaling"):
                 scale = getattr(self.rotary, f"{layer_type}_attention_scaling")
             scale = 1.0 if scale is None else float(scale)
-            self._cache[key] = (
-                cos.reshape(-1).to(torch.float32) / scale,
-                sin.reshape(-1).to(torch.float32) / scale,
-            )
+            self._cache[key] = tuple(t.reshape(-1).to(torch.float32) / scale for t in (cos, sin))
         return self._cache[key]
 
     def shifted(self, module: torch.nn.Module, key: torch.Tensor, shift: int) -> torch.Tensor:
@@ -90,7 +77,8 @@ class RingRotation:
         layer_type = getattr(module, "layer_type", None) if self._typed else None
         cos, sin = self._cos_sin(layer_type, shift, key.device)
         r = cos.shape[-1]
-        rot = key[..., :r] * cos + _rotate_half(key[..., :r]) * sin
+        k = key[..., :r]  # rotated in transformers' rotate_half form
+        rot = k * cos + torch.cat((-k[..., r // 2 :], k[..., : r // 2]), dim=-1) * sin
         return rot if r == key.shape[-1] else torch.cat((rot, key[..., r:]), dim=-1)
 
 

@@ -1,7 +1,6 @@
 """The state of one score capture (:mod:`causalpos.capture.hook`): the reducers fed, the batch's
-sequence ids, each layer's scaling and soft-capping, the reusable float32 score buffer, the NaN
-pattern of each layer's mask, the NaN counts each batch is checked against (a model producing NaN
-where its mask allows a value fails with what to do), and a planted variant's term."""
+sequence ids, each layer's scaling and soft-capping, the reusable float32 score buffer, the masks'
+NaN patterns and the NaN counts each batch is checked against, and a variant's planted term."""
 
 from __future__ import annotations
 
@@ -19,25 +18,18 @@ _FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 class CaptureSession:
-    """The state of one capture: the reducers, the batch's sequence ids, each layer's scaling,
-    soft-capping and calls, the reusable score buffer, the masks' NaN patterns, the NaN counts the
-    batch is checked against, and the planted term of a ``plant_query`` variant."""
+    """The state of one capture (module docstring)."""
 
     def __init__(self, reducers: Sequence[Reducer]) -> None:
         self.reducers = list(reducers)
-        self.seq_ids: np.ndarray = np.zeros(0, dtype=np.int64)
         self.scaling: dict[int, float] = {}
         self.softcap: dict[int, float | None] = {}
-        self.calls: list[int] = []
         self._buffer: torch.Tensor | None = None
-        self._masks: dict[int, tuple[torch.Tensor, torch.Tensor | None, str]] = {}
-        self._masked: dict[tuple[int, int, int], int] = {}
-        self._nan: list[tuple[int, torch.Tensor, int]] = []
+        self.begin_batch(np.zeros(0, dtype=np.int64))
         #: ``layer_bidirectional``: the maps are recorded without the mask (the forward pass
-        #: keeps it); the all-allowed pattern of each mask, kept alive for the batch
+        #: keeps it)
         self.unmasked = False
         self.no_window = False  # variant no_window: every mask must be causal
-        self._full: dict[int, torch.Tensor] = {}
         #: ``plant_query``: layer -> the planted term b (float64, (T,)) added to its query rows
         self.plant: dict[int, np.ndarray] = {}
         self._plant_t: dict[tuple[int, int, torch.device], torch.Tensor] = {}
@@ -76,11 +68,11 @@ class CaptureSession:
 
     def begin_batch(self, seq_ids: np.ndarray) -> None:
         self.seq_ids = np.asarray(seq_ids, dtype=np.int64)
-        self.calls = []
-        self._masks = {}
-        self._masked = {}
-        self._nan = []
-        self._full = {}
+        self.calls: list[int] = []
+        self._masks: dict[int, tuple[torch.Tensor, torch.Tensor | None, str]] = {}
+        self._masked: dict[tuple[int, int, int], int] = {}
+        self._nan: list[tuple[int, torch.Tensor, int]] = []
+        self._full: dict[int, torch.Tensor] = {}  # the all-allowed pattern of each mask
 
     def count_nan(
         self,
@@ -166,5 +158,4 @@ class CaptureSession:
                 bias = torch.zeros(shared.shape, dtype=torch.float32, device=mask.device)
                 bias.masked_fill_(~shared, float("nan"))
             self._masks[key] = (mask, bias, kind)
-        allowed, bias, kind = self._masks[key]
-        return allowed, bias, kind
+        return self._masks[key]

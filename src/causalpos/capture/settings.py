@@ -1,10 +1,6 @@
-"""Extraction's settings, declared once (standard library only).
-
-:class:`ExtractSettings` is what an extraction job reads from the resolved config: the batch size
-(or ``"auto"`` with its memory fraction), the groups of sequences, the model's dtype, the seed and
-the device; :class:`CaptureRun` is how one forward-pass variant runs through the capture hook
-(:func:`causalpos.capture.hook.capture_scores`). A rule hands its job a flat mapping of
-:class:`ExtractSettings`' fields; each field's config key and default: :mod:`causalpos.settings`.
+"""Extraction's settings, declared once (standard library only): :class:`ExtractSettings`, what an
+extraction job reads from the resolved config (each field's config key and default:
+:mod:`causalpos.settings`), and :class:`CaptureRun`, how one variant runs through the capture hook.
 """
 
 from __future__ import annotations
@@ -40,13 +36,10 @@ class ExtractSettings:
 
 @dataclass(frozen=True)
 class CaptureRun:
-    """One forward-pass variant through the capture hook: its name
-    (:mod:`causalpos.models.variants`), the sequences per forward pass, the seed of its random
-    draws (scrambled RoPE, Gaussian BOS replacements), the term a planted variant adds
-    (``{"layer", "scale"}``: :func:`causalpos.capture.hook.resolve_plant`), the dose a
-    stream-planted variant adds (``{"layer", "dose", "profile"}``:
-    :func:`causalpos.capture.stream.resolve_stream`) and whether a progress bar goes to stderr
-    (the job log)."""
+    """One forward-pass variant through :func:`causalpos.capture.hook.capture_scores`: ``plant``
+    as :func:`~causalpos.capture.hook.resolve_plant` reads it, ``stream`` as
+    :func:`causalpos.capture.stream.resolve_stream` does; ``seed`` of the variant's random draws;
+    ``progress``: a progress bar to stderr (the job log)."""
 
     variant: str
     batch_size: int

@@ -2,41 +2,28 @@
 stream of one lower layer (variants ``plant_stream<k>``, :mod:`causalpos.models.variants`), as a
 dose series (paper2.md §2, Controls).
 
-**The term.** A forward pre-hook on decoder layer ℓ (``model.model.layers[ℓ]``) adds to the
-hidden state of position i of sequence p
+A forward pre-hook on decoder layer ℓ (``model.model.layers[ℓ]``) adds to the hidden state of
+position i of sequence p
 
     Δh_pi = dose · s_p · g(i) · u,
 
-where ``dose`` is the k-th entry of ``leakage.plant_stream.doses`` (``plant_stream<k>``), s_p the
-residual stream's RMS norm at the layer's input, measured on the sequence itself
-(s_p² = mean_i ‖h_pi‖², before the term is added), g a fixed position profile of unit RMS over the
-sequence's positions (:func:`stream_profile`) and u a unit direction in the hidden space drawn
-from the run's seed (:func:`stream_direction`). So the term's RMS norm over positions is
-``dose`` × the stream's own: the dose is the plant's size relative to the stream it is added to,
-the same number for every model. Layers below ℓ are untouched (bit for bit the unplanted run);
-layer ℓ and every layer above read the term through their own norms, projections, attention and
-MLPs: it propagates, unlike a pure query term in the last layer's logits, which cancels in the
-softmax (:mod:`causalpos.paper2.summary.planted`).
+``dose`` the k-th entry of ``leakage.plant_stream.doses``, s_p the stream's RMS norm at the
+layer's input measured on the sequence itself (s_p² = mean_i ‖h_pi‖², before the term), g a fixed
+position profile of unit RMS (:func:`stream_profile`), u a unit direction drawn from the run's
+seed (:func:`stream_direction`): the dose is the plant's size relative to the stream, the same
+number for every model. Layers below ℓ are bit for bit the unplanted run's; ℓ and above read the
+term through their own norms, projections, attention and MLPs: it propagates, unlike a query term
+in the last layer's logits, which cancels in the softmax (:mod:`causalpos.paper2.summary.planted`).
 
-**The profile (decision).** ``log``: g(i) = log(1 + i) centred over the positions 0..T−1 and
-scaled to unit RMS. Why: (1) only the part of a term that varies with i carries position — a
-constant vector added to every token is position-free (a bidirectional pass without rotary
-position is permutation-equivariant, and stays so under a shift common to all tokens) — so the
-profile is centred and the whole dose is position; (2) it is a function of the token's own
-position i, never of an offset i − j, so its first-order effect on a logit map is a query
-effect g(i)·(u's image under the layer's key side) plus a key effect, neither of which a
-relative baseline absorbs (they are not constant along the offsets' diagonals); (3) it decays
-with position as the absolute-position effects models show (large steps near the start, small
-later), and is smooth and monotone. ``linear`` (g ∝ i, centred, unit RMS) is the alternative
-without the decay.
-
-**Where it is a control.** Planted in a position-free run (identity RoPE, no mask:
-``identity_rope+plant_stream<k>+bidirectional``), the only absolute position in the forward pass
-is the plant's: dose 0 (the unplanted run) reads ≈ 0 and the reading must rise with the dose
-(:mod:`causalpos.paper2.summary.doses`).
-
-Memory: the hook holds the profile times the direction (T × d float32, per device and dtype) and
-allocates one hidden state's worth per batch; nothing grows with the number of sequences.
+The profile (decision): ``log``, g(i) = log(1 + i) centred over 0..T−1 and scaled to unit RMS.
+Centred, because a constant vector added to every token carries no position; a function of i,
+never of i − j, so its effect on a logit map (a query and a key effect) is not absorbed by a
+relative baseline; decaying as models' absolute-position effects do, smooth and monotone.
+``linear`` (g ∝ i, centred, unit RMS) is the alternative without the decay. Planted in a
+position-free run (``identity_rope+plant_stream<k>+bidirectional``) the plant is the only absolute
+position: dose 0 reads ≈ 0 and the reading must rise with the dose
+(:mod:`causalpos.paper2.summary.doses`). Memory: the profile times the direction (T × d float32,
+per device) and one hidden state per batch.
 """
 
 from __future__ import annotations
@@ -56,13 +43,8 @@ from causalpos.models.variants import Variant, _rng, plant_layer
 STREAM_PROFILES = ("log", "linear")
 
 #: Store attrs of a stream-planted run (written by :func:`resolve_stream`).
-STREAM_ATTRS = (
-    "plant_stream_layer",
-    "plant_stream_dose",
-    "plant_stream_index",
-    "plant_stream_profile",
-    "plant_stream_seed",
-    "plant_stream_norm",
+STREAM_ATTRS = tuple(
+    f"plant_stream_{k}" for k in ("layer", "dose", "index", "profile", "seed", "norm")
 )
 
 #: ``plant_stream_norm``: what s_p is.
@@ -104,10 +86,10 @@ class StreamPlant:
     direction: np.ndarray
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def term(self, device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def term(self, device: torch.device) -> torch.Tensor:
         """dose · g(i) · u as a float32 (T, d) tensor on ``device`` (cached), to be scaled by
         each sequence's s_p."""
-        key = (str(device), dtype)
+        key = str(device)
         if key not in self._cache:
             gu = self.dose * np.outer(self.profile, self.direction)
             self._cache[key] = torch.as_tensor(gu, dtype=torch.float32, device=device)
@@ -137,10 +119,9 @@ def resolve_stream(
 ) -> tuple[StreamPlant | None, dict[str, Any]]:
     """The stream plant of ``variant`` and the store attrs that record it (:data:`STREAM_ATTRS`).
 
-    ``spec``: ``{"layer": int (negative counts from the last), "dose": float > 0, "profile":
-    one of STREAM_PROFILES}`` (config ``leakage.plant_stream``, the variant's dose), required by
-    a ``plant_stream<k>`` variant and refused by any other; ``shape``: (seq_len, hidden);
-    ``seed``: the run's seed (the direction's draw)."""
+    ``spec``: ``{"layer": int (negative counts from the last), "dose": float >= 0, "profile":
+    one of STREAM_PROFILES}`` (config ``leakage.plant_stream``), required by a ``plant_stream<k>``
+    variant and refused by any other; ``shape``: (seq_len, hidden)."""
     if not variant.stream:
         if spec:
             raise ValueError(
@@ -194,8 +175,7 @@ def planted_stream(model: torch.nn.Module, plant: StreamPlant | None) -> Iterato
     def hook(_mod, args, kwargs):
         if args:
             return (plant.add(args[0]), *args[1:]), kwargs
-        kwargs = dict(kwargs, hidden_states=plant.add(kwargs["hidden_states"]))
-        return args, kwargs
+        return args, dict(kwargs, hidden_states=plant.add(kwargs["hidden_states"]))
 
     handle = layers[plant.layer].register_forward_pre_hook(hook, with_kwargs=True)
     try:

@@ -8,13 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: Architectures ``random_init`` can build: name -> transformers ``model_type``.
+#: Architectures ``random_init`` can build: name -> transformers ``model_type`` (the name itself
+#: but for gemma3's).
 ARCHITECTURES: dict[str, str] = {
-    "llama": "llama",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "phi3": "phi3",
-    "mistral": "mistral",
+    **{name: name for name in ("llama", "qwen2", "qwen3", "phi3", "mistral")},
     "gemma3": "gemma3_text",
 }
 
@@ -24,12 +21,9 @@ class ModelSpecError(ValueError):
 
 
 def tiny_config_kwargs(architecture: str) -> dict[str, Any]:
-    """Config kwargs of a tiny (2-layer, 4-head, 2-KV-head GQA) model of ``architecture``.
-
-    Small enough to run a forward pass in milliseconds on a CPU, with every feature the capture
-    has to handle switched on where the architecture has it (GQA everywhere; q/k norms in
-    qwen3 and gemma3; sliding-window layers in gemma3).
-    """
+    """Config kwargs of a tiny (2-layer, 4-head, 2-KV-head GQA) model of ``architecture``: a
+    forward pass in milliseconds on a CPU, with every feature the capture has to handle where
+    the architecture has it (GQA; q/k norms in qwen3 and gemma3; sliding windows in gemma3)."""
     if architecture not in ARCHITECTURES:
         raise ModelSpecError(
             f"random_init: unknown architecture {architecture!r}; allowed: {sorted(ARCHITECTURES)}"
@@ -60,11 +54,8 @@ def tiny_config_kwargs(architecture: str) -> dict[str, Any]:
 
 
 def architecture_config(architecture: str, size: str = "tiny", overrides: dict | None = None):
-    """A transformers config of ``architecture`` ("tiny", or "full": transformers' defaults).
-
-    ``overrides`` are applied last (any config key; e.g. ``num_hidden_layers``,
-    ``sliding_window``, ``rope_parameters``).
-    """
+    """A transformers config of ``architecture`` ("tiny", or "full": transformers' defaults),
+    ``overrides`` (any config key) applied last."""
     from transformers import AutoConfig
 
     if architecture not in ARCHITECTURES:
@@ -134,8 +125,7 @@ def check_config_overrides(model_type: str, overrides: dict) -> None:
     it as a plain attribute and build the model without it."""
     from causalpos.models.config_keys import unknown_config_keys
 
-    problems = unknown_config_keys(model_type, set(overrides) - {"model_type"})
-    if problems:
+    if problems := unknown_config_keys(model_type, set(overrides) - {"model_type"}):
         raise ModelSpecError(
             f"random_init: `config`: {'; '.join(problems)}; transformers would keep such a key "
             "as a plain attribute and build the model without it. Use the config class's own "
@@ -145,6 +135,4 @@ def check_config_overrides(model_type: str, overrides: dict) -> None:
 
 def spec_error(name: str, spec: dict, tried: str, reason: str, todo: str = "") -> ModelSpecError:
     msg = f"model {name!r} (spec {spec!r}): source {spec.get('source')!r} tried {tried}: {reason}"
-    if todo:
-        msg += f". {todo}"
-    return ModelSpecError(msg)
+    return ModelSpecError(msg + (f". {todo}" if todo else ""))

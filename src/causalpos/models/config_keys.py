@@ -1,16 +1,12 @@
 """The keys a transformers model config takes, read from transformers' source without importing it.
 
-A ``random_init`` model's ``config:`` overrides go to ``AutoConfig.for_model`` (or ``setattr`` on a
-``like:`` model's config), and transformers keeps a key its config class does not know as a plain
-attribute: ``num_hidden_layer: 3`` (for ``num_hidden_layers``) builds the default depth without a
-word. :func:`unknown_config_keys` names such keys. The config classes of transformers 5 declare
-their fields as annotated class attributes (a dataclass), so the keys are read from the source of
-the class's module (found with :func:`importlib.util.find_spec`, which imports nothing of
-transformers: importing a config class pulls in torch, ~2-6 CPU-s, too much for every Snakemake
-start): the class's annotated fields, those of its bases in the same module and of
-``PreTrainedConfig``, its ``attribute_map`` aliases, and the legacy keywords the base class still
-converts (:data:`LEGACY_KEYS`). ``tests/test_models.py`` checks the keys against the classes'
-own ``to_dict()``.
+transformers keeps a key its config class does not know as a plain attribute (a ``random_init``
+override ``num_hidden_layer: 3`` builds the default depth without a word):
+:func:`unknown_config_keys` names such keys. transformers 5's config classes declare their fields
+as annotated class attributes, so the keys are read from the source of the class's module
+(importing it pulls in torch, ~2-6 CPU-s, too much for every Snakemake start): its annotated
+fields, those of its bases in the module and of ``PreTrainedConfig``, its ``attribute_map``
+aliases and :data:`LEGACY_KEYS` (tests/test_models.py checks them against ``to_dict()``).
 """
 
 from __future__ import annotations
@@ -40,13 +36,6 @@ LEGACY_KEYS = frozenset(
 )
 
 
-def _transformers_dir() -> Path | None:
-    spec = importlib.util.find_spec("transformers")  # a top-level package: nothing is imported
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def _fields(tree: ast.Module) -> dict[str, tuple[set[str], list[str], str | None]]:
     """Class name -> (its annotated non-ClassVar fields and attribute_map keys, its bases'
     names, its ``model_type``) for every class of a module."""
@@ -74,24 +63,21 @@ def _fields(tree: ast.Module) -> dict[str, tuple[set[str], list[str], str | None
     return out
 
 
-def _module_files(root: Path, model_type: str) -> list[Path]:
-    names = [model_type, model_type.removesuffix("_text")]
-    return [root / "models" / n / f"configuration_{n}.py" for n in dict.fromkeys(names)]
-
-
 @functools.cache
 def config_class_keys(model_type: str) -> frozenset[str] | None:
     """Every key a transformers config of ``model_type`` takes (see the module doc); None where
     its source cannot be found (then nothing is checked)."""
-    root = _transformers_dir()
-    if root is None:
+    spec = importlib.util.find_spec("transformers")  # a top-level package: nothing is imported
+    if spec is None or not spec.submodule_search_locations:
         return None
+    root = Path(list(spec.submodule_search_locations)[0])
     try:
         base = _fields(ast.parse((root / "configuration_utils.py").read_text()))
     except (OSError, SyntaxError):
         return None
     common = base.get("PreTrainedConfig", (set(), [], None))[0]
-    for path in _module_files(root, model_type):
+    for n in dict.fromkeys([model_type, model_type.removesuffix("_text")]):
+        path = root / "models" / n / f"configuration_{n}.py"
         try:
             classes = _fields(ast.parse(path.read_text()))
         except (OSError, SyntaxError):

@@ -1,15 +1,9 @@
 """How long a sequence a model can take: its context and whether it can run past it.
 
-Torch-free (a transformers config *dict* in, plain values out), so the config resolver can check
-``seq_len`` against a model whose ``config.json`` it can read before any job starts, and the
-stages can check a loaded model (``model.config.to_dict()``) with the same rule:
-
-- *learned absolute positions* (GPT-2, OPT, ...): positions beyond the table do not exist — an
-  error (the forward pass would fail with an index error, or worse, silently wrap);
-- *RoPE* (every architecture ``random_init`` builds, Llama, Qwen, Phi-3, Mistral, Gemma 3) and
-  NoPE (``causalpos_rope: none``): the model runs at any length, but past the length it was
-  trained for it extrapolates — a warning;
-- anything else: a warning naming the limit.
+Torch-free (a config dict in), so the config resolver checks ``seq_len`` before any job and the
+stages check a loaded model with the same rule: past the table of *learned absolute positions*
+(GPT-2, OPT, ...) is an error (the forward pass would fail, or silently wrap); past the context
+of a RoPE or NoPE model (it extrapolates), or of any other, a warning.
 """
 
 from __future__ import annotations

@@ -7,17 +7,14 @@ from typing import Any
 
 import torch
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
+from causalpos.models.footprint import DTYPE_BYTES, sequence_bytes
+
+#: The dtypes a config can name (``dtype:``) as torch's.
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_BYTES}
 
 
 def resolve_device(device: str) -> str:
     """``cpu`` | ``cuda`` | ``auto`` -> a torch device string; a clear error if cuda is missing."""
-    import torch
-
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -31,8 +28,6 @@ def resolve_device(device: str) -> str:
 def bytes_per_sequence(config: Any, seq_len: int, dtype_bytes: int) -> int:
     """Estimated peak bytes one sequence adds to an extraction forward pass of the model of
     transformers ``config`` (:func:`causalpos.models.footprint.sequence_bytes`)."""
-    from causalpos.models.footprint import sequence_bytes
-
     hidden = int(config.hidden_size)
     inter = int(getattr(config, "intermediate_size", 4 * hidden) or 4 * hidden)
     return sequence_bytes(int(config.num_attention_heads), hidden, inter, seq_len, dtype_bytes)
@@ -41,17 +36,12 @@ def bytes_per_sequence(config: Any, seq_len: int, dtype_bytes: int) -> int:
 def auto_batch_size(
     model: Any, seq_len: int, *, fraction: float = 0.8, cap: int = 256, reserved: int = 0
 ) -> tuple[int, dict]:
-    """Batch size from the memory left beside the model: ``(batch, estimate)``.
-
-    On CUDA the free memory is ``torch.cuda.mem_get_info`` after the model is loaded; on CPU the
-    available memory (psutil). ``reserved`` bytes are set aside first: what the reducers will
-    hold whatever the batch (their float64 state, allocated at the first batch, and their
-    chunked working memory; ``causalpos.stages.extract.reducer_memory``). Raises a
-    :class:`BatchMemoryError` when not even one sequence fits beside them. ``estimate`` records
-    the numbers for the job log.
+    """Batch size from the memory left beside the model (CUDA's free memory after loading, or the
+    host's available memory) less ``reserved`` bytes (the reducers' state and working memory:
+    ``causalpos.stages.extract.reducer_memory``): ``(batch, estimate)``, the estimate's numbers
+    for the job log. :class:`BatchMemoryError` when not even one sequence fits.
     """
     import psutil
-    import torch
 
     param = next(model.parameters())
     dtype_bytes = param.element_size()
@@ -163,22 +153,19 @@ def refuse_batch_that_cannot_fit(
     reserved: int = 0,
 ) -> None:
     """Raise a :class:`BatchMemoryError` before the forward pass when the batch clearly cannot fit:
-    its float32 (head, T, T) scores of one layer alone — the least the capture holds, a quarter of
-    the :func:`bytes_per_sequence` estimate's score term — plus the ``reserved`` bytes the
-    reducers hold whatever the batch exceed the ``available`` bytes (the device's free memory:
-    :func:`available_memory`)."""
+    its float32 (head, T, T) scores of one layer (the least the capture holds) plus the
+    ``reserved`` bytes of the reducers exceed the ``available`` bytes (:func:`available_memory`)."""
     one = int(config.num_attention_heads) * seq_len * seq_len * 4
     least = one * batch_size + int(reserved)
-    free = available
-    if one > free:  # not even one sequence, whatever else: no batch size helps
+    if one > available:  # not even one sequence, whatever else: no batch size helps
         raise BatchMemoryError(
             f"{what}: one sequence of {seq_len} tokens alone needs {one / 2**30:.2f} GiB for one "
             f"layer's float32 attention scores ({config.num_attention_heads} heads x {seq_len}"
-            f" x {seq_len}); {free / 2**30:.2f} GiB available. No batch size fits (`{key}` is not the "
-            "problem): shorten the dataset's `seq_len` (datasets.<name>.seq_len), or use a "
+            f" x {seq_len}); {available / 2**30:.2f} GiB available. No batch size fits (`{key}` "
+            "is not the problem): shorten the dataset's `seq_len` (datasets.<name>.seq_len), or use a "
             "device with more memory"
         )
-    if least > free:
+    if least > available:
         raise BatchMemoryError(
             memory_advice(
                 what=what,
@@ -189,5 +176,5 @@ def refuse_batch_that_cannot_fit(
             )
             + " [refused before the forward pass: one layer's scores"
             + (f" and the reducers' {reserved / 2**30:.2f} GiB" if reserved else " alone")
-            + f" need {least / 2**30:.2f} GiB, {free / 2**30:.2f} GiB available]"
+            + f" need {least / 2**30:.2f} GiB, {available / 2**30:.2f} GiB available]"
         )

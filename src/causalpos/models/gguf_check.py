@@ -1,36 +1,23 @@
-"""Whether a GGUF file is whole: its header read and its declared tensor data measured against
-the file's size, without loading it.
+"""Whether a GGUF file is whole, without loading it (torch-free).
 
-A GGUF cut short (a download or copy interrupted) fails deep inside the reader with
-``struct.error: unpack_from requires a buffer of at least 32 bytes`` or a NumPy error, and only
-once ``prepare_model`` runs. :func:`gguf_problem` reads the header (magic, version, the key-value
-metadata, the tensor table: a few MB at most), computes where the tensor data must end (the data
-section starts at the next multiple of ``general.alignment`` after the table; each tensor takes
-``elements / block size * bytes per block`` of its ggml type) and says "truncated" with the
-expected and actual sizes. Torch-free; the block sizes come from the ``gguf`` package.
+A GGUF cut short fails deep inside the reader (``struct.error: unpack_from requires a buffer
+...``). :func:`gguf_problem` reads the header (magic, version, metadata, tensor table: a few MB),
+computes where the tensor data must end (the data section starts at the next multiple of
+``general.alignment`` after the table; each tensor takes ``elements / block size * bytes per
+block`` of its ggml type, from the ``gguf`` package) and says "truncated" with the sizes.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from pathlib import Path
 
 GGUF_MAGIC = b"GGUF"
-#: Scalar value types of GGUF metadata: type id -> struct format.
-_SCALARS = {
-    0: "B",
-    1: "b",
-    2: "H",
-    3: "h",
-    4: "I",
-    5: "i",
-    6: "f",
-    7: "?",
-    10: "Q",
-    11: "q",
-    12: "d",
-}
+#: Scalar value types of GGUF metadata: type id -> struct format (u8, i8, u16, i16, u32, i32, f32,
+#: bool; u64, i64, f64).
+_SCALARS = dict(zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), "BbHhIif?Qqd", strict=True))
 _STRING, _ARRAY = 8, 9
 DEFAULT_ALIGNMENT = 32
 
@@ -77,20 +64,12 @@ class _Reader:
         raise ValueError(f"unknown GGUF metadata value type {kind} at byte {self.pos}")
 
 
-def _tensor_bytes(ggml_type: int, dims: list[int]) -> int:
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
-    n = 1
-    for d in dims:
-        n *= d
-    return n // block * type_size
-
-
 def expected_size(path: str | os.PathLike) -> tuple[int, int]:
     """``(bytes the header declares, bytes on disk)`` of the GGUF at ``path``; :class:`ValueError`
     for a file that is not a GGUF (v2 or v3) and, through :class:`_Truncated`, one whose header
     itself is cut short."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
     path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as fh:
@@ -112,7 +91,8 @@ def expected_size(path: str | os.PathLike) -> tuple[int, int]:
             r.string()
             dims = [r.unpack("Q") for _ in range(r.unpack("I"))]
             ggml_type, offset = r.unpack("I"), r.unpack("Q")
-            end = max(end, offset + _tensor_bytes(ggml_type, dims))
+            block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
+            end = max(end, offset + math.prod(dims) // block * type_size)
         start = -(-r.pos // alignment) * alignment
     return start + end, size
 
@@ -141,6 +121,5 @@ def gguf_problem(path: str | os.PathLike) -> str | None:
 
 def check_gguf_complete(path: str | os.PathLike) -> None:
     """:class:`ValueError` where :func:`gguf_problem` finds one."""
-    problem = gguf_problem(path)
-    if problem:
+    if problem := gguf_problem(path):
         raise ValueError(problem)

@@ -1,18 +1,11 @@
 """Each layer's attention mask as the model was trained: its *layer kind* (a leaf: numpy only).
 
-A kind is ``"global"`` (a query sees every earlier key, j ≤ i) or ``"sliding<W>"`` (it sees the
-last W keys, i − W < j ≤ i: transformers' sliding window of size W). Kinds come from the model's
-config: ``layer_types`` where it has them (``"full_attention"`` / ``"sliding_attention"``,
-e.g. Gemma 3's 5 : 1 pattern, Qwen2's ``max_window_layers``), else ``sliding_window`` on every
-layer (Mistral), else global (:func:`config_kinds`). Score and summary stores record them as the
-coordinate ``layer_kind`` on their ``layer`` dimension (:func:`layer_kinds` reads it back;
-a store without it reads ``global`` on every layer); every per-layer statistic and table names
-its layer's kind and pools like with like. Position 0's trajectory has one more row than the
-model has layers, the embedding (:data:`EMBEDDING`), then the output of each block.
-
-At a length T ≤ W a sliding window masks nothing the causal mask does not: its pattern equals a
-global layer's (:func:`pattern`), and a comparison of the two kinds is not applicable there
-(:func:`masks_anything`).
+A kind is ``"global"`` (a query sees every earlier key, j ≤ i) or ``"sliding<W>"`` (the last W
+keys, i − W < j ≤ i: transformers' sliding window of size W), read from the model's config
+(:func:`config_kinds`). Stores record them as the coordinate ``layer_kind`` on ``layer``
+(:func:`layer_kinds` reads it back); every per-layer statistic and table names its layer's kind
+and pools like with like. At a length T ≤ W a sliding window masks nothing the causal mask does
+not (:func:`masks_anything`): a comparison of the two kinds is not applicable there.
 """
 
 from __future__ import annotations
@@ -43,10 +36,10 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
 
 
 def config_kinds(config: Any) -> list[str]:
-    """The kind of every layer of a model (a transformers config or its ``config.json`` dict).
-
-    Raises ``ValueError`` naming the layer for a ``layer_types`` entry the analyses cannot read
-    (e.g. chunked or linear attention) or a sliding layer without a positive ``sliding_window``.
+    """The kind of every layer of a model (a transformers config or its ``config.json`` dict):
+    ``layer_types`` where it has them (e.g. Gemma 3's 5 : 1 pattern), else ``sliding_window`` on
+    every layer (Mistral), else global. ``ValueError`` naming the layer for a type the analyses
+    cannot read (e.g. chunked or linear attention) or a sliding layer without a positive window.
     """
     n = int(_get(config, "num_hidden_layers"))
     window = _get(config, "sliding_window")
@@ -133,8 +126,7 @@ def layer_kinds(ds, n_layers: int | None = None) -> list[str]:
             "causalpos (rerun the rule that wrote it)"
         )
     kinds = [str(k) for k in da.values]
-    bad = sorted({k for k in kinds if not _KIND.fullmatch(k)})
-    if bad:
+    if bad := sorted({k for k in kinds if not _KIND.fullmatch(k)}):
         raise ValueError(
             f"{LAYER_KIND}: {bad} are not layer kinds; each layer's kind is 'global' or "
             "'sliding<W>' with W the window in tokens (e.g. 'sliding512')"
@@ -161,8 +153,7 @@ def with_layer_kind(df, kinds: Mapping[int, str] | Sequence[str], *, layer: str 
     is a ValueError naming it."""
     out = df.drop(columns=[LAYER_KIND], errors="ignore")
     lookup = dict(kinds) if isinstance(kinds, Mapping) else dict(enumerate(kinds))
-    missing = sorted({int(v) for v in out[layer]} - set(lookup))
-    if missing:
+    if missing := sorted({int(v) for v in out[layer]} - set(lookup)):
         raise ValueError(f"no layer kind for layer(s) {missing} (kinds known: {sorted(lookup)})")
     values = [lookup[int(v)] for v in out[layer]]
     out.insert(out.columns.get_loc(layer) + 1, LAYER_KIND, values)

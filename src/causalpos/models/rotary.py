@@ -12,20 +12,15 @@ from causalpos.models.architectures import ModelSpecError
 ROPE_CONFIG_KEY = "causalpos_rope"
 
 
-def _rotary_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    return [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
-
-
 def disable_rope(model: torch.nn.Module) -> list[torch.utils.hooks.RemovableHandle]:
     """Make every rotary embedding of ``model`` the identity; returns the hook handles.
 
-    The rotary modules' output ``(cos, sin)`` is replaced by ``(s, 0)`` where ``s`` is the rope
-    type's attention scaling (1 for default/llama3 RoPE; the YaRN/longrope m-scale otherwise),
-    i.e. every position is rotated like position 0. ``q·cos + rotate_half(q)·sin`` is then
-    exactly ``s·q``: the identity, bit for bit, when ``s == 1``. Remove the hooks with
-    ``handle.remove()``.
+    The rotary modules' output ``(cos, sin)`` becomes ``(s, 0)``, ``s`` the rope type's attention
+    scaling (1 for default/llama3 RoPE; the YaRN/longrope m-scale otherwise): every position is
+    rotated like position 0, and ``q·cos + rotate_half(q)·sin`` is exactly ``s·q`` (the identity,
+    bit for bit, when ``s == 1``).
     """
-    modules = _rotary_modules(model)
+    modules = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
     if not modules:
         raise ModelSpecError(
             f"cannot disable RoPE in {type(model).__name__}: no *RotaryEmbedding module found "

@@ -1,39 +1,29 @@
 """A tokenizer directory loaded as ``transformers.AutoTokenizer`` loads it, torch-free where it can.
 
-``AutoTokenizer.from_pretrained(dir)`` always reads the directory's ``config.json`` into its model
-config class first, to pick the tokenizer class; for a Llama config that import pulls in torch,
-``torch._dynamo`` and ``torch.distributed`` (about 2.5 CPU-s), though the choice it makes for a
-directory whose ``tokenizer_config.json`` names ``TokenizersBackend`` (SmolLM2) or
-``GemmaTokenizer`` (Gemma-3) is that class itself. :func:`tokenizer_from_dir` makes that choice
-from the two JSON files where it is known to be AutoTokenizer's (:data:`DIRECT_CLASSES`;
-``tests/test_models.py`` checks the class and the encodings against AutoTokenizer's) and hands
-every other directory to AutoTokenizer.
+``AutoTokenizer`` always reads the directory's ``config.json`` into its model config class first,
+to pick the tokenizer class; for a Llama config that pulls in torch (about 2.5 CPU-s), though for
+a ``tokenizer_config.json`` naming ``TokenizersBackend`` (SmolLM2) or ``GemmaTokenizer``
+(Gemma-3) it picks that class itself. :func:`tokenizer_from_dir` makes that choice from the two
+JSON files where it is known to be AutoTokenizer's (:data:`DIRECT_CLASSES`; tests/test_models.py
+checks it) and hands every other directory to AutoTokenizer.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
+from causalpos.models.dir_checks import json_object
+
 #: The classes loaded directly: the name a ``tokenizer_config.json`` gives -> the module that
 #: defines it and the ``model_type`` values of ``config.json`` for which AutoTokenizer keeps that
-#: class (transformers' ``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS`` and Mistral's own backend are
-#: the exceptions it makes); ``None``: a tokenizer directory without ``config.json`` (the tokenizer
-#: trained here). Gemma-3's ``GemmaTokenizer`` is the class AutoTokenizer registers for its model
-#: types, so it keeps the class the directory names.
+#: class (``None``: no ``config.json``, the tokenizer trained here). The types left out are
+#: AutoTokenizer's exceptions (``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS``, Mistral).
 DIRECT_CLASSES: dict[str, tuple[str, frozenset]] = {
     "TokenizersBackend": ("transformers.tokenization_utils_tokenizers", frozenset({None, "llama"})),
     "GemmaTokenizer": ("transformers.models.gemma.tokenization_gemma", frozenset({"gemma3_text"})),
 }
-
-
-def _json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def direct_class(path: str | os.PathLike) -> str | None:
@@ -44,15 +34,14 @@ def direct_class(path: str | os.PathLike) -> str | None:
     path = Path(path)
     if not path.is_dir() or not (path / "tokenizer.json").is_file():
         return None
-    tok_cfg = _json(path / "tokenizer_config.json")
+    tok_cfg = json_object(path / "tokenizer_config.json")
     if not tok_cfg or "auto_map" in tok_cfg or tok_cfg.get("tokenizer_class") not in DIRECT_CLASSES:
         return None
     name = tok_cfg["tokenizer_class"]
     types = DIRECT_CLASSES[name][1]
     if not (path / "config.json").exists():
         return name if None in types else None
-    model_cfg = _json(path / "config.json")
-    model_type = None if model_cfg is None else model_cfg.get("model_type")
+    model_type = (json_object(path / "config.json") or {}).get("model_type")
     return name if model_type is not None and model_type in types else None
 
 

@@ -19,29 +19,29 @@ import numpy as np
 MAX_STREAM_DOSES = 4
 STREAM_ATOMS = tuple(f"plant_stream{k}" for k in range(1, MAX_STREAM_DOSES + 1))
 
-VARIANTS = (
-    "causal",
-    "bidirectional",
-    "identity_rope",
-    "scrambled_rope",
-    "bos_replace_mean",
-    "bos_replace_zeros",
-    "bos_replace_token",
-    "bos_replace_gaussian",
-    "bos_replace_all_token",
-    "bos_replace_all_gaussian",
-    "layer_bidirectional",
-    "plant_query",
-    "ring",
-    "no_window",
-    "global_base",
-    *STREAM_ATOMS,
-)
+#: Each atom -> the fields of :class:`Variant` it sets (the rest keep their defaults).
+_ATOMS: dict[str, dict[str, Any]] = {
+    "causal": {},
+    "bidirectional": {"causal": False},
+    "identity_rope": {"rope": "identity"},
+    "scrambled_rope": {"rope": "scrambled"},
+    **{f"bos_replace_{k}": {"bos_replace": k} for k in ("mean", "zeros", "token", "gaussian")},
+    **{
+        f"bos_replace_all_{k}": {"bos_replace": k, "per_prompt": True}
+        for k in ("token", "gaussian")
+    },
+    "layer_bidirectional": {"unmasked_scores": True},
+    "plant_query": {"plant": "query"},
+    "ring": {"causal": False, "ring": True},
+    "no_window": {"window": False},
+    "global_base": {"global_base": True},
+    **{atom: {"stream": k} for k, atom in enumerate(STREAM_ATOMS, 1)},
+}
+VARIANTS = tuple(_ATOMS)
 
 #: The forward pass whose position-0 states, and value vectors at key 0, paper 2's content
 #: probes read (extraction keeps the value vectors for it alone; rule ``position0`` probes it).
 POSITION0_PROBE_CONDITION = "causal"
-
 
 #: The parts of the forward pass a variant changes, in the canonical order of a composition:
 #: rotary embedding, position-0 input, residual stream (a planted position term), attention
@@ -75,9 +75,8 @@ class Variant:
     unmasked_scores: bool = False  # causal forward pass; each layer's maps read without its mask
     plant: str | None = None  # "query": a known query-position term added to one layer's scores
     ring: bool = False  # no mask at all, RoPE offsets taken cyclically (i − j mod T)
-    stream: int = (
-        0  # k of plant_stream<k>: the k-th dose of a position term in the stream (0: none)
-    )
+    # k of plant_stream<k>: the k-th dose of a position term in the stream (0: none)
+    stream: int = 0
     window: bool = True  # False (no_window): every sliding layer gets the full causal mask
     global_base: bool = False  # sliding layers rotated with the global layers' RoPE base
 
@@ -87,63 +86,24 @@ class Variant:
         return tuple(self.name.split(SEPARATOR))
 
 
-def _parse_atom(name: str) -> Variant:
-    if name == "causal":
-        return Variant(name)
-    if name == "bidirectional":
-        return Variant(name, causal=False)
-    if name == "ring":
-        return Variant(name, causal=False, ring=True)
-    if name == "layer_bidirectional":
-        return Variant(name, unmasked_scores=True)
-    if name == "identity_rope":
-        return Variant(name, rope="identity")
-    if name == "scrambled_rope":
-        return Variant(name, rope="scrambled")
-    if name == "plant_query":
-        return Variant(name, plant="query")
-    if name == "no_window":
-        return Variant(name, window=False)
-    if name == "global_base":
-        return Variant(name, global_base=True)
-    if name in STREAM_ATOMS:
-        return Variant(name, stream=STREAM_ATOMS.index(name) + 1)
-    for kind in ("mean", "zeros", "token", "gaussian"):
-        if name == f"bos_replace_{kind}":
-            return Variant(name, bos_replace=kind)
-    for kind in ("token", "gaussian"):
-        if name == f"bos_replace_all_{kind}":
-            return Variant(name, bos_replace=kind, per_prompt=True)
-    raise ValueError(f"variant {name!r} unknown; allowed: {list(VARIANTS)}")
-
-
 def parse_variant(name: str) -> Variant:
     """Parse a variant name: an atom of :data:`VARIANTS` or a composition of atoms.
 
-    What each atom does to the forward pass is in docs/configuration.md (the paper-2 experiments'
-    variants) and in the modules that apply it (:mod:`causalpos.capture.ring`,
-    :mod:`causalpos.capture.stream`, :func:`plant_term`); ``no_window`` and ``global_base`` only
-    for a model they change (:func:`factor_refusal`). The plants' layer, scale and doses are not
-    in the name: they come from the config (``leakage.plant``, ``leakage.plant_stream``), travel
-    in the extraction job's params and are recorded on the score store (``plant_*`` attrs).
-    ``scrambled_rope`` permutes the position ids within each sequence, seeded by ``(seed,
-    sequence id)``, the mask kept; ``bos_replace_{mean,zeros,token,gaussian}`` replace row 0 of
-    ``inputs_embeds`` by the mean embedding, zeros, another token's embedding or a Gaussian
-    vector norm-matched to it, the same for every prompt; ``bos_replace_all_{token,gaussian}``
-    draw a replacement per prompt, seeded by ``(seed, sequence id)``.
-
-    Compositions join at most one atom per part of the forward pass with ``+``, in the canonical
-    order of :data:`PARTS` — rotary, position 0, stream, scores, mask — e.g.
-    ``identity_rope+plant_stream2+bidirectional``. One spelling per run (the name is a file
-    name): another order, a repeated atom, two atoms of one part (``identity_rope+scrambled_rope``)
-    or ``causal`` inside a composition (it is the absence of every change) is a ``ValueError``
-    that says what to write.
+    What each atom does: docs/configuration.md and the modules that apply it
+    (:mod:`causalpos.capture.ring`, :mod:`causalpos.capture.stream`, :func:`plant_term`,
+    :mod:`causalpos.models.forward`); the plants' layer, scale and doses come from the config
+    (``leakage.plant``, ``leakage.plant_stream``), not the name. Compositions join at most one
+    atom per part with ``+`` in the canonical order of :data:`PARTS`, e.g.
+    ``identity_rope+plant_stream2+bidirectional``: one spelling per run (the name is a file
+    name), any other a ``ValueError`` that says what to write.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"variant name must be a non-empty string, got {name!r}")
     atoms = name.split(SEPARATOR)
     if len(atoms) == 1:
-        return _parse_atom(name)
+        if name not in _ATOMS:
+            raise ValueError(f"variant {name!r} unknown; allowed: {list(VARIANTS)}")
+        return Variant(name, **_ATOMS[name])
     for atom in atoms:
         if atom not in VARIANTS:
             raise ValueError(
@@ -156,8 +116,7 @@ def parse_variant(name: str) -> Variant:
             f"variant {name!r}: 'causal' (the model as trained) composes with nothing; "
             f"write {rest!r}"
         )
-    dup = sorted({a for a in atoms if atoms.count(a) > 1})
-    if dup:
+    if dup := sorted({a for a in atoms if atoms.count(a) > 1}):
         raise ValueError(f"variant {name!r} repeats {dup}")
     for part in PARTS:
         same = [a for a in atoms if _part(a) == part]
@@ -172,30 +131,8 @@ def parse_variant(name: str) -> Variant:
             f"variant {name!r}: write compositions in the canonical order {', '.join(PARTS)}: "
             f"{SEPARATOR.join(canonical)!r}"
         )
-    return _merged(name, atoms)
-
-
-def _merged(name: str, atoms: list[str]) -> Variant:
-    """The variant ``name`` whose (checked, canonical) ``atoms`` each change one part."""
-    fields: dict = {}
-    for atom in atoms:
-        v = _parse_atom(atom)
-        if not v.causal:
-            fields["causal"] = False
-        if v.rope != "rope":
-            fields["rope"] = v.rope
-        if v.bos_replace is not None:
-            fields.update(bos_replace=v.bos_replace, per_prompt=v.per_prompt)
-        for flag in ("unmasked_scores", "ring", "global_base"):
-            if getattr(v, flag):
-                fields[flag] = True
-        if not v.window:
-            fields["window"] = False
-        if v.plant is not None:
-            fields["plant"] = v.plant
-        if v.stream:
-            fields["stream"] = v.stream
-    return Variant(name, **fields)
+    # each atom changes one part, so their fields never collide
+    return Variant(name, **{k: v for atom in atoms for k, v in _ATOMS[atom].items()})
 
 
 def compose(*atoms: str) -> str:
@@ -211,14 +148,10 @@ def compose(*atoms: str) -> str:
 
 def variant_names() -> list[str]:
     """Every valid variant name: the atoms (:data:`VARIANTS`, in order), then every composition."""
-    rotary = [None, "identity_rope", "scrambled_rope", "global_base"]
-    position0 = [None] + [v for v in VARIANTS if v.startswith("bos_replace_")]
-    stream = [None, *STREAM_ATOMS]
-    scores = [None, "plant_query"]
-    mask = [None, "bidirectional", "layer_bidirectional", "ring", "no_window"]
+    per_part = [[None, *(a for a in VARIANTS if a != "causal" and _part(a) == p)] for p in PARTS]
     out = list(VARIANTS)
-    for r, p, st, s, m in product(rotary, position0, stream, scores, mask):
-        atoms = [a for a in (r, p, st, s, m) if a is not None]
+    for choice in product(*per_part):
+        atoms = [a for a in choice if a is not None]
         if len(atoms) >= 2:
             out.append(SEPARATOR.join(atoms))
     return out
@@ -236,12 +169,10 @@ def without_plant(name: str) -> str:
 
 def same_pass(a: str, b: str, windows_mask: bool) -> bool:
     """Whether variants ``a`` and ``b`` (different names) run the same forward pass, from their
-    meaning alone: they differ only in ``ring`` against ``bidirectional``, with identity RoPE
-    (no rotation, so the ring's cyclic offsets change nothing) on a model none of whose
-    windows masks anything at the run's length (``windows_mask`` False: with no causal mask
-    neither pass masks a pair). On a model whose sliding window masks pairs at that length
-    (``windows_mask`` True) the bidirectional pass keeps the window and the ring drops it: two
-    passes."""
+    meaning alone: they differ only in ``ring`` against ``bidirectional``, with identity RoPE (the
+    ring's cyclic offsets change nothing), on a model none of whose windows masks a pair at the
+    run's length (``windows_mask`` False; else the bidirectional pass keeps the window and the
+    ring drops it)."""
     va, vb = parse_variant(a), parse_variant(b)
     if a == b or windows_mask or va.ring == vb.ring or "identity" != va.rope:
         return False

