@@ -168,7 +168,7 @@ def config_keys() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
 
     Every field of :class:`ModelShape` and :class:`TrainSettings` the config sets (``variant``
     comes from ``positional``, ``seed`` from the top-level ``seed``)."""
-    hp = [f for f in fields(ModelShape)]
+    hp = list(fields(ModelShape))
     hp += [
         f for f in fields(TrainSettings) if (f.metadata.get("config") or "").startswith("train.")
     ]
