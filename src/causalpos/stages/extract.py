@@ -158,21 +158,14 @@ def extract_scores(
 ) -> dict[str, Path]:
     """Rule ``extract_scores``: sequences ``bounds`` = ``[start, stop)`` of ``data_store`` under
     every variant of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer
-    kwargs}}``, and ``"plant": {"layer", "scale"}`` for a planted variant:
-    :func:`causalpos.capture.hook.resolve_plant`, ``"stream": {"layer", "dose", "profile"}`` for
-    a stream-planted one: :func:`causalpos.capture.stream.resolve_stream`; ``"layers"``: those
-    whose per-sequence maps reducer "maps" keeps), each through the capture hook into its
-    reducers; writes ``out/<variant>.zarr`` per variant (``settings``:
-    :class:`~causalpos.capture.settings.ExtractSettings`).
+    kwargs}}``, ``"plant": {"layer", "scale"}`` for a planted variant, ``"stream": {"layer",
+    "dose", "profile"}`` for a stream-planted one, ``"layers"``: those whose maps reducer "maps"
+    keeps); writes ``out/<variant>.zarr`` per variant, atomically, and returns their paths.
 
-    The model is loaded and the prompts read once for all variants. Group labels are computed
-    from global sequence ids, so shards merge into exactly the groups a single pass would make.
-    Each variant's store is written atomically (complete or absent); returns their paths.
-
-    ``final``: the shard is the pair's only one (``bounds`` is the whole dataset) and ``out`` is
-    the pair's directory of final stores (rules ``extract_scores`` vs ``extract_scores_shard``):
-    each store is written as rule ``merge_scores`` writes the merge of one shard
-    (:func:`as_merged`), so no merge job runs and no shard copy is written.
+    The model is loaded and the prompts read once for all variants. Group labels come from
+    global sequence ids, so shards merge into exactly the groups a single pass would make.
+    ``final``: the shard is the pair's only one and ``out`` the pair's directory of final stores,
+    each written as ``merge_scores`` writes the merge of one shard (:func:`as_merged`).
     """
     from causalpos.io.store import open_dataset, write_dataset
     from causalpos.models.load import load_model
@@ -218,16 +211,11 @@ def extract_variants(
     attrs: dict | None = None,
     what: str = "extract_scores",
 ) -> Iterator[tuple[str, Any]]:
-    """``(variant, result)`` of each variant of ``variants`` in turn (the specs of
-    :func:`extract_scores`), one variant's reducer state at a time: the sequences ``bounds``
-    (default all) of the token dataset ``data`` (a data store's ``tokens``, its attrs carried on)
-    through the capture hook of the loaded ``model`` into the variant's reducers. What rule
-    ``extract_scores`` runs once the model is loaded, and what the notebook API
-    (:mod:`causalpos.api`) runs on a model already in memory; ``what`` names the job in errors.
-
-    The model's context is checked first (refused where it cannot run ``seq_len``); the batch
-    size is ``settings.batch_size`` (refused where it cannot fit) or chosen from free memory.
-    ``settings.device`` and ``settings.dtype`` are those the model was loaded with."""
+    """``(variant, result)`` of each variant of ``variants`` (the specs of :func:`extract_scores`)
+    in turn, one variant's reducer state at a time: the sequences ``bounds`` (default all) of the
+    token dataset ``data`` through the capture hook of the loaded ``model`` (also the notebook
+    API's path); ``what`` names the job in errors. The batch size is ``settings.batch_size``
+    (refused where it cannot fit) or chosen from free memory."""
     from causalpos.models.context import check_model_context
 
     check_variant_specs(variants)
@@ -375,13 +363,8 @@ def _extract_variant(
 
 def as_merged(ds, out: str | os.PathLike):
     """One variant's extraction result ``ds``, a shard holding every sequence of its pair, as rule
-    ``merge_scores`` stores the merge of that one shard: the same
-    :func:`~causalpos.io.shards.merge_shards` through the same reducer merges
-    (:data:`causalpos.capture.merging.MERGES`: float32 maps, ``n_shards`` 1, no per-shard
-    attributes), checked as the merge checks its result (counts add up, every map holds data).
-
-    Raises ``FloatingPointError`` where a map holds no data: the model produced NaN (nothing
-    was lost on disk: nothing was written yet)."""
+    ``merge_scores`` stores the merge of that one shard, checked as the merge checks its result;
+    ``FloatingPointError`` where a map holds no data (the model produced NaN)."""
     from causalpos.capture.merging import MERGES
     from causalpos.io.shards import merge_shards
     from causalpos.io.store import NAN_FROM_MODEL, count_problems, map_problems
