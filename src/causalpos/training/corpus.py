@@ -36,13 +36,8 @@ def split_documents(
 def prepare_texts(
     corpus: Mapping[str, Any], heldout_sources: Sequence[str] = HELDOUT_BOOKS
 ) -> tuple[list[str], list[str]]:
-    """Load a corpus spec (``causalpos.data`` format, e.g. ``{"type": "kjv"}``) and split it by source.
-
-    Returns ``(train_texts, heldout_texts)`` — what :func:`causalpos.training.tokenizer.fit_tokenizer` and
-    :func:`causalpos.training.loop.run_training`
-    take. The held-out sources are read by the analyses as their own dataset
-    (``{"type": "kjv", "books": [...]}``).
-    """
+    """``(train_texts, heldout_texts)`` of a corpus spec (``causalpos.data`` format) split by
+    source; the analyses read the held-out sources as their own dataset."""
     from causalpos.data import load_documents
 
     return split_documents(load_documents(dict(corpus)), heldout_sources)
