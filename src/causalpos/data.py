@@ -292,15 +292,13 @@ def load_documents(corpus: dict, attrs: dict | None = None) -> list[Document]:
     receives where they came from (a hub corpus: the revision read)."""
     corpus = validate_corpus(corpus)
     kind = corpus["type"]
+    if kind in ("text", "jsonl") and "path" not in corpus:
+        raise CorpusError(f"{kind}: `path` is required")
     if kind == "kjv":
         return kjv_documents(corpus.get("unit", "chapter"), corpus.get("books"))
     if kind == "text":
-        if "path" not in corpus:
-            raise CorpusError("text: `path` is required")
         return text_documents(corpus["path"], corpus.get("glob", "*.txt"), corpus.get("separator"))
     if kind == "jsonl":
-        if "path" not in corpus:
-            raise CorpusError("jsonl: `path` is required")
         return jsonl_documents(
             corpus["path"], corpus.get("text_field", "text"), corpus.get("source_field")
         )
