@@ -157,15 +157,7 @@ def share_intervals(
         ],
         axis=-1,
     )
-    ratio = _share(parts)  # (1 + G, slices)
-    lo, hi = jackknife_interval(ratio[0], ratio[1:], level)
-    per = Interval(
-        ratio[0].reshape(lead),
-        lo.reshape(lead),
-        hi.reshape(lead),
-        ratio[1:].reshape(g, *lead),
-        level,
-    )
+    per = _interval(_share(parts), lead, level)
     pooled = _share(np.nansum(parts, axis=-1))  # (1 + G,)
     plo, phi = jackknife_interval(pooled[0], pooled[1:], level)
     return per, Interval(pooled[0], plo, phi, pooled[1:], level)
@@ -203,10 +195,15 @@ def key0_share_interval(
         num, num_loo, _ = _debiased_sum_sq(c)
         den, den_loo, _ = _debiased_sum_sq(both)
         out[:, s] = _ratio(np.r_[num, num_loo], np.r_[den, den_loo])
-    lo, hi = jackknife_interval(out[0], out[1:], level)
-    return Interval(
-        out[0].reshape(lead), lo.reshape(lead), hi.reshape(lead), out[1:].reshape(g, *lead), level
-    )
+    return _interval(out, lead, level)
+
+
+def _interval(vals: np.ndarray, lead: tuple, level: float) -> Interval:
+    """The :class:`Interval` of (1 + G, slices) estimates and leave-one-out values, the slices
+    shaped back to the maps' leading dims ``lead``."""
+    lo, hi = jackknife_interval(vals[0], vals[1:], level)
+    jack = vals[1:].reshape(vals.shape[0] - 1, *lead)
+    return Interval(vals[0].reshape(lead), lo.reshape(lead), hi.reshape(lead), jack, level)
 
 
 def band_cells(n: int, keys: int, exclude_sink: bool = True) -> np.ndarray:
