@@ -12,7 +12,7 @@ declared here and nowhere else: its default, its meaning, and which positional t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from causalpos.settings import FULL_PRECISION, Scheduling, check_keys, from_params, setting, shared
@@ -118,17 +118,12 @@ class TrainSettings:
         ``ntk_factor`` only for ntk (0.0 otherwise), ``ntk_original_context`` only for ntk
         (default context) — so variants that ignore a key are not told apart by it."""
         swa, ntk = self.variant == "swa", self.variant == "ntk"
-        return TrainSettings(
-            **{f.name: getattr(self, f.name) for f in fields(self)}
-            | {
-                "window": (self.context // 4 if self.window is None else self.window)
-                if swa
-                else None,
-                "ntk_factor": self.ntk_factor if ntk else 0.0,
-                "ntk_original_context": (self.ntk_original_context or self.context)
-                if ntk
-                else None,
-            }
+        window = self.context // 4 if self.window is None else self.window
+        return replace(
+            self,
+            window=window if swa else None,
+            ntk_factor=self.ntk_factor if ntk else 0.0,
+            ntk_original_context=(self.ntk_original_context or self.context) if ntk else None,
         )
 
 
