@@ -102,9 +102,8 @@ def _band_batches(flat: np.ndarray, n: int, drop_first_key: bool = False):
 def normalize(m: npt.ArrayLike) -> np.ndarray:
     """Exact diagonal normalization of (..., query, key) maps; same shape, same float dtype.
 
-    Computed in float64 and cast back (float32 in, float32 out; non-float input gives float64),
-    a batch of leading slices at a time, so temporaries stay small next to the output.
-    NaN (and ±inf) entries are left as they are and take no part in the band means.
+    Computed in float64 a batch of leading slices at a time and cast back (non-float input gives
+    float64); NaN (and ±inf) entries are left as they are and take no part in the band means.
     """
     m = _as_maps(m)
     n = m.shape[-1]
@@ -191,16 +190,12 @@ def non_relativeness_index(m: npt.ArrayLike, *, normalized: bool = False) -> np.
 
 @dataclass(frozen=True)
 class IndexCI:
-    """Non-relativeness index of the grand-mean map with a bootstrap-over-groups CI.
+    """Non-relativeness index of the grand-mean map with a bootstrap-over-groups CI; every array
+    field has the maps' leading shape (...).
 
-    Every array field has the leading shape (...) of the maps (0-d arrays for a single map).
-
-    - ``estimate``: I(M̄), the index of the mean over groups (biased upward by noise);
-    - ``noise_floor``: f = sqrt(mean over cells of Var_g(N_g)/G), the index a map without any
-      non-relative signal would show from Monte-Carlo noise alone;
-    - ``debiased``: sqrt(max(estimate² − f², 0)), since E[I(M̄)²] = I_true² + f²;
-    - ``lo``, ``hi``: CI at ``level`` for the noise-free index I_true (see :func:`index_ci`);
-    - ``se``: bootstrap standard deviation of the index.
+    ``estimate``: I(M̄) (biased upward by noise); ``noise_floor``: f = sqrt(mean over cells of
+    Var_g(N_g)/G), the index of noise alone; ``debiased``: sqrt(max(estimate² − f², 0));
+    ``lo``, ``hi``: CI for the noise-free index I_true; ``se``: bootstrap sd of the index.
     """
 
     estimate: np.ndarray

@@ -192,11 +192,8 @@ class Layer1Trace:
 
 @torch.no_grad()
 def trace_layer1(model: nn.Module, x0: torch.Tensor) -> Layer1Trace:
-    """Recompute decoder layer 1 (index 0) and layer 2's scores from embeddings ``x0`` ``(batch, seq, hidden)``.
-
-    Float32 throughout with the modules' weights upcast. Masked score cells are −inf (used for the
-    softmax); callers turn them into NaN for storage.
-    """
+    """Recompute decoder layer 1 (index 0) and layer 2's scores from embeddings ``x0`` ``(batch,
+    seq, hidden)``, float32 throughout; masked score cells are −inf."""
     inner = _inner(model)
     if len(inner.layers) < 2:
         raise ValueError(
@@ -242,9 +239,9 @@ def _forward_hidden(model: nn.Module, tokens: torch.Tensor) -> tuple[torch.Tenso
 def x1_tolerance(dtype: torch.dtype) -> float:
     """Allowed max |recomputed X(1) − hidden_states[1]| relative to max |hidden_states[1]|.
 
-    float32: the model's sdpa kernel and this eager recomputation differ only by summation order
-    (measured ≤ 3e-7 on the trained models); 1e-5 leaves headroom and still catches a missing
-    rotary, mask or norm (errors of order 1). bf16/fp16 models round every op to 8/11 bits: 3e-2.
+    float32: sdpa and this eager recomputation differ by summation order only (≤ 3e-7 measured);
+    1e-5 still catches a missing rotary, mask or norm (errors of order 1). bf16/fp16 round every
+    op to 8/11 bits.
     """
     return 1e-5 if dtype == torch.float32 else (3e-2 if dtype == torch.bfloat16 else 5e-3)
 
