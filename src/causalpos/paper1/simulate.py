@@ -161,9 +161,8 @@ def _sums(
     kernel = _ChunkKernel(settings, starts)
     bounds = [(c0, min(c0 + chunk, n_samples)) for c0 in range(0, n_samples, chunk)]
     # Parallelism across chunks, one intra-op thread each: with other processes on the cores,
-    # OpenMP barriers inside every small op stall (4-7x slower than 1 thread with one core busy); independent
-    # workers degrade gracefully. Partial sums are added below in chunk order, so the result does not
-    # depend on the number of workers either.
+    # OpenMP barriers inside every small op stall (4-7x slower than 1 thread with one core busy).
+    # Partial sums are added in chunk order, so the result does not depend on the workers.
     with _threads(1), torch.inference_mode(), ThreadPoolExecutor(max_workers=workers) as pool:
         results = pool.map(kernel, bounds) if workers > 1 else map(kernel, bounds)
         if progress:
@@ -295,10 +294,9 @@ class _ChunkKernel:
             alpha=self.alpha, seq_len=self.n, dim=self.d, seed=self.seed, start=c0, stop=c1
         )
         m = c1 - c0
-        # The same operations in the same order as the module doc's layer, on passes of
-        # SUB_BATCH sequences; a layer's logits of the whole chunk are kept in `s`, so each
-        # segment is summed in one reduction of a fixed shape. Buffers are reused and updates
-        # made in place where the old value is not needed again (bit-identical results).
+        # The module doc's layer on passes of SUB_BATCH sequences; a layer's logits of the whole
+        # chunk are kept in `s`, so each segment is summed in one reduction of a fixed shape.
+        # Buffers are reused in place where the old value is not needed again.
         s = torch.empty(m, self.n, self.n)
         sq = torch.empty_like(x) if self.norm == "l2" else None
         with torch.inference_mode():

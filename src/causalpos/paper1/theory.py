@@ -257,11 +257,9 @@ def theory_table(
         alpha = _check_alpha(alpha)
         closed = layer2_matrix(n, alpha)[ii, jj]
         exact = exact_gram_layer2(n, alpha)[ii, jj]
-        sim = np.full_like(closed, np.nan)
-        se = np.full_like(closed, np.nan)
         ds = _lookup(sims, alpha)
-        if ds is not None:
-            sim, se = _sim_layer2(ds, alpha, ii, jj)
+        none = np.full_like(closed, np.nan)
+        sim, se = (none, none.copy()) if ds is None else _sim_layer2(ds, alpha, ii, jj)
         paper = np.array(
             [
                 FIG1_VALUES.get((i + 1, j + 1), np.nan) if alpha == 0.0 else np.nan
