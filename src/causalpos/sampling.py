@@ -161,7 +161,6 @@ def draw_sequences(
     ``prepend_bos``: the setting as JSON, ``bos_added``: prepended here, not by the tokenizer.
     """
     seq_len, n_sequences, mode, seed = sample.seq_len, sample.n_sequences, sample.mode, sample.seed
-    prepend_bos = sample.prepend_bos
     if mode not in MODES:
         raise CorpusError(f"draw_sequences: mode {mode!r} not in {MODES}")
     if seq_len < 1 or n_sequences < 1:
@@ -169,8 +168,9 @@ def draw_sequences(
             f"draw_sequences: seq_len and n_sequences must be >= 1 (got {seq_len}, {n_sequences})"
         )
     corpus = validate_corpus(sample.corpus)
-    prefix, _suffix = special_affixes(tokenizer)
-    prefix, bos_id, bos_added = bos_prefix(tokenizer, prefix, prepend_bos, key)
+    prefix, bos_id, bos_added = bos_prefix(
+        tokenizer, special_affixes(tokenizer)[0], sample.prepend_bos, key
+    )
     content_len = seq_len - len(prefix)
     if content_len < 1:
         raise CorpusError(
@@ -197,7 +197,7 @@ def draw_sequences(
         "seq_len": int(seq_len),
         "n_sequences": int(n_sequences),
         "seed": int(seed),
-        **_tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, prepend_bos),
+        **_tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, sample.prepend_bos),
         "n_documents": int(n_documents),
         "n_candidates": int(n_candidates),
         **distinct_attrs(tokens, len(prefix)),
@@ -320,8 +320,7 @@ def tokenize_texts(
     texts = [texts] if isinstance(texts, str) else list(texts)
     if seq_len < 1 or not texts:
         raise CorpusError(f"tokenize_texts: give texts and seq_len >= 1 (got {seq_len})")
-    prefix, _suffix = special_affixes(tokenizer)
-    prefix, bos_id, bos_added = bos_prefix(tokenizer, prefix, prepend_bos)
+    prefix, bos_id, bos_added = bos_prefix(tokenizer, special_affixes(tokenizer)[0], prepend_bos)
     content_len = seq_len - len(prefix)
     if content_len < 1:
         raise CorpusError(f"tokenize_texts: seq_len {seq_len} leaves no room after {prefix}")
