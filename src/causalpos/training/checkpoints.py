@@ -36,10 +36,9 @@ CHECKPOINT_PREFIX = "step-"
 def settings_record(
     settings: TrainSettings, *, vocab_size: int, train_ids: np.ndarray, heldout_ids: np.ndarray
 ) -> dict[str, Any]:
-    """What a run's result depends on, as recorded in every checkpoint and in ``training.json``:
-    the resolved settings (:meth:`TrainSettings.resolved`, the shape nested), the vocabulary size
-    after ``variant``, then the token counts and hash of the data. A checkpoint whose record
-    differs is never resumed."""
+    """What a run's result depends on, recorded in every checkpoint and ``training.json``: the
+    resolved settings (the vocabulary size after ``variant``), the data's token counts and hash.
+    A checkpoint whose record differs is never resumed."""
     rec = asdict(settings.resolved())
     return {
         "variant": rec.pop("variant"),
@@ -52,8 +51,7 @@ def settings_record(
 
 
 def default_checkpoint_dir(out_dir: str | os.PathLike) -> Path:
-    """Where :func:`causalpos.training.loop.run_training` keeps checkpoints by default: the sibling
-    ``<out_dir>.checkpoints``."""
+    """Where ``run_training`` keeps checkpoints by default: the sibling ``<out_dir>.checkpoints``."""
     out_dir = Path(out_dir)
     return out_dir.with_name(out_dir.name + ".checkpoints")
 
@@ -160,9 +158,8 @@ def save_model_dir(model: nn.Module, tokenizer_dir: Path, out: Path) -> None:
 
 def write_weights_record(directory: Path, **record: Any) -> dict[str, Any]:
     """Write the ``causalpos_source.json`` of a model directory made here (``source: trained``):
-    the sha256 and ``[size, mtime]`` of its weights files, which
-    :func:`causalpos.models.load.load_model` checks at every load and ``causalpos verify``
-    checks on demand, as for a prepared model. ``record``: what else to keep (name, variant)."""
+    the sha256 and ``[size, mtime]`` of its weights files, which ``load_model`` checks at every
+    load. ``record``: what else to keep (name, variant)."""
     from causalpos.models.load import SOURCE_FILE, weights_manifest
     from causalpos.models.weights import weights_stat
 

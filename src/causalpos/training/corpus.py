@@ -14,8 +14,7 @@ def split_documents(
 ) -> tuple[list[str], list[str]]:
     """Split documents into ``(train_texts, heldout_texts)`` by source (book title).
 
-    ``docs``: ``causalpos.data.Document`` items (``.text``, ``.source``), e.g.
-    ``causalpos.data.kjv_documents("chapter")``. Raises if a held-out source is absent, so a
+    ``docs``: ``causalpos.data.Document`` items. Raises if a held-out source is absent, so a
     misspelt book name cannot silently hold out nothing.
     """
     wanted = {s.lower() for s in heldout_sources}
