@@ -145,21 +145,17 @@ def corpus_files(corpus: dict) -> list[str]:
         return []
 
 
-def _undecodable(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
-    return CorpusError(
-        f"corpus file {str(path)!r} is not {TEXT_ENCODING} text: byte "
-        f"{exc.object[exc.start : exc.start + 1]!r} at offset {exc.start} cannot be decoded "
-        f"({exc.reason}). Corpora are read as {TEXT_ENCODING}; convert the file (e.g. "
-        "`iconv -t utf-8`) or leave it out (a binary file matched by the corpus `path`/`glob`?)"
-    )
-
-
 def read_text_file(path: str | Path) -> str:
     """The text of a corpus file; a file that is not UTF-8 text raises a CorpusError naming it."""
     try:
         return Path(path).read_text(encoding=TEXT_ENCODING)
     except UnicodeDecodeError as exc:
-        raise _undecodable(path, exc) from exc
+        raise CorpusError(
+            f"corpus file {str(path)!r} is not {TEXT_ENCODING} text: byte "
+            f"{exc.object[exc.start : exc.start + 1]!r} at offset {exc.start} cannot be decoded "
+            f"({exc.reason}). Corpora are read as {TEXT_ENCODING}; convert the file (e.g. "
+            "`iconv -t utf-8`) or leave it out (a binary file matched by the corpus `path`/`glob`?)"
+        ) from exc
 
 
 def _decoded_lines(fh, path: str | Path):
