@@ -97,15 +97,10 @@ def loss_by_position(
         # out of the reference so the excess is not dominated by them.
         excess = nll[:, ~within].astype(np.float64).mean(1) - nll[:, ref].astype(np.float64).mean(1)
         attrs["excess_from"] = start
-        e_mean, e_lo, e_hi = bootstrap_ci(excess, n_boot=n_bootstrap, level=confidence, seed=seed)
-        data.update(
-            {
-                "excess": ("sequence", excess),
-                "excess_mean": ((), float(e_mean)),
-                "excess_lo": ((), float(e_lo)),
-                "excess_hi": ((), float(e_hi)),
-            }
-        )
+        e = bootstrap_ci(excess, n_boot=n_bootstrap, level=confidence, seed=seed)
+        data["excess"] = ("sequence", excess)
+        for key, v in zip(("excess_mean", "excess_lo", "excess_hi"), e):
+            data[key] = ((), float(v))
     return xr.Dataset(
         data, coords={"sequence": np.arange(nll.shape[0]), "position": positions}, attrs=attrs
     )
