@@ -35,15 +35,11 @@ def scorecard(
     rehearsal: bool = False,
     materiality: Mapping[str, float] | None = None,
 ):
-    """Rule ``scorecard``: the tables named in ``inputs`` in, ``scorecard.{csv,md}`` out
-    (under :data:`REHEARSAL_BANNER` when ``rehearsal``); ``materiality``: paper 2's
-    thresholds (config ``leakage.materiality``, the rule's params); and ``out_findings``, the
-    findings page: the template ``inputs["findings_template"]`` filled from the ``table_*``
-    inputs and this scorecard, references this run has no value for marked
-    (:func:`causalpos.findings.render.render`, not strict). The inputs keyed
-    ``summary_cost/<model>/<dataset>`` are the leakage jobs' cost records: the CPU time and
-    peak memory they hold price the power notes
-    (:func:`causalpos.scorecard.paper2_kinds.read_summary_costs`)."""
+    """Rule ``scorecard``: the tables named in ``inputs`` in, ``scorecard.{csv,md}`` out (under
+    :data:`REHEARSAL_BANNER` when ``rehearsal``); ``materiality``: paper 2's thresholds; and
+    ``out_findings``, the findings page: the template ``inputs["findings_template"]`` filled from
+    the ``table_*`` inputs and this scorecard (not strict). The inputs keyed
+    ``summary_cost/<model>/<dataset>`` are the leakage jobs' cost records (the power notes)."""
     measured = read_summary_costs(inputs)
     inputs = {k: v for k, v in inputs.items() if not k.startswith(SUMMARY_COST_KEY)}
     check_table(*inputs.values())  # each table made under this config's settings (io.provenance)
