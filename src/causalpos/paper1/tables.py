@@ -169,6 +169,10 @@ def _check_same_groups(a: xr.Dataset, b: xr.Dataset, la: str, lb: str) -> None:
         )
 
 
+#: The simulation settings each row of :func:`simulation_index_table` names, from the store's attrs.
+_SIMULATION_ATTRS = ("alpha", "norm", "scaling", "rope", "causal", "residual")
+
+
 def simulation_index_table(
     stores: Mapping[str, xr.Dataset], confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
 ) -> pd.DataFrame:
@@ -187,18 +191,12 @@ def simulation_index_table(
             )
         gm = ds["score_group"].transpose("group", "layer", "query", "key").values
         ci = index_ci(gm, level=confidence, n_boot=n_boot, seed=seed)
-        a = ds.attrs
         kinds = layer_kinds(ds)
         for k, layer in enumerate(ds["layer"].values):
             rows.append(
                 {
                     "setting": name,
-                    "alpha": a.get("alpha"),
-                    "norm": a.get("norm"),
-                    "scaling": a.get("scaling"),
-                    "rope": a.get("rope"),
-                    "causal": a.get("causal"),
-                    "residual": a.get("residual"),
+                    **{k: ds.attrs.get(k) for k in _SIMULATION_ATTRS},
                     "layer": int(layer) + 1,
                     "layer_kind": kinds[k],
                     "index": float(ci.estimate[k]),
@@ -209,7 +207,7 @@ def simulation_index_table(
                     "index_over_floor": _over_floor(ci, k),
                     "index_debiased": float(ci.debiased[k]),
                     "n_groups": ci.n_groups,
-                    "n_samples": a.get("n_samples"),
+                    "n_samples": ds.attrs.get("n_samples"),
                 }
             )
     return pd.DataFrame(rows)

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import gc
-import logging
 from collections.abc import Mapping
 
 from causalpos.io.store import write_dataset
 from causalpos.paper1 import simulate as sim
 from causalpos.paper1.settings import SimulationSettings
-
-log = logging.getLogger("causalpos.stages.simulate")
 
 
 def simulate(out, setting: Mapping, *, name: str, seed: int, attrs: Mapping | None = None):
