@@ -29,6 +29,7 @@ carries (both sums debiased, jackknife CI; NaN when the debiased sum is not posi
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -270,6 +271,20 @@ def paired(a: Interval, b: Interval) -> tuple[np.ndarray, np.ndarray, np.ndarray
     est = np.asarray(a.estimate, dtype=np.float64) - np.asarray(b.estimate, dtype=np.float64)
     lo, hi = jackknife_interval(est, a.jack - b.jack, a.level)
     return est, lo, hi
+
+
+def interval_columns(
+    name: str, est_lo_hi, layer: int | None = None, skip: bool = False
+) -> dict[str, float]:
+    """``{name, name_lo, name_hi}`` of an :class:`Interval` or an (estimate, lo, hi) triple: of
+    one ``layer`` (index of the leading axis; None: a scalar statistic), NaN where ``skip``."""
+    if isinstance(est_lo_hi, Interval):
+        est_lo_hi = (est_lo_hi.estimate, est_lo_hi.lo, est_lo_hi.hi)
+    if skip:
+        return {name: math.nan, f"{name}_lo": math.nan, f"{name}_hi": math.nan}
+    vals = [np.asarray(x) for x in est_lo_hi]
+    vals = [float(v if layer is None else v[layer]) for v in vals]
+    return dict(zip((name, f"{name}_lo", f"{name}_hi"), vals))
 
 
 def minus_first_layer(a: Interval) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

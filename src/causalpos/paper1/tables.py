@@ -17,6 +17,7 @@ from causalpos.paper1.diagonal import IndexCI, index_ci, key0_column, normalized
 from causalpos.paper1.nonrelative import (
     Interval,
     band_ci,
+    interval_columns,
     key0_share_interval,
     minus_first_layer,
     paired,
@@ -84,17 +85,17 @@ def llm_index_table(
                 "ci_hi": float(ci.hi[layer]),
                 "se": float(ci.se[layer]),
                 **_key0_columns(key0, ci_with_key0, layer),
-                **_triple("share", sh, layer),
-                **_triple("share_minus_l1", l1, layer, skip=layer == 0),
-                **_triple("share_pooled", pooled, None),
+                **interval_columns("share", sh, layer),
+                **interval_columns("share_minus_l1", l1, layer, skip=layer == 0),
+                **interval_columns("share_pooled", pooled),
                 "band_keys": int(first_keys),
-                **_triple("band", band, layer),
-                **_triple("band_with_sink", band_sink, layer),
+                **interval_columns("band", band, layer),
+                **interval_columns("band_with_sink", band_sink, layer),
             }
             if vs_twin is not None:
                 row["twin"] = twin
-                row.update(_triple("share_minus_twin", vs_twin, layer))
-                row.update(_triple("share_pooled_minus_twin", pooled_vs_twin, None))
+                row.update(interval_columns("share_minus_twin", vs_twin, layer))
+                row.update(interval_columns("share_pooled_minus_twin", pooled_vs_twin))
             row["n_groups"] = int(ci.n_groups)
             row["n_sequences"] = int(ds.attrs.get("n_sequences", -1))
             rows.append(row)
@@ -132,23 +133,11 @@ def _key0_columns(key0: tuple[IndexCI, Interval], with_key0: IndexCI, layer: int
         "key0_floor": float(col.noise_floor[layer]),
         "key0_lo": float(col.lo[layer]),
         "key0_hi": float(col.hi[layer]),
-        **_triple("key0_share", share, layer),
+        **interval_columns("key0_share", share, layer),
         "index_with_key0": float(with_key0.estimate[layer]),
         "index_with_key0_debiased": float(with_key0.debiased[layer]),
         "noise_floor_with_key0": float(with_key0.noise_floor[layer]),
     }
-
-
-def _triple(name: str, est_lo_hi, layer: int | None, skip: bool = False) -> dict[str, float]:
-    """``{name, name_lo, name_hi}`` of one layer (or of a scalar contrast: ``layer`` None) of an
-    :class:`Interval` or an (estimate, lo, hi) triple."""
-    if isinstance(est_lo_hi, Interval):
-        est_lo_hi = (est_lo_hi.estimate, est_lo_hi.lo, est_lo_hi.hi)
-    if skip:
-        return {name: math.nan, f"{name}_lo": math.nan, f"{name}_hi": math.nan}
-    vals = [np.asarray(x) for x in est_lo_hi]
-    vals = [float(v if layer is None else v[layer]) for v in vals]
-    return dict(zip((name, f"{name}_lo", f"{name}_hi"), vals))
 
 
 def _over_floor(ci: IndexCI, k: int) -> float:

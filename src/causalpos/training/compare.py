@@ -13,7 +13,7 @@ import xarray as xr
 from causalpos.models.layer_kinds import layer_kinds
 from causalpos.paper1.compare import group_maps, paired_index_bootstrap
 from causalpos.paper1.diagonal import index_ci, key0_column
-from causalpos.paper1.nonrelative import paired, share_intervals
+from causalpos.paper1.nonrelative import interval_columns, paired, share_intervals
 from causalpos.training.twin import INIT_SUFFIX
 
 
@@ -48,11 +48,6 @@ def _decomposition(summary: xr.Dataset) -> dict[str, float]:
         est, lo, hi = (float(dec.sel(component=comp, stat=s)) for s in ("estimate", "lo", "hi"))
         out[f"leak_{comp}"], out[f"leak_{comp}_lo"], out[f"leak_{comp}_hi"] = est, lo, hi
     return out
-
-
-def _named(name: str, est_lo_hi) -> dict[str, float]:
-    """``{name, name_lo, name_hi}`` of an (estimate, lo, hi) triple."""
-    return dict(zip((name, f"{name}_lo", f"{name}_hi"), (float(x) for x in est_lo_hi)))
 
 
 def comparison_tables(
@@ -162,9 +157,9 @@ def _index_rows(
         if not twin:
             continue
         ok = p.lo_b[layer] > 0  # the twin's index is detected: the ratio is bounded
-        row.update(_named("minus_init", (x[layer] for x in diff)))
-        row.update(_named("over_init", (x[layer] if ok else math.nan for x in ratio)))
-        row.update(_named("share_minus_init", (x[layer] for x in s_diff)))
+        row.update(interval_columns("minus_init", diff, layer))
+        row.update(interval_columns("over_init", ratio, layer, skip=not ok))
+        row.update(interval_columns("share_minus_init", s_diff, layer))
         rows.append(
             _weights_row(base, "init", (p.estimate_b, p.lo_b, p.hi_b, p.floor_b), s_i, k_i, layer)
         )
@@ -183,8 +178,8 @@ def _weights_row(base: dict, weights: str, index, share, key0, layer: int) -> di
         "ci_lo": lo[layer],
         "ci_hi": hi[layer],
         "noise_floor": floor[layer],
-        **_named("share", (share.estimate[layer], share.lo[layer], share.hi[layer])),
-        **_named("key0", (key0.debiased[layer], key0.lo[layer], key0.hi[layer])),
+        **interval_columns("share", share, layer),
+        **interval_columns("key0", (key0.debiased, key0.lo, key0.hi), layer),
     }
 
 
@@ -196,8 +191,8 @@ def _comparison_row(variant, trained: xr.Dataset, p, shares, *, twin: bool) -> d
     row = {
         "variant": variant,
         "positional": trained.attrs.get("positional", variant),
-        **_named("index_mean", m["a"]),
-        **_named("share_pooled", (p_t.estimate, p_t.lo, p_t.hi)),
+        **interval_columns("index_mean", m["a"]),
+        **interval_columns("share_pooled", p_t),
     }
     if twin:
         # A ratio over an index indistinguishable from 0 is unbounded: reported only where the
@@ -205,11 +200,11 @@ def _comparison_row(variant, trained: xr.Dataset, p, shares, *, twin: bool) -> d
         amp = m["ratio"] if m["b"][1] > 0 else (math.nan,) * 3
         row.update(
             {
-                **_named("init_index_mean", m["b"]),
-                **_named("minus_init", m["difference"]),
-                **_named("amplification", amp),
-                **_named("init_share_pooled", (p_i.estimate, p_i.lo, p_i.hi)),
-                **_named("share_pooled_minus_init", paired(p_t, p_i)),
+                **interval_columns("init_index_mean", m["b"]),
+                **interval_columns("minus_init", m["difference"]),
+                **interval_columns("amplification", amp),
+                **interval_columns("init_share_pooled", p_i),
+                **interval_columns("share_pooled_minus_init", paired(p_t, p_i)),
             }
         )
     return row
