@@ -13,8 +13,6 @@ import numpy.typing as npt
 
 from causalpos import stats
 
-__all__ = ["bounds", "interval", "bootstrap_ci", "jackknife_interval", "wilson"]
-
 
 def _tail(level: float) -> float:
     if not 0.0 < level < 1.0:

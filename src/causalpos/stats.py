@@ -11,19 +11,6 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-__all__ = [
-    "bootstrap_counts",
-    "bootstrap_means",
-    "ROUNDING",
-    "ordered_interval",
-    "permutation_pvalue",
-    "benjamini_hochberg",
-    "fraction_significant",
-    "within_strata_permutations",
-    "stratified_pair_mask",
-]
-
-
 #: Relative size of numerical rounding in an interval's numbers: a bound that passes its
 #: estimate by at most this share of the larger magnitude of the two is rounding, and an
 #: interval narrower than it has width 0. Float32 data and differences of nearly equal numbers
