@@ -217,12 +217,8 @@ def trace_layer1(model: nn.Module, x0: torch.Tensor) -> Layer1Trace:
     o = avo + x0
     ln_o = _rms(l1.post_attention_layernorm, o)
     mlp = l1.mlp
-    x1 = (
-        _linear(
-            mlp.down_proj, mlp.act_fn(_linear(mlp.gate_proj, ln_o)) * _linear(mlp.up_proj, ln_o)
-        )
-        + o
-    )
+    gated = mlp.act_fn(_linear(mlp.gate_proj, ln_o)) * _linear(mlp.up_proj, ln_o)
+    x1 = _linear(mlp.down_proj, gated) + o
 
     y2 = _rms(l2.input_layernorm, x1)
     q2, k2 = _qk(l2, y2, cos, sin, g2)

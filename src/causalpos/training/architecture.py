@@ -82,14 +82,13 @@ def build_config(
         # llama3 scaling reads only original_max_position_embeddings; max_position_embeddings (the
         # nominal extended length, factor × original) only has to exceed it for transformers' check.
         max_positions = int(ntk_factor * (ntk_original_context or context))
-        rope = {
-            "rope_type": "llama3",
-            "rope_theta": float(shape.rope_theta),
-            "factor": float(ntk_factor),
-            "low_freq_factor": float(NTK_LOW_FREQ_FACTOR),
-            "high_freq_factor": float(NTK_HIGH_FREQ_FACTOR),
-            "original_max_position_embeddings": int(ntk_original_context or context),
-        }
+        rope.update(
+            rope_type="llama3",
+            factor=float(ntk_factor),
+            low_freq_factor=float(NTK_LOW_FREQ_FACTOR),
+            high_freq_factor=float(NTK_HIGH_FREQ_FACTOR),
+            original_max_position_embeddings=int(ntk_original_context or context),
+        )
     if variant == "nope":
         from causalpos.models.rotary import ROPE_CONFIG_KEY
 
