@@ -46,11 +46,6 @@ def band_index(n: int) -> np.ndarray:
     return i[:, None] - i[None, :] + (n - 1)
 
 
-def _batches(n_lead: int, cells: int) -> list[tuple[int, int]]:
-    step = max(1, _BATCH_CELLS // max(cells, 1))
-    return [(a, min(n_lead, a + step)) for a in range(0, n_lead, step)]
-
-
 def _band_ids(b: int, bidx: np.ndarray, n_bands: int) -> np.ndarray:
     """Flat (row, band) index of every cell of ``b`` rows of n*n cells, for :func:`_band_sums`."""
     return (np.arange(b)[:, None] * n_bands + bidx[None, :]).ravel()
@@ -90,7 +85,9 @@ def _band_batches(flat: np.ndarray, n: int, drop_first_key: bool = False):
     ``drop_first_key``: key 0 set to NaN first (no part in the band means)."""
     bidx = band_index(n).ravel()
     ids: dict[int, np.ndarray] = {}  # per batch size (at most two)
-    for a, b in _batches(flat.shape[0], n * n):
+    step = max(1, _BATCH_CELLS // max(n * n, 1))
+    for a in range(0, flat.shape[0], step):
+        b = min(flat.shape[0], a + step)
         x = flat[a:b].astype(np.float64)
         if drop_first_key:
             x[:, ::n] = np.nan

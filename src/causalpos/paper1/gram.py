@@ -226,12 +226,6 @@ def trace_layer1(model: nn.Module, x0: torch.Tensor) -> Layer1Trace:
     return Layer1Trace(y1, s1, av, avo, o, ln_o, x1, y2, s2)
 
 
-def _forward_hidden(model: nn.Module, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    device = next(model.parameters()).device
-    out = model(input_ids=tokens.to(device), output_hidden_states=True, use_cache=False)
-    return out.hidden_states
-
-
 def x1_tolerance(dtype: torch.dtype) -> float:
     """Allowed max |recomputed X(1) − hidden_states[1]| relative to max |hidden_states[1]|.
 
@@ -242,15 +236,20 @@ def x1_tolerance(dtype: torch.dtype) -> float:
     return 1e-5 if dtype == torch.float32 else (3e-2 if dtype == torch.bfloat16 else 5e-3)
 
 
-def _batches(tokens: torch.Tensor, batch_size: int) -> Iterator[torch.Tensor]:
+def _hidden_states(
+    model: nn.Module, tokens: torch.Tensor, batch_size: int
+) -> Iterator[tuple[torch.Tensor, ...]]:
+    """The model's ``hidden_states`` on each batch of ``batch_size`` sequences of ``tokens``."""
     if tokens.ndim != 2:
         raise ValueError(
             f"tokens must be (n_samples, seq) integer ids, got shape {tuple(tokens.shape)}"
         )
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
+    device = next(model.parameters()).device
     for i in range(0, tokens.shape[0], batch_size):
-        yield tokens[i : i + batch_size]
+        chunk = tokens[i : i + batch_size].to(device)
+        yield model(input_ids=chunk, output_hidden_states=True, use_cache=False).hidden_states
 
 
 def _gram(z: torch.Tensor) -> torch.Tensor:
@@ -287,8 +286,7 @@ def compute_gram_panels(
     worst = 0.0
     heads = (1, 1)
     nearby = []
-    for chunk in _batches(tokens, batch_size):
-        hs = _forward_hidden(model, chunk)
+    for hs in _hidden_states(model, tokens, batch_size):
         tr = trace_layer1(model, hs[0])
         ref = hs[1].float()
         err = float((tr.x1 - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
@@ -359,8 +357,7 @@ def fig8_scores(model: nn.Module, tokens, *, batch_size: int = 32) -> xr.Dataset
     n, t = tokens.shape
     n_layers = len(inner.layers)
     sums: torch.Tensor | None = None
-    for chunk in _batches(tokens, batch_size):
-        hs = _forward_hidden(model, chunk)
+    for hs in _hidden_states(model, tokens, batch_size):
         cos, sin = _rotary(model, hs[0])
         for li, layer in enumerate(inner.layers):
             g = _geometry(layer.self_attn, cfg)
