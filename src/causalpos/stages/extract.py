@@ -226,8 +226,8 @@ def extract_variants(
     warning = check_model_context(model.config, seq_len, what)  # raises where it cannot run
     if warning:
         log.warning(warning)
-    job = _Job(model, data, tokens, (start, stop), settings, what)
-    batch_size, was_auto = _batch_size(job, variants, n_total, next(model.parameters()).device)
+    job = _Job(model, data, tokens, (start, stop), settings, what, n_total, attrs)
+    batch_size, was_auto = _batch_size(job, variants)
     for i, (variant, spec) in enumerate(variants.items()):
         log.info(
             "variant %d/%d: %s (reducers %s)",
@@ -236,12 +236,13 @@ def extract_variants(
             variant,
             ", ".join(spec["reducers"]),
         )
-        yield variant, _extract_variant(job, variant, spec, batch_size, was_auto, n_total, attrs)
+        yield variant, _extract_variant(job, variant, spec, batch_size, was_auto)
 
 
 @dataclass(frozen=True)
 class _Job:
-    """One extraction job's loaded model, data store, prompts, bounds, settings and description."""
+    """One extraction job's loaded model, data store, prompts, bounds, settings, description,
+    the data store's number of sequences and the stores' extra attrs."""
 
     model: Any
     data: Any
@@ -249,12 +250,15 @@ class _Job:
     bounds: tuple[int, int]
     settings: ExtractSettings
     what: str
+    n_total: int
+    attrs: dict | None
 
 
-def _batch_size(job: _Job, variants: Mapping[str, Mapping], n_total: int, dev) -> tuple[int, bool]:
+def _batch_size(job: _Job, variants: Mapping[str, Mapping]) -> tuple[int, bool]:
     """(the batch size, whether it was chosen from free memory): ``settings.batch_size``, refused
     where it cannot fit, or "auto" sized from the free memory less the reducers' largest state."""
-    model, s = job.model, job.settings
+    model, s, n_total = job.model, job.settings, job.n_total
+    dev = next(model.parameters()).device
     seq_len = int(job.tokens.shape[1])
     start, stop = job.bounds
     # Reducer state lives through a variant and is freed before the next: the largest counts.
@@ -281,7 +285,7 @@ def _batch_size(job: _Job, variants: Mapping[str, Mapping], n_total: int, dev) -
         model.config,
         seq_len=seq_len,
         batch_size=int(s.batch_size),
-        available=available_memory(next(model.parameters()).device),
+        available=available_memory(dev),
         what=job.what,
         key="extract.batch_size",
         auto=True,
@@ -290,15 +294,7 @@ def _batch_size(job: _Job, variants: Mapping[str, Mapping], n_total: int, dev) -
     return int(s.batch_size), False
 
 
-def _extract_variant(
-    job: _Job,
-    variant: str,
-    spec: Mapping,
-    batch_size: int,
-    was_auto: bool,
-    n_total: int,
-    attrs: dict | None,
-):
+def _extract_variant(job: _Job, variant: str, spec: Mapping, batch_size: int, was_auto: bool):
     """One variant's extraction result (not yet written): its reducers built and fed by the
     capture hook, the job's metadata in the attrs."""
     from causalpos.capture import hook
@@ -309,7 +305,7 @@ def _extract_variant(
     reducers = list(spec["reducers"])
     objs = build_reducers(
         reducers,
-        n_sequences=n_total,
+        n_sequences=job.n_total,
         n_groups=s.n_groups,
         leakage=dict(spec.get("leakage") or {}),
         seed=s.seed,
@@ -328,7 +324,7 @@ def _extract_variant(
             for k in ("bos", "bos_id", "prefix_ids", "prepend_bos")
             if k in data.attrs
         },
-        **(attrs or {}),
+        **(job.attrs or {}),
     }
     what = job.what + (f" (batch_size auto chose {batch_size})" if was_auto else "")
     seq_len = int(job.tokens.shape[1])
