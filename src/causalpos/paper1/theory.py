@@ -257,7 +257,9 @@ def theory_table(
         alpha = _check_alpha(alpha)
         closed = layer2_matrix(n, alpha)[ii, jj]
         exact = exact_gram_layer2(n, alpha)[ii, jj]
-        ds = _lookup(sims, alpha)
+        ds = next(
+            (d for a, d in sims.items() if math.isclose(float(a), alpha, abs_tol=1e-12)), None
+        )
         none = np.full_like(closed, np.nan)
         sim, se = (none, none.copy()) if ds is None else _sim_layer2(ds, alpha, ii, jj)
         paper = np.array(
@@ -287,13 +289,6 @@ def theory_table(
             )
         )
     return pd.concat(frames, ignore_index=True)
-
-
-def _lookup(sims: Mapping[float, xr.Dataset], alpha: float) -> xr.Dataset | None:
-    for key, ds in sims.items():
-        if math.isclose(float(key), alpha, abs_tol=1e-12):
-            return ds
-    return None
 
 
 def _sim_layer2(
