@@ -4,8 +4,7 @@ A checkpoint is a directory ``step-NNNNNN`` (in ``<out_dir>.checkpoints`` by def
 model (``config.json``, ``model.safetensors``), the tokenizer files and ``trainer_state.pt``:
 ``step``, ``settings`` (:func:`settings_record`), ``provenance``, ``optimizer``, ``scheduler``,
 ``torch_rng``, ``cuda_rng``, ``rows`` (the loss log so far), ``elapsed_s``, ``cpu_s`` — plain data
-only, loaded with ``torch.load(weights_only=True)``. A run resumed from it ends bit-identical to an
-uninterrupted one (on the same machine and thread count).
+only, loaded with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations

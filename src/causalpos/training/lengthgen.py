@@ -1,9 +1,6 @@
-"""Loss by position beyond the training length: the length-generalisation link both papers leave open.
-
-Paper 1 (§8) and paper 2 (§6) relate positional mechanisms to how a model behaves past its
-training context but measure nothing downstream. Here each one-factor variant is run on held-out
-sequences longer than its training context, the next-token NLL reported per position with a
-bootstrap CI over sequences.
+"""Loss by position beyond the training length, the link paper 1 (§8) and paper 2 (§6) leave
+unmeasured: each one-factor variant's next-token NLL per position on held-out sequences longer
+than its training context, with a bootstrap CI over sequences.
 
 Position convention: ``position`` t (0-indexed, 1 .. seq − 1) is the *predicted* token; its NLL is
 −log p(token t | tokens 0 .. t − 1). A model trained on ``context``-token windows was trained on

@@ -1,12 +1,6 @@
-"""Every hyper-parameter of a model trained here, declared once (torch-free).
-
-:class:`TrainSettings` is what determines a trained model's weights: the positional variant, the
-decoder's shape (:class:`ModelShape`), the data windows, the optimiser and its schedule, the seed
-and the held-out evaluation. :class:`RunOptions` is how and where a run goes (device,
-checkpoint cadence, what to do with stale checkpoints): changing it changes no number.
-
-The config's ``train:`` keys are these fields (:func:`config_keys`), so a hyper-parameter is
-declared here and nowhere else: its default, its meaning, and which positional type reads it.
+"""Every hyper-parameter of a model trained here, declared once (torch-free): the config's
+``train:`` keys are these fields (:func:`config_keys`), each with its default, its meaning and
+the positional type that reads it. :class:`RunOptions` changes no number.
 """
 
 from __future__ import annotations
@@ -17,10 +11,8 @@ from typing import Any
 
 from causalpos.settings import FULL_PRECISION, Scheduling, check_keys, from_params, setting, shared
 
-#: Positional variants, in the canonical order: what differs between them (everything else —
-#: tokenizer, data order, initial weights, optimiser — is equal):
-#: ``rope`` standard rotary embedding; ``nope`` no positional encoding (identity rotation);
-#: ``ntk`` llama3-style frequency scaling of RoPE; ``swa`` sliding-window attention (Mistral).
+#: Positional variants, in the canonical order (what differs between them:
+#: :mod:`causalpos.training.architecture`).
 VARIANTS: tuple[str, ...] = ("rope", "nope", "ntk", "swa")
 
 
