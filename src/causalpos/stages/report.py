@@ -21,9 +21,6 @@ log = logging.getLogger("causalpos.stages.report")
 #: Printed above the scorecard (and the report's description, workflow/report/workflow.rst) of a
 #: config with ``rehearsal: true`` (configs/paper-shape.yaml: random-weight stand-ins).
 REHEARSAL_BANNER = "paper-shape rehearsal: random weights, numbers mean nothing"
-#: The input keys of the findings page: its template, and each table as ``table_<file stem>``.
-FINDINGS_TEMPLATE_KEY = "findings_template"
-TABLE_KEY = "table_"
 
 
 def scorecard(
@@ -53,10 +50,10 @@ def scorecard(
     stamp_table(out_md)
     log.info("\n%s", banner + md)
     if out_findings is not None:
-        template = inputs[FINDINGS_TEMPLATE_KEY]
-        files = {k.removeprefix(TABLE_KEY): v for k, v in inputs.items() if k.startswith(TABLE_KEY)}
+        # each table is the input ``table_<file stem>``
+        files = {k.removeprefix("table_"): v for k, v in inputs.items() if k.startswith("table_")}
         tables = Tables({**files, "scorecard": out_csv})
-        page = render(Path(template).read_text(), tables, strict=False)
+        page = render(Path(inputs["findings_template"]).read_text(), tables, strict=False)
         Path(out_findings).write_text(banner + page)
         stamp_table(out_findings)
     return card
