@@ -39,10 +39,6 @@ def apply_causalpos_attributes(model: nn.Module) -> nn.Module:
     return apply_rope_setting(model)
 
 
-#: llama3 frequency scaling's low and high frequency factors (the ntk variant: Llama 3.1's).
-NTK_LOW_FREQ_FACTOR, NTK_HIGH_FREQ_FACTOR = 1.0, 4.0
-
-
 def build_config(
     variant: str,
     *,
@@ -85,8 +81,8 @@ def build_config(
         rope.update(
             rope_type="llama3",
             factor=float(ntk_factor),
-            low_freq_factor=float(NTK_LOW_FREQ_FACTOR),
-            high_freq_factor=float(NTK_HIGH_FREQ_FACTOR),
+            low_freq_factor=1.0,  # llama3 scaling's low and high frequency factors: Llama 3.1's
+            high_freq_factor=4.0,
             original_max_position_embeddings=int(ntk_original_context or context),
         )
     if variant == "nope":
