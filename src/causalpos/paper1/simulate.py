@@ -71,12 +71,6 @@ def input_mix(alpha: float) -> tuple[float, float]:
     return 1.0, math.sqrt(alpha / (1.0 - alpha))
 
 
-def _block_generator(seed: int, block: int) -> torch.Generator:
-    # SeedSequence decorrelates neighbouring (seed, block) pairs; torch takes a 64-bit seed.
-    state = np.random.SeedSequence([int(seed), int(block)]).generate_state(2, np.uint32)
-    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
-
-
 def make_inputs(
     *, alpha: float, seq_len: int, dim: int, seed: int, start: int, stop: int
 ) -> torch.Tensor:
@@ -89,7 +83,9 @@ def make_inputs(
     m, ell = input_mix(alpha)
     parts = []
     for block in range(start // RNG_BLOCK, -(-stop // RNG_BLOCK)):
-        gen = _block_generator(seed, block)
+        # SeedSequence decorrelates neighbouring (seed, block) pairs; torch takes a 64-bit seed.
+        state = np.random.SeedSequence([int(seed), int(block)]).generate_state(2, np.uint32)
+        gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
         c = torch.randn(RNG_BLOCK, 1, dim, generator=gen)
         if m == 0.0:
             x = c.expand(RNG_BLOCK, seq_len, dim).clone()
@@ -117,12 +113,6 @@ def _threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def _group_starts(n_samples: int, n_groups: int) -> np.ndarray:
-    """Group g holds sequences [starts[g], starts[g+1]): contiguous, sizes differing by at most 1."""
-    g = np.arange(n_groups + 1, dtype=np.int64)
-    return -(-g * n_samples // n_groups)
-
-
 def run_simulation(
     settings: SimulationSettings,
     *,
@@ -147,7 +137,9 @@ def run_simulation(
     chunk = DEFAULT_CHUNK if chunk_size is None else int(chunk_size)
     chunk = -(-chunk // RNG_BLOCK) * RNG_BLOCK
     workers = int(num_threads) if num_threads is not None else max(1, torch.get_num_threads())
-    starts = _group_starts(settings.n_samples, settings.n_groups)
+    # group g holds sequences [starts[g], starts[g+1]): contiguous, sizes differing by at most 1
+    g = np.arange(settings.n_groups + 1, dtype=np.int64)
+    starts = -(-g * settings.n_samples // settings.n_groups)
     sums = _sums(settings, starts, chunk, workers, progress)
     return _dataset(settings, sums, starts)
 
