@@ -118,15 +118,10 @@ def comparison_tables(
             row.update({f"init_{k}": v for k, v in _decomposition(leakage_init[variant]).items()})
         if lg is not None and variant in lg.index:
             r = lg.loc[variant]
-            row.update(
-                {
-                    "positional": r.get("positional", row["positional"]),
-                    "heldout_loss": float(r["final_heldout_loss"]),
-                    "excess_beyond_context": float(r["excess_mean"]),
-                    "excess_beyond_context_lo": float(r["excess_lo"]),
-                    "excess_beyond_context_hi": float(r["excess_hi"]),
-                }
-            )
+            row["positional"] = r.get("positional", row["positional"])
+            row["heldout_loss"] = float(r["final_heldout_loss"])
+            excess = r[["excess_mean", "excess_lo", "excess_hi"]]
+            row.update(interval_columns("excess_beyond_context", excess))
         row.update({"confidence": confidence, "n_sequences": n_sequences})
         cmp_rows.append(row)
     return pd.DataFrame(idx_rows), pd.DataFrame(cmp_rows)
