@@ -217,20 +217,13 @@ def hub_revision_attrs(revision: str | None, commit: str | None, why: str = "") 
     none, ``why``), the config's ``revision`` pinned or not."""
     if commit:
         pinned = f" (the config's revision {revision!r})" if revision else " (its default branch)"
-        return {
-            REVISION_ATTR: commit,
-            REVISION_SOURCE_ATTR: "the commit sha the hub resolved" + pinned,
-        }
-    if revision:
-        return {
-            REVISION_ATTR: str(revision),
-            REVISION_SOURCE_ATTR: "the config's revision, unresolved (the hub reported no "
-            f"commit: {why})",
-        }
-    return {
-        REVISION_ATTR: "",
-        REVISION_SOURCE_ATTR: f"unknown: no revision pinned and the hub reported no commit ({why})",
-    }
+        read, source = commit, "the commit sha the hub resolved" + pinned
+    elif revision:
+        read = str(revision)
+        source = f"the config's revision, unresolved (the hub reported no commit: {why})"
+    else:
+        read, source = "", f"unknown: no revision pinned and the hub reported no commit ({why})"
+    return {REVISION_ATTR: read, REVISION_SOURCE_ATTR: source}
 
 
 def hf_documents(
