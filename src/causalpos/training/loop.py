@@ -207,15 +207,13 @@ def _resume(job: _Job) -> _State:
         special_ids=(job.bos_id, job.eos_id, job.pad_id),
     )
     saved, path = _matching_checkpoint(job)
-    if saved is not None:
-        model = build_model(config, seed=s.seed, base_state=load_checkpoint_weights(path))
-        log.info("resuming %s from %s (step %d)", s.variant, path, int(saved["step"]))
-    else:
-        model = build_model(config, seed=s.seed)
+    weights = None if saved is None else load_checkpoint_weights(path)
+    model = build_model(config, seed=s.seed, base_state=weights)
     model.to(job.device)
     model.train()
     opt, sched = _optimizer(model, s)
     if saved is not None:
+        log.info("resuming %s from %s (step %d)", s.variant, path, int(saved["step"]))
         opt.load_state_dict(saved["optimizer"])
         sched.load_state_dict(saved["scheduler"])
         torch.set_rng_state(saved["torch_rng"])
