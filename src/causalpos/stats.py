@@ -201,9 +201,7 @@ def stratified_pair_mask(seq_len: int, per_offset: int, seed: int = 0) -> np.nda
     rng = np.random.default_rng(seed)
     mask = np.zeros((seq_len, seq_len), dtype=bool)
     for d in range(seq_len):
-        rows = np.arange(max(d, 1), seq_len)
-        if rows.size == 0:
-            continue
+        rows = np.arange(max(d, 1), seq_len)  # never empty: seq_len >= 2
         if rows.size > per_offset:
             rows = np.sort(rng.choice(rows, size=per_offset, replace=False))
         mask[rows, rows - d] = True
