@@ -1,4 +1,4 @@
-"""Stages of paper 1's parameter-free experiments: one simulation setting, the theory check."""
+"""Stage ``simulate``: one setting of paper 1's parameter-free decoder simulation."""
 
 from __future__ import annotations
 
