@@ -105,11 +105,10 @@ def position0_pair(
         dim=xr.DataArray(conditions, dims="condition", name="condition"),
         combine_attrs="drop_conflicts",
     )
-    token0_fixed = bool((tokens0 == tokens0[0]).all())
     ds.attrs.update(
         {
             "conditions": conditions,
-            "token0_fixed": int(token0_fixed),
+            "token0_fixed": int((tokens0 == tokens0[0]).all()),
             "bos": int(bool(data.attrs.get("bos", False))),
             "n_prompts": int(seq_ids.size),
             "tau": s.tau,
