@@ -248,8 +248,7 @@ class _ChunkKernel:
         self.causal, self.residual, self.seed = settings.causal, settings.residual, settings.seed
         self.starts = starts
         self.n, self.d, self.L = seq_len, dim, int(settings.n_layers)
-        causal = settings.causal
-        self.mask = torch.full((seq_len, seq_len), float("-inf")).triu_(1) if causal else None
+        self.mask = torch.full((seq_len, seq_len), float("-inf")).triu_(1) if self.causal else None
         if self.rope:
             # rotate-half tables repeat over the two halves: keep one half, (n, d/2)
             cos, sin = rope_mod.cos_sin(np.arange(seq_len), dim, settings.rope_theta)
