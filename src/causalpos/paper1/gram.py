@@ -122,8 +122,7 @@ def _inner(model: nn.Module) -> nn.Module:
 
 def rope_is_identity(model: nn.Module) -> bool:
     """True when the model's rotary application is the identity (cos ≡ 1, sin ≡ 0) — a NoPE model."""
-    device = next(model.parameters()).device
-    probe = torch.zeros(1, 64, model.config.hidden_size, device=device)
+    probe = torch.zeros(1, 64, model.config.hidden_size, device=next(model.parameters()).device)
     cos, sin = _rotary(model, probe)
     return bool(torch.all(cos == 1) and torch.all(sin == 0))
 
@@ -311,9 +310,8 @@ def compute_gram_panels(
     mean = (sums / counts).numpy()
     lower = np.tril(np.ones((t, t), dtype=bool))
     mean[:, ~lower] = np.nan
-    cfg = model.config
     for p, layer in ((1, 0), (8, 1)):
-        mean[p][~allowed_mask(t, _layer_window(cfg, layer)).numpy()] = np.nan
+        mean[p][~allowed_mask(t, _layer_window(model.config, layer)).numpy()] = np.nan
     ds = xr.Dataset(
         {
             "gram": (("panel", "query", "key"), mean.astype(np.float32)),

@@ -135,9 +135,8 @@ def _probes(ds, data, probe, ci, s: Position0Settings, sink_store, seq_ids):
     """(per-condition probe results, the prompts kept, the note) of :func:`position0_pair`: the
     content probe by layer on the probe condition's states (row ``ci``) and, where the sink
     store is given, the sink probe (into ``ds.attrs``)."""
-    nl = ds.sizes["layer"]
     res = {
-        k: np.full((ds.sizes["condition"], nl), np.nan)
+        k: np.full((ds.sizes["condition"], ds.sizes["layer"]), np.nan)
         for k in ("accuracy", "chance", "null_mean", "p_value")
     }
     note = "no probe: the causal condition is not configured"
