@@ -43,10 +43,9 @@ class SimulationSettings:
 
     def check(self) -> None:
         """Raise on a value no simulation can use (the message names the key and what to do)."""
-        if self.norm not in NORMS:
-            raise ValueError(f"simulate: norm={self.norm!r}; allowed: {NORMS}")
-        if self.scaling not in SCALINGS:
-            raise ValueError(f"simulate: scaling={self.scaling!r}; allowed: {SCALINGS}")
+        for name, allowed in (("norm", NORMS), ("scaling", SCALINGS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"simulate: {name}={getattr(self, name)!r}; allowed: {allowed}")
         if not 0.0 <= float(self.alpha) <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1]; got {float(self.alpha)}")
         for name in ("n_samples", "seq_len", "dim", "n_layers", "n_groups", "seed"):
