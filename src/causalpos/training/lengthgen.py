@@ -137,9 +137,7 @@ def measure_length_generalization(
             excess_from=excess_from,
         )
         ds = ds.assign(
-            train_context=ctx,
-            mean_nll_within=ds.attrs["mean_nll_within"],
-            mean_nll_beyond=ds.attrs["mean_nll_beyond"],
+            train_context=ctx, **{k: ds.attrs[k] for k in ("mean_nll_within", "mean_nll_beyond")}
         )
         parts.append(ds.expand_dims(variant=[name]))
     out = xr.concat(parts, dim="variant", combine_attrs="drop_conflicts")
