@@ -231,8 +231,7 @@ def index_replicates(
     n_groups = group_maps.shape[0]
     if index_values is None:
         index_values = normalized_index_cells(group_maps, key0=key0)
-    cells = index_values
-    cells = cells[:, np.all(np.isfinite(cells), axis=0)]
+    cells = index_values[:, np.all(np.isfinite(index_values), axis=0)]
     n_valid = cells.shape[1]
     if n_valid == 0:
         return None

@@ -111,11 +111,10 @@ def summarize_leakage(
     # attr holds the BOS-replacement pairs), prefix and prepend_bos setting.
     data_attrs = {}
     if data is not None:
-        d = data.attrs
         data_attrs = {
-            "fixed_bos": int(bool(d.get("bos", False))),
-            "prefix_ids": [int(x) for x in d.get("prefix_ids", [])],
-            "prepend_bos": str(d.get("prepend_bos", "false")),
+            "fixed_bos": int(bool(data.attrs.get("bos", False))),
+            "prefix_ids": [int(x) for x in data.attrs.get("prefix_ids", [])],
+            "prepend_bos": str(data.attrs.get("prepend_bos", "false")),
             **token0_attrs(data, first["sequence"].values),
         }
     if LAYER_KIND in first.coords and "layer" in ds.dims:  # each layer's mask, from the capture
