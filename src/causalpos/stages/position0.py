@@ -183,6 +183,5 @@ def _sink_probe(store, sink_store, seq_ids, labels, tau, keep, **probe_kw) -> di
     n_rep = int(store.attrs["n_heads"]) // vals.shape[2]
     layer_ids = sink["layer"].values
     feats = np.concatenate([vals[:, int(layer_ids[l]), h // n_rep] for l, h in heads], axis=1)
-    for k, v in probe_cv(feats, labels, **probe_kw).items():
-        out[f"sink_probe_{k}"] = v
+    out.update({f"sink_probe_{k}": v for k, v in probe_cv(feats, labels, **probe_kw).items()})
     return out
