@@ -287,13 +287,12 @@ def index_ci(
     n_lead = maps.shape[1]
     weights = bootstrap_weights(n_groups, n_boot, seed)
     fields = {
-        k: np.empty(n_lead) for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")
+        k: np.full(n_lead, np.nan)
+        for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")
     }
     for s in range(n_lead):  # one leading slice (layer, head) at a time: memory O(G n²)
         rep = index_replicates(maps[:, s], weights, None if vals is None else vals[:, s], key0=key0)
-        if rep is None:
-            for v in fields.values():
-                v[s] = np.nan
+        if rep is None:  # no index cell finite in every group: the slice stays NaN
             continue
         est2, floor2, boot = rep
         fields["estimate"][s] = math.sqrt(est2)
