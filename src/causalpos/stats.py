@@ -1,12 +1,8 @@
 """Resampling and tests (paper 2 §5): bootstrap counts and means, permutation p-values,
-Benjamini–Hochberg, stratified permutations and pair samples. The intervals cut from the
-replicates are :mod:`causalpos.inference`'s.
+Benjamini–Hochberg, stratified permutations and pair samples.
 
-A leaf module: imports nothing from the package. Every random draw takes an explicit integer seed
-(from the config), so a rerun gives bit-identical numbers.
-
-Conventions: ``n`` prompts (sequences) on axis 0 of per-prompt arrays; resampled statistics on a
-leading ``boot`` / ``perm`` axis.
+A leaf module. Every draw takes an explicit integer seed, so a rerun gives bit-identical numbers.
+``n`` prompts on axis 0 of per-prompt arrays; resampled statistics on a leading axis.
 """
 
 from __future__ import annotations
@@ -15,27 +11,11 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-__all__ = [
-    "bootstrap_counts",
-    "bootstrap_means",
-    "ROUNDING",
-    "ordered_interval",
-    "permutation_pvalue",
-    "benjamini_hochberg",
-    "fraction_significant",
-    "within_strata_permutations",
-    "stratified_pair_mask",
-]
-
-
 #: Relative size of numerical rounding in an interval's numbers: a bound that passes its
 #: estimate by at most this share of the larger magnitude of the two is rounding, and an
-#: interval narrower than it has width 0. In a sample of copies of one prompt the estimate and
-#: its replicates are one value computed along different paths; float32 data (score maps,
-#: Grams) and readings that are differences of nearly equal numbers put that rounding far above
-#: float64's 1e-16 (measured on such a sample: a paired difference of two ΔR², 35 times smaller
-#: than either, read an interval 1.2e-6 of its value wide). Any interval a sample can give is
-#: wider by orders of magnitude (a relative width of 1e-5 would need ~1e10 prompts).
+#: interval narrower than it has width 0. Float32 data and differences of nearly equal numbers
+#: put rounding far above 1e-16 (copies of one prompt: a paired difference of two ΔR² read an
+#: interval 1.2e-6 of its value wide); a real sample's width of 1e-5 would need ~1e10 prompts.
 ROUNDING = 1e-5
 
 
@@ -47,17 +27,13 @@ def _past(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ordered_interval(estimate, lo, hi) -> tuple[np.ndarray, np.ndarray]:
-    """``(lo, hi)`` of an interval about ``estimate`` (arrays broadcasting together), checked
-    that it holds the estimate: where a bound passes the estimate by no more than rounding
-    (:data:`ROUNDING`) it is moved onto the estimate; where one passes it by more, or ``lo``
-    passes ``hi`` by more, no error bar about the estimate can show the interval and both bounds
-    are NaN. NaN stays NaN.
+    """``(lo, hi)`` of an interval about ``estimate`` (broadcasting), made to hold it: a bound
+    past the estimate by no more than rounding (:data:`ROUNDING`) is moved onto it; one past it
+    by more, or ``lo`` past ``hi`` by more, makes both bounds NaN. NaN stays NaN.
 
-    Every figure that draws error bars about an estimate takes them from here: matplotlib
-    refuses a negative error, which an interval of copies of one prompt gives where its upper
-    bound lies one ulp below the estimate. The tables keep the intervals as computed
-    (a percentile interval may exclude its plug-in estimate), and the verdicts read the bounds
-    alone (:func:`causalpos.verdicts.decides`: width 0 or ``lo > hi`` decides nothing)."""
+    For error bars in figures: matplotlib refuses a negative error, which copies of one prompt
+    give where the upper bound lies one ulp below the estimate. The tables keep the intervals as
+    computed (a percentile interval may exclude its plug-in estimate)."""
     est, lo, hi = np.broadcast_arrays(
         *(np.asarray(x, dtype=np.float64) for x in (estimate, lo, hi))
     )
@@ -73,21 +49,11 @@ def ordered_interval(estimate, lo, hi) -> tuple[np.ndarray, np.ndarray]:
 def bootstrap_counts(
     n: int, n_boot: int = 2000, seed: int = 0, strata: Sequence | np.ndarray | None = None
 ) -> np.ndarray:
-    """Multinomial resampling counts over ``n`` prompts.
+    """``(n_boot, n)`` float64 multinomial counts: how often each of ``n`` prompts is drawn in
+    each bootstrap replicate (rows sum to ``n``), so a resampled mean is one matrix product.
 
-    Row ``b`` says how often each prompt is drawn in bootstrap replicate ``b`` (rows sum to ``n``).
-    Using counts instead of index arrays lets a resampled mean be one matrix product
-    (``counts @ x / n``) without materialising ``(n_boot, n, ...)`` copies.
-
-    Args:
-        n: number of prompts.
-        n_boot: number of replicates B (paper 2 §5: 2000).
-        seed: seed of ``numpy.random.default_rng``.
-        strata: optional length-``n`` labels (e.g. source text); prompts are then resampled within
-            each stratum, keeping the strata sizes fixed (stratified bootstrap).
-
-    Returns:
-        ``(n_boot, n)`` float64 counts.
+    ``n_boot``: B (paper 2 §5: 2000). ``strata``: optional length-``n`` labels (e.g. source
+    text); prompts are then resampled within each stratum, its size fixed.
     """
     if n < 1:
         raise ValueError(f"bootstrap needs at least one prompt, got n={n}")
@@ -124,15 +90,9 @@ def bootstrap_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def permutation_pvalue(observed: np.ndarray, null: np.ndarray, axis: int = 0) -> np.ndarray:
-    """One-sided permutation p-value p = (#{null ≥ obs} + 1) / (R + 1).
-
-    The +1 counts the observed statistic as one draw of the null, so p is never 0 and the test is
-    exact (valid at every level) for exchangeable nulls.
-
-    Args:
-        observed: statistic, shape ``S``.
-        null: ``R`` null draws along ``axis``, the other axes broadcasting against ``S``.
-    """
+    """One-sided permutation p-value p = (#{null ≥ obs} + 1) / (R + 1), never 0 and exact for
+    exchangeable nulls; ``null``: R draws along ``axis``, the others broadcasting against
+    ``observed``."""
     null = np.moveaxis(np.asarray(null, dtype=np.float64), axis, 0)
     observed = np.asarray(observed, dtype=np.float64)
     r = null.shape[0]
@@ -144,17 +104,9 @@ def permutation_pvalue(observed: np.ndarray, null: np.ndarray, axis: int = 0) ->
 
 
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
-    """Benjamini–Hochberg adjusted p-values (q-values) over all finite entries of ``p``.
-
-    Equal to ``scipy.stats.false_discovery_control(p, method="bh")`` on the flattened finite
-    entries; NaN entries stay NaN and do not count towards the number of tests m.
-
-    Args:
-        p: p-values of any shape, in [0, 1] (NaN allowed).
-
-    Returns:
-        q-values, same shape as ``p``.
-    """
+    """Benjamini–Hochberg q-values over the finite entries of ``p`` (any shape, in [0, 1]):
+    ``scipy.stats.false_discovery_control(p, method="bh")`` on them; NaN stays NaN and does not
+    count towards the number of tests m."""
     p = np.asarray(p, dtype=np.float64)
     flat = p.ravel()
     ok = np.isfinite(flat)
@@ -188,16 +140,10 @@ def within_strata_permutations(
 ) -> Iterator[np.ndarray]:
     """Uniform random permutations that move items only within their stratum, in chunks.
 
-    Yields index arrays ``sigma`` of shape ``(c, N)`` (``c <= chunk``, ``n_perm`` rows in total):
-    permuted data is ``y[..., sigma[r]]``; ``strata[sigma[r]] == strata`` holds exactly. The stream
-    of permutations depends only on ``seed`` (not on ``chunk``), because each chunk consumes the
-    generator's doubles in order.
-
-    Args:
-        strata: ``(N,)`` integer labels (offset i − j for paper 2's within-offset null).
-        n_perm: number of permutations R.
-        seed: seed of ``numpy.random.default_rng``.
-        chunk: permutations per yielded block (bounds memory at ``chunk × N`` int64).
+    Yields index arrays ``sigma`` (c, N), c <= ``chunk``, ``n_perm`` rows in all: permuted data
+    is ``y[..., sigma[r]]`` and ``strata[sigma[r]] == strata``. ``strata``: (N,) integer labels
+    (offset i − j for paper 2's within-offset null). The stream depends only on ``seed``, not on
+    ``chunk``: each chunk consumes the generator's doubles in order.
     """
     strata = np.asarray(strata)
     if strata.ndim != 1:
@@ -247,28 +193,15 @@ def _stable_ties(
 
 
 def stratified_pair_mask(seq_len: int, per_offset: int, seed: int = 0) -> np.ndarray:
-    """Subsample causal pairs (i, j), j ≤ i, i ≥ 1 (query row 0 has a single key; the leakage
-    fits exclude it), within offset strata d = i − j.
-
-    At most ``per_offset`` pairs are drawn without replacement from every offset band, so long
-    offsets (few pairs) stay represented while short ones (many pairs) are thinned. Paper 2 §5.
-
-    Args:
-        seq_len: T.
-        per_offset: cap on pairs per offset (bands with fewer pairs are kept whole).
-        seed: seed of ``numpy.random.default_rng``.
-
-    Returns:
-        ``(T, T)`` bool mask (query rows, key columns), False above the diagonal.
-    """
+    """``(T, T)`` bool mask (query, key) of causal pairs j ≤ i, i ≥ 1 (row 0 has a single key),
+    at most ``per_offset`` drawn without replacement from each offset band d = i − j, so long
+    offsets stay represented while short ones are thinned (paper 2 §5)."""
     if seq_len < 2 or per_offset < 1:
         raise ValueError(f"need seq_len >= 2 and per_offset >= 1, got {seq_len}, {per_offset}")
     rng = np.random.default_rng(seed)
     mask = np.zeros((seq_len, seq_len), dtype=bool)
     for d in range(seq_len):
-        rows = np.arange(max(d, 1), seq_len)
-        if rows.size == 0:
-            continue
+        rows = np.arange(max(d, 1), seq_len)  # never empty: seq_len >= 2
         if rows.size > per_offset:
             rows = np.sort(rng.choice(rows, size=per_offset, replace=False))
         mask[rows, rows - d] = True

@@ -77,13 +77,9 @@ def paired_index_bootstrap(
 ) -> PairedIndex:
     """Per-layer index of two models' group maps with one bootstrap of the shared groups.
 
-    Args:
-        maps_a, maps_b: (group, layer, query, key) raw head-averaged mean maps of the *same* groups
-            of sequences (e.g. ``score_group_mean`` of two models extracted on one dataset).
-        level, n_boot, seed: as :func:`causalpos.paper1.diagonal.index_ci` (the same seed draws the same
-            group weights, so each model's interval equals ``index_ci``'s).
-        key0: False leaves key 0 out of the index (:mod:`causalpos.paper1.diagonal`), for
-            models with a fixed token 0.
+    ``maps_a``, ``maps_b``: (group, layer, query, key) raw head-averaged mean maps of the *same*
+    groups of sequences. ``level``, ``n_boot``, ``seed``, ``key0``: as ``index_ci`` (the same seed
+    draws the same group weights, so each model's interval equals ``index_ci``'s).
     """
     a = np.asarray(maps_a, dtype=np.float64)
     b = np.asarray(maps_b, dtype=np.float64)

@@ -1,42 +1,21 @@
 """Diagonal normalization (paper 1 §5), offset profiles, and a non-relativeness index with CIs.
 
-A map M (query i, key j) is split along offsets k = i − j: the band D_k = {(i, i − k)}. Diagonal
-normalization subtracts each band's mean,
-
-    N[i, j] = M[i, j] − mean(M over D_{i−j}),
-
-over the finite entries only (NaN stays NaN, a masked upper triangle is ignored; bands k < 0 are
-normalized too wherever they are finite, i.e. for bidirectional maps). A Toeplitz (purely relative)
-map becomes 0; what remains is the part of M that is not a function of the offset alone.
-
-Exactness. Band means are computed in float64 with a corrected two-pass mean
-(μ = μ₁ + mean(x − μ₁)), so a constant band gives μ equal to the constant and N exactly 0 there:
-the single-entry corner bands (n−1, 0) and (0, n−1) are always exactly 0, and so is the main
-diagonal whenever it is constant (L2 logits, diagonal = 1). The operation is linear, so the
-normalization of a mean map equals the mean of the normalized maps (to rounding).
+Diagonal normalization subtracts from a map M (query i, key j) the mean of its band k = i − j,
+N[i, j] = M[i, j] − mean(M over D_{i−j}), over the finite entries only (NaN stays NaN; bands k < 0
+too where finite, for bidirectional maps): a Toeplitz (purely relative) map becomes 0. Band means
+are a corrected two-pass mean in float64 (μ = μ₁ + mean(x − μ₁)), so a constant band gives N
+exactly 0 (the corner bands always, the main diagonal of L2 logits). The operation is linear.
 
 The non-relativeness index (our addition; the paper shows heat maps only) is
+I(M) = sqrt(mean of N[i, j]² over 1 ≤ i − j ≤ n − 2), in logits: the strictly lower triangle
+without the corner band (identically 0) and the diagonal (the self-score), the same cells for
+causal and bidirectional maps. Noise biases it upward, E[I²] = I_true² + f² (f² the mean cell
+variance of N(M̄)): :func:`index_ci` reports f, the debiased index and a corrected CI.
 
-    I(M) = sqrt( mean over cells (i, j) with 1 ≤ i − j ≤ n − 2 of N[i, j]² ),
-
-the root-mean-square of the normalized **strictly lower** triangle, excluding the corner band
-k = n − 1 (identically 0) and the main diagonal (the self-score, constant for L2 logits). It is in
-the units of M (logits), 0 exactly for Toeplitz maps, and uses the same cells for causal and
-bidirectional maps so the two are comparable. Non-finite cells are skipped.
-
-Noise. The index of a Monte-Carlo mean map is biased upward by noise: E[I²] = I_true² + f², f² the
-mean cell variance of N(M̄). :func:`index_ci` reports f (the noise floor, from the group maps), the
-raw and the debiased index, and a noise-corrected bootstrap-over-groups CI for I_true.
-
-Key 0 (paper 1 §7). With a fixed token at position 0 (a BOS, the attention sink) the key-0 column
-is that token's identity, not position, and normalization spreads it over every band: a column
-raised by s lowers each other cell of band d by s/(n − d). ``key0=False`` leaves key 0 out of the
-index: key 0 is set to NaN before normalizing (the band means are taken over keys ≥ 1) and the
-index cells are 1 ≤ i − j ≤ n − 3 with j ≥ 1 (band n − 2 keeps a single cell), i.e. the index of
-the map of queries and keys ≥ 1, ``m[..., 1:, 1:]``. The key-0 column is then measured on its own
-(:func:`key0_column`): c_i = M[i, 0] − mean over keys ≥ 1 of band i, for 1 ≤ i ≤ n − 2, in logit
-units, 0 for a Toeplitz map, s for a column raised by s; its RMS is the index of that column
-(``index_ci(..., index_values=key0_column(m))``: with noise floor, debiased value and CI).
+Key 0 (paper 1 §7): a fixed token 0 (the attention sink) is that token's identity, not position,
+and normalization spreads it (a column raised by s lowers each other cell of band d by s/(n − d)).
+``key0=False`` sets key 0 to NaN before normalizing and uses the cells 1 ≤ i − j ≤ n − 3, j ≥ 1
+(the index of ``m[..., 1:, 1:]``); the column itself is :func:`key0_column`.
 """
 
 from __future__ import annotations
@@ -65,11 +44,6 @@ def band_index(n: int) -> np.ndarray:
     """Band of each cell, k + n − 1 with k = i − j, shape (n, n), values in [0, 2n − 2]."""
     i = np.arange(n)
     return i[:, None] - i[None, :] + (n - 1)
-
-
-def _batches(n_lead: int, cells: int) -> list[tuple[int, int]]:
-    step = max(1, _BATCH_CELLS // max(cells, 1))
-    return [(a, min(n_lead, a + step)) for a in range(0, n_lead, step)]
 
 
 def _band_ids(b: int, bidx: np.ndarray, n_bands: int) -> np.ndarray:
@@ -106,12 +80,27 @@ def _profile_flat(
     return mu, finite
 
 
+def _band_batches(flat: np.ndarray, n: int, drop_first_key: bool = False):
+    """Per batch of the (lead, n*n) maps ``flat``: (a, b, float64 copy, band means, finite mask);
+    ``drop_first_key``: key 0 set to NaN first (no part in the band means)."""
+    bidx = band_index(n).ravel()
+    ids: dict[int, np.ndarray] = {}  # per batch size (at most two)
+    step = max(1, _BATCH_CELLS // max(n * n, 1))
+    for a in range(0, flat.shape[0], step):
+        b = min(flat.shape[0], a + step)
+        x = flat[a:b].astype(np.float64)
+        if drop_first_key:
+            x[:, ::n] = np.nan
+        if b - a not in ids:
+            ids[b - a] = _band_ids(b - a, bidx, 2 * n - 1)
+        yield a, b, x, *_profile_flat(x, bidx, 2 * n - 1, ids[b - a])
+
+
 def normalize(m: npt.ArrayLike) -> np.ndarray:
     """Exact diagonal normalization of (..., query, key) maps; same shape, same float dtype.
 
-    Computed in float64 and cast back (float32 in, float32 out; non-float input gives float64),
-    a batch of leading slices at a time, so temporaries stay small next to the output.
-    NaN (and ±inf) entries are left as they are and take no part in the band means.
+    Computed in float64 a batch of leading slices at a time and cast back (non-float input gives
+    float64); NaN (and ±inf) entries are left as they are and take no part in the band means.
     """
     m = _as_maps(m)
     n = m.shape[-1]
@@ -119,12 +108,7 @@ def normalize(m: npt.ArrayLike) -> np.ndarray:
     flat = m.reshape(-1, n * n)
     out = np.empty(flat.shape, dtype=out_dtype)
     bidx = band_index(n).ravel()
-    ids: dict[int, np.ndarray] = {}  # per batch size (at most two)
-    for a, b in _batches(flat.shape[0], n * n):
-        x = flat[a:b].astype(np.float64)
-        if b - a not in ids:
-            ids[b - a] = _band_ids(b - a, bidx, 2 * n - 1)
-        mu, finite = _profile_flat(x, bidx, 2 * n - 1, ids[b - a])
+    for a, b, x, mu, finite in _band_batches(flat, n):
         part = out[a:b]
         part[...] = x  # non-finite entries stay as they are
         np.subtract(x, mu[:, bidx], out=part, where=finite)  # in float64, then cast to out
@@ -135,24 +119,16 @@ def normalized_at(
     m: npt.ArrayLike, cells: np.ndarray, *, drop_first_key: bool = False
 ) -> np.ndarray:
     """:func:`normalize` of (..., n, n) maps in float64 at the flat cells ``cells`` of each map,
-    shape (..., len(cells)): the same numbers, in the same memory layout (cells outermost), as
+    shape (..., len(cells)): the numbers and memory layout (cells outermost) of
     ``normalize(m.astype(float64)).reshape(..., n*n)[..., cells]``, so that reductions over them
-    add in the same order, without the whole normalized array. ``drop_first_key``: key 0 is set to
-    NaN first (it then takes no part in the band means)."""
+    add in the same order, without the whole normalized array. ``drop_first_key``: key 0 NaN first."""
     m = _as_maps(m)
     n = m.shape[-1]
     cells = np.asarray(cells)
     flat = m.reshape(-1, n * n)
     out = np.empty((cells.size, flat.shape[0]))
     bidx = band_index(n).ravel()
-    ids: dict[int, np.ndarray] = {}
-    for a, b in _batches(flat.shape[0], n * n):
-        x = flat[a:b].astype(np.float64)  # a copy
-        if drop_first_key:
-            x[:, ::n] = np.nan
-        if b - a not in ids:
-            ids[b - a] = _band_ids(b - a, bidx, 2 * n - 1)
-        mu, finite = _profile_flat(x, bidx, 2 * n - 1, ids[b - a])
+    for a, b, x, mu, finite in _band_batches(flat, n, drop_first_key):
         part = x[:, cells]
         np.subtract(part, mu[:, bidx[cells]], out=part, where=finite[:, cells])
         out[:, a:b] = part.T
@@ -160,10 +136,8 @@ def normalized_at(
 
 
 def normalized_index_cells(m: npt.ArrayLike, *, key0: bool = True) -> np.ndarray:
-    """The normalized maps at the cells of the index (1 ≤ i − j ≤ n − 2; ``key0=False``: key 0 out,
-    module doc), float64, shape (..., n_cells): what :func:`index_replicates` and
-    :func:`causalpos.paper1.nonrelative.share_parts` read, for a caller that gives the same maps
-    to both (with the same ``key0``)."""
+    """The normalized maps at the cells of the index (``key0=False``: key 0 out), float64, shape
+    (..., n_cells): what :func:`index_replicates` and ``nonrelative.share_parts`` read."""
     m = _as_maps(m)
     return normalized_at(m, _index_cells(m.shape[-1], key0), drop_first_key=not key0)
 
@@ -171,27 +145,21 @@ def normalized_index_cells(m: npt.ArrayLike, *, key0: bool = True) -> np.ndarray
 def key0_column(m: npt.ArrayLike) -> np.ndarray:
     """The key-0 column's deviation from its offsets' level, float64, shape (..., n − 2): entry
     i − 1 is c_i = M[i, 0] − mean(M over band i, keys ≥ 1), 1 ≤ i ≤ n − 2 (band n − 1 has no other
-    cell); NaN where M[i, 0] or every other cell of band i is not finite (module doc). Linear in
-    the map, so the column of a mean map is the mean of the groups' columns."""
+    cell); NaN where M[i, 0] or every other cell of band i is not finite. Linear in the map."""
     m = _as_maps(m)
     n = m.shape[-1]
     flat = m.reshape(-1, n * n)
     rows = np.arange(1, max(n - 1, 1))
     out = np.empty((flat.shape[0], rows.size))
-    bidx = band_index(n).ravel()
-    for a, b in _batches(flat.shape[0], n * n):
-        x = flat[a:b].astype(np.float64)  # a copy
-        col = x[:, rows * n].copy()
-        x[:, ::n] = np.nan  # the band means over keys >= 1
-        mu = _profile_flat(x, bidx, 2 * n - 1)[0]
+    for a, b, _, mu, _ in _band_batches(flat, n, drop_first_key=True):  # means over keys >= 1
+        col = flat[a:b, rows * n].astype(np.float64)
         with np.errstate(invalid="ignore"):
             out[a:b] = col - mu[:, rows + n - 1]
     return out.reshape(*m.shape[:-2], rows.size)
 
 
 def _index_cells(n: int, key0: bool = True) -> np.ndarray:
-    """Flat indices of the cells the index uses: 1 ≤ i − j ≤ n − 2; without key 0 (``key0``
-    False) the cells of keys ≥ 1 with 1 ≤ i − j ≤ n − 3 (module doc)."""
+    """Flat indices of the cells the index uses (``key0`` False: without key 0, module doc)."""
     k = band_index(n) - (n - 1)
     if key0:
         return np.flatnonzero(((k >= 1) & (k <= n - 2)).ravel())
@@ -219,16 +187,12 @@ def non_relativeness_index(m: npt.ArrayLike, *, normalized: bool = False) -> np.
 
 @dataclass(frozen=True)
 class IndexCI:
-    """Non-relativeness index of the grand-mean map with a bootstrap-over-groups CI.
+    """Non-relativeness index of the grand-mean map with a bootstrap-over-groups CI; every array
+    field has the maps' leading shape (...).
 
-    Every array field has the leading shape (...) of the maps (0-d arrays for a single map).
-
-    - ``estimate``: I(M̄), the index of the mean over groups (biased upward by noise);
-    - ``noise_floor``: f = sqrt(mean over cells of Var_g(N_g)/G), the index a map without any
-      non-relative signal would show from Monte-Carlo noise alone;
-    - ``debiased``: sqrt(max(estimate² − f², 0)), since E[I(M̄)²] = I_true² + f²;
-    - ``lo``, ``hi``: CI at ``level`` for the noise-free index I_true (see :func:`index_ci`);
-    - ``se``: bootstrap standard deviation of the index.
+    ``estimate``: I(M̄) (biased upward by noise); ``noise_floor``: f = sqrt(mean over cells of
+    Var_g(N_g)/G), the index of noise alone; ``debiased``: sqrt(max(estimate² − f², 0));
+    ``lo``, ``hi``: CI for the noise-free index I_true; ``se``: bootstrap sd of the index.
     """
 
     estimate: np.ndarray
@@ -257,8 +221,8 @@ def index_replicates(
 ) -> tuple[float, float, np.ndarray] | None:
     """(I(M̄)², f², bootstrap replicates of I) of one (group, n, n) stack of raw maps under
     ``weights`` (:func:`bootstrap_weights`); None when no index cell is finite in every group.
-    ``index_values``: :func:`normalized_index_cells` of ``group_maps`` (group, n_cells) where the
-    caller has it, else computed here (``key0``: as :func:`normalized_index_cells`).
+    ``index_values``: :func:`normalized_index_cells` of ``group_maps`` (group, n_cells), else
+    computed here.
 
     Deviations from the mean are inflated by sqrt(G/(G−1)) before resampling, so a replicate's cell
     variance is f², not (G−1)/G f². A replicate's sum of squares is wᵀ K w with K the (G, G) Gram
@@ -267,8 +231,7 @@ def index_replicates(
     n_groups = group_maps.shape[0]
     if index_values is None:
         index_values = normalized_index_cells(group_maps, key0=key0)
-    cells = index_values
-    cells = cells[:, np.all(np.isfinite(cells), axis=0)]
+    cells = index_values[:, np.all(np.isfinite(index_values), axis=0)]
     n_valid = cells.shape[1]
     if n_valid == 0:
         return None
@@ -282,9 +245,8 @@ def index_replicates(
 
 
 def corrected_bounds(boot: np.ndarray, floor2: float, level: float) -> np.ndarray:
-    """(lo, hi) of I_true from :func:`index_replicates`' replicates of I and its f²: each
-    percentile bound q (:func:`causalpos.inference.bounds`) mapped to sqrt(max(q² − 2f², 0))
-    (:func:`index_ci`)."""
+    """(lo, hi) of I_true from replicates of I and its f²: each percentile bound q mapped to
+    sqrt(max(q² − 2f², 0)) (:func:`index_ci`)."""
     return np.sqrt(np.maximum(np.array(bounds(boot, level)) ** 2 - 2.0 * floor2, 0.0))
 
 
@@ -299,23 +261,17 @@ def index_ci(
 ) -> IndexCI:
     """Index of the grand-mean map, its noise floor, and a bootstrap CI from per-group mean maps.
 
-    ``group_maps``: (group, ..., query, key) raw (unnormalized) mean maps of disjoint, equally
-    sized groups of sequences (e.g. ``score_group`` of a simulation). Normalization is linear, so a
-    bootstrap replicate's normalized mean is the weighted mean of the normalized group maps.
-    Cells not finite in every group are skipped. ``index_values``: :func:`normalized_index_cells`
-    of ``group_maps`` (group, ..., n_cells) where the caller has it (not computed again), or any
-    other linear cells of the maps (:func:`key0_column`). ``key0=False``: key 0 out of the index
-    (module doc), for maps with a fixed token 0.
+    ``group_maps``: (group, ..., query, key) raw mean maps of disjoint, equally sized groups of
+    sequences (e.g. ``score_group``); cells not finite in every group are skipped.
+    ``index_values``: :func:`normalized_index_cells` of them (group, ..., n_cells), or any other
+    linear cells of the maps (:func:`key0_column`). ``key0=False``: key 0 out of the index.
 
-    The CI is a noise-corrected percentile interval. A plain percentile interval of I(M̄*) does
-    not cover I_true at all (0 of 200 repeats in the check below, at each of four signal strengths
-    from 0 to 2.4f): each
-    replicate carries the sample's noise plus the resampling noise, E[I(M̄*)²] ≈ I_true² +
-    2f² (group deviations are inflated by √(G/(G−1)) before resampling). So each bootstrap
-    quantile q maps to sqrt(max(q² − 2f², 0)). In a coverage check (20 groups of 20×20 maps with
-    Gaussian noise, 200 repeats, level 0.95) it covered I_true in 100% of repeats for I_true ≤ 0.8f,
-    99.5% at 2.4f and 93% at 8f (±1.8%): conservative when noise dominates, close to nominal
-    when the signal does.
+    The CI is a noise-corrected percentile interval: a replicate carries the sample's noise plus
+    the resampling noise, E[I(M̄*)²] ≈ I_true² + 2f², so each quantile q maps to
+    sqrt(max(q² − 2f², 0)) (a plain percentile interval covered I_true in 0 of 200 repeats). In a
+    check (20 groups of 20×20 maps, Gaussian noise, 200 repeats, level 0.95) it covered I_true in
+    100 % of repeats for I_true ≤ 0.8f, 99.5 % at 2.4f and 93 % at 8f: conservative when noise
+    dominates, close to nominal when the signal does.
     """
     gm = np.asarray(group_maps)
     if gm.ndim < 3 or gm.shape[-1] != gm.shape[-2]:
@@ -331,13 +287,12 @@ def index_ci(
     n_lead = maps.shape[1]
     weights = bootstrap_weights(n_groups, n_boot, seed)
     fields = {
-        k: np.empty(n_lead) for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")
+        k: np.full(n_lead, np.nan)
+        for k in ("estimate", "debiased", "lo", "hi", "se", "noise_floor")
     }
     for s in range(n_lead):  # one leading slice (layer, head) at a time: memory O(G n²)
         rep = index_replicates(maps[:, s], weights, None if vals is None else vals[:, s], key0=key0)
-        if rep is None:
-            for v in fields.values():
-                v[s] = np.nan
+        if rep is None:  # no index cell finite in every group: the slice stays NaN
             continue
         est2, floor2, boot = rep
         fields["estimate"][s] = math.sqrt(est2)

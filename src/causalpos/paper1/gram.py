@@ -1,12 +1,9 @@
 """Paper 1 §4.2 (Figs. 3 and 8): how a trained decoder's first layers shape the causal-mask pattern.
 
-Fig. 3 follows one forward pass through layer 1 of a Llama-family model step by step and shows, at
-each step, the sample-mean Gram matrix ``Z Zᵀ`` of the intermediate ``Z`` (per-head score panels
-also averaged over heads). Layer 1 is recomputed by hand from ``hidden_states[0]`` with the model's
-own modules' weights — input_layernorm, q/k/v projections (and q/k norms where the model has them),
-rotary (the identity for NoPE), causal(/sliding-window) softmax attention, o_proj, residual,
-post_attention_layernorm, MLP, residual — and the result must equal the model's
-``hidden_states[1]``; :func:`compute_gram_panels` raises if it does not, so a panel can never describe a
+Fig. 3 shows, at each step of layer 1 of a Llama-family model, the sample-mean Gram matrix ``Z Zᵀ``
+of the intermediate ``Z`` (score panels also averaged over heads). Layer 1 is recomputed by hand
+from ``hidden_states[0]`` with the model's own modules' weights, and the result must equal
+``hidden_states[1]`` (:func:`compute_gram_panels` raises if not), so a panel can never describe a
 computation the model does not perform.
 
 Numerics: every matmul of the analysis runs in float32 (weights upcast from bf16 where the model
@@ -125,8 +122,7 @@ def _inner(model: nn.Module) -> nn.Module:
 
 def rope_is_identity(model: nn.Module) -> bool:
     """True when the model's rotary application is the identity (cos ≡ 1, sin ≡ 0) — a NoPE model."""
-    device = next(model.parameters()).device
-    probe = torch.zeros(1, 64, model.config.hidden_size, device=device)
+    probe = torch.zeros(1, 64, model.config.hidden_size, device=next(model.parameters()).device)
     cos, sin = _rotary(model, probe)
     return bool(torch.all(cos == 1) and torch.all(sin == 0))
 
@@ -166,6 +162,18 @@ def _scores(q: torch.Tensor, k: torch.Tensor, g: _Geometry) -> torch.Tensor:
     return (q @ k.transpose(-1, -2)) * g.scaling
 
 
+def _masked(s: torch.Tensor, config, layer: int) -> torch.Tensor:
+    """Scores ``s`` with the cells ``layer`` does not attend set to −inf."""
+    return s.masked_fill(
+        ~allowed_mask(s.shape[-1], _layer_window(config, layer), s.device), -math.inf
+    )
+
+
+def _score_sum(s: torch.Tensor) -> torch.Tensor:
+    """Sum over batch and heads in float64, masked (−inf) cells as 0 (NaN at the end)."""
+    return torch.nan_to_num(s, neginf=0.0).double().sum((0, 1))
+
+
 @dataclass
 class Layer1Trace:
     """Every intermediate of a hand-recomputed layer 1, float32, ``(batch, seq, ·)``."""
@@ -183,11 +191,8 @@ class Layer1Trace:
 
 @torch.no_grad()
 def trace_layer1(model: nn.Module, x0: torch.Tensor) -> Layer1Trace:
-    """Recompute decoder layer 1 (index 0) and layer 2's scores from embeddings ``x0`` ``(batch, seq, hidden)``.
-
-    Float32 throughout with the modules' weights upcast. Masked score cells are −inf (used for the
-    softmax); callers turn them into NaN for storage.
-    """
+    """Recompute decoder layer 1 (index 0) and layer 2's scores from embeddings ``x0`` ``(batch,
+    seq, hidden)``, float32 throughout; masked score cells are −inf."""
     inner = _inner(model)
     if len(inner.layers) < 2:
         raise ValueError(
@@ -202,9 +207,7 @@ def trace_layer1(model: nn.Module, x0: torch.Tensor) -> Layer1Trace:
 
     y1 = _rms(l1.input_layernorm, x0)
     q, k = _qk(l1, y1, cos, sin, g1)
-    s1 = _scores(q, k, g1).masked_fill(
-        ~allowed_mask(t, _layer_window(cfg, 0), x0.device), -math.inf
-    )
+    s1 = _masked(_scores(q, k, g1), cfg, 0)
     v = _linear(l1.self_attn.v_proj, y1).view(b, t, g1.n_kv_heads, g1.head_dim).transpose(1, 2)
     v = v.repeat_interleave(g1.n_heads // g1.n_kv_heads, dim=1)
     p = torch.softmax(s1, dim=-1)
@@ -213,46 +216,39 @@ def trace_layer1(model: nn.Module, x0: torch.Tensor) -> Layer1Trace:
     o = avo + x0
     ln_o = _rms(l1.post_attention_layernorm, o)
     mlp = l1.mlp
-    x1 = (
-        _linear(
-            mlp.down_proj, mlp.act_fn(_linear(mlp.gate_proj, ln_o)) * _linear(mlp.up_proj, ln_o)
-        )
-        + o
-    )
+    gated = mlp.act_fn(_linear(mlp.gate_proj, ln_o)) * _linear(mlp.up_proj, ln_o)
+    x1 = _linear(mlp.down_proj, gated) + o
 
     y2 = _rms(l2.input_layernorm, x1)
     q2, k2 = _qk(l2, y2, cos, sin, g2)
-    s2 = _scores(q2, k2, g2).masked_fill(
-        ~allowed_mask(t, _layer_window(cfg, 1), x0.device), -math.inf
-    )
+    s2 = _masked(_scores(q2, k2, g2), cfg, 1)
     return Layer1Trace(y1, s1, av, avo, o, ln_o, x1, y2, s2)
-
-
-def _forward_hidden(model: nn.Module, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    device = next(model.parameters()).device
-    out = model(input_ids=tokens.to(device), output_hidden_states=True, use_cache=False)
-    return out.hidden_states
 
 
 def x1_tolerance(dtype: torch.dtype) -> float:
     """Allowed max |recomputed X(1) − hidden_states[1]| relative to max |hidden_states[1]|.
 
-    float32: the model's sdpa kernel and this eager recomputation differ only by summation order
-    (measured ≤ 3e-7 on the trained models); 1e-5 leaves headroom and still catches a missing
-    rotary, mask or norm (errors of order 1). bf16/fp16 models round every op to 8/11 bits: 3e-2.
+    float32: sdpa and this eager recomputation differ by summation order only (≤ 3e-7 measured);
+    1e-5 still catches a missing rotary, mask or norm (errors of order 1). bf16/fp16 round every
+    op to 8/11 bits.
     """
     return 1e-5 if dtype == torch.float32 else (3e-2 if dtype == torch.bfloat16 else 5e-3)
 
 
-def _batches(tokens: torch.Tensor, batch_size: int) -> Iterator[torch.Tensor]:
+def _hidden_states(
+    model: nn.Module, tokens: torch.Tensor, batch_size: int
+) -> Iterator[tuple[torch.Tensor, ...]]:
+    """The model's ``hidden_states`` on each batch of ``batch_size`` sequences of ``tokens``."""
     if tokens.ndim != 2:
         raise ValueError(
             f"tokens must be (n_samples, seq) integer ids, got shape {tuple(tokens.shape)}"
         )
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
+    device = next(model.parameters()).device
     for i in range(0, tokens.shape[0], batch_size):
-        yield tokens[i : i + batch_size]
+        chunk = tokens[i : i + batch_size].to(device)
+        yield model(input_ids=chunk, output_hidden_states=True, use_cache=False).hidden_states
 
 
 def _gram(z: torch.Tensor) -> torch.Tensor:
@@ -273,54 +269,36 @@ def compute_gram_panels(
 ) -> xr.Dataset:
     """Paper 1 Fig. 3 panels (a)–(i) of a Llama-family model (NoPE by default in the paper).
 
-    ``tokens``: ``(n_samples, seq)`` int token ids (the paper: first 50 tokens of 1,000 held-out
-    documents). Each panel is the Gram matrix ``Z Zᵀ`` of one intermediate per sample, averaged
-    over samples; score panels (b), (i) are ``Q Kᵀ · scaling`` (scaling = 1/√head_dim in Llama)
-    per head, averaged over samples and heads, masked cells NaN. Upper triangles are NaN.
-
-    Returns ``xr.Dataset`` with ``gram (panel, query, key)`` float32, coords ``panel`` (a..i),
-    ``title (panel)``, ``description (panel)``, ``query``, ``key``; attrs ``n_samples``,
-    ``seq_len``, ``rope_identity``, ``x1_max_rel_error`` (the check), ``bos``, ``dtype``; and
-    ``nearby (nearby_panel, sample)``: :func:`nearby_index` of panels (f) and (i) per sample.
-
-    With ``check`` (default) raises ``AssertionError`` when the recomputed X(1) differs from
+    ``tokens``: ``(n_samples, seq)`` int token ids. Each panel is the sample mean of one
+    intermediate's Gram ``Z Zᵀ``; score panels (b), (i) are ``Q Kᵀ · scaling`` averaged over
+    samples and heads, masked cells NaN. Returns ``gram (panel, query, key)`` float32 and
+    ``nearby (nearby_panel, sample)`` (:func:`nearby_index` of panels (f) and (i) per sample).
+    With ``check``, raises ``AssertionError`` when the recomputed X(1) differs from
     ``hidden_states[1]`` by more than :func:`x1_tolerance` of its magnitude.
     """
     tokens = _as_tokens(tokens)
     _check_nope_loaded(model)
     model_dtype = next(model.parameters()).dtype
+    tol = x1_tolerance(model_dtype)
     n, t = tokens.shape
     sums = torch.zeros(len(PANELS), t, t, dtype=torch.float64)
     worst = 0.0
     heads = (1, 1)
     nearby = []
-    for chunk in _batches(tokens, batch_size):
-        hs = _forward_hidden(model, chunk)
+    for hs in _hidden_states(model, tokens, batch_size):
         tr = trace_layer1(model, hs[0])
         ref = hs[1].float()
         err = float((tr.x1 - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
         worst = max(worst, err)
-        if check and err > x1_tolerance(model_dtype):
+        if check and err > tol:
             raise AssertionError(
                 f"recomputed layer-1 output differs from hidden_states[1] by {err:.3g} (relative max-abs; "
-                f"tolerance {x1_tolerance(model_dtype):.1g} for {model_dtype}): the model is not a plain "
+                f"tolerance {tol:.1g} for {model_dtype}): the model is not a plain "
                 "Llama-family decoder (extra scaling, norm or rotary?) or a NoPE model was loaded with RoPE"
             )
         heads = (tr.scores1.shape[1], tr.scores2.shape[1])
-        grams = [
-            _gram(tr.y1),
-            None,
-            _gram(tr.av),
-            _gram(tr.avo),
-            _gram(tr.o),
-            _gram(tr.ln_o),
-            _gram(tr.x1),
-            _gram(tr.y2),
-            None,
-        ]
-        # Score panels: masked (−inf) cells are zeroed for the sum and set to NaN at the end.
-        grams[1] = torch.nan_to_num(tr.scores1, neginf=0.0).double().sum((0, 1))
-        grams[8] = torch.nan_to_num(tr.scores2, neginf=0.0).double().sum((0, 1))
+        grams = [_gram(z) for z in (tr.av, tr.avo, tr.o, tr.ln_o, tr.x1, tr.y2)]
+        grams = [_gram(tr.y1), _score_sum(tr.scores1), *grams, _score_sum(tr.scores2)]
         for i, gsum in enumerate(grams):
             sums[i] += gsum.cpu()
         f_maps = (tr.ln_o @ tr.ln_o.transpose(-1, -2)).double().cpu().numpy()
@@ -332,9 +310,8 @@ def compute_gram_panels(
     mean = (sums / counts).numpy()
     lower = np.tril(np.ones((t, t), dtype=bool))
     mean[:, ~lower] = np.nan
-    cfg = model.config
     for p, layer in ((1, 0), (8, 1)):
-        mean[p][~allowed_mask(t, _layer_window(cfg, layer)).numpy()] = np.nan
+        mean[p][~allowed_mask(t, _layer_window(model.config, layer)).numpy()] = np.nan
     ds = xr.Dataset(
         {
             "gram": (("panel", "query", "key"), mean.astype(np.float32)),
@@ -353,7 +330,7 @@ def compute_gram_panels(
             "seq_len": t,
             "rope_identity": rope_is_identity(model),
             "x1_max_rel_error": worst,
-            "x1_tolerance": x1_tolerance(model_dtype),
+            "x1_tolerance": tol,
             "bos": bool((tokens[:, 0] == tokens[0, 0]).all()),
             "dtype": str(model_dtype).replace("torch.", ""),
             "compute": "float32 matmuls, float64 sums",
@@ -367,13 +344,9 @@ def compute_gram_panels(
 def fig8_scores(model: nn.Module, tokens, *, batch_size: int = 32) -> xr.Dataset:
     """Paper 1 Fig. 8: per layer, raw pre-softmax ``Q Kᵀ · scaling`` with the mask, mean over samples and heads.
 
-    Streams over batches of ``tokens`` ``(n_samples, seq)``: memory is one batch's hidden states
-    plus one layer's ``(batch, heads, seq, seq)`` scores. Post-rotary q, k are recomputed from
-    ``hidden_states[l]`` with layer l's input_layernorm, projections and the model's rotary.
-
-    Returns ``xr.Dataset``: ``score (layer, query, key)`` float32 (head mean) and
-    ``score_head (layer, head, query, key)`` float32; masked cells NaN; attrs ``n_samples``,
-    ``seq_len``, ``rope_identity``.
+    Post-rotary q, k are recomputed from ``hidden_states[l]``, one batch at a time. Returns
+    ``score (layer, query, key)`` float32 (head mean) and ``score_head (layer, head, query, key)``;
+    masked cells NaN.
     """
     tokens = _as_tokens(tokens)
     _check_nope_loaded(model)
@@ -382,8 +355,7 @@ def fig8_scores(model: nn.Module, tokens, *, batch_size: int = 32) -> xr.Dataset
     n, t = tokens.shape
     n_layers = len(inner.layers)
     sums: torch.Tensor | None = None
-    for chunk in _batches(tokens, batch_size):
-        hs = _forward_hidden(model, chunk)
+    for hs in _hidden_states(model, tokens, batch_size):
         cos, sin = _rotary(model, hs[0])
         for li, layer in enumerate(inner.layers):
             g = _geometry(layer.self_attn, cfg)

@@ -41,9 +41,8 @@ def nearby_index(maps) -> np.ndarray:
 
 def nearby_table(stores, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95):
     """Fig. 3 (f)/(i) per model: the sample mean of :func:`nearby_index` with a percentile
-    bootstrap CI over samples (seeded by ``seed``, the store's seed and the panel). ``stores``: model -> Gram store (:func:`causalpos.paper1.gram.gram_store`); stores made
-    without ``nearby`` get no row. Returns a DataFrame (model, panel, nearby, nearby_lo,
-    nearby_hi, n_samples, rope_identity)."""
+    bootstrap CI over samples (seeded by ``seed``, the store's seed and the panel); ``stores``:
+    model -> Gram store (those without ``nearby`` get no row)."""
     import pandas as pd
 
     rows = []

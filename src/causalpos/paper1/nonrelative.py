@@ -1,68 +1,35 @@
-"""Two summaries of a map's non-relative component beside the logit-unit index (paper 1 §3, Fig. 5).
+"""Summaries of a map's non-relative component beside the logit-unit index (paper 1 §3, Fig. 5).
 
-Both start from per-group raw mean maps, (group, n, n), of disjoint equally sized groups of
-sequences, and get their CI from a leave-one-group-out jackknife: every statistic is reported with
-its G leave-one-out values, so two layers or two models measured on the same groups are paired
-group by group (:func:`paired`).
-Interval: estimate ± t_{G−1} · SE_jack.
-A model's layers are summarized by the share pooled over layers (:func:`share_intervals`).
+All start from per-group raw mean maps, (group, n, n), of disjoint equal groups of sequences, with
+a leave-one-group-out jackknife CI (estimate ± t_{G−1} · SE_jack); the G leave-one-out values pair
+two layers or models measured on the same groups (:func:`paired`).
 
-**Non-relative share** (scale-free). On the index cells C = {(i, j): 1 ≤ i − j ≤ n − 2} (those of
-:func:`causalpos.paper1.diagonal.non_relativeness_index`) the map splits as
+**Non-relative share** (scale-free). On the index cells C = {(i, j): 1 ≤ i − j ≤ n − 2},
+M − m̄ = (T − m̄) + N (T the band means, N the diagonal-normalized map, m̄ the mean over C); the parts
+are orthogonal, and s = ‖N‖² / ‖M − m̄‖² ∈ [0, 1] is the variance over C no function of the offset
+explains, unchanged by scaling or shifting M. Both sums are debiased for Monte-Carlo noise by the
+U-statistic Σ_{g≠h} x_g·x_h / (G(G−1)) (unbiased for ‖x‖²; E‖x̄‖² = ‖x‖² + Σ_c Var(x_c)/G), not
+clipped; NaN where the map's debiased variance does not exceed the noise term removed. A jackknife,
+not the bootstrap: a bootstrap replicate of a sum of squares carries noise × noise cross terms, and
+its interval came out about twice the spread (the jackknife covered 96–99 % at level 0.95 in a
+check on 20 × 20 maps, 8 to 20 groups; 76 % where the total variance was ~2× its noise: read the
+share only where the index is clearly above its noise floor).
 
-    M − m̄ = (T − m̄) + N,        T the band (Toeplitz) means, N the diagonal-normalized map,
+**First-keys band** (logit units, signed; the sign is measured, not assumed): the mean of the
+normalized map over cells i > j, 1 ≤ j ≤ k. Key 0, the attention sink, is removed before
+normalizing with ``exclude_sink``: left in, a sink s lowers every other cell of band d by s/(n − d),
+most on the first keys' long offsets. Bands of a single cell (0 after normalizing) are left out.
+The band is linear in the map, so it needs no noise correction.
 
-with m̄ the mean of M over C. N sums to 0 along each band and T is constant on it, so the two
-parts are orthogonal: ‖M − m̄‖² = ‖T − m̄‖² + ‖N‖². The share
-
-    s = ‖N‖² / ‖M − m̄‖²   ∈ [0, 1]
-
-is the fraction of the map's variance over C that no function of the offset explains. It does not
-change when M is multiplied by a constant or shifted by one, so it compares a random-init model
-(logits near 0) with a trained one, and layer 1 with later layers, without the logit scale.
-
-Noise. A Monte-Carlo mean map carries noise in both sums: E‖x̄‖² = ‖x‖² + Σ_c Var(x_c)/G for the
-group mean x̄ of per-group cells x_g. Subtracting the group-to-group estimate of the noise gives the
-U-statistic ‖x̄‖² − Σ_c Var_g(x_c)/G = Σ_{g≠h} x_g·x_h / (G(G−1)), unbiased for ‖x‖². The share is
-the ratio of the two debiased sums (numerator: N; denominator: M − m̄), not clipped, so pure noise
-around a relative map gives values on both sides of 0; NaN when the map's debiased variance does
-not exceed the noise term removed from it (no map detectable over the noise). Why a jackknife and not the bootstrap of :func:`~causalpos.paper1.diagonal.
-index_ci`: a bootstrap replicate of a sum of squares carries noise × noise cross terms the sample
-does not, so its percentile interval came out about twice the estimator's spread. In a check
-(20 × 20 causal maps, a relative map plus 0 to 26 % non-relative variance, Gaussian noise, 8 to 20
-groups, 300 repeats, level 0.95) the jackknife interval covered the true share in 96–99 % of
-repeats (the bootstrap's in 100 %): conservative, as the jackknife of a quadratic statistic is.
-When the map itself is hardly above noise (debiased total near 0) the ratio is unstable and its
-interval very wide (coverage fell to 76 % at a total variance of ~2× its noise): read the share
-only where the logit index is clearly above its noise floor.
-
-**First-keys band** (logit units, signed). Paper 1 says the non-relative pattern "emphasizes the
-first few keys" and describes the left region as systematically lower, while one reading of its
-heat maps shows a bright band: the sign is measured, not assumed. The band is the mean of the
-normalized map over the cells (i, j) with 1 ≤ j ≤ k and i > j, keys 1..k: key 0 is the attention
-sink of trained models, an outlier column that the paper's Fig. 5 saturates by its 1 %/99 % colour
-limits. With ``exclude_sink`` the sink column is removed (set to NaN) *before* normalizing: left in,
-a sink s above its band's level at key 0 lowers every other cell of band d (n − d cells) by
-s/(n − d), and the first keys sit on the longest offsets, where that push is largest, so a sink
-alone makes the first keys look "lower". Without the sink column the band means are taken over keys
-≥ 1 only, and a band value ≠ 0 says the first keys deviate from their offsets' mean level. Cells
-whose band has a single cell (identically 0 after normalizing) are left out. The band is linear in
-the map, so the grand mean's band is the mean of the groups' bands and needs no noise correction.
-
-**Key 0** (paper 1 §7). ``key0=False`` computes the share on the cells of the index without key 0
-(:mod:`causalpos.paper1.diagonal`: key 0 removed before normalizing, keys ≥ 1 only). The key-0
-column is then its own column, c_i = M[i, 0] − (band i's mean over keys ≥ 1)
-(:func:`~causalpos.paper1.diagonal.key0_column`), on cells the index does not use, so the map's
-non-relative sum of squares splits into ‖N'‖² (keys ≥ 1) + ‖c‖² (key 0), and
-
-    key0_share = ‖c‖² / (‖c‖² + ‖N'‖²)   ∈ [0, 1]
-
-is the part of it the key-0 column carries (:func:`key0_share_interval`; both sums debiased as the
-share's, jackknife CI; NaN when the debiased sum is not positive).
+**Key 0** (paper 1 §7). ``key0=False``: the share on the index cells without key 0; the key-0
+column c_i = M[i, 0] − (band i's mean over keys ≥ 1) is then separate, and
+key0_share = ‖c‖² / (‖c‖² + ‖N'‖²) ∈ [0, 1] is the part of the non-relative sum of squares it
+carries (both sums debiased, jackknife CI; NaN when the debiased sum is not positive).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -131,10 +98,9 @@ def share_parts(
 ) -> np.ndarray:
     """The debiased sums of one (group, n, n) stack of raw maps, shape (2, 2 + G): row 0 the
     non-relative ‖N‖², row 1 the total ‖M − m̄‖²; column 0 from all groups, column 1 the noise
-    term removed, column 2 + g with group g left out (module doc); NaN when no index cell is
-    finite in every group. ``index_values``: :func:`~causalpos.paper1.diagonal.
-    normalized_index_cells` of ``group_maps`` (group, n_cells) where the caller has it (with the
-    same ``key0``: False leaves key 0 out, module doc)."""
+    term removed, column 2 + g with group g left out; NaN when no index cell is finite in every
+    group. ``index_values``: ``normalized_index_cells`` of ``group_maps`` (group, n_cells) where
+    the caller has it (with the same ``key0``)."""
     g, n = group_maps.shape[0], group_maps.shape[-1]
     idx = _index_cells(n, key0)
     raw = group_maps.reshape(g, n * n)[:, idx]
@@ -154,8 +120,8 @@ def share_parts(
 
 def _share(parts: np.ndarray) -> np.ndarray:
     """(1 + G, ...) share and leave-one-out shares from :func:`share_parts` (2, 2 + G, ...): NaN
-    where the map's debiased variance does not exceed its noise term (signal-to-noise below 1: the
-    ratio of two noise-dominated sums is not a share; values far outside [0, 1] come from there)."""
+    where the map's debiased variance does not exceed its noise term (a ratio of two
+    noise-dominated sums is not a share)."""
     ratio = _ratio(
         parts[0, [0, *range(2, parts.shape[1])]], parts[1, [0, *range(2, parts.shape[1])]]
     )
@@ -173,15 +139,11 @@ def share_intervals(
     """The share per leading slice (layer) and pooled over all of them, with jackknife CIs.
 
     ``group_maps``: (group, ..., query, key) raw mean maps. The first :class:`Interval` has the
-    leading dims (...): NaN where a slice's share is undefined (module doc), and a NaN interval
-    with fewer than 3 groups (a jackknife of a pairwise statistic needs two groups left). The
-    second is the pooled share Σ‖N‖² / Σ‖M − m̄‖² over the slices (0-d): a model's maps taken
-    together, unchanged by the model's logit scale, weighting each layer by its map's variance;
-    defined whenever some layer's map is above noise, where a mean of per-layer shares is not
-    (a layer at noise, e.g. an untrained model's first, has a share anywhere in ±∞).
-    ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the group maps
-    (group, ..., n_cells) where the caller has it (with the same ``key0``). ``key0=False``: key 0
-    out of the index's cells and normalization (module doc).
+    leading dims (...), a NaN interval with fewer than 3 groups (a jackknife of a pairwise
+    statistic needs two groups left). The second is the pooled share Σ‖N‖² / Σ‖M − m̄‖² over the
+    slices (0-d), weighting each layer by its map's variance: defined whenever some layer's map
+    is above noise, where a mean of per-layer shares is not (a layer at noise has a share
+    anywhere in ±∞). ``index_values``: as in :func:`share_parts`, (group, ..., n_cells).
     """
     gm = _check(group_maps, level, 2)
     g, n = gm.shape[0], gm.shape[-1]
@@ -196,15 +158,7 @@ def share_intervals(
         ],
         axis=-1,
     )
-    ratio = _share(parts)  # (1 + G, slices)
-    lo, hi = jackknife_interval(ratio[0], ratio[1:], level)
-    per = Interval(
-        ratio[0].reshape(lead),
-        lo.reshape(lead),
-        hi.reshape(lead),
-        ratio[1:].reshape(g, *lead),
-        level,
-    )
+    per = _interval(_share(parts), lead, level)
     pooled = _share(np.nansum(parts, axis=-1))  # (1 + G,)
     plo, phi = jackknife_interval(pooled[0], pooled[1:], level)
     return per, Interval(pooled[0], plo, phi, pooled[1:], level)
@@ -217,17 +171,13 @@ def key0_share_interval(
     key0_values: np.ndarray | None = None,
     index_values: np.ndarray | None = None,
 ) -> Interval:
-    """The share of the non-relative sum of squares that the key-0 column carries, per leading
-    slice (layer), with a jackknife CI over groups (module doc: ``key0_share``).
+    """``key0_share`` per leading slice (layer) of (group, ..., query, key) raw mean maps, with a
+    jackknife CI over groups (module doc).
 
-    ``group_maps``: (group, ..., query, key) raw mean maps. ``key0_values``:
-    :func:`~causalpos.paper1.diagonal.key0_column` of them (group, ..., n − 2), ``index_values``:
-    :func:`~causalpos.paper1.diagonal.normalized_index_cells` with ``key0=False``
-    (group, ..., n_cells), where the caller has them. NaN where the debiased sum of the two is not
-    positive, and a NaN interval with fewer than 3 groups. Unlike :func:`share_intervals` it is
-    not refused when the keys ≥ 1 are at noise: a key-0 column far above its floor beside them
-    reads ≈ 1, and the interval carries the noise of the rest (values above 1 come from a
-    debiased sum of keys ≥ 1 below 0).
+    ``key0_values`` (``key0_column``, (group, ..., n − 2)) and ``index_values``
+    (``normalized_index_cells`` with ``key0=False``) where the caller has them. Unlike
+    :func:`share_intervals` it is not refused when the keys ≥ 1 are at noise: a key-0 column far
+    above its floor reads ≈ 1 (values above 1 come from a debiased sum of keys ≥ 1 below 0).
     """
     gm = _check(group_maps, level, 2)
     g = gm.shape[0]
@@ -246,10 +196,15 @@ def key0_share_interval(
         num, num_loo, _ = _debiased_sum_sq(c)
         den, den_loo, _ = _debiased_sum_sq(both)
         out[:, s] = _ratio(np.r_[num, num_loo], np.r_[den, den_loo])
-    lo, hi = jackknife_interval(out[0], out[1:], level)
-    return Interval(
-        out[0].reshape(lead), lo.reshape(lead), hi.reshape(lead), out[1:].reshape(g, *lead), level
-    )
+    return _interval(out, lead, level)
+
+
+def _interval(vals: np.ndarray, lead: tuple, level: float) -> Interval:
+    """The :class:`Interval` of (1 + G, slices) estimates and leave-one-out values, the slices
+    shaped back to the maps' leading dims ``lead``."""
+    lo, hi = jackknife_interval(vals[0], vals[1:], level)
+    jack = vals[1:].reshape(vals.shape[0] - 1, *lead)
+    return Interval(vals[0].reshape(lead), lo.reshape(lead), hi.reshape(lead), jack, level)
 
 
 def band_cells(n: int, keys: int, exclude_sink: bool = True) -> np.ndarray:
@@ -271,9 +226,8 @@ def band_values(
     index_values: np.ndarray | None = None,
 ) -> np.ndarray:
     """First-keys band of (..., n, n) raw maps -> (...), logit units (module doc).
-    ``index_values``: :func:`~causalpos.paper1.diagonal.normalized_index_cells` of the maps
-    (..., n_cells) where the caller has it, with ``key0=not exclude_sink`` (the band's cells are
-    index cells of the same normalization)."""
+    ``index_values``: ``normalized_index_cells`` of the maps (..., n_cells) with
+    ``key0=not exclude_sink``, where the caller has it."""
     gm = np.asarray(group_maps)
     n = gm.shape[-1]
     band = band_cells(n, keys, exclude_sink)
@@ -296,9 +250,8 @@ def band_ci(
 ) -> Interval:
     """First-keys band (keys 1..``keys``) of the grand-mean map with a jackknife CI over groups.
 
-    ``group_maps``: (group, ..., query, key) raw mean maps. Normalization is linear, so the band
-    of the mean map is the mean of the groups' bands and the jackknife is the t interval.
-    ``index_values``: as in :func:`band_values`.
+    ``group_maps``: (group, ..., query, key) raw mean maps; ``index_values`` as in
+    :func:`band_values`. The band of the mean map is the mean of the groups' bands.
     """
     gm = _check(group_maps, level, 2)
     g = gm.shape[0]
@@ -318,6 +271,20 @@ def paired(a: Interval, b: Interval) -> tuple[np.ndarray, np.ndarray, np.ndarray
     est = np.asarray(a.estimate, dtype=np.float64) - np.asarray(b.estimate, dtype=np.float64)
     lo, hi = jackknife_interval(est, a.jack - b.jack, a.level)
     return est, lo, hi
+
+
+def interval_columns(
+    name: str, est_lo_hi, layer: int | None = None, skip: bool = False
+) -> dict[str, float]:
+    """``{name, name_lo, name_hi}`` of an :class:`Interval` or an (estimate, lo, hi) triple: of
+    one ``layer`` (index of the leading axis; None: a scalar statistic), NaN where ``skip``."""
+    if isinstance(est_lo_hi, Interval):
+        est_lo_hi = (est_lo_hi.estimate, est_lo_hi.lo, est_lo_hi.hi)
+    if skip:
+        return {name: math.nan, f"{name}_lo": math.nan, f"{name}_hi": math.nan}
+    vals = [np.asarray(x) for x in est_lo_hi]
+    vals = [float(v if layer is None else v[layer]) for v in vals]
+    return dict(zip((name, f"{name}_lo", f"{name}_hi"), vals))
 
 
 def minus_first_layer(a: Interval) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

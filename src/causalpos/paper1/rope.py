@@ -6,12 +6,9 @@ two halves, and
 
     RoPE(x, p) = x · cos(p ω) + rotate_half(x) · sin(p ω),   rotate_half([x₁, x₂]) = [−x₂, x₁].
 
-Reading the pair (x_k, x_{k+d/2}) as the complex number x_k + i·x_{k+d/2}, this multiplies it by
-e^{i p ω_k}, so ⟨RoPE(q, p), RoPE(k, s)⟩ depends on p − s only (a relative encoding). The
-simulated decoder (:mod:`causalpos.paper1.simulate`) rotates with these tables.
-
-Angles are computed in float64. (transformers computes ``inv_freq`` and the angles in float32; at
-p ≤ 1024 the two differ by ≲ 1e-4 rad.)
+This multiplies the pair (x_k, x_{k+d/2}) as a complex number by e^{i p ω_k}, so
+⟨RoPE(q, p), RoPE(k, s)⟩ depends on p − s only. Angles are computed in float64 (transformers uses
+float32; at p ≤ 1024 the two differ by ≲ 1e-4 rad).
 """
 
 from __future__ import annotations
@@ -20,16 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 
-def _check_dim(dim: int) -> int:
+def inv_freq(dim: int, theta: float = 10000.0) -> np.ndarray:
+    """Inverse frequencies θ^(−2k/d), k = 0 … d/2 − 1, float64, shape (dim // 2,)."""
     dim = int(dim)
     if dim <= 0 or dim % 2:
         raise ValueError(f"RoPE needs an even, positive head dimension; got dim={dim}")
-    return dim
-
-
-def inv_freq(dim: int, theta: float = 10000.0) -> np.ndarray:
-    """Inverse frequencies θ^(−2k/d), k = 0 … d/2 − 1, float64, shape (dim // 2,)."""
-    dim = _check_dim(dim)
     if theta <= 0:
         raise ValueError(f"RoPE base theta must be positive; got {theta}")
     return float(theta) ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)

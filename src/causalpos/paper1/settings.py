@@ -1,12 +1,8 @@
-"""Paper 1's simulation settings, declared once (standard library only).
+"""Paper 1's settings, declared once (standard library only).
 
-:class:`SimulationSettings` is everything that determines one simulation's numbers: the input mix,
-the layer (norm, scaling, RoPE, mask, residual), the sizes and the seed. A rule hands its job a
-flat mapping of these fields (``simulate``'s ``setting`` param and the config's ``seed``);
-:func:`causalpos.paper1.simulate.run_simulation` takes the frozen dataclass. Each field names its
-config key (a setting's own written ``simulate.settings.*.<key>``) and takes its default from the
-schema, as :mod:`causalpos.settings` describes; the config's setting defaults
-(:data:`SETTING_KEYS`) are read from here.
+:class:`SimulationSettings` is everything that determines one simulation's numbers; a rule hands
+its job a flat mapping of its fields. Each field names its config key and takes its default from
+the schema, as :mod:`causalpos.settings` describes.
 """
 
 from __future__ import annotations
@@ -47,22 +43,14 @@ class SimulationSettings:
 
     def check(self) -> None:
         """Raise on a value no simulation can use (the message names the key and what to do)."""
-        if self.norm not in NORMS:
-            raise ValueError(f"simulate: norm={self.norm!r}; allowed: {NORMS}")
-        if self.scaling not in SCALINGS:
-            raise ValueError(f"simulate: scaling={self.scaling!r}; allowed: {SCALINGS}")
+        for name, allowed in (("norm", NORMS), ("scaling", SCALINGS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"simulate: {name}={getattr(self, name)!r}; allowed: {allowed}")
         if not 0.0 <= float(self.alpha) <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1]; got {float(self.alpha)}")
-        for name, lo in (
-            ("n_samples", 1),
-            ("seq_len", 1),
-            ("dim", 1),
-            ("n_layers", 1),
-            ("n_groups", 1),
-            ("seed", 0),
-        ):
-            v = getattr(self, name)
-            if not _is_int(v) or v < lo:
+        for name in ("n_samples", "seq_len", "dim", "n_layers", "n_groups", "seed"):
+            v, lo = getattr(self, name), 0 if name == "seed" else 1
+            if not (hasattr(v, "__index__") and not isinstance(v, bool)) or v < lo:
                 raise ValueError(f"simulate: {name} must be an integer >= {lo}; got {v!r}")
         if self.n_groups > self.n_samples:
             raise ValueError(
@@ -104,11 +92,6 @@ class Fig5Settings:
     """Fig. 5 of the pretrained models (rule ``plot_llm_fig5``)."""
 
     n_layers: int = setting(4, "paper1_llm.fig5_layers", "layers drawn per row (the first ones)")
-
-
-def _is_int(v: Any) -> bool:
-    """An integer (numpy's too), not a bool."""
-    return hasattr(v, "__index__") and not isinstance(v, bool)
 
 
 #: The keys a setting of ``simulate.settings`` may set beside ``alpha``, with their defaults.

@@ -18,15 +18,12 @@ x_i = m·z_i + ℓ·c, L2-normalized; α = 0: ℓ = 0, m = 1; α = 1: ℓ = 1, m
 Output: the batch mean of the pre-softmax logits S (after RoPE and scaling) of every layer,
 NaN above the diagonal when causal, plus per-group means for Monte-Carlo error bars.
 
-Reproducibility. Sequences are drawn in fixed blocks of :data:`RNG_BLOCK` sequences; block b uses
-its own generator seeded from (seed, b), c first, then z. A sequence's inputs therefore depend
-only on (seed, its index), never on ``chunk_size``. Each block's (or block-and-group segment's)
-float32 logits are summed in float32 over its at most :data:`RNG_BLOCK` sequences (a vectorized
-pass; a float64 cast of every logit cost a third of the run), and those partial sums are added in
-float64 in block order, so the result is **bit-identical for any chunk_size, pass size
-(:data:`SUB_BATCH`) and number of worker threads** on a given CPU; this is tested. Common random
-numbers: c and z are the same for every α (and every variant) at a given seed, which makes
-differences between settings less noisy.
+Reproducibility. Block b of :data:`RNG_BLOCK` sequences has its own generator seeded from
+(seed, b), c first, then z, so a sequence's inputs depend only on (seed, its index). Each block's
+(or block-and-group segment's) logits are summed in float32 (a float64 cast of every logit cost a
+third of the run) and those sums added in float64 in block order: the result is **bit-identical for
+any chunk_size, pass size (:data:`SUB_BATCH`) and number of worker threads** on a CPU (tested).
+c and z are the same for every α and variant at a seed (common random numbers).
 """
 
 from __future__ import annotations
@@ -53,10 +50,9 @@ RNG_BLOCK = 256
 DEFAULT_CHUNK = 256
 
 
-#: Sequences per pass of a layer's operations inside a chunk. Each sequence's arithmetic is the
-#: same in any pass (batched matrix products and row-wise operations); only cache use changes.
-#: Measured at (n, d) = (50, 64), 2-core EPYC shared with other jobs (2026-11-26): passes of 32
-#: sequences cut the kernel's CPU by 5-12 % against whole 256-sequence chunks (16-64 alike).
+#: Sequences per pass of a layer's operations inside a chunk: the arithmetic is the same in any
+#: pass, only cache use changes (at (n, d) = (50, 64), 32 cut the kernel's CPU by 5-12 % against
+#: whole 256-sequence chunks, 16-64 alike).
 SUB_BATCH = 32
 
 
@@ -75,12 +71,6 @@ def input_mix(alpha: float) -> tuple[float, float]:
     return 1.0, math.sqrt(alpha / (1.0 - alpha))
 
 
-def _block_generator(seed: int, block: int) -> torch.Generator:
-    # SeedSequence decorrelates neighbouring (seed, block) pairs; torch takes a 64-bit seed.
-    state = np.random.SeedSequence([int(seed), int(block)]).generate_state(2, np.uint32)
-    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
-
-
 def make_inputs(
     *, alpha: float, seq_len: int, dim: int, seed: int, start: int, stop: int
 ) -> torch.Tensor:
@@ -93,7 +83,9 @@ def make_inputs(
     m, ell = input_mix(alpha)
     parts = []
     for block in range(start // RNG_BLOCK, -(-stop // RNG_BLOCK)):
-        gen = _block_generator(seed, block)
+        # SeedSequence decorrelates neighbouring (seed, block) pairs; torch takes a 64-bit seed.
+        state = np.random.SeedSequence([int(seed), int(block)]).generate_state(2, np.uint32)
+        gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
         c = torch.randn(RNG_BLOCK, 1, dim, generator=gen)
         if m == 0.0:
             x = c.expand(RNG_BLOCK, seq_len, dim).clone()
@@ -121,12 +113,6 @@ def _threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def _group_starts(n_samples: int, n_groups: int) -> np.ndarray:
-    """Group g holds sequences [starts[g], starts[g+1]): contiguous, sizes differing by at most 1."""
-    g = np.arange(n_groups + 1, dtype=np.int64)
-    return -(-g * n_samples // n_groups)
-
-
 def run_simulation(
     settings: SimulationSettings,
     *,
@@ -137,37 +123,23 @@ def run_simulation(
     """Monte-Carlo mean pre-softmax logits of the parameter-free decoder (module doc) under
     ``settings`` (:class:`~causalpos.paper1.settings.SimulationSettings`).
 
-    Returns a dataset with coords ``layer`` (0-indexed: layer 0 is the paper's layer 1),
-    ``query``, ``key`` (0-indexed positions), ``group``, and variables
-
-    - ``score`` (layer, query, key) float32: mean logits over all sequences, NaN above the
-      diagonal when ``causal``;
-    - ``score_normalized`` (layer, query, key) float32: ``score`` after diagonal normalization;
-    - ``score_group`` (group, layer, query, key) float32: means over ``n_groups`` disjoint,
-      contiguous groups of sequences (sizes differ by at most one; ``group_size``);
-    - ``group_size`` (group,) int64.
-
-    ``chunk_size`` (sequences per batched step; default :data:`DEFAULT_CHUNK`, rounded up to a
-    multiple of :data:`RNG_BLOCK`) trades memory for speed and does not change the result.
-    ``num_threads``: worker threads, each running torch single-threaded on its own chunks
-    (default ``torch.get_num_threads()``; torch's global thread setting is restored on return).
-    The result does not depend on it.
+    Returns ``score`` (layer, query, key) float32 (layer 0 is the paper's layer 1; NaN above the
+    diagonal when ``causal``), ``score_normalized`` (its diagonal normalization), ``score_group``
+    (group, layer, query, key) float32 (means over ``n_groups`` disjoint contiguous groups) and
+    ``group_size`` (group,) int64. Neither ``chunk_size`` (sequences per batched step, rounded up
+    to a multiple of :data:`RNG_BLOCK`) nor ``num_threads`` (workers, each torch single-threaded)
+    changes the result.
     """
     settings.check()
-    if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
-        raise ValueError(
-            f"simulate: chunk_size must be a positive integer or None; got {chunk_size!r}"
-        )
-    if num_threads is not None and (
-        not isinstance(num_threads, (int, np.integer)) or num_threads < 1
-    ):
-        raise ValueError(
-            f"simulate: num_threads must be a positive integer or None; got {num_threads!r}"
-        )
+    for name, v in (("chunk_size", chunk_size), ("num_threads", num_threads)):
+        if v is not None and (not isinstance(v, (int, np.integer)) or v < 1):
+            raise ValueError(f"simulate: {name} must be a positive integer or None; got {v!r}")
     chunk = DEFAULT_CHUNK if chunk_size is None else int(chunk_size)
     chunk = -(-chunk // RNG_BLOCK) * RNG_BLOCK
     workers = int(num_threads) if num_threads is not None else max(1, torch.get_num_threads())
-    starts = _group_starts(settings.n_samples, settings.n_groups)
+    # group g holds sequences [starts[g], starts[g+1]): contiguous, sizes differing by at most 1
+    g = np.arange(settings.n_groups + 1, dtype=np.int64)
+    starts = -(-g * settings.n_samples // settings.n_groups)
     sums = _sums(settings, starts, chunk, workers, progress)
     return _dataset(settings, sums, starts)
 
@@ -181,9 +153,8 @@ def _sums(
     kernel = _ChunkKernel(settings, starts)
     bounds = [(c0, min(c0 + chunk, n_samples)) for c0 in range(0, n_samples, chunk)]
     # Parallelism across chunks, one intra-op thread each: with other processes on the cores,
-    # OpenMP barriers inside every small op stall (4-7x slower than 1 thread with one core busy); independent
-    # workers degrade gracefully. Partial sums are added below in chunk order, so the result does not
-    # depend on the number of workers either.
+    # OpenMP barriers inside every small op stall (4-7x slower than 1 thread with one core busy).
+    # Partial sums are added in chunk order, so the result does not depend on the workers.
     with _threads(1), torch.inference_mode(), ThreadPoolExecutor(max_workers=workers) as pool:
         results = pool.map(kernel, bounds) if workers > 1 else map(kernel, bounds)
         if progress:
@@ -277,8 +248,7 @@ class _ChunkKernel:
         self.causal, self.residual, self.seed = settings.causal, settings.residual, settings.seed
         self.starts = starts
         self.n, self.d, self.L = seq_len, dim, int(settings.n_layers)
-        causal = settings.causal
-        self.mask = torch.full((seq_len, seq_len), float("-inf")).triu_(1) if causal else None
+        self.mask = torch.full((seq_len, seq_len), float("-inf")).triu_(1) if self.causal else None
         if self.rope:
             # rotate-half tables repeat over the two halves: keep one half, (n, d/2)
             cos, sin = rope_mod.cos_sin(np.arange(seq_len), dim, settings.rope_theta)
@@ -315,10 +285,9 @@ class _ChunkKernel:
             alpha=self.alpha, seq_len=self.n, dim=self.d, seed=self.seed, start=c0, stop=c1
         )
         m = c1 - c0
-        # The same operations in the same order as the module doc's layer, on passes of
-        # SUB_BATCH sequences; a layer's logits of the whole chunk are kept in `s`, so each
-        # segment is summed in one reduction of a fixed shape. Buffers are reused and updates
-        # made in place where the old value is not needed again (bit-identical results).
+        # The module doc's layer on passes of SUB_BATCH sequences; a layer's logits of the whole
+        # chunk are kept in `s`, so each segment is summed in one reduction of a fixed shape.
+        # Buffers are reused in place where the old value is not needed again.
         s = torch.empty(m, self.n, self.n)
         sq = torch.empty_like(x) if self.norm == "l2" else None
         with torch.inference_mode():

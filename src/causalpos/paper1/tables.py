@@ -17,6 +17,7 @@ from causalpos.paper1.diagonal import IndexCI, index_ci, key0_column, normalized
 from causalpos.paper1.nonrelative import (
     Interval,
     band_ci,
+    interval_columns,
     key0_share_interval,
     minus_first_layer,
     paired,
@@ -38,28 +39,15 @@ def llm_index_table(
     ``stores``: (model, dataset, variant) -> merged score store with ``score_group_mean``
     (group, layer, query, key), the raw head-averaged maps of groups of sequences.
     ``twins``: model -> its random-init twin (same architecture, tokenizer, prompts), both among
-    the stores; the model's rows then carry the share contrast with the twin.
+    the stores; the model's rows then carry ``share_minus_twin*`` and ``share_pooled_minus_twin*``.
 
-    Key 0 is out of the index and the share (paper 1 §7: with a fixed token 0 its column is that
-    token's identity; :mod:`causalpos.paper1.diagonal`, ``key0=False``) and measured beside them:
-    ``key0`` (RMS of the key-0 column's deviation from its offsets' level over keys ≥ 1, logit
-    units, the index of that column: ``key0_debiased``, ``key0_floor``, ``key0_lo``, ``key0_hi``),
-    ``key0_share`` (``_lo``, ``_hi``: the part of the non-relative sum of squares the key-0 column
-    carries, :func:`causalpos.paper1.nonrelative.key0_share_interval`) and the index with key 0
-    kept in the normalization and the cells, as the paper's Fig. 5 normalizes
-    (``index_with_key0``, ``index_with_key0_debiased``, ``noise_floor_with_key0``).
-
-    Columns: ``layer`` (1 = first) and its ``layer_kind`` (the store's record,
-    :mod:`causalpos.models.layer_kinds`); the logit-unit index (bootstrap over groups, :func:`causalpos.paper1.diagonal.
-    index_ci`: ``index``, ``index_debiased``, ``noise_floor``, ``index_over_floor``, ``ci_lo``,
-    ``ci_hi``, ``se``); the key-0 columns above; the scale-free non-relative share with its jackknife CI (``share``,
-    ``share_lo``, ``share_hi``) and its paired difference from layer 1 (``share_minus_l1*``, NaN on
-    layer 1); the share pooled over the model's layers (``share_pooled*``, the same on every row
-    of the model); the first-keys band, keys 1..``first_keys`` (``band_keys``), sink column excluded
-    before normalizing (``band``, ``band_lo``, ``band_hi``) and with it
-    (``band_with_sink*``), logit units, signed (:mod:`causalpos.paper1.nonrelative`); with a twin:
-    ``twin``, ``share_minus_twin*`` per layer and ``share_pooled_minus_twin*`` (pooled over
-    layers, the same on every row of the model); ``n_groups``, ``n_sequences``.
+    Key 0 is out of the index, the share and the band (paper 1 §7, ``key0=False``) and measured
+    beside them: ``key0*`` (the index of the key-0 column), ``key0_share*`` and the index with key
+    0 kept, as the paper's Fig. 5 normalizes (``index_with_key0*``, ``noise_floor_with_key0``);
+    ``band_with_sink*``: the first-keys band (keys 1..``first_keys``) with key 0 kept. Indices are
+    :func:`index_ci`'s (bootstrap over groups), shares and bands jackknifed
+    (:mod:`causalpos.paper1.nonrelative`); ``share_minus_l1*`` is NaN on layer 1, ``*_pooled*``
+    the same on every row of the model.
     """
     twins = dict(twins or {})
     shares, stats = {}, {}
@@ -92,30 +80,22 @@ def llm_index_table(
                 "index": float(ci.estimate[layer]),
                 "index_debiased": float(ci.debiased[layer]),
                 "noise_floor": float(ci.noise_floor[layer]),
-                "index_over_floor": float(ci.estimate[layer] / ci.noise_floor[layer])
-                if ci.noise_floor[layer] > 0
-                else math.nan,
+                "index_over_floor": _over_floor(ci, layer),
                 "ci_lo": float(ci.lo[layer]),
                 "ci_hi": float(ci.hi[layer]),
                 "se": float(ci.se[layer]),
                 **_key0_columns(key0, ci_with_key0, layer),
-                "share": float(sh.estimate[layer]),
-                "share_lo": float(sh.lo[layer]),
-                "share_hi": float(sh.hi[layer]),
-                **_triple("share_minus_l1", l1, layer, skip=layer == 0),
-                **_triple("share_pooled", (pooled.estimate, pooled.lo, pooled.hi), None),
+                **interval_columns("share", sh, layer),
+                **interval_columns("share_minus_l1", l1, layer, skip=layer == 0),
+                **interval_columns("share_pooled", pooled),
                 "band_keys": int(first_keys),
-                "band": float(band.estimate[layer]),
-                "band_lo": float(band.lo[layer]),
-                "band_hi": float(band.hi[layer]),
-                "band_with_sink": float(band_sink.estimate[layer]),
-                "band_with_sink_lo": float(band_sink.lo[layer]),
-                "band_with_sink_hi": float(band_sink.hi[layer]),
+                **interval_columns("band", band, layer),
+                **interval_columns("band_with_sink", band_sink, layer),
             }
             if vs_twin is not None:
                 row["twin"] = twin
-                row.update(_triple("share_minus_twin", vs_twin, layer))
-                row.update(_triple("share_pooled_minus_twin", pooled_vs_twin, None))
+                row.update(interval_columns("share_minus_twin", vs_twin, layer))
+                row.update(interval_columns("share_pooled_minus_twin", pooled_vs_twin))
             row["n_groups"] = int(ci.n_groups)
             row["n_sequences"] = int(ds.attrs.get("n_sequences", -1))
             rows.append(row)
@@ -153,20 +133,16 @@ def _key0_columns(key0: tuple[IndexCI, Interval], with_key0: IndexCI, layer: int
         "key0_floor": float(col.noise_floor[layer]),
         "key0_lo": float(col.lo[layer]),
         "key0_hi": float(col.hi[layer]),
-        **_triple("key0_share", (share.estimate, share.lo, share.hi), layer),
+        **interval_columns("key0_share", share, layer),
         "index_with_key0": float(with_key0.estimate[layer]),
         "index_with_key0_debiased": float(with_key0.debiased[layer]),
         "noise_floor_with_key0": float(with_key0.noise_floor[layer]),
     }
 
 
-def _triple(name: str, est_lo_hi, layer: int | None, skip: bool = False) -> dict[str, float]:
-    """``{name, name_lo, name_hi}`` of one layer (or of a scalar contrast: ``layer`` None)."""
-    if skip:
-        return {name: math.nan, f"{name}_lo": math.nan, f"{name}_hi": math.nan}
-    vals = [np.asarray(x) for x in est_lo_hi]
-    vals = [float(v if layer is None else v[layer]) for v in vals]
-    return dict(zip((name, f"{name}_lo", f"{name}_hi"), vals))
+def _over_floor(ci: IndexCI, k: int) -> float:
+    """The index over its noise floor (≈ 1: no detectable non-relative signal)."""
+    return float(ci.estimate[k] / ci.noise_floor[k]) if ci.noise_floor[k] > 0 else math.nan
 
 
 def _check_same_groups(a: xr.Dataset, b: xr.Dataset, la: str, lb: str) -> None:
@@ -182,20 +158,18 @@ def _check_same_groups(a: xr.Dataset, b: xr.Dataset, la: str, lb: str) -> None:
         )
 
 
+#: The simulation settings each row of :func:`simulation_index_table` names, from the store's attrs.
+_SIMULATION_ATTRS = ("alpha", "norm", "scaling", "rope", "causal", "residual")
+
+
 def simulation_index_table(
     stores: Mapping[str, xr.Dataset], confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
 ) -> pd.DataFrame:
     """Per-layer non-relativeness index of simulation stores, one row per (setting, layer).
 
-    ``stores``: mapping setting name → simulation dataset with ``score_group`` (group, layer,
-    query, key) (:func:`causalpos.paper1.simulate.run_simulation`). Returns a pandas DataFrame with columns
-    ``setting``, the setting's ``alpha``, ``norm``, ``scaling``, ``rope``, ``causal``,
-    ``residual``, ``layer`` (numbered as in the paper: 1 = first layer), ``layer_kind``
-    (``global``: the simulations have no window), ``index`` (of the
-    grand-mean map), ``ci_lo``, ``ci_hi`` (noise-corrected bootstrap over groups at ``confidence``,
-    a CI for the noise-free index; :func:`index_ci`),
-    ``se`` (bootstrap sd), ``noise_floor``, ``index_over_floor`` (≈ 1: no detectable
-    non-relative signal), ``index_debiased``, ``n_groups``, ``n_samples``.
+    ``stores``: setting name → simulation dataset with ``score_group`` (group, layer, query,
+    key). ``layer`` is numbered as in the paper (1 = first); ``ci_lo``, ``ci_hi``: :func:`index_ci`'s
+    noise-corrected CI of the noise-free index at ``confidence``.
     """
     rows = []
     for name, ds in stores.items():
@@ -206,18 +180,12 @@ def simulation_index_table(
             )
         gm = ds["score_group"].transpose("group", "layer", "query", "key").values
         ci = index_ci(gm, level=confidence, n_boot=n_boot, seed=seed)
-        a = ds.attrs
         kinds = layer_kinds(ds)
         for k, layer in enumerate(ds["layer"].values):
             rows.append(
                 {
                     "setting": name,
-                    "alpha": a.get("alpha"),
-                    "norm": a.get("norm"),
-                    "scaling": a.get("scaling"),
-                    "rope": a.get("rope"),
-                    "causal": a.get("causal"),
-                    "residual": a.get("residual"),
+                    **{k: ds.attrs.get(k) for k in _SIMULATION_ATTRS},
                     "layer": int(layer) + 1,
                     "layer_kind": kinds[k],
                     "index": float(ci.estimate[k]),
@@ -225,14 +193,10 @@ def simulation_index_table(
                     "ci_hi": float(ci.hi[k]),
                     "se": float(ci.se[k]),
                     "noise_floor": float(ci.noise_floor[k]),
-                    "index_over_floor": (
-                        float(ci.estimate[k] / ci.noise_floor[k])
-                        if ci.noise_floor[k] > 0
-                        else float("nan")
-                    ),
+                    "index_over_floor": _over_floor(ci, k),
                     "index_debiased": float(ci.debiased[k]),
                     "n_groups": ci.n_groups,
-                    "n_samples": a.get("n_samples"),
+                    "n_samples": ds.attrs.get("n_samples"),
                 }
             )
     return pd.DataFrame(rows)

@@ -49,9 +49,6 @@ FIG1_VALUES: dict[tuple[int, int], float] = {(2, 1): 0.154, (3, 1): 0.132, (3, 2
 DEFAULT_ALPHAS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8)
 
 
-ArrayLike = npt.ArrayLike
-
-
 def _check_alpha(alpha: float) -> float:
     alpha = float(alpha)
     if not 0.0 <= alpha <= 1.0:
@@ -59,26 +56,26 @@ def _check_alpha(alpha: float) -> float:
     return alpha
 
 
-def _positions(i: ArrayLike) -> np.ndarray:
+def _positions(i: npt.ArrayLike) -> np.ndarray:
     i = np.asarray(i, dtype=np.float64)
     if np.any(i < 1):
         raise ValueError("positions are 1-indexed in the closed forms (i >= 1); got a value < 1")
     return i
 
 
-def softmax_denominator(i: ArrayLike, alpha: float) -> np.ndarray:
+def softmax_denominator(i: npt.ArrayLike, alpha: float) -> np.ndarray:
     """D(i) = e + (i − 1)e^α: sum of the layer-1 softmax numerators of row ``i`` (1-indexed)."""
     alpha = _check_alpha(alpha)
     return E + (_positions(i) - 1.0) * math.exp(alpha)
 
 
-def layer1_weights(i: ArrayLike, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+def layer1_weights(i: npt.ArrayLike, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Layer-1 softmax weights of row ``i``: (weight on the diagonal, weight on each key j < i)."""
     d = softmax_denominator(i, alpha)
     return E / d, math.exp(alpha) / d
 
 
-def g(i: ArrayLike, alpha: float) -> np.ndarray:
+def g(i: npt.ArrayLike, alpha: float) -> np.ndarray:
     """⟨x_i⁽¹⁾, x_j⁽¹⁾⟩ for any j < i, with residual (paper §3); ``i`` 1-indexed."""
     i = _positions(i)
     ea = math.exp(alpha)
@@ -89,7 +86,7 @@ def g(i: ArrayLike, alpha: float) -> np.ndarray:
     )
 
 
-def h2(i: ArrayLike, alpha: float) -> np.ndarray:
+def h2(i: npt.ArrayLike, alpha: float) -> np.ndarray:
     """h(i)² = ‖x_i⁽¹⁾‖² with residual, as printed in the paper; ``i`` 1-indexed."""
     i = _positions(i)
     ea = math.exp(alpha)
@@ -98,19 +95,19 @@ def h2(i: ArrayLike, alpha: float) -> np.ndarray:
     return num / softmax_denominator(i, alpha) ** 2
 
 
-def h(i: ArrayLike, alpha: float) -> np.ndarray:
+def h(i: npt.ArrayLike, alpha: float) -> np.ndarray:
     """h(i) = ‖x_i⁽¹⁾‖ with residual; strictly decreasing in i (the paper's key lemma)."""
     return np.sqrt(h2(i, alpha))
 
 
-def g_noresidual(i: ArrayLike, alpha: float) -> np.ndarray:
+def g_noresidual(i: npt.ArrayLike, alpha: float) -> np.ndarray:
     """g'(i) = ⟨x_i⁽¹⁾, x_j⁽¹⁾⟩ for j < i without residual (App. A.2); ``i`` 1-indexed."""
     i = _positions(i)
     ea = math.exp(alpha)
     return (E * alpha + ea * (1.0 + alpha * (i - 2.0))) / softmax_denominator(i, alpha)
 
 
-def h2_noresidual(i: ArrayLike, alpha: float) -> np.ndarray:
+def h2_noresidual(i: npt.ArrayLike, alpha: float) -> np.ndarray:
     """h'(i)² = ‖x_i⁽¹⁾‖² without residual (App. A.2); ``i`` 1-indexed.
 
     Only this expression is used: the paper's printed h'(i+1)² − h'(i)² is wrong beyond i = 1.
@@ -121,12 +118,14 @@ def h2_noresidual(i: ArrayLike, alpha: float) -> np.ndarray:
     return num / softmax_denominator(i, alpha) ** 2
 
 
-def h_noresidual(i: ArrayLike, alpha: float) -> np.ndarray:
+def h_noresidual(i: npt.ArrayLike, alpha: float) -> np.ndarray:
     """h'(i) = ‖x_i⁽¹⁾‖ without residual; strictly decreasing in i for 0 ≤ α < 1."""
     return np.sqrt(h2_noresidual(i, alpha))
 
 
-def layer2_score(i: ArrayLike, j: ArrayLike, alpha: float, *, residual: bool = True) -> np.ndarray:
+def layer2_score(
+    i: npt.ArrayLike, j: npt.ArrayLike, alpha: float, *, residual: bool = True
+) -> np.ndarray:
     """Layer-2 logit S(i, j) = g(i)/(h(i)h(j)) for j < i, 1 for j = i, NaN for j > i (masked).
 
     ``i`` (query) and ``j`` (key) are 1-indexed and broadcast against each other.
@@ -175,7 +174,7 @@ def equicorrelated_vectors(n: int, alpha: float, dim: int | None = None) -> np.n
 
 
 def eq1_scores(
-    x: ArrayLike, n_layers: int, *, residual: bool = True, causal: bool = True
+    x: npt.ArrayLike, n_layers: int, *, residual: bool = True, causal: bool = True
 ) -> np.ndarray:
     """Run Eq. 1 ``n_layers`` times in float64 and return every layer's pre-softmax logits.
 
@@ -237,21 +236,15 @@ def theory_table(
 ) -> pd.DataFrame:
     """Layer-2 closed form vs exact-Gram computation vs simulation, one row per (α, query, key).
 
-    Rows: every strictly-lower-triangle pair (j < i ≤ n) of the paper's layer 2, for each α.
-    ``sims`` maps α to a simulation dataset (:func:`causalpos.paper1.simulate.run_simulation`, L2, causal,
-    residual, no RoPE) whose layer coordinate 1 is the paper's layer 2; query pairs beyond its
-    ``seq_len`` get NaN. ``alphas`` defaults to the keys of ``sims``, else :data:`DEFAULT_ALPHAS`.
-
-    Columns: ``alpha``, ``layer`` (= 2), ``query``, ``key`` (1-indexed), ``closed_form``,
-    ``exact_gram``, ``exact_diff`` (|exact_gram − closed_form|), ``simulation`` (batch mean),
-    ``simulation_se`` (standard error from the ``score_group`` means: sd over groups / √groups),
-    ``abs_diff`` (|simulation − closed_form|), ``z`` ((simulation − closed_form)/simulation_se),
-    ``paper_value`` (Fig. 1's printed value for α = 0 and (2,1), (3,1), (3,2); NaN elsewhere).
+    Rows: every pair j < i ≤ n (1-indexed ``query``, ``key``) of the paper's layer 2, per α.
+    ``sims`` maps α to a simulation (L2, causal, residual, no RoPE) whose layer 1 is the paper's
+    layer 2; pairs beyond its ``seq_len`` get NaN. ``alphas`` defaults to the keys of ``sims``,
+    else :data:`DEFAULT_ALPHAS`. ``simulation_se``: sd over ``score_group`` / √groups;
+    ``paper_value``: Fig. 1's printed values (α = 0), NaN elsewhere.
 
     The simulation differs from the closed form by a finite-d bias as well as Monte-Carlo noise:
-    the inputs' realised cosines fluctuate around α with sd ≈ 1/√d, and the mean layer-2 score sits
-    below the closed form by up to ≈ 0.25/d (α = 0) to 0.4/d (α = 0.5) (measured at d = 64 and 256),
-    so at d = 64 with 1e5 sequences expect |z| ≫ 2.
+    the mean layer-2 score sits below it by up to ≈ 0.25/d (α = 0) to 0.4/d (α = 0.5) (measured
+    at d = 64 and 256), so at d = 64 with 1e5 sequences expect |z| ≫ 2.
     """
     import pandas as pd
 
@@ -264,11 +257,11 @@ def theory_table(
         alpha = _check_alpha(alpha)
         closed = layer2_matrix(n, alpha)[ii, jj]
         exact = exact_gram_layer2(n, alpha)[ii, jj]
-        sim = np.full_like(closed, np.nan)
-        se = np.full_like(closed, np.nan)
-        ds = _lookup(sims, alpha)
-        if ds is not None:
-            sim, se = _sim_layer2(ds, alpha, ii, jj)
+        ds = next(
+            (d for a, d in sims.items() if math.isclose(float(a), alpha, abs_tol=1e-12)), None
+        )
+        none = np.full_like(closed, np.nan)
+        sim, se = (none, none.copy()) if ds is None else _sim_layer2(ds, alpha, ii, jj)
         paper = np.array(
             [
                 FIG1_VALUES.get((i + 1, j + 1), np.nan) if alpha == 0.0 else np.nan
@@ -296,13 +289,6 @@ def theory_table(
             )
         )
     return pd.concat(frames, ignore_index=True)
-
-
-def _lookup(sims: Mapping[float, xr.Dataset], alpha: float) -> xr.Dataset | None:
-    for key, ds in sims.items():
-        if math.isclose(float(key), alpha, abs_tol=1e-12):
-            return ds
-    return None
 
 
 def _sim_layer2(

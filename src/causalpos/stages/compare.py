@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 
 from causalpos.training.compare import comparison_tables
-
-log = logging.getLogger(__name__)
 
 
 def compare_trained(

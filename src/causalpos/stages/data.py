@@ -29,15 +29,10 @@ def sample_sequences(
     (named ``name`` in the config, for error messages) with the tokenizer of a prepared model
     directory; writes ``out``.
 
-    ``peers``: directories of the other tokenizers of the models sharing the dataset; in mode
-    ``first`` only documents long enough for every one of them are drawn, so all get the same
-    documents (``also_for`` of :func:`causalpos.sampling.draw_sequences`). ``corpus_sha256``: the
-    content of the corpus's local files (the rule's ``sources`` param), recorded in the store
-    (attribute ``corpus_sha256``, JSON) where there are any.
-
-    The draw is judged by its distinct sequences (:func:`causalpos.distinct.check_distinct`): a
-    dataset of copies of one sequence is refused before any store is written (CorpusError
-    naming ``datasets.<name>``), duplicates or a near-constant draw are logged as warnings.
+    ``peers``: directories of the other tokenizers of the models sharing the dataset (``also_for``
+    of ``draw_sequences``). ``corpus_sha256``: the content of the corpus's local files, recorded
+    in the store (JSON) where there are any. A draw of copies of one sequence is refused before
+    any store is written; duplicates or a near-constant draw are logged as warnings.
     """
     from causalpos.distinct import check_distinct
     from causalpos.io.store import write_dataset
@@ -45,9 +40,6 @@ def sample_sequences(
     from causalpos.sampling import SequenceSample, TooFewSequences, draw_sequences
 
     tokenizer = tokenizer_from_dir(tokenizer_dir)
-    extra = {}
-    if peers:
-        extra["also_for"] = [tokenizer_from_dir(p) for p in peers]
     sample = SequenceSample(
         corpus=spec["corpus"],
         seq_len=int(spec["seq_len"]),
@@ -61,7 +53,7 @@ def sample_sequences(
             tokenizer,
             sample,
             key=f"datasets.{name}.prepend_bos" if name else "prepend_bos",
-            **extra,
+            also_for=[tokenizer_from_dir(p) for p in peers],
         )
     except TooFewSequences as exc:
         key = f"datasets.{name}.n_sequences" if name else "n_sequences"

@@ -158,21 +158,14 @@ def extract_scores(
 ) -> dict[str, Path]:
     """Rule ``extract_scores``: sequences ``bounds`` = ``[start, stop)`` of ``data_store`` under
     every variant of ``variants`` (name -> ``{"reducers": [...], "leakage": {LeakageReducer
-    kwargs}}``, and ``"plant": {"layer", "scale"}`` for a planted variant:
-    :func:`causalpos.capture.hook.resolve_plant`, ``"stream": {"layer", "dose", "profile"}`` for
-    a stream-planted one: :func:`causalpos.capture.stream.resolve_stream`; ``"layers"``: those
-    whose per-sequence maps reducer "maps" keeps), each through the capture hook into its
-    reducers; writes ``out/<variant>.zarr`` per variant (``settings``:
-    :class:`~causalpos.capture.settings.ExtractSettings`).
+    kwargs}}``, ``"plant": {"layer", "scale"}`` for a planted variant, ``"stream": {"layer",
+    "dose", "profile"}`` for a stream-planted one, ``"layers"``: those whose maps reducer "maps"
+    keeps); writes ``out/<variant>.zarr`` per variant, atomically, and returns their paths.
 
-    The model is loaded and the prompts read once for all variants. Group labels are computed
-    from global sequence ids, so shards merge into exactly the groups a single pass would make.
-    Each variant's store is written atomically (complete or absent); returns their paths.
-
-    ``final``: the shard is the pair's only one (``bounds`` is the whole dataset) and ``out`` is
-    the pair's directory of final stores (rules ``extract_scores`` vs ``extract_scores_shard``):
-    each store is written as rule ``merge_scores`` writes the merge of one shard
-    (:func:`as_merged`), so no merge job runs and no shard copy is written.
+    The model is loaded and the prompts read once for all variants. Group labels come from
+    global sequence ids, so shards merge into exactly the groups a single pass would make.
+    ``final``: the shard is the pair's only one and ``out`` the pair's directory of final stores,
+    each written as ``merge_scores`` writes the merge of one shard (:func:`as_merged`).
     """
     from causalpos.io.store import open_dataset, write_dataset
     from causalpos.models.load import load_model
@@ -218,16 +211,11 @@ def extract_variants(
     attrs: dict | None = None,
     what: str = "extract_scores",
 ) -> Iterator[tuple[str, Any]]:
-    """``(variant, result)`` of each variant of ``variants`` in turn (the specs of
-    :func:`extract_scores`), one variant's reducer state at a time: the sequences ``bounds``
-    (default all) of the token dataset ``data`` (a data store's ``tokens``, its attrs carried on)
-    through the capture hook of the loaded ``model`` into the variant's reducers. What rule
-    ``extract_scores`` runs once the model is loaded, and what the notebook API
-    (:mod:`causalpos.api`) runs on a model already in memory; ``what`` names the job in errors.
-
-    The model's context is checked first (refused where it cannot run ``seq_len``); the batch
-    size is ``settings.batch_size`` (refused where it cannot fit) or chosen from free memory.
-    ``settings.device`` and ``settings.dtype`` are those the model was loaded with."""
+    """``(variant, result)`` of each variant of ``variants`` (the specs of :func:`extract_scores`)
+    in turn, one variant's reducer state at a time: the sequences ``bounds`` (default all) of the
+    token dataset ``data`` through the capture hook of the loaded ``model`` (also the notebook
+    API's path); ``what`` names the job in errors. The batch size is ``settings.batch_size``
+    (refused where it cannot fit) or chosen from free memory."""
     from causalpos.models.context import check_model_context
 
     check_variant_specs(variants)
@@ -238,8 +226,8 @@ def extract_variants(
     warning = check_model_context(model.config, seq_len, what)  # raises where it cannot run
     if warning:
         log.warning(warning)
-    job = _Job(model, data, tokens, (start, stop), settings, what)
-    batch_size, was_auto = _batch_size(job, variants, n_total, next(model.parameters()).device)
+    job = _Job(model, data, tokens, (start, stop), settings, what, n_total, attrs)
+    batch_size, was_auto = _batch_size(job, variants)
     for i, (variant, spec) in enumerate(variants.items()):
         log.info(
             "variant %d/%d: %s (reducers %s)",
@@ -248,12 +236,13 @@ def extract_variants(
             variant,
             ", ".join(spec["reducers"]),
         )
-        yield variant, _extract_variant(job, variant, spec, batch_size, was_auto, n_total, attrs)
+        yield variant, _extract_variant(job, variant, spec, batch_size, was_auto)
 
 
 @dataclass(frozen=True)
 class _Job:
-    """One extraction job's loaded model, data store, prompts, bounds, settings and description."""
+    """One extraction job's loaded model, data store, prompts, bounds, settings, description,
+    the data store's number of sequences and the stores' extra attrs."""
 
     model: Any
     data: Any
@@ -261,12 +250,15 @@ class _Job:
     bounds: tuple[int, int]
     settings: ExtractSettings
     what: str
+    n_total: int
+    attrs: dict | None
 
 
-def _batch_size(job: _Job, variants: Mapping[str, Mapping], n_total: int, dev) -> tuple[int, bool]:
+def _batch_size(job: _Job, variants: Mapping[str, Mapping]) -> tuple[int, bool]:
     """(the batch size, whether it was chosen from free memory): ``settings.batch_size``, refused
     where it cannot fit, or "auto" sized from the free memory less the reducers' largest state."""
-    model, s = job.model, job.settings
+    model, s, n_total = job.model, job.settings, job.n_total
+    dev = next(model.parameters()).device
     seq_len = int(job.tokens.shape[1])
     start, stop = job.bounds
     # Reducer state lives through a variant and is freed before the next: the largest counts.
@@ -293,7 +285,7 @@ def _batch_size(job: _Job, variants: Mapping[str, Mapping], n_total: int, dev) -
         model.config,
         seq_len=seq_len,
         batch_size=int(s.batch_size),
-        available=available_memory(next(model.parameters()).device),
+        available=available_memory(dev),
         what=job.what,
         key="extract.batch_size",
         auto=True,
@@ -302,15 +294,7 @@ def _batch_size(job: _Job, variants: Mapping[str, Mapping], n_total: int, dev) -
     return int(s.batch_size), False
 
 
-def _extract_variant(
-    job: _Job,
-    variant: str,
-    spec: Mapping,
-    batch_size: int,
-    was_auto: bool,
-    n_total: int,
-    attrs: dict | None,
-):
+def _extract_variant(job: _Job, variant: str, spec: Mapping, batch_size: int, was_auto: bool):
     """One variant's extraction result (not yet written): its reducers built and fed by the
     capture hook, the job's metadata in the attrs."""
     from causalpos.capture import hook
@@ -321,7 +305,7 @@ def _extract_variant(
     reducers = list(spec["reducers"])
     objs = build_reducers(
         reducers,
-        n_sequences=n_total,
+        n_sequences=job.n_total,
         n_groups=s.n_groups,
         leakage=dict(spec.get("leakage") or {}),
         seed=s.seed,
@@ -340,7 +324,7 @@ def _extract_variant(
             for k in ("bos", "bos_id", "prefix_ids", "prepend_bos")
             if k in data.attrs
         },
-        **(attrs or {}),
+        **(job.attrs or {}),
     }
     what = job.what + (f" (batch_size auto chose {batch_size})" if was_auto else "")
     seq_len = int(job.tokens.shape[1])
@@ -375,13 +359,8 @@ def _extract_variant(
 
 def as_merged(ds, out: str | os.PathLike):
     """One variant's extraction result ``ds``, a shard holding every sequence of its pair, as rule
-    ``merge_scores`` stores the merge of that one shard: the same
-    :func:`~causalpos.io.shards.merge_shards` through the same reducer merges
-    (:data:`causalpos.capture.merging.MERGES`: float32 maps, ``n_shards`` 1, no per-shard
-    attributes), checked as the merge checks its result (counts add up, every map holds data).
-
-    Raises ``FloatingPointError`` where a map holds no data: the model produced NaN (nothing
-    was lost on disk: nothing was written yet)."""
+    ``merge_scores`` stores the merge of that one shard, checked as the merge checks its result;
+    ``FloatingPointError`` where a map holds no data (the model produced NaN)."""
     from causalpos.capture.merging import MERGES
     from causalpos.io.shards import merge_shards
     from causalpos.io.store import NAN_FROM_MODEL, count_problems, map_problems

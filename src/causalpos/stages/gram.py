@@ -30,16 +30,9 @@ def gram_panels(
     data_store: str | os.PathLike | None = None,
 ) -> xr.Dataset:
     """Rule ``gram_panels``: :func:`gram_store` of the model in ``model_dir`` on the sequences
-    ``sample`` draws (:class:`~causalpos.sampling.SequenceSample`; or read from ``data_store``, a
-    ``draw_sequences`` store of a configured dataset with this model's tokenizer), written to
-    ``out``.
-
-    Sequences are :func:`causalpos.sampling.draw_sequences` with the model's own tokenizer
-    (paper 1: ``mode="first"``, the first ``seq_len`` tokens of held-out documents, BOS
-    included). The model
-    is loaded with :func:`causalpos.models.load.load_model` (so a NoPE checkpoint runs without rotation).
-    The sampling record (corpus, mode, seed, tokenizer hash) and the model's provenance are added
-    to the attrs, as are the sampled token ids (``tokens (sample, position)``).
+    ``sample`` draws with its own tokenizer (or read from ``data_store``, a store of a configured
+    dataset with this model's tokenizer), written to ``out`` with the sampling record, the
+    model's provenance and the token ids (``tokens (sample, token_position)``).
     """
     from causalpos.models.load import load_model
     from causalpos.sampling import draw_sequences, tokenizer_fingerprint

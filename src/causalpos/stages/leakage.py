@@ -32,17 +32,10 @@ def leakage(
     """``leakage`` rule: :func:`summarize_leakage` of the merged score stores of one (model,
     dataset), written to ``out``.
 
-    Args:
-        stores: variant -> path of ``results/scores/{model}/{dataset}/{variant}.zarr``.
-        out: path of the summary store.
-        settings: the summary's settings as the rule's ``summary`` param gives them (a flat
-            mapping: :meth:`causalpos.paper2.settings.LeakageSettings.from_params`; default its
-            defaults).
-        data_store: the dataset's token store (its ``source`` labels, for ``strata="source"``,
-            its mode and position 0).
-        strata, min_stratum, attrs: as :func:`summarize_leakage` reads them.
-        cost: where to write the job's CPU time and peak memory once the summary is written
-        (:func:`causalpos.io.jobcost.write_job_cost`: the scorecard's power notes read them).
+    ``stores``: variant -> path of its merged score store; ``settings``: the rule's flat
+    ``summary`` param (:meth:`LeakageSettings.from_params`); ``data_store``: the dataset's token
+    store; ``strata``, ``min_stratum``, ``attrs``: as :func:`summarize_leakage` reads them;
+    ``cost``: where to write the job's CPU time and peak memory once the summary is written.
     """
     from causalpos.io.jobcost import write_job_cost
     from causalpos.io.store import open_dataset, write_dataset
@@ -81,24 +74,17 @@ def summarize_leakage(
     """:func:`leakage_summary` of one (model, dataset)'s runs, with what the tables read beside
     it: rule ``leakage``'s summary, and the notebook API's (:mod:`causalpos.api`).
 
-    Args:
-        opened: variant -> its merged score store (opened, or extracted in memory).
-        settings: the summary's settings.
-        data: the dataset's token store (opened): its ``source`` labels (``strata="source"``),
-            its ``mode`` (position-free runs are negative controls only on chunks at random
-            offsets) and position 0 (``bos``, ``prefix_ids``, ``prepend_bos``); None: no labels,
-            no controls, position 0 unrecorded.
-        strata: ``"none"`` (plain bootstrap over prompts) or ``"source"`` (stratified by the
-            prompts' source, e.g. KJV book; sources with fewer than ``min_stratum`` prompts are
-            pooled into one stratum, see :func:`pool_small_strata`).
-        attrs: extra attributes (model, dataset, code fingerprint, config choices); its
-            ``positional`` (the model's type, e.g. ``nope``) decides which runs are
-            position-free (:func:`causalpos.paper2.summary.headline.position_free`).
+    ``opened``: variant -> its merged score store. ``data``: the dataset's token store: its
+    ``source`` labels, its ``mode`` (position-free runs are negative controls only on chunks at
+    random offsets) and position 0; None: no labels, no controls, position 0 unrecorded.
+    ``strata``: ``"none"`` (plain bootstrap over prompts) or ``"source"`` (stratified by source;
+    sources under ``min_stratum`` prompts pooled, :func:`pool_small_strata`). ``attrs``: extra
+    attributes; its ``positional`` decides which runs are position-free.
     """
     _check_strata(strata, data is not None)
     labels = None
+    first = next(iter(opened.values()))
     if strata == "source":
-        first = next(iter(opened.values()))
         seqs = np.sort(first["sequence"].values)
         labels, n_pooled = pool_small_strata(data["source"].sel(sequence=seqs).values, min_stratum)
         if np.unique(labels).size < 2:
@@ -118,19 +104,17 @@ def summarize_leakage(
     # The extraction-time choices (fits, windows, pair subsample) travel on leak_delta's attrs.
     reducer = {
         f"reducer_{k.removeprefix('leak_')}": v
-        for k, v in next(iter(opened.values()))["leak_delta"].attrs.items()
+        for k, v in first["leak_delta"].attrs.items()
         if k.startswith("leak_")
     }
     # Position 0 of the prompts: the data store's `bos` (as fixed_bos: the summary's own `bos`
     # attr holds the BOS-replacement pairs), prefix and prepend_bos setting.
     data_attrs = {}
-    first = next(iter(opened.values()))
     if data is not None:
-        d = data.attrs
         data_attrs = {
-            "fixed_bos": int(bool(d.get("bos", False))),
-            "prefix_ids": [int(x) for x in d.get("prefix_ids", [])],
-            "prepend_bos": str(d.get("prepend_bos", "false")),
+            "fixed_bos": int(bool(data.attrs.get("bos", False))),
+            "prefix_ids": [int(x) for x in data.attrs.get("prefix_ids", [])],
+            "prepend_bos": str(data.attrs.get("prepend_bos", "false")),
             **token0_attrs(data, first["sequence"].values),
         }
     if LAYER_KIND in first.coords and "layer" in ds.dims:  # each layer's mask, from the capture

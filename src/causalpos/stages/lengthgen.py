@@ -30,23 +30,17 @@ def length_generalization(
     dtype: str = FULL_PRECISION,
     attrs: dict | None = None,
 ) -> xr.Dataset:
-    """Rule ``length_generalization``: :func:`causalpos.training.lengthgen.measure_length_generalization` of
-    trained model directories on sequences drawn from ``corpus``; writes the store ``out_store``
-    and its per-variant summary table ``out_table`` (CSV) (``settings``:
-    :class:`~causalpos.training.settings.LengthGenSettings`).
+    """Rule ``length_generalization``: :func:`lengthgen.measure_length_generalization` of trained
+    model directories on sequences drawn from ``corpus``; writes the store ``out_store`` and its
+    per-variant summary table ``out_table`` (CSV).
 
-    ``model_dirs``: name → directory written by :func:`causalpos.training.loop.run_training` (loaded with
-    :func:`causalpos.models.load.load_model`). Every model must share one tokenizer (the one-factor
-    design; checked by hash), and each one's training context is read from its config
-    (``causalpos_train_context``). Sequences: :func:`causalpos.sampling.draw_sequences` with that
-    tokenizer, ``seq_len`` tokens (default ``length_factor`` × the longest training context),
-    ``mode="chunks"`` (BOS + consecutive held-out text, never crossing documents).
-
-    Adds to :func:`length_generalization`'s variables ``positional (variant)`` (rope | nope | ntk
-    | swa), ``final_heldout_loss (variant)`` and ``unigram_entropy (variant)`` (from each model's
-    ``training.json``, NaN when absent) and the token ids ``tokens (sequence, token_position)``.
+    ``model_dirs``: name → directory written by ``run_training``; every model must share one
+    tokenizer (checked by hash), and each one's training context is read from its config.
+    Sequences have ``seq_len`` tokens (default ``length_factor`` × the longest training context).
+    Adds ``positional (variant)``, ``final_heldout_loss (variant)`` and ``unigram_entropy
+    (variant)`` (from each ``training.json``, NaN when absent) and ``tokens (sequence,
+    token_position)``.
     """
-
     s = settings
     models, contexts, positional, summaries, tokenizer, tok_hash = _load_models(
         model_dirs, device, dtype
@@ -69,14 +63,10 @@ def length_generalization(
     names = list(models)
     ds = ds.assign(
         positional=("variant", np.array([positional[n] for n in names], dtype=object)),
-        final_heldout_loss=(
-            "variant",
-            [float(summaries[n].get("final_heldout_loss", np.nan)) for n in names],
-        ),
-        unigram_entropy=(
-            "variant",
-            [float(summaries[n].get("unigram_entropy", np.nan)) for n in names],
-        ),
+        **{
+            k: ("variant", [float(summaries[n].get(k, np.nan)) for n in names])
+            for k in ("final_heldout_loss", "unigram_entropy")
+        },
         tokens=(("sequence", "token_position"), tokens),
     )
     ds.attrs.update(

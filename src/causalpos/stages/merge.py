@@ -19,12 +19,8 @@ from causalpos.io.store import map_problems
 
 def reducer_classes() -> dict:
     """The reducer names a shard store may record in a variable's ``reducer`` attribute, each
-    with its exact merge (:data:`causalpos.capture.merging.MERGES`, torch-free).
-
-    Only these are used to merge shards: nothing is imported from a store's attributes. The
-    paths of stores written before the library moved into packages (``causalpos.capture:...``,
-    ``causalpos.leakage:...``, ``causalpos.position0:...``) stay valid, so those shards still merge.
-    """
+    with its exact merge (torch-free). Only these merge shards: nothing is imported from a store's
+    attributes; the paths of stores written before the library moved into packages stay valid."""
     from causalpos.capture.merging import MERGES
 
     return dict(MERGES)
@@ -54,11 +50,8 @@ def merge_scores(
     shard_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, variants: Sequence[str]
 ) -> None:
     """Rule ``merge_scores``: ``out_dir/{variant}.zarr`` for each of ``variants``, the exact merge
-    (:func:`merge_score_shards`) of ``{variant}.zarr`` of every shard directory, one variant at
-    a time (memory: one variant's merged store and one shard). The workflow runs it on datasets
-    of several shards; a dataset of one shard is extracted straight into its final stores
-    through the same merge (:func:`causalpos.stages.extract.as_merged`: every file as this
-    merge would write it)."""
+    of ``{variant}.zarr`` of every shard directory, one variant at a time (a dataset of one shard
+    is extracted straight into its final stores through the same merge: ``extract.as_merged``)."""
     if not variants:
         raise ValueError(f"merge_scores: no variant to merge into {out_dir}")
     out_dir = Path(out_dir)
@@ -72,12 +65,9 @@ def merge_scores(
 def merge_score_shards(shards: Sequence[str | os.PathLike], out: str | os.PathLike) -> xr.Dataset:
     """One variant's shard stores merged exactly (each reducer's ``merge``) into ``out``.
 
-    Each shard is verified as it is opened (its manifest, its counts); the merged result is
-    checked before it is written: its counts add up (``n_sequences`` = the shards' sum, as
-    every count variable says) and every map holds data (:func:`~causalpos.io.store.map_problems`).
-    A failed check names the shard at fault and writes nothing: a shard that verifies against
-    its manifest but holds NaN maps was computed so (NaN from the model), not damaged
-    (:func:`input_fault`).
+    Each shard is verified as it is opened; the result is checked before it is written (its
+    counts add up, every map holds data). A failed check names the shard at fault and writes
+    nothing (:func:`input_fault`).
     """
     from causalpos.io.shards import merge_shards
     from causalpos.io.store import count_problems, write_dataset

@@ -1,4 +1,4 @@
-"""Stages that prepare model directories: a configured model spec, the untrained twin."""
+"""Stage ``prepare_model``: a configured model spec as a model directory."""
 
 from __future__ import annotations
 

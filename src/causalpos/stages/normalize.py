@@ -25,10 +25,9 @@ from causalpos.stages.merge import input_fault
 def normalize_scores(ds: xr.Dataset) -> xr.Dataset:
     """Diagonal normalization (paper 1 §5) of a score store's maps.
 
-    ``score_normalized`` (layer, head, query, key) from ``score_mean``; the head average
-    ``score_normalized_mean`` (layer, query, key) — equal to normalizing the head-averaged map,
-    since the operation is linear; ``score_mean_head_avg`` (layer, query, key), the raw head
-    average (App. E's raw maps). float32 maps, NaN where masked.
+    ``score_normalized`` (layer, head, query, key) from ``score_mean``, its head average
+    ``score_normalized_mean`` (layer, query, key) and the raw head average
+    ``score_mean_head_avg`` (App. E's raw maps); float32, NaN where masked.
     """
     out = xr.Dataset(attrs=dict(ds.attrs))
     dims = ds["score_mean"].dims
@@ -51,9 +50,8 @@ def normalize_scores(ds: xr.Dataset) -> xr.Dataset:
 def diagonal_normalize(src: str | os.PathLike, out: str | os.PathLike) -> xr.Dataset:
     """Rule ``diagonal_normalize``: :func:`normalize_scores` of the score store ``src``, into ``out``.
 
-    The result is checked before it is written: every map holds data
-    (:func:`~causalpos.io.store.map_problems`), the counts agree, and ``score_normalized`` is NaN
-    exactly where ``score_mean`` is (normalization neither loses nor invents masked cells).
+    The result is checked before it is written: every map holds data, the counts agree, and
+    ``score_normalized`` is NaN exactly where ``score_mean`` is.
     """
     scores = open_dataset(src, variables=["score_mean"])
     ds = normalize_scores(scores)

@@ -12,12 +12,13 @@ from causalpos.figures.paper2_routes import routes_by_layer
 from causalpos.io.store import open_dataset
 
 
-def _opened(labels: Sequence[str], stores: Sequence[str], cache: dict) -> dict:
-    """Label -> the opened store; ``cache`` (path -> dataset) keeps a store that several
-    experiments show from being opened (and checked) again."""
+def _opened(labels: Sequence[str], stores: Sequence[str], cache: dict, opener=open_dataset) -> dict:
+    """Label -> the store opened by ``opener`` (``open_summary``: leakage summaries, refused where
+    of an older format); ``cache`` (path -> dataset) keeps a store that several experiments show
+    from being opened (and checked) again."""
     for p in stores:
         if p not in cache:
-            cache[p] = open_dataset(p)
+            cache[p] = opener(p)
     return {label: cache[p] for label, p in zip(labels, stores, strict=True)}
 
 
@@ -27,18 +28,10 @@ def plot_paper2_layers(figures: Mapping[str, Mapping]) -> None:
     its intervals (``claim1``), one panel per (model, dataset)."""
     cache: dict = {}
     for name, fig in figures.items():
-        summaries = _summaries(fig["labels"], fig["stores"], cache)
+        summaries = _opened(fig["labels"], fig["stores"], cache, open_summary)
         kw = {"names": fig["names"], "experiment": name}
         paper2.leakage_by_layer(summaries, list(fig["outputs"]), **kw)
         paper2.claim1_by_layer(summaries, list(fig["claim1"]), **kw)
-
-
-def _summaries(labels: Sequence[str], stores: Sequence[str], cache: dict) -> dict:
-    """:func:`_opened` for leakage summary stores (refused where of an older format)."""
-    for p in stores:
-        if p not in cache:
-            cache[p] = open_summary(p)
-    return _opened(labels, stores, cache)
 
 
 def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
@@ -47,7 +40,7 @@ def plot_paper2_shares(figures: Mapping[str, Mapping]) -> None:
     three routes by layer with their pooled shares (``routes``)."""
     cache: dict = {}
     for name, fig in figures.items():
-        summaries = _summaries(fig["labels"], fig["stores"], cache)
+        summaries = _opened(fig["labels"], fig["stores"], cache, open_summary)
         kw = {"names": fig["names"], "experiment": name}
         paper2.component_shares(summaries, list(fig["outputs"]), **kw)
         routes_by_layer(summaries, list(fig["routes"]), **kw)

@@ -45,9 +45,8 @@ def position0(
     """Rule ``position0``: :func:`position0_pair` of every (model, dataset) of paper 2, one
     after the other (a second or two each: one job for all of them).
 
-    ``pairs``: label -> ``{model, dataset, conditions, stores, sink, data, output}``
-    (:meth:`causalpos.config.Resolved.position0_family`); ``settings``: the rule's ``settings``
-    param with the config's ``seed`` (:meth:`causalpos.paper2.settings.Position0Settings.from_params`)."""
+    ``pairs``: label -> ``{model, dataset, conditions, stores, sink, data, output}``;
+    ``settings``: the rule's ``settings`` param with the config's ``seed``."""
     s = Position0Settings.from_params(settings)
     for pair in pairs.values():
         position0_pair(
@@ -77,16 +76,12 @@ def position0_pair(
     the causal states.
 
     ``stores``: condition -> its merged score store, holding ``p0_state (sequence, p0_layer,
-    hidden)`` (and, for ``causal``, ``p0_value``) from extraction's position-0 reader
-    (:class:`causalpos.capture.position0.Position0States`).
+    hidden)`` (and, for ``causal``, ``p0_value``).
 
     Output dims ``(condition, layer)`` (layer 0 = embedding): ``std``, ``mean_norm``, ``ratio``,
-    ``max_abs_dev`` per condition; ``probe_accuracy``, ``probe_chance``, ``probe_null_mean``,
-    ``probe_p_value`` on the probe condition (``causal``; NaN elsewhere), labels = the data
-    store's ``settings.label_var`` per prompt (classes with < ``n_folds`` prompts dropped, see
-    :func:`probe_labels`); attrs ``sink_probe_*`` from the value vectors at key 0 of the heads whose
-    mean attention to key 0 in ``sink_store`` (the causal score store) is ≥ ``tau``
-    (``settings``: :class:`~causalpos.paper2.settings.Position0Settings`, default its defaults).
+    ``max_abs_dev``; ``probe_*`` on the probe condition (``causal``; NaN elsewhere), labels the
+    data store's ``settings.label_var``; attrs ``sink_probe_*`` from the value vectors at key 0
+    of the heads whose mean attention to key 0 in ``sink_store`` is ≥ ``tau``.
     """
     from causalpos.io.store import open_dataset, write_dataset
 
@@ -110,11 +105,10 @@ def position0_pair(
         dim=xr.DataArray(conditions, dims="condition", name="condition"),
         combine_attrs="drop_conflicts",
     )
-    token0_fixed = bool((tokens0 == tokens0[0]).all())
     ds.attrs.update(
         {
             "conditions": conditions,
-            "token0_fixed": int(token0_fixed),
+            "token0_fixed": int((tokens0 == tokens0[0]).all()),
             "bos": int(bool(data.attrs.get("bos", False))),
             "n_prompts": int(seq_ids.size),
             "tau": s.tau,
@@ -141,9 +135,8 @@ def _probes(ds, data, probe, ci, s: Position0Settings, sink_store, seq_ids):
     """(per-condition probe results, the prompts kept, the note) of :func:`position0_pair`: the
     content probe by layer on the probe condition's states (row ``ci``) and, where the sink
     store is given, the sink probe (into ``ds.attrs``)."""
-    nl = ds.sizes["layer"]
     res = {
-        k: np.full((ds.sizes["condition"], nl), np.nan)
+        k: np.full((ds.sizes["condition"], ds.sizes["layer"]), np.nan)
         for k in ("accuracy", "chance", "null_mean", "p_value")
     }
     note = "no probe: the causal condition is not configured"
@@ -190,6 +183,5 @@ def _sink_probe(store, sink_store, seq_ids, labels, tau, keep, **probe_kw) -> di
     n_rep = int(store.attrs["n_heads"]) // vals.shape[2]
     layer_ids = sink["layer"].values
     feats = np.concatenate([vals[:, int(layer_ids[l]), h // n_rep] for l, h in heads], axis=1)
-    for k, v in probe_cv(feats, labels, **probe_kw).items():
-        out[f"sink_probe_{k}"] = v
+    out.update({f"sink_probe_{k}": v for k, v in probe_cv(feats, labels, **probe_kw).items()})
     return out

@@ -21,9 +21,6 @@ log = logging.getLogger("causalpos.stages.report")
 #: Printed above the scorecard (and the report's description, workflow/report/workflow.rst) of a
 #: config with ``rehearsal: true`` (configs/paper-shape.yaml: random-weight stand-ins).
 REHEARSAL_BANNER = "paper-shape rehearsal: random weights, numbers mean nothing"
-#: The input keys of the findings page: its template, and each table as ``table_<file stem>``.
-FINDINGS_TEMPLATE_KEY = "findings_template"
-TABLE_KEY = "table_"
 
 
 def scorecard(
@@ -35,15 +32,11 @@ def scorecard(
     rehearsal: bool = False,
     materiality: Mapping[str, float] | None = None,
 ):
-    """Rule ``scorecard``: the tables named in ``inputs`` in, ``scorecard.{csv,md}`` out
-    (under :data:`REHEARSAL_BANNER` when ``rehearsal``); ``materiality``: paper 2's
-    thresholds (config ``leakage.materiality``, the rule's params); and ``out_findings``, the
-    findings page: the template ``inputs["findings_template"]`` filled from the ``table_*``
-    inputs and this scorecard, references this run has no value for marked
-    (:func:`causalpos.findings.render.render`, not strict). The inputs keyed
-    ``summary_cost/<model>/<dataset>`` are the leakage jobs' cost records: the CPU time and
-    peak memory they hold price the power notes
-    (:func:`causalpos.scorecard.paper2_kinds.read_summary_costs`)."""
+    """Rule ``scorecard``: the tables named in ``inputs`` in, ``scorecard.{csv,md}`` out (under
+    :data:`REHEARSAL_BANNER` when ``rehearsal``); ``materiality``: paper 2's thresholds; and
+    ``out_findings``, the findings page: the template ``inputs["findings_template"]`` filled from
+    the ``table_*`` inputs and this scorecard (not strict). The inputs keyed
+    ``summary_cost/<model>/<dataset>`` are the leakage jobs' cost records (the power notes)."""
     measured = read_summary_costs(inputs)
     inputs = {k: v for k, v in inputs.items() if not k.startswith(SUMMARY_COST_KEY)}
     check_table(*inputs.values())  # each table made under this config's settings (io.provenance)
@@ -57,10 +50,10 @@ def scorecard(
     stamp_table(out_md)
     log.info("\n%s", banner + md)
     if out_findings is not None:
-        template = inputs[FINDINGS_TEMPLATE_KEY]
-        files = {k.removeprefix(TABLE_KEY): v for k, v in inputs.items() if k.startswith(TABLE_KEY)}
+        # each table is the input ``table_<file stem>``
+        files = {k.removeprefix("table_"): v for k, v in inputs.items() if k.startswith("table_")}
         tables = Tables({**files, "scorecard": out_csv})
-        page = render(Path(template).read_text(), tables, strict=False)
+        page = render(Path(inputs["findings_template"]).read_text(), tables, strict=False)
         Path(out_findings).write_text(banner + page)
         stamp_table(out_findings)
     return card

@@ -1,16 +1,13 @@
-"""Stages of paper 1's parameter-free experiments: one simulation setting, the theory check."""
+"""Stage ``simulate``: one setting of paper 1's parameter-free decoder simulation."""
 
 from __future__ import annotations
 
 import gc
-import logging
 from collections.abc import Mapping
 
 from causalpos.io.store import write_dataset
 from causalpos.paper1 import simulate as sim
 from causalpos.paper1.settings import SimulationSettings
-
-log = logging.getLogger("causalpos.stages.simulate")
 
 
 def simulate(out, setting: Mapping, *, name: str, seed: int, attrs: Mapping | None = None):

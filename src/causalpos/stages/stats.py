@@ -19,16 +19,9 @@ def aggregate_sim_stats(
 ) -> pd.DataFrame:
     """Rule ``aggregate_sim_stats``: :func:`simulation_index_table` of the simulation stores
     (setting -> path), written as CSV to ``out``."""
-    table = simulation_index_table(
-        {name: open_dataset(p) for name, p in stores.items()},
-        confidence=confidence,
-        n_boot=n_boot,
-        seed=seed,
-    )
-    table.to_csv(out, index=False)
-    stamp_table(out)
-    log.info("\n%s", table.to_string())
-    return table
+    opened = {name: open_dataset(p) for name, p in stores.items()}
+    table = simulation_index_table(opened, confidence=confidence, n_boot=n_boot, seed=seed)
+    return _written(table, out)
 
 
 def aggregate_llm_stats(
@@ -45,13 +38,13 @@ def aggregate_llm_stats(
     (``"model/dataset/variant"`` -> path), written as CSV to ``out``."""
     opened = {tuple(label.split("/")): open_dataset(p) for label, p in stores.items()}
     table = llm_index_table(
-        opened,
-        confidence=confidence,
-        n_boot=n_boot,
-        seed=seed,
-        first_keys=first_keys,
-        twins=twins,
+        opened, confidence=confidence, n_boot=n_boot, seed=seed, first_keys=first_keys, twins=twins
     )
+    return _written(table, out)
+
+
+def _written(table: pd.DataFrame, out) -> pd.DataFrame:
+    """``table`` written as a stamped CSV to ``out``, and logged."""
     table.to_csv(out, index=False)
     stamp_table(out)
     log.info("\n%s", table.to_string())

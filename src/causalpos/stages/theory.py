@@ -14,10 +14,7 @@ log = logging.getLogger("causalpos.stages.theory")
 
 def theory_check(sim_stores: Sequence[str], out, *, n_positions: int):
     """Rule ``theory_check``: closed form vs exact Gram vs the simulation stores (by alpha), CSV."""
-    sims = {}
-    for path in sim_stores:
-        ds = open_dataset(path)
-        sims[float(ds.attrs["alpha"])] = ds
+    sims = {float(ds.attrs["alpha"]): ds for ds in map(open_dataset, sim_stores)}
     table = theory_table(sims, n=n_positions)
     table.to_csv(out, index=False)
     stamp_table(out)

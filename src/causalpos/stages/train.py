@@ -54,12 +54,9 @@ def train_model(
     out_dir: str | os.PathLike,
     **run: Any,
 ) -> dict[str, Any]:
-    """Rule ``train_model``: :func:`causalpos.training.loop.run_training` of the rule's ``settings``
-    param (:meth:`TrainSettings.from_params`) on a corpus spec split by
-    :func:`causalpos.training.corpus.prepare_texts`.
-
-    The split must be the one the tokenizer was trained on; the held-out side gives the held-out
-    loss. ``run``: the fields of :class:`causalpos.training.settings.RunOptions`.
+    """Rule ``train_model``: :func:`loop.run_training` of the rule's ``settings`` param on a
+    corpus spec split as the tokenizer's was (the held-out side gives the held-out loss);
+    ``run``: the fields of :class:`RunOptions`.
     """
     from causalpos.training import loop  # torch: not imported by the tokenizer job
 

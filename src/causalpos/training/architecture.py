@@ -32,19 +32,11 @@ from causalpos.training.settings import VARIANTS, ModelShape
 
 
 def apply_causalpos_attributes(model: nn.Module) -> nn.Module:
-    """Honour ``causalpos_rope`` in ``model.config`` exactly as ``causalpos.models.load.load_model`` does.
-
-    ``"none"`` makes the rotary application the identity through
-    :func:`causalpos.models.rotary.disable_rope` — the one definition of NoPE in the package, so a model is
-    trained with the same mechanism the analyses load it with. In place; returns ``model``.
-    """
+    """Honour ``causalpos_rope`` in ``model.config`` exactly as ``load_model`` does (``"none"``:
+    the identity rotation, the package's one definition of NoPE), in place; returns ``model``."""
     from causalpos.models.rotary import apply_rope_setting
 
     return apply_rope_setting(model)
-
-
-#: llama3 frequency scaling's low and high frequency factors (the ntk variant: Llama 3.1's).
-NTK_LOW_FREQ_FACTOR, NTK_HIGH_FREQ_FACTOR = 1.0, 4.0
 
 
 def build_config(
@@ -60,11 +52,9 @@ def build_config(
 ):
     """The transformers config of ``variant`` (LlamaConfig, or MistralConfig for ``swa``).
 
-    ``window`` (``swa`` only) defaults to ``context // 4``; ``ntk_original_context`` (``ntk`` only)
-    defaults to ``context``; llama3 scaling's low and high frequency factors are
-    :data:`NTK_LOW_FREQ_FACTOR` and :data:`NTK_HIGH_FREQ_FACTOR`. ``special_ids``: the BOS, EOS
-    and padding ids. Every config carries ``causalpos_variant`` and
-    ``causalpos_train_context``; NoPE carries ``causalpos_rope = "none"``.
+    ``window`` (``swa`` only) defaults to ``context // 4``, ``ntk_original_context`` (``ntk``
+    only) to ``context``; ``special_ids``: the BOS, EOS and padding ids. Every config carries
+    ``causalpos_variant`` and ``causalpos_train_context``; NoPE's ``causalpos_rope = "none"``.
     """
     bos_id, eos_id, pad_id = special_ids
     from transformers import LlamaConfig, MistralConfig
@@ -88,14 +78,13 @@ def build_config(
         # llama3 scaling reads only original_max_position_embeddings; max_position_embeddings (the
         # nominal extended length, factor × original) only has to exceed it for transformers' check.
         max_positions = int(ntk_factor * (ntk_original_context or context))
-        rope = {
-            "rope_type": "llama3",
-            "rope_theta": float(shape.rope_theta),
-            "factor": float(ntk_factor),
-            "low_freq_factor": float(NTK_LOW_FREQ_FACTOR),
-            "high_freq_factor": float(NTK_HIGH_FREQ_FACTOR),
-            "original_max_position_embeddings": int(ntk_original_context or context),
-        }
+        rope.update(
+            rope_type="llama3",
+            factor=float(ntk_factor),
+            low_freq_factor=1.0,  # llama3 scaling's low and high frequency factors: Llama 3.1's
+            high_freq_factor=4.0,
+            original_max_position_embeddings=int(ntk_original_context or context),
+        )
     if variant == "nope":
         from causalpos.models.rotary import ROPE_CONFIG_KEY
 
@@ -135,9 +124,8 @@ def build_model(
 ) -> nn.Module:
     """A freshly initialised causal LM for ``config`` (identity rotation if NoPE).
 
-    The initial weights are those of a plain Llama model built under ``torch.manual_seed(seed)`` with
-    the same sizes, copied in — so every variant starts from bit-identical weights, whatever its
-    class. ``base_state`` overrides them (used when resuming).
+    The initial weights are those of a plain Llama model of the same sizes built under
+    ``torch.manual_seed(seed)``, whatever the class; ``base_state`` overrides them (resuming).
     """
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 

@@ -20,8 +20,8 @@ def batch_at(
 ) -> torch.Tensor:
     """Training batch of update ``step``: ``(batch, context)`` int64, column 0 = BOS.
 
-    Window starts are drawn uniformly from ``np.random.default_rng([seed, step])``: the same for
-    every variant trained with the same seed (same data order), independent of any other RNG.
+    Window starts are drawn uniformly from a generator seeded by ``(seed, step)``: the same for
+    every variant trained with the same seed, independent of any other RNG.
     """
     n_free = len(ids) - (context - 1) + 1
     if n_free < 1:

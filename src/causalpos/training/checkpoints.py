@@ -4,8 +4,7 @@ A checkpoint is a directory ``step-NNNNNN`` (in ``<out_dir>.checkpoints`` by def
 model (``config.json``, ``model.safetensors``), the tokenizer files and ``trainer_state.pt``:
 ``step``, ``settings`` (:func:`settings_record`), ``provenance``, ``optimizer``, ``scheduler``,
 ``torch_rng``, ``cuda_rng``, ``rows`` (the loss log so far), ``elapsed_s``, ``cpu_s`` — plain data
-only, loaded with ``torch.load(weights_only=True)``. A run resumed from it ends bit-identical to an
-uninterrupted one (on the same machine and thread count).
+only, loaded with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -36,10 +35,9 @@ CHECKPOINT_PREFIX = "step-"
 def settings_record(
     settings: TrainSettings, *, vocab_size: int, train_ids: np.ndarray, heldout_ids: np.ndarray
 ) -> dict[str, Any]:
-    """What a run's result depends on, as recorded in every checkpoint and in ``training.json``:
-    the resolved settings (:meth:`TrainSettings.resolved`, the shape nested), the vocabulary size
-    after ``variant``, then the token counts and hash of the data. A checkpoint whose record
-    differs is never resumed."""
+    """What a run's result depends on, recorded in every checkpoint and ``training.json``: the
+    resolved settings (the vocabulary size after ``variant``), the data's token counts and hash.
+    A checkpoint whose record differs is never resumed."""
     rec = asdict(settings.resolved())
     return {
         "variant": rec.pop("variant"),
@@ -52,8 +50,7 @@ def settings_record(
 
 
 def default_checkpoint_dir(out_dir: str | os.PathLike) -> Path:
-    """Where :func:`causalpos.training.loop.run_training` keeps checkpoints by default: the sibling
-    ``<out_dir>.checkpoints``."""
+    """Where ``run_training`` keeps checkpoints by default: the sibling ``<out_dir>.checkpoints``."""
     out_dir = Path(out_dir)
     return out_dir.with_name(out_dir.name + ".checkpoints")
 
@@ -160,9 +157,8 @@ def save_model_dir(model: nn.Module, tokenizer_dir: Path, out: Path) -> None:
 
 def write_weights_record(directory: Path, **record: Any) -> dict[str, Any]:
     """Write the ``causalpos_source.json`` of a model directory made here (``source: trained``):
-    the sha256 and ``[size, mtime]`` of its weights files, which
-    :func:`causalpos.models.load.load_model` checks at every load and ``causalpos verify``
-    checks on demand, as for a prepared model. ``record``: what else to keep (name, variant)."""
+    the sha256 and ``[size, mtime]`` of its weights files, which ``load_model`` checks at every
+    load. ``record``: what else to keep (name, variant)."""
     from causalpos.models.load import SOURCE_FILE, weights_manifest
     from causalpos.models.weights import weights_stat
 

@@ -13,7 +13,7 @@ import xarray as xr
 from causalpos.models.layer_kinds import layer_kinds
 from causalpos.paper1.compare import group_maps, paired_index_bootstrap
 from causalpos.paper1.diagonal import index_ci, key0_column
-from causalpos.paper1.nonrelative import paired, share_intervals
+from causalpos.paper1.nonrelative import interval_columns, paired, share_intervals
 from causalpos.training.twin import INIT_SUFFIX
 
 
@@ -50,10 +50,6 @@ def _decomposition(summary: xr.Dataset) -> dict[str, float]:
     return out
 
 
-def _named(name: str, est_lo_hi) -> dict[str, float]:
-    return dict(zip((name, f"{name}_lo", f"{name}_hi"), (float(x) for x in est_lo_hi)))
-
-
 def comparison_tables(
     stores: Mapping[str, tuple[xr.Dataset, xr.Dataset | None]],
     *,
@@ -66,24 +62,16 @@ def comparison_tables(
 ):
     """The index table (per variant and layer) and the comparison table (per variant).
 
-    Args:
-        stores: variant -> (score store of the trained model, score store of its init twin or
-            None), causal forward pass, one dataset for all.
-        leakage: variant -> paper 2 leakage summary of the trained model on that dataset (optional).
-        leakage_init: variant -> the same for its init twin (paper 2's random-init baseline).
-        lengthgen: ``results/stats/train_lengthgen.csv`` as a DataFrame (optional).
+    ``stores``: variant -> (score store of the trained model, of its init twin or None), causal,
+    one dataset for all; ``leakage`` / ``leakage_init``: variant -> paper 2 leakage summary of
+    the model / its twin; ``lengthgen``: ``results/stats/train_lengthgen.csv`` as a DataFrame.
 
-    Returns ``(index, comparison)`` DataFrames. ``index``: one row per (variant, weights, layer)
-    with ``weights`` ∈ {trained, init}, layer 1-indexed with its ``layer_kind``, the debiased
-    index with CI and noise floor, the scale-free non-relative share (``share*``, jackknife CI,
-    :mod:`causalpos.paper1.nonrelative`), and on trained rows the paired difference and ratio to
-    the twin (the ratio only where the twin's interval excludes 0) and the paired share difference
-    (``share_minus_init*``). ``comparison``: one row per variant: the layer-mean index (trained,
-    init, difference, ratio) with CIs, the share pooled over layers (``share_pooled*``,
-    ``init_share_pooled*``, ``share_pooled_minus_init*``, paired over groups), paper 2's
-    decomposition of the trained model
-    (``leak_*``) and of its twin (``init_leak_*``, paper 2's random-init baseline), the held-out
-    loss and the loss excess beyond the training length.
+    ``index``: one row per (variant, weights ∈ {trained, init}, layer): the debiased index with
+    CI and noise floor, the share, and on trained rows the paired difference and ratio to the
+    twin (the ratio only where the twin's interval excludes 0). ``comparison``: one row per
+    variant: the layer-mean index and the pooled share with their contrasts to the twin, paper
+    2's decomposition (``leak_*``, ``init_leak_*``), the held-out loss and the loss excess
+    beyond the training length.
     """
     import pandas as pd
 
@@ -130,15 +118,10 @@ def comparison_tables(
             row.update({f"init_{k}": v for k, v in _decomposition(leakage_init[variant]).items()})
         if lg is not None and variant in lg.index:
             r = lg.loc[variant]
-            row.update(
-                {
-                    "positional": r.get("positional", row["positional"]),
-                    "heldout_loss": float(r["final_heldout_loss"]),
-                    "excess_beyond_context": float(r["excess_mean"]),
-                    "excess_beyond_context_lo": float(r["excess_lo"]),
-                    "excess_beyond_context_hi": float(r["excess_hi"]),
-                }
-            )
+            row["positional"] = r.get("positional", row["positional"])
+            row["heldout_loss"] = float(r["final_heldout_loss"])
+            excess = r[["excess_mean", "excess_lo", "excess_hi"]]
+            row.update(interval_columns("excess_beyond_context", excess))
         row.update({"confidence": confidence, "n_sequences": n_sequences})
         cmp_rows.append(row)
     return pd.DataFrame(idx_rows), pd.DataFrame(cmp_rows)
@@ -169,19 +152,9 @@ def _index_rows(
         if not twin:
             continue
         ok = p.lo_b[layer] > 0  # the twin's index is detected: the ratio is bounded
-        row.update(
-            {
-                "minus_init": diff[0][layer],
-                "minus_init_lo": diff[1][layer],
-                "minus_init_hi": diff[2][layer],
-                "over_init": ratio[0][layer] if ok else math.nan,
-                "over_init_lo": ratio[1][layer] if ok else math.nan,
-                "over_init_hi": ratio[2][layer] if ok else math.nan,
-                "share_minus_init": s_diff[0][layer],
-                "share_minus_init_lo": s_diff[1][layer],
-                "share_minus_init_hi": s_diff[2][layer],
-            }
-        )
+        row.update(interval_columns("minus_init", diff, layer))
+        row.update(interval_columns("over_init", ratio, layer, skip=not ok))
+        row.update(interval_columns("share_minus_init", s_diff, layer))
         rows.append(
             _weights_row(base, "init", (p.estimate_b, p.lo_b, p.hi_b, p.floor_b), s_i, k_i, layer)
         )
@@ -200,12 +173,8 @@ def _weights_row(base: dict, weights: str, index, share, key0, layer: int) -> di
         "ci_lo": lo[layer],
         "ci_hi": hi[layer],
         "noise_floor": floor[layer],
-        "share": share.estimate[layer],
-        "share_lo": share.lo[layer],
-        "share_hi": share.hi[layer],
-        "key0": float(key0.debiased[layer]),
-        "key0_lo": float(key0.lo[layer]),
-        "key0_hi": float(key0.hi[layer]),
+        **interval_columns("share", share, layer),
+        **interval_columns("key0", (key0.debiased, key0.lo, key0.hi), layer),
     }
 
 
@@ -217,10 +186,8 @@ def _comparison_row(variant, trained: xr.Dataset, p, shares, *, twin: bool) -> d
     row = {
         "variant": variant,
         "positional": trained.attrs.get("positional", variant),
-        "index_mean": m["a"][0],
-        "index_mean_lo": m["a"][1],
-        "index_mean_hi": m["a"][2],
-        **_named("share_pooled", (p_t.estimate, p_t.lo, p_t.hi)),
+        **interval_columns("index_mean", m["a"]),
+        **interval_columns("share_pooled", p_t),
     }
     if twin:
         # A ratio over an index indistinguishable from 0 is unbounded: reported only where the
@@ -228,17 +195,11 @@ def _comparison_row(variant, trained: xr.Dataset, p, shares, *, twin: bool) -> d
         amp = m["ratio"] if m["b"][1] > 0 else (math.nan,) * 3
         row.update(
             {
-                "init_index_mean": m["b"][0],
-                "init_index_mean_lo": m["b"][1],
-                "init_index_mean_hi": m["b"][2],
-                "minus_init": m["difference"][0],
-                "minus_init_lo": m["difference"][1],
-                "minus_init_hi": m["difference"][2],
-                "amplification": amp[0],
-                "amplification_lo": amp[1],
-                "amplification_hi": amp[2],
-                **_named("init_share_pooled", (p_i.estimate, p_i.lo, p_i.hi)),
-                **_named("share_pooled_minus_init", paired(p_t, p_i)),
+                **interval_columns("init_index_mean", m["b"]),
+                **interval_columns("minus_init", m["difference"]),
+                **interval_columns("amplification", amp),
+                **interval_columns("init_share_pooled", p_i),
+                **interval_columns("share_pooled_minus_init", paired(p_t, p_i)),
             }
         )
     return row

@@ -14,8 +14,7 @@ def split_documents(
 ) -> tuple[list[str], list[str]]:
     """Split documents into ``(train_texts, heldout_texts)`` by source (book title).
 
-    ``docs``: ``causalpos.data.Document`` items (``.text``, ``.source``), e.g.
-    ``causalpos.data.kjv_documents("chapter")``. Raises if a held-out source is absent, so a
+    ``docs``: ``causalpos.data.Document`` items. Raises if a held-out source is absent, so a
     misspelt book name cannot silently hold out nothing.
     """
     wanted = {s.lower() for s in heldout_sources}
@@ -36,13 +35,8 @@ def split_documents(
 def prepare_texts(
     corpus: Mapping[str, Any], heldout_sources: Sequence[str] = HELDOUT_BOOKS
 ) -> tuple[list[str], list[str]]:
-    """Load a corpus spec (``causalpos.data`` format, e.g. ``{"type": "kjv"}``) and split it by source.
-
-    Returns ``(train_texts, heldout_texts)`` — what :func:`causalpos.training.tokenizer.fit_tokenizer` and
-    :func:`causalpos.training.loop.run_training`
-    take. The held-out sources are read by the analyses as their own dataset
-    (``{"type": "kjv", "books": [...]}``).
-    """
+    """``(train_texts, heldout_texts)`` of a corpus spec (``causalpos.data`` format) split by
+    source; the analyses read the held-out sources as their own dataset."""
     from causalpos.data import load_documents
 
     return split_documents(load_documents(dict(corpus)), heldout_sources)

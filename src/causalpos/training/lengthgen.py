@@ -1,10 +1,6 @@
-"""Loss by position beyond the training length: the length-generalisation link both papers leave open.
-
-Paper 1 (§8) and paper 2 (§6) relate positional mechanisms (causal mask alone, RoPE, NTK-scaled
-RoPE, sliding window) to how a model behaves past its training context but measure nothing
-downstream. Here each one-factor variant trained by :mod:`causalpos.training.loop` is run on held-out
-sequences longer than its training context (by default twice), and the next-token NLL is reported
-per position with a bootstrap confidence interval over sequences.
+"""Loss by position beyond the training length, the link paper 1 (§8) and paper 2 (§6) leave
+unmeasured: each one-factor variant's next-token NLL per position on held-out sequences longer
+than its training context, with a bootstrap CI over sequences.
 
 Position convention: ``position`` t (0-indexed, 1 .. seq − 1) is the *predicted* token; its NLL is
 −log p(token t | tokens 0 .. t − 1). A model trained on ``context``-token windows was trained on
@@ -64,15 +60,12 @@ def loss_by_position(
 ) -> xr.Dataset:
     """Per-position mean next-token NLL of ``model`` on ``tokens`` ``(n_sequences, seq)`` with a bootstrap CI.
 
-    Returns ``xr.Dataset`` with ``nll (sequence, position)`` float32, ``nll_mean``, ``nll_lo``,
-    ``nll_hi`` ``(position)`` float64 (nats; percentile bootstrap over sequences,
-    :func:`causalpos.inference.bootstrap_ci`), ``position`` = 1 .. seq − 1; attrs ``train_context``,
-    ``confidence``, ``n_bootstrap``, ``seed``, and ``mean_nll_within`` / ``mean_nll_beyond``
-    (means over targets t < train_context and t ≥ train_context). When ``tokens`` reach beyond
-    ``train_context`` also the paired per-sequence excess ``excess (sequence)`` = mean NLL over
-    t ≥ train_context − mean NLL over ``excess_from`` ≤ t < train_context (default
-    ``train_context // 2``: trained positions that already have long contexts), and its mean
-    with bootstrap CI ``excess_mean``, ``excess_lo``, ``excess_hi`` (scalars).
+    Returns ``nll (sequence, position)`` float32 and ``nll_mean``, ``nll_lo``, ``nll_hi``
+    ``(position)`` float64 (nats), ``position`` = 1 .. seq − 1; attrs ``mean_nll_within`` /
+    ``mean_nll_beyond`` (over targets t < train_context and t ≥ train_context). Where ``tokens``
+    reach beyond ``train_context`` also ``excess (sequence)`` = mean NLL over t ≥ train_context −
+    mean NLL over ``excess_from`` ≤ t < train_context (default ``train_context // 2``), and its
+    mean with bootstrap CI ``excess_mean``, ``excess_lo``, ``excess_hi`` (scalars).
     """
     nll = per_token_nll(model, tokens, batch_size=batch_size)
     # Percentile bootstrap over sequences; one resampling shared by all positions (keeps pairing).
@@ -97,22 +90,14 @@ def loss_by_position(
     start = train_context // 2 if excess_from is None else int(excess_from)
     ref = (positions >= start) & within
     if ref.any() and (~within).any():
-        # Excess loss beyond the training length, paired within each sequence: mean NLL over
-        # targets t >= train_context minus mean over excess_from <= t < train_context. The first
-        # targets (little context, high loss) are left out of the reference so the excess is not
-        # dominated by them; the text at these positions is the same for every variant, so the
-        # variants' excesses compare directly.
+        # Paired within each sequence. The first targets (little context, high loss) are left
+        # out of the reference so the excess is not dominated by them.
         excess = nll[:, ~within].astype(np.float64).mean(1) - nll[:, ref].astype(np.float64).mean(1)
         attrs["excess_from"] = start
-        e_mean, e_lo, e_hi = bootstrap_ci(excess, n_boot=n_bootstrap, level=confidence, seed=seed)
-        data.update(
-            {
-                "excess": ("sequence", excess),
-                "excess_mean": ((), float(e_mean)),
-                "excess_lo": ((), float(e_lo)),
-                "excess_hi": ((), float(e_hi)),
-            }
-        )
+        e = bootstrap_ci(excess, n_boot=n_bootstrap, level=confidence, seed=seed)
+        data["excess"] = ("sequence", excess)
+        for key, v in zip(("excess_mean", "excess_lo", "excess_hi"), e):
+            data[key] = ((), float(v))
     return xr.Dataset(
         data, coords={"sequence": np.arange(nll.shape[0]), "position": positions}, attrs=attrs
     )
@@ -131,13 +116,10 @@ def measure_length_generalization(
 ) -> xr.Dataset:
     """:func:`loss_by_position` for each named model (the one-factor variants), stacked on a ``variant`` dim.
 
-    ``models``: variant name → loaded model (NoPE models must have their identity rotation, i.e.
-    be loaded with ``causalpos.models.load.load_model``). ``tokens``: ``(n_sequences, seq)`` held-out
-    ids, seq typically 2 × the training context. ``train_context``: one value or one per variant.
-    The same bootstrap seed is used for every variant, so the CIs resample the same sequences.
-    Returns variables of :func:`loss_by_position` with a leading ``variant`` dim and
-    ``train_context (variant)``, ``mean_nll_within (variant)``, ``mean_nll_beyond (variant)``
-    (and ``excess_mean``/``excess_lo``/``excess_hi (variant)`` when sequences go beyond it).
+    ``models``: variant name → loaded model (NoPE ones loaded with ``load_model``: the identity
+    rotation). ``train_context``: one value or one per variant. The same bootstrap seed for every
+    variant, so the CIs resample the same sequences. Adds ``train_context``,
+    ``mean_nll_within`` and ``mean_nll_beyond`` per variant.
     """
     if not models:
         raise ValueError("measure_length_generalization needs at least one model")
@@ -155,9 +137,7 @@ def measure_length_generalization(
             excess_from=excess_from,
         )
         ds = ds.assign(
-            train_context=ctx,
-            mean_nll_within=ds.attrs["mean_nll_within"],
-            mean_nll_beyond=ds.attrs["mean_nll_beyond"],
+            train_context=ctx, **{k: ds.attrs[k] for k in ("mean_nll_within", "mean_nll_beyond")}
         )
         parts.append(ds.expand_dims(variant=[name]))
     out = xr.concat(parts, dim="variant", combine_attrs="drop_conflicts")
@@ -167,12 +147,8 @@ def measure_length_generalization(
 
 
 def summary_table(ds: xr.Dataset):
-    """One row per variant of a :func:`length_generalization_from_dirs` dataset (a ``pandas.DataFrame``).
-
-    Columns: variant, positional, train_context, seq_len, n_sequences, final_heldout_loss,
-    unigram_entropy, mean_nll_within, mean_nll_beyond, and (when the sequences go beyond the
-    training context) excess_from, excess_mean, excess_lo, excess_hi, confidence — nats.
-    """
+    """One row per variant of a ``stages.lengthgen.length_generalization`` dataset (a
+    ``pandas.DataFrame``, nats); the excess columns where the sequences go beyond the context."""
     import pandas as pd
 
     rows = []

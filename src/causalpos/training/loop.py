@@ -113,34 +113,18 @@ def run_training(
 ) -> dict[str, Any]:
     """Train one model from scratch (resuming from the last checkpoint) and save it in HF format.
 
-    Data: token streams ``train_ids`` / ``heldout_ids`` ``(n_tokens,)`` (as made by
-    :func:`causalpos.training.tokenizer.encode_documents`). Training
-    windows are :func:`causalpos.training.batches.batch_at`; the held-out loss is the mean NLL on
-    the first ``n_eval`` non-overlapping held-out windows, measured at step 0, every
-    ``eval_every`` updates and at the end.
+    ``train_ids`` / ``heldout_ids``: token streams ``(n_tokens,)``. The held-out loss is the mean
+    NLL on the first ``n_eval`` non-overlapping held-out windows, at step 0, every ``eval_every``
+    updates and at the end. AdamW (β = 0.9, 0.95; weight decay on matrices only), gradient
+    clipping, linear warmup then cosine decay to ``min_lr_ratio · lr``; master weights float32,
+    another ``dtype`` under autocast.
 
-    Optimiser: AdamW (β = 0.9, 0.95; weight decay on matrices only), gradient clipping at
-    ``grad_clip``, linear warmup over ``warmup`` updates then cosine decay to ``min_lr_ratio · lr``.
-    Master weights are float32; ``dtype`` other than float32 trains under autocast.
-
-    Outputs in ``out_dir`` (written under a temporary name and renamed into place at the end):
-    ``config.json`` + ``model.safetensors`` + tokenizer files (load with
-    ``causalpos.models.load.load_model``), ``loss_curve.csv`` (step, train_loss, heldout_loss, lr) and
-    ``training.json`` (settings, final losses, unigram baselines, parameter count, wall and CPU
-    time). Checkpoints: :mod:`causalpos.training.checkpoints`; how and where the run goes:
-    :class:`causalpos.training.settings.RunOptions`. Returns the ``training.json`` content (or a
-    partial summary when stopped early by ``run.stop_after``); ``run`` defaults to
-    ``RunOptions()``.
+    ``out_dir`` (renamed into place at the end) holds the HF model and tokenizer,
+    ``loss_curve.csv`` and ``training.json``, whose content is returned (a partial summary when
+    stopped early by ``run.stop_after``).
     """
     run = RunOptions() if run is None else run
-    job = _job(
-        settings,
-        run,
-        tokenizer_dir,
-        out_dir,
-        train_ids,
-        heldout_ids,
-    )
+    job = _job(settings, run, tokenizer_dir, out_dir, train_ids, heldout_ids)
     state = _resume(job)
     end = job.settings.steps if run.stop_after is None else min(job.settings.steps, run.stop_after)
     for step in range(state.step, end):
@@ -223,15 +207,13 @@ def _resume(job: _Job) -> _State:
         special_ids=(job.bos_id, job.eos_id, job.pad_id),
     )
     saved, path = _matching_checkpoint(job)
-    if saved is not None:
-        model = build_model(config, seed=s.seed, base_state=load_checkpoint_weights(path))
-        log.info("resuming %s from %s (step %d)", s.variant, path, int(saved["step"]))
-    else:
-        model = build_model(config, seed=s.seed)
+    weights = None if saved is None else load_checkpoint_weights(path)
+    model = build_model(config, seed=s.seed, base_state=weights)
     model.to(job.device)
     model.train()
     opt, sched = _optimizer(model, s)
     if saved is not None:
+        log.info("resuming %s from %s (step %d)", s.variant, path, int(saved["step"]))
         opt.load_state_dict(saved["optimizer"])
         sched.load_state_dict(saved["scheduler"])
         torch.set_rng_state(saved["torch_rng"])
@@ -338,14 +320,10 @@ def _step(job: _Job, state: _State, step: int) -> dict[str, float]:
     done = step + 1
     row = {"step": done, "train_loss": float(loss.detach()), "lr": lr_now, "heldout_loss": math.nan}
     if done % s.eval_every == 0 or done == s.steps:
-        row["heldout_loss"] = _finite_loss(
-            evaluate(
-                state.model, job.eval_tokens, batch=s.batch, autocast_dtype=job.autocast_dtype
-            ),
-            "held-out",
-            done,
-            s,
+        held = evaluate(
+            state.model, job.eval_tokens, batch=s.batch, autocast_dtype=job.autocast_dtype
         )
+        row["heldout_loss"] = _finite_loss(held, "held-out", done, s)
         if job.run.progress:
             log.info(
                 "%s step %d train %.4f held-out %.4f",

@@ -1,26 +1,18 @@
-"""Every hyper-parameter of a model trained here, declared once (torch-free).
-
-:class:`TrainSettings` is what determines a trained model's weights: the positional variant, the
-decoder's shape (:class:`ModelShape`), the data windows, the optimiser and its schedule, the seed
-and the held-out evaluation. :class:`RunOptions` is how and where a run goes (device,
-checkpoint cadence, what to do with stale checkpoints): changing it changes no number.
-
-The config's ``train:`` keys are these fields (:func:`config_keys`), so a hyper-parameter is
-declared here and nowhere else: its default, its meaning, and which positional type reads it.
+"""Every hyper-parameter of a model trained here, declared once (torch-free): the config's
+``train:`` keys are these fields (:func:`config_keys`), each with its default, its meaning and
+the positional type that reads it. :class:`RunOptions` changes no number.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from causalpos.settings import FULL_PRECISION, Scheduling, check_keys, from_params, setting, shared
 
-#: Positional variants, in the canonical order: what differs between them (everything else —
-#: tokenizer, data order, initial weights, optimiser — is equal):
-#: ``rope`` standard rotary embedding; ``nope`` no positional encoding (identity rotation);
-#: ``ntk`` llama3-style frequency scaling of RoPE; ``swa`` sliding-window attention (Mistral).
+#: Positional variants, in the canonical order (what differs between them:
+#: :mod:`causalpos.training.architecture`).
 VARIANTS: tuple[str, ...] = ("rope", "nope", "ntk", "swa")
 
 
@@ -118,17 +110,12 @@ class TrainSettings:
         ``ntk_factor`` only for ntk (0.0 otherwise), ``ntk_original_context`` only for ntk
         (default context) — so variants that ignore a key are not told apart by it."""
         swa, ntk = self.variant == "swa", self.variant == "ntk"
-        return TrainSettings(
-            **{f.name: getattr(self, f.name) for f in fields(self)}
-            | {
-                "window": (self.context // 4 if self.window is None else self.window)
-                if swa
-                else None,
-                "ntk_factor": self.ntk_factor if ntk else 0.0,
-                "ntk_original_context": (self.ntk_original_context or self.context)
-                if ntk
-                else None,
-            }
+        window = self.context // 4 if self.window is None else self.window
+        return replace(
+            self,
+            window=window if swa else None,
+            ntk_factor=self.ntk_factor if ntk else 0.0,
+            ntk_original_context=(self.ntk_original_context or self.context) if ntk else None,
         )
 
 
@@ -168,7 +155,7 @@ def config_keys() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
 
     Every field of :class:`ModelShape` and :class:`TrainSettings` the config sets (``variant``
     comes from ``positional``, ``seed`` from the top-level ``seed``)."""
-    hp = [f for f in fields(ModelShape)]
+    hp = list(fields(ModelShape))
     hp += [
         f for f in fields(TrainSettings) if (f.metadata.get("config") or "").startswith("train.")
     ]

@@ -33,15 +33,10 @@ def fit_tokenizer(
 ) -> Path:
     """Train a byte-level BPE tokenizer on ``texts`` and save it as an HF tokenizer in ``out_dir``.
 
-    Special tokens ``<|bos|>`` (id 0), ``<|eos|>`` (id 1), ``<|pad|>`` (id 2). With ``add_bos`` the
-    tokenizer prepends BOS whenever it is called with ``add_special_tokens=True`` (the default), so
-    position 0 of every encoded sequence is the same token. Loadable with
-    ``transformers.AutoTokenizer.from_pretrained(out_dir)`` (a ``PreTrainedTokenizerFast``).
-
-    BPE training is deterministic (merge counts, ties broken by the library's ordering); ``seed`` is
-    recorded in ``causalpos_tokenizer.json`` for provenance and changes nothing, as is
-    ``extra_meta`` (e.g. the corpus spec and held-out sources). ``out_dir`` is written under a
-    temporary name and renamed into place (replacing what was there), so it is complete or absent.
+    With ``add_bos`` the tokenizer prepends BOS whenever it is called with
+    ``add_special_tokens=True`` (the default). BPE training is deterministic; ``seed`` and
+    ``extra_meta`` are recorded in ``causalpos_tokenizer.json`` and change nothing. ``out_dir``
+    is renamed into place (replacing what was there), so it is complete or absent.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
@@ -93,13 +88,9 @@ def fit_tokenizer(
         "n_characters": int(sum(len(t) for t in texts)),
         **dict(extra_meta or {}),
     }
-
-    def write(tmp: Path) -> None:
+    with atomic_dir(out) as tmp:
         fast.save_pretrained(tmp)
         (tmp / "causalpos_tokenizer.json").write_text(json.dumps(meta, indent=2) + "\n")
-
-    with atomic_dir(out) as tmp:
-        write(tmp)
     return out
 
 

@@ -17,11 +17,9 @@ INIT_SUFFIX = "-init"
 def prepare_init_twin(trained_dir: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     """Write the weights ``trained_dir`` was trained *from* as an HF-format model directory.
 
-    Reads the trained model's ``config.json`` (its positional variant included) and the seed in its
-    ``training.json``, rebuilds the initial model with :func:`causalpos.training.architecture.build_model` (every
-    variant of one seed starts from bit-identical weights) and saves it with the trained model's
-    tokenizer and a ``causalpos_source.json`` naming the trained model. Atomic: the directory
-    appears complete or not at all.
+    Rebuilds the initial model from the trained model's ``config.json`` and the seed in its
+    ``training.json`` and saves it, atomically, with the trained model's tokenizer and a
+    ``causalpos_source.json`` naming the trained model.
     """
     from transformers import AutoConfig
 
