@@ -23,8 +23,8 @@ from causalpos.paths import (
     SCORECARD_CSV,
 )
 
-#: Exit status of a usage error (a path that is not there, a file that is not what the command
-#: reads), as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
+#: Exit status of a usage error (a path that is not there, a file not what the command reads),
+#: as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
 EXIT_USAGE = 2
 
 #: Where ``causalpos catalogue --update`` puts the tables' list.
@@ -35,8 +35,7 @@ SCORECARD_COLUMNS = ("paper", "target", "measured", "paper_value", "verdict")
 
 
 def package_version() -> str:
-    """The installed distribution's version (``importlib.metadata``), else, where causalpos is
-    imported from a source tree it was not installed from, the package's ``__version__``."""
+    """The installed distribution's version, else (a source tree not installed) ``__version__``."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -53,8 +52,7 @@ def _usage_error(message: str) -> int:
 
 
 def _tolerance(text: str) -> float:
-    """An argparse type: a finite number >= 0 (``--rtol`` / ``--atol``); NaN would make every
-    number compare different, inf or a negative one every number equal or none."""
+    """An argparse type: a finite number >= 0 (``--rtol`` / ``--atol``)."""
     try:
         value = float(text)
     except ValueError:
@@ -348,17 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     catalogue.add_argument("--update", metavar="FILE", help="e.g. docs/outputs.md")
     args = parser.parse_args(argv)
-    if args.command == "catalogue":
-        return _catalogue(args)
-    if args.command == "findings":
-        return _findings(args)
-    if args.command == "diff-results":
-        return _diff_results(args)
-    if args.command == "verify":
-        return _verify(args)
-    if args.command == "summary":
-        return _summary(args)
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    commands = {
+        "catalogue": _catalogue,
+        "findings": _findings,
+        "diff-results": _diff_results,
+        "verify": _verify,
+        "summary": _summary,
+    }
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":
