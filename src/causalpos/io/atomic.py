@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 log = logging.getLogger("causalpos.io.atomic")
@@ -164,10 +164,8 @@ def replace_json(path: str | os.PathLike, obj) -> bool:
 def free_bytes(path: Path) -> int | None:
     """Free bytes of the filesystem holding ``path`` (its nearest existing ancestor)."""
     for p in (path, *path.parents):
-        try:
+        with suppress(OSError):
             return shutil.disk_usage(p).free
-        except OSError:
-            continue
     return None
 
 

@@ -9,6 +9,7 @@ rules whose scripts import it. Standard library only: the Snakefile imports this
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import json
@@ -57,12 +58,10 @@ def use_cache(path: str | Path | None) -> None:
     _CACHE.update(path=None if path is None else Path(path), entries={}, dirty=False)
     if path is None:
         return
-    try:
+    with contextlib.suppress(OSError, ValueError):
         entries = json.loads(Path(path).read_text())
         if isinstance(entries, dict):
             _CACHE["entries"] = entries
-    except (OSError, ValueError):
-        pass
 
 
 def _save_cache() -> None:

@@ -5,6 +5,7 @@ the run that wrote it and a rebuild command names them), and what it rebuilds (:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -24,10 +25,8 @@ def display_path(path: str | os.PathLike) -> str:
     its outputs), else as given."""
     p = Path(path)
     if p.is_absolute():
-        try:
+        with contextlib.suppress(ValueError):
             return str(p.relative_to(Path.cwd()))
-        except ValueError:
-            pass
     return str(p)
 
 

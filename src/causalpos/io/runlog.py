@@ -123,12 +123,9 @@ def keep_symlinked_output_dirs() -> bool:
             }:
                 if not io_dir or os.path.islink(io_dir) or not os.path.isdir(io_dir):
                     continue
-                try:
-                    with os.scandir(io_dir) as entries:
-                        if next(entries, None) is None:
-                            os.removedirs(io_dir)
-                except OSError:
-                    pass
+                with contextlib.suppress(OSError), os.scandir(io_dir) as entries:
+                    if next(entries, None) is None:
+                        os.removedirs(io_dir)
 
     cleanup_workdir.causalpos_keeps_links = True
     DAG.cleanup_workdir = cleanup_workdir
@@ -317,8 +314,6 @@ def exit_now() -> None:
     ``os._exit`` (no atexit handlers, no module finalization), for a job whose outputs are closed."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
     os._exit(0)
