@@ -12,8 +12,11 @@ causalpos catalogue [--update docs/outputs.md]  # the tables' list, from causalp
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import sys
+from pathlib import Path
 
 from causalpos.paths import (
     BENCHMARKS_ROOT,
@@ -65,8 +68,6 @@ def _tolerance(text: str) -> float:
 
 
 def _diff_results(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from causalpos.io.compare_trees import compare_trees
 
     for which, path in (("A", args.a), ("B", args.b)):
@@ -93,8 +94,6 @@ def _diff_results(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     import pandas as pd
 
     from causalpos.scorecard import readme_summary, update_readme
@@ -139,8 +138,6 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _findings(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from causalpos.findings import FindingsError, Tables, render
 
     template = Path(args.template)
@@ -173,9 +170,6 @@ def _findings(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    import json
-    import os
-
     from causalpos.config.provenance import config_expectations
     from causalpos.io.runconfig import CONFIG_ENV, CONFIGFILES_ENV
     from causalpos.io.verify import EXIT_DAMAGED, EXIT_OK, EXIT_UNVERIFIED, verify_tree
@@ -218,8 +212,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _catalogue(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     import causalpos.catalogue as tables
     import causalpos.catalogue_stores as stores
     from causalpos.scorecard.markdown import replace_block
