@@ -30,12 +30,6 @@ from causalpos.paths import (
 #: as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
 EXIT_USAGE = 2
 
-#: Where ``causalpos catalogue --update`` puts the tables' list.
-WHERE_TABLES = ' (docs/outputs.md: under "Tables and stores")'
-
-#: The columns ``causalpos summary`` reads from a scorecard.
-SCORECARD_COLUMNS = ("paper", "target", "measured", "paper_value", "verdict")
-
 
 def package_version() -> str:
     """The installed distribution's version, else (a source tree not installed) ``__version__``."""
@@ -108,7 +102,8 @@ def _summary(args: argparse.Namespace) -> int:
         card = pd.read_csv(args.scorecard, keep_default_na=False)
     except (ValueError, OSError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
         return _usage_error(f"summary: {args.scorecard} is not a readable CSV ({e})")
-    missing = [c for c in SCORECARD_COLUMNS if c not in card.columns]
+    read = ("paper", "target", "measured", "paper_value", "verdict")
+    missing = [c for c in read if c not in card.columns]
     if missing:
         return _usage_error(
             f"summary: {args.scorecard} is not a scorecard: it has no column(s) "
@@ -229,7 +224,9 @@ def _catalogue(args: argparse.Namespace) -> int:
     text = path.read_text()
     try:
         for (block, begin, end), what in zip(blocks, ("tables", "summary variables")):
-            text = replace_block(text, block, (begin, end), what, WHERE_TABLES)
+            text = replace_block(
+                text, block, (begin, end), what, ' (docs/outputs.md: under "Tables and stores")'
+            )
     except ValueError as e:
         return _usage_error(f"catalogue: {path}: {e}")
     path.write_text(text)

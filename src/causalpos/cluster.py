@@ -33,13 +33,9 @@ class SlurmNodes:
     nodes: tuple[Node, ...]
     default_partition: str | None
 
-    def partition_nodes(self, partition: str | None) -> list[Node]:
-        name = partition or self.default_partition
-        return [n for n in self.nodes if n.partition == name]
-
     def largest(self, partition: str | None) -> Node | None:
         """The most of each resource one node of ``partition`` (default: the cluster's) has."""
-        nodes = self.partition_nodes(partition)
+        nodes = [n for n in self.nodes if n.partition == (partition or self.default_partition)]
         if not nodes:
             return None
         return Node(
@@ -50,12 +46,8 @@ class SlurmNodes:
         )
 
 
+#: The GPUs of a ``sinfo %G`` field: ``gpu:a100:4(S:0-1),shard:8`` has 4, ``(null)`` none.
 _GPU_GRES = re.compile(r"gpu(?::[^:(,]+)?:(\d+)")
-
-
-def _gpus(gres: str) -> int:
-    """GPUs in a ``sinfo %G`` field, e.g. ``gpu:a100:4(S:0-1),shard:8`` -> 4; ``(null)`` -> 0."""
-    return sum(int(m.group(1)) for m in _GPU_GRES.finditer(gres))
 
 
 def parse_sinfo(text: str) -> SlurmNodes:
@@ -69,7 +61,8 @@ def parse_sinfo(text: str) -> SlurmNodes:
         if partition.endswith("*"):
             partition = partition[:-1]
             default = partition
-        nodes.append(Node(partition, int(cpus.rstrip("+")), int(mem.rstrip("+")), _gpus(gres)))
+        gpus = sum(int(m.group(1)) for m in _GPU_GRES.finditer(gres))
+        nodes.append(Node(partition, int(cpus.rstrip("+")), int(mem.rstrip("+")), gpus))
     return SlurmNodes(tuple(nodes), default)
 
 

@@ -139,26 +139,30 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def replace_json(path: str | os.PathLike, obj) -> bool:
-    """Write ``obj`` as JSON to ``path`` through a new file renamed into place (mode 0644), so a
-    concurrent reader never sees half of one. False, nothing left behind, where it cannot be
-    written (a read-only checkout)."""
+def replace_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a new file renamed into place (mode 0644), so a
+    concurrent reader never sees half of one; the new file is removed where that fails."""
     path = Path(path)
-    tmp = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh)
+            fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-        tmp = None
-        return True
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def replace_json(path: str | os.PathLike, obj) -> bool:
+    """Write ``obj`` as JSON to ``path`` by :func:`replace_text`; False, nothing left behind,
+    where it cannot be written (a read-only checkout)."""
+    try:
+        replace_text(path, json.dumps(obj))
     except OSError:
         return False
-    finally:
-        if tmp is not None:  # any failure before the rename (a value JSON cannot hold too)
-            Path(tmp).unlink(missing_ok=True)
+    return True
 
 
 def free_bytes(path: Path) -> int | None:

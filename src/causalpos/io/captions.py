@@ -8,9 +8,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from causalpos.io.atomic import replace_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -43,10 +44,5 @@ def item_caption(
     if write:
         text = render_caption(template.read_text(), names)
         if not path.is_file() or path.read_text() != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
+            replace_text(path, text)
     return str(path.resolve())

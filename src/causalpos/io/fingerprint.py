@@ -37,14 +37,6 @@ def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
     return None
 
 
-def _module_name(path: Path, package_dir: Path) -> str:
-    rel = path.relative_to(package_dir).with_suffix("")
-    parts = [PACKAGE, *rel.parts]
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 #: Parsed import lists by (file, package, content): scripts' closures share most modules.
 _NAMES: dict[tuple[str, str, bytes], frozenset[str]] = {}
 
@@ -97,10 +89,9 @@ def _imported_names(path: Path, package_dir: Path) -> frozenset[str]:
 
 def _scan_imports(path: Path, source: bytes, package_dir: Path) -> set[str]:
     tree = ast.parse(source, filename=str(path))
-    here = None
+    here = None  # the module's dotted parts, "__init__" kept: level N drops the last N
     if path.is_relative_to(package_dir):
-        here = _module_name(path, package_dir)
-        is_pkg = path.name == "__init__.py"
+        here = [PACKAGE, *path.relative_to(package_dir).with_suffix("").parts]
     names: set[str] = set()
     for node in _import_statements(tree.body):
         if isinstance(node, ast.Import):
@@ -109,9 +100,7 @@ def _scan_imports(path: Path, source: bytes, package_dir: Path) -> set[str]:
             if node.level:
                 if here is None:
                     continue
-                base = here.split(".")
-                drop = node.level - 1 if is_pkg else node.level
-                base = base[: len(base) - drop] if drop else base
+                base = here[: len(here) - node.level]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""

@@ -117,9 +117,9 @@ def rebuild_command(path: str | os.PathLike, *, flag: str = "--force") -> str:
     directory."""
     p = Path(path)
     files, args = _options_of(p) or ([], [])
-    if re.fullmatch(r"shard-\d{4}", p.parent.name):
-        p = p.parent
-    elif p.suffix == ".zarr" and p.parts[-5:-3] == ("results", "scores"):
+    if re.fullmatch(r"shard-\d{4}", p.parent.name) or (
+        p.suffix == ".zarr" and p.parts[-5:-3] == ("results", "scores")
+    ):
         p = p.parent
     return f"snakemake {flag} {shlex.quote(display_path(p))}{config_options(files, args)} --cores 1"
 
@@ -257,10 +257,10 @@ def read_manifest(store: str | os.PathLike) -> dict | None:
     :class:`StoreError` where it should be there and is not, or is unreadable."""
     store = Path(store)
     path = store / MANIFEST_GROUP / "zarr.json"
+    marker = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR)
     if not path.is_file():
         if (store / MANIFEST_GROUP).exists():
             raise StoreError(store, f"its manifest {MANIFEST_GROUP}/zarr.json is missing")
-        marker = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR)
         if marker is not None:
             raise StoreError(
                 store,
@@ -281,11 +281,10 @@ def read_manifest(store: str | os.PathLike) -> dict | None:
             store,
             f"its manifest {MANIFEST_GROUP}/zarr.json is unreadable ({type(e).__name__}: {e})",
         ) from e
-    fmt = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR, STORE_FORMAT)
-    if isinstance(fmt, int) and fmt > STORE_FORMAT:
+    if isinstance(marker, int) and marker > STORE_FORMAT:
         raise StoreError(
             store,
-            f"it has store format {fmt}, this causalpos reads formats up to {STORE_FORMAT} "
+            f"it has store format {marker}, this causalpos reads formats up to {STORE_FORMAT} "
             "(written by a newer causalpos)",
         )
     if version != MANIFEST_VERSION:

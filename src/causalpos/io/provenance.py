@@ -158,8 +158,7 @@ def params_differences(recorded: Mapping, expected: Mapping, noun: str = "store"
     for key in sorted(set(a) | set(b)):
         x, y = a.get(key, missing), b.get(key, missing)
         if x != y:
-            xs = "nothing" if x is missing else json.dumps(x, default=str)
-            ys = "nothing" if y is missing else json.dumps(y, default=str)
+            xs, ys = ("nothing" if v is missing else json.dumps(v, default=str) for v in (x, y))
             out.append(f"{key}: the {noun} has {xs}, this config {ys}")
     changed = sorted(
         k for k in set(inputs[0]) | set(inputs[1]) if inputs[0].get(k) != inputs[1].get(k)
@@ -266,13 +265,16 @@ def stamp(attrs: dict, store: str | os.PathLike) -> None:
         attrs[PROVENANCE_ATTR] = record
 
 
-def check_opened(store: str | os.PathLike, attrs: dict) -> None:
-    """Take the record out of an opened store's ``attrs`` (readers never see it);
-    :class:`ProvenanceError` where :func:`record_problems` finds any."""
-    recorded = attrs.pop(PROVENANCE_ATTR, None)
-    problems = record_problems(store, recorded, expected_record(store))
+def _check(path: str | os.PathLike, recorded: Mapping | None) -> None:
+    """:class:`ProvenanceError` where :func:`record_problems` finds any in ``path``'s record."""
+    problems = record_problems(path, recorded, expected_record(path))
     if problems:
-        raise ProvenanceError(store, problems, recorded)
+        raise ProvenanceError(path, problems, recorded)
+
+
+def check_opened(store: str | os.PathLike, attrs: dict) -> None:
+    """Take the record out of an opened store's ``attrs`` (readers never see it) and check it."""
+    _check(store, attrs.pop(PROVENANCE_ATTR, None))
 
 
 def stamp_table(*tables: str | os.PathLike) -> None:
@@ -294,7 +296,4 @@ def check_table(*tables: str | os.PathLike) -> None:
     """Before a job reads each table of ``tables``: :class:`ProvenanceError` where its record
     shows problems (:func:`record_problems`); a table without a record passes."""
     for table in tables:
-        recorded = table_record(table)
-        problems = record_problems(table, recorded, expected_record(table))
-        if problems:
-            raise ProvenanceError(table, problems, recorded or {})
+        _check(table, table_record(table))

@@ -78,24 +78,21 @@ class Renames:
             return self.words[line]
         words = tuple(self.words)
         if words:
-            line = _word_re(words).sub(lambda m: self.words[m.group(0)], line)
+            line = _names_re(r"(?<![\w.])(?:{})(?![\w])", words).sub(
+                lambda m: self.words[m.group(0)], line
+            )
         if self.ticked:
-            line = _tick_re(tuple(self.ticked)).sub(lambda m: f"`{self.ticked[m.group(1)]}`", line)
+            line = _names_re(r"`({})`", tuple(self.ticked)).sub(
+                lambda m: f"`{self.ticked[m.group(1)]}`", line
+            )
         return line
 
 
-def _alternation(names: tuple[str, ...]) -> str:
-    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-
-
-@functools.lru_cache(maxsize=8)
-def _word_re(names: tuple[str, ...]) -> re.Pattern:
-    return re.compile(rf"(?<![\w.])(?:{_alternation(names)})(?![\w])")
-
-
-@functools.lru_cache(maxsize=8)
-def _tick_re(names: tuple[str, ...]) -> re.Pattern:
-    return re.compile(rf"`({_alternation(names)})`")
+@functools.lru_cache(maxsize=16)
+def _names_re(template: str, names: tuple[str, ...]) -> re.Pattern:
+    """``template`` with ``{}`` the alternation of ``names``, longest first, compiled."""
+    alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(template.format(alternation))
 
 
 def _scope(kind: str) -> list[str | None]:

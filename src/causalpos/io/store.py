@@ -38,8 +38,6 @@ from causalpos.io.provenance import check_opened, stamp
 
 log = logging.getLogger("causalpos.io.store")
 
-ZARR_FORMAT = 3
-
 #: Trailing 2-D slices smaller than this many elements are not chunked one per file.
 MIN_MAP_ELEMENTS = 4096
 
@@ -105,7 +103,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
             # warning about Snakemake's .snakemake_timestamp); not yet in the v3 specification.
             warnings.filterwarnings("ignore", message="Consolidated metadata is currently not")
             try:
-                ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=True, encoding=enc)
+                ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True, encoding=enc)
             except BaseException:
                 # zarr's IO thread may still write chunks: let it finish, or its files would
                 # reappear in the temporary directory after atomic_dir removed it.
@@ -115,12 +113,9 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
     return path
 
 
-#: Seconds :func:`wait_for_zarr_writes` waits at most.
-ZARR_WRITE_WAIT_S = 120.0
-
-
-def wait_for_zarr_writes(timeout: float = ZARR_WRITE_WAIT_S) -> bool:
-    """Wait until zarr's IO thread has no write in flight; True if none is left.
+def wait_for_zarr_writes(timeout: float = 120.0) -> bool:
+    """Wait (``timeout`` seconds at most) until zarr's IO thread has no write in flight; True if
+    none is left.
 
     zarr writes on an event loop in its own thread; an exception in the main thread (Ctrl-C, a
     SIGTERM turned into one by :func:`causalpos.io.runlog.logged`) stops the wait, not the write,
@@ -158,23 +153,9 @@ def open_dataset(
     """Open a store written by :func:`write_dataset` lazily (no dask), checked against its
     manifest: :class:`StoreError` where a file is missing, resized or (``checksums``) altered,
     metadata unreadable or counts contradictory; a store without a manifest opens with one
-    logged warning. ``variables``/``attrs`` the caller reads: one missing raises
-    :class:`StoreFormatError` (:func:`require`)."""
+    logged warning. ``variables`` (data variables or coordinates) and ``attrs`` the caller
+    reads: one missing raises :class:`StoreFormatError` naming it."""
     ds = _open(path, checksums=checksums, cache=True)[0]
-    if variables or attrs:
-        require(ds, path, variables=variables, attrs=attrs)
-    return ds
-
-
-def require(
-    ds: xr.Dataset,
-    path: str | os.PathLike,
-    *,
-    variables: Sequence[str] = (),
-    attrs: Sequence[str] = (),
-) -> xr.Dataset:
-    """``ds`` (opened from ``path``) if it has every one of ``variables`` (data variables or
-    coordinates) and ``attrs``; else :class:`StoreFormatError` naming what is missing."""
     missing = [f"variable {v!r}" for v in variables if v not in ds.variables]
     missing += [f"attribute {a!r}" for a in attrs if a not in ds.attrs]
     if missing:
@@ -246,12 +227,9 @@ def _open(
     except (OSError, ValueError):
         consolidated = False  # the open that follows reports what is wrong
     try:
-        if cache:
-            ds = xr.open_zarr(path, consolidated=consolidated, chunks=None)
-        else:
-            ds = xr.open_dataset(
-                path, engine="zarr", consolidated=consolidated, chunks=None, cache=False
-            )
+        ds = xr.open_dataset(
+            path, engine="zarr", consolidated=consolidated, chunks=None, cache=cache
+        )
     except (ValueError, KeyError, TypeError, OSError) as e:
         raise StoreError(path, f"zarr cannot open it ({type(e).__name__}: {e})") from e
     # zarr skips (with a warning) a member whose metadata it cannot read: an array would vanish.

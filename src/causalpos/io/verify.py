@@ -34,9 +34,6 @@ from causalpos.io.store import verify_store
 #: ``record -> the record its config expects of its path`` (None: not compared).
 Expected = Callable[[Mapping], "Mapping | None"]
 
-#: Directories with this suffix (or holding a root ``zarr.json``) are stores.
-STORE_SUFFIX = ".zarr"
-
 #: Exit statuses of ``causalpos verify``: all verified; something damaged, stale, mismatched or
 #: incomplete; nothing is, but some stores have no manifest (older code).
 EXIT_OK, EXIT_DAMAGED, EXIT_UNVERIFIED = 0, 1, 3
@@ -96,39 +93,37 @@ class TreeReport:
                 f"; {len(self.models) + len(self.damaged_models)} model directories: "
                 f"{len(self.models)} verified, {len(self.damaged_models)} damaged"
             )
-        for path, err in sorted(self.damaged.items()):
-            lines.append(f"DAMAGED {display_path(path)}")
-            lines += [f"  {p}" for p in err.problems]
-            lines.append(f"  rebuild: {rebuild_command(path)}")
-        for path, problems in sorted(self.mismatched.items()):
-            record = self.records.get(path) or {}
-            lines.append(f"MISMATCHED {display_path(path)} (written by a run with "
-                         f"{config_words(record)})")  # fmt: skip
+        broken = [(p, "DAMAGED", "", e.problems) for p, e in sorted(self.damaged.items())]
+        for p, problems in sorted(self.mismatched.items()):
+            origin = f" (written by a run with {config_words(self.records.get(p) or {})})"
+            broken.append((p, "MISMATCHED", origin, problems))
+        for path, head, origin, problems in broken:
+            lines.append(f"{head} {display_path(path)}{origin}")
             lines += [f"  {p}" for p in problems]
             lines.append(f"  rebuild: {rebuild_command(path)}")
         for path, why in sorted(self.unchecked.items()):
             lines.append(f"  (settings of {display_path(path)} not compared: {why})")
         for path in self.incomplete:
-            lines.append(f"INCOMPLETE {display_path(path)}")
-            lines.append(
+            lines += [
+                f"INCOMPLETE {display_path(path)}",
                 f"  Snakemake marks it incomplete ({INCOMPLETE_DIR}): its job started and did not "
                 "finish (killed, or running now), so what is there may be partial; rerun it: "
-                f"{rebuild_command(path, flag='--rerun-incomplete')}"
-            )
+                f"{rebuild_command(path, flag='--rerun-incomplete')}",
+            ]
         for path in self.stale:
-            lines.append(f"STALE {display_path(path)}")
-            lines.append(
-                f"  a temporary left by an interrupted write of {display_path(final_of(path))} (unless "
-                f"a job writing it runs now); the next write removes it, or: rm -rf "
-                f"{shlex.quote(display_path(path))}"
-            )
+            lines += [
+                f"STALE {display_path(path)}",
+                f"  a temporary left by an interrupted write of {display_path(final_of(path))} "
+                "(unless a job writing it runs now); the next write removes it, or: rm -rf "
+                f"{shlex.quote(display_path(path))}",
+            ]
         for path in self.unverified:
-            lines.append(f"UNVERIFIED {display_path(path)}")
-            lines.append(
+            lines += [
+                f"UNVERIFIED {display_path(path)}",
                 "  no manifest and no store-format marker (written by an older causalpos): it "
                 "opens, but lost or truncated chunks cannot be detected; rebuild to add one: "
-                f"{rebuild_command(path)}"
-            )
+                f"{rebuild_command(path)}",
+            ]
         if not self.clean:
             lines.append("PROBLEMS FOUND")
         elif self.unverified:
@@ -139,7 +134,7 @@ class TreeReport:
 
 
 def _is_store(path: Path) -> bool:
-    return path.name.endswith(STORE_SUFFIX) or (path / "zarr.json").is_file()
+    return path.name.endswith(".zarr") or (path / "zarr.json").is_file()
 
 
 def _walk(
@@ -148,10 +143,8 @@ def _walk(
     """``(is_model, path)`` of every store and model directory under ``root`` (or ``root``
     itself), the stale temporaries, and ``(directory, sorted files)`` of every other directory
     visited; links are followed, each directory visited once (a link up the tree ends there)."""
-    if _is_store(root):
-        return [(False, root)], [], []
-    if (root / MODEL_RECORD).is_file():
-        return [(True, root)], [], []
+    if _is_store(root) or (root / MODEL_RECORD).is_file():
+        return [(not _is_store(root), root)], [], []
     found, stale, listed = [], [], []
     seen = {root.resolve()}
     for dirpath, dirnames, files in os.walk(root, followlinks=True):
@@ -233,13 +226,6 @@ def verify_tree(
         if isinstance(record, dict):
             compare(store, record)
 
-    def check_tables(directory: Path, files: list[str]) -> None:
-        for name in files:
-            table = directory / name.removesuffix(SIDECAR_SUFFIX)
-            if name.endswith(SIDECAR_SUFFIX) and table.is_file():
-                out.tables.append(table)
-                compare(table, table_record(table) or {})
-
     def check_model(model: Path) -> None:
         try:
             if verify_model_dir(model):
@@ -250,7 +236,11 @@ def verify_tree(
 
     items, out.stale, listed = _walk(root)
     for directory, files in listed:
-        check_tables(directory, files)
+        for name in files:
+            table = directory / name.removesuffix(SIDECAR_SUFFIX)
+            if name.endswith(SIDECAR_SUFFIX) and table.is_file():
+                out.tables.append(table)
+                compare(table, table_record(table) or {})
     bar = progress_bar(
         total=len(items),
         desc=f"verify {display_path(root)}",
