@@ -3,13 +3,10 @@ and checkout of the run that wrote it), recorded with it and checked where it is
 
 A store written by another checkout or config (a shared ``results/``, a copy), or copied in under
 another model's path, would look finished to Snakemake. So a store records, in its root
-attributes (:data:`PROVENANCE_ATTR`), the record the running config expects of its path
-(``path``, ``fields``, ``kind``, ``params`` from :mod:`causalpos.config.provenance`,
-``params_sha256``, ``configfiles``, ``config_args``, ``config_values``, ``checkout``; what each
-holds: docs/troubleshooting.md); a table keeps it, with the ``sha256`` of its content, in
-``<table>.provenance.json`` (:func:`stamp_table`, :func:`check_table`). The expected records are
-computed once per Snakemake start into the JSON file :data:`TABLE_ENV` names; a reader compares
-its record with that entry and its own path (:func:`record_problems`).
+attributes (:data:`PROVENANCE_ATTR`; its keys: docs/troubleshooting.md), the record the running
+config expects of its path; a table keeps it, with the ``sha256`` of its content, in
+``<table>.provenance.json``. The expected records are computed once per Snakemake start into the
+JSON file :data:`TABLE_ENV` names; a reader compares its record with that entry and its path.
 """
 
 from __future__ import annotations
@@ -244,9 +241,6 @@ class ProvenanceError(OSError):
             f"{_noun(path)} {display_path(path)} is not what its path and the config say "
             f"({origin}): " + "; ".join(self.problems) + f". {fix_words(path)}"
         )
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
     def __reduce__(self):
         return (type(self), (self.path, self.problems, self.recorded))
