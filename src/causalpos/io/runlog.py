@@ -283,13 +283,6 @@ def logged(
                 exc_info=True,
             )
             raise
-        except KeyError as exc:
-            store = sys.modules.get("causalpos.io.store")
-            named = None if store is None else store.older_store_error(exc)
-            logging.getLogger("causalpos").exception("job failed")
-            if named is not None:
-                raise named from exc
-            raise
         except BaseException as exc:
             if getattr(exc, "explained", False) and exit_when_done:
                 # a message that says it all (a full disk, a store that is not what its path and
@@ -298,6 +291,11 @@ def logged(
                 explained = exc
             else:
                 logging.getLogger("causalpos").exception("job failed")
+                store = sys.modules.get("causalpos.io.store")
+                if isinstance(exc, KeyError) and store is not None:
+                    named = store.older_store_error(exc)
+                    if named is not None:
+                        raise named from exc
                 raise
         finally:
             fh.finish()
