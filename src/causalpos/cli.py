@@ -12,8 +12,11 @@ causalpos catalogue [--update docs/outputs.md]  # the tables' list, from causalp
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import sys
+from pathlib import Path
 
 from causalpos.paths import (
     BENCHMARKS_ROOT,
@@ -23,20 +26,13 @@ from causalpos.paths import (
     SCORECARD_CSV,
 )
 
-#: Exit status of a usage error (a path that is not there, a file that is not what the command
-#: reads), as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
+#: Exit status of a usage error (a path that is not there, a file not what the command reads),
+#: as argparse's own; distinct from diff-results' 1 (DIFFERENT) and verify's 1 and 3.
 EXIT_USAGE = 2
-
-#: Where ``causalpos catalogue --update`` puts the tables' list.
-WHERE_TABLES = ' (docs/outputs.md: under "Tables and stores")'
-
-#: The columns ``causalpos summary`` reads from a scorecard.
-SCORECARD_COLUMNS = ("paper", "target", "measured", "paper_value", "verdict")
 
 
 def package_version() -> str:
-    """The installed distribution's version (``importlib.metadata``), else, where causalpos is
-    imported from a source tree it was not installed from, the package's ``__version__``."""
+    """The installed distribution's version, else (a source tree not installed) ``__version__``."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -53,8 +49,7 @@ def _usage_error(message: str) -> int:
 
 
 def _tolerance(text: str) -> float:
-    """An argparse type: a finite number >= 0 (``--rtol`` / ``--atol``); NaN would make every
-    number compare different, inf or a negative one every number equal or none."""
+    """An argparse type: a finite number >= 0 (``--rtol`` / ``--atol``)."""
     try:
         value = float(text)
     except ValueError:
@@ -67,8 +62,6 @@ def _tolerance(text: str) -> float:
 
 
 def _diff_results(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from causalpos.io.compare_trees import compare_trees
 
     for which, path in (("A", args.a), ("B", args.b)):
@@ -95,8 +88,6 @@ def _diff_results(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     import pandas as pd
 
     from causalpos.scorecard import readme_summary, update_readme
@@ -111,7 +102,8 @@ def _summary(args: argparse.Namespace) -> int:
         card = pd.read_csv(args.scorecard, keep_default_na=False)
     except (ValueError, OSError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
         return _usage_error(f"summary: {args.scorecard} is not a readable CSV ({e})")
-    missing = [c for c in SCORECARD_COLUMNS if c not in card.columns]
+    read = ("paper", "target", "measured", "paper_value", "verdict")
+    missing = [c for c in read if c not in card.columns]
     if missing:
         return _usage_error(
             f"summary: {args.scorecard} is not a scorecard: it has no column(s) "
@@ -141,8 +133,6 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _findings(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from causalpos.findings import FindingsError, Tables, render
 
     template = Path(args.template)
@@ -175,9 +165,6 @@ def _findings(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    import json
-    import os
-
     from causalpos.config.provenance import config_expectations
     from causalpos.io.runconfig import CONFIG_ENV, CONFIGFILES_ENV
     from causalpos.io.verify import EXIT_DAMAGED, EXIT_OK, EXIT_UNVERIFIED, verify_tree
@@ -220,8 +207,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _catalogue(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     import causalpos.catalogue as tables
     import causalpos.catalogue_stores as stores
     from causalpos.scorecard.markdown import replace_block
@@ -239,7 +224,9 @@ def _catalogue(args: argparse.Namespace) -> int:
     text = path.read_text()
     try:
         for (block, begin, end), what in zip(blocks, ("tables", "summary variables")):
-            text = replace_block(text, block, (begin, end), what, WHERE_TABLES)
+            text = replace_block(
+                text, block, (begin, end), what, ' (docs/outputs.md: under "Tables and stores")'
+            )
     except ValueError as e:
         return _usage_error(f"catalogue: {path}: {e}")
     path.write_text(text)
@@ -348,17 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     catalogue.add_argument("--update", metavar="FILE", help="e.g. docs/outputs.md")
     args = parser.parse_args(argv)
-    if args.command == "catalogue":
-        return _catalogue(args)
-    if args.command == "findings":
-        return _findings(args)
-    if args.command == "diff-results":
-        return _diff_results(args)
-    if args.command == "verify":
-        return _verify(args)
-    if args.command == "summary":
-        return _summary(args)
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    commands = {
+        "catalogue": _catalogue,
+        "findings": _findings,
+        "diff-results": _diff_results,
+        "verify": _verify,
+        "summary": _summary,
+    }
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,9 @@
 """What a SLURM cluster can give a job: its partitions' nodes (CPUs, memory, GPUs), read once
 with ``sinfo`` by the Snakemake process that submits the jobs (profiles/slurm).
 
-A job asking more CPUs than any node of its partition has is accepted by ``sbatch`` and pends
-forever (reason ``PartitionConfig``) unless the site enforces partition limits; Snakemake then
-waits without a word. So the workflow caps the threads it asks (:func:`capped_threads`) and
-checks every job before the first submission (:func:`unschedulable`): a request no node can
-satisfy stops the run with a message naming the rule, the resource and the fix.
+A job asking more than any node of its partition has pends forever (``PartitionConfig``) while
+Snakemake waits without a word, so the workflow caps the threads it asks (:func:`capped_threads`)
+and stops on a request no node can satisfy before the first submission (:func:`unschedulable`).
 """
 
 from __future__ import annotations
@@ -35,13 +33,9 @@ class SlurmNodes:
     nodes: tuple[Node, ...]
     default_partition: str | None
 
-    def partition_nodes(self, partition: str | None) -> list[Node]:
-        name = partition or self.default_partition
-        return [n for n in self.nodes if n.partition == name]
-
     def largest(self, partition: str | None) -> Node | None:
         """The most of each resource one node of ``partition`` (default: the cluster's) has."""
-        nodes = self.partition_nodes(partition)
+        nodes = [n for n in self.nodes if n.partition == (partition or self.default_partition)]
         if not nodes:
             return None
         return Node(
@@ -52,12 +46,8 @@ class SlurmNodes:
         )
 
 
+#: The GPUs of a ``sinfo %G`` field: ``gpu:a100:4(S:0-1),shard:8`` has 4, ``(null)`` none.
 _GPU_GRES = re.compile(r"gpu(?::[^:(,]+)?:(\d+)")
-
-
-def _gpus(gres: str) -> int:
-    """GPUs in a ``sinfo %G`` field, e.g. ``gpu:a100:4(S:0-1),shard:8`` -> 4; ``(null)`` -> 0."""
-    return sum(int(m.group(1)) for m in _GPU_GRES.finditer(gres))
 
 
 def parse_sinfo(text: str) -> SlurmNodes:
@@ -71,7 +61,8 @@ def parse_sinfo(text: str) -> SlurmNodes:
         if partition.endswith("*"):
             partition = partition[:-1]
             default = partition
-        nodes.append(Node(partition, int(cpus.rstrip("+")), int(mem.rstrip("+")), _gpus(gres)))
+        gpus = sum(int(m.group(1)) for m in _GPU_GRES.finditer(gres))
+        nodes.append(Node(partition, int(cpus.rstrip("+")), int(mem.rstrip("+")), gpus))
     return SlurmNodes(tuple(nodes), default)
 
 
@@ -149,26 +140,23 @@ class MemoryKill:
     group: bool = False
 
     def message(self) -> str:
-        if self.group:
-            return (
-                f"group {self.rule} was killed by SLURM for memory{self._used()} (SLURM job "
-                f"{self.jobid}); a group job asks the sum of the requests of the jobs it runs "
-                "side by side. Give the rule that ran out more (its log in logs/<rule>/ stops "
-                "where it was killed): --set-resources <rule>:mem_mb=<MB> (or set-resources in "
-                "profiles/slurm/config.yaml)"
-            )
-        where = f"rule {self.rule}" + (f" ({self.wildcards})" if self.wildcards else "")
-        return (
-            f"{where} was killed by SLURM for memory{self._used()} (SLURM job {self.jobid}). "
-            "Give it "
-            f"more: --set-resources {self.rule}:mem_mb=<MB> (or set-resources in "
-            "profiles/slurm/config.yaml)"
-        )
-
-    def _used(self) -> str:
         if self.used_mb is None:
-            return " (over its mem_mb request)"
-        return f": it used {self.used_mb} MB, over its request mem_mb={self.limit_mb}"
+            used = " (over its mem_mb request)"
+        else:
+            used = f": it used {self.used_mb} MB, over its request mem_mb={self.limit_mb}"
+        if self.group:
+            where, rule = f"group {self.rule}", "<rule>"
+            give = (
+                "; a group job asks the sum of the requests of the jobs it runs side by side. "
+                "Give the rule that ran out more (its log in logs/<rule>/ stops where it was killed)"
+            )
+        else:
+            where = f"rule {self.rule}" + (f" ({self.wildcards})" if self.wildcards else "")
+            rule, give = self.rule, ". Give it more"
+        return (
+            f"{where} was killed by SLURM for memory{used} (SLURM job {self.jobid}){give}: "
+            f"--set-resources {rule}:mem_mb=<MB> (or set-resources in profiles/slurm/config.yaml)"
+        )
 
 
 # slurmstepd's own kill (jobacct_gather, OverMemoryKill) and the cgroup OOM killer's report.

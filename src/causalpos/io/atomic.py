@@ -1,10 +1,9 @@
 """Atomic directory writes: a temporary sibling, renamed into place only when complete.
 
 Snakemake takes any existing ``directory()`` output for a finished one, so every store, model
-directory and checkpoint is written under a hidden temporary name and renamed in one step.
-A job killed mid-write leaves its temporary behind; the next write of the same path removes it
-(:func:`remove_stale_temporaries`), and ``causalpos verify`` lists any that remain, and the
-outputs Snakemake still marks incomplete (:func:`incomplete_outputs`).
+directory and checkpoint is written under a hidden temporary name and renamed in one step. A
+killed job's temporary is removed by the next write of its path
+(:func:`remove_stale_temporaries`); ``causalpos verify`` lists those that remain.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 log = logging.getLogger("causalpos.io.atomic")
@@ -28,12 +27,6 @@ log = logging.getLogger("causalpos.io.atomic")
 TMP_INFIX = ".tmp-"
 
 _TEMPORARY = re.compile(r"^\.(?P<final>.+)" + re.escape(TMP_INFIX) + r"[^/]+$")
-
-
-def temporary_sibling(final: str | os.PathLike) -> Path:
-    """A fresh hidden sibling name of ``final`` (``.<name>.tmp-<8 hex>``), not created."""
-    final = Path(final)
-    return final.with_name(f".{final.name}{TMP_INFIX}{uuid.uuid4().hex[:8]}")
 
 
 def is_temporary(path: str | os.PathLike) -> bool:
@@ -50,26 +43,15 @@ def final_of(temporary: str | os.PathLike) -> Path:
     return temporary.with_name(m.group("final"))
 
 
-def stale_temporaries(final: str | os.PathLike) -> list[Path]:
-    """Temporary siblings of ``final`` left on disk (``.<name>.tmp-*``), sorted."""
-    final = Path(final)
-    if not final.parent.is_dir():
-        return []
-    pattern = f".{glob.escape(final.name)}{glob.escape(TMP_INFIX)}*"
-    return sorted(final.parent.glob(pattern))
-
-
-#: Where Snakemake (its default file persistence) marks the outputs of the jobs it started and
-#: that have not finished, relative to the pipeline directory: one file per output, named by the
-#: output's path in URL-safe base64 (split into ``@``-prefixed directories where it is longer
-#: than a file name may be).
+#: Where Snakemake marks the outputs of the jobs it started and that have not finished: one file
+#: per output, named by its path in URL-safe base64 (split into ``@``-prefixed directories where
+#: longer than a file name may be).
 INCOMPLETE_DIR = ".snakemake/incomplete"
 
 
 def incomplete_outputs(pipeline: str | os.PathLike = ".") -> list[str]:
-    """The outputs Snakemake marks incomplete in the pipeline directory ``pipeline`` (a job
-    started and did not finish: killed, failed before Snakemake could clean up, or running now),
-    as Snakemake names them (relative to ``pipeline``), sorted; [] where it marks none."""
+    """The outputs Snakemake marks incomplete in the pipeline directory ``pipeline`` (killed,
+    failed before Snakemake could clean up, or running now), relative to it, sorted."""
     from base64 import urlsafe_b64decode
 
     base = Path(pipeline) / INCOMPLETE_DIR
@@ -90,15 +72,16 @@ def incomplete_outputs(pipeline: str | os.PathLike = ".") -> list[str]:
 
 
 def remove_stale_temporaries(final: str | os.PathLike) -> list[Path]:
-    """Remove the temporary siblings of ``final`` that a killed writer left; return them.
-
-    Only safe when no other process is writing ``final`` right now. In the pipeline that holds:
-    Snakemake runs at most one job per output path, and its lock on the working directory keeps
-    a second Snakemake from writing the same outputs at the same time. Library callers writing
-    one path from two processes at once would clash at the final rename anyway.
+    """Remove the temporary siblings (``.<name>.tmp-*``) of ``final`` that a killed writer left;
+    return them. Safe only while no other process writes ``final``: in the pipeline Snakemake
+    runs one job per output and locks its working directory.
     """
+    final = Path(final)
+    if not final.parent.is_dir():
+        return []
     removed = []
-    for stale in stale_temporaries(final):
+    pattern = f".{glob.escape(final.name)}{glob.escape(TMP_INFIX)}*"
+    for stale in sorted(final.parent.glob(pattern)):
         log.info("removing %s, a temporary left by an interrupted write of %s", stale, final)
         if stale.is_dir() and not stale.is_symlink():
             shutil.rmtree(stale)
@@ -113,15 +96,12 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9]")
 
 
 def check_final_name(final: str | os.PathLike) -> Path:
-    """``final`` if it may be replaced by :func:`atomic_dir`; else ``ValueError``.
-
-    Its final name must start with a letter or digit (not ``.``, ``..``, a hidden or empty name,
-    a name starting with ``-``) and it must resolve inside its parent directory (no symbolic
-    link out of it): replacing ``final`` removes what is there, so a name from a config such as
-    ``..`` would otherwise delete the directory above.
+    """``final`` if :func:`atomic_dir` may replace it (removing what is there): its name starts
+    with a letter or digit (a config's ``..`` would delete the directory above) and it resolves
+    inside its parent; else ``ValueError``.
     """
-    # The name as given: pathlib drops a trailing "." or "/" ("a/." and "a/" are Path("a")), so
-    # an empty name from a config ("resources/tokenizers/") would name the directory above.
+    # The name as given: pathlib drops a trailing "." or "/", so "resources/tokenizers/" would
+    # name the directory above.
     name = os.path.basename(os.fspath(final))
     final = Path(final)
     if not _SAFE_NAME.match(name):
@@ -140,17 +120,14 @@ def check_final_name(final: str | os.PathLike) -> Path:
 
 @contextmanager
 def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
-    """Yield an empty temporary sibling of ``final``; on success it replaces ``final``.
-
-    Stale temporaries of ``final`` (from a killed writer) are removed first. On an exception the
-    temporary directory is removed and ``final`` is left as it was. ``final`` must pass
-    :func:`check_final_name` (``ValueError`` otherwise, before anything is touched).
+    """Yield an empty temporary sibling of ``final``; on success it replaces ``final``, on an
+    exception it is removed and ``final`` left as it was. Stale temporaries are removed first;
+    ``final`` must pass :func:`check_final_name`.
     """
     final = check_final_name(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    # One writer per final path (see remove_stale_temporaries), so any sibling is stale.
     remove_stale_temporaries(final)
-    tmp = temporary_sibling(final)
+    tmp = final.with_name(f".{final.name}{TMP_INFIX}{uuid.uuid4().hex[:8]}")
     tmp.mkdir()
     try:
         yield tmp
@@ -162,35 +139,37 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def replace_json(path: str | os.PathLike, obj) -> bool:
-    """Write ``obj`` as JSON to ``path`` through a new file renamed into place (mode 0644), so a
-    concurrent reader sees the old file or the new one, never half of one. False, and nothing
-    left behind, where it cannot be written (a read-only checkout): for caches that may be lost."""
+def replace_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a new file renamed into place (mode 0644), so a
+    concurrent reader never sees half of one; the new file is removed where that fails."""
     path = Path(path)
-    tmp = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh)
+            fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-        tmp = None
-        return True
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def replace_json(path: str | os.PathLike, obj) -> bool:
+    """Write ``obj`` as JSON to ``path`` by :func:`replace_text`; False, nothing left behind,
+    where it cannot be written (a read-only checkout)."""
+    try:
+        replace_text(path, json.dumps(obj))
     except OSError:
         return False
-    finally:
-        if tmp is not None:  # any failure before the rename (a value JSON cannot hold too)
-            Path(tmp).unlink(missing_ok=True)
+    return True
 
 
 def free_bytes(path: Path) -> int | None:
     """Free bytes of the filesystem holding ``path`` (its nearest existing ancestor)."""
     for p in (path, *path.parents):
-        try:
+        with suppress(OSError):
             return shutil.disk_usage(p).free
-        except OSError:
-            continue
     return None
 
 
@@ -206,9 +185,8 @@ def _is_disk_full(exc: BaseException) -> bool:
 
 
 class DiskFullError(OSError):
-    """A write that failed because the disk (or the user's quota) is full: one sentence naming
-    what was written, the filesystem's free space and what to do, instead of the traceback of
-    the library that was writing (zarr's ``OSError: [Errno 28]`` arrives ~40 frames deep)."""
+    """A write that failed because the disk (or quota) is full: one sentence naming what was
+    written, the free space and what to do, instead of zarr's traceback ~40 frames deep."""
 
     #: :func:`causalpos.io.runlog.logged` ends a job on it with the message alone.
     explained = True

@@ -1,19 +1,17 @@
-"""Per-item captions for ``snakemake --report``. One job draws every figure of a family
-(``plot_paper2_heads`` draws each (model, dataset)'s head maps) and has no wildcards, so a caption
-shared by the family cannot say which model a figure is of. Each item gets a caption file of its
-own: the template (``workflow/report/<name>.rst``, Jinja, the item's names as ``item``) rendered
-with the item's names (:func:`render_caption`), written where the report reads it
-(:func:`item_caption`). Snakemake then renders that file as it renders every caption (Jinja with
-``snakemake``, then reStructuredText)."""
+"""Per-item captions for ``snakemake --report``. One job draws every figure of a family and has no
+wildcards, so a shared caption cannot say which model a figure is of: each item gets a caption
+file of its own, the template (``workflow/report/<name>.rst``, Jinja, the item's names as
+``item``) rendered with its names, which Snakemake then renders as every caption."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from causalpos.io.atomic import replace_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -37,20 +35,14 @@ def item_caption(
     *,
     write: bool = True,
 ) -> str:
-    """The absolute path of item ``item``'s caption: ``template`` rendered with ``names``
-    (:func:`render_caption`) in ``out_dir/<template stem>.<item>.<hash of item>.rst``, written (a new file renamed
-    into place, only where its text changed) unless ``write`` is False (a cluster job's
-    Snakemake, which builds no report)."""
+    """The absolute path of item ``item``'s caption, ``out_dir/<template stem>.<item>.<hash>.rst``:
+    ``template`` rendered with ``names``, written (renamed into place, only where its text
+    changed) unless ``write`` is False (a cluster job's Snakemake, which builds no report)."""
     template = Path(template)
     tag = hashlib.sha1(item.encode()).hexdigest()[:8]  # items differing in a "/" stay apart
     path = Path(out_dir) / f"{template.stem}.{_UNSAFE.sub('_', item)}.{tag}.rst"
     if write:
         text = render_caption(template.read_text(), names)
         if not path.is_file() or path.read_text() != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
+            replace_text(path, text)
     return str(path.resolve())

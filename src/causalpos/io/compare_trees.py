@@ -1,12 +1,9 @@
 """Compare the tables of two results trees (``results/stats``, ``results/report``...).
 
-Used to show that a change to the code left every number as it was: CSV tables are compared
-cell by cell (numbers exactly, or within ``rtol``/``atol`` when given), Markdown and other text
-tables line by line. Columns or lines that record the code itself (a code fingerprint) are
+Used to show that a change to the code left every number as it was: CSV tables cell by cell
+(numbers exactly, or within ``rtol``/``atol``), text tables line by line, code fingerprints
 ignored. With :class:`~causalpos.io.renames.Renames`, the first tree's tables are compared under
-the new names (their file names, columns, cells and lines renamed; a listed removed column left
-out of the first tree's table, a listed added one out of the second's), so that a listed rename
-is not a difference and an unlisted one is.
+the new names, so that only an unlisted rename or removal is a difference.
 """
 
 from __future__ import annotations
@@ -82,8 +79,7 @@ def _diff_csv(
         da = _renamed(da, renames, rel)
         da = da.drop(columns=[c for c in da.columns if c in renames.removed_of(rel)])
         db = db.drop(columns=[c for c in db.columns if c in renames.added_of(rel)])
-    da = da.drop(columns=[c for c in IGNORED_COLUMNS if c in da], errors="ignore")
-    db = db.drop(columns=[c for c in IGNORED_COLUMNS if c in db], errors="ignore")
+    da, db = (d.drop(columns=list(IGNORED_COLUMNS), errors="ignore") for d in (da, db))
     if list(da.columns) != list(db.columns):
         return f"columns {list(da.columns)} vs {list(db.columns)}"
     if da.shape != db.shape:
@@ -120,8 +116,10 @@ def _without_columns(lines: list[str], names: set[str]) -> list[str]:
 
 
 def _diff_text(a: Path, b: Path, renames: Renames | None = None, rel: str = "") -> str | None:
-    la = [ln for ln in a.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
-    lb = [ln for ln in b.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
+    la, lb = (
+        [ln for ln in p.read_text().splitlines() if not any(c in ln for c in IGNORED_COLUMNS)]
+        for p in (a, b)
+    )
     if renames is not None:
         la = [renames.text(ln) for ln in _without_columns(la, renames.removed_of(rel))]
         lb = _without_columns(lb, renames.added_of(rel))
@@ -143,10 +141,9 @@ def compare_trees(
     renames: Renames | None = None,
 ) -> TreeDiff:
     """Every table (CSV, TSV, Markdown) under ``a`` against the same path under ``b``, but those
-    under the directories ``exclude`` names (relative to the roots: tables of timings, which
-    differ from run to run), which are counted in ``skipped``; ``rtol`` and ``atol`` finite and
-    >= 0 (:class:`ValueError` otherwise). ``renames``: ``a``'s tables are compared under their new
-    names (``only_a`` / ``differing`` name them by their path in ``a``)."""
+    under the directories ``exclude`` (relative to the roots; counted in ``skipped``); ``rtol``
+    and ``atol`` finite and >= 0. ``renames``: ``a``'s tables are compared under their new names
+    (``only_a`` / ``differing`` name them by their path in ``a``)."""
     for name, tol in (("rtol", rtol), ("atol", atol)):
         if not math.isfinite(tol) or tol < 0:
             raise ValueError(f"compare_trees: {name}={tol!r}; a tolerance is a finite number >= 0")

@@ -1,18 +1,16 @@
 """Code fingerprints: a short hash of the library code a pipeline stage runs.
 
 Each Snakemake rule carries ``params: code=code_fingerprint("<script>")``: the hash of its script
-and of every ``causalpos`` module in that script's import closure (imports inside functions
-included, and the ``__init__.py`` of every package on the way). Editing a module therefore reruns
-exactly the rules whose scripts import it, directly or through other modules, and nothing else;
-nothing is listed by hand, so a new import can neither be missed nor an unrelated module included.
-
-Standard library only (``ast``, ``hashlib``; :mod:`causalpos.io.atomic` likewise): the Snakefile
-imports this before any job runs.
+and of every ``causalpos`` module in its import closure (imports inside functions and the
+``__init__.py`` of every package on the way included), so editing a module reruns exactly the
+rules whose scripts import it. Standard library only: the Snakefile imports this before any job.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -25,8 +23,8 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
-    """File of module ``name`` (``"causalpos.paper2.extraction.metric"``), or None if it is not a module
-    of the package (a name imported from a module rather than a submodule, or another package)."""
+    """File of module ``name`` (``"causalpos.paper2.extraction.metric"``), or None if it is not
+    a module of the package (a name imported from a module, or another package)."""
     parts = name.split(".")
     if parts[0] != PACKAGE:
         return None
@@ -39,41 +37,27 @@ def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
     return None
 
 
-def _module_name(path: Path, package_dir: Path) -> str:
-    rel = path.relative_to(package_dir).with_suffix("")
-    parts = [PACKAGE, *rel.parts]
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-#: Parsed import lists by (file, package, content): a Snakefile fingerprints ~30 scripts whose
-#: closures share most modules, so each module is parsed once per content, not once per script.
+#: Parsed import lists by (file, package, content): scripts' closures share most modules.
 _NAMES: dict[tuple[str, str, bytes], frozenset[str]] = {}
 
-#: The on-disk copy of those lists (:func:`use_cache`), keyed by file, package and a hash of the
-#: content, so a changed file is parsed again and an unchanged one never is.
+#: The on-disk copy of those lists (:func:`use_cache`), keyed by file, package, content hash.
 _CACHE: dict = {"path": None, "entries": {}, "dirty": False}
 
 
 def use_cache(path: str | Path | None) -> None:
-    """Keep the parsed import lists in ``path`` (JSON) across processes: every Snakemake start
-    fingerprints every script (~140 files to parse, 0.5-1 s), once per job on a cluster. A
-    missing or unreadable file starts an empty cache; ``None`` turns the disk cache off."""
+    """Keep the parsed import lists in ``path`` (JSON) across processes (every Snakemake start
+    parses ~140 files, 0.5-1 s); an unreadable file starts empty, ``None`` turns it off."""
     _CACHE.update(path=None if path is None else Path(path), entries={}, dirty=False)
     if path is None:
         return
-    try:
+    with contextlib.suppress(OSError, ValueError):
         entries = json.loads(Path(path).read_text())
         if isinstance(entries, dict):
             _CACHE["entries"] = entries
-    except (OSError, ValueError):
-        pass
 
 
 def _save_cache() -> None:
-    """Write the cache if it gained entries: a new file renamed into place, so concurrent
-    Snakemake processes never read half a file."""
+    """Write the cache (renamed into place) if it gained entries."""
     path = _CACHE["path"]
     if path is None or not _CACHE["dirty"]:
         return
@@ -105,10 +89,9 @@ def _imported_names(path: Path, package_dir: Path) -> frozenset[str]:
 
 def _scan_imports(path: Path, source: bytes, package_dir: Path) -> set[str]:
     tree = ast.parse(source, filename=str(path))
-    here = None
+    here = None  # the module's dotted parts, "__init__" kept: level N drops the last N
     if path.is_relative_to(package_dir):
-        here = _module_name(path, package_dir)
-        is_pkg = path.name == "__init__.py"
+        here = [PACKAGE, *path.relative_to(package_dir).with_suffix("").parts]
     names: set[str] = set()
     for node in _import_statements(tree.body):
         if isinstance(node, ast.Import):
@@ -117,9 +100,7 @@ def _scan_imports(path: Path, source: bytes, package_dir: Path) -> set[str]:
             if node.level:
                 if here is None:
                     continue
-                base = here.split(".")
-                drop = node.level - 1 if is_pkg else node.level
-                base = base[: len(base) - drop] if drop else base
+                base = here[: len(here) - node.level]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
@@ -128,15 +109,13 @@ def _scan_imports(path: Path, source: bytes, package_dir: Path) -> set[str]:
     return {n for n in names if n == PACKAGE or n.startswith(PACKAGE + ".")}
 
 
-#: The fields through which statements nest (function and class bodies, branches, loops,
-#: ``try`` handlers, ``match`` cases): an import is a statement, so it can only be found there.
+#: The fields through which statements (imports among them) nest.
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 def _import_statements(stmts: list) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement in ``stmts`` and the blocks nested in them. Visits statements
-    only, not expressions: the same imports as ``ast.walk`` at a tenth of the nodes (the
-    Snakefile fingerprints every script at each start, once per job on a cluster)."""
+    """Every import statement in ``stmts`` and the blocks nested in them: statements only, the
+    same imports as ``ast.walk`` at a tenth of the nodes."""
     found: list[ast.Import | ast.ImportFrom] = []
     todo = list(stmts)
     while todo:
@@ -151,27 +130,15 @@ def _import_statements(stmts: list) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def _with_parents(name: str) -> list[str]:
-    parts = name.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
-
-
 def import_closure(script: str | Path, package_dir: Path = PACKAGE_DIR) -> list[Path]:
     """Every package file ``script`` runs when imported: its ``causalpos`` imports, recursively,
     plus the ``__init__.py`` of each package on the way. Sorted paths."""
     return list(_closure(Path(script).resolve(), Path(package_dir).resolve()))
 
 
-#: Module files by (name, package directory), looked up once per process: a Snakefile resolves
-#: the same few hundred names ~6,000 times over its scripts' closures (two stats each).
-_FILES: dict[tuple[str, str], Path | None] = {}
-
-
-def _module_file(name: str, package_dir: Path) -> Path | None:
-    key = (name, str(package_dir))
-    if key not in _FILES:
-        _FILES[key] = module_file(name, package_dir)
-    return _FILES[key]
+#: :func:`module_file` once per process: a Snakefile resolves the same few hundred names ~6,000
+#: times over its scripts' closures.
+_module_file = functools.cache(module_file)
 
 
 def _closure(script: Path, package_dir: Path) -> tuple[Path, ...]:
@@ -180,7 +147,8 @@ def _closure(script: Path, package_dir: Path) -> tuple[Path, ...]:
     while todo:
         path = todo.pop()
         for name in _imported_names(path, package_dir):
-            for mod in _with_parents(name):
+            parts = name.split(".")
+            for mod in (".".join(parts[: i + 1]) for i in range(len(parts))):
                 f = _module_file(mod, package_dir)
                 if f is not None and f not in seen:
                     seen.add(f)
@@ -220,10 +188,9 @@ def file_identity(path: str | os.PathLike) -> list:
 
 
 def cached_sha256(cache: str | os.PathLike | None):
-    """A function ``files -> {file: sha256}`` whose answers are kept in ``cache`` (JSON, written
-    by :func:`replace_json`) keyed by :func:`file_identity`, so that each Snakemake start hashes
-    only files that changed (a 0.5 GB weights file costs ~1 s to hash). ``None``: no disk cache.
-    A file that cannot be read raises ``OSError`` naming it."""
+    """A function ``files -> {file: sha256}`` whose answers are kept in ``cache`` (JSON; None:
+    none) keyed by :func:`file_identity`, so a Snakemake start hashes only files that changed
+    (~1 s per 0.5 GB of weights). An unreadable file raises ``OSError`` naming it."""
     memo: dict[str, str] = {}
 
     def hashes(files) -> dict[str, str]:

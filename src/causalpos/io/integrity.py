@@ -1,30 +1,14 @@
 """Store integrity: a manifest of every file a store was written with, checked when it is read.
 
-zarr reads a missing chunk file as its fill value (NaN for float maps), and Snakemake judges a
+zarr reads a missing chunk as its fill value (NaN for float maps) and Snakemake judges a
 ``directory()`` output by its existence alone, so a deleted or truncated chunk would otherwise
-flow silently into every downstream result. :func:`write_manifest` records, for every file of a
-freshly written store, its path, size and CRC-32, plus the counts the store was built from;
-:func:`verify_files` checks them and raises :class:`StoreError`, which names the store, what is
-wrong with it (array and chunk), and the command that rebuilds it.
-
-Where the manifest lives. zarr v3 warns about any object in a hierarchy that is not a zarr node
-(``ZarrUserWarning: Object at ... is not recognized``), so a plain JSON file in the store would
-warn on every open. The manifest is therefore the attributes of an empty child group,
-``<store>/causalpos_manifest/zarr.json``: zarr and xarray open the store without a warning, the
-dataset's own attributes stay free of it, and it can checksum the root ``zarr.json`` too (a
-garbled root metadata file is then a checksum mismatch, not a JSON traceback).
-
-The marker. A store's root metadata (the dataset attributes in ``zarr.json``) records
-:data:`STORE_FORMAT_ATTR` = :data:`STORE_FORMAT`, which says it was written with a manifest. A
-store whose root says so but whose manifest folder is gone is damaged (a ``cp -r`` or rsync cut
-short, a deleted folder), never taken for a store of an older version. Formats: 0, no manifest
-(written before manifests existed); 1, a manifest but no marker; 2, both.
-
-Why CRC-32. The manifest guards against accidental damage (deleted, truncated, overwritten or
-half-copied files), not tampering, and stores reach tens of GB at paper scale: zlib's CRC-32
-runs at ~4 GB/s here (SHA-256 at ~1.5 GB/s with SHA instructions, several times slower
-without), so verifying costs less than reading the files from disk. Sizes are compared first
-(a truncated or deleted file is caught without reading it); CRC-32 catches same-size damage.
+flow silently downstream. The manifest (each file's size and CRC-32, the counts the store was
+built from) is the attributes of an empty child group, ``<store>/causalpos_manifest/zarr.json``:
+a plain JSON file would make zarr v3 warn on every open, and a group can checksum the root
+``zarr.json`` too. The root records :data:`STORE_FORMAT_ATTR` = :data:`STORE_FORMAT`, so a store
+whose manifest folder is gone is damaged, not taken for an older one. Formats: 0, no manifest;
+1, a manifest but no marker; 2, both. CRC-32 guards against accidents, not tampering: ~4 GB/s
+here against SHA-256's ~1.5, cheaper than reading stores of tens of GB from disk.
 """
 
 from __future__ import annotations
@@ -37,7 +21,6 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
-from causalpos.io.runconfig import CONFIG_ENV as CONFIG_ENV  # re-exported
 from causalpos.io.runconfig import CONFIGFILES_ENV as CONFIGFILES_ENV  # re-exported
 from causalpos.io.runconfig import (
     config_args,
@@ -45,7 +28,6 @@ from causalpos.io.runconfig import (
     configfiles,
     display_path,
 )
-from causalpos.io.runconfig import config_values as config_values  # re-exported
 from causalpos.io.runconfig import run_configfiles as run_configfiles  # re-exported
 
 #: The child group whose ``zarr.json`` attributes hold the manifest.
@@ -60,10 +42,9 @@ STORE_FORMAT = 2
 #: Dataset attributes recorded in the manifest as the counts a store was built from.
 COUNT_ATTRS = ("n_sequences", "n_shards", "n_samples")
 
-#: Files others add to a finished store: Snakemake marks each ``directory()`` output with one.
+#: Files Snakemake adds to a finished store (it marks each ``directory()`` output with one).
 NOT_RECORDED = (".snakemake_timestamp",)
-#: Files an operating system's file browser leaves in any folder it shows (macOS Finder,
-#: Windows Explorer): never part of a store, never recorded, never "added later" damage.
+#: Files a file browser leaves in any folder it shows: never recorded, never damage.
 OS_LITTER = (".DS_Store", "Thumbs.db", "desktop.ini")
 
 _BLOCK = 1 << 24  # bytes read at a time while checksumming
@@ -82,9 +63,8 @@ def sidecar(table: str | os.PathLike) -> Path:
 
 
 def table_record(table: str | os.PathLike) -> dict | None:
-    """The provenance record beside the table at ``table``; None where it has none (written by
-    an older causalpos, or outside the pipeline); ``{"unreadable": "<why>"}`` where its sidecar
-    does not parse."""
+    """The provenance record beside ``table``; None where it has none, ``{"unreadable": why}``
+    where its sidecar does not parse."""
     try:
         record = json.loads(sidecar(table).read_text())
     except FileNotFoundError:
@@ -95,9 +75,8 @@ def table_record(table: str | os.PathLike) -> dict | None:
 
 
 def recorded_record(path: str | os.PathLike) -> dict | None:
-    """The provenance record of the store, table or model directory ``path`` (a store's root
-    metadata, a table's sidecar, a model directory's ``causalpos_source.json``); None where it
-    records none or cannot be read."""
+    """The provenance record of the store (root metadata), table (sidecar) or model directory
+    (``causalpos_source.json``) ``path``; None where it records none or cannot be read."""
     p = Path(path)
     if (p / "zarr.json").is_file():
         record = (root_attributes(p) or {}).get(PROVENANCE_ATTR)
@@ -112,9 +91,8 @@ def recorded_record(path: str | os.PathLike) -> dict | None:
 
 
 def _options_of(path: Path) -> tuple[list[str], list[str]] | None:
-    """``(config files, --config arguments)`` a rebuild of ``path`` names: the running pipeline's
-    (:func:`configfiles`, :func:`config_args`), else the ones ``path`` records it was built with
-    (or, for a store inside a shard or pair directory, its directory's first store)."""
+    """``(config files, --config arguments)`` a rebuild of ``path`` names: the running
+    pipeline's, else those ``path`` (or, for a shard or pair directory, its first store) records."""
     known = configfiles()
     if known is not None:
         return known, config_args()
@@ -131,20 +109,17 @@ def _options_of(path: Path) -> tuple[list[str], list[str]] | None:
 
 
 def rebuild_command(path: str | os.PathLike, *, flag: str = "--force") -> str:
-    """The Snakemake command that rebuilds the pipeline output ``path`` (run from the pipeline
-    directory): ``--force`` reruns the one job producing it, replacing what is there (``flag``:
-    another option naming the target, e.g. ``--rerun-incomplete``). A variant's
-    store inside a shard directory (``.../shard-NNNN/<variant>.zarr``) is rebuilt by the job
-    that writes the whole directory, and so is a merged score store
-    (``results/scores/<model>/<dataset>/<variant>.zarr``: one merge job writes every variant of
-    the pair). Names the ``--configfile`` and ``--config`` of the running pipeline
-    (:func:`configfiles`, :func:`config_args`), else the ones the output records it was built
-    with (``causalpos verify`` outside the pipeline)."""
+    """The Snakemake command (run from the pipeline directory) that rebuilds the output ``path``
+    with ``flag`` (e.g. ``--rerun-incomplete``) and the config options :func:`_options_of` finds.
+
+    A store in a shard directory (``.../shard-NNNN/<variant>.zarr``) or a merged score store
+    (``results/scores/<model>/<dataset>/<variant>.zarr``) is rebuilt by the job writing its
+    directory."""
     p = Path(path)
     files, args = _options_of(p) or ([], [])
-    if re.fullmatch(r"shard-\d{4}", p.parent.name):
-        p = p.parent
-    elif p.suffix == ".zarr" and p.parts[-5:-3] == ("results", "scores"):
+    if re.fullmatch(r"shard-\d{4}", p.parent.name) or (
+        p.suffix == ".zarr" and p.parts[-5:-3] == ("results", "scores")
+    ):
         p = p.parent
     return f"snakemake {flag} {shlex.quote(display_path(p))}{config_options(files, args)} --cores 1"
 
@@ -170,7 +145,7 @@ def root_attributes(store: str | os.PathLike) -> dict | None:
 
 def store_format(store: str | os.PathLike) -> int:
     """The format ``store`` was written in: :data:`STORE_FORMAT_ATTR` of its root metadata, else
-    1 with a manifest folder, 0 without (see the module doc)."""
+    1 with a manifest folder, 0 without."""
     value = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR)
     if isinstance(value, int):
         return value
@@ -178,9 +153,8 @@ def store_format(store: str | os.PathLike) -> int:
 
 
 class StoreFormatError(KeyError):
-    """A store lacks what this causalpos reads (a variable, attribute or dimension): written by
-    older code. A :class:`KeyError` (what a caller catching a missing key expects), whose message
-    names the store, its format and the command that rebuilds it."""
+    """A store written by older code lacks what this causalpos reads; a :class:`KeyError` (what a
+    caller catching a missing key expects) naming the store, its format and its rebuild."""
 
     def __init__(self, path: str | os.PathLike, missing: list[str], fmt: int):
         self.path, self.missing, self.format = Path(path), list(missing), fmt
@@ -198,13 +172,9 @@ class StoreFormatError(KeyError):
 
 
 class StoreError(OSError):
-    """A store on disk is damaged or incomplete: a file is missing, truncated or altered, its
-    metadata unreadable, or its contents contradict themselves.
-
-    An :class:`OSError`, like :class:`gzip.BadGzipFile` for a corrupt file: the fault is in
-    what is on disk, not in the caller's arguments. ``path`` is the store, ``problems`` what
-    is wrong with it, one sentence each; the message adds the command that rebuilds it.
-    """
+    """A store on disk is damaged or incomplete (an :class:`OSError`, like
+    :class:`gzip.BadGzipFile`: the fault is on disk). ``problems``: one sentence each; the
+    message adds the command that rebuilds it."""
 
     def __init__(self, path: str | os.PathLike, problems: str | list[str]):
         self.path = Path(path)
@@ -234,7 +204,7 @@ def describe(rel: str) -> str:
 
 
 def _crc32(path: Path) -> tuple[int, int]:
-    """(size in bytes, CRC-32) of the file at ``path``, read in blocks."""
+    """(size in bytes, CRC-32) of the file at ``path``."""
     crc, size = 0, 0
     with open(path, "rb") as fh:
         while block := fh.read(_BLOCK):
@@ -244,8 +214,8 @@ def _crc32(path: Path) -> tuple[int, int]:
 
 
 def _files(store: Path) -> list[str]:
-    """Every file of ``store`` (posix paths relative to it, symbolic links followed) except the
-    manifest, the root files in :data:`NOT_RECORDED` and :data:`OS_LITTER`, sorted."""
+    """Every file of ``store`` (sorted posix paths relative to it, links followed) but the
+    manifest, the root's :data:`NOT_RECORDED` and :data:`OS_LITTER`."""
     out = []
     for dirpath, dirnames, filenames in os.walk(store, followlinks=True):
         here = Path(dirpath)
@@ -264,21 +234,14 @@ def write_manifest(
     counts: Mapping[str, int] | None = None,
     sizes: Mapping[str, int] | None = None,
 ) -> dict:
-    """Record every file of the finished (not yet renamed) store directory ``store``.
-
-    Call it last, after everything else is written. ``counts``: what the store was built from
-    (e.g. ``n_sequences``); ``sizes``: its dimension sizes; both are checked against the
-    dataset when it is opened. Returns the manifest.
-    """
+    """Record every file of the finished (not yet renamed) store ``store``; call it last.
+    ``counts`` (e.g. ``n_sequences``) and ``sizes`` (dimension sizes) are checked against the
+    dataset when it is opened. Returns the manifest."""
     store = Path(store)
-    files = {}
-    for rel in _files(store):
-        size, crc = _crc32(store / rel)
-        files[rel] = [size, crc]
     manifest = {
         "version": MANIFEST_VERSION,
         "file_fields": ["bytes", "crc32"],
-        "files": files,
+        "files": {rel: list(_crc32(store / rel)) for rel in _files(store)},
         "counts": {k: int(v) for k, v in (counts or {}).items()},
         "sizes": {str(k): int(v) for k, v in (sizes or {}).items()},
     }
@@ -290,16 +253,14 @@ def write_manifest(
 
 
 def read_manifest(store: str | os.PathLike) -> dict | None:
-    """The manifest of ``store``, or None for a store written before manifests existed.
-
-    Raises :class:`StoreError` if the manifest is there but unreadable.
-    """
+    """The manifest of ``store``, None for a store written before manifests existed;
+    :class:`StoreError` where it should be there and is not, or is unreadable."""
     store = Path(store)
     path = store / MANIFEST_GROUP / "zarr.json"
+    marker = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR)
     if not path.is_file():
         if (store / MANIFEST_GROUP).exists():
             raise StoreError(store, f"its manifest {MANIFEST_GROUP}/zarr.json is missing")
-        marker = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR)
         if marker is not None:
             raise StoreError(
                 store,
@@ -320,11 +281,10 @@ def read_manifest(store: str | os.PathLike) -> dict | None:
             store,
             f"its manifest {MANIFEST_GROUP}/zarr.json is unreadable ({type(e).__name__}: {e})",
         ) from e
-    fmt = (root_attributes(store) or {}).get(STORE_FORMAT_ATTR, STORE_FORMAT)
-    if isinstance(fmt, int) and fmt > STORE_FORMAT:
+    if isinstance(marker, int) and marker > STORE_FORMAT:
         raise StoreError(
             store,
-            f"it has store format {fmt}, this causalpos reads formats up to {STORE_FORMAT} "
+            f"it has store format {marker}, this causalpos reads formats up to {STORE_FORMAT} "
             "(written by a newer causalpos)",
         )
     if version != MANIFEST_VERSION:
@@ -337,19 +297,11 @@ def read_manifest(store: str | os.PathLike) -> dict | None:
 
 
 def verify_files(store: str | os.PathLike, *, checksums: bool = True) -> dict | None:
-    """Check the files of ``store`` against its manifest; return the manifest.
-
-    Every recorded file must exist with its recorded size and (``checksums``, the default)
-    CRC-32, and no file may have been added. ``checksums=False`` compares sizes only: it still
-    catches deleted and truncated files, not same-size corruption. Returns None (nothing
-    verified) for a store without a manifest (written before manifests existed); its metadata
-    files (``zarr.json``) must still parse. A store whose root metadata records a store format
-    (:data:`STORE_FORMAT_ATTR`) was written with a manifest: without one it is damaged. Raises
-    :class:`StoreError` listing every problem found.
-    """
+    """Check the files of ``store`` against its manifest (each one's size and, with
+    ``checksums``, CRC-32; none added); return the manifest, None for a store without one
+    (whose metadata files must still parse). :class:`StoreError` lists every problem found."""
     store = Path(store)
-    root = store / "zarr.json"
-    if not root.is_file():
+    if not (store / "zarr.json").is_file():
         raise StoreError(
             store,
             "it has no root zarr.json (every finished store has one: the write was interrupted "
@@ -396,17 +348,15 @@ def _check_json(store: Path, rel: str) -> None:
 
 def check_counts(store: str | os.PathLike, manifest: dict, attrs: Mapping, sizes: Mapping) -> None:
     """The counts and dimension sizes recorded in ``manifest`` against the opened dataset's."""
-    problems = []
-    for key, value in manifest.get("counts", {}).items():
-        if attrs.get(key) != value:
-            problems.append(
-                f"attribute {key} is {attrs.get(key)!r}, the store was written with {value}"
-            )
-    for dim, value in manifest.get("sizes", {}).items():
-        if sizes.get(dim) != value:
-            problems.append(
-                f"dimension {dim!r} has size {sizes.get(dim)!r}, the store was written with {value}"
-            )
+    problems = [
+        f"attribute {k} is {attrs.get(k)!r}, the store was written with {v}"
+        for k, v in manifest.get("counts", {}).items()
+        if attrs.get(k) != v
+    ] + [
+        f"dimension {d!r} has size {sizes.get(d)!r}, the store was written with {v}"
+        for d, v in manifest.get("sizes", {}).items()
+        if sizes.get(d) != v
+    ]
     if problems:
         raise StoreError(store, problems)
 

@@ -1,8 +1,6 @@
-"""A job's own record of its cost, for another rule to read: CPU time and peak memory of the
-job's process at its end (:func:`write_job_cost`), read back by :func:`read_job_cost`. The leakage
-summaries write one (``causalpos.paths.LEAKAGE_COST``), which prices the scorecard's power notes:
-Snakemake's benchmark table samples a 15-45 s job's CPU at about 15 s. Imports the standard
-library, :mod:`causalpos.io.atomic` and :mod:`causalpos.io.joblog` only.
+"""A job's own record of its cost (CPU time, peak memory at its end), for another rule to read.
+The leakage summaries write one (``causalpos.paths.LEAKAGE_COST``), which prices the scorecard's
+power notes: Snakemake's benchmark table samples a 15-45 s job's CPU at about 15 s.
 """
 
 from __future__ import annotations
@@ -16,10 +14,8 @@ from causalpos.io.joblog import peak_rss_mib, process_cpu_s
 
 
 def write_job_cost(path: str | os.PathLike) -> dict:
-    """Write this process's cost so far to ``path`` (JSON, renamed into place): ``cpu_s``
-    (its start-up included, as :func:`causalpos.io.joblog.done_line`'s CPU) and
-    ``peak_rss_mib`` (:func:`peak_rss_mib`). Called by a job as its last step; returns the
-    record."""
+    """Write this process's ``cpu_s`` (start-up included) and ``peak_rss_mib`` so far to ``path``
+    (JSON, renamed into place); returns the record."""
     record = {"cpu_s": round(process_cpu_s(), 3), "peak_rss_mib": round(peak_rss_mib(), 1)}
     if not replace_json(path, record):
         raise OSError(f"cannot write the job's cost record {path}")

@@ -1,6 +1,5 @@
-"""What a job's log records of the job, read back: its last line (:func:`done_line`, written by
-:func:`causalpos.io.runlog.logged`) holds the block's wall time, the process's CPU and start-up
-CPU and its peak resident memory; :func:`read_job_logs` reads them for every job of a run.
+"""What a job's log records of the job: its last line (:func:`done_line`, written by
+:func:`causalpos.io.runlog.logged`), read back for every job of a run by :func:`read_job_logs`.
 """
 
 from __future__ import annotations
@@ -24,11 +23,9 @@ def process_cpu_s() -> float:
 def peak_rss_mib() -> float:
     """This process's peak resident memory in MiB (2**20 bytes, as Snakemake's ``max_rss``).
 
-    On Linux, the high-water mark of the process's own address space (``VmHWM`` in
-    ``/proc/self/status``): ``getrusage``'s ``ru_maxrss`` there also keeps the peak of the images
-    the process ran before its ``exec``, and a job started by ``vfork`` (Python's ``subprocess``
-    without a shell) then reads its parent's peak — measured: a 9 MiB child of a 510 MiB parent
-    reads 510. Elsewhere ``ru_maxrss`` (bytes on macOS, KiB on the BSDs)."""
+    On Linux ``VmHWM`` of ``/proc/self/status``: ``ru_maxrss`` there keeps the peak of the image
+    before ``exec``, so a child started by ``vfork`` reads its parent's (measured: 510 MiB for
+    a 9 MiB child). Elsewhere ``ru_maxrss`` (bytes on macOS, KiB on the BSDs)."""
     if sys.platform.startswith("linux"):
         try:
             with open("/proc/self/status", "rb") as fh:
@@ -74,14 +71,9 @@ def parse_done_line(line: str) -> dict | None:
     m = _DONE.match(line.strip())
     if m is None:
         return None
-    cpu, startup, rss = m["cpu"], m["startup"], m["rss"]
-    return {
-        "wall_s": float(m["wall"]),
-        "cpu_s": None if cpu is None else float(cpu),
-        "startup_cpu_s": None if startup is None else float(startup),
-        "peak_rss_mib": None if rss is None else float(rss.replace(",", "")),
-        "torch": m["torch"],
-    }
+    figures = {"wall_s": "wall", "cpu_s": "cpu", "startup_cpu_s": "startup", "peak_rss_mib": "rss"}
+    out = {k: None if m[g] is None else float(m[g].replace(",", "")) for k, g in figures.items()}
+    return {**out, "torch": m["torch"]}
 
 
 class JobLog(NamedTuple):
@@ -112,17 +104,6 @@ def read_job_logs(logs_dir: str | os.PathLike) -> list[JobLog]:
             if done is not None:
                 break
         job = log.relative_to(root).with_suffix("").as_posix()
-        figures = done or dict.fromkeys(("wall_s", "cpu_s", "startup_cpu_s", "peak_rss_mib"))
-        out.append(
-            JobLog(
-                rule=job.split("/", 1)[0],
-                job=job,
-                log=log,
-                wall_s=figures["wall_s"],
-                cpu_s=figures["cpu_s"],
-                startup_cpu_s=figures["startup_cpu_s"],
-                peak_rss_mib=figures["peak_rss_mib"],
-                torch=None if done is None else done["torch"],
-            )
-        )
+        figures = done or dict.fromkeys(JobLog._fields[3:])
+        out.append(JobLog(rule=job.split("/", 1)[0], job=job, log=log, **figures))
     return out

@@ -1,19 +1,15 @@
 """Progress that reads well on a terminal and in a log: every progress bar of the library.
 
-On a terminal, :func:`progress_bar` is tqdm's bar, redrawn in place (``\\r``). Anywhere else (a
-job's log, a file or pipe ``2>`` leads to) it is :class:`LineBar`: the same counts as plain lines,
-``extract causal: 96/512 (19%) [00:41<03:00, 2.31seq/s]``, one when the loop starts, at most
-one every :data:`LOG_INTERVAL_S` seconds, and the final count when it ends; never a ``\\r``.
-
-The progress bars of other libraries (transformers' ``Loading weights``, ``Writing model
-shards``) write ``\\r`` frames whatever their stream is; in a job's log
-(:func:`causalpos.io.runlog.logged`) they pass through :class:`LineFrames`, which keeps a bar's
-last frame as a line of its own (and one frame every :data:`LOG_INTERVAL_S` seconds of a long
-one) and drops the rest.
+On a terminal, :func:`progress_bar` is tqdm's bar, redrawn in place; anywhere else it is
+:class:`LineBar`, the same counts as plain lines (``extract causal: 96/512 (19%) [00:41<03:00,
+2.31seq/s]``) at most every :data:`LOG_INTERVAL_S` seconds. Other libraries' bars write ``\\r``
+frames whatever their stream; in a job's log (:func:`causalpos.io.runlog.logged`)
+:class:`LineFrames` keeps a bar's last frame (and one per interval of a long one) as a line.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import threading
@@ -31,14 +27,14 @@ LINE_FORMAT = (
 
 
 def is_terminal(stream: Any) -> bool:
-    """Whether ``stream`` is a terminal (False for a file, a pipe, or a stream without
-    ``isatty``)."""
+    """Whether ``stream`` is a terminal (False for a file, a pipe, a stream without ``isatty``)."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):  # no isatty, or a closed file
         return False
 
 
+@functools.cache
 def _line_bar_class():
     from tqdm import tqdm
 
@@ -80,16 +76,11 @@ def _line_bar_class():
     return _LineBar
 
 
-_LINE_BAR: list[type] = []
-
-
 def LineBar(*args, **kwargs):  # noqa: N802 - a class, built on first use (tqdm imported then)
     """A tqdm bar whose every update is a line of its own: written when it starts, then at most
     every ``interval_s`` seconds (:data:`LOG_INTERVAL_S`), and its final count when it closes
     (unless that line was the last one written). Takes tqdm's arguments."""
-    if not _LINE_BAR:
-        _LINE_BAR.append(_line_bar_class())
-    return _LINE_BAR[0](*args, **kwargs)
+    return _line_bar_class()(*args, **kwargs)
 
 
 def progress_bar(
@@ -122,13 +113,11 @@ _BREAKS = re.compile(r"(\r\n|\r|\n)")
 
 class LineFrames:
     """A text stream over ``out`` (a log file) on which ``\\r``-redrawn progress frames become
-    lines: text between a ``\\r`` and the next ``\\r`` or newline is a frame, held back; a frame
-    that a newline ends is written as a line (a bar's last frame), one that the next frame
-    replaces only if it is the first since a bar's end or :data:`LOG_INTERVAL_S` seconds have
-    passed since the last one written (a long bar's progress), blank ones (a bar clearing
-    itself) never. Other text passes as it
-    is. :meth:`finish` writes a frame still held (a bar that never ended its line). Anything not
-    a write (``fileno``, ``encoding``, ...) is ``out``'s; ``isatty`` is False."""
+    lines. Text between a ``\\r`` and the next ``\\r`` or newline is a frame, held back: one a
+    newline ends is written (a bar's last frame); one the next frame replaces only if it is the
+    first since a bar's end or ``interval_s`` have passed since the last written; blank ones
+    never. Other text passes as it is; :meth:`finish` writes a frame still held. Anything not a
+    write is ``out``'s; ``isatty`` is False."""
 
     def __init__(self, out: IO[str], interval_s: float = LOG_INTERVAL_S, clock=time.monotonic):
         self._out = out

@@ -1,29 +1,12 @@
 """Provenance: what a store or table is (its path's fields, the settings that made it, the config
-and the checkout of the run that wrote it), recorded with it and checked where it is read.
+and checkout of the run that wrote it), recorded with it and checked where it is read.
 
-A store's data depends on settings Snakemake tracks per checkout (the params in
-``.snakemake/metadata``). A store written by another checkout or config (a ``results/`` shared by
-two clones, a copy, an ``rsync``), or copied in under another model's path, carries no record
-there, and Snakemake would take it as finished. So every store records, in its root attributes (:data:`PROVENANCE_ATTR`), the record the
-running config expects of its path: ``path`` and its ``fields`` (model, dataset, variant,
-setting, tokenizer), ``kind``, ``params`` (the resolved settings that determine its content,
-defined per kind by :mod:`causalpos.config.provenance`) and ``params_sha256``, ``configfiles``,
-``config_args`` and ``config_values`` (the run's ``--configfile`` and ``--config`` arguments),
-and ``checkout`` (a token in ``.snakemake/causalpos/checkout``); what each holds:
-docs/troubleshooting.md.
-
-A table (kind ``table``, its params from
-:meth:`causalpos.config.targets.TargetsSection.table_jobs`) keeps the same record beside it, in
-``<table>.provenance.json`` (:func:`stamp_table`), with ``sha256`` of the content it was written
-with, checked by its reader (:func:`check_table`).
-
-The records the running config expects are computed once per Snakemake start (by the workflow, in
-the main process) and written to a JSON file named by :data:`TABLE_ENV`; a job writing a store
-or table records that file's entry for its path, a job reading one compares its record with the
-entry and with its own path (:func:`record_problems`). The workflow checks every existing store
-and table before any job (:func:`causalpos.config.provenance.check_existing_stores`);
-``causalpos verify`` checks path and record, and the params against a config. This module imports
-nothing else of the package but the modules of :mod:`causalpos.io` it names.
+A store written by another checkout or config (a shared ``results/``, a copy), or copied in under
+another model's path, would look finished to Snakemake. So a store records, in its root
+attributes (:data:`PROVENANCE_ATTR`; its keys: docs/troubleshooting.md), the record the running
+config expects of its path; a table keeps it, with the ``sha256`` of its content, in
+``<table>.provenance.json``. The expected records are computed once per Snakemake start into the
+JSON file :data:`TABLE_ENV` names; a reader compares its record with that entry and its path.
 """
 
 from __future__ import annotations
@@ -53,8 +36,8 @@ TABLE_ENV = "CAUSALPOS_PROVENANCE"
 CHECKOUT_ENV = "CAUSALPOS_CHECKOUT"
 #: Differences spelled out in one message.
 _SHOWN = 6
-#: The key of a table's params holding the params sha256 of each store or table it is computed
-#: from (:meth:`causalpos.config.targets.TargetsSection.table_jobs`).
+#: The key of a table's params holding the params sha256 of each input
+#: (:meth:`causalpos.config.targets.TargetsSection.table_jobs`).
 INPUTS_KEY = "inputs"
 
 
@@ -79,8 +62,8 @@ _TABLE: dict[str, object] = {}
 
 
 def running_table() -> dict[str, dict] | None:
-    """``{store path: record}`` the running config expects (the table :data:`TABLE_ENV` names,
-    read once per process and file version); None outside the pipeline."""
+    """``{store path: record}`` the running config expects (:data:`TABLE_ENV`'s file, read once
+    per file version); None outside the pipeline."""
     name = os.environ.get(TABLE_ENV)
     if not name:
         return None
@@ -99,16 +82,15 @@ def running_table() -> dict[str, dict] | None:
 
 
 def expected_record(store: str | os.PathLike) -> dict | None:
-    """The record the running config expects of the store at ``store``; None where none is known
-    (outside the pipeline, or a path the config does not write, e.g. a shard)."""
+    """The record the running config expects of ``store``; None where none is known (outside the
+    pipeline, a path it does not write such as a shard)."""
     table = running_table()
     return None if table is None else table.get(display_path(store))
 
 
 def record_to_write(store: str | os.PathLike) -> dict | None:
-    """The record a job writing ``store`` (a store or a table) gives it: the expected one, with
-    the run's config files, its ``--config`` overrides (as given and as Snakemake parsed them)
-    and checkout; None where the running config expects none."""
+    """The record a job writing ``store`` (or a table) gives it: the expected one with the run's
+    config files, ``--config`` overrides and checkout; None where none is expected."""
     expected = expected_record(store)
     if expected is None:
         return None
@@ -122,8 +104,7 @@ def record_to_write(store: str | os.PathLike) -> dict | None:
 
 
 def config_words(record: Mapping) -> str:
-    """How the run that wrote a store or table was configured, in words: ``--configfile X`` or
-    the default, and its ``--config`` overrides."""
+    """How the run that wrote a store or table was configured, in words."""
     files = record.get("configfiles")
     if files is None:
         return "an unknown config"
@@ -138,9 +119,8 @@ def _noun(path: str | os.PathLike) -> str:
 
 
 def path_problem(store: str | os.PathLike, recorded: Mapping) -> str | None:
-    """Why ``store`` (a store or a table) is not where its record says it was written (another
-    model's, dataset's, variant's or setting's store copied in here), or None. The results root's
-    own name is not compared (a renamed or moved ``results/`` is the same tree)."""
+    """Why ``store`` (or a table) is not where its record says it was written, or None. The
+    results root's own name is not compared (a moved ``results/`` is the same tree)."""
     written = Path(str(recorded.get("path", ""))).parts[1:]
     if not written:
         return None
@@ -166,7 +146,7 @@ def _flat(value, prefix: str = "") -> dict[str, object]:
 
 def params_differences(recorded: Mapping, expected: Mapping, noun: str = "store") -> list[str]:
     """``key: the store has A, this config B`` for every setting that differs (dotted keys); a
-    table's inputs (``inputs``: each input's params sha256) in one item naming them."""
+    table's changed :data:`INPUTS_KEY` in one item naming them."""
     recorded, expected = dict(recorded), dict(expected)
     inputs = (recorded.pop(INPUTS_KEY, None) or {}), (expected.pop(INPUTS_KEY, None) or {})
     a, b = _flat(recorded), _flat(expected)
@@ -175,8 +155,7 @@ def params_differences(recorded: Mapping, expected: Mapping, noun: str = "store"
     for key in sorted(set(a) | set(b)):
         x, y = a.get(key, missing), b.get(key, missing)
         if x != y:
-            xs = "nothing" if x is missing else json.dumps(x, default=str)
-            ys = "nothing" if y is missing else json.dumps(y, default=str)
+            xs, ys = ("nothing" if v is missing else json.dumps(v, default=str) for v in (x, y))
             out.append(f"{key}: the {noun} has {xs}, this config {ys}")
     changed = sorted(
         k for k in set(inputs[0]) | set(inputs[1]) if inputs[0].get(k) != inputs[1].get(k)
@@ -208,8 +187,7 @@ def params_problem(recorded: Mapping, expected: Mapping, noun: str = "store") ->
 
 
 def content_problem(table: str | os.PathLike, recorded: Mapping) -> str | None:
-    """Why the table at ``table`` is not the file its record was written for (the sha256 of its
-    content, recorded beside it), or None."""
+    """Why ``table``'s content is not the one its record's sha256 was written for, or None."""
     if "unreadable" in recorded:
         side = display_path(sidecar(table))
         return f"its provenance record {side} does not parse ({recorded['unreadable']})"
@@ -225,26 +203,23 @@ def content_problem(table: str | os.PathLike, recorded: Mapping) -> str | None:
 def record_problems(
     store: str | os.PathLike, recorded: Mapping | None, expected: Mapping | None
 ) -> list[str]:
-    """What is wrong with the store or table at ``store`` given its record and the expected one:
-    its content, for a table (:func:`content_problem`), its path (:func:`path_problem`) and its
-    params (:func:`params_problem`); [] where nothing is, or where it records nothing (written
-    by an older causalpos)."""
+    """What is wrong with the store or table ``store`` given its record and the expected one:
+    content, path, params; [] where nothing is, or it records nothing (an older causalpos)."""
     if not isinstance(recorded, Mapping):
         return []
-    problems = [p for p in [content_problem(store, recorded)] if p]
-    if "unreadable" in recorded:
-        return problems
-    problems += [p for p in [path_problem(store, recorded)] if p]
-    if expected is not None:
-        problem = params_problem(recorded, expected, noun=_noun(store))
-        if problem:
-            problems.append(problem)
-    return problems
+    problems = [content_problem(store, recorded)]
+    if "unreadable" not in recorded:
+        problems.append(path_problem(store, recorded))
+        if expected is not None:
+            problems.append(params_problem(recorded, expected, noun=_noun(store)))
+    return [p for p in problems if p]
 
 
 def fix_words(store: str | os.PathLike) -> str:
     """What to do about a store or table that is not what its path and the config say."""
-    target = _job_output(store)
+    target = Path(store)  # a score store is written by its pair directory's job
+    if target.suffix == ".zarr" and len(target.parts) >= 4 and target.parts[-4] == "scores":
+        target = target.parent
     return (
         f"Fix: rebuild it for this config (it replaces the {_noun(store)}): `snakemake --forcerun "
         f"{shlex.quote(display_path(target))}{config_options(configfiles(), config_args())} "
@@ -253,20 +228,9 @@ def fix_words(store: str | os.PathLike) -> str:
     )
 
 
-def _job_output(store: str | os.PathLike) -> Path:
-    """The output of the job that writes ``store``: a score store's pair directory (one job
-    writes every variant of the pair), else the store."""
-    p = Path(store)
-    if p.suffix == ".zarr" and len(p.parts) >= 4 and p.parts[-4] == "scores":
-        return p.parent
-    return p
-
-
 class ProvenanceError(OSError):
-    """A store or table that is not what its path and the running config say it should be:
-    another one copied in under its path, one made with other settings (another checkout or
-    config sharing the results tree), or a table edited after it was written. Names it, what it
-    records, what is expected, what to do."""
+    """A store or table that is not what its path and the running config say (copied in under
+    its path, made with other settings, edited after it was written); says what to do."""
 
     def __init__(self, path: str | os.PathLike, problems: list[str], recorded: Mapping):
         self.path, self.problems, self.recorded = Path(path), list(problems), dict(recorded)
@@ -278,9 +242,6 @@ class ProvenanceError(OSError):
             f"({origin}): " + "; ".join(self.problems) + f". {fix_words(path)}"
         )
 
-    def __str__(self) -> str:
-        return str(self.args[0])
-
     def __reduce__(self):
         return (type(self), (self.path, self.problems, self.recorded))
 
@@ -289,8 +250,8 @@ class ProvenanceError(OSError):
 
 
 def stamp(attrs: dict, store: str | os.PathLike) -> None:
-    """Put the record a job writing ``store`` gives it into the dataset attributes ``attrs``
-    (:func:`record_to_write`), or take out one carried over from a store that was read."""
+    """Put :func:`record_to_write` into the dataset attributes ``attrs``, or take out one
+    carried over from a store that was read."""
     record = record_to_write(store)
     if record is None:
         attrs.pop(PROVENANCE_ATTR, None)
@@ -298,21 +259,22 @@ def stamp(attrs: dict, store: str | os.PathLike) -> None:
         attrs[PROVENANCE_ATTR] = record
 
 
-def check_opened(store: str | os.PathLike, attrs: dict) -> None:
-    """Take the record out of an opened store's attributes ``attrs`` (readers never see it) and
-    raise :class:`ProvenanceError` where the store is not what its path and the running config
-    say (:func:`record_problems` against :func:`expected_record`)."""
-    recorded = attrs.pop(PROVENANCE_ATTR, None)
-    problems = record_problems(store, recorded, expected_record(store))
+def _check(path: str | os.PathLike, recorded: Mapping | None) -> None:
+    """:class:`ProvenanceError` where :func:`record_problems` finds any in ``path``'s record."""
+    problems = record_problems(path, recorded, expected_record(path))
     if problems:
-        raise ProvenanceError(store, problems, recorded)
+        raise ProvenanceError(path, problems, recorded)
+
+
+def check_opened(store: str | os.PathLike, attrs: dict) -> None:
+    """Take the record out of an opened store's ``attrs`` (readers never see it) and check it."""
+    _check(store, attrs.pop(PROVENANCE_ATTR, None))
 
 
 def stamp_table(*tables: str | os.PathLike) -> None:
-    """After a job wrote each table (CSV, Markdown) of ``tables``: the record the running config
-    expects of its path (:func:`record_to_write`) with the sha256 of its content, written beside
-    it (:func:`causalpos.io.integrity.sidecar`); a sidecar left from an earlier run removed where
-    the running config expects none (outside the pipeline)."""
+    """After a job wrote each table of ``tables``: :func:`record_to_write` with the sha256 of
+    its content, written beside it (:func:`causalpos.io.integrity.sidecar`); an old sidecar
+    removed where none is expected."""
     for table in tables:
         record = record_to_write(table)
         side = sidecar(table)
@@ -325,12 +287,7 @@ def stamp_table(*tables: str | os.PathLike) -> None:
 
 
 def check_table(*tables: str | os.PathLike) -> None:
-    """Before a job reads each table of ``tables``: raise :class:`ProvenanceError` where it is
-    not what its path and the running config say (its record, beside it, against
-    :func:`expected_record`; its content against the sha256 recorded). A path without a record
-    (written by an older causalpos; a file that is not a table) passes."""
+    """Before a job reads each table of ``tables``: :class:`ProvenanceError` where its record
+    shows problems (:func:`record_problems`); a table without a record passes."""
     for table in tables:
-        recorded = table_record(table)
-        problems = record_problems(table, recorded, expected_record(table))
-        if problems:
-            raise ProvenanceError(table, problems, recorded or {})
+        _check(table, table_record(table))

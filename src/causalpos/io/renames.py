@@ -1,16 +1,11 @@
 """Listed renames of outputs, so that two results trees written before and after a rename compare
 modulo it (``causalpos diff-results --renames docs/outputs.md``).
 
-The renames are a Markdown table between :data:`BEGIN` and :data:`END` (docs/outputs.md's),
-one row per rename: ``| `old` | `new` | kind |``; the kinds (``table file``, ``column in T1,
-T2``, ``removed column in T``, ``added column in T``, a store's names) and what each renames in a
-tree's tables: docs/outputs.md's renames section. A ``column in T1, T2`` rename also renames a
-cell that is exactly ``old`` in those tables (``column`` alone: in every table; ``T`` an old or
-new file stem); a removed column the new tree still writes, or an added one the old tree had, is
-a difference.
-
-Renames apply to the old tree's side in one pass (``a -> b`` and ``b -> c`` map ``a`` to ``b``,
-never on to ``c``). Pure: imports nothing of the library.
+The renames are a Markdown table between :data:`BEGIN` and :data:`END`, one row per rename:
+``| `old` | `new` | kind |``; the kinds and what each renames: docs/outputs.md's renames section.
+A ``column in T1, T2`` rename also renames a cell that is exactly ``old`` in those tables (``T``
+an old or new file stem; no ``in``: every table). Renames apply to the old tree in one pass
+(``a -> b`` and ``b -> c`` map ``a`` to ``b``, never on to ``c``).
 """
 
 from __future__ import annotations
@@ -66,13 +61,16 @@ class Renames:
             out.update(self.columns.get(stem, {}))
         return out
 
+    def _scoped(self, by_stem: dict[str | None, set[str]], rel: str) -> set[str]:
+        return set().union(*(by_stem.get(s, set()) for s in [None, *self._stems(rel)]))
+
     def removed_of(self, rel: str) -> set[str]:
         """The columns the old tree's table ``rel`` has and its new table no longer has."""
-        return set().union(*(self.removed.get(s, set()) for s in [None, *self._stems(rel)]))
+        return self._scoped(self.removed, rel)
 
     def added_of(self, rel: str) -> set[str]:
         """The columns the new tree's table of the old tree's ``rel`` has and ``rel`` had not."""
-        return set().union(*(self.added.get(s, set()) for s in [None, *self._stems(rel)]))
+        return self._scoped(self.added, rel)
 
     def text(self, line: str) -> str:
         """``line`` (a Markdown line or a text cell) with the renamed names in it."""
@@ -80,24 +78,21 @@ class Renames:
             return self.words[line]
         words = tuple(self.words)
         if words:
-            line = _word_re(words).sub(lambda m: self.words[m.group(0)], line)
+            line = _names_re(r"(?<![\w.])(?:{})(?![\w])", words).sub(
+                lambda m: self.words[m.group(0)], line
+            )
         if self.ticked:
-            line = _tick_re(tuple(self.ticked)).sub(lambda m: f"`{self.ticked[m.group(1)]}`", line)
+            line = _names_re(r"`({})`", tuple(self.ticked)).sub(
+                lambda m: f"`{self.ticked[m.group(1)]}`", line
+            )
         return line
 
 
-def _alternation(names: tuple[str, ...]) -> str:
-    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-
-
-@functools.lru_cache(maxsize=8)
-def _word_re(names: tuple[str, ...]) -> re.Pattern:
-    return re.compile(rf"(?<![\w.])(?:{_alternation(names)})(?![\w])")
-
-
-@functools.lru_cache(maxsize=8)
-def _tick_re(names: tuple[str, ...]) -> re.Pattern:
-    return re.compile(rf"`({_alternation(names)})`")
+@functools.lru_cache(maxsize=16)
+def _names_re(template: str, names: tuple[str, ...]) -> re.Pattern:
+    """``template`` with ``{}`` the alternation of ``names``, longest first, compiled."""
+    alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(template.format(alternation))
 
 
 def _scope(kind: str) -> list[str | None]:

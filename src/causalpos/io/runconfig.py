@@ -1,12 +1,11 @@
-"""The running pipeline's command line as its jobs see it: its ``--configfile`` and ``--config
-KEY=VALUE`` arguments, which the workflow puts in the environment of every job
-(:data:`CONFIGFILES_ENV`, :data:`CONFIG_ENV`; ``workflow/rules/common.smk``), so that a store or
-table records the run that wrote it and a rebuild command names them; and what it rebuilds
-(:func:`forcing`). A leaf: imports nothing else of the package.
+"""The running pipeline's command line as its jobs see it: its ``--configfile`` and ``--config``
+arguments, put in every job's environment by ``workflow/rules/common.smk`` (so a store records
+the run that wrote it and a rebuild command names them), and what it rebuilds (:func:`forcing`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -26,10 +25,8 @@ def display_path(path: str | os.PathLike) -> str:
     its outputs), else as given."""
     p = Path(path)
     if p.is_absolute():
-        try:
+        with contextlib.suppress(ValueError):
             return str(p.relative_to(Path.cwd()))
-        except ValueError:
-            return str(p)
     return str(p)
 
 
@@ -78,10 +75,9 @@ def run_configfiles() -> list[str] | None:
 
 
 def forcing(argv: Iterable[str]) -> tuple[set[str], bool]:
-    """``(forced, forceall)`` of a Snakemake command line: the files and rules ``-R/--forcerun``
-    names, the targets of ``-f/--force`` (every plain word: over-counting only skips a check of a
-    store that is rebuilt anyway or not read) and ``-F/--forceall``. Read from the command line
-    because Snakemake hands its DAG settings to the workflow only after parsing the Snakefile."""
+    """``(forced, forceall)`` of a Snakemake command line: what ``-R/--forcerun`` names, the
+    targets of ``-f/--force`` (every plain word: over-counting only skips a check of a store
+    rebuilt anyway) and ``-F/--forceall``; Snakemake hands its DAG settings over only later."""
     argv = list(argv)
     forceall = any(a in ("-F", "--forceall") for a in argv)
     force = any(a in ("-f", "--force") for a in argv)

@@ -1,19 +1,11 @@
 """Glue for Snakemake ``script:`` entry points: log redirection, thread settings, signals.
 
-Kept out of the science modules: scripts call :func:`logged` first, then one library function.
-
-Stopping: Snakemake 9 runs a local ``script:`` job as a child process from a worker thread and, on
-Ctrl-C (SIGINT, raised as KeyboardInterrupt in its main thread), only shuts its thread pool down —
-it waits for every running job to finish and signals none of them (``executors/local.py``:
-``cancel()`` is ``pool.shutdown()``; script jobs are not even registered for ``shell.kill``). A
-job therefore stops at once only when the signal reaches it too: a terminal's Ctrl-C does (the
-whole foreground process group gets SIGINT), ``kill -INT <snakemake pid>`` did not, and a job
-receiving SIGTERM (cluster cancel, ``kill``) died without running its ``finally`` blocks.
-:func:`forward_interrupt_to_jobs` (installed by the workflow's common.smk) makes Snakemake send
-SIGTERM to its child processes on SIGINT, and :func:`logged` turns SIGTERM into an exception (once:
-the echoes of one interrupt cannot cut the clean-up short), so the job stops within a fraction of
-a second with its temporary outputs removed (atomic writes, ``causalpos.io.atomic``) and nothing
-that looks finished.
+Stopping: on Ctrl-C, Snakemake 9 only waits for its running local ``script:`` jobs and signals
+none of them (``executors/local.py``: ``cancel()`` is ``pool.shutdown()``), and a job receiving
+SIGTERM died without running its ``finally`` blocks. :func:`forward_interrupt_to_jobs` (installed
+by common.smk) makes Snakemake SIGTERM its children on SIGINT, and :func:`logged` turns SIGTERM
+into an exception (once: echoes of one interrupt cannot cut the clean-up short), so a job stops
+within a fraction of a second with its temporary outputs removed (``causalpos.io.atomic``).
 """
 
 from __future__ import annotations
@@ -40,8 +32,7 @@ class Terminated(SystemExit):
 
 
 #: Seconds after a first stop signal during which more are echoes of the same interrupt (a
-#: terminal's SIGINT to the process group and the SIGTERM Snakemake forwards arrive together) and
-#: are ignored, so they cannot cut the clean-up short; a later one kills the job at once.
+#: terminal's SIGINT and the SIGTERM Snakemake forwards) and are ignored; a later one kills.
 ECHO_S = 5.0
 _first_stop: list[float] = []
 
@@ -78,20 +69,6 @@ def stop_on_sigterm():
             signal.signal(signum, handler)
 
 
-def terminate_children(sig: int = signal.SIGTERM) -> list[int]:
-    """Send ``sig`` to every descendant process of this one; returns their pids."""
-    import psutil
-
-    pids = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            child.send_signal(sig)
-            pids.append(child.pid)
-        except psutil.Error:
-            pass
-    return pids
-
-
 def forward_interrupt_to_jobs() -> bool:
     """In the Snakemake process: on SIGINT, SIGTERM every child process (the running jobs) before
     Snakemake's own handling of the interrupt, which waits for them. Returns whether the handler
@@ -105,7 +82,11 @@ def forward_interrupt_to_jobs() -> bool:
         return True
 
     def forward(signum, frame):
-        terminate_children(signal.SIGTERM)
+        import psutil
+
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.send_signal(signal.SIGTERM)
         if callable(previous):
             previous(signum, frame)  # Python's default handler: KeyboardInterrupt
         else:
@@ -120,13 +101,10 @@ def keep_symlinked_output_dirs() -> bool:
     """Make Snakemake's end-of-run clean-up leave a symbolic link to a directory alone; returns
     whether the patch is in place.
 
-    After every run Snakemake removes the empty parent directory of each input or output that is
-    missing (``DAG.cleanup_workdir``: ``os.removedirs(dirname)``); where that parent is a symbolic
-    link to an (empty) directory elsewhere, e.g. ``results/leakage -> /bigdisk/leakage`` after
-    its first job failed, ``os.rmdir`` raises ``NotADirectoryError`` and Snakemake ends with that
-    traceback instead of its own report. The replacement does what Snakemake's does, except that
-    it skips a parent that is a symbolic link (the link and what it points to are the user's) and
-    a directory that cannot be removed."""
+    ``DAG.cleanup_workdir`` removes the empty parent directory of each missing input or output;
+    where that parent is a link (``results/leakage -> /bigdisk/leakage``), ``os.rmdir`` raises
+    ``NotADirectoryError`` and Snakemake ends on that traceback. The replacement does the same
+    but skips a link and a directory that cannot be removed."""
     try:
         from snakemake.dag import DAG
     except ImportError:
@@ -145,12 +123,9 @@ def keep_symlinked_output_dirs() -> bool:
             }:
                 if not io_dir or os.path.islink(io_dir) or not os.path.isdir(io_dir):
                     continue
-                try:
-                    with os.scandir(io_dir) as entries:
-                        if next(entries, None) is None:
-                            os.removedirs(io_dir)
-                except OSError:
-                    pass
+                with contextlib.suppress(OSError), os.scandir(io_dir) as entries:
+                    if next(entries, None) is None:
+                        os.removedirs(io_dir)
 
     cleanup_workdir.causalpos_keeps_links = True
     DAG.cleanup_workdir = cleanup_workdir
@@ -162,17 +137,13 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
 def keep_freed_memory(mmap_threshold: int = 256 << 20, trim_threshold: int = 1 << 30) -> bool:
-    """Let glibc's malloc reuse freed blocks of up to ``mmap_threshold`` bytes instead of handing
-    every block of a few MB back to the kernel; returns whether the setting took (glibc only).
+    """Let glibc's malloc reuse freed blocks of up to ``mmap_threshold`` bytes (kept up to
+    ``trim_threshold`` above the heap's live part) instead of unmapping each on ``free``; returns
+    whether the setting took (glibc only).
 
-    By default glibc serves blocks above 128 kB-32 MB with ``mmap`` and unmaps them on ``free``,
-    and trims the heap's free top: the next tensor of the same size is mapped again and each of its
-    4 kB pages faults on first touch. A job's loops allocate the same few MB-sized tensors over and
-    over (a simulation chunk, a batch of scores): measured, ~0.8 M page faults and ~1.4 s of
-    system CPU per paper-scale simulation setting (8.2 → 6.6 s CPU in
-    ``benchmarks/bench_simulate.py``, which calls this as the jobs do). Freed memory stays with
-    the process for reuse, up to ``trim_threshold`` above the heap's live part: the peak does not
-    grow with the work done.
+    A job's loops allocate the same MB-sized tensors over and over; with glibc's defaults each
+    is mapped again and its pages fault on first touch (measured: ~1.4 s of system CPU per
+    paper-scale simulation setting, 8.2 → 6.6 s CPU in ``benchmarks/bench_simulate.py``).
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -199,22 +170,12 @@ _off_until_logged: list[bool] = []
 
 def collector_off_until_logged() -> None:
     """The cyclic garbage collector off from here until :func:`logged` starts the job's block,
-    which turns it back on (with :data:`JOB_GC_THRESHOLDS`). A job's script calls it before it
-    imports its stage: the imports create 10^5-10^6 objects that live as long as the job, and
-    with the default thresholds the collector traverses them again and again while they are
-    imported (measured: 0.05 CPU-s of a table job's 0.55 of start-up, 0.11 of a paper-2 figure
-    job's 1.0, 0.15-0.23 of a model job's 1.6-2.2; 180-500 collections). Nothing but cyclic
-    garbage waits: what the imports discard without cycles is freed by reference counting as
-    always. A collector already off is left off (and :func:`logged` leaves it so)."""
+    which turns it back on. A job's script calls it before importing its stage, whose 10^5-10^6
+    long-lived objects the collector would otherwise traverse again and again (measured:
+    0.05-0.23 CPU-s of a job's start-up). A collector already off is left off."""
     if gc.isenabled():
         gc.disable()
         _off_until_logged.append(True)
-
-
-def _collector_back_on() -> None:
-    if _off_until_logged:
-        _off_until_logged.clear()
-        gc.enable()
 
 
 _freeze_registered: list[bool] = []
@@ -222,21 +183,13 @@ _freeze_registered: list[bool] = []
 
 @contextlib.contextmanager
 def job_collector():
-    """Within the block, the cyclic garbage collector runs less often; at interpreter exit it
-    leaves the objects alive then alone.
+    """Within the block, the cyclic garbage collector runs less often (:data:`JOB_GC_THRESHOLDS`,
+    restored after); at exit (``atexit``, once per process) ``gc.freeze()`` spares the
+    finalization's last collection.
 
-    Importing torch and transformers creates ~10^6 objects that live as long as the job; with
-    the default thresholds the collector traverses them again and again while they are imported
-    (measured: 0.5 CPU-s of a 3 CPU-s job that builds a tiny model, as much of a length-generalization
-    job), and at exit Python's finalization collects over all of them once more (~1 CPU-s after
-    a job that imported torch, most of its wall time past the job's last log line). Garbage
-    without cycles is freed by reference counting as always; cyclic garbage waits for up to
-    10,000 allocations instead of 700. At exit (an ``atexit`` callback, registered once per
-    process, run before the interpreter's finalization) ``gc.freeze()`` takes every object out
-    of the collector's sight: the process ends without that last collection, whose only effect
-    would be to run finalizers of objects in reference cycles — a job's outputs are complete and
-    closed when its block ends (atomic writes), and its log handlers are flushed by
-    ``logging``'s own exit callback. The previous thresholds are restored on leaving the block.
+    torch and transformers create ~10^6 long-lived objects, traversed again and again with the
+    default thresholds (measured: 0.5 CPU-s of a 3 CPU-s job) and once more at exit (~1 CPU-s),
+    whose only effect would be to run finalizers of cyclic objects after the outputs are closed.
     """
     previous = gc.get_threshold()
     gc.set_threshold(*JOB_GC_THRESHOLDS)
@@ -249,23 +202,11 @@ def job_collector():
         gc.set_threshold(*previous)
 
 
-def _older_store_error(exc: KeyError):
-    """A job's ``KeyError`` named as a store written by older code (the store, its format, the
-    rebuild command) when the job opened one; None otherwise."""
-    store = sys.modules.get("causalpos.io.store")
-    return None if store is None else store.older_store_error(exc)
-
-
 def numpy_small_pages() -> bool:
-    """Stop numpy from asking the kernel for transparent huge pages on its large arrays (from
-    4 MB on numpy calls ``madvise(MADV_HUGEPAGE)``, its default on Linux); returns whether
-    numpy offers the switch.
-
-    Where the kernel's THP ``defrag`` setting is ``madvise`` (the build VM's), the first touch of
-    such an array compacts memory synchronously, in the job's system time; with the freed
-    memory kept for reuse (:func:`keep_freed_memory`) huge pages save little. Measured on the
-    largest ``leakage`` job (SmolLM2's twelve runs, its arrays up to 3.6 GB resident, idle
-    build VM otherwise shared): 6.9 → 3.0 s of system CPU, 22.5 → 19.5 s of CPU in all."""
+    """Stop numpy from madvising its arrays of 4 MB and more as transparent huge pages; returns
+    whether numpy offers the switch. Where THP ``defrag`` is ``madvise``, a first touch compacts
+    memory in the job's system time (measured on the largest ``leakage`` job: 6.9 → 3.0 s of
+    system CPU); with freed memory kept (:func:`keep_freed_memory`) huge pages save little."""
     import numpy as np
 
     core = getattr(np, "_core", None) or getattr(np, "core", None)
@@ -285,34 +226,23 @@ def logged(
     huge_pages: bool = True,
 ):
     """Send stdout, stderr and ``logging`` to ``log_path`` for the duration of the block, with
-    progress bars as lines, never ``\\r`` frames (:class:`causalpos.io.progress.LineFrames`); when
-    it succeeds, the log's last line records its wall time, the process's CPU time and start-up,
-    its peak resident memory and whether torch was loaded (:func:`done_line`;
-    :func:`read_job_logs` reads a run's).
+    progress bars as lines (:class:`causalpos.io.progress.LineFrames`); on success the log's
+    last line is :func:`done_line` (read back by :func:`read_job_logs`).
 
-    ``exit_when_done``: a job's process (a Snakemake ``script:``, whose block is its last
-    statement) ends as soon as the block has succeeded and the log is closed, with status 0 and
-    without the interpreter's teardown (:func:`exit_now`): the finalization of every imported
-    module and object, 0.15-0.3 CPU-s in a process that imported xarray, zarr and matplotlib and
-    ~0.5 in one that imported torch, measured, which nothing reads. A failing block raises as
-    without it.
-
-    Also bounds torch/BLAS threads to ``threads`` (Snakemake's ``threads:``), so a job never uses
-    more cores than the scheduler gave it: through the environment, which torch and the BLAS
-    libraries read when they load, so a job that needs no model never imports torch (1.3 s of
-    CPU per job); torch and OpenBLAS already loaded are set directly
-    (:func:`causalpos.io.threads.bound_threads`). Freed memory is kept for reuse
-    (:func:`keep_freed_memory`), and the garbage collector, back on where the script's start-up
-    held it off (:func:`collector_off_until_logged`), runs less often (:func:`job_collector`);
-    ``huge_pages`` False: numpy's arrays are not madvised as huge pages
-    (:func:`numpy_small_pages`, for the jobs whose work is numpy's large arrays).
-    Exceptions are logged with their traceback and re-raised (one marked ``explained``, such as
-    :class:`~causalpos.io.atomic.DiskFullError`, ends a job of ``exit_when_done`` with its
-    message alone: the job's status 1, the message on its stderr, no traceback); a
-    ``KeyError`` in a job that opened a store of an older format is re-raised as
-    :class:`~causalpos.io.integrity.StoreFormatError`, naming that store and its rebuild command.
+    ``exit_when_done``: the process ends with status 0 once the block succeeded and the log is
+    closed, without the interpreter's teardown (:func:`exit_now`; 0.15-0.5 CPU-s measured).
+    ``threads`` (Snakemake's ``threads:``) bounds torch/BLAS threads
+    (:func:`causalpos.io.threads.bound_threads`); freed memory is kept (:func:`keep_freed_memory`)
+    and the collector, back on after :func:`collector_off_until_logged`, runs less often
+    (:func:`job_collector`); ``huge_pages`` False: :func:`numpy_small_pages`. Exceptions are
+    logged with their traceback and re-raised; one marked ``explained`` (e.g.
+    :class:`~causalpos.io.atomic.DiskFullError`) ends an ``exit_when_done`` job with its message
+    alone; a ``KeyError`` after opening a store of an older format is re-raised as
+    :class:`~causalpos.io.integrity.StoreFormatError` naming it.
     """
-    _collector_back_on()
+    if _off_until_logged:
+        _off_until_logged.clear()
+        gc.enable()
     keep_freed_memory()
     if not huge_pages:
         numpy_small_pages()
@@ -353,12 +283,6 @@ def logged(
                 exc_info=True,
             )
             raise
-        except KeyError as exc:
-            named = _older_store_error(exc)
-            logging.getLogger("causalpos").exception("job failed")
-            if named is not None:
-                raise named from exc
-            raise
         except BaseException as exc:
             if getattr(exc, "explained", False) and exit_when_done:
                 # a message that says it all (a full disk, a store that is not what its path and
@@ -367,6 +291,11 @@ def logged(
                 explained = exc
             else:
                 logging.getLogger("causalpos").exception("job failed")
+                store = sys.modules.get("causalpos.io.store")
+                if isinstance(exc, KeyError) and store is not None:
+                    named = store.older_store_error(exc)
+                    if named is not None:
+                        raise named from exc
                 raise
         finally:
             fh.finish()
@@ -380,13 +309,9 @@ def logged(
 
 def exit_now() -> None:
     """End this process with status 0 at once: stdout, stderr and ``logging`` flushed, then
-    ``os._exit`` (no atexit handlers, no module finalization). For a job whose outputs are all
-    written and closed: what is left of the interpreter's work is freeing memory the kernel
-    reclaims anyway."""
+    ``os._exit`` (no atexit handlers, no module finalization), for a job whose outputs are closed."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
     os._exit(0)

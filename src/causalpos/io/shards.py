@@ -1,9 +1,7 @@
 """Shards of a store: an extraction split into shards of consecutive sequences
-(``extract.shard_size``: :meth:`causalpos.config.Resolved.shard_bounds`), each one store.
-Because a store exists only once complete (:func:`causalpos.io.store.write_dataset`), rerunning
-after an interruption keeps every finished shard and redoes the unfinished one: Snakemake does
-this by itself (each shard is a job whose output is missing).
-:func:`merge_shards` then combines the shards exactly, through each reducer's ``merge``.
+(:meth:`causalpos.config.Resolved.shard_bounds`), each one store (a job), so a rerun after an
+interruption keeps every finished shard. :func:`merge_shards` combines them exactly, through
+each reducer's ``merge``.
 """
 
 from __future__ import annotations
@@ -30,19 +28,16 @@ def merge_shards(
 ) -> xr.Dataset:
     """Merge shard datasets (or store paths) exactly, variable by variable, via their reducers.
 
-    Every data variable must carry ``attrs["reducer"] = "module:Class"`` (set by
-    ``extract_scores``), a key of ``reducers`` (name -> class: only those classes can be named by a
-    store; nothing is imported from a store's attributes); the class's ``merge`` combines that reducer's variables across shards
-    (means and M2 by Chan's formula in float64, per-sequence arrays by concatenation...).
-    Shard attributes must agree except :data:`SHARD_ATTRS`; the result's ``n_sequences`` is the
-    total and ``n_shards`` the count. ``map_dtype``: cast float maps (variables with both
-    ``query`` and ``key`` dims) to this dtype in the result — "float32" for the final store,
-    as design.md specifies; ``None`` keeps float64 (e.g. to merge merged stores again).
+    Every data variable carries ``attrs["reducer"] = "module:Class"``, a key of ``reducers``
+    (nothing is imported from a store's attributes), whose ``merge`` combines that reducer's
+    variables across shards (means and M2 by Chan's formula in float64, per-sequence arrays by
+    concatenation...). Shard attributes must agree except :data:`SHARD_ATTRS`; the result's
+    ``n_sequences`` is the total, ``n_shards`` the count. ``map_dtype``: float maps' dtype in the
+    result (float32 for the final store, design.md); ``None`` keeps float64.
     """
     if not parts:
         raise ValueError("merge_shards: no shards given")
-    # Opened lazily without caching: reducers read one shard's arrays at a time, so memory is
-    # the merged result plus one shard, whatever the number of shards.
+    # Opened lazily without caching: memory is the merged result plus one shard.
     datasets = [p if isinstance(p, xr.Dataset) else _open_uncached(p) for p in parts]
     _check_shard_counts(parts, datasets)
     first = datasets[0]

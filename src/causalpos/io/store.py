@@ -1,15 +1,10 @@
 """Stores: xarray datasets in zarr v3, written atomically (their shards: :mod:`causalpos.io.shards`).
 
-A store is written under a temporary sibling name and renamed into place only when complete,
-so an interrupted job never leaves a directory that looks finished (Snakemake would otherwise
-take a half-written ``directory()`` output for a finished one). Every store carries a manifest
-of its files (:mod:`causalpos.io.integrity`), written last; :func:`open_dataset` checks it, so
-a chunk deleted, truncated or altered later raises :class:`StoreError` instead of reading as
-NaN. Stages check what they computed before writing it (:func:`map_problems`,
-:func:`count_problems`).
-
-Resumability is shard-level: each shard of an extraction is one store, so rerunning after an
-interruption keeps every finished shard (:mod:`causalpos.io.shards`).
+A store is written under a temporary sibling name and renamed into place only when complete, so
+Snakemake never takes a half-written ``directory()`` output for a finished one. Its manifest
+(:mod:`causalpos.io.integrity`), written last, is checked by :func:`open_dataset`: a chunk lost
+later raises :class:`StoreError` instead of reading as NaN. Stages check what they computed
+before writing it (:func:`map_problems`, :func:`count_problems`).
 """
 
 from __future__ import annotations
@@ -41,55 +36,33 @@ from causalpos.io.integrity import (
 )
 from causalpos.io.provenance import check_opened, stamp
 
-__all__ = [
-    "StoreError",
-    "StoreFormatError",
-    "count_problems",
-    "map_problems",
-    "open_dataset",
-    "require",
-    "verify_store",
-    "write_dataset",
-]
-
 log = logging.getLogger("causalpos.io.store")
-
-ZARR_FORMAT = 3
-
 
 #: Trailing 2-D slices smaller than this many elements are not chunked one per file.
 MIN_MAP_ELEMENTS = 4096
 
 
-#: The numeric arrays' compressor: Blosc's byte shuffle (the bytes of each value's position
-#: grouped together, so the exponent bytes of floats compress as runs) before zstd at level 3.
-#: Lossless. Against zarr's default (zstd 3 without shuffle), measured on the default run's score
-#: stores (2026-11-26): 7–9 % smaller (SmolLM2's causal map store 57.1 → 53.7 MB), as fast to
-#: write, faster to read.
+#: The numeric arrays' compressor, lossless: Blosc's byte shuffle (floats' exponent bytes then
+#: compress as runs) before zstd at level 3; measured on the default run's score stores: 7–9 %
+#: smaller than zarr's default (zstd 3 without shuffle), as fast to write, faster to read.
 COMPRESSOR = {"cname": "zstd", "clevel": 3, "shuffle": "shuffle"}
-
-
-def _compressors() -> tuple:
-    from zarr.codecs import BloscCodec  # imported where a store is written, not at start-up
-
-    return (BloscCodec(**COMPRESSOR),)
 
 
 def _encoding(ds: xr.Dataset) -> dict:
     """Every numeric array's compressor (:data:`COMPRESSOR`); float maps chunked by leading dims
-    so one (layer[, head]) map is one chunk.
-
-    Only where the trailing two dims form a map of at least :data:`MIN_MAP_ELEMENTS` values: a
-    per-sequence array with small trailing dims (e.g. the leakage reducer's (sequence, layer, head,
-    window, fit, target)) chunked that way becomes ~10⁵ files of a few bytes each (measured: 1.6 GB
-    on disk and 100 s to write a 16-sequence shard); it keeps zarr's default chunks instead.
+    so one (layer[, head]) map is one chunk, where the trailing two dims hold at least
+    :data:`MIN_MAP_ELEMENTS` values: a per-sequence array with small trailing dims chunked that
+    way becomes ~10⁵ tiny files (measured: 1.6 GB and 100 s for a 16-sequence shard).
     """
     enc = {}
     compressors = None
     for name, var in ds.data_vars.items():
         if var.dtype.kind not in "biuf":
             continue
-        compressors = compressors or _compressors()
+        if compressors is None:
+            from zarr.codecs import BloscCodec  # imported where a store is written
+
+            compressors = (BloscCodec(**COMPRESSOR),)
         enc[name] = {"compressors": compressors}
         if (
             var.ndim >= 3
@@ -103,14 +76,11 @@ def _encoding(ds: xr.Dataset) -> dict:
 
 
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | None = None) -> Path:
-    """Write ``ds`` to the zarr store ``path`` atomically (temporary name, then rename).
+    """Write ``ds`` to the zarr store ``path`` atomically, replacing what is there.
 
-    An existing store at ``path`` is replaced. Attributes must be JSON-serialisable scalars,
-    strings or lists; numpy scalars are converted. The manifest (every file's size and CRC-32,
-    the counts in :data:`~causalpos.io.integrity.COUNT_ATTRS`, the dimension sizes) is written
-    last, inside the temporary directory, so a renamed store always has one; the root metadata
-    records the store format (:data:`~causalpos.io.integrity.STORE_FORMAT_ATTR`), the marker
-    that a manifest belongs to it.
+    Attributes must be JSON-serialisable (numpy values are converted). The manifest (with the
+    counts in :data:`~causalpos.io.integrity.COUNT_ATTRS` and the dimension sizes) is written
+    last, inside the temporary directory, so a renamed store always has one.
     """
     path = Path(path)
     ds = ds.copy()
@@ -129,35 +99,27 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, encoding: dict | N
     counts = {k: ds.attrs[k] for k in COUNT_ATTRS if isinstance(ds.attrs.get(k), int)}
     with disk_full_named(path, "store"), atomic_dir(path) as tmp:
         with warnings.catch_warnings():
-            # Consolidated metadata (every node's metadata in the root zarr.json) is what lets
-            # `xr.open_zarr(path)` open a store without listing it, so a user sees no warning
-            # about Snakemake's .snakemake_timestamp file and none about a missing consolidation.
-            # zarr notes that it is not (yet) part of the v3 specification; zarr-python reads it.
+            # Consolidated metadata lets `xr.open_zarr(path)` open a store without listing it (no
+            # warning about Snakemake's .snakemake_timestamp); not yet in the v3 specification.
             warnings.filterwarnings("ignore", message="Consolidated metadata is currently not")
             try:
-                ds.to_zarr(tmp, mode="w", zarr_format=ZARR_FORMAT, consolidated=True, encoding=enc)
+                ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True, encoding=enc)
             except BaseException:
-                # Interrupted (Ctrl-C, SIGTERM) or failed while zarr's IO thread still writes
-                # chunks: let it finish, or its files would reappear in the temporary directory
-                # after atomic_dir removed it.
+                # zarr's IO thread may still write chunks: let it finish, or its files would
+                # reappear in the temporary directory after atomic_dir removed it.
                 wait_for_zarr_writes()
                 raise
         write_manifest(tmp, counts=counts, sizes=dict(ds.sizes))
     return path
 
 
-#: Seconds :func:`wait_for_zarr_writes` waits at most.
-ZARR_WRITE_WAIT_S = 120.0
+def wait_for_zarr_writes(timeout: float = 120.0) -> bool:
+    """Wait (``timeout`` seconds at most) until zarr's IO thread has no write in flight; True if
+    none is left.
 
-
-def wait_for_zarr_writes(timeout: float = ZARR_WRITE_WAIT_S) -> bool:
-    """Wait until zarr's IO thread has no write in flight; True if none is left.
-
-    zarr runs its writes as tasks on an event loop in its own thread; the main thread only waits
-    for them. An exception in the main thread (KeyboardInterrupt, a SIGTERM turned into one by
-    :func:`causalpos.io.runlog.logged`) stops the wait, not the writes: the in-flight write
-    (one array's chunks) goes on and creates files — and their directories — after a clean-up
-    that already ran. Called before removing a temporary store, this makes the removal final.
+    zarr writes on an event loop in its own thread; an exception in the main thread (Ctrl-C, a
+    SIGTERM turned into one by :func:`causalpos.io.runlog.logged`) stops the wait, not the write,
+    which goes on creating files after a clean-up. Called before removing a temporary store.
     """
     import asyncio
 
@@ -181,14 +143,6 @@ def wait_for_zarr_writes(timeout: float = ZARR_WRITE_WAIT_S) -> bool:
         return False
 
 
-def _is_consolidated(path: Path) -> bool:
-    """Whether the root ``zarr.json`` holds consolidated metadata (stores written since it does)."""
-    try:
-        return "consolidated_metadata" in json.loads((path / "zarr.json").read_text())
-    except (OSError, ValueError):
-        return False  # the open that follows reports what is wrong
-
-
 def open_dataset(
     path: str | os.PathLike,
     *,
@@ -196,36 +150,12 @@ def open_dataset(
     variables: Sequence[str] = (),
     attrs: Sequence[str] = (),
 ) -> xr.Dataset:
-    """Open a store written by :func:`write_dataset` (lazily, via dask-free zarr backend),
-    after checking it against its manifest.
-
-    ``variables`` and ``attrs``: what the caller reads; one missing (a store written by older
-    code) raises :class:`StoreFormatError` naming the store's format and the rebuild command
-    instead of a bare ``KeyError`` later (:func:`require`).
-
-    Raises :class:`StoreError` (naming the store, the damaged array and chunk, and the command
-    that rebuilds it) if a file is missing, has another size or (``checksums``, the default)
-    another CRC-32 than when written, if the metadata is unreadable, or if the recorded counts
-    disagree. ``checksums=False`` skips reading the files (sizes only: deleted and truncated
-    files are still caught). A store written before manifests existed opens with one logged
-    warning.
-    """
+    """Open a store written by :func:`write_dataset` lazily (no dask), checked against its
+    manifest: :class:`StoreError` where a file is missing, resized or (``checksums``) altered,
+    metadata unreadable or counts contradictory; a store without a manifest opens with one
+    logged warning. ``variables`` (data variables or coordinates) and ``attrs`` the caller
+    reads: one missing raises :class:`StoreFormatError` naming it."""
     ds = _open(path, checksums=checksums, cache=True)[0]
-    if variables or attrs:
-        require(ds, path, variables=variables, attrs=attrs)
-    return ds
-
-
-def require(
-    ds: xr.Dataset,
-    path: str | os.PathLike,
-    *,
-    variables: Sequence[str] = (),
-    attrs: Sequence[str] = (),
-) -> xr.Dataset:
-    """``ds`` (opened from the store ``path``) if it has every one of ``variables`` (data
-    variables or coordinates) and ``attrs``; else :class:`StoreFormatError` naming what is
-    missing, the store's format and the command that rebuilds it."""
     missing = [f"variable {v!r}" for v in variables if v not in ds.variables]
     missing += [f"attribute {a!r}" for a in attrs if a not in ds.attrs]
     if missing:
@@ -236,9 +166,8 @@ def require(
 def require_format(
     ds: xr.Dataset, path: str | os.PathLike, attr: str, version: int, what: str
 ) -> xr.Dataset:
-    """``ds`` (opened from the store ``path``, a ``what``) if its attr ``attr`` is ``version``
-    (absent: 1); else :class:`StoreFormatError` naming the format it has, the one this causalpos
-    reads and the command that rebuilds it."""
+    """``ds`` (opened from ``path``, a ``what``) if its attr ``attr`` is ``version`` (absent: 1);
+    else :class:`StoreFormatError` naming the format it has and the one this causalpos reads."""
     found = ds.attrs.get(attr, 1)
     if found != version:
         raise StoreFormatError(
@@ -250,10 +179,10 @@ def require_format(
 
 
 def verify_store(path: str | os.PathLike, *, checksums: bool = True) -> bool:
-    """Check the store ``path`` as :func:`open_dataset` does, without the warning for a store
-    without a manifest; True if a manifest was verified, False if there is none (written by an
-    older causalpos: only openable). Raises :class:`StoreError` if it is damaged."""
-    return _open(path, checksums=checksums, cache=False, warn=False, whose=False)[1] is not None
+    """Check the store ``path`` as :func:`open_dataset` does, without its warning or provenance
+    check; True if a manifest was verified, False if there is none. :class:`StoreError` if
+    damaged."""
+    return _open(path, checksums=checksums, cache=False, reader=False)[1] is not None
 
 
 #: Stores without a manifest already warned about in this process.
@@ -274,8 +203,10 @@ def older_store_error(error: KeyError) -> StoreFormatError | None:
 
 
 def _open(
-    path: str | os.PathLike, *, checksums: bool, cache: bool, warn: bool = True, whose: bool = True
+    path: str | os.PathLike, *, checksums: bool, cache: bool, reader: bool = True
 ) -> tuple[xr.Dataset, dict | None]:
+    """``(dataset, manifest)`` of the checked store ``path``; ``reader`` False (verify): without
+    the warning for a missing manifest and the provenance check."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"no zarr store at {path}")
@@ -283,7 +214,7 @@ def _open(
     fmt = store_format(path)
     if fmt < STORE_FORMAT:
         _OLDER[path] = fmt
-    if manifest is None and warn and path.resolve() not in _UNVERIFIED:
+    if manifest is None and reader and path.resolve() not in _UNVERIFIED:
         _UNVERIFIED.add(path.resolve())
         log.warning(
             "%s has no integrity manifest (written by an older causalpos): opened without "
@@ -292,13 +223,13 @@ def _open(
             rebuild_hint(path),
         )
     try:
-        consolidated = _is_consolidated(path)
-        if cache:
-            ds = xr.open_zarr(path, consolidated=consolidated, chunks=None)
-        else:
-            ds = xr.open_dataset(
-                path, engine="zarr", consolidated=consolidated, chunks=None, cache=False
-            )
+        consolidated = "consolidated_metadata" in json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        consolidated = False  # the open that follows reports what is wrong
+    try:
+        ds = xr.open_dataset(
+            path, engine="zarr", consolidated=consolidated, chunks=None, cache=cache
+        )
     except (ValueError, KeyError, TypeError, OSError) as e:
         raise StoreError(path, f"zarr cannot open it ({type(e).__name__}: {e})") from e
     # zarr skips (with a warning) a member whose metadata it cannot read: an array would vanish.
@@ -316,7 +247,7 @@ def _open(
         check_counts(path, manifest, ds.attrs, ds.sizes)
     # The marker describes the file on disk, not the data: readers (and merges) never see it.
     ds.attrs.pop(STORE_FORMAT_ATTR, None)
-    if whose:  # its path and the running config against its record (verify checks apart)
+    if reader:  # its path and the running config against its record (verify checks apart)
         check_opened(path, ds.attrs)
     return ds, manifest
 
@@ -330,19 +261,13 @@ def _jsonable(v):
         return [_jsonable(x) for x in v]
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, bool) or v is None or isinstance(v, (int, float, str)):
-        return v
-    return str(v)
+    return v if v is None or isinstance(v, (int, float, str)) else str(v)  # bool is an int
 
 
 def count_problems(ds: xr.Dataset) -> list[str]:
-    """Where the counts of a score dataset (shard, merged or normalized) contradict each other.
-
-    The reference is the ``n_sequences`` attribute (else the ``n_sequences`` variable); the
-    ``n_sequences`` variable, the group counts ``group_n_sequences``, ``leak_map_count``, the
-    length of a ``sequence`` dimension and the span ``sequence_first``..``sequence_last`` must
-    all equal it. Returns one sentence per disagreement; [] when they agree or nothing is counted.
-    """
+    """One sentence per count of a score dataset that contradicts the ``n_sequences`` attribute
+    (else variable): that variable, the sum of ``group_n_sequences``, ``leak_map_count``, the
+    ``sequence`` dimension, the span ``sequence_first``..``sequence_last``."""
     if "n_sequences" in ds.attrs:
         n, source = int(ds.attrs["n_sequences"]), "the n_sequences attribute"
     elif "n_sequences" in ds.data_vars and ds["n_sequences"].ndim == 0:
@@ -370,8 +295,7 @@ _MAPS_PER_BLOCK = 64
 
 #: Why a map of a store without a manifest (or of a result just computed) holds no data.
 LOST_OR_NOT_COMPUTED = "the data was lost (zarr reads a missing chunk as NaN) or never computed"
-#: Why a map holds no data when its store's files match their manifest, or when it was computed
-#: from a model just now: the values were NaN when written.
+#: Why a map holds no data when its store's files are intact or it was just computed.
 NAN_FROM_MODEL = (
     "the files are intact, so these NaN were computed, not lost: the model produced NaN "
     "(non-finite weights or activations; a rebuild reproduces them). Retrain a diverged model "
@@ -381,16 +305,10 @@ NAN_FROM_MODEL = (
 
 
 def map_problems(ds: xr.Dataset, *, cause: str = LOST_OR_NOT_COMPUTED) -> list[str]:
-    """Maps that hold no data: (query, key) slices of a float variable with NaN or ±inf on their
-    diagonal, and variables holding ±inf anywhere.
-
-    Every attention mask (causal, sliding window, bidirectional) lets a query see its own key,
-    so each map's diagonal is finite; NaN marks masked cells, never ±inf. A map whose diagonal is
-    NaN was lost (zarr reads a missing chunk as NaN) or never computed, or, in a store whose
-    files match their manifest, computed as NaN (``cause``: :data:`LOST_OR_NOT_COMPUTED`,
-    :data:`NAN_FROM_MODEL`). Non-square maps only need one finite value. Returns one sentence
-    per variable at fault; [] when all hold data.
-    """
+    """One sentence per float variable with (query, key) maps holding no data: NaN or ±inf on
+    a diagonal (every attention mask lets a query see its own key; non-square maps need one
+    finite value), or ±inf anywhere (masked cells are NaN). ``cause``: why, in words
+    (:data:`LOST_OR_NOT_COMPUTED`, :data:`NAN_FROM_MODEL`)."""
     problems = []
     for name, var in ds.data_vars.items():
         if (

@@ -24,15 +24,9 @@ _OPENBLAS_SETTERS = (
 
 def bound_loaded_blas(threads: int) -> list[str]:
     """Set the threads of every OpenBLAS already loaded in this process (numpy's, scipy's) to
-    ``threads``; returns the libraries set. OpenBLAS reads ``OPENBLAS_NUM_THREADS`` only when it
-    loads, so a job whose script imported numpy before :func:`causalpos.io.runlog.logged` would
-    otherwise keep a pool of one thread per core. Linux (the libraries are found in
-    ``/proc/self/maps``); elsewhere nothing is set.
-
-    Measured (2026-11-27, the shared 2-core build machine, torch loaded and set to one thread):
-    five ``numpy.linalg.eigh`` of a 640 × 640 matrix took 2.95 CPU-s with numpy's default pool of
-    two threads and 0.28 once it was set to one; the designs of a Gemma-3 extraction job are
-    such eigen-decompositions.
+    ``threads``; returns the libraries set (Linux: found in ``/proc/self/maps``). OpenBLAS reads
+    ``OPENBLAS_NUM_THREADS`` only when it loads, so a script that imported numpy first would keep
+    a pool of one thread per core (measured: five 640 × 640 ``eigh``, 2.95 → 0.28 CPU-s).
     """
     try:
         maps = Path("/proc/self/maps").read_text()
@@ -57,10 +51,9 @@ def bound_loaded_blas(threads: int) -> list[str]:
 
 
 def bound_threads(threads: int) -> None:
-    """Bound this process's torch/BLAS threads to ``threads``: through the environment, which
-    torch and the BLAS libraries read when they load (so a job that needs no model never
-    imports torch), and directly for torch and an OpenBLAS already loaded
-    (:func:`bound_loaded_blas`)."""
+    """Bound this process's torch/BLAS threads to ``threads``: through the environment (read when
+    they load, so a job that needs no model never imports torch), and directly for torch and an
+    OpenBLAS already loaded (:func:`bound_loaded_blas`)."""
     for var in _THREAD_VARS:
         os.environ[var] = str(int(threads))
     if "torch" in sys.modules:

@@ -1,8 +1,7 @@
 """``causalpos verify``: every store of a results tree checked against its manifest.
 
-Snakemake judges a ``directory()`` output by its existence, so a store that lost a chunk after it
-was written looks finished to it; this walk finds such stores, the tables whose provenance record
-(``<table>.provenance.json``) contradicts their path, content or config, the temporaries that
+Snakemake takes a store that lost a chunk for a finished one; this walk finds such stores, the
+tables whose provenance record contradicts their path, content or config, the temporaries that
 killed jobs left behind and the outputs Snakemake still marks incomplete.
 """
 
@@ -32,57 +31,41 @@ from causalpos.io.provenance import config_words
 from causalpos.io.provenance import record_problems as provenance_check
 from causalpos.io.store import verify_store
 
-#: ``record -> the record its config expects of its path`` (None: not known, not compared): what
-#: ``causalpos verify`` compares a store's provenance record with (the config it names with
-#: --configfile, else the config file the store records it was built with).
+#: ``record -> the record its config expects of its path`` (None: not compared).
 Expected = Callable[[Mapping], "Mapping | None"]
 
-#: Directories with this suffix (or holding a root ``zarr.json``) are stores.
-STORE_SUFFIX = ".zarr"
-
-#: Exit status of ``causalpos verify``: every store verified, nothing stale.
-EXIT_OK = 0
-#: A store is damaged (a manifest folder missing included) or a temporary was left behind.
-EXIT_DAMAGED = 1
-#: No damage found, but some stores have no manifest (written by older code): unverified.
-EXIT_UNVERIFIED = 3
+#: Exit statuses of ``causalpos verify``: all verified; something damaged, stale, mismatched or
+#: incomplete; nothing is, but some stores have no manifest (older code).
+EXIT_OK, EXIT_DAMAGED, EXIT_UNVERIFIED = 0, 1, 3
 
 
 @dataclass
 class TreeReport:
-    """What :func:`verify_tree` found under ``root``."""
+    """What :func:`verify_tree` found under ``root``: ``models``, the model directories whose
+    weights match their record (those damaged are in ``damaged`` and ``damaged_models``);
+    ``mismatched``, the stores and tables at odds with their provenance record (``records``:
+    theirs); ``unchecked``, why a store's settings could not be compared; ``tables``, those with
+    a record; ``incomplete``, what Snakemake marks incomplete."""
 
     root: Path
     verified: list[Path] = field(default_factory=list)
-    unverified: list[Path] = field(default_factory=list)  # no manifest (older causalpos)
+    unverified: list[Path] = field(default_factory=list)
     damaged: dict[Path, StoreError] = field(default_factory=dict)
     stale: list[Path] = field(default_factory=list)
-    #: model directories whose weights match the sha256 their causalpos_source.json records
     models: list[Path] = field(default_factory=list)
-    #: those of ``damaged`` that are model directories
     damaged_models: list[Path] = field(default_factory=list)
-    #: stores whose provenance record contradicts their path or their config: what is wrong
     mismatched: dict[Path, list[str]] = field(default_factory=dict)
-    #: the provenance record of each store of ``mismatched``
     records: dict[Path, dict] = field(default_factory=dict)
-    #: stores whose settings could not be compared with a config, and why (one line each)
     unchecked: dict[Path, str] = field(default_factory=dict)
-    #: tables with a provenance record (``<table>.provenance.json``); those at odds with it are
-    #: also in ``mismatched``
     tables: list[Path] = field(default_factory=list)
-    #: outputs under ``root`` that Snakemake marks incomplete (``.snakemake/incomplete``)
     incomplete: list[Path] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        """No damaged store, no stale temporary, no store or table at odds with its path, content
-        or config, no output Snakemake marks incomplete."""
         return not (self.damaged or self.stale or self.mismatched or self.incomplete)
 
     @property
     def exit_code(self) -> int:
-        """:data:`EXIT_DAMAGED` if anything is damaged or stale, else :data:`EXIT_UNVERIFIED` if
-        a store could not be verified, else :data:`EXIT_OK`."""
         if not self.clean:
             return EXIT_DAMAGED
         return EXIT_UNVERIFIED if self.unverified else EXIT_OK
@@ -110,39 +93,37 @@ class TreeReport:
                 f"; {len(self.models) + len(self.damaged_models)} model directories: "
                 f"{len(self.models)} verified, {len(self.damaged_models)} damaged"
             )
-        for path, err in sorted(self.damaged.items()):
-            lines.append(f"DAMAGED {display_path(path)}")
-            lines += [f"  {p}" for p in err.problems]
-            lines.append(f"  rebuild: {rebuild_command(path)}")
-        for path, problems in sorted(self.mismatched.items()):
-            record = self.records.get(path) or {}
-            lines.append(f"MISMATCHED {display_path(path)} (written by a run with "
-                         f"{config_words(record)})")  # fmt: skip
+        broken = [(p, "DAMAGED", "", e.problems) for p, e in sorted(self.damaged.items())]
+        for p, problems in sorted(self.mismatched.items()):
+            origin = f" (written by a run with {config_words(self.records.get(p) or {})})"
+            broken.append((p, "MISMATCHED", origin, problems))
+        for path, head, origin, problems in broken:
+            lines.append(f"{head} {display_path(path)}{origin}")
             lines += [f"  {p}" for p in problems]
             lines.append(f"  rebuild: {rebuild_command(path)}")
         for path, why in sorted(self.unchecked.items()):
             lines.append(f"  (settings of {display_path(path)} not compared: {why})")
         for path in self.incomplete:
-            lines.append(f"INCOMPLETE {display_path(path)}")
-            lines.append(
+            lines += [
+                f"INCOMPLETE {display_path(path)}",
                 f"  Snakemake marks it incomplete ({INCOMPLETE_DIR}): its job started and did not "
                 "finish (killed, or running now), so what is there may be partial; rerun it: "
-                f"{rebuild_command(path, flag='--rerun-incomplete')}"
-            )
+                f"{rebuild_command(path, flag='--rerun-incomplete')}",
+            ]
         for path in self.stale:
-            lines.append(f"STALE {display_path(path)}")
-            lines.append(
-                f"  a temporary left by an interrupted write of {display_path(final_of(path))} (unless "
-                f"a job writing it runs now); the next write removes it, or: rm -rf "
-                f"{shlex.quote(display_path(path))}"
-            )
+            lines += [
+                f"STALE {display_path(path)}",
+                f"  a temporary left by an interrupted write of {display_path(final_of(path))} "
+                "(unless a job writing it runs now); the next write removes it, or: rm -rf "
+                f"{shlex.quote(display_path(path))}",
+            ]
         for path in self.unverified:
-            lines.append(f"UNVERIFIED {display_path(path)}")
-            lines.append(
+            lines += [
+                f"UNVERIFIED {display_path(path)}",
                 "  no manifest and no store-format marker (written by an older causalpos): it "
                 "opens, but lost or truncated chunks cannot be detected; rebuild to add one: "
-                f"{rebuild_command(path)}"
-            )
+                f"{rebuild_command(path)}",
+            ]
         if not self.clean:
             lines.append("PROBLEMS FOUND")
         elif self.unverified:
@@ -153,21 +134,17 @@ class TreeReport:
 
 
 def _is_store(path: Path) -> bool:
-    return path.name.endswith(STORE_SUFFIX) or (path / "zarr.json").is_file()
+    return path.name.endswith(".zarr") or (path / "zarr.json").is_file()
 
 
 def _walk(
     root: Path,
 ) -> tuple[list[tuple[bool, Path]], list[Path], list[tuple[Path, list[str]]]]:
-    """``(is_model, path)`` of every store and model directory under ``root`` (``root`` itself
-    when it is one), in the walk's order (sorted within each directory), the stale temporaries,
-    and ``(directory, its files, sorted)`` of every other directory visited (where tables and
-    their provenance records lie); symbolic links inside the tree are followed, each directory
-    visited once, so a link back up the tree ends the walk there."""
-    if _is_store(root):
-        return [(False, root)], [], []
-    if (root / MODEL_RECORD).is_file():
-        return [(True, root)], [], []
+    """``(is_model, path)`` of every store and model directory under ``root`` (or ``root``
+    itself), the stale temporaries, and ``(directory, sorted files)`` of every other directory
+    visited; links are followed, each directory visited once (a link up the tree ends there)."""
+    if _is_store(root) or (root / MODEL_RECORD).is_file():
+        return [(not _is_store(root), root)], [], []
     found, stale, listed = [], [], []
     seen = {root.resolve()}
     for dirpath, dirnames, files in os.walk(root, followlinks=True):
@@ -193,8 +170,8 @@ def _walk(
 
 
 def _incomplete_under(root: Path, pipelines: list[Path]) -> list[Path]:
-    """The existing outputs under ``root`` that Snakemake marks incomplete in any of the
-    pipeline directories ``pipelines`` (each once)."""
+    """The existing outputs under ``root`` that Snakemake marks incomplete in any of
+    ``pipelines``, each once."""
     real_root, out = root.resolve(), {}
     for pipeline in dict.fromkeys(p.resolve() for p in pipelines):
         for name in incomplete_outputs(pipeline):
@@ -212,19 +189,13 @@ def verify_tree(
     expected: Expected | None = None,
     progress: TextIO | None = None,
 ) -> TreeReport:
-    """Verify every store under ``root`` (manifest, metadata, counts; its provenance record
-    against its path and, where ``expected`` gives one, the record its config expects), every
-    table with a provenance record (``<table>.provenance.json``: its content's sha256, its path
-    and its config's record, likewise) and every model directory (the sha256 of its weights
-    files, as its ``causalpos_source.json`` records them, and the model name it records against
-    the directory's), and list stale temporaries and the outputs under ``root`` that Snakemake
-    marks incomplete in the pipeline directories (the working directory and the one above
-    ``root``), following symbolic links inside the tree (each directory once).
+    """Verify every store under ``root`` (manifest, metadata, counts, provenance record against
+    its path and ``expected``), every table with a provenance record and every model directory
+    (weights' sha256, model name), and list stale temporaries and the outputs Snakemake marks
+    incomplete in the working directory or the one above ``root``.
 
-    ``checksums=False`` compares file sizes only (deleted and truncated files are still found).
-    ``progress``: a stream for the progress of the checks (stores and model directories checked
-    of all found, the one being checked; :func:`causalpos.io.progress.progress_bar`: redrawn on
-    a terminal, plain lines elsewhere); None: none.
+    ``checksums=False`` compares file sizes only. ``progress``: a stream for a progress bar
+    (:func:`causalpos.io.progress.progress_bar`); None: none.
     """
     root = Path(root)
     if not root.is_dir():
@@ -255,13 +226,6 @@ def verify_tree(
         if isinstance(record, dict):
             compare(store, record)
 
-    def check_tables(directory: Path, files: list[str]) -> None:
-        for name in files:
-            table = directory / name.removesuffix(SIDECAR_SUFFIX)
-            if name.endswith(SIDECAR_SUFFIX) and table.is_file():
-                out.tables.append(table)
-                compare(table, table_record(table) or {})
-
     def check_model(model: Path) -> None:
         try:
             if verify_model_dir(model):
@@ -270,10 +234,13 @@ def verify_tree(
             out.damaged[model] = e
             out.damaged_models.append(model)
 
-    # Symbolic links inside the tree are followed (`results/normalized` may live on another disk)
     items, out.stale, listed = _walk(root)
     for directory, files in listed:
-        check_tables(directory, files)
+        for name in files:
+            table = directory / name.removesuffix(SIDECAR_SUFFIX)
+            if name.endswith(SIDECAR_SUFFIX) and table.is_file():
+                out.tables.append(table)
+                compare(table, table_record(table) or {})
     bar = progress_bar(
         total=len(items),
         desc=f"verify {display_path(root)}",
