@@ -9,16 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from causalpos.scorecard.controls import dose_verdicts
-from causalpos.scorecard.rows import (
-    NOT_RUN,
-    SOURCES,
-    Row,
-    fill,
-    fmt,
-    fmt_ci,
-    not_run,
-    target_row,
-)
+from causalpos.scorecard.rows import NOT_RUN, SOURCES, Row, fill, fmt, fmt_ci, not_run, target_row
 
 
 def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
