@@ -141,15 +141,9 @@ def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
     t, depth = T["sim_pattern"], T["sim_depth"]
     margin = float(t["margin"])
     if index is None:
-        return [
-            not_run(
-                {**t, "claim": t["claim_pattern"], "falsified_if": t["falsified_if_pattern"]},
-                "Figs. 2, 4, 6, 7, 9, 10",
-                src,
-                "the config has no simulate section",
-                paper_value=field_text(t, "paper_value_pattern"),
-            )
-        ]
+        pattern = {**t, "claim": t["claim_pattern"], "falsified_if": t["falsified_if_pattern"]}
+        pv, why = field_text(t, "paper_value_pattern"), "the config has no simulate section"
+        return [not_run(pattern, "Figs. 2, 4, 6, 7, 9, 10", src, why, paper_value=pv)]
     rows = []
     for setting, g in index.groupby("setting", sort=False):
         g = g.sort_values("layer")
