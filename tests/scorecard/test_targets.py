@@ -43,6 +43,19 @@ def _spec(**fields):
     return spec
 
 
+def test_an_interval_rule_reads_its_estimates_lo_and_hi_columns_unless_it_names_others():
+    spec = _spec()
+    del spec["targets"]["fig3_nearby"]["lo"], spec["targets"]["fig3_nearby"]["hi"]
+    t = S.load_targets(spec)["targets"]["fig3_nearby"]
+    assert (t["lo"], t["hi"]) == ("nearby_lo", "nearby_hi")
+    t = S.load_targets()["targets"]
+    assert (t["claim3_base"]["lo"], t["claim3_base"]["hi"]) == (
+        "logit_effect_lo",
+        "logit_effect_hi",
+    )
+    assert not {"lo", "hi"} & set(t["claim7_position0"])  # a point rule: no interval
+
+
 def test_an_unknown_rule_is_refused_at_load_naming_the_target():
     with pytest.raises(ValueError, match=r"target 'fig3_nearby'.*'bigger'.*one of equivalent"):
         S.load_targets(_spec(rule="bigger"))
@@ -59,8 +72,8 @@ def test_an_unknown_rule_is_refused_at_load_naming_the_target():
 
 def test_a_declarative_target_without_a_field_or_with_an_unknown_table_is_refused_at_load():
     spec = _spec()
-    del spec["targets"]["fig3_nearby"]["lo"]
-    with pytest.raises(ValueError, match=r"target 'fig3_nearby'.*lacks lo"):
+    del spec["targets"]["fig3_nearby"]["estimate"]
+    with pytest.raises(ValueError, match=r"target 'fig3_nearby'.*lacks estimate"):
         S.load_targets(spec)
     with pytest.raises(ValueError, match=r"target 'fig3_nearby' reads table 'gram'"):
         S.load_targets(_spec(table="gram"))

@@ -146,14 +146,10 @@ FAMILIES: tuple[Family, ...] = (
     # paper 1
     Family(paper1.theory_rows, Input("theory"), reading="closed form"),
     Family(
-        paper1.simulation_rows,
-        Input("sim_index", "setting layer index ci_lo ci_hi"),
-        reading=INDEX,
+        paper1.simulation_rows, Input("sim_index", "setting layer index ci_lo ci_hi"), reading=INDEX
     ),
     Family(
-        paper1.llm_rows,
-        Input("llm_index", "model dataset layer index ci_lo ci_hi"),
-        reading=INDEX,
+        paper1.llm_rows, Input("llm_index", "model dataset layer index ci_lo ci_hi"), reading=INDEX
     ),
     Declared("trained_vs_init"),
     Declared("llm_layer1_share"),

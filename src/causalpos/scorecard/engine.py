@@ -15,8 +15,8 @@ field; a text with ``*`` is a glob):
 ``first``
     a column (``window``) of which each (model, dataset) keeps its first value;
 ``estimate``, ``lo``, ``hi``
-    the columns the rule judges (a rule of a value, ``POINT_RULES`` such as ``exact``: the
-    estimate's cell alone);
+    the columns the rule judges (``lo`` / ``hi`` default ``<estimate>_lo`` / ``_hi``; a rule
+    of a value, ``POINT_RULES`` such as ``exact``: the estimate's cell alone);
 ``check``
     true: a judged row is a check (``holds`` / ``fails``), in the ``checks`` section;
 ``rule``

@@ -44,15 +44,7 @@ import pandas as pd
 
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.engine import WHERE, _Text, column_texts, select_rows, template_columns
-from causalpos.scorecard.rows import (
-    Row,
-    field_text,
-    fill,
-    fmt,
-    measured_row,
-    not_run,
-    target_row,
-)
+from causalpos.scorecard.rows import Row, field_text, fill, fmt, measured_row, not_run, target_row
 from causalpos.scorecard.targets import PARAMS, RULES
 from causalpos.verdicts import DIFFERS, INCONCLUSIVE, REPRODUCED, fraction
 

@@ -155,10 +155,5 @@ def readme_overview(
 
 def update_overview(readme: str, block: str) -> str:
     """``readme`` with the text between the overview markers (inclusive) replaced by ``block``."""
-    return replace_block(
-        readme,
-        block,
-        (OVERVIEW_BEGIN, OVERVIEW_END),
-        "overview",
-        " (the start of 'What was reproduced')",
-    )
+    where = " (the start of 'What was reproduced')"
+    return replace_block(readme, block, (OVERVIEW_BEGIN, OVERVIEW_END), "overview", where)

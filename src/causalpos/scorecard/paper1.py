@@ -74,30 +74,19 @@ def theory_rows(theory: pd.DataFrame | None, T: Mapping) -> list[Row]:
             target_row(fig1, target, f"{cf:.5f}", verdict, src, paper_value=f"{pv:.3f}", note=note)
         )
     diff = float((theory["closed_form"] - theory["exact_gram"]).abs().max())
-    rows.append(
-        target_row(
-            closed,
-            closed["label"],
-            f"max |diff| = {diff:.1e} over {len(theory)} pairs",
-            check(exact(diff, 0.0, float(closed["tolerance"]))),
-            src,
-        )
-    )
+    measured = f"max |diff| = {diff:.1e} over {len(theory)} pairs"
+    verdict = check(exact(diff, 0.0, float(closed["tolerance"])))
+    rows.append(target_row(closed, closed["label"], measured, verdict, src))
     steps = [
         np.diff(g["closed_form"].to_numpy())
         for _, g in theory.sort_values("key").groupby(["alpha", "query"])
     ]
     steps = np.concatenate([s for s in steps if s.size]) if steps else np.array([])
     n_up = int((steps > 0).sum())
-    rows.append(
-        target_row(
-            mono2,
-            mono2["label"],
-            f"{steps.size - n_up} of {steps.size} steps <= 0; smallest step {fmt(steps.min() if steps.size else math.nan)}",
-            check(fraction(n_up, 0, int(steps.size), float(mono2["threshold"]))),
-            src,
-        )
-    )
+    smallest = fmt(steps.min() if steps.size else math.nan)
+    measured = f"{steps.size - n_up} of {steps.size} steps <= 0; smallest step {smallest}"
+    verdict = check(fraction(n_up, 0, int(steps.size), float(mono2["threshold"])))
+    rows.append(target_row(mono2, mono2["label"], measured, verdict, src))
     rows.append(monotone_deep_row(deep))
     return rows
 
@@ -122,13 +111,8 @@ def monotone_deep_row(t: Mapping) -> Row:
             + (f" (queries >= {first_q}, largest drop {worst:.1e})" if k else "")
         )
         verdicts.append(fraction(n_steps - k, 0, n_steps, float(t["threshold"])))
-    return target_row(
-        t,
-        t["label"],
-        "; ".join(parts),
-        all_of(verdicts),
-        "exact computation (causalpos.paper1.theory.monotonicity_violations)",
-    )
+    src = "exact computation (causalpos.paper1.theory.monotonicity_violations)"
+    return target_row(t, t["label"], "; ".join(parts), all_of(verdicts), src)
 
 
 def _matches(row: pd.Series, select: Mapping) -> bool:
@@ -157,15 +141,9 @@ def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
     t, depth = T["sim_pattern"], T["sim_depth"]
     margin = float(t["margin"])
     if index is None:
-        return [
-            not_run(
-                {**t, "claim": t["claim_pattern"], "falsified_if": t["falsified_if_pattern"]},
-                "Figs. 2, 4, 6, 7, 9, 10",
-                src,
-                "the config has no simulate section",
-                paper_value=field_text(t, "paper_value_pattern"),
-            )
-        ]
+        pattern = {**t, "claim": t["claim_pattern"], "falsified_if": t["falsified_if_pattern"]}
+        pv, why = field_text(t, "paper_value_pattern"), "the config has no simulate section"
+        return [not_run(pattern, "Figs. 2, 4, 6, 7, 9, 10", src, why, paper_value=pv)]
     rows = []
     for setting, g in index.groupby("setting", sort=False):
         g = g.sort_values("layer")
@@ -193,15 +171,9 @@ def simulation_rows(index: pd.DataFrame | None, T: Mapping) -> list[Row]:
         rows.append(Row(t["paper"], label, claim, pv, measured, verdict, falsified, "", src))
         if _matches(g.iloc[0], depth["select"]):
             later = g[g["layer"] > g["layer"].min()]
-            rows.append(
-                target_row(
-                    depth,
-                    f"{depth['label']} ({setting})",
-                    layer_cis(later),
-                    increasing(list(zip(later["ci_lo"], later["ci_hi"]))),
-                    src,
-                )
-            )
+            verdict = increasing(list(zip(later["ci_lo"], later["ci_hi"])))
+            target = f"{depth['label']} ({setting})"
+            rows.append(target_row(depth, target, layer_cis(later), verdict, src))
     return rows
 
 

@@ -102,16 +102,12 @@ def claim10_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             label = f"{t10['label']} ({model}, token-0 prefix {key[1] or '[]'})"
         many.append((label, g))
     if not many:
-        rows.append(
-            not_run(
-                t10,
-                t10["label"],
-                src,
-                "no model is decomposed on two datasets with the same token-0 prefix (e.g. text "
-                "and random tokens after the same BOS)"
-                + (f"; not measured: {', '.join(unmade)}" if unmade else ""),
-            )
+        why = (
+            "no model is decomposed on two datasets with the same token-0 prefix (e.g. text "
+            "and random tokens after the same BOS)"
+            + (f"; not measured: {', '.join(unmade)}" if unmade else "")
         )
+        rows.append(not_run(t10, t10["label"], src, why))
     for label, g in many:
         est = [tuple(getattr(r, c) for c in SHARE) for r in g.itertuples()]
         diffs = [
@@ -122,15 +118,8 @@ def claim10_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             ", ".join(f"{d}: {fmt_ci(*e, 2)}" for d, e in zip(g["dataset"], est))
             + f"; largest difference {fmt_ci(*worst, 2)}"
         )
-        rows.append(
-            target_row(
-                t10,
-                label,
-                measured,
-                nearly_identical(est, float(t10["margin"])),
-                src,
-            )
-        )
+        verdict = nearly_identical(est, float(t10["margin"]))
+        rows.append(target_row(t10, label, measured, verdict, src))
     return _on_headline(rows)
 
 
@@ -204,25 +193,12 @@ def controls_rows(ctl: pd.DataFrame | None, T: Mapping) -> list[Row]:
             continue
         est = [tuple(getattr(r, c) for c in SHARE) for r in tested.itertuples()]
         paired = _paired_differences(tested)
-        rows.append(
-            target_row(
-                t,
-                target,
-                measured,
-                nearly_identical(est, float(t["margin"]), paired),
-                src,
-                note="" if paired is not None else "differences combined as independent samples",
-            )
-        )
+        verdict = nearly_identical(est, float(t["margin"]), paired)
+        note = "" if paired is not None else "differences combined as independent samples"
+        rows.append(target_row(t, target, measured, verdict, src, note=note))
     if not rows:
-        rows.append(
-            not_run(
-                t,
-                t["label"],
-                src,
-                "only the rope condition was run (no identity_rope / scrambled_rope variants)",
-            )
-        )
+        why = "only the rope condition was run (no identity_rope / scrambled_rope variants)"
+        rows.append(not_run(t, t["label"], src, why))
     return rows
 
 
@@ -300,17 +276,9 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
                     note = "; ".join(
                         x for x in ("CIs of two models combined as independent samples", power) if x
                     )
-                    rows.append(
-                        target_row(
-                            tm,
-                            f"{tn['label']} ({ntk.model} vs {std.model}, {dataset})",
-                            measured,
-                            verdict,
-                            src,
-                            note=note,
-                            reading=EXPECTED_MAP,
-                        )
-                    )
+                    target = f"{tn['label']} ({ntk.model} vs {std.model}, {dataset})"
+                    kw = dict(note=note, reading=EXPECTED_MAP)
+                    rows.append(target_row(tm, target, measured, verdict, src, **kw))
                     n_pairs += 1
         if not n_pairs:
             why = (
@@ -347,17 +315,10 @@ def claim3_rows(dec: pd.DataFrame | None, trend: pd.DataFrame | None, T: Mapping
             "; " + ", ".join(ctx) if ctx else ""
         )
         pid = paper_model_id(r.model, T)
-        rows.append(
-            target_row(
-                ts,
-                f"{ts['label']} ({r.model}, {r.dataset})",
-                measured,
-                positive((r.lo, r.hi), float(ts["threshold"])),
-                src,
-                note=field_text(notes, pid) if pid in notes else "",
-                reading=PER_PROMPT,
-            )
-        )
+        verdict = positive((r.lo, r.hi), float(ts["threshold"]))
+        note = field_text(notes, pid) if pid in notes else ""
+        target = f"{ts['label']} ({r.model}, {r.dataset})"
+        rows.append(target_row(ts, target, measured, verdict, src, note=note, reading=PER_PROMPT))
     return rows
 
 
@@ -421,14 +382,6 @@ def claim3_order_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:
             + f"; standard - NTK {fmt_ci(*d1)}, sliding window - standard {fmt_ci(*d2)} "
             f"(window {window})"
         )
-        rows.append(
-            target_row(
-                tm,
-                f"{t['label']} ({dataset})",
-                measured,
-                verdict,
-                src,
-                note="; ".join(notes),
-            )
-        )
+        target = f"{t['label']} ({dataset})"
+        rows.append(target_row(tm, target, measured, verdict, src, note="; ".join(notes)))
     return rows or [not_run(t, t["label"], src, why)]

@@ -201,17 +201,13 @@ def _range_row(t4: Mapping, r, target: str, measured: str, vals, src: str, power
     band = (low - margin, high + margin)
     verdict = within_range(vals[1:], low, high, margin)
     fields = {"low": low, "high": high, "margin": margin, "band_lo": band[0], "band_hi": band[1]}
-    return target_row(
-        t4,
-        target,
-        measured,
-        verdict,
-        src,
+    kw = dict(
         paper_value=f"{low:.0%}-{high:.0%} (the paper's range; no value for this model)",
         falsified_if=" ".join(str(rng["falsified_if"]).format(**fields).split()),
         note=band_power_note(verdict, vals, band, *power),
         rule=rule_text(within_range, low=low, high=high, margin=margin),
     )
+    return target_row(t4, target, measured, verdict, src, **kw)
 
 
 def _scale_rows(sc: pd.DataFrame | None, T: Mapping) -> list[Row]:

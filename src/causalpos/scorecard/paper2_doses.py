@@ -9,16 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from causalpos.scorecard.controls import dose_verdicts
-from causalpos.scorecard.rows import (
-    NOT_RUN,
-    SOURCES,
-    Row,
-    fill,
-    fmt,
-    fmt_ci,
-    not_run,
-    target_row,
-)
+from causalpos.scorecard.rows import NOT_RUN, SOURCES, Row, fill, fmt, fmt_ci, not_run, target_row
 
 
 def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
@@ -48,15 +39,7 @@ def dose_series_rows(doses: pd.DataFrame | None, T: Mapping) -> list[Row]:
         if g["dose0_is_control"].iloc[0] != 1:  # read, not judged: the numbers stay
             rows.append(target_row(t, label, measured, NOT_RUN, src, note=note, falsified_if=falsified))  # fmt: skip
             continue
-        rows.append(
-            target_row(
-                t,
-                label,
-                measured,
-                verdict,
-                src,
-                falsified_if=falsified,
-                paper_value=f"0 at dose 0 (within +-{fmt(margin)}), rising with the dose",
-            )
-        )
+        pv = f"0 at dose 0 (within +-{fmt(margin)}), rising with the dose"
+        kw = dict(falsified_if=falsified, paper_value=pv)
+        rows.append(target_row(t, label, measured, verdict, src, **kw))
     return rows

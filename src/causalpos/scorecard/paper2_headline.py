@@ -149,21 +149,13 @@ def _planted_model_row(r, where: str, tp: Mapping, src: str) -> list[Row]:
         f"recovered/planted {fmt_ci(*ratio, 3)}; exact checks "
         + ("hold" if r.planted_model_check == 1 else "fail")
     )
-    return [
-        target_row(
-            tp,
-            f"{tp['label']}, planted in the model ({where.rsplit(', ', 2)[0]}, {pv})",
-            measured,
-            RECOVERED if ok else NOT_RECOVERED,
-            src,
-            paper_value=f"{fmt(truth)} (planted in layer's logits)",
-            falsified_if=(
-                "not recovered if the planted layer's interval excludes the planted size or "
-                "reaches 0, or if the planted run's other layers or its log-attention differ "
-                "from its twin's"
-            ),
-        )
-    ]
+    label = f"{tp['label']}, planted in the model ({where.rsplit(', ', 2)[0]}, {pv})"
+    falsified = (
+        "not recovered if the planted layer's interval excludes the planted size or reaches 0, "
+        "or if the planted run's other layers or its log-attention differ from its twin's"
+    )
+    kw = dict(paper_value=f"{fmt(truth)} (planted in layer's logits)", falsified_if=falsified)
+    return [target_row(tp, label, measured, RECOVERED if ok else NOT_RECOVERED, src, **kw)]
 
 
 def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
@@ -173,17 +165,10 @@ def _positive_control_rows(r, where: str, tp: Mapping, src: str) -> list[Row]:
         return rows + [not_run(tp, f"{tp['label']} ({where})", src, why)]
     est = (r.planted_estimate, r.planted_estimate_lo, r.planted_estimate_hi)
     verdict = recovered(est[1:], r.planted)  # covers the planted share and excludes 0
-    return rows + [
-        target_row(
-            tp,
-            f"{tp['label']} ({where})",
-            f"planted {fmt(r.planted)}, recovered {fmt_ci(*est)}",
-            verdict,
-            src,
-            paper_value=f"{fmt(r.planted)} (planted)",
-            rule=rule_text(recovered, truth=float(r.planted)),
-        )
-    ]
+    measured = f"planted {fmt(r.planted)}, recovered {fmt_ci(*est)}"
+    text = rule_text(recovered, truth=float(r.planted))
+    kw = dict(paper_value=f"{fmt(r.planted)} (planted)", rule=text)
+    return rows + [target_row(tp, f"{tp['label']} ({where})", measured, verdict, src, **kw)]
 
 
 def claim2_rows(dec: pd.DataFrame | None, T: Mapping) -> list[Row]:

@@ -31,12 +31,8 @@ def _token0_fixed(p0: pd.DataFrame | None) -> dict[tuple[str, str], bool]:
     """(model, dataset) -> whether token 0 is the same in every prompt (position-0 table)."""
     if p0 is None or "token0_fixed" not in p0:
         return {}
-    out = {}
-    for (m, d), g in p0.groupby(["model", "dataset"]):
-        v = g["token0_fixed"].dropna()
-        if len(v):
-            out[(m, d)] = bool(v.iloc[0])
-    return out
+    known = p0.dropna(subset=["token0_fixed"]).groupby(["model", "dataset"])["token0_fixed"]
+    return {key: bool(v) for key, v in known.first().items()}
 
 
 #: The passes without a causal mask, as a run's name spells them: position 0 is not alone there,

@@ -28,7 +28,7 @@ import yaml
 
 from causalpos.catalogue import SCORECARD_TABLES
 from causalpos.scorecard.controls import negative_verdict
-from causalpos.scorecard.targets import check_targets
+from causalpos.scorecard.targets import check_targets, with_default_interval
 from causalpos.verdicts import CHECK, CONTROL, TESTED, equivalent
 
 #: A paper-2 table row's ``status`` when its runs were all made (causalpos.paper2.tables.assemble).
@@ -108,13 +108,17 @@ def check_sections(card: pd.DataFrame) -> None:
 
 def load_targets(source: PathLike | Mapping = None) -> dict:
     """The targets: a mapping as given, the YAML file at ``source``, or the packaged
-    ``causalpos/targets.yaml``, checked (:func:`causalpos.scorecard.targets.check_targets`)."""
+    ``causalpos/targets.yaml``, an interval rule's ``lo`` / ``hi`` defaulting to its estimate's
+    (:func:`~causalpos.scorecard.targets.with_default_interval`), checked
+    (:func:`causalpos.scorecard.targets.check_targets`)."""
     if isinstance(source, Mapping):
         spec = dict(source)
     elif source is None:
         spec = yaml.safe_load(resources.files("causalpos").joinpath("targets.yaml").read_text())
     else:
         spec = yaml.safe_load(Path(source).read_text())
+    if isinstance(spec.get("targets"), Mapping):
+        spec["targets"] = {k: with_default_interval(t) for k, t in spec["targets"].items()}
     check_targets(spec)
     return spec
 

@@ -67,6 +67,20 @@ def rule_input(t: Mapping, r: Mapping):
     return (float(r[t["lo"]]), float(r[t["hi"]]))
 
 
+def with_default_interval(t):
+    """Declarative target ``t`` with an interval rule, its ``lo`` / ``hi`` defaulting to
+    ``<estimate>_lo`` / ``<estimate>_hi``; any other entry as it is."""
+    rules = rule_names(t) if isinstance(t, Mapping) else [MEASURED_RULE]
+    if (
+        rules[0] in (*POINT_RULES, MEASURED_RULE)
+        or not {"table", "estimate"} <= set(t)
+        or "each" in t
+    ):
+        return t
+    e = t["estimate"]
+    return {**t, "lo": t.get("lo", f"{e}_lo"), "hi": t.get("hi", f"{e}_hi")}
+
+
 def check_target(name: str, t: Mapping) -> None:
     """Raise ValueError, naming target ``name``, for a rule no module defines and for a
     declarative target (one with a ``table``) the engine cannot judge."""
