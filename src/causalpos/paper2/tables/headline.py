@@ -235,8 +235,7 @@ def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> di
             continue
         st = summary["plant_model"].sel(plant_variant=pv)
         out = {"planted_model_variant": str(pv)}
-        for k in st["plant_stat"].values:
-            out[f"planted_model_{k}"] = float(st.sel(plant_stat=k))
+        out |= {f"planted_model_{k}": float(st.sel(plant_stat=k)) for k in st["plant_stat"].values}
         out["planted_model_check"] = int(summary["plant_model_check"].sel(plant_variant=pv))
         return out
     return {}
