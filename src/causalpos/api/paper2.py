@@ -180,6 +180,7 @@ def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:
         controls_frame,
         decomposition_headline_frame,
         headline_frame,
+        stat_columns,
     )
     from causalpos.scorecard.controls import with_verdicts
 
@@ -188,7 +189,9 @@ def leakage_frame(summary: xr.Dataset) -> pd.DataFrame:
     if not head.empty:
         verdicts = {"control_model_units": "control_verdict"}
         parts.append(_long(head, "leakage", "variant", "model", verdicts))
-        parts.append(_headline_by_layer(summary, kinds_by_layer(summary)))
+        layers = stat_columns(summary["leakage_layer"], "leakage")
+        layers["layer_kind"] = layers["layer"].map(kinds_by_layer(summary)).fillna("").astype(str)
+        parts.append(_long(layers, "leakage", "variant", "layer", {}))
         fixed_bos = int(summary.attrs.get("fixed_bos", 0) or 0) == 1
         ctl = with_verdicts("controls", controls_frame(summary), fixed_bos=fixed_bos)
         parts.append(_long(ctl, "controls", "variant", "model", CONTROLS))
@@ -291,11 +294,3 @@ def _column(df: pd.DataFrame, name: str, default):
     if is_numeric_dtype(col) and not is_bool_dtype(col):
         return col.to_numpy()
     return col.astype(object).where(col.notna(), "").astype(str).to_numpy(dtype=object)
-
-
-def _headline_by_layer(summary: xr.Dataset, kinds: Mapping[int, str]) -> pd.DataFrame:
-    """Each run's headline per layer (``leakage_layer``), rows of :data:`COLUMNS`."""
-    df = summary["leakage_layer"].to_dataset(dim="stat").to_dataframe().reset_index()
-    df = df.rename(columns={"estimate": "leakage", "lo": "leakage_lo", "hi": "leakage_hi"})
-    df["layer_kind"] = df["layer"].map(kinds).fillna("").astype(str)
-    return _long(df, "leakage", "variant", "layer", {})

@@ -71,6 +71,11 @@ def heatmap(
     return im
 
 
+def subplot_grid(rows: int, cols: int, size: tuple[float, float], **kw):
+    """``(fig, axes)``: a figure of ``size`` inches, constrained layout, ``axes`` always 2-D."""
+    return plt.subplots(rows, cols, figsize=size, squeeze=False, layout="constrained", **kw)
+
+
 def integer_ticks(ax, n: int = 4, *, axis: str = "both") -> None:
     """Integer ticks, at most ``n`` intervals on ``axis`` ("x", "y" or "both")."""
     from matplotlib.ticker import MaxNLocator

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 
-from causalpos.figures.common import DIVERGING, GRID_STYLE, heatmap, quantile_limits, save, suptitle
+from causalpos.figures.common import (
+    DIVERGING,
+    GRID_STYLE,
+    heatmap,
+    quantile_limits,
+    save,
+    subplot_grid,
+    suptitle,
+)
 from causalpos.figures.labels import INDEXING, common_part, named, variant_name
 from causalpos.figures.paper1 import INDEX_NOTE
 from causalpos.paper1.diagonal import non_relativeness_index
@@ -77,13 +85,7 @@ def draw_llm_fig5(
     rows, subject = _row_names(labels, names)
     drawn: dict[str, list[float]] = {}
     with plt.rc_context(GRID_STYLE):
-        fig, axes = plt.subplots(
-            len(stores),
-            n_cols,
-            figsize=(3.0 * n_cols + 1.6, 3.0 * len(stores) + 1.2),
-            squeeze=False,
-            layout="constrained",
-        )
+        fig, axes = subplot_grid(len(stores), n_cols, (3.0 * n_cols + 1.6, 3.0 * len(stores) + 1.2))
         for r, (ds, label) in enumerate(zip(stores, labels)):
             maps = np.asarray(ds["score_normalized_mean"].values[:n_cols], dtype=np.float64)
             lo, hi = quantile_limits(list(maps), *quantiles)
@@ -139,12 +141,8 @@ def draw_llm_appendix(
     n_blocks = math.ceil(n_layers / n_cols)
     parts = run_names([label], names)
     with plt.rc_context(GRID_STYLE):
-        fig, axes = plt.subplots(
-            2 * n_blocks,
-            n_cols,
-            figsize=(2.4 * n_cols + 1.6, 2.45 * 2 * n_blocks + 1.2),
-            squeeze=False,
-            layout="constrained",
+        fig, axes = subplot_grid(
+            2 * n_blocks, n_cols, (2.4 * n_cols + 1.6, 2.45 * 2 * n_blocks + 1.2)
         )
         rlo, rhi = quantile_limits(list(raw), *quantiles)
         nlo, nhi = quantile_limits(list(nrm), *quantiles)

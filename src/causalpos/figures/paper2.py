@@ -26,6 +26,7 @@ from causalpos.figures.common import (
     kinds_text,
     pooled_by_kind,
     save,
+    subplot_grid,
     suptitle,
     tick_words,
 )
@@ -244,12 +245,8 @@ def head_maps(
     ncol = -(-(len(panels) + bool(prefix)) // nrow)
     lim = max(float(np.nanmax(np.abs(m["estimate"]), initial=0.0)) for m in got.values()) or 1.0
     with plt.rc_context(GRID_STYLE):
-        fig, axes = plt.subplots(
-            nrow,
-            ncol,
-            figsize=(max(0.3 * nh + 0.9, 2.6) * ncol + 1.4, (0.17 * nl + 1.3) * nrow + 1.4),
-            squeeze=False,
-            layout="constrained",
+        fig, axes = subplot_grid(
+            nrow, ncol, (max(0.3 * nh + 0.9, 2.6) * ncol + 1.4, (0.17 * nl + 1.3) * nrow + 1.4)
         )
         cells = list(axes.ravel())
         if prefix:

@@ -210,7 +210,7 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
     the numbers of the points cut at the edge."""
     runs, kinds = list(p["layers"]), p["kinds"]
     pools = list(dict.fromkeys(what for _, what in p["pooled"]))
-    ticks, labels, cut = [], [], []
+    labels, cut = [], []  # a tick per slot, 0, 1, ...
     for i, what in enumerate(pools):
         kind, label = _slot(what, "pooled", kinds)
         for k, v in enumerate(runs):
@@ -219,7 +219,6 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
                 xs = np.array([i + _offsets(len(runs))[k]])
                 got = _points(ax, xs, p["pooled"][(v, what)][None], [kind], style, ylim)
                 cut += [f"{v} pooled {t}" for t in got if t]
-        ticks.append(i)
         labels.append(label)
     number = {v: i + 1 for i, v in enumerate(colours)}
     for i, ((v, what), vals) in enumerate(p["controls"].items()):
@@ -239,7 +238,6 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
             lw=1.0,
             label="a control's upper limit (dotted, its colour)",
         )
-        ticks.append(x)
         labels.append(label)
     if not p["controls"]:
         ax.text(
@@ -253,8 +251,8 @@ def _pooled(ax, p: Mapping, colours: Mapping[str, str], level: float, ylim) -> l
             color="0.35",
             transform=ax.transAxes,
         )
-    ax.set_xticks(ticks, labels, fontsize=8)
-    ax.set_xlim(-0.6, max(len(ticks) - 1, 0) + 0.6)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlim(-0.6, max(len(labels) - 1, 0) + 0.6)
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.tick_params(axis="y", labelleft=False)
     return cut

@@ -27,6 +27,7 @@ from causalpos.figures.common import (
     kinds_text,
     save,
     shade_global_layers,
+    subplot_grid,
     suptitle,
 )
 from causalpos.figures.labels import LAYER_AXIS, common_part, pair_name
@@ -235,13 +236,7 @@ def grid_blocks(n_models: int, rows_per_model: int):
     nblock = -(-n_models // ncol)
     nrows = nblock * rows_per_model
     width = WIDE_PANEL if ncol == 1 else PANEL[0]
-    fig, axes = plt.subplots(
-        nrows,
-        ncol,
-        figsize=(width * ncol + 0.9, PANEL[1] * nrows + 1.8),
-        squeeze=False,
-        layout="constrained",
-    )
+    fig, axes = subplot_grid(nrows, ncol, (width * ncol + 0.9, PANEL[1] * nrows + 1.8))
     cells = {}
     for j in range(nblock * ncol):
         b, c = divmod(j, ncol)

@@ -71,8 +71,7 @@ def draw_loss_curves(
             ok = ~np.isnan(held)
             ax.plot(step[ok], held[ok], color=color, marker="o", ms=3, lw=1.5, label="held-out")
             base = unigram_entropy
-            if isinstance(base, Mapping):
-                base = base.get(name)
+            base = base.get(name) if isinstance(base, Mapping) else base
             if base is not None:
                 ax.axhline(base, color="0.3", ls="--", lw=1, label="unigram entropy (held-out)")
             ax.set_title(variant_label(name, names))

@@ -23,6 +23,7 @@ from causalpos.figures.common import (
     heatmap,
     quantile_limits,
     save,
+    subplot_grid,
     suptitle,
     tick_words,
 )
@@ -60,9 +61,7 @@ def plot_index_vs_init(
         raise ValueError("plot_index_vs_init: the index table is empty")
     n = len(variants)
     with plt.rc_context(GRID_STYLE):
-        fig, axes = plt.subplots(
-            1, n, figsize=(3.1 * n + 0.8, 3.9), sharey=True, squeeze=False, layout="constrained"
-        )
+        fig, axes = subplot_grid(1, n, (3.1 * n + 0.8, 3.9), sharey=True)
         for i, (ax, v) in enumerate(zip(axes[0], variants)):
             for weights, ls, alpha in (("trained", "-", 0.25), ("init", "--", 0.12)):
                 sub = index[(index["variant"] == v) & (index["weights"] == weights)]
@@ -186,13 +185,7 @@ def plot_comparison(
     ]
     conf = float(comparison["confidence"].iloc[0]) if "confidence" in comparison else 0.95
     with plt.rc_context(GRID_STYLE):
-        fig, axes = plt.subplots(
-            1,
-            len(drawn),
-            figsize=(4.1 * len(drawn) + 0.6, 4.0),
-            squeeze=False,
-            layout="constrained",
-        )
+        fig, axes = subplot_grid(1, len(drawn), (4.1 * len(drawn) + 0.6, 4.0))
         for k, (ax, name) in enumerate(zip(axes[0], drawn)):
             letter = "abc"[k]
             if name == "index":
@@ -314,12 +307,8 @@ def plot_variant_maps(
     n_layers = next(iter(trained.values())).sizes["layer"]
     shown = layer % n_layers
     with plt.rc_context(GRID_STYLE):
-        fig, axes = plt.subplots(
-            len(rows),
-            len(variants),
-            figsize=(2.9 * len(variants) + 1.4, 2.9 * len(rows) + 1.2),
-            squeeze=False,
-            layout="constrained",
+        fig, axes = subplot_grid(
+            len(rows), len(variants), (2.9 * len(variants) + 1.4, 2.9 * len(rows) + 1.2)
         )
         for ri, (row, stores) in enumerate(rows):
             maps = {v: mean_normalized_map(stores[v], layer) for v in variants if v in stores}

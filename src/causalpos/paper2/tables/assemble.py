@@ -126,17 +126,14 @@ def paper2_tables(
         df, probe = position0_frames(store, _block_kinds(store, summaries.get(key)))
         add("position0", df, key)
         probes.append({"model": key[0], "dataset": key[1], **probe})
+    keys = ["model", "dataset"]  # the columns of a table without rows
     out = {
-        name: (
-            pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=["model", "dataset"])
-        )
+        name: pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=keys)
         for name, dfs in parts.items()
     }
     out["scale_contrast"] = scale_contrast_frame(summaries)
     out["twin_contrast"] = twin_contrast_frame(summaries)
-    out["position0_probes"] = (
-        pd.DataFrame(probes) if probes else pd.DataFrame(columns=["model", "dataset"])
-    )
+    out["position0_probes"] = pd.DataFrame(probes) if probes else pd.DataFrame(columns=keys)
     check_declared(out)
     return out
 

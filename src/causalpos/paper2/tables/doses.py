@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from causalpos.paper2.tables.headline import EXPECTED_MAP
+from causalpos.paper2.tables.headline import EXPECTED_MAP, ci_cells
 
 #: What the reading is, in words (the ``units`` column).
 UNITS = "N over the layers from the plant up / the causal run's pooled D (model's units)"
@@ -29,8 +29,6 @@ def plant_doses_frame(summary: xr.Dataset) -> pd.DataFrame:
     margin = float(summary.attrs["dose_margin"])
     rows = []
     for i, run in enumerate(summary["dose_run"].values):
-        est, lo, hi = (float(x) for x in summary["dose_leakage"].values[i])
-        s, s_lo, s_hi = (float(x) for x in summary["dose_step"].values[i])
         rows.append(
             {
                 "variant": str(run),
@@ -41,12 +39,8 @@ def plant_doses_frame(summary: xr.Dataset) -> pd.DataFrame:
                 "window": str(summary.attrs["dose_window"]),
                 "reading": EXPECTED_MAP,
                 "units": UNITS,
-                "leakage": est,
-                "leakage_lo": lo,
-                "leakage_hi": hi,
-                "step": s,
-                "step_lo": s_lo,
-                "step_hi": s_hi,
+                **ci_cells("leakage", map(float, summary["dose_leakage"].values[i])),
+                **ci_cells("step", map(float, summary["dose_step"].values[i])),
                 "margin": margin,
             }
         )

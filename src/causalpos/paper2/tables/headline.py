@@ -55,6 +55,11 @@ def stat_columns(da: xr.DataArray, name: str, keys: Sequence[str] | None = None)
     return d if keys is None else d[[*keys, name, f"{name}_lo", f"{name}_hi"]]
 
 
+def ci_cells(name: str, values) -> dict:
+    """``name``, ``name_lo``, ``name_hi`` -> ``values`` (estimate, lo, hi)."""
+    return dict(zip((name, f"{name}_lo", f"{name}_hi"), values))
+
+
 def headline_frame(summary: xr.Dataset) -> pd.DataFrame:
     """The ``headline`` table of one summary (empty without the headline reading)."""
     if "leakage_model" not in summary:
@@ -181,27 +186,21 @@ def controls_frame(summary: xr.Dataset) -> pd.DataFrame:
     rows = []
     for r in neg.itertuples(index=False):
         planted = summary["leakage_planted"].sel(variant=r.variant, target=r.target)
-        pv, est, lo, hi = (float(planted.sel(planted=k)) for k in planted["planted"].values)
+        pv, *est = (float(planted.sel(planted=k)) for k in planted["planted"].values)
         rows.append(
             {
                 "variant": r.variant,
                 "target": r.target,
                 "window": r.window,
                 "reading": EXPECTED_MAP,
-                "negative": r.leakage,
-                "negative_lo": r.leakage_lo,
-                "negative_hi": r.leakage_hi,
+                **ci_cells("negative", (r.leakage, r.leakage_lo, r.leakage_hi)),
                 **_units_columns(summary, r.variant, r.window, r.target),
                 **_planted_model_columns(summary, r.variant, r.target),
-                "per_prompt": r.per_prompt,
-                "per_prompt_lo": r.per_prompt_lo,
-                "per_prompt_hi": r.per_prompt_hi,
+                **ci_cells("per_prompt", (r.per_prompt, r.per_prompt_lo, r.per_prompt_hi)),
                 # the per-prompt reading, in its own units, judged against its tolerance
                 "per_prompt_margin": CONTROL_TOL,
                 "planted": pv,
-                "planted_estimate": est,
-                "planted_estimate_lo": lo,
-                "planted_estimate_hi": hi,
+                **ci_cells("planted_estimate", est),
             }
         )
     return one_row_per_pass(pd.DataFrame(rows), summary)
@@ -236,8 +235,7 @@ def _planted_model_columns(summary: xr.Dataset, variant: str, target: str) -> di
             continue
         st = summary["plant_model"].sel(plant_variant=pv)
         out = {"planted_model_variant": str(pv)}
-        for k in st["plant_stat"].values:
-            out[f"planted_model_{k}"] = float(st.sel(plant_stat=k))
+        out |= {f"planted_model_{k}": float(st.sel(plant_stat=k)) for k in st["plant_stat"].values}
         out["planted_model_check"] = int(summary["plant_model_check"].sel(plant_variant=pv))
         return out
     return {}
@@ -254,18 +252,12 @@ def _units_columns(summary: xr.Dataset, variant: str, window: str, target: str) 
     out = {"negative_tost_level": 1.0 - 2.0 * float(summary.attrs["control_alpha"])}
     for lm in summary["landmark"].values:
         sel = dict(variant=variant, landmark=lm, window=window, target=target)
-        est, lo, hi = (float(x) for x in summary["control_units"].sel(**sel).values)
+        pre = f"negative_{lm}"
         _, tlo, thi = (float(x) for x in summary["control_tost"].sel(**sel).values)
-        out.update(
-            {
-                f"negative_{lm}_model_units": est,
-                f"negative_{lm}_model_units_lo": lo,
-                f"negative_{lm}_model_units_hi": hi,
-                f"negative_{lm}_tost_lo": tlo,
-                f"negative_{lm}_tost_hi": thi,
-                f"negative_{lm}_margin": margin,
-            }
+        out |= ci_cells(
+            f"{pre}_model_units", map(float, summary["control_units"].sel(**sel).values)
         )
+        out |= {f"{pre}_tost_lo": tlo, f"{pre}_tost_hi": thi, f"{pre}_margin": margin}
     return out
 
 

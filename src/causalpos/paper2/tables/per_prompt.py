@@ -13,7 +13,7 @@ import xarray as xr
 
 from causalpos.models.layer_kinds import LAYER_KIND, kinds_by_layer, with_layer_kind
 from causalpos.paper2.labels import DEFAULT_CONDITIONS, MEASURED, bos_measure, bos_replacement
-from causalpos.paper2.tables.headline import PER_PROMPT, wide_stat
+from causalpos.paper2.tables.headline import PER_PROMPT, ci_cells, wide_stat
 
 #: Paper 2 Table 6 analog: the RoPE conditions and the causal run each is measured on.
 ROPE_CONDITIONS: dict[str, str] = {c: runs[0] for c, runs in DEFAULT_CONDITIONS.items()}
@@ -29,8 +29,7 @@ def _not_run(missing: Sequence[str]) -> str:
 
 def _cells(name: str, da: xr.DataArray | None, ok: bool, **sel) -> dict:
     """``name`` with its interval (``_lo``, ``_hi``): ``da`` at ``sel`` where ``ok``, else NaN."""
-    est, lo, hi = da.sel(**sel).values if ok else (np.nan, np.nan, np.nan)
-    return {name: est, f"{name}_lo": lo, f"{name}_hi": hi}
+    return ci_cells(name, da.sel(**sel).values if ok else (np.nan, np.nan, np.nan))
 
 
 def rope_controls_frame(summary: xr.Dataset) -> pd.DataFrame:
