@@ -244,14 +244,14 @@ def test_a_config_value_is_read_as_params_hold_it():
 
 
 #: The files of src/ that may spell the literal "float32": the declaration of FULL_PRECISION
-#: (the models' default dtype), the tables of dtypes (bytes, torch types) and the score maps' own
-#: dtype (io.shards, capture.attrs), which no config key chooses.
+#: (the models' default dtype), the table of dtype sizes (models.footprint, whose keys the torch
+#: dtypes of models.device take) and the score maps' own dtype (io.shards, capture.attrs), which
+#: no config key chooses.
 FLOAT32_SPELLED = {
     "causalpos/settings.py": 1,
     "causalpos/models/footprint.py": 1,
-    "causalpos/models/device.py": 1,
     "causalpos/capture/attrs.py": 1,
-    "causalpos/io/shards.py": 2,
+    "causalpos/io/shards.py": 1,
 }
 
 
