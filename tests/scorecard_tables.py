@@ -120,3 +120,19 @@ def baseline_rows(model, diff, half, init_of="", dataset="d") -> list[dict]:
                 }
             )
     return rows
+
+
+def _lead(model, leak, ctl=None, tost=None, margin=0.002, **kw):
+    """A headline row (causal logit leakage ``leak`` = (est, lo, hi)) with, where given, the
+    negative control in the model's units ``ctl`` = (est, lo, hi) and its (1 − 2α) interval
+    ``tost`` = (lo, hi) (default: the CI) against ``margin``."""
+    row = {"model": model, "dataset": "d", "variant": "causal", "window": "all"}
+    row |= {"target": "logit", "reading": "expected-map", "position_free": False}
+    row |= {"leakage": leak[0], "leakage_lo": leak[1], "leakage_hi": leak[2]}
+    row |= {"per_prompt": 0.1, "per_prompt_lo": 0.09, "per_prompt_hi": 0.11}
+    if ctl is not None:
+        row |= dict(zip(("control_model_units", "control_model_units_lo"), ctl[:2]))
+        row["control_model_units_hi"] = ctl[2]
+        lo, hi = tost if tost is not None else ctl[1:]
+        row |= {"control_tost_lo": lo, "control_tost_hi": hi, "control_margin": margin}
+    return row | kw

@@ -14,7 +14,7 @@ from causalpos import scorecard as S
 from causalpos import verdicts as V
 from causalpos.findings.render import Tables, render
 from causalpos.scorecard.rows import docstring_text, rule_text, rules_text
-from tests.scorecard_tables import _card, _one
+from tests.scorecard_tables import _card, _lead, _one
 
 
 def test_targets_file_holds_every_target_with_its_falsification_condition():
@@ -64,18 +64,6 @@ def test_table_names_repeated_in_the_scorecard_equal_the_librarys():
 
     assert S.TABLE_MEASURED == labels.MEASURED
     assert S.RESIDUAL_STREAM == bos.RESIDUAL_STREAM
-
-
-def _lead(model, leak, ctl=None, margin=0.002):
-    row = {"model": model, "dataset": "d", "variant": "causal", "window": "all"}
-    row |= {"target": "logit", "reading": "expected-map", "position_free": False}
-    row |= {"leakage": leak[0], "leakage_lo": leak[1], "leakage_hi": leak[2]}
-    row |= {"per_prompt": 0.1, "per_prompt_lo": 0.09, "per_prompt_hi": 0.11}
-    if ctl is not None:
-        row |= dict(zip(("control_model_units", "control_model_units_lo"), ctl[:2]))
-        row |= {"control_model_units_hi": ctl[2], "control_tost_lo": ctl[1]}
-        row |= {"control_tost_hi": ctl[2], "control_margin": margin}
-    return row
 
 
 def test_a_rule_is_its_functions_docstring_with_its_values():
